@@ -1,0 +1,51 @@
+"""The ``cepam`` command line.
+
+Each sub-command lives next to the code it drives and contributes a
+``register(subparsers)`` function that adds its parser and sets
+``func=handler`` (a callable taking the parsed namespace and returning an exit
+code).  Heavy imports (torch, scipy, matplotlib) happen inside the handlers,
+so ``cepam --help`` stays fast and works with numpy alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from .errors import CepamError
+
+__all__ = ["main", "build_parser"]
+
+# Modules that provide a ``register(subparsers)`` function, in help order.
+_COMMAND_MODULES = (
+    "cepam.demo",
+    "cepam.accounting.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cepam",
+        description="Private, compressed federated-learning updates (LRSUQ / CEPAM).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CepamError as exc:
+        print(f"cepam {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
