@@ -1,0 +1,275 @@
+// pybind11 binding of the native core: converts arguments and results, maps
+// exceptions, releases the GIL around native work.  No logic lives here.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstring>
+#include <string>
+
+#include "body.hpp"
+#include "chacha20.hpp"
+#include "detmath.hpp"
+#include "errors.hpp"
+#include "lrsuq.hpp"
+
+namespace py = pybind11;
+using namespace cepam;
+
+namespace {
+
+ChaChaKey key_from(const py::bytes& key) {
+  const std::string s = key;
+  if (s.size() != 32) throw InvalidArgument("a stream key is 32 bytes");
+  return chacha_key_from_bytes(reinterpret_cast<const unsigned char*>(s.data()));
+}
+
+LrsuqParams params_from(int mechanism, double scale, int lattice, int n) {
+  LrsuqParams p{static_cast<MechanismId>(mechanism), scale, static_cast<LatticeId>(lattice), n};
+  check_params(p);
+  return p;
+}
+
+template <class T>
+using CArray = py::array_t<T, py::array::c_style>;
+
+bool is_dtype(const py::array& a, const char* name) {
+  return a.dtype().is(py::dtype(name));
+}
+
+void require_contiguous_1d(const py::array& a, const char* what) {
+  if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
+    throw InvalidArgument(std::string(what) + " must be a contiguous 1-D array");
+}
+
+py::tuple encode(const py::array& x, const py::bytes& key, int mechanism, double scale,
+                 int lattice, int n, double factor) {
+  require_contiguous_1d(x, "x");
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const KeyStream ks(key_from(key), kPurposeLrsuq);
+  const std::size_t m = static_cast<std::size_t>(x.size());
+  const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  CArray<std::uint32_t> H(static_cast<py::ssize_t>(N));
+  CArray<std::int64_t> M(static_cast<py::ssize_t>(N * static_cast<std::size_t>(n)));
+  std::uint32_t* h = H.mutable_data();
+  std::int64_t* mm = M.mutable_data();
+  if (is_dtype(x, "float32")) {
+    const float* px = static_cast<const float*>(x.data());
+    py::gil_scoped_release nogil;
+    lrsuq_encode(p, ks, px, m, factor, h, mm);
+  } else if (is_dtype(x, "float64")) {
+    const double* px = static_cast<const double*>(x.data());
+    py::gil_scoped_release nogil;
+    lrsuq_encode(p, ks, px, m, factor, h, mm);
+  } else {
+    throw py::type_error("x must be float32 or float64");
+  }
+  return py::make_tuple(H, M);
+}
+
+py::array decode(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M, std::size_t m,
+                 const py::bytes& key, int mechanism, double scale, int lattice, int n,
+                 const std::string& dtype) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const std::size_t un = static_cast<std::size_t>(n);
+  const std::size_t N = (m + un - 1) / un;
+  if (static_cast<std::size_t>(H.size()) != N || static_cast<std::size_t>(M.size()) != N * un)
+    throw InvalidArgument("H and M sizes do not match m and n");
+  const KeyStream ks(key_from(key), kPurposeLrsuq);
+  const std::uint32_t* h = H.data();
+  const std::int64_t* mm = M.data();
+  if (dtype == "float32") {
+    CArray<float> y(static_cast<py::ssize_t>(m));
+    float* py_ = y.mutable_data();
+    {
+      py::gil_scoped_release nogil;
+      lrsuq_decode(p, ks, h, mm, m, py_);
+    }
+    return std::move(y);
+  }
+  if (dtype == "float64") {
+    CArray<double> y(static_cast<py::ssize_t>(m));
+    double* py_ = y.mutable_data();
+    {
+      py::gil_scoped_release nogil;
+      lrsuq_decode(p, ks, h, mm, m, py_);
+    }
+    return std::move(y);
+  }
+  throw InvalidArgument("dtype must be 'float32' or 'float64'");
+}
+
+double sum_squares(const py::array& x) {
+  require_contiguous_1d(x, "x");
+  const std::size_t m = static_cast<std::size_t>(x.size());
+  if (is_dtype(x, "float32")) {
+    const float* px = static_cast<const float*>(x.data());
+    py::gil_scoped_release nogil;
+    return sum_of_squares(px, m);
+  }
+  if (is_dtype(x, "float64")) {
+    const double* px = static_cast<const double*>(x.data());
+    py::gil_scoped_release nogil;
+    return sum_of_squares(px, m);
+  }
+  throw py::type_error("x must be float32 or float64");
+}
+
+BodyLayout layout_from(std::uint32_t golomb, int k, std::uint64_t h_bits, std::uint64_t m_bits) {
+  BodyLayout layout;
+  layout.golomb = golomb;
+  layout.expg_k = k;
+  layout.h_bits = h_bits;
+  layout.m_bits = m_bits;
+  return layout;
+}
+
+py::tuple body_encode(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
+                      std::uint32_t golomb, int k) {
+  BodyLayout layout = layout_from(golomb, k, 0, 0);
+  std::vector<std::uint8_t> out;
+  {
+    py::gil_scoped_release nogil;
+    out.reserve(static_cast<std::size_t>(M.size()) * 2 + 16);
+    encode_body(H.data(), static_cast<std::size_t>(H.size()), M.data(),
+                static_cast<std::size_t>(M.size()), layout, out);
+  }
+  return py::make_tuple(
+      py::bytes(reinterpret_cast<const char*>(out.data()), out.size()), layout.h_bits,
+      layout.m_bits);
+}
+
+py::tuple body_decode(const py::bytes& body, std::uint64_t N, std::uint64_t count,
+                      std::uint32_t golomb, int k, std::uint64_t h_bits, std::uint64_t m_bits) {
+  const BodyLayout layout = layout_from(golomb, k, h_bits, m_bits);
+  char* data = nullptr;
+  py::ssize_t len = 0;
+  if (PyBytes_AsStringAndSize(body.ptr(), &data, &len) != 0) throw py::error_already_set();
+  // Validate before allocating anything sized by N or count.
+  check_body(layout, static_cast<std::size_t>(len), N, count);
+  CArray<std::uint32_t> H(static_cast<py::ssize_t>(N));
+  CArray<std::int64_t> M(static_cast<py::ssize_t>(count));
+  std::uint32_t* h = H.mutable_data();
+  std::int64_t* mm = M.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    decode_body(reinterpret_cast<const std::uint8_t*>(data), static_cast<std::size_t>(len),
+                layout, static_cast<std::size_t>(N), static_cast<std::size_t>(count), h, mm);
+  }
+  return py::make_tuple(H, M);
+}
+
+py::bytes chacha_block(const py::bytes& key, std::uint32_t counter, const py::bytes& nonce) {
+  const std::string ns = nonce;
+  if (ns.size() != 12) throw InvalidArgument("a ChaCha20 nonce is 12 bytes");
+  std::uint32_t n3[3];
+
+  for (int i = 0; i < 3; ++i) {
+    const auto* b = reinterpret_cast<const unsigned char*>(ns.data()) + 4 * i;
+    n3[i] = static_cast<std::uint32_t>(b[0]) | (static_cast<std::uint32_t>(b[1]) << 8) |
+            (static_cast<std::uint32_t>(b[2]) << 16) | (static_cast<std::uint32_t>(b[3]) << 24);
+  }
+  std::uint32_t out[16];
+  chacha20_block(key_from(key), counter, n3, out);
+  unsigned char bytes[64];
+  for (int i = 0; i < 16; ++i)
+    for (int b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(out[i] >> (8 * b));
+  return py::bytes(reinterpret_cast<const char*>(bytes), 64);
+}
+
+CArray<std::uint64_t> keystream_words(const py::bytes& key, std::uint32_t stream,
+                                      std::uint64_t first_word, std::size_t count) {
+  const KeyStream ks(key_from(key), kPurposeLrsuq);
+  CArray<std::uint64_t> out(static_cast<py::ssize_t>(count));
+  ks.words(stream, first_word, count, out.mutable_data());
+  return out;
+}
+
+CArray<double> latent_radius(const py::bytes& key, int mechanism, double scale, int lattice,
+                             int n, std::uint64_t first, std::size_t count) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const KeyStream ks(key_from(key), kPurposeLrsuq);
+  CArray<double> out(static_cast<py::ssize_t>(count));
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    latent_radii(p, ks, first, count, o);
+  }
+  return out;
+}
+
+template <double (*F)(double)>
+CArray<double> elementwise(const CArray<double>& x) {
+  CArray<double> out(x.size());
+  const double* in = x.data();
+  double* o = out.mutable_data();
+  for (py::ssize_t i = 0; i < x.size(); ++i) o[i] = F(in[i]);
+  return out;
+}
+
+void register_errors(py::module_& m) {
+  py::module_ errors = py::module_::import("cepam.errors");
+  // Leaked on purpose: the translator may run until interpreter exit.
+  static PyObject* invalid = py::object(errors.attr("InvalidArgumentError")).release().ptr();
+  static PyObject* format = py::object(errors.attr("FormatError")).release().ptr();
+  static PyObject* encoding = py::object(errors.attr("EncodingError")).release().ptr();
+  static PyObject* invalid_type = py::object(errors.attr("InvalidTypeError")).release().ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const FormatError& e) {
+      PyErr_SetString(format, e.what());
+    } catch (const EncodingError& e) {
+      PyErr_SetString(encoding, e.what());
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(invalid, e.what());
+    } catch (const py::type_error& e) {
+      PyErr_SetString(invalid_type, e.what());
+    }
+  });
+  (void)m;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "cepam native core (LRSUQ, ChaCha20 streams, bitstream coders)";
+  register_errors(m);
+
+  m.attr("TRIAL_CAP") = kTrialCap;
+  m.attr("MAX_ABS_M") = kMaxAbsM;
+  m.attr("MAX_GOLOMB") = kMaxGolomb;
+  m.attr("MAX_EXPG_ORDER") = kMaxExpGolombOrder;
+
+  m.def("encode", &encode, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
+        py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("factor"),
+        "LRSUQ-encode a contiguous 1-D float32/float64 array -> (H uint32[N], M int64[N*n]).");
+  m.def("decode", &decode, py::arg("H"), py::arg("M"), py::kw_only(), py::arg("m"),
+        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("dtype"), "LRSUQ-decode (H, M) into m values of the given dtype.");
+  m.def("sum_of_squares", &sum_squares, py::arg("x"),
+        "Sum of squares in float64, in a fixed order; raises on NaN/Inf.");
+  m.def("acceptance_probability", [](int mech, double scale, int lattice, int n) {
+    return acceptance_probability(params_from(mech, scale, lattice, n));
+  }, py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"));
+  m.def("latent_words", [](int mech, double scale, int lattice, int n) {
+    return latent_words(params_from(mech, scale, lattice, n));
+  }, py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"));
+  m.def("latent_radius", &latent_radius, py::kw_only(), py::arg("key"), py::arg("mechanism"),
+        py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("first"), py::arg("count"),
+        "Radii r(U_j) of sub-vectors first .. first+count-1.");
+  m.def("golomb_parameter", &golomb_parameter, py::arg("p"));
+  m.def("best_expg_order", [](const CArray<std::int64_t>& M) {
+    return best_expg_order(M.data(), static_cast<std::size_t>(M.size()));
+  }, py::arg("M"));
+  m.def("body_encode", &body_encode, py::arg("H"), py::arg("M"), py::kw_only(),
+        py::arg("golomb"), py::arg("expg_k"), "-> (body bytes, h_bits, m_bits)");
+  m.def("body_decode", &body_decode, py::arg("body"), py::kw_only(), py::arg("N"),
+        py::arg("count"), py::arg("golomb"), py::arg("expg_k"), py::arg("h_bits"),
+        py::arg("m_bits"), "-> (H uint32[N], M int64[count]); raises FormatError.");
+  m.def("chacha20_block", &chacha_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
+        "RFC 8439 block function -> 64 bytes.");
+  m.def("keystream_words", &keystream_words, py::arg("key"), py::arg("stream"),
+        py::arg("first_word"), py::arg("count"));
+  m.def("det_log", &elementwise<detmath::log>, py::arg("x"));
+  m.def("det_cos2pi_squared", &elementwise<detmath::cos2pi_squared>, py::arg("t"));
+}

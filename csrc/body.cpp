@@ -1,0 +1,190 @@
+#include "body.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "bitstream.hpp"
+#include "errors.hpp"
+#include "lrsuq.hpp"
+
+namespace cepam {
+namespace {
+
+inline std::uint64_t zigzag(std::int64_t v) {
+  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
+}
+inline std::int64_t unzigzag(std::uint64_t z) {
+  return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
+}
+inline int bit_length(std::uint64_t v) { return v == 0 ? 0 : 64 - count_leading_zeros(v); }
+
+// Truncated binary code of r in [0, g): b = ceil(log2 g) bits or one fewer.
+struct TruncatedBinary {
+  int b = 0;
+  std::uint64_t u = 0;  // values below u take b - 1 bits
+  explicit TruncatedBinary(std::uint32_t g) {
+    b = bit_length(static_cast<std::uint64_t>(g) - 1);
+    u = (std::uint64_t{1} << b) - g;
+  }
+};
+
+void check_layout(const BodyLayout& layout) {
+  if (layout.golomb > kMaxGolomb) throw FormatError("Golomb parameter out of range");
+  if (layout.expg_k < 0 || layout.expg_k > kMaxExpGolombOrder)
+    throw FormatError("exp-Golomb order out of range");
+}
+
+}  // namespace
+
+std::uint32_t golomb_parameter(double p) {
+  if (!(p > 0.0 && p <= 1.0)) throw InvalidArgument("acceptance probability must be in (0, 1]");
+  if (p == 1.0) return 0;
+  const double g = std::ceil(std::log(2.0 - p) / -std::log1p(-p));
+  return g < 1.0 ? 1u : static_cast<std::uint32_t>(g);
+}
+
+int best_expg_order(const std::int64_t* M, std::size_t count) {
+  std::uint64_t hist[65] = {0};
+  for (std::size_t i = 0; i < count; ++i) ++hist[bit_length(zigzag(M[i]))];
+  int best = 0;
+  std::uint64_t best_cost = ~std::uint64_t{0};
+  for (int k = 0; k <= kMaxExpGolombOrder; ++k) {
+    // A value of bit length b costs 2 max(b, k + 1) - k - 1 bits (give or
+    // take the carry of adding 2^k).
+    std::uint64_t cost = 0;
+    for (int b = 0; b <= 64; ++b) {
+      const int len = b > k + 1 ? b : k + 1;
+      cost += hist[b] * static_cast<std::uint64_t>(2 * len - k - 1);
+    }
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = k;
+    }
+  }
+  return best;
+}
+
+void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, std::size_t count,
+                 BodyLayout& layout, std::vector<std::uint8_t>& out) {
+  check_layout(layout);
+  {
+    BitWriter w(out);
+    if (layout.golomb != 0) {
+      const std::uint32_t g = layout.golomb;
+      const TruncatedBinary tb(g);
+      for (std::size_t j = 0; j < N; ++j) {
+        if (H[j] < 1) throw InvalidArgument("trial index must be at least 1");
+        const std::uint64_t v = H[j] - 1;
+        w.put_zeros(v / g);
+        w.put(1, 1);
+        const std::uint64_t r = v % g;
+        if (tb.b > 0) {
+          if (r < tb.u) w.put(r, tb.b - 1);
+          else w.put(r + tb.u, tb.b);
+        }
+      }
+    } else {
+      for (std::size_t j = 0; j < N; ++j)
+        if (H[j] != 1) throw InvalidArgument("trial index must be 1 when H is not coded");
+    }
+    layout.h_bits = w.bits();
+    w.finish();
+  }
+  {
+    BitWriter w(out);
+    const int k = layout.expg_k;
+    const std::uint64_t offset = std::uint64_t{1} << k;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (M[i] > kMaxAbsM || M[i] < -kMaxAbsM) throw InvalidArgument("lattice coordinate too large");
+      const std::uint64_t v = zigzag(M[i]) + offset;
+      const int len = bit_length(v);
+      w.put_zeros(static_cast<std::uint64_t>(len - k - 1));
+      w.put_long(v, len);
+    }
+    layout.m_bits = w.bits();
+    w.finish();
+  }
+}
+
+std::uint64_t min_bits_h(const BodyLayout& layout, std::uint64_t N) {
+  return layout.golomb == 0 ? 0 : N;  // at least the terminating one bit each
+}
+
+std::uint64_t min_bits_m(const BodyLayout& layout, std::uint64_t count) {
+  return count * static_cast<std::uint64_t>(layout.expg_k + 1);
+}
+
+void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std::uint64_t count) {
+  check_layout(layout);
+  const std::uint64_t max_bits = std::uint64_t{1} << 60;
+  if (layout.h_bits > max_bits || layout.m_bits > max_bits)
+    throw FormatError("declared section length out of range");
+  const std::uint64_t h_bytes = (layout.h_bits + 7) / 8;
+  const std::uint64_t m_bytes = (layout.m_bits + 7) / 8;
+  if (h_bytes + m_bytes != static_cast<std::uint64_t>(len))
+    throw FormatError("body length does not match its declared sections");
+  // count <= m_bits and N <= count keep the products below 2^64.
+  if (count > layout.m_bits || N > count || min_bits_h(layout, N) > layout.h_bits ||
+      min_bits_m(layout, count) > layout.m_bits)
+    throw FormatError("declared number of coordinates does not fit the body");
+}
+
+void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& layout,
+                 std::size_t N, std::size_t count, std::uint32_t* H, std::int64_t* M) {
+  check_body(layout, len, N, count);
+  const std::uint64_t h_bytes = (layout.h_bits + 7) / 8;
+  const std::uint64_t m_bytes = (layout.m_bits + 7) / 8;
+
+  auto check_end = [](const BitReader& r, std::uint64_t bits, const std::uint8_t* sec,
+                      std::uint64_t bytes, const char* what) {
+    if (r.position() != bits)
+      throw FormatError(std::string(what) + " section has trailing bits");
+    const int pad = static_cast<int>(bytes * 8 - bits);
+    if (pad > 0 && (sec[bytes - 1] & ((1u << pad) - 1)) != 0)
+      throw FormatError(std::string(what) + " section has non-zero padding");
+  };
+
+  {
+    BitReader r(data, layout.h_bits);
+    if (layout.golomb != 0) {
+      const std::uint32_t g = layout.golomb;
+      const TruncatedBinary tb(g);
+      const std::uint64_t max_q = (kTrialCap - 1) / g;
+      for (std::size_t j = 0; j < N; ++j) {
+        const std::uint64_t q = r.zeros_then_one(max_q);
+        std::uint64_t rem = 0;
+        if (tb.b > 0) {
+          rem = r.get(tb.b - 1);
+          if (rem >= tb.u) rem = ((rem << 1) | r.get(1)) - tb.u;
+        }
+        const std::uint64_t v = q * g + rem;
+        if (v >= kTrialCap) throw FormatError("trial index above the cap");
+        H[j] = static_cast<std::uint32_t>(v + 1);
+      }
+    } else {
+      for (std::size_t j = 0; j < N; ++j) H[j] = 1;
+    }
+    check_end(r, layout.h_bits, data, h_bytes, "H");
+  }
+  {
+    const std::uint8_t* sec = data + h_bytes;
+    BitReader r(sec, layout.m_bits);
+    const int k = layout.expg_k;
+    const std::uint64_t offset = std::uint64_t{1} << k;
+    // |M| <= 2^53 means zigzag(M) + 2^k < 2^55, a code of at most 55 bits.
+    const int max_len = 55;
+    const std::uint64_t max_zigzag = zigzag(-kMaxAbsM);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint64_t zeros = r.zeros_then_one(static_cast<std::uint64_t>(max_len - k - 1));
+      const int len = static_cast<int>(zeros) + k + 1;
+      // The leading one was consumed; read the remaining len - 1 bits.
+      const std::uint64_t v = (std::uint64_t{1} << (len - 1)) | r.get_long(len - 1);
+      const std::uint64_t z = v - offset;
+      if (v < offset || z > max_zigzag) throw FormatError("lattice coordinate out of range");
+      M[i] = unzigzag(z);
+    }
+    check_end(r, layout.m_bits, sec, m_bytes, "M");
+  }
+}
+
+}  // namespace cepam

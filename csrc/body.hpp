@@ -1,0 +1,58 @@
+// Payload body coders: the trial indices H and lattice coordinates M of all
+// sub-vectors as one byte string, in two byte-aligned sections (H, then M).
+//
+// Coder 1 ("golomb"): H - 1 with a Golomb code of parameter g (the paper's
+// choice; g = 0 means H is always 1 and takes no bits), M with an order-k
+// exponential-Golomb code of the zigzagged integers.  The coder's parameters
+// and both section lengths travel in the payload header; the decoder checks
+// that each section is consumed exactly and its padding is zero, so every
+// payload has one valid encoding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace cepam {
+
+enum class CoderId : int { Golomb = 1 };
+
+struct BodyLayout {
+  std::uint32_t golomb = 0;  // Golomb parameter of H - 1; 0: H not coded
+  int expg_k = 0;            // order of the exp-Golomb code of M
+  std::uint64_t h_bits = 0;  // bits of the H section (before padding)
+  std::uint64_t m_bits = 0;  // bits of the M section (before padding)
+};
+
+// Largest accepted Golomb parameter and exp-Golomb order.
+inline constexpr std::uint32_t kMaxGolomb = 1u << 16;
+inline constexpr int kMaxExpGolombOrder = 54;
+
+// The Golomb parameter that is optimal for Geometric(p) on {1, 2, ...}
+// (Gallager and Van Voorhis 1975); 0 when p == 1.
+std::uint32_t golomb_parameter(double p);
+
+// The exp-Golomb order that (nearly) minimises the length of M.
+int best_expg_order(const std::int64_t* M, std::size_t count);
+
+// Appends the body to out and fills layout.h_bits / layout.m_bits.
+void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, std::size_t count,
+                 BodyLayout& layout, std::vector<std::uint8_t>& out);
+
+// Parses a body of `len` bytes into H[0..N) and M[0..count).  Throws
+// FormatError on any inconsistency.  The caller must have checked that
+// the declared counts fit the section lengths (see min_bits_*).
+void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& layout,
+                 std::size_t N, std::size_t count, std::uint32_t* H, std::int64_t* M);
+
+// Checks that a body of `len` bytes with this layout can hold N trial
+// indices and `count` coordinates; throws FormatError otherwise.  Callers
+// run it before allocating anything sized by N or count.
+void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std::uint64_t count);
+
+// Fewest bits N trial indices / count coordinates can take: a declared
+// count above what the sections can hold is rejected before allocating.
+std::uint64_t min_bits_h(const BodyLayout& layout, std::uint64_t N);
+std::uint64_t min_bits_m(const BodyLayout& layout, std::uint64_t count);
+
+}  // namespace cepam

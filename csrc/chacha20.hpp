@@ -1,0 +1,64 @@
+// ChaCha20 (RFC 8439) as a keyed, random-access pseudo-random function.
+//
+// The block function is exactly RFC 8439 section 2.3: 256-bit key, 32-bit
+// block counter, 96-bit nonce.  cepam uses it as a counter-mode PRF over a
+// 64-bit block index and a 32-bit stream id:
+//
+//   counter  = low 32 bits of the block index
+//   nonce[0] = high 32 bits of the block index
+//   nonce[1] = stream id   (0: latent variables, i >= 1: dithers of trial i)
+//   nonce[2] = purpose     (kPurposeLrsuq for the LRSUQ codec)
+//
+// Every stream is a sequence of 64-bit words; word w of a stream is bytes
+// 8(w mod 8) .. 8(w mod 8)+7 of block w / 8, read little-endian.  The words
+// a sub-vector needs therefore sit at a fixed, computable position, which is
+// what lets the decoder jump straight to trial H without replaying trials.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace cepam {
+
+using ChaChaKey = std::array<std::uint32_t, 8>;
+
+// RFC 8439 block function: 16 output words (the 64-byte block, as
+// little-endian 32-bit words).
+void chacha20_block(const ChaChaKey& key, std::uint32_t counter,
+                    const std::uint32_t nonce[3], std::uint32_t out[16]);
+
+// Loads a key from 32 bytes (little-endian words, as in RFC 8439).
+ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]);
+
+inline constexpr std::uint32_t kPurposeLrsuq = 0x4c525351u;  // "QSRL"
+
+class KeyStream {
+ public:
+  KeyStream(const ChaChaKey& key, std::uint32_t purpose) : key_(key), purpose_(purpose) {}
+
+  // Writes 8 words per block for blocks [first_block, first_block + count)
+  // of stream `stream` into out (8 * count words).
+  void blocks(std::uint32_t stream, std::uint64_t first_block, std::size_t count,
+              std::uint64_t* out) const;
+
+  // Writes words [first_word, first_word + count) of stream `stream`.
+  void words(std::uint32_t stream, std::uint64_t first_word, std::size_t count,
+             std::uint64_t* out) const;
+
+ private:
+  ChaChaKey key_;
+  std::uint32_t purpose_;
+};
+
+// Uniform double in [0, 1) from the top 53 bits of a word.
+inline double uniform_co(std::uint64_t w) {
+  return static_cast<double>(w >> 11) * 0x1.0p-53;
+}
+
+// Uniform double in (0, 1] from the top 53 bits of a word (for logarithms).
+inline double uniform_oc(std::uint64_t w) {
+  return static_cast<double>((w >> 11) + 1) * 0x1.0p-53;
+}
+
+}  // namespace cepam

@@ -1,0 +1,115 @@
+// Deterministic transcendental functions for the latent samplers.
+//
+// The samplers must give bit-identical results on every platform, compiler
+// and (later) on CUDA, so they cannot use the platform's libm, whose last-bit
+// behaviour differs between implementations.  These are the fdlibm
+// algorithms (Sun Microsystems, 1993: "Developed at SunPro, a Sun
+// Microsystems, Inc. business. Permission to use, copy, modify, and
+// distribute this software is freely granted, provided that this notice is
+// preserved.") restricted to the arguments the samplers use, written with
+// +, -, *, / and sqrt only (all correctly rounded in IEEE 754), and compiled
+// with -ffp-contract=off so that no fused multiply-add changes a result.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace cepam::detmath {
+
+inline std::uint64_t bits_of(double x) {
+  std::uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+inline double double_of(std::uint64_t u) {
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// Natural logarithm of a positive, normal, finite double (fdlibm e_log.c,
+// main path; error below 1 ulp).  Arguments outside that range are a
+// programming error of the caller; the samplers only pass values in
+// [2^-600, 1].
+inline double log(double x) {
+  constexpr double ln2_hi = 6.93147180369123816490e-01;  // 0x3fe62e42 fee00000
+  constexpr double ln2_lo = 1.90821492927058770002e-10;  // 0x3dea39ef 35793c76
+  constexpr double Lg1 = 6.666666666666735130e-01;
+  constexpr double Lg2 = 3.999999999940941908e-01;
+  constexpr double Lg3 = 2.857142874366239149e-01;
+  constexpr double Lg4 = 2.222219843214978396e-01;
+  constexpr double Lg5 = 1.818357216161805012e-01;
+  constexpr double Lg6 = 1.531383769920937332e-01;
+  constexpr double Lg7 = 1.479819860511658591e-01;
+
+  const std::uint64_t u = bits_of(x);
+  std::int32_t hx = static_cast<std::int32_t>(u >> 32);
+  const std::uint32_t lx = static_cast<std::uint32_t>(u);
+  std::int32_t k = (hx >> 20) - 1023;
+  hx &= 0x000fffff;
+  // Normalise the mantissa into [sqrt(2)/2, sqrt(2)).
+  const std::int32_t i = (hx + 0x95f64) & 0x100000;
+  const double m = double_of((static_cast<std::uint64_t>(
+                                  static_cast<std::uint32_t>(hx | (i ^ 0x3ff00000)))
+                              << 32) |
+                             lx);
+  k += (i >> 20);
+  const double f = m - 1.0;
+  const double dk = static_cast<double>(k);
+  const double s = f / (2.0 + f);
+  const double z = s * s;
+  const double w = z * z;
+  const double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+  const double t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+  const double R = t2 + t1;
+  const double hfsq = 0.5 * f * f;
+  return dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f);
+}
+
+// fdlibm __kernel_cos(x, 0) for |x| <= pi/4.
+inline double kernel_cos(double x) {
+  constexpr double C1 = 4.16666666666666019037e-02;
+  constexpr double C2 = -1.38888888888741095749e-03;
+  constexpr double C3 = 2.48015872894767294178e-05;
+  constexpr double C4 = -2.75573143513906633035e-07;
+  constexpr double C5 = 2.08757232129817482790e-09;
+  constexpr double C6 = -1.13596475577881948265e-11;
+  const double z = x * x;
+  const double r = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))));
+  const double hz = 0.5 * z;
+  const double w = 1.0 - hz;
+  return w + (((1.0 - w) - hz) + z * r);
+}
+
+// fdlibm __kernel_sin(x, 0, 0) for |x| <= pi/4.
+inline double kernel_sin(double x) {
+  constexpr double S1 = -1.66666666666666324348e-01;
+  constexpr double S2 = 8.33333333332248946124e-03;
+  constexpr double S3 = -1.98412698298579493134e-04;
+  constexpr double S4 = 2.75573137070700676789e-06;
+  constexpr double S5 = -2.50507602534068634195e-08;
+  constexpr double S6 = 1.58969099521155010221e-10;
+  const double z = x * x;
+  const double v = z * x;
+  const double r = S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)));
+  return x + v * (S1 + z * r);
+}
+
+// cos(2*pi*t)^2 for t in [0, 1).  The argument is reduced in units of full
+// turns, where every step below is exact (Sterbenz), so only the final
+// multiplication by 2*pi rounds before the kernel.
+inline double cos2pi_squared(double t) {
+  constexpr double two_pi = 6.28318530717958623200e+00;
+  if (t >= 0.5) t -= 0.5;     // cos^2 has period 1/2
+  if (t > 0.25) t = 0.5 - t;  // and is symmetric about 1/4
+  double c;
+  if (t <= 0.125) {
+    c = kernel_cos(two_pi * t);
+  } else {
+    c = kernel_sin(two_pi * (0.25 - t));
+  }
+  return c * c;
+}
+
+}  // namespace cepam::detmath

@@ -1,0 +1,25 @@
+// Exceptions of the native core.  The binding maps each to the Python
+// exception of the same name in cepam.errors.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace cepam {
+
+// An argument has a value the core cannot accept.
+struct InvalidArgument : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// A payload body is malformed (hostile or corrupted input).
+struct FormatError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The input cannot be encoded with these settings.
+struct EncodingError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace cepam

@@ -1,0 +1,70 @@
+// Lattices L = G Z^n for LRSUQ.
+//
+// A lattice type provides, for its dimension n:
+//   closest_point(t, m)  m = integer coordinates (in the basis G) of the
+//                        lattice point closest to t (Voronoi cell);
+//   to_point(m, p)       p = G m;
+//   dither(words, v)     v uniform in the Voronoi cell around 0, from n
+//                        64-bit random words;
+//   packing radius (l2 and l1: the largest ball of that norm inside the
+//   cell), packing density (volume of the l2 packing ball / cell volume),
+//   and whether the cell *is* the ball of a norm (then every trial is
+//   accepted and H carries no information).
+// The hot loops in lrsuq.cpp are templated on the lattice type, so adding a
+// lattice (A2, D4, E8) means adding a type here and a case in the dispatch.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "chacha20.hpp"
+
+namespace cepam {
+
+enum class LatticeId : int { Z = 1 };
+enum class Norm : int { L2 = 2, L1 = 1 };
+
+// Rounds to the nearest integer, halves up; exact for |t| < 2^52.
+inline double round_half_up(double t) {
+  const double f = std::floor(t);
+  return (t - f >= 0.5) ? f + 1.0 : f;
+}
+
+// Volume of the unit l2 ball in R^n divided by 2^n (the l2 packing density of
+// Z^n, whose packing ball has radius 1/2 and whose cell has volume 1).
+inline double zn_packing_density(int n) {
+  // pi^(n/2) / Gamma(n/2 + 1) / 2^n, by the recursion V_n = V_{n-2} 2 pi / n.
+  constexpr double pi = 3.14159265358979311600e+00;
+  double v = (n % 2 == 0) ? 1.0 : 2.0;  // V_0 = 1, V_1 = 2
+  for (int k = (n % 2 == 0) ? 2 : 3; k <= n; k += 2) v *= 2.0 * pi / k;
+  return v / std::ldexp(1.0, n);
+}
+
+// The integer lattice Z^n, cell [-1/2, 1/2)^n.
+struct LatticeZn {
+  int n;
+
+  static constexpr LatticeId id = LatticeId::Z;
+  int dim() const { return n; }
+  double packing_radius(Norm) const { return 0.5; }
+  double packing_density() const { return zn_packing_density(n); }
+  bool cell_is_ball() const { return n == 1; }  // [-1/2, 1/2] is both balls
+
+  void closest_point(const double* t, std::int64_t* m) const {
+    for (int k = 0; k < n; ++k) m[k] = static_cast<std::int64_t>(round_half_up(t[k]));
+  }
+  void to_point(const std::int64_t* m, double* p) const {
+    for (int k = 0; k < n; ++k) p[k] = static_cast<double>(m[k]);
+  }
+  void dither(const std::uint64_t* words, double* v) const {
+    for (int k = 0; k < n; ++k) v[k] = uniform_co(words[k]) - 0.5;
+  }
+  std::vector<double> basis() const {
+    std::vector<double> g(static_cast<std::size_t>(n * n), 0.0);
+    for (int k = 0; k < n; ++k) g[static_cast<std::size_t>(k * n + k)] = 1.0;
+    return g;
+  }
+};
+
+}  // namespace cepam

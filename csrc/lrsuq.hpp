@@ -1,0 +1,78 @@
+// Layered randomized subtractive universal quantization (LRSUQ).
+//
+// Encoder, sub-vector j (dimension n) with input x_j:
+//   r = r(U_j), beta = r / rho (rho: packing radius of the lattice in the
+//   noise law's norm); for trials i = 1, 2, ...: V = dither(j, i),
+//   m = Q_L(x_j / beta - V), y = beta (G m + V); accept when
+//   ||y - x_j|| <= r.  Emit H_j = i and M_j = m.
+// Decoder: y_j = beta (G M_j + V_{j, H_j}).  Then y_j - x_j ~ f exactly and
+// independently of x_j.
+//
+// Randomness: latent words of sub-vector j are words [j W, (j + 1) W) of
+// stream 0; dither words of trial i are words [j n, (j + 1) n) of stream i
+// (see chacha20.hpp).  The decoder computes V_{j, H_j} directly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "chacha20.hpp"
+#include "latent.hpp"
+#include "lattice.hpp"
+
+namespace cepam {
+
+// Trials per sub-vector before encoding fails.  The smallest acceptance
+// probability the core allows is 1/24 (Laplace, l1 ball in Z^4), for which
+// reaching the cap has probability below 10^-1200.
+inline constexpr std::uint32_t kTrialCap = 65536;
+
+// |x / beta| must stay below this so that m + V is computed with headroom in
+// float64 and M fits comfortably in the entropy coder's range.
+inline constexpr double kMaxScaledInput = 0x1.0p50;
+
+// Largest |M| the decoder accepts (the encoder cannot produce more than
+// about 2^50).
+inline constexpr std::int64_t kMaxAbsM = std::int64_t{1} << 53;
+
+struct LrsuqParams {
+  MechanismId mechanism;
+  double scale;  // sigma (Gaussian) or b (Laplace), > 0
+  LatticeId lattice;
+  int n;  // sub-vector dimension
+};
+
+// Validates params; throws InvalidArgument with a message naming the problem.
+void check_params(const LrsuqParams& p);
+
+// Probability that one trial is accepted (the packing density in the
+// mechanism's norm); 1 when the lattice cell is the ball itself.
+double acceptance_probability(const LrsuqParams& p);
+
+// Number of 64-bit latent words per sub-vector.
+int latent_words(const LrsuqParams& p);
+
+// Sum of squares of x in float64, accumulated in a fixed order (the same on
+// every platform).  Throws InvalidArgument naming the first non-finite entry.
+template <class T>
+double sum_of_squares(const T* x, std::size_t m);
+
+// Encodes m values x[0..m) (each multiplied by `factor`, the clipping factor)
+// into N = ceil(m / n) trial indices H[0..N) and N n lattice coordinates
+// M[0..N n).  The last sub-vector is zero-padded.
+template <class T>
+void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                  double factor, std::uint32_t* H, std::int64_t* M);
+
+// Decodes into y[0..m) (padding dropped).  Throws FormatError if an H is
+// outside [1, kTrialCap] or an |M| exceeds kMaxAbsM.
+template <class T>
+void lrsuq_decode(const LrsuqParams& p, const KeyStream& ks, const std::uint32_t* H,
+                  const std::int64_t* M, std::size_t m, T* y);
+
+// The radius r(U_j) of sub-vectors j in [first, first + count), for tests of
+// the latent samplers.
+void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first,
+                  std::size_t count, double* out);
+
+}  // namespace cepam
