@@ -1,5 +1,20 @@
-"""cepam: private, compressed federated-learning updates (LRSUQ / CEPAM)."""
+"""cepam: private, compressed federated-learning updates.
 
+One randomized vector quantizer (LRSUQ) compresses a model update and makes
+its error exactly Gaussian or Laplace noise, independent of the update:
+
+>>> import numpy as np, cepam
+>>> secret = cepam.new_secret()
+>>> x = np.linspace(-0.01, 0.01, 1000, dtype=np.float32)
+>>> payload = cepam.encode(x, cepam.Gaussian(sigma=1e-3), secret=secret, round=0, client=3)
+>>> y = cepam.decode(payload, secret=secret)
+>>> y.shape, y.dtype
+((1000,), dtype('float32'))
+>>> bool(abs(float(np.std(y - x)) - 1e-3) < 1e-4)
+True
+"""
+
+from .codec import Codec, PayloadInfo, decode, encode, inspect
 from .errors import (
     AuthenticationError,
     CepamError,
@@ -9,5 +24,27 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
+from .keys import Context, new_secret
+from .mechanisms import Gaussian, Laplace
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "encode",
+    "decode",
+    "inspect",
+    "Codec",
+    "PayloadInfo",
+    "Gaussian",
+    "Laplace",
+    "Context",
+    "new_secret",
+    "CepamError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
+    "FormatError",
+    "AuthenticationError",
+    "ContextReuseError",
+    "EncodingError",
+    "__version__",
+]

@@ -20,9 +20,27 @@ __all__ = ["main", "build_parser"]
 
 # Modules that provide a ``register(subparsers)`` function, in help order.
 _COMMAND_MODULES = (
+    "cepam.cli",
     "cepam.demo",
     "cepam.accounting.cli",
 )
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from .codec import inspect
+
+    with open(args.payload, "rb") as f:
+        info = inspect(f.read())
+    print(json.dumps(info.as_dict(), indent=2))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="print a payload's header and bit counts (no secret)")
+    p.add_argument("payload", help="file holding one payload")
+    p.set_defaults(func=_inspect)
 
 
 def build_parser() -> argparse.ArgumentParser:

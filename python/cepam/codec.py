@@ -1,0 +1,322 @@
+"""Encode and decode model updates with LRSUQ.
+
+``decode(encode(x)) == x + z`` where ``z`` has exactly the mechanism's noise
+law (i.i.d. Gaussian or Laplace per coordinate), independent of ``x``; the
+payload is a short authenticated byte string.  See SPEC sections 1 and 3 and
+the paper (Ling et al., "CEPAM: Communication-Efficient and Privacy-Adaptable
+Mechanism for Federated Learning").
+
+Privacy caveat: the noise protects ``x`` only from parties who do not hold the
+secret.  Whoever holds it (the trusted aggregator) can remove most of the
+noise.  Keep secrets secret and never reuse a (round, client, message)
+context under one secret.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+from . import _core
+from .errors import (
+    AuthenticationError,
+    ContextReuseError,
+    FormatError,
+    InvalidArgumentError,
+    InvalidTypeError,
+)
+from .keys import TAG_BYTES, Context, check_secret, mac_key, payload_tag, stream_key
+from .mechanisms import Mechanism, check_mechanism, mechanism_from_code
+from .payload import LATTICE_CODES, LATTICES, Header, check_prefix, pack_header, parse_header
+from .structure import Structure, coded_dtype, flatten, unflatten
+
+import hmac
+
+__all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
+
+LATTICE_NAMES = tuple(LATTICE_CODES)
+_CODER_GOLOMB = 1
+_MAX_DIM = {"Z": 8}
+
+
+def _check_lattice(lattice: object, dim: object, mechanism: Mechanism) -> tuple[int, int]:
+    if not isinstance(lattice, str) or lattice not in LATTICE_CODES:
+        raise InvalidArgumentError(f"lattice must be one of {LATTICE_NAMES}, got {lattice!r}")
+    try:
+        dim = operator.index(dim)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidTypeError(f"dim must be an integer, got {type(dim).__name__}") from None
+    if not 1 <= dim <= _MAX_DIM[lattice]:
+        raise InvalidArgumentError(
+            f"dim must be between 1 and {_MAX_DIM[lattice]} for lattice {lattice!r}, got {dim}"
+        )
+    if mechanism.code == 2 and dim > 4:
+        raise InvalidArgumentError(
+            "Laplace on Z^n accepts a trial with probability 1/n!, so dim must be at most 4"
+        )
+    return LATTICE_CODES[lattice], dim
+
+
+def _check_clip(clip: object) -> float:
+    if clip is None:
+        return math.inf
+    if isinstance(clip, bool) or not isinstance(clip, (int, float)):
+        raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")
+    clip = float(clip)
+    if not (math.isfinite(clip) and clip > 0.0):
+        raise InvalidArgumentError(f"clip must be a positive finite number or None, got {clip}")
+    return clip
+
+
+def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context, lattice: int,
+            dim: int, clip: float) -> bytes:
+    flat, structure = flatten(x)
+    sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
+    norm = math.sqrt(sumsq)
+    factor = clip / norm if norm > clip else 1.0
+    H, M = _core.encode(flat, key=stream_key(secret, context), mechanism=mechanism.code,
+                        scale=mechanism.scale, lattice=lattice, n=dim, factor=factor)
+    p = _core.acceptance_probability(mechanism.code, mechanism.scale, lattice, dim)
+    golomb = _core.golomb_parameter(p)
+    expg_k = _core.best_expg_order(M)
+    body, h_bits, m_bits = _core.body_encode(H, M, golomb=golomb, expg_k=expg_k)
+    header = Header(mechanism.code, mechanism.scale, lattice, dim, _CODER_GOLOMB, clip, context,
+                    structure, golomb, expg_k, h_bits, m_bits)
+    data = pack_header(header) + body
+    return data + payload_tag(mac_key(secret), data)
+
+
+def encode(
+    x: Any,
+    mechanism: Mechanism,
+    *,
+    secret: bytes,
+    round: int,
+    client: int,
+    message: int = 0,
+    dim: int = 1,
+    lattice: str = "Z",
+    clip: float | None = None,
+) -> bytes:
+    """Encodes a model update into a private, compressed payload.
+
+    Args:
+        x: the update: a numpy array or torch tensor (float32, float64,
+            float16, or torch bfloat16), or a dict (e.g. a state_dict
+            difference) or list/tuple of them, coded as one vector.
+        mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``:
+            the law of the error the server will see, per coordinate.
+        secret: the 32 bytes shared with the server (``cepam.new_secret()``).
+        round, client, message: the context, integers in [0, 2^64); each
+            context must be used for one message only under a secret.
+        dim: sub-vector dimension n (1 to 8 for "Z"; at most 4 for Laplace).
+        lattice: the lattice; "Z" (the integer lattice Z^n).
+        clip: l2 norm bound for the whole update (all entries together), or
+            None for no clipping.  Privacy accounting needs a clip.
+
+    Returns:
+        The payload bytes.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: bad arguments, NaN or Inf in x.
+        EncodingError: x is too large relative to the noise scale.
+    """
+    mechanism = check_mechanism(mechanism)
+    lattice_code, dim = _check_lattice(lattice, dim, mechanism)
+    return _encode(x, mechanism, check_secret(secret), Context(round, client, message),
+                   lattice_code, dim, _check_clip(clip))
+
+
+def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int]:
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
+    payload = bytes(payload)
+    check_prefix(payload)
+    data, tag = payload[:-TAG_BYTES], payload[-TAG_BYTES:]
+    if not hmac.compare_digest(payload_tag(mac_key(secret), data), tag):
+        raise AuthenticationError(
+            "payload tag does not verify: wrong secret, or the payload was altered"
+        )
+    header, offset = parse_header(payload)
+    return payload, header, offset
+
+
+def decode(payload: bytes, *, secret: bytes, output: str = "auto") -> Any:
+    """Decodes a payload into the noisy update ``x + z``.
+
+    Args:
+        payload: bytes from :func:`encode`.
+        secret: the secret the payload was encoded with.
+        output: "auto" (the same types as encoded: numpy arrays or torch CPU
+            tensors), "numpy" or "torch".
+
+    Returns:
+        The same structure as the encoded update (array/tensor, list,
+        tuple or dict), with the same shapes and dtypes.
+
+    Raises:
+        AuthenticationError: wrong secret or altered payload.
+        FormatError: malformed payload.
+    """
+    secret = check_secret(secret)
+    payload, header, offset = _verified_header(payload, secret)
+    if output not in ("auto", "numpy", "torch"):
+        raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
+    body = payload[offset:-TAG_BYTES]
+    H, M = _core.body_decode(body, N=header.subvectors, count=header.subvectors * header.n,
+                             golomb=header.golomb, expg_k=header.expg_k,
+                             h_bits=header.h_bits, m_bits=header.m_bits)
+    flat = _core.decode(H, M, m=header.m, key=stream_key(secret, header.context),
+                        mechanism=header.mechanism, scale=header.scale,
+                        lattice=header.lattice, n=header.n,
+                        dtype=coded_dtype(header.structure))
+    return unflatten(flat, header.structure, output=output)
+
+
+@dataclass(frozen=True)
+class PayloadInfo:
+    """What a payload says about itself, readable without the secret.
+
+    Sizes are in bits; ``bits_per_coordinate`` counts the whole payload.
+    """
+
+    version: int
+    mechanism: Mechanism
+    lattice: str
+    dim: int
+    coder: str
+    clip: float | None
+    round: int
+    client: int
+    message: int
+    coordinates: int
+    structure: Structure
+    header_bits: int
+    h_bits: int
+    m_bits: int
+    padding_bits: int
+    tag_bits: int
+    total_bits: int
+
+    @property
+    def bits_per_coordinate(self) -> float:
+        return self.total_bits / self.coordinates if self.coordinates else math.inf
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "mechanism": self.mechanism.name,
+            "scale": self.mechanism.scale,
+            "lattice": self.lattice,
+            "dim": self.dim,
+            "coder": self.coder,
+            "clip": self.clip,
+            "round": self.round,
+            "client": self.client,
+            "message": self.message,
+            "coordinates": self.coordinates,
+            "entries": [
+                {"name": e.name, "dtype": e.dtype, "shape": list(e.shape),
+                 "kind": "torch" if e.kind else "numpy"}
+                for e in self.structure.entries
+            ],
+            "bits": {
+                "header": self.header_bits,
+                "H": self.h_bits,
+                "M": self.m_bits,
+                "padding": self.padding_bits,
+                "tag": self.tag_bits,
+                "total": self.total_bits,
+            },
+            "bits_per_coordinate": self.bits_per_coordinate,
+        }
+
+
+def inspect(payload: bytes) -> PayloadInfo:
+    """Reads a payload's header without the secret (the tag is not checked).
+
+    Raises:
+        FormatError: malformed payload.
+    """
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
+    payload = bytes(payload)
+    header, offset = parse_header(payload)
+    body_bits = 8 * header.body_bytes
+    return PayloadInfo(
+        version=payload[4],
+        mechanism=mechanism_from_code(header.mechanism, header.scale),
+        lattice=LATTICES[header.lattice],
+        dim=header.n,
+        coder="golomb",
+        clip=None if math.isinf(header.clip) else header.clip,
+        round=header.context.round,
+        client=header.context.client,
+        message=header.context.message,
+        coordinates=header.m,
+        structure=header.structure,
+        header_bits=8 * offset,
+        h_bits=header.h_bits,
+        m_bits=header.m_bits,
+        padding_bits=body_bits - header.h_bits - header.m_bits,
+        tag_bits=8 * TAG_BYTES,
+        total_bits=8 * len(payload),
+    )
+
+
+class Codec:
+    """The codec settings of one client (or of the server for one client).
+
+    A client encodes each round's update with :meth:`encode`; the codec
+    refuses to encode twice under the same (round, message), since reused
+    randomness makes the noises of the two messages dependent.  The server
+    decodes with :meth:`decode` (or :func:`decode` with the secret).
+
+    Args:
+        mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
+        secret: 32 bytes shared by this client and the server.
+        client: the client id, an integer in [0, 2^64).
+        dim, lattice, clip: as for :func:`encode`.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: bad settings.
+    """
+
+    def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0, dim: int = 1,
+                 lattice: str = "Z", clip: float | None = None) -> None:
+        self.mechanism = check_mechanism(mechanism)
+        self._lattice, self.dim = _check_lattice(lattice, dim, self.mechanism)
+        self.lattice = lattice
+        self.clip = None if clip is None else _check_clip(clip)
+        self._secret = check_secret(secret)
+        self.client = Context(0, client).client
+        self._used: set[tuple[int, int]] = set()
+
+    def __repr__(self) -> str:
+        return (f"Codec({self.mechanism!r}, client={self.client}, dim={self.dim}, "
+                f"lattice={self.lattice!r}, clip={self.clip})")
+
+    def encode(self, x: Any, *, round: int, message: int = 0) -> bytes:
+        """Encodes x under context (round, self.client, message).
+
+        Raises:
+            ContextReuseError: this codec already encoded that context.
+            (and as :func:`encode`)
+        """
+        context = Context(round, self.client, message)
+        key = (context.round, context.message)
+        if key in self._used:
+            raise ContextReuseError(
+                f"round {context.round}, message {context.message} was already encoded by "
+                f"client {self.client}: reusing a context makes the noises dependent"
+            )
+        payload = _encode(x, self.mechanism, self._secret, context, self._lattice, self.dim,
+                          _check_clip(self.clip))
+        self._used.add(key)
+        return payload
+
+    def decode(self, payload: bytes, *, output: str = "auto") -> Any:
+        """Decodes a payload encoded under this codec's secret (see :func:`decode`)."""
+        return decode(payload, secret=self._secret, output=output)

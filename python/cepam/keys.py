@@ -1,0 +1,129 @@
+"""Secrets, per-message keys and payload tags.
+
+The privacy of LRSUQ holds only against parties who do not know the shared
+randomness (SPEC section 3), so the randomness comes from a 32-byte secret
+shared by one client and the server:
+
+* ``stream key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||
+  "/stream" || round || client || message)`` (RFC 5869; the three context
+  numbers as little-endian uint64) keys the ChaCha20 stream of one message;
+* ``MAC key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG || "/mac")``
+  keys the HMAC-SHA256 tag (truncated to 16 bytes) over header and body.
+
+Never encode two messages under the same context: reused dithers make their
+noises dependent.  :class:`cepam.Codec` refuses to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets as _secrets
+import struct
+from dataclasses import dataclass
+
+from .errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = [
+    "FORMAT_TAG",
+    "SECRET_BYTES",
+    "TAG_BYTES",
+    "Context",
+    "new_secret",
+    "hkdf",
+    "hkdf_extract",
+    "hkdf_expand",
+    "stream_key",
+    "mac_key",
+    "payload_tag",
+]
+
+FORMAT_TAG = b"cepam/lrsuq/v1"
+SECRET_BYTES = 32
+TAG_BYTES = 16
+_U64 = 1 << 64
+
+
+def new_secret() -> bytes:
+    """Returns 32 bytes from the operating system's secure random source."""
+    return _secrets.token_bytes(SECRET_BYTES)
+
+
+def check_secret(secret: object) -> bytes:
+    if not isinstance(secret, (bytes, bytearray, memoryview)):
+        raise InvalidTypeError(f"secret must be bytes, got {type(secret).__name__}")
+    secret = bytes(secret)
+    if len(secret) != SECRET_BYTES:
+        raise InvalidArgumentError(
+            f"secret must be {SECRET_BYTES} bytes (use cepam.new_secret()), got {len(secret)}"
+        )
+    return secret
+
+
+def _check_u64(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        # numpy integers and similar
+        try:
+            import operator
+
+            value = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            raise InvalidTypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if not 0 <= value < _U64:
+        raise InvalidArgumentError(f"{name} must be in [0, 2^64), got {value}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What makes a message unique under one secret: round, client, message id.
+
+    All three are integers in [0, 2^64).
+    """
+
+    round: int
+    client: int
+    message: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("round", "client", "message"):
+            object.__setattr__(self, name, _check_u64(name, getattr(self, name)))
+
+    def pack(self) -> bytes:
+        return struct.pack("<QQQ", self.round, self.client, self.message)
+
+
+def hkdf_extract(salt: bytes, ikm: bytes) -> bytes:
+    """HKDF-Extract (RFC 5869 section 2.2) with SHA-256."""
+    return hmac.new(salt if salt else bytes(32), ikm, hashlib.sha256).digest()
+
+
+def hkdf_expand(prk: bytes, info: bytes, length: int) -> bytes:
+    """HKDF-Expand (RFC 5869 section 2.3) with SHA-256; length <= 8160 bytes."""
+    if not 0 < length <= 255 * 32:
+        raise InvalidArgumentError("HKDF output length must be in [1, 8160] bytes")
+    out, block = b"", b""
+    for counter in range(1, -(-length // 32) + 1):
+        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
+        out += block
+    return out[:length]
+
+
+def hkdf(ikm: bytes, *, salt: bytes, info: bytes, length: int) -> bytes:
+    """HKDF-SHA256 (RFC 5869): Expand(Extract(salt, ikm), info, length)."""
+    return hkdf_expand(hkdf_extract(salt, ikm), info, length)
+
+
+def stream_key(secret: bytes, context: Context) -> bytes:
+    """The 32-byte ChaCha20 key of one message."""
+    return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/stream" + context.pack(), length=32)
+
+
+def mac_key(secret: bytes) -> bytes:
+    """The 32-byte HMAC key of all payloads under one secret."""
+    return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/mac", length=32)
+
+
+def payload_tag(key: bytes, data: bytes) -> bytes:
+    """HMAC-SHA256 of data, truncated to 16 bytes."""
+    return hmac.new(key, data, hashlib.sha256).digest()[:TAG_BYTES]

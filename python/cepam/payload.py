@@ -1,0 +1,193 @@
+"""The payload format (version 1).
+
+A payload is ``header || body || tag``; all integers little-endian.
+
+=========  =====================================================================
+field      contents
+=========  =====================================================================
+magic      4 bytes ``b"CEPM"``
+version    uint8, 1
+mechanism  uint8: 1 Gaussian, 2 Laplace
+lattice    uint8: 1 Z^n
+n          uint8: sub-vector dimension
+coder      uint8: body coder id (1: Golomb H, exp-Golomb M)
+container  uint8: 0 single array, 1 list, 2 tuple, 3 dict
+reserved   uint16, 0
+scale      float64: sigma or b
+clip       float64: l2 clip norm of the whole update (+inf: none)
+context    3 x uint64: round, client, message
+m          uint64: number of coordinates
+entries    uint32 count, then per entry: uint16 name length, UTF-8 name,
+           uint8 kind (0 numpy, 1 torch), uint8 dtype (1 float32, 2 float64,
+           3 float16, 4 bfloat16), uint8 ndim, ndim x uint64 dims
+coder      uint32 Golomb parameter of H - 1 (0: H not coded), uint8 order k
+           of the exp-Golomb code of M, uint64 H bits, uint64 M bits
+body       the H section then the M section, each padded to a byte
+tag        16 bytes: HMAC-SHA256 over everything before it, truncated
+=========  =====================================================================
+
+The parser treats its input as hostile: every read is bounds-checked, every
+field range-checked, and the declared sizes must agree with each other and
+with the payload's length before anything is allocated.  Errors are
+:class:`~cepam.errors.FormatError`.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+from .errors import FormatError
+from .keys import TAG_BYTES, Context
+from .structure import DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
+
+__all__ = ["MAGIC", "VERSION", "Header", "pack_header", "parse_header"]
+
+MAGIC = b"CEPM"
+VERSION = 1
+LATTICES = {1: "Z"}
+LATTICE_CODES = {v: k for k, v in LATTICES.items()}
+CODERS = {1: "golomb"}
+_DTYPE_CODES = {v: k for k, v in DTYPES.items()}
+_PREFIX = struct.Struct("<4sBBBBBBHdd")
+_CONTEXT = struct.Struct("<QQQQ")
+_CODER = struct.Struct("<IBQQ")
+MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + _CODER.size + TAG_BYTES
+
+
+@dataclass(frozen=True)
+class Header:
+    mechanism: int
+    scale: float
+    lattice: int
+    n: int
+    coder: int
+    clip: float
+    context: Context
+    structure: Structure
+    golomb: int
+    expg_k: int
+    h_bits: int
+    m_bits: int
+
+    @property
+    def m(self) -> int:
+        return self.structure.size
+
+    @property
+    def subvectors(self) -> int:
+        return -(-self.m // self.n)
+
+    @property
+    def body_bytes(self) -> int:
+        return (self.h_bits + 7) // 8 + (self.m_bits + 7) // 8
+
+
+def pack_header(h: Header) -> bytes:
+    parts = [
+        _PREFIX.pack(MAGIC, VERSION, h.mechanism, h.lattice, h.n, h.coder,
+                     h.structure.container, 0, h.scale, h.clip),
+        _CONTEXT.pack(h.context.round, h.context.client, h.context.message, h.m),
+        struct.pack("<I", len(h.structure.entries)),
+    ]
+    for e in h.structure.entries:
+        name = e.name.encode("utf-8")
+        parts.append(struct.pack("<H", len(name)) + name)
+        parts.append(struct.pack("<BBB", e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
+        parts.append(struct.pack(f"<{len(e.shape)}Q", *e.shape))
+    parts.append(_CODER.pack(h.golomb, h.expg_k, h.h_bits, h.m_bits))
+    return b"".join(parts)
+
+
+class _Reader:
+    def __init__(self, data: bytes, end: int) -> None:
+        self.data, self.pos, self.end = data, 0, end
+
+    def take(self, fmt: struct.Struct | str) -> tuple:
+        s = fmt if isinstance(fmt, struct.Struct) else struct.Struct(fmt)
+        if self.pos + s.size > self.end:
+            raise FormatError("payload truncated in the header")
+        out = s.unpack_from(self.data, self.pos)
+        self.pos += s.size
+        return out
+
+    def raw(self, count: int) -> bytes:
+        if self.pos + count > self.end:
+            raise FormatError("payload truncated in the header")
+        out = self.data[self.pos : self.pos + count]
+        self.pos += count
+        return out
+
+
+def check_prefix(payload: bytes) -> None:
+    """Magic, version and minimum length: checked before the tag."""
+    if len(payload) < MIN_PAYLOAD:
+        raise FormatError(f"payload too short ({len(payload)} bytes) to be a cepam payload")
+    if payload[:4] != MAGIC:
+        raise FormatError("not a cepam payload (bad magic)")
+    if payload[4] != VERSION:
+        raise FormatError(f"unsupported payload format version {payload[4]} (this is {VERSION})")
+
+
+def parse_header(payload: bytes) -> tuple[Header, int]:
+    """Parses and validates the header; returns it and the body's offset.
+
+    The tag is not checked here (see :func:`cepam.decode`).
+    """
+    check_prefix(payload)
+    r = _Reader(payload, len(payload) - TAG_BYTES)
+    _, _, mech, lattice, n, coder, container, reserved, scale, clip = r.take(_PREFIX)
+    if mech not in (1, 2):
+        raise FormatError(f"unknown mechanism code {mech}")
+    if lattice not in LATTICES:
+        raise FormatError(f"unknown lattice code {lattice}")
+    if coder not in CODERS:
+        raise FormatError(f"unknown body coder {coder}")
+    if container not in (0, 1, 2, 3) or reserved != 0:
+        raise FormatError("bad container code or reserved field")
+    if not (math.isfinite(scale) and scale > 0.0):
+        raise FormatError("noise scale must be positive and finite")
+    if not (clip > 0.0) or math.isnan(clip):
+        raise FormatError("clip norm must be positive (or +inf)")
+    if not 1 <= n <= 8 or (mech == 2 and n > 4):
+        raise FormatError(f"sub-vector dimension {n} not allowed for this mechanism")
+    rnd, client, message, m = r.take(_CONTEXT)
+    (count,) = r.take("<I")
+    # Each entry takes at least 5 bytes: bound the count before looping.
+    if count < 1 or count > (r.end - r.pos) // 5 or (container == 0 and count != 1):
+        raise FormatError("bad number of entries")
+    entries, names, total = [], set(), 0
+    for _ in range(count):
+        (name_len,) = r.take("<H")
+        if name_len > MAX_NAME_BYTES:
+            raise FormatError("entry name too long")
+        try:
+            name = r.raw(name_len).decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError("entry name is not valid UTF-8") from None
+        kind, dtype, ndim = r.take("<BBB")
+        if kind not in (0, 1) or dtype not in DTYPES or ndim > MAX_NDIM:
+            raise FormatError("bad entry kind, dtype or rank")
+        shape = r.take(f"<{ndim}Q")
+        size = 1
+        for d in shape:
+            size *= d
+        total += size
+        if total > m:
+            raise FormatError("entry shapes exceed the declared number of coordinates")
+        if container == 3:
+            if name in names:
+                raise FormatError("duplicate entry name")
+            names.add(name)
+        elif name:
+            raise FormatError("unnamed container with a named entry")
+        entries.append(Entry(name, kind, DTYPES[dtype], tuple(shape)))
+    if total != m:
+        raise FormatError("entry shapes do not add up to the declared number of coordinates")
+    golomb, expg_k, h_bits, m_bits = r.take(_CODER)
+    header = Header(mech, scale, lattice, n, coder, clip, Context(rnd, client, message),
+                    Structure(container, tuple(entries)), golomb, expg_k, h_bits, m_bits)
+    if header.body_bytes != r.end - r.pos:
+        raise FormatError("body length does not match the declared section lengths")
+    return header, r.pos
