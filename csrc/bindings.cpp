@@ -32,8 +32,10 @@ LrsuqParams params_from(int mechanism, double scale, int lattice, int n) {
 template <class T>
 using CArray = py::array_t<T, py::array::c_style>;
 
-bool is_dtype(const py::array& a, const char* name) {
-  return a.dtype().is(py::dtype(name));
+// True when a holds native-endian T (numpy's notion of an equivalent dtype).
+template <class T>
+bool holds(const py::array& a) {
+  return py::isinstance<py::array_t<T>>(a);
 }
 
 void require_contiguous_1d(const py::array& a, const char* what) {
@@ -52,11 +54,11 @@ py::tuple encode(const py::array& x, const py::bytes& key, int mechanism, double
   CArray<std::int64_t> M(static_cast<py::ssize_t>(N * static_cast<std::size_t>(n)));
   std::uint32_t* h = H.mutable_data();
   std::int64_t* mm = M.mutable_data();
-  if (is_dtype(x, "float32")) {
+  if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
     lrsuq_encode(p, ks, px, m, factor, h, mm);
-  } else if (is_dtype(x, "float64")) {
+  } else if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
     lrsuq_encode(p, ks, px, m, factor, h, mm);
@@ -101,12 +103,12 @@ py::array decode(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M, 
 double sum_squares(const py::array& x) {
   require_contiguous_1d(x, "x");
   const std::size_t m = static_cast<std::size_t>(x.size());
-  if (is_dtype(x, "float32")) {
+  if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
     return sum_of_squares(px, m);
   }
-  if (is_dtype(x, "float64")) {
+  if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
     return sum_of_squares(px, m);

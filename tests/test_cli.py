@@ -1,0 +1,41 @@
+"""The command line."""
+
+import json
+
+import numpy as np
+
+import cepam
+from cepam.cli import main
+
+
+def test_demo_json(capsys):
+    assert main(["demo", "--json", "--dim", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["coordinates"] > 10**6
+    assert 0.98 < out["noise_std_over_sigma"] < 1.02
+    assert out["ks_p_value"] > 1e-6
+    assert out["compression_vs_float32"] == 32.0 / out["bits_per_coordinate"]
+    assert out["encode_coords_per_s"] > 0 and out["decode_coords_per_s"] > 0
+
+
+def test_demo_text(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "bits per coordinate" in out and "KS test" in out
+
+
+def test_inspect_command(tmp_path, capsys):
+    payload = cepam.encode(np.zeros(10), cepam.Gaussian(sigma=1.0), secret=bytes(32), round=1,
+                           client=2)
+    path = tmp_path / "p.bin"
+    path.write_bytes(payload)
+    assert main(["inspect", str(path)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["client"] == 2 and info["bits"]["total"] == 8 * len(payload)
+
+
+def test_inspect_command_reports_bad_payloads(tmp_path, capsys):
+    path = tmp_path / "bad.bin"
+    path.write_bytes(b"not a payload at all, not at all, not at all, no" * 3)
+    assert main(["inspect", str(path)]) == 2
+    assert "bad magic" in capsys.readouterr().err

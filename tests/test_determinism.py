@@ -1,0 +1,84 @@
+"""Same input, secret and context give the same bytes, everywhere.
+
+The golden payloads in golden/v1.json pin the format, the ChaCha20 stream
+layout, the latent samplers and the coders: a change of platform, compiler or
+code that alters one bit fails here.  Regenerate them only on purpose (with a
+format version bump): see golden/generate.py.
+"""
+
+import importlib.util
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import cepam
+
+HERE = pathlib.Path(__file__).parent
+GOLDEN = json.loads((HERE / "golden" / "v1.json").read_text())
+_spec = importlib.util.spec_from_file_location("golden_generate", HERE / "golden" / "generate.py")
+generate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(generate)
+
+
+@pytest.mark.parametrize("name", list(generate.CASES))
+def test_golden_payloads(name):
+    case = generate.CASES[name]
+    expected = GOLDEN["cases"][name]
+    payload = cepam.encode(generate.update_for(name), case["mechanism"], secret=generate.SECRET,
+                           round=3, client=5, message=1, dim=case["dim"], clip=case["clip"])
+    assert payload.hex() == expected["payload"]
+    y = cepam.decode(bytes.fromhex(expected["payload"]), secret=generate.SECRET)
+    leaves = y if isinstance(y, dict) else {"": y}
+    for key, values in expected["decoded"].items():
+        assert [float(v).hex() for v in np.ravel(leaves[key])] == values
+
+
+def test_golden_input_is_the_committed_one():
+    assert [float(v).hex() for v in generate.X] == GOLDEN["x"]
+    assert generate.SECRET.hex() == GOLDEN["secret"]
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_same_context_same_bytes(dim):
+    rng = np.random.default_rng(1)
+    x = rng.normal(scale=0.01, size=10_007).astype(np.float32)
+    secret = bytes(range(32))
+    kwargs = dict(secret=secret, round=2, client=9, dim=dim, clip=1.0)
+    a = cepam.encode(x, cepam.Gaussian(sigma=1e-3), **kwargs)
+    b = cepam.encode(x.copy(), cepam.Gaussian(sigma=1e-3), **kwargs)
+    assert a == b
+    np.testing.assert_array_equal(cepam.decode(a, secret=secret), cepam.decode(b, secret=secret))
+
+
+def test_every_context_field_changes_the_randomness():
+    x = np.zeros(1000)
+    secret = bytes(range(32))
+    mech = cepam.Gaussian(sigma=1.0)
+    base = dict(secret=secret, round=1, client=1, message=1)
+    outputs = {cepam.decode(cepam.encode(x, mech, **base), secret=secret).tobytes()}
+    for field in ("round", "client", "message"):
+        kwargs = dict(base, **{field: 2})
+        outputs.add(cepam.decode(cepam.encode(x, mech, **kwargs), secret=secret).tobytes())
+    other = dict(base, secret=bytes(range(1, 33)))
+    outputs.add(cepam.decode(cepam.encode(x, mech, **other), secret=other["secret"]).tobytes())
+    assert len(outputs) == 5
+
+
+def test_results_do_not_depend_on_threads():
+    """Encoding from several threads at once gives the single-threaded bytes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(2)
+    xs = [rng.normal(scale=0.01, size=50_000) for _ in range(6)]
+    secret = bytes(range(32))
+
+    def job(i):
+        return cepam.encode(xs[i], cepam.Gaussian(sigma=1e-3), secret=secret, round=i, client=0,
+                            dim=2)
+
+    serial = [job(i) for i in range(6)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        parallel = list(pool.map(job, range(6)))
+    assert serial == parallel
