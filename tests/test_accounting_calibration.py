@@ -91,3 +91,12 @@ def test_bad_evaluation_input():
         epsilon_after_rounds(sigma=1.0, delta=1.0, rounds=10, setting=s)
     with pytest.raises(InvalidArgumentError):
         delta_after_rounds(sigma=1.0, epsilon=-1.0, rounds=10, setting=s)
+
+
+def test_paper_listed_sigma_for_delta_001_is_not_needed_by_its_formula():
+    """The paper lists sigma = 0.1375 for (eps, delta) = (1, 0.01) per round, but
+    its own formula meets that target without noise (docs/privacy.md, sec. 3)."""
+    s = FLSetting(**PAPER, threat_model="aggregate")
+    with pytest.raises(InvalidArgumentError, match="holds for every sigma"):
+        calibrate_sigma(target_epsilon=1.0, target_delta=0.01, rounds=1, setting=s,
+                        bound="paper")
