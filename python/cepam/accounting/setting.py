@@ -24,9 +24,11 @@ server that keeps the individual decoded updates to itself:
     shared seed, so it knows its own noise), leaving noise of standard
     deviation ``sigma * sqrt(K - 1) / K`` on the rest. Needs ``K >= 2``.
 ``"server"``
-    an untrusted server (or anyone who sees one client's decoded update):
-    noise ``sigma`` on that client's update alone. Not the paper's model; the
-    local-DP view, for comparison.
+    anyone who sees one client's decoded update *without holding that
+    client's secret* (a relay, storage, an auditor): noise ``sigma`` on that
+    client's update alone. Not the paper's model; the local-DP view, for
+    comparison. It does not cover the decoding server: whoever holds the
+    secret knows the dither and the latent scale and can strip the noise.
 
 One replaced sample moves the victim client's clipped update by at most
 ``2 gamma`` in l2 (both updates have norm <= gamma), so in every view the
