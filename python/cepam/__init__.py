@@ -25,7 +25,7 @@ from .errors import (
     InvalidTypeError,
 )
 from .keys import Context, new_secret
-from .mechanisms import Gaussian, Laplace
+from .mechanisms import SDQ, Gaussian, Laplace
 
 __version__ = "0.1.0"
 
@@ -37,6 +37,7 @@ __all__ = [
     "PayloadInfo",
     "Gaussian",
     "Laplace",
+    "SDQ",
     "Context",
     "new_secret",
     "CepamError",

@@ -40,13 +40,22 @@ from .keys import (
     stream_key,
 )
 from .mechanisms import Mechanism, check_mechanism, mechanism_from_code
-from .payload import LATTICE_CODES, LATTICES, Header, check_prefix, pack_header, parse_header
+from .payload import (
+    CODER_CODES,
+    CODERS,
+    LATTICE_CODES,
+    LATTICES,
+    Header,
+    check_prefix,
+    pack_header,
+    parse_header,
+)
 from .structure import Structure, coded_dtype, flatten, unflatten
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
 
 LATTICE_NAMES = tuple(LATTICE_CODES)
-_CODER_GOLOMB = 1
+DEFAULT_MAX_COORDINATES = 1 << 28
 _MAX_DIM = {"Z": 8}
 
 
@@ -64,7 +73,17 @@ def _check_lattice(lattice: object, dim: object, mechanism: Mechanism) -> tuple[
         raise InvalidArgumentError(
             "Laplace on Z^n accepts a trial with probability 1/n!, so dim must be at most 4"
         )
+    if mechanism.code == 3 and dim != 1:
+        raise InvalidArgumentError("SDQ is scalar: dim must be 1")
     return LATTICE_CODES[lattice], dim
+
+
+def _check_coder(coder: object) -> int:
+    if not isinstance(coder, str):
+        raise InvalidTypeError(f"coder must be a str, one of {tuple(CODER_CODES)}, got {coder!r}")
+    if coder not in CODER_CODES:
+        raise InvalidArgumentError(f"coder must be one of {tuple(CODER_CODES)}, got {coder!r}")
+    return CODER_CODES[coder]
 
 
 def _check_clip(clip: object) -> float:
@@ -90,7 +109,7 @@ def _locate_non_finite(flat: np.ndarray, structure: Structure) -> str:
 
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context, lattice: int,
-            dim: int, clip: float) -> bytes:
+            dim: int, clip: float, coder: int) -> bytes:
     flat, structure = flatten(x)
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
@@ -98,14 +117,9 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context, latti
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
-    H, M = _core.encode(flat, key=stream_key(secret, context), mechanism=mechanism.code,
-                        scale=mechanism.scale, lattice=lattice, n=dim, factor=factor)
-    p = _core.acceptance_probability(mechanism.code, mechanism.scale, lattice, dim)
-    golomb = _core.golomb_parameter(p)
-    expg_k = _core.best_expg_order(M)
-    body, h_bits, m_bits = _core.body_encode(H, M, golomb=golomb, expg_k=expg_k)
-    header = Header(mechanism.code, mechanism.scale, lattice, dim, _CODER_GOLOMB, clip, context,
-                    structure, golomb, expg_k, h_bits, m_bits)
+    body = _core.encode(flat, key=stream_key(secret, context), mechanism=mechanism.code,
+                        scale=mechanism.scale, lattice=lattice, n=dim, factor=factor, coder=coder)
+    header = Header(mechanism.code, mechanism.scale, lattice, dim, coder, clip, context, structure)
     data = pack_header(header) + body
     return data + payload_tag(mac_key(secret), data)
 
@@ -121,6 +135,7 @@ def encode(
     dim: int = 1,
     lattice: str = "Z",
     clip: float | None = None,
+    coder: str = "ans",
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -129,7 +144,8 @@ def encode(
             float16, or torch bfloat16), or a dict (e.g. a state_dict
             difference) or list/tuple of them, coded as one vector.
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``:
-            the law of the error the server will see, per coordinate.
+            the law of the error the server will see, per coordinate
+            (``cepam.SDQ(step=...)``: the uniform-error baseline).
         secret: the 32 bytes shared with the server (``cepam.new_secret()``).
         round, client, message: the context, integers in [0, 2^64); each
             context must be used for one message only under a secret.
@@ -137,6 +153,9 @@ def encode(
         lattice: the lattice; "Z" (the integer lattice Z^n).
         clip: l2 norm bound for the whole update (all entries together), or
             None for no clipping.  Privacy accounting needs a clip.
+        coder: the body coder: "ans" (rANS with models conditioned on the
+            decoder's side information; the shortest payloads) or "golomb"
+            (Golomb-coded H and exp-Golomb-coded M, the paper's choice).
 
     Returns:
         The payload bytes.
@@ -148,7 +167,7 @@ def encode(
     mechanism = check_mechanism(mechanism)
     lattice_code, dim = _check_lattice(lattice, dim, mechanism)
     return _encode(x, mechanism, check_secret(secret), Context(round, client, message),
-                   lattice_code, dim, _check_clip(clip))
+                   lattice_code, dim, _check_clip(clip), _check_coder(coder))
 
 
 def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int]:
@@ -165,7 +184,8 @@ def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int
     return payload, header, offset
 
 
-def decode(payload: bytes, *, secret: bytes, output: str = "auto") -> Any:
+def decode(payload: bytes, *, secret: bytes, output: str = "auto",
+           max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -173,6 +193,10 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto") -> Any:
         secret: the secret the payload was encoded with.
         output: "auto" (the same types as encoded: numpy arrays or torch CPU
             tensors), "numpy" or "torch".
+        max_coordinates: the largest update accepted (default 2^28).  The
+            decoder allocates the output before it has read the body, so a
+            server should pass the size of its model: a payload that claims
+            more coordinates is refused before anything is allocated.
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
@@ -180,20 +204,20 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto") -> Any:
 
     Raises:
         AuthenticationError: wrong secret or altered payload.
-        FormatError: malformed payload.
+        FormatError: malformed payload, or more than max_coordinates.
     """
     secret = check_secret(secret)
-    payload, header, offset = _verified_header(payload, secret)
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
-    body = payload[offset:-TAG_BYTES]
-    H, M = _core.body_decode(body, N=header.subvectors, count=header.subvectors * header.n,
-                             golomb=header.golomb, expg_k=header.expg_k,
-                             h_bits=header.h_bits, m_bits=header.m_bits)
-    flat = _core.decode(H, M, m=header.m, key=stream_key(secret, header.context),
-                        mechanism=header.mechanism, scale=header.scale,
-                        lattice=header.lattice, n=header.n,
-                        dtype=coded_dtype(header.structure))
+    limit = check_integer("max_coordinates", max_coordinates)
+    payload, header, offset = _verified_header(payload, secret)
+    if header.m > limit:
+        raise FormatError(f"payload declares {header.m} coordinates, more than "
+                          f"max_coordinates={limit}")
+    flat = _core.decode(payload[offset:-TAG_BYTES], m=header.m,
+                        key=stream_key(secret, header.context), mechanism=header.mechanism,
+                        scale=header.scale, lattice=header.lattice, n=header.n,
+                        coder=header.coder, dtype=coded_dtype(header.structure))
     return unflatten(flat, header.structure, output=output)
 
 
@@ -201,7 +225,9 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto") -> Any:
 class PayloadInfo:
     """What a payload says about itself, readable without the secret.
 
-    Sizes are in bits; ``bits_per_coordinate`` counts the whole payload.
+    Sizes are in bits; ``body_bits`` splits the body into the coder's parts
+    (Golomb: parameters, H, M, padding; ANS: source model, rANS stream);
+    ``bits_per_coordinate`` counts the whole payload.
     """
 
     version: int
@@ -216,9 +242,7 @@ class PayloadInfo:
     coordinates: int
     structure: Structure
     header_bits: int
-    h_bits: int
-    m_bits: int
-    padding_bits: int
+    body_bits: dict[str, int]
     tag_bits: int
     total_bits: int
 
@@ -246,9 +270,7 @@ class PayloadInfo:
             ],
             "bits": {
                 "header": self.header_bits,
-                "H": self.h_bits,
-                "M": self.m_bits,
-                "padding": self.padding_bits,
+                **{f"body.{part}": bits for part, bits in self.body_bits.items()},
                 "tag": self.tag_bits,
                 "total": self.total_bits,
             },
@@ -266,13 +288,14 @@ def inspect(payload: bytes) -> PayloadInfo:
         raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
     payload = bytes(payload)
     header, offset = parse_header(payload)
-    body_bits = 8 * header.body_bytes
+    body = payload[offset:-TAG_BYTES]
+    parts = _core.body_parts(body, coder=header.coder, N=header.subvectors, n=header.n)
     return PayloadInfo(
         version=payload[4],
         mechanism=mechanism_from_code(header.mechanism, header.scale),
         lattice=LATTICES[header.lattice],
         dim=header.n,
-        coder="golomb",
+        coder=CODERS[header.coder],
         clip=None if math.isinf(header.clip) else header.clip,
         round=header.context.round,
         client=header.context.client,
@@ -280,9 +303,7 @@ def inspect(payload: bytes) -> PayloadInfo:
         coordinates=header.m,
         structure=header.structure,
         header_bits=8 * offset,
-        h_bits=header.h_bits,
-        m_bits=header.m_bits,
-        padding_bits=body_bits - header.h_bits - header.m_bits,
+        body_bits=dict(parts),
         tag_bits=8 * TAG_BYTES,
         total_bits=8 * len(payload),
     )
@@ -300,18 +321,20 @@ class Codec:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, clip: as for :func:`encode`.
+        dim, lattice, clip, coder: as for :func:`encode`.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings.
     """
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0, dim: int = 1,
-                 lattice: str = "Z", clip: float | None = None) -> None:
+                 lattice: str = "Z", clip: float | None = None, coder: str = "ans") -> None:
         self.mechanism = check_mechanism(mechanism)
         self._lattice, self.dim = _check_lattice(lattice, dim, self.mechanism)
         self.lattice = lattice
         self.clip = None if clip is None else _check_clip(clip)
+        self.coder = coder
+        self._coder = _check_coder(coder)
         self._secret = check_secret(secret)
         self.client = Context(0, client).client
         self._used: set[tuple[int, int]] = set()
@@ -335,10 +358,12 @@ class Codec:
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
         payload = _encode(x, self.mechanism, self._secret, context, self._lattice, self.dim,
-                          _check_clip(self.clip))
+                          _check_clip(self.clip), self._coder)
         self._used.add(key)
         return payload
 
-    def decode(self, payload: bytes, *, output: str = "auto") -> Any:
+    def decode(self, payload: bytes, *, output: str = "auto",
+               max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
         """Decodes a payload encoded under this codec's secret (see :func:`decode`)."""
-        return decode(payload, secret=self._secret, output=output)
+        return decode(payload, secret=self._secret, output=output,
+                      max_coordinates=max_coordinates)

@@ -6,7 +6,10 @@ A mechanism names the law of the error ``decode(encode(x)) - x``:
   ``U ~ chi2(n + 2)`` and l2 balls of radius ``sigma * sqrt(U)``;
 * :class:`Laplace` -- i.i.d. Laplace(0, b) per coordinate (density
   ``exp(-|z| / b) / (2 b)``), via ``U ~ Gamma(n + 1, 1)`` and l1 balls of
-  radius ``b * U`` (an interval for n = 1, as in the paper).
+  radius ``b * U`` (an interval for n = 1, as in the paper);
+* :class:`SDQ` -- scalar subtractive dithered quantization with step
+  ``Delta``: the error is Uniform[-Delta/2, Delta/2), variance Delta^2 / 12.
+  A baseline, not a differential-privacy mechanism (SPEC section 4).
 
 Both are frozen dataclasses; the scale is in the units of the update.
 """
@@ -22,7 +25,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["Gaussian", "Laplace", "Mechanism"]
+__all__ = ["Gaussian", "Laplace", "SDQ", "Mechanism"]
 
 
 def _check_scale(name: str, value: object) -> float:
@@ -90,9 +93,44 @@ class Laplace:
         return math.sqrt(2.0) * self.b
 
 
-Mechanism = Union[Gaussian, Laplace]
+@dataclass(frozen=True)
+class SDQ:
+    """Scalar subtractive dithered quantization with step ``step``.
 
-_BY_CODE = {Gaussian.code: Gaussian, Laplace.code: Laplace}
+    ``y = step (round(x / step - v) + v)`` with ``v ~ Uniform[-1/2, 1/2)``
+    from the shared stream: LRSUQ with a fixed scale.  The error is uniform
+    on [-step/2, step/2), independent of x; it gives no differential privacy
+    by itself.  Only ``dim=1``.
+
+    Raises:
+        InvalidArgumentError: if step is not positive and finite.
+    """
+
+    step: float
+    code: ClassVar[int] = 3
+    name: ClassVar[str] = "sdq"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "step", _check_scale("step", self.step))
+
+    @property
+    def scale(self) -> float:
+        return self.step
+
+    @property
+    def std(self) -> float:
+        """Standard deviation of the quantization error per coordinate."""
+        return self.step / math.sqrt(12.0)
+
+    @classmethod
+    def matching(cls, std: float) -> "SDQ":
+        """The SDQ whose error has standard deviation ``std`` (step = std sqrt(12))."""
+        return cls(step=_check_scale("std", std) * math.sqrt(12.0))
+
+
+Mechanism = Union[Gaussian, Laplace, SDQ]
+
+_BY_CODE = {Gaussian.code: Gaussian, Laplace.code: Laplace, SDQ.code: SDQ}
 
 
 def mechanism_from_code(code: int, scale: float) -> Mechanism:
@@ -101,9 +139,10 @@ def mechanism_from_code(code: int, scale: float) -> Mechanism:
 
 
 def check_mechanism(mechanism: object) -> Mechanism:
-    if not isinstance(mechanism, (Gaussian, Laplace)):
+    if not isinstance(mechanism, (Gaussian, Laplace, SDQ)):
         raise InvalidTypeError(
-            "mechanism must be cepam.Gaussian(sigma=...) or cepam.Laplace(b=...), "
+            "mechanism must be cepam.Gaussian(sigma=...), cepam.Laplace(b=...) or "
+            "cepam.SDQ(step=...), "
             f"got {type(mechanism).__name__}"
         )
     return mechanism

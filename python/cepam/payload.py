@@ -1,4 +1,4 @@
-"""The payload format (version 1).
+"""The payload format (version 2).
 
 A payload is ``header || body || tag``; all integers little-endian.
 
@@ -6,29 +6,27 @@ A payload is ``header || body || tag``; all integers little-endian.
 field      contents
 =========  =====================================================================
 magic      4 bytes ``b"CEPM"``
-version    uint8, 1
-mechanism  uint8: 1 Gaussian, 2 Laplace
+version    uint8, 2
+mechanism  uint8: 1 Gaussian, 2 Laplace, 3 SDQ (uniform)
 lattice    uint8: 1 Z^n
 n          uint8: sub-vector dimension
-coder      uint8: body coder id (1: Golomb H, exp-Golomb M)
+coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
 container  uint8: 0 single array, 1 list, 2 tuple, 3 dict
 reserved   uint16, 0
-scale      float64: sigma or b
+scale      float64: sigma, b, or the SDQ step
 clip       float64: l2 clip norm of the whole update (+inf: none)
 context    3 x uint64: round, client, message
 m          uint64: number of coordinates
 entries    uint32 count, then per entry: uint16 name length, UTF-8 name,
            uint8 kind (0 numpy, 1 torch), uint8 dtype (1 float32, 2 float64,
            3 float16, 4 bfloat16), uint8 ndim, ndim x uint64 dims
-coder      uint32 Golomb parameter of H - 1 (0: H not coded), uint8 order k
-           of the exp-Golomb code of M, uint64 H bits, uint64 M bits
-body       the H section then the M section, each padded to a byte
+body       everything up to the tag, in the coder's own layout (docs/format.md)
 tag        16 bytes: HMAC-SHA256 over everything before it, truncated
 =========  =====================================================================
 
-The parser treats its input as hostile: every read is bounds-checked, every
-field range-checked, and the declared sizes must agree with each other and
-with the payload's length before anything is allocated.  Errors are
+The parser treats its input as hostile: every read is bounds-checked and
+every field range-checked before anything is allocated; the native body
+decoder checks the body the same way.  Errors are
 :class:`~cepam.errors.FormatError`.
 """
 
@@ -38,7 +36,6 @@ import math
 import struct
 from dataclasses import dataclass
 
-from . import _core
 from .errors import FormatError
 from .keys import TAG_BYTES, Context
 from .structure import DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
@@ -46,17 +43,18 @@ from .structure import DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
 __all__ = ["MAGIC", "VERSION", "Header", "pack_header", "parse_header"]
 
 MAGIC = b"CEPM"
-VERSION = 1
+VERSION = 2
 LATTICES = {1: "Z"}
 LATTICE_CODES = {v: k for k, v in LATTICES.items()}
-CODERS = {1: "golomb"}
+CODERS = {1: "golomb", 2: "ans"}
+CODER_CODES = {v: k for k, v in CODERS.items()}
+MECHANISMS = (1, 2, 3)
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBBBHdd")
 _CONTEXT = struct.Struct("<QQQQ")
-_CODER = struct.Struct("<IBQQ")
 MAX_COORDINATES = 1 << 56
 MAX_EXTENT = 1 << 56  # product of an entry's non-zero dimensions
-MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + _CODER.size + TAG_BYTES
+MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + TAG_BYTES
 
 
 @dataclass(frozen=True)
@@ -69,10 +67,6 @@ class Header:
     clip: float
     context: Context
     structure: Structure
-    golomb: int
-    expg_k: int
-    h_bits: int
-    m_bits: int
 
     @property
     def m(self) -> int:
@@ -82,9 +76,6 @@ class Header:
     def subvectors(self) -> int:
         return -(-self.m // self.n)
 
-    @property
-    def body_bytes(self) -> int:
-        return (self.h_bits + 7) // 8 + (self.m_bits + 7) // 8
 
 
 def pack_header(h: Header) -> bytes:
@@ -99,7 +90,6 @@ def pack_header(h: Header) -> bytes:
         parts.append(struct.pack("<H", len(name)) + name)
         parts.append(struct.pack("<BBB", e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
         parts.append(struct.pack(f"<{len(e.shape)}Q", *e.shape))
-    parts.append(_CODER.pack(h.golomb, h.expg_k, h.h_bits, h.m_bits))
     return b"".join(parts)
 
 
@@ -141,7 +131,7 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
     check_prefix(payload)
     r = _Reader(payload, len(payload) - TAG_BYTES)
     _, _, mech, lattice, n, coder, container, reserved, scale, clip = r.take(_PREFIX)
-    if mech not in (1, 2):
+    if mech not in MECHANISMS:
         raise FormatError(f"unknown mechanism code {mech}")
     if lattice not in LATTICES:
         raise FormatError(f"unknown lattice code {lattice}")
@@ -153,7 +143,7 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         raise FormatError("noise scale must be positive and finite")
     if not (clip > 0.0) or math.isnan(clip):
         raise FormatError("clip norm must be positive (or +inf)")
-    if not 1 <= n <= 8 or (mech == 2 and n > 4):
+    if not 1 <= n <= 8 or (mech == 2 and n > 4) or (mech == 3 and n != 1):
         raise FormatError(f"sub-vector dimension {n} not allowed for this mechanism")
     rnd, client, message, m = r.take(_CONTEXT)
     if m > MAX_COORDINATES:
@@ -193,13 +183,6 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         entries.append(Entry(name, kind, DTYPES[dtype], tuple(shape)))
     if total != m:
         raise FormatError("entry shapes do not add up to the declared number of coordinates")
-    golomb, expg_k, h_bits, m_bits = r.take(_CODER)
     header = Header(mech, scale, lattice, n, coder, clip, Context(rnd, client, message),
-                    Structure(container, tuple(entries)), golomb, expg_k, h_bits, m_bits)
-    if header.body_bytes != r.end - r.pos:
-        raise FormatError("body length does not match the declared section lengths")
-    # The coder's own check that the declared counts fit the sections (so
-    # that nothing sized by them is allocated for a short body).
-    _core.check_body(r.end - r.pos, N=header.subvectors, count=header.subvectors * n,
-                     golomb=golomb, expg_k=expg_k, h_bits=h_bits, m_bits=m_bits)
+                    Structure(container, tuple(entries)))
     return header, r.pos
