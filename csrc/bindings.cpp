@@ -160,6 +160,11 @@ py::tuple body_decode(const py::bytes& body, std::uint64_t N, std::uint64_t coun
   return py::make_tuple(H, M);
 }
 
+void body_check(std::size_t len, std::uint64_t N, std::uint64_t count, std::uint32_t golomb,
+                int k, std::uint64_t h_bits, std::uint64_t m_bits) {
+  check_body(layout_from(golomb, k, h_bits, m_bits), len, N, count);
+}
+
 py::bytes chacha_block(const py::bytes& key, std::uint32_t counter, const py::bytes& nonce) {
   const std::string ns = nonce;
   if (ns.size() != 12) throw InvalidArgument("a ChaCha20 nonce is 12 bytes");
@@ -268,6 +273,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("body_decode", &body_decode, py::arg("body"), py::kw_only(), py::arg("N"),
         py::arg("count"), py::arg("golomb"), py::arg("expg_k"), py::arg("h_bits"),
         py::arg("m_bits"), "-> (H uint32[N], M int64[count]); raises FormatError.");
+  m.def("check_body", &body_check, py::arg("len"), py::kw_only(), py::arg("N"),
+        py::arg("count"), py::arg("golomb"), py::arg("expg_k"), py::arg("h_bits"),
+        py::arg("m_bits"), "Raises FormatError unless a body of len bytes can hold the counts.");
   m.def("chacha20_block", &chacha_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
         "RFC 8439 block function -> 64 bytes.");
   m.def("keystream_words", &keystream_words, py::arg("key"), py::arg("stream"),

@@ -171,9 +171,10 @@ void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& la
     BitReader r(sec, layout.m_bits);
     const int k = layout.expg_k;
     const std::uint64_t offset = std::uint64_t{1} << k;
-    // |M| <= 2^53 means zigzag(M) + 2^k < 2^55, a code of at most 55 bits.
-    const int max_len = 55;
-    const std::uint64_t max_zigzag = zigzag(-kMaxAbsM);
+    // |M| <= 2^53 means zigzag(M) <= 2^54, so a code is at most
+    // bit_length(2^54 + 2^k) bits long.
+    const std::uint64_t max_zigzag = zigzag(kMaxAbsM);
+    const int max_len = bit_length(max_zigzag + offset);
     for (std::size_t i = 0; i < count; ++i) {
       const std::uint64_t zeros = r.zeros_then_one(static_cast<std::uint64_t>(max_len - k - 1));
       const int len = static_cast<int>(zeros) + k + 1;

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import resource
 import struct
 import tracemalloc
 import warnings
@@ -197,23 +196,26 @@ def assert_declared_structure(result, payload: bytes) -> None:
     """result has the container, names, shapes and dtypes the header declares."""
     info = cepam.inspect(payload)
     for leaf, e in zip(_leaves(result, info.structure), info.structure.entries):
-        assert isinstance(leaf, np.ndarray)
+        if not isinstance(leaf, np.ndarray):  # a torch tensor (output="auto", torch kind)
+            assert e.kind == 1 and type(leaf).__module__.startswith("torch")
+            assert tuple(leaf.shape) == e.shape and str(leaf.dtype) == f"torch.{e.dtype}"
+            continue
         assert leaf.shape == e.shape
         want = "float32" if e.dtype == "bfloat16" else e.dtype  # numpy has no bfloat16
         assert leaf.dtype == np.dtype(want)
 
 
-def outcome(payload: bytes, *, secret: bytes = SECRET) -> str:
+def outcome(payload: bytes, *, secret: bytes = SECRET, output: str = "numpy") -> str:
     """'ok' (decoded, with the declared structure) or 'format' (FormatError).
 
-    Any other exception propagates.  output='numpy' so that a header whose
-    entries claim to be torch tensors decodes without torch.
+    Any other exception propagates.  output='numpy' by default so that a header
+    whose entries claim to be torch tensors decodes without torch.
     """
     with warnings.catch_warnings():
         # A hostile body may hold values that overflow float16: a warning, not an error.
         warnings.simplefilter("ignore", RuntimeWarning)
         try:
-            result = cepam.decode(payload, secret=secret, output="numpy")
+            result = cepam.decode(payload, secret=secret, output=output)
         except cepam.FormatError:
             return "format"
     assert_declared_structure(result, payload)
@@ -435,6 +437,33 @@ def test_every_single_bit_flip_behind_a_valid_tag_decodes_or_is_a_format_error(n
     assert not failures, failures[:10]
 
 
+@pytest.mark.parametrize("name", ["dict-n2", "laplace-n4-clip"])
+def test_every_single_bit_flip_behind_a_valid_tag_with_output_auto(name):
+    """As above with output="auto": a flipped kind byte declares a torch tensor, which
+    decodes to one where torch is installed and is a clear InvalidArgumentError
+    naming torch where it is not."""
+    try:
+        import torch  # noqa: F401
+
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    data = untagged(BASES[name])
+    bad = []
+    for bit in range(8 * len(data)):
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        payload = retag(bytes(flipped))
+        try:
+            outcome(payload, output="auto")
+        except cepam.InvalidArgumentError as exc:
+            if have_torch or "torch" not in str(exc):
+                bad.append(f"bit {bit}: {exc}")
+        except Exception as exc:  # noqa: BLE001
+            bad.append(f"bit {bit}: {type(exc).__name__}: {exc}")
+    assert not bad, bad[:10]
+
+
 @pytest.mark.parametrize("name", BASE_NAMES)
 def test_every_truncation_behind_a_valid_tag_is_a_format_error(name):
     data = untagged(BASES[name])
@@ -529,6 +558,16 @@ def _h_bytes(r: RawPayload) -> int:
     return (r.h_bits + 7) // 8
 
 
+def _padding_bit(r: RawPayload, section: str, *, first: bool) -> RawPayload:
+    """Sets the first or last padding bit of the H or M section."""
+    start = 0 if section == "H" else 8 * _h_bytes(r)
+    bits = r.h_bits if section == "H" else r.m_bits
+    pad = -bits % 8
+    assert pad > 0, "pick a base payload whose section has padding"
+    bit = start + bits + (0 if first else pad - 1)
+    return r.edit(body=_set_bit(r.body, bit, 1))
+
+
 # (id, base payload, edit: RawPayload -> RawPayload, expected outcome, message regex)
 TARGETED = [
     # Declared sizes.
@@ -536,7 +575,7 @@ TARGETED = [
      lambda r: r.edit(m=1 << 62, entries=_entries(r, dims=(1 << 62,))), FORMAT, None),
     ("m-2^62-two-dims", "gauss-n2",
      lambda r: r.edit(m=1 << 62, entries=_entries(r, dims=(1 << 31, 1 << 31))), FORMAT, None),
-    ("m-2^62-shape-unchanged", "gauss-n1", lambda r: r.edit(m=1 << 62), FORMAT, "add up"),
+    ("m-2^62-shape-unchanged", "gauss-n1", lambda r: r.edit(m=1 << 62), FORMAT, "add up|too large"),
     ("m-2^64-1-n1", "gauss-n1",
      lambda r: r.edit(m=U64, entries=_entries(r, dims=(U64,))), FORMAT, None),
     ("m-2^64-1-n2", "gauss-n2",
@@ -551,11 +590,11 @@ TARGETED = [
     ("m-one-more-than-body-with-shape", "gauss-n1",
      lambda r: r.edit(m=r.m + 1, entries=_entries(r, dims=(r.m + 1,))), FORMAT, None),
     ("dims-huge-product", "gauss-n1",
-     lambda r: r.edit(entries=_entries(r, dims=(1 << 32, 1 << 32, 1 << 32))), FORMAT, "exceed"),
+     lambda r: r.edit(entries=_entries(r, dims=(1 << 32, 1 << 32, 1 << 32))), FORMAT, "exceed|too large"),
     ("dims-32-times-2^64-1", "gauss-n1",
-     lambda r: r.edit(entries=_entries(r, dims=(U64,) * 32)), FORMAT, "exceed"),
+     lambda r: r.edit(entries=_entries(r, dims=(U64,) * 32)), FORMAT, "exceed|too large"),
     ("dims-product-wraps-2^64", "gauss-n1",
-     lambda r: r.edit(entries=_entries(r, dims=(1 << 32, 1 << 32, r.m))), FORMAT, "exceed"),
+     lambda r: r.edit(entries=_entries(r, dims=(1 << 32, 1 << 32, r.m))), FORMAT, "exceed|too large"),
     ("zero-size-entry-with-2^61-dim", "gauss-n1",
      lambda r: r.edit(entries=_entries(r, dims=(0, 1 << 61)) + [RawEntry(b"", 0, 1, (r.m,))],
                       container=1), EITHER, None),
@@ -676,12 +715,14 @@ TARGETED = [
     *[(f"expg-order-{k}-reinterpreted", "gauss-n2", (lambda k: lambda r: r.edit(expg_k=k))(k),
        EITHER, None) for k in (0, 1, 2, 3, 54)],
     # Padding bits of each section.
-    ("H-padding-bit", "gauss-n2",
-     lambda r: r.edit(body=_set_bit(r.body, 8 * _h_bytes(r) - 1, 1)), FORMAT, "padding"),
-    ("M-padding-bit", "gauss-n2",
-     lambda r: r.edit(body=_set_bit(r.body, 8 * len(r.body) - 1, 1)), FORMAT, "padding"),
-    ("M-padding-bit-dict", "dict-n2",
-     lambda r: r.edit(body=_set_bit(r.body, 8 * len(r.body) - 1, 1)), FORMAT, "padding"),
+    ("H-padding-first-bit", "laplace-n2", lambda r: _padding_bit(r, "H", first=True),
+     FORMAT, "padding"),
+    ("H-padding-last-bit", "laplace-n2", lambda r: _padding_bit(r, "H", first=False),
+     FORMAT, "padding"),
+    ("M-padding-first-bit", "laplace-n2", lambda r: _padding_bit(r, "M", first=True),
+     FORMAT, "padding"),
+    ("M-padding-last-bit", "dict-n2", lambda r: _padding_bit(r, "M", first=False),
+     FORMAT, "padding"),
     ("body-all-zero", "gauss-n2", lambda r: r.edit(body=bytes(len(r.body))), FORMAT, None),
     ("body-all-ones", "gauss-n2", lambda r: r.edit(body=b"\xff" * len(r.body)), FORMAT, None),
     # Context: any values are fine (another key: noise, but the declared structure).
@@ -726,14 +767,15 @@ def test_targeted_either_cases_reach_both_outcomes():
 
 
 def test_forged_prefix_codes_at_the_limits():
-    # |M| = 2^53 is the largest accepted coordinate.
-    assert outcome(forged(shape=(2,), m_code=expg(1 << 53) + expg(-(1 << 53))).tagged()) == "ok"
+    # -2^53 and 2^53 - 1 are accepted (|M| <= 2^53 is the decoder's bound).
+    assert outcome(forged(shape=(2,), m_code=expg((1 << 53) - 1) + expg(-(1 << 53)))
+                   .tagged()) == "ok"
     with pytest.raises(cepam.FormatError, match="out of range|longer than allowed"):
         cepam.decode(forged(shape=(1,), m_code=expg((1 << 53) + 1)).tagged(), secret=SECRET)
     with pytest.raises(cepam.FormatError, match="out of range|longer than allowed"):
         cepam.decode(forged(shape=(1,), m_code=expg(-(1 << 53) - 1)).tagged(), secret=SECRET)
     # Order 54: every coordinate takes exactly 55 bits.
-    assert outcome(forged(shape=(2,), expg_k=54, m_code=expg(0, 54) + expg(1 << 53, 54))
+    assert outcome(forged(shape=(2,), expg_k=54, m_code=expg(0, 54) + expg(-(1 << 53), 54))
                    .tagged()) == "ok"
     # 56 leading zeros in the M code: longer than any legal code.
     with pytest.raises(cepam.FormatError, match="longer than allowed"):
@@ -761,6 +803,22 @@ def test_forged_prefix_codes_at_the_limits():
     lap1 = forged(n=1, mechanism=2, golomb=1, shape=(1,), h_code=unary(2), m_code=expg(0))
     with pytest.raises(cepam.FormatError, match="trial index"):
         cepam.decode(lap1.tagged(), secret=SECRET)
+
+
+@pytest.mark.parametrize("value", [(1 << 53), -(1 << 53), (1 << 53) - 1, -(1 << 53) + 1])
+@pytest.mark.parametrize("k", [0, 3, 54])
+def test_body_coder_decodes_every_coordinate_it_encodes(value, k):
+    """The native body coder accepts |M| <= 2^53 on encode (MAX_ABS_M), so the body
+    decoder must accept the same range, or a body it wrote is a FormatError."""
+    from cepam import _core
+
+    assert _core.MAX_ABS_M == 1 << 53
+    H = np.ones(1, np.uint32)
+    M = np.array([value], np.int64)
+    body, h_bits, m_bits = _core.body_encode(H, M, golomb=0, expg_k=k)
+    H2, M2 = _core.body_decode(body, N=1, count=1, golomb=0, expg_k=k, h_bits=h_bits,
+                               m_bits=m_bits)
+    assert M2.tolist() == [value] and H2.tolist() == [1]
 
 
 def _zero_run_payloads(body_bytes: int) -> list[tuple[str, int, int, bytes]]:
@@ -833,6 +891,7 @@ def test_a_valid_dense_body_allocates_in_proportion_to_its_length():
 def test_hostile_cases_do_not_grow_peak_rss():
     """All targeted, 2^62-sized and zero-run payloads together: peak RSS grows < 200 MB
     and Python/numpy allocations stay small (tracemalloc sees numpy's buffers)."""
+    resource = pytest.importorskip("resource")  # Unix only
     payloads = [_targeted_payload(edit, base) for _, base, edit, _, _ in TARGETED]
     payloads += [p for *_, p in _zero_run_payloads(128 * 1024)]
     rss_before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -14,10 +14,13 @@ context under one secret.
 
 from __future__ import annotations
 
+import hmac
 import math
-import operator
+import numbers
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from . import _core
 from .errors import (
@@ -27,12 +30,18 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
-from .keys import TAG_BYTES, Context, check_secret, mac_key, payload_tag, stream_key
+from .keys import (
+    TAG_BYTES,
+    Context,
+    check_integer,
+    check_secret,
+    mac_key,
+    payload_tag,
+    stream_key,
+)
 from .mechanisms import Mechanism, check_mechanism, mechanism_from_code
 from .payload import LATTICE_CODES, LATTICES, Header, check_prefix, pack_header, parse_header
 from .structure import Structure, coded_dtype, flatten, unflatten
-
-import hmac
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
 
@@ -42,12 +51,11 @@ _MAX_DIM = {"Z": 8}
 
 
 def _check_lattice(lattice: object, dim: object, mechanism: Mechanism) -> tuple[int, int]:
-    if not isinstance(lattice, str) or lattice not in LATTICE_CODES:
+    if not isinstance(lattice, str):
+        raise InvalidTypeError(f"lattice must be a str, one of {LATTICE_NAMES}, got {lattice!r}")
+    if lattice not in LATTICE_CODES:
         raise InvalidArgumentError(f"lattice must be one of {LATTICE_NAMES}, got {lattice!r}")
-    try:
-        dim = operator.index(dim)  # type: ignore[arg-type]
-    except TypeError:
-        raise InvalidTypeError(f"dim must be an integer, got {type(dim).__name__}") from None
+    dim = check_integer("dim", dim)
     if not 1 <= dim <= _MAX_DIM[lattice]:
         raise InvalidArgumentError(
             f"dim must be between 1 and {_MAX_DIM[lattice]} for lattice {lattice!r}, got {dim}"
@@ -62,7 +70,7 @@ def _check_lattice(lattice: object, dim: object, mechanism: Mechanism) -> tuple[
 def _check_clip(clip: object) -> float:
     if clip is None:
         return math.inf
-    if isinstance(clip, bool) or not isinstance(clip, (int, float)):
+    if isinstance(clip, (bool, np.bool_)) or not isinstance(clip, numbers.Real):
         raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")
     clip = float(clip)
     if not (math.isfinite(clip) and clip > 0.0):
@@ -70,10 +78,24 @@ def _check_clip(clip: object) -> float:
     return clip
 
 
+def _locate_non_finite(flat: np.ndarray, structure: Structure) -> str:
+    index = int(np.flatnonzero(~np.isfinite(flat))[0])
+    for entry in structure.entries:
+        if index < entry.size:
+            where = np.unravel_index(index, entry.shape) if entry.shape else ()
+            name = f"entry {entry.name!r}" if entry.name else "the update"
+            return f"{name} contains a non-finite value (NaN or Inf) at index {tuple(map(int, where))}"
+        index -= entry.size
+    return "the update contains a non-finite value (NaN or Inf)"  # pragma: no cover
+
+
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context, lattice: int,
             dim: int, clip: float) -> bytes:
     flat, structure = flatten(x)
-    sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
+    try:
+        sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
+    except InvalidArgumentError:
+        raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
     H, M = _core.encode(flat, key=stream_key(secret, context), mechanism=mechanism.code,

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import operator
 import secrets as _secrets
 import struct
 from dataclasses import dataclass
+
+import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
@@ -60,15 +63,18 @@ def check_secret(secret: object) -> bytes:
     return secret
 
 
-def _check_u64(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        # numpy integers and similar
-        try:
-            import operator
+def check_integer(name: str, value: object) -> int:
+    """value as a Python int; bools and non-integers raise InvalidTypeError."""
+    if isinstance(value, (bool, np.bool_)):
+        raise InvalidTypeError(f"{name} must be an integer, got bool")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidTypeError(f"{name} must be an integer, got {type(value).__name__}") from None
 
-            value = operator.index(value)  # type: ignore[arg-type]
-        except TypeError:
-            raise InvalidTypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+
+def _check_u64(name: str, value: object) -> int:
+    value = check_integer(name, value)
     if not 0 <= value < _U64:
         raise InvalidArgumentError(f"{name} must be in [0, 2^64), got {value}")
     return int(value)

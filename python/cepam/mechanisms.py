@@ -14,8 +14,11 @@ Both are frozen dataclasses; the scale is in the units of the update.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import ClassVar, Union
+
+import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
@@ -23,7 +26,7 @@ __all__ = ["Gaussian", "Laplace", "Mechanism"]
 
 
 def _check_scale(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
     if not math.isfinite(value) or value <= 0.0:

@@ -38,6 +38,7 @@ import math
 import struct
 from dataclasses import dataclass
 
+from . import _core
 from .errors import FormatError
 from .keys import TAG_BYTES, Context
 from .structure import DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
@@ -53,6 +54,8 @@ _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBBBHdd")
 _CONTEXT = struct.Struct("<QQQQ")
 _CODER = struct.Struct("<IBQQ")
+MAX_COORDINATES = 1 << 56
+MAX_EXTENT = 1 << 56  # product of an entry's non-zero dimensions
 MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + _CODER.size + TAG_BYTES
 
 
@@ -153,6 +156,8 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
     if not 1 <= n <= 8 or (mech == 2 and n > 4):
         raise FormatError(f"sub-vector dimension {n} not allowed for this mechanism")
     rnd, client, message, m = r.take(_CONTEXT)
+    if m > MAX_COORDINATES:
+        raise FormatError("declared number of coordinates too large")
     (count,) = r.take("<I")
     # Each entry takes at least 5 bytes: bound the count before looping.
     if count < 1 or count > (r.end - r.pos) // 5 or (container == 0 and count != 1):
@@ -170,9 +175,12 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         if kind not in (0, 1) or dtype not in DTYPES or ndim > MAX_NDIM:
             raise FormatError("bad entry kind, dtype or rank")
         shape = r.take(f"<{ndim}Q")
-        size = 1
+        size, extent = 1, 1
         for d in shape:
             size *= d
+            extent *= max(d, 1)
+        if extent > MAX_EXTENT:  # numpy cannot shape even an empty array so
+            raise FormatError("entry shape too large")
         total += size
         if total > m:
             raise FormatError("entry shapes exceed the declared number of coordinates")
@@ -190,4 +198,8 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
                     Structure(container, tuple(entries)), golomb, expg_k, h_bits, m_bits)
     if header.body_bytes != r.end - r.pos:
         raise FormatError("body length does not match the declared section lengths")
+    # The coder's own check that the declared counts fit the sections (so
+    # that nothing sized by them is allocated for a short body).
+    _core.check_body(r.end - r.pos, N=header.subvectors, count=header.subvectors * n,
+                     golomb=golomb, expg_k=expg_k, h_bits=h_bits, m_bits=m_bits)
     return header, r.pos

@@ -1,0 +1,330 @@
+"""Bad arguments raise clear, specific errors.
+
+Every error is a ``cepam.CepamError`` subclass *and* a ``ValueError`` (bad value)
+or ``TypeError`` (bad type), and its message names the offending argument.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import cepam
+
+SECRET = bytes(range(50, 82))
+X = np.linspace(-0.5, 0.5, 12, dtype=np.float32)
+G = cepam.Gaussian(sigma=0.1)
+U64 = 1 << 64
+
+
+def enc(x=X, mechanism=G, **kw):
+    args = dict(secret=SECRET, round=0, client=0)
+    args.update(kw)
+    return cepam.encode(x, mechanism, **args)
+
+
+def check(call, cls, base, match):
+    """call() raises cls (a CepamError, and a `base`), with a message matching `match`."""
+    assert issubclass(cls, cepam.CepamError) and issubclass(cls, base)
+    with pytest.raises(cls, match=match) as info:
+        call()
+    assert isinstance(info.value, cepam.CepamError)
+    assert isinstance(info.value, base)
+    return info.value
+
+
+VALUE, TYPE = ValueError, TypeError
+IA, IT = cepam.InvalidArgumentError, cepam.InvalidTypeError
+
+
+def _nan_at(index, dtype=np.float32, value=math.nan):
+    x = np.ones(10, dtype)
+    x[index] = value
+    return x
+
+
+# (id, callable, error class, built-in base, message regex)
+CASES = [
+    # Noise scales.
+    *[(f"sigma={v!r}", (lambda v: lambda: cepam.Gaussian(sigma=v))(v), IA, VALUE, r"sigma")
+      for v in (0, 0.0, -0.0, -1e-3, -math.inf, math.inf, math.nan)],
+    *[(f"b={v!r}", (lambda v: lambda: cepam.Laplace(b=v))(v), IA, VALUE, r"\bb must")
+      for v in (0, -1, math.inf, math.nan)],
+    *[(f"sigma-type-{type(v).__name__}-{v!r}", (lambda v: lambda: cepam.Gaussian(sigma=v))(v),
+       IT, TYPE, r"sigma") for v in ("0.1", None, True, False, [0.1], 1j)],
+    *[(f"b-type-{type(v).__name__}", (lambda v: lambda: cepam.Laplace(b=v))(v), IT, TYPE,
+       r"\bb must") for v in ("1", None, True)],
+    # The mechanism argument itself.
+    *[(f"mechanism-{name}", (lambda v: lambda: enc(mechanism=v))(v), IT, TYPE, r"mechanism")
+      for name, v in (("str", "gaussian"), ("None", None), ("float", 0.1),
+                      ("class", cepam.Gaussian))],
+    # NaN / Inf in x.
+    ("x-nan-f32-first", lambda: enc(_nan_at(0)), IA, VALUE, r"non-finite|NaN"),
+    ("x-nan-f32-last", lambda: enc(_nan_at(9)), IA, VALUE, r"non-finite|NaN"),
+    ("x-inf-f64", lambda: enc(_nan_at(3, np.float64, math.inf)), IA, VALUE, r"non-finite|Inf"),
+    ("x-neg-inf-f64", lambda: enc(_nan_at(5, np.float64, -math.inf)), IA, VALUE,
+     r"non-finite|Inf"),
+    ("x-nan-f16", lambda: enc(_nan_at(2, np.float16)), IA, VALUE, r"non-finite|NaN"),
+    ("x-inf-f16", lambda: enc(_nan_at(2, np.float16, math.inf)), IA, VALUE, r"non-finite|Inf"),
+    ("x-nan-2d", lambda: enc(np.where(np.eye(4) > 0, np.nan, 0.5)), IA, VALUE,
+     r"non-finite|NaN"),
+    ("x-nan-0d", lambda: enc(np.float32(math.nan)), IA, VALUE, r"non-finite|NaN"),
+    ("x-nan-with-clip", lambda: enc(_nan_at(4), clip=1.0), IA, VALUE, r"non-finite|NaN"),
+    ("x-nan-with-huge-finite", lambda: enc(np.array([1e308, 1e308, math.nan])), IA, VALUE,
+     r"non-finite|NaN"),
+    ("x-nan-in-one-dict-entry",
+     lambda: enc({"w": np.ones((2, 3), np.float32), "b": _nan_at(7)}), IA, VALUE,
+     r"non-finite|NaN"),
+    ("x-inf-in-one-list-entry", lambda: enc([np.ones(3), _nan_at(0, np.float64, math.inf)]),
+     IA, VALUE, r"non-finite|Inf"),
+    ("x-too-large-for-noise", lambda: enc(np.array([1e12, 0.0]), cepam.Gaussian(sigma=1e-6)),
+     cepam.EncodingError, VALUE, r"too large"),
+    # dim (the sub-vector dimension n).
+    *[(f"dim={v!r}", (lambda v: lambda: enc(dim=v))(v), IA, VALUE, r"dim")
+      for v in (0, 9, -1, 255, 2**70)],
+    *[(f"dim-type-{type(v).__name__}-{v!r}", (lambda v: lambda: enc(dim=v))(v), IT, TYPE,
+       r"dim") for v in (2.5, 2.0, "2", None)],
+    *[(f"laplace-dim={v}", (lambda v: lambda: enc(mechanism=cepam.Laplace(b=0.1), dim=v))(v),
+       IA, VALUE, r"dim") for v in (5, 6, 8)],
+    # lattice.
+    *[(f"lattice={v!r}", (lambda v: lambda: enc(lattice=v))(v), IA, VALUE, r"lattice")
+      for v in ("E9", "E8", "z", "")],
+    *[(f"lattice-type-{v!r}", (lambda v: lambda: enc(lattice=v))(v), IT, TYPE, r"lattice")
+      for v in (None, 1)],
+    # secret.
+    *[(f"secret-{n}-bytes", (lambda n: lambda: enc(secret=bytes(n)))(n), IA, VALUE,
+       r"secret must be 32 bytes") for n in (0, 16, 31, 33, 64)],
+    *[(f"secret-type-{type(v).__name__}", (lambda v: lambda: enc(secret=v))(v), IT, TYPE,
+       r"secret must be bytes") for v in ("s" * 32, None, 0, list(range(32)))],
+    ("decode-secret-31", lambda: cepam.decode(enc(), secret=SECRET[:31]), IA, VALUE,
+     r"secret must be 32 bytes"),
+    ("decode-secret-str", lambda: cepam.decode(enc(), secret="s" * 32), IT, TYPE,
+     r"secret must be bytes"),
+    ("codec-secret-33", lambda: cepam.Codec(G, secret=SECRET + b"x"), IA, VALUE,
+     r"secret must be 32 bytes"),
+    ("codec-secret-str", lambda: cepam.Codec(G, secret="s" * 32), IT, TYPE,
+     r"secret must be bytes"),
+    # round / client / message.
+    *[(f"{name}={v!r}", (lambda name, v: lambda: enc(**{name: v}))(name, v), IA, VALUE,
+       rf"{name} must be in \[0, 2\^64\)")
+      for name in ("round", "client", "message") for v in (-1, U64, U64 + 1, -(U64))],
+    *[(f"{name}-type-{type(v).__name__}-{v!r}",
+       (lambda name, v: lambda: enc(**{name: v}))(name, v),
+       IT, TYPE, rf"{name} must be an integer")
+      for name in ("round", "client", "message") for v in (1.0, 0.5, "1", None)],
+    ("codec-client--1", lambda: cepam.Codec(G, secret=SECRET, client=-1), IA, VALUE,
+     r"client must be in"),
+    ("codec-client-float", lambda: cepam.Codec(G, secret=SECRET, client=1.0), IT, TYPE,
+     r"client must be an integer"),
+    ("codec-encode-round-2^64",
+     lambda: cepam.Codec(G, secret=SECRET).encode(X, round=U64), IA, VALUE, r"round must be in"),
+    ("codec-encode-message-float",
+     lambda: cepam.Codec(G, secret=SECRET).encode(X, round=0, message=0.0), IT, TYPE,
+     r"message must be an integer"),
+    # Unsupported dtypes and update types.
+    *[(f"dtype-{np.dtype(d).name}", (lambda d: lambda: enc(np.zeros(4, d)))(d), IT, TYPE,
+       r"dtype") for d in (np.int32, np.int64, np.uint8, np.complex64, np.complex128,
+                           object, bool, np.longdouble, "U3", "datetime64[s]")],
+    ("dtype-int32-in-dict-entry",
+     lambda: enc({"ok": np.ones(3, np.float32), "bad": np.ones(3, np.int32)}), IT, TYPE,
+     r"'bad'.*dtype|dtype.*'bad'"),
+    ("dtype-complex-in-list-entry", lambda: enc([np.ones(2), np.ones(2, np.complex64)]), IT,
+     TYPE, r"entry 1.*dtype"),
+    *[(f"update-{name}", (lambda v: lambda: enc(v))(v), IT, TYPE, r"expected a numpy|unsupported")
+      for name, v in (("float", 1.0), ("int", 3), ("None", None), ("str", "abc"),
+                      ("bytes", b"abc"), ("list-of-floats", [1.0, 2.0]), ("set", {1.0}),
+                      ("memoryview", memoryview(b"abcd")))],
+    ("nested-dict", lambda: enc({"layer": {"w": np.ones(2)}}), IT, TYPE, r"'layer'"),
+    ("nested-list", lambda: enc([[np.ones(2)]]), IT, TYPE, r"entry 0"),
+    ("list-in-dict", lambda: enc({"w": [np.ones(2)]}), IT, TYPE, r"'w'"),
+    ("dict-in-tuple", lambda: enc((np.ones(2), {"w": np.ones(2)})), IT, TYPE, r"entry 1"),
+    ("empty-dict", lambda: enc({}), IA, VALUE, r"empty"),
+    ("empty-list", lambda: enc([]), IA, VALUE, r"empty"),
+    ("empty-tuple", lambda: enc(()), IA, VALUE, r"empty"),
+    *[(f"dict-key-{type(k).__name__}", (lambda k: lambda: enc({k: np.ones(2)}))(k), IT, TYPE,
+       r"keys must be str") for k in (1, b"w", None, ("a",))],
+    ("dict-name-too-long", lambda: enc({"w" * 1025: np.ones(2)}), IA, VALUE, r"name"),
+    ("dict-name-too-long-utf8", lambda: enc({"é" * 513: np.ones(2)}), IA, VALUE, r"name"),
+    # clip.
+    *[(f"clip={v!r}", (lambda v: lambda: enc(clip=v))(v), IA, VALUE, r"clip")
+      for v in (0, 0.0, -1.0, math.nan, math.inf, -math.inf)],
+    *[(f"clip-type-{type(v).__name__}", (lambda v: lambda: enc(clip=v))(v), IT, TYPE, r"clip")
+      for v in ("1", True, [1.0], 1j)],
+    *[(f"codec-clip={v!r}", (lambda v: lambda: cepam.Codec(G, secret=SECRET, clip=v))(v), IA,
+       VALUE, r"clip") for v in (0, -2.0, math.nan, math.inf)],
+    # Codec settings.
+    ("codec-dim-9", lambda: cepam.Codec(G, secret=SECRET, dim=9), IA, VALUE, r"dim"),
+    ("codec-laplace-dim-5", lambda: cepam.Codec(cepam.Laplace(b=1.0), secret=SECRET, dim=5), IA,
+     VALUE, r"dim"),
+    ("codec-dim-str", lambda: cepam.Codec(G, secret=SECRET, dim="2"), IT, TYPE, r"dim"),
+    ("codec-lattice-E9", lambda: cepam.Codec(G, secret=SECRET, lattice="E9"), IA, VALUE,
+     r"lattice"),
+    ("codec-mechanism-str", lambda: cepam.Codec("gaussian", secret=SECRET), IT, TYPE,
+     r"mechanism"),
+    # decode's output.
+    *[(f"output={v!r}", (lambda v: lambda: cepam.decode(enc(), secret=SECRET, output=v))(v), IA,
+       VALUE, r"output") for v in ("cuda", "NUMPY", "", None, "cpu")],
+    ("codec-decode-output-cuda",
+     lambda: cepam.Codec(G, secret=SECRET).decode(enc(), output="cuda"), IA, VALUE, r"output"),
+]
+
+
+@pytest.mark.parametrize("call,cls,base,match", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_argument_raises_a_specific_clear_error(call, cls, base, match):
+    check(call, cls, base, match)
+
+
+def test_case_ids_are_unique():
+    ids = [c[0] for c in CASES]
+    assert len(ids) == len(set(ids))
+
+
+# --- Boundary values that must be accepted (so the errors above are not too eager). ---
+
+
+@pytest.mark.parametrize("kw", [
+    dict(round=U64 - 1, client=U64 - 1, message=U64 - 1),
+    dict(round=np.uint64(U64 - 1), client=np.int64(7), message=np.uint8(3)),
+    dict(dim=8), dict(dim=np.int64(3)),
+    dict(clip=1), dict(clip=1e-300), dict(clip=np.float64(2.0)),
+    dict(secret=bytearray(SECRET)), dict(secret=memoryview(SECRET)),
+], ids=["context-max", "context-numpy-ints", "dim-8", "dim-numpy-int", "clip-int",
+        "clip-tiny", "clip-np-float64", "secret-bytearray", "secret-memoryview"])
+def test_boundary_arguments_are_accepted(kw):
+    secret = bytes(kw.get("secret", SECRET))
+    y = cepam.decode(enc(**kw), secret=secret)
+    assert y.shape == X.shape and y.dtype == X.dtype
+
+
+def test_laplace_dim_4_and_tiny_positive_scales_are_accepted():
+    for mech in (cepam.Laplace(b=0.1), cepam.Laplace(b=5e-324), cepam.Gaussian(sigma=5e-324)):
+        assert mech.scale > 0
+    y = cepam.decode(enc(mechanism=cepam.Laplace(b=0.1), dim=4), secret=SECRET)
+    assert y.shape == X.shape
+
+
+def test_supported_dtypes_and_containers_round_trip():
+    update = {"a": np.ones((2, 3), np.float16), "b": np.zeros(4, np.float64),
+              "c": np.float32(1.5), "": np.ones((1, 1, 1), np.float32).T}
+    y = cepam.decode(enc(update), secret=SECRET)
+    assert list(y) == list(update)
+    assert [(v.shape, v.dtype) for v in y.values()] == \
+        [(np.shape(v), np.asarray(v).dtype) for v in update.values()]
+    big_endian = np.arange(6, dtype=">f8").reshape(2, 3)
+    y = cepam.decode(enc(big_endian), secret=SECRET)
+    assert y.shape == (2, 3) and y.dtype == np.float64
+
+
+@pytest.mark.parametrize("name", ["round", "client", "message"])
+def test_context_numbers_reject_bool(name):
+    """_check_u64 special-cases bool, meaning to reject it (as the noise scales do), but
+    True is accepted as 1: round=True is almost certainly a caller's bug."""
+    check(lambda: enc(**{name: True}), IT, TYPE, name)
+
+
+@pytest.mark.parametrize("value", [np.float32(0.25), np.float16(0.25), np.int64(1)],
+                         ids=["np.float32", "np.float16", "np.int64"])
+def test_numpy_scalar_noise_scales_are_accepted(value):
+    """A numpy scalar is a real number ('sigma must be a real number, got float32' is
+    wrong); numpy integers are accepted for the context numbers and dim."""
+    assert cepam.Gaussian(sigma=value).sigma == float(value)
+    assert cepam.Laplace(b=value).b == float(value)
+
+
+def test_nan_message_locates_the_bad_value():
+    err = check(lambda: enc(_nan_at(7)), IA, VALUE, r"non-finite")
+    assert "7" in str(err)
+
+
+def test_failed_encode_leaves_x_unchanged():
+    x = _nan_at(1)
+    before = x.copy()
+    with pytest.raises(cepam.InvalidArgumentError):
+        enc(x)
+    np.testing.assert_array_equal(x, before)
+
+
+# --- torch inputs (only where torch is installed). ---
+
+
+def test_torch_unsupported_dtypes_are_invalid_type_errors():
+    torch = pytest.importorskip("torch")
+    for t in (torch.ones(3, dtype=torch.int32), torch.ones(3, dtype=torch.complex64),
+              torch.ones(3, dtype=torch.bool)):
+        check(lambda: enc(t), IT, TYPE, r"dtype")
+    sparse = torch.eye(3).to_sparse()
+    check(lambda: enc(sparse), IT, TYPE, r"sparse")
+
+
+def test_torch_nan_is_an_invalid_argument_error():
+    torch = pytest.importorskip("torch")
+    t = torch.ones(5, dtype=torch.bfloat16)
+    t[3] = float("nan")
+    check(lambda: enc({"w": t}), IA, VALUE, r"non-finite|NaN")
+
+
+# --- Codec context reuse. ---
+
+
+def test_codec_refuses_to_encode_the_same_round_and_message_twice():
+    codec = cepam.Codec(G, secret=SECRET, client=4)
+    codec.encode(X, round=1)
+    err = check(lambda: codec.encode(X, round=1), cepam.ContextReuseError, VALUE,
+                r"round 1, message 0 .*client 4")
+    assert isinstance(err, ValueError)
+    # Also with different data, and with message given explicitly.
+    check(lambda: codec.encode(X * 2, round=1, message=0), cepam.ContextReuseError, VALUE,
+          r"already encoded")
+    codec.encode(X, round=1, message=5)
+    check(lambda: codec.encode(X, round=np.uint64(1), message=np.int8(5)),
+          cepam.ContextReuseError, VALUE, r"round 1, message 5")
+
+
+def test_codec_same_round_with_a_different_message_is_fine():
+    codec = cepam.Codec(G, secret=SECRET, client=4)
+    a = codec.encode(X, round=1, message=0)
+    b = codec.encode(X, round=1, message=1)
+    c = codec.encode(X, round=2, message=0)
+    assert len({a, b, c}) == 3
+    for p in (a, b, c):
+        assert codec.decode(p).shape == X.shape
+
+
+def test_codec_failed_encode_does_not_use_up_the_context():
+    """Nothing was sent when encode raised, so the same context can be used again."""
+    codec = cepam.Codec(G, secret=SECRET, client=4)
+    with pytest.raises(cepam.InvalidArgumentError):
+        codec.encode(_nan_at(0), round=3)
+    codec.encode(X, round=3)
+    with pytest.raises(cepam.ContextReuseError):
+        codec.encode(X, round=3)
+
+
+def test_codec_reuse_tracking_is_per_object_a_second_codec_same_secret_and_client_can_reuse():
+    """Documented behaviour: reuse tracking lives in the Codec object only.  A second
+    Codec with the same secret and client is a separate object that does not know what
+    the first encoded, so it will encode the same context again (the caller must not
+    create two codecs for one client)."""
+    first = cepam.Codec(G, secret=SECRET, client=9)
+    second = cepam.Codec(G, secret=SECRET, client=9)
+    p1 = first.encode(X, round=0)
+    p2 = second.encode(X, round=0)
+    assert p1 == p2  # same context, same randomness: the very hazard reuse tracking guards
+    with pytest.raises(cepam.ContextReuseError):
+        first.encode(X, round=0)
+    with pytest.raises(cepam.ContextReuseError):
+        second.encode(X, round=0)
+
+
+def test_codec_decode_of_another_clients_payload_under_another_secret_fails_authentication():
+    mine = cepam.Codec(G, secret=SECRET, client=1)
+    theirs = cepam.Codec(G, secret=bytes(32), client=2)
+    with pytest.raises(cepam.AuthenticationError):
+        mine.decode(theirs.encode(X, round=0))
+
+
+def test_module_level_encode_does_not_track_reuse():
+    """Only Codec tracks contexts: cepam.encode twice under one context is deterministic."""
+    assert enc(round=5) == enc(round=5)
