@@ -219,6 +219,7 @@ def test_config_validation():
     assert FLConfig(method="cepam-gaussian", dim=2).run_name() == "cnn-cepam-gaussian-n2"
     assert FLConfig(method="fl-gaussian", sigma=0.05).run_name() == "cnn-fl-gaussian-sigma0.05"
     assert FLConfig(clients=10).run_name().startswith("cnn-fl-")
+    assert FLConfig(rounds=5).run_name() == "cnn-fl"  # resumable with more rounds
 
 
 def test_mean_ci():
@@ -243,19 +244,32 @@ def cli(argv):
         return 2
 
 
-def test_cli_run_table_plot(tmp_path, capsys):
-    out = tmp_path / "results"
+@pytest.fixture(scope="module")
+def cli_results(tmp_path_factory):
+    """Tiny runs made through the CLI: 2 models x (fl, cepam n=1, cepam n=2) x 2 seeds."""
+    out = tmp_path_factory.mktemp("cli") / "results"
     common = ["--clients", "3", "--samples-per-client", "60", "--train-size", "1000",
               "--val-size", "100", "--test-size", "100", "--rounds", "2", "--local-steps", "5",
-              "--out", str(out), "--data-dir", str(MNIST_DIR), "--no-progress", "--json"]
-    assert cli(["fl", "run", "--model", "mlp", "cnn", "--method", "fl", "cepam-gaussian",
-                "--dim", "1", "2", "--seeds", "2", *common]) == 0
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+              "--out", str(out), "--data-dir", str(MNIST_DIR), "--no-progress", "--json",
+              "--threads", "1"]
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = cli(["fl", "run", "--model", "mlp", "cnn", "--method", "fl", "cepam-gaussian",
+                    "--dim", "1", "2", "--seeds", "2", *common])
+    assert code == 0
+    lines = [json.loads(x) for x in buf.getvalue().splitlines()]
+    return out, common, lines
+
+
+def test_cli_run(cli_results, capsys):
+    out, common, lines = cli_results
     assert len(lines) == 2 * 3 * 2  # models x (fl, cepam n=1, cepam n=2) x seeds
     assert {x["seed"] for x in lines} == {0, 1} and all(x["complete"] for x in lines)
-    runs = load_runs(out)
-    assert len(runs) == 12
-    groups = summarize(runs)
+    assert len(load_runs(out)) == 12
+    groups = summarize(load_runs(out))
     assert len(groups) == 6 and all(len(g.runs) == 2 for g in groups)
     # Running the same command again does no new work and gives the same results.
     assert cli(["fl", "run", "--model", "mlp", "--method", "fl", "--seeds", "1", *common]) == 0
@@ -263,6 +277,9 @@ def test_cli_run_table_plot(tmp_path, capsys):
     first = next(x for x in lines if x["run"] == again["run"] and x["seed"] == 0)
     assert again["test_acc"] == first["test_acc"]
 
+
+def test_cli_table(cli_results, capsys):
+    out = cli_results[0]
     assert cli(["fl", "table", str(out)]) == 0
     text = capsys.readouterr().out
     assert "CEPAM-Gaussian (n=2)" in text and "MLP test acc (%)" in text and "±" in text
@@ -270,15 +287,22 @@ def test_cli_run_table_plot(tmp_path, capsys):
     stats = json.loads(capsys.readouterr().out)
     assert {s["label"] for s in stats} == {"FL", "CEPAM-Gaussian (n=1)", "CEPAM-Gaussian (n=2)"}
     assert all(s["seeds"] == 2 for s in stats)
+    fl = next(s for s in stats if s["label"] == "FL" and s["model"] == "cnn")
+    runs = [r for r in load_runs(out) if r.config.method == "fl" and r.config.model == "cnn"]
+    assert fl["test_acc"] == pytest.approx(50 * sum(r.rows[-1]["test_acc"] for r in runs))
     assert cli(["fl", "table", str(out), "--markdown", "--at", "best-val"]) == 0
     assert capsys.readouterr().out.startswith("| Method |")
 
-    assert cli(["fl", "plot", str(out), "--out", str(tmp_path / "fig")]) == 0
+
+def test_cli_plot(cli_results, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    assert cli(["fl", "plot", str(cli_results[0]), "--out", str(tmp_path / "fig")]) == 0
     png = tmp_path / "fig" / "convergence.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_cli_privacy_accuracy_figure(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
     out = tmp_path / "sweep"
     assert cli(["fl", "run", "--model", "cnn", "--method", "cepam-gaussian", "--sigma", "0.001",
                 "0.05", "--clients", "2", "--samples-per-client", "50", "--train-size", "500",
@@ -302,3 +326,12 @@ def test_cli_refuses_bad_settings_before_running(tmp_path, capsys):
     assert cli(["fl", "run", "--method", "cepam-laplace", "--dim", "6", "--out",
                 str(tmp_path / "o"), "--data-dir", str(MNIST_DIR)]) == 2
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_module_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, cepam.fl.cli; "
+            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -183,7 +183,8 @@ class FLConfig:
     def run_name(self) -> str:
         """A directory name for this configuration without its seed, such as
         ``cnn-cepam-gaussian-n2``.  Non-default noise scales and splits are
-        spelled out; any other non-default setting adds a short hash."""
+        spelled out; any other non-default setting (except ``rounds``) adds a
+        short hash."""
         default = FLConfig()
         parts = [self.model, self.method]
         if self.method.startswith("cepam"):
@@ -196,7 +197,8 @@ class FLConfig:
             parts.append(f"b{self.b:g}")
         if self.alpha is not None:
             parts.append(f"alpha{self.alpha:g}")
-        named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed"}
+        # rounds is left out: a run may be resumed with more rounds in its directory.
+        named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed", "rounds"}
         other = {k: v for k, v in self.to_dict().items()
                  if k not in named and v != getattr(default, k)}
         if other:
