@@ -289,3 +289,40 @@ def test_sdq_methods(method, standin_sdq):
     assert err.var().item() == pytest.approx(noise_var + step ** 2 / 12, rel=0.08)
     m2 = make_method(method, sigma=sigma, b=b, sdq_step=0.5 * step)
     assert m2.step == pytest.approx(0.5 * step)
+
+
+# ----------------------------------------------------------------------- eps column
+
+
+def test_epsilon_column_without_and_with_an_accountant(monkeypatch):
+    import sys
+    import types
+
+    from cepam.fl import privacy
+
+    args = dict(sigma=0.5, delta=1e-5, clip=1.0, clients=30, samples_per_round=15,
+                dataset_size=1666)
+    assert privacy.epsilon_function(method="fl", **args)(3) == math.inf
+    assert math.isnan(privacy.epsilon_function(method="cepam-laplace", **args)(3))
+
+    calls = []
+
+    class FLSetting:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    def epsilon_after_rounds(*, sigma, delta, rounds, setting):
+        calls.append((sigma, delta, rounds, setting.kw))
+        return 0.1 * rounds
+
+    fake = types.ModuleType("cepam.accounting")
+    fake.FLSetting, fake.epsilon_after_rounds = FLSetting, epsilon_after_rounds
+    monkeypatch.setitem(sys.modules, "cepam.accounting", fake)
+    monkeypatch.setattr(privacy, "_CACHE", {})
+    eps = privacy.epsilon_function(method="cepam-gaussian", **args)
+    assert eps(0) == 0.0 and eps(4) == pytest.approx(0.4) and eps(4) == pytest.approx(0.4)
+    assert calls == [(0.5, 1e-5, 4, dict(clip=1.0, clients=30, local_steps=15,
+                                         dataset_size=1666))]  # computed once
+
+    monkeypatch.setitem(sys.modules, "cepam.accounting", None)  # not installed
+    assert math.isnan(privacy.epsilon_function(method="fl-gaussian", **args)(2))

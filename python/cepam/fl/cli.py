@@ -44,11 +44,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "run", help="run federated-learning experiments on MNIST",
         description="Runs every combination of --model, --method, --dim (CEPAM methods) and "
                     "--sigma / --laplace-b for --seeds seeds. Defaults are the paper's setup.")
-    p.add_argument("--model", nargs="+", default=["cnn"], choices=("mlp", "cnn"))
+    p.add_argument("--model", nargs="+", default=["cnn"], choices=("mlp", "cnn"),
+                   metavar="MODEL", help="mlp and/or cnn (default cnn)")
     p.add_argument("--method", nargs="+", default=["cepam-gaussian"], choices=_METHODS + ("all",),
-                   help="one or more methods, or 'all'")
+                   metavar="METHOD",
+                   help=f"one or more of {', '.join(_METHODS)}, or all (default cepam-gaussian)")
     p.add_argument("--dim", nargs="+", type=int, default=[1],
-                   help="LRSUQ sub-vector dimensions n (CEPAM methods)")
+                   help="LRSUQ sub-vector dimensions n, for each CEPAM method given "
+                        "(cepam-laplace included; default 1)")
     p.add_argument("--lattice", default="Z", help="lattice of the CEPAM methods (default Z)")
     p.add_argument("--sigma", nargs="+", type=_positive_float, default=[1e-3],
                    help="Gaussian noise std per coordinate; several values for a sweep")
@@ -59,7 +62,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clip", type=_positive_float, default=1.0,
                    help="whole-update l2 clip gamma of the private methods (default 1)")
     p.add_argument("--clip-all", action="store_true", help="clip fl and fl-sdq too")
-    p.add_argument("--rounds", type=int, default=80)
+    p.add_argument("--rounds", type=int, default=80, help="communication rounds (default 80)")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds")
     p.add_argument("--seed", type=int, default=0, help="first seed")
     p.add_argument("--clients", type=int, default=30, help="K")
@@ -69,13 +72,18 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="IID share per client (default train-size // clients)")
     p.add_argument("--alpha", type=_positive_float, default=None,
                    help="non-IID split: Dirichlet concentration (default: IID)")
-    p.add_argument("--lr", type=_positive_float, default=0.01)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--lr-patience", type=int, default=10)
-    p.add_argument("--lr-factor", type=_positive_float, default=0.5)
-    p.add_argument("--train-size", type=int, default=50000)
-    p.add_argument("--val-size", type=int, default=10000)
-    p.add_argument("--test-size", type=int, default=None)
+    p.add_argument("--lr", type=_positive_float, default=0.01, help="initial learning rate")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9)")
+    p.add_argument("--lr-patience", type=int, default=10,
+                   help="rounds without a validation gain before the LR is cut (default 10)")
+    p.add_argument("--lr-factor", type=_positive_float, default=0.5,
+                   help="LR multiplier at a plateau (default 0.5)")
+    p.add_argument("--train-size", type=int, default=50000,
+                   help="training samples from the official 60,000 (default 50000)")
+    p.add_argument("--val-size", type=int, default=10000,
+                   help="validation samples from the official 60,000 (default 10000)")
+    p.add_argument("--test-size", type=int, default=None,
+                   help="official test images used (default all 10000)")
     p.add_argument("--delta", type=_positive_float, default=1e-5,
                    help="delta of the eps column (default 1e-5)")
     p.add_argument("--out", required=True, help="results directory")
@@ -83,7 +91,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="folder with the MNIST .gz files (default $CEPAM_DATA)")
     p.add_argument("--download", action="store_true",
                    help="download missing MNIST files (checksums verified)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default torch's; 1 is fastest on a shared machine)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object per run (final round) to stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -6,7 +6,7 @@
 * :func:`plot_privacy_accuracy` -- final test accuracy against the privacy
   budget eps (from the runs' eps column) for the Gaussian methods run at
   several noise levels (the paper's Section VI-C: CEPAM-Gaussian against
-  Gaussian+SDQ).  Where the runs have no eps (no accountant installed) the
+  Gaussian+SDQ; FL+Gaussian too where it was run).  Where the runs have no eps (no accountant installed) the
   x axis is the noise sigma instead.
 
 matplotlib is imported inside the functions, with the Agg backend.
@@ -30,6 +30,11 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _clamp_percent(ax) -> None:
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(max(lo, 0.0), min(hi, 100.0))
 
 
 def _label(group: Group, sigmas: set[float]) -> str:
@@ -65,6 +70,7 @@ def plot_convergence(groups: Sequence[Group], path: str | Path, *,
         ax.set_xlabel("communication round")
         ax.set_ylabel("validation accuracy (%)" if column == "val_acc" else f"{column} (%)")
         ax.grid(True, alpha=0.3)
+        _clamp_percent(ax)
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path = Path(path)
@@ -74,7 +80,7 @@ def plot_convergence(groups: Sequence[Group], path: str | Path, *,
 
 
 def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
-                          methods: Sequence[str] = ("cepam-gaussian", "fl-gaussian-sdq"),
+                          methods: Sequence[str] = ("cepam-gaussian", "fl-gaussian-sdq", "fl-gaussian"),
                           at: str = "final") -> Path | None:
     """Test accuracy against eps (or sigma) for ``methods``; one line per
     (model, method, dim).  Returns None when fewer than two noise levels were run."""
@@ -107,6 +113,7 @@ def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
         ax.invert_xaxis()
         ax.set_xlabel("noise sigma (no eps: accountant not available)")
     ax.set_ylabel("test accuracy (%)")
+    _clamp_percent(ax)
     ax.set_title("Privacy-accuracy trade-off on MNIST")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)

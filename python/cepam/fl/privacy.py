@@ -52,14 +52,19 @@ def epsilon_function(*, method: str, sigma: float, delta: float, clip: float, cl
         warnings.warn(f"cepam.accounting cannot be used for the eps column ({exc}); "
                       "the column is left empty", RuntimeWarning, stacklevel=2)
         return _nan
-    cache: dict[int, float] = {}
+    key = (sigma, delta, clip, clients, samples_per_round, dataset_size)
 
     def eps(rounds: int) -> float:
         if rounds <= 0:
             return 0.0
-        if rounds not in cache:
-            cache[rounds] = float(compute(sigma=sigma, delta=delta, rounds=rounds,
-                                          setting=setting))
-        return cache[rounds]
+        if (key, rounds) not in _CACHE:
+            _CACHE[(key, rounds)] = float(compute(sigma=sigma, delta=delta, rounds=rounds,
+                                                  setting=setting))
+        return _CACHE[(key, rounds)]
 
     return eps
+
+
+# eps depends on the setting and the round count only, not on the seed or the
+# method: computed once per process for all the runs of a grid.
+_CACHE: dict[tuple, float] = {}
