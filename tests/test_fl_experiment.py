@@ -22,7 +22,6 @@ from cepam.fl.experiment import (  # noqa: E402
     TensorMNIST,
     run_experiment,
 )
-from cepam.fl.methods import METHODS  # noqa: E402
 from cepam.fl.results import format_table, load_runs, mean_ci, summarize, t_quantile  # noqa: E402
 from test_fl_models import standin_sdq  # noqa: E402,F401  (cepam.SDQ or a stand-in)
 
@@ -335,3 +334,13 @@ def test_cli_module_imports_no_torch():
     code = ("import sys, cepam.fl.cli; "
             "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_parallel_transport_is_deterministic(data):
+    """With two torch threads clients are encoded in a thread pool; the result
+    must not depend on which thread finishes first."""
+    config = small(method="cepam-gaussian", model="mlp", clients=4, samples_per_client=50)
+    torch.set_num_threads(2)
+    a, b = run_experiment(config, data), run_experiment(config, data)
+    _same_rows(a.rows, b.rows)
+    assert all(torch.equal(a.params[n], b.params[n]) for n in a.params)

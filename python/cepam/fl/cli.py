@@ -168,6 +168,7 @@ def _run(args: argparse.Namespace) -> int:
 
         result = run_experiment(config, data, directory, progress=progress)
         if bar is not None:
+            bar.update(max(0, result.final["round"] - bar.n))  # an already finished run
             bar.close()
         if args.json:
             print(json.dumps(_summary(result)), flush=True)

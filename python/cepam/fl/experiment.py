@@ -40,6 +40,7 @@ import json
 import math
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -448,58 +449,73 @@ def run_experiment(
     m = sum(int(p.numel()) for p in params.values())
     names = list(params)
     last = config.rounds if stop_after is None else min(config.rounds, stop_after)
-    for t in range(start + 1, last + 1):
-        t_start = time.perf_counter()
-        lr = schedule.lr
-        idx = clients.sample(config.seed, t, config.local_steps, config.batch_size)
-        local, losses = trainer.train(params, data.train_x[idx], data.train_y[idx], lr)
-        t_train = time.perf_counter()
+    workers = min(torch.get_num_threads(), config.clients)
+    pool = ThreadPoolExecutor(workers) if workers > 1 and method.compressed else None
+    try:
+        for t in range(start + 1, last + 1):
+            t_start = time.perf_counter()
+            lr = schedule.lr
+            idx = clients.sample(config.seed, t, config.local_steps, config.batch_size)
+            local, losses = trainer.train(params, data.train_x[idx], data.train_y[idx], lr)
+            t_train = time.perf_counter()
 
-        updates = {n: local[n] - params[n].unsqueeze(0) for n in names}
-        sq = sum(u.double().pow(2).flatten(1).sum(1) for u in updates.values())
-        norms = torch.sqrt(sq)
-        total = {n: torch.zeros_like(p) for n, p in params.items()}
-        bits = []
-        for k in range(config.clients):
-            upd = {n: updates[n][k] for n in names}
-            noise = (torch_generator(config.seed, "noise", t, k)
-                     if method.uses_noise_generator else None)
-            msg = method.send(upd, round=t, client=k, secret=secrets[k], noise=noise)
-            received = method.receive(msg, client=k, secret=secrets[k])
+            updates = {n: local[n] - params[n].unsqueeze(0) for n in names}
+            sq = sum(u.double().pow(2).flatten(1).sum(1) for u in updates.values())
+            norms = torch.sqrt(sq)
+
+            def transport(k: int, t: int = t, updates: dict = updates):
+                upd = {n: updates[n][k] for n in names}
+                noise = (torch_generator(config.seed, "noise", t, k)
+                         if method.uses_noise_generator else None)
+                msg = method.send(upd, round=t, client=k, secret=secrets[k], noise=noise)
+                return method.receive(msg, client=k, secret=secrets[k]), msg.bits
+
+            # Clients are independent; the codec releases the GIL, so with several
+            # torch threads they are encoded and decoded in parallel.  The sum is
+            # taken in client order whatever the thread count.
+            if pool is not None:
+                delivered = list(pool.map(transport, range(config.clients)))
+            else:
+                delivered = [transport(k) for k in range(config.clients)]
+            total = {n: torch.zeros_like(p) for n, p in params.items()}
+            for received, _ in delivered:
+                for n in names:
+                    total[n] += received[n]
+            bits = [b for _, b in delivered]
             for n in names:
-                total[n] += received[n]
-            bits.append(msg.bits)
-        for n in names:
-            params[n] = params[n] + total[n] / config.clients
-        t_transport = time.perf_counter()
+                params[n] = params[n] + total[n] / config.clients
+            t_transport = time.perf_counter()
 
-        val_loss, val_acc = evaluate(model, params, prepared["val_x"], prepared["val_y"],
-                                     batch_size=eval_batch)
-        test_loss, test_acc = evaluate(model, params, prepared["test_x"], prepared["test_y"],
-                                       batch_size=eval_batch)
-        schedule.step(val_acc)
-        t_end = time.perf_counter()
-        mean_bits = float(np.mean(bits))
-        clip_applies = method.clip is not None
-        row = {
-            "round": t, "lr": lr, "train_loss": float(losses.mean()),
-            "val_loss": val_loss, "val_acc": val_acc,
-            "test_loss": test_loss, "test_acc": test_acc,
-            "bits_per_client": mean_bits, "bits_per_coordinate": mean_bits / m,
-            "bits_measured": method.compressed,
-            "update_norm": float(norms.mean()),
-            "clipped_fraction": (float((norms > method.clip).double().mean())
-                                 if clip_applies else 0.0),
-            "epsilon": eps_of(t),
-            "seconds": t_end - t_start, "train_seconds": t_train - t_start,
-            "transport_seconds": t_transport - t_train, "eval_seconds": t_end - t_transport,
-        }
-        rows.append(row)
-        if out is not None:
-            _save_state(out, config, t, params, schedule, rows)
-            _write_outputs(out, config, rows, complete=(t == config.rounds))
-        if progress is not None:
-            progress(row)
+            val_loss, val_acc = evaluate(model, params, prepared["val_x"], prepared["val_y"],
+                                         batch_size=eval_batch)
+            test_loss, test_acc = evaluate(model, params, prepared["test_x"], prepared["test_y"],
+                                           batch_size=eval_batch)
+            schedule.step(val_acc)
+            t_end = time.perf_counter()
+            mean_bits = float(np.mean(bits))
+            clip_applies = method.clip is not None
+            row = {
+                "round": t, "lr": lr, "train_loss": float(losses.mean()),
+                "val_loss": val_loss, "val_acc": val_acc,
+                "test_loss": test_loss, "test_acc": test_acc,
+                "bits_per_client": mean_bits, "bits_per_coordinate": mean_bits / m,
+                "bits_measured": method.compressed,
+                "update_norm": float(norms.mean()),
+                "clipped_fraction": (float((norms > method.clip).double().mean())
+                                     if clip_applies else 0.0),
+                "epsilon": eps_of(t),
+                "seconds": t_end - t_start, "train_seconds": t_train - t_start,
+                "transport_seconds": t_transport - t_train, "eval_seconds": t_end - t_transport,
+            }
+            rows.append(row)
+            if out is not None:
+                _save_state(out, config, t, params, schedule, rows)
+                _write_outputs(out, config, rows, complete=(t == config.rounds))
+            if progress is not None:
+                progress(row)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     complete = len(rows) - 1 >= config.rounds
     if out is not None:
         _write_outputs(out, config, rows, complete=complete)
