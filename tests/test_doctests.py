@@ -1,24 +1,47 @@
-"""Docstring examples run as tests."""
+"""Docstring examples and the examples in docs/*.md run as tests; every
+module declares its public names."""
 
 import doctest
 import importlib
+import pathlib
 import pkgutil
 
 import pytest
 
 import cepam
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 MODULES = sorted(
     name for _, name, _ in pkgutil.walk_packages(cepam.__path__, prefix="cepam.")
-    if not name.endswith("_core")
+    if not name.endswith(("._core", ".__main__"))
 )
+DOCS = sorted(p.name for p in (ROOT / "docs").glob("*.md") if ">>>" in p.read_text())
+
+
+def _import(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:  # an optional dependency (torch, scipy) is missing
+        pytest.skip(str(exc))
 
 
 @pytest.mark.parametrize("name", ["cepam"] + MODULES)
 def test_docstring_examples(name):
-    try:
-        module = importlib.import_module(name)
-    except ImportError as exc:  # an optional dependency is missing
-        pytest.skip(str(exc))
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = doctest.testmod(_import(name), optionflags=FLAGS)
     assert result.failed == 0
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_docs_examples(name):
+    result = doctest.testfile(str(ROOT / "docs" / name), module_relative=False,
+                              optionflags=FLAGS)
+    assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("name", ["cepam"] + MODULES)
+def test_public_names_are_explicit(name):
+    module = _import(name)
+    assert isinstance(module.__all__, (list, tuple))
+    for public in module.__all__:
+        assert hasattr(module, public), f"{name}.__all__ names missing {public!r}"

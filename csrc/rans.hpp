@@ -1,0 +1,112 @@
+// rANS with 64-bit states and 32-bit renormalisation (after F. Giesen's
+// public-domain rans64), with kStreams states interleaved for speed.
+//
+// Symbol i (in decoding order) goes to state i mod kStreams.  The encoder
+// receives symbols in decoding order, buffers them, and encodes them in
+// reverse (rANS is last-in first-out); the byte string is the kStreams final
+// states (8 bytes each, little-endian) followed by the 32-bit words the
+// encoder emitted, in the order the decoder consumes them.
+//
+// Probabilities have kProbBits bits of precision: a symbol is (start, freq)
+// with 1 <= freq and start + freq <= 2^kProbBits.  Raw bits are coded as
+// symbols of a uniform distribution over 2^b values (b <= 16 per call).
+//
+// The decoder treats its input as hostile: reads are bounds-checked, every
+// slot maps to some symbol by construction of the models, and at the end the
+// states must be back at their initial value and every word consumed, so a
+// corrupted stream is detected rather than silently decoded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace cepam {
+
+inline constexpr int kProbBits = 24;
+inline constexpr std::uint32_t kProbScale = 1u << kProbBits;
+inline constexpr int kStreams = 4;
+
+struct AnsSymbol {
+  std::uint32_t start;
+  std::uint32_t freq;
+};
+
+class AnsEncoder {
+ public:
+  void put(std::uint32_t start, std::uint32_t freq) { symbols_.push_back({start, freq}); }
+  void put_raw(std::uint32_t value, int bits) {
+    // A uniform symbol at precision `bits`, rescaled to kProbBits.
+    const int shift = kProbBits - bits;
+    symbols_.push_back({value << shift, 1u << shift});
+  }
+  void put_raw_long(std::uint64_t value, int bits) {
+    while (bits > 16) {
+      bits -= 16;
+      put_raw(static_cast<std::uint32_t>((value >> bits) & 0xffffu), 16);
+    }
+    put_raw(static_cast<std::uint32_t>(value & ((std::uint64_t{1} << bits) - 1)), bits);
+  }
+  std::size_t symbols() const { return symbols_.size(); }
+
+  // Encodes every symbol put so far and appends the bytes to out.
+  void finish(std::vector<std::uint8_t>& out) const;
+
+ private:
+  std::vector<AnsSymbol> symbols_;
+};
+
+class AnsDecoder {
+ public:
+  // Reads the states; throws FormatError if the stream is too short.
+  AnsDecoder(const std::uint8_t* data, std::size_t len);
+
+  // The slot of the next symbol, in [0, 2^kProbBits).
+  std::uint32_t peek() const { return static_cast<std::uint32_t>(x_[lane_] & (kProbScale - 1)); }
+  // Consumes the next symbol, whose interval [start, start + freq) holds peek().
+  void advance(std::uint32_t start, std::uint32_t freq) {
+    std::uint64_t x = x_[lane_];
+    x = static_cast<std::uint64_t>(freq) * (x >> kProbBits) + (x & (kProbScale - 1)) - start;
+    if (x < kLow) {
+      if (pos_ + 4 > len_) throw FormatError("entropy-coded body truncated");
+      const std::uint32_t w = static_cast<std::uint32_t>(data_[pos_]) |
+                              (static_cast<std::uint32_t>(data_[pos_ + 1]) << 8) |
+                              (static_cast<std::uint32_t>(data_[pos_ + 2]) << 16) |
+                              (static_cast<std::uint32_t>(data_[pos_ + 3]) << 24);
+      pos_ += 4;
+      x = (x << 32) | w;
+    }
+    x_[lane_] = x;
+    lane_ = (lane_ + 1) % kStreams;
+  }
+  std::uint32_t get_raw(int bits) {
+    const int shift = kProbBits - bits;
+    const std::uint32_t slot = peek();
+    const std::uint32_t value = slot >> shift;
+    advance(value << shift, 1u << shift);
+    return value;
+  }
+  std::uint64_t get_raw_long(int bits) {
+    std::uint64_t v = 0;
+    while (bits > 16) {
+      bits -= 16;
+      v = (v << 16) | get_raw(16);
+    }
+    return (v << bits) | get_raw(bits);
+  }
+  // Throws FormatError unless the stream ended exactly where the encoder's did.
+  void finish() const;
+
+  static constexpr std::uint64_t kLow = std::uint64_t{1} << 31;
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t len_;
+  std::size_t pos_ = 0;
+  std::uint64_t x_[kStreams];
+  int lane_ = 0;
+};
+
+}  // namespace cepam

@@ -1,0 +1,113 @@
+#include "source_model.hpp"
+
+#include <cstring>
+
+#include "bitstream.hpp"
+#include "errors.hpp"
+
+namespace cepam {
+
+template <class T>
+SourceModel SourceModel::fit(const T* x, std::size_t m, double factor) {
+  SourceModel model;
+  double a = 0.0;
+  for (std::size_t i = 0; i < m; ++i) {
+    const double v = std::fabs(static_cast<double>(x[i]) * factor);
+    a = v > a ? v : a;
+  }
+  model.set_range(a > 0.0 ? a : 1.0);
+  std::vector<std::uint64_t> counts(kBins, 0);
+  for (std::size_t i = 0; i < m; ++i) {
+    const double u = (static_cast<double>(x[i]) * factor + model.a_) * model.inv_width_;
+    int b = static_cast<int>(u);
+    b = b < 0 ? 0 : (b > kBins - 1 ? kBins - 1 : b);
+    ++counts[static_cast<std::size_t>(b)];
+  }
+  model.knots_.assign(kBins + 1, 0);
+  std::uint64_t cum = 0;
+  const double total = m > 0 ? static_cast<double>(m) : 1.0;
+  for (int b = 0; b < kBins; ++b) {
+    cum += counts[static_cast<std::size_t>(b)];
+    model.knots_[static_cast<std::size_t>(b) + 1] =
+        static_cast<std::uint32_t>(std::floor(static_cast<double>(cum) * kKnotScale / total + 0.5));
+  }
+  model.knots_[kBins] = kKnotScale;
+  if (m == 0) {  // no data: a uniform model
+    for (int b = 0; b <= kBins; ++b)
+      model.knots_[static_cast<std::size_t>(b)] = static_cast<std::uint32_t>(b) * (kKnotScale / kBins);
+  }
+  return model;
+}
+
+void SourceModel::serialize(std::vector<std::uint8_t>& out) const {
+  std::uint64_t bits;
+  std::memcpy(&bits, &a_, sizeof bits);
+  for (int b = 0; b < 8; ++b) out.push_back(static_cast<std::uint8_t>(bits >> (8 * b)));
+  // Increments d_b = c_{b+1} - c_b for b < K - 1 (the last is implied), with
+  // an exp-Golomb code whose order is chosen to minimise the length.
+  std::vector<std::uint32_t> d(kBins - 1);
+  for (int b = 0; b < kBins - 1; ++b)
+    d[static_cast<std::size_t>(b)] = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
+  int best_k = 0;
+  std::uint64_t best = ~std::uint64_t{0};
+  for (int k = 0; k <= kKnotBits; ++k) {
+    std::uint64_t len = 0;
+    for (std::uint32_t v : d) {
+      const std::uint64_t w = static_cast<std::uint64_t>(v) + (std::uint64_t{1} << k);
+      len += static_cast<std::uint64_t>(2 * (64 - count_leading_zeros(w)) - k - 1);
+    }
+    if (len < best) {
+      best = len;
+      best_k = k;
+    }
+  }
+  out.push_back(static_cast<std::uint8_t>(best_k));
+  BitWriter w(out);
+  for (std::uint32_t v : d) {
+    const std::uint64_t u = static_cast<std::uint64_t>(v) + (std::uint64_t{1} << best_k);
+    const int len = 64 - count_leading_zeros(u);
+    w.put_zeros(static_cast<std::uint64_t>(len - best_k - 1));
+    w.put(u, len);
+  }
+  w.finish();
+}
+
+SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::size_t* pos) {
+  std::size_t p = *pos;
+  if (len < p || len - p < 9) throw FormatError("source model truncated");
+  std::uint64_t bits = 0;
+  for (int b = 7; b >= 0; --b) bits = (bits << 8) | data[p + static_cast<std::size_t>(b)];
+  double a;
+  std::memcpy(&a, &bits, sizeof a);
+  if (!(a > 0.0) || !std::isfinite(a) || !std::isfinite(kBins / (2.0 * a)))
+    throw FormatError("source model range must be positive and finite");
+  const int k = data[p + 8];
+  if (k > kKnotBits) throw FormatError("source model code order out of range");
+  p += 9;
+  SourceModel model;
+  model.set_range(a);
+  model.knots_.assign(kBins + 1, 0);
+  // Each code is at most 2 * 13 + 1 bits; the reader stops at the end of data.
+  BitReader r(data + p, 8 * static_cast<std::uint64_t>(len - p));
+  std::uint32_t cum = 0;
+  for (int b = 0; b < kBins - 1; ++b) {
+    const std::uint64_t zeros = r.zeros_then_one(static_cast<std::uint64_t>(kKnotBits + 1));
+    const int nbits = static_cast<int>(zeros) + k;
+    const std::uint64_t v = ((std::uint64_t{1} << nbits) | r.get(nbits)) - (std::uint64_t{1} << k);
+    if (v > kKnotScale - cum) throw FormatError("source model knots exceed the scale");
+    cum += static_cast<std::uint32_t>(v);
+    model.knots_[static_cast<std::size_t>(b) + 1] = cum;
+  }
+  model.knots_[kBins] = kKnotScale;
+  const std::uint64_t used = (r.position() + 7) / 8;
+  const int pad = static_cast<int>(used * 8 - r.position());
+  if (pad > 0 && (data[p + used - 1] & ((1u << pad) - 1)) != 0)
+    throw FormatError("source model has non-zero padding");
+  *pos = p + static_cast<std::size_t>(used);
+  return model;
+}
+
+template SourceModel SourceModel::fit<float>(const float*, std::size_t, double);
+template SourceModel SourceModel::fit<double>(const double*, std::size_t, double);
+
+}  // namespace cepam

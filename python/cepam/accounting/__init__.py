@@ -1,0 +1,71 @@
+"""Privacy accounting for CEPAM (``paper/cepam.tex``, Section V).
+
+Per round:
+
+* :mod:`.paper` -- the paper's Theorem for CEPAM-Gaussian (sampling with
+  replacement over ``tau`` local steps, ``K`` clients, clip ``gamma``, noise
+  ``sigma``) and its CEPAM-Laplace condition.
+* :mod:`.tight` -- a tighter valid bound from whole-update clipping and
+  amplification by the chance ``p`` that a sample is drawn at all.
+* :mod:`.analytic_gaussian` -- Balle and Wang's exact Gaussian profile.
+
+Over rounds: :mod:`.pld` and :mod:`.accountant` (privacy loss distributions),
+:mod:`.calibration` (sigma for a target, eps for a sigma). Threat models and
+units: :mod:`.setting`. The argument and the numbers: ``docs/privacy.md``.
+
+>>> from cepam.accounting import FLSetting, PLDAccountant, CepamGaussianRound
+>>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+>>> acct = PLDAccountant().compose(CepamGaussianRound(sigma=0.5, setting=s), count=80)
+>>> round(acct.get_epsilon(1e-5), 2)
+0.31
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> submodule. Submodules (and scipy) load on first use, so that
+# ``cepam --help`` (which imports ``cepam.accounting.cli``) needs only numpy.
+_EXPORTS = {
+    "FLSetting": "setting",
+    "sampling_probability": "setting",
+    "RoundGuarantee": "guarantee",
+    "gaussian_delta": "analytic_gaussian",
+    "gaussian_epsilon": "analytic_gaussian",
+    "gaussian_mu": "analytic_gaussian",
+    "gaussian_noise_multiplier": "analytic_gaussian",
+    "paper_gaussian_delta": "paper",
+    "paper_gaussian_epsilon": "paper",
+    "paper_gaussian_round": "paper",
+    "paper_laplace_round": "paper",
+    "tight_gaussian_delta": "tight",
+    "tight_gaussian_epsilon": "tight",
+    "tight_gaussian_round": "tight",
+    "tight_laplace_round": "tight",
+    "epsilon_for_delta": "profile",
+    "PrivacyLossDistribution": "pld",
+    "PrivacyEvent": "events",
+    "CepamGaussianRound": "events",
+    "GaussianEvent": "events",
+    "ProfileEvent": "events",
+    "PLDAccountant": "accountant",
+    "DEFAULT_DISCRETIZATION": "accountant",
+    "epsilon_after_rounds": "calibration",
+    "delta_after_rounds": "calibration",
+    "calibrate_sigma": "calibration",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

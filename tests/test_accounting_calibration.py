@@ -1,0 +1,102 @@
+"""Calibration: sigma for a target (eps, delta, rounds) and back."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cepam.accounting import (
+    FLSetting,
+    calibrate_sigma,
+    delta_after_rounds,
+    epsilon_after_rounds,
+)
+from cepam.errors import InvalidArgumentError, InvalidTypeError
+
+PAPER = dict(clip=1.0, clients=30, local_steps=15, dataset_size=1666)
+
+
+@pytest.mark.parametrize("target_eps,rounds", [(1.0, 80), (8.0, 80), (0.5, 5)])
+def test_calibration_inverts_evaluation(target_eps, rounds):
+    s = FLSetting(**PAPER)
+    rtol = 1e-3
+    sigma = calibrate_sigma(target_epsilon=target_eps, target_delta=1e-5, rounds=rounds,
+                            setting=s, rtol=rtol)
+    at = epsilon_after_rounds(sigma=sigma, delta=1e-5, rounds=rounds, setting=s)
+    below = epsilon_after_rounds(sigma=sigma / (1 + 2 * rtol), delta=1e-5, rounds=rounds,
+                                 setting=s)
+    assert at <= target_eps < below
+    assert at == pytest.approx(target_eps, rel=1e-2)
+    # delta at the target eps is at most the target delta
+    assert delta_after_rounds(sigma=sigma, epsilon=target_eps, rounds=rounds,
+                              setting=s) <= 1e-5 * (1 + 1e-9)
+
+
+def test_paper_bound_needs_much_more_noise():
+    s = FLSetting(**PAPER)
+    kw = dict(target_epsilon=2.0, target_delta=1e-5, rounds=10, setting=s, rtol=3e-2)
+    tight = calibrate_sigma(**kw)
+    paper = calibrate_sigma(**kw, bound="paper")
+    assert epsilon_after_rounds(sigma=paper, delta=1e-5, rounds=10, setting=s,
+                                bound="paper") <= 2.0
+    assert paper > 10 * tight
+
+
+def test_only_sigma_over_clip_matters():
+    kw = dict(delta=1e-5, rounds=10)
+    a = epsilon_after_rounds(sigma=0.3, setting=FLSetting(**PAPER), **kw)
+    b = epsilon_after_rounds(sigma=0.6, setting=FLSetting(**{**PAPER, "clip": 2.0}), **kw)
+    assert a == pytest.approx(b, rel=1e-9)
+
+
+def test_target_met_by_subsampling_alone_is_rejected():
+    s = FLSetting(**PAPER)
+    used = 1 - (1 - s.sampling_probability) ** 80  # ~0.51
+    with pytest.raises(InvalidArgumentError, match="subsampling alone"):
+        calibrate_sigma(target_epsilon=1.0, target_delta=0.6, rounds=80, setting=s)
+    assert used < 0.6
+
+
+def test_no_finite_eps_for_negligible_noise():
+    s = FLSetting(**PAPER)
+    assert epsilon_after_rounds(sigma=1e-12, delta=1e-5, rounds=80, setting=s) == math.inf
+    # but a delta above the chance of being used gives a finite (zero) eps
+    assert epsilon_after_rounds(sigma=1e-12, delta=0.6, rounds=80, setting=s) == 0.0
+
+
+@pytest.mark.parametrize("kw,err", [
+    (dict(target_epsilon=0.0), InvalidArgumentError),
+    (dict(target_epsilon=-1.0), InvalidArgumentError),
+    (dict(target_delta=0.0), InvalidArgumentError),
+    (dict(target_delta=1.0), InvalidArgumentError),
+    (dict(target_delta=-1e-5), InvalidArgumentError),
+    (dict(rounds=0), InvalidArgumentError),
+    (dict(rounds=2.0), InvalidTypeError),
+    (dict(bound="loose"), InvalidArgumentError),
+    (dict(rtol=0.0), InvalidArgumentError),
+    (dict(setting=None), InvalidTypeError),
+])
+def test_bad_calibration_input(kw, err):
+    args = dict(target_epsilon=1.0, target_delta=1e-5, rounds=10, setting=FLSetting(**PAPER))
+    with pytest.raises(err):
+        calibrate_sigma(**{**args, **kw})
+
+
+def test_bad_evaluation_input():
+    s = FLSetting(**PAPER)
+    with pytest.raises(InvalidArgumentError):
+        epsilon_after_rounds(sigma=0.0, delta=1e-5, rounds=10, setting=s)
+    with pytest.raises(InvalidArgumentError):
+        epsilon_after_rounds(sigma=1.0, delta=1.0, rounds=10, setting=s)
+    with pytest.raises(InvalidArgumentError):
+        delta_after_rounds(sigma=1.0, epsilon=-1.0, rounds=10, setting=s)
+
+
+def test_paper_listed_sigma_for_delta_001_is_not_needed_by_its_formula():
+    """The paper lists sigma = 0.1375 for (eps, delta) = (1, 0.01) per round, but
+    its own formula meets that target without noise (docs/privacy.md, sec. 3)."""
+    s = FLSetting(**PAPER, threat_model="aggregate")
+    with pytest.raises(InvalidArgumentError, match="holds for every sigma"):
+        calibrate_sigma(target_epsilon=1.0, target_delta=0.01, rounds=1, setting=s,
+                        bound="paper")
