@@ -37,6 +37,12 @@ def _mnist_dir():
 
 MNIST_DIR = _mnist_dir()
 REAL_SDQ = hasattr(cepam, "SDQ")
+try:
+    import cepam.accounting  # noqa: F401
+
+    HAS_ACCOUNTANT = True
+except ImportError:
+    HAS_ACCOUNTANT = False
 pytestmark = pytest.mark.skipif(
     MNIST_DIR is None,
     reason="MNIST not found in ../shared/data/mnist beside the repository nor in $CEPAM_DATA",
@@ -107,6 +113,10 @@ def test_short_run_of_every_method(data, tmp_path, method, dim, standin_sdq):
         assert r["update_norm"] > 0 and 0.0 <= r["clipped_fraction"] <= 1.0
         if method in ("fl", "fl-sdq"):
             assert r["epsilon"] == math.inf
+        elif HAS_ACCOUNTANT:
+            assert r["epsilon"] > 0
+    if HAS_ACCOUNTANT and method not in ("fl", "fl-sdq"):
+        assert rows[2]["epsilon"] >= rows[1]["epsilon"]
     # The global model moved, and the files are there and agree.
     assert rows[-1]["val_loss"] < rows[0]["val_loss"]
     doc = json.loads((tmp_path / "run" / "rounds.json").read_text())

@@ -294,16 +294,15 @@ def test_sdq_methods(method, standin_sdq):
 # ----------------------------------------------------------------------- eps column
 
 
-def test_epsilon_column_without_and_with_an_accountant(monkeypatch):
+def test_epsilon_column_plumbing(monkeypatch):
     import sys
     import types
 
     from cepam.fl import privacy
 
-    args = dict(sigma=0.5, delta=1e-5, clip=1.0, clients=30, samples_per_round=15,
-                dataset_size=1666)
+    args = dict(sigma=0.5, b=0.5, delta=1e-5, clip=1.0, clients=30, samples_per_round=15,
+                dataset_size=1666, coordinates=100)
     assert privacy.epsilon_function(method="fl", **args)(3) == math.inf
-    assert math.isnan(privacy.epsilon_function(method="cepam-laplace", **args)(3))
 
     calls = []
 
@@ -315,14 +314,35 @@ def test_epsilon_column_without_and_with_an_accountant(monkeypatch):
         calls.append((sigma, delta, rounds, setting.kw))
         return 0.1 * rounds
 
+    def tight_laplace_round(*, scale, setting, dimension):
+        return types.SimpleNamespace(epsilon=scale * dimension)
+
     fake = types.ModuleType("cepam.accounting")
     fake.FLSetting, fake.epsilon_after_rounds = FLSetting, epsilon_after_rounds
+    fake.tight_laplace_round = tight_laplace_round
     monkeypatch.setitem(sys.modules, "cepam.accounting", fake)
     monkeypatch.setattr(privacy, "_CACHE", {})
     eps = privacy.epsilon_function(method="cepam-gaussian", **args)
     assert eps(0) == 0.0 and eps(4) == pytest.approx(0.4) and eps(4) == pytest.approx(0.4)
     assert calls == [(0.5, 1e-5, 4, dict(clip=1.0, clients=30, local_steps=15,
                                          dataset_size=1666))]  # computed once
+    assert privacy.epsilon_function(method="fl-laplace", **args)(3) == pytest.approx(150.0)
 
     monkeypatch.setitem(sys.modules, "cepam.accounting", None)  # not installed
     assert math.isnan(privacy.epsilon_function(method="fl-gaussian", **args)(2))
+
+
+def test_epsilon_column_from_the_real_accountant():
+    acc = pytest.importorskip("cepam.accounting")
+    from cepam.fl import privacy
+
+    args = dict(sigma=2.0, b=50.0, delta=1e-5, clip=1.0, clients=30, samples_per_round=15,
+                dataset_size=1666, coordinates=6422)
+    eps = privacy.epsilon_function(method="fl-gaussian-sdq", **args)
+    e1, e2 = eps(1), eps(2)
+    assert 0 < e1 < e2 < math.inf
+    setting = acc.FLSetting(clip=1.0, clients=30, local_steps=15, dataset_size=1666)
+    assert e2 == acc.epsilon_after_rounds(sigma=2.0, delta=1e-5, rounds=2, setting=setting)
+    lap = privacy.epsilon_function(method="cepam-laplace", **args)
+    one = acc.tight_laplace_round(scale=50.0, setting=setting, dimension=6422).epsilon
+    assert lap(3) == pytest.approx(3 * one) and lap(3) > 0

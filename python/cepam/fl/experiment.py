@@ -314,8 +314,10 @@ def _write_outputs(directory: Path, config: FLConfig, rows: list[dict[str, Any]]
             "bits_per_client": "mean over clients of 8 * len(payload), header and tag "
                                "included; methods without a payload (bits_measured false) "
                                "are charged 32 bits per float32 coordinate",
-            "epsilon": "eps after this many rounds at delta = config.delta from "
-                       "cepam.accounting; null where not available, 'inf' without noise",
+            "epsilon": "eps after this many rounds from cepam.accounting (see "
+                       "cepam.fl.privacy): Gaussian methods at delta = config.delta against "
+                       "an honest-but-curious client, Laplace methods pure DP; 'inf' "
+                       "without noise, null where not available",
         },
         "rows": [{c: _json_value(r.get(c)) for c in COLUMNS} for r in rows],
     }
@@ -401,10 +403,11 @@ def run_experiment(
     model = build_model(config.model, 0)
     trainer = LocalTrainer(model, momentum=config.momentum)
     secrets = [client_secret(config.seed, k) for k in range(config.clients)]
-    eps_of = epsilon_function(method=config.method, sigma=config.sigma, delta=config.delta,
-                              clip=config.clip, clients=config.clients,
+    eps_of = epsilon_function(method=config.method, sigma=config.sigma, b=config.b,
+                              delta=config.delta, clip=config.clip, clients=config.clients,
                               samples_per_round=config.local_steps * config.batch_size,
-                              dataset_size=min(clients.sizes))
+                              dataset_size=min(clients.sizes),
+                              coordinates=sum(p.numel() for p in model.parameters()))
     schedule = PlateauSchedule(config.lr, config.lr_patience, config.lr_factor)
 
     out = None if directory is None else Path(directory)
