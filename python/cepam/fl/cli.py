@@ -11,6 +11,17 @@
   seeds).
 * ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures.
 
+The paper's grid and privacy-accuracy sweep, for example::
+
+    cepam fl run --model mlp cnn --method all --rounds 80 --seeds 10 \
+        --out results/grid --data-dir ../shared/data/mnist --threads 1
+    cepam fl run --model mlp cnn --method cepam-gaussian --dim 2 3 --rounds 80 \
+        --seeds 10 --out results/grid --data-dir ../shared/data/mnist --threads 1
+    cepam fl run --model cnn --method cepam-gaussian fl-gaussian-sdq --delta 0.01 \
+        --sigma 0.1375 0.0864 0.0602 0.0431 0.0307 0.0231 0.0141 0.0083 0.00364 0.000159 \
+        --rounds 80 --seeds 3 --out results/sweep --data-dir ../shared/data/mnist
+    cepam fl table results/grid && cepam fl plot results/grid
+
 torch is imported by the handlers only.
 """
 

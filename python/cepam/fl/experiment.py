@@ -24,6 +24,13 @@ on the validation and test sets.  The learning rate is halved when the
 validation accuracy has not improved on its best for ``lr_patience``
 consecutive rounds (the counter restarts after each halving).
 
+Columns: ``train_loss`` is the clients' mean local loss; ``update_norm`` the
+mean l2 norm of the clients' updates before clipping and
+``clipped_fraction`` the share of clients whose update was clipped;
+``epsilon`` the privacy spent so far (:mod:`.privacy`); ``seconds`` the wall
+time of the round's training, transport and evaluation (split in the
+``*_seconds`` columns; the checkpoint and the accountant are not counted).
+
 Bits: ``bits_per_client`` is the mean over clients of ``8 * len(payload)``
 (header and tag included); methods without a payload (``fl``,
 ``fl-gaussian``, ``fl-laplace``) are charged 32 bits per float32 coordinate
