@@ -1,0 +1,57 @@
+"""Federated learning on MNIST with CEPAM and its baselines (the paper's experiments).
+
+The harness trains K clients per round together (stacked models), sends each
+client's update through a real transport (:mod:`.methods`: LRSUQ payloads
+encoded by the client and decoded by the server for CEPAM, float32 or SDQ
+payloads for the baselines) and records accuracy, loss, bits and privacy per
+round (:mod:`.experiment`).  Modules:
+
+* :mod:`.data` -- MNIST IDX loader with checksums (``$CEPAM_DATA``);
+* :mod:`.split` -- train/validation split, IID and Dirichlet client splits;
+* :mod:`.models` -- the paper's MLP (25,818 parameters) and CNN (6,422);
+* :mod:`.training` -- local momentum SGD of all clients at once, evaluation;
+* :mod:`.methods` -- FL, FL+SDQ, FL+Gaussian(+SDQ), FL+Laplace(+SDQ),
+  CEPAM-Gaussian, CEPAM-Laplace;
+* :mod:`.privacy` -- the "eps so far" column from :mod:`cepam.accounting`;
+* :mod:`.experiment` -- configuration, rounds, schedule, results, resume;
+* :mod:`.results`, :mod:`.plots` -- tables with 95% CIs, figures;
+* :mod:`.cli` -- ``cepam fl run | table | plot``.
+
+torch is required (install it first; it is not a dependency of cepam) and
+is imported only when one of these names is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "load_mnist": "data",
+    "DatasetError": "data",
+    "MLP": "models",
+    "CNN": "models",
+    "build_model": "models",
+    "METHODS": "methods",
+    "make_method": "methods",
+    "FLConfig": "experiment",
+    "TensorMNIST": "experiment",
+    "run_experiment": "experiment",
+    "load_runs": "results",
+    "summarize": "results",
+    "format_table": "results",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,248 @@
+"""``cepam fl``: run the paper's MNIST experiments, tabulate and plot them.
+
+* ``cepam fl run --model cnn --method cepam-gaussian --dim 2 --rounds 80
+  --seeds 10 --out DIR --data-dir ...`` runs every combination of the given
+  models, methods, dimensions (CEPAM methods only) and noise levels, for
+  seeds ``seed .. seed + seeds - 1``, each into
+  ``DIR/<run name>/seed<k>/`` (config.json, rounds.csv, rounds.json,
+  state.pt).  A run interrupted and started again with the same command
+  continues after its last completed round; finished runs are skipped.
+* ``cepam fl table DIR`` prints the paper-style table (mean and 95% CI over
+  seeds).
+* ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures.
+
+The paper's grid and privacy-accuracy sweep, for example::
+
+    cepam fl run --model mlp cnn --method all --rounds 80 --seeds 10 \
+        --out results/grid --data-dir ../shared/data/mnist --threads 1
+    cepam fl run --model mlp cnn --method cepam-gaussian --dim 2 3 --rounds 80 \
+        --seeds 10 --out results/grid --data-dir ../shared/data/mnist --threads 1
+    cepam fl run --model cnn --method cepam-gaussian fl-gaussian-sdq --delta 0.01 \
+        --sigma 0.1375 0.0864 0.0602 0.0431 0.0307 0.0231 0.0141 0.0083 0.00364 0.000159 \
+        --rounds 80 --seeds 3 --out results/sweep --data-dir ../shared/data/mnist
+    cepam fl table results/grid && cepam fl plot results/grid
+
+torch is imported by the handlers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+_METHODS = (
+    "fl", "fl-sdq", "fl-gaussian", "fl-gaussian-sdq", "fl-laplace", "fl-laplace-sdq",
+    "cepam-gaussian", "cepam-laplace",
+)
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="run federated-learning experiments on MNIST",
+        description="Runs every combination of --model, --method, --dim (CEPAM methods) and "
+                    "--sigma / --laplace-b for --seeds seeds. Defaults are the paper's setup.")
+    p.add_argument("--model", nargs="+", default=["cnn"], choices=("mlp", "cnn"),
+                   metavar="MODEL", help="mlp and/or cnn (default cnn)")
+    p.add_argument("--method", nargs="+", default=["cepam-gaussian"], choices=_METHODS + ("all",),
+                   metavar="METHOD",
+                   help=f"one or more of {', '.join(_METHODS)}, or all (default cepam-gaussian)")
+    p.add_argument("--dim", nargs="+", type=int, default=[1],
+                   help="LRSUQ sub-vector dimensions n, for each CEPAM method given "
+                        "(cepam-laplace included; default 1)")
+    p.add_argument("--lattice", default="Z", help="lattice of the CEPAM methods (default Z)")
+    p.add_argument("--sigma", nargs="+", type=_positive_float, default=[1e-3],
+                   help="Gaussian noise std per coordinate; several values for a sweep")
+    p.add_argument("--laplace-b", nargs="+", type=_positive_float, default=[1e-3],
+                   help="Laplace scale per coordinate")
+    p.add_argument("--sdq-step", type=_positive_float, default=None,
+                   help="SDQ step Delta (default sqrt(12) x the noise std)")
+    p.add_argument("--clip", type=_positive_float, default=1.0,
+                   help="whole-update l2 clip gamma of the private methods (default 1)")
+    p.add_argument("--clip-all", action="store_true", help="clip fl and fl-sdq too")
+    p.add_argument("--rounds", type=int, default=80, help="communication rounds (default 80)")
+    p.add_argument("--seeds", type=int, default=1, help="number of seeds")
+    p.add_argument("--seed", type=int, default=0, help="first seed")
+    p.add_argument("--clients", type=int, default=30, help="K")
+    p.add_argument("--local-steps", type=int, default=15, help="tau")
+    p.add_argument("--batch-size", type=int, default=1, help="samples per local step")
+    p.add_argument("--samples-per-client", type=int, default=None,
+                   help="IID share per client (default train-size // clients)")
+    p.add_argument("--alpha", type=_positive_float, default=None,
+                   help="non-IID split: Dirichlet concentration (default: IID)")
+    p.add_argument("--lr", type=_positive_float, default=0.01, help="initial learning rate")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9)")
+    p.add_argument("--lr-patience", type=int, default=10,
+                   help="rounds without a validation gain before the LR is cut (default 10)")
+    p.add_argument("--lr-factor", type=_positive_float, default=0.5,
+                   help="LR multiplier at a plateau (default 0.5)")
+    p.add_argument("--train-size", type=int, default=50000,
+                   help="training samples from the official 60,000 (default 50000)")
+    p.add_argument("--val-size", type=int, default=10000,
+                   help="validation samples from the official 60,000 (default 10000)")
+    p.add_argument("--test-size", type=int, default=None,
+                   help="official test images used (default all 10000)")
+    p.add_argument("--delta", type=_positive_float, default=1e-5,
+                   help="delta of the eps column (default 1e-5)")
+    p.add_argument("--out", required=True, help="results directory")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with the MNIST .gz files (default $CEPAM_DATA)")
+    p.add_argument("--download", action="store_true",
+                   help="download missing MNIST files (checksums verified)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default torch's; 1 is fastest on a shared machine)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object per run (final round) to stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run)
+
+
+def _configs(args: argparse.Namespace):
+    from .experiment import FLConfig
+
+    methods = list(_METHODS) if "all" in args.method else list(dict.fromkeys(args.method))
+    for model, method in itertools.product(args.model, methods):
+        dims = sorted(set(args.dim)) if method.startswith("cepam") else [1]
+        lattice = args.lattice if method.startswith("cepam") else "Z"
+        sigmas = args.sigma if "gaussian" in method else [args.sigma[0]]
+        bs = args.laplace_b if "laplace" in method else [args.laplace_b[0]]
+        for dim, sigma, b in itertools.product(dims, sigmas, bs):
+            for seed in range(args.seed, args.seed + args.seeds):
+                yield FLConfig(
+                    model=model, method=method, dim=dim, lattice=lattice, sigma=sigma, b=b,
+                    sdq_step=args.sdq_step, clip=args.clip, clip_all=args.clip_all,
+                    clients=args.clients, samples_per_client=args.samples_per_client,
+                    alpha=args.alpha, local_steps=args.local_steps, batch_size=args.batch_size,
+                    lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
+                    lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
+                    val_size=args.val_size, test_size=args.test_size, delta=args.delta,
+                    seed=seed)
+
+
+def _summary(result) -> dict[str, Any]:
+    from .experiment import _json_value
+
+    final = result.final
+    return {"run": result.config.run_name(), "label": result.config.label,
+            "seed": result.config.seed, "directory": str(result.directory),
+            "rounds": final["round"], "complete": result.complete,
+            **{k: _json_value(v) for k, v in final.items() if k != "round"}}
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch
+
+    from .data import load_mnist
+    from .experiment import TensorMNIST, run_experiment
+
+    from .methods import make_method
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    configs = list(_configs(args))
+    for c in configs:  # refuse bad settings before any run starts
+        make_method(c.method, sigma=c.sigma, b=c.b, dim=c.dim, lattice=c.lattice, clip=c.clip,
+                    clip_all=c.clip_all, sdq_step=c.sdq_step)
+    data = TensorMNIST(load_mnist(args.data_dir, download=args.download))
+    out = Path(args.out)
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is in the fl extra
+        tqdm = None
+    for i, config in enumerate(configs):
+        directory = out / config.run_name() / f"seed{config.seed}"
+        desc = f"[{i + 1}/{len(configs)}] {config.run_name()} seed {config.seed}"
+        bar = None
+        if tqdm is not None and not args.no_progress:
+            bar = tqdm(total=config.rounds, desc=desc, unit="round", file=sys.stderr,
+                       leave=True, dynamic_ncols=True)
+
+        def progress(row: dict[str, Any], bar=bar) -> None:
+            if bar is not None:
+                bar.set_postfix(val=f"{100 * row['val_acc']:.2f}%",
+                                test=f"{100 * row['test_acc']:.2f}%",
+                                bits=f"{row['bits_per_client']:.0f}", refresh=False)
+                bar.update(row["round"] - bar.n)  # a resumed run starts further on
+
+        result = run_experiment(config, data, directory, progress=progress)
+        if bar is not None:
+            bar.update(max(0, result.final["round"] - bar.n))  # an already finished run
+            bar.close()
+        if args.json:
+            print(json.dumps(_summary(result)), flush=True)
+        elif args.no_progress or bar is None:
+            f = result.final
+            print(f"{desc}: round {f['round']}, val {100 * f['val_acc']:.2f}%, "
+                  f"test {100 * f['test_acc']:.2f}%, {f['bits_per_client']:.0f} bits/client",
+                  flush=True)
+    return 0
+
+
+def _table(args: argparse.Namespace) -> int:
+    from .results import format_table, load_runs, summarize
+
+    groups = summarize(load_runs(args.directory, include_incomplete=args.include_incomplete))
+    if args.json:
+        from .experiment import _json_value
+
+        print(json.dumps([{k: _json_value(v) for k, v in g.stats(args.at).items()}
+                          for g in groups], indent=1))
+    else:
+        print(format_table(groups, at=args.at, markdown=args.markdown), end="")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plots import plot_convergence, plot_privacy_accuracy
+    from .results import load_runs, summarize
+
+    groups = summarize(load_runs(args.directory, include_incomplete=args.include_incomplete))
+    if not groups:
+        print(f"no complete runs under {args.directory}", file=sys.stderr)
+        return 1
+    out = Path(args.out or args.directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [plot_convergence(groups, out / "convergence.png")]
+    pa = plot_privacy_accuracy(groups, out / "privacy_accuracy.png")
+    if pa is not None:
+        written.append(pa)
+    for path in written:
+        print(path)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds the ``fl`` command group to the ``cepam`` command line."""
+    fl = sub.add_parser("fl", help="federated-learning experiments on MNIST (needs torch)",
+                        description="Federated-learning experiments of the CEPAM paper on MNIST.")
+    fl_sub = fl.add_subparsers(dest="fl_command", metavar="COMMAND")
+    fl_sub.required = True
+    _add_run(fl_sub)
+
+    t = fl_sub.add_parser("table", help="paper-style table: mean and 95%% CI over seeds")
+    t.add_argument("directory")
+    t.add_argument("--at", choices=("final", "best-val"), default="final",
+                   help="test accuracy at the last round or at the best validation round")
+    t.add_argument("--markdown", action="store_true")
+    t.add_argument("--json", action="store_true")
+    t.add_argument("--include-incomplete", action="store_true")
+    t.set_defaults(func=_table)
+
+    p = fl_sub.add_parser("plot", help="convergence and privacy-accuracy figures (PNG)")
+    p.add_argument("directory")
+    p.add_argument("--out", default=None, help="folder for the PNG files (default DIRECTORY)")
+    p.add_argument("--include-incomplete", action="store_true")
+    p.set_defaults(func=_plot)

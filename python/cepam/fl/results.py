@@ -1,0 +1,243 @@
+"""Reading finished runs and summarising them over seeds.
+
+:func:`load_runs` finds every ``rounds.json`` under a directory;
+:func:`summarize` groups runs that differ only in their seed and gives the
+mean and the 95% confidence interval of the mean (Student t, n - 1 degrees
+of freedom) of the test accuracy (at the last round, or at the round of best
+validation accuracy), with the mean bits per client per round, the bits per
+coordinate and the final eps; :func:`format_table` prints the paper-style
+table (methods by rows, models by columns).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..errors import InvalidArgumentError
+from .experiment import FLConfig
+from .methods import METHODS
+
+__all__ = ["Run", "Group", "load_runs", "summarize", "format_table", "mean_ci", "t_quantile"]
+
+# Two-sided 95% Student t quantiles t_{0.975, df}, df = 1..30.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)
+
+
+def t_quantile(df: int) -> float:
+    """t_{0.975} with ``df`` degrees of freedom (normal approximation above 30)."""
+    if df < 1:
+        return math.nan
+    if df <= len(_T975):
+        return _T975[df - 1]
+    return 1.959964 + 2.4 / df  # within 0.002 of the exact value for df > 30
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95% confidence interval (NaN for one value)."""
+    vals = [float(v) for v in values if not math.isnan(float(v))]
+    n = len(vals)
+    if n == 0:
+        return math.nan, math.nan
+    mean = sum(vals) / n
+    if n == 1:
+        return mean, math.nan
+    var = sum((v - mean) ** 2 for v in vals) / (n - 1)
+    return mean, t_quantile(n - 1) * math.sqrt(var / n)
+
+
+def _from_json(v: Any) -> Any:
+    if v is None:
+        return math.nan
+    if v == "inf":
+        return math.inf
+    if v == "-inf":
+        return -math.inf
+    return v
+
+
+@dataclass
+class Run:
+    """One run read back from its ``rounds.json``."""
+
+    config: FLConfig
+    rows: list[dict[str, Any]]
+    complete: bool
+    path: Path
+
+    def value_at(self, column: str, at: str = "final") -> float:
+        """``column`` at the last round, or at the round of best validation
+        accuracy (``at="best-val"``, the first such round)."""
+        rows = self.rows[1:] or self.rows
+        if at == "final":
+            return float(rows[-1][column])
+        if at == "best-val":
+            best = max(rows, key=lambda r: r["val_acc"])
+            return float(best[column])
+        raise InvalidArgumentError(f"at must be 'final' or 'best-val', got {at!r}")
+
+    def mean_over_rounds(self, column: str) -> float:
+        vals = [float(r[column]) for r in self.rows[1:]]
+        return sum(vals) / len(vals) if vals else math.nan
+
+
+def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> list[Run]:
+    """Every run under ``directory`` (searched recursively).
+
+    Raises:
+        InvalidArgumentError: ``directory`` does not exist.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise InvalidArgumentError(f"{root} is not a directory")
+    runs = []
+    for path in sorted(root.rglob("rounds.json")):
+        doc = json.loads(path.read_text())
+        rows = [{k: _from_json(v) for k, v in r.items()} for r in doc["rows"]]
+        run = Run(FLConfig.from_dict(doc["config"]), rows, bool(doc["complete"]), path.parent)
+        if run.complete or include_incomplete:
+            runs.append(run)
+    return runs
+
+
+@dataclass
+class Group:
+    """Runs that differ only in their seed."""
+
+    config: FLConfig  # the first run's (its seed is meaningless here)
+    runs: list[Run]
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(r.config.seed for r in self.runs)
+
+    def stats(self, at: str = "final") -> dict[str, Any]:
+        acc, acc_ci = mean_ci([100.0 * r.value_at("test_acc", at) for r in self.runs])
+        val, val_ci = mean_ci([100.0 * r.value_at("val_acc", at) for r in self.runs])
+        bits, _ = mean_ci([r.mean_over_rounds("bits_per_client") for r in self.runs])
+        bpc, _ = mean_ci([r.mean_over_rounds("bits_per_coordinate") for r in self.runs])
+        eps = [r.value_at("epsilon", "final") for r in self.runs]
+        return {
+            "label": self.config.label,
+            "method": self.config.method,
+            "model": self.config.model,
+            "dim": self.config.dim,
+            "lattice": self.config.lattice,
+            "sigma": self.config.sigma,
+            "b": self.config.b,
+            "rounds": max(len(r.rows) - 1 for r in self.runs),
+            "seeds": len(self.runs),
+            "test_acc": acc, "test_acc_ci95": acc_ci,
+            "val_acc": val, "val_acc_ci95": val_ci,
+            "bits_per_client": bits, "bits_per_coordinate": bpc,
+            "bits_measured": bool(self.runs[0].rows[-1]["bits_measured"]),
+            "epsilon": eps[0] if eps else math.nan,
+            "delta": self.config.delta,
+            "at": at,
+        }
+
+
+def _order(config: FLConfig) -> tuple:
+    return (METHODS.index(config.method), config.lattice, config.dim, config.sigma, config.b,
+            config.group_key())
+
+
+def summarize(runs: Iterable[Run]) -> list[Group]:
+    """Groups runs by configuration without seed, in the paper's method order."""
+    groups: dict[str, Group] = {}
+    for run in runs:
+        key = run.config.group_key()
+        if key in groups:
+            groups[key].runs.append(run)
+        else:
+            groups[key] = Group(run.config, [run])
+    return sorted(groups.values(), key=lambda g: (_order(g.config), g.config.model))
+
+
+def _row_label(config: FLConfig, varying: set[str]) -> str:
+    label = config.label
+    extras = []
+    if "sigma" in varying and "gaussian" in config.method:
+        extras.append(f"sigma={config.sigma:g}")
+    if "b" in varying and "laplace" in config.method:
+        extras.append(f"b={config.b:g}")
+    other = sorted(varying - {"sigma", "b", "model", "method", "dim", "lattice", "seed"})
+    for name in other:
+        extras.append(f"{name}={getattr(config, name)}")
+    return label + (", " + ", ".join(extras) if extras else "")
+
+
+def _fmt(mean: float, ci: float, digits: int = 2) -> str:
+    if math.isnan(mean):
+        return "-"
+    if math.isnan(ci):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {ci:.{digits}f}"
+
+
+def _fmt_num(v: float, digits: int = 2) -> str:
+    if math.isnan(v):
+        return "-"
+    if math.isinf(v):
+        return "inf"
+    return f"{v:.{digits}f}"
+
+
+def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool = False) -> str:
+    """The paper-style table: one row per method (and setting), for each
+    model the test accuracy in % (mean ± 95% CI over seeds) and the bits per
+    coordinate, then eps and the number of seeds.
+
+    Bits marked ``*`` are not measured: methods without a payload are charged
+    32 bits per float32 coordinate.
+    """
+    if not groups:
+        return "no complete runs found\n"
+    models = [m for m in ("mlp", "cnn") if any(g.config.model == m for g in groups)]
+    varying = set()
+    first = groups[0].config.to_dict()
+    for g in groups[1:]:
+        for k, v in g.config.to_dict().items():
+            if v != first[k]:
+                varying.add(k)
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for g in groups:
+        label = _row_label(g.config, varying)
+        rows.setdefault(label, {})[g.config.model] = g.stats(at)
+    header = ["Method"]
+    for m in models:
+        header += [f"{m.upper()} test acc (%)", f"{m.upper()} bits/coord"]
+    header += ["eps", "seeds"]
+    body = []
+    for label, per_model in rows.items():
+        line = [label]
+        eps, seeds = math.nan, []
+        for m in models:
+            s = per_model.get(m)
+            if s is None:
+                line += ["", ""]
+                continue
+            line.append(_fmt(s["test_acc"], s["test_acc_ci95"]))
+            line.append(_fmt_num(s["bits_per_coordinate"]) + ("" if s["bits_measured"] else "*"))
+            eps = s["epsilon"] if math.isnan(eps) else eps
+            seeds.append(str(s["seeds"]))
+        line += [_fmt_num(eps), "/".join(seeds)]
+        body.append(line)
+    note = (f"test accuracy at the {'last round' if at == 'final' else 'round of best validation accuracy'}; "
+            "95% CI of the mean over seeds (Student t); * = not measured, 32 bits per float32 "
+            "coordinate (no payload)")
+    if markdown:
+        out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        out += ["| " + " | ".join(line) + " |" for line in body]
+        return "\n".join(out) + f"\n\n{note}\n"
+    widths = [max(len(str(r[i])) for r in [header] + body) for i in range(len(header))]
+    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    out = [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in body]
+    return "\n".join(out) + f"\n\n{note}\n"
