@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "cepam.cli",
     "cepam.demo",
     "cepam.accounting.cli",
+    "cepam.fl.cli",
 )
 
 
