@@ -13,11 +13,10 @@
 // uniforms in (0, 1] stay above 2^-477: no underflow.
 #pragma once
 
-#include <cmath>
+#include <cstddef>
 #include <cstdint>
 
-#include "chacha20.hpp"
-#include "detmath.hpp"
+#include "kernels.hpp"
 #include "lattice.hpp"
 
 namespace cepam {
@@ -30,19 +29,16 @@ struct GaussianLatent {
 
   Norm norm() const { return Norm::L2; }
   // Words per sub-vector: k/2 for even k = n + 2, (k - 1)/2 + 2 for odd k.
-  int words() const { return (n % 2 == 0) ? (n + 2) / 2 : (n + 1) / 2 + 2; }
-  double latent(const std::uint64_t* w) const {
-    const int k = n + 2;
-    const int pairs = k / 2;
-    double product = 1.0;
-    for (int i = 0; i < pairs; ++i) product *= uniform_oc(w[i]);
-    double half = detmath::log(product);  // -U/2 for the even part
-    if (k % 2 == 1) {
-      half += detmath::log(uniform_oc(w[pairs])) * detmath::cos2pi_squared(uniform_co(w[pairs + 1]));
-    }
-    return -2.0 * half;
+  int words() const { return kernels::gaussian_words(n); }
+
+  // out[c] = r(U_c) for c < count, sub-vector c's words at w + c words().
+  // Per sub-vector:  half = log(u_1 ... u_{k/2})               (= -chi2(2[k/2]) / 2)
+  //                  half += log(u_a) cos^2(2 pi u_b)            (odd k only)
+  //                  r = sigma sqrt(-2 half)
+  // (kernels::gaussian_radii, SIMD where available).
+  void radii(const std::uint64_t* w, std::size_t count, double* out) const {
+    kernels::gaussian_radii(n, sigma, w, count, out);
   }
-  double radius(const std::uint64_t* w) const { return sigma * std::sqrt(latent(w)); }
 };
 
 struct LaplaceLatent {
@@ -51,12 +47,12 @@ struct LaplaceLatent {
 
   Norm norm() const { return Norm::L1; }  // for n = 1 the l1 ball is the interval
   int words() const { return n + 1; }
-  double latent(const std::uint64_t* w) const {
-    double product = 1.0;
-    for (int i = 0; i <= n; ++i) product *= uniform_oc(w[i]);
-    return -detmath::log(product);
+
+  // out[c] = r(U_c) = b (-log(u_1 ... u_{n+1})) for c < count
+  // (kernels::laplace_radii, SIMD where available).
+  void radii(const std::uint64_t* w, std::size_t count, double* out) const {
+    kernels::laplace_radii(n, b, w, count, out);
   }
-  double radius(const std::uint64_t* w) const { return b * latent(w); }
 };
 
 }  // namespace cepam

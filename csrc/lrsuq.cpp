@@ -1,5 +1,6 @@
 #include "lrsuq.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -9,49 +10,81 @@
 namespace cepam {
 namespace {
 
-constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch (multiple of 8)
+constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch
 constexpr int kMaxN = 8;
 
-// Calls fn(lattice, latent) with the concrete types for p.
+// Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2
+// with their dimension fixed at compile time).
 template <class Fn>
 void dispatch(const LrsuqParams& p, Fn&& fn) {
   check_params(p);
-  const LatticeZn lattice{p.n};
-  if (p.mechanism == MechanismId::Gaussian) {
-    fn(lattice, GaussianLatent{p.n, p.scale});
-  } else {
-    fn(lattice, LaplaceLatent{p.n, p.scale});
-  }
-}
-
-template <class Lattice>
-bool accepted(const Lattice& lattice, Norm norm, const double* y, const double* x, double r) {
-  if (lattice.cell_is_ball()) return true;
-  const int n = lattice.dim();
-  if (norm == Norm::L2) {
-    double s = 0.0;
-    for (int k = 0; k < n; ++k) {
-      const double d = y[k] - x[k];
-      s += d * d;
+  auto with_latent = [&](const auto& lattice) {
+    if (p.mechanism == MechanismId::Gaussian) {
+      fn(lattice, GaussianLatent{p.n, p.scale});
+    } else {
+      fn(lattice, LaplaceLatent{p.n, p.scale});
     }
-    return s <= r * r;
+  };
+  switch (p.n) {
+    case 1: with_latent(BasicLatticeZn<1>{1}); break;
+    case 2: with_latent(BasicLatticeZn<2>{2}); break;
+    default: with_latent(LatticeZn{p.n}); break;
   }
-  double s = 0.0;
-  for (int k = 0; k < n; ++k) s += std::fabs(y[k] - x[k]);
-  return s <= r;
 }
 
-// y = beta (G m + v)
-template <class Lattice>
-void reconstruct(const Lattice& lattice, double beta, const std::int64_t* m, const double* v,
-                 double* y) {
-  double p[kMaxN];
-  lattice.to_point(m, p);
-  for (int k = 0; k < lattice.dim(); ++k) y[k] = beta * (p[k] + v[k]);
+// The acceptance test of one sub-vector from its per-element terms (see
+// Lattice::trial_batch): the squared l2 norm, or the l1 norm, of y - x,
+// summed in coordinate order, against the radius r.
+inline bool accepted(Norm norm, const double* dev, std::size_t n, double r) {
+  double s = 0.0;
+  for (std::size_t k = 0; k < n; ++k) s += dev[k];
+  return norm == Norm::L2 ? s <= r * r : s <= r;
 }
 
 std::string describe_subvector(std::size_t j) { return "sub-vector " + std::to_string(j); }
 
+// Dither words of trial trial_of(i) for the sub-vectors j = j0 + subs[i],
+// i < count: words [j n, j n + n) of stream trial_of(i), which lie in one or
+// two blocks.  All those blocks are computed in SIMD batches
+// (KeyStream::gather); words(i) points to sub-vector subs[i]'s n words.
+class TrialWords {
+ public:
+  explicit TrialWords(std::size_t max_subs)
+      : stream_(2 * max_subs), index_(2 * max_subs), blocks_(16 * max_subs), offset_(max_subs) {}
+
+  template <class TrialOf>
+  void fetch(const KeyStream& ks, TrialOf&& trial_of, std::size_t n, std::size_t j0,
+             const std::size_t* subs, std::size_t count) {
+    std::size_t requests = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint64_t first = static_cast<std::uint64_t>(j0 + subs[i]) * n;
+      const std::uint64_t last = first + n - 1;
+      const std::uint32_t trial = trial_of(i);
+      offset_[i] = 8 * requests + static_cast<std::size_t>(first % 8);
+      for (std::uint64_t b = first / 8; b <= last / 8; ++b) {
+        stream_[requests] = trial;
+        index_[requests] = b;
+        ++requests;
+      }
+    }
+    ks.gather(requests, stream_.data(), index_.data(), blocks_.data());
+  }
+  const std::uint64_t* words(std::size_t i) const { return &blocks_[offset_[i]]; }
+
+ private:
+  std::vector<std::uint32_t> stream_;
+  std::vector<std::uint64_t> index_;
+  std::vector<std::uint64_t> blocks_;
+  std::vector<std::size_t> offset_;
+};
+
+// Encodes chunk by chunk: the keystream of trial 1 and of the latent
+// variables of a whole chunk is generated in one go, the radii of the chunk
+// are computed in one batch, every sub-vector does trial 1 in one batch
+// over the chunk's elements, and the rejected ones go on to trials 2, 3, ...
+// together (their dither blocks gathered).  The outputs, and which error is
+// thrown first, are those of the plain loop "for each sub-vector, for each
+// trial".
 template <class T, class Lattice, class Latent>
 void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks, const T* x,
                  std::size_t m, double factor, std::uint32_t* H, std::int64_t* M) {
@@ -59,58 +92,127 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   const std::size_t un = static_cast<std::size_t>(n);
   const std::size_t W = static_cast<std::size_t>(latent.words());
   const std::size_t N = (m + un - 1) / un;
-  const double rho = lattice.packing_radius(latent.norm());
+  const Norm norm = latent.norm();
+  const double rho = lattice.packing_radius(norm);
+  const bool every_trial_accepted = lattice.cell_is_ball();
   std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
-  std::uint64_t retry_words[kMaxN];
-  double xs[kMaxN], t[kMaxN], v[kMaxN], y[kMaxN];
-  std::int64_t q[kMaxN];
+  std::vector<double> radius(kChunk), beta(kChunk), inv_beta(kChunk);
+  // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
+  // and its term of the acceptance test.
+  std::vector<double> beta_e(kChunk * un), inv_beta_e(kChunk * un), xs(kChunk * un),
+      t(kChunk * un), dev(kChunk * un);
+  // The sub-vectors rejected so far (chunk indices), with compacted copies
+  // of their elements and radii, dither words and lattice points.
+  std::vector<std::size_t> rejected(kChunk);
+  std::vector<double> rt(kChunk * un), rxs(kChunk * un), rbeta(kChunk * un), rradius(kChunk);
+  std::vector<std::uint64_t> rwords(kChunk * un);
+  std::vector<std::int64_t> rq(kChunk * un);
+  TrialWords retry(kChunk);
 
   for (std::size_t j0 = 0; j0 < N; j0 += kChunk) {
     const std::size_t count = (N - j0 < kChunk) ? N - j0 : kChunk;
+    const std::size_t e0 = j0 * un;      // first element of the chunk
+    const std::size_t ne = count * un;   // elements, padding included
     ks.words(0, j0 * W, count * W, latent_buf.data());
-    ks.words(1, j0 * un, count * un, dither_buf.data());
-    for (std::size_t c = 0; c < count; ++c) {
-      const std::size_t j = j0 + c;
-      for (std::size_t k = 0; k < un; ++k) {
-        const std::size_t idx = j * un + k;
-        xs[k] = idx < m ? static_cast<double>(x[idx]) * factor : 0.0;
-      }
-      const double r = latent.radius(&latent_buf[c * W]);
-      const double beta = r / rho;
-      const double inv_beta = 1.0 / beta;
-      for (int k = 0; k < n; ++k) {
-        const double s = xs[k] * inv_beta;
-        if (!(std::fabs(s) < kMaxScaledInput)) {
-          throw EncodingError(
-              describe_subvector(j) +
-              ": the input is too large relative to the noise scale drawn for it "
-              "(|x| / beta >= 2^50); clip the update or use a larger noise scale");
+    ks.words(1, e0, ne, dither_buf.data());
+    latent.radii(latent_buf.data(), count, radius.data());
+    for (std::size_t c = 0; c < count; ++c) beta[c] = radius[c] / rho;
+    for (std::size_t c = 0; c < count; ++c) inv_beta[c] = 1.0 / beta[c];
+    // Per element (for n = 1, the per-sub-vector arrays themselves).
+    const double* beta_elem = beta.data();
+    const double* inv_beta_elem = inv_beta.data();
+    if (un > 1) {
+      for (std::size_t c = 0; c < count; ++c) {
+        for (std::size_t k = 0; k < un; ++k) {
+          beta_e[c * un + k] = beta[c];
+          inv_beta_e[c * un + k] = inv_beta[c];
         }
-        t[k] = s;
       }
-      const std::uint64_t* words = &dither_buf[c * un];
-      std::uint32_t trial = 1;
-      for (;;) {
-        lattice.dither(words, v);
-        double tv[kMaxN];
-        for (int k = 0; k < n; ++k) tv[k] = t[k] - v[k];
-        lattice.closest_point(tv, q);
-        reconstruct(lattice, beta, q, v, y);
-        if (accepted(lattice, latent.norm(), y, xs, r)) break;
-        if (trial == kTrialCap) {
-          throw EncodingError(describe_subvector(j) + ": no trial accepted within the cap of " +
-                              std::to_string(kTrialCap) + " trials");
+      beta_elem = beta_e.data();
+      inv_beta_elem = inv_beta_e.data();
+    }
+
+    // Scaled inputs (zero padding after x[m - 1]).  A sub-vector out of
+    // range ends the encoding, after the sub-vectors before it (which may
+    // themselves fail first).
+    const std::size_t real = (m - e0 < ne) ? m - e0 : ne;
+    std::size_t bad = kernels::scale_inputs(x + e0, factor, inv_beta_elem, kMaxScaledInput, real,
+                                            xs.data(), t.data());
+    if (bad == real) {
+      bad = ne;  // none so far
+      for (std::size_t e = real; e < ne; ++e) {
+        xs[e] = 0.0;
+        t[e] = xs[e] * inv_beta_elem[e];
+        if (!(std::fabs(t[e]) < kMaxScaledInput)) {
+          bad = e;
+          break;
         }
-        ++trial;
-        ks.words(trial, j * un, un, retry_words);
-        words = retry_words;
       }
-      H[j] = trial;
-      for (std::size_t k = 0; k < un; ++k) M[j * un + k] = q[k];
+    }
+    const std::size_t ok = bad / un;  // sub-vectors before the first bad one (count if none)
+
+    // Trial 1, all sub-vectors at once.
+    lattice.trial_batch(t.data(), xs.data(), beta_elem, dither_buf.data(), ok * un, norm, M + e0,
+                        every_trial_accepted ? nullptr : dev.data());
+    std::fill_n(H + j0, ok, 1u);
+    std::size_t nrej = 0;
+    if (!every_trial_accepted) {
+      for (std::size_t c = 0; c < ok; ++c) {
+        rejected[nrej] = c;
+        nrej += accepted(norm, &dev[c * un], un, radius[c]) ? 0 : 1;
+      }
+    }
+    // Trials 2, 3, ... for the rejected sub-vectors, in order, in batches
+    // over compacted copies of their elements (index i: sub-vector rejected[i]).
+    for (std::size_t i = 0; i < nrej; ++i) {
+      const std::size_t c = rejected[i];
+      std::copy_n(&t[c * un], un, &rt[i * un]);
+      std::copy_n(&xs[c * un], un, &rxs[i * un]);
+      std::copy_n(&beta_elem[c * un], un, &rbeta[i * un]);
+      rradius[i] = radius[c];
+    }
+    for (std::uint32_t trial = 1; nrej > 0;) {
+      if (trial == kTrialCap) {
+        throw EncodingError(describe_subvector(j0 + rejected[0]) +
+                            ": no trial accepted within the cap of " +
+                            std::to_string(kTrialCap) + " trials");
+      }
+      ++trial;
+      retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
+      for (std::size_t i = 0; i < nrej; ++i) std::copy_n(retry.words(i), un, &rwords[i * un]);
+      lattice.trial_batch(rt.data(), rxs.data(), rbeta.data(), rwords.data(), nrej * un, norm,
+                          rq.data(), dev.data());
+      std::size_t still = 0;
+      for (std::size_t i = 0; i < nrej; ++i) {
+        const std::size_t c = rejected[i];
+        if (accepted(norm, &dev[i * un], un, rradius[i])) {
+          H[j0 + c] = trial;
+          std::copy_n(&rq[i * un], un, &M[e0 + c * un]);
+          continue;
+        }
+        if (still != i) {
+          rejected[still] = c;
+          std::copy_n(&rt[i * un], un, &rt[still * un]);
+          std::copy_n(&rxs[i * un], un, &rxs[still * un]);
+          std::copy_n(&rbeta[i * un], un, &rbeta[still * un]);
+          rradius[still] = rradius[i];
+        }
+        ++still;
+      }
+      nrej = still;
+    }
+    if (ok < count) {
+      throw EncodingError(
+          describe_subvector(j0 + ok) +
+          ": the input is too large relative to the noise scale drawn for it "
+          "(|x| / beta >= 2^50); clip the update or use a larger noise scale");
     }
   }
 }
 
+// Decodes chunk by chunk with constant work per sub-vector: the latent and
+// trial-1 keystream of a chunk in one go, and for the sub-vectors with
+// H != 1 the one or two blocks holding the dither of trial H, gathered.
 template <class T, class Lattice, class Latent>
 void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks,
                  const std::uint32_t* H, const std::int64_t* M, std::size_t m, T* out) {
@@ -120,41 +222,71 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   const std::size_t N = (m + un - 1) / un;
   const double rho = lattice.packing_radius(latent.norm());
   std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
-  std::uint64_t retry_words[kMaxN];
-  double v[kMaxN], y[kMaxN];
-  std::int64_t q[kMaxN];
+  std::vector<double> beta(kChunk), beta_e(kChunk * un);
+  std::vector<std::size_t> later(kChunk);
+  TrialWords retry(kChunk);
 
   for (std::size_t j0 = 0; j0 < N; j0 += kChunk) {
     const std::size_t count = (N - j0 < kChunk) ? N - j0 : kChunk;
-    ks.words(0, j0 * W, count * W, latent_buf.data());
-    ks.words(1, j0 * un, count * un, dither_buf.data());
+    const std::size_t e0 = j0 * un;
+    // Validate the chunk: a quick scan, then, if it found anything, the
+    // first offending sub-vector in order.
+    // (Bitwise, so that the compiler vectorises it.  H - 1 must be below
+    // 2^16 = kTrialCap, and 1 if the cell is the ball; M + 2^53 must be at
+    // most 2^54, flagged when >= 2^54, which also flags the valid M = 2^53
+    // for the exact check.)
+    static_assert(kTrialCap == 1u << 16 && kMaxAbsM == std::int64_t{1} << 53, "scan bounds");
+    const std::uint32_t ball = lattice.cell_is_ball() ? ~0u : 0u;
+    std::uint32_t flags_h = 0;
     for (std::size_t c = 0; c < count; ++c) {
-      const std::size_t j = j0 + c;
-      const std::uint32_t h = H[j];
-      if (h < 1 || h > kTrialCap || (h != 1 && lattice.cell_is_ball())) {
-        throw FormatError(describe_subvector(j) + ": trial index " + std::to_string(h) +
-                          " out of range");
-      }
-      for (std::size_t k = 0; k < un; ++k) {
-        const std::int64_t mk = M[j * un + k];
-        if (mk > kMaxAbsM || mk < -kMaxAbsM) {
-          throw FormatError(describe_subvector(j) + ": lattice coordinate out of range");
+      const std::uint32_t h = H[j0 + c];
+      flags_h |= ((h - 1u) >> 16) | ((h ^ 1u) & ball);
+    }
+    std::uint64_t flags_m = 0;
+    for (std::size_t e = 0; e < count * un; ++e)
+      flags_m |= (static_cast<std::uint64_t>(M[e0 + e]) + (std::uint64_t{1} << 53)) >> 54;
+    if ((flags_h | flags_m) != 0) {
+      for (std::size_t c = 0; c < count; ++c) {
+        const std::size_t j = j0 + c;
+        const std::uint32_t h = H[j];
+        if (h < 1 || h > kTrialCap || (h != 1 && lattice.cell_is_ball())) {
+          throw FormatError(describe_subvector(j) + ": trial index " + std::to_string(h) +
+                            " out of range");
         }
-        q[k] = mk;
-      }
-      const std::uint64_t* words = &dither_buf[c * un];
-      if (h != 1) {
-        ks.words(h, j * un, un, retry_words);
-        words = retry_words;
-      }
-      const double beta = latent.radius(&latent_buf[c * W]) / rho;
-      lattice.dither(words, v);
-      reconstruct(lattice, beta, q, v, y);
-      for (std::size_t k = 0; k < un; ++k) {
-        const std::size_t idx = j * un + k;
-        if (idx < m) out[idx] = static_cast<T>(y[k]);
+        for (std::size_t k = 0; k < un; ++k) {
+          const std::int64_t mk = M[j * un + k];
+          if (mk > kMaxAbsM || mk < -kMaxAbsM) {
+            throw FormatError(describe_subvector(j) + ": lattice coordinate out of range");
+          }
+        }
       }
     }
+    std::size_t nlater = 0;  // sub-vectors with H != 1
+    if (!lattice.cell_is_ball()) {
+      for (std::size_t c = 0; c < count; ++c) {
+        later[nlater] = c;
+        nlater += H[j0 + c] != 1 ? 1 : 0;
+      }
+    }
+    ks.words(0, j0 * W, count * W, latent_buf.data());
+    ks.words(1, e0, count * un, dither_buf.data());
+    latent.radii(latent_buf.data(), count, beta.data());
+    for (std::size_t c = 0; c < count; ++c) beta[c] = beta[c] / rho;
+    // beta per element (for n = 1 that is beta itself).
+    const double* beta_elem = beta.data();
+    if (un > 1) {
+      for (std::size_t c = 0; c < count; ++c)
+        for (std::size_t k = 0; k < un; ++k) beta_e[c * un + k] = beta[c];
+      beta_elem = beta_e.data();
+    }
+    // Dithers of trial H_j for the sub-vectors with H_j != 1.
+    retry.fetch(ks, [&](std::size_t i) { return H[j0 + later[i]]; }, un, j0, later.data(), nlater);
+    for (std::size_t i = 0; i < nlater; ++i) {
+      const std::uint64_t* w = retry.words(i);
+      std::copy(w, w + un, &dither_buf[later[i] * un]);
+    }
+    const std::size_t real = (m - e0 < count * un) ? m - e0 : count * un;  // padding dropped
+    lattice.reconstruct_batch(M + e0, dither_buf.data(), beta_elem, real, out + e0);
   }
 }
 
@@ -259,7 +391,7 @@ void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first
     const std::size_t W = static_cast<std::size_t>(latent.words());
     std::vector<std::uint64_t> words(count * W);
     ks.words(0, first * W, count * W, words.data());
-    for (std::size_t c = 0; c < count; ++c) out[c] = latent.radius(&words[c * W]);
+    latent.radii(words.data(), count, out);
   });
 }
 

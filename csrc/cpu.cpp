@@ -1,0 +1,32 @@
+#include "cpu.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace cepam {
+namespace {
+
+SimdLevel detect() {
+  SimdLevel cap = SimdLevel::Avx512;
+  if (const char* env = std::getenv("CEPAM_SIMD")) {
+    if (std::strcmp(env, "portable") == 0) cap = SimdLevel::Portable;
+    if (std::strcmp(env, "avx2") == 0) cap = SimdLevel::Avx2;
+  }
+  SimdLevel level = SimdLevel::Portable;
+#if CEPAM_X86_DISPATCH
+  __builtin_cpu_init();
+  // libgcc and compiler-rt report these only when the OS saves the state.
+  if (__builtin_cpu_supports("avx2")) level = SimdLevel::Avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f")) level = SimdLevel::Avx512;
+#endif
+  return level < cap ? level : cap;
+}
+
+}  // namespace
+
+SimdLevel simd_level() {
+  static const SimdLevel level = detect();
+  return level;
+}
+
+}  // namespace cepam

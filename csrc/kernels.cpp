@@ -1,0 +1,218 @@
+#include "kernels.hpp"
+
+#include <cmath>
+
+#include "chacha20.hpp"
+#include "cpu.hpp"
+#include "detmath.hpp"
+#include "lattice.hpp"
+
+#include "simd_avx2.hpp"
+
+namespace cepam::kernels {
+namespace {
+
+#if CEPAM_X86_DISPATCH
+
+CEPAM_TARGET_AVX2 inline __m256d load_as_double(const float* x) {
+  return _mm256_cvtps_pd(_mm_loadu_ps(x));
+}
+CEPAM_TARGET_AVX2 inline __m256d load_as_double(const double* x) { return _mm256_loadu_pd(x); }
+CEPAM_TARGET_AVX2 inline void store_from_double(float* y, __m256d v) {
+  _mm_storeu_ps(y, _mm256_cvtpd_ps(v));  // rounds to nearest, as static_cast<float>
+}
+CEPAM_TARGET_AVX2 inline void store_from_double(double* y, __m256d v) { _mm256_storeu_pd(y, v); }
+
+// Four sub-vectors at a time (lane l: sub-vector c + l, its words W apart).
+CEPAM_TARGET_AVX2 std::size_t gaussian_radii_avx2(int n, double sigma, const std::uint64_t* w,
+                                                  std::size_t count, double* out) {
+  const int k = n + 2;
+  const std::size_t pairs = static_cast<std::size_t>(k / 2);
+  const std::size_t W = static_cast<std::size_t>(gaussian_words(n));
+  std::size_t c = 0;
+  for (; c + 4 <= count; c += 4) {
+    const std::uint64_t* wc = w + c * W;
+    __m256d product = _mm256_set1_pd(1.0);
+    for (std::size_t i = 0; i < pairs; ++i)
+      product = _mm256_mul_pd(product, avx2::uniform_oc(avx2::load_strided(wc + i, W)));
+    __m256d half = avx2::log(product);
+    if (k % 2 == 1) {
+      const __m256d la = avx2::log(avx2::uniform_oc(avx2::load_strided(wc + pairs, W)));
+      const __m256d cb = avx2::cos2pi_squared(avx2::uniform_co(avx2::load_strided(wc + pairs + 1, W)));
+      half = _mm256_add_pd(half, _mm256_mul_pd(la, cb));
+    }
+    const __m256d latent = _mm256_mul_pd(_mm256_set1_pd(-2.0), half);
+    _mm256_storeu_pd(out + c, _mm256_mul_pd(_mm256_set1_pd(sigma), _mm256_sqrt_pd(latent)));
+  }
+  return c;
+}
+
+CEPAM_TARGET_AVX2 std::size_t laplace_radii_avx2(int n, double b, const std::uint64_t* w,
+                                                 std::size_t count, double* out) {
+  const std::size_t W = static_cast<std::size_t>(n + 1);
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  std::size_t c = 0;
+  for (; c + 4 <= count; c += 4) {
+    const std::uint64_t* wc = w + c * W;
+    __m256d product = _mm256_set1_pd(1.0);
+    for (std::size_t i = 0; i < W; ++i)
+      product = _mm256_mul_pd(product, avx2::uniform_oc(avx2::load_strided(wc + i, W)));
+    const __m256d latent = _mm256_xor_pd(avx2::log(product), sign);  // -log: a sign flip
+    _mm256_storeu_pd(out + c, _mm256_mul_pd(_mm256_set1_pd(b), latent));
+  }
+  return c;
+}
+
+template <class T>
+CEPAM_TARGET_AVX2 std::size_t scale_inputs_avx2(const T* x, double factor, const double* inv_beta,
+                                                double limit, std::size_t count, double* xs,
+                                                double* t) {
+  const __m256d fac = _mm256_set1_pd(factor);
+  const __m256d lim = _mm256_set1_pd(limit);
+  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+  std::size_t e = 0;
+  for (; e + 4 <= count; e += 4) {
+    const __m256d s = _mm256_mul_pd(load_as_double(x + e), fac);
+    const __m256d q = _mm256_mul_pd(s, _mm256_loadu_pd(inv_beta + e));
+    _mm256_storeu_pd(xs + e, s);
+    _mm256_storeu_pd(t + e, q);
+    // Stop at the first group with an element out of range (or NaN); the
+    // scalar loop below then finds the element.
+    if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_and_pd(q, abs_mask), lim, _CMP_LT_OQ)) != 0xf)
+      break;
+  }
+  return e;
+}
+
+CEPAM_TARGET_AVX2 std::size_t zn_trial_avx2(const double* t, const double* xs, const double* beta,
+                                            const std::uint64_t* w, std::size_t count, bool l2_norm,
+                                            std::int64_t* q, double* dev) {
+  const __m256d half = _mm256_set1_pd(0.5);
+  const __m256d one = _mm256_set1_pd(1.0);
+  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+  std::size_t e = 0;
+  for (; e + 4 <= count; e += 4) {
+    const __m256d v = avx2::uniform_co_minus_half(w + e);
+    const __m256d tv = _mm256_sub_pd(_mm256_loadu_pd(t + e), v);
+    // round_half_up: f = floor(tv), plus one where tv - f >= 0.5.
+    __m256d f = _mm256_round_pd(tv, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    f = _mm256_blendv_pd(f, _mm256_add_pd(f, one), _mm256_cmp_pd(_mm256_sub_pd(tv, f), half, _CMP_GE_OQ));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + e), avx2::to_int64(f));
+    if (dev != nullptr) {
+      const __m256d y = _mm256_mul_pd(_mm256_loadu_pd(beta + e), _mm256_add_pd(f, v));
+      const __m256d d = _mm256_sub_pd(y, _mm256_loadu_pd(xs + e));
+      _mm256_storeu_pd(dev + e, l2_norm ? _mm256_mul_pd(d, d) : _mm256_and_pd(d, abs_mask));
+    }
+  }
+  return e;
+}
+
+template <class T>
+CEPAM_TARGET_AVX2 std::size_t zn_reconstruct_avx2(const std::int64_t* q, const std::uint64_t* w,
+                                                  const double* beta, std::size_t count, T* y) {
+  std::size_t e = 0;
+  for (; e + 4 <= count; e += 4) {
+    const __m256d p = avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + e)));
+    const __m256d v = avx2::uniform_co_minus_half(w + e);
+    store_from_double(y + e, _mm256_mul_pd(_mm256_loadu_pd(beta + e), _mm256_add_pd(p, v)));
+  }
+  return e;
+}
+
+#endif  // CEPAM_X86_DISPATCH
+
+bool use_avx2() {
+#if CEPAM_X86_DISPATCH
+  return simd_level() >= SimdLevel::Avx2;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t count, double* out) {
+  const int k = n + 2;
+  const int pairs = k / 2;
+  const std::size_t W = static_cast<std::size_t>(gaussian_words(n));
+  std::size_t c = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) c = gaussian_radii_avx2(n, sigma, w, count, out);
+#endif
+  for (; c < count; ++c) {
+    const std::uint64_t* wc = w + c * W;
+    double product = 1.0;
+    for (int i = 0; i < pairs; ++i) product *= uniform_oc(wc[i]);
+    double half = detmath::log(product);  // -U/2 for the even part
+    if (k % 2 == 1)
+      half += detmath::log(uniform_oc(wc[pairs])) * detmath::cos2pi_squared(uniform_co(wc[pairs + 1]));
+    out[c] = sigma * std::sqrt(-2.0 * half);
+  }
+}
+
+void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, double* out) {
+  const std::size_t W = static_cast<std::size_t>(n + 1);
+  std::size_t c = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) c = laplace_radii_avx2(n, b, w, count, out);
+#endif
+  for (; c < count; ++c) {
+    double product = 1.0;
+    for (std::size_t i = 0; i < W; ++i) product *= uniform_oc(w[c * W + i]);
+    out[c] = b * -detmath::log(product);
+  }
+}
+
+template <class T>
+std::size_t scale_inputs(const T* x, double factor, const double* inv_beta, double limit,
+                         std::size_t count, double* xs, double* t) {
+  std::size_t e = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) e = scale_inputs_avx2(x, factor, inv_beta, limit, count, xs, t);
+#endif
+  for (; e < count; ++e) {
+    xs[e] = static_cast<double>(x[e]) * factor;
+    t[e] = xs[e] * inv_beta[e];
+    if (!(std::fabs(t[e]) < limit)) return e;
+  }
+  return count;
+}
+
+void zn_trial(const double* t, const double* xs, const double* beta, const std::uint64_t* w,
+              std::size_t count, bool l2_norm, std::int64_t* q, double* dev) {
+  std::size_t e = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) e = zn_trial_avx2(t, xs, beta, w, count, l2_norm, q, dev);
+#endif
+  for (; e < count; ++e) {
+    const double v = uniform_co(w[e]) - 0.5;
+    const double f = round_half_up(t[e] - v);
+    q[e] = static_cast<std::int64_t>(f);
+    if (dev != nullptr) {
+      const double d = beta[e] * (f + v) - xs[e];
+      dev[e] = l2_norm ? d * d : std::fabs(d);
+    }
+  }
+}
+
+template <class T>
+void zn_reconstruct(const std::int64_t* q, const std::uint64_t* w, const double* beta,
+                    std::size_t count, T* y) {
+  std::size_t e = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) e = zn_reconstruct_avx2(q, w, beta, count, y);
+#endif
+  for (; e < count; ++e)
+    y[e] = static_cast<T>(beta[e] * (static_cast<double>(q[e]) + (uniform_co(w[e]) - 0.5)));
+}
+
+template std::size_t scale_inputs<float>(const float*, double, const double*, double, std::size_t,
+                                         double*, double*);
+template std::size_t scale_inputs<double>(const double*, double, const double*, double,
+                                          std::size_t, double*, double*);
+template void zn_reconstruct<float>(const std::int64_t*, const std::uint64_t*, const double*,
+                                    std::size_t, float*);
+template void zn_reconstruct<double>(const std::int64_t*, const std::uint64_t*, const double*,
+                                     std::size_t, double*);
+
+}  // namespace cepam::kernels
