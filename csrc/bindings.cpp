@@ -11,6 +11,7 @@
 #include "detmath.hpp"
 #include "errors.hpp"
 #include "lrsuq.hpp"
+#include "payload_body.hpp"
 
 namespace py = pybind11;
 using namespace cepam;
@@ -43,7 +44,7 @@ void require_contiguous_1d(const py::array& a, const char* what) {
     throw InvalidArgument(std::string(what) + " must be a contiguous 1-D array");
 }
 
-py::tuple encode(const py::array& x, const py::bytes& key, int mechanism, double scale,
+py::tuple encode_lattice(const py::array& x, const py::bytes& key, int mechanism, double scale,
                  int lattice, int n, double factor) {
   require_contiguous_1d(x, "x");
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
@@ -68,7 +69,7 @@ py::tuple encode(const py::array& x, const py::bytes& key, int mechanism, double
   return py::make_tuple(H, M);
 }
 
-py::array decode(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M, std::size_t m,
+py::array decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M, std::size_t m,
                  const py::bytes& key, int mechanism, double scale, int lattice, int n,
                  const std::string& dtype) {
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
@@ -98,6 +99,96 @@ py::array decode(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M, 
     return std::move(y);
   }
   throw InvalidArgument("dtype must be 'float32' or 'float64'");
+}
+
+const std::uint8_t* bytes_view(const py::bytes& b, std::size_t* len) {
+  char* data = nullptr;
+  py::ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(b.ptr(), &data, &size) != 0) throw py::error_already_set();
+  *len = static_cast<std::size_t>(size);
+  return reinterpret_cast<const std::uint8_t*>(data);
+}
+
+Coder coder_from(int coder) {
+  if (coder != static_cast<int>(Coder::Golomb) && coder != static_cast<int>(Coder::Ans))
+    throw InvalidArgument("unknown body coder");
+  return static_cast<Coder>(coder);
+}
+
+py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism, double scale,
+                         int lattice, int n, double factor, int coder) {
+  require_contiguous_1d(x, "x");
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const KeyStream ks(key_from(key), kPurposeLrsuq);
+  const Coder c = coder_from(coder);
+  const std::size_t m = static_cast<std::size_t>(x.size());
+  std::vector<std::uint8_t> out;
+  if (holds<float>(x)) {
+    const float* px = static_cast<const float*>(x.data());
+    py::gil_scoped_release nogil;
+    out = encode_payload_body(p, ks, px, m, factor, c);
+  } else if (holds<double>(x)) {
+    const double* px = static_cast<const double*>(x.data());
+    py::gil_scoped_release nogil;
+    out = encode_payload_body(p, ks, px, m, factor, c);
+  } else {
+    throw py::type_error("x must be float32 or float64");
+  }
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+}
+
+template <class T>
+py::array decode_body_as(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                         std::size_t len, std::size_t m, Coder coder) {
+  CArray<T> y(static_cast<py::ssize_t>(m));
+  T* out = y.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    decode_payload_body(p, ks, body, len, m, coder, out);
+  }
+  return std::move(y);
+}
+
+py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& key,
+                         int mechanism, double scale, int lattice, int n, int coder,
+                         const std::string& dtype) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const KeyStream ks(key_from(key), kPurposeLrsuq);
+  const Coder c = coder_from(coder);
+  std::size_t len = 0;
+  const std::uint8_t* data = bytes_view(body, &len);
+  if (dtype == "float32") return decode_body_as<float>(p, ks, data, len, m, c);
+  if (dtype == "float64") return decode_body_as<double>(p, ks, data, len, m, c);
+  throw InvalidArgument("dtype must be 'float32' or 'float64'");
+}
+
+py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::bytes& key,
+                            int mechanism, double scale, int lattice, int n, int coder) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const KeyStream ks(key_from(key), kPurposeLrsuq);
+  const Coder c = coder_from(coder);
+  std::size_t len = 0;
+  const std::uint8_t* data = bytes_view(body, &len);
+  std::vector<std::uint32_t> H;
+  std::vector<std::int64_t> M;
+  {
+    py::gil_scoped_release nogil;
+    decode_payload_symbols(p, ks, data, len, m, c, H, M);
+  }
+  CArray<std::uint32_t> h(static_cast<py::ssize_t>(H.size()));
+  CArray<std::int64_t> mm(static_cast<py::ssize_t>(M.size()));
+  std::copy(H.begin(), H.end(), h.mutable_data());
+  std::copy(M.begin(), M.end(), mm.mutable_data());
+  return py::make_tuple(h, mm);
+}
+
+py::dict body_parts_py(const py::bytes& body, int coder) {
+  std::size_t len = 0;
+  const std::uint8_t* data = bytes_view(body, &len);
+  py::dict out;
+  for (const auto& part : payload_body_parts(data, len, coder_from(coder)))
+    out[py::str(part.first)] = part.second;
+  return out;
 }
 
 double sum_squares(const py::array& x) {
@@ -245,10 +336,23 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_GOLOMB") = kMaxGolomb;
   m.attr("MAX_EXPG_ORDER") = kMaxExpGolombOrder;
 
-  m.def("encode", &encode, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
+  m.def("encode", &encode_body_py, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("factor"), py::arg("coder"),
+        "Encode a contiguous 1-D float32/float64 array into a payload body (bytes).");
+  m.def("decode", &decode_body_py, py::arg("body"), py::kw_only(), py::arg("m"), py::arg("key"),
+        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("coder"), py::arg("dtype"),
+        "Decode a payload body into m values of dtype; raises FormatError.");
+  m.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
+        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
+        py::arg("n"), py::arg("coder"), "-> (H uint32[N], M int64[N*n]) of a payload body.");
+  m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
+        "The parts of a payload body and their sizes in bits.");
+  m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
         py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("factor"),
         "LRSUQ-encode a contiguous 1-D float32/float64 array -> (H uint32[N], M int64[N*n]).");
-  m.def("decode", &decode, py::arg("H"), py::arg("M"), py::kw_only(), py::arg("m"),
+  m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(), py::arg("m"),
         py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
         py::arg("dtype"), "LRSUQ-decode (H, M) into m values of the given dtype.");
   m.def("sum_of_squares", &sum_squares, py::arg("x"),

@@ -31,14 +31,17 @@ void encode_body_ans(const TriangularBasis& basis, double p, const SourceModel& 
   model.serialize(out);
   AnsEncoder enc;
   const GeometricCoder hcoder(p);
-  for (std::size_t j = 0; j < N; ++j) hcoder.encode(H[j], enc);
   const CellCoder cells(model);
   const std::size_t n = static_cast<std::size_t>(basis.n);
-  for (std::size_t j = 0; j < N; ++j) {
-    const std::int64_t* m = M + j * n;
-    visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
-      cells.encode(m[k], g, o, enc);
-    });
+  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
+    const std::size_t j1 = N - j0 < kAnsBlock ? N : j0 + kAnsBlock;
+    for (std::size_t j = j0; j < j1; ++j) hcoder.encode(H[j], enc);
+    for (std::size_t j = j0; j < j1; ++j) {
+      const std::int64_t* m = M + j * n;
+      visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
+        cells.encode(m[k], g, o, enc);
+      });
+    }
   }
   enc.finish(out);
 }

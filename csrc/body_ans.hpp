@@ -6,7 +6,10 @@
 // nothing; the decoder then computes the side information of all
 // sub-vectors at once and decodes M.
 //
-// Layout: source model (SourceModel::serialize), then the rANS bytes.
+// Layout: source model (SourceModel::serialize), then the rANS bytes.  The
+// stream goes block by block, kAnsBlock sub-vectors a block: the H of the
+// block, then its M, so the decoder needs O(kAnsBlock) memory besides the
+// output.
 #pragma once
 
 #include <cstddef>
@@ -14,19 +17,13 @@
 #include <memory>
 #include <vector>
 
+#include "lattice.hpp"
 #include "rans.hpp"
 #include "source_model.hpp"
 
 namespace cepam {
 
-// A lower-triangular basis: b[i n + k] is coordinate k of basis vector i,
-// zero for k > i, so coordinate k of the lattice point with integer
-// coordinates m is sum_{i >= k} m_i b[i n + k].  The coder visits k = n-1
-// down to 0, when every m_i with i > k is known.
-struct TriangularBasis {
-  int n;
-  std::vector<double> b;
-};
+inline constexpr std::size_t kAnsBlock = 4096;
 
 // Appends the body for N sub-vectors: p is the acceptance probability,
 // beta[N] and V[N n] the side information, model the fitted source model.
@@ -34,7 +31,7 @@ void encode_body_ans(const TriangularBasis& basis, double p, const SourceModel& 
                      const std::uint32_t* H, std::size_t N, const std::int64_t* M,
                      const double* beta, const double* V, std::vector<std::uint8_t>& out);
 
-// The decoder, in the same two phases as the stream.  Throws FormatError on
+// The decoder: per block, decode_h then decode_m, as the stream runs.  Throws FormatError on
 // any inconsistency; finish() checks that the stream ended where it should.
 class AnsBodyDecoder {
  public:

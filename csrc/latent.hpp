@@ -4,7 +4,8 @@
 // distributions on balls: z | U ~ Uniform(r(U) * Ball) gives z ~ f when
 //   Gaussian(sigma), dimension n:  U ~ chi2(n+2),   r = sigma sqrt(U), l2 ball;
 //   Laplace(b), n = 1:             U ~ Gamma(2, 1), r = b U,          interval;
-//   Laplace(b), n > 1 (product):   U ~ Gamma(n+1,1), r = b U,         l1 ball.
+//   Laplace(b), n > 1 (product):   U ~ Gamma(n+1,1), r = b U,         l1 ball;
+//   SDQ(step), n = 1:              no latent,       r = step / 2,     interval.
 // Each sampler turns a fixed number of 64-bit random words into r(U), with
 // the deterministic logarithm and cosine of detmath.hpp.
 //
@@ -21,7 +22,7 @@
 
 namespace cepam {
 
-enum class MechanismId : int { Gaussian = 1, Laplace = 2 };
+enum class MechanismId : int { Gaussian = 1, Laplace = 2, Uniform = 3 };
 
 struct GaussianLatent {
   int n;
@@ -52,6 +53,20 @@ struct LaplaceLatent {
   // (kernels::laplace_radii, SIMD where available).
   void radii(const std::uint64_t* w, std::size_t count, double* out) const {
     kernels::laplace_radii(n, b, w, count, out);
+  }
+};
+
+// A fixed radius: no latent variable.  With scale beta = radius / rho this
+// is plain subtractive dithered quantization (SDQ), uniform error on the
+// scaled cell; on Z^1 with radius step / 2, the scalar SDQ baseline.
+struct FixedLatent {
+  int n;
+  double radius;
+
+  Norm norm() const { return Norm::L1; }
+  int words() const { return 0; }
+  void radii(const std::uint64_t*, std::size_t count, double* out) const {
+    for (std::size_t c = 0; c < count; ++c) out[c] = radius;
   }
 };
 

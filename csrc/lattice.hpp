@@ -29,6 +29,16 @@ namespace cepam {
 enum class LatticeId : int { Z = 1 };
 enum class Norm : int { L2 = 2, L1 = 1 };
 
+// A lower-triangular basis: b[i n + k] is coordinate k of basis vector i,
+// zero for k > i, so coordinate k of the lattice point with integer
+// coordinates m is sum_{i >= k} m_i b[i n + k].  Lattices report their
+// basis in this form; the entropy coder visits k = n-1 down to 0, when every
+// m_i with i > k is known (body_ans.hpp).
+struct TriangularBasis {
+  int n;
+  std::vector<double> b;
+};
+
 // Rounds to the nearest integer, halves up; exact for |t| < 2^52.
 inline double round_half_up(double t) {
   const double f = std::floor(t);

@@ -19,10 +19,10 @@ template <class Fn>
 void dispatch(const LrsuqParams& p, Fn&& fn) {
   check_params(p);
   auto with_latent = [&](const auto& lattice) {
-    if (p.mechanism == MechanismId::Gaussian) {
-      fn(lattice, GaussianLatent{p.n, p.scale});
-    } else {
-      fn(lattice, LaplaceLatent{p.n, p.scale});
+    switch (p.mechanism) {
+      case MechanismId::Gaussian: fn(lattice, GaussianLatent{p.n, p.scale}); break;
+      case MechanismId::Laplace: fn(lattice, LaplaceLatent{p.n, p.scale}); break;
+      case MechanismId::Uniform: fn(lattice, FixedLatent{p.n, 0.5 * p.scale}); break;
     }
   };
   switch (p.n) {
@@ -210,83 +210,124 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   }
 }
 
-// Decodes chunk by chunk with constant work per sub-vector: the latent and
-// trial-1 keystream of a chunk in one go, and for the sub-vectors with
-// H != 1 the one or two blocks holding the dither of trial H, gathered.
-template <class T, class Lattice, class Latent>
-void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks,
-                 const std::uint32_t* H, const std::int64_t* M, std::size_t m, T* out) {
-  const int n = lattice.dim();
-  const std::size_t un = static_cast<std::size_t>(n);
-  const std::size_t W = static_cast<std::size_t>(latent.words());
-  const std::size_t N = (m + un - 1) / un;
-  const double rho = lattice.packing_radius(latent.norm());
-  std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
-  std::vector<double> beta(kChunk), beta_e(kChunk * un);
-  std::vector<std::size_t> later(kChunk);
-  TrialWords retry(kChunk);
+// The decoder's view of a chunk of sub-vectors [j0, j0 + count): checks
+// their trial indices, then computes their scales beta = r(U) / rho and the
+// dither words of trial H_j (trial 1 for a whole chunk at once; for the
+// sub-vectors with H_j != 1 the one or two blocks holding the dither of trial
+// H_j, gathered), so that the work per sub-vector is constant.
+template <class Lattice, class Latent>
+class ChunkSideInfo {
+ public:
+  ChunkSideInfo(const Lattice& lattice, const Latent& latent, const KeyStream& ks)
+      : lattice_(lattice), latent_(latent), ks_(ks),
+        un_(static_cast<std::size_t>(lattice.dim())),
+        W_(static_cast<std::size_t>(latent.words())),
+        rho_(lattice.packing_radius(latent.norm())),
+        latent_buf_(kChunk * W_), dither_(kChunk * un_), beta_(kChunk), later_(kChunk),
+        retry_(kChunk) {}
 
-  for (std::size_t j0 = 0; j0 < N; j0 += kChunk) {
-    const std::size_t count = (N - j0 < kChunk) ? N - j0 : kChunk;
-    const std::size_t e0 = j0 * un;
-    // Validate the chunk: a quick scan, then, if it found anything, the
-    // first offending sub-vector in order.
-    // (Bitwise, so that the compiler vectorises it.  H - 1 must be below
-    // 2^16 = kTrialCap, and 1 if the cell is the ball; M + 2^53 must be at
-    // most 2^54, flagged when >= 2^54, which also flags the valid M = 2^53
-    // for the exact check.)
-    static_assert(kTrialCap == 1u << 16 && kMaxAbsM == std::int64_t{1} << 53, "scan bounds");
-    const std::uint32_t ball = lattice.cell_is_ball() ? ~0u : 0u;
+  // H[c] is the trial index of sub-vector j0 + c, c < count <= kChunk.
+  void fetch(std::size_t j0, std::size_t count, const std::uint32_t* H) {
+    // (Bitwise, so that the compiler vectorises it: H - 1 must be below
+    // 2^16 = kTrialCap, and H must be 1 if the cell is the ball.)
+    static_assert(kTrialCap == 1u << 16, "scan bound");
+    const std::uint32_t ball = lattice_.cell_is_ball() ? ~0u : 0u;
     std::uint32_t flags_h = 0;
-    for (std::size_t c = 0; c < count; ++c) {
-      const std::uint32_t h = H[j0 + c];
-      flags_h |= ((h - 1u) >> 16) | ((h ^ 1u) & ball);
-    }
-    std::uint64_t flags_m = 0;
-    for (std::size_t e = 0; e < count * un; ++e)
-      flags_m |= (static_cast<std::uint64_t>(M[e0 + e]) + (std::uint64_t{1} << 53)) >> 54;
-    if ((flags_h | flags_m) != 0) {
+    for (std::size_t c = 0; c < count; ++c) flags_h |= ((H[c] - 1u) >> 16) | ((H[c] ^ 1u) & ball);
+    if (flags_h != 0) {
       for (std::size_t c = 0; c < count; ++c) {
-        const std::size_t j = j0 + c;
-        const std::uint32_t h = H[j];
-        if (h < 1 || h > kTrialCap || (h != 1 && lattice.cell_is_ball())) {
-          throw FormatError(describe_subvector(j) + ": trial index " + std::to_string(h) +
+        const std::uint32_t h = H[c];
+        if (h < 1 || h > kTrialCap || (h != 1 && lattice_.cell_is_ball())) {
+          throw FormatError(describe_subvector(j0 + c) + ": trial index " + std::to_string(h) +
                             " out of range");
-        }
-        for (std::size_t k = 0; k < un; ++k) {
-          const std::int64_t mk = M[j * un + k];
-          if (mk > kMaxAbsM || mk < -kMaxAbsM) {
-            throw FormatError(describe_subvector(j) + ": lattice coordinate out of range");
-          }
         }
       }
     }
     std::size_t nlater = 0;  // sub-vectors with H != 1
-    if (!lattice.cell_is_ball()) {
+    if (!lattice_.cell_is_ball()) {
       for (std::size_t c = 0; c < count; ++c) {
-        later[nlater] = c;
-        nlater += H[j0 + c] != 1 ? 1 : 0;
+        later_[nlater] = c;
+        nlater += H[c] != 1 ? 1 : 0;
       }
     }
-    ks.words(0, j0 * W, count * W, latent_buf.data());
-    ks.words(1, e0, count * un, dither_buf.data());
-    latent.radii(latent_buf.data(), count, beta.data());
-    for (std::size_t c = 0; c < count; ++c) beta[c] = beta[c] / rho;
+    ks_.words(0, j0 * W_, count * W_, latent_buf_.data());
+    ks_.words(1, j0 * un_, count * un_, dither_.data());
+    latent_.radii(latent_buf_.data(), count, beta_.data());
+    for (std::size_t c = 0; c < count; ++c) beta_[c] = beta_[c] / rho_;
+    retry_.fetch(ks_, [&](std::size_t i) { return H[later_[i]]; }, un_, j0, later_.data(), nlater);
+    for (std::size_t i = 0; i < nlater; ++i) {
+      const std::uint64_t* w = retry_.words(i);
+      std::copy(w, w + un_, &dither_[later_[i] * un_]);
+    }
+  }
+  const double* beta() const { return beta_.data(); }
+  const std::uint64_t* dither_words() const { return dither_.data(); }
+
+ private:
+  const Lattice& lattice_;
+  const Latent& latent_;
+  const KeyStream& ks_;
+  std::size_t un_, W_;
+  double rho_;
+  std::vector<std::uint64_t> latent_buf_, dither_;
+  std::vector<double> beta_;
+  std::vector<std::size_t> later_;
+  TrialWords retry_;
+};
+
+// Decodes sub-vectors [first, last): H[j - first], M[(j - first) n + k],
+// into out[j n + k] for j n + k < m (padding dropped).
+template <class T, class Lattice, class Latent>
+void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks,
+                 const std::uint32_t* H, const std::int64_t* M, std::size_t first,
+                 std::size_t last, std::size_t m, T* out) {
+  const std::size_t un = static_cast<std::size_t>(lattice.dim());
+  ChunkSideInfo<Lattice, Latent> side(lattice, latent, ks);
+  std::vector<double> beta_e(kChunk * un);
+  for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
+    const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
+    const std::size_t e0 = j0 * un;
+    const std::int64_t* Mc = M + (j0 - first) * un;
+    // M + 2^53 must be at most 2^54: flagged when >= 2^54 (which also flags
+    // the valid M = 2^53, for the exact check below).
+    static_assert(kMaxAbsM == std::int64_t{1} << 53, "scan bound");
+    std::uint64_t flags_m = 0;
+    for (std::size_t e = 0; e < count * un; ++e)
+      flags_m |= (static_cast<std::uint64_t>(Mc[e]) + (std::uint64_t{1} << 53)) >> 54;
+    if (flags_m != 0) {
+      for (std::size_t e = 0; e < count * un; ++e) {
+        if (Mc[e] > kMaxAbsM || Mc[e] < -kMaxAbsM) {
+          throw FormatError(describe_subvector(j0 + e / un) + ": lattice coordinate out of range");
+        }
+      }
+    }
+    side.fetch(j0, count, H + (j0 - first));
     // beta per element (for n = 1 that is beta itself).
-    const double* beta_elem = beta.data();
+    const double* beta_elem = side.beta();
     if (un > 1) {
       for (std::size_t c = 0; c < count; ++c)
-        for (std::size_t k = 0; k < un; ++k) beta_e[c * un + k] = beta[c];
+        for (std::size_t k = 0; k < un; ++k) beta_e[c * un + k] = side.beta()[c];
       beta_elem = beta_e.data();
     }
-    // Dithers of trial H_j for the sub-vectors with H_j != 1.
-    retry.fetch(ks, [&](std::size_t i) { return H[j0 + later[i]]; }, un, j0, later.data(), nlater);
-    for (std::size_t i = 0; i < nlater; ++i) {
-      const std::uint64_t* w = retry.words(i);
-      std::copy(w, w + un, &dither_buf[later[i] * un]);
-    }
-    const std::size_t real = (m - e0 < count * un) ? m - e0 : count * un;  // padding dropped
-    lattice.reconstruct_batch(M + e0, dither_buf.data(), beta_elem, real, out + e0);
+    const std::size_t real = (m - e0 < count * un) ? m - e0 : count * un;
+    lattice.reconstruct_batch(Mc, side.dither_words(), beta_elem, real, out + e0);
+  }
+}
+
+// beta_j and V_{j, H_j} of sub-vectors [first, last), relative to first.
+template <class Lattice, class Latent>
+void side_info_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks,
+                    const std::uint32_t* H, std::size_t first, std::size_t last, double* beta,
+                    double* V) {
+  const std::size_t un = static_cast<std::size_t>(lattice.dim());
+  ChunkSideInfo<Lattice, Latent> side(lattice, latent, ks);
+  for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
+    const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
+    const std::size_t c0 = j0 - first;
+    side.fetch(j0, count, H + c0);
+    std::copy_n(side.beta(), count, beta + c0);
+    for (std::size_t c = 0; c < count; ++c)
+      lattice.dither(side.dither_words() + c * un, V + (c0 + c) * un);
   }
 }
 
@@ -306,6 +347,8 @@ void check_params(const LrsuqParams& p) {
           "Laplace with l1 balls on Z^n accepts a trial with probability 1/n!; "
           "n must be at most 4");
     }
+  } else if (p.mechanism == MechanismId::Uniform) {
+    if (p.n != 1) throw InvalidArgument("SDQ is scalar: n must be 1");
   } else if (p.mechanism != MechanismId::Gaussian) {
     throw InvalidArgument("unknown mechanism id");
   }
@@ -380,9 +423,30 @@ void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::si
 template <class T>
 void lrsuq_decode(const LrsuqParams& p, const KeyStream& ks, const std::uint32_t* H,
                   const std::int64_t* M, std::size_t m, T* y) {
+  lrsuq_decode_range(p, ks, H, M, 0, (m + static_cast<std::size_t>(p.n) - 1) /
+                                          static_cast<std::size_t>(p.n), m, y);
+}
+
+template <class T>
+void lrsuq_decode_range(const LrsuqParams& p, const KeyStream& ks, const std::uint32_t* H,
+                        const std::int64_t* M, std::size_t first, std::size_t last,
+                        std::size_t m, T* y) {
   dispatch(p, [&](const auto& lattice, const auto& latent) {
-    decode_impl(lattice, latent, ks, H, M, m, y);
+    decode_impl(lattice, latent, ks, H, M, first, last, m, y);
   });
+}
+
+void lrsuq_side_info(const LrsuqParams& p, const KeyStream& ks, const std::uint32_t* H,
+                     std::size_t first, std::size_t last, double* beta, double* V) {
+  dispatch(p, [&](const auto& lattice, const auto& latent) {
+    side_info_impl(lattice, latent, ks, H, first, last, beta, V);
+  });
+}
+
+TriangularBasis lattice_basis(const LrsuqParams& p) {
+  TriangularBasis basis{p.n, {}};
+  dispatch(p, [&](const auto& lattice, const auto&) { basis.b = lattice.basis(); });
+  return basis;
 }
 
 void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first,
@@ -403,6 +467,12 @@ template void lrsuq_encode<double>(const LrsuqParams&, const KeyStream&, const d
                                    std::size_t, double, std::uint32_t*, std::int64_t*);
 template void lrsuq_decode<float>(const LrsuqParams&, const KeyStream&, const std::uint32_t*,
                                   const std::int64_t*, std::size_t, float*);
+template void lrsuq_decode_range<float>(const LrsuqParams&, const KeyStream&,
+                                        const std::uint32_t*, const std::int64_t*, std::size_t,
+                                        std::size_t, std::size_t, float*);
+template void lrsuq_decode_range<double>(const LrsuqParams&, const KeyStream&,
+                                         const std::uint32_t*, const std::int64_t*, std::size_t,
+                                         std::size_t, std::size_t, double*);
 template void lrsuq_decode<double>(const LrsuqParams&, const KeyStream&, const std::uint32_t*,
                                    const std::int64_t*, std::size_t, double*);
 

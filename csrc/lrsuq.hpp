@@ -37,7 +37,7 @@ inline constexpr std::int64_t kMaxAbsM = std::int64_t{1} << 53;
 
 struct LrsuqParams {
   MechanismId mechanism;
-  double scale;  // sigma (Gaussian) or b (Laplace), > 0
+  double scale;  // sigma (Gaussian), b (Laplace) or the SDQ step (Uniform), > 0
   LatticeId lattice;
   int n;  // sub-vector dimension
 };
@@ -69,6 +69,22 @@ void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::si
 template <class T>
 void lrsuq_decode(const LrsuqParams& p, const KeyStream& ks, const std::uint32_t* H,
                   const std::int64_t* M, std::size_t m, T* y);
+
+// Decodes sub-vectors [first, last) only: H[j - first], M[(j - first) n + k]
+// into y[j n + k] for j n + k < m.
+template <class T>
+void lrsuq_decode_range(const LrsuqParams& p, const KeyStream& ks, const std::uint32_t* H,
+                        const std::int64_t* M, std::size_t first, std::size_t last,
+                        std::size_t m, T* y);
+
+// The decoder's side information of sub-vectors [first, last), the same on
+// both sides: beta[j - first] = r(U_j) / rho and V[(j - first) n + k] the
+// dither of trial H[j - first].  Throws FormatError for an H out of range.
+void lrsuq_side_info(const LrsuqParams& p, const KeyStream& ks, const std::uint32_t* H,
+                     std::size_t first, std::size_t last, double* beta, double* V);
+
+// The lattice's lower-triangular basis (see body_ans.hpp).
+TriangularBasis lattice_basis(const LrsuqParams& p);
 
 // The radius r(U_j) of sub-vectors j in [first, first + count), for tests of
 // the latent samplers.

@@ -289,7 +289,7 @@ def inspect(payload: bytes) -> PayloadInfo:
     payload = bytes(payload)
     header, offset = parse_header(payload)
     body = payload[offset:-TAG_BYTES]
-    parts = _core.body_parts(body, coder=header.coder, N=header.subvectors, n=header.n)
+    parts = _core.body_parts(body, coder=header.coder)
     return PayloadInfo(
         version=payload[4],
         mechanism=mechanism_from_code(header.mechanism, header.scale),

@@ -1,7 +1,7 @@
 """Writes the golden payloads of tests/test_determinism.py.
 
 Run it only on purpose, when the payload format changes (bump the format
-version then):  python tests/golden/generate.py > tests/golden/v1.json
+version then):  python tests/golden/generate.py > tests/golden/v2.json
 """
 
 import json
@@ -15,17 +15,24 @@ X = np.array([0.0, 1e-3, -2.5e-3, 0.0123, -0.5, 3.0, 1e-7, -1e-7, 0.25, 0.75, -0
               42.0, -0.031], dtype=np.float32)
 
 CASES = {
-    "gaussian-n1": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=1, clip=None),
-    "gaussian-n2-clip": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=2, clip=1.0),
-    "gaussian-n3": dict(mechanism=cepam.Gaussian(sigma=0.05), dim=3, clip=None),
-    "gaussian-n8": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=8, clip=None),
-    "laplace-n1": dict(mechanism=cepam.Laplace(b=0.02), dim=1, clip=None),
-    "laplace-n2": dict(mechanism=cepam.Laplace(b=0.02), dim=2, clip=10.0),
+    "gaussian-n1": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=1, clip=None, coder="ans"),
+    "gaussian-n2-clip": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=2, clip=1.0, coder="ans"),
+    "gaussian-n3": dict(mechanism=cepam.Gaussian(sigma=0.05), dim=3, clip=None, coder="ans"),
+    "gaussian-n8": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=8, clip=None, coder="ans"),
+    "laplace-n1": dict(mechanism=cepam.Laplace(b=0.02), dim=1, clip=None, coder="ans"),
+    "laplace-n2": dict(mechanism=cepam.Laplace(b=0.02), dim=2, clip=10.0, coder="ans"),
+    "sdq": dict(mechanism=cepam.SDQ(step=0.02), dim=1, clip=None, coder="ans"),
+    "golomb-gaussian-n1": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=1, clip=None,
+                               coder="golomb"),
+    "golomb-gaussian-n2-clip": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=2, clip=1.0,
+                                    coder="golomb"),
+    "golomb-laplace-n2": dict(mechanism=cepam.Laplace(b=0.02), dim=2, clip=None,
+                              coder="golomb"),
 }
 
 
 def update_for(name):
-    if name == "gaussian-n2-clip":
+    if name.endswith("gaussian-n2-clip"):
         return {"w": X[:9].reshape(3, 3), "b": X[9:].astype(np.float64)}
     return X
 
@@ -34,7 +41,8 @@ def main():
     out = {"x": [float(v).hex() for v in X], "secret": SECRET.hex(), "cases": {}}
     for name, case in CASES.items():
         payload = cepam.encode(update_for(name), case["mechanism"], secret=SECRET, round=3,
-                               client=5, message=1, dim=case["dim"], clip=case["clip"])
+                               client=5, message=1, dim=case["dim"], clip=case["clip"],
+                               coder=case["coder"])
         y = cepam.decode(payload, secret=SECRET)
         leaves = y if isinstance(y, dict) else {"": y}
         out["cases"][name] = {

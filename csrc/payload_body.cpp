@@ -1,0 +1,186 @@
+#include "payload_body.hpp"
+
+#include "body.hpp"
+#include "body_ans.hpp"
+#include "errors.hpp"
+
+namespace cepam {
+namespace {
+
+constexpr std::size_t kGolombPrefix = 4 + 1 + 8 + 8;
+
+void put_le(std::vector<std::uint8_t>& out, std::size_t at, std::uint64_t v, int bytes) {
+  for (int b = 0; b < bytes; ++b) out[at + static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(v >> (8 * b));
+}
+
+std::uint64_t get_le(const std::uint8_t* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
+  return v;
+}
+
+BodyLayout golomb_layout(const std::uint8_t* body, std::size_t len) {
+  if (len < kGolombPrefix) throw FormatError("body too short for its coder parameters");
+  BodyLayout layout;
+  const std::uint64_t golomb = get_le(body, 4);
+  if (golomb > kMaxGolomb) throw FormatError("Golomb parameter out of range");
+  layout.golomb = static_cast<std::uint32_t>(golomb);
+  layout.expg_k = body[4];
+  layout.h_bits = get_le(body + 5, 8);
+  layout.m_bits = get_le(body + 13, 8);
+  return layout;
+}
+
+std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  return m / n + (m % n != 0 ? 1 : 0);
+}
+
+void check_coder(Coder coder) {
+  if (coder != Coder::Golomb && coder != Coder::Ans) throw InvalidArgument("unknown body coder");
+}
+
+// Decodes a Golomb body's symbols; throws before allocating if the declared
+// counts cannot fit the body.
+void golomb_symbols(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                    std::size_t N, std::vector<std::uint32_t>& H,
+                    std::vector<std::int64_t>& M) {
+  const BodyLayout layout = golomb_layout(body, len);
+  const std::size_t count = N * static_cast<std::size_t>(p.n);
+  if (layout.golomb == 0 && acceptance_probability(p) < 1.0)
+    throw FormatError("trial indices must be coded for this lattice");
+  check_body(layout, len - kGolombPrefix, N, count);
+  H.resize(N);
+  M.resize(count);
+  decode_body(body + kGolombPrefix, len - kGolombPrefix, layout, N, count, H.data(), M.data());
+}
+
+}  // namespace
+
+template <class T>
+std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
+                                              const T* x, std::size_t m, double factor,
+                                              Coder coder) {
+  check_params(p);
+  check_coder(coder);
+  const std::size_t N = subvectors(p, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  std::vector<std::uint32_t> H(N);
+  std::vector<std::int64_t> M(N * n);
+  lrsuq_encode(p, ks, x, m, factor, H.data(), M.data());
+  const double accept = acceptance_probability(p);
+  std::vector<std::uint8_t> out;
+  if (coder == Coder::Golomb) {
+    BodyLayout layout;
+    layout.golomb = golomb_parameter(accept);
+    layout.expg_k = best_expg_order(M.data(), M.size());
+    out.resize(kGolombPrefix);
+    encode_body(H.data(), N, M.data(), M.size(), layout, out);
+    put_le(out, 0, layout.golomb, 4);
+    out[4] = static_cast<std::uint8_t>(layout.expg_k);
+    put_le(out, 5, layout.h_bits, 8);
+    put_le(out, 13, layout.m_bits, 8);
+  } else {
+    std::vector<double> beta(N), V(N * n);
+    lrsuq_side_info(p, ks, H.data(), 0, N, beta.data(), V.data());
+    const SourceModel model = SourceModel::fit(x, m, factor);
+    encode_body_ans(lattice_basis(p), accept, model, H.data(), N, M.data(), beta.data(),
+                    V.data(), out);
+  }
+  return out;
+}
+
+template <class T>
+void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                         std::size_t len, std::size_t m, Coder coder, T* y) {
+  check_params(p);
+  check_coder(coder);
+  const std::size_t N = subvectors(p, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  if (coder == Coder::Golomb) {
+    std::vector<std::uint32_t> H;
+    std::vector<std::int64_t> M;
+    golomb_symbols(p, body, len, N, H, M);
+    lrsuq_decode(p, ks, H.data(), M.data(), m, y);
+    return;
+  }
+  AnsBodyDecoder dec(body, len);
+  const double accept = acceptance_probability(p);
+  const TriangularBasis basis = lattice_basis(p);
+  const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
+  std::vector<std::uint32_t> H(block);
+  std::vector<std::int64_t> M(block * n);
+  std::vector<double> beta(block), V(block * n);
+  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
+    const std::size_t count = N - j0 < kAnsBlock ? N - j0 : kAnsBlock;
+    dec.decode_h(accept, count, H.data());
+    lrsuq_side_info(p, ks, H.data(), j0, j0 + count, beta.data(), V.data());
+    dec.decode_m(basis, count, beta.data(), V.data(), M.data());
+    lrsuq_decode_range(p, ks, H.data(), M.data(), j0, j0 + count, m, y);
+  }
+  dec.finish();
+}
+
+void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                            std::size_t len, std::size_t m, Coder coder,
+                            std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M) {
+  check_params(p);
+  check_coder(coder);
+  const std::size_t N = subvectors(p, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  if (coder == Coder::Golomb) {
+    golomb_symbols(p, body, len, N, H, M);
+    return;
+  }
+  AnsBodyDecoder dec(body, len);
+  const double accept = acceptance_probability(p);
+  const TriangularBasis basis = lattice_basis(p);
+  std::vector<double> beta(kAnsBlock), V(kAnsBlock * n);
+  H.assign(N, 0);
+  M.assign(N * n, 0);
+  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
+    const std::size_t count = N - j0 < kAnsBlock ? N - j0 : kAnsBlock;
+    dec.decode_h(accept, count, H.data() + j0);
+    lrsuq_side_info(p, ks, H.data() + j0, j0, j0 + count, beta.data(), V.data());
+    dec.decode_m(basis, count, beta.data(), V.data(), M.data() + j0 * n);
+  }
+  dec.finish();
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
+                                                                      std::size_t len,
+                                                                      Coder coder) {
+  check_coder(coder);
+  std::vector<std::pair<std::string, std::uint64_t>> parts;
+  if (coder == Coder::Golomb) {
+    const BodyLayout layout = golomb_layout(body, len);
+    const std::uint64_t rest = 8 * static_cast<std::uint64_t>(len - kGolombPrefix);
+    if (layout.h_bits > rest || layout.m_bits > rest - layout.h_bits)
+      throw FormatError("declared section lengths exceed the body");
+    parts.emplace_back("params", 8 * kGolombPrefix);
+    parts.emplace_back("H", layout.h_bits);
+    parts.emplace_back("M", layout.m_bits);
+    parts.emplace_back("padding", rest - layout.h_bits - layout.m_bits);
+  } else {
+    std::size_t pos = 0;
+    SourceModel::parse(body, len, &pos);
+    parts.emplace_back("model", 8 * static_cast<std::uint64_t>(pos));
+    parts.emplace_back("stream", 8 * static_cast<std::uint64_t>(len - pos));
+  }
+  return parts;
+}
+
+template std::vector<std::uint8_t> encode_payload_body<float>(const LrsuqParams&,
+                                                              const KeyStream&, const float*,
+                                                              std::size_t, double, Coder);
+template std::vector<std::uint8_t> encode_payload_body<double>(const LrsuqParams&,
+                                                               const KeyStream&, const double*,
+                                                               std::size_t, double, Coder);
+template void decode_payload_body<float>(const LrsuqParams&, const KeyStream&,
+                                         const std::uint8_t*, std::size_t, std::size_t, Coder,
+                                         float*);
+template void decode_payload_body<double>(const LrsuqParams&, const KeyStream&,
+                                          const std::uint8_t*, std::size_t, std::size_t, Coder,
+                                          double*);
+
+}  // namespace cepam

@@ -1,0 +1,47 @@
+// The body of a payload: everything between header and tag, for one of the
+// two coders.  This is the core's whole encode/decode path: LRSUQ, the side
+// information, and the entropy coder.
+//
+// Coder 1 ("golomb"), the paper's choice:
+//   u32 Golomb parameter, u8 exp-Golomb order, u64 H bits, u64 M bits
+//   (little-endian), then the H and M sections of body.hpp.
+// Coder 2 ("ans"): body_ans.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chacha20.hpp"
+#include "lrsuq.hpp"
+
+namespace cepam {
+
+enum class Coder : int { Golomb = 1, Ans = 2 };
+
+// Encodes x[0..m) * factor; returns the body bytes.
+template <class T>
+std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
+                                              const T* x, std::size_t m, double factor,
+                                              Coder coder);
+
+// Decodes a body of len bytes into y[0..m).  The caller bounds m (the
+// Golomb coder also checks m against the body's length before allocating;
+// the ANS decoder allocates O(m / n) for H and works in blocks otherwise).
+template <class T>
+void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                         std::size_t len, std::size_t m, Coder coder, T* y);
+
+// The trial indices and lattice coordinates in a body (for tests and tools).
+void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                            std::size_t len, std::size_t m, Coder coder,
+                            std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M);
+
+// The body's parts and their sizes in bits (without the secret).
+std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
+                                                                      std::size_t len,
+                                                                      Coder coder);
+
+}  // namespace cepam
