@@ -13,6 +13,7 @@ from scipy import stats
 
 import cepam
 from cepam import _core
+from cepam.keys import stream_key
 from cepam.payload import parse_header
 
 from conftest import SECRET_A, SECRET_B
@@ -49,16 +50,18 @@ def marginal_cdf(mechanism):
     return stats.laplace(scale=mechanism.b).cdf
 
 
-def trial_indices(payload: bytes) -> np.ndarray:
+def trial_indices(payload: bytes, secret: bytes) -> np.ndarray:
     header, offset = parse_header(payload)
-    H, _ = _core.body_decode(payload[offset:-16], N=header.subvectors,
-                             count=header.subvectors * header.n, golomb=header.golomb,
-                             expg_k=header.expg_k, h_bits=header.h_bits, m_bits=header.m_bits)
+    H, _ = _core.decode_symbols(payload[offset:-16], m=header.m,
+                                key=stream_key(secret, header.context),
+                                mechanism=header.mechanism, scale=header.scale,
+                                lattice=header.lattice, n=header.n, coder=header.coder)
     return H
 
 
-def errors_for(x: np.ndarray, mechanism, n: int, *, secret=SECRET_A, round=0):
-    payload = cepam.encode(x, mechanism, secret=secret, round=round, client=1, dim=n)
+def errors_for(x: np.ndarray, mechanism, n: int, *, secret=SECRET_A, round=0, coder="ans"):
+    payload = cepam.encode(x, mechanism, secret=secret, round=round, client=1, dim=n,
+                           coder=coder)
     y = cepam.decode(payload, secret=secret)
     return (y - x).reshape(-1, n), payload
 
@@ -102,7 +105,7 @@ def test_error_law_for_fixed_inputs(mechanism, n, name):
     z, payload = errors_for(x, mechanism, n)
     check_error_law(z, mechanism, n)
     p_accept = _core.acceptance_probability(mechanism.code, mechanism.scale, 1, n)
-    check_geometric(trial_indices(payload), p_accept)
+    check_geometric(trial_indices(payload, SECRET_A), p_accept)
 
 
 @pytest.mark.parametrize("mechanism,n", CASES)
@@ -111,7 +114,9 @@ def test_error_law_and_independence_for_random_inputs(mechanism, n):
     m = SAMPLES * n
     # A mix of scales, from far below to far above the noise.
     x = rng.normal(size=m) * mechanism.scale * 10.0 ** rng.uniform(-2, 3, size=m)
-    z, payload = errors_for(x, mechanism, n, secret=SECRET_B, round=7)
+    # The Golomb coder here, the ANS coder for the fixed inputs: both must
+    # carry H and M exactly.
+    z, payload = errors_for(x, mechanism, n, secret=SECRET_B, round=7, coder="golomb")
     check_error_law(z, mechanism, n)
     # Independence of x: no correlation of the error (or its square) with x,
     # |x| or the position of x / scale within a unit cell; under independence
@@ -124,7 +129,7 @@ def test_error_law_and_independence_for_random_inputs(mechanism, n):
             r = np.corrcoef(feature, target)[0, 1]
             assert abs(r) < bound, f"corr({name}, {zname}) = {r:.2e} (bound {bound:.2e})"
     p_accept = _core.acceptance_probability(mechanism.code, mechanism.scale, 1, n)
-    check_geometric(trial_indices(payload), p_accept)
+    check_geometric(trial_indices(payload, SECRET_B), p_accept)
 
 
 def test_error_does_not_depend_on_the_input_two_sample():
