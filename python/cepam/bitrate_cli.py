@@ -1,0 +1,87 @@
+"""``cepam bench bitrate``: the bitrate benchmark from the command line.
+
+Examples::
+
+    cepam bench bitrate                      # full run into docs/bitrate (a few minutes)
+    cepam bench bitrate --out /tmp/b --quick # smaller m, fewer points and draws
+
+Writes ``bitrate.csv``, ``bitrate.md`` and ``bitrate.png`` (matplotlib; skipped
+with a note if it is missing) into ``--out`` and prints the Markdown report.
+scipy and matplotlib are imported only when the command runs.
+
+``cepam bench`` is a command group: other benchmarks add their own
+sub-commands with :func:`bench_subparsers`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+__all__ = ["register", "handler", "bench_subparsers"]
+
+_HELP = "bits per coordinate of CEPAM against scalar SDQ, Gaussian+SDQ and I(X; X+Z)"
+_QUICK_GRID = (0.1, 1.0, 10.0, 100.0)
+
+
+def bench_subparsers(subparsers: Any) -> Any:
+    """The sub-parsers action of the ``cepam bench`` group, created on first use."""
+    parser = subparsers.choices.get("bench")
+    if parser is None:
+        parser = subparsers.add_parser(
+            "bench", help="benchmarks (bitrate, ...)",
+            description="Benchmarks; each writes its results as files.")
+        parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+        parser._cepam_bench = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
+    return parser._cepam_bench
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Adds ``bench bitrate`` to the ``cepam`` parser's ``subparsers``."""
+    p = bench_subparsers(subparsers).add_parser("bitrate", help=_HELP, description=_HELP + ".")
+    p.add_argument("--out", default="docs/bitrate",
+                   help="output directory (default docs/bitrate)")
+    p.add_argument("--m", type=_positive_int, default=None,
+                   help="coordinates per payload (default 200000; --quick: 20000)")
+    p.add_argument("--draws", type=_positive_int, default=None,
+                   help="Monte Carlo draws for the ideal rates (default 20000; --quick: 4000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of sources and Monte Carlo")
+    p.add_argument("--quick", action="store_true",
+                   help=f"s/sigma in {_QUICK_GRID}, m = 20000, 4000 draws (a smoke run)")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.set_defaults(func=handler)
+    return p
+
+
+def handler(args: argparse.Namespace) -> int:
+    from . import bitrate
+
+    m = args.m or (20_000 if args.quick else 200_000)
+    draws = args.draws or (4000 if args.quick else 20_000)
+    grid = _QUICK_GRID if args.quick else bitrate.S_OVER_SIGMA
+    plot = not args.no_plot
+    if plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("matplotlib is not installed: no plot (pip install matplotlib)",
+                  file=sys.stderr)
+            plot = False
+    t0 = time.perf_counter()
+    rows = bitrate.run_benchmark(m=m, grid=grid, draws=draws, seed=args.seed,
+                                 log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    seconds = time.perf_counter() - t0
+    paths = bitrate.write_results(rows, args.out, m=m, seconds=seconds, draws=draws, plot=plot)
+    with open(paths["md"], encoding="utf-8") as f:
+        print(f.read())
+    print("wrote " + ", ".join(paths.values()), file=sys.stderr)
+    return 0
