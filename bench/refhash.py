@@ -1,0 +1,226 @@
+"""Bit-exactness reference for the native core.
+
+    python bench/refhash.py record ref.json   # before a change
+    python bench/refhash.py check  ref.json   # after: every hash must match
+
+Hashes (SHA-256) the outputs of every native entry point over many
+configurations: LRSUQ encode/decode (Gaussian n = 1, 2, 3, 8; Laplace
+n = 1, 2, 4; float32/float64; several m, keys, clip factors, inputs with
+zeros and large values), body bytes, body decode (also of corrupted bodies:
+the exception message is hashed), latent radii, keystream words at unaligned
+offsets, det_log and det_cos2pi_squared.
+"""
+import hashlib
+import json
+import sys
+
+import numpy as np
+
+import cepam._core as c
+from cepam import errors
+
+
+def h(*parts):
+    d = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, np.ndarray):
+            d.update(str(p.dtype).encode())
+            d.update(np.ascontiguousarray(p).tobytes())
+        elif isinstance(p, bytes):
+            d.update(p)
+        else:
+            d.update(repr(p).encode())
+    return d.hexdigest()
+
+
+def outcome(fn):
+    try:
+        return ("ok", fn())
+    except Exception as e:  # noqa: BLE001
+        return ("err", type(e).__name__ + ": " + str(e))
+
+
+def keys():
+    return [bytes(32), bytes(range(32)), hashlib.sha256(b"cepam").digest()]
+
+
+def inputs(m, dtype, sigma, rng):
+    x = rng.normal(0, 10 * sigma, m)
+    if m >= 7:
+        x[::5] = 0.0
+        x[1::11] = 50 * sigma
+        x[2::13] = -50 * sigma
+        x[3::17] = rng.normal(0, 1000 * sigma, len(x[3::17]))
+    return x.astype(dtype)
+
+
+def bits_to_bytes(bits):
+    bits = bits + "0" * (-len(bits) % 8)
+    return bytes(int(bits[i:i + 8], 2) for i in range(0, len(bits), 8))
+
+
+def hostile_cases():
+    """(H bits, M bits, N, count, golomb, expg_k) as '0'/'1' strings."""
+    one_m = "1"  # M = 0 with k = 0
+    cases = []
+    # Golomb prefixes too long / at the cap, for several parameters.
+    for g in (1, 2, 3, 16, 65536):
+        maxq = 65535 // g
+        for q in (maxq - 1, maxq, maxq + 1, maxq + 40, 100000):
+            tb = (g - 1).bit_length()
+            for rem in ("0" * tb, "1" * tb):
+                cases.append(("0" * q + "1" + rem, one_m, 1, 1, g, 0))
+    # exp-Golomb: lengths around the 55-bit limit, values around 2^53.
+    for k in (0, 1, 5, 30, 54):
+        for zeros in range(max(0, 50 - k), 58 - k):
+            for tail in ("0", "1", "01"):
+                body = "0" * zeros + "1" + (tail * 64)[:zeros + k]
+                cases.append(("1", body, 1, 1, 1, k))
+            cases.append(("1", "0" * zeros, 1, 1, 1, k))  # truncated
+    # Several values then garbage, and sections longer than needed.
+    cases.append(("1" * 5, "1" * 5 + "0" * 70, 5, 5, 1, 0))
+    cases.append(("1" * 5 + "0", "1" * 5, 5, 5, 1, 0))
+    cases.append(("1" * 5, "1" * 5 + "1", 5, 5, 1, 0))
+    cases.append(("1" * 4, "1" * 5, 5, 5, 1, 0))
+    cases.append(("", "1" * 5, 5, 5, 0, 0))
+    cases.append(("", "010" * 5, 5, 5, 0, 1))
+    cases.append(("", "0000001" + "1" * 6, 1, 1, 0, 0))
+    return cases
+
+
+def run():
+    out = {}
+    rng = np.random.default_rng(12345)
+    configs = [(1, n) for n in (1, 2, 3, 8)] + [(2, n) for n in (1, 2, 4)]
+    for mech, n in configs:
+        for dtype in (np.float32, np.float64):
+            for m in (1, 7, 1000, 100003):
+                for ki, key in enumerate(keys()):
+                    if m == 100003 and ki == 2:
+                        continue
+                    for factor in (1.0, 0.37):
+                        sigma = 1e-3 if ki != 1 else 0.05
+                        x = inputs(m, dtype, sigma, rng)
+                        tag = f"mech{mech}/n{n}/{np.dtype(dtype).name}/m{m}/k{ki}/f{factor}"
+                        res = outcome(lambda: c.encode(x, key=key, mechanism=mech, scale=sigma,
+                                                       lattice=1, n=n, factor=factor))
+                        if res[0] == "err":
+                            out[tag + "/enc"] = h(res[1])
+                            continue
+                        H, M = res[1]
+                        out[tag + "/H"] = h(H)
+                        out[tag + "/M"] = h(M)
+                        for odt in ("float32", "float64"):
+                            y = c.decode(H, M, m=m, key=key, mechanism=mech, scale=sigma,
+                                         lattice=1, n=n, dtype=odt)
+                            out[tag + "/y/" + odt] = h(y)
+                        p = c.acceptance_probability(mech, sigma, 1, n)
+                        g = c.golomb_parameter(p)
+                        kk = c.best_expg_order(M)
+                        out[tag + "/k"] = h(g, kk)
+                        for k in sorted({kk, 0, 3, 20}):
+                            body, hb, mb = c.body_encode(H, M, golomb=g, expg_k=k)
+                            out[tag + f"/body{k}"] = h(body, hb, mb)
+                            H2, M2 = c.body_decode(body, N=len(H), count=len(M), golomb=g,
+                                                   expg_k=k, h_bits=hb, m_bits=mb)
+                            assert np.array_equal(H, H2) and np.array_equal(M, M2), tag
+                        if m == 1000 and factor == 1.0:
+                            # Corrupted bodies: outcome (values or error message).
+                            body, hb, mb = c.body_encode(H, M, golomb=g, expg_k=kk)
+                            crng = np.random.default_rng(m + n + mech + ki)
+                            for t in range(40):
+                                b = bytearray(body)
+                                nb, nh, nm = len(b), hb, mb
+                                if t % 4 == 0 and len(b) > 0:
+                                    b[crng.integers(len(b))] ^= 1 << crng.integers(8)
+                                elif t % 4 == 1 and len(b) > 0:
+                                    i = crng.integers(len(b))
+                                    b[i] = crng.integers(256)
+                                    b[(i + 1) % len(b)] = 0
+                                elif t % 4 == 2:
+                                    nm = max(0, mb - int(crng.integers(1, 9)))
+                                    b = b[:(hb + 7) // 8 + (nm + 7) // 8]
+                                else:
+                                    for _ in range(8):
+                                        b[crng.integers(len(b))] = 0
+                                r = outcome(lambda: c.body_decode(bytes(b), N=len(H),
+                                                                  count=len(M), golomb=g,
+                                                                  expg_k=kk, h_bits=nh,
+                                                                  m_bits=nm))
+                                out[tag + f"/corrupt{t}"] = h(r[0], r[1] if r[0] == "err" else
+                                                              tuple(a.tobytes() for a in r[1]))
+                            # Bad H / M for the LRSUQ decoder.
+                            for bad in range(3):
+                                H3, M3 = H.copy(), M.copy()
+                                if bad == 0:
+                                    H3[5] = 0
+                                elif bad == 1:
+                                    H3[7] = 2 if n == 1 else 65537
+                                else:
+                                    M3[9] = (1 << 53) + 1
+                                r = outcome(lambda: c.decode(H3, M3, m=m, key=key,
+                                                             mechanism=mech, scale=sigma,
+                                                             lattice=1, n=n, dtype="float64"))
+                                out[tag + f"/baddec{bad}"] = h(r[0], r[1] if r[0] == "err"
+                                                               else r[1])
+        # Latent radii at unaligned offsets.
+        for ki, key in enumerate(keys()):
+            for first, count in ((0, 1), (3, 7), (5, 300), (1000001, 513), ((1 << 33) + 3, 100)):
+                r = c.latent_radius(key=key, mechanism=mech, scale=1e-3, lattice=1, n=n,
+                                    first=first, count=count)
+                out[f"radius/mech{mech}/n{n}/k{ki}/{first}/{count}"] = h(r)
+    # Hand-made hostile bodies: prefix codes too long, values above the caps.
+    for hi, (hbits, mbits, N, count, g, k) in enumerate(hostile_cases()):
+        body = bits_to_bytes(hbits) + bits_to_bytes(mbits)
+        r = outcome(lambda: c.body_decode(body, N=N, count=count, golomb=g, expg_k=k,
+                                          h_bits=len(hbits), m_bits=len(mbits)))
+        out[f"hostile{hi}"] = h(r[0], r[1] if r[0] == "err" else
+                                tuple(a.tobytes() for a in r[1]))
+    # Input too large: the error message.
+    x = np.array([1e300, 0.0, 1.0], dtype=np.float64)
+    out["toolarge"] = h(outcome(lambda: c.encode(x, key=bytes(32), mechanism=1, scale=1e-3,
+                                                   lattice=1, n=2, factor=1.0)))
+    for ki, key in enumerate(keys()):
+        for stream in (0, 1, 2, 7, 65536):
+            for first in (0, 1, 3, 7, 8, 13, 61, 63, 64, 511, 1000003, (1 << 35) - 5,
+                          (1 << 40) + 9):
+                for count in (1, 2, 7, 9, 16, 17, 63, 64, 65, 130, 1000):
+                    w = c.keystream_words(key, stream, first, count)
+                    out[f"ks/{ki}/{stream}/{first}/{count}"] = h(w)
+    out["block"] = h(c.chacha20_block(bytes(range(32)), 1,
+                                      bytes.fromhex("000000090000004a00000000")))
+    lx = np.concatenate([np.ldexp(1.0, -np.arange(0, 601)),
+                         np.random.default_rng(1).random(100000) + 2.0 ** -53,
+                         np.nextafter(1.0, 0) - np.arange(50) * 2.0 ** -53,
+                         np.array([1.0, 0.5, 2.0 ** -600, 0.7071067811865476, 1.4142135623730951])])
+    out["log"] = h(c.det_log(lx))
+    t = np.concatenate([np.arange(0, 2 ** 16) / 2 ** 16,
+                        np.random.default_rng(2).random(100000),
+                        np.array([0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875,
+                                  np.nextafter(0.125, 0), np.nextafter(0.125, 1),
+                                  np.nextafter(1.0, 0)])])
+    out["cos"] = h(c.det_cos2pi_squared(t))
+    out["sumsq"] = h(c.sum_of_squares(np.random.default_rng(3).normal(size=100003)),
+                     c.sum_of_squares(np.random.default_rng(3).normal(size=100003)
+                                      .astype(np.float32)))
+    return out
+
+
+def main():
+    mode, path = sys.argv[1], sys.argv[2]
+    out = run()
+    if mode == "record":
+        with open(path, "w") as f:
+            json.dump(out, f, indent=0, sort_keys=True)
+        print(f"recorded {len(out)} hashes")
+        return
+    ref = json.load(open(path))
+    bad = [k for k in ref if out.get(k) != ref[k]] + [k for k in out if k not in ref]
+    if bad:
+        print(f"MISMATCH in {len(bad)} of {len(ref)}:", *bad[:30], sep="\n  ")
+        sys.exit(1)
+    print(f"all {len(ref)} hashes match")
+
+
+if __name__ == "__main__":
+    main()
