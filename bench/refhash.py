@@ -200,6 +200,14 @@ def run():
                                   np.nextafter(0.125, 0), np.nextafter(0.125, 1),
                                   np.nextafter(1.0, 0)])])
     out["cos"] = h(c.det_cos2pi_squared(t))
+    # Outside the samplers' domain (a caller error, but still deterministic);
+    # NaN payloads are not part of the contract, so NaNs are canonicalised.
+    odd = np.array([0.0, -0.0, -1.0, -2.5, np.inf, -np.inf, np.nan, 5e-324, 2.0 ** -1030,
+                    2.0 ** -1022, 1.5, 2.0, 3.0, 1e300, 1.7976931348623157e308, -1e-300]
+                   + list(np.random.default_rng(4).normal(0, 1e3, 997)))
+    canon = lambda a: np.where(np.isnan(a), np.float64(12345.0), a)  # noqa: E731
+    out["log_odd"] = h(canon(c.det_log(odd)))
+    out["cos_odd"] = h(canon(c.det_cos2pi_squared(odd)))
     out["sumsq"] = h(c.sum_of_squares(np.random.default_rng(3).normal(size=100003)),
                      c.sum_of_squares(np.random.default_rng(3).normal(size=100003)
                                       .astype(np.float32)))
