@@ -2,6 +2,12 @@
 
 #include <cstring>
 
+#include "cpu.hpp"
+
+#if CEPAM_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
 namespace cepam {
 namespace {
 
@@ -9,11 +15,15 @@ constexpr std::uint32_t kSigma[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b
 
 inline std::uint32_t rotl(std::uint32_t v, int c) { return (v << c) | (v >> (32 - c)); }
 
-// Lanes blocks computed side by side: written over arrays of lanes so that
-// the compiler vectorises the quarter rounds (all integer arithmetic, so the
-// result is the same whatever instructions are chosen).
+// The block kernels compute eight blocks at once: lane l is block index[l]
+// of stream stream[l], written to out[8 l .. 8 l + 8).  Contiguous ranges
+// and the scattered blocks of rejected trials use the same kernels.
+using Blocks8Fn = ChaChaBlocks8;
+
 constexpr int kLanes = 8;
 
+// Portable kernel, over arrays of lanes so that a compiler may vectorise the
+// quarter rounds.
 inline void quarter(std::uint32_t* a, std::uint32_t* b, std::uint32_t* c, std::uint32_t* d) {
   for (int l = 0; l < kLanes; ++l) { a[l] += b[l]; d[l] = rotl(d[l] ^ a[l], 16); }
   for (int l = 0; l < kLanes; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 12); }
@@ -21,18 +31,16 @@ inline void quarter(std::uint32_t* a, std::uint32_t* b, std::uint32_t* c, std::u
   for (int l = 0; l < kLanes; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 7); }
 }
 
-// kLanes consecutive blocks, starting at block index `first`, of one stream.
-void blocks_lanes(const ChaChaKey& key, std::uint32_t stream, std::uint32_t purpose,
-                  std::uint64_t first, std::uint64_t* out) {
+void blocks8_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t stream[8],
+                      const std::uint64_t index[8], std::uint64_t out[64]) {
   alignas(64) std::uint32_t init[16][kLanes];
   alignas(64) std::uint32_t x[16][kLanes];
   for (int l = 0; l < kLanes; ++l) {
-    const std::uint64_t index = first + static_cast<std::uint64_t>(l);
     for (int i = 0; i < 4; ++i) init[i][l] = kSigma[i];
     for (int i = 0; i < 8; ++i) init[4 + i][l] = key[static_cast<std::size_t>(i)];
-    init[12][l] = static_cast<std::uint32_t>(index);
-    init[13][l] = static_cast<std::uint32_t>(index >> 32);
-    init[14][l] = stream;
+    init[12][l] = static_cast<std::uint32_t>(index[l]);
+    init[13][l] = static_cast<std::uint32_t>(index[l] >> 32);
+    init[14][l] = stream[l];
     init[15][l] = purpose;
   }
   std::memcpy(x, init, sizeof x);
@@ -52,6 +60,122 @@ void blocks_lanes(const ChaChaKey& key, std::uint32_t stream, std::uint32_t purp
     for (int w = 0; w < 8; ++w)
       out[8 * l + w] = static_cast<std::uint64_t>(x[2 * w][l]) |
                        (static_cast<std::uint64_t>(x[2 * w + 1][l]) << 32);
+}
+
+#if CEPAM_X86_DISPATCH
+// AVX2 kernel.  Layout: one 256-bit register per state word, x[i] holding
+// word i of the eight blocks (32-bit lane l = block l), so a quarter round
+// is eight independent quarter rounds with plain vector adds, xors and
+// rotates (rotations by 16 and 8 are byte shuffles).  At the end an 8 x 8
+// transpose of words 0-7 and of words 8-15 turns the columns back into
+// blocks: block l is the 64 bytes x[0][l], x[1][l], ..., x[15][l], which
+// read as little-endian 64-bit words are the stream words.
+CEPAM_TARGET_AVX2 inline __m256i rotl_avx2(__m256i v, int c) {
+  return _mm256_or_si256(_mm256_slli_epi32(v, c), _mm256_srli_epi32(v, 32 - c));
+}
+
+CEPAM_TARGET_AVX2 inline void quarter_avx2(__m256i& a, __m256i& b, __m256i& c, __m256i& d,
+                                           __m256i rot16, __m256i rot8) {
+  a = _mm256_add_epi32(a, b);
+  d = _mm256_shuffle_epi8(_mm256_xor_si256(d, a), rot16);
+  c = _mm256_add_epi32(c, d);
+  b = rotl_avx2(_mm256_xor_si256(b, c), 12);
+  a = _mm256_add_epi32(a, b);
+  d = _mm256_shuffle_epi8(_mm256_xor_si256(d, a), rot8);
+  c = _mm256_add_epi32(c, d);
+  b = rotl_avx2(_mm256_xor_si256(b, c), 7);
+}
+
+// Transposes the 8 x 8 matrix of 32-bit words in rows r[0..8) and stores
+// row l of the transpose (lane l of every r[i]) at out + 16 l words.
+CEPAM_TARGET_AVX2 inline void transpose_store_avx2(const __m256i r[8], std::uint32_t* out) {
+  // Within 128-bit halves: interleave pairs of rows, then pairs of pairs.
+  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]);  // a0 b0 a1 b1 | a4 b4 a5 b5
+  const __m256i t1 = _mm256_unpackhi_epi32(r[0], r[1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
+  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]);
+  const __m256i t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]);
+  const __m256i t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]);
+  const __m256i t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2);  // a0 b0 c0 d0 | a4 b4 c4 d4
+  const __m256i u1 = _mm256_unpackhi_epi64(t0, t2);  // a1 b1 c1 d1 | a5 b5 c5 d5
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3);  // a2 .. d2 | a6 .. d6
+  const __m256i u3 = _mm256_unpackhi_epi64(t1, t3);  // a3 .. d3 | a7 .. d7
+  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6);  // e0 f0 g0 h0 | e4 f4 g4 h4
+  const __m256i u5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7);
+  const __m256i u7 = _mm256_unpackhi_epi64(t5, t7);
+  // Across halves: lane l < 4 takes both low halves, lane l + 4 both high.
+  __m256i* o = reinterpret_cast<__m256i*>(out);  // row l at o + 2 l (16 words apart)
+  _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(u0, u4, 0x20));
+  _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u1, u5, 0x20));
+  _mm256_storeu_si256(o + 4, _mm256_permute2x128_si256(u2, u6, 0x20));
+  _mm256_storeu_si256(o + 6, _mm256_permute2x128_si256(u3, u7, 0x20));
+  _mm256_storeu_si256(o + 8, _mm256_permute2x128_si256(u0, u4, 0x31));
+  _mm256_storeu_si256(o + 10, _mm256_permute2x128_si256(u1, u5, 0x31));
+  _mm256_storeu_si256(o + 12, _mm256_permute2x128_si256(u2, u6, 0x31));
+  _mm256_storeu_si256(o + 14, _mm256_permute2x128_si256(u3, u7, 0x31));
+}
+
+CEPAM_TARGET_AVX2 void blocks8_avx2(const ChaChaKey& key, std::uint32_t purpose,
+                                    const std::uint32_t stream[8], const std::uint64_t index[8],
+                                    std::uint64_t out[64]) {
+  alignas(32) std::uint32_t lo[8], hi[8];
+  for (int l = 0; l < 8; ++l) {
+    lo[l] = static_cast<std::uint32_t>(index[l]);
+    hi[l] = static_cast<std::uint32_t>(index[l] >> 32);
+  }
+  __m256i init[16];
+  for (int i = 0; i < 4; ++i) init[i] = _mm256_set1_epi32(static_cast<int>(kSigma[i]));
+  for (int i = 0; i < 8; ++i)
+    init[4 + i] = _mm256_set1_epi32(static_cast<int>(key[static_cast<std::size_t>(i)]));
+  init[12] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
+  init[13] = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
+  init[14] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(stream));
+  init[15] = _mm256_set1_epi32(static_cast<int>(purpose));
+
+  // Byte shuffles rotating each 32-bit word left by 16 and by 8.
+  const __m256i rot16 = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
+                                         2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  const __m256i rot8 = _mm256_setr_epi8(3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14,
+                                        3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14);
+  __m256i x[16];
+  for (int i = 0; i < 16; ++i) x[i] = init[i];
+  for (int round = 0; round < 10; ++round) {
+    quarter_avx2(x[0], x[4], x[8], x[12], rot16, rot8);
+    quarter_avx2(x[1], x[5], x[9], x[13], rot16, rot8);
+    quarter_avx2(x[2], x[6], x[10], x[14], rot16, rot8);
+    quarter_avx2(x[3], x[7], x[11], x[15], rot16, rot8);
+    quarter_avx2(x[0], x[5], x[10], x[15], rot16, rot8);
+    quarter_avx2(x[1], x[6], x[11], x[12], rot16, rot8);
+    quarter_avx2(x[2], x[7], x[8], x[13], rot16, rot8);
+    quarter_avx2(x[3], x[4], x[9], x[14], rot16, rot8);
+  }
+  for (int i = 0; i < 16; ++i) x[i] = _mm256_add_epi32(x[i], init[i]);
+  std::uint32_t* out32 = reinterpret_cast<std::uint32_t*>(out);  // x86: little-endian
+  transpose_store_avx2(x, out32);
+  transpose_store_avx2(x + 8, out32 + 8);
+}
+#endif
+
+Blocks8Fn blocks8_kernel() {
+#if CEPAM_X86_DISPATCH
+  if (simd_level() == SimdLevel::Avx2) return blocks8_avx2;
+#endif
+  return blocks8_portable;
+}
+
+// Blocks [first, first + 8) of one stream.
+void blocks8_consecutive(Blocks8Fn kernel, const ChaChaKey& key, std::uint32_t purpose,
+                         std::uint32_t stream, std::uint64_t first, std::uint64_t out[64]) {
+  std::uint32_t streams[8];
+  std::uint64_t index[8];
+  for (int l = 0; l < 8; ++l) {
+    streams[l] = stream;
+    index[l] = first + static_cast<std::uint64_t>(l);
+  }
+  kernel(key, purpose, streams, index, out);
 }
 
 }  // namespace
@@ -91,56 +215,80 @@ ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]) {
   return key;
 }
 
+KeyStream::KeyStream(const ChaChaKey& key, std::uint32_t purpose)
+    : key_(key), purpose_(purpose), kernel_(blocks8_kernel()) {}
+
 void KeyStream::blocks(std::uint32_t stream, std::uint64_t first_block, std::size_t count,
                        std::uint64_t* out) const {
+  const Blocks8Fn kernel = kernel_;
   std::size_t done = 0;
   for (; done + kLanes <= count; done += kLanes)
-    blocks_lanes(key_, stream, purpose_, first_block + done, out + 8 * done);
+    blocks8_consecutive(kernel, key_, purpose_, stream, first_block + done, out + 8 * done);
   if (done < count) {
     std::uint64_t tail[8 * kLanes];
-    blocks_lanes(key_, stream, purpose_, first_block + done, tail);
+    blocks8_consecutive(kernel, key_, purpose_, stream, first_block + done, tail);
     std::memcpy(out + 8 * done, tail, (count - done) * 8 * sizeof(std::uint64_t));
   }
 }
 
+void KeyStream::gather(std::size_t count, const std::uint32_t* stream, const std::uint64_t* block,
+                       std::uint64_t* out) const {
+  const Blocks8Fn kernel = kernel_;
+  std::size_t done = 0;
+  for (; done + kLanes <= count; done += kLanes)
+    kernel(key_, purpose_, stream + done, block + done, out + 8 * done);
+  if (done == count) return;
+  const std::size_t rest = count - done;
+  if (rest <= 2) {
+    // One or two blocks: the scalar block function is cheaper than a batch.
+    for (std::size_t i = done; i < count; ++i) single_block(stream[i], block[i], out + 8 * i);
+    return;
+  }
+  std::uint32_t s[kLanes] = {};
+  std::uint64_t b[kLanes] = {};
+  std::uint64_t tail[8 * kLanes];
+  for (std::size_t i = 0; i < rest; ++i) {
+    s[i] = stream[done + i];
+    b[i] = block[done + i];
+  }
+  kernel(key_, purpose_, s, b, tail);
+  std::memcpy(out + 8 * done, tail, rest * 8 * sizeof(std::uint64_t));
+}
+
+void KeyStream::single_block(std::uint32_t stream, std::uint64_t block, std::uint64_t* out) const {
+  const std::uint32_t nonce[3] = {static_cast<std::uint32_t>(block >> 32), stream, purpose_};
+  std::uint32_t words32[16];
+  chacha20_block(key_, static_cast<std::uint32_t>(block), nonce, words32);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<std::uint64_t>(words32[2 * i]) |
+             (static_cast<std::uint64_t>(words32[2 * i + 1]) << 32);
+}
+
 void KeyStream::words(std::uint32_t stream, std::uint64_t first_word, std::size_t count,
                       std::uint64_t* out) const {
+  if (count == 0) return;
+  std::uint64_t block = first_word / 8;
+  std::size_t skip = static_cast<std::size_t>(first_word % 8);
   std::uint64_t buf[8 * kLanes];
-  std::uint64_t w = first_word;
-  const std::uint64_t end = first_word + count;
-  while (w < end) {
-    const std::uint64_t block = w / 8;
-    const std::size_t skip = static_cast<std::size_t>(w % 8);
-    const std::uint64_t want = end - w;
-    if (skip == 0 && want >= 8 * kLanes) {
-      blocks_lanes(key_, stream, purpose_, block, out);  // straight into place
-      out += 8 * kLanes;
-      w += 8 * kLanes;
-      continue;
-    }
-    std::uint64_t avail;
-    if (skip + want <= 16) {
-      // A sub-vector's words: one or two blocks, no need for a full batch.
-      avail = 16 - skip;
-      for (std::uint64_t b = 0; b < 2; ++b) {
-        const std::uint64_t index = block + b;
-        const std::uint32_t nonce[3] = {static_cast<std::uint32_t>(index >> 32), stream, purpose_};
-        std::uint32_t words32[16];
-        chacha20_block(key_, static_cast<std::uint32_t>(index), nonce, words32);
-        for (int i = 0; i < 8; ++i)
-          buf[8 * b + static_cast<std::uint64_t>(i)] =
-              static_cast<std::uint64_t>(words32[2 * i]) |
-              (static_cast<std::uint64_t>(words32[2 * i + 1]) << 32);
-        if (skip + want <= 8) { avail = 8 - skip; break; }
-      }
-    } else {
-      blocks_lanes(key_, stream, purpose_, block, buf);
-      avail = 8 * kLanes - skip;
-    }
-    const std::size_t take = static_cast<std::size_t>(want < avail ? want : avail);
-    std::memcpy(out, buf + skip, take * sizeof(std::uint64_t));
+  if (skip + count <= 16) {
+    // A sub-vector's words: one or two blocks, no need for a batch.
+    single_block(stream, block, buf);
+    if (skip + count > 8) single_block(stream, block + 1, buf + 8);
+    std::memcpy(out, buf + skip, count * sizeof(std::uint64_t));
+    return;
+  }
+  const Blocks8Fn kernel = kernel_;
+  while (count > 0) {
+    // Eight blocks at a time, straight into place when aligned and whole.
+    const bool direct = skip == 0 && count >= 8 * kLanes;
+    blocks8_consecutive(kernel, key_, purpose_, stream, block, direct ? out : buf);
+    const std::size_t avail = 8 * kLanes - skip;
+    const std::size_t take = count < avail ? count : avail;
+    if (!direct) std::memcpy(out, buf + skip, take * sizeof(std::uint64_t));
     out += take;
-    w += take;
+    count -= take;
+    block += kLanes;
+    skip = 0;
   }
 }
 

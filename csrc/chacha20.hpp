@@ -33,9 +33,17 @@ ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]);
 
 inline constexpr std::uint32_t kPurposeLrsuq = 0x4c525351u;  // "QSRL"
 
+// A kernel computing eight blocks at once: block index[l] of stream
+// stream[l] into out[8 l .. 8 l + 8) (as 64-bit words), l < 8.  There is a
+// portable one and, where the CPU has it, an AVX2 one (see cpu.hpp); both
+// give the same bits.
+using ChaChaBlocks8 = void (*)(const ChaChaKey& key, std::uint32_t purpose,
+                               const std::uint32_t stream[8], const std::uint64_t index[8],
+                               std::uint64_t out[64]);
+
 class KeyStream {
  public:
-  KeyStream(const ChaChaKey& key, std::uint32_t purpose) : key_(key), purpose_(purpose) {}
+  KeyStream(const ChaChaKey& key, std::uint32_t purpose);
 
   // Writes 8 words per block for blocks [first_block, first_block + count)
   // of stream `stream` into out (8 * count words).
@@ -46,9 +54,17 @@ class KeyStream {
   void words(std::uint32_t stream, std::uint64_t first_word, std::size_t count,
              std::uint64_t* out) const;
 
+  // Scattered blocks: block block[i] of stream stream[i] into
+  // out[8 i .. 8 i + 8), for i < count (the blocks of rejected trials).
+  void gather(std::size_t count, const std::uint32_t* stream, const std::uint64_t* block,
+              std::uint64_t* out) const;
+
  private:
+  void single_block(std::uint32_t stream, std::uint64_t block, std::uint64_t* out) const;
+
   ChaChaKey key_;
   std::uint32_t purpose_;
+  ChaChaBlocks8 kernel_;
 };
 
 // Uniform double in [0, 1) from the top 53 bits of a word.

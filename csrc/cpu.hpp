@@ -1,0 +1,31 @@
+// Run-time selection of the SIMD code paths.
+//
+// Every SIMD kernel in the core has a portable C++ twin and computes the
+// same bits: the ChaCha20 kernels are integer-only, and the floating-point
+// kernels apply the same IEEE 754 operations (+, -, *, /, sqrt, no fused
+// multiply-add) to each element, in the same order, as the portable code.
+// So the choice below changes speed, never results.
+//
+// On x86-64 with GCC or Clang, the AVX2 kernels are compiled with
+// __attribute__((target("avx2"))) (which does not enable FMA, so nothing can
+// be contracted) and chosen when the CPU and OS support AVX2.  Setting the
+// environment variable CEPAM_SIMD=portable before the first call forces the
+// portable code (used by the tests to compare both paths).  Other compilers
+// and architectures always use the portable code.
+#pragma once
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#define CEPAM_X86_DISPATCH 1
+#define CEPAM_TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define CEPAM_X86_DISPATCH 0
+#endif
+
+namespace cepam {
+
+enum class SimdLevel : int { Portable = 0, Avx2 = 1 };
+
+// The SIMD level in use, decided once per process.
+SimdLevel simd_level();
+
+}  // namespace cepam
