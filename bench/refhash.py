@@ -88,6 +88,7 @@ def hostile_cases():
     return cases
 
 
+@np.errstate(over="ignore")
 def run():
     out = {}
     rng = np.random.default_rng(12345)
@@ -176,6 +177,20 @@ def run():
                                           h_bits=len(hbits), m_bits=len(mbits)))
         out[f"hostile{hi}"] = h(r[0], r[1] if r[0] == "err" else
                                 tuple(a.tobytes() for a in r[1]))
+    # Inputs out of range at various places (the first failing sub-vector
+    # is named in the message).
+    for n in (1, 2, 3, 8):
+        for pos in (0, 1, 5, 255, 256, 257, 700, 1000, 2046, 2999):
+            for bad in (1e300, np.inf, np.nan, -3e10):
+                for dt in (np.float32, np.float64):
+                    x = np.random.default_rng(pos).normal(0, 1e-2, 3000).astype(dt)
+                    x[pos] = bad
+                    if pos > 600:
+                        x[pos // 3] = bad  # an earlier one too
+                    r = outcome(lambda: c.encode(x, key=bytes(32), mechanism=1, scale=1e-3,
+                                                 lattice=1, n=n, factor=1.0))
+                    out[f"badx/{n}/{pos}/{bad}/{np.dtype(dt).name}"] = h(
+                        r[0], r[1] if r[0] == "err" else tuple(a.tobytes() for a in r[1]))
     # Input too large: the error message.
     x = np.array([1e300, 0.0, 1.0], dtype=np.float64)
     out["toolarge"] = h(outcome(lambda: c.encode(x, key=bytes(32), mechanism=1, scale=1e-3,

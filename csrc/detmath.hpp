@@ -11,6 +11,7 @@
 // with -ffp-contract=off so that no fused multiply-add changes a result.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -111,5 +112,13 @@ inline double cos2pi_squared(double t) {
   }
   return c * c;
 }
+
+// Batch forms for the samplers' hot loops: out[i] = log(x[i]) and
+// out[i] = cos2pi_squared(t[i]) for i < count (out may be x).  Bit-identical
+// to the functions above for every input: the AVX2 kernels (detmath.cpp,
+// chosen at run time, see cpu.hpp) apply the same operations in the same
+// order to four elements at a time.
+void log_batch(const double* x, double* out, std::size_t count);
+void cos2pi_squared_batch(const double* t, double* out, std::size_t count);
 
 }  // namespace cepam::detmath

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "chacha20.hpp"
@@ -24,6 +25,9 @@ namespace cepam {
 
 enum class MechanismId : int { Gaussian = 1, Laplace = 2 };
 
+// Sub-vectors per pass of the batch samplers (bounds their stack buffers).
+inline constexpr std::size_t kLatentBatch = 256;
+
 struct GaussianLatent {
   int n;
   double sigma;
@@ -31,18 +35,41 @@ struct GaussianLatent {
   Norm norm() const { return Norm::L2; }
   // Words per sub-vector: k/2 for even k = n + 2, (k - 1)/2 + 2 for odd k.
   int words() const { return (n % 2 == 0) ? (n + 2) / 2 : (n + 1) / 2 + 2; }
-  double latent(const std::uint64_t* w) const {
+
+  // out[c] = r(U_c) for c < count, sub-vector c's words at w + c words().
+  // Per sub-vector:  half = log(u_1 ... u_{k/2})               (= -chi2(2[k/2]) / 2)
+  //                  half += log(u_a) cos^2(2 pi u_b)            (odd k only)
+  //                  r = sigma sqrt(-2 half).
+  // Each step runs over the whole batch so the logarithms and cosines go
+  // through the SIMD batch functions.
+  void radii(const std::uint64_t* w, std::size_t count, double* out) const {
+    const std::size_t W = static_cast<std::size_t>(words());
     const int k = n + 2;
     const int pairs = k / 2;
-    double product = 1.0;
-    for (int i = 0; i < pairs; ++i) product *= uniform_oc(w[i]);
-    double half = detmath::log(product);  // -U/2 for the even part
-    if (k % 2 == 1) {
-      half += detmath::log(uniform_oc(w[pairs])) * detmath::cos2pi_squared(uniform_co(w[pairs + 1]));
+    double a[kLatentBatch], b[kLatentBatch];
+    for (std::size_t c0 = 0; c0 < count; c0 += kLatentBatch) {
+      const std::size_t cnt = count - c0 < kLatentBatch ? count - c0 : kLatentBatch;
+      const std::uint64_t* wc = w + c0 * W;
+      double* half = out + c0;
+      for (std::size_t c = 0; c < cnt; ++c) {
+        double product = 1.0;
+        for (int i = 0; i < pairs; ++i) product *= uniform_oc(wc[c * W + static_cast<std::size_t>(i)]);
+        half[c] = product;
+      }
+      detmath::log_batch(half, half, cnt);
+      if (k % 2 == 1) {
+        const std::size_t p = static_cast<std::size_t>(pairs);
+        for (std::size_t c = 0; c < cnt; ++c) {
+          a[c] = uniform_oc(wc[c * W + p]);
+          b[c] = uniform_co(wc[c * W + p + 1]);
+        }
+        detmath::log_batch(a, a, cnt);
+        detmath::cos2pi_squared_batch(b, b, cnt);
+        for (std::size_t c = 0; c < cnt; ++c) half[c] += a[c] * b[c];
+      }
+      for (std::size_t c = 0; c < cnt; ++c) half[c] = sigma * std::sqrt(-2.0 * half[c]);
     }
-    return -2.0 * half;
   }
-  double radius(const std::uint64_t* w) const { return sigma * std::sqrt(latent(w)); }
 };
 
 struct LaplaceLatent {
@@ -51,12 +78,18 @@ struct LaplaceLatent {
 
   Norm norm() const { return Norm::L1; }  // for n = 1 the l1 ball is the interval
   int words() const { return n + 1; }
-  double latent(const std::uint64_t* w) const {
-    double product = 1.0;
-    for (int i = 0; i <= n; ++i) product *= uniform_oc(w[i]);
-    return -detmath::log(product);
+
+  // out[c] = r(U_c) = b (-log(u_1 ... u_{n+1})) for c < count.
+  void radii(const std::uint64_t* w, std::size_t count, double* out) const {
+    const std::size_t W = static_cast<std::size_t>(words());
+    for (std::size_t c = 0; c < count; ++c) {
+      double product = 1.0;
+      for (std::size_t i = 0; i < W; ++i) product *= uniform_oc(w[c * W + i]);
+      out[c] = product;
+    }
+    detmath::log_batch(out, out, count);
+    for (std::size_t c = 0; c < count; ++c) out[c] = b * -out[c];
   }
-  double radius(const std::uint64_t* w) const { return b * latent(w); }
 };
 
 }  // namespace cepam

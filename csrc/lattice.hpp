@@ -9,7 +9,10 @@
 //   packing radius (l2 and l1: the largest ball of that norm inside the
 //   cell), packing density (volume of the l2 packing ball / cell volume),
 //   and whether the cell *is* the ball of a norm (then every trial is
-//   accepted and H carries no information).
+//   accepted and H carries no information);
+//   trial_batch / reconstruct_batch: one trial, and the decoder's
+//   reconstruction, over the flat element arrays of a chunk of sub-vectors
+//   (same results as dither + closest_point + to_point per sub-vector).
 // The hot loops in lrsuq.cpp are templated on the lattice type, so adding a
 // lattice (A2, D4, E8) means adding a type here and a case in the dispatch.
 #pragma once
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "chacha20.hpp"
+#include "kernels.hpp"
 
 namespace cepam {
 
@@ -59,6 +63,22 @@ struct LatticeZn {
   }
   void dither(const std::uint64_t* words, double* v) const {
     for (int k = 0; k < n; ++k) v[k] = uniform_co(words[k]) - 0.5;
+  }
+
+  // For elements e < count (coordinate k of sub-vector c at e = c n + k;
+  // t = x / beta, xs = x, beta repeated per coordinate, w the dither words):
+  // q[e] = closest-point coordinate, and unless dev is null, dev[e] = the
+  // element's term of the acceptance test's norm of beta (q + v) - x.
+  void trial_batch(const double* t, const double* xs, const double* beta,
+                   const std::uint64_t* w, std::size_t count, Norm norm, std::int64_t* q,
+                   double* dev) const {
+    kernels::zn_trial(t, xs, beta, w, count, norm == Norm::L2, q, dev);
+  }
+  // y[e] = beta[e] (q[e] + v[e]) for elements e < count.
+  template <class T>
+  void reconstruct_batch(const std::int64_t* q, const std::uint64_t* w, const double* beta,
+                         std::size_t count, T* y) const {
+    kernels::zn_reconstruct(q, w, beta, count, y);
   }
   std::vector<double> basis() const {
     std::vector<double> g(static_cast<std::size_t>(n * n), 0.0);

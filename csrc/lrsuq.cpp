@@ -1,5 +1,6 @@
 #include "lrsuq.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -9,7 +10,7 @@
 namespace cepam {
 namespace {
 
-constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch (multiple of 8)
+constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch
 constexpr int kMaxN = 8;
 
 // Calls fn(lattice, latent) with the concrete types for p.
@@ -50,8 +51,63 @@ void reconstruct(const Lattice& lattice, double beta, const std::int64_t* m, con
   for (int k = 0; k < lattice.dim(); ++k) y[k] = beta * (p[k] + v[k]);
 }
 
+// One trial for one sub-vector: t = x / beta, xs = x, dither from `words`.
+// Writes the lattice point to q and returns whether the trial is accepted.
+template <class Lattice>
+bool try_trial(const Lattice& lattice, Norm norm, const double* t, const double* xs, double beta,
+               double r, const std::uint64_t* words, std::int64_t* q) {
+  double v[kMaxN], tv[kMaxN], y[kMaxN];
+  lattice.dither(words, v);
+  for (int k = 0; k < lattice.dim(); ++k) tv[k] = t[k] - v[k];
+  lattice.closest_point(tv, q);
+  reconstruct(lattice, beta, q, v, y);
+  return accepted(lattice, norm, y, xs, r);
+}
+
 std::string describe_subvector(std::size_t j) { return "sub-vector " + std::to_string(j); }
 
+// Dither words of trial trial_of(i) for the sub-vectors j = j0 + subs[i],
+// i < count: words [j n, j n + n) of stream trial_of(i), which lie in one or
+// two blocks.  All those blocks are computed in SIMD batches
+// (KeyStream::gather); words(i) points to sub-vector subs[i]'s n words.
+class TrialWords {
+ public:
+  explicit TrialWords(std::size_t max_subs)
+      : stream_(2 * max_subs), index_(2 * max_subs), blocks_(16 * max_subs), offset_(max_subs) {}
+
+  template <class TrialOf>
+  void fetch(const KeyStream& ks, TrialOf&& trial_of, std::size_t n, std::size_t j0,
+             const std::size_t* subs, std::size_t count) {
+    std::size_t requests = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint64_t first = static_cast<std::uint64_t>(j0 + subs[i]) * n;
+      const std::uint64_t last = first + n - 1;
+      const std::uint32_t trial = trial_of(i);
+      offset_[i] = 8 * requests + static_cast<std::size_t>(first % 8);
+      for (std::uint64_t b = first / 8; b <= last / 8; ++b) {
+        stream_[requests] = trial;
+        index_[requests] = b;
+        ++requests;
+      }
+    }
+    ks.gather(requests, stream_.data(), index_.data(), blocks_.data());
+  }
+  const std::uint64_t* words(std::size_t i) const { return &blocks_[offset_[i]]; }
+
+ private:
+  std::vector<std::uint32_t> stream_;
+  std::vector<std::uint64_t> index_;
+  std::vector<std::uint64_t> blocks_;
+  std::vector<std::size_t> offset_;
+};
+
+// Encodes chunk by chunk: the keystream of trial 1 and of the latent
+// variables of a whole chunk is generated in one go, the radii of the chunk
+// are computed in one batch, every sub-vector does trial 1 in one batch
+// over the chunk's elements, and the rejected ones go on to trials 2, 3, ...
+// together (their dither blocks gathered).  The outputs, and which error is
+// thrown first, are those of the plain loop "for each sub-vector, for each
+// trial".
 template <class T, class Lattice, class Latent>
 void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks, const T* x,
                  std::size_t m, double factor, std::uint32_t* H, std::int64_t* M) {
@@ -59,58 +115,100 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   const std::size_t un = static_cast<std::size_t>(n);
   const std::size_t W = static_cast<std::size_t>(latent.words());
   const std::size_t N = (m + un - 1) / un;
-  const double rho = lattice.packing_radius(latent.norm());
+  const Norm norm = latent.norm();
+  const double rho = lattice.packing_radius(norm);
+  const bool every_trial_accepted = lattice.cell_is_ball();
   std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
-  std::uint64_t retry_words[kMaxN];
-  double xs[kMaxN], t[kMaxN], v[kMaxN], y[kMaxN];
-  std::int64_t q[kMaxN];
+  std::vector<double> radius(kChunk), beta(kChunk);
+  // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
+  // and its term of the acceptance test.
+  std::vector<double> beta_e(kChunk * un), inv_beta_e(kChunk * un), xs(kChunk * un),
+      t(kChunk * un), dev(kChunk * un);
+  std::vector<std::size_t> rejected(kChunk);
+  TrialWords retry(kChunk);
 
   for (std::size_t j0 = 0; j0 < N; j0 += kChunk) {
     const std::size_t count = (N - j0 < kChunk) ? N - j0 : kChunk;
+    const std::size_t e0 = j0 * un;      // first element of the chunk
+    const std::size_t ne = count * un;   // elements, padding included
     ks.words(0, j0 * W, count * W, latent_buf.data());
-    ks.words(1, j0 * un, count * un, dither_buf.data());
+    ks.words(1, e0, ne, dither_buf.data());
+    latent.radii(latent_buf.data(), count, radius.data());
     for (std::size_t c = 0; c < count; ++c) {
-      const std::size_t j = j0 + c;
+      beta[c] = radius[c] / rho;
+      const double inv_beta = 1.0 / beta[c];
       for (std::size_t k = 0; k < un; ++k) {
-        const std::size_t idx = j * un + k;
-        xs[k] = idx < m ? static_cast<double>(x[idx]) * factor : 0.0;
+        beta_e[c * un + k] = beta[c];
+        inv_beta_e[c * un + k] = inv_beta;
       }
-      const double r = latent.radius(&latent_buf[c * W]);
-      const double beta = r / rho;
-      const double inv_beta = 1.0 / beta;
-      for (int k = 0; k < n; ++k) {
-        const double s = xs[k] * inv_beta;
-        if (!(std::fabs(s) < kMaxScaledInput)) {
-          throw EncodingError(
-              describe_subvector(j) +
-              ": the input is too large relative to the noise scale drawn for it "
-              "(|x| / beta >= 2^50); clip the update or use a larger noise scale");
+    }
+
+    // Scaled inputs (zero padding after x[m - 1]).  A sub-vector out of
+    // range ends the encoding, after the sub-vectors before it (which may
+    // themselves fail first).
+    const std::size_t real = (m - e0 < ne) ? m - e0 : ne;
+    std::size_t bad = kernels::scale_inputs(x + e0, factor, inv_beta_e.data(), kMaxScaledInput,
+                                            real, xs.data(), t.data());
+    if (bad == real) {
+      bad = ne;  // none so far
+      for (std::size_t e = real; e < ne; ++e) {
+        xs[e] = 0.0;
+        t[e] = xs[e] * inv_beta_e[e];
+        if (!(std::fabs(t[e]) < kMaxScaledInput)) {
+          bad = e;
+          break;
         }
-        t[k] = s;
       }
-      const std::uint64_t* words = &dither_buf[c * un];
-      std::uint32_t trial = 1;
-      for (;;) {
-        lattice.dither(words, v);
-        double tv[kMaxN];
-        for (int k = 0; k < n; ++k) tv[k] = t[k] - v[k];
-        lattice.closest_point(tv, q);
-        reconstruct(lattice, beta, q, v, y);
-        if (accepted(lattice, latent.norm(), y, xs, r)) break;
-        if (trial == kTrialCap) {
-          throw EncodingError(describe_subvector(j) + ": no trial accepted within the cap of " +
-                              std::to_string(kTrialCap) + " trials");
+    }
+    const std::size_t ok = bad / un;  // sub-vectors before the first bad one (count if none)
+
+    // Trial 1, all sub-vectors at once.
+    lattice.trial_batch(t.data(), xs.data(), beta_e.data(), dither_buf.data(), ok * un, norm,
+                        M + e0, every_trial_accepted ? nullptr : dev.data());
+    std::size_t nrej = 0;
+    for (std::size_t c = 0; c < ok; ++c) {
+      H[j0 + c] = 1;
+      if (every_trial_accepted) continue;
+      double s = 0.0;
+      for (std::size_t k = 0; k < un; ++k) s += dev[c * un + k];
+      const bool accept = norm == Norm::L2 ? s <= radius[c] * radius[c] : s <= radius[c];
+      rejected[nrej] = c;
+      nrej += accept ? 0 : 1;
+    }
+    // Trials 2, 3, ... for the rejected sub-vectors, in order.
+    for (std::uint32_t trial = 1; nrej > 0;) {
+      if (trial == kTrialCap) {
+        throw EncodingError(describe_subvector(j0 + rejected[0]) +
+                            ": no trial accepted within the cap of " +
+                            std::to_string(kTrialCap) + " trials");
+      }
+      ++trial;
+      retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
+      std::size_t still = 0;
+      for (std::size_t i = 0; i < nrej; ++i) {
+        const std::size_t c = rejected[i];
+        const std::size_t e = c * un;
+        if (try_trial(lattice, norm, &t[e], &xs[e], beta[c], radius[c], retry.words(i),
+                      &M[e0 + e])) {
+          H[j0 + c] = trial;
+        } else {
+          rejected[still++] = c;
         }
-        ++trial;
-        ks.words(trial, j * un, un, retry_words);
-        words = retry_words;
       }
-      H[j] = trial;
-      for (std::size_t k = 0; k < un; ++k) M[j * un + k] = q[k];
+      nrej = still;
+    }
+    if (ok < count) {
+      throw EncodingError(
+          describe_subvector(j0 + ok) +
+          ": the input is too large relative to the noise scale drawn for it "
+          "(|x| / beta >= 2^50); clip the update or use a larger noise scale");
     }
   }
 }
 
+// Decodes chunk by chunk with constant work per sub-vector: the latent and
+// trial-1 keystream of a chunk in one go, and for the sub-vectors with
+// H != 1 the one or two blocks holding the dither of trial H, gathered.
 template <class T, class Lattice, class Latent>
 void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks,
                  const std::uint32_t* H, const std::int64_t* M, std::size_t m, T* out) {
@@ -120,14 +218,15 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   const std::size_t N = (m + un - 1) / un;
   const double rho = lattice.packing_radius(latent.norm());
   std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
-  std::uint64_t retry_words[kMaxN];
-  double v[kMaxN], y[kMaxN];
-  std::int64_t q[kMaxN];
+  std::vector<double> beta(kChunk), beta_e(kChunk * un);
+  std::vector<std::size_t> later(kChunk);
+  TrialWords retry(kChunk);
 
   for (std::size_t j0 = 0; j0 < N; j0 += kChunk) {
     const std::size_t count = (N - j0 < kChunk) ? N - j0 : kChunk;
-    ks.words(0, j0 * W, count * W, latent_buf.data());
-    ks.words(1, j0 * un, count * un, dither_buf.data());
+    const std::size_t e0 = j0 * un;
+    // Validate the chunk first, in sub-vector order.
+    std::size_t nlater = 0;
     for (std::size_t c = 0; c < count; ++c) {
       const std::size_t j = j0 + c;
       const std::uint32_t h = H[j];
@@ -140,21 +239,25 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
         if (mk > kMaxAbsM || mk < -kMaxAbsM) {
           throw FormatError(describe_subvector(j) + ": lattice coordinate out of range");
         }
-        q[k] = mk;
       }
-      const std::uint64_t* words = &dither_buf[c * un];
-      if (h != 1) {
-        ks.words(h, j * un, un, retry_words);
-        words = retry_words;
-      }
-      const double beta = latent.radius(&latent_buf[c * W]) / rho;
-      lattice.dither(words, v);
-      reconstruct(lattice, beta, q, v, y);
-      for (std::size_t k = 0; k < un; ++k) {
-        const std::size_t idx = j * un + k;
-        if (idx < m) out[idx] = static_cast<T>(y[k]);
-      }
+      later[nlater] = c;
+      nlater += h != 1 ? 1 : 0;
     }
+    ks.words(0, j0 * W, count * W, latent_buf.data());
+    ks.words(1, e0, count * un, dither_buf.data());
+    latent.radii(latent_buf.data(), count, beta.data());
+    for (std::size_t c = 0; c < count; ++c) {
+      const double b = beta[c] / rho;
+      for (std::size_t k = 0; k < un; ++k) beta_e[c * un + k] = b;
+    }
+    // Dithers of trial H_j for the sub-vectors with H_j != 1.
+    retry.fetch(ks, [&](std::size_t i) { return H[j0 + later[i]]; }, un, j0, later.data(), nlater);
+    for (std::size_t i = 0; i < nlater; ++i) {
+      const std::uint64_t* w = retry.words(i);
+      std::copy(w, w + un, &dither_buf[later[i] * un]);
+    }
+    const std::size_t real = (m - e0 < count * un) ? m - e0 : count * un;  // padding dropped
+    lattice.reconstruct_batch(M + e0, dither_buf.data(), beta_e.data(), real, out + e0);
   }
 }
 
@@ -259,7 +362,7 @@ void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first
     const std::size_t W = static_cast<std::size_t>(latent.words());
     std::vector<std::uint64_t> words(count * W);
     ks.words(0, first * W, count * W, words.data());
-    for (std::size_t c = 0; c < count; ++c) out[c] = latent.radius(&words[c * W]);
+    latent.radii(words.data(), count, out);
   });
 }
 
