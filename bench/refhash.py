@@ -177,6 +177,18 @@ def run():
                                           h_bits=len(hbits), m_bits=len(mbits)))
         out[f"hostile{hi}"] = h(r[0], r[1] if r[0] == "err" else
                                 tuple(a.tobytes() for a in r[1]))
+        # The same after 300 valid codes (zeros), so that long sections are
+        # decoded up to the hostile part.
+        for pre in (1, 37, 300):
+            zero_h = "" if g == 0 else "1" + "0" * ((g - 1).bit_length() - (1 if (1 << (g - 1).bit_length()) - g > 0 else 0))
+            zero_m = "1" + "0" * k
+            hb2 = zero_h * pre + hbits
+            mb2 = zero_m * pre + mbits
+            body = bits_to_bytes(hb2) + bits_to_bytes(mb2)
+            r = outcome(lambda: c.body_decode(body, N=N + pre, count=count + pre, golomb=g,
+                                              expg_k=k, h_bits=len(hb2), m_bits=len(mb2)))
+            out[f"hostile{hi}/pre{pre}"] = h(r[0], r[1] if r[0] == "err" else
+                                             tuple(a.tobytes() for a in r[1]))
     # Inputs out of range at various places (the first failing sub-vector
     # is named in the message).
     for n in (1, 2, 3, 8):

@@ -8,12 +8,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "errors.hpp"
 
-#if defined(_MSC_VER) && !defined(__clang__)
+#if defined(_MSC_VER)
 #include <intrin.h>
+#include <stdlib.h>
 #endif
 
 namespace cepam {
@@ -29,27 +31,68 @@ inline int count_leading_zeros(std::uint64_t w) {
 #endif
 }
 
+// Big-endian 64-bit load and store: one unaligned access and a byte swap
+// where the compiler has a byte-swap intrinsic, bytes one by one otherwise.
+inline std::uint64_t load_be64(const std::uint8_t* p) {
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__)
+  std::uint64_t w;
+  std::memcpy(&w, p, sizeof w);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  w = __builtin_bswap64(w);
+#endif
+  return w;
+#elif defined(_MSC_VER)
+  std::uint64_t w;
+  std::memcpy(&w, p, sizeof w);
+  return _byteswap_uint64(w);  // MSVC targets are little-endian
+#else
+  std::uint64_t w = 0;
+  for (int i = 0; i < 8; ++i) w = (w << 8) | p[i];
+  return w;
+#endif
+}
+
+inline void store_be64(std::uint8_t* p, std::uint64_t w) {
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  w = __builtin_bswap64(w);
+#endif
+  std::memcpy(p, &w, sizeof w);
+#elif defined(_MSC_VER)
+  w = _byteswap_uint64(w);
+  std::memcpy(p, &w, sizeof w);
+#else
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(w >> (56 - 8 * i));
+#endif
+}
+
 class BitWriter {
  public:
-  explicit BitWriter(std::vector<std::uint8_t>& out) : out_(out) {}
+  // Appends to out (which may already hold earlier sections).
+  explicit BitWriter(std::vector<std::uint8_t>& out)
+      : out_(out), buf_(out.data()), cap_(out.size()), used_(out.size()) {}
 
-  // Appends the low `nbits` bits of value, most significant first; nbits <= 32.
+  // Appends the low `nbits` bits of value, most significant first; nbits <= 56.
   void put(std::uint64_t value, int nbits) {
-    acc_ = (acc_ << nbits) | (value & ((std::uint64_t{1} << nbits) - 1));
+    if (cap_ - used_ < 8) {
+      buf_ = grow(out_, used_);
+      cap_ = out_.size();
+    }
+    // acc_ holds the nacc_ < 8 bits not yet in a whole byte, left-aligned.
+    if (nbits > 0) acc_ |= (value << (64 - nbits)) >> nacc_;
     nacc_ += nbits;
     bits_ += static_cast<std::uint64_t>(nbits);
-    if (nacc_ >= 32) {
-      const std::uint32_t word = static_cast<std::uint32_t>(acc_ >> (nacc_ - 32));
-      out_.push_back(static_cast<std::uint8_t>(word >> 24));
-      out_.push_back(static_cast<std::uint8_t>(word >> 16));
-      out_.push_back(static_cast<std::uint8_t>(word >> 8));
-      out_.push_back(static_cast<std::uint8_t>(word));
-      nacc_ -= 32;
-    }
+    // Store all 8 bytes of the accumulator (the bytes past the pending bits
+    // are zeros, overwritten by later puts) and keep the last partial byte.
+    store_be64(buf_ + used_, acc_);
+    const int whole = nacc_ >> 3;  // at most 7
+    used_ += static_cast<std::size_t>(whole);
+    acc_ <<= 8 * whole;
+    nacc_ &= 7;
   }
   // Appends up to 64 bits.
   void put_long(std::uint64_t value, int nbits) {
-    if (nbits > 32) {
+    if (nbits > 56) {
       put(value >> 32, nbits - 32);
       put(value & 0xffffffffu, 32);
     } else {
@@ -57,22 +100,35 @@ class BitWriter {
     }
   }
   void put_zeros(std::uint64_t count) {
-    for (; count >= 32; count -= 32) put(0, 32);
+    for (; count >= 56; count -= 56) put(0, 56);
     put(0, static_cast<int>(count));
   }
-  // Pads with zero bits to a byte boundary.
+  // Pads with zero bits to a byte boundary (the partial byte is already in
+  // place) and trims the buffer.
   void finish() {
-    while (nacc_ > 0) {
-      const int take = nacc_ >= 8 ? 8 : nacc_;
-      const std::uint64_t byte = (acc_ >> (nacc_ - take)) << (8 - take);
-      out_.push_back(static_cast<std::uint8_t>(byte));
-      nacc_ -= take;
+    if (nacc_ > 0) {
+      ++used_;
+      acc_ = 0;
+      nacc_ = 0;
     }
+    out_.resize(used_);
+    buf_ = out_.data();
+    cap_ = used_;
   }
   std::uint64_t bits() const { return bits_; }
 
  private:
+  // Enlarges out (geometrically) so that at least 8 bytes follow `used`.
+  // A free function, so that the writer's state can live in registers.
+  static std::uint8_t* grow(std::vector<std::uint8_t>& out, std::size_t used) {
+    out.resize(2 * out.size() > used + 64 ? 2 * out.size() : used + 64);
+    return out.data();
+  }
+
   std::vector<std::uint8_t>& out_;
+  std::uint8_t* buf_;  // out_.data(), cached
+  std::size_t cap_;    // out_.size(), cached
+  std::size_t used_;   // bytes of out_ holding whole bytes of output
   std::uint64_t acc_ = 0;
   int nacc_ = 0;
   std::uint64_t bits_ = 0;
@@ -86,6 +142,15 @@ class BitReader {
   std::uint64_t position() const { return pos_; }
   std::uint64_t remaining() const { return nbits_ - pos_; }
 
+  // Unchecked fast path, for decoders that fall back to the checked reads
+  // near the end of the section: while at least kPlenty bits remain, window()
+  // returns the next 64 bits of which at least the first 57 are stream bits
+  // (the 8 bytes it loads lie inside the section), and skip() consumes bits.
+  static constexpr std::uint64_t kPlenty = 128;
+  bool plenty() const { return nbits_ - pos_ >= kPlenty; }
+  std::uint64_t window() const { return load_be64(data_ + (pos_ >> 3)) << (pos_ & 7); }
+  void skip(int nbits) { pos_ += static_cast<std::uint64_t>(nbits); }
+
   // Next `nbits` (<= 57) bits without consuming them; bits past the end read
   // as zero.
   std::uint64_t peek(int nbits) const {
@@ -94,7 +159,7 @@ class BitReader {
     const std::uint64_t nbytes = (nbits_ + 7) >> 3;
     std::uint64_t w = 0;
     if (byte + 8 <= nbytes) {
-      for (int i = 0; i < 8; ++i) w = (w << 8) | data_[byte + static_cast<std::uint64_t>(i)];
+      w = load_be64(data_ + byte);
     } else {
       for (std::uint64_t i = 0; i < 8; ++i)
         w = (w << 8) | (byte + i < nbytes ? data_[byte + i] : 0u);

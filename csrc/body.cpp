@@ -75,12 +75,21 @@ void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, s
       for (std::size_t j = 0; j < N; ++j) {
         if (H[j] < 1) throw InvalidArgument("trial index must be at least 1");
         const std::uint64_t v = H[j] - 1;
-        w.put_zeros(v / g);
-        w.put(1, 1);
+        const std::uint64_t q = v / g;
         const std::uint64_t r = v % g;
+        // q zeros, a one, then r in truncated binary (tb.b - 1 or tb.b bits).
+        std::uint64_t rcode = r;
+        int rbits = 0;
         if (tb.b > 0) {
-          if (r < tb.u) w.put(r, tb.b - 1);
-          else w.put(r + tb.u, tb.b);
+          rbits = r < tb.u ? tb.b - 1 : tb.b;
+          rcode = r < tb.u ? r : r + tb.u;
+        }
+        const std::uint64_t tail = (std::uint64_t{1} << rbits) | rcode;  // the one and r
+        if (q + 1 + static_cast<std::uint64_t>(rbits) <= 56) {
+          w.put(tail, static_cast<int>(q) + 1 + rbits);  // the zeros are leading zeros of tail
+        } else {
+          w.put_zeros(q);
+          w.put(tail, 1 + rbits);
         }
       }
     } else {
@@ -98,8 +107,13 @@ void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, s
       if (M[i] > kMaxAbsM || M[i] < -kMaxAbsM) throw InvalidArgument("lattice coordinate too large");
       const std::uint64_t v = zigzag(M[i]) + offset;
       const int len = bit_length(v);
-      w.put_zeros(static_cast<std::uint64_t>(len - k - 1));
-      w.put_long(v, len);
+      const int zeros = len - k - 1;
+      if (zeros + len <= 56) {
+        w.put(v, zeros + len);  // the zeros are leading zeros of v
+      } else {
+        w.put_zeros(static_cast<std::uint64_t>(zeros));
+        w.put_long(v, len);
+      }
     }
     layout.m_bits = w.bits();
     w.finish();
@@ -129,9 +143,9 @@ void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std:
     throw FormatError("declared number of coordinates does not fit the body");
 }
 
-void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& layout,
+void decode_body(const std::uint8_t* data, std::size_t size, const BodyLayout& layout,
                  std::size_t N, std::size_t count, std::uint32_t* H, std::int64_t* M) {
-  check_body(layout, len, N, count);
+  check_body(layout, size, N, count);
   const std::uint64_t h_bytes = (layout.h_bits + 7) / 8;
   const std::uint64_t m_bytes = (layout.m_bits + 7) / 8;
 
@@ -150,7 +164,42 @@ void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& la
       const std::uint32_t g = layout.golomb;
       const TruncatedBinary tb(g);
       const std::uint64_t max_q = (kTrialCap - 1) / g;
-      for (std::size_t j = 0; j < N; ++j) {
+      for (std::size_t j = 0; j < N;) {
+        if (r.plenty()) {
+          // Fast path, as for M below: the codes wholly inside the window.
+          std::uint64_t w = r.window();
+          const int valid = 64 - static_cast<int>(r.position() & 7);
+          int used = 0;
+          for (; j < N && w != 0; ++j) {
+            const int zeros = count_leading_zeros(w);
+            if (static_cast<std::uint64_t>(zeros) > max_q) break;
+            // After the zeros and the one: tb.b - 1 bits, or tb.b if those
+            // bits are >= tb.u (tb.b <= 16).
+            const std::uint64_t after = (w << zeros) << 1;
+            std::uint64_t rem = 0;
+            int total = zeros + 1;
+            if (tb.b > 0) {
+              rem = tb.b > 1 ? after >> (65 - tb.b) : 0;
+              if (rem >= tb.u) {
+                rem = (after >> (64 - tb.b)) - tb.u;
+                total += tb.b;
+              } else {
+                total += tb.b - 1;
+              }
+            }
+            if (total > valid - used) break;
+            const std::uint64_t v = static_cast<std::uint64_t>(zeros) * g + rem;
+            if (v >= kTrialCap) throw FormatError("trial index above the cap");
+            H[j] = static_cast<std::uint32_t>(v + 1);
+            w = (w << (total - 1)) << 1;  // total may be 64
+            used += total;
+          }
+          if (used > 0) {
+            r.skip(used);
+            continue;
+          }
+        }
+        // Checked path: near the end of the section, and for long or invalid codes.
         const std::uint64_t q = r.zeros_then_one(max_q);
         std::uint64_t rem = 0;
         if (tb.b > 0) {
@@ -160,6 +209,7 @@ void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& la
         const std::uint64_t v = q * g + rem;
         if (v >= kTrialCap) throw FormatError("trial index above the cap");
         H[j] = static_cast<std::uint32_t>(v + 1);
+        ++j;
       }
     } else {
       for (std::size_t j = 0; j < N; ++j) H[j] = 1;
@@ -174,14 +224,42 @@ void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& la
     // |M| <= 2^53 means zigzag(M) + 2^k < 2^55, a code of at most 55 bits.
     const int max_len = 55;
     const std::uint64_t max_zigzag = zigzag(-kMaxAbsM);
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::uint64_t zeros = r.zeros_then_one(static_cast<std::uint64_t>(max_len - k - 1));
-      const int len = static_cast<int>(zeros) + k + 1;
+    const int max_zeros = max_len - k - 1;
+    for (std::size_t i = 0; i < count;) {
+      if (r.plenty()) {
+        // Fast path: decode the codes that lie wholly inside the next 64-bit
+        // window (its first `valid` >= 57 bits are stream bits, and plenty
+        // remain after them).  For such codes, with a valid prefix, the
+        // checked reads below would neither fail nor read anything else.
+        std::uint64_t w = r.window();
+        const int valid = 64 - static_cast<int>(r.position() & 7);
+        int used = 0;
+        for (; i < count && w != 0; ++i) {
+          const int zeros = count_leading_zeros(w);
+          const int len = zeros + k + 1;  // bits of v, after `zeros` zeros
+          const int total = zeros + len;
+          if (zeros > max_zeros || total > valid - used) break;
+          const std::uint64_t v = (w << zeros) >> (64 - len);
+          const std::uint64_t z = v - offset;
+          if (z > max_zigzag) throw FormatError("lattice coordinate out of range");
+          M[i] = unzigzag(z);
+          w = (w << (total - 1)) << 1;  // total may be 64
+          used += total;
+        }
+        if (used > 0) {
+          r.skip(used);
+          continue;
+        }
+      }
+      // Checked path: near the end of the section, and for long or invalid codes.
+      const std::uint64_t nz = r.zeros_then_one(static_cast<std::uint64_t>(max_zeros));
+      const int len = static_cast<int>(nz) + k + 1;
       // The leading one was consumed; read the remaining len - 1 bits.
       const std::uint64_t v = (std::uint64_t{1} << (len - 1)) | r.get_long(len - 1);
       const std::uint64_t z = v - offset;
       if (v < offset || z > max_zigzag) throw FormatError("lattice coordinate out of range");
       M[i] = unzigzag(z);
+      ++i;
     }
     check_end(r, layout.m_bits, sec, m_bytes, "M");
   }
