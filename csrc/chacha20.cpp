@@ -5,7 +5,11 @@
 #include "cpu.hpp"
 
 #if CEPAM_X86_DISPATCH
+// GCC 12's AVX-512 intrinsics trip its own -Wuninitialized (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
 namespace cepam {
@@ -15,12 +19,11 @@ constexpr std::uint32_t kSigma[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b
 
 inline std::uint32_t rotl(std::uint32_t v, int c) { return (v << c) | (v >> (32 - c)); }
 
-// The block kernels compute eight blocks at once: lane l is block index[l]
-// of stream stream[l], written to out[8 l .. 8 l + 8).  Contiguous ranges
-// and the scattered blocks of rejected trials use the same kernels.
-using Blocks8Fn = ChaChaBlocks8;
-
-constexpr int kLanes = 8;
+// The batch kernels compute kChaChaBatch = 16 blocks at once: lane l is
+// block index[l] of stream stream[l], written to out[8 l .. 8 l + 8).
+// Contiguous ranges and the scattered blocks of rejected trials use the
+// same kernels.
+constexpr int kLanes = kChaChaBatch;
 
 // Portable kernel, over arrays of lanes so that a compiler may vectorise the
 // quarter rounds.
@@ -31,8 +34,8 @@ inline void quarter(std::uint32_t* a, std::uint32_t* b, std::uint32_t* c, std::u
   for (int l = 0; l < kLanes; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 7); }
 }
 
-void blocks8_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t stream[8],
-                      const std::uint64_t index[8], std::uint64_t out[64]) {
+void batch_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t* stream,
+                    const std::uint64_t* index, std::uint64_t* out) {
   alignas(64) std::uint32_t init[16][kLanes];
   alignas(64) std::uint32_t x[16][kLanes];
   for (int l = 0; l < kLanes; ++l) {
@@ -118,9 +121,10 @@ CEPAM_TARGET_AVX2 inline void transpose_store_avx2(const __m256i r[8], std::uint
   _mm256_storeu_si256(o + 14, _mm256_permute2x128_si256(u3, u7, 0x31));
 }
 
+// Eight blocks (lanes index[0..8), stream[0..8)) into out[0..64).
 CEPAM_TARGET_AVX2 void blocks8_avx2(const ChaChaKey& key, std::uint32_t purpose,
-                                    const std::uint32_t stream[8], const std::uint64_t index[8],
-                                    std::uint64_t out[64]) {
+                                    const std::uint32_t* stream, const std::uint64_t* index,
+                                    std::uint64_t* out) {
   alignas(32) std::uint32_t lo[8], hi[8];
   for (int l = 0; l < 8; ++l) {
     lo[l] = static_cast<std::uint32_t>(index[l]);
@@ -157,21 +161,104 @@ CEPAM_TARGET_AVX2 void blocks8_avx2(const ChaChaKey& key, std::uint32_t purpose,
   transpose_store_avx2(x, out32);
   transpose_store_avx2(x + 8, out32 + 8);
 }
-#endif
 
-Blocks8Fn blocks8_kernel() {
-#if CEPAM_X86_DISPATCH
-  if (simd_level() == SimdLevel::Avx2) return blocks8_avx2;
-#endif
-  return blocks8_portable;
+CEPAM_TARGET_AVX2 void batch_avx2(const ChaChaKey& key, std::uint32_t purpose,
+                                  const std::uint32_t* stream, const std::uint64_t* index,
+                                  std::uint64_t* out) {
+  blocks8_avx2(key, purpose, stream, index, out);
+  blocks8_avx2(key, purpose, stream + 8, index + 8, out + 64);
 }
 
-// Blocks [first, first + 8) of one stream.
-void blocks8_consecutive(Blocks8Fn kernel, const ChaChaKey& key, std::uint32_t purpose,
-                         std::uint32_t stream, std::uint64_t first, std::uint64_t out[64]) {
-  std::uint32_t streams[8];
-  std::uint64_t index[8];
-  for (int l = 0; l < 8; ++l) {
+// AVX-512 kernel: the same layout with sixteen 32-bit lanes per register
+// (lane l = block l), native rotates, and 32 registers so that the state
+// never leaves them.  The final 16 x 16 transpose runs in four steps: the
+// first two interleave 32-bit and 64-bit elements within 128-bit lanes, so
+// that 128-bit lane L of u[4 g + s] holds words 4 g .. 4 g + 3 of block
+// 4 L + s; the last two move those 128-bit pieces across lanes
+// (shuffle_i32x4) so that block 4 L + s gets the pieces of g = 0, 1, 2, 3.
+CEPAM_TARGET_AVX512 inline void quarter_avx512(__m512i& a, __m512i& b, __m512i& c, __m512i& d) {
+  a = _mm512_add_epi32(a, b);
+  d = _mm512_rol_epi32(_mm512_xor_si512(d, a), 16);
+  c = _mm512_add_epi32(c, d);
+  b = _mm512_rol_epi32(_mm512_xor_si512(b, c), 12);
+  a = _mm512_add_epi32(a, b);
+  d = _mm512_rol_epi32(_mm512_xor_si512(d, a), 8);
+  c = _mm512_add_epi32(c, d);
+  b = _mm512_rol_epi32(_mm512_xor_si512(b, c), 7);
+}
+
+CEPAM_TARGET_AVX512 void batch_avx512(const ChaChaKey& key, std::uint32_t purpose,
+                                      const std::uint32_t* stream, const std::uint64_t* index,
+                                      std::uint64_t* out) {
+  alignas(64) std::uint32_t lo[16], hi[16];
+  for (int l = 0; l < 16; ++l) {
+    lo[l] = static_cast<std::uint32_t>(index[l]);
+    hi[l] = static_cast<std::uint32_t>(index[l] >> 32);
+  }
+  __m512i init[16];
+  for (int i = 0; i < 4; ++i) init[i] = _mm512_set1_epi32(static_cast<int>(kSigma[i]));
+  for (int i = 0; i < 8; ++i)
+    init[4 + i] = _mm512_set1_epi32(static_cast<int>(key[static_cast<std::size_t>(i)]));
+  init[12] = _mm512_load_si512(lo);
+  init[13] = _mm512_load_si512(hi);
+  init[14] = _mm512_loadu_si512(stream);
+  init[15] = _mm512_set1_epi32(static_cast<int>(purpose));
+  __m512i x[16];
+  for (int i = 0; i < 16; ++i) x[i] = init[i];
+  for (int round = 0; round < 10; ++round) {
+    quarter_avx512(x[0], x[4], x[8], x[12]);
+    quarter_avx512(x[1], x[5], x[9], x[13]);
+    quarter_avx512(x[2], x[6], x[10], x[14]);
+    quarter_avx512(x[3], x[7], x[11], x[15]);
+    quarter_avx512(x[0], x[5], x[10], x[15]);
+    quarter_avx512(x[1], x[6], x[11], x[12]);
+    quarter_avx512(x[2], x[7], x[8], x[13]);
+    quarter_avx512(x[3], x[4], x[9], x[14]);
+  }
+  for (int i = 0; i < 16; ++i) x[i] = _mm512_add_epi32(x[i], init[i]);
+
+  __m512i t[16], u[16];
+  for (int g = 0; g < 4; ++g) {
+    // Rows a, b, c, d = words 4 g .. 4 g + 3 (each 128-bit lane: 4 blocks).
+    const __m512i* r = x + 4 * g;
+    t[4 * g + 0] = _mm512_unpacklo_epi32(r[0], r[1]);  // a0 b0 a1 b1 per 128-bit lane
+    t[4 * g + 1] = _mm512_unpackhi_epi32(r[0], r[1]);  // a2 b2 a3 b3
+    t[4 * g + 2] = _mm512_unpacklo_epi32(r[2], r[3]);  // c0 d0 c1 d1
+    t[4 * g + 3] = _mm512_unpackhi_epi32(r[2], r[3]);  // c2 d2 c3 d3
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g + 0], t[4 * g + 2]);  // a0 b0 c0 d0: s = 0
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g + 0], t[4 * g + 2]);  // a1 b1 c1 d1: s = 1
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);  // s = 2
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);  // s = 3
+  }
+  __m512i* o = reinterpret_cast<__m512i*>(out);  // block b at o + b (x86: little-endian)
+  for (int s = 0; s < 4; ++s) {
+    // Pieces (g, L) of u[4 g + s]; gather piece L of every g into block 4 L + s.
+    const __m512i v0 = _mm512_shuffle_i32x4(u[s], u[4 + s], 0x44);       // (0,0) (0,1) (1,0) (1,1)
+    const __m512i v1 = _mm512_shuffle_i32x4(u[s], u[4 + s], 0xee);       // (0,2) (0,3) (1,2) (1,3)
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + s], u[12 + s], 0x44);  // (2,0) (2,1) (3,0) (3,1)
+    const __m512i v3 = _mm512_shuffle_i32x4(u[8 + s], u[12 + s], 0xee);  // (2,2) (2,3) (3,2) (3,3)
+    _mm512_storeu_si512(o + 0 + s, _mm512_shuffle_i32x4(v0, v2, 0x88));   // L = 0
+    _mm512_storeu_si512(o + 4 + s, _mm512_shuffle_i32x4(v0, v2, 0xdd));   // L = 1
+    _mm512_storeu_si512(o + 8 + s, _mm512_shuffle_i32x4(v1, v3, 0x88));   // L = 2
+    _mm512_storeu_si512(o + 12 + s, _mm512_shuffle_i32x4(v1, v3, 0xdd));  // L = 3
+  }
+}
+#endif
+
+ChaChaBatch batch_kernel() {
+#if CEPAM_X86_DISPATCH
+  if (simd_level() >= SimdLevel::Avx512) return batch_avx512;
+  if (simd_level() >= SimdLevel::Avx2) return batch_avx2;
+#endif
+  return batch_portable;
+}
+
+// Blocks [first, first + kLanes) of one stream.
+void batch_consecutive(ChaChaBatch kernel, const ChaChaKey& key, std::uint32_t purpose,
+                       std::uint32_t stream, std::uint64_t first, std::uint64_t* out) {
+  std::uint32_t streams[kLanes];
+  std::uint64_t index[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
     streams[l] = stream;
     index[l] = first + static_cast<std::uint64_t>(l);
   }
@@ -216,24 +303,24 @@ ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]) {
 }
 
 KeyStream::KeyStream(const ChaChaKey& key, std::uint32_t purpose)
-    : key_(key), purpose_(purpose), kernel_(blocks8_kernel()) {}
+    : key_(key), purpose_(purpose), kernel_(batch_kernel()) {}
 
 void KeyStream::blocks(std::uint32_t stream, std::uint64_t first_block, std::size_t count,
                        std::uint64_t* out) const {
-  const Blocks8Fn kernel = kernel_;
+  const ChaChaBatch kernel = kernel_;
   std::size_t done = 0;
   for (; done + kLanes <= count; done += kLanes)
-    blocks8_consecutive(kernel, key_, purpose_, stream, first_block + done, out + 8 * done);
+    batch_consecutive(kernel, key_, purpose_, stream, first_block + done, out + 8 * done);
   if (done < count) {
     std::uint64_t tail[8 * kLanes];
-    blocks8_consecutive(kernel, key_, purpose_, stream, first_block + done, tail);
+    batch_consecutive(kernel, key_, purpose_, stream, first_block + done, tail);
     std::memcpy(out + 8 * done, tail, (count - done) * 8 * sizeof(std::uint64_t));
   }
 }
 
 void KeyStream::gather(std::size_t count, const std::uint32_t* stream, const std::uint64_t* block,
                        std::uint64_t* out) const {
-  const Blocks8Fn kernel = kernel_;
+  const ChaChaBatch kernel = kernel_;
   std::size_t done = 0;
   for (; done + kLanes <= count; done += kLanes)
     kernel(key_, purpose_, stream + done, block + done, out + 8 * done);
@@ -277,11 +364,11 @@ void KeyStream::words(std::uint32_t stream, std::uint64_t first_word, std::size_
     std::memcpy(out, buf + skip, count * sizeof(std::uint64_t));
     return;
   }
-  const Blocks8Fn kernel = kernel_;
+  const ChaChaBatch kernel = kernel_;
   while (count > 0) {
-    // Eight blocks at a time, straight into place when aligned and whole.
+    // A batch of blocks at a time, straight into place when aligned and whole.
     const bool direct = skip == 0 && count >= 8 * kLanes;
-    blocks8_consecutive(kernel, key_, purpose_, stream, block, direct ? out : buf);
+    batch_consecutive(kernel, key_, purpose_, stream, block, direct ? out : buf);
     const std::size_t avail = 8 * kLanes - skip;
     const std::size_t take = count < avail ? count : avail;
     if (!direct) std::memcpy(out, buf + skip, take * sizeof(std::uint64_t));

@@ -33,13 +33,16 @@ ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]);
 
 inline constexpr std::uint32_t kPurposeLrsuq = 0x4c525351u;  // "QSRL"
 
-// A kernel computing eight blocks at once: block index[l] of stream
-// stream[l] into out[8 l .. 8 l + 8) (as 64-bit words), l < 8.  There is a
-// portable one and, where the CPU has it, an AVX2 one (see cpu.hpp); both
-// give the same bits.
-using ChaChaBlocks8 = void (*)(const ChaChaKey& key, std::uint32_t purpose,
-                               const std::uint32_t stream[8], const std::uint64_t index[8],
-                               std::uint64_t out[64]);
+// Blocks per call of a batch kernel.
+inline constexpr int kChaChaBatch = 16;
+
+// A kernel computing kChaChaBatch blocks at once: block index[l] of stream
+// stream[l] into out[8 l .. 8 l + 8) (as 64-bit words), l < kChaChaBatch.
+// There is a portable one and, where the CPU has them, AVX2 and AVX-512
+// ones (see cpu.hpp); all give the same bits.
+using ChaChaBatch = void (*)(const ChaChaKey& key, std::uint32_t purpose,
+                             const std::uint32_t* stream, const std::uint64_t* index,
+                             std::uint64_t* out);
 
 class KeyStream {
  public:
@@ -64,7 +67,7 @@ class KeyStream {
 
   ChaChaKey key_;
   std::uint32_t purpose_;
-  ChaChaBlocks8 kernel_;
+  ChaChaBatch kernel_;
 };
 
 // Uniform double in [0, 1) from the top 53 bits of a word.

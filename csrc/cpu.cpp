@@ -7,14 +7,19 @@ namespace cepam {
 namespace {
 
 SimdLevel detect() {
-  const char* env = std::getenv("CEPAM_SIMD");
-  if (env != nullptr && std::strcmp(env, "portable") == 0) return SimdLevel::Portable;
+  SimdLevel cap = SimdLevel::Avx512;
+  if (const char* env = std::getenv("CEPAM_SIMD")) {
+    if (std::strcmp(env, "portable") == 0) cap = SimdLevel::Portable;
+    if (std::strcmp(env, "avx2") == 0) cap = SimdLevel::Avx2;
+  }
+  SimdLevel level = SimdLevel::Portable;
 #if CEPAM_X86_DISPATCH
   __builtin_cpu_init();
-  // libgcc and compiler-rt report avx2 only when the OS saves the YMM state.
-  if (__builtin_cpu_supports("avx2")) return SimdLevel::Avx2;
+  // libgcc and compiler-rt report these only when the OS saves the state.
+  if (__builtin_cpu_supports("avx2")) level = SimdLevel::Avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f")) level = SimdLevel::Avx512;
 #endif
-  return SimdLevel::Portable;
+  return level < cap ? level : cap;
 }
 
 }  // namespace

@@ -8,22 +8,25 @@
 //
 // On x86-64 with GCC or Clang, the AVX2 kernels are compiled with
 // __attribute__((target("avx2"))) (which does not enable FMA, so nothing can
-// be contracted) and chosen when the CPU and OS support AVX2.  Setting the
-// environment variable CEPAM_SIMD=portable before the first call forces the
-// portable code (used by the tests to compare both paths).  Other compilers
-// and architectures always use the portable code.
+// be contracted) and chosen when the CPU and OS support AVX2.  There is also
+// an AVX-512F ChaCha20 kernel (integer-only).  Setting the environment
+// variable CEPAM_SIMD to "portable" or "avx2" before the first call caps the
+// level (used by the tests to compare the paths).  Other compilers and
+// architectures always use the portable code.
 #pragma once
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define CEPAM_X86_DISPATCH 1
 #define CEPAM_TARGET_AVX2 __attribute__((target("avx2")))
+#define CEPAM_TARGET_AVX512 __attribute__((target("avx512f")))
 #else
 #define CEPAM_X86_DISPATCH 0
 #endif
 
 namespace cepam {
 
-enum class SimdLevel : int { Portable = 0, Avx2 = 1 };
+// Ordered: each level includes the ones below it.
+enum class SimdLevel : int { Portable = 0, Avx2 = 1, Avx512 = 2 };
 
 // The SIMD level in use, decided once per process.
 SimdLevel simd_level();

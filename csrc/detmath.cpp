@@ -154,7 +154,7 @@ CEPAM_TARGET_AVX2 std::size_t cos2pi_squared_batch_avx2(const double* t, double*
 void log_batch(const double* x, double* out, std::size_t count) {
   std::size_t i = 0;
 #if CEPAM_X86_DISPATCH
-  if (simd_level() == SimdLevel::Avx2) i = log_batch_avx2(x, out, count);
+  if (simd_level() >= SimdLevel::Avx2) i = log_batch_avx2(x, out, count);
 #endif
   for (; i < count; ++i) out[i] = log(x[i]);
 }
@@ -162,7 +162,7 @@ void log_batch(const double* x, double* out, std::size_t count) {
 void cos2pi_squared_batch(const double* t, double* out, std::size_t count) {
   std::size_t i = 0;
 #if CEPAM_X86_DISPATCH
-  if (simd_level() == SimdLevel::Avx2) i = cos2pi_squared_batch_avx2(t, out, count);
+  if (simd_level() >= SimdLevel::Avx2) i = cos2pi_squared_batch_avx2(t, out, count);
 #endif
   for (; i < count; ++i) out[i] = cos2pi_squared(t[i]);
 }

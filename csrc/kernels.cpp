@@ -121,7 +121,7 @@ CEPAM_TARGET_AVX2 std::size_t zn_reconstruct_avx2(const std::int64_t* q, const s
 
 bool use_avx2() {
 #if CEPAM_X86_DISPATCH
-  return simd_level() == SimdLevel::Avx2;
+  return simd_level() >= SimdLevel::Avx2;
 #else
   return false;
 #endif
