@@ -61,6 +61,16 @@ CEPAM_TARGET_AVX2 inline void store_from_double(float* y, __m256d v) {
 }
 CEPAM_TARGET_AVX2 inline void store_from_double(double* y, __m256d v) { _mm256_storeu_pd(y, v); }
 
+CEPAM_TARGET_AVX2 std::size_t top53_to_double_avx2(const std::uint64_t* w, std::size_t count,
+                                                   double* out) {
+  std::size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const __m256i bits = _mm256_srli_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)), 11);
+    _mm256_storeu_pd(out + i, to_double(bits));
+  }
+  return i;
+}
+
 template <class T>
 CEPAM_TARGET_AVX2 std::size_t scale_inputs_avx2(const T* x, double factor, const double* inv_beta,
                                                 double limit, std::size_t count, double* xs,
@@ -128,6 +138,14 @@ bool use_avx2() {
 }
 
 }  // namespace
+
+void top53_to_double(const std::uint64_t* w, std::size_t count, double* out) {
+  std::size_t i = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) i = top53_to_double_avx2(w, count, out);
+#endif
+  for (; i < count; ++i) out[i] = static_cast<double>(w[i] >> 11);
+}
 
 template <class T>
 std::size_t scale_inputs(const T* x, double factor, const double* inv_beta, double limit,

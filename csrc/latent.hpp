@@ -19,14 +19,18 @@
 
 #include "chacha20.hpp"
 #include "detmath.hpp"
+#include "kernels.hpp"
 #include "lattice.hpp"
 
 namespace cepam {
 
 enum class MechanismId : int { Gaussian = 1, Laplace = 2 };
 
-// Sub-vectors per pass of the batch samplers (bounds their stack buffers).
+// Sub-vectors per pass of the batch samplers, and the most words a
+// sub-vector's latent variable takes (Gaussian, n = 7) (bound their stack
+// buffers).
 inline constexpr std::size_t kLatentBatch = 256;
+inline constexpr std::size_t kMaxLatentWords = 6;
 
 struct GaussianLatent {
   int n;
@@ -45,23 +49,24 @@ struct GaussianLatent {
   void radii(const std::uint64_t* w, std::size_t count, double* out) const {
     const std::size_t W = static_cast<std::size_t>(words());
     const int k = n + 2;
-    const int pairs = k / 2;
-    double a[kLatentBatch], b[kLatentBatch];
+    const std::size_t pairs = static_cast<std::size_t>(k / 2);
+    double u[kLatentBatch * kMaxLatentWords], a[kLatentBatch], b[kLatentBatch];
     for (std::size_t c0 = 0; c0 < count; c0 += kLatentBatch) {
       const std::size_t cnt = count - c0 < kLatentBatch ? count - c0 : kLatentBatch;
-      const std::uint64_t* wc = w + c0 * W;
+      // uniform_oc(w) = (u + 1) 2^-53 and uniform_co(w) = u 2^-53 exactly,
+      // with u = double(w >> 11) converted for the whole batch at once.
+      kernels::top53_to_double(w + c0 * W, cnt * W, u);
       double* half = out + c0;
       for (std::size_t c = 0; c < cnt; ++c) {
         double product = 1.0;
-        for (int i = 0; i < pairs; ++i) product *= uniform_oc(wc[c * W + static_cast<std::size_t>(i)]);
+        for (std::size_t i = 0; i < pairs; ++i) product *= (u[c * W + i] + 1.0) * 0x1.0p-53;
         half[c] = product;
       }
       detmath::log_batch(half, half, cnt);
       if (k % 2 == 1) {
-        const std::size_t p = static_cast<std::size_t>(pairs);
         for (std::size_t c = 0; c < cnt; ++c) {
-          a[c] = uniform_oc(wc[c * W + p]);
-          b[c] = uniform_co(wc[c * W + p + 1]);
+          a[c] = (u[c * W + pairs] + 1.0) * 0x1.0p-53;  // uniform_oc
+          b[c] = u[c * W + pairs + 1] * 0x1.0p-53;      // uniform_co
         }
         detmath::log_batch(a, a, cnt);
         detmath::cos2pi_squared_batch(b, b, cnt);
@@ -82,13 +87,19 @@ struct LaplaceLatent {
   // out[c] = r(U_c) = b (-log(u_1 ... u_{n+1})) for c < count.
   void radii(const std::uint64_t* w, std::size_t count, double* out) const {
     const std::size_t W = static_cast<std::size_t>(words());
-    for (std::size_t c = 0; c < count; ++c) {
-      double product = 1.0;
-      for (std::size_t i = 0; i < W; ++i) product *= uniform_oc(w[c * W + i]);
-      out[c] = product;
+    double u[kLatentBatch * kMaxLatentWords];
+    for (std::size_t c0 = 0; c0 < count; c0 += kLatentBatch) {
+      const std::size_t cnt = count - c0 < kLatentBatch ? count - c0 : kLatentBatch;
+      kernels::top53_to_double(w + c0 * W, cnt * W, u);
+      double* r = out + c0;
+      for (std::size_t c = 0; c < cnt; ++c) {
+        double product = 1.0;
+        for (std::size_t i = 0; i < W; ++i) product *= (u[c * W + i] + 1.0) * 0x1.0p-53;
+        r[c] = product;
+      }
+      detmath::log_batch(r, r, cnt);
+      for (std::size_t c = 0; c < cnt; ++c) r[c] = b * -r[c];
     }
-    detmath::log_batch(out, out, count);
-    for (std::size_t c = 0; c < count; ++c) out[c] = b * -out[c];
   }
 };
 

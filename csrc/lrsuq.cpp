@@ -25,43 +25,13 @@ void dispatch(const LrsuqParams& p, Fn&& fn) {
   }
 }
 
-template <class Lattice>
-bool accepted(const Lattice& lattice, Norm norm, const double* y, const double* x, double r) {
-  if (lattice.cell_is_ball()) return true;
-  const int n = lattice.dim();
-  if (norm == Norm::L2) {
-    double s = 0.0;
-    for (int k = 0; k < n; ++k) {
-      const double d = y[k] - x[k];
-      s += d * d;
-    }
-    return s <= r * r;
-  }
+// The acceptance test of one sub-vector from its per-element terms (see
+// Lattice::trial_batch): the squared l2 norm, or the l1 norm, of y - x,
+// summed in coordinate order, against the radius r.
+inline bool accepted(Norm norm, const double* dev, std::size_t n, double r) {
   double s = 0.0;
-  for (int k = 0; k < n; ++k) s += std::fabs(y[k] - x[k]);
-  return s <= r;
-}
-
-// y = beta (G m + v)
-template <class Lattice>
-void reconstruct(const Lattice& lattice, double beta, const std::int64_t* m, const double* v,
-                 double* y) {
-  double p[kMaxN];
-  lattice.to_point(m, p);
-  for (int k = 0; k < lattice.dim(); ++k) y[k] = beta * (p[k] + v[k]);
-}
-
-// One trial for one sub-vector: t = x / beta, xs = x, dither from `words`.
-// Writes the lattice point to q and returns whether the trial is accepted.
-template <class Lattice>
-bool try_trial(const Lattice& lattice, Norm norm, const double* t, const double* xs, double beta,
-               double r, const std::uint64_t* words, std::int64_t* q) {
-  double v[kMaxN], tv[kMaxN], y[kMaxN];
-  lattice.dither(words, v);
-  for (int k = 0; k < lattice.dim(); ++k) tv[k] = t[k] - v[k];
-  lattice.closest_point(tv, q);
-  reconstruct(lattice, beta, q, v, y);
-  return accepted(lattice, norm, y, xs, r);
+  for (std::size_t k = 0; k < n; ++k) s += dev[k];
+  return norm == Norm::L2 ? s <= r * r : s <= r;
 }
 
 std::string describe_subvector(std::size_t j) { return "sub-vector " + std::to_string(j); }
@@ -124,7 +94,12 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   // and its term of the acceptance test.
   std::vector<double> beta_e(kChunk * un), inv_beta_e(kChunk * un), xs(kChunk * un),
       t(kChunk * un), dev(kChunk * un);
+  // The sub-vectors rejected so far (chunk indices), with compacted copies
+  // of their elements and radii, dither words and lattice points.
   std::vector<std::size_t> rejected(kChunk);
+  std::vector<double> rt(kChunk * un), rxs(kChunk * un), rbeta(kChunk * un), rradius(kChunk);
+  std::vector<std::uint64_t> rwords(kChunk * un);
+  std::vector<std::int64_t> rq(kChunk * un);
   TrialWords retry(kChunk);
 
   for (std::size_t j0 = 0; j0 < N; j0 += kChunk) {
@@ -169,13 +144,18 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     for (std::size_t c = 0; c < ok; ++c) {
       H[j0 + c] = 1;
       if (every_trial_accepted) continue;
-      double s = 0.0;
-      for (std::size_t k = 0; k < un; ++k) s += dev[c * un + k];
-      const bool accept = norm == Norm::L2 ? s <= radius[c] * radius[c] : s <= radius[c];
       rejected[nrej] = c;
-      nrej += accept ? 0 : 1;
+      nrej += accepted(norm, &dev[c * un], un, radius[c]) ? 0 : 1;
     }
-    // Trials 2, 3, ... for the rejected sub-vectors, in order.
+    // Trials 2, 3, ... for the rejected sub-vectors, in order, in batches
+    // over compacted copies of their elements (index i: sub-vector rejected[i]).
+    for (std::size_t i = 0; i < nrej; ++i) {
+      const std::size_t c = rejected[i];
+      std::copy_n(&t[c * un], un, &rt[i * un]);
+      std::copy_n(&xs[c * un], un, &rxs[i * un]);
+      std::copy_n(&beta_e[c * un], un, &rbeta[i * un]);
+      rradius[i] = radius[c];
+    }
     for (std::uint32_t trial = 1; nrej > 0;) {
       if (trial == kTrialCap) {
         throw EncodingError(describe_subvector(j0 + rejected[0]) +
@@ -184,16 +164,25 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
       }
       ++trial;
       retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
+      for (std::size_t i = 0; i < nrej; ++i) std::copy_n(retry.words(i), un, &rwords[i * un]);
+      lattice.trial_batch(rt.data(), rxs.data(), rbeta.data(), rwords.data(), nrej * un, norm,
+                          rq.data(), dev.data());
       std::size_t still = 0;
       for (std::size_t i = 0; i < nrej; ++i) {
         const std::size_t c = rejected[i];
-        const std::size_t e = c * un;
-        if (try_trial(lattice, norm, &t[e], &xs[e], beta[c], radius[c], retry.words(i),
-                      &M[e0 + e])) {
+        if (accepted(norm, &dev[i * un], un, rradius[i])) {
           H[j0 + c] = trial;
-        } else {
-          rejected[still++] = c;
+          std::copy_n(&rq[i * un], un, &M[e0 + c * un]);
+          continue;
         }
+        if (still != i) {
+          rejected[still] = c;
+          std::copy_n(&rt[i * un], un, &rt[still * un]);
+          std::copy_n(&rxs[i * un], un, &rxs[still * un]);
+          std::copy_n(&rbeta[i * un], un, &rbeta[still * un]);
+          rradius[still] = rradius[i];
+        }
+        ++still;
       }
       nrej = still;
     }
@@ -225,30 +214,48 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   for (std::size_t j0 = 0; j0 < N; j0 += kChunk) {
     const std::size_t count = (N - j0 < kChunk) ? N - j0 : kChunk;
     const std::size_t e0 = j0 * un;
-    // Validate the chunk first, in sub-vector order.
-    std::size_t nlater = 0;
+    // Validate the chunk: a quick scan, then, if it found anything, the
+    // first offending sub-vector in order.
+    bool bad = false;
     for (std::size_t c = 0; c < count; ++c) {
-      const std::size_t j = j0 + c;
-      const std::uint32_t h = H[j];
-      if (h < 1 || h > kTrialCap || (h != 1 && lattice.cell_is_ball())) {
-        throw FormatError(describe_subvector(j) + ": trial index " + std::to_string(h) +
-                          " out of range");
-      }
-      for (std::size_t k = 0; k < un; ++k) {
-        const std::int64_t mk = M[j * un + k];
-        if (mk > kMaxAbsM || mk < -kMaxAbsM) {
-          throw FormatError(describe_subvector(j) + ": lattice coordinate out of range");
+      const std::uint32_t h = H[j0 + c];
+      bad |= (h - 1u >= kTrialCap) || (h != 1 && lattice.cell_is_ball());
+    }
+    for (std::size_t e = 0; e < count * un; ++e)
+      bad |= static_cast<std::uint64_t>(M[e0 + e]) + kMaxAbsM > 2 * std::uint64_t{kMaxAbsM};
+    if (bad) {
+      for (std::size_t c = 0; c < count; ++c) {
+        const std::size_t j = j0 + c;
+        const std::uint32_t h = H[j];
+        if (h < 1 || h > kTrialCap || (h != 1 && lattice.cell_is_ball())) {
+          throw FormatError(describe_subvector(j) + ": trial index " + std::to_string(h) +
+                            " out of range");
+        }
+        for (std::size_t k = 0; k < un; ++k) {
+          const std::int64_t mk = M[j * un + k];
+          if (mk > kMaxAbsM || mk < -kMaxAbsM) {
+            throw FormatError(describe_subvector(j) + ": lattice coordinate out of range");
+          }
         }
       }
-      later[nlater] = c;
-      nlater += h != 1 ? 1 : 0;
+    }
+    std::size_t nlater = 0;  // sub-vectors with H != 1
+    if (!lattice.cell_is_ball()) {
+      for (std::size_t c = 0; c < count; ++c) {
+        later[nlater] = c;
+        nlater += H[j0 + c] != 1 ? 1 : 0;
+      }
     }
     ks.words(0, j0 * W, count * W, latent_buf.data());
     ks.words(1, e0, count * un, dither_buf.data());
     latent.radii(latent_buf.data(), count, beta.data());
-    for (std::size_t c = 0; c < count; ++c) {
-      const double b = beta[c] / rho;
-      for (std::size_t k = 0; k < un; ++k) beta_e[c * un + k] = b;
+    for (std::size_t c = 0; c < count; ++c) beta[c] = beta[c] / rho;
+    // beta per element (for n = 1 that is beta itself).
+    const double* beta_elem = beta.data();
+    if (un > 1) {
+      for (std::size_t c = 0; c < count; ++c)
+        for (std::size_t k = 0; k < un; ++k) beta_e[c * un + k] = beta[c];
+      beta_elem = beta_e.data();
     }
     // Dithers of trial H_j for the sub-vectors with H_j != 1.
     retry.fetch(ks, [&](std::size_t i) { return H[j0 + later[i]]; }, un, j0, later.data(), nlater);
@@ -257,7 +264,7 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
       std::copy(w, w + un, &dither_buf[later[i] * un]);
     }
     const std::size_t real = (m - e0 < count * un) ? m - e0 : count * un;  // padding dropped
-    lattice.reconstruct_batch(M + e0, dither_buf.data(), beta_e.data(), real, out + e0);
+    lattice.reconstruct_batch(M + e0, dither_buf.data(), beta_elem, real, out + e0);
   }
 }
 
