@@ -61,6 +61,7 @@ CEPAM_TARGET_AVX2 inline void store_from_double(float* y, __m256d v) {
 }
 CEPAM_TARGET_AVX2 inline void store_from_double(double* y, __m256d v) { _mm256_storeu_pd(y, v); }
 
+// out[i] = double(w[i] >> 11) for i < count, four at a time.
 CEPAM_TARGET_AVX2 std::size_t top53_to_double_avx2(const std::uint64_t* w, std::size_t count,
                                                    double* out) {
   std::size_t i = 0;
@@ -139,12 +140,29 @@ bool use_avx2() {
 
 }  // namespace
 
-void top53_to_double(const std::uint64_t* w, std::size_t count, double* out) {
-  std::size_t i = 0;
+void top53_to_double_transposed(const std::uint64_t* w, std::size_t stride, std::size_t count,
+                                double* out) {
 #if CEPAM_X86_DISPATCH
-  if (use_avx2()) i = top53_to_double_avx2(w, count, out);
+  if (use_avx2()) {
+    // Row by row: copy word i of up to 256 sub-vectors into a contiguous
+    // buffer, then convert it four at a time.  (Gathering the strided words
+    // straight into registers is slow on many CPUs.)
+    std::uint64_t row[256];
+    for (std::size_t i = 0; i < stride; ++i) {
+      for (std::size_t c0 = 0; c0 < count; c0 += 256) {
+        const std::size_t cnt = count - c0 < 256 ? count - c0 : 256;
+        for (std::size_t c = 0; c < cnt; ++c) row[c] = w[(c0 + c) * stride + i];
+        double* o = out + i * count + c0;
+        std::size_t c = top53_to_double_avx2(row, cnt, o);
+        for (; c < cnt; ++c) o[c] = static_cast<double>(row[c] >> 11);
+      }
+    }
+    return;
+  }
 #endif
-  for (; i < count; ++i) out[i] = static_cast<double>(w[i] >> 11);
+  for (std::size_t c = 0; c < count; ++c)
+    for (std::size_t i = 0; i < stride; ++i)
+      out[i * count + c] = static_cast<double>(w[c * stride + i] >> 11);
 }
 
 template <class T>

@@ -14,9 +14,12 @@
 
 namespace cepam::kernels {
 
-// out[i] = double(w[i] >> 11): the 53 random bits of a word as an exact
-// double (uniform_co(w) = out 2^-53, uniform_oc(w) = (out + 1) 2^-53).
-void top53_to_double(const std::uint64_t* w, std::size_t count, double* out);
+// out[i count + c] = double(w[c stride + i] >> 11) for i < stride, c < count:
+// the 53 random bits of each word as an exact double (uniform_co(w) =
+// out 2^-53, uniform_oc(w) = (out + 1) 2^-53), transposed so that word i of
+// every sub-vector is contiguous.
+void top53_to_double_transposed(const std::uint64_t* w, std::size_t stride, std::size_t count,
+                                double* out);
 
 // xs[e] = double(x[e]) * factor;  t[e] = xs[e] * inv_beta[e].
 // Returns the first e with !(|t[e]| < limit) (NaN included), or count.

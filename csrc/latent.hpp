@@ -50,23 +50,23 @@ struct GaussianLatent {
     const std::size_t W = static_cast<std::size_t>(words());
     const int k = n + 2;
     const std::size_t pairs = static_cast<std::size_t>(k / 2);
-    double u[kLatentBatch * kMaxLatentWords], a[kLatentBatch], b[kLatentBatch];
+    double u[kLatentBatch * kMaxLatentWords];
     for (std::size_t c0 = 0; c0 < count; c0 += kLatentBatch) {
       const std::size_t cnt = count - c0 < kLatentBatch ? count - c0 : kLatentBatch;
-      // uniform_oc(w) = (u + 1) 2^-53 and uniform_co(w) = u 2^-53 exactly,
-      // with u = double(w >> 11) converted for the whole batch at once.
-      kernels::top53_to_double(w + c0 * W, cnt * W, u);
+      // u + i cnt: word i of each sub-vector as double(w >> 11), so that
+      // uniform_oc(w) = (u + 1) 2^-53 and uniform_co(w) = u 2^-53 exactly.
+      kernels::top53_to_double_transposed(w + c0 * W, W, cnt, u);
       double* half = out + c0;
-      for (std::size_t c = 0; c < cnt; ++c) {
-        double product = 1.0;
-        for (std::size_t i = 0; i < pairs; ++i) product *= (u[c * W + i] + 1.0) * 0x1.0p-53;
-        half[c] = product;
-      }
+      for (std::size_t c = 0; c < cnt; ++c) half[c] = 1.0;
+      for (std::size_t i = 0; i < pairs; ++i)
+        for (std::size_t c = 0; c < cnt; ++c) half[c] *= (u[i * cnt + c] + 1.0) * 0x1.0p-53;
       detmath::log_batch(half, half, cnt);
       if (k % 2 == 1) {
+        double* a = u + pairs * cnt;  // log(u_a) cos^2(2 pi u_b), in place
+        double* b = a + cnt;
         for (std::size_t c = 0; c < cnt; ++c) {
-          a[c] = (u[c * W + pairs] + 1.0) * 0x1.0p-53;  // uniform_oc
-          b[c] = u[c * W + pairs + 1] * 0x1.0p-53;      // uniform_co
+          a[c] = (a[c] + 1.0) * 0x1.0p-53;  // uniform_oc
+          b[c] = b[c] * 0x1.0p-53;          // uniform_co
         }
         detmath::log_batch(a, a, cnt);
         detmath::cos2pi_squared_batch(b, b, cnt);
@@ -90,13 +90,11 @@ struct LaplaceLatent {
     double u[kLatentBatch * kMaxLatentWords];
     for (std::size_t c0 = 0; c0 < count; c0 += kLatentBatch) {
       const std::size_t cnt = count - c0 < kLatentBatch ? count - c0 : kLatentBatch;
-      kernels::top53_to_double(w + c0 * W, cnt * W, u);
+      kernels::top53_to_double_transposed(w + c0 * W, W, cnt, u);  // as above
       double* r = out + c0;
-      for (std::size_t c = 0; c < cnt; ++c) {
-        double product = 1.0;
-        for (std::size_t i = 0; i < W; ++i) product *= (u[c * W + i] + 1.0) * 0x1.0p-53;
-        r[c] = product;
-      }
+      for (std::size_t c = 0; c < cnt; ++c) r[c] = 1.0;
+      for (std::size_t i = 0; i < W; ++i)
+        for (std::size_t c = 0; c < cnt; ++c) r[c] *= (u[i * cnt + c] + 1.0) * 0x1.0p-53;
       detmath::log_batch(r, r, cnt);
       for (std::size_t c = 0; c < cnt; ++c) r[c] = b * -r[c];
     }

@@ -216,14 +216,21 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     const std::size_t e0 = j0 * un;
     // Validate the chunk: a quick scan, then, if it found anything, the
     // first offending sub-vector in order.
-    bool bad = false;
+    // (Bitwise, so that the compiler vectorises it.  H - 1 must be below
+    // 2^16 = kTrialCap, and 1 if the cell is the ball; M + 2^53 must be at
+    // most 2^54, flagged when >= 2^54, which also flags the valid M = 2^53
+    // for the exact check.)
+    static_assert(kTrialCap == 1u << 16 && kMaxAbsM == std::int64_t{1} << 53, "scan bounds");
+    const std::uint32_t ball = lattice.cell_is_ball() ? ~0u : 0u;
+    std::uint32_t flags_h = 0;
     for (std::size_t c = 0; c < count; ++c) {
       const std::uint32_t h = H[j0 + c];
-      bad |= (h - 1u >= kTrialCap) || (h != 1 && lattice.cell_is_ball());
+      flags_h |= ((h - 1u) >> 16) | ((h ^ 1u) & ball);
     }
+    std::uint64_t flags_m = 0;
     for (std::size_t e = 0; e < count * un; ++e)
-      bad |= static_cast<std::uint64_t>(M[e0 + e]) + kMaxAbsM > 2 * std::uint64_t{kMaxAbsM};
-    if (bad) {
+      flags_m |= (static_cast<std::uint64_t>(M[e0 + e]) + (std::uint64_t{1} << 53)) >> 54;
+    if ((flags_h | flags_m) != 0) {
       for (std::size_t c = 0; c < count; ++c) {
         const std::size_t j = j0 + c;
         const std::uint32_t h = H[j];
