@@ -89,7 +89,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   const double rho = lattice.packing_radius(norm);
   const bool every_trial_accepted = lattice.cell_is_ball();
   std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
-  std::vector<double> radius(kChunk), beta(kChunk);
+  std::vector<double> radius(kChunk), beta(kChunk), inv_beta(kChunk);
   // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
   // and its term of the acceptance test.
   std::vector<double> beta_e(kChunk * un), inv_beta_e(kChunk * un), xs(kChunk * un),
@@ -109,26 +109,33 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     ks.words(0, j0 * W, count * W, latent_buf.data());
     ks.words(1, e0, ne, dither_buf.data());
     latent.radii(latent_buf.data(), count, radius.data());
-    for (std::size_t c = 0; c < count; ++c) {
-      beta[c] = radius[c] / rho;
-      const double inv_beta = 1.0 / beta[c];
-      for (std::size_t k = 0; k < un; ++k) {
-        beta_e[c * un + k] = beta[c];
-        inv_beta_e[c * un + k] = inv_beta;
+    for (std::size_t c = 0; c < count; ++c) beta[c] = radius[c] / rho;
+    for (std::size_t c = 0; c < count; ++c) inv_beta[c] = 1.0 / beta[c];
+    // Per element (for n = 1, the per-sub-vector arrays themselves).
+    const double* beta_elem = beta.data();
+    const double* inv_beta_elem = inv_beta.data();
+    if (un > 1) {
+      for (std::size_t c = 0; c < count; ++c) {
+        for (std::size_t k = 0; k < un; ++k) {
+          beta_e[c * un + k] = beta[c];
+          inv_beta_e[c * un + k] = inv_beta[c];
+        }
       }
+      beta_elem = beta_e.data();
+      inv_beta_elem = inv_beta_e.data();
     }
 
     // Scaled inputs (zero padding after x[m - 1]).  A sub-vector out of
     // range ends the encoding, after the sub-vectors before it (which may
     // themselves fail first).
     const std::size_t real = (m - e0 < ne) ? m - e0 : ne;
-    std::size_t bad = kernels::scale_inputs(x + e0, factor, inv_beta_e.data(), kMaxScaledInput,
-                                            real, xs.data(), t.data());
+    std::size_t bad = kernels::scale_inputs(x + e0, factor, inv_beta_elem, kMaxScaledInput, real,
+                                            xs.data(), t.data());
     if (bad == real) {
       bad = ne;  // none so far
       for (std::size_t e = real; e < ne; ++e) {
         xs[e] = 0.0;
-        t[e] = xs[e] * inv_beta_e[e];
+        t[e] = xs[e] * inv_beta_elem[e];
         if (!(std::fabs(t[e]) < kMaxScaledInput)) {
           bad = e;
           break;
@@ -138,14 +145,15 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     const std::size_t ok = bad / un;  // sub-vectors before the first bad one (count if none)
 
     // Trial 1, all sub-vectors at once.
-    lattice.trial_batch(t.data(), xs.data(), beta_e.data(), dither_buf.data(), ok * un, norm,
-                        M + e0, every_trial_accepted ? nullptr : dev.data());
+    lattice.trial_batch(t.data(), xs.data(), beta_elem, dither_buf.data(), ok * un, norm, M + e0,
+                        every_trial_accepted ? nullptr : dev.data());
+    std::fill_n(H + j0, ok, 1u);
     std::size_t nrej = 0;
-    for (std::size_t c = 0; c < ok; ++c) {
-      H[j0 + c] = 1;
-      if (every_trial_accepted) continue;
-      rejected[nrej] = c;
-      nrej += accepted(norm, &dev[c * un], un, radius[c]) ? 0 : 1;
+    if (!every_trial_accepted) {
+      for (std::size_t c = 0; c < ok; ++c) {
+        rejected[nrej] = c;
+        nrej += accepted(norm, &dev[c * un], un, radius[c]) ? 0 : 1;
+      }
     }
     // Trials 2, 3, ... for the rejected sub-vectors, in order, in batches
     // over compacted copies of their elements (index i: sub-vector rejected[i]).
@@ -153,7 +161,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
       const std::size_t c = rejected[i];
       std::copy_n(&t[c * un], un, &rt[i * un]);
       std::copy_n(&xs[c * un], un, &rxs[i * un]);
-      std::copy_n(&beta_e[c * un], un, &rbeta[i * un]);
+      std::copy_n(&beta_elem[c * un], un, &rbeta[i * un]);
       rradius[i] = radius[c];
     }
     for (std::uint32_t trial = 1; nrej > 0;) {
