@@ -1,141 +1,19 @@
-// Batch forms of the deterministic logarithm and cosine (detmath.hpp).
-//
-// The AVX2 kernels below mirror the scalar code line by line on four doubles
-// at a time: the same IEEE operations in the same order (no FMA: the AVX2
-// target does not enable it, and -ffp-contract=off is set anyway), integer
-// bit manipulations done on the same bits, and branches turned into
-// selections between both computed alternatives.  Each element therefore
-// gets exactly the scalar result; the remainder of a batch (fewer than four
-// elements) uses the scalar functions.
+// Batch forms of the deterministic logarithm and cosine (detmath.hpp): the
+// AVX2 forms (simd_avx2.hpp) four elements at a time, the remainder of a
+// batch with the scalar functions.
 #include "detmath.hpp"
 
 #include "cpu.hpp"
-
-#if CEPAM_X86_DISPATCH
-#include <immintrin.h>
-#endif
+#include "simd_avx2.hpp"
 
 namespace cepam::detmath {
 namespace {
 
 #if CEPAM_X86_DISPATCH
 
-CEPAM_TARGET_AVX2 inline __m256d splat(double v) { return _mm256_set1_pd(v); }
-
-// log(x) for four doubles; see detmath::log for the algorithm.
-CEPAM_TARGET_AVX2 inline __m256d log_avx2(__m256d x) {
-  constexpr double ln2_hi = 6.93147180369123816490e-01;
-  constexpr double ln2_lo = 1.90821492927058770002e-10;
-  constexpr double Lg1 = 6.666666666666735130e-01;
-  constexpr double Lg2 = 3.999999999940941908e-01;
-  constexpr double Lg3 = 2.857142874366239149e-01;
-  constexpr double Lg4 = 2.222219843214978396e-01;
-  constexpr double Lg5 = 1.818357216161805012e-01;
-  constexpr double Lg6 = 1.531383769920937332e-01;
-  constexpr double Lg7 = 1.479819860511658591e-01;
-
-  // Each 64-bit lane holds one double u; the scalar code's hx is its high
-  // 32-bit half (the odd 32-bit lane), lx its low half.
-  const __m256i u = _mm256_castpd_si256(x);
-  const __m256i hx = _mm256_srli_epi64(u, 32);  // hx, zero-extended to 64 bits
-  const __m256i hxm = _mm256_and_si256(hx, _mm256_set1_epi64x(0x000fffff));
-  const __m256i i = _mm256_and_si256(_mm256_add_epi64(hxm, _mm256_set1_epi64x(0x95f64)),
-                                     _mm256_set1_epi64x(0x100000));
-  const __m256i mhi = _mm256_or_si256(hxm, _mm256_xor_si256(i, _mm256_set1_epi64x(0x3ff00000)));
-  const __m256d m = _mm256_castsi256_pd(
-      _mm256_or_si256(_mm256_slli_epi64(mhi, 32),
-                      _mm256_and_si256(u, _mm256_set1_epi64x(0xffffffff))));
-  // k = (hx >> 20) - 1023 + (i >> 20) in 32-bit arithmetic, computed in the
-  // odd 32-bit lanes (arithmetic shift of hx, as the scalar int32), then
-  // those four lanes are packed and converted exactly to double.
-  const __m256i k_odd = _mm256_add_epi32(
-      _mm256_sub_epi32(_mm256_srai_epi32(u, 20), _mm256_set1_epi64x(std::int64_t{1023} << 32)),
-      _mm256_slli_epi64(_mm256_srli_epi64(i, 20), 32));
-  const __m256i k_packed = _mm256_permutevar8x32_epi32(k_odd, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7));
-  const __m256d dk = _mm256_cvtepi32_pd(_mm256_castsi256_si128(k_packed));
-
-  const __m256d f = _mm256_sub_pd(m, splat(1.0));
-  const __m256d s = _mm256_div_pd(f, _mm256_add_pd(splat(2.0), f));
-  const __m256d z = _mm256_mul_pd(s, s);
-  const __m256d w = _mm256_mul_pd(z, z);
-  // t1 = w * (Lg2 + w * (Lg4 + w * Lg6))
-  const __m256d t1 = _mm256_mul_pd(
-      w, _mm256_add_pd(splat(Lg2),
-                       _mm256_mul_pd(w, _mm256_add_pd(splat(Lg4), _mm256_mul_pd(w, splat(Lg6))))));
-  // t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)))
-  const __m256d t2 = _mm256_mul_pd(
-      z, _mm256_add_pd(
-             splat(Lg1),
-             _mm256_mul_pd(w, _mm256_add_pd(splat(Lg3),
-                                            _mm256_mul_pd(w, _mm256_add_pd(
-                                                                 splat(Lg5),
-                                                                 _mm256_mul_pd(w, splat(Lg7))))))));
-  const __m256d R = _mm256_add_pd(t2, t1);
-  const __m256d hfsq = _mm256_mul_pd(_mm256_mul_pd(splat(0.5), f), f);  // 0.5 * f * f
-  // dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f)
-  const __m256d inner = _mm256_add_pd(_mm256_mul_pd(s, _mm256_add_pd(hfsq, R)),
-                                      _mm256_mul_pd(dk, splat(ln2_lo)));
-  return _mm256_sub_pd(_mm256_mul_pd(dk, splat(ln2_hi)),
-                       _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
-}
-
-CEPAM_TARGET_AVX2 inline __m256d kernel_cos_avx2(__m256d x) {
-  constexpr double C1 = 4.16666666666666019037e-02;
-  constexpr double C2 = -1.38888888888741095749e-03;
-  constexpr double C3 = 2.48015872894767294178e-05;
-  constexpr double C4 = -2.75573143513906633035e-07;
-  constexpr double C5 = 2.08757232129817482790e-09;
-  constexpr double C6 = -1.13596475577881948265e-11;
-  const __m256d z = _mm256_mul_pd(x, x);
-  // r = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))))
-  __m256d p = _mm256_add_pd(splat(C5), _mm256_mul_pd(z, splat(C6)));
-  p = _mm256_add_pd(splat(C4), _mm256_mul_pd(z, p));
-  p = _mm256_add_pd(splat(C3), _mm256_mul_pd(z, p));
-  p = _mm256_add_pd(splat(C2), _mm256_mul_pd(z, p));
-  p = _mm256_add_pd(splat(C1), _mm256_mul_pd(z, p));
-  const __m256d r = _mm256_mul_pd(z, p);
-  const __m256d hz = _mm256_mul_pd(splat(0.5), z);
-  const __m256d w = _mm256_sub_pd(splat(1.0), hz);
-  // w + (((1.0 - w) - hz) + z * r)
-  return _mm256_add_pd(
-      w, _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(splat(1.0), w), hz), _mm256_mul_pd(z, r)));
-}
-
-CEPAM_TARGET_AVX2 inline __m256d kernel_sin_avx2(__m256d x) {
-  constexpr double S1 = -1.66666666666666324348e-01;
-  constexpr double S2 = 8.33333333332248946124e-03;
-  constexpr double S3 = -1.98412698298579493134e-04;
-  constexpr double S4 = 2.75573137070700676789e-06;
-  constexpr double S5 = -2.50507602534068634195e-08;
-  constexpr double S6 = 1.58969099521155010221e-10;
-  const __m256d z = _mm256_mul_pd(x, x);
-  const __m256d v = _mm256_mul_pd(z, x);
-  // r = S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)))
-  __m256d r = _mm256_add_pd(splat(S5), _mm256_mul_pd(z, splat(S6)));
-  r = _mm256_add_pd(splat(S4), _mm256_mul_pd(z, r));
-  r = _mm256_add_pd(splat(S3), _mm256_mul_pd(z, r));
-  r = _mm256_add_pd(splat(S2), _mm256_mul_pd(z, r));
-  // x + v * (S1 + z * r)
-  return _mm256_add_pd(x, _mm256_mul_pd(v, _mm256_add_pd(splat(S1), _mm256_mul_pd(z, r))));
-}
-
-// cos(2 pi t)^2; the scalar branches become selections (blendv takes the
-// second operand where the mask is set).  Ordered, quiet comparisons are
-// false for NaN, like the scalar ones.
-CEPAM_TARGET_AVX2 inline __m256d cos2pi_squared_avx2(__m256d t) {
-  constexpr double two_pi = 6.28318530717958623200e+00;
-  t = _mm256_blendv_pd(t, _mm256_sub_pd(t, splat(0.5)), _mm256_cmp_pd(t, splat(0.5), _CMP_GE_OQ));
-  t = _mm256_blendv_pd(t, _mm256_sub_pd(splat(0.5), t), _mm256_cmp_pd(t, splat(0.25), _CMP_GT_OQ));
-  const __m256d use_cos = _mm256_cmp_pd(t, splat(0.125), _CMP_LE_OQ);
-  const __m256d c_cos = kernel_cos_avx2(_mm256_mul_pd(splat(two_pi), t));
-  const __m256d c_sin = kernel_sin_avx2(_mm256_mul_pd(splat(two_pi), _mm256_sub_pd(splat(0.25), t)));
-  const __m256d c = _mm256_blendv_pd(c_sin, c_cos, use_cos);
-  return _mm256_mul_pd(c, c);
-}
-
 CEPAM_TARGET_AVX2 std::size_t log_batch_avx2(const double* x, double* out, std::size_t count) {
   std::size_t i = 0;
-  for (; i + 4 <= count; i += 4) _mm256_storeu_pd(out + i, log_avx2(_mm256_loadu_pd(x + i)));
+  for (; i + 4 <= count; i += 4) _mm256_storeu_pd(out + i, avx2::log(_mm256_loadu_pd(x + i)));
   return i;
 }
 
@@ -143,7 +21,7 @@ CEPAM_TARGET_AVX2 std::size_t cos2pi_squared_batch_avx2(const double* t, double*
                                                         std::size_t count) {
   std::size_t i = 0;
   for (; i + 4 <= count; i += 4)
-    _mm256_storeu_pd(out + i, cos2pi_squared_avx2(_mm256_loadu_pd(t + i)));
+    _mm256_storeu_pd(out + i, avx2::cos2pi_squared(_mm256_loadu_pd(t + i)));
   return i;
 }
 

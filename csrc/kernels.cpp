@@ -4,53 +4,15 @@
 
 #include "chacha20.hpp"
 #include "cpu.hpp"
+#include "detmath.hpp"
 #include "lattice.hpp"
 
-#if CEPAM_X86_DISPATCH
-#include <immintrin.h>
-#endif
+#include "simd_avx2.hpp"
 
 namespace cepam::kernels {
 namespace {
 
 #if CEPAM_X86_DISPATCH
-
-// AVX2 helpers.  AVX2 has no conversions between 64-bit integers and
-// doubles, so they are done exactly with the usual bit tricks:
-//
-// to_double(q), |q| <= 2^53: q = hi 2^32 + lo with hi = q >> 32 (signed)
-// and lo = q mod 2^32.  Writing lo into the low mantissa bits of 2^52 gives
-// the double 2^52 + lo, and hi + 2^31 (hi with its sign bit flipped) into
-// those of 2^84 gives 2^84 + (hi + 2^31) 2^32; subtracting 2^52 and
-// 2^84 + 2^63 is exact (same binade), and so is adding the two halves,
-// because their sum q is representable.  Same value as static_cast<double>.
-CEPAM_TARGET_AVX2 inline __m256d to_double(__m256i q) {
-  const __m256i hi = _mm256_xor_si256(_mm256_srli_epi64(q, 32), _mm256_set1_epi64x(0x80000000));
-  const __m256i lo = _mm256_and_si256(q, _mm256_set1_epi64x(0xffffffff));
-  const __m256d hi_d = _mm256_sub_pd(
-      _mm256_castsi256_pd(_mm256_or_si256(hi, _mm256_set1_epi64x(0x4530000000000000))),
-      _mm256_set1_pd(0x1.000008p84));  // 2^84 + 2^63
-  const __m256d lo_d = _mm256_sub_pd(
-      _mm256_castsi256_pd(_mm256_or_si256(lo, _mm256_set1_epi64x(0x4330000000000000))),
-      _mm256_set1_pd(0x1.0p52));
-  return _mm256_add_pd(hi_d, lo_d);
-}
-
-// to_int64(f) for integral |f| < 2^51: f + 1.5 2^52 is exact and lies in
-// [2^52, 2^53), where the integers are consecutive bit patterns, so the
-// difference of the bit patterns is f.  Same value as static_cast.
-CEPAM_TARGET_AVX2 inline __m256i to_int64(__m256d f) {
-  const __m256d magic = _mm256_set1_pd(0x1.8p52);
-  return _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(f, magic)),
-                          _mm256_castpd_si256(magic));
-}
-
-// v = uniform_co(w) - 0.5 = double(w >> 11) 2^-53 - 0.5.
-CEPAM_TARGET_AVX2 inline __m256d dither_avx2(const std::uint64_t* w) {
-  const __m256i bits = _mm256_srli_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)), 11);
-  return _mm256_sub_pd(_mm256_mul_pd(to_double(bits), _mm256_set1_pd(0x1.0p-53)),
-                       _mm256_set1_pd(0.5));
-}
 
 CEPAM_TARGET_AVX2 inline __m256d load_as_double(const float* x) {
   return _mm256_cvtps_pd(_mm_loadu_ps(x));
@@ -61,15 +23,44 @@ CEPAM_TARGET_AVX2 inline void store_from_double(float* y, __m256d v) {
 }
 CEPAM_TARGET_AVX2 inline void store_from_double(double* y, __m256d v) { _mm256_storeu_pd(y, v); }
 
-// out[i] = double(w[i] >> 11) for i < count, four at a time.
-CEPAM_TARGET_AVX2 std::size_t top53_to_double_avx2(const std::uint64_t* w, std::size_t count,
-                                                   double* out) {
-  std::size_t i = 0;
-  for (; i + 4 <= count; i += 4) {
-    const __m256i bits = _mm256_srli_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)), 11);
-    _mm256_storeu_pd(out + i, to_double(bits));
+// Four sub-vectors at a time (lane l: sub-vector c + l, its words W apart).
+CEPAM_TARGET_AVX2 std::size_t gaussian_radii_avx2(int n, double sigma, const std::uint64_t* w,
+                                                  std::size_t count, double* out) {
+  const int k = n + 2;
+  const std::size_t pairs = static_cast<std::size_t>(k / 2);
+  const std::size_t W = static_cast<std::size_t>(gaussian_words(n));
+  std::size_t c = 0;
+  for (; c + 4 <= count; c += 4) {
+    const std::uint64_t* wc = w + c * W;
+    __m256d product = _mm256_set1_pd(1.0);
+    for (std::size_t i = 0; i < pairs; ++i)
+      product = _mm256_mul_pd(product, avx2::uniform_oc(avx2::load_strided(wc + i, W)));
+    __m256d half = avx2::log(product);
+    if (k % 2 == 1) {
+      const __m256d la = avx2::log(avx2::uniform_oc(avx2::load_strided(wc + pairs, W)));
+      const __m256d cb = avx2::cos2pi_squared(avx2::uniform_co(avx2::load_strided(wc + pairs + 1, W)));
+      half = _mm256_add_pd(half, _mm256_mul_pd(la, cb));
+    }
+    const __m256d latent = _mm256_mul_pd(_mm256_set1_pd(-2.0), half);
+    _mm256_storeu_pd(out + c, _mm256_mul_pd(_mm256_set1_pd(sigma), _mm256_sqrt_pd(latent)));
   }
-  return i;
+  return c;
+}
+
+CEPAM_TARGET_AVX2 std::size_t laplace_radii_avx2(int n, double b, const std::uint64_t* w,
+                                                 std::size_t count, double* out) {
+  const std::size_t W = static_cast<std::size_t>(n + 1);
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  std::size_t c = 0;
+  for (; c + 4 <= count; c += 4) {
+    const std::uint64_t* wc = w + c * W;
+    __m256d product = _mm256_set1_pd(1.0);
+    for (std::size_t i = 0; i < W; ++i)
+      product = _mm256_mul_pd(product, avx2::uniform_oc(avx2::load_strided(wc + i, W)));
+    const __m256d latent = _mm256_xor_pd(avx2::log(product), sign);  // -log: a sign flip
+    _mm256_storeu_pd(out + c, _mm256_mul_pd(_mm256_set1_pd(b), latent));
+  }
+  return c;
 }
 
 template <class T>
@@ -101,12 +92,12 @@ CEPAM_TARGET_AVX2 std::size_t zn_trial_avx2(const double* t, const double* xs, c
   const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
   std::size_t e = 0;
   for (; e + 4 <= count; e += 4) {
-    const __m256d v = dither_avx2(w + e);
+    const __m256d v = avx2::uniform_co_minus_half(w + e);
     const __m256d tv = _mm256_sub_pd(_mm256_loadu_pd(t + e), v);
     // round_half_up: f = floor(tv), plus one where tv - f >= 0.5.
     __m256d f = _mm256_round_pd(tv, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     f = _mm256_blendv_pd(f, _mm256_add_pd(f, one), _mm256_cmp_pd(_mm256_sub_pd(tv, f), half, _CMP_GE_OQ));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + e), to_int64(f));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + e), avx2::to_int64(f));
     if (dev != nullptr) {
       const __m256d y = _mm256_mul_pd(_mm256_loadu_pd(beta + e), _mm256_add_pd(f, v));
       const __m256d d = _mm256_sub_pd(y, _mm256_loadu_pd(xs + e));
@@ -121,8 +112,8 @@ CEPAM_TARGET_AVX2 std::size_t zn_reconstruct_avx2(const std::int64_t* q, const s
                                                   const double* beta, std::size_t count, T* y) {
   std::size_t e = 0;
   for (; e + 4 <= count; e += 4) {
-    const __m256d p = to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + e)));
-    const __m256d v = dither_avx2(w + e);
+    const __m256d p = avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + e)));
+    const __m256d v = avx2::uniform_co_minus_half(w + e);
     store_from_double(y + e, _mm256_mul_pd(_mm256_loadu_pd(beta + e), _mm256_add_pd(p, v)));
   }
   return e;
@@ -140,29 +131,36 @@ bool use_avx2() {
 
 }  // namespace
 
-void top53_to_double_transposed(const std::uint64_t* w, std::size_t stride, std::size_t count,
-                                double* out) {
+void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t count, double* out) {
+  const int k = n + 2;
+  const int pairs = k / 2;
+  const std::size_t W = static_cast<std::size_t>(gaussian_words(n));
+  std::size_t c = 0;
 #if CEPAM_X86_DISPATCH
-  if (use_avx2()) {
-    // Row by row: copy word i of up to 256 sub-vectors into a contiguous
-    // buffer, then convert it four at a time.  (Gathering the strided words
-    // straight into registers is slow on many CPUs.)
-    std::uint64_t row[256];
-    for (std::size_t i = 0; i < stride; ++i) {
-      for (std::size_t c0 = 0; c0 < count; c0 += 256) {
-        const std::size_t cnt = count - c0 < 256 ? count - c0 : 256;
-        for (std::size_t c = 0; c < cnt; ++c) row[c] = w[(c0 + c) * stride + i];
-        double* o = out + i * count + c0;
-        std::size_t c = top53_to_double_avx2(row, cnt, o);
-        for (; c < cnt; ++c) o[c] = static_cast<double>(row[c] >> 11);
-      }
-    }
-    return;
-  }
+  if (use_avx2()) c = gaussian_radii_avx2(n, sigma, w, count, out);
 #endif
-  for (std::size_t c = 0; c < count; ++c)
-    for (std::size_t i = 0; i < stride; ++i)
-      out[i * count + c] = static_cast<double>(w[c * stride + i] >> 11);
+  for (; c < count; ++c) {
+    const std::uint64_t* wc = w + c * W;
+    double product = 1.0;
+    for (int i = 0; i < pairs; ++i) product *= uniform_oc(wc[i]);
+    double half = detmath::log(product);  // -U/2 for the even part
+    if (k % 2 == 1)
+      half += detmath::log(uniform_oc(wc[pairs])) * detmath::cos2pi_squared(uniform_co(wc[pairs + 1]));
+    out[c] = sigma * std::sqrt(-2.0 * half);
+  }
+}
+
+void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, double* out) {
+  const std::size_t W = static_cast<std::size_t>(n + 1);
+  std::size_t c = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) c = laplace_radii_avx2(n, b, w, count, out);
+#endif
+  for (; c < count; ++c) {
+    double product = 1.0;
+    for (std::size_t i = 0; i < W; ++i) product *= uniform_oc(w[c * W + i]);
+    out[c] = b * -detmath::log(product);
+  }
 }
 
 template <class T>

@@ -14,12 +14,20 @@
 
 namespace cepam::kernels {
 
-// out[i count + c] = double(w[c stride + i] >> 11) for i < stride, c < count:
-// the 53 random bits of each word as an exact double (uniform_co(w) =
-// out 2^-53, uniform_oc(w) = (out + 1) 2^-53), transposed so that word i of
-// every sub-vector is contiguous.
-void top53_to_double_transposed(const std::uint64_t* w, std::size_t stride, std::size_t count,
-                                double* out);
+// 64-bit words per sub-vector of the Gaussian latent in dimension n: k / 2
+// for even k = n + 2, (k - 1) / 2 + 2 for odd k.
+inline constexpr int gaussian_words(int n) { return (n % 2 == 0) ? (n + 2) / 2 : (n + 1) / 2 + 2; }
+
+// The latent samplers' radii (latent.hpp), for sub-vectors c < count whose
+// words start at w + c W (W the sampler's words per sub-vector):
+// Gaussian(sigma), k = n + 2, p = k / 2:
+//   half = log(u_oc(w_0) ... u_oc(w_{p-1}));
+//   if k is odd: half += log(u_oc(w_p)) cos2pi_squared(u_co(w_{p+1}));
+//   out[c] = sigma sqrt(-2 half).
+// Laplace(b): out[c] = b (-log(u_oc(w_0) ... u_oc(w_n))).
+// Products are accumulated from 1.0 in word order.
+void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t count, double* out);
+void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, double* out);
 
 // xs[e] = double(x[e]) * factor;  t[e] = xs[e] * inv_beta[e].
 // Returns the first e with !(|t[e]| < limit) (NaN included), or count.
