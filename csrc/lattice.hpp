@@ -45,24 +45,28 @@ inline double zn_packing_density(int n) {
   return v / std::ldexp(1.0, n);
 }
 
-// The integer lattice Z^n, cell [-1/2, 1/2)^n.
-struct LatticeZn {
+// The integer lattice Z^n, cell [-1/2, 1/2)^n.  FixedDim > 0 fixes the
+// dimension at compile time, so that the per-sub-vector loops of the codec
+// unroll (the codec instantiates it for n = 1 and 2); FixedDim = 0 takes it
+// from n.  Either way n holds the dimension.
+template <int FixedDim = 0>
+struct BasicLatticeZn {
   int n;
 
   static constexpr LatticeId id = LatticeId::Z;
-  int dim() const { return n; }
+  int dim() const { return FixedDim > 0 ? FixedDim : n; }
   double packing_radius(Norm) const { return 0.5; }
-  double packing_density() const { return zn_packing_density(n); }
-  bool cell_is_ball() const { return n == 1; }  // [-1/2, 1/2] is both balls
+  double packing_density() const { return zn_packing_density(dim()); }
+  bool cell_is_ball() const { return dim() == 1; }  // [-1/2, 1/2] is both balls
 
   void closest_point(const double* t, std::int64_t* m) const {
-    for (int k = 0; k < n; ++k) m[k] = static_cast<std::int64_t>(round_half_up(t[k]));
+    for (int k = 0; k < dim(); ++k) m[k] = static_cast<std::int64_t>(round_half_up(t[k]));
   }
   void to_point(const std::int64_t* m, double* p) const {
-    for (int k = 0; k < n; ++k) p[k] = static_cast<double>(m[k]);
+    for (int k = 0; k < dim(); ++k) p[k] = static_cast<double>(m[k]);
   }
   void dither(const std::uint64_t* words, double* v) const {
-    for (int k = 0; k < n; ++k) v[k] = uniform_co(words[k]) - 0.5;
+    for (int k = 0; k < dim(); ++k) v[k] = uniform_co(words[k]) - 0.5;
   }
 
   // For elements e < count (coordinate k of sub-vector c at e = c n + k;
@@ -81,10 +85,13 @@ struct LatticeZn {
     kernels::zn_reconstruct(q, w, beta, count, y);
   }
   std::vector<double> basis() const {
-    std::vector<double> g(static_cast<std::size_t>(n * n), 0.0);
-    for (int k = 0; k < n; ++k) g[static_cast<std::size_t>(k * n + k)] = 1.0;
+    const int d = dim();
+    std::vector<double> g(static_cast<std::size_t>(d * d), 0.0);
+    for (int k = 0; k < d; ++k) g[static_cast<std::size_t>(k * d + k)] = 1.0;
     return g;
   }
 };
+
+using LatticeZn = BasicLatticeZn<>;
 
 }  // namespace cepam

@@ -13,15 +13,22 @@ namespace {
 constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch
 constexpr int kMaxN = 8;
 
-// Calls fn(lattice, latent) with the concrete types for p.
+// Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2
+// with their dimension fixed at compile time).
 template <class Fn>
 void dispatch(const LrsuqParams& p, Fn&& fn) {
   check_params(p);
-  const LatticeZn lattice{p.n};
-  if (p.mechanism == MechanismId::Gaussian) {
-    fn(lattice, GaussianLatent{p.n, p.scale});
-  } else {
-    fn(lattice, LaplaceLatent{p.n, p.scale});
+  auto with_latent = [&](const auto& lattice) {
+    if (p.mechanism == MechanismId::Gaussian) {
+      fn(lattice, GaussianLatent{p.n, p.scale});
+    } else {
+      fn(lattice, LaplaceLatent{p.n, p.scale});
+    }
+  };
+  switch (p.n) {
+    case 1: with_latent(BasicLatticeZn<1>{1}); break;
+    case 2: with_latent(BasicLatticeZn<2>{2}); break;
+    default: with_latent(LatticeZn{p.n}); break;
   }
 }
 
