@@ -191,7 +191,7 @@ void decode_body(const std::uint8_t* data, std::size_t size, const BodyLayout& l
             const std::uint64_t v = static_cast<std::uint64_t>(zeros) * g + rem;
             if (v >= kTrialCap) throw FormatError("trial index above the cap");
             H[j] = static_cast<std::uint32_t>(v + 1);
-            w = (w << (total - 1)) << 1;  // total may be 64
+            w = after << (total - zeros - 1);  // w << total, as after = w << (zeros + 1)
             used += total;
           }
           if (used > 0) {
@@ -239,11 +239,11 @@ void decode_body(const std::uint8_t* data, std::size_t size, const BodyLayout& l
           const int len = zeros + k + 1;  // bits of v, after `zeros` zeros
           const int total = zeros + len;
           if (zeros > max_zeros || total > valid - used) break;
-          const std::uint64_t v = (w << zeros) >> (64 - len);
-          const std::uint64_t z = v - offset;
+          const std::uint64_t at_v = w << zeros;  // v left-aligned
+          const std::uint64_t z = (at_v >> (64 - len)) - offset;
           if (z > max_zigzag) throw FormatError("lattice coordinate out of range");
           M[i] = unzigzag(z);
-          w = (w << (total - 1)) << 1;  // total may be 64
+          w = at_v << len;  // len <= 55
           used += total;
         }
         if (used > 0) {
