@@ -70,18 +70,18 @@ class BitWriter {
  public:
   // Appends to out (which may already hold earlier sections).
   explicit BitWriter(std::vector<std::uint8_t>& out)
-      : out_(out), buf_(out.data()), cap_(out.size()), used_(out.size()) {}
+      : out_(out), buf_(out.data()), cap_(out.size()), start_(out.size()), used_(out.size()) {}
 
-  // Appends the low `nbits` bits of value, most significant first; nbits <= 56.
+  // Appends the low `nbits` bits of value, most significant first;
+  // 1 <= nbits <= 56.
   void put(std::uint64_t value, int nbits) {
     if (cap_ - used_ < 8) {
       buf_ = grow(out_, used_);
       cap_ = out_.size();
     }
     // acc_ holds the nacc_ < 8 bits not yet in a whole byte, left-aligned.
-    if (nbits > 0) acc_ |= (value << (64 - nbits)) >> nacc_;
+    acc_ |= (value << (64 - nbits)) >> nacc_;
     nacc_ += nbits;
-    bits_ += static_cast<std::uint64_t>(nbits);
     // Store all 8 bytes of the accumulator (the bytes past the pending bits
     // are zeros, overwritten by later puts) and keep the last partial byte.
     store_be64(buf_ + used_, acc_);
@@ -90,7 +90,7 @@ class BitWriter {
     acc_ <<= 8 * whole;
     nacc_ &= 7;
   }
-  // Appends up to 64 bits.
+  // Appends 1 to 64 bits.
   void put_long(std::uint64_t value, int nbits) {
     if (nbits > 56) {
       put(value >> 32, nbits - 32);
@@ -101,7 +101,7 @@ class BitWriter {
   }
   void put_zeros(std::uint64_t count) {
     for (; count >= 56; count -= 56) put(0, 56);
-    put(0, static_cast<int>(count));
+    if (count > 0) put(0, static_cast<int>(count));
   }
   // Pads with zero bits to a byte boundary (the partial byte is already in
   // place) and trims the buffer.
@@ -115,7 +115,10 @@ class BitWriter {
     buf_ = out_.data();
     cap_ = used_;
   }
-  std::uint64_t bits() const { return bits_; }
+  // Bits written so far; call before finish() (padding is not counted).
+  std::uint64_t bits() const {
+    return 8 * static_cast<std::uint64_t>(used_ - start_) + static_cast<std::uint64_t>(nacc_);
+  }
 
  private:
   // Enlarges out (geometrically) so that at least 8 bytes follow `used`.
@@ -128,10 +131,10 @@ class BitWriter {
   std::vector<std::uint8_t>& out_;
   std::uint8_t* buf_;  // out_.data(), cached
   std::size_t cap_;    // out_.size(), cached
+  std::size_t start_;  // out_.size() before this section
   std::size_t used_;   // bytes of out_ holding whole bytes of output
   std::uint64_t acc_ = 0;
   int nacc_ = 0;
-  std::uint64_t bits_ = 0;
 };
 
 class BitReader {

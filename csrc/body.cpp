@@ -72,11 +72,20 @@ void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, s
     if (layout.golomb != 0) {
       const std::uint32_t g = layout.golomb;
       const TruncatedBinary tb(g);
+      // A power-of-two parameter (often 1) divides by shifting.
+      const bool pow2 = (g & (g - 1)) == 0;
+      const int log2g = bit_length(g) - 1;
       for (std::size_t j = 0; j < N; ++j) {
         if (H[j] < 1) throw InvalidArgument("trial index must be at least 1");
         const std::uint64_t v = H[j] - 1;
-        const std::uint64_t q = v / g;
-        const std::uint64_t r = v % g;
+        std::uint64_t q, r;
+        if (pow2) {
+          q = v >> log2g;
+          r = v & (g - 1);
+        } else {
+          q = v / g;
+          r = v % g;
+        }
         // q zeros, a one, then r in truncated binary (tb.b - 1 or tb.b bits).
         std::uint64_t rcode = r;
         int rbits = 0;
