@@ -1,3 +1,8 @@
+// Element-wise kernels of the LRSUQ loops (kernels.hpp).  Each public
+// function runs its AVX2 form (when available) over groups of four elements
+// and finishes with the portable loop, which is also the whole computation
+// without AVX2 and the reference the AVX2 forms mirror operation by
+// operation (simd_avx2.hpp explains how that gives the same bits).
 #include "kernels.hpp"
 
 #include <cmath>
@@ -96,7 +101,8 @@ CEPAM_TARGET_AVX2 std::size_t zn_trial_avx2(const double* t, const double* xs, c
     const __m256d tv = _mm256_sub_pd(_mm256_loadu_pd(t + e), v);
     // round_half_up: f = floor(tv), plus one where tv - f >= 0.5.
     __m256d f = _mm256_round_pd(tv, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    f = _mm256_blendv_pd(f, _mm256_add_pd(f, one), _mm256_cmp_pd(_mm256_sub_pd(tv, f), half, _CMP_GE_OQ));
+    f = _mm256_blendv_pd(f, _mm256_add_pd(f, one),
+                         _mm256_cmp_pd(_mm256_sub_pd(tv, f), half, _CMP_GE_OQ));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + e), avx2::to_int64(f));
     if (dev != nullptr) {
       const __m256d y = _mm256_mul_pd(_mm256_loadu_pd(beta + e), _mm256_add_pd(f, v));
@@ -119,15 +125,9 @@ CEPAM_TARGET_AVX2 std::size_t zn_reconstruct_avx2(const std::int64_t* q, const s
   return e;
 }
 
-#endif  // CEPAM_X86_DISPATCH
+bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
 
-bool use_avx2() {
-#if CEPAM_X86_DISPATCH
-  return simd_level() >= SimdLevel::Avx2;
-#else
-  return false;
-#endif
-}
+#endif  // CEPAM_X86_DISPATCH
 
 }  // namespace
 
@@ -186,7 +186,7 @@ void zn_trial(const double* t, const double* xs, const double* beta, const std::
 #endif
   for (; e < count; ++e) {
     const double v = uniform_co(w[e]) - 0.5;
-    const double f = round_half_up(t[e] - v);
+    const double f = round_half_up(t[e] - v);  // |f| < 2^51: f == double(q[e]) exactly
     q[e] = static_cast<std::int64_t>(f);
     if (dev != nullptr) {
       const double d = beta[e] * (f + v) - xs[e];
