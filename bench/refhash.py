@@ -186,7 +186,8 @@ def run():
         # The same after 300 valid codes (zeros), so that long sections are
         # decoded up to the hostile part.
         for pre in (1, 37, 300):
-            zero_h = "" if g == 0 else "1" + "0" * ((g - 1).bit_length() - (1 if (1 << (g - 1).bit_length()) - g > 0 else 0))
+            b = (g - 1).bit_length() if g else 0
+            zero_h = "" if g == 0 else "1" + "0" * (b - (1 if (1 << b) - g > 0 else 0))
             zero_m = "1" + "0" * k
             hb2 = zero_h * pre + hbits
             mb2 = zero_m * pre + mbits

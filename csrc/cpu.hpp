@@ -16,8 +16,10 @@
 // portable code.
 #pragma once
 
+// (clang-cl, which defines _MSC_VER, is left out: its runtime may lack the
+// CPU model behind __builtin_cpu_supports.)
 #if !defined(CEPAM_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && \
-    (defined(__x86_64__) || defined(__i386__))
+    defined(__x86_64__) && !defined(_MSC_VER)
 #define CEPAM_X86_DISPATCH 1
 #define CEPAM_TARGET_AVX2 __attribute__((target("avx2")))
 #define CEPAM_TARGET_AVX512 __attribute__((target("avx512f")))

@@ -42,8 +42,10 @@ CEPAM_TARGET_AVX2 std::size_t gaussian_radii_avx2(int n, double sigma, const std
       product = _mm256_mul_pd(product, avx2::uniform_oc(avx2::load_strided(wc + i, W)));
     __m256d half = avx2::log(product);
     if (k % 2 == 1) {
-      const __m256d la = avx2::log(avx2::uniform_oc(avx2::load_strided(wc + pairs, W)));
-      const __m256d cb = avx2::cos2pi_squared(avx2::uniform_co(avx2::load_strided(wc + pairs + 1, W)));
+      const __m256i wa = avx2::load_strided(wc + pairs, W);
+      const __m256i wb = avx2::load_strided(wc + pairs + 1, W);
+      const __m256d la = avx2::log(avx2::uniform_oc(wa));
+      const __m256d cb = avx2::cos2pi_squared(avx2::uniform_co(wb));
       half = _mm256_add_pd(half, _mm256_mul_pd(la, cb));
     }
     const __m256d latent = _mm256_mul_pd(_mm256_set1_pd(-2.0), half);
@@ -144,8 +146,10 @@ void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t cou
     double product = 1.0;
     for (int i = 0; i < pairs; ++i) product *= uniform_oc(wc[i]);
     double half = detmath::log(product);  // -U/2 for the even part
-    if (k % 2 == 1)
-      half += detmath::log(uniform_oc(wc[pairs])) * detmath::cos2pi_squared(uniform_co(wc[pairs + 1]));
+    if (k % 2 == 1) {
+      half += detmath::log(uniform_oc(wc[pairs])) *
+              detmath::cos2pi_squared(uniform_co(wc[pairs + 1]));
+    }
     out[c] = sigma * std::sqrt(-2.0 * half);
   }
 }
