@@ -16,7 +16,11 @@ inline std::uint64_t zigzag(std::int64_t v) {
 inline std::int64_t unzigzag(std::uint64_t z) {
   return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
 }
-inline int bit_length(std::uint64_t v) { return v == 0 ? 0 : 64 - count_leading_zeros(v); }
+// Branch-free (zero is common among the M values): v | 1 has the bit length
+// of v except for v = 0.
+inline int bit_length(std::uint64_t v) {
+  return 64 - count_leading_zeros(v | 1) - static_cast<int>(v == 0);
+}
 
 // Truncated binary code of r in [0, g): b = ceil(log2 g) bits or one fewer.
 struct TruncatedBinary {
@@ -44,8 +48,19 @@ std::uint32_t golomb_parameter(double p) {
 }
 
 int best_expg_order(const std::int64_t* M, std::size_t count) {
-  std::uint64_t hist[65] = {0};
-  for (std::size_t i = 0; i < count; ++i) ++hist[bit_length(zigzag(M[i]))];
+  // Histogram of bit lengths, in four interleaved parts so that runs of equal
+  // lengths do not serialise on one counter.
+  std::uint64_t part[4][65] = {};
+  std::size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    ++part[0][bit_length(zigzag(M[i]))];
+    ++part[1][bit_length(zigzag(M[i + 1]))];
+    ++part[2][bit_length(zigzag(M[i + 2]))];
+    ++part[3][bit_length(zigzag(M[i + 3]))];
+  }
+  for (; i < count; ++i) ++part[0][bit_length(zigzag(M[i]))];
+  std::uint64_t hist[65];
+  for (int b = 0; b <= 64; ++b) hist[b] = part[0][b] + part[1][b] + part[2][b] + part[3][b];
   int best = 0;
   std::uint64_t best_cost = ~std::uint64_t{0};
   for (int k = 0; k <= kMaxExpGolombOrder; ++k) {

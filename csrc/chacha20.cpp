@@ -25,20 +25,23 @@ inline std::uint32_t rotl(std::uint32_t v, int c) { return (v << c) | (v >> (32 
 // same kernels.
 constexpr int kLanes = kChaChaBatch;
 
-// Portable kernel, over arrays of lanes so that a compiler may vectorise the
-// quarter rounds.
+// Portable kernel: groups of four blocks side by side, over arrays of four
+// lanes, so that a compiler can keep each state word of the four blocks in
+// one 128-bit register (SSE2, NEON) and vectorise the quarter rounds.
+constexpr int kGroup = 4;
+
 inline void quarter(std::uint32_t* a, std::uint32_t* b, std::uint32_t* c, std::uint32_t* d) {
-  for (int l = 0; l < kLanes; ++l) { a[l] += b[l]; d[l] = rotl(d[l] ^ a[l], 16); }
-  for (int l = 0; l < kLanes; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 12); }
-  for (int l = 0; l < kLanes; ++l) { a[l] += b[l]; d[l] = rotl(d[l] ^ a[l], 8); }
-  for (int l = 0; l < kLanes; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 7); }
+  for (int l = 0; l < kGroup; ++l) { a[l] += b[l]; d[l] = rotl(d[l] ^ a[l], 16); }
+  for (int l = 0; l < kGroup; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 12); }
+  for (int l = 0; l < kGroup; ++l) { a[l] += b[l]; d[l] = rotl(d[l] ^ a[l], 8); }
+  for (int l = 0; l < kGroup; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 7); }
 }
 
-void batch_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t* stream,
+void group_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t* stream,
                     const std::uint64_t* index, std::uint64_t* out) {
-  alignas(64) std::uint32_t init[16][kLanes];
-  alignas(64) std::uint32_t x[16][kLanes];
-  for (int l = 0; l < kLanes; ++l) {
+  alignas(16) std::uint32_t init[16][kGroup];
+  alignas(16) std::uint32_t x[16][kGroup];
+  for (int l = 0; l < kGroup; ++l) {
     for (int i = 0; i < 4; ++i) init[i][l] = kSigma[i];
     for (int i = 0; i < 8; ++i) init[4 + i][l] = key[static_cast<std::size_t>(i)];
     init[12][l] = static_cast<std::uint32_t>(index[l]);
@@ -58,11 +61,17 @@ void batch_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint
     quarter(x[3], x[4], x[9], x[14]);
   }
   for (int i = 0; i < 16; ++i)
-    for (int l = 0; l < kLanes; ++l) x[i][l] += init[i][l];
-  for (int l = 0; l < kLanes; ++l)
+    for (int l = 0; l < kGroup; ++l) x[i][l] += init[i][l];
+  for (int l = 0; l < kGroup; ++l)
     for (int w = 0; w < 8; ++w)
       out[8 * l + w] = static_cast<std::uint64_t>(x[2 * w][l]) |
                        (static_cast<std::uint64_t>(x[2 * w + 1][l]) << 32);
+}
+
+void batch_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t* stream,
+                    const std::uint64_t* index, std::uint64_t* out) {
+  for (int g = 0; g < kLanes; g += kGroup)
+    group_portable(key, purpose, stream + g, index + g, out + 8 * g);
 }
 
 #if CEPAM_X86_DISPATCH

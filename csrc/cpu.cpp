@@ -8,6 +8,9 @@ namespace {
 
 SimdLevel detect() {
   SimdLevel cap = SimdLevel::Avx512;
+#if defined(_MSC_VER)
+#pragma warning(suppress : 4996)  // getenv is fine here: read once, not kept
+#endif
   if (const char* env = std::getenv("CEPAM_SIMD")) {
     if (std::strcmp(env, "portable") == 0) cap = SimdLevel::Portable;
     if (std::strcmp(env, "avx2") == 0) cap = SimdLevel::Avx2;
@@ -17,7 +20,8 @@ SimdLevel detect() {
   __builtin_cpu_init();
   // libgcc and compiler-rt report these only when the OS saves the state.
   if (__builtin_cpu_supports("avx2")) level = SimdLevel::Avx2;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f")) level = SimdLevel::Avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f"))
+    level = SimdLevel::Avx512;
 #endif
   return level < cap ? level : cap;
 }

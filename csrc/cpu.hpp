@@ -12,10 +12,14 @@
 // an AVX-512F ChaCha20 kernel (integer-only).  Setting the environment
 // variable CEPAM_SIMD to "portable" or "avx2" before the first call caps the
 // level (used by the tests to compare the paths).  Other compilers and
-// architectures always use the portable code.
+// architectures, and builds with CEPAM_NO_SIMD defined, always use the
+// portable code.
 #pragma once
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+// (clang-cl, which defines _MSC_VER, is left out: its runtime may lack the
+// CPU model behind __builtin_cpu_supports.)
+#if !defined(CEPAM_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && \
+    defined(__x86_64__) && !defined(_MSC_VER)
 #define CEPAM_X86_DISPATCH 1
 #define CEPAM_TARGET_AVX2 __attribute__((target("avx2")))
 #define CEPAM_TARGET_AVX512 __attribute__((target("avx512f")))

@@ -113,11 +113,12 @@ inline double cos2pi_squared(double t) {
   return c * c;
 }
 
-// Batch forms for the samplers' hot loops: out[i] = log(x[i]) and
-// out[i] = cos2pi_squared(t[i]) for i < count (out may be x).  Bit-identical
-// to the functions above for every input: the AVX2 kernels (detmath.cpp,
-// chosen at run time, see cpu.hpp) apply the same operations in the same
-// order to four elements at a time.
+// Batch forms: out[i] = log(x[i]) and out[i] = cos2pi_squared(t[i]) for
+// i < count (out may be x).  Bit-identical to the functions above for every
+// input: the AVX2 forms (simd_avx2.hpp, chosen at run time, see cpu.hpp)
+// apply the same operations in the same order to four elements at a time.
+// (The latent samplers use fused kernels built on the same AVX2 forms,
+// kernels.hpp; these batch forms let the tests check them on any input.)
 void log_batch(const double* x, double* out, std::size_t count);
 void cos2pi_squared_batch(const double* t, double* out, std::size_t count);
 

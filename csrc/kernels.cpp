@@ -1,3 +1,8 @@
+// Element-wise kernels of the LRSUQ loops (kernels.hpp).  Each public
+// function runs its AVX2 form (when available) over groups of four elements
+// and finishes with the portable loop, which is also the whole computation
+// without AVX2 and the reference the AVX2 forms mirror operation by
+// operation (simd_avx2.hpp explains how that gives the same bits).
 #include "kernels.hpp"
 
 #include <cmath>
@@ -37,8 +42,10 @@ CEPAM_TARGET_AVX2 std::size_t gaussian_radii_avx2(int n, double sigma, const std
       product = _mm256_mul_pd(product, avx2::uniform_oc(avx2::load_strided(wc + i, W)));
     __m256d half = avx2::log(product);
     if (k % 2 == 1) {
-      const __m256d la = avx2::log(avx2::uniform_oc(avx2::load_strided(wc + pairs, W)));
-      const __m256d cb = avx2::cos2pi_squared(avx2::uniform_co(avx2::load_strided(wc + pairs + 1, W)));
+      const __m256i wa = avx2::load_strided(wc + pairs, W);
+      const __m256i wb = avx2::load_strided(wc + pairs + 1, W);
+      const __m256d la = avx2::log(avx2::uniform_oc(wa));
+      const __m256d cb = avx2::cos2pi_squared(avx2::uniform_co(wb));
       half = _mm256_add_pd(half, _mm256_mul_pd(la, cb));
     }
     const __m256d latent = _mm256_mul_pd(_mm256_set1_pd(-2.0), half);
@@ -96,7 +103,8 @@ CEPAM_TARGET_AVX2 std::size_t zn_trial_avx2(const double* t, const double* xs, c
     const __m256d tv = _mm256_sub_pd(_mm256_loadu_pd(t + e), v);
     // round_half_up: f = floor(tv), plus one where tv - f >= 0.5.
     __m256d f = _mm256_round_pd(tv, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    f = _mm256_blendv_pd(f, _mm256_add_pd(f, one), _mm256_cmp_pd(_mm256_sub_pd(tv, f), half, _CMP_GE_OQ));
+    f = _mm256_blendv_pd(f, _mm256_add_pd(f, one),
+                         _mm256_cmp_pd(_mm256_sub_pd(tv, f), half, _CMP_GE_OQ));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + e), avx2::to_int64(f));
     if (dev != nullptr) {
       const __m256d y = _mm256_mul_pd(_mm256_loadu_pd(beta + e), _mm256_add_pd(f, v));
@@ -119,15 +127,9 @@ CEPAM_TARGET_AVX2 std::size_t zn_reconstruct_avx2(const std::int64_t* q, const s
   return e;
 }
 
-#endif  // CEPAM_X86_DISPATCH
+bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
 
-bool use_avx2() {
-#if CEPAM_X86_DISPATCH
-  return simd_level() >= SimdLevel::Avx2;
-#else
-  return false;
-#endif
-}
+#endif  // CEPAM_X86_DISPATCH
 
 }  // namespace
 
@@ -144,8 +146,10 @@ void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t cou
     double product = 1.0;
     for (int i = 0; i < pairs; ++i) product *= uniform_oc(wc[i]);
     double half = detmath::log(product);  // -U/2 for the even part
-    if (k % 2 == 1)
-      half += detmath::log(uniform_oc(wc[pairs])) * detmath::cos2pi_squared(uniform_co(wc[pairs + 1]));
+    if (k % 2 == 1) {
+      half += detmath::log(uniform_oc(wc[pairs])) *
+              detmath::cos2pi_squared(uniform_co(wc[pairs + 1]));
+    }
     out[c] = sigma * std::sqrt(-2.0 * half);
   }
 }
@@ -186,7 +190,7 @@ void zn_trial(const double* t, const double* xs, const double* beta, const std::
 #endif
   for (; e < count; ++e) {
     const double v = uniform_co(w[e]) - 0.5;
-    const double f = round_half_up(t[e] - v);
+    const double f = round_half_up(t[e] - v);  // |f| < 2^51: f == double(q[e]) exactly
     q[e] = static_cast<std::int64_t>(f);
     if (dev != nullptr) {
       const double d = beta[e] * (f + v) - xs[e];

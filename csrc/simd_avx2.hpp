@@ -105,7 +105,8 @@ CEPAM_TARGET_AVX2 inline __m256d log(__m256d x) {
   const __m256i k_odd = _mm256_add_epi32(
       _mm256_sub_epi32(_mm256_srai_epi32(u, 20), _mm256_set1_epi64x(std::int64_t{1023} << 32)),
       _mm256_slli_epi64(_mm256_srli_epi64(i, 20), 32));
-  const __m256i k_packed = _mm256_permutevar8x32_epi32(k_odd, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7));
+  const __m256i k_packed =
+      _mm256_permutevar8x32_epi32(k_odd, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7));
   const __m256d dk = _mm256_cvtepi32_pd(_mm256_castsi256_si128(k_packed));
 
   const __m256d f = _mm256_sub_pd(m, splat(1.0));
