@@ -109,7 +109,7 @@ def run():
                         sigma = 1e-3 if ki != 1 else 0.05
                         x = inputs(m, dtype, sigma, rng)
                         tag = f"mech{mech}/n{n}/{np.dtype(dtype).name}/m{m}/k{ki}/f{factor}"
-                        res = outcome(lambda: c.encode(x, key=key, mechanism=mech, scale=sigma,
+                        res = outcome(lambda: c.encode_lattice(x, key=key, mechanism=mech, scale=sigma,
                                                        lattice=1, n=n, factor=factor))
                         if res[0] == "err":
                             out[tag + "/enc"] = h(res[1])
@@ -118,7 +118,7 @@ def run():
                         out[tag + "/H"] = h(H)
                         out[tag + "/M"] = h(M)
                         for odt in ("float32", "float64"):
-                            y = c.decode(H, M, m=m, key=key, mechanism=mech, scale=sigma,
+                            y = c.decode_lattice(H, M, m=m, key=key, mechanism=mech, scale=sigma,
                                          lattice=1, n=n, dtype=odt)
                             out[tag + "/y/" + odt] = h(y)
                         p = c.acceptance_probability(mech, sigma, 1, n)
@@ -165,7 +165,7 @@ def run():
                                     H3[7] = 2 if n == 1 else 65537
                                 else:
                                     M3[9] = (1 << 53) + 1
-                                r = outcome(lambda: c.decode(H3, M3, m=m, key=key,
+                                r = outcome(lambda: c.decode_lattice(H3, M3, m=m, key=key,
                                                              mechanism=mech, scale=sigma,
                                                              lattice=1, n=n, dtype="float64"))
                                 out[tag + f"/baddec{bad}"] = h(r[0], r[1] if r[0] == "err"
@@ -206,13 +206,13 @@ def run():
                     x[pos] = bad
                     if pos > 600:
                         x[pos // 3] = bad  # an earlier one too
-                    r = outcome(lambda: c.encode(x, key=bytes(32), mechanism=1, scale=1e-3,
+                    r = outcome(lambda: c.encode_lattice(x, key=bytes(32), mechanism=1, scale=1e-3,
                                                  lattice=1, n=n, factor=1.0))
                     out[f"badx/{n}/{pos}/{bad}/{np.dtype(dt).name}"] = h(
                         r[0], r[1] if r[0] == "err" else tuple(a.tobytes() for a in r[1]))
     # Input too large: the error message.
     x = np.array([1e300, 0.0, 1.0], dtype=np.float64)
-    out["toolarge"] = h(outcome(lambda: c.encode(x, key=bytes(32), mechanism=1, scale=1e-3,
+    out["toolarge"] = h(outcome(lambda: c.encode_lattice(x, key=bytes(32), mechanism=1, scale=1e-3,
                                                    lattice=1, n=2, factor=1.0)))
     for ki, key in enumerate(keys()):
         for stream in (0, 1, 2, 7, 65536):

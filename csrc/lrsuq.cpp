@@ -288,6 +288,7 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
     const std::size_t e0 = j0 * un;
     const std::int64_t* Mc = M + (j0 - first) * un;
+    side.fetch(j0, count, H + (j0 - first));  // checks H first
     // M + 2^53 must be at most 2^54: flagged when >= 2^54 (which also flags
     // the valid M = 2^53, for the exact check below).
     static_assert(kMaxAbsM == std::int64_t{1} << 53, "scan bound");
@@ -301,7 +302,6 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
         }
       }
     }
-    side.fetch(j0, count, H + (j0 - first));
     // beta per element (for n = 1 that is beta itself).
     const double* beta_elem = side.beta();
     if (un > 1) {

@@ -163,6 +163,52 @@ CASES = [
      r"lattice"),
     ("codec-mechanism-str", lambda: cepam.Codec("gaussian", secret=SECRET), IT, TYPE,
      r"mechanism"),
+    # coder (the body coder).
+    *[(f"coder={v!r}", (lambda v: lambda: enc(coder=v))(v), IA, VALUE, r"coder")
+      for v in ("ANS", "Golomb", "rans", "huffman", "", "ans ", "golomb\x00")],
+    *[(f"coder-type-{type(v).__name__}-{v!r}", (lambda v: lambda: enc(coder=v))(v), IT, TYPE,
+       r"coder") for v in (None, 1, 2, True, b"ans", ["ans"], 2.0)],
+    *[(f"codec-coder={v!r}", (lambda v: lambda: cepam.Codec(G, secret=SECRET, coder=v))(v),
+       IA, VALUE, r"coder") for v in ("ANS", "rans", "")],
+    *[(f"codec-coder-type-{v!r}",
+       (lambda v: lambda: cepam.Codec(G, secret=SECRET, coder=v))(v), IT, TYPE, r"coder")
+      for v in (None, 2, b"golomb")],
+    # decode's max_coordinates.
+    *[(f"max_coordinates={v!r}",
+       (lambda v: lambda: cepam.decode(enc(), secret=SECRET, max_coordinates=v))(v), IA,
+       VALUE, r"max_coordinates") for v in (-1, -12, -(2**70))],
+    *[(f"max_coordinates-type-{type(v).__name__}-{v!r}",
+       (lambda v: lambda: cepam.decode(enc(), secret=SECRET, max_coordinates=v))(v), IT, TYPE,
+       r"max_coordinates") for v in (True, False, 1e6, 12.0, math.nan, math.inf, "12", None,
+                                     np.float64(12.0))],
+    ("codec-decode-max_coordinates--1",
+     lambda: cepam.Codec(G, secret=SECRET).decode(enc(), max_coordinates=-1), IA, VALUE,
+     r"max_coordinates"),
+    ("codec-decode-max_coordinates-float",
+     lambda: cepam.Codec(G, secret=SECRET).decode(enc(), max_coordinates=1e6), IT, TYPE,
+     r"max_coordinates"),
+    ("codec-decode-max_coordinates-bool",
+     lambda: cepam.Codec(G, secret=SECRET).decode(enc(), max_coordinates=True), IT, TYPE,
+     r"max_coordinates"),
+    # SDQ (the uniform-error baseline): step and dim.
+    *[(f"sdq-step={v!r}", (lambda v: lambda: cepam.SDQ(step=v))(v), IA, VALUE, r"step")
+      for v in (0, 0.0, -0.0, -1.0, -5e-324, math.nan, math.inf, -math.inf)],
+    *[(f"sdq-step-type-{type(v).__name__}-{v!r}", (lambda v: lambda: cepam.SDQ(step=v))(v), IT,
+       TYPE, r"step") for v in ("0.1", None, True, np.bool_(True), [0.1], 1j)],
+    *[(f"sdq-dim={v}", (lambda v: lambda: enc(mechanism=cepam.SDQ(step=0.1), dim=v))(v), IA,
+       VALUE, r"dim") for v in (2, 3, 4, 8)],
+    *[(f"sdq-dim-out-of-range={v}",
+       (lambda v: lambda: enc(mechanism=cepam.SDQ(step=0.1), dim=v))(v), IA, VALUE, r"dim")
+      for v in (0, 9, -1)],
+    ("sdq-dim-float", lambda: enc(mechanism=cepam.SDQ(step=0.1), dim=1.0), IT, TYPE, r"dim"),
+    *[(f"codec-sdq-dim={v}",
+       (lambda v: lambda: cepam.Codec(cepam.SDQ(step=0.1), secret=SECRET, dim=v))(v), IA,
+       VALUE, r"dim") for v in (2, 8)],
+    *[(f"sdq-matching-std={v!r}", (lambda v: lambda: cepam.SDQ.matching(v))(v), IA, VALUE,
+       r"std") for v in (0, -1.0, math.nan, math.inf)],
+    *[(f"sdq-matching-std-type-{v!r}", (lambda v: lambda: cepam.SDQ.matching(v))(v), IT, TYPE,
+       r"std") for v in ("1", None, True)],
+    ("mechanism-sdq-class", lambda: enc(mechanism=cepam.SDQ), IT, TYPE, r"mechanism"),
     # decode's output.
     *[(f"output={v!r}", (lambda v: lambda: cepam.decode(enc(), secret=SECRET, output=v))(v), IA,
        VALUE, r"output") for v in ("cuda", "NUMPY", "", None, "cpu")],
@@ -198,8 +244,55 @@ def test_boundary_arguments_are_accepted(kw):
     assert y.shape == X.shape and y.dtype == X.dtype
 
 
+@pytest.mark.parametrize("coder", ["ans", "golomb", np.str_("ans")], ids=["ans", "golomb",
+                                                                      "np.str_"])
+def test_both_coders_are_accepted(coder):
+    payload = enc(coder=coder)
+    assert cepam.inspect(payload).coder == str(coder)
+    assert cepam.decode(payload, secret=SECRET).shape == X.shape
+    codec = cepam.Codec(G, secret=SECRET, coder=coder)
+    assert cepam.inspect(codec.encode(X, round=0)).coder == str(coder)
+
+
+def test_the_default_coder_is_ans():
+    assert cepam.inspect(enc()).coder == "ans"
+    assert cepam.inspect(cepam.Codec(G, secret=SECRET).encode(X, round=0)).coder == "ans"
+
+
+@pytest.mark.parametrize("limit", [12, 13, 2**28, 2**56, 2**70, np.int64(12), np.uint64(12)],
+                         ids=["exact", "one-more", "default", "2^56", "2^70", "np.int64",
+                              "np.uint64"])
+def test_max_coordinates_at_or_above_the_size_is_accepted(limit):
+    payload = enc()  # 12 coordinates
+    assert cepam.decode(payload, secret=SECRET, max_coordinates=limit).shape == X.shape
+    assert cepam.Codec(G, secret=SECRET).decode(payload, max_coordinates=limit).shape == X.shape
+
+
+@pytest.mark.parametrize("limit", [0, 1, 11], ids=["zero", "one", "one-less"])
+def test_max_coordinates_below_the_size_refuses_the_payload(limit):
+    """A valid limit that the payload exceeds: the payload is refused (FormatError)."""
+    with pytest.raises(cepam.FormatError, match="max_coordinates"):
+        cepam.decode(enc(), secret=SECRET, max_coordinates=limit)
+    with pytest.raises(cepam.FormatError, match="max_coordinates"):
+        cepam.Codec(G, secret=SECRET).decode(enc(), max_coordinates=limit)
+
+
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+@pytest.mark.parametrize("step", [0.1, np.float32(0.25), 1, 5e-3])
+def test_sdq_scalar_with_both_coders_is_accepted(coder, step):
+    mech = cepam.SDQ(step=step)
+    payload = enc(mechanism=mech, dim=1, coder=coder, clip=2.0)
+    y = cepam.decode(payload, secret=SECRET)
+    assert y.shape == X.shape and y.dtype == X.dtype
+    clipped = X.astype(np.float64)  # ||X|| < 2: no clipping
+    assert np.max(np.abs(y - clipped)) <= mech.step / 2 + 1e-6
+    assert cepam.inspect(payload).mechanism == mech
+    assert cepam.Codec(mech, secret=SECRET, coder=coder).decode(payload).shape == X.shape
+
+
 def test_laplace_dim_4_and_tiny_positive_scales_are_accepted():
-    for mech in (cepam.Laplace(b=0.1), cepam.Laplace(b=5e-324), cepam.Gaussian(sigma=5e-324)):
+    for mech in (cepam.Laplace(b=0.1), cepam.Laplace(b=5e-324), cepam.Gaussian(sigma=5e-324),
+                 cepam.SDQ(step=5e-324)):
         assert mech.scale > 0
     y = cepam.decode(enc(mechanism=cepam.Laplace(b=0.1), dim=4), secret=SECRET)
     assert y.shape == X.shape

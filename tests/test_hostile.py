@@ -1796,10 +1796,37 @@ def test_extreme_model_ranges_and_scales_do_not_crash_the_decoder():
     """Source-model ranges near DBL_MAX (2A overflows, so the model's bin width is
     infinite) with huge noise scales (cell edges near A): decoded in a child process,
     so that a crash of the native decoder fails this test only."""
-    results = decode_in_child(_extreme_cases())
-    bad = {label: r for label, r in results.items() if r not in ("ok", "format")}
+    cases = _extreme_cases()
+    results = decode_in_child(cases)
+    bad = sorted(f"{label}: {r}" for label, r in results.items() if r not in ("ok", "format"))
     assert not bad, bad
-    assert len(results) == len(_extreme_cases())
+    assert len(results) == len(cases)
+
+
+_HONEST_EXTREME_CHILD = r"""
+import numpy as np, cepam
+x = np.array([1.7e308, -1.7e308, 1.0e308, 5e307, -1.2e308, 0.0] * 4)
+for sigma in (1e300, 1e295):
+    for coder in ("golomb", "ans"):
+        try:
+            p = cepam.encode(x, cepam.Gaussian(sigma=sigma), secret=bytes(32), round=0,
+                             client=0, coder=coder)
+        except cepam.EncodingError:
+            print(sigma, coder, "refused", flush=True)
+            continue
+        y = cepam.decode(p, secret=bytes(32))
+        print(sigma, coder, "ok", y.shape, flush=True)
+"""
+
+
+def test_an_honest_update_near_dbl_max_round_trips_or_is_refused():
+    """An update with |x| near DBL_MAX and a noise scale large enough for LRSUQ
+    (|x / beta| < 2^50): the source model's range A is then above DBL_MAX / 2.  Encoding
+    must give a payload that decodes, or an EncodingError; never a crash (in a child)."""
+    proc = subprocess.run([sys.executable, "-c", _HONEST_EXTREME_CHILD], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-500:], proc.stderr[-500:])
+    assert proc.stdout.count("\n") == 4, proc.stdout
 
 
 # --- Golomb: hand-forged bodies, prefix-code limits and zero runs. -----------
