@@ -671,7 +671,7 @@ def default_schemes(available: dict[str, bool] | None = None) -> list[Scheme]:
     if available is None:
         available = available_lattices()
     schemes = [
-        Scheme("mi", "I(X; X+Z) (lower bound)", "bound", note="Gaussian noise sigma"),
+        Scheme("mi", "I(X; X+Z) (lower bound)", "bound", "", None, note="Gaussian noise sigma"),
         Scheme("ideal-Z1", "ideal LRSUQ Z (n=1)", "ideal", "Z", 1,
                note="[H(H)+H(M|U,V_H)]/n, true source law, Monte Carlo"),
         Scheme("ideal-Z2", "ideal LRSUQ Z^2", "ideal", "Z", 2),
@@ -679,7 +679,7 @@ def default_schemes(available: dict[str, bool] | None = None) -> list[Scheme]:
         Scheme("ideal-Z3", "ideal LRSUQ Z^3", "ideal", "Z", 3),
         Scheme("ideal-D4", "ideal LRSUQ D4", "ideal", "D4", 4),
         Scheme("ideal-E8", "ideal LRSUQ E8", "ideal", "E8", 8),
-        Scheme("ideal-sdq", "ideal scalar SDQ, same variance", "ideal-sdq",
+        Scheme("ideal-sdq", "ideal scalar SDQ, same variance", "ideal-sdq", "", None,
                note="H(M|V), step sqrt(12) sigma, true source law"),
         Scheme("sdq", "scalar SDQ, same variance (ans)", "sdq", coder="ans",
                note="SDQ.matching(sigma): step sqrt(12) sigma, uniform error"),
@@ -985,35 +985,46 @@ _STYLE = {
 
 
 def plot_rows(rows: Sequence[dict[str, Any]], path: str) -> None:
-    """Bits per coordinate against s/sigma (log x), one panel per source; PNG at ``path``."""
+    """PNG at ``path``: one column per source; top, bits per coordinate against
+    s/sigma (log x); bottom, the same minus I(X; X+Z) (the gap to the bound)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     sources = [s for s in SOURCES if any(r["source"] == s for r in rows)]
-    fig, axes = plt.subplots(1, len(sources), figsize=(6.2 * len(sources), 4.6), squeeze=False)
-    for ax, source in zip(axes[0], sources):
+    fig, axes = plt.subplots(2, len(sources), figsize=(6.0 * len(sources), 8.0), squeeze=False,
+                             sharex=True)
+    for col, source in enumerate(sources):
+        mi = {r["s_over_sigma"]: r["bits_per_coordinate"] for r in rows
+              if r["source"] == source and r["scheme"] == "mi" and r["status"] == "ok"}
+        top, bottom = axes[0][col], axes[1][col]
         for key, style in _STYLE.items():
             pts = sorted((r["s_over_sigma"], r["bits_per_coordinate"], r["label"]) for r in rows
                          if r["source"] == source and r["scheme"] == key
                          and r["status"] == "ok" and math.isfinite(r["bits_per_coordinate"]))
             if not pts:
                 continue
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=pts[0][2], markersize=4,
-                    **style)
-        ax.set_xscale("log")
-        ax.set_xlabel("s / sigma")
-        ax.set_ylabel("bits per coordinate")
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            top.plot(xs, ys, label=pts[0][2], markersize=4, **style)
+            gap = [(x, y - mi[x]) for x, y in zip(xs, ys) if x in mi]
+            if gap:
+                bottom.plot([g[0] for g in gap], [g[1] for g in gap], label=pts[0][2],
+                            markersize=4, **style)
         title = "Gaussian source, x ~ N(0, s²)" if source == "gaussian" else \
             "uniform source, x ~ U[-s, s]"
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.set_ylim(bottom=0)
+        top.set_title(title)
+        top.set_ylabel("bits per coordinate")
+        bottom.set_ylabel("bits per coordinate minus I(X; X+Z)")
+        bottom.set_xlabel("s / sigma")
+        for ax in (top, bottom):
+            ax.set_xscale("log")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.set_ylim(bottom=0)
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.suptitle("CEPAM bitrate, Gaussian noise sigma = 1 (whole payloads)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
