@@ -13,9 +13,6 @@ from cepam.fl.models import CNN, MLP, build_model, parameter_count  # noqa: E402
 from cepam.fl.seeds import client_secret, torch_generator  # noqa: E402
 from cepam.fl.training import ClientData, LocalTrainer, evaluate  # noqa: E402
 
-HAS_SDQ = hasattr(cepam, "SDQ")
-needs_sdq = pytest.mark.skipif(not HAS_SDQ, reason="cepam.SDQ (scalar SDQ mechanism) is not "
-                                                    "in this build of cepam yet")
 
 
 @pytest.fixture(autouse=True)
@@ -216,66 +213,8 @@ def test_cepam_rejects_settings_the_codec_refuses():
         make_method("cepam-gaussian", lattice="no-such-lattice")
 
 
-def test_sdq_methods_say_what_they_need_when_sdq_is_missing():
-    if HAS_SDQ:
-        pytest.skip("cepam.SDQ is available")
-    with pytest.raises(cepam.InvalidArgumentError, match="cepam.SDQ"):
-        make_method("fl-gaussian-sdq")
-
-
-class _StandInSDQ:
-    """A stand-in for cepam.SDQ while main lacks it: scalar subtractive
-    dithered quantization with the dither drawn from (secret, round, client),
-    exercising the harness's plumbing only (pickle payloads, test use only)."""
-
-    def __init__(self, step):
-        self.step = step
-
-
-@pytest.fixture
-def standin_sdq(monkeypatch):
-    import hashlib
-    import pickle
-
-    encode, decode = cepam.encode, cepam.decode
-
-    def dither(secret, round, client, n):
-        seed = hashlib.sha256(secret + bytes([round, client])).digest()
-        return np.random.default_rng(list(seed)).uniform(-0.5, 0.5, n)
-
-    def fake_encode(x, mechanism, *, secret, round, client, message=0, dim=1, **kw):
-        if not isinstance(mechanism, _StandInSDQ):
-            return encode(x, mechanism, secret=secret, round=round, client=client,
-                          message=message, dim=dim, **kw)
-        assert dim == 1 and kw.get("clip") is None
-        names = list(x)
-        flat = np.concatenate([x[n].double().numpy().ravel() for n in names])
-        v = dither(secret, round, client, flat.size)
-        q = np.round(flat / mechanism.step - v).astype(np.int64)
-        meta = (names, [tuple(x[n].shape) for n in names], mechanism.step, round, client)
-        return b"SDQ" + pickle.dumps((meta, q))
-
-    def fake_decode(payload, *, secret, **kw):
-        if not payload.startswith(b"SDQ"):
-            return decode(payload, secret=secret, **kw)
-        (names, shapes, step, round, client), q = pickle.loads(payload[3:])
-        y = torch.from_numpy(step * (q + dither(secret, round, client, q.size))).float()
-        out, i = {}, 0
-        for n, shape in zip(names, shapes):
-            size = math.prod(shape)
-            out[n] = y[i:i + size].reshape(shape)
-            i += size
-        return out
-
-    if not HAS_SDQ:
-        monkeypatch.setattr(cepam, "SDQ", _StandInSDQ, raising=False)
-        monkeypatch.setattr(cepam, "encode", fake_encode)
-        monkeypatch.setattr(cepam, "decode", fake_decode)
-
-
 @pytest.mark.parametrize("method", ["fl-sdq", "fl-gaussian-sdq", "fl-laplace-sdq"])
-def test_sdq_methods(method, standin_sdq):
-    """With the real cepam.SDQ where main has it, else with a stand-in."""
+def test_sdq_methods(method):
     u = _update(scale=0.01)
     sigma = b = 0.002
     m = make_method(method, sigma=sigma, b=b, clip=1.0)

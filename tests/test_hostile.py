@@ -1064,6 +1064,10 @@ HEADER_TARGETED = [
      lambda r: r.edit(m=(1 << 28) + 1, entries=_entries(r, dims=((1 << 28) + 1,))), FORMAT,
      "max_coordinates"),
     ("m-zero", "gauss-n1", lambda r: r.edit(m=0), FORMAT, None),
+    ("m-zero-empty-shape", "gauss-n1", lambda r: r.edit(m=0, entries=_entries(r, dims=(0,))),
+     FORMAT, None),
+    ("m-zero-empty-shape-n2", "gauss-n2-m300",
+     lambda r: r.edit(m=0, entries=_entries(r, dims=(0, 3))), FORMAT, None),
     ("m-one-more", "gauss-n1", lambda r: r.edit(m=r.m + 1), FORMAT, "add up"),
     ("m-one-less", "gauss-n1", lambda r: r.edit(m=r.m - 1), FORMAT, "exceed|add up"),
     ("m-one-more-than-body-with-shape", "gauss-n1",
@@ -1641,6 +1645,39 @@ def test_escaped_trial_indices(h, match, mechanism, n):
         assert symbols_of(raw)[0].tolist() == H
 
 
+def test_escapes_under_a_tiny_scale_are_non_canonical():
+    """With a tiny scale the table spans every |M| <= 2^53 (in coarse symbols and raw
+    offsets), so no escape is canonical."""
+    for scale in (1e-300, 5e-324):
+        raw = _escape_payload([MAX_ABS_M, -MAX_ABS_M], scale=scale)
+        with pytest.raises(cepam.FormatError, match="non-canonical"):
+            cepam.decode(raw.tagged(), secret=SECRET)
+
+
+@pytest.mark.parametrize("coder", CODERS)
+def test_an_empty_update_and_hostile_variants(coder):
+    """m = 0: the ANS body is a model and four states at 2^31, with no words; anything
+    else there is a FormatError."""
+    payload = cepam.encode(np.zeros((0, 3), np.float32), cepam.Gaussian(sigma=0.1),
+                           secret=SECRET, round=0, client=0, coder=coder)
+    assert cepam.decode(payload, secret=SECRET).shape == (0, 3)
+    raw = RawPayload.parse(payload)
+    if coder == "ans":
+        body = AnsBody.parse(raw.body)
+        assert unpack_stream(body.stream) == ([RANS_LOW] * STREAMS, [])
+        bad_bodies = [body.with_state(0, RANS_LOW + 1).pack(),
+                      body.edit(stream=body.stream + bytes(4)).pack(),
+                      body.edit(stream=body.stream[:-8]).pack(),
+                      body.edit(model=body.model.edit(a=math.nan)).pack()]
+    else:
+        body = GolombBody.parse(raw.body)
+        bad_bodies = [body.edit(m_bits=1, sections=b"\x80").pack(),
+                      body.edit(sections=b"\x00").pack(), raw.body[:-1]]
+    for bad in bad_bodies + [b""]:
+        with pytest.raises(cepam.FormatError):
+            cepam.decode(raw.edit(body=bad).tagged(), secret=SECRET)
+
+
 def test_a_trial_index_escape_on_a_lattice_without_trials_is_not_read():
     """Gaussian on Z^1, Laplace on Z^1 and SDQ code no H: an H escape there is read as an
     M escape (length 0xFFFF >> 10 = 63 bits: out of range)."""
@@ -1915,25 +1952,29 @@ def _zero_run_payloads(body_bytes: int) -> list[tuple[str, int, int, bytes]]:
     return out
 
 
-def test_long_zero_runs_in_the_golomb_body_fail_fast_with_little_allocation():
-    body_bytes = 256 * 1024
+ZERO_RUNS = _zero_run_payloads(256 * 1024)
+
+
+@pytest.mark.parametrize("label,declared,capacity,payload", ZERO_RUNS,
+                         ids=[z[0].replace(" ", ",") for z in ZERO_RUNS])
+def test_long_zero_runs_in_the_golomb_body_fail_fast_with_little_allocation(
+        label, declared, capacity, payload):
     tracemalloc.start()
     try:
-        for label, declared, capacity, payload in _zero_run_payloads(body_bytes):
-            tracemalloc.reset_peak()
-            base = tracemalloc.get_traced_memory()[0]
-            assert outcome(payload) == "format", label
-            peak = tracemalloc.get_traced_memory()[1] - base
-            if declared > capacity:
-                # Rejected before allocating anything sized by the declared count:
-                # only copies of the payload itself.
-                assert peak < 6 * len(payload) + MB, (label, peak)
-            else:
-                # Linear in the payload: H (uint32), M (int64) and the output are
-                # allocated for at most 8 coordinates per body byte.
-                assert peak < 160 * len(payload) + 4 * MB, (label, peak)
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        assert outcome(payload) == "format", label
+        peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
+    if declared > capacity:
+        # Rejected before allocating anything sized by the declared count (the Golomb
+        # sections bound it): only copies of the payload itself.
+        assert peak < 6 * len(payload) + MB, (label, peak)
+    else:
+        # Linear in the payload: H (uint32), M (int64) and the output are
+        # allocated for at most 8 coordinates per body byte.
+        assert peak < 160 * len(payload) + 4 * MB, (label, peak)
 
 
 def test_every_trial_index_at_the_cap_decodes():

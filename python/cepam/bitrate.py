@@ -37,7 +37,7 @@ import csv
 import io
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -384,7 +384,7 @@ def _ideal_rate_z1(source: str, ratio: float, draws: int, seed: int) -> tuple[fl
     return _control_variate_mean(h, -np.log2(beta), -1.0 - 0.5 * _e_log2_chi2(3))
 
 
-_MAX_ENUMERATION = 4_000_000
+_MAX_ENUMERATION = 1_000_000
 
 
 def _lattice_points(basis: np.ndarray, radius: float) -> np.ndarray:
@@ -412,10 +412,10 @@ def _lattice_points(basis: np.ndarray, radius: float) -> np.ndarray:
 
 
 def _log_ball_probability(n: int, x: np.ndarray, nc: np.ndarray) -> np.ndarray:
-    """log P(|N(c, I_n)| ... ) = log chndtr(x, n, nc): the N(0, I_n) mass of a ball.
+    """Log of the N(0, I_n) mass of a ball: ``log chndtr(x, n, nc)``.
 
-    ``x`` is the squared radius, ``nc`` the squared distance of the centre from
-    the origin (both in units of the source scale).  Small balls use the
+    ``x`` is the ball's squared radius, ``nc`` the squared distance of its
+    centre from the origin (both in units of the source scale).  Small balls use the
     second-order expansion ``f(c) vol(B) (1 + x (nc - n) / (2 (n + 2)))``,
     exact to O(x^2 nc^2).
     """
@@ -511,7 +511,8 @@ def _ideal_rate_sampled(geometry: _Geometry, ratio: float, draws: int,
         for i in np.flatnonzero(poisson):
             count = int(np.searchsorted(k_norms, k_reach / a[i], side="right"))
             k = kpoints[:count]
-            series = ball_ft[:count] * np.exp(-2.0 * math.pi ** 2 * a[i] ** 2 * k_norms[:count] ** 2)
+            decay = np.exp(-2.0 * math.pi ** 2 * a[i] ** 2 * k_norms[:count] ** 2)
+            series = ball_ft[:count] * decay
             ratio_s = float(np.sum(series * np.cos(2.0 * math.pi * (k @ v[i]))))
             log_s[i] = math.log(p) + math.log(max(ratio_s, 1e-300))
 
@@ -609,7 +610,9 @@ def spec_ideal_rate(source: str, s_over_sigma: float, lattice: str = "Z",
     source = _check_source(source)
     dim = _default_dim(lattice) if dim is None else dim
     if source == "gaussian":
-        return SPEC_IDEAL_GAUSSIAN_Z1.get(float(s_over_sigma)) if (lattice, dim) == ("Z", 1) else None
+        if (lattice, dim) != ("Z", 1):
+            return None
+        return SPEC_IDEAL_GAUSSIAN_Z1.get(float(s_over_sigma))
     return SPEC_IDEAL_UNIFORM.get((lattice, dim), {}).get(float(s_over_sigma))
 
 
@@ -645,24 +648,24 @@ class Scheme:
 
 
 def available_lattices() -> dict[str, bool]:
-    """Which of A2, D4, E8 and ``auto`` the installed codec accepts (a tiny encode)."""
-    import cepam
-    from cepam import codec
+    """Which of A2, D4, E8 and ``auto`` the installed codec accepts.
 
-    names = tuple(getattr(codec, "LATTICE_NAMES", ("Z",)))
+    A lattice counts as available if ``cepam.encode(..., lattice=name)`` (with
+    its dimension; no ``dim`` for ``auto``) and ``cepam.decode`` succeed on a
+    tiny input, whatever ``cepam.codec.LATTICE_NAMES`` says.
+    """
+    import cepam
+
     found: dict[str, bool] = {}
     for name in ("A2", "D4", "E8", "auto"):
-        ok = False
-        if name in names:
-            try:
-                kwargs: dict[str, Any] = {} if name == "auto" else {"dim": _default_dim(name)}
-                p = cepam.encode(np.zeros(16), cepam.Gaussian(sigma=1.0), secret=bytes(32),
-                                 round=0, client=0, lattice=name, **kwargs)
-                cepam.decode(p, secret=bytes(32))
-                ok = True
-            except (CepamError, TypeError, ValueError):
-                ok = False
-        found[name] = ok
+        try:
+            kwargs: dict[str, Any] = {} if name == "auto" else {"dim": _default_dim(name)}
+            p = cepam.encode(np.zeros(16), cepam.Gaussian(sigma=1.0), secret=bytes(32),
+                             round=0, client=0, lattice=name, **kwargs)
+            cepam.decode(p, secret=bytes(32))
+            found[name] = True
+        except (CepamError, TypeError, ValueError):
+            found[name] = False
     return found
 
 

@@ -70,9 +70,9 @@ def handler(args: argparse.Namespace) -> int:
     grid = _QUICK_GRID if args.quick else bitrate.S_OVER_SIGMA
     plot = not args.no_plot
     if plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
             print("matplotlib is not installed: no plot (pip install matplotlib)",
                   file=sys.stderr)
             plot = False

@@ -22,8 +22,8 @@ units: :mod:`.setting`. The argument and the numbers: ``docs/privacy.md``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
+
 
 # Public name -> submodule. Submodules (and scipy) load on first use, so that
 # ``cepam --help`` (which imports ``cepam.accounting.cli``) needs only numpy.
@@ -59,13 +59,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -143,6 +143,18 @@ class Method:
     def describe(self) -> dict:
         return {"method": self.name, "clip": self.clip}
 
+    def _noisy(self, x: dict[str, torch.Tensor], noise: torch.Generator | None
+               ) -> dict[str, torch.Tensor]:
+        """x plus the client's own Gaussian (sigma) or Laplace (b) noise, if any,
+        drawn from its private generator (never from the shared secret)."""
+        sigma, b = getattr(self, "sigma", None), getattr(self, "b", None)
+        if sigma is not None:
+            return {k: v + sigma * torch.randn(v.shape, generator=noise, dtype=torch.float32)
+                    for k, v in x.items()}
+        if b is not None:
+            return {k: v + _laplace(v.shape, b, noise) for k, v in x.items()}
+        return x
+
 
 class Plain(Method):
     """``fl``, ``fl-gaussian``, ``fl-laplace``: float32 tensors, optional noise."""
@@ -158,12 +170,7 @@ class Plain(Method):
         return self.private
 
     def send(self, update, *, round, client, secret, noise):
-        x = clip_update(update, self.clip)
-        if self.sigma is not None:
-            x = {k: v + self.sigma * torch.randn(v.shape, generator=noise, dtype=torch.float32)
-                 for k, v in x.items()}
-        elif self.b is not None:
-            x = {k: v + _laplace(v.shape, self.b, noise) for k, v in x.items()}
+        x = self._noisy(clip_update(update, self.clip), noise)
         x = {k: v.to(torch.float32).contiguous() for k, v in x.items()}
         return Message(None, x, 32 * _num_coordinates(x), measured=False)
 
@@ -179,11 +186,6 @@ class SDQ(Method):
     def __init__(self, name: str, *, clip: float | None, step: float,
                  sigma: float | None = None, b: float | None = None) -> None:
         super().__init__(clip=clip)
-        if not hasattr(cepam, "SDQ"):
-            raise InvalidArgumentError(
-                f"method {name!r} needs cepam.SDQ (scalar subtractive dithered quantization), "
-                "which this build of cepam does not have yet"
-            )
         self.name, self.sigma, self.b = name, sigma, b
         self.private = sigma is not None or b is not None
         self.step = float(step)
@@ -194,12 +196,7 @@ class SDQ(Method):
         return self.private
 
     def send(self, update, *, round, client, secret, noise):
-        x = clip_update(update, self.clip)
-        if self.sigma is not None:
-            x = {k: v + self.sigma * torch.randn(v.shape, generator=noise, dtype=torch.float32)
-                 for k, v in x.items()}
-        elif self.b is not None:
-            x = {k: v + _laplace(v.shape, self.b, noise) for k, v in x.items()}
+        x = self._noisy(clip_update(update, self.clip), noise)
         payload = cepam.encode(x, self.mechanism, secret=secret, round=round, client=client,
                                message=0, dim=1)
         return Message(payload, None, 8 * len(payload), measured=True)
