@@ -157,6 +157,7 @@ py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& 
   const Coder c = coder_from(coder);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
+  check_payload_body(p, data, len, m, c);  // before allocating m values
   if (dtype == "float32") return decode_body_as<float>(p, ks, data, len, m, c);
   if (dtype == "float64") return decode_body_as<double>(p, ks, data, len, m, c);
   throw InvalidArgument("dtype must be 'float32' or 'float64'");
@@ -169,6 +170,7 @@ py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::byte
   const Coder c = coder_from(coder);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
+  check_payload_body(p, data, len, m, c);
   std::vector<std::uint32_t> H;
   std::vector<std::int64_t> M;
   {

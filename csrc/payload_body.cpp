@@ -55,7 +55,29 @@ void golomb_symbols(const LrsuqParams& p, const std::uint8_t* body, std::size_t 
   decode_body(body + kGolombPrefix, len - kGolombPrefix, layout, N, count, H.data(), M.data());
 }
 
+// The offset of the rANS stream in an ANS body, after checking the model and
+// the stream's length.
+std::size_t ans_stream_offset(const std::uint8_t* body, std::size_t len) {
+  std::size_t pos = 0;
+  SourceModel::parse(body, len, &pos);
+  AnsDecoder(body + pos, len - pos);  // checks the length and the states
+  return pos;
+}
+
 }  // namespace
+
+void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                        std::size_t m, Coder coder) {
+  check_params(p);
+  check_coder(coder);
+  if (coder == Coder::Golomb) {
+    const BodyLayout layout = golomb_layout(body, len);
+    const std::size_t N = subvectors(p, m);
+    check_body(layout, len - kGolombPrefix, N, N * static_cast<std::size_t>(p.n));
+  } else {
+    ans_stream_offset(body, len);
+  }
+}
 
 template <class T>
 std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
@@ -155,15 +177,14 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
   if (coder == Coder::Golomb) {
     const BodyLayout layout = golomb_layout(body, len);
     const std::uint64_t rest = 8 * static_cast<std::uint64_t>(len - kGolombPrefix);
-    if (layout.h_bits > rest || layout.m_bits > rest - layout.h_bits)
-      throw FormatError("declared section lengths exceed the body");
+    if ((layout.h_bits + 7) / 8 + (layout.m_bits + 7) / 8 != len - kGolombPrefix)
+      throw FormatError("body length does not match its declared sections");
     parts.emplace_back("params", 8 * kGolombPrefix);
     parts.emplace_back("H", layout.h_bits);
     parts.emplace_back("M", layout.m_bits);
     parts.emplace_back("padding", rest - layout.h_bits - layout.m_bits);
   } else {
-    std::size_t pos = 0;
-    SourceModel::parse(body, len, &pos);
+    const std::size_t pos = ans_stream_offset(body, len);
     parts.emplace_back("model", 8 * static_cast<std::uint64_t>(pos));
     parts.emplace_back("stream", 8 * static_cast<std::uint64_t>(len - pos));
   }

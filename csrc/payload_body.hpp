@@ -27,6 +27,13 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
                                               const T* x, std::size_t m, double factor,
                                               Coder coder);
 
+// Checks what can be checked of a body before anything sized by m is
+// allocated: the coder's parameters, and for the Golomb coder that m fits the
+// sections (at least one bit per coordinate); for the ANS coder the source
+// model and the stream's length.  Throws FormatError.
+void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                        std::size_t m, Coder coder);
+
 // Decodes a body of len bytes into y[0..m).  The caller bounds m (the
 // Golomb coder also checks m against the body's length before allocating;
 // the ANS decoder allocates O(m / n) for H and works in blocks otherwise).

@@ -15,7 +15,10 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor) {
     const double v = std::fabs(static_cast<double>(x[i]) * factor);
     a = v > a ? v : a;
   }
-  model.set_range(a > 0.0 ? a : 1.0);
+  // 2A must be finite (the bin width); values beyond a clamped range fall in
+  // the end bins, which only costs bits.
+  constexpr double kMaxRange = 0x1.0p1020;
+  model.set_range(a > 0.0 ? (a < kMaxRange ? a : kMaxRange) : 1.0);
   std::vector<std::uint64_t> counts(kBins, 0);
   for (std::size_t i = 0; i < m; ++i) {
     const double u = (static_cast<double>(x[i]) * factor + model.a_) * model.inv_width_;
@@ -79,8 +82,9 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
   for (int b = 7; b >= 0; --b) bits = (bits << 8) | data[p + static_cast<std::size_t>(b)];
   double a;
   std::memcpy(&a, &bits, sizeof a);
-  if (!(a > 0.0) || !std::isfinite(a) || !std::isfinite(kBins / (2.0 * a)))
-    throw FormatError("source model range must be positive and finite");
+  if (!(a > 0.0) || !std::isfinite(2.0 * a) || !std::isfinite(kBins / (2.0 * a)) ||
+      !(kBins / (2.0 * a) > 0.0))
+    throw FormatError("source model range out of bounds");
   const int k = data[p + 8];
   if (k > kKnotBits) throw FormatError("source model code order out of range");
   p += 9;

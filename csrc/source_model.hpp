@@ -40,8 +40,9 @@ class SourceModel {
     if (!(x > -a_)) return 0.0;
     if (!(x < a_)) return 1.0;
     const double u = (x + a_) * inv_width_;
-    int i = static_cast<int>(u);
-    if (i > kBins - 1) i = kBins - 1;
+    // u is in [0, K] for a valid model; the clamps also keep the index in
+    // range should anything upstream misbehave.
+    int i = u >= 0.0 ? (u < kBins - 1 ? static_cast<int>(u) : kBins - 1) : 0;
     const double lo = static_cast<double>(knots_[static_cast<std::size_t>(i)]);
     const double hi = static_cast<double>(knots_[static_cast<std::size_t>(i) + 1]);
     return (lo + (u - static_cast<double>(i)) * (hi - lo)) * (1.0 / kKnotScale);

@@ -1165,8 +1165,8 @@ HEADER_TARGETED = [
       for v in (math.nan, -math.nan, -1.0, 0.0, -0.0, math.inf, -math.inf)],
     *[(f"sdq-step-{v}", "sdq-n1", (lambda v: lambda r: r.edit(scale=v))(v), FORMAT, "scale")
       for v in (math.nan, -1.0, 0.0, math.inf)],
-    *[(f"clip-{_fid(v)}", "laplace-n4-clip", (lambda v: lambda r: r.edit(clip=v))(v), FORMAT, "clip")
-      for v in (math.nan, -1.0, 0.0, -0.0, -math.inf)],
+    *[(f"clip-{_fid(v)}", "laplace-n4-clip", (lambda v: lambda r: r.edit(clip=v))(v), FORMAT,
+       "clip") for v in (math.nan, -1.0, 0.0, -0.0, -math.inf)],
     ("clip-inf", "laplace-n4-clip", lambda r: r.edit(clip=math.inf), EITHER, None),
     *[(f"scale-{v:g}-{base}", base, (lambda v: lambda r: r.edit(scale=v))(v), EITHER, None)
       for base in ("gauss-n2", "laplace-n2", "sdq-n1", "gauss-n1")

@@ -14,6 +14,7 @@ its error exactly Gaussian or Laplace noise, independent of the update:
 True
 """
 
+from .baselines import encode_gaussian_sdq, encode_laplace_sdq, encode_noisy_sdq, encode_sdq
 from .codec import Codec, PayloadInfo, decode, encode, inspect
 from .errors import (
     AuthenticationError,
@@ -35,6 +36,10 @@ __all__ = [
     "inspect",
     "Codec",
     "PayloadInfo",
+    "encode_sdq",
+    "encode_noisy_sdq",
+    "encode_gaussian_sdq",
+    "encode_laplace_sdq",
     "Gaussian",
     "Laplace",
     "SDQ",

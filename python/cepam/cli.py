@@ -22,6 +22,7 @@ __all__ = ["main", "build_parser"]
 _COMMAND_MODULES = (
     "cepam.cli",
     "cepam.demo",
+    "cepam.bitrate_cli",
     "cepam.accounting.cli",
     "cepam.fl.cli",
 )

@@ -210,6 +210,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
     limit = check_integer("max_coordinates", max_coordinates)
+    if limit < 0:
+        raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
     payload, header, offset = _verified_header(payload, secret)
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
