@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -305,6 +306,10 @@ std::size_t groups_of(py::ssize_t size, int n, const char* what) {
 CArray<std::int64_t> closest_points_py(const CArray<double>& t, int lattice, int n) {
   check_lattice(static_cast<LatticeId>(lattice), n);
   const std::size_t count = groups_of(t.size(), n, "t");
+  for (py::ssize_t i = 0; i < t.size(); ++i) {
+    if (!(std::fabs(t.data()[i]) < kMaxScaledInput))
+      throw InvalidArgument("t must be finite with |t| < 2^50");
+  }
   CArray<std::int64_t> m(t.size());
   lattice_closest_points(static_cast<LatticeId>(lattice), n, t.data(), count, m.mutable_data());
   return m;
@@ -313,6 +318,10 @@ CArray<std::int64_t> closest_points_py(const CArray<double>& t, int lattice, int
 CArray<double> lattice_points_py(const CArray<std::int64_t>& m, int lattice, int n) {
   check_lattice(static_cast<LatticeId>(lattice), n);
   const std::size_t count = groups_of(m.size(), n, "m");
+  for (py::ssize_t i = 0; i < m.size(); ++i) {
+    if (m.data()[i] > kMaxAbsM || m.data()[i] < -kMaxAbsM)
+      throw InvalidArgument("lattice coordinates must be at most 2^53 in magnitude");
+  }
   CArray<double> p(m.size());
   lattice_points(static_cast<LatticeId>(lattice), n, m.data(), count, p.mutable_data());
   return p;

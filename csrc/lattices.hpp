@@ -29,8 +29,9 @@
 // to_point.
 //
 // Dither: u_k = uniform_co(w_k), p = G^T u (a uniform point of the
-// fundamental parallelepiped, p_k = sum_{i >= k} u_i G_ik in order of i),
-// v = p - Q(p): uniform in the Voronoi cell.  Only +, -, *, / and the
+// fundamental parallelepiped; each type writes out its formula, which gives
+// the bits of sum_{i >= k} u_i G_ik summed in order of i), v = p - Q(p):
+// uniform in the Voronoi cell.  Only +, -, *, / and the
 // closest point, so it is the same bits everywhere.
 //
 // trial_batch / reconstruct_batch run a scalar loop over the sub-vectors of
@@ -52,27 +53,40 @@ namespace lattice_detail {
 
 constexpr double kPi = 3.14159265358979311600e+00;
 
-// D_n closest point of t, as the point itself (integers in doubles).
+// round_half_up(t) as an integer, for |t| < 2^51: floor by truncation (one
+// instruction, where std::floor is a library call without SSE4.1), then up
+// when the remainder t - floor(t) (exact) is at least 1/2.
+inline std::int64_t round_half_up_i64(double t) {
+  std::int64_t i = static_cast<std::int64_t>(t);
+  i -= (t < static_cast<double>(i)) ? 1 : 0;
+  return i + ((t - static_cast<double>(i) >= 0.5) ? 1 : 0);
+}
+
+// The D_n closest point g of t (|t_k| < 2^51) by Conway and Sloane: round
+// every coordinate (halves up); if the sum is odd, re-round the coordinate
+// with the largest rounding error |e_k| (the first on ties) the other way.
+// Returns the squared distance, sum e_k^2 (+ 1 - 2 |e_w| after a
+// re-rounding), accumulated in coordinate order.  Branch-free apart from
+// the loop.
 template <int N>
-inline void closest_dn(const double* t, double* f) {
-  double sum = 0.0;
-  int worst = 0;
-  double worst_err = -1.0;
+inline double closest_dn(const double* t, std::int64_t* g) {
+  double d2 = 0.0, worst = -1.0;
+  std::int64_t sum = 0;
+  int w = 0;
   for (int k = 0; k < N; ++k) {
-    f[k] = round_half_up(t[k]);
-    sum += f[k];
-    const double err = std::fabs(t[k] - f[k]);
-    if (err > worst_err) {
-      worst_err = err;
-      worst = k;
-    }
+    g[k] = round_half_up_i64(t[k]);
+    const double e = t[k] - static_cast<double>(g[k]);
+    d2 += e * e;
+    sum += g[k];
+    const double a = std::fabs(e);
+    w = a > worst ? k : w;
+    worst = a > worst ? a : worst;
   }
-  // sum is an exact integer (|f| < 2^51, N <= 8); parity by halving.
-  const double half = sum * 0.5;
-  if (half != std::floor(half)) {
-    // Re-round the other way: towards t from the other side.
-    f[worst] += (t[worst] >= f[worst]) ? 1.0 : -1.0;
-  }
+  const std::int64_t odd = sum & 1;
+  const double ew = t[w] - static_cast<double>(g[w]);
+  g[w] += odd * (ew >= 0.0 ? 1 : -1);
+  d2 += static_cast<double>(odd) * (1.0 - 2.0 * worst);
+  return d2;
 }
 
 template <int N>
@@ -107,16 +121,13 @@ struct VoronoiLattice {
     self().closest(t, m, p);
   }
 
+  // v = p - Q(p), p = G^T u (Derived::parallelepiped), u_k = uniform_co(w_k).
+  // p lies in [-1, 4)^n, so p - Q(p) is exact.
   void dither(const std::uint64_t* words, double* v) const {
-    const double* b = Derived::basis_rows();
     double u[N], p[N], c[N];
     std::int64_t m[N];
     for (int k = 0; k < N; ++k) u[k] = uniform_co(words[k]);
-    for (int k = 0; k < N; ++k) {
-      double s = 0.0;
-      for (int i = k; i < N; ++i) s += u[i] * b[i * N + k];
-      p[k] = s;
-    }
+    Derived::parallelepiped(u, p);
     self().closest(p, m, c);
     for (int k = 0; k < N; ++k) v[k] = p[k] - c[k];
   }
@@ -169,6 +180,12 @@ struct LatticeA2 : VoronoiLattice<LatticeA2, 2> {
     return b;
   }
 
+  // p = G^T u: (u0 + u1 / 2, u1 h).
+  static void parallelepiped(const double* u, double* p) {
+    p[0] = u[0] + u[1] * 0.5;
+    p[1] = u[1] * h();
+  }
+
   void to_point(const std::int64_t* m, double* p) const {
     const double m0 = static_cast<double>(m[0]);
     const double m1 = static_cast<double>(m[1]);
@@ -177,24 +194,24 @@ struct LatticeA2 : VoronoiLattice<LatticeA2, 2> {
   }
 
   void closest(const double* t, std::int64_t* m, double* p) const {
+    using lattice_detail::round_half_up_i64;
     const double hh = h();
     const double s = t[1] / (2.0 * hh);  // t1 / sqrt(3): the row of the rectangular lattices
     // Coset 0: (a, sqrt(3) b), basis coordinates (a - b, 2 b).
-    const double a0 = round_half_up(t[0]);
-    const double b0 = round_half_up(s);
+    const std::int64_t a0 = round_half_up_i64(t[0]);
+    const std::int64_t b0 = round_half_up_i64(s);
     // Coset 1: (a + 1/2, sqrt(3) (b + 1/2)), basis coordinates (a - b, 2 b + 1).
-    const double a1 = round_half_up(t[0] - 0.5);
-    const double b1 = round_half_up(s - 0.5);
-    std::int64_t m0[2] = {static_cast<std::int64_t>(a0 - b0), static_cast<std::int64_t>(2.0 * b0)};
-    std::int64_t m1[2] = {static_cast<std::int64_t>(a1 - b1),
-                          static_cast<std::int64_t>(2.0 * b1 + 1.0)};
+    const std::int64_t a1 = round_half_up_i64(t[0] - 0.5);
+    const std::int64_t b1 = round_half_up_i64(s - 0.5);
+    const std::int64_t m0[2] = {a0 - b0, 2 * b0};
+    const std::int64_t m1[2] = {a1 - b1, 2 * b1 + 1};
     double p0[2], p1[2];
     to_point(m0, p0);
     to_point(m1, p1);
-    if (lattice_detail::dist2<2>(t, p1) < lattice_detail::dist2<2>(t, p0)) {
-      m[0] = m1[0], m[1] = m1[1], p[0] = p1[0], p[1] = p1[1];
-    } else {
-      m[0] = m0[0], m[1] = m0[1], p[0] = p0[0], p[1] = p0[1];
+    const bool second = lattice_detail::dist2<2>(t, p1) < lattice_detail::dist2<2>(t, p0);
+    for (int k = 0; k < 2; ++k) {
+      m[k] = second ? m1[k] : m0[k];
+      p[k] = second ? p1[k] : p0[k];
     }
   }
 };
@@ -209,6 +226,14 @@ struct LatticeD4 : VoronoiLattice<LatticeD4, 4> {
     return b;
   }
 
+  // p = G^T u: (((2 u0 + u1) + u2) + u3, u1, u2, u3).
+  static void parallelepiped(const double* u, double* p) {
+    p[0] = ((2.0 * u[0] + u[1]) + u[2]) + u[3];
+    p[1] = u[1];
+    p[2] = u[2];
+    p[3] = u[3];
+  }
+
   void to_point(const std::int64_t* m, double* p) const {
     p[0] = static_cast<double>(2 * m[0] + m[1] + m[2] + m[3]);
     p[1] = static_cast<double>(m[1]);
@@ -217,9 +242,9 @@ struct LatticeD4 : VoronoiLattice<LatticeD4, 4> {
   }
 
   void closest(const double* t, std::int64_t* m, double* p) const {
-    lattice_detail::closest_dn<4>(t, p);
     std::int64_t P[4];
-    for (int k = 0; k < 4; ++k) P[k] = static_cast<std::int64_t>(p[k]);
+    lattice_detail::closest_dn<4>(t, P);
+    for (int k = 0; k < 4; ++k) p[k] = static_cast<double>(P[k]);
     m[3] = P[3];
     m[2] = P[2];
     m[1] = P[1];
@@ -249,6 +274,16 @@ struct LatticeE8 : VoronoiLattice<LatticeE8, 8> {
     return b;
   }
 
+  // p = G^T u: p7 = u7 / 2; p6 = u6 + u7 / 2; p_k = (u_k - u_{k+1}) + u7 / 2
+  // for 1 <= k <= 5; p0 = (2 u0 - u1) + u7 / 2.
+  static void parallelepiped(const double* u, double* p) {
+    const double h7 = u[7] * 0.5;
+    p[7] = h7;
+    p[6] = u[6] + h7;
+    for (int k = 1; k <= 5; ++k) p[k] = (u[k] - u[k + 1]) + h7;
+    p[0] = (2.0 * u[0] - u[1]) + h7;
+  }
+
   // Doubled point coordinates P = 2 G^T m (integers):
   //   P_7 = m7;  P_6 = 2 m6 + m7;  P_k = 2 (m_k - m_{k+1}) + m7 (1 <= k <= 5);
   //   P_0 = 4 m0 - 2 m1 + m7.
@@ -260,18 +295,19 @@ struct LatticeE8 : VoronoiLattice<LatticeE8, 8> {
     p[0] = static_cast<double>(4 * m[0] - 2 * m[1] + m7) * 0.5;
   }
 
+  // D8 decodes t into g0 and t - 1/2 (exact for |t| < 2^51) into g1; the
+  // half coset's point is g1 + 1/2, at the distance of t - 1/2 from g1.
+  // Doubled coordinates of the nearer (D8 on ties): P = 2 g0 or 2 g1 + 1.
   void closest(const double* t, std::int64_t* m, double* p) const {
-    double c0[8], c1[8], s[8];
-    lattice_detail::closest_dn<8>(t, c0);
+    std::int64_t g0[8], g1[8], P[8];
+    double s[8];
     for (int k = 0; k < 8; ++k) s[k] = t[k] - 0.5;
-    lattice_detail::closest_dn<8>(s, c1);
-    for (int k = 0; k < 8; ++k) c1[k] += 0.5;
-    const double* c =
-        lattice_detail::dist2<8>(t, c1) < lattice_detail::dist2<8>(t, c0) ? c1 : c0;
-    std::int64_t P[8];
+    const double d0 = lattice_detail::closest_dn<8>(t, g0);
+    const double d1 = lattice_detail::closest_dn<8>(s, g1);
+    const std::int64_t c = d1 < d0 ? 1 : 0;
     for (int k = 0; k < 8; ++k) {
-      p[k] = c[k];
-      P[k] = static_cast<std::int64_t>(2.0 * c[k]);
+      P[k] = 2 * (g0[k] + c * (g1[k] - g0[k])) + c;
+      p[k] = static_cast<double>(P[k]) * 0.5;
     }
     // Inverse of to_point, exact: every difference P_k - m7 is even.
     const std::int64_t m7 = P[7];
