@@ -79,7 +79,8 @@ inline double closest_dn(const double* t, std::int64_t* g) {
     d2 += e * e;
     sum += g[k];
     const double a = std::fabs(e);
-    w = a > worst ? k : w;
+    const int larger = a > worst ? 1 : 0;
+    w += larger * (k - w);  // (arithmetic: a conditional here compiles to a branch)
     worst = a > worst ? a : worst;
   }
   const std::int64_t odd = sum & 1;
