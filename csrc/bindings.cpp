@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -297,6 +298,52 @@ CArray<double> latent_radius(const py::bytes& key, int mechanism, double scale, 
   return out;
 }
 
+// Lattice-only entry points (tests): arrays of count * n values.
+std::size_t groups_of(py::ssize_t size, int n, const char* what) {
+  if (n < 1 || size % n != 0)
+    throw InvalidArgument(std::string(what) + " must hold a whole number of n-vectors");
+  return static_cast<std::size_t>(size / n);
+}
+
+CArray<std::int64_t> closest_points_py(const CArray<double>& t, int lattice, int n) {
+  check_lattice(static_cast<LatticeId>(lattice), n);
+  const std::size_t count = groups_of(t.size(), n, "t");
+  for (py::ssize_t i = 0; i < t.size(); ++i) {
+    if (!(std::fabs(t.data()[i]) < kMaxScaledInput))
+      throw InvalidArgument("t must be finite with |t| < 2^50");
+  }
+  CArray<std::int64_t> m(t.size());
+  lattice_closest_points(static_cast<LatticeId>(lattice), n, t.data(), count, m.mutable_data());
+  return m;
+}
+
+CArray<double> lattice_points_py(const CArray<std::int64_t>& m, int lattice, int n) {
+  check_lattice(static_cast<LatticeId>(lattice), n);
+  const std::size_t count = groups_of(m.size(), n, "m");
+  for (py::ssize_t i = 0; i < m.size(); ++i) {
+    if (m.data()[i] > kMaxAbsM || m.data()[i] < -kMaxAbsM)
+      throw InvalidArgument("lattice coordinates must be at most 2^53 in magnitude");
+  }
+  CArray<double> p(m.size());
+  lattice_points(static_cast<LatticeId>(lattice), n, m.data(), count, p.mutable_data());
+  return p;
+}
+
+CArray<double> lattice_dithers_py(const CArray<std::uint64_t>& w, int lattice, int n) {
+  check_lattice(static_cast<LatticeId>(lattice), n);
+  const std::size_t count = groups_of(w.size(), n, "words");
+  CArray<double> v(w.size());
+  lattice_dithers(static_cast<LatticeId>(lattice), n, w.data(), count, v.mutable_data());
+  return v;
+}
+
+CArray<double> lattice_basis_py(int lattice, int n) {
+  const TriangularBasis b = lattice_basis(static_cast<LatticeId>(lattice), n);
+  CArray<double> out({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(n)});
+  std::copy(b.b.begin(), b.b.end(), out.mutable_data());
+  return out;
+}
+
 template <void (*F)(const double*, double*, std::size_t)>
 CArray<double> elementwise(const CArray<double>& x) {
   CArray<double> out(x.size());
@@ -384,6 +431,16 @@ PYBIND11_MODULE(_core, m) {
         "RFC 8439 block function -> 64 bytes.");
   m.def("keystream_words", &keystream_words, py::arg("key"), py::arg("stream"),
         py::arg("first_word"), py::arg("count"));
+  m.def("lattice_closest_points", &closest_points_py, py::arg("t"), py::kw_only(),
+        py::arg("lattice"), py::arg("n"),
+        "Integer basis coordinates of the closest lattice points of t (count * n values).");
+  m.def("lattice_points", &lattice_points_py, py::arg("m"), py::kw_only(), py::arg("lattice"),
+        py::arg("n"), "The lattice points G^T m of integer coordinates m (count * n values).");
+  m.def("lattice_dithers", &lattice_dithers_py, py::arg("words"), py::kw_only(),
+        py::arg("lattice"), py::arg("n"),
+        "Dithers (uniform in the Voronoi cell) from 64-bit words, n per dither.");
+  m.def("lattice_basis", &lattice_basis_py, py::kw_only(), py::arg("lattice"), py::arg("n"),
+        "The lower-triangular basis, rows = basis vectors (n x n).");
   m.def("det_log", &elementwise<detmath::log_batch>, py::arg("x"));
   m.def("det_cos2pi_squared", &elementwise<detmath::cos2pi_squared_batch>, py::arg("t"));
 }

@@ -13,8 +13,8 @@
 //   trial_batch / reconstruct_batch: one trial, and the decoder's
 //   reconstruction, over the flat element arrays of a chunk of sub-vectors
 //   (same results as dither + closest_point + to_point per sub-vector).
-// The hot loops in lrsuq.cpp are templated on the lattice type, so adding a
-// lattice (A2, D4, E8) means adding a type here and a case in the dispatch.
+// The hot loops in lrsuq.cpp are templated on the lattice type; A2, D4 and
+// E8 are in lattices.hpp, and lrsuq.cpp dispatches on LatticeId.
 #pragma once
 
 #include <cmath>
@@ -26,7 +26,7 @@
 
 namespace cepam {
 
-enum class LatticeId : int { Z = 1 };
+enum class LatticeId : int { Z = 1, A2 = 2, D4 = 3, E8 = 4 };
 enum class Norm : int { L2 = 2, L1 = 1 };
 
 // A lower-triangular basis: b[i n + k] is coordinate k of basis vector i,

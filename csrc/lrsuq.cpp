@@ -14,10 +14,17 @@ constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch
 constexpr int kMaxN = 8;
 
 // Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2
-// with their dimension fixed at compile time).
+// with their dimension fixed at compile time; A2, D4 and E8 with the
+// Gaussian latent only, the one mechanism check_params allows on them).
 template <class Fn>
 void dispatch(const LrsuqParams& p, Fn&& fn) {
   check_params(p);
+  switch (p.lattice) {
+    case LatticeId::A2: fn(LatticeA2{}, GaussianLatent{p.n, p.scale}); return;
+    case LatticeId::D4: fn(LatticeD4{}, GaussianLatent{p.n, p.scale}); return;
+    case LatticeId::E8: fn(LatticeE8{}, GaussianLatent{p.n, p.scale}); return;
+    case LatticeId::Z: break;
+  }
   auto with_latent = [&](const auto& lattice) {
     switch (p.mechanism) {
       case MechanismId::Gaussian: fn(lattice, GaussianLatent{p.n, p.scale}); break;
@@ -30,6 +37,31 @@ void dispatch(const LrsuqParams& p, Fn&& fn) {
     case 2: with_latent(BasicLatticeZn<2>{2}); break;
     default: with_latent(LatticeZn{p.n}); break;
   }
+}
+
+// Calls fn(lattice) with the concrete lattice type of (id, n), for the
+// lattice-only entry points (tests); check_lattice validates first.
+template <class Fn>
+void dispatch_lattice(LatticeId id, int n, Fn&& fn) {
+  check_lattice(id, n);
+  switch (id) {
+    case LatticeId::A2: fn(LatticeA2{}); return;
+    case LatticeId::D4: fn(LatticeD4{}); return;
+    case LatticeId::E8: fn(LatticeE8{}); return;
+    case LatticeId::Z: fn(LatticeZn{n}); return;
+  }
+}
+
+// Largest |x / beta| the encoder accepts: m + V keeps headroom in float64
+// and every integer coordinate stays below kMaxAbsM.  On E8 the basis
+// coordinates m_1 .. m_6 sum up to six doubled point coordinates, hence the
+// lower bound there.
+template <class Lattice>
+constexpr double scaled_input_limit(const Lattice&) { return kMaxScaledInput; }
+constexpr double scaled_input_limit(const LatticeE8&) { return 0x1.0p48; }
+
+std::string describe_limit(double limit) {
+  return limit == 0x1.0p48 ? "2^48" : "2^50";
 }
 
 // The acceptance test of one sub-vector from its per-element terms (see
@@ -95,6 +127,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   const Norm norm = latent.norm();
   const double rho = lattice.packing_radius(norm);
   const bool every_trial_accepted = lattice.cell_is_ball();
+  const double limit = scaled_input_limit(lattice);
   std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
   std::vector<double> radius(kChunk), beta(kChunk), inv_beta(kChunk);
   // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
@@ -136,14 +169,14 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     // range ends the encoding, after the sub-vectors before it (which may
     // themselves fail first).
     const std::size_t real = (m - e0 < ne) ? m - e0 : ne;
-    std::size_t bad = kernels::scale_inputs(x + e0, factor, inv_beta_elem, kMaxScaledInput, real,
+    std::size_t bad = kernels::scale_inputs(x + e0, factor, inv_beta_elem, limit, real,
                                             xs.data(), t.data());
     if (bad == real) {
       bad = ne;  // none so far
       for (std::size_t e = real; e < ne; ++e) {
         xs[e] = 0.0;
         t[e] = xs[e] * inv_beta_elem[e];
-        if (!(std::fabs(t[e]) < kMaxScaledInput)) {
+        if (!(std::fabs(t[e]) < limit)) {
           bad = e;
           break;
         }
@@ -205,7 +238,8 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
       throw EncodingError(
           describe_subvector(j0 + ok) +
           ": the input is too large relative to the noise scale drawn for it "
-          "(|x| / beta >= 2^50); clip the update or use a larger noise scale");
+          "(|x| / beta >= " + describe_limit(limit) +
+          "); clip the update or use a larger noise scale");
     }
   }
 }
@@ -333,13 +367,46 @@ void side_info_impl(const Lattice& lattice, const Latent& latent, const KeyStrea
 
 }  // namespace
 
+int lattice_dimension(LatticeId id) {
+  switch (id) {
+    case LatticeId::A2: return 2;
+    case LatticeId::D4: return 4;
+    case LatticeId::E8: return 8;
+    case LatticeId::Z: return 0;
+  }
+  throw InvalidArgument("unknown lattice id");
+}
+
+const char* lattice_name(LatticeId id) {
+  switch (id) {
+    case LatticeId::A2: return "A2";
+    case LatticeId::D4: return "D4";
+    case LatticeId::E8: return "E8";
+    case LatticeId::Z: return "Z";
+  }
+  return "?";
+}
+
+void check_lattice(LatticeId id, int n) {
+  const int fixed = lattice_dimension(id);  // throws for an unknown id
+  if (fixed == 0) {
+    if (n < 1 || n > kMaxN)
+      throw InvalidArgument("dimension n must be between 1 and 8 for the lattice Z^n");
+  } else if (n != fixed) {
+    throw InvalidArgument(std::string("the lattice ") + lattice_name(id) + " has dimension " +
+                          std::to_string(fixed) + ": n must be " + std::to_string(fixed) +
+                          ", got " + std::to_string(n));
+  }
+}
+
 void check_params(const LrsuqParams& p) {
   if (!(p.scale > 0.0) || !std::isfinite(p.scale)) {
     throw InvalidArgument("noise scale must be a positive finite number");
   }
-  if (p.lattice != LatticeId::Z) throw InvalidArgument("unknown lattice id");
-  if (p.n < 1 || p.n > kMaxN) {
-    throw InvalidArgument("dimension n must be between 1 and 8 for the lattice Z^n");
+  check_lattice(p.lattice, p.n);
+  if (p.lattice != LatticeId::Z && p.mechanism != MechanismId::Gaussian) {
+    throw InvalidArgument(std::string("the lattice ") + lattice_name(p.lattice) +
+                          " supports the Gaussian mechanism only (Laplace and SDQ need Z)");
   }
   if (p.mechanism == MechanismId::Laplace) {
     if (p.n > 4) {
@@ -356,6 +423,11 @@ void check_params(const LrsuqParams& p) {
 
 double acceptance_probability(const LrsuqParams& p) {
   check_params(p);
+  if (p.lattice != LatticeId::Z) {
+    double density = 0.0;
+    dispatch_lattice(p.lattice, p.n, [&](const auto& l) { density = l.packing_density(); });
+    return density;  // Gaussian: the l2 packing density
+  }
   const LatticeZn lattice{p.n};
   if (lattice.cell_is_ball()) return 1.0;
   if (p.mechanism == MechanismId::Gaussian) return lattice.packing_density();
@@ -446,6 +518,34 @@ void lrsuq_side_info(const LrsuqParams& p, const KeyStream& ks, const std::uint3
 TriangularBasis lattice_basis(const LrsuqParams& p) {
   TriangularBasis basis{p.n, {}};
   dispatch(p, [&](const auto& lattice, const auto&) { basis.b = lattice.basis(); });
+  return basis;
+}
+
+void lattice_closest_points(LatticeId id, int n, const double* t, std::size_t count,
+                            std::int64_t* m) {
+  dispatch_lattice(id, n, [&](const auto& l) {
+    const std::size_t un = static_cast<std::size_t>(n);
+    for (std::size_t c = 0; c < count; ++c) l.closest_point(t + c * un, m + c * un);
+  });
+}
+
+void lattice_points(LatticeId id, int n, const std::int64_t* m, std::size_t count, double* p) {
+  dispatch_lattice(id, n, [&](const auto& l) {
+    const std::size_t un = static_cast<std::size_t>(n);
+    for (std::size_t c = 0; c < count; ++c) l.to_point(m + c * un, p + c * un);
+  });
+}
+
+void lattice_dithers(LatticeId id, int n, const std::uint64_t* w, std::size_t count, double* v) {
+  dispatch_lattice(id, n, [&](const auto& l) {
+    const std::size_t un = static_cast<std::size_t>(n);
+    for (std::size_t c = 0; c < count; ++c) l.dither(w + c * un, v + c * un);
+  });
+}
+
+TriangularBasis lattice_basis(LatticeId id, int n) {
+  TriangularBasis basis{n, {}};
+  dispatch_lattice(id, n, [&](const auto& l) { basis.b = l.basis(); });
   return basis;
 }
 

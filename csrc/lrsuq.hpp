@@ -19,6 +19,7 @@
 #include "chacha20.hpp"
 #include "latent.hpp"
 #include "lattice.hpp"
+#include "lattices.hpp"
 
 namespace cepam {
 
@@ -43,7 +44,12 @@ struct LrsuqParams {
 };
 
 // Validates params; throws InvalidArgument with a message naming the problem.
+// A2, D4 and E8 have fixed dimensions 2, 4, 8 and take the Gaussian
+// mechanism only; Z^n takes n = 1 .. 8.
 void check_params(const LrsuqParams& p);
+
+// Validates a lattice and dimension alone (as check_params).
+void check_lattice(LatticeId id, int n);
 
 // Probability that one trial is accepted (the packing density in the
 // mechanism's norm); 1 when the lattice cell is the ball itself.
@@ -85,6 +91,15 @@ void lrsuq_side_info(const LrsuqParams& p, const KeyStream& ks, const std::uint3
 
 // The lattice's lower-triangular basis (see body_ans.hpp).
 TriangularBasis lattice_basis(const LrsuqParams& p);
+
+// The lattice alone, for tests: closest points (integer basis coordinates)
+// of count points t[c n .. c n + n), the points G m of coordinates m, the
+// dithers of count word groups w[c n .. c n + n), and the basis.
+void lattice_closest_points(LatticeId id, int n, const double* t, std::size_t count,
+                            std::int64_t* m);
+void lattice_points(LatticeId id, int n, const std::int64_t* m, std::size_t count, double* p);
+void lattice_dithers(LatticeId id, int n, const std::uint64_t* w, std::size_t count, double* v);
+TriangularBasis lattice_basis(LatticeId id, int n);
 
 // The radius r(U_j) of sub-vectors j in [first, first + count), for tests of
 // the latent samplers.

@@ -85,12 +85,22 @@ CASES = [
     *[(f"dim={v!r}", (lambda v: lambda: enc(dim=v))(v), IA, VALUE, r"dim")
       for v in (0, 9, -1, 255, 2**70)],
     *[(f"dim-type-{type(v).__name__}-{v!r}", (lambda v: lambda: enc(dim=v))(v), IT, TYPE,
-       r"dim") for v in (2.5, 2.0, "2", None)],
+       r"dim") for v in (2.5, 2.0, "2")],
     *[(f"laplace-dim={v}", (lambda v: lambda: enc(mechanism=cepam.Laplace(b=0.1), dim=v))(v),
        IA, VALUE, r"dim") for v in (5, 6, 8)],
     # lattice.
     *[(f"lattice={v!r}", (lambda v: lambda: enc(lattice=v))(v), IA, VALUE, r"lattice")
-      for v in ("E9", "E8", "z", "")],
+      for v in ("E9", "E7", "z", "a2", "")],
+    # A2, D4 and E8 have fixed dimensions and take the Gaussian mechanism only.
+    *[(f"lattice-{lat}-dim={v}", (lambda lat, v: lambda: enc(lattice=lat, dim=v))(lat, v), IA,
+       VALUE, r"dim.*lattice|lattice.*dim") for lat, v in
+      (("A2", 1), ("A2", 3), ("D4", 2), ("D4", 8), ("E8", 4), ("E8", 1), ("E8", 9))],
+    *[(f"lattice-{lat}-dim-type", (lambda lat: lambda: enc(lattice=lat, dim="8"))(lat), IT,
+       TYPE, r"dim") for lat in ("A2", "E8")],
+    *[(f"lattice-{lat}-{name}", (lambda lat, mech: lambda: enc(mechanism=mech, lattice=lat))(
+        lat, mech), IA, VALUE, r"lattice.*Gaussian")
+      for lat in ("A2", "D4", "E8")
+      for name, mech in (("laplace", cepam.Laplace(b=0.1)), ("sdq", cepam.SDQ(step=0.1)))],
     *[(f"lattice-type-{v!r}", (lambda v: lambda: enc(lattice=v))(v), IT, TYPE, r"lattice")
       for v in (None, 1)],
     # secret.
@@ -161,6 +171,11 @@ CASES = [
     ("codec-dim-str", lambda: cepam.Codec(G, secret=SECRET, dim="2"), IT, TYPE, r"dim"),
     ("codec-lattice-E9", lambda: cepam.Codec(G, secret=SECRET, lattice="E9"), IA, VALUE,
      r"lattice"),
+    ("codec-lattice-D4-dim-2", lambda: cepam.Codec(G, secret=SECRET, lattice="D4", dim=2), IA,
+     VALUE, r"dim.*lattice|lattice.*dim"),
+    ("codec-lattice-E8-laplace",
+     lambda: cepam.Codec(cepam.Laplace(b=1.0), secret=SECRET, lattice="E8"), IA, VALUE,
+     r"lattice.*Gaussian"),
     ("codec-mechanism-str", lambda: cepam.Codec("gaussian", secret=SECRET), IT, TYPE,
      r"mechanism"),
     # coder (the body coder).
@@ -233,10 +248,14 @@ def test_case_ids_are_unique():
 @pytest.mark.parametrize("kw", [
     dict(round=U64 - 1, client=U64 - 1, message=U64 - 1),
     dict(round=np.uint64(U64 - 1), client=np.int64(7), message=np.uint8(3)),
-    dict(dim=8), dict(dim=np.int64(3)),
+    dict(dim=8), dict(dim=np.int64(3)), dict(dim=None),
+    dict(lattice="A2"), dict(lattice="D4", dim=4), dict(lattice="E8", dim=np.int64(8)),
+    dict(lattice="E8", dim=None),
     dict(clip=1), dict(clip=1e-300), dict(clip=np.float64(2.0)),
     dict(secret=bytearray(SECRET)), dict(secret=memoryview(SECRET)),
-], ids=["context-max", "context-numpy-ints", "dim-8", "dim-numpy-int", "clip-int",
+], ids=["context-max", "context-numpy-ints", "dim-8", "dim-numpy-int", "dim-none",
+        "lattice-A2", "lattice-D4-dim-4", "lattice-E8-dim-numpy-8", "lattice-E8-dim-none",
+        "clip-int",
         "clip-tiny", "clip-np-float64", "secret-bytearray", "secret-memoryview"])
 def test_boundary_arguments_are_accepted(kw):
     secret = bytes(kw.get("secret", SECRET))

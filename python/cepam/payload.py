@@ -8,7 +8,8 @@ field      contents
 magic      4 bytes ``b"CEPM"``
 version    uint8, 2
 mechanism  uint8: 1 Gaussian, 2 Laplace, 3 SDQ (uniform)
-lattice    uint8: 1 Z^n
+lattice    uint8: 1 Z^n, 2 A2 (n = 2), 3 D4 (n = 4), 4 E8 (n = 8); A2, D4 and
+           E8 with the Gaussian mechanism only
 n          uint8: sub-vector dimension
 coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
 container  uint8: 0 single array, 1 list, 2 tuple, 3 dict
@@ -44,7 +45,9 @@ __all__ = ["MAGIC", "VERSION", "Header", "pack_header", "parse_header"]
 
 MAGIC = b"CEPM"
 VERSION = 2
-LATTICES = {1: "Z"}
+LATTICES = {1: "Z", 2: "A2", 3: "D4", 4: "E8"}
+# The fixed dimension of each lattice other than Z^n (which takes 1 .. 8).
+LATTICE_DIMS = {"A2": 2, "D4": 4, "E8": 8}
 LATTICE_CODES = {v: k for k, v in LATTICES.items()}
 CODERS = {1: "golomb", 2: "ans"}
 CODER_CODES = {v: k for k, v in CODERS.items()}
@@ -145,6 +148,12 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         raise FormatError("clip norm must be positive (or +inf)")
     if not 1 <= n <= 8 or (mech == 2 and n > 4) or (mech == 3 and n != 1):
         raise FormatError(f"sub-vector dimension {n} not allowed for this mechanism")
+    if lattice != 1:
+        name = LATTICES[lattice]
+        if n != LATTICE_DIMS[name]:
+            raise FormatError(f"lattice {name} has dimension {LATTICE_DIMS[name]}, header says {n}")
+        if mech != 1:
+            raise FormatError(f"lattice {name} is for the Gaussian mechanism only")
     rnd, client, message, m = r.take(_CONTEXT)
     if m > MAX_COORDINATES:
         raise FormatError("declared number of coordinates too large")
