@@ -1150,7 +1150,13 @@ HEADER_TARGETED = [
     *[(f"sdq-n{n}", "sdq-n1", (lambda n: lambda r: r.edit(n=n))(n), FORMAT, "dimension")
       for n in (0, 2, 3, 8, 9, 255)],
     *[(f"lattice-{c}", "gauss-n2", (lambda c: lambda r: r.edit(lattice=c))(c), FORMAT,
-       "lattice") for c in (0, 2, 255)],
+       "lattice") for c in (0, 5, 255)],
+    # A2 (code 2) is a valid lattice of dimension 2: the Z^2 body does not
+    # decode as an A2 body, or does into garbage of the right shape; D4 and
+    # E8 need another n.
+    ("lattice-a2-over-z2-body", "gauss-n2", lambda r: r.edit(lattice=2), "any", ""),
+    *[(f"lattice-{c}-wrong-n", "gauss-n2", (lambda c: lambda r: r.edit(lattice=c))(c), FORMAT,
+       "dimension") for c in (3, 4)],
     *[(f"coder-{c}", "gauss-n2", (lambda c: lambda r: r.edit(coder=c))(c), FORMAT, "coder")
       for c in (0, 3, 255)],
     *[(f"container-{c}", "dict-n2", (lambda c: lambda r: r.edit(container=c))(c), FORMAT,

@@ -217,10 +217,15 @@ class LRSUQ(Method):
     def __init__(self, name: str, *, clip: float | None, mechanism, dim: int,
                  lattice: str) -> None:
         super().__init__(clip=clip)
-        self.name, self.mechanism, self.dim, self.lattice = name, mechanism, dim, lattice
+        # The A2 / D4 / E8 lattices have a fixed dimension: the default n = 1
+        # means "the lattice's own" there.
+        if lattice != "Z" and dim == 1:
+            dim = None
         # Fail now, not in round 1, on settings the codec refuses.
-        cepam.encode(torch.zeros(1), mechanism, secret=bytes(32), round=0, client=0,
-                     dim=dim, lattice=lattice, clip=clip)
+        probe = cepam.encode(torch.zeros(1), mechanism, secret=bytes(32), round=0, client=0,
+                             dim=dim, lattice=lattice, clip=clip)
+        self.name, self.mechanism, self.lattice = name, mechanism, lattice
+        self.dim = cepam.inspect(probe).dim
 
     def send(self, update, *, round, client, secret, noise):
         payload = cepam.encode(update, self.mechanism, secret=secret, round=round,
