@@ -102,7 +102,7 @@ CASES = [
       for lat in ("A2", "D4", "E8")
       for name, mech in (("laplace", cepam.Laplace(b=0.1)), ("sdq", cepam.SDQ(step=0.1)))],
     *[(f"lattice-type-{v!r}", (lambda v: lambda: enc(lattice=v))(v), IT, TYPE, r"lattice")
-      for v in (None, 1)],
+      for v in (1, 2.0, b"Z")],
     # secret.
     *[(f"secret-{n}-bytes", (lambda n: lambda: enc(secret=bytes(n)))(n), IA, VALUE,
        r"secret must be 32 bytes") for n in (0, 16, 31, 33, 64)],

@@ -141,7 +141,7 @@ def test_ans_payload_within_002_of_ideal_rate(ratio):
     m = 200_000
     x = bitrate.sample_source("gaussian", ratio, m, seed=11)
     payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=SECRET, round=0, client=0,
-                           coder="ans")
+                           lattice="Z", dim=1, coder="ans")
     measured = cepam.inspect(payload).bits_per_coordinate
     assert measured == 8 * len(payload) / m
     ideal = bitrate.ideal_rate("gaussian", ratio, draws=20000)

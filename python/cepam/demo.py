@@ -46,8 +46,8 @@ def synthetic_update(*, seed: int = 0, scale: float = 1.0) -> dict[str, np.ndarr
     return update
 
 
-def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int = 1, seed: int = 0,
-             repeats: int = 3) -> dict[str, Any]:
+def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int | None = None,
+             lattice: str | None = None, seed: int = 0, repeats: int = 3) -> dict[str, Any]:
     """Encodes and decodes the synthetic update; returns the measured figures."""
     import cepam
     from ._stats import kolmogorov_smirnov, normal_cdf
@@ -60,7 +60,8 @@ def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int = 1, seed: int 
     enc_times, dec_times = [], []
     for r in range(repeats):
         t0 = time.perf_counter()
-        payload = cepam.encode(update, mech, secret=secret, round=r, client=0, dim=dim, clip=clip)
+        payload = cepam.encode(update, mech, secret=secret, round=r, client=0, dim=dim,
+                               lattice=lattice, clip=clip)
         t1 = time.perf_counter()
         decoded = cepam.decode(payload, secret=secret)
         t2 = time.perf_counter()
@@ -82,7 +83,8 @@ def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int = 1, seed: int 
         "layers": len(update),
         "sigma": sigma,
         "clip": clip,
-        "dim": dim,
+        "lattice": info.lattice,
+        "dim": info.dim,
         "update_norm_before_clip": norm,
         "payload_bytes": len(payload),
         "bits_per_coordinate": info.bits_per_coordinate,
@@ -101,7 +103,8 @@ def _print_report(r: dict[str, Any]) -> None:
     print("cepam demo: CEPAM-Gaussian on a synthetic model update")
     print(f"  update             {r['coordinates']:,} coordinates in {r['layers']} tensors, "
           f"l2 norm {r['update_norm_before_clip']:.3g} clipped to {r['clip']:g}")
-    print(f"  mechanism          Gaussian sigma = {r['sigma']:g}, lattice Z^{r['dim']}")
+    lattice = f"Z^{r['dim']}" if r["lattice"] == "Z" else r["lattice"]
+    print(f"  mechanism          Gaussian sigma = {r['sigma']:g}, lattice {lattice}")
     print(f"  payload            {r['payload_bytes']:,} bytes = "
           f"{r['bits_per_coordinate']:.3f} bits per coordinate")
     print(f"  compression        {r['compression_vs_float32']:.1f}x smaller than float32")
@@ -113,7 +116,8 @@ def _print_report(r: dict[str, Any]) -> None:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    result = run_demo(sigma=args.sigma, clip=args.clip, dim=args.dim, seed=args.seed)
+    result = run_demo(sigma=args.sigma, clip=args.clip, dim=args.dim, lattice=args.lattice,
+                      seed=args.seed)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -126,7 +130,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--sigma", type=float, default=1e-3, help="Gaussian noise std (default 1e-3)")
     p.add_argument("--clip", type=float, default=1.0, help="whole-update l2 clip (default 1)")
-    p.add_argument("--dim", type=int, default=1, help="sub-vector dimension n (default 1)")
+    p.add_argument("--lattice", default=None,
+                   help="auto (default without --dim), Z (default with --dim), A2, D4 or E8")
+    p.add_argument("--dim", type=int, default=None, help="sub-vector dimension n (Z^n)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic update")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=_handler)

@@ -1,0 +1,66 @@
+"""lattice="auto" picks the cheapest lattice, within 0.02 bits per coordinate,
+on the benchmark sources (issue 3)."""
+
+import numpy as np
+import pytest
+
+import cepam
+
+SECRET = bytes(range(32))
+M = 100_000
+FIXED = [("Z", 1), ("Z", 2), ("Z", 3), ("A2", None), ("D4", None), ("E8", None)]
+
+
+def bits(x, **kwargs):
+    payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=SECRET, round=0, client=0,
+                           **kwargs)
+    return cepam.inspect(payload).bits_per_coordinate, payload
+
+
+def source(kind, s, seed):
+    rng = np.random.default_rng(seed)
+    return rng.normal(0.0, s, M) if kind == "gaussian" else rng.uniform(-s, s, M)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "uniform"])
+@pytest.mark.parametrize("s", [0.01, 0.1, 1, 1.5, 2, 3, 10, 100, 1000])
+def test_auto_is_within_002_bits_of_the_best_fixed_lattice(kind, s):
+    x = source(kind, s, seed=int(s * 100))
+    fixed = {f"{lat}{dim or ''}": bits(x, lattice=lat, dim=dim)[0] for lat, dim in FIXED}
+    auto, payload = bits(x)
+    best = min(fixed.values())
+    assert auto <= best + 0.02, f"auto {auto:.4f} vs best {best:.4f} ({fixed})"
+    info = cepam.inspect(payload)
+    assert (info.lattice, info.dim) in {("Z", 1), ("E8", 8)}
+    np.testing.assert_allclose(cepam.decode(payload, secret=SECRET), x, atol=8.0)
+
+
+def test_auto_is_the_default_without_dim_and_z_with_dim():
+    x = source("gaussian", 30, seed=1)
+    assert cepam.inspect(bits(x)[1]).lattice == "E8"
+    assert cepam.inspect(bits(x, dim=2)[1]).lattice == "Z"
+    assert cepam.inspect(bits(x, lattice="auto")[1]).lattice == "E8"
+    small = source("gaussian", 0.2, seed=2)
+    assert cepam.inspect(bits(small)[1]).lattice == "Z"
+
+
+def test_auto_uses_z_for_laplace_and_sdq():
+    x = source("gaussian", 30, seed=3)
+    for mech in (cepam.Laplace(b=1.0), cepam.SDQ(step=1.0)):
+        payload = cepam.encode(x, mech, secret=SECRET, round=0, client=0)
+        assert (cepam.inspect(payload).lattice, cepam.inspect(payload).dim) == ("Z", 1)
+
+
+def test_auto_with_a_dim_is_an_error():
+    with pytest.raises(cepam.InvalidArgumentError, match="auto"):
+        cepam.encode(np.zeros(8), cepam.Gaussian(sigma=1.0), secret=SECRET, round=0, client=0,
+                     lattice="auto", dim=2)
+
+
+def test_auto_is_deterministic_and_a_codec_reports_it():
+    x = source("uniform", 1.8, seed=4)  # inside the band where both are tried
+    a, b = bits(x)[1], bits(x)[1]
+    assert a == b
+    codec = cepam.Codec(cepam.Gaussian(sigma=1.0), secret=SECRET)
+    assert codec.lattice == "auto" and codec.dim is None
+    assert codec.encode(x, round=0) == a
