@@ -7,6 +7,7 @@ namespace cepam {
 namespace {
 
 constexpr int kMaxN = 8;
+constexpr std::size_t kLayoutBatch = 256;  // coordinates whose layouts the decoder computes ahead
 
 // Calls visit(k, g_k, o_k) for k = n-1 .. 0, where m_k is the coordinate
 // being coded; m holds the coordinates of this sub-vector (those with index
@@ -23,27 +24,43 @@ void visit_coordinates(const TriangularBasis& basis, double beta, const double* 
   }
 }
 
+// True when the basis has no entries off its diagonal (Z^n): then o_k =
+// beta V_k, the same whatever the other coordinates (the terms m_i G_ik
+// are zeros, which can change at most the sign of a zero o, and neither
+// the table nor the cells depend on that sign).
+bool is_diagonal(const TriangularBasis& basis) {
+  for (int i = 0; i < basis.n; ++i)
+    for (int k = 0; k < basis.n; ++k)
+      if (i != k && basis.b[static_cast<std::size_t>(i * basis.n + k)] != 0.0) return false;
+  return true;
+}
+
 }  // namespace
 
-void encode_body_ans(const TriangularBasis& basis, double p, const SourceModel& model,
-                     const std::uint32_t* H, std::size_t N, const std::int64_t* M,
-                     const double* beta, const double* V, std::vector<std::uint8_t>& out) {
-  model.serialize(out);
-  AnsEncoder enc;
-  const GeometricCoder hcoder(p);
-  const CellCoder cells(model);
-  const std::size_t n = static_cast<std::size_t>(basis.n);
-  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
-    const std::size_t j1 = N - j0 < kAnsBlock ? N : j0 + kAnsBlock;
-    for (std::size_t j = j0; j < j1; ++j) hcoder.encode(H[j], enc);
-    for (std::size_t j = j0; j < j1; ++j) {
-      const std::int64_t* m = M + j * n;
-      visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
-        cells.encode(m[k], g, o, enc);
-      });
-    }
+AnsBodyEncoder::AnsBodyEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
+                               std::size_t N)
+    : model_(model), basis_(basis), hcoder_(p), cells_(model) {
+  if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
+  // One symbol per coded H and per coordinate, more only for escapes and
+  // coarse tables.
+  ans_.reserve(N * (static_cast<std::size_t>(basis.n) + (hcoder_.coded() ? 1 : 0)));
+}
+
+void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
+                                  const std::int64_t* M, const double* beta, const double* V) {
+  const std::size_t n = static_cast<std::size_t>(basis_.n);
+  for (std::size_t j = 0; j < count; ++j) hcoder_.encode(H[j], ans_);
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::int64_t* m = M + j * n;
+    visit_coordinates(basis_, beta[j], V + j * n, m, [&](int k, double g, double o) {
+      cells_.encode(m[k], cells_.layout(g, o), ans_);
+    });
   }
-  enc.finish(out);
+}
+
+void AnsBodyEncoder::finish(std::vector<std::uint8_t>& out) const {
+  model_.serialize(out);
+  ans_.finish(out);
 }
 
 AnsBodyDecoder::AnsBodyDecoder(const std::uint8_t* data, std::size_t len) {
@@ -62,11 +79,28 @@ void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const
   const CellCoder cells(model_);
   const std::size_t n = static_cast<std::size_t>(basis.n);
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
-  for (std::size_t j = 0; j < N; ++j) {
-    std::int64_t* m = M + j * n;
-    visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
-      m[k] = cells.decode(g, o, *ans_);
-    });
+  if (!is_diagonal(basis)) {
+    for (std::size_t j = 0; j < N; ++j) {
+      std::int64_t* m = M + j * n;
+      visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
+        m[k] = cells.decode(cells.layout(g, o), *ans_);
+      });
+    }
+    return;
+  }
+  // Every layout is known before decoding: computing those of a batch
+  // first keeps them off the serial chain of the symbols' decoding.
+  CellCoder::Layout layouts[kLayoutBatch];
+  const std::size_t batch = kLayoutBatch / n;  // sub-vectors
+  for (std::size_t j0 = 0; j0 < N; j0 += batch) {
+    const std::size_t j1 = N - j0 < batch ? N : j0 + batch;
+    CellCoder::Layout* l = layouts;
+    for (std::size_t j = j0; j < j1; ++j)
+      for (std::size_t k = n; k-- > 0;)
+        *l++ = cells.layout(beta[j] * basis.b[k * n + k], beta[j] * V[j * n + k]);
+    l = layouts;
+    for (std::size_t j = j0; j < j1; ++j)
+      for (std::size_t k = n; k-- > 0;) M[j * n + k] = cells.decode(*l++, *ans_);
   }
 }
 

@@ -1,11 +1,9 @@
 #include "conditional_coder.hpp"
 
-#include "lrsuq.hpp"
-
 namespace cepam {
 namespace {
 
-constexpr std::uint32_t kEscapeFreq = 1;
+constexpr std::uint32_t kEscapeFreq = CellCoder::kEscapeFreq;
 
 inline std::uint64_t zigzag64(std::int64_t v) {
   return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
@@ -32,13 +30,6 @@ std::int64_t get_escaped(AnsDecoder& dec) {
   return j;
 }
 
-std::int64_t clamp_cell(double v) {
-  const double limit = static_cast<double>(kMaxAbsM);
-  if (!(v > -limit)) return -kMaxAbsM;
-  if (!(v < limit)) return kMaxAbsM;
-  return static_cast<std::int64_t>(v);
-}
-
 }  // namespace
 
 GeometricCoder::GeometricCoder(double p) : coded_(p < 1.0) {
@@ -58,6 +49,10 @@ GeometricCoder::GeometricCoder(double p) : coded_(p < 1.0) {
   cum_[0] = 0;
   for (int h = 0; h < kTable; ++h) cum_[h + 1] = cum_[h] + freq[h];
   cum_[kTable + 1] = kProbScale;
+  for (int t = 0, h = 0; t < (1 << kGuideBits); ++t) {
+    while (cum_[h + 1] <= static_cast<std::uint32_t>(t) << (kProbBits - kGuideBits)) ++h;
+    guide_[t] = static_cast<std::uint8_t>(h);
+  }
 }
 
 void GeometricCoder::encode(std::uint32_t h, AnsEncoder& enc) const {
@@ -79,74 +74,67 @@ std::uint32_t GeometricCoder::decode(AnsDecoder& dec) const {
     if (h <= static_cast<std::uint32_t>(kTable)) throw FormatError("non-canonical trial index");
     return h;
   }
-  int h = 0;
-  while (cum_[h + 1] <= s) ++h;  // the mass is at small h: a short scan
+  int h = guide_[s >> (kProbBits - kGuideBits)];
+  while (cum_[h + 1] <= s) ++h;  // ends below kTable, as s < cum_[kTable]
   dec.advance(cum_[h], cum_[h + 1] - cum_[h]);
   return static_cast<std::uint32_t>(h + 1);
 }
 
-CellCoder::Layout CellCoder::layout(double g, double o) const {
-  Layout l;
-  l.g = g;
-  l.o = o;
-  const double a = model_.range();
-  l.lo = clamp_cell(std::floor((-a - o) / g + 0.5)) - kMargin;
-  l.hi = clamp_cell(std::floor((a - o) / g + 0.5)) + kMargin;
-  if (l.lo < -kMaxAbsM) l.lo = -kMaxAbsM;
-  if (l.hi > kMaxAbsM) l.hi = kMaxAbsM;
-  if (l.hi < l.lo) l.hi = l.lo;
-  const std::uint64_t span = static_cast<std::uint64_t>(l.hi - l.lo);  // cells - 1
-  l.shift = 0;
-  while ((span >> l.shift) >= static_cast<std::uint64_t>(kMaxSymbols)) ++l.shift;
-  l.count = static_cast<std::int64_t>(span >> l.shift) + 1;
-  l.range = kProbScale - static_cast<std::uint32_t>(l.count) - kEscapeFreq;
-  return l;
-}
-
-std::uint32_t CellCoder::cum(const Layout& l, std::int64_t q) const {
-  if (q <= 0) return 0;
-  if (q >= l.count) return l.range + static_cast<std::uint32_t>(l.count);
-  const std::int64_t cell = l.lo + (q << l.shift);
-  const double edge = l.g * (static_cast<double>(cell) - 0.5) + l.o;
-  const double f = std::floor(model_.cdf(edge) * static_cast<double>(l.range));
-  return static_cast<std::uint32_t>(f) + static_cast<std::uint32_t>(q);
-}
-
-void CellCoder::encode(std::int64_t j, double g, double o, AnsEncoder& enc) const {
-  const Layout l = layout(g, o);
-  if (j < l.lo || j > l.hi) {
-    enc.put(kProbScale - kEscapeFreq, kEscapeFreq);
-    put_escaped(j, enc);
-    return;
+// The largest q with cum(q) <= s, from a guess q in [0, count): gallops
+// away from the guess until the answer is bracketed, then bisects, so that
+// it takes O(log |answer - guess|) steps.  cum(0) = 0 <= s < cum(count)
+// always (s below the escape slot), which bounds both gallops.
+std::int64_t CellCoder::search(const Layout& l, std::uint32_t s, std::int64_t q) const {
+  std::int64_t lo, hi;  // cum(lo) <= s < cum(hi)
+  std::int64_t step = 1;
+  if (cum(l, q) <= s) {
+    lo = q;
+    hi = q + 1;
+    while (cum(l, hi) <= s) {
+      lo = hi;
+      hi = hi + step < l.count ? hi + step : l.count;
+      step *= 2;
+    }
+  } else {  // q > 0 here
+    hi = q;
+    lo = q - 1;
+    while (cum(l, lo) > s) {
+      hi = lo;
+      lo = lo - step > 0 ? lo - step : 0;
+      step *= 2;
+    }
   }
-  const std::uint64_t d = static_cast<std::uint64_t>(j - l.lo);
-  const std::int64_t q = static_cast<std::int64_t>(d >> l.shift);
-  const std::uint32_t start = cum(l, q);
-  enc.put(start, cum(l, q + 1) - start);
-  if (l.shift > 0) enc.put_raw_long(d & ((std::uint64_t{1} << l.shift) - 1), l.shift);
-}
-
-std::int64_t CellCoder::decode(double g, double o, AnsDecoder& dec) const {
-  const Layout l = layout(g, o);
-  const std::uint32_t s = dec.peek();
-  if (s >= kProbScale - kEscapeFreq) {
-    dec.advance(kProbScale - kEscapeFreq, kEscapeFreq);
-    const std::int64_t j = get_escaped(dec);
-    if (j >= l.lo && j <= l.hi) throw FormatError("non-canonical escaped coordinate");
-    return j;
-  }
-  // Largest q with cum(q) <= s; cum(count) > s always.
-  std::int64_t lo = 0, hi = l.count;
   while (hi - lo > 1) {
     const std::int64_t mid = lo + (hi - lo) / 2;
     if (cum(l, mid) <= s) lo = mid;
     else hi = mid;
   }
-  const std::uint32_t start = cum(l, lo);
-  dec.advance(start, cum(l, lo + 1) - start);
-  std::uint64_t r = 0;
-  if (l.shift > 0) r = dec.get_raw_long(l.shift);
-  const std::int64_t j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(lo) << l.shift) | r);
+  return lo;
+}
+
+void CellCoder::encode_escaped(std::int64_t j, AnsEncoder& enc) const {
+  enc.put(kProbScale - kEscapeFreq, kEscapeFreq);
+  put_escaped(j, enc);
+}
+
+std::int64_t CellCoder::decode_escaped(const Layout& l, AnsDecoder& dec) const {
+  dec.advance(kProbScale - kEscapeFreq, kEscapeFreq);
+  const std::int64_t j = get_escaped(dec);
+  if (j >= l.lo && j <= l.hi) throw FormatError("non-canonical escaped coordinate");
+  return j;
+}
+
+// A coarse symbol q = d >> shift, then the offset d mod 2^shift raw.
+void CellCoder::encode_coarse(std::uint64_t d, const Layout& l, AnsEncoder& enc) const {
+  const std::int64_t q = static_cast<std::int64_t>(d >> l.shift);
+  const std::uint32_t start = cum(l, q);
+  enc.put(start, cum(l, q + 1) - start);
+  enc.put_raw_long(d & ((std::uint64_t{1} << l.shift) - 1), l.shift);
+}
+
+std::int64_t CellCoder::decode_coarse(std::int64_t q, const Layout& l, AnsDecoder& dec) const {
+  const std::uint64_t r = dec.get_raw_long(l.shift);
+  const std::int64_t j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(q) << l.shift) | r);
   if (j > l.hi) throw FormatError("lattice coordinate outside its table");
   return j;
 }

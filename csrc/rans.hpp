@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "errors.hpp"
@@ -27,7 +28,7 @@ namespace cepam {
 
 inline constexpr int kProbBits = 24;
 inline constexpr std::uint32_t kProbScale = 1u << kProbBits;
-inline constexpr int kStreams = 4;
+inline constexpr int kStreams = 4;  // a power of 2
 
 struct AnsSymbol {
   std::uint32_t start;
@@ -50,6 +51,7 @@ class AnsEncoder {
     put_raw(static_cast<std::uint32_t>(value & ((std::uint64_t{1} << bits) - 1)), bits);
   }
   std::size_t symbols() const { return symbols_.size(); }
+  void reserve(std::size_t symbols) { symbols_.reserve(symbols); }
 
   // Encodes every symbol put so far and appends the bytes to out.
   void finish(std::vector<std::uint8_t>& out) const;
@@ -69,17 +71,17 @@ class AnsDecoder {
   void advance(std::uint32_t start, std::uint32_t freq) {
     std::uint64_t x = x_[lane_];
     x = static_cast<std::uint64_t>(freq) * (x >> kProbBits) + (x & (kProbScale - 1)) - start;
-    if (x < kLow) {
-      if (pos_ + 4 > len_) throw FormatError("entropy-coded body truncated");
-      const std::uint32_t w = static_cast<std::uint32_t>(data_[pos_]) |
-                              (static_cast<std::uint32_t>(data_[pos_ + 1]) << 8) |
-                              (static_cast<std::uint32_t>(data_[pos_ + 2]) << 16) |
-                              (static_cast<std::uint32_t>(data_[pos_ + 3]) << 24);
-      pos_ += 4;
-      x = (x << 32) | w;
-    }
+    // Renormalisation, without a branch on x (which the processor could not
+    // predict): the next word is read whenever there is one, and taken
+    // when x is below kLow.
+    const std::uint64_t renorm = std::uint64_t{0} - static_cast<std::uint64_t>(x < kLow);  // mask
+    const bool more = pos_ + 4 <= len_;
+    if (!more && renorm != 0) throw FormatError("entropy-coded body truncated");
+    const std::uint64_t w = more ? word(pos_) : 0;
+    x = (((x << 32) | w) & renorm) | (x & ~renorm);
+    pos_ += static_cast<std::size_t>(renorm & 4);
     x_[lane_] = x;
-    lane_ = (lane_ + 1) % kStreams;
+    lane_ = (lane_ + 1) & (kStreams - 1);
   }
   std::uint32_t get_raw(int bits) {
     const int shift = kProbBits - bits;
@@ -102,6 +104,15 @@ class AnsDecoder {
   static constexpr std::uint64_t kLow = std::uint64_t{1} << 31;
 
  private:
+  std::uint32_t word(std::size_t pos) const {  // little-endian
+    std::uint32_t w;
+    std::memcpy(&w, data_ + pos, sizeof w);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap32(w);
+#endif
+    return w;
+  }
+
   const std::uint8_t* data_;
   std::size_t len_;
   std::size_t pos_ = 0;
