@@ -69,7 +69,9 @@ class CellCoder {
     int shift;            // coarse symbol = 2^shift fine cells
     std::uint32_t range;  // R = 2^kProbBits - Q - 1
     double g, o;
-    double z_lo, z_hi;    // (-A - o) / g and (A - o) / g: the model's range in cells
+    // The decoder's guess (see guess()): the model's quantile u (in bins)
+    // lies guess_a + u guess_b cells above cell lo.
+    double guess_a, guess_b;
   };
 
   explicit CellCoder(const SourceModel& model) : model_(model), a_(model.range()) {}
@@ -110,10 +112,10 @@ inline CellCoder::Layout CellCoder::layout(double g, double o) const {
   Layout l;
   l.g = g;
   l.o = o;
-  l.z_lo = (-a_ - o) / g;
-  l.z_hi = (a_ - o) / g;
-  l.lo = floor_cell(l.z_lo + 0.5) - kMargin;
-  l.hi = floor_cell(l.z_hi + 0.5) + kMargin;
+  const double z_lo = (-a_ - o) / g;  // -A and A, in cells
+  const double z_hi = (a_ - o) / g;
+  l.lo = floor_cell(z_lo + 0.5) - kMargin;
+  l.hi = floor_cell(z_hi + 0.5) + kMargin;
   if (l.lo < -kMaxAbsM) l.lo = -kMaxAbsM;
   if (l.hi > kMaxAbsM) l.hi = kMaxAbsM;
   if (l.hi < l.lo) l.hi = l.lo;
@@ -124,6 +126,8 @@ inline CellCoder::Layout CellCoder::layout(double g, double o) const {
   l.shift = width > 12 ? width - 12 : 0;
   l.count = static_cast<std::int64_t>(span >> l.shift) + 1;
   l.range = kProbScale - static_cast<std::uint32_t>(l.count) - kEscapeFreq;
+  l.guess_a = z_lo + 0.5 - static_cast<double>(l.lo);
+  l.guess_b = (z_hi - z_lo) * (1.0 / SourceModel::kBins);
   return l;
 }
 
@@ -140,16 +144,15 @@ inline std::uint32_t CellCoder::cum(const Layout& l, std::int64_t q) const {
 // The slot s lies where F(edge) R + q reaches s, F the model's CDF.  Taking
 // F = s / 2^kProbBits (the terms q and 2^kProbBits - R nearly cancel), the
 // model's quantile sits u bins above -A, that is at cell coordinate
-// x = z_lo + u (z_hi - z_lo) / K + 1/2 (cell j spans [j, j + 1)).  Any
-// value in [0, count) is a valid guess: non-finite layouts just guess badly.
+// z_lo + u (z_hi - z_lo) / K + 1/2 (cell j spans [j, j + 1)), or
+// guess_a + u guess_b cells above cell lo.  Any value in [0, count) is a
+// valid guess: non-finite layouts just guess badly.
 inline std::int64_t CellCoder::guess(const Layout& l, std::uint32_t s) const {
-  const double u = model_.approx_quantile_bins(static_cast<double>(s) *
-                                               (double{SourceModel::kKnotScale} / kProbScale));
-  const double x = l.z_lo + u * ((l.z_hi - l.z_lo) * (1.0 / SourceModel::kBins)) + 0.5;
-  const double lo = static_cast<double>(l.lo);
-  if (!(x > lo)) return 0;
-  if (!(x < static_cast<double>(l.hi))) return l.count - 1;
-  return static_cast<std::int64_t>(x - lo) >> l.shift;  // x - lo > 0: truncation is floor
+  const double u = model_.quantile_bins(s >> (kProbBits - SourceModel::kKnotBits));
+  const double x = l.guess_a + u * l.guess_b;
+  if (!(x > 0.0)) return 0;
+  if (!(x < static_cast<double>(l.count << l.shift))) return l.count - 1;
+  return static_cast<std::int64_t>(x) >> l.shift;  // x > 0: truncation is floor
 }
 
 inline void CellCoder::encode(std::int64_t j, const Layout& l, AnsEncoder& enc) const {

@@ -52,8 +52,10 @@ void SourceModel::derive() {
   for (int b = 0; b <= kBins; ++b) knot_[b] = static_cast<double>(knots_[b]);
   for (int b = 0; b < kBins; ++b) {
     slope_[b] = knot_[b + 1] - knot_[b];
-    inv_slope_[b] = slope_[b] > 0.0 ? 1.0 / slope_[b] : 0.0;
-    for (std::uint32_t l = knots_[b]; l < knots_[b + 1]; ++l) bin_of_level_[l] = static_cast<std::uint8_t>(b);
+    // Level l + 1/2 lies in bin b when c_b <= l < c_{b+1} (c_0 = 0 and
+    // c_K = 2^12, so every level is in one bin, of positive slope).
+    for (std::uint32_t l = knots_[b]; l < knots_[b + 1]; ++l)
+      quantile_[l] = static_cast<float>(b + (l + 0.5 - knot_[b]) / slope_[b]);
   }
 }
 

@@ -55,14 +55,9 @@ class SourceModel {
   }
 
   // An approximate inverse of cdf, for search guesses only (never for a
-  // coded value): the position u (in bins, as in cdf) where the model's CDF
-  // reaches `level` (in units of 2^-12, clamped to [0, 2^12)).
-  double approx_quantile_bins(double level) const {
-    if (!(level >= 0.0)) level = 0.0;
-    if (!(level < kKnotScale - 1)) level = kKnotScale - 1;
-    const int b = bin_of_level_[static_cast<std::size_t>(level)];
-    return b + (level - knot_[b]) * inv_slope_[b];
-  }
+  // coded value): the position u (in bins, as in cdf) where the CDF reaches
+  // (level + 1/2) 2^-12, for level < 2^12.
+  double quantile_bins(std::uint32_t level) const { return quantile_[level]; }
 
   double range() const { return a_; }
   const std::array<std::uint32_t, kBins + 1>& knots() const { return knots_; }
@@ -79,12 +74,10 @@ class SourceModel {
   double inv_width_ = kBins / 2.0;
   std::array<std::uint32_t, kBins + 1> knots_{};  // c_0 = 0 .. c_K = 2^12
   // Derived: knot_[i] = c_i and slope_[i] = c_{i+1} - c_i as doubles (the
-  // values cdf computed from the integers), inv_slope_[i] = 1 / slope_[i]
-  // (0 for an empty bin), bin_of_level_[l] = the bin b with
-  // c_b <= l < c_{b+1}.
+  // values cdf computes from the integers); the quantile table.
   std::array<double, kBins + 1> knot_{};
-  std::array<double, kBins> slope_{}, inv_slope_{};
-  std::array<std::uint8_t, kKnotScale> bin_of_level_{};
+  std::array<double, kBins> slope_{};
+  std::array<float, kKnotScale> quantile_{};
 };
 
 }  // namespace cepam
