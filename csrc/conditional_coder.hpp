@@ -40,6 +40,18 @@ class GeometricCoder {
   bool coded() const { return coded_; }
   void encode(std::uint32_t h, AnsEncoder& enc) const;
   std::uint32_t decode(AnsDecoder& dec) const;
+  // decode's common case (coded, no escape), for AnsDecoder::decode_run:
+  // false for the escape slot; else h and the interval of its symbol.
+  bool lookup(std::uint32_t s, std::uint32_t& h, std::uint32_t& start,
+              std::uint32_t& freq) const {
+    if (s >= cum_[kTable]) return false;
+    int i = guide_[s >> (kProbBits - kGuideBits)];
+    while (cum_[i + 1] <= s) ++i;  // ends below kTable, as s < cum_[kTable]
+    h = static_cast<std::uint32_t>(i + 1);
+    start = cum_[i];
+    freq = cum_[i + 1] - cum_[i];
+    return true;
+  }
 
  private:
   static constexpr int kGuideBits = 8;
@@ -79,16 +91,36 @@ class CellCoder {
   Layout layout(double g, double o) const;
   void encode(std::int64_t j, const Layout& l, AnsEncoder& enc) const;
   std::int64_t decode(const Layout& l, AnsDecoder& dec) const;
+  // decode's common case, for AnsDecoder::decode_run: false when slot s is
+  // the escape or the table is coarse; else the coordinate j and the
+  // interval of its symbol.
+  bool lookup(const Layout& l, std::uint32_t s, std::int64_t& j, std::uint32_t& start,
+              std::uint32_t& freq) const;
+  // The coarse symbol q holding slot s (below the escape slot), and its
+  // interval [start, end).
+  std::int64_t symbol(const Layout& l, std::uint32_t s, std::uint32_t& start,
+                      std::uint32_t& end) const;
+
+  // Runs of coordinates whose tables are known in advance (diagonal bases):
+  // coordinate i < count is j[i] in the table layout(g[i], o[i]).  The
+  // same symbols and values as encode and decode one by one; SIMD where
+  // the processor has it, and the layouts computed off the decoder's
+  // serial chain.
+  void encode_batch(const std::int64_t* j, const double* g, const double* o, std::size_t count,
+                    AnsEncoder& enc) const;
+  void decode_batch(const double* g, const double* o, std::size_t count, AnsDecoder& dec,
+                    std::int64_t* j) const;
 
  private:
   std::uint32_t cum(const Layout& l, std::int64_t q) const;
   std::int64_t guess(const Layout& l, std::uint32_t s) const;
+  void decode_batch_portable(const double* g, const double* o, std::size_t count,
+                             AnsDecoder& dec, std::int64_t* j) const;
   // The rarer paths, out of line.
   std::int64_t search(const Layout& l, std::uint32_t s, std::int64_t q) const;
   void encode_escaped(std::int64_t j, AnsEncoder& enc) const;
-  std::int64_t decode_escaped(const Layout& l, AnsDecoder& dec) const;
   void encode_coarse(std::uint64_t d, const Layout& l, AnsEncoder& enc) const;
-  std::int64_t decode_coarse(std::int64_t q, const Layout& l, AnsDecoder& dec) const;
+  std::int64_t decode_rare(const Layout& l, AnsDecoder& dec) const;  // escape or coarse
 
   const SourceModel& model_;
   double a_;
@@ -164,20 +196,35 @@ inline void CellCoder::encode(std::int64_t j, const Layout& l, AnsEncoder& enc) 
   enc.put(start, cum(l, q + 1) - start);
 }
 
-inline std::int64_t CellCoder::decode(const Layout& l, AnsDecoder& dec) const {
-  const std::uint32_t s = dec.peek();
-  if (s >= kProbScale - kEscapeFreq) return decode_escaped(l, dec);
+inline std::int64_t CellCoder::symbol(const Layout& l, std::uint32_t s, std::uint32_t& start,
+                                      std::uint32_t& end) const {
   // The symbol is the q with cum(q) <= s < cum(q + 1); usually the guess.
   std::int64_t q = guess(l, s);
-  std::uint32_t start = cum(l, q), end = cum(l, q + 1);
+  start = cum(l, q);
+  end = cum(l, q + 1);
   if (start > s || end <= s) {
     q = search(l, s, q);
     start = cum(l, q);
     end = cum(l, q + 1);
   }
-  dec.advance(start, end - start);
-  if (l.shift > 0) return decode_coarse(q, l, dec);
-  return l.lo + q;  // <= lo + count - 1 = hi
+  return q;
+}
+
+inline bool CellCoder::lookup(const Layout& l, std::uint32_t s, std::int64_t& j,
+                              std::uint32_t& start, std::uint32_t& freq) const {
+  if (s >= kProbScale - kEscapeFreq || l.shift > 0) return false;
+  std::uint32_t end;
+  j = l.lo + symbol(l, s, start, end);  // <= lo + count - 1 = hi
+  freq = end - start;
+  return true;
+}
+
+inline std::int64_t CellCoder::decode(const Layout& l, AnsDecoder& dec) const {
+  std::int64_t j;
+  std::uint32_t start, freq;
+  if (!lookup(l, dec.peek(), j, start, freq)) return decode_rare(l, dec);
+  dec.advance(start, freq);
+  return j;
 }
 
 }  // namespace cepam

@@ -69,20 +69,71 @@ class AnsDecoder {
   std::uint32_t peek() const { return static_cast<std::uint32_t>(x_[lane_] & (kProbScale - 1)); }
   // Consumes the next symbol, whose interval [start, start + freq) holds peek().
   void advance(std::uint32_t start, std::uint32_t freq) {
-    std::uint64_t x = x_[lane_];
-    x = static_cast<std::uint64_t>(freq) * (x >> kProbBits) + (x & (kProbScale - 1)) - start;
-    // Renormalisation, without a branch on x (which the processor could not
-    // predict): the next word is read whenever there is one, and taken
-    // when x is below kLow.
-    const std::uint64_t renorm = std::uint64_t{0} - static_cast<std::uint64_t>(x < kLow);  // mask
-    const bool more = pos_ + 4 <= len_;
-    if (!more && renorm != 0) throw FormatError("entropy-coded body truncated");
-    const std::uint64_t w = more ? word(pos_) : 0;
-    x = (((x << 32) | w) & renorm) | (x & ~renorm);
-    pos_ += static_cast<std::size_t>(renorm & 4);
-    x_[lane_] = x;
+    const std::uint64_t x = step(x_[lane_], start, freq);
+    if (pos_ + 4 <= len_) {
+      x_[lane_] = renormalise(x, pos_);
+    } else {  // no word left
+      if (x < kLow) throw FormatError("entropy-coded body truncated");
+      x_[lane_] = x;
+    }
     lane_ = (lane_ + 1) & (kStreams - 1);
   }
+
+  // Decodes up to `count` symbols in a row, as peek() and advance() would,
+  // with the states held in registers (the decoders' inner loop).
+  // lookup(i, slot, start, freq) gives the interval [start, start + freq)
+  // holding the slot of symbol i of the run, or returns false to stop
+  // before symbol i (then not consumed).  The run also stops before the
+  // stream could run short (a symbol reads at most one word), leaving the
+  // last symbols to advance().  Returns the number of symbols decoded.
+  template <class Lookup>
+  std::size_t decode_run(std::size_t count, Lookup&& lookup) {
+    static_assert(kStreams == 4, "unrolled for four states");
+    const std::size_t words = (len_ - pos_) / 4;
+    if (count > words) count = words;
+    Cursor c = cursor();
+    std::size_t i = 0;  // symbol i + t goes to c.x[t]
+    for (bool more = true; more;) {
+#pragma GCC unroll 4
+      for (int t = 0; t < kStreams; ++t) {
+        std::uint32_t start, freq;
+        const std::uint32_t slot = static_cast<std::uint32_t>(c.x[t] & (kProbScale - 1));
+        if (i + t == count || !lookup(i + t, slot, start, freq)) {
+          i += t;
+          more = false;
+          break;
+        }
+        c.x[t] = renormalise(step(c.x[t], start, freq), c.pos);
+      }
+      if (more) i += kStreams;
+    }
+    resume(c, i);
+    return i;
+  }
+
+  // The decoder's position, for loops that run the states themselves
+  // (decode_run, and the SIMD decoder in conditional_coder.cpp): x[t] is
+  // the state of the lane of the next symbol plus t, pos the offset of the
+  // next word in data().
+  struct Cursor {
+    std::uint64_t x[kStreams];
+    std::size_t pos;
+  };
+  Cursor cursor() const {
+    Cursor c;
+    for (int t = 0; t < kStreams; ++t) c.x[t] = x_[(lane_ + t) & (kStreams - 1)];
+    c.pos = pos_;
+    return c;
+  }
+  // Continues from c, a cursor() taken `decoded` symbols earlier.
+  void resume(const Cursor& c, std::size_t decoded) {
+    for (int t = 0; t < kStreams; ++t) x_[(lane_ + t) & (kStreams - 1)] = c.x[t];
+    lane_ = (lane_ + static_cast<int>(decoded & (kStreams - 1))) & (kStreams - 1);
+    pos_ = c.pos;
+  }
+  const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return len_; }
+
   std::uint32_t get_raw(int bits) {
     const int shift = kProbBits - bits;
     const std::uint32_t slot = peek();
@@ -104,6 +155,20 @@ class AnsDecoder {
   static constexpr std::uint64_t kLow = std::uint64_t{1} << 31;
 
  private:
+  // The state after the symbol [start, start + freq) (whose slot x holds),
+  // before renormalisation.
+  static std::uint64_t step(std::uint64_t x, std::uint32_t start, std::uint32_t freq) {
+    return static_cast<std::uint64_t>(freq) * (x >> kProbBits) + (x & (kProbScale - 1)) - start;
+  }
+  // x, with the word at pos shifted in (and pos advanced) if x < kLow;
+  // pos + 4 <= len_.  No branch on x (which the processor could not
+  // predict): the word is read either way.
+  std::uint64_t renormalise(std::uint64_t x, std::size_t& pos) const {
+    const std::uint64_t renorm = std::uint64_t{0} - static_cast<std::uint64_t>(x < kLow);  // mask
+    const std::uint64_t w = word(pos);
+    pos += static_cast<std::size_t>(renorm & 4);
+    return (((x << 32) | w) & renorm) | (x & ~renorm);
+  }
   std::uint32_t word(std::size_t pos) const {  // little-endian
     std::uint32_t w;
     std::memcpy(&w, data_ + pos, sizeof w);

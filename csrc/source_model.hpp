@@ -60,6 +60,11 @@ class SourceModel {
   double quantile_bins(std::uint32_t level) const { return quantile_[level]; }
 
   double range() const { return a_; }
+  // The tables behind cdf and quantile_bins (for SIMD forms of them).
+  double inv_width() const { return inv_width_; }
+  const double* knot_table() const { return knot_.data(); }
+  const double* slope_table() const { return slope_.data(); }
+  const float* quantile_table() const { return quantile_.data(); }
   const std::array<std::uint32_t, kBins + 1>& knots() const { return knots_; }
 
  private:
