@@ -1,5 +1,7 @@
 #include "body_ans.hpp"
 
+#include <algorithm>
+
 #include "conditional_coder.hpp"
 #include "errors.hpp"
 
@@ -7,6 +9,7 @@ namespace cepam {
 namespace {
 
 constexpr int kMaxN = 8;
+constexpr std::size_t kLayoutBatch = 256;  // coordinates per CellCoder batch
 
 // Calls visit(k, g_k, o_k) for k = n-1 .. 0, where m_k is the coordinate
 // being coded; m holds the coordinates of this sub-vector (those with index
@@ -23,27 +26,104 @@ void visit_coordinates(const TriangularBasis& basis, double beta, const double* 
   }
 }
 
-}  // namespace
+// True when the basis has no entries off its diagonal (Z^n): then o_k =
+// beta V_k, the same whatever the other coordinates (the terms m_i G_ik
+// are zeros, which can change at most the sign of a zero o, and neither
+// the table nor the cells depend on that sign).
+bool is_diagonal(const TriangularBasis& basis) {
+  for (int i = 0; i < basis.n; ++i)
+    for (int k = 0; k < basis.n; ++k)
+      if (i != k && basis.b[static_cast<std::size_t>(i * basis.n + k)] != 0.0) return false;
+  return true;
+}
 
-void encode_body_ans(const TriangularBasis& basis, double p, const SourceModel& model,
-                     const std::uint32_t* H, std::size_t N, const std::int64_t* M,
-                     const double* beta, const double* V, std::vector<std::uint8_t>& out) {
-  model.serialize(out);
-  AnsEncoder enc;
-  const GeometricCoder hcoder(p);
-  const CellCoder cells(model);
-  const std::size_t n = static_cast<std::size_t>(basis.n);
-  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
-    const std::size_t j1 = N - j0 < kAnsBlock ? N : j0 + kAnsBlock;
-    for (std::size_t j = j0; j < j1; ++j) hcoder.encode(H[j], enc);
+// The coordinates of sub-vectors [j0, j1) in coding order (k = n-1 .. 0 in
+// each), with their tables g = beta G_kk and o = beta V_k, for a diagonal
+// basis: CellCoder's batches.
+class DiagonalBatch {
+ public:
+  explicit DiagonalBatch(const TriangularBasis& basis) : basis_(basis), n_(static_cast<std::size_t>(basis.n)) {}
+  std::size_t subvectors() const { return kLayoutBatch / n_; }
+  std::size_t size(std::size_t j0, std::size_t j1) const { return (j1 - j0) * n_; }
+
+  void tables(std::size_t j0, std::size_t j1, const double* beta, const double* V) {
+    std::size_t i = 0;
     for (std::size_t j = j0; j < j1; ++j) {
-      const std::int64_t* m = M + j * n;
-      visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
-        cells.encode(m[k], g, o, enc);
-      });
+      for (std::size_t k = n_; k-- > 0; ++i) {
+        g[i] = beta[j] * basis_.b[k * n_ + k];
+        o[i] = beta[j] * V[j * n_ + k];
+      }
     }
   }
-  enc.finish(out);
+  void gather(std::size_t j0, std::size_t j1, const std::int64_t* M) {
+    std::size_t i = 0;
+    for (std::size_t j = j0; j < j1; ++j)
+      for (std::size_t k = n_; k-- > 0;) this->j[i++] = M[j * n_ + k];
+  }
+  void scatter(std::size_t j0, std::size_t j1, std::int64_t* M) const {
+    std::size_t i = 0;
+    for (std::size_t j = j0; j < j1; ++j)
+      for (std::size_t k = n_; k-- > 0;) M[j * n_ + k] = this->j[i++];
+  }
+
+  double g[kLayoutBatch], o[kLayoutBatch];
+  std::int64_t j[kLayoutBatch];
+
+ private:
+  const TriangularBasis& basis_;
+  std::size_t n_;
+};
+
+// Decodes `count` symbols: runs of ans.decode_run(lookup(i, slot, start,
+// freq)) for the common cases, rare(i) for symbol i where a run stops.
+template <class Lookup, class Rare>
+void decode_symbols(AnsDecoder& ans, std::size_t count, Lookup&& lookup, Rare&& rare) {
+  for (std::size_t i = 0; i < count;) {
+    i += ans.decode_run(count - i, [&](std::size_t k, std::uint32_t s, std::uint32_t& start,
+                                       std::uint32_t& freq) {
+      return lookup(i + k, s, start, freq);
+    });
+    if (i < count) rare(i++);
+  }
+}
+
+}  // namespace
+
+AnsBodyEncoder::AnsBodyEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
+                               std::size_t N)
+    : model_(model), basis_(basis), hcoder_(p), cells_(model) {
+  if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
+  // One symbol per coded H and per coordinate, more only for escapes and
+  // coarse tables.
+  ans_.reserve(N * (static_cast<std::size_t>(basis.n) + (hcoder_.coded() ? 1 : 0)));
+}
+
+void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
+                                  const std::int64_t* M, const double* beta, const double* V) {
+  const std::size_t n = static_cast<std::size_t>(basis_.n);
+  for (std::size_t j = 0; j < count; ++j) hcoder_.encode(H[j], ans_);
+  if (!is_diagonal(basis_)) {
+    for (std::size_t j = 0; j < count; ++j) {
+      const std::int64_t* m = M + j * n;
+      visit_coordinates(basis_, beta[j], V + j * n, m, [&](int k, double g, double o) {
+        cells_.encode(m[k], cells_.layout(g, o), ans_);
+      });
+    }
+    return;
+  }
+  // A diagonal basis: batches of coordinates in coding order.
+  DiagonalBatch batch(basis_);
+  for (std::size_t j0 = 0; j0 < count; j0 += batch.subvectors()) {
+    const std::size_t j1 = count - j0 < batch.subvectors() ? count : j0 + batch.subvectors();
+    batch.tables(j0, j1, beta, V);
+    batch.gather(j0, j1, M);
+    cells_.encode_batch(batch.j, batch.g, batch.o, batch.size(j0, j1), ans_);
+  }
+}
+
+void AnsBodyEncoder::finish(std::vector<std::uint8_t>& out) const {
+  model_.serialize(out);
+  ans_.finish(out);
 }
 
 AnsBodyDecoder::AnsBodyDecoder(const std::uint8_t* data, std::size_t len) {
@@ -54,7 +134,16 @@ AnsBodyDecoder::AnsBodyDecoder(const std::uint8_t* data, std::size_t len) {
 
 void AnsBodyDecoder::decode_h(double p, std::size_t N, std::uint32_t* H) {
   const GeometricCoder hcoder(p);
-  for (std::size_t j = 0; j < N; ++j) H[j] = hcoder.decode(*ans_);
+  if (!hcoder.coded()) {
+    std::fill_n(H, N, 1u);
+    return;
+  }
+  decode_symbols(
+      *ans_, N,
+      [&](std::size_t j, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+        return hcoder.lookup(s, H[j], start, freq);
+      },
+      [&](std::size_t j) { H[j] = hcoder.decode(*ans_); });
 }
 
 void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const double* beta,
@@ -62,11 +151,22 @@ void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const
   const CellCoder cells(model_);
   const std::size_t n = static_cast<std::size_t>(basis.n);
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
-  for (std::size_t j = 0; j < N; ++j) {
-    std::int64_t* m = M + j * n;
-    visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
-      m[k] = cells.decode(g, o, *ans_);
-    });
+  if (!is_diagonal(basis)) {
+    for (std::size_t j = 0; j < N; ++j) {
+      std::int64_t* m = M + j * n;
+      visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
+        m[k] = cells.decode(cells.layout(g, o), *ans_);
+      });
+    }
+    return;
+  }
+  // A diagonal basis: batches of coordinates in coding order.
+  DiagonalBatch batch(basis);
+  for (std::size_t j0 = 0; j0 < N; j0 += batch.subvectors()) {
+    const std::size_t j1 = N - j0 < batch.subvectors() ? N : j0 + batch.subvectors();
+    batch.tables(j0, j1, beta, V);
+    cells.decode_batch(batch.g, batch.o, batch.size(j0, j1), *ans_, batch.j);
+    batch.scatter(j0, j1, M);
   }
 }
 

@@ -3,8 +3,8 @@
 // coordinate, coded conditionally on the decoder's side information: the
 // scale beta_j = r(U_j) / rho and the dither V_{j, H_j} of each sub-vector
 // (see conditional_coder.hpp).  H comes first because its model needs
-// nothing; the decoder then computes the side information of all
-// sub-vectors at once and decodes M.
+// nothing; the decoder then computes the side information of the block's
+// sub-vectors and decodes their M.
 //
 // Layout: source model (SourceModel::serialize), then the rANS bytes.  The
 // stream goes block by block, kAnsBlock sub-vectors a block: the H of the
@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "conditional_coder.hpp"
 #include "lattice.hpp"
 #include "rans.hpp"
 #include "source_model.hpp"
@@ -25,11 +26,25 @@ namespace cepam {
 
 inline constexpr std::size_t kAnsBlock = 4096;
 
-// Appends the body for N sub-vectors: p is the acceptance probability,
-// beta[N] and V[N n] the side information, model the fitted source model.
-void encode_body_ans(const TriangularBasis& basis, double p, const SourceModel& model,
-                     const std::uint32_t* H, std::size_t N, const std::int64_t* M,
-                     const double* beta, const double* V, std::vector<std::uint8_t>& out);
+// The encoder: encode_block for each block in turn (the H and M of its
+// sub-vectors and their side information: beta[count], V[count n]), then
+// finish.  N (the number of sub-vectors) only sizes the symbol buffer.
+class AnsBodyEncoder {
+ public:
+  AnsBodyEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
+                 std::size_t N);
+  void encode_block(std::size_t count, const std::uint32_t* H, const std::int64_t* M,
+                    const double* beta, const double* V);
+  // Appends the body: the source model, then the rANS stream.
+  void finish(std::vector<std::uint8_t>& out) const;
+
+ private:
+  const SourceModel& model_;
+  const TriangularBasis& basis_;
+  GeometricCoder hcoder_;
+  CellCoder cells_;
+  AnsEncoder ans_;
+};
 
 // The decoder: per block, decode_h then decode_m, as the stream runs.  Throws FormatError on
 // any inconsistency; finish() checks that the stream ended where it should.

@@ -1,11 +1,14 @@
 #include "conditional_coder.hpp"
 
-#include "lrsuq.hpp"
+#include <array>
+
+#include "cpu.hpp"
+#include "simd_avx2.hpp"
 
 namespace cepam {
 namespace {
 
-constexpr std::uint32_t kEscapeFreq = 1;
+constexpr std::uint32_t kEscapeFreq = CellCoder::kEscapeFreq;
 
 inline std::uint64_t zigzag64(std::int64_t v) {
   return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
@@ -32,11 +35,206 @@ std::int64_t get_escaped(AnsDecoder& dec) {
   return j;
 }
 
-std::int64_t clamp_cell(double v) {
-  const double limit = static_cast<double>(kMaxAbsM);
-  if (!(v > -limit)) return -kMaxAbsM;
-  if (!(v < limit)) return kMaxAbsM;
-  return static_cast<std::int64_t>(v);
+#if CEPAM_X86_DISPATCH
+
+// CellCoder's tables for four coordinates, one per lane, computed with the
+// scalar code's IEEE operations per lane (simd_avx2.hpp).  Only "plain"
+// tables are computed exactly: finite, within 2^50 cells of 0 (where the
+// scalar clamps do nothing and the integer conversions of simd_avx2.hpp
+// are exact) and not coarse (shift 0).  The other lanes are flagged; the
+// scalar code handles them.
+struct Tables4 {
+  __m256d g, o;
+  __m256i lo;       // first cell, int64
+  __m128i count;    // symbols Q, int32
+  __m128i top;      // cum(Q) = R + Q, int32
+  __m256d range;    // R
+  __m256d guess_a, guess_b;
+  int plain;        // bit t set where lane t is plain
+};
+
+// The low 32-bit halves of four 64-bit lanes.
+CEPAM_TARGET_AVX2 inline __m128i low_halves(__m256i v) {
+  return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+}
+
+CEPAM_TARGET_AVX2 inline __m256d floor_pd(__m256d v) {
+  return _mm256_round_pd(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+}
+
+// CellCoder::layout.
+CEPAM_TARGET_AVX2 inline Tables4 layout4(const SourceModel& model, __m256d g, __m256d o) {
+  const double a = model.range();
+  Tables4 t;
+  t.g = g;
+  t.o = o;
+  const __m256d z_lo = _mm256_div_pd(_mm256_sub_pd(avx2::splat(-a), o), g);
+  const __m256d z_hi = _mm256_div_pd(_mm256_sub_pd(avx2::splat(a), o), g);
+  const __m256d v_lo = _mm256_add_pd(z_lo, avx2::splat(0.5));
+  const __m256d v_hi = _mm256_add_pd(z_hi, avx2::splat(0.5));
+  const __m256d lim = avx2::splat(0x1.0p50);
+  const __m256d finite = _mm256_and_pd(
+      _mm256_and_pd(_mm256_cmp_pd(v_lo, -lim, _CMP_GT_OQ), _mm256_cmp_pd(v_lo, lim, _CMP_LT_OQ)),
+      _mm256_and_pd(_mm256_cmp_pd(v_hi, -lim, _CMP_GT_OQ), _mm256_cmp_pd(v_hi, lim, _CMP_LT_OQ)));
+  t.lo = _mm256_sub_epi64(avx2::to_int64(floor_pd(v_lo)), _mm256_set1_epi64x(CellCoder::kMargin));
+  __m256i hi = _mm256_add_epi64(avx2::to_int64(floor_pd(v_hi)), _mm256_set1_epi64x(CellCoder::kMargin));
+  hi = _mm256_blendv_epi8(hi, t.lo, _mm256_cmpgt_epi64(t.lo, hi));  // if (hi < lo) hi = lo
+  const __m256i span = _mm256_sub_epi64(hi, t.lo);
+  const __m256i fine = _mm256_cmpgt_epi64(_mm256_set1_epi64x(CellCoder::kMaxSymbols), span);  // shift 0
+  t.plain = _mm256_movemask_pd(_mm256_and_pd(finite, _mm256_castsi256_pd(fine)));
+  t.count = _mm_add_epi32(low_halves(span), _mm_set1_epi32(1));
+  const __m128i range = _mm_sub_epi32(
+      _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)), t.count);
+  t.top = _mm_add_epi32(range, t.count);
+  t.range = _mm256_cvtepi32_pd(range);
+  t.guess_a = _mm256_sub_pd(v_lo, avx2::to_double(t.lo));
+  t.guess_b = _mm256_mul_pd(_mm256_sub_pd(z_hi, z_lo), avx2::splat(1.0 / SourceModel::kBins));
+  return t;
+}
+
+// SourceModel::cdf; the tables are gathered at an index clamped to the
+// table (the scalar code's index wherever its value is used).
+CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
+  const __m256d a = avx2::splat(model.range());
+  const __m256d below = _mm256_cmp_pd(x, avx2::splat(-model.range()), _CMP_NGT_UQ);
+  const __m256d above = _mm256_cmp_pd(x, a, _CMP_NLT_UQ);
+  const __m256d u = _mm256_mul_pd(_mm256_add_pd(x, a), avx2::splat(model.inv_width()));
+  const __m256d wild = _mm256_cmp_pd(u, avx2::splat(2.0 * SourceModel::kBins), _CMP_NLT_UQ);
+  const __m128i i = _mm_min_epi32(_mm_max_epi32(_mm256_cvttpd_epi32(u), _mm_setzero_si128()),
+                                  _mm_set1_epi32(SourceModel::kBins - 1));
+  const __m256d knot = _mm256_i32gather_pd(model.knot_table(), i, 8);
+  const __m256d slope = _mm256_i32gather_pd(model.slope_table(), i, 8);
+  __m256d f = _mm256_mul_pd(
+      _mm256_add_pd(knot, _mm256_mul_pd(_mm256_sub_pd(u, _mm256_cvtepi32_pd(i)), slope)),
+      avx2::splat(1.0 / SourceModel::kKnotScale));
+  f = _mm256_blendv_pd(f, avx2::splat(1.0), wild);
+  f = _mm256_blendv_pd(f, avx2::splat(1.0), above);
+  return _mm256_blendv_pd(f, _mm256_setzero_pd(), below);
+}
+
+// CellCoder::cum(q) for plain tables, q as int32.
+CEPAM_TARGET_AVX2 inline __m128i cum4(const SourceModel& model, const Tables4& t, __m128i q) {
+  const __m256i cell = _mm256_add_epi64(t.lo, _mm256_cvtepi32_epi64(q));
+  const __m256d edge = _mm256_add_pd(
+      _mm256_mul_pd(t.g, _mm256_sub_pd(avx2::to_double(cell), avx2::splat(0.5))), t.o);
+  const __m256d f = _mm256_mul_pd(cdf4(model, edge), t.range);
+  __m128i c = _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
+  c = _mm_blendv_epi8(c, _mm_setzero_si128(), _mm_cmpgt_epi32(_mm_set1_epi32(1), q));  // q <= 0
+  return _mm_blendv_epi8(t.top, c, _mm_cmpgt_epi32(t.count, q));  // Q > q, else cum(Q)
+}
+
+// CellCoder::encode for coordinates j[0..4) in tables (g, o): start and
+// freq of each symbol; returns the lanes (bits) that are plain and inside
+// their table, for which these are the whole code.
+CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t* j,
+                                   const double* g, const double* o, std::uint32_t* start,
+                                   std::uint32_t* freq) {
+  const Tables4 t = layout4(model, _mm256_loadu_pd(g), _mm256_loadu_pd(o));
+  const __m256i q64 = _mm256_sub_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(j)), t.lo);
+  const __m128i q = low_halves(q64);
+  const __m256i inside = _mm256_andnot_si256(  // 0 <= q < Q
+      _mm256_cmpgt_epi64(_mm256_setzero_si256(), q64),
+      _mm256_cmpgt_epi64(_mm256_cvtepi32_epi64(t.count), q64));
+  const __m128i lo = cum4(model, t, q);
+  const __m128i hi = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(start), lo);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(freq), _mm_sub_epi32(hi, lo));
+  return t.plain & _mm256_movemask_pd(_mm256_castsi256_pd(inside));
+}
+
+// kWordIndex[k]: for renormalisation in decode_groups_avx2, where bit t of k
+// says that lane t takes a word: the 32-bit index, among the next four
+// words, of lane t's word (the number of lanes before t that take one).
+constexpr std::array<std::array<std::int32_t, 8>, 16> word_index() {
+  std::array<std::array<std::int32_t, 8>, 16> table{};
+  for (int k = 0; k < 16; ++k) {
+    int before = 0;
+    for (int t = 0; t < 4; ++t) {
+      table[k][2 * t] = table[k][2 * t + 1] = before;
+      before += (k >> t) & 1;
+    }
+  }
+  return table;
+}
+alignas(32) constexpr std::array<std::array<std::int32_t, 8>, 16> kWordIndex = word_index();
+
+// Decodes coordinates in groups of four, one per rANS state (AnsDecoder's
+// lanes, rotated so that lane t of the vectors is the state of the t-th
+// next symbol), with CellCoder::decode's results and AnsDecoder::advance's
+// state changes, while every table of the group is plain, no slot is the
+// escape and four words remain; returns the number decoded (a multiple
+// of 4).  A wrong guess is put right by the scalar search.
+CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const SourceModel& model,
+                                                 const double* g, const double* o,
+                                                 std::size_t count, AnsDecoder& dec,
+                                                 std::int64_t* j) {
+  static_assert(kStreams == 4, "one state per lane");
+  AnsDecoder::Cursor c = dec.cursor();
+  const std::uint8_t* data = dec.data();
+  const std::size_t len = dec.size();
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x));
+  std::size_t pos = c.pos;
+  std::size_t i = 0;
+  for (; i + 4 <= count && pos + 16 <= len; i += 4) {
+    const Tables4 t = layout4(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
+    const __m256i slot64 = _mm256_and_si256(x, _mm256_set1_epi64x(kProbScale - 1));
+    const __m128i slot = low_halves(slot64);
+    const __m128i escape = _mm_cmpeq_epi32(
+        slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
+    if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) break;
+    // The guess (CellCoder::guess, clamped to [0, Q - 1]), then the exact table.
+    const __m256d u = _mm256_cvtps_pd(_mm_i32gather_ps(
+        model.quantile_table(), _mm_srli_epi32(slot, kProbBits - SourceModel::kKnotBits), 4));
+    const __m256d at = _mm256_add_pd(t.guess_a, _mm256_mul_pd(u, t.guess_b));
+    const __m256d top = _mm256_cvtepi32_pd(_mm_sub_epi32(t.count, _mm_set1_epi32(1)));
+    __m128i q = _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(at, _mm256_setzero_pd()), top));
+    __m128i start = cum4(model, t, q);
+    __m128i end = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)));
+    const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
+    if (_mm_movemask_epi8(hit) != 0xffff) {
+      alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(qs), q);
+      _mm_store_si128(reinterpret_cast<__m128i*>(ss), slot);
+      _mm_store_si128(reinterpret_cast<__m128i*>(st), start);
+      _mm_store_si128(reinterpret_cast<__m128i*>(en), end);
+      for (int l = 0; l < 4; ++l)
+        qs[l] = static_cast<std::uint32_t>(cells.symbol(cells.layout(g[i + l], o[i + l]), ss[l], st[l], en[l]));
+      q = _mm_load_si128(reinterpret_cast<const __m128i*>(qs));
+      start = _mm_load_si128(reinterpret_cast<const __m128i*>(st));
+      end = _mm_load_si128(reinterpret_cast<const __m128i*>(en));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(j + i), _mm256_add_epi64(t.lo, _mm256_cvtepi32_epi64(q)));
+    // AnsDecoder::advance: x = freq (x >> 24) + slot - start (freq (x >> 24)
+    // < 2^63 from two 32-bit products), then renormalisation: lane t takes
+    // the next word if x < 2^31, the lanes in order.
+    const __m256i freq = _mm256_cvtepu32_epi64(_mm_sub_epi32(end, start));
+    const __m256i hi = _mm256_srli_epi64(x, kProbBits);
+    const __m256i prod = _mm256_add_epi64(
+        _mm256_mul_epu32(hi, freq), _mm256_slli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(hi, 32), freq), 32));
+    x = _mm256_sub_epi64(_mm256_add_epi64(prod, slot64), _mm256_cvtepu32_epi64(start));
+    const __m256i renorm = _mm256_cmpgt_epi64(_mm256_set1_epi64x(AnsDecoder::kLow), x);  // x < 2^63
+    const int takes = _mm256_movemask_pd(_mm256_castsi256_pd(renorm));
+    const __m256i words = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + pos)));
+    const __m256i w = _mm256_and_si256(
+        _mm256_permutevar8x32_epi32(words, _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordIndex[takes].data()))),
+        _mm256_set1_epi64x(0xffffffff));
+    x = _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi64(x, 32), w), renorm);
+    pos += 4 * static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(takes)));
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x), x);
+  c.pos = pos;
+  dec.resume(c, i);
+  return i;
+}
+
+#endif  // CEPAM_X86_DISPATCH
+
+bool use_avx2() {
+#if CEPAM_X86_DISPATCH
+  return simd_level() >= SimdLevel::Avx2;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -58,6 +256,10 @@ GeometricCoder::GeometricCoder(double p) : coded_(p < 1.0) {
   cum_[0] = 0;
   for (int h = 0; h < kTable; ++h) cum_[h + 1] = cum_[h] + freq[h];
   cum_[kTable + 1] = kProbScale;
+  for (int t = 0, h = 0; t < (1 << kGuideBits); ++t) {
+    while (cum_[h + 1] <= static_cast<std::uint32_t>(t) << (kProbBits - kGuideBits)) ++h;
+    guide_[t] = static_cast<std::uint8_t>(h);
+  }
 }
 
 void GeometricCoder::encode(std::uint32_t h, AnsEncoder& enc) const {
@@ -72,62 +274,63 @@ void GeometricCoder::encode(std::uint32_t h, AnsEncoder& enc) const {
 
 std::uint32_t GeometricCoder::decode(AnsDecoder& dec) const {
   if (!coded_) return 1;
-  const std::uint32_t s = dec.peek();
-  if (s >= cum_[kTable]) {
-    dec.advance(cum_[kTable], kEscapeFreq);
-    const std::uint32_t h = dec.get_raw(16) + 1;
-    if (h <= static_cast<std::uint32_t>(kTable)) throw FormatError("non-canonical trial index");
+  std::uint32_t h, start, freq;
+  if (lookup(dec.peek(), h, start, freq)) {
+    dec.advance(start, freq);
     return h;
   }
-  int h = 0;
-  while (cum_[h + 1] <= s) ++h;  // the mass is at small h: a short scan
-  dec.advance(cum_[h], cum_[h + 1] - cum_[h]);
-  return static_cast<std::uint32_t>(h + 1);
+  dec.advance(cum_[kTable], kEscapeFreq);
+  h = dec.get_raw(16) + 1;
+  if (h <= static_cast<std::uint32_t>(kTable)) throw FormatError("non-canonical trial index");
+  return h;
 }
 
-CellCoder::Layout CellCoder::layout(double g, double o) const {
-  Layout l;
-  l.g = g;
-  l.o = o;
-  const double a = model_.range();
-  l.lo = clamp_cell(std::floor((-a - o) / g + 0.5)) - kMargin;
-  l.hi = clamp_cell(std::floor((a - o) / g + 0.5)) + kMargin;
-  if (l.lo < -kMaxAbsM) l.lo = -kMaxAbsM;
-  if (l.hi > kMaxAbsM) l.hi = kMaxAbsM;
-  if (l.hi < l.lo) l.hi = l.lo;
-  const std::uint64_t span = static_cast<std::uint64_t>(l.hi - l.lo);  // cells - 1
-  l.shift = 0;
-  while ((span >> l.shift) >= static_cast<std::uint64_t>(kMaxSymbols)) ++l.shift;
-  l.count = static_cast<std::int64_t>(span >> l.shift) + 1;
-  l.range = kProbScale - static_cast<std::uint32_t>(l.count) - kEscapeFreq;
-  return l;
-}
-
-std::uint32_t CellCoder::cum(const Layout& l, std::int64_t q) const {
-  if (q <= 0) return 0;
-  if (q >= l.count) return l.range + static_cast<std::uint32_t>(l.count);
-  const std::int64_t cell = l.lo + (q << l.shift);
-  const double edge = l.g * (static_cast<double>(cell) - 0.5) + l.o;
-  const double f = std::floor(model_.cdf(edge) * static_cast<double>(l.range));
-  return static_cast<std::uint32_t>(f) + static_cast<std::uint32_t>(q);
-}
-
-void CellCoder::encode(std::int64_t j, double g, double o, AnsEncoder& enc) const {
-  const Layout l = layout(g, o);
-  if (j < l.lo || j > l.hi) {
-    enc.put(kProbScale - kEscapeFreq, kEscapeFreq);
-    put_escaped(j, enc);
-    return;
+// The largest q with cum(q) <= s, from a guess q in [0, count): gallops
+// away from the guess until the answer is bracketed, then bisects, so that
+// it takes O(log |answer - guess|) steps.  cum(0) = 0 <= s < cum(count)
+// always (s below the escape slot), which bounds both gallops.
+std::int64_t CellCoder::search(const Layout& l, std::uint32_t s, std::int64_t q) const {
+  std::int64_t lo, hi;  // cum(lo) <= s < cum(hi)
+  std::int64_t step = 1;
+  if (cum(l, q) <= s) {
+    lo = q;
+    hi = q + 1;
+    while (cum(l, hi) <= s) {
+      lo = hi;
+      hi = hi + step < l.count ? hi + step : l.count;
+      step *= 2;
+    }
+  } else {  // q > 0 here
+    hi = q;
+    lo = q - 1;
+    while (cum(l, lo) > s) {
+      hi = lo;
+      lo = lo - step > 0 ? lo - step : 0;
+      step *= 2;
+    }
   }
-  const std::uint64_t d = static_cast<std::uint64_t>(j - l.lo);
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (cum(l, mid) <= s) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+void CellCoder::encode_escaped(std::int64_t j, AnsEncoder& enc) const {
+  enc.put(kProbScale - kEscapeFreq, kEscapeFreq);
+  put_escaped(j, enc);
+}
+
+// A coarse symbol q = d >> shift, then the offset d mod 2^shift raw.
+void CellCoder::encode_coarse(std::uint64_t d, const Layout& l, AnsEncoder& enc) const {
   const std::int64_t q = static_cast<std::int64_t>(d >> l.shift);
   const std::uint32_t start = cum(l, q);
   enc.put(start, cum(l, q + 1) - start);
-  if (l.shift > 0) enc.put_raw_long(d & ((std::uint64_t{1} << l.shift) - 1), l.shift);
+  enc.put_raw_long(d & ((std::uint64_t{1} << l.shift) - 1), l.shift);
 }
 
-std::int64_t CellCoder::decode(double g, double o, AnsDecoder& dec) const {
-  const Layout l = layout(g, o);
+std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {
   const std::uint32_t s = dec.peek();
   if (s >= kProbScale - kEscapeFreq) {
     dec.advance(kProbScale - kEscapeFreq, kEscapeFreq);
@@ -135,20 +338,73 @@ std::int64_t CellCoder::decode(double g, double o, AnsDecoder& dec) const {
     if (j >= l.lo && j <= l.hi) throw FormatError("non-canonical escaped coordinate");
     return j;
   }
-  // Largest q with cum(q) <= s; cum(count) > s always.
-  std::int64_t lo = 0, hi = l.count;
-  while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    if (cum(l, mid) <= s) lo = mid;
-    else hi = mid;
-  }
-  const std::uint32_t start = cum(l, lo);
-  dec.advance(start, cum(l, lo + 1) - start);
-  std::uint64_t r = 0;
-  if (l.shift > 0) r = dec.get_raw_long(l.shift);
-  const std::int64_t j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(lo) << l.shift) | r);
+  // A coarse symbol, then the offset inside it.
+  std::uint32_t start, end;
+  const std::int64_t q = symbol(l, s, start, end);
+  dec.advance(start, end - start);
+  const std::uint64_t r = dec.get_raw_long(l.shift);
+  const std::int64_t j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(q) << l.shift) | r);
   if (j > l.hi) throw FormatError("lattice coordinate outside its table");
   return j;
+}
+
+void CellCoder::encode_batch(const std::int64_t* j, const double* g, const double* o,
+                             std::size_t count, AnsEncoder& enc) const {
+  std::size_t i = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) {
+    std::uint32_t start[4], freq[4];
+    for (; i + 4 <= count; i += 4) {
+      const int plain = encode4_avx2(model_, j + i, g + i, o + i, start, freq);
+      for (int l = 0; l < 4; ++l) {
+        if ((plain >> l) & 1) enc.put(start[l], freq[l]);
+        else encode(j[i + l], layout(g[i + l], o[i + l]), enc);
+      }
+    }
+  }
+#endif
+  for (; i < count; ++i) encode(j[i], layout(g[i], o[i]), enc);
+}
+
+void CellCoder::decode_batch(const double* g, const double* o, std::size_t count,
+                             AnsDecoder& dec, std::int64_t* j) const {
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) {
+    // Groups of four; one symbol the scalar way where a group cannot go.
+    for (std::size_t i = 0; i < count;) {
+      i += decode_groups_avx2(*this, model_, g + i, o + i, count - i, dec, j + i);
+      if (i < count) {
+        j[i] = decode(layout(g[i], o[i]), dec);
+        ++i;
+      }
+    }
+    return;
+  }
+#endif
+  decode_batch_portable(g, o, count, dec, j);
+}
+
+// The layouts of a batch are computed first, off the serial chain of the
+// symbols' decoding, then the symbols in runs.
+void CellCoder::decode_batch_portable(const double* g, const double* o, std::size_t count,
+                                      AnsDecoder& dec, std::int64_t* j) const {
+  constexpr std::size_t kBatch = 256;
+  Layout layouts[kBatch];
+  for (std::size_t i0 = 0; i0 < count; i0 += kBatch) {
+    const std::size_t n = count - i0 < kBatch ? count - i0 : kBatch;
+    for (std::size_t i = 0; i < n; ++i) layouts[i] = layout(g[i0 + i], o[i0 + i]);
+    std::int64_t* out = j + i0;
+    for (std::size_t i = 0; i < n;) {
+      i += dec.decode_run(n - i, [&](std::size_t k, std::uint32_t s, std::uint32_t& start,
+                                     std::uint32_t& freq) {
+        return lookup(layouts[i + k], s, out[i + k], start, freq);
+      });
+      if (i < n) {
+        out[i] = decode(layouts[i], dec);
+        ++i;
+      }
+    }
+  }
 }
 
 }  // namespace cepam

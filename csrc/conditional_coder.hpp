@@ -24,7 +24,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "bitstream.hpp"
 #include "errors.hpp"
+#include "lrsuq.hpp"
 #include "rans.hpp"
 #include "source_model.hpp"
 
@@ -38,34 +40,191 @@ class GeometricCoder {
   bool coded() const { return coded_; }
   void encode(std::uint32_t h, AnsEncoder& enc) const;
   std::uint32_t decode(AnsDecoder& dec) const;
+  // decode's common case (coded, no escape), for AnsDecoder::decode_run:
+  // false for the escape slot; else h and the interval of its symbol.
+  bool lookup(std::uint32_t s, std::uint32_t& h, std::uint32_t& start,
+              std::uint32_t& freq) const {
+    if (s >= cum_[kTable]) return false;
+    int i = guide_[s >> (kProbBits - kGuideBits)];
+    while (cum_[i + 1] <= s) ++i;  // ends below kTable, as s < cum_[kTable]
+    h = static_cast<std::uint32_t>(i + 1);
+    start = cum_[i];
+    freq = cum_[i + 1] - cum_[i];
+    return true;
+  }
 
  private:
+  static constexpr int kGuideBits = 8;
+
   bool coded_;
   std::uint32_t cum_[kTable + 2];  // cum_[h - 1] .. ; cum_[kTable] is the escape's start
+  // guide_[t] = the smallest h - 1 whose interval ends above slot
+  // t 2^(kProbBits - kGuideBits): where the decoder's scan starts.
+  std::uint8_t guide_[1 << kGuideBits];
 };
 
+// Encoder and decoder compute the same cumulative table (see above), from
+// the coordinate's layout (a function of g and o alone, so that a decoder
+// may compute it ahead).  The decoder finds its symbol from a guess by the
+// model's inverse CDF, checked (and, if wrong, corrected by a bounded
+// search) with the exact table, so the guess affects speed only.  The
+// common paths are inline: they are the coder's inner loops.
 class CellCoder {
  public:
   static constexpr std::int64_t kMaxSymbols = 1 << 12;
   static constexpr std::int64_t kMargin = 2;
+  static constexpr std::uint32_t kEscapeFreq = 1;  // the escape: the last slot
 
-  explicit CellCoder(const SourceModel& model) : model_(model) {}
-
-  void encode(std::int64_t j, double g, double o, AnsEncoder& enc) const;
-  std::int64_t decode(double g, double o, AnsDecoder& dec) const;
-
- private:
   struct Layout {
     std::int64_t lo, hi;  // fine cells [lo, hi]
-    int shift;            // coarse symbol = 2^shift fine cells
     std::int64_t count;   // coarse symbols Q
-    double g, o;
+    int shift;            // coarse symbol = 2^shift fine cells
     std::uint32_t range;  // R = 2^kProbBits - Q - 1
+    double g, o;
+    // The decoder's guess (see guess()): the model's quantile u (in bins)
+    // lies guess_a + u guess_b cells above cell lo.
+    double guess_a, guess_b;
   };
+
+  explicit CellCoder(const SourceModel& model) : model_(model), a_(model.range()) {}
+
   Layout layout(double g, double o) const;
+  void encode(std::int64_t j, const Layout& l, AnsEncoder& enc) const;
+  std::int64_t decode(const Layout& l, AnsDecoder& dec) const;
+  // decode's common case, for AnsDecoder::decode_run: false when slot s is
+  // the escape or the table is coarse; else the coordinate j and the
+  // interval of its symbol.
+  bool lookup(const Layout& l, std::uint32_t s, std::int64_t& j, std::uint32_t& start,
+              std::uint32_t& freq) const;
+  // The coarse symbol q holding slot s (below the escape slot), and its
+  // interval [start, end).
+  std::int64_t symbol(const Layout& l, std::uint32_t s, std::uint32_t& start,
+                      std::uint32_t& end) const;
+
+  // Runs of coordinates whose tables are known in advance (diagonal bases):
+  // coordinate i < count is j[i] in the table layout(g[i], o[i]).  The
+  // same symbols and values as encode and decode one by one; SIMD where
+  // the processor has it, and the layouts computed off the decoder's
+  // serial chain.
+  void encode_batch(const std::int64_t* j, const double* g, const double* o, std::size_t count,
+                    AnsEncoder& enc) const;
+  void decode_batch(const double* g, const double* o, std::size_t count, AnsDecoder& dec,
+                    std::int64_t* j) const;
+
+ private:
   std::uint32_t cum(const Layout& l, std::int64_t q) const;
+  std::int64_t guess(const Layout& l, std::uint32_t s) const;
+  void decode_batch_portable(const double* g, const double* o, std::size_t count,
+                             AnsDecoder& dec, std::int64_t* j) const;
+  // The rarer paths, out of line.
+  std::int64_t search(const Layout& l, std::uint32_t s, std::int64_t q) const;
+  void encode_escaped(std::int64_t j, AnsEncoder& enc) const;
+  void encode_coarse(std::uint64_t d, const Layout& l, AnsEncoder& enc) const;
+  std::int64_t decode_rare(const Layout& l, AnsDecoder& dec) const;  // escape or coarse
 
   const SourceModel& model_;
+  double a_;
 };
+
+// floor(v) clamped to [-kMaxAbsM, kMaxAbsM] (NaN to -kMaxAbsM), as an
+// integer.  Inside the range, |v| < 2^53 converts exactly, and floor is the
+// truncation less one for negative non-integers (no call to std::floor,
+// which x86-64 without SSE4.1 computes in a dozen instructions).  A v above
+// -2^53 has a floor above -2^53 (the doubles there are integers), so the
+// clamp is that of std::floor(v).
+inline std::int64_t floor_cell(double v) {
+  const double limit = static_cast<double>(kMaxAbsM);
+  if (!(v > -limit)) return -kMaxAbsM;
+  if (!(v < limit)) return kMaxAbsM;
+  const std::int64_t t = static_cast<std::int64_t>(v);
+  return t - (static_cast<double>(t) > v ? 1 : 0);
+}
+
+inline CellCoder::Layout CellCoder::layout(double g, double o) const {
+  Layout l;
+  l.g = g;
+  l.o = o;
+  const double z_lo = (-a_ - o) / g;  // -A and A, in cells
+  const double z_hi = (a_ - o) / g;
+  l.lo = floor_cell(z_lo + 0.5) - kMargin;
+  l.hi = floor_cell(z_hi + 0.5) + kMargin;
+  if (l.lo < -kMaxAbsM) l.lo = -kMaxAbsM;
+  if (l.hi > kMaxAbsM) l.hi = kMaxAbsM;
+  if (l.hi < l.lo) l.hi = l.lo;
+  const std::uint64_t span = static_cast<std::uint64_t>(l.hi - l.lo);  // cells - 1
+  // The smallest shift with (span >> shift) < kMaxSymbols = 2^12.
+  static_assert(kMaxSymbols == 1 << 12, "shift rule");
+  const int width = span == 0 ? 0 : 64 - count_leading_zeros(span);
+  l.shift = width > 12 ? width - 12 : 0;
+  l.count = static_cast<std::int64_t>(span >> l.shift) + 1;
+  l.range = kProbScale - static_cast<std::uint32_t>(l.count) - kEscapeFreq;
+  l.guess_a = z_lo + 0.5 - static_cast<double>(l.lo);
+  l.guess_b = (z_hi - z_lo) * (1.0 / SourceModel::kBins);
+  return l;
+}
+
+inline std::uint32_t CellCoder::cum(const Layout& l, std::int64_t q) const {
+  if (q <= 0) return 0;
+  if (q >= l.count) return l.range + static_cast<std::uint32_t>(l.count);
+  const std::int64_t cell = l.lo + (q << l.shift);
+  const double edge = l.g * (static_cast<double>(cell) - 0.5) + l.o;
+  // floor(F R) + q; F R lies in [0, 2^kProbBits], where truncation is floor.
+  const double f = model_.cdf(edge) * static_cast<double>(l.range);
+  return static_cast<std::uint32_t>(f) + static_cast<std::uint32_t>(q);
+}
+
+// The slot s lies where F(edge) R + q reaches s, F the model's CDF.  Taking
+// F = s / 2^kProbBits (the terms q and 2^kProbBits - R nearly cancel), the
+// model's quantile sits u bins above -A, that is at cell coordinate
+// z_lo + u (z_hi - z_lo) / K + 1/2 (cell j spans [j, j + 1)), or
+// guess_a + u guess_b cells above cell lo.  Any value in [0, count) is a
+// valid guess: non-finite layouts just guess badly.
+inline std::int64_t CellCoder::guess(const Layout& l, std::uint32_t s) const {
+  const double u = model_.quantile_bins(s >> (kProbBits - SourceModel::kKnotBits));
+  const double x = l.guess_a + u * l.guess_b;
+  if (!(x > 0.0)) return 0;
+  if (!(x < static_cast<double>(l.count << l.shift))) return l.count - 1;
+  return static_cast<std::int64_t>(x) >> l.shift;  // x > 0: truncation is floor
+}
+
+inline void CellCoder::encode(std::int64_t j, const Layout& l, AnsEncoder& enc) const {
+  if (j < l.lo || j > l.hi) return encode_escaped(j, enc);
+  const std::uint64_t d = static_cast<std::uint64_t>(j - l.lo);
+  if (l.shift > 0) return encode_coarse(d, l, enc);
+  const std::int64_t q = static_cast<std::int64_t>(d);
+  const std::uint32_t start = cum(l, q);
+  enc.put(start, cum(l, q + 1) - start);
+}
+
+inline std::int64_t CellCoder::symbol(const Layout& l, std::uint32_t s, std::uint32_t& start,
+                                      std::uint32_t& end) const {
+  // The symbol is the q with cum(q) <= s < cum(q + 1); usually the guess.
+  std::int64_t q = guess(l, s);
+  start = cum(l, q);
+  end = cum(l, q + 1);
+  if (start > s || end <= s) {
+    q = search(l, s, q);
+    start = cum(l, q);
+    end = cum(l, q + 1);
+  }
+  return q;
+}
+
+inline bool CellCoder::lookup(const Layout& l, std::uint32_t s, std::int64_t& j,
+                              std::uint32_t& start, std::uint32_t& freq) const {
+  if (s >= kProbScale - kEscapeFreq || l.shift > 0) return false;
+  std::uint32_t end;
+  j = l.lo + symbol(l, s, start, end);  // <= lo + count - 1 = hi
+  freq = end - start;
+  return true;
+}
+
+inline std::int64_t CellCoder::decode(const Layout& l, AnsDecoder& dec) const {
+  std::int64_t j;
+  std::uint32_t start, freq;
+  if (!lookup(l, dec.peek(), j, start, freq)) return decode_rare(l, dec);
+  dec.advance(start, freq);
+  return j;
+}
 
 }  // namespace cepam

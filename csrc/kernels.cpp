@@ -115,14 +115,20 @@ CEPAM_TARGET_AVX2 std::size_t zn_trial_avx2(const double* t, const double* xs, c
   return e;
 }
 
+CEPAM_TARGET_AVX2 std::size_t zn_dither_avx2(const std::uint64_t* w, std::size_t count, double* v) {
+  std::size_t e = 0;
+  for (; e + 4 <= count; e += 4) _mm256_storeu_pd(v + e, avx2::uniform_co_minus_half(w + e));
+  return e;
+}
+
 template <class T>
-CEPAM_TARGET_AVX2 std::size_t zn_reconstruct_avx2(const std::int64_t* q, const std::uint64_t* w,
+CEPAM_TARGET_AVX2 std::size_t zn_reconstruct_avx2(const std::int64_t* q, const double* v,
                                                   const double* beta, std::size_t count, T* y) {
   std::size_t e = 0;
   for (; e + 4 <= count; e += 4) {
     const __m256d p = avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + e)));
-    const __m256d v = avx2::uniform_co_minus_half(w + e);
-    store_from_double(y + e, _mm256_mul_pd(_mm256_loadu_pd(beta + e), _mm256_add_pd(p, v)));
+    store_from_double(y + e, _mm256_mul_pd(_mm256_loadu_pd(beta + e),
+                                           _mm256_add_pd(p, _mm256_loadu_pd(v + e))));
   }
   return e;
 }
@@ -199,24 +205,31 @@ void zn_trial(const double* t, const double* xs, const double* beta, const std::
   }
 }
 
-template <class T>
-void zn_reconstruct(const std::int64_t* q, const std::uint64_t* w, const double* beta,
-                    std::size_t count, T* y) {
+void zn_dither(const std::uint64_t* w, std::size_t count, double* v) {
   std::size_t e = 0;
 #if CEPAM_X86_DISPATCH
-  if (use_avx2()) e = zn_reconstruct_avx2(q, w, beta, count, y);
+  if (use_avx2()) e = zn_dither_avx2(w, count, v);
 #endif
-  for (; e < count; ++e)
-    y[e] = static_cast<T>(beta[e] * (static_cast<double>(q[e]) + (uniform_co(w[e]) - 0.5)));
+  for (; e < count; ++e) v[e] = uniform_co(w[e]) - 0.5;
+}
+
+template <class T>
+void zn_reconstruct(const std::int64_t* q, const double* v, const double* beta, std::size_t count,
+                    T* y) {
+  std::size_t e = 0;
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) e = zn_reconstruct_avx2(q, v, beta, count, y);
+#endif
+  for (; e < count; ++e) y[e] = static_cast<T>(beta[e] * (static_cast<double>(q[e]) + v[e]));
 }
 
 template std::size_t scale_inputs<float>(const float*, double, const double*, double, std::size_t,
                                          double*, double*);
 template std::size_t scale_inputs<double>(const double*, double, const double*, double,
                                           std::size_t, double*, double*);
-template void zn_reconstruct<float>(const std::int64_t*, const std::uint64_t*, const double*,
+template void zn_reconstruct<float>(const std::int64_t*, const double*, const double*,
                                     std::size_t, float*);
-template void zn_reconstruct<double>(const std::int64_t*, const std::uint64_t*, const double*,
+template void zn_reconstruct<double>(const std::int64_t*, const double*, const double*,
                                      std::size_t, double*);
 
 }  // namespace cepam::kernels

@@ -42,9 +42,12 @@ std::size_t scale_inputs(const T* x, double factor, const double* inv_beta, doub
 void zn_trial(const double* t, const double* xs, const double* beta, const std::uint64_t* w,
               std::size_t count, bool l2_norm, std::int64_t* q, double* dev);
 
-// y[e] = T(beta[e] * (double(q[e]) + (uniform_co(w[e]) - 0.5))), |q[e]| <= 2^53.
+// The dither of the cell [-1/2, 1/2)^n, per element: v[e] = uniform_co(w[e]) - 0.5.
+void zn_dither(const std::uint64_t* w, std::size_t count, double* v);
+
+// y[e] = T(beta[e] * (double(q[e]) + v[e])), |q[e]| <= 2^53.
 template <class T>
-void zn_reconstruct(const std::int64_t* q, const std::uint64_t* w, const double* beta,
-                    std::size_t count, T* y);
+void zn_reconstruct(const std::int64_t* q, const double* v, const double* beta, std::size_t count,
+                    T* y);
 
 }  // namespace cepam::kernels

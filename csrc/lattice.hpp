@@ -5,19 +5,22 @@
 //                        lattice point closest to t (Voronoi cell);
 //   to_point(m, p)       p = G m;
 //   dither(words, v)     v uniform in the Voronoi cell around 0, from n
-//                        64-bit random words;
+//                        64-bit random words (dither_batch: for a chunk
+//                        of sub-vectors);
 //   packing radius (l2 and l1: the largest ball of that norm inside the
 //   cell), packing density (volume of the l2 packing ball / cell volume),
 //   and whether the cell *is* the ball of a norm (then every trial is
 //   accepted and H carries no information);
 //   trial_batch / reconstruct_batch: one trial, and the decoder's
-//   reconstruction, over the flat element arrays of a chunk of sub-vectors
-//   (same results as dither + closest_point + to_point per sub-vector).
+//   reconstruction beta (G m + v), over the flat element arrays of a chunk
+//   of sub-vectors (same results as dither + closest_point + to_point per
+//   sub-vector).
 // The hot loops in lrsuq.cpp are templated on the lattice type; A2, D4 and
 // E8 are in lattices.hpp, and lrsuq.cpp dispatches on LatticeId.
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -78,6 +81,10 @@ struct BasicLatticeZn {
   void dither(const std::uint64_t* words, double* v) const {
     for (int k = 0; k < dim(); ++k) v[k] = uniform_co(words[k]) - 0.5;
   }
+  // dither() of `count` sub-vectors, their words and dithers n apart.
+  void dither_batch(const std::uint64_t* words, std::size_t count, double* v) const {
+    kernels::zn_dither(words, count * static_cast<std::size_t>(dim()), v);
+  }
 
   // For elements e < count (coordinate k of sub-vector c at e = c n + k;
   // t = x / beta, xs = x, beta repeated per coordinate, w the dither words):
@@ -88,11 +95,11 @@ struct BasicLatticeZn {
                    double* dev) const {
     kernels::zn_trial(t, xs, beta, w, count, norm == Norm::L2, q, dev);
   }
-  // y[e] = beta[e] (q[e] + v[e]) for elements e < count.
+  // y[e] = beta[e] (q[e] + v[e]) for elements e < count (v from dither).
   template <class T>
-  void reconstruct_batch(const std::int64_t* q, const std::uint64_t* w, const double* beta,
+  void reconstruct_batch(const std::int64_t* q, const double* v, const double* beta,
                          std::size_t count, T* y) const {
-    kernels::zn_reconstruct(q, w, beta, count, y);
+    kernels::zn_reconstruct(q, v, beta, count, y);
   }
   std::vector<double> basis() const {
     const int d = dim();

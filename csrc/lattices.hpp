@@ -34,7 +34,7 @@
 // uniform in the Voronoi cell.  Only +, -, *, / and the
 // closest point, so it is the same bits everywhere.
 //
-// trial_batch / reconstruct_batch run a scalar loop over the sub-vectors of
+// trial_batch / dither_batch / reconstruct_batch run a scalar loop over the sub-vectors of
 // a chunk (count is a multiple of n for the encoder; the decoder's count may
 // end inside the last sub-vector, whose remaining outputs are dropped).
 #pragma once
@@ -133,6 +133,11 @@ struct VoronoiLattice {
     for (int k = 0; k < N; ++k) v[k] = p[k] - c[k];
   }
 
+  // dither() of `count` sub-vectors, their words and dithers n apart.
+  void dither_batch(const std::uint64_t* words, std::size_t count, double* v) const {
+    for (std::size_t c = 0; c < count; ++c) dither(words + c * N, v + c * N);
+  }
+
   void trial_batch(const double* t, const double* xs, const double* beta,
                    const std::uint64_t* w, std::size_t count, Norm, std::int64_t* q,
                    double* dev) const {
@@ -151,14 +156,13 @@ struct VoronoiLattice {
   }
 
   template <class T>
-  void reconstruct_batch(const std::int64_t* q, const std::uint64_t* w, const double* beta,
+  void reconstruct_batch(const std::int64_t* q, const double* v, const double* beta,
                          std::size_t count, T* y) const {
     for (std::size_t e = 0; e < count; e += N) {
-      double v[N], p[N];
-      dither(w + e, v);
+      double p[N];
       self().to_point(q + e, p);
       const std::size_t end = (count - e < static_cast<std::size_t>(N)) ? count - e : N;
-      for (std::size_t k = 0; k < end; ++k) y[e + k] = static_cast<T>(beta[e + k] * (p[k] + v[k]));
+      for (std::size_t k = 0; k < end; ++k) y[e + k] = static_cast<T>(beta[e + k] * (p[k] + v[e + k]));
     }
   }
 

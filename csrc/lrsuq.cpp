@@ -110,20 +110,22 @@ class TrialWords {
   std::vector<std::size_t> offset_;
 };
 
-// Encodes chunk by chunk: the keystream of trial 1 and of the latent
-// variables of a whole chunk is generated in one go, the radii of the chunk
-// are computed in one batch, every sub-vector does trial 1 in one batch
-// over the chunk's elements, and the rejected ones go on to trials 2, 3, ...
-// together (their dither blocks gathered).  The outputs, and which error is
-// thrown first, are those of the plain loop "for each sub-vector, for each
-// trial".
+// Encodes sub-vectors [first, last) chunk by chunk: the keystream of trial
+// 1 and of the latent variables of a whole chunk is generated in one go, the
+// radii of the chunk are computed in one batch, every sub-vector does trial
+// 1 in one batch over the chunk's elements, and the rejected ones go on to
+// trials 2, 3, ... together (their dither blocks gathered).  The outputs,
+// and which error is thrown first, are those of the plain loop "for each
+// sub-vector, for each trial" (so they do not depend on first and last).
+// Outputs are relative to first; beta and V (the side information, as
+// side_info_impl computes it) are written unless null.
 template <class T, class Lattice, class Latent>
 void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks, const T* x,
-                 std::size_t m, double factor, std::uint32_t* H, std::int64_t* M) {
+                 std::size_t m, double factor, std::size_t first, std::size_t last,
+                 std::uint32_t* H, std::int64_t* M, double* beta_out, double* V) {
   const int n = lattice.dim();
   const std::size_t un = static_cast<std::size_t>(n);
   const std::size_t W = static_cast<std::size_t>(latent.words());
-  const std::size_t N = (m + un - 1) / un;
   const Norm norm = latent.norm();
   const double rho = lattice.packing_radius(norm);
   const bool every_trial_accepted = lattice.cell_is_ball();
@@ -142,10 +144,12 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   std::vector<std::int64_t> rq(kChunk * un);
   TrialWords retry(kChunk);
 
-  for (std::size_t j0 = 0; j0 < N; j0 += kChunk) {
-    const std::size_t count = (N - j0 < kChunk) ? N - j0 : kChunk;
+  for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
+    const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
     const std::size_t e0 = j0 * un;      // first element of the chunk
     const std::size_t ne = count * un;   // elements, padding included
+    std::uint32_t* Hc = H + (j0 - first);  // the chunk's outputs
+    std::int64_t* Mc = M + (j0 - first) * un;
     ks.words(0, j0 * W, count * W, latent_buf.data());
     ks.words(1, e0, ne, dither_buf.data());
     latent.radii(latent_buf.data(), count, radius.data());
@@ -185,9 +189,11 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     const std::size_t ok = bad / un;  // sub-vectors before the first bad one (count if none)
 
     // Trial 1, all sub-vectors at once.
-    lattice.trial_batch(t.data(), xs.data(), beta_elem, dither_buf.data(), ok * un, norm, M + e0,
+    lattice.trial_batch(t.data(), xs.data(), beta_elem, dither_buf.data(), ok * un, norm, Mc,
                         every_trial_accepted ? nullptr : dev.data());
-    std::fill_n(H + j0, ok, 1u);
+    std::fill_n(Hc, ok, 1u);
+    if (beta_out != nullptr) std::copy_n(beta.data(), ok, beta_out + (j0 - first));
+    if (V != nullptr) lattice.dither_batch(dither_buf.data(), ok, V + (j0 - first) * un);
     std::size_t nrej = 0;
     if (!every_trial_accepted) {
       for (std::size_t c = 0; c < ok; ++c) {
@@ -219,8 +225,9 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
       for (std::size_t i = 0; i < nrej; ++i) {
         const std::size_t c = rejected[i];
         if (accepted(norm, &dev[i * un], un, rradius[i])) {
-          H[j0 + c] = trial;
-          std::copy_n(&rq[i * un], un, &M[e0 + c * un]);
+          Hc[c] = trial;
+          std::copy_n(&rq[i * un], un, &Mc[c * un]);
+          if (V != nullptr) lattice.dither(&rwords[i * un], &V[(j0 - first + c) * un]);
           continue;
         }
         if (still != i) {
@@ -309,6 +316,45 @@ class ChunkSideInfo {
   TrialWords retry_;
 };
 
+// Throws FormatError unless |Mc[e]| <= kMaxAbsM for the elements e < count
+// of the sub-vectors from j0 on.
+void check_coordinates(const std::int64_t* Mc, std::size_t count, std::size_t j0,
+                       std::size_t un) {
+  // M + 2^53 must be at most 2^54: flagged when >= 2^54 (which also flags
+  // the valid M = 2^53, for the exact check below).
+  static_assert(kMaxAbsM == std::int64_t{1} << 53, "scan bound");
+  std::uint64_t flags_m = 0;
+  for (std::size_t e = 0; e < count; ++e)
+    flags_m |= (static_cast<std::uint64_t>(Mc[e]) + (std::uint64_t{1} << 53)) >> 54;
+  if (flags_m == 0) return;
+  for (std::size_t e = 0; e < count; ++e) {
+    if (Mc[e] > kMaxAbsM || Mc[e] < -kMaxAbsM) {
+      throw FormatError(describe_subvector(j0 + e / un) + ": lattice coordinate out of range");
+    }
+  }
+}
+
+// The decoder's output for `count` <= kChunk sub-vectors from j0 on, from
+// their side information (beta[c], V[c n + k]) and checked coordinates
+// Mc[c n + k]: out[j n + k] = beta_j (G M_j + V_j)_k for j n + k < m
+// (padding dropped).  beta_e: scratch for kChunk n values.
+template <class T, class Lattice>
+void reconstruct_chunk(const Lattice& lattice, const double* beta, const double* V,
+                       const std::int64_t* Mc, std::size_t j0, std::size_t count, std::size_t m,
+                       T* out, double* beta_e) {
+  const std::size_t un = static_cast<std::size_t>(lattice.dim());
+  const std::size_t e0 = j0 * un;
+  // beta per element (for n = 1 that is beta itself).
+  const double* beta_elem = beta;
+  if (un > 1) {
+    for (std::size_t c = 0; c < count; ++c)
+      for (std::size_t k = 0; k < un; ++k) beta_e[c * un + k] = beta[c];
+    beta_elem = beta_e;
+  }
+  const std::size_t real = (m - e0 < count * un) ? m - e0 : count * un;
+  lattice.reconstruct_batch(Mc, V, beta_elem, real, out + e0);
+}
+
 // Decodes sub-vectors [first, last): H[j - first], M[(j - first) n + k],
 // into out[j n + k] for j n + k < m (padding dropped).
 template <class T, class Lattice, class Latent>
@@ -317,34 +363,30 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
                  std::size_t last, std::size_t m, T* out) {
   const std::size_t un = static_cast<std::size_t>(lattice.dim());
   ChunkSideInfo<Lattice, Latent> side(lattice, latent, ks);
+  std::vector<double> V(kChunk * un), beta_e(kChunk * un);
+  for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
+    const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
+    const std::int64_t* Mc = M + (j0 - first) * un;
+    side.fetch(j0, count, H + (j0 - first));  // checks H first
+    check_coordinates(Mc, count * un, j0, un);
+    lattice.dither_batch(side.dither_words(), count, V.data());
+    reconstruct_chunk(lattice, side.beta(), V.data(), Mc, j0, count, m, out, beta_e.data());
+  }
+}
+
+// lrsuq_reconstruct: decode_impl with the side information given.
+template <class T, class Lattice>
+void reconstruct_impl(const Lattice& lattice, const double* beta, const double* V,
+                      const std::int64_t* M, std::size_t first, std::size_t last, std::size_t m,
+                      T* out) {
+  const std::size_t un = static_cast<std::size_t>(lattice.dim());
   std::vector<double> beta_e(kChunk * un);
   for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
     const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
-    const std::size_t e0 = j0 * un;
-    const std::int64_t* Mc = M + (j0 - first) * un;
-    side.fetch(j0, count, H + (j0 - first));  // checks H first
-    // M + 2^53 must be at most 2^54: flagged when >= 2^54 (which also flags
-    // the valid M = 2^53, for the exact check below).
-    static_assert(kMaxAbsM == std::int64_t{1} << 53, "scan bound");
-    std::uint64_t flags_m = 0;
-    for (std::size_t e = 0; e < count * un; ++e)
-      flags_m |= (static_cast<std::uint64_t>(Mc[e]) + (std::uint64_t{1} << 53)) >> 54;
-    if (flags_m != 0) {
-      for (std::size_t e = 0; e < count * un; ++e) {
-        if (Mc[e] > kMaxAbsM || Mc[e] < -kMaxAbsM) {
-          throw FormatError(describe_subvector(j0 + e / un) + ": lattice coordinate out of range");
-        }
-      }
-    }
-    // beta per element (for n = 1 that is beta itself).
-    const double* beta_elem = side.beta();
-    if (un > 1) {
-      for (std::size_t c = 0; c < count; ++c)
-        for (std::size_t k = 0; k < un; ++k) beta_e[c * un + k] = side.beta()[c];
-      beta_elem = beta_e.data();
-    }
-    const std::size_t real = (m - e0 < count * un) ? m - e0 : count * un;
-    lattice.reconstruct_batch(Mc, side.dither_words(), beta_elem, real, out + e0);
+    const std::size_t c0 = j0 - first;
+    check_coordinates(M + c0 * un, count * un, j0, un);
+    reconstruct_chunk(lattice, beta + c0, V + c0 * un, M + c0 * un, j0, count, m, out,
+                      beta_e.data());
   }
 }
 
@@ -360,8 +402,7 @@ void side_info_impl(const Lattice& lattice, const Latent& latent, const KeyStrea
     const std::size_t c0 = j0 - first;
     side.fetch(j0, count, H + c0);
     std::copy_n(side.beta(), count, beta + c0);
-    for (std::size_t c = 0; c < count; ++c)
-      lattice.dither(side.dither_words() + c * un, V + (c0 + c) * un);
+    lattice.dither_batch(side.dither_words(), count, V + c0 * un);
   }
 }
 
@@ -484,11 +525,20 @@ double sum_of_squares(const T* x, std::size_t m) {
 template <class T>
 void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                   double factor, std::uint32_t* H, std::int64_t* M) {
+  lrsuq_encode_range(p, ks, x, m, factor, 0, (m + static_cast<std::size_t>(p.n) - 1) /
+                                                 static_cast<std::size_t>(p.n),
+                     H, M, nullptr, nullptr);
+}
+
+template <class T>
+void lrsuq_encode_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                        double factor, std::size_t first, std::size_t last, std::uint32_t* H,
+                        std::int64_t* M, double* beta, double* V) {
   if (!(factor >= 0.0) || !std::isfinite(factor)) {
     throw InvalidArgument("clipping factor must be finite and non-negative");
   }
   dispatch(p, [&](const auto& lattice, const auto& latent) {
-    encode_impl(lattice, latent, ks, x, m, factor, H, M);
+    encode_impl(lattice, latent, ks, x, m, factor, first, last, H, M, beta, V);
   });
 }
 
@@ -505,6 +555,15 @@ void lrsuq_decode_range(const LrsuqParams& p, const KeyStream& ks, const std::ui
                         std::size_t m, T* y) {
   dispatch(p, [&](const auto& lattice, const auto& latent) {
     decode_impl(lattice, latent, ks, H, M, first, last, m, y);
+  });
+}
+
+template <class T>
+void lrsuq_reconstruct(const LrsuqParams& p, const double* beta, const double* V,
+                       const std::int64_t* M, std::size_t first, std::size_t last, std::size_t m,
+                       T* y) {
+  dispatch(p, [&](const auto& lattice, const auto&) {
+    reconstruct_impl(lattice, beta, V, M, first, last, m, y);
   });
 }
 
@@ -565,6 +624,18 @@ template void lrsuq_encode<float>(const LrsuqParams&, const KeyStream&, const fl
                                   std::size_t, double, std::uint32_t*, std::int64_t*);
 template void lrsuq_encode<double>(const LrsuqParams&, const KeyStream&, const double*,
                                    std::size_t, double, std::uint32_t*, std::int64_t*);
+template void lrsuq_encode_range<float>(const LrsuqParams&, const KeyStream&, const float*,
+                                        std::size_t, double, std::size_t, std::size_t,
+                                        std::uint32_t*, std::int64_t*, double*, double*);
+template void lrsuq_encode_range<double>(const LrsuqParams&, const KeyStream&, const double*,
+                                         std::size_t, double, std::size_t, std::size_t,
+                                         std::uint32_t*, std::int64_t*, double*, double*);
+template void lrsuq_reconstruct<float>(const LrsuqParams&, const double*, const double*,
+                                       const std::int64_t*, std::size_t, std::size_t,
+                                       std::size_t, float*);
+template void lrsuq_reconstruct<double>(const LrsuqParams&, const double*, const double*,
+                                        const std::int64_t*, std::size_t, std::size_t,
+                                        std::size_t, double*);
 template void lrsuq_decode<float>(const LrsuqParams&, const KeyStream&, const std::uint32_t*,
                                   const std::int64_t*, std::size_t, float*);
 template void lrsuq_decode_range<float>(const LrsuqParams&, const KeyStream&,

@@ -70,6 +70,16 @@ template <class T>
 void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                   double factor, std::uint32_t* H, std::int64_t* M);
 
+// Encodes sub-vectors [first, last) only (last <= ceil(m / n)): H[j - first]
+// and M[(j - first) n + k], and, unless null, their side information
+// beta[j - first] and V[(j - first) n + k] (what lrsuq_side_info returns).
+// Encoding consecutive ranges in order gives the outputs, and throws the
+// error, of lrsuq_encode.
+template <class T>
+void lrsuq_encode_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                        double factor, std::size_t first, std::size_t last, std::uint32_t* H,
+                        std::int64_t* M, double* beta, double* V);
+
 // Decodes into y[0..m) (padding dropped).  Throws FormatError if an H is
 // outside [1, kTrialCap] or an |M| exceeds kMaxAbsM.
 template <class T>
@@ -88,6 +98,15 @@ void lrsuq_decode_range(const LrsuqParams& p, const KeyStream& ks, const std::ui
 // dither of trial H[j - first].  Throws FormatError for an H out of range.
 void lrsuq_side_info(const LrsuqParams& p, const KeyStream& ks, const std::uint32_t* H,
                      std::size_t first, std::size_t last, double* beta, double* V);
+
+// lrsuq_decode_range with the side information of the sub-vectors given
+// (beta, V from lrsuq_side_info): y[j n + k] = beta_j (G M_j + V_j)_k for
+// j in [first, last) and j n + k < m, the same values.  Throws FormatError
+// if an |M| exceeds kMaxAbsM.
+template <class T>
+void lrsuq_reconstruct(const LrsuqParams& p, const double* beta, const double* V,
+                       const std::int64_t* M, std::size_t first, std::size_t last, std::size_t m,
+                       T* y);
 
 // The lattice's lower-triangular basis (see body_ans.hpp).
 TriangularBasis lattice_basis(const LrsuqParams& p);

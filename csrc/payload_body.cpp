@@ -87,12 +87,12 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   check_coder(coder);
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
-  std::vector<std::uint32_t> H(N);
-  std::vector<std::int64_t> M(N * n);
-  lrsuq_encode(p, ks, x, m, factor, H.data(), M.data());
   const double accept = acceptance_probability(p);
   std::vector<std::uint8_t> out;
   if (coder == Coder::Golomb) {
+    std::vector<std::uint32_t> H(N);
+    std::vector<std::int64_t> M(N * n);
+    lrsuq_encode(p, ks, x, m, factor, H.data(), M.data());
     BodyLayout layout;
     layout.golomb = golomb_parameter(accept);
     layout.expg_k = best_expg_order(M.data(), M.size());
@@ -102,13 +102,25 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
     out[4] = static_cast<std::uint8_t>(layout.expg_k);
     put_le(out, 5, layout.h_bits, 8);
     put_le(out, 13, layout.m_bits, 8);
-  } else {
-    std::vector<double> beta(N), V(N * n);
-    lrsuq_side_info(p, ks, H.data(), 0, N, beta.data(), V.data());
-    const SourceModel model = SourceModel::fit(x, m, factor);
-    encode_body_ans(lattice_basis(p), accept, model, H.data(), N, M.data(), beta.data(),
-                    V.data(), out);
+    return out;
   }
+  // ANS: LRSUQ and the coder go block by block (the model is fitted first;
+  // a non-finite input makes LRSUQ throw when its block comes, and the
+  // symbols of the blocks before it are dropped).
+  const SourceModel model = SourceModel::fit(x, m, factor);
+  const TriangularBasis basis = lattice_basis(p);
+  AnsBodyEncoder enc(model, accept, basis, N);
+  const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
+  std::vector<std::uint32_t> H(block);
+  std::vector<std::int64_t> M(block * n);
+  std::vector<double> beta(block), V(block * n);
+  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
+    const std::size_t count = N - j0 < kAnsBlock ? N - j0 : kAnsBlock;
+    lrsuq_encode_range(p, ks, x, m, factor, j0, j0 + count, H.data(), M.data(), beta.data(),
+                       V.data());
+    enc.encode_block(count, H.data(), M.data(), beta.data(), V.data());
+  }
+  enc.finish(out);
   return out;
 }
 
@@ -138,7 +150,7 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
     dec.decode_h(accept, count, H.data());
     lrsuq_side_info(p, ks, H.data(), j0, j0 + count, beta.data(), V.data());
     dec.decode_m(basis, count, beta.data(), V.data(), M.data());
-    lrsuq_decode_range(p, ks, H.data(), M.data(), j0, j0 + count, m, y);
+    lrsuq_reconstruct(p, beta.data(), V.data(), M.data(), j0, j0 + count, m, y);
   }
   dec.finish();
 }

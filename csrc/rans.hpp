@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "errors.hpp"
@@ -27,7 +28,7 @@ namespace cepam {
 
 inline constexpr int kProbBits = 24;
 inline constexpr std::uint32_t kProbScale = 1u << kProbBits;
-inline constexpr int kStreams = 4;
+inline constexpr int kStreams = 4;  // a power of 2
 
 struct AnsSymbol {
   std::uint32_t start;
@@ -50,6 +51,7 @@ class AnsEncoder {
     put_raw(static_cast<std::uint32_t>(value & ((std::uint64_t{1} << bits) - 1)), bits);
   }
   std::size_t symbols() const { return symbols_.size(); }
+  void reserve(std::size_t symbols) { symbols_.reserve(symbols); }
 
   // Encodes every symbol put so far and appends the bytes to out.
   void finish(std::vector<std::uint8_t>& out) const;
@@ -67,20 +69,71 @@ class AnsDecoder {
   std::uint32_t peek() const { return static_cast<std::uint32_t>(x_[lane_] & (kProbScale - 1)); }
   // Consumes the next symbol, whose interval [start, start + freq) holds peek().
   void advance(std::uint32_t start, std::uint32_t freq) {
-    std::uint64_t x = x_[lane_];
-    x = static_cast<std::uint64_t>(freq) * (x >> kProbBits) + (x & (kProbScale - 1)) - start;
-    if (x < kLow) {
-      if (pos_ + 4 > len_) throw FormatError("entropy-coded body truncated");
-      const std::uint32_t w = static_cast<std::uint32_t>(data_[pos_]) |
-                              (static_cast<std::uint32_t>(data_[pos_ + 1]) << 8) |
-                              (static_cast<std::uint32_t>(data_[pos_ + 2]) << 16) |
-                              (static_cast<std::uint32_t>(data_[pos_ + 3]) << 24);
-      pos_ += 4;
-      x = (x << 32) | w;
+    const std::uint64_t x = step(x_[lane_], start, freq);
+    if (pos_ + 4 <= len_) {
+      x_[lane_] = renormalise(x, pos_);
+    } else {  // no word left
+      if (x < kLow) throw FormatError("entropy-coded body truncated");
+      x_[lane_] = x;
     }
-    x_[lane_] = x;
-    lane_ = (lane_ + 1) % kStreams;
+    lane_ = (lane_ + 1) & (kStreams - 1);
   }
+
+  // Decodes up to `count` symbols in a row, as peek() and advance() would,
+  // with the states held in registers (the decoders' inner loop).
+  // lookup(i, slot, start, freq) gives the interval [start, start + freq)
+  // holding the slot of symbol i of the run, or returns false to stop
+  // before symbol i (then not consumed).  The run also stops before the
+  // stream could run short (a symbol reads at most one word), leaving the
+  // last symbols to advance().  Returns the number of symbols decoded.
+  template <class Lookup>
+  std::size_t decode_run(std::size_t count, Lookup&& lookup) {
+    static_assert(kStreams == 4, "unrolled for four states");
+    const std::size_t words = (len_ - pos_) / 4;
+    if (count > words) count = words;
+    Cursor c = cursor();
+    std::size_t i = 0;  // symbol i + t goes to c.x[t]
+    for (bool more = true; more;) {
+#pragma GCC unroll 4
+      for (int t = 0; t < kStreams; ++t) {
+        std::uint32_t start, freq;
+        const std::uint32_t slot = static_cast<std::uint32_t>(c.x[t] & (kProbScale - 1));
+        if (i + t == count || !lookup(i + t, slot, start, freq)) {
+          i += t;
+          more = false;
+          break;
+        }
+        c.x[t] = renormalise(step(c.x[t], start, freq), c.pos);
+      }
+      if (more) i += kStreams;
+    }
+    resume(c, i);
+    return i;
+  }
+
+  // The decoder's position, for loops that run the states themselves
+  // (decode_run, and the SIMD decoder in conditional_coder.cpp): x[t] is
+  // the state of the lane of the next symbol plus t, pos the offset of the
+  // next word in data().
+  struct Cursor {
+    std::uint64_t x[kStreams];
+    std::size_t pos;
+  };
+  Cursor cursor() const {
+    Cursor c;
+    for (int t = 0; t < kStreams; ++t) c.x[t] = x_[(lane_ + t) & (kStreams - 1)];
+    c.pos = pos_;
+    return c;
+  }
+  // Continues from c, a cursor() taken `decoded` symbols earlier.
+  void resume(const Cursor& c, std::size_t decoded) {
+    for (int t = 0; t < kStreams; ++t) x_[(lane_ + t) & (kStreams - 1)] = c.x[t];
+    lane_ = (lane_ + static_cast<int>(decoded & (kStreams - 1))) & (kStreams - 1);
+    pos_ = c.pos;
+  }
+  const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return len_; }
+
   std::uint32_t get_raw(int bits) {
     const int shift = kProbBits - bits;
     const std::uint32_t slot = peek();
@@ -102,6 +155,29 @@ class AnsDecoder {
   static constexpr std::uint64_t kLow = std::uint64_t{1} << 31;
 
  private:
+  // The state after the symbol [start, start + freq) (whose slot x holds),
+  // before renormalisation.
+  static std::uint64_t step(std::uint64_t x, std::uint32_t start, std::uint32_t freq) {
+    return static_cast<std::uint64_t>(freq) * (x >> kProbBits) + (x & (kProbScale - 1)) - start;
+  }
+  // x, with the word at pos shifted in (and pos advanced) if x < kLow;
+  // pos + 4 <= len_.  No branch on x (which the processor could not
+  // predict): the word is read either way.
+  std::uint64_t renormalise(std::uint64_t x, std::size_t& pos) const {
+    const std::uint64_t renorm = std::uint64_t{0} - static_cast<std::uint64_t>(x < kLow);  // mask
+    const std::uint64_t w = word(pos);
+    pos += static_cast<std::size_t>(renorm & 4);
+    return (((x << 32) | w) & renorm) | (x & ~renorm);
+  }
+  std::uint32_t word(std::size_t pos) const {  // little-endian
+    std::uint32_t w;
+    std::memcpy(&w, data_ + pos, sizeof w);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap32(w);
+#endif
+    return w;
+  }
+
   const std::uint8_t* data_;
   std::size_t len_;
   std::size_t pos_ = 0;

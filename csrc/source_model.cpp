@@ -10,27 +10,35 @@ namespace cepam {
 template <class T>
 SourceModel SourceModel::fit(const T* x, std::size_t m, double factor) {
   SourceModel model;
-  double a = 0.0;
+  // max |x factor| = |max |x|| factor, rounding being monotone; comparisons
+  // ignore NaN, as before.
+  T xmax = 0;
   for (std::size_t i = 0; i < m; ++i) {
-    const double v = std::fabs(static_cast<double>(x[i]) * factor);
-    a = v > a ? v : a;
+    const T v = std::fabs(x[i]);
+    xmax = v > xmax ? v : xmax;
   }
+  const double a = static_cast<double>(xmax) * factor;
   // 2A must be finite (the bin width); values beyond a clamped range fall in
   // the end bins, which only costs bits.
   constexpr double kMaxRange = 0x1.0p1020;
   model.set_range(a > 0.0 ? (a < kMaxRange ? a : kMaxRange) : 1.0);
-  std::vector<std::uint64_t> counts(kBins, 0);
-  for (std::size_t i = 0; i < m; ++i) {
-    const double u = (static_cast<double>(x[i]) * factor + model.a_) * model.inv_width_;
-    int b = static_cast<int>(u);
-    b = b < 0 ? 0 : (b > kBins - 1 ? kBins - 1 : b);
-    ++counts[static_cast<std::size_t>(b)];
-  }
-  model.knots_.assign(kBins + 1, 0);
+  // Bin b = floor(u) clamped to [0, K - 1] (computed in the floating-point
+  // domain so that a NaN u, from non-finite data, lands in bin 0 without
+  // undefined behaviour); four partial histograms for speed.
+  std::uint64_t counts[4][kBins] = {};
+  const double lo = 1.0, hi = static_cast<double>(kBins - 1);
+  std::size_t i = 0;
+  auto bin = [&](T xi) {
+    const double u = (static_cast<double>(xi) * factor + model.a_) * model.inv_width_;
+    return static_cast<std::size_t>(u >= lo ? (u < hi ? u : hi) : 0.0);
+  };
+  for (; i + 4 <= m; i += 4)
+    for (std::size_t l = 0; l < 4; ++l) ++counts[l][bin(x[i + l])];
+  for (; i < m; ++i) ++counts[0][bin(x[i])];
   std::uint64_t cum = 0;
   const double total = m > 0 ? static_cast<double>(m) : 1.0;
   for (int b = 0; b < kBins; ++b) {
-    cum += counts[static_cast<std::size_t>(b)];
+    for (std::size_t l = 0; l < 4; ++l) cum += counts[l][b];
     model.knots_[static_cast<std::size_t>(b) + 1] =
         static_cast<std::uint32_t>(std::floor(static_cast<double>(cum) * kKnotScale / total + 0.5));
   }
@@ -39,7 +47,19 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor) {
     for (int b = 0; b <= kBins; ++b)
       model.knots_[static_cast<std::size_t>(b)] = static_cast<std::uint32_t>(b) * (kKnotScale / kBins);
   }
+  model.derive();
   return model;
+}
+
+void SourceModel::derive() {
+  for (int b = 0; b <= kBins; ++b) knot_[b] = static_cast<double>(knots_[b]);
+  for (int b = 0; b < kBins; ++b) {
+    slope_[b] = knot_[b + 1] - knot_[b];
+    // Level l + 1/2 lies in bin b when c_b <= l < c_{b+1} (c_0 = 0 and
+    // c_K = 2^12, so every level is in one bin, of positive slope).
+    for (std::uint32_t l = knots_[b]; l < knots_[b + 1]; ++l)
+      quantile_[l] = static_cast<float>(b + (l + 0.5 - knot_[b]) / slope_[b]);
+  }
 }
 
 void SourceModel::serialize(std::vector<std::uint8_t>& out) const {
@@ -48,7 +68,7 @@ void SourceModel::serialize(std::vector<std::uint8_t>& out) const {
   for (int b = 0; b < 8; ++b) out.push_back(static_cast<std::uint8_t>(bits >> (8 * b)));
   // Increments d_b = c_{b+1} - c_b for b < K - 1 (the last is implied), with
   // an exp-Golomb code whose order is chosen to minimise the length.
-  std::vector<std::uint32_t> d(kBins - 1);
+  std::array<std::uint32_t, kBins - 1> d;
   for (int b = 0; b < kBins - 1; ++b)
     d[static_cast<std::size_t>(b)] = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
   int best_k = 0;
@@ -90,7 +110,6 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
   p += 9;
   SourceModel model;
   model.set_range(a);
-  model.knots_.assign(kBins + 1, 0);
   // Each code is at most 2 * 13 + 1 bits; the reader stops at the end of data.
   BitReader r(data + p, 8 * static_cast<std::uint64_t>(len - p));
   std::uint32_t cum = 0;
@@ -103,6 +122,7 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
     model.knots_[static_cast<std::size_t>(b) + 1] = cum;
   }
   model.knots_[kBins] = kKnotScale;
+  model.derive();
   const std::uint64_t used = (r.position() + 7) / 8;
   const int pad = static_cast<int>(used * 8 - r.position());
   if (pad > 0 && (data[p + used - 1] & ((1u << pad) - 1)) != 0)
