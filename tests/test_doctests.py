@@ -44,4 +44,9 @@ def test_public_names_are_explicit(name):
     module = _import(name)
     assert isinstance(module.__all__, (list, tuple))
     for public in module.__all__:
-        assert hasattr(module, public), f"{name}.__all__ names missing {public!r}"
+        try:
+            getattr(module, public)
+        except ImportError as exc:  # a lazy name whose optional dependency is missing
+            pytest.skip(str(exc))
+        except AttributeError:
+            pytest.fail(f"{name}.__all__ names missing {public!r}")
