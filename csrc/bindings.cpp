@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -13,6 +14,7 @@
 #include "errors.hpp"
 #include "lrsuq.hpp"
 #include "payload_body.hpp"
+#include "rans.hpp"
 
 namespace py = pybind11;
 using namespace cepam;
@@ -351,6 +353,45 @@ CArray<double> elementwise(const CArray<double>& x) {
   return out;
 }
 
+// rANS test hooks: a symbol sequence given by its (start, freq) intervals at
+// kProbBits precision, and its decoding against a cumulative table.
+py::bytes ans_encode_intervals(const CArray<std::uint32_t>& start,
+                               const CArray<std::uint32_t>& freq) {
+  if (start.size() != freq.size()) throw InvalidArgument("start and freq differ in length");
+  AnsEncoder enc;
+  for (py::ssize_t i = 0; i < start.size(); ++i) {
+    const std::uint64_t s = start.data()[i], f = freq.data()[i];
+    if (f == 0 || s + f > kProbScale) throw InvalidArgument("bad symbol interval");
+    enc.put(static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(f));
+  }
+  std::vector<std::uint8_t> out;
+  enc.finish(out);
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+}
+
+CArray<std::uint32_t> ans_decode_table(const py::bytes& data, const CArray<std::uint32_t>& cum,
+                                       std::size_t count) {
+  // cum: cumulative frequencies, cum[0] = 0, cum[K] = 2^kProbBits, increasing.
+  const std::size_t K = static_cast<std::size_t>(cum.size()) - 1;
+  if (cum.size() < 2 || cum.data()[0] != 0 || cum.data()[K] != kProbScale)
+    throw InvalidArgument("cum must run from 0 to 2^24");
+  for (std::size_t k = 0; k < K; ++k)
+    if (cum.data()[k + 1] <= cum.data()[k]) throw InvalidArgument("cum must increase");
+  std::size_t len = 0;
+  const std::uint8_t* bytes = bytes_view(data, &len);
+  AnsDecoder dec(bytes, len);
+  CArray<std::uint32_t> out(static_cast<py::ssize_t>(count));
+  const std::uint32_t* c = cum.data();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint32_t slot = dec.peek();
+    const std::size_t k = static_cast<std::size_t>(std::upper_bound(c, c + K + 1, slot) - c) - 1;
+    dec.advance(c[k], c[k + 1] - c[k]);
+    out.mutable_data()[i] = static_cast<std::uint32_t>(k);
+  }
+  dec.finish();
+  return out;
+}
+
 void register_errors(py::module_& m) {
   py::module_ errors = py::module_::import("cepam.errors");
   // Leaked on purpose: the translator may run until interpreter exit.
@@ -427,6 +468,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("check_body", &body_check, py::arg("len"), py::kw_only(), py::arg("N"),
         py::arg("count"), py::arg("golomb"), py::arg("expg_k"), py::arg("h_bits"),
         py::arg("m_bits"), "Raises FormatError unless a body of len bytes can hold the counts.");
+  m.def("ans_encode_intervals", &ans_encode_intervals, py::arg("start"), py::arg("freq"),
+        "Test hook: rANS-code symbols given as (start, freq) intervals at 24-bit precision.");
+  m.def("ans_decode_table", &ans_decode_table, py::arg("data"), py::arg("cum"),
+        py::arg("count"), "Test hook: decode count symbols of a cumulative table.");
   m.def("chacha20_block", &chacha_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
         "RFC 8439 block function -> 64 bytes.");
   m.def("keystream_words", &keystream_words, py::arg("key"), py::arg("stream"),
