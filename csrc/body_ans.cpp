@@ -42,36 +42,43 @@ bool is_diagonal(const TriangularBasis& basis) {
 // basis: CellCoder's batches.
 class DiagonalBatch {
  public:
-  explicit DiagonalBatch(const TriangularBasis& basis) : basis_(basis), n_(static_cast<std::size_t>(basis.n)) {}
+  explicit DiagonalBatch(const TriangularBasis& basis) : n_(static_cast<std::size_t>(basis.n)) {
+    for (std::size_t c = 0; c < n_; ++c) diag_[c] = basis.b[(n_ - 1 - c) * (n_ + 1)];  // G_kk, k = n-1-c
+  }
   std::size_t subvectors() const { return kLayoutBatch / n_; }
   std::size_t size(std::size_t j0, std::size_t j1) const { return (j1 - j0) * n_; }
 
+  // Coordinate c of sub-vector j in coding order is k = n-1-c: element j n + n-1-c.
   void tables(std::size_t j0, std::size_t j1, const double* beta, const double* V) {
-    std::size_t i = 0;
-    for (std::size_t j = j0; j < j1; ++j) {
-      for (std::size_t k = n_; k-- > 0; ++i) {
-        g[i] = beta[j] * basis_.b[k * n_ + k];
-        o[i] = beta[j] * V[j * n_ + k];
+    if (n_ == 1) {  // the common case, as a plain (vectorisable) loop
+      for (std::size_t j = j0; j < j1; ++j) {
+        g[j - j0] = beta[j] * diag_[0];
+        o[j - j0] = beta[j] * V[j];
+      }
+      return;
+    }
+    for (std::size_t j = j0, i = 0; j < j1; ++j, i += n_) {
+      for (std::size_t c = 0; c < n_; ++c) {
+        g[i + c] = beta[j] * diag_[c];
+        o[i + c] = beta[j] * V[j * n_ + n_ - 1 - c];
       }
     }
   }
   void gather(std::size_t j0, std::size_t j1, const std::int64_t* M) {
-    std::size_t i = 0;
-    for (std::size_t j = j0; j < j1; ++j)
-      for (std::size_t k = n_; k-- > 0;) this->j[i++] = M[j * n_ + k];
+    for (std::size_t j = j0, i = 0; j < j1; ++j, i += n_)
+      for (std::size_t c = 0; c < n_; ++c) this->j[i + c] = M[j * n_ + n_ - 1 - c];
   }
   void scatter(std::size_t j0, std::size_t j1, std::int64_t* M) const {
-    std::size_t i = 0;
-    for (std::size_t j = j0; j < j1; ++j)
-      for (std::size_t k = n_; k-- > 0;) M[j * n_ + k] = this->j[i++];
+    for (std::size_t j = j0, i = 0; j < j1; ++j, i += n_)
+      for (std::size_t c = 0; c < n_; ++c) M[j * n_ + n_ - 1 - c] = this->j[i + c];
   }
 
   double g[kLayoutBatch], o[kLayoutBatch];
   std::int64_t j[kLayoutBatch];
 
  private:
-  const TriangularBasis& basis_;
   std::size_t n_;
+  double diag_[kMaxN];
 };
 
 // Decodes `count` symbols: runs of ans.decode_run(lookup(i, slot, start,

@@ -46,6 +46,7 @@ std::int64_t get_escaped(AnsDecoder& dec) {
 struct Tables4 {
   __m256d g, o;
   __m256i lo;       // first cell, int64
+  __m256d lo_d;     // the same as double (exact)
   __m128i count;    // symbols Q, int32
   __m128i top;      // cum(Q) = R + Q, int32
   __m256d range;    // R
@@ -87,7 +88,8 @@ CEPAM_TARGET_AVX2 inline Tables4 layout4(const SourceModel& model, __m256d g, __
       _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)), t.count);
   t.top = _mm_add_epi32(range, t.count);
   t.range = _mm256_cvtepi32_pd(range);
-  t.guess_a = _mm256_sub_pd(v_lo, avx2::to_double(t.lo));
+  t.lo_d = avx2::to_double(t.lo);
+  t.guess_a = _mm256_sub_pd(v_lo, t.lo_d);
   t.guess_b = _mm256_mul_pd(_mm256_sub_pd(z_hi, z_lo), avx2::splat(1.0 / SourceModel::kBins));
   return t;
 }
@@ -104,19 +106,19 @@ CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
                                   _mm_set1_epi32(SourceModel::kBins - 1));
   const __m256d knot = _mm256_i32gather_pd(model.knot_table(), i, 8);
   const __m256d slope = _mm256_i32gather_pd(model.slope_table(), i, 8);
-  __m256d f = _mm256_mul_pd(
+  const __m256d f = _mm256_mul_pd(
       _mm256_add_pd(knot, _mm256_mul_pd(_mm256_sub_pd(u, _mm256_cvtepi32_pd(i)), slope)),
       avx2::splat(1.0 / SourceModel::kKnotScale));
-  f = _mm256_blendv_pd(f, avx2::splat(1.0), wild);
-  f = _mm256_blendv_pd(f, avx2::splat(1.0), above);
-  return _mm256_blendv_pd(f, _mm256_setzero_pd(), below);
+  return _mm256_blendv_pd(_mm256_blendv_pd(f, avx2::splat(1.0), _mm256_or_pd(above, wild)),
+                          _mm256_setzero_pd(), below);
 }
 
-// CellCoder::cum(q) for plain tables, q as int32.
-CEPAM_TARGET_AVX2 inline __m128i cum4(const SourceModel& model, const Tables4& t, __m128i q) {
-  const __m256i cell = _mm256_add_epi64(t.lo, _mm256_cvtepi32_epi64(q));
-  const __m256d edge = _mm256_add_pd(
-      _mm256_mul_pd(t.g, _mm256_sub_pd(avx2::to_double(cell), avx2::splat(0.5))), t.o);
+// CellCoder::cum(q) for plain tables, q as int32, and cell = lo + q as
+// double (exact).
+CEPAM_TARGET_AVX2 inline __m128i cum4(const SourceModel& model, const Tables4& t, __m128i q,
+                                      __m256d cell) {
+  const __m256d edge =
+      _mm256_add_pd(_mm256_mul_pd(t.g, _mm256_sub_pd(cell, avx2::splat(0.5))), t.o);
   const __m256d f = _mm256_mul_pd(cdf4(model, edge), t.range);
   __m128i c = _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
   c = _mm_blendv_epi8(c, _mm_setzero_si128(), _mm_cmpgt_epi32(_mm_set1_epi32(1), q));  // q <= 0
@@ -130,13 +132,16 @@ CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t*
                                    const double* g, const double* o, std::uint32_t* start,
                                    std::uint32_t* freq) {
   const Tables4 t = layout4(model, _mm256_loadu_pd(g), _mm256_loadu_pd(o));
-  const __m256i q64 = _mm256_sub_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(j)), t.lo);
+  const __m256i cell = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(j));
+  const __m256i q64 = _mm256_sub_epi64(cell, t.lo);
   const __m128i q = low_halves(q64);
   const __m256i inside = _mm256_andnot_si256(  // 0 <= q < Q
       _mm256_cmpgt_epi64(_mm256_setzero_si256(), q64),
       _mm256_cmpgt_epi64(_mm256_cvtepi32_epi64(t.count), q64));
-  const __m128i lo = cum4(model, t, q);
-  const __m128i hi = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)));
+  const __m256d cell_d = avx2::to_double(cell);  // |j| <= 2^53 (lrsuq.hpp)
+  const __m128i lo = cum4(model, t, q, cell_d);
+  const __m128i hi = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+                          _mm256_add_pd(cell_d, avx2::splat(1.0)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(start), lo);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(freq), _mm_sub_epi32(hi, lo));
   return t.plain & _mm256_movemask_pd(_mm256_castsi256_pd(inside));
@@ -182,14 +187,15 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const S
     const __m128i escape = _mm_cmpeq_epi32(
         slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
     if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) break;
-    // The guess (CellCoder::guess, clamped to [0, Q - 1]), then the exact table.
+    // The guess (CellCoder::guess; u in [0, K] puts it in [2, Q - 1) in a
+    // plain table, and any q is safe), then the exact table.
     const __m256d u = _mm256_cvtps_pd(_mm_i32gather_ps(
         model.quantile_table(), _mm_srli_epi32(slot, kProbBits - SourceModel::kKnotBits), 4));
     const __m256d at = _mm256_add_pd(t.guess_a, _mm256_mul_pd(u, t.guess_b));
-    const __m256d top = _mm256_cvtepi32_pd(_mm_sub_epi32(t.count, _mm_set1_epi32(1)));
-    __m128i q = _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(at, _mm256_setzero_pd()), top));
-    __m128i start = cum4(model, t, q);
-    __m128i end = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)));
+    __m128i q = _mm256_cvttpd_epi32(at);
+    const __m256d cell = _mm256_add_pd(t.lo_d, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+    __m128i start = cum4(model, t, q, cell);
+    __m128i end = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)), _mm256_add_pd(cell, avx2::splat(1.0)));
     const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
     if (_mm_movemask_epi8(hit) != 0xffff) {
       alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];
