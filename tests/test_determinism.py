@@ -83,3 +83,29 @@ def test_results_do_not_depend_on_threads():
     with ThreadPoolExecutor(max_workers=3) as pool:
         parallel = list(pool.map(job, range(6)))
     assert serial == parallel
+
+
+@pytest.mark.parametrize("level", ["portable", "avx2"])
+def test_every_simd_level_gives_the_golden_bytes(level):
+    """CEPAM_SIMD caps the instruction set chosen at run time; integer ChaCha20
+    and FMA-free float kernels make every level produce the same payloads."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib.util, json, sys, cepam\n"
+        f"spec = importlib.util.spec_from_file_location('g', {str(HERE / 'golden' / 'generate.py')!r})\n"
+        "g = importlib.util.module_from_spec(spec); spec.loader.exec_module(g)\n"
+        "out = {}\n"
+        "for name, c in g.CASES.items():\n"
+        "    p = cepam.encode(g.update_for(name), c['mechanism'], secret=g.SECRET, round=3,\n"
+        "                     client=5, message=1, dim=c['dim'], clip=c['clip'], coder=c['coder'])\n"
+        "    out[name] = p.hex()\n"
+        "sys.stdout.write('\\nRESULT' + json.dumps(out))\n"
+    )
+    env = {**os.environ, "CEPAM_SIMD": level}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         check=True)
+    got = json.loads(run.stdout.rsplit("RESULT", 1)[1])
+    assert got == {name: case["payload"] for name, case in GOLDEN["cases"].items()}
