@@ -77,7 +77,8 @@ def method_label(method: str, dim: int = 1, lattice: str = "Z") -> str:
     """The paper's name, e.g. ``CEPAM-Gaussian (n=2)``."""
     label = _LABELS[method]
     if method.startswith("cepam"):
-        label += f" (n={dim})" if lattice == "Z" else f" ({lattice}, n={dim})"
+        # A2, D4 and E8 have a fixed dimension: the lattice names it.
+        label += f" (n={dim})" if lattice == "Z" else f" ({lattice})"
     return label
 
 
