@@ -24,6 +24,7 @@ from cepam.keys import stream_key
 from cepam.payload import LATTICE_CODES, parse_header
 
 from conftest import SECRET_A, SECRET_B
+from test_exactness import check_geometric  # noqa: E402
 
 P_MIN = 1e-6
 SAMPLES = 200_000  # sub-vectors per input, so per coordinate position
@@ -258,18 +259,6 @@ def check_error_law(z, n):
     radial = np.sum(z * z, axis=1) / SIGMA**2
     p = stats.kstest(radial, stats.chi2(n).cdf).pvalue
     assert p > P_MIN, f"||z||^2 / sigma^2 against chi2({n}): p = {p:.3g}"
-
-
-def check_geometric(H, p_accept):
-    N = len(H)
-    K = 1
-    while N * p_accept * (1 - p_accept) ** K >= 20:
-        K += 1
-    probs = [p_accept * (1 - p_accept) ** (h - 1) for h in range(1, K + 1)]
-    probs.append(1.0 - sum(probs))
-    observed = [np.sum(H == h) for h in range(1, K + 1)] + [np.sum(H > K)]
-    p = stats.chisquare(observed, np.array(probs) * N).pvalue
-    assert p > P_MIN, f"H against Geometric({p_accept:.4f}): p = {p:.3g}"
 
 
 # Fixed sub-vectors, in units of sigma: zero; a deep hole of the unscaled
