@@ -64,20 +64,26 @@ class DiagonalBatch {
       }
     }
   }
-  void gather(std::size_t j0, std::size_t j1, const std::int64_t* M) {
+  // The coordinates of the batch in coding order: M's own for n = 1, else
+  // a copy (gather) to fill or (scatter) to store.
+  const std::int64_t* gather(std::size_t j0, std::size_t j1, const std::int64_t* M) {
+    if (n_ == 1) return M + j0;
     for (std::size_t j = j0, i = 0; j < j1; ++j, i += n_)
-      for (std::size_t c = 0; c < n_; ++c) this->j[i + c] = M[j * n_ + n_ - 1 - c];
+      for (std::size_t c = 0; c < n_; ++c) coded_[i + c] = M[j * n_ + n_ - 1 - c];
+    return coded_;
   }
+  std::int64_t* coordinates(std::size_t j0, std::int64_t* M) { return n_ == 1 ? M + j0 : coded_; }
   void scatter(std::size_t j0, std::size_t j1, std::int64_t* M) const {
+    if (n_ == 1) return;
     for (std::size_t j = j0, i = 0; j < j1; ++j, i += n_)
-      for (std::size_t c = 0; c < n_; ++c) M[j * n_ + n_ - 1 - c] = this->j[i + c];
+      for (std::size_t c = 0; c < n_; ++c) M[j * n_ + n_ - 1 - c] = coded_[i + c];
   }
 
   double g[kLayoutBatch], o[kLayoutBatch];
-  std::int64_t j[kLayoutBatch];
 
  private:
   std::size_t n_;
+  std::int64_t coded_[kLayoutBatch];
   double diag_[kMaxN];
 };
 
@@ -123,8 +129,7 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
   for (std::size_t j0 = 0; j0 < count; j0 += batch.subvectors()) {
     const std::size_t j1 = count - j0 < batch.subvectors() ? count : j0 + batch.subvectors();
     batch.tables(j0, j1, beta, V);
-    batch.gather(j0, j1, M);
-    cells_.encode_batch(batch.j, batch.g, batch.o, batch.size(j0, j1), ans_);
+    cells_.encode_batch(batch.gather(j0, j1, M), batch.g, batch.o, batch.size(j0, j1), ans_);
   }
 }
 
@@ -172,7 +177,7 @@ void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const
   for (std::size_t j0 = 0; j0 < N; j0 += batch.subvectors()) {
     const std::size_t j1 = N - j0 < batch.subvectors() ? N : j0 + batch.subvectors();
     batch.tables(j0, j1, beta, V);
-    cells.decode_batch(batch.g, batch.o, batch.size(j0, j1), *ans_, batch.j);
+    cells.decode_batch(batch.g, batch.o, batch.size(j0, j1), *ans_, batch.coordinates(j0, M));
     batch.scatter(j0, j1, M);
   }
 }

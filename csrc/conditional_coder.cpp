@@ -40,16 +40,16 @@ std::int64_t get_escaped(AnsDecoder& dec) {
 // CellCoder's tables for four coordinates, one per lane, computed with the
 // scalar code's IEEE operations per lane (simd_avx2.hpp).  Only "plain"
 // tables are computed exactly: finite, within 2^50 cells of 0 (where the
-// scalar clamps do nothing and the integer conversions of simd_avx2.hpp
-// are exact) and not coarse (shift 0).  The other lanes are flagged; the
-// scalar code handles them.
+// scalar clamps do nothing), not coarse (shift 0) and of at least 3
+// symbols.  Their cells and counts are small integers, exact as doubles,
+// and cum(Q) = R + Q = 2^24 - 1.  The other lanes are flagged; the scalar
+// code handles them.
 struct Tables4 {
   __m256d g, o;
-  __m256i lo;       // first cell, int64
-  __m256d lo_d;     // the same as double (exact)
-  __m128i count;    // symbols Q, int32
-  __m128i top;      // cum(Q) = R + Q, int32
+  __m256d lo;       // the first cell
+  __m256d lo_half;  // lo - 1/2
   __m256d range;    // R
+  __m128i count;    // Q, int32
   __m256d guess_a, guess_b;
   int plain;        // bit t set where lane t is plain
 };
@@ -77,25 +77,46 @@ CEPAM_TARGET_AVX2 inline Tables4 layout4(const SourceModel& model, __m256d g, __
   const __m256d finite = _mm256_and_pd(
       _mm256_and_pd(_mm256_cmp_pd(v_lo, -lim, _CMP_GT_OQ), _mm256_cmp_pd(v_lo, lim, _CMP_LT_OQ)),
       _mm256_and_pd(_mm256_cmp_pd(v_hi, -lim, _CMP_GT_OQ), _mm256_cmp_pd(v_hi, lim, _CMP_LT_OQ)));
-  t.lo = _mm256_sub_epi64(avx2::to_int64(floor_pd(v_lo)), _mm256_set1_epi64x(CellCoder::kMargin));
-  __m256i hi = _mm256_add_epi64(avx2::to_int64(floor_pd(v_hi)), _mm256_set1_epi64x(CellCoder::kMargin));
-  hi = _mm256_blendv_epi8(hi, t.lo, _mm256_cmpgt_epi64(t.lo, hi));  // if (hi < lo) hi = lo
-  const __m256i span = _mm256_sub_epi64(hi, t.lo);
-  const __m256i fine = _mm256_cmpgt_epi64(_mm256_set1_epi64x(CellCoder::kMaxSymbols), span);  // shift 0
-  t.plain = _mm256_movemask_pd(_mm256_and_pd(finite, _mm256_castsi256_pd(fine)));
-  t.count = _mm_add_epi32(low_halves(span), _mm_set1_epi32(1));
-  const __m128i range = _mm_sub_epi32(
-      _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)), t.count);
-  t.top = _mm_add_epi32(range, t.count);
-  t.range = _mm256_cvtepi32_pd(range);
-  t.lo_d = avx2::to_double(t.lo);
-  t.guess_a = _mm256_sub_pd(v_lo, t.lo_d);
+  const __m256d margin = avx2::splat(static_cast<double>(CellCoder::kMargin));
+  t.lo = _mm256_sub_pd(floor_pd(v_lo), margin);
+  const __m256d hi = _mm256_max_pd(_mm256_add_pd(floor_pd(v_hi), margin), t.lo);  // hi >= lo
+  const __m256d span = _mm256_sub_pd(hi, t.lo);
+  const __m256d small = _mm256_and_pd(
+      _mm256_cmp_pd(span, avx2::splat(2.0), _CMP_GE_OQ),
+      _mm256_cmp_pd(span, avx2::splat(static_cast<double>(CellCoder::kMaxSymbols)), _CMP_LT_OQ));
+  t.plain = _mm256_movemask_pd(_mm256_and_pd(finite, small));
+  const __m256d count = _mm256_add_pd(span, avx2::splat(1.0));
+  t.count = _mm256_cvttpd_epi32(count);
+  t.range = _mm256_sub_pd(avx2::splat(static_cast<double>(kProbScale - CellCoder::kEscapeFreq)), count);
+  t.lo_half = _mm256_sub_pd(t.lo, avx2::splat(0.5));
+  t.guess_a = _mm256_sub_pd(v_lo, t.lo);
   t.guess_b = _mm256_mul_pd(_mm256_sub_pd(z_hi, z_lo), avx2::splat(1.0 / SourceModel::kBins));
   return t;
 }
 
-// SourceModel::cdf; the tables are gathered at an index clamped to the
-// table (the scalar code's index wherever its value is used).
+// table[i_l] for the four lanes: a gather, or (Latency::Low) four loads,
+// which give the result sooner but take more instructions (the decoder's
+// serial chain wants the former... the latter; the encoder the former).
+enum class Latency { Any, Low };
+
+template <Latency L, class T>
+CEPAM_TARGET_AVX2 inline __m256d lookup4(const T* table, __m128i i) {
+  if constexpr (L == Latency::Low) {
+    alignas(16) std::int32_t k[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(k), i);
+    return _mm256_setr_pd(table[k[0]], table[k[1]], table[k[2]], table[k[3]]);
+  } else if constexpr (sizeof(T) == 8) {
+    return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), table, i,
+                                    _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), 8);
+  } else {
+    return _mm256_cvtps_pd(_mm_mask_i32gather_ps(_mm_setzero_ps(), table, i,
+                                                 _mm_castsi128_ps(_mm_set1_epi32(-1)), 4));
+  }
+}
+
+// SourceModel::cdf; the tables are read at an index clamped to the table
+// (the scalar code's index wherever its value is used).
+template <Latency L>
 CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
   const __m256d a = avx2::splat(model.range());
   const __m256d below = _mm256_cmp_pd(x, avx2::splat(-model.range()), _CMP_NGT_UQ);
@@ -104,8 +125,8 @@ CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
   const __m256d wild = _mm256_cmp_pd(u, avx2::splat(2.0 * SourceModel::kBins), _CMP_NLT_UQ);
   const __m128i i = _mm_min_epi32(_mm_max_epi32(_mm256_cvttpd_epi32(u), _mm_setzero_si128()),
                                   _mm_set1_epi32(SourceModel::kBins - 1));
-  const __m256d knot = _mm256_i32gather_pd(model.knot_table(), i, 8);
-  const __m256d slope = _mm256_i32gather_pd(model.slope_table(), i, 8);
+  const __m256d knot = lookup4<L>(model.knot_table(), i);
+  const __m256d slope = lookup4<L>(model.slope_table(), i);
   const __m256d f = _mm256_mul_pd(
       _mm256_add_pd(knot, _mm256_mul_pd(_mm256_sub_pd(u, _mm256_cvtepi32_pd(i)), slope)),
       avx2::splat(1.0 / SourceModel::kKnotScale));
@@ -113,38 +134,39 @@ CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
                           _mm256_setzero_pd(), below);
 }
 
-// CellCoder::cum(q) for plain tables, q as int32, and cell = lo + q as
-// double (exact).
+// CellCoder::cum(q) for plain tables and 0 < q < Q (int32), given the
+// cell's lower edge in cells, lo + q - 1/2 (double(cell) - 0.5 in the
+// scalar code; exact both ways, as the table is plain).
+template <Latency L>
 CEPAM_TARGET_AVX2 inline __m128i cum4(const SourceModel& model, const Tables4& t, __m128i q,
-                                      __m256d cell) {
-  const __m256d edge =
-      _mm256_add_pd(_mm256_mul_pd(t.g, _mm256_sub_pd(cell, avx2::splat(0.5))), t.o);
-  const __m256d f = _mm256_mul_pd(cdf4(model, edge), t.range);
-  __m128i c = _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
-  c = _mm_blendv_epi8(c, _mm_setzero_si128(), _mm_cmpgt_epi32(_mm_set1_epi32(1), q));  // q <= 0
-  return _mm_blendv_epi8(t.top, c, _mm_cmpgt_epi32(t.count, q));  // Q > q, else cum(Q)
+                                      __m256d cell_edge) {
+  const __m256d edge = _mm256_add_pd(_mm256_mul_pd(t.g, cell_edge), t.o);
+  const __m256d f = _mm256_mul_pd(cdf4<L>(model, edge), t.range);
+  return _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
 }
 
 // CellCoder::encode for coordinates j[0..4) in tables (g, o): start and
-// freq of each symbol; returns the lanes (bits) that are plain and inside
-// their table, for which these are the whole code.
+// freq of each symbol; returns the lanes (bits) for which these are the
+// whole code: plain tables, 0 < q < Q - 1 (the cells at the ends of a
+// table and those outside it go to the scalar code).
 CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t* j,
                                    const double* g, const double* o, std::uint32_t* start,
                                    std::uint32_t* freq) {
   const Tables4 t = layout4(model, _mm256_loadu_pd(g), _mm256_loadu_pd(o));
-  const __m256i cell = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(j));
-  const __m256i q64 = _mm256_sub_epi64(cell, t.lo);
-  const __m128i q = low_halves(q64);
-  const __m256i inside = _mm256_andnot_si256(  // 0 <= q < Q
-      _mm256_cmpgt_epi64(_mm256_setzero_si256(), q64),
-      _mm256_cmpgt_epi64(_mm256_cvtepi32_epi64(t.count), q64));
-  const __m256d cell_d = avx2::to_double(cell);  // |j| <= 2^53 (lrsuq.hpp)
-  const __m128i lo = cum4(model, t, q, cell_d);
-  const __m128i hi = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
-                          _mm256_add_pd(cell_d, avx2::splat(1.0)));
+  // j exactly as double (|j| <= 2^53, lrsuq.hpp); q = j - lo, exact where it matters.
+  const __m256d q_d = _mm256_sub_pd(
+      avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(j))), t.lo);
+  const __m256d inside = _mm256_and_pd(
+      _mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
+      _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ));
+  const __m128i q = _mm256_cvttpd_epi32(q_d);
+  const __m256d edge = _mm256_add_pd(t.lo_half, q_d);
+  const __m128i lo = cum4<Latency::Any>(model, t, q, edge);
+  const __m128i hi = cum4<Latency::Any>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+                                        _mm256_add_pd(edge, avx2::splat(1.0)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(start), lo);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(freq), _mm_sub_epi32(hi, lo));
-  return t.plain & _mm256_movemask_pd(_mm256_castsi256_pd(inside));
+  return t.plain & _mm256_movemask_pd(inside);
 }
 
 // kWordIndex[k]: for renormalisation in decode_groups_avx2, where bit t of k
@@ -187,15 +209,18 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const S
     const __m128i escape = _mm_cmpeq_epi32(
         slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
     if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) break;
-    // The guess (CellCoder::guess; u in [0, K] puts it in [2, Q - 1) in a
-    // plain table, and any q is safe), then the exact table.
-    const __m256d u = _mm256_cvtps_pd(_mm_i32gather_ps(
-        model.quantile_table(), _mm_srli_epi32(slot, kProbBits - SourceModel::kKnotBits), 4));
+    // The guess (CellCoder::guess), clamped to [1, Q - 2] (cum4's range for
+    // q and q + 1; the cells at the ends come out as misses), then the
+    // exact table.
+    const __m256d u = lookup4<Latency::Low>(
+        model.quantile_table(), _mm_srli_epi32(slot, kProbBits - SourceModel::kKnotBits));
     const __m256d at = _mm256_add_pd(t.guess_a, _mm256_mul_pd(u, t.guess_b));
-    __m128i q = _mm256_cvttpd_epi32(at);
-    const __m256d cell = _mm256_add_pd(t.lo_d, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    __m128i start = cum4(model, t, q, cell);
-    __m128i end = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)), _mm256_add_pd(cell, avx2::splat(1.0)));
+    __m128i q = _mm_min_epi32(_mm_max_epi32(_mm256_cvttpd_epi32(at), _mm_set1_epi32(1)),
+                              _mm_sub_epi32(t.count, _mm_set1_epi32(2)));
+    const __m256d edge = _mm256_add_pd(t.lo_half, _mm256_cvtepi32_pd(q));
+    __m128i start = cum4<Latency::Low>(model, t, q, edge);
+    __m128i end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+                                     _mm256_add_pd(edge, avx2::splat(1.0)));
     const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
     if (_mm_movemask_epi8(hit) != 0xffff) {
       alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];
@@ -209,7 +234,9 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const S
       start = _mm_load_si128(reinterpret_cast<const __m128i*>(st));
       end = _mm_load_si128(reinterpret_cast<const __m128i*>(en));
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(j + i), _mm256_add_epi64(t.lo, _mm256_cvtepi32_epi64(q)));
+    // j = lo + q (exact as double: a plain table's cells are below 2^51).
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(j + i),
+                        avx2::to_int64(_mm256_add_pd(t.lo, _mm256_cvtepi32_pd(q))));
     // AnsDecoder::advance: x = freq (x >> 24) + slot - start (freq (x >> 24)
     // < 2^63 from two 32-bit products), then renormalisation: lane t takes
     // the next word if x < 2^31, the lanes in order.
