@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu.hpp"
 #include "errors.hpp"
 
 namespace cepam {
@@ -94,7 +95,7 @@ class AnsDecoder {
     Cursor c = cursor();
     std::size_t i = 0;  // symbol i + t goes to c.x[t]
     for (bool more = true; more;) {
-#pragma GCC unroll 4
+      CEPAM_UNROLL(4)
       for (int t = 0; t < kStreams; ++t) {
         std::uint32_t start, freq;
         const std::uint32_t slot = static_cast<std::uint32_t>(c.x[t] & (kProbScale - 1));
