@@ -209,19 +209,22 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const S
     const __m128i escape = _mm_cmpeq_epi32(
         slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
     if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) break;
-    // The guess (CellCoder::guess), clamped to [1, Q - 2] (cum4's range for
-    // q and q + 1; the cells at the ends come out as misses), then the
-    // exact table.
+    // The guess q (CellCoder::guess; at is within 2^31 in a plain table),
+    // then the exact table: a hit if 0 < q < Q - 1 (cum4's range for q
+    // and q + 1) and cum(q) <= slot < cum(q + 1), else the scalar search.
     const __m256d u = lookup4<Latency::Low>(
         model.quantile_table(), _mm_srli_epi32(slot, kProbBits - SourceModel::kKnotBits));
     const __m256d at = _mm256_add_pd(t.guess_a, _mm256_mul_pd(u, t.guess_b));
-    __m128i q = _mm_min_epi32(_mm_max_epi32(_mm256_cvttpd_epi32(at), _mm_set1_epi32(1)),
-                              _mm_sub_epi32(t.count, _mm_set1_epi32(2)));
-    const __m256d edge = _mm256_add_pd(t.lo_half, _mm256_cvtepi32_pd(q));
+    __m128i q = _mm256_cvttpd_epi32(at);
+    const __m256d edge =
+        _mm256_add_pd(t.lo_half, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
     __m128i start = cum4<Latency::Low>(model, t, q, edge);
     __m128i end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
                                      _mm256_add_pd(edge, avx2::splat(1.0)));
-    const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
+    const __m128i inside = _mm_and_si128(_mm_cmpgt_epi32(q, _mm_setzero_si128()),
+                                         _mm_cmpgt_epi32(_mm_sub_epi32(t.count, _mm_set1_epi32(1)), q));
+    const __m128i hit = _mm_and_si128(
+        inside, _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot)));
     if (_mm_movemask_epi8(hit) != 0xffff) {
       alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];
       _mm_store_si128(reinterpret_cast<__m128i*>(qs), q);
