@@ -1,5 +1,6 @@
 #include "conditional_coder.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "cpu.hpp"
@@ -114,6 +115,15 @@ CEPAM_TARGET_AVX2 inline __m256d lookup4(const T* table, __m128i i) {
   }
 }
 
+// table[i_l] for the four lanes, from a table of 32-bit or smaller integers.
+template <class T>
+CEPAM_TARGET_AVX2 inline __m128i lookup4i(const T* table, __m128i i) {
+  alignas(16) std::int32_t k[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(k), i);
+  return _mm_setr_epi32(static_cast<std::int32_t>(table[k[0]]), static_cast<std::int32_t>(table[k[1]]),
+                        static_cast<std::int32_t>(table[k[2]]), static_cast<std::int32_t>(table[k[3]]));
+}
+
 // SourceModel::cdf; the tables are read at an index clamped to the table
 // (the scalar code's index wherever its value is used).
 template <Latency L>
@@ -185,30 +195,65 @@ constexpr std::array<std::array<std::int32_t, 8>, 16> word_index() {
 }
 alignas(32) constexpr std::array<std::array<std::int32_t, 8>, 16> kWordIndex = word_index();
 
-// Decodes coordinates in groups of four, one per rANS state (AnsDecoder's
-// lanes, rotated so that lane t of the vectors is the state of the t-th
-// next symbol), with CellCoder::decode's results and AnsDecoder::advance's
-// state changes, while every table of the group is plain, no slot is the
-// escape and four words remain; returns the number decoded (a multiple
-// of 4).  A wrong guess is put right by the scalar search.
-CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const SourceModel& model,
-                                                 const double* g, const double* o,
-                                                 std::size_t count, AnsDecoder& dec,
-                                                 std::int64_t* j) {
+// Decodes groups of four symbols, one per rANS state (AnsDecoder's lanes,
+// rotated so that lane t of the vectors is the state of the group's t-th
+// symbol), with AnsDecoder::advance's state changes, while four words
+// remain: group(k, slot, start, end) gives the intervals [start, end) of
+// group k's symbols, whose slots are `slot` (and stores the values), or
+// returns false to stop before group k.  Returns the number of groups
+// decoded, at most `groups`.
+template <class Group>
+CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(AnsDecoder& dec, std::size_t groups, Group& group) {
   static_assert(kStreams == 4, "one state per lane");
   AnsDecoder::Cursor c = dec.cursor();
   const std::uint8_t* data = dec.data();
   const std::size_t len = dec.size();
   __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x));
   std::size_t pos = c.pos;
-  std::size_t i = 0;
-  for (; i + 4 <= count && pos + 16 <= len; i += 4) {
-    const Tables4 t = layout4(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
+  std::size_t k = 0;
+  for (; k < groups && pos + 16 <= len; ++k) {
     const __m256i slot64 = _mm256_and_si256(x, _mm256_set1_epi64x(kProbScale - 1));
-    const __m128i slot = low_halves(slot64);
+    __m128i start, end;
+    if (!group(k, low_halves(slot64), start, end)) break;
+    // x = freq (x >> 24) + slot - start (freq (x >> 24) < 2^63, from two
+    // 32-bit products), then renormalisation: lane t takes the next word
+    // if x < 2^31, the lanes in order.
+    const __m256i freq = _mm256_cvtepu32_epi64(_mm_sub_epi32(end, start));
+    const __m256i hi = _mm256_srli_epi64(x, kProbBits);
+    const __m256i prod = _mm256_add_epi64(
+        _mm256_mul_epu32(hi, freq), _mm256_slli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(hi, 32), freq), 32));
+    x = _mm256_sub_epi64(_mm256_add_epi64(prod, slot64), _mm256_cvtepu32_epi64(start));
+    const __m256i renorm = _mm256_cmpgt_epi64(_mm256_set1_epi64x(AnsDecoder::kLow), x);  // x < 2^63
+    const int takes = _mm256_movemask_pd(_mm256_castsi256_pd(renorm));
+    const __m256i words = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + pos)));
+    const __m256i w = _mm256_and_si256(
+        _mm256_permutevar8x32_epi32(words, _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordIndex[takes].data()))),
+        _mm256_set1_epi64x(0xffffffff));
+    x = _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi64(x, 32), w), renorm);
+    pos += 4 * static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(takes)));
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x), x);
+  c.pos = pos;
+  dec.resume(c, 4 * k);
+  return k;
+}
+
+// CellCoder::decode for the groups of coordinates (g[i], o[i]) into j[i],
+// while every table of the group is plain and no slot is the escape.  A
+// wrong guess is put right by the scalar search.
+struct CellGroups {
+  const CellCoder& cells;
+  const SourceModel& model;
+  const double* g;
+  const double* o;
+  std::int64_t* j;
+
+  CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m128i slot, __m128i& start, __m128i& end) const {
+    const std::size_t i = 4 * k;
+    const Tables4 t = layout4(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
     const __m128i escape = _mm_cmpeq_epi32(
         slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
-    if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) break;
+    if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) return false;
     // The guess q (CellCoder::guess; at is within 2^31 in a plain table),
     // then the exact table: a hit if 0 < q < Q - 1 (cum4's range for q
     // and q + 1) and cum(q) <= slot < cum(q + 1), else the scalar search.
@@ -218,9 +263,9 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const S
     __m128i q = _mm256_cvttpd_epi32(at);
     const __m256d edge =
         _mm256_add_pd(t.lo_half, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    __m128i start = cum4<Latency::Low>(model, t, q, edge);
-    __m128i end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
-                                     _mm256_add_pd(edge, avx2::splat(1.0)));
+    start = cum4<Latency::Low>(model, t, q, edge);
+    end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+                             _mm256_add_pd(edge, avx2::splat(1.0)));
     const __m128i inside = _mm_and_si128(_mm_cmpgt_epi32(q, _mm_setzero_si128()),
                                          _mm_cmpgt_epi32(_mm_sub_epi32(t.count, _mm_set1_epi32(1)), q));
     const __m128i hit = _mm_and_si128(
@@ -240,27 +285,21 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const S
     // j = lo + q (exact as double: a plain table's cells are below 2^51).
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(j + i),
                         avx2::to_int64(_mm256_add_pd(t.lo, _mm256_cvtepi32_pd(q))));
-    // AnsDecoder::advance: x = freq (x >> 24) + slot - start (freq (x >> 24)
-    // < 2^63 from two 32-bit products), then renormalisation: lane t takes
-    // the next word if x < 2^31, the lanes in order.
-    const __m256i freq = _mm256_cvtepu32_epi64(_mm_sub_epi32(end, start));
-    const __m256i hi = _mm256_srli_epi64(x, kProbBits);
-    const __m256i prod = _mm256_add_epi64(
-        _mm256_mul_epu32(hi, freq), _mm256_slli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(hi, 32), freq), 32));
-    x = _mm256_sub_epi64(_mm256_add_epi64(prod, slot64), _mm256_cvtepu32_epi64(start));
-    const __m256i renorm = _mm256_cmpgt_epi64(_mm256_set1_epi64x(AnsDecoder::kLow), x);  // x < 2^63
-    const int takes = _mm256_movemask_pd(_mm256_castsi256_pd(renorm));
-    const __m256i words = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + pos)));
-    const __m256i w = _mm256_and_si256(
-        _mm256_permutevar8x32_epi32(words, _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordIndex[takes].data()))),
-        _mm256_set1_epi64x(0xffffffff));
-    x = _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi64(x, 32), w), renorm);
-    pos += 4 * static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(takes)));
+    return true;
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x), x);
-  c.pos = pos;
-  dec.resume(c, i);
-  return i;
+};
+
+// Decodes `count` symbols: groups of four (decode_groups_avx2 with
+// group_at(i), the Group for the symbols from i) where they go, and one
+// symbol the scalar way, one(i), where they stop.
+template <class GroupAt, class One>
+CEPAM_TARGET_AVX2 void decode_in_groups(AnsDecoder& dec, std::size_t count, GroupAt&& group_at,
+                                        One&& one) {
+  for (std::size_t i = 0; i < count;) {
+    auto group = group_at(i);
+    i += 4 * decode_groups_avx2(dec, (count - i) / 4, group);
+    if (i < count) one(i++);
+  }
 }
 
 #endif  // CEPAM_X86_DISPATCH
@@ -319,6 +358,47 @@ std::uint32_t GeometricCoder::decode(AnsDecoder& dec) const {
   h = dec.get_raw(16) + 1;
   if (h <= static_cast<std::uint32_t>(kTable)) throw FormatError("non-canonical trial index");
   return h;
+}
+
+void GeometricCoder::decode_batch(std::size_t count, AnsDecoder& dec, std::uint32_t* H) const {
+  if (!coded_) {
+    std::fill_n(H, count, 1u);
+    return;
+  }
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) {
+    // lookup() for four symbols: the guide's index, moved up while
+    // cum(i + 1) <= slot (at most kTable steps, as slot < cum_[kTable]).
+    struct Groups {
+      const GeometricCoder& coder;
+      std::uint32_t* H;
+      CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m128i slot, __m128i& start, __m128i& end) const {
+        const std::uint32_t* cum = coder.cum_;
+        if (_mm_movemask_epi8(_mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(cum[kTable])), slot)) != 0xffff)
+          return false;  // an escape
+        __m128i i = lookup4i(coder.guide_, _mm_srli_epi32(slot, kProbBits - kGuideBits));
+        end = lookup4i(cum + 1, i);
+        for (__m128i up; _mm_movemask_epi8(up = _mm_cmpgt_epi32(end, slot)) != 0xffff;) {
+          i = _mm_sub_epi32(i, _mm_xor_si128(up, _mm_set1_epi32(-1)));  // + 1 where end <= slot
+          end = lookup4i(cum + 1, i);
+        }
+        start = lookup4i(cum, i);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(H + 4 * k), _mm_add_epi32(i, _mm_set1_epi32(1)));
+        return true;
+      }
+    };
+    decode_in_groups(
+        dec, count, [&](std::size_t i) { return Groups{*this, H + i}; },
+        [&](std::size_t i) { H[i] = decode(dec); });
+    return;
+  }
+#endif
+  dec.decode_each(
+      count,
+      [&](std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+        return lookup(s, H[i], start, freq);
+      },
+      [&](std::size_t i) { H[i] = decode(dec); });
 }
 
 // The largest q with cum(q) <= s, from a guess q in [0, count): gallops
@@ -406,40 +486,26 @@ void CellCoder::decode_batch(const double* g, const double* o, std::size_t count
                              AnsDecoder& dec, std::int64_t* j) const {
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
-    // Groups of four; one symbol the scalar way where a group cannot go.
-    for (std::size_t i = 0; i < count;) {
-      i += decode_groups_avx2(*this, model_, g + i, o + i, count - i, dec, j + i);
-      if (i < count) {
-        j[i] = decode(layout(g[i], o[i]), dec);
-        ++i;
-      }
-    }
+    decode_in_groups(
+        dec, count, [&](std::size_t i) { return CellGroups{*this, model_, g + i, o + i, j + i}; },
+        [&](std::size_t i) { j[i] = decode(layout(g[i], o[i]), dec); });
     return;
   }
 #endif
-  decode_batch_portable(g, o, count, dec, j);
-}
-
-// The layouts of a batch are computed first, off the serial chain of the
-// symbols' decoding, then the symbols in runs.
-void CellCoder::decode_batch_portable(const double* g, const double* o, std::size_t count,
-                                      AnsDecoder& dec, std::int64_t* j) const {
+  // The layouts of a batch are computed first, off the serial chain of the
+  // symbols' decoding, then the symbols in runs.
   constexpr std::size_t kBatch = 256;
   Layout layouts[kBatch];
   for (std::size_t i0 = 0; i0 < count; i0 += kBatch) {
     const std::size_t n = count - i0 < kBatch ? count - i0 : kBatch;
     for (std::size_t i = 0; i < n; ++i) layouts[i] = layout(g[i0 + i], o[i0 + i]);
     std::int64_t* out = j + i0;
-    for (std::size_t i = 0; i < n;) {
-      i += dec.decode_run(n - i, [&](std::size_t k, std::uint32_t s, std::uint32_t& start,
-                                     std::uint32_t& freq) {
-        return lookup(layouts[i + k], s, out[i + k], start, freq);
-      });
-      if (i < n) {
-        out[i] = decode(layouts[i], dec);
-        ++i;
-      }
-    }
+    dec.decode_each(
+        n,
+        [&](std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+          return lookup(layouts[i], s, out[i], start, freq);
+        },
+        [&](std::size_t i) { out[i] = decode(layouts[i], dec); });
   }
 }
 

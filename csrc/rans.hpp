@@ -112,6 +112,18 @@ class AnsDecoder {
     return i;
   }
 
+  // Decodes `count` symbols: runs of decode_run(lookup), lookup's i
+  // counting from the first of them, and rare(i) for symbol i where a run
+  // stops.
+  template <class Lookup, class Rare>
+  void decode_each(std::size_t count, Lookup&& lookup, Rare&& rare) {
+    for (std::size_t i = 0; i < count;) {
+      i += decode_run(count - i, [&](std::size_t k, std::uint32_t s, std::uint32_t& start,
+                                     std::uint32_t& freq) { return lookup(i + k, s, start, freq); });
+      if (i < count) rare(i++);
+    }
+  }
+
   // The decoder's position, for loops that run the states themselves
   // (decode_run, and the SIMD decoder in conditional_coder.cpp): x[t] is
   // the state of the lane of the next symbol plus t, pos the offset of the
