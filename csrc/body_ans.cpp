@@ -1,6 +1,5 @@
 #include "body_ans.hpp"
 
-#include <algorithm>
 #include <type_traits>
 
 #include "conditional_coder.hpp"

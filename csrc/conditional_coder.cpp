@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 
 #include "cpu.hpp"
 #include "simd_avx2.hpp"
@@ -95,9 +96,10 @@ CEPAM_TARGET_AVX2 inline Tables4 layout4(const SourceModel& model, __m256d g, __
   return t;
 }
 
-// table[i_l] for the four lanes: a gather, or (Latency::Low) four loads,
-// which give the result sooner but take more instructions (the decoder's
-// serial chain wants the former... the latter; the encoder the former).
+// table[i_l] for the four lanes: a gather (for the encoder's throughput),
+// or with Latency::Low four loads, which take more instructions but give
+// the result sooner (for the decoder's serial chain; a gather takes twice
+// as long on recent Intel processors).
 enum class Latency { Any, Low };
 
 template <Latency L, class T>
@@ -106,12 +108,10 @@ CEPAM_TARGET_AVX2 inline __m256d lookup4(const T* table, __m128i i) {
     alignas(16) std::int32_t k[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(k), i);
     return _mm256_setr_pd(table[k[0]], table[k[1]], table[k[2]], table[k[3]]);
-  } else if constexpr (sizeof(T) == 8) {
+  } else {
+    static_assert(std::is_same_v<T, double>, "gathers doubles");
     return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), table, i,
                                     _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), 8);
-  } else {
-    return _mm256_cvtps_pd(_mm_mask_i32gather_ps(_mm_setzero_ps(), table, i,
-                                                 _mm_castsi128_ps(_mm_set1_epi32(-1)), 4));
   }
 }
 
@@ -334,16 +334,6 @@ GeometricCoder::GeometricCoder(double p) : coded_(p < 1.0) {
   for (int t = 0, h = 0; t < (1 << kGuideBits); ++t) {
     while (cum_[h + 1] <= static_cast<std::uint32_t>(t) << (kProbBits - kGuideBits)) ++h;
     guide_[t] = static_cast<std::uint8_t>(h);
-  }
-}
-
-void GeometricCoder::encode(std::uint32_t h, AnsEncoder& enc) const {
-  if (!coded_) return;
-  if (h >= 1 && h <= static_cast<std::uint32_t>(kTable)) {
-    enc.put(cum_[h - 1], cum_[h] - cum_[h - 1]);
-  } else {
-    enc.put(cum_[kTable], kEscapeFreq);
-    enc.put_raw(h - 1, 16);  // h <= kTrialCap = 2^16
   }
 }
 

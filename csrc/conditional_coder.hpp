@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "bitstream.hpp"
@@ -38,7 +39,15 @@ class GeometricCoder {
 
   explicit GeometricCoder(double p);
   bool coded() const { return coded_; }
-  void encode(std::uint32_t h, AnsEncoder& enc) const;
+  void encode(std::uint32_t h, AnsEncoder& enc) const {
+    if (!coded_) return;
+    if (h >= 1 && h <= static_cast<std::uint32_t>(kTable)) {
+      enc.put(cum_[h - 1], cum_[h] - cum_[h - 1]);
+    } else {
+      enc.put(cum_[kTable], 1);  // the escape
+      enc.put_raw(h - 1, 16);    // h <= kTrialCap = 2^16
+    }
+  }
   std::uint32_t decode(AnsDecoder& dec) const;
   // decode for H[0..count) (SIMD where the processor has it).
   void decode_batch(std::size_t count, AnsDecoder& dec, std::uint32_t* H) const;

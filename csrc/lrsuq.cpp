@@ -458,13 +458,17 @@ void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::si
                      H, M, nullptr, nullptr);
 }
 
+void check_factor(double factor) {
+  if (!(factor >= 0.0) || !std::isfinite(factor)) {
+    throw InvalidArgument("clipping factor must be finite and non-negative");
+  }
+}
+
 template <class T>
 void lrsuq_encode_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                         double factor, std::size_t first, std::size_t last, std::uint32_t* H,
                         std::int64_t* M, double* beta, double* V) {
-  if (!(factor >= 0.0) || !std::isfinite(factor)) {
-    throw InvalidArgument("clipping factor must be finite and non-negative");
-  }
+  check_factor(factor);
   dispatch(p, [&](const auto& lattice, const auto& latent) {
     encode_impl(lattice, latent, ks, x, m, factor, first, last, H, M, beta, V);
   });

@@ -45,6 +45,9 @@ struct LrsuqParams {
 // Validates params; throws InvalidArgument with a message naming the problem.
 void check_params(const LrsuqParams& p);
 
+// Throws InvalidArgument unless the clipping factor is finite and >= 0.
+void check_factor(double factor);
+
 // Probability that one trial is accepted (the packing density in the
 // mechanism's norm); 1 when the lattice cell is the ball itself.
 double acceptance_probability(const LrsuqParams& p);
