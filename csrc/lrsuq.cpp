@@ -453,9 +453,10 @@ double sum_of_squares(const T* x, std::size_t m) {
 template <class T>
 void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                   double factor, std::uint32_t* H, std::int64_t* M) {
-  lrsuq_encode_range(p, ks, x, m, factor, 0, (m + static_cast<std::size_t>(p.n) - 1) /
-                                                 static_cast<std::size_t>(p.n),
-                     H, M, nullptr, nullptr);
+  check_factor(factor);
+  check_params(p);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  lrsuq_encode_range(p, ks, x, m, factor, 0, (m + n - 1) / n, H, M, nullptr, nullptr);
 }
 
 void check_factor(double factor) {

@@ -11,8 +11,8 @@
 // signal-to-noise ratio, the 64-bin model about 0.001.
 #pragma once
 
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
