@@ -43,6 +43,20 @@ inline bool accepted(Norm norm, const double* dev, std::size_t n, double r) {
 
 std::string describe_subvector(std::size_t j) { return "sub-vector " + std::to_string(j); }
 
+// beta[c] = r[c] / rho for c < count.  Where rho is a power of two (the
+// packing radius of Z^n is 1/2) this is r[c] (1 / rho), the same value for
+// every r (scaling by a power of two rounds as the division does), without
+// a division: the compiler's own rewrite of x / 2.
+void scale_radii(const double* r, double rho, std::size_t count, double* beta) {
+  int e;
+  const double inv = 1.0 / rho;
+  if (std::frexp(rho, &e) == 0.5 && std::isfinite(inv) && inv * rho == 1.0) {
+    for (std::size_t c = 0; c < count; ++c) beta[c] = r[c] * inv;
+  } else {
+    for (std::size_t c = 0; c < count; ++c) beta[c] = r[c] / rho;
+  }
+}
+
 // Dither words of trial trial_of(i) for the sub-vectors j = j0 + subs[i],
 // i < count: words [j n, j n + n) of stream trial_of(i), which lie in one or
 // two blocks.  All those blocks are computed in SIMD batches
@@ -120,7 +134,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     ks.words(0, j0 * W, count * W, latent_buf.data());
     ks.words(1, e0, ne, dither_buf.data());
     latent.radii(latent_buf.data(), count, radius.data());
-    for (std::size_t c = 0; c < count; ++c) beta[c] = radius[c] / rho;
+    scale_radii(radius.data(), rho, count, beta.data());
     for (std::size_t c = 0; c < count; ++c) inv_beta[c] = 1.0 / beta[c];
     // Per element (for n = 1, the per-sub-vector arrays themselves).
     const double* beta_elem = beta.data();
@@ -260,7 +274,7 @@ class ChunkSideInfo {
     ks_.words(0, j0 * W_, count * W_, latent_buf_.data());
     ks_.words(1, j0 * un_, count * un_, dither_.data());
     latent_.radii(latent_buf_.data(), count, beta_.data());
-    for (std::size_t c = 0; c < count; ++c) beta_[c] = beta_[c] / rho_;
+    scale_radii(beta_.data(), rho_, count, beta_.data());
     retry_.fetch(ks_, [&](std::size_t i) { return H[later_[i]]; }, un_, j0, later_.data(), nlater);
     for (std::size_t i = 0; i < nlater; ++i) {
       const std::uint64_t* w = retry_.words(i);
