@@ -302,15 +302,9 @@ CEPAM_TARGET_AVX2 void decode_in_groups(AnsDecoder& dec, std::size_t count, Grou
   }
 }
 
-#endif  // CEPAM_X86_DISPATCH
+bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
 
-bool use_avx2() {
-#if CEPAM_X86_DISPATCH
-  return simd_level() >= SimdLevel::Avx2;
-#else
-  return false;
-#endif
-}
+#endif  // CEPAM_X86_DISPATCH
 
 }  // namespace
 
