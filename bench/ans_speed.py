@@ -3,6 +3,7 @@
     python bench/ans_speed.py speed [--m 4194304] [--repeat 5] [--n 1 2] [--coder ans golomb]
     python bench/ans_speed.py record ref.json   # before a change
     python bench/ans_speed.py check  ref.json   # after: every hash must match
+    CEPAM_SIMD=portable python bench/ans_speed.py check ref.json   # and without SIMD
 
 speed: single-thread throughput (million coordinates / s, best of `repeat`)
 of the whole cepam.encode / cepam.decode path, float32 x ~ N(0, 0.01),
