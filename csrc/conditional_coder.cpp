@@ -115,6 +115,13 @@ CEPAM_TARGET_AVX2 inline __m256d lookup4(const T* table, __m128i i) {
   }
 }
 
+// table[i_l] for four 64-bit indices, with four loads.
+CEPAM_TARGET_AVX2 inline __m256d lookup4(const double* table, __m256i i) {
+  alignas(32) std::int64_t k[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(k), i);
+  return _mm256_setr_pd(table[k[0]], table[k[1]], table[k[2]], table[k[3]]);
+}
+
 // table[i_l] for the four lanes, from a table of 32-bit or smaller integers.
 template <class T>
 CEPAM_TARGET_AVX2 inline __m128i lookup4i(const T* table, __m128i i) {
@@ -198,9 +205,9 @@ alignas(32) constexpr std::array<std::array<std::int32_t, 8>, 16> kWordIndex = w
 // Decodes groups of four symbols, one per rANS state (AnsDecoder's lanes,
 // rotated so that lane t of the vectors is the state of the group's t-th
 // symbol), with AnsDecoder::advance's state changes, while four words
-// remain: group(k, slot, start, end) gives the intervals [start, end) of
-// group k's symbols, whose slots are `slot` (and stores the values), or
-// returns false to stop before group k.  Returns the number of groups
+// remain: group(k, slots, start, end) gives the intervals [start, end) of
+// group k's symbols, whose slots are `slots` (in 64-bit lanes), and stores
+// the values, or returns false to stop before group k.  Returns the number of groups
 // decoded, at most `groups`.
 template <class Group>
 CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(AnsDecoder& dec, std::size_t groups, Group& group) {
@@ -214,7 +221,7 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(AnsDecoder& dec, std::size_t gr
   for (; k < groups && pos + 16 <= len; ++k) {
     const __m256i slot64 = _mm256_and_si256(x, _mm256_set1_epi64x(kProbScale - 1));
     __m128i start, end;
-    if (!group(k, low_halves(slot64), start, end)) break;
+    if (!group(k, slot64, start, end)) break;
     // x = freq (x >> 24) + slot - start (freq (x >> 24) < 2^63, from two
     // 32-bit products), then renormalisation: lane t takes the next word
     // if x < 2^31, the lanes in order.
@@ -248,8 +255,10 @@ struct CellGroups {
   const double* o;
   std::int64_t* j;
 
-  CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m128i slot, __m128i& start, __m128i& end) const {
+  CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m256i slot64, __m128i& start,
+                                    __m128i& end) const {
     const std::size_t i = 4 * k;
+    const __m128i slot = low_halves(slot64);
     const Tables4 t = layout4(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
     const __m128i escape = _mm_cmpeq_epi32(
         slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
@@ -257,8 +266,8 @@ struct CellGroups {
     // The guess q (CellCoder::guess; at is within 2^31 in a plain table),
     // then the exact table: a hit if 0 < q < Q - 1 (cum4's range for q
     // and q + 1) and cum(q) <= slot < cum(q + 1), else the scalar search.
-    const __m256d u = lookup4<Latency::Low>(
-        model.quantile_table(), _mm_srli_epi32(slot, kProbBits - SourceModel::kKnotBits));
+    const __m256d u = lookup4(model.quantile_table(),
+                              _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
     const __m256d at = _mm256_add_pd(t.guess_a, _mm256_mul_pd(u, t.guess_b));
     __m128i q = _mm256_cvttpd_epi32(at);
     const __m256d edge =
@@ -356,7 +365,9 @@ void GeometricCoder::decode_batch(std::size_t count, AnsDecoder& dec, std::uint3
     struct Groups {
       const GeometricCoder& coder;
       std::uint32_t* H;
-      CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m128i slot, __m128i& start, __m128i& end) const {
+      CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m256i slot64, __m128i& start,
+                                        __m128i& end) const {
+        const __m128i slot = low_halves(slot64);
         const std::uint32_t* cum = coder.cum_;
         if (_mm_movemask_epi8(_mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(cum[kTable])), slot)) != 0xffff)
           return false;  // an escape
