@@ -3,6 +3,7 @@
     python bench/ans_speed.py speed [--m 4194304] [--repeat 5] [--n 1 2] [--coder ans golomb]
     python bench/ans_speed.py record ref.json   # before a change
     python bench/ans_speed.py check  ref.json   # after: every hash must match
+    CEPAM_SIMD=portable python bench/ans_speed.py check ref.json   # and without SIMD
 
 speed: single-thread throughput (million coordinates / s, best of `repeat`)
 of the whole cepam.encode / cepam.decode path, float32 x ~ N(0, 0.01),
@@ -13,8 +14,9 @@ decoded symbols over many configurations (Gaussian n = 1, 2, 3, 8; Laplace
 n = 1, 2, 4; SDQ; float32 / float64; m in {0, 1, 7, 4095, 4097, 100003};
 noise scales from 1e-6 to 10 relative to the data; clip factors; both
 coders), and of the outcome (values, or the exception's type and message)
-of decoding corrupted ANS bodies: flipped bytes, truncations, appended
-bytes, and a wrong m or dimension.
+of decoding corrupted ANS bodies (flipped bytes, truncations, appended
+bytes, a wrong m or dimension) and of encoding invalid input (bad clipping
+factors; NaN, Inf and too large values in later blocks).
 """
 import argparse
 import hashlib
@@ -126,9 +128,33 @@ def corruptions(body, rng):
     return out
 
 
+def bad_inputs(out, key):
+    """Invalid factors, and non-finite or too large values in later blocks:
+    the exceptions (type and message) must not change."""
+    for coder in (GOLOMB, ANS):
+        for m in (0, 5, 10000):
+            x = np.linspace(-1, 1, m)
+            for factor in (float("nan"), -1.0, float("inf")):
+                r = outcome(lambda: c.encode(x, key=key, mechanism=GAUSSIAN, scale=0.1, lattice=1,
+                                             n=1, factor=factor, coder=coder))
+                out[f"factor/{coder}/{m}/{factor}"] = digest(*r)
+        for n in (1, 2):
+            for dtype in ("float32", "float64"):
+                for bad in (float("nan"), float("inf"), -float("inf"), 1e300, 3e10):
+                    for at in (0, 4095, 4096, 9000, 19999):
+                        x = np.random.default_rng(at).normal(0, 1, 20000)
+                        x[at] = bad
+                        with np.errstate(over="ignore"):  # 1e300 as float32 is inf
+                            x = x.astype(dtype)
+                        r = outcome(lambda: c.encode(x, key=key, mechanism=GAUSSIAN, scale=1e-6,
+                                                     lattice=1, n=n, factor=1.0, coder=coder))
+                        out[f"badx/{coder}/{n}/{dtype}/{bad}/{at}"] = digest(*r)
+
+
 def hashes():
     out = {}
     key = bytes(range(32))
+    bad_inputs(out, key)
     for mech, n, dtype, m, rel, coder in configs():
         rng = np.random.default_rng([mech, n, m, int(rel * 1e6), coder])
         x = inputs(m, dtype, rng)

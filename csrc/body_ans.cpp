@@ -1,6 +1,6 @@
 #include "body_ans.hpp"
 
-#include <algorithm>
+#include <type_traits>
 
 #include "conditional_coder.hpp"
 #include "errors.hpp"
@@ -50,49 +50,53 @@ class DiagonalBatch {
 
   // Coordinate c of sub-vector j in coding order is k = n-1-c: element j n + n-1-c.
   void tables(std::size_t j0, std::size_t j1, const double* beta, const double* V) {
-    if (n_ == 1) {  // the common case, as a plain (vectorisable) loop
-      for (std::size_t j = j0; j < j1; ++j) {
-        g[j - j0] = beta[j] * diag_[0];
-        o[j - j0] = beta[j] * V[j];
+    with_dim([&](auto dim) {
+      const std::size_t n = dim.value > 0 ? dim.value : n_;
+      for (std::size_t j = j0, i = 0; j < j1; ++j, i += n) {
+        for (std::size_t c = 0; c < n; ++c) {
+          g[i + c] = beta[j] * diag_[c];
+          o[i + c] = beta[j] * V[j * n + n - 1 - c];
+        }
       }
-      return;
-    }
-    for (std::size_t j = j0, i = 0; j < j1; ++j, i += n_) {
-      for (std::size_t c = 0; c < n_; ++c) {
-        g[i + c] = beta[j] * diag_[c];
-        o[i + c] = beta[j] * V[j * n_ + n_ - 1 - c];
-      }
-    }
+    });
   }
-  void gather(std::size_t j0, std::size_t j1, const std::int64_t* M) {
-    for (std::size_t j = j0, i = 0; j < j1; ++j, i += n_)
-      for (std::size_t c = 0; c < n_; ++c) this->j[i + c] = M[j * n_ + n_ - 1 - c];
+  // The coordinates of the batch in coding order: M's own for n = 1, else
+  // a copy (gather) to fill or (scatter) to store.
+  const std::int64_t* gather(std::size_t j0, std::size_t j1, const std::int64_t* M) {
+    if (n_ == 1) return M + j0;
+    with_dim([&](auto dim) {
+      const std::size_t n = dim.value > 0 ? dim.value : n_;
+      for (std::size_t j = j0, i = 0; j < j1; ++j, i += n)
+        for (std::size_t c = 0; c < n; ++c) coded_[i + c] = M[j * n + n - 1 - c];
+    });
+    return coded_;
   }
+  std::int64_t* coordinates(std::size_t j0, std::int64_t* M) { return n_ == 1 ? M + j0 : coded_; }
   void scatter(std::size_t j0, std::size_t j1, std::int64_t* M) const {
-    for (std::size_t j = j0, i = 0; j < j1; ++j, i += n_)
-      for (std::size_t c = 0; c < n_; ++c) M[j * n_ + n_ - 1 - c] = this->j[i + c];
+    if (n_ == 1) return;
+    with_dim([&](auto dim) {
+      const std::size_t n = dim.value > 0 ? dim.value : n_;
+      for (std::size_t j = j0, i = 0; j < j1; ++j, i += n)
+        for (std::size_t c = 0; c < n; ++c) M[j * n + n - 1 - c] = coded_[i + c];
+    });
   }
 
   double g[kLayoutBatch], o[kLayoutBatch];
-  std::int64_t j[kLayoutBatch];
 
  private:
+  // fn(std::integral_constant<std::size_t, N>): N = n for n = 1 and 2, so
+  // that the loops over a sub-vector's coordinates unroll, else 0 (then n_).
+  template <class Fn>
+  void with_dim(Fn&& fn) const {
+    if (n_ == 1) fn(std::integral_constant<std::size_t, 1>{});
+    else if (n_ == 2) fn(std::integral_constant<std::size_t, 2>{});
+    else fn(std::integral_constant<std::size_t, 0>{});
+  }
+
   std::size_t n_;
+  std::int64_t coded_[kLayoutBatch];
   double diag_[kMaxN];
 };
-
-// Decodes `count` symbols: runs of ans.decode_run(lookup(i, slot, start,
-// freq)) for the common cases, rare(i) for symbol i where a run stops.
-template <class Lookup, class Rare>
-void decode_symbols(AnsDecoder& ans, std::size_t count, Lookup&& lookup, Rare&& rare) {
-  for (std::size_t i = 0; i < count;) {
-    i += ans.decode_run(count - i, [&](std::size_t k, std::uint32_t s, std::uint32_t& start,
-                                       std::uint32_t& freq) {
-      return lookup(i + k, s, start, freq);
-    });
-    if (i < count) rare(i++);
-  }
-}
 
 }  // namespace
 
@@ -123,8 +127,7 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
   for (std::size_t j0 = 0; j0 < count; j0 += batch.subvectors()) {
     const std::size_t j1 = count - j0 < batch.subvectors() ? count : j0 + batch.subvectors();
     batch.tables(j0, j1, beta, V);
-    batch.gather(j0, j1, M);
-    cells_.encode_batch(batch.j, batch.g, batch.o, batch.size(j0, j1), ans_);
+    cells_.encode_batch(batch.gather(j0, j1, M), batch.g, batch.o, batch.size(j0, j1), ans_);
   }
 }
 
@@ -140,17 +143,7 @@ AnsBodyDecoder::AnsBodyDecoder(const std::uint8_t* data, std::size_t len) {
 }
 
 void AnsBodyDecoder::decode_h(double p, std::size_t N, std::uint32_t* H) {
-  const GeometricCoder hcoder(p);
-  if (!hcoder.coded()) {
-    std::fill_n(H, N, 1u);
-    return;
-  }
-  decode_symbols(
-      *ans_, N,
-      [&](std::size_t j, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
-        return hcoder.lookup(s, H[j], start, freq);
-      },
-      [&](std::size_t j) { H[j] = hcoder.decode(*ans_); });
+  GeometricCoder(p).decode_batch(N, *ans_, H);
 }
 
 void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const double* beta,
@@ -172,7 +165,7 @@ void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const
   for (std::size_t j0 = 0; j0 < N; j0 += batch.subvectors()) {
     const std::size_t j1 = N - j0 < batch.subvectors() ? N : j0 + batch.subvectors();
     batch.tables(j0, j1, beta, V);
-    cells.decode_batch(batch.g, batch.o, batch.size(j0, j1), *ans_, batch.j);
+    cells.decode_batch(batch.g, batch.o, batch.size(j0, j1), *ans_, batch.coordinates(j0, M));
     batch.scatter(j0, j1, M);
   }
 }

@@ -1,6 +1,8 @@
 #include "conditional_coder.hpp"
 
+#include <algorithm>
 #include <array>
+#include <type_traits>
 
 #include "cpu.hpp"
 #include "simd_avx2.hpp"
@@ -40,16 +42,16 @@ std::int64_t get_escaped(AnsDecoder& dec) {
 // CellCoder's tables for four coordinates, one per lane, computed with the
 // scalar code's IEEE operations per lane (simd_avx2.hpp).  Only "plain"
 // tables are computed exactly: finite, within 2^50 cells of 0 (where the
-// scalar clamps do nothing and the integer conversions of simd_avx2.hpp
-// are exact) and not coarse (shift 0).  The other lanes are flagged; the
-// scalar code handles them.
+// scalar clamps do nothing), not coarse (shift 0) and of at least 3
+// symbols.  Their cells and counts are small integers, exact as doubles,
+// and cum(Q) = R + Q = 2^24 - 1.  The other lanes are flagged; the scalar
+// code handles them.
 struct Tables4 {
   __m256d g, o;
-  __m256i lo;       // first cell, int64
-  __m256d lo_d;     // the same as double (exact)
-  __m128i count;    // symbols Q, int32
-  __m128i top;      // cum(Q) = R + Q, int32
+  __m256d lo;       // the first cell
+  __m256d lo_half;  // lo - 1/2
   __m256d range;    // R
+  __m128i count;    // Q, int32
   __m256d guess_a, guess_b;
   int plain;        // bit t set where lane t is plain
 };
@@ -77,25 +79,61 @@ CEPAM_TARGET_AVX2 inline Tables4 layout4(const SourceModel& model, __m256d g, __
   const __m256d finite = _mm256_and_pd(
       _mm256_and_pd(_mm256_cmp_pd(v_lo, -lim, _CMP_GT_OQ), _mm256_cmp_pd(v_lo, lim, _CMP_LT_OQ)),
       _mm256_and_pd(_mm256_cmp_pd(v_hi, -lim, _CMP_GT_OQ), _mm256_cmp_pd(v_hi, lim, _CMP_LT_OQ)));
-  t.lo = _mm256_sub_epi64(avx2::to_int64(floor_pd(v_lo)), _mm256_set1_epi64x(CellCoder::kMargin));
-  __m256i hi = _mm256_add_epi64(avx2::to_int64(floor_pd(v_hi)), _mm256_set1_epi64x(CellCoder::kMargin));
-  hi = _mm256_blendv_epi8(hi, t.lo, _mm256_cmpgt_epi64(t.lo, hi));  // if (hi < lo) hi = lo
-  const __m256i span = _mm256_sub_epi64(hi, t.lo);
-  const __m256i fine = _mm256_cmpgt_epi64(_mm256_set1_epi64x(CellCoder::kMaxSymbols), span);  // shift 0
-  t.plain = _mm256_movemask_pd(_mm256_and_pd(finite, _mm256_castsi256_pd(fine)));
-  t.count = _mm_add_epi32(low_halves(span), _mm_set1_epi32(1));
-  const __m128i range = _mm_sub_epi32(
-      _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)), t.count);
-  t.top = _mm_add_epi32(range, t.count);
-  t.range = _mm256_cvtepi32_pd(range);
-  t.lo_d = avx2::to_double(t.lo);
-  t.guess_a = _mm256_sub_pd(v_lo, t.lo_d);
+  const __m256d margin = avx2::splat(static_cast<double>(CellCoder::kMargin));
+  t.lo = _mm256_sub_pd(floor_pd(v_lo), margin);
+  const __m256d hi = _mm256_max_pd(_mm256_add_pd(floor_pd(v_hi), margin), t.lo);  // hi >= lo
+  const __m256d span = _mm256_sub_pd(hi, t.lo);
+  const __m256d small = _mm256_and_pd(
+      _mm256_cmp_pd(span, avx2::splat(2.0), _CMP_GE_OQ),
+      _mm256_cmp_pd(span, avx2::splat(static_cast<double>(CellCoder::kMaxSymbols)), _CMP_LT_OQ));
+  t.plain = _mm256_movemask_pd(_mm256_and_pd(finite, small));
+  const __m256d count = _mm256_add_pd(span, avx2::splat(1.0));
+  t.count = _mm256_cvttpd_epi32(count);
+  t.range = _mm256_sub_pd(avx2::splat(static_cast<double>(kProbScale - CellCoder::kEscapeFreq)), count);
+  t.lo_half = _mm256_sub_pd(t.lo, avx2::splat(0.5));
+  t.guess_a = _mm256_sub_pd(v_lo, t.lo);
   t.guess_b = _mm256_mul_pd(_mm256_sub_pd(z_hi, z_lo), avx2::splat(1.0 / SourceModel::kBins));
   return t;
 }
 
-// SourceModel::cdf; the tables are gathered at an index clamped to the
-// table (the scalar code's index wherever its value is used).
+// table[i_l] for the four lanes: a gather (for the encoder's throughput),
+// or with Latency::Low four loads, which take more instructions but give
+// the result sooner (for the decoder's serial chain; a gather takes twice
+// as long on recent Intel processors).
+enum class Latency { Any, Low };
+
+template <Latency L, class T>
+CEPAM_TARGET_AVX2 inline __m256d lookup4(const T* table, __m128i i) {
+  if constexpr (L == Latency::Low) {
+    alignas(16) std::int32_t k[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(k), i);
+    return _mm256_setr_pd(table[k[0]], table[k[1]], table[k[2]], table[k[3]]);
+  } else {
+    static_assert(std::is_same_v<T, double>, "gathers doubles");
+    return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), table, i,
+                                    _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), 8);
+  }
+}
+
+// table[i_l] for four 64-bit indices, with four loads.
+CEPAM_TARGET_AVX2 inline __m256d lookup4(const double* table, __m256i i) {
+  alignas(32) std::int64_t k[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(k), i);
+  return _mm256_setr_pd(table[k[0]], table[k[1]], table[k[2]], table[k[3]]);
+}
+
+// table[i_l] for the four lanes, from a table of 32-bit or smaller integers.
+template <class T>
+CEPAM_TARGET_AVX2 inline __m128i lookup4i(const T* table, __m128i i) {
+  alignas(16) std::int32_t k[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(k), i);
+  return _mm_setr_epi32(static_cast<std::int32_t>(table[k[0]]), static_cast<std::int32_t>(table[k[1]]),
+                        static_cast<std::int32_t>(table[k[2]]), static_cast<std::int32_t>(table[k[3]]));
+}
+
+// SourceModel::cdf; the tables are read at an index clamped to the table
+// (the scalar code's index wherever its value is used).
+template <Latency L>
 CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
   const __m256d a = avx2::splat(model.range());
   const __m256d below = _mm256_cmp_pd(x, avx2::splat(-model.range()), _CMP_NGT_UQ);
@@ -104,8 +142,8 @@ CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
   const __m256d wild = _mm256_cmp_pd(u, avx2::splat(2.0 * SourceModel::kBins), _CMP_NLT_UQ);
   const __m128i i = _mm_min_epi32(_mm_max_epi32(_mm256_cvttpd_epi32(u), _mm_setzero_si128()),
                                   _mm_set1_epi32(SourceModel::kBins - 1));
-  const __m256d knot = _mm256_i32gather_pd(model.knot_table(), i, 8);
-  const __m256d slope = _mm256_i32gather_pd(model.slope_table(), i, 8);
+  const __m256d knot = lookup4<L>(model.knot_table(), i);
+  const __m256d slope = lookup4<L>(model.slope_table(), i);
   const __m256d f = _mm256_mul_pd(
       _mm256_add_pd(knot, _mm256_mul_pd(_mm256_sub_pd(u, _mm256_cvtepi32_pd(i)), slope)),
       avx2::splat(1.0 / SourceModel::kKnotScale));
@@ -113,38 +151,39 @@ CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
                           _mm256_setzero_pd(), below);
 }
 
-// CellCoder::cum(q) for plain tables, q as int32, and cell = lo + q as
-// double (exact).
+// CellCoder::cum(q) for plain tables and 0 < q < Q (int32), given the
+// cell's lower edge in cells, lo + q - 1/2 (double(cell) - 0.5 in the
+// scalar code; exact both ways, as the table is plain).
+template <Latency L>
 CEPAM_TARGET_AVX2 inline __m128i cum4(const SourceModel& model, const Tables4& t, __m128i q,
-                                      __m256d cell) {
-  const __m256d edge =
-      _mm256_add_pd(_mm256_mul_pd(t.g, _mm256_sub_pd(cell, avx2::splat(0.5))), t.o);
-  const __m256d f = _mm256_mul_pd(cdf4(model, edge), t.range);
-  __m128i c = _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
-  c = _mm_blendv_epi8(c, _mm_setzero_si128(), _mm_cmpgt_epi32(_mm_set1_epi32(1), q));  // q <= 0
-  return _mm_blendv_epi8(t.top, c, _mm_cmpgt_epi32(t.count, q));  // Q > q, else cum(Q)
+                                      __m256d cell_edge) {
+  const __m256d edge = _mm256_add_pd(_mm256_mul_pd(t.g, cell_edge), t.o);
+  const __m256d f = _mm256_mul_pd(cdf4<L>(model, edge), t.range);
+  return _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
 }
 
 // CellCoder::encode for coordinates j[0..4) in tables (g, o): start and
-// freq of each symbol; returns the lanes (bits) that are plain and inside
-// their table, for which these are the whole code.
+// freq of each symbol; returns the lanes (bits) for which these are the
+// whole code: plain tables, 0 < q < Q - 1 (the cells at the ends of a
+// table and those outside it go to the scalar code).
 CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t* j,
                                    const double* g, const double* o, std::uint32_t* start,
                                    std::uint32_t* freq) {
   const Tables4 t = layout4(model, _mm256_loadu_pd(g), _mm256_loadu_pd(o));
-  const __m256i cell = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(j));
-  const __m256i q64 = _mm256_sub_epi64(cell, t.lo);
-  const __m128i q = low_halves(q64);
-  const __m256i inside = _mm256_andnot_si256(  // 0 <= q < Q
-      _mm256_cmpgt_epi64(_mm256_setzero_si256(), q64),
-      _mm256_cmpgt_epi64(_mm256_cvtepi32_epi64(t.count), q64));
-  const __m256d cell_d = avx2::to_double(cell);  // |j| <= 2^53 (lrsuq.hpp)
-  const __m128i lo = cum4(model, t, q, cell_d);
-  const __m128i hi = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
-                          _mm256_add_pd(cell_d, avx2::splat(1.0)));
+  // j exactly as double (|j| <= 2^53, lrsuq.hpp); q = j - lo, exact where it matters.
+  const __m256d q_d = _mm256_sub_pd(
+      avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(j))), t.lo);
+  const __m256d inside = _mm256_and_pd(
+      _mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
+      _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ));
+  const __m128i q = _mm256_cvttpd_epi32(q_d);
+  const __m256d edge = _mm256_add_pd(t.lo_half, q_d);
+  const __m128i lo = cum4<Latency::Any>(model, t, q, edge);
+  const __m128i hi = cum4<Latency::Any>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+                                        _mm256_add_pd(edge, avx2::splat(1.0)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(start), lo);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(freq), _mm_sub_epi32(hi, lo));
-  return t.plain & _mm256_movemask_pd(_mm256_castsi256_pd(inside));
+  return t.plain & _mm256_movemask_pd(inside);
 }
 
 // kWordIndex[k]: for renormalisation in decode_groups_avx2, where bit t of k
@@ -163,56 +202,29 @@ constexpr std::array<std::array<std::int32_t, 8>, 16> word_index() {
 }
 alignas(32) constexpr std::array<std::array<std::int32_t, 8>, 16> kWordIndex = word_index();
 
-// Decodes coordinates in groups of four, one per rANS state (AnsDecoder's
-// lanes, rotated so that lane t of the vectors is the state of the t-th
-// next symbol), with CellCoder::decode's results and AnsDecoder::advance's
-// state changes, while every table of the group is plain, no slot is the
-// escape and four words remain; returns the number decoded (a multiple
-// of 4).  A wrong guess is put right by the scalar search.
-CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const SourceModel& model,
-                                                 const double* g, const double* o,
-                                                 std::size_t count, AnsDecoder& dec,
-                                                 std::int64_t* j) {
+// Decodes groups of four symbols, one per rANS state (AnsDecoder's lanes,
+// rotated so that lane t of the vectors is the state of the group's t-th
+// symbol), with AnsDecoder::advance's state changes, while four words
+// remain: group(k, slots, start, end) gives the intervals [start, end) of
+// group k's symbols, whose slots are `slots` (in 64-bit lanes), and stores
+// the values, or returns false to stop before group k.  Returns the number of groups
+// decoded, at most `groups`.
+template <class Group>
+CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(AnsDecoder& dec, std::size_t groups, Group& group) {
   static_assert(kStreams == 4, "one state per lane");
   AnsDecoder::Cursor c = dec.cursor();
   const std::uint8_t* data = dec.data();
   const std::size_t len = dec.size();
   __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x));
   std::size_t pos = c.pos;
-  std::size_t i = 0;
-  for (; i + 4 <= count && pos + 16 <= len; i += 4) {
-    const Tables4 t = layout4(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
+  std::size_t k = 0;
+  for (; k < groups && pos + 16 <= len; ++k) {
     const __m256i slot64 = _mm256_and_si256(x, _mm256_set1_epi64x(kProbScale - 1));
-    const __m128i slot = low_halves(slot64);
-    const __m128i escape = _mm_cmpeq_epi32(
-        slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
-    if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) break;
-    // The guess (CellCoder::guess; u in [0, K] puts it in [2, Q - 1) in a
-    // plain table, and any q is safe), then the exact table.
-    const __m256d u = _mm256_cvtps_pd(_mm_i32gather_ps(
-        model.quantile_table(), _mm_srli_epi32(slot, kProbBits - SourceModel::kKnotBits), 4));
-    const __m256d at = _mm256_add_pd(t.guess_a, _mm256_mul_pd(u, t.guess_b));
-    __m128i q = _mm256_cvttpd_epi32(at);
-    const __m256d cell = _mm256_add_pd(t.lo_d, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    __m128i start = cum4(model, t, q, cell);
-    __m128i end = cum4(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)), _mm256_add_pd(cell, avx2::splat(1.0)));
-    const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
-    if (_mm_movemask_epi8(hit) != 0xffff) {
-      alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];
-      _mm_store_si128(reinterpret_cast<__m128i*>(qs), q);
-      _mm_store_si128(reinterpret_cast<__m128i*>(ss), slot);
-      _mm_store_si128(reinterpret_cast<__m128i*>(st), start);
-      _mm_store_si128(reinterpret_cast<__m128i*>(en), end);
-      for (int l = 0; l < 4; ++l)
-        qs[l] = static_cast<std::uint32_t>(cells.symbol(cells.layout(g[i + l], o[i + l]), ss[l], st[l], en[l]));
-      q = _mm_load_si128(reinterpret_cast<const __m128i*>(qs));
-      start = _mm_load_si128(reinterpret_cast<const __m128i*>(st));
-      end = _mm_load_si128(reinterpret_cast<const __m128i*>(en));
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(j + i), _mm256_add_epi64(t.lo, _mm256_cvtepi32_epi64(q)));
-    // AnsDecoder::advance: x = freq (x >> 24) + slot - start (freq (x >> 24)
-    // < 2^63 from two 32-bit products), then renormalisation: lane t takes
-    // the next word if x < 2^31, the lanes in order.
+    __m128i start, end;
+    if (!group(k, slot64, start, end)) break;
+    // x = freq (x >> 24) + slot - start (freq (x >> 24) < 2^63, from two
+    // 32-bit products), then renormalisation: lane t takes the next word
+    // if x < 2^31, the lanes in order.
     const __m256i freq = _mm256_cvtepu32_epi64(_mm_sub_epi32(end, start));
     const __m256i hi = _mm256_srli_epi64(x, kProbBits);
     const __m256i prod = _mm256_add_epi64(
@@ -229,19 +241,79 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(const CellCoder& cells, const S
   }
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x), x);
   c.pos = pos;
-  dec.resume(c, i);
-  return i;
+  dec.resume(c, 4 * k);
+  return k;
 }
+
+// CellCoder::decode for the groups of coordinates (g[i], o[i]) into j[i],
+// while every table of the group is plain and no slot is the escape.  A
+// wrong guess is put right by the scalar search.
+struct CellGroups {
+  const CellCoder& cells;
+  const SourceModel& model;
+  const double* g;
+  const double* o;
+  std::int64_t* j;
+
+  CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m256i slot64, __m128i& start,
+                                    __m128i& end) const {
+    const std::size_t i = 4 * k;
+    const __m128i slot = low_halves(slot64);
+    const Tables4 t = layout4(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
+    const __m128i escape = _mm_cmpeq_epi32(
+        slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
+    if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) return false;
+    // The guess q (CellCoder::guess; at is within 2^31 in a plain table),
+    // then the exact table: a hit if 0 < q < Q - 1 (cum4's range for q
+    // and q + 1) and cum(q) <= slot < cum(q + 1), else the scalar search.
+    const __m256d u = lookup4(model.quantile_table(),
+                              _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
+    const __m256d at = _mm256_add_pd(t.guess_a, _mm256_mul_pd(u, t.guess_b));
+    __m128i q = _mm256_cvttpd_epi32(at);
+    const __m256d edge =
+        _mm256_add_pd(t.lo_half, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+    start = cum4<Latency::Low>(model, t, q, edge);
+    end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+                             _mm256_add_pd(edge, avx2::splat(1.0)));
+    const __m128i inside = _mm_and_si128(_mm_cmpgt_epi32(q, _mm_setzero_si128()),
+                                         _mm_cmpgt_epi32(_mm_sub_epi32(t.count, _mm_set1_epi32(1)), q));
+    const __m128i hit = _mm_and_si128(
+        inside, _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot)));
+    if (_mm_movemask_epi8(hit) != 0xffff) {
+      alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(qs), q);
+      _mm_store_si128(reinterpret_cast<__m128i*>(ss), slot);
+      _mm_store_si128(reinterpret_cast<__m128i*>(st), start);
+      _mm_store_si128(reinterpret_cast<__m128i*>(en), end);
+      for (int l = 0; l < 4; ++l)
+        qs[l] = static_cast<std::uint32_t>(cells.symbol(cells.layout(g[i + l], o[i + l]), ss[l], st[l], en[l]));
+      q = _mm_load_si128(reinterpret_cast<const __m128i*>(qs));
+      start = _mm_load_si128(reinterpret_cast<const __m128i*>(st));
+      end = _mm_load_si128(reinterpret_cast<const __m128i*>(en));
+    }
+    // j = lo + q (exact as double: a plain table's cells are below 2^51).
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(j + i),
+                        avx2::to_int64(_mm256_add_pd(t.lo, _mm256_cvtepi32_pd(q))));
+    return true;
+  }
+};
+
+// Decodes `count` symbols: groups of four (decode_groups_avx2 with
+// group_at(i), the Group for the symbols from i) where they go, and one
+// symbol the scalar way, one(i), where they stop.
+template <class GroupAt, class One>
+CEPAM_TARGET_AVX2 void decode_in_groups(AnsDecoder& dec, std::size_t count, GroupAt&& group_at,
+                                        One&& one) {
+  for (std::size_t i = 0; i < count;) {
+    auto group = group_at(i);
+    i += 4 * decode_groups_avx2(dec, (count - i) / 4, group);
+    if (i < count) one(i++);
+  }
+}
+
+bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
 
 #endif  // CEPAM_X86_DISPATCH
-
-bool use_avx2() {
-#if CEPAM_X86_DISPATCH
-  return simd_level() >= SimdLevel::Avx2;
-#else
-  return false;
-#endif
-}
 
 }  // namespace
 
@@ -268,16 +340,6 @@ GeometricCoder::GeometricCoder(double p) : coded_(p < 1.0) {
   }
 }
 
-void GeometricCoder::encode(std::uint32_t h, AnsEncoder& enc) const {
-  if (!coded_) return;
-  if (h >= 1 && h <= static_cast<std::uint32_t>(kTable)) {
-    enc.put(cum_[h - 1], cum_[h] - cum_[h - 1]);
-  } else {
-    enc.put(cum_[kTable], kEscapeFreq);
-    enc.put_raw(h - 1, 16);  // h <= kTrialCap = 2^16
-  }
-}
-
 std::uint32_t GeometricCoder::decode(AnsDecoder& dec) const {
   if (!coded_) return 1;
   std::uint32_t h, start, freq;
@@ -289,6 +351,49 @@ std::uint32_t GeometricCoder::decode(AnsDecoder& dec) const {
   h = dec.get_raw(16) + 1;
   if (h <= static_cast<std::uint32_t>(kTable)) throw FormatError("non-canonical trial index");
   return h;
+}
+
+void GeometricCoder::decode_batch(std::size_t count, AnsDecoder& dec, std::uint32_t* H) const {
+  if (!coded_) {
+    std::fill_n(H, count, 1u);
+    return;
+  }
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) {
+    // lookup() for four symbols: the guide's index, moved up while
+    // cum(i + 1) <= slot (at most kTable steps, as slot < cum_[kTable]).
+    struct Groups {
+      const GeometricCoder& coder;
+      std::uint32_t* H;
+      CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m256i slot64, __m128i& start,
+                                        __m128i& end) const {
+        const __m128i slot = low_halves(slot64);
+        const std::uint32_t* cum = coder.cum_;
+        if (_mm_movemask_epi8(_mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(cum[kTable])), slot)) != 0xffff)
+          return false;  // an escape
+        __m128i i = lookup4i(coder.guide_, _mm_srli_epi32(slot, kProbBits - kGuideBits));
+        end = lookup4i(cum + 1, i);
+        for (__m128i up; _mm_movemask_epi8(up = _mm_cmpgt_epi32(end, slot)) != 0xffff;) {
+          i = _mm_sub_epi32(i, _mm_xor_si128(up, _mm_set1_epi32(-1)));  // + 1 where end <= slot
+          end = lookup4i(cum + 1, i);
+        }
+        start = lookup4i(cum, i);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(H + 4 * k), _mm_add_epi32(i, _mm_set1_epi32(1)));
+        return true;
+      }
+    };
+    decode_in_groups(
+        dec, count, [&](std::size_t i) { return Groups{*this, H + i}; },
+        [&](std::size_t i) { H[i] = decode(dec); });
+    return;
+  }
+#endif
+  dec.decode_each(
+      count,
+      [&](std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+        return lookup(s, H[i], start, freq);
+      },
+      [&](std::size_t i) { H[i] = decode(dec); });
 }
 
 // The largest q with cum(q) <= s, from a guess q in [0, count): gallops
@@ -376,40 +481,26 @@ void CellCoder::decode_batch(const double* g, const double* o, std::size_t count
                              AnsDecoder& dec, std::int64_t* j) const {
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
-    // Groups of four; one symbol the scalar way where a group cannot go.
-    for (std::size_t i = 0; i < count;) {
-      i += decode_groups_avx2(*this, model_, g + i, o + i, count - i, dec, j + i);
-      if (i < count) {
-        j[i] = decode(layout(g[i], o[i]), dec);
-        ++i;
-      }
-    }
+    decode_in_groups(
+        dec, count, [&](std::size_t i) { return CellGroups{*this, model_, g + i, o + i, j + i}; },
+        [&](std::size_t i) { j[i] = decode(layout(g[i], o[i]), dec); });
     return;
   }
 #endif
-  decode_batch_portable(g, o, count, dec, j);
-}
-
-// The layouts of a batch are computed first, off the serial chain of the
-// symbols' decoding, then the symbols in runs.
-void CellCoder::decode_batch_portable(const double* g, const double* o, std::size_t count,
-                                      AnsDecoder& dec, std::int64_t* j) const {
+  // The layouts of a batch are computed first, off the serial chain of the
+  // symbols' decoding, then the symbols in runs.
   constexpr std::size_t kBatch = 256;
   Layout layouts[kBatch];
   for (std::size_t i0 = 0; i0 < count; i0 += kBatch) {
     const std::size_t n = count - i0 < kBatch ? count - i0 : kBatch;
     for (std::size_t i = 0; i < n; ++i) layouts[i] = layout(g[i0 + i], o[i0 + i]);
     std::int64_t* out = j + i0;
-    for (std::size_t i = 0; i < n;) {
-      i += dec.decode_run(n - i, [&](std::size_t k, std::uint32_t s, std::uint32_t& start,
-                                     std::uint32_t& freq) {
-        return lookup(layouts[i + k], s, out[i + k], start, freq);
-      });
-      if (i < n) {
-        out[i] = decode(layouts[i], dec);
-        ++i;
-      }
-    }
+    dec.decode_each(
+        n,
+        [&](std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+          return lookup(layouts[i], s, out[i], start, freq);
+        },
+        [&](std::size_t i) { out[i] = decode(layouts[i], dec); });
   }
 }
 

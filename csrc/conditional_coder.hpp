@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "bitstream.hpp"
@@ -38,8 +39,18 @@ class GeometricCoder {
 
   explicit GeometricCoder(double p);
   bool coded() const { return coded_; }
-  void encode(std::uint32_t h, AnsEncoder& enc) const;
+  void encode(std::uint32_t h, AnsEncoder& enc) const {
+    if (!coded_) return;
+    if (h >= 1 && h <= static_cast<std::uint32_t>(kTable)) {
+      enc.put(cum_[h - 1], cum_[h] - cum_[h - 1]);
+    } else {
+      enc.put(cum_[kTable], 1);  // the escape
+      enc.put_raw(h - 1, 16);    // h <= kTrialCap = 2^16
+    }
+  }
   std::uint32_t decode(AnsDecoder& dec) const;
+  // decode for H[0..count) (SIMD where the processor has it).
+  void decode_batch(std::size_t count, AnsDecoder& dec, std::uint32_t* H) const;
   // decode's common case (coded, no escape), for AnsDecoder::decode_run:
   // false for the escape slot; else h and the interval of its symbol.
   bool lookup(std::uint32_t s, std::uint32_t& h, std::uint32_t& start,
@@ -114,8 +125,6 @@ class CellCoder {
  private:
   std::uint32_t cum(const Layout& l, std::int64_t q) const;
   std::int64_t guess(const Layout& l, std::uint32_t s) const;
-  void decode_batch_portable(const double* g, const double* o, std::size_t count,
-                             AnsDecoder& dec, std::int64_t* j) const;
   // The rarer paths, out of line.
   std::int64_t search(const Layout& l, std::uint32_t s, std::int64_t q) const;
   void encode_escaped(std::int64_t j, AnsEncoder& enc) const;

@@ -33,4 +33,14 @@ SimdLevel simd_level() {
   return level;
 }
 
+bool simd_avx512dq() {
+#if CEPAM_X86_DISPATCH
+  static const bool dq = simd_level() >= SimdLevel::Avx512 && __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("avx512vl");
+  return dq;
+#else
+  return false;
+#endif
+}
+
 }  // namespace cepam

@@ -9,7 +9,8 @@
 // On x86-64 with GCC or Clang, the AVX2 kernels are compiled with
 // __attribute__((target("avx2"))) (which does not enable FMA, so nothing can
 // be contracted) and chosen when the CPU and OS support AVX2.  There is also
-// an AVX-512F ChaCha20 kernel (integer-only).  Setting the environment
+// an AVX-512F ChaCha20 kernel (integer-only), and AVX-512DQ forms of
+// portable loops (simd_avx512dq).  Setting the environment
 // variable CEPAM_SIMD to "portable" or "avx2" before the first call caps the
 // level (used by the tests to compare the paths).  Other compilers and
 // architectures, and builds with CEPAM_NO_SIMD defined, always use the
@@ -23,8 +24,19 @@
 #define CEPAM_X86_DISPATCH 1
 #define CEPAM_TARGET_AVX2 __attribute__((target("avx2")))
 #define CEPAM_TARGET_AVX512 __attribute__((target("avx512f")))
+#define CEPAM_TARGET_AVX512DQ __attribute__((target("avx512f,avx512dq,avx512vl")))
 #else
 #define CEPAM_X86_DISPATCH 0
+#endif
+
+// Asks GCC and Clang to unroll the next loop n times (fully, for loops of at
+// most n iterations), for loops that must be straight-line code to be
+// vectorised or kept in registers.
+#if defined(__GNUC__)
+#define CEPAM_PRAGMA(x) _Pragma(#x)
+#define CEPAM_UNROLL(n) CEPAM_PRAGMA(GCC unroll n)
+#else
+#define CEPAM_UNROLL(n)
 #endif
 
 namespace cepam {
@@ -34,5 +46,12 @@ enum class SimdLevel : int { Portable = 0, Avx2 = 1, Avx512 = 2 };
 
 // The SIMD level in use, decided once per process.
 SimdLevel simd_level();
+
+// Whether the AVX-512 level is in use and the CPU also has the DQ and VL
+// extensions (for kernels the compiler vectorises for AVX-512: portable
+// loops compiled with CEPAM_TARGET_AVX512DQ, whose vectorisation keeps
+// every element's operations, as nothing else is allowed without
+// -ffast-math; 64-bit integer conversions need DQ).
+bool simd_avx512dq();
 
 }  // namespace cepam

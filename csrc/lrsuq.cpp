@@ -75,6 +75,20 @@ inline bool accepted(Norm norm, const double* dev, std::size_t n, double r) {
 
 std::string describe_subvector(std::size_t j) { return "sub-vector " + std::to_string(j); }
 
+// beta[c] = r[c] / rho for c < count.  Where rho is a power of two (the
+// packing radius of Z^n is 1/2) this is r[c] (1 / rho), the same value for
+// every r (scaling by a power of two rounds as the division does), without
+// a division: the compiler's own rewrite of x / 2.
+void scale_radii(const double* r, double rho, std::size_t count, double* beta) {
+  int e;
+  const double inv = 1.0 / rho;
+  if (std::frexp(rho, &e) == 0.5 && std::isfinite(inv) && inv * rho == 1.0) {
+    for (std::size_t c = 0; c < count; ++c) beta[c] = r[c] * inv;
+  } else {
+    for (std::size_t c = 0; c < count; ++c) beta[c] = r[c] / rho;
+  }
+}
+
 // Dither words of trial trial_of(i) for the sub-vectors j = j0 + subs[i],
 // i < count: words [j n, j n + n) of stream trial_of(i), which lie in one or
 // two blocks.  All those blocks are computed in SIMD batches
@@ -153,7 +167,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     ks.words(0, j0 * W, count * W, latent_buf.data());
     ks.words(1, e0, ne, dither_buf.data());
     latent.radii(latent_buf.data(), count, radius.data());
-    for (std::size_t c = 0; c < count; ++c) beta[c] = radius[c] / rho;
+    scale_radii(radius.data(), rho, count, beta.data());
     for (std::size_t c = 0; c < count; ++c) inv_beta[c] = 1.0 / beta[c];
     // Per element (for n = 1, the per-sub-vector arrays themselves).
     const double* beta_elem = beta.data();
@@ -294,7 +308,7 @@ class ChunkSideInfo {
     ks_.words(0, j0 * W_, count * W_, latent_buf_.data());
     ks_.words(1, j0 * un_, count * un_, dither_.data());
     latent_.radii(latent_buf_.data(), count, beta_.data());
-    for (std::size_t c = 0; c < count; ++c) beta_[c] = beta_[c] / rho_;
+    scale_radii(beta_.data(), rho_, count, beta_.data());
     retry_.fetch(ks_, [&](std::size_t i) { return H[later_[i]]; }, un_, j0, later_.data(), nlater);
     for (std::size_t i = 0; i < nlater; ++i) {
       const std::uint64_t* w = retry_.words(i);
@@ -525,18 +539,23 @@ double sum_of_squares(const T* x, std::size_t m) {
 template <class T>
 void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                   double factor, std::uint32_t* H, std::int64_t* M) {
-  lrsuq_encode_range(p, ks, x, m, factor, 0, (m + static_cast<std::size_t>(p.n) - 1) /
-                                                 static_cast<std::size_t>(p.n),
-                     H, M, nullptr, nullptr);
+  check_factor(factor);
+  check_params(p);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  lrsuq_encode_range(p, ks, x, m, factor, 0, (m + n - 1) / n, H, M, nullptr, nullptr);
+}
+
+void check_factor(double factor) {
+  if (!(factor >= 0.0) || !std::isfinite(factor)) {
+    throw InvalidArgument("clipping factor must be finite and non-negative");
+  }
 }
 
 template <class T>
 void lrsuq_encode_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                         double factor, std::size_t first, std::size_t last, std::uint32_t* H,
                         std::int64_t* M, double* beta, double* V) {
-  if (!(factor >= 0.0) || !std::isfinite(factor)) {
-    throw InvalidArgument("clipping factor must be finite and non-negative");
-  }
+  check_factor(factor);
   dispatch(p, [&](const auto& lattice, const auto& latent) {
     encode_impl(lattice, latent, ks, x, m, factor, first, last, H, M, beta, V);
   });

@@ -51,6 +51,9 @@ void check_params(const LrsuqParams& p);
 // Validates a lattice and dimension alone (as check_params).
 void check_lattice(LatticeId id, int n);
 
+// Throws InvalidArgument unless the clipping factor is finite and >= 0.
+void check_factor(double factor);
+
 // Probability that one trial is accepted (the packing density in the
 // mechanism's norm); 1 when the lattice cell is the ball itself.
 double acceptance_probability(const LrsuqParams& p);

@@ -85,6 +85,7 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
                                               Coder coder) {
   check_params(p);
   check_coder(coder);
+  check_factor(factor);
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
   const double accept = acceptance_probability(p);

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu.hpp"
 #include "errors.hpp"
 
 namespace cepam {
@@ -94,7 +95,7 @@ class AnsDecoder {
     Cursor c = cursor();
     std::size_t i = 0;  // symbol i + t goes to c.x[t]
     for (bool more = true; more;) {
-#pragma GCC unroll 4
+      CEPAM_UNROLL(4)
       for (int t = 0; t < kStreams; ++t) {
         std::uint32_t start, freq;
         const std::uint32_t slot = static_cast<std::uint32_t>(c.x[t] & (kProbScale - 1));
@@ -109,6 +110,18 @@ class AnsDecoder {
     }
     resume(c, i);
     return i;
+  }
+
+  // Decodes `count` symbols: runs of decode_run(lookup), lookup's i
+  // counting from the first of them, and rare(i) for symbol i where a run
+  // stops.
+  template <class Lookup, class Rare>
+  void decode_each(std::size_t count, Lookup&& lookup, Rare&& rare) {
+    for (std::size_t i = 0; i < count;) {
+      i += decode_run(count - i, [&](std::size_t k, std::uint32_t s, std::uint32_t& start,
+                                     std::uint32_t& freq) { return lookup(i + k, s, start, freq); });
+      if (i < count) rare(i++);
+    }
   }
 
   // The decoder's position, for loops that run the states themselves

@@ -74,7 +74,7 @@ void SourceModel::derive() {
     // Level l + 1/2 lies in bin b when c_b <= l < c_{b+1} (c_0 = 0 and
     // c_K = 2^12, so every level is in one bin, of positive slope).
     for (std::uint32_t l = knots_[b]; l < knots_[b + 1]; ++l)
-      quantile_[l] = static_cast<float>(b + (l + 0.5 - knot_[b]) / slope_[b]);
+      quantile_[l] = b + (l + 0.5 - knot_[b]) / slope_[b];
   }
 }
 

@@ -11,8 +11,8 @@
 // signal-to-noise ratio, the 64-bin model about 0.001.
 #pragma once
 
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -64,7 +64,7 @@ class SourceModel {
   double inv_width() const { return inv_width_; }
   const double* knot_table() const { return knot_.data(); }
   const double* slope_table() const { return slope_.data(); }
-  const float* quantile_table() const { return quantile_.data(); }
+  const double* quantile_table() const { return quantile_.data(); }
   const std::array<std::uint32_t, kBins + 1>& knots() const { return knots_; }
 
  private:
@@ -82,7 +82,7 @@ class SourceModel {
   // values cdf computes from the integers); the quantile table.
   std::array<double, kBins + 1> knot_{};
   std::array<double, kBins> slope_{};
-  std::array<float, kKnotScale> quantile_{};
+  std::array<double, kKnotScale> quantile_{};
 };
 
 }  // namespace cepam
