@@ -187,11 +187,11 @@ py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::byte
   return py::make_tuple(h, mm);
 }
 
-py::dict body_parts_py(const py::bytes& body, int coder) {
+py::dict body_parts_py(const py::bytes& body, int coder, int lattice) {
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   py::dict out;
-  for (const auto& part : payload_body_parts(data, len, coder_from(coder)))
+  for (const auto& part : payload_body_parts(data, len, coder_from(coder), static_cast<LatticeId>(lattice)))
     out[py::str(part.first)] = part.second;
   return out;
 }
@@ -438,6 +438,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
         py::arg("n"), py::arg("coder"), "-> (H uint32[N], M int64[N*n]) of a payload body.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
+        py::arg("lattice") = 1,
         "The parts of a payload body and their sizes in bits.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
         py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("factor"),

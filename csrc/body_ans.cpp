@@ -101,28 +101,46 @@ class DiagonalBatch {
 }  // namespace
 
 AnsBodyEncoder::AnsBodyEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
-                               std::size_t N)
+                               std::size_t N, bool point_model)
     : model_(model), basis_(basis), hcoder_(p), cells_(model) {
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   // One symbol per coded H and per coordinate, more only for escapes and
   // coarse tables.
-  ans_.reserve(N * (static_cast<std::size_t>(basis.n) + (hcoder_.coded() ? 1 : 0)));
+  const std::size_t h = hcoder_.coded() ? 1 : 0;
+  ans_.reserve(N * (static_cast<std::size_t>(basis.n) + h));
+  if (point_model) {
+    points_ = std::make_unique<PointCoder>(model, basis);
+    ans_points_.reserve(N * (1 + h));
+  }
+}
+
+void AnsBodyEncoder::encode_h(std::size_t count, const std::uint32_t* H, AnsEncoder& enc) const {
+  for (std::size_t j = 0; j < count; ++j) hcoder_.encode(H[j], enc);
 }
 
 void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
                                   const std::int64_t* M, const double* beta, const double* V) {
   const std::size_t n = static_cast<std::size_t>(basis_.n);
-  for (std::size_t j = 0; j < count; ++j) hcoder_.encode(H[j], ans_);
-  if (!is_diagonal(basis_)) {
+  encode_h(count, H, ans_);
+  // The box model: for one sub-vector, or batches of coordinates in coding
+  // order for a diagonal basis.
+  const auto box = [&](std::size_t j, AnsEncoder& enc) {
+    const std::int64_t* m = M + j * n;
+    visit_coordinates(basis_, beta[j], V + j * n, m, [&](int k, double g, double o) {
+      cells_.encode(m[k], cells_.layout(g, o), enc);
+    });
+  };
+  if (points_) {
+    encode_h(count, H, ans_points_);
     for (std::size_t j = 0; j < count; ++j) {
-      const std::int64_t* m = M + j * n;
-      visit_coordinates(basis_, beta[j], V + j * n, m, [&](int k, double g, double o) {
-        cells_.encode(m[k], cells_.layout(g, o), ans_);
-      });
+      if (points_->prepare(beta[j], V + j * n) && points_->encode(M + j * n, ans_points_)) continue;
+      box(j, ans_points_);
     }
+  }
+  if (!is_diagonal(basis_)) {
+    for (std::size_t j = 0; j < count; ++j) box(j, ans_);
     return;
   }
-  // A diagonal basis: batches of coordinates in coding order.
   DiagonalBatch batch(basis_);
   for (std::size_t j0 = 0; j0 < count; j0 += batch.subvectors()) {
     const std::size_t j1 = count - j0 < batch.subvectors() ? count : j0 + batch.subvectors();
@@ -133,12 +151,29 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
 
 void AnsBodyEncoder::finish(std::vector<std::uint8_t>& out) const {
   model_.serialize(out);
-  ans_.finish(out);
+  if (!points_) {
+    ans_.finish(out);
+    return;
+  }
+  std::vector<std::uint8_t> box, points;
+  ans_.finish(box);
+  ans_points_.finish(points);
+  const bool use_points = points.size() < box.size();
+  out.push_back(use_points ? 1 : 0);
+  const std::vector<std::uint8_t>& stream = use_points ? points : box;
+  out.insert(out.end(), stream.begin(), stream.end());
 }
 
-AnsBodyDecoder::AnsBodyDecoder(const std::uint8_t* data, std::size_t len) {
+AnsBodyDecoder::AnsBodyDecoder(const std::uint8_t* data, std::size_t len, bool point_model) {
   std::size_t pos = 0;
   model_ = SourceModel::parse(data, len, &pos);
+  if (point_model) {
+    if (pos >= len) throw FormatError("body truncated before its model byte");
+    if (data[pos] > 1) throw FormatError("unknown lattice point model");
+    points_ = data[pos] == 1;
+    ++pos;
+  }
+  offset_ = pos;
   ans_ = std::make_unique<AnsDecoder>(data + pos, len - pos);
 }
 
@@ -152,11 +187,16 @@ void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const
   const std::size_t n = static_cast<std::size_t>(basis.n);
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   if (!is_diagonal(basis)) {
+    std::unique_ptr<PointCoder> points;
+    if (points_) points = std::make_unique<PointCoder>(model_, basis);
     for (std::size_t j = 0; j < N; ++j) {
       std::int64_t* m = M + j * n;
+      const bool listed = points && points->prepare(beta[j], V + j * n);
+      if (listed && points->decode(*ans_, m)) continue;
       visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
         m[k] = cells.decode(cells.layout(g, o), *ans_);
       });
+      if (listed && points->listed(m)) throw FormatError("non-canonical escaped lattice point");
     }
     return;
   }

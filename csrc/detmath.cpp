@@ -3,6 +3,8 @@
 // batch with the scalar functions.
 #include "detmath.hpp"
 
+#include <array>
+
 #include "cpu.hpp"
 #include "simd_avx2.hpp"
 
@@ -43,6 +45,38 @@ void cos2pi_squared_batch(const double* t, double* out, std::size_t count) {
   if (simd_level() >= SimdLevel::Avx2) i = cos2pi_squared_batch_avx2(t, out, count);
 #endif
   for (; i < count; ++i) out[i] = cos2pi_squared(t[i]);
+}
+
+namespace {
+// 1 / (2k + 1), rounded by the compiler (IEEE division, the same bits everywhere).
+constexpr std::array<double, 40> inverse_odds() {
+  std::array<double, 40> t{};
+  for (int k = 0; k < 40; ++k) t[static_cast<std::size_t>(k)] = 1.0 / static_cast<double>(2 * k + 1);
+  return t;
+}
+constexpr std::array<double, 40> kInverseOdd = inverse_odds();
+}  // namespace
+
+double normal_cdf(double z) {
+  if (!(z > -38.0)) return 0.0;  // (NaN too)
+  if (!(z < 38.0)) return 1.0;
+  const double a = z < 0.0 ? -z : z;
+  const double density = 0.398942280401432702863 * exp_nonpositive(-0.5 * (z * z));
+  if (a < 3.0) {
+    // Phi(z) = 1/2 + phi(z) sum_k z^(2k+1) / (1 3 ... (2k+1)), 40 terms.
+    const double z2 = z * z;
+    double term = z, sum = z;
+    for (std::size_t k = 1; k < kInverseOdd.size(); ++k) {
+      term *= z2 * kInverseOdd[k];
+      sum += term;
+    }
+    return 0.5 + density * sum;
+  }
+  // Q(a) = phi(a) / (a + 1 / (a + 2 / (a + 3 / ...))), from depth 40 up.
+  double cf = a;
+  for (int k = 40; k >= 1; --k) cf = a + static_cast<double>(k) / cf;
+  const double tail = density / cf;
+  return z < 0.0 ? tail : 1.0 - tail;
 }
 
 }  // namespace cepam::detmath

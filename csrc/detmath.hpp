@@ -29,13 +29,15 @@ inline double double_of(std::uint64_t u) {
   return x;
 }
 
+// ln 2 in two parts (fdlibm): ln2_hi has trailing zeros, so k ln2_hi is exact.
+inline constexpr double ln2_hi = 6.93147180369123816490e-01;  // 0x3fe62e42 fee00000
+inline constexpr double ln2_lo = 1.90821492927058770002e-10;  // 0x3dea39ef 35793c76
+
 // Natural logarithm of a positive, normal, finite double (fdlibm e_log.c,
 // main path; error below 1 ulp).  Arguments outside that range are a
 // programming error of the caller; the samplers only pass values in
 // [2^-600, 1].
 inline double log(double x) {
-  constexpr double ln2_hi = 6.93147180369123816490e-01;  // 0x3fe62e42 fee00000
-  constexpr double ln2_lo = 1.90821492927058770002e-10;  // 0x3dea39ef 35793c76
   constexpr double Lg1 = 6.666666666666735130e-01;
   constexpr double Lg2 = 3.999999999940941908e-01;
   constexpr double Lg3 = 2.857142874366239149e-01;
@@ -112,6 +114,44 @@ inline double cos2pi_squared(double t) {
   }
   return c * c;
 }
+
+// e^x for x <= 0 (fdlibm e_exp.c, main path, error below 1 ulp); 0 below
+// -708, where the result would be subnormal.
+inline double exp_nonpositive(double x) {
+  constexpr double inv_ln2 = 1.44269504088896338700e+00;
+  constexpr double P1 = 1.66666666666666019037e-01;
+  constexpr double P2 = -2.77777777770155933842e-03;
+  constexpr double P3 = 6.61375632143793436117e-05;
+  constexpr double P4 = -1.65339022054652515390e-06;
+  constexpr double P5 = 4.13813679705723846039e-08;
+  if (!(x > -708.0)) return 0.0;
+  if (x > -0x1.0p-28) return 1.0 + x;
+  const std::int32_t k = static_cast<std::int32_t>(inv_ln2 * x - 0.5);  // round(x / ln 2)
+  const double dk = static_cast<double>(k);
+  const double hi = x - dk * ln2_hi;
+  const double lo = dk * ln2_lo;
+  const double r = hi - lo;
+  const double t = r * r;
+  const double c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+  const double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+  // y 2^k, k >= -1022: by the exponent's bits.
+  return double_of(bits_of(y) + (static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) << 52));
+}
+
+// The cube root of a positive, normal, finite double: fdlibm's 5-bit first
+// guess (a third of the exponent's bits) and four Newton steps (to full
+// precision, not necessarily correctly rounded; the same bits everywhere).
+inline double cbrt_positive(double a) {
+  const std::uint64_t u = bits_of(a);
+  const std::uint32_t hx = static_cast<std::uint32_t>(u >> 32);
+  double y = double_of(static_cast<std::uint64_t>(hx / 3 + 715094163u) << 32);
+  for (int i = 0; i < 4; ++i) y -= (y * y * y - a) / (3.0 * y * y);
+  return y;
+}
+
+// The standard normal CDF Phi(z), to about 1e-12 relative (series for
+// |z| < 3, continued fraction of the tail beyond), with the functions above.
+double normal_cdf(double z);
 
 // Batch forms: out[i] = log(x[i]) and out[i] = cos2pi_squared(t[i]) for
 // i < count (out may be x).  Bit-identical to the functions above for every

@@ -40,6 +40,7 @@ enum class Norm : int { L2 = 2, L1 = 1 };
 struct TriangularBasis {
   int n;
   std::vector<double> b;
+  double rho = 0.5;  // the l2 packing radius
 };
 
 // Rounds to the nearest integer, halves up; exact for |t| < 2^52.

@@ -593,9 +593,18 @@ void lrsuq_side_info(const LrsuqParams& p, const KeyStream& ks, const std::uint3
   });
 }
 
+namespace {
+// The lattice's basis and l2 packing radius.
+template <class Lattice>
+void set_basis(const Lattice& lattice, TriangularBasis& basis) {
+  basis.b = lattice.basis();
+  basis.rho = lattice.packing_radius(Norm::L2);
+}
+}  // namespace
+
 TriangularBasis lattice_basis(const LrsuqParams& p) {
   TriangularBasis basis{p.n, {}};
-  dispatch(p, [&](const auto& lattice, const auto&) { basis.b = lattice.basis(); });
+  dispatch(p, [&](const auto& lattice, const auto&) { set_basis(lattice, basis); });
   return basis;
 }
 
@@ -623,7 +632,7 @@ void lattice_dithers(LatticeId id, int n, const std::uint64_t* w, std::size_t co
 
 TriangularBasis lattice_basis(LatticeId id, int n) {
   TriangularBasis basis{n, {}};
-  dispatch_lattice(id, n, [&](const auto& l) { basis.b = l.basis(); });
+  dispatch_lattice(id, n, [&](const auto& l) { set_basis(l, basis); });
   return basis;
 }
 

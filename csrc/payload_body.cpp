@@ -57,11 +57,9 @@ void golomb_symbols(const LrsuqParams& p, const std::uint8_t* body, std::size_t 
 
 // The offset of the rANS stream in an ANS body, after checking the model and
 // the stream's length.
-std::size_t ans_stream_offset(const std::uint8_t* body, std::size_t len) {
-  std::size_t pos = 0;
-  SourceModel::parse(body, len, &pos);
-  AnsDecoder(body + pos, len - pos);  // checks the length and the states
-  return pos;
+std::size_t ans_stream_offset(const std::uint8_t* body, std::size_t len, LatticeId lattice) {
+  // (The decoder checks the model, the model byte, the length and the states.)
+  return AnsBodyDecoder(body, len, uses_point_model(lattice)).stream_offset();
 }
 
 }  // namespace
@@ -75,7 +73,7 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
     const std::size_t N = subvectors(p, m);
     check_body(layout, len - kGolombPrefix, N, N * static_cast<std::size_t>(p.n));
   } else {
-    ans_stream_offset(body, len);
+    ans_stream_offset(body, len, p.lattice);
   }
 }
 
@@ -110,7 +108,7 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   // symbols of the blocks before it are dropped).
   const SourceModel model = SourceModel::fit(x, m, factor);
   const TriangularBasis basis = lattice_basis(p);
-  AnsBodyEncoder enc(model, accept, basis, N);
+  AnsBodyEncoder enc(model, accept, basis, N, uses_point_model(p.lattice));
   const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
   std::vector<std::uint32_t> H(block);
   std::vector<std::int64_t> M(block * n);
@@ -139,7 +137,7 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
     lrsuq_decode(p, ks, H.data(), M.data(), m, y);
     return;
   }
-  AnsBodyDecoder dec(body, len);
+  AnsBodyDecoder dec(body, len, uses_point_model(p.lattice));
   const double accept = acceptance_probability(p);
   const TriangularBasis basis = lattice_basis(p);
   const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
@@ -167,7 +165,7 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
     golomb_symbols(p, body, len, N, H, M);
     return;
   }
-  AnsBodyDecoder dec(body, len);
+  AnsBodyDecoder dec(body, len, uses_point_model(p.lattice));
   const double accept = acceptance_probability(p);
   const TriangularBasis basis = lattice_basis(p);
   std::vector<double> beta(kAnsBlock), V(kAnsBlock * n);
@@ -184,7 +182,8 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
 
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
                                                                       std::size_t len,
-                                                                      Coder coder) {
+                                                                      Coder coder,
+                                                                      LatticeId lattice) {
   check_coder(coder);
   std::vector<std::pair<std::string, std::uint64_t>> parts;
   if (coder == Coder::Golomb) {
@@ -197,7 +196,7 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
     parts.emplace_back("M", layout.m_bits);
     parts.emplace_back("padding", rest - layout.h_bits - layout.m_bits);
   } else {
-    const std::size_t pos = ans_stream_offset(body, len);
+    const std::size_t pos = ans_stream_offset(body, len, lattice);
     parts.emplace_back("model", 8 * static_cast<std::uint64_t>(pos));
     parts.emplace_back("stream", 8 * static_cast<std::uint64_t>(len - pos));
   }

@@ -46,9 +46,11 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
                             std::size_t len, std::size_t m, Coder coder,
                             std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M);
 
-// The body's parts and their sizes in bits (without the secret).
+// The body's parts and their sizes in bits (without the secret); for the
+// ANS coder, "model" is the source model with the model byte.
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
                                                                       std::size_t len,
-                                                                      Coder coder);
+                                                                      Coder coder,
+                                                                      LatticeId lattice);
 
 }  // namespace cepam

@@ -76,6 +76,19 @@ void SourceModel::derive() {
     for (std::uint32_t l = knots_[b]; l < knots_[b + 1]; ++l)
       quantile_[l] = b + (l + 0.5 - knot_[b]) / slope_[b];
   }
+  // Bin b, of width w = 2A / K and weight slope_b 2^-12, has mean -A + (b + 1/2) w
+  // and second moment about its centre w^2 / 12.
+  const double w = 2.0 * a_ / kBins;
+  double m1 = 0.0, m2 = 0.0;
+  for (int b = 0; b < kBins; ++b) {
+    const double centre = (static_cast<double>(b) + 0.5) * w - a_;
+    const double p = slope_[b] * (1.0 / kKnotScale);
+    m1 += p * centre;
+    m2 += p * (centre * centre);
+  }
+  mean_ = m1;
+  const double var = m2 - m1 * m1 + w * w * (1.0 / 12.0);
+  variance_ = var > 0.0 ? var : 0.0;
 }
 
 void SourceModel::serialize(std::vector<std::uint8_t>& out) const {

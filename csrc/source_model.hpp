@@ -60,6 +60,10 @@ class SourceModel {
   double quantile_bins(std::uint32_t level) const { return quantile_[level]; }
 
   double range() const { return a_; }
+  // Mean and variance of the model's law (uniform within each bin), from
+  // the knots with +, -, *, / in a fixed order: the same bits everywhere.
+  double mean() const { return mean_; }
+  double variance() const { return variance_; }
   // The tables behind cdf and quantile_bins (for SIMD forms of them).
   double inv_width() const { return inv_width_; }
   const double* knot_table() const { return knot_.data(); }
@@ -83,6 +87,7 @@ class SourceModel {
   std::array<double, kBins + 1> knot_{};
   std::array<double, kBins> slope_{};
   std::array<double, kKnotScale> quantile_{};
+  double mean_ = 0.0, variance_ = 0.0;
 };
 
 }  // namespace cepam

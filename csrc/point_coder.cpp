@@ -1,0 +1,166 @@
+#include "point_coder.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "detmath.hpp"
+#include "errors.hpp"
+
+namespace cepam {
+namespace {
+
+constexpr double kMaxT = 0x1.0p40;  // |t_k| above this: no table
+
+// P(chi'^2_n(lambda) <= x) with x = rho^2 / sp^2 and lambda = d2 / sp^2
+// (Abdel-Aty 1954): (chi'^2 / (n + lambda))^(1/3) is about normal with
+// mean 1 - v and variance v = 2 (n + 2 lambda) / (9 (n + lambda)^2),
+// written in terms of sp^2 so that nothing overflows when sp is small.
+double ball_probability(double n, double rho2, double sp2, double d2) {
+  const double q = n * sp2 + d2;
+  const double v = 2.0 * sp2 * (n * sp2 + 2.0 * d2) / (9.0 * (q * q));
+  const double z = (detmath::cbrt_positive(rho2 / q) - (1.0 - v)) / std::sqrt(v);
+  // Beyond 6 standard deviations the probability is below the coder's
+  // resolution (2^-24): not worth computing.
+  if (!(z > -6.0)) return 0.0;
+  if (z > 6.0) return 1.0;
+  return detmath::normal_cdf(z);
+}
+
+// The radius R at which the ball of radius R holds about `points` lattice
+// points (volume V_n R^n against the cell volume det G), by bisection:
+// deterministic, no pow.
+double radius_for(int n, double cell_volume, double points) {
+  const double unit_ball = zn_packing_density(n) * std::ldexp(1.0, n);  // V_n
+  double lo = 0.0, hi = 64.0;
+  for (int it = 0; it < 80; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    double vol = unit_ball;
+    for (int k = 0; k < n; ++k) vol *= mid;
+    if (vol <= points * cell_volume) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
+    : n_(basis.n), b_(basis.b), rho_(basis.rho), mu_(model.mean()), var_(model.variance()) {
+  if (n_ < 1 || n_ > 8) throw InvalidArgument("basis dimension out of range");
+  double det = 1.0;
+  for (int k = 0; k < n_; ++k) det *= b_[static_cast<std::size_t>(k * n_ + k)];
+  r_cap_ = radius_for(n_, det, 0.25 * static_cast<double>(kMaxCandidates));
+  root_n_ = std::sqrt(static_cast<double>(n_));
+  usable_ = std::isfinite(mu_) && std::isfinite(var_);
+  cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
+  d2_.resize(kMaxCandidates);
+  cum_.resize(kMaxCandidates + 1);
+}
+
+double PointCoder::offset(int k, const std::int64_t* m) const {
+  double s = 0.0;
+  for (int i = k + 1; i < n_; ++i)
+    s += static_cast<double>(m[i]) * b_[static_cast<std::size_t>(i * n_ + k)];
+  return s;
+}
+
+double PointCoder::extend(int k, const std::int64_t* m, double partial) const {
+  const double e = (offset(k, m) + static_cast<double>(m[k]) * b_[static_cast<std::size_t>(k * n_ + k)]) - t_[k];
+  return partial + e * e;
+}
+
+bool PointCoder::listed(const std::int64_t* m) const {
+  double partial = 0.0;
+  for (int k = n_ - 1; k >= 0; --k) partial = extend(k, m, partial);
+  return partial <= r2_;
+}
+
+// The candidates m_k at level k, given cur_[i] for i > k: those whose
+// partial sums stay within R^2 (the range from the square root, one wider
+// on each side, only bounds the loop).
+void PointCoder::enumerate(int k, double partial) {
+  const double g = b_[static_cast<std::size_t>(k * n_ + k)];
+  const double centre = (t_[k] - offset(k, cur_)) / g;
+  const double half = std::sqrt(r2_ - partial) / g;
+  const std::int64_t lo = static_cast<std::int64_t>(std::floor(centre - half)) - 1;
+  const std::int64_t hi = static_cast<std::int64_t>(std::floor(centre + half)) + 1;
+  for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
+    cur_[k] = j;
+    const double p = extend(k, cur_, partial);
+    if (!(p <= r2_)) continue;
+    if (k > 0) {
+      enumerate(k - 1, p);
+    } else if (count_ == kMaxCandidates) {
+      overflow_ = true;
+    } else {
+      std::copy(cur_, cur_ + n_, cand_.begin() + static_cast<std::ptrdiff_t>(count_ * static_cast<std::size_t>(n_)));
+      d2_[count_++] = p;
+    }
+  }
+}
+
+bool PointCoder::prepare(double beta, const double* v) {
+  if (!usable_ || !(beta > 0.0)) return false;
+  const double rho2 = rho_ * rho_;
+  // sp^2 at least rho^2 2^-60 (a constant source): the model stays finite.
+  double sp2 = var_ / (beta * beta);
+  if (!(sp2 >= rho2 * 0x1.0p-60)) sp2 = rho2 * 0x1.0p-60;
+  const double r = rho_ + std::sqrt(sp2) * (root_n_ + kTail);
+  if (!(r <= r_cap_)) return false;
+  const double centre = mu_ / beta;
+  for (int k = 0; k < n_; ++k) {
+    t_[k] = centre - v[k];
+    if (!(std::fabs(t_[k]) < kMaxT)) return false;
+  }
+  r2_ = r * r;
+  count_ = 0;
+  overflow_ = false;
+  enumerate(n_ - 1, 0.0);
+  if (overflow_ || count_ == 0) return false;
+  // Frequencies: 1 + floor(P_i scale), scale = (S - K) / sum P.
+  const double n = static_cast<double>(n_);
+  double total = 0.0;
+  for (std::size_t i = 0; i < count_; ++i) {
+    d2_[i] = ball_probability(n, rho2, sp2, d2_[i]);  // d2_ now holds P_i
+    total += d2_[i];
+  }
+  if (!(total > 0.0)) {  // every P_i underflowed: a uniform table
+    std::fill_n(d2_.begin(), count_, 1.0);
+    total = static_cast<double>(count_);
+  }
+  const std::uint32_t k = static_cast<std::uint32_t>(count_);
+  const double scale = static_cast<double>(kProbScale - kEscapeFreq - 2 * k) / total;
+  cum_[0] = 0;
+  for (std::size_t i = 0; i < count_; ++i)
+    cum_[i + 1] = cum_[i] + 1 + static_cast<std::uint32_t>(d2_[i] * scale);
+  return true;
+}
+
+bool PointCoder::encode(const std::int64_t* m, AnsEncoder& enc) const {
+  const std::size_t n = static_cast<std::size_t>(n_);
+  for (std::size_t i = 0; i < count_; ++i) {
+    if (std::equal(m, m + n, cand_.begin() + static_cast<std::ptrdiff_t>(i * n))) {
+      enc.put(cum_[i], cum_[i + 1] - cum_[i]);
+      return true;
+    }
+  }
+  enc.put(cum_[count_], kProbScale - cum_[count_]);
+  return false;
+}
+
+bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
+  const std::uint32_t s = dec.peek();
+  if (s >= cum_[count_]) {
+    dec.advance(cum_[count_], kProbScale - cum_[count_]);
+    return false;
+  }
+  // The i with cum_[i] <= s < cum_[i + 1].
+  const auto it = std::upper_bound(cum_.begin(), cum_.begin() + static_cast<std::ptrdiff_t>(count_) + 1, s);
+  const std::size_t i = static_cast<std::size_t>(it - cum_.begin()) - 1;
+  dec.advance(cum_[i], cum_[i + 1] - cum_[i]);
+  const std::size_t n = static_cast<std::size_t>(n_);
+  std::copy_n(cand_.begin() + static_cast<std::ptrdiff_t>(i * n), n, m);
+  return true;
+}
+
+}  // namespace cepam

@@ -1,0 +1,81 @@
+// Joint entropy model of a whole lattice point, for the lattices whose
+// Voronoi cell is not a box (A2, D4, E8), at low signal-to-noise ratio.
+//
+// Given the decoder's side information (scale beta, dither V of the
+// accepted trial), the point M = m is the one whose ball
+// beta (G^T m + V) + B(beta rho) holds the input x, so
+//   P(M = m | beta, V) ~ P_X(||x / beta - V - G^T m|| <= rho).
+// The coordinate-by-coordinate box model (CellCoder) spreads this
+// probability onto neighbouring points when the source is small against the
+// cell; this model instead takes the source as N(mu, s^2 I) (the mean and
+// variance of the SourceModel), so that, in lattice units, with
+// t = mu / beta - V and sp = s / beta,
+//   P(m) ~ P(chi'^2_n(lambda) <= rho^2 / sp^2),  lambda = ||G^T m - t||^2 / sp^2,
+// by Abdel-Aty's cube-root normal approximation and the library's own
+// normal CDF (detmath): the same bits on every platform.
+//
+// Candidates: the lattice points within distance R = rho + sp (sqrt(n) + 2)
+// of t, enumerated (Fincke and Pohst) over the lower-triangular basis, k =
+// n-1 .. 0, m_k increasing at each level.  Point i gets the frequency
+// 1 + floor(P_i (S - K) / sum P) with S = 2^24 - K - kEscapeFreq (K
+// candidates), the escape the rest (at least kEscapeFreq); an escaped point,
+// and every point of a sub-vector without a table, is coded with the box
+// model.  A sub-vector has no table when R exceeds a radius cap (the ball
+// would hold more than about kMaxCandidates / 4 points), when t is beyond
+// 2^40, when the enumeration finds no point or more than kMaxCandidates, or
+// when the model's moments are not finite.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "lattice.hpp"
+#include "rans.hpp"
+#include "source_model.hpp"
+
+namespace cepam {
+
+class PointCoder {
+ public:
+  static constexpr std::size_t kMaxCandidates = 512;
+  static constexpr std::uint32_t kEscapeFreq = kProbScale >> 12;
+  static constexpr double kTail = 2.0;  // R = rho + sp (sqrt(n) + kTail)
+
+  PointCoder(const SourceModel& model, const TriangularBasis& basis);
+
+  // Builds the table of a sub-vector from beta and its dither v[n]; false
+  // when it has none (the box model codes it).
+  bool prepare(double beta, const double* v);
+  // After a successful prepare: codes m[n] and returns true if it is a
+  // candidate, else codes the escape and returns false (the caller then
+  // codes m with the box model).
+  bool encode(const std::int64_t* m, AnsEncoder& enc) const;
+  // The decoder's side: true and m[n] for a candidate, false after the escape.
+  bool decode(AnsDecoder& dec, std::int64_t* m) const;
+  // Whether m[n] is a candidate (an escaped point must not be).
+  bool listed(const std::int64_t* m) const;
+
+ private:
+  // partial + e_k^2, e_k = (coordinate k of G^T m) - t_k: the distance's
+  // terms, accumulated for k = n-1 .. 0 (m_i for i >= k used).
+  double extend(int k, const std::int64_t* m, double partial) const;
+  double offset(int k, const std::int64_t* m) const;
+  void enumerate(int k, double partial);
+
+  int n_;
+  std::vector<double> b_;
+  double rho_, mu_, var_, r_cap_, root_n_;
+  bool usable_;
+  // The current sub-vector's table.
+  double t_[8];
+  double r2_;
+  std::size_t count_;
+  bool overflow_;
+  std::int64_t cur_[8];
+  std::vector<std::int64_t> cand_;  // count_ points of n coordinates
+  std::vector<double> d2_;          // their squared distances to t
+  std::vector<std::uint32_t> cum_;  // count_ + 1 cumulative frequencies
+};
+
+}  // namespace cepam
