@@ -187,16 +187,16 @@ void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const
   const std::size_t n = static_cast<std::size_t>(basis.n);
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   if (!is_diagonal(basis)) {
-    std::unique_ptr<PointCoder> points;
-    if (points_) points = std::make_unique<PointCoder>(model_, basis);
+    if (points_ && !point_coder_) point_coder_ = std::make_unique<PointCoder>(model_, basis);
+    PointCoder* points = points_ ? point_coder_.get() : nullptr;
     for (std::size_t j = 0; j < N; ++j) {
       std::int64_t* m = M + j * n;
-      const bool listed = points && points->prepare(beta[j], V + j * n);
-      if (listed && points->decode(*ans_, m)) continue;
+      const bool table = points && points->prepare(beta[j], V + j * n);
+      if (table && points->decode(*ans_, m)) continue;
       visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
         m[k] = cells.decode(cells.layout(g, o), *ans_);
       });
-      if (listed && points->listed(m)) throw FormatError("non-canonical escaped lattice point");
+      if (table && points->listed(m)) throw FormatError("non-canonical escaped lattice point");
     }
     return;
   }

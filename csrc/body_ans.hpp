@@ -75,6 +75,7 @@ class AnsBodyDecoder {
  private:
   SourceModel model_;
   bool points_ = false;  // the point model codes M
+  std::unique_ptr<PointCoder> point_coder_;  // (made by the first decode_m)
   std::size_t offset_ = 0;
   std::unique_ptr<AnsDecoder> ans_;
 };

@@ -3,8 +3,6 @@
 // batch with the scalar functions.
 #include "detmath.hpp"
 
-#include <array>
-
 #include "cpu.hpp"
 #include "simd_avx2.hpp"
 
@@ -47,35 +45,18 @@ void cos2pi_squared_batch(const double* t, double* out, std::size_t count) {
   for (; i < count; ++i) out[i] = cos2pi_squared(t[i]);
 }
 
-namespace {
-// 1 / (2k + 1), rounded by the compiler (IEEE division, the same bits everywhere).
-constexpr std::array<double, 40> inverse_odds() {
-  std::array<double, 40> t{};
-  for (int k = 0; k < 40; ++k) t[static_cast<std::size_t>(k)] = 1.0 / static_cast<double>(2 * k + 1);
-  return t;
-}
-constexpr std::array<double, 40> kInverseOdd = inverse_odds();
-}  // namespace
-
 double normal_cdf(double z) {
   if (!(z > -38.0)) return 0.0;  // (NaN too)
   if (!(z < 38.0)) return 1.0;
+  // Abramowitz and Stegun 26.2.17 (Zelen and Severo): the upper tail of |z|
+  // is phi(z) t (b1 + t (b2 + ...)), t = 1 / (1 + p |z|).
+  constexpr double p = 0.2316419;
+  constexpr double b1 = 0.319381530, b2 = -0.356563782, b3 = 1.781477937,
+                   b4 = -1.821255978, b5 = 1.330274429;
   const double a = z < 0.0 ? -z : z;
   const double density = 0.398942280401432702863 * exp_nonpositive(-0.5 * (z * z));
-  if (a < 3.0) {
-    // Phi(z) = 1/2 + phi(z) sum_k z^(2k+1) / (1 3 ... (2k+1)), 40 terms.
-    const double z2 = z * z;
-    double term = z, sum = z;
-    for (std::size_t k = 1; k < kInverseOdd.size(); ++k) {
-      term *= z2 * kInverseOdd[k];
-      sum += term;
-    }
-    return 0.5 + density * sum;
-  }
-  // Q(a) = phi(a) / (a + 1 / (a + 2 / (a + 3 / ...))), from depth 40 up.
-  double cf = a;
-  for (int k = 40; k >= 1; --k) cf = a + static_cast<double>(k) / cf;
-  const double tail = density / cf;
+  const double t = 1.0 / (1.0 + p * a);
+  const double tail = density * (t * (b1 + t * (b2 + t * (b3 + t * (b4 + t * b5)))));
   return z < 0.0 ? tail : 1.0 - tail;
 }
 

@@ -49,45 +49,57 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   if (n_ < 1 || n_ > 8) throw InvalidArgument("basis dimension out of range");
   double det = 1.0;
   for (int k = 0; k < n_; ++k) det *= b_[static_cast<std::size_t>(k * n_ + k)];
-  r_cap_ = radius_for(n_, det, 0.25 * static_cast<double>(kMaxCandidates));
+  r_cap_ = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
   root_n_ = std::sqrt(static_cast<double>(n_));
   usable_ = std::isfinite(mu_) && std::isfinite(var_);
   cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   d2_.resize(kMaxCandidates);
   cum_.resize(kMaxCandidates + 1);
+  freq_.resize(kMaxCandidates);
 }
 
-double PointCoder::offset(int k, const std::int64_t* m) const {
+// sum_{i > k} m_i G_ik, in order of i.
+inline double PointCoder::offset(int k, const std::int64_t* m) const {
   double s = 0.0;
   for (int i = k + 1; i < n_; ++i)
     s += static_cast<double>(m[i]) * b_[static_cast<std::size_t>(i * n_ + k)];
   return s;
 }
 
-double PointCoder::extend(int k, const std::int64_t* m, double partial) const {
-  const double e = (offset(k, m) + static_cast<double>(m[k]) * b_[static_cast<std::size_t>(k * n_ + k)]) - t_[k];
+// partial + e^2, e = (off + m_k G_kk) - t_k: the distance's term k.
+inline double PointCoder::extend(int k, double off, std::int64_t mk, double partial) const {
+  const double e = (off + static_cast<double>(mk) * b_[static_cast<std::size_t>(k * n_ + k)]) - t_[k];
   return partial + e * e;
 }
 
 bool PointCoder::listed(const std::int64_t* m) const {
   double partial = 0.0;
-  for (int k = n_ - 1; k >= 0; --k) partial = extend(k, m, partial);
+  for (int k = n_ - 1; k >= 0; --k) partial = extend(k, offset(k, m), m[k], partial);
   return partial <= r2_;
 }
 
 // The candidates m_k at level k, given cur_[i] for i > k: those whose
-// partial sums stay within R^2 (the range from the square root, one wider
-// on each side, only bounds the loop).
+// partial sums stay within R^2.  e = (off + j G_kk) - t_k is non-decreasing
+// in j (every rounding is monotone), so the partial sum is quasi-convex in
+// j: the valid j form an interval around the minimum, which is at j0 - 1,
+// j0 or j0 + 1 for j0 the nearest integer to the centre.
 void PointCoder::enumerate(int k, double partial) {
   const double g = b_[static_cast<std::size_t>(k * n_ + k)];
-  const double centre = (t_[k] - offset(k, cur_)) / g;
-  const double half = std::sqrt(r2_ - partial) / g;
-  const std::int64_t lo = static_cast<std::int64_t>(std::floor(centre - half)) - 1;
-  const std::int64_t hi = static_cast<std::int64_t>(std::floor(centre + half)) + 1;
+  const double off = offset(k, cur_);
+  const std::int64_t j0 = static_cast<std::int64_t>(std::floor((t_[k] - off) / g + 0.5));
+  const auto valid = [&](std::int64_t j) { return extend(k, off, j, partial) <= r2_; };
+  std::int64_t lo = j0;
+  if (!valid(lo)) {
+    if (valid(j0 - 1)) lo = j0 - 1;
+    else if (valid(j0 + 1)) lo = j0 + 1;
+    else return;
+  }
+  std::int64_t hi = lo;
+  while (valid(lo - 1)) --lo;
+  while (valid(hi + 1)) ++hi;
   for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
     cur_[k] = j;
-    const double p = extend(k, cur_, partial);
-    if (!(p <= r2_)) continue;
+    const double p = extend(k, off, j, partial);
     if (k > 0) {
       enumerate(k - 1, p);
     } else if (count_ == kMaxCandidates) {
@@ -105,6 +117,9 @@ bool PointCoder::prepare(double beta, const double* v) {
   // sp^2 at least rho^2 2^-60 (a constant source): the model stays finite.
   double sp2 = var_ / (beta * beta);
   if (!(sp2 >= rho2 * 0x1.0p-60)) sp2 = rho2 * 0x1.0p-60;
+  // Where the source spreads over more than the cell (sp > rho) the box
+  // model is as good: no table.
+  if (!(sp2 <= rho2)) return false;
   const double r = rho_ + std::sqrt(sp2) * (root_n_ + kTail);
   if (!(r <= r_cap_)) return false;
   const double centre = mu_ / beta;
@@ -117,7 +132,6 @@ bool PointCoder::prepare(double beta, const double* v) {
   overflow_ = false;
   enumerate(n_ - 1, 0.0);
   if (overflow_ || count_ == 0) return false;
-  // Frequencies: 1 + floor(P_i scale), scale = (S - K) / sum P.
   const double n = static_cast<double>(n_);
   double total = 0.0;
   for (std::size_t i = 0; i < count_; ++i) {
@@ -128,11 +142,21 @@ bool PointCoder::prepare(double beta, const double* v) {
     std::fill_n(d2_.begin(), count_, 1.0);
     total = static_cast<double>(count_);
   }
+  // 1 + floor(P_i scale) sums to at most S - K + K rounding slack; the
+  // rest goes to the first most probable candidate, so that the table ends
+  // at S exactly.
   const std::uint32_t k = static_cast<std::uint32_t>(count_);
-  const double scale = static_cast<double>(kProbScale - kEscapeFreq - 2 * k) / total;
+  const double scale = static_cast<double>(kSlots - 2 * k) / total;
+  std::size_t best = 0;
+  std::uint32_t sum = 0;
+  for (std::size_t i = 0; i < count_; ++i) {
+    freq_[i] = 1 + static_cast<std::uint32_t>(d2_[i] * scale);
+    sum += freq_[i];
+    if (d2_[i] > d2_[best]) best = i;
+  }
+  freq_[best] += kSlots - sum;
   cum_[0] = 0;
-  for (std::size_t i = 0; i < count_; ++i)
-    cum_[i + 1] = cum_[i] + 1 + static_cast<std::uint32_t>(d2_[i] * scale);
+  for (std::size_t i = 0; i < count_; ++i) cum_[i + 1] = cum_[i] + freq_[i];
   return true;
 }
 
@@ -144,14 +168,14 @@ bool PointCoder::encode(const std::int64_t* m, AnsEncoder& enc) const {
       return true;
     }
   }
-  enc.put(cum_[count_], kProbScale - cum_[count_]);
+  enc.put(kSlots, kEscapeFreq);
   return false;
 }
 
 bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
   const std::uint32_t s = dec.peek();
-  if (s >= cum_[count_]) {
-    dec.advance(cum_[count_], kProbScale - cum_[count_]);
+  if (s >= kSlots) {
+    dec.advance(kSlots, kEscapeFreq);
     return false;
   }
   // The i with cum_[i] <= s < cum_[i + 1].

@@ -14,14 +14,15 @@
 // by Abdel-Aty's cube-root normal approximation and the library's own
 // normal CDF (detmath): the same bits on every platform.
 //
-// Candidates: the lattice points within distance R = rho + sp (sqrt(n) + 2)
+// Candidates: the lattice points within distance R = rho + sp (sqrt(n) + 1)
 // of t, enumerated (Fincke and Pohst) over the lower-triangular basis, k =
-// n-1 .. 0, m_k increasing at each level.  Point i gets the frequency
-// 1 + floor(P_i (S - K) / sum P) with S = 2^24 - K - kEscapeFreq (K
-// candidates), the escape the rest (at least kEscapeFreq); an escaped point,
-// and every point of a sub-vector without a table, is coded with the box
-// model.  A sub-vector has no table when R exceeds a radius cap (the ball
-// would hold more than about kMaxCandidates / 4 points), when t is beyond
+// n-1 .. 0, m_k increasing at each level.  Point i (of K) gets the frequency
+// 1 + floor(P_i (S - 2K) / sum P), S = 2^24 - kEscapeFreq, and the first
+// most probable point the rest up to S; the escape is [S, 2^24).  An escaped
+// point, and every point of a sub-vector without a table, is coded with the
+// box model.  A sub-vector has no table when sp > rho (where the box model does
+// as well), when R exceeds a radius cap (the ball
+// would hold more than about kMaxCandidates / 2 points), when t is beyond
 // 2^40, when the enumeration finds no point or more than kMaxCandidates, or
 // when the model's moments are not finite.
 #pragma once
@@ -38,9 +39,10 @@ namespace cepam {
 
 class PointCoder {
  public:
-  static constexpr std::size_t kMaxCandidates = 512;
+  static constexpr std::size_t kMaxCandidates = 1024;
   static constexpr std::uint32_t kEscapeFreq = kProbScale >> 12;
-  static constexpr double kTail = 2.0;  // R = rho + sp (sqrt(n) + kTail)
+  static constexpr std::uint32_t kSlots = kProbScale - kEscapeFreq;  // S: the escape's start
+  static constexpr double kTail = 1.0;  // R = rho + sp (sqrt(n) + kTail)
 
   PointCoder(const SourceModel& model, const TriangularBasis& basis);
 
@@ -57,10 +59,11 @@ class PointCoder {
   bool listed(const std::int64_t* m) const;
 
  private:
-  // partial + e_k^2, e_k = (coordinate k of G^T m) - t_k: the distance's
-  // terms, accumulated for k = n-1 .. 0 (m_i for i >= k used).
-  double extend(int k, const std::int64_t* m, double partial) const;
+  // The squared distance of G^T m to t, accumulated for k = n-1 .. 0 as
+  // partial = extend(k, offset(k, m), m_k, partial) (both enumerate and
+  // listed, so that they agree to the bit).
   double offset(int k, const std::int64_t* m) const;
+  double extend(int k, double off, std::int64_t mk, double partial) const;
   void enumerate(int k, double partial);
 
   int n_;
@@ -75,7 +78,8 @@ class PointCoder {
   std::int64_t cur_[8];
   std::vector<std::int64_t> cand_;  // count_ points of n coordinates
   std::vector<double> d2_;          // their squared distances to t
-  std::vector<std::uint32_t> cum_;  // count_ + 1 cumulative frequencies
+  std::vector<std::uint32_t> freq_;  // their frequencies
+  std::vector<std::uint32_t> cum_;   // count_ + 1 cumulative frequencies
 };
 
 }  // namespace cepam

@@ -420,6 +420,48 @@ def test_payloads_are_pinned(name, coder):
     assert digest == GOLDEN[name, coder]
 
 
+def point_model_byte(payload: bytes) -> int:
+    """The ANS body's model byte (0 box model, 1 point model): the last byte of
+    the body part "model" (the source model, then that byte)."""
+    from cepam.payload import parse_header
+    header, offset = parse_header(payload)
+    body = payload[offset:-16]
+    model_bits = _core.body_parts(body, coder=2, lattice=header.lattice)["model"]
+    return body[model_bits // 8 - 1]
+
+
+# The point model (csrc/point_coder.hpp) at low signal-to-noise ratio: pinned
+# like the payloads above, for a source much smaller than the noise.
+GOLDEN_POINT_MODEL = {"A2": "eaa2d4b0e1b057a7", "D4": "a0b673bd39a53420", "E8": "e89c63a6b57cbaae"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_point_model_payloads_are_pinned(name):
+    rng = np.random.default_rng(2025)
+    x = rng.normal(size=1001) * 0.002
+    payload = cepam.encode(x, cepam.Gaussian(sigma=0.01), secret=SECRET_A, round=1, client=2,
+                           lattice=name, coder="ans")
+    assert point_model_byte(payload) == 1
+    y = cepam.decode(payload, secret=SECRET_A)
+    assert np.std(y - x) == pytest.approx(0.01, rel=0.15)
+    digest = hashlib.sha256(payload + y.tobytes()).hexdigest()[:16]
+    assert digest == GOLDEN_POINT_MODEL[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("ratio,model", [(0.01, 1), (0.3, 1), (100.0, 0)])
+def test_the_encoder_keeps_the_shorter_model(name, ratio, model):
+    """The point model where the source is small against the cell, the box
+    model at high resolution (where it is exact enough and the point model
+    has no tables)."""
+    x = np.random.default_rng(5).normal(size=20_000) * ratio
+    payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=SECRET_A, round=0, client=0,
+                           lattice=name, coder="ans")
+    assert point_model_byte(payload) == model
+    y = cepam.decode(payload, secret=SECRET_A)
+    assert y.shape == x.shape
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_bitrate_matches_spec_at_high_resolution(name):
     rng = np.random.default_rng(100)
