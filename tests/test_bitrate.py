@@ -136,6 +136,36 @@ def test_ideal_rate_not_computed_cases():
 # Payloads against the ideal rate
 
 
+@pytest.mark.parametrize("lattice,dim", [("A2", 2), ("D4", 4)])
+@pytest.mark.parametrize("ratio", [0.01, 0.1, 1.0])
+def test_lattice_ans_payload_within_002_of_ideal_rate_at_low_snr(lattice, dim, ratio):
+    """The point model (issue 3): within 0.02 bits per coordinate of the
+    ideal rate, up to the Monte Carlo error of the ideal."""
+    m = 200_000
+    x = bitrate.sample_source("gaussian", ratio, m, seed=11)
+    payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=SECRET, round=0, client=0,
+                           lattice=lattice, coder="ans")
+    measured = 8 * len(payload) / m
+    ideal, err = bitrate.ideal_rate("gaussian", ratio, lattice=lattice, dim=dim, draws=3000,
+                                    seed=0, return_error=True)
+    assert ideal - 0.005 - 3 * err < measured < ideal + 0.02 + 3 * err
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "uniform"])
+@pytest.mark.parametrize("ratio", [0.01, 0.1])
+def test_e8_ans_payload_near_the_trial_index_entropy_at_low_snr(kind, ratio):
+    """E8 at low SNR: M is nearly determined by the side information, so the
+    payload costs about H(H) / 8 (the ideal rate's limit), not the 1.0 to
+    1.5 bits per coordinate of the box model."""
+    m = 200_000
+    x = bitrate.sample_source(kind, ratio, m, seed=12)
+    payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=SECRET, round=0, client=0,
+                           lattice="E8", coder="ans")
+    p = bitrate.packing_density("E8")
+    h_trials = -(p * math.log2(p) + (1 - p) * math.log2(1 - p)) / p
+    assert h_trials / 8 < 8 * len(payload) / m < h_trials / 8 + 0.02
+
+
 @pytest.mark.parametrize("ratio", [10.0, 100.0])
 def test_ans_payload_within_002_of_ideal_rate(ratio):
     m = 200_000

@@ -63,7 +63,7 @@ _MAX_DIM = {"Z": 8}
 # lattice="auto": the per-coordinate signal-to-noise ratio below which Z
 # (n = 1) is cheapest and above which E8 is, for every source measured (see
 # _auto_candidates); in between the source's shape decides, so both are tried.
-AUTO_LOW, AUTO_HIGH = 0.9, 2.2
+AUTO_LOW, AUTO_HIGH = 0.45, 2.2
 _AUTO = None  # the choice "auto" after validation
 
 
@@ -148,11 +148,13 @@ def _auto_candidates(mechanism: Mechanism, rms: float) -> list[tuple[int, int]]:
     signal-to-noise ratio ``rms / sigma`` of the clipped update.
 
     Measured on Gaussian and uniform sources (bits of whole payloads, ANS
-    coder): Z with n = 1 is cheapest below a ratio of 0.9 (the trial index
-    costs E8 0.40 bits per coordinate whatever x is), E8 above 2.2 (by 0.035
-    to 0.16 bits per coordinate); A2, D4, Z^2 and Z^3 are never cheapest.
-    Between 0.9 and 2.2 the source's shape decides, so both are encoded and
-    the shorter payload kept.  Laplace and SDQ use Z with n = 1.
+    coder): Z with n = 1 is cheapest below a ratio of about 0.5 (the trial
+    index costs E8 0.40 bits per coordinate whatever x is), E8 above 2.2 (by
+    0.035 to 0.16 bits per coordinate) and, with the ANS coder's point model,
+    from about 0.55 (by 0.1 at a ratio of 0.9); A2, D4, Z^2 and Z^3 are
+    never cheapest.  Between 0.45 and 2.2 the source's shape decides, so
+    both are encoded and the shorter payload kept.  Laplace and SDQ use Z
+    with n = 1.
     """
     z1, e8 = (LATTICE_CODES["Z"], 1), (LATTICE_CODES["E8"], 8)
     if mechanism.code != 1:
