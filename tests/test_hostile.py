@@ -317,14 +317,23 @@ def unpack_stream(stream: bytes) -> tuple[list[int], list[int]]:
 class AnsBody:
     model: AnsModel
     stream: bytes
+    # A2, D4, E8 (lattice codes 2-4): the byte after the source model, 0 box
+    # model, 1 point model (csrc/point_coder.hpp); None for Z^n.
+    point_model: int | None = None
 
     @classmethod
-    def parse(cls, body: bytes) -> "AnsBody":
+    def parse(cls, body: bytes, lattice: int = 1) -> "AnsBody":
         model, length = AnsModel.parse(body)
-        return cls(model, body[length:])
+        if lattice == 1:
+            return cls(model, body[length:])
+        return cls(model, body[length + 1:], body[length])
+
+    def prefix(self) -> bytes:
+        """The source model and the model byte: the body part "model"."""
+        return self.model.pack() + (b"" if self.point_model is None else bytes([self.point_model]))
 
     def pack(self) -> bytes:
-        return self.model.pack() + self.stream
+        return self.prefix() + self.stream
 
     def edit(self, **changes) -> "AnsBody":
         return dataclasses.replace(self, **changes)
@@ -448,7 +457,7 @@ def on_golomb(f):
 
 def on_ans(f):
     """An edit of a RawPayload through its ANS body."""
-    return lambda r: r.edit(body=f(AnsBody.parse(r.body)).pack())
+    return lambda r: r.edit(body=f(AnsBody.parse(r.body, r.lattice)).pack())
 
 
 def on_model(**changes):
@@ -595,6 +604,13 @@ def _make_bases() -> dict[str, bytes]:
             f"{coder}-sdq-n1": enc(x, cepam.SDQ(step=0.05), dim=1),
             # Enough coordinates for the ANS stream to hold words after its states.
             f"{coder}-gauss-n2-m300": enc(rng.normal(scale=0.3, size=300), g, dim=2),
+            # A2, D4, E8: with the ANS coder, the point model at low SNR (A2, E8;
+            # the E8 one with outliers, which take the escape to the box model),
+            # the box model at high SNR (D4).
+            f"{coder}-a2-low": enc(0.01 * rng.normal(size=400), g, lattice="A2"),
+            f"{coder}-e8-escapes": enc(np.where(np.arange(800) % 400 == 3, 3.0,
+                                                0.001 * rng.normal(size=800)), g, lattice="E8"),
+            f"{coder}-d4-high": enc(10 * x, g, lattice="D4"),
         })
     return out
 
@@ -646,9 +662,10 @@ def test_forged_payload_helpers_match_the_format():
                                       "padding": 8 * len(body.sections) - body.h_bits
                                       - body.m_bits}, name
         else:
-            body = AnsBody.parse(raw.body)
+            body = AnsBody.parse(raw.body, raw.lattice)
             assert body.pack() == raw.body
-            assert info.body_bits == {"model": 8 * len(body.model.pack()),
+            assert (body.point_model is None) == (raw.lattice == 1), name
+            assert info.body_bits == {"model": 8 * len(body.prefix()),
                                       "stream": 8 * len(body.stream)}, name
             incs = body.model.increments()
             assert sum(incs) <= KNOT_SCALE and body.model.order == best_knot_order(incs)
@@ -1499,6 +1516,70 @@ def test_the_model_code_order_is_not_part_of_the_meaning():
             np.testing.assert_array_equal(got[name], want[name])
 
 
+# --- ANS on A2, D4, E8: the model byte and the point model. -----------------
+
+LATTICE_ANS = {"ans-a2-low": 1, "ans-e8-escapes": 1, "ans-d4-high": 0}  # base: model byte
+
+
+def test_lattice_bases_use_the_expected_model_and_decode():
+    for name, model in LATTICE_ANS.items():
+        raw = RawPayload.parse(BASES[name])
+        assert AnsBody.parse(raw.body, raw.lattice).point_model == model, name
+    # The E8 base's outliers (3.0 against sigma 0.1) lie far outside the
+    # point model's candidates: escaped to the box model, and decoded.
+    y = cepam.decode(BASES["ans-e8-escapes"], secret=SECRET)
+    assert np.all(np.abs(y[np.arange(800) % 400 == 3] - 3.0) < 1.0)
+
+
+@pytest.mark.parametrize("name", sorted(LATTICE_ANS))
+@pytest.mark.parametrize("byte", [2, 3, 128, 255])
+def test_an_unknown_model_byte_is_a_format_error(name, byte):
+    payload = _targeted_payload(on_ans(lambda b: b.edit(point_model=byte)), name)
+    with pytest.raises(cepam.FormatError, match="unknown lattice point model"):
+        cepam.decode(payload, secret=SECRET)
+
+
+@pytest.mark.parametrize("name", sorted(LATTICE_ANS))
+def test_the_other_model_byte_decodes_or_is_a_format_error(name):
+    payload = _targeted_payload(on_ans(lambda b: b.edit(point_model=1 - b.point_model)), name)
+    assert outcome(payload) in ("ok", "format")
+
+
+@pytest.mark.parametrize("name", sorted(LATTICE_ANS))
+def test_a_body_ending_at_the_model_byte_is_a_format_error(name):
+    """Without the model byte, or without the stream after it."""
+    body = AnsBody.parse(RawPayload.parse(BASES[name]).body, 2)
+    for cut in (body.model.pack(), body.prefix()):
+        payload = _targeted_payload(lambda r: r.edit(body=cut), name)
+        with pytest.raises(cepam.FormatError, match="model byte|entropy-coded body|truncated"):
+            cepam.decode(payload, secret=SECRET)
+        with pytest.raises(cepam.FormatError):
+            cepam.inspect(payload)
+
+
+@pytest.mark.parametrize("name", sorted(LATTICE_ANS))
+def test_lattice_streams_of_zero_words_and_states_decode_or_are_format_errors(name):
+    """Streams whose states and words are all zeros, all ones or seeded noise
+    under each model byte: the point model's tables take any slot."""
+    body = AnsBody.parse(RawPayload.parse(BASES[name]).body, 2)
+    rng = random.Random(name)
+    cases = []
+    for point_model in (0, 1):
+        for words in (0, 3, 40):
+            for fill in ("zeros", "ones", "noise"):
+                def word(bits):
+                    if fill == "zeros":
+                        return 0
+                    return (1 << bits) - 1 if fill == "ones" else rng.getrandbits(bits)
+                states = [max(word(64), RANS_LOW) for _ in range(STREAMS)]
+                stream = pack_stream(states, [word(32) for _ in range(words)])
+                edited = body.edit(point_model=point_model, stream=stream)
+                cases.append((f"{point_model}-{words}-{fill}",
+                              _targeted_payload(lambda r, e=edited: r.edit(body=e.pack()), name)))
+    failures = collect_failures(cases)
+    assert not failures, failures[:10]
+
+
 # --- ANS: sampled corruptions of payloads over several blocks. ---------------
 
 
@@ -2037,7 +2118,8 @@ def test_hostile_cases_do_not_grow_peak_rss():
 
 
 @pytest.mark.parametrize("name", ["golomb-gauss-n2", "ans-gauss-n2", "ans-gauss-n2-m300",
-                                  "golomb-sdq-n1", "ans-laplace-n4-clip"])
+                                  "golomb-sdq-n1", "ans-laplace-n4-clip", "ans-a2-low",
+                                  "ans-e8-escapes", "ans-d4-high"])
 def test_native_body_functions_raise_format_errors_on_hostile_bodies(name):
     """_core.decode, decode_symbols and body_parts (the tools' entry points) on truncated
     and bit-flipped bodies: a result or FormatError, nothing else."""
@@ -2054,7 +2136,7 @@ def test_native_body_functions_raise_format_errors_on_hostile_bodies(name):
     for i, body in enumerate(bodies):
         for call in (lambda: _core.decode(body, dtype="float64", **kw),
                      lambda: _core.decode_symbols(body, **kw),
-                     lambda: _core.body_parts(body, coder=raw.coder)):
+                     lambda: _core.body_parts(body, coder=raw.coder, lattice=raw.lattice)):
             try:
                 call()
             except cepam.FormatError:
