@@ -54,7 +54,7 @@ double normal_cdf(double z) {
   constexpr double b1 = 0.319381530, b2 = -0.356563782, b3 = 1.781477937,
                    b4 = -1.821255978, b5 = 1.330274429;
   const double a = z < 0.0 ? -z : z;
-  const double density = 0.398942280401432702863 * exp_nonpositive(-0.5 * (z * z));
+  const double density = 0.398942280401432702863 * exp_bounded(-0.5 * (z * z));
   const double t = 1.0 / (1.0 + p * a);
   const double tail = density * (t * (b1 + t * (b2 + t * (b3 + t * (b4 + t * b5)))));
   return z < 0.0 ? tail : 1.0 - tail;

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace cepam::detmath {
 
@@ -115,9 +116,9 @@ inline double cos2pi_squared(double t) {
   return c * c;
 }
 
-// e^x for x <= 0 (fdlibm e_exp.c, main path, error below 1 ulp); 0 below
-// -708, where the result would be subnormal.
-inline double exp_nonpositive(double x) {
+// e^x for |x| <= 708 (fdlibm e_exp.c, main path, error below 1 ulp); 0
+// below -708 (where the result would be subnormal), +inf above 708.
+inline double exp_bounded(double x) {
   constexpr double inv_ln2 = 1.44269504088896338700e+00;
   constexpr double P1 = 1.66666666666666019037e-01;
   constexpr double P2 = -2.77777777770155933842e-03;
@@ -125,8 +126,10 @@ inline double exp_nonpositive(double x) {
   constexpr double P4 = -1.65339022054652515390e-06;
   constexpr double P5 = 4.13813679705723846039e-08;
   if (!(x > -708.0)) return 0.0;
-  if (x > -0x1.0p-28) return 1.0 + x;
-  const std::int32_t k = static_cast<std::int32_t>(inv_ln2 * x - 0.5);  // round(x / ln 2)
+  if (x > 708.0) return std::numeric_limits<double>::infinity();
+  if (x > -0x1.0p-28 && x < 0x1.0p-28) return 1.0 + x;
+  // k = round(x / ln 2), halves away from zero.
+  const std::int32_t k = static_cast<std::int32_t>(inv_ln2 * x + (x < 0.0 ? -0.5 : 0.5));
   const double dk = static_cast<double>(k);
   const double hi = x - dk * ln2_hi;
   const double lo = dk * ln2_lo;
@@ -134,23 +137,12 @@ inline double exp_nonpositive(double x) {
   const double t = r * r;
   const double c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
   const double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
-  // y 2^k, k >= -1022: by the exponent's bits.
+  // y 2^k, -1021 <= k <= 1022: by the exponent's bits.
   return double_of(bits_of(y) + (static_cast<std::uint64_t>(static_cast<std::int64_t>(k)) << 52));
 }
 
-// The cube root of a positive, normal, finite double: fdlibm's 5-bit first
-// guess (a third of the exponent's bits) and three Newton steps (to about
-// 40 bits, for entropy models; the same bits everywhere).
-inline double cbrt_positive(double a) {
-  const std::uint64_t u = bits_of(a);
-  const std::uint32_t hx = static_cast<std::uint32_t>(u >> 32);
-  double y = double_of(static_cast<std::uint64_t>(hx / 3 + 715094163u) << 32);
-  for (int i = 0; i < 3; ++i) y -= (y * y * y - a) / (3.0 * y * y);
-  return y;
-}
-
 // The standard normal CDF Phi(z), to 7.5e-8 (Abramowitz and Stegun
-// 26.2.17, with exp_nonpositive): for entropy models, where it need only be
+// 26.2.17, with exp_bounded): for entropy models, where it need only be
 // the same everywhere.
 double normal_cdf(double z);
 

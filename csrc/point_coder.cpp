@@ -11,14 +11,21 @@ namespace {
 
 constexpr double kMaxT = 0x1.0p40;  // |t_k| above this: no table
 
-// P(chi'^2_n(lambda) <= x) with x = rho^2 / sp^2 and lambda = d2 / sp^2
-// (Abdel-Aty 1954): (chi'^2 / (n + lambda))^(1/3) is about normal with
-// mean 1 - v and variance v = 2 (n + 2 lambda) / (9 (n + lambda)^2),
-// written in terms of sp^2 so that nothing overflows when sp is small.
+// P(chi'^2_n(lambda) <= x) with x = rho^2 / sp^2 and lambda = d2 / sp^2, by
+// Sankaran's (1963) normal approximation of (chi'^2 / (n + lambda))^h:
+//   h = 1 - 2/3 (n + lambda)(n + 3 lambda) / (n + 2 lambda)^2,
+//   p = (n + 2 lambda) / (n + lambda)^2,  m = (h - 1)(1 - 3 h),
+//   z = ((x / (n + lambda))^h - 1 - h p (h - 1 - (2 - h) m p / 2))
+//       / (h sqrt(2 p) (1 + m p / 2)),
+// written with q_i = n sp^2 + i d2 so that nothing overflows when sp is small.
 double ball_probability(double n, double rho2, double sp2, double d2) {
-  const double q = n * sp2 + d2;
-  const double v = 2.0 * sp2 * (n * sp2 + 2.0 * d2) / (9.0 * (q * q));
-  const double z = (detmath::cbrt_positive(rho2 / q) - (1.0 - v)) / std::sqrt(v);
+  const double q1 = n * sp2 + d2, q2 = q1 + d2, q3 = q2 + d2;
+  const double h = 1.0 - (2.0 / 3.0) * (q1 * q3) / (q2 * q2);  // in [1/3, 1/2]
+  const double p = q2 * sp2 / (q1 * q1);
+  const double m = (h - 1.0) * (1.0 - 3.0 * h);
+  const double power = detmath::exp_bounded(h * detmath::log(rho2 / q1));
+  const double z = (power - (1.0 + h * p * (h - 1.0 - 0.5 * (2.0 - h) * m * p))) /
+                   (h * std::sqrt(2.0 * p) * (1.0 + 0.5 * m * p));
   // Beyond 6 standard deviations the probability is below the coder's
   // resolution (2^-24): not worth computing.
   if (!(z > -6.0)) return 0.0;

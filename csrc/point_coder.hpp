@@ -11,7 +11,7 @@
 // variance of the SourceModel), so that, in lattice units, with
 // t = mu / beta - V and sp = s / beta,
 //   P(m) ~ P(chi'^2_n(lambda) <= rho^2 / sp^2),  lambda = ||G^T m - t||^2 / sp^2,
-// by Abdel-Aty's cube-root normal approximation and the library's own
+// by Sankaran's normal approximation and the library's own log, exp and
 // normal CDF (detmath): the same bits on every platform.
 //
 // Candidates: the lattice points within distance R = rho + sp (sqrt(n) + 1)
