@@ -108,10 +108,7 @@ AnsBodyEncoder::AnsBodyEncoder(const SourceModel& model, double p, const Triangu
   // coarse tables.
   const std::size_t h = hcoder_.coded() ? 1 : 0;
   ans_.reserve(N * (static_cast<std::size_t>(basis.n) + h));
-  if (point_model) {
-    points_ = std::make_unique<PointCoder>(model, basis);
-    ans_points_.reserve(N * (1 + h));
-  }
+  if (point_model) points_ = std::make_unique<PointCoder>(model, basis);
 }
 
 void AnsBodyEncoder::encode_h(std::size_t count, const std::uint32_t* H, AnsEncoder& enc) const {
@@ -130,15 +127,19 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
       cells_.encode(m[k], cells_.layout(g, o), enc);
     });
   };
-  if (points_) {
-    encode_h(count, H, ans_points_);
-    for (std::size_t j = 0; j < count; ++j) {
-      if (points_->prepare(beta[j], V + j * n) && points_->encode(M + j * n, ans_points_)) continue;
-      box(j, ans_points_);
-    }
-  }
   if (!is_diagonal(basis_)) {
-    for (std::size_t j = 0; j < count; ++j) box(j, ans_);
+    // The point model's stream equals the box model's up to the first
+    // sub-vector with a table: it starts there, as a copy.
+    if (points_started_) encode_h(count, H, ans_points_);
+    for (std::size_t j = 0; j < count; ++j) {
+      const bool table = points_ && points_->prepare(beta[j], V + j * n);
+      if (table && !points_started_) {
+        ans_points_ = ans_;
+        points_started_ = true;
+      }
+      if (points_started_ && !(table && points_->encode(M + j * n, ans_points_))) box(j, ans_points_);
+      box(j, ans_);
+    }
     return;
   }
   DiagonalBatch batch(basis_);
@@ -152,6 +153,11 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
 void AnsBodyEncoder::finish(std::vector<std::uint8_t>& out) const {
   model_.serialize(out);
   if (!points_) {
+    ans_.finish(out);
+    return;
+  }
+  if (!points_started_) {  // the same stream both ways: the box model
+    out.push_back(0);
     ans_.finish(out);
     return;
   }

@@ -56,7 +56,8 @@ class AnsBodyEncoder {
   CellCoder cells_;
   AnsEncoder ans_;
   std::unique_ptr<PointCoder> points_;  // with point_model
-  AnsEncoder ans_points_;
+  AnsEncoder ans_points_;               // the point model's stream, once started
+  bool points_started_ = false;
 };
 
 // The decoder: per block, decode_h then decode_m, as the stream runs.  Throws FormatError on
