@@ -41,18 +41,13 @@ try:
     HAS_ACCOUNTANT = True
 except ImportError:
     HAS_ACCOUNTANT = False
-pytestmark = pytest.mark.skipif(
-    MNIST_DIR is None,
-    reason="MNIST not found in ../shared/data/mnist beside the repository nor in $CEPAM_DATA",
-)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = [
+    pytest.mark.skipif(
+        MNIST_DIR is None,
+        reason="MNIST not found in ../shared/data/mnist beside the repository nor in $CEPAM_DATA",
+    ),
+    pytest.mark.usefixtures("one_torch_thread"),
+]
 
 
 @pytest.fixture(scope="module")

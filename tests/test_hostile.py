@@ -22,6 +22,7 @@ Everything is seeded; nothing here measures time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -34,6 +35,7 @@ import tempfile
 import tracemalloc
 import warnings
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -484,6 +486,21 @@ def assert_declared_structure(result, payload: bytes) -> None:
         assert leaf.shape == e.shape
         want = "float32" if e.dtype == "bfloat16" else e.dtype  # numpy has no bfloat16
         assert leaf.dtype == np.dtype(want)
+
+
+@contextlib.contextmanager
+def peak_allocation():
+    """Traces Python/numpy allocations in the block; afterwards ``.peak`` holds the
+    peak number of bytes allocated in it (``with peak_allocation() as traced: ...``)."""
+    traced = SimpleNamespace(peak=None)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        yield traced
+        traced.peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
 
 
 def outcome(payload: bytes, *, secret: bytes = SECRET, output: str = "numpy",
@@ -1559,12 +1576,9 @@ def test_every_coordinate_escaped_with_maximal_raw_length_decodes(mechanism, n):
     H = [1 << 16] * N  # the trial cap, escaped (raw 16 bits = 65535)
     raw = _escape_payload(M, n=n, mechanism=mechanism, H=H)
     payload = raw.tagged()
-    tracemalloc.start()
-    try:
+    with peak_allocation() as traced:
         assert outcome(payload) == "ok"
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     assert peak < 8 * len(payload) + 4 * MB, peak
     H2, M2 = symbols_of(raw)
     assert M2.tolist() == M
@@ -1741,12 +1755,9 @@ def test_streams_of_constant_words_with_a_large_declared_size_fail(label, n, mec
     (m values) and O(4096) per block, nothing more."""
     for states in ((RANS_LOW,) * 4, ((1 << 63) - 1,) * 4, (0x5A5A5A5A5A5A5A5A,) * 4):
         payload = _zero_word_payload(n, mechanism, m, words, states=states)
-        tracemalloc.start()
-        try:
+        with peak_allocation() as traced:
             assert outcome(payload) == "format", (label, states)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = traced.peak
         assert peak < 4 * m + 6 * len(payload) + 2 * MB, (label, peak)
 
 
@@ -1765,18 +1776,13 @@ def test_max_coordinates_refuses_a_large_declared_size_before_allocating():
     """A server that passes its model size refuses more, before allocating anything."""
     m = 10**6
     payload = _zero_word_payload(1, 1, m + 1, b"\xff" * 64)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
+    with peak_allocation() as traced:
         with pytest.raises(cepam.FormatError, match="max_coordinates"):
             cepam.decode(payload, secret=SECRET, max_coordinates=m)
         codec = cepam.Codec(cepam.Gaussian(sigma=0.25), secret=SECRET, client=6)
         with pytest.raises(cepam.FormatError, match="max_coordinates"):
             codec.decode(payload, max_coordinates=m)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     assert peak < 6 * len(payload) + MB, peak
     # At the limit the payload is read (and fails on its body).
     assert outcome(_zero_word_payload(1, 1, m, b"\xff" * 64), max_coordinates=m) == "format"
@@ -1787,14 +1793,11 @@ def test_2_62_coordinates_are_refused_up_front(coder):
     raw = RawPayload.parse(BASES[f"{coder}-gauss-n1"])
     for m in (1 << 62, U64, 1 << 57):
         payload = raw.edit(m=m, entries=_entries(raw, dims=(m,))).tagged()
-        tracemalloc.start()
-        try:
+        with peak_allocation() as traced:
             for limit in (1 << 28, 1 << 62, 1 << 64):
                 with pytest.raises(cepam.FormatError, match="too large"):
                     cepam.decode(payload, secret=SECRET, max_coordinates=limit)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = traced.peak
         assert peak < 6 * len(payload) + MB, peak
 
 
@@ -1805,12 +1808,9 @@ def test_a_tiny_valid_ans_payload_for_many_coordinates_allocates_only_its_output
     payload = cepam.encode(np.zeros(m, np.float32), cepam.Gaussian(sigma=10.0), secret=SECRET,
                            round=0, client=0)
     assert len(payload) < m // 8
-    tracemalloc.start()
-    try:
+    with peak_allocation() as traced:
         y = cepam.decode(payload, secret=SECRET)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     assert y.shape == (m,) and y.dtype == np.float32
     assert peak < 4 * m + 20 * len(payload) + 2 * MB, peak
     with pytest.raises(cepam.FormatError, match="max_coordinates"):
@@ -1965,14 +1965,9 @@ ZERO_RUNS = _zero_run_payloads(256 * 1024)
                          ids=[z[0].replace(" ", ",") for z in ZERO_RUNS])
 def test_long_zero_runs_in_the_golomb_body_fail_fast_with_little_allocation(
         label, declared, capacity, payload):
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
+    with peak_allocation() as traced:
         assert outcome(payload) == "format", label
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     if declared > capacity:
         # Rejected before allocating anything sized by the declared count (the Golomb
         # sections bound it): only copies of the payload itself.
@@ -1996,12 +1991,9 @@ def test_a_valid_dense_golomb_body_allocates_in_proportion_to_its_length():
     """The densest legal body (1 bit per coordinate) decodes; allocation is linear."""
     m = 8 * 64 * 1024
     payload = forged(shape=(m,), m_code="1" * m).tagged()
-    tracemalloc.start()
-    try:
+    with peak_allocation() as traced:
         y = cepam.decode(payload, secret=SECRET)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     assert y.shape == (m,) and y.dtype == np.float32
     assert peak < 200 * len(payload) + 4 * MB, peak
 
@@ -2016,18 +2008,13 @@ def test_hostile_cases_do_not_grow_peak_rss():
     payloads += [_zero_word_payload(n, mech, m, words) for _, n, mech, m, words in
                  ZERO_WORD_CASES]
     rss_before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
+    with peak_allocation() as traced:
         for payload in payloads:
             try:
                 outcome(payload)
             except Exception:  # noqa: BLE001 - wrong types are reported by other tests
                 pass
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     rss_growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before_kb) / 1024
     assert peak < 64 * MB, peak
     assert rss_growth_mb < 200, rss_growth_mb
