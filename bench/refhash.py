@@ -23,7 +23,6 @@ import sys
 import numpy as np
 
 import cepam._core as c
-from cepam import errors
 
 
 def digest(*parts):

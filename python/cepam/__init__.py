@@ -14,7 +14,6 @@ its error exactly Gaussian or Laplace noise, independent of the update:
 True
 """
 
-from . import errors
 from .baselines import encode_gaussian_sdq, encode_laplace_sdq, encode_noisy_sdq, encode_sdq
 from .codec import Codec, PayloadInfo, decode, encode, inspect
 from .errors import (
@@ -46,6 +45,12 @@ __all__ = [
     "SDQ",
     "Context",
     "new_secret",
-    *errors.__all__,
+    "CepamError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
+    "FormatError",
+    "AuthenticationError",
+    "ContextReuseError",
+    "EncodingError",
     "__version__",
 ]
