@@ -8,19 +8,27 @@
   state.pt).  A run interrupted and started again with the same command
   continues after its last completed round; finished runs are skipped.
 * ``cepam fl table DIR`` prints the paper-style table (mean and 95% CI over
-  seeds).
-* ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures.
+  seeds).  ``--delta D [D ...]`` adds a sigma column and one eps column per
+  delta: eps recomputed by the accountant (tight bound, curious-client view)
+  for each setting after the rounds run, in place of the runs' own eps
+  column (computed at their ``--delta``).
+* ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures;
+  with ``--delta D [D ...]`` the latter has one line per method and delta
+  (eps on a log axis where it spans more than two decades).
 
-The paper's grid and privacy-accuracy sweep, for example::
+The paper's grid and privacy-accuracy sweep (section VI-C: accuracy
+depends on sigma only, so one sweep serves both of its deltas), for example::
 
     cepam fl run --model mlp cnn --method all --rounds 80 --seeds 10 \
         --out results/grid --data-dir ../shared/data/mnist --threads 1
     cepam fl run --model mlp cnn --method cepam-gaussian --dim 2 3 --rounds 80 \
         --seeds 10 --out results/grid --data-dir ../shared/data/mnist --threads 1
+    cepam fl table results/grid && cepam fl plot results/grid
     cepam fl run --model cnn --method cepam-gaussian fl-gaussian-sdq --delta 0.01 \
         --sigma 0.1375 0.0864 0.0602 0.0431 0.0307 0.0231 0.0141 0.0083 0.00364 0.000159 \
         --rounds 80 --seeds 3 --out results/sweep --data-dir ../shared/data/mnist
-    cepam fl table results/grid && cepam fl plot results/grid
+    cepam fl table results/sweep --delta 0.01 0.015 --markdown
+    cepam fl plot results/sweep --delta 0.01 0.015 --out figures
 
 torch is imported by the handlers only.
 """
