@@ -36,6 +36,13 @@ std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
   return m / n + (m % n != 0 ? 1 : 0);
 }
 
+// About the width of a coding cell (beta G_kk) for the source model's
+// estimates: a few times the noise scale for the random-scale mechanisms
+// (Gaussian: 2 sigma sqrt(U), U ~ chi2(n + 2) on Z), the step for SDQ.
+double typical_cell_width(const LrsuqParams& p) {
+  return p.mechanism == MechanismId::Uniform ? p.scale : 3.0 * p.scale;
+}
+
 void check_coder(Coder coder) {
   if (coder != Coder::Golomb && coder != Coder::Ans) throw InvalidArgument("unknown body coder");
 }
@@ -108,7 +115,7 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   // ANS: LRSUQ and the coder go block by block (the model is fitted first;
   // a non-finite input makes LRSUQ throw when its block comes, and the
   // symbols of the blocks before it are dropped).
-  const SourceModel model = SourceModel::fit(x, m, factor);
+  const SourceModel model = SourceModel::fit(x, m, factor, typical_cell_width(p));
   const TriangularBasis basis = lattice_basis(p);
   AnsBodyEncoder enc(model, accept, basis, N);
   const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
