@@ -36,11 +36,18 @@ std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
   return m / n + (m % n != 0 ? 1 : 0);
 }
 
-// About the width of a coding cell (beta G_kk) for the source model's
-// estimates: a few times the noise scale for the random-scale mechanisms
-// (Gaussian: 2 sigma sqrt(U), U ~ chi2(n + 2) on Z), the step for SDQ.
-double typical_cell_width(const LrsuqParams& p) {
-  return p.mechanism == MechanismId::Uniform ? p.scale : 3.0 * p.scale;
+// A small and a large typical width of a coding cell (beta G_kk), for the
+// source model's estimates: two quadrature points of beta on Z (Gaussian:
+// 2 sigma chi_3, Laplace: 2 b Gamma(2, 1)), the step for SDQ.
+struct CellWidths {
+  double lo, hi;
+};
+CellWidths typical_cell_widths(const LrsuqParams& p) {
+  switch (p.mechanism) {
+    case MechanismId::Gaussian: return {1.86 * p.scale, 4.54 * p.scale};
+    case MechanismId::Laplace: return {1.17 * p.scale, 6.8 * p.scale};
+    default: return {p.scale, p.scale};
+  }
 }
 
 void check_coder(Coder coder) {
@@ -115,7 +122,8 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   // ANS: LRSUQ and the coder go block by block (the model is fitted first;
   // a non-finite input makes LRSUQ throw when its block comes, and the
   // symbols of the blocks before it are dropped).
-  const SourceModel model = SourceModel::fit(x, m, factor, typical_cell_width(p));
+  const CellWidths widths = typical_cell_widths(p);
+  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
   const TriangularBasis basis = lattice_basis(p);
   AnsBodyEncoder enc(model, accept, basis, N);
   const std::size_t block = N < kAnsBlock ? N : kAnsBlock;

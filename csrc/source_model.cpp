@@ -20,12 +20,39 @@ constexpr Shape kShapes[] = {{64, 0}, {64, 3}, {32, 0}, {32, 6},
                              {32, 13}, {32, 19}, {16, 13}, {16, 26}};
 
 constexpr int kHeaderBytes = 8 + 1 + 1 + 1;  // A, K, g, code order
-constexpr double kInvLog2 = 1.4426950408889634;  // 1 / log(2)
+
+// -log2(p) for p in [2^-24, 1], to about 2e-5 bits (for estimates only,
+// but deterministic: the estimates choose the payload's model): the
+// exponent, plus log2 of the significand f in [1, 2) interpolated linearly
+// in a table of 2^7 intervals (computed with detmath::log).
+struct Log2Table {
+  static constexpr int kBits = 7;
+  std::array<double, (1 << kBits) + 1> value;
+  Log2Table() {
+    const double inv_log2 = 1.0 / detmath::log(2.0);
+    for (int k = 0; k <= 1 << kBits; ++k)
+      value[static_cast<std::size_t>(k)] = detmath::log(1.0 + k / double{1 << kBits}) * inv_log2;
+  }
+};
+
+inline double neg_log2(double p) {
+  static const Log2Table table;
+  const std::uint64_t u = detmath::bits_of(p);
+  const int e = static_cast<int>(u >> 52) - 1023;
+  const std::uint64_t frac = u & ((std::uint64_t{1} << 52) - 1);
+  const int k = static_cast<int>(frac >> (52 - Log2Table::kBits));
+  // The position inside interval k, in [0, 1).
+  const double r = static_cast<double>(frac & ((std::uint64_t{1} << (52 - Log2Table::kBits)) - 1)) *
+                   (1.0 / static_cast<double>(std::uint64_t{1} << (52 - Log2Table::kBits)));
+  const double lo = table.value[static_cast<std::size_t>(k)];
+  return -(e + lo + r * (table.value[static_cast<std::size_t>(k) + 1] - lo));
+}
 
 }  // namespace
 
 template <class T>
-SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_width) {
+SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
+                             double cell_hi) {
   SourceModel model;
   // max |x factor| = (max |x|) factor, rounding being monotone; the
   // comparisons skip NaN.  Eight partial maxima, for vectorisation (the
@@ -62,38 +89,59 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double ce
   // gets some cell without undefined behaviour), a chunk at a time in a
   // loop the compiler vectorises; then counted in four partial histograms.
   std::vector<std::uint64_t> counts(4 * static_cast<std::size_t>(kCells), 0);
+  std::uint64_t* const part0 = counts.data();
+  std::uint64_t* const part1 = part0 + kCells;
+  std::uint64_t* const part2 = part1 + kCells;
+  std::uint64_t* const part3 = part2 + kCells;
   constexpr std::size_t kChunk = 512;
-  std::uint16_t cells[kChunk];
+  std::int32_t cells[kChunk];
   for (std::size_t i0 = 0; i0 < m; i0 += kChunk) {
     const std::size_t n = m - i0 < kChunk ? m - i0 : kChunk;
     for (std::size_t i = 0; i < n; ++i) {
       const double u = (static_cast<double>(x[i0 + i]) * factor + model.a_) * model.inv_width_;
       const double c = u < kCells - 1 ? u : kCells - 1;
-      cells[i] = static_cast<std::uint16_t>(static_cast<int>(c >= 1.0 ? c : 0.0));
+      cells[i] = static_cast<std::int32_t>(c >= 1.0 ? c : 0.0);
     }
     std::size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-      for (std::size_t l = 0; l < 4; ++l) ++counts[l * kCells + cells[i + l]];
-    for (; i < n; ++i) ++counts[cells[i]];
+    for (; i + 4 <= n; i += 4) {
+      ++part0[cells[i]];
+      ++part1[cells[i + 1]];
+      ++part2[cells[i + 2]];
+      ++part3[cells[i + 3]];
+    }
+    for (; i < n; ++i) ++part0[cells[i]];
   }
-  std::array<std::uint64_t, kCells> hist;
+  // The cumulative counts at the cell edges; the occupied groups of 2^s
+  // cells, 2^s the largest power of two (up to 8) not above half the
+  // smaller coding cell (finer detail is smoothed away), as their first
+  // cells and counts.
   std::array<std::uint64_t, kCells + 1> cum;
   cum[0] = 0;
-  for (std::size_t c = 0; c < kCells; ++c) {
-    hist[c] = counts[c] + counts[kCells + c] + counts[2 * kCells + c] + counts[3 * kCells + c];
-    cum[c + 1] = cum[c] + hist[c];
+  for (std::size_t c = 0; c < kCells; ++c)
+    cum[c + 1] = cum[c] + part0[c] + part1[c] + part2[c] + part3[c];
+  const double w_lo = cell_lo * model.inv_width_, w_hi = cell_hi * model.inv_width_;
+  std::size_t group = 1;
+  while (group < 8 && 4.0 * static_cast<double>(group) <= w_lo) group *= 2;
+  std::array<std::uint16_t, kCells> occupied;
+  std::array<std::uint64_t, kCells> occupancy;
+  std::size_t n_occupied = 0;
+  for (std::size_t c = 0; c < kCells; c += group) {
+    const std::uint64_t k = cum[c + group] - cum[c];
+    if (k == 0) continue;
+    occupied[n_occupied] = static_cast<std::uint16_t>(c);
+    occupancy[n_occupied++] = k;
   }
-  // The coding cell's width in grid cells, at least one (below that, the
-  // estimates of the shapes differ by a constant).
-  const double w = cell_width * model.inv_width_;
-  const double width = w > 1.0 ? w : 1.0;  // and for NaN
+  // The coding cells' widths in grid cells, at least one (below that, the
+  // estimates of the shapes differ by about a constant; also for NaN).
+  const double lo = w_lo > 1.0 ? w_lo : 1.0, hi = w_hi > 1.0 ? w_hi : 1.0;
   Shape best = kShapes[0];
   double best_bits = 0.0;
   for (const Shape& s : kShapes) {
     model.set_shape(s.bins, s.growth);
     model.set_knots(cum.data());
     model.tabulate();
-    const double bits = model.estimate_bits(hist.data(), width) +
+    const double bits = model.estimate_bits(occupied.data(), occupancy.data(), n_occupied,
+                                            static_cast<double>(group), lo, hi) +
                         static_cast<double>(model.serialized_bits());
     if (&s == kShapes || bits < best_bits) {
       best = s;
@@ -143,16 +191,24 @@ void SourceModel::set_knots(const std::uint64_t* cum) {
 
 void SourceModel::tabulate() {
   // C_i = c_b 2^10 + floor((i - e_b) (c_{b+1} - c_b) 2^10 / (e_{b+1} - e_b))
-  // in bin b: exact integers, non-decreasing, C_{e_b} = c_b 2^10.
+  // in bin b: exact integers, non-decreasing, C_{e_b} = c_b 2^10.  The
+  // floor by steps: quotient and remainder of the increment per cell.
   constexpr int kShift = kTableBits - kKnotBits;
   for (int b = 0; b < bins_; ++b) {
-    const std::uint64_t e0 = edges_[static_cast<std::size_t>(b)];
-    const std::uint64_t width = edges_[static_cast<std::size_t>(b) + 1] - e0;
-    const std::uint64_t base = static_cast<std::uint64_t>(knots_[static_cast<std::size_t>(b)]) << kShift;
-    const std::uint64_t d = static_cast<std::uint64_t>(knots_[static_cast<std::size_t>(b) + 1] -
-                                                       knots_[static_cast<std::size_t>(b)]) << kShift;
-    for (std::uint64_t i = 0; i < width; ++i)
-      knot_[e0 + i] = static_cast<double>(base + i * d / width);
+    const std::uint32_t e0 = edges_[static_cast<std::size_t>(b)];
+    const std::uint32_t width = edges_[static_cast<std::size_t>(b) + 1] - e0;
+    const std::uint32_t d = (knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)]) << kShift;
+    const std::uint32_t step = d / width, rest = d % width;
+    std::uint32_t c = knots_[static_cast<std::size_t>(b)] << kShift, frac = 0;
+    for (std::uint32_t i = 0; i < width; ++i) {
+      knot_[e0 + i] = static_cast<double>(c);
+      c += step;
+      frac += rest;
+      if (frac >= width) {
+        frac -= width;
+        ++c;
+      }
+    }
   }
   knot_[kCells] = kTableScale;
   for (int i = 0; i < kCells; ++i) slope_[i] = knot_[i + 1] - knot_[i];
@@ -171,7 +227,9 @@ void SourceModel::derive() {
   }
 }
 
-double SourceModel::estimate_bits(const std::uint64_t* cells, double w) const {
+double SourceModel::estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts,
+                                  std::size_t count, double group, double w_lo,
+                                  double w_hi) const {
   // F on the grid (u in cells), in units of 2^-22.
   const auto grid = [this](double u) {
     if (!(u > 0.0)) return 0.0;
@@ -179,14 +237,21 @@ double SourceModel::estimate_bits(const std::uint64_t* cells, double w) const {
     const int i = static_cast<int>(u);
     return knot_[i] + (u - i) * slope_[i];
   };
-  double nats = 0.0;
-  for (int i = 0; i < kCells; ++i) {
-    if (cells[i] == 0) continue;
-    const double t = i + 0.5;
-    const double p = (grid(t + 0.5 * w) - grid(t - 0.5 * w)) * (1.0 / kTableScale);
-    nats -= static_cast<double>(cells[i]) * detmath::log(p > 0x1.0p-24 ? p : 0x1.0p-24);
+  // -log2 of the model's probability of [t - a, t + b], at least 2^-24.
+  const auto cost = [&grid](double t, double a, double b) {
+    const double p = (grid(t + b) - grid(t - a)) * (1.0 / kTableScale);
+    return neg_log2(p > 0x1.0p-24 ? p : 0x1.0p-24);
+  };
+  // A coordinate x lies anywhere in its coding cell: cells of two widths,
+  // each with x at a quarter and at three quarters of it.
+  double bits = 0.0;
+  for (std::size_t k = 0; k < count; ++k) {
+    const double t = cells[k] + 0.5 * group;
+    const double c = cost(t, 0.25 * w_lo, 0.75 * w_lo) + cost(t, 0.75 * w_lo, 0.25 * w_lo) +
+                     cost(t, 0.25 * w_hi, 0.75 * w_hi) + cost(t, 0.75 * w_hi, 0.25 * w_hi);
+    bits += static_cast<double>(counts[k]) * c;
   }
-  return nats * kInvLog2;
+  return 0.25 * bits;
 }
 
 int SourceModel::knot_order(std::uint64_t* bits) const {
@@ -278,7 +343,7 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
   return model;
 }
 
-template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double);
-template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double);
+template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double, double);
+template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double, double);
 
 }  // namespace cepam

@@ -44,12 +44,14 @@ class SourceModel {
   SourceModel() = default;
 
   // Fits the model to x[0..m) * factor (as the encoder sees the values).
-  // cell_width: the typical width of a coding cell (about the noise's scale,
-  // in the units of x * factor), for the estimate of each candidate's cost.
-  // Defined for any input; the values of a model fitted to non-finite data
-  // do not matter (LRSUQ rejects such data).
+  // cell_lo, cell_hi: a small and a large typical width of a coding cell
+  // (beta G_kk, in the units of x * factor; two points of its law), for the
+  // estimates of each candidate's cost.  Defined for any input; the values
+  // of a model fitted to non-finite data do not matter (LRSUQ rejects such
+  // data).
   template <class T>
-  static SourceModel fit(const T* x, std::size_t m, double factor, double cell_width);
+  static SourceModel fit(const T* x, std::size_t m, double factor, double cell_lo,
+                         double cell_hi);
 
   // Serialises / parses the model (parse throws FormatError on bad input
   // and advances *pos).
@@ -102,9 +104,11 @@ class SourceModel {
   // The shortest exp-Golomb order of the increments, and its length in bits.
   int knot_order(std::uint64_t* bits) const;
   std::uint64_t serialized_bits() const;
-  // Estimated bits of the coordinates counted in cells[0..kCells) (all at
-  // the cell's centre) coded in cells of width w (in grid cells).
-  double estimate_bits(const std::uint64_t* cells, double w) const;
+  // Estimated bits of counts[k] coordinates at the centre of the group of
+  // grid cells [cells[k], cells[k] + group), k < count, coded in cells of
+  // widths w_lo and w_hi (in grid cells).
+  double estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts, std::size_t count,
+                       double group, double w_lo, double w_hi) const;
 
   double a_ = 1.0;
   double inv_width_ = kCells / 2.0;
