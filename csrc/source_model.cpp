@@ -112,7 +112,7 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double ce
     for (; i < n; ++i) ++part0[cells[i]];
   }
   // The cumulative counts at the cell edges; the occupied groups of 2^s
-  // cells, 2^s the largest power of two (up to 8) not above half the
+  // cells, 2^s the largest power of two (up to 8) not above a quarter of the
   // smaller coding cell (finer detail is smoothed away), as their first
   // cells and counts.
   std::array<std::uint64_t, kCells + 1> cum;
