@@ -39,6 +39,20 @@ std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
   return m / n + (m % n != 0 ? 1 : 0);
 }
 
+// A small and a large typical width of a coding cell (beta G_kk), for the
+// source model's estimates: two quadrature points of beta on Z (Gaussian:
+// 2 sigma chi_3, Laplace: 2 b Gamma(2, 1)), the step for SDQ.
+struct CellWidths {
+  double lo, hi;
+};
+CellWidths typical_cell_widths(const LrsuqParams& p) {
+  switch (p.mechanism) {
+    case MechanismId::Gaussian: return {1.86 * p.scale, 4.54 * p.scale};
+    case MechanismId::Laplace: return {1.17 * p.scale, 6.8 * p.scale};
+    default: return {p.scale, p.scale};
+  }
+}
+
 void check_coder(Coder coder) {
   if (coder != Coder::Golomb && coder != Coder::Ans) throw InvalidArgument("unknown body coder");
 }
@@ -151,7 +165,8 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   // ANS: LRSUQ and the coder go block by block (the model is fitted first;
   // a non-finite input makes LRSUQ throw when its block comes, and the
   // symbols of the blocks before it are dropped).
-  const SourceModel model = SourceModel::fit(x, m, factor);
+  const CellWidths widths = typical_cell_widths(p);
+  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
   const TriangularBasis basis = lattice_basis(p);
   AnsBodyEncoder enc(model, accept, basis, N);
   AnsBlock b(N, n);

@@ -66,7 +66,9 @@ PROB_SCALE = 1 << PROB_BITS
 ESCAPE = PROB_SCALE - 1  # start of the escape symbol (frequency 1), for H and for M
 RANS_LOW = 1 << 31
 STREAMS = 4
-BINS = 64
+BINS = 64  # the most bins a source model may have
+MODEL_HEADER = 11  # A, K, g, code order
+MAX_GROWTH = 64
 KNOT_BITS = 12
 KNOT_SCALE = 1 << KNOT_BITS
 ANS_BLOCK = 4096
@@ -257,35 +259,41 @@ def best_knot_order(increments) -> int:
 
 @dataclass
 class AnsModel:
-    """Source model: f64 range A, u8 code order, 63 exp-Golomb knot increments, padding."""
+    """Source model: f64 range A, u8 bins K, u8 growth g, u8 code order, K - 1
+    exp-Golomb knot increments, padding."""
 
     a: float
+    bins: int
+    growth: int
     order: int
     codes: str  # MSB-first bits of the increment codes
     padding: str | None = None  # None: zero bits up to a byte
 
     @classmethod
-    def of(cls, increments, *, a: float = 1.0, order: int | None = None) -> "AnsModel":
+    def of(cls, increments, *, a: float = 1.0, growth: int = 0,
+           order: int | None = None) -> "AnsModel":
+        """The model of K - 1 = len(increments) increments."""
         increments = list(increments)
         if order is None:
             order = best_knot_order(increments)
-        return cls(a, order, "".join(expg_unsigned(v, order) for v in increments))
+        return cls(a, len(increments) + 1, growth, order,
+                   "".join(expg_unsigned(v, order) for v in increments))
 
     @classmethod
     def parse(cls, body: bytes) -> tuple["AnsModel", int]:
         """(model, its length in bytes) of a well-formed body."""
-        a, order = struct.unpack_from("<dB", body, 0)
-        bits = bytes_to_bits(body[9:])
+        a, bins, growth, order = struct.unpack_from("<dBBB", body, 0)
+        bits = bytes_to_bits(body[MODEL_HEADER:])
         pos = 0
-        for _ in range(BINS - 1):
+        for _ in range(bins - 1):
             zeros = bits.index("1", pos) - pos
             pos += 2 * zeros + 1 + order
         used = (pos + 7) // 8
-        return cls(a, order, bits[:pos], bits[pos : 8 * used]), 9 + used
+        return cls(a, bins, growth, order, bits[:pos], bits[pos : 8 * used]), MODEL_HEADER + used
 
     def increments(self) -> list[int]:
         out, pos = [], 0
-        for _ in range(BINS - 1):
+        for _ in range(self.bins - 1):
             zeros = self.codes.index("1", pos) - pos
             end = pos + 2 * zeros + 1 + self.order
             out.append(int(self.codes[pos + zeros : end], 2) - (1 << self.order))
@@ -294,10 +302,16 @@ class AnsModel:
 
     def pack(self) -> bytes:
         pad = "0" * (-len(self.codes) % 8) if self.padding is None else self.padding
-        return struct.pack("<dB", self.a, self.order) + bits_to_bytes(self.codes + pad)
+        return struct.pack("<dBBB", self.a, self.bins, self.growth, self.order) + \
+            bits_to_bytes(self.codes + pad)
 
     def edit(self, **changes) -> "AnsModel":
         return dataclasses.replace(self, **changes)
+
+    def recoded(self, **changes) -> "AnsModel":
+        """The same knots (and A, K, g unless changed), coded at the best order."""
+        kwargs = dict(a=self.a, growth=self.growth) | changes
+        return AnsModel.of(self.increments(), **kwargs)
 
 
 UNIFORM = [KNOT_SCALE // BINS] * (BINS - 1)
@@ -669,7 +683,8 @@ def test_forged_payload_helpers_match_the_format():
                                       "stream": 8 * len(body.stream)}, name
             incs = body.model.increments()
             assert sum(incs) <= KNOT_SCALE and body.model.order == best_knot_order(incs)
-            assert AnsModel.of(incs, a=body.model.a).pack() == body.model.pack()
+            assert body.model.recoded().pack() == body.model.pack()
+            assert body.model.bins % 2 == 0 and body.model.growth <= MAX_GROWTH
             assert (len(body.stream) - 8 * STREAMS) % 4 == 0
     assert len(unpack_stream(AnsBody.parse(RawPayload.parse(BASES["ans-gauss-n2-m300"]).body)
                              .stream)[1]) > 8, "the m300 base should have stream words"
@@ -1310,13 +1325,13 @@ GOLOMB_TARGETED = [
 
 
 def _codes_summing_to(total: int, k: int = 0) -> str:
-    """63 increments: total in the first, zeros after."""
+    """63 increments (64 bins): total in the first, zeros after."""
     return "".join(expg_unsigned(v, k) for v in [total] + [0] * (BINS - 2))
 
 
 def _recoded(model: AnsModel, order: int) -> AnsModel:
     """The same knots, coded at another order."""
-    return AnsModel.of(model.increments(), a=model.a, order=order)
+    return model.recoded(order=order)
 
 
 def _with_padding(model: AnsModel, pad) -> AnsModel:
@@ -1365,12 +1380,32 @@ ANS_TARGETED = [
       for k in (13, 14, 64, 128, 255)],
     *[(f"order-{k}-reinterpreted", "ans-gauss-n2", (lambda k: on_model(order=k))(k), EITHER,
        None) for k in (0, 1, 5, 11, 12)],
+    # The bin count K (even, 2 .. 64) and the growth g (<= 64) of the bin edges.
+    *[(f"bins-{k}", "ans-gauss-n2", (lambda k: on_ans(lambda b: b.edit(
+        model=b.model.recoded().edit(bins=k))))(k), FORMAT, "bin count")
+      for k in (0, 1, 3, 33, 63, 65, 66, 128, 255)],
+    *[(f"bins-{k}-reinterpreted", "ans-gauss-n2", (lambda k: on_model(bins=k))(k), EITHER,
+       None) for k in (2, 4, 16, 30, 34, 62, 64)],
+    *[(f"bins-{k}-uniform-growth-{g}-{base}", base, (lambda k, g: on_ans(lambda b: b.edit(
+        model=AnsModel.of([KNOT_SCALE // k] * (k - 1), a=b.model.a, growth=g))))(k, g),
+       EITHER, None)
+      for base in ("ans-gauss-n2", "ans-laplace-n1") for k in (2, 4, 16, 32, 64)
+      for g in (0, 1, 13, MAX_GROWTH)],
+    *[(f"growth-{g}", "ans-gauss-n2", (lambda g: on_model(growth=g))(g), FORMAT, "growth")
+      for g in (MAX_GROWTH + 1, 128, 255)],
+    *[(f"growth-{g}-reinterpreted", "ans-gauss-n2", (lambda g: on_model(growth=g))(g), EITHER,
+       None) for g in (0, 1, 19, MAX_GROWTH)],
+    # All the mass in the narrowest bin (one grid cell wide at the largest growth).
+    *[(f"peaked-growth-{g}-bins-{k}", "ans-gauss-n2", (lambda k, g: on_ans(lambda b: b.edit(
+        model=AnsModel.of([0] * (k // 2 - 1) + [KNOT_SCALE] + [0] * (k // 2 - 1),
+                          a=b.model.a, growth=g))))(k, g), EITHER, None)
+      for k in (2, 16, 64) for g in (0, MAX_GROWTH)],
     # Knot increments.
     ("knots-sum-4097", "ans-gauss-n2",
-     on_ans(lambda b: b.edit(model=b.model.edit(order=0, codes=_codes_summing_to(4097),
+     on_ans(lambda b: b.edit(model=b.model.edit(bins=BINS, order=0, codes=_codes_summing_to(4097),
                                                 padding=None))), FORMAT, "knots"),
     ("knots-sum-8190", "ans-gauss-n2",
-     on_ans(lambda b: b.edit(model=b.model.edit(order=0, codes=_codes_summing_to(8190),
+     on_ans(lambda b: b.edit(model=b.model.edit(bins=BINS, order=0, codes=_codes_summing_to(8190),
                                                 padding=None))), FORMAT, "knots"),
     ("knots-63-times-66", "ans-gauss-n2",
      on_ans(lambda b: b.edit(model=AnsModel.of([66] * 63, a=b.model.a))), FORMAT, "knots"),
@@ -1510,7 +1545,7 @@ def test_the_model_code_order_is_not_part_of_the_meaning():
     body = AnsBody.parse(raw.body)
     want = cepam.decode(BASES["ans-dict-n2"], secret=SECRET)
     for k in range(KNOT_BITS + 1):
-        model = AnsModel.of(body.model.increments(), a=body.model.a, order=k)
+        model = body.model.recoded(order=k)
         got = cepam.decode(raw.edit(body=model.pack() + body.stream).tagged(), secret=SECRET)
         for name in want:
             np.testing.assert_array_equal(got[name], want[name])
