@@ -19,7 +19,6 @@ bytes, a wrong m or dimension) and of encoding invalid input (bad clipping
 factors; NaN, Inf and too large values in later blocks).
 """
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -28,6 +27,7 @@ import numpy as np
 
 import cepam
 import cepam._core as c
+from refhash import digest, outcome  # bench/ is on sys.path when run as a script
 
 GAUSSIAN, LAPLACE, SDQ = 1, 2, 3
 GOLOMB, ANS = 1, 2
@@ -66,26 +66,6 @@ def speed(a):
 
 
 # ---------------------------------------------------------------- hashes
-
-
-def digest(*parts):
-    d = hashlib.sha256()
-    for p in parts:
-        if isinstance(p, np.ndarray):
-            d.update(str(p.dtype).encode())
-            d.update(np.ascontiguousarray(p).tobytes())
-        elif isinstance(p, bytes):
-            d.update(p)
-        else:
-            d.update(repr(p).encode())
-    return d.hexdigest()
-
-
-def outcome(fn):
-    try:
-        return ("ok", fn())
-    except Exception as e:  # noqa: BLE001
-        return ("err", type(e).__name__ + ": " + str(e))
 
 
 def inputs(m, dtype, rng):

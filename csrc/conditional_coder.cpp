@@ -92,7 +92,7 @@ CEPAM_TARGET_AVX2 inline Tables4 layout4(const SourceModel& model, __m256d g, __
   t.range = _mm256_sub_pd(avx2::splat(static_cast<double>(kProbScale - CellCoder::kEscapeFreq)), count);
   t.lo_half = _mm256_sub_pd(t.lo, avx2::splat(0.5));
   t.guess_a = _mm256_sub_pd(v_lo, t.lo);
-  t.guess_b = _mm256_mul_pd(_mm256_sub_pd(z_hi, z_lo), avx2::splat(1.0 / SourceModel::kBins));
+  t.guess_b = _mm256_mul_pd(_mm256_sub_pd(z_hi, z_lo), avx2::splat(1.0 / SourceModel::kCells));
   return t;
 }
 
@@ -139,14 +139,14 @@ CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
   const __m256d below = _mm256_cmp_pd(x, avx2::splat(-model.range()), _CMP_NGT_UQ);
   const __m256d above = _mm256_cmp_pd(x, a, _CMP_NLT_UQ);
   const __m256d u = _mm256_mul_pd(_mm256_add_pd(x, a), avx2::splat(model.inv_width()));
-  const __m256d wild = _mm256_cmp_pd(u, avx2::splat(2.0 * SourceModel::kBins), _CMP_NLT_UQ);
+  const __m256d wild = _mm256_cmp_pd(u, avx2::splat(2.0 * SourceModel::kCells), _CMP_NLT_UQ);
   const __m128i i = _mm_min_epi32(_mm_max_epi32(_mm256_cvttpd_epi32(u), _mm_setzero_si128()),
-                                  _mm_set1_epi32(SourceModel::kBins - 1));
+                                  _mm_set1_epi32(SourceModel::kCells - 1));
   const __m256d knot = lookup4<L>(model.knot_table(), i);
   const __m256d slope = lookup4<L>(model.slope_table(), i);
   const __m256d f = _mm256_mul_pd(
       _mm256_add_pd(knot, _mm256_mul_pd(_mm256_sub_pd(u, _mm256_cvtepi32_pd(i)), slope)),
-      avx2::splat(1.0 / SourceModel::kKnotScale));
+      avx2::splat(1.0 / SourceModel::kTableScale));
   return _mm256_blendv_pd(_mm256_blendv_pd(f, avx2::splat(1.0), _mm256_or_pd(above, wild)),
                           _mm256_setzero_pd(), below);
 }

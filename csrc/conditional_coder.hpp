@@ -92,7 +92,7 @@ class CellCoder {
     int shift;            // coarse symbol = 2^shift fine cells
     std::uint32_t range;  // R = 2^kProbBits - Q - 1
     double g, o;
-    // The decoder's guess (see guess()): the model's quantile u (in bins)
+    // The decoder's guess (see guess()): the model's quantile u (in grid cells)
     // lies guess_a + u guess_b cells above cell lo.
     double guess_a, guess_b;
   };
@@ -168,7 +168,7 @@ inline CellCoder::Layout CellCoder::layout(double g, double o) const {
   l.count = static_cast<std::int64_t>(span >> l.shift) + 1;
   l.range = kProbScale - static_cast<std::uint32_t>(l.count) - kEscapeFreq;
   l.guess_a = z_lo + 0.5 - static_cast<double>(l.lo);
-  l.guess_b = (z_hi - z_lo) * (1.0 / SourceModel::kBins);
+  l.guess_b = (z_hi - z_lo) * (1.0 / SourceModel::kCells);
   return l;
 }
 
@@ -184,12 +184,12 @@ inline std::uint32_t CellCoder::cum(const Layout& l, std::int64_t q) const {
 
 // The slot s lies where F(edge) R + q reaches s, F the model's CDF.  Taking
 // F = s / 2^kProbBits (the terms q and 2^kProbBits - R nearly cancel), the
-// model's quantile sits u bins above -A, that is at cell coordinate
-// z_lo + u (z_hi - z_lo) / K + 1/2 (cell j spans [j, j + 1)), or
+// model's quantile sits u grid cells above -A, that is at cell coordinate
+// z_lo + u (z_hi - z_lo) / kCells + 1/2 (cell j spans [j, j + 1)), or
 // guess_a + u guess_b cells above cell lo.  Any value in [0, count) is a
 // valid guess: non-finite layouts just guess badly.
 inline std::int64_t CellCoder::guess(const Layout& l, std::uint32_t s) const {
-  const double u = model_.quantile_bins(s >> (kProbBits - SourceModel::kKnotBits));
+  const double u = model_.quantile_cells(s >> (kProbBits - SourceModel::kKnotBits));
   const double x = l.guess_a + u * l.guess_b;
   if (!(x > 0.0)) return 0;
   if (!(x < static_cast<double>(l.count << l.shift))) return l.count - 1;

@@ -30,22 +30,38 @@ inline double double_of(std::uint64_t u) {
   return x;
 }
 
-// ln 2 in two parts (fdlibm): ln2_hi has trailing zeros, so k ln2_hi is exact.
+// fdlibm's coefficients, shared by the scalar functions below and the
+// SIMD versions in simd_avx2.hpp (which must give the same bits).
+namespace fdlibm {
 inline constexpr double ln2_hi = 6.93147180369123816490e-01;  // 0x3fe62e42 fee00000
 inline constexpr double ln2_lo = 1.90821492927058770002e-10;  // 0x3dea39ef 35793c76
+inline constexpr double Lg1 = 6.666666666666735130e-01;
+inline constexpr double Lg2 = 3.999999999940941908e-01;
+inline constexpr double Lg3 = 2.857142874366239149e-01;
+inline constexpr double Lg4 = 2.222219843214978396e-01;
+inline constexpr double Lg5 = 1.818357216161805012e-01;
+inline constexpr double Lg6 = 1.531383769920937332e-01;
+inline constexpr double Lg7 = 1.479819860511658591e-01;
+inline constexpr double C1 = 4.16666666666666019037e-02;
+inline constexpr double C2 = -1.38888888888741095749e-03;
+inline constexpr double C3 = 2.48015872894767294178e-05;
+inline constexpr double C4 = -2.75573143513906633035e-07;
+inline constexpr double C5 = 2.08757232129817482790e-09;
+inline constexpr double C6 = -1.13596475577881948265e-11;
+inline constexpr double S1 = -1.66666666666666324348e-01;
+inline constexpr double S2 = 8.33333333332248946124e-03;
+inline constexpr double S3 = -1.98412698298579493134e-04;
+inline constexpr double S4 = 2.75573137070700676789e-06;
+inline constexpr double S5 = -2.50507602534068634195e-08;
+inline constexpr double S6 = 1.58969099521155010221e-10;
+}  // namespace fdlibm
 
 // Natural logarithm of a positive, normal, finite double (fdlibm e_log.c,
 // main path; error below 1 ulp).  Arguments outside that range are a
 // programming error of the caller; the samplers only pass values in
 // [2^-600, 1].
 inline double log(double x) {
-  constexpr double Lg1 = 6.666666666666735130e-01;
-  constexpr double Lg2 = 3.999999999940941908e-01;
-  constexpr double Lg3 = 2.857142874366239149e-01;
-  constexpr double Lg4 = 2.222219843214978396e-01;
-  constexpr double Lg5 = 1.818357216161805012e-01;
-  constexpr double Lg6 = 1.531383769920937332e-01;
-  constexpr double Lg7 = 1.479819860511658591e-01;
+  using namespace fdlibm;
 
   const std::uint64_t u = bits_of(x);
   std::int32_t hx = static_cast<std::int32_t>(u >> 32);
@@ -73,12 +89,7 @@ inline double log(double x) {
 
 // fdlibm __kernel_cos(x, 0) for |x| <= pi/4.
 inline double kernel_cos(double x) {
-  constexpr double C1 = 4.16666666666666019037e-02;
-  constexpr double C2 = -1.38888888888741095749e-03;
-  constexpr double C3 = 2.48015872894767294178e-05;
-  constexpr double C4 = -2.75573143513906633035e-07;
-  constexpr double C5 = 2.08757232129817482790e-09;
-  constexpr double C6 = -1.13596475577881948265e-11;
+  using namespace fdlibm;
   const double z = x * x;
   const double r = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))));
   const double hz = 0.5 * z;
@@ -88,12 +99,7 @@ inline double kernel_cos(double x) {
 
 // fdlibm __kernel_sin(x, 0, 0) for |x| <= pi/4.
 inline double kernel_sin(double x) {
-  constexpr double S1 = -1.66666666666666324348e-01;
-  constexpr double S2 = 8.33333333332248946124e-03;
-  constexpr double S3 = -1.98412698298579493134e-04;
-  constexpr double S4 = 2.75573137070700676789e-06;
-  constexpr double S5 = -2.50507602534068634195e-08;
-  constexpr double S6 = 1.58969099521155010221e-10;
+  using namespace fdlibm;
   const double z = x * x;
   const double v = z * x;
   const double r = S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)));
@@ -119,6 +125,8 @@ inline double cos2pi_squared(double t) {
 // e^x for |x| <= 708 (fdlibm e_exp.c, main path, error below 1 ulp); 0
 // below -708 (where the result would be subnormal), +inf above 708.
 inline double exp_bounded(double x) {
+  using fdlibm::ln2_hi;
+  using fdlibm::ln2_lo;
   constexpr double inv_ln2 = 1.44269504088896338700e+00;
   constexpr double P1 = 1.66666666666666019037e-01;
   constexpr double P2 = -2.77777777770155933842e-03;

@@ -1,5 +1,8 @@
 #include "payload_body.hpp"
 
+#include <algorithm>
+#include <cstddef>
+
 #include "body.hpp"
 #include "body_ans.hpp"
 #include "errors.hpp"
@@ -36,6 +39,20 @@ std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
   return m / n + (m % n != 0 ? 1 : 0);
 }
 
+// A small and a large typical width of a coding cell (beta G_kk), for the
+// source model's estimates: two quadrature points of beta on Z (Gaussian:
+// 2 sigma chi_3, Laplace: 2 b Gamma(2, 1)), the step for SDQ.
+struct CellWidths {
+  double lo, hi;
+};
+CellWidths typical_cell_widths(const LrsuqParams& p) {
+  switch (p.mechanism) {
+    case MechanismId::Gaussian: return {1.86 * p.scale, 4.54 * p.scale};
+    case MechanismId::Laplace: return {1.17 * p.scale, 6.8 * p.scale};
+    default: return {p.scale, p.scale};
+  }
+}
+
 void check_coder(Coder coder) {
   if (coder != Coder::Golomb && coder != Coder::Ans) throw InvalidArgument("unknown body coder");
 }
@@ -60,6 +77,46 @@ void golomb_symbols(const LrsuqParams& p, const std::uint8_t* body, std::size_t 
 std::size_t ans_stream_offset(const std::uint8_t* body, std::size_t len, LatticeId lattice) {
   // (The decoder checks the model, the model byte, the length and the states.)
   return AnsBodyDecoder(body, len, uses_point_model(lattice)).stream_offset();
+}
+
+// The buffers of one ANS block: trial indices, lattice points and side
+// information (beta, dither) of up to kAnsBlock sub-vectors.
+struct AnsBlock {
+  std::vector<std::uint32_t> H;
+  std::vector<std::int64_t> M;
+  std::vector<double> beta, V;
+  AnsBlock(std::size_t N, std::size_t n) {
+    const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
+    H.resize(block);
+    M.resize(block * n);
+    beta.resize(block);
+    V.resize(block * n);
+  }
+};
+
+// Calls f(j0, count) for the blocks of kAnsBlock sub-vectors that cover [0, N).
+template <class F>
+void for_each_block(std::size_t N, F&& f) {
+  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock)
+    f(j0, N - j0 < kAnsBlock ? N - j0 : kAnsBlock);
+}
+
+// Decodes an ANS body block by block and calls sink(j0, count, block) with
+// each block's symbols and side information; checks the stream's end.
+template <class Sink>
+void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                       std::size_t len, std::size_t N, Sink&& sink) {
+  AnsBodyDecoder dec(body, len, uses_point_model(p.lattice));
+  const double accept = acceptance_probability(p);
+  const TriangularBasis basis = lattice_basis(p);
+  AnsBlock b(N, static_cast<std::size_t>(p.n));
+  for_each_block(N, [&](std::size_t j0, std::size_t count) {
+    dec.decode_h(accept, count, b.H.data());
+    lrsuq_side_info(p, ks, b.H.data(), j0, j0 + count, b.beta.data(), b.V.data());
+    dec.decode_m(basis, count, b.beta.data(), b.V.data(), b.M.data());
+    sink(j0, count, b);
+  });
+  dec.finish();
 }
 
 }  // namespace
@@ -106,19 +163,16 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   // ANS: LRSUQ and the coder go block by block (the model is fitted first;
   // a non-finite input makes LRSUQ throw when its block comes, and the
   // symbols of the blocks before it are dropped).
-  const SourceModel model = SourceModel::fit(x, m, factor);
+  const CellWidths widths = typical_cell_widths(p);
+  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
   const TriangularBasis basis = lattice_basis(p);
   AnsBodyEncoder enc(model, accept, basis, N, uses_point_model(p.lattice));
-  const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
-  std::vector<std::uint32_t> H(block);
-  std::vector<std::int64_t> M(block * n);
-  std::vector<double> beta(block), V(block * n);
-  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
-    const std::size_t count = N - j0 < kAnsBlock ? N - j0 : kAnsBlock;
-    lrsuq_encode_range(p, ks, x, m, factor, j0, j0 + count, H.data(), M.data(), beta.data(),
-                       V.data());
-    enc.encode_block(count, H.data(), M.data(), beta.data(), V.data());
-  }
+  AnsBlock b(N, n);
+  for_each_block(N, [&](std::size_t j0, std::size_t count) {
+    lrsuq_encode_range(p, ks, x, m, factor, j0, j0 + count, b.H.data(), b.M.data(),
+                       b.beta.data(), b.V.data());
+    enc.encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
+  });
   enc.finish(out);
   return out;
 }
@@ -129,7 +183,6 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
   check_params(p);
   check_coder(coder);
   const std::size_t N = subvectors(p, m);
-  const std::size_t n = static_cast<std::size_t>(p.n);
   if (coder == Coder::Golomb) {
     std::vector<std::uint32_t> H;
     std::vector<std::int64_t> M;
@@ -137,21 +190,10 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
     lrsuq_decode(p, ks, H.data(), M.data(), m, y);
     return;
   }
-  AnsBodyDecoder dec(body, len, uses_point_model(p.lattice));
-  const double accept = acceptance_probability(p);
-  const TriangularBasis basis = lattice_basis(p);
-  const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
-  std::vector<std::uint32_t> H(block);
-  std::vector<std::int64_t> M(block * n);
-  std::vector<double> beta(block), V(block * n);
-  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
-    const std::size_t count = N - j0 < kAnsBlock ? N - j0 : kAnsBlock;
-    dec.decode_h(accept, count, H.data());
-    lrsuq_side_info(p, ks, H.data(), j0, j0 + count, beta.data(), V.data());
-    dec.decode_m(basis, count, beta.data(), V.data(), M.data());
-    lrsuq_reconstruct(p, beta.data(), V.data(), M.data(), j0, j0 + count, m, y);
-  }
-  dec.finish();
+  decode_ans_blocks(p, ks, body, len, N,
+                    [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
+    lrsuq_reconstruct(p, b.beta.data(), b.V.data(), b.M.data(), j0, j0 + count, m, y);
+  });
 }
 
 void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
@@ -165,19 +207,13 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
     golomb_symbols(p, body, len, N, H, M);
     return;
   }
-  AnsBodyDecoder dec(body, len, uses_point_model(p.lattice));
-  const double accept = acceptance_probability(p);
-  const TriangularBasis basis = lattice_basis(p);
-  std::vector<double> beta(kAnsBlock), V(kAnsBlock * n);
   H.assign(N, 0);
   M.assign(N * n, 0);
-  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock) {
-    const std::size_t count = N - j0 < kAnsBlock ? N - j0 : kAnsBlock;
-    dec.decode_h(accept, count, H.data() + j0);
-    lrsuq_side_info(p, ks, H.data() + j0, j0, j0 + count, beta.data(), V.data());
-    dec.decode_m(basis, count, beta.data(), V.data(), M.data() + j0 * n);
-  }
-  dec.finish();
+  decode_ans_blocks(p, ks, body, len, N,
+                    [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
+    std::copy_n(b.H.begin(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
+    std::copy_n(b.M.begin(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
+  });
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "cpu.hpp"
+#include "detmath.hpp"
 
 #if CEPAM_X86_DISPATCH
 #include <immintrin.h>
@@ -78,15 +79,7 @@ CEPAM_TARGET_AVX2 inline __m256d splat(double v) { return _mm256_set1_pd(v); }
 
 // detmath::log for four doubles.
 CEPAM_TARGET_AVX2 inline __m256d log(__m256d x) {
-  constexpr double ln2_hi = 6.93147180369123816490e-01;
-  constexpr double ln2_lo = 1.90821492927058770002e-10;
-  constexpr double Lg1 = 6.666666666666735130e-01;
-  constexpr double Lg2 = 3.999999999940941908e-01;
-  constexpr double Lg3 = 2.857142874366239149e-01;
-  constexpr double Lg4 = 2.222219843214978396e-01;
-  constexpr double Lg5 = 1.818357216161805012e-01;
-  constexpr double Lg6 = 1.531383769920937332e-01;
-  constexpr double Lg7 = 1.479819860511658591e-01;
+  using namespace detmath::fdlibm;
 
   // Each 64-bit lane holds one double u; the scalar code's hx is its high
   // 32-bit half (the odd 32-bit lane), lx its low half.
@@ -135,12 +128,7 @@ CEPAM_TARGET_AVX2 inline __m256d log(__m256d x) {
 }
 
 CEPAM_TARGET_AVX2 inline __m256d kernel_cos(__m256d x) {
-  constexpr double C1 = 4.16666666666666019037e-02;
-  constexpr double C2 = -1.38888888888741095749e-03;
-  constexpr double C3 = 2.48015872894767294178e-05;
-  constexpr double C4 = -2.75573143513906633035e-07;
-  constexpr double C5 = 2.08757232129817482790e-09;
-  constexpr double C6 = -1.13596475577881948265e-11;
+  using namespace detmath::fdlibm;
   const __m256d z = _mm256_mul_pd(x, x);
   // r = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))))
   __m256d p = _mm256_add_pd(splat(C5), _mm256_mul_pd(z, splat(C6)));
@@ -157,12 +145,7 @@ CEPAM_TARGET_AVX2 inline __m256d kernel_cos(__m256d x) {
 }
 
 CEPAM_TARGET_AVX2 inline __m256d kernel_sin(__m256d x) {
-  constexpr double S1 = -1.66666666666666324348e-01;
-  constexpr double S2 = 8.33333333332248946124e-03;
-  constexpr double S3 = -1.98412698298579493134e-04;
-  constexpr double S4 = 2.75573137070700676789e-06;
-  constexpr double S5 = -2.50507602534068634195e-08;
-  constexpr double S6 = 1.58969099521155010221e-10;
+  using namespace detmath::fdlibm;
   const __m256d z = _mm256_mul_pd(x, x);
   const __m256d v = _mm256_mul_pd(z, x);
   // r = S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)))

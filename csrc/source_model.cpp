@@ -3,12 +3,56 @@
 #include <cstring>
 
 #include "bitstream.hpp"
+#include "detmath.hpp"
 #include "errors.hpp"
 
 namespace cepam {
+namespace {
+
+// The shapes (K, g) the encoder tries, in order (the first of the fewest
+// estimated bits wins): 64 equal bins (the best fit to smooth, light-tailed
+// sources), nearly equal ones, and fewer, geometrically widening bins for
+// heavy tails and small payloads.
+struct Shape {
+  int bins, growth;
+};
+constexpr Shape kShapes[] = {{64, 0}, {64, 3}, {32, 0}, {32, 6},
+                             {32, 13}, {32, 19}, {16, 13}, {16, 26}};
+
+constexpr int kHeaderBytes = 8 + 1 + 1 + 1;  // A, K, g, code order
+
+// -log2(p) for p in [2^-24, 1], to about 2e-5 bits (for estimates only,
+// but deterministic: the estimates choose the payload's model): the
+// exponent, plus log2 of the significand f in [1, 2) interpolated linearly
+// in a table of 2^7 intervals (computed with detmath::log).
+struct Log2Table {
+  static constexpr int kBits = 7;
+  std::array<double, (1 << kBits) + 1> value;
+  Log2Table() {
+    const double inv_log2 = 1.0 / detmath::log(2.0);
+    for (int k = 0; k <= 1 << kBits; ++k)
+      value[static_cast<std::size_t>(k)] = detmath::log(1.0 + k / double{1 << kBits}) * inv_log2;
+  }
+};
+
+inline double neg_log2(double p) {
+  static const Log2Table table;
+  const std::uint64_t u = detmath::bits_of(p);
+  const int e = static_cast<int>(u >> 52) - 1023;
+  const std::uint64_t frac = u & ((std::uint64_t{1} << 52) - 1);
+  const int k = static_cast<int>(frac >> (52 - Log2Table::kBits));
+  // The position inside interval k, in [0, 1).
+  const double r = static_cast<double>(frac & ((std::uint64_t{1} << (52 - Log2Table::kBits)) - 1)) *
+                   (1.0 / static_cast<double>(std::uint64_t{1} << (52 - Log2Table::kBits)));
+  const double lo = table.value[static_cast<std::size_t>(k)];
+  return -(e + lo + r * (table.value[static_cast<std::size_t>(k) + 1] - lo));
+}
+
+}  // namespace
 
 template <class T>
-SourceModel SourceModel::fit(const T* x, std::size_t m, double factor) {
+SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
+                             double cell_hi) {
   SourceModel model;
   // max |x factor| = (max |x|) factor, rounding being monotone; the
   // comparisons skip NaN.  Eight partial maxima, for vectorisation (the
@@ -28,61 +72,166 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor) {
   T xmax = 0;
   for (const T v : part) xmax = v > xmax ? v : xmax;
   const double a = static_cast<double>(xmax) * factor;
-  // 2A must be finite (the bin width); values beyond a clamped range fall in
-  // the end bins, which only costs bits.
+  // 2A and kCells / 2A must be finite; values beyond a clamped range fall in
+  // the end cells, which only costs bits.
   constexpr double kMaxRange = 0x1.0p1020;
-  model.set_range(a > 0.0 ? (a < kMaxRange ? a : kMaxRange) : 1.0);
-  // Bin b = floor(u) clamped to [0, K - 1], clamped in the floating-point
+  constexpr double kMinRange = 0x1.0p-1000;
+  model.set_range(a > 0.0 ? (a < kMaxRange ? (a > kMinRange ? a : kMinRange) : kMaxRange) : 1.0);
+  if (m == 0) {  // no data: a uniform model
+    model.set_shape(kMaxBins, 0);
+    for (int b = 0; b <= kMaxBins; ++b)
+      model.knots_[static_cast<std::size_t>(b)] = static_cast<std::uint32_t>(b) * (kKnotScale / kMaxBins);
+    model.derive();
+    return model;
+  }
+  // Cell floor(u) clamped to [0, kCells - 1], clamped in the floating-point
   // domain (so that a NaN u, from non-finite data that LRSUQ will reject,
-  // gets some bin without undefined behaviour), a chunk at a time in a loop
-  // the compiler vectorises; then counted in four partial histograms.
-  std::uint64_t counts[4][kBins] = {};
+  // gets some cell without undefined behaviour), a chunk at a time in a
+  // loop the compiler vectorises; then counted in four partial histograms.
+  std::vector<std::uint64_t> counts(4 * static_cast<std::size_t>(kCells), 0);
+  std::uint64_t* const part0 = counts.data();
+  std::uint64_t* const part1 = part0 + kCells;
+  std::uint64_t* const part2 = part1 + kCells;
+  std::uint64_t* const part3 = part2 + kCells;
   constexpr std::size_t kChunk = 512;
-  std::uint8_t bins[kChunk];
+  std::int32_t cells[kChunk];
   for (std::size_t i0 = 0; i0 < m; i0 += kChunk) {
     const std::size_t n = m - i0 < kChunk ? m - i0 : kChunk;
     for (std::size_t i = 0; i < n; ++i) {
       const double u = (static_cast<double>(x[i0 + i]) * factor + model.a_) * model.inv_width_;
-      const double c = u < kBins - 1 ? u : kBins - 1;
-      bins[i] = static_cast<std::uint8_t>(static_cast<int>(c >= 1.0 ? c : 0.0));
+      const double c = u < kCells - 1 ? u : kCells - 1;
+      cells[i] = static_cast<std::int32_t>(c >= 1.0 ? c : 0.0);
     }
     std::size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-      for (std::size_t l = 0; l < 4; ++l) ++counts[l][bins[i + l]];
-    for (; i < n; ++i) ++counts[0][bins[i]];
+    for (; i + 4 <= n; i += 4) {
+      ++part0[cells[i]];
+      ++part1[cells[i + 1]];
+      ++part2[cells[i + 2]];
+      ++part3[cells[i + 3]];
+    }
+    for (; i < n; ++i) ++part0[cells[i]];
   }
-  std::uint64_t cum = 0;
-  const double total = m > 0 ? static_cast<double>(m) : 1.0;
-  for (int b = 0; b < kBins; ++b) {
-    for (std::size_t l = 0; l < 4; ++l) cum += counts[l][b];
-    model.knots_[static_cast<std::size_t>(b) + 1] =
-        static_cast<std::uint32_t>(std::floor(static_cast<double>(cum) * kKnotScale / total + 0.5));
+  // The cumulative counts at the cell edges; the occupied groups of 2^s
+  // cells, 2^s the largest power of two (up to 8) not above a quarter of the
+  // smaller coding cell (finer detail is smoothed away), as their first
+  // cells and counts.
+  std::array<std::uint64_t, kCells + 1> cum;
+  cum[0] = 0;
+  for (std::size_t c = 0; c < kCells; ++c)
+    cum[c + 1] = cum[c] + part0[c] + part1[c] + part2[c] + part3[c];
+  const double w_lo = cell_lo * model.inv_width_, w_hi = cell_hi * model.inv_width_;
+  std::size_t group = 1;
+  while (group < 8 && 4.0 * static_cast<double>(group) <= w_lo) group *= 2;
+  std::array<std::uint16_t, kCells> occupied;
+  std::array<std::uint64_t, kCells> occupancy;
+  std::size_t n_occupied = 0;
+  for (std::size_t c = 0; c < kCells; c += group) {
+    const std::uint64_t k = cum[c + group] - cum[c];
+    if (k == 0) continue;
+    occupied[n_occupied] = static_cast<std::uint16_t>(c);
+    occupancy[n_occupied++] = k;
   }
-  model.knots_[kBins] = kKnotScale;
-  if (m == 0) {  // no data: a uniform model
-    for (int b = 0; b <= kBins; ++b)
-      model.knots_[static_cast<std::size_t>(b)] = static_cast<std::uint32_t>(b) * (kKnotScale / kBins);
+  // The coding cells' widths in grid cells, at least one (below that, the
+  // estimates of the shapes differ by about a constant; also for NaN).
+  const double lo = w_lo > 1.0 ? w_lo : 1.0, hi = w_hi > 1.0 ? w_hi : 1.0;
+  Shape best = kShapes[0];
+  double best_bits = 0.0;
+  for (const Shape& s : kShapes) {
+    model.set_shape(s.bins, s.growth);
+    model.set_knots(cum.data());
+    model.tabulate();
+    const double bits = model.estimate_bits(occupied.data(), occupancy.data(), n_occupied,
+                                            static_cast<double>(group), lo, hi) +
+                        static_cast<double>(model.serialized_bits());
+    if (&s == kShapes || bits < best_bits) {
+      best = s;
+      best_bits = bits;
+    }
   }
+  model.set_shape(best.bins, best.growth);
+  model.set_knots(cum.data());
   model.derive();
   return model;
 }
 
-void SourceModel::derive() {
-  for (int b = 0; b <= kBins; ++b) knot_[b] = static_cast<double>(knots_[b]);
-  for (int b = 0; b < kBins; ++b) {
-    slope_[b] = knot_[b + 1] - knot_[b];
-    // Level l + 1/2 lies in bin b when c_b <= l < c_{b+1} (c_0 = 0 and
-    // c_K = 2^12, so every level is in one bin, of positive slope).
-    for (std::uint32_t l = knots_[b]; l < knots_[b + 1]; ++l)
-      quantile_[l] = b + (l + 0.5 - knot_[b]) / slope_[b];
+void SourceModel::set_shape(int bins, int growth) {
+  bins_ = bins;
+  growth_ = growth;
+  constexpr int kHalf = kCells / 2;
+  const int half = bins / 2;
+  const double r = 1.0 + growth / 32.0;
+  std::array<double, kMaxBins / 2 + 1> P;
+  P[0] = 0.0;
+  for (int k = 0; k < half; ++k) P[static_cast<std::size_t>(k) + 1] = P[static_cast<std::size_t>(k)] * r + 1.0;
+  std::array<int, kMaxBins / 2 + 1> h;
+  h[0] = 0;
+  for (int k = 1; k <= half; ++k) {
+    const int v = static_cast<int>(std::floor(kHalf * P[static_cast<std::size_t>(k)] / P[static_cast<std::size_t>(half)] + 0.5));
+    h[static_cast<std::size_t>(k)] = v > h[static_cast<std::size_t>(k) - 1] ? v : h[static_cast<std::size_t>(k) - 1] + 1;
   }
-  // Bin b, of width w = 2A / K and weight slope_b 2^-12, has mean -A + (b + 1/2) w
-  // and second moment about its centre w^2 / 12.
-  const double w = 2.0 * a_ / kBins;
+  h[static_cast<std::size_t>(half)] = kHalf;
+  for (int k = half - 1; k >= 1; --k) {
+    const int up = h[static_cast<std::size_t>(k) + 1] - 1;
+    if (h[static_cast<std::size_t>(k)] > up) h[static_cast<std::size_t>(k)] = up;
+  }
+  for (int k = 0; k <= half; ++k) {
+    edges_[static_cast<std::size_t>(half + k)] = static_cast<std::uint16_t>(kHalf + h[static_cast<std::size_t>(k)]);
+    edges_[static_cast<std::size_t>(half - k)] = static_cast<std::uint16_t>(kHalf - h[static_cast<std::size_t>(k)]);
+  }
+}
+
+void SourceModel::set_knots(const std::uint64_t* cum) {
+  const double total = static_cast<double>(cum[kCells]);
+  knots_[0] = 0;
+  for (int b = 1; b < bins_; ++b)
+    knots_[static_cast<std::size_t>(b)] = static_cast<std::uint32_t>(
+        std::floor(static_cast<double>(cum[edges_[static_cast<std::size_t>(b)]]) * kKnotScale / total + 0.5));
+  knots_[static_cast<std::size_t>(bins_)] = kKnotScale;
+}
+
+void SourceModel::tabulate() {
+  // C_i = c_b 2^10 + floor((i - e_b) (c_{b+1} - c_b) 2^10 / (e_{b+1} - e_b))
+  // in bin b: exact integers, non-decreasing, C_{e_b} = c_b 2^10.  The
+  // floor by steps: quotient and remainder of the increment per cell.
+  constexpr int kShift = kTableBits - kKnotBits;
+  for (int b = 0; b < bins_; ++b) {
+    const std::uint32_t e0 = edges_[static_cast<std::size_t>(b)];
+    const std::uint32_t width = edges_[static_cast<std::size_t>(b) + 1] - e0;
+    const std::uint32_t d = (knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)]) << kShift;
+    const std::uint32_t step = d / width, rest = d % width;
+    std::uint32_t c = knots_[static_cast<std::size_t>(b)] << kShift, frac = 0;
+    for (std::uint32_t i = 0; i < width; ++i) {
+      knot_[e0 + i] = static_cast<double>(c);
+      c += step;
+      frac += rest;
+      if (frac >= width) {
+        frac -= width;
+        ++c;
+      }
+    }
+  }
+  knot_[kCells] = kTableScale;
+  for (int i = 0; i < kCells; ++i) slope_[i] = knot_[i + 1] - knot_[i];
+}
+
+void SourceModel::derive() {
+  tabulate();
+  // Level l + 1/2 (in units of 2^-12) lies in cell i when C_i <= t < C_{i+1},
+  // t = (l + 1/2) 2^10: every level is in one cell (C_0 = 0 and
+  // C_kCells = 2^22 > t), of positive slope.
+  int i = 0;
+  for (std::uint32_t l = 0; l < kKnotScale; ++l) {
+    const double t = (l + 0.5) * (kTableScale / kKnotScale);
+    while (knot_[i + 1] <= t) ++i;
+    quantile_[l] = i + (t - knot_[i]) / slope_[i];
+  }
+  // Mean and variance: grid cell i, of width w = 2A / kCells and weight
+  // slope_i 2^-22, has mean -A + (i + 1/2) w and variance w^2 / 12.
+  const double w = 2.0 * a_ / kCells;
   double m1 = 0.0, m2 = 0.0;
-  for (int b = 0; b < kBins; ++b) {
-    const double centre = (static_cast<double>(b) + 0.5) * w - a_;
-    const double p = slope_[b] * (1.0 / kKnotScale);
+  for (int c = 0; c < kCells; ++c) {
+    const double centre = (static_cast<double>(c) + 0.5) * w - a_;
+    const double p = slope_[c] * (1.0 / kTableScale);
     m1 += p * centre;
     m2 += p * (centre * centre);
   }
@@ -91,21 +240,43 @@ void SourceModel::derive() {
   variance_ = var > 0.0 ? var : 0.0;
 }
 
-void SourceModel::serialize(std::vector<std::uint8_t>& out) const {
-  std::uint64_t bits;
-  std::memcpy(&bits, &a_, sizeof bits);
-  for (int b = 0; b < 8; ++b) out.push_back(static_cast<std::uint8_t>(bits >> (8 * b)));
+double SourceModel::estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts,
+                                  std::size_t count, double group, double w_lo,
+                                  double w_hi) const {
+  // F on the grid (u in cells), in units of 2^-22.
+  const auto grid = [this](double u) {
+    if (!(u > 0.0)) return 0.0;
+    if (!(u < kCells)) return static_cast<double>(kTableScale);
+    const int i = static_cast<int>(u);
+    return knot_[i] + (u - i) * slope_[i];
+  };
+  // -log2 of the model's probability of [t - a, t + b], at least 2^-24.
+  const auto cost = [&grid](double t, double a, double b) {
+    const double p = (grid(t + b) - grid(t - a)) * (1.0 / kTableScale);
+    return neg_log2(p > 0x1.0p-24 ? p : 0x1.0p-24);
+  };
+  // A coordinate x lies anywhere in its coding cell: cells of two widths,
+  // each with x at a quarter and at three quarters of it.
+  double bits = 0.0;
+  for (std::size_t k = 0; k < count; ++k) {
+    const double t = cells[k] + 0.5 * group;
+    const double c = cost(t, 0.25 * w_lo, 0.75 * w_lo) + cost(t, 0.75 * w_lo, 0.25 * w_lo) +
+                     cost(t, 0.25 * w_hi, 0.75 * w_hi) + cost(t, 0.75 * w_hi, 0.25 * w_hi);
+    bits += static_cast<double>(counts[k]) * c;
+  }
+  return 0.25 * bits;
+}
+
+int SourceModel::knot_order(std::uint64_t* bits) const {
   // Increments d_b = c_{b+1} - c_b for b < K - 1 (the last is implied), with
   // an exp-Golomb code whose order is chosen to minimise the length.
-  std::array<std::uint32_t, kBins - 1> d;
-  for (int b = 0; b < kBins - 1; ++b)
-    d[static_cast<std::size_t>(b)] = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
   int best_k = 0;
   std::uint64_t best = ~std::uint64_t{0};
   for (int k = 0; k <= kKnotBits; ++k) {
     std::uint64_t len = 0;
-    for (std::uint32_t v : d) {
-      const std::uint64_t w = static_cast<std::uint64_t>(v) + (std::uint64_t{1} << k);
+    for (int b = 0; b + 1 < bins_; ++b) {
+      const std::uint64_t v = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
+      const std::uint64_t w = v + (std::uint64_t{1} << k);
       len += static_cast<std::uint64_t>(2 * (64 - count_leading_zeros(w)) - k - 1);
     }
     if (len < best) {
@@ -113,12 +284,31 @@ void SourceModel::serialize(std::vector<std::uint8_t>& out) const {
       best_k = k;
     }
   }
-  out.push_back(static_cast<std::uint8_t>(best_k));
+  *bits = best;
+  return best_k;
+}
+
+std::uint64_t SourceModel::serialized_bits() const {
+  std::uint64_t bits;
+  knot_order(&bits);
+  return 8 * (kHeaderBytes + (bits + 7) / 8);
+}
+
+void SourceModel::serialize(std::vector<std::uint8_t>& out) const {
+  std::uint64_t bits;
+  std::memcpy(&bits, &a_, sizeof bits);
+  for (int b = 0; b < 8; ++b) out.push_back(static_cast<std::uint8_t>(bits >> (8 * b)));
+  out.push_back(static_cast<std::uint8_t>(bins_));
+  out.push_back(static_cast<std::uint8_t>(growth_));
+  const int order = knot_order(&bits);
+  out.push_back(static_cast<std::uint8_t>(order));
   BitWriter w(out);
-  for (std::uint32_t v : d) {
-    const std::uint64_t u = static_cast<std::uint64_t>(v) + (std::uint64_t{1} << best_k);
+  for (int b = 0; b + 1 < bins_; ++b) {
+    const std::uint64_t u = static_cast<std::uint64_t>(knots_[static_cast<std::size_t>(b) + 1] -
+                                                       knots_[static_cast<std::size_t>(b)]) +
+                            (std::uint64_t{1} << order);
     const int len = 64 - count_leading_zeros(u);
-    w.put_zeros(static_cast<std::uint64_t>(len - best_k - 1));
+    w.put_zeros(static_cast<std::uint64_t>(len - order - 1));
     w.put(u, len);
   }
   w.finish();
@@ -126,23 +316,29 @@ void SourceModel::serialize(std::vector<std::uint8_t>& out) const {
 
 SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::size_t* pos) {
   std::size_t p = *pos;
-  if (len < p || len - p < 9) throw FormatError("source model truncated");
+  if (len < p || len - p < kHeaderBytes) throw FormatError("source model truncated");
   std::uint64_t bits = 0;
   for (int b = 7; b >= 0; --b) bits = (bits << 8) | data[p + static_cast<std::size_t>(b)];
   double a;
   std::memcpy(&a, &bits, sizeof a);
-  if (!(a > 0.0) || !std::isfinite(2.0 * a) || !std::isfinite(kBins / (2.0 * a)) ||
-      !(kBins / (2.0 * a) > 0.0))
+  if (!(a > 0.0) || !std::isfinite(2.0 * a) || !std::isfinite(kCells / (2.0 * a)) ||
+      !(kCells / (2.0 * a) > 0.0))
     throw FormatError("source model range out of bounds");
-  const int k = data[p + 8];
+  const int bins = data[p + 8];
+  if (bins < 2 || bins > kMaxBins || bins % 2 != 0)
+    throw FormatError("source model bin count out of range");
+  const int growth = data[p + 9];
+  if (growth > kMaxGrowth) throw FormatError("source model growth out of range");
+  const int k = data[p + 10];
   if (k > kKnotBits) throw FormatError("source model code order out of range");
-  p += 9;
+  p += kHeaderBytes;
   SourceModel model;
   model.set_range(a);
+  model.set_shape(bins, growth);
   // Each code is at most 2 * 13 + 1 bits; the reader stops at the end of data.
   BitReader r(data + p, 8 * static_cast<std::uint64_t>(len - p));
   std::uint32_t cum = 0;
-  for (int b = 0; b < kBins - 1; ++b) {
+  for (int b = 0; b + 1 < bins; ++b) {
     const std::uint64_t zeros = r.zeros_then_one(static_cast<std::uint64_t>(kKnotBits + 1));
     const int nbits = static_cast<int>(zeros) + k;
     const std::uint64_t v = ((std::uint64_t{1} << nbits) | r.get(nbits)) - (std::uint64_t{1} << k);
@@ -150,7 +346,7 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
     cum += static_cast<std::uint32_t>(v);
     model.knots_[static_cast<std::size_t>(b) + 1] = cum;
   }
-  model.knots_[kBins] = kKnotScale;
+  model.knots_[static_cast<std::size_t>(bins)] = kKnotScale;
   model.derive();
   const std::uint64_t used = (r.position() + 7) / 8;
   const int pad = static_cast<int>(used * 8 - r.position());
@@ -160,7 +356,7 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
   return model;
 }
 
-template SourceModel SourceModel::fit<float>(const float*, std::size_t, double);
-template SourceModel SourceModel::fit<double>(const double*, std::size_t, double);
+template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double, double);
+template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double, double);
 
 }  // namespace cepam

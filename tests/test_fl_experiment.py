@@ -22,6 +22,7 @@ from cepam.fl.experiment import (  # noqa: E402
     TensorMNIST,
     run_experiment,
 )
+from cepam.fl.privacy import epsilon_at  # noqa: E402
 from cepam.fl.results import format_table, load_runs, mean_ci, summarize, t_quantile  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,18 +42,13 @@ try:
     HAS_ACCOUNTANT = True
 except ImportError:
     HAS_ACCOUNTANT = False
-pytestmark = pytest.mark.skipif(
-    MNIST_DIR is None,
-    reason="MNIST not found in ../shared/data/mnist beside the repository nor in $CEPAM_DATA",
-)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = [
+    pytest.mark.skipif(
+        MNIST_DIR is None,
+        reason="MNIST not found in ../shared/data/mnist beside the repository nor in $CEPAM_DATA",
+    ),
+    pytest.mark.usefixtures("one_torch_thread"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +108,9 @@ def test_short_run_of_every_method(data, tmp_path, method, dim):
             assert r["epsilon"] > 0
     if HAS_ACCOUNTANT and method not in ("fl", "fl-sdq"):
         assert rows[2]["epsilon"] >= rows[1]["epsilon"]
+    # Recomputed from the configuration alone at the run's delta: the run's column.
+    assert epsilon_at(config, delta=config.delta, rounds=2) == pytest.approx(rows[2]["epsilon"],
+                                                                     nan_ok=True)
     # The global model moved, and the files are there and agree.
     assert rows[-1]["val_loss"] < rows[0]["val_loss"]
     doc = json.loads((tmp_path / "run" / "rounds.json").read_text())
@@ -305,19 +304,96 @@ def test_cli_plot(cli_results, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_privacy_accuracy_figure(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """A privacy-accuracy sweep made through the CLI: CEPAM-Gaussian at two
+    sigmas, 2 rounds of 3 clients of 100 samples, delta 0.01."""
+    out = tmp_path_factory.mktemp("sweep") / "sweep"
+    assert cli(["fl", "run", "--model", "cnn", "--method", "cepam-gaussian", "--sigma", "0.05",
+                "0.5", "--clients", "3", "--samples-per-client", "100", "--train-size", "500",
+                "--val-size", "50", "--test-size", "50", "--rounds", "2", "--local-steps", "5",
+                "--delta", "0.01", "--out", str(out), "--data-dir", str(MNIST_DIR),
+                "--no-progress", "--threads", "1"]) == 0
+    return out
+
+
+def test_cli_privacy_accuracy_figure(sweep, capsys):
     pytest.importorskip("matplotlib")
-    out = tmp_path / "sweep"
-    assert cli(["fl", "run", "--model", "cnn", "--method", "cepam-gaussian", "--sigma", "0.001",
-                "0.05", "--clients", "2", "--samples-per-client", "50", "--train-size", "500",
-                "--val-size", "50", "--test-size", "50", "--rounds", "1", "--local-steps", "3",
-                "--out", str(out), "--data-dir", str(MNIST_DIR), "--no-progress"]) == 0
     capsys.readouterr()
-    assert cli(["fl", "plot", str(out)]) == 0
+    assert cli(["fl", "plot", str(sweep)]) == 0
     written = capsys.readouterr().out.split()
-    assert str(out / "privacy_accuracy.png") in written
-    text = format_table(summarize(load_runs(out)))
-    assert "sigma=0.05" in text
+    assert str(sweep / "privacy_accuracy.png") in written
+    text = format_table(summarize(load_runs(sweep)))
+    assert "sigma=0.05" in text and "eps (delta" not in text
+
+
+@pytest.mark.skipif(not HAS_ACCOUNTANT, reason="cepam.accounting not installed")
+def test_cli_table_recomputes_eps_at_each_delta(sweep, capsys):
+    from cepam.accounting import FLSetting, epsilon_after_rounds
+
+    setting = FLSetting(clip=1.0, clients=3, local_steps=5, dataset_size=100)
+    expected = {(sigma, delta): epsilon_after_rounds(sigma=sigma, delta=delta, rounds=2,
+                                                     setting=setting)
+                for sigma in (0.05, 0.5) for delta in (0.01, 0.015)}
+    capsys.readouterr()
+    assert cli(["fl", "table", str(sweep), "--delta", "0.01", "0.015", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert sorted(s["sigma"] for s in stats) == [0.05, 0.5]
+    for s in stats:
+        got = s["epsilon_at_delta"]
+        assert got == {"0.01": pytest.approx(expected[(s["sigma"], 0.01)]),
+                       "0.015": pytest.approx(expected[(s["sigma"], 0.015)])}
+        assert got["0.015"] < got["0.01"]  # a larger delta buys a smaller eps
+        assert got["0.01"] == pytest.approx(s["epsilon"])  # the runs' own delta: their column
+    # Less noise, more eps, at every delta.
+    low, high = sorted(stats, key=lambda s: s["sigma"])
+    assert all(low["epsilon_at_delta"][d] > high["epsilon_at_delta"][d] for d in ("0.01", "0.015"))
+
+    assert cli(["fl", "table", str(sweep), "--delta", "0.01", "0.015", "--markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("| Method | sigma | eps (delta=0.01) | eps (delta=0.015) "
+                        "| CNN test acc (%) | CNN bits/coord | seeds |")
+    rows = [line.split(" | ") for line in lines[2:4]]
+    for sigma, row in zip((0.05, 0.5), rows):
+        assert row[0] == "| CEPAM-Gaussian (n=1)" and row[1] == f"{sigma:g}"  # sigma apart
+        assert row[2:4] == [f"{expected[(sigma, d)]:.2f}" for d in (0.01, 0.015)]
+        assert row[-1] == "1 |"  # seeds
+    assert "curious-client view" in lines[-1]
+
+
+@pytest.mark.skipif(not HAS_ACCOUNTANT, reason="cepam.accounting not installed")
+def test_cli_plot_at_several_deltas(sweep, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    assert cli(["fl", "plot", str(sweep), "--delta", "0.01", "0.015",
+                "--out", str(tmp_path / "fig")]) == 0
+    assert str(tmp_path / "fig" / "privacy_accuracy.png") in capsys.readouterr().out.split()
+    png = tmp_path / "fig" / "privacy_accuracy.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("command", ["table", "plot"])
+@pytest.mark.parametrize("delta", ["0", "1", "1.5", "-0.01", "nan", "x"])
+def test_cli_refuses_a_delta_outside_the_unit_interval(tmp_path, capsys, command, delta):
+    with pytest.raises(SystemExit) as exc:
+        cli(["fl", command, str(tmp_path), "--delta", "0.01", delta])
+    assert exc.value.code == 2
+    assert f"argument --delta: must be in the open interval (0, 1), got {delta}" in \
+        capsys.readouterr().err
+
+
+def test_epsilon_at_refuses_bad_arguments():
+    config = small(method="cepam-gaussian", sigma=0.5)
+    for delta in (0.0, 1.0, -0.5, math.nan):
+        with pytest.raises(cepam.InvalidArgumentError, match="delta must be in"):
+            epsilon_at(config, delta=delta, rounds=2)
+    with pytest.raises(cepam.InvalidArgumentError, match="non-IID"):
+        epsilon_at(config.replace(alpha=0.3, samples_per_client=None), delta=0.01, rounds=2)
+    assert epsilon_at(small(method="fl"), delta=0.01, rounds=2) == math.inf
+    if HAS_ACCOUNTANT:  # pure DP: the same eps at every delta, linear in the rounds
+        laplace = small(method="fl-laplace", b=0.5)
+        eps = epsilon_at(laplace, delta=0.01, rounds=2)
+        assert 0 < eps == epsilon_at(laplace, delta=0.5, rounds=2)
+        assert eps == pytest.approx(2 * epsilon_at(laplace, delta=0.01, rounds=1))
 
 
 def test_cli_reports_missing_data(tmp_path, capsys):

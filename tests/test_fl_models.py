@@ -13,14 +13,7 @@ from cepam.fl.models import CNN, MLP, build_model, parameter_count  # noqa: E402
 from cepam.fl.seeds import client_secret, torch_generator  # noqa: E402
 from cepam.fl.training import ClientData, LocalTrainer, evaluate  # noqa: E402
 
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_parameter_counts_match_the_paper():

@@ -22,6 +22,7 @@ Everything is seeded; nothing here measures time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -34,6 +35,7 @@ import tempfile
 import tracemalloc
 import warnings
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -64,7 +66,9 @@ PROB_SCALE = 1 << PROB_BITS
 ESCAPE = PROB_SCALE - 1  # start of the escape symbol (frequency 1), for H and for M
 RANS_LOW = 1 << 31
 STREAMS = 4
-BINS = 64
+BINS = 64  # the most bins a source model may have
+MODEL_HEADER = 11  # A, K, g, code order
+MAX_GROWTH = 64
 KNOT_BITS = 12
 KNOT_SCALE = 1 << KNOT_BITS
 ANS_BLOCK = 4096
@@ -255,35 +259,41 @@ def best_knot_order(increments) -> int:
 
 @dataclass
 class AnsModel:
-    """Source model: f64 range A, u8 code order, 63 exp-Golomb knot increments, padding."""
+    """Source model: f64 range A, u8 bins K, u8 growth g, u8 code order, K - 1
+    exp-Golomb knot increments, padding."""
 
     a: float
+    bins: int
+    growth: int
     order: int
     codes: str  # MSB-first bits of the increment codes
     padding: str | None = None  # None: zero bits up to a byte
 
     @classmethod
-    def of(cls, increments, *, a: float = 1.0, order: int | None = None) -> "AnsModel":
+    def of(cls, increments, *, a: float = 1.0, growth: int = 0,
+           order: int | None = None) -> "AnsModel":
+        """The model of K - 1 = len(increments) increments."""
         increments = list(increments)
         if order is None:
             order = best_knot_order(increments)
-        return cls(a, order, "".join(expg_unsigned(v, order) for v in increments))
+        return cls(a, len(increments) + 1, growth, order,
+                   "".join(expg_unsigned(v, order) for v in increments))
 
     @classmethod
     def parse(cls, body: bytes) -> tuple["AnsModel", int]:
         """(model, its length in bytes) of a well-formed body."""
-        a, order = struct.unpack_from("<dB", body, 0)
-        bits = bytes_to_bits(body[9:])
+        a, bins, growth, order = struct.unpack_from("<dBBB", body, 0)
+        bits = bytes_to_bits(body[MODEL_HEADER:])
         pos = 0
-        for _ in range(BINS - 1):
+        for _ in range(bins - 1):
             zeros = bits.index("1", pos) - pos
             pos += 2 * zeros + 1 + order
         used = (pos + 7) // 8
-        return cls(a, order, bits[:pos], bits[pos : 8 * used]), 9 + used
+        return cls(a, bins, growth, order, bits[:pos], bits[pos : 8 * used]), MODEL_HEADER + used
 
     def increments(self) -> list[int]:
         out, pos = [], 0
-        for _ in range(BINS - 1):
+        for _ in range(self.bins - 1):
             zeros = self.codes.index("1", pos) - pos
             end = pos + 2 * zeros + 1 + self.order
             out.append(int(self.codes[pos + zeros : end], 2) - (1 << self.order))
@@ -292,10 +302,16 @@ class AnsModel:
 
     def pack(self) -> bytes:
         pad = "0" * (-len(self.codes) % 8) if self.padding is None else self.padding
-        return struct.pack("<dB", self.a, self.order) + bits_to_bytes(self.codes + pad)
+        return struct.pack("<dBBB", self.a, self.bins, self.growth, self.order) + \
+            bits_to_bytes(self.codes + pad)
 
     def edit(self, **changes) -> "AnsModel":
         return dataclasses.replace(self, **changes)
+
+    def recoded(self, **changes) -> "AnsModel":
+        """The same knots (and A, K, g unless changed), coded at the best order."""
+        kwargs = dict(a=self.a, growth=self.growth) | changes
+        return AnsModel.of(self.increments(), **kwargs)
 
 
 UNIFORM = [KNOT_SCALE // BINS] * (BINS - 1)
@@ -495,6 +511,21 @@ def assert_declared_structure(result, payload: bytes) -> None:
         assert leaf.dtype == np.dtype(want)
 
 
+@contextlib.contextmanager
+def peak_allocation():
+    """Traces Python/numpy allocations in the block; afterwards ``.peak`` holds the
+    peak number of bytes allocated in it (``with peak_allocation() as traced: ...``)."""
+    traced = SimpleNamespace(peak=None)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        yield traced
+        traced.peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
 def outcome(payload: bytes, *, secret: bytes = SECRET, output: str = "numpy",
             max_coordinates: int = 1 << 28) -> str:
     """'ok' (decoded, with the declared structure) or 'format' (FormatError).
@@ -669,7 +700,8 @@ def test_forged_payload_helpers_match_the_format():
                                       "stream": 8 * len(body.stream)}, name
             incs = body.model.increments()
             assert sum(incs) <= KNOT_SCALE and body.model.order == best_knot_order(incs)
-            assert AnsModel.of(incs, a=body.model.a).pack() == body.model.pack()
+            assert body.model.recoded().pack() == body.model.pack()
+            assert body.model.bins % 2 == 0 and body.model.growth <= MAX_GROWTH
             assert (len(body.stream) - 8 * STREAMS) % 4 == 0
     assert len(unpack_stream(AnsBody.parse(RawPayload.parse(BASES["ans-gauss-n2-m300"]).body)
                              .stream)[1]) > 8, "the m300 base should have stream words"
@@ -1310,13 +1342,13 @@ GOLOMB_TARGETED = [
 
 
 def _codes_summing_to(total: int, k: int = 0) -> str:
-    """63 increments: total in the first, zeros after."""
+    """63 increments (64 bins): total in the first, zeros after."""
     return "".join(expg_unsigned(v, k) for v in [total] + [0] * (BINS - 2))
 
 
 def _recoded(model: AnsModel, order: int) -> AnsModel:
     """The same knots, coded at another order."""
-    return AnsModel.of(model.increments(), a=model.a, order=order)
+    return model.recoded(order=order)
 
 
 def _with_padding(model: AnsModel, pad) -> AnsModel:
@@ -1365,12 +1397,32 @@ ANS_TARGETED = [
       for k in (13, 14, 64, 128, 255)],
     *[(f"order-{k}-reinterpreted", "ans-gauss-n2", (lambda k: on_model(order=k))(k), EITHER,
        None) for k in (0, 1, 5, 11, 12)],
+    # The bin count K (even, 2 .. 64) and the growth g (<= 64) of the bin edges.
+    *[(f"bins-{k}", "ans-gauss-n2", (lambda k: on_ans(lambda b: b.edit(
+        model=b.model.recoded().edit(bins=k))))(k), FORMAT, "bin count")
+      for k in (0, 1, 3, 33, 63, 65, 66, 128, 255)],
+    *[(f"bins-{k}-reinterpreted", "ans-gauss-n2", (lambda k: on_model(bins=k))(k), EITHER,
+       None) for k in (2, 4, 16, 30, 34, 62, 64)],
+    *[(f"bins-{k}-uniform-growth-{g}-{base}", base, (lambda k, g: on_ans(lambda b: b.edit(
+        model=AnsModel.of([KNOT_SCALE // k] * (k - 1), a=b.model.a, growth=g))))(k, g),
+       EITHER, None)
+      for base in ("ans-gauss-n2", "ans-laplace-n1") for k in (2, 4, 16, 32, 64)
+      for g in (0, 1, 13, MAX_GROWTH)],
+    *[(f"growth-{g}", "ans-gauss-n2", (lambda g: on_model(growth=g))(g), FORMAT, "growth")
+      for g in (MAX_GROWTH + 1, 128, 255)],
+    *[(f"growth-{g}-reinterpreted", "ans-gauss-n2", (lambda g: on_model(growth=g))(g), EITHER,
+       None) for g in (0, 1, 19, MAX_GROWTH)],
+    # All the mass in the narrowest bin (one grid cell wide at the largest growth).
+    *[(f"peaked-growth-{g}-bins-{k}", "ans-gauss-n2", (lambda k, g: on_ans(lambda b: b.edit(
+        model=AnsModel.of([0] * (k // 2 - 1) + [KNOT_SCALE] + [0] * (k // 2 - 1),
+                          a=b.model.a, growth=g))))(k, g), EITHER, None)
+      for k in (2, 16, 64) for g in (0, MAX_GROWTH)],
     # Knot increments.
     ("knots-sum-4097", "ans-gauss-n2",
-     on_ans(lambda b: b.edit(model=b.model.edit(order=0, codes=_codes_summing_to(4097),
+     on_ans(lambda b: b.edit(model=b.model.edit(bins=BINS, order=0, codes=_codes_summing_to(4097),
                                                 padding=None))), FORMAT, "knots"),
     ("knots-sum-8190", "ans-gauss-n2",
-     on_ans(lambda b: b.edit(model=b.model.edit(order=0, codes=_codes_summing_to(8190),
+     on_ans(lambda b: b.edit(model=b.model.edit(bins=BINS, order=0, codes=_codes_summing_to(8190),
                                                 padding=None))), FORMAT, "knots"),
     ("knots-63-times-66", "ans-gauss-n2",
      on_ans(lambda b: b.edit(model=AnsModel.of([66] * 63, a=b.model.a))), FORMAT, "knots"),
@@ -1510,7 +1562,7 @@ def test_the_model_code_order_is_not_part_of_the_meaning():
     body = AnsBody.parse(raw.body)
     want = cepam.decode(BASES["ans-dict-n2"], secret=SECRET)
     for k in range(KNOT_BITS + 1):
-        model = AnsModel.of(body.model.increments(), a=body.model.a, order=k)
+        model = body.model.recoded(order=k)
         got = cepam.decode(raw.edit(body=model.pack() + body.stream).tagged(), secret=SECRET)
         for name in want:
             np.testing.assert_array_equal(got[name], want[name])
@@ -1640,12 +1692,9 @@ def test_every_coordinate_escaped_with_maximal_raw_length_decodes(mechanism, n):
     H = [1 << 16] * N  # the trial cap, escaped (raw 16 bits = 65535)
     raw = _escape_payload(M, n=n, mechanism=mechanism, H=H)
     payload = raw.tagged()
-    tracemalloc.start()
-    try:
+    with peak_allocation() as traced:
         assert outcome(payload) == "ok"
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     assert peak < 8 * len(payload) + 4 * MB, peak
     H2, M2 = symbols_of(raw)
     assert M2.tolist() == M
@@ -1822,12 +1871,9 @@ def test_streams_of_constant_words_with_a_large_declared_size_fail(label, n, mec
     (m values) and O(4096) per block, nothing more."""
     for states in ((RANS_LOW,) * 4, ((1 << 63) - 1,) * 4, (0x5A5A5A5A5A5A5A5A,) * 4):
         payload = _zero_word_payload(n, mechanism, m, words, states=states)
-        tracemalloc.start()
-        try:
+        with peak_allocation() as traced:
             assert outcome(payload) == "format", (label, states)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = traced.peak
         assert peak < 4 * m + 6 * len(payload) + 2 * MB, (label, peak)
 
 
@@ -1846,18 +1892,13 @@ def test_max_coordinates_refuses_a_large_declared_size_before_allocating():
     """A server that passes its model size refuses more, before allocating anything."""
     m = 10**6
     payload = _zero_word_payload(1, 1, m + 1, b"\xff" * 64)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
+    with peak_allocation() as traced:
         with pytest.raises(cepam.FormatError, match="max_coordinates"):
             cepam.decode(payload, secret=SECRET, max_coordinates=m)
         codec = cepam.Codec(cepam.Gaussian(sigma=0.25), secret=SECRET, client=6)
         with pytest.raises(cepam.FormatError, match="max_coordinates"):
             codec.decode(payload, max_coordinates=m)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     assert peak < 6 * len(payload) + MB, peak
     # At the limit the payload is read (and fails on its body).
     assert outcome(_zero_word_payload(1, 1, m, b"\xff" * 64), max_coordinates=m) == "format"
@@ -1868,14 +1909,11 @@ def test_2_62_coordinates_are_refused_up_front(coder):
     raw = RawPayload.parse(BASES[f"{coder}-gauss-n1"])
     for m in (1 << 62, U64, 1 << 57):
         payload = raw.edit(m=m, entries=_entries(raw, dims=(m,))).tagged()
-        tracemalloc.start()
-        try:
+        with peak_allocation() as traced:
             for limit in (1 << 28, 1 << 62, 1 << 64):
                 with pytest.raises(cepam.FormatError, match="too large"):
                     cepam.decode(payload, secret=SECRET, max_coordinates=limit)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = traced.peak
         assert peak < 6 * len(payload) + MB, peak
 
 
@@ -1886,12 +1924,9 @@ def test_a_tiny_valid_ans_payload_for_many_coordinates_allocates_only_its_output
     payload = cepam.encode(np.zeros(m, np.float32), cepam.Gaussian(sigma=10.0), secret=SECRET,
                            round=0, client=0)
     assert len(payload) < m // 8
-    tracemalloc.start()
-    try:
+    with peak_allocation() as traced:
         y = cepam.decode(payload, secret=SECRET)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     assert y.shape == (m,) and y.dtype == np.float32
     assert peak < 4 * m + 20 * len(payload) + 2 * MB, peak
     with pytest.raises(cepam.FormatError, match="max_coordinates"):
@@ -2046,14 +2081,9 @@ ZERO_RUNS = _zero_run_payloads(256 * 1024)
                          ids=[z[0].replace(" ", ",") for z in ZERO_RUNS])
 def test_long_zero_runs_in_the_golomb_body_fail_fast_with_little_allocation(
         label, declared, capacity, payload):
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
+    with peak_allocation() as traced:
         assert outcome(payload) == "format", label
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     if declared > capacity:
         # Rejected before allocating anything sized by the declared count (the Golomb
         # sections bound it): only copies of the payload itself.
@@ -2077,12 +2107,9 @@ def test_a_valid_dense_golomb_body_allocates_in_proportion_to_its_length():
     """The densest legal body (1 bit per coordinate) decodes; allocation is linear."""
     m = 8 * 64 * 1024
     payload = forged(shape=(m,), m_code="1" * m).tagged()
-    tracemalloc.start()
-    try:
+    with peak_allocation() as traced:
         y = cepam.decode(payload, secret=SECRET)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     assert y.shape == (m,) and y.dtype == np.float32
     assert peak < 200 * len(payload) + 4 * MB, peak
 
@@ -2097,18 +2124,13 @@ def test_hostile_cases_do_not_grow_peak_rss():
     payloads += [_zero_word_payload(n, mech, m, words) for _, n, mech, m, words in
                  ZERO_WORD_CASES]
     rss_before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
+    with peak_allocation() as traced:
         for payload in payloads:
             try:
                 outcome(payload)
             except Exception:  # noqa: BLE001 - wrong types are reported by other tests
                 pass
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    peak = traced.peak
     rss_growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before_kb) / 1024
     assert peak < 64 * MB, peak
     assert rss_growth_mb < 200, rss_growth_mb

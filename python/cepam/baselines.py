@@ -34,12 +34,12 @@ True
 from __future__ import annotations
 
 import math
-import numbers
 import sys
 from typing import Any
 
 import numpy as np
 
+from ._checks import check_clip, check_positive
 from .codec import encode
 from .errors import InvalidArgumentError, InvalidTypeError
 from .mechanisms import SDQ, Gaussian, Laplace
@@ -54,15 +54,6 @@ __all__ = [
     "noisy_sdq_error_std",
     "noisy_sdq_error_cdf",
 ]
-
-
-def _check_step(step: object) -> float:
-    if isinstance(step, (bool, np.bool_)) or not isinstance(step, numbers.Real):
-        raise InvalidTypeError(f"step must be a real number, got {type(step).__name__}")
-    step = float(step)
-    if not (math.isfinite(step) and step > 0.0):
-        raise InvalidArgumentError(f"step must be a positive finite number, got {step!r}")
-    return step
 
 
 def _check_noise(noise: object) -> Gaussian | Laplace:
@@ -112,11 +103,7 @@ def _draw_noise(noise: Gaussian | Laplace, size: int, rng: Any) -> np.ndarray:
 def _clip_flat(flat: np.ndarray, clip: float | None) -> np.ndarray:
     if clip is None:
         return flat
-    if isinstance(clip, (bool, np.bool_)) or not isinstance(clip, numbers.Real):
-        raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")
-    clip = float(clip)
-    if not (math.isfinite(clip) and clip > 0.0):
-        raise InvalidArgumentError(f"clip must be a positive finite number or None, got {clip}")
+    clip = check_clip(clip)
     wide = flat.astype(np.float64)
     if not np.all(np.isfinite(wide)):
         raise InvalidArgumentError("the update contains a non-finite value (NaN or Inf)")
@@ -166,7 +153,7 @@ def encode_sdq(x: Any, *, step: float, secret: bytes, round: int, client: int,
     Returns:
         The payload (decode with :func:`cepam.decode`).
     """
-    return encode(x, SDQ(_check_step(step)), secret=secret, round=round, client=client,
+    return encode(x, SDQ(check_positive("step", step)), secret=secret, round=round, client=client,
                   message=message, dim=1, lattice="Z", clip=clip, coder=coder)
 
 
@@ -203,7 +190,7 @@ def encode_noisy_sdq(x: Any, noise: Gaussian | Laplace, *, step: float, rng: Any
         :func:`cepam.encode`, plus ``noise``, ``step`` and ``rng``).
     """
     noise = _check_noise(noise)
-    step = _check_step(step)
+    step = check_positive("step", step)
     _check_rng(rng)
     noisy = add_private_noise(x, noise, rng=rng, clip=clip)
     return encode(noisy, SDQ(step), secret=secret, round=round, client=client,
@@ -232,7 +219,7 @@ def noisy_sdq_error_std(noise: Gaussian | Laplace | None, step: float) -> float:
 
     ``sqrt(noise.std^2 + step^2 / 12)``; ``noise=None`` for plain SDQ.
     """
-    step = _check_step(step)
+    step = check_positive("step", step)
     var = step * step / 12.0
     if noise is not None:
         var += _check_noise(noise).std ** 2
@@ -245,7 +232,7 @@ def noisy_sdq_error_cdf(z: Any, noise: Gaussian | Laplace | None, step: float) -
     The convolution in closed form: ``F(z) = (1/step) * integral of F_noise``
     over ``[z - step/2, z + step/2]``.  For ``scipy.stats.kstest``.
     """
-    step = _check_step(step)
+    step = check_positive("step", step)
     z = np.asarray(z, dtype=np.float64)
     lo, hi = z - step / 2.0, z + step / 2.0
     if noise is None:

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from ._checks import check_positive
 from .errors import CepamError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -99,15 +100,6 @@ def _check_source(source: object) -> str:
     if source not in SOURCES:
         raise InvalidArgumentError(f"source must be one of {SOURCES}, got {source!r}")
     return source
-
-
-def _check_positive(name: str, value: object) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if not (math.isfinite(value) and value > 0.0):
-        raise InvalidArgumentError(f"{name} must be a positive finite number, got {value!r}")
-    return value
 
 
 def _check_count(name: str, value: object, minimum: int = 1) -> int:
@@ -173,7 +165,7 @@ def mutual_information(source: str, s_over_sigma: float) -> float:
         The mutual information in bits.
     """
     source = _check_source(source)
-    ratio = _check_positive("s_over_sigma", s_over_sigma)
+    ratio = check_positive("s_over_sigma", s_over_sigma)
     if source == "gaussian":
         return 0.5 * math.log2(1.0 + ratio * ratio)
     if ratio < 1e-3:  # I = 0.5 log2(1 + A^2 / 3) + O(A^4): below the quadrature's resolution
@@ -245,7 +237,7 @@ def packing_density(lattice: str, dim: int | None = None) -> float:
 
 def geometric_entropy(p: float) -> float:
     """Entropy in bits of ``H ~ Geometric(p)`` on {1, 2, ...}: ``h2(p) / p``."""
-    p = _check_positive("p", p)
+    p = check_positive("p", p)
     if p > 1.0:
         raise InvalidArgumentError(f"p must be at most 1, got {p}")
     if p == 1.0:
@@ -564,7 +556,7 @@ def ideal_rate(source: str, s_over_sigma: float, *, lattice: str = "Z", dim: int
         InvalidArgumentError: a case that is not computed (see above).
     """
     source = _check_source(source)
-    ratio = _check_positive("s_over_sigma", s_over_sigma)
+    ratio = check_positive("s_over_sigma", s_over_sigma)
     if not isinstance(lattice, str):
         raise InvalidTypeError(f"lattice must be a str, got {lattice!r}")
     dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
@@ -593,7 +585,7 @@ def ideal_sdq_rate(source: str, s_over_sigma: float, *, points: int = 20000) -> 
     points.  (SPEC section 2's "scalar SDQ, same variance" column.)
     """
     source = _check_source(source)
-    ratio = _check_positive("s_over_sigma", s_over_sigma)
+    ratio = check_positive("s_over_sigma", s_over_sigma)
     points = _check_count("points", points)
     v = (np.arange(points) + 0.5) / points - 0.5
     beta = np.full(points, math.sqrt(12.0))
@@ -773,9 +765,9 @@ def run_benchmark(*, m: int = 200_000, grid: Sequence[float] = S_OVER_SIGMA,
         Rows with the keys of the CSV (see :func:`rows_to_csv`).
     """
     m = _check_count("m", m)
-    sigma = _check_positive("sigma", sigma)
+    sigma = check_positive("sigma", sigma)
     for s in grid:
-        _check_positive("s_over_sigma", s)
+        check_positive("s_over_sigma", s)
     sources = [_check_source(src) for src in sources]
     if schemes is None:
         schemes = default_schemes()

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hmac
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _core
+from ._checks import check_clip
 from .errors import (
     AuthenticationError,
     ContextReuseError,
@@ -119,17 +119,6 @@ def _check_coder(coder: object) -> int:
     if coder not in CODER_CODES:
         raise InvalidArgumentError(f"coder must be one of {tuple(CODER_CODES)}, got {coder!r}")
     return CODER_CODES[coder]
-
-
-def _check_clip(clip: object) -> float:
-    if clip is None:
-        return math.inf
-    if isinstance(clip, (bool, np.bool_)) or not isinstance(clip, numbers.Real):
-        raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")
-    clip = float(clip)
-    if not (math.isfinite(clip) and clip > 0.0):
-        raise InvalidArgumentError(f"clip must be a positive finite number or None, got {clip}")
-    return clip
 
 
 def _locate_non_finite(flat: np.ndarray, structure: Structure) -> str:
@@ -245,7 +234,7 @@ def encode(
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
     return _encode(x, mechanism, check_secret(secret), Context(round, client, message),
-                   choice, _check_clip(clip), _check_coder(coder))
+                   choice, check_clip(clip), _check_coder(coder))
 
 
 def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int]:
@@ -416,7 +405,7 @@ class Codec:
             self.lattice, self.dim = "auto", None
         else:
             self.lattice, self.dim = LATTICES[self._choice[0]], self._choice[1]
-        self.clip = None if clip is None else _check_clip(clip)
+        self.clip = None if clip is None else check_clip(clip)
         self.coder = coder
         self._coder = _check_coder(coder)
         self._secret = check_secret(secret)
@@ -442,7 +431,7 @@ class Codec:
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
         payload = _encode(x, self.mechanism, self._secret, context, self._choice,
-                          _check_clip(self.clip), self._coder)
+                          check_clip(self.clip), self._coder)
         self._used.add(key)
         return payload
 

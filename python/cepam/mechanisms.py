@@ -17,24 +17,13 @@ Both are frozen dataclasses; the scale is in the units of the update.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import ClassVar, Union
 
-import numpy as np
-
-from .errors import InvalidArgumentError, InvalidTypeError
+from ._checks import check_positive
+from .errors import InvalidTypeError
 
 __all__ = ["Gaussian", "Laplace", "SDQ", "Mechanism"]
-
-
-def _check_scale(name: str, value: object) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0.0:
-        raise InvalidArgumentError(f"{name} must be a positive finite number, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -53,7 +42,7 @@ class Gaussian:
     name: ClassVar[str] = "gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", _check_scale("sigma", self.sigma))
+        object.__setattr__(self, "sigma", check_positive("sigma", self.sigma))
 
     @property
     def scale(self) -> float:
@@ -81,7 +70,7 @@ class Laplace:
     name: ClassVar[str] = "laplace"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "b", _check_scale("b", self.b))
+        object.__setattr__(self, "b", check_positive("b", self.b))
 
     @property
     def scale(self) -> float:
@@ -111,7 +100,7 @@ class SDQ:
     name: ClassVar[str] = "sdq"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "step", _check_scale("step", self.step))
+        object.__setattr__(self, "step", check_positive("step", self.step))
 
     @property
     def scale(self) -> float:
@@ -125,7 +114,7 @@ class SDQ:
     @classmethod
     def matching(cls, std: float) -> "SDQ":
         """The SDQ whose error has standard deviation ``std`` (step = std sqrt(12))."""
-        return cls(step=_check_scale("std", std) * math.sqrt(12.0))
+        return cls(step=check_positive("std", std) * math.sqrt(12.0))
 
 
 Mechanism = Union[Gaussian, Laplace, SDQ]

@@ -8,19 +8,27 @@
   state.pt).  A run interrupted and started again with the same command
   continues after its last completed round; finished runs are skipped.
 * ``cepam fl table DIR`` prints the paper-style table (mean and 95% CI over
-  seeds).
-* ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures.
+  seeds).  ``--delta D [D ...]`` adds a sigma column and one eps column per
+  delta: eps recomputed by the accountant (tight bound, curious-client view)
+  for each setting after the rounds run, in place of the runs' own eps
+  column (computed at their ``--delta``).
+* ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures;
+  with ``--delta D [D ...]`` the latter has one line per method and delta
+  (eps on a log axis where it spans more than two decades).
 
-The paper's grid and privacy-accuracy sweep, for example::
+The paper's grid and privacy-accuracy sweep (section VI-C: accuracy
+depends on sigma only, so one sweep serves both of its deltas), for example::
 
     cepam fl run --model mlp cnn --method all --rounds 80 --seeds 10 \
         --out results/grid --data-dir ../shared/data/mnist --threads 1
     cepam fl run --model mlp cnn --method cepam-gaussian --dim 2 3 --rounds 80 \
         --seeds 10 --out results/grid --data-dir ../shared/data/mnist --threads 1
+    cepam fl table results/grid && cepam fl plot results/grid
     cepam fl run --model cnn --method cepam-gaussian fl-gaussian-sdq --delta 0.01 \
         --sigma 0.1375 0.0864 0.0602 0.0431 0.0307 0.0231 0.0141 0.0083 0.00364 0.000159 \
         --rounds 80 --seeds 3 --out results/sweep --data-dir ../shared/data/mnist
-    cepam fl table results/grid && cepam fl plot results/grid
+    cepam fl table results/sweep --delta 0.01 0.015 --markdown
+    cepam fl plot results/sweep --delta 0.01 0.015 --out figures
 
 torch is imported by the handlers only.
 """
@@ -33,7 +41,9 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from .privacy import ACCOUNTING_VIEW
 
 __all__ = ["register"]
 
@@ -43,11 +53,30 @@ _METHODS = (
 )
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
+def _float_type(test: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    """An argparse type: a float for which ``test`` holds, else an
+    ArgumentTypeError saying it ``must be {what}``."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}") from None
+        if not test(value):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return value
+
+    return parse
+
+
+_positive_float = _float_type(lambda v: math.isfinite(v) and v > 0, "a positive number")
+_delta = _float_type(lambda v: 0 < v < 1, "in the open interval (0, 1)")
+
+
+def _add_deltas(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--delta", nargs="+", type=_delta, default=[], metavar="D",
+                   help=f"deltas in (0, 1): {what}, eps recomputed by the accountant "
+                        f"({ACCOUNTING_VIEW}) for each setting after the rounds run "
+                        "(default: the runs' own eps column, at their delta)")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -198,10 +227,14 @@ def _table(args: argparse.Namespace) -> int:
     if args.json:
         from .experiment import _json_value
 
-        print(json.dumps([{k: _json_value(v) for k, v in g.stats(args.at).items()}
-                          for g in groups], indent=1))
+        stats = [g.stats(args.at) for g in groups]
+        for g, s in zip(groups, stats):
+            if args.delta:
+                s["epsilon_at_delta"] = {f"{d:g}": g.epsilon_at(d) for d in args.delta}
+        print(json.dumps([{k: _json_value(v) for k, v in s.items()} for s in stats], indent=1))
     else:
-        print(format_table(groups, at=args.at, markdown=args.markdown), end="")
+        print(format_table(groups, at=args.at, markdown=args.markdown, deltas=args.delta),
+              end="")
     return 0
 
 
@@ -216,7 +249,7 @@ def _plot(args: argparse.Namespace) -> int:
     out = Path(args.out or args.directory)
     out.mkdir(parents=True, exist_ok=True)
     written = [plot_convergence(groups, out / "convergence.png")]
-    pa = plot_privacy_accuracy(groups, out / "privacy_accuracy.png")
+    pa = plot_privacy_accuracy(groups, out / "privacy_accuracy.png", deltas=args.delta)
     if pa is not None:
         written.append(pa)
     for path in written:
@@ -236,13 +269,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("directory")
     t.add_argument("--at", choices=("final", "best-val"), default="final",
                    help="test accuracy at the last round or at the best validation round")
-    t.add_argument("--markdown", action="store_true")
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--markdown", action="store_true", help="a Markdown table")
+    t.add_argument("--json", action="store_true", help="the statistics of each group as JSON")
     t.add_argument("--include-incomplete", action="store_true")
+    _add_deltas(t, "a sigma column and one eps column per delta (--json: epsilon_at_delta)")
     t.set_defaults(func=_table)
 
-    p = fl_sub.add_parser("plot", help="convergence and privacy-accuracy figures (PNG)")
+    p = fl_sub.add_parser("plot", help="convergence and privacy-accuracy figures (PNG)",
+                          description="Writes convergence.png and, where a Gaussian method was "
+                                      "run at two or more noise levels, privacy_accuracy.png.")
     p.add_argument("directory")
     p.add_argument("--out", default=None, help="folder for the PNG files (default DIRECTORY)")
     p.add_argument("--include-incomplete", action="store_true")
+    _add_deltas(p, "the privacy-accuracy figure has one line per method and delta")
     p.set_defaults(func=_plot)

@@ -59,7 +59,7 @@ from ..errors import InvalidArgumentError
 from .data import MNIST, normalize
 from .methods import METHODS, make_method, method_label
 from .models import MODELS, build_model
-from .privacy import epsilon_function
+from .privacy import config_epsilon_function
 from .seeds import client_secret, derive_seed, numpy_rng, torch_generator
 from .split import split_clients, train_validation_split
 from .training import ClientData, LocalTrainer, evaluate
@@ -410,11 +410,8 @@ def run_experiment(
     model = build_model(config.model, 0)
     trainer = LocalTrainer(model, momentum=config.momentum)
     secrets = [client_secret(config.seed, k) for k in range(config.clients)]
-    eps_of = epsilon_function(method=config.method, sigma=config.sigma, b=config.b,
-                              delta=config.delta, clip=config.clip, clients=config.clients,
-                              samples_per_round=config.local_steps * config.batch_size,
-                              dataset_size=min(clients.sizes),
-                              coordinates=sum(p.numel() for p in model.parameters()))
+    eps_of = config_epsilon_function(config, delta=config.delta, dataset_size=min(clients.sizes),
+                                     coordinates=sum(p.numel() for p in model.parameters()))
     schedule = PlateauSchedule(config.lr, config.lr_patience, config.lr_factor)
 
     out = None if directory is None else Path(directory)

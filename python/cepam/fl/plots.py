@@ -4,10 +4,11 @@
   seeds with a 95% confidence band, one line per method, one panel per model
   (the paper's Figures for CEPAM-Gaussian and CEPAM-Laplace).
 * :func:`plot_privacy_accuracy` -- final test accuracy against the privacy
-  budget eps (from the runs' eps column) for the Gaussian methods run at
-  several noise levels (the paper's Section VI-C: CEPAM-Gaussian against
-  Gaussian+SDQ; FL+Gaussian too where it was run).  Where the runs have no eps (no accountant installed) the
-  x axis is the noise sigma instead.
+  budget eps (from the runs' eps column, or recomputed at each of several
+  deltas) for the Gaussian methods run at several noise levels (the paper's
+  Section VI-C: CEPAM-Gaussian against Gaussian+SDQ; FL+Gaussian too where
+  it was run).  Where the runs have no eps (no accountant installed) the x
+  axis is the noise sigma instead.
 
 matplotlib is imported inside the functions, with the Agg backend.
 """
@@ -18,6 +19,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from .privacy import ACCOUNTING_VIEW
 from .results import Group, mean_ci
 
 __all__ = ["plot_convergence", "plot_privacy_accuracy"]
@@ -81,33 +83,53 @@ def plot_convergence(groups: Sequence[Group], path: str | Path, *,
 
 def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
                           methods: Sequence[str] = ("cepam-gaussian", "fl-gaussian-sdq", "fl-gaussian"),
-                          at: str = "final") -> Path | None:
-    """Test accuracy against eps (or sigma) for ``methods``; one line per
-    (model, method, dim).  Returns None when fewer than two noise levels were run."""
+                          at: str = "final", deltas: Sequence[float] = ()) -> Path | None:
+    """Test accuracy against eps (or sigma) for ``methods``.
+
+    Without ``deltas``: eps is the runs' own column (at their delta), one line
+    per (model, method, dim).  With ``deltas``: eps recomputed at each delta
+    (:meth:`Group.epsilon_at`, after the rounds run), one line per (model,
+    method, dim, delta).  The eps axis is logarithmic when eps spans more than
+    two decades.  Returns None when fewer than two noise levels were run.
+
+    Raises:
+        InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
+            non-IID runs.
+    """
     plt = _pyplot()
-    lines: dict[tuple, list[tuple[float, float, float, float]]] = {}
-    use_eps = True
     chosen = [g for g in groups if g.config.method in methods]
-    for g in chosen:
-        eps = g.stats(at)["epsilon"]
-        if not (math.isfinite(eps) and eps > 0):
-            use_eps = False
+    # (model, label, delta or None) -> [(eps, sigma, accuracy, ci)]
+    lines: dict[tuple, list[tuple[float, float, float, float]]] = {}
     for g in chosen:
         s = g.stats(at)
-        key = (g.config.model, g.config.label)
         ci = 0.0 if math.isnan(s["test_acc_ci95"]) else s["test_acc_ci95"]
-        lines.setdefault(key, []).append((s["epsilon"], g.config.sigma, s["test_acc"], ci))
+        for delta in deltas or [None]:
+            eps = s["epsilon"] if delta is None else g.epsilon_at(delta)
+            lines.setdefault((g.config.model, g.config.label, delta), []).append(
+                (eps, g.config.sigma, s["test_acc"], ci))
     lines = {k: v for k, v in lines.items() if len(v) >= 2}
     if not lines:
         return None
+    eps_all = [p[0] for pts in lines.values() for p in pts]
+    use_eps = all(math.isfinite(e) and e > 0 for e in eps_all)
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for (model, label), pts in sorted(lines.items()):
+    order = sorted(lines, key=lambda k: (k[0], k[1], k[2] or 0.0))
+    colours: dict[tuple[str, str], str] = {}  # one colour per (model, method), a style per delta
+    for key in order:
+        colours.setdefault(key[:2], f"C{len(colours)}")
+    styles = {d: ("-", "--", ":", "-.")[i % 4] for i, d in enumerate(deltas or [None])}
+    for model, label, delta in order:
+        pts = lines[(model, label, delta)]
         pts.sort(key=lambda p: p[0] if use_eps else -p[1])
         xs = [p[0] if use_eps else p[1] for p in pts]
+        name = f"{label}, {model.upper()}" + ("" if delta is None else f", delta = {delta:g}")
         ax.errorbar(xs, [p[2] for p in pts], yerr=[p[3] for p in pts], marker="o", capsize=3,
-                    label=f"{label}, {model.upper()}")
+                    color=colours[(model, label)], linestyle=styles[delta], label=name)
     if use_eps:
-        ax.set_xlabel(f"privacy budget eps (delta = {chosen[0].config.delta:g})")
+        if max(eps_all) > 100 * min(eps_all):
+            ax.set_xscale("log")
+        at_delta = "" if deltas else f", delta = {chosen[0].config.delta:g}"
+        ax.set_xlabel(f"privacy budget eps ({ACCOUNTING_VIEW}{at_delta})")
     else:
         ax.set_xscale("log")
         ax.invert_xaxis()

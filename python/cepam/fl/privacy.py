@@ -20,19 +20,34 @@ quantizer, so SDQ is post-processing and the same guarantees hold.  The
 column is NaN when the installed cepam has no :mod:`cepam.accounting`.
 The accountant is not cheap (up to about half a second per value), so values
 are cached per process: a grid pays once per (setting, noise, rounds).
+
+:func:`epsilon_at` recomputes the column for a finished run's configuration
+at another delta (the sweep of the paper's section VI-C reports eps at two
+deltas; accuracy depends on sigma only, so one set of runs serves both).
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-__all__ = ["epsilon_function", "GAUSSIAN_METHODS", "LAPLACE_METHODS"]
+from ..errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # experiment imports this module
+    from .experiment import FLConfig
+
+__all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_dataset_size", "GAUSSIAN_METHODS",
+           "LAPLACE_METHODS", "ACCOUNTING_VIEW"]
 
 GAUSSIAN_METHODS = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
 LAPLACE_METHODS = ("cepam-laplace", "fl-laplace", "fl-laplace-sdq")
 _NOT_PRIVATE = ("fl", "fl-sdq")
+
+#: What the eps column certifies, for figure and table captions: the
+#: accountant's tight per-round bound against its default threat model (an
+#: honest-but-curious client, ``FLSetting(threat_model="client")``).
+ACCOUNTING_VIEW = "tight bound, curious-client view"
 
 # eps depends on the setting, the noise and the round count only (not on the
 # seed or which Gaussian method): computed once per process.
@@ -89,3 +104,58 @@ def epsilon_function(*, method: str, sigma: float, b: float = math.nan, delta: f
         return _CACHE[(key, rounds)]
 
     return eps
+
+
+def config_epsilon_function(config: "FLConfig", *, delta: float, dataset_size: int,
+                            coordinates: int = 1) -> Callable[[int], float]:
+    """:func:`epsilon_function` for the setting of ``config`` (method, noise,
+    clip, K, tau * B) at ``delta``, with the client dataset size |D| and the
+    update's number of coordinates given (they are not in the configuration
+    of a non-IID run, nor is the model's size)."""
+    return epsilon_function(method=config.method, sigma=config.sigma, b=config.b, delta=delta,
+                            clip=config.clip, clients=config.clients,
+                            samples_per_round=config.local_steps * config.batch_size,
+                            dataset_size=dataset_size, coordinates=coordinates)
+
+
+def client_dataset_size(config: "FLConfig") -> int:
+    """|D| of the accountant for a run of ``config``: the IID share of each
+    client (``samples_per_client``, default ``train_size // clients``).
+
+    Raises:
+        InvalidArgumentError: a non-IID (Dirichlet) run, whose smallest
+            client depends on the split drawn and is not in its configuration.
+    """
+    if config.alpha is not None:
+        raise InvalidArgumentError(
+            "eps cannot be recomputed for a non-IID run (alpha set): its smallest client's "
+            "dataset size depends on the split drawn and is not recorded")
+    if config.samples_per_client is not None:
+        return config.samples_per_client
+    return config.train_size // config.clients
+
+
+def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:
+    """eps after ``rounds`` rounds of a run of ``config``, at ``delta``
+    instead of ``config.delta`` (the run's own eps column otherwise).
+
+    The same accountant as the column (:func:`epsilon_function`): for the
+    Gaussian methods the tight bound composed over ``rounds`` at ``delta``;
+    the Laplace methods are pure DP (eps does not depend on delta); ``inf``
+    for ``fl`` and ``fl-sdq``; NaN without :mod:`cepam.accounting`.
+
+    Raises:
+        InvalidArgumentError: ``delta`` not in (0, 1), ``rounds`` negative,
+            or a non-IID run (see :func:`client_dataset_size`).
+    """
+    if not 0.0 < delta < 1.0:
+        raise InvalidArgumentError(f"delta must be in (0, 1), got {delta}")
+    if rounds < 0:
+        raise InvalidArgumentError(f"rounds must be non-negative, got {rounds}")
+    coordinates = 1
+    if config.method in LAPLACE_METHODS:
+        from .models import build_model, parameter_count
+
+        coordinates = parameter_count(build_model(config.model, 0))
+    return config_epsilon_function(config, delta=delta, dataset_size=client_dataset_size(config),
+                                   coordinates=coordinates)(rounds)

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import InvalidArgumentError
 from .experiment import FLConfig
 from .methods import METHODS
+from .privacy import ACCOUNTING_VIEW, epsilon_at
 
 __all__ = ["Run", "Group", "load_runs", "summarize", "format_table", "mean_ci", "t_quantile"]
 
@@ -118,6 +119,20 @@ class Group:
     def seeds(self) -> list[int]:
         return sorted(r.config.seed for r in self.runs)
 
+    @property
+    def rounds(self) -> int:
+        """Rounds actually run (the most of any seed's run)."""
+        return max(len(r.rows) - 1 for r in self.runs)
+
+    def epsilon_at(self, delta: float) -> float:
+        """eps after :attr:`rounds` rounds of this group's setting at
+        ``delta`` (:func:`cepam.fl.privacy.epsilon_at`).
+
+        Raises:
+            InvalidArgumentError: ``delta`` not in (0, 1), or non-IID runs.
+        """
+        return epsilon_at(self.config, delta=delta, rounds=self.rounds)
+
     def stats(self, at: str = "final") -> dict[str, Any]:
         acc, acc_ci = mean_ci([100.0 * r.value_at("test_acc", at) for r in self.runs])
         val, val_ci = mean_ci([100.0 * r.value_at("val_acc", at) for r in self.runs])
@@ -132,7 +147,7 @@ class Group:
             "lattice": self.config.lattice,
             "sigma": self.config.sigma,
             "b": self.config.b,
-            "rounds": max(len(r.rows) - 1 for r in self.runs),
+            "rounds": self.rounds,
             "seeds": len(self.runs),
             "test_acc": acc, "test_acc_ci95": acc_ci,
             "val_acc": val, "val_acc_ci95": val_ci,
@@ -190,13 +205,27 @@ def _fmt_num(v: float, digits: int = 2) -> str:
     return f"{v:.{digits}f}"
 
 
-def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool = False) -> str:
+def _sigma_of(config: FLConfig) -> float | None:
+    return config.sigma if "gaussian" in config.method else None
+
+
+def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool = False,
+                 deltas: Sequence[float] = ()) -> str:
     """The paper-style table: one row per method (and setting), for each
     model the test accuracy in % (mean ± 95% CI over seeds) and the bits per
     coordinate, then eps and the number of seeds.
 
     Bits marked ``*`` are not measured: methods without a payload are charged
     32 bits per float32 coordinate.
+
+    With ``deltas`` (a privacy-accuracy sweep) the columns are the method,
+    sigma (its own column, not in the method's name), eps recomputed at each
+    delta (:meth:`Group.epsilon_at`, after the rounds run), then accuracy and
+    bits per model and the seeds; the run's own eps column is left out.
+
+    Raises:
+        InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
+            non-IID runs (:func:`cepam.fl.privacy.client_dataset_size`).
     """
     if not groups:
         return "no complete runs found\n"
@@ -207,32 +236,46 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
         for k, v in g.config.to_dict().items():
             if v != first[k]:
                 varying.add(k)
-    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    if deltas:
+        varying.discard("sigma")  # sigma has its own column
+    rows: dict[tuple[str, float | None], dict[str, Group]] = {}
     for g in groups:
-        label = _row_label(g.config, varying)
-        rows.setdefault(label, {})[g.config.model] = g.stats(at)
-    header = ["Method"]
+        key = (_row_label(g.config, varying), _sigma_of(g.config) if deltas else None)
+        rows.setdefault(key, {})[g.config.model] = g
+    per_model_header = []
     for m in models:
-        header += [f"{m.upper()} test acc (%)", f"{m.upper()} bits/coord"]
-    header += ["eps", "seeds"]
+        per_model_header += [f"{m.upper()} test acc (%)", f"{m.upper()} bits/coord"]
+    if deltas:
+        header = ["Method", "sigma", *(f"eps (delta={d:g})" for d in deltas),
+                  *per_model_header, "seeds"]
+    else:
+        header = ["Method", *per_model_header, "eps", "seeds"]
     body = []
-    for label, per_model in rows.items():
-        line = [label]
+    for (label, sigma), per_model in rows.items():
+        cells = []
         eps, seeds = math.nan, []
         for m in models:
-            s = per_model.get(m)
-            if s is None:
-                line += ["", ""]
+            g = per_model.get(m)
+            if g is None:
+                cells += ["", ""]
                 continue
-            line.append(_fmt(s["test_acc"], s["test_acc_ci95"]))
-            line.append(_fmt_num(s["bits_per_coordinate"]) + ("" if s["bits_measured"] else "*"))
+            s = g.stats(at)
+            cells.append(_fmt(s["test_acc"], s["test_acc_ci95"]))
+            cells.append(_fmt_num(s["bits_per_coordinate"]) + ("" if s["bits_measured"] else "*"))
             eps = s["epsilon"] if math.isnan(eps) else eps
             seeds.append(str(s["seeds"]))
-        line += [_fmt_num(eps), "/".join(seeds)]
-        body.append(line)
+        if deltas:
+            g = per_model[min(per_model, key=models.index)]
+            body.append([label, "-" if sigma is None else f"{sigma:g}",
+                         *(_fmt_num(g.epsilon_at(d)) for d in deltas), *cells, "/".join(seeds)])
+        else:
+            body.append([label, *cells, _fmt_num(eps), "/".join(seeds)])
     note = (f"test accuracy at the {'last round' if at == 'final' else 'round of best validation accuracy'}; "
             "95% CI of the mean over seeds (Student t); * = not measured, 32 bits per float32 "
             "coordinate (no payload)")
+    if deltas:
+        note += (f"; eps after the rounds run, recomputed at each delta ({ACCOUNTING_VIEW}; "
+                 "Laplace methods: pure DP, the same at every delta)")
     if markdown:
         out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         out += ["| " + " | ".join(line) + " |" for line in body]

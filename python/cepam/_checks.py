@@ -1,0 +1,36 @@
+"""Argument checks shared by the public functions (each raises a cepam error)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = ["check_positive", "check_clip"]
+
+
+def check_positive(name: str, value: object) -> float:
+    """``value`` as a float; raises InvalidTypeError unless it is a real number
+    (bools excluded) and InvalidArgumentError unless it is positive and finite."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not (math.isfinite(value) and value > 0.0):
+        raise InvalidArgumentError(f"{name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def check_clip(clip: object) -> float:
+    """An l2 clipping bound: a positive finite number, or None for no clipping
+    (returned as inf)."""
+    if clip is None:
+        return math.inf
+    if isinstance(clip, (bool, np.bool_)) or not isinstance(clip, numbers.Real):
+        raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")
+    clip = float(clip)
+    if not (math.isfinite(clip) and clip > 0.0):
+        raise InvalidArgumentError(f"clip must be a positive finite number or None, got {clip}")
+    return clip
