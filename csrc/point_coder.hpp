@@ -39,7 +39,9 @@ namespace cepam {
 
 class PointCoder {
  public:
-  static constexpr std::size_t kMaxCandidates = 1024;
+  // 64 keeps the table cheap (E8 at rms/sigma 0.9: 2.3 M coords/s encode,
+  // 5.6 decode, 0.89 bits; 1024 gave 0.78 bits at 0.2 M coords/s).
+  static constexpr std::size_t kMaxCandidates = 64;
   static constexpr std::uint32_t kEscapeFreq = kProbScale >> 12;
   static constexpr std::uint32_t kSlots = kProbScale - kEscapeFreq;  // S: the escape's start
   static constexpr double kTail = 1.0;  // R = rho + sp (sqrt(n) + kTail)

@@ -636,10 +636,10 @@ def _make_bases() -> dict[str, bytes]:
             # Enough coordinates for the ANS stream to hold words after its states.
             f"{coder}-gauss-n2-m300": enc(rng.normal(scale=0.3, size=300), g, dim=2),
             # A2, D4, E8: with the ANS coder, the point model at low SNR (A2, E8;
-            # the E8 one with outliers, which take the escape to the box model),
+            # the E8 one with an outlier, which takes the escape to the box model),
             # the box model at high SNR (D4).
             f"{coder}-a2-low": enc(0.01 * rng.normal(size=400), g, lattice="A2"),
-            f"{coder}-e8-escapes": enc(np.where(np.arange(800) % 400 == 3, 3.0,
+            f"{coder}-e8-escapes": enc(np.where(np.arange(800) % 800 == 3, 3.0,
                                                 0.001 * rng.normal(size=800)), g, lattice="E8"),
             f"{coder}-d4-high": enc(10 * x, g, lattice="D4"),
         })
@@ -1577,10 +1577,10 @@ def test_lattice_bases_use_the_expected_model_and_decode():
     for name, model in LATTICE_ANS.items():
         raw = RawPayload.parse(BASES[name])
         assert AnsBody.parse(raw.body, raw.lattice).point_model == model, name
-    # The E8 base's outliers (3.0 against sigma 0.1) lie far outside the
+    # The E8 base's outlier (3.0 against sigma 0.1) lies far outside the
     # point model's candidates: escaped to the box model, and decoded.
     y = cepam.decode(BASES["ans-e8-escapes"], secret=SECRET)
-    assert np.all(np.abs(y[np.arange(800) % 400 == 3] - 3.0) < 1.0)
+    assert np.all(np.abs(y[np.arange(800) % 800 == 3] - 3.0) < 1.0)
 
 
 @pytest.mark.parametrize("name", sorted(LATTICE_ANS))
