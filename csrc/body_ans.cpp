@@ -119,12 +119,15 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
                                   const std::int64_t* M, const double* beta, const double* V) {
   const std::size_t n = static_cast<std::size_t>(basis_.n);
   encode_h(count, H, ans_);
-  // The box model: for one sub-vector, or batches of coordinates in coding
-  // order for a diagonal basis.
-  const auto box = [&](std::size_t j, AnsEncoder& enc) {
+  // The box model: for one sub-vector (into enc and, if given, also into a
+  // second stream, with each coordinate's table computed once), or batches
+  // of coordinates in coding order for a diagonal basis.
+  const auto box = [&](std::size_t j, AnsEncoder& enc, AnsEncoder* also) {
     const std::int64_t* m = M + j * n;
     visit_coordinates(basis_, beta[j], V + j * n, m, [&](int k, double g, double o) {
-      cells_.encode(m[k], cells_.layout(g, o), enc);
+      const auto layout = cells_.layout(g, o);
+      cells_.encode(m[k], layout, enc);
+      if (also) cells_.encode(m[k], layout, *also);
     });
   };
   if (!is_diagonal(basis_)) {
@@ -137,8 +140,10 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
         ans_points_ = ans_;
         points_started_ = true;
       }
-      if (points_started_ && !(table && points_->encode(M + j * n, ans_points_))) box(j, ans_points_);
-      box(j, ans_);
+      // The point stream takes the point, or the escape and then the box
+      // model's symbols, which the box stream takes too.
+      const bool pointed = points_started_ && table && points_->encode(M + j * n, ans_points_);
+      box(j, ans_, points_started_ && !pointed ? &ans_points_ : nullptr);
     }
     return;
   }
