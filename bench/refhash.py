@@ -136,7 +136,7 @@ def run():
                             crng = np.random.default_rng(m + n + mech + ki)
                             for t in range(40):
                                 b = bytearray(body)
-                                nb, nh, nm = len(b), hb, mb
+                                nh, nm = hb, mb
                                 if t % 4 == 0 and len(b) > 0:
                                     b[crng.integers(len(b))] ^= 1 << crng.integers(8)
                                 elif t % 4 == 1 and len(b) > 0:
