@@ -60,7 +60,7 @@ U64 = (1 << 64) - 1
 MB = 1 << 20
 DBL_MAX = sys.float_info.max
 
-# The ANS body (csrc/rans.hpp, source_model.hpp, conditional_coder.hpp).
+# The ANS body (csrc/coding/rans.hpp, coding/source_model.hpp, coding/conditional_coder.hpp).
 PROB_BITS = 24
 PROB_SCALE = 1 << PROB_BITS
 ESCAPE = PROB_SCALE - 1  # start of the escape symbol (frequency 1), for H and for M
@@ -334,7 +334,7 @@ class AnsBody:
     model: AnsModel
     stream: bytes
     # A2, D4, E8 (lattice codes 2-4): the byte after the source model, 0 box
-    # model, 1 point model (csrc/point_coder.hpp); None for Z^n.
+    # model, 1 point model (csrc/coding/point_coder.hpp); None for Z^n.
     point_model: int | None = None
 
     @classmethod
@@ -361,7 +361,7 @@ class AnsBody:
 
 
 class RansEncoder:
-    """A test-side mirror of csrc/rans.cpp: symbols in decode order, coded in reverse."""
+    """A test-side mirror of csrc/coding/rans.cpp: symbols in decode order, coded in reverse."""
 
     def __init__(self) -> None:
         self.symbols: list[tuple[int, int]] = []

@@ -430,7 +430,7 @@ def point_model_byte(payload: bytes) -> int:
     return body[model_bits // 8 - 1]
 
 
-# The point model (csrc/point_coder.hpp) at low signal-to-noise ratio: pinned
+# The point model (csrc/coding/point_coder.hpp) at low signal-to-noise ratio: pinned
 # like the payloads above, for a source much smaller than the noise.
 GOLDEN_POINT_MODEL = {"A2": "f1eed401aed25944", "D4": "b5ae58aa8fd5ff9e", "E8": "efda943349a9466f"}
 

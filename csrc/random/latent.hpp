@@ -7,7 +7,7 @@
 //   Laplace(b), n > 1 (product):   U ~ Gamma(n+1,1), r = b U,         l1 ball;
 //   SDQ(step), n = 1:              no latent,       r = step / 2,     interval.
 // Each sampler turns a fixed number of 64-bit random words into r(U), with
-// the deterministic logarithm and cosine of detmath.hpp.
+// the deterministic logarithm and cosine of random/detmath.hpp.
 //
 // chi2(2k) = -2 log(u_1 ... u_k); chi2(1) = -2 log(u_a) cos^2(2 pi u_b)
 // (Box-Muller); Gamma(k, 1) = -log(u_1 ... u_k).  Products of at most 9
@@ -17,8 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels.hpp"
-#include "lattice.hpp"
+#include "lrsuq/batch_kernels.hpp"
+#include "lattice/lattice.hpp"
 
 namespace cepam {
 

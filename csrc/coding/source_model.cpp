@@ -1,10 +1,10 @@
-#include "source_model.hpp"
+#include "coding/source_model.hpp"
 
 #include <cstring>
 
-#include "bitstream.hpp"
-#include "detmath.hpp"
-#include "errors.hpp"
+#include "coding/bitstream.hpp"
+#include "random/detmath.hpp"
+#include "common/errors.hpp"
 
 namespace cepam {
 namespace {

@@ -1,4 +1,4 @@
-#include "rans.hpp"
+#include "coding/rans.hpp"
 
 namespace cepam {
 

@@ -8,13 +8,13 @@
 #include <cstring>
 #include <string>
 
-#include "body.hpp"
-#include "chacha20.hpp"
-#include "detmath.hpp"
-#include "errors.hpp"
-#include "lrsuq.hpp"
-#include "payload_body.hpp"
-#include "rans.hpp"
+#include "payload/golomb_body.hpp"
+#include "random/chacha20.hpp"
+#include "random/detmath.hpp"
+#include "common/errors.hpp"
+#include "lrsuq/quantizer.hpp"
+#include "payload/body.hpp"
+#include "coding/rans.hpp"
 
 namespace py = pybind11;
 using namespace cepam;

@@ -1,4 +1,4 @@
-// The Voronoi lattices A2, D4 and E8 (besides Z^n, lattice.hpp), for the
+// The Voronoi lattices A2, D4 and E8 (besides Z^n, lattice/lattice.hpp), for the
 // Gaussian mechanism: the acceptance region is the l2 ball of radius
 // beta rho, which lies strictly inside the scaled Voronoi cell, so no cell is
 // a ball and H ~ Geometric(packing density).
@@ -44,8 +44,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "chacha20.hpp"
-#include "lattice.hpp"
+#include "random/chacha20.hpp"
+#include "lattice/lattice.hpp"
 
 namespace cepam {
 

@@ -1,11 +1,11 @@
-#include "conditional_coder.hpp"
+#include "coding/conditional_coder.hpp"
 
 #include <algorithm>
 #include <array>
 #include <type_traits>
 
-#include "cpu.hpp"
-#include "simd_avx2.hpp"
+#include "common/cpu.hpp"
+#include "lrsuq/simd_avx2.hpp"
 
 namespace cepam {
 namespace {
@@ -40,7 +40,7 @@ std::int64_t get_escaped(AnsDecoder& dec) {
 #if CEPAM_X86_DISPATCH
 
 // CellCoder's tables for four coordinates, one per lane, computed with the
-// scalar code's IEEE operations per lane (simd_avx2.hpp).  Only "plain"
+// scalar code's IEEE operations per lane (lrsuq/simd_avx2.hpp).  Only "plain"
 // tables are computed exactly: finite, within 2^50 cells of 0 (where the
 // scalar clamps do nothing), not coarse (shift 0) and of at least 3
 // symbols.  Their cells and counts are small integers, exact as doubles,
@@ -170,7 +170,7 @@ CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t*
                                    const double* g, const double* o, std::uint32_t* start,
                                    std::uint32_t* freq) {
   const Tables4 t = layout4(model, _mm256_loadu_pd(g), _mm256_loadu_pd(o));
-  // j exactly as double (|j| <= 2^53, lrsuq.hpp); q = j - lo, exact where it matters.
+  // j exactly as double (|j| <= 2^53, lrsuq/quantizer.hpp); q = j - lo, exact where it matters.
   const __m256d q_d = _mm256_sub_pd(
       avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(j))), t.lo);
   const __m256d inside = _mm256_and_pd(

@@ -4,8 +4,8 @@
 //
 // Coder 1 ("golomb"), the paper's choice:
 //   u32 Golomb parameter, u8 exp-Golomb order, u64 H bits, u64 M bits
-//   (little-endian), then the H and M sections of body.hpp.
-// Coder 2 ("ans"): body_ans.hpp.
+//   (little-endian), then the H and M sections of payload/golomb_body.hpp.
+// Coder 2 ("ans"): payload/ans_body.hpp.
 #pragma once
 
 #include <cstddef>
@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "chacha20.hpp"
-#include "lrsuq.hpp"
+#include "random/chacha20.hpp"
+#include "lrsuq/quantizer.hpp"
 
 namespace cepam {
 

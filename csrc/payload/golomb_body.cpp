@@ -1,11 +1,11 @@
-#include "body.hpp"
+#include "payload/golomb_body.hpp"
 
 #include <cmath>
 #include <string>
 
-#include "bitstream.hpp"
-#include "errors.hpp"
-#include "lrsuq.hpp"
+#include "coding/bitstream.hpp"
+#include "common/errors.hpp"
+#include "lrsuq/quantizer.hpp"
 
 namespace cepam {
 namespace {

@@ -1,4 +1,4 @@
-#include "cpu.hpp"
+#include "common/cpu.hpp"
 
 #include <cstdlib>
 #include <cstring>

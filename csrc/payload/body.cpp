@@ -1,11 +1,11 @@
-#include "payload_body.hpp"
+#include "payload/body.hpp"
 
 #include <algorithm>
 #include <cstddef>
 
-#include "body.hpp"
-#include "body_ans.hpp"
-#include "errors.hpp"
+#include "payload/golomb_body.hpp"
+#include "payload/ans_body.hpp"
+#include "common/errors.hpp"
 
 namespace cepam {
 namespace {

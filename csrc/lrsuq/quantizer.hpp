@@ -10,16 +10,16 @@
 //
 // Randomness: latent words of sub-vector j are words [j W, (j + 1) W) of
 // stream 0; dither words of trial i are words [j n, (j + 1) n) of stream i
-// (see chacha20.hpp).  The decoder computes V_{j, H_j} directly.
+// (see random/chacha20.hpp).  The decoder computes V_{j, H_j} directly.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "chacha20.hpp"
-#include "latent.hpp"
-#include "lattice.hpp"
-#include "lattices.hpp"
+#include "random/chacha20.hpp"
+#include "random/latent.hpp"
+#include "lattice/lattice.hpp"
+#include "lattice/root_lattices.hpp"
 
 namespace cepam {
 
@@ -111,7 +111,7 @@ void lrsuq_reconstruct(const LrsuqParams& p, const double* beta, const double* V
                        const std::int64_t* M, std::size_t first, std::size_t last, std::size_t m,
                        T* y);
 
-// The lattice's lower-triangular basis (see body_ans.hpp).
+// The lattice's lower-triangular basis (see payload/ans_body.hpp).
 TriangularBasis lattice_basis(const LrsuqParams& p);
 
 // The lattice alone, for tests: closest points (integer basis coordinates)

@@ -1,11 +1,11 @@
-#include "lrsuq.hpp"
+#include "lrsuq/quantizer.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
+#include "common/errors.hpp"
 
 namespace cepam {
 namespace {

@@ -2,13 +2,13 @@
 // every trial index H_j (exact Geometric(p) model) followed by every lattice
 // coordinate, coded conditionally on the decoder's side information: the
 // scale beta_j = r(U_j) / rho and the dither V_{j, H_j} of each sub-vector
-// (see conditional_coder.hpp).  H comes first because its model needs
+// (see coding/conditional_coder.hpp).  H comes first because its model needs
 // nothing; the decoder then computes the side information of the block's
 // sub-vectors and decodes their M.
 //
 // Layout: source model (SourceModel::serialize), for the lattices with a
 // point model (uses_point_model: A2, D4, E8) a byte saying which model codes
-// M (0: the box model alone, 1: the point model of point_coder.hpp with the
+// M (0: the box model alone, 1: the point model of coding/point_coder.hpp with the
 // box model for its escapes; the encoder codes both and keeps the shorter),
 // then the rANS bytes.  The stream goes block by block, kAnsBlock
 // sub-vectors a block: the H of the block, then its M, so the decoder needs
@@ -20,11 +20,11 @@
 #include <memory>
 #include <vector>
 
-#include "conditional_coder.hpp"
-#include "lattice.hpp"
-#include "point_coder.hpp"
-#include "rans.hpp"
-#include "source_model.hpp"
+#include "coding/conditional_coder.hpp"
+#include "lattice/lattice.hpp"
+#include "coding/point_coder.hpp"
+#include "coding/rans.hpp"
+#include "coding/source_model.hpp"
 
 namespace cepam {
 

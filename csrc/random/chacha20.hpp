@@ -39,7 +39,7 @@ inline constexpr int kChaChaBatch = 16;
 // A kernel computing kChaChaBatch blocks at once: block index[l] of stream
 // stream[l] into out[8 l .. 8 l + 8) (as 64-bit words), l < kChaChaBatch.
 // There is a portable one and, where the CPU has them, AVX2 and AVX-512
-// ones (see cpu.hpp); all give the same bits.
+// ones (see common/cpu.hpp); all give the same bits.
 using ChaChaBatch = void (*)(const ChaChaKey& key, std::uint32_t purpose,
                              const std::uint32_t* stream, const std::uint64_t* index,
                              std::uint64_t* out);

@@ -8,14 +8,14 @@
 // bits, and branches turned into selections between both computed
 // alternatives (_mm256_blendv_pd takes its second operand where the mask is
 // set; the ordered, quiet comparisons are false for NaN, like the scalar
-// ones).  Callers select these kernels at run time (cpu.hpp).
+// ones).  Callers select these kernels at run time (common/cpu.hpp).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu.hpp"
-#include "detmath.hpp"
+#include "common/cpu.hpp"
+#include "random/detmath.hpp"
 
 #if CEPAM_X86_DISPATCH
 #include <immintrin.h>
@@ -53,7 +53,7 @@ CEPAM_TARGET_AVX2 inline __m256i to_int64(__m256d f) {
 }
 
 // uniform_co(w) = double(w >> 11) 2^-53 and uniform_oc(w) =
-// double((w >> 11) + 1) 2^-53 (chacha20.hpp) for four words.
+// double((w >> 11) + 1) 2^-53 (random/chacha20.hpp) for four words.
 CEPAM_TARGET_AVX2 inline __m256d uniform_co(__m256i w) {
   return _mm256_mul_pd(to_double(_mm256_srli_epi64(w, 11)), _mm256_set1_pd(0x1.0p-53));
 }

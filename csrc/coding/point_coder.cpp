@@ -1,10 +1,10 @@
-#include "point_coder.hpp"
+#include "coding/point_coder.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "detmath.hpp"
-#include "errors.hpp"
+#include "random/detmath.hpp"
+#include "common/errors.hpp"
 
 namespace cepam {
 namespace {

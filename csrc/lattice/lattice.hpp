@@ -15,8 +15,8 @@
 //   reconstruction beta (G m + v), over the flat element arrays of a chunk
 //   of sub-vectors (same results as dither + closest_point + to_point per
 //   sub-vector).
-// The hot loops in lrsuq.cpp are templated on the lattice type; A2, D4 and
-// E8 are in lattices.hpp, and lrsuq.cpp dispatches on LatticeId.
+// The hot loops in lrsuq/quantizer.cpp are templated on the lattice type; A2, D4 and
+// E8 are in lattice/root_lattices.hpp, and lrsuq/quantizer.cpp dispatches on LatticeId.
 #pragma once
 
 #include <cmath>
@@ -24,8 +24,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "chacha20.hpp"
-#include "kernels.hpp"
+#include "random/chacha20.hpp"
+#include "lrsuq/batch_kernels.hpp"
 
 namespace cepam {
 
@@ -36,7 +36,7 @@ enum class Norm : int { L2 = 2, L1 = 1 };
 // zero for k > i, so coordinate k of the lattice point with integer
 // coordinates m is sum_{i >= k} m_i b[i n + k].  Lattices report their
 // basis in this form; the entropy coder visits k = n-1 down to 0, when every
-// m_i with i > k is known (body_ans.hpp).
+// m_i with i > k is known (payload/ans_body.hpp).
 struct TriangularBasis {
   int n;
   std::vector<double> b;

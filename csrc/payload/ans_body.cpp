@@ -1,9 +1,9 @@
-#include "body_ans.hpp"
+#include "payload/ans_body.hpp"
 
 #include <type_traits>
 
-#include "conditional_coder.hpp"
-#include "errors.hpp"
+#include "coding/conditional_coder.hpp"
+#include "common/errors.hpp"
 
 namespace cepam {
 namespace {

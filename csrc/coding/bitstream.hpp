@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "errors.hpp"
+#include "common/errors.hpp"
 
 #if defined(_MSC_VER)
 #include <intrin.h>

@@ -25,11 +25,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bitstream.hpp"
-#include "errors.hpp"
-#include "lrsuq.hpp"
-#include "rans.hpp"
-#include "source_model.hpp"
+#include "coding/bitstream.hpp"
+#include "common/errors.hpp"
+#include "lrsuq/quantizer.hpp"
+#include "coding/rans.hpp"
+#include "coding/source_model.hpp"
 
 namespace cepam {
 

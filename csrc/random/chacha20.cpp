@@ -1,8 +1,8 @@
-#include "chacha20.hpp"
+#include "random/chacha20.hpp"
 
 #include <cstring>
 
-#include "cpu.hpp"
+#include "common/cpu.hpp"
 
 #if CEPAM_X86_DISPATCH
 // GCC 12's AVX-512 intrinsics trip its own -Wuninitialized (GCC bug 105593).

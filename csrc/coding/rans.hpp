@@ -22,8 +22,8 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu.hpp"
-#include "errors.hpp"
+#include "common/cpu.hpp"
+#include "common/errors.hpp"
 
 namespace cepam {
 
@@ -125,7 +125,7 @@ class AnsDecoder {
   }
 
   // The decoder's position, for loops that run the states themselves
-  // (decode_run, and the SIMD decoder in conditional_coder.cpp): x[t] is
+  // (decode_run, and the SIMD decoder in coding/conditional_coder.cpp): x[t] is
   // the state of the lane of the next symbol plus t, pos the offset of the
   // next word in data().
   struct Cursor {

@@ -4,8 +4,8 @@
 // elements (element e = coordinate k of sub-vector c, e = c n + k), with the
 // sub-vector's scale beta repeated for each of its coordinates, and run
 // these kernels over them.  Each kernel applies the scalar formula written
-// in its comment to every element; the AVX2 forms (kernels.cpp, chosen at
-// run time, see cpu.hpp) do so four elements at a time with the same IEEE
+// in its comment to every element; the AVX2 forms (lrsuq/batch_kernels.cpp, chosen at
+// run time, see common/cpu.hpp) do so four elements at a time with the same IEEE
 // operations in the same order, so the results are the same bits.
 #pragma once
 
@@ -18,7 +18,7 @@ namespace cepam::kernels {
 // for even k = n + 2, (k - 1) / 2 + 2 for odd k.
 inline constexpr int gaussian_words(int n) { return (n % 2 == 0) ? (n + 2) / 2 : (n + 1) / 2 + 2; }
 
-// The latent samplers' radii (latent.hpp), for sub-vectors c < count whose
+// The latent samplers' radii (random/latent.hpp), for sub-vectors c < count whose
 // words start at w + c W (W the sampler's words per sub-vector):
 // Gaussian(sigma), k = n + 2, p = k / 2:
 //   half = log(u_oc(w_0) ... u_oc(w_{p-1}));

@@ -1,18 +1,18 @@
-// Element-wise kernels of the LRSUQ loops (kernels.hpp).  Each public
+// Element-wise kernels of the LRSUQ loops (lrsuq/batch_kernels.hpp).  Each public
 // function runs its AVX2 form (when available) over groups of four elements
 // and finishes with the portable loop, which is also the whole computation
 // without AVX2 and the reference the AVX2 forms mirror operation by
-// operation (simd_avx2.hpp explains how that gives the same bits).
-#include "kernels.hpp"
+// operation (lrsuq/simd_avx2.hpp explains how that gives the same bits).
+#include "lrsuq/batch_kernels.hpp"
 
 #include <cmath>
 
-#include "chacha20.hpp"
-#include "cpu.hpp"
-#include "detmath.hpp"
-#include "lattice.hpp"
+#include "random/chacha20.hpp"
+#include "common/cpu.hpp"
+#include "random/detmath.hpp"
+#include "lattice/lattice.hpp"
 
-#include "simd_avx2.hpp"
+#include "lrsuq/simd_avx2.hpp"
 
 namespace cepam::kernels {
 namespace {

@@ -31,9 +31,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "lattice.hpp"
-#include "rans.hpp"
-#include "source_model.hpp"
+#include "lattice/lattice.hpp"
+#include "coding/rans.hpp"
+#include "coding/source_model.hpp"
 
 namespace cepam {
 
