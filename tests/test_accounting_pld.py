@@ -203,3 +203,38 @@ def test_accountant_bad_input():
     p1 = PrivacyLossDistribution.identity(discretization=0.1)
     with pytest.raises(InvalidArgumentError):
         p1.compose(PrivacyLossDistribution.identity(discretization=0.2))
+
+
+def test_explicit_discretization_is_honoured_or_refused():
+    """A step the caller passes is used as given (the review found 1e-5
+    silently coarsened to 9e-5); one too fine for the event is refused with
+    the step that works; None lets the accountant choose (and coarsen)."""
+    s = FLSetting(**PAPER)
+    event = CepamGaussianRound(sigma=0.3, setting=s)
+    fine = PLDAccountant(discretization=1e-5).compose(event, 80)
+    assert fine.discretization() == 1e-5
+    auto = PLDAccountant().compose(event, 80)
+    assert auto.discretization() > 1e-5
+    # a finer grid is at least as tight and both stay above the truth
+    assert fine.get_epsilon(1e-5) <= auto.get_epsilon(1e-5) + 1e-12
+    assert fine.get_epsilon(1e-5) == pytest.approx(auto.get_epsilon(1e-5), rel=1e-3)
+    tiny = CepamGaussianRound(sigma=1e-3, setting=s)   # losses reach ~7.5e4 nats
+    with pytest.raises(InvalidArgumentError, match=r"too fine.*discretization >= "):
+        PLDAccountant(discretization=1e-4).compose(tiny)
+    coarse = PLDAccountant(discretization=1e-4, coarsen=True).compose(tiny)
+    assert coarse.discretization() > 1e-4
+    assert PLDAccountant().compose(tiny).discretization() == coarse.discretization()
+    with pytest.raises(InvalidTypeError):
+        PLDAccountant(coarsen="yes")
+
+
+def test_cli_discretization_is_honoured(capsys):
+    from cepam.cli import main
+
+    args = ["privacy", "--sigma", "0.3", "--clip", "1", "--clients", "30", "--local-steps",
+            "15", "--dataset-size", "1666", "--rounds", "80", "--delta", "1e-5", "--json"]
+    assert main([*args, "--discretization", "1e-5"]) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["method"]["discretization"] == 1e-5

@@ -163,16 +163,32 @@ def test_round_epsilon_inverts_delta():
 def test_laplace_condition():
     s = FLSetting(**PAPER)
     p = s.sampling_probability
-    g = paper_laplace_round(scale=6.0, setting=s)
+    g = paper_laplace_round(scale=6.0, setting=s, dimension=1)
     assert g.eps_tilde == pytest.approx(2 * 15 * 1.0 / 6.0)
     assert g.delta == 0.0 and g.epsilon == pytest.approx(math.log1p(p * math.expm1(5.0)))
-    assert paper_laplace_round(scale=6.0, setting=s, eps_tilde=7.0).eps_tilde == 7.0
+    assert paper_laplace_round(scale=6.0, setting=s, dimension=1, eps_tilde=7.0).eps_tilde == 7.0
     with pytest.raises(InvalidArgumentError, match="condition"):
-        paper_laplace_round(scale=6.0, setting=s, eps_tilde=4.9)
+        paper_laplace_round(scale=6.0, setting=s, dimension=1, eps_tilde=4.9)
     # l2 clip in m dimensions: l1 sensitivity grows by sqrt(m)
     assert paper_laplace_round(scale=6.0, setting=s, dimension=4).eps_tilde == pytest.approx(10.0)
     t = tight_laplace_round(scale=6.0, setting=s, dimension=4)
     assert t.eps_tilde == pytest.approx(2 * 1.0 * 2 / 6.0) and t.delta == 0.0
+
+
+def test_laplace_paper_round_requires_dimension():
+    """The paper's l1 reading (dimension=1) under-reports for an l2 clip, so
+    the dimension has no default: b = 10, m = 10^4, the review's example."""
+    s = FLSetting(**PAPER)
+    with pytest.raises(TypeError, match="dimension"):
+        paper_laplace_round(scale=10.0, setting=s)  # type: ignore[call-arg]
+    with pytest.raises(InvalidArgumentError):
+        paper_laplace_round(scale=10.0, setting=s, dimension=0)
+    l1 = paper_laplace_round(scale=10.0, setting=s, dimension=1)
+    l2 = paper_laplace_round(scale=10.0, setting=s, dimension=10_000)
+    tight = tight_laplace_round(scale=10.0, setting=s, dimension=10_000)
+    assert l1.epsilon == pytest.approx(0.158, abs=1e-3)
+    assert tight.epsilon == pytest.approx(15.29, abs=1e-2)
+    assert l2.epsilon >= tight.epsilon > 90 * l1.epsilon
 
 
 @pytest.mark.parametrize("kw,err", [

@@ -13,9 +13,13 @@ compose events, then ask for eps at a delta (or delta at an eps).
 
 Each event is turned into a PLD that dominates it under the symmetric
 replace-one relation (:mod:`.pld`, connect-the-dots on its privacy profile),
-and the PLDs are convolved. The grid step is ``discretization`` (default
-1e-4 nats) unless an event's losses reach so far that it must be coarser
-(at most 2**16 grid points per side). This is the same machinery that
+and the PLDs are convolved. The grid step: by default 1e-4 nats, coarsened
+where an event's losses reach so far that it must be (at most 2**16 grid
+points per side; :meth:`PLDAccountant.discretization` says which step was
+used). A ``discretization`` you pass is honoured exactly, or refused with
+:class:`~cepam.errors.InvalidArgumentError` when an event would need more
+than 2**22 grid points per side at that step: never coarsened silently
+(``coarsen=True`` asks for the default's behaviour from a finer start). This is the same machinery that
 ``dp_accounting``'s PLD accountant uses; cepam's CEPAM event has no
 ``dp_accounting`` counterpart (see ``docs/privacy.md``), so the default
 backend is cepam's own numpy code. ``backend="dp_accounting"`` instead builds
@@ -42,7 +46,8 @@ __all__ = ["PLDAccountant", "DEFAULT_DISCRETIZATION", "require_dp_accounting"]
 
 #: Default PLD grid step (nats).
 DEFAULT_DISCRETIZATION = 1e-4
-_MAX_GRID = 2**16
+_MAX_GRID = 2**16  # grid points per side when the accountant chooses the step
+_MAX_EXPLICIT_GRID = 2**22  # ... when the caller does (about 1.5 s for 80 rounds)
 _TAIL = 1e-18
 _SCAN = np.concatenate(([0.0], np.logspace(-6, math.log10(EPSILON_CAP), 601)))
 
@@ -80,10 +85,16 @@ class PLDAccountant:
     """Privacy accountant based on privacy loss distributions.
 
     Args:
-        discretization: PLD grid step in nats (> 0); default
-            :data:`DEFAULT_DISCRETIZATION`. It is coarsened automatically
-            when an event's losses reach beyond ``2**16`` steps (tiny noise);
-            the result stays a valid, if looser, bound.
+        discretization: PLD grid step in nats (> 0), honoured exactly:
+            :meth:`compose` refuses an event whose losses would need more
+            than ``2**22`` grid points per side at this step. ``None`` (the
+            default): :data:`DEFAULT_DISCRETIZATION`, coarsened where an
+            event's losses reach beyond ``2**16`` steps (tiny noise); the
+            result stays a valid, if looser, bound.
+        coarsen: with an explicit ``discretization``, treat it as the finest
+            step wanted and coarsen it as the default does, instead of
+            refusing (``calibrate_sigma`` does this). Implied when
+            ``discretization`` is None.
         tail_mass_truncation: tail mass that each composition may cut (sent
             to +inf, i.e. added to delta), default 1e-15.
         backend: ``"numpy"`` (default) or ``"dp_accounting"``.
@@ -93,9 +104,12 @@ class PLDAccountant:
             ``backend="dp_accounting"`` without the package.
     """
 
-    def __init__(self, *, discretization: float | None = None,
+    def __init__(self, *, discretization: float | None = None, coarsen: bool = False,
                  tail_mass_truncation: float = 1e-15, backend: Backend = "numpy") -> None:
         self._h = None if discretization is None else _v.positive("discretization", discretization)
+        if not isinstance(coarsen, bool):
+            raise InvalidTypeError(f"coarsen must be a bool, got {type(coarsen).__name__}")
+        self._coarsen = coarsen or self._h is None
         self._tol = _v.positive("tail_mass_truncation", tail_mass_truncation)
         if backend not in ("numpy", "dp_accounting"):
             raise InvalidArgumentError(f"backend must be 'numpy' or 'dp_accounting', got {backend!r}")
@@ -119,12 +133,23 @@ class PLDAccountant:
 
         Raises:
             InvalidTypeError: ``event`` lacks ``privacy_profile``.
-            InvalidArgumentError: count < 1.
+            InvalidArgumentError: count < 1; or, with an explicit
+                ``discretization`` (and ``coarsen=False``), an event whose
+                losses reach beyond ``2**22`` steps of it (the message names
+                the finest step that works).
         """
         if not isinstance(event, PrivacyEvent):
             raise InvalidTypeError(
                 f"event must provide privacy_profile() and describe(), got {type(event).__name__}")
         count = _v.integer("count", count)
+        if not self._coarsen:
+            emax = _epsilon_max(event)
+            if emax / self._h > _MAX_EXPLICIT_GRID:
+                raise InvalidArgumentError(
+                    f"discretization={self._h:g} is too fine for this event: its privacy "
+                    f"losses reach {emax:.4g} nats, {emax / self._h:.3g} grid steps per side "
+                    f"(at most {_MAX_EXPLICIT_GRID}); pass discretization >= "
+                    f"{emax / _MAX_EXPLICIT_GRID:.3g}, or None to let the accountant choose")
         self._ledger.append((event, count))
         self._cache = None
         return self
@@ -133,11 +158,15 @@ class PLDAccountant:
         """(grid step, each ledger event's largest grid loss)."""
         emaxes = [_epsilon_max(e) for e, _ in self._ledger]
         base = DEFAULT_DISCRETIZATION if self._h is None else self._h
+        if not self._coarsen:
+            return base, emaxes
         return max([base, *(e / _MAX_GRID for e in emaxes)]), emaxes
 
     def discretization(self) -> float:
-        """The grid step the composed PLD uses (nats): the requested one, or
-        coarser if an event's losses reach beyond ``2**16`` steps."""
+        """The grid step the composed PLD uses (nats): the one passed, or,
+        when the accountant chooses (``discretization=None`` or
+        ``coarsen=True``), the default coarsened if an event's losses reach
+        beyond ``2**16`` steps."""
         return self._plan()[0]
 
     def _composed(self) -> Any:

@@ -41,10 +41,10 @@ SIGMA_RANGE = (1e-9, 1e9)
 
 
 def _accountant(sigma: float, rounds: int, setting: FLSetting, bound: Bound,
-                discretization: float | None) -> PLDAccountant:
+                discretization: float | None, *, coarsen: bool = False) -> PLDAccountant:
     if bound not in BOUNDS:
         raise InvalidArgumentError(f"bound must be one of {BOUNDS}, got {bound!r}")
-    acct = PLDAccountant(discretization=discretization)
+    acct = PLDAccountant(discretization=discretization, coarsen=coarsen)
     return acct.compose(CepamGaussianRound(sigma=sigma, setting=setting, bound=bound), rounds)
 
 
@@ -58,7 +58,8 @@ def epsilon_after_rounds(*, sigma: float, delta: float, rounds: int, setting: FL
         rounds: number of rounds R >= 1.
         setting: the FL setting (threat model included).
         bound: per-round bound, ``"tight"`` or ``"paper"``.
-        discretization: PLD grid step (default: the accountant's).
+        discretization: PLD grid step, honoured exactly (default None:
+            the accountant chooses; see :class:`~.accountant.PLDAccountant`).
 
     Returns:
         eps >= 0, or ``math.inf`` if no finite eps is certified (delta below
@@ -97,8 +98,10 @@ def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
         setting: the FL setting.
         bound: ``"tight"`` (default) or ``"paper"``.
         rtol: relative precision of sigma (> 0); the result errs high.
-        discretization: PLD grid step (default: the accountant's, or
-            ``target_epsilon / 100`` if finer).
+        discretization: PLD grid step, honoured exactly (see
+            :class:`~.accountant.PLDAccountant`: a step too fine for some
+            sigma the search visits raises). Default: the accountant's, or
+            ``target_epsilon / 100`` if finer, coarsened where sigma is tiny.
 
     Returns:
         sigma > 0 (per-coordinate noise std of each client's decoded update).
@@ -126,15 +129,15 @@ def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
             "every sigma does; ask for a smaller delta"
         )
 
-    if discretization is None:  # resolve eps well below the target
+    auto = discretization is None
+    if auto:  # resolve eps well below the target; coarser where sigma is tiny
         discretization = min(DEFAULT_DISCRETIZATION, eps_t / 100.0)
     cache: dict[float, float] = {}
 
     def eps_of(sigma: float) -> float:
         if sigma not in cache:
-            cache[sigma] = epsilon_after_rounds(sigma=sigma, delta=delta_t, rounds=rounds,
-                                                setting=setting, bound=bound,
-                                                discretization=discretization)
+            cache[sigma] = _accountant(sigma, rounds, setting, bound, discretization,
+                                       coarsen=auto).get_epsilon(delta_t)
         return cache[sigma]
 
     s_min, s_max = (r * setting.clip for r in SIGMA_RANGE)

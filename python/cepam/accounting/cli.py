@@ -52,7 +52,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--eps-tilde", type=float, default=None,
                    help="also report the paper-style per-round (eps, delta) at this eps_t")
     p.add_argument("--discretization", type=float, default=None,
-                   help="PLD grid step in nats (default automatic)")
+                   help="PLD grid step in nats, honoured exactly (refused if too fine "
+                        "for sigma); default: chosen automatically")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handler)
     return p
@@ -82,15 +83,16 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     delta = _v.probability_open("delta", args.delta)
     notes: list[str] = []
     disc = args.discretization
+    coarsen = disc is None  # a step the user gives is honoured (or refused), never coarsened
     if args.target_eps is not None:
         target = _v.positive("target_eps", args.target_eps)
-        if disc is None:  # as calibrate_sigma does, so the report matches the target
-            disc = min(DEFAULT_DISCRETIZATION, target / 100.0)
         sigma = calibrate_sigma(target_epsilon=target, target_delta=delta, rounds=rounds,
                                 setting=setting, bound=args.bound, discretization=disc)
+        if disc is None:  # as calibrate_sigma does, so the report matches the target
+            disc = min(DEFAULT_DISCRETIZATION, target / 100.0)
     else:
         sigma = _v.positive("sigma", args.sigma)
-    acct = PLDAccountant(discretization=disc)
+    acct = PLDAccountant(discretization=disc, coarsen=coarsen)
     acct.compose(CepamGaussianRound(sigma=sigma, setting=setting, bound=args.bound), rounds)
     total_eps = acct.get_epsilon(delta)
     round_eps_fn = tight_gaussian_epsilon if args.bound == "tight" else paper_gaussian_epsilon

@@ -29,8 +29,9 @@ Laplace (Thm. ``Laplace_privy``): each decoded update is ``eps``-DP with the
 same ``eps(eps_t)`` and ``delta = 0`` provided ``eps_t >= 2 tau gamma / b``
 (the paper's l1 sensitivity ``2 tau gamma``). That presumes the clip bounds
 the *l1* norm; CEPAM clips the l2 norm, and an l2 ball of radius gamma in R^m
-has l1 diameter ``2 gamma sqrt(m)``, so pass ``dimension=m`` for a statement
-that holds for cepam's l2 clip.
+has l1 diameter ``2 gamma sqrt(m)``, so :func:`paper_laplace_round` requires
+``dimension`` (``m`` for a statement that holds for cepam's l2 clip; ``1`` for
+the paper's own l1 reading).
 
 The paper's setting (``|D| = 1666, tau = 15, K = 30, gamma = 1,
 sigma = 0.001``) with ``eps_t = 5.9``:
@@ -160,17 +161,20 @@ def paper_gaussian_epsilon(delta: float, *, sigma: float, setting: FLSetting) ->
 
 
 def paper_laplace_round(
-    *, scale: float, setting: FLSetting, eps_tilde: float | None = None, dimension: int = 1
+    *, scale: float, setting: FLSetting, dimension: int, eps_tilde: float | None = None
 ) -> RoundGuarantee:
     """The paper's CEPAM-Laplace statement: pure ``eps``-DP per round.
 
     Args:
         scale: Laplace scale ``b`` > 0 per coordinate of a decoded update.
         setting: the FL setting (uses clip, tau, |D|).
+        dimension: required, no default. The number of coordinates ``m`` of
+            the update for cepam, which clips the *l2* norm (an l2 ball of
+            radius gamma has l1 diameter ``2 gamma sqrt(m)``). ``1``
+            reproduces the paper's statement, which assumes an *l1* clip
+            and under-reports for cepam's l2 clip whenever ``m > 1``.
         eps_tilde: base epsilon; defaults to the smallest admissible,
             ``2 tau gamma sqrt(dimension) / b``.
-        dimension: 1 reproduces the paper (l1 sensitivity ``2 tau gamma``);
-            pass the number of coordinates ``m`` for cepam's l2 clip.
 
     Returns:
         ``RoundGuarantee(epsilon, 0.0, eps_tilde)``.
@@ -180,9 +184,12 @@ def paper_laplace_round(
             below the condition ``eps_t >= 2 tau gamma sqrt(dimension) / b``.
 
     >>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
-    >>> g = paper_laplace_round(scale=10.0, setting=s)
+    >>> g = paper_laplace_round(scale=10.0, setting=s, dimension=1)   # the paper's l1 reading
     >>> round(g.eps_tilde, 3), round(g.epsilon, 4), g.delta
     (3.0, 0.158, 0.0)
+    >>> g = paper_laplace_round(scale=10.0, setting=s, dimension=10_000)  # cepam's l2 clip
+    >>> round(g.eps_tilde, 1), round(g.epsilon, 2)
+    (300.0, 295.29)
     """
     setting = _check_setting(setting)
     b = _v.positive("scale", scale)
