@@ -138,8 +138,36 @@ CASES = [
        r"dtype") for d in (np.int32, np.int64, np.uint8, np.complex64, np.complex128,
                            object, bool, np.longdouble, "U3", "datetime64[s]")],
     ("dtype-int32-in-dict-entry",
-     lambda: enc({"ok": np.ones(3, np.float32), "bad": np.ones(3, np.int32)}), IT, TYPE,
+     lambda: enc({"ok": np.ones(3, np.float32), "bad": np.ones(3, np.int32)},
+                 non_float="error"), IT, TYPE, r"'bad'.*dtype|dtype.*'bad'"),
+    ("dtype-complex-in-dict-entry-skipped-not",
+     lambda: enc({"ok": np.ones(3, np.float32), "bad": np.ones(3, np.complex64)}), IT, TYPE,
      r"'bad'.*dtype|dtype.*'bad'"),
+    ("dict-only-integer-entries", lambda: enc({"n": np.ones(3, np.int64)}), IA, VALUE,
+     r"no floating-point entry"),
+    ("int-in-list-entry", lambda: enc([np.ones(2), np.ones(2, np.int64)]), IT, TYPE,
+     r"entry 1.*dtype"),
+    ("non_float-bad", lambda: enc(X, non_float="drop"), IA, VALUE, r"non_float"),
+    ("codec-non_float-bad", lambda: cepam.Codec(G, secret=SECRET, non_float=None), IA, VALUE,
+     r"non_float"),
+    ("decode-dtype-bad", lambda: cepam.decode(enc(), secret=SECRET, dtype="float16"), IA,
+     VALUE, r"dtype must be one of"),
+    ("decode-expect_mechanism-str",
+     lambda: cepam.decode(enc(), secret=SECRET, expect_mechanism="gaussian"), IT, TYPE,
+     r"mechanism"),
+    ("decode-expect_clip-0", lambda: cepam.decode(enc(), secret=SECRET, expect_clip=0.0), IA,
+     VALUE, r"clip"),
+    ("decode-expect_client--1", lambda: cepam.decode(enc(), secret=SECRET, expect_client=-1),
+     IA, VALUE, r"client"),
+    ("decode-expect_round-float", lambda: cepam.decode(enc(), secret=SECRET, expect_round=1.0),
+     IT, TYPE, r"round"),
+    ("codec-decode-round-bool", lambda: cepam.Codec(G, secret=SECRET).decode(enc(), round=True),
+     IT, TYPE, r"round"),
+    ("encode-state-int", lambda: enc(state=3), IT, TYPE, r"state must be a path"),
+    ("encode-state-memory", lambda: enc(state=":memory:"), IA, VALUE, r"state must name a file"),
+    ("codec-state-missing-dir",
+     lambda: cepam.Codec(G, secret=SECRET, state="/nonexistent-dir/x.db"), IA, VALUE,
+     r"cannot open state file|state file"),
     ("dtype-complex-in-list-entry", lambda: enc([np.ones(2), np.ones(2, np.complex64)]), IT,
      TYPE, r"entry 1.*dtype"),
     *[(f"update-{name}", (lambda v: lambda: enc(v))(v), IT, TYPE, r"expected a numpy|unsupported")
@@ -322,6 +350,11 @@ def test_supported_dtypes_and_containers_round_trip():
               "c": np.float32(1.5), "": np.ones((1, 1, 1), np.float32).T}
     y = cepam.decode(enc(update), secret=SECRET)
     assert list(y) == list(update)
+    # float16 widens to float32 by default (dtype="auto"); dtype="input" keeps it
+    assert [(v.shape, v.dtype) for v in y.values()] == \
+        [(np.shape(v), np.promote_types(np.asarray(v).dtype, np.float32))
+         for v in update.values()]
+    y = cepam.decode(enc(update, round=1), secret=SECRET, dtype="input")
     assert [(v.shape, v.dtype) for v in y.values()] == \
         [(np.shape(v), np.asarray(v).dtype) for v in update.values()]
     big_endian = np.arange(6, dtype=">f8").reshape(2, 3)

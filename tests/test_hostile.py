@@ -504,10 +504,11 @@ def assert_declared_structure(result, payload: bytes) -> None:
     for leaf, e in zip(_leaves(result, info.structure), info.structure.entries):
         if not isinstance(leaf, np.ndarray):  # a torch tensor (output="auto", torch kind)
             assert e.kind == 1 and type(leaf).__module__.startswith("torch")
-            assert tuple(leaf.shape) == e.shape and str(leaf.dtype) == f"torch.{e.dtype}"
+            want = "float64" if e.dtype == "float64" else "float32"  # decode's dtype="auto"
+            assert tuple(leaf.shape) == e.shape and str(leaf.dtype) == f"torch.{want}"
             continue
         assert leaf.shape == e.shape
-        want = "float32" if e.dtype == "bfloat16" else e.dtype  # numpy has no bfloat16
+        want = "float64" if e.dtype == "float64" else "float32"  # float16, bfloat16 widened
         assert leaf.dtype == np.dtype(want)
 
 

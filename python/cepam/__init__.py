@@ -20,11 +20,15 @@ from .errors import (
     AuthenticationError,
     CepamError,
     ContextReuseError,
+    DecodingError,
     EncodingError,
     FormatError,
     InvalidArgumentError,
     InvalidTypeError,
+    PrecisionWarning,
+    UnexpectedPayloadError,
 )
+from .guard import ContextGuard
 from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
 
@@ -35,6 +39,7 @@ __all__ = [
     "decode",
     "inspect",
     "Codec",
+    "ContextGuard",
     "PayloadInfo",
     "encode_sdq",
     "encode_noisy_sdq",
@@ -52,5 +57,8 @@ __all__ = [
     "AuthenticationError",
     "ContextReuseError",
     "EncodingError",
+    "DecodingError",
+    "UnexpectedPayloadError",
+    "PrecisionWarning",
     "__version__",
 ]

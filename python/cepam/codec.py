@@ -9,13 +9,21 @@ Mechanism for Federated Learning").
 Privacy caveat: the noise protects ``x`` only from parties who do not hold the
 secret.  Whoever holds it (the trusted aggregator) can remove most of the
 noise.  Keep secrets secret and never reuse a (round, client, message)
-context under one secret.
+context under one secret (``state=PATH`` records used contexts on disk:
+:mod:`cepam.guard`).
+
+A server enforces the noise its accountant assumes by decoding with
+expectations (``decode(..., expect_mechanism=..., expect_clip=...,
+expect_client=..., expect_round=...)``, or a server-side :class:`Codec`):
+an authentic payload encoded with other settings raises
+:class:`~cepam.errors.UnexpectedPayloadError`.
 """
 
 from __future__ import annotations
 
 import hmac
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +37,9 @@ from .errors import (
     FormatError,
     InvalidArgumentError,
     InvalidTypeError,
+    UnexpectedPayloadError,
 )
+from .guard import ContextGuard
 from .keys import (
     TAG_BYTES,
     Context,
@@ -51,7 +61,16 @@ from .payload import (
     pack_header,
     parse_header,
 )
-from .structure import Structure, coded_dtype, flatten, unflatten
+from .precision import check_output
+from .structure import (
+    Structure,
+    check_dtype_choice,
+    check_non_float,
+    decoded_dtype,
+    flatten,
+    output_dtype,
+    unflatten,
+)
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
 
@@ -157,8 +176,8 @@ def _auto_candidates(mechanism: Mechanism, rms: float) -> list[tuple[int, int]]:
 
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
-            lattice: tuple[int, int] | None, clip: float, coder: int) -> bytes:
-    flat, structure = flatten(x)
+            lattice: tuple[int, int] | None, clip: float, coder: int, non_float: str) -> bytes:
+    flat, structure = flatten(x, non_float=non_float)
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
     except InvalidArgumentError:
@@ -181,6 +200,25 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     return data + payload_tag(mac_key(secret), data)
 
 
+def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,
+                    context: Context, lattice: tuple[int, int] | None, clip: float, coder: int,
+                    non_float: str) -> bytes:
+    """:func:`_encode` with ``context`` claimed in ``guard`` first (and the
+    claim withdrawn if encoding fails: no payload was produced)."""
+    if guard is None:
+        return _encode(x, mechanism, secret, context, lattice, clip, coder, non_float)
+    guard.claim(secret, context)
+    try:
+        return _encode(x, mechanism, secret, context, lattice, clip, coder, non_float)
+    except BaseException:
+        guard.release(secret, context)
+        raise
+
+
+def _check_state(state: object) -> ContextGuard | None:
+    return None if state is None else ContextGuard(state)  # type: ignore[arg-type]
+
+
 def encode(
     x: Any,
     mechanism: Mechanism,
@@ -193,6 +231,8 @@ def encode(
     lattice: str | None = None,
     clip: float | None = None,
     coder: str = "ans",
+    non_float: str = "skip",
+    state: str | os.PathLike[str] | None = None,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -200,6 +240,7 @@ def encode(
         x: the update: a numpy array or torch tensor (float32, float64,
             float16, or torch bfloat16), or a dict (e.g. a state_dict
             difference) or list/tuple of them, coded as one vector.
+            Integer and bool entries of a dict are handled by ``non_float``.
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``:
             the law of the error the server will see, per coordinate
             (``cepam.SDQ(step=...)``: the uniform-error baseline).
@@ -223,6 +264,16 @@ def encode(
         coder: the body coder: "ans" (rANS with models conditioned on the
             decoder's side information; the shortest payloads) or "golomb"
             (Golomb-coded H and exp-Golomb-coded M, the paper's choice).
+        non_float: what to do with integer and bool entries of a dict
+            (BatchNorm's ``num_batches_tracked``), which are counters, not
+            model updates: "skip" (the default) leaves them out of the
+            payload, never noised, so :func:`decode` returns the dict
+            without them; "error" refuses them (InvalidTypeError).  In a
+            list, tuple or alone they are always refused.
+        state: a file in which to record the context (see
+            :mod:`cepam.guard`): encoding a context already recorded there
+            under this secret raises ContextReuseError, whichever process
+            or codec recorded it.  None (the default): not recorded.
 
     Returns:
         The payload bytes.
@@ -230,11 +281,14 @@ def encode(
     Raises:
         InvalidTypeError, InvalidArgumentError: bad arguments, NaN or Inf in x.
         EncodingError: x is too large relative to the noise scale.
+        ContextReuseError: ``state`` records this context as used.
     """
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
-    return _encode(x, mechanism, check_secret(secret), Context(round, client, message),
-                   choice, check_clip(clip), _check_coder(coder))
+    secret, context = check_secret(secret), Context(round, client, message)
+    clip, coder_code, non_float = check_clip(clip), _check_coder(coder), check_non_float(non_float)
+    return _guarded_encode(_check_state(state), x, mechanism, secret, context, choice, clip,
+                           coder_code, non_float)
 
 
 def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int]:
@@ -251,8 +305,80 @@ def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int
     return payload, header, offset
 
 
-def decode(payload: bytes, *, secret: bytes, output: str = "auto",
-           max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
+@dataclass(frozen=True)
+class _Expected:
+    """What a decoder enforces; None: not checked."""
+
+    mechanism: Mechanism | None = None
+    clip: float | None = None
+    client: int | None = None
+    round: int | None = None
+
+    @classmethod
+    def checked(cls, mechanism: object, clip: object, client: object, round: object
+                ) -> "_Expected":
+        return cls(
+            None if mechanism is None else check_mechanism(mechanism),
+            None if clip is None else check_clip(clip),
+            None if client is None else Context(0, client).client,  # type: ignore[arg-type]
+            None if round is None else Context(round, 0).round,  # type: ignore[arg-type]
+        )
+
+    def enforce(self, header: Header) -> None:
+        """Raises UnexpectedPayloadError at the first field that differs."""
+        if self.mechanism is not None:
+            actual = mechanism_from_code(header.mechanism, header.scale)
+            if actual != self.mechanism:
+                raise UnexpectedPayloadError("mechanism", self.mechanism, actual)
+        if self.clip is not None and header.clip != self.clip:
+            raise UnexpectedPayloadError("clip", self.clip,
+                                         None if math.isinf(header.clip) else header.clip)
+        if self.client is not None and header.context.client != self.client:
+            raise UnexpectedPayloadError("client", self.client, header.context.client)
+        if self.round is not None and header.context.round != self.round:
+            raise UnexpectedPayloadError("round", self.round, header.context.round)
+
+
+def _entry_name(structure: Structure, index: int) -> str:
+    entry = structure.entries[index]
+    if entry.name:
+        return f"entry {entry.name!r}"
+    return f"entry {index}" if len(structure.entries) > 1 else "the update"
+
+
+def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
+            expected: _Expected) -> Any:
+    if output not in ("auto", "numpy", "torch"):
+        raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
+    dtype = check_dtype_choice(dtype)
+    limit = check_integer("max_coordinates", max_coordinates)
+    if limit < 0:
+        raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
+    payload, header, offset = _verified_header(payload, secret)
+    expected.enforce(header)  # after the tag: the settings are the sender's own
+    if header.m > limit:
+        raise FormatError(f"payload declares {header.m} coordinates, more than "
+                          f"max_coordinates={limit}")
+    structure = header.structure
+    flat = _core.decode(payload[offset:-TAG_BYTES], m=header.m,
+                        key=stream_key(secret, header.context), mechanism=header.mechanism,
+                        scale=header.scale, lattice=header.lattice, n=header.n,
+                        coder=header.coder,
+                        dtype=decoded_dtype(structure, dtype=dtype, output=output))
+    noise_std = mechanism_from_code(header.mechanism, header.scale).std
+    start = 0
+    for i, entry in enumerate(structure.entries):
+        check_output(flat[start : start + entry.size],
+                     output_dtype(entry, dtype=dtype, output=output),
+                     noise_std=noise_std, where=_entry_name(structure, i))
+        start += entry.size
+    return unflatten(flat, structure, output=output, dtype=dtype)
+
+
+def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",
+           max_coordinates: int = DEFAULT_MAX_COORDINATES,
+           expect_mechanism: Mechanism | None = None, expect_clip: float | None = None,
+           expect_client: int | None = None, expect_round: int | None = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -260,34 +386,51 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
         secret: the secret the payload was encoded with.
         output: "auto" (the same types as encoded: numpy arrays or torch CPU
             tensors), "numpy" or "torch".
+        dtype: the output dtypes.  "auto" (the default): float32 and
+            float64 entries as encoded, float16 and bfloat16 entries as
+            float32, because rounding ``x + z`` back to 11 or 8 significant
+            bits would add rounding error to the noise (see
+            :mod:`cepam.precision`).  "input": every entry in its encoded
+            dtype (numpy has no bfloat16: float32).  "float32" or
+            "float64": every entry in that dtype.
         max_coordinates: the largest update accepted (default 2^28).  The
             decoder allocates the output before it has read the body, so a
             server should pass the size of its model: a payload that claims
             more coordinates is refused before anything is allocated.
+        expect_mechanism: if given, the payload's mechanism *and* noise
+            scale must equal it (``cepam.Gaussian(sigma=...)``, ...).
+        expect_clip: if given, the payload's clip must equal it (a payload
+            encoded without a clip is refused too).
+        expect_client: if given, the payload's client id must equal it.
+        expect_round: if given, the payload's round must equal it.
+
+        The expectations are how a server enforces what its accountant
+        assumes: they are checked after the tag verifies (so the payload's
+        settings are those its sender chose) and before the body is
+        decoded.  None (the default) checks nothing.
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
-        tuple or dict), with the same shapes and dtypes.
+        tuple or dict), with the same shapes, in the dtypes ``dtype`` gives.
+        Integer and bool entries that :func:`encode` left out
+        (``non_float="skip"``) are absent.
 
     Raises:
         AuthenticationError: wrong secret or altered payload.
+        UnexpectedPayloadError: the payload's mechanism, scale, clip, client
+            or round differs from an expectation (its ``field``,
+            ``expected`` and ``actual`` say which).
         FormatError: malformed payload, or more than max_coordinates.
+        DecodingError (a FormatError): decoded values overflow the output
+            dtype (for example float32 with a noise scale near 1e38).
+
+    Warns:
+        PrecisionWarning: an output dtype rounds the values by more than a
+            tenth of the noise's standard deviation.
     """
     secret = check_secret(secret)
-    if output not in ("auto", "numpy", "torch"):
-        raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
-    limit = check_integer("max_coordinates", max_coordinates)
-    if limit < 0:
-        raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
-    payload, header, offset = _verified_header(payload, secret)
-    if header.m > limit:
-        raise FormatError(f"payload declares {header.m} coordinates, more than "
-                          f"max_coordinates={limit}")
-    flat = _core.decode(payload[offset:-TAG_BYTES], m=header.m,
-                        key=stream_key(secret, header.context), mechanism=header.mechanism,
-                        scale=header.scale, lattice=header.lattice, n=header.n,
-                        coder=header.coder, dtype=coded_dtype(header.structure))
-    return unflatten(flat, header.structure, output=output)
+    expected = _Expected.checked(expect_mechanism, expect_clip, expect_client, expect_round)
+    return _decode(payload, secret, output, dtype, max_coordinates, expected)
 
 
 @dataclass(frozen=True)
@@ -383,14 +526,28 @@ class Codec:
 
     A client encodes each round's update with :meth:`encode`; the codec
     refuses to encode twice under the same (round, message), since reused
-    randomness makes the noises of the two messages dependent.  The server
-    decodes with :meth:`decode` (or :func:`decode` with the secret).
+    randomness makes the noises of the two messages dependent.  That record
+    is in memory, for this object only; ``state=PATH`` keeps it in a file
+    shared by every codec and process that names it (:mod:`cepam.guard`).
+
+    The server decodes with :meth:`decode`, which enforces the codec's
+    settings: a payload whose mechanism or noise scale, client, or clip
+    (when the codec has one) differs raises
+    :class:`~cepam.errors.UnexpectedPayloadError`, so a malicious or
+    misconfigured client cannot send less noise than the server's
+    accountant assumes.  (:func:`decode` with the secret checks only what
+    it is told to expect.)
 
     Args:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, clip, coder: as for :func:`encode`.
+        dim, lattice, coder, non_float: as for :func:`encode` (the decoder
+            reads the lattice and coder from the payload).
+        clip: as for :func:`encode`; on a server, the clip its accountant
+            assumes (None: payloads with any clip are accepted).
+        state: a file recording the contexts encoded under this secret
+            (:mod:`cepam.guard`), or None (in memory only).
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings.
@@ -398,7 +555,8 @@ class Codec:
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
-                 clip: float | None = None, coder: str = "ans") -> None:
+                 clip: float | None = None, coder: str = "ans", non_float: str = "skip",
+                 state: str | os.PathLike[str] | None = None) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
         if self._choice is _AUTO:
@@ -408,9 +566,11 @@ class Codec:
         self.clip = None if clip is None else check_clip(clip)
         self.coder = coder
         self._coder = _check_coder(coder)
+        self.non_float = check_non_float(non_float)
         self._secret = check_secret(secret)
         self.client = Context(0, client).client
         self._used: set[tuple[int, int]] = set()
+        self._guard = _check_state(state)
 
     def __repr__(self) -> str:
         return (f"Codec({self.mechanism!r}, client={self.client}, dim={self.dim}, "
@@ -420,7 +580,8 @@ class Codec:
         """Encodes x under context (round, self.client, message).
 
         Raises:
-            ContextReuseError: this codec already encoded that context.
+            ContextReuseError: this codec (or, with ``state``, anyone
+                recording in the same file) already encoded that context.
             (and as :func:`encode`)
         """
         context = Context(round, self.client, message)
@@ -430,13 +591,21 @@ class Codec:
                 f"round {context.round}, message {context.message} was already encoded by "
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
-        payload = _encode(x, self.mechanism, self._secret, context, self._choice,
-                          check_clip(self.clip), self._coder)
+        payload = _guarded_encode(self._guard, x, self.mechanism, self._secret, context,
+                                  self._choice, check_clip(self.clip), self._coder,
+                                  self.non_float)
         self._used.add(key)
         return payload
 
-    def decode(self, payload: bytes, *, output: str = "auto",
-               max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
-        """Decodes a payload encoded under this codec's secret (see :func:`decode`)."""
-        return decode(payload, secret=self._secret, output=output,
-                      max_coordinates=max_coordinates)
+    def decode(self, payload: bytes, *, round: int | None = None, output: str = "auto",
+               dtype: str = "auto", max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
+        """Decodes a payload encoded under this codec's secret, enforcing the
+        codec's mechanism and scale, client and clip (if set), and ``round``
+        if given (see :func:`decode` for the other arguments).
+
+        Raises:
+            UnexpectedPayloadError: the payload's settings differ.
+            (and as :func:`decode`)
+        """
+        expected = _Expected.checked(self.mechanism, self.clip, self.client, round)
+        return _decode(payload, self._secret, output, dtype, max_coordinates, expected)

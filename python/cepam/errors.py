@@ -1,8 +1,9 @@
-"""Exceptions raised by cepam.
+"""Exceptions and warnings raised by cepam.
 
 Every error cepam raises on purpose derives from :class:`CepamError` and also
 from :class:`ValueError` or :class:`TypeError`, so callers can catch either the
-library's own base class or the built-in category.
+library's own base class or the built-in category.  :class:`PrecisionWarning`
+is a :class:`UserWarning`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ __all__ = [
     "AuthenticationError",
     "ContextReuseError",
     "EncodingError",
+    "DecodingError",
+    "UnexpectedPayloadError",
+    "PrecisionWarning",
 ]
 
 
@@ -45,3 +49,39 @@ class ContextReuseError(CepamError, ValueError):
 class EncodingError(CepamError, ValueError):
     """The input cannot be encoded with these settings (for example its range
     is too large for the noise scale, so the rejection sampler hits its cap)."""
+
+
+class DecodingError(FormatError):
+    """An authentic payload decodes to values its output dtype cannot hold
+    (they overflow it, e.g. float32 with a noise scale of 1e39).  A
+    :class:`FormatError`, so code that drops malformed payloads drops these
+    too; decoding with ``dtype="float64"`` may succeed."""
+
+
+class UnexpectedPayloadError(CepamError, ValueError):
+    """An authentic payload was encoded with other settings than the decoder
+    was told to expect (mechanism, noise scale, clip, client or round).
+
+    Raised after the tag verifies, so the payload really comes from a holder
+    of the secret; a server refuses it rather than aggregate noise its
+    accountant did not assume.
+
+    Attributes:
+        field: what differs: ``"mechanism"``, ``"clip"``, ``"client"`` or
+            ``"round"`` (the noise scale is part of the mechanism).
+        expected: the value the decoder expected.
+        actual: the value the payload declares.
+    """
+
+    def __init__(self, field: str, expected: object, actual: object) -> None:
+        self.field, self.expected, self.actual = field, expected, actual
+        super().__init__(f"payload has {field} {actual!r}, expected {expected!r}: "
+                         "it was encoded with other settings than this decoder enforces")
+
+    def __reduce__(self):  # picklable with its attributes (e.g. across processes)
+        return (type(self), (self.field, self.expected, self.actual))
+
+
+class PrecisionWarning(UserWarning):
+    """A decoded update was returned in a dtype whose rounding is not small
+    against the noise, so the error is no longer the mechanism's law."""

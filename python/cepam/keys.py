@@ -8,7 +8,10 @@ shared by one client and the server:
   "/stream" || round || client || message)`` (RFC 5869; the three context
   numbers as little-endian uint64) keys the ChaCha20 stream of one message;
 * ``MAC key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG || "/mac")``
-  keys the HMAC-SHA256 tag (truncated to 16 bytes) over header and body.
+  keys the HMAC-SHA256 tag (truncated to 16 bytes) over header and body;
+* ``fingerprint = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||
+  "/context-guard")``, 16 bytes, names a secret in the persistent context
+  guard (:mod:`cepam.guard`) without revealing it.
 
 Never encode two messages under the same context: reused dithers make their
 noises dependent.  :class:`cepam.Codec` refuses to.
@@ -39,6 +42,7 @@ __all__ = [
     "stream_key",
     "mac_key",
     "payload_tag",
+    "guard_fingerprint",
 ]
 
 FORMAT_TAG = b"cepam/lrsuq/v1"
@@ -133,3 +137,9 @@ def mac_key(secret: bytes) -> bytes:
 def payload_tag(key: bytes, data: bytes) -> bytes:
     """HMAC-SHA256 of data, truncated to 16 bytes."""
     return hmac.new(key, data, hashlib.sha256).digest()[:TAG_BYTES]
+
+
+def guard_fingerprint(secret: bytes) -> bytes:
+    """16 bytes that name ``secret`` in a context guard's records; one-way
+    (HKDF), so the record reveals nothing about the secret or its keys."""
+    return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/context-guard", length=16)

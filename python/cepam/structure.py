@@ -6,8 +6,12 @@ one flat vector, so ``flatten`` records each entry's name, kind (numpy or
 torch), dtype and shape, and ``unflatten`` rebuilds the same structure.
 
 Supported dtypes: float32 and float64 (coded as they are), float16 and, for
-torch, bfloat16 (coded as float32 and cast back).  torch is imported only when
-a tensor is seen or a torch result is asked for.
+torch, bfloat16 (coded as float32).  Decoded low-precision entries come back
+as float32 unless the caller asks for the input's dtype (``dtype="input"``;
+see :mod:`cepam.precision`).  Integer and bool entries of a mapping
+(BatchNorm's ``num_batches_tracked``) are not model updates: with
+``non_float="skip"`` they are left out, so the decoded mapping lacks them.
+torch is imported only when a tensor is seen or a torch result is asked for.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["Entry", "Structure", "flatten", "unflatten"]
+__all__ = ["Entry", "Structure", "flatten", "unflatten", "output_dtype", "decoded_dtype",
+           "DTYPE_CHOICES", "NON_FLOAT_CHOICES"]
 
 # Payload codes.
 KIND_NUMPY, KIND_TORCH = 0, 1
@@ -30,6 +35,12 @@ DTYPES = {1: "float32", 2: "float64", 3: "float16", 4: "bfloat16"}
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 MAX_NDIM = 32
 MAX_NAME_BYTES = 1024
+#: Output dtypes ``decode`` offers: "auto" (float16/bfloat16 widened to
+#: float32, float32 and float64 as encoded), "input" (as encoded), or one
+#: dtype for every entry.
+DTYPE_CHOICES = ("auto", "input", "float32", "float64")
+#: What ``encode`` does with integer and bool entries of a mapping.
+NON_FLOAT_CHOICES = ("skip", "error")
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,22 @@ def _is_torch_tensor(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def _is_integer_leaf(x: Any) -> bool:
+    """An integer or bool array, tensor or numpy scalar (not a model update)."""
+    if _is_torch_tensor(x):
+        return not (x.dtype.is_floating_point or x.dtype.is_complex)
+    if isinstance(x, (np.ndarray, np.integer, np.bool_)):
+        return np.asarray(x).dtype.kind in "biu"
+    return False
+
+
+def check_non_float(non_float: object) -> str:
+    if non_float not in NON_FLOAT_CHOICES:
+        raise InvalidArgumentError(
+            f"non_float must be one of {NON_FLOAT_CHOICES}, got {non_float!r}")
+    return non_float  # type: ignore[return-value]
+
+
 def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
     """A flat, contiguous float32/float64 view or copy of one leaf."""
     if _is_torch_tensor(x):
@@ -71,8 +98,11 @@ def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
             raise InvalidTypeError(f"{where}: sparse tensors are not supported; call .to_dense()")
         name = str(x.dtype).replace("torch.", "")
         if name not in _DTYPE_CODES:
+            hint = (" (integer and bool entries of a state_dict are left out with "
+                    "non_float='skip')" if _is_integer_leaf(x) else "")
             raise InvalidTypeError(
-                f"{where}: dtype {x.dtype} is not supported (float32, float64, float16, bfloat16)"
+                f"{where}: dtype {x.dtype} is not supported (float32, float64, float16, "
+                f"bfloat16){hint}"
             )
         t = x.detach()
         if t.device.type != "cpu":
@@ -100,14 +130,24 @@ def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
     )
 
 
-def flatten(update: Any) -> tuple[np.ndarray, Structure]:
+def flatten(update: Any, *, non_float: str = "error") -> tuple[np.ndarray, Structure]:
     """One contiguous 1-D vector (float32 if every entry codes as float32,
     else float64) and the structure to rebuild ``update`` from it.
 
+    Args:
+        update: an array or tensor, or a mapping, list or tuple of them.
+        non_float: "skip" leaves integer and bool entries of a *mapping* out
+            (they are not in the structure, so ``unflatten`` does not
+            rebuild them); "error" refuses them.  In a list, tuple or alone
+            they are always refused, since leaving them out would shift
+            positions.
+
     Raises:
         InvalidTypeError: for unsupported containers, leaves or dtypes.
-        InvalidArgumentError: for empty containers or overlong names.
+        InvalidArgumentError: for empty containers (or a mapping with no
+            floating-point entry left), overlong names, a bad ``non_float``.
     """
+    skip = check_non_float(non_float) == "skip"
     if isinstance(update, Mapping):
         if not update:
             raise InvalidArgumentError("the update is an empty mapping")
@@ -118,7 +158,13 @@ def flatten(update: Any) -> tuple[np.ndarray, Structure]:
                 raise InvalidTypeError(f"mapping keys must be str, got {type(key).__name__}")
             if len(key.encode("utf-8")) > MAX_NAME_BYTES:
                 raise InvalidArgumentError(f"entry name longer than {MAX_NAME_BYTES} bytes")
+            if skip and _is_integer_leaf(value):
+                continue
             items.append((key, value))
+        if not items:
+            raise InvalidArgumentError(
+                "the update has no floating-point entry: integer and bool entries are "
+                "left out (non_float='skip')")
     elif isinstance(update, (list, tuple)):
         if not update:
             raise InvalidArgumentError("the update is an empty sequence")
@@ -149,15 +195,42 @@ def flatten(update: Any) -> tuple[np.ndarray, Structure]:
     return flat, Structure(container, tuple(entries))
 
 
-def coded_dtype(structure: Structure) -> str:
-    """The dtype the flat vector is decoded into: float32 if it suffices."""
-    wide = any(e.dtype == "float64" for e in structure.entries)
+def check_dtype_choice(dtype: object) -> str:
+    if dtype not in DTYPE_CHOICES:
+        raise InvalidArgumentError(f"dtype must be one of {DTYPE_CHOICES}, got {dtype!r}")
+    return dtype  # type: ignore[return-value]
+
+
+def _kind(entry: Entry, output: str) -> int:
+    return entry.kind if output == "auto" else (KIND_TORCH if output == "torch" else KIND_NUMPY)
+
+
+def output_dtype(entry: Entry, *, dtype: str, output: str) -> str:
+    """The dtype one entry is returned in under the ``dtype`` choice
+    (:data:`DTYPE_CHOICES`) and ``output`` ("auto", "numpy", "torch");
+    numpy has no bfloat16, so a numpy bfloat16 entry is float32."""
+    if dtype == "input":
+        name = entry.dtype
+    elif dtype == "auto":
+        name = "float64" if entry.dtype == "float64" else "float32"
+    else:
+        name = dtype
+    if name == "bfloat16" and _kind(entry, output) == KIND_NUMPY:
+        return "float32"
+    return name
+
+
+def decoded_dtype(structure: Structure, *, dtype: str = "auto", output: str = "auto") -> str:
+    """The dtype the flat vector is decoded into: float64 if an entry is
+    returned in float64, else float32."""
+    wide = any(output_dtype(e, dtype=dtype, output=output) == "float64"
+               for e in structure.entries)
     return "float64" if wide else "float32"
 
 
-def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str) -> Any:
-    kind = entry.kind if output == "auto" else (KIND_TORCH if output == "torch" else KIND_NUMPY)
-    if kind == KIND_TORCH:
+def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str, dtype: str) -> Any:
+    name = output_dtype(entry, dtype=dtype, output=output)
+    if _kind(entry, output) == KIND_TORCH:
         try:
             import torch
         except ImportError:
@@ -166,22 +239,24 @@ def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str) -> Any:
                 "pass output='numpy'"
             ) from None
         t = torch.from_numpy(np.ascontiguousarray(arr).reshape(entry.shape))
-        return t.to(getattr(torch, entry.dtype))
-    if entry.dtype == "bfloat16":
-        return arr.astype(np.float32, copy=False).reshape(entry.shape)  # numpy has no bfloat16
-    return arr.astype(entry.dtype, copy=False).reshape(entry.shape)
+        return t.to(getattr(torch, name))
+    return arr.astype(name, copy=False).reshape(entry.shape)
 
 
-def unflatten(flat: np.ndarray, structure: Structure, *, output: str = "auto") -> Any:
+def unflatten(flat: np.ndarray, structure: Structure, *, output: str = "auto",
+              dtype: str = "input") -> Any:
     """Rebuilds the update ``flatten`` described, from a decoded flat vector.
 
     output: "auto" (numpy or torch per entry, as encoded), "numpy" or "torch".
+    dtype: one of :data:`DTYPE_CHOICES` (see :func:`output_dtype`).
     """
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
+    dtype = check_dtype_choice(dtype)
     leaves, offset = [], 0
     for entry in structure.entries:
-        leaves.append(_leaf_from_numpy(flat[offset : offset + entry.size], entry, output))
+        leaves.append(_leaf_from_numpy(flat[offset : offset + entry.size], entry, output,
+                                       dtype))
         offset += entry.size
     if structure.container == SINGLE:
         return leaves[0]

@@ -1,0 +1,116 @@
+"""A persistent guard against encoding two messages under one context.
+
+Two payloads encoded under the same ``(round, client, message)`` and secret
+share their dithers and latent scales, so their noises are dependent and
+their difference reveals the difference of the updates.  :class:`cepam.Codec`
+remembers the contexts it encoded, in memory: a second ``Codec`` for the same
+client, module-level :func:`cepam.encode`, a restarted process or a second
+worker do not see them.  A :class:`ContextGuard` records them in an SQLite
+file (``Codec(..., state=PATH)``, ``cepam.encode(..., state=PATH)``) shared
+by every codec, thread and process that opens the same file.
+
+A context is *claimed* before it is encoded, in one atomic insert, so two
+processes racing for it cannot both win; if encoding then fails (bad input),
+the claim is withdrawn, since no payload left the encoder.  The file holds,
+per claim, a 16-byte fingerprint of the secret (:func:`cepam.keys.
+guard_fingerprint`, one-way) and the context: never the secret.
+
+The file uses SQLite's write-ahead log, so it must be on a local file system
+(SQLite's locking is unreliable on network file systems).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import closing
+
+from .errors import ContextReuseError, InvalidArgumentError, InvalidTypeError
+from .keys import Context, guard_fingerprint
+
+__all__ = ["ContextGuard"]
+
+_SCHEMA_VERSION = 1
+_BUSY_TIMEOUT_S = 60.0
+
+
+class ContextGuard:
+    """Records used ``(round, client, message)`` contexts per secret in an
+    SQLite file.
+
+    Args:
+        path: the database file (created if absent; its directory must
+            exist).  Every codec that encodes for one client under one
+            secret, in any process, must name the same file.
+
+    Raises:
+        InvalidTypeError: path is not a str or os.PathLike.
+        InvalidArgumentError: an in-memory or empty path, or a file that
+            cannot be opened or is not a cepam context database.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidTypeError(f"state must be a path (str or os.PathLike), "
+                                   f"got {type(path).__name__}")
+        path = os.fspath(path)
+        if not isinstance(path, str) or path in ("", ":memory:") or path.startswith("file:"):
+            raise InvalidArgumentError(
+                f"state must name a file, got {path!r}: an in-memory record guards nothing "
+                "that Codec does not already")
+        self.path = os.path.abspath(path)
+        with self._connect() as db:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version not in (0, _SCHEMA_VERSION):
+                    raise InvalidArgumentError(
+                        f"state file {self.path!r} has schema version {version}, "
+                        f"this cepam writes {_SCHEMA_VERSION}")
+                db.execute("CREATE TABLE IF NOT EXISTS used_contexts ("
+                           "fingerprint BLOB NOT NULL, context BLOB NOT NULL, "
+                           "PRIMARY KEY (fingerprint, context)) WITHOUT ROWID")
+                db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            except sqlite3.DatabaseError as exc:
+                raise InvalidArgumentError(
+                    f"state file {self.path!r} is not a cepam context database: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"ContextGuard({self.path!r})"
+
+    def _connect(self) -> closing[sqlite3.Connection]:
+        try:
+            db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise InvalidArgumentError(f"cannot open state file {self.path!r}: {exc}") from None
+        return closing(db)
+
+    def claim(self, secret: bytes, context: Context) -> None:
+        """Records ``context`` as used under ``secret``.
+
+        Raises:
+            ContextReuseError: it was already recorded (by anyone using
+                this file).
+        """
+        row = (guard_fingerprint(secret), context.pack())
+        with self._connect() as db:
+            try:
+                db.execute("INSERT INTO used_contexts VALUES (?, ?)", row)
+            except sqlite3.IntegrityError:
+                raise ContextReuseError(
+                    f"round {context.round}, client {context.client}, message "
+                    f"{context.message} was already encoded under this secret (recorded in "
+                    f"{self.path}): reusing a context makes the noises dependent") from None
+
+    def release(self, secret: bytes, context: Context) -> None:
+        """Withdraws a claim whose encoding failed (no payload was produced)."""
+        with self._connect() as db:
+            db.execute("DELETE FROM used_contexts WHERE fingerprint = ? AND context = ?",
+                       (guard_fingerprint(secret), context.pack()))
+
+    def is_used(self, secret: bytes, context: Context) -> bool:
+        """Whether ``context`` is recorded as used under ``secret``."""
+        with self._connect() as db:
+            return db.execute(
+                "SELECT 1 FROM used_contexts WHERE fingerprint = ? AND context = ?",
+                (guard_fingerprint(secret), context.pack())).fetchone() is not None

@@ -1,0 +1,100 @@
+"""Whether an output dtype can hold a decoded update ``x + z``.
+
+The decoder computes ``x + z`` in float64 and stores it in float32 or
+float64.  A narrower output dtype rounds it again, and that rounding is
+*added* to the mechanism's noise: in bfloat16 (8 significant bits) an update
+of rms 1 is rounded by about 2e-3, twenty times a noise of sigma = 1e-4, and
+most coordinates come back equal to ``x`` rounded.  Rounding is
+post-processing, so privacy is unaffected, but the error is no longer the
+noise law the payload declares.  Values beyond the dtype's range become
+infinite.
+
+:func:`check_output` estimates the rounding and refuses overflow.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _core
+from .errors import DecodingError, InvalidArgumentError, PrecisionWarning
+
+__all__ = ["PRECISION_TOLERANCE", "check_output"]
+
+#: Rounding error (rms) of the output dtype, as a fraction of the noise's
+#: standard deviation, above which :func:`check_output` warns.  At 0.1 the
+#: error's std grows by at most 0.5%.
+PRECISION_TOLERANCE = 0.1
+
+
+@dataclass(frozen=True)
+class _Format:
+    eps: float  # spacing of the floats in [1, 2)
+    tiny: float  # spacing of the subnormals
+    max: float  # largest finite value
+
+
+_FORMATS = {
+    "float16": _Format(2.0**-10, 2.0**-24, 65504.0),
+    "bfloat16": _Format(2.0**-7, 2.0**-133, float.fromhex("0x1.fep127")),
+    "float32": _Format(2.0**-23, 2.0**-149, float(np.finfo(np.float32).max)),
+    "float64": _Format(2.0**-52, 2.0**-1074, float(np.finfo(np.float64).max)),
+}
+
+
+def rounding_rms(rms: float, dtype: str) -> float:
+    """Estimated rms error of rounding values of rms ``rms`` to ``dtype``
+    (uniform rounding error of one spacing, spacing about ``eps |y|``)."""
+    f = _FORMATS[dtype]
+    return math.hypot(f.eps * rms, f.tiny) / math.sqrt(12.0)
+
+
+def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str) -> None:
+    """Checks that ``dtype`` can hold ``values`` (one decoded entry, float32 or
+    float64, contiguous, before any cast to ``dtype``).
+
+    Args:
+        values: the decoded coordinates of one entry.
+        dtype: the dtype they are returned in: "float16", "bfloat16",
+            "float32" or "float64".
+        noise_std: the mechanism's noise standard deviation per coordinate.
+        where: the entry's description, for messages.
+
+    Raises:
+        DecodingError: a value is infinite or beyond the dtype's range.
+
+    Warns:
+        PrecisionWarning: the dtype's rounding error (estimated from the
+            values' rms) exceeds :data:`PRECISION_TOLERANCE` of ``noise_std``.
+    """
+    if dtype not in _FORMATS:
+        raise InvalidArgumentError(f"unknown output dtype {dtype!r}")
+    if values.size == 0:
+        return
+    try:
+        sumsq = _core.sum_of_squares(values)  # float64, raises on NaN and Inf
+    except InvalidArgumentError:
+        raise DecodingError(
+            f"{where}: the decoded values overflow {values.dtype} (noise std "
+            f"{noise_std:.3g}); decode with dtype='float64'") from None
+    peak = max(float(values.max()), -float(values.min()))
+    if peak > _FORMATS[dtype].max:
+        raise DecodingError(
+            f"{where}: decoded values up to {peak:.3g} overflow {dtype} (largest "
+            f"{_FORMATS[dtype].max:.3g}); decode with dtype='auto' or 'float64'")
+    if math.isfinite(sumsq):
+        rms = math.sqrt(sumsq / values.size)
+    else:  # squares beyond float64 (values above 1e154): scale first
+        rms = peak * math.sqrt(float(np.mean(np.square(values / peak, dtype=np.float64))))
+    error = rounding_rms(rms, dtype)
+    if error > PRECISION_TOLERANCE * noise_std:
+        wider = "dtype='float64'" if dtype == "float32" else "dtype='auto' (float32)"
+        warnings.warn(
+            f"{where}: {dtype} rounds values of rms {rms:.3g} by about {error:.3g}, "
+            f"{error / noise_std:.2g} times the noise std {noise_std:.3g}, so the error "
+            f"is no longer the mechanism's noise; decode with {wider}",
+            PrecisionWarning, stacklevel=3)
