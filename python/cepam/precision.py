@@ -90,11 +90,13 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
         rms = math.sqrt(sumsq / values.size)
     else:  # squares beyond float64 (values above 1e154): scale first
         rms = peak * math.sqrt(float(np.mean(np.square(values / peak, dtype=np.float64))))
+    if rms == 0.0:  # zeros are exact in every dtype
+        return
     error = rounding_rms(rms, dtype)
     if error > PRECISION_TOLERANCE * noise_std:
         wider = "dtype='float64'" if dtype == "float32" else "dtype='auto' (float32)"
         warnings.warn(
             f"{where}: {dtype} rounds values of rms {rms:.3g} by about {error:.3g}, "
-            f"{error / noise_std:.2g} times the noise std {noise_std:.3g}, so the error "
+            f"{error / noise_std if noise_std > 0 else math.inf:.2g} times the noise std {noise_std:.3g}, so the error "
             f"is no longer the mechanism's noise; decode with {wider}",
-            PrecisionWarning, stacklevel=3)
+            PrecisionWarning, stacklevel=4)

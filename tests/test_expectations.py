@@ -1,0 +1,105 @@
+"""A server enforces the noise its accountant assumes: decoding with
+expectations refuses an authentic payload encoded with other settings."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+import cepam
+
+from conftest import SECRET_A, SECRET_B
+
+X = np.random.default_rng(0).normal(scale=1e-2, size=64).astype(np.float32)
+G = cepam.Gaussian(sigma=1e-3)
+
+
+def enc(mechanism=G, *, round=0, client=4, clip=1.0, secret=SECRET_A):
+    return cepam.encode(X, mechanism, secret=secret, round=round, client=client, clip=clip)
+
+
+def test_error_class_and_attributes():
+    assert issubclass(cepam.UnexpectedPayloadError, cepam.CepamError)
+    assert issubclass(cepam.UnexpectedPayloadError, ValueError)
+    assert not issubclass(cepam.UnexpectedPayloadError, cepam.FormatError)
+    err = cepam.UnexpectedPayloadError("client", 4, 3)
+    assert (err.field, err.expected, err.actual) == ("client", 4, 3)
+    again = pickle.loads(pickle.dumps(err))
+    assert (again.field, again.expected, again.actual, str(again)) == \
+        ("client", 4, 3, str(err))
+
+
+@pytest.mark.parametrize("payload_kw,expect,field", [
+    (dict(mechanism=cepam.Laplace(b=1e-3)), dict(expect_mechanism=G), "mechanism"),
+    (dict(mechanism=cepam.Gaussian(sigma=1e-4)), dict(expect_mechanism=G), "mechanism"),
+    (dict(mechanism=cepam.SDQ(step=1e-3)), dict(expect_mechanism=cepam.Laplace(b=1e-3)),
+     "mechanism"),
+    (dict(clip=2.0), dict(expect_clip=1.0), "clip"),
+    (dict(clip=None), dict(expect_clip=1.0), "clip"),
+    (dict(client=3), dict(expect_client=4), "client"),
+    (dict(round=7), dict(expect_round=6), "round"),
+], ids=["mechanism-law", "mechanism-scale", "sdq-for-laplace", "clip", "no-clip", "client",
+        "round"])
+def test_decode_refuses_each_unexpected_field(payload_kw, expect, field):
+    payload = enc(**payload_kw)
+    with pytest.raises(cepam.UnexpectedPayloadError, match=field) as info:
+        cepam.decode(payload, secret=SECRET_A, **expect)
+    assert info.value.field == field
+    assert info.value.expected == next(iter(expect.values()))
+    # without the expectation the same payload decodes
+    assert cepam.decode(payload, secret=SECRET_A).shape == X.shape
+
+
+def test_matching_expectations_decode():
+    payload = enc(round=2)
+    y = cepam.decode(payload, secret=SECRET_A, expect_mechanism=cepam.Gaussian(sigma=1e-3),
+                     expect_clip=1.0, expect_client=4, expect_round=2)
+    assert y.shape == X.shape and float(np.std(y - X)) < 2e-3
+
+
+def test_authentication_comes_first():
+    """A forged payload is an AuthenticationError, whatever it declares."""
+    payload = enc(cepam.Laplace(b=5.0), client=9, secret=SECRET_B)
+    with pytest.raises(cepam.AuthenticationError):
+        cepam.decode(payload, secret=SECRET_A, expect_mechanism=G, expect_client=4)
+
+
+def test_server_codec_enforces_its_settings():
+    """The issue's example: a Laplace(b=1) server for client 4 got a Gaussian
+    sigma = 1e-3 payload from client 3 and decoded it."""
+    server = cepam.Codec(cepam.Laplace(b=1.0), secret=SECRET_A, client=4, clip=1.0)
+    with pytest.raises(cepam.UnexpectedPayloadError) as info:
+        server.decode(enc(G, client=3))
+    assert info.value.field == "mechanism"
+    assert info.value.actual == G and info.value.expected == cepam.Laplace(b=1.0)
+    with pytest.raises(cepam.UnexpectedPayloadError, match="client"):
+        server.decode(enc(cepam.Laplace(b=1.0), client=3))
+    with pytest.raises(cepam.UnexpectedPayloadError, match="clip"):
+        server.decode(enc(cepam.Laplace(b=1.0), clip=5.0))
+    ok = enc(cepam.Laplace(b=1.0), round=3)
+    assert server.decode(ok).shape == X.shape
+    assert server.decode(ok, round=3).shape == X.shape
+    with pytest.raises(cepam.UnexpectedPayloadError, match="round") as info:
+        server.decode(ok, round=4)
+    assert (info.value.expected, info.value.actual) == (4, 3)
+
+
+def test_server_codec_without_clip_accepts_any_clip():
+    server = cepam.Codec(G, secret=SECRET_A, client=4)
+    for clip in (None, 0.5, 100.0):
+        assert server.decode(enc(clip=clip)).shape == X.shape
+
+
+def test_lattice_and_coder_are_the_senders_choice():
+    """Only what the accountant depends on is enforced."""
+    server = cepam.Codec(G, secret=SECRET_A, client=4, clip=1.0, lattice="Z", dim=1)
+    for kw in (dict(lattice="E8"), dict(dim=3), dict(coder="golomb")):
+        payload = cepam.encode(X, G, secret=SECRET_A, round=0, client=4, clip=1.0, **kw)
+        assert server.decode(payload).shape == X.shape
+
+
+def test_clip_compared_exactly():
+    payload = enc(clip=1.0)
+    with pytest.raises(cepam.UnexpectedPayloadError):
+        cepam.decode(payload, secret=SECRET_A, expect_clip=math.nextafter(1.0, 2.0))
