@@ -81,11 +81,13 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
         raise DecodingError(
             f"{where}: the decoded values overflow {values.dtype} (noise std "
             f"{noise_std:.3g}); decode with dtype='float64'") from None
-    peak = max(float(values.max()), -float(values.min()))
-    if peak > _FORMATS[dtype].max:
-        raise DecodingError(
-            f"{where}: decoded values up to {peak:.3g} overflow {dtype} (largest "
-            f"{_FORMATS[dtype].max:.3g}); decode with dtype='auto' or 'float64'")
+    narrower = _FORMATS[dtype].max < _FORMATS[values.dtype.name].max
+    if narrower or not math.isfinite(sumsq):
+        peak = max(float(values.max()), -float(values.min()))
+        if peak > _FORMATS[dtype].max:
+            raise DecodingError(
+                f"{where}: decoded values up to {peak:.3g} overflow {dtype} (largest "
+                f"{_FORMATS[dtype].max:.3g}); decode with dtype='auto' or 'float64'")
     if math.isfinite(sumsq):
         rms = math.sqrt(sumsq / values.size)
     else:  # squares beyond float64 (values above 1e154): scale first
