@@ -205,13 +205,13 @@ def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, se
                     non_float: str) -> bytes:
     """:func:`_encode` with ``context`` claimed in ``guard`` first (and the
     claim withdrawn if encoding fails: no payload was produced)."""
-    if guard is None:
-        return _encode(x, mechanism, secret, context, lattice, clip, coder, non_float)
-    guard.claim(secret, context)
+    if guard is not None:
+        guard.claim(secret, context)
     try:
         return _encode(x, mechanism, secret, context, lattice, clip, coder, non_float)
     except BaseException:
-        guard.release(secret, context)
+        if guard is not None:
+            guard.release(secret, context)
         raise
 
 
