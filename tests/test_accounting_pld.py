@@ -238,3 +238,13 @@ def test_cli_discretization_is_honoured(capsys):
 
     report = json.loads(capsys.readouterr().out)
     assert report["method"]["discretization"] == 1e-5
+
+
+def test_cli_refuses_a_discretization_too_fine_for_sigma(capsys):
+    from cepam.cli import main
+
+    code = main(["privacy", "--sigma", "0.001", "--clip", "1", "--clients", "30",
+                 "--local-steps", "15", "--dataset-size", "1666", "--rounds", "80",
+                 "--delta", "1e-5", "--discretization", "1e-4"])
+    assert code == 2
+    assert "too fine" in capsys.readouterr().err
