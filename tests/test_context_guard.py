@@ -124,3 +124,20 @@ def test_two_processes_never_encode_the_same_context(tmp_path):
     with pytest.raises(cepam.ContextReuseError):
         cepam.encode(np.zeros(16, np.float32), G, secret=SECRET_A, round=39, client=5,
                      state=state)
+
+
+def test_a_record_locked_too_long_is_a_clear_error(tmp_path, monkeypatch):
+    import cepam.guard
+
+    state = tmp_path / "contexts.db"
+    cepam.ContextGuard(state)
+    monkeypatch.setattr(cepam.guard, "_BUSY_TIMEOUT_S", 0.05)
+    holder = sqlite3.connect(state, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")  # another process holding the write lock
+        with pytest.raises(cepam.InvalidArgumentError, match="cannot record.*locked"):
+            cepam.encode(X, G, secret=SECRET_A, round=0, client=0, state=state)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    cepam.encode(X, G, secret=SECRET_A, round=0, client=0, state=state)  # the lock is gone

@@ -61,16 +61,20 @@ class ContextGuard:
         self.path = os.path.abspath(path)
         with self._connect() as db:
             try:
-                db.execute("PRAGMA journal_mode=WAL")
                 version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version not in (0, _SCHEMA_VERSION):
+                if version == 0:  # a new file (or one being set up by another process)
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("CREATE TABLE IF NOT EXISTS used_contexts ("
+                               "fingerprint BLOB NOT NULL, context BLOB NOT NULL, "
+                               "PRIMARY KEY (fingerprint, context)) WITHOUT ROWID")
+                    db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                elif version != _SCHEMA_VERSION:
                     raise InvalidArgumentError(
                         f"state file {self.path!r} has schema version {version}, "
                         f"this cepam writes {_SCHEMA_VERSION}")
-                db.execute("CREATE TABLE IF NOT EXISTS used_contexts ("
-                           "fingerprint BLOB NOT NULL, context BLOB NOT NULL, "
-                           "PRIMARY KEY (fingerprint, context)) WITHOUT ROWID")
-                db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            except sqlite3.OperationalError as exc:  # locked past the timeout, read-only, ...
+                raise InvalidArgumentError(
+                    f"cannot set up state file {self.path!r}: {exc}") from None
             except sqlite3.DatabaseError as exc:
                 raise InvalidArgumentError(
                     f"state file {self.path!r} is not a cepam context database: {exc}") from None
@@ -91,6 +95,8 @@ class ContextGuard:
         Raises:
             ContextReuseError: it was already recorded (by anyone using
                 this file).
+            InvalidArgumentError: the file cannot be written (read-only,
+                or locked for longer than a minute).
         """
         row = (guard_fingerprint(secret), context.pack())
         with self._connect() as db:
@@ -101,6 +107,9 @@ class ContextGuard:
                     f"round {context.round}, client {context.client}, message "
                     f"{context.message} was already encoded under this secret (recorded in "
                     f"{self.path}): reusing a context makes the noises dependent") from None
+            except sqlite3.Error as exc:  # read-only file, lock held past the timeout, ...
+                raise InvalidArgumentError(
+                    f"cannot record the context in state file {self.path!r}: {exc}") from None
 
     def release(self, secret: bytes, context: Context) -> None:
         """Withdraws a claim whose encoding failed (no payload was produced)."""
