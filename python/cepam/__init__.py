@@ -27,8 +27,9 @@ from .errors import (
 )
 from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
+from ._version import package_version
 
-__version__ = "0.1.0"
+__version__ = package_version()
 
 __all__ = [
     "encode",

@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Any
 
+from ._argtypes import positive_int
+
 __all__ = ["register", "handler", "bench_subparsers"]
 
 _HELP = "bits per coordinate of CEPAM against scalar SDQ, Gaussian+SDQ and I(X; X+Z)"
@@ -38,21 +40,14 @@ def bench_subparsers(subparsers: Any) -> Any:
     return parser._cepam_bench
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Adds ``bench bitrate`` to the ``cepam`` parser's ``subparsers``."""
     p = bench_subparsers(subparsers).add_parser("bitrate", help=_HELP, description=_HELP + ".")
     p.add_argument("--out", default="docs/bitrate",
                    help="output directory (default docs/bitrate)")
-    p.add_argument("--m", type=_positive_int, default=None,
+    p.add_argument("--m", type=positive_int, default=None,
                    help="coordinates per payload (default 200000; --quick: 20000)")
-    p.add_argument("--draws", type=_positive_int, default=None,
+    p.add_argument("--draws", type=positive_int, default=None,
                    help="Monte Carlo draws for the ideal rates (default 20000; --quick: 4000)")
     p.add_argument("--seed", type=int, default=0, help="seed of sources and Monte Carlo")
     p.add_argument("--quick", action="store_true",
