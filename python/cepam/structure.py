@@ -75,6 +75,9 @@ def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
                 f"{where}: dtype {x.dtype} is not supported (float32, float64, float16, bfloat16)"
             )
         t = x.detach()
+        if t.device.type == "meta":
+            raise InvalidArgumentError(f"{where}: a tensor on device 'meta' holds no values; "
+                                       "materialise it (for example load its weights) first")
         if t.device.type != "cpu":
             t = t.cpu()
         if name in ("float16", "bfloat16"):
