@@ -66,6 +66,7 @@ __all__ = [
     "rows_to_csv",
     "rows_to_markdown",
     "plot_rows",
+    "rows_from_csv",
     "write_results",
 ]
 
@@ -962,65 +963,87 @@ def rows_to_markdown(rows: Sequence[dict[str, Any]], *, m: int | None = None,
     return "\n".join(lines)
 
 
+# One look per scheme, on Okabe and Ito's colour-blind-safe palette: bounds
+# and ideal rates in black, the baselines in blues, CEPAM's lattices in warm
+# colours and greens, told apart by marker and line style as well.
 _STYLE = {
-    "mi": dict(color="black", linestyle="--", marker=None, linewidth=1.5),
-    "ideal-Z1": dict(color="tab:blue", linestyle=":", marker=None, linewidth=1.5),
-    "ideal-sdq": dict(color="tab:gray", linestyle=":", marker=None, linewidth=1.5),
-    "sdq": dict(color="tab:gray", linestyle="-", marker="s"),
-    "gaussian+sdq": dict(color="tab:brown", linestyle="-", marker="D"),
-    "cepam-Z1-ans": dict(color="tab:blue", linestyle="-", marker="o"),
-    "cepam-Z1-golomb": dict(color="tab:blue", linestyle="--", marker="o", markerfacecolor="none"),
-    "cepam-Z2-ans": dict(color="tab:orange", linestyle="-", marker="^"),
-    "cepam-Z3-ans": dict(color="tab:green", linestyle="-", marker="v"),
-    "cepam-A2-ans": dict(color="tab:red", linestyle="-", marker="h"),
-    "cepam-D4-ans": dict(color="tab:purple", linestyle="-", marker="p"),
-    "cepam-E8-ans": dict(color="tab:olive", linestyle="-", marker="*"),
-    "cepam-auto-ans": dict(color="tab:cyan", linestyle="-", marker="x"),
+    "mi": dict(color="#000000", linestyle="--", marker=None, linewidth=1.6),
+    "ideal-Z1": dict(color="#D55E00", linestyle=":", marker=None, linewidth=1.6),
+    "ideal-sdq": dict(color="#000000", linestyle=":", marker=None, linewidth=1.6),
+    "sdq": dict(color="#56B4E9", linestyle="-", marker="s"),
+    "gaussian+sdq": dict(color="#0072B2", linestyle="-", marker="D"),
+    "cepam-Z1-ans": dict(color="#D55E00", linestyle="-", marker="o"),
+    "cepam-Z1-golomb": dict(color="#D55E00", linestyle="--", marker="o", markerfacecolor="white"),
+    "cepam-Z2-ans": dict(color="#E69F00", linestyle="-", marker="^"),
+    "cepam-Z3-ans": dict(color="#E69F00", linestyle="-.", marker="v", markerfacecolor="white"),
+    "cepam-A2-ans": dict(color="#009E73", linestyle="-", marker="h"),
+    "cepam-D4-ans": dict(color="#009E73", linestyle="--", marker="p", markerfacecolor="white"),
+    "cepam-E8-ans": dict(color="#CC79A7", linestyle="-", marker="*", markersize=7),
+    "cepam-auto-ans": dict(color="#000000", linestyle="-", marker="x"),
 }
+_NUMERIC_FIELDS = ("s_over_sigma", "bits_per_coordinate", "stderr", "spec", "header_bits",
+                   "body_bits", "tag_bits", "coordinates", "error_std_over_expected", "seconds")
+
+
+def rows_from_csv(text: str) -> list[dict[str, Any]]:
+    """The rows :func:`rows_to_csv` wrote (numbers as floats, empty cells as
+    NaN), for example to redraw the plot from a ``bitrate.csv``."""
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        for key in _NUMERIC_FIELDS:
+            if key in row:
+                row[key] = float(row[key]) if row[key] != "" else math.nan
+        rows.append(row)
+    return rows
 
 
 def plot_rows(rows: Sequence[dict[str, Any]], path: str) -> None:
-    """PNG at ``path``: one column per source; top, bits per coordinate against
-    s/sigma (log x); bottom, the same minus I(X; X+Z) (the gap to the bound)."""
+    """The figure at ``path`` (PNG, PDF or SVG by its suffix): one column per
+    source; top, bits per coordinate against s/sigma (log x); bottom, the
+    same minus I(X; X+Z) (the gap to the bound); one legend for all panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     sources = [s for s in SOURCES if any(r["source"] == s for r in rows)]
-    fig, axes = plt.subplots(2, len(sources), figsize=(6.0 * len(sources), 8.0), squeeze=False,
-                             sharex=True)
-    for col, source in enumerate(sources):
-        mi = {r["s_over_sigma"]: r["bits_per_coordinate"] for r in rows
-              if r["source"] == source and r["scheme"] == "mi" and r["status"] == "ok"}
-        top, bottom = axes[0][col], axes[1][col]
-        for key, style in _STYLE.items():
-            pts = sorted((r["s_over_sigma"], r["bits_per_coordinate"], r["label"]) for r in rows
-                         if r["source"] == source and r["scheme"] == key
-                         and r["status"] == "ok" and math.isfinite(r["bits_per_coordinate"]))
-            if not pts:
-                continue
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            top.plot(xs, ys, label=pts[0][2], markersize=4, **style)
-            gap = [(x, y - mi[x]) for x, y in zip(xs, ys) if x in mi]
-            if gap:
-                bottom.plot([g[0] for g in gap], [g[1] for g in gap], label=pts[0][2],
-                            markersize=4, **style)
-        title = "Gaussian source, x ~ N(0, s²)" if source == "gaussian" else \
-            "uniform source, x ~ U[-s, s]"
-        top.set_title(title)
-        top.set_ylabel("bits per coordinate")
-        bottom.set_ylabel("bits per coordinate minus I(X; X+Z)")
-        bottom.set_xlabel("s / sigma")
-        for ax in (top, bottom):
-            ax.set_xscale("log")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.set_ylim(bottom=0)
-    axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("CEPAM bitrate, Gaussian noise sigma = 1 (whole payloads)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    rc = {"font.size": 10, "axes.titlesize": 11, "legend.fontsize": 9.5}
+    with plt.rc_context(rc):
+        fig, axes = plt.subplots(2, len(sources), figsize=(4.6 * len(sources) + 3.4, 7.2),
+                                 squeeze=False, sharex=True)
+        handles: dict[str, Any] = {}
+        for col, source in enumerate(sources):
+            mi = {r["s_over_sigma"]: r["bits_per_coordinate"] for r in rows
+                  if r["source"] == source and r["scheme"] == "mi" and r["status"] == "ok"}
+            top, bottom = axes[0][col], axes[1][col]
+            for key, style in _STYLE.items():
+                pts = sorted((r["s_over_sigma"], r["bits_per_coordinate"], r["label"])
+                             for r in rows if r["source"] == source and r["scheme"] == key
+                             and r["status"] == "ok" and math.isfinite(r["bits_per_coordinate"]))
+                if not pts:
+                    continue
+                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+                style = {"markersize": 5, "linewidth": 1.3, **style}
+                (line,) = top.plot(xs, ys, label=pts[0][2], **style)
+                handles.setdefault(pts[0][2], line)
+                gap = [(x, y - mi[x]) for x, y in zip(xs, ys) if x in mi]
+                if gap:
+                    bottom.plot([g[0] for g in gap], [g[1] for g in gap], **style)
+            title = "Gaussian source, x ~ N(0, s²)" if source == "gaussian" else \
+                "uniform source, x ~ U[-s, s]"
+            top.set_title(title)
+            bottom.set_xlabel("s / sigma")
+            for ax in (top, bottom):
+                ax.set_xscale("log")
+                ax.grid(True, which="major", alpha=0.3)
+                ax.set_ylim(bottom=0)
+        axes[0][0].set_ylabel("bits per coordinate")
+        axes[1][0].set_ylabel("bits per coordinate above I(X; X+Z)")
+        fig.suptitle("CEPAM bitrate, Gaussian noise sigma = 1 (whole payloads)")
+        fig.tight_layout(rect=(0, 0, 1 - 3.3 / (4.6 * len(sources) + 3.4), 1))
+        fig.legend(list(handles.values()), list(handles), loc="center right", frameon=False)
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
 
 
 def write_results(rows: Sequence[dict[str, Any]], out_dir: str, *, m: int | None = None,

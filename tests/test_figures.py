@@ -1,0 +1,35 @@
+"""The shipped figures can be redrawn from the shipped data."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from cepam import bitrate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bitrate_rows_read_back_from_the_shipped_csv():
+    text = (ROOT / "docs" / "bitrate" / "bitrate.csv").read_text()
+    rows = bitrate.rows_from_csv(text)
+    assert len(rows) == len(text.splitlines()) - 1
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert ok and all(math.isfinite(r["bits_per_coordinate"]) for r in ok)
+    mi = {(r["source"], r["s_over_sigma"]): r["bits_per_coordinate"] for r in ok
+          if r["scheme"] == "mi"}
+    # Every payload costs more than the bound it is plotted against.
+    assert all(r["bits_per_coordinate"] > mi[(r["source"], r["s_over_sigma"])]
+               for r in ok if r["kind"] in ("cepam", "sdq", "gaussian+sdq"))
+
+
+@pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".pdf", b"%PDF"),
+                                           (".svg", b"<?xml")])
+def test_bitrate_figure_redrawn_in_each_format(tmp_path, suffix, magic):
+    pytest.importorskip("matplotlib")
+    rows = bitrate.rows_from_csv((ROOT / "docs" / "bitrate" / "bitrate.csv").read_text())
+    path = tmp_path / f"bitrate{suffix}"
+    bitrate.plot_rows(rows, str(path))
+    assert path.read_bytes().startswith(magic)
