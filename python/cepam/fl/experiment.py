@@ -1,7 +1,7 @@
 """One federated-learning run: rounds, evaluation, learning-rate schedule, resume.
 
 A run is fixed by an :class:`FLConfig` (the defaults are the paper's setup,
-SPEC section 6) and writes into its own directory:
+docs/design.md, section 9) and writes into its own directory:
 
 * ``config.json`` -- the configuration;
 * ``rounds.csv`` and ``rounds.json`` -- one row per round (:data:`COLUMNS`),
