@@ -224,3 +224,26 @@ def test_bench_bitrate_writes_a_fresh_directory_by_default(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert f"wrote bitrate.csv, bitrate.md to {folders[0]}" in err
     assert not (tmp_path / "docs").exists()
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("demo", "--json"), ("fl", "run", "--help"),
+                                  ("privacy", "--help"), ("bench", "bitrate", "--help")])
+def test_commands_that_need_no_extra_run_without_any(argv):
+    proc = cepam_cli(*argv, without=("torch", "scipy", "matplotlib", "tqdm", "dp_accounting"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(not MNIST_DIR.is_dir(), reason="MNIST not available")
+def test_fl_run_prints_eps_after_each_private_run(tmp_path, capsys):
+    pytest.importorskip("torch")
+    assert main(["fl", "run", "--method", "fl", "cepam-gaussian", "--rounds", "1",
+                 "--clients", "2", "--samples-per-client", "20", "--train-size", "200",
+                 "--val-size", "20", "--test-size", "20", "--local-steps", "2",
+                 "--out", str(tmp_path), "--data-dir", str(MNIST_DIR), "--threads", "1",
+                 "--no-progress"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2  # the private run only: its eps, then the warning
+    assert re.fullmatch(r"cnn-cepam-gaussian-n1-\w+ seed 0: \([0-9.e+]+, 1e-05\)-DP after 1 "
+                        r"rounds \(tight bound, curious-client view, sigma = 0.001\)", err[0])
+    assert err[1].startswith("warning: eps = ") and "not meaningfully private" in err[1]

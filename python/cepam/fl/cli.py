@@ -193,9 +193,10 @@ def privacy_report(config, final: dict[str, Any]) -> list[str]:
                      f"({ACCOUNTING_VIEW}, b = {config.b:g})")
     lines = [f"{name}: {guarantee}"]
     if not eps <= EPS_WARNING:
-        noise = "--sigma" if config.method in GAUSSIAN_METHODS else "--laplace-b"
+        hint = ("raise --sigma; `cepam privacy --target-eps` finds one"
+                if config.method in GAUSSIAN_METHODS else "raise --laplace-b")
         lines.append(f"warning: eps = {eps:.4g} > {EPS_WARNING:g}: this run is not meaningfully "
-                     f"private (raise {noise}; `cepam privacy --target-eps` finds sigma)")
+                     f"private ({hint})")
     return lines
 
 
