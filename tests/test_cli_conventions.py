@@ -177,6 +177,7 @@ def test_every_argument_has_help_and_every_default_is_shown():
     for name, parser in parsers:
         text = parser.format_help()
         assert "``" not in text and ":func:" not in text and ":mod:" not in text, name
+        assert "%%" not in text, name
         for action in parser._actions:
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
                 continue

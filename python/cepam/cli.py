@@ -62,10 +62,10 @@ def requires(parser: argparse.ArgumentParser, *modules: str, extra: str) -> None
     parser.set_defaults(requires=modules, extra=extra)
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps descriptions as written and appends ``(default ...)`` to every
-    option whose help does not already state its default (options whose
-    default is None or False have none to show)."""
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default ...)`` to every option whose help does not already
+    state its default (options whose default is None or False have none to
+    show)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""

@@ -317,7 +317,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     t = fl_sub.add_parser(
         "table", help="paper-style table: mean and 95%% CI over seeds",
-        description="Tabulates the runs under DIRECTORY: test accuracy (mean and 95%% CI over "
+        description="Tabulates the runs under DIRECTORY: test accuracy (mean and 95% CI over "
                     "seeds), bits per coordinate and eps for each method and model. Accuracy "
                     "is in percent in the text and Markdown tables and a fraction in [0, 1] "
                     "in --json, as in the runs' files. Exits 1 when there is no run.")
