@@ -70,6 +70,7 @@ PRIVACY = ("privacy", "--sigma", "0.5", "--clip", "1", "--clients", "30", "--loc
     (("fl", "run", "--out", "OUT"), ("torch",), "pip install torch==2.13.0"),
     (("fl", "run", "--out", "OUT"), ("scipy",), 'pip install "cepam[fl]"'),
     (("fl", "plot", str(RUNS), "--out", "OUT"), ("matplotlib",), 'pip install "cepam[fl]"'),
+    (("fl", "table", str(RUNS), "--delta", "0.01"), ("scipy",), 'pip install "cepam[fl]"'),
 ])
 def test_a_missing_extra_is_one_line_naming_the_install_command(tmp_path, argv, without, hint):
     argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
@@ -108,6 +109,28 @@ def test_fl_run_refuses_counts_out_of_range(tmp_path, capsys, option, value):
     err = capsys.readouterr().err
     assert f"argument {option}: must be a " in err and f"integer, got {value}" in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("error, code, message", [
+    (ModuleNotFoundError("No module named 'scipy'", name="scipy"), 1,
+     "needs scipy, which is not installed; install it with: pip install scipy"),
+    (ModuleNotFoundError("No module named 'nothere'", name="nothere"), 1,
+     "No module named 'nothere' (run cepam --debug ... for the traceback)"),
+    (RuntimeError("boom"), 1, "RuntimeError: boom (run cepam --debug ... for the traceback)"),
+    (cepam.FormatError("bad magic"), 1, "bad magic"),
+    (cepam.InvalidArgumentError("sigma must be positive"), 2, "sigma must be positive"),
+])
+def test_every_failure_is_one_line(tmp_path, monkeypatch, capsys, error, code, message):
+    def fail(payload):
+        raise error
+
+    monkeypatch.setattr("cepam.codec.inspect", fail)
+    path = tmp_path / "p.bin"
+    path.write_bytes(b"x")
+    assert main(["inspect", str(path)]) == code
+    assert capsys.readouterr().err == f"cepam inspect: error: {message}\n"
+    with pytest.raises(type(error)):
+        main(["--debug", "inspect", str(path)])
 
 
 def test_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, capsys):

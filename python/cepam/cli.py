@@ -202,9 +202,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except ModuleNotFoundError as exc:
         root = (exc.name or "").split(".")[0]
-        if args.debug or (root != "torch" and root not in _EXTRA_MODULES):
+        if args.debug:
             raise
-        print(f"{where}: error: {_missing_message(root, extra)}", file=sys.stderr)
+        if root == "torch" or root in _EXTRA_MODULES:
+            print(f"{where}: error: {_missing_message(root, extra)}", file=sys.stderr)
+        else:
+            print(f"{where}: error: {exc} (run cepam --debug ... for the traceback)",
+                  file=sys.stderr)
         return 1
     except (CepamError, OSError) as exc:
         if args.debug:

@@ -332,6 +332,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also use runs that have not reached their last round")
     _add_deltas(t, "a sigma column and one eps column per delta (--json: epsilon_at_delta)")
     t.set_defaults(func=_table)
+    requires(t, extra="fl")  # nothing to import up front; --delta needs scipy (the accountant)
 
     p = fl_sub.add_parser("plot", help="convergence and privacy-accuracy figures",
                           description="Writes convergence.FORMAT and, where a Gaussian method "
