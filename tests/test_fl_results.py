@@ -36,6 +36,17 @@ def test_the_shipped_runs_can_be_re_tabled(capsys):
         assert line in experiments, line
 
 
+def test_other_csv_files_are_skipped_and_unreadable_runs_refused(tmp_path):
+    (tmp_path / "notes-seed1.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "cnn-fl-seed0.csv").write_text((RUNS / "cnn-fl-seed0.csv").read_text())
+    runs = load_runs(tmp_path)
+    assert len(runs) == 1 and runs[0].config == FLConfig(method="fl", rounds=80)
+    hashed = FLConfig(clients=3).run_name()
+    (tmp_path / f"{hashed}-seed0.csv").write_text((RUNS / "cnn-fl-seed0.csv").read_text())
+    with pytest.raises(InvalidArgumentError, match="config.json"):
+        load_runs(tmp_path)
+
+
 def test_accuracies_are_fractions_in_every_json():
     for path in (ROOT / "docs" / "experiments").rglob("*.json"):
         for s in json.loads(path.read_text()):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import InvalidArgumentError
-from .config import METHODS, FLConfig
+from .config import METHODS, MODEL_NAMES, FLConfig
 from .privacy import ACCOUNTING_VIEW, epsilon_at
 
 __all__ = ["Run", "Group", "load_runs", "read_rounds_csv", "summarize", "format_table", "mean_ci",
@@ -132,9 +132,13 @@ def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> lis
     ``cepam fl run`` (``rounds.json``) and per-round CSV files named
     ``<run name>-seed<k>.csv``.
 
+    CSV files whose name does not start with a model and a method are
+    skipped.
+
     Raises:
         InvalidArgumentError: ``directory`` does not exist, or a CSV file
-            named like a run cannot be read as one.
+            named like a run cannot be read as one (a hashed run name, whose
+            settings only its ``config.json`` holds).
     """
     root = Path(directory)
     if not root.is_dir():
@@ -148,8 +152,10 @@ def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> lis
             runs.append(run)
     for path in sorted(root.rglob("*.csv")):
         found = _CSV_RUN.fullmatch(path.name)
-        if found is None:
-            continue
+        model, _, rest = found["name"].partition("-") if found else ("", "", "")
+        if model not in MODEL_NAMES or not any(rest == m or rest.startswith(m + "-")
+                                               for m in METHODS):
+            continue  # not named like a run: some other CSV file
         rows = read_rounds_csv(path)
         config = FLConfig.from_run_name(found["name"], seed=int(found["seed"]),
                                         rounds=int(rows[-1]["round"]))
