@@ -33,3 +33,21 @@ def test_bitrate_figure_redrawn_in_each_format(tmp_path, suffix, magic):
     path = tmp_path / f"bitrate{suffix}"
     bitrate.plot_rows(rows, str(path))
     assert path.read_bytes().startswith(magic)
+
+
+def test_privacy_accuracy_figure_redrawn_from_the_shipped_summary():
+    pytest.importorskip("matplotlib")
+    import json
+
+    from cepam.fl.plots import privacy_accuracy_figure
+
+    stats = json.loads((ROOT / "docs" / "experiments" / "sweep" / "table.json").read_text())
+    fig = privacy_accuracy_figure(stats, deltas=(0.01, 0.015))
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == [f"{m}, CNN, delta = {d}" for m in ("CEPAM-Gaussian (n=1)", "FL+Gaussian+SDQ")
+                      for d in ("0.01", "0.015")]
+    assert ax.get_xscale() == "log"
+    # Accuracies (fractions in the summary) are drawn in percent.
+    ys = [y for line in ax.get_lines() for y in line.get_ydata()]
+    assert 90 < max(ys) < 100 and min(ys) > 1  # percent, error bars included

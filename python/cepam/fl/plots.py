@@ -28,8 +28,8 @@ from ..errors import InvalidArgumentError
 from .privacy import ACCOUNTING_VIEW
 from .results import Group, mean_ci
 
-__all__ = ["plot_convergence", "convergence_figure", "plot_privacy_accuracy", "seeds_text",
-           "OKABE_ITO"]
+__all__ = ["plot_convergence", "convergence_figure", "plot_privacy_accuracy",
+           "privacy_accuracy_figure", "seeds_text", "OKABE_ITO"]
 
 
 def _pyplot():
@@ -194,39 +194,57 @@ def plot_convergence(groups: Sequence[Group], path: str | Path, *,
     return path
 
 
-def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
-                          methods: Sequence[str] = ("cepam-gaussian", "fl-gaussian-sdq", "fl-gaussian"),
-                          at: str = "final", deltas: Sequence[float] = ()) -> Path | None:
-    """Test accuracy against eps (or sigma) for ``methods``.
+_PRIVATE_GAUSSIAN = ("cepam-gaussian", "fl-gaussian-sdq", "fl-gaussian")
 
-    Without ``deltas``: eps is the runs' own column (at their delta), one line
-    per (model, method, dim).  With ``deltas``: eps recomputed at each delta
-    (:meth:`Group.epsilon_at`, after the rounds run), one line per (model,
-    method, dim, delta).  The eps axis is logarithmic when eps spans more than
-    two decades.  Returns None when fewer than two noise levels were run.
+
+def _number(v: Any) -> float:
+    """A number from a statistics dict, as JSON writes it (null, "inf")."""
+    if v is None:
+        return math.nan
+    return float(v)
+
+
+def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
+                            methods: Sequence[str] = _PRIVATE_GAUSSIAN,
+                            deltas: Sequence[float] = ()):
+    """The privacy-accuracy figure (a matplotlib Figure, or None when no
+    method was run at two or more noise levels) from group statistics: the
+    dicts of :meth:`Group.stats`, or the objects ``cepam fl table --json``
+    prints (``docs/experiments/sweep/table.json``).
+
+    Without ``deltas``: eps is each group's ``epsilon`` (at its ``delta``),
+    one line per (model, method).  With ``deltas``: eps from each group's
+    ``epsilon_at_delta`` at each delta, one line per (model, method, delta).
+    The eps axis is logarithmic when eps spans more than two decades; without
+    any eps the x axis is sigma.
 
     Raises:
-        InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
-            non-IID runs.
+        InvalidArgumentError: ``deltas`` given but a group has no eps for one.
     """
     plt = _pyplot()
-    chosen = [g for g in groups if g.config.method in methods]
+    chosen = [s for s in stats if s["method"] in methods]
     # (model, label, delta or None) -> [(eps, sigma, accuracy, ci)]
     lines: dict[tuple, list[tuple[float, float, float, float]]] = {}
-    for g in chosen:
-        s = g.stats(at)
-        ci = 0.0 if math.isnan(s["test_acc_ci95"]) else s["test_acc_ci95"]
+    for s in chosen:
+        ci = _number(s["test_acc_ci95"])
+        ci = 0.0 if math.isnan(ci) else ci
         for delta in deltas or [None]:
-            eps = s["epsilon"] if delta is None else g.epsilon_at(delta)
-            lines.setdefault((g.config.model, g.config.label, delta), []).append(
-                (eps, g.config.sigma, s["test_acc"], ci))
+            if delta is None:
+                eps = _number(s["epsilon"])
+            else:
+                at_delta = s.get("epsilon_at_delta") or {}
+                if f"{delta:g}" not in at_delta:
+                    raise InvalidArgumentError(f"no eps at delta = {delta:g} for {s['label']}")
+                eps = _number(at_delta[f"{delta:g}"])
+            lines.setdefault((s["model"], s["label"], delta), []).append(
+                (eps, float(s["sigma"]), _number(s["test_acc"]), ci))
     lines = {k: v for k, v in lines.items() if len(v) >= 2}
     if not lines:
         return None
     eps_all = [p[0] for pts in lines.values() for p in pts]
     use_eps = all(math.isfinite(e) and e > 0 for e in eps_all)
     with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        fig, ax = plt.subplots(figsize=(7.0, 4.6))
         order = sorted(lines, key=lambda k: (k[0], k[1], k[2] or 0.0))
         colours: dict[tuple[str, str], str] = {}  # one colour per (model, method), a style per delta
         for key in order:
@@ -238,13 +256,15 @@ def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
             xs = [p[0] if use_eps else p[1] for p in pts]
             name = f"{label}, {model.upper()}" + ("" if delta is None else f", delta = {delta:g}")
             marker = _MARKERS[list(colours).index((model, label)) % len(_MARKERS)]
+            hollow = (deltas or [None]).index(delta) % 2 == 1
             ax.errorbar(xs, [100 * p[2] for p in pts], yerr=[100 * p[3] for p in pts],
-                        marker=marker, capsize=3, color=colours[(model, label)],
-                        linestyle=styles[delta], label=name)
+                        marker=marker, markersize=5, capsize=3, elinewidth=1.0,
+                        color=colours[(model, label)], linestyle=styles[delta], label=name,
+                        markerfacecolor="white" if hollow else colours[(model, label)])
         if use_eps:
             if max(eps_all) > 100 * min(eps_all):
                 ax.set_xscale("log")
-            at_delta = "" if deltas else f", delta = {chosen[0].config.delta:g}"
+            at_delta = "" if deltas else f", delta = {float(chosen[0]['delta']):g}"
             ax.set_xlabel(f"privacy budget eps ({ACCOUNTING_VIEW}{at_delta})")
         else:
             ax.set_xscale("log")
@@ -253,10 +273,38 @@ def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
         ax.set_ylabel("test accuracy (%)")
         _clamp_percent(ax)
         ax.set_title("Privacy-accuracy trade-off on MNIST")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3, linewidth=0.6)
+        ax.legend(loc="lower right")
         fig.tight_layout()
-        path = Path(path)
-        fig.savefig(path, dpi=150)
-        plt.close(fig)
+    return fig
+
+
+def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
+                          methods: Sequence[str] = _PRIVATE_GAUSSIAN,
+                          at: str = "final", deltas: Sequence[float] = ()) -> Path | None:
+    """Writes :func:`privacy_accuracy_figure` for ``groups`` (test accuracy
+    at ``at``; with ``deltas``, eps recomputed at each delta by
+    :meth:`Group.epsilon_at`, after the rounds run) to ``path`` (PNG, PDF or
+    SVG by its suffix).  Returns the path, or None when fewer than two noise
+    levels were run.
+
+    Raises:
+        InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
+            non-IID runs.
+    """
+    stats = []
+    for g in groups:
+        if g.config.method not in methods:
+            continue
+        s = g.stats(at)
+        if deltas:
+            s["epsilon_at_delta"] = {f"{d:g}": g.epsilon_at(d) for d in deltas}
+        stats.append(s)
+    fig = privacy_accuracy_figure(stats, methods=methods, deltas=deltas)
+    if fig is None:
+        return None
+    plt = _pyplot()
+    path = Path(path)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
     return path
