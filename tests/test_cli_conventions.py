@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import os
 import re
 import signal
 import subprocess
@@ -183,6 +182,17 @@ def test_version_comes_from_the_package_metadata(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out == f"cepam {pyproject}\n"
+
+
+def test_version_without_installed_metadata_reads_pyproject(monkeypatch):
+    from cepam import _version
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_version.metadata, "version", not_installed)
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert _version.package_version() == pyproject
 
 
 def _parsers(parser: argparse.ArgumentParser, name: str = "cepam"):

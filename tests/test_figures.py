@@ -25,6 +25,15 @@ def test_bitrate_rows_read_back_from_the_shipped_csv():
                for r in ok if r["kind"] in ("cepam", "sdq", "gaussian+sdq"))
 
 
+def test_rows_from_csv_refuses_what_is_not_a_bitrate_csv():
+    import cepam
+
+    with pytest.raises(cepam.InvalidTypeError):
+        bitrate.rows_from_csv(b"source,s_over_sigma\n")
+    with pytest.raises(cepam.InvalidArgumentError, match="s_over_sigma"):
+        bitrate.rows_from_csv("source,s_over_sigma\ngaussian,ten\n")
+
+
 @pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".pdf", b"%PDF"),
                                            (".svg", b"<?xml")])
 def test_bitrate_figure_redrawn_in_each_format(tmp_path, suffix, magic):

@@ -988,12 +988,22 @@ _NUMERIC_FIELDS = ("s_over_sigma", "bits_per_coordinate", "stderr", "spec", "hea
 
 def rows_from_csv(text: str) -> list[dict[str, Any]]:
     """The rows :func:`rows_to_csv` wrote (numbers as floats, empty cells as
-    NaN), for example to redraw the plot from a ``bitrate.csv``."""
+    NaN), for example to redraw the plot from a ``bitrate.csv``.
+
+    Raises:
+        InvalidTypeError: ``text`` is not a str.
+        InvalidArgumentError: a numeric cell is not a number.
+    """
+    if not isinstance(text, str):
+        raise InvalidTypeError(f"text must be str (the CSV's contents), got {type(text).__name__}")
     rows = []
     for row in csv.DictReader(io.StringIO(text)):
         for key in _NUMERIC_FIELDS:
             if key in row:
-                row[key] = float(row[key]) if row[key] != "" else math.nan
+                try:
+                    row[key] = float(row[key]) if row[key] != "" else math.nan
+                except (TypeError, ValueError):
+                    raise InvalidArgumentError(f"{key} = {row[key]!r} is not a number") from None
         rows.append(row)
     return rows
 
