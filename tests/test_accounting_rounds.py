@@ -46,7 +46,7 @@ def test_paper_setting_reproduces_eps_145_and_formula_delta():
     g = paper_gaussian_round(5.9, sigma=0.001, setting=paper_setting())
     assert g.epsilon == pytest.approx(1.45, abs=0.01)
     assert g.eps_tilde == 5.9
-    # The formula gives 0.0097, not the paper's printed 2.48e-2 (SPEC section 5).
+    # The formula gives 0.0097, not the paper's printed 2.48e-2 (docs/design.md, section 8).
     assert g.delta == pytest.approx(0.0097, abs=5e-5)
     assert g.delta == pytest.approx(
         _paper_delta_by_hand(5.9, 0.001, 1.0, 30, 15, 1666), rel=1e-9)

@@ -160,7 +160,7 @@ def test_wrong_secret_is_an_authentication_error():
 
 @pytest.mark.parametrize("coder,limit", [("ans", 3.87), ("golomb", 3.853 + 0.6)])
 def test_bitrate_against_the_spec_for_a_gaussian_source(coder, limit):
-    """SPEC section 2: n = 1 at s / sigma = 10 has an ideal rate of 3.853
+    """docs/design.md, section 4: n = 1 at s / sigma = 10 has an ideal rate of 3.853
     bits per coordinate; the conditional ANS coder reaches it within 0.02
     (issue 3's target, 3.87), the Golomb coder pays about half a bit."""
     x = np.random.default_rng(4).normal(scale=10.0, size=200_000)

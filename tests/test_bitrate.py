@@ -31,9 +31,9 @@ def test_mutual_information_gaussian_spec_values():
         assert abs(bitrate.mutual_information("gaussian", ratio) - value) < 1e-3
 
 
-@pytest.mark.parametrize("ratio", sorted(bitrate.SPEC_MUTUAL_INFORMATION_UNIFORM))
+@pytest.mark.parametrize("ratio", sorted(bitrate.DESIGN_MUTUAL_INFORMATION_UNIFORM))
 def test_mutual_information_uniform_matches_spec(ratio):
-    spec = bitrate.SPEC_MUTUAL_INFORMATION_UNIFORM[ratio]
+    spec = bitrate.DESIGN_MUTUAL_INFORMATION_UNIFORM[ratio]
     assert abs(bitrate.mutual_information("uniform", ratio) - spec) < 1e-3
 
 
@@ -89,12 +89,12 @@ def test_ideal_rate_z1_high_resolution_limit_and_determinism():
 
 
 def test_ideal_sdq_rate_matches_spec():
-    for ratio, spec in bitrate.SPEC_SCALAR_SDQ_UNIFORM.items():
+    for ratio, spec in bitrate.DESIGN_SCALAR_SDQ_UNIFORM.items():
         assert abs(bitrate.ideal_sdq_rate("uniform", ratio) - spec) < 3e-3
 
 
 def test_high_resolution_gaps_match_spec():
-    for (lattice, dim), gap in bitrate.SPEC_HIGH_RESOLUTION_GAP.items():
+    for (lattice, dim), gap in bitrate.DESIGN_HIGH_RESOLUTION_GAP.items():
         assert bitrate.high_resolution_gap(lattice, dim) == pytest.approx(gap, abs=1e-3)
     assert bitrate.packing_density("E8") == pytest.approx(math.pi ** 4 / 384)
     assert bitrate.packing_density("Z", 2) == pytest.approx(math.pi / 4)

@@ -29,7 +29,7 @@ def test_inspect_command(tmp_path, capsys):
                            client=2)
     path = tmp_path / "p.bin"
     path.write_bytes(payload)
-    assert main(["inspect", str(path)]) == 0
+    assert main(["inspect", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["client"] == 2 and info["bits"]["total"] == 8 * len(payload)
 
@@ -37,5 +37,6 @@ def test_inspect_command(tmp_path, capsys):
 def test_inspect_command_reports_bad_payloads(tmp_path, capsys):
     path = tmp_path / "bad.bin"
     path.write_bytes(b"not a payload at all, not at all, not at all, no" * 3)
-    assert main(["inspect", str(path)]) == 2
-    assert "bad magic" in capsys.readouterr().err
+    assert main(["inspect", str(path)]) == 1  # an error, not a usage error
+    err = capsys.readouterr().err
+    assert err.startswith("cepam inspect: error: ") and "bad magic" in err

@@ -292,7 +292,8 @@ def test_cli_table(cli_results, capsys):
     assert all(s["seeds"] == 2 for s in stats)
     fl = next(s for s in stats if s["label"] == "FL" and s["model"] == "cnn")
     runs = [r for r in load_runs(out) if r.config.method == "fl" and r.config.model == "cnn"]
-    assert fl["test_acc"] == pytest.approx(50 * sum(r.rows[-1]["test_acc"] for r in runs))
+    # Accuracies are fractions in JSON, as in the runs' files.
+    assert fl["test_acc"] == pytest.approx(0.5 * sum(r.rows[-1]["test_acc"] for r in runs))
     assert cli(["fl", "table", str(out), "--markdown", "--at", "best-val"]) == 0
     assert capsys.readouterr().out.startswith("| Method |")
 

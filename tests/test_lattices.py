@@ -37,11 +37,11 @@ DET = {"A2": S3 / 2, "D4": 2.0, "E8": 1.0}
 RHO = {"A2": 0.5, "D4": math.sqrt(2) / 2, "E8": math.sqrt(2) / 2}
 COVERING = {"A2": 1 / S3, "D4": 1.0, "E8": 1.0}
 DENSITY = {"A2": math.pi / (2 * S3), "D4": math.pi**2 / 16, "E8": math.pi**4 / 384}
-TRIALS = {"A2": 1.10, "D4": 1.62, "E8": 3.94}  # SPEC section 1
+TRIALS = {"A2": 1.10, "D4": 1.62, "E8": 3.94}  # docs/design.md, section 3
 NSM = {"A2": 0.0801875, "D4": 0.0766032, "E8": 0.0716821}  # normalized second moments
 # A deep hole of each lattice (a point at the covering radius from it).
 HOLE = {"A2": (0.5, S3 / 6), "D4": (1.0, 0.0, 0.0, 0.0), "E8": (1.0,) + (0.0,) * 7}
-# SPEC section 2: bits per coordinate, uniform source, A / sigma = 100.
+# docs/design.md, section 4: bits per coordinate, uniform source, A / sigma = 100.
 RATE_100 = {"A2": 6.21, "D4": 6.13, "E8": 5.97}
 
 
@@ -470,5 +470,5 @@ def test_bitrate_matches_spec_at_high_resolution(name):
     payload = cepam.encode(x, cepam.Gaussian(sigma=SIGMA), secret=SECRET_B, round=3, client=0,
                            lattice=name)
     rate = 8 * len(payload) / m
-    print(f"{name}: {rate:.3f} bits per coordinate (SPEC {RATE_100[name]})")
+    print(f"{name}: {rate:.3f} bits per coordinate (design notes: {RATE_100[name]})")
     assert abs(rate - RATE_100[name]) < 0.1

@@ -3,7 +3,7 @@
 // beta rho, which lies strictly inside the scaled Voronoi cell, so no cell is
 // a ball and H ~ Geometric(packing density).
 //
-// Scalings (SPEC section 1):
+// Scalings (docs/design.md, section 3):
 //   A2: minimal distance 1; rho = 1/2; cell area sqrt(3)/2;
 //   D4 = {x in Z^4 : sum x even}; rho = sqrt(2)/2; cell volume 2;
 //   E8 = D8 u (D8 + (1/2, ..., 1/2)); rho = sqrt(2)/2; cell volume 1.

@@ -31,8 +31,9 @@ from .errors import (
 from .guard import ContextGuard
 from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
+from ._version import package_version
 
-__version__ = "0.1.0"
+__version__ = package_version()
 
 __all__ = [
     "encode",

@@ -1,4 +1,4 @@
-"""Scalar baselines: SDQ, Gaussian+SDQ and Laplace+SDQ (SPEC section 4).
+"""Scalar baselines: SDQ, Gaussian+SDQ and Laplace+SDQ (docs/design.md, section 7).
 
 These are the schemes CEPAM is compared with, coded with the same payload
 format and entropy coder as LRSUQ, so that bitrates compare fairly:

@@ -7,7 +7,7 @@ coordinate:
 
 * ``"gaussian"``: ``x ~ N(0, s^2)`` (``s`` is the standard deviation);
 * ``"uniform"``: ``x ~ Uniform[-s, s]`` (``s`` is the half-width ``A`` of
-  SPEC section 2's table, so ``s / sigma`` is its ``A / sigma``; the standard
+  the rates table of docs/design.md (section 4), so ``s / sigma`` is its ``A / sigma``; the standard
   deviation is ``s / sqrt(3)``).
 
 What is computed here:
@@ -17,7 +17,7 @@ What is computed here:
   the Gaussian source, numerical integration of the output density for the
   uniform one.
 * :func:`ideal_rate`: the rate of LRSUQ with an ideal entropy coder that knows
-  the source law, ``[H(H) + H(M | U, V_H)] / n`` (SPEC section 2).  On Z^1
+  the source law, ``[H(H) + H(M | U, V_H)] / n`` (docs/design.md, section 4).  On Z^1
   (``H = 1`` always) it is a Monte Carlo over the latent and the dither with
   exact sums over ``M``; on other lattices (Gaussian source) a Monte Carlo
   over the whole chain with exact lattice sums for the law of ``M``.
@@ -48,9 +48,9 @@ from .errors import CepamError, InvalidArgumentError, InvalidTypeError
 __all__ = [
     "SOURCES",
     "S_OVER_SIGMA",
-    "SPEC_IDEAL_UNIFORM",
-    "SPEC_IDEAL_GAUSSIAN_Z1",
-    "SPEC_MUTUAL_INFORMATION_UNIFORM",
+    "DESIGN_IDEAL_UNIFORM",
+    "DESIGN_IDEAL_GAUSSIAN_Z1",
+    "DESIGN_MUTUAL_INFORMATION_UNIFORM",
     "mutual_information",
     "ideal_rate",
     "ideal_sdq_rate",
@@ -66,6 +66,7 @@ __all__ = [
     "rows_to_csv",
     "rows_to_markdown",
     "plot_rows",
+    "rows_from_csv",
     "write_results",
 ]
 
@@ -74,8 +75,8 @@ S_OVER_SIGMA = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 _LOG2E = 1.0 / math.log(2.0)
 _H_GAUSS_BITS = 0.5 * math.log2(2.0 * math.pi * math.e)  # h(N(0, 1)) in bits
 
-# SPEC section 2 (Monte Carlo, +-0.03): ideal rate, uniform source, by A/sigma.
-SPEC_IDEAL_UNIFORM: dict[tuple[str, int], dict[float, float]] = {
+# docs/design.md, section 4 (Monte Carlo, +-0.03): ideal rate, uniform source, by A/sigma.
+DESIGN_IDEAL_UNIFORM: dict[tuple[str, int], dict[float, float]] = {
     ("Z", 1): {0.1: 0.058, 1.0: 0.560, 10.0: 2.911, 100.0: 6.129},
     ("Z", 2): {0.1: 0.50, 1.0: 0.83, 10.0: 3.11, 100.0: 6.33},
     ("A2", 2): {0.1: 0.25, 1.0: 0.66, 10.0: 2.99, 100.0: 6.21},
@@ -83,10 +84,10 @@ SPEC_IDEAL_UNIFORM: dict[tuple[str, int], dict[float, float]] = {
     ("D4", 4): {0.1: 0.40, 1.0: 0.64, 10.0: 2.91, 100.0: 6.13},
     ("E8", 8): {0.1: 0.40, 1.0: 0.55, 10.0: 2.76, 100.0: 5.97},
 }
-SPEC_IDEAL_GAUSSIAN_Z1 = {1.0: 0.965, 10.0: 3.853, 100.0: 7.168}
-SPEC_MUTUAL_INFORMATION_UNIFORM = {0.1: 0.002, 1.0: 0.207, 10.0: 2.405, 100.0: 5.610}
-SPEC_SCALAR_SDQ_UNIFORM = {0.1: 0.042, 1.0: 0.416, 10.0: 2.654, 100.0: 5.864}
-SPEC_HIGH_RESOLUTION_GAP = {("Z", 1): 0.521, ("Z", 2): 0.720, ("A2", 2): 0.592,
+DESIGN_IDEAL_GAUSSIAN_Z1 = {1.0: 0.965, 10.0: 3.853, 100.0: 7.168}
+DESIGN_MUTUAL_INFORMATION_UNIFORM = {0.1: 0.002, 1.0: 0.207, 10.0: 2.405, 100.0: 5.610}
+DESIGN_SCALAR_SDQ_UNIFORM = {0.1: 0.042, 1.0: 0.416, 10.0: 2.654, 100.0: 5.864}
+DESIGN_HIGH_RESOLUTION_GAP = {("Z", 1): 0.521, ("Z", 2): 0.720, ("A2", 2): 0.592,
                             ("Z", 3): 0.675, ("D4", 4): 0.521, ("E8", 8): 0.363}
 
 
@@ -252,7 +253,7 @@ def high_resolution_gap(lattice: str, dim: int | None = None) -> float:
     cell volume is ``vol(ball of radius r(U)) / p``, so the gap per coordinate is
     ``[H(Geometric(p)) + log2 p + h(Z) - E log2 vol(B_r(U))] / n`` with
     ``r(U) = sigma sqrt(U)``, ``U ~ chi2(n + 2)``: it depends on the lattice
-    through its packing density ``p`` only.  (SPEC: Z 0.521, Z^2 0.720,
+    through its packing density ``p`` only.  (docs/design.md, section 4: Z 0.521, Z^2 0.720,
     A2 0.592, Z^3 0.675, D4 0.521, E8 0.363.)
     """
     from scipy.special import digamma
@@ -526,7 +527,7 @@ def ideal_rate(source: str, s_over_sigma: float, *, lattice: str = "Z", dim: int
     """Rate of LRSUQ with an ideal entropy coder, bits per coordinate (Gaussian noise).
 
     ``[H(H) + H(M | U, V_H)] / n`` with the entropy model that knows the true
-    source law (SPEC section 2).
+    source law (docs/design.md, section 4).
 
     * Z^1, either source: ``H = 1`` and, with ``beta = 2 sigma sqrt(U)``,
       ``P(M = m | U, V) = F_X(beta (m + V + 1/2)) - F_X(beta (m + V - 1/2))``;
@@ -571,7 +572,7 @@ def ideal_rate(source: str, s_over_sigma: float, *, lattice: str = "Z", dim: int
         raise InvalidArgumentError(
             f"the ideal rate of {lattice}{'' if lattice != 'Z' else '^' + str(dim)} for a "
             "uniform source is not computed here (n = 1 only); see spec_ideal_rate for "
-            "SPEC's values"
+            "the design notes' values"
         )
     return (rate, err) if return_error else rate
 
@@ -582,7 +583,7 @@ def ideal_sdq_rate(source: str, s_over_sigma: float, *, points: int = 20000) -> 
     ``H(M | V)`` with the true source law, ``M = round(x / Delta - V)``: the
     same sums as the Z^1 ideal rate with a fixed cell width ``Delta``,
     integrated over ``V ~ U[-1/2, 1/2)`` by the midpoint rule on ``points``
-    points.  (SPEC section 2's "scalar SDQ, same variance" column.)
+    points.  (The "scalar SDQ, same variance" column of docs/design.md, section 4.)
     """
     source = _check_source(source)
     ratio = check_positive("s_over_sigma", s_over_sigma)
@@ -598,14 +599,14 @@ def ideal_sdq_rate(source: str, s_over_sigma: float, *, points: int = 20000) -> 
 
 def spec_ideal_rate(source: str, s_over_sigma: float, lattice: str = "Z",
                     dim: int | None = None) -> float | None:
-    """SPEC section 2's ideal rate (its Monte Carlo, +-0.03), or None if it gives none."""
+    """The ideal rate tabulated in docs/design.md, section 4 (Monte Carlo, +-0.03), or None if it gives none."""
     source = _check_source(source)
     dim = _default_dim(lattice) if dim is None else dim
     if source == "gaussian":
         if (lattice, dim) != ("Z", 1):
             return None
-        return SPEC_IDEAL_GAUSSIAN_Z1.get(float(s_over_sigma))
-    return SPEC_IDEAL_UNIFORM.get((lattice, dim), {}).get(float(s_over_sigma))
+        return DESIGN_IDEAL_GAUSSIAN_Z1.get(float(s_over_sigma))
+    return DESIGN_IDEAL_UNIFORM.get((lattice, dim), {}).get(float(s_over_sigma))
 
 
 # ---------------------------------------------------------------------------
@@ -626,7 +627,7 @@ class Scheme:
     """One line of the benchmark.
 
     kind: ``"bound"`` (I(X; X+Z)), ``"ideal"`` (computed ideal rate),
-    ``"spec"`` (SPEC's tabulated ideal rate), ``"cepam"``, ``"sdq"`` or
+    ``"spec"`` (the ideal rate tabulated in docs/design.md), ``"cepam"``, ``"sdq"`` or
     ``"gaussian+sdq"`` (measured payloads).
     """
 
@@ -757,7 +758,7 @@ def run_benchmark(*, m: int = 200_000, grid: Sequence[float] = S_OVER_SIGMA,
     report the whole payload's bits per coordinate (header, body and tag); each
     payload is decoded and ``error_std_over_expected`` (decoded error std over
     the scheme's nominal std) checks it.  Computed lines: the mutual
-    information and the ideal rates (``draws`` Monte Carlo draws); SPEC's
+    information and the ideal rates (``draws`` Monte Carlo draws); the design notes'
     tabulated ideal rates fill in (``kind`` "spec") where no computation is
     available (the uniform source for n > 1).
 
@@ -793,7 +794,7 @@ def run_benchmark(*, m: int = 200_000, grid: Sequence[float] = S_OVER_SIGMA,
                 if scheme.kind == "bound":
                     row["bits_per_coordinate"] = mutual_information(source, ratio)
                     if source == "uniform":
-                        row["spec"] = SPEC_MUTUAL_INFORMATION_UNIFORM.get(float(ratio), math.nan)
+                        row["spec"] = DESIGN_MUTUAL_INFORMATION_UNIFORM.get(float(ratio), math.nan)
                 elif scheme.kind == "ideal":
                     spec = spec_ideal_rate(source, ratio, scheme.lattice, scheme.dim)
                     row["spec"] = math.nan if spec is None else spec
@@ -807,14 +808,14 @@ def run_benchmark(*, m: int = 200_000, grid: Sequence[float] = S_OVER_SIGMA,
                             row["bits_per_coordinate"] = spec
                             row["kind"] = "spec"
                             row["status"] = "spec"
-                            row["note"] = "SPEC section 2 table (its Monte Carlo, +-0.03)"
+                            row["note"] = "docs/design.md section 4 table (Monte Carlo, +-0.03)"
                         else:
                             row["status"] = "not computed"
                     row["seconds"] = time.perf_counter() - t0
                 elif scheme.kind == "ideal-sdq":
                     row["bits_per_coordinate"] = ideal_sdq_rate(source, ratio)
                     if source == "uniform":
-                        row["spec"] = SPEC_SCALAR_SDQ_UNIFORM.get(float(ratio), math.nan)
+                        row["spec"] = DESIGN_SCALAR_SDQ_UNIFORM.get(float(ratio), math.nan)
                     row["seconds"] = time.perf_counter() - t0
                 elif scheme.note == "not available":
                     row["status"] = "not available"
@@ -876,14 +877,15 @@ def rows_to_markdown(rows: Sequence[dict[str, Any]], *, m: int | None = None,
         + (f" for m = {m:,} coordinates" if m else "") + ", one encode each.",
         "",
         "* Gaussian source: x ~ N(0, s^2). Uniform source: x ~ U[-s, s], so s is the "
-        "half-width A of SPEC section 2 (its A/sigma).",
+        "half-width A of the rates table in docs/design.md, section 4 (its A/sigma).",
         "* I(X; X+Z): the lower bound for any scheme whose decoded error is N(0, sigma^2).",
         "* ideal LRSUQ: [H(H) + H(M | U, V_H)] / n with an entropy model that knows the "
         "source law. n = 1: Monte Carlo over (U, V)"
         + (f" ({draws:,} draws)" if draws else "")
         + " with exact sums over M. n > 1, Gaussian source: Monte Carlo over the whole "
-        "chain with exact lattice sums for P(M | U, V_H). Values with * are SPEC section 2's "
-        "table (uniform source, n > 1: not computed here); n/a: not computed.",
+        "chain with exact lattice sums for P(M | U, V_H). Values with * are from the "
+        "rates table of docs/design.md, section 4 (uniform source, n > 1: not computed "
+        "here); n/a: not computed.",
         "* scalar SDQ, same variance: `cepam.SDQ.matching(sigma)`, step sqrt(12) sigma; its "
         "error is uniform, not Gaussian: no privacy.",
         "* Gaussian+SDQ: N(0, sigma^2) from the client's private generator, then SDQ with "
@@ -925,7 +927,7 @@ def rows_to_markdown(rows: Sequence[dict[str, Any]], *, m: int | None = None,
             parts.append(f"| CEPAM Z (n=1) {label} minus ideal | " + " | ".join(cells) + " |")
         lines += ["| overhead | " + " | ".join(f"s/sigma = {g:g}" for g in grid) + " |",
                   "|---|" + "---|" * len(grid), *parts, ""]
-    # SPEC comparisons.
+    # Comparisons with the design notes' table.
     spec_lines = []
     for row in rows:
         spec = row.get("spec")
@@ -935,18 +937,18 @@ def rows_to_markdown(rows: Sequence[dict[str, Any]], *, m: int | None = None,
                 f"{spec:.3f} | {row['bits_per_coordinate']:.3f} | "
                 f"{row['bits_per_coordinate'] - spec:+.3f} |")
     if spec_lines:
-        lines += ["## Against SPEC section 2", "",
-                  "| source | s/sigma | line | SPEC | here | here - SPEC |",
+        lines += ["## Against the rates table of docs/design.md (section 4)", "",
+                  "| source | s/sigma | line | table | here | here - table |",
                   "|---|---|---|---|---|---|", *spec_lines, ""]
     # High-resolution gaps.
     lines += ["## High-resolution gap to I(X; X+Z)", "",
               "Closed form (`cepam.bitrate.high_resolution_gap`, from the packing density), "
-              "SPEC's value, and the measured ans payload minus I(X; X+Z) at the largest "
+              "the table's value, and the measured ans payload minus I(X; X+Z) at the largest "
               "s/sigma (Gaussian source).", "",
-              "| lattice | p (packing density) | gap, closed form | SPEC | payload - I |",
+              "| lattice | p (packing density) | gap, closed form | table | payload - I |",
               "|---|---|---|---|---|"]
     top = max(grid) if grid else None
-    for (lat, n), spec_gap in SPEC_HIGH_RESOLUTION_GAP.items():
+    for (lat, n), spec_gap in DESIGN_HIGH_RESOLUTION_GAP.items():
         name = "Z" if (lat, n) == ("Z", 1) else (f"Z^{n}" if lat == "Z" else lat)
         key = f"cepam-{lat}{n if lat == 'Z' else ''}-ans"
         meas = by.get(("gaussian", top, key))
@@ -962,65 +964,97 @@ def rows_to_markdown(rows: Sequence[dict[str, Any]], *, m: int | None = None,
     return "\n".join(lines)
 
 
+# One look per scheme, on Okabe and Ito's colour-blind-safe palette: bounds
+# and ideal rates in black, the baselines in blues, CEPAM's lattices in warm
+# colours and greens, told apart by marker and line style as well.
 _STYLE = {
-    "mi": dict(color="black", linestyle="--", marker=None, linewidth=1.5),
-    "ideal-Z1": dict(color="tab:blue", linestyle=":", marker=None, linewidth=1.5),
-    "ideal-sdq": dict(color="tab:gray", linestyle=":", marker=None, linewidth=1.5),
-    "sdq": dict(color="tab:gray", linestyle="-", marker="s"),
-    "gaussian+sdq": dict(color="tab:brown", linestyle="-", marker="D"),
-    "cepam-Z1-ans": dict(color="tab:blue", linestyle="-", marker="o"),
-    "cepam-Z1-golomb": dict(color="tab:blue", linestyle="--", marker="o", markerfacecolor="none"),
-    "cepam-Z2-ans": dict(color="tab:orange", linestyle="-", marker="^"),
-    "cepam-Z3-ans": dict(color="tab:green", linestyle="-", marker="v"),
-    "cepam-A2-ans": dict(color="tab:red", linestyle="-", marker="h"),
-    "cepam-D4-ans": dict(color="tab:purple", linestyle="-", marker="p"),
-    "cepam-E8-ans": dict(color="tab:olive", linestyle="-", marker="*"),
-    "cepam-auto-ans": dict(color="tab:cyan", linestyle="-", marker="x"),
+    "mi": dict(color="#000000", linestyle="--", marker=None, linewidth=1.6),
+    "ideal-Z1": dict(color="#D55E00", linestyle=":", marker=None, linewidth=1.6),
+    "ideal-sdq": dict(color="#000000", linestyle=":", marker=None, linewidth=1.6),
+    "sdq": dict(color="#56B4E9", linestyle="-", marker="s"),
+    "gaussian+sdq": dict(color="#0072B2", linestyle="-", marker="D"),
+    "cepam-Z1-ans": dict(color="#D55E00", linestyle="-", marker="o"),
+    "cepam-Z1-golomb": dict(color="#D55E00", linestyle="--", marker="o", markerfacecolor="white"),
+    "cepam-Z2-ans": dict(color="#E69F00", linestyle="-", marker="^"),
+    "cepam-Z3-ans": dict(color="#E69F00", linestyle="-.", marker="v", markerfacecolor="white"),
+    "cepam-A2-ans": dict(color="#009E73", linestyle="-", marker="h"),
+    "cepam-D4-ans": dict(color="#009E73", linestyle="--", marker="p", markerfacecolor="white"),
+    "cepam-E8-ans": dict(color="#CC79A7", linestyle="-", marker="*", markersize=7),
+    "cepam-auto-ans": dict(color="#000000", linestyle="-", marker="x"),
 }
+_NUMERIC_FIELDS = ("s_over_sigma", "bits_per_coordinate", "stderr", "spec", "header_bits",
+                   "body_bits", "tag_bits", "coordinates", "error_std_over_expected", "seconds")
+
+
+def rows_from_csv(text: str) -> list[dict[str, Any]]:
+    """The rows :func:`rows_to_csv` wrote (numbers as floats, empty cells as
+    NaN), for example to redraw the plot from a ``bitrate.csv``.
+
+    Raises:
+        InvalidTypeError: ``text`` is not a str.
+        InvalidArgumentError: a numeric cell is not a number.
+    """
+    if not isinstance(text, str):
+        raise InvalidTypeError(f"text must be str (the CSV's contents), got {type(text).__name__}")
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        for key in _NUMERIC_FIELDS:
+            if key in row:
+                try:
+                    row[key] = float(row[key]) if row[key] != "" else math.nan
+                except (TypeError, ValueError):
+                    raise InvalidArgumentError(f"{key} = {row[key]!r} is not a number") from None
+        rows.append(row)
+    return rows
 
 
 def plot_rows(rows: Sequence[dict[str, Any]], path: str) -> None:
-    """PNG at ``path``: one column per source; top, bits per coordinate against
-    s/sigma (log x); bottom, the same minus I(X; X+Z) (the gap to the bound)."""
+    """The figure at ``path`` (PNG, PDF or SVG by its suffix): one column per
+    source; top, bits per coordinate against s/sigma (log x); bottom, the
+    same minus I(X; X+Z) (the gap to the bound); one legend for all panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     sources = [s for s in SOURCES if any(r["source"] == s for r in rows)]
-    fig, axes = plt.subplots(2, len(sources), figsize=(6.0 * len(sources), 8.0), squeeze=False,
-                             sharex=True)
-    for col, source in enumerate(sources):
-        mi = {r["s_over_sigma"]: r["bits_per_coordinate"] for r in rows
-              if r["source"] == source and r["scheme"] == "mi" and r["status"] == "ok"}
-        top, bottom = axes[0][col], axes[1][col]
-        for key, style in _STYLE.items():
-            pts = sorted((r["s_over_sigma"], r["bits_per_coordinate"], r["label"]) for r in rows
-                         if r["source"] == source and r["scheme"] == key
-                         and r["status"] == "ok" and math.isfinite(r["bits_per_coordinate"]))
-            if not pts:
-                continue
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            top.plot(xs, ys, label=pts[0][2], markersize=4, **style)
-            gap = [(x, y - mi[x]) for x, y in zip(xs, ys) if x in mi]
-            if gap:
-                bottom.plot([g[0] for g in gap], [g[1] for g in gap], label=pts[0][2],
-                            markersize=4, **style)
-        title = "Gaussian source, x ~ N(0, s²)" if source == "gaussian" else \
-            "uniform source, x ~ U[-s, s]"
-        top.set_title(title)
-        top.set_ylabel("bits per coordinate")
-        bottom.set_ylabel("bits per coordinate minus I(X; X+Z)")
-        bottom.set_xlabel("s / sigma")
-        for ax in (top, bottom):
-            ax.set_xscale("log")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.set_ylim(bottom=0)
-    axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("CEPAM bitrate, Gaussian noise sigma = 1 (whole payloads)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    rc = {"font.size": 10, "axes.titlesize": 11, "legend.fontsize": 9.5}
+    with plt.rc_context(rc):
+        fig, axes = plt.subplots(2, len(sources), figsize=(4.6 * len(sources) + 3.4, 7.2),
+                                 squeeze=False, sharex=True)
+        handles: dict[str, Any] = {}
+        for col, source in enumerate(sources):
+            mi = {r["s_over_sigma"]: r["bits_per_coordinate"] for r in rows
+                  if r["source"] == source and r["scheme"] == "mi" and r["status"] == "ok"}
+            top, bottom = axes[0][col], axes[1][col]
+            for key, style in _STYLE.items():
+                pts = sorted((r["s_over_sigma"], r["bits_per_coordinate"], r["label"])
+                             for r in rows if r["source"] == source and r["scheme"] == key
+                             and r["status"] == "ok" and math.isfinite(r["bits_per_coordinate"]))
+                if not pts:
+                    continue
+                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+                style = {"markersize": 5, "linewidth": 1.3, **style}
+                (line,) = top.plot(xs, ys, label=pts[0][2], **style)
+                handles.setdefault(pts[0][2], line)
+                gap = [(x, y - mi[x]) for x, y in zip(xs, ys) if x in mi]
+                if gap:
+                    bottom.plot([g[0] for g in gap], [g[1] for g in gap], **style)
+            title = "Gaussian source, x ~ N(0, s²)" if source == "gaussian" else \
+                "uniform source, x ~ U[-s, s]"
+            top.set_title(title)
+            bottom.set_xlabel("s / sigma")
+            for ax in (top, bottom):
+                ax.set_xscale("log")
+                ax.grid(True, which="major", alpha=0.3)
+                ax.set_ylim(bottom=0)
+        axes[0][0].set_ylabel("bits per coordinate")
+        axes[1][0].set_ylabel("bits per coordinate above I(X; X+Z)")
+        fig.suptitle("CEPAM bitrate, Gaussian noise sigma = 1 (whole payloads)")
+        fig.tight_layout(rect=(0, 0, 1 - 3.3 / (4.6 * len(sources) + 3.4), 1))
+        fig.legend(list(handles.values()), list(handles), loc="center right", frameon=False)
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
 
 
 def write_results(rows: Sequence[dict[str, Any]], out_dir: str, *, m: int | None = None,

@@ -2,12 +2,16 @@
 
 Examples::
 
-    cepam bench bitrate                      # full run into docs/bitrate (a few minutes)
+    cepam bench bitrate                      # full run (a few minutes)
     cepam bench bitrate --out /tmp/b --quick # smaller m, fewer points and draws
 
 Writes ``bitrate.csv``, ``bitrate.md`` and ``bitrate.png`` (matplotlib; skipped
-with a note if it is missing) into ``--out`` and prints the Markdown report.
-scipy and matplotlib are imported only when the command runs.
+with a note if it is missing) into ``--out`` -- by default a new folder
+``cepam-bitrate-YYYYmmdd-HHMMSS`` in the current directory, so that a run
+never overwrites earlier results (the shipped ``docs/bitrate`` is
+regenerated with ``python bench/bitrate.py``) -- prints the Markdown report
+and, on stderr, where it wrote.  scipy and matplotlib are imported only when
+the command runs.
 
 ``cepam bench`` is a command group: other benchmarks add their own
 sub-commands with :func:`bench_subparsers`.
@@ -16,11 +20,16 @@ sub-commands with :func:`bench_subparsers`.
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
 import sys
 import time
 from typing import Any
 
-__all__ = ["register", "handler", "bench_subparsers"]
+from ._argtypes import positive_int
+from .cli import requires
+
+__all__ = ["register", "handler", "bench_subparsers", "new_directory"]
 
 _HELP = "bits per coordinate of CEPAM against scalar SDQ, Gaussian+SDQ and I(X; X+Z)"
 _QUICK_GRID = (0.1, 1.0, 10.0, 100.0)
@@ -38,27 +47,36 @@ def bench_subparsers(subparsers: Any) -> Any:
     return parser._cepam_bench
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def new_directory(prefix: str) -> str:
+    """Creates and returns a new folder ``./PREFIX-YYYYmmdd-HHMMSS`` (with
+    ``-2``, ``-3``, ... appended if that name is taken)."""
+    base = f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for i in itertools.count(1):
+        path = base if i == 1 else f"{base}-{i}"
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Adds ``bench bitrate`` to the ``cepam`` parser's ``subparsers``."""
     p = bench_subparsers(subparsers).add_parser("bitrate", help=_HELP, description=_HELP + ".")
-    p.add_argument("--out", default="docs/bitrate",
-                   help="output directory (default docs/bitrate)")
-    p.add_argument("--m", type=_positive_int, default=None,
+    p.add_argument("--out", default=None,
+                   help="output directory (default: a new folder "
+                        "./cepam-bitrate-YYYYmmdd-HHMMSS)")
+    p.add_argument("--m", type=positive_int, default=None,
                    help="coordinates per payload (default 200000; --quick: 20000)")
-    p.add_argument("--draws", type=_positive_int, default=None,
+    p.add_argument("--draws", type=positive_int, default=None,
                    help="Monte Carlo draws for the ideal rates (default 20000; --quick: 4000)")
     p.add_argument("--seed", type=int, default=0, help="seed of sources and Monte Carlo")
     p.add_argument("--quick", action="store_true",
                    help=f"s/sigma in {_QUICK_GRID}, m = 20000, 4000 draws (a smoke run)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.set_defaults(func=handler)
+    requires(p, "scipy", extra="bench")
     return p
 
 
@@ -70,18 +88,20 @@ def handler(args: argparse.Namespace) -> int:
     grid = _QUICK_GRID if args.quick else bitrate.S_OVER_SIGMA
     plot = not args.no_plot
     if plot:
-        import importlib.util
-
-        if importlib.util.find_spec("matplotlib") is None:
-            print("matplotlib is not installed: no plot (pip install matplotlib)",
-                  file=sys.stderr)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print('cepam bench bitrate: matplotlib is not installed, so no plot '
+                  '(pip install "cepam[bench]")', file=sys.stderr)
             plot = False
+    out = args.out if args.out is not None else new_directory("cepam-bitrate")
     t0 = time.perf_counter()
     rows = bitrate.run_benchmark(m=m, grid=grid, draws=draws, seed=args.seed,
                                  log=lambda msg: print(msg, file=sys.stderr, flush=True))
     seconds = time.perf_counter() - t0
-    paths = bitrate.write_results(rows, args.out, m=m, seconds=seconds, draws=draws, plot=plot)
+    paths = bitrate.write_results(rows, out, m=m, seconds=seconds, draws=draws, plot=plot)
     with open(paths["md"], encoding="utf-8") as f:
         print(f.read())
-    print("wrote " + ", ".join(paths.values()), file=sys.stderr)
+    names = ", ".join(os.path.basename(p) for p in paths.values())
+    print(f"cepam bench bitrate: wrote {names} to {os.path.abspath(out)}", file=sys.stderr)
     return 0

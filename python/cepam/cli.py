@@ -5,6 +5,16 @@ Each sub-command lives next to the code it drives and contributes a
 ``func=handler`` (a callable taking the parsed namespace and returning an exit
 code).  Heavy imports (torch, scipy, matplotlib) happen inside the handlers,
 so ``cepam --help`` stays fast and works with numpy alone.
+
+A command declares the optional modules it cannot run without with
+:func:`requires`; :func:`main` checks them before the handler runs and, when
+one is missing, prints one line naming what to install.
+
+Exit codes: 0 success; 1 an error (a file that cannot be read, a malformed
+payload, a missing optional dependency, a failure while running); 2 a usage
+error (a bad option or value, from argparse or from cepam's argument checks);
+130 interrupted (Ctrl-C).  Errors are one line on stderr; ``cepam --debug``
+shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -12,11 +22,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
-from .errors import CepamError
+from . import __version__
+from .errors import CepamError, InvalidArgumentError, InvalidTypeError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint"]
 
 # Modules that provide a ``register(subparsers)`` function, in help order.
 _COMMAND_MODULES = (
@@ -27,6 +38,76 @@ _COMMAND_MODULES = (
     "cepam.fl.cli",
 )
 
+#: The command that installs torch.  torch is never a declared dependency of
+#: cepam: this pinned version installs a local CPU wheel on the project's
+#: machines, where any other torch requirement downloads CUDA packages.
+TORCH_INSTALL = "pip install torch==2.13.0"
+
+# The optional modules commands use, by import name -> the name to show.
+_MODULE_NAMES = {"dp_accounting": "dp-accounting"}
+_EXTRA_MODULES = ("scipy", "matplotlib", "tqdm", "dp_accounting")
+
+
+def install_hint(module: str, extra: str) -> str:
+    """The command that installs ``module`` for a command of the ``extra`` extra."""
+    if module.split(".")[0] == "torch":
+        return TORCH_INSTALL
+    return f'pip install "cepam[{extra}]"'
+
+
+def requires(parser: argparse.ArgumentParser, *modules: str, extra: str) -> None:
+    """Declares that ``parser``'s command needs ``modules`` (import names),
+    which the optional dependency group ``extra`` provides (torch excepted:
+    see :data:`TORCH_INSTALL`)."""
+    parser.set_defaults(requires=modules, extra=extra)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default ...)`` to every option whose help does not already
+    state its default (options whose default is None or False have none to
+    show)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default is None or default is False
+                or default is argparse.SUPPRESS or not action.option_strings):
+            return text
+        if isinstance(default, (list, tuple)):
+            shown = " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in default)
+        elif isinstance(default, float):
+            shown = f"{default:g}"
+        else:
+            shown = str(default)
+        return f"{text} (default {shown.replace('%', '%%')})"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose sub-parsers (of any depth) use :class:`HelpFormatter`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def _describe(info: dict[str, Any]) -> str:
+    """``cepam inspect``'s text: one ``name: value`` line per field."""
+    lines = []
+    for key, value in info.items():
+        if key == "entries":
+            lines.append(f"entries ({len(value)}):")
+            for e in value:
+                shape = "x".join(str(d) for d in e["shape"]) or "scalar"
+                lines.append(f"  {e['name'] or '-'}  {e['kind']} {e['dtype']} {shape}")
+        elif isinstance(value, dict):
+            lines.append(f"{key}:")
+            lines += [f"  {k}: {v}" for k, v in value.items()]
+        elif isinstance(value, float):
+            lines.append(f"{key}: {value:.6g}")
+        else:
+            lines.append(f"{key}: {'-' if value is None else value}")
+    return "\n".join(lines)
+
 
 def _inspect(args: argparse.Namespace) -> int:
     import json
@@ -34,22 +115,29 @@ def _inspect(args: argparse.Namespace) -> int:
     from .codec import inspect
 
     with open(args.payload, "rb") as f:
-        info = inspect(f.read())
-    print(json.dumps(info.as_dict(), indent=2))
+        info = inspect(f.read()).as_dict()
+    print(json.dumps(info, indent=2) if args.json else _describe(info))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="print a payload's header and bit counts (no secret)")
+    p = sub.add_parser("inspect", help="print a payload's header and bit counts (no secret)",
+                       description="Reads a payload's header and its bit counts without the "
+                                   "secret (the tag is not checked).")
     p.add_argument("payload", help="file holding one payload")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_inspect)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="cepam",
         description="Private, compressed federated-learning updates (LRSUQ / CEPAM).",
+        epilog="Exit codes: 0 success, 1 error, 2 usage error, 130 interrupted.",
     )
+    parser.add_argument("--version", action="version", version=f"cepam {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback when a command fails")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _COMMAND_MODULES:
@@ -57,14 +145,85 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command's name as typed, e.g. ``fl run``."""
+    words = [args.command]
+    for attr in ("fl_command", "benchmark"):
+        if getattr(args, attr, None):
+            words.append(getattr(args, attr))
+    return " ".join(words)
+
+
+def _missing(modules: Sequence[str]) -> str | None:
+    """The first of ``modules`` that cannot be imported, or None."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return module
+    return None
+
+
+def _missing_message(module: str, extra: str | None) -> str:
+    root = module.split(".")[0]
+    name = _MODULE_NAMES.get(root, root)
+    if root == "torch":
+        return f"needs torch, which is not installed; install it with: {TORCH_INSTALL}"
+    hint = install_hint(root, extra) if extra else f"pip install {name}"
+    return f"needs {name}, which is not installed; install it with: {hint}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the ``cepam`` command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    where = f"cepam {_command(args)}"
+    extra = getattr(args, "extra", None)
     try:
+        missing = _missing(getattr(args, "requires", ()))
+        if missing is not None:
+            print(f"{where}: error: {_missing_message(missing, extra)}", file=sys.stderr)
+            return 1
         return int(args.func(args) or 0)
-    except CepamError as exc:
-        print(f"cepam {args.command}: error: {exc}", file=sys.stderr)
+    except BrokenPipeError:  # the reader went away (``cepam ... | head``): stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"{where}: interrupted{getattr(args, 'on_interrupt', '')}", file=sys.stderr)
+        return 130
+    except (InvalidArgumentError, InvalidTypeError) as exc:
+        if args.debug:
+            raise
+        print(f"{where}: error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:
+        root = (exc.name or "").split(".")[0]
+        if args.debug:
+            raise
+        if root == "torch" or root in _EXTRA_MODULES:
+            print(f"{where}: error: {_missing_message(root, extra)}", file=sys.stderr)
+        else:
+            print(f"{where}: error: {exc} (run cepam --debug ... for the traceback)",
+                  file=sys.stderr)
+        return 1
+    except (CepamError, OSError) as exc:
+        if args.debug:
+            raise
+        text = str(exc)
+        if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+            text = f"{exc.filename}: {exc.strerror}"
+        print(f"{where}: error: {text}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen failure: one line
+        if args.debug:
+            raise
+        print(f"{where}: error: {type(exc).__name__}: {exc} "
+              "(run cepam --debug ... for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

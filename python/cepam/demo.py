@@ -127,12 +127,16 @@ def _handler(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="encode and decode a built-in synthetic model update",
-                       description=__doc__.split("\n\n")[0])
+                       description="Encodes a built-in synthetic model update (about 1.2 "
+                                   "million float32 weights, clipped) with CEPAM-Gaussian, "
+                                   "decodes it, and reports the bits per coordinate, the "
+                                   "compression against float32, the measured noise against "
+                                   "sigma (KS test) and the throughput. numpy only.")
     p.add_argument("--sigma", type=float, default=1e-3, help="Gaussian noise std (default 1e-3)")
     p.add_argument("--clip", type=float, default=1.0, help="whole-update l2 clip (default 1)")
     p.add_argument("--lattice", default=None,
                    help="auto (default without --dim), Z (default with --dim), A2, D4 or E8")
     p.add_argument("--dim", type=int, default=None, help="sub-vector dimension n (Z^n)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic update")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic update (default 0)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=_handler)

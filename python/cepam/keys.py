@@ -1,7 +1,7 @@
 """Secrets, per-message keys and payload tags.
 
 The privacy of LRSUQ holds only against parties who do not know the shared
-randomness (SPEC section 3), so the randomness comes from a 32-byte secret
+randomness (docs/design.md, sections 5 and 6), so the randomness comes from a 32-byte secret
 shared by one client and the server:
 
 * ``stream key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||

@@ -9,7 +9,7 @@ A mechanism names the law of the error ``decode(encode(x)) - x``:
   radius ``b * U`` (an interval for n = 1, as in the paper);
 * :class:`SDQ` -- scalar subtractive dithered quantization with step
   ``Delta``: the error is Uniform[-Delta/2, Delta/2), variance Delta^2 / 12.
-  A baseline, not a differential-privacy mechanism (SPEC section 4).
+  A baseline, not a differential-privacy mechanism (docs/design.md, section 7).
 
 Both are frozen dataclasses; the scale is in the units of the update.
 """

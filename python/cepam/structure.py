@@ -105,6 +105,9 @@ def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
                 f"bfloat16){hint}"
             )
         t = x.detach()
+        if t.device.type == "meta":
+            raise InvalidArgumentError(f"{where}: a tensor on device 'meta' holds no values; "
+                                       "materialise it (for example load its weights) first")
         if t.device.type != "cpu":
             t = t.cpu()
         if name in ("float16", "bfloat16"):

@@ -1,4 +1,4 @@
-"""Privacy accounting for CEPAM (``paper/cepam.tex``, Section V).
+"""Privacy accounting for CEPAM (the paper's Section V; docs/design.md, section 8).
 
 Per round:
 

@@ -2,7 +2,7 @@
 
 Balle and Wang (2018), "Improving the Gaussian Mechanism for Differential
 Privacy: Analytical Calibration and Optimal Denoising", Theorem 8 (cited as
-Theorem "analyGaussian" in ``paper/cepam.tex``): the mechanism ``q(X) + N(0,
+Theorem "analyGaussian" in the paper, Ling et al.): the mechanism ``q(X) + N(0,
 s^2 I)`` whose query has l2 sensitivity ``Delta`` is ``(eps, delta)``-DP iff
 
     delta >= Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu),   mu = Delta / s.

@@ -23,6 +23,8 @@ import math
 import sys
 from typing import Any
 
+from ..cli import requires
+
 __all__ = ["register", "handler", "build_report"]
 
 _HELP = "per-round and total (eps, delta) of CEPAM-Gaussian; or sigma for a target eps"
@@ -56,6 +58,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "for sigma); default: chosen automatically")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handler)
+    requires(p, "scipy", extra="privacy")
     return p
 
 

@@ -1,6 +1,6 @@
 """The federated-learning setting a privacy bound is stated for.
 
-CEPAM (see ``paper/cepam.tex``, Section V and Theorem "CEPAM-Gaussian") runs
+CEPAM (see the paper, Ling et al., Section V and Theorem "CEPAM-Gaussian") runs
 rounds in which each of ``K`` clients takes ``tau`` local single-sample SGD
 steps on indices drawn uniformly *with replacement* from its ``|D|`` samples,
 clips its whole update to l2 norm ``gamma`` and sends it through LRSUQ, whose

@@ -3,7 +3,7 @@
 Why it holds (full argument, with the threat models, in ``docs/privacy.md``):
 
 1. *Sensitivity.* A client's whole update is clipped to l2 norm ``gamma``
-   (SPEC section 1; ``paper/cepam.tex``, Algorithm CEPAM). For a fixed
+   (docs/design.md, section 1; the paper's Algorithm CEPAM). For a fixed
    sequence of sampled indices, replacing one sample changes the clipped
    update by at most ``2 gamma`` -- both updates lie in the ball of radius
    ``gamma`` -- however many times the sample was drawn; in fact *any* two

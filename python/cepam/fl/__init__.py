@@ -13,12 +13,16 @@ round (:mod:`.experiment`).  Modules:
 * :mod:`.methods` -- FL, FL+SDQ, FL+Gaussian(+SDQ), FL+Laplace(+SDQ),
   CEPAM-Gaussian, CEPAM-Laplace;
 * :mod:`.privacy` -- the "eps so far" column from :mod:`cepam.accounting`;
-* :mod:`.experiment` -- configuration, rounds, schedule, results, resume;
+* :mod:`.config` -- the configuration of a run and the names it accepts
+  (no torch needed);
+* :mod:`.experiment` -- rounds, schedule, results, resume;
 * :mod:`.results`, :mod:`.plots` -- tables with 95% CIs, figures;
 * :mod:`.cli` -- ``cepam fl run | table | plot``.
 
-torch is required (install it first; it is not a dependency of cepam) and
-is imported only when one of these names is used.
+Training needs torch (install it first with ``pip install torch==2.13.0``; it
+is not a dependency of cepam), imported only when a name that needs it is
+used; reading and tabulating finished runs (:mod:`.config`, :mod:`.results`)
+does not.
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ _EXPORTS = {
     "MLP": "models",
     "CNN": "models",
     "build_model": "models",
-    "METHODS": "methods",
+    "METHODS": "config",
     "make_method": "methods",
-    "FLConfig": "experiment",
+    "FLConfig": "config",
     "TensorMNIST": "experiment",
     "run_experiment": "experiment",
     "load_runs": "results",

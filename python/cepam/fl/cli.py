@@ -7,12 +7,17 @@
   ``DIR/<run name>/seed<k>/`` (config.json, rounds.csv, rounds.json,
   state.pt).  A run interrupted and started again with the same command
   continues after its last completed round; finished runs are skipped.
+  After each private run it prints the accountant's eps (stderr), with a
+  warning when eps exceeds 10.  ``--json`` prints one object per run whose
+  accuracies are fractions in [0, 1], as in the runs' files.
 * ``cepam fl table DIR`` prints the paper-style table (mean and 95% CI over
   seeds).  ``--delta D [D ...]`` adds a sigma column and one eps column per
   delta: eps recomputed by the accountant (tight bound, curious-client view)
   for each setting after the rounds run, in place of the runs' own eps
-  column (computed at their ``--delta``).
-* ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures;
+  column (computed at their ``--delta``).  Text tables show accuracy in
+  percent; ``--json`` gives fractions in [0, 1].
+* ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures
+  (``--format png pdf svg``);
   with ``--delta D [D ...]`` the latter has one line per method and delta
   (eps on a log axis where it spans more than two decades).
 
@@ -30,7 +35,9 @@ depends on sigma only, so one sweep serves both of its deltas), for example::
     cepam fl table results/sweep --delta 0.01 0.015 --markdown
     cepam fl plot results/sweep --delta 0.01 0.015 --out figures
 
-torch is imported by the handlers only.
+``fl table`` and ``fl plot`` exit 1 when the directory holds no run.
+torch is imported by ``fl run`` only; ``fl table`` needs neither torch nor
+matplotlib.
 """
 
 from __future__ import annotations
@@ -41,8 +48,11 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from .config import json_value
+from .._argtypes import nonnegative_int, open_unit_interval, positive_float, positive_int
+from ..cli import requires
 from .privacy import ACCOUNTING_VIEW
 
 __all__ = ["register"]
@@ -53,27 +63,8 @@ _METHODS = (
 )
 
 
-def _float_type(test: Callable[[float], bool], what: str) -> Callable[[str], float]:
-    """An argparse type: a float for which ``test`` holds, else an
-    ArgumentTypeError saying it ``must be {what}``."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text}") from None
-        if not test(value):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
-        return value
-
-    return parse
-
-
-_positive_float = _float_type(lambda v: math.isfinite(v) and v > 0, "a positive number")
-_delta = _float_type(lambda v: 0 < v < 1, "in the open interval (0, 1)")
-
-
 def _add_deltas(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--delta", nargs="+", type=_delta, default=[], metavar="D",
+    p.add_argument("--delta", nargs="+", type=open_unit_interval, default=[], metavar="D",
                    help=f"deltas in (0, 1): {what}, eps recomputed by the accountant "
                         f"({ACCOUNTING_VIEW}) for each setting after the rounds run "
                         "(default: the runs' own eps column, at their delta)")
@@ -89,58 +80,66 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", nargs="+", default=["cepam-gaussian"], choices=_METHODS + ("all",),
                    metavar="METHOD",
                    help=f"one or more of {', '.join(_METHODS)}, or all (default cepam-gaussian)")
-    p.add_argument("--dim", nargs="+", type=int, default=[1],
+    p.add_argument("--dim", nargs="+", type=positive_int, default=[1],
                    help="LRSUQ sub-vector dimensions n, for each CEPAM method given "
                         "(cepam-laplace included; default 1)")
     p.add_argument("--lattice", default="Z", help="lattice of the CEPAM methods (default Z)")
-    p.add_argument("--sigma", nargs="+", type=_positive_float, default=[1e-3],
+    p.add_argument("--sigma", nargs="+", type=positive_float, default=[1e-3],
                    help="Gaussian noise std per coordinate; several values for a sweep")
-    p.add_argument("--laplace-b", nargs="+", type=_positive_float, default=[1e-3],
+    p.add_argument("--laplace-b", nargs="+", type=positive_float, default=[1e-3],
                    help="Laplace scale per coordinate")
-    p.add_argument("--sdq-step", type=_positive_float, default=None,
+    p.add_argument("--sdq-step", type=positive_float, default=None,
                    help="SDQ step Delta (default sqrt(12) x the noise std)")
-    p.add_argument("--clip", type=_positive_float, default=1.0,
+    p.add_argument("--clip", type=positive_float, default=1.0,
                    help="whole-update l2 clip gamma of the private methods (default 1)")
     p.add_argument("--clip-all", action="store_true", help="clip fl and fl-sdq too")
-    p.add_argument("--rounds", type=int, default=80, help="communication rounds (default 80)")
-    p.add_argument("--seeds", type=int, default=1, help="number of seeds")
-    p.add_argument("--seed", type=int, default=0, help="first seed")
-    p.add_argument("--clients", type=int, default=30, help="K")
-    p.add_argument("--local-steps", type=int, default=15, help="tau")
-    p.add_argument("--batch-size", type=int, default=1, help="samples per local step")
-    p.add_argument("--samples-per-client", type=int, default=None,
+    p.add_argument("--rounds", type=nonnegative_int, default=80,
+                   help="communication rounds (default 80)")
+    p.add_argument("--seeds", type=positive_int, default=1,
+                   help="number of seeds: runs seed, seed + 1, ..., seed + seeds - 1")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="first seed")
+    p.add_argument("--clients", type=positive_int, default=30,
+                   help="K, the clients that train and send an update every round")
+    p.add_argument("--local-steps", type=positive_int, default=15,
+                   help="tau, local SGD steps per client and round")
+    p.add_argument("--batch-size", type=positive_int, default=1,
+                   help="samples per local SGD step, 1 in the paper")
+    p.add_argument("--samples-per-client", type=positive_int, default=None,
                    help="IID share per client (default train-size // clients)")
-    p.add_argument("--alpha", type=_positive_float, default=None,
+    p.add_argument("--alpha", type=positive_float, default=None,
                    help="non-IID split: Dirichlet concentration (default: IID)")
-    p.add_argument("--lr", type=_positive_float, default=0.01, help="initial learning rate")
+    p.add_argument("--lr", type=positive_float, default=0.01, help="initial SGD learning rate")
     p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9)")
-    p.add_argument("--lr-patience", type=int, default=10,
+    p.add_argument("--lr-patience", type=positive_int, default=10,
                    help="rounds without a validation gain before the LR is cut (default 10)")
-    p.add_argument("--lr-factor", type=_positive_float, default=0.5,
+    p.add_argument("--lr-factor", type=positive_float, default=0.5,
                    help="LR multiplier at a plateau (default 0.5)")
-    p.add_argument("--train-size", type=int, default=50000,
+    p.add_argument("--train-size", type=positive_int, default=50000,
                    help="training samples from the official 60,000 (default 50000)")
-    p.add_argument("--val-size", type=int, default=10000,
+    p.add_argument("--val-size", type=nonnegative_int, default=10000,
                    help="validation samples from the official 60,000 (default 10000)")
-    p.add_argument("--test-size", type=int, default=None,
+    p.add_argument("--test-size", type=nonnegative_int, default=None,
                    help="official test images used (default all 10000)")
-    p.add_argument("--delta", type=_positive_float, default=1e-5,
-                   help="delta of the eps column (default 1e-5)")
+    p.add_argument("--delta", type=open_unit_interval, default=1e-5,
+                   help="delta of the eps column and of the eps printed after each run "
+                        "(default 1e-5)")
     p.add_argument("--out", required=True, help="results directory")
     p.add_argument("--data-dir", default=None,
                    help="folder with the MNIST .gz files (default $CEPAM_DATA)")
     p.add_argument("--download", action="store_true",
                    help="download missing MNIST files (checksums verified)")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads (default torch's; 1 is fastest on a shared machine)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object per run (final round) to stdout")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_run)
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar: one line per run on stdout instead")
+    p.set_defaults(func=_run, on_interrupt="; run the same command again to resume")
+    requires(p, "torch", "scipy", extra="fl")
 
 
 def _configs(args: argparse.Namespace):
-    from .experiment import FLConfig
+    from .config import FLConfig
 
     methods = list(_METHODS) if "all" in args.method else list(dict.fromkeys(args.method))
     for model, method in itertools.product(args.model, methods):
@@ -162,13 +161,43 @@ def _configs(args: argparse.Namespace):
 
 
 def _summary(result) -> dict[str, Any]:
-    from .experiment import _json_value
-
     final = result.final
     return {"run": result.config.run_name(), "label": result.config.label,
             "seed": result.config.seed, "directory": str(result.directory),
             "rounds": final["round"], "complete": result.complete,
-            **{k: _json_value(v) for k, v in final.items() if k != "round"}}
+            **{k: json_value(v) for k, v in final.items() if k != "round"}}
+
+
+#: eps above which ``fl run`` warns that a run gives no meaningful privacy.
+EPS_WARNING = 10.0
+
+
+def privacy_report(config, final: dict[str, Any]) -> list[str]:
+    """What ``fl run`` prints about a private run's privacy after it ends:
+    the accountant's eps (its ``epsilon`` column at the last round), and a
+    warning when eps exceeds :data:`EPS_WARNING`.  Empty for the methods
+    that add no noise (``fl``, ``fl-sdq``)."""
+    from .privacy import GAUSSIAN_METHODS
+
+    eps = float(final["epsilon"])
+    if math.isinf(eps) and config.method not in GAUSSIAN_METHODS and "laplace" not in config.method:
+        return []
+    name = f"{config.run_name()} seed {config.seed}"
+    if math.isnan(eps):
+        return [f"{name}: eps not available (cepam.accounting could not compute it)"]
+    if config.method in GAUSSIAN_METHODS:
+        guarantee = (f"({eps:.4g}, {config.delta:g})-DP after {final['round']} rounds "
+                     f"({ACCOUNTING_VIEW}, sigma = {config.sigma:g})")
+    else:
+        guarantee = (f"{eps:.4g}-DP (pure) after {final['round']} rounds "
+                     f"({ACCOUNTING_VIEW}, b = {config.b:g})")
+    lines = [f"{name}: {guarantee}"]
+    if not eps <= EPS_WARNING:
+        hint = ("raise --sigma; `cepam privacy --target-eps` finds one"
+                if config.method in GAUSSIAN_METHODS else "raise --laplace-b")
+        lines.append(f"warning: eps = {eps:.4g} > {EPS_WARNING:g}: this run is not meaningfully "
+                     f"private ({hint})")
+    return lines
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -176,7 +205,6 @@ def _run(args: argparse.Namespace) -> int:
 
     from .data import load_mnist
     from .experiment import TensorMNIST, run_experiment
-
     from .methods import make_method
 
     if args.threads is not None:
@@ -206,10 +234,13 @@ def _run(args: argparse.Namespace) -> int:
                                 bits=f"{row['bits_per_client']:.0f}", refresh=False)
                 bar.update(row["round"] - bar.n)  # a resumed run starts further on
 
-        result = run_experiment(config, data, directory, progress=progress)
-        if bar is not None:
-            bar.update(max(0, result.final["round"] - bar.n))  # an already finished run
-            bar.close()
+        try:
+            result = run_experiment(config, data, directory, progress=progress)
+            if bar is not None:
+                bar.update(max(0, result.final["round"] - bar.n))  # an already finished run
+        finally:
+            if bar is not None:
+                bar.close()
         if args.json:
             print(json.dumps(_summary(result)), flush=True)
         elif args.no_progress or bar is None:
@@ -217,21 +248,37 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{desc}: round {f['round']}, val {100 * f['val_acc']:.2f}%, "
                   f"test {100 * f['test_acc']:.2f}%, {f['bits_per_client']:.0f} bits/client",
                   flush=True)
+        for line in privacy_report(config, result.final):
+            print(line, file=sys.stderr, flush=True)
     return 0
 
 
-def _table(args: argparse.Namespace) -> int:
-    from .results import format_table, load_runs, summarize
+def _groups(args: argparse.Namespace) -> list | None:
+    """The run groups under ``args.directory``; None (with a message on
+    stderr) when there is none."""
+    from .results import load_runs, summarize
 
     groups = summarize(load_runs(args.directory, include_incomplete=args.include_incomplete))
-    if args.json:
-        from .experiment import _json_value
+    if not groups:
+        what = "runs" if args.include_incomplete else "complete runs"
+        print(f"cepam fl {args.fl_command}: error: no {what} under {args.directory}",
+              file=sys.stderr)
+        return None
+    return groups
 
+
+def _table(args: argparse.Namespace) -> int:
+    from .results import format_table
+
+    groups = _groups(args)
+    if groups is None:
+        return 1
+    if args.json:
         stats = [g.stats(args.at) for g in groups]
         for g, s in zip(groups, stats):
             if args.delta:
                 s["epsilon_at_delta"] = {f"{d:g}": g.epsilon_at(d) for d in args.delta}
-        print(json.dumps([{k: _json_value(v) for k, v in s.items()} for s in stats], indent=1))
+        print(json.dumps([{k: json_value(v) for k, v in s.items()} for s in stats], indent=1))
     else:
         print(format_table(groups, at=args.at, markdown=args.markdown, deltas=args.delta),
               end="")
@@ -240,18 +287,18 @@ def _table(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from .plots import plot_convergence, plot_privacy_accuracy
-    from .results import load_runs, summarize
 
-    groups = summarize(load_runs(args.directory, include_incomplete=args.include_incomplete))
-    if not groups:
-        print(f"no complete runs under {args.directory}", file=sys.stderr)
+    groups = _groups(args)
+    if groups is None:
         return 1
     out = Path(args.out or args.directory)
     out.mkdir(parents=True, exist_ok=True)
-    written = [plot_convergence(groups, out / "convergence.png")]
-    pa = plot_privacy_accuracy(groups, out / "privacy_accuracy.png", deltas=args.delta)
-    if pa is not None:
-        written.append(pa)
+    written = []
+    for fmt in dict.fromkeys(args.format):
+        written.append(plot_convergence(groups, out / f"convergence.{fmt}"))
+        pa = plot_privacy_accuracy(groups, out / f"privacy_accuracy.{fmt}", deltas=args.delta)
+        if pa is not None:
+            written.append(pa)
     for path in written:
         print(path)
     return 0
@@ -259,27 +306,46 @@ def _plot(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds the ``fl`` command group to the ``cepam`` command line."""
-    fl = sub.add_parser("fl", help="federated-learning experiments on MNIST (needs torch)",
-                        description="Federated-learning experiments of the CEPAM paper on MNIST.")
+    fl = sub.add_parser("fl", help="federated-learning experiments on MNIST",
+                        description="Federated-learning experiments of the CEPAM paper on MNIST. "
+                                    "fl run needs torch (pip install torch==2.13.0) and the fl "
+                                    'extra (pip install "cepam[fl]"); fl plot needs matplotlib; '
+                                    "fl table needs neither.")
     fl_sub = fl.add_subparsers(dest="fl_command", metavar="COMMAND")
     fl_sub.required = True
     _add_run(fl_sub)
 
-    t = fl_sub.add_parser("table", help="paper-style table: mean and 95%% CI over seeds")
-    t.add_argument("directory")
+    t = fl_sub.add_parser(
+        "table", help="paper-style table: mean and 95%% CI over seeds",
+        description="Tabulates the runs under DIRECTORY: test accuracy (mean and 95% CI over "
+                    "seeds), bits per coordinate and eps for each method and model. Accuracy "
+                    "is in percent in the text and Markdown tables and a fraction in [0, 1] "
+                    "in --json, as in the runs' files. Exits 1 when there is no run.")
+    t.add_argument("directory", help="folder of results from cepam fl run, searched recursively "
+                                     "(per-round CSV files named <run>-seed<k>.csv too)")
     t.add_argument("--at", choices=("final", "best-val"), default="final",
                    help="test accuracy at the last round or at the best validation round")
     t.add_argument("--markdown", action="store_true", help="a Markdown table")
-    t.add_argument("--json", action="store_true", help="the statistics of each group as JSON")
-    t.add_argument("--include-incomplete", action="store_true")
+    t.add_argument("--json", action="store_true",
+                   help="the statistics of each group as JSON (accuracies as fractions)")
+    t.add_argument("--include-incomplete", action="store_true",
+                   help="also use runs that have not reached their last round")
     _add_deltas(t, "a sigma column and one eps column per delta (--json: epsilon_at_delta)")
     t.set_defaults(func=_table)
+    requires(t, extra="fl")  # nothing to import up front; --delta needs scipy (the accountant)
 
-    p = fl_sub.add_parser("plot", help="convergence and privacy-accuracy figures (PNG)",
-                          description="Writes convergence.png and, where a Gaussian method was "
-                                      "run at two or more noise levels, privacy_accuracy.png.")
-    p.add_argument("directory")
-    p.add_argument("--out", default=None, help="folder for the PNG files (default DIRECTORY)")
-    p.add_argument("--include-incomplete", action="store_true")
+    p = fl_sub.add_parser("plot", help="convergence and privacy-accuracy figures",
+                          description="Writes convergence.FORMAT and, where a Gaussian method "
+                                      "was run at two or more noise levels, "
+                                      "privacy_accuracy.FORMAT; prints the paths written. "
+                                      "Exits 1 when there is no run.")
+    p.add_argument("directory", help="folder of results from cepam fl run, searched recursively "
+                                     "(per-round CSV files named <run>-seed<k>.csv too)")
+    p.add_argument("--out", default=None, help="folder for the figures (default DIRECTORY)")
+    p.add_argument("--format", nargs="+", choices=("png", "pdf", "svg"), default=["png"],
+                   metavar="FORMAT", help="one or more of png, pdf, svg")
+    p.add_argument("--include-incomplete", action="store_true",
+                   help="also use runs that have not reached their last round")
     _add_deltas(p, "the privacy-accuracy figure has one line per method and delta")
     p.set_defaults(func=_plot)
+    requires(p, "matplotlib", extra="fl")

@@ -1,7 +1,7 @@
 """One federated-learning run: rounds, evaluation, learning-rate schedule, resume.
 
 A run is fixed by an :class:`FLConfig` (the defaults are the paper's setup,
-SPEC section 6) and writes into its own directory:
+docs/design.md, section 9) and writes into its own directory:
 
 * ``config.json`` -- the configuration;
 * ``rounds.csv`` and ``rounds.json`` -- one row per round (:data:`COLUMNS`),
@@ -40,8 +40,6 @@ and have ``bits_measured`` false.
 from __future__ import annotations
 
 import csv
-import dataclasses
-import hashlib
 import io
 import json
 import math
@@ -57,8 +55,9 @@ import torch
 
 from ..errors import InvalidArgumentError
 from .data import MNIST, normalize
-from .methods import METHODS, make_method, method_label
-from .models import MODELS, build_model
+from .config import FLConfig, json_value
+from .methods import make_method
+from .models import build_model
 from .privacy import config_epsilon_function
 from .seeds import client_secret, derive_seed, numpy_rng, torch_generator
 from .split import split_clients, train_validation_split
@@ -85,134 +84,6 @@ COLUMNS = (
 TIMING_COLUMNS = ("seconds", "train_seconds", "transport_seconds", "eval_seconds")
 
 _STATE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class FLConfig:
-    """The settings of one run; the defaults are the paper's (SPEC section 6).
-
-    Attributes:
-        model: "mlp" or "cnn".
-        method: one of :data:`cepam.fl.methods.METHODS`.
-        dim, lattice: LRSUQ sub-vector dimension and lattice (CEPAM methods).
-        sigma: Gaussian noise standard deviation per coordinate.
-        b: Laplace scale per coordinate.
-        sdq_step: SDQ step (None: sqrt(12) times the noise std).
-        clip: whole-update l2 clip gamma of the private methods.
-        clip_all: also clip ``fl`` and ``fl-sdq``.
-        clients: K.
-        samples_per_client: IID share size (None: train_size // K).
-        alpha: Dirichlet concentration of a non-IID split (None: IID).
-        local_steps: tau, local SGD steps per round.
-        batch_size: samples per local step (the paper: 1).
-        lr, momentum: SGD settings.
-        lr_patience, lr_factor: plateau schedule on validation accuracy.
-        rounds: communication rounds.
-        train_size, val_size: split of the 60,000 official training images.
-        test_size: number of official test images used (None: all 10,000).
-        delta: delta of the "eps so far" column.
-        seed: the run's seed; every random draw derives from it.
-    """
-
-    model: str = "cnn"
-    method: str = "fl"
-    dim: int = 1
-    lattice: str = "Z"
-    sigma: float = 1e-3
-    b: float = 1e-3
-    sdq_step: float | None = None
-    clip: float = 1.0
-    clip_all: bool = False
-    clients: int = 30
-    samples_per_client: int | None = None
-    alpha: float | None = None
-    local_steps: int = 15
-    batch_size: int = 1
-    lr: float = 0.01
-    momentum: float = 0.9
-    lr_patience: int = 10
-    lr_factor: float = 0.5
-    rounds: int = 80
-    train_size: int = 50000
-    val_size: int = 10000
-    test_size: int | None = None
-    delta: float = 1e-5
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise InvalidArgumentError(f"model must be one of {sorted(MODELS)}, got {self.model!r}")
-        if self.method not in METHODS:
-            raise InvalidArgumentError(
-                f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        for name in ("clients", "local_steps", "batch_size", "lr_patience", "train_size"):
-            if int(getattr(self, name)) < 1:
-                raise InvalidArgumentError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("rounds", "val_size", "seed"):
-            if int(getattr(self, name)) < 0:
-                raise InvalidArgumentError(f"{name} must be non-negative, got {getattr(self, name)}")
-        if self.train_size + self.val_size > 60000:
-            raise InvalidArgumentError("train_size + val_size must be at most 60000")
-        if self.test_size is not None and not 0 <= self.test_size <= 10000:
-            raise InvalidArgumentError("test_size must be between 0 and 10000")
-        if not (self.lr > 0 and 0 <= self.momentum < 1 and 0 < self.lr_factor <= 1):
-            raise InvalidArgumentError("need lr > 0, 0 <= momentum < 1, 0 < lr_factor <= 1")
-        if not 0 < self.delta < 1:
-            raise InvalidArgumentError(f"delta must be in (0, 1), got {self.delta}")
-        if not self.method.startswith("cepam") and (self.dim != 1 or self.lattice != "Z"):
-            raise InvalidArgumentError("dim and lattice apply to the CEPAM methods only")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "FLConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise InvalidArgumentError(f"unknown configuration keys: {sorted(unknown)}")
-        return cls(**d)
-
-    def replace(self, **changes: Any) -> "FLConfig":
-        return dataclasses.replace(self, **changes)
-
-    @property
-    def label(self) -> str:
-        """The paper's method name, e.g. ``CEPAM-Gaussian (n=2)``."""
-        return method_label(self.method, self.dim, self.lattice)
-
-    def group_key(self) -> str:
-        """Identifies the configuration without its seed (runs of one group
-        differ in seed only)."""
-        d = self.to_dict()
-        d.pop("seed")
-        return json.dumps(d, sort_keys=True)
-
-    def run_name(self) -> str:
-        """A directory name for this configuration without its seed, such as
-        ``cnn-cepam-gaussian-n2``.  Non-default noise scales and splits are
-        spelled out; any other non-default setting (except ``rounds``) adds a
-        short hash."""
-        default = FLConfig()
-        parts = [self.model, self.method]
-        if self.method.startswith("cepam"):
-            parts.append(f"n{self.dim}")
-            if self.lattice != "Z":
-                parts.append(self.lattice)
-        if "gaussian" in self.method and self.sigma != default.sigma:
-            parts.append(f"sigma{self.sigma:g}")
-        if "laplace" in self.method and self.b != default.b:
-            parts.append(f"b{self.b:g}")
-        if self.alpha is not None:
-            parts.append(f"alpha{self.alpha:g}")
-        # rounds is left out: a run may be resumed with more rounds in its directory.
-        named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed", "rounds"}
-        other = {k: v for k, v in self.to_dict().items()
-                 if k not in named and v != getattr(default, k)}
-        if other:
-            parts.append(hashlib.sha256(json.dumps(other, sort_keys=True).encode())
-                         .hexdigest()[:8])
-        return "-".join(parts)
 
 
 class TensorMNIST:
@@ -271,15 +142,6 @@ class RunResult:
 # --------------------------------------------------------------------------- files
 
 
-def _json_value(v: Any) -> Any:
-    if isinstance(v, float):
-        if math.isnan(v):
-            return None
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-    return v
-
-
 def _csv_value(v: Any) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
@@ -326,7 +188,7 @@ def _write_outputs(directory: Path, config: FLConfig, rows: list[dict[str, Any]]
                        "an honest-but-curious client, Laplace methods pure DP; 'inf' "
                        "without noise, null where not available",
         },
-        "rows": [{c: _json_value(r.get(c)) for c in COLUMNS} for r in rows],
+        "rows": [{c: json_value(r.get(c)) for c in COLUMNS} for r in rows],
     }
     _atomic_write(directory / "rounds.json", (json.dumps(doc, indent=1) + "\n").encode())
 

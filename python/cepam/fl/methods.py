@@ -47,40 +47,9 @@ import torch
 import cepam
 
 from ..errors import InvalidArgumentError
+from .config import METHODS, method_label
 
 __all__ = ["METHODS", "Message", "Method", "make_method", "method_label", "clip_update"]
-
-METHODS = (
-    "fl",
-    "fl-sdq",
-    "fl-gaussian",
-    "fl-gaussian-sdq",
-    "fl-laplace",
-    "fl-laplace-sdq",
-    "cepam-gaussian",
-    "cepam-laplace",
-)
-
-_LABELS = {
-    "fl": "FL",
-    "fl-sdq": "FL+SDQ",
-    "fl-gaussian": "FL+Gaussian",
-    "fl-gaussian-sdq": "FL+Gaussian+SDQ",
-    "fl-laplace": "FL+Laplace",
-    "fl-laplace-sdq": "FL+Laplace+SDQ",
-    "cepam-gaussian": "CEPAM-Gaussian",
-    "cepam-laplace": "CEPAM-Laplace",
-}
-
-
-def method_label(method: str, dim: int = 1, lattice: str = "Z") -> str:
-    """The paper's name, e.g. ``CEPAM-Gaussian (n=2)``."""
-    label = _LABELS[method]
-    if method.startswith("cepam"):
-        # A2, D4 and E8 have a fixed dimension: the lattice names it.
-        label += f" (n={dim})" if lattice == "Z" else f" ({lattice})"
-    return label
-
 
 @dataclass
 class Message:

@@ -1,4 +1,4 @@
-"""The two networks of the paper's MNIST experiments (SPEC section 6).
+"""The two networks of the paper's MNIST experiments (docs/design.md, section 9).
 
 * :class:`MLP` -- 784-32-16-10 with ReLU: 25,818 parameters.
 * :class:`CNN` -- conv(1->6, 5x5) - maxpool 2 - conv(6->6, 5x5) - maxpool 2 -

@@ -1,8 +1,13 @@
-"""The two figures of the paper's experiments, drawn from finished runs (PNG).
+"""The two figures of the paper's experiments, drawn from finished runs.
+
+Figures are written as PNG, PDF or SVG (by the file's suffix), with
+Okabe and Ito's colour-blind-safe palette, a distinct line style per method
+and readable fonts.
 
 * :func:`plot_convergence` -- validation accuracy over the rounds, mean over
-  seeds with a 95% confidence band, one line per method, one panel per model
-  (the paper's Figures for CEPAM-Gaussian and CEPAM-Laplace).
+  seeds with 95% confidence intervals; small multiples: one row per model, one
+  panel per kind of noise (none, Gaussian, Laplace), a few series each (the
+  paper's Figures for CEPAM-Gaussian and CEPAM-Laplace).
 * :func:`plot_privacy_accuracy` -- final test accuracy against the privacy
   budget eps (from the runs' eps column, or recomputed at each of several
   deltas) for the Gaussian methods run at several noise levels (the paper's
@@ -17,12 +22,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+from ..errors import InvalidArgumentError
 from .privacy import ACCOUNTING_VIEW
 from .results import Group, mean_ci
 
-__all__ = ["plot_convergence", "plot_privacy_accuracy"]
+__all__ = ["plot_convergence", "convergence_figure", "plot_privacy_accuracy",
+           "privacy_accuracy_figure", "seeds_text", "OKABE_ITO"]
 
 
 def _pyplot():
@@ -32,6 +39,51 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+#: Okabe and Ito's colour-blind-safe palette (black first).
+OKABE_ITO = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00",
+             "#CC79A7")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
+_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)))
+# A fixed colour and line style per method of the paper, the same in every
+# panel and figure; other series cycle through the palette and the styles.
+_METHOD_STYLES = {
+    "FL": ("#000000", "-"),
+    "FL+SDQ": ("#000000", "--"),
+    "FL+Gaussian": ("#0072B2", "-"),
+    "FL+Gaussian+SDQ": ("#56B4E9", "--"),
+    "FL+Laplace": ("#0072B2", "-"),
+    "FL+Laplace+SDQ": ("#56B4E9", "--"),
+    "CEPAM-Gaussian (n=1)": ("#D55E00", "-"),
+    "CEPAM-Gaussian (n=2)": ("#E69F00", "-."),
+    "CEPAM-Gaussian (n=3)": ("#CC79A7", ":"),
+    "CEPAM-Gaussian (E8)": ("#009E73", (0, (5, 1, 1, 1, 1, 1))),
+    "CEPAM-Laplace (n=1)": ("#D55E00", "-"),
+}
+# Panels of the convergence figure: methods grouped by the noise they add.
+_FAMILIES = (("no privacy", ("fl", "fl-sdq")),
+             ("Gaussian noise", ("fl-gaussian", "fl-gaussian-sdq", "cepam-gaussian")),
+             ("Laplace noise", ("fl-laplace", "fl-laplace-sdq", "cepam-laplace")))
+_RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 8.5,
+       "xtick.labelsize": 9, "ytick.labelsize": 9}
+
+
+def _styles(labels: Sequence[str]) -> dict[str, tuple[str, Any]]:
+    """A (colour, line style) per label: the paper's methods keep theirs."""
+    styles, free = {}, 0
+    for label in labels:
+        if label in _METHOD_STYLES:
+            styles[label] = _METHOD_STYLES[label]
+        else:
+            styles[label] = (OKABE_ITO[1 + free % 7], _LINESTYLES[(free // 7) % len(_LINESTYLES)])
+            free += 1
+    return styles
+
+
+def seeds_text(n: int) -> str:
+    """``1 seed``, ``3 seeds``."""
+    return f"{n} seed" if n == 1 else f"{n} seeds"
 
 
 def _clamp_percent(ax) -> None:
@@ -46,101 +98,213 @@ def _label(group: Group, sigmas: set[float]) -> str:
     return label
 
 
-def plot_convergence(groups: Sequence[Group], path: str | Path, *,
-                     column: str = "val_acc") -> Path:
-    """Accuracy (``column``, in %) over rounds, mean and 95% CI over seeds."""
+def _curve(group: Group, column: str) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Rounds, mean and 95% CI bounds (in %) of ``column`` over the group's seeds."""
+    n = min(len(r.rows) for r in group.runs)
+    rounds, mean, lo, hi = [], [], [], []
+    for i in range(n):
+        m, ci = mean_ci([100.0 * float(r.rows[i][column]) for r in group.runs])
+        ci = 0.0 if math.isnan(ci) else ci
+        rounds.append(int(group.runs[0].rows[i]["round"]))
+        mean.append(m)
+        lo.append(max(0.0, m - ci))
+        hi.append(min(100.0, m + ci))
+    return rounds, mean, lo, hi
+
+
+def convergence_figure(groups: Sequence[Group], *, column: str = "val_acc"):
+    """The convergence figure (a matplotlib Figure): ``column`` in % over the
+    rounds, mean over seeds, with its 95% CI as error bars every eighth of
+    the rounds (dodged sideways per series so that they stay apart); one row of panels per
+    model, one column per kind of noise (none, Gaussian, Laplace), so that no
+    panel holds more than a few series.  The y axis starts where the slowest
+    series stands after the first eighth of the rounds (earlier rounds of
+    slow series run off the bottom).
+
+    Raises:
+        InvalidArgumentError: no group to plot.
+    """
+    from matplotlib.ticker import MaxNLocator
+
     plt = _pyplot()
     models = [m for m in ("mlp", "cnn") if any(g.config.model == m for g in groups)]
     if not models:
-        raise ValueError("no runs to plot")
-    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.5), squeeze=False)
+        raise InvalidArgumentError("no runs to plot")
+    families = [(title, methods) for title, methods in _FAMILIES
+                if any(g.config.method in methods for g in groups)]
     sigmas = {g.config.sigma for g in groups}
-    for ax, model in zip(axes[0], models):
-        for g in (g for g in groups if g.config.model == model):
-            n = min(len(r.rows) for r in g.runs)
-            rounds, mean, lo, hi = [], [], [], []
-            for i in range(n):
-                m, ci = mean_ci([100.0 * float(r.rows[i][column]) for r in g.runs])
-                ci = 0.0 if math.isnan(ci) else ci
-                rounds.append(g.runs[0].rows[i]["round"])
-                mean.append(m)
-                lo.append(max(0.0, m - ci))
-                hi.append(min(100.0, m + ci))
-            (line,) = ax.plot(rounds, mean, label=f"{_label(g, sigmas)} ({len(g.runs)} seeds)")
-            ax.fill_between(rounds, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-        ax.set_title(f"{model.upper()} on MNIST")
-        ax.set_xlabel("communication round")
-        ax.set_ylabel("validation accuracy (%)" if column == "val_acc" else f"{column} (%)")
-        ax.grid(True, alpha=0.3)
-        _clamp_percent(ax)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    styles = _styles(list(dict.fromkeys(_label(g, sigmas) for g in groups)))
+    with plt.rc_context(_RC):
+        fig, axes = plt.subplots(len(models), len(families), squeeze=False, sharex=True,
+                                 sharey="row",
+                                 figsize=(3.9 * len(families) + 0.6, 3.3 * len(models) + 0.5))
+        for row, model in enumerate(models):
+            low = math.inf
+            for col, (title, methods) in enumerate(families):
+                ax = axes[row][col]
+                panel = [g for g in groups
+                         if g.config.model == model and g.config.method in methods]
+                for i, g in enumerate(panel):
+                    label = _label(g, sigmas)
+                    colour, style = styles[label]
+                    marker = _MARKERS[i % len(_MARKERS)]
+                    rounds, mean, lo, hi = _curve(g, column)
+                    # The CI as error bars every few rounds, dodged sideways per
+                    # series, so that overlapping intervals stay apart.
+                    step = max(1, rounds[-1] // 8)
+                    at = [j for j, r in enumerate(rounds) if r > 0 and r % step == 0]
+                    ax.plot(rounds, mean, color=colour, linestyle=style, linewidth=1.5,
+                            marker=marker, markevery=at, markersize=4.5,
+                            markerfacecolor="white" if i % 2 else colour,
+                            label=f"{label} ({seeds_text(len(g.runs))})")
+                    dodge = (i - (len(panel) - 1) / 2) * max(rounds[-1], 1) / 110
+                    ax.errorbar([rounds[j] + dodge for j in at], [mean[j] for j in at],
+                                yerr=[[mean[j] - lo[j] for j in at], [hi[j] - mean[j] for j in at]],
+                                fmt="none", ecolor=colour, capsize=2, elinewidth=1.0)
+                    settled = [m for r, m in zip(rounds, mean) if r >= max(1, rounds[-1] // 8)]
+                    low = min(low, min(settled or mean))
+                ax.set_title(f"{model.upper()}, {title}")
+                ax.grid(True, alpha=0.3, linewidth=0.6)
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.legend(loc="lower right", frameon=True, framealpha=0.9)
+                if row == len(models) - 1:
+                    ax.set_xlabel("communication round")
+            name = "validation accuracy (%)" if column == "val_acc" else f"{column} (%)"
+            axes[row][0].set_ylabel(name)
+            if math.isfinite(low):
+                top = min(100.0, axes[row][0].get_ylim()[1])
+                axes[row][0].set_ylim(max(0.0, low - 0.08 * (top - low)), top)
+        fig.tight_layout()
+    return fig
+
+
+def plot_convergence(groups: Sequence[Group], path: str | Path, *,
+                     column: str = "val_acc") -> Path:
+    """Writes :func:`convergence_figure` to ``path`` (PNG, PDF or SVG, by its
+    suffix) and returns the path.
+
+    Raises:
+        InvalidArgumentError: no group to plot.
+    """
+    plt = _pyplot()
+    fig = convergence_figure(groups, column=column)
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=150)
     plt.close(fig)
     return path
 
 
-def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
-                          methods: Sequence[str] = ("cepam-gaussian", "fl-gaussian-sdq", "fl-gaussian"),
-                          at: str = "final", deltas: Sequence[float] = ()) -> Path | None:
-    """Test accuracy against eps (or sigma) for ``methods``.
+_PRIVATE_GAUSSIAN = ("cepam-gaussian", "fl-gaussian-sdq", "fl-gaussian")
 
-    Without ``deltas``: eps is the runs' own column (at their delta), one line
-    per (model, method, dim).  With ``deltas``: eps recomputed at each delta
-    (:meth:`Group.epsilon_at`, after the rounds run), one line per (model,
-    method, dim, delta).  The eps axis is logarithmic when eps spans more than
-    two decades.  Returns None when fewer than two noise levels were run.
+
+def _number(v: Any) -> float:
+    """A number from a statistics dict, as JSON writes it (null, "inf")."""
+    if v is None:
+        return math.nan
+    return float(v)
+
+
+def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
+                            methods: Sequence[str] = _PRIVATE_GAUSSIAN,
+                            deltas: Sequence[float] = ()):
+    """The privacy-accuracy figure (a matplotlib Figure, or None when no
+    method was run at two or more noise levels) from group statistics: the
+    dicts of :meth:`Group.stats`, or the objects ``cepam fl table --json``
+    prints (``docs/experiments/sweep/table.json``).
+
+    Without ``deltas``: eps is each group's ``epsilon`` (at its ``delta``),
+    one line per (model, method).  With ``deltas``: eps from each group's
+    ``epsilon_at_delta`` at each delta, one line per (model, method, delta).
+    The eps axis is logarithmic when eps spans more than two decades; without
+    any eps the x axis is sigma.
 
     Raises:
-        InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
-            non-IID runs.
+        InvalidArgumentError: ``deltas`` given but a group has no eps for one.
     """
     plt = _pyplot()
-    chosen = [g for g in groups if g.config.method in methods]
+    chosen = [s for s in stats if s["method"] in methods]
     # (model, label, delta or None) -> [(eps, sigma, accuracy, ci)]
     lines: dict[tuple, list[tuple[float, float, float, float]]] = {}
-    for g in chosen:
-        s = g.stats(at)
-        ci = 0.0 if math.isnan(s["test_acc_ci95"]) else s["test_acc_ci95"]
+    for s in chosen:
+        ci = _number(s["test_acc_ci95"])
+        ci = 0.0 if math.isnan(ci) else ci
         for delta in deltas or [None]:
-            eps = s["epsilon"] if delta is None else g.epsilon_at(delta)
-            lines.setdefault((g.config.model, g.config.label, delta), []).append(
-                (eps, g.config.sigma, s["test_acc"], ci))
+            if delta is None:
+                eps = _number(s["epsilon"])
+            else:
+                at_delta = s.get("epsilon_at_delta") or {}
+                if f"{delta:g}" not in at_delta:
+                    raise InvalidArgumentError(f"no eps at delta = {delta:g} for {s['label']}")
+                eps = _number(at_delta[f"{delta:g}"])
+            lines.setdefault((s["model"], s["label"], delta), []).append(
+                (eps, float(s["sigma"]), _number(s["test_acc"]), ci))
     lines = {k: v for k, v in lines.items() if len(v) >= 2}
     if not lines:
         return None
     eps_all = [p[0] for pts in lines.values() for p in pts]
     use_eps = all(math.isfinite(e) and e > 0 for e in eps_all)
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    order = sorted(lines, key=lambda k: (k[0], k[1], k[2] or 0.0))
-    colours: dict[tuple[str, str], str] = {}  # one colour per (model, method), a style per delta
-    for key in order:
-        colours.setdefault(key[:2], f"C{len(colours)}")
-    styles = {d: ("-", "--", ":", "-.")[i % 4] for i, d in enumerate(deltas or [None])}
-    for model, label, delta in order:
-        pts = lines[(model, label, delta)]
-        pts.sort(key=lambda p: p[0] if use_eps else -p[1])
-        xs = [p[0] if use_eps else p[1] for p in pts]
-        name = f"{label}, {model.upper()}" + ("" if delta is None else f", delta = {delta:g}")
-        ax.errorbar(xs, [p[2] for p in pts], yerr=[p[3] for p in pts], marker="o", capsize=3,
-                    color=colours[(model, label)], linestyle=styles[delta], label=name)
-    if use_eps:
-        if max(eps_all) > 100 * min(eps_all):
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(7.0, 4.6))
+        order = sorted(lines, key=lambda k: (k[0], k[1], k[2] or 0.0))
+        colours: dict[tuple[str, str], str] = {}  # one colour per (model, method), a style per delta
+        for key in order:
+            colours.setdefault(key[:2], OKABE_ITO[(5, 6, 3, 1, 7, 2, 0)[len(colours) % 7]])
+        styles = {d: ("-", "--", ":", "-.")[i % 4] for i, d in enumerate(deltas or [None])}
+        for model, label, delta in order:
+            pts = lines[(model, label, delta)]
+            pts.sort(key=lambda p: p[0] if use_eps else -p[1])
+            xs = [p[0] if use_eps else p[1] for p in pts]
+            name = f"{label}, {model.upper()}" + ("" if delta is None else f", delta = {delta:g}")
+            marker = _MARKERS[list(colours).index((model, label)) % len(_MARKERS)]
+            hollow = (deltas or [None]).index(delta) % 2 == 1
+            ax.errorbar(xs, [100 * p[2] for p in pts], yerr=[100 * p[3] for p in pts],
+                        marker=marker, markersize=5, capsize=3, elinewidth=1.0,
+                        color=colours[(model, label)], linestyle=styles[delta], label=name,
+                        markerfacecolor="white" if hollow else colours[(model, label)])
+        if use_eps:
+            if max(eps_all) > 100 * min(eps_all):
+                ax.set_xscale("log")
+            at_delta = "" if deltas else f", delta = {float(chosen[0]['delta']):g}"
+            ax.set_xlabel(f"privacy budget eps ({ACCOUNTING_VIEW}{at_delta})")
+        else:
             ax.set_xscale("log")
-        at_delta = "" if deltas else f", delta = {chosen[0].config.delta:g}"
-        ax.set_xlabel(f"privacy budget eps ({ACCOUNTING_VIEW}{at_delta})")
-    else:
-        ax.set_xscale("log")
-        ax.invert_xaxis()
-        ax.set_xlabel("noise sigma (no eps: accountant not available)")
-    ax.set_ylabel("test accuracy (%)")
-    _clamp_percent(ax)
-    ax.set_title("Privacy-accuracy trade-off on MNIST")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+            ax.invert_xaxis()
+            ax.set_xlabel("noise sigma (no eps: accountant not available)")
+        ax.set_ylabel("test accuracy (%)")
+        _clamp_percent(ax)
+        ax.set_title("Privacy-accuracy trade-off on MNIST")
+        ax.grid(True, alpha=0.3, linewidth=0.6)
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+    return fig
+
+
+def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
+                          methods: Sequence[str] = _PRIVATE_GAUSSIAN,
+                          at: str = "final", deltas: Sequence[float] = ()) -> Path | None:
+    """Writes :func:`privacy_accuracy_figure` for ``groups`` (test accuracy
+    at ``at``; with ``deltas``, eps recomputed at each delta by
+    :meth:`Group.epsilon_at`, after the rounds run) to ``path`` (PNG, PDF or
+    SVG by its suffix).  Returns the path, or None when fewer than two noise
+    levels were run.
+
+    Raises:
+        InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
+            non-IID runs.
+    """
+    stats = []
+    for g in groups:
+        if g.config.method not in methods:
+            continue
+        s = g.stats(at)
+        if deltas:
+            s["epsilon_at_delta"] = {f"{d:g}": g.epsilon_at(d) for d in deltas}
+        stats.append(s)
+    fig = privacy_accuracy_figure(stats, methods=methods, deltas=deltas)
+    if fig is None:
+        return None
+    plt = _pyplot()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=150)
     plt.close(fig)
     return path

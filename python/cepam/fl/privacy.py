@@ -33,9 +33,10 @@ import math
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import InvalidArgumentError
+from .config import MODEL_PARAMETERS
 
-if TYPE_CHECKING:  # experiment imports this module
-    from .experiment import FLConfig
+if TYPE_CHECKING:
+    from .config import FLConfig
 
 __all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_dataset_size", "GAUSSIAN_METHODS",
            "LAPLACE_METHODS", "ACCOUNTING_VIEW"]
@@ -152,10 +153,6 @@ def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:
         raise InvalidArgumentError(f"delta must be in (0, 1), got {delta}")
     if rounds < 0:
         raise InvalidArgumentError(f"rounds must be non-negative, got {rounds}")
-    coordinates = 1
-    if config.method in LAPLACE_METHODS:
-        from .models import build_model, parameter_count
-
-        coordinates = parameter_count(build_model(config.model, 0))
+    coordinates = MODEL_PARAMETERS[config.model] if config.method in LAPLACE_METHODS else 1
     return config_epsilon_function(config, delta=delta, dataset_size=client_dataset_size(config),
                                    coordinates=coordinates)(rounds)

@@ -1,28 +1,38 @@
 """Reading finished runs and summarising them over seeds.
 
-:func:`load_runs` finds every ``rounds.json`` under a directory;
+:func:`load_runs` finds every run under a directory: each ``rounds.json``
+that ``cepam fl run`` writes, and each per-round CSV file named
+``<run name>-seed<k>.csv`` (as shipped in ``docs/experiments/runs``), read
+as a complete run of the rounds it holds with the configuration its name
+spells out (:meth:`FLConfig.from_run_name`);
 :func:`summarize` groups runs that differ only in their seed and gives the
 mean and the 95% confidence interval of the mean (Student t, n - 1 degrees
 of freedom) of the test accuracy (at the last round, or at the round of best
 validation accuracy), with the mean bits per client per round, the bits per
 coordinate and the final eps; :func:`format_table` prints the paper-style
 table (methods by rows, models by columns).
+
+Accuracies are fractions in [0, 1] wherever they are data (the rows, the
+statistics of :meth:`Group.stats`, every JSON output); the text tables and
+the figures show them in percent.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import InvalidArgumentError
-from .experiment import FLConfig
-from .methods import METHODS
+from .config import METHODS, MODEL_NAMES, FLConfig
 from .privacy import ACCOUNTING_VIEW, epsilon_at
 
-__all__ = ["Run", "Group", "load_runs", "summarize", "format_table", "mean_ci", "t_quantile"]
+__all__ = ["Run", "Group", "load_runs", "read_rounds_csv", "summarize", "format_table", "mean_ci",
+           "t_quantile"]
 
 # Two-sided 95% Student t quantiles t_{0.975, df}, df = 1..30.
 _T975 = (
@@ -89,11 +99,46 @@ class Run:
         return sum(vals) / len(vals) if vals else math.nan
 
 
-def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> list[Run]:
-    """Every run under ``directory`` (searched recursively).
+_CSV_RUN = re.compile(r"(?P<name>.+)-seed(?P<seed>\d+)\.csv")
+
+
+def _csv_cell(column: str, text: str) -> Any:
+    if text == "":
+        return math.nan
+    if text in ("true", "false"):
+        return text == "true"
+    return int(text) if column == "round" else float(text)
+
+
+def read_rounds_csv(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a per-round CSV file (``rounds.csv``): empty cells as NaN,
+    ``true``/``false`` as bools, ``round`` as an int, the rest as floats.
 
     Raises:
-        InvalidArgumentError: ``directory`` does not exist.
+        InvalidArgumentError: the file has no ``round`` column or no rows.
+    """
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or "round" not in reader.fieldnames:
+            raise InvalidArgumentError(f"{path}: not a per-round CSV (no 'round' column)")
+        rows = [{k: _csv_cell(k, v) for k, v in r.items()} for r in reader]
+    if not rows:
+        raise InvalidArgumentError(f"{path}: no rows")
+    return rows
+
+
+def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> list[Run]:
+    """Every run under ``directory`` (searched recursively): the runs of
+    ``cepam fl run`` (``rounds.json``) and per-round CSV files named
+    ``<run name>-seed<k>.csv``.
+
+    CSV files whose name does not start with a model and a method are
+    skipped.
+
+    Raises:
+        InvalidArgumentError: ``directory`` does not exist, or a CSV file
+            named like a run cannot be read as one (a hashed run name, whose
+            settings only its ``config.json`` holds).
     """
     root = Path(directory)
     if not root.is_dir():
@@ -105,6 +150,16 @@ def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> lis
         run = Run(FLConfig.from_dict(doc["config"]), rows, bool(doc["complete"]), path.parent)
         if run.complete or include_incomplete:
             runs.append(run)
+    for path in sorted(root.rglob("*.csv")):
+        found = _CSV_RUN.fullmatch(path.name)
+        model, _, rest = found["name"].partition("-") if found else ("", "", "")
+        if model not in MODEL_NAMES or not any(rest == m or rest.startswith(m + "-")
+                                               for m in METHODS):
+            continue  # not named like a run: some other CSV file
+        rows = read_rounds_csv(path)
+        config = FLConfig.from_run_name(found["name"], seed=int(found["seed"]),
+                                        rounds=int(rows[-1]["round"]))
+        runs.append(Run(config, rows, True, path))
     return runs
 
 
@@ -134,8 +189,10 @@ class Group:
         return epsilon_at(self.config, delta=delta, rounds=self.rounds)
 
     def stats(self, at: str = "final") -> dict[str, Any]:
-        acc, acc_ci = mean_ci([100.0 * r.value_at("test_acc", at) for r in self.runs])
-        val, val_ci = mean_ci([100.0 * r.value_at("val_acc", at) for r in self.runs])
+        """The group's summary: accuracies as fractions in [0, 1] (mean and
+        the half-width of the 95% CI over seeds), bits, eps and settings."""
+        acc, acc_ci = mean_ci([r.value_at("test_acc", at) for r in self.runs])
+        val, val_ci = mean_ci([r.value_at("val_acc", at) for r in self.runs])
         bits, _ = mean_ci([r.mean_over_rounds("bits_per_client") for r in self.runs])
         bpc, _ = mean_ci([r.mean_over_rounds("bits_per_coordinate") for r in self.runs])
         eps = [r.value_at("epsilon", "final") for r in self.runs]
@@ -189,12 +246,13 @@ def _row_label(config: FLConfig, varying: set[str]) -> str:
     return label + (", " + ", ".join(extras) if extras else "")
 
 
-def _fmt(mean: float, ci: float, digits: int = 2) -> str:
+def _fmt_percent(mean: float, ci: float, digits: int = 2) -> str:
+    """A fraction and its CI half-width, in percent."""
     if math.isnan(mean):
         return "-"
     if math.isnan(ci):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {ci:.{digits}f}"
+        return f"{100 * mean:.{digits}f}"
+    return f"{100 * mean:.{digits}f} ± {100 * ci:.{digits}f}"
 
 
 def _fmt_num(v: float, digits: int = 2) -> str:
@@ -260,7 +318,7 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
                 cells += ["", ""]
                 continue
             s = g.stats(at)
-            cells.append(_fmt(s["test_acc"], s["test_acc_ci95"]))
+            cells.append(_fmt_percent(s["test_acc"], s["test_acc_ci95"]))
             cells.append(_fmt_num(s["bits_per_coordinate"]) + ("" if s["bits_measured"] else "*"))
             eps = s["epsilon"] if math.isnan(eps) else eps
             seeds.append(str(s["seeds"]))

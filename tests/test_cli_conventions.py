@@ -1,0 +1,283 @@
+"""Command-line conventions: missing extras, errors, exit codes, help, version.
+
+Commands whose optional dependency is the point run in a subprocess whose
+import system hides that dependency (a meta-path finder that raises
+ModuleNotFoundError for it, as a Python without the package does), so they
+see what a user who ran only ``pip install .`` sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cepam
+from cepam.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+MNIST_DIR = ROOT.parent / "shared" / "data" / "mnist"
+RUNS = ROOT / "docs" / "experiments" / "runs"
+
+_BLOCKER = """
+import importlib.abc, sys
+class _Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, _Hide())
+for m in [m for m in sys.modules if m.split(".")[0] in {blocked!r}]:
+    del sys.modules[m]
+from cepam.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def cepam_cli(*argv: str, without: tuple[str, ...] = (), cwd: Path | None = None,
+              timeout: float = 300) -> subprocess.CompletedProcess:
+    """Runs ``cepam ARGV`` in a fresh interpreter in which ``without`` cannot be imported."""
+    code = _BLOCKER.format(blocked=set(without))
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=timeout)
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+PRIVACY = ("privacy", "--sigma", "0.5", "--clip", "1", "--clients", "30", "--local-steps", "15",
+           "--dataset-size", "1666", "--delta", "1e-5")
+
+
+@pytest.mark.parametrize("argv, without, hint", [
+    (PRIVACY, ("scipy",), 'pip install "cepam[privacy]"'),
+    (("bench", "bitrate", "--quick"), ("scipy",), 'pip install "cepam[bench]"'),
+    (("fl", "run", "--out", "OUT"), ("torch",), "pip install torch==2.13.0"),
+    (("fl", "run", "--out", "OUT"), ("scipy",), 'pip install "cepam[fl]"'),
+    (("fl", "plot", str(RUNS), "--out", "OUT"), ("matplotlib",), 'pip install "cepam[fl]"'),
+    (("fl", "table", str(RUNS), "--delta", "0.01"), ("scipy",), 'pip install "cepam[fl]"'),
+])
+def test_a_missing_extra_is_one_line_naming_the_install_command(tmp_path, argv, without, hint):
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    proc = cepam_cli(*argv, without=without, cwd=tmp_path)
+    assert proc.returncode == 1
+    command = " ".join(argv[:2] if argv[0] in ("fl", "bench") else argv[:1])
+    assert one_line_error(proc) == (f"cepam {command}: error: needs {without[0]}, which is not "
+                                    f"installed; install it with: {hint}")
+    assert not (tmp_path / "out").exists() and not any(tmp_path.iterdir())  # nothing started
+
+
+def test_fl_table_needs_neither_torch_nor_matplotlib():
+    proc = cepam_cli("fl", "table", str(RUNS), "--markdown",
+                     without=("torch", "matplotlib", "scipy"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("| Method | MLP test acc (%)")
+    assert "| CEPAM-Gaussian (n=1) | 91.36 ± 0.55 | 2.67 | 94.38 ± 1.20 | 3.74 |" in proc.stdout
+
+
+def test_errors_are_one_line_with_conventional_exit_codes(tmp_path):
+    proc = cepam_cli("inspect", str(tmp_path / "nonexistent"))
+    assert proc.returncode == 1
+    assert one_line_error(proc) == \
+        f"cepam inspect: error: {tmp_path / 'nonexistent'}: No such file or directory"
+    # --debug shows the traceback instead.
+    proc = cepam_cli("--debug", "inspect", str(tmp_path / "nonexistent"))
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "FileNotFoundError" in proc.stderr
+
+
+@pytest.mark.parametrize("option, value", [("--threads", "0"), ("--seeds", "0"), ("--seeds", "-1"),
+                                           ("--clients", "0"), ("--rounds", "-1")])
+def test_fl_run_refuses_counts_out_of_range(tmp_path, capsys, option, value):
+    with pytest.raises(SystemExit) as exc:
+        main(["fl", "run", "--out", str(tmp_path / "o"), option, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: must be a " in err and f"integer, got {value}" in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("error, code, message", [
+    (ModuleNotFoundError("No module named 'scipy'", name="scipy"), 1,
+     "needs scipy, which is not installed; install it with: pip install scipy"),
+    (ModuleNotFoundError("No module named 'nothere'", name="nothere"), 1,
+     "No module named 'nothere' (run cepam --debug ... for the traceback)"),
+    (RuntimeError("boom"), 1, "RuntimeError: boom (run cepam --debug ... for the traceback)"),
+    (cepam.FormatError("bad magic"), 1, "bad magic"),
+    (cepam.InvalidArgumentError("sigma must be positive"), 2, "sigma must be positive"),
+])
+def test_every_failure_is_one_line(tmp_path, monkeypatch, capsys, error, code, message):
+    def fail(payload):
+        raise error
+
+    monkeypatch.setattr("cepam.codec.inspect", fail)
+    path = tmp_path / "p.bin"
+    path.write_bytes(b"x")
+    assert main(["inspect", str(path)]) == code
+    assert capsys.readouterr().err == f"cepam inspect: error: {message}\n"
+    with pytest.raises(type(error)):
+        main(["--debug", "inspect", str(path)])
+
+
+def test_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, capsys):
+    def interrupted(payload):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("cepam.codec.inspect", interrupted)
+    path = tmp_path / "p.bin"
+    path.write_bytes(b"x")
+    assert main(["inspect", str(path)]) == 130
+    assert capsys.readouterr().err == "cepam inspect: interrupted\n"
+
+
+@pytest.mark.skipif(not MNIST_DIR.is_dir(), reason="MNIST not available")
+def test_ctrl_c_during_fl_run(tmp_path):
+    out = tmp_path / "results"
+    argv = ["fl", "run", "--rounds", "500", "--clients", "2", "--samples-per-client", "20",
+            "--train-size", "200", "--val-size", "20", "--test-size", "20", "--local-steps", "2",
+            "--out", str(out), "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-c", _BLOCKER.format(blocked=set()), *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    try:
+        while not list(out.glob("*/seed0/state.pt")) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        assert list(out.glob("*/seed0/state.pt")), "the run never completed a round"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == \
+        "cepam fl run: interrupted; run the same command again to resume"
+
+
+def test_meta_tensor_is_refused_clearly():
+    torch = pytest.importorskip("torch")
+    update = {"w": torch.zeros(3, device="meta")}
+    with pytest.raises(cepam.InvalidArgumentError, match="device 'meta'"):
+        cepam.encode(update, cepam.Gaussian(sigma=1.0), secret=bytes(32), round=0, client=0)
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert cepam.__version__ == importlib.metadata.version("cepam") == pyproject
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"cepam {pyproject}\n"
+
+
+def test_version_without_installed_metadata_reads_pyproject(monkeypatch):
+    from cepam import _version
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_version.metadata, "version", not_installed)
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert _version.package_version() == pyproject
+
+
+def _parsers(parser: argparse.ArgumentParser, name: str = "cepam"):
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {sub_name}")
+
+
+def test_every_argument_has_help_and_every_default_is_shown():
+    parsers = list(_parsers(build_parser()))
+    assert {"cepam fl run", "cepam fl table", "cepam privacy", "cepam bench bitrate",
+            "cepam inspect", "cepam demo"} <= {n for n, _ in parsers}
+    for name, parser in parsers:
+        text = parser.format_help()
+        assert "``" not in text and ":func:" not in text and ":mod:" not in text, name
+        assert "%%" not in text, name
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            assert action.help, f"{name} {action.dest}: no help text"
+            if action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
+                helped = parser._get_formatter()._expand_help(action)
+                assert "default" in helped, f"{name} {action.option_strings[0]}: default not shown"
+    run_help = dict(_parsers(build_parser()))["cepam fl run"].format_help()
+    for option, default in (("--sigma", "0.001"), ("--seeds", "1"), ("--clients", "30"),
+                            ("--local-steps", "15"), ("--batch-size", "1"), ("--lr", "0.01")):
+        assert re.search(rf"{option} .*?\(default {re.escape(default)}\)", run_help, re.S), option
+
+
+def test_inspect_prints_text_by_default_and_json_on_request(tmp_path, capsys):
+    payload = cepam.encode({"w": np.zeros((3, 4), np.float32)}, cepam.Gaussian(sigma=1.0),
+                           secret=bytes(32), round=1, client=2)
+    path = tmp_path / "p.bin"
+    path.write_bytes(payload)
+    assert main(["inspect", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "client: 2" in text and "  w  numpy float32 3x4" in text
+    assert f"  total: {8 * len(payload)}" in text
+    assert main(["inspect", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["client"] == 2
+
+
+def test_py_typed_ships_with_the_package():
+    import importlib.resources
+
+    assert importlib.resources.files("cepam").joinpath("py.typed").is_file()
+    assert (ROOT / "python" / "cepam" / "py.typed").is_file()
+
+
+def test_bench_bitrate_writes_a_fresh_directory_by_default(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("scipy")
+    monkeypatch.chdir(tmp_path)
+    argv = ["bench", "bitrate", "--quick", "--m", "2000", "--draws", "200", "--no-plot"]
+    assert main(argv) == 0
+    assert main(argv) == 0
+    folders = sorted(tmp_path.glob("cepam-bitrate-*"))
+    assert len(folders) == 2  # a second run never overwrites the first
+    for folder in folders:
+        assert re.fullmatch(r"cepam-bitrate-\d{8}-\d{6}(-\d+)?", folder.name)
+        assert sorted(p.name for p in folder.iterdir()) == ["bitrate.csv", "bitrate.md"]
+    err = capsys.readouterr().err
+    assert f"wrote bitrate.csv, bitrate.md to {folders[0]}" in err
+    assert not (tmp_path / "docs").exists()
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("demo", "--json"), ("fl", "run", "--help"),
+                                  ("privacy", "--help"), ("bench", "bitrate", "--help")])
+def test_commands_that_need_no_extra_run_without_any(argv):
+    proc = cepam_cli(*argv, without=("torch", "scipy", "matplotlib", "tqdm", "dp_accounting"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(not MNIST_DIR.is_dir(), reason="MNIST not available")
+def test_fl_run_prints_eps_after_each_private_run(tmp_path, capsys):
+    pytest.importorskip("torch")
+    assert main(["fl", "run", "--method", "fl", "cepam-gaussian", "--rounds", "1",
+                 "--clients", "2", "--samples-per-client", "20", "--train-size", "200",
+                 "--val-size", "20", "--test-size", "20", "--local-steps", "2",
+                 "--out", str(tmp_path), "--data-dir", str(MNIST_DIR), "--threads", "1",
+                 "--no-progress"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2  # the private run only: its eps, then the warning
+    assert re.fullmatch(r"cnn-cepam-gaussian-n1-\w+ seed 0: \([0-9.e+]+, 1e-05\)-DP after 1 "
+                        r"rounds \(tight bound, curious-client view, sigma = 0.001\)", err[0])
+    assert err[1].startswith("warning: eps = ") and "not meaningfully private" in err[1]
