@@ -2,8 +2,8 @@
 
 ``decode(encode(x)) == x + z`` where ``z`` has exactly the mechanism's noise
 law (i.i.d. Gaussian or Laplace per coordinate), independent of ``x``; the
-payload is a short authenticated byte string.  See SPEC sections 1 and 3 and
-the paper (Ling et al., "CEPAM: Communication-Efficient and Privacy-Adaptable
+payload is a short authenticated byte string.  See docs/design.md, sections 1
+and 5, and the paper (Ling et al., "CEPAM: Communication-Efficient and Privacy-Adaptable
 Mechanism for Federated Learning").
 
 Privacy caveat: the noise protects ``x`` only from parties who do not hold the

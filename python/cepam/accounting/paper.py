@@ -1,6 +1,7 @@
 """The paper's per-round bound for CEPAM-Gaussian and CEPAM-Laplace.
 
-``paper/cepam.tex``, Theorem "CEPAM-Gaussian" (Thm. ``Gaussian_Priv``, proof in
+The paper (Ling et al., "Communication-Efficient and Privacy-Adaptable Mechanism
+for Federated Learning"), Theorem "CEPAM-Gaussian" (Thm. ``Gaussian_Priv``, proof in
 Appendix ``pf_Gaussian_Priv``): for every ``eps_t > 0`` one round is
 ``(eps, delta)``-DP with ``eps = log(1 + p (e^eps_t - 1))``,
 ``p = 1 - (1 - 1/|D|)^tau`` and (eq. ``PrivAmpGSRFL``)
