@@ -14,7 +14,6 @@ context under one secret.
 
 from __future__ import annotations
 
-import hmac
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -30,27 +29,24 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
-from .keys import (
-    TAG_BYTES,
-    Context,
-    check_integer,
-    check_secret,
-    mac_key,
-    payload_tag,
-    stream_key,
-)
+from .keys import TAG_BYTES, Context, check_integer, check_secret, stream_key
 from .mechanisms import Mechanism, check_mechanism, mechanism_from_code
+from .padding import check_pad, max_payload_bytes, padding_bytes
 from .payload import (
     CODER_CODES,
     CODERS,
     LATTICE_CODES,
     LATTICE_DIMS,
     LATTICES,
+    SEALED_HEADER_BYTES,
     Header,
-    check_prefix,
+    Sealed,
     pack_header,
+    pack_sealed,
     parse_header,
 )
+from .sealing import open_payload, seal
+from ._finite import check_decoded_finite, check_encodable_range
 from .structure import Structure, coded_dtype, flatten, unflatten
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
@@ -156,8 +152,14 @@ def _auto_candidates(mechanism: Mechanism, rms: float) -> list[tuple[int, int]]:
     return [z1, e8]
 
 
+def _auto_options(mechanism: Mechanism) -> list[tuple[int, int]]:
+    """Every lattice ``lattice="auto"`` may choose for this mechanism."""
+    return sorted(set(_auto_candidates(mechanism, 0.0) + _auto_candidates(mechanism, math.inf)))
+
+
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
-            lattice: tuple[int, int] | None, clip: float, coder: int) -> bytes:
+            lattice: tuple[int, int] | None, clip: float, coder: int,
+            pad: str | int | None) -> bytes:
     flat, structure = flatten(x)
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
@@ -165,6 +167,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
+    check_encodable_range(flat, structure, norm=norm, factor=factor, mechanism=mechanism)
     if lattice is _AUTO:
         rms = min(norm, clip) / math.sqrt(flat.size) if flat.size else 0.0
         candidates = _auto_candidates(mechanism, rms)
@@ -176,9 +179,15 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
               for code, dim in candidates]
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
-    header = Header(mechanism.code, mechanism.scale, code, dim, coder, clip, context, structure)
-    data = pack_header(header) + body
-    return data + payload_tag(mac_key(secret), data)
+    header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure)
+    fixed = len(pack_header(header)) + SEALED_HEADER_BYTES + TAG_BYTES
+    max_bytes = None
+    if pad == "max":  # over every lattice the setting may choose, not the data's choice
+        options = _auto_options(mechanism) if lattice is _AUTO else [lattice]
+        max_bytes = max_payload_bytes(mechanism, clip=clip, m=flat.size, coder=coder,
+                                      lattices=options, fixed_bytes=fixed)
+    padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
+    return seal(header, pack_sealed(code, dim, body, padding), secret=secret)
 
 
 def encode(
@@ -193,6 +202,7 @@ def encode(
     lattice: str | None = None,
     clip: float | None = None,
     coder: str = "ans",
+    pad: str | int | None = None,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -223,32 +233,27 @@ def encode(
         coder: the body coder: "ans" (rANS with models conditioned on the
             decoder's side information; the shortest payloads) or "golomb"
             (Golomb-coded H and exp-Golomb-coded M, the paper's choice).
+        pad: length hiding (:mod:`cepam.padding`): None (no padding),
+            "bucket" (total length rounded up to a quarter-octave bucket,
+            at most 19 % more), "max" (a size fixed by the public settings:
+            mechanism, clip, coder, lattice, structure; needs a clip) or a
+            size in bytes.  Padding is zero bytes inside the encrypted part.
 
     Returns:
-        The payload bytes.
+        The payload bytes: a public header (format version, mechanism and
+        scale, coder, clip, context, structure), the sealed (encrypted)
+        lattice choice and body, and an authentication tag.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad arguments, NaN or Inf in x.
-        EncodingError: x is too large relative to the noise scale.
+        EncodingError: x is too large relative to the noise scale, decoded
+            values could overflow their dtype, or the payload exceeds the
+            padded size (``pad="max"`` or a size).
     """
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
     return _encode(x, mechanism, check_secret(secret), Context(round, client, message),
-                   choice, check_clip(clip), _check_coder(coder))
-
-
-def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int]:
-    if not isinstance(payload, (bytes, bytearray, memoryview)):
-        raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
-    payload = bytes(payload)
-    check_prefix(payload)
-    data, tag = payload[:-TAG_BYTES], payload[-TAG_BYTES:]
-    if not hmac.compare_digest(payload_tag(mac_key(secret), data), tag):
-        raise AuthenticationError(
-            "payload tag does not verify: wrong secret, or the payload was altered"
-        )
-    header, offset = parse_header(payload)
-    return payload, header, offset
+                   choice, check_clip(clip), _check_coder(coder), check_pad(pad))
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto",
@@ -270,8 +275,10 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
         tuple or dict), with the same shapes and dtypes.
 
     Raises:
-        AuthenticationError: wrong secret or altered payload.
-        FormatError: malformed payload, or more than max_coordinates.
+        AuthenticationError: wrong secret or altered payload (checked
+            before anything but the magic, version and length is read).
+        FormatError: malformed payload, more than max_coordinates, or
+            decoded values that are not finite.
     """
     secret = check_secret(secret)
     if output not in ("auto", "numpy", "torch"):
@@ -279,30 +286,35 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
     limit = check_integer("max_coordinates", max_coordinates)
     if limit < 0:
         raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
-    payload, header, offset = _verified_header(payload, secret)
+    header, sealed = open_payload(payload, secret)
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
                           f"max_coordinates={limit}")
-    flat = _core.decode(payload[offset:-TAG_BYTES], m=header.m,
+    flat = _core.decode(sealed.body, m=header.m,
                         key=stream_key(secret, header.context), mechanism=header.mechanism,
-                        scale=header.scale, lattice=header.lattice, n=header.n,
+                        scale=header.scale, lattice=sealed.lattice, n=sealed.n,
                         coder=header.coder, dtype=coded_dtype(header.structure))
+    check_decoded_finite(flat, header.structure)
     return unflatten(flat, header.structure, output=output)
 
 
 @dataclass(frozen=True)
 class PayloadInfo:
-    """What a payload says about itself, readable without the secret.
+    """What a payload says about itself.
 
-    Sizes are in bits; ``body_bits`` splits the body into the coder's parts
-    (Golomb: parameters, H, M, padding; ANS: source model, rANS stream);
-    ``bits_per_coordinate`` counts the whole payload.
+    Without the secret only the public header is readable: ``lattice``,
+    ``dim``, ``body_bits`` and ``padding_bits`` are None and ``sealed`` is
+    True (the body, its source model and the lattice choice are encrypted).
+    With the secret (``inspect(payload, secret=...)``) the tag is verified and
+    the sealed section opened.  Sizes are in bits; ``body_bits`` splits the
+    body into the coder's parts (Golomb: parameters, H, M, padding; ANS:
+    source model, rANS stream); ``sealed_bits`` counts the whole encrypted
+    section (its header, body and padding); ``bits_per_coordinate`` counts
+    the whole payload.
     """
 
     version: int
     mechanism: Mechanism
-    lattice: str
-    dim: int
     coder: str
     clip: float | None
     round: int
@@ -311,21 +323,29 @@ class PayloadInfo:
     coordinates: int
     structure: Structure
     header_bits: int
-    body_bits: dict[str, int]
+    sealed_bits: int
     tag_bits: int
     total_bits: int
+    sealed: bool
+    lattice: str | None = None
+    dim: int | None = None
+    body_bits: dict[str, int] | None = None
+    padding_bits: int | None = None
 
     @property
     def bits_per_coordinate(self) -> float:
         return self.total_bits / self.coordinates if self.coordinates else math.inf
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        bits: dict[str, Any] = {"header": self.header_bits, "sealed": self.sealed_bits}
+        if self.body_bits is not None:
+            bits.update({f"body.{part}": b for part, b in self.body_bits.items()})
+            bits["padding"] = self.padding_bits
+        bits.update({"tag": self.tag_bits, "total": self.total_bits})
+        out: dict[str, Any] = {
             "version": self.version,
             "mechanism": self.mechanism.name,
             "scale": self.mechanism.scale,
-            "lattice": self.lattice,
-            "dim": self.dim,
             "coder": self.coder,
             "clip": self.clip,
             "round": self.round,
@@ -337,33 +357,47 @@ class PayloadInfo:
                  "kind": "torch" if e.kind else "numpy"}
                 for e in self.structure.entries
             ],
-            "bits": {
-                "header": self.header_bits,
-                **{f"body.{part}": bits for part, bits in self.body_bits.items()},
-                "tag": self.tag_bits,
-                "total": self.total_bits,
-            },
-            "bits_per_coordinate": self.bits_per_coordinate,
         }
+        if self.sealed:
+            out["sealed"] = ("lattice, dim and body are encrypted; "
+                             "inspect with the secret to read them")
+        else:
+            out.update({"lattice": self.lattice, "dim": self.dim})
+        out["bits"] = bits
+        out["bits_per_coordinate"] = self.bits_per_coordinate
+        return out
 
 
-def inspect(payload: bytes) -> PayloadInfo:
-    """Reads a payload's header without the secret (the tag is not checked).
+def inspect(payload: bytes, *, secret: bytes | None = None) -> PayloadInfo:
+    """Reads a payload's public header; with ``secret``, also its sealed part.
+
+    Without the secret the tag cannot be checked and nothing sealed is read.
+    With it the tag is verified first, then the sealed section is decrypted
+    and its body's parts are range-checked as :func:`decode` checks them.
 
     Raises:
+        InvalidTypeError: payload is not bytes.
+        AuthenticationError: (with a secret) the tag does not verify.
         FormatError: malformed payload.
     """
-    if not isinstance(payload, (bytes, bytearray, memoryview)):
-        raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
-    payload = bytes(payload)
-    header, offset = parse_header(payload)
-    body = payload[offset:-TAG_BYTES]
-    parts = _core.body_parts(body, coder=header.coder, lattice=header.lattice)
+    if secret is None:
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
+        payload = bytes(payload)
+        header, offset = parse_header(payload)
+        opened: Sealed | None = None
+    else:
+        header, opened = open_payload(payload, check_secret(secret))
+        payload = bytes(payload)  # type: ignore[arg-type]
+        offset = len(pack_header(header))
+    details: dict[str, Any] = {}
+    if opened is not None:
+        parts = _core.body_parts(opened.body, coder=header.coder, lattice=opened.lattice)
+        details = dict(lattice=LATTICES[opened.lattice], dim=opened.n, body_bits=dict(parts),
+                       padding_bits=8 * opened.padding)
     return PayloadInfo(
         version=payload[4],
         mechanism=mechanism_from_code(header.mechanism, header.scale),
-        lattice=LATTICES[header.lattice],
-        dim=header.n,
         coder=CODERS[header.coder],
         clip=None if math.isinf(header.clip) else header.clip,
         round=header.context.round,
@@ -372,9 +406,11 @@ def inspect(payload: bytes) -> PayloadInfo:
         coordinates=header.m,
         structure=header.structure,
         header_bits=8 * offset,
-        body_bits=dict(parts),
+        sealed_bits=8 * (len(payload) - offset - TAG_BYTES),
         tag_bits=8 * TAG_BYTES,
         total_bits=8 * len(payload),
+        sealed=opened is None,
+        **details,
     )
 
 
@@ -390,7 +426,11 @@ class Codec:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, clip, coder: as for :func:`encode`.
+        dim, lattice, clip, coder, pad: as for :func:`encode`.
+
+    A codec holds its secret: it is never shown by ``repr`` and a codec
+    cannot be pickled or copied (pickling would write the secret wherever
+    the bytes go); create one in each process from the secret instead.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings.
@@ -398,7 +438,8 @@ class Codec:
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
-                 clip: float | None = None, coder: str = "ans") -> None:
+                 clip: float | None = None, coder: str = "ans",
+                 pad: str | int | None = None) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
         if self._choice is _AUTO:
@@ -408,13 +449,20 @@ class Codec:
         self.clip = None if clip is None else check_clip(clip)
         self.coder = coder
         self._coder = _check_coder(coder)
+        self.pad = check_pad(pad)
         self._secret = check_secret(secret)
         self.client = Context(0, client).client
         self._used: set[tuple[int, int]] = set()
 
     def __repr__(self) -> str:
         return (f"Codec({self.mechanism!r}, client={self.client}, dim={self.dim}, "
-                f"lattice={self.lattice!r}, clip={self.clip})")
+                f"lattice={self.lattice!r}, clip={self.clip}, coder={self.coder!r}, "
+                f"pad={self.pad!r})")
+
+    def __reduce_ex__(self, protocol: object) -> Any:
+        raise InvalidTypeError(
+            "a cepam.Codec holds its secret and cannot be pickled or copied: create a "
+            "Codec in each process from the secret instead")
 
     def encode(self, x: Any, *, round: int, message: int = 0) -> bytes:
         """Encodes x under context (round, self.client, message).
@@ -431,7 +479,7 @@ class Codec:
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
         payload = _encode(x, self.mechanism, self._secret, context, self._choice,
-                          check_clip(self.clip), self._coder)
+                          check_clip(self.clip), self._coder, self.pad)
         self._used.add(key)
         return payload
 

@@ -1,0 +1,85 @@
+"""Decoded values are finite in their dtype: checked on encode and decode.
+
+A finite but huge noise scale (``Gaussian(sigma=1e308)``) or a hostile
+payload's lattice coordinates can make ``beta (M + V)`` overflow to +-inf,
+and infinities fed into an aggregation poison it.  The encoder refuses
+settings under which a decoded value could overflow; the decoder refuses a
+payload whose decoded values do (a payload with a valid tag can still come
+from a malicious client).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _core
+from .errors import EncodingError, FormatError, InvalidArgumentError
+from .mechanisms import Mechanism
+from .structure import Structure
+
+__all__ = ["NOISE_BOUND", "check_encodable_range", "check_decoded_finite"]
+
+# |decoded - clipped x| per coordinate is at most the accepted trial's ball
+# radius: sigma sqrt(U) <= 20.1 sigma (Gaussian, U a chi-square from 53-bit
+# uniforms, at most 11 * 53 ln 2 for n <= 8), b U <= 184 b (Laplace, n <= 4),
+# step / 2 (SDQ).  NOISE_BOUND * scale bounds all three.
+NOISE_BOUND = 256.0
+
+# Largest finite value of each entry dtype.
+_LARGEST = {"float16": 65504.0, "bfloat16": float.fromhex("0x1.fep127"),
+            "float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(np.float64).max)}
+# Entries decoded as float32 and then cast: the magnitude from which the
+# cast rounds to infinity (half an ulp above the largest value; ties to even
+# round up there).
+_NARROW_OVERFLOW = {"float16": 65520.0, "bfloat16": float.fromhex("0x1.ffp127")}
+
+
+def _segments(flat: np.ndarray, structure: Structure):
+    offset = 0
+    for entry in structure.entries:
+        yield entry, flat[offset : offset + entry.size]
+        offset += entry.size
+
+
+def check_encodable_range(flat: np.ndarray, structure: Structure, *, norm: float,
+                          factor: float, mechanism: Mechanism) -> None:
+    """Refuses an update whose decoded values could overflow their dtype.
+
+    ``norm`` is the update's l2 norm and ``factor`` its clipping factor; the
+    bound is the clipped norm (or, when that is too coarse, each entry's
+    largest magnitude) plus ``NOISE_BOUND * scale``.
+
+    Raises:
+        EncodingError: the noise scale (or the update) is too large.
+    """
+    noise = NOISE_BOUND * mechanism.scale
+    smallest = min(_LARGEST[e.dtype] for e in structure.entries)
+    if norm * factor + noise < smallest:
+        return
+    for entry, segment in _segments(flat, structure):
+        peak = float(np.max(np.abs(segment))) * factor if entry.size else 0.0
+        if not peak + noise < _LARGEST[entry.dtype]:
+            raise EncodingError(
+                f"noise scale {mechanism.scale!r} is too large for this update: decoded "
+                f"values (up to |x| + {NOISE_BOUND:g} x scale) could overflow "
+                f"{entry.dtype} to infinity")
+
+
+def check_decoded_finite(flat: np.ndarray, structure: Structure) -> None:
+    """Refuses decoded values that are, or round to, infinity in their dtype.
+
+    Raises:
+        FormatError: the payload decodes to non-finite values.
+    """
+    try:
+        _core.sum_of_squares(flat)  # raises on NaN or Inf, one pass, no copy
+    except InvalidArgumentError:
+        raise FormatError("the payload decodes to non-finite values (its noise scale or "
+                          "lattice coordinates overflow): refused") from None
+    for entry, segment in _segments(flat, structure):
+        overflow = _NARROW_OVERFLOW.get(entry.dtype)
+        if overflow is not None and entry.size and float(np.max(np.abs(segment))) >= overflow:
+            raise FormatError(f"the payload decodes to values that overflow {entry.dtype}: "
+                              "refused")

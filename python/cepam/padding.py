@@ -1,0 +1,145 @@
+"""Length hiding: zero padding inside the sealed section.
+
+A payload's body is encrypted (:mod:`cepam.sealing`), but its length is not:
+compression makes the length depend on the update (a larger update costs
+more bits).  ``encode(..., pad=...)`` pads the sealed section with zero
+bytes (encrypted like the rest) so that the payload's total length is
+
+* ``pad=None``: not padded (the default);
+* ``pad="bucket"``: the smallest ``ceil(2^(j/4))`` bytes (``j`` integer) at
+  least the unpadded length: a quarter-octave bucket, at most 19 % (on
+  average about 9 %) longer, so the length tells only which of about four
+  buckets per doubling the payload fell into;
+* ``pad="max"``: :func:`max_payload_bytes`, a size fixed by public
+  parameters alone (mechanism and scale, clip, coder, lattice, number of
+  coordinates, structure), so that every update of that configuration gives
+  payloads of one length;
+* ``pad=<int>``: exactly that many bytes (a size the deployment fixes).
+
+With ``"max"`` or an int, a payload that does not fit raises
+:class:`~cepam.errors.EncodingError` (nothing is sent; a caller that then
+sends something else reveals that it happened).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+
+from . import _core
+from .errors import EncodingError, InvalidArgumentError, InvalidTypeError
+from .mechanisms import Mechanism
+
+__all__ = ["PAD_MODES", "check_pad", "bucket_length", "max_payload_bytes", "padding_bytes"]
+
+PAD_MODES = ("bucket", "max")
+
+# Slack of max_payload_bytes above the information bound, in bits: per
+# coordinate for the lattice coordinates M, per sub-vector for the trial
+# index H (above its entropy), and per payload (source model, rANS states
+# and flush, Golomb parameters, section padding).  Measured gaps of whole
+# payloads over I(X; X+Z) on the bench's Gaussian and uniform sources are at
+# most 0.53 (ans) and 1.13 (golomb) bits per coordinate (docs/bitrate).
+_SLACK_M = {1: 1.5, 2: 0.75}  # by coder code: 1 golomb, 2 ans
+_SLACK_H = {1: 1.0, 2: 0.1}
+_SLACK_BYTES = 1024
+# 0.5 log2(1 + s^2) bounds I(X; X + Z) for Gaussian Z of the update's power
+# ratio s^2; Laplace and uniform noise of the same variance allow at most
+# these many bits more (h(N(0, v)) - h(Z)): 0.5 log2(pi / e) and
+# 0.5 log2(pi e / 6).
+_NOISE_EXCESS = {1: 0.0, 2: 0.5 * math.log2(math.pi / math.e),
+                 3: 0.5 * math.log2(math.pi * math.e / 6.0)}
+
+
+def check_pad(pad: object) -> str | int | None:
+    """pad as given, checked: None, "bucket", "max" or a positive int."""
+    if pad is None:
+        return None
+    if isinstance(pad, str):
+        if pad not in PAD_MODES:
+            raise InvalidArgumentError(
+                f"pad must be None, {PAD_MODES[0]!r}, {PAD_MODES[1]!r} or a size in bytes, "
+                f"got {pad!r}")
+        return pad
+    if isinstance(pad, bool):
+        raise InvalidTypeError("pad must be None, a str or an int, got bool")
+    try:
+        size = operator.index(pad)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidTypeError(
+            f"pad must be None, a str or an int, got {type(pad).__name__}") from None
+    if size <= 0:
+        raise InvalidArgumentError(f"pad must be a positive number of bytes, got {size}")
+    return int(size)
+
+
+def bucket_length(length: int) -> int:
+    """The smallest ``ceil(2^(j/4))`` (``j`` a non-negative integer) that is
+    at least ``length``, computed exactly in integers."""
+    if length <= 1:
+        return 1
+    j = 4 * (length.bit_length() - 1)  # 2^(j/4) <= length
+    while True:
+        power = 1 << j
+        root = math.isqrt(math.isqrt(power))  # floor(2^(j/4))
+        size = root if root ** 4 == power else root + 1
+        if size >= length:
+            return size
+        j += 1
+
+
+def _geometric_entropy_bits(p: float) -> float:
+    """Entropy in bits of Geometric(p) on {1, 2, ...}."""
+    if p >= 1.0:
+        return 0.0
+    q = 1.0 - p
+    return (-q * math.log2(q) - p * math.log2(p)) / p
+
+
+def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
+                      lattices: Sequence[tuple[int, int]], fixed_bytes: int) -> int:
+    """The payload size ``pad="max"`` pads to, from public parameters alone.
+
+    For an update of ``m`` coordinates clipped to l2 norm ``clip`` the
+    per-coordinate power is at most ``s^2 = clip^2 / m`` (in units of the
+    noise variance), and by concavity the information any coder must carry
+    is at most ``m / 2 log2(1 + s^2)`` bits (plus the noise law's excess);
+    the bound adds, for the largest of ``lattices`` ((code, n) pairs), the
+    entropy of the trial index per sub-vector and the slacks above, and
+    ``fixed_bytes`` (public header, sealed header, tag).
+
+    It is not a worst case over every update: an update whose coded size
+    exceeds it (none of the sources measured in docs/privacy.md did) raises
+    EncodingError when padded.
+    """
+    if math.isinf(clip):
+        raise InvalidArgumentError("pad='max' needs a clip: the bound is derived from it")
+    s2 = (clip / mechanism.std) ** 2 / m if m else 0.0
+    per_coordinate = 0.5 * math.log2(1.0 + s2) + _NOISE_EXCESS[mechanism.code] + _SLACK_M[coder]
+    worst = 0.0
+    for code, n in lattices:
+        p = _core.acceptance_probability(mechanism.code, mechanism.scale, code, n)
+        subvectors = -(-m // n)
+        bits = m * per_coordinate + subvectors * (_geometric_entropy_bits(p) + _SLACK_H[coder])
+        worst = max(worst, bits)
+    return fixed_bytes + _SLACK_BYTES + math.ceil(worst / 8.0)
+
+
+def padding_bytes(pad: str | int | None, unpadded: int, *, max_bytes: int | None) -> int:
+    """How many zero bytes take a payload of ``unpadded`` bytes to its padded
+    length; ``max_bytes`` is :func:`max_payload_bytes` (needed for "max").
+
+    Raises:
+        EncodingError: the payload is longer than the fixed size.
+    """
+    if pad is None:
+        return 0
+    if pad == "bucket":
+        return bucket_length(unpadded) - unpadded
+    target = int(max_bytes if pad == "max" else pad)  # type: ignore[arg-type]
+    if unpadded > target:
+        raise EncodingError(
+            f"the payload takes {unpadded} bytes, more than the padded size {target} "
+            f"(pad={pad!r}); pass a larger pad= size")
+    return target - unpadded
