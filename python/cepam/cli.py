@@ -33,15 +33,23 @@ def _inspect(args: argparse.Namespace) -> int:
 
     from .codec import inspect
 
+    secret = None
+    if args.secret_file is not None:
+        with open(args.secret_file, "rb") as f:
+            secret = f.read()
     with open(args.payload, "rb") as f:
-        info = inspect(f.read())
+        info = inspect(f.read(), secret=secret)
     print(json.dumps(info.as_dict(), indent=2))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="print a payload's header and bit counts (no secret)")
+    p = sub.add_parser("inspect", help="print a payload's public header and bit counts; "
+                       "with --secret-file, also its sealed part")
     p.add_argument("payload", help="file holding one payload")
+    p.add_argument("--secret-file", default=None,
+                   help="file holding the 32-byte secret: verify the tag and show the sealed "
+                        "lattice, dimension and body parts")
     p.set_defaults(func=_inspect)
 
 
