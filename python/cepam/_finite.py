@@ -22,10 +22,11 @@ from .structure import Structure
 __all__ = ["NOISE_BOUND", "check_encodable_range", "check_decoded_finite"]
 
 # |decoded - clipped x| per coordinate is at most the accepted trial's ball
-# radius: sigma sqrt(U) <= 20.1 sigma (Gaussian, U a chi-square from 53-bit
-# uniforms, at most 11 * 53 ln 2 for n <= 8), b U <= 184 b (Laplace, n <= 4),
-# step / 2 (SDQ).  NOISE_BOUND * scale bounds all three.
-NOISE_BOUND = 256.0
+# radius, in units of the scale (by mechanism code): sigma sqrt(U) with
+# U <= 10 * 53 ln 2 = 367.4 (Gaussian, n <= 8: at most five factors
+# -2 log u, u >= 2^-53), so below 19.2 sigma; b U with U <= 5 * 53 ln 2 =
+# 183.7 (Laplace, n <= 4); step / 2 (SDQ).
+NOISE_BOUND = {1: 20.0, 2: 184.0, 3: 0.5}
 
 # Largest finite value of each entry dtype.
 _LARGEST = {"float16": 65504.0, "bfloat16": float.fromhex("0x1.fep127"),
@@ -49,21 +50,24 @@ def check_encodable_range(flat: np.ndarray, structure: Structure, *, norm: float
 
     ``norm`` is the update's l2 norm and ``factor`` its clipping factor; the
     bound is the clipped norm (or, when that is too coarse, each entry's
-    largest magnitude) plus ``NOISE_BOUND * scale``.
+    largest magnitude) plus ``NOISE_BOUND[mechanism] * scale``.
 
     Raises:
         EncodingError: the noise scale (or the update) is too large.
     """
-    noise = NOISE_BOUND * mechanism.scale
+    bound = NOISE_BOUND[mechanism.code]
+    noise = bound * mechanism.scale
     smallest = min(_LARGEST[e.dtype] for e in structure.entries)
-    if norm * factor + noise < smallest:
+    # The lattice scale beta = radius / rho (rho >= 1/2) must be finite too.
+    scale_ok = math.isfinite(2.0 * noise)
+    if scale_ok and norm * factor + noise < smallest:
         return
     for entry, segment in _segments(flat, structure):
         peak = float(np.max(np.abs(segment))) * factor if entry.size else 0.0
-        if not peak + noise < _LARGEST[entry.dtype]:
+        if not (scale_ok and peak + noise < _LARGEST[entry.dtype]):
             raise EncodingError(
                 f"noise scale {mechanism.scale!r} is too large for this update: decoded "
-                f"values (up to |x| + {NOISE_BOUND:g} x scale) could overflow "
+                f"values (up to |x| + {bound:g} x scale) could overflow "
                 f"{entry.dtype} to infinity")
 
 
