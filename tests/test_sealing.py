@@ -366,6 +366,14 @@ def test_a_sealed_payload_decoding_to_infinity_is_refused(coder):
     hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
     with pytest.raises(cepam.FormatError, match="non-finite"):
         cepam.decode(hostile, secret=SECRET)
+    # float16 entries: finite in float32, infinite once cast (sigma = 1e5).
+    flat, structure = cepam.structure.flatten(np.ones(16, np.float16))
+    body = _core.encode(flat, key=cepam.keys.stream_key(SECRET, context), mechanism=1,
+                        scale=1e5, lattice=1, n=1, factor=1.0, coder=coder)
+    header = payload_format.Header(1, 1e5, coder, math.inf, context, structure)
+    hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
+    with pytest.raises(cepam.FormatError, match="overflow float16"):
+        cepam.decode(hostile, secret=SECRET)
 
 
 def test_a_codec_cannot_be_pickled_or_copied_and_hides_its_secret():

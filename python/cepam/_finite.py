@@ -71,19 +71,34 @@ def check_encodable_range(flat: np.ndarray, structure: Structure, *, norm: float
                 f"{entry.dtype} to infinity")
 
 
-def check_decoded_finite(flat: np.ndarray, structure: Structure) -> None:
+# Bound on |lattice point coordinates| / beta that any body can produce:
+# |M| <= 2^55 (escapes carry at most 55-bit zigzag values) through a basis
+# with entries of at most 2 (D4, E8), plus the dither.
+_LATTICE_REACH = 2.0 ** 60
+
+
+def check_decoded_finite(flat: np.ndarray, structure: Structure, *, mechanism: int,
+                         scale: float) -> None:
     """Refuses decoded values that are, or round to, infinity in their dtype.
+
+    A decoded value is ``beta (G^T M + V)`` with ``beta = radius / rho <= 2
+    NOISE_BOUND * scale``, so when that times ``_LATTICE_REACH`` cannot
+    overflow (every realistic scale) nothing is scanned; otherwise the
+    values (or the entries of a narrower dtype) are.
 
     Raises:
         FormatError: the payload decodes to non-finite values.
     """
-    try:
-        _core.sum_of_squares(flat)  # raises on NaN or Inf, one pass, no copy
-    except InvalidArgumentError:
-        raise FormatError("the payload decodes to non-finite values (its noise scale or "
-                          "lattice coordinates overflow): refused") from None
+    reach = 2.0 * NOISE_BOUND[mechanism] * scale * _LATTICE_REACH
+    if not reach < _LARGEST[flat.dtype.name]:
+        try:
+            _core.sum_of_squares(flat)  # raises on NaN or Inf, one pass, no copy
+        except InvalidArgumentError:
+            raise FormatError("the payload decodes to non-finite values (its noise scale or "
+                              "lattice coordinates overflow): refused") from None
     for entry, segment in _segments(flat, structure):
         overflow = _NARROW_OVERFLOW.get(entry.dtype)
-        if overflow is not None and entry.size and float(np.max(np.abs(segment))) >= overflow:
+        if overflow is not None and not reach < overflow and entry.size and \
+                float(np.max(np.abs(segment))) >= overflow:
             raise FormatError(f"the payload decodes to values that overflow {entry.dtype}: "
                               "refused")

@@ -294,7 +294,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
                         key=stream_key(secret, header.context), mechanism=header.mechanism,
                         scale=header.scale, lattice=sealed.lattice, n=sealed.n,
                         coder=header.coder, dtype=coded_dtype(header.structure))
-    check_decoded_finite(flat, header.structure)
+    check_decoded_finite(flat, header.structure, mechanism=header.mechanism,
+                         scale=header.scale)
     return unflatten(flat, header.structure, output=output)
 
 
