@@ -128,8 +128,8 @@ def test_inspect_reports_header_and_bits():
     assert info.structure.entries[0].name == "w"
     assert info.structure.entries[0].shape == (10, 10)
     assert info.total_bits == 8 * len(payload)
-    # the sealed section: lattice, n and body size (10 bytes), body, padding
-    assert info.sealed_bits == 80 + sum(info.body_bits.values()) + info.padding_bits
+    # the sealed section: lattice, n and padding length (6 bytes), body, padding
+    assert info.sealed_bits == 48 + sum(info.body_bits.values()) + info.padding_bits
     assert info.padding_bits == 0
     assert set(info.body_bits) == {"model", "stream"} and info.coder == "ans"
     d = info.as_dict()

@@ -11,7 +11,7 @@ payload's length (the ANS decoder allocates its output, m values, before it
 has read the body: ``max_coordinates`` bounds that).
 
 Payload format version 3: the public header names the body coder; the
-sealed section (lattice, n, body size, body, zero padding) is encrypted with
+sealed section (lattice, n, padding length, body, zero padding) is encrypted with
 ChaCha20 under the message's seal key, and the tag covers both.  The forger
 below seals with an independent ChaCha20 (the ``cryptography`` package), so
 a hostile payload reaches the parsers behind a valid tag exactly as one from
@@ -59,7 +59,7 @@ GOLOMB, ANS = 1, 2
 CODERS = ("golomb", "ans")
 HEADER_PREFIX = struct.Struct("<4sBBBBHdd")  # magic, version, mechanism, coder, container .. clip
 CONTEXT = struct.Struct("<QQQQ")  # round, client, message, m
-SEALED_HEADER = struct.Struct("<BBQ")  # lattice, n, body size (the sealed section's start)
+SEALED_HEADER = struct.Struct("<BBI")  # lattice, n, padding length (the sealed section's start)
 GOLOMB_PREFIX = struct.Struct("<IBQQ")  # golomb, exp-Golomb order, h_bits, m_bits (in the body)
 MIN_PAYLOAD = HEADER_PREFIX.size + CONTEXT.size + 4 + SEALED_HEADER.size + TAG_BYTES
 SCALE_OFFSET = 10  # of the header's float64 noise scale
@@ -136,7 +136,7 @@ class RawPayload:
     entries: list = field(default_factory=list)
     count: int | None = None  # None: len(entries)
     body: bytes = b""  # the sealed section's body, in the coder's layout
-    body_size: int | None = None  # the sealed header's body size; None: len(body)
+    padding_length: int | None = None  # the sealed header's padding length; None: len(padding)
     padding: bytes = b""  # after the body, in the sealed section
 
     @classmethod
@@ -164,11 +164,10 @@ class RawPayload:
             dims = take(f"<{ndim}Q")
             entries.append(RawEntry(name, kind, dtype, tuple(dims)))
         plain = chacha20_seal(payload[pos:-TAG_BYTES], round=rnd, client=client, message=message)
-        lat, n, size = SEALED_HEADER.unpack_from(plain, 0)
-        body = plain[SEALED_HEADER.size : SEALED_HEADER.size + size]
+        lat, n, pad = SEALED_HEADER.unpack_from(plain, 0)
+        body = plain[SEALED_HEADER.size : len(plain) - pad]
         return cls(magic, version, mech, lat, n, coder, cont, res, scale, clip, rnd, client,
-                   message, m, entries, None, body, None,
-                   plain[SEALED_HEADER.size + size :])
+                   message, m, entries, None, body, None, plain[len(plain) - pad :])
 
     def header(self) -> bytes:
         out = [
@@ -185,8 +184,8 @@ class RawPayload:
         return b"".join(out)
 
     def sealed_plaintext(self) -> bytes:
-        size = len(self.body) if self.body_size is None else self.body_size
-        return SEALED_HEADER.pack(self.lattice, self.n, size) + self.body + self.padding
+        pad = len(self.padding) if self.padding_length is None else self.padding_length
+        return SEALED_HEADER.pack(self.lattice, self.n, pad) + self.body + self.padding
 
     def data(self) -> bytes:
         """Header || sealed section (encrypted), without the tag."""
@@ -1010,17 +1009,21 @@ BODY_TRUNCATION_MESSAGES = {
                                   "ans-dict-n2", "ans-gauss-n2-m300"])
 def test_every_truncation_of_the_body_keeping_the_header_is_a_format_error(name):
     """Drop trailing body bytes but keep the header (and the Golomb section lengths),
-    sealed and tagged: the body parser, not the header parser, must notice.  A
-    truncated sealed section (its body size unchanged) is refused by size."""
+    sealed and tagged: the body parser, not the header parser, must notice;
+    likewise for the ciphertext truncated (and re-tagged).  Padding declared
+    longer than the section is refused by the sealed section's parser."""
     raw = RawPayload.parse(BASES[name])
     match = BODY_TRUNCATION_MESSAGES[name.split("-")[0]]
     for length in range(len(raw.body)):
         with pytest.raises(cepam.FormatError, match=match):
             cepam.decode(raw.edit(body=raw.body[:length]).tagged(), secret=SECRET)
     data = untagged(BASES[name])
-    for length in range(raw.header_len() + SEALED_HEADER.size, len(data)):
-        with pytest.raises(cepam.FormatError, match="body size"):
+    for length in range(raw.header_len(), len(data)):
+        with pytest.raises(cepam.FormatError):
             cepam.decode(retag(data[:length]), secret=SECRET)
+    for declared in (len(raw.body) + 1, 1 << 31, (1 << 32) - 1):
+        with pytest.raises(cepam.FormatError, match="padding"):
+            cepam.decode(raw.edit(padding_length=declared).tagged(), secret=SECRET)
 
 
 TRAILING_MESSAGES = {"golomb": "body length", "ans": "trailing data|bad length"}

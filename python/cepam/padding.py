@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from . import _core
 from .errors import EncodingError, InvalidArgumentError, InvalidTypeError
 from .mechanisms import Mechanism
+from .payload import MAX_PADDING
 
 __all__ = ["PAD_MODES", "check_pad", "bucket_length", "max_payload_bytes", "padding_bytes"]
 
@@ -136,10 +137,13 @@ def padding_bytes(pad: str | int | None, unpadded: int, *, max_bytes: int | None
     if pad is None:
         return 0
     if pad == "bucket":
-        return bucket_length(unpadded) - unpadded
-    target = int(max_bytes if pad == "max" else pad)  # type: ignore[arg-type]
+        target = bucket_length(unpadded)
+    else:
+        target = int(max_bytes if pad == "max" else pad)  # type: ignore[arg-type]
     if unpadded > target:
         raise EncodingError(
             f"the payload takes {unpadded} bytes, more than the padded size {target} "
             f"(pad={pad!r}); pass a larger pad= size")
+    if target - unpadded > MAX_PADDING:
+        raise EncodingError(f"padding of more than {MAX_PADDING} bytes is not supported")
     return target - unpadded

@@ -35,9 +35,9 @@ Sealed section (after decryption):
 lattice    uint8: 1 Z^n, 2 A2 (n = 2), 3 D4 (n = 4), 4 E8 (n = 8); A2, D4 and
            E8 with the Gaussian mechanism only
 n          uint8: sub-vector dimension
-body size  uint64: bytes of the body
-body       in the coder's own layout (docs/format.md)
-padding    zero bytes up to the end of the section (length hiding)
+padding    uint32: bytes of zero padding at the end of the section
+body       in the coder's own layout (docs/format.md), up to the padding
+zeros      the padding (length hiding)
 =========  =====================================================================
 
 The parsers treat their input as hostile: every read is bounds-checked and
@@ -70,11 +70,12 @@ CODER_CODES = {v: k for k, v in CODERS.items()}
 MECHANISMS = (1, 2, 3)
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBHdd")
-_SEALED = struct.Struct("<BBQ")
+_SEALED = struct.Struct("<BBI")
 SEALED_HEADER_BYTES = _SEALED.size
 _CONTEXT = struct.Struct("<QQQQ")
 MAX_COORDINATES = 1 << 56
 MAX_EXTENT = 1 << 56  # product of an entry's non-zero dimensions
+MAX_PADDING = (1 << 32) - 1
 MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + _SEALED.size + TAG_BYTES
 
 
@@ -217,9 +218,10 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
 
 
 def pack_sealed(lattice: int, n: int, body: bytes, padding: int) -> bytearray:
-    """The sealed section's plaintext: lattice, n, body size, body, zeros."""
+    """The sealed section's plaintext: lattice, n, padding length, body, zeros
+    (``padding <= MAX_PADDING``)."""
     out = bytearray(_SEALED.size + len(body) + padding)
-    _SEALED.pack_into(out, 0, lattice, n, len(body))
+    _SEALED.pack_into(out, 0, lattice, n, padding)
     out[_SEALED.size : _SEALED.size + len(body)] = body
     return out
 
@@ -228,7 +230,7 @@ def parse_sealed(plain: bytes | bytearray, mechanism: int) -> Sealed:
     """Parses and validates a decrypted sealed section (see the module doc)."""
     if len(plain) < _SEALED.size:
         raise FormatError("sealed section too short")
-    lattice, n, size = _SEALED.unpack_from(plain, 0)
+    lattice, n, padding = _SEALED.unpack_from(plain, 0)
     if lattice not in LATTICES:
         raise FormatError(f"unknown lattice code {lattice}")
     if not 1 <= n <= 8 or (mechanism == 2 and n > 4) or (mechanism == 3 and n != 1):
@@ -239,10 +241,9 @@ def parse_sealed(plain: bytes | bytearray, mechanism: int) -> Sealed:
             raise FormatError(f"lattice {name} has dimension {LATTICE_DIMS[name]}, header says {n}")
         if mechanism != 1:
             raise FormatError(f"lattice {name} is for the Gaussian mechanism only")
-    end = _SEALED.size + size
-    if size > len(plain) - _SEALED.size:
-        raise FormatError("declared body size exceeds the sealed section")
-    padding = len(plain) - end
+    if padding > len(plain) - _SEALED.size:
+        raise FormatError("declared padding exceeds the sealed section")
+    end = len(plain) - padding
     if padding and plain.count(0, end) != padding:
         raise FormatError("padding after the body must be zero bytes")
     return Sealed(lattice, n, bytes(plain[_SEALED.size : end]), padding)
