@@ -403,3 +403,23 @@ def test_errors_never_show_the_secret():
     for text in messages:
         for secret in (SECRET, OTHER, SECRET[:31]):
             assert secret.hex() not in text and repr(secret) not in text
+
+
+def test_cli_inspect_shows_public_fields_and_opens_with_a_secret_file(tmp_path, capsys):
+    import json
+
+    from cepam.cli import main
+
+    payload = _encode(_update(12), ("ans", "gaussian", "E8", None), clip=1.0, pad="bucket")
+    (tmp_path / "p.bin").write_bytes(payload)
+    (tmp_path / "key").write_bytes(SECRET)
+    (tmp_path / "other").write_bytes(OTHER)
+    assert main(["inspect", str(tmp_path / "p.bin")]) == 0
+    public = json.loads(capsys.readouterr().out)
+    assert "lattice" not in public and "encrypted" in public["sealed"]
+    assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file", str(tmp_path / "key")]) == 0
+    opened = json.loads(capsys.readouterr().out)
+    assert opened["lattice"] == "E8" and opened["bits"]["padding"] > 0
+    assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
+                 str(tmp_path / "other")]) == 2
+    assert "tag does not verify" in capsys.readouterr().err
