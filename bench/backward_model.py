@@ -84,7 +84,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--m", type=int, default=200_000)
     args = parser.parse_args()
-    print("| source | s/sigma | forward (true law) | backward naive | + | backward deconvolved | + |")
+    print("| source | s/sigma | forward (true law) | backward naive | + | "
+          "backward deconvolved | + |")
     print("|---|---|---|---|---|---|---|")
     for source in ("gaussian", "student-t"):
         for ratio in (0.1, 1.0, 3.0, 10.0, 100.0):

@@ -122,8 +122,9 @@ def table(rows: list[dict], first: str) -> list[str]:
     for r in rows:
         where = r["source"] if "ratio" not in r else f"{r['source']}, s/sigma = {r['ratio']:g}"
         out.append(f"| {where} | {r['scheme']} | {r['v2']:.3f} | {r['None']:.3f} | "
-                   f"{r['None'] - r['v2']:+.4f} | {r['bucket']:.3f} (+{r['bucket'] - r['None']:.3f})"
-                   f" | {r['max']:.3f} (+{r['max'] - r['None']:.3f}) |")
+                   f"{r['None'] - r['v2']:+.4f} | "
+                   f"{r['bucket']:.3f} (+{r['bucket'] - r['None']:.3f}) | "
+                   f"{r['max']:.3f} (+{r['max'] - r['None']:.3f}) |")
     return out
 
 

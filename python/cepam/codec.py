@@ -23,7 +23,6 @@ import numpy as np
 from . import _core
 from ._checks import check_clip
 from .errors import (
-    AuthenticationError,
     ContextReuseError,
     FormatError,
     InvalidArgumentError,

@@ -39,8 +39,8 @@ PAD_MODES = ("bucket", "max")
 # Slack of max_payload_bytes above the information bound, in bits: per
 # coordinate for the lattice coordinates M (by coder code: 1 golomb, 2 ans;
 # more for Laplace, and for Golomb on Z^n (n > 1) and on A2, D4 and E8,
-# whose coordinates and trial indices its fixed codes fit poorly), per sub-vector for the trial index H (above its
-# entropy), and per payload (source model, rANS states, Golomb parameters,
+# whose coordinates and trial indices its fixed codes fit poorly), per
+# sub-vector for the trial index H (above its entropy), and per payload (source model, rANS states, Golomb parameters,
 # section padding).  Chosen from the gaps measured on updates at the clip
 # norm (Gaussian, uniform, Laplace, Student-t 1 and 2 dof, sparse, constant
 # and two-valued; m from 2,000 to 200,000; rms / scale from 0.01 to 1000):
