@@ -423,3 +423,26 @@ def test_cli_inspect_shows_public_fields_and_opens_with_a_secret_file(tmp_path, 
     assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
                  str(tmp_path / "other")]) == 2
     assert "tag does not verify" in capsys.readouterr().err
+
+
+PAD_MAX_SETTINGS = [
+    ("ans", "gaussian", "auto", None), ("ans", "gaussian", "Z", 1), ("ans", "gaussian", "Z", 8),
+    ("ans", "gaussian", "D4", None), ("golomb", "gaussian", "Z", 1),
+    ("golomb", "gaussian", "Z", 3), ("golomb", "gaussian", "E8", None),
+    ("ans", "laplace", "Z", 1), ("golomb", "laplace", "Z", 2), ("ans", "sdq", "Z", 1),
+]
+
+
+@pytest.mark.parametrize("setting", PAD_MAX_SETTINGS, ids=lambda s: "-".join(map(str, s)))
+def test_pad_max_holds_the_hardest_updates_measured_at_the_clip(setting):
+    """The sources that came closest to max_payload_bytes (bench/pad_max_margin.py):
+    constant, two-valued, Gaussian and Cauchy updates at the clip norm."""
+    rng = np.random.default_rng(13)
+    m = 2000
+    for ratio in (0.3, 3.0, 100.0):
+        clip = ratio * MECHANISMS[setting[1]].std * math.sqrt(m)
+        for x in (np.ones(m), np.sign(rng.normal(size=m)), rng.normal(size=m),
+                  rng.standard_cauchy(m)):
+            x = x * (clip / np.linalg.norm(x))
+            payload = _encode(x, setting, clip=clip, pad="max")
+            assert cepam.inspect(payload, secret=SECRET).padding_bits > 0
