@@ -22,6 +22,7 @@ import numpy as np
 
 from . import _core
 from ._checks import check_clip
+from ._finite import check_decoded_finite, check_encodable_range
 from .errors import (
     ContextReuseError,
     FormatError,
@@ -45,7 +46,6 @@ from .payload import (
     parse_header,
 )
 from .sealing import open_payload, seal
-from ._finite import check_decoded_finite, check_encodable_range
 from .structure import Structure, coded_dtype, flatten, unflatten
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
