@@ -104,9 +104,6 @@ class Sealed:
     body: bytes
     padding: int  # bytes of zero padding after the body
 
-    def subvectors(self, m: int) -> int:
-        return -(-m // self.n)
-
 
 def pack_header(h: Header) -> bytes:
     parts = [
