@@ -57,7 +57,7 @@ from .keys import TAG_BYTES, Context
 from .structure import DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
-           "parse_sealed", "SEALED_HEADER_BYTES"]
+           "parse_sealed", "SEALED_HEADER_BYTES", "MAX_PADDING"]
 
 MAGIC = b"CEPM"
 VERSION = 3
