@@ -97,9 +97,10 @@ def test_torch_and_numpy_give_the_same_bytes():
     kwargs = dict(secret=SECRET_A, round=0, client=0, dim=2)
     a = cepam.encode(x, MECH, **kwargs)
     b = cepam.encode(torch.from_numpy(x), MECH, **kwargs)
-    info_a, info_b = cepam.inspect(a), cepam.inspect(b)
+    info_a, info_b = cepam.inspect(a, secret=SECRET_A), cepam.inspect(b, secret=SECRET_A)
     assert info_a.body_bits == info_b.body_bits
-    # the headers differ in the entry kind (and so do the tags); the bodies do not
+    # the headers differ in the entry kind (and so do the tags); the sealed
+    # sections (keyed by the context, not the header) do not
     assert a[info_a.header_bits // 8:-16] == b[info_b.header_bits // 8:-16]
     np.testing.assert_array_equal(cepam.decode(a, secret=SECRET_A),
                                   cepam.decode(b, secret=SECRET_A).numpy())
@@ -123,19 +124,26 @@ def test_inspect_reports_header_and_bits():
     x = {"w": np.zeros((10, 10), dtype=np.float32)}
     payload = cepam.encode(x, cepam.Gaussian(sigma=0.5), secret=SECRET_A, round=11, client=12,
                            message=13, dim=2, clip=3.0)
-    info = cepam.inspect(payload)
+    public = cepam.inspect(payload)
+    assert public.sealed and public.lattice is None and public.body_bits is None
+    assert "sealed" in public.as_dict() and "lattice" not in public.as_dict()
+    assert public.header_bits + public.sealed_bits + public.tag_bits == public.total_bits
+    info = cepam.inspect(payload, secret=SECRET_A)
+    assert not info.sealed and info.sealed_bits == public.sealed_bits
     assert (info.round, info.client, info.message) == (11, 12, 13)
     assert info.mechanism == cepam.Gaussian(sigma=0.5)
     assert (info.lattice, info.dim, info.clip, info.coordinates) == ("Z", 2, 3.0, 100)
     assert info.structure.entries[0].name == "w"
     assert info.structure.entries[0].shape == (10, 10)
     assert info.total_bits == 8 * len(payload)
-    assert info.header_bits + sum(info.body_bits.values()) + info.tag_bits == info.total_bits
+    # the sealed section: lattice, n and padding length (6 bytes), body, padding
+    assert info.sealed_bits == 48 + sum(info.body_bits.values()) + info.padding_bits
+    assert info.padding_bits == 0
     assert set(info.body_bits) == {"model", "stream"} and info.coder == "ans"
     d = info.as_dict()
     assert d["bits"]["total"] == info.total_bits and d["entries"][0]["shape"] == [10, 10]
     golomb = cepam.inspect(cepam.encode(x, cepam.Gaussian(sigma=0.5), secret=SECRET_A, round=0,
-                                        client=0, dim=2, coder="golomb"))
+                                        client=0, dim=2, coder="golomb"), secret=SECRET_A)
     assert set(golomb.body_bits) == {"params", "H", "M", "padding"}
     assert 0 <= golomb.body_bits["padding"] < 16
     assert info.bits_per_coordinate == info.total_bits / 100
@@ -144,7 +152,7 @@ def test_inspect_reports_header_and_bits():
 def test_scalar_h_costs_nothing_on_z1():
     payload = cepam.encode(np.zeros(1000), cepam.Gaussian(sigma=1.0), secret=SECRET_A, round=0,
                            client=0, dim=1, coder="golomb")
-    assert cepam.inspect(payload).body_bits["H"] == 0
+    assert cepam.inspect(payload, secret=SECRET_A).body_bits["H"] == 0
 
 
 def test_new_secret():

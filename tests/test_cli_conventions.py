@@ -120,7 +120,7 @@ def test_fl_run_refuses_counts_out_of_range(tmp_path, capsys, option, value):
     (cepam.InvalidArgumentError("sigma must be positive"), 2, "sigma must be positive"),
 ])
 def test_every_failure_is_one_line(tmp_path, monkeypatch, capsys, error, code, message):
-    def fail(payload):
+    def fail(payload, **kwargs):
         raise error
 
     monkeypatch.setattr("cepam.codec.inspect", fail)
@@ -133,7 +133,7 @@ def test_every_failure_is_one_line(tmp_path, monkeypatch, capsys, error, code, m
 
 
 def test_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, capsys):
-    def interrupted(payload):
+    def interrupted(payload, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("cepam.codec.inspect", interrupted)

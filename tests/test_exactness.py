@@ -14,7 +14,7 @@ from scipy import stats
 import cepam
 from cepam import _core
 from cepam.keys import stream_key
-from cepam.payload import parse_header
+from cepam.sealing import open_payload
 
 from conftest import SECRET_A, SECRET_B
 
@@ -51,11 +51,11 @@ def marginal_cdf(mechanism):
 
 
 def trial_indices(payload: bytes, secret: bytes) -> np.ndarray:
-    header, offset = parse_header(payload)
-    H, _ = _core.decode_symbols(payload[offset:-16], m=header.m,
+    header, sealed = open_payload(payload, secret)
+    H, _ = _core.decode_symbols(sealed.body, m=header.m,
                                 key=stream_key(secret, header.context),
                                 mechanism=header.mechanism, scale=header.scale,
-                                lattice=header.lattice, n=header.n, coder=header.coder)
+                                lattice=sealed.lattice, n=sealed.n, coder=header.coder)
     return H
 
 

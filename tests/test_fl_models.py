@@ -190,7 +190,7 @@ def test_cepam_sends_real_payloads(method, dim):
     msg, out = _send_receive(m, u, round=4, client=2)
     assert isinstance(msg.payload, bytes) and msg.measured
     assert msg.bits == 8 * len(msg.payload)
-    info = cepam.inspect(msg.payload)
+    info = cepam.inspect(msg.payload, secret=client_secret(0, 2))
     assert (info.round, info.client, info.message, info.dim) == (4, 2, 0, dim)
     assert info.clip == 1.0 and info.total_bits == msg.bits
     err = _flat(out) - _flat(clip_update(u, 1.0))

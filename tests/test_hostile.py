@@ -10,7 +10,12 @@ another exception, a crash, a hang, or an allocation out of proportion to the
 payload's length (the ANS decoder allocates its output, m values, before it
 has read the body: ``max_coordinates`` bounds that).
 
-Payload format version 2: the header names the body coder ("golomb": a
+Payload format version 3: the public header names the body coder; the
+sealed section (lattice, n, padding length, body, zero padding) is encrypted with
+ChaCha20 under the message's seal key, and the tag covers both.  The forger
+below seals with an independent ChaCha20 (the ``cryptography`` package), so
+a hostile payload reaches the parsers behind a valid tag exactly as one from
+a malicious client holding the secret would.  The body ("golomb": a
 21-byte prefix with the coder's parameters, then the H and M sections;
 "ans": a source model, then a 4-state rANS stream).  Every category runs on
 payloads of both coders; the ANS body also gets forged source models and
@@ -42,20 +47,22 @@ import pytest
 
 import cepam
 from cepam import _core
-from cepam.keys import TAG_BYTES, Context, mac_key, payload_tag, stream_key
+from cepam.keys import FORMAT_TAG, TAG_BYTES, Context, hkdf, mac_key, payload_tag, stream_key
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 SECRET = bytes(range(7, 39))
 OTHER_SECRET = bytes(range(200, 232))
 MAC = mac_key(SECRET)
 
-VERSION = 2
+VERSION = 3
 GOLOMB, ANS = 1, 2
 CODERS = ("golomb", "ans")
-HEADER_PREFIX = struct.Struct("<4sBBBBBBHdd")  # magic .. clip
+HEADER_PREFIX = struct.Struct("<4sBBBBHdd")  # magic, version, mechanism, coder, container .. clip
 CONTEXT = struct.Struct("<QQQQ")  # round, client, message, m
+SEALED_HEADER = struct.Struct("<BBI")  # lattice, n, padding length (the sealed section's start)
 GOLOMB_PREFIX = struct.Struct("<IBQQ")  # golomb, exp-Golomb order, h_bits, m_bits (in the body)
-MIN_PAYLOAD = HEADER_PREFIX.size + CONTEXT.size + 4 + TAG_BYTES
-SCALE_OFFSET = 12  # of the header's float64 noise scale
+MIN_PAYLOAD = HEADER_PREFIX.size + CONTEXT.size + 4 + SEALED_HEADER.size + TAG_BYTES
+SCALE_OFFSET = 10  # of the header's float64 noise scale
 U64 = (1 << 64) - 1
 MB = 1 << 20
 DBL_MAX = sys.float_info.max
@@ -91,6 +98,16 @@ def untagged(payload: bytes) -> bytes:
     return payload[:-TAG_BYTES]
 
 
+def chacha20_seal(data: bytes, *, round: int, client: int, message: int,
+                  secret: bytes = SECRET) -> bytes:
+    """data XOR the seal keystream of a context (encrypts and decrypts):
+    RFC 8439 ChaCha20, counter 0, nonce (0, 0, "SEAL"), key from HKDF."""
+    key = hkdf(secret, salt=FORMAT_TAG, length=32,
+               info=FORMAT_TAG + b"/seal" + struct.pack("<QQQ", round, client, message))
+    nonce = bytes(4) + bytes(8) + b"SEAL"  # 32-bit counter 0, then the 96-bit nonce
+    return Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor().update(bytes(data))
+
+
 @dataclass
 class RawEntry:
     name: bytes
@@ -118,11 +135,14 @@ class RawPayload:
     m: int
     entries: list = field(default_factory=list)
     count: int | None = None  # None: len(entries)
-    body: bytes = b""  # everything between header and tag, in the coder's layout
+    body: bytes = b""  # the sealed section's body, in the coder's layout
+    padding_length: int | None = None  # the sealed header's padding length; None: len(padding)
+    padding: bytes = b""  # after the body, in the sealed section
 
     @classmethod
     def parse(cls, payload: bytes) -> "RawPayload":
-        """Parses a well-formed payload (written independently of cepam.payload)."""
+        """Parses and unseals a well-formed payload sealed under SECRET
+        (written independently of cepam.payload and cepam.sealing)."""
         pos = 0
 
         def take(fmt):
@@ -132,7 +152,7 @@ class RawPayload:
             pos += s.size
             return out
 
-        magic, version, mech, lat, n, coder, cont, res, scale, clip = take(HEADER_PREFIX)
+        magic, version, mech, coder, cont, res, scale, clip = take(HEADER_PREFIX)
         rnd, client, message, m = take(CONTEXT)
         (count,) = take("<I")
         entries = []
@@ -143,14 +163,16 @@ class RawPayload:
             kind, dtype, ndim = take("<BBB")
             dims = take(f"<{ndim}Q")
             entries.append(RawEntry(name, kind, dtype, tuple(dims)))
+        plain = chacha20_seal(payload[pos:-TAG_BYTES], round=rnd, client=client, message=message)
+        lat, n, pad = SEALED_HEADER.unpack_from(plain, 0)
+        body = plain[SEALED_HEADER.size : len(plain) - pad]
         return cls(magic, version, mech, lat, n, coder, cont, res, scale, clip, rnd, client,
-                   message, m, entries, None, payload[pos:-TAG_BYTES])
+                   message, m, entries, None, body, None, plain[len(plain) - pad :])
 
     def header(self) -> bytes:
         out = [
-            HEADER_PREFIX.pack(self.magic, self.version, self.mechanism, self.lattice, self.n,
-                               self.coder, self.container, self.reserved, self.scale,
-                               self.clip),
+            HEADER_PREFIX.pack(self.magic, self.version, self.mechanism, self.coder,
+                               self.container, self.reserved, self.scale, self.clip),
             CONTEXT.pack(self.round, self.client, self.message, self.m),
             struct.pack("<I", len(self.entries) if self.count is None else self.count),
         ]
@@ -161,9 +183,14 @@ class RawPayload:
             out.append(struct.pack(f"<{len(e.dims)}Q", *e.dims))
         return b"".join(out)
 
+    def sealed_plaintext(self) -> bytes:
+        pad = len(self.padding) if self.padding_length is None else self.padding_length
+        return SEALED_HEADER.pack(self.lattice, self.n, pad) + self.body + self.padding
+
     def data(self) -> bytes:
-        """Header || body, without the tag."""
-        return self.header() + self.body
+        """Header || sealed section (encrypted), without the tag."""
+        return self.header() + chacha20_seal(self.sealed_plaintext(), round=self.round,
+                                             client=self.client, message=self.message)
 
     def header_len(self) -> int:
         return len(self.header())
@@ -684,7 +711,7 @@ def test_forged_payload_helpers_match_the_format():
     for name, payload in {**BASES, **LARGE_ANS}.items():
         raw = RawPayload.parse(payload)
         assert raw.tagged() == payload
-        info = cepam.inspect(payload)
+        info = cepam.inspect(payload, secret=SECRET)
         assert 8 * raw.header_len() == info.header_bits
         if raw.coder == GOLOMB:
             body = GolombBody.parse(raw.body)
@@ -795,7 +822,7 @@ def test_wrong_magic_is_a_format_error(magic, retagged, coder):
         cepam.inspect(payload)
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 0x82, 255])
+@pytest.mark.parametrize("version", [0, 1, 2, 4, 0x82, 255])
 @pytest.mark.parametrize("retagged", [False, True], ids=["tag-stale", "tag-valid"])
 @pytest.mark.parametrize("coder", CODERS)
 def test_wrong_version_is_a_format_error(version, retagged, coder):
@@ -833,11 +860,10 @@ def test_payload_tagged_under_another_secret_is_an_authentication_error(coder):
     forged_elsewhere = retag(untagged(BASES[f"{coder}-gauss-n2"]), secret=OTHER_SECRET)
     with pytest.raises(cepam.AuthenticationError):
         cepam.decode(forged_elsewhere, secret=SECRET)
-    # Under the other secret the tag verifies.  The Golomb body does not depend on the
-    # key (it decodes, to other noise); the ANS body is coded conditionally on the
-    # key's side information, so it may decode or be a FormatError.
-    expected = {"ok"} if coder == "golomb" else {"ok", "format"}
-    assert outcome(forged_elsewhere, secret=OTHER_SECRET) in expected
+    # Under the other secret the tag verifies, but the sealed section decrypts
+    # under the other seal key to noise: a FormatError (or, rarely, a decodable
+    # body).
+    assert outcome(forged_elsewhere, secret=OTHER_SECRET) in {"ok", "format"}
 
 
 def test_tag_edits_and_trailing_bytes_without_retag_are_authentication_errors():
@@ -879,52 +905,46 @@ def test_bytes_like_payloads_are_accepted():
 
 
 def test_inspect_on_every_single_bit_flip_of_the_header_raises_format_error_only():
-    """inspect() reads hostile headers without the secret: info or FormatError."""
+    """inspect() reads hostile public headers without the secret: info or
+    FormatError; with the secret every flip (tag not recomputed) is refused."""
     for name in ("golomb-dict-n2", "golomb-laplace-n4-clip", "ans-dict-n2",
                  "ans-laplace-n4-clip", "ans-sdq-n1"):
         payload = BASES[name]
         raw = RawPayload.parse(payload)
-        # The header and the coder's own fields (Golomb prefix; ANS source model).
-        end = raw.header_len() + (GOLOMB_PREFIX.size if raw.coder == GOLOMB
-                                  else len(AnsBody.parse(raw.body).model.pack()))
-        for bit in range(8 * end):
+        for bit in range(8 * raw.header_len()):
             flipped = bytearray(payload)
             flipped[bit // 8] ^= 1 << (bit % 8)
+            with pytest.raises((cepam.FormatError, cepam.AuthenticationError)):
+                cepam.inspect(bytes(flipped), secret=SECRET)
             try:
                 info = cepam.inspect(bytes(flipped))
             except cepam.FormatError:
                 continue
             assert info.coordinates == sum(math.prod(e.shape) for e in info.structure.entries)
-            assert sum(info.body_bits.values()) == info.total_bits - info.header_bits \
-                - info.tag_bits
+            assert info.sealed and info.body_bits is None
+            assert info.sealed_bits == info.total_bits - info.header_bits - info.tag_bits
             info.as_dict()  # and it can be shown
 
 
 @pytest.mark.parametrize("name", ["golomb-dict-n2", "ans-dict-n2", "ans-gauss-n2-m300"])
 def test_inspect_on_every_truncation_raises_format_error_or_reads_the_parts(name):
-    """inspect() reads the header and the coder's own fields without the secret: a
-    truncation inside them is a FormatError.  It does not read the ANS stream, and it
-    checks that the Golomb sections fit the body (a shorter body may still hold them,
-    the padding then reported shorter), so later truncations may pass."""
+    """inspect() without the secret reads the public header only: a truncation
+    that leaves less than the header and the sealed section's own header is a
+    FormatError, anything longer reads (the sealed part is not parsed).  With
+    the secret every truncation is refused (the tag no longer verifies)."""
     payload = BASES[name]
     raw = RawPayload.parse(payload)
-    model_end = raw.header_len() + (len(AnsBody.parse(raw.body).model.pack())
-                                    if raw.coder == ANS else len(raw.body))
-    if raw.coder == GOLOMB:
-        body = GolombBody.parse(raw.body)
-        # The Golomb prefix, and sections at least as long as declared.
-        model_end = raw.header_len() + GOLOMB_PREFIX.size + (body.h_bits + body.m_bits + 7) // 8
+    header_end = raw.header_len() + SEALED_HEADER.size
     for length in range(len(payload)):
         truncated = payload[:length]
-        if length - TAG_BYTES < model_end:
+        with pytest.raises((cepam.FormatError, cepam.AuthenticationError)):
+            cepam.inspect(truncated, secret=SECRET)
+        if length - TAG_BYTES < header_end:
             with pytest.raises(cepam.FormatError):
                 cepam.inspect(truncated)
         else:
-            try:
-                info = cepam.inspect(truncated)
-            except cepam.FormatError:
-                continue
-            assert info.total_bits == 8 * length
+            info = cepam.inspect(truncated)
+            assert info.total_bits == 8 * length and info.sealed
 
 
 # ---------------------------------------------------------------------------
@@ -990,13 +1010,21 @@ BODY_TRUNCATION_MESSAGES = {
                                   "ans-dict-n2", "ans-gauss-n2-m300"])
 def test_every_truncation_of_the_body_keeping_the_header_is_a_format_error(name):
     """Drop trailing body bytes but keep the header (and the Golomb section lengths),
-    re-tagged: the body parser, not the header parser, must notice."""
-    data = untagged(BASES[name])
-    header_len = RawPayload.parse(BASES[name]).header_len()
+    sealed and tagged: the body parser, not the header parser, must notice;
+    likewise for the ciphertext truncated (and re-tagged).  Padding declared
+    longer than the section is refused by the sealed section's parser."""
+    raw = RawPayload.parse(BASES[name])
     match = BODY_TRUNCATION_MESSAGES[name.split("-")[0]]
-    for length in range(header_len, len(data)):
+    for length in range(len(raw.body)):
         with pytest.raises(cepam.FormatError, match=match):
+            cepam.decode(raw.edit(body=raw.body[:length]).tagged(), secret=SECRET)
+    data = untagged(BASES[name])
+    for length in range(raw.header_len(), len(data)):
+        with pytest.raises(cepam.FormatError):
             cepam.decode(retag(data[:length]), secret=SECRET)
+    for declared in (len(raw.body) + 1, 1 << 31, (1 << 32) - 1):
+        with pytest.raises(cepam.FormatError, match="padding"):
+            cepam.decode(raw.edit(padding_length=declared).tagged(), secret=SECRET)
 
 
 TRAILING_MESSAGES = {"golomb": "body length", "ans": "trailing data|bad length"}
@@ -1004,10 +1032,22 @@ TRAILING_MESSAGES = {"golomb": "body length", "ans": "trailing data|bad length"}
 
 @pytest.mark.parametrize("garbage", [b"\x00", b"\xff", b"\x00" * 8, b"CEPM", bytes(range(64))])
 def test_trailing_garbage_behind_a_valid_tag_is_a_format_error(garbage):
+    """Garbage after the body (declared part of it) is the body parser's to
+    refuse; as padding, anything but zero bytes is refused."""
     for name in ("golomb-gauss-n1", "golomb-dict-n2", "ans-gauss-n1", "ans-dict-n2",
                  "ans-gauss-n2-m300"):
+        raw = RawPayload.parse(BASES[name])
         with pytest.raises(cepam.FormatError, match=TRAILING_MESSAGES[name.split("-")[0]]):
-            cepam.decode(retag(untagged(BASES[name]) + garbage), secret=SECRET)
+            cepam.decode(raw.edit(body=raw.body + garbage).tagged(), secret=SECRET)
+        padded = raw.edit(padding=garbage).tagged()
+        if any(garbage):
+            with pytest.raises(cepam.FormatError, match="padding"):
+                cepam.decode(padded, secret=SECRET)
+        else:  # zero padding: the payload decodes as the unpadded one does
+            got, want = (cepam.decode(p, secret=SECRET) for p in (padded, BASES[name]))
+            got, want = (list(r.values()) if isinstance(r, dict) else [r] for r in (got, want))
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
 
 
 def _random_mutation(rng: random.Random, pool: list[bytes]) -> bytes:
@@ -1607,7 +1647,7 @@ def test_a_body_ending_at_the_model_byte_is_a_format_error(name):
         with pytest.raises(cepam.FormatError, match="model byte|entropy-coded body|truncated"):
             cepam.decode(payload, secret=SECRET)
         with pytest.raises(cepam.FormatError):
-            cepam.inspect(payload)
+            cepam.inspect(payload, secret=SECRET)
 
 
 @pytest.mark.parametrize("name", sorted(LATTICE_ANS))

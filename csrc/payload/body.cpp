@@ -224,9 +224,8 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
   std::vector<std::pair<std::string, std::uint64_t>> parts;
   if (coder == Coder::Golomb) {
     const BodyLayout layout = golomb_layout(body, len);
+    check_sections(layout, len - kGolombPrefix);  // as the decoder does
     const std::uint64_t rest = 8 * static_cast<std::uint64_t>(len - kGolombPrefix);
-    if ((layout.h_bits + 7) / 8 + (layout.m_bits + 7) / 8 != len - kGolombPrefix)
-      throw FormatError("body length does not match its declared sections");
     parts.emplace_back("params", 8 * kGolombPrefix);
     parts.emplace_back("H", layout.h_bits);
     parts.emplace_back("M", layout.m_bits);

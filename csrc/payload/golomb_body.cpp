@@ -152,7 +152,7 @@ std::uint64_t min_bits_m(const BodyLayout& layout, std::uint64_t count) {
   return count * static_cast<std::uint64_t>(layout.expg_k + 1);
 }
 
-void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std::uint64_t count) {
+void check_sections(const BodyLayout& layout, std::size_t len) {
   check_layout(layout);
   const std::uint64_t max_bits = std::uint64_t{1} << 60;
   if (layout.h_bits > max_bits || layout.m_bits > max_bits)
@@ -161,6 +161,10 @@ void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std:
   const std::uint64_t m_bytes = (layout.m_bits + 7) / 8;
   if (h_bytes + m_bytes != static_cast<std::uint64_t>(len))
     throw FormatError("body length does not match its declared sections");
+}
+
+void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std::uint64_t count) {
+  check_sections(layout, len);
   // count <= m_bits and N <= count keep the products below 2^64.
   if (count > layout.m_bits || N > count || min_bits_h(layout, N) > layout.h_bits ||
       min_bits_m(layout, count) > layout.m_bits)

@@ -45,9 +45,13 @@ void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, s
 void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& layout,
                  std::size_t N, std::size_t count, std::uint32_t* H, std::int64_t* M);
 
-// Checks that a body of `len` bytes with this layout can hold N trial
-// indices and `count` coordinates; throws FormatError otherwise.  Callers
-// run it before allocating anything sized by N or count.
+// Checks that the parameters are in range and that the two sections fill
+// exactly `len` bytes; throws FormatError otherwise.
+void check_sections(const BodyLayout& layout, std::size_t len);
+
+// check_sections, and that the sections can hold N trial indices and
+// `count` coordinates.  Callers run it before allocating anything sized by
+// N or count.
 void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std::uint64_t count);
 
 // Fewest bits N trial indices / count coordinates can take: a declared

@@ -279,6 +279,18 @@ py::bytes chacha_block(const py::bytes& key, std::uint32_t counter, const py::by
   return py::bytes(reinterpret_cast<const char*>(bytes), 64);
 }
 
+// XORs the sealing keystream into a writable byte buffer, in place.
+void seal_xor(const py::buffer& data, const py::bytes& key) {
+  const py::buffer_info info = data.request(true);
+  if (info.ndim != 1 || info.itemsize != 1 || (info.shape[0] > 1 && info.strides[0] != 1))
+    throw InvalidArgument("data must be a contiguous writable byte buffer");
+  const ChaChaKey k = key_from(key);
+  auto* bytes = static_cast<unsigned char*>(info.ptr);
+  const auto len = static_cast<std::size_t>(info.shape[0]);
+  py::gil_scoped_release nogil;
+  xor_keystream(k, kPurposeSeal, bytes, len);
+}
+
 CArray<std::uint64_t> keystream_words(const py::bytes& key, std::uint32_t stream,
                                       std::uint64_t first_word, std::size_t count) {
   const KeyStream ks(key_from(key), kPurposeLrsuq);
@@ -446,6 +458,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(), py::arg("m"),
         py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
         py::arg("dtype"), "LRSUQ-decode (H, M) into m values of the given dtype.");
+  m.def("seal_xor", &seal_xor, py::arg("data"), py::kw_only(), py::arg("key"),
+        "XOR the sealing keystream (ChaCha20, RFC 8439, nonce (0, 0, 'SEAL')) into a "
+        "writable byte buffer, in place.");
   m.def("sum_of_squares", &sum_squares, py::arg("x"),
         "Sum of squares in float64, in a fixed order; raises on NaN/Inf.");
   m.def("acceptance_probability", [](int mech, double scale, int lattice, int n) {

@@ -388,4 +388,20 @@ void KeyStream::words(std::uint32_t stream, std::uint64_t first_word, std::size_
   }
 }
 
+void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+                   std::size_t len) {
+  const KeyStream ks(key, purpose);
+  constexpr std::size_t kChunkBlocks = 4 * kLanes;
+  std::uint64_t words[8 * kChunkBlocks];
+  for (std::uint64_t block = 0; len > 0; block += kChunkBlocks) {
+    const std::size_t bytes = len < 64 * kChunkBlocks ? len : 64 * kChunkBlocks;
+    ks.blocks(0, block, (bytes + 63) / 64, words);
+    // Word w holds keystream bytes 8 w .. 8 w + 7, little-endian.
+    for (std::size_t i = 0; i < bytes; ++i)
+      data[i] ^= static_cast<unsigned char>(words[i / 8] >> (8 * (i % 8)));
+    data += bytes;
+    len -= bytes;
+  }
+}
+
 }  // namespace cepam

@@ -32,6 +32,7 @@ void chacha20_block(const ChaChaKey& key, std::uint32_t counter,
 ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]);
 
 inline constexpr std::uint32_t kPurposeLrsuq = 0x4c525351u;  // "QSRL"
+inline constexpr std::uint32_t kPurposeSeal = 0x4c414553u;   // "SEAL"
 
 // Blocks per call of a batch kernel.
 inline constexpr int kChaChaBatch = 16;
@@ -69,6 +70,13 @@ class KeyStream {
   std::uint32_t purpose_;
   ChaChaBatch kernel_;
 };
+
+// XORs the ChaCha20 keystream of RFC 8439 section 2.4 into data[0, len):
+// key `key`, nonce words (0, 0, purpose), block counter from 0 (blocks
+// beyond 2^32 carry into nonce word 0, as KeyStream does).  Encrypts and
+// decrypts alike.
+void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+                   std::size_t len);
 
 // Uniform double in [0, 1) from the top 53 bits of a word.
 inline double uniform_co(std::uint64_t w) {

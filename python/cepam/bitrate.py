@@ -730,13 +730,13 @@ def _payload_row(scheme: Scheme, x: np.ndarray, sigma: float, context: tuple[int
     else:  # pragma: no cover
         raise InvalidArgumentError(f"not a payload scheme: {scheme.kind}")
     seconds = time.perf_counter() - t0
-    info = cepam.inspect(payload)
+    info = cepam.inspect(payload, secret=_SECRET)
     y = cepam.decode(payload, secret=_SECRET)
     err = np.asarray(y, dtype=np.float64) - x
     return {
         "bits_per_coordinate": info.bits_per_coordinate,
         "header_bits": info.header_bits,
-        "body_bits": sum(info.body_bits.values()),
+        "body_bits": info.sealed_bits,
         "tag_bits": info.tag_bits,
         "coordinates": info.coordinates,
         "dim": info.dim,

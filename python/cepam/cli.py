@@ -114,17 +114,27 @@ def _inspect(args: argparse.Namespace) -> int:
 
     from .codec import inspect
 
+    secret = None
+    if args.secret_file is not None:
+        with open(args.secret_file, "rb") as f:
+            secret = f.read()
     with open(args.payload, "rb") as f:
-        info = inspect(f.read()).as_dict()
+        info = inspect(f.read(), secret=secret).as_dict()
     print(json.dumps(info, indent=2) if args.json else _describe(info))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="print a payload's header and bit counts (no secret)",
-                       description="Reads a payload's header and its bit counts without the "
-                                   "secret (the tag is not checked).")
+    p = sub.add_parser("inspect", help="print a payload's public header and bit counts; "
+                       "with --secret-file, also its sealed part",
+                       description="Reads a payload's public header and its bit counts "
+                                   "without the secret (the tag is not checked); with "
+                                   "--secret-file, verifies the tag and shows the sealed "
+                                   "lattice, dimension and body parts.")
     p.add_argument("payload", help="file holding one payload")
+    p.add_argument("--secret-file", default=None,
+                   help="file holding the 32-byte secret: verify the tag and show the sealed "
+                        "lattice, dimension and body parts")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_inspect)
 

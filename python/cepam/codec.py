@@ -21,7 +21,6 @@ an authentic payload encoded with other settings raises
 
 from __future__ import annotations
 
-import hmac
 import math
 import os
 from dataclasses import dataclass
@@ -31,8 +30,8 @@ import numpy as np
 
 from . import _core
 from ._checks import check_clip
+from ._finite import check_encodable_range
 from .errors import (
-    AuthenticationError,
     ContextReuseError,
     FormatError,
     InvalidArgumentError,
@@ -40,28 +39,24 @@ from .errors import (
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
-from .keys import (
-    TAG_BYTES,
-    Context,
-    check_integer,
-    check_secret,
-    mac_key,
-    payload_tag,
-    stream_key,
-)
+from .keys import TAG_BYTES, Context, check_integer, check_secret, stream_key
 from .mechanisms import Mechanism, check_mechanism, mechanism_from_code
+from .padding import check_pad, max_payload_bytes, padding_bytes
 from .payload import (
     CODER_CODES,
     CODERS,
     LATTICE_CODES,
     LATTICE_DIMS,
     LATTICES,
+    SEALED_HEADER_BYTES,
     Header,
-    check_prefix,
+    Sealed,
     pack_header,
+    pack_sealed,
     parse_header,
 )
 from .precision import check_output
+from .sealing import open_payload, seal
 from .structure import (
     Structure,
     check_dtype_choice,
@@ -175,8 +170,14 @@ def _auto_candidates(mechanism: Mechanism, rms: float) -> list[tuple[int, int]]:
     return [z1, e8]
 
 
+def _auto_options(mechanism: Mechanism) -> list[tuple[int, int]]:
+    """Every lattice ``lattice="auto"`` may choose for this mechanism."""
+    return sorted(set(_auto_candidates(mechanism, 0.0) + _auto_candidates(mechanism, math.inf)))
+
+
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
-            lattice: tuple[int, int] | None, clip: float, coder: int, non_float: str) -> bytes:
+            lattice: tuple[int, int] | None, clip: float, coder: int, non_float: str,
+            pad: str | int | None) -> bytes:
     flat, structure = flatten(x, non_float=non_float)
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
@@ -184,6 +185,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
+    check_encodable_range(flat, structure, norm=norm, factor=factor, mechanism=mechanism)
     if lattice is _AUTO:
         rms = min(norm, clip) / math.sqrt(flat.size) if flat.size else 0.0
         candidates = _auto_candidates(mechanism, rms)
@@ -195,20 +197,26 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
               for code, dim in candidates]
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
-    header = Header(mechanism.code, mechanism.scale, code, dim, coder, clip, context, structure)
-    data = pack_header(header) + body
-    return data + payload_tag(mac_key(secret), data)
+    header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure)
+    fixed = len(pack_header(header)) + SEALED_HEADER_BYTES + TAG_BYTES
+    max_bytes = None
+    if pad == "max":  # over every lattice the setting may choose, not the data's choice
+        options = _auto_options(mechanism) if lattice is _AUTO else [lattice]
+        max_bytes = max_payload_bytes(mechanism, clip=clip, m=flat.size, coder=coder,
+                                      lattices=options, fixed_bytes=fixed)
+    padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
+    return seal(header, pack_sealed(code, dim, body, padding), secret=secret)
 
 
 def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,
                     context: Context, lattice: tuple[int, int] | None, clip: float, coder: int,
-                    non_float: str) -> bytes:
+                    non_float: str, pad: str | int | None) -> bytes:
     """:func:`_encode` with ``context`` claimed in ``guard`` first (and the
     claim withdrawn if encoding fails: no payload was produced)."""
     if guard is not None:
         guard.claim(secret, context)
     try:
-        return _encode(x, mechanism, secret, context, lattice, clip, coder, non_float)
+        return _encode(x, mechanism, secret, context, lattice, clip, coder, non_float, pad)
     except BaseException:
         if guard is not None:
             guard.release(secret, context)
@@ -233,6 +241,7 @@ def encode(
     coder: str = "ans",
     non_float: str = "skip",
     state: str | os.PathLike[str] | None = None,
+    pad: str | int | None = None,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -274,13 +283,22 @@ def encode(
             :mod:`cepam.guard`): encoding a context already recorded there
             under this secret raises ContextReuseError, whichever process
             or codec recorded it.  None (the default): not recorded.
+        pad: length hiding (:mod:`cepam.padding`): None (no padding),
+            "bucket" (total length rounded up to a quarter-octave bucket,
+            at most 19 % more), "max" (a size fixed by the public settings:
+            mechanism, clip, coder, lattice, structure; needs a clip) or a
+            size in bytes.  Padding is zero bytes inside the encrypted part.
 
     Returns:
-        The payload bytes.
+        The payload bytes: a public header (format version, mechanism and
+        scale, coder, clip, context, structure), the sealed (encrypted)
+        lattice choice and body, and an authentication tag.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad arguments, NaN or Inf in x.
-        EncodingError: x is too large relative to the noise scale.
+        EncodingError: x is too large relative to the noise scale, decoded
+            values could overflow their dtype, or the payload exceeds the
+            padded size (``pad="max"`` or a size).
         ContextReuseError: ``state`` records this context as used.
     """
     mechanism = check_mechanism(mechanism)
@@ -288,21 +306,7 @@ def encode(
     secret, context = check_secret(secret), Context(round, client, message)
     clip, coder_code, non_float = check_clip(clip), _check_coder(coder), check_non_float(non_float)
     return _guarded_encode(_check_state(state), x, mechanism, secret, context, choice, clip,
-                           coder_code, non_float)
-
-
-def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int]:
-    if not isinstance(payload, (bytes, bytearray, memoryview)):
-        raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
-    payload = bytes(payload)
-    check_prefix(payload)
-    data, tag = payload[:-TAG_BYTES], payload[-TAG_BYTES:]
-    if not hmac.compare_digest(payload_tag(mac_key(secret), data), tag):
-        raise AuthenticationError(
-            "payload tag does not verify: wrong secret, or the payload was altered"
-        )
-    header, offset = parse_header(payload)
-    return payload, header, offset
+                           coder_code, non_float, check_pad(pad))
 
 
 @dataclass(frozen=True)
@@ -354,15 +358,15 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     limit = check_integer("max_coordinates", max_coordinates)
     if limit < 0:
         raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
-    payload, header, offset = _verified_header(payload, secret)
+    header, sealed = open_payload(payload, secret)  # the tag first, then parsing
     expected.enforce(header)  # after the tag: the settings are the sender's own
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
                           f"max_coordinates={limit}")
     structure = header.structure
-    flat = _core.decode(payload[offset:-TAG_BYTES], m=header.m,
+    flat = _core.decode(sealed.body, m=header.m,
                         key=stream_key(secret, header.context), mechanism=header.mechanism,
-                        scale=header.scale, lattice=header.lattice, n=header.n,
+                        scale=header.scale, lattice=sealed.lattice, n=sealed.n,
                         coder=header.coder,
                         dtype=decoded_dtype(structure, dtype=dtype, output=output))
     noise_std = mechanism_from_code(header.mechanism, header.scale).std
@@ -416,7 +420,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         (``non_float="skip"``) are absent.
 
     Raises:
-        AuthenticationError: wrong secret or altered payload.
+        AuthenticationError: wrong secret or altered payload (checked
+            before anything but the magic, version and length is read).
         UnexpectedPayloadError: the payload's mechanism, scale, clip, client
             or round differs from an expectation (its ``field``,
             ``expected`` and ``actual`` say which).
@@ -435,17 +440,21 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
 
 @dataclass(frozen=True)
 class PayloadInfo:
-    """What a payload says about itself, readable without the secret.
+    """What a payload says about itself.
 
-    Sizes are in bits; ``body_bits`` splits the body into the coder's parts
-    (Golomb: parameters, H, M, padding; ANS: source model, rANS stream);
-    ``bits_per_coordinate`` counts the whole payload.
+    Without the secret only the public header is readable: ``lattice``,
+    ``dim``, ``body_bits`` and ``padding_bits`` are None and ``sealed`` is
+    True (the body, its source model and the lattice choice are encrypted).
+    With the secret (``inspect(payload, secret=...)``) the tag is verified and
+    the sealed section opened.  Sizes are in bits; ``body_bits`` splits the
+    body into the coder's parts (Golomb: parameters, H, M, padding; ANS:
+    source model, rANS stream); ``sealed_bits`` counts the whole encrypted
+    section (its header, body and padding); ``bits_per_coordinate`` counts
+    the whole payload.
     """
 
     version: int
     mechanism: Mechanism
-    lattice: str
-    dim: int
     coder: str
     clip: float | None
     round: int
@@ -454,21 +463,29 @@ class PayloadInfo:
     coordinates: int
     structure: Structure
     header_bits: int
-    body_bits: dict[str, int]
+    sealed_bits: int
     tag_bits: int
     total_bits: int
+    sealed: bool
+    lattice: str | None = None
+    dim: int | None = None
+    body_bits: dict[str, int] | None = None
+    padding_bits: int | None = None
 
     @property
     def bits_per_coordinate(self) -> float:
         return self.total_bits / self.coordinates if self.coordinates else math.inf
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        bits: dict[str, Any] = {"header": self.header_bits, "sealed": self.sealed_bits}
+        if self.body_bits is not None:
+            bits.update({f"body.{part}": b for part, b in self.body_bits.items()})
+            bits["padding"] = self.padding_bits
+        bits.update({"tag": self.tag_bits, "total": self.total_bits})
+        out: dict[str, Any] = {
             "version": self.version,
             "mechanism": self.mechanism.name,
             "scale": self.mechanism.scale,
-            "lattice": self.lattice,
-            "dim": self.dim,
             "coder": self.coder,
             "clip": self.clip,
             "round": self.round,
@@ -480,33 +497,47 @@ class PayloadInfo:
                  "kind": "torch" if e.kind else "numpy"}
                 for e in self.structure.entries
             ],
-            "bits": {
-                "header": self.header_bits,
-                **{f"body.{part}": bits for part, bits in self.body_bits.items()},
-                "tag": self.tag_bits,
-                "total": self.total_bits,
-            },
-            "bits_per_coordinate": self.bits_per_coordinate,
         }
+        if self.sealed:
+            out["sealed"] = ("lattice, dim and body are encrypted; "
+                             "inspect with the secret to read them")
+        else:
+            out.update({"lattice": self.lattice, "dim": self.dim})
+        out["bits"] = bits
+        out["bits_per_coordinate"] = self.bits_per_coordinate
+        return out
 
 
-def inspect(payload: bytes) -> PayloadInfo:
-    """Reads a payload's header without the secret (the tag is not checked).
+def inspect(payload: bytes, *, secret: bytes | None = None) -> PayloadInfo:
+    """Reads a payload's public header; with ``secret``, also its sealed part.
+
+    Without the secret the tag cannot be checked and nothing sealed is read.
+    With it the tag is verified first, then the sealed section is decrypted
+    and its body's parts are range-checked as :func:`decode` checks them.
 
     Raises:
+        InvalidTypeError: payload is not bytes.
+        AuthenticationError: (with a secret) the tag does not verify.
         FormatError: malformed payload.
     """
-    if not isinstance(payload, (bytes, bytearray, memoryview)):
-        raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
-    payload = bytes(payload)
-    header, offset = parse_header(payload)
-    body = payload[offset:-TAG_BYTES]
-    parts = _core.body_parts(body, coder=header.coder, lattice=header.lattice)
+    if secret is None:
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
+        payload = bytes(payload)
+        header, offset = parse_header(payload)
+        opened: Sealed | None = None
+    else:
+        header, opened = open_payload(payload, check_secret(secret))
+        payload = bytes(payload)  # type: ignore[arg-type]
+        offset = len(pack_header(header))
+    details: dict[str, Any] = {}
+    if opened is not None:
+        parts = _core.body_parts(opened.body, coder=header.coder, lattice=opened.lattice)
+        details = dict(lattice=LATTICES[opened.lattice], dim=opened.n, body_bits=dict(parts),
+                       padding_bits=8 * opened.padding)
     return PayloadInfo(
         version=payload[4],
         mechanism=mechanism_from_code(header.mechanism, header.scale),
-        lattice=LATTICES[header.lattice],
-        dim=header.n,
         coder=CODERS[header.coder],
         clip=None if math.isinf(header.clip) else header.clip,
         round=header.context.round,
@@ -515,9 +546,11 @@ def inspect(payload: bytes) -> PayloadInfo:
         coordinates=header.m,
         structure=header.structure,
         header_bits=8 * offset,
-        body_bits=dict(parts),
+        sealed_bits=8 * (len(payload) - offset - TAG_BYTES),
         tag_bits=8 * TAG_BYTES,
         total_bits=8 * len(payload),
+        sealed=opened is None,
+        **details,
     )
 
 
@@ -542,12 +575,16 @@ class Codec:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, coder, non_float: as for :func:`encode` (the decoder
-            reads the lattice and coder from the payload).
+        dim, lattice, coder, non_float, pad: as for :func:`encode` (the
+            decoder reads the lattice and coder from the payload).
         clip: as for :func:`encode`; on a server, the clip its accountant
             assumes (None: payloads with any clip are accepted).
         state: a file recording the contexts encoded under this secret
             (:mod:`cepam.guard`), or None (in memory only).
+
+    A codec holds its secret: it is never shown by ``repr`` and a codec
+    cannot be pickled or copied (pickling would write the secret wherever
+    the bytes go); create one in each process from the secret instead.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings.
@@ -556,6 +593,7 @@ class Codec:
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
                  clip: float | None = None, coder: str = "ans", non_float: str = "skip",
+                 pad: str | int | None = None,
                  state: str | os.PathLike[str] | None = None) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
@@ -567,6 +605,7 @@ class Codec:
         self.coder = coder
         self._coder = _check_coder(coder)
         self.non_float = check_non_float(non_float)
+        self.pad = check_pad(pad)
         self._secret = check_secret(secret)
         self.client = Context(0, client).client
         self._used: set[tuple[int, int]] = set()
@@ -574,7 +613,13 @@ class Codec:
 
     def __repr__(self) -> str:
         return (f"Codec({self.mechanism!r}, client={self.client}, dim={self.dim}, "
-                f"lattice={self.lattice!r}, clip={self.clip})")
+                f"lattice={self.lattice!r}, clip={self.clip}, coder={self.coder!r}, "
+                f"pad={self.pad!r})")
+
+    def __reduce_ex__(self, protocol: object) -> Any:
+        raise InvalidTypeError(
+            "a cepam.Codec holds its secret and cannot be pickled or copied: create a "
+            "Codec in each process from the secret instead")
 
     def encode(self, x: Any, *, round: int, message: int = 0) -> bytes:
         """Encodes x under context (round, self.client, message).
@@ -593,7 +638,7 @@ class Codec:
             )
         payload = _guarded_encode(self._guard, x, self.mechanism, self._secret, context,
                                   self._choice, check_clip(self.clip), self._coder,
-                                  self.non_float)
+                                  self.non_float, self.pad)
         self._used.add(key)
         return payload
 

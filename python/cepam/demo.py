@@ -77,7 +77,7 @@ def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int | None = None,
     # when sigma >> 2^-24 |y|, which the demo's defaults respect.
     sample = np.sort(np.random.default_rng(seed + 1).choice(z, size=min(200_000, m), replace=False))
     d, p_value = kolmogorov_smirnov(sample, normal_cdf(sample, sigma))
-    info = cepam.inspect(payload)
+    info = cepam.inspect(payload, secret=secret)
     return {
         "coordinates": m,
         "layers": len(update),

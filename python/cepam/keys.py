@@ -7,14 +7,19 @@ shared by one client and the server:
 * ``stream key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||
   "/stream" || round || client || message)`` (RFC 5869; the three context
   numbers as little-endian uint64) keys the ChaCha20 stream of one message;
+* ``seal key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||
+  "/seal" || round || client || message)`` keys the ChaCha20 keystream that
+  encrypts the payload's sealed section (format version 3);
 * ``MAC key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG || "/mac")``
-  keys the HMAC-SHA256 tag (truncated to 16 bytes) over header and body;
+  keys the HMAC-SHA256 tag (truncated to 16 bytes) over the public header
+  and the sealed section's ciphertext;
 * ``fingerprint = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||
   "/context-guard")``, 16 bytes, names a secret in the persistent context
   guard (:mod:`cepam.guard`) without revealing it.
 
 Never encode two messages under the same context: reused dithers make their
-noises dependent.  :class:`cepam.Codec` refuses to.
+noises dependent, and the two sealed sections share a keystream.
+:class:`cepam.Codec` refuses to.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ __all__ = [
     "hkdf_extract",
     "hkdf_expand",
     "stream_key",
+    "seal_key",
     "mac_key",
     "payload_tag",
     "guard_fingerprint",
@@ -127,6 +133,11 @@ def hkdf(ikm: bytes, *, salt: bytes, info: bytes, length: int) -> bytes:
 def stream_key(secret: bytes, context: Context) -> bytes:
     """The 32-byte ChaCha20 key of one message."""
     return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/stream" + context.pack(), length=32)
+
+
+def seal_key(secret: bytes, context: Context) -> bytes:
+    """The 32-byte ChaCha20 key that encrypts one message's sealed section."""
+    return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/seal" + context.pack(), length=32)
 
 
 def mac_key(secret: bytes) -> bytes:

@@ -1,16 +1,22 @@
-"""The payload format (version 2).
+"""The payload format (version 3).
 
-A payload is ``header || body || tag``; all integers little-endian.
+A payload is ``public header || sealed section || tag``; all integers
+little-endian.  The public header holds what the receiver needs before it
+can derive keys and the public configuration; everything that depends on
+the update (the lattice ``lattice="auto"`` chose, and the whole body with
+its source model) is in the sealed section, encrypted with ChaCha20 under
+the message's seal key (:func:`cepam.keys.seal_key`).  The tag covers both
+(encrypt-then-MAC) and is checked before anything is decrypted or parsed
+(:mod:`cepam.sealing`).
+
+Public header:
 
 =========  =====================================================================
 field      contents
 =========  =====================================================================
 magic      4 bytes ``b"CEPM"``
-version    uint8, 2
+version    uint8, 3
 mechanism  uint8: 1 Gaussian, 2 Laplace, 3 SDQ (uniform)
-lattice    uint8: 1 Z^n, 2 A2 (n = 2), 3 D4 (n = 4), 4 E8 (n = 8); A2, D4 and
-           E8 with the Gaussian mechanism only
-n          uint8: sub-vector dimension
 coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
 container  uint8: 0 single array, 1 list, 2 tuple, 3 dict
 reserved   uint16, 0
@@ -21,11 +27,20 @@ m          uint64: number of coordinates
 entries    uint32 count, then per entry: uint16 name length, UTF-8 name,
            uint8 kind (0 numpy, 1 torch), uint8 dtype (1 float32, 2 float64,
            3 float16, 4 bfloat16), uint8 ndim, ndim x uint64 dims
-body       everything up to the tag, in the coder's own layout (docs/format.md)
-tag        16 bytes: HMAC-SHA256 over everything before it, truncated
 =========  =====================================================================
 
-The parser treats its input as hostile: every read is bounds-checked and
+Sealed section (after decryption):
+
+=========  =====================================================================
+lattice    uint8: 1 Z^n, 2 A2 (n = 2), 3 D4 (n = 4), 4 E8 (n = 8); A2, D4 and
+           E8 with the Gaussian mechanism only
+n          uint8: sub-vector dimension
+padding    uint32: bytes of zero padding at the end of the section
+body       in the coder's own layout (docs/format.md), up to the padding
+zeros      the padding (length hiding)
+=========  =====================================================================
+
+The parsers treat their input as hostile: every read is bounds-checked and
 every field range-checked before anything is allocated; the native body
 decoder checks the body the same way.  Errors are
 :class:`~cepam.errors.FormatError`.
@@ -41,10 +56,11 @@ from .errors import FormatError
 from .keys import TAG_BYTES, Context
 from .structure import DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
 
-__all__ = ["MAGIC", "VERSION", "Header", "pack_header", "parse_header"]
+__all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
+           "parse_sealed", "SEALED_HEADER_BYTES", "MAX_PADDING"]
 
 MAGIC = b"CEPM"
-VERSION = 2
+VERSION = 3
 LATTICES = {1: "Z", 2: "A2", 3: "D4", 4: "E8"}
 # The fixed dimension of each lattice other than Z^n (which takes 1 .. 8).
 LATTICE_DIMS = {"A2": 2, "D4": 4, "E8": 8}
@@ -53,19 +69,22 @@ CODERS = {1: "golomb", 2: "ans"}
 CODER_CODES = {v: k for k, v in CODERS.items()}
 MECHANISMS = (1, 2, 3)
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
-_PREFIX = struct.Struct("<4sBBBBBBHdd")
+_PREFIX = struct.Struct("<4sBBBBHdd")
+_SEALED = struct.Struct("<BBI")
+SEALED_HEADER_BYTES = _SEALED.size
 _CONTEXT = struct.Struct("<QQQQ")
 MAX_COORDINATES = 1 << 56
 MAX_EXTENT = 1 << 56  # product of an entry's non-zero dimensions
-MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + TAG_BYTES
+MAX_PADDING = (1 << 32) - 1
+MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + _SEALED.size + TAG_BYTES
 
 
 @dataclass(frozen=True)
 class Header:
+    """The public header: readable without the secret."""
+
     mechanism: int
     scale: float
-    lattice: int
-    n: int
     coder: int
     clip: float
     context: Context
@@ -75,16 +94,21 @@ class Header:
     def m(self) -> int:
         return self.structure.size
 
-    @property
-    def subvectors(self) -> int:
-        return -(-self.m // self.n)
 
+@dataclass(frozen=True)
+class Sealed:
+    """The sealed section, decrypted: the lattice, its dimension and the body."""
+
+    lattice: int
+    n: int
+    body: bytes
+    padding: int  # bytes of zero padding after the body
 
 
 def pack_header(h: Header) -> bytes:
     parts = [
-        _PREFIX.pack(MAGIC, VERSION, h.mechanism, h.lattice, h.n, h.coder,
-                     h.structure.container, 0, h.scale, h.clip),
+        _PREFIX.pack(MAGIC, VERSION, h.mechanism, h.coder, h.structure.container, 0,
+                     h.scale, h.clip),
         _CONTEXT.pack(h.context.round, h.context.client, h.context.message, h.m),
         struct.pack("<I", len(h.structure.entries)),
     ]
@@ -127,17 +151,16 @@ def check_prefix(payload: bytes) -> None:
 
 
 def parse_header(payload: bytes) -> tuple[Header, int]:
-    """Parses and validates the header; returns it and the body's offset.
+    """Parses and validates the public header; returns it and the sealed
+    section's offset.
 
-    The tag is not checked here (see :func:`cepam.decode`).
+    The tag is not checked here (see :mod:`cepam.sealing`).
     """
     check_prefix(payload)
     r = _Reader(payload, len(payload) - TAG_BYTES)
-    _, _, mech, lattice, n, coder, container, reserved, scale, clip = r.take(_PREFIX)
+    _, _, mech, coder, container, reserved, scale, clip = r.take(_PREFIX)
     if mech not in MECHANISMS:
         raise FormatError(f"unknown mechanism code {mech}")
-    if lattice not in LATTICES:
-        raise FormatError(f"unknown lattice code {lattice}")
     if coder not in CODERS:
         raise FormatError(f"unknown body coder {coder}")
     if container not in (0, 1, 2, 3) or reserved != 0:
@@ -146,14 +169,6 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         raise FormatError("noise scale must be positive and finite")
     if not (clip > 0.0) or math.isnan(clip):
         raise FormatError("clip norm must be positive (or +inf)")
-    if not 1 <= n <= 8 or (mech == 2 and n > 4) or (mech == 3 and n != 1):
-        raise FormatError(f"sub-vector dimension {n} not allowed for this mechanism")
-    if lattice != 1:
-        name = LATTICES[lattice]
-        if n != LATTICE_DIMS[name]:
-            raise FormatError(f"lattice {name} has dimension {LATTICE_DIMS[name]}, header says {n}")
-        if mech != 1:
-            raise FormatError(f"lattice {name} is for the Gaussian mechanism only")
     rnd, client, message, m = r.take(_CONTEXT)
     if m > MAX_COORDINATES:
         raise FormatError("declared number of coordinates too large")
@@ -192,6 +207,40 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         entries.append(Entry(name, kind, DTYPES[dtype], tuple(shape)))
     if total != m:
         raise FormatError("entry shapes do not add up to the declared number of coordinates")
-    header = Header(mech, scale, lattice, n, coder, clip, Context(rnd, client, message),
+    if r.end - r.pos < _SEALED.size:
+        raise FormatError("payload truncated before its sealed section")
+    header = Header(mech, scale, coder, clip, Context(rnd, client, message),
                     Structure(container, tuple(entries)))
     return header, r.pos
+
+
+def pack_sealed(lattice: int, n: int, body: bytes, padding: int) -> bytearray:
+    """The sealed section's plaintext: lattice, n, padding length, body, zeros
+    (``padding <= MAX_PADDING``)."""
+    out = bytearray(_SEALED.size + len(body) + padding)
+    _SEALED.pack_into(out, 0, lattice, n, padding)
+    out[_SEALED.size : _SEALED.size + len(body)] = body
+    return out
+
+
+def parse_sealed(plain: bytes | bytearray, mechanism: int) -> Sealed:
+    """Parses and validates a decrypted sealed section (see the module doc)."""
+    if len(plain) < _SEALED.size:
+        raise FormatError("sealed section too short")
+    lattice, n, padding = _SEALED.unpack_from(plain, 0)
+    if lattice not in LATTICES:
+        raise FormatError(f"unknown lattice code {lattice}")
+    if not 1 <= n <= 8 or (mechanism == 2 and n > 4) or (mechanism == 3 and n != 1):
+        raise FormatError(f"sub-vector dimension {n} not allowed for this mechanism")
+    if lattice != 1:
+        name = LATTICES[lattice]
+        if n != LATTICE_DIMS[name]:
+            raise FormatError(f"lattice {name} has dimension {LATTICE_DIMS[name]}, header says {n}")
+        if mechanism != 1:
+            raise FormatError(f"lattice {name} is for the Gaussian mechanism only")
+    if padding > len(plain) - _SEALED.size:
+        raise FormatError("declared padding exceeds the sealed section")
+    end = len(plain) - padding
+    if padding and plain.count(0, end) != padding:
+        raise FormatError("padding after the body must be zero bytes")
+    return Sealed(lattice, n, bytes(plain[_SEALED.size : end]), padding)

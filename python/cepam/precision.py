@@ -78,9 +78,10 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
     try:
         sumsq = _core.sum_of_squares(values)  # float64, raises on NaN and Inf
     except InvalidArgumentError:
+        hint = "; decode with dtype='float64'" if values.dtype != np.float64 else ""
         raise DecodingError(
             f"{where}: the decoded values overflow {values.dtype} (noise std "
-            f"{noise_std:.3g}); decode with dtype='float64'") from None
+            f"{noise_std:.3g}){hint}") from None
     narrower = _FORMATS[dtype].max < _FORMATS[values.dtype.name].max
     if narrower or not math.isfinite(sumsq):
         peak = max(float(values.max()), -float(values.min()))

@@ -1,7 +1,7 @@
 """Writes the golden payloads of tests/test_determinism.py.
 
 Run it only on purpose, when the payload format changes (bump the format
-version then):  python tests/golden/generate.py > tests/golden/v2.json
+version then):  python tests/golden/generate.py > tests/golden/v3.json
 """
 
 import json
@@ -28,6 +28,13 @@ CASES = {
                                     coder="golomb"),
     "golomb-laplace-n2": dict(mechanism=cepam.Laplace(b=0.02), dim=2, clip=None,
                               coder="golomb"),
+    # lattice="auto" (its choice sealed) and padding (zero bytes, sealed).
+    "gaussian-auto": dict(mechanism=cepam.Gaussian(sigma=0.001), dim=None, clip=None,
+                          coder="ans", lattice="auto"),
+    "gaussian-n1-pad-bucket": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=1, clip=None,
+                                   coder="ans", pad="bucket"),
+    "golomb-gaussian-n1-pad-max": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=1, clip=1.0,
+                                       coder="golomb", pad="max"),
 }
 
 
@@ -37,12 +44,18 @@ def update_for(name):
     return X
 
 
+def encode_case(name):
+    """The golden payload of case ``name``."""
+    case = dict(CASES[name])
+    mechanism = case.pop("mechanism")
+    return cepam.encode(update_for(name), mechanism, secret=SECRET, round=3, client=5,
+                        message=1, **case)
+
+
 def main():
     out = {"x": [float(v).hex() for v in X], "secret": SECRET.hex(), "cases": {}}
-    for name, case in CASES.items():
-        payload = cepam.encode(update_for(name), case["mechanism"], secret=SECRET, round=3,
-                               client=5, message=1, dim=case["dim"], clip=case["clip"],
-                               coder=case["coder"])
+    for name in CASES:
+        payload = encode_case(name)
         y = cepam.decode(payload, secret=SECRET)
         leaves = y if isinstance(y, dict) else {"": y}
         out["cases"][name] = {

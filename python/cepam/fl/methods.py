@@ -195,7 +195,7 @@ class LRSUQ(Method):
         probe = cepam.encode(torch.zeros(1), mechanism, secret=bytes(32), round=0, client=0,
                              dim=dim, lattice=lattice, clip=clip)
         self.name, self.mechanism, self.lattice = name, mechanism, lattice
-        self.dim = cepam.inspect(probe).dim
+        self.dim = cepam.inspect(probe, secret=bytes(32)).dim
 
     def send(self, update, *, round, client, secret, noise):
         payload = cepam.encode(update, self.mechanism, secret=secret, round=round,

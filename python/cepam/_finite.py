@@ -1,0 +1,72 @@
+"""Decoded values are finite in their dtype: checked on encode and decode.
+
+A finite but huge noise scale (``Gaussian(sigma=1e308)``) or a hostile
+payload's lattice coordinates can make ``beta (M + V)`` overflow to +-inf,
+and infinities fed into an aggregation poison it.  The encoder refuses
+settings under which a decoded value could overflow; the decoder refuses a
+payload whose decoded values do (:func:`cepam.precision.check_output`: a
+payload with a valid tag can still come from a malicious client).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import EncodingError
+from .mechanisms import Mechanism
+from .structure import Structure
+
+__all__ = ["NOISE_BOUND", "check_encodable_range"]
+
+# |decoded - clipped x| per coordinate is at most the accepted trial's ball
+# radius, in units of the scale (by mechanism code): sigma sqrt(U) with
+# U <= 10 * 53 ln 2 = 367.4 (Gaussian, n <= 8: at most five factors
+# -2 log u, u >= 2^-53), so below 19.2 sigma; b U with U <= 5 * 53 ln 2 =
+# 183.7 (Laplace, n <= 4); step / 2 (SDQ).
+NOISE_BOUND = {1: 20.0, 2: 184.0, 3: 0.5}
+
+# Largest finite value of each entry dtype.
+_LARGEST = {"float16": 65504.0, "bfloat16": float.fromhex("0x1.fep127"),
+            "float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(np.float64).max)}
+# The dtype each entry decodes to by default (cepam.decode's dtype="auto":
+# float16 and bfloat16 widen to float32; dtype="input" casts back, and the
+# decoder refuses values that overflow then, cepam.precision.check_output).
+_DECODED = {"float16": "float32", "bfloat16": "float32", "float32": "float32",
+            "float64": "float64"}
+
+
+def _segments(flat: np.ndarray, structure: Structure):
+    offset = 0
+    for entry in structure.entries:
+        yield entry, flat[offset : offset + entry.size]
+        offset += entry.size
+
+
+def check_encodable_range(flat: np.ndarray, structure: Structure, *, norm: float,
+                          factor: float, mechanism: Mechanism) -> None:
+    """Refuses an update whose decoded values could overflow their dtype.
+
+    ``norm`` is the update's l2 norm and ``factor`` its clipping factor; the
+    bound is the clipped norm (or, when that is too coarse, each entry's
+    largest magnitude) plus ``NOISE_BOUND[mechanism] * scale``.
+
+    Raises:
+        EncodingError: the noise scale (or the update) is too large.
+    """
+    bound = NOISE_BOUND[mechanism.code]
+    noise = bound * mechanism.scale
+    smallest = min(_LARGEST[_DECODED[e.dtype]] for e in structure.entries)
+    # The lattice scale beta = radius / rho (rho >= 1/2) must be finite too.
+    scale_ok = math.isfinite(2.0 * noise)
+    if scale_ok and norm * factor + noise < smallest:
+        return
+    for entry, segment in _segments(flat, structure):
+        peak = float(np.max(np.abs(segment))) * factor if entry.size else 0.0
+        decoded = _DECODED[entry.dtype]
+        if not (scale_ok and peak + noise < _LARGEST[decoded]):
+            raise EncodingError(
+                f"noise scale {mechanism.scale!r} is too large for this update: decoded "
+                f"values (up to |x| + {bound:g} x scale) could overflow "
+                f"{decoded} to infinity")

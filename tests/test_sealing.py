@@ -1,0 +1,455 @@
+"""Sealed payloads (format version 3): nothing about the update in clear.
+
+* No window of a payload's bytes holds a statistic the encoder computes from
+  the update (float64, float32, either byte order, any offset), for every
+  coder and lattice; the same search finds them in the opened (decrypted)
+  body, so it is not a search that cannot succeed.
+* Any altered bit is an AuthenticationError before anything is parsed or
+  decrypted: the parsers and the native decoder are replaced by functions
+  that fail if called.
+* The keystream is RFC 8439 ChaCha20 (checked against the ``cryptography``
+  package); padding, finite outputs, pickling and secrets in messages.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+import struct
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+import cepam
+from cepam import _core, padding, payload as payload_format, sealing
+from cepam.keys import Context, seal_key
+from cepam.payload import pack_sealed
+from cepam.sealing import open_payload, seal
+
+SECRET = bytes(range(100, 132))
+OTHER = bytes(range(1, 33))
+
+# (coder, mechanism, lattice, dim): every coder with every lattice it takes.
+SETTINGS = [
+    *[(coder, "gaussian", "Z", n) for coder in ("ans", "golomb") for n in (1, 2, 3, 8)],
+    *[(coder, "gaussian", lat, None) for coder in ("ans", "golomb") for lat in ("A2", "D4", "E8")],
+    *[(coder, "gaussian", "auto", None) for coder in ("ans", "golomb")],
+    *[(coder, "laplace", "Z", n) for coder in ("ans", "golomb") for n in (1, 2)],
+    *[(coder, "sdq", "Z", 1) for coder in ("ans", "golomb")],
+]
+MECHANISMS = {"gaussian": cepam.Gaussian(sigma=0.01), "laplace": cepam.Laplace(b=0.01),
+              "sdq": cepam.SDQ(step=0.02)}
+
+
+def _update(seed: int, scale: float = 0.04) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_t(5, size=3001) * scale).astype(np.float64)
+
+
+def _encode(x, setting, *, clip=None, pad=None, round=0):
+    coder, mech, lattice, dim = setting
+    return cepam.encode(x, MECHANISMS[mech], secret=SECRET, round=round, client=7, dim=dim,
+                        lattice=lattice, clip=clip, coder=coder, pad=pad)
+
+
+def _statistics(x: np.ndarray, clip: float | None) -> list[float]:
+    """Statistics of x the encoder computes (or could): sums, norms, the clip
+    factor, the source model's range A and its derived scales, extremes, moments."""
+    flat = np.ascontiguousarray(x.ravel())
+    sumsq = _core.sum_of_squares(flat)
+    norm = math.sqrt(sumsq)
+    factor = clip / norm if clip is not None and norm > clip else 1.0
+    clipped = flat * factor
+    peak = float(np.max(np.abs(flat)))
+    a = float(np.max(np.abs(clipped)))
+    stats = [sumsq, norm, factor, min(norm, clip or math.inf), norm / math.sqrt(flat.size),
+             min(norm, clip or math.inf) / math.sqrt(flat.size), peak, peak * factor, a, 2 * a,
+             1024.0 / (2 * a), float(flat.max()), float(flat.min()), float(clipped.max()),
+             float(clipped.min()), float(flat.mean()), float(flat.std()), float(np.sum(flat)),
+             float(np.sum(np.abs(flat))), float(np.sum(clipped ** 2))]
+    # Values equal to a public parameter (the clip, when the update is clipped)
+    # are no statistic of x.
+    return [s for s in stats if math.isfinite(s) and s != 0.0 and s != clip]
+
+
+def _windows_matching(data: bytes, values: list[float]) -> list[str]:
+    """Every offset where a float64 or float32 of one of values sits in data
+    (little- or big-endian), as descriptions."""
+    found = []
+    for width, fmt in ((8, "d"), (4, "f")):
+        wanted = {struct.pack("<" + fmt, v): v for v in values}
+        wanted.update({struct.pack(">" + fmt, v): v for v in values})
+        for offset in range(len(data) - width + 1):
+            hit = wanted.get(data[offset : offset + width])
+            if hit is not None:
+                found.append(f"offset {offset}: {hit!r} as {width}-byte float")
+    return found
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: "-".join(map(str, s)))
+@pytest.mark.parametrize("clip", [None, 2.0])
+def test_no_window_of_a_payload_holds_a_statistic_of_the_update(setting, clip):
+    x = _update(seed=len(str(setting)) + (clip is not None))
+    stats = _statistics(x, clip)
+    for pad in (None, "bucket"):
+        payload = _encode(x, setting, clip=clip, pad=pad)
+        assert _windows_matching(payload, stats) == [], (setting, pad)
+    if setting[0] == "ans":
+        # Control: the opened body starts with the source model's range A, as
+        # an exact float64 -- the statistic the seal keeps out of the payload.
+        body = open_payload(payload, SECRET)[1].body
+        assert any("as 8-byte" in hit for hit in _windows_matching(body, stats))
+
+
+def test_the_lattice_auto_chose_is_not_in_the_public_header():
+    small, large = _update(1, scale=0.001), _update(1, scale=1.0)
+    payloads = [_encode(x, ("ans", "gaussian", "auto", None)) for x in (small, large)]
+    opened = [open_payload(p, SECRET)[1] for p in payloads]
+    assert [(s.lattice, s.n) for s in opened] == [(1, 1), (4, 8)]
+    headers = [p[: cepam.inspect(p).header_bits // 8] for p in payloads]
+    assert headers[0] == headers[1]  # same public header whatever the choice
+
+
+# ---------------------------------------------------------------------------
+# Altered bits: AuthenticationError before anything is parsed or decrypted.
+# ---------------------------------------------------------------------------
+
+
+class _Touched(AssertionError):
+    pass
+
+
+def _forbid(name):
+    def fail(*args, **kwargs):
+        raise _Touched(f"{name} was called before the tag was verified")
+    return fail
+
+
+@pytest.fixture
+def parsers_forbidden(monkeypatch):
+    """Every parser, the decryption and the native decoders fail if called."""
+    for module, name in [(sealing, "parse_header"), (sealing, "parse_sealed"),
+                         (payload_format, "parse_header"), (payload_format, "parse_sealed"),
+                         (_core, "seal_xor"), (_core, "decode"), (_core, "decode_symbols"),
+                         (_core, "body_parts"), (_core, "body_decode")]:
+        monkeypatch.setattr(module, name, _forbid(f"{module.__name__}.{name}"))
+
+
+FLIP_SETTINGS = [("ans", "gaussian", "Z", 1), ("golomb", "gaussian", "Z", 2),
+                 ("ans", "gaussian", "E8", None), ("ans", "laplace", "Z", 2)]
+
+
+@pytest.fixture(scope="module")
+def flip_payloads():
+    x = _update(3, scale=0.02)[:400]
+    return {f"{s[0]}-{s[2]}{s[3] or ''}-{pad}": _encode(x, s, clip=1.0, pad=pad)
+            for s in FLIP_SETTINGS for pad in (None, "bucket")}
+
+
+def test_the_forbidden_parsers_are_the_ones_decode_uses(flip_payloads, parsers_forbidden):
+    payload = next(iter(flip_payloads.values()))
+    with pytest.raises(_Touched):
+        cepam.decode(payload, secret=SECRET)
+    with pytest.raises(_Touched):
+        cepam.inspect(payload, secret=SECRET)
+
+
+def test_every_bit_flip_after_the_version_is_an_authentication_error_before_parsing(
+        flip_payloads, parsers_forbidden):
+    for name, payload in flip_payloads.items():
+        for bit in range(8 * 5, 8 * len(payload)):  # magic and version: FormatError
+            flipped = bytearray(payload)
+            flipped[bit // 8] ^= 1 << (bit % 8)
+            for read in (lambda p: cepam.decode(p, secret=SECRET),
+                         lambda p: cepam.inspect(p, secret=SECRET)):
+                with pytest.raises(cepam.AuthenticationError):
+                    read(bytes(flipped))
+
+
+def test_wrong_secret_and_truncation_are_refused_before_parsing(flip_payloads,
+                                                                parsers_forbidden):
+    payload = flip_payloads["ans-Z1-None"]
+    with pytest.raises(cepam.AuthenticationError):
+        cepam.decode(payload, secret=OTHER)
+    for length in range(cepam.payload.MIN_PAYLOAD, len(payload)):
+        with pytest.raises(cepam.AuthenticationError):
+            cepam.decode(payload[:length], secret=SECRET)
+
+
+# ---------------------------------------------------------------------------
+# The keystream and the keys.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [0, 1, 63, 64, 65, 4095, 4096, 4097, 100_003])
+def test_seal_keystream_is_rfc8439_chacha20(length):
+    rng = np.random.default_rng(length)
+    key = rng.bytes(32)
+    data = rng.bytes(length)
+    buffer = bytearray(data)
+    _core.seal_xor(buffer, key=key)
+    nonce = struct.pack("<I", 0) + bytes(8) + b"SEAL"  # counter 0; nonce (0, 0, "SEAL")
+    expected = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor().update(data)
+    assert bytes(buffer) == expected
+    _core.seal_xor(buffer, key=key)
+    assert bytes(buffer) == data
+
+
+def test_seal_xor_checks_its_arguments():
+    with pytest.raises(cepam.InvalidArgumentError, match="32 bytes"):
+        _core.seal_xor(bytearray(4), key=bytes(31))
+    with pytest.raises((TypeError, BufferError, ValueError)):
+        _core.seal_xor(b"read-only", key=bytes(32))
+    with pytest.raises(cepam.InvalidArgumentError, match="contiguous"):
+        _core.seal_xor(np.zeros(4, dtype=np.uint32), key=bytes(32))
+
+
+def test_the_seal_key_is_per_message_and_apart_from_the_stream_key():
+    keys = {seal_key(SECRET, Context(r, c, m)) for r, c, m in
+            [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1)]}
+    keys.add(seal_key(OTHER, Context(0, 0, 0)))
+    keys.add(cepam.keys.stream_key(SECRET, Context(0, 0, 0)))
+    assert len(keys) == 6
+
+
+def test_the_sealed_section_is_the_body_encrypted_under_the_context():
+    x = _update(5)
+    a = _encode(x, ("ans", "gaussian", "Z", 1), round=1)
+    b = _encode(x, ("ans", "gaussian", "Z", 1), round=2)
+    header_a, sealed_a = open_payload(a, SECRET)
+    offset = cepam.inspect(a).header_bits // 8
+    plain = pack_sealed(sealed_a.lattice, sealed_a.n, sealed_a.body, 0)
+    key = seal_key(SECRET, header_a.context)
+    nonce = bytes(12) + b"SEAL"
+    cipher = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor().update(bytes(plain))
+    assert a[offset:-16] == cipher
+    # Another round: another keystream (the bodies differ too, by the dithers).
+    assert a[offset:offset + 6] != b[offset:offset + 6]
+
+
+def test_inspect_shows_the_public_fields_and_says_the_rest_is_sealed():
+    payload = _encode(_update(6), ("golomb", "gaussian", "Z", 2), clip=1.0)
+    public = cepam.inspect(payload)
+    assert public.sealed and (public.lattice, public.dim, public.body_bits) == (None,) * 3
+    shown = public.as_dict()
+    assert "encrypted" in shown["sealed"] and "lattice" not in shown
+    assert set(shown["bits"]) == {"header", "sealed", "tag", "total"}
+    opened = cepam.inspect(payload, secret=SECRET)
+    assert (opened.lattice, opened.dim) == ("Z", 2) and opened.padding_bits == 0
+    assert opened.as_dict()["lattice"] == "Z"
+    with pytest.raises(cepam.AuthenticationError):
+        cepam.inspect(payload, secret=OTHER)
+
+
+def test_inspect_with_the_secret_range_checks_golomb_sections():
+    """A Golomb body (sealed by a holder of the secret) declaring an H section
+    of 2^64 - 1 bits: decode and inspect both refuse it."""
+    payload = _encode(_update(7)[:8], ("golomb", "gaussian", "Z", 1))
+    header, sealed = open_payload(payload, SECRET)
+    body = bytearray(sealed.body)
+    body[5:13] = struct.pack("<Q", (1 << 64) - 1)
+    bad = seal(header, pack_sealed(sealed.lattice, sealed.n, bytes(body), 0), secret=SECRET)
+    with pytest.raises(cepam.FormatError, match="section length"):
+        cepam.decode(bad, secret=SECRET)
+    with pytest.raises(cepam.FormatError, match="section length"):
+        cepam.inspect(bad, secret=SECRET)
+    with pytest.raises(cepam.FormatError, match="section length"):
+        _core.body_parts(bytes(body), coder=1)
+    assert cepam.inspect(bad).body_bits is None  # without the secret: not read
+
+
+# ---------------------------------------------------------------------------
+# Padding.
+# ---------------------------------------------------------------------------
+
+
+def test_bucket_lengths_are_quarter_octaves():
+    sizes = sorted({padding.bucket_length(n) for n in range(1, 5000)})
+    assert sizes[:12] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16]
+    for size in sizes:
+        j = math.floor(4 * math.log2(size) + 1e-9)
+        assert size == math.ceil(2 ** (j / 4) - 1e-9)
+    assert padding.bucket_length(4097) == 4871  # ceil(2^12.25)
+    for n in (1, 17, 4096, 10**6 + 1, 10**9):
+        assert n <= padding.bucket_length(n) <= math.ceil(n * 2 ** 0.25) + 1
+
+
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+def test_padding_rules_and_round_trip(coder):
+    x = _update(8)
+    plain = _encode(x, (coder, "gaussian", "auto", None), clip=1.0)
+    y = cepam.decode(plain, secret=SECRET)
+    bucket = _encode(x, (coder, "gaussian", "auto", None), clip=1.0, pad="bucket")
+    assert len(bucket) == padding.bucket_length(len(plain))
+    fixed = _encode(x, (coder, "gaussian", "auto", None), clip=1.0, pad=len(plain) + 1000)
+    assert len(fixed) == len(plain) + 1000
+    for p in (bucket, fixed):
+        np.testing.assert_array_equal(cepam.decode(p, secret=SECRET), y)
+        info = cepam.inspect(p, secret=SECRET)
+        assert info.padding_bits == 8 * (len(p) - len(plain))
+    with pytest.raises(cepam.EncodingError, match="padded size"):
+        _encode(x, (coder, "gaussian", "auto", None), clip=1.0, pad=len(plain) - 1)
+
+
+@pytest.mark.parametrize("setting", [("ans", "gaussian", "auto", None),
+                                     ("golomb", "gaussian", "Z", 1),
+                                     ("ans", "laplace", "Z", 2), ("ans", "sdq", "Z", 1)],
+                         ids=lambda s: "-".join(map(str, s)))
+def test_pad_max_gives_one_length_for_every_update_of_a_configuration(setting):
+    """Updates from all-zero to the clip norm, dense, sparse and heavy-tailed:
+    one length, set by the public settings."""
+    rng = np.random.default_rng(11)
+    m, clip = 4000, 1.0
+    sparse = np.zeros(m)
+    sparse[rng.choice(m, 40, replace=False)] = rng.normal(size=40)
+    updates = [np.zeros(m), rng.normal(size=m) * 1e-4, rng.normal(size=m),
+               rng.uniform(-1, 1, m), rng.standard_t(2, m), sparse, np.full(m, 0.3)]
+    lengths = {len(_encode(u, setting, clip=clip, pad="max")) for u in updates}
+    assert len(lengths) == 1
+
+
+def test_pad_arguments_are_checked():
+    x = _update(9)
+    for bad in ("buckets", "", 0, -5):
+        with pytest.raises(cepam.InvalidArgumentError):
+            _encode(x, ("ans", "gaussian", "Z", 1), pad=bad)
+    for bad in (1.5, b"max", True, [1]):
+        with pytest.raises(cepam.InvalidTypeError):
+            _encode(x, ("ans", "gaussian", "Z", 1), pad=bad)
+    with pytest.raises(cepam.InvalidArgumentError, match="clip"):
+        _encode(x, ("ans", "gaussian", "Z", 1), pad="max")
+    codec = cepam.Codec(cepam.Gaussian(sigma=0.01), secret=SECRET, clip=1.0, pad="bucket")
+    assert len(codec.encode(x, round=0)) == padding.bucket_length(
+        len(cepam.encode(x, cepam.Gaussian(sigma=0.01), secret=SECRET, round=0, client=0,
+                         clip=1.0)))
+
+
+# ---------------------------------------------------------------------------
+# Edges: finite outputs, pickling, secrets in messages.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+@pytest.mark.parametrize("mechanism", [cepam.Gaussian(sigma=1e308), cepam.Laplace(b=1e307),
+                                       cepam.Gaussian(sigma=1e38)])
+def test_scales_whose_outputs_overflow_are_refused_on_encode(coder, mechanism):
+    with pytest.raises(cepam.EncodingError, match="too large"):
+        cepam.encode(np.zeros(10, np.float32), mechanism, secret=SECRET, round=0, client=0,
+                     coder=coder, clip=1.0)
+    if mechanism.scale < 1e300:  # float64 updates have room for it
+        y = cepam.decode(cepam.encode(np.zeros(10), mechanism, secret=SECRET, round=0, client=0,
+                                      coder=coder), secret=SECRET)
+        assert np.all(np.isfinite(y))
+
+
+def test_float16_entries_are_checked_against_their_decoded_dtype():
+    # float16 entries decode to float32 by default: a noise that would overflow
+    # float16 is encodable, and only dtype="input" (a cast back) refuses it.
+    x = {"half": np.ones(8, np.float16), "full": np.ones(8, np.float32)}
+    with pytest.raises(cepam.EncodingError, match="float32"):
+        cepam.encode(x, cepam.Gaussian(sigma=1e38), secret=SECRET, round=0, client=0)
+    payload = cepam.encode(x, cepam.Gaussian(sigma=1e5), secret=SECRET, round=0, client=0)
+    y = cepam.decode(payload, secret=SECRET)
+    assert np.all(np.isfinite(y["half"])) and y["half"].dtype == np.float32
+    with pytest.raises(cepam.DecodingError, match="float16"):
+        cepam.decode(payload, secret=SECRET, dtype="input")
+
+
+@pytest.mark.parametrize("coder", [1, 2])
+def test_a_sealed_payload_decoding_to_infinity_is_refused(coder):
+    """A malicious client (holding the secret) seals a body coded at
+    sigma = 1e308: its tag verifies, its values are +-inf; decode refuses it."""
+    x = np.zeros(16)
+    context = Context(0, 1, 0)
+    body = _core.encode(x, key=cepam.keys.stream_key(SECRET, context), mechanism=1,
+                        scale=1e308, lattice=1, n=1, factor=1.0, coder=coder)
+    flat, structure = cepam.structure.flatten(x)
+    header = payload_format.Header(1, 1e308, coder, math.inf, context, structure)
+    hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
+    with pytest.raises(cepam.FormatError, match="overflow"):
+        cepam.decode(hostile, secret=SECRET)
+    # float16 entries: finite in float32 (the default output), infinite once
+    # cast back (sigma = 1e5).
+    flat, structure = cepam.structure.flatten(np.ones(16, np.float16))
+    body = _core.encode(flat, key=cepam.keys.stream_key(SECRET, context), mechanism=1,
+                        scale=1e5, lattice=1, n=1, factor=1.0, coder=coder)
+    header = payload_format.Header(1, 1e5, coder, math.inf, context, structure)
+    hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
+    assert np.all(np.isfinite(cepam.decode(hostile, secret=SECRET)))
+    with pytest.raises(cepam.FormatError, match="overflow float16"):
+        cepam.decode(hostile, secret=SECRET, dtype="input")
+
+
+def test_a_codec_cannot_be_pickled_or_copied_and_hides_its_secret():
+    codec = cepam.Codec(cepam.Gaussian(sigma=0.1), secret=SECRET, client=3, pad="bucket")
+    for dump in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(cepam.InvalidTypeError, match="secret"):
+            dump(codec)
+    for text in (repr(codec), str(codec)):
+        assert SECRET.hex() not in text and repr(SECRET) not in text
+
+
+def test_errors_never_show_the_secret():
+    payload = _encode(_update(10), ("ans", "gaussian", "Z", 1))
+    messages = []
+    for call in (lambda: cepam.decode(payload, secret=OTHER),
+                 lambda: cepam.decode(payload[:-1], secret=SECRET),
+                 lambda: cepam.decode(payload, secret=SECRET[:31]),
+                 lambda: cepam.encode(np.zeros(4), cepam.Gaussian(sigma=1.0), secret=SECRET[:31],
+                                      round=0, client=0),
+                 lambda: cepam.encode(np.zeros(4), cepam.Gaussian(sigma=1.0), secret=SECRET,
+                                      round=-1, client=0),
+                 lambda: cepam.Codec(cepam.Gaussian(sigma=1.0), secret=SECRET, pad="x"),
+                 lambda: cepam.inspect(payload, secret=OTHER)):
+        with pytest.raises(cepam.CepamError) as info:
+            call()
+        messages.append(str(info.value))
+    for text in messages:
+        for secret in (SECRET, OTHER, SECRET[:31]):
+            assert secret.hex() not in text and repr(secret) not in text
+
+
+def test_cli_inspect_shows_public_fields_and_opens_with_a_secret_file(tmp_path, capsys):
+    import json
+
+    from cepam.cli import main
+
+    payload = _encode(_update(12), ("ans", "gaussian", "E8", None), clip=1.0, pad="bucket")
+    (tmp_path / "p.bin").write_bytes(payload)
+    (tmp_path / "key").write_bytes(SECRET)
+    (tmp_path / "other").write_bytes(OTHER)
+    assert main(["inspect", str(tmp_path / "p.bin"), "--json"]) == 0
+    public = json.loads(capsys.readouterr().out)
+    assert "lattice" not in public and "encrypted" in public["sealed"]
+    assert main(["inspect", str(tmp_path / "p.bin"), "--json", "--secret-file",
+                 str(tmp_path / "key")]) == 0
+    opened = json.loads(capsys.readouterr().out)
+    assert opened["lattice"] == "E8" and opened["bits"]["padding"] > 0
+    assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
+                 str(tmp_path / "other")]) == 1
+    assert "tag does not verify" in capsys.readouterr().err
+
+
+PAD_MAX_SETTINGS = [
+    ("ans", "gaussian", "auto", None), ("ans", "gaussian", "Z", 1), ("ans", "gaussian", "Z", 8),
+    ("ans", "gaussian", "D4", None), ("golomb", "gaussian", "Z", 1),
+    ("golomb", "gaussian", "Z", 3), ("golomb", "gaussian", "E8", None),
+    ("ans", "laplace", "Z", 1), ("golomb", "laplace", "Z", 2), ("ans", "sdq", "Z", 1),
+]
+
+
+@pytest.mark.parametrize("setting", PAD_MAX_SETTINGS, ids=lambda s: "-".join(map(str, s)))
+def test_pad_max_holds_the_hardest_updates_measured_at_the_clip(setting):
+    """The sources that came closest to max_payload_bytes (bench/pad_max_margin.py):
+    constant, two-valued, Gaussian and Cauchy updates at the clip norm."""
+    rng = np.random.default_rng(13)
+    m = 2000
+    for ratio in (0.3, 3.0, 100.0):
+        clip = ratio * MECHANISMS[setting[1]].std * math.sqrt(m)
+        for x in (np.ones(m), np.sign(rng.normal(size=m)), rng.normal(size=m),
+                  rng.standard_cauchy(m)):
+            x = x * (clip / np.linalg.norm(x))
+            payload = _encode(x, setting, clip=clip, pad="max")
+            assert cepam.inspect(payload, secret=SECRET).padding_bits > 0
