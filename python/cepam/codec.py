@@ -51,7 +51,7 @@ from .payload import (
     pack_header,
     parse_header,
 )
-from .structure import Structure, coded_dtype, flatten, unflatten
+from .structure import BARE, Structure, bare, coded_dtype, flatten, match_template, unflatten
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
 
@@ -157,7 +157,8 @@ def _auto_candidates(mechanism: Mechanism, rms: float) -> list[tuple[int, int]]:
 
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
-            lattice: tuple[int, int] | None, clip: float, coder: int) -> bytes:
+            lattice: tuple[int, int] | None, clip: float, coder: int,
+            keep_structure: bool = True) -> bytes:
     flat, structure = flatten(x)
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
@@ -176,6 +177,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
               for code, dim in candidates]
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
+    if not keep_structure:  # the header says m only (and, authenticated, that it has no more)
+        structure = bare(structure.size)
     header = Header(mechanism.code, mechanism.scale, code, dim, coder, clip, context, structure)
     data = pack_header(header) + body
     return data + payload_tag(mac_key(secret), data)
@@ -193,6 +196,7 @@ def encode(
     lattice: str | None = None,
     clip: float | None = None,
     coder: str = "ans",
+    structure: bool = True,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -223,6 +227,12 @@ def encode(
         coder: the body coder: "ans" (rANS with models conditioned on the
             decoder's side information; the shortest payloads) or "golomb"
             (Golomb-coded H and exp-Golomb-coded M, the paper's choice).
+        structure: True (the default) writes the entries' names, kinds,
+            dtypes and shapes into the header, so that :func:`decode`
+            rebuilds ``x``'s structure by itself; False writes the number of
+            coordinates only (a bare payload, shorter by the entries, e.g.
+            0.39 bits per coordinate for the 6,422-parameter MNIST CNN), and
+            the decoder must pass ``like=`` a template of the update.
 
     Returns:
         The payload bytes.
@@ -234,7 +244,13 @@ def encode(
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
     return _encode(x, mechanism, check_secret(secret), Context(round, client, message),
-                   choice, check_clip(clip), _check_coder(coder))
+                   choice, check_clip(clip), _check_coder(coder), _check_flag("structure", structure))
+
+
+def _check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return value
 
 
 def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int]:
@@ -252,7 +268,7 @@ def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto",
-           max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
+           max_coordinates: int = DEFAULT_MAX_COORDINATES, like: Any = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -264,14 +280,23 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
             decoder allocates the output before it has read the body, so a
             server should pass the size of its model: a payload that claims
             more coordinates is refused before anything is allocated.
+        like: a template of the update (an array or tensor, a list/tuple of
+            them, or a mapping such as a ``state_dict``) whose container,
+            names, dtypes and shapes the result takes.  Required for a
+            payload encoded with ``structure=False`` (it must have exactly
+            the payload's number of coordinates); for a payload with a
+            structure, optional, and the two must agree.  Only its structure
+            is read (its values are not).
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
-        tuple or dict), with the same shapes and dtypes.
+        tuple or dict), with the same shapes and dtypes, or the template's.
 
     Raises:
         AuthenticationError: wrong secret or altered payload.
-        FormatError: malformed payload, or more than max_coordinates.
+        FormatError: malformed payload, more than max_coordinates, or a
+            payload that does not fit ``like``.
+        InvalidArgumentError: a payload without structure and no ``like``.
     """
     secret = check_secret(secret)
     if output not in ("auto", "numpy", "torch"):
@@ -283,11 +308,17 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
                           f"max_coordinates={limit}")
+    structure = header.structure
+    if like is not None:
+        structure = match_template(structure, like)
+    elif structure.container == BARE:
+        raise InvalidArgumentError("the payload carries no structure (encoded with "
+                                   "structure=False): pass like=, a template of the update")
     flat = _core.decode(payload[offset:-TAG_BYTES], m=header.m,
                         key=stream_key(secret, header.context), mechanism=header.mechanism,
                         scale=header.scale, lattice=header.lattice, n=header.n,
-                        coder=header.coder, dtype=coded_dtype(header.structure))
-    return unflatten(flat, header.structure, output=output)
+                        coder=header.coder, dtype=coded_dtype(structure))
+    return unflatten(flat, structure, output=output)
 
 
 @dataclass(frozen=True)
@@ -316,6 +347,11 @@ class PayloadInfo:
     total_bits: int
 
     @property
+    def has_structure(self) -> bool:
+        """False for a payload encoded with ``structure=False`` (decode needs ``like=``)."""
+        return self.structure.container != BARE
+
+    @property
     def bits_per_coordinate(self) -> float:
         return self.total_bits / self.coordinates if self.coordinates else math.inf
 
@@ -332,7 +368,8 @@ class PayloadInfo:
             "client": self.client,
             "message": self.message,
             "coordinates": self.coordinates,
-            "entries": [
+            "has_structure": self.has_structure,
+            "entries": [] if not self.has_structure else [
                 {"name": e.name, "dtype": e.dtype, "shape": list(e.shape),
                  "kind": "torch" if e.kind else "numpy"}
                 for e in self.structure.entries
@@ -390,7 +427,7 @@ class Codec:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, clip, coder: as for :func:`encode`.
+        dim, lattice, clip, coder, structure: as for :func:`encode`.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings.
@@ -398,7 +435,7 @@ class Codec:
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
-                 clip: float | None = None, coder: str = "ans") -> None:
+                 clip: float | None = None, coder: str = "ans", structure: bool = True) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
         if self._choice is _AUTO:
@@ -408,6 +445,7 @@ class Codec:
         self.clip = None if clip is None else check_clip(clip)
         self.coder = coder
         self._coder = _check_coder(coder)
+        self.structure = _check_flag("structure", structure)
         self._secret = check_secret(secret)
         self.client = Context(0, client).client
         self._used: set[tuple[int, int]] = set()
@@ -431,12 +469,12 @@ class Codec:
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
         payload = _encode(x, self.mechanism, self._secret, context, self._choice,
-                          check_clip(self.clip), self._coder)
+                          check_clip(self.clip), self._coder, self.structure)
         self._used.add(key)
         return payload
 
     def decode(self, payload: bytes, *, output: str = "auto",
-               max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
+               max_coordinates: int = DEFAULT_MAX_COORDINATES, like: Any = None) -> Any:
         """Decodes a payload encoded under this codec's secret (see :func:`decode`)."""
         return decode(payload, secret=self._secret, output=output,
-                      max_coordinates=max_coordinates)
+                      max_coordinates=max_coordinates, like=like)

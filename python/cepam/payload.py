@@ -12,13 +12,14 @@ lattice    uint8: 1 Z^n, 2 A2 (n = 2), 3 D4 (n = 4), 4 E8 (n = 8); A2, D4 and
            E8 with the Gaussian mechanism only
 n          uint8: sub-vector dimension
 coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
-container  uint8: 0 single array, 1 list, 2 tuple, 3 dict
+container  uint8: 0 single array, 1 list, 2 tuple, 3 dict, 4 none (a bare
+           payload: no entries, the decoder takes them from a template)
 reserved   uint16, 0
 scale      float64: sigma, b, or the SDQ step
 clip       float64: l2 clip norm of the whole update (+inf: none)
 context    3 x uint64: round, client, message
 m          uint64: number of coordinates
-entries    uint32 count, then per entry: uint16 name length, UTF-8 name,
+entries    uint32 count (0 for container 4), then per entry: uint16 name length, UTF-8 name,
            uint8 kind (0 numpy, 1 torch), uint8 dtype (1 float32, 2 float64,
            3 float16, 4 bfloat16), uint8 ndim, ndim x uint64 dims
 body       everything up to the tag, in the coder's own layout (docs/format.md)
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 
 from .errors import FormatError
 from .keys import TAG_BYTES, Context
-from .structure import DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
+from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure, bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "pack_header", "parse_header"]
 
@@ -86,9 +87,10 @@ def pack_header(h: Header) -> bytes:
         _PREFIX.pack(MAGIC, VERSION, h.mechanism, h.lattice, h.n, h.coder,
                      h.structure.container, 0, h.scale, h.clip),
         _CONTEXT.pack(h.context.round, h.context.client, h.context.message, h.m),
-        struct.pack("<I", len(h.structure.entries)),
     ]
-    for e in h.structure.entries:
+    entries = () if h.structure.container == BARE else h.structure.entries
+    parts.append(struct.pack("<I", len(entries)))
+    for e in entries:
         name = e.name.encode("utf-8")
         parts.append(struct.pack("<H", len(name)) + name)
         parts.append(struct.pack("<BBB", e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
@@ -140,7 +142,7 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         raise FormatError(f"unknown lattice code {lattice}")
     if coder not in CODERS:
         raise FormatError(f"unknown body coder {coder}")
-    if container not in (0, 1, 2, 3) or reserved != 0:
+    if container not in (0, 1, 2, 3, BARE) or reserved != 0:
         raise FormatError("bad container code or reserved field")
     if not (math.isfinite(scale) and scale > 0.0):
         raise FormatError("noise scale must be positive and finite")
@@ -158,6 +160,12 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
     if m > MAX_COORDINATES:
         raise FormatError("declared number of coordinates too large")
     (count,) = r.take("<I")
+    if container == BARE:  # no entries: m alone (the decoder's template shapes it)
+        if count != 0:
+            raise FormatError("a payload without structure has entries")
+        header = Header(mech, scale, lattice, n, coder, clip, Context(rnd, client, message),
+                        bare(m))
+        return header, r.pos
     # Each entry takes at least 5 bytes: bound the count before looping.
     if count < 1 or count > (r.end - r.pos) // 5 or (container == 0 and count != 1):
         raise FormatError("bad number of entries")
