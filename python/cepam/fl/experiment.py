@@ -66,6 +66,7 @@ from .training import ClientData, LocalTrainer, evaluate
 
 __all__ = [
     "FLConfig",
+    "ENGINES",
     "TensorMNIST",
     "RunResult",
     "PlateauSchedule",
@@ -85,6 +86,7 @@ COLUMNS = (
 TIMING_COLUMNS = ("seconds", "train_seconds", "transport_seconds", "eval_seconds")
 
 _STATE_VERSION = 1
+ENGINES = ("builtin", "flower")
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,9 @@ class FLConfig:
         test_size: number of official test images used (None: all 10,000).
         delta: delta of the "eps so far" column.
         seed: the run's seed; every random draw derives from it.
+        engine: "builtin" (this module: all clients trained together in one
+            process) or "flower" (Flower's simulation engine, one ClientApp
+            call per client: :mod:`.flower_engine`).
     """
 
     model: str = "cnn"
@@ -138,6 +143,7 @@ class FLConfig:
     test_size: int | None = None
     delta: float = 1e-5
     seed: int = 0
+    engine: str = "builtin"
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -159,6 +165,8 @@ class FLConfig:
             raise InvalidArgumentError("need lr > 0, 0 <= momentum < 1, 0 < lr_factor <= 1")
         if not 0 < self.delta < 1:
             raise InvalidArgumentError(f"delta must be in (0, 1), got {self.delta}")
+        if self.engine not in ENGINES:
+            raise InvalidArgumentError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if not self.method.startswith("cepam") and (self.dim != 1 or self.lattice != "Z"):
             raise InvalidArgumentError("dim and lattice apply to the CEPAM methods only")
 
@@ -178,8 +186,10 @@ class FLConfig:
 
     @property
     def label(self) -> str:
-        """The paper's method name, e.g. ``CEPAM-Gaussian (n=2)``."""
-        return method_label(self.method, self.dim, self.lattice)
+        """The paper's method name, e.g. ``CEPAM-Gaussian (n=2)`` (``, Flower``
+        appended for the Flower engine)."""
+        label = method_label(self.method, self.dim, self.lattice)
+        return label if self.engine == "builtin" else f"{label}, Flower"
 
     def group_key(self) -> str:
         """Identifies the configuration without its seed (runs of one group
@@ -205,8 +215,11 @@ class FLConfig:
             parts.append(f"b{self.b:g}")
         if self.alpha is not None:
             parts.append(f"alpha{self.alpha:g}")
+        if self.engine != default.engine:
+            parts.append(self.engine)
         # rounds is left out: a run may be resumed with more rounds in its directory.
-        named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed", "rounds"}
+        named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed", "rounds",
+                 "engine"}
         other = {k: v for k, v in self.to_dict().items()
                  if k not in named and v != getattr(default, k)}
         if other:
@@ -383,6 +396,7 @@ def run_experiment(
     progress: Callable[[dict[str, Any]], None] | None = None,
     stop_after: int | None = None,
     eval_batch: int = 500,
+    data_dir: str | None = None,
 ) -> RunResult:
     """Runs (or resumes) one federated-learning run.
 
@@ -394,6 +408,8 @@ def run_experiment(
         progress: called with each new row.
         stop_after: stop once this round is complete (as if interrupted).
         eval_batch: batch size of evaluation.
+        data_dir: the MNIST folder ``data`` came from, which the Flower
+            engine's worker processes load again (default ``$CEPAM_DATA``).
 
     Returns:
         :class:`RunResult`.
@@ -402,6 +418,12 @@ def run_experiment(
         InvalidArgumentError: bad settings, or ``directory`` holds a run with
             another configuration.
     """
+    if config.engine == "flower":
+        from .flower_engine import run_flower_experiment
+
+        return run_flower_experiment(config, data, directory, progress=progress,
+                                     stop_after=stop_after, eval_batch=eval_batch,
+                                     data_dir=data_dir)
     method = make_method(config.method, sigma=config.sigma, b=config.b, dim=config.dim,
                          lattice=config.lattice, clip=config.clip, clip_all=config.clip_all,
                          sdq_step=config.sdq_step)
