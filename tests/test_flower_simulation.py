@@ -102,6 +102,13 @@ def train(msg: Message, ctx: Context) -> Message:
 # ---------------------------------------------------------------- ServerApp
 
 
+def wire_bytes(array: Array) -> int:
+    """Bytes of an Array as Flower serializes it: its head and, where Flower
+    splits the data into chunks (>= 1.42), every chunk."""
+    chunks = array.slice_array() if hasattr(array, "slice_array") else []
+    return len(array.deflate()) + sum(len(chunk.deflate()) for _, chunk in chunks)
+
+
 class MeasuringGrid:
     """The run's Grid, keeping every train reply as received (before decoding)."""
 
@@ -125,7 +132,7 @@ class MeasuringGrid:
             arrays = [a for r in reply.content.array_records.values() for a in r.values()]
             RECORD["replies"].append({
                 "node": int(reply.metadata.src_node_id),
-                "wire_bytes": sum(len(a.deflate()) for a in arrays),
+                "wire_bytes": sum(wire_bytes(a) for a in arrays),
                 "payload": bytes(arrays[0].data),
             })
         return replies
