@@ -14,6 +14,8 @@ round (:mod:`.experiment`).  Modules:
   CEPAM-Gaussian, CEPAM-Laplace;
 * :mod:`.privacy` -- the "eps so far" column from :mod:`cepam.accounting`;
 * :mod:`.experiment` -- configuration, rounds, schedule, results, resume;
+* :mod:`.flower_engine` -- the same run on Flower's simulation engine
+  (``engine="flower"``: cepam_mod and CepamStrategy; needs ``cepam[flower]``);
 * :mod:`.results`, :mod:`.plots` -- tables with 95% CIs, figures;
 * :mod:`.cli` -- ``cepam fl run | table | plot``.
 
@@ -37,6 +39,7 @@ _EXPORTS = {
     "FLConfig": "experiment",
     "TensorMNIST": "experiment",
     "run_experiment": "experiment",
+    "run_flower_experiment": "flower_engine",
     "load_runs": "results",
     "summarize": "results",
     "format_table": "results",

@@ -126,7 +126,7 @@ class CepamStrategy(Strategy):
         # Validates lattice, dim and coder against the mechanism.
         cepam.Codec(mechanism, secret=bytes(32), dim=dim, lattice=lattice, clip=self.clip,
                     coder=coder)
-        if not (isinstance(delta, float) or isinstance(delta, int)) or not 0.0 < delta < 1.0:
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
             raise InvalidArgumentError(f"delta must be in (0, 1), got {delta!r}")
         if setting is not None:
             if not isinstance(setting, FLSetting):
@@ -163,10 +163,6 @@ class CepamStrategy(Strategy):
     # ------------------------------------------------------------------ helpers
 
     def _begin_run(self, grid: Grid, initial_arrays: ArrayRecord) -> None:
-        try:
-            self._run_id = int(grid.run.run_id)
-        except Exception:  # a Grid without a run (tests): one run per strategy object
-            self._run_id = 0
         self._started = True
         self._server_pair = KeyPair() if self._lookup is None else None
         self._pinned = {}
@@ -298,6 +294,8 @@ class CepamStrategy(Strategy):
                     f"cepam needs exactly one ArrayRecord in train messages, got {array_keys}")
             self._array_key = array_keys[0]
             node = int(msg.metadata.dst_node_id)
+            # The run id the client sees in the message binds the agreed secret.
+            self._run_id = int(msg.metadata.run_id)
             sent = RoundConfig(
                 mechanism=self.mechanism, clip=self.clip, lattice=self.lattice, dim=self.dim,
                 coder=self.coder, round=self._round, message=_secrets.randbits(63),
