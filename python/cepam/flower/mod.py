@@ -14,7 +14,10 @@ central-DP clipping is configured on the same run (``fixedclipping_mod`` /
 ``adaptiveclipping_mod`` and their server wrappers add their own noise and
 clipping: cepam already does both), when a message's context was already
 used by this node (a resent message), and when its key material is missing.
-Evaluate and query messages pass through untouched.
+Evaluate and query messages pass through untouched.  Flower's
+``LocalDpMod`` cannot be detected (it adds noise to the reply's arrays
+before this mod sees them): do not combine it with cepam_mod, whose noise
+already is the mechanism's.
 """
 
 from __future__ import annotations

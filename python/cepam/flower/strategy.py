@@ -152,7 +152,6 @@ class CepamStrategy(Strategy):
         self.stopped_by_budget = False
         self._started = False
         self._server_pair: KeyPair | None = None
-        self._run_id = 0
         self._pinned: dict[int, bytes] = {}
         self._sent: dict[int, RoundConfig] = {}
         self._round = 0
@@ -182,8 +181,11 @@ class CepamStrategy(Strategy):
     def _template(self) -> dict[str, np.ndarray]:
         return {n: a for n, a in self._global.items() if np.issubdtype(a.dtype, np.floating)}
 
-    def _secret_of(self, node: int, content: RecordDict) -> tuple[bytes, bytes | None]:
-        """(secret, the client public key to pin on success)."""
+    def _secret_of(self, node: int, content: RecordDict, run_id: int
+                   ) -> tuple[bytes, bytes | None]:
+        """(secret, the client public key to pin on success); ``run_id``: the
+        run id of the message the client answered (its secret is bound to it;
+        the server's key pair is fresh for every run in any case)."""
         if self._lookup is not None:
             try:
                 return self._lookup(node), None
@@ -198,7 +200,7 @@ class CepamStrategy(Strategy):
             raise _Dropped("the node's public key changed during the run")
         assert self._server_pair is not None
         try:
-            secret = agreed_secret(self._server_pair, public, run_id=self._run_id,
+            secret = agreed_secret(self._server_pair, public, run_id=run_id,
                                    server_public=self._server_pair.public, client_public=public)
         except InvalidArgumentError as exc:
             raise _Dropped(str(exc)) from None
@@ -247,7 +249,7 @@ class CepamStrategy(Strategy):
         payload = bytes(array.data)
         info = cepam.inspect(payload)
         self._enforce(info, sent, node)
-        secret, public = self._secret_of(node, content)
+        secret, public = self._secret_of(node, content, int(reply.metadata.run_id))
         update = cepam.decode(payload, secret=secret, like=self._template(), output="numpy",
                               max_coordinates=self._coordinates)
         if public is not None:
@@ -294,8 +296,6 @@ class CepamStrategy(Strategy):
                     f"cepam needs exactly one ArrayRecord in train messages, got {array_keys}")
             self._array_key = array_keys[0]
             node = int(msg.metadata.dst_node_id)
-            # The run id the client sees in the message binds the agreed secret.
-            self._run_id = int(msg.metadata.run_id)
             sent = RoundConfig(
                 mechanism=self.mechanism, clip=self.clip, lattice=self.lattice, dim=self.dim,
                 coder=self.coder, round=self._round, message=_secrets.randbits(63),
