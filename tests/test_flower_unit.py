@@ -67,7 +67,7 @@ def train(msg: Message, ctx: Context) -> Message:
     new = {k: a.numpy() + step if a.numpy().dtype.kind == "f" else a.numpy()
            for k, a in arrays.items()}
     return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in new.items()}),
-                               "metrics": MetricRecord({"num-examples": ctx.node_id})}),
+                               "metrics": MetricRecord({"num-examples": 10 ** (ctx.node_id - 100)})}),
                    reply_to=msg)
 
 
@@ -111,9 +111,9 @@ def test_key_agreement_round_trip_and_equal_weights():
     eps = PLDAccountant().compose(CepamGaussianRound(sigma=MECH.sigma, setting=SETTING)
                                   ).get_epsilon(1e-5)
     assert metrics["cepam-epsilon"] == pytest.approx(eps, rel=1e-9)
-    # Equal weights: the mean step is 0.025 whatever num-examples said; noise
-    # sigma / 2 on the mean of 4, clipped updates of norm <= 1 (here 0.01 to 0.04
-    # per coordinate over 124 coordinates: never clipped).
+    # Equal weights: the mean step is 0.025 (weighted by the num-examples the
+    # clients claim, 10 to 10^4, it would be 0.039); the noise on the mean of
+    # 4 updates over the 120 coordinates of w has std sigma / 2 / sqrt(120).
     delta = agg["w"].numpy() - arrays["w"].numpy()
     assert abs(float(delta.mean()) - 0.025) < 5 * MECH.sigma / 2 / np.sqrt(delta.size)
     np.testing.assert_array_equal(agg["steps"].numpy(), [5])
@@ -192,6 +192,8 @@ def _hostile(reply: Message, kind: str) -> Message:
         reply.content["more"] = ArrayRecord({"x": Array(np.zeros(1, np.float32))})
     elif kind == "no-metrics":
         del reply.content["metrics"]
+    elif kind == "extra-metric":  # accepted, the key left out of the aggregate
+        reply.content["metrics"]["surprise"] = 1.0
     else:
         reply.content["arrays"] = ArrayRecord(
             {"cepam": Array(dtype="uint8", shape=(len(data),), stype=array.stype, data=data)})
@@ -199,12 +201,15 @@ def _hostile(reply: Message, kind: str) -> Message:
 
 
 @pytest.mark.parametrize("kind", ["error", "garbage", "truncated", "flipped", "float32",
-                                  "stype", "two-records", "no-metrics"])
+                                  "stype", "two-records", "no-metrics", "extra-metric"])
 def test_hostile_replies_are_dropped_never_raised(kind, caplog):
     st = strategy()
     _, replies = run_round(st, contexts())
     replies[2] = _hostile(replies[2], kind)
     agg, metrics = st.aggregate_train(1, replies)
+    if kind == "extra-metric":
+        assert metrics["cepam-updates"] == 4 and "surprise" not in metrics
+        return
     assert agg is not None and metrics["cepam-updates"] == 3 and "dropped" in caplog.text
 
 
