@@ -312,3 +312,25 @@ def test_import_cepam_does_not_import_flower():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_round_whose_drops_break_the_budget_is_not_released():
+    def eps(ks):
+        acct = PLDAccountant()
+        for k in ks:
+            acct.compose(CepamGaussianRound(sigma=1.0, setting=dataclasses.replace(
+                SETTING, clients=k)))
+        return acct.get_epsilon(1e-5)
+
+    # Two rounds of 4 fit; a second round of 3 (one reply dropped) does not.
+    budget = 0.5 * (eps([4, 4]) + eps([4, 3]))
+    assert eps([4, 4]) < budget < eps([4, 3])
+    st = strategy(mechanism=cepam.Gaussian(sigma=1.0), max_epsilon=budget)
+    ctxs = contexts()
+    _, replies = run_round(st, ctxs)
+    assert st.aggregate_train(1, replies)[0] is not None
+    assert not st._forecast_exceeds(4)
+    _, replies = run_round(st, ctxs, rnd=2)
+    replies[0] = Message(Error(1, "lost"), reply_to=replies[0])
+    assert st.aggregate_train(2, replies) == (None, None)
+    assert st.stopped_by_budget and st.budget.rounds == [4]
