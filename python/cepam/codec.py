@@ -230,8 +230,9 @@ def encode(
         structure: True (the default) writes the entries' names, kinds,
             dtypes and shapes into the header, so that :func:`decode`
             rebuilds ``x``'s structure by itself; False writes the number of
-            coordinates only (a bare payload, shorter by the entries, e.g.
-            0.39 bits per coordinate for the 6,422-parameter MNIST CNN), and
+            coordinates only (a bare payload, shorter by the entries: 248
+            bytes, 0.31 bits per coordinate, for the 6,422-parameter MNIST
+            CNN's state_dict), and
             the decoder must pass ``like=`` a template of the update.
 
     Returns:
@@ -244,7 +245,8 @@ def encode(
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
     return _encode(x, mechanism, check_secret(secret), Context(round, client, message),
-                   choice, check_clip(clip), _check_coder(coder), _check_flag("structure", structure))
+                   choice, check_clip(clip), _check_coder(coder),
+                   _check_flag("structure", structure))
 
 
 def _check_flag(name: str, value: object) -> bool:
