@@ -67,7 +67,8 @@ def train(msg: Message, ctx: Context) -> Message:
     new = {k: a.numpy() + step if a.numpy().dtype.kind == "f" else a.numpy()
            for k, a in arrays.items()}
     return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in new.items()}),
-                               "metrics": MetricRecord({"num-examples": 10 ** (ctx.node_id - 100)})}),
+                               "metrics": MetricRecord(
+                                   {"num-examples": 10 ** (ctx.node_id - 100)})}),
                    reply_to=msg)
 
 

@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError

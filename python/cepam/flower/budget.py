@@ -106,7 +106,8 @@ class Budget:
             return
         population = max(self.rounds)
         try:
-            if self._client_level is None or self._client_level.config.population_size != population:
+            config = None if self._client_level is None else self._client_level.config
+            if config is None or config.population_size != population:
                 self._client_level = RdpAccountant(PrivacyConfig(
                     target_delta=self.delta, population_size=population,
                     neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,

@@ -33,8 +33,8 @@ import logging
 import math
 import secrets as _secrets
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from collections.abc import Iterable
+from typing import Callable
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -61,8 +61,10 @@ METRIC_UPDATES = "cepam-updates"
 METRIC_DROPPED = "cepam-dropped"
 METRIC_PAYLOAD_BYTES = "cepam-payload-bytes"
 _FLOWER_DP = (
-    "DifferentialPrivacyServerSideFixedClipping", "DifferentialPrivacyClientSideFixedClipping",
-    "DifferentialPrivacyServerSideAdaptiveClipping", "DifferentialPrivacyClientSideAdaptiveClipping",
+    "DifferentialPrivacyServerSideFixedClipping",
+    "DifferentialPrivacyClientSideFixedClipping",
+    "DifferentialPrivacyServerSideAdaptiveClipping",
+    "DifferentialPrivacyClientSideAdaptiveClipping",
 )
 _U64 = 1 << 64
 
