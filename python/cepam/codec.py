@@ -58,11 +58,14 @@ from .payload import (
 from .precision import check_output
 from .sealing import open_payload, seal
 from .structure import (
+    BARE,
     Structure,
+    bare,
     check_dtype_choice,
     check_non_float,
     decoded_dtype,
     flatten,
+    match_template,
     output_dtype,
     unflatten,
 )
@@ -175,10 +178,29 @@ def _auto_options(mechanism: Mechanism) -> list[tuple[int, int]]:
     return sorted(set(_auto_candidates(mechanism, 0.0) + _auto_candidates(mechanism, math.inf)))
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """An encoder's checked settings: everything but the update, the
+    mechanism, the secret and the context (see :func:`encode`)."""
+
+    lattice: tuple[int, int] | None  # None: "auto"
+    clip: float
+    coder: int
+    non_float: str
+    pad: str | int | None
+    structure: bool
+
+    @classmethod
+    def checked(cls, lattice: tuple[int, int] | None, *, clip: object, coder: object,
+                non_float: object, pad: object, structure: object) -> "_Settings":
+        return cls(lattice, check_clip(clip), _check_coder(coder), check_non_float(non_float),
+                   check_pad(pad), _check_flag("structure", structure))
+
+
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
-            lattice: tuple[int, int] | None, clip: float, coder: int, non_float: str,
-            pad: str | int | None) -> bytes:
-    flat, structure = flatten(x, non_float=non_float)
+            settings: _Settings) -> bytes:
+    flat, structure = flatten(x, non_float=settings.non_float)
+    lattice, clip, coder, pad = settings.lattice, settings.clip, settings.coder, settings.pad
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
     except InvalidArgumentError:
@@ -197,6 +219,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
               for code, dim in candidates]
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
+    if not settings.structure:  # the header says m only (and, authenticated, no more)
+        structure = bare(structure.size)
     header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure)
     fixed = len(pack_header(header)) + SEALED_HEADER_BYTES + TAG_BYTES
     max_bytes = None
@@ -209,14 +233,13 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
 
 
 def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,
-                    context: Context, lattice: tuple[int, int] | None, clip: float, coder: int,
-                    non_float: str, pad: str | int | None) -> bytes:
+                    context: Context, settings: _Settings) -> bytes:
     """:func:`_encode` with ``context`` claimed in ``guard`` first (and the
     claim withdrawn if encoding fails: no payload was produced)."""
     if guard is not None:
         guard.claim(secret, context)
     try:
-        return _encode(x, mechanism, secret, context, lattice, clip, coder, non_float, pad)
+        return _encode(x, mechanism, secret, context, settings)
     except BaseException:
         if guard is not None:
             guard.release(secret, context)
@@ -242,6 +265,7 @@ def encode(
     non_float: str = "skip",
     state: str | os.PathLike[str] | None = None,
     pad: str | int | None = None,
+    structure: bool = True,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -288,6 +312,13 @@ def encode(
             at most 19 % more), "max" (a size fixed by the public settings:
             mechanism, clip, coder, lattice, structure; needs a clip) or a
             size in bytes.  Padding is zero bytes inside the encrypted part.
+        structure: True (the default) writes the entries' names, kinds,
+            dtypes and shapes into the header, so that :func:`decode`
+            rebuilds ``x``'s structure by itself; False writes the number of
+            coordinates only (a bare payload, shorter by the entries: 248
+            bytes, 0.31 bits per coordinate, for the 6,422-parameter MNIST
+            CNN's state_dict), and
+            the decoder must pass ``like=`` a template of the update.
 
     Returns:
         The payload bytes: a public header (format version, mechanism and
@@ -304,9 +335,15 @@ def encode(
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
     secret, context = check_secret(secret), Context(round, client, message)
-    clip, coder_code, non_float = check_clip(clip), _check_coder(coder), check_non_float(non_float)
-    return _guarded_encode(_check_state(state), x, mechanism, secret, context, choice, clip,
-                           coder_code, non_float, check_pad(pad))
+    settings = _Settings.checked(choice, clip=clip, coder=coder, non_float=non_float, pad=pad,
+                                 structure=structure)
+    return _guarded_encode(_check_state(state), x, mechanism, secret, context, settings)
+
+
+def _check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -351,7 +388,7 @@ def _entry_name(structure: Structure, index: int) -> str:
 
 
 def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
-            expected: _Expected) -> Any:
+            expected: _Expected, like: Any) -> Any:
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
     dtype = check_dtype_choice(dtype)
@@ -364,6 +401,11 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         raise FormatError(f"payload declares {header.m} coordinates, more than "
                           f"max_coordinates={limit}")
     structure = header.structure
+    if like is not None:
+        structure = match_template(structure, like)
+    elif structure.container == BARE:
+        raise InvalidArgumentError("the payload carries no structure (encoded with "
+                                   "structure=False): pass like=, a template of the update")
     flat = _core.decode(sealed.body, m=header.m,
                         key=stream_key(secret, header.context), mechanism=header.mechanism,
                         scale=header.scale, lattice=sealed.lattice, n=sealed.n,
@@ -380,7 +422,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",
-           max_coordinates: int = DEFAULT_MAX_COORDINATES,
+           max_coordinates: int = DEFAULT_MAX_COORDINATES, like: Any = None,
            expect_mechanism: Mechanism | None = None, expect_clip: float | None = None,
            expect_client: int | None = None, expect_round: int | None = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
@@ -401,6 +443,14 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             decoder allocates the output before it has read the body, so a
             server should pass the size of its model: a payload that claims
             more coordinates is refused before anything is allocated.
+        like: a template of the update (an array or tensor, a list/tuple of
+            them, or a mapping such as a ``state_dict``) whose container,
+            names, dtypes and shapes the result takes.  Required for a
+            payload encoded with ``structure=False`` (it must have exactly
+            the payload's number of coordinates); for a payload with a
+            structure, optional, and the two must agree.  Only its structure
+            is read (its values are not); integer and bool entries of a
+            mapping are left out, as :func:`encode` leaves them out.
         expect_mechanism: if given, the payload's mechanism *and* noise
             scale must equal it (``cepam.Gaussian(sigma=...)``, ...).
         expect_clip: if given, the payload's clip must equal it (a payload
@@ -415,9 +465,9 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
-        tuple or dict), with the same shapes, in the dtypes ``dtype`` gives.
-        Integer and bool entries that :func:`encode` left out
-        (``non_float="skip"``) are absent.
+        tuple or dict), or the template's, with the same shapes, in the
+        dtypes ``dtype`` gives.  Integer and bool entries that
+        :func:`encode` left out (``non_float="skip"``) are absent.
 
     Raises:
         AuthenticationError: wrong secret or altered payload (checked
@@ -425,9 +475,11 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         UnexpectedPayloadError: the payload's mechanism, scale, clip, client
             or round differs from an expectation (its ``field``,
             ``expected`` and ``actual`` say which).
-        FormatError: malformed payload, or more than max_coordinates.
+        FormatError: malformed payload, more than max_coordinates, or a
+            payload that does not fit ``like``.
         DecodingError (a FormatError): decoded values overflow the output
             dtype (for example float32 with a noise scale near 1e38).
+        InvalidArgumentError: a payload without structure and no ``like``.
 
     Warns:
         PrecisionWarning: an output dtype rounds the values by more than a
@@ -435,7 +487,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
     """
     secret = check_secret(secret)
     expected = _Expected.checked(expect_mechanism, expect_clip, expect_client, expect_round)
-    return _decode(payload, secret, output, dtype, max_coordinates, expected)
+    return _decode(payload, secret, output, dtype, max_coordinates, expected, like)
 
 
 @dataclass(frozen=True)
@@ -473,6 +525,11 @@ class PayloadInfo:
     padding_bits: int | None = None
 
     @property
+    def has_structure(self) -> bool:
+        """False for a payload encoded with ``structure=False`` (decode needs ``like=``)."""
+        return self.structure.container != BARE
+
+    @property
     def bits_per_coordinate(self) -> float:
         return self.total_bits / self.coordinates if self.coordinates else math.inf
 
@@ -492,7 +549,8 @@ class PayloadInfo:
             "client": self.client,
             "message": self.message,
             "coordinates": self.coordinates,
-            "entries": [
+            "has_structure": self.has_structure,
+            "entries": [] if not self.has_structure else [
                 {"name": e.name, "dtype": e.dtype, "shape": list(e.shape),
                  "kind": "torch" if e.kind else "numpy"}
                 for e in self.structure.entries
@@ -575,8 +633,8 @@ class Codec:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, coder, non_float, pad: as for :func:`encode` (the
-            decoder reads the lattice and coder from the payload).
+        dim, lattice, coder, non_float, pad, structure: as for :func:`encode`
+            (the decoder reads the lattice and coder from the payload).
         clip: as for :func:`encode`; on a server, the clip its accountant
             assumes (None: payloads with any clip are accepted).
         state: a file recording the contexts encoded under this secret
@@ -593,7 +651,7 @@ class Codec:
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
                  clip: float | None = None, coder: str = "ans", non_float: str = "skip",
-                 pad: str | int | None = None,
+                 pad: str | int | None = None, structure: bool = True,
                  state: str | os.PathLike[str] | None = None) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
@@ -606,6 +664,7 @@ class Codec:
         self._coder = _check_coder(coder)
         self.non_float = check_non_float(non_float)
         self.pad = check_pad(pad)
+        self.structure = _check_flag("structure", structure)
         self._secret = check_secret(secret)
         self.client = Context(0, client).client
         self._used: set[tuple[int, int]] = set()
@@ -637,13 +696,15 @@ class Codec:
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
         payload = _guarded_encode(self._guard, x, self.mechanism, self._secret, context,
-                                  self._choice, check_clip(self.clip), self._coder,
-                                  self.non_float, self.pad)
+                                  _Settings.checked(self._choice, clip=self.clip,
+                                                    coder=self.coder, non_float=self.non_float,
+                                                    pad=self.pad, structure=self.structure))
         self._used.add(key)
         return payload
 
     def decode(self, payload: bytes, *, round: int | None = None, output: str = "auto",
-               dtype: str = "auto", max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
+               dtype: str = "auto", max_coordinates: int = DEFAULT_MAX_COORDINATES,
+               like: Any = None) -> Any:
         """Decodes a payload encoded under this codec's secret, enforcing the
         codec's mechanism and scale, client and clip (if set), and ``round``
         if given (see :func:`decode` for the other arguments).
@@ -653,4 +714,4 @@ class Codec:
             (and as :func:`decode`)
         """
         expected = _Expected.checked(self.mechanism, self.clip, self.client, round)
-        return _decode(payload, self._secret, output, dtype, max_coordinates, expected)
+        return _decode(payload, self._secret, output, dtype, max_coordinates, expected, like)

@@ -18,13 +18,14 @@ magic      4 bytes ``b"CEPM"``
 version    uint8, 3
 mechanism  uint8: 1 Gaussian, 2 Laplace, 3 SDQ (uniform)
 coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
-container  uint8: 0 single array, 1 list, 2 tuple, 3 dict
+container  uint8: 0 single array, 1 list, 2 tuple, 3 dict, 4 none (a bare
+           payload: no entries, the decoder takes them from a template)
 reserved   uint16, 0
 scale      float64: sigma, b, or the SDQ step
 clip       float64: l2 clip norm of the whole update (+inf: none)
 context    3 x uint64: round, client, message
 m          uint64: number of coordinates
-entries    uint32 count, then per entry: uint16 name length, UTF-8 name,
+entries    uint32 count (0 for container 4), then per entry: uint16 name length, UTF-8 name,
            uint8 kind (0 numpy, 1 torch), uint8 dtype (1 float32, 2 float64,
            3 float16, 4 bfloat16), uint8 ndim, ndim x uint64 dims
 =========  =====================================================================
@@ -54,7 +55,7 @@ from dataclasses import dataclass
 
 from .errors import FormatError
 from .keys import TAG_BYTES, Context
-from .structure import DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
+from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure, bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
            "parse_sealed", "SEALED_HEADER_BYTES", "MAX_PADDING"]
@@ -110,9 +111,10 @@ def pack_header(h: Header) -> bytes:
         _PREFIX.pack(MAGIC, VERSION, h.mechanism, h.coder, h.structure.container, 0,
                      h.scale, h.clip),
         _CONTEXT.pack(h.context.round, h.context.client, h.context.message, h.m),
-        struct.pack("<I", len(h.structure.entries)),
     ]
-    for e in h.structure.entries:
+    entries = () if h.structure.container == BARE else h.structure.entries
+    parts.append(struct.pack("<I", len(entries)))
+    for e in entries:
         name = e.name.encode("utf-8")
         parts.append(struct.pack("<H", len(name)) + name)
         parts.append(struct.pack("<BBB", e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
@@ -163,7 +165,7 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         raise FormatError(f"unknown mechanism code {mech}")
     if coder not in CODERS:
         raise FormatError(f"unknown body coder {coder}")
-    if container not in (0, 1, 2, 3) or reserved != 0:
+    if container not in (0, 1, 2, 3, BARE) or reserved != 0:
         raise FormatError("bad container code or reserved field")
     if not (math.isfinite(scale) and scale > 0.0):
         raise FormatError("noise scale must be positive and finite")
@@ -173,6 +175,11 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
     if m > MAX_COORDINATES:
         raise FormatError("declared number of coordinates too large")
     (count,) = r.take("<I")
+    if container == BARE:  # no entries: m alone (the decoder's template shapes it)
+        if count != 0:
+            raise FormatError("a payload without structure has entries")
+        header = Header(mech, scale, coder, clip, Context(rnd, client, message), bare(m))
+        return header, r.pos
     # Each entry takes at least 5 bytes: bound the count before looping.
     if count < 1 or count > (r.end - r.pos) // 5 or (container == 0 and count != 1):
         raise FormatError("bad number of entries")

@@ -12,6 +12,11 @@ see :mod:`cepam.precision`).  Integer and bool entries of a mapping
 (BatchNorm's ``num_batches_tracked``) are not model updates: with
 ``non_float="skip"`` they are left out, so the decoded mapping lacks them.
 torch is imported only when a tensor is seen or a torch result is asked for.
+
+A payload may also carry no structure at all (``BARE``: the number of
+coordinates only), when the receiver already knows the names, shapes and
+dtypes (a server decoding updates of its own global model): the decoder then
+takes them from a template (:func:`structure_of`, :func:`match_template`).
 """
 
 from __future__ import annotations
@@ -23,14 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError, InvalidTypeError
+from .errors import FormatError, InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Entry", "Structure", "flatten", "unflatten", "output_dtype", "decoded_dtype",
-           "DTYPE_CHOICES", "NON_FLOAT_CHOICES"]
+           "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "bare", "structure_of", "match_template"]
 
 # Payload codes.
 KIND_NUMPY, KIND_TORCH = 0, 1
 SINGLE, LIST, TUPLE, DICT = 0, 1, 2, 3
+BARE = 4  # no structure in the payload: m coordinates only (decode takes a template)
 DTYPES = {1: "float32", 2: "float64", 3: "float16", 4: "bfloat16"}
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 MAX_NDIM = 32
@@ -266,3 +272,50 @@ def unflatten(flat: np.ndarray, structure: Structure, *, output: str = "auto",
     if structure.container == DICT:
         return {e.name: leaf for e, leaf in zip(structure.entries, leaves)}
     return tuple(leaves) if structure.container == TUPLE else leaves
+
+
+# --------------------------------------------------------------------------- bare payloads
+
+
+def bare(m: int) -> Structure:
+    """The structure of a payload that carries none: ``m`` coordinates as one
+    float32 vector until a template (:func:`match_template`) shapes them."""
+    return Structure(BARE, (Entry("", KIND_NUMPY, "float32", (int(m),)),))
+
+
+def structure_of(like: Any) -> Structure:
+    """The structure (container, names, kinds, dtypes, shapes) of a template:
+    an array or tensor, a list/tuple of them or a mapping from names to them
+    (a ``state_dict``, or ``{name: array.numpy()}`` of a Flower ArrayRecord).
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: as :func:`flatten`.
+    """
+    return flatten(like, non_float="skip")[1]
+
+
+def match_template(structure: Structure, like: Any) -> Structure:
+    """The structure a payload's coordinates are decoded into, given the
+    caller's template ``like``.
+
+    A bare payload takes the template's structure, which must have exactly
+    the payload's number of coordinates; a payload with a structure must
+    agree with the template in container, names, dtypes and shapes (numpy or
+    torch may differ: ``output`` decides that).
+
+    Raises:
+        FormatError: the payload does not fit the template.
+        InvalidTypeError, InvalidArgumentError: ``like`` is not a template.
+    """
+    template = structure_of(like)
+    if structure.container == BARE:
+        if template.size != structure.size:
+            raise FormatError(f"payload has {structure.size} coordinates, the template "
+                              f"{template.size}")
+        return template
+    ours = [(e.name, e.dtype, e.shape) for e in structure.entries]
+    theirs = [(e.name, e.dtype, e.shape) for e in template.entries]
+    if structure.container != template.container or ours != theirs:
+        raise FormatError("the payload's structure (container, names, dtypes, shapes) does "
+                          "not match the template")
+    return structure

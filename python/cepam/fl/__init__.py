@@ -16,6 +16,8 @@ round (:mod:`.experiment`).  Modules:
 * :mod:`.config` -- the configuration of a run and the names it accepts
   (no torch needed);
 * :mod:`.experiment` -- rounds, schedule, results, resume;
+* :mod:`.flower_engine` -- the same run on Flower's simulation engine
+  (``engine="flower"``: cepam_mod and CepamStrategy; needs ``cepam[flower]``);
 * :mod:`.results`, :mod:`.plots` -- tables with 95% CIs, figures;
 * :mod:`.cli` -- ``cepam fl run | table | plot``.
 
@@ -41,6 +43,7 @@ _EXPORTS = {
     "FLConfig": "config",
     "TensorMNIST": "experiment",
     "run_experiment": "experiment",
+    "run_flower_experiment": "flower_engine",
     "load_runs": "results",
     "summarize": "results",
     "format_table": "results",

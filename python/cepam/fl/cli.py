@@ -128,6 +128,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="folder with the MNIST .gz files (default $CEPAM_DATA)")
     p.add_argument("--download", action="store_true",
                    help="download missing MNIST files (checksums verified)")
+    p.add_argument("--engine", choices=("builtin", "flower"), default="builtin",
+                   help="builtin (all clients in one process) or flower "
+                        "(Flower's simulation engine on Ray: cepam_mod and CepamStrategy; "
+                        "methods fl, cepam-gaussian, cepam-laplace; needs cepam[flower])")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads (default torch's; 1 is fastest on a shared machine)")
     p.add_argument("--json", action="store_true",
@@ -157,7 +161,7 @@ def _configs(args: argparse.Namespace):
                     lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
                     lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
                     val_size=args.val_size, test_size=args.test_size, delta=args.delta,
-                    seed=seed)
+                    seed=seed, engine=args.engine)
 
 
 def _summary(result) -> dict[str, Any]:
@@ -213,6 +217,10 @@ def _run(args: argparse.Namespace) -> int:
     for c in configs:  # refuse bad settings before any run starts
         make_method(c.method, sigma=c.sigma, b=c.b, dim=c.dim, lattice=c.lattice, clip=c.clip,
                     clip_all=c.clip_all, sdq_step=c.sdq_step)
+        if c.engine == "flower":
+            from .flower_engine import check_flower_config
+
+            check_flower_config(c)
     data = TensorMNIST(load_mnist(args.data_dir, download=args.download))
     out = Path(args.out)
     try:
@@ -235,7 +243,8 @@ def _run(args: argparse.Namespace) -> int:
                 bar.update(row["round"] - bar.n)  # a resumed run starts further on
 
         try:
-            result = run_experiment(config, data, directory, progress=progress)
+            result = run_experiment(config, data, directory, progress=progress,
+                                    data_dir=args.data_dir)
             if bar is not None:
                 bar.update(max(0, result.final["round"] - bar.n))  # an already finished run
         finally:

@@ -58,6 +58,9 @@ def method_label(method: str, dim: int = 1, lattice: str = "Z") -> str:
     return label
 
 
+ENGINES = ("builtin", "flower")
+
+
 @dataclass(frozen=True)
 class FLConfig:
     """The settings of one run; the defaults are the paper's (docs/design.md,
@@ -84,6 +87,9 @@ class FLConfig:
         test_size: number of official test images used (None: all 10,000).
         delta: delta of the "eps so far" column.
         seed: the run's seed; every random draw derives from it.
+        engine: "builtin" (all clients trained together in one process) or
+            "flower" (Flower's simulation engine, one ClientApp call per
+            client: :mod:`.flower_engine`).
     """
 
     model: str = "cnn"
@@ -110,6 +116,7 @@ class FLConfig:
     test_size: int | None = None
     delta: float = 1e-5
     seed: int = 0
+    engine: str = "builtin"
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_NAMES:
@@ -131,6 +138,8 @@ class FLConfig:
             raise InvalidArgumentError("need lr > 0, 0 <= momentum < 1, 0 < lr_factor <= 1")
         if not 0 < self.delta < 1:
             raise InvalidArgumentError(f"delta must be in (0, 1), got {self.delta}")
+        if self.engine not in ENGINES:
+            raise InvalidArgumentError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if not self.method.startswith("cepam") and (self.dim != 1 or self.lattice != "Z"):
             raise InvalidArgumentError("dim and lattice apply to the CEPAM methods only")
 
@@ -150,8 +159,10 @@ class FLConfig:
 
     @property
     def label(self) -> str:
-        """The paper's method name, e.g. ``CEPAM-Gaussian (n=2)``."""
-        return method_label(self.method, self.dim, self.lattice)
+        """The paper's method name, e.g. ``CEPAM-Gaussian (n=2)`` (``, Flower``
+        appended for the Flower engine)."""
+        label = method_label(self.method, self.dim, self.lattice)
+        return label if self.engine == "builtin" else f"{label}, Flower"
 
     def group_key(self) -> str:
         """Identifies the configuration without its seed (runs of one group
@@ -220,8 +231,11 @@ class FLConfig:
             parts.append(f"b{self.b:g}")
         if self.alpha is not None:
             parts.append(f"alpha{self.alpha:g}")
+        if self.engine != default.engine:
+            parts.append(self.engine)
         # rounds is left out: a run may be resumed with more rounds in its directory.
-        named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed", "rounds"}
+        named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed", "rounds",
+                 "engine"}
         other = {k: v for k, v in self.to_dict().items()
                  if k not in named and v != getattr(default, k)}
         if other:

@@ -55,7 +55,7 @@ import torch
 
 from ..errors import InvalidArgumentError
 from .data import MNIST, normalize
-from .config import FLConfig, json_value
+from .config import ENGINES, FLConfig, json_value
 from .methods import make_method
 from .models import build_model
 from .privacy import config_epsilon_function
@@ -65,6 +65,7 @@ from .training import ClientData, LocalTrainer, evaluate
 
 __all__ = [
     "FLConfig",
+    "ENGINES",
     "TensorMNIST",
     "RunResult",
     "PlateauSchedule",
@@ -245,6 +246,7 @@ def run_experiment(
     progress: Callable[[dict[str, Any]], None] | None = None,
     stop_after: int | None = None,
     eval_batch: int = 500,
+    data_dir: str | None = None,
 ) -> RunResult:
     """Runs (or resumes) one federated-learning run.
 
@@ -256,6 +258,8 @@ def run_experiment(
         progress: called with each new row.
         stop_after: stop once this round is complete (as if interrupted).
         eval_batch: batch size of evaluation.
+        data_dir: the MNIST folder ``data`` came from, which the Flower
+            engine's worker processes load again (default ``$CEPAM_DATA``).
 
     Returns:
         :class:`RunResult`.
@@ -264,6 +268,12 @@ def run_experiment(
         InvalidArgumentError: bad settings, or ``directory`` holds a run with
             another configuration.
     """
+    if config.engine == "flower":
+        from .flower_engine import run_flower_experiment
+
+        return run_flower_experiment(config, data, directory, progress=progress,
+                                     stop_after=stop_after, eval_batch=eval_batch,
+                                     data_dir=data_dir)
     method = make_method(config.method, sigma=config.sigma, b=config.b, dim=config.dim,
                          lattice=config.lattice, clip=config.clip, clip_all=config.clip_all,
                          sdq_step=config.sdq_step)

@@ -240,7 +240,9 @@ def _row_label(config: FLConfig, varying: set[str]) -> str:
         extras.append(f"sigma={config.sigma:g}")
     if "b" in varying and "laplace" in config.method:
         extras.append(f"b={config.b:g}")
-    other = sorted(varying - {"sigma", "b", "model", "method", "dim", "lattice", "seed"})
+    # The label names the method, its lattice and (", Flower") the engine.
+    other = sorted(varying - {"sigma", "b", "model", "method", "dim", "lattice", "seed",
+                              "engine"})
     for name in other:
         extras.append(f"{name}={getattr(config, name)}")
     return label + (", " + ", ".join(extras) if extras else "")

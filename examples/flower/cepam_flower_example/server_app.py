@@ -1,0 +1,44 @@
+"""The ServerApp: FedAvg wrapped by ``CepamStrategy`` (keys by X25519 agreement,
+eps per round from cepam.accounting, an optional budget), and the test
+accuracy of the global model after every round."""
+
+from __future__ import annotations
+
+from flwr.app import ArrayRecord, Context, MetricRecord
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
+
+import cepam
+from cepam.accounting import FLSetting
+from cepam.flower import CepamStrategy
+
+from . import task
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    cfg = context.run_config
+    clients = int(cfg["num-clients"])
+    setting = FLSetting(clip=float(cfg["clip"]), clients=clients,
+                        local_steps=int(cfg["local-steps"]),
+                        dataset_size=task.TRAIN // clients)
+    strategy = CepamStrategy(
+        FedAvg(fraction_evaluate=0.0, min_available_nodes=clients),
+        mechanism=cepam.Gaussian(sigma=float(cfg["sigma"])), clip=float(cfg["clip"]),
+        setting=setting, delta=float(cfg["delta"]),
+        max_epsilon=float(cfg["max-epsilon"]) or None)
+    folder = task.data_dir(str(cfg["data-dir"]))
+    _, _, x_test, y_test = task.mnist(folder)
+    net = task.model(int(cfg["seed"]))
+
+    def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        net.load_state_dict(arrays.to_torch_state_dict())
+        return MetricRecord({"test-accuracy": task.accuracy(net, x_test, y_test)})
+
+    result = strategy.start(grid=grid, initial_arrays=ArrayRecord(net.state_dict()),
+                            num_rounds=int(cfg["num-server-rounds"]), evaluate_fn=evaluate)
+    final = max(result.evaluate_metrics_serverapp)
+    print(f"round {final}: test accuracy "
+          f"{result.evaluate_metrics_serverapp[final]['test-accuracy']:.4f}")

@@ -1,0 +1,109 @@
+"""What travels between :func:`cepam_mod` and :class:`CepamStrategy`.
+
+The server adds one :class:`flwr.app.ConfigRecord` named :data:`CONFIG_RECORD`
+to each train message (its own RecordDict per node), holding
+:class:`RoundConfig`: the mechanism, scale and clip every payload must use,
+the codec's lattice and coder, the round, a random per-message number (so
+that no context repeats: Flower restarts rounds at 1 in every run and may
+resend a message), and how keys are obtained.
+
+The client replies with its train reply's ArrayRecord replaced by one
+:class:`flwr.app.Array` named :data:`PAYLOAD_ARRAY` (dtype ``uint8``, stype
+:data:`PAYLOAD_STYPE`, the payload as its bytes), its metrics extended by
+:data:`METRIC_BYTES` and :data:`METRIC_BITS`, and, with key agreement, its
+public key in a ConfigRecord named :data:`CONFIG_RECORD`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import cepam
+from cepam.errors import FormatError, InvalidArgumentError
+from cepam.payload import VERSION
+
+__all__ = [
+    "CONFIG_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "METRIC_BYTES", "METRIC_BITS",
+    "KEYS_AGREED", "KEYS_PRESHARED", "RoundConfig", "mechanism_of",
+]
+
+CONFIG_RECORD = "cepam"
+PAYLOAD_ARRAY = "cepam"
+PAYLOAD_STYPE = f"cepam/v{VERSION}"
+METRIC_BYTES = "cepam-bytes"
+METRIC_BITS = "cepam-bits-per-coordinate"
+KEYS_AGREED, KEYS_PRESHARED = "x25519", "pre-shared"
+CLIENT_KEY = "client-key"
+
+_MECHANISMS = {"gaussian": cepam.Gaussian, "laplace": cepam.Laplace}
+
+
+def mechanism_of(name: str, scale: float) -> cepam.Gaussian | cepam.Laplace:
+    """The mechanism a configuration names (raises FormatError if unknown)."""
+    if name not in _MECHANISMS:
+        raise FormatError(f"unknown mechanism {name!r} in the cepam configuration")
+    return _MECHANISMS[name](scale)
+
+
+@dataclass(frozen=True)
+class RoundConfig:
+    """One node's cepam configuration for one train message.
+
+    Attributes:
+        mechanism: ``cepam.Gaussian`` or ``cepam.Laplace``.
+        clip: l2 bound of the whole update.
+        lattice, dim, coder: codec settings (``dim`` None: the lattice's own).
+        round: the server round (the payload context's round).
+        message: a random number in [0, 2^63) fresh for every message (the
+            context's message).
+        keys: :data:`KEYS_AGREED` or :data:`KEYS_PRESHARED`.
+        server_key: the server's X25519 public key (32 bytes) for
+            :data:`KEYS_AGREED`, else empty.
+    """
+
+    mechanism: cepam.Gaussian | cepam.Laplace
+    clip: float
+    lattice: str
+    dim: int | None
+    coder: str
+    round: int
+    message: int
+    keys: str
+    server_key: bytes = b""
+
+    def to_record(self) -> dict[str, Any]:
+        """The values of the ConfigRecord (str, int, float, bytes only)."""
+        return {
+            "mechanism": self.mechanism.name, "scale": float(self.mechanism.scale),
+            "clip": float(self.clip), "lattice": self.lattice,
+            "dim": 0 if self.dim is None else int(self.dim), "coder": self.coder,
+            "round": int(self.round), "message": int(self.message), "keys": self.keys,
+            "server-key": bytes(self.server_key),
+        }
+
+    @classmethod
+    def from_record(cls, record: Any) -> "RoundConfig":
+        """Reads the ConfigRecord a server sent.
+
+        Raises:
+            FormatError: a missing or ill-typed field.
+        """
+        try:
+            values = {k: record[k] for k in ("mechanism", "scale", "clip", "lattice", "dim",
+                                              "coder", "round", "message", "keys",
+                                              "server-key")}
+            config = cls(mechanism=mechanism_of(str(values["mechanism"]), values["scale"]),
+                         clip=float(values["clip"]), lattice=str(values["lattice"]),
+                         dim=int(values["dim"]) or None, coder=str(values["coder"]),
+                         round=int(values["round"]), message=int(values["message"]),
+                         keys=str(values["keys"]), server_key=bytes(values["server-key"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(f"malformed cepam configuration: {exc}") from None
+        if config.keys not in (KEYS_AGREED, KEYS_PRESHARED):
+            raise FormatError(f"unknown key mode {config.keys!r}")
+        if config.keys == KEYS_AGREED and len(config.server_key) != 32:
+            raise FormatError("key agreement without a 32-byte server key")
+        if config.round < 0 or config.message < 0:
+            raise InvalidArgumentError("round and message must be non-negative")
+        return config

@@ -1,0 +1,337 @@
+"""cepam_mod and CepamStrategy without the simulation engine: messages built by
+hand, the mod called as Flower calls it, replies handed to aggregate_train.
+Covers key agreement (the default), enforcement, hostile replies, refusals
+and argument checks; tests/test_flower_simulation.py runs the real engine."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("cryptography")
+
+from flwr.app import (  # noqa: E402
+    Array, ArrayRecord, ConfigRecord, Context, Error, Message, MetricRecord, RecordDict,
+)
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping  # noqa: E402
+from flwr.serverapp.strategy import FedAvg  # noqa: E402
+
+import cepam  # noqa: E402
+from cepam.accounting import CepamGaussianRound, FLSetting, PLDAccountant  # noqa: E402
+from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
+from cepam.flower.keys import secret_from_node_config  # noqa: E402
+
+NODES = [101, 102, 103, 104]
+RUN = 7
+SETTING = FLSetting(clip=1.0, clients=4, local_steps=5, dataset_size=100)
+MECH = cepam.Gaussian(sigma=0.05)
+
+
+@pytest.fixture(autouse=True)
+def task_identity():
+    """Flower >= 1.42 stamps messages with the process's task identity."""
+    try:
+        from flwr.supercore.task_identity import TaskIdentity
+    except ImportError:  # Flower 1.41
+        yield
+        return
+    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = RUN, 1, 1
+    yield
+    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
+
+
+class FakeGrid:
+    class run:  # noqa: N801 - mirrors Grid.run
+        run_id = RUN
+
+    def get_node_ids(self):
+        return list(NODES)
+
+
+def global_arrays() -> ArrayRecord:
+    rng = np.random.default_rng(0)
+    return ArrayRecord({"w": Array(rng.normal(size=(30, 4)).astype(np.float32)),
+                        "b": Array(np.zeros(4, np.float32)),
+                        "steps": Array(np.array([5], np.int64))})
+
+
+def train(msg: Message, ctx: Context) -> Message:
+    arrays = msg.content["arrays"]
+    step = 0.01 * (ctx.node_id - 100)
+    new = {k: a.numpy() + step if a.numpy().dtype.kind == "f" else a.numpy()
+           for k, a in arrays.items()}
+    return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in new.items()}),
+                               "metrics": MetricRecord(
+                                   {"num-examples": 10 ** (ctx.node_id - 100)})}),
+                   reply_to=msg)
+
+
+def contexts(**node_config):
+    return {n: Context(run_id=RUN, node_id=n, node_config=dict(node_config), state=RecordDict(),
+                       run_config={}) for n in NODES}
+
+
+def strategy(**kwargs) -> CepamStrategy:
+    args = dict(mechanism=MECH, clip=1.0, setting=SETTING)
+    args.update(kwargs)
+    return CepamStrategy(FedAvg(), **args)
+
+
+def run_round(st, ctxs, rnd=1, mods=(cepam_mod,), arrays=None):
+    arrays = global_arrays() if arrays is None else arrays
+    messages = list(st.configure_train(rnd, arrays, ConfigRecord(), FakeGrid()))
+    replies = []
+    for msg in messages:
+        call = train
+        for mod in reversed(mods):
+            call = (lambda m, c, mod=mod, nxt=call: mod(m, c, nxt))
+        replies.append(call(msg, ctxs[msg.metadata.dst_node_id]))
+    return messages, replies
+
+
+def test_key_agreement_round_trip_and_equal_weights():
+    st = strategy()
+    ctxs = contexts()
+    arrays = global_arrays()
+    messages, replies = run_round(st, ctxs, arrays=arrays)
+    assert len({id(m.content) for m in messages}) == len(messages)  # a RecordDict per node
+    nonces = {m.content["cepam"]["message"] for m in messages}
+    assert len(nonces) == len(messages)
+    for r in replies:
+        assert not r.has_error()
+        (array,) = r.content["arrays"].values()
+        assert array.stype.startswith("cepam/v") and len(r.content["cepam"]["client-key"]) == 32
+    agg, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 4 and metrics["cepam-dropped"] == 0
+    eps = PLDAccountant().compose(CepamGaussianRound(sigma=MECH.sigma, setting=SETTING)
+                                  ).get_epsilon(1e-5)
+    assert metrics["cepam-epsilon"] == pytest.approx(eps, rel=1e-9)
+    # Equal weights: the mean step is 0.025 (weighted by the num-examples the
+    # clients claim, 10 to 10^4, it would be 0.039); the noise on the mean of
+    # 4 updates over the 120 coordinates of w has std sigma / 2 / sqrt(120).
+    delta = agg["w"].numpy() - arrays["w"].numpy()
+    assert abs(float(delta.mean()) - 0.025) < 5 * MECH.sigma / 2 / np.sqrt(delta.size)
+    np.testing.assert_array_equal(agg["steps"].numpy(), [5])
+
+
+def test_key_is_pinned_and_a_changed_key_is_dropped(caplog):
+    st = strategy()
+    ctxs = contexts()
+    _, replies = run_round(st, ctxs)
+    st.aggregate_train(1, replies)
+    ctxs[101].state["cepam"]["private"] = bytes(range(32))  # node 101 changes key pair
+    _, replies = run_round(st, ctxs, rnd=2)
+    _, metrics = st.aggregate_train(2, replies)
+    assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1
+    assert "public key changed" in caplog.text
+
+
+def test_tampered_server_key_means_a_wrong_secret_and_a_drop(caplog):
+    def mitm(msg, ctx, call_next):
+        if ctx.node_id == 102:
+            msg.content["cepam"]["server-key"] = bytes.fromhex(
+                "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f")
+        return call_next(msg, ctx)
+
+    st = strategy()
+    _, replies = run_round(st, contexts(), mods=(mitm, cepam_mod))
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 3 and "tag does not verify" in caplog.text
+
+
+def test_a_client_sending_less_noise_is_refused(caplog):
+    def less_noise(msg, ctx, call_next):
+        if ctx.node_id == 103:
+            msg.content["cepam"]["scale"] = MECH.sigma / 10
+        if ctx.node_id == 104:
+            msg.content["cepam"]["clip"] = 10.0
+        return call_next(msg, ctx)
+
+    st = strategy()
+    _, replies = run_round(st, contexts(), mods=(less_noise, cepam_mod))
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 2 and metrics["cepam-dropped"] == 2
+    assert "mechanism" in caplog.text and "clip" in caplog.text
+
+
+def test_replayed_payload_from_another_round_is_refused(caplog):
+    st = strategy()
+    ctxs = contexts()
+    _, first = run_round(st, ctxs)
+    old = first[0].content["arrays"]
+    st.aggregate_train(1, first)
+    _, replies = run_round(st, ctxs, rnd=2)
+    replies[0].content["arrays"] = old  # round 1's payload again
+    _, metrics = st.aggregate_train(2, replies)
+    assert metrics["cepam-dropped"] == 1 and "round" in caplog.text
+
+
+def _hostile(reply: Message, kind: str) -> Message:
+    if kind == "error":
+        return Message(Error(1, "boom"), reply_to=reply)
+    record = reply.content["arrays"]
+    (array,) = record.values()
+    data = bytes(array.data)
+    if kind == "garbage":
+        data = bytes(len(data))
+    elif kind == "truncated":
+        data = data[: len(data) // 2]
+    elif kind == "flipped":
+        data = data[:-20] + bytes([data[-20] ^ 1]) + data[-19:]
+    if kind == "float32":
+        reply.content["arrays"] = ArrayRecord({"w": Array(np.zeros((30, 4), np.float32))})
+    elif kind == "stype":
+        reply.content["arrays"] = ArrayRecord(
+            {"cepam": Array(dtype="uint8", shape=(len(data),), stype="other", data=data)})
+    elif kind == "two-records":
+        reply.content["more"] = ArrayRecord({"x": Array(np.zeros(1, np.float32))})
+    elif kind == "no-metrics":
+        del reply.content["metrics"]
+    elif kind == "extra-metric":  # accepted, the key left out of the aggregate
+        reply.content["metrics"]["surprise"] = 1.0
+    else:
+        reply.content["arrays"] = ArrayRecord(
+            {"cepam": Array(dtype="uint8", shape=(len(data),), stype=array.stype, data=data)})
+    return reply
+
+
+@pytest.mark.parametrize("kind", ["error", "garbage", "truncated", "flipped", "float32",
+                                  "stype", "two-records", "no-metrics", "extra-metric"])
+def test_hostile_replies_are_dropped_never_raised(kind, caplog):
+    st = strategy()
+    _, replies = run_round(st, contexts())
+    replies[2] = _hostile(replies[2], kind)
+    agg, metrics = st.aggregate_train(1, replies)
+    if kind == "extra-metric":
+        assert metrics["cepam-updates"] == 4 and "surprise" not in metrics
+        return
+    assert agg is not None and metrics["cepam-updates"] == 3 and "dropped" in caplog.text
+
+
+def test_unknown_sender_and_too_few_updates():
+    st = strategy()
+    ctxs = contexts()
+    _, replies = run_round(st, ctxs)
+    agg, metrics = st.aggregate_train(1, replies[:1])  # K = 1 < 2 (curious-client view)
+    assert agg is None and metrics is None and st.budget.rounds == []
+    _, replies = run_round(st, ctxs, rnd=2)
+    st._sent.pop(101)
+    _, metrics = st.aggregate_train(2, replies)
+    assert metrics["cepam-dropped"] == 1
+
+
+def test_preshared_secrets_from_node_config():
+    table = {n: bytes([n % 256]) * 32 for n in NODES}
+    st = strategy(secrets=table)
+    ctxs = {n: Context(run_id=RUN, node_id=n, node_config={"cepam-secret": table[n].hex()},
+                       state=RecordDict(), run_config={}) for n in NODES}
+    _, replies = run_round(st, ctxs)
+    assert all("cepam" not in r.content.config_records for r in replies)
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 4
+    # A node without the secret refuses to send anything.
+    _, replies = run_round(strategy(secrets=table), contexts())
+    assert all(r.has_error() and "cepam-secret" in r.error.reason for r in replies)
+    with pytest.raises(cepam.InvalidArgumentError):
+        secret_from_node_config({"cepam-secret": "abcd"})
+
+
+def test_mod_refusals():
+    ctx = contexts()[101]
+    arrays = global_arrays()
+    plain = Message(RecordDict({"arrays": arrays, "config": ConfigRecord()}), dst_node_id=101,
+                    message_type="train")
+    reply = cepam_mod(plain, ctx, train)
+    assert reply.has_error() and "no cepam configuration" in reply.error.reason
+    st = strategy()
+    (msg, *_), _ = run_round(st, contexts())
+    msg.content["config"]["clipping_norm"] = 1.0
+    reply = cepam_mod(msg, ctx, train)
+    assert reply.has_error() and "central-DP" in reply.error.reason
+    del msg.content["config"]["clipping_norm"]
+    assert not cepam_mod(msg, ctx, train).has_error()
+    resent = cepam_mod(msg, ctx, train)  # the same message again: same context
+    assert resent.has_error() and "already used" in resent.error.reason
+    evaluate = Message(RecordDict({"arrays": arrays}), dst_node_id=101, message_type="evaluate")
+    assert cepam_mod(evaluate, ctx, lambda m, c: "passed") == "passed"
+
+
+def test_laplace_budget_adds_up_and_stops():
+    from cepam.accounting import tight_laplace_round
+
+    laplace = cepam.Laplace(b=2.0)
+    per_round = tight_laplace_round(scale=2.0, setting=SETTING, dimension=124).epsilon
+    st = strategy(mechanism=laplace, max_epsilon=2.5 * per_round)
+    ctxs = contexts()
+    for rnd in (1, 2):
+        _, replies = run_round(st, ctxs, rnd=rnd)
+        _, metrics = st.aggregate_train(rnd, replies)
+        assert metrics["cepam-epsilon"] == pytest.approx(rnd * per_round)
+        assert "flower-rdp-client-epsilon" not in metrics
+    assert st._forecast_exceeds(4)
+
+
+def test_drops_raise_eps_through_k():
+    st = strategy()
+    _, replies = run_round(st, contexts())
+    _, metrics = st.aggregate_train(1, replies[:3])
+    setting = dataclasses.replace(SETTING, clients=3)
+    eps = PLDAccountant().compose(CepamGaussianRound(sigma=MECH.sigma, setting=setting)
+                                  ).get_epsilon(1e-5)
+    assert metrics["cepam-epsilon"] == pytest.approx(eps, rel=1e-9)
+
+
+def test_arguments():
+    with pytest.raises(cepam.InvalidArgumentError, match="Flower's own"):
+        CepamStrategy(DifferentialPrivacyServerSideFixedClipping(
+            FedAvg(), noise_multiplier=1.0, clipping_norm=1.0, num_sampled_clients=4),
+            mechanism=MECH, clip=1.0)
+    with pytest.raises(cepam.InvalidArgumentError, match="setting"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, max_epsilon=1.0)
+    with pytest.raises(cepam.InvalidArgumentError, match="clip"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=2.0, setting=SETTING)
+    with pytest.raises(cepam.InvalidTypeError):
+        CepamStrategy(FedAvg(), mechanism=cepam.SDQ(step=0.1), clip=1.0)
+    with pytest.raises(cepam.InvalidTypeError):
+        CepamStrategy(object(), mechanism=MECH, clip=1.0)
+    with pytest.raises(cepam.InvalidArgumentError):
+        CepamStrategy(FedAvg(), mechanism=cepam.Laplace(b=1.0), clip=1.0, lattice="E8")
+    with pytest.raises(cepam.InvalidTypeError):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, secrets=42)
+    with pytest.raises(cepam.InvalidArgumentError):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, bound="loose")
+
+
+def test_import_cepam_does_not_import_flower():
+    code = "import sys, cepam; cepam.encode; print('flwr' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_round_whose_drops_break_the_budget_is_not_released():
+    def eps(ks):
+        acct = PLDAccountant()
+        for k in ks:
+            acct.compose(CepamGaussianRound(sigma=1.0, setting=dataclasses.replace(
+                SETTING, clients=k)))
+        return acct.get_epsilon(1e-5)
+
+    # Two rounds of 4 fit; a second round of 3 (one reply dropped) does not.
+    budget = 0.5 * (eps([4, 4]) + eps([4, 3]))
+    assert eps([4, 4]) < budget < eps([4, 3])
+    st = strategy(mechanism=cepam.Gaussian(sigma=1.0), max_epsilon=budget)
+    ctxs = contexts()
+    _, replies = run_round(st, ctxs)
+    assert st.aggregate_train(1, replies)[0] is not None
+    assert not st._forecast_exceeds(4)
+    _, replies = run_round(st, ctxs, rnd=2)
+    replies[0] = Message(Error(1, "lost"), reply_to=replies[0])
+    assert st.aggregate_train(2, replies) == (None, None)
+    assert st.stopped_by_budget and st.budget.rounds == [4]
