@@ -1,7 +1,8 @@
 """Same bytes on every platform: tools/cross_check.sh builds the native core
 with GCC (run at every SIMD level), Clang, CEPAM_NO_SIMD and Debian's aarch64
 cross compiler (run under qemu-aarch64), and compares the digests of the
-bodies tests/native/golden_digest.cpp encodes.
+bodies tests/native/golden_digest.cpp encodes; it also checks that the
+GCC/x86-only code compiles out under MSVC's macros (tools/msvc_guard_scan.py).
 
 Runs where the cross toolchain is installed (`apt-get install clang
 g++-aarch64-linux-gnu qemu-user`; .ci/run installs it) and the source tree
@@ -28,6 +29,7 @@ def test_every_build_gives_the_same_bytes(tmp_path):
     result = subprocess.run(["bash", str(SCRIPT), str(tmp_path)], capture_output=True, text=True,
                             timeout=1800)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 GCC/x86-only constructs left under MSVC's macros" in result.stdout
     for run in ("gcc-portable", "gcc-avx2", "clang", "nosimd", "aarch64"):
         assert f"{run}: identical to gcc" in result.stdout
     reference = (tmp_path / "gcc.txt").read_text().splitlines()

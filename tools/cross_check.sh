@@ -9,7 +9,9 @@
 #   aarch64  Debian's g++-aarch64-linux-gnu, static, run under qemu-aarch64
 #
 # Every run must print the same lines (one digest of the body and one of the
-# decoded values per case); the first is kept as reference.
+# decoded values per case); the first is kept as reference.  First,
+# tools/msvc_guard_scan.py checks that the GCC/x86-only code compiles out
+# under MSVC's macros (preprocessor only: there is no MSVC here).
 #
 # Needs cmake, g++, clang++, aarch64-linux-gnu-g++ and qemu-aarch64
 # (Debian: apt-get install clang g++-aarch64-linux-gnu qemu-user).
@@ -29,6 +31,8 @@ for tool in cmake g++ clang++ aarch64-linux-gnu-g++ qemu-aarch64; do
     exit 2
   fi
 done
+python3 "$root/tools/msvc_guard_scan.py"
+
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 
@@ -85,5 +89,6 @@ done
 cases=$(($(grep -c . "$work/gcc.txt") - 1))
 if [ "$status" -eq 0 ]; then
   echo "cross_check: $cases cases, 6 runs (x86-64 gcc at 3 SIMD levels, clang, no-SIMD, aarch64/qemu): all identical"
+  echo "cross_check: took $SECONDS s"
 fi
 exit "$status"
