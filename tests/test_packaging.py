@@ -40,13 +40,13 @@ def test_sdist_holds_the_build_and_the_tests(sdist_members):
         assert path in sdist_members, path
     for path in ("pyproject.toml", "CMakeLists.txt", "README.md", "LICENSE", "CHANGELOG.md",
                  "tests/golden/generate.py", "tests/native/golden_digest.cpp",
-                 "tools/cross_check.sh", "tools/check_wheel.sh", "docs/format.md"):
+                 "tools/cross_check.sh", "tools/check_wheel.sh", "docs/format.md", ".ci/run"):
         assert path in sdist_members, path
 
 
 def test_sdist_leaves_out_generated_files(sdist_members):
     for name in sdist_members:
-        assert not name.startswith(("docs/experiments/", "docs/bitrate/", "build/", ".ci/",
+        assert not name.startswith(("docs/experiments/", "docs/bitrate/", "build/",
                                     ".github/", ".venv/")), name
         assert "__pycache__" not in name and not name.endswith((".so", ".pyd", ".o")), name
 

