@@ -43,9 +43,9 @@ last_step=""
 # step NAME: prints the time the previous step took, then NAME.
 # pip NAME PYTHON ARGS...: pip install, quiet; its log is shown on failure.
 pip_install() {
-  local log="$work/pip-$1.log"
-  shift
-  "$@" -m pip install --quiet >"$log" 2>&1 || { cat "$log"; return 1; }
+  local log="$work/pip-$1.log" py="$2"
+  shift 2
+  "$py" -m pip install --quiet "$@" >"$log" 2>&1 || { cat "$log"; return 1; }
 }
 
 step() {
