@@ -123,7 +123,7 @@ def test_inspect_reports_header_and_bits():
     assert info.structure.entries[0].shape == (10, 10)
     assert info.total_bits == 8 * len(payload)
     assert info.header_bits + sum(info.body_bits.values()) + info.tag_bits == info.total_bits
-    assert set(info.body_bits) == {"model", "stream"} and info.coder == "ans"
+    assert set(info.body_bits) == {"model", "segments", "stream"} and info.coder == "ans"
     d = info.as_dict()
     assert d["bits"]["total"] == info.total_bits and d["entries"][0]["shape"] == [10, 10]
     golomb = cepam.inspect(cepam.encode(x, cepam.Gaussian(sigma=0.5), secret=SECRET_A, round=0,

@@ -52,6 +52,7 @@ from .payload import (
     parse_header,
 )
 from .structure import Structure, coded_dtype, flatten, unflatten
+from .threads import resolve_threads
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
 
@@ -157,7 +158,7 @@ def _auto_candidates(mechanism: Mechanism, rms: float) -> list[tuple[int, int]]:
 
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
-            lattice: tuple[int, int] | None, clip: float, coder: int) -> bytes:
+            lattice: tuple[int, int] | None, clip: float, coder: int, threads: int) -> bytes:
     flat, structure = flatten(x)
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
@@ -172,7 +173,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         candidates = [lattice]
     key = stream_key(secret, context)
     bodies = [(_core.encode(flat, key=key, mechanism=mechanism.code, scale=mechanism.scale,
-                            lattice=code, n=dim, factor=factor, coder=coder), code, dim)
+                            lattice=code, n=dim, factor=factor, coder=coder, threads=threads),
+               code, dim)
               for code, dim in candidates]
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
@@ -193,6 +195,7 @@ def encode(
     lattice: str | None = None,
     clip: float | None = None,
     coder: str = "ans",
+    threads: int | None = None,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -223,6 +226,10 @@ def encode(
         coder: the body coder: "ans" (rANS with models conditioned on the
             decoder's side information; the shortest payloads) or "golomb"
             (Golomb-coded H and exp-Golomb-coded M, the paper's choice).
+        threads: native threads to use, 1 to ``cepam.threads.MAX_THREADS``;
+            None (the default): the ``CEPAM_THREADS`` environment variable
+            if set, else the cores this process may run on.  The payload
+            is the same bytes for every count.
 
     Returns:
         The payload bytes.
@@ -234,7 +241,7 @@ def encode(
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
     return _encode(x, mechanism, check_secret(secret), Context(round, client, message),
-                   choice, check_clip(clip), _check_coder(coder))
+                   choice, check_clip(clip), _check_coder(coder), resolve_threads(threads))
 
 
 def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int]:
@@ -252,7 +259,7 @@ def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto",
-           max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
+           max_coordinates: int = DEFAULT_MAX_COORDINATES, threads: int | None = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -264,6 +271,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
             decoder allocates the output before it has read the body, so a
             server should pass the size of its model: a payload that claims
             more coordinates is refused before anything is allocated.
+        threads: native threads to use, as for :func:`encode` (the same
+            values for every count).
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
@@ -279,6 +288,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
     limit = check_integer("max_coordinates", max_coordinates)
     if limit < 0:
         raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
+    threads = resolve_threads(threads)
     payload, header, offset = _verified_header(payload, secret)
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
@@ -286,7 +296,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
     flat = _core.decode(payload[offset:-TAG_BYTES], m=header.m,
                         key=stream_key(secret, header.context), mechanism=header.mechanism,
                         scale=header.scale, lattice=header.lattice, n=header.n,
-                        coder=header.coder, dtype=coded_dtype(header.structure))
+                        coder=header.coder, dtype=coded_dtype(header.structure),
+                        threads=threads)
     return unflatten(flat, header.structure, output=output)
 
 
@@ -295,7 +306,8 @@ class PayloadInfo:
     """What a payload says about itself, readable without the secret.
 
     Sizes are in bits; ``body_bits`` splits the body into the coder's parts
-    (Golomb: parameters, H, M, padding; ANS: source model, rANS stream);
+    (Golomb: parameters, H, M, padding; ANS: source model, the segments'
+    lengths and model bytes, rANS streams);
     ``bits_per_coordinate`` counts the whole payload.
     """
 
@@ -391,6 +403,8 @@ class Codec:
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
         dim, lattice, clip, coder: as for :func:`encode`.
+        threads: native threads for encode and decode, as for
+            :func:`encode` (None: resolved at each call).
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings.
@@ -398,7 +412,8 @@ class Codec:
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
-                 clip: float | None = None, coder: str = "ans") -> None:
+                 clip: float | None = None, coder: str = "ans",
+                 threads: int | None = None) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
         if self._choice is _AUTO:
@@ -408,6 +423,9 @@ class Codec:
         self.clip = None if clip is None else check_clip(clip)
         self.coder = coder
         self._coder = _check_coder(coder)
+        if threads is not None:
+            resolve_threads(threads)  # checked now, so that a bad count fails early
+        self.threads = threads
         self._secret = check_secret(secret)
         self.client = Context(0, client).client
         self._used: set[tuple[int, int]] = set()
@@ -431,7 +449,7 @@ class Codec:
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
         payload = _encode(x, self.mechanism, self._secret, context, self._choice,
-                          check_clip(self.clip), self._coder)
+                          check_clip(self.clip), self._coder, resolve_threads(self.threads))
         self._used.add(key)
         return payload
 
@@ -439,4 +457,4 @@ class Codec:
                max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
         """Decodes a payload encoded under this codec's secret (see :func:`decode`)."""
         return decode(payload, secret=self._secret, output=output,
-                      max_coordinates=max_coordinates)
+                      max_coordinates=max_coordinates, threads=self.threads)
