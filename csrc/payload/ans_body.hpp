@@ -50,6 +50,13 @@ inline std::size_t segment_subvectors(int n) {
   return kSegmentCoordinates / static_cast<std::size_t>(n);
 }
 
+// The number of segments of m coordinates in dimension n.
+inline std::size_t ans_segments(std::size_t m, int n) {
+  const std::size_t N = m / static_cast<std::size_t>(n) + (m % static_cast<std::size_t>(n) != 0 ? 1 : 0);
+  const std::size_t S = segment_subvectors(n);
+  return N / S + (N % S != 0 ? 1 : 0);
+}
+
 // Bytes of a segment before its rANS stream: the length, and the model byte.
 inline std::size_t segment_prefix(bool point_model) { return point_model ? 5 : 4; }
 

@@ -391,7 +391,8 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
                                                                       std::size_t len,
                                                                       Coder coder,
-                                                                      LatticeId lattice) {
+                                                                      LatticeId lattice,
+                                                                      std::size_t segments) {
   check_coder(coder);
   std::vector<std::pair<std::string, std::uint64_t>> parts;
   if (coder == Coder::Golomb) {
@@ -405,7 +406,7 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
     parts.emplace_back("padding", rest - layout.h_bits - layout.m_bits);
   } else {
     const bool point_model = uses_point_model(lattice);
-    const AnsBody ans(body, len, point_model);
+    const AnsBody ans(body, len, point_model, segments);
     const std::uint64_t segments = ans.segments().size();
     const std::uint64_t framing = segments * segment_prefix(point_model);
     parts.emplace_back("model", 8 * static_cast<std::uint64_t>(ans.model_size()));

@@ -14,6 +14,7 @@
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
 #include "lrsuq/quantizer.hpp"
+#include "payload/ans_body.hpp"
 #include "payload/body.hpp"
 #include "coding/rans.hpp"
 
@@ -198,11 +199,15 @@ py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::byte
   return py::make_tuple(h, mm);
 }
 
-py::dict body_parts_py(const py::bytes& body, int coder, int lattice) {
+py::dict body_parts_py(const py::bytes& body, int coder, int lattice, std::int64_t m, int n) {
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
+  if (m >= 0) check_lattice(static_cast<LatticeId>(lattice), n);
+  const std::size_t segments =
+      m < 0 ? AnsBody::kAnySegments : ans_segments(static_cast<std::size_t>(m), n);
   py::dict out;
-  for (const auto& part : payload_body_parts(data, len, coder_from(coder), static_cast<LatticeId>(lattice)))
+  for (const auto& part : payload_body_parts(data, len, coder_from(coder),
+                                             static_cast<LatticeId>(lattice), segments))
     out[py::str(part.first)] = part.second;
   return out;
 }
@@ -453,8 +458,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("n"), py::arg("coder"), py::arg("threads") = 1,
         "-> (H uint32[N], M int64[N*n]) of a payload body.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
-        py::arg("lattice") = 1,
-        "The parts of a payload body and their sizes in bits.");
+        py::arg("lattice") = 1, py::arg("m") = -1, py::arg("n") = 1,
+        "The parts of a payload body and their sizes in bits (with m >= 0, an ANS body "
+        "must have the segments of m coordinates in dimension n).");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
         py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("factor"),
         "LRSUQ-encode a contiguous 1-D float32/float64 array -> (H uint32[N], M int64[N*n]).");

@@ -370,7 +370,8 @@ def inspect(payload: bytes) -> PayloadInfo:
     payload = bytes(payload)
     header, offset = parse_header(payload)
     body = payload[offset:-TAG_BYTES]
-    parts = _core.body_parts(body, coder=header.coder, lattice=header.lattice)
+    parts = _core.body_parts(body, coder=header.coder, lattice=header.lattice, m=header.m,
+                             n=header.n)
     return PayloadInfo(
         version=payload[4],
         mechanism=mechanism_from_code(header.mechanism, header.scale),
