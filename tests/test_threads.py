@@ -8,7 +8,10 @@ each.  Also: the argument checks, CEPAM_THREADS, the error of a hostile body
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -138,6 +141,17 @@ def test_the_default_is_the_environment_or_the_cores(monkeypatch):
         with pytest.raises(cepam.InvalidArgumentError, match=THREADS_ENV):
             cepam.encode(update(4), cepam.Gaussian(sigma=1e-3), secret=SECRET, round=0,
                          client=0)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_the_default_follows_the_affinity_mask(monkeypatch):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    code = ("import os, cepam.threads as t; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "print(t.resolve_threads(None))")
+    env = {k: v for k, v in os.environ.items() if k != THREADS_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert out.stdout.strip() == "1"
 
 
 # --- Hostile segment framing (behind a valid tag): the same error at every count. ----
