@@ -124,20 +124,20 @@ class PeakMemory:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
-def _filled(m: int) -> np.ndarray:
-    """update(m, 1.0) built a chunk at a time (no whole-update float64 temporary)."""
+def _filled(m: int, ratio: float) -> np.ndarray:
+    """update(m, ratio) built a chunk at a time (no whole-update float64 temporary)."""
     x = np.empty(m, np.float32)
     rng = np.random.default_rng(0)
     for i in range(0, m, 1 << 20):
-        x[i:i + (1 << 20)] = rng.standard_normal(min(1 << 20, m - i)) * SIGMA
+        x[i:i + (1 << 20)] = rng.standard_normal(min(1 << 20, m - i)) * (ratio * SIGMA)
     return x
 
 
 def _child(args) -> None:
     """Measures one encode or decode; prints a JSON line."""
-    m, name, coder, threads, what, path = args
+    m, ratio, name, coder, threads, what, path = args
     if what == "encode":
-        x = _filled(m)
+        x = _filled(m, ratio)
         encode(update(4096, 1.0), name, coder, threads)  # code and tables loaded
         with PeakMemory() as peak:
             payload = encode(x, name, coder, threads)
@@ -155,14 +155,14 @@ def _child(args) -> None:
                           "beyond_output": (peak.bytes - y.nbytes) / m}))
 
 
-def memory_rows(m, names, coder, threads):
+def memory_rows(m, ratio, names, coder, threads):
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             path = os.path.join(tmp, f"{name}.bin")
             out = {}
             for what in ("encode", "decode"):
-                args = json.dumps([m, name, coder, threads, what, path])
+                args = json.dumps([m, ratio, name, coder, threads, what, path])
                 res = subprocess.run([sys.executable, __file__, "--child", args],
                                      capture_output=True, text=True, check=True)
                 out[what] = json.loads(res.stdout.strip().splitlines()[-1])
@@ -170,8 +170,8 @@ def memory_rows(m, names, coder, threads):
     return rows
 
 
-def print_memory(rows, m, coder, threads):
-    print(f"\nPeak memory: m = {m} float32 coordinates (rms/sigma = 1), coder {coder}, "
+def print_memory(rows, m, ratio, coder, threads):
+    print(f"\nPeak memory: m = {m} float32 coordinates (rms/sigma = {ratio:g}), coder {coder}, "
           f"{threads} threads, bytes per coordinate (peak resident size, fresh processes)")
     print("| lattice | encode, beyond the input | decode, beyond the input | "
           "decode, beyond input and output |")
@@ -195,6 +195,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--memory-m", type=int, default=10_000_000,
                     help="coordinates for the memory table (0: skip it)")
+    ap.add_argument("--memory-ratio", type=float, default=100.0,
+                    help="rms/sigma of the memory table's update (default: the longest payloads)")
     a = ap.parse_args()
     threads = a.threads or cepam.threads.available_cores()
     print(f"cepam {cepam.__version__}, {os.cpu_count()} CPUs, {threads} threads for 'all'; "
@@ -202,8 +204,8 @@ def main() -> None:
     rows = speed_rows(a.m, a.ratios, a.lattices, a.coder, threads, a.repeat)
     print_speed(rows, a.m, a.coder, threads, a.repeat)
     if a.memory_m > 0:
-        print_memory(memory_rows(a.memory_m, a.lattices, a.coder, threads), a.memory_m, a.coder,
-                     threads)
+        rows = memory_rows(a.memory_m, a.memory_ratio, a.lattices, a.coder, threads)
+        print_memory(rows, a.memory_m, a.memory_ratio, a.coder, threads)
 
 
 def _cpu_name() -> str:

@@ -95,11 +95,14 @@ def test_golomb_chunks_give_the_one_shot_encoding():
     """The Golomb body is coded in chunks in parallel: it must be the bytes the
     one-shot section coder gives for the same H and M."""
     m = 2 * (1 << 16) + 777
-    x = update(m, ratio=30.0)
     key = bytes(32)
-    for n in (1, 2, 3):
+    # |M| below 2^15, 2^31 and above (the chunks hold M as int16, int32, int64).
+    for ratio, n, least in [(30.0, 1, 0), (30.0, 2, 0), (30.0, 3, 0), (1e6, 1, 1 << 15),
+                            (1e10, 2, 1 << 31)]:
+        x = update(m, ratio=ratio)
         H, M = _core.encode_lattice(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n,
                                     factor=1.0)
+        assert np.abs(M).max() > least
         for threads in THREAD_COUNTS:
             body = _core.encode(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n, factor=1.0,
                                 coder=1, threads=threads)

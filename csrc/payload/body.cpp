@@ -139,17 +139,6 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
   });
 }
 
-// One chunk of a Golomb body being encoded: the codes of its H, and its M
-// until their code's order is known (as int32 where every value fits, the
-// common case, else int64), then their codes.
-struct GolombChunk {
-  std::vector<std::uint8_t> h_codes, m_codes;
-  std::uint64_t h_bits = 0, m_bits = 0;
-  std::vector<std::int32_t> m32;
-  std::vector<std::int64_t> m64;
-  std::uint64_t lengths[kBitLengths] = {};
-};
-
 // Codes into bytes (padded to a byte), returns the bits.
 template <class Put>
 std::uint64_t coded_bits(std::vector<std::uint8_t>& bytes, Put&& put) {
@@ -159,6 +148,39 @@ std::uint64_t coded_bits(std::vector<std::uint8_t>& bytes, Put&& put) {
   w.finish();
   return bits;
 }
+
+// One chunk of a Golomb body being encoded: the codes of its H, and its M
+// until their code's order is known (in the narrowest of int16, int32 and
+// int64 that holds them all: int16 or int32 in practice), then their codes.
+struct GolombChunk {
+  std::vector<std::uint8_t> h_codes, m_codes;
+  std::uint64_t h_bits = 0, m_bits = 0;
+  std::vector<std::int16_t> m16;
+  std::vector<std::int32_t> m32;
+  std::vector<std::int64_t> m64;
+  std::uint64_t lengths[kBitLengths] = {};
+
+  void keep(std::vector<std::int64_t>&& M) {
+    const auto [lo, hi] = std::minmax_element(M.begin(), M.end());
+    if (M.empty() || (*lo >= INT16_MIN && *hi <= INT16_MAX))
+      m16.assign(M.begin(), M.end());
+    else if (*lo >= INT32_MIN && *hi <= INT32_MAX)
+      m32.assign(M.begin(), M.end());
+    else
+      m64 = std::move(M);
+  }
+  // Codes the kept M with order k, then drops them.
+  void code_m(int k) {
+    m_bits = coded_bits(m_codes, [&](BitWriter& w) {
+      if (!m64.empty()) put_m_codes(m64.data(), m64.size(), k, w);
+      else if (!m32.empty()) put_m_codes(m32.data(), m32.size(), k, w);
+      else put_m_codes(m16.data(), m16.size(), k, w);
+    });
+    std::vector<std::int16_t>().swap(m16);
+    std::vector<std::int32_t>().swap(m32);
+    std::vector<std::int64_t>().swap(m64);
+  }
+};
 
 // Appends the chunks' codes of one section (then drops them), and pads it.
 template <class Codes>
@@ -178,8 +200,8 @@ std::uint64_t append_section(std::vector<GolombChunk>& chunks, Codes&& codes,
 
 // The Golomb body of x: LRSUQ and the codes of H chunk by chunk in
 // parallel, then (the order of M's code known from all chunks) the codes of
-// M, then both sections assembled in chunk order.  Holds M as int32 where it
-// fits, besides the codes.
+// M, then both sections assembled in chunk order.  Holds M (as int16 or
+// int32 where they fit) besides the codes.
 template <class T>
 void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                    double factor, int threads, std::vector<std::uint8_t>& out) {
@@ -198,25 +220,13 @@ void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
     chunk.h_bits = coded_bits(chunk.h_codes,
                               [&](BitWriter& w) { put_h_codes(H.data(), H.size(), layout.golomb, w); });
     add_bit_lengths(M.data(), M.size(), chunk.lengths);
-    const auto [lo, hi] = std::minmax_element(M.begin(), M.end());
-    if (M.empty() || (*lo >= INT32_MIN && *hi <= INT32_MAX))
-      chunk.m32.assign(M.begin(), M.end());
-    else
-      chunk.m64 = std::move(M);
+    chunk.keep(std::move(M));
   });
   std::uint64_t lengths[kBitLengths] = {};
   for (const GolombChunk& c : chunks)
     for (int b = 0; b < kBitLengths; ++b) lengths[b] += c.lengths[b];
   layout.expg_k = best_expg_order(lengths);
-  parallel_for(threads, chunks.size(), [&](std::size_t c) {
-    GolombChunk& chunk = chunks[c];
-    chunk.m_bits = coded_bits(chunk.m_codes, [&](BitWriter& w) {
-      if (chunk.m64.empty()) put_m_codes(chunk.m32.data(), chunk.m32.size(), layout.expg_k, w);
-      else put_m_codes(chunk.m64.data(), chunk.m64.size(), layout.expg_k, w);
-    });
-    std::vector<std::int32_t>().swap(chunk.m32);
-    std::vector<std::int64_t>().swap(chunk.m64);
-  });
+  parallel_for(threads, chunks.size(), [&](std::size_t c) { chunks[c].code_m(layout.expg_k); });
   out.resize(kGolombPrefix);
   layout.h_bits = append_section(chunks, [](GolombChunk& c, std::vector<std::uint8_t>*& bytes) {
     bytes = &c.h_codes;

@@ -143,6 +143,7 @@ void put_m_codes(const I* M, std::size_t count, int k, BitWriter& w) {
     }
   }
 }
+template void put_m_codes<std::int16_t>(const std::int16_t*, std::size_t, int, BitWriter&);
 template void put_m_codes<std::int32_t>(const std::int32_t*, std::size_t, int, BitWriter&);
 template void put_m_codes<std::int64_t>(const std::int64_t*, std::size_t, int, BitWriter&);
 
