@@ -214,7 +214,7 @@ AnsBody::AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
     const std::size_t size = get_u32(data + pos);
     pos += 4;
     if (size > len - pos) throw FormatError("segment length overruns the body");
-    if (size + 4 < least) throw FormatError("segment too short for its stream");
+    if (size < least - 4) throw FormatError("segment too short for its stream");
     Segment s{pos, size, false};
     if (point_model) {
       if (data[pos] > 1) throw FormatError("unknown lattice point model");
