@@ -58,8 +58,8 @@ def speed(a):
     for coder in a.coder:
         for n in a.n:
             we, ce, p = best(lambda: cepam.encode(x, mech, secret=secret, round=1, client=0,
-                                                  dim=n, coder=coder), a.repeat)
-            wd, cd, _ = best(lambda: cepam.decode(p, secret=secret), a.repeat)
+                                                  dim=n, coder=coder, threads=1), a.repeat)
+            wd, cd, _ = best(lambda: cepam.decode(p, secret=secret, threads=1), a.repeat)
             r = [a.m / t / 1e6 for t in (we, wd, ce, cd)]
             print(f"{coder:>7} {n:>2} {r[0]:9.2f} {r[1]:9.2f} {r[2]:9.2f} {r[3]:9.2f} "
                   f"{8 * len(p) / a.m:10.4f}", flush=True)

@@ -24,7 +24,7 @@ def update():
 
 def _payload(x, dim, coder, round=0):
     return cepam.encode(x, cepam.Gaussian(sigma=1e-3), secret=SECRET, round=round, client=0,
-                        lattice="Z", dim=dim, clip=None, coder=coder)
+                        lattice="Z", dim=dim, clip=None, coder=coder, threads=1)
 
 
 @pytest.mark.parametrize("coder", ["golomb", "ans"])
@@ -40,7 +40,7 @@ def test_encode(benchmark, update, dim, coder):
 @pytest.mark.parametrize("dim", [1, 2])
 def test_decode(benchmark, update, dim, coder):
     payload = _payload(update, dim, coder)
-    y = benchmark.pedantic(cepam.decode, args=(payload,), kwargs={"secret": SECRET}, rounds=5,
-                           warmup_rounds=1)
+    y = benchmark.pedantic(cepam.decode, args=(payload,), kwargs={"secret": SECRET, "threads": 1},
+                           rounds=5, warmup_rounds=1)
     benchmark.extra_info["M_coords_per_s"] = M / benchmark.stats.stats.min / 1e6
     assert y.shape == update.shape

@@ -139,7 +139,7 @@ def test_inspect_reports_header_and_bits():
     # the sealed section: lattice, n and padding length (6 bytes), body, padding
     assert info.sealed_bits == 48 + sum(info.body_bits.values()) + info.padding_bits
     assert info.padding_bits == 0
-    assert set(info.body_bits) == {"model", "stream"} and info.coder == "ans"
+    assert set(info.body_bits) == {"model", "segments", "stream"} and info.coder == "ans"
     d = info.as_dict()
     assert d["bits"]["total"] == info.total_bits and d["entries"][0]["shape"] == [10, 10]
     golomb = cepam.inspect(cepam.encode(x, cepam.Gaussian(sigma=0.5), secret=SECRET_A, round=0,

@@ -17,7 +17,8 @@ below seals with an independent ChaCha20 (the ``cryptography`` package), so
 a hostile payload reaches the parsers behind a valid tag exactly as one from
 a malicious client holding the secret would.  The body ("golomb": a
 21-byte prefix with the coder's parameters, then the H and M sections;
-"ans": a source model, then a 4-state rANS stream).  Every category runs on
+"ans": a source model, then segments of at most 2^17 coordinates, each its byte
+length, a model byte for A2, D4 and E8, and a 4-state rANS stream).  Every category runs on
 payloads of both coders; the ANS body also gets forged source models and
 streams built by a test-side rANS encoder (escape abuse, bad states, long
 streams of zero or 0xFF words).
@@ -79,6 +80,7 @@ MAX_GROWTH = 64
 KNOT_BITS = 12
 KNOT_SCALE = 1 << KNOT_BITS
 ANS_BLOCK = 4096
+SEGMENT_COORDINATES = 1 << 17  # coordinates per ANS segment (at most)
 GEOMETRIC_TABLE = 64
 MAX_ABS_M = 1 << 53
 
@@ -356,27 +358,42 @@ def unpack_stream(stream: bytes) -> tuple[list[int], list[int]]:
     return states, words
 
 
+def segment(stream: bytes, point_model: int | None = None, length: int | None = None) -> bytes:
+    """An ANS segment: u32 length of the rest, the model byte (A2, D4, E8), the stream."""
+    rest = (b"" if point_model is None else bytes([point_model])) + stream
+    return struct.pack("<I", len(rest) if length is None else length) + rest
+
+
 @dataclass
 class AnsBody:
+    """An ANS body with one segment (the bases are small), and what follows it."""
+
     model: AnsModel
     stream: bytes
-    # A2, D4, E8 (lattice codes 2-4): the byte after the source model, 0 box
+    # A2, D4, E8 (lattice codes 2-4): the segment's byte after its length, 0 box
     # model, 1 point model (csrc/coding/point_coder.hpp); None for Z^n.
     point_model: int | None = None
+    length: int | None = None  # the declared segment length; None: the true one
+    after: bytes = b""  # bytes after the first segment
 
     @classmethod
     def parse(cls, body: bytes, lattice: int = 1) -> "AnsBody":
-        model, length = AnsModel.parse(body)
+        model, pos = AnsModel.parse(body)
+        (length,) = struct.unpack_from("<I", body, pos)
+        pos += 4
+        end = pos + length
         if lattice == 1:
-            return cls(model, body[length:])
-        return cls(model, body[length + 1:], body[length])
+            return cls(model, body[pos:end], after=body[end:])
+        return cls(model, body[pos + 1:end], body[pos], after=body[end:])
 
     def prefix(self) -> bytes:
-        """The source model and the model byte: the body part "model"."""
-        return self.model.pack() + (b"" if self.point_model is None else bytes([self.point_model]))
+        """The body before the first rANS stream: the source model (the body part
+        "model"), the segment's length and model byte (the part "segments")."""
+        return self.model.pack() + segment(self.stream, self.point_model,
+                                           self.length)[:-len(self.stream) or None]
 
     def pack(self) -> bytes:
-        return self.prefix() + self.stream
+        return self.model.pack() + segment(self.stream, self.point_model, self.length) + self.after
 
     def edit(self, **changes) -> "AnsBody":
         return dataclasses.replace(self, **changes)
@@ -481,7 +498,7 @@ def forged_ans(*, stream: bytes, n=1, mechanism=1, model: AnsModel = UNIFORM_MOD
                entries=None, container=0, m=None, scale=0.25, clip=math.inf) -> RawPayload:
     entries, m = _single_entry(shape, entries, m)
     return RawPayload(b"CEPM", VERSION, mechanism, 1, n, ANS, container, 0, scale, clip,
-                      5, 6, 7, m, entries, None, model.pack() + stream)
+                      5, 6, 7, m, entries, None, model.pack() + segment(stream))
 
 
 def symbols_of(raw: RawPayload, *, secret: bytes = SECRET):
@@ -724,8 +741,11 @@ def test_forged_payload_helpers_match_the_format():
             body = AnsBody.parse(raw.body, raw.lattice)
             assert body.pack() == raw.body
             assert (body.point_model is None) == (raw.lattice == 1), name
-            assert info.body_bits == {"model": 8 * len(body.prefix()),
+            assert info.body_bits == {"model": 8 * len(body.model.pack()),
+                                      "segments": 8 * (len(body.prefix())
+                                                       - len(body.model.pack())),
                                       "stream": 8 * len(body.stream)}, name
+            assert body.after == b"", name
             incs = body.model.increments()
             assert sum(incs) <= KNOT_SCALE and body.model.order == best_knot_order(incs)
             assert body.model.recoded().pack() == body.model.pack()
@@ -1002,7 +1022,7 @@ def test_every_truncation_behind_a_valid_tag_is_a_format_error(name):
 
 BODY_TRUNCATION_MESSAGES = {
     "golomb": "length|section|too short",
-    "ans": "source model|entropy-coded body|truncated|bad length|prefix code",
+    "ans": "source model|entropy-coded body|truncated|bad length|prefix code|segment",
 }
 
 
@@ -1250,7 +1270,10 @@ HEADER_TARGETED = [
     *[(f"coder-{c}", "gauss-n2", (lambda c: lambda r: r.edit(coder=c))(c), FORMAT, "coder")
       for c in (0, 3, 255)],
     *[(f"container-{c}", "dict-n2", (lambda c: lambda r: r.edit(container=c))(c), FORMAT,
-       "container") for c in (4, 255)],
+       "container") for c in (5, 255)],
+    # 4 is a bare payload (no structure): one with entries is malformed.
+    ("container-4-with-entries", "dict-n2", lambda r: r.edit(container=4), FORMAT,
+     "without structure has entries"),
     ("dict-as-single-container", "dict-n2", lambda r: r.edit(container=0), FORMAT, None),
     ("dict-as-list-container", "dict-n2", lambda r: r.edit(container=1), FORMAT, "named"),
     ("list-as-dict-container", "tuple-laplace-n3", lambda r: r.edit(container=3),
@@ -1507,13 +1530,14 @@ ANS_TARGETED = [
     *[(f"model-cut-to-{k}", "ans-gauss-n2", (lambda k: lambda r: r.edit(body=r.body[:k]))(k),
        FORMAT, "source model|truncated") for k in (0, 1, 8, 9, 10)],
     ("model-only", "ans-gauss-n2",
-     on_ans(lambda b: b.edit(stream=b"")), FORMAT, "bad length"),
+     on_ans(lambda b: b.edit(stream=b"")), FORMAT, "segment"),
     # An extra byte between model and stream: the stream is misaligned.
     ("byte-between-model-and-stream", "ans-gauss-n2-m300",
      on_ans(lambda b: b.edit(stream=b"\x00" + b.stream)), FORMAT, None),
     # Stream: its length.
     *[(f"stream-length-{k}", "ans-gauss-n2-m300", (lambda k: on_ans(
-        lambda b: b.edit(stream=b.stream[:k])))(k), FORMAT, "bad length|truncated")
+        lambda b: b.edit(stream=b.stream[:k])))(k), FORMAT,
+        "bad length|truncated|segment")
       for k in (0, 1, 8, 24, 31, 33, 34, 35)],
     *[(f"stream-plus-{k}-bytes", "ans-gauss-n2-m300", (lambda k: on_ans(
         lambda b: b.edit(stream=b.stream + bytes(k))))(k), FORMAT, "bad length|trailing")
@@ -1604,7 +1628,7 @@ def test_the_model_code_order_is_not_part_of_the_meaning():
     want = cepam.decode(BASES["ans-dict-n2"], secret=SECRET)
     for k in range(KNOT_BITS + 1):
         model = body.model.recoded(order=k)
-        got = cepam.decode(raw.edit(body=model.pack() + body.stream).tagged(), secret=SECRET)
+        got = cepam.decode(raw.edit(body=body.edit(model=model).pack()).tagged(), secret=SECRET)
         for name in want:
             np.testing.assert_array_equal(got[name], want[name])
 
@@ -1644,7 +1668,8 @@ def test_a_body_ending_at_the_model_byte_is_a_format_error(name):
     body = AnsBody.parse(RawPayload.parse(BASES[name]).body, 2)
     for cut in (body.model.pack(), body.prefix()):
         payload = _targeted_payload(lambda r: r.edit(body=cut), name)
-        with pytest.raises(cepam.FormatError, match="model byte|entropy-coded body|truncated"):
+        with pytest.raises(cepam.FormatError,
+                           match="model byte|entropy-coded body|truncated|segment"):
             cepam.decode(payload, secret=SECRET)
         with pytest.raises(cepam.FormatError):
             cepam.inspect(payload, secret=SECRET)
@@ -1833,19 +1858,18 @@ def test_escapes_under_a_tiny_scale_are_non_canonical():
 
 @pytest.mark.parametrize("coder", CODERS)
 def test_an_empty_update_and_hostile_variants(coder):
-    """m = 0: the ANS body is a model and four states at 2^31, with no words; anything
-    else there is a FormatError."""
+    """m = 0: the ANS body is a source model and no segment; anything else there is a
+    FormatError."""
     payload = cepam.encode(np.zeros((0, 3), np.float32), cepam.Gaussian(sigma=0.1),
                            secret=SECRET, round=0, client=0, coder=coder)
     assert cepam.decode(payload, secret=SECRET).shape == (0, 3)
     raw = RawPayload.parse(payload)
     if coder == "ans":
-        body = AnsBody.parse(raw.body)
-        assert unpack_stream(body.stream) == ([RANS_LOW] * STREAMS, [])
-        bad_bodies = [body.with_state(0, RANS_LOW + 1).pack(),
-                      body.edit(stream=body.stream + bytes(4)).pack(),
-                      body.edit(stream=body.stream[:-8]).pack(),
-                      body.edit(model=body.model.edit(a=math.nan)).pack()]
+        model, length = AnsModel.parse(raw.body)
+        assert length == len(raw.body)
+        empty = segment(pack_stream([RANS_LOW] * STREAMS, []))
+        bad_bodies = [model.pack() + empty, model.pack() + empty[:4], model.pack() + bytes(1),
+                      model.edit(a=math.nan).pack()]
     else:
         body = GolombBody.parse(raw.body)
         bad_bodies = [body.edit(m_bits=1, sections=b"\x80").pack(),
@@ -1879,7 +1903,8 @@ def test_final_states_and_trailing_words_are_checked():
         (lambda s, w: (s, [w[0] ^ 1] + w[1:]), None),
         (lambda s, w: (s, w[:-1] + [w[-1] ^ (1 << 31)]), None),
     ):
-        bad = raw.edit(body=UNIFORM_MODEL.pack() + pack_stream(*edit(list(states), list(words))))
+        bad = raw.edit(body=UNIFORM_MODEL.pack() + segment(pack_stream(*edit(list(states),
+                                                                             list(words)))))
         with pytest.raises(cepam.FormatError, match=match):
             cepam.decode(bad.tagged(), secret=SECRET)
 
@@ -1987,7 +2012,7 @@ def _extreme_cases():
         for a in (math.ldexp(1.0, -1018), 1.0, 1e300, DBL_MAX / 2,
                   math.nextafter(DBL_MAX / 2, math.inf), 1.79e308, DBL_MAX):
             for scale in (5e-324, 1e-300, 1.0, 1e280, 1e300, DBL_MAX):
-                edited = raw.edit(scale=scale, body=body.model.edit(a=a).pack() + body.stream)
+                edited = raw.edit(scale=scale, body=body.edit(model=body.model.edit(a=a)).pack())
                 cases.append((f"{name} A={a!r} scale={scale!r}", edited.tagged()))
     return cases
 

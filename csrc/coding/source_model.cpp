@@ -1,10 +1,13 @@
 #include "coding/source_model.hpp"
 
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "coding/bitstream.hpp"
 #include "random/detmath.hpp"
 #include "common/errors.hpp"
+#include "common/parallel.hpp"
 
 namespace cepam {
 namespace {
@@ -48,15 +51,14 @@ inline double neg_log2(double p) {
   return -(e + lo + r * (table.value[static_cast<std::size_t>(k) + 1] - lo));
 }
 
-}  // namespace
 
+// Elements per task of the passes over x in fit.
+constexpr std::size_t kFitChunk = std::size_t{1} << 16;
+
+// max |x[i]| over i < m, NaN skipped.  Eight partial maxima, for
+// vectorisation (the maximum does not depend on the order).
 template <class T>
-SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
-                             double cell_hi) {
-  SourceModel model;
-  // max |x factor| = (max |x|) factor, rounding being monotone; the
-  // comparisons skip NaN.  Eight partial maxima, for vectorisation (the
-  // maximum does not depend on the order).
+T max_abs(const T* x, std::size_t m) {
   T part[8] = {};
   std::size_t i8 = 0;
   for (; i8 + 8 <= m; i8 += 8) {
@@ -71,6 +73,61 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double ce
   }
   T xmax = 0;
   for (const T v : part) xmax = v > xmax ? v : xmax;
+  return xmax;
+}
+
+// Adds to counts[c] the number of i < m whose x[i] factor falls in grid
+// cell c of a model of range a (inv_width = kCells / 2a): cell floor(u)
+// clamped to [0, kCells - 1], clamped in the floating-point domain (so that
+// a NaN u, from non-finite data that LRSUQ will reject, gets some cell
+// without undefined behaviour), a chunk at a time in a loop the compiler
+// vectorises; then counted in four partial histograms.
+template <class T>
+void count_cells(const T* x, std::size_t m, double factor, double a, double inv_width,
+                 std::uint64_t* counts) {
+  constexpr std::size_t kCells = SourceModel::kCells;
+  std::vector<std::uint64_t> part(4 * kCells, 0);
+  std::uint64_t* const part0 = part.data();
+  std::uint64_t* const part1 = part0 + kCells;
+  std::uint64_t* const part2 = part1 + kCells;
+  std::uint64_t* const part3 = part2 + kCells;
+  constexpr std::size_t kChunk = 512;
+  std::int32_t cells[kChunk];
+  for (std::size_t i0 = 0; i0 < m; i0 += kChunk) {
+    const std::size_t n = m - i0 < kChunk ? m - i0 : kChunk;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double u = (static_cast<double>(x[i0 + i]) * factor + a) * inv_width;
+      const double c = u < kCells - 1 ? u : kCells - 1;
+      cells[i] = static_cast<std::int32_t>(c >= 1.0 ? c : 0.0);
+    }
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      ++part0[cells[i]];
+      ++part1[cells[i + 1]];
+      ++part2[cells[i + 2]];
+      ++part3[cells[i + 3]];
+    }
+    for (; i < n; ++i) ++part0[cells[i]];
+  }
+  for (std::size_t c = 0; c < kCells; ++c) counts[c] += part0[c] + part1[c] + part2[c] + part3[c];
+}
+
+}  // namespace
+
+template <class T>
+SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
+                             double cell_hi, int threads) {
+  SourceModel model;
+  // max |x factor| = (max |x|) factor, rounding being monotone; the
+  // comparisons skip NaN.  A maximum per chunk, then theirs.
+  const std::size_t chunks = m / kFitChunk + (m % kFitChunk != 0 ? 1 : 0);
+  const auto chunk_size = [&](std::size_t c) { return m - c * kFitChunk < kFitChunk ? m - c * kFitChunk : kFitChunk; };
+  std::vector<T> maxima(chunks, T(0));
+  parallel_for(threads, chunks, [&](std::size_t c) {
+    maxima[c] = max_abs(x + c * kFitChunk, chunk_size(c));
+  });
+  T xmax = 0;
+  for (const T v : maxima) xmax = v > xmax ? v : xmax;
   const double a = static_cast<double>(xmax) * factor;
   // 2A and kCells / 2A must be finite; values beyond a clamped range fall in
   // the end cells, which only costs bits.
@@ -84,33 +141,16 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double ce
     model.derive();
     return model;
   }
-  // Cell floor(u) clamped to [0, kCells - 1], clamped in the floating-point
-  // domain (so that a NaN u, from non-finite data that LRSUQ will reject,
-  // gets some cell without undefined behaviour), a chunk at a time in a
-  // loop the compiler vectorises; then counted in four partial histograms.
-  std::vector<std::uint64_t> counts(4 * static_cast<std::size_t>(kCells), 0);
-  std::uint64_t* const part0 = counts.data();
-  std::uint64_t* const part1 = part0 + kCells;
-  std::uint64_t* const part2 = part1 + kCells;
-  std::uint64_t* const part3 = part2 + kCells;
-  constexpr std::size_t kChunk = 512;
-  std::int32_t cells[kChunk];
-  for (std::size_t i0 = 0; i0 < m; i0 += kChunk) {
-    const std::size_t n = m - i0 < kChunk ? m - i0 : kChunk;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double u = (static_cast<double>(x[i0 + i]) * factor + model.a_) * model.inv_width_;
-      const double c = u < kCells - 1 ? u : kCells - 1;
-      cells[i] = static_cast<std::int32_t>(c >= 1.0 ? c : 0.0);
-    }
-    std::size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      ++part0[cells[i]];
-      ++part1[cells[i + 1]];
-      ++part2[cells[i + 2]];
-      ++part3[cells[i + 3]];
-    }
-    for (; i < n; ++i) ++part0[cells[i]];
-  }
+  // The histogram of the grid cells: chunks counted in parallel, their
+  // counts summed (in any order: integers).
+  std::vector<std::uint64_t> counts(kCells, 0);
+  std::mutex adding;
+  parallel_for(threads, chunks, [&](std::size_t c) {
+    std::vector<std::uint64_t> local(kCells, 0);
+    count_cells(x + c * kFitChunk, chunk_size(c), factor, model.a_, model.inv_width_, local.data());
+    const std::lock_guard<std::mutex> lock(adding);
+    for (std::size_t k = 0; k < kCells; ++k) counts[k] += local[k];
+  });
   // The cumulative counts at the cell edges; the occupied groups of 2^s
   // cells, 2^s the largest power of two (up to 8) not above a quarter of the
   // smaller coding cell (finer detail is smoothed away), as their first
@@ -118,7 +158,7 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double ce
   std::array<std::uint64_t, kCells + 1> cum;
   cum[0] = 0;
   for (std::size_t c = 0; c < kCells; ++c)
-    cum[c + 1] = cum[c] + part0[c] + part1[c] + part2[c] + part3[c];
+    cum[c + 1] = cum[c] + counts[c];
   const double w_lo = cell_lo * model.inv_width_, w_hi = cell_hi * model.inv_width_;
   std::size_t group = 1;
   while (group < 8 && 4.0 * static_cast<double>(group) <= w_lo) group *= 2;
@@ -356,7 +396,9 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
   return model;
 }
 
-template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double, double);
-template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double, double);
+template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double, double,
+                                             int);
+template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double, double,
+                                              int);
 
 }  // namespace cepam

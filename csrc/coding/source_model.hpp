@@ -49,9 +49,11 @@ class SourceModel {
   // estimates of each candidate's cost.  Defined for any input; the values
   // of a model fitted to non-finite data do not matter (LRSUQ rejects such
   // data).
+  // threads: how many threads may share the passes over x (the same model
+  // for every count: the passes reduce to a maximum and integer counts).
   template <class T>
   static SourceModel fit(const T* x, std::size_t m, double factor, double cell_lo,
-                         double cell_hi);
+                         double cell_hi, int threads = 1);
 
   // Serialises / parses the model (parse throws FormatError on bad input
   // and advances *pos).

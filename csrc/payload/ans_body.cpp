@@ -100,23 +100,26 @@ class DiagonalBatch {
 
 }  // namespace
 
-AnsBodyEncoder::AnsBodyEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
-                               std::size_t N, bool point_model)
-    : model_(model), basis_(basis), hcoder_(p), cells_(model) {
+AnsSegmentEncoder::AnsSegmentEncoder(const SourceModel& model, double p,
+                                     const TriangularBasis& basis, std::size_t subvectors,
+                                     bool point_model)
+    : basis_(basis), hcoder_(p), cells_(model) {
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   // One symbol per coded H and per coordinate, more only for escapes and
   // coarse tables.
   const std::size_t h = hcoder_.coded() ? 1 : 0;
-  ans_.reserve(N * (static_cast<std::size_t>(basis.n) + h));
+  ans_.reserve(subvectors * (static_cast<std::size_t>(basis.n) + h));
   if (point_model) points_ = std::make_unique<PointCoder>(model, basis);
 }
 
-void AnsBodyEncoder::encode_h(std::size_t count, const std::uint32_t* H, AnsEncoder& enc) const {
+void AnsSegmentEncoder::encode_h(std::size_t count, const std::uint32_t* H,
+                                 AnsEncoder& enc) const {
   for (std::size_t j = 0; j < count; ++j) hcoder_.encode(H[j], enc);
 }
 
-void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
-                                  const std::int64_t* M, const double* beta, const double* V) {
+void AnsSegmentEncoder::encode_block(std::size_t count, const std::uint32_t* H,
+                                     const std::int64_t* M, const double* beta,
+                                     const double* V) {
   const std::size_t n = static_cast<std::size_t>(basis_.n);
   encode_h(count, H, ans_);
   // The box model: for one sub-vector (into enc and, if given, also into a
@@ -155,45 +158,89 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
   }
 }
 
-void AnsBodyEncoder::finish(std::vector<std::uint8_t>& out) const {
-  model_.serialize(out);
+namespace {
+
+void put_u32(std::vector<std::uint8_t>& out, std::size_t at, std::uint32_t v) {
+  for (int b = 0; b < 4; ++b) out[at + static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(v >> (8 * b));
+}
+
+std::uint32_t get_u32(const std::uint8_t* p) {
+  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
+         static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+
+// The shortest segment: its length, the model byte, and four states.
+std::size_t min_segment_bytes(bool point_model) {
+  return segment_prefix(point_model) + 8 * static_cast<std::size_t>(kStreams);
+}
+
+}  // namespace
+
+void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out) const {
+  const std::size_t at = out.size();
+  out.resize(at + 4);  // the length, filled in below
   if (!points_) {
     ans_.finish(out);
-    return;
-  }
-  if (!points_started_) {  // the same stream both ways: the box model
+  } else if (!points_started_) {  // the same stream both ways: the box model
     out.push_back(0);
     ans_.finish(out);
-    return;
+  } else {
+    std::vector<std::uint8_t> box, points;
+    ans_.finish(box);
+    ans_points_.finish(points);
+    const bool use_points = points.size() < box.size();
+    out.push_back(use_points ? 1 : 0);
+    const std::vector<std::uint8_t>& stream = use_points ? points : box;
+    out.insert(out.end(), stream.begin(), stream.end());
   }
-  std::vector<std::uint8_t> box, points;
-  ans_.finish(box);
-  ans_points_.finish(points);
-  const bool use_points = points.size() < box.size();
-  out.push_back(use_points ? 1 : 0);
-  const std::vector<std::uint8_t>& stream = use_points ? points : box;
-  out.insert(out.end(), stream.begin(), stream.end());
+  const std::size_t size = out.size() - at - 4;
+  if (size > 0xffffffffu) throw EncodingError("an entropy-coded segment is longer than 4 GiB");
+  put_u32(out, at, static_cast<std::uint32_t>(size));
 }
 
-AnsBodyDecoder::AnsBodyDecoder(const std::uint8_t* data, std::size_t len, bool point_model) {
+AnsBody::AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
+                 std::size_t segments)
+    : data_(data) {
   std::size_t pos = 0;
   model_ = SourceModel::parse(data, len, &pos);
-  if (point_model) {
-    if (pos >= len) throw FormatError("body truncated before its model byte");
-    if (data[pos] > 1) throw FormatError("unknown lattice point model");
-    points_ = data[pos] == 1;
-    ++pos;
+  model_size_ = pos;
+  const std::size_t least = min_segment_bytes(point_model);
+  // Checked before anything is allocated: the body can hold that many segments.
+  if (segments != kAnySegments && segments > (len - pos) / least)
+    throw FormatError("body too short for its number of segments");
+  segments_.reserve(segments != kAnySegments ? segments : (len - pos) / least);
+  while (pos < len && segments_.size() != segments) {
+    if (len - pos < 4) throw FormatError("body truncated in a segment length");
+    const std::size_t size = get_u32(data + pos);
+    pos += 4;
+    if (size > len - pos) throw FormatError("segment length overruns the body");
+    if (size < least - 4) throw FormatError("segment too short for its stream");
+    Segment s{pos, size, false};
+    if (point_model) {
+      if (data[pos] > 1) throw FormatError("unknown lattice point model");
+      s.points = data[pos] == 1;
+      ++s.offset;
+      --s.size;
+    }
+    segments_.push_back(s);
+    pos += size;
   }
-  offset_ = pos;
-  ans_ = std::make_unique<AnsDecoder>(data + pos, len - pos);
+  if (segments != kAnySegments && segments_.size() != segments)
+    throw FormatError("body has fewer segments than its coordinates need");
+  if (pos != len) throw FormatError("body has trailing data after its last segment");
 }
 
-void AnsBodyDecoder::decode_h(double p, std::size_t N, std::uint32_t* H) {
-  GeometricCoder(p).decode_batch(N, *ans_, H);
+AnsSegmentDecoder::AnsSegmentDecoder(const AnsBody& body, std::size_t segment)
+    : model_(body.model()),
+      points_(body.segments()[segment].points),
+      ans_(body.data() + body.segments()[segment].offset, body.segments()[segment].size) {}
+
+void AnsSegmentDecoder::decode_h(double p, std::size_t count, std::uint32_t* H) {
+  GeometricCoder(p).decode_batch(count, ans_, H);
 }
 
-void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const double* beta,
-                              const double* V, std::int64_t* M) {
+void AnsSegmentDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const double* beta,
+                                 const double* V, std::int64_t* M) {
   const CellCoder cells(model_);
   const std::size_t n = static_cast<std::size_t>(basis.n);
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
@@ -203,9 +250,9 @@ void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const
     for (std::size_t j = 0; j < N; ++j) {
       std::int64_t* m = M + j * n;
       const bool table = points && points->prepare(beta[j], V + j * n);
-      if (table && points->decode(*ans_, m)) continue;
+      if (table && points->decode(ans_, m)) continue;
       visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
-        m[k] = cells.decode(cells.layout(g, o), *ans_);
+        m[k] = cells.decode(cells.layout(g, o), ans_);
       });
       if (table && points->listed(m)) throw FormatError("non-canonical escaped lattice point");
     }
@@ -216,7 +263,7 @@ void AnsBodyDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const
   for (std::size_t j0 = 0; j0 < N; j0 += batch.subvectors()) {
     const std::size_t j1 = N - j0 < batch.subvectors() ? N : j0 + batch.subvectors();
     batch.tables(j0, j1, beta, V);
-    cells.decode_batch(batch.g, batch.o, batch.size(j0, j1), *ans_, batch.coordinates(j0, M));
+    cells.decode_batch(batch.g, batch.o, batch.size(j0, j1), ans_, batch.coordinates(j0, M));
     batch.scatter(j0, j1, M);
   }
 }

@@ -1,18 +1,27 @@
-// Payload body coder 2 ("ans"): the source model, then one rANS stream with
-// every trial index H_j (exact Geometric(p) model) followed by every lattice
-// coordinate, coded conditionally on the decoder's side information: the
-// scale beta_j = r(U_j) / rho and the dither V_{j, H_j} of each sub-vector
-// (see coding/conditional_coder.hpp).  H comes first because its model needs
-// nothing; the decoder then computes the side information of the block's
-// sub-vectors and decodes their M.
+// Payload body coder 2 ("ans"): the source model, then the update's
+// sub-vectors in segments of a fixed number of sub-vectors (kSegmentCoordinates
+// / n; the last segment the rest), each coded on its own: its own rANS
+// states, its own choice of lattice model, and its byte length in front, so
+// that segments are encoded and decoded in parallel, and the decoder can
+// find every segment before decoding any.  The segment size does not depend
+// on the thread count, so neither do the bytes.
 //
-// Layout: source model (SourceModel::serialize), for the lattices with a
-// point model (uses_point_model: A2, D4, E8) a byte saying which model codes
-// M (0: the box model alone, 1: the point model of coding/point_coder.hpp with the
-// box model for its escapes; the encoder codes both and keeps the shorter),
-// then the rANS bytes.  The stream goes block by block, kAnsBlock
-// sub-vectors a block: the H of the block, then its M, so the decoder needs
-// O(kAnsBlock) memory besides the output.
+// In a segment's rANS stream: every trial index H_j (exact Geometric(p)
+// model) and every lattice coordinate, coded conditionally on the decoder's
+// side information: the scale beta_j = r(U_j) / rho and the dither
+// V_{j, H_j} of each sub-vector (see coding/conditional_coder.hpp), block by
+// block, kAnsBlock sub-vectors a block: the H of the block (its model needs
+// nothing), then its M, so the decoder needs O(kAnsBlock) memory besides the
+// output.
+//
+// Layout (format version 3): source model (SourceModel::serialize), then for
+// each of the ceil(N / S) segments (S = kSegmentCoordinates / n sub-vectors,
+// N = ceil(m / n)): u32 L (little-endian), the byte length of the rest of
+// the segment; for the lattices with a point model (uses_point_model: A2,
+// D4, E8) a byte saying which model codes M (0: the box model alone, 1: the
+// point model of coding/point_coder.hpp with the box model for its escapes;
+// the encoder codes both and keeps the shorter); then the rANS bytes.  The
+// body ends with the last segment.
 #pragma once
 
 #include <cstddef>
@@ -30,27 +39,49 @@ namespace cepam {
 
 inline constexpr std::size_t kAnsBlock = 4096;
 
-// Whether an ANS body of this lattice has the model byte (the lattices whose
+// Coordinates per segment (at most; kSegmentCoordinates / n sub-vectors).
+// 2^17: segments cost 0.0016 bits per coordinate against one stream
+// (measured: the lengths, the model bytes, each stream's first and final
+// states), and an update of 10^6 coordinates has eight segments to share
+// among threads.
+inline constexpr std::size_t kSegmentCoordinates = std::size_t{1} << 17;
+
+// Sub-vectors per segment for dimension n.
+inline std::size_t segment_subvectors(int n) {
+  return kSegmentCoordinates / static_cast<std::size_t>(n);
+}
+
+// The number of segments of m coordinates in dimension n.
+inline std::size_t ans_segments(std::size_t m, int n) {
+  const std::size_t N = m / static_cast<std::size_t>(n) + (m % static_cast<std::size_t>(n) != 0 ? 1 : 0);
+  const std::size_t S = segment_subvectors(n);
+  return N / S + (N % S != 0 ? 1 : 0);
+}
+
+// Bytes of a segment before its rANS stream: the length, and the model byte.
+inline std::size_t segment_prefix(bool point_model) { return point_model ? 5 : 4; }
+
+// Whether an ANS body of this lattice has model bytes (the lattices whose
 // cell is not a box).
 inline bool uses_point_model(LatticeId id) { return id != LatticeId::Z; }
 
-// The encoder: encode_block for each block in turn (the H and M of its
-// sub-vectors and their side information: beta[count], V[count n]), then
-// finish.  N (the number of sub-vectors) only sizes the symbol buffer.
-class AnsBodyEncoder {
+// The encoder of one segment: encode_block for each block in turn (the H
+// and M of its sub-vectors and their side information: beta[count],
+// V[count n]), then finish.  subvectors (the segment's) sizes the symbol
+// buffer.  model and basis must outlive it.
+class AnsSegmentEncoder {
  public:
   // point_model: code M both ways (box model, point model) and keep the shorter.
-  AnsBodyEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
-                 std::size_t N, bool point_model);
+  AnsSegmentEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
+                    std::size_t subvectors, bool point_model);
   void encode_block(std::size_t count, const std::uint32_t* H, const std::int64_t* M,
                     const double* beta, const double* V);
-  // Appends the body: the source model, the model byte, then the rANS stream.
+  // Appends the segment: its length, the model byte, then the rANS stream.
   void finish(std::vector<std::uint8_t>& out) const;
 
  private:
   void encode_h(std::size_t count, const std::uint32_t* H, AnsEncoder& enc) const;
 
-  const SourceModel& model_;
   const TriangularBasis& basis_;
   GeometricCoder hcoder_;
   CellCoder cells_;
@@ -60,25 +91,51 @@ class AnsBodyEncoder {
   bool points_started_ = false;
 };
 
-// The decoder: per block, decode_h then decode_m, as the stream runs.  Throws FormatError on
-// any inconsistency; finish() checks that the stream ended where it should.
-class AnsBodyDecoder {
+// The decoder's view of a body: the source model and where each segment's
+// rANS stream lies, checked before anything else is read (FormatError for
+// a malformed model, a segment length that overruns the body or is too
+// short to hold a stream, a model byte other than 0 and 1, a segment count
+// other than the one expected, or bytes after the last segment).  Holds
+// O(len) memory at most (a segment takes at least 36 bytes).
+class AnsBody {
  public:
-  // point_model: the body has the model byte (uses_point_model).
-  AnsBodyDecoder(const std::uint8_t* data, std::size_t len, bool point_model);
-  void decode_h(double p, std::size_t N, std::uint32_t* H);
-  void decode_m(const TriangularBasis& basis, std::size_t N, const double* beta, const double* V,
-                std::int64_t* M);
-  void finish() const { ans_->finish(); }
-  // Where the rANS stream starts.
-  std::size_t stream_offset() const { return offset_; }
+  struct Segment {
+    std::size_t offset, size;  // the rANS stream: data + offset, size bytes
+    bool points;               // the point model codes M
+  };
+  // segments: the expected count, or kAnySegments to take what the body holds.
+  static constexpr std::size_t kAnySegments = ~std::size_t{0};
+  AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
+          std::size_t segments = kAnySegments);
+
+  const SourceModel& model() const { return model_; }
+  std::size_t model_size() const { return model_size_; }  // bytes of the source model
+  const std::vector<Segment>& segments() const { return segments_; }
+  const std::uint8_t* data() const { return data_; }
 
  private:
+  const std::uint8_t* data_;
   SourceModel model_;
-  bool points_ = false;  // the point model codes M
+  std::size_t model_size_ = 0;
+  std::vector<Segment> segments_;
+};
+
+// The decoder of one segment: per block, decode_h then decode_m, as the
+// stream runs.  Throws FormatError on any inconsistency; finish() checks
+// that the stream ended where it should.
+class AnsSegmentDecoder {
+ public:
+  AnsSegmentDecoder(const AnsBody& body, std::size_t segment);
+  void decode_h(double p, std::size_t count, std::uint32_t* H);
+  void decode_m(const TriangularBasis& basis, std::size_t count, const double* beta,
+                const double* V, std::int64_t* M);
+  void finish() const { ans_.finish(); }
+
+ private:
+  const SourceModel& model_;
+  bool points_;  // the point model codes M
   std::unique_ptr<PointCoder> point_coder_;  // (made by the first decode_m)
-  std::size_t offset_ = 0;
-  std::unique_ptr<AnsDecoder> ans_;
+  AnsDecoder ans_;
 };
 
 }  // namespace cepam

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <mutex>
 
 #include "payload/golomb_body.hpp"
 #include "payload/ans_body.hpp"
 #include "common/errors.hpp"
+#include "common/parallel.hpp"
 
 namespace cepam {
 namespace {
@@ -72,12 +74,14 @@ void golomb_symbols(const LrsuqParams& p, const std::uint8_t* body, std::size_t 
   decode_body(body + kGolombPrefix, len - kGolombPrefix, layout, N, count, H.data(), M.data());
 }
 
-// The offset of the rANS stream in an ANS body, after checking the model and
-// the stream's length.
-std::size_t ans_stream_offset(const std::uint8_t* body, std::size_t len, LatticeId lattice) {
-  // (The decoder checks the model, the model byte, the length and the states.)
-  return AnsBodyDecoder(body, len, uses_point_model(lattice)).stream_offset();
+// Sub-vectors per Golomb chunk (the encoder's and decoder's unit of work;
+// not part of the format).
+std::size_t golomb_chunk(const LrsuqParams& p) {
+  return (std::size_t{1} << 16) / static_cast<std::size_t>(p.n);
 }
+
+// The number of pieces of `size` sub-vectors that cover N.
+std::size_t pieces(std::size_t N, std::size_t size) { return N / size + (N % size != 0 ? 1 : 0); }
 
 // The buffers of one ANS block: trial indices, lattice points and side
 // information (beta, dither) of up to kAnsBlock sub-vectors.
@@ -94,29 +98,205 @@ struct AnsBlock {
   }
 };
 
-// Calls f(j0, count) for the blocks of kAnsBlock sub-vectors that cover [0, N).
+// Calls f(j0, count) for the blocks of kAnsBlock sub-vectors that cover [first, last).
 template <class F>
-void for_each_block(std::size_t N, F&& f) {
-  for (std::size_t j0 = 0; j0 < N; j0 += kAnsBlock)
-    f(j0, N - j0 < kAnsBlock ? N - j0 : kAnsBlock);
+void for_each_block(std::size_t first, std::size_t last, F&& f) {
+  for (std::size_t j0 = first; j0 < last; j0 += kAnsBlock)
+    f(j0, last - j0 < kAnsBlock ? last - j0 : kAnsBlock);
 }
 
-// Decodes an ANS body block by block and calls sink(j0, count, block) with
-// each block's symbols and side information; checks the stream's end.
+// The sub-vectors [first, last) of ANS segment s.
+struct SegmentRange {
+  std::size_t first, last;
+};
+SegmentRange segment_range(const LrsuqParams& p, std::size_t N, std::size_t s) {
+  const std::size_t S = segment_subvectors(p.n);
+  return {s * S, N - s * S < S ? N : (s + 1) * S};
+}
+
+// Decodes an ANS body, its segments in parallel, block by block, and calls
+// sink(j0, count, block) with each block's symbols and side information
+// (from several threads at once, for disjoint blocks); checks each
+// segment's end.
 template <class Sink>
 void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                       std::size_t len, std::size_t N, Sink&& sink) {
-  AnsBodyDecoder dec(body, len, uses_point_model(p.lattice));
+                       std::size_t len, std::size_t N, int threads, Sink&& sink) {
+  const AnsBody ans(body, len, uses_point_model(p.lattice),
+                    pieces(N, segment_subvectors(p.n)));
   const double accept = acceptance_probability(p);
   const TriangularBasis basis = lattice_basis(p);
-  AnsBlock b(N, static_cast<std::size_t>(p.n));
-  for_each_block(N, [&](std::size_t j0, std::size_t count) {
-    dec.decode_h(accept, count, b.H.data());
-    lrsuq_side_info(p, ks, b.H.data(), j0, j0 + count, b.beta.data(), b.V.data());
-    dec.decode_m(basis, count, b.beta.data(), b.V.data(), b.M.data());
-    sink(j0, count, b);
+  parallel_for(threads, ans.segments().size(), [&](std::size_t s) {
+    const SegmentRange range = segment_range(p, N, s);
+    AnsSegmentDecoder dec(ans, s);
+    AnsBlock b(range.last - range.first, static_cast<std::size_t>(p.n));
+    for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
+      dec.decode_h(accept, count, b.H.data());
+      lrsuq_side_info(p, ks, b.H.data(), j0, j0 + count, b.beta.data(), b.V.data());
+      dec.decode_m(basis, count, b.beta.data(), b.V.data(), b.M.data());
+      sink(j0, count, b);
+    });
+    dec.finish();
   });
-  dec.finish();
+}
+
+// Codes into bytes (padded to a byte), returns the bits.
+template <class Put>
+std::uint64_t coded_bits(std::vector<std::uint8_t>& bytes, Put&& put) {
+  BitWriter w(bytes);
+  put(w);
+  const std::uint64_t bits = w.bits();
+  w.finish();
+  return bits;
+}
+
+// One chunk of a Golomb body being encoded: the codes of its H, and its M
+// until their code's order is known (in the narrowest of int16, int32 and
+// int64 that holds them all: int16 or int32 in practice), then their codes.
+struct GolombChunk {
+  std::vector<std::uint8_t> h_codes, m_codes;
+  std::uint64_t h_bits = 0, m_bits = 0;
+  std::vector<std::int16_t> m16;
+  std::vector<std::int32_t> m32;
+  std::vector<std::int64_t> m64;
+  std::uint64_t lengths[kBitLengths] = {};
+
+  void keep(std::vector<std::int64_t>&& M) {
+    const auto [lo, hi] = std::minmax_element(M.begin(), M.end());
+    if (M.empty() || (*lo >= INT16_MIN && *hi <= INT16_MAX))
+      m16.assign(M.begin(), M.end());
+    else if (*lo >= INT32_MIN && *hi <= INT32_MAX)
+      m32.assign(M.begin(), M.end());
+    else
+      m64 = std::move(M);
+  }
+  // Codes the kept M with order k, then drops them.
+  void code_m(int k) {
+    m_bits = coded_bits(m_codes, [&](BitWriter& w) {
+      if (!m64.empty()) put_m_codes(m64.data(), m64.size(), k, w);
+      else if (!m32.empty()) put_m_codes(m32.data(), m32.size(), k, w);
+      else put_m_codes(m16.data(), m16.size(), k, w);
+    });
+    std::vector<std::int16_t>().swap(m16);
+    std::vector<std::int32_t>().swap(m32);
+    std::vector<std::int64_t>().swap(m64);
+  }
+};
+
+// Appends the chunks' codes of one section (then drops them), and pads it.
+template <class Codes>
+std::uint64_t append_section(std::vector<GolombChunk>& chunks, Codes&& codes,
+                             std::vector<std::uint8_t>& out) {
+  BitWriter w(out);
+  for (GolombChunk& c : chunks) {
+    std::vector<std::uint8_t>* bytes;
+    const std::uint64_t bits = codes(c, bytes);
+    put_bits(bytes->data(), bits, w);
+    std::vector<std::uint8_t>().swap(*bytes);
+  }
+  const std::uint64_t bits = w.bits();
+  w.finish();
+  return bits;
+}
+
+// The Golomb body of x: LRSUQ and the codes of H chunk by chunk in
+// parallel, then (the order of M's code known from all chunks) the codes of
+// M, then both sections assembled in chunk order.  Holds M (as int16 or
+// int32 where they fit) besides the codes.
+template <class T>
+void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                   double factor, int threads, std::vector<std::uint8_t>& out) {
+  const std::size_t N = subvectors(p, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t C = golomb_chunk(p);
+  BodyLayout layout;
+  layout.golomb = golomb_parameter(acceptance_probability(p));
+  std::vector<GolombChunk> chunks(pieces(N, C));
+  parallel_for(threads, chunks.size(), [&](std::size_t c) {
+    const std::size_t j0 = c * C, j1 = N - j0 < C ? N : j0 + C;
+    std::vector<std::uint32_t> H(j1 - j0);
+    std::vector<std::int64_t> M((j1 - j0) * n);
+    lrsuq_encode_range(p, ks, x, m, factor, j0, j1, H.data(), M.data(), nullptr, nullptr);
+    GolombChunk& chunk = chunks[c];
+    chunk.h_bits = coded_bits(chunk.h_codes,
+                              [&](BitWriter& w) { put_h_codes(H.data(), H.size(), layout.golomb, w); });
+    add_bit_lengths(M.data(), M.size(), chunk.lengths);
+    chunk.keep(std::move(M));
+  });
+  std::uint64_t lengths[kBitLengths] = {};
+  for (const GolombChunk& c : chunks)
+    for (int b = 0; b < kBitLengths; ++b) lengths[b] += c.lengths[b];
+  layout.expg_k = best_expg_order(lengths);
+  parallel_for(threads, chunks.size(), [&](std::size_t c) { chunks[c].code_m(layout.expg_k); });
+  out.resize(kGolombPrefix);
+  layout.h_bits = append_section(chunks, [](GolombChunk& c, std::vector<std::uint8_t>*& bytes) {
+    bytes = &c.h_codes;
+    return c.h_bits;
+  }, out);
+  layout.m_bits = append_section(chunks, [](GolombChunk& c, std::vector<std::uint8_t>*& bytes) {
+    bytes = &c.m_codes;
+    return c.m_bits;
+  }, out);
+  put_le(out, 0, layout.golomb, 4);
+  out[4] = static_cast<std::uint8_t>(layout.expg_k);
+  put_le(out, 5, layout.h_bits, 8);
+  put_le(out, 13, layout.m_bits, 8);
+}
+
+// Decodes a Golomb body into y: the sections are read chunk by chunk in
+// order (by whichever thread takes the next chunk), and each chunk is
+// decoded by LRSUQ in parallel with the reading of the next ones.  The
+// error of the first failing chunk is thrown, whatever the thread count.
+template <class T>
+void decode_golomb(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                   std::size_t len, std::size_t m, int threads, T* y) {
+  const BodyLayout layout = golomb_layout(body, len);
+  const std::size_t N = subvectors(p, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  if (layout.golomb == 0 && acceptance_probability(p) < 1.0)
+    throw FormatError("trial indices must be coded for this lattice");
+  GolombBodyReader reader(body + kGolombPrefix, len - kGolombPrefix, layout, N, N * n);
+  const std::size_t C = golomb_chunk(p);
+  const std::size_t count = pieces(N, C);
+  std::mutex reading;
+  std::size_t next = 0;  // the next chunk to read (under `reading`)
+  FirstError error(count);
+  const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(threads < 1 ? 1 : threads), count);
+  run_workers(workers, [&](std::size_t) noexcept {
+    std::vector<std::uint32_t> H;
+    std::vector<std::int64_t> M;
+    try {
+      H.resize(std::min(C, N));
+      M.resize(std::min(C, N) * n);
+    } catch (...) {
+      error.record(0);
+      return;
+    }
+    for (;;) {
+      std::size_t c, j0, j1;
+      {
+        const std::lock_guard<std::mutex> lock(reading);
+        if (next >= count || next > error.failed()) return;
+        c = next++;
+        j0 = c * C;
+        j1 = N - j0 < C ? N : j0 + C;
+        try {
+          reader.read_h(j1 - j0, H.data());
+          reader.read_m((j1 - j0) * n, M.data());
+        } catch (...) {
+          error.record(c);
+          return;
+        }
+      }
+      try {
+        lrsuq_decode_range(p, ks, H.data(), M.data(), j0, j1, m, y);
+      } catch (...) {
+        error.record(c);
+      }
+    }
+  });
+  error.rethrow();
+  reader.finish_h();
+  reader.finish_m();
 }
 
 }  // namespace
@@ -130,67 +310,66 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
     const std::size_t N = subvectors(p, m);
     check_body(layout, len - kGolombPrefix, N, N * static_cast<std::size_t>(p.n));
   } else {
-    ans_stream_offset(body, len, p.lattice);
+    // (AnsBody checks the model, the segments' lengths and model bytes.)
+    AnsBody(body, len, uses_point_model(p.lattice), pieces(subvectors(p, m), segment_subvectors(p.n)));
   }
 }
 
 template <class T>
 std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
                                               const T* x, std::size_t m, double factor,
-                                              Coder coder) {
+                                              Coder coder, int threads) {
   check_params(p);
   check_coder(coder);
   check_factor(factor);
+  std::vector<std::uint8_t> out;
+  if (coder == Coder::Golomb) {
+    encode_golomb(p, ks, x, m, factor, threads, out);
+    return out;
+  }
+  // ANS: the model is fitted first; then the segments, each block by block
+  // (LRSUQ, then the coder), in parallel (a non-finite input makes LRSUQ
+  // throw in its segment, the first such segment's error is thrown).
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
   const double accept = acceptance_probability(p);
-  std::vector<std::uint8_t> out;
-  if (coder == Coder::Golomb) {
-    std::vector<std::uint32_t> H(N);
-    std::vector<std::int64_t> M(N * n);
-    lrsuq_encode(p, ks, x, m, factor, H.data(), M.data());
-    BodyLayout layout;
-    layout.golomb = golomb_parameter(accept);
-    layout.expg_k = best_expg_order(M.data(), M.size());
-    out.resize(kGolombPrefix);
-    encode_body(H.data(), N, M.data(), M.size(), layout, out);
-    put_le(out, 0, layout.golomb, 4);
-    out[4] = static_cast<std::uint8_t>(layout.expg_k);
-    put_le(out, 5, layout.h_bits, 8);
-    put_le(out, 13, layout.m_bits, 8);
-    return out;
-  }
-  // ANS: LRSUQ and the coder go block by block (the model is fitted first;
-  // a non-finite input makes LRSUQ throw when its block comes, and the
-  // symbols of the blocks before it are dropped).
   const CellWidths widths = typical_cell_widths(p);
-  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
+  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
   const TriangularBasis basis = lattice_basis(p);
-  AnsBodyEncoder enc(model, accept, basis, N, uses_point_model(p.lattice));
-  AnsBlock b(N, n);
-  for_each_block(N, [&](std::size_t j0, std::size_t count) {
-    lrsuq_encode_range(p, ks, x, m, factor, j0, j0 + count, b.H.data(), b.M.data(),
-                       b.beta.data(), b.V.data());
-    enc.encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
+  std::vector<std::vector<std::uint8_t>> segments(pieces(N, segment_subvectors(p.n)));
+  parallel_for(threads, segments.size(), [&](std::size_t s) {
+    const SegmentRange range = segment_range(p, N, s);
+    AnsSegmentEncoder enc(model, accept, basis, range.last - range.first,
+                          uses_point_model(p.lattice));
+    AnsBlock b(range.last - range.first, n);
+    for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
+      lrsuq_encode_range(p, ks, x, m, factor, j0, j0 + count, b.H.data(), b.M.data(),
+                         b.beta.data(), b.V.data());
+      enc.encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
+    });
+    enc.finish(segments[s]);
   });
-  enc.finish(out);
+  model.serialize(out);
+  std::size_t size = out.size();
+  for (const auto& s : segments) size += s.size();
+  out.reserve(size);
+  for (auto& s : segments) {
+    out.insert(out.end(), s.begin(), s.end());
+    std::vector<std::uint8_t>().swap(s);
+  }
   return out;
 }
 
 template <class T>
 void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                         std::size_t len, std::size_t m, Coder coder, T* y) {
+                         std::size_t len, std::size_t m, Coder coder, T* y, int threads) {
   check_params(p);
   check_coder(coder);
-  const std::size_t N = subvectors(p, m);
   if (coder == Coder::Golomb) {
-    std::vector<std::uint32_t> H;
-    std::vector<std::int64_t> M;
-    golomb_symbols(p, body, len, N, H, M);
-    lrsuq_decode(p, ks, H.data(), M.data(), m, y);
+    decode_golomb(p, ks, body, len, m, threads, y);
     return;
   }
-  decode_ans_blocks(p, ks, body, len, N,
+  decode_ans_blocks(p, ks, body, len, subvectors(p, m), threads,
                     [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
     lrsuq_reconstruct(p, b.beta.data(), b.V.data(), b.M.data(), j0, j0 + count, m, y);
   });
@@ -198,7 +377,8 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
 
 void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                             std::size_t len, std::size_t m, Coder coder,
-                            std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M) {
+                            std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M,
+                            int threads) {
   check_params(p);
   check_coder(coder);
   const std::size_t N = subvectors(p, m);
@@ -207,9 +387,11 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
     golomb_symbols(p, body, len, N, H, M);
     return;
   }
+  // (AnsBody checks the segments against N before anything is allocated.)
+  const AnsBody ans(body, len, uses_point_model(p.lattice), pieces(N, segment_subvectors(p.n)));
   H.assign(N, 0);
   M.assign(N * n, 0);
-  decode_ans_blocks(p, ks, body, len, N,
+  decode_ans_blocks(p, ks, body, len, N, threads,
                     [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
     std::copy_n(b.H.begin(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
     std::copy_n(b.M.begin(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
@@ -219,7 +401,8 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
                                                                       std::size_t len,
                                                                       Coder coder,
-                                                                      LatticeId lattice) {
+                                                                      LatticeId lattice,
+                                                                      std::size_t segments) {
   check_coder(coder);
   std::vector<std::pair<std::string, std::uint64_t>> parts;
   if (coder == Coder::Golomb) {
@@ -231,24 +414,28 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
     parts.emplace_back("M", layout.m_bits);
     parts.emplace_back("padding", rest - layout.h_bits - layout.m_bits);
   } else {
-    const std::size_t pos = ans_stream_offset(body, len, lattice);
-    parts.emplace_back("model", 8 * static_cast<std::uint64_t>(pos));
-    parts.emplace_back("stream", 8 * static_cast<std::uint64_t>(len - pos));
+    const bool point_model = uses_point_model(lattice);
+    const AnsBody ans(body, len, point_model, segments);
+    const std::uint64_t segments = ans.segments().size();
+    const std::uint64_t framing = segments * segment_prefix(point_model);
+    parts.emplace_back("model", 8 * static_cast<std::uint64_t>(ans.model_size()));
+    parts.emplace_back("segments", 8 * framing);
+    parts.emplace_back("stream", 8 * (len - ans.model_size() - framing));
   }
   return parts;
 }
 
 template std::vector<std::uint8_t> encode_payload_body<float>(const LrsuqParams&,
                                                               const KeyStream&, const float*,
-                                                              std::size_t, double, Coder);
+                                                              std::size_t, double, Coder, int);
 template std::vector<std::uint8_t> encode_payload_body<double>(const LrsuqParams&,
                                                                const KeyStream&, const double*,
-                                                               std::size_t, double, Coder);
+                                                               std::size_t, double, Coder, int);
 template void decode_payload_body<float>(const LrsuqParams&, const KeyStream&,
                                          const std::uint8_t*, std::size_t, std::size_t, Coder,
-                                         float*);
+                                         float*, int);
 template void decode_payload_body<double>(const LrsuqParams&, const KeyStream&,
                                           const std::uint8_t*, std::size_t, std::size_t, Coder,
-                                          double*);
+                                          double*, int);
 
 }  // namespace cepam

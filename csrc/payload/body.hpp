@@ -21,11 +21,13 @@ namespace cepam {
 
 enum class Coder : int { Golomb = 1, Ans = 2 };
 
-// Encodes x[0..m) * factor; returns the body bytes.
+// Encodes x[0..m) * factor; returns the body bytes.  threads: how many
+// threads may work on it (>= 1; see common/parallel.hpp); the bytes are the
+// same for every count.
 template <class T>
 std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
                                               const T* x, std::size_t m, double factor,
-                                              Coder coder);
+                                              Coder coder, int threads = 1);
 
 // Checks what can be checked of a body before anything sized by m is
 // allocated: the coder's parameters, and for the Golomb coder that m fits the
@@ -34,23 +36,29 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
 void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                         std::size_t m, Coder coder);
 
-// Decodes a body of len bytes into y[0..m).  The caller bounds m (the
-// Golomb coder also checks m against the body's length before allocating;
-// the ANS decoder allocates O(m / n) for H and works in blocks otherwise).
+// Decodes a body of len bytes into y[0..m), on up to `threads` threads (the
+// same values, and the same error, for every count).  The caller bounds m
+// (both coders check m against the body's length before allocating, and
+// work in chunks: O(threads) chunk buffers besides the output).
 template <class T>
 void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                         std::size_t len, std::size_t m, Coder coder, T* y);
+                         std::size_t len, std::size_t m, Coder coder, T* y, int threads = 1);
 
 // The trial indices and lattice coordinates in a body (for tests and tools).
 void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                             std::size_t len, std::size_t m, Coder coder,
-                            std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M);
+                            std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M,
+                            int threads = 1);
 
 // The body's parts and their sizes in bits (without the secret); for the
-// ANS coder, "model" is the source model with the model byte.
+// ANS coder, "model" (the source model), "segments" (each segment's length
+// and model byte) and "stream" (the segments' rANS streams).
+// segments: the number an ANS body must have (ans_segments), or
+// AnsBody::kAnySegments to take what it holds.
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
                                                                       std::size_t len,
                                                                       Coder coder,
-                                                                      LatticeId lattice);
+                                                                      LatticeId lattice,
+                                                                      std::size_t segments);
 
 }  // namespace cepam

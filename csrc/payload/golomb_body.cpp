@@ -47,10 +47,10 @@ std::uint32_t golomb_parameter(double p) {
   return g < 1.0 ? 1u : static_cast<std::uint32_t>(g);
 }
 
-int best_expg_order(const std::int64_t* M, std::size_t count) {
-  // Histogram of bit lengths, in four interleaved parts so that runs of equal
-  // lengths do not serialise on one counter.
-  std::uint64_t part[4][65] = {};
+void add_bit_lengths(const std::int64_t* M, std::size_t count, std::uint64_t* hist) {
+  // Four interleaved parts, so that runs of equal lengths do not serialise
+  // on one counter.
+  std::uint64_t part[4][kBitLengths] = {};
   std::size_t i = 0;
   for (; i + 4 <= count; i += 4) {
     ++part[0][bit_length(zigzag(M[i]))];
@@ -59,15 +59,17 @@ int best_expg_order(const std::int64_t* M, std::size_t count) {
     ++part[3][bit_length(zigzag(M[i + 3]))];
   }
   for (; i < count; ++i) ++part[0][bit_length(zigzag(M[i]))];
-  std::uint64_t hist[65];
-  for (int b = 0; b <= 64; ++b) hist[b] = part[0][b] + part[1][b] + part[2][b] + part[3][b];
+  for (int b = 0; b < kBitLengths; ++b) hist[b] += part[0][b] + part[1][b] + part[2][b] + part[3][b];
+}
+
+int best_expg_order(const std::uint64_t* hist) {
   int best = 0;
   std::uint64_t best_cost = ~std::uint64_t{0};
   for (int k = 0; k <= kMaxExpGolombOrder; ++k) {
     // A value of bit length b costs 2 max(b, k + 1) - k - 1 bits (give or
     // take the carry of adding 2^k).
     std::uint64_t cost = 0;
-    for (int b = 0; b <= 64; ++b) {
+    for (int b = 0; b < kBitLengths; ++b) {
       const int len = b > k + 1 ? b : k + 1;
       cost += hist[b] * static_cast<std::uint64_t>(2 * len - k - 1);
     }
@@ -79,66 +81,95 @@ int best_expg_order(const std::int64_t* M, std::size_t count) {
   return best;
 }
 
+int best_expg_order(const std::int64_t* M, std::size_t count) {
+  std::uint64_t hist[kBitLengths] = {};
+  add_bit_lengths(M, count, hist);
+  return best_expg_order(hist);
+}
+
+void put_h_codes(const std::uint32_t* H, std::size_t N, std::uint32_t golomb, BitWriter& w) {
+  if (golomb == 0) {
+    for (std::size_t j = 0; j < N; ++j)
+      if (H[j] != 1) throw InvalidArgument("trial index must be 1 when H is not coded");
+    return;
+  }
+  const std::uint32_t g = golomb;
+  const TruncatedBinary tb(g);
+  // A power-of-two parameter (often 1) divides by shifting.
+  const bool pow2 = (g & (g - 1)) == 0;
+  const int log2g = bit_length(g) - 1;
+  for (std::size_t j = 0; j < N; ++j) {
+    if (H[j] < 1) throw InvalidArgument("trial index must be at least 1");
+    const std::uint64_t v = H[j] - 1;
+    std::uint64_t q, r;
+    if (pow2) {
+      q = v >> log2g;
+      r = v & (g - 1);
+    } else {
+      q = v / g;
+      r = v % g;
+    }
+    // q zeros, a one, then r in truncated binary (tb.b - 1 or tb.b bits).
+    std::uint64_t rcode = r;
+    int rbits = 0;
+    if (tb.b > 0) {
+      rbits = r < tb.u ? tb.b - 1 : tb.b;
+      rcode = r < tb.u ? r : r + tb.u;
+    }
+    const std::uint64_t tail = (std::uint64_t{1} << rbits) | rcode;  // the one and r
+    if (q + 1 + static_cast<std::uint64_t>(rbits) <= 56) {
+      w.put(tail, static_cast<int>(q) + 1 + rbits);  // the zeros are leading zeros of tail
+    } else {
+      w.put_zeros(q);
+      w.put(tail, 1 + rbits);
+    }
+  }
+}
+
+template <class I>
+void put_m_codes(const I* M, std::size_t count, int k, BitWriter& w) {
+  const std::uint64_t offset = std::uint64_t{1} << k;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::int64_t m = static_cast<std::int64_t>(M[i]);
+    if (m > kMaxAbsM || m < -kMaxAbsM) throw InvalidArgument("lattice coordinate too large");
+    const std::uint64_t v = zigzag(m) + offset;
+    const int len = bit_length(v);
+    const int zeros = len - k - 1;
+    if (zeros + len <= 56) {
+      w.put(v, zeros + len);  // the zeros are leading zeros of v
+    } else {
+      w.put_zeros(static_cast<std::uint64_t>(zeros));
+      w.put_long(v, len);
+    }
+  }
+}
+template void put_m_codes<std::int16_t>(const std::int16_t*, std::size_t, int, BitWriter&);
+template void put_m_codes<std::int32_t>(const std::int32_t*, std::size_t, int, BitWriter&);
+template void put_m_codes<std::int64_t>(const std::int64_t*, std::size_t, int, BitWriter&);
+
+void put_bits(const std::uint8_t* data, std::uint64_t bits, BitWriter& w) {
+  // 48 bits (six whole bytes) a put while eight bytes can be loaded, then
+  // byte by byte.
+  const std::uint64_t bytes = (bits + 7) / 8;
+  std::uint64_t at = 0;  // bytes consumed
+  for (; 8 * (at + 6) <= bits && at + 8 <= bytes; at += 6) w.put(load_be64(data + at) >> 16, 48);
+  for (; 8 * (at + 1) <= bits; ++at) w.put(data[at], 8);
+  const int rest = static_cast<int>(bits - 8 * at);  // 0 .. 7
+  if (rest > 0) w.put(static_cast<std::uint64_t>(data[at]) >> (8 - rest), rest);
+}
+
 void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, std::size_t count,
                  BodyLayout& layout, std::vector<std::uint8_t>& out) {
   check_layout(layout);
   {
     BitWriter w(out);
-    if (layout.golomb != 0) {
-      const std::uint32_t g = layout.golomb;
-      const TruncatedBinary tb(g);
-      // A power-of-two parameter (often 1) divides by shifting.
-      const bool pow2 = (g & (g - 1)) == 0;
-      const int log2g = bit_length(g) - 1;
-      for (std::size_t j = 0; j < N; ++j) {
-        if (H[j] < 1) throw InvalidArgument("trial index must be at least 1");
-        const std::uint64_t v = H[j] - 1;
-        std::uint64_t q, r;
-        if (pow2) {
-          q = v >> log2g;
-          r = v & (g - 1);
-        } else {
-          q = v / g;
-          r = v % g;
-        }
-        // q zeros, a one, then r in truncated binary (tb.b - 1 or tb.b bits).
-        std::uint64_t rcode = r;
-        int rbits = 0;
-        if (tb.b > 0) {
-          rbits = r < tb.u ? tb.b - 1 : tb.b;
-          rcode = r < tb.u ? r : r + tb.u;
-        }
-        const std::uint64_t tail = (std::uint64_t{1} << rbits) | rcode;  // the one and r
-        if (q + 1 + static_cast<std::uint64_t>(rbits) <= 56) {
-          w.put(tail, static_cast<int>(q) + 1 + rbits);  // the zeros are leading zeros of tail
-        } else {
-          w.put_zeros(q);
-          w.put(tail, 1 + rbits);
-        }
-      }
-    } else {
-      for (std::size_t j = 0; j < N; ++j)
-        if (H[j] != 1) throw InvalidArgument("trial index must be 1 when H is not coded");
-    }
+    put_h_codes(H, N, layout.golomb, w);
     layout.h_bits = w.bits();
     w.finish();
   }
   {
     BitWriter w(out);
-    const int k = layout.expg_k;
-    const std::uint64_t offset = std::uint64_t{1} << k;
-    for (std::size_t i = 0; i < count; ++i) {
-      if (M[i] > kMaxAbsM || M[i] < -kMaxAbsM) throw InvalidArgument("lattice coordinate too large");
-      const std::uint64_t v = zigzag(M[i]) + offset;
-      const int len = bit_length(v);
-      const int zeros = len - k - 1;
-      if (zeros + len <= 56) {
-        w.put(v, zeros + len);  // the zeros are leading zeros of v
-      } else {
-        w.put_zeros(static_cast<std::uint64_t>(zeros));
-        w.put_long(v, len);
-      }
-    }
+    put_m_codes(M, count, layout.expg_k, w);
     layout.m_bits = w.bits();
     w.finish();
   }
@@ -171,127 +202,148 @@ void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std:
     throw FormatError("declared number of coordinates does not fit the body");
 }
 
-void decode_body(const std::uint8_t* data, std::size_t size, const BodyLayout& layout,
-                 std::size_t N, std::size_t count, std::uint32_t* H, std::int64_t* M) {
-  check_body(layout, size, N, count);
-  const std::uint64_t h_bytes = (layout.h_bits + 7) / 8;
-  const std::uint64_t m_bytes = (layout.m_bits + 7) / 8;
+namespace {
 
-  auto check_end = [](const BitReader& r, std::uint64_t bits, const std::uint8_t* sec,
-                      std::uint64_t bytes, const char* what) {
-    if (r.position() != bits)
-      throw FormatError(std::string(what) + " section has trailing bits");
-    const int pad = static_cast<int>(bytes * 8 - bits);
-    if (pad > 0 && (sec[bytes - 1] & ((1u << pad) - 1)) != 0)
-      throw FormatError(std::string(what) + " section has non-zero padding");
-  };
+// Throws unless reader r consumed exactly `bits` bits of its section (of
+// `bytes` bytes at sec) and the padding after them is zero.
+void check_section_end(const BitReader& r, std::uint64_t bits, const std::uint8_t* sec,
+                       std::uint64_t bytes, const char* what) {
+  if (r.position() != bits) throw FormatError(std::string(what) + " section has trailing bits");
+  const int pad = static_cast<int>(bytes * 8 - bits);
+  if (pad > 0 && (sec[bytes - 1] & ((1u << pad) - 1)) != 0)
+    throw FormatError(std::string(what) + " section has non-zero padding");
+}
 
-  {
-    BitReader r(data, layout.h_bits);
-    if (layout.golomb != 0) {
-      const std::uint32_t g = layout.golomb;
-      const TruncatedBinary tb(g);
-      const std::uint64_t max_q = (kTrialCap - 1) / g;
-      for (std::size_t j = 0; j < N;) {
-        if (r.plenty()) {
-          // Fast path, as for M below: the codes wholly inside the window.
-          std::uint64_t w = r.window();
-          const int valid = 64 - static_cast<int>(r.position() & 7);
-          int used = 0;
-          for (; j < N && w != 0; ++j) {
-            const int zeros = count_leading_zeros(w);
-            if (static_cast<std::uint64_t>(zeros) > max_q) break;
-            // After the zeros and the one: tb.b - 1 bits, or tb.b if those
-            // bits are >= tb.u (tb.b <= 16).
-            const std::uint64_t after = (w << zeros) << 1;
-            std::uint64_t rem = 0;
-            int total = zeros + 1;
-            if (tb.b > 0) {
-              rem = tb.b > 1 ? after >> (65 - tb.b) : 0;
-              if (rem >= tb.u) {
-                rem = (after >> (64 - tb.b)) - tb.u;
-                total += tb.b;
-              } else {
-                total += tb.b - 1;
-              }
-            }
-            if (total > valid - used) break;
-            const std::uint64_t v = static_cast<std::uint64_t>(zeros) * g + rem;
-            if (v >= kTrialCap) throw FormatError("trial index above the cap");
-            H[j] = static_cast<std::uint32_t>(v + 1);
-            w = after << (total - zeros - 1);  // w << total, as after = w << (zeros + 1)
-            used += total;
-          }
-          if (used > 0) {
-            r.skip(used);
-            continue;
-          }
-        }
-        // Checked path: near the end of the section, and for long or invalid codes.
-        const std::uint64_t q = r.zeros_then_one(max_q);
-        std::uint64_t rem = 0;
-        if (tb.b > 0) {
-          rem = r.get(tb.b - 1);
-          if (rem >= tb.u) rem = ((rem << 1) | r.get(1)) - tb.u;
-        }
-        const std::uint64_t v = q * g + rem;
-        if (v >= kTrialCap) throw FormatError("trial index above the cap");
-        H[j] = static_cast<std::uint32_t>(v + 1);
-        ++j;
-      }
-    } else {
-      for (std::size_t j = 0; j < N; ++j) H[j] = 1;
-    }
-    check_end(r, layout.h_bits, data, h_bytes, "H");
-  }
-  {
-    const std::uint8_t* sec = data + h_bytes;
-    BitReader r(sec, layout.m_bits);
-    const int k = layout.expg_k;
-    const std::uint64_t offset = std::uint64_t{1} << k;
-    // |M| <= 2^53 means zigzag(M) <= 2^54, so a code is at most
-    // bit_length(2^54 + 2^k) <= 56 bits long.
-    const std::uint64_t max_zigzag = zigzag(kMaxAbsM);
-    const int max_len = bit_length(max_zigzag + offset);
-    const int max_zeros = max_len - k - 1;
-    for (std::size_t i = 0; i < count;) {
-      if (r.plenty()) {
-        // Fast path: decode the codes that lie wholly inside the next 64-bit
-        // window (its first `valid` >= 57 bits are stream bits, and plenty
-        // remain after them).  For such codes, with a valid prefix, the
-        // checked reads below would neither fail nor read anything else.
-        std::uint64_t w = r.window();
-        const int valid = 64 - static_cast<int>(r.position() & 7);
+}  // namespace
+
+GolombBodyReader::GolombBodyReader(const std::uint8_t* data, std::size_t len,
+                                   const BodyLayout& layout, std::uint64_t N,
+                                   std::uint64_t count)
+    : data_(data),
+      layout_((check_body(layout, len, N, count), layout)),
+      h_bytes_((layout.h_bits + 7) / 8),
+      m_bytes_((layout.m_bits + 7) / 8),
+      h_(data, layout.h_bits),
+      m_(data + h_bytes_, layout.m_bits) {}
+
+void GolombBodyReader::finish_h() const {
+  check_section_end(h_, layout_.h_bits, data_, h_bytes_, "H");
+}
+
+void GolombBodyReader::finish_m() const {
+  check_section_end(m_, layout_.m_bits, data_ + h_bytes_, m_bytes_, "M");
+}
+
+void GolombBodyReader::read_h(std::size_t N, std::uint32_t* H) {
+  if (layout_.golomb != 0) {
+    const std::uint32_t g = layout_.golomb;
+    const TruncatedBinary tb(g);
+    const std::uint64_t max_q = (kTrialCap - 1) / g;
+    for (std::size_t j = 0; j < N;) {
+      if (h_.plenty()) {
+        // Fast path, as for M below: the codes wholly inside the window.
+        std::uint64_t w = h_.window();
+        const int valid = 64 - static_cast<int>(h_.position() & 7);
         int used = 0;
-        for (; i < count && w != 0; ++i) {
+        for (; j < N && w != 0; ++j) {
           const int zeros = count_leading_zeros(w);
-          const int len = zeros + k + 1;  // bits of v, after `zeros` zeros
-          const int total = zeros + len;
-          if (zeros > max_zeros || total > valid - used) break;
-          const std::uint64_t at_v = w << zeros;  // v left-aligned
-          const std::uint64_t z = (at_v >> (64 - len)) - offset;
-          if (z > max_zigzag) throw FormatError("lattice coordinate out of range");
-          M[i] = unzigzag(z);
-          w = at_v << len;  // len <= 56
+          if (static_cast<std::uint64_t>(zeros) > max_q) break;
+          // After the zeros and the one: tb.b - 1 bits, or tb.b if those
+          // bits are >= tb.u (tb.b <= 16).
+          const std::uint64_t after = (w << zeros) << 1;
+          std::uint64_t rem = 0;
+          int total = zeros + 1;
+          if (tb.b > 0) {
+            rem = tb.b > 1 ? after >> (65 - tb.b) : 0;
+            if (rem >= tb.u) {
+              rem = (after >> (64 - tb.b)) - tb.u;
+              total += tb.b;
+            } else {
+              total += tb.b - 1;
+            }
+          }
+          if (total > valid - used) break;
+          const std::uint64_t v = static_cast<std::uint64_t>(zeros) * g + rem;
+          if (v >= kTrialCap) throw FormatError("trial index above the cap");
+          H[j] = static_cast<std::uint32_t>(v + 1);
+          w = after << (total - zeros - 1);  // w << total, as after = w << (zeros + 1)
           used += total;
         }
         if (used > 0) {
-          r.skip(used);
+          h_.skip(used);
           continue;
         }
       }
       // Checked path: near the end of the section, and for long or invalid codes.
-      const std::uint64_t nz = r.zeros_then_one(static_cast<std::uint64_t>(max_zeros));
-      const int len = static_cast<int>(nz) + k + 1;
-      // The leading one was consumed; read the remaining len - 1 bits.
-      const std::uint64_t v = (std::uint64_t{1} << (len - 1)) | r.get_long(len - 1);
-      const std::uint64_t z = v - offset;
-      if (v < offset || z > max_zigzag) throw FormatError("lattice coordinate out of range");
-      M[i] = unzigzag(z);
-      ++i;
+      const std::uint64_t q = h_.zeros_then_one(max_q);
+      std::uint64_t rem = 0;
+      if (tb.b > 0) {
+        rem = h_.get(tb.b - 1);
+        if (rem >= tb.u) rem = ((rem << 1) | h_.get(1)) - tb.u;
+      }
+      const std::uint64_t v = q * g + rem;
+      if (v >= kTrialCap) throw FormatError("trial index above the cap");
+      H[j] = static_cast<std::uint32_t>(v + 1);
+      ++j;
     }
-    check_end(r, layout.m_bits, sec, m_bytes, "M");
+  } else {
+    for (std::size_t j = 0; j < N; ++j) H[j] = 1;
   }
+}
+
+void GolombBodyReader::read_m(std::size_t count, std::int64_t* M) {
+  const int k = layout_.expg_k;
+  const std::uint64_t offset = std::uint64_t{1} << k;
+  // |M| <= 2^53 means zigzag(M) <= 2^54, so a code is at most
+  // bit_length(2^54 + 2^k) <= 56 bits long.
+  const std::uint64_t max_zigzag = zigzag(kMaxAbsM);
+  const int max_len = bit_length(max_zigzag + offset);
+  const int max_zeros = max_len - k - 1;
+  for (std::size_t i = 0; i < count;) {
+    if (m_.plenty()) {
+      // Fast path: decode the codes that lie wholly inside the next 64-bit
+      // window (its first `valid` >= 57 bits are stream bits, and plenty
+      // remain after them).  For such codes, with a valid prefix, the
+      // checked reads below would neither fail nor read anything else.
+      std::uint64_t w = m_.window();
+      const int valid = 64 - static_cast<int>(m_.position() & 7);
+      int used = 0;
+      for (; i < count && w != 0; ++i) {
+        const int zeros = count_leading_zeros(w);
+        const int len = zeros + k + 1;  // bits of v, after `zeros` zeros
+        const int total = zeros + len;
+        if (zeros > max_zeros || total > valid - used) break;
+        const std::uint64_t at_v = w << zeros;  // v left-aligned
+        const std::uint64_t z = (at_v >> (64 - len)) - offset;
+        if (z > max_zigzag) throw FormatError("lattice coordinate out of range");
+        M[i] = unzigzag(z);
+        w = at_v << len;  // len <= 56
+        used += total;
+      }
+      if (used > 0) {
+        m_.skip(used);
+        continue;
+      }
+    }
+    // Checked path: near the end of the section, and for long or invalid codes.
+    const std::uint64_t nz = m_.zeros_then_one(static_cast<std::uint64_t>(max_zeros));
+    const int len = static_cast<int>(nz) + k + 1;
+    // The leading one was consumed; read the remaining len - 1 bits.
+    const std::uint64_t v = (std::uint64_t{1} << (len - 1)) | m_.get_long(len - 1);
+    const std::uint64_t z = v - offset;
+    if (v < offset || z > max_zigzag) throw FormatError("lattice coordinate out of range");
+    M[i] = unzigzag(z);
+    ++i;
+  }
+}
+
+void decode_body(const std::uint8_t* data, std::size_t size, const BodyLayout& layout,
+                 std::size_t N, std::size_t count, std::uint32_t* H, std::int64_t* M) {
+  GolombBodyReader reader(data, size, layout, N, count);
+  reader.read_h(N, H);
+  reader.finish_h();
+  reader.read_m(count, M);
+  reader.finish_m();
 }
 
 }  // namespace cepam

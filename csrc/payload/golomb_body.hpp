@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "coding/bitstream.hpp"
+
 namespace cepam {
 
 enum class CoderId : int { Golomb = 1 };
@@ -35,6 +37,24 @@ std::uint32_t golomb_parameter(double p);
 // The exp-Golomb order that (nearly) minimises the length of M.
 int best_expg_order(const std::int64_t* M, std::size_t count);
 
+// The same from a histogram of bit lengths: hist[b] += the number of
+// coordinates whose zigzag value has bit length b (add_bit_lengths, summed
+// over the chunks of M in any order).
+inline constexpr int kBitLengths = 65;
+void add_bit_lengths(const std::int64_t* M, std::size_t count, std::uint64_t* hist);
+int best_expg_order(const std::uint64_t* hist);
+
+// The codes of the sections, appended to w: H[0..N) with Golomb parameter
+// golomb (nothing when 0; H must be 1 then), M[0..count) with order k.
+// A section's codes are the concatenation of its chunks' codes.  Throw
+// InvalidArgument for an H below 1 or an |M| above kMaxAbsM.
+void put_h_codes(const std::uint32_t* H, std::size_t N, std::uint32_t golomb, BitWriter& w);
+template <class I>
+void put_m_codes(const I* M, std::size_t count, int k, BitWriter& w);
+
+// Appends the first `bits` bits of data (MSB-first) to w.
+void put_bits(const std::uint8_t* data, std::uint64_t bits, BitWriter& w);
+
 // Appends the body to out and fills layout.h_bits / layout.m_bits.
 void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, std::size_t count,
                  BodyLayout& layout, std::vector<std::uint8_t>& out);
@@ -49,9 +69,30 @@ void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& la
 // exactly `len` bytes; throws FormatError otherwise.
 void check_sections(const BodyLayout& layout, std::size_t len);
 
+// The sections of a body, read in order a chunk at a time: read_h and
+// read_m may alternate (H and M are separate sections); finish_h and
+// finish_m check that a section was consumed exactly and its padding is
+// zero.  The constructor runs check_body.  Throws FormatError on any
+// inconsistency.
+class GolombBodyReader {
+ public:
+  GolombBodyReader(const std::uint8_t* data, std::size_t len, const BodyLayout& layout,
+                   std::uint64_t N, std::uint64_t count);
+  void read_h(std::size_t N, std::uint32_t* H);
+  void read_m(std::size_t count, std::int64_t* M);
+  void finish_h() const;
+  void finish_m() const;
+
+ private:
+  const std::uint8_t* data_;
+  BodyLayout layout_;
+  std::uint64_t h_bytes_, m_bytes_;
+  BitReader h_, m_;
+};
+
 // check_sections, and that the sections can hold N trial indices and
-// `count` coordinates.  Callers run it before allocating anything sized by
-// N or count.
+// `count` coordinates; throws FormatError otherwise.  Callers run it before
+// allocating anything sized by N or count.
 void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std::uint64_t count);
 
 // Fewest bits N trial indices / count coordinates can take: a declared

@@ -12,7 +12,9 @@
 #include "random/chacha20.hpp"
 #include "random/detmath.hpp"
 #include "common/errors.hpp"
+#include "common/parallel.hpp"
 #include "lrsuq/quantizer.hpp"
+#include "payload/ans_body.hpp"
 #include "payload/body.hpp"
 #include "coding/rans.hpp"
 
@@ -112,6 +114,12 @@ const std::uint8_t* bytes_view(const py::bytes& b, std::size_t* len) {
   return reinterpret_cast<const std::uint8_t*>(data);
 }
 
+int threads_from(int threads) {
+  if (threads < 1 || threads > kMaxThreads)
+    throw InvalidArgument("threads must be between 1 and " + std::to_string(kMaxThreads));
+  return threads;
+}
+
 Coder coder_from(int coder) {
   if (coder != static_cast<int>(Coder::Golomb) && coder != static_cast<int>(Coder::Ans))
     throw InvalidArgument("unknown body coder");
@@ -119,8 +127,9 @@ Coder coder_from(int coder) {
 }
 
 py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism, double scale,
-                         int lattice, int n, double factor, int coder) {
+                         int lattice, int n, double factor, int coder, int threads) {
   require_contiguous_1d(x, "x");
+  threads = threads_from(threads);
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
@@ -129,11 +138,11 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism
   if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
-    out = encode_payload_body(p, ks, px, m, factor, c);
+    out = encode_payload_body(p, ks, px, m, factor, c, threads);
   } else if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
-    out = encode_payload_body(p, ks, px, m, factor, c);
+    out = encode_payload_body(p, ks, px, m, factor, c, threads);
   } else {
     throw py::type_error("x must be float32 or float64");
   }
@@ -142,32 +151,35 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism
 
 template <class T>
 py::array decode_body_as(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                         std::size_t len, std::size_t m, Coder coder) {
+                         std::size_t len, std::size_t m, Coder coder, int threads) {
   CArray<T> y(static_cast<py::ssize_t>(m));
   T* out = y.mutable_data();
   {
     py::gil_scoped_release nogil;
-    decode_payload_body(p, ks, body, len, m, coder, out);
+    decode_payload_body(p, ks, body, len, m, coder, out, threads);
   }
   return std::move(y);
 }
 
 py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& key,
                          int mechanism, double scale, int lattice, int n, int coder,
-                         const std::string& dtype) {
+                         const std::string& dtype, int threads) {
+  threads = threads_from(threads);
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   check_payload_body(p, data, len, m, c);  // before allocating m values
-  if (dtype == "float32") return decode_body_as<float>(p, ks, data, len, m, c);
-  if (dtype == "float64") return decode_body_as<double>(p, ks, data, len, m, c);
+  if (dtype == "float32") return decode_body_as<float>(p, ks, data, len, m, c, threads);
+  if (dtype == "float64") return decode_body_as<double>(p, ks, data, len, m, c, threads);
   throw InvalidArgument("dtype must be 'float32' or 'float64'");
 }
 
 py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::bytes& key,
-                            int mechanism, double scale, int lattice, int n, int coder) {
+                            int mechanism, double scale, int lattice, int n, int coder,
+                            int threads) {
+  threads = threads_from(threads);
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
@@ -178,7 +190,7 @@ py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::byte
   std::vector<std::int64_t> M;
   {
     py::gil_scoped_release nogil;
-    decode_payload_symbols(p, ks, data, len, m, c, H, M);
+    decode_payload_symbols(p, ks, data, len, m, c, H, M, threads);
   }
   CArray<std::uint32_t> h(static_cast<py::ssize_t>(H.size()));
   CArray<std::int64_t> mm(static_cast<py::ssize_t>(M.size()));
@@ -187,11 +199,15 @@ py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::byte
   return py::make_tuple(h, mm);
 }
 
-py::dict body_parts_py(const py::bytes& body, int coder, int lattice) {
+py::dict body_parts_py(const py::bytes& body, int coder, int lattice, std::int64_t m, int n) {
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
+  if (m >= 0) check_lattice(static_cast<LatticeId>(lattice), n);
+  const std::size_t segments =
+      m < 0 ? AnsBody::kAnySegments : ans_segments(static_cast<std::size_t>(m), n);
   py::dict out;
-  for (const auto& part : payload_body_parts(data, len, coder_from(coder), static_cast<LatticeId>(lattice)))
+  for (const auto& part : payload_body_parts(data, len, coder_from(coder),
+                                             static_cast<LatticeId>(lattice), segments))
     out[py::str(part.first)] = part.second;
   return out;
 }
@@ -437,21 +453,26 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_ABS_M") = kMaxAbsM;
   m.attr("MAX_GOLOMB") = kMaxGolomb;
   m.attr("MAX_EXPG_ORDER") = kMaxExpGolombOrder;
+  m.attr("MAX_THREADS") = kMaxThreads;
 
   m.def("encode", &encode_body_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        py::arg("factor"), py::arg("coder"),
-        "Encode a contiguous 1-D float32/float64 array into a payload body (bytes).");
+        py::arg("factor"), py::arg("coder"), py::arg("threads") = 1,
+        "Encode a contiguous 1-D float32/float64 array into a payload body (bytes), "
+        "on up to `threads` native threads (the same bytes for every count).");
   m.def("decode", &decode_body_py, py::arg("body"), py::kw_only(), py::arg("m"), py::arg("key"),
         py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        py::arg("coder"), py::arg("dtype"),
-        "Decode a payload body into m values of dtype; raises FormatError.");
+        py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,
+        "Decode a payload body into m values of dtype on up to `threads` native threads; "
+        "raises FormatError.");
   m.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
         py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
-        py::arg("n"), py::arg("coder"), "-> (H uint32[N], M int64[N*n]) of a payload body.");
+        py::arg("n"), py::arg("coder"), py::arg("threads") = 1,
+        "-> (H uint32[N], M int64[N*n]) of a payload body.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
-        py::arg("lattice") = 1,
-        "The parts of a payload body and their sizes in bits.");
+        py::arg("lattice") = 1, py::arg("m") = -1, py::arg("n") = 1,
+        "The parts of a payload body and their sizes in bits (with m >= 0, an ANS body "
+        "must have the segments of m coordinates in dimension n).");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
         py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("factor"),
         "LRSUQ-encode a contiguous 1-D float32/float64 array -> (H uint32[N], M int64[N*n]).");

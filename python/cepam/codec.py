@@ -69,6 +69,7 @@ from .structure import (
     output_dtype,
     unflatten,
 )
+from .threads import resolve_threads
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
 
@@ -189,18 +190,21 @@ class _Settings:
     non_float: str
     pad: str | int | None
     structure: bool
+    threads: int
 
     @classmethod
     def checked(cls, lattice: tuple[int, int] | None, *, clip: object, coder: object,
-                non_float: object, pad: object, structure: object) -> "_Settings":
+                non_float: object, pad: object, structure: object,
+                threads: object) -> "_Settings":
         return cls(lattice, check_clip(clip), _check_coder(coder), check_non_float(non_float),
-                   check_pad(pad), _check_flag("structure", structure))
+                   check_pad(pad), _check_flag("structure", structure), resolve_threads(threads))
 
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
             settings: _Settings) -> bytes:
     flat, structure = flatten(x, non_float=settings.non_float)
     lattice, clip, coder, pad = settings.lattice, settings.clip, settings.coder, settings.pad
+    threads = settings.threads
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
     except InvalidArgumentError:
@@ -215,7 +219,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         candidates = [lattice]
     key = stream_key(secret, context)
     bodies = [(_core.encode(flat, key=key, mechanism=mechanism.code, scale=mechanism.scale,
-                            lattice=code, n=dim, factor=factor, coder=coder), code, dim)
+                            lattice=code, n=dim, factor=factor, coder=coder, threads=threads),
+               code, dim)
               for code, dim in candidates]
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
@@ -266,6 +271,7 @@ def encode(
     state: str | os.PathLike[str] | None = None,
     pad: str | int | None = None,
     structure: bool = True,
+    threads: int | None = None,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -319,6 +325,10 @@ def encode(
             bytes, 0.31 bits per coordinate, for the 6,422-parameter MNIST
             CNN's state_dict), and
             the decoder must pass ``like=`` a template of the update.
+        threads: native threads to use, 1 to ``cepam.threads.MAX_THREADS``;
+            None (the default): the ``CEPAM_THREADS`` environment variable
+            if set, else the cores this process may run on.  The payload
+            is the same bytes for every count.
 
     Returns:
         The payload bytes: a public header (format version, mechanism and
@@ -336,7 +346,7 @@ def encode(
     choice = _check_lattice(lattice, dim, mechanism)
     secret, context = check_secret(secret), Context(round, client, message)
     settings = _Settings.checked(choice, clip=clip, coder=coder, non_float=non_float, pad=pad,
-                                 structure=structure)
+                                 structure=structure, threads=threads)
     return _guarded_encode(_check_state(state), x, mechanism, secret, context, settings)
 
 
@@ -388,13 +398,14 @@ def _entry_name(structure: Structure, index: int) -> str:
 
 
 def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
-            expected: _Expected, like: Any) -> Any:
+            expected: _Expected, like: Any, threads: object) -> Any:
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
     dtype = check_dtype_choice(dtype)
     limit = check_integer("max_coordinates", max_coordinates)
     if limit < 0:
         raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
+    threads = resolve_threads(threads)
     header, sealed = open_payload(payload, secret)  # the tag first, then parsing
     expected.enforce(header)  # after the tag: the settings are the sender's own
     if header.m > limit:
@@ -410,7 +421,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
                         key=stream_key(secret, header.context), mechanism=header.mechanism,
                         scale=header.scale, lattice=sealed.lattice, n=sealed.n,
                         coder=header.coder,
-                        dtype=decoded_dtype(structure, dtype=dtype, output=output))
+                        dtype=decoded_dtype(structure, dtype=dtype, output=output),
+                        threads=threads)
     noise_std = mechanism_from_code(header.mechanism, header.scale).std
     start = 0
     for i, entry in enumerate(structure.entries):
@@ -424,7 +436,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
 def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",
            max_coordinates: int = DEFAULT_MAX_COORDINATES, like: Any = None,
            expect_mechanism: Mechanism | None = None, expect_clip: float | None = None,
-           expect_client: int | None = None, expect_round: int | None = None) -> Any:
+           expect_client: int | None = None, expect_round: int | None = None,
+           threads: int | None = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -462,6 +475,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         assumes: they are checked after the tag verifies (so the payload's
         settings are those its sender chose) and before the body is
         decoded.  None (the default) checks nothing.
+        threads: native threads to use, as for :func:`encode` (the same
+            values for every count).
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
@@ -487,7 +502,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
     """
     secret = check_secret(secret)
     expected = _Expected.checked(expect_mechanism, expect_clip, expect_client, expect_round)
-    return _decode(payload, secret, output, dtype, max_coordinates, expected, like)
+    return _decode(payload, secret, output, dtype, max_coordinates, expected, like, threads)
 
 
 @dataclass(frozen=True)
@@ -500,9 +515,9 @@ class PayloadInfo:
     With the secret (``inspect(payload, secret=...)``) the tag is verified and
     the sealed section opened.  Sizes are in bits; ``body_bits`` splits the
     body into the coder's parts (Golomb: parameters, H, M, padding; ANS:
-    source model, rANS stream); ``sealed_bits`` counts the whole encrypted
-    section (its header, body and padding); ``bits_per_coordinate`` counts
-    the whole payload.
+    source model, the segments' lengths and model bytes, rANS streams);
+    ``sealed_bits`` counts the whole encrypted section (its header, body and
+    padding); ``bits_per_coordinate`` counts the whole payload.
     """
 
     version: int
@@ -590,7 +605,8 @@ def inspect(payload: bytes, *, secret: bytes | None = None) -> PayloadInfo:
         offset = len(pack_header(header))
     details: dict[str, Any] = {}
     if opened is not None:
-        parts = _core.body_parts(opened.body, coder=header.coder, lattice=opened.lattice)
+        parts = _core.body_parts(opened.body, coder=header.coder, lattice=opened.lattice,
+                                 m=header.m, n=opened.n)
         details = dict(lattice=LATTICES[opened.lattice], dim=opened.n, body_bits=dict(parts),
                        padding_bits=8 * opened.padding)
     return PayloadInfo(
@@ -637,6 +653,8 @@ class Codec:
             (the decoder reads the lattice and coder from the payload).
         clip: as for :func:`encode`; on a server, the clip its accountant
             assumes (None: payloads with any clip are accepted).
+        threads: native threads for encode and decode, as for
+            :func:`encode` (None: resolved at each call).
         state: a file recording the contexts encoded under this secret
             (:mod:`cepam.guard`), or None (in memory only).
 
@@ -652,6 +670,7 @@ class Codec:
                  dim: int | None = None, lattice: str | None = None,
                  clip: float | None = None, coder: str = "ans", non_float: str = "skip",
                  pad: str | int | None = None, structure: bool = True,
+                 threads: int | None = None,
                  state: str | os.PathLike[str] | None = None) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
@@ -665,6 +684,9 @@ class Codec:
         self.non_float = check_non_float(non_float)
         self.pad = check_pad(pad)
         self.structure = _check_flag("structure", structure)
+        if threads is not None:
+            resolve_threads(threads)  # checked now, so that a bad count fails early
+        self.threads = threads
         self._secret = check_secret(secret)
         self.client = Context(0, client).client
         self._used: set[tuple[int, int]] = set()
@@ -698,7 +720,8 @@ class Codec:
         payload = _guarded_encode(self._guard, x, self.mechanism, self._secret, context,
                                   _Settings.checked(self._choice, clip=self.clip,
                                                     coder=self.coder, non_float=self.non_float,
-                                                    pad=self.pad, structure=self.structure))
+                                                    pad=self.pad, structure=self.structure,
+                                                    threads=self.threads))
         self._used.add(key)
         return payload
 
@@ -714,4 +737,5 @@ class Codec:
             (and as :func:`decode`)
         """
         expected = _Expected.checked(self.mechanism, self.clip, self.client, round)
-        return _decode(payload, self._secret, output, dtype, max_coordinates, expected, like)
+        return _decode(payload, self._secret, output, dtype, max_coordinates, expected, like,
+                       self.threads)

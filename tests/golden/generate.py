@@ -35,11 +35,14 @@ CASES = {
                                    coder="ans", pad="bucket"),
     "golomb-gaussian-n1-pad-max": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=1, clip=1.0,
                                        coder="golomb", pad="max"),
+    # No structure in the header (the decoder passes like=, a template).
+    "gaussian-n2-clip-bare": dict(mechanism=cepam.Gaussian(sigma=0.01), dim=2, clip=1.0,
+                                  coder="ans", structure=False),
 }
 
 
 def update_for(name):
-    if name.endswith("gaussian-n2-clip"):
+    if name.endswith(("gaussian-n2-clip", "gaussian-n2-clip-bare")):
         return {"w": X[:9].reshape(3, 3), "b": X[9:].astype(np.float64)}
     return X
 
@@ -52,11 +55,17 @@ def encode_case(name):
                         message=1, **case)
 
 
+def decode_case(name, payload):
+    """Case ``name``'s payload decoded (with its template when it is bare)."""
+    like = update_for(name) if CASES[name].get("structure") is False else None
+    return cepam.decode(payload, secret=SECRET, like=like)
+
+
 def main():
     out = {"x": [float(v).hex() for v in X], "secret": SECRET.hex(), "cases": {}}
     for name in CASES:
         payload = encode_case(name)
-        y = cepam.decode(payload, secret=SECRET)
+        y = decode_case(name, payload)
         leaves = y if isinstance(y, dict) else {"": y}
         out["cases"][name] = {
             "payload": payload.hex(),

@@ -1,0 +1,97 @@
+// Native worker threads for the core's data-parallel loops.
+//
+// parallel_for(threads, count, task) runs task(i) once for every i in
+// [0, count) on up to `threads` threads (the calling thread is one of them;
+// std::thread for the others, started per call: the loops it serves run for
+// milliseconds at least, against tens of microseconds to start a thread).
+// Tasks are handed out in increasing order of i.  Results must not depend
+// on which thread runs a task: tasks write disjoint outputs, and whatever
+// they reduce is reduced in an order that does not matter (integer sums,
+// maxima) or afterwards, in task order, by the caller.
+//
+// Errors are deterministic: if tasks throw, the exception of the failing
+// task of lowest index is rethrown once every thread has stopped, the same
+// whatever the thread count.  Every task below it has run; tasks above a
+// failed one are skipped where they have not started.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace cepam {
+
+// The largest thread count the core accepts (callers validate their own
+// argument against it).
+inline constexpr int kMaxThreads = 1024;
+
+// The error of the lowest-indexed failing task of a parallel loop (for
+// loops that hand out their own tasks; parallel_for uses it).
+class FirstError {
+ public:
+  explicit FirstError(std::size_t none) : failed_(none) {}
+  // Records the exception being handled as task i's.
+  void record(std::size_t i) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (i < failed_.load(std::memory_order_relaxed)) {
+      failed_.store(i, std::memory_order_release);
+      error_ = std::current_exception();
+    }
+  }
+  // The lowest failing task so far (`none` if none).
+  std::size_t failed() const { return failed_.load(std::memory_order_acquire); }
+  // Rethrows the recorded exception, if any (once the threads have stopped).
+  void rethrow() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::atomic<std::size_t> failed_;
+  std::mutex mutex_;
+  std::exception_ptr error_;
+};
+
+// Runs work(w) for w in [0, workers) on that many threads (the caller's
+// included), and waits for them.  work must not throw.
+template <class Work>
+void run_workers(std::size_t workers, Work&& work) {
+  std::vector<std::thread> pool;
+  if (workers > 1) pool.reserve(workers - 1);
+  try {
+    for (std::size_t t = 1; t < workers; ++t) pool.emplace_back([&work, t] { work(t); });
+  } catch (...) {
+    // A thread could not be started: those running and this one do the work.
+  }
+  work(std::size_t{0});
+  for (std::thread& t : pool) t.join();
+}
+
+template <class Task>
+void parallel_for(int threads, std::size_t count, Task&& task) {
+  if (threads < 1) threads = 1;
+  const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(threads), count);
+  if (workers <= 1) {
+    for (std::size_t i = 0; i < count; ++i) task(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  FirstError error(count);
+  run_workers(workers, [&](std::size_t) noexcept {
+    for (;;) {
+      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= count || i > error.failed()) return;
+      try {
+        task(i);
+      } catch (...) {
+        error.record(i);
+      }
+    }
+  });
+  error.rethrow();
+}
+
+}  // namespace cepam

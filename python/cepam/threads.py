@@ -1,0 +1,58 @@
+"""How many native threads encode and decode may use.
+
+``threads=None`` (the default everywhere) means: the ``CEPAM_THREADS``
+environment variable if it is set, else the number of cores this process may
+run on (``os.sched_getaffinity``, where the platform has it, else
+``os.cpu_count()``).  The payload bytes and decoded values are the same for
+every thread count; only the speed differs.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import _core
+from .errors import InvalidArgumentError
+from .keys import check_integer
+
+__all__ = ["MAX_THREADS", "THREADS_ENV", "available_cores", "resolve_threads"]
+
+MAX_THREADS: int = _core.MAX_THREADS
+THREADS_ENV = "CEPAM_THREADS"
+
+
+def available_cores() -> int:
+    """The number of cores this process may run on (at least 1)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_THREADS))
+
+
+def _check_count(what: str, value: int) -> int:
+    if not 1 <= value <= MAX_THREADS:
+        raise InvalidArgumentError(f"{what} must be between 1 and {MAX_THREADS}, got {value}")
+    return value
+
+
+def resolve_threads(threads: object) -> int:
+    """The thread count for ``threads=``: an integer in [1, MAX_THREADS], or
+    None for the default (``CEPAM_THREADS``, else :func:`available_cores`).
+
+    Raises:
+        InvalidTypeError: threads is neither None nor an integer.
+        InvalidArgumentError: threads, or ``CEPAM_THREADS``, is out of range
+            (or the variable is not a decimal integer).
+    """
+    if threads is None:
+        env = os.environ.get(THREADS_ENV)
+        if env is None or env.strip() == "":
+            return available_cores()
+        try:
+            value = int(env.strip(), 10)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{THREADS_ENV} must be a positive integer, got {env!r}") from None
+        return _check_count(THREADS_ENV, value)
+    return _check_count("threads", check_integer("threads", threads))

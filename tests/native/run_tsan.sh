@@ -1,0 +1,18 @@
+#!/bin/sh
+# Builds the native core and tests/native/threads_driver.cpp with
+# ThreadSanitizer and runs the driver; exits non-zero on a data race or a
+# failed check.  Needs g++ (or CXX) with libtsan.  Usage, from the
+# repository root:  sh tests/native/run_tsan.sh [build-dir]
+set -eu
+CXX=${CXX:-g++}
+OUT=${1:-build/tsan}
+mkdir -p "$OUT"
+SOURCES="csrc/common/cpu.cpp csrc/random/chacha20.cpp csrc/random/detmath.cpp
+  csrc/lrsuq/batch_kernels.cpp csrc/lrsuq/quantizer.cpp csrc/coding/rans.cpp
+  csrc/coding/source_model.cpp csrc/coding/conditional_coder.cpp csrc/coding/point_coder.cpp
+  csrc/payload/golomb_body.cpp csrc/payload/ans_body.cpp csrc/payload/body.cpp
+  tests/native/threads_driver.cpp"
+# shellcheck disable=SC2086
+$CXX -std=c++17 -O1 -g -fsanitize=thread -ffp-contract=off -fno-fast-math -fno-math-errno \
+  -Icsrc $SOURCES -o "$OUT/threads_driver" -pthread
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$OUT/threads_driver"

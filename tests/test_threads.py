@@ -1,0 +1,233 @@
+"""threads=: the same payload bytes and decoded values for every thread count.
+
+Sizes are chosen not to divide evenly into ANS segments (2^17 coordinates),
+Golomb chunks (2^16) or blocks (4096 sub-vectors), and to span several of
+each.  Also: the argument checks, CEPAM_THREADS, the error of a hostile body
+(the same whatever the count), and the ANS segment framing behind a valid tag.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cepam
+from cepam import _core
+from cepam.threads import MAX_THREADS, THREADS_ENV, available_cores, resolve_threads
+
+SECRET = bytes(range(32))
+THREAD_COUNTS = (1, 2, 3, 8)
+SEGMENT = 1 << 17
+MODEL_BYTE = {"Z": False, "A2": True, "D4": True, "E8": True}
+
+# (lattice, dim, mechanism): every lattice, and Z in several dimensions and mechanisms.
+SETTINGS = [
+    ("Z", 1, cepam.Gaussian(sigma=1e-3)),
+    ("Z", 3, cepam.Gaussian(sigma=1e-3)),
+    ("Z", 2, cepam.Laplace(b=1e-3)),
+    ("Z", 1, cepam.SDQ(step=1e-3)),
+    ("A2", None, cepam.Gaussian(sigma=1e-3)),
+    ("D4", None, cepam.Gaussian(sigma=1e-3)),
+    ("E8", None, cepam.Gaussian(sigma=1e-3)),
+]
+
+
+def update(m: int, *, seed: int = 0, ratio: float = 1.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(m) * ratio * 1e-3).astype(np.float32)
+
+
+def encode_all(x, mechanism, **kwargs) -> list[bytes]:
+    return [cepam.encode(x, mechanism, secret=SECRET, round=1, client=2, threads=t, **kwargs)
+            for t in THREAD_COUNTS]
+
+
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+@pytest.mark.parametrize("lattice,dim,mechanism", SETTINGS)
+def test_bytes_and_values_are_the_same_for_every_thread_count(lattice, dim, mechanism, coder):
+    # Three segments and a part for n = 1; not a multiple of n, 4096 or 2^16.
+    m = 3 * SEGMENT + 12_345
+    x = update(m, ratio=0.7)
+    payloads = encode_all(x, mechanism, lattice=lattice, dim=dim, coder=coder)
+    assert all(p == payloads[0] for p in payloads)
+    decoded = [cepam.decode(payloads[0], secret=SECRET, threads=t) for t in THREAD_COUNTS]
+    for y in decoded[1:]:
+        np.testing.assert_array_equal(y, decoded[0])
+    assert decoded[0].shape == (m,)
+    info = cepam.inspect(payloads[0], secret=SECRET)  # the body's parts are sealed
+    if coder == "ans":
+        n = info.dim
+        N = -(-m // n)
+        segments = -(-N // (SEGMENT // n))
+        assert info.body_bits["segments"] == 8 * segments * (5 if MODEL_BYTE[lattice] else 4)
+
+
+@pytest.mark.parametrize("m", [0, 1, 7, 4097, SEGMENT - 1, SEGMENT, SEGMENT + 1])
+def test_sizes_at_segment_edges(m):
+    x = update(m, seed=m)
+    for coder in ("ans", "golomb"):
+        for lattice in ("Z", "E8"):
+            payloads = encode_all(x, cepam.Gaussian(sigma=1e-3), lattice=lattice, coder=coder)
+            assert all(p == payloads[0] for p in payloads), (coder, lattice)
+            ys = [cepam.decode(payloads[0], secret=SECRET, threads=t) for t in THREAD_COUNTS]
+            for y in ys:
+                np.testing.assert_array_equal(y, ys[0])
+
+
+def test_auto_and_codec_take_threads():
+    x = update(SEGMENT + 99, ratio=1.0)
+    payloads = encode_all(x, cepam.Gaussian(sigma=1e-3))  # lattice="auto"
+    assert all(p == payloads[0] for p in payloads)
+    codecs = [cepam.Codec(cepam.Gaussian(sigma=1e-3), secret=SECRET, client=2, threads=t)
+              for t in THREAD_COUNTS]
+    coded = [c.encode(x, round=1) for c in codecs]
+    assert all(p == payloads[0] for p in coded)
+    for c in codecs:
+        np.testing.assert_array_equal(c.decode(coded[0]), cepam.decode(coded[0], secret=SECRET))
+
+
+def test_golomb_chunks_give_the_one_shot_encoding():
+    """The Golomb body is coded in chunks in parallel: it must be the bytes the
+    one-shot section coder gives for the same H and M."""
+    m = 2 * (1 << 16) + 777
+    key = bytes(32)
+    # |M| below 2^15, 2^31 and above (the chunks hold M as int16, int32, int64).
+    for ratio, n, least in [(30.0, 1, 0), (30.0, 2, 0), (30.0, 3, 0), (1e6, 1, 1 << 15),
+                            (1e10, 2, 1 << 31)]:
+        x = update(m, ratio=ratio)
+        H, M = _core.encode_lattice(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n,
+                                    factor=1.0)
+        assert np.abs(M).max() > least
+        for threads in THREAD_COUNTS:
+            body = _core.encode(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n, factor=1.0,
+                                coder=1, threads=threads)
+            g, k = struct.unpack_from("<IB", body, 0)
+            sections, h_bits, m_bits = _core.body_encode(H, M, golomb=g, expg_k=k)
+            assert body[21:] == sections
+            assert struct.unpack_from("<QQ", body, 5) == (h_bits, m_bits)
+            assert (g == 0) == (n == 1)  # H is coded where trials can be rejected
+
+
+@pytest.mark.parametrize("bad", [0, -1, MAX_THREADS + 1])
+def test_a_bad_thread_count_is_refused(bad):
+    x = update(10)
+    with pytest.raises(cepam.InvalidArgumentError, match="threads"):
+        cepam.encode(x, cepam.Gaussian(sigma=1e-3), secret=SECRET, round=0, client=0,
+                     threads=bad)
+    payload = cepam.encode(x, cepam.Gaussian(sigma=1e-3), secret=SECRET, round=0, client=0)
+    with pytest.raises(cepam.InvalidArgumentError, match="threads"):
+        cepam.decode(payload, secret=SECRET, threads=bad)
+    with pytest.raises(cepam.InvalidArgumentError, match="threads"):
+        cepam.Codec(cepam.Gaussian(sigma=1e-3), secret=SECRET, threads=bad)
+
+
+@pytest.mark.parametrize("bad", [1.0, "2", True])
+def test_a_thread_count_of_the_wrong_type_is_refused(bad):
+    with pytest.raises(cepam.InvalidTypeError, match="threads"):
+        cepam.encode(update(10), cepam.Gaussian(sigma=1e-3), secret=SECRET, round=0, client=0,
+                     threads=bad)
+
+
+def test_the_default_is_the_environment_or_the_cores(monkeypatch):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    assert resolve_threads(None) == available_cores() >= 1
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert resolve_threads(None) == 3
+    assert resolve_threads(5) == 5  # an explicit count wins
+    for bad in ("0", "x", "1.5", str(MAX_THREADS + 1)):
+        monkeypatch.setenv(THREADS_ENV, bad)
+        with pytest.raises(cepam.InvalidArgumentError, match=THREADS_ENV):
+            cepam.encode(update(4), cepam.Gaussian(sigma=1e-3), secret=SECRET, round=0,
+                         client=0)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_the_default_follows_the_affinity_mask(monkeypatch):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    code = ("import os, cepam.threads as t; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "print(t.resolve_threads(None))")
+    env = {k: v for k, v in os.environ.items() if k != THREADS_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert out.stdout.strip() == "1"
+
+
+# --- Hostile segment framing (behind a valid tag): the same error at every count. ----
+
+
+def _opened_body(payload: bytes) -> bytes:
+    """The payload's (decrypted) body."""
+    from cepam.sealing import open_payload
+
+    return open_payload(payload, SECRET)[1].body
+
+
+def _tagged(payload: bytes, body: bytes) -> bytes:
+    """payload with its body replaced, sealed and tagged again (a client's own
+    forgery: it holds the secret)."""
+    from cepam.payload import pack_sealed
+    from cepam.sealing import open_payload, seal
+
+    header, sealed = open_payload(payload, SECRET)
+    return seal(header, pack_sealed(sealed.lattice, sealed.n, body, 0), secret=SECRET)
+
+
+def _segments(body: bytes, model_size: int) -> list[tuple[int, int]]:
+    """(offset of the length field, length) of each segment."""
+    out, pos = [], model_size
+    while pos < len(body):
+        (length,) = struct.unpack_from("<I", body, pos)
+        out.append((pos, length))
+        pos += 4 + length
+    return out
+
+
+@pytest.mark.parametrize("lattice", ["Z", "E8"])
+def test_hostile_segment_framing(lattice):
+    m = 2 * SEGMENT + 5
+    payload = cepam.encode(update(m), cepam.Gaussian(sigma=1e-3), secret=SECRET, round=0,
+                           client=0, lattice=lattice)
+    body = _opened_body(payload)
+    info = cepam.inspect(payload, secret=SECRET)
+    model_size = info.body_bits["model"] // 8
+    segs = _segments(body, model_size)
+    n = 1 if lattice == "Z" else 8
+    assert len(segs) == -(-(-(-m // n)) // (SEGMENT // n))
+    (first_at, first_len), (second_at, second_len) = segs[0], segs[1]
+
+    def with_length(at, value):
+        return body[:at] + struct.pack("<I", value) + body[at + 4:]
+
+    bad = {
+        "first-length-huge": with_length(first_at, 0xFFFFFFFF),
+        "first-length-plus-4": with_length(first_at, first_len + 4),
+        "first-length-minus-4": with_length(first_at, first_len - 4),
+        "first-length-zero": with_length(first_at, 0),
+        "second-length-plus-1": with_length(second_at, second_len + 1),
+        "last-segment-dropped": body[:segs[-1][0]],
+        "extra-segment": body + body[second_at:second_at + 4 + second_len],
+        "trailing-byte": body + b"\x00",
+        "segments-swapped": body[:first_at] + body[second_at:second_at + 4 + second_len]
+        + body[first_at:second_at] + body[second_at + 4 + second_len:],
+    }
+    if lattice == "E8":
+        bad["model-byte-2"] = body[:first_at + 4] + b"\x02" + body[first_at + 5:]
+    for name, edited in bad.items():
+        forged = _tagged(payload, edited)
+        messages = set()
+        for t in THREAD_COUNTS:
+            try:
+                cepam.decode(forged, secret=SECRET, threads=t)
+            except cepam.FormatError as e:
+                messages.add(str(e))
+            else:
+                messages.add("decoded")
+        assert len(messages) == 1 and "decoded" not in messages, (name, messages)
+        if name != "segments-swapped":  # (its framing is intact: only decoding sees it)
+            with pytest.raises(cepam.FormatError):
+                cepam.inspect(forged, secret=SECRET)
