@@ -58,6 +58,7 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   for (int k = 0; k < n_; ++k) det *= b_[static_cast<std::size_t>(k * n_ + k)];
   r_cap_ = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
   root_n_ = std::sqrt(static_cast<double>(n_));
+  enumerate_ = enumerator(n_);
   usable_ = std::isfinite(mu_) && std::isfinite(var_);
   cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   d2_.resize(kMaxCandidates);
@@ -85,16 +86,25 @@ bool PointCoder::listed(const std::int64_t* m) const {
   return partial <= r2_;
 }
 
-// The candidates m_k at level k, given cur_[i] for i > k: those whose
-// partial sums stay within R^2.  e = (off + j G_kk) - t_k is non-decreasing
+// The candidates m_k at level K, given cur_[i] for i > K: those whose
+// partial sums stay within R^2.  e = (off + j G_KK) - t_K is non-decreasing
 // in j (every rounding is monotone), so the partial sum is quasi-convex in
 // j: the valid j form an interval around the minimum, which is at j0 - 1,
-// j0 or j0 + 1 for j0 the nearest integer to the centre.
-void PointCoder::enumerate(int k, double partial) {
-  const double g = b_[static_cast<std::size_t>(k * n_ + k)];
-  const double off = offset(k, cur_);
-  const std::int64_t j0 = static_cast<std::int64_t>(std::floor((t_[k] - off) / g + 0.5));
-  const auto valid = [&](std::int64_t j) { return extend(k, off, j, partial) <= r2_; };
+// j0 or j0 + 1 for j0 the nearest integer to the centre.  off and e are
+// offset(K, cur_) and extend(K, ...), written out for a fixed N.
+template <int N, int K>
+void PointCoder::enumerate(double partial) {
+  const double* b = b_.data();
+  const double g = b[K * N + K];
+  double off = 0.0;
+  for (int i = K + 1; i < N; ++i) off += static_cast<double>(cur_[i]) * b[i * N + K];
+  const double tk = t_[K];
+  const auto distance = [&](std::int64_t j) {
+    const double e = (off + static_cast<double>(j) * g) - tk;
+    return partial + e * e;
+  };
+  const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
+  const std::int64_t j0 = static_cast<std::int64_t>(std::floor((tk - off) / g + 0.5));
   std::int64_t lo = j0;
   if (!valid(lo)) {
     if (valid(j0 - 1)) lo = j0 - 1;
@@ -105,16 +115,29 @@ void PointCoder::enumerate(int k, double partial) {
   while (valid(lo - 1)) --lo;
   while (valid(hi + 1)) ++hi;
   for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
-    cur_[k] = j;
-    const double p = extend(k, off, j, partial);
-    if (k > 0) {
-      enumerate(k - 1, p);
+    cur_[K] = j;
+    const double p = distance(j);
+    if constexpr (K > 0) {
+      enumerate<N, K - 1>(p);
     } else if (count_ == kMaxCandidates) {
       overflow_ = true;
     } else {
-      std::copy(cur_, cur_ + n_, cand_.begin() + static_cast<std::ptrdiff_t>(count_ * static_cast<std::size_t>(n_)));
+      std::copy(cur_, cur_ + N, cand_.begin() + static_cast<std::ptrdiff_t>(count_ * N));
       d2_[count_++] = p;
     }
+  }
+}
+
+PointCoder::Enumerate PointCoder::enumerator(int n) {
+  switch (n) {
+    case 1: return &PointCoder::enumerate<1, 0>;
+    case 2: return &PointCoder::enumerate<2, 1>;
+    case 3: return &PointCoder::enumerate<3, 2>;
+    case 4: return &PointCoder::enumerate<4, 3>;
+    case 5: return &PointCoder::enumerate<5, 4>;
+    case 6: return &PointCoder::enumerate<6, 5>;
+    case 7: return &PointCoder::enumerate<7, 6>;
+    default: return &PointCoder::enumerate<8, 7>;
   }
 }
 
@@ -137,7 +160,7 @@ bool PointCoder::prepare(double beta, const double* v) {
   r2_ = r * r;
   count_ = 0;
   overflow_ = false;
-  enumerate(n_ - 1, 0.0);
+  (this->*enumerate_)(0.0);
   if (overflow_ || count_ == 0) return false;
   const double n = static_cast<double>(n_);
   double total = 0.0;

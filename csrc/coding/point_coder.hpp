@@ -66,12 +66,20 @@ class PointCoder {
   // listed, so that they agree to the bit).
   double offset(int k, const std::int64_t* m) const;
   double extend(int k, double off, std::int64_t mk, double partial) const;
-  void enumerate(int k, double partial);
+  // The candidates of level K (and, recursively, below) for dimension N,
+  // given cur_[i] for i > K (the dimension and level fixed at compile time,
+  // so that the loops over the basis unroll); the same arithmetic as
+  // offset and extend.
+  template <int N, int K>
+  void enumerate(double partial);
+  using Enumerate = void (PointCoder::*)(double);
+  static Enumerate enumerator(int n);
 
   int n_;
   std::vector<double> b_;
   double rho_, mu_, var_, r_cap_, root_n_;
   bool usable_;
+  Enumerate enumerate_;
   // The current sub-vector's table.
   double t_[8];
   double r2_;
