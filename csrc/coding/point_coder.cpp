@@ -59,6 +59,11 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   r_cap_ = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
   root_n_ = std::sqrt(static_cast<double>(n_));
   enumerate_ = enumerator(n_);
+  for (int k = 0; k < n_; ++k) {
+    const double g = b_[static_cast<std::size_t>(k * n_ + k)];
+    int e;
+    inv_g_[k] = (std::frexp(g, &e) == 0.5) ? 1.0 / g : 0.0;  // exact: g = 2^(e - 1)
+  }
   usable_ = std::isfinite(mu_) && std::isfinite(var_);
   cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   d2_.resize(kMaxCandidates);
@@ -104,7 +109,12 @@ void PointCoder::enumerate(double partial) {
     return partial + e * e;
   };
   const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
-  const std::int64_t j0 = static_cast<std::int64_t>(std::floor((tk - off) / g + 0.5));
+  // j0 = floor((t_K - off) / g + 1/2): by truncation (exact, |t| < 2^40),
+  // and by a multiplication where 1 / g is a power of two (the same value
+  // as the division then).
+  const double centre = (inv_g_[K] != 0.0 ? (tk - off) * inv_g_[K] : (tk - off) / g) + 0.5;
+  std::int64_t j0 = static_cast<std::int64_t>(centre);
+  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
   std::int64_t lo = j0;
   if (!valid(lo)) {
     if (valid(j0 - 1)) lo = j0 - 1;

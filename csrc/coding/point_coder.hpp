@@ -80,6 +80,7 @@ class PointCoder {
   double rho_, mu_, var_, r_cap_, root_n_;
   bool usable_;
   Enumerate enumerate_;
+  double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
   // The current sub-vector's table.
   double t_[8];
   double r2_;
