@@ -46,6 +46,7 @@
 
 #include "random/chacha20.hpp"
 #include "lattice/lattice.hpp"
+#include "lattice/voronoi_kernels.hpp"
 
 namespace cepam {
 
@@ -133,15 +134,19 @@ struct VoronoiLattice {
     for (int k = 0; k < N; ++k) v[k] = p[k] - c[k];
   }
 
-  // dither() of `count` sub-vectors, their words and dithers n apart.
+  // dither() of `count` sub-vectors, their words and dithers n apart (the
+  // SIMD kernels first, lattice/voronoi_kernels.hpp, then this loop).
   void dither_batch(const std::uint64_t* words, std::size_t count, double* v) const {
-    for (std::size_t c = 0; c < count; ++c) dither(words + c * N, v + c * N);
+    const std::size_t done = kernels::voronoi_dither(Derived::id, words, count, v);
+    for (std::size_t c = done; c < count; ++c) dither(words + c * N, v + c * N);
   }
 
   void trial_batch(const double* t, const double* xs, const double* beta,
                    const std::uint64_t* w, std::size_t count, Norm, std::int64_t* q,
                    double* dev) const {
-    for (std::size_t e = 0; e < count; e += N) {
+    const std::size_t done = N * kernels::voronoi_trial(Derived::id, t, xs, beta, w, count / N,
+                                                         q, dev);
+    for (std::size_t e = done; e < count; e += N) {
       double v[N], s[N], p[N];
       dither(w + e, v);
       for (int k = 0; k < N; ++k) s[k] = t[e + k] - v[k];

@@ -624,10 +624,8 @@ void lattice_points(LatticeId id, int n, const std::int64_t* m, std::size_t coun
 }
 
 void lattice_dithers(LatticeId id, int n, const std::uint64_t* w, std::size_t count, double* v) {
-  dispatch_lattice(id, n, [&](const auto& l) {
-    const std::size_t un = static_cast<std::size_t>(n);
-    for (std::size_t c = 0; c < count; ++c) l.dither(w + c * un, v + c * un);
-  });
+  // dither_batch: the SIMD kernels where there are (the same values).
+  dispatch_lattice(id, n, [&](const auto& l) { l.dither_batch(w, count, v); });
 }
 
 TriangularBasis lattice_basis(LatticeId id, int n) {
