@@ -155,6 +155,11 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   std::vector<std::size_t> rejected(kChunk);
   std::vector<double> rt(kChunk * un), rxs(kChunk * un), rbeta(kChunk * un), rradius(kChunk);
   std::vector<std::uint64_t> rwords(kChunk * un);
+  // The sub-vectors accepted at a trial (chunk indices) with their dither
+  // words and, when the side information is wanted, their dithers.
+  std::vector<std::size_t> accepted_at(kChunk);
+  std::vector<std::uint64_t> awords(V != nullptr ? kChunk * un : 0);
+  std::vector<double> adither(V != nullptr ? kChunk * un : 0);
   std::vector<std::int64_t> rq(kChunk * un);
   TrialWords retry(kChunk);
 
@@ -235,13 +240,14 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
       for (std::size_t i = 0; i < nrej; ++i) std::copy_n(retry.words(i), un, &rwords[i * un]);
       lattice.trial_batch(rt.data(), rxs.data(), rbeta.data(), rwords.data(), nrej * un, norm,
                           rq.data(), dev.data());
-      std::size_t still = 0;
+      std::size_t still = 0, nacc = 0;
       for (std::size_t i = 0; i < nrej; ++i) {
         const std::size_t c = rejected[i];
         if (accepted(norm, &dev[i * un], un, rradius[i])) {
           Hc[c] = trial;
           std::copy_n(&rq[i * un], un, &Mc[c * un]);
-          if (V != nullptr) lattice.dither(&rwords[i * un], &V[(j0 - first + c) * un]);
+          if (V != nullptr) std::copy_n(&rwords[i * un], un, &awords[nacc * un]);
+          accepted_at[nacc++] = c;
           continue;
         }
         if (still != i) {
@@ -254,6 +260,11 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
         ++still;
       }
       nrej = still;
+      if (V != nullptr && nacc > 0) {  // their dithers, in one batch
+        lattice.dither_batch(awords.data(), nacc, adither.data());
+        for (std::size_t i = 0; i < nacc; ++i)
+          std::copy_n(&adither[i * un], un, &V[(j0 - first + accepted_at[i]) * un]);
+      }
     }
     if (ok < count) {
       throw EncodingError(
