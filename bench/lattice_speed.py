@@ -49,12 +49,16 @@ def measure(m, ratios, repeat):
 
 
 def run_in(path, m, ratios, repeat):
+    # The older package comes first, ahead of an editable install's finder.
     env = dict(os.environ, PYTHONPATH=path)
     cmd = [sys.executable, "-c",
-           "import json, sys; sys.path.insert(0, sys.argv[1]); import lattice_speed as s; "
-           "print(json.dumps(s.measure(int(sys.argv[2]), [float(r) for r in sys.argv[4:]], "
+           "import json, sys; sys.meta_path = [f for f in sys.meta_path if 'editable' not in "
+           "type(f).__module__]; sys.path.insert(0, sys.argv[1]); import lattice_speed as s; "
+           "import cepam; assert cepam.__file__.startswith(sys.argv[4]), cepam.__file__; "
+           "print(json.dumps(s.measure(int(sys.argv[2]), [float(r) for r in sys.argv[5:]], "
            "int(sys.argv[3]))))",
-           os.path.dirname(os.path.abspath(__file__)), str(m), str(repeat), *map(str, ratios)]
+           os.path.dirname(os.path.abspath(__file__)), str(m), str(repeat), os.path.abspath(path),
+           *map(str, ratios)]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True,
                          cwd="/")
     return json.loads(res.stdout)
@@ -69,6 +73,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="alternations with --base")
     ap.add_argument("--json", help="write the numbers here")
     a = ap.parse_args()
+    a.ratios = [float(r) for r in a.ratios]
     new, base = None, None
     for _ in range(a.rounds if a.base else 1):
         if a.base:

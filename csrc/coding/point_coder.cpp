@@ -60,6 +60,9 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   root_n_ = std::sqrt(static_cast<double>(n_));
   enumerate_ = enumerator(n_);
   for (int k = 0; k < n_; ++k) {
+    terms_[k] = 0;
+    for (int i = k + 1; i < n_; ++i)
+      if (b_[static_cast<std::size_t>(i * n_ + k)] != 0.0) term_row_[k][terms_[k]++] = i;
     const double g = b_[static_cast<std::size_t>(k * n_ + k)];
     int e;
     inv_g_[k] = (std::frexp(g, &e) == 0.5) ? 1.0 / g : 0.0;  // exact: g = 2^(e - 1)
@@ -101,8 +104,12 @@ template <int N, int K>
 void PointCoder::enumerate(double partial) {
   const double* b = b_.data();
   const double g = b[K * N + K];
+  // The terms of offset(K, cur_) whose G_iK is not zero, in order of i
+  // (a zero term can only change the sign of a zero sum, which neither the
+  // squared distance nor the centre's floor sees).
   double off = 0.0;
-  for (int i = K + 1; i < N; ++i) off += static_cast<double>(cur_[i]) * b[i * N + K];
+  for (int t = 0; t < terms_[K]; ++t)
+    off += static_cast<double>(cur_[term_row_[K][t]]) * b[term_row_[K][t] * N + K];
   const double tk = t_[K];
   const auto distance = [&](std::int64_t j) {
     const double e = (off + static_cast<double>(j) * g) - tk;

@@ -81,6 +81,8 @@ class PointCoder {
   bool usable_;
   Enumerate enumerate_;
   double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
+  int terms_[8];         // level k: the rows i > k with G_ik != 0,
+  int term_row_[8][8];   // term_row_[k][0 .. terms_[k]), in order
   // The current sub-vector's table.
   double t_[8];
   double r2_;
