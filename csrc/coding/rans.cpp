@@ -17,22 +17,7 @@ void AnsEncoder::finish(std::vector<std::uint8_t>& out) const {
       words.push_back(static_cast<std::uint32_t>(st));
       st >>= 32;
     }
-    // st = ((st / freq) << kProbBits) + st % freq + start, the quotient
-    // without a 64-bit division: st < 2^39 freq, so q = st / freq < 2^39,
-    // and double(st) (1 / freq) is within 2^-12 of it (three roundings of
-    // relative size 2^-53); its truncation is q or q +- 1, which the
-    // remainder corrects.  The same q and r as the integer division.
-    const std::uint64_t freq = sym.freq;
-    std::uint64_t q = static_cast<std::uint64_t>(static_cast<double>(st) *
-                                                 (1.0 / static_cast<double>(freq)));
-    std::int64_t r = static_cast<std::int64_t>(st - q * freq);
-    const std::int64_t below = r < 0 ? 1 : 0;
-    q -= static_cast<std::uint64_t>(below);
-    r += below * static_cast<std::int64_t>(freq);
-    const std::int64_t above = r >= static_cast<std::int64_t>(freq) ? 1 : 0;
-    q += static_cast<std::uint64_t>(above);
-    r -= above * static_cast<std::int64_t>(freq);
-    st = (q << kProbBits) + static_cast<std::uint64_t>(r) + sym.start;
+    st = ((st / sym.freq) << kProbBits) + (st % sym.freq) + sym.start;
   }
   const std::size_t base = out.size();
   out.resize(base + 8 * kStreams + 4 * words.size());
