@@ -91,11 +91,13 @@ struct BasicLatticeZn {
   // For elements e < count (coordinate k of sub-vector c at e = c n + k;
   // t = x / beta, xs = x, beta repeated per coordinate, w the dither words):
   // q[e] = closest-point coordinate, and unless dev is null, dev[e] = the
-  // element's term of the acceptance test's norm of beta (q + v) - x.
+  // element's term of the acceptance test's norm of beta (q + v) - x; and
+  // unless v_out is null, v_out[e] = the dither v (as dither_batch).
   void trial_batch(const double* t, const double* xs, const double* beta,
                    const std::uint64_t* w, std::size_t count, Norm norm, std::int64_t* q,
-                   double* dev) const {
+                   double* dev, double* v_out = nullptr) const {
     kernels::zn_trial(t, xs, beta, w, count, norm == Norm::L2, q, dev);
+    if (v_out != nullptr) kernels::zn_dither(w, count, v_out);
   }
   // y[e] = beta[e] (q[e] + v[e]) for elements e < count (v from dither).
   template <class T>

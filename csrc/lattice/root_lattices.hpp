@@ -148,12 +148,14 @@ struct VoronoiLattice {
 
   void trial_batch(const double* t, const double* xs, const double* beta,
                    const std::uint64_t* w, std::size_t count, Norm, std::int64_t* q,
-                   double* dev) const {
+                   double* dev, double* v_out = nullptr) const {
     const std::size_t done = N * kernels::voronoi_trial(Derived::id, t, xs, beta, w, count / N,
-                                                         q, dev);
+                                                         q, dev, v_out);
     for (std::size_t e = done; e < count; e += N) {
       double v[N], s[N], p[N];
       dither(w + e, v);
+      if (v_out != nullptr)
+        for (int k = 0; k < N; ++k) v_out[e + k] = v[k];
       for (int k = 0; k < N; ++k) s[k] = t[e + k] - v[k];
       self().closest(s, q + e, p);
       if (dev != nullptr) {

@@ -185,7 +185,7 @@ CEPAM_TARGET_AVX2 inline void dither_lanes(const std::uint64_t* w, __m256d* v) {
 template <class L>
 CEPAM_TARGET_AVX2 std::size_t trial_avx2(const double* t, const double* xs, const double* beta,
                                          const std::uint64_t* w, std::size_t count,
-                                         std::int64_t* q, double* dev) {
+                                         std::int64_t* q, double* dev, double* v_out) {
   constexpr int N = L::N;
   constexpr std::size_t n = static_cast<std::size_t>(N);
   const __m256d limit = splat(0x1.0p46);
@@ -199,6 +199,7 @@ CEPAM_TARGET_AVX2 std::size_t trial_avx2(const double* t, const double* xs, cons
     if (_mm256_movemask_pd(_mm256_cmp_pd(big, limit, _CMP_LT_OQ)) != 0xf) break;
     __m256d v[N], s[N], m[N], p[N];
     dither_lanes<L>(w + e, v);
+    if (v_out != nullptr) store_lanes<N>(v_out + e, v);
     for (int k = 0; k < N; ++k) s[k] = _mm256_sub_pd(tt[k], v[k]);
     L::closest(s, m, p);
     for (int k = 0; k < N; ++k) m[k] = _mm256_castsi256_pd(avx2::to_int64(m[k]));
@@ -238,14 +239,15 @@ bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
 
 std::size_t voronoi_trial(LatticeId id, const double* t, const double* xs, const double* beta,
                           const std::uint64_t* w, std::size_t count, std::int64_t* q,
-                          double* dev) {
+                          double* dev, double* v_out) {
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
-    if (id == LatticeId::E8) return trial_avx2<E8Lanes>(t, xs, beta, w, count, q, dev);
-    if (id == LatticeId::D4) return trial_avx2<D4Lanes>(t, xs, beta, w, count, q, dev);
+    if (id == LatticeId::E8) return trial_avx2<E8Lanes>(t, xs, beta, w, count, q, dev, v_out);
+    if (id == LatticeId::D4) return trial_avx2<D4Lanes>(t, xs, beta, w, count, q, dev, v_out);
   }
 #else
-  (void)id, (void)t, (void)xs, (void)beta, (void)w, (void)count, (void)q, (void)dev;
+  (void)id, (void)t, (void)xs, (void)beta, (void)w, (void)count, (void)q, (void)dev,
+      (void)v_out;
 #endif
   return 0;
 }

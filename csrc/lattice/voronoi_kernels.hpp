@@ -22,10 +22,11 @@ namespace cepam::kernels {
 // Sub-vectors c < count (elements e = c n + k, n = 4 for D4, 8 for E8), as
 // VoronoiLattice::trial_batch: the dither v of words w, q = the closest
 // point's basis coordinates of t - v, and, unless dev is null, dev[e] =
-// (beta[e] ((G^T q)_k + v_k) - xs[e])^2.
+// (beta[e] ((G^T q)_k + v_k) - xs[e])^2, and unless v_out is null, v_out[e]
+// = v_k.
 std::size_t voronoi_trial(LatticeId id, const double* t, const double* xs, const double* beta,
                           const std::uint64_t* w, std::size_t count, std::int64_t* q,
-                          double* dev);
+                          double* dev, double* v_out);
 
 // Sub-vectors c < count, as VoronoiLattice::dither_batch: v[e] = the dither
 // of words w[c n .. c n + n).
