@@ -59,6 +59,11 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   r_cap_ = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
   root_n_ = std::sqrt(static_cast<double>(n_));
   enumerate_ = enumerator(n_);
+  // D4 (n = 4) and E8 (n = 8, last row 1/2): every point's coordinates lie
+  // in Z, or all in Z + 1/2 (E8), as the top coordinate says.
+  const std::size_t last = static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_) - 1;
+  coset_bound_ = (n_ == 4 && b_[0] == 2.0 && b_[last] == 1.0) ||
+                 (n_ == 8 && b_[0] == 2.0 && b_[last] == 0.5);
   for (int k = 0; k < n_; ++k) {
     terms_[k] = 0;
     for (int i = k + 1; i < n_; ++i)
@@ -135,6 +140,11 @@ void PointCoder::enumerate(double partial) {
     cur_[K] = j;
     const double p = distance(j);
     if constexpr (K > 0) {
+      if (coset_bound_) {
+        if (K == N - 1) set_level_bounds(static_cast<double>(j) * g);
+        // No point below can come within R: the subtree has no candidate.
+        if (p + below_[K] * kBoundShrink > r2_) continue;
+      }
       enumerate<N, K - 1>(p);
     } else if (count_ == kMaxCandidates) {
       overflow_ = true;
@@ -142,6 +152,23 @@ void PointCoder::enumerate(double partial) {
       std::copy(cur_, cur_ + N, cand_.begin() + static_cast<std::ptrdiff_t>(count_ * N));
       d2_[count_++] = p;
     }
+  }
+}
+
+// below_[k] = sum over levels i < k of the squared distance of t_i to the
+// nearest point of Z + h, h = the fractional part of the top coordinate
+// (a point of D4 or E8 has all its coordinates in Z + h).  Each level's term
+// of a candidate's distance is at least that (computed with relative errors
+// of a few units in 2^-53, which kBoundShrink covers), so a subtree whose
+// partial sum plus below_ exceeds R^2 holds no candidate and is skipped:
+// the same candidates, in the same order, with the same distances.
+void PointCoder::set_level_bounds(double top) {
+  const double h = top - std::floor(top);
+  below_[0] = 0.0;
+  for (int k = 0; k + 1 < n_; ++k) {
+    const double u = t_[k] - h;
+    const double d = u - std::floor(u + 0.5);
+    below_[k + 1] = below_[k] + d * d;
   }
 }
 

@@ -72,6 +72,8 @@ class PointCoder {
   // offset and extend.
   template <int N, int K>
   void enumerate(double partial);
+  void set_level_bounds(double top);
+  static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;
   using Enumerate = void (PointCoder::*)(double);
   static Enumerate enumerator(int n);
 
@@ -81,6 +83,8 @@ class PointCoder {
   bool usable_;
   Enumerate enumerate_;
   double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
+  bool coset_bound_;     // D4 or E8: below_ bounds the levels below
+  double below_[8];
   int terms_[8];         // level k: the rows i > k with G_ik != 0,
   int term_row_[8][8];   // term_row_[k][0 .. terms_[k]), in order
   // The current sub-vector's table.
