@@ -69,3 +69,30 @@ def test_auto_is_deterministic_and_a_codec_reports_it():
     codec = cepam.Codec(cepam.Gaussian(sigma=1.0), secret=SECRET)
     assert codec.lattice == "auto" and codec.dim is None
     assert codec.encode(x, round=0) == a
+
+
+def large_source(kind, ratio, m, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "gaussian":
+        return rng.normal(0.0, ratio, m)
+    if kind == "uniform":
+        return rng.uniform(-ratio * 3 ** 0.5, ratio * 3 ** 0.5, m)
+    # Two halves at different scales (as layers of a model), rms = ratio.
+    return np.concatenate([rng.normal(0.0, 0.3 * ratio, m // 2),
+                           rng.normal(0.0, 1.38 * ratio, m - m // 2)])
+
+
+@pytest.mark.parametrize("kind,ratio", [("gaussian", 0.6), ("gaussian", 0.9), ("gaussian", 1.0),
+                                        ("uniform", 1.5), ("uniform", 1.8), ("mixture", 1.2)])
+def test_auto_decides_large_updates_on_a_sample_within_001_bits(kind, ratio):
+    # More than 2 * 2^16 coordinates: auto encodes a sample with Z and E8,
+    # then the update once; its payload is that lattice's own payload, and
+    # no more than 0.01 bits per coordinate above the better of the two.
+    m = 300_000
+    x = large_source(kind, ratio, m, seed=int(ratio * 100)).astype(np.float32)
+    fixed = {lat: bits(x, lattice=lat)[1] for lat in ("Z", "E8")}
+    payload = bits(x)[1]
+    chosen = cepam.inspect(payload, secret=SECRET).lattice
+    assert payload == fixed[chosen]
+    best = min(len(p) for p in fixed.values())
+    assert 8 * (len(payload) - best) / m <= 0.01, {k: 8 * len(p) / m for k, p in fixed.items()}

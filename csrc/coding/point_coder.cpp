@@ -58,6 +58,20 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   for (int k = 0; k < n_; ++k) det *= b_[static_cast<std::size_t>(k * n_ + k)];
   r_cap_ = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
   root_n_ = std::sqrt(static_cast<double>(n_));
+  enumerate_ = enumerator(n_);
+  // D4 (n = 4) and E8 (n = 8, last row 1/2): every point's coordinates lie
+  // in Z, or all in Z + 1/2 (E8), as the top coordinate says.
+  const std::size_t last = static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_) - 1;
+  coset_bound_ = (n_ == 4 && b_[0] == 2.0 && b_[last] == 1.0) ||
+                 (n_ == 8 && b_[0] == 2.0 && b_[last] == 0.5);
+  for (int k = 0; k < n_; ++k) {
+    terms_[k] = 0;
+    for (int i = k + 1; i < n_; ++i)
+      if (b_[static_cast<std::size_t>(i * n_ + k)] != 0.0) term_row_[k][terms_[k]++] = i;
+    const double g = b_[static_cast<std::size_t>(k * n_ + k)];
+    int e;
+    inv_g_[k] = (std::frexp(g, &e) == 0.5) ? 1.0 / g : 0.0;  // exact: g = 2^(e - 1)
+  }
   usable_ = std::isfinite(mu_) && std::isfinite(var_);
   cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   d2_.resize(kMaxCandidates);
@@ -85,16 +99,34 @@ bool PointCoder::listed(const std::int64_t* m) const {
   return partial <= r2_;
 }
 
-// The candidates m_k at level k, given cur_[i] for i > k: those whose
-// partial sums stay within R^2.  e = (off + j G_kk) - t_k is non-decreasing
+// The candidates m_k at level K, given cur_[i] for i > K: those whose
+// partial sums stay within R^2.  e = (off + j G_KK) - t_K is non-decreasing
 // in j (every rounding is monotone), so the partial sum is quasi-convex in
 // j: the valid j form an interval around the minimum, which is at j0 - 1,
-// j0 or j0 + 1 for j0 the nearest integer to the centre.
-void PointCoder::enumerate(int k, double partial) {
-  const double g = b_[static_cast<std::size_t>(k * n_ + k)];
-  const double off = offset(k, cur_);
-  const std::int64_t j0 = static_cast<std::int64_t>(std::floor((t_[k] - off) / g + 0.5));
-  const auto valid = [&](std::int64_t j) { return extend(k, off, j, partial) <= r2_; };
+// j0 or j0 + 1 for j0 the nearest integer to the centre.  off and e are
+// offset(K, cur_) and extend(K, ...), written out for a fixed N.
+template <int N, int K>
+void PointCoder::enumerate(double partial) {
+  const double* b = b_.data();
+  const double g = b[K * N + K];
+  // The terms of offset(K, cur_) whose G_iK is not zero, in order of i
+  // (a zero term can only change the sign of a zero sum, which neither the
+  // squared distance nor the centre's floor sees).
+  double off = 0.0;
+  for (int t = 0; t < terms_[K]; ++t)
+    off += static_cast<double>(cur_[term_row_[K][t]]) * b[term_row_[K][t] * N + K];
+  const double tk = t_[K];
+  const auto distance = [&](std::int64_t j) {
+    const double e = (off + static_cast<double>(j) * g) - tk;
+    return partial + e * e;
+  };
+  const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
+  // j0 = floor((t_K - off) / g + 1/2): by truncation (exact, |t| < 2^40),
+  // and by a multiplication where 1 / g is a power of two (the same value
+  // as the division then).
+  const double centre = (inv_g_[K] != 0.0 ? (tk - off) * inv_g_[K] : (tk - off) / g) + 0.5;
+  std::int64_t j0 = static_cast<std::int64_t>(centre);
+  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
   std::int64_t lo = j0;
   if (!valid(lo)) {
     if (valid(j0 - 1)) lo = j0 - 1;
@@ -105,16 +137,51 @@ void PointCoder::enumerate(int k, double partial) {
   while (valid(lo - 1)) --lo;
   while (valid(hi + 1)) ++hi;
   for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
-    cur_[k] = j;
-    const double p = extend(k, off, j, partial);
-    if (k > 0) {
-      enumerate(k - 1, p);
+    cur_[K] = j;
+    const double p = distance(j);
+    if constexpr (K > 0) {
+      if (coset_bound_) {
+        if (K == N - 1) set_level_bounds(static_cast<double>(j) * g);
+        // No point below can come within R: the subtree has no candidate.
+        if (p + below_[K] * kBoundShrink > r2_) continue;
+      }
+      enumerate<N, K - 1>(p);
     } else if (count_ == kMaxCandidates) {
       overflow_ = true;
     } else {
-      std::copy(cur_, cur_ + n_, cand_.begin() + static_cast<std::ptrdiff_t>(count_ * static_cast<std::size_t>(n_)));
+      std::copy(cur_, cur_ + N, cand_.begin() + static_cast<std::ptrdiff_t>(count_ * N));
       d2_[count_++] = p;
     }
+  }
+}
+
+// below_[k] = sum over levels i < k of the squared distance of t_i to the
+// nearest point of Z + h, h = the fractional part of the top coordinate
+// (a point of D4 or E8 has all its coordinates in Z + h).  Each level's term
+// of a candidate's distance is at least that (computed with relative errors
+// of a few units in 2^-53, which kBoundShrink covers), so a subtree whose
+// partial sum plus below_ exceeds R^2 holds no candidate and is skipped:
+// the same candidates, in the same order, with the same distances.
+void PointCoder::set_level_bounds(double top) {
+  const double h = top - std::floor(top);
+  below_[0] = 0.0;
+  for (int k = 0; k + 1 < n_; ++k) {
+    const double u = t_[k] - h;
+    const double d = u - std::floor(u + 0.5);
+    below_[k + 1] = below_[k] + d * d;
+  }
+}
+
+PointCoder::Enumerate PointCoder::enumerator(int n) {
+  switch (n) {
+    case 1: return &PointCoder::enumerate<1, 0>;
+    case 2: return &PointCoder::enumerate<2, 1>;
+    case 3: return &PointCoder::enumerate<3, 2>;
+    case 4: return &PointCoder::enumerate<4, 3>;
+    case 5: return &PointCoder::enumerate<5, 4>;
+    case 6: return &PointCoder::enumerate<6, 5>;
+    case 7: return &PointCoder::enumerate<7, 6>;
+    default: return &PointCoder::enumerate<8, 7>;
   }
 }
 
@@ -137,7 +204,7 @@ bool PointCoder::prepare(double beta, const double* v) {
   r2_ = r * r;
   count_ = 0;
   overflow_ = false;
-  enumerate(n_ - 1, 0.0);
+  (this->*enumerate_)(0.0);
   if (overflow_ || count_ == 0) return false;
   const double n = static_cast<double>(n_);
   double total = 0.0;

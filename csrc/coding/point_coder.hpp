@@ -66,12 +66,27 @@ class PointCoder {
   // listed, so that they agree to the bit).
   double offset(int k, const std::int64_t* m) const;
   double extend(int k, double off, std::int64_t mk, double partial) const;
-  void enumerate(int k, double partial);
+  // The candidates of level K (and, recursively, below) for dimension N,
+  // given cur_[i] for i > K (the dimension and level fixed at compile time,
+  // so that the loops over the basis unroll); the same arithmetic as
+  // offset and extend.
+  template <int N, int K>
+  void enumerate(double partial);
+  void set_level_bounds(double top);
+  static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;
+  using Enumerate = void (PointCoder::*)(double);
+  static Enumerate enumerator(int n);
 
   int n_;
   std::vector<double> b_;
   double rho_, mu_, var_, r_cap_, root_n_;
   bool usable_;
+  Enumerate enumerate_;
+  double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
+  bool coset_bound_;     // D4 or E8: below_ bounds the levels below
+  double below_[8];
+  int terms_[8];         // level k: the rows i > k with G_ik != 0,
+  int term_row_[8][8];   // term_row_[k][0 .. terms_[k]), in order
   // The current sub-vector's table.
   double t_[8];
   double r2_;

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/host_device.hpp"
 #include "random/chacha20.hpp"
 #include "lrsuq/batch_kernels.hpp"
 
@@ -44,7 +45,7 @@ struct TriangularBasis {
 };
 
 // Rounds to the nearest integer, halves up; exact for |t| < 2^52.
-inline double round_half_up(double t) {
+CEPAM_HD inline double round_half_up(double t) {
   const double f = std::floor(t);
   return (t - f >= 0.5) ? f + 1.0 : f;
 }
@@ -68,18 +69,18 @@ struct BasicLatticeZn {
   int n;
 
   static constexpr LatticeId id = LatticeId::Z;
-  int dim() const { return FixedDim > 0 ? FixedDim : n; }
+  CEPAM_HD int dim() const { return FixedDim > 0 ? FixedDim : n; }
   double packing_radius(Norm) const { return 0.5; }
   double packing_density() const { return zn_packing_density(dim()); }
   bool cell_is_ball() const { return dim() == 1; }  // [-1/2, 1/2] is both balls
 
-  void closest_point(const double* t, std::int64_t* m) const {
+  CEPAM_HD void closest_point(const double* t, std::int64_t* m) const {
     for (int k = 0; k < dim(); ++k) m[k] = static_cast<std::int64_t>(round_half_up(t[k]));
   }
-  void to_point(const std::int64_t* m, double* p) const {
+  CEPAM_HD void to_point(const std::int64_t* m, double* p) const {
     for (int k = 0; k < dim(); ++k) p[k] = static_cast<double>(m[k]);
   }
-  void dither(const std::uint64_t* words, double* v) const {
+  CEPAM_HD void dither(const std::uint64_t* words, double* v) const {
     for (int k = 0; k < dim(); ++k) v[k] = uniform_co(words[k]) - 0.5;
   }
   // dither() of `count` sub-vectors, their words and dithers n apart.
@@ -90,11 +91,13 @@ struct BasicLatticeZn {
   // For elements e < count (coordinate k of sub-vector c at e = c n + k;
   // t = x / beta, xs = x, beta repeated per coordinate, w the dither words):
   // q[e] = closest-point coordinate, and unless dev is null, dev[e] = the
-  // element's term of the acceptance test's norm of beta (q + v) - x.
+  // element's term of the acceptance test's norm of beta (q + v) - x; and
+  // unless v_out is null, v_out[e] = the dither v (as dither_batch).
   void trial_batch(const double* t, const double* xs, const double* beta,
                    const std::uint64_t* w, std::size_t count, Norm norm, std::int64_t* q,
-                   double* dev) const {
+                   double* dev, double* v_out = nullptr) const {
     kernels::zn_trial(t, xs, beta, w, count, norm == Norm::L2, q, dev);
+    if (v_out != nullptr) kernels::zn_dither(w, count, v_out);
   }
   // y[e] = beta[e] (q[e] + v[e]) for elements e < count (v from dither).
   template <class T>

@@ -155,6 +155,9 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   std::vector<std::size_t> rejected(kChunk);
   std::vector<double> rt(kChunk * un), rxs(kChunk * un), rbeta(kChunk * un), rradius(kChunk);
   std::vector<std::uint64_t> rwords(kChunk * un);
+  // The rejected sub-vectors' dithers at the current trial, when the side
+  // information is wanted.
+  std::vector<double> rdither(V != nullptr ? kChunk * un : 0);
   std::vector<std::int64_t> rq(kChunk * un);
   TrialWords retry(kChunk);
 
@@ -204,10 +207,10 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
 
     // Trial 1, all sub-vectors at once.
     lattice.trial_batch(t.data(), xs.data(), beta_elem, dither_buf.data(), ok * un, norm, Mc,
-                        every_trial_accepted ? nullptr : dev.data());
+                        every_trial_accepted ? nullptr : dev.data(),
+                        V != nullptr ? V + (j0 - first) * un : nullptr);
     std::fill_n(Hc, ok, 1u);
     if (beta_out != nullptr) std::copy_n(beta.data(), ok, beta_out + (j0 - first));
-    if (V != nullptr) lattice.dither_batch(dither_buf.data(), ok, V + (j0 - first) * un);
     std::size_t nrej = 0;
     if (!every_trial_accepted) {
       for (std::size_t c = 0; c < ok; ++c) {
@@ -234,14 +237,14 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
       retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
       for (std::size_t i = 0; i < nrej; ++i) std::copy_n(retry.words(i), un, &rwords[i * un]);
       lattice.trial_batch(rt.data(), rxs.data(), rbeta.data(), rwords.data(), nrej * un, norm,
-                          rq.data(), dev.data());
+                          rq.data(), dev.data(), V != nullptr ? rdither.data() : nullptr);
       std::size_t still = 0;
       for (std::size_t i = 0; i < nrej; ++i) {
         const std::size_t c = rejected[i];
         if (accepted(norm, &dev[i * un], un, rradius[i])) {
           Hc[c] = trial;
           std::copy_n(&rq[i * un], un, &Mc[c * un]);
-          if (V != nullptr) lattice.dither(&rwords[i * un], &V[(j0 - first + c) * un]);
+          if (V != nullptr) std::copy_n(&rdither[i * un], un, &V[(j0 - first + c) * un]);
           continue;
         }
         if (still != i) {
@@ -624,10 +627,8 @@ void lattice_points(LatticeId id, int n, const std::int64_t* m, std::size_t coun
 }
 
 void lattice_dithers(LatticeId id, int n, const std::uint64_t* w, std::size_t count, double* v) {
-  dispatch_lattice(id, n, [&](const auto& l) {
-    const std::size_t un = static_cast<std::size_t>(n);
-    for (std::size_t c = 0; c < count; ++c) l.dither(w + c * un, v + c * un);
-  });
+  // dither_batch: the SIMD kernels where there are (the same values).
+  dispatch_lattice(id, n, [&](const auto& l) { l.dither_batch(w, count, v); });
 }
 
 TriangularBasis lattice_basis(LatticeId id, int n) {

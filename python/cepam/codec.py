@@ -83,6 +83,11 @@ _MAX_DIM = {"Z": 8}
 # _auto_candidates); in between the source's shape decides, so both are tried.
 AUTO_LOW, AUTO_HIGH = 0.45, 2.2
 _AUTO = None  # the choice "auto" after validation
+# Inside that band, updates of more than 2 * _AUTO_SAMPLE coordinates are
+# decided on a sample: _AUTO_BLOCKS evenly spaced runs of _AUTO_SAMPLE //
+# _AUTO_BLOCKS coordinates (so that every part of a model is represented),
+# encoded with each candidate; the whole update is then encoded once.
+_AUTO_SAMPLE, _AUTO_BLOCKS = 1 << 16, 64
 
 
 def _check_lattice(lattice: object, dim: object, mechanism: Mechanism
@@ -160,8 +165,10 @@ def _auto_candidates(mechanism: Mechanism, rms: float) -> list[tuple[int, int]]:
     0.035 to 0.16 bits per coordinate) and, with the ANS coder's point model,
     from about 0.55 (by 0.1 at a ratio of 0.9); A2, D4, Z^2 and Z^3 are
     never cheapest.  Between 0.45 and 2.2 the source's shape decides, so
-    both are encoded and the shorter payload kept.  Laplace and SDQ use Z
-    with n = 1.
+    both are encoded and the shorter payload kept (for more than
+    ``2 * _AUTO_SAMPLE`` coordinates, both encode a sample, and the update is
+    encoded once, with the lattice whose sample came out shorter).  Laplace
+    and SDQ use Z with n = 1.
     """
     z1, e8 = (LATTICE_CODES["Z"], 1), (LATTICE_CODES["E8"], 8)
     if mechanism.code != 1:
@@ -198,6 +205,20 @@ class _Settings:
                 threads: object) -> "_Settings":
         return cls(lattice, check_clip(clip), _check_coder(coder), check_non_float(non_float),
                    check_pad(pad), _check_flag("structure", structure), resolve_threads(threads))
+def _auto_sample_choice(flat: np.ndarray, mechanism: Mechanism, key: bytes,
+                        candidates: list[tuple[int, int]], factor: float, coder: int,
+                        threads: int) -> tuple[int, int]:
+    """The candidate whose body is shortest on a sample of ``flat`` (evenly
+    spaced runs of coordinates, about ``_AUTO_SAMPLE`` in all); the first on
+    ties.  The sample's bodies are discarded."""
+    run = _AUTO_SAMPLE // _AUTO_BLOCKS
+    starts = (np.arange(_AUTO_BLOCKS, dtype=np.int64) * (flat.size - run)) // (_AUTO_BLOCKS - 1)
+    sample = flat[(starts[:, None] + np.arange(run, dtype=np.int64)).ravel()]
+    sizes = [len(_core.encode(sample, key=key, mechanism=mechanism.code, scale=mechanism.scale,
+                              lattice=code, n=dim, factor=factor, coder=coder,
+                              threads=threads))
+             for code, dim in candidates]
+    return candidates[sizes.index(min(sizes))]
 
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
@@ -218,6 +239,9 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     else:
         candidates = [lattice]
     key = stream_key(secret, context)
+    if len(candidates) > 1 and flat.size > 2 * _AUTO_SAMPLE:
+        candidates = [_auto_sample_choice(flat, mechanism, key, candidates, factor, coder,
+                                          threads)]
     bodies = [(_core.encode(flat, key=key, mechanism=mechanism.code, scale=mechanism.scale,
                             lattice=code, n=dim, factor=factor, coder=coder, threads=threads),
                code, dim)
