@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/hd.hpp"
 #include "random/chacha20.hpp"
 #include "lrsuq/batch_kernels.hpp"
 
@@ -44,7 +45,7 @@ struct TriangularBasis {
 };
 
 // Rounds to the nearest integer, halves up; exact for |t| < 2^52.
-inline double round_half_up(double t) {
+CEPAM_HD inline double round_half_up(double t) {
   const double f = std::floor(t);
   return (t - f >= 0.5) ? f + 1.0 : f;
 }

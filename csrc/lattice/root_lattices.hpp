@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/hd.hpp"
 #include "random/chacha20.hpp"
 #include "lattice/lattice.hpp"
 
@@ -56,7 +57,7 @@ constexpr double kPi = 3.14159265358979311600e+00;
 // round_half_up(t) as an integer, for |t| < 2^51: floor by truncation (one
 // instruction, where std::floor is a library call without SSE4.1), then up
 // when the remainder t - floor(t) (exact) is at least 1/2.
-inline std::int64_t round_half_up_i64(double t) {
+CEPAM_HD inline std::int64_t round_half_up_i64(double t) {
   std::int64_t i = static_cast<std::int64_t>(t);
   i -= (t < static_cast<double>(i)) ? 1 : 0;
   return i + ((t - static_cast<double>(i) >= 0.5) ? 1 : 0);
@@ -69,7 +70,7 @@ inline std::int64_t round_half_up_i64(double t) {
 // re-rounding), accumulated in coordinate order.  Branch-free apart from
 // the loop.
 template <int N>
-inline double closest_dn(const double* t, std::int64_t* g) {
+CEPAM_HD inline double closest_dn(const double* t, std::int64_t* g) {
   double d2 = 0.0, worst = -1.0;
   std::int64_t sum = 0;
   int w = 0;
@@ -91,7 +92,7 @@ inline double closest_dn(const double* t, std::int64_t* g) {
 }
 
 template <int N>
-inline double dist2(const double* a, const double* b) {
+CEPAM_HD inline double dist2(const double* a, const double* b) {
   double s = 0.0;
   for (int k = 0; k < N; ++k) {
     const double d = a[k] - b[k];
@@ -109,22 +110,22 @@ inline double dist2(const double* a, const double* b) {
 template <class Derived, int N>
 struct VoronoiLattice {
   static constexpr int kDim = N;
-  int dim() const { return N; }
+  CEPAM_HD int dim() const { return N; }
   // The Gaussian mechanism only (check_params): the l2 radius for any norm.
   double packing_radius(Norm) const { return Derived::rho(); }
   double packing_density() const { return Derived::density(); }
   bool cell_is_ball() const { return false; }
 
-  const Derived& self() const { return static_cast<const Derived&>(*this); }
+  CEPAM_HD const Derived& self() const { return static_cast<const Derived&>(*this); }
 
-  void closest_point(const double* t, std::int64_t* m) const {
+  CEPAM_HD void closest_point(const double* t, std::int64_t* m) const {
     double p[N];
     self().closest(t, m, p);
   }
 
   // v = p - Q(p), p = G^T u (Derived::parallelepiped), u_k = uniform_co(w_k).
   // p lies in [-1, 4)^n, so p - Q(p) is exact.
-  void dither(const std::uint64_t* words, double* v) const {
+  CEPAM_HD void dither(const std::uint64_t* words, double* v) const {
     double u[N], p[N], c[N];
     std::int64_t m[N];
     for (int k = 0; k < N; ++k) u[k] = uniform_co(words[k]);
@@ -176,8 +177,8 @@ struct VoronoiLattice {
 struct LatticeA2 : VoronoiLattice<LatticeA2, 2> {
   static constexpr LatticeId id = LatticeId::A2;
   // h = sqrt(3) / 2; sqrt is correctly rounded (IEEE), the halving exact.
-  static double h() { return std::sqrt(3.0) * 0.5; }
-  static double rho() { return 0.5; }
+  CEPAM_HD static double h() { return std::sqrt(3.0) * 0.5; }
+  CEPAM_HD static double rho() { return 0.5; }
   // pi / (2 sqrt 3)
   static double density() { return lattice_detail::kPi / (2.0 * std::sqrt(3.0)); }
   static const double* basis_rows() {
@@ -186,19 +187,19 @@ struct LatticeA2 : VoronoiLattice<LatticeA2, 2> {
   }
 
   // p = G^T u: (u0 + u1 / 2, u1 h).
-  static void parallelepiped(const double* u, double* p) {
+  CEPAM_HD static void parallelepiped(const double* u, double* p) {
     p[0] = u[0] + u[1] * 0.5;
     p[1] = u[1] * h();
   }
 
-  void to_point(const std::int64_t* m, double* p) const {
+  CEPAM_HD void to_point(const std::int64_t* m, double* p) const {
     const double m0 = static_cast<double>(m[0]);
     const double m1 = static_cast<double>(m[1]);
     p[0] = m0 + m1 * 0.5;
     p[1] = m1 * h();
   }
 
-  void closest(const double* t, std::int64_t* m, double* p) const {
+  CEPAM_HD void closest(const double* t, std::int64_t* m, double* p) const {
     using lattice_detail::round_half_up_i64;
     const double hh = h();
     const double s = t[1] / (2.0 * hh);  // t1 / sqrt(3): the row of the rectangular lattices
@@ -224,7 +225,7 @@ struct LatticeA2 : VoronoiLattice<LatticeA2, 2> {
 // D4 = {x in Z^4 : sum even}.
 struct LatticeD4 : VoronoiLattice<LatticeD4, 4> {
   static constexpr LatticeId id = LatticeId::D4;
-  static double rho() { return std::sqrt(2.0) * 0.5; }
+  CEPAM_HD static double rho() { return std::sqrt(2.0) * 0.5; }
   static double density() { return lattice_detail::kPi * lattice_detail::kPi / 16.0; }
   static const double* basis_rows() {
     static const double b[16] = {2, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1};
@@ -232,21 +233,21 @@ struct LatticeD4 : VoronoiLattice<LatticeD4, 4> {
   }
 
   // p = G^T u: (((2 u0 + u1) + u2) + u3, u1, u2, u3).
-  static void parallelepiped(const double* u, double* p) {
+  CEPAM_HD static void parallelepiped(const double* u, double* p) {
     p[0] = ((2.0 * u[0] + u[1]) + u[2]) + u[3];
     p[1] = u[1];
     p[2] = u[2];
     p[3] = u[3];
   }
 
-  void to_point(const std::int64_t* m, double* p) const {
+  CEPAM_HD void to_point(const std::int64_t* m, double* p) const {
     p[0] = static_cast<double>(2 * m[0] + m[1] + m[2] + m[3]);
     p[1] = static_cast<double>(m[1]);
     p[2] = static_cast<double>(m[2]);
     p[3] = static_cast<double>(m[3]);
   }
 
-  void closest(const double* t, std::int64_t* m, double* p) const {
+  CEPAM_HD void closest(const double* t, std::int64_t* m, double* p) const {
     std::int64_t P[4];
     lattice_detail::closest_dn<4>(t, P);
     for (int k = 0; k < 4; ++k) p[k] = static_cast<double>(P[k]);
@@ -260,7 +261,7 @@ struct LatticeD4 : VoronoiLattice<LatticeD4, 4> {
 // E8 = D8 u (D8 + 1/2).
 struct LatticeE8 : VoronoiLattice<LatticeE8, 8> {
   static constexpr LatticeId id = LatticeId::E8;
-  static double rho() { return std::sqrt(2.0) * 0.5; }
+  CEPAM_HD static double rho() { return std::sqrt(2.0) * 0.5; }
   // pi^4 / 384
   static double density() {
     const double p2 = lattice_detail::kPi * lattice_detail::kPi;
@@ -281,7 +282,7 @@ struct LatticeE8 : VoronoiLattice<LatticeE8, 8> {
 
   // p = G^T u: p7 = u7 / 2; p6 = u6 + u7 / 2; p_k = (u_k - u_{k+1}) + u7 / 2
   // for 1 <= k <= 5; p0 = (2 u0 - u1) + u7 / 2.
-  static void parallelepiped(const double* u, double* p) {
+  CEPAM_HD static void parallelepiped(const double* u, double* p) {
     const double h7 = u[7] * 0.5;
     p[7] = h7;
     p[6] = u[6] + h7;
@@ -292,7 +293,7 @@ struct LatticeE8 : VoronoiLattice<LatticeE8, 8> {
   // Doubled point coordinates P = 2 G^T m (integers):
   //   P_7 = m7;  P_6 = 2 m6 + m7;  P_k = 2 (m_k - m_{k+1}) + m7 (1 <= k <= 5);
   //   P_0 = 4 m0 - 2 m1 + m7.
-  void to_point(const std::int64_t* m, double* p) const {
+  CEPAM_HD void to_point(const std::int64_t* m, double* p) const {
     const std::int64_t m7 = m[7];
     p[7] = static_cast<double>(m7) * 0.5;
     p[6] = static_cast<double>(2 * m[6] + m7) * 0.5;
@@ -303,7 +304,7 @@ struct LatticeE8 : VoronoiLattice<LatticeE8, 8> {
   // D8 decodes t into g0 and t - 1/2 (exact for |t| < 2^51) into g1; the
   // half coset's point is g1 + 1/2, at the distance of t - 1/2 from g1.
   // Doubled coordinates of the nearer (D8 on ties): P = 2 g0 or 2 g1 + 1.
-  void closest(const double* t, std::int64_t* m, double* p) const {
+  CEPAM_HD void closest(const double* t, std::int64_t* m, double* p) const {
     std::int64_t g0[8], g1[8], P[8];
     double s[8];
     for (int k = 0; k < 8; ++k) s[k] = t[k] - 0.5;

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/hd.hpp"
+
 namespace cepam {
 
 using ChaChaKey = std::array<std::uint32_t, 8>;
@@ -71,12 +73,12 @@ class KeyStream {
 };
 
 // Uniform double in [0, 1) from the top 53 bits of a word.
-inline double uniform_co(std::uint64_t w) {
+CEPAM_HD inline double uniform_co(std::uint64_t w) {
   return static_cast<double>(w >> 11) * 0x1.0p-53;
 }
 
 // Uniform double in (0, 1] from the top 53 bits of a word (for logarithms).
-inline double uniform_oc(std::uint64_t w) {
+CEPAM_HD inline double uniform_oc(std::uint64_t w) {
   return static_cast<double>((w >> 11) + 1) * 0x1.0p-53;
 }
 
