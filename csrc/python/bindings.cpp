@@ -15,37 +15,13 @@
 #include "lrsuq/quantizer.hpp"
 #include "payload/body.hpp"
 #include "coding/rans.hpp"
+#include "python/convert.hpp"
 
 namespace py = pybind11;
 using namespace cepam;
+using namespace cepam::python;
 
 namespace {
-
-ChaChaKey key_from(const py::bytes& key) {
-  const std::string s = key;
-  if (s.size() != 32) throw InvalidArgument("a stream key is 32 bytes");
-  return chacha_key_from_bytes(reinterpret_cast<const unsigned char*>(s.data()));
-}
-
-LrsuqParams params_from(int mechanism, double scale, int lattice, int n) {
-  LrsuqParams p{static_cast<MechanismId>(mechanism), scale, static_cast<LatticeId>(lattice), n};
-  check_params(p);
-  return p;
-}
-
-template <class T>
-using CArray = py::array_t<T, py::array::c_style>;
-
-// True when a holds native-endian T (numpy's notion of an equivalent dtype).
-template <class T>
-bool holds(const py::array& a) {
-  return py::isinstance<py::array_t<T>>(a);
-}
-
-void require_contiguous_1d(const py::array& a, const char* what) {
-  if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
-    throw InvalidArgument(std::string(what) + " must be a contiguous 1-D array");
-}
 
 // Calls f(const T* x) with x's data as float32 or float64, the GIL released.
 template <class F>
@@ -459,29 +435,6 @@ CArray<std::uint32_t> ans_decode_table(const py::bytes& data, const CArray<std::
   }
   dec.finish();
   return out;
-}
-
-void register_errors(py::module_& m) {
-  py::module_ errors = py::module_::import("cepam.errors");
-  // Leaked on purpose: the translator may run until interpreter exit.
-  static PyObject* invalid = py::object(errors.attr("InvalidArgumentError")).release().ptr();
-  static PyObject* format = py::object(errors.attr("FormatError")).release().ptr();
-  static PyObject* encoding = py::object(errors.attr("EncodingError")).release().ptr();
-  static PyObject* invalid_type = py::object(errors.attr("InvalidTypeError")).release().ptr();
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const FormatError& e) {
-      PyErr_SetString(format, e.what());
-    } catch (const EncodingError& e) {
-      PyErr_SetString(encoding, e.what());
-    } catch (const InvalidArgument& e) {
-      PyErr_SetString(invalid, e.what());
-    } catch (const py::type_error& e) {
-      PyErr_SetString(invalid_type, e.what());
-    }
-  });
-  (void)m;
 }
 
 }  // namespace

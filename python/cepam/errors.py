@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CepamError",
+    "DeviceError",
     "InvalidArgumentError",
     "InvalidTypeError",
     "FormatError",
@@ -45,3 +46,8 @@ class ContextReuseError(CepamError, ValueError):
 class EncodingError(CepamError, ValueError):
     """The input cannot be encoded with these settings (for example its range
     is too large for the noise scale, so the rejection sampler hits its cap)."""
+
+
+class DeviceError(CepamError, RuntimeError):
+    """A CUDA device or its runtime failed (no usable driver or device, out of
+    device memory, a failed kernel launch); the input itself was acceptable."""
