@@ -51,6 +51,7 @@ from .payload import (
     pack_header,
     parse_header,
 )
+from .cuda import parse_device, to_device
 from .structure import Structure, coded_dtype, flatten, unflatten
 
 __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
@@ -252,7 +253,7 @@ def _verified_header(payload: object, secret: bytes) -> tuple[bytes, Header, int
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto",
-           max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
+           max_coordinates: int = DEFAULT_MAX_COORDINATES, device: Any = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -264,6 +265,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
             decoder allocates the output before it has read the body, so a
             server should pass the size of its model: a payload that claims
             more coordinates is refused before anything is allocated.
+        device: None (host memory), or "cuda" / "cuda:N": torch tensors on
+            that CUDA device (output "auto" then means "torch").
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
@@ -272,10 +275,14 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
     Raises:
         AuthenticationError: wrong secret or altered payload.
         FormatError: malformed payload, or more than max_coordinates.
+        DeviceError: device="cuda" without a CUDA device.
     """
     secret = check_secret(secret)
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
+    cuda_index = parse_device(device)
+    if cuda_index is not None and output == "numpy":
+        raise InvalidArgumentError("device='cuda' returns torch tensors: output='numpy' cannot be")
     limit = check_integer("max_coordinates", max_coordinates)
     if limit < 0:
         raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
@@ -287,7 +294,9 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
                         key=stream_key(secret, header.context), mechanism=header.mechanism,
                         scale=header.scale, lattice=header.lattice, n=header.n,
                         coder=header.coder, dtype=coded_dtype(header.structure))
-    return unflatten(flat, header.structure, output=output)
+    if cuda_index is None:
+        return unflatten(flat, header.structure, output=output)
+    return to_device(unflatten(flat, header.structure, output="torch"), cuda_index)
 
 
 @dataclass(frozen=True)
@@ -436,7 +445,7 @@ class Codec:
         return payload
 
     def decode(self, payload: bytes, *, output: str = "auto",
-               max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Any:
+               max_coordinates: int = DEFAULT_MAX_COORDINATES, device: Any = None) -> Any:
         """Decodes a payload encoded under this codec's secret (see :func:`decode`)."""
         return decode(payload, secret=self._secret, output=output,
-                      max_coordinates=max_coordinates)
+                      max_coordinates=max_coordinates, device=device)
