@@ -22,4 +22,10 @@ struct EncodingError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A CUDA device or its runtime failed (no driver, out of device memory, a
+// failed launch): not the caller's input.
+struct DeviceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace cepam

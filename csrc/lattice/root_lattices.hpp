@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/host_device.hpp"
 #include "random/chacha20.hpp"
 #include "lattice/lattice.hpp"
 #include "lattice/voronoi_kernels.hpp"
@@ -115,7 +116,7 @@ CEPAM_HD inline double dist2(const double* a, const double* b) {
 template <class Derived, int N>
 struct VoronoiLattice {
   static constexpr int kDim = N;
-  int dim() const { return N; }
+  CEPAM_HD int dim() const { return N; }
   // The Gaussian mechanism only (check_params): the l2 radius for any norm.
   double packing_radius(Norm) const { return Derived::rho(); }
   double packing_density() const { return Derived::density(); }
@@ -189,7 +190,7 @@ struct LatticeA2 : VoronoiLattice<LatticeA2, 2> {
   static constexpr LatticeId id = LatticeId::A2;
   // h = sqrt(3) / 2; sqrt is correctly rounded (IEEE), the halving exact.
   CEPAM_HD static double h() { return std::sqrt(3.0) * 0.5; }
-  static double rho() { return 0.5; }
+  CEPAM_HD static double rho() { return 0.5; }
   // pi / (2 sqrt 3)
   static double density() { return lattice_detail::kPi / (2.0 * std::sqrt(3.0)); }
   static const double* basis_rows() {
@@ -236,7 +237,7 @@ struct LatticeA2 : VoronoiLattice<LatticeA2, 2> {
 // D4 = {x in Z^4 : sum even}.
 struct LatticeD4 : VoronoiLattice<LatticeD4, 4> {
   static constexpr LatticeId id = LatticeId::D4;
-  static double rho() { return std::sqrt(2.0) * 0.5; }
+  CEPAM_HD static double rho() { return std::sqrt(2.0) * 0.5; }
   static double density() { return lattice_detail::kPi * lattice_detail::kPi / 16.0; }
   static const double* basis_rows() {
     static const double b[16] = {2, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1};
@@ -272,7 +273,7 @@ struct LatticeD4 : VoronoiLattice<LatticeD4, 4> {
 // E8 = D8 u (D8 + 1/2).
 struct LatticeE8 : VoronoiLattice<LatticeE8, 8> {
   static constexpr LatticeId id = LatticeId::E8;
-  static double rho() { return std::sqrt(2.0) * 0.5; }
+  CEPAM_HD static double rho() { return std::sqrt(2.0) * 0.5; }
   // pi^4 / 384
   static double density() {
     const double p2 = lattice_detail::kPi * lattice_detail::kPi;

@@ -11,6 +11,7 @@
 #include "common/cpu.hpp"
 #include "random/detmath.hpp"
 #include "lattice/lattice.hpp"
+#include "lrsuq/subvector.hpp"
 
 #include "lrsuq/simd_avx2.hpp"
 
@@ -144,33 +145,15 @@ bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
 template <int N>
 inline void gaussian_radii_loop(int n, double sigma, const std::uint64_t* w, std::size_t c,
                                 std::size_t count, double* out) {
-  const int k = (N > 0 ? N : n) + 2;
-  const int pairs = k / 2;
-  const std::size_t W = static_cast<std::size_t>(gaussian_words(k - 2));
-  for (; c < count; ++c) {
-    const std::uint64_t* wc = w + c * W;
-    double product = 1.0;
-    CEPAM_UNROLL(8)
-    for (int i = 0; i < pairs; ++i) product *= uniform_oc(wc[i]);
-    double half = detmath::log(product);  // -U/2 for the even part
-    if (k % 2 == 1) {
-      half += detmath::log(uniform_oc(wc[pairs])) *
-              detmath::cos2pi_squared(uniform_co(wc[pairs + 1]));
-    }
-    out[c] = sigma * std::sqrt(-2.0 * half);
-  }
+  const std::size_t W = static_cast<std::size_t>(gaussian_words(N > 0 ? N : n));
+  for (; c < count; ++c) out[c] = subvector::gaussian_radius<N>(n, sigma, w + c * W);
 }
 
 template <int N>
 inline void laplace_radii_loop(int n, double b, const std::uint64_t* w, std::size_t c,
                                std::size_t count, double* out) {
   const std::size_t W = static_cast<std::size_t>((N > 0 ? N : n) + 1);
-  for (; c < count; ++c) {
-    double product = 1.0;
-    CEPAM_UNROLL(8)
-    for (std::size_t i = 0; i < W; ++i) product *= uniform_oc(w[c * W + i]);
-    out[c] = b * -detmath::log(product);
-  }
+  for (; c < count; ++c) out[c] = subvector::laplace_radius<N>(n, b, w + c * W);
 }
 
 #if CEPAM_X86_DISPATCH
@@ -239,14 +222,12 @@ void zn_trial(const double* t, const double* xs, const double* beta, const std::
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) e = zn_trial_avx2(t, xs, beta, w, count, l2_norm, q, dev);
 #endif
+  double unused;
   for (; e < count; ++e) {
-    const double v = uniform_co(w[e]) - 0.5;
-    const double f = round_half_up(t[e] - v);  // |f| < 2^51: f == double(q[e]) exactly
+    // |f| < 2^51: f == double(q[e]) exactly
+    const double f = subvector::zn_trial(t[e], xs[e], beta[e], w[e], l2_norm,
+                                         dev != nullptr ? &dev[e] : &unused);
     q[e] = static_cast<std::int64_t>(f);
-    if (dev != nullptr) {
-      const double d = beta[e] * (f + v) - xs[e];
-      dev[e] = l2_norm ? d * d : std::fabs(d);
-    }
   }
 }
 
@@ -255,7 +236,7 @@ void zn_dither(const std::uint64_t* w, std::size_t count, double* v) {
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) e = zn_dither_avx2(w, count, v);
 #endif
-  for (; e < count; ++e) v[e] = uniform_co(w[e]) - 0.5;
+  for (; e < count; ++e) v[e] = subvector::zn_dither(w[e]);
 }
 
 template <class T>

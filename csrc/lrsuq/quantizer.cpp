@@ -60,9 +60,6 @@ template <class Lattice>
 constexpr double scaled_input_limit(const Lattice&) { return kMaxScaledInput; }
 constexpr double scaled_input_limit(const LatticeE8&) { return 0x1.0p48; }
 
-std::string describe_limit(double limit) {
-  return limit == 0x1.0p48 ? "2^48" : "2^50";
-}
 
 // The acceptance test of one sub-vector from its per-element terms (see
 // Lattice::trial_batch): the squared l2 norm, or the l1 norm, of y - x,
@@ -73,7 +70,6 @@ inline bool accepted(Norm norm, const double* dev, std::size_t n, double r) {
   return norm == Norm::L2 ? s <= r * r : s <= r;
 }
 
-std::string describe_subvector(std::size_t j) { return "sub-vector " + std::to_string(j); }
 
 // beta[c] = r[c] / rho for c < count.  Where rho is a power of two (the
 // packing radius of Z^n is 1/2) this is r[c] (1 / rho), the same value for
@@ -229,9 +225,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     }
     for (std::uint32_t trial = 1; nrej > 0;) {
       if (trial == kTrialCap) {
-        throw EncodingError(describe_subvector(j0 + rejected[0]) +
-                            ": no trial accepted within the cap of " +
-                            std::to_string(kTrialCap) + " trials");
+        throw_subvector_error(j0 + rejected[0], subvector::kTrialCap, limit);
       }
       ++trial;
       retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
@@ -259,11 +253,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
       nrej = still;
     }
     if (ok < count) {
-      throw EncodingError(
-          describe_subvector(j0 + ok) +
-          ": the input is too large relative to the noise scale drawn for it "
-          "(|x| / beta >= " + describe_limit(limit) +
-          "); clip the update or use a larger noise scale");
+      throw_subvector_error(j0 + ok, subvector::kInputTooLarge, limit);
     }
   }
 }
@@ -296,8 +286,7 @@ class ChunkSideInfo {
       for (std::size_t c = 0; c < count; ++c) {
         const std::uint32_t h = H[c];
         if (h < 1 || h > kTrialCap || (h != 1 && lattice_.cell_is_ball())) {
-          throw FormatError(describe_subvector(j0 + c) + ": trial index " + std::to_string(h) +
-                            " out of range");
+          throw_subvector_error(j0 + c, subvector::kBadTrial, 0.0, h);
         }
       }
     }
@@ -346,7 +335,7 @@ void check_coordinates(const std::int64_t* Mc, std::size_t count, std::size_t j0
   if (flags_m == 0) return;
   for (std::size_t e = 0; e < count; ++e) {
     if (Mc[e] > kMaxAbsM || Mc[e] < -kMaxAbsM) {
-      throw FormatError(describe_subvector(j0 + e / un) + ": lattice coordinate out of range");
+      throw_subvector_error(j0 + e / un, subvector::kBadCoordinate);
     }
   }
 }
@@ -424,6 +413,71 @@ void side_info_impl(const Lattice& lattice, const Latent& latent, const KeyStrea
 }
 
 }  // namespace
+
+void throw_subvector_error(std::size_t j, int status, double limit, std::uint32_t h) {
+  const std::string where = "sub-vector " + std::to_string(j);
+  switch (status) {
+    case subvector::kTrialCap:
+      throw EncodingError(where + ": no trial accepted within the cap of " +
+                          std::to_string(kTrialCap) + " trials");
+    case subvector::kInputTooLarge:
+      throw EncodingError(where +
+                          ": the input is too large relative to the noise scale drawn for it "
+                          "(|x| / beta >= " + std::string(limit == 0x1.0p48 ? "2^48" : "2^50") +
+                          "); clip the update or use a larger noise scale");
+    case subvector::kBadTrial:
+      throw FormatError(where + ": trial index " + std::to_string(h) + " out of range");
+    case subvector::kBadCoordinate:
+      throw FormatError(where + ": lattice coordinate out of range");
+    default:
+      throw EncodingError(where + ": unknown failure " + std::to_string(status));
+  }
+}
+
+subvector::Config lrsuq_subvector_config(const LrsuqParams& p) {
+  subvector::Config c{};
+  dispatch(p, [&](const auto& lattice, const auto& latent) {
+    c.mechanism = static_cast<int>(p.mechanism);
+    c.lattice = static_cast<int>(p.lattice);
+    c.n = p.n;
+    c.scale = p.scale;
+    c.rho = lattice.packing_radius(latent.norm());
+    c.limit = scaled_input_limit(lattice);
+    c.words = latent.words();
+    c.l2 = latent.norm() == Norm::L2;
+    c.cell_is_ball = lattice.cell_is_ball();
+    c.trial_cap = kTrialCap;
+    c.max_abs_m = kMaxAbsM;
+  });
+  return c;
+}
+
+template <class T>
+void lrsuq_encode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const T* x,
+                             std::size_t m, double factor, std::size_t first, std::size_t last,
+                             std::uint32_t* H, std::int64_t* M, double* beta, double* V) {
+  const subvector::Config c = lrsuq_subvector_config(p);
+  const std::size_t un = static_cast<std::size_t>(p.n);
+  for (std::size_t j = first; j < last; ++j) {
+    const std::size_t i = j - first;
+    const subvector::Status s =
+        subvector::encode_one(c, key.data(), x, m, factor, j, H + i, M + i * un, beta + i, V + i * un);
+    if (s != subvector::kOk) throw_subvector_error(j, s, c.limit);
+  }
+}
+
+template <class T>
+void lrsuq_decode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
+                             const std::int64_t* M, std::size_t first, std::size_t last,
+                             std::size_t m, T* y) {
+  const subvector::Config c = lrsuq_subvector_config(p);
+  const std::size_t un = static_cast<std::size_t>(p.n);
+  for (std::size_t j = first; j < last; ++j) {
+    const std::size_t i = j - first;
+    const subvector::Status s = subvector::decode_one(c, key.data(), H[i], M + i * un, m, j, y);
+    if (s != subvector::kOk) throw_subvector_error(j, s, c.limit, H[i]);
+  }
+}
 
 int lattice_dimension(LatticeId id) {
   switch (id) {
@@ -647,6 +701,18 @@ void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first
   });
 }
 
+template void lrsuq_encode_subvectors<float>(const LrsuqParams&, const ChaChaKey&, const float*,
+                                             std::size_t, double, std::size_t, std::size_t,
+                                             std::uint32_t*, std::int64_t*, double*, double*);
+template void lrsuq_encode_subvectors<double>(const LrsuqParams&, const ChaChaKey&, const double*,
+                                              std::size_t, double, std::size_t, std::size_t,
+                                              std::uint32_t*, std::int64_t*, double*, double*);
+template void lrsuq_decode_subvectors<float>(const LrsuqParams&, const ChaChaKey&,
+                                             const std::uint32_t*, const std::int64_t*,
+                                             std::size_t, std::size_t, std::size_t, float*);
+template void lrsuq_decode_subvectors<double>(const LrsuqParams&, const ChaChaKey&,
+                                              const std::uint32_t*, const std::int64_t*,
+                                              std::size_t, std::size_t, std::size_t, double*);
 template double sum_of_squares<float>(const float*, std::size_t);
 template double sum_of_squares<double>(const double*, std::size_t);
 template void lrsuq_encode<float>(const LrsuqParams&, const KeyStream&, const float*,

@@ -20,6 +20,7 @@
 #include "random/latent.hpp"
 #include "lattice/lattice.hpp"
 #include "lattice/root_lattices.hpp"
+#include "lrsuq/subvector.hpp"
 
 namespace cepam {
 
@@ -127,5 +128,28 @@ TriangularBasis lattice_basis(LatticeId id, int n);
 // the latent samplers.
 void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first,
                   std::size_t count, double* out);
+
+// The codec's parameters as plain data for the per-sub-vector functions of
+// lrsuq/subvector.hpp (and the CUDA kernels).  Validates p as check_params.
+subvector::Config lrsuq_subvector_config(const LrsuqParams& p);
+
+// Throws the codec's error for sub-vector j failing with a subvector::Status
+// (EncodingError for the encoder's, FormatError for the decoder's); limit is
+// Config::limit, h the trial index of a kBadTrial.
+[[noreturn]] void throw_subvector_error(std::size_t j, int status, double limit = 0.0,
+                                        std::uint32_t h = 0);
+
+// lrsuq_encode_range and lrsuq_decode_range computed one sub-vector at a
+// time by the functions of lrsuq/subvector.hpp, the code the CUDA kernels
+// run: the same outputs, bit for bit, and the same first error (beta and V
+// are required here).
+template <class T>
+void lrsuq_encode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const T* x,
+                             std::size_t m, double factor, std::size_t first, std::size_t last,
+                             std::uint32_t* H, std::int64_t* M, double* beta, double* V);
+template <class T>
+void lrsuq_decode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
+                             const std::int64_t* M, std::size_t first, std::size_t last,
+                             std::size_t m, T* y);
 
 }  // namespace cepam

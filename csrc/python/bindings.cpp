@@ -17,60 +17,73 @@
 #include "payload/ans_body.hpp"
 #include "payload/body.hpp"
 #include "coding/rans.hpp"
+#include "python/convert.hpp"
 
 namespace py = pybind11;
 using namespace cepam;
+using namespace cepam::python;
 
 namespace {
 
-ChaChaKey key_from(const py::bytes& key) {
-  const std::string s = key;
-  if (s.size() != 32) throw InvalidArgument("a stream key is 32 bytes");
-  return chacha_key_from_bytes(reinterpret_cast<const unsigned char*>(s.data()));
+// Calls f(const T* x) with x's data as float32 or float64, the GIL released.
+template <class F>
+void with_input(const py::array& x, F&& f) {
+  require_contiguous_1d(x, "x");
+  if (holds<float>(x)) {
+    const float* px = static_cast<const float*>(x.data());
+    py::gil_scoped_release nogil;
+    f(px);
+  } else if (holds<double>(x)) {
+    const double* px = static_cast<const double*>(x.data());
+    py::gil_scoped_release nogil;
+    f(px);
+  } else {
+    throw py::type_error("x must be float32 or float64");
+  }
 }
 
-LrsuqParams params_from(int mechanism, double scale, int lattice, int n) {
-  LrsuqParams p{static_cast<MechanismId>(mechanism), scale, static_cast<LatticeId>(lattice), n};
-  check_params(p);
-  return p;
+// A new array of m values of dtype ("float32" or "float64") filled by
+// f(T* y), the GIL released.
+template <class F>
+py::array with_output(const std::string& dtype, std::size_t m, F&& f) {
+  auto run = [&](auto tag) -> py::array {
+    using T = decltype(tag);
+    CArray<T> y(static_cast<py::ssize_t>(m));
+    T* out = y.mutable_data();
+    {
+      py::gil_scoped_release nogil;
+      f(out);
+    }
+    return std::move(y);
+  };
+  if (dtype == "float32") return run(float{});
+  if (dtype == "float64") return run(double{});
+  throw InvalidArgument("dtype must be 'float32' or 'float64'");
 }
 
-template <class T>
-using CArray = py::array_t<T, py::array::c_style>;
-
-// True when a holds native-endian T (numpy's notion of an equivalent dtype).
-template <class T>
-bool holds(const py::array& a) {
-  return py::isinstance<py::array_t<T>>(a);
+std::size_t subvectors_of(std::size_t m, int n) {
+  return (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
 }
 
-void require_contiguous_1d(const py::array& a, const char* what) {
-  if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
-    throw InvalidArgument(std::string(what) + " must be a contiguous 1-D array");
+void check_lattice_sizes(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
+                         std::size_t m, int n) {
+  const std::size_t N = subvectors_of(m, n);
+  if (static_cast<std::size_t>(H.size()) != N ||
+      static_cast<std::size_t>(M.size()) != N * static_cast<std::size_t>(n))
+    throw InvalidArgument("H and M sizes do not match m and n");
 }
 
 py::tuple encode_lattice(const py::array& x, const py::bytes& key, int mechanism, double scale,
-                 int lattice, int n, double factor) {
-  require_contiguous_1d(x, "x");
+                         int lattice, int n, double factor) {
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const std::size_t m = static_cast<std::size_t>(x.size());
-  const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  const std::size_t N = subvectors_of(m, n);
   CArray<std::uint32_t> H(static_cast<py::ssize_t>(N));
   CArray<std::int64_t> M(static_cast<py::ssize_t>(N * static_cast<std::size_t>(n)));
   std::uint32_t* h = H.mutable_data();
   std::int64_t* mm = M.mutable_data();
-  if (holds<float>(x)) {
-    const float* px = static_cast<const float*>(x.data());
-    py::gil_scoped_release nogil;
-    lrsuq_encode(p, ks, px, m, factor, h, mm);
-  } else if (holds<double>(x)) {
-    const double* px = static_cast<const double*>(x.data());
-    py::gil_scoped_release nogil;
-    lrsuq_encode(p, ks, px, m, factor, h, mm);
-  } else {
-    throw py::type_error("x must be float32 or float64");
-  }
+  with_input(x, [&](const auto* px) { lrsuq_encode(p, ks, px, m, factor, h, mm); });
   return py::make_tuple(H, M);
 }
 
@@ -78,32 +91,64 @@ py::array decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
                  const py::bytes& key, int mechanism, double scale, int lattice, int n,
                  const std::string& dtype) {
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
-  const std::size_t un = static_cast<std::size_t>(n);
-  const std::size_t N = (m + un - 1) / un;
-  if (static_cast<std::size_t>(H.size()) != N || static_cast<std::size_t>(M.size()) != N * un)
-    throw InvalidArgument("H and M sizes do not match m and n");
+  check_lattice_sizes(H, M, m, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const std::uint32_t* h = H.data();
   const std::int64_t* mm = M.data();
-  if (dtype == "float32") {
-    CArray<float> y(static_cast<py::ssize_t>(m));
-    float* py_ = y.mutable_data();
-    {
-      py::gil_scoped_release nogil;
-      lrsuq_decode(p, ks, h, mm, m, py_);
-    }
-    return std::move(y);
+  return with_output(dtype, m, [&](auto* y) { lrsuq_decode(p, ks, h, mm, m, y); });
+}
+
+// The side information (beta, V) of trial indices H (lrsuq_side_info).
+py::tuple side_info(const CArray<std::uint32_t>& H, const py::bytes& key, int mechanism,
+                    double scale, int lattice, int n) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const KeyStream ks(key_from(key), kPurposeLrsuq);
+  const std::size_t N = static_cast<std::size_t>(H.size());
+  CArray<double> beta(static_cast<py::ssize_t>(N));
+  CArray<double> V(static_cast<py::ssize_t>(N * static_cast<std::size_t>(n)));
+  const std::uint32_t* h = H.data();
+  double* b = beta.mutable_data();
+  double* v = V.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    lrsuq_side_info(p, ks, h, 0, N, b, v);
   }
-  if (dtype == "float64") {
-    CArray<double> y(static_cast<py::ssize_t>(m));
-    double* py_ = y.mutable_data();
-    {
-      py::gil_scoped_release nogil;
-      lrsuq_decode(p, ks, h, mm, m, py_);
-    }
-    return std::move(y);
-  }
-  throw InvalidArgument("dtype must be 'float32' or 'float64'");
+  return py::make_tuple(beta, V);
+}
+
+// The per-sub-vector arithmetic of the CUDA kernels, run on the host
+// (lrsuq_encode_subvectors): (H, M, beta, V).
+py::tuple encode_subvectors(const py::array& x, const py::bytes& key, int mechanism,
+                            double scale, int lattice, int n, double factor) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const ChaChaKey k = key_from(key);
+  const std::size_t m = static_cast<std::size_t>(x.size());
+  const std::size_t N = subvectors_of(m, n);
+  const auto Nn = static_cast<py::ssize_t>(N * static_cast<std::size_t>(n));
+  CArray<std::uint32_t> H(static_cast<py::ssize_t>(N));
+  CArray<std::int64_t> M(Nn);
+  CArray<double> beta(static_cast<py::ssize_t>(N));
+  CArray<double> V(Nn);
+  std::uint32_t* h = H.mutable_data();
+  std::int64_t* mm = M.mutable_data();
+  double* b = beta.mutable_data();
+  double* v = V.mutable_data();
+  with_input(x, [&](const auto* px) {
+    lrsuq_encode_subvectors(p, k, px, m, factor, 0, N, h, mm, b, v);
+  });
+  return py::make_tuple(H, M, beta, V);
+}
+
+py::array decode_subvectors(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
+                            std::size_t m, const py::bytes& key, int mechanism, double scale,
+                            int lattice, int n, const std::string& dtype) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  check_lattice_sizes(H, M, m, n);
+  const ChaChaKey k = key_from(key);
+  const std::uint32_t* h = H.data();
+  const std::int64_t* mm = M.data();
+  const std::size_t N = subvectors_of(m, n);
+  return with_output(dtype, m, [&](auto* y) { lrsuq_decode_subvectors(p, k, h, mm, 0, N, m, y); });
 }
 
 const std::uint8_t* bytes_view(const py::bytes& b, std::size_t* len) {
@@ -420,29 +465,6 @@ CArray<std::uint32_t> ans_decode_table(const py::bytes& data, const CArray<std::
   return out;
 }
 
-void register_errors(py::module_& m) {
-  py::module_ errors = py::module_::import("cepam.errors");
-  // Leaked on purpose: the translator may run until interpreter exit.
-  static PyObject* invalid = py::object(errors.attr("InvalidArgumentError")).release().ptr();
-  static PyObject* format = py::object(errors.attr("FormatError")).release().ptr();
-  static PyObject* encoding = py::object(errors.attr("EncodingError")).release().ptr();
-  static PyObject* invalid_type = py::object(errors.attr("InvalidTypeError")).release().ptr();
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const FormatError& e) {
-      PyErr_SetString(format, e.what());
-    } catch (const EncodingError& e) {
-      PyErr_SetString(encoding, e.what());
-    } catch (const InvalidArgument& e) {
-      PyErr_SetString(invalid, e.what());
-    } catch (const py::type_error& e) {
-      PyErr_SetString(invalid_type, e.what());
-    }
-  });
-  (void)m;
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -482,6 +504,18 @@ PYBIND11_MODULE(_core, m) {
   m.def("seal_xor", &seal_xor, py::arg("data"), py::kw_only(), py::arg("key"),
         "XOR the sealing keystream (ChaCha20, RFC 8439, nonce (0, 0, 'SEAL')) into a "
         "writable byte buffer, in place.");
+  m.def("lattice_side_info", &side_info, py::arg("H"), py::kw_only(), py::arg("key"),
+        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        "Side information (beta float64[N], V float64[N*n]) of trial indices H.");
+  m.def("encode_subvectors", &encode_subvectors, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("factor"),
+        "encode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host "
+        "-> (H, M, beta, V).");
+  m.def("decode_subvectors", &decode_subvectors, py::arg("H"), py::arg("M"), py::kw_only(),
+        py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
+        py::arg("n"), py::arg("dtype"),
+        "decode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host.");
   m.def("sum_of_squares", &sum_squares, py::arg("x"),
         "Sum of squares in float64, in a fixed order; raises on NaN/Inf.");
   m.def("acceptance_probability", [](int mech, double scale, int lattice, int n) {

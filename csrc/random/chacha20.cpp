@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/cpu.hpp"
+#include "random/chacha20_block.hpp"
 
 #if CEPAM_X86_DISPATCH
 // GCC 12's AVX-512 intrinsics trip its own -Wuninitialized (GCC bug 105593).
@@ -17,7 +18,7 @@ namespace {
 
 constexpr std::uint32_t kSigma[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
 
-inline std::uint32_t rotl(std::uint32_t v, int c) { return (v << c) | (v >> (32 - c)); }
+using chacha::rotl;
 
 // The batch kernels compute kChaChaBatch = 16 blocks at once: lane l is
 // block index[l] of stream stream[l], written to out[8 l .. 8 l + 8).
@@ -278,26 +279,7 @@ void batch_consecutive(ChaChaBatch kernel, const ChaChaKey& key, std::uint32_t p
 
 void chacha20_block(const ChaChaKey& key, std::uint32_t counter, const std::uint32_t nonce[3],
                     std::uint32_t out[16]) {
-  std::uint32_t init[16];
-  for (int i = 0; i < 4; ++i) init[i] = kSigma[i];
-  for (int i = 0; i < 8; ++i) init[4 + i] = key[static_cast<std::size_t>(i)];
-  init[12] = counter;
-  init[13] = nonce[0];
-  init[14] = nonce[1];
-  init[15] = nonce[2];
-  std::uint32_t x[16];
-  std::memcpy(x, init, sizeof x);
-  auto qr = [&x](int a, int b, int c, int d) {
-    x[a] += x[b]; x[d] = rotl(x[d] ^ x[a], 16);
-    x[c] += x[d]; x[b] = rotl(x[b] ^ x[c], 12);
-    x[a] += x[b]; x[d] = rotl(x[d] ^ x[a], 8);
-    x[c] += x[d]; x[b] = rotl(x[b] ^ x[c], 7);
-  };
-  for (int round = 0; round < 10; ++round) {
-    qr(0, 4, 8, 12); qr(1, 5, 9, 13); qr(2, 6, 10, 14); qr(3, 7, 11, 15);
-    qr(0, 5, 10, 15); qr(1, 6, 11, 12); qr(2, 7, 8, 13); qr(3, 4, 9, 14);
-  }
-  for (int i = 0; i < 16; ++i) out[i] = x[i] + init[i];
+  chacha::block(key.data(), counter, nonce, out);
 }
 
 ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]) {

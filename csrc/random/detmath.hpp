@@ -16,18 +16,28 @@
 #include <cstring>
 #include <limits>
 
+#include "common/host_device.hpp"
+
 namespace cepam::detmath {
 
-inline std::uint64_t bits_of(double x) {
+CEPAM_HD inline std::uint64_t bits_of(double x) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<std::uint64_t>(__double_as_longlong(x));
+#else
   std::uint64_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
+#endif
 }
 
-inline double double_of(std::uint64_t u) {
+CEPAM_HD inline double double_of(std::uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
   double x;
   std::memcpy(&x, &u, sizeof x);
   return x;
+#endif
 }
 
 // fdlibm's coefficients, shared by the scalar functions below and the
@@ -60,7 +70,7 @@ inline constexpr double S6 = 1.58969099521155010221e-10;
 // main path; error below 1 ulp).  Arguments outside that range are a
 // programming error of the caller; the samplers only pass values in
 // [2^-600, 1].
-inline double log(double x) {
+CEPAM_HD inline double log(double x) {
   using namespace fdlibm;
 
   const std::uint64_t u = bits_of(x);
@@ -88,7 +98,7 @@ inline double log(double x) {
 }
 
 // fdlibm __kernel_cos(x, 0) for |x| <= pi/4.
-inline double kernel_cos(double x) {
+CEPAM_HD inline double kernel_cos(double x) {
   using namespace fdlibm;
   const double z = x * x;
   const double r = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))));
@@ -98,7 +108,7 @@ inline double kernel_cos(double x) {
 }
 
 // fdlibm __kernel_sin(x, 0, 0) for |x| <= pi/4.
-inline double kernel_sin(double x) {
+CEPAM_HD inline double kernel_sin(double x) {
   using namespace fdlibm;
   const double z = x * x;
   const double v = z * x;
@@ -109,7 +119,7 @@ inline double kernel_sin(double x) {
 // cos(2*pi*t)^2 for t in [0, 1).  The argument is reduced in units of full
 // turns, where every step below is exact (Sterbenz), so only the final
 // multiplication by 2*pi rounds before the kernel.
-inline double cos2pi_squared(double t) {
+CEPAM_HD inline double cos2pi_squared(double t) {
   constexpr double two_pi = 6.28318530717958623200e+00;
   if (t >= 0.5) t -= 0.5;     // cos^2 has period 1/2
   if (t > 0.25) t = 0.5 - t;  // and is symmetric about 1/4

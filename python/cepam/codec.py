@@ -55,6 +55,7 @@ from .payload import (
     pack_sealed,
     parse_header,
 )
+from .cuda import parse_device, to_device
 from .precision import check_output
 from .sealing import open_payload, seal
 from .structure import (
@@ -422,9 +423,15 @@ def _entry_name(structure: Structure, index: int) -> str:
 
 
 def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
-            expected: _Expected, like: Any, threads: object) -> Any:
+            expected: _Expected, like: Any, threads: object, device: object) -> Any:
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
+    cuda_index = parse_device(device)
+    if cuda_index is not None:
+        if output == "numpy":
+            raise InvalidArgumentError("device='cuda' returns torch tensors: output='numpy' "
+                                       "cannot be")
+        output = "torch"
     dtype = check_dtype_choice(dtype)
     limit = check_integer("max_coordinates", max_coordinates)
     if limit < 0:
@@ -454,14 +461,15 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
                      output_dtype(entry, dtype=dtype, output=output),
                      noise_std=noise_std, where=_entry_name(structure, i))
         start += entry.size
-    return unflatten(flat, structure, output=output, dtype=dtype)
+    result = unflatten(flat, structure, output=output, dtype=dtype)
+    return result if cuda_index is None else to_device(result, cuda_index)
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",
            max_coordinates: int = DEFAULT_MAX_COORDINATES, like: Any = None,
            expect_mechanism: Mechanism | None = None, expect_clip: float | None = None,
            expect_client: int | None = None, expect_round: int | None = None,
-           threads: int | None = None) -> Any:
+           threads: int | None = None, device: Any = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -526,7 +534,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
     """
     secret = check_secret(secret)
     expected = _Expected.checked(expect_mechanism, expect_clip, expect_client, expect_round)
-    return _decode(payload, secret, output, dtype, max_coordinates, expected, like, threads)
+    return _decode(payload, secret, output, dtype, max_coordinates, expected, like, threads,
+                   device)
 
 
 @dataclass(frozen=True)
@@ -751,7 +760,7 @@ class Codec:
 
     def decode(self, payload: bytes, *, round: int | None = None, output: str = "auto",
                dtype: str = "auto", max_coordinates: int = DEFAULT_MAX_COORDINATES,
-               like: Any = None) -> Any:
+               like: Any = None, device: Any = None) -> Any:
         """Decodes a payload encoded under this codec's secret, enforcing the
         codec's mechanism and scale, client and clip (if set), and ``round``
         if given (see :func:`decode` for the other arguments).
@@ -762,4 +771,4 @@ class Codec:
         """
         expected = _Expected.checked(self.mechanism, self.clip, self.client, round)
         return _decode(payload, self._secret, output, dtype, max_coordinates, expected, like,
-                       self.threads)
+                       self.threads, device)

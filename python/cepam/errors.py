@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "CepamError",
+    "DeviceError",
     "InvalidArgumentError",
     "InvalidTypeError",
     "FormatError",
@@ -85,3 +86,6 @@ class UnexpectedPayloadError(CepamError, ValueError):
 class PrecisionWarning(UserWarning):
     """A decoded update was returned in a dtype whose rounding is not small
     against the noise, so the error is no longer the mechanism's law."""
+class DeviceError(CepamError, RuntimeError):
+    """A CUDA device or its runtime failed (no usable driver or device, out of
+    device memory, a failed kernel launch); the input itself was acceptable."""

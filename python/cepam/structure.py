@@ -114,6 +114,10 @@ def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
         if t.device.type == "meta":
             raise InvalidArgumentError(f"{where}: a tensor on device 'meta' holds no values; "
                                        "materialise it (for example load its weights) first")
+        if t.device.type == "cuda":
+            from .cuda import note_host_copy
+
+            note_host_copy()
         if t.device.type != "cpu":
             t = t.cpu()
         if name in ("float16", "bfloat16"):
@@ -134,9 +138,32 @@ def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
         if flat.dtype.byteorder not in ("=", "|"):
             flat = flat.astype(flat.dtype.newbyteorder("="))
         return flat, Entry("", KIND_NUMPY, name, tuple(int(d) for d in arr.shape))
+    if hasattr(x, "__dlpack__"):  # CuPy, JAX, ...: by the DLPack protocol
+        return _leaf_to_numpy(_dlpack_to_host(x, where), where)
     raise InvalidTypeError(
-        f"{where}: expected a numpy array or torch tensor, got {type(x).__name__}"
+        f"{where}: expected a numpy array, a torch tensor or a DLPack array, "
+        f"got {type(x).__name__}"
     )
+
+
+def _dlpack_to_host(x: Any, where: str) -> Any:
+    """A numpy array (host memory) or torch tensor (CUDA memory, copied by
+    the caller) for a DLPack array."""
+    from .cuda import is_cuda
+
+    if not is_cuda(x):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, RuntimeError, BufferError) as e:
+            raise InvalidTypeError(f"{where}: numpy cannot read this DLPack array: {e}") from None
+    try:
+        import torch
+    except ImportError:
+        raise InvalidTypeError(
+            f"{where}: a CUDA array other than a torch tensor needs torch to reach the host "
+            "(or copy it to a numpy array first)"
+        ) from None
+    return torch.from_dlpack(x)
 
 
 def flatten(update: Any, *, non_float: str = "error") -> tuple[np.ndarray, Structure]:

@@ -1,0 +1,282 @@
+// CUDA kernels of the LRSUQ stage (lrsuq_gpu.hpp): one thread per
+// sub-vector, each running lrsuq/subvector.hpp's encode_one / decode_one,
+// the functions the CPU tests check against the CPU codec bit for bit.
+// Compiled with --fmad=false and without fast-math (CMakeLists.txt).
+#include "cuda/lrsuq_gpu.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "lrsuq/subvector.hpp"
+
+namespace cepam::gpu {
+namespace {
+
+// Sub-vectors per launch: bounds the device scratch (H, M, beta, V) to
+// (12 + 16 n) bytes times this, 29 MB for n = 1 and 141 MB for n = 8.
+constexpr std::size_t kChunk = std::size_t{1} << 20;
+constexpr int kThreads = 256;
+constexpr unsigned long long kNoFailure = std::numeric_limits<unsigned long long>::max();
+
+struct Key {
+  std::uint32_t w[8];
+};
+
+Key key_words(const ChaChaKey& key) {
+  Key k{};
+  for (int i = 0; i < 8; ++i) k.w[i] = key[static_cast<std::size_t>(i)];
+  return k;
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    throw DeviceError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+  }
+}
+
+// The first failure of a launch: (sub-vector << 3) | status, the smallest.
+__device__ inline void record_failure(unsigned long long* first, unsigned long long j,
+                                      subvector::Status s) {
+  atomicMin(first, (j << 3) | static_cast<unsigned long long>(s));
+}
+
+template <class T>
+__global__ void encode_kernel(subvector::Config c, Key key, const T* x, unsigned long long m,
+                              double factor, unsigned long long first, unsigned long long count,
+                              std::uint32_t* H, std::int64_t* M, double* beta, double* V,
+                              unsigned long long* failure) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
+       i < count; i += stride) {
+    const unsigned long long n = static_cast<unsigned long long>(c.n);
+    const subvector::Status s = subvector::encode_one(c, key.w, x, m, factor, first + i, H + i,
+                                                      M + i * n, beta + i, V + i * n);
+    if (s != subvector::kOk) record_failure(failure, first + i, s);
+  }
+}
+
+template <class T>
+__global__ void decode_kernel(subvector::Config c, Key key, const std::uint32_t* H,
+                              const std::int64_t* M, unsigned long long m,
+                              unsigned long long first, unsigned long long count, T* y,
+                              unsigned long long* failure) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
+       i < count; i += stride) {
+    const unsigned long long n = static_cast<unsigned long long>(c.n);
+    const subvector::Status s = subvector::decode_one(c, key.w, H[i], M + i * n, m, first + i, y);
+    if (s != subvector::kOk) record_failure(failure, first + i, s);
+  }
+}
+
+unsigned int blocks_for(std::size_t count) {
+  const std::size_t b = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned int>(std::min<std::size_t>(b, 65535u * 32u));
+}
+
+// Device scratch of one chunk, freed on scope exit.
+class Scratch {
+ public:
+  Scratch(int device, std::size_t bytes) : device_(device), ptr_(device_alloc(device, bytes)) {}
+  ~Scratch() { device_free(device_, ptr_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <class U>
+  U* at(std::size_t byte_offset) const {
+    return reinterpret_cast<U*>(static_cast<char*>(ptr_) + byte_offset);
+  }
+
+ private:
+  int device_;
+  void* ptr_;
+};
+
+// CUDA events around a stream's work, summed into a Timing field.
+class Timer {
+ public:
+  explicit Timer(cudaStream_t stream) : stream_(stream) {
+    check(cudaEventCreate(&start_), "event");
+    check(cudaEventCreate(&stop_), "event");
+  }
+  ~Timer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  void start() { check(cudaEventRecord(start_, stream_), "event record"); }
+  void stop(double* total_ms) {
+    check(cudaEventRecord(stop_, stream_), "event record");
+    check(cudaEventSynchronize(stop_), "event synchronize");
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "event time");
+    *total_ms += ms;
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t start_{}, stop_{};
+};
+
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check(cudaGetDevice(&previous_), "get device");
+    check(cudaSetDevice(device), "set device");
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+
+// Reads the launch's failure word and throws the codec's error for it.
+void throw_on_failure(const unsigned long long* failure_dev, cudaStream_t stream,
+                      const subvector::Config& c, const std::uint32_t* H_host,
+                      std::size_t first) {
+  unsigned long long failure = kNoFailure;
+  check(cudaMemcpyAsync(&failure, failure_dev, sizeof failure, cudaMemcpyDeviceToHost, stream),
+        "copy failure flag");
+  check(cudaStreamSynchronize(stream), "synchronize");
+  if (failure == kNoFailure) return;
+  const std::size_t j = static_cast<std::size_t>(failure >> 3);
+  const int status = static_cast<int>(failure & 7u);
+  throw_subvector_error(j, status, c.limit, H_host != nullptr ? H_host[j - first] : 0u);
+}
+
+}  // namespace
+
+int device_count(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    if (why != nullptr) *why = cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky error of a missing driver
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "no CUDA device";
+  return count;
+}
+
+int device_of(const void* ptr) {
+  cudaPointerAttributes attr{};
+  check(cudaPointerGetAttributes(&attr, ptr), "pointer attributes");
+  return (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) ? attr.device
+                                                                                   : -1;
+}
+
+void* device_alloc(int device, std::size_t bytes) {
+  DeviceGuard guard(device);
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "allocate device memory");
+  return p;
+}
+
+void device_free(int device, void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device);
+  cudaFree(ptr);
+  cudaSetDevice(previous);
+}
+
+template <class T>
+void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m,
+                    double factor, int device, std::uintptr_t stream_id, std::uint32_t* H,
+                    std::int64_t* M, double* beta, double* V, Timing* timing) {
+  check_factor(factor);
+  const subvector::Config c = lrsuq_subvector_config(p);
+  const std::size_t un = static_cast<std::size_t>(p.n);
+  const std::size_t N = (m + un - 1) / un;
+  DeviceGuard guard(device);
+  const auto stream = reinterpret_cast<cudaStream_t>(stream_id);
+  const std::size_t chunk = std::min(kChunk, std::max<std::size_t>(N, 1));
+  // Layout: failure word, H, beta, M, V (8-byte fields first after H's padding).
+  const std::size_t off_h = 8, off_beta = off_h + ((chunk * 4 + 7) / 8) * 8;
+  const std::size_t off_m = off_beta + chunk * 8, off_v = off_m + chunk * un * 8;
+  Scratch scratch(device, off_v + chunk * un * 8);
+  auto* failure = scratch.at<unsigned long long>(0);
+  Timer kernel_timer(stream), copy_timer(stream);
+  Timing t;
+  const Key k = key_words(key);
+  for (std::size_t first = 0; first < N; first += chunk) {
+    const std::size_t count = std::min(chunk, N - first);
+    check(cudaMemcpyAsync(failure, &kNoFailure, sizeof kNoFailure, cudaMemcpyHostToDevice, stream),
+          "reset failure flag");
+    kernel_timer.start();
+    encode_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
+        c, k, x, m, factor, first, count, scratch.at<std::uint32_t>(off_h),
+        scratch.at<std::int64_t>(off_m), scratch.at<double>(off_beta), scratch.at<double>(off_v),
+        failure);
+    check(cudaGetLastError(), "launch the encode kernel");
+    kernel_timer.stop(&t.kernel_ms);
+    throw_on_failure(failure, stream, c, nullptr, first);
+    copy_timer.start();
+    check(cudaMemcpyAsync(H + first, scratch.at<std::uint32_t>(off_h), count * 4,
+                          cudaMemcpyDeviceToHost, stream), "copy H");
+    check(cudaMemcpyAsync(beta + first, scratch.at<double>(off_beta), count * 8,
+                          cudaMemcpyDeviceToHost, stream), "copy beta");
+    check(cudaMemcpyAsync(M + first * un, scratch.at<std::int64_t>(off_m), count * un * 8,
+                          cudaMemcpyDeviceToHost, stream), "copy M");
+    check(cudaMemcpyAsync(V + first * un, scratch.at<double>(off_v), count * un * 8,
+                          cudaMemcpyDeviceToHost, stream), "copy V");
+    copy_timer.stop(&t.transfer_ms);
+  }
+  if (timing != nullptr) *timing = t;
+}
+
+template <class T>
+void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
+                    const std::int64_t* M, std::size_t m, int device, std::uintptr_t stream_id,
+                    T* y, Timing* timing) {
+  const subvector::Config c = lrsuq_subvector_config(p);
+  const std::size_t un = static_cast<std::size_t>(p.n);
+  const std::size_t N = (m + un - 1) / un;
+  DeviceGuard guard(device);
+  const auto stream = reinterpret_cast<cudaStream_t>(stream_id);
+  const std::size_t chunk = std::min(kChunk, std::max<std::size_t>(N, 1));
+  const std::size_t off_m = 8, off_h = off_m + chunk * un * 8;
+  Scratch scratch(device, off_h + chunk * 4);
+  auto* failure = scratch.at<unsigned long long>(0);
+  Timer kernel_timer(stream), copy_timer(stream);
+  Timing t;
+  const Key k = key_words(key);
+  for (std::size_t first = 0; first < N; first += chunk) {
+    const std::size_t count = std::min(chunk, N - first);
+    copy_timer.start();
+    check(cudaMemcpyAsync(scratch.at<std::uint32_t>(off_h), H + first, count * 4,
+                          cudaMemcpyHostToDevice, stream), "copy H");
+    check(cudaMemcpyAsync(scratch.at<std::int64_t>(off_m), M + first * un, count * un * 8,
+                          cudaMemcpyHostToDevice, stream), "copy M");
+    check(cudaMemcpyAsync(failure, &kNoFailure, sizeof kNoFailure, cudaMemcpyHostToDevice, stream),
+          "reset failure flag");
+    copy_timer.stop(&t.transfer_ms);
+    kernel_timer.start();
+    decode_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
+        c, k, scratch.at<std::uint32_t>(off_h), scratch.at<std::int64_t>(off_m), m, first, count,
+        y, failure);
+    check(cudaGetLastError(), "launch the decode kernel");
+    kernel_timer.stop(&t.kernel_ms);
+    throw_on_failure(failure, stream, c, H + first, first);
+  }
+  if (timing != nullptr) *timing = t;
+}
+
+template void encode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const float*,
+                                    std::size_t, double, int, std::uintptr_t, std::uint32_t*,
+                                    std::int64_t*, double*, double*, Timing*);
+template void encode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const double*,
+                                     std::size_t, double, int, std::uintptr_t, std::uint32_t*,
+                                     std::int64_t*, double*, double*, Timing*);
+template void decode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
+                                    const std::int64_t*, std::size_t, int, std::uintptr_t,
+                                    float*, Timing*);
+template void decode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
+                                     const std::int64_t*, std::size_t, int, std::uintptr_t,
+                                     double*, Timing*);
+
+}  // namespace cepam::gpu

@@ -1,0 +1,57 @@
+// The LRSUQ stage on a CUDA device: the per-sub-vector functions of
+// lrsuq/subvector.hpp run one sub-vector per thread, bit-identical to the
+// CPU codec.  This header needs no CUDA headers (streams and device
+// pointers travel as integers and plain pointers), so the Python binding
+// compiles with the host compiler; lrsuq_gpu.cu holds all CUDA code.
+//
+// The entropy coder stays on the CPU: the encoder returns H, M and the side
+// information (beta, V) that the ANS coder needs, on the host; the decoder
+// takes H and M from the host and writes the update into device memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "lrsuq/quantizer.hpp"
+#include "random/chacha20.hpp"
+
+namespace cepam::gpu {
+
+// Milliseconds spent, measured with CUDA events on the stream.
+struct Timing {
+  double kernel_ms = 0.0;    // the LRSUQ kernels
+  double transfer_ms = 0.0;  // copies between host and device
+};
+
+// The number of CUDA devices; 0 with *why set when there is no usable
+// driver or device (never throws).
+int device_count(std::string* why);
+
+// The CUDA device that holds ptr (cudaPointerGetAttributes), or -1 for host
+// memory; throws InvalidArgument for a pointer CUDA does not know.
+int device_of(const void* ptr);
+
+// Encodes x[0..m) * factor, x in device memory of the current device, on
+// `stream` (a cudaStream_t; 0 is the legacy default stream): H[N], M[N n],
+// beta[N] and V[N n] (host memory, N = ceil(m / n)) as lrsuq_encode_range
+// gives them.  Throws the CPU codec's EncodingError for the first failing
+// sub-vector, and GpuError (InvalidArgument) for CUDA failures.
+template <class T>
+void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m,
+                    double factor, int device, std::uintptr_t stream, std::uint32_t* H,
+                    std::int64_t* M, double* beta, double* V, Timing* timing);
+
+// Decodes H[N] and M[N n] (host memory) into y[0..m) (device memory of
+// `device`), as lrsuq_decode; throws the CPU codec's FormatError for a bad
+// sub-vector.
+template <class T>
+void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
+                    const std::int64_t* M, std::size_t m, int device, std::uintptr_t stream,
+                    T* y, Timing* timing);
+
+// Device memory of `bytes` on `device` (cudaMalloc), and its release.
+void* device_alloc(int device, std::size_t bytes);
+void device_free(int device, void* ptr) noexcept;
+
+}  // namespace cepam::gpu

@@ -1,0 +1,244 @@
+// One sub-vector of LRSUQ, written once for the host and for CUDA devices
+// (CEPAM_HD, common/host_device.hpp).
+//
+// The CPU codec (lrsuq/quantizer.cpp) runs the same formulas over chunks
+// of sub-vectors, in SIMD batches that give the same bits; the CUDA kernels
+// (csrc/cuda/) run one sub-vector per thread with the functions below, and
+// lrsuq_encode_subvectors / lrsuq_decode_subvectors run them one sub-vector
+// at a time on the host, so that the CPU tests check, bit for bit, the
+// arithmetic the GPU runs (tests/test_subvector.py).
+//
+// Sub-vector j, dimension n, with radius r = r(U_j) and beta = r / rho:
+//   latent words  stream 0, words [j W, (j + 1) W) (W = Config::words);
+//   trial i       stream i, words [j n, (j + 1) n): the dither V, then
+//                 m = Q_L(x_j / beta - V), y = beta (G m + V), accepted when
+//                 ||y - x_j|| <= r (l2: the squared terms against r^2, l1:
+//                 the absolute terms against r, summed in coordinate order);
+//   decoder       y_j = beta (G M_j + V_{j, H_j}).
+// lrsuq/quantizer.hpp and docs/format.md give the layout in full.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/host_device.hpp"
+#include "lattice/lattice.hpp"
+#include "lattice/root_lattices.hpp"
+#include "random/chacha20.hpp"
+#include "random/chacha20_block.hpp"
+#include "random/detmath.hpp"
+#include "random/latent.hpp"
+
+namespace cepam {
+struct LrsuqParams;
+}
+
+namespace cepam::subvector {
+
+inline constexpr int kMaxDim = 8;
+inline constexpr int kMaxLatentWords = 6;  // Gaussian, n = 7: (9 - 1) / 2 + 2
+
+// Outcome of one sub-vector (0: success).  The codec reports the first
+// sub-vector, in index order, whose outcome is not Ok.
+enum Status : int {
+  kOk = 0,
+  kInputTooLarge = 1,  // encoder: |x / beta| >= Config::limit (or not finite)
+  kTrialCap = 2,       // encoder: no trial accepted within kTrialCap
+  kBadTrial = 3,       // decoder: H out of range
+  kBadCoordinate = 4,  // decoder: |M| > kMaxAbsM
+};
+
+// The codec's parameters as plain data (usable as a kernel argument).
+struct Config {
+  int mechanism;      // MechanismId
+  int lattice;        // LatticeId
+  int n;              // sub-vector dimension
+  double scale;       // sigma, b or the SDQ step
+  double rho;         // packing radius in the mechanism's norm
+  double limit;       // largest |x / beta| the encoder accepts (exclusive)
+  int words;          // latent words per sub-vector
+  bool l2;            // acceptance test in l2 (Gaussian), else l1
+  bool cell_is_ball;  // every trial is accepted (Z^1)
+  std::uint32_t trial_cap;
+  std::int64_t max_abs_m;
+};
+
+// The radius r(U) of the latent samplers (random/latent.hpp) from the
+// sub-vector's latent words: products accumulated from 1.0 in word order.
+// N > 0 fixes the dimension at compile time (the CPU's unrolled loops).
+template <int N = 0>
+CEPAM_HD inline double gaussian_radius(int n, double sigma, const std::uint64_t* w) {
+  const int k = (N > 0 ? N : n) + 2;
+  const int pairs = k / 2;
+  double product = 1.0;
+  for (int i = 0; i < pairs; ++i) product *= uniform_oc(w[i]);
+  double half = detmath::log(product);  // -U/2 for the even part
+  if (k % 2 == 1) {
+    half += detmath::log(uniform_oc(w[pairs])) * detmath::cos2pi_squared(uniform_co(w[pairs + 1]));
+  }
+  return sigma * std::sqrt(-2.0 * half);
+}
+
+template <int N = 0>
+CEPAM_HD inline double laplace_radius(int n, double b, const std::uint64_t* w) {
+  const int words = (N > 0 ? N : n) + 1;
+  double product = 1.0;
+  for (int i = 0; i < words; ++i) product *= uniform_oc(w[i]);
+  return b * -detmath::log(product);
+}
+
+// Z^n, one coordinate: the dither v = uniform_co(w) - 1/2 of the cell
+// [-1/2, 1/2), and one trial: f = round_half_up(t - v) (returned; |f| < 2^51
+// so it converts exactly) with the coordinate's term of the acceptance
+// test, d = beta (f + v) - xs, dev = d^2 (l2) or |d| (l1).
+CEPAM_HD inline double zn_dither(std::uint64_t w) { return uniform_co(w) - 0.5; }
+
+CEPAM_HD inline double zn_trial(double t, double xs, double beta, std::uint64_t w, bool l2,
+                                double* dev) {
+  const double v = uniform_co(w) - 0.5;
+  const double f = round_half_up(t - v);
+  const double d = beta * (f + v) - xs;
+  *dev = l2 ? d * d : std::fabs(d);
+  return f;
+}
+
+// The radius of sub-vector j from stream 0 of the key.
+CEPAM_HD inline double radius_of(const Config& c, const std::uint32_t* key, std::uint64_t j) {
+  std::uint64_t w[kMaxLatentWords];
+  chacha::StreamReader s0(key, kPurposeLrsuq, 0);
+  const std::uint64_t first = j * static_cast<std::uint64_t>(c.words);
+  for (int i = 0; i < c.words; ++i) w[i] = s0.word(first + static_cast<std::uint64_t>(i));
+  switch (c.mechanism) {
+    case static_cast<int>(MechanismId::Gaussian): return gaussian_radius(c.n, c.scale, w);
+    case static_cast<int>(MechanismId::Laplace): return laplace_radius(c.n, c.scale, w);
+    default: return 0.5 * c.scale;  // SDQ: a fixed radius
+  }
+}
+
+// The n dither words of trial `trial` of sub-vector j.
+CEPAM_HD inline void trial_words(const Config& c, const std::uint32_t* key, std::uint64_t j,
+                                 std::uint32_t trial, std::uint64_t* w) {
+  chacha::StreamReader s(key, kPurposeLrsuq, trial);
+  const std::uint64_t first = j * static_cast<std::uint64_t>(c.n);
+  for (int k = 0; k < c.n; ++k) w[k] = s.word(first + static_cast<std::uint64_t>(k));
+}
+
+// One trial on a Voronoi lattice (A2, D4, E8): v = the dither of words w,
+// q = Q(t - v) in basis coordinates, dev = the squared terms of
+// beta (G q + v) - xs.
+template <class Lattice>
+CEPAM_HD inline void voronoi_trial(const Lattice& lattice, const double* t, const double* xs,
+                                   double beta, const std::uint64_t* w, double* v,
+                                   std::int64_t* q, double* dev) {
+  constexpr int N = Lattice::kDim;
+  double s[N], p[N];
+  lattice.dither(w, v);
+  for (int k = 0; k < N; ++k) s[k] = t[k] - v[k];
+  lattice.closest(s, q, p);
+  for (int k = 0; k < N; ++k) {
+    const double d = beta * (p[k] + v[k]) - xs[k];
+    dev[k] = d * d;
+  }
+}
+
+// One trial of any lattice: v, q and the acceptance test's terms.
+CEPAM_HD inline void any_trial(const Config& c, const double* t, const double* xs, double beta,
+                               const std::uint64_t* w, double* v, std::int64_t* q, double* dev) {
+  switch (c.lattice) {
+    case static_cast<int>(LatticeId::A2): voronoi_trial(LatticeA2{}, t, xs, beta, w, v, q, dev); return;
+    case static_cast<int>(LatticeId::D4): voronoi_trial(LatticeD4{}, t, xs, beta, w, v, q, dev); return;
+    case static_cast<int>(LatticeId::E8): voronoi_trial(LatticeE8{}, t, xs, beta, w, v, q, dev); return;
+    default:
+      for (int k = 0; k < c.n; ++k) {
+        v[k] = zn_dither(w[k]);
+        q[k] = static_cast<std::int64_t>(zn_trial(t[k], xs[k], beta, w[k], c.l2, &dev[k]));
+      }
+  }
+}
+
+// Encodes sub-vector j of x[0..m) * factor (zero padding after x[m - 1]):
+// H, M[0..n), and the decoder's side information beta and V[0..n).
+template <class T>
+CEPAM_HD inline Status encode_one(const Config& c, const std::uint32_t* key, const T* x,
+                                  std::uint64_t m, double factor, std::uint64_t j,
+                                  std::uint32_t* H, std::int64_t* M, double* beta_out,
+                                  double* V) {
+  const int n = c.n;
+  const double r = radius_of(c, key, j);
+  const double beta = r / c.rho;  // = r (1 / rho) bit for bit where rho is a power of two
+  const double inv_beta = 1.0 / beta;
+  double xs[kMaxDim], t[kMaxDim];
+  for (int k = 0; k < n; ++k) {
+    const std::uint64_t e = j * static_cast<std::uint64_t>(n) + static_cast<std::uint64_t>(k);
+    xs[k] = e < m ? static_cast<double>(x[e]) * factor : 0.0;
+    t[k] = xs[k] * inv_beta;
+    if (!(std::fabs(t[k]) < c.limit)) return kInputTooLarge;
+  }
+  const double bound = c.l2 ? r * r : r;
+  for (std::uint32_t trial = 1;; ++trial) {
+    std::uint64_t w[kMaxDim];
+    double v[kMaxDim], dev[kMaxDim];
+    std::int64_t q[kMaxDim];
+    trial_words(c, key, j, trial, w);
+    any_trial(c, t, xs, beta, w, v, q, dev);
+    double s = 0.0;
+    for (int k = 0; k < n; ++k) s += dev[k];
+    if (c.cell_is_ball || s <= bound) {
+      *H = trial;
+      for (int k = 0; k < n; ++k) {
+        M[k] = q[k];
+        V[k] = v[k];
+      }
+      *beta_out = beta;
+      return kOk;
+    }
+    if (trial == c.trial_cap) return kTrialCap;
+  }
+}
+
+// The point G m of basis coordinates m, for any lattice.
+CEPAM_HD inline void to_point(const Config& c, const std::int64_t* m, double* p) {
+  switch (c.lattice) {
+    case static_cast<int>(LatticeId::A2): LatticeA2{}.to_point(m, p); return;
+    case static_cast<int>(LatticeId::D4): LatticeD4{}.to_point(m, p); return;
+    case static_cast<int>(LatticeId::E8): LatticeE8{}.to_point(m, p); return;
+    default:
+      for (int k = 0; k < c.n; ++k) p[k] = static_cast<double>(m[k]);
+  }
+}
+
+// The dither of words w, for any lattice.
+CEPAM_HD inline void dither(const Config& c, const std::uint64_t* w, double* v) {
+  switch (c.lattice) {
+    case static_cast<int>(LatticeId::A2): LatticeA2{}.dither(w, v); return;
+    case static_cast<int>(LatticeId::D4): LatticeD4{}.dither(w, v); return;
+    case static_cast<int>(LatticeId::E8): LatticeE8{}.dither(w, v); return;
+    default:
+      for (int k = 0; k < c.n; ++k) v[k] = zn_dither(w[k]);
+  }
+}
+
+// Decodes sub-vector j from its trial index h and coordinates M[0..n) into
+// y[j n + k] for j n + k < m (padding dropped): y = T(beta (G M + V_h)).
+template <class T>
+CEPAM_HD inline Status decode_one(const Config& c, const std::uint32_t* key, std::uint32_t h,
+                                  const std::int64_t* M, std::uint64_t m, std::uint64_t j, T* y) {
+  if (h < 1 || h > c.trial_cap || (h != 1 && c.cell_is_ball)) return kBadTrial;
+  for (int k = 0; k < c.n; ++k) {
+    if (M[k] > c.max_abs_m || M[k] < -c.max_abs_m) return kBadCoordinate;
+  }
+  const double beta = radius_of(c, key, j) / c.rho;
+  std::uint64_t w[kMaxDim];
+  double v[kMaxDim], p[kMaxDim];
+  trial_words(c, key, j, h, w);
+  dither(c, w, v);
+  to_point(c, M, p);
+  for (int k = 0; k < c.n; ++k) {
+    const std::uint64_t e = j * static_cast<std::uint64_t>(c.n) + static_cast<std::uint64_t>(k);
+    if (e < m) y[e] = static_cast<T>(beta * (p[k] + v[k]));
+  }
+  return kOk;
+}
+
+}  // namespace cepam::subvector

@@ -1,0 +1,71 @@
+// Conversions shared by the Python bindings (_core, _cuda): keys, codec
+// parameters, arrays, and the mapping of the core's exceptions to
+// cepam.errors.  No logic lives here.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "common/errors.hpp"
+#include "lrsuq/quantizer.hpp"
+#include "random/chacha20.hpp"
+
+namespace cepam::python {
+
+namespace py = pybind11;
+
+inline ChaChaKey key_from(const py::bytes& key) {
+  const std::string s = key;
+  if (s.size() != 32) throw InvalidArgument("a stream key is 32 bytes");
+  return chacha_key_from_bytes(reinterpret_cast<const unsigned char*>(s.data()));
+}
+
+inline LrsuqParams params_from(int mechanism, double scale, int lattice, int n) {
+  LrsuqParams p{static_cast<MechanismId>(mechanism), scale, static_cast<LatticeId>(lattice), n};
+  check_params(p);
+  return p;
+}
+
+template <class T>
+using CArray = py::array_t<T, py::array::c_style>;
+
+// True when a holds native-endian T (numpy's notion of an equivalent dtype).
+template <class T>
+inline bool holds(const py::array& a) {
+  return py::isinstance<py::array_t<T>>(a);
+}
+
+inline void require_contiguous_1d(const py::array& a, const char* what) {
+  if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
+    throw InvalidArgument(std::string(what) + " must be a contiguous 1-D array");
+}
+
+inline void register_errors(py::module_& m) {
+  py::module_ errors = py::module_::import("cepam.errors");
+  // Leaked on purpose: the translator may run until interpreter exit.
+  static PyObject* invalid = py::object(errors.attr("InvalidArgumentError")).release().ptr();
+  static PyObject* format = py::object(errors.attr("FormatError")).release().ptr();
+  static PyObject* encoding = py::object(errors.attr("EncodingError")).release().ptr();
+  static PyObject* invalid_type = py::object(errors.attr("InvalidTypeError")).release().ptr();
+  static PyObject* device = py::object(errors.attr("DeviceError")).release().ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const FormatError& e) {
+      PyErr_SetString(format, e.what());
+    } catch (const DeviceError& e) {
+      PyErr_SetString(device, e.what());
+    } catch (const EncodingError& e) {
+      PyErr_SetString(encoding, e.what());
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(invalid, e.what());
+    } catch (const py::type_error& e) {
+      PyErr_SetString(invalid_type, e.what());
+    }
+  });
+  (void)m;
+}
+
+}  // namespace cepam::python

@@ -1,0 +1,190 @@
+// pybind11 binding of the CUDA LRSUQ stage (module cepam._cuda): converts
+// DLPack capsules and arrays, maps exceptions, releases the GIL.  No logic
+// lives here (csrc/cuda/lrsuq_gpu.hpp has it).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cuda/dlpack.hpp"
+#include "cuda/lrsuq_gpu.hpp"
+#include "python/convert.hpp"
+
+namespace py = pybind11;
+using namespace cepam;
+using namespace cepam::python;
+
+namespace {
+
+constexpr const char* kCapsule = "dltensor";
+constexpr const char* kUsedCapsule = "used_dltensor";
+
+// A consumed DLPack capsule: renamed as the protocol requires, its deleter
+// called when this goes out of scope.
+class Borrowed {
+ public:
+  explicit Borrowed(const py::capsule& capsule) {
+    if (std::string(capsule.name() ? capsule.name() : "") != kCapsule)
+      throw InvalidArgument("expected an unconsumed DLPack capsule ('dltensor')");
+    managed_ = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsule));
+    if (managed_ == nullptr) throw py::error_already_set();
+    if (PyCapsule_SetName(capsule.ptr(), kUsedCapsule) != 0) throw py::error_already_set();
+  }
+  ~Borrowed() {
+    if (managed_ != nullptr && managed_->deleter != nullptr) managed_->deleter(managed_);
+  }
+  Borrowed(const Borrowed&) = delete;
+  Borrowed& operator=(const Borrowed&) = delete;
+  const dlpack::Tensor& tensor() const { return managed_->dl_tensor; }
+
+ private:
+  dlpack::ManagedTensor* managed_ = nullptr;
+};
+
+// The number of elements of a compact (row-major, no gaps) tensor.
+std::size_t compact_size(const dlpack::Tensor& t) {
+  std::size_t size = 1;
+  std::int64_t expected = 1;
+  for (std::int32_t d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] < 0) throw InvalidArgument("negative tensor dimension");
+    if (t.strides != nullptr && t.shape[d] > 1 && t.strides[d] != expected)
+      throw InvalidArgument("the tensor must be contiguous (call .contiguous() first)");
+    expected *= t.shape[d];
+    size *= static_cast<std::size_t>(t.shape[d]);
+  }
+  return size;
+}
+
+py::dict timing_dict(const gpu::Timing& t) {
+  py::dict d;
+  d["kernel_ms"] = t.kernel_ms;
+  d["transfer_ms"] = t.transfer_ms;
+  return d;
+}
+
+// (H, M, beta, V, timing) of a CUDA tensor given as a DLPack capsule.
+py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, int mechanism, double scale,
+                         int lattice, int n, double factor, std::uintptr_t stream) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const ChaChaKey k = key_from(key);
+  Borrowed borrowed(x);
+  const dlpack::Tensor& t = borrowed.tensor();
+  if (t.device.device_type != dlpack::kCUDA)
+    throw InvalidArgument("the tensor is not in CUDA device memory");
+  if (t.dtype.code != dlpack::kFloat || t.dtype.lanes != 1 ||
+      (t.dtype.bits != 32 && t.dtype.bits != 64))
+    throw py::type_error("x must be float32 or float64");
+  const std::size_t m = compact_size(t);
+  const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  const auto Nn = static_cast<py::ssize_t>(N * static_cast<std::size_t>(n));
+  CArray<std::uint32_t> H(static_cast<py::ssize_t>(N));
+  CArray<std::int64_t> M(Nn);
+  CArray<double> beta(static_cast<py::ssize_t>(N));
+  CArray<double> V(Nn);
+  std::uint32_t* h = H.mutable_data();
+  std::int64_t* mm = M.mutable_data();
+  double* b = beta.mutable_data();
+  double* v = V.mutable_data();
+  const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+  gpu::Timing timing;
+  {
+    py::gil_scoped_release nogil;
+    if (t.dtype.bits == 32) {
+      gpu::encode_lattice(p, k, reinterpret_cast<const float*>(base), m, factor,
+                          t.device.device_id, stream, h, mm, b, v, &timing);
+    } else {
+      gpu::encode_lattice(p, k, reinterpret_cast<const double*>(base), m, factor,
+                          t.device.device_id, stream, h, mm, b, v, &timing);
+    }
+  }
+  return py::make_tuple(H, M, beta, V, timing_dict(timing));
+}
+
+// Device memory owned by a DLPack tensor of shape (m,).
+struct Owned {
+  dlpack::ManagedTensor managed{};
+  std::int64_t shape[1]{};
+  int device = 0;
+};
+
+void delete_owned(dlpack::ManagedTensor* self) {
+  auto* owned = static_cast<Owned*>(self->manager_ctx);
+  gpu::device_free(owned->device, owned->managed.dl_tensor.data);
+  delete owned;
+}
+
+// A capsule destructor: frees the tensor unless a consumer took it.
+void capsule_destructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, kCapsule)) {
+    auto* managed = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule, kCapsule));
+    if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+  }
+}
+
+// y = decode(H, M) in device memory of `device`, as a DLPack capsule
+// (float32 or float64, shape (m,)), and the timing.
+py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
+                         std::size_t m, const py::bytes& key, int mechanism, double scale,
+                         int lattice, int n, const std::string& dtype, int device,
+                         std::uintptr_t stream) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const ChaChaKey k = key_from(key);
+  const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  if (static_cast<std::size_t>(H.size()) != N ||
+      static_cast<std::size_t>(M.size()) != N * static_cast<std::size_t>(n))
+    throw InvalidArgument("H and M sizes do not match m and n");
+  if (dtype != "float32" && dtype != "float64")
+    throw InvalidArgument("dtype must be 'float32' or 'float64'");
+  const int bits = dtype == "float32" ? 32 : 64;
+  auto* owned = new Owned();
+  owned->device = device;
+  owned->shape[0] = static_cast<std::int64_t>(m);
+  dlpack::Tensor& t = owned->managed.dl_tensor;
+  t.device = {dlpack::kCUDA, device};
+  t.ndim = 1;
+  t.dtype = {dlpack::kFloat, static_cast<std::uint8_t>(bits), 1};
+  t.shape = owned->shape;
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  owned->managed.manager_ctx = owned;
+  owned->managed.deleter = &delete_owned;
+  gpu::Timing timing;
+  try {
+    t.data = gpu::device_alloc(device, m * static_cast<std::size_t>(bits / 8));
+    const std::uint32_t* h = H.data();
+    const std::int64_t* mm = M.data();
+    py::gil_scoped_release nogil;
+    if (bits == 32) {
+      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<float*>(t.data), &timing);
+    } else {
+      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<double*>(t.data), &timing);
+    }
+  } catch (...) {
+    delete_owned(&owned->managed);
+    throw;
+  }
+  py::capsule capsule(&owned->managed, kCapsule, &capsule_destructor);
+  return py::make_tuple(capsule, timing_dict(timing));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_cuda, m) {
+  m.doc() = "cepam's LRSUQ stage on CUDA devices (bit-identical to the CPU codec)";
+  register_errors(m);
+
+  m.def("device_count", []() {
+    std::string why;
+    const int count = gpu::device_count(&why);
+    return py::make_tuple(count, why);
+  }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
+  m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("factor"), py::arg("stream") = 0,
+        "LRSUQ-encode a CUDA tensor (DLPack capsule) -> (H, M, beta, V, timing), host arrays.");
+  m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(),
+        py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
+        py::arg("n"), py::arg("dtype"), py::arg("device") = 0, py::arg("stream") = 0,
+        "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing).");
+}

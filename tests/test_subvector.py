@@ -1,0 +1,102 @@
+"""The per-sub-vector arithmetic that the CUDA kernels run (csrc/lrsuq/subvector.hpp),
+checked on the host against the CPU codec, bit for bit.
+
+``_core.encode_subvectors`` / ``decode_subvectors`` run the kernels' device
+functions on the host, one sub-vector at a time; the CPU codec runs the same
+formulas over chunks with SIMD batches.  Equal outputs here mean the GPU,
+which compiles the same functions without FMA contraction, computes the bytes
+the CPU computes (tests/test_cuda.py checks that on a GPU when there is one).
+"""
+
+import numpy as np
+import pytest
+
+from cepam import _core
+from cepam.errors import EncodingError, FormatError
+
+KEY = bytes(range(32))
+GAUSSIAN, LAPLACE, UNIFORM = 1, 2, 3
+Z, A2, D4, E8 = 1, 2, 3, 4
+
+CONFIGS = (
+    [(GAUSSIAN, Z, n) for n in range(1, 9)]
+    + [(LAPLACE, Z, n) for n in range(1, 5)]
+    + [(UNIFORM, Z, 1), (GAUSSIAN, A2, 2), (GAUSSIAN, D4, 4), (GAUSSIAN, E8, 8)]
+)
+
+
+def _input(m, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(scale=3.0, size=m)
+    x[:: 7] = 0.0                  # exact zeros
+    x[3:: 11] *= 1e3               # large values
+    x[5:: 13] = rng.normal(scale=1e-6, size=x[5:: 13].size)
+    return x.astype(dtype)
+
+
+def _kw(mech, lattice, n, scale=0.5):
+    return dict(key=KEY, mechanism=mech, scale=scale, lattice=lattice, n=n)
+
+
+@pytest.mark.parametrize("mech,lattice,n", CONFIGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_encode_matches_the_cpu_codec(mech, lattice, n, dtype):
+    m = 1031  # not a multiple of any n > 1: the last sub-vector is padded
+    x = _input(m, dtype, seed=mech * 100 + lattice * 10 + n)
+    kw = _kw(mech, lattice, n)
+    H, M = _core.encode_lattice(x, factor=0.75, **kw)
+    H2, M2, beta2, V2 = _core.encode_subvectors(x, factor=0.75, **kw)
+    np.testing.assert_array_equal(H2, H)
+    np.testing.assert_array_equal(M2, M)
+    beta, V = _core.lattice_side_info(H, **kw)
+    assert beta2.tobytes() == beta.tobytes()
+    assert V2.tobytes() == V.tobytes()
+    if lattice != Z or (n > 1 and mech != UNIFORM):
+        assert H.max() > 1  # rejected trials were exercised
+
+
+@pytest.mark.parametrize("mech,lattice,n", CONFIGS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_decode_matches_the_cpu_codec(mech, lattice, n, dtype):
+    m = 517
+    x = _input(m, np.float64, seed=n)
+    kw = _kw(mech, lattice, n)
+    H, M = _core.encode_lattice(x, factor=1.0, **kw)
+    y = _core.decode_lattice(H, M, m=m, dtype=dtype, **kw)
+    y2 = _core.decode_subvectors(H, M, m=m, dtype=dtype, **kw)
+    assert y2.dtype == y.dtype and y2.tobytes() == y.tobytes()
+
+
+@pytest.mark.parametrize("mech,lattice,n", [(GAUSSIAN, Z, 1), (GAUSSIAN, E8, 8), (LAPLACE, Z, 3)])
+def test_input_too_large_is_the_same_error(mech, lattice, n):
+    x = np.zeros(40)
+    x[17] = 1e300
+    kw = _kw(mech, lattice, n, scale=1e-3)
+    with pytest.raises(EncodingError) as cpu:
+        _core.encode_lattice(x, factor=1.0, **kw)
+    with pytest.raises(EncodingError) as hd:
+        _core.encode_subvectors(x, factor=1.0, **kw)
+    assert str(hd.value) == str(cpu.value)
+    assert f"sub-vector {17 // n}" in str(hd.value)
+
+
+def test_bad_trial_and_coordinate_are_refused_like_the_cpu_codec():
+    kw = _kw(GAUSSIAN, D4, 4)
+    x = _input(64, np.float64, seed=1)
+    H, M = _core.encode_lattice(x, factor=1.0, **kw)
+    bad_h = H.copy()
+    bad_h[5] = 0
+    bad_m = M.copy()
+    bad_m[9] = 2**60
+    for h, mm in ((bad_h, M), (H, bad_m)):
+        with pytest.raises(FormatError) as cpu:
+            _core.decode_lattice(h, mm, m=64, dtype="float64", **kw)
+        with pytest.raises(FormatError) as hd:
+            _core.decode_subvectors(h, mm, m=64, dtype="float64", **kw)
+        assert str(hd.value) == str(cpu.value)
+
+
+def test_keystream_block_function_is_rfc_8439():
+    # chacha20_block now runs the shared (host and device) block function.
+    out = _core.chacha20_block(bytes(range(32)), 1, bytes.fromhex("000000090000004a00000000"))
+    assert bytes(out).hex().startswith("10f1e7e4d13b5915500fdd1fa32071c4")
