@@ -100,3 +100,32 @@ def test_keystream_block_function_is_rfc_8439():
     # chacha20_block now runs the shared (host and device) block function.
     out = _core.chacha20_block(bytes(range(32)), 1, bytes.fromhex("000000090000004a00000000"))
     assert bytes(out).hex().startswith("10f1e7e4d13b5915500fdd1fa32071c4")
+
+
+@pytest.mark.parametrize("mech,lattice,n", [(GAUSSIAN, Z, 1), (GAUSSIAN, Z, 3), (LAPLACE, Z, 2),
+                                            (UNIFORM, Z, 1), (GAUSSIAN, A2, 2),
+                                            (GAUSSIAN, D4, 4), (GAUSSIAN, E8, 8)])
+@pytest.mark.parametrize("coder", [1, 2])
+def test_a_stage_computed_elsewhere_codes_to_the_same_body(mech, lattice, n, coder):
+    """The GPU path: the kernels' (H, M, beta, V) handed to the body coder
+    give the bytes of the CPU codec, on any thread count."""
+    x = _input(200_003, np.float32, seed=7)  # several ANS segments and Golomb chunks
+    kw = _kw(mech, lattice, n)
+    stage = _core.encode_subvectors(x, factor=0.5, **kw)
+    for threads in (1, 3):
+        plain = _core.encode(x, factor=0.5, coder=coder, threads=threads, **kw)
+        staged = _core.encode(x, factor=0.5, coder=coder, threads=threads, lattice_stage=stage,
+                              **kw)
+        assert staged == plain
+
+
+def test_a_stage_of_the_wrong_size_is_refused():
+    from cepam.errors import InvalidArgumentError
+
+    x = _input(100, np.float64, seed=1)
+    kw = _kw(GAUSSIAN, E8, 8)
+    H, M, beta, V = _core.encode_subvectors(x, factor=1.0, **kw)
+    with pytest.raises(InvalidArgumentError, match="sizes"):
+        _core.encode(x, factor=1.0, coder=2, lattice_stage=(H[:-1], M, beta, V), **kw)
+    with pytest.raises(InvalidArgumentError, match=r"\(H, M, beta, V\)"):
+        _core.encode(x, factor=1.0, coder=2, lattice_stage=(H, M), **kw)

@@ -198,13 +198,32 @@ std::uint64_t append_section(std::vector<GolombChunk>& chunks, Codes&& codes,
   return bits;
 }
 
+// LRSUQ of sub-vectors [j0, j1) into H, M (and beta, V unless null),
+// relative to j0: by the quantizer, or copied from a stage computed
+// elsewhere.
+template <class T>
+void lattice_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                   double factor, const LatticeStage* stage, std::size_t j0, std::size_t j1,
+                   std::uint32_t* H, std::int64_t* M, double* beta, double* V) {
+  if (stage == nullptr) {
+    lrsuq_encode_range(p, ks, x, m, factor, j0, j1, H, M, beta, V);
+    return;
+  }
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  std::copy(stage->H + j0, stage->H + j1, H);
+  std::copy(stage->M + j0 * n, stage->M + j1 * n, M);
+  if (beta != nullptr) std::copy(stage->beta + j0, stage->beta + j1, beta);
+  if (V != nullptr) std::copy(stage->V + j0 * n, stage->V + j1 * n, V);
+}
+
 // The Golomb body of x: LRSUQ and the codes of H chunk by chunk in
 // parallel, then (the order of M's code known from all chunks) the codes of
 // M, then both sections assembled in chunk order.  Holds M (as int16 or
 // int32 where they fit) besides the codes.
 template <class T>
 void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
-                   double factor, int threads, std::vector<std::uint8_t>& out) {
+                   double factor, int threads, const LatticeStage* stage,
+                   std::vector<std::uint8_t>& out) {
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t C = golomb_chunk(p);
@@ -215,7 +234,7 @@ void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
     const std::size_t j0 = c * C, j1 = N - j0 < C ? N : j0 + C;
     std::vector<std::uint32_t> H(j1 - j0);
     std::vector<std::int64_t> M((j1 - j0) * n);
-    lrsuq_encode_range(p, ks, x, m, factor, j0, j1, H.data(), M.data(), nullptr, nullptr);
+    lattice_range(p, ks, x, m, factor, stage, j0, j1, H.data(), M.data(), nullptr, nullptr);
     GolombChunk& chunk = chunks[c];
     chunk.h_bits = coded_bits(chunk.h_codes,
                               [&](BitWriter& w) { put_h_codes(H.data(), H.size(), layout.golomb, w); });
@@ -318,13 +337,14 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
 template <class T>
 std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
                                               const T* x, std::size_t m, double factor,
-                                              Coder coder, int threads) {
+                                              Coder coder, int threads,
+                                              const LatticeStage* stage) {
   check_params(p);
   check_coder(coder);
   check_factor(factor);
   std::vector<std::uint8_t> out;
   if (coder == Coder::Golomb) {
-    encode_golomb(p, ks, x, m, factor, threads, out);
+    encode_golomb(p, ks, x, m, factor, threads, stage, out);
     return out;
   }
   // ANS: the model is fitted first; then the segments, each block by block
@@ -343,8 +363,8 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
                           uses_point_model(p.lattice));
     AnsBlock b(range.last - range.first, n);
     for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
-      lrsuq_encode_range(p, ks, x, m, factor, j0, j0 + count, b.H.data(), b.M.data(),
-                         b.beta.data(), b.V.data());
+      lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, b.H.data(), b.M.data(),
+                    b.beta.data(), b.V.data());
       enc.encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
     });
     enc.finish(segments[s]);
@@ -427,10 +447,12 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
 
 template std::vector<std::uint8_t> encode_payload_body<float>(const LrsuqParams&,
                                                               const KeyStream&, const float*,
-                                                              std::size_t, double, Coder, int);
+                                                              std::size_t, double, Coder, int,
+                                                              const LatticeStage*);
 template std::vector<std::uint8_t> encode_payload_body<double>(const LrsuqParams&,
                                                                const KeyStream&, const double*,
-                                                               std::size_t, double, Coder, int);
+                                                               std::size_t, double, Coder, int,
+                                                               const LatticeStage*);
 template void decode_payload_body<float>(const LrsuqParams&, const KeyStream&,
                                          const std::uint8_t*, std::size_t, std::size_t, Coder,
                                          float*, int);

@@ -21,13 +21,26 @@ namespace cepam {
 
 enum class Coder : int { Golomb = 1, Ans = 2 };
 
+// The LRSUQ stage of all N = ceil(m / n) sub-vectors when it was computed
+// elsewhere (the CUDA kernels, csrc/cuda/lrsuq_gpu.hpp): H[N], M[N n] and the
+// side information beta[N], V[N n], exactly as lrsuq_encode_range gives
+// them.  The body coders then code these instead of running the quantizer
+// (x still gives the ANS coder its source model); the bytes are the same.
+struct LatticeStage {
+  const std::uint32_t* H;
+  const std::int64_t* M;
+  const double* beta;
+  const double* V;
+};
+
 // Encodes x[0..m) * factor; returns the body bytes.  threads: how many
 // threads may work on it (>= 1; see common/parallel.hpp); the bytes are the
 // same for every count.
 template <class T>
 std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
                                               const T* x, std::size_t m, double factor,
-                                              Coder coder, int threads = 1);
+                                              Coder coder, int threads = 1,
+                                              const LatticeStage* stage = nullptr);
 
 // Checks what can be checked of a body before anything sized by m is
 // allocated: the coder's parameters, and for the Golomb coder that m fits the

@@ -171,23 +171,53 @@ Coder coder_from(int coder) {
   return static_cast<Coder>(coder);
 }
 
+// The lattice stage (H, M, beta, V) computed elsewhere (the CUDA module),
+// checked against the update's size.
+struct StageArrays {
+  CArray<std::uint32_t> H;
+  CArray<std::int64_t> M;
+  CArray<double> beta, V;
+  LatticeStage view() const { return {H.data(), M.data(), beta.data(), V.data()}; }
+};
+
+StageArrays stage_from(const py::tuple& stage, std::size_t m, int n) {
+  if (stage.size() != 4) throw InvalidArgument("lattice_stage must be (H, M, beta, V)");
+  StageArrays s{stage[0].cast<CArray<std::uint32_t>>(), stage[1].cast<CArray<std::int64_t>>(),
+                stage[2].cast<CArray<double>>(), stage[3].cast<CArray<double>>()};
+  const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  const std::size_t Nn = N * static_cast<std::size_t>(n);
+  if (static_cast<std::size_t>(s.H.size()) != N || static_cast<std::size_t>(s.M.size()) != Nn ||
+      static_cast<std::size_t>(s.beta.size()) != N || static_cast<std::size_t>(s.V.size()) != Nn)
+    throw InvalidArgument("lattice_stage sizes do not match m and n");
+  return s;
+}
+
 py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism, double scale,
-                         int lattice, int n, double factor, int coder, int threads) {
+                         int lattice, int n, double factor, int coder, int threads,
+                         const py::object& lattice_stage) {
   require_contiguous_1d(x, "x");
   threads = threads_from(threads);
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
   const std::size_t m = static_cast<std::size_t>(x.size());
+  StageArrays arrays;
+  LatticeStage view{};
+  const LatticeStage* stage = nullptr;
+  if (!lattice_stage.is_none()) {
+    arrays = stage_from(lattice_stage.cast<py::tuple>(), m, n);
+    view = arrays.view();
+    stage = &view;
+  }
   std::vector<std::uint8_t> out;
   if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
-    out = encode_payload_body(p, ks, px, m, factor, c, threads);
+    out = encode_payload_body(p, ks, px, m, factor, c, threads, stage);
   } else if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
-    out = encode_payload_body(p, ks, px, m, factor, c, threads);
+    out = encode_payload_body(p, ks, px, m, factor, c, threads, stage);
   } else {
     throw py::type_error("x must be float32 or float64");
   }
@@ -480,8 +510,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("encode", &encode_body_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
         py::arg("factor"), py::arg("coder"), py::arg("threads") = 1,
+        py::arg("lattice_stage") = py::none(),
         "Encode a contiguous 1-D float32/float64 array into a payload body (bytes), "
-        "on up to `threads` native threads (the same bytes for every count).");
+        "on up to `threads` native threads (the same bytes for every count); "
+        "lattice_stage=(H, M, beta, V) codes an LRSUQ stage computed elsewhere (the GPU).");
   m.def("decode", &decode_body_py, py::arg("body"), py::kw_only(), py::arg("m"), py::arg("key"),
         py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
         py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,

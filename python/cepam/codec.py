@@ -55,7 +55,7 @@ from .payload import (
     pack_sealed,
     parse_header,
 )
-from .cuda import parse_device, to_device
+from .cuda import LatticeStage, parse_device, to_device
 from .precision import check_output
 from .sealing import open_payload, seal
 from .structure import (
@@ -243,8 +243,13 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     if len(candidates) > 1 and flat.size > 2 * _AUTO_SAMPLE:
         candidates = [_auto_sample_choice(flat, mechanism, key, candidates, factor, coder,
                                           threads)]
+    # An update in CUDA memory: LRSUQ on its GPU, the same bytes (cepam.cuda).
+    gpu = LatticeStage.of(x, names=[e.name for e in structure.entries],
+                          dtype=flat.dtype.name)
     bodies = [(_core.encode(flat, key=key, mechanism=mechanism.code, scale=mechanism.scale,
-                            lattice=code, n=dim, factor=factor, coder=coder, threads=threads),
+                            lattice=code, n=dim, factor=factor, coder=coder, threads=threads,
+                            lattice_stage=None if gpu is None else
+                            gpu(code, dim, key=key, mechanism=mechanism, factor=factor)),
                code, dim)
               for code, dim in candidates]
     # One payload is sent; the discarded candidate is never seen by anyone.

@@ -20,12 +20,14 @@ changes.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
 from .errors import DeviceError, InvalidArgumentError
 
-__all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device"]
+__all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
+           "LatticeStage"]
 
 # DLPack device types (dlpack.h): kDLCUDA, kDLCUDAManaged.
 _DLPACK_CUDA = (2, 13)
@@ -46,8 +48,10 @@ def _module() -> Any:
     return _cuda
 
 
+@functools.lru_cache(maxsize=1)
 def status() -> tuple[bool, str]:
-    """(whether the CUDA path can run, why not: '' when it can).
+    """(whether the CUDA path can run, why not: '' when it can), found once
+    per process.
 
     Never raises: a missing module, driver or device is reported, not thrown.
     """
@@ -85,9 +89,10 @@ def is_cuda(x: Any) -> bool:
 
 def note_host_copy() -> None:
     """Warns, once per process, that a CUDA tensor is being copied to the
-    host because the CUDA path is not available."""
+    host because the CUDA path is not available (with it, the copy feeds the
+    entropy coder's source model while the GPU runs LRSUQ: no warning)."""
     global _warned_host_copy
-    if _warned_host_copy:
+    if _warned_host_copy or is_available():
         return
     _warned_host_copy = True
     warnings.warn(
@@ -147,3 +152,67 @@ def to_device(result: Any, index: int) -> Any:
     if isinstance(result, (list, tuple)):
         return type(result)(move(leaf) for leaf in result)
     return move(result)
+
+
+def _cuda_leaves(update: Any, names: list[str]) -> list[Any] | None:
+    """The CUDA torch tensors of ``update`` in coding order (``names``: the
+    coded entries of a mapping), or None unless every one is a CUDA tensor."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if isinstance(update, dict):
+        leaves = [update[name] for name in names]
+    elif isinstance(update, (list, tuple)):
+        leaves = list(update)
+    else:
+        leaves = [update]
+    if all(isinstance(t, torch.Tensor) and t.is_cuda for t in leaves):
+        return leaves
+    return None
+
+
+class LatticeStage:
+    """The LRSUQ stage of an update held in CUDA memory, run on its GPU.
+
+    ``stage(code, dim, key=..., mechanism=..., factor=...)`` returns
+    ``(H, M, beta, V)`` (host arrays) for ``_core.encode(...,
+    lattice_stage=...)``, which codes them into the bytes the CPU would
+    produce.  :meth:`of` gives None when the update is not all on a CUDA
+    device or the CUDA path is not available.
+    """
+
+    def __init__(self, flat: Any) -> None:
+        self._flat = flat  # a contiguous 1-D CUDA tensor, the coded dtype
+        self.timings: list[dict[str, float]] = []
+
+    @classmethod
+    def of(cls, update: Any, *, names: list[str], dtype: str) -> "LatticeStage | None":
+        """The stage for ``update`` flattened as the codec flattens it
+        (``names``: the coded entries of a mapping; ``dtype``: the coded
+        float dtype), or None."""
+        if not is_available():
+            return None
+        leaves = _cuda_leaves(update, names)
+        if leaves is None:
+            return None
+        import torch
+
+        target = getattr(torch, dtype)
+        flat = torch.cat([t.detach().reshape(-1).to(target) for t in leaves]).contiguous()
+        return cls(flat)
+
+    def __call__(self, code: int, dim: int, *, key: bytes, mechanism: Any,
+                 factor: float) -> tuple[Any, Any, Any, Any]:
+        import torch
+
+        from . import _cuda
+
+        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        capsule = self._flat.__dlpack__(stream=stream or 1)
+        H, M, beta, V, timing = _cuda.encode_lattice(
+            capsule, key=key, mechanism=mechanism.code, scale=mechanism.scale, lattice=code,
+            n=dim, factor=factor, stream=stream)
+        self.timings.append(timing)
+        return H, M, beta, V
