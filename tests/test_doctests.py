@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 MODULES = sorted(
     name for _, name, _ in pkgutil.walk_packages(cepam.__path__, prefix="cepam.")
-    if not name.endswith(("._core", ".__main__"))
+    if not name.endswith(("._core", "._cuda", ".__main__"))  # native: no __all__
 )
 DOCS = sorted(p.name for p in (ROOT / "docs").glob("*.md") if ">>>" in p.read_text())
 
