@@ -155,24 +155,25 @@ void AnsBodyEncoder::encode_block(std::size_t count, const std::uint32_t* H,
   }
 }
 
-void AnsBodyEncoder::finish(std::vector<std::uint8_t>& out) const {
+void AnsBodyEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_bytes) const {
+  const std::size_t base = out.size();
   model_.serialize(out);
-  if (!points_) {
-    ans_.finish(out);
-    return;
-  }
-  if (!points_started_) {  // the same stream both ways: the box model
-    out.push_back(0);
-    ans_.finish(out);
+  if (points_) out.push_back(0);  // the model byte: the box model, unless the point model wins
+  // The stream's share of min_bytes.
+  const std::size_t head = out.size() - base;
+  const std::size_t min_stream = min_bytes > head ? min_bytes - head : 0;
+  if (!points_ || !points_started_) {  // (the same stream both ways: the box model)
+    ans_.finish(out, min_stream);
     return;
   }
   std::vector<std::uint8_t> box, points;
   ans_.finish(box);
   ans_points_.finish(points);
   const bool use_points = points.size() < box.size();
-  out.push_back(use_points ? 1 : 0);
+  out.back() = use_points ? 1 : 0;
   const std::vector<std::uint8_t>& stream = use_points ? points : box;
-  out.insert(out.end(), stream.begin(), stream.end());
+  if (stream.size() >= min_stream) out.insert(out.end(), stream.begin(), stream.end());
+  else (use_points ? ans_points_ : ans_).finish(out, min_stream);
 }
 
 AnsBodyDecoder::AnsBodyDecoder(const std::uint8_t* data, std::size_t len, bool point_model) {

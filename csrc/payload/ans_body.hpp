@@ -44,8 +44,10 @@ class AnsBodyEncoder {
                  std::size_t N, bool point_model);
   void encode_block(std::size_t count, const std::uint32_t* H, const std::int64_t* M,
                     const double* beta, const double* V);
-  // Appends the body: the source model, the model byte, then the rANS stream.
-  void finish(std::vector<std::uint8_t>& out) const;
+  // Appends the body: the source model, the model byte, then the rANS
+  // stream, padded (coding/rans.hpp) if the body would be shorter than
+  // min_bytes.
+  void finish(std::vector<std::uint8_t>& out, std::size_t min_bytes) const;
 
  private:
   void encode_h(std::size_t count, const std::uint32_t* H, AnsEncoder& enc) const;
@@ -69,7 +71,8 @@ class AnsBodyDecoder {
   void decode_h(double p, std::size_t N, std::uint32_t* H);
   void decode_m(const TriangularBasis& basis, std::size_t N, const double* beta, const double* V,
                 std::int64_t* M);
-  void finish() const { ans_->finish(); }
+  // Returns whether the stream had padding.
+  bool finish() const { return ans_->finish() > 0; }
   // Where the rANS stream starts.
   std::size_t stream_offset() const { return offset_; }
 

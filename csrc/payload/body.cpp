@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
 #include "payload/golomb_body.hpp"
 #include "payload/ans_body.hpp"
@@ -57,6 +58,14 @@ void check_coder(Coder coder) {
   if (coder != Coder::Golomb && coder != Coder::Ans) throw InvalidArgument("unknown body coder");
 }
 
+// The bomb rule (body.hpp).
+void check_declared_size(std::size_t m, std::size_t len) {
+  if (min_body_bytes(m) > len)
+    throw FormatError("body of " + std::to_string(len) + " bytes declares " + std::to_string(m) +
+                      " coordinates, more than its length can carry (" +
+                      std::to_string(kCoordinatesPerBodyBit) + " a bit)");
+}
+
 // Decodes a Golomb body's symbols; throws before allocating if the declared
 // counts cannot fit the body.
 void golomb_symbols(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
@@ -105,7 +114,8 @@ void for_each_block(std::size_t N, F&& f) {
 // each block's symbols and side information; checks the stream's end.
 template <class Sink>
 void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                       std::size_t len, std::size_t N, Sink&& sink) {
+                       std::size_t len, std::size_t m, Sink&& sink) {
+  const std::size_t N = subvectors(p, m);
   AnsBodyDecoder dec(body, len, uses_point_model(p.lattice));
   const double accept = acceptance_probability(p);
   const TriangularBasis basis = lattice_basis(p);
@@ -116,7 +126,8 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
     dec.decode_m(basis, count, b.beta.data(), b.V.data(), b.M.data());
     sink(j0, count, b);
   });
-  dec.finish();
+  if (dec.finish() && len > min_body_bytes(m) + kPaddingSlack)
+    throw FormatError("entropy-coded body has trailing data (padding beyond the length the bomb rule asks)");
 }
 
 }  // namespace
@@ -125,6 +136,7 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
                         std::size_t m, Coder coder) {
   check_params(p);
   check_coder(coder);
+  check_declared_size(m, len);
   if (coder == Coder::Golomb) {
     const BodyLayout layout = golomb_layout(body, len);
     const std::size_t N = subvectors(p, m);
@@ -173,7 +185,7 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
                        b.beta.data(), b.V.data());
     enc.encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
   });
-  enc.finish(out);
+  enc.finish(out, min_body_bytes(m));
   return out;
 }
 
@@ -182,6 +194,7 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
                          std::size_t len, std::size_t m, Coder coder, T* y) {
   check_params(p);
   check_coder(coder);
+  check_declared_size(m, len);
   const std::size_t N = subvectors(p, m);
   if (coder == Coder::Golomb) {
     std::vector<std::uint32_t> H;
@@ -190,7 +203,7 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
     lrsuq_decode(p, ks, H.data(), M.data(), m, y);
     return;
   }
-  decode_ans_blocks(p, ks, body, len, N,
+  decode_ans_blocks(p, ks, body, len, m,
                     [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
     lrsuq_reconstruct(p, b.beta.data(), b.V.data(), b.M.data(), j0, j0 + count, m, y);
   });
@@ -201,6 +214,7 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
                             std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M) {
   check_params(p);
   check_coder(coder);
+  check_declared_size(m, len);
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
   if (coder == Coder::Golomb) {
@@ -209,7 +223,7 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
   }
   H.assign(N, 0);
   M.assign(N * n, 0);
-  decode_ans_blocks(p, ks, body, len, N,
+  decode_ans_blocks(p, ks, body, len, m,
                     [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
     std::copy_n(b.H.begin(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
     std::copy_n(b.M.begin(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
