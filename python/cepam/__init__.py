@@ -21,6 +21,7 @@ from .errors import (
     CepamError,
     ContextReuseError,
     EncodingError,
+    PrivacyBudgetError,
     FormatError,
     InvalidArgumentError,
     InvalidTypeError,
@@ -52,5 +53,6 @@ __all__ = [
     "AuthenticationError",
     "ContextReuseError",
     "EncodingError",
+    "PrivacyBudgetError",
     "__version__",
 ]

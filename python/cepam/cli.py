@@ -57,9 +57,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Nested commands whose parent command has required options of its own
+# (so argparse cannot nest them): the module, with COMMAND (the words that
+# select it) and main(rest).
+_NESTED_MODULES = ("cepam.accounting.ledger_cli",)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    for name in _NESTED_MODULES:
+        module = importlib.import_module(name)
+        if tuple(words[:len(module.COMMAND)]) == module.COMMAND:
+            command = " ".join(module.COMMAND)
+            try:
+                return module.main(words[len(module.COMMAND):])
+            except CepamError as exc:
+                print(f"cepam {command}: error: {exc}", file=sys.stderr)
+                return 2
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     try:
         return int(args.func(args) or 0)
     except CepamError as exc:

@@ -15,6 +15,7 @@ __all__ = [
     "AuthenticationError",
     "ContextReuseError",
     "EncodingError",
+    "PrivacyBudgetError",
 ]
 
 
@@ -45,3 +46,8 @@ class ContextReuseError(CepamError, ValueError):
 class EncodingError(CepamError, ValueError):
     """The input cannot be encoded with these settings (for example its range
     is too large for the noise scale, so the rejection sampler hits its cap)."""
+
+
+class PrivacyBudgetError(CepamError, ValueError):
+    """Spending more privacy would exceed the budget (``max_epsilon``) of a
+    :class:`cepam.accounting.Ledger`; nothing was recorded."""
