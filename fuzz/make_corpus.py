@@ -1,7 +1,9 @@
 """Writes the fuzzer's seed corpus: frames (see fuzz/fuzz_body.cpp) holding
 real payload bodies from :func:`cepam.encode`.
 
-Usage: ``python fuzz/make_corpus.py DIR``.  Covers the Gaussian, Laplace and
+Usage: ``python fuzz/make_corpus.py DIR`` (frames for fuzz/fuzz_body.cpp), or
+``python fuzz/make_corpus.py --payloads DIR`` (the payloads without their
+tags, for fuzz/fuzz_payload.py).  Covers the Gaussian, Laplace and
 SDQ mechanisms; Z^n for n = 1 .. 8, A2, D4 and E8; the "ans" coder (box
 and point models: low and high signal-to-noise ratios) and the "golomb"
 coder; tiny and large updates, and the most compressible update (a constant
@@ -64,19 +66,21 @@ def payloads() -> list[bytes]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+    whole = argv[1:2] == ["--payloads"]
+    args = argv[2:] if whole else argv[1:]
+    if len(args) != 1:
+        print("usage: python fuzz/make_corpus.py [--payloads] DIR", file=sys.stderr)
         return 2
-    directory = Path(argv[1])
+    directory = Path(args[0])
     directory.mkdir(parents=True, exist_ok=True)
     count = 0
     for payload in payloads():
         cepam.decode(payload, secret=SECRET)  # every seed is a valid payload
-        for target in TARGETS:
-            data = frame(target, payload)
+        seeds = [payload[:-TAG_BYTES]] if whole else [frame(t, payload) for t in TARGETS]
+        for data in seeds:
             (directory / hashlib.sha1(data).hexdigest()).write_bytes(data)
             count += 1
-    print(f"{count} seed frames in {directory}")
+    print(f"{count} seeds in {directory}")
     return 0
 
 
