@@ -263,7 +263,10 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
         max_coordinates: the largest update accepted (default 2^28).  The
             decoder allocates the output before it has read the body, so a
             server should pass the size of its model: a payload that claims
-            more coordinates is refused before anything is allocated.
+            more coordinates is refused before anything is allocated.  So
+            is one that claims more than its body can carry (the bomb
+            rule: at most 1024 coordinates a body bit, so a 1 KB payload
+            costs at most about 64 MiB; see docs/format.md).
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
@@ -271,7 +274,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto",
 
     Raises:
         AuthenticationError: wrong secret or altered payload.
-        FormatError: malformed payload, or more than max_coordinates.
+        FormatError: malformed payload, more than max_coordinates, or
+            more coordinates than the body can carry.
     """
     secret = check_secret(secret)
     if output not in ("auto", "numpy", "torch"):
