@@ -175,3 +175,13 @@ def test_a_padded_payload_costs_memory_in_proportion_to_its_length():
     assert result["size"] == m and result["error"] is None
     # The float64 output itself (128 MiB) is the bulk of it.
     assert 8 * m <= result["grew"] <= 64 * MIB * len(payload) / 1024
+
+
+@pytest.mark.parametrize("offset", [-1, -4, -9])
+def test_a_corrupted_padding_word_is_refused(offset):
+    payload = most_compressible(1 << 20, cepam.Gaussian(sigma=1.0))
+    data = bytearray(payload[:-TAG_BYTES])
+    data[offset] ^= 0x10  # in the last words of the stream: padding symbols
+    data = bytes(data)
+    with pytest.raises(cepam.FormatError, match="entropy-coded body"):
+        cepam.decode(data + payload_tag(mac_key(SECRET), data), secret=SECRET)
