@@ -197,3 +197,19 @@ def test_sigkill_at_any_moment_loses_no_record_and_counts_none_twice(path, tmp_p
         assert sorted(e.round for e in ledger.events()) == list(range(rounds))
         expected = PLDAccountant().compose(ROUND, rounds).get_epsilon(1e-5)
         assert ledger.epsilon() == pytest.approx(expected, rel=1e-12)
+
+
+def test_threads_share_one_ledger(path):
+    import threading
+
+    with Ledger(path) as ledger:
+        def write(k):
+            for r in range(20):
+                ledger.record(ROUND, run_id=f"thread-{k}", round=r)
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(ledger.events()) == 80
+        assert sorted(ledger.runs()) == [f"thread-{k}" for k in range(4)]

@@ -56,6 +56,7 @@ import json
 import math
 import os
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,6 +170,7 @@ class Ledger:
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidTypeError(f"path must be a str or path, got {type(path).__name__}")
         self._path = Path(path)
+        self._lock = threading.RLock()
         if name is not None and (not isinstance(name, str) or not name):
             raise InvalidArgumentError("name must be a non-empty string")
         if delta is not None:
@@ -177,7 +179,10 @@ class Ledger:
         if not create and not self._path.is_file():
             raise InvalidArgumentError(f"no ledger at {str(self._path)!r}")
         try:
-            self._db = sqlite3.connect(str(self._path), timeout=timeout, isolation_level=None)
+            # One connection, usable from any thread (a server's callbacks may
+            # run on several), its use serialised by self._lock.
+            self._db = sqlite3.connect(str(self._path), timeout=timeout, isolation_level=None,
+                                       check_same_thread=False)
         except sqlite3.Error as exc:
             raise InvalidArgumentError(f"cannot open ledger {str(self._path)!r}: {exc}") from None
         try:
@@ -239,7 +244,8 @@ class Ledger:
 
     def close(self) -> None:
         """Closes the database (records already returned are on disk)."""
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     def __enter__(self) -> "Ledger":
         return self
@@ -285,6 +291,11 @@ class Ledger:
         if max_epsilon is not None:
             max_epsilon = _v.nonnegative("max_epsilon", max_epsilon)
         text = json.dumps(description, sort_keys=True)
+        with self._lock:
+            return self._insert(event, description, text, run_id, round, rounds, max_epsilon)
+
+    def _insert(self, event: PrivacyEvent, description: dict[str, Any], text: str, run_id: str,
+                round: int | None, rounds: int, max_epsilon: float | None) -> int:
         db = self._db
         db.execute("BEGIN IMMEDIATE")  # the write lock: check and insert as one
         try:
@@ -318,8 +329,9 @@ class Ledger:
     # -- reading ---------------------------------------------------------------
 
     def _load(self) -> list[LedgerEntry]:
-        rows = self._db.execute(
-            "SELECT id, run_id, round, rounds, event, time FROM events ORDER BY id").fetchall()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, run_id, round, rounds, event, time FROM events ORDER BY id").fetchall()
         out = []
         for id_, run_id, rnd, rounds, text, when in rows:
             try:
@@ -338,8 +350,10 @@ class Ledger:
 
     def runs(self) -> list[str]:
         """The runs that recorded events, in order of their first record."""
-        rows = self._db.execute("SELECT run_id FROM events GROUP BY run_id ORDER BY min(id)")
-        return [r[0] for r in rows.fetchall()]
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT run_id FROM events GROUP BY run_id ORDER BY min(id)").fetchall()
+        return [r[0] for r in rows]
 
     @staticmethod
     def _epsilon_of(entries: Iterable[LedgerEntry], extra: Iterable[tuple[PrivacyEvent, int]],
