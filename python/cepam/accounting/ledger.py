@@ -215,7 +215,8 @@ class Ledger:
                 raise FormatError(f"{str(self._path)!r} is an SQLite file but not a cepam ledger")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # (SQLite may have rolled back already)
+                db.execute("ROLLBACK")
             raise
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("schema") != str(_SCHEMA):
@@ -322,7 +323,8 @@ class Ledger:
                  text, time.time()))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # (SQLite may have rolled back already)
+                db.execute("ROLLBACK")
             raise
         return int(cursor.lastrowid)
 
