@@ -11,6 +11,15 @@
 // with 1 <= freq and start + freq <= 2^kProbBits.  Raw bits are coded as
 // symbols of a uniform distribution over 2^b values (b <= 16 per call).
 //
+// Padding: a stream may end with any number of padding symbols, raw 16-bit
+// zeros after the last symbol (in decoding order), so that a payload
+// reaches the length the bomb rule asks of it (payload/body.hpp).  The
+// decoder, after the last symbol, decodes padding until every word is
+// consumed and every state is back at its initial value; this point is
+// unique (the encoder's states never drop below kLow, so a state at kLow
+// with no word left cannot precede another symbol), so every payload still
+// has one valid encoding, and a stream without padding reads as before.
+//
 // The decoder treats its input as hostile: reads are bounds-checked, every
 // slot maps to some symbol by construction of the models, and at the end the
 // states must be back at their initial value and every word consumed, so a
@@ -54,10 +63,15 @@ class AnsEncoder {
   std::size_t symbols() const { return symbols_.size(); }
   void reserve(std::size_t symbols) { symbols_.reserve(symbols); }
 
-  // Encodes every symbol put so far and appends the bytes to out.
-  void finish(std::vector<std::uint8_t>& out) const;
+  // Encodes every symbol put so far and appends the bytes to out, with
+  // padding symbols after them if the stream would be shorter than
+  // min_bytes (then it is at least min_bytes long, at most 8 more).
+  void finish(std::vector<std::uint8_t>& out, std::size_t min_bytes = 0) const;
 
  private:
+  // The stream of the symbols followed by `padding` padding symbols.
+  void encode(std::size_t padding, std::vector<std::uint8_t>& out) const;
+
   std::vector<AnsSymbol> symbols_;
 };
 
@@ -162,10 +176,13 @@ class AnsDecoder {
     }
     return (v << bits) | get_raw(bits);
   }
-  // Throws FormatError unless the stream ended exactly where the encoder's did.
-  void finish() const;
+  // Decodes the padding, if any, and throws FormatError unless the stream
+  // then ended exactly where the encoder's did.  Returns the number of
+  // padding symbols.
+  std::size_t finish();
 
   static constexpr std::uint64_t kLow = std::uint64_t{1} << 31;
+  static constexpr int kPaddingBits = 16;  // a padding symbol: raw bits, zero
 
  private:
   // The state after the symbol [start, start + freq) (whose slot x holds),

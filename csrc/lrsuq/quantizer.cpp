@@ -340,6 +340,22 @@ void check_coordinates(const std::int64_t* Mc, std::size_t count, std::size_t j0
   }
 }
 
+// Throws FormatError unless out[0..count) (the elements from e0 on) are
+// finite: beta (G M + V) overflows T only for a noise scale or coordinates
+// no honest encoder of finite T values produces (found by fuzz/).  The scan
+// runs on the chunk just written, while it is in cache.
+template <class T>
+void check_decoded(const T* out, std::size_t count, std::size_t e0, std::size_t un) {
+  bool finite = true;
+  for (std::size_t e = 0; e < count; ++e) finite &= (out[e] - out[e]) == T(0);  // false for Inf, NaN
+  if (finite) return;
+  for (std::size_t e = 0; e < count; ++e) {
+    if (!std::isfinite(out[e])) {
+      throw_subvector_error((e0 + e) / un, subvector::kNonFiniteOutput);
+    }
+  }
+}
+
 // The decoder's output for `count` <= kChunk sub-vectors from j0 on, from
 // their side information (beta[c], V[c n + k]) and checked coordinates
 // Mc[c n + k]: out[j n + k] = beta_j (G M_j + V_j)_k for j n + k < m
@@ -359,6 +375,7 @@ void reconstruct_chunk(const Lattice& lattice, const double* beta, const double*
   }
   const std::size_t real = (m - e0 < count * un) ? m - e0 : count * un;
   lattice.reconstruct_batch(Mc, V, beta_elem, real, out + e0);
+  check_decoded(out + e0, real, e0, un);
 }
 
 // Decodes sub-vectors [first, last): H[j - first], M[(j - first) n + k],
@@ -429,6 +446,9 @@ void throw_subvector_error(std::size_t j, int status, double limit, std::uint32_
       throw FormatError(where + ": trial index " + std::to_string(h) + " out of range");
     case subvector::kBadCoordinate:
       throw FormatError(where + ": lattice coordinate out of range");
+    case subvector::kNonFiniteOutput:
+      throw FormatError(where +
+                        ": decoded value overflows the output type (noise scale too large)");
     default:
       throw EncodingError(where + ": unknown failure " + std::to_string(status));
   }

@@ -47,6 +47,7 @@ enum Status : int {
   kTrialCap = 2,       // encoder: no trial accepted within kTrialCap
   kBadTrial = 3,       // decoder: H out of range
   kBadCoordinate = 4,  // decoder: |M| > kMaxAbsM
+  kNonFiniteOutput = 5,  // decoder: a value overflows the output type
 };
 
 // The codec's parameters as plain data (usable as a kernel argument).
@@ -236,7 +237,11 @@ CEPAM_HD inline Status decode_one(const Config& c, const std::uint32_t* key, std
   to_point(c, M, p);
   for (int k = 0; k < c.n; ++k) {
     const std::uint64_t e = j * static_cast<std::uint64_t>(c.n) + static_cast<std::uint64_t>(k);
-    if (e < m) y[e] = static_cast<T>(beta * (p[k] + v[k]));
+    if (e < m) {
+      const T value = static_cast<T>(beta * (p[k] + v[k]));
+      if (!(value - value == T(0))) return kNonFiniteOutput;  // Inf or NaN
+      y[e] = value;
+    }
   }
   return kOk;
 }

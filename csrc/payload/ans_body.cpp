@@ -176,14 +176,14 @@ std::size_t min_segment_bytes(bool point_model) {
 
 }  // namespace
 
-void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out) const {
+void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_stream) const {
   const std::size_t at = out.size();
   out.resize(at + 4);  // the length, filled in below
   if (!points_) {
-    ans_.finish(out);
+    ans_.finish(out, min_stream);
   } else if (!points_started_) {  // the same stream both ways: the box model
     out.push_back(0);
-    ans_.finish(out);
+    ans_.finish(out, min_stream);
   } else {
     std::vector<std::uint8_t> box, points;
     ans_.finish(box);
@@ -191,7 +191,8 @@ void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out) const {
     const bool use_points = points.size() < box.size();
     out.push_back(use_points ? 1 : 0);
     const std::vector<std::uint8_t>& stream = use_points ? points : box;
-    out.insert(out.end(), stream.begin(), stream.end());
+    if (stream.size() >= min_stream) out.insert(out.end(), stream.begin(), stream.end());
+    else (use_points ? ans_points_ : ans_).finish(out, min_stream);  // padded
   }
   const std::size_t size = out.size() - at - 4;
   if (size > 0xffffffffu) throw EncodingError("an entropy-coded segment is longer than 4 GiB");

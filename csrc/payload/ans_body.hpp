@@ -76,8 +76,10 @@ class AnsSegmentEncoder {
                     std::size_t subvectors, bool point_model);
   void encode_block(std::size_t count, const std::uint32_t* H, const std::int64_t* M,
                     const double* beta, const double* V);
-  // Appends the segment: its length, the model byte, then the rANS stream.
-  void finish(std::vector<std::uint8_t>& out) const;
+  // Appends the segment: its length, the model byte, then the rANS stream,
+  // padded (coding/rans.hpp) if the stream would be shorter than min_stream
+  // bytes (the last segment of a body the bomb rule asks to be longer).
+  void finish(std::vector<std::uint8_t>& out, std::size_t min_stream = 0) const;
 
  private:
   void encode_h(std::size_t count, const std::uint32_t* H, AnsEncoder& enc) const;
@@ -129,7 +131,8 @@ class AnsSegmentDecoder {
   void decode_h(double p, std::size_t count, std::uint32_t* H);
   void decode_m(const TriangularBasis& basis, std::size_t count, const double* beta,
                 const double* V, std::int64_t* M);
-  void finish() const { ans_.finish(); }
+  // Checks the stream's end; returns its number of padding symbols.
+  std::size_t finish() { return ans_.finish(); }
 
  private:
   const SourceModel& model_;

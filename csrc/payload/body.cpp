@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <mutex>
+#include <string>
 
 #include "payload/golomb_body.hpp"
 #include "payload/ans_body.hpp"
@@ -57,6 +59,14 @@ CellWidths typical_cell_widths(const LrsuqParams& p) {
 
 void check_coder(Coder coder) {
   if (coder != Coder::Golomb && coder != Coder::Ans) throw InvalidArgument("unknown body coder");
+}
+
+// The bomb rule (body.hpp).
+void check_declared_size(std::size_t m, std::size_t len) {
+  if (min_body_bytes(m) > len)
+    throw FormatError("body of " + std::to_string(len) + " bytes declares " + std::to_string(m) +
+                      " coordinates, more than its length can carry (" +
+                      std::to_string(kCoordinatesPerBodyBit) + " a bit)");
 }
 
 // Decodes a Golomb body's symbols; throws before allocating if the declared
@@ -120,7 +130,8 @@ SegmentRange segment_range(const LrsuqParams& p, std::size_t N, std::size_t s) {
 // segment's end.
 template <class Sink>
 void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                       std::size_t len, std::size_t N, int threads, Sink&& sink) {
+                       std::size_t len, std::size_t m, int threads, Sink&& sink) {
+  const std::size_t N = subvectors(p, m);
   const AnsBody ans(body, len, uses_point_model(p.lattice),
                     pieces(N, segment_subvectors(p.n)));
   const double accept = acceptance_probability(p);
@@ -135,7 +146,12 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
       dec.decode_m(basis, count, b.beta.data(), b.V.data(), b.M.data());
       sink(j0, count, b);
     });
-    dec.finish();
+    // Padding (coding/rans.hpp) only at the end of the last segment, and only
+    // in a body no longer than the bomb rule asks (body.hpp).
+    const std::size_t padding = dec.finish();
+    if (padding != 0 && (s + 1 != ans.segments().size() || len > min_body_bytes(m) + kPaddingSlack))
+      throw FormatError("entropy-coded body has trailing data (padding beyond the length the "
+                        "bomb rule asks)");
   });
 }
 
@@ -324,6 +340,7 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
                         std::size_t m, Coder coder) {
   check_params(p);
   check_coder(coder);
+  check_declared_size(m, len);
   if (coder == Coder::Golomb) {
     const BodyLayout layout = golomb_layout(body, len);
     const std::size_t N = subvectors(p, m);
@@ -357,10 +374,13 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
   const TriangularBasis basis = lattice_basis(p);
   std::vector<std::vector<std::uint8_t>> segments(pieces(N, segment_subvectors(p.n)));
+  std::unique_ptr<AnsSegmentEncoder> last;  // kept, in case the body needs padding
   parallel_for(threads, segments.size(), [&](std::size_t s) {
     const SegmentRange range = segment_range(p, N, s);
-    AnsSegmentEncoder enc(model, accept, basis, range.last - range.first,
-                          uses_point_model(p.lattice));
+    auto owned = std::make_unique<AnsSegmentEncoder>(model, accept, basis,
+                                                     range.last - range.first,
+                                                     uses_point_model(p.lattice));
+    AnsSegmentEncoder& enc = *owned;
     AnsBlock b(range.last - range.first, n);
     for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
       lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, b.H.data(), b.M.data(),
@@ -368,10 +388,21 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
       enc.encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
     });
     enc.finish(segments[s]);
+    if (s + 1 == segments.size()) last = std::move(owned);
   });
+  // The bomb rule (body.hpp): a body shorter than min_body_bytes(m) is padded
+  // at the end of its last segment's stream (re-finished with the length it
+  // lacks; only extremely compressible updates need it).
   model.serialize(out);
   std::size_t size = out.size();
   for (const auto& s : segments) size += s.size();
+  if (size < min_body_bytes(m) && last != nullptr) {
+    const std::size_t before = size - segments.back().size();
+    const std::size_t prefix = segment_prefix(uses_point_model(p.lattice));
+    segments.back().clear();
+    last->finish(segments.back(), min_body_bytes(m) - before - prefix);
+    size = before + segments.back().size();
+  }
   out.reserve(size);
   for (auto& s : segments) {
     out.insert(out.end(), s.begin(), s.end());
@@ -385,11 +416,12 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
                          std::size_t len, std::size_t m, Coder coder, T* y, int threads) {
   check_params(p);
   check_coder(coder);
+  check_declared_size(m, len);
   if (coder == Coder::Golomb) {
     decode_golomb(p, ks, body, len, m, threads, y);
     return;
   }
-  decode_ans_blocks(p, ks, body, len, subvectors(p, m), threads,
+  decode_ans_blocks(p, ks, body, len, m, threads,
                     [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
     lrsuq_reconstruct(p, b.beta.data(), b.V.data(), b.M.data(), j0, j0 + count, m, y);
   });
@@ -401,6 +433,7 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
                             int threads) {
   check_params(p);
   check_coder(coder);
+  check_declared_size(m, len);
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
   if (coder == Coder::Golomb) {
@@ -411,7 +444,7 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
   const AnsBody ans(body, len, uses_point_model(p.lattice), pieces(N, segment_subvectors(p.n)));
   H.assign(N, 0);
   M.assign(N * n, 0);
-  decode_ans_blocks(p, ks, body, len, N, threads,
+  decode_ans_blocks(p, ks, body, len, m, threads,
                     [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
     std::copy_n(b.H.begin(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
     std::copy_n(b.M.begin(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));

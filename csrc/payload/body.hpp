@@ -33,6 +33,24 @@ struct LatticeStage {
   const double* V;
 };
 
+// The bomb rule: a body of len bytes may declare at most
+// kCoordinatesPerBodyBit x 8 len coordinates, so that decoding costs the
+// server memory and time in proportion to the bytes it received (1024
+// coordinates a bit: a 1 KB body decodes to at most 8.4 M coordinates, 64
+// MiB as float64).  The decoders check it before anything sized by m is
+// allocated.  Golomb bodies hold at least one bit per coordinate; the
+// encoder pads an ANS body (coding/rans.hpp) that would be shorter than
+// min_body_bytes(m) -- a constant far below the noise can code in less than
+// 10^-6 bits a coordinate -- and the decoder accepts padding only in a body
+// at most kPaddingSlack bytes longer than that, so padding cannot be used
+// to make a payload longer than the rule asks.
+inline constexpr std::uint64_t kCoordinatesPerBodyBit = 1024;
+inline constexpr std::size_t kPaddingSlack = 16;
+inline std::size_t min_body_bytes(std::size_t m) {
+  constexpr std::size_t per_byte = 8 * kCoordinatesPerBodyBit;
+  return m / per_byte + (m % per_byte != 0 ? 1 : 0);
+}
+
 // Encodes x[0..m) * factor; returns the body bytes.  threads: how many
 // threads may work on it (>= 1; see common/parallel.hpp); the bytes are the
 // same for every count.
@@ -43,9 +61,9 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
                                               const LatticeStage* stage = nullptr);
 
 // Checks what can be checked of a body before anything sized by m is
-// allocated: the coder's parameters, and for the Golomb coder that m fits the
-// sections (at least one bit per coordinate); for the ANS coder the source
-// model and the stream's length.  Throws FormatError.
+// allocated: the bomb rule, the coder's parameters, and for the Golomb coder
+// that m fits the sections (at least one bit per coordinate); for the ANS
+// coder the source model and the stream's length.  Throws FormatError.
 void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                         std::size_t m, Coder coder);
 

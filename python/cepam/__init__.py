@@ -22,6 +22,7 @@ from .errors import (
     ContextReuseError,
     DecodingError,
     EncodingError,
+    PrivacyBudgetError,
     FormatError,
     InvalidArgumentError,
     InvalidTypeError,
@@ -61,5 +62,6 @@ __all__ = [
     "DecodingError",
     "UnexpectedPayloadError",
     "PrecisionWarning",
+    "PrivacyBudgetError",
     "__version__",
 ]

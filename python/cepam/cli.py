@@ -183,10 +183,30 @@ def _missing_message(module: str, extra: str | None) -> str:
     return f"needs {name}, which is not installed; install it with: {hint}"
 
 
+# Nested commands whose parent command has required options of its own (so
+# argparse cannot nest them): the module, with COMMAND (the words that select
+# it) and main(rest).
+_NESTED_MODULES = ("cepam.accounting.ledger_cli",)
+
+
+def _parse(words: list[str]) -> argparse.Namespace:
+    """The parsed command line; a nested command (``_NESTED_MODULES``) runs
+    its own parser, under the same error handling as the others."""
+    debug = words[:1] == ["--debug"]
+    rest = words[1:] if debug else words
+    for name in _NESTED_MODULES:
+        module = importlib.import_module(name)
+        if tuple(rest[:len(module.COMMAND)]) == module.COMMAND:
+            tail = rest[len(module.COMMAND):]
+            return argparse.Namespace(command=" ".join(module.COMMAND), debug=debug,
+                                      requires=("scipy",), extra="privacy",
+                                      func=lambda _args: module.main(tail))
+    return build_parser().parse_args(words)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the ``cepam`` command line; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(list(sys.argv[1:] if argv is None else argv))
     where = f"cepam {_command(args)}"
     extra = getattr(args, "extra", None)
     try:

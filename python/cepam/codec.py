@@ -492,7 +492,10 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         max_coordinates: the largest update accepted (default 2^28).  The
             decoder allocates the output before it has read the body, so a
             server should pass the size of its model: a payload that claims
-            more coordinates is refused before anything is allocated.
+            more coordinates is refused before anything is allocated.  So
+            is one that claims more than its body can carry (the bomb
+            rule: at most 1024 coordinates a body bit, so a 1 KB payload
+            costs at most about 64 MiB; see docs/format.md).
         like: a template of the update (an array or tensor, a list/tuple of
             them, or a mapping such as a ``state_dict``) whose container,
             names, dtypes and shapes the result takes.  Required for a
@@ -527,8 +530,9 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         UnexpectedPayloadError: the payload's mechanism, scale, clip, client
             or round differs from an expectation (its ``field``,
             ``expected`` and ``actual`` say which).
-        FormatError: malformed payload, more than max_coordinates, or a
-            payload that does not fit ``like``.
+        FormatError: malformed payload, more than max_coordinates, more
+            coordinates than the body can carry, or a payload that does not
+            fit ``like``.
         DecodingError (a FormatError): decoded values overflow the output
             dtype (for example float32 with a noise scale near 1e38).
         InvalidArgumentError: a payload without structure and no ``like``.

@@ -20,6 +20,7 @@ __all__ = [
     "DecodingError",
     "UnexpectedPayloadError",
     "PrecisionWarning",
+    "PrivacyBudgetError",
 ]
 
 
@@ -89,3 +90,6 @@ class PrecisionWarning(UserWarning):
 class DeviceError(CepamError, RuntimeError):
     """A CUDA device or its runtime failed (no usable driver or device, out of
     device memory, a failed kernel launch); the input itself was acceptable."""
+class PrivacyBudgetError(CepamError, ValueError):
+    """Spending more privacy would exceed the budget (``max_epsilon``) of a
+    :class:`cepam.accounting.Ledger`; nothing was recorded."""

@@ -7,11 +7,9 @@ set -eu
 CXX=${CXX:-g++}
 OUT=${1:-build/tsan}
 mkdir -p "$OUT"
-SOURCES="csrc/common/cpu.cpp csrc/random/chacha20.cpp csrc/random/detmath.cpp
-  csrc/lrsuq/batch_kernels.cpp csrc/lrsuq/quantizer.cpp csrc/coding/rans.cpp
-  csrc/coding/source_model.cpp csrc/coding/conditional_coder.cpp csrc/coding/point_coder.cpp
-  csrc/payload/golomb_body.cpp csrc/payload/ans_body.cpp csrc/payload/body.cpp
-  tests/native/threads_driver.cpp"
+# The native core (every folder but the bindings and the CUDA module).
+SOURCES="$(ls csrc/common/*.cpp csrc/random/*.cpp csrc/lattice/*.cpp csrc/lrsuq/*.cpp \
+  csrc/coding/*.cpp csrc/payload/*.cpp) tests/native/threads_driver.cpp"
 # shellcheck disable=SC2086
 $CXX -std=c++17 -O1 -g -fsanitize=thread -ffp-contract=off -fno-fast-math -fno-math-errno \
   -Icsrc $SOURCES -o "$OUT/threads_driver" -pthread

@@ -10,7 +10,8 @@ Per round:
 * :mod:`.analytic_gaussian` -- Balle and Wang's exact Gaussian profile.
 
 Over rounds: :mod:`.pld` and :mod:`.accountant` (privacy loss distributions),
-:mod:`.calibration` (sigma for a target, eps for a sigma). Threat models and
+:mod:`.calibration` (sigma for a target, eps for a sigma); :mod:`.ledger` (a durable
+record of the privacy spent, across runs and restarts). Threat models and
 units: :mod:`.setting`. The argument and the numbers: ``docs/privacy.md``.
 
 >>> from cepam.accounting import FLSetting, PLDAccountant, CepamGaussianRound
@@ -47,6 +48,7 @@ _EXPORTS = {
     "PrivacyLossDistribution": "pld",
     "PrivacyEvent": "events",
     "CepamGaussianRound": "events",
+    "CepamLaplaceRound": "events",
     "GaussianEvent": "events",
     "ProfileEvent": "events",
     "PLDAccountant": "accountant",
@@ -54,6 +56,8 @@ _EXPORTS = {
     "epsilon_after_rounds": "calibration",
     "delta_after_rounds": "calibration",
     "calibrate_sigma": "calibration",
+    "Ledger": "ledger",
+    "LedgerEntry": "ledger",
 }
 
 __all__ = list(_EXPORTS)

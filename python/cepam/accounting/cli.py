@@ -32,7 +32,9 @@ _HELP = "per-round and total (eps, delta) of CEPAM-Gaussian; or sigma for a targ
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``privacy`` sub-command to ``subparsers`` (argparse)."""
-    p = subparsers.add_parser("privacy", help=_HELP, description=_HELP + ".")
+    p = subparsers.add_parser("privacy", help=_HELP, description=_HELP + ".",
+                              epilog="cepam privacy ledger PATH [--json]: print a privacy "
+                                     "ledger (cepam.accounting.Ledger)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--sigma", type=float,
                       help="per-coordinate noise std of each client's decoded update")

@@ -8,6 +8,10 @@ and every ordered pair of neighbours under a symmetric neighbouring relation
 
 * :class:`CepamGaussianRound` -- one CEPAM-Gaussian round, with the paper's
   bound (:mod:`.paper`) or the tight one (:mod:`.tight`).
+* :class:`CepamLaplaceRound` -- one CEPAM-Laplace round: pure eps-DP
+  (:mod:`.tight` or :mod:`.paper`), composed through the randomized-response
+  profile that dominates every pure eps-DP mechanism (Kairouz, Oh and
+  Viswanath, "The Composition Theorem for Differential Privacy", 2015).
 * :class:`GaussianEvent` -- a plain Gaussian mechanism, noise multiplier
   ``z`` = noise std / l2 sensitivity (``dp_accounting.GaussianDpEvent``).
 * :class:`ProfileEvent` -- any mechanism given by a privacy profile.
@@ -28,15 +32,16 @@ import numpy as np
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 from .analytic_gaussian import gaussian_delta
-from .paper import paper_gaussian_delta
+from .paper import paper_gaussian_delta, paper_laplace_round
 from .setting import FLSetting
-from .tight import tight_gaussian_delta
+from .tight import tight_gaussian_delta, tight_laplace_round
 
 __all__ = [
     "Bound",
     "BOUNDS",
     "PrivacyEvent",
     "CepamGaussianRound",
+    "CepamLaplaceRound",
     "GaussianEvent",
     "ProfileEvent",
 ]
@@ -91,6 +96,60 @@ class CepamGaussianRound:
         return {"event": "cepam_gaussian_round", "bound": self.bound, "sigma": self.sigma,
                 "clip": s.clip, "clients": s.clients, "local_steps": s.local_steps,
                 "dataset_size": s.dataset_size, "threat_model": s.threat_model}
+
+
+@dataclass(frozen=True)
+class CepamLaplaceRound:
+    """One round of CEPAM-Laplace: pure ``eps0``-DP per round.
+
+    Attributes:
+        scale: Laplace scale ``b`` per coordinate of a decoded update (> 0).
+        setting: the FL setting.
+        dimension: number ``m`` of coordinates of the update (>= 1); the l1
+            sensitivity of an l2-clipped update grows as ``sqrt(m)``.
+        bound: ``"tight"`` (default, :func:`.tight_laplace_round`) or
+            ``"paper"`` (:func:`.paper_laplace_round` with ``dimension``).
+
+    Its profile is randomized response's, ``delta(eps) = (e^eps0 - e^eps) /
+    (1 + e^eps0)`` for ``eps < eps0`` (0 beyond), which bounds every pure
+    ``eps0``-DP mechanism.
+
+    Raises:
+        InvalidArgumentError / InvalidTypeError: bad values or types.
+    """
+
+    scale: float
+    setting: FLSetting
+    dimension: int
+    bound: Bound = "tight"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _v.positive("scale", self.scale))
+        object.__setattr__(self, "dimension", _v.integer("dimension", self.dimension))
+        if not isinstance(self.setting, FLSetting):
+            raise InvalidTypeError("setting must be an FLSetting")
+        if self.bound not in BOUNDS:
+            raise InvalidArgumentError(f"bound must be one of {BOUNDS}, got {self.bound!r}")
+
+    @property
+    def epsilon(self) -> float:
+        """The round's pure-DP epsilon ``eps0``."""
+        fn = tight_laplace_round if self.bound == "tight" else paper_laplace_round
+        return fn(scale=self.scale, setting=self.setting, dimension=self.dimension).epsilon
+
+    def privacy_profile(self, epsilon: np.ndarray) -> np.ndarray:
+        eps0 = self.epsilon
+        eps = np.asarray(epsilon, dtype=float)
+        # (e^eps0 - e^eps) / (1 + e^eps0) = (1 - e^(eps - eps0)) / (1 + e^-eps0)
+        delta = -np.expm1(np.minimum(eps - eps0, 0.0)) / (1.0 + np.exp(-eps0))
+        return np.where(eps < eps0, delta, 0.0)
+
+    def describe(self) -> dict[str, Any]:
+        s = self.setting
+        return {"event": "cepam_laplace_round", "bound": self.bound, "scale": self.scale,
+                "dimension": self.dimension, "clip": s.clip, "clients": s.clients,
+                "local_steps": s.local_steps, "dataset_size": s.dataset_size,
+                "threat_model": s.threat_model}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,412 @@
+"""A durable privacy ledger: every privacy event of a federation, on disk.
+
+An accountant in memory forgets: a server that restarts, or a second
+training run on the same clients' data, would count epsilon from zero again.
+:class:`Ledger` keeps the events in an SQLite database (the standard
+library's ``sqlite3``, write-ahead log, synchronous commits), one
+transaction per recorded round, and answers the epsilon of everything it
+holds, composed with :class:`~.accountant.PLDAccountant` (privacy loss
+distributions), whichever run or process recorded it.
+
+Guarantees:
+
+* a :meth:`Ledger.record` that returned is on disk: killing the process at
+  any moment (SIGKILL included) loses no returned record and never leaves the
+  database unreadable (SQLite's atomic commit; tested by killing writers);
+* nothing is counted twice: an event carries its run and round, and
+  recording the same ``(run_id, round)`` again (a retry after a crash)
+  returns the first record's id instead of adding one;
+* ``max_epsilon``: :meth:`Ledger.record` checks the budget and records
+  inside one write transaction, so two servers sharing a ledger cannot both
+  spend the last of it;
+* the ledger belongs to one named dataset or federation, and to one delta
+  (fixed when it is created): opening it under another name is an error.
+
+The events are those of :mod:`.events` that can be rebuilt from their
+description: :class:`~.events.CepamGaussianRound`,
+:class:`~.events.CepamLaplaceRound` and :class:`~.events.GaussianEvent`.
+
+A server (such as a Flower strategy) uses it as follows::
+
+    ledger = Ledger("privacy.db", name="mnist-federation", delta=1e-5)
+    event = CepamGaussianRound(sigma=0.5, setting=setting)
+    # before the round: refuse it if it would exceed the budget
+    if ledger.epsilon_with([event]) > max_epsilon: ...
+    # before the round's result is used: record it (checked again, atomically)
+    ledger.record(event, run_id=run, round=r, max_epsilon=max_epsilon)
+    ledger.epsilon()        # everything spent, at the ledger's delta
+
+>>> import tempfile, os
+>>> from cepam.accounting import FLSetting, CepamGaussianRound
+>>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+>>> path = os.path.join(tempfile.mkdtemp(), "ledger.db")
+>>> with Ledger(path, name="demo", delta=1e-5) as ledger:
+...     for r in range(80):
+...         _ = ledger.record(CepamGaussianRound(sigma=0.5, setting=s), run_id="run-1", round=r)
+...     round(ledger.epsilon(), 2)
+0.31
+>>> with Ledger(path, name="demo") as again:     # a restart: the spend is still there
+...     len(again.events()), round(again.epsilon(), 2)
+(80, 0.31)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import FormatError, InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
+from . import _validation as _v
+from .accountant import PLDAccountant
+from .events import CepamGaussianRound, CepamLaplaceRound, GaussianEvent, PrivacyEvent
+from .setting import FLSetting
+
+__all__ = ["Ledger", "LedgerEntry", "DEFAULT_DELTA"]
+
+DEFAULT_DELTA = 1e-5
+_SCHEMA = 1
+_APPLICATION_ID = 0x4345504C  # "CEPL": marks the file as a cepam ledger
+
+_CREATE = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    round INTEGER,
+    rounds INTEGER NOT NULL CHECK (rounds >= 1),
+    mechanism TEXT NOT NULL,
+    bound TEXT,
+    scale REAL,
+    clip REAL,
+    event TEXT NOT NULL,
+    time REAL NOT NULL,
+    UNIQUE (run_id, round)
+);
+"""
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One recorded privacy event.
+
+    Attributes:
+        id: the record's id (increasing in recording order).
+        run_id: the training run that spent it.
+        round: the run's round index, or None.
+        rounds: how many rounds of ``event`` it stands for (>= 1).
+        event: the event (rebuilt from its description).
+        time: when it was recorded (seconds since the epoch, UTC).
+    """
+
+    id: int
+    run_id: str
+    round: int | None
+    rounds: int
+    event: PrivacyEvent
+    time: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form: the fields, with the event's description."""
+        return {"id": self.id, "run_id": self.run_id, "round": self.round,
+                "rounds": self.rounds, "time": self.time, **self.event.describe()}
+
+
+def _setting(d: dict[str, Any]) -> FLSetting:
+    return FLSetting(clip=d["clip"], clients=d["clients"], local_steps=d["local_steps"],
+                     dataset_size=d["dataset_size"], threat_model=d["threat_model"])
+
+
+def _event_from(description: dict[str, Any]) -> PrivacyEvent:
+    kind = description.get("event")
+    if kind == "cepam_gaussian_round":
+        return CepamGaussianRound(sigma=description["sigma"], setting=_setting(description),
+                                  bound=description["bound"])
+    if kind == "cepam_laplace_round":
+        return CepamLaplaceRound(scale=description["scale"], setting=_setting(description),
+                                 dimension=description["dimension"], bound=description["bound"])
+    if kind == "gaussian":
+        return GaussianEvent(noise_multiplier=description["noise_multiplier"])
+    raise FormatError(f"ledger holds an event of unknown kind {kind!r}")
+
+
+def _check_event(event: object) -> dict[str, Any]:
+    if not isinstance(event, (CepamGaussianRound, CepamLaplaceRound, GaussianEvent)):
+        raise InvalidTypeError(
+            "a ledger records CepamGaussianRound, CepamLaplaceRound or GaussianEvent "
+            f"(events it can rebuild from their description), got {type(event).__name__}")
+    return event.describe()
+
+
+class Ledger:
+    """The privacy spent on one dataset or federation, in an SQLite file.
+
+    Args:
+        path: the database file (created if missing and ``create``).
+        name: the dataset or federation it accounts for; stored when the
+            ledger is created (default: the file's stem) and checked when it
+            is opened again.
+        delta: the ledger's delta, stored when it is created (default
+            :data:`DEFAULT_DELTA`) and checked when given on reopening:
+            :meth:`epsilon` answers at it unless told otherwise.
+        create: False to open an existing ledger only.
+        timeout: seconds to wait for another writer's lock.
+
+    Raises:
+        InvalidArgumentError: a name or delta other than the ledger's; a
+            missing file with ``create=False``; bad arguments.
+        FormatError: the file is not a cepam ledger.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, name: str | None = None,
+                 delta: float | None = None, create: bool = True,
+                 timeout: float = 60.0) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidTypeError(f"path must be a str or path, got {type(path).__name__}")
+        self._path = Path(path)
+        self._lock = threading.RLock()
+        if name is not None and (not isinstance(name, str) or not name):
+            raise InvalidArgumentError("name must be a non-empty string")
+        if delta is not None:
+            delta = _v.probability_open("delta", delta)
+        timeout = _v.positive("timeout", timeout)
+        if not create and not self._path.is_file():
+            raise InvalidArgumentError(f"no ledger at {str(self._path)!r}")
+        try:
+            # One connection, usable from any thread (a server's callbacks may
+            # run on several), its use serialised by self._lock.
+            self._db = sqlite3.connect(str(self._path), timeout=timeout, isolation_level=None,
+                                       check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise InvalidArgumentError(f"cannot open ledger {str(self._path)!r}: {exc}") from None
+        try:
+            self._open(name, delta)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise FormatError(f"{str(self._path)!r} is not a cepam ledger ({exc})") from None
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _open(self, name: str | None, delta: float | None) -> None:
+        db = self._db
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")  # a returned commit survives power loss too
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            app = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if app == 0 and tables == 0:  # a new file
+                db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
+                for statement in _CREATE.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                meta = {"schema": str(_SCHEMA), "name": name or self._path.stem,
+                        "delta": repr(DEFAULT_DELTA if delta is None else delta),
+                        "created": repr(time.time())}
+                db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+            elif app != _APPLICATION_ID:
+                raise FormatError(f"{str(self._path)!r} is an SQLite file but not a cepam ledger")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:  # (SQLite may have rolled back already)
+                db.execute("ROLLBACK")
+            raise
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("schema") != str(_SCHEMA):
+            raise FormatError(f"ledger schema {meta.get('schema')!r} is not {_SCHEMA}")
+        self._name, self._delta = meta["name"], float(meta["delta"])
+        if name is not None and name != self._name:
+            raise InvalidArgumentError(
+                f"ledger {str(self._path)!r} accounts for {self._name!r}, not {name!r}")
+        if delta is not None and delta != self._delta:
+            raise InvalidArgumentError(
+                f"ledger {str(self._path)!r} has delta {self._delta!r}, not {delta!r}")
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def name(self) -> str:
+        """The dataset or federation the ledger accounts for."""
+        return self._name
+
+    @property
+    def delta(self) -> float:
+        """The ledger's delta (fixed at creation)."""
+        return self._delta
+
+    def close(self) -> None:
+        """Closes the database (records already returned are on disk)."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self._path)!r}, name={self._name!r}, delta={self._delta!r})"
+
+    # -- writing ---------------------------------------------------------------
+
+    def record(self, event: PrivacyEvent, *, run_id: str, round: int | None = None,
+               rounds: int = 1, max_epsilon: float | None = None) -> int:
+        """Records ``rounds`` rounds of ``event`` in one transaction; returns its id.
+
+        Args:
+            event: a :class:`~.events.CepamGaussianRound`,
+                :class:`~.events.CepamLaplaceRound` or
+                :class:`~.events.GaussianEvent`.
+            run_id: the training run spending it (non-empty string).
+            round: the run's round index (>= 0), or None.  A ``(run_id,
+                round)`` already recorded with the same event is not
+                recorded again: its id is returned (a retry after a crash).
+            rounds: how many rounds of the event this record stands for.
+            max_epsilon: if given, the record is refused (nothing written)
+                when the epsilon at the ledger's delta of everything
+                recorded plus it would exceed this budget; checked inside
+                the write transaction.
+
+        Raises:
+            PrivacyBudgetError: the budget would be exceeded.
+            InvalidArgumentError: the ``(run_id, round)`` was recorded with a
+                different event; bad arguments.
+            InvalidTypeError: an event the ledger cannot store.
+        """
+        description = _check_event(event)
+        if not isinstance(run_id, str) or not run_id:
+            raise InvalidArgumentError("run_id must be a non-empty string")
+        if round is not None:
+            round = _v.integer("round", round, minimum=0)
+        rounds = _v.integer("rounds", rounds)
+        if max_epsilon is not None:
+            max_epsilon = _v.nonnegative("max_epsilon", max_epsilon)
+        text = json.dumps(description, sort_keys=True)
+        with self._lock:
+            return self._insert(event, description, text, run_id, round, rounds, max_epsilon)
+
+    def _insert(self, event: PrivacyEvent, description: dict[str, Any], text: str, run_id: str,
+                round: int | None, rounds: int, max_epsilon: float | None) -> int:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")  # the write lock: check and insert as one
+        try:
+            if round is not None:
+                row = db.execute("SELECT id, event, rounds FROM events WHERE run_id = ? AND round = ?",
+                                 (run_id, round)).fetchone()
+                if row is not None:
+                    if row[1] != text or row[2] != rounds:
+                        raise InvalidArgumentError(
+                            f"round {round} of run {run_id!r} is already recorded with another event")
+                    db.execute("ROLLBACK")
+                    return int(row[0])
+            if max_epsilon is not None:
+                spent = self._epsilon_of(self._load(), [(event, rounds)], self._delta)
+                if spent > max_epsilon:
+                    raise PrivacyBudgetError(
+                        f"ledger {self._name!r}: recording this would bring epsilon to "
+                        f"{spent:.6g} at delta {self._delta:g}, above max_epsilon={max_epsilon:g}")
+            cursor = db.execute(
+                "INSERT INTO events (run_id, round, rounds, mechanism, bound, scale, clip, event, time)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, round, rounds, description["event"], description.get("bound"),
+                 description.get("sigma", description.get("scale")), description.get("clip"),
+                 text, time.time()))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:  # (SQLite may have rolled back already)
+                db.execute("ROLLBACK")
+            raise
+        return int(cursor.lastrowid)
+
+    # -- reading ---------------------------------------------------------------
+
+    def _load(self) -> list[LedgerEntry]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, run_id, round, rounds, event, time FROM events ORDER BY id").fetchall()
+        out = []
+        for id_, run_id, rnd, rounds, text, when in rows:
+            try:
+                event = _event_from(json.loads(text))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise FormatError(f"ledger record {id_} is unreadable ({exc})") from None
+            out.append(LedgerEntry(id_, run_id, rnd, rounds, event, when))
+        return out
+
+    def events(self, *, run_id: str | None = None) -> list[LedgerEntry]:
+        """The recorded events in recording order (of one run, if given)."""
+        entries = self._load()
+        if run_id is not None:
+            entries = [e for e in entries if e.run_id == run_id]
+        return entries
+
+    def runs(self) -> list[str]:
+        """The runs that recorded events, in order of their first record."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT run_id FROM events GROUP BY run_id ORDER BY min(id)").fetchall()
+        return [r[0] for r in rows]
+
+    @staticmethod
+    def _epsilon_of(entries: Iterable[LedgerEntry], extra: Iterable[tuple[PrivacyEvent, int]],
+                    delta: float) -> float:
+        # Identical events compose as one self-composition (fast and exact).
+        counts: dict[str, tuple[PrivacyEvent, int]] = {}
+        for event, rounds in [*((e.event, e.rounds) for e in entries), *extra]:
+            key = json.dumps(event.describe(), sort_keys=True)
+            prev = counts.get(key)
+            counts[key] = (event, rounds + (prev[1] if prev else 0))
+        if not counts:
+            return 0.0
+        accountant = PLDAccountant()
+        for key in sorted(counts):
+            accountant.compose(*counts[key])
+        return accountant.get_epsilon(delta)
+
+    def epsilon(self, *, delta: float | None = None) -> float:
+        """Epsilon of everything recorded, at ``delta`` (default: the
+        ledger's); ``math.inf`` if none is certified.
+
+        Raises:
+            InvalidArgumentError: delta outside (0, 1).
+        """
+        delta = self._delta if delta is None else _v.probability_open("delta", delta)
+        return self._epsilon_of(self._load(), [], delta)
+
+    def epsilon_with(self, events: Iterable[PrivacyEvent | tuple[PrivacyEvent, int]], *,
+                     delta: float | None = None) -> float:
+        """Epsilon if ``events`` (events, or ``(event, rounds)`` pairs) were
+        recorded too: the check before a round runs.  Records nothing.
+
+        Raises:
+            InvalidTypeError, InvalidArgumentError: bad events or delta.
+        """
+        delta = self._delta if delta is None else _v.probability_open("delta", delta)
+        extra = []
+        for item in events:
+            event, rounds = item if isinstance(item, tuple) else (item, 1)
+            _check_event(event)
+            extra.append((event, _v.integer("rounds", rounds)))
+        return self._epsilon_of(self._load(), extra, delta)
+
+    def report(self, *, delta: float | None = None) -> dict[str, Any]:
+        """The ledger as a JSON-friendly dict: name, delta, total
+        ``epsilon`` at it (None if not finite), runs, rounds and events."""
+        delta = self._delta if delta is None else _v.probability_open("delta", delta)
+        entries = self._load()
+        eps = self._epsilon_of(entries, [], delta)
+        return {"name": self._name, "path": str(self._path), "delta": delta,
+                "epsilon": eps if math.isfinite(eps) else None,
+                "rounds": sum(e.rounds for e in entries),
+                "runs": list(dict.fromkeys(e.run_id for e in entries)),
+                "events": [e.as_dict() for e in entries]}

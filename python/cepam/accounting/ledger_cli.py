@@ -1,0 +1,78 @@
+"""``cepam privacy ledger PATH``: what a privacy ledger holds.
+
+Prints the ledger's events as a table and the total epsilon at the ledger's
+delta (or ``--delta``), or, with ``--json``, the report of
+:meth:`cepam.accounting.Ledger.report` (total epsilon under the key
+``epsilon``; ``null`` if no finite epsilon is certified).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+__all__ = ["COMMAND", "build_parser", "handler", "main"]
+
+# The words that select this command (see cepam.cli: "privacy" has required
+# options of its own, so the nested command is dispatched before it).
+COMMAND = ("privacy", "ledger")
+_HELP = "print a privacy ledger (cepam.accounting.Ledger): its events and total epsilon"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cepam privacy ledger", description=_HELP + ".")
+    p.add_argument("path", help="the ledger's SQLite file")
+    p.add_argument("--delta", type=float, default=None,
+                   help="delta of the total epsilon (default: the ledger's)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=handler)
+    return p
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Print the ledger; return the exit code (0)."""
+    import time
+
+    from .ledger import Ledger
+
+    with Ledger(args.path, create=False) as ledger:
+        report = ledger.report(delta=args.delta)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    columns = ("id", "time", "run_id", "round", "rounds", "event", "bound", "sigma/scale", "clip",
+               "clients", "local_steps", "dataset_size", "threat_model")
+    rows = []
+    for e in report["events"]:
+        rows.append([
+            e["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e["time"])), e["run_id"],
+            e["round"], e["rounds"], e["event"], e.get("bound"),
+            e.get("sigma", e.get("scale", e.get("noise_multiplier"))), e.get("clip"),
+            e.get("clients"), e.get("local_steps"), e.get("dataset_size"), e.get("threat_model")])
+    cells = [list(columns)] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    out = sys.stdout
+    out.write(f"ledger {report['name']!r} ({report['path']})\n")
+    for r in cells:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+    eps = report["epsilon"]
+    out.write(f"total: {report['rounds']} rounds in {len(report['runs'])} runs, "
+              f"epsilon = {'inf' if eps is None else f'{eps:.6g}'} at delta = {report['delta']:g}\n")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the command on ``argv`` (the words after ``privacy ledger``)."""
+    args = build_parser().parse_args(list(argv))
+    return int(args.func(args) or 0)

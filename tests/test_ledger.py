@@ -1,0 +1,217 @@
+"""cepam.accounting.Ledger: a durable privacy ledger.
+
+The SIGKILL test kills a writer process at random moments, many times, and
+checks that every record the writer saw returned is there exactly once,
+that a retried round is not counted twice, and that the ledger always
+opens and answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import cepam
+from cepam.accounting import (CepamGaussianRound, CepamLaplaceRound, FLSetting, GaussianEvent,
+                              Ledger, PLDAccountant, ProfileEvent)
+from cepam.cli import main
+
+SETTING = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+ROUND = CepamGaussianRound(sigma=0.5, setting=SETTING)
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "privacy.db"
+
+
+def test_epsilon_is_the_accountant_s_over_every_record_and_survives_reopening(path):
+    laplace = CepamLaplaceRound(scale=50.0, setting=SETTING, dimension=4)
+    with Ledger(path, name="mnist", delta=1e-5) as ledger:
+        for r in range(40):
+            ledger.record(ROUND, run_id="run-1", round=r)
+        ledger.record(laplace, run_id="run-1", round=40)
+        first = ledger.epsilon()
+    with Ledger(path, name="mnist") as ledger:  # a restart; then a second run
+        assert ledger.epsilon() == first
+        for r in range(40):
+            ledger.record(ROUND, run_id="run-2", round=r)
+        expected = PLDAccountant().compose(ROUND, 80).compose(laplace, 1).get_epsilon(1e-5)
+        assert ledger.epsilon() == pytest.approx(expected, rel=1e-9)
+        assert ledger.epsilon() > first
+        assert ledger.runs() == ["run-1", "run-2"]
+        assert len(ledger.events(run_id="run-2")) == 40
+        assert ledger.epsilon(delta=1e-3) < ledger.epsilon()
+
+
+def test_rounds_compose_as_separate_records(path):
+    with Ledger(path) as ledger:
+        ledger.record(ROUND, run_id="a", rounds=10)
+        ledger.record(GaussianEvent(noise_multiplier=2.0), run_id="a")
+        expected = (PLDAccountant().compose(ROUND, 10)
+                    .compose(GaussianEvent(noise_multiplier=2.0)).get_epsilon(1e-5))
+        assert ledger.epsilon() == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_retried_round_is_not_counted_twice(path):
+    with Ledger(path) as ledger:
+        first = ledger.record(ROUND, run_id="a", round=3)
+        assert ledger.record(ROUND, run_id="a", round=3) == first
+        assert len(ledger.events()) == 1
+        with pytest.raises(cepam.InvalidArgumentError, match="already recorded"):
+            ledger.record(CepamGaussianRound(sigma=0.7, setting=SETTING), run_id="a", round=3)
+        assert ledger.record(ROUND, run_id="b", round=3) != first
+
+
+def test_the_budget_is_checked_before_recording(path):
+    with Ledger(path) as ledger:
+        one = ledger.epsilon_with([ROUND])
+        two = ledger.epsilon_with([(ROUND, 2)])
+        assert 0 < one < two
+        ledger.record(ROUND, run_id="a", round=0, max_epsilon=two)
+        ledger.record(ROUND, run_id="a", round=1, max_epsilon=two)
+        with pytest.raises(cepam.PrivacyBudgetError, match="max_epsilon"):
+            ledger.record(ROUND, run_id="a", round=2, max_epsilon=two)
+        assert len(ledger.events()) == 2
+        assert ledger.epsilon() == pytest.approx(two, rel=1e-12)
+
+
+def test_a_ledger_is_for_one_federation_and_one_delta(path):
+    Ledger(path, name="mnist", delta=1e-6).close()
+    with pytest.raises(cepam.InvalidArgumentError, match="accounts for 'mnist'"):
+        Ledger(path, name="cifar")
+    with pytest.raises(cepam.InvalidArgumentError, match="delta"):
+        Ledger(path, delta=1e-5)
+    with Ledger(path) as ledger:
+        assert (ledger.name, ledger.delta) == ("mnist", 1e-6)
+
+
+def test_bad_arguments_and_files_are_cepam_errors(path, tmp_path):
+    with pytest.raises(cepam.InvalidArgumentError, match="no ledger"):
+        Ledger(tmp_path / "missing.db", create=False)
+    (tmp_path / "junk.db").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(cepam.FormatError):
+        Ledger(tmp_path / "junk.db")
+    other = sqlite3.connect(tmp_path / "other.db")
+    other.execute("CREATE TABLE t (x)")
+    other.close()
+    with pytest.raises(cepam.FormatError, match="not a cepam ledger"):
+        Ledger(tmp_path / "other.db")
+    with Ledger(path) as ledger:
+        with pytest.raises(cepam.InvalidTypeError):
+            ledger.record(ProfileEvent(lambda e: e * 0), run_id="a")
+        with pytest.raises(cepam.InvalidArgumentError):
+            ledger.record(ROUND, run_id="")
+        with pytest.raises(cepam.InvalidArgumentError):
+            ledger.record(ROUND, run_id="a", rounds=0)
+        with pytest.raises(cepam.InvalidArgumentError):
+            ledger.epsilon(delta=2.0)
+        assert ledger.epsilon() == 0.0
+    with pytest.raises(cepam.InvalidArgumentError):
+        Ledger(path, name="")
+
+
+def test_cli_prints_the_table_and_json(path, capsys):
+    with Ledger(path, name="mnist") as ledger:
+        for r in range(3):
+            ledger.record(ROUND, run_id="run-1", round=r)
+        eps = ledger.epsilon()
+    assert main(["privacy", "ledger", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["epsilon"] == pytest.approx(eps, rel=1e-12)
+    assert report["name"] == "mnist" and report["rounds"] == 3 and report["delta"] == 1e-5
+    assert [e["round"] for e in report["events"]] == [0, 1, 2]
+    assert main(["privacy", "ledger", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "cepam_gaussian_round" in table and f"epsilon = {eps:.6g}" in table
+    assert main(["privacy", "ledger", str(path) + ".missing"]) == 2
+    assert "no ledger" in capsys.readouterr().err
+
+
+WRITER = """
+    import sys
+    import time
+    from cepam.accounting import CepamGaussianRound, FLSetting, Ledger
+    path, log, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with open(log) as f:
+        done = [int(line) for line in f if line.strip()]
+    setting = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+    event = CepamGaussianRound(sigma=0.5, setting=setting)
+    ledger = Ledger(path, name="kill-test")
+    print("ready", flush=True)
+    # Resume after the last round this writer knows it recorded: a round
+    # recorded just before a kill, but not logged, is recorded again.
+    for r in range((done[-1] + 1) if done else 0, rounds):
+        time.sleep(0.005)  # a round's work: the kills land while rounds go on
+        ledger.record(event, run_id="run", round=r)
+        with open(log, "a") as f:
+            f.write(f"{r}\\n")
+            f.flush()
+            os.fsync(f.fileno())
+"""
+
+
+def test_sigkill_at_any_moment_loses_no_record_and_counts_none_twice(path, tmp_path):
+    rounds, kills = 1500, 15
+    log = tmp_path / "log"
+    log.write_text("")
+    script = "import os\n" + textwrap.dedent(WRITER)
+    rng = random.Random(14)
+    killed = 0
+    interrupted = 0  # kills that hit a writer between its first and last round
+    before = 0
+    while True:
+        child = subprocess.Popen([sys.executable, "-c", script, str(path), str(log), str(rounds)],
+                                 stdout=subprocess.PIPE, text=True)
+        if killed < kills:
+            if killed % 5 == 4:  # now and then while it starts (opening the ledger)
+                time.sleep(rng.uniform(0.0, 0.5))
+            else:  # else while it writes (a record takes about 10 ms)
+                assert child.stdout.readline() == "ready\n"
+                time.sleep(rng.uniform(0.0, 0.3))
+            if child.poll() is None:
+                os.kill(child.pid, signal.SIGKILL)
+                killed += 1
+        child.communicate(timeout=120)
+        # After every kill the ledger opens and holds every logged round once.
+        logged = {int(x) for x in log.read_text().split()}
+        with Ledger(path, name="kill-test") as ledger:
+            recorded = [e.round for e in ledger.events(run_id="run")]
+        assert len(recorded) == len(set(recorded))
+        assert logged <= set(recorded)
+        assert set(recorded) <= set(range(rounds))
+        if child.returncode == 0:
+            break
+        interrupted += before < len(logged) < rounds
+        before = len(logged)
+    assert killed == kills
+    assert interrupted >= kills // 2, interrupted
+    with Ledger(path, name="kill-test") as ledger:
+        assert sorted(e.round for e in ledger.events()) == list(range(rounds))
+        expected = PLDAccountant().compose(ROUND, rounds).get_epsilon(1e-5)
+        assert ledger.epsilon() == pytest.approx(expected, rel=1e-12)
+
+
+def test_threads_share_one_ledger(path):
+    import threading
+
+    with Ledger(path) as ledger:
+        def write(k):
+            for r in range(20):
+                ledger.record(ROUND, run_id=f"thread-{k}", round=r)
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(ledger.events()) == 80
+        assert sorted(ledger.runs()) == [f"thread-{k}" for k in range(4)]
