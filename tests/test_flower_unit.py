@@ -335,3 +335,62 @@ def test_a_round_whose_drops_break_the_budget_is_not_released():
     replies[0] = Message(Error(1, "lost"), reply_to=replies[0])
     assert st.aggregate_train(2, replies) == (None, None)
     assert st.stopped_by_budget and st.budget.rounds == [4]
+
+
+def _eps_of(ks, sigma=MECH.sigma):
+    acct = PLDAccountant()
+    for k in ks:
+        acct.compose(CepamGaussianRound(sigma=sigma, setting=dataclasses.replace(SETTING,
+                                                                                clients=k)))
+    return acct.get_epsilon(1e-5)
+
+
+def test_a_ledger_records_each_round_and_a_second_run_stops_at_the_budget(tmp_path):
+    from cepam.accounting import Ledger
+
+    path = tmp_path / "privacy.db"
+    sigma = 1.0
+    budget = 0.5 * (_eps_of([4, 4], sigma) + _eps_of([4, 4, 4], sigma))  # two rounds fit
+    first = strategy(mechanism=cepam.Gaussian(sigma=sigma), max_epsilon=budget, ledger=path)
+    ctxs = contexts()
+    for rnd in (1, 2):
+        _, replies = run_round(first, ctxs, rnd=rnd)
+        _, metrics = first.aggregate_train(rnd, replies)
+        assert metrics["cepam-epsilon"] == pytest.approx(_eps_of([4] * rnd, sigma), rel=1e-9)
+    assert first._forecast_exceeds(4)  # a third round would not fit
+    with Ledger(path) as ledger:  # on disk, as a restarted server finds it
+        assert [e.round for e in ledger.events()] == [1, 2]
+        assert ledger.epsilon() == pytest.approx(_eps_of([4, 4], sigma), rel=1e-9)
+    # A new run (a restarted server, or a second training on the same data):
+    # the ledger's spend counts, so it stops before its first round.
+    second = strategy(mechanism=cepam.Gaussian(sigma=sigma), max_epsilon=budget, ledger=path)
+    result = second.start(grid=FakeGrid(), initial_arrays=global_arrays(), num_rounds=3)
+    assert second.stopped_by_budget and not result.train_metrics_clientapp
+    with Ledger(path) as ledger:
+        assert len(ledger.events()) == 2 and len(ledger.runs()) == 1
+
+
+def test_a_ledger_needs_a_setting_and_the_strategy_s_delta(tmp_path):
+    from cepam.accounting import Ledger
+
+    with pytest.raises(cepam.InvalidArgumentError, match="setting"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, ledger=tmp_path / "x.db")
+    with pytest.raises(cepam.InvalidTypeError, match="ledger"):
+        strategy(ledger=42)
+    Ledger(tmp_path / "d.db", delta=1e-6).close()
+    st = strategy(ledger=tmp_path / "d.db")  # delta 1e-5: not the ledger's
+    with pytest.raises(cepam.InvalidArgumentError, match="delta"):
+        run_round(st, contexts())
+
+
+def test_a_payload_from_another_run_is_refused(caplog):
+    table = {n: bytes([n % 256]) * 32 for n in NODES}
+    ctxs = {n: Context(run_id=RUN, node_id=n, node_config={"cepam-secret": table[n].hex()},
+                       state=RecordDict(), run_config={}) for n in NODES}
+    earlier = strategy(secrets=table)
+    _, old = run_round(earlier, ctxs)
+    st = strategy(secrets=table)  # the same nodes and secrets, a new run
+    _, replies = run_round(st, ctxs)
+    replies[1].content["arrays"] = old[1].content["arrays"]  # replayed from the earlier run
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1

@@ -8,6 +8,11 @@ refused payload lowers K, and so the noise on the average), composed over
 the rounds with privacy loss distributions (Gaussian) or added up (Laplace,
 pure DP).  Client sampling by Flower is not claimed as amplification.
 
+With a :class:`cepam.accounting.Ledger`, every released round is recorded
+there (before its result is used) and eps counts everything the ledger
+holds: earlier runs and servers on the same data too (Gaussian and Laplace
+rounds then compose by privacy loss distributions).
+
 Client-level, for comparison (Flower's ``RdpAccountant``, when the installed
 Flower has it, Gaussian only): one client's whole contribution replaced,
 which moves the average of K clipped updates by at most ``2 clip / K``,
@@ -44,33 +49,49 @@ class Budget:
     """
 
     def __init__(self, mechanism: cepam.Gaussian | cepam.Laplace, setting: FLSetting, *,
-                 delta: float, bound: str, coordinates: int) -> None:
+                 delta: float, bound: str, coordinates: int, ledger: Any = None,
+                 run_id: str = "") -> None:
         self.mechanism, self.setting, self.delta = mechanism, setting, delta
         self.bound, self.coordinates = bound, coordinates
+        self.ledger, self.run_id = ledger, run_id
         self.rounds: list[int] = []  # K of each released round
         self._client_level: Any = None
+
+    def event(self, k: int) -> Any:
+        """The privacy event of one round that averaged k updates."""
+        from cepam.accounting import CepamGaussianRound, CepamLaplaceRound
+
+        setting = dataclasses.replace(self.setting, clients=k)
+        if isinstance(self.mechanism, cepam.Gaussian):
+            return CepamGaussianRound(sigma=self.mechanism.sigma, setting=setting,
+                                      bound=self.bound)
+        return CepamLaplaceRound(scale=self.mechanism.b, setting=setting,
+                                 dimension=self.coordinates, bound=self.bound)
 
     def minimum_clients(self) -> int:
         """The smallest K a round needs to be accounted (2 against a curious client)."""
         return 2 if self.setting.threat_model == "client" else 1
 
     def _events(self, ks: list[int]) -> Any:
-        from cepam.accounting import CepamGaussianRound, PLDAccountant
+        from cepam.accounting import PLDAccountant
 
         acct = PLDAccountant()
         for k in ks:
-            setting = dataclasses.replace(self.setting, clients=k)
-            acct.compose(CepamGaussianRound(sigma=self.mechanism.sigma, setting=setting,
-                                            bound=self.bound))
+            acct.compose(self.event(k))
         return acct
 
     def epsilon(self, ks: list[int] | None = None) -> float:
-        """Record-level eps after rounds with these K (default: the released rounds)."""
+        """Record-level eps after rounds with these K (default: the released
+        rounds; a list that extends them: the released rounds and more), and,
+        with a ledger, everything it holds besides."""
         ks = self.rounds if ks is None else ks
-        if not ks:
-            return 0.0
         if any(k < self.minimum_clients() for k in ks):
             return math.inf
+        if self.ledger is not None:  # it holds the released rounds already
+            return float(self.ledger.epsilon_with([self.event(k) for k in ks[len(self.rounds):]],
+                                                  delta=self.delta))
+        if not ks:
+            return 0.0
         if isinstance(self.mechanism, cepam.Gaussian):
             return float(self._events(ks).get_epsilon(self.delta))
         from cepam.accounting import paper_laplace_round, tight_laplace_round
@@ -86,8 +107,18 @@ class Budget:
                                              dimension=self.coordinates).epsilon
         return total
 
-    def release(self, k: int) -> float:
-        """Records a released round that averaged k updates; returns eps so far."""
+    def release(self, k: int, *, round: int, max_epsilon: float | None = None) -> float:
+        """Records a released round that averaged k updates (in the ledger
+        first, if any: durably, before the round's result is used); returns
+        eps so far.
+
+        Raises:
+            PrivacyBudgetError: (with a ledger) the round would take what the
+                ledger holds above ``max_epsilon``; nothing is recorded.
+        """
+        if self.ledger is not None:
+            self.ledger.record(self.event(int(k)), run_id=self.run_id, round=int(round),
+                               max_epsilon=max_epsilon)
         self.rounds.append(int(k))
         self._compose_client_level(int(k))
         return self.epsilon()

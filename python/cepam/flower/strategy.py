@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import secrets as _secrets
 import time
 from collections.abc import Iterable
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -43,8 +44,8 @@ from flwr.serverapp.strategy import Result, Strategy
 
 import cepam
 from cepam._checks import check_clip
-from cepam.accounting import FLSetting
-from cepam.errors import InvalidArgumentError, InvalidTypeError
+from cepam.accounting import FLSetting, Ledger
+from cepam.errors import InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
 
 from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget
 from .keys import KeyPair, SecretSource, agreed_secret, preshared_lookup
@@ -98,6 +99,13 @@ class CepamStrategy(Strategy):
         lattice, dim, coder: codec settings sent to the clients (see
             :func:`cepam.encode`).
         bound: ``"tight"`` (default) or ``"paper"``: the per-round bound.
+        ledger: a :class:`cepam.accounting.Ledger`, or the path of one
+            (opened, or created, at the strategy's ``delta``): each released
+            round is recorded there before its result is used, and eps and
+            ``max_epsilon`` count everything it holds (earlier runs and
+            restarts included).  Needs ``setting``.
+        ledger_name: the dataset or federation a ledger path accounts for
+            (default: the file's stem).
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings, or a Flower DP
@@ -108,7 +116,8 @@ class CepamStrategy(Strategy):
                  clip: float, setting: FLSetting | None = None, delta: float = 1e-5,
                  max_epsilon: float | None = None, secrets: SecretSource | None = None,
                  lattice: str = "auto", dim: int | None = None, coder: str = "ans",
-                 bound: str = "tight") -> None:
+                 bound: str = "tight", ledger: Any = None,
+                 ledger_name: str | None = None) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidTypeError(f"strategy must be a Flower Strategy, got "
                                    f"{type(strategy).__name__}")
@@ -146,6 +155,13 @@ class CepamStrategy(Strategy):
                                            f"{max_epsilon!r}")
         if bound not in ("tight", "paper"):
             raise InvalidArgumentError(f"bound must be 'tight' or 'paper', got {bound!r}")
+        if ledger is not None and setting is None:
+            raise InvalidArgumentError("a ledger needs a setting to account eps in")
+        if ledger is not None and not isinstance(ledger, (str, os.PathLike, Ledger)):
+            raise InvalidTypeError(f"ledger must be a cepam.accounting.Ledger or a path, got "
+                                   f"{type(ledger).__name__}")
+        self._ledger_source, self._ledger_name = ledger, ledger_name
+        self.ledger: Ledger | None = None
         self.strategy, self.mechanism, self.setting = strategy, mechanism, setting
         self.delta, self.max_epsilon, self.bound = float(delta), max_epsilon, bound
         self.lattice, self.dim, self.coder = lattice, dim, coder
@@ -170,8 +186,14 @@ class CepamStrategy(Strategy):
         self.stopped_by_budget = False
         m = sum(int(np.prod(a.shape)) for a in initial_arrays.values()
                 if np.issubdtype(np.dtype(a.dtype), np.floating))
+        if self._ledger_source is not None and self.ledger is None:
+            self.ledger = (self._ledger_source if isinstance(self._ledger_source, Ledger) else
+                           Ledger(self._ledger_source, name=self._ledger_name, delta=self.delta))
+        run_id = f"flower-run-{getattr(getattr(grid, 'run', None), 'run_id', 0)}-" \
+                 f"{_secrets.token_hex(8)}"
         self.budget = None if self.setting is None else Budget(
-            self.mechanism, self.setting, delta=self.delta, bound=self.bound, coordinates=m)
+            self.mechanism, self.setting, delta=self.delta, bound=self.bound, coordinates=m,
+            ledger=self.ledger, run_id=run_id)
 
     def _set_global(self, arrays: ArrayRecord) -> None:
         self._global = {name: array.numpy() for name, array in arrays.items()}
@@ -356,7 +378,14 @@ class CepamStrategy(Strategy):
         metrics[METRIC_DROPPED] = dropped
         metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(sizes))
         if self.budget is not None:
-            metrics[RECORD_LEVEL] = self.budget.release(k)
+            try:  # recorded (in the ledger, if any) before the result is used
+                metrics[RECORD_LEVEL] = self.budget.release(k, round=server_round,
+                                                            max_epsilon=self.max_epsilon)
+            except PrivacyBudgetError as exc:  # another server spent the budget meanwhile
+                log.warning("cepam: round %d: not released: %s; the run stops", server_round,
+                            exc)
+                self.stopped_by_budget = True
+                return None, None
             client_level = self.budget.client_level_epsilon()
             if client_level is not None:
                 metrics[CLIENT_LEVEL] = client_level
