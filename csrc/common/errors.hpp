@@ -17,6 +17,12 @@ struct FormatError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A payload decodes to values its output type cannot hold (a FormatError:
+// servers that drop malformed payloads drop these too).
+struct DecodingError : FormatError {
+  using FormatError::FormatError;
+};
+
 // The input cannot be encoded with these settings.
 struct EncodingError : std::runtime_error {
   using std::runtime_error::runtime_error;

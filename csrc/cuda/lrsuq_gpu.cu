@@ -136,7 +136,7 @@ class DeviceGuard {
 // Reads the launch's failure word and throws the codec's error for it.
 void throw_on_failure(const unsigned long long* failure_dev, cudaStream_t stream,
                       const subvector::Config& c, const std::uint32_t* H_host,
-                      std::size_t first) {
+                      std::size_t first, const char* output_type = "the output type") {
   unsigned long long failure = kNoFailure;
   check(cudaMemcpyAsync(&failure, failure_dev, sizeof failure, cudaMemcpyDeviceToHost, stream),
         "copy failure flag");
@@ -144,6 +144,7 @@ void throw_on_failure(const unsigned long long* failure_dev, cudaStream_t stream
   if (failure == kNoFailure) return;
   const std::size_t j = static_cast<std::size_t>(failure >> 3);
   const int status = static_cast<int>(failure & 7u);
+  if (status == subvector::kNonFiniteOutput) throw_nonfinite_output(j, output_type);
   throw_subvector_error(j, status, c.limit, H_host != nullptr ? H_host[j - first] : 0u);
 }
 
@@ -261,7 +262,7 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
         y, failure);
     check(cudaGetLastError(), "launch the decode kernel");
     kernel_timer.stop(&t.kernel_ms);
-    throw_on_failure(failure, stream, c, H + first, first);
+    throw_on_failure(failure, stream, c, H + first, first, dtype_name<T>());
   }
   if (timing != nullptr) *timing = t;
 }

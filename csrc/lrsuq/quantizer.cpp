@@ -351,7 +351,7 @@ void check_decoded(const T* out, std::size_t count, std::size_t e0, std::size_t 
   if (finite) return;
   for (std::size_t e = 0; e < count; ++e) {
     if (!std::isfinite(out[e])) {
-      throw_subvector_error((e0 + e) / un, subvector::kNonFiniteOutput);
+      throw_nonfinite_output((e0 + e) / un, dtype_name<T>());
     }
   }
 }
@@ -447,11 +447,15 @@ void throw_subvector_error(std::size_t j, int status, double limit, std::uint32_
     case subvector::kBadCoordinate:
       throw FormatError(where + ": lattice coordinate out of range");
     case subvector::kNonFiniteOutput:
-      throw FormatError(where +
-                        ": decoded value overflows the output type (noise scale too large)");
+      throw_nonfinite_output(j, "the output type");
     default:
       throw EncodingError(where + ": unknown failure " + std::to_string(status));
   }
+}
+
+void throw_nonfinite_output(std::size_t j, const char* dtype) {
+  throw DecodingError("sub-vector " + std::to_string(j) + ": decoded values overflow " + dtype +
+                      " (the noise scale is too large for it)");
 }
 
 subvector::Config lrsuq_subvector_config(const LrsuqParams& p) {
@@ -495,6 +499,7 @@ void lrsuq_decode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const s
   for (std::size_t j = first; j < last; ++j) {
     const std::size_t i = j - first;
     const subvector::Status s = subvector::decode_one(c, key.data(), H[i], M + i * un, m, j, y);
+    if (s == subvector::kNonFiniteOutput) throw_nonfinite_output(j, dtype_name<T>());
     if (s != subvector::kOk) throw_subvector_error(j, s, c.limit, H[i]);
   }
 }

@@ -139,6 +139,15 @@ subvector::Config lrsuq_subvector_config(const LrsuqParams& p);
 [[noreturn]] void throw_subvector_error(std::size_t j, int status, double limit = 0.0,
                                         std::uint32_t h = 0);
 
+// Throws DecodingError: sub-vector j decodes to values that overflow dtype.
+[[noreturn]] void throw_nonfinite_output(std::size_t j, const char* dtype);
+
+// "float32" or "float64": the name of an output type in messages.
+template <class T>
+constexpr const char* dtype_name() {
+  return sizeof(T) == 4 ? "float32" : "float64";
+}
+
 // lrsuq_encode_range and lrsuq_decode_range computed one sub-vector at a
 // time by the functions of lrsuq/subvector.hpp, the code the CUDA kernels
 // run: the same outputs, bit for bit, and the same first error (beta and V

@@ -47,12 +47,15 @@ inline void register_errors(py::module_& m) {
   // Leaked on purpose: the translator may run until interpreter exit.
   static PyObject* invalid = py::object(errors.attr("InvalidArgumentError")).release().ptr();
   static PyObject* format = py::object(errors.attr("FormatError")).release().ptr();
+  static PyObject* decoding = py::object(errors.attr("DecodingError")).release().ptr();
   static PyObject* encoding = py::object(errors.attr("EncodingError")).release().ptr();
   static PyObject* invalid_type = py::object(errors.attr("InvalidTypeError")).release().ptr();
   static PyObject* device = py::object(errors.attr("DeviceError")).release().ptr();
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const DecodingError& e) {
+      PyErr_SetString(decoding, e.what());
     } catch (const FormatError& e) {
       PyErr_SetString(format, e.what());
     } catch (const DeviceError& e) {
