@@ -17,29 +17,10 @@ import sys
 import numpy as np
 
 import cepam._core as c
+from refhash import digest, outcome  # bench/ is on sys.path when run as a script
 
 LATTICES = [(1, 1), (1, 2), (1, 3), (1, 8), (2, 2), (3, 4), (4, 8)]
 RATIOS = (0.01, 0.1, 0.5, 1.0, 2.0, 10.0, 100.0, 1e4)
-
-
-def digest(*parts):
-    d = hashlib.sha256()
-    for p in parts:
-        if isinstance(p, np.ndarray):
-            d.update(str(p.dtype).encode())
-            d.update(np.ascontiguousarray(p).tobytes())
-        elif isinstance(p, bytes):
-            d.update(p)
-        else:
-            d.update(repr(p).encode())
-    return d.hexdigest()
-
-
-def outcome(fn):
-    try:
-        return ("ok", fn())
-    except Exception as e:  # noqa: BLE001
-        return ("err", type(e).__name__ + ": " + str(e))
 
 
 def run():

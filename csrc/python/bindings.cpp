@@ -124,19 +124,15 @@ py::tuple encode_subvectors(const py::array& x, const py::bytes& key, int mechan
   const ChaChaKey k = key_from(key);
   const std::size_t m = static_cast<std::size_t>(x.size());
   const std::size_t N = subvectors_of(m, n);
-  const auto Nn = static_cast<py::ssize_t>(N * static_cast<std::size_t>(n));
-  CArray<std::uint32_t> H(static_cast<py::ssize_t>(N));
-  CArray<std::int64_t> M(Nn);
-  CArray<double> beta(static_cast<py::ssize_t>(N));
-  CArray<double> V(Nn);
-  std::uint32_t* h = H.mutable_data();
-  std::int64_t* mm = M.mutable_data();
-  double* b = beta.mutable_data();
-  double* v = V.mutable_data();
+  StageArrays out = StageArrays::allocate(N, n);
+  std::uint32_t* h = out.H.mutable_data();
+  std::int64_t* mm = out.M.mutable_data();
+  double* b = out.beta.mutable_data();
+  double* v = out.V.mutable_data();
   with_input(x, [&](const auto* px) {
     lrsuq_encode_subvectors(p, k, px, m, factor, 0, N, h, mm, b, v);
   });
-  return py::make_tuple(H, M, beta, V);
+  return out.tuple();
 }
 
 py::array decode_subvectors(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
@@ -171,27 +167,6 @@ Coder coder_from(int coder) {
   return static_cast<Coder>(coder);
 }
 
-// The lattice stage (H, M, beta, V) computed elsewhere (the CUDA module),
-// checked against the update's size.
-struct StageArrays {
-  CArray<std::uint32_t> H;
-  CArray<std::int64_t> M;
-  CArray<double> beta, V;
-  LatticeStage view() const { return {H.data(), M.data(), beta.data(), V.data()}; }
-};
-
-StageArrays stage_from(const py::tuple& stage, std::size_t m, int n) {
-  if (stage.size() != 4) throw InvalidArgument("lattice_stage must be (H, M, beta, V)");
-  StageArrays s{stage[0].cast<CArray<std::uint32_t>>(), stage[1].cast<CArray<std::int64_t>>(),
-                stage[2].cast<CArray<double>>(), stage[3].cast<CArray<double>>()};
-  const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
-  const std::size_t Nn = N * static_cast<std::size_t>(n);
-  if (static_cast<std::size_t>(s.H.size()) != N || static_cast<std::size_t>(s.M.size()) != Nn ||
-      static_cast<std::size_t>(s.beta.size()) != N || static_cast<std::size_t>(s.V.size()) != Nn)
-    throw InvalidArgument("lattice_stage sizes do not match m and n");
-  return s;
-}
-
 py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism, double scale,
                          int lattice, int n, double factor, int coder, int threads,
                          const py::object& lattice_stage) {
@@ -205,7 +180,7 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism
   LatticeStage view{};
   const LatticeStage* stage = nullptr;
   if (!lattice_stage.is_none()) {
-    arrays = stage_from(lattice_stage.cast<py::tuple>(), m, n);
+    arrays = StageArrays::from_tuple(lattice_stage.cast<py::tuple>(), m, n);
     view = arrays.view();
     stage = &view;
   }

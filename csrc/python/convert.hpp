@@ -10,6 +10,7 @@
 
 #include "common/errors.hpp"
 #include "lrsuq/quantizer.hpp"
+#include "payload/body.hpp"
 #include "random/chacha20.hpp"
 
 namespace cepam::python {
@@ -41,6 +42,35 @@ inline void require_contiguous_1d(const py::array& a, const char* what) {
   if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
     throw InvalidArgument(std::string(what) + " must be a contiguous 1-D array");
 }
+
+// The arrays of an LRSUQ stage of N sub-vectors in dimension n: H[N],
+// M[N n], beta[N], V[N n] (payload/body.hpp's LatticeStage).
+struct StageArrays {
+  CArray<std::uint32_t> H;
+  CArray<std::int64_t> M;
+  CArray<double> beta, V;
+
+  // New arrays for N sub-vectors in dimension n.
+  static StageArrays allocate(std::size_t N, int n) {
+    const auto Nn = static_cast<py::ssize_t>(N * static_cast<std::size_t>(n));
+    return {CArray<std::uint32_t>(static_cast<py::ssize_t>(N)), CArray<std::int64_t>(Nn),
+            CArray<double>(static_cast<py::ssize_t>(N)), CArray<double>(Nn)};
+  }
+  // The arrays of a Python (H, M, beta, V), checked against m coordinates.
+  static StageArrays from_tuple(const py::tuple& stage, std::size_t m, int n) {
+    if (stage.size() != 4) throw InvalidArgument("lattice_stage must be (H, M, beta, V)");
+    StageArrays s{stage[0].cast<CArray<std::uint32_t>>(), stage[1].cast<CArray<std::int64_t>>(),
+                  stage[2].cast<CArray<double>>(), stage[3].cast<CArray<double>>()};
+    const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+    const std::size_t Nn = N * static_cast<std::size_t>(n);
+    if (static_cast<std::size_t>(s.H.size()) != N || static_cast<std::size_t>(s.M.size()) != Nn ||
+        static_cast<std::size_t>(s.beta.size()) != N || static_cast<std::size_t>(s.V.size()) != Nn)
+      throw InvalidArgument("lattice_stage sizes do not match m and n");
+    return s;
+  }
+  LatticeStage view() const { return {H.data(), M.data(), beta.data(), V.data()}; }
+  py::tuple tuple() const { return py::make_tuple(H, M, beta, V); }
+};
 
 inline void register_errors(py::module_& m) {
   py::module_ errors = py::module_::import("cepam.errors");

@@ -77,15 +77,11 @@ py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, int mechani
     throw py::type_error("x must be float32 or float64");
   const std::size_t m = compact_size(t);
   const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
-  const auto Nn = static_cast<py::ssize_t>(N * static_cast<std::size_t>(n));
-  CArray<std::uint32_t> H(static_cast<py::ssize_t>(N));
-  CArray<std::int64_t> M(Nn);
-  CArray<double> beta(static_cast<py::ssize_t>(N));
-  CArray<double> V(Nn);
-  std::uint32_t* h = H.mutable_data();
-  std::int64_t* mm = M.mutable_data();
-  double* b = beta.mutable_data();
-  double* v = V.mutable_data();
+  StageArrays out = StageArrays::allocate(N, n);
+  std::uint32_t* h = out.H.mutable_data();
+  std::int64_t* mm = out.M.mutable_data();
+  double* b = out.beta.mutable_data();
+  double* v = out.V.mutable_data();
   const char* base = static_cast<const char*>(t.data) + t.byte_offset;
   gpu::Timing timing;
   {
@@ -98,7 +94,7 @@ py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, int mechani
                           t.device.device_id, stream, h, mm, b, v, &timing);
     }
   }
-  return py::make_tuple(H, M, beta, V, timing_dict(timing));
+  return py::make_tuple(out.H, out.M, out.beta, out.V, timing_dict(timing));
 }
 
 // Device memory owned by a DLPack tensor of shape (m,).
