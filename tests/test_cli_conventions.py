@@ -151,12 +151,10 @@ def test_ctrl_c_during_fl_run(tmp_path):
             "--out", str(out), "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress"]
     proc = subprocess.Popen([sys.executable, "-c", _BLOCKER.format(blocked=set()), *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
     try:
-        while not list(out.glob("*/seed0/state.pt")) and time.monotonic() < deadline:
+        while not list(out.glob("*/seed0/state.pt")):  # a round completed (500 to go)
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
-        assert list(out.glob("*/seed0/state.pt")), "the run never completed a round"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
