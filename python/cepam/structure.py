@@ -95,8 +95,14 @@ def check_non_float(non_float: object) -> str:
     return non_float  # type: ignore[return-value]
 
 
-def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
-    """A flat, contiguous float32/float64 view or copy of one leaf."""
+def _leaf_entry(x: Any, where: str) -> Entry | None:
+    """The entry (kind, dtype, shape; no name) of a numpy or torch leaf,
+    checked, without reading its values; None for another kind of leaf (a
+    DLPack array: its values are read to know it).
+
+    Raises:
+        InvalidTypeError: a sparse tensor or an unsupported dtype.
+    """
     if _is_torch_tensor(x):
         import torch
 
@@ -110,6 +116,32 @@ def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
                 f"{where}: dtype {x.dtype} is not supported (float32, float64, float16, "
                 f"bfloat16){hint}"
             )
+        return Entry("", KIND_TORCH, name, tuple(int(d) for d in x.shape))
+    if isinstance(x, np.ndarray) or np.isscalar(x) and isinstance(x, np.floating):
+        arr = np.asarray(x)
+        name = arr.dtype.name
+        if name not in ("float32", "float64", "float16"):
+            raise InvalidTypeError(
+                f"{where}: dtype {arr.dtype} is not supported (float32, float64, float16); "
+                "convert with .astype(np.float32)"
+            )
+        return Entry("", KIND_NUMPY, name, tuple(int(d) for d in arr.shape))
+    return None
+
+
+def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
+    """A flat, contiguous float32/float64 view or copy of one leaf."""
+    entry = _leaf_entry(x, where)
+    if entry is None:
+        if hasattr(x, "__dlpack__"):  # CuPy, JAX, ...: by the DLPack protocol
+            return _leaf_to_numpy(_dlpack_to_host(x, where), where)
+        raise InvalidTypeError(
+            f"{where}: expected a numpy array, a torch tensor or a DLPack array, "
+            f"got {type(x).__name__}"
+        )
+    if entry.kind == KIND_TORCH:
+        import torch
+
         t = x.detach()
         if t.device.type == "meta":
             raise InvalidArgumentError(f"{where}: a tensor on device 'meta' holds no values; "
@@ -120,30 +152,15 @@ def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
             note_host_copy()
         if t.device.type != "cpu":
             t = t.cpu()
-        if name in ("float16", "bfloat16"):
+        if entry.dtype in ("float16", "bfloat16"):
             t = t.to(torch.float32)
-        arr = t.contiguous().reshape(-1).numpy()
-        return arr, Entry("", KIND_TORCH, name, tuple(int(d) for d in x.shape))
-    if isinstance(x, np.ndarray) or np.isscalar(x) and isinstance(x, np.floating):
-        arr = np.asarray(x)
-        name = arr.dtype.name
-        if name not in ("float32", "float64", "float16"):
-            raise InvalidTypeError(
-                f"{where}: dtype {arr.dtype} is not supported (float32, float64, float16); "
-                "convert with .astype(np.float32)"
-            )
-        flat = np.ascontiguousarray(arr).reshape(-1)
-        if name == "float16":
-            flat = flat.astype(np.float32)
-        if flat.dtype.byteorder not in ("=", "|"):
-            flat = flat.astype(flat.dtype.newbyteorder("="))
-        return flat, Entry("", KIND_NUMPY, name, tuple(int(d) for d in arr.shape))
-    if hasattr(x, "__dlpack__"):  # CuPy, JAX, ...: by the DLPack protocol
-        return _leaf_to_numpy(_dlpack_to_host(x, where), where)
-    raise InvalidTypeError(
-        f"{where}: expected a numpy array, a torch tensor or a DLPack array, "
-        f"got {type(x).__name__}"
-    )
+        return t.contiguous().reshape(-1).numpy(), entry
+    flat = np.ascontiguousarray(np.asarray(x)).reshape(-1)
+    if entry.dtype == "float16":
+        flat = flat.astype(np.float32)
+    if flat.dtype.byteorder not in ("=", "|"):
+        flat = flat.astype(flat.dtype.newbyteorder("="))
+    return flat, entry
 
 
 def _dlpack_to_host(x: Any, where: str) -> Any:
@@ -166,23 +183,9 @@ def _dlpack_to_host(x: Any, where: str) -> Any:
     return torch.from_dlpack(x)
 
 
-def flatten(update: Any, *, non_float: str = "error") -> tuple[np.ndarray, Structure]:
-    """One contiguous 1-D vector (float32 if every entry codes as float32,
-    else float64) and the structure to rebuild ``update`` from it.
-
-    Args:
-        update: an array or tensor, or a mapping, list or tuple of them.
-        non_float: "skip" leaves integer and bool entries of a *mapping* out
-            (they are not in the structure, so ``unflatten`` does not
-            rebuild them); "error" refuses them.  In a list, tuple or alone
-            they are always refused, since leaving them out would shift
-            positions.
-
-    Raises:
-        InvalidTypeError: for unsupported containers, leaves or dtypes.
-        InvalidArgumentError: for empty containers (or a mapping with no
-            floating-point entry left), overlong names, a bad ``non_float``.
-    """
+def _leaves(update: Any, non_float: str) -> tuple[int, list[tuple[str, Any, str]]]:
+    """The container code and the coded leaves of ``update``: (name, leaf,
+    where), in coding order (see :func:`flatten`)."""
     skip = check_non_float(non_float) == "skip"
     if isinstance(update, Mapping):
         if not update:
@@ -214,14 +217,34 @@ def flatten(update: Any, *, non_float: str = "error") -> tuple[np.ndarray, Struc
         container = SINGLE
         items = [("", update)]
 
+    where = [f"entry {name!r}" if container == DICT else f"entry {i}" if container else "x"
+             for i, (name, _) in enumerate(items)]
+    return container, [(name, value, w) for (name, value), w in zip(items, where)]
+
+
+def flatten(update: Any, *, non_float: str = "error") -> tuple[np.ndarray, Structure]:
+    """One contiguous 1-D vector (float32 if every entry codes as float32,
+    else float64) and the structure to rebuild ``update`` from it.
+
+    Args:
+        update: an array or tensor, or a mapping, list or tuple of them.
+        non_float: "skip" leaves integer and bool entries of a *mapping* out
+            (they are not in the structure, so ``unflatten`` does not
+            rebuild them); "error" refuses them.  In a list, tuple or alone
+            they are always refused, since leaving them out would shift
+            positions.
+
+    Raises:
+        InvalidTypeError: for unsupported containers, leaves or dtypes.
+        InvalidArgumentError: for empty containers (or a mapping with no
+            floating-point entry left), overlong names, a bad ``non_float``.
+    """
+    container, leaves = _leaves(update, non_float)
     arrays, entries = [], []
-    for i, (name, value) in enumerate(items):
-        where = f"entry {name!r}" if container == DICT else f"entry {i}" if container else "x"
+    for name, value, where in leaves:
         arr, entry = _leaf_to_numpy(value, where)
-        if len(entry.shape) > MAX_NDIM:
-            raise InvalidArgumentError(f"{where}: more than {MAX_NDIM} dimensions")
         arrays.append(arr)
-        entries.append(Entry(name, entry.kind, entry.dtype, entry.shape))
+        entries.append(_named(entry, name, where))
 
     if len(arrays) == 1:
         flat = arrays[0]
@@ -229,6 +252,12 @@ def flatten(update: Any, *, non_float: str = "error") -> tuple[np.ndarray, Struc
         common = np.float32 if all(a.dtype == np.float32 for a in arrays) else np.float64
         flat = np.concatenate([a.astype(common, copy=False) for a in arrays])
     return flat, Structure(container, tuple(entries))
+
+
+def _named(entry: Entry, name: str, where: str) -> Entry:
+    if len(entry.shape) > MAX_NDIM:
+        raise InvalidArgumentError(f"{where}: more than {MAX_NDIM} dimensions")
+    return Entry(name, entry.kind, entry.dtype, entry.shape)
 
 
 def check_dtype_choice(dtype: object) -> str:
@@ -315,10 +344,20 @@ def structure_of(like: Any) -> Structure:
     an array or tensor, a list/tuple of them or a mapping from names to them
     (a ``state_dict``, or ``{name: array.numpy()}`` of a Flower ArrayRecord).
 
+    Only the leaves' dtypes and shapes are read, not their values (a DLPack
+    array other than numpy or torch is read to know it).
+
     Raises:
         InvalidTypeError, InvalidArgumentError: as :func:`flatten`.
     """
-    return flatten(like, non_float="skip")[1]
+    container, leaves = _leaves(like, "skip")
+    entries = []
+    for name, value, where in leaves:
+        entry = _leaf_entry(value, where)
+        if entry is None:
+            entry = _leaf_to_numpy(value, where)[1]
+        entries.append(_named(entry, name, where))
+    return Structure(container, tuple(entries))
 
 
 def match_template(structure: Structure, like: Any) -> Structure:
