@@ -394,3 +394,22 @@ def test_a_payload_from_another_run_is_refused(caplog):
     replies[1].content["arrays"] = old[1].content["arrays"]  # replayed from the earlier run
     _, metrics = st.aggregate_train(1, replies)
     assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1
+
+
+def test_an_encoding_failure_tells_the_server_nothing_about_the_update(caplog):
+    def nan_train(msg, ctx):
+        arrays = msg.content["arrays"]
+        w = arrays["w"].numpy().copy()
+        w[3, 2] = np.nan
+        new = {"w": w, "b": arrays["b"].numpy(), "steps": arrays["steps"].numpy()}
+        return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in new.items()}),
+                                   "metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
+
+    st = strategy()
+    ctxs = contexts()
+    (msg, *_) = list(st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid()))
+    reply = cepam_mod(msg, ctxs[msg.metadata.dst_node_id], nan_train)
+    assert reply.has_error()
+    assert "could not be encoded" in reply.error.reason
+    assert "NaN" not in reply.error.reason and "14" not in reply.error.reason
+    assert "NaN" in caplog.text  # the detail stays in the client's log

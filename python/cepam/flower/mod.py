@@ -170,6 +170,14 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
         return reply
     try:
         return _encode_reply(msg, ctx, reply, config, secret, public)
-    except (_Refusal, CepamError) as exc:
+    except _Refusal as exc:
         log.warning("cepam_mod: %s", exc)
         return Message(Error(ERROR_CODE, f"cepam_mod: {exc}"), reply_to=msg)
+    except CepamError as exc:
+        # The message may describe the private update (where a value is not
+        # finite, which sub-vector is too large): it stays in the client's
+        # log; the server, in clear, learns only that encoding failed.
+        log.warning("cepam_mod: %s", exc)
+        return Message(Error(ERROR_CODE, f"cepam_mod: the update could not be encoded "
+                             f"({type(exc).__name__}; the client's log says why)"),
+                       reply_to=msg)
