@@ -222,12 +222,10 @@ void zn_trial(const double* t, const double* xs, const double* beta, const std::
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) e = zn_trial_avx2(t, xs, beta, w, count, l2_norm, q, dev);
 #endif
-  double unused;
   for (; e < count; ++e) {
     // |f| < 2^51: f == double(q[e]) exactly
-    const double f = subvector::zn_trial(t[e], xs[e], beta[e], w[e], l2_norm,
-                                         dev != nullptr ? &dev[e] : &unused);
-    q[e] = static_cast<std::int64_t>(f);
+    q[e] = static_cast<std::int64_t>(subvector::zn_trial(t[e], xs[e], beta[e], w[e], l2_norm,
+                                                         dev != nullptr ? &dev[e] : nullptr));
   }
 }
 

@@ -91,16 +91,19 @@ CEPAM_HD inline double laplace_radius(int n, double b, const std::uint64_t* w) {
 
 // Z^n, one coordinate: the dither v = uniform_co(w) - 1/2 of the cell
 // [-1/2, 1/2), and one trial: f = round_half_up(t - v) (returned; |f| < 2^51
-// so it converts exactly) with the coordinate's term of the acceptance
-// test, d = beta (f + v) - xs, dev = d^2 (l2) or |d| (l1).
+// so it converts exactly) and, unless dev is null (a cell that is the ball
+// accepts every trial), the coordinate's term of the acceptance test,
+// d = beta (f + v) - xs, *dev = d^2 (l2) or |d| (l1).
 CEPAM_HD inline double zn_dither(std::uint64_t w) { return uniform_co(w) - 0.5; }
 
 CEPAM_HD inline double zn_trial(double t, double xs, double beta, std::uint64_t w, bool l2,
                                 double* dev) {
   const double v = uniform_co(w) - 0.5;
   const double f = round_half_up(t - v);
-  const double d = beta * (f + v) - xs;
-  *dev = l2 ? d * d : std::fabs(d);
+  if (dev != nullptr) {
+    const double d = beta * (f + v) - xs;
+    *dev = l2 ? d * d : std::fabs(d);
+  }
   return f;
 }
 
