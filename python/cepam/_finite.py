@@ -16,7 +16,8 @@ import numpy as np
 
 from .errors import EncodingError
 from .mechanisms import Mechanism
-from .structure import Structure
+from .precision import largest
+from .structure import Entry, Structure, output_dtype
 
 __all__ = ["NOISE_BOUND", "check_encodable_range"]
 
@@ -27,14 +28,11 @@ __all__ = ["NOISE_BOUND", "check_encodable_range"]
 # 183.7 (Laplace, n <= 4); step / 2 (SDQ).
 NOISE_BOUND = {1: 20.0, 2: 184.0, 3: 0.5}
 
-# Largest finite value of each entry dtype.
-_LARGEST = {"float16": 65504.0, "bfloat16": float.fromhex("0x1.fep127"),
-            "float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(np.float64).max)}
-# The dtype each entry decodes to by default (cepam.decode's dtype="auto":
-# float16 and bfloat16 widen to float32; dtype="input" casts back, and the
-# decoder refuses values that overflow then, cepam.precision.check_output).
-_DECODED = {"float16": "float32", "bfloat16": "float32", "float32": "float32",
-            "float64": "float64"}
+def _decoded(entry: Entry) -> str:
+    """The dtype an entry decodes to by default (``decode``'s dtype="auto":
+    float16 and bfloat16 widen to float32; dtype="input" casts back, and the
+    decoder refuses values that overflow then, cepam.precision.check_output)."""
+    return output_dtype(entry, dtype="auto", output="auto")
 
 
 def _segments(flat: np.ndarray, structure: Structure):
@@ -57,15 +55,15 @@ def check_encodable_range(flat: np.ndarray, structure: Structure, *, norm: float
     """
     bound = NOISE_BOUND[mechanism.code]
     noise = bound * mechanism.scale
-    smallest = min(_LARGEST[_DECODED[e.dtype]] for e in structure.entries)
+    smallest = min(largest(_decoded(e)) for e in structure.entries)
     # The lattice scale beta = radius / rho (rho >= 1/2) must be finite too.
     scale_ok = math.isfinite(2.0 * noise)
     if scale_ok and norm * factor + noise < smallest:
         return
     for entry, segment in _segments(flat, structure):
         peak = float(np.max(np.abs(segment))) * factor if entry.size else 0.0
-        decoded = _DECODED[entry.dtype]
-        if not (scale_ok and peak + noise < _LARGEST[decoded]):
+        decoded = _decoded(entry)
+        if not (scale_ok and peak + noise < largest(decoded)):
             raise EncodingError(
                 f"noise scale {mechanism.scale!r} is too large for this update: decoded "
                 f"values (up to |x| + {bound:g} x scale) could overflow "

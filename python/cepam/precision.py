@@ -46,6 +46,11 @@ _FORMATS = {
 }
 
 
+def largest(dtype: str) -> float:
+    """The largest finite value of an output dtype."""
+    return _FORMATS[dtype].max
+
+
 def rounding_rms(rms: float, dtype: str) -> float:
     """Estimated rms error of rounding values of rms ``rms`` to ``dtype``
     (uniform rounding error of one spacing, spacing about ``eps |y|``)."""
