@@ -28,6 +28,7 @@ __all__ = ["NOISE_BOUND", "check_encodable_range"]
 # 183.7 (Laplace, n <= 4); step / 2 (SDQ).
 NOISE_BOUND = {1: 20.0, 2: 184.0, 3: 0.5}
 
+
 def _decoded(entry: Entry) -> str:
     """The dtype an entry decodes to by default (``decode``'s dtype="auto":
     float16 and bfloat16 widen to float32; dtype="input" casts back, and the
