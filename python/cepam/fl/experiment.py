@@ -203,6 +203,26 @@ def _save_state(directory: Path, config: FLConfig, round_: int, params: dict[str
     _atomic_write(directory / "state.pt", buf.getvalue())
 
 
+def _matching_state(out: Path | None, config: FLConfig) -> dict[str, Any] | None:
+    """The saved state of the run in ``out`` (created if missing), or None.
+
+    Raises:
+        InvalidArgumentError: ``out`` holds a run of another configuration.
+    """
+    if out is None:
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    state = _load_state(out)
+    if state is not None:
+        saved = FLConfig.from_dict(state["config"])
+        if saved.replace(rounds=config.rounds) != config:
+            raise InvalidArgumentError(
+                f"{out} holds a run with another configuration ({saved.run_name()}, seed "
+                f"{saved.seed}); use another --out directory"
+            )
+    return state
+
+
 def _load_state(directory: Path) -> dict[str, Any] | None:
     path = directory / "state.pt"
     if not path.exists():
@@ -287,17 +307,8 @@ def run_experiment(
     schedule = PlateauSchedule(config.lr, config.lr_patience, config.lr_factor)
 
     out = None if directory is None else Path(directory)
-    state = None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        state = _load_state(out)
+    state = _matching_state(out, config)
     if state is not None:
-        saved = FLConfig.from_dict(state["config"])
-        if saved.replace(rounds=config.rounds) != config:
-            raise InvalidArgumentError(
-                f"{out} holds a run with another configuration ({saved.run_name()}, seed "
-                f"{saved.seed}); use another --out directory"
-            )
         start = int(state["round"])
         params = {k: v.clone() for k, v in state["params"].items()}
         schedule.load_state_dict(state["schedule"])

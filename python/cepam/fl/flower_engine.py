@@ -41,7 +41,7 @@ from ..errors import InvalidArgumentError
 from .data import load_mnist
 from .experiment import (
     FLConfig, PlateauSchedule, RunResult, TensorMNIST, _atomic_write, _initial_params,
-    _load_state, _prepare, _save_state, _write_outputs,
+    _matching_state, _prepare, _save_state, _write_outputs,
 )
 from .methods import make_method
 from .models import build_model
@@ -198,19 +198,11 @@ def run_flower_experiment(
 
     check_flower_config(config)
     out = None if directory is None else Path(directory)
+    state = _matching_state(out, config)
+    if state is not None and int(state["round"]) >= config.rounds:
+        return RunResult(config=config, rows=list(state["rows"]), params=dict(state["params"]),
+                         directory=out, complete=True, resumed_from=int(state["round"]))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        state = _load_state(out)
-        if state is not None:
-            saved = FLConfig.from_dict(state["config"])
-            if saved.replace(rounds=config.rounds) != config:
-                raise InvalidArgumentError(
-                    f"{out} holds a run with another configuration ({saved.run_name()}, seed "
-                    f"{saved.seed}); use another --out directory")
-            if int(state["round"]) >= config.rounds:
-                return RunResult(config=config, rows=list(state["rows"]),
-                                 params=dict(state["params"]), directory=out, complete=True,
-                                 resumed_from=int(state["round"]))
         _atomic_write(out / "config.json",
                       (json.dumps(config.to_dict(), indent=1) + "\n").encode())
 
