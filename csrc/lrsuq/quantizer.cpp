@@ -581,44 +581,6 @@ int latent_words(const LrsuqParams& p) {
 }
 
 template <class T>
-double sum_of_squares(const T* x, std::size_t m) {
-  // Four accumulators in a fixed order; a finite input whose squares
-  // overflow is rescaled by its largest magnitude.
-  double acc[4] = {0.0, 0.0, 0.0, 0.0};
-  double maxabs = 0.0;
-  std::size_t i = 0;
-  for (; i + 4 <= m; i += 4) {
-    for (std::size_t l = 0; l < 4; ++l) {
-      const double v = static_cast<double>(x[i + l]);
-      acc[l] += v * v;
-      maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
-    }
-  }
-  for (; i < m; ++i) {
-    const double v = static_cast<double>(x[i]);
-    acc[0] += v * v;
-    maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
-  }
-  double total = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  if (std::isfinite(total) && total > 0x1.0p-900) return total;
-  for (std::size_t k = 0; k < m; ++k) {
-    if (!std::isfinite(static_cast<double>(x[k]))) {
-      throw InvalidArgument("input contains a non-finite value (NaN or Inf) at flat index " +
-                            std::to_string(k));
-    }
-  }
-  if (maxabs == 0.0) return 0.0;
-  // Overflow or underflow: accumulate (x / maxabs)^2 and scale back.  The
-  // result may be +inf, which the caller treats as "clip to the bound".
-  double scaled = 0.0;
-  for (std::size_t k = 0; k < m; ++k) {
-    const double v = static_cast<double>(x[k]) / maxabs;
-    scaled += v * v;
-  }
-  return scaled * maxabs * maxabs;
-}
-
-template <class T>
 void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                   double factor, std::uint32_t* H, std::int64_t* M) {
   check_factor(factor);
@@ -738,8 +700,6 @@ template void lrsuq_decode_subvectors<float>(const LrsuqParams&, const ChaChaKey
 template void lrsuq_decode_subvectors<double>(const LrsuqParams&, const ChaChaKey&,
                                               const std::uint32_t*, const std::int64_t*,
                                               std::size_t, std::size_t, std::size_t, double*);
-template double sum_of_squares<float>(const float*, std::size_t);
-template double sum_of_squares<double>(const double*, std::size_t);
 template void lrsuq_encode<float>(const LrsuqParams&, const KeyStream&, const float*,
                                   std::size_t, double, std::uint32_t*, std::int64_t*);
 template void lrsuq_encode<double>(const LrsuqParams&, const KeyStream&, const double*,

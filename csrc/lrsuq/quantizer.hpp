@@ -62,11 +62,6 @@ double acceptance_probability(const LrsuqParams& p);
 // Number of 64-bit latent words per sub-vector.
 int latent_words(const LrsuqParams& p);
 
-// Sum of squares of x in float64, accumulated in a fixed order (the same on
-// every platform).  Throws InvalidArgument naming the first non-finite entry.
-template <class T>
-double sum_of_squares(const T* x, std::size_t m);
-
 // Encodes m values x[0..m) (each multiplied by `factor`, the clipping factor)
 // into N = ceil(m / n) trial indices H[0..N) and N n lattice coordinates
 // M[0..N n).  The last sub-vector is zero-padded.

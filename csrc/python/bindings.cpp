@@ -13,6 +13,7 @@
 #include "random/detmath.hpp"
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
+#include "lrsuq/norm.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
 #include "payload/body.hpp"
@@ -262,18 +263,19 @@ py::dict body_parts_py(const py::bytes& body, int coder, int lattice, std::int64
   return out;
 }
 
-double sum_squares(const py::array& x) {
+double sum_squares(const py::array& x, bool fixed_order) {
   require_contiguous_1d(x, "x");
   const std::size_t m = static_cast<std::size_t>(x.size());
+  const SumOrder order = fixed_order ? SumOrder::Fixed : SumOrder::Any;
   if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
-    return sum_of_squares(px, m);
+    return sum_of_squares(px, m, order);
   }
   if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
-    return sum_of_squares(px, m);
+    return sum_of_squares(px, m, order);
   }
   throw py::type_error("x must be float32 or float64");
 }
@@ -523,8 +525,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
         py::arg("n"), py::arg("dtype"),
         "decode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host.");
-  m.def("sum_of_squares", &sum_squares, py::arg("x"),
-        "Sum of squares in float64, in a fixed order; raises on NaN/Inf.");
+  m.def("sum_of_squares", &sum_squares, py::arg("x"), py::kw_only(), py::arg("fixed_order") = true,
+        "Sum of squares in float64 (in a fixed order, the same bits everywhere, unless "
+        "fixed_order=False: faster, for estimates); raises on NaN/Inf.");
   m.def("acceptance_probability", [](int mech, double scale, int lattice, int n) {
     return acceptance_probability(params_from(mech, scale, lattice, n));
   }, py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"));

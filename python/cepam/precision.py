@@ -81,7 +81,7 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
     if values.size == 0:
         return
     try:
-        sumsq = _core.sum_of_squares(values)  # float64, raises on NaN and Inf
+        sumsq = _core.sum_of_squares(values, fixed_order=False)  # float64, raises on NaN and Inf
     except InvalidArgumentError:
         hint = "; decode with dtype='float64'" if values.dtype != np.float64 else ""
         raise DecodingError(

@@ -1,0 +1,133 @@
+#include "lrsuq/norm.hpp"
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "common/cpu.hpp"
+#include "common/errors.hpp"
+
+#if CEPAM_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
+namespace cepam {
+namespace {
+
+// The sum and the largest magnitude of one pass.
+struct Squares {
+  double total;
+  double maxabs;
+};
+
+// SumOrder::Fixed, portable.
+template <class T>
+Squares fixed_portable(const T* x, std::size_t m) {
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  double maxabs = 0.0;
+  std::size_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    for (std::size_t l = 0; l < 4; ++l) {
+      const double v = static_cast<double>(x[i + l]);
+      acc[l] += v * v;
+      maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
+    }
+  }
+  for (; i < m; ++i) {
+    const double v = static_cast<double>(x[i]);
+    acc[0] += v * v;
+    maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
+  }
+  return {(acc[0] + acc[1]) + (acc[2] + acc[3]), maxabs};
+}
+
+#if CEPAM_X86_DISPATCH
+// Four elements as doubles.
+CEPAM_TARGET_AVX2 inline __m256d load4(const float* x) { return _mm256_cvtps_pd(_mm_loadu_ps(x)); }
+CEPAM_TARGET_AVX2 inline __m256d load4(const double* x) { return _mm256_loadu_pd(x); }
+
+// acc += v v and mx = max(|v|, mx) per lane: lane l takes the scalar code's
+// operations of accumulator l (a product, then a sum: no fused multiply-add
+// under target("avx2")), and max(|v|, mx) is its `|v| > mx ? |v| : mx`.
+CEPAM_TARGET_AVX2 inline void accumulate(__m256d v, __m256d& acc, __m256d& mx) {
+  acc = _mm256_add_pd(acc, _mm256_mul_pd(v, v));
+  mx = _mm256_max_pd(_mm256_andnot_pd(_mm256_set1_pd(-0.0), v), mx);
+}
+
+CEPAM_TARGET_AVX2 inline double lane(__m256d v, int l) {
+  alignas(32) double a[4];
+  _mm256_store_pd(a, v);
+  return a[l];
+}
+
+// SumOrder::Fixed: the four accumulators are the four lanes of one register.
+template <class T>
+CEPAM_TARGET_AVX2 Squares fixed_avx2(const T* x, std::size_t m) {
+  __m256d acc = _mm256_setzero_pd(), mx = _mm256_setzero_pd();
+  std::size_t i = 0;
+  for (; i + 4 <= m; i += 4) accumulate(load4(x + i), acc, mx);
+  double a0 = lane(acc, 0);
+  // The maxima of the lanes (no NaN: a NaN makes the total NaN, and the
+  // caller then looks for it).
+  double maxabs = std::fmax(std::fmax(lane(mx, 0), lane(mx, 1)), std::fmax(lane(mx, 2), lane(mx, 3)));
+  for (; i < m; ++i) {
+    const double v = static_cast<double>(x[i]);
+    a0 += v * v;
+    maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
+  }
+  return {(a0 + lane(acc, 1)) + (lane(acc, 2) + lane(acc, 3)), maxabs};
+}
+
+// SumOrder::Any: sixteen accumulators, off the latency of one chain of sums.
+template <class T>
+CEPAM_TARGET_AVX2 Squares any_avx2(const T* x, std::size_t m) {
+  __m256d acc[4], mx[4];
+  for (int k = 0; k < 4; ++k) acc[k] = mx[k] = _mm256_setzero_pd();
+  std::size_t i = 0;
+  for (; i + 16 <= m; i += 16)
+    for (int k = 0; k < 4; ++k) accumulate(load4(x + i + 4 * k), acc[k], mx[k]);
+  const __m256d a = _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3]));
+  const __m256d b = _mm256_max_pd(_mm256_max_pd(mx[0], mx[1]), _mm256_max_pd(mx[2], mx[3]));
+  const Squares rest = fixed_portable(x + i, m - i);
+  return {((lane(a, 0) + lane(a, 1)) + (lane(a, 2) + lane(a, 3))) + rest.total,
+          std::fmax(std::fmax(std::fmax(lane(b, 0), lane(b, 1)), std::fmax(lane(b, 2), lane(b, 3))),
+                    rest.maxabs)};
+}
+#endif
+
+template <class T>
+Squares squares(const T* x, std::size_t m, SumOrder order) {
+#if CEPAM_X86_DISPATCH
+  if (simd_level() >= SimdLevel::Avx2) return order == SumOrder::Fixed ? fixed_avx2(x, m) : any_avx2(x, m);
+#endif
+  (void)order;
+  return fixed_portable(x, m);
+}
+
+}  // namespace
+
+template <class T>
+double sum_of_squares(const T* x, std::size_t m, SumOrder order) {
+  const Squares s = squares(x, m, order);
+  if (std::isfinite(s.total) && s.total > 0x1.0p-900) return s.total;
+  for (std::size_t k = 0; k < m; ++k) {
+    if (!std::isfinite(static_cast<double>(x[k]))) {
+      throw InvalidArgument("input contains a non-finite value (NaN or Inf) at flat index " +
+                            std::to_string(k));
+    }
+  }
+  if (s.maxabs == 0.0) return 0.0;
+  // Overflow or underflow: accumulate (x / maxabs)^2 and scale back.  The
+  // result may be +inf, which the caller treats as "clip to the bound".
+  double scaled = 0.0;
+  for (std::size_t k = 0; k < m; ++k) {
+    const double v = static_cast<double>(x[k]) / s.maxabs;
+    scaled += v * v;
+  }
+  return scaled * s.maxabs * s.maxabs;
+}
+
+template double sum_of_squares<float>(const float*, std::size_t, SumOrder);
+template double sum_of_squares<double>(const double*, std::size_t, SumOrder);
+
+}  // namespace cepam
