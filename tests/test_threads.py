@@ -203,6 +203,12 @@ def test_hostile_segment_framing(lattice):
     def with_length(at, value):
         return body[:at] + struct.pack("<I", value) + body[at + 4:]
 
+    def flipped(*segments):  # a byte in the middle of each segment's rANS stream
+        out = bytearray(body)
+        for at, length in segments:
+            out[at + 4 + length // 2] ^= 0x5A
+        return bytes(out)
+
     bad = {
         "first-length-huge": with_length(first_at, 0xFFFFFFFF),
         "first-length-plus-4": with_length(first_at, first_len + 4),
@@ -212,6 +218,11 @@ def test_hostile_segment_framing(lattice):
         "last-segment-dropped": body[:segs[-1][0]],
         "extra-segment": body + body[second_at:second_at + 4 + second_len],
         "trailing-byte": body + b"\x00",
+        # Z decodes two segments at a time on one thread (their chains
+        # interleaved): a failure in either, or both, is the first in
+        # segment order, as on more threads.
+        "second-stream-byte": flipped(segs[1]),
+        "both-streams-byte": flipped(segs[0], segs[1]),
         "segments-swapped": body[:first_at] + body[second_at:second_at + 4 + second_len]
         + body[first_at:second_at] + body[second_at + 4 + second_len:],
     }
@@ -228,6 +239,7 @@ def test_hostile_segment_framing(lattice):
             else:
                 messages.add("decoded")
         assert len(messages) == 1 and "decoded" not in messages, (name, messages)
-        if name != "segments-swapped":  # (its framing is intact: only decoding sees it)
+        # (Framing intact: only decoding sees these.)
+        if name not in ("segments-swapped", "second-stream-byte", "both-streams-byte"):
             with pytest.raises(cepam.FormatError):
                 cepam.inspect(forged, secret=SECRET)

@@ -202,26 +202,34 @@ constexpr std::array<std::array<std::int32_t, 8>, 16> word_index() {
 }
 alignas(32) constexpr std::array<std::array<std::int32_t, 8>, 16> kWordIndex = word_index();
 
-// Decodes groups of four symbols, one per rANS state (AnsDecoder's lanes,
-// rotated so that lane t of the vectors is the state of the group's t-th
-// symbol), with AnsDecoder::advance's state changes, while four words
-// remain: group(k, slots, start, end) gives the intervals [start, end) of
-// group k's symbols, whose slots are `slots` (in 64-bit lanes), and stores
-// the values, or returns false to stop before group k.  Returns the number of groups
-// decoded, at most `groups`.
-template <class Group>
-CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(AnsDecoder& dec, std::size_t groups, Group& group) {
-  static_assert(kStreams == 4, "one state per lane");
-  AnsDecoder::Cursor c = dec.cursor();
-  const std::uint8_t* data = dec.data();
-  const std::size_t len = dec.size();
-  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x));
-  std::size_t pos = c.pos;
-  std::size_t k = 0;
-  for (; k < groups && pos + 16 <= len; ++k) {
+// One rANS stream decoded in groups of four symbols, one per state
+// (AnsDecoder's lanes, rotated so that lane t of x is the state of the
+// group's t-th symbol), with AnsDecoder::advance's state changes, in
+// registers: step(group) decodes the next group while four words remain,
+// where group(k, slots, start, end) gives the intervals [start, end) of
+// group k's symbols (k counting from the cursor's start), whose slots are
+// `slots` (in 64-bit lanes), and stores the values, or returns false to
+// stop before group k.  close() hands the position back to the decoder.
+struct GroupCursor {
+  AnsDecoder& dec;
+  const std::uint8_t* data;
+  std::size_t len, pos;
+  __m256i x;
+  std::size_t groups = 0;  // decoded so far
+
+  CEPAM_TARGET_AVX2 explicit GroupCursor(AnsDecoder& d) : dec(d), data(d.data()), len(d.size()) {
+    static_assert(kStreams == 4, "one state per lane");
+    const AnsDecoder::Cursor c = d.cursor();
+    x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x));
+    pos = c.pos;
+  }
+
+  template <class Group>
+  CEPAM_TARGET_AVX2 bool step(Group& group) {
+    if (pos + 16 > len) return false;
     const __m256i slot64 = _mm256_and_si256(x, _mm256_set1_epi64x(kProbScale - 1));
     __m128i start, end;
-    if (!group(k, slot64, start, end)) break;
+    if (!group(groups, slot64, start, end)) return false;
     // x = freq (x >> 24) + slot - start (freq (x >> 24) < 2^63, from two
     // 32-bit products), then renormalisation: lane t takes the next word
     // if x < 2^31, the lanes in order.
@@ -238,11 +246,27 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(AnsDecoder& dec, std::size_t gr
         _mm256_set1_epi64x(0xffffffff));
     x = _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi64(x, 32), w), renorm);
     pos += 4 * static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(takes)));
+    ++groups;
+    return true;
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x), x);
-  c.pos = pos;
-  dec.resume(c, 4 * k);
-  return k;
+
+  CEPAM_TARGET_AVX2 void close() {
+    AnsDecoder::Cursor c;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x), x);
+    c.pos = pos;
+    dec.resume(c, 4 * groups);
+  }
+};
+
+// Decodes up to `groups` groups of four symbols (GroupCursor::step with
+// `group`); returns the number decoded.
+template <class Group>
+CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(AnsDecoder& dec, std::size_t groups, Group& group) {
+  GroupCursor cursor(dec);
+  while (cursor.groups < groups && cursor.step(group)) {
+  }
+  cursor.close();
+  return cursor.groups;
 }
 
 // CellCoder::decode for the groups of coordinates (g[i], o[i]) into j[i],
@@ -309,6 +333,41 @@ CEPAM_TARGET_AVX2 void decode_in_groups(AnsDecoder& dec, std::size_t count, Grou
     i += 4 * decode_groups_avx2(dec, (count - i) / 4, group);
     if (i < count) one(i++);
   }
+}
+
+// decode_in_groups for two streams at once (two segments of a body): the
+// same symbols, with the two serial chains of the symbols' decoding
+// interleaved, so that each runs while the other waits on its latency.
+// Where one stream stops (a group that is not plain, or its last few
+// symbols), it takes one symbol the scalar way and the pair goes on; once
+// one stream is done, the other finishes alone.
+template <class GroupAt0, class One0, class GroupAt1, class One1>
+CEPAM_TARGET_AVX2 void decode_in_groups_pair(AnsDecoder& dec0, std::size_t count0,
+                                             GroupAt0&& group_at0, One0&& one0,
+                                             AnsDecoder& dec1, std::size_t count1,
+                                             GroupAt1&& group_at1, One1&& one1) {
+  std::size_t i0 = 0, i1 = 0;
+  while (i0 < count0 && i1 < count1) {
+    auto group0 = group_at0(i0);
+    auto group1 = group_at1(i1);
+    const std::size_t whole0 = (count0 - i0) / 4, whole1 = (count1 - i1) / 4;
+    GroupCursor c0(dec0), c1(dec1);
+    bool more0 = true, more1 = true;
+    while (more0 && more1) {
+      more0 = c0.groups < whole0 && c0.step(group0);
+      more1 = c1.groups < whole1 && c1.step(group1);
+    }
+    c0.close();
+    c1.close();
+    i0 += 4 * c0.groups;
+    i1 += 4 * c1.groups;
+    if (!more0 && i0 < count0) one0(i0++);
+    if (!more1 && i1 < count1) one1(i1++);
+  }
+  decode_in_groups(dec0, count0 - i0, [&](std::size_t i) { return group_at0(i0 + i); },
+                   [&](std::size_t i) { one0(i0 + i); });
+  decode_in_groups(dec1, count1 - i1, [&](std::size_t i) { return group_at1(i1 + i); },
+                   [&](std::size_t i) { one1(i1 + i); });
 }
 
 bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
@@ -502,6 +561,24 @@ void CellCoder::decode_batch(const double* g, const double* o, std::size_t count
         },
         [&](std::size_t i) { out[i] = decode(layouts[i], dec); });
   }
+}
+
+void CellCoder::decode_batches(const Batch& b0, const Batch& b1) const {
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) {
+    const auto groups = [this](const Batch& b) {
+      return [this, &b](std::size_t i) { return CellGroups{*this, model_, b.g + i, b.o + i, b.j + i}; };
+    };
+    const auto one = [this](const Batch& b) {
+      return [this, &b](std::size_t i) { b.j[i] = decode(layout(b.g[i], b.o[i]), *b.dec); };
+    };
+    decode_in_groups_pair(*b0.dec, b0.count, groups(b0), one(b0), *b1.dec, b1.count, groups(b1),
+                          one(b1));
+    return;
+  }
+#endif
+  decode_batch(b0.g, b0.o, b0.count, *b0.dec, b0.j);
+  decode_batch(b1.g, b1.o, b1.count, *b1.dec, b1.j);
 }
 
 }  // namespace cepam

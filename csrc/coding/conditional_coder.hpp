@@ -121,6 +121,16 @@ class CellCoder {
                     AnsEncoder& enc) const;
   void decode_batch(const double* g, const double* o, std::size_t count, AnsDecoder& dec,
                     std::int64_t* j) const;
+  // decode_batch of two streams at once (two segments of a body), their
+  // decoding chains interleaved: the same values as two calls.
+  struct Batch {
+    const double* g;
+    const double* o;
+    std::size_t count;
+    AnsDecoder* dec;
+    std::int64_t* j;
+  };
+  void decode_batches(const Batch& b0, const Batch& b1) const;
 
  private:
   std::uint32_t cum(const Layout& l, std::int64_t q) const;

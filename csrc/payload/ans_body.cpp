@@ -269,4 +269,31 @@ void AnsSegmentDecoder::decode_m(const TriangularBasis& basis, std::size_t N, co
   }
 }
 
+bool AnsSegmentDecoder::interleaves(const TriangularBasis& basis) { return is_diagonal(basis); }
+
+void AnsSegmentDecoder::decode_m_with(AnsSegmentDecoder& other, const TriangularBasis& basis,
+                                      const MBlock& mine, const MBlock& theirs) {
+  if (&model_ != &other.model_) throw InvalidArgument("segments of different bodies");
+  if (!interleaves(basis)) {
+    decode_m(basis, mine.count, mine.beta, mine.V, mine.M);
+    other.decode_m(basis, theirs.count, theirs.beta, theirs.V, theirs.M);
+    return;
+  }
+  if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
+  const CellCoder cells(model_);
+  DiagonalBatch a(basis), b(basis);
+  for (std::size_t i = 0, k = 0; i < mine.count || k < theirs.count;) {
+    const std::size_t i1 = mine.count - i < a.subvectors() ? mine.count : i + a.subvectors();
+    const std::size_t k1 = theirs.count - k < b.subvectors() ? theirs.count : k + b.subvectors();
+    a.tables(i, i1, mine.beta, mine.V);
+    b.tables(k, k1, theirs.beta, theirs.V);
+    cells.decode_batches({a.g, a.o, a.size(i, i1), &ans_, a.coordinates(i, mine.M)},
+                         {b.g, b.o, b.size(k, k1), &other.ans_, b.coordinates(k, theirs.M)});
+    a.scatter(i, i1, mine.M);
+    b.scatter(k, k1, theirs.M);
+    i = i1;
+    k = k1;
+  }
+}
+
 }  // namespace cepam

@@ -136,22 +136,70 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
                     pieces(N, segment_subvectors(p.n)));
   const double accept = acceptance_probability(p);
   const TriangularBasis basis = lattice_basis(p);
-  parallel_for(threads, ans.segments().size(), [&](std::size_t s) {
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t S = ans.segments().size();
+  // Padding (coding/rans.hpp) only at the end of the last segment, and only
+  // in a body no longer than the bomb rule asks (body.hpp).
+  const auto finish = [&](AnsSegmentDecoder& dec, std::size_t s) {
+    const std::size_t padding = dec.finish();
+    if (padding != 0 && (s + 1 != S || len > min_body_bytes(m) + kPaddingSlack))
+      throw FormatError("entropy-coded body has trailing data (padding beyond the length the "
+                        "bomb rule asks)");
+  };
+  // The H of a block, then its side information.
+  const auto side_info = [&](AnsSegmentDecoder& dec, std::size_t j0, std::size_t count, AnsBlock& b) {
+    dec.decode_h(accept, count, b.H.data());
+    lrsuq_side_info(p, ks, b.H.data(), j0, j0 + count, b.beta.data(), b.V.data());
+  };
+  const auto segment = [&](std::size_t s) {
     const SegmentRange range = segment_range(p, N, s);
     AnsSegmentDecoder dec(ans, s);
-    AnsBlock b(range.last - range.first, static_cast<std::size_t>(p.n));
+    AnsBlock b(range.last - range.first, n);
     for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
-      dec.decode_h(accept, count, b.H.data());
-      lrsuq_side_info(p, ks, b.H.data(), j0, j0 + count, b.beta.data(), b.V.data());
+      side_info(dec, j0, count, b);
       dec.decode_m(basis, count, b.beta.data(), b.V.data(), b.M.data());
       sink(j0, count, b);
     });
-    // Padding (coding/rans.hpp) only at the end of the last segment, and only
-    // in a body no longer than the bomb rule asks (body.hpp).
-    const std::size_t padding = dec.finish();
-    if (padding != 0 && (s + 1 != ans.segments().size() || len > min_body_bytes(m) + kPaddingSlack))
-      throw FormatError("entropy-coded body has trailing data (padding beyond the length the "
-                        "bomb rule asks)");
+    finish(dec, s);
+  };
+  // Where the lattice coordinates' decoding can interleave (Z^n) and there
+  // are segments enough to keep every thread busy, a task decodes two
+  // segments, block by block in step, their serial decoding chains
+  // interleaved.  A task that fails decodes its segments again one at a
+  // time, so that the error is the first in segment order, as unpaired
+  // (at most twice the work, on the error path only).
+  const std::size_t workers = threads < 1 ? 1 : static_cast<std::size_t>(threads);
+  if (!AnsSegmentDecoder::interleaves(basis) || S < 2 * workers) {
+    parallel_for(threads, S, segment);
+    return;
+  }
+  const auto pair = [&](std::size_t s) {
+    const SegmentRange r0 = segment_range(p, N, s), r1 = segment_range(p, N, s + 1);
+    AnsSegmentDecoder d0(ans, s), d1(ans, s + 1);
+    AnsBlock b0(r0.last - r0.first, n), b1(r1.last - r1.first, n);
+    // The second segment may be the last, with fewer blocks.
+    for (std::size_t j0 = r0.first, j1 = r1.first; j0 < r0.last; j0 += kAnsBlock, j1 += kAnsBlock) {
+      const std::size_t c0 = std::min(kAnsBlock, r0.last - j0);
+      const std::size_t c1 = j1 < r1.last ? std::min(kAnsBlock, r1.last - j1) : 0;
+      side_info(d0, j0, c0, b0);
+      if (c1 != 0) side_info(d1, j1, c1, b1);
+      d0.decode_m_with(d1, basis, {c0, b0.beta.data(), b0.V.data(), b0.M.data()},
+                       {c1, b1.beta.data(), b1.V.data(), b1.M.data()});
+      sink(j0, c0, b0);
+      if (c1 != 0) sink(j1, c1, b1);
+    }
+    finish(d0, s);
+    finish(d1, s + 1);
+  };
+  parallel_for(threads, (S + 1) / 2, [&](std::size_t t) {
+    if (2 * t + 1 == S) return segment(2 * t);
+    try {
+      pair(2 * t);
+    } catch (...) {
+      segment(2 * t);
+      segment(2 * t + 1);
+      throw;
+    }
   });
 }
 
