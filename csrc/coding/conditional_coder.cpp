@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <type_traits>
 
 #include "common/cpu.hpp"
@@ -162,13 +163,12 @@ CEPAM_TARGET_AVX2 inline __m128i cum4(const SourceModel& model, const Tables4& t
   return _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
 }
 
-// CellCoder::encode for coordinates j[0..4) in tables (g, o): start and
-// freq of each symbol; returns the lanes (bits) for which these are the
+// CellCoder::encode for coordinates j[0..4) in tables (g, o): the symbol
+// (start, freq) of each; returns the lanes (bits) for which these are the
 // whole code: plain tables, 0 < q < Q - 1 (the cells at the ends of a
 // table and those outside it go to the scalar code).
 CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t* j,
-                                   const double* g, const double* o, std::uint32_t* start,
-                                   std::uint32_t* freq) {
+                                   const double* g, const double* o, AnsSymbol* symbols) {
   const Tables4 t = layout4(model, _mm256_loadu_pd(g), _mm256_loadu_pd(o));
   // j exactly as double (|j| <= 2^53, lrsuq/quantizer.hpp); q = j - lo, exact where it matters.
   const __m256d q_d = _mm256_sub_pd(
@@ -181,8 +181,9 @@ CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t*
   const __m128i lo = cum4<Latency::Any>(model, t, q, edge);
   const __m128i hi = cum4<Latency::Any>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
                                         _mm256_add_pd(edge, avx2::splat(1.0)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(start), lo);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(freq), _mm_sub_epi32(hi, lo));
+  const __m128i freq = _mm_sub_epi32(hi, lo);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(symbols), _mm_unpacklo_epi32(lo, freq));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(symbols + 2), _mm_unpackhi_epi32(lo, freq));
   return t.plain & _mm256_movemask_pd(inside);
 }
 
@@ -523,11 +524,16 @@ void CellCoder::encode_batch(const std::int64_t* j, const double* g, const doubl
   std::size_t i = 0;
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
-    std::uint32_t start[4], freq[4];
+    static_assert(sizeof(AnsSymbol) == 8, "AnsSymbol is (start, freq), 32 bits each");
+    alignas(16) AnsSymbol symbols[4];
     for (; i + 4 <= count; i += 4) {
-      const int plain = encode4_avx2(model_, j + i, g + i, o + i, start, freq);
+      const int plain = encode4_avx2(model_, j + i, g + i, o + i, symbols);
+      if (plain == 0xf) {
+        std::memcpy(enc.append(4), symbols, sizeof symbols);
+        continue;
+      }
       for (int l = 0; l < 4; ++l) {
-        if ((plain >> l) & 1) enc.put(start[l], freq[l]);
+        if ((plain >> l) & 1) enc.put(symbols[l].start, symbols[l].freq);
         else encode(j[i + l], layout(g[i + l], o[i + l]), enc);
       }
     }

@@ -60,6 +60,13 @@ class AnsEncoder {
     }
     put_raw(static_cast<std::uint32_t>(value & ((std::uint64_t{1} << bits) - 1)), bits);
   }
+  // k more symbols, which the caller writes at the pointer returned
+  // (batches of symbols computed together).
+  AnsSymbol* append(std::size_t k) {
+    const std::size_t at = symbols_.size();
+    symbols_.resize(at + k);
+    return symbols_.data() + at;
+  }
   std::size_t symbols() const { return symbols_.size(); }
   void reserve(std::size_t symbols) { symbols_.reserve(symbols); }
 
