@@ -272,7 +272,11 @@ CEPAM_TARGET_AVX2 std::size_t decode_groups_avx2(AnsDecoder& dec, std::size_t gr
 
 // CellCoder::decode for the groups of coordinates (g[i], o[i]) into j[i],
 // while every table of the group is plain and no slot is the escape.  A
-// wrong guess is put right by the scalar search.
+// wrong guess is put right by the scalar search.  L: the table lookups on
+// the decoder's serial chain (Latency::Low for one stream alone; with two
+// streams interleaved, each hides the other's latency, and the gathers'
+// fewer instructions win).
+template <Latency L>
 struct CellGroups {
   const CellCoder& cells;
   const SourceModel& model;
@@ -297,8 +301,8 @@ struct CellGroups {
     __m128i q = _mm256_cvttpd_epi32(at);
     const __m256d edge =
         _mm256_add_pd(t.lo_half, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    start = cum4<Latency::Low>(model, t, q, edge);
-    end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+    start = cum4<L>(model, t, q, edge);
+    end = cum4<L>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
                              _mm256_add_pd(edge, avx2::splat(1.0)));
     const __m128i inside = _mm_and_si128(_mm_cmpgt_epi32(q, _mm_setzero_si128()),
                                          _mm_cmpgt_epi32(_mm_sub_epi32(t.count, _mm_set1_epi32(1)), q));
@@ -547,7 +551,7 @@ void CellCoder::decode_batch(const double* g, const double* o, std::size_t count
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
     decode_in_groups(
-        dec, count, [&](std::size_t i) { return CellGroups{*this, model_, g + i, o + i, j + i}; },
+        dec, count, [&](std::size_t i) { return CellGroups<Latency::Low>{*this, model_, g + i, o + i, j + i}; },
         [&](std::size_t i) { j[i] = decode(layout(g[i], o[i]), dec); });
     return;
   }
@@ -573,7 +577,9 @@ void CellCoder::decode_batches(const Batch& b0, const Batch& b1) const {
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
     const auto groups = [this](const Batch& b) {
-      return [this, &b](std::size_t i) { return CellGroups{*this, model_, b.g + i, b.o + i, b.j + i}; };
+      return [this, &b](std::size_t i) {
+        return CellGroups<Latency::Any>{*this, model_, b.g + i, b.o + i, b.j + i};
+      };
     };
     const auto one = [this](const Batch& b) {
       return [this, &b](std::size_t i) { b.j[i] = decode(layout(b.g[i], b.o[i]), *b.dec); };
