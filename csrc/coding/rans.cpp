@@ -2,6 +2,11 @@
 
 namespace cepam {
 
+void AnsEncoder::grow(std::size_t k) {
+  const std::size_t doubled = 2 * symbols_.size();
+  symbols_.resize(count_ + k > doubled ? count_ + k : doubled);
+}
+
 void AnsEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_bytes) const {
   std::vector<std::uint8_t> stream;
   encode(0, stream);
@@ -42,7 +47,7 @@ void AnsEncoder::encode(std::size_t padding, std::vector<std::uint8_t>& out) con
   std::uint64_t x[kStreams];
   for (int s = 0; s < kStreams; ++s) x[s] = AnsDecoder::kLow;
   // Words come out in reverse decoding order (at most one a symbol); collect, then reverse.
-  const std::size_t count = symbols_.size();
+  const std::size_t count = count_;
   const std::size_t total = count + padding;
   std::vector<std::uint32_t> words(total);
   std::uint32_t* w = words.data();

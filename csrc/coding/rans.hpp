@@ -47,11 +47,11 @@ struct AnsSymbol {
 
 class AnsEncoder {
  public:
-  void put(std::uint32_t start, std::uint32_t freq) { symbols_.push_back({start, freq}); }
+  void put(std::uint32_t start, std::uint32_t freq) { *append(1) = {start, freq}; }
   void put_raw(std::uint32_t value, int bits) {
     // A uniform symbol at precision `bits`, rescaled to kProbBits.
     const int shift = kProbBits - bits;
-    symbols_.push_back({value << shift, 1u << shift});
+    *append(1) = {value << shift, 1u << shift};
   }
   void put_raw_long(std::uint64_t value, int bits) {
     while (bits > 16) {
@@ -63,12 +63,15 @@ class AnsEncoder {
   // k more symbols, which the caller writes at the pointer returned
   // (batches of symbols computed together).
   AnsSymbol* append(std::size_t k) {
-    const std::size_t at = symbols_.size();
-    symbols_.resize(at + k);
-    return symbols_.data() + at;
+    if (symbols_.size() - count_ < k) grow(k);
+    AnsSymbol* at = symbols_.data() + count_;
+    count_ += k;
+    return at;
   }
-  std::size_t symbols() const { return symbols_.size(); }
-  void reserve(std::size_t symbols) { symbols_.reserve(symbols); }
+  std::size_t symbols() const { return count_; }
+  void reserve(std::size_t symbols) {
+    if (symbols > symbols_.size()) symbols_.resize(symbols);
+  }
 
   // Encodes every symbol put so far and appends the bytes to out, with
   // padding symbols after them if the stream would be shorter than
@@ -79,7 +82,10 @@ class AnsEncoder {
   // The stream of the symbols followed by `padding` padding symbols.
   void encode(std::size_t padding, std::vector<std::uint8_t>& out) const;
 
-  std::vector<AnsSymbol> symbols_;
+  void grow(std::size_t k);  // room for k more symbols
+
+  std::vector<AnsSymbol> symbols_;  // the first count_ are the symbols put
+  std::size_t count_ = 0;
 };
 
 class AnsDecoder {
