@@ -14,6 +14,9 @@ thread count), wall-clock speedups say little; the "split" column is the
 speedup the measured split of the work gives with a free core per thread:
 CPU time on one thread over the CPU span on all (see span()).
 
+More cores: the serial fraction that each measured 'split' implies, and
+Amdahl's-law predictions from it for 16 and 64 cores.
+
 Memory: peak resident memory beyond the input, in bytes per coordinate, of
 one encode and one decode of --memory-m coordinates on all threads, each in a
 fresh subprocess: on Linux the peak (VmHWM, reset through /proc/self/clear_refs
@@ -111,6 +114,40 @@ def print_speed(rows, m, coder, threads, repeat):
         print(f"| {ratio:g} | {name} | {r['e1']:.1f} | {r['eN']:.1f} | {r['eN'] / r['e1']:.2f}x "
               f"| {r['e_split']:.2f}x | {r['d1']:.1f} | {r['dN']:.1f} | {r['dN'] / r['d1']:.2f}x "
               f"| {r['d_split']:.2f}x | {bits:.3f} |")
+
+
+# --- Serial parts and what they predict for more cores. ------------------------
+
+SEGMENT = 1 << 17  # coordinates per ANS segment: the unit of parallel work
+
+
+def serial_fraction(split: float, threads: int) -> float:
+    """The serial fraction f that Amdahl's law gives for a measured speedup
+    on `threads` threads (f = (P / S - 1) / (P - 1)): load imbalance and
+    anything else that keeps a thread idle count as serial, so f is an upper
+    bound on the calls' serial parts."""
+    return max(0.0, (threads / split - 1.0) / (threads - 1)) if threads > 1 else 1.0
+
+
+def amdahl(f: float, cores: int, m: int) -> float:
+    """Speedup on `cores` cores of a call with serial fraction f, whose
+    parallel part comes in m / 2^17 segments (at most that many busy cores)."""
+    busy = min(cores, -(-m // SEGMENT))
+    return 1.0 / (f + (1.0 - f) / busy)
+
+
+def print_prediction(rows, threads, predict_m):
+    print(f"\nMore cores (a prediction, not a measurement): the serial fraction f from each "
+          f"'split' above (see serial_fraction()), and Amdahl's law with it for m = "
+          f"{predict_m:.0e} (memory bandwidth permitting) on 16 and 64 cores")
+    print("| rms/sigma | lattice | encode f | encode, 16 cores | encode, 64 cores | decode f | "
+          "decode, 16 cores | decode, 64 cores |")
+    print("|---|---|---|---|---|---|---|---|")
+    for ratio, name, r, _ in rows:
+        e, d = serial_fraction(r["e_split"], threads), serial_fraction(r["d_split"], threads)
+        print(f"| {ratio:g} | {name} | {100 * e:.1f}% | {amdahl(e, 16, predict_m):.1f}x | "
+              f"{amdahl(e, 64, predict_m):.1f}x | {100 * d:.1f}% | {amdahl(d, 16, predict_m):.1f}x "
+              f"| {amdahl(d, 64, predict_m):.1f}x |")
 
 
 # --- Memory: one call in a fresh subprocess. ----------------------------------
@@ -223,12 +260,14 @@ def main() -> None:
                     help="coordinates for the memory table (0: skip it)")
     ap.add_argument("--memory-ratio", type=float, default=100.0,
                     help="rms/sigma of the memory table's update (default: the longest payloads)")
+
     a = ap.parse_args()
     threads = a.threads or cepam.threads.available_cores()
     print(f"cepam {cepam.__version__}, {os.cpu_count()} CPUs, {threads} threads for 'all'; "
           f"machine: {os.uname().machine}, {_cpu_name()}")
     rows = speed_rows(a.m, a.ratios, a.lattices, a.coder, threads, a.repeat)
     print_speed(rows, a.m, a.coder, threads, a.repeat)
+    print_prediction(rows, threads, 10 ** 8)
     if a.memory_m > 0:
         rows = memory_rows(a.memory_m, a.memory_ratio, a.lattices, a.coder, threads)
         print_memory(rows, a.memory_m, a.memory_ratio, a.coder, threads)
