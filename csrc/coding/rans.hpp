@@ -77,6 +77,10 @@ class AnsEncoder {
   // padding symbols after them if the stream would be shorter than
   // min_bytes (then it is at least min_bytes long, at most 8 more).
   void finish(std::vector<std::uint8_t>& out, std::size_t min_bytes = 0) const;
+  // finish() of two encoders at once (no padding): the same bytes as two
+  // calls, with the two streams' chains of divisions interleaved.
+  static void finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out_a,
+                          const AnsEncoder& b, std::vector<std::uint8_t>& out_b);
 
  private:
   // The stream of the symbols followed by `padding` padding symbols.

@@ -174,29 +174,50 @@ std::size_t min_segment_bytes(bool point_model) {
   return segment_prefix(point_model) + 8 * static_cast<std::size_t>(kStreams);
 }
 
+// Appends a segment: its length, the model byte (where the lattice has a
+// point model), then its rANS stream.
+void put_segment(std::vector<std::uint8_t>& out, bool model_byte, bool points,
+                 const std::vector<std::uint8_t>& stream) {
+  const std::size_t size = stream.size() + (model_byte ? 1 : 0);
+  if (size > 0xffffffffu) throw EncodingError("an entropy-coded segment is longer than 4 GiB");
+  const std::size_t at = out.size();
+  out.resize(at + 4);
+  put_u32(out, at, static_cast<std::uint32_t>(size));
+  if (model_byte) out.push_back(points ? 1 : 0);
+  out.insert(out.end(), stream.begin(), stream.end());
+}
+
 }  // namespace
 
 void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_stream) const {
-  const std::size_t at = out.size();
-  out.resize(at + 4);  // the length, filled in below
-  if (!points_) {
-    ans_.finish(out, min_stream);
-  } else if (!points_started_) {  // the same stream both ways: the box model
-    out.push_back(0);
-    ans_.finish(out, min_stream);
+  std::vector<std::uint8_t> stream;
+  bool use_points = false;
+  if (!points_started_) {  // the box model alone (or the same stream both ways)
+    ans_.finish(stream, min_stream);
   } else {
-    std::vector<std::uint8_t> box, points;
-    ans_.finish(box);
-    ans_points_.finish(points);
-    const bool use_points = points.size() < box.size();
-    out.push_back(use_points ? 1 : 0);
-    const std::vector<std::uint8_t>& stream = use_points ? points : box;
-    if (stream.size() >= min_stream) out.insert(out.end(), stream.begin(), stream.end());
-    else (use_points ? ans_points_ : ans_).finish(out, min_stream);  // padded
+    std::vector<std::uint8_t> box;
+    AnsEncoder::finish_pair(ans_, box, ans_points_, stream);
+    use_points = stream.size() < box.size();
+    if (!use_points) stream.swap(box);
+    if (stream.size() < min_stream) {  // padded
+      stream.clear();
+      (use_points ? ans_points_ : ans_).finish(stream, min_stream);
+    }
   }
-  const std::size_t size = out.size() - at - 4;
-  if (size > 0xffffffffu) throw EncodingError("an entropy-coded segment is longer than 4 GiB");
-  put_u32(out, at, static_cast<std::uint32_t>(size));
+  put_segment(out, points_ != nullptr, use_points, stream);
+}
+
+void AnsSegmentEncoder::finish_with(const AnsSegmentEncoder& other, std::vector<std::uint8_t>& out,
+                                    std::vector<std::uint8_t>& other_out) const {
+  if (points_started_ || other.points_started_) {  // (each pairs its own two streams)
+    finish(out);
+    other.finish(other_out);
+    return;
+  }
+  std::vector<std::uint8_t> mine, theirs;
+  AnsEncoder::finish_pair(ans_, mine, other.ans_, theirs);
+  put_segment(out, points_ != nullptr, false, mine);
+  put_segment(other_out, other.points_ != nullptr, false, theirs);
 }
 
 AnsBody::AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,

@@ -80,6 +80,10 @@ class AnsSegmentEncoder {
   // padded (coding/rans.hpp) if the stream would be shorter than min_stream
   // bytes (the last segment of a body the bomb rule asks to be longer).
   void finish(std::vector<std::uint8_t>& out, std::size_t min_stream = 0) const;
+  // finish() of this segment and another (neither padded): the same bytes,
+  // the rANS streams coded two at a time, their chains interleaved.
+  void finish_with(const AnsSegmentEncoder& other, std::vector<std::uint8_t>& out,
+                   std::vector<std::uint8_t>& other_out) const;
 
  private:
   void encode_h(std::size_t count, const std::uint32_t* H, AnsEncoder& enc) const;

@@ -422,21 +422,40 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
   const TriangularBasis basis = lattice_basis(p);
   std::vector<std::vector<std::uint8_t>> segments(pieces(N, segment_subvectors(p.n)));
+  const std::size_t S = segments.size();
   std::unique_ptr<AnsSegmentEncoder> last;  // kept, in case the body needs padding
-  parallel_for(threads, segments.size(), [&](std::size_t s) {
+  // Segment s, coded (not finished).
+  const auto code = [&](std::size_t s) {
     const SegmentRange range = segment_range(p, N, s);
-    auto owned = std::make_unique<AnsSegmentEncoder>(model, accept, basis,
-                                                     range.last - range.first,
-                                                     uses_point_model(p.lattice));
-    AnsSegmentEncoder& enc = *owned;
+    auto enc = std::make_unique<AnsSegmentEncoder>(model, accept, basis, range.last - range.first,
+                                                   uses_point_model(p.lattice));
     AnsBlock b(range.last - range.first, n);
     for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
       lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, b.H.data(), b.M.data(),
                     b.beta.data(), b.V.data());
-      enc.encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
+      enc->encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
     });
-    enc.finish(segments[s]);
-    if (s + 1 == segments.size()) last = std::move(owned);
+    return enc;
+  };
+  const auto keep_last = [&](std::size_t s, std::unique_ptr<AnsSegmentEncoder>& enc) {
+    if (s + 1 == S) last = std::move(enc);
+  };
+  // With segments enough to keep every thread busy, a task codes two
+  // segments and finishes them together (their rANS streams' chains of
+  // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
+  const std::size_t workers = threads < 1 ? 1 : static_cast<std::size_t>(threads);
+  const std::size_t K = S >= 2 * workers ? 2 : 1;
+  parallel_for(threads, (S + K - 1) / K, [&](std::size_t t) {
+    const std::size_t s = t * K;
+    auto enc = code(s);
+    if (K == 1 || s + 1 == S) {
+      enc->finish(segments[s]);
+      keep_last(s, enc);
+      return;
+    }
+    auto next = code(s + 1);
+    enc->finish_with(*next, segments[s], segments[s + 1]);
+    keep_last(s + 1, next);
   });
   // The bomb rule (body.hpp): a body shorter than min_body_bytes(m) is padded
   // at the end of its last segment's stream (re-finished with the length it
