@@ -1,10 +1,25 @@
 #include "coding/rans.hpp"
 
+#include <cstring>
+
 namespace cepam {
 
 void AnsEncoder::grow(std::size_t k) {
-  const std::size_t doubled = 2 * symbols_.size();
-  symbols_.resize(count_ + k > doubled ? count_ + k : doubled);
+  const std::size_t capacity = count_ + k > 2 * capacity_ ? count_ + k : 2 * capacity_;
+  std::unique_ptr<AnsSymbol[]> symbols(new AnsSymbol[capacity]);
+  if (count_ > 0) std::memcpy(symbols.get(), symbols_.get(), count_ * sizeof(AnsSymbol));
+  symbols_ = std::move(symbols);
+  capacity_ = capacity;
+}
+
+AnsEncoder& AnsEncoder::operator=(const AnsEncoder& other) {
+  if (this == &other) return *this;
+  symbols_.reset(other.capacity_ > 0 ? new AnsSymbol[other.capacity_] : nullptr);
+  if (other.count_ > 0)
+    std::memcpy(symbols_.get(), other.symbols_.get(), other.count_ * sizeof(AnsSymbol));
+  capacity_ = other.capacity_;
+  count_ = other.count_;
+  return *this;
 }
 
 namespace {
@@ -52,7 +67,7 @@ inline std::uint64_t encode_step(std::uint64_t x, AnsSymbol sym, std::uint32_t*&
 class Run {
  public:
   Run(const AnsSymbol* symbols, std::size_t count, std::size_t padding)
-      : symbols_(symbols), words_(count + padding), w_(words_.data()) {
+      : symbols_(symbols), words_(new std::uint32_t[count + padding]), w_(words_.get()) {
     static_assert(kStreams == 4, "unrolled for four states");
     std::uint64_t x[kStreams] = {AnsDecoder::kLow, AnsDecoder::kLow, AnsDecoder::kLow,
                                  AnsDecoder::kLow};
@@ -75,7 +90,7 @@ class Run {
   // Appends the stream: the final states, then the words in decoding order.
   void write(std::vector<std::uint8_t>& out) const {
     const std::uint64_t x[kStreams] = {x0_, x1_, x2_, x3_};
-    const std::size_t emitted = static_cast<std::size_t>(w_ - words_.data());
+    const std::size_t emitted = static_cast<std::size_t>(w_ - words_.get());
     const std::size_t base = out.size();
     out.resize(base + 8 * kStreams + 4 * emitted);
     std::uint8_t* p = out.data() + base;
@@ -88,7 +103,7 @@ class Run {
  private:
   const AnsSymbol* symbols_;
   const AnsSymbol* g_;
-  std::vector<std::uint32_t> words_;
+  std::unique_ptr<std::uint32_t[]> words_;  // (room for one a symbol; not initialised)
   std::uint32_t* w_;
   std::uint64_t x0_, x1_, x2_, x3_;
 };
@@ -111,7 +126,7 @@ void AnsEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_bytes) c
 
 void AnsEncoder::finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out_a,
                              const AnsEncoder& b, std::vector<std::uint8_t>& out_b) {
-  Run ra(a.symbols_.data(), a.count_, 0), rb(b.symbols_.data(), b.count_, 0);
+  Run ra(a.symbols_.get(), a.count_, 0), rb(b.symbols_.get(), b.count_, 0);
   while (ra.more() && rb.more()) {
     ra.group();
     rb.group();
@@ -123,7 +138,7 @@ void AnsEncoder::finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out
 }
 
 void AnsEncoder::encode(std::size_t padding, std::vector<std::uint8_t>& out) const {
-  Run run(symbols_.data(), count_, padding);
+  Run run(symbols_.get(), count_, padding);
   while (run.more()) run.group();
   run.write(out);
 }

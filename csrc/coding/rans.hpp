@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "common/cpu.hpp"
@@ -47,6 +48,12 @@ struct AnsSymbol {
 
 class AnsEncoder {
  public:
+  AnsEncoder() = default;
+  AnsEncoder(const AnsEncoder& other) { *this = other; }
+  AnsEncoder& operator=(const AnsEncoder& other);
+  AnsEncoder(AnsEncoder&&) = default;
+  AnsEncoder& operator=(AnsEncoder&&) = default;
+
   void put(std::uint32_t start, std::uint32_t freq) { *append(1) = {start, freq}; }
   void put_raw(std::uint32_t value, int bits) {
     // A uniform symbol at precision `bits`, rescaled to kProbBits.
@@ -63,14 +70,14 @@ class AnsEncoder {
   // k more symbols, which the caller writes at the pointer returned
   // (batches of symbols computed together).
   AnsSymbol* append(std::size_t k) {
-    if (symbols_.size() - count_ < k) grow(k);
-    AnsSymbol* at = symbols_.data() + count_;
+    if (capacity_ - count_ < k) grow(k);
+    AnsSymbol* at = symbols_.get() + count_;
     count_ += k;
     return at;
   }
   std::size_t symbols() const { return count_; }
   void reserve(std::size_t symbols) {
-    if (symbols > symbols_.size()) symbols_.resize(symbols);
+    if (symbols > capacity_) grow(symbols - count_);
   }
 
   // Encodes every symbol put so far and appends the bytes to out, with
@@ -86,10 +93,12 @@ class AnsEncoder {
   // The stream of the symbols followed by `padding` padding symbols.
   void encode(std::size_t padding, std::vector<std::uint8_t>& out) const;
 
-  void grow(std::size_t k);  // room for k more symbols
+  void grow(std::size_t k);  // room for k more symbols (at least)
 
-  std::vector<AnsSymbol> symbols_;  // the first count_ are the symbols put
-  std::size_t count_ = 0;
+  // The symbols put: count_ of capacity_ (the rest not initialised: the
+  // buffer is written once, in order).
+  std::unique_ptr<AnsSymbol[]> symbols_;
+  std::size_t capacity_ = 0, count_ = 0;
 };
 
 class AnsDecoder {
