@@ -45,6 +45,7 @@ struct Avx2Ops {
   static D add(D a, D b) { return _mm256_add_pd(a, b); }
   static D sub(D a, D b) { return _mm256_sub_pd(a, b); }
   static D mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D add_where(M m, D a, D b) { return _mm256_blendv_pd(a, _mm256_add_pd(a, b), m); }
   static D floor(D a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   static M ge(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GE_OQ); }
   static M gt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }

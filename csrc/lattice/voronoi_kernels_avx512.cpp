@@ -12,7 +12,9 @@
 // the whole file.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 // Everything from here on (voronoi_lanes.hpp included) is compiled for AVX-512.
@@ -61,6 +63,7 @@ struct Avx512Ops {
   static D add(D a, D b) { return _mm512_add_pd(a, b); }
   static D sub(D a, D b) { return _mm512_sub_pd(a, b); }
   static D mul(D a, D b) { return _mm512_mul_pd(a, b); }
+  static D add_where(M m, D a, D b) { return _mm512_mask_add_pd(a, m, a, b); }
   static D floor(D a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   static M ge(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_GE_OQ); }
   static M gt(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }

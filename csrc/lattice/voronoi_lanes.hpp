@@ -11,11 +11,10 @@
 // operations in the same order, branches turned into selections).
 // Integers are held in doubles: every value involved is an integer (or a
 // half-integer) below 2^51 in magnitude, so exact, and converted to int64
-// only at the end; zeros are made positive (x + 0.0), as the scalar code's
-// integers convert.
+// only at the end.
 //
 // The operations come from S, a set of static functions over S::L doubles:
-//   D splat(v); add, sub, mul; floor; comparisons ge, gt, lt, le, eq (ordered,
+//   D splat(v); add, sub, mul; add_where(m, a, b) = m ? a + b : a; floor; comparisons ge, gt, lt, le, eq (ordered,
 //   quiet) giving a mask M; blend(m, a, b) = m ? b : a; both(m1, m2);
 //   bits(m) (bit l = lane l); abs; odd(s) (integral s: is it odd);
 //   int64_bits(f) (integral f: the int64 bit pattern); uniform_co(w) (w: the
@@ -33,20 +32,26 @@
 
 namespace cepam::kernels::lanes {
 
-// lattice_detail::closest_dn for S::L lanes: g[k] = the D_N point, returns
-// the squared distance.  The coordinate sum's parity is that of the sum of
-// the rounded coordinates as doubles (exact: N values below 2^47).
+// lattice_detail::closest_dn for S::L lanes, in two steps.  Rounding:
+// g[k] = round_half_up(t[k]), e[k] = t[k] - g[k]; returns the squared
+// distance of the D_N point (sum e_k^2, + 1 - 2 |e_w| where the sum of the
+// g is odd) and sets w to the coordinate to re-round (the first largest
+// |e_k|) where that sum is odd, -1 where it is even.  The parity is that of
+// the sum of the g as doubles (exact: N values below 2^47).  A zero g may
+// be -0.0 (for t = -0.0), which no result depends on: the scalar code's
+// integer 0 differs from it only in the sign of zeros that are added to
+// non-zero values, squared or converted back to integers.
 template <class S, int N>
-inline typename S::D closest_dn(const typename S::D* t, typename S::D* g) {
+inline typename S::D round_dn(const typename S::D* t, typename S::D* g, typename S::D* e,
+                              typename S::D& w) {
   using D = typename S::D;
   using M = typename S::M;
   const D zero = S::splat(0.0), one = S::splat(1.0);
   D d2 = zero, worst = S::splat(-1.0), which = zero, sum = zero;
-  D e[N];
   for (int k = 0; k < N; ++k) {
     // round_half_up_i64: floor, plus one where t - floor(t) >= 1/2.
     const D f = S::floor(t[k]);
-    g[k] = S::add(S::blend(S::ge(S::sub(t[k], f), S::splat(0.5)), f, S::add(f, one)), zero);
+    g[k] = S::add_where(S::ge(S::sub(t[k], f), S::splat(0.5)), f, one);
     e[k] = S::sub(t[k], g[k]);
     d2 = S::add(d2, S::mul(e[k], e[k]));
     sum = S::add(sum, g[k]);
@@ -56,14 +61,20 @@ inline typename S::D closest_dn(const typename S::D* t, typename S::D* g) {
     worst = S::blend(larger, worst, a);
   }
   const M odd = S::odd(sum);
-  for (int k = 0; k < N; ++k) {
-    const M here = S::both(odd, S::eq(which, S::splat(static_cast<double>(k))));
-    const D step = S::blend(S::ge(e[k], zero), S::splat(-1.0), one);
-    g[k] = S::blend(here, g[k], S::add(g[k], step));
-  }
+  w = S::blend(odd, S::splat(-1.0), which);
   // d2 + double(odd) (1 - 2 worst)
   const D fix = S::mul(S::blend(odd, zero, one), S::sub(one, S::mul(S::splat(2.0), worst)));
   return S::add(d2, fix);
+}
+
+// The re-rounding: g[w] moves one step towards t (up where e[w] >= 0).
+template <class S, int N>
+inline void fix_dn(typename S::D* g, const typename S::D* e, typename S::D w) {
+  using D = typename S::D;
+  for (int k = 0; k < N; ++k) {
+    const D step = S::blend(S::ge(e[k], S::splat(0.0)), S::splat(-1.0), S::splat(1.0));
+    g[k] = S::add_where(S::eq(w, S::splat(static_cast<double>(k))), g[k], step);
+  }
 }
 
 template <class S>
@@ -79,7 +90,11 @@ struct D4 {
     p[3] = u[3];
   }
 
-  static void closest(const D* t, D* p) { closest_dn<S, 4>(t, p); }
+  static void closest(const D* t, D* p) {
+    D e[4], w;
+    round_dn<S, 4>(t, p, e, w);
+    fix_dn<S, 4>(p, e, w);
+  }
 
   // Basis coordinates of the point p: (p0 - p1 - p2 - p3) / 2, p1, p2, p3.
   static void coords(const D* p, D* m) {
@@ -105,14 +120,19 @@ struct E8 {
   }
 
   // D8 decodes t into g0 and t - 1/2 into g1; the nearer of g0 and
-  // g1 + 1/2, D8 on ties.
+  // g1 + 1/2, D8 on ties.  Both are rounded, and only the nearer re-rounded
+  // (g1 + 1/2 moves by the step of g1).
   static void closest(const D* t, D* p) {
-    D s[8], g0[8], g1[8];
+    D s[8], g0[8], g1[8], e0[8], e1[8], w0, w1;
     for (int k = 0; k < 8; ++k) s[k] = S::sub(t[k], S::splat(0.5));
-    const D d0 = closest_dn<S, 8>(t, g0);
-    const D d1 = closest_dn<S, 8>(s, g1);
+    const D d0 = round_dn<S, 8>(t, g0, e0, w0);
+    const D d1 = round_dn<S, 8>(s, g1, e1, w1);
     const typename S::M second = S::lt(d1, d0);
-    for (int k = 0; k < 8; ++k) p[k] = S::blend(second, g0[k], S::add(g1[k], S::splat(0.5)));
+    for (int k = 0; k < 8; ++k) {
+      p[k] = S::blend(second, g0[k], S::add(g1[k], S::splat(0.5)));
+      e0[k] = S::blend(second, e0[k], e1[k]);
+    }
+    fix_dn<S, 8>(p, e0, S::blend(second, w0, w1));
   }
 
   // Basis coordinates of the point p from its doubled coordinates P = 2 p
