@@ -11,6 +11,7 @@ namespace cepam {
 namespace {
 
 constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch
+constexpr std::size_t kVoronoiChunk = 1024;  // the same for the encoder's A2, D4, E8
 constexpr int kMaxN = 8;
 
 // Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2
@@ -181,25 +182,31 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   const double rho = lattice.packing_radius(norm);
   const bool every_trial_accepted = lattice.cell_is_ball();
   const double limit = scaled_input_limit(lattice);
-  std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
-  std::vector<double> radius(kChunk), beta(kChunk), inv_beta(kChunk);
+  // Sub-vectors per chunk: more for the Voronoi lattices, whose later trials
+  // run in groups of 8 sub-vectors and of 16 keystream blocks (fewer of them
+  // part empty); their trials need none of the Z^n loop's arrays (size zn).
+  constexpr bool voronoi = Lattice::id != LatticeId::Z;
+  constexpr std::size_t chunk = voronoi ? kVoronoiChunk : kChunk;
+  const std::size_t zn = voronoi ? 0 : chunk * un;
+  std::vector<std::uint64_t> latent_buf(chunk * W), dither_buf(chunk * un);
+  std::vector<double> radius(chunk), beta(chunk), inv_beta(chunk);
   // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
   // and its term of the acceptance test.
-  std::vector<double> beta_e(kChunk * un), inv_beta_e(kChunk * un), xs(kChunk * un),
-      t(kChunk * un), dev(kChunk * un);
+  std::vector<double> beta_e(zn), inv_beta_e(chunk * un), xs(chunk * un), t(chunk * un),
+      dev(zn);
   // The sub-vectors rejected so far (chunk indices), with compacted copies
   // of their elements and radii, dither words and lattice points.
-  std::vector<std::size_t> rejected(kChunk);
-  std::vector<double> rt(kChunk * un), rxs(kChunk * un), rbeta(kChunk * un), rradius(kChunk);
-  std::vector<std::uint64_t> rwords(kChunk * un);
+  std::vector<std::size_t> rejected(chunk);
+  std::vector<double> rt(zn), rxs(zn), rbeta(zn), rradius(voronoi ? 0 : chunk);
+  std::vector<std::uint64_t> rwords(chunk * un);
   // The rejected sub-vectors' dithers at the current trial, when the side
   // information is wanted.
-  std::vector<double> rdither(V != nullptr ? kChunk * un : 0);
-  std::vector<std::int64_t> rq(kChunk * un);
-  TrialWords retry(kChunk);
+  std::vector<double> rdither(V != nullptr ? zn : 0);
+  std::vector<std::int64_t> rq(zn);
+  TrialWords retry(chunk);
 
-  for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
-    const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
+  for (std::size_t j0 = first; j0 < last; j0 += chunk) {
+    const std::size_t count = (last - j0 < chunk) ? last - j0 : chunk;
     const std::size_t e0 = j0 * un;      // first element of the chunk
     const std::size_t ne = count * un;   // elements, padding included
     std::uint32_t* Hc = H + (j0 - first);  // the chunk's outputs
@@ -215,7 +222,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     if (un > 1) {
       for (std::size_t c = 0; c < count; ++c) {
         for (std::size_t k = 0; k < un; ++k) {
-          beta_e[c * un + k] = beta[c];
+          if constexpr (!voronoi) beta_e[c * un + k] = beta[c];
           inv_beta_e[c * un + k] = inv_beta[c];
         }
       }
