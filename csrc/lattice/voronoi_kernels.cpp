@@ -1,4 +1,4 @@
-// The AVX2 forms of the D4 and E8 trial and dither loops
+// The AVX2 forms of the A2, D4 and E8 trial and dither loops
 // (lattice/voronoi_kernels.hpp), and the choice between them and the AVX-512
 // forms (voronoi_kernels_avx512.cpp).  The lane code is
 // lattice/voronoi_lanes.hpp over the four-lane operations below.
@@ -45,6 +45,7 @@ struct Avx2Ops {
   static D add(D a, D b) { return _mm256_add_pd(a, b); }
   static D sub(D a, D b) { return _mm256_sub_pd(a, b); }
   static D mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D div(D a, D b) { return _mm256_div_pd(a, b); }
   static D add_where(M m, D a, D b) { return _mm256_blendv_pd(a, _mm256_add_pd(a, b), m); }
   static D floor(D a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   static M ge(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GE_OQ); }
@@ -69,23 +70,43 @@ struct Avx2Ops {
   }
   template <int N>
   static void load_cols(const double* const* rows, D* cols) {
-    for (int k = 0; k < N; k += 4) {
-      __m256d r0 = _mm256_loadu_pd(rows[0] + k), r1 = _mm256_loadu_pd(rows[1] + k),
-              r2 = _mm256_loadu_pd(rows[2] + k), r3 = _mm256_loadu_pd(rows[3] + k);
-      transpose4(r0, r1, r2, r3);
-      cols[k] = r0;
-      cols[k + 1] = r1;
-      cols[k + 2] = r2;
-      cols[k + 3] = r3;
+    if constexpr (N == 2) {
+      // [r0 | r2] and [r1 | r3], interleaved.
+      const __m256d a = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(rows[0])),
+                                             _mm_loadu_pd(rows[2]), 1);
+      const __m256d b = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(rows[1])),
+                                             _mm_loadu_pd(rows[3]), 1);
+      cols[0] = _mm256_unpacklo_pd(a, b);
+      cols[1] = _mm256_unpackhi_pd(a, b);
+    } else {
+      for (int k = 0; k < N; k += 4) {
+        __m256d r0 = _mm256_loadu_pd(rows[0] + k), r1 = _mm256_loadu_pd(rows[1] + k),
+                r2 = _mm256_loadu_pd(rows[2] + k), r3 = _mm256_loadu_pd(rows[3] + k);
+        transpose4(r0, r1, r2, r3);
+        cols[k] = r0;
+        cols[k + 1] = r1;
+        cols[k + 2] = r2;
+        cols[k + 3] = r3;
+      }
     }
   }
   template <int N>
   static void store_rows(const D* cols, double* const* rows, unsigned mask) {
-    for (int k = 0; k < N; k += 4) {
-      __m256d r[4] = {cols[k], cols[k + 1], cols[k + 2], cols[k + 3]};
-      transpose4(r[0], r[1], r[2], r[3]);
-      for (int l = 0; l < 4; ++l)
-        if ((mask >> l) & 1u) _mm256_storeu_pd(rows[l] + k, r[l]);
+    if constexpr (N == 2) {
+      const __m256d r[2] = {_mm256_unpacklo_pd(cols[0], cols[1]),   // [r0 | r2]
+                            _mm256_unpackhi_pd(cols[0], cols[1])};  // [r1 | r3]
+      for (int l = 0; l < 4; ++l) {
+        if (!((mask >> l) & 1u)) continue;
+        const __m256d x = r[l & 1];
+        _mm_storeu_pd(rows[l], l < 2 ? _mm256_castpd256_pd128(x) : _mm256_extractf128_pd(x, 1));
+      }
+    } else {
+      for (int k = 0; k < N; k += 4) {
+        __m256d r[4] = {cols[k], cols[k + 1], cols[k + 2], cols[k + 3]};
+        transpose4(r[0], r[1], r[2], r[3]);
+        for (int l = 0; l < 4; ++l)
+          if ((mask >> l) & 1u) _mm256_storeu_pd(rows[l] + k, r[l]);
+      }
     }
   }
 };
@@ -142,6 +163,9 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
     if (id == LatticeId::D4)
       return trials_avx2<lanes::D4>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
                                     nrej);
+    if (id == LatticeId::A2)
+      return trials_avx2<lanes::A2>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                    nrej);
   }
 #else
   (void)id, (void)trial, (void)w, (void)idx, (void)count, (void)t, (void)xs, (void)beta,
@@ -156,6 +180,7 @@ std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t cou
   if (use_avx2()) {
     if (id == LatticeId::E8) return dither_avx2<lanes::E8>(w, count, v);
     if (id == LatticeId::D4) return dither_avx2<lanes::D4>(w, count, v);
+    if (id == LatticeId::A2) return dither_avx2<lanes::A2>(w, count, v);
   }
 #else
   (void)id, (void)w, (void)count, (void)v;

@@ -1,4 +1,4 @@
-// The AVX-512 forms of the D4 and E8 trial and dither loops
+// The AVX-512 forms of the A2, D4 and E8 trial and dither loops
 // (lattice/voronoi_kernels.hpp): the lane code of lattice/voronoi_lanes.hpp
 // over the eight-lane operations below (AVX-512 F, DQ and VL; masks are
 // mask registers).  voronoi_kernels.cpp calls them where simd_avx512dq().
@@ -63,6 +63,7 @@ struct Avx512Ops {
   static D add(D a, D b) { return _mm512_add_pd(a, b); }
   static D sub(D a, D b) { return _mm512_sub_pd(a, b); }
   static D mul(D a, D b) { return _mm512_mul_pd(a, b); }
+  static D div(D a, D b) { return _mm512_div_pd(a, b); }
   static D add_where(M m, D a, D b) { return _mm512_mask_add_pd(a, m, a, b); }
   static D floor(D a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   static M ge(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_GE_OQ); }
@@ -90,10 +91,19 @@ struct Avx512Ops {
   }
   template <int N>
   static void load_cols(const double* const* rows, D* cols) {
-    static_assert(N == 4 || N == 8, "D4 or E8");
+    static_assert(N == 2 || N == 4 || N == 8, "A2, D4 or E8");
     if constexpr (N == 8) {
       for (int l = 0; l < 8; ++l) cols[l] = _mm512_loadu_pd(rows[l]);
       transpose8(cols);
+    } else if constexpr (N == 2) {
+      // [r0 r2 r4 r6] and [r1 r3 r5 r7], interleaved.
+      __m512d z[2];
+      for (int a = 0; a < 2; ++a) {
+        z[a] = _mm512_castpd128_pd512(_mm_loadu_pd(rows[a]));
+        for (int i = 1; i < 4; ++i) z[a] = _mm512_insertf64x2(z[a], _mm_loadu_pd(rows[a + 2 * i]), i);
+      }
+      cols[0] = _mm512_unpacklo_pd(z[0], z[1]);
+      cols[1] = _mm512_unpackhi_pd(z[0], z[1]);
     } else {
       // z_a = rows a and a + 4; then a 4 x 4 transpose in each half.
       __m512d z[4], t[4];
@@ -112,8 +122,23 @@ struct Avx512Ops {
   }
   template <int N>
   static void store_rows(const D* cols, double* const* rows, unsigned mask) {
-    static_assert(N == 4 || N == 8, "D4 or E8");
-    if constexpr (N == 8) {
+    static_assert(N == 2 || N == 4 || N == 8, "A2, D4 or E8");
+    if constexpr (N == 2) {
+      const __m512d z[2] = {_mm512_unpacklo_pd(cols[0], cols[1]),   // [r0 r2 r4 r6]
+                            _mm512_unpackhi_pd(cols[0], cols[1])};  // [r1 r3 r5 r7]
+      for (int l = 0; l < 8; ++l) {
+        if (!((mask >> l) & 1u)) continue;
+        const __m512d x = z[l & 1];
+        __m128d r;
+        switch (l >> 1) {  // (the lane index of extractf64x2 is an immediate)
+          case 0: r = _mm512_castpd512_pd128(x); break;
+          case 1: r = _mm512_extractf64x2_pd(x, 1); break;
+          case 2: r = _mm512_extractf64x2_pd(x, 2); break;
+          default: r = _mm512_extractf64x2_pd(x, 3); break;
+        }
+        _mm_storeu_pd(rows[l], r);
+      }
+    } else if constexpr (N == 8) {
       __m512d r[8];
       for (int k = 0; k < 8; ++k) r[k] = cols[k];
       transpose8(r);
@@ -152,6 +177,9 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
   if (id == LatticeId::D4)
     return lanes::trials<S, lanes::D4<S>>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
                                           rej, nrej);
+  if (id == LatticeId::A2)
+    return lanes::trials<S, lanes::A2<S>>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
+                                          rej, nrej);
   return 0;
 }
 
@@ -159,6 +187,7 @@ std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t cou
   using S = Avx512Ops;
   if (id == LatticeId::E8) return lanes::dithers<S, lanes::E8<S>>(w, count, v);
   if (id == LatticeId::D4) return lanes::dithers<S, lanes::D4<S>>(w, count, v);
+  if (id == LatticeId::A2) return lanes::dithers<S, lanes::A2<S>>(w, count, v);
   return 0;
 }
 

@@ -1,4 +1,4 @@
-// The D4 and E8 closest points, dithers and LRSUQ trials of
+// The A2, D4 and E8 closest points, dithers and LRSUQ trials of
 // lattice/root_lattices.hpp, written once for SIMD lanes (internal header of
 // lattice/voronoi_kernels*.cpp).
 //
@@ -14,7 +14,7 @@
 // only at the end.
 //
 // The operations come from S, a set of static functions over S::L doubles:
-//   D splat(v); add, sub, mul; add_where(m, a, b) = m ? a + b : a; floor; comparisons ge, gt, lt, le, eq (ordered,
+//   D splat(v); add, sub, mul, div; add_where(m, a, b) = m ? a + b : a; floor; comparisons ge, gt, lt, le, eq (ordered,
 //   quiet) giving a mask M; blend(m, a, b) = m ? b : a; both(m1, m2);
 //   bits(m) (bit l = lane l); abs; odd(s) (integral s: is it odd);
 //   int64_bits(f) (integral f: the int64 bit pattern); uniform_co(w) (w: the
@@ -27,6 +27,7 @@
 // set (a function without the target could not inline the intrinsics).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -78,6 +79,58 @@ inline void fix_dn(typename S::D* g, const typename S::D* e, typename S::D w) {
 }
 
 template <class S>
+struct A2 {
+  using D = typename S::D;
+  static constexpr int N = 2;
+  static D h() { return S::splat(std::sqrt(3.0) * 0.5); }  // LatticeA2::h()
+
+  // p = G^T u: (u0 + u1 / 2, u1 h).
+  static void parallelepiped(const D* u, D* p) {
+    p[0] = S::add(u[0], S::mul(u[1], S::splat(0.5)));
+    p[1] = S::mul(u[1], h());
+  }
+
+  // round_half_up as a double.
+  static D round(D t) {
+    const D f = S::floor(t);
+    return S::add_where(S::ge(S::sub(t, f), S::splat(0.5)), f, S::splat(1.0));
+  }
+
+  // The point (m0 + m1 / 2, m1 h) and its squared distance from t,
+  // (0 + (t0 - p0)^2) + (t1 - p1)^2.
+  static D point(const D* t, D m0, D m1, D* p) {
+    p[0] = S::add(m0, S::mul(m1, S::splat(0.5)));
+    p[1] = S::mul(m1, h());
+    const D d0 = S::sub(t[0], p[0]), d1 = S::sub(t[1], p[1]);
+    return S::add(S::add(S::splat(0.0), S::mul(d0, d0)), S::mul(d1, d1));
+  }
+
+  // LatticeA2::closest: the rectangular lattice Z x sqrt(3) Z (basis
+  // coordinates (a - b, 2 b)) and its shift by (1/2, sqrt(3)/2) ((a - b,
+  // 2 b + 1)), each rounded per coordinate; the nearer, the unshifted one
+  // on ties.  m: the basis coordinates.
+  static void closest(const D* t, D* p, D* m) {
+    const D s = S::div(t[1], S::mul(S::splat(2.0), h()));
+    const D a0 = round(t[0]), b0 = round(s);
+    const D a1 = round(S::sub(t[0], S::splat(0.5))), b1 = round(S::sub(s, S::splat(0.5)));
+    const D m00 = S::sub(a0, b0), m01 = S::add(b0, b0);
+    const D m10 = S::sub(a1, b1), m11 = S::add(S::add(b1, b1), S::splat(1.0));
+    D p0[2], p1[2];
+    const D d0 = point(t, m00, m01, p0);
+    const D d1 = point(t, m10, m11, p1);
+    const typename S::M second = S::lt(d1, d0);
+    m[0] = S::blend(second, m00, m10);
+    m[1] = S::blend(second, m01, m11);
+    p[0] = S::blend(second, p0[0], p1[0]);
+    p[1] = S::blend(second, p0[1], p1[1]);
+  }
+  static void closest(const D* t, D* p) {
+    D m[2];
+    closest(t, p, m);
+  }
+};
+
+template <class S>
 struct D4 {
   using D = typename S::D;
   static constexpr int N = 4;
@@ -96,8 +149,9 @@ struct D4 {
     fix_dn<S, 4>(p, e, w);
   }
 
-  // Basis coordinates of the point p: (p0 - p1 - p2 - p3) / 2, p1, p2, p3.
-  static void coords(const D* p, D* m) {
+  // With the basis coordinates m of the point p: (p0 - p1 - p2 - p3) / 2, p1, p2, p3.
+  static void closest(const D* t, D* p, D* m) {
+    closest(t, p);
     m[3] = p[3];
     m[2] = p[2];
     m[1] = p[1];
@@ -135,10 +189,11 @@ struct E8 {
     fix_dn<S, 8>(p, e0, S::blend(second, w0, w1));
   }
 
-  // Basis coordinates of the point p from its doubled coordinates P = 2 p
-  // (2 g0 or 2 g1 + 1): m7 = P7; m6 = (P6 - m7) / 2;
+  // With the basis coordinates m of the point p, from its doubled
+  // coordinates P = 2 p (2 g0 or 2 g1 + 1): m7 = P7; m6 = (P6 - m7) / 2;
   // m_k = (P_k - m7) / 2 + m_{k+1}; m0 = ((P0 - m7) / 2 + m1) / 2.
-  static void coords(const D* p, D* m) {
+  static void closest(const D* t, D* p, D* m) {
+    closest(t, p);
     const D half = S::splat(0.5);
     D P[8];
     for (int k = 0; k < 8; ++k) P[k] = S::add(p[k], p[k]);
@@ -220,11 +275,11 @@ inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std
     for (int k = 1; k < N; ++k) small = S::both(small, S::lt(S::abs(tt[k]), limit));
     if (S::bits(small) != (1u << L) - 1) break;
     // subvector::voronoi_trial: the dither v, the closest point p of t - v.
-    D wc[N], v[N], s[N], p[N], xx[N];
+    D wc[N], v[N], s[N], p[N], m[N], xx[N];
     S::template load_cols<N>(wrow, wc);
     dither<S, Lat>(wc, v);
     for (int k = 0; k < N; ++k) s[k] = S::sub(tt[k], v[k]);
-    Lat::closest(s, p);
+    Lat::closest(s, p, m);  // (m is needed only where some lane is accepted)
     // Accepted where 0 + sum_k (beta (p_k + v_k) - xs_k)^2 <= r r.
     S::template load_cols<N>(xrow, xx);
     const D b = S::gather(beta, c);
@@ -236,8 +291,6 @@ inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std
     }
     const unsigned acc = S::bits(S::le(sum, S::mul(rr, rr))) & ((1u << valid) - 1);
     if (acc != 0) {
-      D m[N];
-      Lat::coords(p, m);
       for (int k = 0; k < N; ++k) m[k] = S::int64_bits(m[k]);
       double* out[L];
       for (int l = 0; l < L; ++l) out[l] = reinterpret_cast<double*>(q + c[l] * n);
