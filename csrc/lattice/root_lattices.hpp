@@ -36,7 +36,7 @@
 //
 // The closest points, dithers and their helpers are CEPAM_HD inline
 // functions (common/host_device.hpp): the same scalar code for a GPU.
-// dither_batch runs the SIMD kernels of D4 and E8 first
+// dither_batch runs the SIMD kernels of A2, D4 and E8 first
 // (lattice/voronoi_kernels.hpp: four or eight sub-vectors at a time, the
 // same operations), then the scalar loop over the remaining sub-vectors of
 // the chunk; the encoder's trials are lrsuq/quantizer.cpp's voronoi_round

@@ -1,4 +1,4 @@
-// SIMD forms of the D4 and E8 trial and dither loops (lattice/root_lattices.hpp).
+// SIMD forms of the A2, D4 and E8 trial and dither loops (lattice/root_lattices.hpp).
 //
 // The scalar code handles one sub-vector at a time; these handle four
 // (AVX2) or eight (AVX-512) at once, lane l of a register being one
@@ -19,8 +19,8 @@
 namespace cepam::kernels {
 
 // One LRSUQ trial, number `trial`, of the sub-vectors c = idx[i] of a chunk
-// (c = i where idx is null), i < count, of the lattice id (n = 4 for D4, 8
-// for E8), as subvector::voronoi_trial and the acceptance test:
+// (c = i where idx is null), i < count, of the lattice id (n = 2 for A2, 4
+// for D4, 8 for E8), as subvector::voronoi_trial and the acceptance test:
 //   v = the dither of words w[i n .. i n + n); p = Q(t_c - v) (t_c =
 //   t[c n .. c n + n), likewise xs_c); accepted when
 //   0 + sum_k (beta[c] (p_k + v_k) - xs_c[k])^2 <= radius[c] radius[c].

@@ -100,7 +100,9 @@ struct Avx512Ops {
       __m512d z[2];
       for (int a = 0; a < 2; ++a) {
         z[a] = _mm512_castpd128_pd512(_mm_loadu_pd(rows[a]));
-        for (int i = 1; i < 4; ++i) z[a] = _mm512_insertf64x2(z[a], _mm_loadu_pd(rows[a + 2 * i]), i);
+        z[a] = _mm512_insertf64x2(z[a], _mm_loadu_pd(rows[a + 2]), 1);
+        z[a] = _mm512_insertf64x2(z[a], _mm_loadu_pd(rows[a + 4]), 2);
+        z[a] = _mm512_insertf64x2(z[a], _mm_loadu_pd(rows[a + 6]), 3);
       }
       cols[0] = _mm512_unpacklo_pd(z[0], z[1]);
       cols[1] = _mm512_unpackhi_pd(z[0], z[1]);

@@ -4,7 +4,7 @@
 //
 // Lane l of a register is one sub-vector; register k holds coordinate k of
 // the S::L sub-vectors.  Every function mirrors, operation by operation, the
-// scalar code it names (closest_dn, LatticeD4 / LatticeE8 ::closest,
+// scalar code it names (closest_dn, LatticeA2 / LatticeD4 / LatticeE8 ::closest,
 // ::parallelepiped, ::dither, subvector::voronoi_trial and the acceptance
 // test s = 0 + dev_0 + ... + dev_{n-1} <= r r), so each lane gets the
 // scalar bits (lrsuq/simd_avx2.hpp explains the rules: the same IEEE
@@ -14,13 +14,17 @@
 // only at the end.
 //
 // The operations come from S, a set of static functions over S::L doubles:
-//   D splat(v); add, sub, mul, div; add_where(m, a, b) = m ? a + b : a; floor; comparisons ge, gt, lt, le, eq (ordered,
-//   quiet) giving a mask M; blend(m, a, b) = m ? b : a; both(m1, m2);
+//   D splat(v); add, sub, mul, div; add_where(m, a, b) = m ? a + b : a;
+//   floor; comparisons ge, gt, lt, le, eq (ordered, quiet) giving a mask M;
+//   blend(m, a, b) = m ? b : a; both(m1, m2);
 //   bits(m) (bit l = lane l); abs; odd(s) (integral s: is it odd);
 //   int64_bits(f) (integral f: the int64 bit pattern); uniform_co(w) (w: the
 //   words' bit patterns); gather(base, c) (lane l = base[c[l]]);
 //   load_cols<N>(rows, cols) (cols[k] lane l = rows[l][k]) and
 //   store_rows<N>(cols, rows, mask) (the inverse, for the lanes in mask).
+// Each lattice type (A2, D4, E8 below, over S) provides N, parallelepiped(u,
+// p) (p = G^T u), closest(t, p) (p = the closest point) and closest(t, p, m)
+// (also m = its basis coordinates, as doubles).
 // The file is included by voronoi_kernels.cpp (AVX2, four lanes) and
 // voronoi_kernels_avx512.cpp (AVX-512, eight lanes), each under its own
 // target pragma, so that these templates are compiled for that instruction
