@@ -40,9 +40,10 @@
 // (lattice/voronoi_kernels.hpp: four or eight sub-vectors at a time, the
 // same operations), then the scalar loop over the remaining sub-vectors of
 // the chunk; the encoder's trials are lrsuq/quantizer.cpp's voronoi_round
-// (the same kernels, then subvector::voronoi_trial); reconstruct_batch is
-// the scalar loop (the decoder's count may end inside the last sub-vector,
-// whose remaining outputs are dropped).
+// (the same kernels, then subvector::voronoi_trial); reconstruct_batch
+// runs the AVX-512 kernels over the whole sub-vectors, then the scalar loop
+// (the decoder's count may end inside the last sub-vector, whose remaining
+// outputs are dropped).
 #pragma once
 
 #include <cmath>
@@ -151,7 +152,8 @@ struct VoronoiLattice {
   template <class T>
   void reconstruct_batch(const std::int64_t* q, const double* v, const double* beta,
                          std::size_t count, T* y) const {
-    for (std::size_t e = 0; e < count; e += N) {
+    const std::size_t done = N * kernels::voronoi_reconstruct(Derived::id, q, v, beta, count / N, y);
+    for (std::size_t e = done; e < count; e += N) {
       double p[N];
       self().to_point(q + e, p);
       const std::size_t end = (count - e < static_cast<std::size_t>(N)) ? count - e : N;

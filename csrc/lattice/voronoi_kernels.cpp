@@ -188,4 +188,20 @@ std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t cou
   return 0;
 }
 
+
+template <class T>
+std::size_t voronoi_reconstruct(LatticeId id, const std::int64_t* q, const double* v,
+                                const double* beta, std::size_t count, T* y) {
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) return avx512::voronoi_reconstruct(id, q, v, beta, count, y);
+#else
+  (void)id, (void)q, (void)v, (void)beta, (void)count, (void)y;
+#endif
+  return 0;
+}
+template std::size_t voronoi_reconstruct<float>(LatticeId, const std::int64_t*, const double*,
+                                                const double*, std::size_t, float*);
+template std::size_t voronoi_reconstruct<double>(LatticeId, const std::int64_t*, const double*,
+                                                 const double*, std::size_t, double*);
+
 }  // namespace cepam::kernels

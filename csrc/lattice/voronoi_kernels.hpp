@@ -38,6 +38,13 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
 // of words w[c n .. c n + n).
 std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t count, double* v);
 
+// Sub-vectors c < count, as VoronoiLattice::reconstruct_batch: y[e] =
+// T(beta[e] ((G q_c)_k + v[e])), e = c n + k (beta repeated per coordinate).
+// AVX-512 only.
+template <class T>
+std::size_t voronoi_reconstruct(LatticeId id, const std::int64_t* q, const double* v,
+                                const double* beta, std::size_t count, T* y);
+
 namespace avx512 {
 // The AVX-512 forms (voronoi_kernels_avx512.cpp), for CPUs with AVX-512 F,
 // DQ and VL (simd_avx512dq()).
@@ -47,6 +54,9 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
                            std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
                            std::size_t* nrej);
 std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t count, double* v);
+template <class T>
+std::size_t voronoi_reconstruct(LatticeId id, const std::int64_t* q, const double* v,
+                                const double* beta, std::size_t count, T* y);
 }  // namespace avx512
 
 }  // namespace cepam::kernels

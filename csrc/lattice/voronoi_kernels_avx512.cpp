@@ -85,6 +85,11 @@ struct Avx512Ops {
     const __m512i top = _mm512_srli_epi64(_mm512_castpd_si512(w), 11);
     return _mm512_mul_pd(_mm512_cvtepi64_pd(top), _mm512_set1_pd(0x1.0p-53));
   }
+  using I = __m512i;
+  static I int64_of_bits(D a) { return _mm512_castpd_si512(a); }
+  static I iadd(I a, I b) { return _mm512_add_epi64(a, b); }
+  static I isub(I a, I b) { return _mm512_sub_epi64(a, b); }
+  static D to_double(I a) { return _mm512_cvtepi64_pd(a); }  // rounds to nearest
   static D gather(const double* base, const std::size_t* c) {
     static_assert(sizeof(std::size_t) == 8, "64-bit indices");
     return _mm512_i64gather_pd(_mm512_loadu_si512(c), base, 8);
@@ -184,6 +189,20 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
                                           rej, nrej);
   return 0;
 }
+
+template <class T>
+std::size_t voronoi_reconstruct(LatticeId id, const std::int64_t* q, const double* v,
+                                const double* beta, std::size_t count, T* y) {
+  using S = Avx512Ops;
+  if (id == LatticeId::E8) return lanes::reconstructs<S, lanes::E8<S>>(q, v, beta, count, y);
+  if (id == LatticeId::D4) return lanes::reconstructs<S, lanes::D4<S>>(q, v, beta, count, y);
+  if (id == LatticeId::A2) return lanes::reconstructs<S, lanes::A2<S>>(q, v, beta, count, y);
+  return 0;
+}
+template std::size_t voronoi_reconstruct<float>(LatticeId, const std::int64_t*, const double*,
+                                                const double*, std::size_t, float*);
+template std::size_t voronoi_reconstruct<double>(LatticeId, const std::int64_t*, const double*,
+                                                 const double*, std::size_t, double*);
 
 std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
   using S = Avx512Ops;

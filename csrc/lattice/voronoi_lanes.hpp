@@ -21,10 +21,13 @@
 //   int64_bits(f) (integral f: the int64 bit pattern); uniform_co(w) (w: the
 //   words' bit patterns); gather(base, c) (lane l = base[c[l]]);
 //   load_cols<N>(rows, cols) (cols[k] lane l = rows[l][k]) and
-//   store_rows<N>(cols, rows, mask) (the inverse, for the lanes in mask).
+//   store_rows<N>(cols, rows, mask) (the inverse, for the lanes in mask);
+//   for the decoder's reconstruction (AVX-512 only), 64-bit integers I:
+//   int64_of_bits, iadd, isub (wrapping) and to_double (as static_cast).
 // Each lattice type (A2, D4, E8 below, over S) provides N, parallelepiped(u,
-// p) (p = G^T u), closest(t, p) (p = the closest point) and closest(t, p, m)
-// (also m = its basis coordinates, as doubles).
+// p) (p = G^T u), closest(t, p) (p = the closest point), closest(t, p, m)
+// (also m = its basis coordinates, as doubles) and to_point(m, p) (m in
+// integers).
 // The file is included by voronoi_kernels.cpp (AVX2, four lanes) and
 // voronoi_kernels_avx512.cpp (AVX-512, eight lanes), each under its own
 // target pragma, so that these templates are compiled for that instruction
@@ -94,6 +97,14 @@ struct A2 {
     p[1] = S::mul(u[1], h());
   }
 
+  // LatticeA2::to_point of integer basis coordinates (S::I).
+  template <class I>
+  static void to_point(const I* m, D* p) {
+    const D m0 = S::to_double(m[0]), m1 = S::to_double(m[1]);
+    p[0] = S::add(m0, S::mul(m1, S::splat(0.5)));
+    p[1] = S::mul(m1, h());
+  }
+
   // round_half_up as a double.
   static D round(D t) {
     const D f = S::floor(t);
@@ -147,6 +158,13 @@ struct D4 {
     p[3] = u[3];
   }
 
+  // LatticeD4::to_point, in integers: (2 m0 + m1 + m2 + m3, m1, m2, m3).
+  template <class I>
+  static void to_point(const I* m, D* p) {
+    p[0] = S::to_double(S::iadd(S::iadd(S::iadd(S::iadd(m[0], m[0]), m[1]), m[2]), m[3]));
+    for (int k = 1; k < 4; ++k) p[k] = S::to_double(m[k]);
+  }
+
   static void closest(const D* t, D* p) {
     D e[4], w;
     round_dn<S, 4>(t, p, e, w);
@@ -175,6 +193,24 @@ struct E8 {
     p[6] = S::add(u[6], h7);
     for (int k = 1; k <= 5; ++k) p[k] = S::add(S::sub(u[k], u[k + 1]), h7);
     p[0] = S::add(S::sub(S::mul(S::splat(2.0), u[0]), u[1]), h7);
+  }
+
+  // LatticeE8::to_point, the doubled coordinates in integers: P7 = m7;
+  // P6 = 2 m6 + m7; P_k = 2 (m_k - m_{k+1}) + m7; P0 = 4 m0 - 2 m1 + m7;
+  // p = double(P) / 2.
+  template <class I>
+  static void to_point(const I* m, D* p) {
+    const I m7 = m[7];
+    I P[8];
+    P[7] = m7;
+    P[6] = S::iadd(S::iadd(m[6], m[6]), m7);
+    for (int k = 1; k <= 5; ++k) {
+      const I d = S::isub(m[k], m[k + 1]);
+      P[k] = S::iadd(S::iadd(d, d), m7);
+    }
+    const I m0x2 = S::iadd(m[0], m[0]);
+    P[0] = S::iadd(S::isub(S::iadd(m0x2, m0x2), S::iadd(m[1], m[1])), m7);
+    for (int k = 0; k < 8; ++k) p[k] = S::mul(S::to_double(P[k]), S::splat(0.5));
   }
 
   // D8 decodes t into g0 and t - 1/2 into g1; the nearer of g0 and
@@ -240,6 +276,43 @@ inline std::size_t dithers(const std::uint64_t* w, std::size_t count, double* v)
     S::template load_cols<N>(wrow, wc);
     dither<S, Lat>(wc, out);
     S::template store_rows<N>(out, vrow, (1u << L) - 1);
+  }
+  return c;
+}
+
+// voronoi_reconstruct (lattice/voronoi_kernels.hpp) for the whole groups
+// of S::L sub-vectors, as VoronoiLattice::reconstruct_batch: y = T(beta (p +
+// v)), p = to_point(q) (its integer arithmetic wraps as the scalar code's
+// does; S::to_double rounds as static_cast).
+template <class S, class Lat, class T>
+inline std::size_t reconstructs(const std::int64_t* q, const double* v, const double* beta,
+                                std::size_t count, T* y) {
+  using D = typename S::D;
+  constexpr int N = Lat::N, L = S::L;
+  constexpr std::size_t n = static_cast<std::size_t>(N);
+  std::size_t c = 0;
+  for (; c + L <= count; c += L) {
+    const double* qrow[L];
+    const double* vrow[L];
+    std::size_t e[L];
+    double out[L * N];
+    double* orow[L];
+    for (int l = 0; l < L; ++l) {
+      e[l] = (c + static_cast<std::size_t>(l)) * n;
+      qrow[l] = reinterpret_cast<const double*>(q + e[l]);  // the integers' bit patterns
+      vrow[l] = v + e[l];
+      orow[l] = out + l * N;
+    }
+    D qc[N], vc[N], p[N];
+    typename S::I m[N];
+    S::template load_cols<N>(qrow, qc);
+    S::template load_cols<N>(vrow, vc);
+    for (int k = 0; k < N; ++k) m[k] = S::int64_of_bits(qc[k]);
+    Lat::to_point(m, p);
+    const D b = S::gather(beta, e);  // beta is repeated per coordinate
+    for (int k = 0; k < N; ++k) p[k] = S::mul(b, S::add(p[k], vc[k]));
+    S::template store_rows<N>(p, orow, (1u << L) - 1);
+    for (std::size_t i = 0; i < L * n; ++i) y[c * n + i] = static_cast<T>(out[i]);
   }
   return c;
 }
