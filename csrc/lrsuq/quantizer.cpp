@@ -117,7 +117,7 @@ class TrialWords {
   // i n: the blocks themselves when each sub-vector's words are one whole
   // block (n = 8), else copied into scratch (count n words).
   const std::uint64_t* packed(std::size_t n, std::size_t count, std::uint64_t* scratch) const {
-    if (n == 8) return blocks_.data();  // offset_[i] = 8 i
+    if (n == 8) return blocks_.data();  // one block a sub-vector: offset_[i] = 8 i
     for (std::size_t i = 0; i < count; ++i) std::copy_n(words(i), n, scratch + i * n);
     return scratch;
   }
@@ -249,7 +249,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     }
     const std::size_t ok = bad / un;  // sub-vectors before the first bad one (count if none)
 
-    if constexpr (Lattice::id != LatticeId::Z) {
+    if constexpr (voronoi) {
       // Trial 1 of all sub-vectors, then trials 2, 3, ... of the rejected
       // ones (their dither blocks gathered), indexed in place.
       double* Vc = V != nullptr ? V + (j0 - first) * un : nullptr;
