@@ -11,7 +11,8 @@
 //   cell), packing density (volume of the l2 packing ball / cell volume),
 //   and whether the cell *is* the ball of a norm (then every trial is
 //   accepted and H carries no information);
-//   trial_batch / reconstruct_batch: one trial, and the decoder's
+//   trial_batch (Z^n; the Voronoi lattices' trials are lrsuq/quantizer.cpp's
+//   voronoi_round) / reconstruct_batch: one trial, and the decoder's
 //   reconstruction beta (G m + v), over the flat element arrays of a chunk
 //   of sub-vectors (same results as dither + closest_point + to_point per
 //   sub-vector).

@@ -36,12 +36,14 @@
 //
 // The closest points, dithers and their helpers are CEPAM_HD inline
 // functions (common/host_device.hpp): the same scalar code for a GPU.
-// trial_batch and dither_batch run the SIMD kernels of D4 and E8 first
-// (lattice/voronoi_kernels.hpp: four sub-vectors at a time, the same
-// operations), then the scalar loop over the remaining sub-vectors of the
-// chunk; reconstruct_batch is the scalar loop (count is a multiple of n for
-// the encoder; the decoder's count may end inside the last sub-vector,
-// whose remaining outputs are dropped).
+// dither_batch runs the SIMD kernels of A2, D4 and E8 first
+// (lattice/voronoi_kernels.hpp: four or eight sub-vectors at a time, the
+// same operations), then the scalar loop over the remaining sub-vectors of
+// the chunk; the encoder's trials are lrsuq/quantizer.cpp's voronoi_round
+// (the same kernels, then subvector::voronoi_trial); reconstruct_batch
+// runs the AVX-512 kernels over the whole sub-vectors, then the scalar loop
+// (the decoder's count may end inside the last sub-vector, whose remaining
+// outputs are dropped).
 #pragma once
 
 #include <cmath>
@@ -147,31 +149,11 @@ struct VoronoiLattice {
     for (std::size_t c = done; c < count; ++c) dither(words + c * N, v + c * N);
   }
 
-  void trial_batch(const double* t, const double* xs, const double* beta,
-                   const std::uint64_t* w, std::size_t count, Norm, std::int64_t* q,
-                   double* dev, double* v_out = nullptr) const {
-    const std::size_t done = N * kernels::voronoi_trial(Derived::id, t, xs, beta, w, count / N,
-                                                         q, dev, v_out);
-    for (std::size_t e = done; e < count; e += N) {
-      double v[N], s[N], p[N];
-      dither(w + e, v);
-      if (v_out != nullptr)
-        for (int k = 0; k < N; ++k) v_out[e + k] = v[k];
-      for (int k = 0; k < N; ++k) s[k] = t[e + k] - v[k];
-      self().closest(s, q + e, p);
-      if (dev != nullptr) {
-        for (int k = 0; k < N; ++k) {
-          const double d = beta[e + k] * (p[k] + v[k]) - xs[e + k];
-          dev[e + k] = d * d;
-        }
-      }
-    }
-  }
-
   template <class T>
   void reconstruct_batch(const std::int64_t* q, const double* v, const double* beta,
                          std::size_t count, T* y) const {
-    for (std::size_t e = 0; e < count; e += N) {
+    const std::size_t done = N * kernels::voronoi_reconstruct(Derived::id, q, v, beta, count / N, y);
+    for (std::size_t e = done; e < count; e += N) {
       double p[N];
       self().to_point(q + e, p);
       const std::size_t end = (count - e < static_cast<std::size_t>(N)) ? count - e : N;

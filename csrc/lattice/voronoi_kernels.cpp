@@ -1,16 +1,22 @@
-// AVX2 forms of the D4 and E8 trial and dither loops (lattice/voronoi_kernels.hpp).
-//
-// Each mirrors, operation by operation, the scalar code of
-// lattice/root_lattices.hpp (closest_dn, LatticeD4 / LatticeE8 ::closest and
-// ::parallelepiped, VoronoiLattice::dither and ::trial_batch), four
-// sub-vectors at a time; integers are held in doubles, where every value
-// involved is an integer (or half-integer) below 2^51 in magnitude and so
-// exact, and converted to int64 only at the end (avx2::to_int64).  Zeros
-// are made positive (x + 0.0), as the scalar code's integers convert.
+// The AVX2 forms of the A2, D4 and E8 trial and dither loops
+// (lattice/voronoi_kernels.hpp), and the choice between them and the AVX-512
+// forms (voronoi_kernels_avx512.cpp).  The lane code is
+// lattice/voronoi_lanes.hpp over the four-lane operations below.
 #include "lattice/voronoi_kernels.hpp"
 
 #include "common/cpu.hpp"
 #include "lrsuq/simd_avx2.hpp"
+
+#if CEPAM_X86_DISPATCH
+// Everything from here on (voronoi_lanes.hpp included) is compiled for AVX2.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#endif
+#include "lattice/voronoi_lanes.hpp"
+#endif
 
 namespace cepam::kernels {
 namespace {
@@ -18,7 +24,7 @@ namespace {
 #if CEPAM_X86_DISPATCH
 
 // Rows r0..r3 (four doubles each) become the columns.
-CEPAM_TARGET_AVX2 inline void transpose4(__m256d& r0, __m256d& r1, __m256d& r2, __m256d& r3) {
+inline void transpose4(__m256d& r0, __m256d& r1, __m256d& r2, __m256d& r3) {
   const __m256d t0 = _mm256_unpacklo_pd(r0, r1);
   const __m256d t1 = _mm256_unpackhi_pd(r0, r1);
   const __m256d t2 = _mm256_unpacklo_pd(r2, r3);
@@ -29,239 +35,173 @@ CEPAM_TARGET_AVX2 inline void transpose4(__m256d& r0, __m256d& r1, __m256d& r2, 
   r3 = _mm256_permute2f128_pd(t1, t3, 0x31);
 }
 
-// out[k], lane l = a[l N + k] for k < N (four sub-vectors of N elements).
-template <int N>
-CEPAM_TARGET_AVX2 inline void load_lanes(const double* a, __m256d* out) {
-  for (int k = 0; k < N; k += 4) {
-    __m256d r0 = _mm256_loadu_pd(a + k), r1 = _mm256_loadu_pd(a + N + k),
-            r2 = _mm256_loadu_pd(a + 2 * N + k), r3 = _mm256_loadu_pd(a + 3 * N + k);
-    transpose4(r0, r1, r2, r3);
-    out[k] = r0;
-    out[k + 1] = r1;
-    out[k + 2] = r2;
-    out[k + 3] = r3;
+// The operations of voronoi_lanes.hpp on four lanes; masks are vectors of
+// all-ones or zero lanes.
+struct Avx2Ops {
+  static constexpr int L = 4;
+  using D = __m256d;
+  using M = __m256d;
+  static D splat(double v) { return _mm256_set1_pd(v); }
+  static D add(D a, D b) { return _mm256_add_pd(a, b); }
+  static D sub(D a, D b) { return _mm256_sub_pd(a, b); }
+  static D mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D div(D a, D b) { return _mm256_div_pd(a, b); }
+  static D add_where(M m, D a, D b) { return _mm256_blendv_pd(a, _mm256_add_pd(a, b), m); }
+  static D floor(D a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+  static M ge(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GE_OQ); }
+  static M gt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
+  static M lt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
+  static M le(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
+  static M eq(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
+  static D blend(M m, D a, D b) { return _mm256_blendv_pd(a, b, m); }
+  static M both(M a, M b) { return _mm256_and_pd(a, b); }
+  static unsigned bits(M m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
+  static D abs(D a) { return _mm256_andnot_pd(splat(-0.0), a); }
+  static M odd(D s) {
+    const __m256i one = _mm256_set1_epi64x(1);
+    return _mm256_castsi256_pd(
+        _mm256_cmpeq_epi64(_mm256_and_si256(avx2::to_int64(s), one), one));
   }
-}
-
-// a[l N + k] = lane l of in[k]: the inverse of load_lanes.
-template <int N>
-CEPAM_TARGET_AVX2 inline void store_lanes(double* a, const __m256d* in) {
-  for (int k = 0; k < N; k += 4) {
-    __m256d r0 = in[k], r1 = in[k + 1], r2 = in[k + 2], r3 = in[k + 3];
-    transpose4(r0, r1, r2, r3);
-    _mm256_storeu_pd(a + k, r0);
-    _mm256_storeu_pd(a + N + k, r1);
-    _mm256_storeu_pd(a + 2 * N + k, r2);
-    _mm256_storeu_pd(a + 3 * N + k, r3);
+  static D int64_bits(D f) { return _mm256_castsi256_pd(avx2::to_int64(f)); }
+  static D uniform_co(D w) { return avx2::uniform_co(_mm256_castpd_si256(w)); }
+  static D gather(const double* base, const std::size_t* c) {
+    static_assert(sizeof(std::size_t) == 8, "64-bit indices");
+    return _mm256_i64gather_pd(base, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)), 8);
   }
-}
-
-CEPAM_TARGET_AVX2 inline __m256d load_words(const std::uint64_t* w) {
-  return _mm256_castsi256_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
-}
-
-// The words of four sub-vectors as uniform_co values, u[k] lane l =
-// uniform_co(w[l N + k]).
-template <int N>
-CEPAM_TARGET_AVX2 inline void load_uniforms(const std::uint64_t* w, __m256d* u) {
-  for (int k = 0; k < N; k += 4) {
-    __m256d r0 = load_words(w + k), r1 = load_words(w + N + k),
-            r2 = load_words(w + 2 * N + k), r3 = load_words(w + 3 * N + k);
-    transpose4(r0, r1, r2, r3);
-    u[k] = avx2::uniform_co(_mm256_castpd_si256(r0));
-    u[k + 1] = avx2::uniform_co(_mm256_castpd_si256(r1));
-    u[k + 2] = avx2::uniform_co(_mm256_castpd_si256(r2));
-    u[k + 3] = avx2::uniform_co(_mm256_castpd_si256(r3));
-  }
-}
-
-CEPAM_TARGET_AVX2 inline __m256d splat(double v) { return _mm256_set1_pd(v); }
-
-// lattice_detail::closest_dn for four lanes: g[k] = the D_N point (as
-// doubles), returns the squared distance.
-template <int N>
-CEPAM_TARGET_AVX2 inline __m256d closest_dn(const __m256d* t, __m256d* g) {
-  const __m256d zero = _mm256_setzero_pd(), one = splat(1.0);
-  __m256d d2 = zero, worst = splat(-1.0), which = zero;
-  __m256i sum = _mm256_setzero_si256();
-  __m256d e[N];
-  for (int k = 0; k < N; ++k) {
-    // round_half_up_i64: floor, plus one where t - floor(t) >= 1/2.
-    const __m256d f = _mm256_round_pd(t[k], _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    const __m256d up = _mm256_cmp_pd(_mm256_sub_pd(t[k], f), splat(0.5), _CMP_GE_OQ);
-    g[k] = _mm256_add_pd(_mm256_blendv_pd(f, _mm256_add_pd(f, one), up), zero);
-    e[k] = _mm256_sub_pd(t[k], g[k]);
-    d2 = _mm256_add_pd(d2, _mm256_mul_pd(e[k], e[k]));
-    sum = _mm256_add_epi64(sum, avx2::to_int64(g[k]));
-    const __m256d a = _mm256_andnot_pd(splat(-0.0), e[k]);
-    const __m256d larger = _mm256_cmp_pd(a, worst, _CMP_GT_OQ);
-    which = _mm256_blendv_pd(which, splat(static_cast<double>(k)), larger);
-    worst = _mm256_blendv_pd(worst, a, larger);
-  }
-  const __m256i one_i = _mm256_set1_epi64x(1);
-  const __m256d odd = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(sum, one_i), one_i));
-  for (int k = 0; k < N; ++k) {
-    const __m256d here =
-        _mm256_and_pd(odd, _mm256_cmp_pd(which, splat(static_cast<double>(k)), _CMP_EQ_OQ));
-    const __m256d step = _mm256_blendv_pd(splat(-1.0), one, _mm256_cmp_pd(e[k], zero, _CMP_GE_OQ));
-    g[k] = _mm256_blendv_pd(g[k], _mm256_add_pd(g[k], step), here);
-  }
-  // d2 + odd (1 - 2 worst)
-  const __m256d fix = _mm256_mul_pd(_mm256_and_pd(odd, one),
-                                    _mm256_sub_pd(one, _mm256_mul_pd(splat(2.0), worst)));
-  return _mm256_add_pd(d2, fix);
-}
-
-struct D4Lanes {
-  static constexpr int N = 4;
-  static constexpr LatticeId id = LatticeId::D4;
-
-  CEPAM_TARGET_AVX2 static void parallelepiped(const __m256d* u, __m256d* p) {
-    p[0] = _mm256_add_pd(
-        _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(splat(2.0), u[0]), u[1]), u[2]), u[3]);
-    p[1] = u[1];
-    p[2] = u[2];
-    p[3] = u[3];
-  }
-
-  // m: basis coordinates (as doubles), p: the point.
-  CEPAM_TARGET_AVX2 static void closest(const __m256d* t, __m256d* m, __m256d* p) {
-    closest_dn<4>(t, p);
-    m[3] = p[3];
-    m[2] = p[2];
-    m[1] = p[1];
-    m[0] = _mm256_mul_pd(_mm256_sub_pd(_mm256_sub_pd(_mm256_sub_pd(p[0], p[1]), p[2]), p[3]),
-                         splat(0.5));
-  }
-};
-
-struct E8Lanes {
-  static constexpr int N = 8;
-  static constexpr LatticeId id = LatticeId::E8;
-
-  CEPAM_TARGET_AVX2 static void parallelepiped(const __m256d* u, __m256d* p) {
-    const __m256d h7 = _mm256_mul_pd(u[7], splat(0.5));
-    p[7] = h7;
-    p[6] = _mm256_add_pd(u[6], h7);
-    for (int k = 1; k <= 5; ++k) p[k] = _mm256_add_pd(_mm256_sub_pd(u[k], u[k + 1]), h7);
-    p[0] = _mm256_add_pd(_mm256_sub_pd(_mm256_mul_pd(splat(2.0), u[0]), u[1]), h7);
-  }
-
-  CEPAM_TARGET_AVX2 static void closest(const __m256d* t, __m256d* m, __m256d* p) {
-    __m256d s[8], g0[8], g1[8], P[8];
-    for (int k = 0; k < 8; ++k) s[k] = _mm256_sub_pd(t[k], splat(0.5));
-    const __m256d d0 = closest_dn<8>(t, g0);
-    const __m256d d1 = closest_dn<8>(s, g1);
-    const __m256d c = _mm256_cmp_pd(d1, d0, _CMP_LT_OQ);
-    for (int k = 0; k < 8; ++k) {
-      // Doubled coordinates P = 2 g0 or 2 g1 + 1; the point P / 2.
-      P[k] = _mm256_blendv_pd(_mm256_add_pd(g0[k], g0[k]),
-                              _mm256_add_pd(_mm256_add_pd(g1[k], g1[k]), splat(1.0)), c);
-      p[k] = _mm256_blendv_pd(g0[k], _mm256_add_pd(g1[k], splat(0.5)), c);
-    }
-    // m7 = P7; m6 = (P6 - m7) / 2; m_k = (P_k - m7) / 2 + m_{k+1};
-    // m0 = ((P0 - m7) / 2 + m1) / 2 (every halving of an even integer).
-    const __m256d m7 = P[7];
-    m[7] = m7;
-    m[6] = _mm256_mul_pd(_mm256_sub_pd(P[6], m7), splat(0.5));
-    for (int k = 5; k >= 1; --k)
-      m[k] = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(P[k], m7), splat(0.5)), m[k + 1]);
-    m[0] = _mm256_mul_pd(
-        _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(P[0], m7), splat(0.5)), m[1]), splat(0.5));
-  }
-};
-
-// VoronoiLattice::dither for four sub-vectors: v = p - Q(p), p = G^T u.
-template <class L>
-CEPAM_TARGET_AVX2 inline void dither_lanes(const std::uint64_t* w, __m256d* v) {
-  constexpr int N = L::N;
-  __m256d u[N], p[N], m[N], c[N];
-  load_uniforms<N>(w, u);
-  L::parallelepiped(u, p);
-  L::closest(p, m, c);
-  for (int k = 0; k < N; ++k) v[k] = _mm256_sub_pd(p[k], c[k]);
-}
-
-template <class L>
-CEPAM_TARGET_AVX2 std::size_t trial_avx2(const double* t, const double* xs, const double* beta,
-                                         const std::uint64_t* w, std::size_t count,
-                                         std::int64_t* q, double* dev, double* v_out) {
-  constexpr int N = L::N;
-  constexpr std::size_t n = static_cast<std::size_t>(N);
-  const __m256d limit = splat(0x1.0p46);
-  std::size_t c = 0;
-  for (; c + 4 <= count; c += 4) {
-    const std::size_t e = c * n;
-    __m256d tt[N];
-    load_lanes<N>(t + e, tt);
-    __m256d big = _mm256_setzero_pd();
-    for (int k = 0; k < N; ++k) big = _mm256_max_pd(big, _mm256_andnot_pd(splat(-0.0), tt[k]));
-    if (_mm256_movemask_pd(_mm256_cmp_pd(big, limit, _CMP_LT_OQ)) != 0xf) break;
-    __m256d v[N], s[N], m[N], p[N];
-    dither_lanes<L>(w + e, v);
-    if (v_out != nullptr) store_lanes<N>(v_out + e, v);
-    for (int k = 0; k < N; ++k) s[k] = _mm256_sub_pd(tt[k], v[k]);
-    L::closest(s, m, p);
-    for (int k = 0; k < N; ++k) m[k] = _mm256_castsi256_pd(avx2::to_int64(m[k]));
-    store_lanes<N>(reinterpret_cast<double*>(q + e), m);
-    if (dev != nullptr) {
-      // beta is repeated per coordinate: one value a sub-vector.
-      const __m256d b = _mm256_setr_pd(beta[e], beta[e + n], beta[e + 2 * n], beta[e + 3 * n]);
-      __m256d xx[N];
-      load_lanes<N>(xs + e, xx);
-      for (int k = 0; k < N; ++k) {
-        const __m256d d = _mm256_sub_pd(_mm256_mul_pd(b, _mm256_add_pd(p[k], v[k])), xx[k]);
-        xx[k] = _mm256_mul_pd(d, d);
+  template <int N>
+  static void load_cols(const double* const* rows, D* cols) {
+    if constexpr (N == 2) {
+      // [r0 | r2] and [r1 | r3], interleaved.
+      const __m256d a = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(rows[0])),
+                                             _mm_loadu_pd(rows[2]), 1);
+      const __m256d b = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(rows[1])),
+                                             _mm_loadu_pd(rows[3]), 1);
+      cols[0] = _mm256_unpacklo_pd(a, b);
+      cols[1] = _mm256_unpackhi_pd(a, b);
+    } else {
+      for (int k = 0; k < N; k += 4) {
+        __m256d r0 = _mm256_loadu_pd(rows[0] + k), r1 = _mm256_loadu_pd(rows[1] + k),
+                r2 = _mm256_loadu_pd(rows[2] + k), r3 = _mm256_loadu_pd(rows[3] + k);
+        transpose4(r0, r1, r2, r3);
+        cols[k] = r0;
+        cols[k + 1] = r1;
+        cols[k + 2] = r2;
+        cols[k + 3] = r3;
       }
-      store_lanes<N>(dev + e, xx);
     }
   }
-  return c;
-}
-
-template <class L>
-CEPAM_TARGET_AVX2 std::size_t dither_avx2(const std::uint64_t* w, std::size_t count, double* v) {
-  constexpr std::size_t n = static_cast<std::size_t>(L::N);
-  std::size_t c = 0;
-  for (; c + 4 <= count; c += 4) {
-    __m256d out[L::N];
-    dither_lanes<L>(w + c * n, out);
-    store_lanes<L::N>(v + c * n, out);
+  template <int N>
+  static void store_rows(const D* cols, double* const* rows, unsigned mask) {
+    if constexpr (N == 2) {
+      const __m256d r[2] = {_mm256_unpacklo_pd(cols[0], cols[1]),   // [r0 | r2]
+                            _mm256_unpackhi_pd(cols[0], cols[1])};  // [r1 | r3]
+      for (int l = 0; l < 4; ++l) {
+        if (!((mask >> l) & 1u)) continue;
+        const __m256d x = r[l & 1];
+        _mm_storeu_pd(rows[l], l < 2 ? _mm256_castpd256_pd128(x) : _mm256_extractf128_pd(x, 1));
+      }
+    } else {
+      for (int k = 0; k < N; k += 4) {
+        __m256d r[4] = {cols[k], cols[k + 1], cols[k + 2], cols[k + 3]};
+        transpose4(r[0], r[1], r[2], r[3]);
+        for (int l = 0; l < 4; ++l)
+          if ((mask >> l) & 1u) _mm256_storeu_pd(rows[l] + k, r[l]);
+      }
+    }
   }
-  return c;
+};
+
+template <template <class> class Lat>
+std::size_t trials_avx2(std::uint32_t trial, const std::uint64_t* w, const std::size_t* idx,
+                        std::size_t count, const double* t, const double* xs, const double* beta,
+                        const double* radius, std::uint32_t* H, std::int64_t* q, double* V,
+                        std::size_t* rej, std::size_t* nrej) {
+  return lanes::trials<Avx2Ops, Lat<Avx2Ops>>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
+                                              rej, nrej);
 }
 
-bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
+template <template <class> class Lat>
+std::size_t dither_avx2(const std::uint64_t* w, std::size_t count, double* v) {
+  return lanes::dithers<Avx2Ops, Lat<Avx2Ops>>(w, count, v);
+}
 
 #endif  // CEPAM_X86_DISPATCH
 
 }  // namespace
+}  // namespace cepam::kernels
 
-std::size_t voronoi_trial(LatticeId id, const double* t, const double* xs, const double* beta,
-                          const std::uint64_t* w, std::size_t count, std::int64_t* q,
-                          double* dev, double* v_out) {
 #if CEPAM_X86_DISPATCH
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
+
+// The dispatch, compiled for the baseline target.
+namespace cepam::kernels {
+namespace {
+#if CEPAM_X86_DISPATCH
+bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
+#endif
+}  // namespace
+
+std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_t* w,
+                           const std::size_t* idx, std::size_t count, const double* t,
+                           const double* xs, const double* beta, const double* radius,
+                           std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
+                           std::size_t* nrej) {
+  *nrej = 0;
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq())
+    return avx512::voronoi_trials(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                  nrej);
   if (use_avx2()) {
-    if (id == LatticeId::E8) return trial_avx2<E8Lanes>(t, xs, beta, w, count, q, dev, v_out);
-    if (id == LatticeId::D4) return trial_avx2<D4Lanes>(t, xs, beta, w, count, q, dev, v_out);
+    if (id == LatticeId::E8)
+      return trials_avx2<lanes::E8>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                    nrej);
+    if (id == LatticeId::D4)
+      return trials_avx2<lanes::D4>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                    nrej);
+    if (id == LatticeId::A2)
+      return trials_avx2<lanes::A2>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                    nrej);
   }
 #else
-  (void)id, (void)t, (void)xs, (void)beta, (void)w, (void)count, (void)q, (void)dev,
-      (void)v_out;
+  (void)id, (void)trial, (void)w, (void)idx, (void)count, (void)t, (void)xs, (void)beta,
+      (void)radius, (void)H, (void)q, (void)V, (void)rej;
 #endif
   return 0;
 }
 
 std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
 #if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) return avx512::voronoi_dither(id, w, count, v);
   if (use_avx2()) {
-    if (id == LatticeId::E8) return dither_avx2<E8Lanes>(w, count, v);
-    if (id == LatticeId::D4) return dither_avx2<D4Lanes>(w, count, v);
+    if (id == LatticeId::E8) return dither_avx2<lanes::E8>(w, count, v);
+    if (id == LatticeId::D4) return dither_avx2<lanes::D4>(w, count, v);
+    if (id == LatticeId::A2) return dither_avx2<lanes::A2>(w, count, v);
   }
 #else
   (void)id, (void)w, (void)count, (void)v;
 #endif
   return 0;
 }
+
+
+template <class T>
+std::size_t voronoi_reconstruct(LatticeId id, const std::int64_t* q, const double* v,
+                                const double* beta, std::size_t count, T* y) {
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) return avx512::voronoi_reconstruct(id, q, v, beta, count, y);
+#else
+  (void)id, (void)q, (void)v, (void)beta, (void)count, (void)y;
+#endif
+  return 0;
+}
+template std::size_t voronoi_reconstruct<float>(LatticeId, const std::int64_t*, const double*,
+                                                const double*, std::size_t, float*);
+template std::size_t voronoi_reconstruct<double>(LatticeId, const std::int64_t*, const double*,
+                                                 const double*, std::size_t, double*);
 
 }  // namespace cepam::kernels

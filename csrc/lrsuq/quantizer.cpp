@@ -11,6 +11,7 @@ namespace cepam {
 namespace {
 
 constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch
+constexpr std::size_t kVoronoiChunk = 1024;  // the same for the encoder's A2, D4, E8
 constexpr int kMaxN = 8;
 
 // Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2
@@ -112,6 +113,14 @@ class TrialWords {
     ks.gather(requests, stream_.data(), index_.data(), blocks_.data());
   }
   const std::uint64_t* words(std::size_t i) const { return &blocks_[offset_[i]]; }
+  // The words of the count fetched sub-vectors, those of sub-vector i at
+  // i n: the blocks themselves when each sub-vector's words are one whole
+  // block (n = 8), else copied into scratch (count n words).
+  const std::uint64_t* packed(std::size_t n, std::size_t count, std::uint64_t* scratch) const {
+    if (n == 8) return blocks_.data();  // one block a sub-vector: offset_[i] = 8 i
+    for (std::size_t i = 0; i < count; ++i) std::copy_n(words(i), n, scratch + i * n);
+    return scratch;
+  }
 
  private:
   std::vector<std::uint32_t> stream_;
@@ -119,6 +128,39 @@ class TrialWords {
   std::vector<std::uint64_t> blocks_;
   std::vector<std::size_t> offset_;
 };
+
+// One trial, number `trial`, of the Voronoi lattice's sub-vectors c =
+// idx[i] (c = i where idx is null), i < count, of a chunk (t, xs: n
+// elements per sub-vector; beta, radius: one value each; the dither words of
+// sub-vector idx[i] at w + i n): as kernels::voronoi_trials, whose SIMD
+// kernels take the sub-vectors they can and subvector::voronoi_trial the
+// rest.  Accepted ones get H[c] = trial, q[c n ..] and (unless V is null)
+// V[c n ..]; the rejected ones' c go to rej in order (rej may be idx), and
+// their number is returned.
+template <class Lattice>
+std::size_t voronoi_round(const Lattice& lattice, std::uint32_t trial, const std::uint64_t* w,
+                          const std::size_t* idx, std::size_t count, const double* t,
+                          const double* xs, const double* beta, const double* radius,
+                          std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej) {
+  constexpr std::size_t n = static_cast<std::size_t>(Lattice::kDim);
+  std::size_t nrej = 0;
+  const std::size_t done = kernels::voronoi_trials(Lattice::id, trial, w, idx, count, t, xs, beta,
+                                                   radius, H, q, V, rej, &nrej);
+  for (std::size_t i = done; i < count; ++i) {
+    const std::size_t c = idx != nullptr ? idx[i] : i;
+    double v[n], dev[n];
+    std::int64_t qc[n];
+    subvector::voronoi_trial(lattice, t + c * n, xs + c * n, beta[c], w + i * n, v, qc, dev);
+    if (!accepted(Norm::L2, dev, n, radius[c])) {
+      rej[nrej++] = c;
+      continue;
+    }
+    H[c] = trial;
+    std::copy_n(qc, n, q + c * n);
+    if (V != nullptr) std::copy_n(v, n, V + c * n);
+  }
+  return nrej;
+}
 
 // Encodes sub-vectors [first, last) chunk by chunk: the keystream of trial
 // 1 and of the latent variables of a whole chunk is generated in one go, the
@@ -140,25 +182,31 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   const double rho = lattice.packing_radius(norm);
   const bool every_trial_accepted = lattice.cell_is_ball();
   const double limit = scaled_input_limit(lattice);
-  std::vector<std::uint64_t> latent_buf(kChunk * W), dither_buf(kChunk * un);
-  std::vector<double> radius(kChunk), beta(kChunk), inv_beta(kChunk);
+  // Sub-vectors per chunk: more for the Voronoi lattices, whose later trials
+  // run in groups of 8 sub-vectors and of 16 keystream blocks (fewer of them
+  // part empty); their trials need none of the Z^n loop's arrays (size zn).
+  constexpr bool voronoi = Lattice::id != LatticeId::Z;
+  constexpr std::size_t chunk = voronoi ? kVoronoiChunk : kChunk;
+  const std::size_t zn = voronoi ? 0 : chunk * un;
+  std::vector<std::uint64_t> latent_buf(chunk * W), dither_buf(chunk * un);
+  std::vector<double> radius(chunk), beta(chunk), inv_beta(chunk);
   // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
   // and its term of the acceptance test.
-  std::vector<double> beta_e(kChunk * un), inv_beta_e(kChunk * un), xs(kChunk * un),
-      t(kChunk * un), dev(kChunk * un);
+  std::vector<double> beta_e(zn), inv_beta_e(chunk * un), xs(chunk * un), t(chunk * un),
+      dev(zn);
   // The sub-vectors rejected so far (chunk indices), with compacted copies
   // of their elements and radii, dither words and lattice points.
-  std::vector<std::size_t> rejected(kChunk);
-  std::vector<double> rt(kChunk * un), rxs(kChunk * un), rbeta(kChunk * un), rradius(kChunk);
-  std::vector<std::uint64_t> rwords(kChunk * un);
+  std::vector<std::size_t> rejected(chunk);
+  std::vector<double> rt(zn), rxs(zn), rbeta(zn), rradius(voronoi ? 0 : chunk);
+  std::vector<std::uint64_t> rwords(chunk * un);
   // The rejected sub-vectors' dithers at the current trial, when the side
   // information is wanted.
-  std::vector<double> rdither(V != nullptr ? kChunk * un : 0);
-  std::vector<std::int64_t> rq(kChunk * un);
-  TrialWords retry(kChunk);
+  std::vector<double> rdither(V != nullptr ? zn : 0);
+  std::vector<std::int64_t> rq(zn);
+  TrialWords retry(chunk);
 
-  for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
-    const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
+  for (std::size_t j0 = first; j0 < last; j0 += chunk) {
+    const std::size_t count = (last - j0 < chunk) ? last - j0 : chunk;
     const std::size_t e0 = j0 * un;      // first element of the chunk
     const std::size_t ne = count * un;   // elements, padding included
     std::uint32_t* Hc = H + (j0 - first);  // the chunk's outputs
@@ -174,7 +222,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     if (un > 1) {
       for (std::size_t c = 0; c < count; ++c) {
         for (std::size_t k = 0; k < un; ++k) {
-          beta_e[c * un + k] = beta[c];
+          if constexpr (!voronoi) beta_e[c * un + k] = beta[c];
           inv_beta_e[c * un + k] = inv_beta[c];
         }
       }
@@ -201,59 +249,80 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
     }
     const std::size_t ok = bad / un;  // sub-vectors before the first bad one (count if none)
 
-    // Trial 1, all sub-vectors at once.
-    lattice.trial_batch(t.data(), xs.data(), beta_elem, dither_buf.data(), ok * un, norm, Mc,
-                        every_trial_accepted ? nullptr : dev.data(),
-                        V != nullptr ? V + (j0 - first) * un : nullptr);
-    std::fill_n(Hc, ok, 1u);
-    if (beta_out != nullptr) std::copy_n(beta.data(), ok, beta_out + (j0 - first));
-    std::size_t nrej = 0;
-    if (!every_trial_accepted) {
-      for (std::size_t c = 0; c < ok; ++c) {
-        rejected[nrej] = c;
-        nrej += accepted(norm, &dev[c * un], un, radius[c]) ? 0 : 1;
+    if constexpr (voronoi) {
+      // Trial 1 of all sub-vectors, then trials 2, 3, ... of the rejected
+      // ones (their dither blocks gathered), indexed in place.
+      double* Vc = V != nullptr ? V + (j0 - first) * un : nullptr;
+      if (beta_out != nullptr) std::copy_n(beta.data(), ok, beta_out + (j0 - first));
+      std::size_t nrej = voronoi_round(lattice, 1, dither_buf.data(), nullptr, ok, t.data(),
+                                       xs.data(), beta.data(), radius.data(), Hc, Mc, Vc,
+                                       rejected.data());
+      for (std::uint32_t trial = 1; nrej > 0;) {
+        if (trial == kTrialCap) {
+          throw_subvector_error(j0 + rejected[0], subvector::kTrialCap, limit);
+        }
+        ++trial;
+        retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
+        nrej = voronoi_round(lattice, trial, retry.packed(un, nrej, rwords.data()),
+                             rejected.data(), nrej, t.data(), xs.data(), beta.data(),
+                             radius.data(), Hc, Mc, Vc, rejected.data());
       }
-    }
-    // Trials 2, 3, ... for the rejected sub-vectors, in order, in batches
-    // over compacted copies of their elements (index i: sub-vector rejected[i]).
-    for (std::size_t i = 0; i < nrej; ++i) {
-      const std::size_t c = rejected[i];
-      std::copy_n(&t[c * un], un, &rt[i * un]);
-      std::copy_n(&xs[c * un], un, &rxs[i * un]);
-      std::copy_n(&beta_elem[c * un], un, &rbeta[i * un]);
-      rradius[i] = radius[c];
-    }
-    for (std::uint32_t trial = 1; nrej > 0;) {
-      if (trial == kTrialCap) {
-        throw_subvector_error(j0 + rejected[0], subvector::kTrialCap, limit);
+      if (ok < count) throw_subvector_error(j0 + ok, subvector::kInputTooLarge, limit);
+    } else {
+      // Trial 1, all sub-vectors at once.
+      lattice.trial_batch(t.data(), xs.data(), beta_elem, dither_buf.data(), ok * un, norm, Mc,
+                          every_trial_accepted ? nullptr : dev.data(),
+                          V != nullptr ? V + (j0 - first) * un : nullptr);
+      std::fill_n(Hc, ok, 1u);
+      if (beta_out != nullptr) std::copy_n(beta.data(), ok, beta_out + (j0 - first));
+      std::size_t nrej = 0;
+      if (!every_trial_accepted) {
+        for (std::size_t c = 0; c < ok; ++c) {
+          rejected[nrej] = c;
+          nrej += accepted(norm, &dev[c * un], un, radius[c]) ? 0 : 1;
+        }
       }
-      ++trial;
-      retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
-      for (std::size_t i = 0; i < nrej; ++i) std::copy_n(retry.words(i), un, &rwords[i * un]);
-      lattice.trial_batch(rt.data(), rxs.data(), rbeta.data(), rwords.data(), nrej * un, norm,
-                          rq.data(), dev.data(), V != nullptr ? rdither.data() : nullptr);
-      std::size_t still = 0;
+      // Trials 2, 3, ... for the rejected sub-vectors, in order, in batches
+      // over compacted copies of their elements (index i: sub-vector rejected[i]).
       for (std::size_t i = 0; i < nrej; ++i) {
         const std::size_t c = rejected[i];
-        if (accepted(norm, &dev[i * un], un, rradius[i])) {
-          Hc[c] = trial;
-          std::copy_n(&rq[i * un], un, &Mc[c * un]);
-          if (V != nullptr) std::copy_n(&rdither[i * un], un, &V[(j0 - first + c) * un]);
-          continue;
-        }
-        if (still != i) {
-          rejected[still] = c;
-          std::copy_n(&rt[i * un], un, &rt[still * un]);
-          std::copy_n(&rxs[i * un], un, &rxs[still * un]);
-          std::copy_n(&rbeta[i * un], un, &rbeta[still * un]);
-          rradius[still] = rradius[i];
-        }
-        ++still;
+        std::copy_n(&t[c * un], un, &rt[i * un]);
+        std::copy_n(&xs[c * un], un, &rxs[i * un]);
+        std::copy_n(&beta_elem[c * un], un, &rbeta[i * un]);
+        rradius[i] = radius[c];
       }
-      nrej = still;
-    }
-    if (ok < count) {
-      throw_subvector_error(j0 + ok, subvector::kInputTooLarge, limit);
+      for (std::uint32_t trial = 1; nrej > 0;) {
+        if (trial == kTrialCap) {
+          throw_subvector_error(j0 + rejected[0], subvector::kTrialCap, limit);
+        }
+        ++trial;
+        retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
+        for (std::size_t i = 0; i < nrej; ++i) std::copy_n(retry.words(i), un, &rwords[i * un]);
+        lattice.trial_batch(rt.data(), rxs.data(), rbeta.data(), rwords.data(), nrej * un, norm,
+                            rq.data(), dev.data(), V != nullptr ? rdither.data() : nullptr);
+        std::size_t still = 0;
+        for (std::size_t i = 0; i < nrej; ++i) {
+          const std::size_t c = rejected[i];
+          if (accepted(norm, &dev[i * un], un, rradius[i])) {
+            Hc[c] = trial;
+            std::copy_n(&rq[i * un], un, &Mc[c * un]);
+            if (V != nullptr) std::copy_n(&rdither[i * un], un, &V[(j0 - first + c) * un]);
+            continue;
+          }
+          if (still != i) {
+            rejected[still] = c;
+            std::copy_n(&rt[i * un], un, &rt[still * un]);
+            std::copy_n(&rxs[i * un], un, &rxs[still * un]);
+            std::copy_n(&rbeta[i * un], un, &rbeta[still * un]);
+            rradius[still] = rradius[i];
+          }
+          ++still;
+        }
+        nrej = still;
+      }
+      if (ok < count) {
+        throw_subvector_error(j0 + ok, subvector::kInputTooLarge, limit);
+      }
     }
   }
 }

@@ -1,0 +1,392 @@
+// The A2, D4 and E8 closest points, dithers and LRSUQ trials of
+// lattice/root_lattices.hpp, written once for SIMD lanes (internal header of
+// lattice/voronoi_kernels*.cpp).
+//
+// Lane l of a register is one sub-vector; register k holds coordinate k of
+// the S::L sub-vectors.  Every function mirrors, operation by operation, the
+// scalar code it names (closest_dn, LatticeA2 / LatticeD4 / LatticeE8 ::closest,
+// ::parallelepiped, ::dither, subvector::voronoi_trial and the acceptance
+// test s = 0 + dev_0 + ... + dev_{n-1} <= r r), so each lane gets the
+// scalar bits (lrsuq/simd_avx2.hpp explains the rules: the same IEEE
+// operations in the same order, branches turned into selections).
+// Integers are held in doubles: every value involved is an integer (or a
+// half-integer) below 2^51 in magnitude, so exact, and converted to int64
+// only at the end.
+//
+// The operations come from S, a set of static functions over S::L doubles:
+//   D splat(v); add, sub, mul, div; add_where(m, a, b) = m ? a + b : a;
+//   floor; comparisons ge, gt, lt, le, eq (ordered, quiet) giving a mask M;
+//   blend(m, a, b) = m ? b : a; both(m1, m2);
+//   bits(m) (bit l = lane l); abs; odd(s) (integral s: is it odd);
+//   int64_bits(f) (integral f: the int64 bit pattern); uniform_co(w) (w: the
+//   words' bit patterns); gather(base, c) (lane l = base[c[l]]);
+//   load_cols<N>(rows, cols) (cols[k] lane l = rows[l][k]) and
+//   store_rows<N>(cols, rows, mask) (the inverse, for the lanes in mask);
+//   for the decoder's reconstruction (AVX-512 only), 64-bit integers I:
+//   int64_of_bits, iadd, isub (wrapping) and to_double (as static_cast).
+// Each lattice type (A2, D4, E8 below, over S) provides N, parallelepiped(u,
+// p) (p = G^T u), closest(t, p) (p = the closest point), closest(t, p, m)
+// (also m = its basis coordinates, as doubles) and to_point(m, p) (m in
+// integers).
+// The file is included by voronoi_kernels.cpp (AVX2, four lanes) and
+// voronoi_kernels_avx512.cpp (AVX-512, eight lanes), each under its own
+// target pragma, so that these templates are compiled for that instruction
+// set (a function without the target could not inline the intrinsics).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace cepam::kernels::lanes {
+
+// lattice_detail::closest_dn for S::L lanes, in two steps.  Rounding:
+// g[k] = round_half_up(t[k]), e[k] = t[k] - g[k]; returns the squared
+// distance of the D_N point (sum e_k^2, + 1 - 2 |e_w| where the sum of the
+// g is odd) and sets w to the coordinate to re-round (the first largest
+// |e_k|) where that sum is odd, -1 where it is even.  The parity is that of
+// the sum of the g as doubles (exact: N values below 2^47).  A zero g may
+// be -0.0 (for t = -0.0), which no result depends on: the scalar code's
+// integer 0 differs from it only in the sign of zeros that are added to
+// non-zero values, squared or converted back to integers.
+template <class S, int N>
+inline typename S::D round_dn(const typename S::D* t, typename S::D* g, typename S::D* e,
+                              typename S::D& w) {
+  using D = typename S::D;
+  using M = typename S::M;
+  const D zero = S::splat(0.0), one = S::splat(1.0);
+  D d2 = zero, worst = S::splat(-1.0), which = zero, sum = zero;
+  for (int k = 0; k < N; ++k) {
+    // round_half_up_i64: floor, plus one where t - floor(t) >= 1/2.
+    const D f = S::floor(t[k]);
+    g[k] = S::add_where(S::ge(S::sub(t[k], f), S::splat(0.5)), f, one);
+    e[k] = S::sub(t[k], g[k]);
+    d2 = S::add(d2, S::mul(e[k], e[k]));
+    sum = S::add(sum, g[k]);
+    const D a = S::abs(e[k]);
+    const M larger = S::gt(a, worst);  // the first largest error on ties
+    which = S::blend(larger, which, S::splat(static_cast<double>(k)));
+    worst = S::blend(larger, worst, a);
+  }
+  const M odd = S::odd(sum);
+  w = S::blend(odd, S::splat(-1.0), which);
+  // d2 + double(odd) (1 - 2 worst)
+  const D fix = S::mul(S::blend(odd, zero, one), S::sub(one, S::mul(S::splat(2.0), worst)));
+  return S::add(d2, fix);
+}
+
+// The re-rounding: g[w] moves one step towards t (up where e[w] >= 0).
+template <class S, int N>
+inline void fix_dn(typename S::D* g, const typename S::D* e, typename S::D w) {
+  using D = typename S::D;
+  for (int k = 0; k < N; ++k) {
+    const D step = S::blend(S::ge(e[k], S::splat(0.0)), S::splat(-1.0), S::splat(1.0));
+    g[k] = S::add_where(S::eq(w, S::splat(static_cast<double>(k))), g[k], step);
+  }
+}
+
+template <class S>
+struct A2 {
+  using D = typename S::D;
+  static constexpr int N = 2;
+  static D h() { return S::splat(std::sqrt(3.0) * 0.5); }  // LatticeA2::h()
+
+  // p = G^T u: (u0 + u1 / 2, u1 h).
+  static void parallelepiped(const D* u, D* p) {
+    p[0] = S::add(u[0], S::mul(u[1], S::splat(0.5)));
+    p[1] = S::mul(u[1], h());
+  }
+
+  // LatticeA2::to_point of integer basis coordinates (S::I).
+  template <class I>
+  static void to_point(const I* m, D* p) {
+    const D m0 = S::to_double(m[0]), m1 = S::to_double(m[1]);
+    p[0] = S::add(m0, S::mul(m1, S::splat(0.5)));
+    p[1] = S::mul(m1, h());
+  }
+
+  // round_half_up as a double.
+  static D round(D t) {
+    const D f = S::floor(t);
+    return S::add_where(S::ge(S::sub(t, f), S::splat(0.5)), f, S::splat(1.0));
+  }
+
+  // The point (m0 + m1 / 2, m1 h) and its squared distance from t,
+  // (0 + (t0 - p0)^2) + (t1 - p1)^2.
+  static D point(const D* t, D m0, D m1, D* p) {
+    p[0] = S::add(m0, S::mul(m1, S::splat(0.5)));
+    p[1] = S::mul(m1, h());
+    const D d0 = S::sub(t[0], p[0]), d1 = S::sub(t[1], p[1]);
+    return S::add(S::add(S::splat(0.0), S::mul(d0, d0)), S::mul(d1, d1));
+  }
+
+  // LatticeA2::closest: the rectangular lattice Z x sqrt(3) Z (basis
+  // coordinates (a - b, 2 b)) and its shift by (1/2, sqrt(3)/2) ((a - b,
+  // 2 b + 1)), each rounded per coordinate; the nearer, the unshifted one
+  // on ties.  m: the basis coordinates.
+  static void closest(const D* t, D* p, D* m) {
+    const D s = S::div(t[1], S::mul(S::splat(2.0), h()));
+    const D a0 = round(t[0]), b0 = round(s);
+    const D a1 = round(S::sub(t[0], S::splat(0.5))), b1 = round(S::sub(s, S::splat(0.5)));
+    const D m00 = S::sub(a0, b0), m01 = S::add(b0, b0);
+    const D m10 = S::sub(a1, b1), m11 = S::add(S::add(b1, b1), S::splat(1.0));
+    D p0[2], p1[2];
+    const D d0 = point(t, m00, m01, p0);
+    const D d1 = point(t, m10, m11, p1);
+    const typename S::M second = S::lt(d1, d0);
+    m[0] = S::blend(second, m00, m10);
+    m[1] = S::blend(second, m01, m11);
+    p[0] = S::blend(second, p0[0], p1[0]);
+    p[1] = S::blend(second, p0[1], p1[1]);
+  }
+  static void closest(const D* t, D* p) {
+    D m[2];
+    closest(t, p, m);
+  }
+};
+
+template <class S>
+struct D4 {
+  using D = typename S::D;
+  static constexpr int N = 4;
+
+  // p = G^T u: (((2 u0 + u1) + u2) + u3, u1, u2, u3).
+  static void parallelepiped(const D* u, D* p) {
+    p[0] = S::add(S::add(S::add(S::mul(S::splat(2.0), u[0]), u[1]), u[2]), u[3]);
+    p[1] = u[1];
+    p[2] = u[2];
+    p[3] = u[3];
+  }
+
+  // LatticeD4::to_point, in integers: (2 m0 + m1 + m2 + m3, m1, m2, m3).
+  template <class I>
+  static void to_point(const I* m, D* p) {
+    p[0] = S::to_double(S::iadd(S::iadd(S::iadd(S::iadd(m[0], m[0]), m[1]), m[2]), m[3]));
+    for (int k = 1; k < 4; ++k) p[k] = S::to_double(m[k]);
+  }
+
+  static void closest(const D* t, D* p) {
+    D e[4], w;
+    round_dn<S, 4>(t, p, e, w);
+    fix_dn<S, 4>(p, e, w);
+  }
+
+  // With the basis coordinates m of the point p: (p0 - p1 - p2 - p3) / 2, p1, p2, p3.
+  static void closest(const D* t, D* p, D* m) {
+    closest(t, p);
+    m[3] = p[3];
+    m[2] = p[2];
+    m[1] = p[1];
+    m[0] = S::mul(S::sub(S::sub(S::sub(p[0], p[1]), p[2]), p[3]), S::splat(0.5));
+  }
+};
+
+template <class S>
+struct E8 {
+  using D = typename S::D;
+  static constexpr int N = 8;
+
+  // p7 = u7 / 2; p6 = u6 + u7 / 2; p_k = (u_k - u_{k+1}) + u7 / 2; p0 = (2 u0 - u1) + u7 / 2.
+  static void parallelepiped(const D* u, D* p) {
+    const D h7 = S::mul(u[7], S::splat(0.5));
+    p[7] = h7;
+    p[6] = S::add(u[6], h7);
+    for (int k = 1; k <= 5; ++k) p[k] = S::add(S::sub(u[k], u[k + 1]), h7);
+    p[0] = S::add(S::sub(S::mul(S::splat(2.0), u[0]), u[1]), h7);
+  }
+
+  // LatticeE8::to_point, the doubled coordinates in integers: P7 = m7;
+  // P6 = 2 m6 + m7; P_k = 2 (m_k - m_{k+1}) + m7; P0 = 4 m0 - 2 m1 + m7;
+  // p = double(P) / 2.
+  template <class I>
+  static void to_point(const I* m, D* p) {
+    const I m7 = m[7];
+    I P[8];
+    P[7] = m7;
+    P[6] = S::iadd(S::iadd(m[6], m[6]), m7);
+    for (int k = 1; k <= 5; ++k) {
+      const I d = S::isub(m[k], m[k + 1]);
+      P[k] = S::iadd(S::iadd(d, d), m7);
+    }
+    const I m0x2 = S::iadd(m[0], m[0]);
+    P[0] = S::iadd(S::isub(S::iadd(m0x2, m0x2), S::iadd(m[1], m[1])), m7);
+    for (int k = 0; k < 8; ++k) p[k] = S::mul(S::to_double(P[k]), S::splat(0.5));
+  }
+
+  // D8 decodes t into g0 and t - 1/2 into g1; the nearer of g0 and
+  // g1 + 1/2, D8 on ties.  Both are rounded, and only the nearer re-rounded
+  // (g1 + 1/2 moves by the step of g1).
+  static void closest(const D* t, D* p) {
+    D s[8], g0[8], g1[8], e0[8], e1[8], w0, w1;
+    for (int k = 0; k < 8; ++k) s[k] = S::sub(t[k], S::splat(0.5));
+    const D d0 = round_dn<S, 8>(t, g0, e0, w0);
+    const D d1 = round_dn<S, 8>(s, g1, e1, w1);
+    const typename S::M second = S::lt(d1, d0);
+    for (int k = 0; k < 8; ++k) {
+      p[k] = S::blend(second, g0[k], S::add(g1[k], S::splat(0.5)));
+      e0[k] = S::blend(second, e0[k], e1[k]);
+    }
+    fix_dn<S, 8>(p, e0, S::blend(second, w0, w1));
+  }
+
+  // With the basis coordinates m of the point p, from its doubled
+  // coordinates P = 2 p (2 g0 or 2 g1 + 1): m7 = P7; m6 = (P6 - m7) / 2;
+  // m_k = (P_k - m7) / 2 + m_{k+1}; m0 = ((P0 - m7) / 2 + m1) / 2.
+  static void closest(const D* t, D* p, D* m) {
+    closest(t, p);
+    const D half = S::splat(0.5);
+    D P[8];
+    for (int k = 0; k < 8; ++k) P[k] = S::add(p[k], p[k]);
+    const D m7 = P[7];
+    m[7] = m7;
+    m[6] = S::mul(S::sub(P[6], m7), half);
+    for (int k = 5; k >= 1; --k) m[k] = S::add(S::mul(S::sub(P[k], m7), half), m[k + 1]);
+    m[0] = S::mul(S::add(S::mul(S::sub(P[0], m7), half), m[1]), half);
+  }
+};
+
+// VoronoiLattice::dither of the words' columns w (bit patterns): v = p - Q(p),
+// p = G^T u, u_k = uniform_co(w_k).
+template <class S, class Lat>
+inline void dither(const typename S::D* w, typename S::D* v) {
+  using D = typename S::D;
+  constexpr int N = Lat::N;
+  D u[N], p[N], c[N];
+  for (int k = 0; k < N; ++k) u[k] = S::uniform_co(w[k]);
+  Lat::parallelepiped(u, p);
+  Lat::closest(p, c);
+  for (int k = 0; k < N; ++k) v[k] = S::sub(p[k], c[k]);
+}
+
+// voronoi_dither (lattice/voronoi_kernels.hpp) for the whole groups of S::L.
+template <class S, class Lat>
+inline std::size_t dithers(const std::uint64_t* w, std::size_t count, double* v) {
+  using D = typename S::D;
+  constexpr int N = Lat::N, L = S::L;
+  const double* wd = reinterpret_cast<const double*>(w);  // the words' bit patterns
+  std::size_t c = 0;
+  for (; c + L <= count; c += L) {
+    const double* wrow[L];
+    double* vrow[L];
+    for (int l = 0; l < L; ++l) {
+      wrow[l] = wd + (c + static_cast<std::size_t>(l)) * N;
+      vrow[l] = v + (c + static_cast<std::size_t>(l)) * N;
+    }
+    D wc[N], out[N];
+    S::template load_cols<N>(wrow, wc);
+    dither<S, Lat>(wc, out);
+    S::template store_rows<N>(out, vrow, (1u << L) - 1);
+  }
+  return c;
+}
+
+// voronoi_reconstruct (lattice/voronoi_kernels.hpp) for the whole groups
+// of S::L sub-vectors, as VoronoiLattice::reconstruct_batch: y = T(beta (p +
+// v)), p = to_point(q) (its integer arithmetic wraps as the scalar code's
+// does; S::to_double rounds as static_cast).
+template <class S, class Lat, class T>
+inline std::size_t reconstructs(const std::int64_t* q, const double* v, const double* beta,
+                                std::size_t count, T* y) {
+  using D = typename S::D;
+  constexpr int N = Lat::N, L = S::L;
+  constexpr std::size_t n = static_cast<std::size_t>(N);
+  std::size_t c = 0;
+  for (; c + L <= count; c += L) {
+    const double* qrow[L];
+    const double* vrow[L];
+    std::size_t e[L];
+    double out[L * N];
+    double* orow[L];
+    for (int l = 0; l < L; ++l) {
+      e[l] = (c + static_cast<std::size_t>(l)) * n;
+      qrow[l] = reinterpret_cast<const double*>(q + e[l]);  // the integers' bit patterns
+      vrow[l] = v + e[l];
+      orow[l] = out + l * N;
+    }
+    D qc[N], vc[N], p[N];
+    typename S::I m[N];
+    S::template load_cols<N>(qrow, qc);
+    S::template load_cols<N>(vrow, vc);
+    for (int k = 0; k < N; ++k) m[k] = S::int64_of_bits(qc[k]);
+    Lat::to_point(m, p);
+    const D b = S::gather(beta, e);  // beta is repeated per coordinate
+    for (int k = 0; k < N; ++k) p[k] = S::mul(b, S::add(p[k], vc[k]));
+    S::template store_rows<N>(p, orow, (1u << L) - 1);
+    for (std::size_t i = 0; i < L * n; ++i) y[c * n + i] = static_cast<T>(out[i]);
+  }
+  return c;
+}
+
+// voronoi_trials (lattice/voronoi_kernels.hpp): S::L sub-vectors at a time,
+// a last partial group padded with copies of its last sub-vector (whose
+// results are dropped); stops at the first group with an input |t| >= 2^46
+// (beyond, the integer conversions would leave the exact range).
+template <class S, class Lat>
+inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std::size_t* idx,
+                          std::size_t count, const double* t, const double* xs,
+                          const double* beta, const double* radius, std::uint32_t* H,
+                          std::int64_t* q, double* V, std::size_t* rej, std::size_t* nrej) {
+  using D = typename S::D;
+  using M = typename S::M;
+  constexpr int N = Lat::N, L = S::L;
+  constexpr std::size_t n = static_cast<std::size_t>(N);
+  const double* wd = reinterpret_cast<const double*>(w);  // the words' bit patterns
+  const D limit = S::splat(0x1.0p46);
+  std::size_t i0 = 0, r = 0;
+  for (; i0 < count; i0 += L) {
+    const std::size_t valid = count - i0 < static_cast<std::size_t>(L) ? count - i0 : L;
+    std::size_t c[L];
+    const double* trow[L];
+    const double* xrow[L];
+    const double* wrow[L];
+    for (int l = 0; l < L; ++l) {
+      const std::size_t i = i0 + (static_cast<std::size_t>(l) < valid ? l : valid - 1);
+      c[l] = idx != nullptr ? idx[i] : i;
+      trow[l] = t + c[l] * n;
+      xrow[l] = xs + c[l] * n;
+      wrow[l] = wd + i * n;
+    }
+    D tt[N];
+    S::template load_cols<N>(trow, tt);
+    M small = S::lt(S::abs(tt[0]), limit);
+    for (int k = 1; k < N; ++k) small = S::both(small, S::lt(S::abs(tt[k]), limit));
+    if (S::bits(small) != (1u << L) - 1) break;
+    // subvector::voronoi_trial: the dither v, the closest point p of t - v.
+    D wc[N], v[N], s[N], p[N], m[N], xx[N];
+    S::template load_cols<N>(wrow, wc);
+    dither<S, Lat>(wc, v);
+    for (int k = 0; k < N; ++k) s[k] = S::sub(tt[k], v[k]);
+    Lat::closest(s, p, m);  // (m is needed only where some lane is accepted)
+    // Accepted where 0 + sum_k (beta (p_k + v_k) - xs_k)^2 <= r r.
+    S::template load_cols<N>(xrow, xx);
+    const D b = S::gather(beta, c);
+    const D rr = S::gather(radius, c);
+    D sum = S::splat(0.0);
+    for (int k = 0; k < N; ++k) {
+      const D d = S::sub(S::mul(b, S::add(p[k], v[k])), xx[k]);
+      sum = S::add(sum, S::mul(d, d));
+    }
+    const unsigned acc = S::bits(S::le(sum, S::mul(rr, rr))) & ((1u << valid) - 1);
+    if (acc != 0) {
+      for (int k = 0; k < N; ++k) m[k] = S::int64_bits(m[k]);
+      double* out[L];
+      for (int l = 0; l < L; ++l) out[l] = reinterpret_cast<double*>(q + c[l] * n);
+      S::template store_rows<N>(m, out, acc);
+      if (V != nullptr) {
+        for (int l = 0; l < L; ++l) out[l] = V + c[l] * n;
+        S::template store_rows<N>(v, out, acc);
+      }
+      for (int l = 0; l < L; ++l)
+        if ((acc >> l) & 1u) H[c[l]] = trial;
+    }
+    // (rej may be idx: this group's entries are read, later ones untouched.)
+    for (std::size_t l = 0; l < valid; ++l) {
+      rej[r] = c[l];
+      r += ((acc >> l) & 1u) ^ 1u;
+    }
+  }
+  *nrej = r;
+  return i0 < count ? i0 : count;
+}
+
+}  // namespace cepam::kernels::lanes
