@@ -37,6 +37,100 @@ std::int64_t get_escaped(AnsDecoder& dec) {
   return j;
 }
 
+// CellCoder::decode_box's batch: the coordinates of up to kBatch / n
+// sub-vectors in coding order (coordinate i at coding position c[i] is
+// element i - c + (n - 1 - c) of out), with what their tables need ahead:
+// g = beta G_kk, the sub-vector's beta, V_k, and the guess's terms.  The
+// guess y = p0 + u p1 - sum_{i>k} m_i G_ik / G_kk, for the model's
+// quantile u (in grid cells), is the table's guess z_lo + 1/2 + u (z_hi -
+// z_lo) / kCells (CellCoder::guess, z = (+-A - o) / g) without its
+// divisions: with r = 1 / g, p0 = -A r - V_k / G_kk (less 1/2: y is
+// rounded to nearest) and p1 = 2 A r / kCells.  It is rounded by adding
+// and subtracting 1.5 2^52 (exact for |y| < 2^51; the check that the guess
+// is a cell of the table rejects any other value).  md holds the decoded
+// coordinates (doubles, exact: |m| <= 2^53), those above coordinate i
+// being final when it is decoded.
+struct BoxRun {
+  static constexpr std::size_t kBatch = 256;
+  static constexpr double kRound = 0x1.8p52;
+
+  const CellCoder& cells;
+  const SourceModel& model;
+  const BoxBasis& basis;
+  std::int64_t* out = nullptr;
+  double inv_diag[BoxBasis::kMaxN];
+  alignas(32) double g[kBatch];
+  alignas(32) double beta[kBatch];
+  alignas(32) double v[kBatch];
+  alignas(32) double p0[kBatch];
+  alignas(32) double p1[kBatch];
+  alignas(32) double md[kBatch];
+  int c[kBatch];
+
+  BoxRun(const CellCoder& cells_, const SourceModel& model_, const BoxBasis& basis_)
+      : cells(cells_), model(model_), basis(basis_) {
+    for (int k = 0; k < basis.n(); ++k) inv_diag[k] = 1.0 / basis.diagonal(k);
+  }
+
+  // The tables of sub-vectors [0, count) of beta_ and V.
+  void tables(const double* beta_, const double* V, std::size_t count, std::int64_t* out_) {
+    const int n = basis.n();
+    const double a = model.range();
+    out = out_;
+    for (std::size_t j = 0, i = 0; j < count; ++j) {
+      const double b = beta_[j], inv_beta = 1.0 / b;
+      for (int p = 0; p < n; ++p, ++i) {
+        const double r = inv_beta * inv_diag[p];
+        g[i] = b * basis.diagonal(p);
+        beta[i] = b;
+        v[i] = V[j * static_cast<std::size_t>(n) + static_cast<std::size_t>(n - 1 - p)];
+        p0[i] = -a * r - v[i] * inv_diag[p];
+        p1[i] = (2.0 * a / SourceModel::kCells) * r;
+        c[i] = p;
+      }
+    }
+  }
+  double above(std::size_t i, int d) const { return md[i - static_cast<std::size_t>(d)]; }
+  double offset(std::size_t i) const {
+    return basis.offset(c[i], beta[i], v[i], [&](int d) { return above(i, d); });
+  }
+  // The guess of coordinate i, from p0 + u p1.
+  double guess(std::size_t i, double y) const {
+    y = basis.less_terms(c[i], y, [&](int d) { return above(i, d); });
+    return (y + kRound) - kRound;
+  }
+  void store(std::size_t i, double m) {
+    md[i] = m;
+    out[i + static_cast<std::size_t>(basis.n() - 1 - 2 * c[i])] = static_cast<std::int64_t>(m);
+  }
+  // CellCoder::decode of coordinate i.
+  void decode(std::size_t i, AnsDecoder& dec) {
+    store(i, static_cast<double>(cells.decode(cells.layout(g[i], offset(i)), dec)));
+  }
+  // CellCoder::lookup of coordinate i at slot s (and the coordinate
+  // stored), from the guess: false for the escape slot or a coarse table.
+  bool lookup(std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+    if (s >= kProbScale - kEscapeFreq) return false;
+    double m = guess(i, p0[i] + model.quantile_cells(s >> (kProbBits - SourceModel::kKnotBits)) * p1[i]);
+    const CellCoder::Layout l = cells.layout(g[i], offset(i));
+    if (l.shift > 0) return false;
+    std::uint32_t end;
+    // A guess in cell lo + q, 0 < q < count - 1 (cum_at's range for q and
+    // q + 1): m and m + 1 are then exact, the cells as doubles.
+    bool hit = m >= static_cast<double>(l.lo + 1) && m <= static_cast<double>(l.hi - 1);
+    if (hit) {
+      const std::int64_t q = static_cast<std::int64_t>(m) - l.lo;
+      start = cells.cum_at(l, m - 0.5, q);
+      end = cells.cum_at(l, (m + 1.0) - 0.5, q + 1);
+      hit = start <= s && s < end;
+    }
+    if (!hit) m = static_cast<double>(l.lo + cells.symbol(l, s, start, end));
+    store(i, m);
+    freq = end - start;
+    return true;
+  }
+};
+
 #if CEPAM_X86_DISPATCH
 
 // CellCoder's tables for four coordinates, one per lane, computed with the
@@ -298,6 +392,65 @@ struct CellGroups {
   }
 };
 
+// CellCoder::decode_box's groups of four coordinates from coordinate i0 of
+// a BoxRun: each coordinate guessed (BoxRun::guess, from the guesses of
+// those before it), then the four tables (layout4), exact given the
+// guesses, and the check that each guess is a cell of its table (0 < q <
+// Q - 1, cum4's range) whose interval holds its slot.  Where one is not,
+// the four coordinates are decoded again one by one (CellCoder::symbol,
+// as in BoxRun::lookup), or the run stops (escape slot, coarse table).
+struct BoxGroups {
+  BoxRun& run;
+  std::size_t i0;
+
+  CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m256i slot64, __m128i& start,
+                                    __m128i& end) const {
+    const std::size_t i = i0 + 4 * k;
+    const SourceModel& model = run.model;
+    const __m128i slot = low_halves(slot64);
+    const __m128i escape = _mm_cmpeq_epi32(
+        slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
+    if (_mm_movemask_epi8(escape) != 0) return false;
+    const __m256d u = lookup4(model.quantile_table(),
+                              _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
+    alignas(32) double y[4], o[4];
+    _mm256_store_pd(y, _mm256_add_pd(_mm256_loadu_pd(run.p0 + i), _mm256_mul_pd(u, _mm256_loadu_pd(run.p1 + i))));
+    for (std::size_t l = 0; l < 4; ++l) {
+      run.md[i + l] = run.guess(i + l, y[l]);
+      o[l] = run.offset(i + l);
+    }
+    const Tables4 t = layout4(model, _mm256_loadu_pd(run.g + i), _mm256_load_pd(o));
+    const __m256d m = _mm256_loadu_pd(run.md + i);
+    const __m256d q_d = _mm256_sub_pd(m, t.lo);
+    const __m256d inside = _mm256_and_pd(
+        _mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
+        _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ));
+    const __m128i q = _mm256_cvttpd_epi32(q_d);
+    const __m256d edge = _mm256_sub_pd(m, avx2::splat(0.5));
+    start = cum4<Latency::Low>(model, t, q, edge);
+    end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+                             _mm256_add_pd(edge, avx2::splat(1.0)));
+    const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
+    if (t.plain == 0xf && _mm256_movemask_pd(inside) == 0xf && _mm_movemask_epi8(hit) == 0xffff) {
+      alignas(32) std::int64_t mi[4];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(mi), avx2::to_int64(m));
+      for (std::size_t l = 0; l < 4; ++l)
+        run.out[i + l + static_cast<std::size_t>(run.basis.n() - 1 - 2 * run.c[i + l])] = mi[l];
+      return true;
+    }
+    alignas(16) std::uint32_t ss[4], st[4], en[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(ss), slot);
+    for (std::size_t l = 0; l < 4; ++l) {
+      const CellCoder::Layout lt = run.cells.layout(run.g[i + l], run.offset(i + l));
+      if (lt.shift > 0) return false;
+      run.store(i + l, static_cast<double>(lt.lo + run.cells.symbol(lt, ss[l], st[l], en[l])));
+    }
+    start = _mm_load_si128(reinterpret_cast<const __m128i*>(st));
+    end = _mm_load_si128(reinterpret_cast<const __m128i*>(en));
+    return true;
+  }
+};
+
 // Decodes `count` symbols: groups of four (decode_groups_avx2 with
 // group_at(i), the Group for the symbols from i) where they go, and one
 // symbol the scalar way, one(i), where they stop.
@@ -457,6 +610,52 @@ std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {
   const std::int64_t j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(q) << l.shift) | r);
   if (j > l.hi) throw FormatError("lattice coordinate outside its table");
   return j;
+}
+
+BoxBasis::BoxBasis(const TriangularBasis& basis) : n_(basis.n) {
+  if (n_ < 1 || n_ > kMaxN) throw InvalidArgument("basis dimension too large");
+  int t = 0;
+  for (int c = 0; c < n_; ++c) {
+    const int k = n_ - 1 - c;
+    const double gkk = basis.b[static_cast<std::size_t>(k * n_ + k)];
+    diag_[c] = gkk;
+    first_[c] = t;
+    for (int i = k + 1; i < n_; ++i) {
+      const double gik = basis.b[static_cast<std::size_t>(i * n_ + k)];
+      if (gik == 0.0) continue;
+      dist_[t] = i - k;
+      coef_[t] = gik;
+      ratio_[t] = gik / gkk;
+      ++t;
+    }
+  }
+  first_[n_] = t;
+}
+
+void CellCoder::decode_box(const BoxBasis& basis, std::size_t count, const double* beta,
+                           const double* V, AnsDecoder& dec, std::int64_t* M) const {
+  const std::size_t n = static_cast<std::size_t>(basis.n());
+  const std::size_t per = BoxRun::kBatch / n;  // sub-vectors a batch
+  BoxRun run(*this, model_, basis);
+  for (std::size_t j0 = 0; j0 < count; j0 += per) {
+    const std::size_t j1 = count - j0 < per ? count : j0 + per;
+    run.tables(beta + j0, V + j0 * n, j1 - j0, M + j0 * n);
+    const std::size_t coords = (j1 - j0) * n;
+#if CEPAM_X86_DISPATCH
+    if (use_avx2()) {
+      decode_in_groups(
+          dec, coords, [&](std::size_t i) { return BoxGroups{run, i}; },
+          [&](std::size_t i) { run.decode(i, dec); });
+      continue;
+    }
+#endif
+    dec.decode_each(
+        coords,
+        [&](std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+          return run.lookup(i, s, start, freq);
+        },
+        [&](std::size_t i) { run.decode(i, dec); });
+  }
 }
 
 void CellCoder::encode_batch(const std::int64_t* j, const double* g, const double* o,

@@ -27,6 +27,7 @@
 
 #include "coding/bitstream.hpp"
 #include "common/errors.hpp"
+#include "lattice/lattice.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "coding/rans.hpp"
 #include "coding/source_model.hpp"
@@ -80,6 +81,51 @@ class GeometricCoder {
 // model's inverse CDF, checked (and, if wrong, corrected by a bounded
 // search) with the exact table, so the guess affects speed only.  The
 // common paths are inline: they are the coder's inner loops.
+// The box model's tables on a lower-triangular basis G (n <= kMaxN; the
+// lattice/lattice.hpp TriangularBasis): coordinate k of a sub-vector, coded
+// in the order k = n-1 .. 0 (coding position c = n-1-k), lies in the table
+// g_k = beta G_kk, o_k = beta (V_k + sum_{i>k} m_i G_ik), the sum taken in
+// order of i.  Only the nonzero G_ik enter the sum: a term m_i 0 = +-0
+// leaves a double unchanged except that -0 + +0 = +0, and the sign of a
+// zero o changes neither the table (CellCoder::layout computes -A - o and
+// A - o) nor a cell edge (g (c - 1/2) + o, where cdf(+0) = cdf(-0)).
+// On E8 this leaves two terms of seven at most, on D4 three (all at k = 0).
+class BoxBasis {
+ public:
+  static constexpr int kMaxN = 8;
+
+  explicit BoxBasis(const TriangularBasis& basis);
+  int n() const { return n_; }
+  // G_kk of coding position c.
+  double diagonal(int c) const { return diag_[c]; }
+  // o at coding position c of a sub-vector, from its beta and V_k, where
+  // m(d) is m_{k+d} (as a double, exact: |m| <= 2^53), the coordinate d
+  // positions before in coding order.
+  template <class M>
+  double offset(int c, double beta, double v, M&& m) const {
+    double shift = v;
+    for (int t = first_[c]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
+    return beta * shift;
+  }
+  // For guesses only (no coded value depends on it): y - sum_{i>k} m_i
+  // G_ik / G_kk, the most recent coordinate's term last (the decoder's
+  // serial chain runs through it).
+  template <class M>
+  double less_terms(int c, double y, M&& m) const {
+    for (int t = first_[c + 1] - 1; t >= first_[c]; --t) y -= m(dist_[t]) * ratio_[t];
+    return y;
+  }
+
+ private:
+  int n_;
+  double diag_[kMaxN];
+  // Position c's terms: t in [first_[c], first_[c + 1]), in order of i:
+  // dist_ = i - k, coef_ = G_ik, ratio_ = G_ik / G_kk.
+  int first_[kMaxN + 1];
+  int dist_[kMaxN * kMaxN];
+  double coef_[kMaxN * kMaxN], ratio_[kMaxN * kMaxN];
+};
+
 class CellCoder {
  public:
   static constexpr std::int64_t kMaxSymbols = 1 << 12;
@@ -121,6 +167,19 @@ class CellCoder {
                     AnsEncoder& enc) const;
   void decode_batch(const double* g, const double* o, std::size_t count, AnsDecoder& dec,
                     std::int64_t* j) const;
+
+  // The coordinates of sub-vectors [0, count) of a non-diagonal basis
+  // (their beta[count] and V[count n]) into M[count n], with decode's
+  // symbols and values.  The tables depend on the coordinates decoded
+  // before, a serial chain; it is cut short by guessing each coordinate
+  // from its slot with a linear form of the coordinates above (the table's
+  // guess without its divisions), so that the processor runs the exact
+  // table and its check (a well-predicted branch) off the chain.
+  void decode_box(const BoxBasis& basis, std::size_t count, const double* beta, const double* V,
+                  AnsDecoder& dec, std::int64_t* M) const;
+  // cum(q) for 0 < q < count, given the cell's lower edge in cells,
+  // double(lo + (q << shift)) - 0.5.
+  std::uint32_t cum_at(const Layout& l, double edge_cells, std::int64_t q) const;
 
  private:
   std::uint32_t cum(const Layout& l, std::int64_t q) const;
@@ -176,7 +235,11 @@ inline std::uint32_t CellCoder::cum(const Layout& l, std::int64_t q) const {
   if (q <= 0) return 0;
   if (q >= l.count) return l.range + static_cast<std::uint32_t>(l.count);
   const std::int64_t cell = l.lo + (q << l.shift);
-  const double edge = l.g * (static_cast<double>(cell) - 0.5) + l.o;
+  return cum_at(l, static_cast<double>(cell) - 0.5, q);
+}
+
+inline std::uint32_t CellCoder::cum_at(const Layout& l, double edge_cells, std::int64_t q) const {
+  const double edge = l.g * edge_cells + l.o;
   // floor(F R) + q; F R lies in [0, 2^kProbBits], where truncation is floor.
   const double f = model_.cdf(edge) * static_cast<double>(l.range);
   return static_cast<std::uint32_t>(f) + static_cast<std::uint32_t>(q);
