@@ -58,7 +58,6 @@ struct BoxRun {
   const SourceModel& model;
   const BoxBasis& basis;
   std::int64_t* out = nullptr;
-  double inv_diag[BoxBasis::kMaxN];
   alignas(32) double g[kBatch];
   alignas(32) double beta[kBatch];
   alignas(32) double v[kBatch];
@@ -68,9 +67,7 @@ struct BoxRun {
   int c[kBatch];
 
   BoxRun(const CellCoder& cells_, const SourceModel& model_, const BoxBasis& basis_)
-      : cells(cells_), model(model_), basis(basis_) {
-    for (int k = 0; k < basis.n(); ++k) inv_diag[k] = 1.0 / basis.diagonal(k);
-  }
+      : cells(cells_), model(model_), basis(basis_) {}
 
   // The tables of sub-vectors [0, count) of beta_ and V.
   void tables(const double* beta_, const double* V, std::size_t count, std::int64_t* out_) {
@@ -80,11 +77,11 @@ struct BoxRun {
     for (std::size_t j = 0, i = 0; j < count; ++j) {
       const double b = beta_[j], inv_beta = 1.0 / b;
       for (int p = 0; p < n; ++p, ++i) {
-        const double r = inv_beta * inv_diag[p];
+        const double r = inv_beta * basis.inv_diagonal(p);
         g[i] = b * basis.diagonal(p);
         beta[i] = b;
         v[i] = V[j * static_cast<std::size_t>(n) + static_cast<std::size_t>(n - 1 - p)];
-        p0[i] = -a * r - v[i] * inv_diag[p];
+        p0[i] = -a * r - v[i] * basis.inv_diagonal(p);
         p1[i] = (2.0 * a / SourceModel::kCells) * r;
         c[i] = p;
       }
@@ -415,10 +412,28 @@ struct BoxGroups {
                               _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
     alignas(32) double y[4], o[4];
     _mm256_store_pd(y, _mm256_add_pd(_mm256_loadu_pd(run.p0 + i), _mm256_mul_pd(u, _mm256_loadu_pd(run.p1 + i))));
-    for (std::size_t l = 0; l < 4; ++l) {
-      run.md[i + l] = run.guess(i + l, y[l]);
-      o[l] = run.offset(i + l);
-    }
+    // The guesses of the four, in registers: near[] holds the group's
+    // guesses before lane l, most recent first (BoxBasis::offset_near).
+    double near[4] = {0.0, 0.0, 0.0, 0.0};
+    const auto lane = [&](auto L) {
+      constexpr int l = decltype(L)::value;
+      const std::size_t at = i + l;
+      const BoxBasis& b = run.basis;
+      const int c = run.c[at];
+      const auto far = [&](int d) { return run.above(at, d); };
+      o[l] = b.offset_near<l>(c, run.beta[at], run.v[at], near, far);
+      const double y_l = b.less_terms_near<l>(c, y[l], near, far);
+      const double m = (y_l + BoxRun::kRound) - BoxRun::kRound;
+      run.md[at] = m;
+      near[3] = near[2];
+      near[2] = near[1];
+      near[1] = near[0];
+      near[0] = m;
+    };
+    lane(std::integral_constant<int, 0>{});
+    lane(std::integral_constant<int, 1>{});
+    lane(std::integral_constant<int, 2>{});
+    lane(std::integral_constant<int, 3>{});
     const Tables4 t = layout4(model, _mm256_loadu_pd(run.g + i), _mm256_load_pd(o));
     const __m256d m = _mm256_loadu_pd(run.md + i);
     const __m256d q_d = _mm256_sub_pd(m, t.lo);
@@ -619,7 +634,13 @@ BoxBasis::BoxBasis(const TriangularBasis& basis) : n_(basis.n) {
     const int k = n_ - 1 - c;
     const double gkk = basis.b[static_cast<std::size_t>(k * n_ + k)];
     diag_[c] = gkk;
+    inv_diag_[c] = 1.0 / gkk;
     first_[c] = t;
+    for (int d = 1; d <= kNear; ++d) {
+      const double gik = k + d < n_ ? basis.b[static_cast<std::size_t>((k + d) * n_ + k)] : 0.0;
+      near_coef_[c][d - 1] = gik;
+      near_ratio_[c][d - 1] = gik / gkk;
+    }
     for (int i = k + 1; i < n_; ++i) {
       const double gik = basis.b[static_cast<std::size_t>(i * n_ + k)];
       if (gik == 0.0) continue;
@@ -634,6 +655,7 @@ BoxBasis::BoxBasis(const TriangularBasis& basis) : n_(basis.n) {
 
 void CellCoder::decode_box(const BoxBasis& basis, std::size_t count, const double* beta,
                            const double* V, AnsDecoder& dec, std::int64_t* M) const {
+  if (count == 0) return;
   const std::size_t n = static_cast<std::size_t>(basis.n());
   const std::size_t per = BoxRun::kBatch / n;  // sub-vectors a batch
   BoxRun run(*this, model_, basis);

@@ -98,6 +98,7 @@ class BoxBasis {
   int n() const { return n_; }
   // G_kk of coding position c.
   double diagonal(int c) const { return diag_[c]; }
+  double inv_diagonal(int c) const { return inv_diag_[c]; }  // 1 / G_kk
   // o at coding position c of a sub-vector, from its beta and V_k, where
   // m(d) is m_{k+d} (as a double, exact: |m| <= 2^53), the coordinate d
   // positions before in coding order.
@@ -106,6 +107,28 @@ class BoxBasis {
     double shift = v;
     for (int t = first_[c]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
     return beta * shift;
+  }
+  // offset for a decoder holding the last few coordinates apart:
+  // near[d - 1] is m_{k+d} for d <= kNear, d < near_count (at most kNear);
+  // m(d) gives the others.  The terms with d < near_count come in as
+  // G_ik near[d - 1] whether G_ik is zero or not (see above: the same
+  // table), the others as in offset.
+  static constexpr int kNear = 3;
+  template <int Near, class M>
+  double offset_near(int c, double beta, double v, const double* near, M&& m) const {
+    double shift = v;
+    for (int d = 1; d <= Near; ++d) shift += near[d - 1] * near_coef_[c][d - 1];
+    for (int t = first_[c]; t < first_[c + 1]; ++t)
+      if (dist_[t] > Near) shift += m(dist_[t]) * coef_[t];
+    return beta * shift;
+  }
+  // less_terms likewise (the near terms last, the most recent last).
+  template <int Near, class M>
+  double less_terms_near(int c, double y, const double* near, M&& m) const {
+    for (int t = first_[c + 1] - 1; t >= first_[c] && dist_[t] > Near; --t)
+      y -= m(dist_[t]) * ratio_[t];
+    for (int d = Near; d >= 1; --d) y -= near[d - 1] * near_ratio_[c][d - 1];
+    return y;
   }
   // For guesses only (no coded value depends on it): y - sum_{i>k} m_i
   // G_ik / G_kk, the most recent coordinate's term last (the decoder's
@@ -118,12 +141,14 @@ class BoxBasis {
 
  private:
   int n_;
-  double diag_[kMaxN];
+  double diag_[kMaxN], inv_diag_[kMaxN];
   // Position c's terms: t in [first_[c], first_[c + 1]), in order of i:
   // dist_ = i - k, coef_ = G_ik, ratio_ = G_ik / G_kk.
   int first_[kMaxN + 1];
   int dist_[kMaxN * kMaxN];
   double coef_[kMaxN * kMaxN], ratio_[kMaxN * kMaxN];
+  // G_ik and G_ik / G_kk for d = i - k = 1 .. kNear (zero where i >= n).
+  double near_coef_[kMaxN][kNear], near_ratio_[kMaxN][kNear];
 };
 
 class CellCoder {
