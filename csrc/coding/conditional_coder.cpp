@@ -408,13 +408,15 @@ struct BoxGroups {
     const __m128i escape = _mm_cmpeq_epi32(
         slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
     if (_mm_movemask_epi8(escape) != 0) return false;
-    const __m256d u = lookup4(model.quantile_table(),
-                              _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
-    alignas(32) double y[4], o[4];
-    _mm256_store_pd(y, _mm256_add_pd(_mm256_loadu_pd(run.p0 + i), _mm256_mul_pd(u, _mm256_loadu_pd(run.p1 + i))));
-    // The guesses of the four, in registers: near[] holds the group's
-    // guesses before lane l, most recent first (BoxBasis::offset_near).
+    // The guesses and tables of the four, in registers (a vector loaded
+    // from four scalar stores would wait for them to retire): near[]
+    // holds the group's guesses before lane l, most recent first
+    // (BoxBasis::offset_near).
+    alignas(32) std::uint64_t level[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(level),
+                       _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
     double near[4] = {0.0, 0.0, 0.0, 0.0};
+    double o[4];
     const auto lane = [&](auto L) {
       constexpr int l = decltype(L)::value;
       const std::size_t at = i + l;
@@ -422,8 +424,8 @@ struct BoxGroups {
       const int c = run.c[at];
       const auto far = [&](int d) { return run.above(at, d); };
       o[l] = b.offset_near<l>(c, run.beta[at], run.v[at], near, far);
-      const double y_l = b.less_terms_near<l>(c, y[l], near, far);
-      const double m = (y_l + BoxRun::kRound) - BoxRun::kRound;
+      const double y = run.p0[at] + model.quantile_cells(static_cast<std::uint32_t>(level[l])) * run.p1[at];
+      const double m = (b.less_terms_near<l>(c, y, near, far) + BoxRun::kRound) - BoxRun::kRound;
       run.md[at] = m;
       near[3] = near[2];
       near[2] = near[1];
@@ -434,8 +436,8 @@ struct BoxGroups {
     lane(std::integral_constant<int, 1>{});
     lane(std::integral_constant<int, 2>{});
     lane(std::integral_constant<int, 3>{});
-    const Tables4 t = layout4(model, _mm256_loadu_pd(run.g + i), _mm256_load_pd(o));
-    const __m256d m = _mm256_loadu_pd(run.md + i);
+    const Tables4 t = layout4(model, _mm256_loadu_pd(run.g + i), _mm256_setr_pd(o[0], o[1], o[2], o[3]));
+    const __m256d m = _mm256_setr_pd(near[3], near[2], near[1], near[0]);
     const __m256d q_d = _mm256_sub_pd(m, t.lo);
     const __m256d inside = _mm256_and_pd(
         _mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
