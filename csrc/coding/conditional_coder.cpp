@@ -45,14 +45,13 @@ std::int64_t get_escaped(AnsDecoder& dec) {
 // quantile u (in grid cells), is the table's guess z_lo + 1/2 + u (z_hi -
 // z_lo) / kCells (CellCoder::guess, z = (+-A - o) / g) without its
 // divisions: with r = 1 / g, p0 = -A r - V_k / G_kk (less 1/2: y is
-// rounded to nearest) and p1 = 2 A r / kCells.  It is rounded by adding
-// and subtracting 1.5 2^52 (exact for |y| < 2^51; the check that the guess
-// is a cell of the table rejects any other value).  md holds the decoded
+// rounded to nearest, BoxBasis::guess_near) and p1 = 2 A r / kCells; the
+// check that the guess is a cell of the table rejects any value that is
+// not (non-finite ones included).  md holds the decoded
 // coordinates (doubles, exact: |m| <= 2^53), those above coordinate i
 // being final when it is decoded.
 struct BoxRun {
   static constexpr std::size_t kBatch = 256;
-  static constexpr double kRound = 0x1.8p52;
 
   const CellCoder& cells;
   const SourceModel& model;
@@ -93,8 +92,7 @@ struct BoxRun {
   }
   // The guess of coordinate i, from p0 + u p1.
   double guess(std::size_t i, double y) const {
-    y = basis.less_terms(c[i], y, [&](int d) { return above(i, d); });
-    return (y + kRound) - kRound;
+    return basis.guess_near<0>(c[i], y, nullptr, [&](int d) { return above(i, d); });
   }
   void store(std::size_t i, double m) {
     md[i] = m;
@@ -425,7 +423,7 @@ struct BoxGroups {
       const auto far = [&](int d) { return run.above(at, d); };
       o[l] = b.offset_near<l>(c, run.beta[at], run.v[at], near, far);
       const double y = run.p0[at] + model.quantile_cells(static_cast<std::uint32_t>(level[l])) * run.p1[at];
-      const double m = (b.less_terms_near<l>(c, y, near, far) + BoxRun::kRound) - BoxRun::kRound;
+      const double m = b.guess_near<l>(c, y, near, far);
       run.md[at] = m;
       near[3] = near[2];
       near[2] = near[1];
@@ -641,7 +639,11 @@ BoxBasis::BoxBasis(const TriangularBasis& basis) : n_(basis.n) {
     for (int d = 1; d <= kNear; ++d) {
       const double gik = k + d < n_ ? basis.b[static_cast<std::size_t>((k + d) * n_ + k)] : 0.0;
       near_coef_[c][d - 1] = gik;
-      near_ratio_[c][d - 1] = gik / gkk;
+      const double ratio = gik / gkk;
+      near_ratio_[c][d - 1] = ratio;
+      near_kind_[c][d - 1] = ratio == 0.0                              ? kZero
+                             : std::abs(ratio) < 0x1.0p40 && std::floor(ratio) == ratio ? kWhole
+                                                                       : kFraction;
     }
     for (int i = k + 1; i < n_; ++i) {
       const double gik = basis.b[static_cast<std::size_t>(i * n_ + k)];

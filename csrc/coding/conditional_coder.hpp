@@ -108,11 +108,13 @@ class BoxBasis {
     for (int t = first_[c]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
     return beta * shift;
   }
-  // offset for a decoder holding the last few coordinates apart:
-  // near[d - 1] is m_{k+d} for d <= kNear, d < near_count (at most kNear);
-  // m(d) gives the others.  The terms with d < near_count come in as
-  // G_ik near[d - 1] whether G_ik is zero or not (see above: the same
-  // table), the others as in offset.
+  // offset for a decoder that holds the Near <= kNear coordinates before
+  // this one apart (in registers): near[d - 1] is the coordinate d
+  // positions before, m(d) those further back.  Every near term comes in
+  // as G_ik near[d - 1], zero G_ik included (zero where d > c: the
+  // previous sub-vector's), which gives the same table (see above) as
+  // long as near[] is finite: it is wherever the decoder keeps the
+  // table, its guesses all being checked.
   static constexpr int kNear = 3;
   template <int Near, class M>
   double offset_near(int c, double beta, double v, const double* near, M&& m) const {
@@ -122,21 +124,24 @@ class BoxBasis {
       if (dist_[t] > Near) shift += m(dist_[t]) * coef_[t];
     return beta * shift;
   }
-  // less_terms likewise (the near terms last, the most recent last).
+  // For guesses only (no coded value depends on it): y - sum_{i>k} m_i
+  // G_ik / G_kk rounded to nearest (by adding and subtracting 1.5 2^52,
+  // exact for |y| < 2^51), with near[] and m(d) as in offset_near.  A
+  // near term of an integer ratio is taken after the rounding (round(y + t)
+  // = round(y) + t for an integer t, ties aside), so that on E8's chain
+  // (m_k ~ m_{k+1} + ...) a guess waits for the one before it by a product
+  // and a difference only.
   template <int Near, class M>
-  double less_terms_near(int c, double y, const double* near, M&& m) const {
+  double guess_near(int c, double y, const double* near, M&& m) const {
     for (int t = first_[c + 1] - 1; t >= first_[c] && dist_[t] > Near; --t)
       y -= m(dist_[t]) * ratio_[t];
-    for (int d = Near; d >= 1; --d) y -= near[d - 1] * near_ratio_[c][d - 1];
-    return y;
-  }
-  // For guesses only (no coded value depends on it): y - sum_{i>k} m_i
-  // G_ik / G_kk, the most recent coordinate's term last (the decoder's
-  // serial chain runs through it).
-  template <class M>
-  double less_terms(int c, double y, M&& m) const {
-    for (int t = first_[c + 1] - 1; t >= first_[c]; --t) y -= m(dist_[t]) * ratio_[t];
-    return y;
+    for (int d = Near; d >= 1; --d)
+      if (near_kind_[c][d - 1] == kFraction) y -= near[d - 1] * near_ratio_[c][d - 1];
+    constexpr double kRound = 0x1.8p52;
+    double g = (y + kRound) - kRound;
+    for (int d = Near; d >= 1; --d)
+      if (near_kind_[c][d - 1] == kWhole) g -= near[d - 1] * near_ratio_[c][d - 1];
+    return g;
   }
 
  private:
@@ -149,6 +154,8 @@ class BoxBasis {
   double coef_[kMaxN * kMaxN], ratio_[kMaxN * kMaxN];
   // G_ik and G_ik / G_kk for d = i - k = 1 .. kNear (zero where i >= n).
   double near_coef_[kMaxN][kNear], near_ratio_[kMaxN][kNear];
+  enum NearKind : unsigned char { kZero, kWhole, kFraction };  // of near_ratio_
+  NearKind near_kind_[kMaxN][kNear];
 };
 
 class CellCoder {
