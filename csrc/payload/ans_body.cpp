@@ -279,7 +279,7 @@ void AnsSegmentDecoder::decode_m(const TriangularBasis& basis, std::size_t N, co
       std::size_t j = j0;
       bool table = false;
       while (j < N && !(table = points && points->prepare(beta[j], V + j * n))) ++j;
-      cells.decode_box(*box_, j - j0, beta + j0, V + j0 * n, ans_, M + j0 * n);
+      if (j > j0) cells.decode_box(*box_, j - j0, beta + j0, V + j0 * n, ans_, M + j0 * n);
       if (j == N) break;
       std::int64_t* m = M + j * n;
       if (!points->decode(ans_, m)) {
