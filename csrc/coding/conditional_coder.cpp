@@ -111,10 +111,12 @@ struct BoxRun {
     if (l.shift > 0) return false;
     std::uint32_t end;
     // A guess in cell lo + q, 0 < q < count - 1 (cum_at's range for q and
-    // q + 1): m and m + 1 are then exact, the cells as doubles.
+    // q + 1): m and m + 1 are then the cells as doubles.  (A guess is an
+    // integer, or far out, or not finite; the check makes sure of it.)
     bool hit = m >= static_cast<double>(l.lo + 1) && m <= static_cast<double>(l.hi - 1);
+    const std::int64_t q = hit ? static_cast<std::int64_t>(m) - l.lo : 0;
+    hit = hit && static_cast<double>(l.lo + q) == m;
     if (hit) {
-      const std::int64_t q = static_cast<std::int64_t>(m) - l.lo;
       start = cells.cum_at(l, m - 0.5, q);
       end = cells.cum_at(l, (m + 1.0) - 0.5, q + 1);
       hit = start <= s && s < end;
@@ -436,10 +438,12 @@ struct BoxGroups {
     lane(std::integral_constant<int, 3>{});
     const Tables4 t = layout4(model, _mm256_loadu_pd(run.g + i), _mm256_setr_pd(o[0], o[1], o[2], o[3]));
     const __m256d m = _mm256_setr_pd(near[3], near[2], near[1], near[0]);
+    // Inside: an integer m (see BoxRun::lookup) in cells lo + 1 .. lo + Q - 2.
     const __m256d q_d = _mm256_sub_pd(m, t.lo);
     const __m256d inside = _mm256_and_pd(
-        _mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
-        _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ));
+        _mm256_and_pd(_mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
+                      _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ)),
+        _mm256_cmp_pd(_mm256_round_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), m, _CMP_EQ_OQ));
     const __m128i q = _mm256_cvttpd_epi32(q_d);
     const __m256d edge = _mm256_sub_pd(m, avx2::splat(0.5));
     start = cum4<Latency::Low>(model, t, q, edge);
