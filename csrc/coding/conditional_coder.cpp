@@ -39,7 +39,7 @@ std::int64_t get_escaped(AnsDecoder& dec) {
 
 // CellCoder::decode_box's batch: the coordinates of up to kBatch / n
 // sub-vectors in coding order (coordinate i at coding position c[i] is
-// element i - c + (n - 1 - c) of out), with what their tables need ahead:
+// element i - c + (n - 1 - c) of out, written at the end), with what their tables need ahead:
 // g = beta G_kk, the sub-vector's beta, V_k, and the guess's terms.  The
 // guess y = p0 + u p1 - sum_{i>k} m_i G_ik / G_kk, for the model's
 // quantile u (in grid cells), is the table's guess z_lo + 1/2 + u (z_hi -
@@ -94,9 +94,13 @@ struct BoxRun {
   double guess(std::size_t i, double y) const {
     return basis.guess_near<0>(c[i], y, nullptr, [&](int d) { return above(i, d); });
   }
-  void store(std::size_t i, double m) {
-    md[i] = m;
-    out[i + static_cast<std::size_t>(basis.n() - 1 - 2 * c[i])] = static_cast<std::int64_t>(m);
+  void store(std::size_t i, double m) { md[i] = m; }
+  // Writes the batch's `count` coordinates to out (all decoded: exact
+  // integers of at most 2^53).
+  void write(std::size_t count) const {
+    const std::size_t n = static_cast<std::size_t>(basis.n());
+    for (std::size_t j = 0; j < count; j += n)
+      for (std::size_t p = 0; p < n; ++p) out[j + n - 1 - p] = static_cast<std::int64_t>(md[j + p]);
   }
   // CellCoder::decode of coordinate i.
   void decode(std::size_t i, AnsDecoder& dec) {
@@ -450,13 +454,8 @@ struct BoxGroups {
     end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
                              _mm256_add_pd(edge, avx2::splat(1.0)));
     const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
-    if (t.plain == 0xf && _mm256_movemask_pd(inside) == 0xf && _mm_movemask_epi8(hit) == 0xffff) {
-      alignas(32) std::int64_t mi[4];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(mi), avx2::to_int64(m));
-      for (std::size_t l = 0; l < 4; ++l)
-        run.out[i + l + static_cast<std::size_t>(run.basis.n() - 1 - 2 * run.c[i + l])] = mi[l];
+    if (t.plain == 0xf && _mm256_movemask_pd(inside) == 0xf && _mm_movemask_epi8(hit) == 0xffff)
       return true;
-    }
     alignas(16) std::uint32_t ss[4], st[4], en[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(ss), slot);
     for (std::size_t l = 0; l < 4; ++l) {
@@ -657,6 +656,10 @@ BoxBasis::BoxBasis(const TriangularBasis& basis) : n_(basis.n) {
       ratio_[t] = gik / gkk;
       ++t;
     }
+    for (int near = 0; near <= kNear; ++near) {
+      far_[c][near] = first_[c];
+      while (far_[c][near] < t && dist_[far_[c][near]] <= near) ++far_[c][near];
+    }
   }
   first_[n_] = t;
 }
@@ -676,15 +679,17 @@ void CellCoder::decode_box(const BoxBasis& basis, std::size_t count, const doubl
       decode_in_groups(
           dec, coords, [&](std::size_t i) { return BoxGroups{run, i}; },
           [&](std::size_t i) { run.decode(i, dec); });
-      continue;
-    }
+    } else
 #endif
-    dec.decode_each(
-        coords,
-        [&](std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
-          return run.lookup(i, s, start, freq);
-        },
-        [&](std::size_t i) { run.decode(i, dec); });
+    {
+      dec.decode_each(
+          coords,
+          [&](std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+            return run.lookup(i, s, start, freq);
+          },
+          [&](std::size_t i) { run.decode(i, dec); });
+    }
+    run.write(coords);
   }
 }
 

@@ -120,8 +120,7 @@ class BoxBasis {
   double offset_near(int c, double beta, double v, const double* near, M&& m) const {
     double shift = v;
     for (int d = 1; d <= Near; ++d) shift += near[d - 1] * near_coef_[c][d - 1];
-    for (int t = first_[c]; t < first_[c + 1]; ++t)
-      if (dist_[t] > Near) shift += m(dist_[t]) * coef_[t];
+    for (int t = far_[c][Near]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
     return beta * shift;
   }
   // For guesses only (no coded value depends on it): y - sum_{i>k} m_i
@@ -133,8 +132,7 @@ class BoxBasis {
   // and a difference only.
   template <int Near, class M>
   double guess_near(int c, double y, const double* near, M&& m) const {
-    for (int t = first_[c + 1] - 1; t >= first_[c] && dist_[t] > Near; --t)
-      y -= m(dist_[t]) * ratio_[t];
+    for (int t = first_[c + 1] - 1; t >= far_[c][Near]; --t) y -= m(dist_[t]) * ratio_[t];
     for (int d = Near; d >= 1; --d)
       if (near_kind_[c][d - 1] == kFraction) y -= near[d - 1] * near_ratio_[c][d - 1];
     constexpr double kRound = 0x1.8p52;
@@ -150,6 +148,7 @@ class BoxBasis {
   // Position c's terms: t in [first_[c], first_[c + 1]), in order of i:
   // dist_ = i - k, coef_ = G_ik, ratio_ = G_ik / G_kk.
   int first_[kMaxN + 1];
+  int far_[kMaxN][kNear + 1];  // the first term of position c with d > Near
   int dist_[kMaxN * kMaxN];
   double coef_[kMaxN * kMaxN], ratio_[kMaxN * kMaxN];
   // G_ik and G_ik / G_kk for d = i - k = 1 .. kNear (zero where i >= n).
