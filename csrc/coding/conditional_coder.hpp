@@ -75,12 +75,6 @@ class GeometricCoder {
   std::uint8_t guide_[1 << kGuideBits];
 };
 
-// Encoder and decoder compute the same cumulative table (see above), from
-// the coordinate's layout (a function of g and o alone, so that a decoder
-// may compute it ahead).  The decoder finds its symbol from a guess by the
-// model's inverse CDF, checked (and, if wrong, corrected by a bounded
-// search) with the exact table, so the guess affects speed only.  The
-// common paths are inline: they are the coder's inner loops.
 // The box model's tables on a lower-triangular basis G (n <= kMaxN; the
 // lattice/lattice.hpp TriangularBasis): coordinate k of a sub-vector, coded
 // in the order k = n-1 .. 0 (coding position c = n-1-k), lies in the table
@@ -157,6 +151,12 @@ class BoxBasis {
   NearKind near_kind_[kMaxN][kNear];
 };
 
+// Encoder and decoder compute the same cumulative table (see above), from
+// the coordinate's layout (a function of g and o alone, so that a decoder
+// may compute it ahead).  The decoder finds its symbol from a guess by the
+// model's inverse CDF, checked (and, if wrong, corrected by a bounded
+// search) with the exact table, so the guess affects speed only.  The
+// common paths are inline: they are the coder's inner loops.
 class CellCoder {
  public:
   static constexpr std::int64_t kMaxSymbols = 1 << 12;
