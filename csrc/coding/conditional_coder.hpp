@@ -104,16 +104,15 @@ class BoxBasis {
   }
   // offset for a decoder that holds the Near <= kNear coordinates before
   // this one apart (in registers): near[d - 1] is the coordinate d
-  // positions before, m(d) those further back.  Every near term comes in
-  // as G_ik near[d - 1], zero G_ik included (zero where d > c: the
-  // previous sub-vector's), which gives the same table (see above) as
-  // long as near[] is finite: it is wherever the decoder keeps the
-  // table, its guesses all being checked.
+  // positions before, m(d) those further back; the same terms in the same
+  // order (G_ik is zero where d > c: near[d - 1] is then the previous
+  // sub-vector's).
   static constexpr int kNear = 3;
   template <int Near, class M>
   double offset_near(int c, double beta, double v, const double* near, M&& m) const {
     double shift = v;
-    for (int d = 1; d <= Near; ++d) shift += near[d - 1] * near_coef_[c][d - 1];
+    for (int d = 1; d <= Near; ++d)
+      if (near_kind_[c][d - 1] != kZero) shift += near[d - 1] * near_coef_[c][d - 1];
     for (int t = far_[c][Near]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
     return beta * shift;
   }
