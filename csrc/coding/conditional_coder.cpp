@@ -38,6 +38,101 @@ std::int64_t get_escaped(AnsDecoder& dec) {
   return j;
 }
 
+// CellCoder::decode_box's batch: the coordinates of up to kBatch / n
+// sub-vectors in coding order (coordinate i at coding position c[i] is
+// element i - c + (n - 1 - c) of out, written at the end), with what their tables need ahead:
+// g = beta G_kk, the sub-vector's beta, V_k, and the guess's terms.  The
+// guess y = p0 + u p1 - sum_{i>k} m_i G_ik / G_kk, for the model's
+// quantile u (in grid cells), is the table's guess z_lo + 1/2 + u (z_hi -
+// z_lo) / kCells (CellCoder::guess, z = (+-A - o) / g) without its
+// divisions: with r = 1 / g, p0 = -A r - V_k / G_kk (less 1/2: y is
+// rounded to nearest, BoxBasis::guess_near) and p1 = 2 A r / kCells; the
+// check that the guess is a cell of the table rejects any value that is
+// not (non-finite ones included).  md holds the decoded
+// coordinates (doubles, exact: |m| <= 2^53), those above coordinate i
+// being final when it is decoded.
+struct BoxRun {
+  static constexpr std::size_t kBatch = 256;
+
+  const CellCoder& cells;
+  const SourceModel& model;
+  const BoxBasis& basis;
+  std::int64_t* out = nullptr;
+  alignas(32) double g[kBatch];
+  alignas(32) double beta[kBatch];
+  alignas(32) double v[kBatch];
+  alignas(32) double p0[kBatch];
+  alignas(32) double p1[kBatch];
+  alignas(32) double md[kBatch];
+  int c[kBatch];
+
+  BoxRun(const CellCoder& cells_, const SourceModel& model_, const BoxBasis& basis_)
+      : cells(cells_), model(model_), basis(basis_) {}
+
+  // The tables of sub-vectors [0, count) of beta_ and V.
+  void tables(const double* beta_, const double* V, std::size_t count, std::int64_t* out_) {
+    const int n = basis.n();
+    const double a = model.range();
+    out = out_;
+    for (std::size_t j = 0, i = 0; j < count; ++j) {
+      const double b = beta_[j], inv_beta = 1.0 / b;
+      for (int p = 0; p < n; ++p, ++i) {
+        const double r = inv_beta * basis.inv_diagonal(p);
+        g[i] = b * basis.diagonal(p);
+        beta[i] = b;
+        v[i] = V[j * static_cast<std::size_t>(n) + static_cast<std::size_t>(n - 1 - p)];
+        p0[i] = -a * r - v[i] * basis.inv_diagonal(p);
+        p1[i] = (2.0 * a / SourceModel::kCells) * r;
+        c[i] = p;
+      }
+    }
+  }
+  double above(std::size_t i, int d) const { return md[i - static_cast<std::size_t>(d)]; }
+  double offset(std::size_t i) const {
+    return basis.offset(c[i], beta[i], v[i], [&](int d) { return above(i, d); });
+  }
+  // The guess of coordinate i, from p0 + u p1.
+  double guess(std::size_t i, double y) const {
+    return basis.guess_near<0>(c[i], y, nullptr, [&](int d) { return above(i, d); });
+  }
+  void store(std::size_t i, double m) { md[i] = m; }
+  // Writes the batch's `count` coordinates to out (all decoded: exact
+  // integers of at most 2^53).
+  void write(std::size_t count) const {
+    const std::size_t n = static_cast<std::size_t>(basis.n());
+    for (std::size_t j = 0; j < count; j += n)
+      for (std::size_t p = 0; p < n; ++p) out[j + n - 1 - p] = static_cast<std::int64_t>(md[j + p]);
+  }
+  // CellCoder::decode of coordinate i.
+  void decode(std::size_t i, AnsDecoder& dec) {
+    store(i, static_cast<double>(cells.decode(cells.layout(g[i], offset(i)), dec)));
+  }
+  // CellCoder::lookup of coordinate i at slot s (and the coordinate
+  // stored), from the guess: false for the escape slot or a coarse table.
+  bool lookup(std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+    if (s >= kProbScale - kEscapeFreq) return false;
+    double m = guess(i, p0[i] + model.quantile_cells(s >> (kProbBits - SourceModel::kKnotBits)) * p1[i]);
+    const CellCoder::Layout l = cells.layout(g[i], offset(i));
+    if (l.shift > 0) return false;
+    std::uint32_t end;
+    // A guess in cell lo + q, 0 < q < count - 1 (cum_at's range for q and
+    // q + 1): m and m + 1 are then the cells as doubles.  (A guess is an
+    // integer, or far out, or not finite; the check makes sure of it.)
+    bool hit = m >= static_cast<double>(l.lo + 1) && m <= static_cast<double>(l.hi - 1);
+    const std::int64_t q = hit ? static_cast<std::int64_t>(m) - l.lo : 0;
+    hit = hit && static_cast<double>(l.lo + q) == m;
+    if (hit) {
+      start = cells.cum_at(l, m - 0.5, q);
+      end = cells.cum_at(l, (m + 1.0) - 0.5, q + 1);
+      hit = start <= s && s < end;
+    }
+    if (!hit) m = static_cast<double>(l.lo + cells.symbol(l, s, start, end));
+    store(i, m);
+    freq = end - start;
+    return true;
+  }
+};
+
 #if CEPAM_X86_DISPATCH
 
 // CellCoder's tables for four coordinates, one per lane, computed with the
@@ -327,6 +422,82 @@ struct CellGroups {
   }
 };
 
+// CellCoder::decode_box's groups of four coordinates from coordinate i0 of
+// a BoxRun: each coordinate guessed (BoxRun::guess, from the guesses of
+// those before it), then the four tables (layout4), exact given the
+// guesses, and the check that each guess is a cell of its table (0 < q <
+// Q - 1, cum4's range) whose interval holds its slot.  Where one is not,
+// the four coordinates are decoded again one by one (CellCoder::symbol,
+// as in BoxRun::lookup), or the run stops (escape slot, coarse table).
+struct BoxGroups {
+  BoxRun& run;
+  std::size_t i0;
+
+  CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m256i slot64, __m128i& start,
+                                    __m128i& end) const {
+    const std::size_t i = i0 + 4 * k;
+    const SourceModel& model = run.model;
+    const __m128i slot = low_halves(slot64);
+    const __m128i escape = _mm_cmpeq_epi32(
+        slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
+    if (_mm_movemask_epi8(escape) != 0) return false;
+    // The guesses and tables of the four, in registers (a vector loaded
+    // from four scalar stores would wait for them to retire): near[]
+    // holds the group's guesses before lane l, most recent first
+    // (BoxBasis::offset_near).
+    alignas(32) std::uint64_t level[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(level),
+                       _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
+    double near[4] = {0.0, 0.0, 0.0, 0.0};
+    double o[4];
+    const auto lane = [&](auto L) {
+      constexpr int l = decltype(L)::value;
+      const std::size_t at = i + l;
+      const BoxBasis& b = run.basis;
+      const int c = run.c[at];
+      const auto far = [&](int d) { return run.above(at, d); };
+      o[l] = b.offset_near<l>(c, run.beta[at], run.v[at], near, far);
+      const double y = run.p0[at] + model.quantile_cells(static_cast<std::uint32_t>(level[l])) * run.p1[at];
+      const double m = b.guess_near<l>(c, y, near, far);
+      run.md[at] = m;
+      near[3] = near[2];
+      near[2] = near[1];
+      near[1] = near[0];
+      near[0] = m;
+    };
+    lane(std::integral_constant<int, 0>{});
+    lane(std::integral_constant<int, 1>{});
+    lane(std::integral_constant<int, 2>{});
+    lane(std::integral_constant<int, 3>{});
+    const Tables4 t = layout4(model, _mm256_loadu_pd(run.g + i), _mm256_setr_pd(o[0], o[1], o[2], o[3]));
+    const __m256d m = _mm256_setr_pd(near[3], near[2], near[1], near[0]);
+    // Inside: an integer m (see BoxRun::lookup) in cells lo + 1 .. lo + Q - 2.
+    const __m256d q_d = _mm256_sub_pd(m, t.lo);
+    const __m256d inside = _mm256_and_pd(
+        _mm256_and_pd(_mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
+                      _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ)),
+        _mm256_cmp_pd(_mm256_round_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), m, _CMP_EQ_OQ));
+    const __m128i q = _mm256_cvttpd_epi32(q_d);
+    const __m256d edge = _mm256_sub_pd(m, avx2::splat(0.5));
+    start = cum4<Latency::Low>(model, t, q, edge);
+    end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
+                             _mm256_add_pd(edge, avx2::splat(1.0)));
+    const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
+    if (t.plain == 0xf && _mm256_movemask_pd(inside) == 0xf && _mm_movemask_epi8(hit) == 0xffff)
+      return true;
+    alignas(16) std::uint32_t ss[4], st[4], en[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(ss), slot);
+    for (std::size_t l = 0; l < 4; ++l) {
+      const CellCoder::Layout lt = run.cells.layout(run.g[i + l], run.offset(i + l));
+      if (lt.shift > 0) return false;
+      run.store(i + l, static_cast<double>(lt.lo + run.cells.symbol(lt, ss[l], st[l], en[l])));
+    }
+    start = _mm_load_si128(reinterpret_cast<const __m128i*>(st));
+    end = _mm_load_si128(reinterpret_cast<const __m128i*>(en));
+    return true;
+  }
+};
+
 // Decodes `count` symbols: groups of four (decode_groups_avx2 with
 // group_at(i), the Group for the symbols from i) where they go, and one
 // symbol the scalar way, one(i), where they stop.
@@ -521,6 +692,69 @@ std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {
   const std::int64_t j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(q) << l.shift) | r);
   if (j > l.hi) throw FormatError("lattice coordinate outside its table");
   return j;
+}
+
+BoxBasis::BoxBasis(const TriangularBasis& basis) : n_(basis.n) {
+  if (n_ < 1 || n_ > kMaxN) throw InvalidArgument("basis dimension too large");
+  int t = 0;
+  for (int c = 0; c < n_; ++c) {
+    const int k = n_ - 1 - c;
+    const double gkk = basis.b[static_cast<std::size_t>(k * n_ + k)];
+    diag_[c] = gkk;
+    inv_diag_[c] = 1.0 / gkk;
+    first_[c] = t;
+    for (int d = 1; d <= kNear; ++d) {
+      const double gik = k + d < n_ ? basis.b[static_cast<std::size_t>((k + d) * n_ + k)] : 0.0;
+      near_coef_[c][d - 1] = gik;
+      const double ratio = gik / gkk;
+      near_ratio_[c][d - 1] = ratio;
+      near_kind_[c][d - 1] = ratio == 0.0                              ? kZero
+                             : std::abs(ratio) < 0x1.0p40 && std::floor(ratio) == ratio ? kWhole
+                                                                       : kFraction;
+    }
+    for (int i = k + 1; i < n_; ++i) {
+      const double gik = basis.b[static_cast<std::size_t>(i * n_ + k)];
+      if (gik == 0.0) continue;
+      dist_[t] = i - k;
+      coef_[t] = gik;
+      ratio_[t] = gik / gkk;
+      ++t;
+    }
+    for (int near = 0; near <= kNear; ++near) {
+      far_[c][near] = first_[c];
+      while (far_[c][near] < t && dist_[far_[c][near]] <= near) ++far_[c][near];
+    }
+  }
+  first_[n_] = t;
+}
+
+void CellCoder::decode_box(const BoxBasis& basis, std::size_t count, const double* beta,
+                           const double* V, AnsDecoder& dec, std::int64_t* M) const {
+  if (count == 0) return;
+  const std::size_t n = static_cast<std::size_t>(basis.n());
+  const std::size_t per = BoxRun::kBatch / n;  // sub-vectors a batch
+  BoxRun run(*this, model_, basis);
+  for (std::size_t j0 = 0; j0 < count; j0 += per) {
+    const std::size_t j1 = count - j0 < per ? count : j0 + per;
+    run.tables(beta + j0, V + j0 * n, j1 - j0, M + j0 * n);
+    const std::size_t coords = (j1 - j0) * n;
+#if CEPAM_X86_DISPATCH
+    if (use_avx2()) {
+      decode_in_groups(
+          dec, coords, [&](std::size_t i) { return BoxGroups{run, i}; },
+          [&](std::size_t i) { run.decode(i, dec); });
+    } else
+#endif
+    {
+      dec.decode_each(
+          coords,
+          [&](std::size_t i, std::uint32_t s, std::uint32_t& start, std::uint32_t& freq) {
+            return run.lookup(i, s, start, freq);
+          },
+          [&](std::size_t i) { run.decode(i, dec); });
+    }
+    run.write(coords);
+  }
 }
 
 void CellCoder::encode_batch(const std::int64_t* j, const double* g, const double* o,

@@ -27,6 +27,7 @@
 
 #include "coding/bitstream.hpp"
 #include "common/errors.hpp"
+#include "lattice/lattice.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "coding/rans.hpp"
 #include "coding/source_model.hpp"
@@ -72,6 +73,81 @@ class GeometricCoder {
   // guide_[t] = the smallest h - 1 whose interval ends above slot
   // t 2^(kProbBits - kGuideBits): where the decoder's scan starts.
   std::uint8_t guide_[1 << kGuideBits];
+};
+
+// The box model's tables on a lower-triangular basis G (n <= kMaxN; the
+// lattice/lattice.hpp TriangularBasis): coordinate k of a sub-vector, coded
+// in the order k = n-1 .. 0 (coding position c = n-1-k), lies in the table
+// g_k = beta G_kk, o_k = beta (V_k + sum_{i>k} m_i G_ik), the sum taken in
+// order of i.  Only the nonzero G_ik enter the sum: a term m_i 0 = +-0
+// leaves a double unchanged except that -0 + +0 = +0, and the sign of a
+// zero o changes neither the table (CellCoder::layout computes -A - o and
+// A - o) nor a cell edge (g (c - 1/2) + o, where cdf(+0) = cdf(-0)).
+// On E8 this leaves two terms of seven at most, on D4 three (all at k = 0).
+class BoxBasis {
+ public:
+  static constexpr int kMaxN = 8;
+
+  explicit BoxBasis(const TriangularBasis& basis);
+  int n() const { return n_; }
+  // G_kk of coding position c.
+  double diagonal(int c) const { return diag_[c]; }
+  double inv_diagonal(int c) const { return inv_diag_[c]; }  // 1 / G_kk
+  // o at coding position c of a sub-vector, from its beta and V_k, where
+  // m(d) is m_{k+d} (as a double, exact: |m| <= 2^53), the coordinate d
+  // positions before in coding order.
+  template <class M>
+  double offset(int c, double beta, double v, M&& m) const {
+    double shift = v;
+    for (int t = first_[c]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
+    return beta * shift;
+  }
+  // offset for a decoder that holds the Near <= kNear coordinates before
+  // this one apart (in registers): near[d - 1] is the coordinate d
+  // positions before, m(d) those further back; the same terms in the same
+  // order (G_ik is zero where d > c: near[d - 1] is then the previous
+  // sub-vector's).
+  static constexpr int kNear = 3;
+  template <int Near, class M>
+  double offset_near(int c, double beta, double v, const double* near, M&& m) const {
+    double shift = v;
+    for (int d = 1; d <= Near; ++d)
+      if (near_kind_[c][d - 1] != kZero) shift += near[d - 1] * near_coef_[c][d - 1];
+    for (int t = far_[c][Near]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
+    return beta * shift;
+  }
+  // For guesses only (no coded value depends on it): y - sum_{i>k} m_i
+  // G_ik / G_kk rounded to nearest (by adding and subtracting 1.5 2^52,
+  // exact for |y| < 2^51), with near[] and m(d) as in offset_near.  A
+  // near term of an integer ratio is taken after the rounding (round(y + t)
+  // = round(y) + t for an integer t, ties aside), so that on E8's chain
+  // (m_k ~ m_{k+1} + ...) a guess waits for the one before it by a product
+  // and a difference only.
+  template <int Near, class M>
+  double guess_near(int c, double y, const double* near, M&& m) const {
+    for (int t = first_[c + 1] - 1; t >= far_[c][Near]; --t) y -= m(dist_[t]) * ratio_[t];
+    for (int d = Near; d >= 1; --d)
+      if (near_kind_[c][d - 1] == kFraction) y -= near[d - 1] * near_ratio_[c][d - 1];
+    constexpr double kRound = 0x1.8p52;
+    double g = (y + kRound) - kRound;
+    for (int d = Near; d >= 1; --d)
+      if (near_kind_[c][d - 1] == kWhole) g -= near[d - 1] * near_ratio_[c][d - 1];
+    return g;
+  }
+
+ private:
+  int n_;
+  double diag_[kMaxN], inv_diag_[kMaxN];
+  // Position c's terms: t in [first_[c], first_[c + 1]), in order of i:
+  // dist_ = i - k, coef_ = G_ik, ratio_ = G_ik / G_kk.
+  int first_[kMaxN + 1];
+  int far_[kMaxN][kNear + 1];  // the first term of position c with d > Near
+  int dist_[kMaxN * kMaxN];
+  double coef_[kMaxN * kMaxN], ratio_[kMaxN * kMaxN];
+  // G_ik and G_ik / G_kk for d = i - k = 1 .. kNear (zero where i >= n).
+  double near_coef_[kMaxN][kNear], near_ratio_[kMaxN][kNear];
+  enum NearKind : unsigned char { kZero, kWhole, kFraction };  // of near_ratio_
+  NearKind near_kind_[kMaxN][kNear];
 };
 
 // Encoder and decoder compute the same cumulative table (see above), from
@@ -132,6 +208,19 @@ class CellCoder {
   };
   void decode_batches(const Batch& b0, const Batch& b1) const;
 
+  // The coordinates of sub-vectors [0, count) of a non-diagonal basis
+  // (their beta[count] and V[count n]) into M[count n], with decode's
+  // symbols and values.  The tables depend on the coordinates decoded
+  // before, a serial chain; it is cut short by guessing each coordinate
+  // from its slot with a linear form of the coordinates above (the table's
+  // guess without its divisions), so that the processor runs the exact
+  // table and its check (a well-predicted branch) off the chain.
+  void decode_box(const BoxBasis& basis, std::size_t count, const double* beta, const double* V,
+                  AnsDecoder& dec, std::int64_t* M) const;
+  // cum(q) for 0 < q < count, given the cell's lower edge in cells,
+  // double(lo + (q << shift)) - 0.5.
+  std::uint32_t cum_at(const Layout& l, double edge_cells, std::int64_t q) const;
+
  private:
   std::uint32_t cum(const Layout& l, std::int64_t q) const;
   std::int64_t guess(const Layout& l, std::uint32_t s) const;
@@ -186,7 +275,11 @@ inline std::uint32_t CellCoder::cum(const Layout& l, std::int64_t q) const {
   if (q <= 0) return 0;
   if (q >= l.count) return l.range + static_cast<std::uint32_t>(l.count);
   const std::int64_t cell = l.lo + (q << l.shift);
-  const double edge = l.g * (static_cast<double>(cell) - 0.5) + l.o;
+  return cum_at(l, static_cast<double>(cell) - 0.5, q);
+}
+
+inline std::uint32_t CellCoder::cum_at(const Layout& l, double edge_cells, std::int64_t q) const {
+  const double edge = l.g * edge_cells + l.o;
   // floor(F R) + q; F R lies in [0, 2^kProbBits], where truncation is floor.
   const double f = model_.cdf(edge) * static_cast<double>(l.range);
   return static_cast<std::uint32_t>(f) + static_cast<std::uint32_t>(q);

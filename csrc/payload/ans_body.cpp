@@ -11,21 +11,6 @@ namespace {
 constexpr int kMaxN = 8;
 constexpr std::size_t kLayoutBatch = 256;  // coordinates per CellCoder batch
 
-// Calls visit(k, g_k, o_k) for k = n-1 .. 0, where m_k is the coordinate
-// being coded; m holds the coordinates of this sub-vector (those with index
-// above k are final when visit(k) runs).
-template <class Visit>
-void visit_coordinates(const TriangularBasis& basis, double beta, const double* v,
-                       const std::int64_t* m, Visit&& visit) {
-  const int n = basis.n;
-  for (int k = n - 1; k >= 0; --k) {
-    double shift = v[k];
-    for (int i = k + 1; i < n; ++i)
-      shift += static_cast<double>(m[i]) * basis.b[static_cast<std::size_t>(i * n + k)];
-    visit(k, beta * basis.b[static_cast<std::size_t>(k * n + k)], beta * shift);
-  }
-}
-
 // True when the basis has no entries off its diagonal (Z^n): then o_k =
 // beta V_k, the same whatever the other coordinates (the terms m_i G_ik
 // are zeros, which can change at most the sign of a zero o, and neither
@@ -98,12 +83,48 @@ class DiagonalBatch {
   double diag_[kMaxN];
 };
 
+// The coordinates of sub-vectors [j0, j1) of a non-diagonal basis in
+// coding order, with their tables (BoxBasis): CellCoder's batches for the
+// encoder, which knows every coordinate.
+class BoxBatch {
+ public:
+  explicit BoxBatch(const BoxBasis& basis) : basis_(basis), n_(static_cast<std::size_t>(basis.n())) {}
+  std::size_t subvectors() const { return kLayoutBatch / n_; }
+
+  void tables(std::size_t j0, std::size_t j1, const double* beta, const double* V,
+              const std::int64_t* M) {
+    for (std::size_t j = j0, i = 0; j < j1; ++j) {
+      const std::int64_t* m = M + j * n_;
+      for (std::size_t c = 0; c < n_; ++c, ++i) {
+        const std::size_t k = n_ - 1 - c;
+        coded[i] = m[k];
+        g[i] = beta[j] * basis_.diagonal(static_cast<int>(c));
+        o[i] = basis_.offset(static_cast<int>(c), beta[j], V[j * n_ + k],
+                             [&](int d) { return static_cast<double>(m[k + static_cast<std::size_t>(d)]); });
+      }
+    }
+  }
+  // Sub-vectors [j0, j1) of the batch starting at sub-vector `first`, into enc.
+  void encode(const CellCoder& cells, std::size_t first, std::size_t j0, std::size_t j1,
+              AnsEncoder& enc) const {
+    const std::size_t i = (j0 - first) * n_;
+    cells.encode_batch(coded + i, g + i, o + i, (j1 - j0) * n_, enc);
+  }
+
+  std::int64_t coded[kLayoutBatch];
+  double g[kLayoutBatch], o[kLayoutBatch];
+
+ private:
+  const BoxBasis& basis_;
+  std::size_t n_;
+};
+
 }  // namespace
 
 AnsSegmentEncoder::AnsSegmentEncoder(const SourceModel& model, double p,
                                      const TriangularBasis& basis, std::size_t subvectors,
                                      bool point_model)
-    : basis_(basis), hcoder_(p), cells_(model) {
+    : basis_(basis), hcoder_(p), cells_(model), box_(basis) {
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   // One symbol per coded H and per coordinate, more only for escapes and
   // coarse tables.
@@ -122,31 +143,32 @@ void AnsSegmentEncoder::encode_block(std::size_t count, const std::uint32_t* H,
                                      const double* V) {
   const std::size_t n = static_cast<std::size_t>(basis_.n);
   encode_h(count, H, ans_);
-  // The box model: for one sub-vector (into enc and, if given, also into a
-  // second stream, with each coordinate's table computed once), or batches
-  // of coordinates in coding order for a diagonal basis.
-  const auto box = [&](std::size_t j, AnsEncoder& enc, AnsEncoder* also) {
-    const std::int64_t* m = M + j * n;
-    visit_coordinates(basis_, beta[j], V + j * n, m, [&](int k, double g, double o) {
-      const auto layout = cells_.layout(g, o);
-      cells_.encode(m[k], layout, enc);
-      if (also) cells_.encode(m[k], layout, *also);
-    });
-  };
   if (!is_diagonal(basis_)) {
-    // The point model's stream equals the box model's up to the first
-    // sub-vector with a table: it starts there, as a copy.
+    // The box model codes every sub-vector into ans_.  The point model's
+    // stream equals it up to the first sub-vector with a table: it starts
+    // there, as a copy, then takes each sub-vector's point, or the escape
+    // and then the box model's symbols (and those of the sub-vectors
+    // without a table).  Both streams take the box symbols of a batch in
+    // runs, ans_ up to box_done, ans_points_ up to run.
     if (points_started_) encode_h(count, H, ans_points_);
-    for (std::size_t j = 0; j < count; ++j) {
-      const bool table = points_ && points_->prepare(beta[j], V + j * n);
-      if (table && !points_started_) {
-        ans_points_ = ans_;
-        points_started_ = true;
+    BoxBatch batch(box_);
+    for (std::size_t j0 = 0; j0 < count; j0 += batch.subvectors()) {
+      const std::size_t j1 = count - j0 < batch.subvectors() ? count : j0 + batch.subvectors();
+      batch.tables(j0, j1, beta, V, M);
+      std::size_t box_done = j0, run = j0;
+      for (std::size_t j = j0; points_ && j < j1; ++j) {
+        if (!points_->prepare(beta[j], V + j * n)) continue;
+        if (!points_started_) {
+          batch.encode(cells_, j0, box_done, j, ans_);
+          box_done = run = j;
+          ans_points_ = ans_;
+          points_started_ = true;
+        }
+        batch.encode(cells_, j0, run, j, ans_points_);
+        run = points_->encode(M + j * n, ans_points_) ? j + 1 : j;
       }
-      // The point stream takes the point, or the escape and then the box
-      // model's symbols, which the box stream takes too.
-      const bool pointed = points_started_ && table && points_->encode(M + j * n, ans_points_);
-      box(j, ans_, points_started_ && !pointed ? &ans_points_ : nullptr);
+      batch.encode(cells_, j0, box_done, j1, ans_);
+      if (points_started_) batch.encode(cells_, j0, run, j1, ans_points_);
     }
     return;
   }
@@ -267,16 +289,25 @@ void AnsSegmentDecoder::decode_m(const TriangularBasis& basis, std::size_t N, co
   const std::size_t n = static_cast<std::size_t>(basis.n);
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   if (!is_diagonal(basis)) {
+    // Runs of sub-vectors that the box model codes alone (no point table)
+    // in one decode_box; a sub-vector with a table takes its point, or the
+    // escape and then the box model's symbols.  The point coder holds the
+    // table of the last sub-vector prepared: the one after the run.
+    if (!box_ || box_->n() != basis.n) box_ = std::make_unique<BoxBasis>(basis);
     if (points_ && !point_coder_) point_coder_ = std::make_unique<PointCoder>(model_, basis);
     PointCoder* points = points_ ? point_coder_.get() : nullptr;
-    for (std::size_t j = 0; j < N; ++j) {
+    for (std::size_t j0 = 0; j0 < N;) {
+      std::size_t j = j0;
+      bool table = false;
+      while (j < N && !(table = points && points->prepare(beta[j], V + j * n))) ++j;
+      if (j > j0) cells.decode_box(*box_, j - j0, beta + j0, V + j0 * n, ans_, M + j0 * n);
+      if (j == N) break;
       std::int64_t* m = M + j * n;
-      const bool table = points && points->prepare(beta[j], V + j * n);
-      if (table && points->decode(ans_, m)) continue;
-      visit_coordinates(basis, beta[j], V + j * n, m, [&](int k, double g, double o) {
-        m[k] = cells.decode(cells.layout(g, o), ans_);
-      });
-      if (table && points->listed(m)) throw FormatError("non-canonical escaped lattice point");
+      if (!points->decode(ans_, m)) {
+        cells.decode_box(*box_, 1, beta + j, V + j * n, ans_, m);
+        if (points->listed(m)) throw FormatError("non-canonical escaped lattice point");
+      }
+      j0 = j + 1;
     }
     return;
   }

@@ -91,6 +91,7 @@ class AnsSegmentEncoder {
   const TriangularBasis& basis_;
   GeometricCoder hcoder_;
   CellCoder cells_;
+  BoxBasis box_;
   AnsEncoder ans_;
   std::unique_ptr<PointCoder> points_;  // with point_model
   AnsEncoder ans_points_;               // the point model's stream, once started
@@ -156,6 +157,7 @@ class AnsSegmentDecoder {
   const SourceModel& model_;
   bool points_;  // the point model codes M
   std::unique_ptr<PointCoder> point_coder_;  // (made by the first decode_m)
+  std::unique_ptr<BoxBasis> box_;            // (likewise, for a non-diagonal basis)
   AnsDecoder ans_;
 };
 
