@@ -757,6 +757,34 @@ void CellCoder::decode_box(const BoxBasis& basis, std::size_t count, const doubl
   }
 }
 
+void CellCoder::decode_boxes(const BoxBasis& basis, const BoxBlock& b0, const BoxBlock& b1) const {
+#if CEPAM_X86_DISPATCH
+  if (use_avx2()) {
+    const std::size_t n = static_cast<std::size_t>(basis.n());
+    const std::size_t per = BoxRun::kBatch / n;  // sub-vectors a batch
+    BoxRun r0(*this, model_, basis), r1(*this, model_, basis);
+    for (std::size_t j0 = 0, k0 = 0; j0 < b0.count || k0 < b1.count;) {
+      const std::size_t j1 = b0.count - j0 < per ? b0.count : j0 + per;
+      const std::size_t k1 = b1.count - k0 < per ? b1.count : k0 + per;
+      r0.tables(b0.beta + j0, b0.V + j0 * n, j1 - j0, b0.M + j0 * n);
+      r1.tables(b1.beta + k0, b1.V + k0 * n, k1 - k0, b1.M + k0 * n);
+      const std::size_t c0 = (j1 - j0) * n, c1 = (k1 - k0) * n;
+      decode_in_groups_pair(
+          *b0.dec, c0, [&](std::size_t i) { return BoxGroups{r0, i}; },
+          [&](std::size_t i) { r0.decode(i, *b0.dec); }, *b1.dec, c1,
+          [&](std::size_t i) { return BoxGroups{r1, i}; }, [&](std::size_t i) { r1.decode(i, *b1.dec); });
+      r0.write(c0);
+      r1.write(c1);
+      j0 = j1;
+      k0 = k1;
+    }
+    return;
+  }
+#endif
+  decode_box(basis, b0.count, b0.beta, b0.V, *b0.dec, b0.M);
+  decode_box(basis, b1.count, b1.beta, b1.V, *b1.dec, b1.M);
+}
+
 void CellCoder::encode_batch(const std::int64_t* j, const double* g, const double* o,
                              std::size_t count, AnsEncoder& enc) const {
   std::size_t i = 0;

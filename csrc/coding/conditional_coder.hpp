@@ -217,6 +217,16 @@ class CellCoder {
   // table and its check (a well-predicted branch) off the chain.
   void decode_box(const BoxBasis& basis, std::size_t count, const double* beta, const double* V,
                   AnsDecoder& dec, std::int64_t* M) const;
+  // decode_box of two streams at once (two segments of a body), their
+  // decoding chains interleaved: the same values as two calls.
+  struct BoxBlock {
+    std::size_t count;
+    const double* beta;
+    const double* V;
+    AnsDecoder* dec;
+    std::int64_t* M;
+  };
+  void decode_boxes(const BoxBasis& basis, const BoxBlock& b0, const BoxBlock& b1) const;
   // cum(q) for 0 < q < count, given the cell's lower edge in cells,
   // double(lo + (q << shift)) - 0.5.
   std::uint32_t cum_at(const Layout& l, double edge_cells, std::int64_t q) const;

@@ -321,17 +321,21 @@ void AnsSegmentDecoder::decode_m(const TriangularBasis& basis, std::size_t N, co
   }
 }
 
-bool AnsSegmentDecoder::interleaves(const TriangularBasis& basis) { return is_diagonal(basis); }
-
 void AnsSegmentDecoder::decode_m_with(AnsSegmentDecoder& other, const TriangularBasis& basis,
                                       const MBlock& mine, const MBlock& theirs) {
   if (&model_ != &other.model_) throw InvalidArgument("segments of different bodies");
-  if (!interleaves(basis)) {
-    decode_m(basis, mine.count, mine.beta, mine.V, mine.M);
-    other.decode_m(basis, theirs.count, theirs.beta, theirs.V, theirs.M);
+  if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
+  if (!is_diagonal(basis)) {
+    if (points_ || other.points_) {  // (runs of the box model between points)
+      decode_m(basis, mine.count, mine.beta, mine.V, mine.M);
+      other.decode_m(basis, theirs.count, theirs.beta, theirs.V, theirs.M);
+      return;
+    }
+    if (!box_ || box_->n() != basis.n) box_ = std::make_unique<BoxBasis>(basis);
+    CellCoder(model_).decode_boxes(*box_, {mine.count, mine.beta, mine.V, &ans_, mine.M},
+                                   {theirs.count, theirs.beta, theirs.V, &other.ans_, theirs.M});
     return;
   }
-  if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   const CellCoder cells(model_);
   DiagonalBatch a(basis), b(basis);
   for (std::size_t i = 0, k = 0; i < mine.count || k < theirs.count;) {

@@ -137,9 +137,10 @@ class AnsSegmentDecoder {
   void decode_m(const TriangularBasis& basis, std::size_t count, const double* beta,
                 const double* V, std::int64_t* M);
   // decode_m of a block of this segment and one of another segment of the
-  // same body at once: for a diagonal basis (Z^n) their decoding chains
-  // interleave (CellCoder::decode_batches).  The same values as decode_m on
-  // each in turn; count may be 0 on either side.
+  // same body at once: their decoding chains interleave for a diagonal
+  // basis (Z^n; CellCoder::decode_batches), and for the others where both
+  // segments code M by the box model alone (CellCoder::decode_boxes).  The
+  // same values as decode_m on each in turn; count may be 0 on either side.
   struct MBlock {
     std::size_t count;
     const double* beta;
@@ -148,8 +149,6 @@ class AnsSegmentDecoder {
   };
   void decode_m_with(AnsSegmentDecoder& other, const TriangularBasis& basis, const MBlock& mine,
                      const MBlock& theirs);
-  // Whether decode_m_with interleaves for this basis.
-  static bool interleaves(const TriangularBasis& basis);
   // Checks the stream's end; returns its number of padding symbols.
   std::size_t finish() { return ans_.finish(); }
 

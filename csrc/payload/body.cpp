@@ -162,14 +162,14 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
     });
     finish(dec, s);
   };
-  // Where the lattice coordinates' decoding can interleave (Z^n) and there
-  // are segments enough to keep every thread busy, a task decodes two
-  // segments, block by block in step, their serial decoding chains
-  // interleaved.  A task that fails decodes its segments again one at a
+  // Where there are segments enough to keep every thread busy, a task
+  // decodes two segments, block by block in step, their serial decoding
+  // chains interleaved where the coder allows (AnsSegmentDecoder::
+  // decode_m_with).  A task that fails decodes its segments again one at a
   // time, so that the error is the first in segment order, as unpaired
   // (at most twice the work, on the error path only).
   const std::size_t workers = threads < 1 ? 1 : static_cast<std::size_t>(threads);
-  if (!AnsSegmentDecoder::interleaves(basis) || S < 2 * workers) {
+  if (S < 2 * workers) {
     parallel_for(threads, S, segment);
     return;
   }
