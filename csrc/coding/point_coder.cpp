@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lattice/root_lattices.hpp"
 #include "random/detmath.hpp"
 #include "common/errors.hpp"
 
@@ -10,6 +11,12 @@ namespace cepam {
 namespace {
 
 constexpr double kMaxT = 0x1.0p40;  // |t_k| above this: no table
+
+// The walk's window (PointCoder::walk): the values within kWindow of the
+// nearest, for E8 (N = 8) and D4.
+template <int N>
+constexpr int kWindow = N == 8 ? 1 : 2;
+static_assert(2 * kWindow<4> + 1 <= 5 && 2 * kWindow<8> + 1 <= 5, "Coset::x holds the windows");
 
 // P(chi'^2_n(lambda) <= x) with x = rho^2 / sp^2 and lambda = d2 / sp^2, by
 // Sankaran's (1963) normal approximation of (chi'^2 / (n + lambda))^h:
@@ -58,12 +65,17 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   for (int k = 0; k < n_; ++k) det *= b_[static_cast<std::size_t>(k * n_ + k)];
   r_cap_ = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
   root_n_ = std::sqrt(static_cast<double>(n_));
-  enumerate_ = enumerator(n_);
-  // D4 (n = 4) and E8 (n = 8, last row 1/2): every point's coordinates lie
-  // in Z, or all in Z + 1/2 (E8), as the top coordinate says.
-  const std::size_t last = static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_) - 1;
-  coset_bound_ = (n_ == 4 && b_[0] == 2.0 && b_[last] == 1.0) ||
-                 (n_ == 8 && b_[0] == 2.0 && b_[last] == 0.5);
+  // The bases of D4 and E8 (lattice/root_lattices.hpp) are walked in the
+  // coordinates x = G^T m (walk_top); any other basis by enumerate.
+  const auto is_basis = [&](const double* rows) { return std::equal(b_.begin(), b_.end(), rows); };
+  // (The windows need r_cap + 1/2 + 2^-10 <= kWindow + 1: D4 2.40 <= 3, E8
+  // 1.79 <= 2.)
+  if (n_ == 4 && is_basis(LatticeD4::basis_rows()) && r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<4> + 1)
+    enumerate_ = &PointCoder::walk_top<4>;
+  else if (n_ == 8 && is_basis(LatticeE8::basis_rows()) && r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<8> + 1)
+    enumerate_ = &PointCoder::walk_top<8>;
+  else
+    enumerate_ = enumerator(n_);
   for (int k = 0; k < n_; ++k) {
     terms_[k] = 0;
     for (int i = k + 1; i < n_; ++i)
@@ -140,11 +152,6 @@ void PointCoder::enumerate(double partial) {
     cur_[K] = j;
     const double p = distance(j);
     if constexpr (K > 0) {
-      if (coset_bound_) {
-        if (K == N - 1) set_level_bounds(static_cast<double>(j) * g);
-        // No point below can come within R: the subtree has no candidate.
-        if (p + below_[K] * kBoundShrink > r2_) continue;
-      }
       enumerate<N, K - 1>(p);
     } else if (count_ == kMaxCandidates) {
       overflow_ = true;
@@ -155,21 +162,157 @@ void PointCoder::enumerate(double partial) {
   }
 }
 
-// below_[k] = sum over levels i < k of the squared distance of t_i to the
-// nearest point of Z + h, h = the fractional part of the top coordinate
-// (a point of D4 or E8 has all its coordinates in Z + h).  Each level's term
-// of a candidate's distance is at least that (computed with relative errors
-// of a few units in 2^-53, which kBoundShrink covers), so a subtree whose
-// partial sum plus below_ exceeds R^2 holds no candidate and is skipped:
-// the same candidates, in the same order, with the same distances.
-void PointCoder::set_level_bounds(double top) {
-  const double h = top - std::floor(top);
-  below_[0] = 0.0;
-  for (int k = 0; k + 1 < n_; ++k) {
-    const double u = t_[k] - h;
-    const double d = u - std::floor(u + 0.5);
-    below_[k + 1] = below_[k] + d * d;
+// D4 and E8, walked in the coordinates x = G^T m.
+//
+// The walk finds the candidates that enumerate finds, in the same order,
+// with the same distances (D4 and E8 used enumerate until the walk, pruned
+// with the bounds below, which the walk applies to the same nodes with the
+// same values).  Level k steps through x_k itself instead of m_k: a point
+// of D4 or E8 has x_{n-1} in g Z (g = G_{n-1,n-1} = 1 or 1/2), all of
+// x_0 .. x_{n-2} in Z + h, h = the fractional part of x_{n-1} (the coset),
+// and sum_k (x_k - h) even.  So below the top each level's terms depend on
+// the coset alone: they are tabulated once per sub-vector and coset
+// (set_coset), and the last level takes every other value (the parity).
+// Why the same:
+// - The set.  enumerate's x_k = offset + m_k G_kk is exact (halves of
+//   integers below 2^42), so its term e = x_k - t_k, its partial sums and
+//   its set (the points whose partial sums all stay within R^2; the last
+//   sum is the largest, as adding a non-negative term never decreases a
+//   rounded sum) are functions of x alone: the walk computes the same e.
+// - The order.  G is lower triangular with a positive diagonal, so for
+//   fixed m_i (i > k), x_k increases with m_k: enumerate's order
+//   (lexicographic in m_{n-1}, .., m_0) is the lexicographic order of
+//   (x_{n-1}, .., x_0), the walk's.
+// - The windows.  A value x_k = n + h within R has |fl(x_k - t_k)| <= R
+//   (1 + 2^-51), and the window's centre n0 = floor(fl(t_k - h) + 1/2) is
+//   within 1/2 + 2^-11 of t_k - h (|t_k| < 2^40), so |n - n0| < R + 1/2 +
+//   2^-10 <= kWindow + 1 (checked for r_cap in the constructor): every
+//   value within R is in the window, whose values are tested one by one.
+// - The pruning.  enumerate kept j when p(j) <= R^2 and (level > 0) p(j) +
+//   below_k kBoundShrink <= R^2, the walk tests the same sums (the second
+//   test implies the first).  below_k depends on h alone; n0 is its
+//   floor(u + 1/2) (a floor by conversion, the same integer as std::floor,
+//   which is never -0 here).
+// - The candidates.  m is solved back from x (add_walked), exactly: every
+//   offset is a sum of halves of integers below 2^42 and every 1 / G_kk a
+//   power of two.
+template <int N>
+void PointCoder::walk_top(double partial) {
+  constexpr int K = N - 1;
+  const double g = b_[K * N + K];  // 1 (D4) or 1/2 (E8); no offset at the top
+  const double tk = t_[K];
+  const auto distance = [&](std::int64_t j) {
+    const double e = (0.0 + static_cast<double>(j) * g) - tk;
+    return partial + e * e;
+  };
+  const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
+  const double centre = tk * inv_g_[K] + 0.5;
+  std::int64_t j0 = static_cast<std::int64_t>(centre);
+  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
+  std::int64_t lo = j0;
+  if (!valid(lo)) {
+    if (valid(j0 - 1)) lo = j0 - 1;
+    else if (valid(j0 + 1)) lo = j0 + 1;
+    else return;
   }
+  std::int64_t hi = lo;
+  while (valid(lo - 1)) --lo;
+  while (valid(hi + 1)) ++hi;
+  coset_set_[0] = coset_set_[1] = false;
+  for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
+    // x_K = j g = n + h: coset c (h = c / 2) of E8 when j is odd.
+    const int c = g == 1.0 ? 0 : static_cast<int>(j & 1);
+    if (!coset_set_[c]) {
+      set_coset<N>(c);
+      coset_set_[c] = true;
+    }
+    const double p = distance(j);
+    // No point below can come within R: the subtree has no candidate.
+    if (p + coset_[c].below[K] * kBoundShrink > r2_) continue;
+    x_[K] = static_cast<double>(j) * g;
+    walk<N, K - 1>(p, coset_[c], x_[K]);
+  }
+}
+
+// The coset's bounds (below[k] = sum over levels i < k of the squared
+// distance of t_i to the nearest point of Z + h, computed with relative
+// errors of a few units in 2^-53, which kBoundShrink covers: each level's
+// term of a candidate's distance is at least that, so a subtree whose
+// partial sum plus below exceeds R^2 holds no candidate) and windows.
+// Only +, -, * and comparisons (the loop over k vectorises): the floor is
+// r - (r > c), r = (c + 1.5 2^52) - 1.5 2^52 the nearest integer to c
+// (exact for |c| < 2^51, never -0).
+template <int N>
+void PointCoder::set_coset(int c) {
+  constexpr int W = kWindow<N>;
+  constexpr double kRound = 0x1.8p52;
+  Coset& s = coset_[c];
+  const double h = 0.5 * static_cast<double>(c);
+  double d2[N];
+  for (int k = 0; k + 1 < N; ++k) {
+    const double u = t_[k] - h;
+    const double centre = u + 0.5;
+    const double r = (centre + kRound) - kRound;
+    const double n0 = r - (r > centre ? 1.0 : 0.0);  // floor(centre)
+    const double d = u - n0;
+    d2[k] = d * d;
+    for (int w = 0; w <= 2 * W; ++w) {
+      const double x = (n0 + static_cast<double>(w - W)) + h;  // exact
+      const double e = x - t_[k];
+      s.x[k][w] = x;
+      s.sq[k][w] = e * e;
+    }
+  }
+  s.below[0] = 0.0;
+  for (int k = 0; k + 1 < N; ++k) s.below[k + 1] = s.below[k] + d2[k];
+}
+
+// Level K < N-1 of the walk: x_K in the window of coset s; sum = the sum
+// of x_i, i > K.
+template <int N, int K>
+void PointCoder::walk(double partial, const Coset& s, double sum) {
+  constexpr int W = kWindow<N>;
+  const double r2 = r2_;
+  if constexpr (K > 0) {
+    const double bound = s.below[K] * kBoundShrink;
+    for (int w = 0; w <= 2 * W; ++w) {
+      const double p = partial + s.sq[K][w];
+      if (!(p + bound <= r2)) continue;
+      x_[K] = s.x[K][w];
+      walk<N, K - 1>(p, s, sum + x_[K]);
+      if (overflow_) return;
+    }
+  } else {
+    // x_0 makes the sum of the x_k even (of the n_k = x_k - h, as there
+    // are 4 or 8 of them); the window's values alternate in parity.
+    const double first = sum + s.x[0][0];  // an integer below 2^46: exact
+    for (int w = static_cast<int>(static_cast<std::int64_t>(first) & 1); w <= 2 * W; w += 2) {
+      const double p = partial + s.sq[0][w];
+      if (!(p <= r2)) continue;
+      x_[0] = s.x[0][w];
+      add_walked<N>(p);
+      if (overflow_) return;
+    }
+  }
+}
+
+// The walk's point x_ with squared distance d2: its m (G^T m = x, solved
+// for k = N-1 .. 0) is the next candidate.
+template <int N>
+void PointCoder::add_walked(double d2) {
+  if (count_ == kMaxCandidates) {
+    overflow_ = true;
+    return;
+  }
+  const double* b = b_.data();
+  std::int64_t* m = cand_.data() + count_ * N;
+  for (int k = N - 1; k >= 0; --k) {
+    double off = 0.0;
+    for (int t = 0; t < terms_[k]; ++t)
+      off += static_cast<double>(m[term_row_[k][t]]) * b[term_row_[k][t] * N + k];
+    m[k] = static_cast<std::int64_t>((x_[k] - off) * inv_g_[k]);
+  }
+  d2_[count_++] = d2;
 }
 
 PointCoder::Enumerate PointCoder::enumerator(int n) {
@@ -206,6 +349,19 @@ bool PointCoder::prepare(double beta, const double* v) {
   overflow_ = false;
   (this->*enumerate_)(0.0);
   if (overflow_ || count_ == 0) return false;
+  set_table(rho2, sp2);
+  return true;
+}
+
+void PointCoder::set_table(double rho2, double sp2) {
+  cum_[0] = 0;
+  if (count_ == 1) {
+    // One candidate: the rule below gives it 1 + floor(P_0 scale) and then
+    // the rest up to S, so S whatever P_0 is.
+    freq_[0] = kSlots;
+    cum_[1] = kSlots;
+    return;
+  }
   const double n = static_cast<double>(n_);
   double total = 0.0;
   for (std::size_t i = 0; i < count_; ++i) {
@@ -229,9 +385,7 @@ bool PointCoder::prepare(double beta, const double* v) {
     if (d2_[i] > d2_[best]) best = i;
   }
   freq_[best] += kSlots - sum;
-  cum_[0] = 0;
   for (std::size_t i = 0; i < count_; ++i) cum_[i + 1] = cum_[i] + freq_[i];
-  return true;
 }
 
 bool PointCoder::encode(const std::int64_t* m, AnsEncoder& enc) const {

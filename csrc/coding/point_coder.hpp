@@ -72,10 +72,22 @@ class PointCoder {
   // offset and extend.
   template <int N, int K>
   void enumerate(double partial);
-  void set_level_bounds(double top);
+  // D4 and E8: the same candidates, in the same order, with the same
+  // distances, found in the coordinates x = G^T m (see point_coder.cpp).
+  template <int N>
+  void walk_top(double);
+  struct Coset;
+  template <int N, int K>
+  void walk(double partial, const Coset& s, double sum);
+  template <int N>
+  void set_coset(int coset);
+  template <int N>
+  void add_walked(double d2);
   static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;
   using Enumerate = void (PointCoder::*)(double);
   static Enumerate enumerator(int n);
+  // The frequencies of the count_ candidates from their squared distances.
+  void set_table(double rho2, double sp2);
 
   int n_;
   std::vector<double> b_;
@@ -83,8 +95,6 @@ class PointCoder {
   bool usable_;
   Enumerate enumerate_;
   double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
-  bool coset_bound_;     // D4 or E8: below_ bounds the levels below
-  double below_[8];
   int terms_[8];         // level k: the rows i > k with G_ik != 0,
   int term_row_[8][8];   // term_row_[k][0 .. terms_[k]), in order
   // The current sub-vector's table.
@@ -93,6 +103,20 @@ class PointCoder {
   std::size_t count_;
   bool overflow_;
   std::int64_t cur_[8];
+  // walk: the current point's coordinates, and for each coset c of D8 in
+  // E8 (x in Z^n or (Z + 1/2)^n; c = 0 only for D4), computed once per
+  // sub-vector when first needed: the bounds of the levels below, and at
+  // each level k < n-1 the window of the values x_k that can be within R
+  // (kWindow on each side of the nearest) with their squared terms.
+  static constexpr int kMaxWindow = 5;
+  struct Coset {
+    double below[8];
+    double x[8][kMaxWindow];
+    double sq[8][kMaxWindow];
+  };
+  double x_[8];
+  Coset coset_[2];
+  bool coset_set_[2];
   std::vector<std::int64_t> cand_;  // count_ points of n coordinates
   std::vector<double> d2_;          // their squared distances to t
   std::vector<std::uint32_t> freq_;  // their frequencies
