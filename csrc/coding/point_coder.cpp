@@ -5,7 +5,12 @@
 
 #include "lattice/root_lattices.hpp"
 #include "random/detmath.hpp"
+#include "common/cpu.hpp"
 #include "common/errors.hpp"
+
+#if CEPAM_X86_DISPATCH
+#include <immintrin.h>
+#endif
 
 namespace cepam {
 namespace {
@@ -16,7 +21,12 @@ constexpr double kMaxT = 0x1.0p40;  // |t_k| above this: no table
 // nearest, for E8 (N = 8) and D4.
 template <int N>
 constexpr int kWindow = N == 8 ? 1 : 2;
-static_assert(2 * kWindow<4> + 1 <= 5 && 2 * kWindow<8> + 1 <= 5, "Coset::x holds the windows");
+// The most terms of offset with G_ik != 0 at a level: 2 for E8, 3 for D4.
+template <int N>
+constexpr int kTerms = N == 8 ? 2 : 3;
+
+static_assert(2 * kWindow<4> + 1 <= PointCoder::kMaxWindow && 2 * kWindow<8> + 1 <= PointCoder::kMaxWindow,
+              "Coset holds the windows");
 
 // P(chi'^2_n(lambda) <= x) with x = rho^2 / sp^2 and lambda = d2 / sp^2, by
 // Sankaran's (1963) normal approximation of (chi'^2 / (n + lambda))^h:
@@ -56,6 +66,96 @@ double radius_for(int n, double cell_volume, double points) {
   return lo;
 }
 
+// The cosets' bounds (bound[k] = below_k kBoundShrink, below_k = the sum
+// over levels i < k of the squared distance of t_i to the nearest point of
+// Z + h, computed with relative errors of a few units in 2^-53, which
+// kBoundShrink covers: each level's term of a candidate's distance is at
+// least that, so a subtree whose partial sum plus below exceeds R^2 holds
+// no candidate) and windows, for h = 0 (D4) or h = 0 and 1/2 (E8), at
+// every level (the top one unused).
+// The floor is r - (r > c), r = (c + 1.5 2^52) - 1.5 2^52 the nearest
+// integer to c (exact for |c| < 2^51; c = u + 1/2 is never -0, so no floor
+// gives -0).
+template <int N>
+inline void set_bounds(const double* d2, PointCoder::Coset& s) {
+  double below = 0.0;
+  s.bound[0] = 0.0;
+  for (int k = 0; k + 1 < N; ++k) {
+    below += d2[k];
+    s.bound[k + 1] = below * PointCoder::kBoundShrink;
+  }
+}
+
+template <int N>
+inline void fill_cosets_loop(const double* __restrict t, PointCoder::Coset* __restrict s) {
+  constexpr int W = kWindow<N>;
+  constexpr int kCosets = N == 8 ? 2 : 1;
+  constexpr double kRound = 0x1.8p52;
+  for (int c = 0; c < kCosets; ++c) {
+    const double h = 0.5 * static_cast<double>(c);
+    double d2[N];
+    for (int k = 0; k < N; ++k) {
+      const double u = t[k] - h;
+      const double centre = u + 0.5;
+      const double r = (centre + kRound) - kRound;
+      const double n0 = r - (r > centre ? 1.0 : 0.0);  // floor(centre)
+      const double d = u - n0;
+      d2[k] = d * d;
+      CEPAM_UNROLL(5)
+      for (int w = 0; w <= 2 * W; ++w) {
+        const double x = (n0 + static_cast<double>(w - W)) + h;  // exact
+        const double e = x - t[k];
+        s[c].x[w][k] = x;
+        s[c].sq[w][k] = e * e;
+      }
+    }
+    set_bounds<N>(d2, s[c]);
+  }
+}
+
+template <int N>
+void fill_cosets_portable(const double* t, PointCoder::Coset* s) {
+  fill_cosets_loop<N>(t, s);
+}
+
+#if CEPAM_X86_DISPATCH
+// fill_cosets_loop for four levels at a time (the floor by roundpd, the
+// same integer).
+template <int N>
+CEPAM_TARGET_AVX2 void fill_cosets_avx2(const double* t, PointCoder::Coset* s) {
+  constexpr int W = kWindow<N>;
+  constexpr int kCosets = N == 8 ? 2 : 1;
+  static_assert(N % 4 == 0, "four levels at a time");
+  for (int c = 0; c < kCosets; ++c) {
+    const __m256d h = _mm256_set1_pd(0.5 * static_cast<double>(c));
+    double d2[N];
+    for (int k = 0; k < N; k += 4) {
+      const __m256d tk = _mm256_loadu_pd(t + k);
+      const __m256d u = _mm256_sub_pd(tk, h);
+      const __m256d n0 = _mm256_floor_pd(_mm256_add_pd(u, _mm256_set1_pd(0.5)));
+      const __m256d d = _mm256_sub_pd(u, n0);
+      _mm256_storeu_pd(d2 + k, _mm256_mul_pd(d, d));
+      for (int w = 0; w <= 2 * W; ++w) {
+        const __m256d x =
+            _mm256_add_pd(_mm256_add_pd(n0, _mm256_set1_pd(static_cast<double>(w - W))), h);
+        const __m256d e = _mm256_sub_pd(x, tk);
+        _mm256_storeu_pd(s[c].x[w] + k, x);
+        _mm256_storeu_pd(s[c].sq[w] + k, _mm256_mul_pd(e, e));
+      }
+    }
+    set_bounds<N>(d2, s[c]);
+  }
+}
+#endif
+
+template <int N>
+PointCoder::FillCosets fill_cosets_for() {
+#if CEPAM_X86_DISPATCH
+  if (simd_level() >= SimdLevel::Avx2) return &fill_cosets_avx2<N>;
+#endif
+  return &fill_cosets_portable<N>;
+}
+
 }  // namespace
 
 PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
@@ -70,12 +170,19 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   const auto is_basis = [&](const double* rows) { return std::equal(b_.begin(), b_.end(), rows); };
   // (The windows need r_cap + 1/2 + 2^-10 <= kWindow + 1: D4 2.40 <= 3, E8
   // 1.79 <= 2.)
-  if (n_ == 4 && is_basis(LatticeD4::basis_rows()) && r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<4> + 1)
+  walked_ = true;
+  if (n_ == 4 && is_basis(LatticeD4::basis_rows()) && r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<4> + 1) {
     enumerate_ = &PointCoder::walk_top<4>;
-  else if (n_ == 8 && is_basis(LatticeE8::basis_rows()) && r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<8> + 1)
+    fill_cosets_ = fill_cosets_for<4>();
+  } else if (n_ == 8 && is_basis(LatticeE8::basis_rows()) &&
+             r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<8> + 1) {
     enumerate_ = &PointCoder::walk_top<8>;
-  else
+    fill_cosets_ = fill_cosets_for<8>();
+  } else {
     enumerate_ = enumerator(n_);
+    fill_cosets_ = nullptr;
+    walked_ = false;
+  }
   for (int k = 0; k < n_; ++k) {
     terms_[k] = 0;
     for (int i = k + 1; i < n_; ++i)
@@ -84,8 +191,20 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
     int e;
     inv_g_[k] = (std::frexp(g, &e) == 0.5) ? 1.0 / g : 0.0;  // exact: g = 2^(e - 1)
   }
+  if (walked_) {
+    const int most = n_ == 8 ? kTerms<8> : kTerms<4>;
+    for (int k = 0; k < n_; ++k) {
+      if (terms_[k] > most) throw InvalidArgument("lattice basis has too many terms");
+      for (int t = 0; t < most; ++t) {
+        const bool term = t < terms_[k];
+        pad_row_[k][t] = term ? term_row_[k][t] : n_;  // m_n: a zero
+        pad_g_[k][t] = term ? b_[static_cast<std::size_t>(term_row_[k][t] * n_ + k)] : 0.0;
+      }
+    }
+  }
   usable_ = std::isfinite(mu_) && std::isfinite(var_);
-  cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
+  if (walked_) candx_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
+  else cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   d2_.resize(kMaxCandidates);
   cum_.resize(kMaxCandidates + 1);
   freq_.resize(kMaxCandidates);
@@ -171,8 +290,8 @@ void PointCoder::enumerate(double partial) {
 // of D4 or E8 has x_{n-1} in g Z (g = G_{n-1,n-1} = 1 or 1/2), all of
 // x_0 .. x_{n-2} in Z + h, h = the fractional part of x_{n-1} (the coset),
 // and sum_k (x_k - h) even.  So below the top each level's terms depend on
-// the coset alone: they are tabulated once per sub-vector and coset
-// (set_coset), and the last level takes every other value (the parity).
+// the coset alone: they are tabulated once per sub-vector (fill_cosets),
+// and the last level takes every other value (the parity).
 // Why the same:
 // - The set.  enumerate's x_k = offset + m_k G_kk is exact (halves of
 //   integers below 2^42), so its term e = x_k - t_k, its partial sums and
@@ -190,12 +309,11 @@ void PointCoder::enumerate(double partial) {
 //   value within R is in the window, whose values are tested one by one.
 // - The pruning.  enumerate kept j when p(j) <= R^2 and (level > 0) p(j) +
 //   below_k kBoundShrink <= R^2, the walk tests the same sums (the second
-//   test implies the first).  below_k depends on h alone; n0 is its
-//   floor(u + 1/2) (a floor by conversion, the same integer as std::floor,
-//   which is never -0 here).
-// - The candidates.  m is solved back from x (add_walked), exactly: every
-//   offset is a sum of halves of integers below 2^42 and every 1 / G_kk a
-//   power of two.
+//   test implies the first).  below_k depends on h alone.
+// - The candidates.  x and m determine each other, exactly (to_x, solve):
+//   every offset is a sum of halves of integers below 2^42 and every
+//   1 / G_kk a power of two; so the walk keeps x, and m is solved for
+//   when it is needed (find, decode).
 template <int N>
 void PointCoder::walk_top(double partial) {
   constexpr int K = N - 1;
@@ -218,101 +336,111 @@ void PointCoder::walk_top(double partial) {
   std::int64_t hi = lo;
   while (valid(lo - 1)) --lo;
   while (valid(hi + 1)) ++hi;
-  coset_set_[0] = coset_set_[1] = false;
-  for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
-    // x_K = j g = n + h: coset c (h = c / 2) of E8 when j is odd.
-    const int c = g == 1.0 ? 0 : static_cast<int>(j & 1);
-    if (!coset_set_[c]) {
-      set_coset<N>(c);
-      coset_set_[c] = true;
-    }
+  fill_cosets_(t_, coset_);
+  for (std::int64_t j = lo; j <= hi; ++j) {
+    // x_K = j g: coset 1 (h = 1/2) of E8 when j is odd.
+    const Coset& s = coset_[g == 1.0 ? 0 : (j & 1)];
     const double p = distance(j);
     // No point below can come within R: the subtree has no candidate.
-    if (p + coset_[c].below[K] * kBoundShrink > r2_) continue;
+    if (p + s.bound[K] > r2_) continue;
     x_[K] = static_cast<double>(j) * g;
-    walk<N, K - 1>(p, coset_[c], x_[K]);
+    if (!walk<N, K - 1>(p, s, x_[K])) return;
   }
-}
-
-// The coset's bounds (below[k] = sum over levels i < k of the squared
-// distance of t_i to the nearest point of Z + h, computed with relative
-// errors of a few units in 2^-53, which kBoundShrink covers: each level's
-// term of a candidate's distance is at least that, so a subtree whose
-// partial sum plus below exceeds R^2 holds no candidate) and windows.
-// Only +, -, * and comparisons (the loop over k vectorises): the floor is
-// r - (r > c), r = (c + 1.5 2^52) - 1.5 2^52 the nearest integer to c
-// (exact for |c| < 2^51, never -0).
-template <int N>
-void PointCoder::set_coset(int c) {
-  constexpr int W = kWindow<N>;
-  constexpr double kRound = 0x1.8p52;
-  Coset& s = coset_[c];
-  const double h = 0.5 * static_cast<double>(c);
-  double d2[N];
-  for (int k = 0; k + 1 < N; ++k) {
-    const double u = t_[k] - h;
-    const double centre = u + 0.5;
-    const double r = (centre + kRound) - kRound;
-    const double n0 = r - (r > centre ? 1.0 : 0.0);  // floor(centre)
-    const double d = u - n0;
-    d2[k] = d * d;
-    for (int w = 0; w <= 2 * W; ++w) {
-      const double x = (n0 + static_cast<double>(w - W)) + h;  // exact
-      const double e = x - t_[k];
-      s.x[k][w] = x;
-      s.sq[k][w] = e * e;
-    }
-  }
-  s.below[0] = 0.0;
-  for (int k = 0; k + 1 < N; ++k) s.below[k + 1] = s.below[k] + d2[k];
 }
 
 // Level K < N-1 of the walk: x_K in the window of coset s; sum = the sum
-// of x_i, i > K.
+// of x_i, i > K.  False when the candidates overflow.
 template <int N, int K>
-void PointCoder::walk(double partial, const Coset& s, double sum) {
+bool PointCoder::walk(double partial, const Coset& s, double sum) {
   constexpr int W = kWindow<N>;
   const double r2 = r2_;
   if constexpr (K > 0) {
-    const double bound = s.below[K] * kBoundShrink;
+    const double bound = s.bound[K];
     for (int w = 0; w <= 2 * W; ++w) {
-      const double p = partial + s.sq[K][w];
+      const double p = partial + s.sq[w][K];
       if (!(p + bound <= r2)) continue;
-      x_[K] = s.x[K][w];
-      walk<N, K - 1>(p, s, sum + x_[K]);
-      if (overflow_) return;
+      x_[K] = s.x[w][K];
+      if (!walk<N, K - 1>(p, s, sum + x_[K])) return false;
     }
   } else {
     // x_0 makes the sum of the x_k even (of the n_k = x_k - h, as there
     // are 4 or 8 of them); the window's values alternate in parity.
     const double first = sum + s.x[0][0];  // an integer below 2^46: exact
     for (int w = static_cast<int>(static_cast<std::int64_t>(first) & 1); w <= 2 * W; w += 2) {
-      const double p = partial + s.sq[0][w];
+      const double p = partial + s.sq[w][0];
       if (!(p <= r2)) continue;
-      x_[0] = s.x[0][w];
-      add_walked<N>(p);
-      if (overflow_) return;
+      if (count_ == kMaxCandidates) {
+        overflow_ = true;
+        return false;
+      }
+      x_[0] = s.x[w][0];
+      std::copy(x_, x_ + N, candx_.begin() + static_cast<std::ptrdiff_t>(count_ * N));
+      d2_[count_++] = p;
     }
+  }
+  return true;
+}
+
+// x = G^T m and m = G^-T x (k = n-1 .. 0) for D4 and E8 (N = n), with the
+// terms of offset whose G_ik is not zero, padded to kTerms<N> with zeros
+// (every sum is exact, so the order and the zeros do not matter):
+// straight-line code.
+template <int N>
+void PointCoder::to_x(const std::int64_t* m, double* x) const {
+  double mm[N + 1];
+  for (int k = 0; k < N; ++k) mm[k] = static_cast<double>(m[k]);
+  mm[N] = 0.0;
+  for (int k = 0; k < N; ++k) {
+    double s = mm[k] * b_[k * N + k];
+    for (int t = 0; t < kTerms<N>; ++t) s += mm[pad_row_[k][t]] * pad_g_[k][t];
+    x[k] = s;
   }
 }
 
-// The walk's point x_ with squared distance d2: its m (G^T m = x, solved
-// for k = N-1 .. 0) is the next candidate.
 template <int N>
-void PointCoder::add_walked(double d2) {
-  if (count_ == kMaxCandidates) {
-    overflow_ = true;
-    return;
-  }
-  const double* b = b_.data();
-  std::int64_t* m = cand_.data() + count_ * N;
+void PointCoder::solve(const double* x, std::int64_t* m) const {
+  double mm[N + 1];
+  mm[N] = 0.0;
   for (int k = N - 1; k >= 0; --k) {
     double off = 0.0;
-    for (int t = 0; t < terms_[k]; ++t)
-      off += static_cast<double>(m[term_row_[k][t]]) * b[term_row_[k][t] * N + k];
-    m[k] = static_cast<std::int64_t>((x_[k] - off) * inv_g_[k]);
+    for (int t = 0; t < kTerms<N>; ++t) off += mm[pad_row_[k][t]] * pad_g_[k][t];
+    mm[k] = (x[k] - off) * inv_g_[k];
   }
-  d2_[count_++] = d2;
+  for (int k = 0; k < N; ++k) m[k] = static_cast<std::int64_t>(mm[k]);
+}
+
+void PointCoder::solve(const double* x, std::int64_t* m) const {
+  if (n_ == 8) solve<8>(x, m);
+  else solve<4>(x, m);
+}
+
+std::size_t PointCoder::find(const std::int64_t* m) const {
+  const std::size_t n = static_cast<std::size_t>(n_);
+  if (!walked_) {
+    for (std::size_t i = 0; i < count_; ++i)
+      if (std::equal(m, m + n, cand_.begin() + static_cast<std::ptrdiff_t>(i * n))) return i;
+    return count_;
+  }
+  // A candidate's x is exact, and so is that of m if m is one (then its
+  // x is the first equal one, the x of distinct points being distinct);
+  // an x that equals a candidate's only by rounding (m far away) is told
+  // apart by solving for the candidate's m.
+  std::int64_t mc[8];
+  if (count_ == 1) {  // cheaper: solve for the candidate's m
+    solve(candx_.data(), mc);
+    return std::equal(m, m + n, mc) ? 0 : 1;
+  }
+  double x[8];
+  if (n_ == 8) to_x<8>(m, x);
+  else to_x<4>(m, x);
+  for (std::size_t i = 0; i < count_; ++i) {
+    const double* c = candx_.data() + i * n;
+    if (std::equal(x, x + n, c)) {
+      solve(c, mc);
+      return std::equal(m, m + n, mc) ? i : count_;
+    }
+  }
+  return count_;
 }
 
 PointCoder::Enumerate PointCoder::enumerator(int n) {
@@ -389,15 +517,13 @@ void PointCoder::set_table(double rho2, double sp2) {
 }
 
 bool PointCoder::encode(const std::int64_t* m, AnsEncoder& enc) const {
-  const std::size_t n = static_cast<std::size_t>(n_);
-  for (std::size_t i = 0; i < count_; ++i) {
-    if (std::equal(m, m + n, cand_.begin() + static_cast<std::ptrdiff_t>(i * n))) {
-      enc.put(cum_[i], cum_[i + 1] - cum_[i]);
-      return true;
-    }
+  const std::size_t i = find(m);
+  if (i == count_) {
+    enc.put(kSlots, kEscapeFreq);
+    return false;
   }
-  enc.put(kSlots, kEscapeFreq);
-  return false;
+  enc.put(cum_[i], cum_[i + 1] - cum_[i]);
+  return true;
 }
 
 bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
@@ -411,7 +537,8 @@ bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
   const std::size_t i = static_cast<std::size_t>(it - cum_.begin()) - 1;
   dec.advance(cum_[i], cum_[i + 1] - cum_[i]);
   const std::size_t n = static_cast<std::size_t>(n_);
-  std::copy_n(cand_.begin() + static_cast<std::ptrdiff_t>(i * n), n, m);
+  if (walked_) solve(candx_.data() + i * n, m);
+  else std::copy_n(cand_.begin() + static_cast<std::ptrdiff_t>(i * n), n, m);
   return true;
 }
 

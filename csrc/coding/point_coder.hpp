@@ -45,6 +45,20 @@ class PointCoder {
   static constexpr std::uint32_t kEscapeFreq = kProbScale >> 12;
   static constexpr std::uint32_t kSlots = kProbScale - kEscapeFreq;  // S: the escape's start
   static constexpr double kTail = 1.0;  // R = rho + sp (sqrt(n) + kTail)
+  static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;  // (point_coder.cpp)
+
+  // The walk's tables (D4, E8; point_coder.cpp) for a coset of D8 in E8
+  // (x in Z^n or (Z + 1/2)^n; D4 has only the first): the bounds of the
+  // levels below, and at each level k < n-1 the window of the values x_k
+  // that can be within R (kWindow on each side of the nearest) with their
+  // squared terms (x_k - t_k)^2.
+  static constexpr int kMaxWindow = 5;
+  struct Coset {
+    double bound[8];  // the bounds of the levels below, times kBoundShrink
+    double x[kMaxWindow][8];
+    double sq[kMaxWindow][8];
+  };
+  using FillCosets = void (*)(const double* t, Coset* s);
 
   PointCoder(const SourceModel& model, const TriangularBasis& basis);
 
@@ -76,14 +90,16 @@ class PointCoder {
   // distances, found in the coordinates x = G^T m (see point_coder.cpp).
   template <int N>
   void walk_top(double);
-  struct Coset;
   template <int N, int K>
-  void walk(double partial, const Coset& s, double sum);
+  bool walk(double partial, const Coset& s, double sum);
+  // x = G^T m, and m from x (exact for D4 and E8 points near t).
   template <int N>
-  void set_coset(int coset);
+  void to_x(const std::int64_t* m, double* x) const;
   template <int N>
-  void add_walked(double d2);
-  static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;
+  void solve(const double* x, std::int64_t* m) const;
+  void solve(const double* x, std::int64_t* m) const;
+  // The candidate that is m, or count_.
+  std::size_t find(const std::int64_t* m) const;
   using Enumerate = void (PointCoder::*)(double);
   static Enumerate enumerator(int n);
   // The frequencies of the count_ candidates from their squared distances.
@@ -97,26 +113,21 @@ class PointCoder {
   double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
   int terms_[8];         // level k: the rows i > k with G_ik != 0,
   int term_row_[8][8];   // term_row_[k][0 .. terms_[k]), in order
+  int pad_row_[8][3];     // walk: those rows padded to kTerms (row n: m_n = 0)
+  double pad_g_[8][3];    // and their G_ik (0 for the padding)
   // The current sub-vector's table.
   double t_[8];
   double r2_;
   std::size_t count_;
   bool overflow_;
   std::int64_t cur_[8];
-  // walk: the current point's coordinates, and for each coset c of D8 in
-  // E8 (x in Z^n or (Z + 1/2)^n; c = 0 only for D4), computed once per
-  // sub-vector when first needed: the bounds of the levels below, and at
-  // each level k < n-1 the window of the values x_k that can be within R
-  // (kWindow on each side of the nearest) with their squared terms.
-  static constexpr int kMaxWindow = 5;
-  struct Coset {
-    double below[8];
-    double x[8][kMaxWindow];
-    double sq[8][kMaxWindow];
-  };
-  double x_[8];
+  // walk: the cosets' tables (Coset, computed once per sub-vector) and the
+  // current point's coordinates.
+  FillCosets fill_cosets_;
   Coset coset_[2];
-  bool coset_set_[2];
+  double x_[8];
+  bool walked_;               // walk_top: the candidates are in candx_
+  std::vector<double> candx_;  // their coordinates x (cand_ is not used)
   std::vector<std::int64_t> cand_;  // count_ points of n coordinates
   std::vector<double> d2_;          // their squared distances to t
   std::vector<std::uint32_t> freq_;  // their frequencies
