@@ -10,6 +10,8 @@
 
 #if CEPAM_X86_DISPATCH
 #include <immintrin.h>
+
+#include "lrsuq/simd_avx2.hpp"
 #endif
 
 namespace cepam {
@@ -48,6 +50,56 @@ double ball_probability(double n, double rho2, double sp2, double d2) {
   if (!(z > -6.0)) return 0.0;
   if (z > 6.0) return 1.0;
   return detmath::normal_cdf(z);
+}
+
+#if CEPAM_X86_DISPATCH
+// ball_probability for d2[0 .. count) in place, four at a time: the same
+// operations (avx2::log, exp_bounded and normal_cdf mirror detmath's; the
+// branches are selections).  Returns how many it did (a multiple of 4).
+CEPAM_TARGET_AVX2 std::size_t ball_probabilities_avx2(double n, double rho2, double sp2, double* d2,
+                                                      std::size_t count) {
+  using avx2::splat;
+  std::size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const __m256d d = _mm256_loadu_pd(d2 + i);
+    const __m256d q1 = _mm256_add_pd(splat(n * sp2), d);
+    const __m256d q2 = _mm256_add_pd(q1, d);
+    const __m256d q3 = _mm256_add_pd(q2, d);
+    const __m256d h = _mm256_sub_pd(
+        splat(1.0), _mm256_div_pd(_mm256_mul_pd(splat(2.0 / 3.0), _mm256_mul_pd(q1, q3)),
+                                  _mm256_mul_pd(q2, q2)));
+    const __m256d p = _mm256_div_pd(_mm256_mul_pd(q2, splat(sp2)), _mm256_mul_pd(q1, q1));
+    const __m256d m = _mm256_mul_pd(_mm256_sub_pd(h, splat(1.0)),
+                                    _mm256_sub_pd(splat(1.0), _mm256_mul_pd(splat(3.0), h)));
+    const __m256d power =
+        avx2::exp_bounded(_mm256_mul_pd(h, avx2::log(_mm256_div_pd(splat(rho2), q1))));
+    const __m256d mp = _mm256_mul_pd(_mm256_mul_pd(splat(0.5), m), p);  // 0.5 m p
+    // h p (h - 1 - 0.5 (2 - h) m p)
+    const __m256d x = _mm256_sub_pd(
+        _mm256_sub_pd(h, splat(1.0)),
+        _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(splat(0.5), _mm256_sub_pd(splat(2.0), h)), m), p));
+    const __m256d num =
+        _mm256_sub_pd(power, _mm256_add_pd(splat(1.0), _mm256_mul_pd(_mm256_mul_pd(h, p), x)));
+    const __m256d den =
+        _mm256_mul_pd(_mm256_mul_pd(h, _mm256_sqrt_pd(_mm256_mul_pd(splat(2.0), p))),
+                      _mm256_add_pd(splat(1.0), mp));
+    const __m256d z = _mm256_div_pd(num, den);
+    __m256d out = _mm256_blendv_pd(avx2::normal_cdf(z), splat(1.0),
+                                   _mm256_cmp_pd(z, splat(6.0), _CMP_GT_OQ));
+    out = _mm256_blendv_pd(_mm256_setzero_pd(), out, _mm256_cmp_pd(z, splat(-6.0), _CMP_GT_OQ));
+    _mm256_storeu_pd(d2 + i, out);
+  }
+  return i;
+}
+#endif
+
+// ball_probability for d2[0 .. count), in place.
+void ball_probabilities(double n, double rho2, double sp2, double* d2, std::size_t count) {
+  std::size_t i = 0;
+#if CEPAM_X86_DISPATCH
+  if (simd_level() >= SimdLevel::Avx2) i = ball_probabilities_avx2(n, rho2, sp2, d2, count);
+#endif
+  for (; i < count; ++i) d2[i] = ball_probability(n, rho2, sp2, d2[i]);
 }
 
 // The radius R at which the ball of radius R holds about `points` lattice
@@ -492,10 +544,8 @@ void PointCoder::set_table(double rho2, double sp2) {
   }
   const double n = static_cast<double>(n_);
   double total = 0.0;
-  for (std::size_t i = 0; i < count_; ++i) {
-    d2_[i] = ball_probability(n, rho2, sp2, d2_[i]);  // d2_ now holds P_i
-    total += d2_[i];
-  }
+  ball_probabilities(n, rho2, sp2, d2_.data(), count_);  // d2_ now holds P_i
+  for (std::size_t i = 0; i < count_; ++i) total += d2_[i];
   if (!(total > 0.0)) {  // every P_i underflowed: a uniform table
     std::fill_n(d2_.begin(), count_, 1.0);
     total = static_cast<double>(count_);
