@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "lattice/root_lattices.hpp"
 #include "random/detmath.hpp"
@@ -160,6 +161,10 @@ inline void fill_cosets_loop(const double* __restrict t, PointCoder::Coset* __re
         s[c].x[w][k] = x;
         s[c].sq[w][k] = e * e;
       }
+      double side = s[c].sq[0][k];
+      for (int w = 1; w <= 2 * W; ++w)
+        if (w != W && s[c].sq[w][k] < side) side = s[c].sq[w][k];
+      s[c].side[k] = side;
     }
     set_bounds<N>(d2, s[c]);
   }
@@ -187,13 +192,17 @@ CEPAM_TARGET_AVX2 void fill_cosets_avx2(const double* t, PointCoder::Coset* s) {
       const __m256d n0 = _mm256_floor_pd(_mm256_add_pd(u, _mm256_set1_pd(0.5)));
       const __m256d d = _mm256_sub_pd(u, n0);
       _mm256_storeu_pd(d2 + k, _mm256_mul_pd(d, d));
+      __m256d side = _mm256_set1_pd(std::numeric_limits<double>::infinity());
       for (int w = 0; w <= 2 * W; ++w) {
         const __m256d x =
             _mm256_add_pd(_mm256_add_pd(n0, _mm256_set1_pd(static_cast<double>(w - W))), h);
         const __m256d e = _mm256_sub_pd(x, tk);
+        const __m256d sq = _mm256_mul_pd(e, e);
         _mm256_storeu_pd(s[c].x[w] + k, x);
-        _mm256_storeu_pd(s[c].sq[w] + k, _mm256_mul_pd(e, e));
+        _mm256_storeu_pd(s[c].sq[w] + k, sq);
+        if (w != W) side = _mm256_min_pd(side, sq);  // (no NaN: t is finite)
       }
+      _mm256_storeu_pd(s[c].side + k, side);
     }
     set_bounds<N>(d2, s[c]);
   }
@@ -408,6 +417,14 @@ bool PointCoder::walk(double partial, const Coset& s, double sum) {
   const double r2 = r2_;
   if constexpr (K > 0) {
     const double bound = s.bound[K];
+    // Rounding is monotone, so where the least term off the centre fails
+    // the test every value off the centre does: only the centre is tried.
+    if (!((partial + s.side[K]) + bound <= r2)) {
+      const double p = partial + s.sq[W][K];
+      if (!(p + bound <= r2)) return true;
+      x_[K] = s.x[W][K];
+      return walk<N, K - 1>(p, s, sum + x_[K]);
+    }
     for (int w = 0; w <= 2 * W; ++w) {
       const double p = partial + s.sq[w][K];
       if (!(p + bound <= r2)) continue;

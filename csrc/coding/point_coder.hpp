@@ -16,7 +16,8 @@
 //
 // Candidates: the lattice points within distance R = rho + sp (sqrt(n) + 1)
 // of t, enumerated (Fincke and Pohst) over the lower-triangular basis, k =
-// n-1 .. 0, m_k increasing at each level.  Point i (of K) gets the frequency
+// n-1 .. 0, m_k increasing at each level (D4 and E8: the same points in
+// the same order, walked in the coordinates G^T m, point_coder.cpp).  Point i (of K) gets the frequency
 // 1 + floor(P_i (S - 2K) / sum P), S = 2^24 - kEscapeFreq, and the first
 // most probable point the rest up to S; the escape is [S, 2^24).  An escaped
 // point, and every point of a sub-vector without a table, is coded with the
@@ -57,6 +58,7 @@ class PointCoder {
     double bound[8];  // the bounds of the levels below, times kBoundShrink
     double x[kMaxWindow][8];
     double sq[kMaxWindow][8];
+    double side[8];  // the least sq[w][k] but the centre's (w = kWindow)
   };
   using FillCosets = void (*)(const double* t, Coset* s);
 
