@@ -17,9 +17,10 @@
 // Candidates: the lattice points within distance R = rho + sp (sqrt(n) + 1)
 // of t, enumerated (Fincke and Pohst) over the lower-triangular basis, k =
 // n-1 .. 0, m_k increasing at each level (D4 and E8: the same points in
-// the same order, walked in the coordinates G^T m, point_coder.cpp).  Point i (of K) gets the frequency
-// 1 + floor(P_i (S - 2K) / sum P), S = 2^24 - kEscapeFreq, and the first
-// most probable point the rest up to S; the escape is [S, 2^24).  An escaped
+// the same order, walked in the coordinates G^T m, point_coder.cpp).
+// Point i (of K) gets the frequency 1 + floor(P_i (S - 2K) / sum P), S =
+// 2^24 - kEscapeFreq, and the first most probable point the rest up to S;
+// the escape is [S, 2^24).  An escaped
 // point, and every point of a sub-vector without a table, is coded with the
 // box model.  A sub-vector has no table when sp > rho (where the box model does
 // as well), when R exceeds a radius cap (the ball
