@@ -2,14 +2,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "lattice/root_lattices.hpp"
 #include "random/detmath.hpp"
+#include "common/cpu.hpp"
 #include "common/errors.hpp"
+
+#if CEPAM_X86_DISPATCH
+#include <immintrin.h>
+
+#include "lrsuq/simd_avx2.hpp"
+#endif
 
 namespace cepam {
 namespace {
 
 constexpr double kMaxT = 0x1.0p40;  // |t_k| above this: no table
+
+// The walk's window (PointCoder::walk): the values within kWindow of the
+// nearest, for E8 (N = 8) and D4.
+template <int N>
+constexpr int kWindow = N == 8 ? 1 : 2;
+// The most terms of offset with G_ik != 0 at a level: 2 for E8, 3 for D4.
+template <int N>
+constexpr int kTerms = N == 8 ? 2 : 3;
+
+static_assert(2 * kWindow<4> + 1 <= PointCoder::kMaxWindow && 2 * kWindow<8> + 1 <= PointCoder::kMaxWindow,
+              "Coset holds the windows");
 
 // P(chi'^2_n(lambda) <= x) with x = rho^2 / sp^2 and lambda = d2 / sp^2, by
 // Sankaran's (1963) normal approximation of (chi'^2 / (n + lambda))^h:
@@ -33,6 +53,56 @@ double ball_probability(double n, double rho2, double sp2, double d2) {
   return detmath::normal_cdf(z);
 }
 
+#if CEPAM_X86_DISPATCH
+// ball_probability for d2[0 .. count) in place, four at a time: the same
+// operations (avx2::log, exp_bounded and normal_cdf mirror detmath's; the
+// branches are selections).  Returns how many it did (a multiple of 4).
+CEPAM_TARGET_AVX2 std::size_t ball_probabilities_avx2(double n, double rho2, double sp2, double* d2,
+                                                      std::size_t count) {
+  using avx2::splat;
+  std::size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const __m256d d = _mm256_loadu_pd(d2 + i);
+    const __m256d q1 = _mm256_add_pd(splat(n * sp2), d);
+    const __m256d q2 = _mm256_add_pd(q1, d);
+    const __m256d q3 = _mm256_add_pd(q2, d);
+    const __m256d h = _mm256_sub_pd(
+        splat(1.0), _mm256_div_pd(_mm256_mul_pd(splat(2.0 / 3.0), _mm256_mul_pd(q1, q3)),
+                                  _mm256_mul_pd(q2, q2)));
+    const __m256d p = _mm256_div_pd(_mm256_mul_pd(q2, splat(sp2)), _mm256_mul_pd(q1, q1));
+    const __m256d m = _mm256_mul_pd(_mm256_sub_pd(h, splat(1.0)),
+                                    _mm256_sub_pd(splat(1.0), _mm256_mul_pd(splat(3.0), h)));
+    const __m256d power =
+        avx2::exp_bounded(_mm256_mul_pd(h, avx2::log(_mm256_div_pd(splat(rho2), q1))));
+    const __m256d mp = _mm256_mul_pd(_mm256_mul_pd(splat(0.5), m), p);  // 0.5 m p
+    // h p (h - 1 - 0.5 (2 - h) m p)
+    const __m256d x = _mm256_sub_pd(
+        _mm256_sub_pd(h, splat(1.0)),
+        _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(splat(0.5), _mm256_sub_pd(splat(2.0), h)), m), p));
+    const __m256d num =
+        _mm256_sub_pd(power, _mm256_add_pd(splat(1.0), _mm256_mul_pd(_mm256_mul_pd(h, p), x)));
+    const __m256d den =
+        _mm256_mul_pd(_mm256_mul_pd(h, _mm256_sqrt_pd(_mm256_mul_pd(splat(2.0), p))),
+                      _mm256_add_pd(splat(1.0), mp));
+    const __m256d z = _mm256_div_pd(num, den);
+    __m256d out = _mm256_blendv_pd(avx2::normal_cdf(z), splat(1.0),
+                                   _mm256_cmp_pd(z, splat(6.0), _CMP_GT_OQ));
+    out = _mm256_blendv_pd(_mm256_setzero_pd(), out, _mm256_cmp_pd(z, splat(-6.0), _CMP_GT_OQ));
+    _mm256_storeu_pd(d2 + i, out);
+  }
+  return i;
+}
+#endif
+
+// ball_probability for d2[0 .. count), in place.
+void ball_probabilities(double n, double rho2, double sp2, double* d2, std::size_t count) {
+  std::size_t i = 0;
+#if CEPAM_X86_DISPATCH
+  if (simd_level() >= SimdLevel::Avx2) i = ball_probabilities_avx2(n, rho2, sp2, d2, count);
+#endif
+  for (; i < count; ++i) d2[i] = ball_probability(n, rho2, sp2, d2[i]);
+}
+
 // The radius R at which the ball of radius R holds about `points` lattice
 // points (volume V_n R^n against the cell volume det G), by bisection:
 // deterministic, no pow.
@@ -49,6 +119,104 @@ double radius_for(int n, double cell_volume, double points) {
   return lo;
 }
 
+// The cosets' bounds (bound[k] = below_k kBoundShrink, below_k = the sum
+// over levels i < k of the squared distance of t_i to the nearest point of
+// Z + h, computed with relative errors of a few units in 2^-53, which
+// kBoundShrink covers: each level's term of a candidate's distance is at
+// least that, so a subtree whose partial sum plus below exceeds R^2 holds
+// no candidate) and windows, for h = 0 (D4) or h = 0 and 1/2 (E8), at
+// every level (the top one unused).
+// The floor is r - (r > c), r = (c + 1.5 2^52) - 1.5 2^52 the nearest
+// integer to c (exact for |c| < 2^51; c = u + 1/2 is never -0, so no floor
+// gives -0).
+template <int N>
+inline void set_bounds(const double* d2, PointCoder::Coset& s) {
+  double below = 0.0;
+  s.bound[0] = 0.0;
+  for (int k = 0; k + 1 < N; ++k) {
+    below += d2[k];
+    s.bound[k + 1] = below * PointCoder::kBoundShrink;
+  }
+}
+
+template <int N>
+inline void fill_cosets_loop(const double* __restrict t, PointCoder::Coset* __restrict s) {
+  constexpr int W = kWindow<N>;
+  constexpr int kCosets = N == 8 ? 2 : 1;
+  constexpr double kRound = 0x1.8p52;
+  for (int c = 0; c < kCosets; ++c) {
+    const double h = 0.5 * static_cast<double>(c);
+    double d2[N];
+    for (int k = 0; k < N; ++k) {
+      const double u = t[k] - h;
+      const double centre = u + 0.5;
+      const double r = (centre + kRound) - kRound;
+      const double n0 = r - (r > centre ? 1.0 : 0.0);  // floor(centre)
+      const double d = u - n0;
+      d2[k] = d * d;
+      CEPAM_UNROLL(5)
+      for (int w = 0; w <= 2 * W; ++w) {
+        const double x = (n0 + static_cast<double>(w - W)) + h;  // exact
+        const double e = x - t[k];
+        s[c].x[w][k] = x;
+        s[c].sq[w][k] = e * e;
+      }
+      double side = s[c].sq[0][k];
+      for (int w = 1; w <= 2 * W; ++w)
+        if (w != W && s[c].sq[w][k] < side) side = s[c].sq[w][k];
+      s[c].side[k] = side;
+    }
+    set_bounds<N>(d2, s[c]);
+  }
+}
+
+template <int N>
+void fill_cosets_portable(const double* t, PointCoder::Coset* s) {
+  fill_cosets_loop<N>(t, s);
+}
+
+#if CEPAM_X86_DISPATCH
+// fill_cosets_loop for four levels at a time (the floor by roundpd, the
+// same integer).
+template <int N>
+CEPAM_TARGET_AVX2 void fill_cosets_avx2(const double* t, PointCoder::Coset* s) {
+  constexpr int W = kWindow<N>;
+  constexpr int kCosets = N == 8 ? 2 : 1;
+  static_assert(N % 4 == 0, "four levels at a time");
+  for (int c = 0; c < kCosets; ++c) {
+    const __m256d h = _mm256_set1_pd(0.5 * static_cast<double>(c));
+    double d2[N];
+    for (int k = 0; k < N; k += 4) {
+      const __m256d tk = _mm256_loadu_pd(t + k);
+      const __m256d u = _mm256_sub_pd(tk, h);
+      const __m256d n0 = _mm256_floor_pd(_mm256_add_pd(u, _mm256_set1_pd(0.5)));
+      const __m256d d = _mm256_sub_pd(u, n0);
+      _mm256_storeu_pd(d2 + k, _mm256_mul_pd(d, d));
+      __m256d side = _mm256_set1_pd(std::numeric_limits<double>::infinity());
+      for (int w = 0; w <= 2 * W; ++w) {
+        const __m256d x =
+            _mm256_add_pd(_mm256_add_pd(n0, _mm256_set1_pd(static_cast<double>(w - W))), h);
+        const __m256d e = _mm256_sub_pd(x, tk);
+        const __m256d sq = _mm256_mul_pd(e, e);
+        _mm256_storeu_pd(s[c].x[w] + k, x);
+        _mm256_storeu_pd(s[c].sq[w] + k, sq);
+        if (w != W) side = _mm256_min_pd(side, sq);  // (no NaN: t is finite)
+      }
+      _mm256_storeu_pd(s[c].side + k, side);
+    }
+    set_bounds<N>(d2, s[c]);
+  }
+}
+#endif
+
+template <int N>
+PointCoder::FillCosets fill_cosets_for() {
+#if CEPAM_X86_DISPATCH
+  if (simd_level() >= SimdLevel::Avx2) return &fill_cosets_avx2<N>;
+#endif
+  return &fill_cosets_portable<N>;
+}
+
 }  // namespace
 
 PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
@@ -58,12 +226,24 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   for (int k = 0; k < n_; ++k) det *= b_[static_cast<std::size_t>(k * n_ + k)];
   r_cap_ = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
   root_n_ = std::sqrt(static_cast<double>(n_));
-  enumerate_ = enumerator(n_);
-  // D4 (n = 4) and E8 (n = 8, last row 1/2): every point's coordinates lie
-  // in Z, or all in Z + 1/2 (E8), as the top coordinate says.
-  const std::size_t last = static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_) - 1;
-  coset_bound_ = (n_ == 4 && b_[0] == 2.0 && b_[last] == 1.0) ||
-                 (n_ == 8 && b_[0] == 2.0 && b_[last] == 0.5);
+  // The bases of D4 and E8 (lattice/root_lattices.hpp) are walked in the
+  // coordinates x = G^T m (walk_top); any other basis by enumerate.
+  const auto is_basis = [&](const double* rows) { return std::equal(b_.begin(), b_.end(), rows); };
+  // (The windows need r_cap + 1/2 + 2^-10 <= kWindow + 1: D4 2.40 <= 3, E8
+  // 1.79 <= 2.)
+  walked_ = true;
+  if (n_ == 4 && is_basis(LatticeD4::basis_rows()) && r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<4> + 1) {
+    enumerate_ = &PointCoder::walk_top<4>;
+    fill_cosets_ = fill_cosets_for<4>();
+  } else if (n_ == 8 && is_basis(LatticeE8::basis_rows()) &&
+             r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<8> + 1) {
+    enumerate_ = &PointCoder::walk_top<8>;
+    fill_cosets_ = fill_cosets_for<8>();
+  } else {
+    enumerate_ = enumerator(n_);
+    fill_cosets_ = nullptr;
+    walked_ = false;
+  }
   for (int k = 0; k < n_; ++k) {
     terms_[k] = 0;
     for (int i = k + 1; i < n_; ++i)
@@ -72,8 +252,20 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
     int e;
     inv_g_[k] = (std::frexp(g, &e) == 0.5) ? 1.0 / g : 0.0;  // exact: g = 2^(e - 1)
   }
+  if (walked_) {
+    const int most = n_ == 8 ? kTerms<8> : kTerms<4>;
+    for (int k = 0; k < n_; ++k) {
+      if (terms_[k] > most) throw InvalidArgument("lattice basis has too many terms");
+      for (int t = 0; t < most; ++t) {
+        const bool term = t < terms_[k];
+        pad_row_[k][t] = term ? term_row_[k][t] : n_;  // m_n: a zero
+        pad_g_[k][t] = term ? b_[static_cast<std::size_t>(term_row_[k][t] * n_ + k)] : 0.0;
+      }
+    }
+  }
   usable_ = std::isfinite(mu_) && std::isfinite(var_);
-  cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
+  if (walked_) candx_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
+  else cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   d2_.resize(kMaxCandidates);
   cum_.resize(kMaxCandidates + 1);
   freq_.resize(kMaxCandidates);
@@ -140,11 +332,6 @@ void PointCoder::enumerate(double partial) {
     cur_[K] = j;
     const double p = distance(j);
     if constexpr (K > 0) {
-      if (coset_bound_) {
-        if (K == N - 1) set_level_bounds(static_cast<double>(j) * g);
-        // No point below can come within R: the subtree has no candidate.
-        if (p + below_[K] * kBoundShrink > r2_) continue;
-      }
       enumerate<N, K - 1>(p);
     } else if (count_ == kMaxCandidates) {
       overflow_ = true;
@@ -155,21 +342,174 @@ void PointCoder::enumerate(double partial) {
   }
 }
 
-// below_[k] = sum over levels i < k of the squared distance of t_i to the
-// nearest point of Z + h, h = the fractional part of the top coordinate
-// (a point of D4 or E8 has all its coordinates in Z + h).  Each level's term
-// of a candidate's distance is at least that (computed with relative errors
-// of a few units in 2^-53, which kBoundShrink covers), so a subtree whose
-// partial sum plus below_ exceeds R^2 holds no candidate and is skipped:
-// the same candidates, in the same order, with the same distances.
-void PointCoder::set_level_bounds(double top) {
-  const double h = top - std::floor(top);
-  below_[0] = 0.0;
-  for (int k = 0; k + 1 < n_; ++k) {
-    const double u = t_[k] - h;
-    const double d = u - std::floor(u + 0.5);
-    below_[k + 1] = below_[k] + d * d;
+// D4 and E8, walked in the coordinates x = G^T m.
+//
+// The walk finds the candidates that enumerate finds, in the same order,
+// with the same distances (D4 and E8 used enumerate until the walk, pruned
+// with the bounds below, which the walk applies to the same nodes with the
+// same values).  Level k steps through x_k itself instead of m_k: a point
+// of D4 or E8 has x_{n-1} in g Z (g = G_{n-1,n-1} = 1 or 1/2), all of
+// x_0 .. x_{n-2} in Z + h, h = the fractional part of x_{n-1} (the coset),
+// and sum_k (x_k - h) even.  So below the top each level's terms depend on
+// the coset alone: they are tabulated once per sub-vector (fill_cosets),
+// and the last level takes every other value (the parity).
+// Why the same:
+// - The set.  enumerate's x_k = offset + m_k G_kk is exact (halves of
+//   integers below 2^42), so its term e = x_k - t_k, its partial sums and
+//   its set (the points whose partial sums all stay within R^2; the last
+//   sum is the largest, as adding a non-negative term never decreases a
+//   rounded sum) are functions of x alone: the walk computes the same e.
+// - The order.  G is lower triangular with a positive diagonal, so for
+//   fixed m_i (i > k), x_k increases with m_k: enumerate's order
+//   (lexicographic in m_{n-1}, .., m_0) is the lexicographic order of
+//   (x_{n-1}, .., x_0), the walk's.
+// - The windows.  A value x_k = n + h within R has |fl(x_k - t_k)| <= R
+//   (1 + 2^-51), and the window's centre n0 = floor(fl(t_k - h) + 1/2) is
+//   within 1/2 + 2^-11 of t_k - h (|t_k| < 2^40), so |n - n0| < R + 1/2 +
+//   2^-10 <= kWindow + 1 (checked for r_cap in the constructor): every
+//   value within R is in the window, whose values are tested one by one.
+// - The pruning.  enumerate kept j when p(j) <= R^2 and (level > 0) p(j) +
+//   below_k kBoundShrink <= R^2, the walk tests the same sums (the second
+//   test implies the first).  below_k depends on h alone.
+// - The candidates.  x and m determine each other, exactly (to_x, solve):
+//   every offset is a sum of halves of integers below 2^42 and every
+//   1 / G_kk a power of two; so the walk keeps x, and m is solved for
+//   when it is needed (find, decode).
+template <int N>
+void PointCoder::walk_top(double partial) {
+  constexpr int K = N - 1;
+  const double g = b_[K * N + K];  // 1 (D4) or 1/2 (E8); no offset at the top
+  const double tk = t_[K];
+  const auto distance = [&](std::int64_t j) {
+    const double e = (0.0 + static_cast<double>(j) * g) - tk;
+    return partial + e * e;
+  };
+  const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
+  const double centre = tk * inv_g_[K] + 0.5;
+  std::int64_t j0 = static_cast<std::int64_t>(centre);
+  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
+  std::int64_t lo = j0;
+  if (!valid(lo)) {
+    if (valid(j0 - 1)) lo = j0 - 1;
+    else if (valid(j0 + 1)) lo = j0 + 1;
+    else return;
   }
+  std::int64_t hi = lo;
+  while (valid(lo - 1)) --lo;
+  while (valid(hi + 1)) ++hi;
+  fill_cosets_(t_, coset_);
+  for (std::int64_t j = lo; j <= hi; ++j) {
+    // x_K = j g: coset 1 (h = 1/2) of E8 when j is odd.
+    const Coset& s = coset_[g == 1.0 ? 0 : (j & 1)];
+    const double p = distance(j);
+    // No point below can come within R: the subtree has no candidate.
+    if (p + s.bound[K] > r2_) continue;
+    x_[K] = static_cast<double>(j) * g;
+    if (!walk<N, K - 1>(p, s, x_[K])) return;
+  }
+}
+
+// Level K < N-1 of the walk: x_K in the window of coset s; sum = the sum
+// of x_i, i > K.  False when the candidates overflow.
+template <int N, int K>
+bool PointCoder::walk(double partial, const Coset& s, double sum) {
+  constexpr int W = kWindow<N>;
+  const double r2 = r2_;
+  if constexpr (K > 0) {
+    const double bound = s.bound[K];
+    // Rounding is monotone, so where the least term off the centre fails
+    // the test every value off the centre does: only the centre is tried.
+    if (!((partial + s.side[K]) + bound <= r2)) {
+      const double p = partial + s.sq[W][K];
+      if (!(p + bound <= r2)) return true;
+      x_[K] = s.x[W][K];
+      return walk<N, K - 1>(p, s, sum + x_[K]);
+    }
+    for (int w = 0; w <= 2 * W; ++w) {
+      const double p = partial + s.sq[w][K];
+      if (!(p + bound <= r2)) continue;
+      x_[K] = s.x[w][K];
+      if (!walk<N, K - 1>(p, s, sum + x_[K])) return false;
+    }
+  } else {
+    // x_0 makes the sum of the x_k even (of the n_k = x_k - h, as there
+    // are 4 or 8 of them); the window's values alternate in parity.
+    const double first = sum + s.x[0][0];  // an integer below 2^46: exact
+    for (int w = static_cast<int>(static_cast<std::int64_t>(first) & 1); w <= 2 * W; w += 2) {
+      const double p = partial + s.sq[w][0];
+      if (!(p <= r2)) continue;
+      if (count_ == kMaxCandidates) {
+        overflow_ = true;
+        return false;
+      }
+      x_[0] = s.x[w][0];
+      std::copy(x_, x_ + N, candx_.begin() + static_cast<std::ptrdiff_t>(count_ * N));
+      d2_[count_++] = p;
+    }
+  }
+  return true;
+}
+
+// x = G^T m and m = G^-T x (k = n-1 .. 0) for D4 and E8 (N = n), with the
+// terms of offset whose G_ik is not zero, padded to kTerms<N> with zeros
+// (every sum is exact, so the order and the zeros do not matter):
+// straight-line code.
+template <int N>
+void PointCoder::to_x(const std::int64_t* m, double* x) const {
+  double mm[N + 1];
+  for (int k = 0; k < N; ++k) mm[k] = static_cast<double>(m[k]);
+  mm[N] = 0.0;
+  for (int k = 0; k < N; ++k) {
+    double s = mm[k] * b_[k * N + k];
+    for (int t = 0; t < kTerms<N>; ++t) s += mm[pad_row_[k][t]] * pad_g_[k][t];
+    x[k] = s;
+  }
+}
+
+template <int N>
+void PointCoder::solve(const double* x, std::int64_t* m) const {
+  double mm[N + 1];
+  mm[N] = 0.0;
+  for (int k = N - 1; k >= 0; --k) {
+    double off = 0.0;
+    for (int t = 0; t < kTerms<N>; ++t) off += mm[pad_row_[k][t]] * pad_g_[k][t];
+    mm[k] = (x[k] - off) * inv_g_[k];
+  }
+  for (int k = 0; k < N; ++k) m[k] = static_cast<std::int64_t>(mm[k]);
+}
+
+void PointCoder::solve(const double* x, std::int64_t* m) const {
+  if (n_ == 8) solve<8>(x, m);
+  else solve<4>(x, m);
+}
+
+std::size_t PointCoder::find(const std::int64_t* m) const {
+  const std::size_t n = static_cast<std::size_t>(n_);
+  if (!walked_) {
+    for (std::size_t i = 0; i < count_; ++i)
+      if (std::equal(m, m + n, cand_.begin() + static_cast<std::ptrdiff_t>(i * n))) return i;
+    return count_;
+  }
+  // A candidate's x is exact, and so is that of m if m is one (then its
+  // x is the first equal one, the x of distinct points being distinct);
+  // an x that equals a candidate's only by rounding (m far away) is told
+  // apart by solving for the candidate's m.
+  std::int64_t mc[8];
+  if (count_ == 1) {  // cheaper: solve for the candidate's m
+    solve(candx_.data(), mc);
+    return std::equal(m, m + n, mc) ? 0 : 1;
+  }
+  double x[8];
+  if (n_ == 8) to_x<8>(m, x);
+  else to_x<4>(m, x);
+  for (std::size_t i = 0; i < count_; ++i) {
+    const double* c = candx_.data() + i * n;
+    if (std::equal(x, x + n, c)) {
+      solve(c, mc);
+      return std::equal(m, m + n, mc) ? i : count_;
+    }
+  }
+  return count_;
 }
 
 PointCoder::Enumerate PointCoder::enumerator(int n) {
@@ -206,12 +546,23 @@ bool PointCoder::prepare(double beta, const double* v) {
   overflow_ = false;
   (this->*enumerate_)(0.0);
   if (overflow_ || count_ == 0) return false;
+  set_table(rho2, sp2);
+  return true;
+}
+
+void PointCoder::set_table(double rho2, double sp2) {
+  cum_[0] = 0;
+  if (count_ == 1) {
+    // One candidate: the rule below gives it 1 + floor(P_0 scale) and then
+    // the rest up to S, so S whatever P_0 is.
+    freq_[0] = kSlots;
+    cum_[1] = kSlots;
+    return;
+  }
   const double n = static_cast<double>(n_);
   double total = 0.0;
-  for (std::size_t i = 0; i < count_; ++i) {
-    d2_[i] = ball_probability(n, rho2, sp2, d2_[i]);  // d2_ now holds P_i
-    total += d2_[i];
-  }
+  ball_probabilities(n, rho2, sp2, d2_.data(), count_);  // d2_ now holds P_i
+  for (std::size_t i = 0; i < count_; ++i) total += d2_[i];
   if (!(total > 0.0)) {  // every P_i underflowed: a uniform table
     std::fill_n(d2_.begin(), count_, 1.0);
     total = static_cast<double>(count_);
@@ -229,21 +580,17 @@ bool PointCoder::prepare(double beta, const double* v) {
     if (d2_[i] > d2_[best]) best = i;
   }
   freq_[best] += kSlots - sum;
-  cum_[0] = 0;
   for (std::size_t i = 0; i < count_; ++i) cum_[i + 1] = cum_[i] + freq_[i];
-  return true;
 }
 
 bool PointCoder::encode(const std::int64_t* m, AnsEncoder& enc) const {
-  const std::size_t n = static_cast<std::size_t>(n_);
-  for (std::size_t i = 0; i < count_; ++i) {
-    if (std::equal(m, m + n, cand_.begin() + static_cast<std::ptrdiff_t>(i * n))) {
-      enc.put(cum_[i], cum_[i + 1] - cum_[i]);
-      return true;
-    }
+  const std::size_t i = find(m);
+  if (i == count_) {
+    enc.put(kSlots, kEscapeFreq);
+    return false;
   }
-  enc.put(kSlots, kEscapeFreq);
-  return false;
+  enc.put(cum_[i], cum_[i + 1] - cum_[i]);
+  return true;
 }
 
 bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
@@ -257,7 +604,8 @@ bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
   const std::size_t i = static_cast<std::size_t>(it - cum_.begin()) - 1;
   dec.advance(cum_[i], cum_[i + 1] - cum_[i]);
   const std::size_t n = static_cast<std::size_t>(n_);
-  std::copy_n(cand_.begin() + static_cast<std::ptrdiff_t>(i * n), n, m);
+  if (walked_) solve(candx_.data() + i * n, m);
+  else std::copy_n(cand_.begin() + static_cast<std::ptrdiff_t>(i * n), n, m);
   return true;
 }
 

@@ -16,9 +16,11 @@
 //
 // Candidates: the lattice points within distance R = rho + sp (sqrt(n) + 1)
 // of t, enumerated (Fincke and Pohst) over the lower-triangular basis, k =
-// n-1 .. 0, m_k increasing at each level.  Point i (of K) gets the frequency
-// 1 + floor(P_i (S - 2K) / sum P), S = 2^24 - kEscapeFreq, and the first
-// most probable point the rest up to S; the escape is [S, 2^24).  An escaped
+// n-1 .. 0, m_k increasing at each level (D4 and E8: the same points in
+// the same order, walked in the coordinates G^T m, point_coder.cpp).
+// Point i (of K) gets the frequency 1 + floor(P_i (S - 2K) / sum P), S =
+// 2^24 - kEscapeFreq, and the first most probable point the rest up to S;
+// the escape is [S, 2^24).  An escaped
 // point, and every point of a sub-vector without a table, is coded with the
 // box model.  A sub-vector has no table when sp > rho (where the box model does
 // as well), when R exceeds a radius cap (the ball
@@ -45,6 +47,21 @@ class PointCoder {
   static constexpr std::uint32_t kEscapeFreq = kProbScale >> 12;
   static constexpr std::uint32_t kSlots = kProbScale - kEscapeFreq;  // S: the escape's start
   static constexpr double kTail = 1.0;  // R = rho + sp (sqrt(n) + kTail)
+  static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;  // (point_coder.cpp)
+
+  // The walk's tables (D4, E8; point_coder.cpp) for a coset of D8 in E8
+  // (x in Z^n or (Z + 1/2)^n; D4 has only the first): the bounds of the
+  // levels below, and at each level k < n-1 the window of the values x_k
+  // that can be within R (kWindow on each side of the nearest) with their
+  // squared terms (x_k - t_k)^2.
+  static constexpr int kMaxWindow = 5;
+  struct Coset {
+    double bound[8];  // the bounds of the levels below, times kBoundShrink
+    double x[kMaxWindow][8];
+    double sq[kMaxWindow][8];
+    double side[8];  // the least sq[w][k] but the centre's (w = kWindow)
+  };
+  using FillCosets = void (*)(const double* t, Coset* s);
 
   PointCoder(const SourceModel& model, const TriangularBasis& basis);
 
@@ -72,10 +89,24 @@ class PointCoder {
   // offset and extend.
   template <int N, int K>
   void enumerate(double partial);
-  void set_level_bounds(double top);
-  static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;
+  // D4 and E8: the same candidates, in the same order, with the same
+  // distances, found in the coordinates x = G^T m (see point_coder.cpp).
+  template <int N>
+  void walk_top(double);
+  template <int N, int K>
+  bool walk(double partial, const Coset& s, double sum);
+  // x = G^T m, and m from x (exact for D4 and E8 points near t).
+  template <int N>
+  void to_x(const std::int64_t* m, double* x) const;
+  template <int N>
+  void solve(const double* x, std::int64_t* m) const;
+  void solve(const double* x, std::int64_t* m) const;
+  // The candidate that is m, or count_.
+  std::size_t find(const std::int64_t* m) const;
   using Enumerate = void (PointCoder::*)(double);
   static Enumerate enumerator(int n);
+  // The frequencies of the count_ candidates from their squared distances.
+  void set_table(double rho2, double sp2);
 
   int n_;
   std::vector<double> b_;
@@ -83,16 +114,23 @@ class PointCoder {
   bool usable_;
   Enumerate enumerate_;
   double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
-  bool coset_bound_;     // D4 or E8: below_ bounds the levels below
-  double below_[8];
   int terms_[8];         // level k: the rows i > k with G_ik != 0,
   int term_row_[8][8];   // term_row_[k][0 .. terms_[k]), in order
+  int pad_row_[8][3];     // walk: those rows padded to kTerms (row n: m_n = 0)
+  double pad_g_[8][3];    // and their G_ik (0 for the padding)
   // The current sub-vector's table.
   double t_[8];
   double r2_;
   std::size_t count_;
   bool overflow_;
   std::int64_t cur_[8];
+  // walk: the cosets' tables (Coset, computed once per sub-vector) and the
+  // current point's coordinates.
+  FillCosets fill_cosets_;
+  Coset coset_[2];
+  double x_[8];
+  bool walked_;               // walk_top: the candidates are in candx_
+  std::vector<double> candx_;  // their coordinates x (cand_ is not used)
   std::vector<std::int64_t> cand_;  // count_ points of n coordinates
   std::vector<double> d2_;          // their squared distances to t
   std::vector<std::uint32_t> freq_;  // their frequencies

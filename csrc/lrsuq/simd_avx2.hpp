@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "common/cpu.hpp"
 #include "random/detmath.hpp"
@@ -125,6 +126,74 @@ CEPAM_TARGET_AVX2 inline __m256d log(__m256d x) {
                                       _mm256_mul_pd(dk, splat(ln2_lo)));
   return _mm256_sub_pd(_mm256_mul_pd(dk, splat(ln2_hi)),
                        _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
+}
+
+// detmath::exp_bounded for four doubles: k by truncation (cvttpd, as the
+// scalar int32 cast, exact for |x| <= 708), 2^k by adding k << 52 to the
+// bits; the scalar code's three early returns are selections.
+CEPAM_TARGET_AVX2 inline __m256d exp_bounded(__m256d x) {
+  using detmath::fdlibm::ln2_hi;
+  using detmath::fdlibm::ln2_lo;
+  using namespace detmath::fdlibm_exp;
+  const __m256d zero = _mm256_setzero_pd();
+  // k = (int32)(inv_ln2 * x + (x < 0 ? -0.5 : 0.5))
+  const __m256d half = _mm256_blendv_pd(splat(0.5), splat(-0.5), _mm256_cmp_pd(x, zero, _CMP_LT_OQ));
+  const __m128i k = _mm256_cvttpd_epi32(_mm256_add_pd(_mm256_mul_pd(splat(inv_ln2), x), half));
+  const __m256d dk = _mm256_cvtepi32_pd(k);
+  const __m256d hi = _mm256_sub_pd(x, _mm256_mul_pd(dk, splat(ln2_hi)));
+  const __m256d lo = _mm256_mul_pd(dk, splat(ln2_lo));
+  const __m256d r = _mm256_sub_pd(hi, lo);
+  const __m256d t = _mm256_mul_pd(r, r);
+  // c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
+  const __m256d poly = _mm256_add_pd(
+      splat(P1),
+      _mm256_mul_pd(
+          t, _mm256_add_pd(
+                 splat(P2),
+                 _mm256_mul_pd(t, _mm256_add_pd(splat(P3),
+                                                _mm256_mul_pd(t, _mm256_add_pd(
+                                                                     splat(P4),
+                                                                     _mm256_mul_pd(t, splat(P5)))))))));
+  const __m256d c = _mm256_sub_pd(r, _mm256_mul_pd(t, poly));
+  // y = 1 - ((lo - (r * c) / (2 - c)) - hi)
+  const __m256d y = _mm256_sub_pd(
+      splat(1.0),
+      _mm256_sub_pd(_mm256_sub_pd(lo, _mm256_div_pd(_mm256_mul_pd(r, c), _mm256_sub_pd(splat(2.0), c))),
+                    hi));
+  const __m256d scaled = _mm256_castsi256_pd(_mm256_add_epi64(
+      _mm256_castpd_si256(y), _mm256_slli_epi64(_mm256_cvtepi32_epi64(k), 52)));
+  // |x| < 2^-28: 1 + x; x > 708: +inf; !(x > -708): 0 (NaN too).
+  const __m256d tiny = _mm256_and_pd(_mm256_cmp_pd(x, splat(-0x1.0p-28), _CMP_GT_OQ),
+                                     _mm256_cmp_pd(x, splat(0x1.0p-28), _CMP_LT_OQ));
+  __m256d out = _mm256_blendv_pd(scaled, _mm256_add_pd(splat(1.0), x), tiny);
+  out = _mm256_blendv_pd(out, splat(std::numeric_limits<double>::infinity()),
+                         _mm256_cmp_pd(x, splat(708.0), _CMP_GT_OQ));
+  return _mm256_blendv_pd(zero, out, _mm256_cmp_pd(x, splat(-708.0), _CMP_GT_OQ));
+}
+
+// detmath::normal_cdf for four doubles (its early returns are selections).
+CEPAM_TARGET_AVX2 inline __m256d normal_cdf(__m256d z) {
+  using namespace detmath::normal_cdf_coeffs;
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d negative = _mm256_cmp_pd(z, zero, _CMP_LT_OQ);
+  const __m256d a = _mm256_blendv_pd(z, _mm256_sub_pd(zero, z), negative);  // -z: exact, as -z
+  const __m256d density = _mm256_mul_pd(
+      splat(inv_sqrt_2pi), exp_bounded(_mm256_mul_pd(splat(-0.5), _mm256_mul_pd(z, z))));
+  const __m256d t = _mm256_div_pd(splat(1.0), _mm256_add_pd(splat(1.0), _mm256_mul_pd(splat(p), a)));
+  // tail = density * (t * (b1 + t * (b2 + t * (b3 + t * (b4 + t * b5)))))
+  const __m256d poly = _mm256_add_pd(
+      splat(b1),
+      _mm256_mul_pd(
+          t, _mm256_add_pd(
+                 splat(b2),
+                 _mm256_mul_pd(t, _mm256_add_pd(splat(b3),
+                                                _mm256_mul_pd(t, _mm256_add_pd(
+                                                                     splat(b4),
+                                                                     _mm256_mul_pd(t, splat(b5)))))))));
+  const __m256d tail = _mm256_mul_pd(density, _mm256_mul_pd(t, poly));
+  __m256d out = _mm256_blendv_pd(_mm256_sub_pd(splat(1.0), tail), tail, negative);
+  out = _mm256_blendv_pd(splat(1.0), out, _mm256_cmp_pd(z, splat(38.0), _CMP_LT_OQ));
+  return _mm256_blendv_pd(zero, out, _mm256_cmp_pd(z, splat(-38.0), _CMP_GT_OQ));
 }
 
 CEPAM_TARGET_AVX2 inline __m256d kernel_cos(__m256d x) {

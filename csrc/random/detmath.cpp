@@ -50,11 +50,9 @@ double normal_cdf(double z) {
   if (!(z < 38.0)) return 1.0;
   // Abramowitz and Stegun 26.2.17 (Zelen and Severo): the upper tail of |z|
   // is phi(z) t (b1 + t (b2 + ...)), t = 1 / (1 + p |z|).
-  constexpr double p = 0.2316419;
-  constexpr double b1 = 0.319381530, b2 = -0.356563782, b3 = 1.781477937,
-                   b4 = -1.821255978, b5 = 1.330274429;
+  using namespace normal_cdf_coeffs;
   const double a = z < 0.0 ? -z : z;
-  const double density = 0.398942280401432702863 * exp_bounded(-0.5 * (z * z));
+  const double density = inv_sqrt_2pi * exp_bounded(-0.5 * (z * z));
   const double t = 1.0 / (1.0 + p * a);
   const double tail = density * (t * (b1 + t * (b2 + t * (b3 + t * (b4 + t * b5)))));
   return z < 0.0 ? tail : 1.0 - tail;

@@ -134,15 +134,19 @@ CEPAM_HD inline double cos2pi_squared(double t) {
 
 // e^x for |x| <= 708 (fdlibm e_exp.c, main path, error below 1 ulp); 0
 // below -708 (where the result would be subnormal), +inf above 708.
+namespace fdlibm_exp {
+inline constexpr double inv_ln2 = 1.44269504088896338700e+00;
+inline constexpr double P1 = 1.66666666666666019037e-01;
+inline constexpr double P2 = -2.77777777770155933842e-03;
+inline constexpr double P3 = 6.61375632143793436117e-05;
+inline constexpr double P4 = -1.65339022054652515390e-06;
+inline constexpr double P5 = 4.13813679705723846039e-08;
+}  // namespace fdlibm_exp
+
 inline double exp_bounded(double x) {
   using fdlibm::ln2_hi;
   using fdlibm::ln2_lo;
-  constexpr double inv_ln2 = 1.44269504088896338700e+00;
-  constexpr double P1 = 1.66666666666666019037e-01;
-  constexpr double P2 = -2.77777777770155933842e-03;
-  constexpr double P3 = 6.61375632143793436117e-05;
-  constexpr double P4 = -1.65339022054652515390e-06;
-  constexpr double P5 = 4.13813679705723846039e-08;
+  using namespace fdlibm_exp;
   if (!(x > -708.0)) return 0.0;
   if (x > 708.0) return std::numeric_limits<double>::infinity();
   if (x > -0x1.0p-28 && x < 0x1.0p-28) return 1.0 + x;
@@ -163,6 +167,12 @@ inline double exp_bounded(double x) {
 // 26.2.17, with exp_bounded): for entropy models, where it need only be
 // the same everywhere.
 double normal_cdf(double z);
+namespace normal_cdf_coeffs {  // (its constants, for SIMD forms of it)
+inline constexpr double p = 0.2316419;
+inline constexpr double b1 = 0.319381530, b2 = -0.356563782, b3 = 1.781477937,
+                        b4 = -1.821255978, b5 = 1.330274429;
+inline constexpr double inv_sqrt_2pi = 0.398942280401432702863;
+}  // namespace normal_cdf_coeffs
 
 // Batch forms: out[i] = log(x[i]) and out[i] = cos2pi_squared(t[i]) for
 // i < count (out may be x).  Bit-identical to the functions above for every
