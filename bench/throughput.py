@@ -14,8 +14,9 @@ thread count), wall-clock speedups say little; the "split" column is the
 speedup the measured split of the work gives with a free core per thread:
 CPU time on one thread over the CPU span on all (see span()).
 
-More cores: the serial fraction that each measured 'split' implies, and
-Amdahl's-law predictions from it for 16 and 64 cores.
+More cores (--serial-m): the serial parts of a call, timed one by one, as a
+fraction of its single-thread time, and Amdahl's-law predictions from it for
+16 and 64 cores.
 
 Memory: peak resident memory beyond the input, in bytes per coordinate, of
 one encode and one decode of --memory-m coordinates on all threads, each in a
@@ -121,12 +122,48 @@ def print_speed(rows, m, coder, threads, repeat):
 SEGMENT = 1 << 17  # coordinates per ANS segment: the unit of parallel work
 
 
-def serial_fraction(split: float, threads: int) -> float:
-    """The serial fraction f that Amdahl's law gives for a measured speedup
-    on `threads` threads (f = (P / S - 1) / (P - 1)): load imbalance and
-    anything else that keeps a thread idle count as serial, so f is an upper
-    bound on the calls' serial parts."""
-    return max(0.0, (threads / split - 1.0) / (threads - 1)) if threads > 1 else 1.0
+def best_of(repeat: int, fn) -> float:
+    """The least CPU time of the calling thread over `repeat` calls of fn."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - t0)
+    return best
+
+
+def serial_rows(m, ratio, names, coder, repeat):
+    """The serial parts of a call, timed one by one, over its time on one
+    thread (the serial fraction f).  Encode: the sum of squares for the clip
+    (one ordered pass over the input), sealing the payload (ChaCha20 and
+    HMAC over its bytes, timed as opening it, the same passes) and the
+    per-call cost (Python, keys, header: a call on 8 coordinates); decode:
+    opening the payload, the output's precision check (an unordered sum of
+    squares) and the per-call cost.  For auto, also its choice on a sample
+    (about one segment a candidate, so one thread at a time): its encode
+    time less that of the lattice it chose.  Left out, as too small to time apart:
+    the native core's own serial steps (the source model's shape, chosen on
+    a 1024-cell histogram; starting the threads; joining the segments)."""
+    from cepam import _core
+    from cepam.sealing import open_payload
+
+    rows = []
+    x, tiny = update(m, ratio), update(8, ratio)
+    for name in names:
+        payload, small = encode(x, name, coder, 1), encode(tiny, name, coder, 1)
+        one_enc = best_of(repeat, lambda: encode(x, name, coder, 1))
+        one_dec = best_of(repeat, lambda: cepam.decode(payload, secret=SECRET, threads=1))
+        y = cepam.decode(payload, secret=SECRET, threads=1)
+        opening = best_of(repeat, lambda: open_payload(payload, SECRET))
+        enc = (best_of(repeat, lambda: _core.sum_of_squares(x)) + opening
+               + best_of(repeat, lambda: encode(tiny, name, coder, 1)))
+        if name == "auto":
+            chosen = cepam.inspect(payload, secret=SECRET).lattice  # "Z" (n = 1) or "E8"
+            enc += max(0.0, one_enc - best_of(repeat, lambda: encode(x, chosen, coder, 1)))
+        dec = (opening + best_of(repeat, lambda: _core.sum_of_squares(y, fixed_order=False))
+               + best_of(repeat, lambda: cepam.decode(small, secret=SECRET, threads=1)))
+        rows.append((name, {"encode": enc / one_enc, "decode": dec / one_dec}))
+    return rows
 
 
 def amdahl(f: float, cores: int, m: int) -> float:
@@ -136,16 +173,17 @@ def amdahl(f: float, cores: int, m: int) -> float:
     return 1.0 / (f + (1.0 - f) / busy)
 
 
-def print_prediction(rows, threads, predict_m):
-    print(f"\nMore cores (a prediction, not a measurement): the serial fraction f from each "
-          f"'split' above (see serial_fraction()), and Amdahl's law with it for m = "
-          f"{predict_m:.0e} (memory bandwidth permitting) on 16 and 64 cores")
-    print("| rms/sigma | lattice | encode f | encode, 16 cores | encode, 64 cores | decode f | "
+def print_serial(rows, m, ratio, coder, predict_m):
+    print(f"\nMore cores (a prediction, not a measurement): the serial parts of a call "
+          f"(see serial_rows()) on m = {m} float32 coordinates (rms/sigma = {ratio:g}), coder "
+          f"{coder}, as a fraction f of its time on one thread, and Amdahl's law with f for "
+          f"m = {predict_m:.0e} (memory bandwidth permitting) on 16 and 64 cores")
+    print("| lattice | encode f | encode, 16 cores | encode, 64 cores | decode f | "
           "decode, 16 cores | decode, 64 cores |")
-    print("|---|---|---|---|---|---|---|---|")
-    for ratio, name, r, _ in rows:
-        e, d = serial_fraction(r["e_split"], threads), serial_fraction(r["d_split"], threads)
-        print(f"| {ratio:g} | {name} | {100 * e:.1f}% | {amdahl(e, 16, predict_m):.1f}x | "
+    print("|---|---|---|---|---|---|---|")
+    for name, out in rows:
+        e, d = out["encode"], out["decode"]
+        print(f"| {name} | {100 * e:.1f}% | {amdahl(e, 16, predict_m):.1f}x | "
               f"{amdahl(e, 64, predict_m):.1f}x | {100 * d:.1f}% | {amdahl(d, 16, predict_m):.1f}x "
               f"| {amdahl(d, 64, predict_m):.1f}x |")
 
@@ -260,6 +298,8 @@ def main() -> None:
                     help="coordinates for the memory table (0: skip it)")
     ap.add_argument("--memory-ratio", type=float, default=100.0,
                     help="rms/sigma of the memory table's update (default: the longest payloads)")
+    ap.add_argument("--serial-m", type=int, default=4_000_000,
+                    help="coordinates for the serial-parts table (0: skip it)")
 
     a = ap.parse_args()
     threads = a.threads or cepam.threads.available_cores()
@@ -267,7 +307,9 @@ def main() -> None:
           f"machine: {os.uname().machine}, {_cpu_name()}")
     rows = speed_rows(a.m, a.ratios, a.lattices, a.coder, threads, a.repeat)
     print_speed(rows, a.m, a.coder, threads, a.repeat)
-    print_prediction(rows, threads, 10 ** 8)
+    if a.serial_m > 0:
+        rows = serial_rows(a.serial_m, 1.0, a.lattices, a.coder, a.repeat)
+        print_serial(rows, a.serial_m, 1.0, a.coder, 10 ** 8)
     if a.memory_m > 0:
         rows = memory_rows(a.memory_m, a.memory_ratio, a.lattices, a.coder, threads)
         print_memory(rows, a.memory_m, a.memory_ratio, a.coder, threads)
