@@ -370,6 +370,20 @@ void KeyStream::words(std::uint32_t stream, std::uint64_t first_word, std::size_
   }
 }
 
+namespace {
+
+// The 8 bytes of w, least significant first, as a native word (for XOR
+// with 8 bytes read from memory).
+inline std::uint64_t little_endian(std::uint64_t w) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return __builtin_bswap64(w);
+#else
+  return w;
+#endif
+}
+
+}  // namespace
+
 void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
                    std::size_t len) {
   const KeyStream ks(key, purpose);
@@ -378,8 +392,16 @@ void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* d
   for (std::uint64_t block = 0; len > 0; block += kChunkBlocks) {
     const std::size_t bytes = len < 64 * kChunkBlocks ? len : 64 * kChunkBlocks;
     ks.blocks(0, block, (bytes + 63) / 64, words);
-    // Word w holds keystream bytes 8 w .. 8 w + 7, little-endian.
-    for (std::size_t i = 0; i < bytes; ++i)
+    // Word w holds keystream bytes 8 w .. 8 w + 7, little-endian: whole
+    // words XOR as 8 bytes at a time, read and written in that order.
+    std::size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      std::uint64_t d;
+      std::memcpy(&d, data + i, 8);
+      d ^= little_endian(words[i / 8]);
+      std::memcpy(data + i, &d, 8);
+    }
+    for (; i < bytes; ++i)
       data[i] ^= static_cast<unsigned char>(words[i / 8] >> (8 * (i % 8)));
     data += bytes;
     len -= bytes;
