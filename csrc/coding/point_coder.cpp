@@ -297,6 +297,29 @@ bool PointCoder::listed(const std::int64_t* m) const {
 // j: the valid j form an interval around the minimum, which is at j0 - 1,
 // j0 or j0 + 1 for j0 the nearest integer to the centre.  off and e are
 // offset(K, cur_) and extend(K, ...), written out for a fixed N.
+namespace {
+
+// The run [lo, hi] of the values j with valid(j) (a convex set: the j
+// within the radius) around j0 = floor(centre) (|centre| < 2^52), found
+// from j0, j0 - 1 or j0 + 1; false when none of those is valid.
+template <class Valid>
+bool valid_run(double centre, Valid&& valid, std::int64_t& lo, std::int64_t& hi) {
+  std::int64_t j0 = static_cast<std::int64_t>(centre);
+  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
+  lo = j0;
+  if (!valid(lo)) {
+    if (valid(j0 - 1)) lo = j0 - 1;
+    else if (valid(j0 + 1)) lo = j0 + 1;
+    else return false;
+  }
+  hi = lo;
+  while (valid(lo - 1)) --lo;
+  while (valid(hi + 1)) ++hi;
+  return true;
+}
+
+}  // namespace
+
 template <int N, int K>
 void PointCoder::enumerate(double partial) {
   const double* b = b_.data();
@@ -317,17 +340,8 @@ void PointCoder::enumerate(double partial) {
   // and by a multiplication where 1 / g is a power of two (the same value
   // as the division then).
   const double centre = (inv_g_[K] != 0.0 ? (tk - off) * inv_g_[K] : (tk - off) / g) + 0.5;
-  std::int64_t j0 = static_cast<std::int64_t>(centre);
-  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
-  std::int64_t lo = j0;
-  if (!valid(lo)) {
-    if (valid(j0 - 1)) lo = j0 - 1;
-    else if (valid(j0 + 1)) lo = j0 + 1;
-    else return;
-  }
-  std::int64_t hi = lo;
-  while (valid(lo - 1)) --lo;
-  while (valid(hi + 1)) ++hi;
+  std::int64_t lo, hi;
+  if (!valid_run(centre, valid, lo, hi)) return;
   for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
     cur_[K] = j;
     const double p = distance(j);
@@ -386,17 +400,8 @@ void PointCoder::walk_top(double partial) {
   };
   const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
   const double centre = tk * inv_g_[K] + 0.5;
-  std::int64_t j0 = static_cast<std::int64_t>(centre);
-  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
-  std::int64_t lo = j0;
-  if (!valid(lo)) {
-    if (valid(j0 - 1)) lo = j0 - 1;
-    else if (valid(j0 + 1)) lo = j0 + 1;
-    else return;
-  }
-  std::int64_t hi = lo;
-  while (valid(lo - 1)) --lo;
-  while (valid(hi + 1)) ++hi;
+  std::int64_t lo, hi;
+  if (!valid_run(centre, valid, lo, hi)) return;
   fill_cosets_(t_, coset_);
   for (std::int64_t j = lo; j <= hi; ++j) {
     // x_K = j g: coset 1 (h = 1/2) of E8 when j is odd.

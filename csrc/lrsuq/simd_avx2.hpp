@@ -128,6 +128,17 @@ CEPAM_TARGET_AVX2 inline __m256d log(__m256d x) {
                        _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
 }
 
+// c1 + t (c2 + t (c3 + t (c4 + t c5))), evaluated in that order (the
+// scalar code's operations, lane by lane).
+CEPAM_TARGET_AVX2 inline __m256d horner5(__m256d t, double c1, double c2, double c3, double c4,
+                                         double c5) {
+  __m256d p = _mm256_mul_pd(t, splat(c5));
+  p = _mm256_mul_pd(t, _mm256_add_pd(splat(c4), p));
+  p = _mm256_mul_pd(t, _mm256_add_pd(splat(c3), p));
+  p = _mm256_mul_pd(t, _mm256_add_pd(splat(c2), p));
+  return _mm256_add_pd(splat(c1), p);
+}
+
 // detmath::exp_bounded for four doubles: k by truncation (cvttpd, as the
 // scalar int32 cast, exact for |x| <= 708), 2^k by adding k << 52 to the
 // bits; the scalar code's three early returns are selections.
@@ -145,15 +156,7 @@ CEPAM_TARGET_AVX2 inline __m256d exp_bounded(__m256d x) {
   const __m256d r = _mm256_sub_pd(hi, lo);
   const __m256d t = _mm256_mul_pd(r, r);
   // c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
-  const __m256d poly = _mm256_add_pd(
-      splat(P1),
-      _mm256_mul_pd(
-          t, _mm256_add_pd(
-                 splat(P2),
-                 _mm256_mul_pd(t, _mm256_add_pd(splat(P3),
-                                                _mm256_mul_pd(t, _mm256_add_pd(
-                                                                     splat(P4),
-                                                                     _mm256_mul_pd(t, splat(P5)))))))));
+  const __m256d poly = horner5(t, P1, P2, P3, P4, P5);
   const __m256d c = _mm256_sub_pd(r, _mm256_mul_pd(t, poly));
   // y = 1 - ((lo - (r * c) / (2 - c)) - hi)
   const __m256d y = _mm256_sub_pd(
@@ -181,15 +184,7 @@ CEPAM_TARGET_AVX2 inline __m256d normal_cdf(__m256d z) {
       splat(inv_sqrt_2pi), exp_bounded(_mm256_mul_pd(splat(-0.5), _mm256_mul_pd(z, z))));
   const __m256d t = _mm256_div_pd(splat(1.0), _mm256_add_pd(splat(1.0), _mm256_mul_pd(splat(p), a)));
   // tail = density * (t * (b1 + t * (b2 + t * (b3 + t * (b4 + t * b5)))))
-  const __m256d poly = _mm256_add_pd(
-      splat(b1),
-      _mm256_mul_pd(
-          t, _mm256_add_pd(
-                 splat(b2),
-                 _mm256_mul_pd(t, _mm256_add_pd(splat(b3),
-                                                _mm256_mul_pd(t, _mm256_add_pd(
-                                                                     splat(b4),
-                                                                     _mm256_mul_pd(t, splat(b5)))))))));
+  const __m256d poly = horner5(t, b1, b2, b3, b4, b5);
   const __m256d tail = _mm256_mul_pd(density, _mm256_mul_pd(t, poly));
   __m256d out = _mm256_blendv_pd(_mm256_sub_pd(splat(1.0), tail), tail, negative);
   out = _mm256_blendv_pd(splat(1.0), out, _mm256_cmp_pd(z, splat(38.0), _CMP_LT_OQ));
