@@ -350,7 +350,8 @@ void PointCoder::enumerate(double partial) {
     } else if (count_ == kMaxCandidates) {
       overflow_ = true;
     } else {
-      std::copy(cur_, cur_ + N, cand_.begin() + static_cast<std::ptrdiff_t>(count_ * N));
+      std::int64_t* to = cand_.data() + count_ * N;
+      for (int i = 0; i < N; ++i) to[i] = cur_[i];  // (N fixed: moves inline, no memmove call)
       d2_[count_++] = p;
     }
   }
@@ -448,7 +449,8 @@ bool PointCoder::walk(double partial, const Coset& s, double sum) {
         return false;
       }
       x_[0] = s.x[w][0];
-      std::copy(x_, x_ + N, candx_.begin() + static_cast<std::ptrdiff_t>(count_ * N));
+      double* to = candx_.data() + count_ * N;
+      for (int i = 0; i < N; ++i) to[i] = x_[i];  // (N fixed: moves inline, no memmove call)
       d2_[count_++] = p;
     }
   }
