@@ -279,6 +279,52 @@ AnsSegmentDecoder::AnsSegmentDecoder(const AnsBody& body, std::size_t segment)
       points_(body.segments()[segment].points),
       ans_(body.data() + body.segments()[segment].offset, body.segments()[segment].size) {}
 
+// A block of a segment with a non-diagonal basis, as the decoder meets it:
+// runs of sub-vectors that the box model codes alone (no point table; the
+// whole block where the segment has no point model), each ended by a
+// sub-vector with a table, which takes its point, or the escape and then
+// the box model's symbols.  next() finds the next run [j0, j) (preparing
+// the point coder's table for the sub-vector that ends it: the coder holds
+// the table of the last sub-vector prepared); point() decodes that
+// sub-vector, if any.  Once done(), next() gives an empty run.
+class AnsSegmentDecoder::BoxRuns {
+ public:
+  BoxRuns(AnsSegmentDecoder& d, const TriangularBasis& basis, const MBlock& block)
+      : d_(d), b_(block), n_(static_cast<std::size_t>(basis.n)) {
+    if (!d.box_ || d.box_->n() != basis.n) d.box_ = std::make_unique<BoxBasis>(basis);
+    if (d.points_ && !d.point_coder_) d.point_coder_ = std::make_unique<PointCoder>(d.model_, basis);
+    points_ = d.points_ ? d.point_coder_.get() : nullptr;
+  }
+  bool done() const { return j0_ >= b_.count; }
+  void next() {
+    j_ = j0_;
+    while (j_ < b_.count && !(points_ && points_->prepare(b_.beta[j_], b_.V + j_ * n_))) ++j_;
+  }
+  std::size_t length() const { return j_ - j0_; }
+  const double* beta() const { return b_.beta + j0_; }
+  const double* V() const { return b_.V + j0_ * n_; }
+  std::int64_t* M() const { return b_.M + j0_ * n_; }
+  void point() {
+    if (j_ == b_.count) {
+      j0_ = j_;
+      return;
+    }
+    std::int64_t* m = b_.M + j_ * n_;
+    if (!points_->decode(d_.ans_, m)) {
+      CellCoder(d_.model_).decode_box(*d_.box_, 1, b_.beta + j_, b_.V + j_ * n_, d_.ans_, m);
+      if (points_->listed(m)) throw FormatError("non-canonical escaped lattice point");
+    }
+    j0_ = j_ + 1;
+  }
+
+ private:
+  AnsSegmentDecoder& d_;
+  const MBlock b_;
+  std::size_t n_;
+  PointCoder* points_;
+  std::size_t j0_ = 0, j_ = 0;
+};
+
 void AnsSegmentDecoder::decode_h(double p, std::size_t count, std::uint32_t* H) {
   GeometricCoder(p).decode_batch(count, ans_, H);
 }
@@ -286,28 +332,13 @@ void AnsSegmentDecoder::decode_h(double p, std::size_t count, std::uint32_t* H) 
 void AnsSegmentDecoder::decode_m(const TriangularBasis& basis, std::size_t N, const double* beta,
                                  const double* V, std::int64_t* M) {
   const CellCoder cells(model_);
-  const std::size_t n = static_cast<std::size_t>(basis.n);
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   if (!is_diagonal(basis)) {
-    // Runs of sub-vectors that the box model codes alone (no point table)
-    // in one decode_box; a sub-vector with a table takes its point, or the
-    // escape and then the box model's symbols.  The point coder holds the
-    // table of the last sub-vector prepared: the one after the run.
-    if (!box_ || box_->n() != basis.n) box_ = std::make_unique<BoxBasis>(basis);
-    if (points_ && !point_coder_) point_coder_ = std::make_unique<PointCoder>(model_, basis);
-    PointCoder* points = points_ ? point_coder_.get() : nullptr;
-    for (std::size_t j0 = 0; j0 < N;) {
-      std::size_t j = j0;
-      bool table = false;
-      while (j < N && !(table = points && points->prepare(beta[j], V + j * n))) ++j;
-      if (j > j0) cells.decode_box(*box_, j - j0, beta + j0, V + j0 * n, ans_, M + j0 * n);
-      if (j == N) break;
-      std::int64_t* m = M + j * n;
-      if (!points->decode(ans_, m)) {
-        cells.decode_box(*box_, 1, beta + j, V + j * n, ans_, m);
-        if (points->listed(m)) throw FormatError("non-canonical escaped lattice point");
-      }
-      j0 = j + 1;
+    BoxRuns runs(*this, basis, {N, beta, V, M});
+    while (!runs.done()) {
+      runs.next();
+      cells.decode_box(*box_, runs.length(), runs.beta(), runs.V(), ans_, runs.M());
+      runs.point();
     }
     return;
   }
@@ -326,14 +357,18 @@ void AnsSegmentDecoder::decode_m_with(AnsSegmentDecoder& other, const Triangular
   if (&model_ != &other.model_) throw InvalidArgument("segments of different bodies");
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   if (!is_diagonal(basis)) {
-    if (points_ || other.points_) {  // (runs of the box model between points)
-      decode_m(basis, mine.count, mine.beta, mine.V, mine.M);
-      other.decode_m(basis, theirs.count, theirs.beta, theirs.V, theirs.M);
-      return;
+    // The two segments' runs of the box model side by side (each then
+    // takes its point, if its run ended at one).
+    BoxRuns a(*this, basis, mine), b(other, basis, theirs);
+    const CellCoder cells(model_);
+    while (!a.done() || !b.done()) {
+      a.next();
+      b.next();
+      cells.decode_boxes(*box_, {a.length(), a.beta(), a.V(), &ans_, a.M()},
+                         {b.length(), b.beta(), b.V(), &other.ans_, b.M()});
+      a.point();
+      b.point();
     }
-    if (!box_ || box_->n() != basis.n) box_ = std::make_unique<BoxBasis>(basis);
-    CellCoder(model_).decode_boxes(*box_, {mine.count, mine.beta, mine.V, &ans_, mine.M},
-                                   {theirs.count, theirs.beta, theirs.V, &other.ans_, theirs.M});
     return;
   }
   const CellCoder cells(model_);

@@ -137,10 +137,10 @@ class AnsSegmentDecoder {
   void decode_m(const TriangularBasis& basis, std::size_t count, const double* beta,
                 const double* V, std::int64_t* M);
   // decode_m of a block of this segment and one of another segment of the
-  // same body at once: their decoding chains interleave for a diagonal
-  // basis (Z^n; CellCoder::decode_batches), and for the others where both
-  // segments code M by the box model alone (CellCoder::decode_boxes).  The
-  // same values as decode_m on each in turn; count may be 0 on either side.
+  // same body at once, their decoding chains interleaved: for a diagonal
+  // basis (Z^n) by CellCoder::decode_batches, for the others their runs of
+  // the box model by CellCoder::decode_boxes.  The same values as decode_m
+  // on each in turn; count may be 0 on either side.
   struct MBlock {
     std::size_t count;
     const double* beta;
@@ -154,6 +154,8 @@ class AnsSegmentDecoder {
 
  private:
   const SourceModel& model_;
+  class BoxRuns;  // (ans_body.cpp)
+
   bool points_;  // the point model codes M
   std::unique_ptr<PointCoder> point_coder_;  // (made by the first decode_m)
   std::unique_ptr<BoxBasis> box_;            // (likewise, for a non-diagonal basis)

@@ -536,8 +536,7 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
   } else {
     const bool point_model = uses_point_model(lattice);
     const AnsBody ans(body, len, point_model, segments);
-    const std::uint64_t segments = ans.segments().size();
-    const std::uint64_t framing = segments * segment_prefix(point_model);
+    const std::uint64_t framing = ans.segments().size() * segment_prefix(point_model);
     parts.emplace_back("model", 8 * static_cast<std::uint64_t>(ans.model_size()));
     parts.emplace_back("segments", 8 * framing);
     parts.emplace_back("stream", 8 * (len - ans.model_size() - framing));
