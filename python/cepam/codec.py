@@ -21,6 +21,7 @@ an authentic payload encoded with other settings raises
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import os
 from dataclasses import dataclass
@@ -215,10 +216,19 @@ def _auto_sample_choice(flat: np.ndarray, mechanism: Mechanism, key: bytes,
     run = _AUTO_SAMPLE // _AUTO_BLOCKS
     starts = (np.arange(_AUTO_BLOCKS, dtype=np.int64) * (flat.size - run)) // (_AUTO_BLOCKS - 1)
     sample = flat[(starts[:, None] + np.arange(run, dtype=np.int64)).ravel()]
-    sizes = [len(_core.encode(sample, key=key, mechanism=mechanism.code, scale=mechanism.scale,
-                              lattice=code, n=dim, factor=factor, coder=coder,
-                              threads=threads))
-             for code, dim in candidates]
+
+    def size(candidate: tuple[int, int]) -> int:
+        code, dim = candidate
+        return len(_core.encode(sample, key=key, mechanism=mechanism.code, scale=mechanism.scale,
+                                lattice=code, n=dim, factor=factor, coder=coder, threads=1))
+
+    # The sample is about one segment, a thread's work: with threads to
+    # spare, the candidates run side by side (the core releases the GIL).
+    if threads > 1:
+        with concurrent.futures.ThreadPoolExecutor(min(threads, len(candidates))) as pool:
+            sizes = list(pool.map(size, candidates))
+    else:
+        sizes = [size(c) for c in candidates]
     return candidates[sizes.index(min(sizes))]
 
 
