@@ -139,9 +139,10 @@ def serial_rows(m, ratio, names, coder, repeat):
     HMAC over its bytes, timed as opening it, the same passes) and the
     per-call cost (Python, keys, header: a call on 8 coordinates); decode:
     opening the payload, the output's precision check (an unordered sum of
-    squares) and the per-call cost.  For auto, also its choice on a sample
-    (about one segment a candidate, so one thread at a time): its encode
-    time less that of the lattice it chose.  Left out, as too small to time apart:
+    squares) and the per-call cost.  For auto, also its choice on a sample:
+    its encode time less that of the lattice it chose, halved (the two
+    candidates, about a segment each, run side by side given two threads or
+    more).  Left out, as too small to time apart:
     the native core's own serial steps (the source model's shape, chosen on
     a 1024-cell histogram; starting the threads; joining the segments)."""
     from cepam import _core
@@ -159,7 +160,7 @@ def serial_rows(m, ratio, names, coder, repeat):
                + best_of(repeat, lambda: encode(tiny, name, coder, 1)))
         if name == "auto":
             chosen = cepam.inspect(payload, secret=SECRET).lattice  # "Z" (n = 1) or "E8"
-            enc += max(0.0, one_enc - best_of(repeat, lambda: encode(x, chosen, coder, 1)))
+            enc += max(0.0, one_enc - best_of(repeat, lambda: encode(x, chosen, coder, 1))) / 2
         dec = (opening + best_of(repeat, lambda: _core.sum_of_squares(y, fixed_order=False))
                + best_of(repeat, lambda: cepam.decode(small, secret=SECRET, threads=1)))
         rows.append((name, {"encode": enc / one_enc, "decode": dec / one_dec}))
