@@ -156,7 +156,7 @@ def test_ctrl_c_during_fl_run(tmp_path):
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate()
     finally:
         if proc.poll() is None:
             proc.kill()
