@@ -219,5 +219,9 @@ def test_global_model_is_fedavg_of_the_decoded_updates_and_the_wrong_secret_is_d
         assert len(decoded) == NODES - 1
         for name in ("w", "b"):
             expected = previous[name] + np.mean([u[name] for u in decoded], axis=0)
-            np.testing.assert_allclose(models[rnd][name], expected, rtol=0, atol=2e-7)
+            # The inner FedAvg averages the noisy models (previous + update) in its own
+            # arithmetic; allow a few float32 roundings of the largest value, far below the
+            # noise (sigma / K ~ 0.1).
+            ulp = np.finfo(np.float32).eps * max(1.0, float(np.abs(expected).max()))
+            np.testing.assert_allclose(models[rnd][name], expected, rtol=0, atol=8 * ulp)
     assert len(wrong_nodes) == 1

@@ -413,3 +413,14 @@ def test_an_encoding_failure_tells_the_server_nothing_about_the_update(caplog):
     assert "could not be encoded" in reply.error.reason
     assert "NaN" not in reply.error.reason and "14" not in reply.error.reason
     assert "NaN" in caplog.text  # the detail stays in the client's log
+
+
+def test_the_aggregate_does_not_depend_on_the_order_replies_arrive_in():
+    import copy
+    st = strategy()
+    _, replies = run_round(st, contexts())
+    shuffled = copy.deepcopy(replies[::-1])
+    first, _ = st.aggregate_train(1, copy.deepcopy(replies))
+    second, _ = st.aggregate_train(1, shuffled)
+    for name in first.keys():
+        assert first[name].numpy().tobytes() == second[name].numpy().tobytes(), name

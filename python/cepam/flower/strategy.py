@@ -350,6 +350,10 @@ class CepamStrategy(Strategy):
             reply.content = content
             accepted.append(reply)
             sizes.append(size)
+        # Replies arrive in whatever order the nodes finish and the inner strategy sums
+        # them in list order: fix the order so the global model does not depend on timing.
+        order = sorted(range(len(accepted)), key=lambda i: accepted[i].metadata.src_node_id)
+        accepted, sizes = [accepted[i] for i in order], [sizes[i] for i in order]
         k = len(accepted)
         minimum = 1 if self.budget is None else self.budget.minimum_clients()
         if k < minimum:
