@@ -498,20 +498,21 @@ std::size_t PointCoder::find(const std::int64_t* m) const {
     return count_;
   }
   // A candidate's x is exact, and so is that of m if m is one (then its
-  // x is the first equal one, the x of distinct points being distinct);
-  // an x that equals a candidate's only by rounding (m far away) is told
-  // apart by solving for the candidate's m.
-  std::int64_t mc[8];
-  if (count_ == 1) {  // cheaper: solve for the candidate's m
-    solve(candx_.data(), mc);
-    return std::equal(m, m + n, mc) ? 0 : 1;
-  }
+  // x is the first equal one, the x of distinct points being distinct).
+  // So is that of any m with every |m_k| below 2^40 (halves of integers
+  // below 2^44): an equal x is then the same point.  An x that equals a
+  // candidate's only by rounding (m far away) is told apart by solving for
+  // the candidate's m.
   double x[8];
   if (n_ == 8) to_x<8>(m, x);
   else to_x<4>(m, x);
+  bool exact = true;
+  for (std::size_t k = 0; k < n; ++k) exact &= m[k] < (std::int64_t{1} << 40) && m[k] > -(std::int64_t{1} << 40);
   for (std::size_t i = 0; i < count_; ++i) {
     const double* c = candx_.data() + i * n;
     if (std::equal(x, x + n, c)) {
+      if (exact) return i;
+      std::int64_t mc[8];
       solve(c, mc);
       return std::equal(m, m + n, mc) ? i : count_;
     }

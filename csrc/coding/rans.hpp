@@ -76,6 +76,12 @@ class AnsEncoder {
     return at;
   }
   std::size_t symbols() const { return count_; }
+  // Puts again the symbols [first, symbols()) of `other` (two streams that
+  // share runs of symbols compute them once).
+  void put_copy(const AnsEncoder& other, std::size_t first) {
+    const std::size_t k = other.count_ - first;
+    if (k != 0) std::memcpy(append(k), other.symbols_.get() + first, k * sizeof(AnsSymbol));
+  }
   void reserve(std::size_t symbols) {
     if (symbols > capacity_) grow(symbols - count_);
   }

@@ -142,33 +142,43 @@ void AnsSegmentEncoder::encode_block(std::size_t count, const std::uint32_t* H,
                                      const std::int64_t* M, const double* beta,
                                      const double* V) {
   const std::size_t n = static_cast<std::size_t>(basis_.n);
+  const std::size_t h_first = ans_.symbols();
   encode_h(count, H, ans_);
   if (!is_diagonal(basis_)) {
     // The box model codes every sub-vector into ans_.  The point model's
     // stream equals it up to the first sub-vector with a table: it starts
     // there, as a copy, then takes each sub-vector's point, or the escape
     // and then the box model's symbols (and those of the sub-vectors
-    // without a table).  Both streams take the box symbols of a batch in
-    // runs, ans_ up to box_done, ans_points_ up to run.
-    if (points_started_) encode_h(count, H, ans_points_);
+    // without a table).  The box symbols are computed once, into ans_, and
+    // the point model's stream takes copies of its runs of them.
+    if (points_started_) ans_points_.put_copy(ans_, h_first);
     BoxBatch batch(box_);
     for (std::size_t j0 = 0; j0 < count; j0 += batch.subvectors()) {
       const std::size_t j1 = count - j0 < batch.subvectors() ? count : j0 + batch.subvectors();
       batch.tables(j0, j1, beta, V, M);
-      std::size_t box_done = j0, run = j0;
+      std::size_t box_done = j0;
+      // ans_ takes the box symbols of [box_done, j); ans_points_ a copy.
+      const auto box_run = [&](std::size_t j) {
+        const std::size_t first = ans_.symbols();
+        batch.encode(cells_, j0, box_done, j, ans_);
+        box_done = j;
+        if (points_started_) ans_points_.put_copy(ans_, first);
+      };
       for (std::size_t j = j0; points_ && j < j1; ++j) {
         if (!points_->prepare(beta[j], V + j * n)) continue;
+        box_run(j);
         if (!points_started_) {
-          batch.encode(cells_, j0, box_done, j, ans_);
-          box_done = run = j;
           ans_points_ = ans_;
           points_started_ = true;
         }
-        batch.encode(cells_, j0, run, j, ans_points_);
-        run = points_->encode(M + j * n, ans_points_) ? j + 1 : j;
+        // Sub-vector j: its box symbols into ans_; into ans_points_ its
+        // point, or the escape and then a copy of those.
+        const std::size_t first = ans_.symbols();
+        batch.encode(cells_, j0, j, j + 1, ans_);
+        box_done = j + 1;
+        if (!points_->encode(M + j * n, ans_points_)) ans_points_.put_copy(ans_, first);
       }
-      batch.encode(cells_, j0, box_done, j1, ans_);
-      if (points_started_) batch.encode(cells_, j0, run, j1, ans_points_);
+      box_run(j1);
     }
     return;
   }
