@@ -94,11 +94,18 @@ CEPAM_TARGET_AVX2 std::size_t ball_probabilities_avx2(double n, double rho2, dou
 }
 #endif
 
-// ball_probability for d2[0 .. count), in place.
+// ball_probability for d2[0 .. count), in place; d2 has room for count
+// rounded up to a multiple of 4, where the SIMD form computes the last
+// group whole (on copies of d2[count - 1]; each lane is computed alone, so
+// the others' values do not change).
 void ball_probabilities(double n, double rho2, double sp2, double* d2, std::size_t count) {
   std::size_t i = 0;
 #if CEPAM_X86_DISPATCH
-  if (simd_level() >= SimdLevel::Avx2) i = ball_probabilities_avx2(n, rho2, sp2, d2, count);
+  if (simd_level() >= SimdLevel::Avx2 && count > 0) {
+    const std::size_t whole = (count + 3) & ~std::size_t{3};
+    std::fill(d2 + count, d2 + whole, d2[count - 1]);
+    i = ball_probabilities_avx2(n, rho2, sp2, d2, whole);
+  }
 #endif
   for (; i < count; ++i) d2[i] = ball_probability(n, rho2, sp2, d2[i]);
 }
@@ -569,6 +576,7 @@ void PointCoder::set_table(double rho2, double sp2) {
   }
   const double n = static_cast<double>(n_);
   double total = 0.0;
+  static_assert(kMaxCandidates % 4 == 0, "d2_ has room for the last group of four");
   ball_probabilities(n, rho2, sp2, d2_.data(), count_);  // d2_ now holds P_i
   for (std::size_t i = 0; i < count_; ++i) total += d2_[i];
   if (!(total > 0.0)) {  // every P_i underflowed: a uniform table
