@@ -148,6 +148,29 @@ void throw_on_failure(const unsigned long long* failure_dev, cudaStream_t stream
   throw_subvector_error(j, status, c.limit, H_host != nullptr ? H_host[j - first] : 0u);
 }
 
+// What an encode and a decode call set up alike: the sub-vector
+// configuration, the number of sub-vectors N (n coordinates each, the last
+// padded), the device (current for the call's lifetime), the stream, the
+// sub-vectors per launch and the kernel and transfer timers.
+struct Launch {
+  Launch(const LrsuqParams& p, std::size_t m, int device, std::uintptr_t stream_id)
+      : c(lrsuq_subvector_config(p)),
+        un(static_cast<std::size_t>(p.n)),
+        N((m + un - 1) / un),
+        guard(device),
+        stream(reinterpret_cast<cudaStream_t>(stream_id)),
+        chunk(std::min(kChunk, std::max<std::size_t>(N, 1))),
+        kernel_timer(stream),
+        copy_timer(stream) {}
+
+  const subvector::Config c;
+  const std::size_t un, N;
+  DeviceGuard guard;
+  const cudaStream_t stream;
+  const std::size_t chunk;
+  Timer kernel_timer, copy_timer;
+};
+
 }  // namespace
 
 int device_count(std::string* why) {
@@ -190,42 +213,37 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
                     double factor, int device, std::uintptr_t stream_id, std::uint32_t* H,
                     std::int64_t* M, double* beta, double* V, Timing* timing) {
   check_factor(factor);
-  const subvector::Config c = lrsuq_subvector_config(p);
-  const std::size_t un = static_cast<std::size_t>(p.n);
-  const std::size_t N = (m + un - 1) / un;
-  DeviceGuard guard(device);
-  const auto stream = reinterpret_cast<cudaStream_t>(stream_id);
-  const std::size_t chunk = std::min(kChunk, std::max<std::size_t>(N, 1));
+  Launch L(p, m, device, stream_id);
   // Layout: failure word, H, beta, M, V (8-byte fields first after H's padding).
-  const std::size_t off_h = 8, off_beta = off_h + ((chunk * 4 + 7) / 8) * 8;
-  const std::size_t off_m = off_beta + chunk * 8, off_v = off_m + chunk * un * 8;
-  Scratch scratch(device, off_v + chunk * un * 8);
+  const std::size_t off_h = 8, off_beta = off_h + ((L.chunk * 4 + 7) / 8) * 8;
+  const std::size_t off_m = off_beta + L.chunk * 8, off_v = off_m + L.chunk * L.un * 8;
+  Scratch scratch(device, off_v + L.chunk * L.un * 8);
   auto* failure = scratch.at<unsigned long long>(0);
-  Timer kernel_timer(stream), copy_timer(stream);
   Timing t;
   const Key k = key_words(key);
-  for (std::size_t first = 0; first < N; first += chunk) {
-    const std::size_t count = std::min(chunk, N - first);
-    check(cudaMemcpyAsync(failure, &kNoFailure, sizeof kNoFailure, cudaMemcpyHostToDevice, stream),
+  for (std::size_t first = 0; first < L.N; first += L.chunk) {
+    const std::size_t count = std::min(L.chunk, L.N - first);
+    check(cudaMemcpyAsync(failure, &kNoFailure, sizeof kNoFailure, cudaMemcpyHostToDevice,
+                          L.stream),
           "reset failure flag");
-    kernel_timer.start();
-    encode_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
-        c, k, x, m, factor, first, count, scratch.at<std::uint32_t>(off_h),
+    L.kernel_timer.start();
+    encode_kernel<T><<<blocks_for(count), kThreads, 0, L.stream>>>(
+        L.c, k, x, m, factor, first, count, scratch.at<std::uint32_t>(off_h),
         scratch.at<std::int64_t>(off_m), scratch.at<double>(off_beta), scratch.at<double>(off_v),
         failure);
     check(cudaGetLastError(), "launch the encode kernel");
-    kernel_timer.stop(&t.kernel_ms);
-    throw_on_failure(failure, stream, c, nullptr, first);
-    copy_timer.start();
+    L.kernel_timer.stop(&t.kernel_ms);
+    throw_on_failure(failure, L.stream, L.c, nullptr, first);
+    L.copy_timer.start();
     check(cudaMemcpyAsync(H + first, scratch.at<std::uint32_t>(off_h), count * 4,
-                          cudaMemcpyDeviceToHost, stream), "copy H");
+                          cudaMemcpyDeviceToHost, L.stream), "copy H");
     check(cudaMemcpyAsync(beta + first, scratch.at<double>(off_beta), count * 8,
-                          cudaMemcpyDeviceToHost, stream), "copy beta");
-    check(cudaMemcpyAsync(M + first * un, scratch.at<std::int64_t>(off_m), count * un * 8,
-                          cudaMemcpyDeviceToHost, stream), "copy M");
-    check(cudaMemcpyAsync(V + first * un, scratch.at<double>(off_v), count * un * 8,
-                          cudaMemcpyDeviceToHost, stream), "copy V");
-    copy_timer.stop(&t.transfer_ms);
+                          cudaMemcpyDeviceToHost, L.stream), "copy beta");
+    check(cudaMemcpyAsync(M + first * L.un, scratch.at<std::int64_t>(off_m), count * L.un * 8,
+                          cudaMemcpyDeviceToHost, L.stream), "copy M");
+    check(cudaMemcpyAsync(V + first * L.un, scratch.at<double>(off_v), count * L.un * 8,
+                          cudaMemcpyDeviceToHost, L.stream), "copy V");
+    L.copy_timer.stop(&t.transfer_ms);
   }
   if (timing != nullptr) *timing = t;
 }
@@ -234,35 +252,30 @@ template <class T>
 void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
                     const std::int64_t* M, std::size_t m, int device, std::uintptr_t stream_id,
                     T* y, Timing* timing) {
-  const subvector::Config c = lrsuq_subvector_config(p);
-  const std::size_t un = static_cast<std::size_t>(p.n);
-  const std::size_t N = (m + un - 1) / un;
-  DeviceGuard guard(device);
-  const auto stream = reinterpret_cast<cudaStream_t>(stream_id);
-  const std::size_t chunk = std::min(kChunk, std::max<std::size_t>(N, 1));
-  const std::size_t off_m = 8, off_h = off_m + chunk * un * 8;
-  Scratch scratch(device, off_h + chunk * 4);
+  Launch L(p, m, device, stream_id);
+  const std::size_t off_m = 8, off_h = off_m + L.chunk * L.un * 8;
+  Scratch scratch(device, off_h + L.chunk * 4);
   auto* failure = scratch.at<unsigned long long>(0);
-  Timer kernel_timer(stream), copy_timer(stream);
   Timing t;
   const Key k = key_words(key);
-  for (std::size_t first = 0; first < N; first += chunk) {
-    const std::size_t count = std::min(chunk, N - first);
-    copy_timer.start();
+  for (std::size_t first = 0; first < L.N; first += L.chunk) {
+    const std::size_t count = std::min(L.chunk, L.N - first);
+    L.copy_timer.start();
     check(cudaMemcpyAsync(scratch.at<std::uint32_t>(off_h), H + first, count * 4,
-                          cudaMemcpyHostToDevice, stream), "copy H");
-    check(cudaMemcpyAsync(scratch.at<std::int64_t>(off_m), M + first * un, count * un * 8,
-                          cudaMemcpyHostToDevice, stream), "copy M");
-    check(cudaMemcpyAsync(failure, &kNoFailure, sizeof kNoFailure, cudaMemcpyHostToDevice, stream),
+                          cudaMemcpyHostToDevice, L.stream), "copy H");
+    check(cudaMemcpyAsync(scratch.at<std::int64_t>(off_m), M + first * L.un, count * L.un * 8,
+                          cudaMemcpyHostToDevice, L.stream), "copy M");
+    check(cudaMemcpyAsync(failure, &kNoFailure, sizeof kNoFailure, cudaMemcpyHostToDevice,
+                          L.stream),
           "reset failure flag");
-    copy_timer.stop(&t.transfer_ms);
-    kernel_timer.start();
-    decode_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(
-        c, k, scratch.at<std::uint32_t>(off_h), scratch.at<std::int64_t>(off_m), m, first, count,
+    L.copy_timer.stop(&t.transfer_ms);
+    L.kernel_timer.start();
+    decode_kernel<T><<<blocks_for(count), kThreads, 0, L.stream>>>(
+        L.c, k, scratch.at<std::uint32_t>(off_h), scratch.at<std::int64_t>(off_m), m, first, count,
         y, failure);
     check(cudaGetLastError(), "launch the decode kernel");
-    kernel_timer.stop(&t.kernel_ms);
-    throw_on_failure(failure, stream, c, H + first, first, dtype_name<T>());
+    L.kernel_timer.stop(&t.kernel_ms);
+    throw_on_failure(failure, L.stream, L.c, H + first, first, dtype_name<T>());
   }
   if (timing != nullptr) *timing = t;
 }
