@@ -124,6 +124,24 @@ SegmentRange segment_range(const LrsuqParams& p, std::size_t N, std::size_t s) {
   return {s * S, N - s * S < S ? N : (s + 1) * S};
 }
 
+// How the segments of an ANS body go to the threads.  Where there are
+// segments enough to keep every thread busy, a task takes two segments and
+// codes or decodes them together (their serial chains interleaved); the
+// pairs come first, in a number that is a multiple of the threads, so that
+// they come out even, and the rest (fewer than twice the threads, the
+// short last segment among them) go one a task.  Only the speed depends on
+// it: every segment is coded alone.
+struct SegmentTasks {
+  std::size_t pairs, count;  // the tasks: `pairs` pairs, then single segments
+  SegmentTasks(std::size_t segments, int threads) {
+    const std::size_t w = threads < 1 ? 1 : static_cast<std::size_t>(threads);
+    pairs = segments < 2 * w ? 0 : segments / 2 / w * w;
+    count = segments - pairs;
+  }
+  bool paired(std::size_t t) const { return t < pairs; }
+  std::size_t first(std::size_t t) const { return t < pairs ? 2 * t : pairs + t; }
+};
+
 // Decodes an ANS body, its segments in parallel, block by block, and calls
 // sink(j0, count, block) with each block's symbols and side information
 // (from several threads at once, for disjoint blocks); checks each
@@ -162,17 +180,12 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
     });
     finish(dec, s);
   };
-  // Where there are segments enough to keep every thread busy, a task
-  // decodes two segments, block by block in step, their serial decoding
-  // chains interleaved where the coder allows (AnsSegmentDecoder::
-  // decode_m_with).  A task that fails decodes its segments again one at a
-  // time, so that the error is the first in segment order, as unpaired
-  // (at most twice the work, on the error path only).
-  const std::size_t workers = threads < 1 ? 1 : static_cast<std::size_t>(threads);
-  if (S < 2 * workers) {
-    parallel_for(threads, S, segment);
-    return;
-  }
+  // A pair of segments is decoded block by block in step, their serial
+  // decoding chains interleaved where the coder allows (AnsSegmentDecoder::
+  // decode_m_with).  A pair that fails is decoded again one segment at a
+  // time, so that the error is the first in segment order, as unpaired (at
+  // most twice the work, on the error path only).
+  const SegmentTasks tasks(S, threads);
   const auto pair = [&](std::size_t s) {
     const SegmentRange r0 = segment_range(p, N, s), r1 = segment_range(p, N, s + 1);
     AnsSegmentDecoder d0(ans, s), d1(ans, s + 1);
@@ -191,13 +204,14 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
     finish(d0, s);
     finish(d1, s + 1);
   };
-  parallel_for(threads, (S + 1) / 2, [&](std::size_t t) {
-    if (2 * t + 1 == S) return segment(2 * t);
+  parallel_for(threads, tasks.count, [&](std::size_t t) {
+    const std::size_t s = tasks.first(t);
+    if (!tasks.paired(t)) return segment(s);
     try {
-      pair(2 * t);
+      pair(s);
     } catch (...) {
-      segment(2 * t);
-      segment(2 * t + 1);
+      segment(s);
+      segment(s + 1);
       throw;
     }
   });
@@ -440,15 +454,13 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   const auto keep_last = [&](std::size_t s, std::unique_ptr<AnsSegmentEncoder>& enc) {
     if (s + 1 == S) last = std::move(enc);
   };
-  // With segments enough to keep every thread busy, a task codes two
-  // segments and finishes them together (their rANS streams' chains of
+  // A pair of segments is finished together (their rANS streams' chains of
   // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
-  const std::size_t workers = threads < 1 ? 1 : static_cast<std::size_t>(threads);
-  const std::size_t K = S >= 2 * workers ? 2 : 1;
-  parallel_for(threads, (S + K - 1) / K, [&](std::size_t t) {
-    const std::size_t s = t * K;
+  const SegmentTasks tasks(S, threads);
+  parallel_for(threads, tasks.count, [&](std::size_t t) {
+    const std::size_t s = tasks.first(t);
     auto enc = code(s);
-    if (K == 1 || s + 1 == S) {
+    if (!tasks.paired(t)) {
       enc->finish(segments[s]);
       keep_last(s, enc);
       return;
