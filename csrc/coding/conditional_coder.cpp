@@ -786,7 +786,7 @@ void CellCoder::decode_boxes(const BoxBasis& basis, const BoxBlock& b0, const Bo
 }
 
 void CellCoder::encode_batch(const std::int64_t* j, const double* g, const double* o,
-                             std::size_t count, AnsEncoder& enc) const {
+                             std::size_t count, AnsEncoder& enc, std::size_t* starts) const {
   std::size_t i = 0;
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
@@ -795,17 +795,23 @@ void CellCoder::encode_batch(const std::int64_t* j, const double* g, const doubl
     for (; i + 4 <= count; i += 4) {
       const int plain = encode4_avx2(model_, j + i, g + i, o + i, symbols);
       if (plain == 0xf) {
+        if (starts != nullptr)
+          for (std::size_t l = 0; l < 4; ++l) starts[i + l] = enc.symbols() + l;
         std::memcpy(enc.append(4), symbols, sizeof symbols);
         continue;
       }
       for (int l = 0; l < 4; ++l) {
+        if (starts != nullptr) starts[i + static_cast<std::size_t>(l)] = enc.symbols();
         if ((plain >> l) & 1) enc.put(symbols[l].start, symbols[l].freq);
         else encode(j[i + l], layout(g[i + l], o[i + l]), enc);
       }
     }
   }
 #endif
-  for (; i < count; ++i) encode(j[i], layout(g[i], o[i]), enc);
+  for (; i < count; ++i) {
+    if (starts != nullptr) starts[i] = enc.symbols();
+    encode(j[i], layout(g[i], o[i]), enc);
+  }
 }
 
 void CellCoder::decode_batch(const double* g, const double* o, std::size_t count,

@@ -193,8 +193,9 @@ class CellCoder {
   // same symbols and values as encode and decode one by one; SIMD where
   // the processor has it, and the layouts computed off the decoder's
   // serial chain.
+  // With starts: starts[i] = enc.symbols() before coordinate i's symbols.
   void encode_batch(const std::int64_t* j, const double* g, const double* o, std::size_t count,
-                    AnsEncoder& enc) const;
+                    AnsEncoder& enc, std::size_t* starts = nullptr) const;
   void decode_batch(const double* g, const double* o, std::size_t count, AnsDecoder& dec,
                     std::int64_t* j) const;
   // decode_batch of two streams at once (two segments of a body), their

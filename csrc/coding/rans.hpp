@@ -76,11 +76,16 @@ class AnsEncoder {
     return at;
   }
   std::size_t symbols() const { return count_; }
-  // Puts again the symbols [first, symbols()) of `other` (two streams that
-  // share runs of symbols compute them once).
-  void put_copy(const AnsEncoder& other, std::size_t first) {
-    const std::size_t k = other.count_ - first;
+  // Puts again the symbols [first, last) of `other` (first <= last <=
+  // other.symbols(): two streams that share runs of symbols compute them
+  // once).
+  void put_copy(const AnsEncoder& other, std::size_t first, std::size_t last) {
+    const std::size_t k = last - first;
     if (k != 0) std::memcpy(append(k), other.symbols_.get() + first, k * sizeof(AnsSymbol));
+  }
+  // Drops the symbols after the first `symbols` ones.
+  void truncate(std::size_t symbols) {
+    if (symbols < count_) count_ = symbols;
   }
   void reserve(std::size_t symbols) {
     if (symbols > capacity_) grow(symbols - count_);

@@ -104,12 +104,16 @@ class BoxBatch {
       }
     }
   }
-  // Sub-vectors [j0, j1) of the batch starting at sub-vector `first`, into enc.
-  void encode(const CellCoder& cells, std::size_t first, std::size_t j0, std::size_t j1,
-              AnsEncoder& enc) const {
-    const std::size_t i = (j0 - first) * n_;
-    cells.encode_batch(coded + i, g + i, o + i, (j1 - j0) * n_, enc);
+  // The batch, sub-vectors [first, last), into enc, noting where each
+  // sub-vector's symbols start: sub-vector j's at start(j) (start(last):
+  // the end).
+  void encode(const CellCoder& cells, std::size_t first, std::size_t last, AnsEncoder& enc) {
+    first_ = first;
+    const std::size_t count = (last - first) * n_;
+    cells.encode_batch(coded, g, o, count, enc, starts_);
+    starts_[count] = enc.symbols();
   }
+  std::size_t start(std::size_t j) const { return starts_[(j - first_) * n_]; }
 
   std::int64_t coded[kLayoutBatch];
   double g[kLayoutBatch], o[kLayoutBatch];
@@ -117,6 +121,7 @@ class BoxBatch {
  private:
   const BoxBasis& basis_;
   std::size_t n_;
+  std::size_t first_ = 0, starts_[kLayoutBatch + 1];
 };
 
 }  // namespace
@@ -151,34 +156,31 @@ void AnsSegmentEncoder::encode_block(std::size_t count, const std::uint32_t* H,
     // and then the box model's symbols (and those of the sub-vectors
     // without a table).  The box symbols are computed once, into ans_, and
     // the point model's stream takes copies of its runs of them.
-    if (points_started_) ans_points_.put_copy(ans_, h_first);
+    if (points_started_) ans_points_.put_copy(ans_, h_first, ans_.symbols());
     BoxBatch batch(box_);
     for (std::size_t j0 = 0; j0 < count; j0 += batch.subvectors()) {
       const std::size_t j1 = count - j0 < batch.subvectors() ? count : j0 + batch.subvectors();
       batch.tables(j0, j1, beta, V, M);
-      std::size_t box_done = j0;
-      // ans_ takes the box symbols of [box_done, j); ans_points_ a copy.
-      const auto box_run = [&](std::size_t j) {
-        const std::size_t first = ans_.symbols();
-        batch.encode(cells_, j0, box_done, j, ans_);
-        box_done = j;
-        if (points_started_) ans_points_.put_copy(ans_, first);
+      batch.encode(cells_, j0, j1, ans_);
+      if (!points_) continue;
+      // ans_points_ takes its runs of box symbols from ans_: [start(run), start(j)).
+      std::size_t run = j0;
+      const auto take_run = [&](std::size_t j) {
+        ans_points_.put_copy(ans_, batch.start(run), batch.start(j));
       };
-      for (std::size_t j = j0; points_ && j < j1; ++j) {
+      for (std::size_t j = j0; j < j1; ++j) {
         if (!points_->prepare(beta[j], V + j * n)) continue;
-        box_run(j);
-        if (!points_started_) {
+        if (!points_started_) {  // a copy of ans_ up to sub-vector j
           ans_points_ = ans_;
+          ans_points_.truncate(batch.start(j));
           points_started_ = true;
+        } else {
+          take_run(j);
         }
-        // Sub-vector j: its box symbols into ans_; into ans_points_ its
-        // point, or the escape and then a copy of those.
-        const std::size_t first = ans_.symbols();
-        batch.encode(cells_, j0, j, j + 1, ans_);
-        box_done = j + 1;
-        if (!points_->encode(M + j * n, ans_points_)) ans_points_.put_copy(ans_, first);
+        // Sub-vector j's point, or the escape and then its box symbols.
+        run = points_->encode(M + j * n, ans_points_) ? j + 1 : j;
       }
-      box_run(j1);
+      if (points_started_) take_run(j1);
     }
     return;
   }
