@@ -20,7 +20,8 @@ Each round the wrapper
    (:mod:`.budget`), and releases it only if the privacy budget allows;
 5. hands the noisy models to the inner strategy, each with weight 1 (the
    accountant's average is the plain mean of K updates, so a client cannot
-   weigh in more by claiming more examples).
+   weigh in more by claiming more examples), in node-id order (so the
+   global model does not depend on the order the replies arrived in).
 
 :meth:`start` is Flower's loop with one difference: a round that would
 exceed ``max_epsilon`` is not started (or, when drops lowered its K below
