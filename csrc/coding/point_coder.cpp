@@ -513,8 +513,9 @@ std::size_t PointCoder::find(const std::int64_t* m) const {
   double x[8];
   if (n_ == 8) to_x<8>(m, x);
   else to_x<4>(m, x);
+  constexpr std::int64_t kExact = std::int64_t{1} << 40;
   bool exact = true;
-  for (std::size_t k = 0; k < n; ++k) exact &= m[k] < (std::int64_t{1} << 40) && m[k] > -(std::int64_t{1} << 40);
+  for (std::size_t k = 0; k < n; ++k) exact &= m[k] < kExact && m[k] > -kExact;
   for (std::size_t i = 0; i < count_; ++i) {
     const double* c = candx_.data() + i * n;
     if (std::equal(x, x + n, c)) {
