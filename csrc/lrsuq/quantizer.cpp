@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "common/errors.hpp"
+#include "common/scratch.hpp"
 
 namespace cepam {
 namespace {
@@ -123,10 +123,10 @@ class TrialWords {
   }
 
  private:
-  std::vector<std::uint32_t> stream_;
-  std::vector<std::uint64_t> index_;
-  std::vector<std::uint64_t> blocks_;
-  std::vector<std::size_t> offset_;
+  Scratch<std::uint32_t> stream_;
+  Scratch<std::uint64_t> index_;
+  Scratch<std::uint64_t> blocks_;
+  Scratch<std::size_t> offset_;
 };
 
 // One trial, number `trial`, of the Voronoi lattice's sub-vectors c =
@@ -188,21 +188,21 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   constexpr bool voronoi = Lattice::id != LatticeId::Z;
   constexpr std::size_t chunk = voronoi ? kVoronoiChunk : kChunk;
   const std::size_t zn = voronoi ? 0 : chunk * un;
-  std::vector<std::uint64_t> latent_buf(chunk * W), dither_buf(chunk * un);
-  std::vector<double> radius(chunk), beta(chunk), inv_beta(chunk);
+  Scratch<std::uint64_t> latent_buf(chunk * W), dither_buf(chunk * un);
+  Scratch<double> radius(chunk), beta(chunk), inv_beta(chunk);
   // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
   // and its term of the acceptance test.
-  std::vector<double> beta_e(zn), inv_beta_e(chunk * un), xs(chunk * un), t(chunk * un),
+  Scratch<double> beta_e(zn), inv_beta_e(chunk * un), xs(chunk * un), t(chunk * un),
       dev(zn);
   // The sub-vectors rejected so far (chunk indices), with compacted copies
   // of their elements and radii, dither words and lattice points.
-  std::vector<std::size_t> rejected(chunk);
-  std::vector<double> rt(zn), rxs(zn), rbeta(zn), rradius(voronoi ? 0 : chunk);
-  std::vector<std::uint64_t> rwords(chunk * un);
+  Scratch<std::size_t> rejected(chunk);
+  Scratch<double> rt(zn), rxs(zn), rbeta(zn), rradius(voronoi ? 0 : chunk);
+  Scratch<std::uint64_t> rwords(chunk * un);
   // The rejected sub-vectors' dithers at the current trial, when the side
   // information is wanted.
-  std::vector<double> rdither(V != nullptr ? zn : 0);
-  std::vector<std::int64_t> rq(zn);
+  Scratch<double> rdither(V != nullptr ? zn : 0);
+  Scratch<std::int64_t> rq(zn);
   TrialWords retry(chunk);
 
   for (std::size_t j0 = first; j0 < last; j0 += chunk) {
@@ -385,9 +385,9 @@ class ChunkSideInfo {
   const KeyStream& ks_;
   std::size_t un_, W_;
   double rho_;
-  std::vector<std::uint64_t> latent_buf_, dither_;
-  std::vector<double> beta_;
-  std::vector<std::size_t> later_;
+  Scratch<std::uint64_t> latent_buf_, dither_;
+  Scratch<double> beta_;
+  Scratch<std::size_t> later_;
   TrialWords retry_;
 };
 
@@ -455,7 +455,7 @@ void decode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
                  std::size_t last, std::size_t m, T* out) {
   const std::size_t un = static_cast<std::size_t>(lattice.dim());
   ChunkSideInfo<Lattice, Latent> side(lattice, latent, ks);
-  std::vector<double> V(kChunk * un), beta_e(kChunk * un);
+  Scratch<double> V(kChunk * un), beta_e(kChunk * un);
   for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
     const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
     const std::int64_t* Mc = M + (j0 - first) * un;
@@ -472,7 +472,7 @@ void reconstruct_impl(const Lattice& lattice, const double* beta, const double* 
                       const std::int64_t* M, std::size_t first, std::size_t last, std::size_t m,
                       T* out) {
   const std::size_t un = static_cast<std::size_t>(lattice.dim());
-  std::vector<double> beta_e(kChunk * un);
+  Scratch<double> beta_e(kChunk * un);
   for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
     const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
     const std::size_t c0 = j0 - first;
@@ -751,7 +751,7 @@ void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first
                   std::size_t count, double* out) {
   dispatch(p, [&](const auto&, const auto& latent) {
     const std::size_t W = static_cast<std::size_t>(latent.words());
-    std::vector<std::uint64_t> words(count * W);
+    Scratch<std::uint64_t> words(count * W);
     ks.words(0, first * W, count * W, words.data());
     latent.radii(words.data(), count, out);
   });

@@ -1,0 +1,30 @@
+// Scratch<T>: n values of a trivial type T on the heap, NOT initialised
+// (a std::vector would zero them first): for working arrays that every
+// user writes before it reads, allocated once per call of a chunked loop,
+// where zero-filling them would cost a pass over memory per call.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+
+namespace cepam {
+
+template <class T>
+class Scratch {
+  static_assert(std::is_trivially_default_constructible_v<T>, "left uninitialised");
+
+ public:
+  explicit Scratch(std::size_t n) : data_(n != 0 ? new T[n] : nullptr), size_(n) {}
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  std::size_t size_;
+};
+
+}  // namespace cepam
