@@ -10,6 +10,7 @@
 #include "payload/ans_body.hpp"
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
+#include "common/scratch.hpp"
 
 namespace cepam {
 namespace {
@@ -96,16 +97,12 @@ std::size_t pieces(std::size_t N, std::size_t size) { return N / size + (N % siz
 // The buffers of one ANS block: trial indices, lattice points and side
 // information (beta, dither) of up to kAnsBlock sub-vectors.
 struct AnsBlock {
-  std::vector<std::uint32_t> H;
-  std::vector<std::int64_t> M;
-  std::vector<double> beta, V;
-  AnsBlock(std::size_t N, std::size_t n) {
-    const std::size_t block = N < kAnsBlock ? N : kAnsBlock;
-    H.resize(block);
-    M.resize(block * n);
-    beta.resize(block);
-    V.resize(block * n);
-  }
+  Scratch<std::uint32_t> H;
+  Scratch<std::int64_t> M;
+  Scratch<double> beta, V;
+  AnsBlock(std::size_t N, std::size_t n)
+      : H(block(N)), M(block(N) * n), beta(block(N)), V(block(N) * n) {}
+  static std::size_t block(std::size_t N) { return N < kAnsBlock ? N : kAnsBlock; }
 };
 
 // Calls f(j0, count) for the blocks of kAnsBlock sub-vectors that cover [first, last).
@@ -525,8 +522,8 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
   M.assign(N * n, 0);
   decode_ans_blocks(p, ks, body, len, m, threads,
                     [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
-    std::copy_n(b.H.begin(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
-    std::copy_n(b.M.begin(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
+    std::copy_n(b.H.data(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
+    std::copy_n(b.M.data(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
   });
 }
 
