@@ -113,7 +113,8 @@ def _print_report(r: dict[str, Any]) -> None:
     print(f"  compression        {r['compression_vs_float32']:.1f}x smaller than float32")
     print(f"  noise std          {r['noise_std']:.5g} = {r['noise_std_over_sigma']:.4f} sigma "
           f"(mean {r['noise_mean']:.2g})")
-    print(f"  KS test vs N(0, sigma^2)   D = {r['ks_statistic']:.5f}, p = {r['ks_p_value']:.3f}")
+    print(f"  KS test vs N(0, sigma^2)   D = {r['ks_statistic']:.5f}, p = {r['ks_p_value']:.3f} "
+          "(uniform on [0, 1] for exactly Gaussian noise)")
     print(f"  throughput         encode {r['encode_coords_per_s'] / 1e6:.1f} M coords/s, "
           f"decode {r['decode_coords_per_s'] / 1e6:.1f} M coords/s "
           f"({r['threads']} thread{'s' if r['threads'] > 1 else ''})")
