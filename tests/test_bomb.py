@@ -88,7 +88,7 @@ def peak_memory(payload: bytes, **decode_args) -> dict:
                            "grew": grew}}))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=600, check=True)
+                         check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

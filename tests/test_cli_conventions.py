@@ -44,12 +44,12 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def cepam_cli(*argv: str, without: tuple[str, ...] = (), cwd: Path | None = None,
-              timeout: float = 300) -> subprocess.CompletedProcess:
+def cepam_cli(*argv: str, without: tuple[str, ...] = (), cwd: Path | None = None
+              ) -> subprocess.CompletedProcess:
     """Runs ``cepam ARGV`` in a fresh interpreter in which ``without`` cannot be imported."""
     code = _BLOCKER.format(blocked=set(without))
     return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=timeout)
+                          cwd=cwd or ROOT)
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
