@@ -143,9 +143,7 @@ CEPAM_TARGET_AVX2 inline __m256d horner5(__m256d t, double c1, double c2, double
 // scalar int32 cast, exact for |x| <= 708), 2^k by adding k << 52 to the
 // bits; the scalar code's three early returns are selections.
 CEPAM_TARGET_AVX2 inline __m256d exp_bounded(__m256d x) {
-  using detmath::fdlibm::ln2_hi;
-  using detmath::fdlibm::ln2_lo;
-  using namespace detmath::fdlibm_exp;
+  using namespace detmath::fdlibm;
   const __m256d zero = _mm256_setzero_pd();
   // k = (int32)(inv_ln2 * x + (x < 0 ? -0.5 : 0.5))
   const __m256d half = _mm256_blendv_pd(splat(0.5), splat(-0.5), _mm256_cmp_pd(x, zero, _CMP_LT_OQ));

@@ -64,6 +64,13 @@ inline constexpr double S3 = -1.98412698298579493134e-04;
 inline constexpr double S4 = 2.75573137070700676789e-06;
 inline constexpr double S5 = -2.50507602534068634195e-08;
 inline constexpr double S6 = 1.58969099521155010221e-10;
+// e_exp.c
+inline constexpr double inv_ln2 = 1.44269504088896338700e+00;
+inline constexpr double P1 = 1.66666666666666019037e-01;
+inline constexpr double P2 = -2.77777777770155933842e-03;
+inline constexpr double P3 = 6.61375632143793436117e-05;
+inline constexpr double P4 = -1.65339022054652515390e-06;
+inline constexpr double P5 = 4.13813679705723846039e-08;
 }  // namespace fdlibm
 
 // Natural logarithm of a positive, normal, finite double (fdlibm e_log.c,
@@ -134,19 +141,8 @@ CEPAM_HD inline double cos2pi_squared(double t) {
 
 // e^x for |x| <= 708 (fdlibm e_exp.c, main path, error below 1 ulp); 0
 // below -708 (where the result would be subnormal), +inf above 708.
-namespace fdlibm_exp {
-inline constexpr double inv_ln2 = 1.44269504088896338700e+00;
-inline constexpr double P1 = 1.66666666666666019037e-01;
-inline constexpr double P2 = -2.77777777770155933842e-03;
-inline constexpr double P3 = 6.61375632143793436117e-05;
-inline constexpr double P4 = -1.65339022054652515390e-06;
-inline constexpr double P5 = 4.13813679705723846039e-08;
-}  // namespace fdlibm_exp
-
 inline double exp_bounded(double x) {
-  using fdlibm::ln2_hi;
-  using fdlibm::ln2_lo;
-  using namespace fdlibm_exp;
+  using namespace fdlibm;
   if (!(x > -708.0)) return 0.0;
   if (x > 708.0) return std::numeric_limits<double>::infinity();
   if (x > -0x1.0p-28 && x < 0x1.0p-28) return 1.0 + x;
