@@ -111,18 +111,21 @@ struct Avx2Ops {
   }
 };
 
-template <template <class> class Lat>
-std::size_t trials_avx2(std::uint32_t trial, const std::uint64_t* w, const std::size_t* idx,
-                        std::size_t count, const double* t, const double* xs, const double* beta,
-                        const double* radius, std::uint32_t* H, std::int64_t* q, double* V,
-                        std::size_t* rej, std::size_t* nrej) {
-  return lanes::trials<Avx2Ops, Lat<Avx2Ops>>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
-                                              rej, nrej);
+// The AVX2 entry points (compiled for AVX2, like the lane code they choose).
+std::size_t trials_avx2(LatticeId id, std::uint32_t trial, const std::uint64_t* w,
+                        const std::size_t* idx, std::size_t count, const double* t,
+                        const double* xs, const double* beta, const double* radius,
+                        std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
+                        std::size_t* nrej) {
+  return lanes::by_lattice<Avx2Ops>(id, [&](auto lat) {
+    return lanes::trials<Avx2Ops, decltype(lat)>(trial, w, idx, count, t, xs, beta, radius, H, q,
+                                                 V, rej, nrej);
+  });
 }
 
-template <template <class> class Lat>
-std::size_t dither_avx2(const std::uint64_t* w, std::size_t count, double* v) {
-  return lanes::dithers<Avx2Ops, Lat<Avx2Ops>>(w, count, v);
+std::size_t dither_avx2(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
+  return lanes::by_lattice<Avx2Ops>(
+      id, [&](auto lat) { return lanes::dithers<Avx2Ops, decltype(lat)>(w, count, v); });
 }
 
 #endif  // CEPAM_X86_DISPATCH
@@ -156,17 +159,8 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
   if (simd_avx512dq())
     return avx512::voronoi_trials(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
                                   nrej);
-  if (use_avx2()) {
-    if (id == LatticeId::E8)
-      return trials_avx2<lanes::E8>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
-                                    nrej);
-    if (id == LatticeId::D4)
-      return trials_avx2<lanes::D4>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
-                                    nrej);
-    if (id == LatticeId::A2)
-      return trials_avx2<lanes::A2>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
-                                    nrej);
-  }
+  if (use_avx2())
+    return trials_avx2(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej, nrej);
 #else
   (void)id, (void)trial, (void)w, (void)idx, (void)count, (void)t, (void)xs, (void)beta,
       (void)radius, (void)H, (void)q, (void)V, (void)rej;
@@ -177,11 +171,7 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
 std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) return avx512::voronoi_dither(id, w, count, v);
-  if (use_avx2()) {
-    if (id == LatticeId::E8) return dither_avx2<lanes::E8>(w, count, v);
-    if (id == LatticeId::D4) return dither_avx2<lanes::D4>(w, count, v);
-    if (id == LatticeId::A2) return dither_avx2<lanes::A2>(w, count, v);
-  }
+  if (use_avx2()) return dither_avx2(id, w, count, v);
 #else
   (void)id, (void)w, (void)count, (void)v;
 #endif

@@ -178,26 +178,19 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
                            std::size_t* nrej) {
   using S = Avx512Ops;
   *nrej = 0;
-  if (id == LatticeId::E8)
-    return lanes::trials<S, lanes::E8<S>>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
-                                          rej, nrej);
-  if (id == LatticeId::D4)
-    return lanes::trials<S, lanes::D4<S>>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
-                                          rej, nrej);
-  if (id == LatticeId::A2)
-    return lanes::trials<S, lanes::A2<S>>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
-                                          rej, nrej);
-  return 0;
+  return lanes::by_lattice<S>(id, [&](auto lat) {
+    return lanes::trials<S, decltype(lat)>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
+                                           rej, nrej);
+  });
 }
 
 template <class T>
 std::size_t voronoi_reconstruct(LatticeId id, const std::int64_t* q, const double* v,
                                 const double* beta, std::size_t count, T* y) {
   using S = Avx512Ops;
-  if (id == LatticeId::E8) return lanes::reconstructs<S, lanes::E8<S>>(q, v, beta, count, y);
-  if (id == LatticeId::D4) return lanes::reconstructs<S, lanes::D4<S>>(q, v, beta, count, y);
-  if (id == LatticeId::A2) return lanes::reconstructs<S, lanes::A2<S>>(q, v, beta, count, y);
-  return 0;
+  return lanes::by_lattice<S>(id, [&](auto lat) {
+    return lanes::reconstructs<S, decltype(lat)>(q, v, beta, count, y);
+  });
 }
 template std::size_t voronoi_reconstruct<float>(LatticeId, const std::int64_t*, const double*,
                                                 const double*, std::size_t, float*);
@@ -206,10 +199,8 @@ template std::size_t voronoi_reconstruct<double>(LatticeId, const std::int64_t*,
 
 std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
   using S = Avx512Ops;
-  if (id == LatticeId::E8) return lanes::dithers<S, lanes::E8<S>>(w, count, v);
-  if (id == LatticeId::D4) return lanes::dithers<S, lanes::D4<S>>(w, count, v);
-  if (id == LatticeId::A2) return lanes::dithers<S, lanes::A2<S>>(w, count, v);
-  return 0;
+  return lanes::by_lattice<S>(id,
+                              [&](auto lat) { return lanes::dithers<S, decltype(lat)>(w, count, v); });
 }
 
 }  // namespace cepam::kernels::avx512

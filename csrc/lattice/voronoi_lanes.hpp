@@ -38,6 +38,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lattice/lattice.hpp"  // (included before the target pragma, by voronoi_kernels.hpp)
+
 namespace cepam::kernels::lanes {
 
 // lattice_detail::closest_dn for S::L lanes, in two steps.  Rounding:
@@ -387,6 +389,18 @@ inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std
   }
   *nrej = r;
   return i0 < count ? i0 : count;
+}
+
+// f(Lat{}) for the lattice named by id (A2, D4 or E8, over S), or 0 for any
+// other: the one place that maps a LatticeId to its lane code.
+template <class S, class F>
+inline std::size_t by_lattice(LatticeId id, F&& f) {
+  switch (id) {
+    case LatticeId::E8: return f(E8<S>{});
+    case LatticeId::D4: return f(D4<S>{});
+    case LatticeId::A2: return f(A2<S>{});
+    default: return 0;
+  }
 }
 
 }  // namespace cepam::kernels::lanes
