@@ -42,6 +42,13 @@
 
 namespace cepam::kernels::lanes {
 
+// round_half_up_i64 as a double: floor, plus one where t - floor(t) >= 1/2.
+template <class S>
+inline typename S::D round_half_up(typename S::D t) {
+  const typename S::D f = S::floor(t);
+  return S::add_where(S::ge(S::sub(t, f), S::splat(0.5)), f, S::splat(1.0));
+}
+
 // lattice_detail::closest_dn for S::L lanes, in two steps.  Rounding:
 // g[k] = round_half_up(t[k]), e[k] = t[k] - g[k]; returns the squared
 // distance of the D_N point (sum e_k^2, + 1 - 2 |e_w| where the sum of the
@@ -59,9 +66,7 @@ inline typename S::D round_dn(const typename S::D* t, typename S::D* g, typename
   const D zero = S::splat(0.0), one = S::splat(1.0);
   D d2 = zero, worst = S::splat(-1.0), which = zero, sum = zero;
   for (int k = 0; k < N; ++k) {
-    // round_half_up_i64: floor, plus one where t - floor(t) >= 1/2.
-    const D f = S::floor(t[k]);
-    g[k] = S::add_where(S::ge(S::sub(t[k], f), S::splat(0.5)), f, one);
+    g[k] = round_half_up<S>(t[k]);
     e[k] = S::sub(t[k], g[k]);
     d2 = S::add(d2, S::mul(e[k], e[k]));
     sum = S::add(sum, g[k]);
@@ -93,31 +98,24 @@ struct A2 {
   static constexpr int N = 2;
   static D h() { return S::splat(std::sqrt(3.0) * 0.5); }  // LatticeA2::h()
 
-  // p = G^T u: (u0 + u1 / 2, u1 h).
-  static void parallelepiped(const D* u, D* p) {
-    p[0] = S::add(u[0], S::mul(u[1], S::splat(0.5)));
-    p[1] = S::mul(u[1], h());
+  // p = G^T (a, b) = (a + b / 2, b h).
+  static void combine(D a, D b, D* p) {
+    p[0] = S::add(a, S::mul(b, S::splat(0.5)));
+    p[1] = S::mul(b, h());
   }
+
+  static void parallelepiped(const D* u, D* p) { combine(u[0], u[1], p); }
 
   // LatticeA2::to_point of integer basis coordinates (S::I).
   template <class I>
   static void to_point(const I* m, D* p) {
-    const D m0 = S::to_double(m[0]), m1 = S::to_double(m[1]);
-    p[0] = S::add(m0, S::mul(m1, S::splat(0.5)));
-    p[1] = S::mul(m1, h());
+    combine(S::to_double(m[0]), S::to_double(m[1]), p);
   }
 
-  // round_half_up as a double.
-  static D round(D t) {
-    const D f = S::floor(t);
-    return S::add_where(S::ge(S::sub(t, f), S::splat(0.5)), f, S::splat(1.0));
-  }
-
-  // The point (m0 + m1 / 2, m1 h) and its squared distance from t,
+  // The point G^T (m0, m1) and its squared distance from t,
   // (0 + (t0 - p0)^2) + (t1 - p1)^2.
   static D point(const D* t, D m0, D m1, D* p) {
-    p[0] = S::add(m0, S::mul(m1, S::splat(0.5)));
-    p[1] = S::mul(m1, h());
+    combine(m0, m1, p);
     const D d0 = S::sub(t[0], p[0]), d1 = S::sub(t[1], p[1]);
     return S::add(S::add(S::splat(0.0), S::mul(d0, d0)), S::mul(d1, d1));
   }
@@ -128,8 +126,9 @@ struct A2 {
   // on ties.  m: the basis coordinates.
   static void closest(const D* t, D* p, D* m) {
     const D s = S::div(t[1], S::mul(S::splat(2.0), h()));
-    const D a0 = round(t[0]), b0 = round(s);
-    const D a1 = round(S::sub(t[0], S::splat(0.5))), b1 = round(S::sub(s, S::splat(0.5)));
+    const D a0 = round_half_up<S>(t[0]), b0 = round_half_up<S>(s);
+    const D a1 = round_half_up<S>(S::sub(t[0], S::splat(0.5)));
+    const D b1 = round_half_up<S>(S::sub(s, S::splat(0.5)));
     const D m00 = S::sub(a0, b0), m01 = S::add(b0, b0);
     const D m10 = S::sub(a1, b1), m11 = S::add(S::add(b1, b1), S::splat(1.0));
     D p0[2], p1[2];

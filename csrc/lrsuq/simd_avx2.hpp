@@ -78,6 +78,15 @@ CEPAM_TARGET_AVX2 inline __m256i load_strided(const std::uint64_t* p, std::size_
 
 CEPAM_TARGET_AVX2 inline __m256d splat(double v) { return _mm256_set1_pd(v); }
 
+// c0 + t (c1 + t (c2 + ...)), innermost first: the scalar code's Horner
+// chains (the operands of a product or sum in either order: the same IEEE
+// result).
+CEPAM_TARGET_AVX2 inline __m256d horner(__m256d, double c) { return splat(c); }
+template <class... More>
+CEPAM_TARGET_AVX2 inline __m256d horner(__m256d t, double c, More... more) {
+  return _mm256_add_pd(splat(c), _mm256_mul_pd(t, horner(t, more...)));
+}
+
 // detmath::log for four doubles.
 CEPAM_TARGET_AVX2 inline __m256d log(__m256d x) {
   using namespace detmath::fdlibm;
@@ -107,18 +116,9 @@ CEPAM_TARGET_AVX2 inline __m256d log(__m256d x) {
   const __m256d s = _mm256_div_pd(f, _mm256_add_pd(splat(2.0), f));
   const __m256d z = _mm256_mul_pd(s, s);
   const __m256d w = _mm256_mul_pd(z, z);
-  // t1 = w * (Lg2 + w * (Lg4 + w * Lg6))
-  const __m256d t1 = _mm256_mul_pd(
-      w, _mm256_add_pd(splat(Lg2),
-                       _mm256_mul_pd(w, _mm256_add_pd(splat(Lg4), _mm256_mul_pd(w, splat(Lg6))))));
-  // t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)))
-  const __m256d t2 = _mm256_mul_pd(
-      z, _mm256_add_pd(
-             splat(Lg1),
-             _mm256_mul_pd(w, _mm256_add_pd(splat(Lg3),
-                                            _mm256_mul_pd(w, _mm256_add_pd(
-                                                                 splat(Lg5),
-                                                                 _mm256_mul_pd(w, splat(Lg7))))))));
+  // t1 = w * (Lg2 + w * (Lg4 + w * Lg6)), t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)))
+  const __m256d t1 = _mm256_mul_pd(w, horner(w, Lg2, Lg4, Lg6));
+  const __m256d t2 = _mm256_mul_pd(z, horner(w, Lg1, Lg3, Lg5, Lg7));
   const __m256d R = _mm256_add_pd(t2, t1);
   const __m256d hfsq = _mm256_mul_pd(_mm256_mul_pd(splat(0.5), f), f);  // 0.5 * f * f
   // dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f)
@@ -126,17 +126,6 @@ CEPAM_TARGET_AVX2 inline __m256d log(__m256d x) {
                                       _mm256_mul_pd(dk, splat(ln2_lo)));
   return _mm256_sub_pd(_mm256_mul_pd(dk, splat(ln2_hi)),
                        _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
-}
-
-// c1 + t (c2 + t (c3 + t (c4 + t c5))), evaluated in that order (the
-// scalar code's operations, lane by lane).
-CEPAM_TARGET_AVX2 inline __m256d horner5(__m256d t, double c1, double c2, double c3, double c4,
-                                         double c5) {
-  __m256d p = _mm256_mul_pd(t, splat(c5));
-  p = _mm256_mul_pd(t, _mm256_add_pd(splat(c4), p));
-  p = _mm256_mul_pd(t, _mm256_add_pd(splat(c3), p));
-  p = _mm256_mul_pd(t, _mm256_add_pd(splat(c2), p));
-  return _mm256_add_pd(splat(c1), p);
 }
 
 // detmath::exp_bounded for four doubles: k by truncation (cvttpd, as the
@@ -154,7 +143,7 @@ CEPAM_TARGET_AVX2 inline __m256d exp_bounded(__m256d x) {
   const __m256d r = _mm256_sub_pd(hi, lo);
   const __m256d t = _mm256_mul_pd(r, r);
   // c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
-  const __m256d poly = horner5(t, P1, P2, P3, P4, P5);
+  const __m256d poly = horner(t, P1, P2, P3, P4, P5);
   const __m256d c = _mm256_sub_pd(r, _mm256_mul_pd(t, poly));
   // y = 1 - ((lo - (r * c) / (2 - c)) - hi)
   const __m256d y = _mm256_sub_pd(
@@ -182,7 +171,7 @@ CEPAM_TARGET_AVX2 inline __m256d normal_cdf(__m256d z) {
       splat(inv_sqrt_2pi), exp_bounded(_mm256_mul_pd(splat(-0.5), _mm256_mul_pd(z, z))));
   const __m256d t = _mm256_div_pd(splat(1.0), _mm256_add_pd(splat(1.0), _mm256_mul_pd(splat(p), a)));
   // tail = density * (t * (b1 + t * (b2 + t * (b3 + t * (b4 + t * b5)))))
-  const __m256d poly = horner5(t, b1, b2, b3, b4, b5);
+  const __m256d poly = horner(t, b1, b2, b3, b4, b5);
   const __m256d tail = _mm256_mul_pd(density, _mm256_mul_pd(t, poly));
   __m256d out = _mm256_blendv_pd(_mm256_sub_pd(splat(1.0), tail), tail, negative);
   out = _mm256_blendv_pd(splat(1.0), out, _mm256_cmp_pd(z, splat(38.0), _CMP_LT_OQ));
@@ -193,12 +182,7 @@ CEPAM_TARGET_AVX2 inline __m256d kernel_cos(__m256d x) {
   using namespace detmath::fdlibm;
   const __m256d z = _mm256_mul_pd(x, x);
   // r = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))))
-  __m256d p = _mm256_add_pd(splat(C5), _mm256_mul_pd(z, splat(C6)));
-  p = _mm256_add_pd(splat(C4), _mm256_mul_pd(z, p));
-  p = _mm256_add_pd(splat(C3), _mm256_mul_pd(z, p));
-  p = _mm256_add_pd(splat(C2), _mm256_mul_pd(z, p));
-  p = _mm256_add_pd(splat(C1), _mm256_mul_pd(z, p));
-  const __m256d r = _mm256_mul_pd(z, p);
+  const __m256d r = _mm256_mul_pd(z, horner(z, C1, C2, C3, C4, C5, C6));
   const __m256d hz = _mm256_mul_pd(splat(0.5), z);
   const __m256d w = _mm256_sub_pd(splat(1.0), hz);
   // w + (((1.0 - w) - hz) + z * r)
@@ -211,10 +195,7 @@ CEPAM_TARGET_AVX2 inline __m256d kernel_sin(__m256d x) {
   const __m256d z = _mm256_mul_pd(x, x);
   const __m256d v = _mm256_mul_pd(z, x);
   // r = S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)))
-  __m256d r = _mm256_add_pd(splat(S5), _mm256_mul_pd(z, splat(S6)));
-  r = _mm256_add_pd(splat(S4), _mm256_mul_pd(z, r));
-  r = _mm256_add_pd(splat(S3), _mm256_mul_pd(z, r));
-  r = _mm256_add_pd(splat(S2), _mm256_mul_pd(z, r));
+  const __m256d r = horner(z, S2, S3, S4, S5, S6);
   // x + v * (S1 + z * r)
   return _mm256_add_pd(x, _mm256_mul_pd(v, _mm256_add_pd(splat(S1), _mm256_mul_pd(z, r))));
 }
