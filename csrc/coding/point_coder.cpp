@@ -1,6 +1,7 @@
 #include "coding/point_coder.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -133,9 +134,6 @@ double radius_for(int n, double cell_volume, double points) {
 // least that, so a subtree whose partial sum plus below exceeds R^2 holds
 // no candidate) and windows, for h = 0 (D4) or h = 0 and 1/2 (E8), at
 // every level (the top one unused).
-// The floor is r - (r > c), r = (c + 1.5 2^52) - 1.5 2^52 the nearest
-// integer to c (exact for |c| < 2^51; c = u + 1/2 is never -0, so no floor
-// gives -0).
 template <int N>
 inline void set_bounds(const double* d2, PointCoder::Coset& s) {
   double below = 0.0;
@@ -146,8 +144,11 @@ inline void set_bounds(const double* d2, PointCoder::Coset& s) {
   }
 }
 
+// The cosets' tables, portably.  The floor is r - (r > c), r = (c + 1.5
+// 2^52) - 1.5 2^52 the nearest integer to c (exact for |c| < 2^51; c = u +
+// 1/2 is never -0, so no floor gives -0).
 template <int N>
-inline void fill_cosets_loop(const double* __restrict t, PointCoder::Coset* __restrict s) {
+void fill_cosets_portable(const double* __restrict t, PointCoder::Coset* __restrict s) {
   constexpr int W = kWindow<N>;
   constexpr int kCosets = N == 8 ? 2 : 1;
   constexpr double kRound = 0x1.8p52;
@@ -177,13 +178,8 @@ inline void fill_cosets_loop(const double* __restrict t, PointCoder::Coset* __re
   }
 }
 
-template <int N>
-void fill_cosets_portable(const double* t, PointCoder::Coset* s) {
-  fill_cosets_loop<N>(t, s);
-}
-
 #if CEPAM_X86_DISPATCH
-// fill_cosets_loop for four levels at a time (the floor by roundpd, the
+// fill_cosets_portable for four levels at a time (the floor by roundpd, the
 // same integer).
 template <int N>
 CEPAM_TARGET_AVX2 void fill_cosets_avx2(const double* t, PointCoder::Coset* s) {
@@ -238,7 +234,6 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   const auto is_basis = [&](const double* rows) { return std::equal(b_.begin(), b_.end(), rows); };
   // (The windows need r_cap + 1/2 + 2^-10 <= kWindow + 1: D4 2.40 <= 3, E8
   // 1.79 <= 2.)
-  walked_ = true;
   if (n_ == 4 && is_basis(LatticeD4::basis_rows()) && r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<4> + 1) {
     enumerate_ = &PointCoder::walk_top<4>;
     fill_cosets_ = fill_cosets_for<4>();
@@ -249,7 +244,6 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
   } else {
     enumerate_ = enumerator(n_);
     fill_cosets_ = nullptr;
-    walked_ = false;
   }
   for (int k = 0; k < n_; ++k) {
     terms_[k] = 0;
@@ -259,10 +253,10 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
     int e;
     inv_g_[k] = (std::frexp(g, &e) == 0.5) ? 1.0 / g : 0.0;  // exact: g = 2^(e - 1)
   }
-  if (walked_) {
+  if (walked()) {
     const int most = n_ == 8 ? kTerms<8> : kTerms<4>;
     for (int k = 0; k < n_; ++k) {
-      if (terms_[k] > most) throw InvalidArgument("lattice basis has too many terms");
+      assert(terms_[k] <= most);  // (the D4 and E8 bases: at most kTerms by construction)
       for (int t = 0; t < most; ++t) {
         const bool term = t < terms_[k];
         pad_row_[k][t] = term ? term_row_[k][t] : n_;  // m_n: a zero
@@ -271,7 +265,7 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
     }
   }
   usable_ = std::isfinite(mu_) && std::isfinite(var_);
-  if (walked_) candx_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
+  if (walked()) candx_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   else cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   d2_.resize(kMaxCandidates);
   cum_.resize(kMaxCandidates + 1);
@@ -298,12 +292,6 @@ bool PointCoder::listed(const std::int64_t* m) const {
   return partial <= r2_;
 }
 
-// The candidates m_k at level K, given cur_[i] for i > K: those whose
-// partial sums stay within R^2.  e = (off + j G_KK) - t_K is non-decreasing
-// in j (every rounding is monotone), so the partial sum is quasi-convex in
-// j: the valid j form an interval around the minimum, which is at j0 - 1,
-// j0 or j0 + 1 for j0 the nearest integer to the centre.  off and e are
-// offset(K, cur_) and extend(K, ...), written out for a fixed N.
 namespace {
 
 // The run [lo, hi] of the values j with valid(j) (a convex set: the j
@@ -327,6 +315,12 @@ bool valid_run(double centre, Valid&& valid, std::int64_t& lo, std::int64_t& hi)
 
 }  // namespace
 
+// The candidates m_k at level K, given cur_[i] for i > K: those whose
+// partial sums stay within R^2.  e = (off + j G_KK) - t_K is non-decreasing
+// in j (every rounding is monotone), so the partial sum is quasi-convex in
+// j: the valid j form an interval around the minimum, which is at j0 - 1,
+// j0 or j0 + 1 for j0 the nearest integer to the centre.  off and e are
+// offset(K, cur_) and extend(K, ...), written out for a fixed N.
 template <int N, int K>
 void PointCoder::enumerate(double partial) {
   const double* b = b_.data();
@@ -413,7 +407,7 @@ void PointCoder::walk_top(double partial) {
   fill_cosets_(t_, coset_);
   for (std::int64_t j = lo; j <= hi; ++j) {
     // x_K = j g: coset 1 (h = 1/2) of E8 when j is odd.
-    const Coset& s = coset_[g == 1.0 ? 0 : (j & 1)];
+    const Coset& s = coset_[N == 8 ? (j & 1) : 0];
     const double p = distance(j);
     // No point below can come within R: the subtree has no candidate.
     if (p + s.bound[K] > r2_) continue;
@@ -499,7 +493,7 @@ void PointCoder::solve(const double* x, std::int64_t* m) const {
 
 std::size_t PointCoder::find(const std::int64_t* m) const {
   const std::size_t n = static_cast<std::size_t>(n_);
-  if (!walked_) {
+  if (!walked()) {
     for (std::size_t i = 0; i < count_; ++i)
       if (std::equal(m, m + n, cand_.begin() + static_cast<std::ptrdiff_t>(i * n))) return i;
     return count_;
@@ -621,7 +615,7 @@ bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
   const std::size_t i = static_cast<std::size_t>(it - cum_.begin()) - 1;
   dec.advance(cum_[i], cum_[i + 1] - cum_[i]);
   const std::size_t n = static_cast<std::size_t>(n_);
-  if (walked_) solve(candx_.data() + i * n, m);
+  if (walked()) solve(candx_.data() + i * n, m);
   else std::copy_n(cand_.begin() + static_cast<std::ptrdiff_t>(i * n), n, m);
   return true;
 }

@@ -126,10 +126,10 @@ class PointCoder {
   std::int64_t cur_[8];
   // walk: the cosets' tables (Coset, computed once per sub-vector) and the
   // current point's coordinates.
-  FillCosets fill_cosets_;
+  FillCosets fill_cosets_;  // D4 and E8 (walk_top; the candidates in candx_), else null
+  bool walked() const { return fill_cosets_ != nullptr; }
   Coset coset_[2];
   double x_[8];
-  bool walked_;               // walk_top: the candidates are in candx_
   std::vector<double> candx_;  // their coordinates x (cand_ is not used)
   std::vector<std::int64_t> cand_;  // count_ points of n coordinates
   std::vector<double> d2_;          // their squared distances to t
