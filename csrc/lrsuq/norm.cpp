@@ -20,6 +20,17 @@ struct Squares {
   double maxabs;
 };
 
+// The tail x[i .. m) after the whole groups of four: into a0 (accumulator
+// 0, whose chain it continues) and maxabs.
+template <class T>
+inline void tail(const T* x, std::size_t i, std::size_t m, double& a0, double& maxabs) {
+  for (; i < m; ++i) {
+    const double v = static_cast<double>(x[i]);
+    a0 += v * v;
+    maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
+  }
+}
+
 // SumOrder::Fixed, portable.
 template <class T>
 Squares fixed_portable(const T* x, std::size_t m) {
@@ -33,11 +44,7 @@ Squares fixed_portable(const T* x, std::size_t m) {
       maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
     }
   }
-  for (; i < m; ++i) {
-    const double v = static_cast<double>(x[i]);
-    acc[0] += v * v;
-    maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
-  }
+  tail(x, i, m, acc[0], maxabs);
   return {(acc[0] + acc[1]) + (acc[2] + acc[3]), maxabs};
 }
 
@@ -70,11 +77,7 @@ CEPAM_TARGET_AVX2 Squares fixed_avx2(const T* x, std::size_t m) {
   // The maxima of the lanes (no NaN: a NaN makes the total NaN, and the
   // caller then looks for it).
   double maxabs = std::fmax(std::fmax(lane(mx, 0), lane(mx, 1)), std::fmax(lane(mx, 2), lane(mx, 3)));
-  for (; i < m; ++i) {
-    const double v = static_cast<double>(x[i]);
-    a0 += v * v;
-    maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
-  }
+  tail(x, i, m, a0, maxabs);
   return {(a0 + lane(acc, 1)) + (lane(acc, 2) + lane(acc, 3)), maxabs};
 }
 
