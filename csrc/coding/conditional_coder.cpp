@@ -258,6 +258,29 @@ CEPAM_TARGET_AVX2 inline __m128i cum4(const SourceModel& model, const Tables4& t
   return _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
 }
 
+// The intervals [start, end) = [cum(q), cum(q + 1)) of four symbols, q
+// with the lower edge edge (cum4's range: 0 < q < Q - 1).
+template <Latency L>
+CEPAM_TARGET_AVX2 inline void interval4(const SourceModel& model, const Tables4& t, __m128i q,
+                                        __m256d edge, __m128i& start, __m128i& end) {
+  start = cum4<L>(model, t, q, edge);
+  end = cum4<L>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)), _mm256_add_pd(edge, avx2::splat(1.0)));
+}
+
+// Whether q (as doubles) is in 1 .. Q - 2, where cum4 gives both ends.
+CEPAM_TARGET_AVX2 inline __m256d inside4(const Tables4& t, __m256d q_d) {
+  return _mm256_and_pd(
+      _mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
+      _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ));
+}
+
+// Whether any of four slots is the escape's.
+CEPAM_TARGET_AVX2 inline bool any_escape(__m128i slot) {
+  const __m128i escape = _mm_cmpeq_epi32(
+      slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
+  return _mm_movemask_epi8(escape) != 0;
+}
+
 // CellCoder::encode for coordinates j[0..4) in tables (g, o): the symbol
 // (start, freq) of each; returns the lanes (bits) for which these are the
 // whole code: plain tables, 0 < q < Q - 1 (the cells at the ends of a
@@ -268,14 +291,10 @@ CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t*
   // j exactly as double (|j| <= 2^53, lrsuq/quantizer.hpp); q = j - lo, exact where it matters.
   const __m256d q_d = _mm256_sub_pd(
       avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(j))), t.lo);
-  const __m256d inside = _mm256_and_pd(
-      _mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
-      _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ));
+  const __m256d inside = inside4(t, q_d);
   const __m128i q = _mm256_cvttpd_epi32(q_d);
-  const __m256d edge = _mm256_add_pd(t.lo_half, q_d);
-  const __m128i lo = cum4<Latency::Any>(model, t, q, edge);
-  const __m128i hi = cum4<Latency::Any>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
-                                        _mm256_add_pd(edge, avx2::splat(1.0)));
+  __m128i lo, hi;
+  interval4<Latency::Any>(model, t, q, _mm256_add_pd(t.lo_half, q_d), lo, hi);
   const __m128i freq = _mm_sub_epi32(hi, lo);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(symbols), _mm_unpacklo_epi32(lo, freq));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(symbols + 2), _mm_unpackhi_epi32(lo, freq));
@@ -384,9 +403,7 @@ struct CellGroups {
     const std::size_t i = 4 * k;
     const __m128i slot = low_halves(slot64);
     const Tables4 t = layout4(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
-    const __m128i escape = _mm_cmpeq_epi32(
-        slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
-    if (t.plain != 0xf || _mm_movemask_epi8(escape) != 0) return false;
+    if (t.plain != 0xf || any_escape(slot)) return false;
     // The guess q (CellCoder::guess; at is within 2^31 in a plain table),
     // then the exact table: a hit if 0 < q < Q - 1 (cum4's range for q
     // and q + 1) and cum(q) <= slot < cum(q + 1), else the scalar search.
@@ -396,9 +413,7 @@ struct CellGroups {
     __m128i q = _mm256_cvttpd_epi32(at);
     const __m256d edge =
         _mm256_add_pd(t.lo_half, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    start = cum4<L>(model, t, q, edge);
-    end = cum4<L>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
-                             _mm256_add_pd(edge, avx2::splat(1.0)));
+    interval4<L>(model, t, q, edge, start, end);
     const __m128i inside = _mm_and_si128(_mm_cmpgt_epi32(q, _mm_setzero_si128()),
                                          _mm_cmpgt_epi32(_mm_sub_epi32(t.count, _mm_set1_epi32(1)), q));
     const __m128i hit = _mm_and_si128(
@@ -438,9 +453,7 @@ struct BoxGroups {
     const std::size_t i = i0 + 4 * k;
     const SourceModel& model = run.model;
     const __m128i slot = low_halves(slot64);
-    const __m128i escape = _mm_cmpeq_epi32(
-        slot, _mm_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq)));
-    if (_mm_movemask_epi8(escape) != 0) return false;
+    if (any_escape(slot)) return false;
     // The guesses and tables of the four, in registers (a vector loaded
     // from four scalar stores would wait for them to retire): near[]
     // holds the group's guesses before lane l, most recent first
@@ -474,14 +487,10 @@ struct BoxGroups {
     // Inside: an integer m (see BoxRun::lookup) in cells lo + 1 .. lo + Q - 2.
     const __m256d q_d = _mm256_sub_pd(m, t.lo);
     const __m256d inside = _mm256_and_pd(
-        _mm256_and_pd(_mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
-                      _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ)),
+        inside4(t, q_d),
         _mm256_cmp_pd(_mm256_round_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), m, _CMP_EQ_OQ));
     const __m128i q = _mm256_cvttpd_epi32(q_d);
-    const __m256d edge = _mm256_sub_pd(m, avx2::splat(0.5));
-    start = cum4<Latency::Low>(model, t, q, edge);
-    end = cum4<Latency::Low>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)),
-                             _mm256_add_pd(edge, avx2::splat(1.0)));
+    interval4<Latency::Low>(model, t, q, _mm256_sub_pd(m, avx2::splat(0.5)), start, end);
     const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
     if (t.plain == 0xf && _mm256_movemask_pd(inside) == 0xf && _mm_movemask_epi8(hit) == 0xffff)
       return true;
