@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "lattice/lattice.hpp"  // (included before the target pragma, by voronoi_kernels.hpp)
 
@@ -302,7 +303,8 @@ inline std::size_t reconstructs(const std::int64_t* q, const double* v, const do
       e[l] = (c + static_cast<std::size_t>(l)) * n;
       qrow[l] = reinterpret_cast<const double*>(q + e[l]);  // the integers' bit patterns
       vrow[l] = v + e[l];
-      orow[l] = out + l * N;
+      if constexpr (std::is_same_v<T, double>) orow[l] = y + e[l];  // straight into y
+      else orow[l] = out + l * N;
     }
     D qc[N], vc[N], p[N];
     typename S::I m[N];
@@ -313,7 +315,8 @@ inline std::size_t reconstructs(const std::int64_t* q, const double* v, const do
     const D b = S::gather(beta, e);  // beta is repeated per coordinate
     for (int k = 0; k < N; ++k) p[k] = S::mul(b, S::add(p[k], vc[k]));
     S::template store_rows<N>(p, orow, (1u << L) - 1);
-    for (std::size_t i = 0; i < L * n; ++i) y[c * n + i] = static_cast<T>(out[i]);
+    if constexpr (!std::is_same_v<T, double>)
+      for (std::size_t i = 0; i < L * n; ++i) y[c * n + i] = static_cast<T>(out[i]);
   }
   return c;
 }
