@@ -49,7 +49,8 @@ def test_flower_engine_writes_the_builtin_files(tmp_path):
     for row in doc["rows"][1:]:
         assert row["bits_measured"] and 0 < row["bits_per_coordinate"] < 32 / 8
         assert row["epsilon"] == pytest.approx(eps(row["round"]), rel=1e-6)
-        assert 0.0 <= row["test_acc"] <= 1.0 and math.isfinite(row["seconds"])
+        assert 0.0 <= row["test_acc"] <= 1.0
+        assert isinstance(row["seconds"], float)  # recorded (its value is a timing)
         assert row["train_seconds"] is None  # NaN: not split on Flower
     # A finished directory is returned as it is.
     again = run_flower_experiment(config, data, tmp_path, data_dir=str(MNIST_DIR))

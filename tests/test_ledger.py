@@ -175,9 +175,13 @@ def test_sigkill_at_any_moment_loses_no_record_and_counts_none_twice(path, tmp_p
         if killed < kills:
             if killed % 5 == 4:  # now and then while it starts (opening the ledger)
                 time.sleep(rng.uniform(0.0, 0.5))
-            else:  # else while it writes (a record takes about 10 ms)
+            else:  # else while it writes: once it has logged 1 to 40 more rounds (of the
+                # hundreds left, at >= 5 ms each), and a moment of up to a round later
                 assert child.stdout.readline() == "ready\n"
-                time.sleep(rng.uniform(0.0, 0.3))
+                target = before + rng.randint(1, 40)
+                while len(log.read_text().split()) < target and child.poll() is None:
+                    time.sleep(0.001)
+                time.sleep(rng.uniform(0.0, 0.01))
             if child.poll() is None:
                 os.kill(child.pid, signal.SIGKILL)
                 killed += 1
