@@ -127,13 +127,13 @@ double radius_for(int n, double cell_volume, double points) {
   return lo;
 }
 
-// The cosets' bounds (bound[k] = below_k kBoundShrink, below_k = the sum
-// over levels i < k of the squared distance of t_i to the nearest point of
-// Z + h, computed with relative errors of a few units in 2^-53, which
-// kBoundShrink covers: each level's term of a candidate's distance is at
-// least that, so a subtree whose partial sum plus below exceeds R^2 holds
-// no candidate) and windows, for h = 0 (D4) or h = 0 and 1/2 (E8), at
-// every level (the top one unused).
+// A coset's bounds, from d2[k] = the squared distance of t_k to the
+// nearest point of Z + h (h = 0, or 1/2 for E8's second coset): bound[k] =
+// below_k kBoundShrink, below_k = the sum of d2[i] over the levels i < k,
+// computed with relative errors of a few units in 2^-53, which
+// kBoundShrink covers.  Each level's term of a candidate's distance is at
+// least its d2, so a subtree whose partial sum plus below exceeds R^2
+// holds no candidate.  (The windows are filled by fill_cosets_*.)
 template <int N>
 inline void set_bounds(const double* d2, PointCoder::Coset& s) {
   double below = 0.0;
