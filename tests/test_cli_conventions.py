@@ -25,31 +25,19 @@ import pytest
 import cepam
 from cepam.cli import build_parser, main
 
+from hidden_imports import hiding, run_without
+
 ROOT = Path(__file__).resolve().parents[1]
 MNIST_DIR = ROOT.parent / "shared" / "data" / "mnist"
 RUNS = ROOT / "docs" / "experiments" / "runs"
 
-_BLOCKER = """
-import importlib.abc, sys
-class _Hide(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {blocked!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-sys.meta_path.insert(0, _Hide())
-for m in [m for m in sys.modules if m.split(".")[0] in {blocked!r}]:
-    del sys.modules[m]
-from cepam.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+_MAIN = "from cepam.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 
 
 def cepam_cli(*argv: str, without: tuple[str, ...] = (), cwd: Path | None = None
               ) -> subprocess.CompletedProcess:
     """Runs ``cepam ARGV`` in a fresh interpreter in which ``without`` cannot be imported."""
-    code = _BLOCKER.format(blocked=set(without))
-    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                          cwd=cwd or ROOT)
+    return run_without(without, _MAIN, *argv, cwd=cwd or ROOT)
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
@@ -149,7 +137,7 @@ def test_ctrl_c_during_fl_run(tmp_path):
     argv = ["fl", "run", "--rounds", "500", "--clients", "2", "--samples-per-client", "20",
             "--train-size", "200", "--val-size", "20", "--test-size", "20", "--local-steps", "2",
             "--out", str(out), "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress"]
-    proc = subprocess.Popen([sys.executable, "-c", _BLOCKER.format(blocked=set()), *argv],
+    proc = subprocess.Popen([sys.executable, "-c", hiding((), _MAIN), *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while not list(out.glob("*/seed0/state.pt")):  # a round completed (500 to go)

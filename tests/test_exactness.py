@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+
+stats = pytest.importorskip("scipy.stats", reason="the statistical tests need scipy")
 
 import cepam
 from cepam import _core
