@@ -250,11 +250,22 @@ def test_bench_bitrate_writes_a_fresh_directory_by_default(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("demo", "--json"), ("fl", "run", "--help"),
-                                  ("privacy", "--help"), ("bench", "bitrate", "--help")])
+                                  ("fl", "table", "--help"), ("fl", "plot", "--help"),
+                                  ("privacy", "--help"), ("privacy", "ledger", "--help"),
+                                  ("bench", "bitrate", "--help")])
 def test_commands_that_need_no_extra_run_without_any(argv):
     proc = cepam_cli(*argv, without=("torch", "scipy", "matplotlib", "tqdm", "dp_accounting"))
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
+    if "--help" in argv:
+        assert proc.stdout.startswith(f"usage: cepam {' '.join(argv[:-1])}".rstrip())
+
+
+def test_privacy_ledger_without_scipy_names_the_install_command(tmp_path):
+    proc = cepam_cli("privacy", "ledger", str(tmp_path / "l.db"), without=("scipy",))
+    assert proc.returncode == 1
+    assert one_line_error(proc) == ("cepam privacy ledger: error: needs scipy, which is not "
+                                    'installed; install it with: pip install "cepam[privacy]"')
 
 
 @pytest.mark.skipif(not MNIST_DIR.is_dir(), reason="MNIST not available")

@@ -185,22 +185,24 @@ def _missing_message(module: str, extra: str | None) -> str:
 
 # Nested commands whose parent command has required options of its own (so
 # argparse cannot nest them): the module, with COMMAND (the words that select
-# it) and main(rest).
+# it) and build_parser() (whose parsed arguments carry func).
 _NESTED_MODULES = ("cepam.accounting.ledger_cli",)
 
 
 def _parse(words: list[str]) -> argparse.Namespace:
-    """The parsed command line; a nested command (``_NESTED_MODULES``) runs
-    its own parser, under the same error handling as the others."""
+    """The parsed command line; a nested command (``_NESTED_MODULES``) is
+    parsed by its own parser (so that, as for the others, ``--help`` and
+    usage errors need none of its extras), then runs under the same error
+    handling as the others."""
     debug = words[:1] == ["--debug"]
     rest = words[1:] if debug else words
     for name in _NESTED_MODULES:
         module = importlib.import_module(name)
         if tuple(rest[:len(module.COMMAND)]) == module.COMMAND:
-            tail = rest[len(module.COMMAND):]
+            nested = module.build_parser().parse_args(rest[len(module.COMMAND):])
             return argparse.Namespace(command=" ".join(module.COMMAND), debug=debug,
                                       requires=("scipy",), extra="privacy",
-                                      func=lambda _args: module.main(tail))
+                                      func=lambda _args: nested.func(nested))
     return build_parser().parse_args(words)
 
 
