@@ -73,8 +73,8 @@ def test_fl_table_needs_neither_torch_nor_matplotlib():
     proc = cepam_cli("fl", "table", str(RUNS), "--markdown",
                      without=("torch", "matplotlib", "scipy"))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("| Method | MLP test acc (%)")
-    assert "| CEPAM-Gaussian (n=1) | 91.36 ± 0.55 | 2.67 | 94.38 ± 1.20 | 3.74 |" in proc.stdout
+    assert proc.stdout.startswith("| Method | MLP test acc (%, mean ± sd)")
+    assert "| CEPAM-Gaussian (n=1) | 91.36 ± 0.22 | 2.67 | 94.38 ± 0.48 | 3.74 |" in proc.stdout
 
 
 def test_errors_are_one_line_with_conventional_exit_codes(tmp_path):

@@ -29,11 +29,79 @@ def test_the_shipped_runs_can_be_re_tabled(capsys):
     stats = json.loads(capsys.readouterr().out)
     shipped = json.loads((ROOT / "docs" / "experiments" / "table.json").read_text())
     assert stats == shipped  # docs/experiments/table.json is this command's output
-    # The README's table of the grid, row by row.
+    # EXPERIMENTS.md's table of the grid, header, rows and note.
     text = format_table(summarize(runs), markdown=True)
     experiments = (ROOT / "docs" / "EXPERIMENTS.md").read_text()
-    for line in text.splitlines()[2:13]:
-        assert line in experiments, line
+    for line in text.splitlines():
+        assert line in experiments.splitlines(), line
+
+
+def _markdown_rows(text: str, header_start: str) -> list[list[str]]:
+    """The cells of the markdown table whose header starts with ``header_start``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+@pytest.mark.parametrize("name, header", [
+    ("sweep/table.json", "| Method | sigma | eps (delta=0.01)"),
+    ("noniid.json", "| Method | CNN test acc (%, mean ± sd) | CNN bits/coord | eps |"),
+])
+def test_experiments_tables_are_their_summaries(name, header):
+    # The sweep's and the non-IID runs' per-round files are not shipped: their
+    # tables in EXPERIMENTS.md are checked against the summaries that are
+    # (cepam fl table --json), cell by cell; the standard deviation is the
+    # CI half-width's (sd = ci95 * sqrt(seeds) / t).
+    from cepam.fl.results import t_quantile
+
+    stats = json.loads((ROOT / "docs" / "experiments" / name).read_text())
+    rows = _markdown_rows((ROOT / "docs" / "EXPERIMENTS.md").read_text(), header)
+    assert len(rows) == len(stats)
+    for row, st in zip(rows, stats):
+        n = st["seeds"]
+        assert math.isclose(st["test_acc_sd"], st["test_acc_ci95"] * math.sqrt(n)
+                            / t_quantile(n - 1), rel_tol=1e-12)
+        accuracy = f"{100 * st['test_acc']:.2f} ± {100 * st['test_acc_sd']:.2f}"
+        bits = f"{st['bits_per_coordinate']:.2f}" + ("" if st["bits_measured"] else "*")
+        if "epsilon_at_delta" in st:
+            eps = [f"{st['epsilon_at_delta'][d]:.2f}" for d in ("0.01", "0.015")]
+            assert row == [st["label"], f"{st['sigma']:g}", *eps, accuracy, bits, str(n)]
+        else:
+            assert row == [st["label"], accuracy, bits, f"{st['epsilon']:.2f}", str(n)]
+
+
+@pytest.mark.parametrize("sigma", [0.207, 0.1375])
+def test_the_sweeps_eps_are_the_accountants(sigma):
+    # eps of the sweep's table, recomputed (80 rounds, the paper's setting).
+    pytest.importorskip("scipy")
+    from cepam.fl.privacy import epsilon_at
+
+    stats = json.loads((ROOT / "docs" / "experiments" / "sweep" / "table.json").read_text())
+    st = next(s for s in stats if s["sigma"] == sigma and s["method"] == "cepam-gaussian")
+    config = FLConfig(model="cnn", method="cepam-gaussian", sigma=sigma, delta=0.01, rounds=80)
+    for delta in ("0.01", "0.015"):
+        assert math.isclose(epsilon_at(config, delta=float(delta), rounds=80),
+                            st["epsilon_at_delta"][delta], rel_tol=1e-9)
+
+
+def test_the_table_shows_the_standard_deviation_over_seeds(tmp_path):
+    # Two seeds 20 points apart: mean ± sd (14.14), not the 95% t interval
+    # of the mean (± 127, wider than the percent scale).
+    for seed, acc in ((0, 0.5), (1, 0.7)):
+        rows = (RUNS / "cnn-fl-seed0.csv").read_text().splitlines()
+        header = rows[0].split(",")
+        last = rows[-1].split(",")
+        last[header.index("test_acc")] = str(acc)
+        (tmp_path / f"cnn-fl-seed{seed}.csv").write_text("\n".join(rows[:-1] + [",".join(last)])
+                                                        + "\n")
+    text = format_table(summarize(load_runs(tmp_path)), markdown=True)
+    assert "| FL | 60.00 ± 14.14 |" in text
+    assert "(%, mean ± sd)" in text.splitlines()[0] and "standard deviation" in text
 
 
 def test_other_csv_files_are_skipped_and_unreadable_runs_refused(tmp_path):
