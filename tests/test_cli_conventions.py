@@ -87,6 +87,15 @@ def test_errors_are_one_line_with_conventional_exit_codes(tmp_path):
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "FileNotFoundError" in proc.stderr
 
 
+def test_fl_run_without_its_data_is_an_error_not_a_usage_error(tmp_path):
+    pytest.importorskip("torch")
+    proc = cepam_cli("fl", "run", "--rounds", "1", "--out", str(tmp_path / "o"),
+                     "--data-dir", str(tmp_path / "no-mnist"), cwd=tmp_path)
+    assert proc.returncode == 1
+    line = one_line_error(proc)
+    assert line.startswith("cepam fl run: error: MNIST file ") and "not found in" in line
+
+
 @pytest.mark.parametrize("option, value", [("--threads", "0"), ("--seeds", "0"), ("--seeds", "-1"),
                                            ("--clients", "0"), ("--rounds", "-1")])
 def test_fl_run_refuses_counts_out_of_range(tmp_path, capsys, option, value):

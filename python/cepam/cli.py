@@ -10,8 +10,9 @@ A command declares the optional modules it cannot run without with
 :func:`requires`; :func:`main` checks them before the handler runs and, when
 one is missing, prints one line naming what to install.
 
-Exit codes: 0 success; 1 an error (a file that cannot be read, a malformed
-payload, a missing optional dependency, a failure while running); 2 a usage
+Exit codes: 0 success; 1 an error (a file that cannot be read, a missing or
+corrupt data set, a malformed payload, a missing optional dependency, a
+failure while running); 2 a usage
 error (a bad option or value, from argparse or from cepam's argument checks);
 130 interrupted (Ctrl-C).  Errors are one line on stderr; ``cepam --debug``
 shows the traceback instead.
@@ -206,6 +207,14 @@ def _parse(words: list[str]) -> argparse.Namespace:
     return build_parser().parse_args(words)
 
 
+def _is_data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a missing or corrupt data set (``cepam.fl``'s
+    DatasetError): an error (exit 1), like a file that cannot be read, not
+    a usage error, though it is an InvalidArgumentError to callers."""
+    data = sys.modules.get("cepam.fl.data")  # loaded by whatever raised it
+    return data is not None and isinstance(exc, data.DatasetError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the ``cepam`` command line; returns the exit code."""
     args = _parse(list(sys.argv[1:] if argv is None else argv))
@@ -231,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"{where}: error: {exc}", file=sys.stderr)
-        return 2
+        return 1 if _is_data_error(exc) else 2
     except ModuleNotFoundError as exc:
         root = (exc.name or "").split(".")[0]
         if args.debug:
