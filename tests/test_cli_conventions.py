@@ -253,8 +253,9 @@ def test_bench_bitrate_writes_a_fresh_directory_by_default(tmp_path, monkeypatch
     for folder in folders:
         assert re.fullmatch(r"cepam-bitrate-\d{8}-\d{6}(-\d+)?", folder.name)
         assert sorted(p.name for p in folder.iterdir()) == ["bitrate.csv", "bitrate.md"]
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert f"wrote bitrate.csv, bitrate.md to {folders[0]}" in err
+    assert out == ""  # the report is written to its folder only
     assert not (tmp_path / "docs").exists()
 
 
