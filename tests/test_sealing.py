@@ -17,6 +17,7 @@ import copy
 import math
 import pickle
 import struct
+import subprocess
 
 import numpy as np
 import pytest
@@ -437,6 +438,27 @@ def test_cli_inspect_shows_public_fields_and_opens_with_a_secret_file(tmp_path, 
     assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
                  str(tmp_path / "other")]) == 1
     assert "tag does not verify" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, hex_hint", [(SECRET.hex().encode() + b"\n", True),
+                                               (SECRET.hex().upper().encode(), True),
+                                               (SECRET[:16], False)])
+def test_a_secret_file_not_of_32_raw_bytes_says_what_it_must_hold(tmp_path, capsys, content,
+                                                                  hex_hint):
+    from cepam.cli import main
+
+    (tmp_path / "p.bin").write_bytes(_encode(_update(12), ("ans", "gaussian", "Z", 1)))
+    (tmp_path / "key").write_bytes(content)
+    assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
+                 str(tmp_path / "key")]) == 2
+    err = capsys.readouterr().err
+    assert f"holds {len(content)} bytes; a secret file must hold the 32 raw bytes" in err
+    assert ("64 hex digits; convert it with" in err) == hex_hint
+    if hex_hint:  # the conversion it names gives a file that works
+        command = err.split("convert it with: ")[1].split(" < HEXFILE")[0]
+        converted = subprocess.run(command, shell=True, input=content, capture_output=True,
+                                   check=True).stdout
+        assert converted == SECRET
 
 
 PAD_MAX_SETTINGS = [

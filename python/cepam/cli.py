@@ -27,8 +27,9 @@ from typing import Any, Sequence
 
 from . import __version__
 from .errors import CepamError, InvalidArgumentError, InvalidTypeError
+from .keys import SECRET_BYTES
 
-__all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint"]
+__all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint", "read_secret_file"]
 
 # Modules that provide a ``register(subparsers)`` function, in help order.
 _COMMAND_MODULES = (
@@ -110,6 +111,28 @@ def _describe(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def read_secret_file(path: str) -> bytes:
+    """The secret in file ``path``: its 32 raw bytes.
+
+    Raises:
+        InvalidArgumentError: the file does not hold exactly 32 bytes (the
+            message says how to convert a file of 64 hex digits).
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) == SECRET_BYTES:
+        return data
+    text = data.strip()
+    hint = ""
+    if len(text) == 2 * SECRET_BYTES and all(c in b"0123456789abcdefABCDEF" for c in text):
+        hint = (" (this one holds 64 hex digits; convert it with: python3 -c \"import sys; "
+                "sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read()))\" < HEXFILE > KEYFILE)")
+    raise InvalidArgumentError(
+        f"{path} holds {len(data)} bytes; a secret file must hold the {SECRET_BYTES} raw bytes "
+        f"of the secret, as cepam.new_secret() returns them{hint}")
+
+
 def _inspect(args: argparse.Namespace) -> int:
     import json
 
@@ -117,8 +140,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
     secret = None
     if args.secret_file is not None:
-        with open(args.secret_file, "rb") as f:
-            secret = f.read()
+        secret = read_secret_file(args.secret_file)
     with open(args.payload, "rb") as f:
         info = inspect(f.read(), secret=secret).as_dict()
     print(json.dumps(info, indent=2) if args.json else _describe(info))
