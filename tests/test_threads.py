@@ -91,6 +91,28 @@ def test_auto_and_codec_take_threads():
         np.testing.assert_array_equal(c.decode(coded[0]), cepam.decode(coded[0], secret=SECRET))
 
 
+def test_the_sdq_baselines_take_threads():
+    # encode_sdq and the noisy SDQ baselines pass threads= to the encoder:
+    # the same bytes for every count (the noise is drawn before, in one stream).
+    from cepam import baselines
+
+    x = update(SEGMENT + 99, ratio=1.0)
+    for coder in ("ans", "golomb"):
+        plain = [baselines.encode_sdq(x, step=1e-3, secret=SECRET, round=0, client=0,
+                                      coder=coder, threads=t) for t in THREAD_COUNTS]
+        noisy = [baselines.encode_gaussian_sdq(x, 1e-3, step=3e-3, rng=np.random.default_rng(5),
+                                               secret=SECRET, round=0, client=1, coder=coder,
+                                               threads=t) for t in THREAD_COUNTS]
+        laplace = [baselines.encode_laplace_sdq(x, 1e-3, step=3e-3,
+                                                rng=np.random.default_rng(6), secret=SECRET,
+                                                round=0, client=2, coder=coder, threads=t)
+                   for t in THREAD_COUNTS]
+        for payloads in (plain, noisy, laplace):
+            assert all(p == payloads[0] for p in payloads), coder
+    with pytest.raises(cepam.InvalidArgumentError, match="threads"):
+        baselines.encode_sdq(x, step=1e-3, secret=SECRET, round=0, client=0, threads=0)
+
+
 def test_golomb_chunks_give_the_one_shot_encoding():
     """The Golomb body is coded in chunks in parallel: it must be the bytes the
     one-shot section coder gives for the same H and M."""
