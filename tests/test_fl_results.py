@@ -205,3 +205,28 @@ def test_convergence_figure_has_round_ticks_and_seed_counts(tmp_path):
     for ax in fig.axes:
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
         assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_the_engine_comparison_table_is_its_per_round_files():
+    # EXPERIMENTS.md's built-in-against-Flower table (accuracy and bits: mean
+    # and 95% CI over 3 seeds) and its seed-by-seed figures, from the shipped
+    # per-round files (the wall times are not recomputed).
+    from cepam.fl.results import mean_ci, read_rounds_csv
+
+    text = (ROOT / "docs" / "EXPERIMENTS.md").read_text()
+    rows = {r[0]: r for r in _markdown_rows(text, "| engine | test accuracy, round 20 (%)")}
+    accuracy, bits = {}, {}
+    for engine, name in (("builtin", "built-in"), ("flower", "Flower (simulation, Ray)")):
+        runs = [read_rounds_csv(ROOT / "docs" / "experiments" / "flower" / f"{engine}-seed{k}.csv")
+                for k in range(3)]
+        assert all(run[-1]["round"] == 20 for run in runs)
+        accuracy[engine] = [100 * run[-1]["test_acc"] for run in runs]
+        bits[engine] = [sum(r["bits_per_coordinate"] for r in run[1:]) / 20 for run in runs]
+        cells = ["{:.2f} ± {:.2f}".format(*mean_ci(accuracy[engine])),
+                 "{:.2f} ± {:.2f}".format(*mean_ci(bits[engine]))]
+        assert rows[name][1:3] == cells
+    seed_by_seed = ", ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(accuracy["builtin"],
+                                                                  accuracy["flower"]))
+    assert seed_by_seed in " ".join(text.split())
+    shorter = ", ".join(f"{a - b:.3f}" for a, b in zip(bits["builtin"], bits["flower"]))
+    assert f"({shorter})" in " ".join(text.split())
