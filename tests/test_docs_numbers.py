@@ -108,3 +108,15 @@ def test_the_calibrated_sigmas_are_the_calibrations(target, threat_model, bound)
               ("aggregate", "paper"): 4}[(threat_model, bound)]
     assert row[column] == (f"{sigma:.4f}" if bound == "tight" else f"{sigma:.2f}")
     assert math.isfinite(sigma)
+
+
+def test_the_readme_mnist_bitrate_table_is_the_shipped_benchmark():
+    # README's rows of docs/bitrate/mnist.md (bench/bitrate_mnist.py's output).
+    shipped = {r[0]: r[1:] for r in table_rows(
+        (ROOT / "docs" / "bitrate" / "mnist.md").read_text(), "| scheme | MLP, round 1 |")}
+    names = {"CEPAM auto (E8 here), ans": "CEPAM auto, ans",
+             "Gaussian+SDQ (twice the error variance)": "Gaussian+SDQ (error variance 2 sigma^2)"}
+    rows = table_rows((ROOT / "README.md").read_text(), "| scheme | MLP, round 1 |")
+    assert len(rows) == 5
+    for row in rows:
+        assert row[1:] == shipped[names.get(row[0], row[0])], row
