@@ -1,20 +1,22 @@
 """Numbers in README.md and docs/ that a script produces are that script's
 output (issue 22): the bitrate tables (``cepam bench bitrate``, shipped as
 docs/bitrate/bitrate.csv), the length-leak table (bench/length_study.py) and
-the calibrated sigmas (``cepam privacy --target-eps``).  Deterministic
-figures only (bits, eps, sigma), recomputed where that takes seconds; the
-EXPERIMENTS tables are checked in test_fl_results.py."""
+the calibrated sigmas (``cepam privacy --target-eps``), the EXPERIMENTS
+tables (``cepam fl table`` of the shipped runs and summaries; the grid's own
+table is checked in test_fl_results.py).  Deterministic figures only (bits,
+eps, sigma, accuracy of shipped runs), recomputed where that takes seconds."""
 
 from __future__ import annotations
 
-import csv
 import importlib.util
+import json
 import math
 from pathlib import Path
 
 import pytest
 
 from cepam import bitrate
+from cepam.fl.config import FLConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "docs" / "bitrate" / "bitrate.csv"
@@ -120,3 +122,69 @@ def test_the_readme_mnist_bitrate_table_is_the_shipped_benchmark():
     assert len(rows) == 5
     for row in rows:
         assert row[1:] == shipped[names.get(row[0], row[0])], row
+
+
+@pytest.mark.parametrize("name, header", [
+    ("sweep/table.json", "| Method | sigma | eps (delta=0.01)"),
+    ("noniid.json", "| Method | CNN test acc (%, mean ± sd) | CNN bits/coord | eps |"),
+])
+def test_experiments_tables_are_their_summaries(name, header):
+    # The sweep's and the non-IID runs' per-round files are not shipped: their
+    # tables in EXPERIMENTS.md are checked against the summaries that are
+    # (cepam fl table --json), cell by cell; the standard deviation is the
+    # CI half-width's (sd = ci95 * sqrt(seeds) / t).
+    from cepam.fl.results import t_quantile
+
+    stats = json.loads((ROOT / "docs" / "experiments" / name).read_text())
+    rows = table_rows((ROOT / "docs" / "EXPERIMENTS.md").read_text(), header)
+    assert len(rows) == len(stats)
+    for row, st in zip(rows, stats):
+        n = st["seeds"]
+        assert math.isclose(st["test_acc_sd"], st["test_acc_ci95"] * math.sqrt(n)
+                            / t_quantile(n - 1), rel_tol=1e-12)
+        accuracy = f"{100 * st['test_acc']:.2f} ± {100 * st['test_acc_sd']:.2f}"
+        bits = f"{st['bits_per_coordinate']:.2f}" + ("" if st["bits_measured"] else "*")
+        if "epsilon_at_delta" in st:
+            eps = [f"{st['epsilon_at_delta'][d]:.2f}" for d in ("0.01", "0.015")]
+            assert row == [st["label"], f"{st['sigma']:g}", *eps, accuracy, bits, str(n)]
+        else:
+            assert row == [st["label"], accuracy, bits, f"{st['epsilon']:.2f}", str(n)]
+
+
+@pytest.mark.parametrize("sigma", [0.207, 0.1375])
+def test_the_sweeps_eps_are_the_accountants(sigma):
+    # eps of the sweep's table, recomputed (80 rounds, the paper's setting).
+    pytest.importorskip("scipy")
+    from cepam.fl.privacy import epsilon_at
+
+    stats = json.loads((ROOT / "docs" / "experiments" / "sweep" / "table.json").read_text())
+    st = next(s for s in stats if s["sigma"] == sigma and s["method"] == "cepam-gaussian")
+    config = FLConfig(model="cnn", method="cepam-gaussian", sigma=sigma, delta=0.01, rounds=80)
+    for delta in ("0.01", "0.015"):
+        assert math.isclose(epsilon_at(config, delta=float(delta), rounds=80),
+                            st["epsilon_at_delta"][delta], rel_tol=1e-9)
+
+
+def test_the_engine_comparison_table_is_its_per_round_files():
+    # EXPERIMENTS.md's built-in-against-Flower table (accuracy and bits: mean
+    # and 95% CI over 3 seeds) and its seed-by-seed figures, from the shipped
+    # per-round files (the wall times are not recomputed).
+    from cepam.fl.results import mean_ci, read_rounds_csv
+
+    text = (ROOT / "docs" / "EXPERIMENTS.md").read_text()
+    rows = {r[0]: r for r in table_rows(text, "| engine | test accuracy, round 20 (%)")}
+    accuracy, bits = {}, {}
+    for engine, name in (("builtin", "built-in"), ("flower", "Flower (simulation, Ray)")):
+        runs = [read_rounds_csv(ROOT / "docs" / "experiments" / "flower" / f"{engine}-seed{k}.csv")
+                for k in range(3)]
+        assert all(run[-1]["round"] == 20 for run in runs)
+        accuracy[engine] = [100 * run[-1]["test_acc"] for run in runs]
+        bits[engine] = [sum(r["bits_per_coordinate"] for r in run[1:]) / 20 for run in runs]
+        cells = ["{:.2f} ± {:.2f}".format(*mean_ci(accuracy[engine])),
+                 "{:.2f} ± {:.2f}".format(*mean_ci(bits[engine]))]
+        assert rows[name][1:3] == cells
+    seed_by_seed = ", ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(accuracy["builtin"],
+                                                                  accuracy["flower"]))
+    assert seed_by_seed in " ".join(text.split())
+    shorter = ", ".join(f"{a - b:.3f}" for a, b in zip(bits["builtin"], bits["flower"]))
+    assert f"({shorter})" in " ".join(text.split())
