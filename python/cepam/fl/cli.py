@@ -10,8 +10,8 @@
   After each private run it prints the accountant's eps (stderr), with a
   warning when eps exceeds 10.  ``--json`` prints one object per run whose
   accuracies are fractions in [0, 1], as in the runs' files.
-* ``cepam fl table DIR`` prints the paper-style table (mean and 95% CI over
-  seeds).  ``--delta D [D ...]`` adds a sigma column and one eps column per
+* ``cepam fl table DIR`` prints the paper-style table (accuracy: mean and
+  standard deviation over seeds; ``--json`` also has the 95% CI).  ``--delta D [D ...]`` adds a sigma column and one eps column per
   delta: eps recomputed by the accountant (tight bound, curious-client view)
   for each setting after the rounds run, in place of the runs' own eps
   column (computed at their ``--delta``).  Text tables show accuracy in
@@ -325,9 +325,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_run(fl_sub)
 
     t = fl_sub.add_parser(
-        "table", help="paper-style table: mean and 95%% CI over seeds",
-        description="Tabulates the runs under DIRECTORY: test accuracy (mean and 95% CI over "
-                    "seeds), bits per coordinate and eps for each method and model. Accuracy "
+        "table", help="paper-style table: mean and standard deviation over seeds",
+        description="Tabulates the runs under DIRECTORY: test accuracy (mean and sample "
+                    "standard deviation over seeds; --json also gives the 95% CI of the "
+                    "mean), bits per coordinate and eps for each method and model. Accuracy "
                     "is in percent in the text and Markdown tables and a fraction in [0, 1] "
                     "in --json, as in the runs' files. Exits 1 when there is no run.")
     t.add_argument("directory", help="folder of results from cepam fl run, searched recursively "
