@@ -1,6 +1,7 @@
 """Numbers in README.md and docs/ that a script produces are that script's
 output (issue 22): the bitrate tables (``cepam bench bitrate``, shipped as
-docs/bitrate/bitrate.csv), the length-leak table (bench/length_study.py) and
+docs/bitrate/bitrate.csv), the padding table (bench/padding_cost.py), the
+length-leak table (bench/length_study.py) and
 the calibrated sigmas (``cepam privacy --target-eps``), the EXPERIMENTS
 tables (``cepam fl table`` of the shipped runs and summaries; the grid's own
 table is checked in test_fl_results.py).  Deterministic figures only (bits,
@@ -82,13 +83,29 @@ def test_shipped_payload_bits_are_what_the_encoder_gives_now(source, ratio, key)
     assert f"{row['bits_per_coordinate']:.6f}" == f"{shipped['bits_per_coordinate']:.6f}"
 
 
+def bench_module(name: str):
+    """bench/NAME.py, imported."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_padding_table_synthetic_rows_are_the_benchmarks():
+    # bench/padding_cost.py at s/sigma = 10 (both sources, every scheme,
+    # unpadded and padded): its lines of docs/bitrate/padding.md.
+    cost = bench_module("padding_cost")
+    made = cost.table(cost.synthetic_rows(200_000, (10.0,)), "source")
+    shipped = (ROOT / "docs" / "bitrate" / "padding.md").read_text().splitlines()
+    assert len(made) == 2 + 8
+    for line in made:
+        assert line in shipped, line
+
+
 def test_the_length_leak_table_synthetic_rows_are_the_studys():
     # bench/length_study.py's synthetic rows (its MNIST rows need training:
     # they are its output as printed, not recomputed here).
-    spec = importlib.util.spec_from_file_location("length_study",
-                                                  ROOT / "bench" / "length_study.py")
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
+    study = bench_module("length_study")
     made = study.table(study.synthetic(120))
     privacy = (ROOT / "docs" / "privacy.md").read_text().splitlines()
     assert made[0] in privacy
