@@ -136,3 +136,20 @@ def test_calibration_refuses_bad_targets():
     with pytest.raises(InvalidArgumentError):
         calibrate_client_sigma(target_epsilon=1.0, target_delta=0.0, rounds=1, clients=3,
                                clip=1.0)
+
+
+def test_the_readme_table_is_what_the_calibration_gives():
+    """README "Choosing sigma and clip": each row's sigma and noise on the average."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = re.findall(r"^\| ([\d,]+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text,
+                      re.M)
+    assert len(rows) == 3
+    for clients, rounds, eps, sigma, noise in rows:
+        k = int(clients.replace(",", ""))
+        got = calibrate_client_sigma(target_epsilon=float(eps), target_delta=1e-5,
+                                     rounds=int(rounds), clients=k, clip=1.0)
+        assert f"{got:#.3g}" == sigma
+        assert f"{got / math.sqrt(k):.2g}" == noise

@@ -27,6 +27,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
     PrecisionWarning,
+    PrivacyWarning,
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
@@ -62,6 +63,7 @@ __all__ = [
     "DecodingError",
     "UnexpectedPayloadError",
     "PrecisionWarning",
+    "PrivacyWarning",
     "PrivacyBudgetError",
     "__version__",
 ]
