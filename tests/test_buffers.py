@@ -141,3 +141,26 @@ def test_a_batchnorm_cnn_learns_with_the_readme_pattern(one_torch_thread):
     params = example.run("params", seed=0, rounds=10, data_dir=_mnist_dir())
     assert default["accuracy"][-1] >= params["accuracy"][-1] - 0.03
     assert default["accuracy"][-1] > 0.8  # it learns (10 classes: chance is 0.1)
+
+
+def test_the_experiments_table_is_what_the_shipped_runs_give():
+    """docs/EXPERIMENTS.md's BatchNorm table is examples/pytorch_batchnorm.py's
+    table of the shipped results (docs/experiments/batchnorm.json)."""
+    import json
+    import re
+
+    pytest.importorskip("scipy")
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("pytorch_batchnorm",
+                                                  ROOT / "examples" / "pytorch_batchnorm.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    path = ROOT / "docs" / "experiments" / "batchnorm.json"
+    if not path.exists():
+        pytest.skip("docs/experiments/ is not in the sdist")
+    shipped = json.loads(path.read_text())
+    text = (ROOT / "docs" / "EXPERIMENTS.md").read_text()
+    table = re.search(r"<!-- batchnorm-table:start -->\n(.*?)\n<!-- batchnorm-table:end -->",
+                      text, re.S).group(1)
+    assert table == example.table(shipped["results"])
+    assert shipped["sigma"] == example.SIGMA and shipped["clip"] == example.CLIP
