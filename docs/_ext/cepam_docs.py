@@ -138,9 +138,13 @@ _ENTRY = {
 
 
 def _write(path: Path, text: str) -> None:
-    # Unchanged files keep their time stamp, so incremental builds stay fast.
+    # Unchanged files keep their time stamp, so incremental builds stay fast;
+    # a changed one is replaced whole, so that two builds at once (the test
+    # suite's workers) never read half a file.
     if not path.exists() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
+        part = path.with_name(f".{path.name}.{os.getpid()}")
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, path)
 
 
 def write_api_pages(folder: Path = GENERATED) -> dict[str, list[str]]:
@@ -175,7 +179,7 @@ def write_api_pages(folder: Path = GENERATED) -> dict[str, list[str]]:
             wanted.add(f"{qualified}.rst")
     for stale in folder.glob("*.rst"):
         if stale.name not in wanted:
-            stale.unlink()
+            stale.unlink(missing_ok=True)
     return modules
 
 
