@@ -47,12 +47,13 @@ exclude_patterns = ["_build", "_ext", "experiments/runs", "experiments/flower"]
 myst_heading_anchors = 3
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 
-# autodoc: signatures from the code, type hints shown in the description,
+# autodoc: signatures from the code, with their type hints (also next to each
+# documented parameter),
 # members in source order; Google-style docstrings (napoleon).
-autodoc_typehints = "description"
+autodoc_typehints = "both"
 autodoc_typehints_description_target = "documented_params"
 autodoc_member_order = "bysource"
-autodoc_class_signature = "separated"
+autodoc_class_signature = "mixed"
 autodoc_preserve_defaults = True
 autosummary_generate = False
 napoleon_google_docstring = True

@@ -130,7 +130,7 @@ def _kind(module_name: str, name: str) -> str:
 
 
 _ENTRY = {
-    "class": ".. autoclass:: {qualified}\n   :members:\n   :show-inheritance:\n",
+    "class": ".. autoclass:: {qualified}\n   :members:\n",
     "exception": ".. autoexception:: {qualified}\n   :members:\n   :show-inheritance:\n",
     "function": ".. autofunction:: {qualified}\n",
     "data": ".. autodata:: {qualified}\n",
@@ -173,7 +173,9 @@ def write_api_pages(folder: Path = GENERATED) -> dict[str, list[str]]:
         wanted.add(f"{module_name}.rst")
         for name in names:
             qualified = f"{module_name}.{name}"
-            title = f"{qualified}\n{'=' * len(qualified)}\n\n"
+            # The short name as the title keeps the sidebar readable; the
+            # entry itself shows the full path.
+            title = f"{name}\n{'=' * max(len(name), 4)}\n\n"
             entry = _ENTRY[_kind(module_name, name)].format(qualified=qualified)
             _write(folder / f"{qualified}.rst", title + entry)
             wanted.add(f"{qualified}.rst")
@@ -308,6 +310,41 @@ class CliHelp(Directive):
                 os.environ["COLUMNS"] = columns
 
 
+def _attribute_doc(module_name: str, name: str) -> list[str]:
+    """The ``#:`` comment of ``module_name.name`` where the package defines it:
+    the module itself or, for a lazily exported name, one of its submodules."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    module = importlib.import_module(module_name)
+    value = getattr(module, name)
+    candidates = [module_name]
+    if hasattr(module, "__path__"):
+        import pkgutil
+
+        candidates += [info.name for info in pkgutil.iter_modules(module.__path__,
+                                                                   f"{module_name}.")]
+    for candidate in candidates:
+        try:
+            docs = ModuleAnalyzer.for_module(candidate).find_attr_docs()
+        except Exception:  # noqa: BLE001 - a native or unreadable module has no comments
+            continue
+        if ("", name) in docs and getattr(importlib.import_module(candidate), name,
+                                          None) is value:
+            return list(docs[("", name)])
+    return []
+
+
+def _data_docstring(app: Sphinx, what: str, name: str, obj: Any, options: Any,
+                    lines: list[str]) -> None:
+    """A public constant's ``#:`` comment instead of its type's docstring
+    (``float``'s, ``str``'s) when autodoc reads it through a lazy export."""
+    module_name, _, attribute = name.rpartition(".")
+    if what != "data" or module_name not in API_MODULES:
+        return
+    if obj.__doc__ == type(obj).__doc__ or not lines:
+        lines[:] = _attribute_doc(module_name, attribute)
+
+
 def _builder_inited(app: Sphinx) -> None:
     app.env.cepam_aliases = _public_aliases()  # type: ignore[attr-defined]
 
@@ -318,4 +355,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("include-read", _include_read)
     app.connect("builder-inited", _builder_inited)
     app.connect("missing-reference", _missing_reference)
+    app.connect("autodoc-process-docstring", _data_docstring)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
