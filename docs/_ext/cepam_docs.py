@@ -185,9 +185,11 @@ def write_api_pages(folder: Path = GENERATED) -> dict[str, list[str]]:
     return modules
 
 
-def _public_aliases() -> dict[str, str]:
-    """Defining path (``module.qualname``) -> documented public path."""
+def _public_aliases() -> tuple[dict[str, str], dict[str, str]]:
+    """Defining path (``module.qualname``) -> documented public path, and
+    documented public path -> the module that defines the object."""
     aliases: dict[str, str] = {}
+    defining: dict[str, str] = {}
     for module_name in API_MODULES:
         module = importlib.import_module(module_name)
         for name in module.__all__:
@@ -196,7 +198,8 @@ def _public_aliases() -> dict[str, str]:
             qualname = getattr(obj, "__qualname__", None)
             if isinstance(defined, str) and isinstance(qualname, str):
                 aliases.setdefault(f"{defined}.{qualname}", f"{module_name}.{name}")
-    return aliases
+                defining[f"{module_name}.{name}"] = defined
+    return aliases, defining
 
 
 def _missing_reference(app: Sphinx, env: Any, node: nodes.Element,
@@ -212,7 +215,7 @@ def _missing_reference(app: Sphinx, env: Any, node: nodes.Element,
         if owner in aliases:
             public = f"{aliases[owner]}.{member}"
     if public is None:
-        return _internal_name(node, contnode)
+        return _internal_name(app, node, contnode)
     domain = env.get_domain("py")
     return domain.resolve_xref(env, node.get("refdoc", ""), app.builder, node["reftype"],
                                public, node, contnode)
@@ -235,32 +238,22 @@ def _lookup(path: str) -> bool:
     return False
 
 
-def _internal_name(node: nodes.Element, contnode: nodes.Element) -> nodes.Element | None:
+def _internal_name(app: Sphinx, node: nodes.Element,
+                   contnode: nodes.Element) -> nodes.Element | None:
     """``contnode`` unlinked when the reference names an existing cepam object
     outside the public API (a submodule, a constant); None (a warning) when
     it names nothing.
 
     A docstring's ``:data:`EPSILON_CAP``` or ``:mod:`.paper``` is looked
-    up in the modules the reference sits in: the documented module and
-    class, and the module that defines the documented object.
+    up where it is written: in the documented module (and class), and in
+    the module that defines the object whose page it is on.
     """
     target = node.get("reftarget", "").lstrip(".~")
-    scopes = {node.get("py:module") or ""}
-    documented = node.get("py:module"), node.get("py:class")
-    if all(documented):
-        scopes.add(f"{documented[0]}.{documented[1]}")
-    for scope in list(scopes):
-        for name in (scope.split(".") and [scope]):
-            if not name:
-                continue
-            try:
-                obj = importlib.import_module(name)
-            except ImportError:
-                continue
-            for value in vars(obj).values():
-                defined = getattr(value, "__module__", None)
-                if isinstance(defined, str) and defined.startswith("cepam"):
-                    scopes.add(defined)
+    module, cls = node.get("py:module"), node.get("py:class")
+    scopes = [module, f"{module}.{cls}" if module and cls else None]
+    page = node.get("refdoc", "").rpartition("/")[2]
+    defining = app.env.cepam_defining.get(page)  # type: ignore[attr-defined]
+    scopes += [defining, f"{defining}.{cls}" if defining and cls else None]
     candidates = [target] + [f"{scope}.{target}" for scope in scopes if scope]
     if any(c.startswith("cepam") and _lookup(c) for c in candidates):
         return contnode
@@ -346,7 +339,9 @@ def _data_docstring(app: Sphinx, what: str, name: str, obj: Any, options: Any,
 
 
 def _builder_inited(app: Sphinx) -> None:
-    app.env.cepam_aliases = _public_aliases()  # type: ignore[attr-defined]
+    aliases, defining = _public_aliases()
+    app.env.cepam_aliases = aliases  # type: ignore[attr-defined]
+    app.env.cepam_defining = defining  # type: ignore[attr-defined]
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
