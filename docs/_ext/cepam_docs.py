@@ -1,10 +1,11 @@
 """Sphinx glue for cepam's documentation site (docs/conf.py loads it).
 
-Three jobs, so that the site follows the repository without copies:
+Four jobs, so that the site follows the repository without copies:
 
 * **Sections of Markdown files.** MyST's ``include`` reads a file whole or
   between two marker strings.  When a page includes ``README.md`` or a file
-  under ``docs/``, this extension marks every ``## `` section of it with
+  under ``docs/`` (not ``CHANGELOG.md``, included whole), this extension
+  marks every ``## `` section of it with
   ``<!-- section: TITLE -->`` ... ``<!-- end: TITLE -->``, drops the
   section's own heading (the including page has its title) and lifts its
   subsections by one level, so a page includes one section by its title::
@@ -111,7 +112,9 @@ def mark_sections(text: str) -> str:
 def _include_read(app: Sphinx, relative_path: Path, parent_docname: str,
                   content: list[str]) -> None:
     path = (Path(app.srcdir) / relative_path).resolve()
-    if path.suffix == ".md" and (path.parent == ROOT or DOCS in path.parents):
+    # README.md and the notes under docs/ are included by section; other
+    # files (CHANGELOG.md) whole, headings and all.
+    if path == ROOT / "README.md" or (path.suffix == ".md" and DOCS in path.parents):
         content[0] = mark_sections(content[0])
 
 
