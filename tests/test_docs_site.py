@@ -110,6 +110,20 @@ def test_sections_are_marked_outside_code_blocks() -> None:
         "<!-- end: Two -->\n")
 
 
+def test_readme_notes_become_links() -> None:
+    pytest.importorskip("sphinx")
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        from cepam_docs import link_notes
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    text = ("See `docs/privacy.md` and `docs/nope.md`.\n```bash\ncat `docs/format.md`\n```\n"
+            "Already [`docs/format.md`](docs/format.md).\n")
+    assert link_notes(text) == (
+        "See [`docs/privacy.md`](docs/privacy.md) and `docs/nope.md`.\n"
+        "```bash\ncat `docs/format.md`\n```\nAlready [`docs/format.md`](docs/format.md).\n")
+
+
 @pytest.mark.parametrize("page, index", [(p, i) for p in GUIDES
                                          for i in range(len(_code_blocks(p)))],
                          ids=lambda v: v.name if isinstance(v, Path) else str(v))

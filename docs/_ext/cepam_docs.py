@@ -17,7 +17,8 @@ Four jobs, so that the site follows the repository without copies:
       ```
 
   A section renamed or removed from the file fails the build (MyST: text not
-  found), rather than leaving a page silently empty.
+  found), rather than leaving a page silently empty.  In README.md, a code
+  span naming a note (```docs/privacy.md```) becomes a link to its page.
 
 * **The API reference.** For each module in :data:`API_MODULES`, one page
   listing every name of the module's ``__all__`` (read when the build
@@ -52,8 +53,8 @@ from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-__all__ = ["API_MODULES", "CliHelp", "mark_sections", "public_names", "write_api_pages",
-           "setup"]
+__all__ = ["API_MODULES", "CliHelp", "link_notes", "mark_sections", "public_names",
+           "write_api_pages", "setup"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,24 @@ def mark_sections(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+_NOTE = re.compile(r"(?<!\[)`(docs/[\w./-]+\.md)`")
+
+
+def link_notes(text: str) -> str:
+    """``text`` (Markdown) with each code span naming a file under ``docs/``
+    that exists (```docs/privacy.md```) made a link to it, outside fenced
+    code blocks: on the site those are pages."""
+    out, fence = [], False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fence = not fence
+        elif not fence:
+            line = _NOTE.sub(lambda m: f"[`{m.group(1)}`]({m.group(1)})"
+                             if (ROOT / m.group(1)).is_file() else m.group(0), line)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def _include_read(app: Sphinx, relative_path: Path, parent_docname: str,
                   content: list[str]) -> None:
     path = (Path(app.srcdir) / relative_path).resolve()
@@ -116,6 +135,8 @@ def _include_read(app: Sphinx, relative_path: Path, parent_docname: str,
     # files (CHANGELOG.md) whole, headings and all.
     if path == ROOT / "README.md" or (path.suffix == ".md" and DOCS in path.parents):
         content[0] = mark_sections(content[0])
+    if path == ROOT / "README.md":
+        content[0] = link_notes(content[0])
 
 
 def public_names(module_name: str) -> list[str]:
