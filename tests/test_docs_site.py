@@ -21,6 +21,16 @@ API_MODULES = ("cepam", "cepam.accounting", "cepam.flower")
 GUIDES = sorted((DOCS / "guide").glob("*.md"))
 
 
+def _extension():
+    """docs/_ext/cepam_docs.py, the site's Sphinx extension (needs Sphinx)."""
+    pytest.importorskip("sphinx")
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        return importlib.import_module("cepam_docs")
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+
+
 def _code_blocks(path: Path) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"),
                       flags=re.S | re.M)
@@ -80,12 +90,7 @@ def test_the_cli_page_lists_every_command(site: Path) -> None:
     from cepam import cli
 
     page = (site / "guide" / "cli.html").read_text(encoding="utf-8")
-    sys.path.insert(0, str(DOCS / "_ext"))
-    try:
-        from cepam_docs import _commands
-    finally:
-        sys.path.remove(str(DOCS / "_ext"))
-    commands = [words for words, _ in _commands(cli.build_parser(), ("cepam",))]
+    commands = [words for words, _ in _extension()._commands(cli.build_parser(), ("cepam",))]
     commands += [("cepam",) + importlib.import_module(name).COMMAND
                  for name in cli._NESTED_MODULES]
     assert {("cepam", "inspect"), ("cepam", "fl", "run"), ("cepam", "privacy", "ledger")
@@ -95,13 +100,7 @@ def test_the_cli_page_lists_every_command(site: Path) -> None:
 
 
 def test_sections_are_marked_outside_code_blocks() -> None:
-    sys.path.insert(0, str(DOCS / "_ext"))
-    try:
-        sphinx = pytest.importorskip("sphinx")  # cepam_docs imports Sphinx
-        assert sphinx
-        from cepam_docs import mark_sections
-    finally:
-        sys.path.remove(str(DOCS / "_ext"))
+    mark_sections = _extension().mark_sections
     text = ("# Title\n\nintro\n\n## One\n\ntext\n\n### Sub\n\n```python\n## not a heading\n"
             "```\n\n## Two\nend\n")
     assert mark_sections(text) == (
@@ -111,12 +110,7 @@ def test_sections_are_marked_outside_code_blocks() -> None:
 
 
 def test_readme_notes_become_links() -> None:
-    pytest.importorskip("sphinx")
-    sys.path.insert(0, str(DOCS / "_ext"))
-    try:
-        from cepam_docs import link_notes
-    finally:
-        sys.path.remove(str(DOCS / "_ext"))
+    link_notes = _extension().link_notes
     text = ("See `docs/privacy.md` and `docs/nope.md`.\n```bash\ncat `docs/format.md`\n```\n"
             "Already [`docs/format.md`](docs/format.md).\n")
     assert link_notes(text) == (
