@@ -127,5 +127,7 @@ def test_guide_examples_run(page: Path, index: int) -> None:
     source = _code_blocks(page)[index]
     if "import torch" in source:
         pytest.importorskip("torch")
+    if "cepam.accounting" in source:
+        pytest.importorskip("scipy")
     exec(compile(source, f"{page.relative_to(ROOT)}[python {index}]", "exec"),
          {"__name__": "__guide__"})
