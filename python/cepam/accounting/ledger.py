@@ -66,6 +66,7 @@ from ..errors import FormatError, InvalidArgumentError, InvalidTypeError, Privac
 from . import _validation as _v
 from .accountant import PLDAccountant
 from .events import CepamGaussianRound, CepamLaplaceRound, GaussianEvent, PrivacyEvent
+from .client_level import ClientLevelRound
 from .setting import FLSetting
 
 __all__ = ["Ledger", "LedgerEntry", "DEFAULT_DELTA"]
@@ -133,13 +134,19 @@ def _event_from(description: dict[str, Any]) -> PrivacyEvent:
                                  dimension=description["dimension"], bound=description["bound"])
     if kind == "gaussian":
         return GaussianEvent(noise_multiplier=description["noise_multiplier"])
+    if kind == "client_level_round":
+        return ClientLevelRound(sigma=description["sigma"], clip=description["clip"],
+                                clients=description["clients"],
+                                threat_model=description["threat_model"])
     raise FormatError(f"ledger holds an event of unknown kind {kind!r}")
 
 
 def _check_event(event: object) -> dict[str, Any]:
-    if not isinstance(event, (CepamGaussianRound, CepamLaplaceRound, GaussianEvent)):
+    if not isinstance(event, (CepamGaussianRound, CepamLaplaceRound, GaussianEvent,
+                              ClientLevelRound)):
         raise InvalidTypeError(
-            "a ledger records CepamGaussianRound, CepamLaplaceRound or GaussianEvent "
+            "a ledger records CepamGaussianRound, CepamLaplaceRound, GaussianEvent or "
+            "ClientLevelRound "
             f"(events it can rebuild from their description), got {type(event).__name__}")
     return event.describe()
 
