@@ -35,6 +35,7 @@ from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
 from ._version import package_version
 
+#: The installed version of cepam (a PEP 440 string, e.g. ``"0.1.0"``).
 __version__ = package_version()
 
 __all__ = [

@@ -612,11 +612,10 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             encoded without a clip is refused too).
         expect_client: if given, the payload's client id must equal it.
         expect_round: if given, the payload's round must equal it.
-
-        The expectations are how a server enforces what its accountant
-        assumes: they are checked after the tag verifies (so the payload's
-        settings are those its sender chose) and before the body is
-        decoded.  None (the default) checks nothing.
+            The expectations are how a server enforces what its accountant
+            assumes: they are checked after the tag verifies (so the
+            payload's settings are those its sender chose) and before the
+            body is decoded.  None (the default) checks nothing.
         threads: native threads to use, as for :func:`encode` (the same
             values for every count).
         buffers: the encoder's choice (see :func:`encode`); it matters only
@@ -638,7 +637,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         FormatError: malformed payload, more than max_coordinates, more
             coordinates than the body can carry, or a payload that does not
             fit ``like``.
-        DecodingError (a FormatError): decoded values overflow the output
+        DecodingError: (a FormatError) decoded values overflow the output
             dtype (for example float32 with a noise scale near 1e38).
         InvalidArgumentError: a payload without structure and no ``like``.
 
@@ -866,7 +865,7 @@ class Codec:
         Raises:
             ContextReuseError: this codec (or, with ``state``, anyone
                 recording in the same file) already encoded that context.
-            (and as :func:`encode`)
+            CepamError: and the errors of :func:`encode`.
         """
         context = Context(round, self.client, message)
         key = (context.round, context.message)
@@ -897,7 +896,7 @@ class Codec:
 
         Raises:
             UnexpectedPayloadError: the payload's settings differ.
-            (and as :func:`decode`)
+            CepamError: and the errors of :func:`decode`.
         """
         expected = _Expected.checked(self.mechanism, self.clip, self.client, round,
                                      clipped=not self.allow_unclipped)

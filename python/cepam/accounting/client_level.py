@@ -158,7 +158,7 @@ class ClientLevelRound:
         threat_model: ``"client"`` (default), ``"aggregate"`` or ``"server"``.
 
     Raises:
-        InvalidArgumentError / InvalidTypeError: bad values or types.
+        InvalidArgumentError, InvalidTypeError: bad values or types.
     """
 
     sigma: float
