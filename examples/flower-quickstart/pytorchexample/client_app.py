@@ -14,6 +14,13 @@ from pytorchexample.task import train as train_fn
 app = ClientApp(mods=[cepam_mod])  # cepam: was ClientApp()
 
 
+def _model(msg: Message) -> Net:
+    torch.set_num_threads(1)
+    model = Net()
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    return model
+
+
 def _loaders(context: Context):
     return load_data(int(context.node_config["partition-id"]),
                      int(context.node_config["num-partitions"]),
@@ -25,9 +32,7 @@ def _loaders(context: Context):
 @app.train()
 def train(msg: Message, context: Context):
     """Train the model on local data."""
-    torch.set_num_threads(1)
-    model = Net()
-    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    model = _model(msg)
     trainloader, _ = _loaders(context)
     train_loss = train_fn(model, trainloader, int(context.run_config["local-epochs"]),
                           float(msg.content["config"]["lr"]))
@@ -40,9 +45,7 @@ def train(msg: Message, context: Context):
 @app.evaluate()
 def evaluate(msg: Message, context: Context):
     """Evaluate the model on local data."""
-    torch.set_num_threads(1)
-    model = Net()
-    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    model = _model(msg)
     _, valloader = _loaders(context)
     eval_loss, eval_acc = test_fn(model, valloader)
     metrics = {"eval_loss": eval_loss, "eval_acc": eval_acc,
