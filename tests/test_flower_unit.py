@@ -685,3 +685,17 @@ def test_a_missing_client_level_accountant_is_said_not_silent(monkeypatch, caplo
     _, metrics = st.aggregate_train(1, replies)
     assert "cepam-client-epsilon" not in metrics and "cepam-epsilon" in metrics
     assert "no client-level eps" in caplog.text
+
+
+def test_record_and_array_names_that_would_collide_are_refused():
+    class Colliding(FedAvg):
+        def configure_train(self, server_round, arrays, config, grid):
+            messages = list(super().configure_train(server_round, arrays, config, grid))
+            for msg in messages:
+                msg.content["arrays/w"] = ArrayRecord({"x": Array(np.zeros(2, np.float32))})
+                msg.content["arrays"]["w/x"] = Array(np.zeros(2, np.float32))
+            return messages
+
+    st = CepamStrategy(Colliding(), mechanism=MECH, clip=1.0)
+    with pytest.raises(cepam.InvalidArgumentError, match="same record/array name"):
+        st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid())

@@ -92,7 +92,10 @@ def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]
             after = returned[key][name].numpy()
             if before.shape != after.shape or before.dtype != after.dtype:
                 raise _Refusal(f"array {name!r} changed shape or dtype in training")
-            update[flat_name(key, name)] = after - before
+            flat = flat_name(key, name)
+            if flat in update:
+                raise _Refusal(f"two arrays are both named {flat!r} (record/array)")
+            update[flat] = after - before
     if not update:
         raise _Refusal("the model has no float arrays")
     return update

@@ -108,6 +108,9 @@ class _Sent:
         self.config, self.records = config, records
         self.template = {flat_name(k, n): a for k, r in records.items() for n, a in r.items()
                          if _is_float(a)}
+        if len(self.template) != sum(_is_float(a) for r in records.values() for a in r.values()):
+            raise InvalidArgumentError("two float arrays have the same record/array name; "
+                                       "rename an ArrayRecord or an array")
         self.coordinates = sum(int(a.size) for a in self.template.values())
         self.float32_bytes = 4 * self.coordinates
 
