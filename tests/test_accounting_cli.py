@@ -73,9 +73,9 @@ def test_target_eps_solves_for_sigma(capsys):
 def test_errors(capsys):
     with pytest.raises(InvalidArgumentError):
         run(["--sigma", "0.5", *PAPER_ARGS, "--delta", "0"], capsys)
-    with pytest.raises(InvalidArgumentError):  # tau > |D|
-        run(["--sigma", "0.5", "--clip", "1", "--clients", "30", "--local-steps", "20",
-             "--dataset-size", "10", "--delta", "1e-5"], capsys)
+    with pytest.raises(InvalidArgumentError):  # the record level needs the paper's loop
+        run(["--sigma", "0.5", "--clip", "1", "--clients", "30", "--level", "record",
+             "--delta", "1e-5"], capsys)
     with pytest.raises(CepamError):
         run(["--sigma", "-1", *PAPER_ARGS, "--delta", "1e-5"], capsys)
     with pytest.raises(SystemExit):  # --sigma and --target-eps are exclusive

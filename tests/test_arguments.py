@@ -312,7 +312,7 @@ def test_the_default_coder_is_ans():
 def test_max_coordinates_at_or_above_the_size_is_accepted(limit):
     payload = enc()  # 12 coordinates
     assert cepam.decode(payload, secret=SECRET, max_coordinates=limit).shape == X.shape
-    assert cepam.Codec(G, secret=SECRET).decode(payload, max_coordinates=limit).shape == X.shape
+    assert cepam.Codec(G, secret=SECRET, allow_unclipped=True).decode(payload, max_coordinates=limit).shape == X.shape
 
 
 @pytest.mark.parametrize("limit", [0, 1, 11], ids=["zero", "one", "one-less"])
@@ -321,7 +321,7 @@ def test_max_coordinates_below_the_size_refuses_the_payload(limit):
     with pytest.raises(cepam.FormatError, match="max_coordinates"):
         cepam.decode(enc(), secret=SECRET, max_coordinates=limit)
     with pytest.raises(cepam.FormatError, match="max_coordinates"):
-        cepam.Codec(G, secret=SECRET).decode(enc(), max_coordinates=limit)
+        cepam.Codec(G, secret=SECRET, allow_unclipped=True).decode(enc(), max_coordinates=limit)
 
 
 @pytest.mark.parametrize("coder", ["ans", "golomb"])
@@ -428,7 +428,7 @@ def test_codec_refuses_to_encode_the_same_round_and_message_twice():
 
 
 def test_codec_same_round_with_a_different_message_is_fine():
-    codec = cepam.Codec(G, secret=SECRET, client=4)
+    codec = cepam.Codec(G, secret=SECRET, client=4, allow_unclipped=True)
     a = codec.encode(X, round=1, message=0)
     b = codec.encode(X, round=1, message=1)
     c = codec.encode(X, round=2, message=0)
@@ -439,7 +439,7 @@ def test_codec_same_round_with_a_different_message_is_fine():
 
 def test_codec_failed_encode_does_not_use_up_the_context():
     """Nothing was sent when encode raised, so the same context can be used again."""
-    codec = cepam.Codec(G, secret=SECRET, client=4)
+    codec = cepam.Codec(G, secret=SECRET, client=4, allow_unclipped=True)
     with pytest.raises(cepam.InvalidArgumentError):
         codec.encode(_nan_at(0), round=3)
     codec.encode(X, round=3)

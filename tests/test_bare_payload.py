@@ -34,10 +34,13 @@ def test_bare_payload_decodes_to_the_template_bit_for_bit():
     for name in UPDATE:
         assert b[name].shape == UPDATE[name].shape and b[name].dtype == np.float32
         assert np.array_equal(a[name], b[name])
-    # A list template gives a list; the template's values are not read.
-    zeros = [np.zeros_like(v) for v in UPDATE.values()]
+    # The template's values are not read.
+    zeros = {k: np.zeros_like(v) for k, v in UPDATE.items()}
     c = cepam.decode(bare, secret=SECRET_A, like=zeros)
-    assert isinstance(c, list) and all(np.array_equal(x, y) for x, y in zip(c, a.values()))
+    assert all(np.array_equal(c[k], a[k]) for k in UPDATE)
+    # A list template has no names: not the structure that was encoded.
+    with pytest.raises(cepam.FormatError, match="not the structure"):
+        cepam.decode(bare, secret=SECRET_A, like=list(zeros.values()))
 
 
 def test_bare_payload_header_carries_m_only():
@@ -109,3 +112,51 @@ def test_codec_object_and_argument_checks():
         cepam.Codec(MECH, secret=SECRET_A, structure="no")
     with pytest.raises(cepam.InvalidTypeError):
         _encode(UPDATE, 0)
+
+
+# ------------------------------------------------- a bare payload is bound to its structure
+
+SMALL = {"w": np.arange(6, dtype=np.float32).reshape(2, 3) * 1e-3,
+         "b": np.arange(4, dtype=np.float32) * 1e-3}
+
+
+@pytest.mark.parametrize("template", [
+    {"b": np.zeros(4, np.float32), "w": np.zeros((2, 3), np.float32)},      # keys reordered
+    {"w": np.zeros((3, 2), np.float32), "b": np.zeros(4, np.float32)},      # w transposed
+    {"w": np.zeros(6, np.float32), "b": np.zeros(4, np.float32)},           # w flattened
+    {"w": np.zeros((2, 3), np.float64), "b": np.zeros(4, np.float32)},      # dtype changed
+    {"w": np.zeros((2, 3), np.float32), "c": np.zeros(4, np.float32)},      # renamed
+    {"w": np.zeros((2, 2), np.float32), "b": np.zeros(6, np.float32)},      # sizes moved
+    [np.zeros((2, 3), np.float32), np.zeros(4, np.float32)],                 # no names
+    np.zeros(10, np.float32),                                                # one array
+], ids=["reordered", "transposed", "flattened", "dtype", "renamed", "resized", "list", "single"])
+def test_a_template_of_another_structure_with_the_same_size_is_refused(template):
+    payload = _encode(SMALL, False)
+    with pytest.raises(cepam.FormatError, match="not the structure this bare payload"):
+        cepam.decode(payload, secret=SECRET_A, like=template)
+    codec = cepam.Codec(MECH, secret=SECRET_A, client=1, clip=1.0)
+    with pytest.raises(cepam.FormatError, match="not the structure this bare payload"):
+        codec.decode(payload, like=template)
+
+
+def test_the_same_structure_from_torch_or_numpy_is_accepted():
+    torch = pytest.importorskip("torch")
+    payload = _encode({k: torch.from_numpy(v) for k, v in SMALL.items()}, False)
+    out = cepam.decode(payload, secret=SECRET_A, like=SMALL)
+    assert [k for k in out] == ["w", "b"] and out["w"].shape == (2, 3)
+
+
+def test_the_binding_costs_eight_sealed_bytes():
+    """The digest is in the sealed section (encrypted): the public header is
+    unchanged, and the bare payload grows by 8 bytes over header + body."""
+    from cepam.payload import DIGEST_BYTES, SEALED_HEADER_BYTES, pack_header
+    from cepam.keys import TAG_BYTES
+    from cepam.sealing import open_payload
+
+    payload = _encode(SMALL, False)
+    header, sealed = open_payload(payload, SECRET_A)
+    assert DIGEST_BYTES == 8 and len(sealed.digest) == 8
+    assert len(payload) == (len(pack_header(header)) + SEALED_HEADER_BYTES + 8
+                            + len(sealed.body) + TAG_BYTES)
+    full_header, full_sealed = open_payload(_encode(SMALL, True), SECRET_A)
+    assert full_sealed.digest == b""

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 import cepam
 from cepam.cli import main
@@ -22,6 +23,16 @@ def test_demo_text(capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "bits per coordinate" in out and "KS test" in out
+    # The default sigma shows the codec; the demo says loudly that it is not private.
+    pytest.importorskip("scipy")
+    assert "NO meaningful privacy" in out
+
+
+def test_demo_reports_a_meaningful_guarantee_when_there_is_one(capsys):
+    pytest.importorskip("scipy")
+    assert main(["demo", "--sigma", "5", "--clip", "1", "--json"]) == 0
+    privacy = json.loads(capsys.readouterr().out)["privacy"]
+    assert privacy["level"] == "client" and 0 < privacy["epsilon"] < 2
 
 
 def test_inspect_command(tmp_path, capsys):

@@ -4,6 +4,8 @@ expectations refuses an authentic payload encoded with other settings."""
 import math
 import pickle
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -85,10 +87,27 @@ def test_server_codec_enforces_its_settings():
     assert (info.value.expected, info.value.actual) == (4, 3)
 
 
-def test_server_codec_without_clip_accepts_any_clip():
+def test_server_codec_without_clip_accepts_any_clip_but_none():
     server = cepam.Codec(G, secret=SECRET_A, client=4)
-    for clip in (None, 0.5, 100.0):
+    for clip in (0.5, 100.0):
         assert server.decode(enc(clip=clip)).shape == X.shape
+    with pytest.raises(cepam.UnexpectedPayloadError, match="allow_unclipped") as info:
+        server.decode(enc(clip=None))
+    assert info.value.field == "clip" and info.value.actual is None
+    lenient = cepam.Codec(G, secret=SECRET_A, client=4, allow_unclipped=True)
+    assert lenient.decode(enc(clip=None)).shape == X.shape
+
+
+def test_encoding_without_a_clip_warns_once_per_codec():
+    codec = cepam.Codec(G, secret=SECRET_A, client=4)
+    with pytest.warns(cepam.PrivacyWarning, match="no differential-privacy guarantee"):
+        codec.encode(X, round=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cepam.PrivacyWarning)
+        codec.encode(X, round=1)  # once per codec
+        cepam.Codec(G, secret=SECRET_A, client=4, clip=1.0).encode(X, round=0)
+    with pytest.warns(cepam.PrivacyWarning):
+        cepam.encode(X, G, secret=SECRET_A, round=0, client=4)
 
 
 def test_lattice_and_coder_are_the_senders_choice():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from cepam.fl.flower_engine import run_flower_experiment  # noqa: E402
 from cepam.fl.privacy import config_epsilon_function  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-MNIST_DIR = next((p for p in (REPO.parent / "shared" / "data" / "mnist",)
+MNIST_DIR = next((p for p in (REPO.parent / "shared" / "data" / "mnist",
+                               Path(os.environ.get("CEPAM_DATA") or REPO / "missing"))
                   if all((p / f).is_file() for f in FILES.values())), None)
 pytestmark = pytest.mark.skipif(MNIST_DIR is None,
                                 reason="MNIST not found in ../shared/data/mnist")

@@ -50,8 +50,15 @@ class FakeGrid:
     class run:  # noqa: N801 - mirrors Grid.run
         run_id = RUN
 
+    def __init__(self):
+        self.sent = []
+
     def get_node_ids(self):
         return list(NODES)
+
+    def send_and_receive(self, messages, *, timeout=None):
+        self.sent.extend(messages)
+        return []
 
 
 def global_arrays() -> ArrayRecord:
@@ -105,7 +112,8 @@ def test_key_agreement_round_trip_and_equal_weights():
     assert len(nonces) == len(messages)
     for r in replies:
         assert not r.has_error()
-        (array,) = r.content["arrays"].values()
+        assert list(r.content.array_records) == ["cepam-payload"]
+        (array,) = r.content["cepam-payload"].values()
         assert array.stype.startswith("cepam/v") and len(r.content["cepam"]["client-key"]) == 32
     agg, metrics = st.aggregate_train(1, replies)
     assert metrics["cepam-updates"] == 4 and metrics["cepam-dropped"] == 0
@@ -118,6 +126,7 @@ def test_key_agreement_round_trip_and_equal_weights():
     delta = agg["w"].numpy() - arrays["w"].numpy()
     assert abs(float(delta.mean()) - 0.025) < 5 * MECH.sigma / 2 / np.sqrt(delta.size)
     np.testing.assert_array_equal(agg["steps"].numpy(), [5])
+    assert agg["steps"].numpy().dtype == np.int64  # the server's counter, not FedAvg's float
 
 
 def test_key_is_pinned_and_a_changed_key_is_dropped(caplog):
@@ -164,10 +173,10 @@ def test_replayed_payload_from_another_round_is_refused(caplog):
     st = strategy()
     ctxs = contexts()
     _, first = run_round(st, ctxs)
-    old = first[0].content["arrays"]
+    old = first[0].content["cepam-payload"]
     st.aggregate_train(1, first)
     _, replies = run_round(st, ctxs, rnd=2)
-    replies[0].content["arrays"] = old  # round 1's payload again
+    replies[0].content["cepam-payload"] = old  # round 1's payload again
     _, metrics = st.aggregate_train(2, replies)
     assert metrics["cepam-dropped"] == 1 and "round" in caplog.text
 
@@ -175,7 +184,7 @@ def test_replayed_payload_from_another_round_is_refused(caplog):
 def _hostile(reply: Message, kind: str) -> Message:
     if kind == "error":
         return Message(Error(1, "boom"), reply_to=reply)
-    record = reply.content["arrays"]
+    record = reply.content["cepam-payload"]
     (array,) = record.values()
     data = bytes(array.data)
     if kind == "garbage":
@@ -185,9 +194,10 @@ def _hostile(reply: Message, kind: str) -> Message:
     elif kind == "flipped":
         data = data[:-20] + bytes([data[-20] ^ 1]) + data[-19:]
     if kind == "float32":
+        del reply.content["cepam-payload"]
         reply.content["arrays"] = ArrayRecord({"w": Array(np.zeros((30, 4), np.float32))})
     elif kind == "stype":
-        reply.content["arrays"] = ArrayRecord(
+        reply.content["cepam-payload"] = ArrayRecord(
             {"cepam": Array(dtype="uint8", shape=(len(data),), stype="other", data=data)})
     elif kind == "two-records":
         reply.content["more"] = ArrayRecord({"x": Array(np.zeros(1, np.float32))})
@@ -196,7 +206,7 @@ def _hostile(reply: Message, kind: str) -> Message:
     elif kind == "extra-metric":  # accepted, the key left out of the aggregate
         reply.content["metrics"]["surprise"] = 1.0
     else:
-        reply.content["arrays"] = ArrayRecord(
+        reply.content["cepam-payload"] = ArrayRecord(
             {"cepam": Array(dtype="uint8", shape=(len(data),), stype=array.stype, data=data)})
     return reply
 
@@ -273,8 +283,8 @@ def test_laplace_budget_adds_up_and_stops():
         _, replies = run_round(st, ctxs, rnd=rnd)
         _, metrics = st.aggregate_train(rnd, replies)
         assert metrics["cepam-epsilon"] == pytest.approx(rnd * per_round)
-        assert "flower-rdp-client-epsilon" not in metrics
-    assert st._forecast_exceeds(4)
+        assert "cepam-client-epsilon" not in metrics
+    assert not st._check_budget(3, 4)
 
 
 def test_drops_raise_eps_through_k():
@@ -330,7 +340,7 @@ def test_a_round_whose_drops_break_the_budget_is_not_released():
     ctxs = contexts()
     _, replies = run_round(st, ctxs)
     assert st.aggregate_train(1, replies)[0] is not None
-    assert not st._forecast_exceeds(4)
+    assert st._check_budget(2, 4)
     _, replies = run_round(st, ctxs, rnd=2)
     replies[0] = Message(Error(1, "lost"), reply_to=replies[0])
     assert st.aggregate_train(2, replies) == (None, None)
@@ -357,15 +367,17 @@ def test_a_ledger_records_each_round_and_a_second_run_stops_at_the_budget(tmp_pa
         _, replies = run_round(first, ctxs, rnd=rnd)
         _, metrics = first.aggregate_train(rnd, replies)
         assert metrics["cepam-epsilon"] == pytest.approx(_eps_of([4] * rnd, sigma), rel=1e-9)
-    assert first._forecast_exceeds(4)  # a third round would not fit
+    assert not first._check_budget(3, 4)  # a third round would not fit
     with Ledger(path) as ledger:  # on disk, as a restarted server finds it
         assert [e.round for e in ledger.events()] == [1, 2]
         assert ledger.epsilon() == pytest.approx(_eps_of([4, 4], sigma), rel=1e-9)
     # A new run (a restarted server, or a second training on the same data):
     # the ledger's spend counts, so it stops before its first round.
     second = strategy(mechanism=cepam.Gaussian(sigma=sigma), max_epsilon=budget, ledger=path)
-    result = second.start(grid=FakeGrid(), initial_arrays=global_arrays(), num_rounds=3)
+    grid = FakeGrid()
+    result = second.start(grid=grid, initial_arrays=global_arrays(), num_rounds=3)
     assert second.stopped_by_budget and not result.train_metrics_clientapp
+    assert grid.sent == []  # not one train (or evaluate) message left the server
     with Ledger(path) as ledger:
         assert len(ledger.events()) == 2 and len(ledger.runs()) == 1
 
@@ -391,7 +403,7 @@ def test_a_payload_from_another_run_is_refused(caplog):
     _, old = run_round(earlier, ctxs)
     st = strategy(secrets=table)  # the same nodes and secrets, a new run
     _, replies = run_round(st, ctxs)
-    replies[1].content["arrays"] = old[1].content["arrays"]  # replayed from the earlier run
+    replies[1].content["cepam-payload"] = old[1].content["cepam-payload"]  # an earlier run's
     _, metrics = st.aggregate_train(1, replies)
     assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1
 
@@ -424,3 +436,266 @@ def test_the_aggregate_does_not_depend_on_the_order_replies_arrive_in():
     second, _ = st.aggregate_train(1, shuffled)
     for name in first.keys():
         assert first[name].numpy().tobytes() == second[name].numpy().tobytes(), name
+
+
+# ---------------------------------------------------------------- any model
+
+
+class TwoRecords(FedAvg):
+    """Sends a second ArrayRecord (float buffers and a counter) and keeps the
+    decoded replies it is given."""
+
+    seen: list = []
+
+    def configure_train(self, server_round, arrays, config, grid):
+        messages = list(super().configure_train(server_round, arrays, config, grid))
+        for msg in messages:
+            msg.content["buffers"] = ArrayRecord({
+                "running_mean": Array(np.zeros(3, np.float32)),
+                "num_batches_tracked": Array(np.array([7], np.int64))})
+        return messages
+
+    def aggregate_train(self, server_round, replies):
+        replies = list(replies)
+        self.seen = [{k: {n: a.numpy() for n, a in r.content[k].items()}
+                      for k in r.content.array_records} for r in replies]
+        for r in replies:
+            del r.content["buffers"]
+        return super().aggregate_train(server_round, replies)
+
+
+def counting_train(msg: Message, ctx: Context) -> Message:
+    """Moves every float array and counts up every integer array (BatchNorm)."""
+    out = RecordDict({"metrics": MetricRecord({"num-examples": 1})})
+    for key, record in msg.content.array_records.items():
+        out[key] = ArrayRecord({
+            n: Array(a.numpy() + 0.01 if a.numpy().dtype.kind == "f" else a.numpy() + 3)
+            for n, a in record.items()})
+    return Message(out, reply_to=msg)
+
+
+def test_counters_change_freely_and_several_array_records_travel_in_one_payload():
+    inner = TwoRecords()
+    st = CepamStrategy(inner, mechanism=MECH, clip=1.0, setting=SETTING)
+    ctxs = contexts()
+    messages = list(st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid()))
+    replies = [cepam_mod(m, ctxs[m.metadata.dst_node_id], counting_train) for m in messages]
+    assert not any(r.has_error() for r in replies)
+    for r in replies:  # one payload: the counters are not in it
+        assert list(r.content.array_records) == ["cepam-payload"]
+        info = cepam.inspect(bytes(r.content["cepam-payload"]["cepam"].data))
+        assert info.coordinates == 30 * 4 + 4 + 3
+    agg, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 4
+    for content in inner.seen:  # decoded: both records, the server's own counters
+        np.testing.assert_array_equal(content["arrays"]["steps"], [5])
+        np.testing.assert_array_equal(content["buffers"]["num_batches_tracked"], [7])
+        mean = content["buffers"]["running_mean"]
+        assert abs(float(mean.mean()) - 0.01) < 5 * MECH.sigma
+    np.testing.assert_array_equal(agg["steps"].numpy(), [5])
+
+
+def test_a_duplicated_reply_is_counted_once(caplog):
+    import copy
+
+    st = strategy()
+    _, replies = run_round(st, contexts())
+    _, metrics = st.aggregate_train(1, replies + [copy.deepcopy(replies[1])])
+    assert metrics["cepam-updates"] == 4 and metrics["cepam-dropped"] == 1
+    assert metrics["cepam-epsilon"] == pytest.approx(_eps_of([4]), rel=1e-9)
+    assert "second reply" in caplog.text
+    # One node's reply twice does not pass a two-client minimum.
+    st = strategy()
+    _, replies = run_round(st, contexts())
+    assert st.aggregate_train(1, [replies[0], copy.deepcopy(replies[0])]) == (None, None)
+
+
+def test_message_metadata_is_kept():
+    class Ttl(FedAvg):
+        def configure_train(self, server_round, arrays, config, grid):
+            messages = list(super().configure_train(server_round, arrays, config, grid))
+            for msg in messages:
+                msg.metadata.ttl = 123.0
+                msg.metadata.group_id = "g7"
+            return messages
+
+    st = CepamStrategy(Ttl(), mechanism=MECH, clip=1.0)
+    for msg in st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid()):
+        assert (msg.metadata.ttl, msg.metadata.group_id) == (123.0, "g7")
+        assert "cepam" in msg.content.config_records
+
+
+@pytest.mark.parametrize("kind", ["large", "structured", "records"])
+def test_oversized_and_foreign_replies_are_dropped_before_parsing(kind, caplog, monkeypatch):
+    st = strategy()
+    _, replies = run_round(st, contexts())
+    data = bytes(replies[1].content["cepam-payload"]["cepam"].data)
+    stype = replies[1].content["cepam-payload"]["cepam"].stype
+    if kind == "large":  # the limit: the float32 model (124 floats) + 64 KiB
+        data = data + bytes(4 * 124 + 65536)
+    elif kind == "structured":  # container byte: not bare
+        data = data[:7] + bytes([3]) + data[8:]
+    else:
+        for i in range(3):
+            replies[1].content[f"m{i}"] = MetricRecord({"x": 1.0})
+    replies[1].content["cepam-payload"] = ArrayRecord(
+        {"cepam": Array(dtype="uint8", shape=(len(data),), stype=stype, data=data)})
+    real = cepam.inspect
+    monkeypatch.setattr(cepam, "inspect", lambda p, **k: pytest.fail("parsed") if p == data
+                        else real(p, **k))
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1
+    assert {"large": "above the limit", "structured": "not a bare",
+            "records": "records in the reply"}[kind] in caplog.text
+
+
+def test_padding_max_gives_one_length_and_no_per_client_size_is_released():
+    st = strategy()  # pad="max", the default
+    messages, replies = run_round(st, contexts())
+    assert {m.content["cepam"]["pad"] for m in messages} == {"max"}
+    sizes = {len(r.content["cepam-payload"]["cepam"].data) for r in replies}
+    assert len(sizes) == 1
+    _, metrics = st.aggregate_train(1, replies)
+    padded = sizes.pop()
+    assert metrics["cepam-payload-bytes"] == padded
+    st = strategy(pad=None)
+    _, replies = run_round(st, contexts())
+    assert all(len(r.content["cepam-payload"]["cepam"].data) < padded for r in replies)
+    _, metrics = st.aggregate_train(1, replies)
+    assert not [k for k in metrics.keys() if "bytes" in k or "bits" in k]
+    with pytest.raises(cepam.InvalidArgumentError):
+        strategy(pad="huge")
+
+
+def test_secret_files_must_be_private(tmp_path):
+    from cepam.flower.keys import secrets_from_file
+
+    secret = bytes(range(32))
+    path = tmp_path / "secret"
+    path.write_text(secret.hex() + "\n")
+    path.chmod(0o644)
+    with pytest.raises(cepam.InvalidArgumentError, match="chmod 600"):
+        secret_from_node_config({"cepam-secret-file": str(path)})
+    path.chmod(0o600)
+    assert secret_from_node_config({"cepam-secret-file": str(path)}) == secret
+    table = tmp_path / "secrets"
+    table.write_text("# node secret\n101 " + secret.hex() + "\n")
+    table.chmod(0o640)
+    with pytest.raises(cepam.InvalidArgumentError, match="mode 0640"):
+        secrets_from_file(table)
+    table.chmod(0o600)
+    assert secrets_from_file(table) == {101: secret}
+    st = strategy(secrets=str(table))
+    assert st._lookup(101) == secret
+
+
+def test_used_contexts_persist_across_a_node_restart(tmp_path):
+    table = {n: bytes([n % 256]) * 32 for n in NODES}
+    config = {"cepam-secret": table[101].hex(), "cepam-state": str(tmp_path / "used.db")}
+    st = strategy(secrets=table)
+    (msg, *_) = [m for m in st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid())
+                 if m.metadata.dst_node_id == 101]
+    first = Context(run_id=RUN, node_id=101, node_config=config, state=RecordDict(),
+                    run_config={})
+    assert not cepam_mod(msg, first, train).has_error()
+    restarted = Context(run_id=RUN, node_id=101, node_config=config, state=RecordDict(),
+                        run_config={})  # a new process: its memory is empty
+    again = cepam_mod(msg, restarted, train)
+    assert again.has_error() and "already used" in again.error.reason
+
+
+def test_keys_pinned_in_a_file_across_runs(tmp_path, caplog):
+    pins = tmp_path / "pins.json"
+    ctxs = {n: Context(run_id=RUN, node_id=n, node_config={
+        "cepam-key-file": str(tmp_path / f"node{n}.key")}, state=RecordDict(), run_config={})
+        for n in NODES}
+    _, replies = run_round(strategy(pinned_keys=pins), ctxs)
+    first = strategy(pinned_keys=pins)
+    _, replies = run_round(first, ctxs)
+    assert first.aggregate_train(1, replies)[1]["cepam-updates"] == 4
+    assert oct((tmp_path / "node101.key").stat().st_mode & 0o777) == "0o600"
+    # A later run (a restarted server): the same keys pass, a new key for 101 does not.
+    (tmp_path / "node101.key").unlink()
+    second = strategy(pinned_keys=pins)
+    _, replies = run_round(second, ctxs)
+    _, metrics = second.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 3 and "pinned" in caplog.text
+
+
+def test_key_agreement_warns_unless_the_transport_is_authenticated(caplog):
+    strategy()._begin_run(FakeGrid())
+    assert "UNAUTHENTICATED" in caplog.text
+    caplog.clear()
+    strategy(authenticated_transport=True)._begin_run(FakeGrid())
+    assert "UNAUTHENTICATED" not in caplog.text
+
+
+def _gdp_client_epsilon(*, sigma, clip, rounds, clients, delta, threat_model="client"):
+    """Test-only stand-in for cepam.accounting.client_epsilon (same contract):
+    mu-GDP with mu = sqrt(rounds) / z, z = sigma sqrt(m) / (2 clip)."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    m = {"aggregate": clients, "client": clients - 1}.get(threat_model, 1)
+    mu = np.sqrt(rounds) / (sigma * np.sqrt(m) / (2 * clip))
+
+    def excess(eps):
+        return norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2) - delta
+
+    return brentq(excess, 0.0, 100.0 * mu + 100.0)
+
+
+def test_client_level_eps_uses_cepam_s_accountant_with_the_smallest_k(monkeypatch):
+    import cepam.accounting
+
+    calls = []
+
+    def exact(**kwargs):
+        calls.append(kwargs)
+        return _gdp_client_epsilon(**kwargs)
+
+    monkeypatch.setattr(cepam.accounting, "client_epsilon", exact, raising=False)
+    st = strategy(mechanism=cepam.Gaussian(sigma=2.0))
+    ctxs = contexts()
+    _, replies = run_round(st, ctxs)
+    st.aggregate_train(1, replies)
+    _, replies = run_round(st, ctxs, rnd=2)
+    _, metrics = st.aggregate_train(2, replies[:3])
+    assert calls[-1] == dict(sigma=2.0, clip=1.0, rounds=2, clients=3, delta=1e-5,
+                             threat_model="client")
+    assert metrics["cepam-client-epsilon"] == pytest.approx(_gdp_client_epsilon(**calls[-1]))
+
+
+def test_a_missing_client_level_accountant_is_said_not_silent(monkeypatch, caplog):
+    import builtins
+
+    import cepam.accounting
+
+    monkeypatch.delattr(cepam.accounting, "client_epsilon", raising=False)
+    real_import = builtins.__import__
+
+    def no_rdp(name, *args, **kwargs):
+        if name == "flwr.serverapp" and "RdpAccountant" in (args[2] if len(args) > 2 else ()):
+            raise ImportError("no dp-accounting")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_rdp)
+    st = strategy()
+    _, replies = run_round(st, contexts())
+    _, metrics = st.aggregate_train(1, replies)
+    assert "cepam-client-epsilon" not in metrics and "cepam-epsilon" in metrics
+    assert "no client-level eps" in caplog.text
+
+
+def test_record_and_array_names_that_would_collide_are_refused():
+    class Colliding(FedAvg):
+        def configure_train(self, server_round, arrays, config, grid):
+            messages = list(super().configure_train(server_round, arrays, config, grid))
+            for msg in messages:
+                msg.content["arrays/w"] = ArrayRecord({"x": Array(np.zeros(2, np.float32))})
+                msg.content["arrays"]["w/x"] = Array(np.zeros(2, np.float32))
+            return messages
+
+    st = CepamStrategy(Colliding(), mechanism=MECH, clip=1.0)
+    with pytest.raises(cepam.InvalidArgumentError, match="same record/array name"):
+        st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid())

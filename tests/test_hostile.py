@@ -61,7 +61,7 @@ SECRET = bytes(range(7, 39))
 OTHER_SECRET = bytes(range(200, 232))
 MAC = mac_key(SECRET)
 
-VERSION = 3
+VERSION = 4
 GOLOMB, ANS = 1, 2
 CODERS = ("golomb", "ans")
 HEADER_PREFIX = struct.Struct("<4sBBBBHdd")  # magic, version, mechanism, coder, container .. clip
@@ -848,7 +848,7 @@ def test_wrong_magic_is_a_format_error(magic, retagged, coder):
         cepam.inspect(payload)
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 4, 0x82, 255])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 5, 0x82, 255])
 @pytest.mark.parametrize("retagged", [False, True], ids=["tag-stale", "tag-valid"])
 @pytest.mark.parametrize("coder", CODERS)
 def test_wrong_version_is_a_format_error(version, retagged, coder):
@@ -1968,7 +1968,8 @@ def test_max_coordinates_refuses_a_large_declared_size_before_allocating():
     with peak_allocation() as traced:
         with pytest.raises(cepam.FormatError, match="max_coordinates"):
             cepam.decode(payload, secret=SECRET, max_coordinates=m)
-        codec = cepam.Codec(cepam.Gaussian(sigma=0.25), secret=SECRET, client=6)
+        codec = cepam.Codec(cepam.Gaussian(sigma=0.25), secret=SECRET, client=6,
+                            allow_unclipped=True)
         with pytest.raises(cepam.FormatError, match="max_coordinates"):
             codec.decode(payload, max_coordinates=m)
     peak = traced.peak

@@ -58,7 +58,7 @@ def test_epsilon_is_the_accountant_s_over_every_record_and_survives_reopening(pa
 def test_rounds_compose_as_separate_records(path):
     with Ledger(path) as ledger:
         ledger.record(ROUND, run_id="a", rounds=10)
-        ledger.record(GaussianEvent(noise_multiplier=2.0), run_id="a")
+        ledger.record(GaussianEvent(noise_multiplier=2.0), run_id="b")
         expected = (PLDAccountant().compose(ROUND, 10)
                     .compose(GaussianEvent(noise_multiplier=2.0)).get_epsilon(1e-5))
         assert ledger.epsilon() == pytest.approx(expected, rel=1e-9)
@@ -72,6 +72,28 @@ def test_a_retried_round_is_not_counted_twice(path):
         with pytest.raises(cepam.InvalidArgumentError, match="already recorded"):
             ledger.record(CepamGaussianRound(sigma=0.7, setting=SETTING), run_id="a", round=3)
         assert ledger.record(ROUND, run_id="b", round=3) != first
+
+
+def test_a_retried_round_less_record_is_not_counted_twice(path):
+    with Ledger(path) as ledger:
+        first = ledger.record(ROUND, run_id="a", rounds=10)
+        assert ledger.record(ROUND, run_id="a", rounds=10) == first
+        assert sum(e.rounds for e in ledger.events()) == 10
+        with pytest.raises(cepam.InvalidArgumentError, match="round-less record"):
+            ledger.record(ROUND, run_id="a", rounds=11)
+        assert ledger.record(ROUND, run_id="a", round=0) != first
+
+
+def test_empty_and_foreign_files_are_not_ledgers(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for create in (False, True):
+        with pytest.raises(cepam.FormatError, match="empty file"):
+            Ledger(empty, create=create)
+    assert empty.stat().st_size == 0  # left as it was
+    (tmp_path / "notes.txt").write_text("privacy budget: plenty\n")
+    with pytest.raises(cepam.FormatError):
+        Ledger(tmp_path / "notes.txt", create=False)
 
 
 def test_the_budget_is_checked_before_recording(path):

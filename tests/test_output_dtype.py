@@ -114,7 +114,8 @@ def test_explicit_output_dtypes_apply_to_every_entry():
 def test_codec_decode_takes_dtype():
     torch = pytest.importorskip("torch")
     x = torch.from_numpy(normal()[:1000]).to(torch.float16)
-    codec = cepam.Codec(cepam.Gaussian(sigma=1e-4), secret=SECRET_A, client=0)
+    codec = cepam.Codec(cepam.Gaussian(sigma=1e-4), secret=SECRET_A, client=0,
+                        allow_unclipped=True)
     payload = codec.encode(x, round=0)
     assert codec.decode(payload).dtype == torch.float32
     with pytest.warns(cepam.PrecisionWarning):

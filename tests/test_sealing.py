@@ -1,4 +1,4 @@
-"""Sealed payloads (format version 3): nothing about the update in clear.
+"""Sealed payloads (format version 4): nothing about the update in clear.
 
 * No window of a payload's bytes holds a statistic the encoder computes from
   the update (float64, float32, either byte order, any offset), for every

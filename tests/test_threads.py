@@ -83,7 +83,8 @@ def test_auto_and_codec_take_threads():
     x = update(SEGMENT + 99, ratio=1.0)
     payloads = encode_all(x, cepam.Gaussian(sigma=1e-3))  # lattice="auto"
     assert all(p == payloads[0] for p in payloads)
-    codecs = [cepam.Codec(cepam.Gaussian(sigma=1e-3), secret=SECRET, client=2, threads=t)
+    codecs = [cepam.Codec(cepam.Gaussian(sigma=1e-3), secret=SECRET, client=2, threads=t,
+                          allow_unclipped=True)
               for t in THREAD_COUNTS]
     coded = [c.encode(x, round=1) for c in codecs]
     assert all(p == payloads[0] for p in coded)

@@ -27,6 +27,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
     PrecisionWarning,
+    PrivacyWarning,
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
@@ -34,6 +35,7 @@ from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
 from ._version import package_version
 
+#: The installed version of cepam (a PEP 440 string, e.g. ``"0.1.0"``).
 __version__ = package_version()
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "DecodingError",
     "UnexpectedPayloadError",
     "PrecisionWarning",
+    "PrivacyWarning",
     "PrivacyBudgetError",
     "__version__",
 ]

@@ -194,7 +194,7 @@ def encode_noisy_sdq(x: Any, noise: Gaussian | Laplace, *, step: float, rng: Any
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad arguments (as
-        :func:`cepam.encode`, plus ``noise``, ``step`` and ``rng``).
+            :func:`cepam.encode`, plus ``noise``, ``step`` and ``rng``).
     """
     noise = _check_noise(noise)
     step = check_positive("step", step)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from .errors import (
     FormatError,
     InvalidArgumentError,
     InvalidTypeError,
+    PrivacyWarning,
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
@@ -61,12 +63,16 @@ from .precision import check_output
 from .sealing import open_payload, seal
 from .structure import (
     BARE,
+    DICT,
     Structure,
     bare,
+    check_buffers,
     check_dtype_choice,
     check_non_float,
     decoded_dtype,
+    digest,
     flatten,
+    is_buffer,
     match_template,
     output_dtype,
     unflatten,
@@ -230,13 +236,63 @@ class _Settings:
     pad: str | int | None
     structure: bool
     threads: int
+    buffers: str
 
     @classmethod
     def checked(cls, lattice: tuple[int, int] | None, *, clip: object, coder: object,
                 non_float: object, pad: object, structure: object,
-                threads: object) -> "_Settings":
+                threads: object, buffers: object) -> "_Settings":
         return cls(lattice, check_clip(clip), _check_coder(coder), check_non_float(non_float),
-                   check_pad(pad), _check_flag("structure", structure), resolve_threads(threads))
+                   check_pad(pad), _check_flag("structure", structure), resolve_threads(threads),
+                   check_buffers(buffers))
+
+
+_UNCLIPPED = ("no clip: the decoded update carries the noise, but no differential-privacy "
+              "guarantee follows, since nothing bounds one client's update; pass clip= "
+              "(README, 'Choosing sigma and clip')")
+
+
+#: buffers="separate": the share of the clip the weights keep, whatever the
+#: running statistics' size (see _clip_buffers_apart).
+WEIGHT_FLOOR = 0.5
+
+
+def _clip_buffers_apart(flat: np.ndarray, structure: Structure, clip: float
+                        ) -> np.ndarray | None:
+    """``buffers="separate"``: one clip for the whole update, as always,
+    except that the running statistics (:func:`is_buffer`) of a mapping may
+    not push the weights' l2 norm below ``WEIGHT_FLOOR * clip``.
+
+    Where the joint clip leaves the weights at least that, None: nothing to
+    do (the one clip then applies as always).  Otherwise the
+    weights are clipped to ``min(|w|, WEIGHT_FLOOR * clip)`` and the
+    statistics to what the clip leaves, ``sqrt(clip^2 - |w'|^2)``, so the
+    whole stays within ``clip`` (up to rounding, which the one clip then
+    absorbs) and every guarantee stated for ``clip`` holds."""
+    groups: tuple[list[slice], list[slice]] = ([], [])
+    start = 0
+    for entry in structure.entries:
+        groups[is_buffer(entry.name)].append(slice(start, start + entry.size))
+        start += entry.size
+    if structure.container != DICT or not groups[0] or not groups[1]:
+        return None
+    weights, buffers = (math.sqrt(sum(_core.sum_of_squares(flat[part]) for part in group))
+                        for group in groups)
+    joint = min(1.0, clip / math.hypot(weights, buffers)) if weights or buffers else 1.0
+    floor = WEIGHT_FLOOR * clip
+    if weights == 0.0 or joint * weights >= floor:
+        return None
+    kept = min(weights, floor)
+    weight_factor = kept / weights
+    buffer_factor = min(1.0, math.sqrt(clip * clip - kept * kept) / buffers)
+    flat = flat.copy()  # never the caller's memory
+    for group, factor in zip(groups, (weight_factor, buffer_factor)):
+        if factor != 1.0:
+            for part in group:
+                flat[part] *= flat.dtype.type(factor)
+    return flat
+
+
 def _auto_sample_choice(flat: np.ndarray, mechanism: Mechanism, key: bytes,
                         candidates: list[tuple[int, int]], factor: float, coder: int,
                         threads: int) -> tuple[int, int]:
@@ -264,13 +320,17 @@ def _auto_sample_choice(flat: np.ndarray, mechanism: Mechanism, key: bytes,
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
             settings: _Settings) -> bytes:
-    flat, structure = flatten(x, non_float=settings.non_float)
+    flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers)
     lattice, clip, coder, pad = settings.lattice, settings.clip, settings.coder, settings.pad
     threads = settings.threads
     try:
         sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
     except InvalidArgumentError:
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
+    if settings.buffers == "separate" and math.isfinite(clip):
+        clipped = _clip_buffers_apart(flat, structure, clip)
+        if clipped is not None:
+            flat, sumsq = clipped, _core.sum_of_squares(clipped)
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
     check_encodable_range(flat, structure, norm=norm, factor=factor, mechanism=mechanism)
@@ -294,17 +354,19 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
               for code, dim in candidates]
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
-    if not settings.structure:  # the header says m only (and, authenticated, no more)
-        structure = bare(structure.size)
+    sealed_digest = b""
+    if not settings.structure:  # the header says m only; the sealed digest binds the rest
+        sealed_digest, structure = digest(structure), bare(structure.size)
     header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure)
-    fixed = len(pack_header(header)) + SEALED_HEADER_BYTES + TAG_BYTES
+    fixed = len(pack_header(header)) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
     max_bytes = None
     if pad == "max":  # over every lattice the setting may choose, not the data's choice
         options = _auto_options(mechanism, coder) if lattice is _AUTO else [lattice]
         max_bytes = max_payload_bytes(mechanism, clip=clip, m=flat.size, coder=coder,
                                       lattices=options, fixed_bytes=fixed)
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
-    return seal(header, pack_sealed(code, dim, body, padding), secret=secret)
+    return seal(header, pack_sealed(code, dim, body, padding, digest=sealed_digest),
+                secret=secret)
 
 
 def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,
@@ -342,6 +404,7 @@ def encode(
     pad: str | int | None = None,
     structure: bool = True,
     threads: int | None = None,
+    buffers: str = "separate",
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -370,8 +433,10 @@ def encode(
             ratio (E8 the fewest), at the cost of more trials per sub-vector
             (1.10, 1.62 and 3.94 on average).  A2, D4 and E8 take the
             Gaussian mechanism only.
-        clip: l2 norm bound for the whole update (all entries together), or
-            None for no clipping.  Privacy accounting needs a clip.
+        clip: l2 norm bound for the whole update (all entries together), in
+            the update's units, or None for no clipping (a
+            :class:`~cepam.errors.PrivacyWarning`: no privacy guarantee
+            follows without one).
         coder: the body coder: "ans" (rANS with models conditioned on the
             decoder's side information; the shortest payloads) or "golomb"
             (Golomb-coded H and exp-Golomb-coded M, the paper's choice).
@@ -401,6 +466,18 @@ def encode(
             None (the default): the ``CEPAM_THREADS`` environment variable
             if set, else the cores this process may run on.  The payload
             is the same bytes for every count.
+        buffers: what to do with a dict's float buffers, the running
+            statistics of normalisation layers (entries named
+            ``*.running_mean`` and ``*.running_var``, as BatchNorm's are):
+            "separate" (the default) codes them, clipped apart from the
+            weights: the statistics to at most ``clip / sqrt(2)``, the weights
+            to what the clip leaves, so the whole update stays within
+            ``clip`` (the guarantee is unchanged) and the statistics, whose
+            changes can be 10 to 100 times the weights', cannot shrink the
+            weights' update; "local" leaves them out of the payload (each
+            side keeps its own, as FedBN does; :func:`decode` returns the dict
+            without them); "joint" codes them as weights, under the one clip.
+            Without a clip the choices "separate" and "joint" are the same.
 
     Returns:
         The payload bytes: a public header (format version, mechanism and
@@ -413,12 +490,17 @@ def encode(
             values could overflow their dtype, or the payload exceeds the
             padded size (``pad="max"`` or a size).
         ContextReuseError: ``state`` records this context as used.
+
+    Warns:
+        PrivacyWarning: ``clip`` is None.
     """
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
     secret, context = check_secret(secret), Context(round, client, message)
     settings = _Settings.checked(choice, clip=clip, coder=coder, non_float=non_float, pad=pad,
-                                 structure=structure, threads=threads)
+                                 structure=structure, threads=threads, buffers=buffers)
+    if clip is None:
+        warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
     return _guarded_encode(_check_state(state), x, mechanism, secret, context, settings)
 
 
@@ -436,15 +518,17 @@ class _Expected:
     clip: float | None = None
     client: int | None = None
     round: int | None = None
+    clipped: bool = False  # refuse unclipped payloads (whatever their clip otherwise)
 
     @classmethod
-    def checked(cls, mechanism: object, clip: object, client: object, round: object
-                ) -> "_Expected":
+    def checked(cls, mechanism: object, clip: object, client: object, round: object, *,
+                clipped: bool = False) -> "_Expected":
         return cls(
             None if mechanism is None else check_mechanism(mechanism),
             None if clip is None else check_clip(clip),
             None if client is None else Context(0, client).client,  # type: ignore[arg-type]
             None if round is None else Context(round, 0).round,  # type: ignore[arg-type]
+            clipped,
         )
 
     def enforce(self, header: Header) -> None:
@@ -456,6 +540,9 @@ class _Expected:
         if self.clip is not None and header.clip != self.clip:
             raise UnexpectedPayloadError("clip", self.clip,
                                          None if math.isinf(header.clip) else header.clip)
+        if self.clipped and math.isinf(header.clip):
+            raise UnexpectedPayloadError("clip", "a clip (this codec refuses unclipped "
+                                         "payloads unless allow_unclipped=True)", None)
         if self.client is not None and header.context.client != self.client:
             raise UnexpectedPayloadError("client", self.client, header.context.client)
         if self.round is not None and header.context.round != self.round:
@@ -470,7 +557,8 @@ def _entry_name(structure: Structure, index: int) -> str:
 
 
 def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
-            expected: _Expected, like: Any, threads: object, device: object) -> Any:
+            expected: _Expected, like: Any, threads: object, device: object,
+            buffers: object) -> Any:
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
     cuda_index = parse_device(device)
@@ -480,6 +568,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
                                        "cannot be")
         output = "torch"
     dtype = check_dtype_choice(dtype)
+    buffers = check_buffers(buffers)
     limit = check_integer("max_coordinates", max_coordinates)
     if limit < 0:
         raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
@@ -491,7 +580,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
                           f"max_coordinates={limit}")
     structure = header.structure
     if like is not None:
-        structure = match_template(structure, like)
+        structure = match_template(structure, like, sealed_digest=sealed.digest,
+                                   buffers=buffers)
     elif structure.container == BARE:
         raise InvalidArgumentError("the payload carries no structure (encoded with "
                                    "structure=False): pass like=, a template of the update")
@@ -516,7 +606,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
            max_coordinates: int = DEFAULT_MAX_COORDINATES, like: Any = None,
            expect_mechanism: Mechanism | None = None, expect_clip: float | None = None,
            expect_client: int | None = None, expect_round: int | None = None,
-           threads: int | None = None, device: Any = None) -> Any:
+           threads: int | None = None, device: Any = None, buffers: str = "separate") -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -541,24 +631,28 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         like: a template of the update (an array or tensor, a list/tuple of
             them, or a mapping such as a ``state_dict``) whose container,
             names, dtypes and shapes the result takes.  Required for a
-            payload encoded with ``structure=False`` (it must have exactly
-            the payload's number of coordinates); for a payload with a
-            structure, optional, and the two must agree.  Only its structure
-            is read (its values are not); integer and bool entries of a
-            mapping are left out, as :func:`encode` leaves them out.
+            payload encoded with ``structure=False``, and then it must be the
+            structure the payload was encoded from: the same names, order,
+            dtypes and shapes (a digest of it is sealed in the payload); for a
+            payload with a structure, optional, and the two must agree.  Only
+            its structure is read (its values are not); integer and bool
+            entries of a mapping are left out, as :func:`encode` leaves them
+            out, and so are running statistics if ``buffers="local"``.
         expect_mechanism: if given, the payload's mechanism *and* noise
             scale must equal it (``cepam.Gaussian(sigma=...)``, ...).
         expect_clip: if given, the payload's clip must equal it (a payload
             encoded without a clip is refused too).
         expect_client: if given, the payload's client id must equal it.
         expect_round: if given, the payload's round must equal it.
-
-        The expectations are how a server enforces what its accountant
-        assumes: they are checked after the tag verifies (so the payload's
-        settings are those its sender chose) and before the body is
-        decoded.  None (the default) checks nothing.
+            The expectations are how a server enforces what its accountant
+            assumes: they are checked after the tag verifies (so the
+            payload's settings are those its sender chose) and before the
+            body is decoded.  None (the default) checks nothing.
         threads: native threads to use, as for :func:`encode` (the same
             values for every count).
+        buffers: the encoder's choice (see :func:`encode`); it matters only
+            for ``like``: with "local" the template's running statistics are
+            left out, as the encoder left them out.
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
@@ -575,7 +669,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         FormatError: malformed payload, more than max_coordinates, more
             coordinates than the body can carry, or a payload that does not
             fit ``like``.
-        DecodingError (a FormatError): decoded values overflow the output
+        DecodingError: (a FormatError) decoded values overflow the output
             dtype (for example float32 with a noise scale near 1e38).
         InvalidArgumentError: a payload without structure and no ``like``.
 
@@ -586,7 +680,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
     secret = check_secret(secret)
     expected = _Expected.checked(expect_mechanism, expect_clip, expect_client, expect_round)
     return _decode(payload, secret, output, dtype, max_coordinates, expected, like, threads,
-                   device)
+                   device, buffers)
 
 
 @dataclass(frozen=True)
@@ -733,10 +827,17 @@ class Codec:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, coder, non_float, pad, structure: as for :func:`encode`
-            (the decoder reads the lattice and coder from the payload).
+        dim, lattice, coder, non_float, pad, structure, buffers: as for
+            :func:`encode` (the decoder reads the lattice and coder from the
+            payload).
         clip: as for :func:`encode`; on a server, the clip its accountant
-            assumes (None: payloads with any clip are accepted).
+            assumes (None: payloads with any clip are accepted, except none
+            at all unless ``allow_unclipped``).  A codec that encodes without
+            a clip warns once (:class:`~cepam.errors.PrivacyWarning`).
+        allow_unclipped: whether :meth:`decode` accepts payloads encoded
+            without a clip (default False: they carry no privacy guarantee,
+            so a server refuses them with
+            :class:`~cepam.errors.UnexpectedPayloadError`).
         threads: native threads for encode and decode, as for
             :func:`encode` (None: resolved at each call).
         state: a file recording the contexts encoded under this secret
@@ -755,7 +856,8 @@ class Codec:
                  clip: float | None = None, coder: str = "ans", non_float: str = "skip",
                  pad: str | int | None = None, structure: bool = True,
                  threads: int | None = None,
-                 state: str | os.PathLike[str] | None = None) -> None:
+                 state: str | os.PathLike[str] | None = None,
+                 buffers: str = "separate", allow_unclipped: bool = False) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
         if self._choice is _AUTO:
@@ -768,6 +870,9 @@ class Codec:
         self.non_float = check_non_float(non_float)
         self.pad = check_pad(pad)
         self.structure = _check_flag("structure", structure)
+        self.buffers = check_buffers(buffers)
+        self.allow_unclipped = _check_flag("allow_unclipped", allow_unclipped)
+        self._warned = False
         if threads is not None:
             resolve_threads(threads)  # checked now, so that a bad count fails early
         self.threads = threads
@@ -792,7 +897,7 @@ class Codec:
         Raises:
             ContextReuseError: this codec (or, with ``state``, anyone
                 recording in the same file) already encoded that context.
-            (and as :func:`encode`)
+            CepamError: and the errors of :func:`encode`.
         """
         context = Context(round, self.client, message)
         key = (context.round, context.message)
@@ -801,11 +906,15 @@ class Codec:
                 f"round {context.round}, message {context.message} was already encoded by "
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
+        settings = _Settings.checked(self._choice, clip=self.clip, coder=self.coder,
+                                     non_float=self.non_float, pad=self.pad,
+                                     structure=self.structure, threads=self.threads,
+                                     buffers=self.buffers)
+        if self.clip is None and not self._warned:
+            self._warned = True
+            warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
         payload = _guarded_encode(self._guard, x, self.mechanism, self._secret, context,
-                                  _Settings.checked(self._choice, clip=self.clip,
-                                                    coder=self.coder, non_float=self.non_float,
-                                                    pad=self.pad, structure=self.structure,
-                                                    threads=self.threads))
+                                  settings)
         self._used.add(key)
         return payload
 
@@ -813,13 +922,15 @@ class Codec:
                dtype: str = "auto", max_coordinates: int = DEFAULT_MAX_COORDINATES,
                like: Any = None, device: Any = None) -> Any:
         """Decodes a payload encoded under this codec's secret, enforcing the
-        codec's mechanism and scale, client and clip (if set), and ``round``
+        codec's mechanism and scale, client and clip (if set; a payload
+        without a clip is refused unless ``allow_unclipped``), and ``round``
         if given (see :func:`decode` for the other arguments).
 
         Raises:
             UnexpectedPayloadError: the payload's settings differ.
-            (and as :func:`decode`)
+            CepamError: and the errors of :func:`decode`.
         """
-        expected = _Expected.checked(self.mechanism, self.clip, self.client, round)
+        expected = _Expected.checked(self.mechanism, self.clip, self.client, round,
+                                     clipped=not self.allow_unclipped)
         return _decode(payload, self._secret, output, dtype, max_coordinates, expected, like,
-                       self.threads, device)
+                       self.threads, device, self.buffers)

@@ -99,7 +99,23 @@ def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int | None = None,
         "encode_coords_per_s": m / min(enc_times),
         "decode_coords_per_s": m / min(dec_times),
         "threads": threads,
+        "privacy": _privacy(sigma, clip),
     }
+
+
+def _privacy(sigma: float, clip: float) -> dict[str, Any]:
+    """What one release of this update guarantees at client level (one
+    decoded update, seen without its secret: the "server" view), at
+    delta = 1e-5; eps is None without scipy (``cepam[privacy]``)."""
+    try:
+        from .accounting import client_epsilon
+
+        eps: float | None = client_epsilon(sigma=sigma, clip=clip, rounds=1, clients=1,
+                                           delta=1e-5, threat_model="server")
+    except ImportError:
+        eps = None
+    return {"level": "client", "threat_model": "server", "rounds": 1, "delta": 1e-5,
+            "epsilon": eps}
 
 
 def _print_report(r: dict[str, Any]) -> None:
@@ -118,6 +134,14 @@ def _print_report(r: dict[str, Any]) -> None:
     print(f"  throughput         encode {r['encode_coords_per_s'] / 1e6:.1f} M coords/s, "
           f"decode {r['decode_coords_per_s'] / 1e6:.1f} M coords/s "
           f"({r['threads']} thread{'s' if r['threads'] > 1 else ''})")
+    eps = r["privacy"]["epsilon"]
+    if eps is None:
+        print("  privacy            eps not computed (pip install \"cepam[privacy]\")")
+    else:
+        verdict = ("NO meaningful privacy: this demo shows the codec; pick sigma for a "
+                   "target with 'cepam privacy --target-eps'" if eps > 10 else "")
+        print(f"  privacy            eps = {eps:.3g} at delta = 1e-5 for this one update "
+              f"(client level){'; ' + verdict if verdict else ''}")
 
 
 def _handler(args: argparse.Namespace) -> int:

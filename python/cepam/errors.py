@@ -20,6 +20,7 @@ __all__ = [
     "DecodingError",
     "UnexpectedPayloadError",
     "PrecisionWarning",
+    "PrivacyWarning",
     "PrivacyBudgetError",
 ]
 
@@ -87,6 +88,12 @@ class UnexpectedPayloadError(CepamError, ValueError):
 class PrecisionWarning(UserWarning):
     """A decoded update was returned in a dtype whose rounding is not small
     against the noise, so the error is no longer the mechanism's law."""
+
+
+class PrivacyWarning(UserWarning):
+    """An update was encoded without a clip: its decoded values carry the
+    mechanism's noise, but no differential-privacy guarantee follows, since
+    nothing bounds what one client's data can change."""
 class DeviceError(CepamError, RuntimeError):
     """A CUDA device or its runtime failed (no usable driver or device, out of
     device memory, a failed kernel launch); the input itself was acceptable."""

@@ -9,7 +9,7 @@ shared by one client and the server:
   numbers as little-endian uint64) keys the ChaCha20 stream of one message;
 * ``seal key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||
   "/seal" || round || client || message)`` keys the ChaCha20 keystream that
-  encrypts the payload's sealed section (format version 3);
+  encrypts the payload's sealed section (format version 4);
 * ``MAC key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG || "/mac")``
   keys the HMAC-SHA256 tag (truncated to 16 bytes) over the public header
   and the sealed section's ciphertext;

@@ -1,4 +1,4 @@
-"""The payload format (version 3).
+"""The payload format (version 4).
 
 A payload is ``public header || sealed section || tag``; all integers
 little-endian.  The public header holds what the receiver needs before it
@@ -15,7 +15,7 @@ Public header:
 field      contents
 =========  =====================================================================
 magic      4 bytes ``b"CEPM"``
-version    uint8, 3
+version    uint8, 4
 mechanism  uint8: 1 Gaussian, 2 Laplace, 3 SDQ (uniform)
 coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
 container  uint8: 0 single array, 1 list, 2 tuple, 3 dict, 4 none (a bare
@@ -37,6 +37,9 @@ lattice    uint8: 1 Z^n, 2 A2 (n = 2), 3 D4 (n = 4), 4 E8 (n = 8); A2, D4 and
            E8 with the Gaussian mechanism only
 n          uint8: sub-vector dimension
 padding    uint32: bytes of zero padding at the end of the section
+digest     8 bytes, bare payloads (container 4) only: the first 8 bytes of the
+           SHA-256 of the update's structure (:func:`cepam.structure.digest`),
+           which the decoder's template must match
 body       in the coder's own layout (docs/format.md), up to the padding
 zeros      the padding (length hiding)
 =========  =====================================================================
@@ -58,10 +61,10 @@ from .keys import TAG_BYTES, Context
 from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure, bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
-           "parse_sealed", "SEALED_HEADER_BYTES", "MAX_PADDING"]
+           "parse_sealed", "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING"]
 
 MAGIC = b"CEPM"
-VERSION = 3
+VERSION = 4
 LATTICES = {1: "Z", 2: "A2", 3: "D4", 4: "E8"}
 # The fixed dimension of each lattice other than Z^n (which takes 1 .. 8).
 LATTICE_DIMS = {"A2": 2, "D4": 4, "E8": 8}
@@ -73,6 +76,7 @@ _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBHdd")
 _SEALED = struct.Struct("<BBI")
 SEALED_HEADER_BYTES = _SEALED.size
+DIGEST_BYTES = 8  # the structure digest of a bare payload, sealed
 _CONTEXT = struct.Struct("<QQQQ")
 MAX_COORDINATES = 1 << 56
 MAX_EXTENT = 1 << 56  # product of an entry's non-zero dimensions
@@ -104,6 +108,7 @@ class Sealed:
     n: int
     body: bytes
     padding: int  # bytes of zero padding after the body
+    digest: bytes = b""  # a bare payload's structure digest (DIGEST_BYTES); else empty
 
 
 def pack_header(h: Header) -> bytes:
@@ -221,18 +226,26 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
     return header, r.pos
 
 
-def pack_sealed(lattice: int, n: int, body: bytes, padding: int) -> bytearray:
-    """The sealed section's plaintext: lattice, n, padding length, body, zeros
-    (``padding <= MAX_PADDING``)."""
-    out = bytearray(_SEALED.size + len(body) + padding)
+def pack_sealed(lattice: int, n: int, body: bytes, padding: int, *,
+                digest: bytes = b"") -> bytearray:
+    """The sealed section's plaintext: lattice, n, padding length, the
+    structure digest (a bare payload's ``DIGEST_BYTES``; empty otherwise),
+    body, zeros (``padding <= MAX_PADDING``)."""
+    if len(digest) not in (0, DIGEST_BYTES):
+        raise ValueError(f"a structure digest has {DIGEST_BYTES} bytes")
+    start = _SEALED.size + len(digest)
+    out = bytearray(start + len(body) + padding)
     _SEALED.pack_into(out, 0, lattice, n, padding)
-    out[_SEALED.size : _SEALED.size + len(body)] = body
+    out[_SEALED.size : start] = digest
+    out[start : start + len(body)] = body
     return out
 
 
-def parse_sealed(plain: bytes | bytearray, mechanism: int) -> Sealed:
-    """Parses and validates a decrypted sealed section (see the module doc)."""
-    if len(plain) < _SEALED.size:
+def parse_sealed(plain: bytes | bytearray, mechanism: int, *, bare: bool = False) -> Sealed:
+    """Parses and validates a decrypted sealed section (see the module doc);
+    ``bare``: the header's container is 4 (the section holds a digest)."""
+    start = _SEALED.size + (DIGEST_BYTES if bare else 0)
+    if len(plain) < start:
         raise FormatError("sealed section too short")
     lattice, n, padding = _SEALED.unpack_from(plain, 0)
     if lattice not in LATTICES:
@@ -245,9 +258,9 @@ def parse_sealed(plain: bytes | bytearray, mechanism: int) -> Sealed:
             raise FormatError(f"lattice {name} has dimension {LATTICE_DIMS[name]}, header says {n}")
         if mechanism != 1:
             raise FormatError(f"lattice {name} is for the Gaussian mechanism only")
-    if padding > len(plain) - _SEALED.size:
+    if padding > len(plain) - start:
         raise FormatError("declared padding exceeds the sealed section")
     end = len(plain) - padding
     if padding and plain.count(0, end) != padding:
         raise FormatError("padding after the body must be zero bytes")
-    return Sealed(lattice, n, bytes(plain[_SEALED.size : end]), padding)
+    return Sealed(lattice, n, bytes(plain[start:end]), padding, bytes(plain[_SEALED.size:start]))

@@ -1,6 +1,6 @@
 """Sealing: a payload's data-dependent part, encrypted then authenticated.
 
-A payload (format version 3) is ``header || ciphertext || tag``:
+A payload (format version 4) is ``header || ciphertext || tag``:
 
 * ``header``: the public header (:mod:`cepam.payload`), in clear;
 * ``ciphertext = plaintext XOR ChaCha20(seal key)``, the RFC 8439 keystream
@@ -25,6 +25,7 @@ from . import _core
 from .errors import AuthenticationError, InvalidTypeError
 from .keys import TAG_BYTES, mac_key, payload_tag, seal_key
 from .payload import Header, Sealed, check_prefix, pack_header, parse_header, parse_sealed
+from .structure import BARE
 
 __all__ = ["seal", "verified", "open_payload"]
 
@@ -71,4 +72,5 @@ def open_payload(payload: object, secret: bytes) -> tuple[Header, Sealed]:
     header, offset = parse_header(payload)
     plaintext = bytearray(memoryview(payload)[offset:-TAG_BYTES])  # (one copy)
     _core.seal_xor(plaintext, key=seal_key(secret, header.context))
-    return header, parse_sealed(plaintext, header.mechanism)
+    return header, parse_sealed(plaintext, header.mechanism,
+                                bare=header.structure.container == BARE)

@@ -13,14 +13,23 @@ see :mod:`cepam.precision`).  Integer and bool entries of a mapping
 ``non_float="skip"`` they are left out, so the decoded mapping lacks them.
 torch is imported only when a tensor is seen or a torch result is asked for.
 
+Float *buffers* of a mapping (torch's normalisation statistics: entries whose
+last name component is ``running_mean`` or ``running_var``, as BatchNorm,
+InstanceNorm and their variants name them) are data statistics, not trained
+weights; :data:`BUFFER_CHOICES` says how they are sent (see :func:`flatten`
+and the codec's ``buffers=``).
+
 A payload may also carry no structure at all (``BARE``: the number of
 coordinates only), when the receiver already knows the names, shapes and
 dtypes (a server decoding updates of its own global model): the decoder then
-takes them from a template (:func:`structure_of`, :func:`match_template`).
+takes them from a template (:func:`structure_of`, :func:`match_template`),
+which must match the encoded structure's :func:`digest` (sealed in the payload).
 """
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +40,8 @@ import numpy as np
 from .errors import FormatError, InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Entry", "Structure", "flatten", "unflatten", "output_dtype", "decoded_dtype",
-           "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "bare", "structure_of", "match_template"]
+           "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "BUFFER_CHOICES", "RUNNING_STATISTICS",
+           "is_buffer", "bare", "digest", "structure_of", "match_template"]
 
 # Payload codes.
 KIND_NUMPY, KIND_TORCH = 0, 1
@@ -47,6 +57,13 @@ MAX_NAME_BYTES = 1024
 DTYPE_CHOICES = ("auto", "input", "float32", "float64")
 #: What ``encode`` does with integer and bool entries of a mapping.
 NON_FLOAT_CHOICES = ("skip", "error")
+#: What ``encode`` does with the float buffers of a mapping (:func:`is_buffer`):
+#: "separate" codes them, clipped apart from the weights inside the one clip;
+#: "local" leaves them out (each side keeps its own: FedBN); "joint" codes
+#: them as weights, under the one clip of the whole update.
+BUFFER_CHOICES = ("separate", "local", "joint")
+#: The last name components of float buffers: torch's running statistics.
+RUNNING_STATISTICS = ("running_mean", "running_var")
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,18 @@ def _is_integer_leaf(x: Any) -> bool:
     if isinstance(x, (np.ndarray, np.integer, np.bool_)):
         return np.asarray(x).dtype.kind in "biu"
     return False
+
+
+def is_buffer(name: str) -> bool:
+    """True for an entry named like a normalisation layer's running statistic
+    (``"bn1.running_var"``): a float buffer, not a trained weight."""
+    return name.rpartition(".")[2] in RUNNING_STATISTICS
+
+
+def check_buffers(buffers: object) -> str:
+    if buffers not in BUFFER_CHOICES:
+        raise InvalidArgumentError(f"buffers must be one of {BUFFER_CHOICES}, got {buffers!r}")
+    return buffers  # type: ignore[return-value]
 
 
 def check_non_float(non_float: object) -> str:
@@ -183,10 +212,12 @@ def _dlpack_to_host(x: Any, where: str) -> Any:
     return torch.from_dlpack(x)
 
 
-def _leaves(update: Any, non_float: str) -> tuple[int, list[tuple[str, Any, str]]]:
+def _leaves(update: Any, non_float: str, buffers: str = "joint"
+            ) -> tuple[int, list[tuple[str, Any, str]]]:
     """The container code and the coded leaves of ``update``: (name, leaf,
     where), in coding order (see :func:`flatten`)."""
     skip = check_non_float(non_float) == "skip"
+    local = check_buffers(buffers) == "local"
     if isinstance(update, Mapping):
         if not update:
             raise InvalidArgumentError("the update is an empty mapping")
@@ -197,13 +228,14 @@ def _leaves(update: Any, non_float: str) -> tuple[int, list[tuple[str, Any, str]
                 raise InvalidTypeError(f"mapping keys must be str, got {type(key).__name__}")
             if len(key.encode("utf-8")) > MAX_NAME_BYTES:
                 raise InvalidArgumentError(f"entry name longer than {MAX_NAME_BYTES} bytes")
-            if skip and _is_integer_leaf(value):
+            if skip and _is_integer_leaf(value) or local and is_buffer(key):
                 continue
             items.append((key, value))
         if not items:
             raise InvalidArgumentError(
                 "the update has no floating-point entry: integer and bool entries are "
-                "left out (non_float='skip')")
+                "left out (non_float='skip')" + (", and so are running statistics "
+                                                 "(buffers='local')" if local else ""))
     elif isinstance(update, (list, tuple)):
         if not update:
             raise InvalidArgumentError("the update is an empty sequence")
@@ -222,7 +254,8 @@ def _leaves(update: Any, non_float: str) -> tuple[int, list[tuple[str, Any, str]
     return container, [(name, value, w) for (name, value), w in zip(items, where)]
 
 
-def flatten(update: Any, *, non_float: str = "error") -> tuple[np.ndarray, Structure]:
+def flatten(update: Any, *, non_float: str = "error", buffers: str = "joint"
+            ) -> tuple[np.ndarray, Structure]:
     """One contiguous 1-D vector (float32 if every entry codes as float32,
     else float64) and the structure to rebuild ``update`` from it.
 
@@ -233,13 +266,15 @@ def flatten(update: Any, *, non_float: str = "error") -> tuple[np.ndarray, Struc
             rebuild them); "error" refuses them.  In a list, tuple or alone
             they are always refused, since leaving them out would shift
             positions.
+        buffers: one of :data:`BUFFER_CHOICES`; "local" leaves a mapping's
+            running statistics (:func:`is_buffer`) out, the others keep them.
 
     Raises:
         InvalidTypeError: for unsupported containers, leaves or dtypes.
         InvalidArgumentError: for empty containers (or a mapping with no
             floating-point entry left), overlong names, a bad ``non_float``.
     """
-    container, leaves = _leaves(update, non_float)
+    container, leaves = _leaves(update, non_float, buffers)
     arrays, entries = [], []
     for name, value, where in leaves:
         arr, entry = _leaf_to_numpy(value, where)
@@ -339,18 +374,36 @@ def bare(m: int) -> Structure:
     return Structure(BARE, (Entry("", KIND_NUMPY, "float32", (int(m),)),))
 
 
-def structure_of(like: Any) -> Structure:
+def digest(structure: Structure) -> bytes:
+    """8 bytes that identify a structure's container, and its entries' names,
+    order, dtypes and shapes (not whether they are numpy or torch): the first
+    bytes of a SHA-256 of their canonical encoding.  A bare payload carries
+    its update's digest, sealed, so that a template of another structure is
+    refused."""
+    h = hashlib.sha256(b"cepam/structure/v1")
+    h.update(struct.pack("<BI", structure.container, len(structure.entries)))
+    for e in structure.entries:
+        name = e.name.encode("utf-8")
+        h.update(struct.pack("<H", len(name)) + name)
+        h.update(struct.pack(f"<BB{len(e.shape)}Q", _DTYPE_CODES[e.dtype], len(e.shape),
+                             *e.shape))
+    return h.digest()[:8]
+
+
+def structure_of(like: Any, *, buffers: str = "joint") -> Structure:
     """The structure (container, names, kinds, dtypes, shapes) of a template:
     an array or tensor, a list/tuple of them or a mapping from names to them
     (a ``state_dict``, or ``{name: array.numpy()}`` of a Flower ArrayRecord).
 
     Only the leaves' dtypes and shapes are read, not their values (a DLPack
-    array other than numpy or torch is read to know it).
+    array other than numpy or torch is read to know it).  Integer and bool
+    entries of a mapping are left out, and so are its running statistics
+    with ``buffers="local"``, as the encoder leaves them out.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: as :func:`flatten`.
     """
-    container, leaves = _leaves(like, "skip")
+    container, leaves = _leaves(like, "skip", buffers)
     entries = []
     for name, value, where in leaves:
         entry = _leaf_entry(value, where)
@@ -360,24 +413,30 @@ def structure_of(like: Any) -> Structure:
     return Structure(container, tuple(entries))
 
 
-def match_template(structure: Structure, like: Any) -> Structure:
+def match_template(structure: Structure, like: Any, *, sealed_digest: bytes = b"",
+                   buffers: str = "joint") -> Structure:
     """The structure a payload's coordinates are decoded into, given the
     caller's template ``like``.
 
-    A bare payload takes the template's structure, which must have exactly
-    the payload's number of coordinates; a payload with a structure must
-    agree with the template in container, names, dtypes and shapes (numpy or
-    torch may differ: ``output`` decides that).
+    A bare payload takes the template's structure, which must be the one the
+    payload was encoded from: the same :func:`digest` as ``sealed_digest``
+    (the payload's), so the same container, names, order, dtypes and shapes.
+    A payload with a structure must agree with the template in container,
+    names, dtypes and shapes (numpy or torch may differ: ``output`` decides
+    that).  ``buffers``: as the encoder's (see :func:`structure_of`).
 
     Raises:
         FormatError: the payload does not fit the template.
         InvalidTypeError, InvalidArgumentError: ``like`` is not a template.
     """
-    template = structure_of(like)
+    template = structure_of(like, buffers=buffers)
     if structure.container == BARE:
-        if template.size != structure.size:
-            raise FormatError(f"payload has {structure.size} coordinates, the template "
-                              f"{template.size}")
+        if template.size != structure.size or digest(template) != sealed_digest:
+            raise FormatError(
+                "the template is not the structure this bare payload was encoded from "
+                f"({structure.size} coordinates; the template has {template.size}): its "
+                "entries' names, order, dtypes or shapes differ, or running statistics are "
+                "in one and not the other (pass the encoder's buffers= choice)")
         return template
     ours = [(e.name, e.dtype, e.shape) for e in structure.entries]
     theirs = [(e.name, e.dtype, e.shape) for e in template.entries]

@@ -1,6 +1,7 @@
-"""The ServerApp: FedAvg wrapped by ``CepamStrategy`` (keys by X25519 agreement,
-eps per round from cepam.accounting, an optional budget), and the test
-accuracy of the global model after every round."""
+"""The ServerApp: FedAvg wrapped by ``CepamStrategy`` (keys by X25519 agreement
+or pre-shared, eps per round from cepam.accounting, an optional budget and
+ledger), run by Flower's own loop, and the test accuracy of the global model
+after every round."""
 
 from __future__ import annotations
 
@@ -20,15 +21,18 @@ app = ServerApp()
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
-    clients = int(cfg["num-clients"])
-    setting = FLSetting(clip=float(cfg["clip"]), clients=clients,
+    nodes = int(cfg["min-nodes"])
+    setting = FLSetting(clip=float(cfg["clip"]), clients=max(nodes, 2),
                         local_steps=int(cfg["local-steps"]),
-                        dataset_size=task.TRAIN // clients)
+                        dataset_size=task.TRAIN // int(cfg["num-clients"]))
     strategy = CepamStrategy(
-        FedAvg(fraction_evaluate=0.0, min_available_nodes=clients),
+        FedAvg(fraction_evaluate=0.0, min_train_nodes=nodes, min_available_nodes=nodes),
         mechanism=cepam.Gaussian(sigma=float(cfg["sigma"])), clip=float(cfg["clip"]),
         setting=setting, delta=float(cfg["delta"]),
-        max_epsilon=float(cfg["max-epsilon"]) or None)
+        max_epsilon=float(cfg["max-epsilon"]) or None, pad=str(cfg["pad"]) or None,
+        secrets=str(cfg["secrets-file"]) or None, pinned_keys=str(cfg["pinned-keys"]) or None,
+        authenticated_transport=bool(cfg["authenticated-transport"]),
+        ledger=str(cfg["ledger"]) or None)
     folder = task.data_dir(str(cfg["data-dir"]))
     _, _, x_test, y_test = task.mnist(folder)
     net = task.model(int(cfg["seed"]))
@@ -40,5 +44,9 @@ def main(grid: Grid, context: Context) -> None:
     result = strategy.start(grid=grid, initial_arrays=ArrayRecord(net.state_dict()),
                             num_rounds=int(cfg["num-server-rounds"]), evaluate_fn=evaluate)
     final = max(result.evaluate_metrics_serverapp)
-    print(f"round {final}: test accuracy "
-          f"{result.evaluate_metrics_serverapp[final]['test-accuracy']:.4f}")
+    released = result.train_metrics_clientapp
+    print(f"cepam: {len(released)} rounds released, "
+          f"{sum(int(m['cepam-updates']) for m in released.values())} replies accepted, "
+          f"{sum(int(m['cepam-dropped']) for m in released.values())} dropped; round {final}: "
+          f"test accuracy {result.evaluate_metrics_serverapp[final]['test-accuracy']:.4f}",
+          flush=True)

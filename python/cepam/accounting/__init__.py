@@ -10,7 +10,9 @@ Per round:
 * :mod:`.analytic_gaussian` -- Balle and Wang's exact Gaussian profile.
 
 Over rounds: :mod:`.pld` and :mod:`.accountant` (privacy loss distributions),
-:mod:`.calibration` (sigma for a target, eps for a sigma); :mod:`.ledger` (a durable
+:mod:`.calibration` (sigma for a target, eps for a sigma); :mod:`.client_level`
+(client-level DP, the guarantee for any training loop, and its calibration);
+:mod:`.ledger` (a durable
 record of the privacy spent, across runs and restarts). Threat models and
 units: :mod:`.setting`. The argument and the numbers: ``docs/privacy.md``.
 
@@ -56,6 +58,10 @@ _EXPORTS = {
     "epsilon_after_rounds": "calibration",
     "delta_after_rounds": "calibration",
     "calibrate_sigma": "calibration",
+    "ClientLevelRound": "client_level",
+    "client_noise_multiplier": "client_level",
+    "client_epsilon": "client_level",
+    "calibrate_client_sigma": "client_level",
     "Ledger": "ledger",
     "LedgerEntry": "ledger",
 }

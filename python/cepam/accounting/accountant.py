@@ -100,7 +100,7 @@ class PLDAccountant:
         backend: ``"numpy"`` (default) or ``"dp_accounting"``.
 
     Raises:
-        InvalidArgumentError / InvalidTypeError: bad arguments;
+        InvalidArgumentError, InvalidTypeError: bad arguments;
             ``backend="dp_accounting"`` without the package.
     """
 

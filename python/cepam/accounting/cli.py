@@ -1,6 +1,16 @@
 """``cepam privacy``: per-round and total (eps, delta) of CEPAM-Gaussian.
 
+Two levels (``--level``):
+
+* ``client`` (the default without ``--local-steps``/``--dataset-size``):
+  client-level DP, which holds for any local training loop once each
+  client's whole update is clipped (:mod:`cepam.accounting.client_level`);
+* ``record``: the record-level bound for the paper's loop (local steps on
+  samples drawn with replacement); its report also gives the client-level eps.
+
 Examples::
+
+    cepam privacy --target-eps 8 --delta 1e-5 --clip 1 --clients 10 --rounds 20
 
     cepam privacy --sigma 0.5 --clip 1 --clients 30 --local-steps 15 \\
         --dataset-size 1666 --rounds 80 --delta 1e-5 --bound tight --json
@@ -24,6 +34,7 @@ import sys
 from typing import Any
 
 from ..cli import requires
+from ..errors import InvalidArgumentError
 
 __all__ = ["register", "handler", "build_report"]
 
@@ -42,9 +53,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="solve for the smallest sigma giving this total eps")
     p.add_argument("--clip", type=float, required=True, help="l2 clip gamma of the whole update")
     p.add_argument("--clients", type=int, required=True, help="clients K averaged per round")
-    p.add_argument("--local-steps", type=int, required=True,
-                   help="local single-sample SGD steps tau per round")
-    p.add_argument("--dataset-size", type=int, required=True, help="samples |D| per client")
+    p.add_argument("--local-steps", type=int, default=None,
+                   help="record level: local SGD steps tau per round, each on one sample "
+                        "drawn with replacement (the paper's loop)")
+    p.add_argument("--dataset-size", type=int, default=None,
+                   help="record level: samples |D| per client")
+    p.add_argument("--level", choices=("client", "record"), default=None,
+                   help="client: one client's whole data, any training loop (default without "
+                        "--local-steps/--dataset-size); record: one training example, the "
+                        "paper's loop (default with them)")
     p.add_argument("--rounds", type=int, default=1, help="rounds R (default 1)")
     p.add_argument("--delta", type=float, required=True, help="target delta (total and per round)")
     p.add_argument("--bound", choices=("tight", "paper"), default="tight",
@@ -76,12 +93,20 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     """
     from .accountant import DEFAULT_DISCRETIZATION, PLDAccountant
     from .calibration import calibrate_sigma
+    from .client_level import client_epsilon
     from .events import CepamGaussianRound
     from .paper import paper_gaussian_epsilon, paper_gaussian_round
     from .setting import FLSetting
     from .tight import tight_gaussian_epsilon, tight_gaussian_round
     from . import _validation as _v
 
+    level = args.level or ("client" if args.local_steps is None and args.dataset_size is None
+                           else "record")
+    if level == "client":
+        return _client_report(args)
+    if args.local_steps is None or args.dataset_size is None:
+        raise InvalidArgumentError("--level record needs --local-steps and --dataset-size (the "
+                                   "paper's loop); without them use --level client")
     setting = FLSetting(clip=args.clip, clients=args.clients, local_steps=args.local_steps,
                         dataset_size=args.dataset_size, threat_model=args.threat_model)
     rounds = _v.integer("rounds", args.rounds)
@@ -142,6 +167,9 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
         "calibrated": args.target_eps is not None,
         "per_round": {"epsilon": _num(round_eps), "delta": delta},
         "total": {"epsilon": _num(total_eps), "delta": delta, "rounds": rounds},
+        "client_level": {"epsilon": client_epsilon(
+            sigma=sigma, clip=setting.clip, rounds=rounds, clients=setting.clients, delta=delta,
+            threat_model=setting.threat_model), "delta": delta, "rounds": rounds},
         "notes": notes,
     }
     if args.eps_tilde is not None:
@@ -150,6 +178,45 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
         report["per_round_at_eps_tilde"] = {"eps_tilde": g.eps_tilde, "epsilon": g.epsilon,
                                             "delta": g.delta}
     return report
+
+
+def _client_report(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`build_report` for ``--level client``."""
+    from . import _validation as _v
+    from .analytic_gaussian import gaussian_epsilon
+    from .client_level import calibrate_client_sigma, client_epsilon, client_noise_multiplier
+
+    rounds = _v.integer("rounds", args.rounds)
+    delta = _v.probability_open("delta", args.delta)
+    if args.target_eps is not None:
+        sigma = calibrate_client_sigma(target_epsilon=args.target_eps, target_delta=delta,
+                                       rounds=rounds, clients=args.clients, clip=args.clip,
+                                       threat_model=args.threat_model)
+    else:
+        sigma = _v.positive("sigma", args.sigma)
+    z = client_noise_multiplier(sigma=sigma, clip=args.clip, clients=args.clients,
+                                threat_model=args.threat_model)
+    total = client_epsilon(sigma=sigma, clip=args.clip, rounds=rounds, clients=args.clients,
+                           delta=delta, threat_model=args.threat_model)
+    return {
+        "inputs": {"sigma": args.sigma, "target_eps": args.target_eps, "clip": args.clip,
+                   "clients": args.clients, "rounds": rounds, "delta": delta,
+                   "level": "client", "threat_model": args.threat_model},
+        "method": {
+            "level": "client",
+            "relation": "replace one client's whole data (any local training loop)",
+            "per_round_description": "Gaussian mechanism, noise multiplier z = sigma sqrt(m) / "
+                                     "(2 clip), m clients' noise unknown to the adversary",
+            "threat_model": args.threat_model,
+            "composition": "exact (Gaussian DP: mu = sqrt(R) / z; Balle-Wang analytic eps)",
+        },
+        "noise_multiplier": z,
+        "sigma": sigma,
+        "calibrated": args.target_eps is not None,
+        "per_round": {"epsilon": gaussian_epsilon(delta, mu=1.0 / z), "delta": delta},
+        "total": {"epsilon": total, "delta": delta, "rounds": rounds},
+        "notes": [],
+    }
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -165,11 +232,19 @@ def handler(args: argparse.Namespace) -> int:
 
     inp = report["inputs"]
     out = sys.stdout
-    out.write(f"bound: {inp['bound']}   threat model: {inp['threat_model']}   "
-              f"composition: PLD (h={report['method']['discretization']:.3g})\n")
-    out.write(f"sigma = {report['sigma']:.6g}{' (calibrated)' if report['calibrated'] else ''}"
-              f"   p = {report['sampling_probability']:.6g}"
-              f"   noise multiplier z = {report['noise_multiplier']:.6g}\n")
+    calibrated = " (calibrated)" if report["calibrated"] else ""
+    if inp.get("level") == "client":
+        out.write(f"level: client (one client's whole data, any training loop)   threat model: "
+                  f"{inp['threat_model']}   composition: exact\n")
+        out.write(f"sigma = {report['sigma']:.6g}{calibrated}"
+                  f"   noise multiplier z = {report['noise_multiplier']:.6g}\n")
+    else:
+        out.write(f"level: record (one training example, the paper's loop)   bound: "
+                  f"{inp['bound']}   threat model: {inp['threat_model']}   "
+                  f"composition: PLD (h={report['method']['discretization']:.3g})\n")
+        out.write(f"sigma = {report['sigma']:.6g}{calibrated}"
+                  f"   p = {report['sampling_probability']:.6g}"
+                  f"   noise multiplier z = {report['noise_multiplier']:.6g}\n")
     if "per_round_at_eps_tilde" in report:
         r = report["per_round_at_eps_tilde"]
         out.write(f"per round at eps_t={r['eps_tilde']:g}: eps = {r['epsilon']:.6g}, "
@@ -178,6 +253,9 @@ def handler(args: argparse.Namespace) -> int:
               f"{inp['delta']:g}\n")
     out.write(f"after {inp['rounds']} rounds: eps = {fmt(report['total']['epsilon'])} at delta = "
               f"{inp['delta']:g}\n")
+    if "client_level" in report:
+        out.write(f"client level (any training loop): eps = "
+                  f"{fmt(report['client_level']['epsilon'])} at delta = {inp['delta']:g}\n")
     for n in report["notes"]:
         out.write(f"note: {n}\n")
     return 0

@@ -72,7 +72,7 @@ class CepamGaussianRound:
             (:mod:`.paper`, the paper's Theorem).
 
     Raises:
-        InvalidArgumentError / InvalidTypeError: bad values or types.
+        InvalidArgumentError, InvalidTypeError: bad values or types.
     """
 
     sigma: float
@@ -115,7 +115,7 @@ class CepamLaplaceRound:
     ``eps0``-DP mechanism.
 
     Raises:
-        InvalidArgumentError / InvalidTypeError: bad values or types.
+        InvalidArgumentError, InvalidTypeError: bad values or types.
     """
 
     scale: float

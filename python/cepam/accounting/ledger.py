@@ -15,7 +15,11 @@ Guarantees:
   database unreadable (SQLite's atomic commit; tested by killing writers);
 * nothing is counted twice: an event carries its run and round, and
   recording the same ``(run_id, round)`` again (a retry after a crash)
-  returns the first record's id instead of adding one;
+  returns the first record's id instead of adding one; a record without a
+  round (``round=None``) is the run's one round-less record, retried the
+  same way;
+* only a cepam ledger opens: an existing file that is empty (0 bytes) or
+  any other file is refused, never initialised;
 * ``max_epsilon``: :meth:`Ledger.record` checks the budget and records
   inside one write transaction, so two servers sharing a ledger cannot both
   spend the last of it;
@@ -66,6 +70,7 @@ from ..errors import FormatError, InvalidArgumentError, InvalidTypeError, Privac
 from . import _validation as _v
 from .accountant import PLDAccountant
 from .events import CepamGaussianRound, CepamLaplaceRound, GaussianEvent, PrivacyEvent
+from .client_level import ClientLevelRound
 from .setting import FLSetting
 
 __all__ = ["Ledger", "LedgerEntry", "DEFAULT_DELTA"]
@@ -133,13 +138,19 @@ def _event_from(description: dict[str, Any]) -> PrivacyEvent:
                                  dimension=description["dimension"], bound=description["bound"])
     if kind == "gaussian":
         return GaussianEvent(noise_multiplier=description["noise_multiplier"])
+    if kind == "client_level_round":
+        return ClientLevelRound(sigma=description["sigma"], clip=description["clip"],
+                                clients=description["clients"],
+                                threat_model=description["threat_model"])
     raise FormatError(f"ledger holds an event of unknown kind {kind!r}")
 
 
 def _check_event(event: object) -> dict[str, Any]:
-    if not isinstance(event, (CepamGaussianRound, CepamLaplaceRound, GaussianEvent)):
+    if not isinstance(event, (CepamGaussianRound, CepamLaplaceRound, GaussianEvent,
+                              ClientLevelRound)):
         raise InvalidTypeError(
-            "a ledger records CepamGaussianRound, CepamLaplaceRound or GaussianEvent "
+            "a ledger records CepamGaussianRound, CepamLaplaceRound, GaussianEvent or "
+            "ClientLevelRound "
             f"(events it can rebuild from their description), got {type(event).__name__}")
     return event.describe()
 
@@ -178,6 +189,11 @@ class Ledger:
         timeout = _v.positive("timeout", timeout)
         if not create and not self._path.is_file():
             raise InvalidArgumentError(f"no ledger at {str(self._path)!r}")
+        # A ledger file is created here, never adopted: an existing empty
+        # file (which SQLite would take as a new database) is not a ledger.
+        self._new = not self._path.exists()
+        if not self._new and self._path.is_file() and self._path.stat().st_size == 0:
+            raise FormatError(f"{str(self._path)!r} is an empty file, not a cepam ledger")
         try:
             # One connection, usable from any thread (a server's callbacks may
             # run on several), its use serialised by self._lock.
@@ -202,7 +218,7 @@ class Ledger:
         try:
             app = db.execute("PRAGMA application_id").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if app == 0 and tables == 0:  # a new file
+            if app == 0 and tables == 0 and self._new:  # a file this call created
                 db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
                 for statement in _CREATE.split(";"):
                     if statement.strip():
@@ -268,9 +284,11 @@ class Ledger:
                 :class:`~.events.CepamLaplaceRound` or
                 :class:`~.events.GaussianEvent`.
             run_id: the training run spending it (non-empty string).
-            round: the run's round index (>= 0), or None.  A ``(run_id,
-                round)`` already recorded with the same event is not
-                recorded again: its id is returned (a retry after a crash).
+            round: the run's round index (>= 0), or None for the run's one
+                round-less record (a whole run recorded at once, with
+                ``rounds``).  A ``(run_id, round)`` already recorded with
+                the same event is not recorded again, None included: its id
+                is returned (a retry after a crash).
             rounds: how many rounds of the event this record stands for.
             max_epsilon: if given, the record is refused (nothing written)
                 when the epsilon at the ledger's delta of everything
@@ -300,15 +318,15 @@ class Ledger:
         db = self._db
         db.execute("BEGIN IMMEDIATE")  # the write lock: check and insert as one
         try:
-            if round is not None:
-                row = db.execute("SELECT id, event, rounds FROM events WHERE run_id = ? AND round = ?",
-                                 (run_id, round)).fetchone()
-                if row is not None:
-                    if row[1] != text or row[2] != rounds:
-                        raise InvalidArgumentError(
-                            f"round {round} of run {run_id!r} is already recorded with another event")
-                    db.execute("ROLLBACK")
-                    return int(row[0])
+            row = db.execute("SELECT id, event, rounds FROM events WHERE run_id = ? AND round IS ?",
+                             (run_id, round)).fetchone()
+            if row is not None:
+                if row[1] != text or row[2] != rounds:
+                    raise InvalidArgumentError(
+                        f"{'the round-less record' if round is None else f'round {round}'} of "
+                        f"run {run_id!r} is already recorded with another event")
+                db.execute("ROLLBACK")
+                return int(row[0])
             if max_epsilon is not None:
                 spent = self._epsilon_of(self._load(), [(event, rounds)], self._delta)
                 if spent > max_epsilon:

@@ -106,7 +106,7 @@ def paper_gaussian_delta(
     Args:
         epsilon: per-round eps >= 0 (scalar or array).
         sigma: per-coordinate noise std of each client's decoded update, > 0.
-        setting: the FL setting (clip, clients, tau, |D|, threat model).
+        setting: the FL setting (clip, clients, tau, ``|D|``, threat model).
 
     Returns:
         delta, capped at 1 (float for scalar input).
@@ -168,7 +168,7 @@ def paper_laplace_round(
 
     Args:
         scale: Laplace scale ``b`` > 0 per coordinate of a decoded update.
-        setting: the FL setting (uses clip, tau, |D|).
+        setting: the FL setting (uses clip, tau, ``|D|``).
         dimension: required, no default. The number of coordinates ``m`` of
             the update for cepam, which clips the *l2* norm (an l2 ball of
             radius gamma has l1 diameter ``2 gamma sqrt(m)``). ``1``

@@ -245,7 +245,7 @@ class PrivacyLossDistribution:
         the left one is moved to the lowest kept loss, the right one to +inf.
 
         Raises:
-            InvalidArgumentError / InvalidTypeError: different grids, bad tol.
+            InvalidArgumentError, InvalidTypeError: different grids, bad tol.
         """
         self._check(other)
         tol = _v.nonnegative("tail_mass_truncation", tail_mass_truncation)

@@ -63,18 +63,16 @@ def sampling_probability(*, dataset_size: int, local_steps: int) -> float:
     """Probability ``p = 1 - (1 - 1/|D|)^tau`` that a given sample is drawn at
     least once in ``tau`` uniform draws with replacement from ``|D|`` samples.
 
-    Raises :class:`~cepam.errors.InvalidArgumentError` unless
-    ``1 <= local_steps <= dataset_size``.
+    Any number of draws is allowed: with replacement, ``tau`` (local steps
+    times the batch size) may exceed ``|D|``.
+
+    Raises :class:`~cepam.errors.InvalidArgumentError` unless both are at least 1.
 
     >>> round(sampling_probability(dataset_size=1666, local_steps=15), 8)
     0.00896587
     """
     n = _v.integer("dataset_size", dataset_size)
     tau = _v.integer("local_steps", local_steps)
-    if tau > n:
-        raise InvalidArgumentError(
-            f"local_steps (tau={tau}) must not exceed dataset_size (|D|={n})"
-        )
     if n == 1:
         return 1.0
     return float(-np.expm1(tau * np.log1p(-1.0 / n)))
@@ -87,14 +85,15 @@ class FLSetting:
     Attributes:
         clip: l2 clip ``gamma`` of each client's whole update (> 0).
         clients: number ``K`` of clients averaged per round (>= 1).
-        local_steps: local single-sample SGD steps ``tau`` per round,
-            ``1 <= tau <= dataset_size``.
+        local_steps: samples ``tau`` drawn uniformly with replacement per
+            round (local steps times the batch size; the paper: single-sample
+            steps), ``tau >= 1``; it may exceed ``dataset_size``.
         dataset_size: samples ``|D|`` per client (>= 1).
         threat_model: ``"client"`` (default), ``"aggregate"`` or ``"server"``;
             see the module docstring.
 
     Raises:
-        InvalidArgumentError: a value out of range, ``tau > |D|``, an unknown
+        InvalidArgumentError: a value out of range, an unknown
             threat model, or ``"client"`` with ``K = 1``.
         InvalidTypeError: a value of the wrong type.
     """
@@ -110,11 +109,6 @@ class FLSetting:
         object.__setattr__(self, "clients", _v.integer("clients", self.clients))
         object.__setattr__(self, "local_steps", _v.integer("local_steps", self.local_steps))
         object.__setattr__(self, "dataset_size", _v.integer("dataset_size", self.dataset_size))
-        if self.local_steps > self.dataset_size:
-            raise InvalidArgumentError(
-                f"local_steps (tau={self.local_steps}) must not exceed "
-                f"dataset_size (|D|={self.dataset_size})"
-            )
         if self.threat_model not in THREAT_MODELS:
             raise InvalidArgumentError(
                 f"threat_model must be one of {THREAT_MODELS}, got {self.threat_model!r}"

@@ -146,7 +146,7 @@ def tight_laplace_round(*, scale: float, setting: FLSetting, dimension: int) -> 
 
     Args:
         scale: Laplace scale ``b`` > 0.
-        setting: the FL setting (uses clip, tau, |D|).
+        setting: the FL setting (uses clip, tau, ``|D|``).
         dimension: number ``m`` of coordinates of the update (>= 1).
 
     Raises:

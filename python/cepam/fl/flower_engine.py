@@ -131,7 +131,10 @@ def flower_apps(config: FLConfig, *, data_dir: str | None, initial: dict[str, to
 
             def aggregate_train(self, server_round, replies):
                 arrays, metrics = super().aggregate_train(server_round, replies)
-                self.last_train = metrics
+                self.last_train = None if metrics is None else dict(metrics)
+                sizes = getattr(self, "last_payload_bytes", None)
+                if self.last_train is not None and sizes:  # the server's own record
+                    self.last_train["cepam-payload-bytes"] = sum(sizes) / len(sizes)
                 return arrays, metrics
 
         return Recording
@@ -148,7 +151,8 @@ def flower_apps(config: FLConfig, *, data_dir: str | None, initial: dict[str, to
                                 dataset_size=dataset_size)
             strategy = recording(CepamStrategy)(
                 inner, mechanism=method.mechanism, clip=config.clip, setting=setting,
-                delta=config.delta, lattice=config.lattice, dim=method.dim)
+                delta=config.delta, lattice=config.lattice, dim=method.dim, pad=None,
+                authenticated_transport=True)  # the built-in engine's bits; in-process
         else:
             strategy = recording(FedAvg)(fraction_evaluate=0.0, min_train_nodes=config.clients,
                                          min_available_nodes=config.clients)

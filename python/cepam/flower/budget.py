@@ -13,18 +13,25 @@ there (before its result is used) and eps counts everything the ledger
 holds: earlier runs and servers on the same data too (Gaussian and Laplace
 rounds then compose by privacy loss distributions).
 
-Client-level, for comparison (Flower's ``RdpAccountant``, when the installed
-Flower has it, Gaussian only): one client's whole contribution replaced,
-which moves the average of K clipped updates by at most ``2 clip / K``,
-against the released average (noise ``sigma / sqrt(K)`` per coordinate):
-noise multiplier ``sigma sqrt(K) / (2 clip)``, no sampling amplification,
-Renyi-DP composition.  A different and weaker-looking promise: it covers
-everything a client contributes, not one of its samples.
+Client-level, side by side (Gaussian only): one client's whole
+contribution replaced, which moves the average of K clipped updates by at
+most ``2 clip / K`` against the released average (noise ``sigma / sqrt(K)``
+per coordinate): a Gaussian mechanism of noise multiplier
+``sigma sqrt(m) / (2 clip)`` (m = K, K - 1 or 1 for the threat models
+"aggregate", "client", "server"), no sampling amplification, composed over
+the rounds.  It comes from :func:`cepam.accounting.client_epsilon` (exact,
+numpy and scipy only), with K the smallest of the run's rounds (eps grows
+as K shrinks, so this bounds every round); where that is not available,
+from Flower's ``RdpAccountant`` (needs ``dp-accounting``, in the ``flower``
+extra); where neither is, a warning says so (never silently).  A different
+and weaker-looking promise: it covers everything a client contributes, not
+one of its samples.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from typing import Any
 
@@ -33,8 +40,10 @@ from cepam.accounting import FLSetting
 
 __all__ = ["Budget", "RECORD_LEVEL", "CLIENT_LEVEL"]
 
+log = logging.getLogger("flwr.cepam")
+
 RECORD_LEVEL = "cepam-epsilon"
-CLIENT_LEVEL = "flower-rdp-client-epsilon"
+CLIENT_LEVEL = "cepam-client-epsilon"
 
 
 class Budget:
@@ -49,13 +58,14 @@ class Budget:
     """
 
     def __init__(self, mechanism: cepam.Gaussian | cepam.Laplace, setting: FLSetting, *,
-                 delta: float, bound: str, coordinates: int, ledger: Any = None,
+                 delta: float, bound: str, coordinates: int = 0, ledger: Any = None,
                  run_id: str = "") -> None:
         self.mechanism, self.setting, self.delta = mechanism, setting, delta
         self.bound, self.coordinates = bound, coordinates
         self.ledger, self.run_id = ledger, run_id
         self.rounds: list[int] = []  # K of each released round
         self._client_level: Any = None
+        self._warned = False
 
     def event(self, k: int) -> Any:
         """The privacy event of one round that averaged k updates."""
@@ -126,14 +136,17 @@ class Budget:
     # ------------------------------------------------------------------ client level
 
     def _compose_client_level(self, k: int) -> None:
-        if not isinstance(self.mechanism, cepam.Gaussian):
+        """Flower's RdpAccountant, the fallback where cepam.accounting has no
+        client-level accountant (it needs dp-accounting)."""
+        if not isinstance(self.mechanism, cepam.Gaussian) or _cepam_client_epsilon() is not None:
             return
         try:
             from flwr.serverapp import (
                 GaussianPrivacyEvent, NeighboringRelation, PrivacyConfig, SamplingMethod,
             )
             from flwr.serverapp import RdpAccountant
-        except (ImportError, AttributeError):  # an older Flower, or no dp-accounting
+        except (ImportError, AttributeError):  # an older Flower
+            self._client_level = None
             return
         population = max(self.rounds)
         try:
@@ -147,15 +160,36 @@ class Budget:
             else:
                 replay = [k]
             for kk in replay:
-                z = self.mechanism.sigma * math.sqrt(kk) / (2.0 * self.setting.clip)
+                m = {"aggregate": kk, "client": kk - 1}.get(self.setting.threat_model, 1)
+                z = self.mechanism.sigma * math.sqrt(m) / (2.0 * self.setting.clip)
                 self._client_level.compose(GaussianPrivacyEvent(
                     noise_multiplier=z, sample_size=kk, population_size=population))
         except (ImportError, ValueError, TypeError):  # dp-accounting missing or refused
             self._client_level = None
 
     def client_level_epsilon(self) -> float | None:
-        """Client-level eps from Flower's RdpAccountant at ``delta``, or None
-        where it is not available (Laplace, older Flower, no dp-accounting)."""
-        if self._client_level is None or not self.rounds:
+        """Client-level eps at ``delta`` (see the module), or None for Laplace
+        and, with a warning, where no client-level accountant is installed."""
+        if not isinstance(self.mechanism, cepam.Gaussian) or not self.rounds:
+            return None
+        exact = _cepam_client_epsilon()
+        if exact is not None:
+            return float(exact(sigma=self.mechanism.sigma, clip=self.setting.clip,
+                               rounds=len(self.rounds), clients=min(self.rounds),
+                               delta=self.delta, threat_model=self.setting.threat_model))
+        if self._client_level is None:
+            if not self._warned:
+                self._warned = True
+                log.warning("cepam: no client-level eps: this cepam has no "
+                            "cepam.accounting.client_epsilon and Flower's RdpAccountant is "
+                            "unavailable (pip install \"cepam[flower]\" installs "
+                            "dp-accounting); only the record-level eps is reported")
             return None
         return float(self._client_level.get_epsilon(self.delta))
+
+
+def _cepam_client_epsilon() -> Any:
+    """cepam.accounting.client_epsilon, or None where this cepam has none."""
+    import cepam.accounting as accounting
+
+    return getattr(accounting, "client_epsilon", None)

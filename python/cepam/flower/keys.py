@@ -3,15 +3,22 @@
 Two ways, chosen by the server (:class:`~cepam.flower.CepamStrategy`'s
 ``secrets``):
 
-* **Pre-shared** (``secrets`` a mapping or callable: node id -> 32 bytes):
-  the client reads its secret from its node configuration,
-  ``flower-supernode --node-config "cepam-secret='<64 hex digits>'"``
-  (:data:`NODE_CONFIG_KEY`).
+* **Pre-shared** (``secrets`` a mapping, a callable (node id -> 32 bytes),
+  or the path of a secrets file, :func:`secrets_from_file`): the client
+  reads its secret from a file named in its node configuration,
+  ``flower-supernode --node-config "cepam-secret-file='/path/secret'"``
+  (:data:`SECRET_FILE_KEY`; 64 hex digits; the file must not be readable by
+  group or others, mode 0600).  ``cepam-secret='<64 hex digits>'``
+  (:data:`NODE_CONFIG_KEY`) still works but puts the secret on the command
+  line, readable in the process list: the mod warns.
 * **Key agreement** (``secrets=None``, the default; no setup): X25519
   (RFC 7748, the ``cryptography`` package).  The server draws a key pair per
   run and sends its public key in the train configuration; each client keeps
   one key pair per run in its Context state and returns its public key with
-  its reply.  Both sides derive the 32-byte secret as
+  its reply (``cepam-key-file`` in the node config: the node's private key
+  persists in that file, mode 0600, created on first use, so that its public
+  key stays the same across runs and restarts and the server can pin it).
+  Both sides derive the 32-byte secret as
   ``HKDF-SHA256(X25519(own private, peer public), salt=SALT,
   info=SALT || run id || server public || client public)`` (RFC 5869), so a
   secret is bound to one run and one pair of keys.  The server pins the
@@ -22,7 +29,8 @@ What key agreement does and does not protect against: a passive
 eavesdropper on the links learns nothing of the secrets (and so cannot strip
 the noise); an *active* man in the middle can run the agreement with both
 sides and read every update, so deploy it over Flower's TLS and node
-authentication, which authenticate the two ends.  In every mode the server
+authentication, which authenticate the two ends (the strategy warns unless
+told ``authenticated_transport=True``), or pin the nodes' keys.  In every mode the server
 holds the secrets and can remove most of the noise of each update: the
 privacy the accountant reports is against everyone else (other clients,
 third parties who see the released model), with the server trusted.
@@ -30,20 +38,28 @@ third parties who see the released model), with the server trusted.
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Union
 
-from cepam.errors import InvalidArgumentError, InvalidTypeError
+from cepam.errors import FormatError, InvalidArgumentError, InvalidTypeError
 from cepam.keys import SECRET_BYTES, check_secret, hkdf
 
-__all__ = ["NODE_CONFIG_KEY", "SALT", "SecretSource", "KeyPair", "agreed_secret",
-           "secret_from_node_config", "preshared_lookup"]
+__all__ = ["NODE_CONFIG_KEY", "SECRET_FILE_KEY", "KEY_FILE_KEY", "STATE_KEY", "SALT",
+           "SecretSource", "KeyPair", "agreed_secret", "secret_from_node_config",
+           "preshared_lookup", "read_private_file", "secrets_from_file", "node_key_pair",
+           "KeyPins"]
 
 NODE_CONFIG_KEY = "cepam-secret"
+SECRET_FILE_KEY = "cepam-secret-file"
+KEY_FILE_KEY = "cepam-key-file"
+STATE_KEY = "cepam-state"
 SALT = b"cepam/flower/x25519/v1"
 
-SecretSource = Union[Mapping[int, bytes], Callable[[int], bytes]]
+SecretSource = Union[Mapping[int, bytes], Callable[[int], bytes], str, os.PathLike]
 
 
 def _x25519() -> Any:
@@ -99,29 +115,138 @@ def agreed_secret(own: KeyPair, peer_public: bytes, *, run_id: int, server_publi
     return hkdf(shared, salt=SALT, info=info, length=SECRET_BYTES)
 
 
-def secret_from_node_config(node_config: Mapping[str, Any]) -> bytes:
-    """The pre-shared secret of a node: ``node_config["cepam-secret"]``, 64 hex digits.
+def read_private_file(path: str | os.PathLike[str]) -> str:
+    """The text of a file holding secret material, refused unless only its
+    owner may read it (mode 0600 or stricter, POSIX).
 
     Raises:
-        InvalidArgumentError: missing or not 32 bytes of hex.
+        InvalidArgumentError: a missing file, or one group or others may
+            read or write.
     """
+    path = os.fspath(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read secret file {path!r}: {exc.strerror}") from None
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise InvalidArgumentError(
+            f"secret file {path!r} has mode {stat.S_IMODE(mode):04o}: group or others may "
+            f"access it; chmod 600 {path}")
+    with open(path, encoding="ascii") as f:
+        return f.read()
+
+
+def _hex_secret(text: str, what: str) -> bytes:
+    try:
+        return check_secret(bytes.fromhex(text.strip()))
+    except ValueError:
+        raise InvalidArgumentError(f"{what} must be 64 hex digits") from None
+
+
+def secret_from_node_config(node_config: Mapping[str, Any]) -> bytes:
+    """The pre-shared secret of a node: the file ``node_config["cepam-secret-file"]``
+    names (64 hex digits, mode 0600), or ``node_config["cepam-secret"]`` (64 hex
+    digits on the command line, visible in the process list: discouraged).
+
+    Raises:
+        InvalidArgumentError: neither given, an unsafe file, or not 32 bytes of hex.
+    """
+    if SECRET_FILE_KEY in node_config:
+        path = str(node_config[SECRET_FILE_KEY])
+        return _hex_secret(read_private_file(path), f"the secret in {path!r}")
     if NODE_CONFIG_KEY not in node_config:
         raise InvalidArgumentError(
-            f"the server uses pre-shared secrets but this node has no {NODE_CONFIG_KEY!r} in "
-            f"its node config (flower-supernode --node-config \"{NODE_CONFIG_KEY}='<64 hex "
-            "digits>'\")")
-    value = node_config[NODE_CONFIG_KEY]
+            f"the server uses pre-shared secrets but this node has no {SECRET_FILE_KEY!r} "
+            f"in its node config (flower-supernode --node-config \"{SECRET_FILE_KEY}="
+            "'<file with 64 hex digits, mode 0600>'\")")
+    return _hex_secret(str(node_config[NODE_CONFIG_KEY]), NODE_CONFIG_KEY)
+
+
+def secrets_from_file(path: str | os.PathLike[str]) -> dict[int, bytes]:
+    """The server's pre-shared secrets from a file of lines ``<node id> <64 hex
+    digits>`` (blank lines and ``#`` comments ignored; mode 0600).
+
+    Raises:
+        InvalidArgumentError: an unsafe or malformed file, or a node listed twice.
+    """
+    table: dict[int, bytes] = {}
+    for number, line in enumerate(read_private_file(path).splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[0].isdigit():
+            raise InvalidArgumentError(f"{os.fspath(path)!r} line {number}: expected "
+                                       "'<node id> <64 hex digits>'")
+        node = int(parts[0])
+        if node in table:
+            raise InvalidArgumentError(f"{os.fspath(path)!r} lists node {node} twice")
+        table[node] = _hex_secret(parts[1], f"line {number}'s secret")
+    return table
+
+
+def node_key_pair(path: str | os.PathLike[str]) -> KeyPair:
+    """The node's persistent X25519 key pair: read from ``path`` (64 hex
+    digits, mode 0600), or drawn and written there (mode 0600) if missing.
+
+    Raises:
+        InvalidArgumentError: an unsafe or malformed file.
+    """
+    path = os.fspath(path)
     try:
-        return check_secret(bytes.fromhex(str(value)))
-    except ValueError:
-        raise InvalidArgumentError(f"{NODE_CONFIG_KEY} must be 64 hex digits") from None
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return KeyPair(_hex_secret(read_private_file(path), f"the key in {path!r}"))
+    pair = KeyPair()
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(pair.private.hex() + "\n")
+    return pair
+
+
+class KeyPins:
+    """Node public keys pinned on first use, kept in a JSON file across runs.
+
+    Args:
+        path: the file (created on the first pin); it maps node ids to hex
+            public keys.
+
+    Raises:
+        FormatError: the file exists but is not such a mapping.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._keys: dict[int, bytes] = {}
+        if os.path.exists(self.path):
+            try:
+                with open(self.path, encoding="utf-8") as f:
+                    raw = json.load(f)
+                self._keys = {int(k): bytes.fromhex(v) for k, v in raw.items()}
+            except (OSError, ValueError, AttributeError, TypeError) as exc:
+                raise FormatError(f"{self.path!r} is not a cepam key-pin file ({exc})") from None
+
+    def get(self, node: int) -> bytes | None:
+        """The key pinned for ``node``, or None."""
+        return self._keys.get(int(node))
+
+    def pin(self, node: int, public: bytes) -> None:
+        """Pins ``public`` for ``node`` (first use) and writes the file atomically."""
+        self._keys[int(node)] = bytes(public)
+        tmp = f"{self.path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({str(k): v.hex() for k, v in sorted(self._keys.items())}, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
 
 
 def preshared_lookup(secrets: SecretSource) -> Callable[[int], bytes]:
-    """A function node id -> secret from a mapping or callable.
+    """A function node id -> secret from a mapping, a callable or a secrets
+    file (:func:`secrets_from_file`).
 
     Raises:
-        InvalidTypeError: neither a mapping nor a callable.
+        InvalidTypeError: none of these.
+        InvalidArgumentError: an unsafe or malformed secrets file.
     """
     if isinstance(secrets, Mapping):
         table = dict(secrets)
@@ -134,6 +259,8 @@ def preshared_lookup(secrets: SecretSource) -> Callable[[int], bytes]:
         return lookup
     if callable(secrets):
         return lambda node_id: check_secret(secrets(node_id))
+    if isinstance(secrets, (str, os.PathLike)):
+        return preshared_lookup(secrets_from_file(secrets))
     raise InvalidTypeError(
-        f"secrets must be None (key agreement), a mapping or a callable, got "
+        f"secrets must be None (key agreement), a mapping, a callable or a file, got "
         f"{type(secrets).__name__}")

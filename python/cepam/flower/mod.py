@@ -1,12 +1,23 @@
 """The client side: :func:`cepam_mod`, a Flower mod that encodes the train reply.
 
 After the train function returns, the mod takes the update (every float
-array of the reply's ArrayRecord minus the same array as received), clips it
-as a whole and encodes it with cepam under the context (server round, node
-id, the message's random number), and replaces the reply's arrays with one
-payload Array (:mod:`.protocol`).  The payload is bare (no names or shapes:
-the server knows them from its global model).  Non-float arrays must come
-back unchanged (the server restores them from its model).
+array of every ArrayRecord of the reply minus the same array as received:
+weights, and float buffers such as BatchNorm's running statistics, which
+:func:`cepam.encode` treats by its own default), clips it as a whole and
+encodes it with cepam under the context (server round, node id, the
+message's random number) and the padding the server configured, and
+replaces the reply's ArrayRecords with one payload Array (:mod:`.protocol`).
+The payload is bare (no names or shapes: the server knows them from its
+global model).  Integer and bool arrays (BatchNorm's ``num_batches_tracked``)
+are counters, not updates: they are never coded or sent, and the server
+keeps its own.
+
+The node's key material comes from its node config (:mod:`.keys`):
+``cepam-secret-file`` (pre-shared), ``cepam-key-file`` (a persistent X25519
+key), and ``cepam-state``: a file recording every context the node encoded
+(:class:`cepam.ContextGuard`), so that a train message replayed after a
+restart is refused rather than encoded twice.  Without it the used contexts
+are remembered in the node's Context state only.
 
 The mod refuses (an error reply, nothing sent) when the server sent no cepam
 configuration (the update would leave the node unprotected), when Flower's
@@ -27,15 +38,19 @@ from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Error, Message, MessageType
-from flwr.app import MetricRecord
 
 import cepam
-from cepam.errors import CepamError
+from cepam.guard import ContextGuard
+from cepam.keys import Context as KeyContext
+from cepam.errors import CepamError, ContextReuseError
 
-from .keys import KeyPair, agreed_secret, secret_from_node_config
+from .keys import (
+    KEY_FILE_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, STATE_KEY, KeyPair, agreed_secret,
+    node_key_pair, secret_from_node_config,
+)
 from .protocol import (
-    CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, METRIC_BITS, METRIC_BYTES, PAYLOAD_ARRAY,
-    PAYLOAD_STYPE, RoundConfig,
+    CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY, PAYLOAD_RECORD, PAYLOAD_STYPE,
+    RoundConfig, flat_name,
 )
 
 __all__ = ["cepam_mod", "ERROR_CODE"]
@@ -53,22 +68,34 @@ class _Refusal(Exception):
     """A reason to send an error reply instead of the update."""
 
 
-def _update(received: ArrayRecord, returned: ArrayRecord) -> dict[str, np.ndarray]:
-    """The float arrays of ``returned`` minus those of ``received``, in the
-    order of ``received``."""
-    if list(returned.keys()) != list(received.keys()):
-        raise _Refusal("the train reply's arrays are not the arrays received (names or order "
-                       "differ)")
+def _is_float(array: np.ndarray) -> bool:
+    return bool(np.issubdtype(array.dtype, np.floating))
+
+
+def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]
+            ) -> dict[str, np.ndarray]:
+    """Every float array of ``returned`` minus the same of ``received``, in the
+    order of ``received`` (names: :func:`.protocol.flat_name`); integer and
+    bool arrays (counters) are left out."""
+    if list(returned) != list(received):
+        raise _Refusal(f"the train reply's ArrayRecords {list(returned)} are not those "
+                       f"received {list(received)}")
     update = {}
-    for name in received.keys():
-        before, after = received[name].numpy(), returned[name].numpy()
-        if before.shape != after.shape or before.dtype != after.dtype:
-            raise _Refusal(f"array {name!r} changed shape or dtype in training")
-        if np.issubdtype(before.dtype, np.floating):
-            update[name] = after - before
-        elif not np.array_equal(before, after):
-            raise _Refusal(f"non-float array {name!r} changed in training; cepam sends float "
-                           "updates only")
+    for key, record in received.items():
+        if list(returned[key].keys()) != list(record.keys()):
+            raise _Refusal(f"the arrays of ArrayRecord {key!r} are not those received (names "
+                           "or order differ)")
+        for name in record.keys():
+            before = record[name].numpy()
+            if not _is_float(before):
+                continue  # a counter: never coded; the server keeps its own
+            after = returned[key][name].numpy()
+            if before.shape != after.shape or before.dtype != after.dtype:
+                raise _Refusal(f"array {name!r} changed shape or dtype in training")
+            flat = flat_name(key, name)
+            if flat in update:
+                raise _Refusal(f"two arrays are both named {flat!r} (record/array)")
+            update[flat] = after - before
     if not update:
         raise _Refusal("the model has no float arrays")
     return update
@@ -80,13 +107,27 @@ def _state(ctx: Context) -> ConfigRecord:
     return ctx.state[_STATE]
 
 
+_warned_command_line = False
+
+
 def _secret(msg: Message, ctx: Context, config: RoundConfig, state: ConfigRecord
             ) -> tuple[bytes, bytes | None]:
     """(secret, the client's public key to send or None)."""
+    global _warned_command_line
     if config.keys != KEYS_AGREED:
+        if SECRET_FILE_KEY not in ctx.node_config and NODE_CONFIG_KEY in ctx.node_config \
+                and not _warned_command_line:
+            _warned_command_line = True
+            log.warning("cepam_mod: the pre-shared secret comes from the node config "
+                        "(%r), which is readable in the process list; put it in a file of "
+                        "mode 0600 and give %r instead", NODE_CONFIG_KEY, SECRET_FILE_KEY)
         return secret_from_node_config(ctx.node_config), None
     run_id = int(msg.metadata.run_id)
-    if state["run-id"] != run_id or len(state["private"]) != 32:  # one key pair per run
+    if KEY_FILE_KEY in ctx.node_config:  # one key pair for good, in a 0600 file
+        pair = node_key_pair(str(ctx.node_config[KEY_FILE_KEY]))
+        if state["run-id"] != run_id:
+            state["run-id"], state["used"] = run_id, []
+    elif state["run-id"] != run_id or len(state["private"]) != 32:  # one key pair per run
         pair = KeyPair()
         state["run-id"], state["private"], state["used"] = run_id, pair.private, []
     else:
@@ -96,9 +137,14 @@ def _secret(msg: Message, ctx: Context, config: RoundConfig, state: ConfigRecord
     return secret, pair.public
 
 
-def _claim_context(state: ConfigRecord, config: RoundConfig) -> None:
+def _claim_context(state: ConfigRecord, config: RoundConfig, ctx: Context, secret: bytes,
+                   node: int) -> None:
+    """Refuses a context this node used already (in memory, and in its
+    ``cepam-state`` file if any, which :func:`cepam.encode` then records)."""
     used = list(state["used"])
-    if config.message in used:
+    path = ctx.node_config.get(STATE_KEY)
+    if config.message in used or (path is not None and ContextGuard(str(path)).is_used(
+            secret, KeyContext(config.round, node % (1 << 64), config.message))):
         raise _Refusal(f"context (round {config.round}, message {config.message}) was already "
                        "used by this node: a resent message is not encoded twice")
     state["used"] = (used + [config.message])[-_USED_LIMIT:]
@@ -113,27 +159,19 @@ def _check_no_flower_dp(msg: Message) -> None:
 
 def _encode_reply(msg: Message, ctx: Context, reply: Message, config: RoundConfig,
                   secret: bytes, public: bytes | None) -> Message:
-    received = [k for k in msg.content.array_records]
-    returned = list(reply.content.array_records)
-    if len(returned) != 1 or len(received) != 1 or returned[0] != received[0]:
-        raise _Refusal("cepam_mod expects one ArrayRecord in the train message and the same "
-                       f"one in the reply (got {received} and {returned})")
-    key = returned[0]
-    update = _update(msg.content[key], reply.content[key])
-    m = sum(int(u.size) for u in update.values())
+    received = {k: msg.content[k] for k in msg.content.array_records}
+    returned = {k: reply.content[k] for k in reply.content.array_records}
+    update = _update(received, returned)
+    state = ctx.node_config.get(STATE_KEY)
     payload = cepam.encode(update, config.mechanism, secret=secret, round=config.round,
                            client=int(msg.metadata.dst_node_id) % (1 << 64),
                            message=config.message, lattice=config.lattice, dim=config.dim,
-                           clip=config.clip, coder=config.coder, structure=False)
-    reply.content[key] = ArrayRecord({PAYLOAD_ARRAY: Array(
+                           clip=config.clip, coder=config.coder, structure=False,
+                           pad=config.pad, state=None if state is None else str(state))
+    for key in returned:
+        del reply.content[key]
+    reply.content[PAYLOAD_RECORD] = ArrayRecord({PAYLOAD_ARRAY: Array(
         dtype="uint8", shape=(len(payload),), stype=PAYLOAD_STYPE, data=payload)})
-    metrics = list(reply.content.metric_records)
-    if not metrics:
-        reply.content["metrics"] = MetricRecord()
-        metrics = ["metrics"]
-    record = reply.content[metrics[0]]
-    record[METRIC_BYTES] = len(payload)
-    record[METRIC_BITS] = 8.0 * len(payload) / m
     if public is not None:
         reply.content[CONFIG_RECORD] = ConfigRecord({CLIENT_KEY: public})
     return reply
@@ -145,10 +183,12 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     Use ``ClientApp(mods=[cepam_mod])`` (other mods may come before it in the
     list).  Configuration comes from the server (:class:`CepamStrategy`);
     the node needs only its key material: nothing with key agreement (the
-    default), or ``cepam-secret`` in its node config for pre-shared secrets.
+    default; ``cepam-key-file`` to keep its key across runs), or
+    ``cepam-secret-file`` in its node config for pre-shared secrets; and,
+    for replay protection across restarts, ``cepam-state`` (a file).
 
     Returns:
-        The reply with one payload Array in place of its arrays, or an error
+        The reply with one payload Array in place of its ArrayRecords, or an error
         reply (code :data:`ERROR_CODE`) saying why nothing was sent.
     """
     if msg.metadata.message_type != MessageType.TRAIN:
@@ -161,7 +201,7 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
         config = RoundConfig.from_record(msg.content[CONFIG_RECORD])
         state = _state(ctx)
         secret, public = _secret(msg, ctx, config, state)
-        _claim_context(state, config)
+        _claim_context(state, config, ctx, secret, int(msg.metadata.dst_node_id))
     except (_Refusal, CepamError) as exc:
         log.warning("cepam_mod: %s", exc)
         return Message(Error(ERROR_CODE, f"cepam_mod: {exc}"), reply_to=msg)
@@ -173,6 +213,10 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     except _Refusal as exc:
         log.warning("cepam_mod: %s", exc)
         return Message(Error(ERROR_CODE, f"cepam_mod: {exc}"), reply_to=msg)
+    except ContextReuseError as exc:  # recorded in the node's state file
+        log.warning("cepam_mod: %s", exc)
+        return Message(Error(ERROR_CODE, "cepam_mod: this context was already used by this "
+                             "node (a resent message is not encoded twice)"), reply_to=msg)
     except CepamError as exc:
         # The message may describe the private update (where a value is not
         # finite, which sub-vector is too large): it stays in the client's

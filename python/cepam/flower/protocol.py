@@ -5,13 +5,16 @@ to each train message (its own RecordDict per node), holding
 :class:`RoundConfig`: the mechanism, scale and clip every payload must use,
 the codec's lattice and coder, the round, a random per-message number (so
 that no context repeats: Flower restarts rounds at 1 in every run and may
-resend a message), and how keys are obtained.
+resend a message), the padding, and how keys are obtained.
 
-The client replies with its train reply's ArrayRecord replaced by one
+The client replies with its train reply's ArrayRecords (one or several)
+replaced by one ArrayRecord named :data:`PAYLOAD_RECORD` holding one
 :class:`flwr.app.Array` named :data:`PAYLOAD_ARRAY` (dtype ``uint8``, stype
-:data:`PAYLOAD_STYPE`, the payload as its bytes), its metrics extended by
-:data:`METRIC_BYTES` and :data:`METRIC_BITS`, and, with key agreement, its
-public key in a ConfigRecord named :data:`CONFIG_RECORD`.
+:data:`PAYLOAD_STYPE`, a bare payload as its bytes: the update of every
+float array of every ArrayRecord, in the order of the train message), its
+own metrics unchanged (nothing about the payload's size: the server knows
+it, and only what padding makes public is released), and, with key
+agreement, its public key in a ConfigRecord named :data:`CONFIG_RECORD`.
 """
 
 from __future__ import annotations
@@ -24,19 +27,38 @@ from cepam.errors import FormatError, InvalidArgumentError
 from cepam.payload import VERSION
 
 __all__ = [
-    "CONFIG_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "METRIC_BYTES", "METRIC_BITS",
-    "KEYS_AGREED", "KEYS_PRESHARED", "RoundConfig", "mechanism_of",
+    "CONFIG_RECORD", "PAYLOAD_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "KEYS_AGREED",
+    "KEYS_PRESHARED", "RoundConfig", "mechanism_of", "flat_name", "pad_to_text",
+    "pad_from_text",
 ]
 
 CONFIG_RECORD = "cepam"
+PAYLOAD_RECORD = "cepam-payload"
 PAYLOAD_ARRAY = "cepam"
 PAYLOAD_STYPE = f"cepam/v{VERSION}"
-METRIC_BYTES = "cepam-bytes"
-METRIC_BITS = "cepam-bits-per-coordinate"
 KEYS_AGREED, KEYS_PRESHARED = "x25519", "pre-shared"
 CLIENT_KEY = "client-key"
 
 _MECHANISMS = {"gaussian": cepam.Gaussian, "laplace": cepam.Laplace}
+
+
+def flat_name(record: str, array: str) -> str:
+    """The name an array of an ArrayRecord has in the coded update."""
+    return f"{record}/{array}"
+
+
+def pad_to_text(pad: str | int | None) -> str:
+    """``pad`` as the configuration carries it: "", "bucket", "max" or digits."""
+    return "" if pad is None else str(pad)
+
+
+def pad_from_text(text: str) -> str | int | None:
+    """The inverse of :func:`pad_to_text` (raises FormatError)."""
+    if text in ("", "bucket", "max"):
+        return text or None
+    if text.isdigit():
+        return int(text)
+    raise FormatError(f"unknown padding {text!r} in the cepam configuration")
 
 
 def mechanism_of(name: str, scale: float) -> cepam.Gaussian | cepam.Laplace:
@@ -58,6 +80,7 @@ class RoundConfig:
         message: a random number in [0, 2^63) fresh for every message (the
             context's message).
         keys: :data:`KEYS_AGREED` or :data:`KEYS_PRESHARED`.
+        pad: the padding every payload must use (``cepam.encode``'s ``pad``).
         server_key: the server's X25519 public key (32 bytes) for
             :data:`KEYS_AGREED`, else empty.
     """
@@ -71,6 +94,7 @@ class RoundConfig:
     message: int
     keys: str
     server_key: bytes = b""
+    pad: str | int | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The values of the ConfigRecord (str, int, float, bytes only)."""
@@ -79,7 +103,7 @@ class RoundConfig:
             "clip": float(self.clip), "lattice": self.lattice,
             "dim": 0 if self.dim is None else int(self.dim), "coder": self.coder,
             "round": int(self.round), "message": int(self.message), "keys": self.keys,
-            "server-key": bytes(self.server_key),
+            "server-key": bytes(self.server_key), "pad": pad_to_text(self.pad),
         }
 
     @classmethod
@@ -92,12 +116,13 @@ class RoundConfig:
         try:
             values = {k: record[k] for k in ("mechanism", "scale", "clip", "lattice", "dim",
                                               "coder", "round", "message", "keys",
-                                              "server-key")}
+                                              "server-key", "pad")}
             config = cls(mechanism=mechanism_of(str(values["mechanism"]), values["scale"]),
                          clip=float(values["clip"]), lattice=str(values["lattice"]),
                          dim=int(values["dim"]) or None, coder=str(values["coder"]),
                          round=int(values["round"]), message=int(values["message"]),
-                         keys=str(values["keys"]), server_key=bytes(values["server-key"]))
+                         keys=str(values["keys"]), server_key=bytes(values["server-key"]),
+                         pad=pad_from_text(str(values["pad"])))
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"malformed cepam configuration: {exc}") from None
         if config.keys not in (KEYS_AGREED, KEYS_PRESHARED):

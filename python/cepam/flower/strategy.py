@@ -1,31 +1,44 @@
 """The server side: :class:`CepamStrategy`, a wrapper around any Flower strategy.
 
-Each round the wrapper
+It wraps a strategy the way Flower's own DP wrappers
+(``DifferentialPrivacyServerSideFixedClipping`` and its family) do, and runs
+Flower's own loop (:meth:`flwr.serverapp.strategy.Strategy.start`): the same
+log lines (the per-round aggregated metrics, the initial and per-round
+evaluation, the final summary), the same :class:`Result`, plus cepam's
+metrics (``cepam-epsilon``, ``cepam-updates``, ``cepam-dropped``).  Each
+round the wrapper
 
-1. lets the inner strategy sample nodes and build its train messages, then
-   gives every node its own RecordDict with the cepam configuration
-   (:mod:`.protocol`: mechanism, scale, clip, round, a fresh random message
-   number, keys);
-2. opens every reply: reads the payload's public header
+1. checks, before any train message leaves, that the round the inner
+   strategy sampled fits the privacy budget against everything the ledger
+   holds (earlier runs included); if not, the round sends nothing, and
+   every later round of the run is empty too (``stopped_by_budget``);
+2. adds to every train message of the inner strategy (its metadata, ttl
+   included, kept) its own copy of the RecordDict with the cepam
+   configuration (:mod:`.protocol`: mechanism, scale, clip, padding, round,
+   a fresh random message number, keys);
+3. screens every reply before parsing anything: one reply per node sampled
+   this round (a copy is dropped), one payload Array of the cepam stype, at
+   most ``max_reply_bytes``, a bare payload, few records and metric values;
+4. opens what passes: reads the payload's public header
    (:func:`cepam.inspect`) and checks that its mechanism, scale, clip,
-   round, client (the sender's node id) and message number are those
+   round, client (the sender's node id), message number and size are those
    configured for that node (a client that sends less noise is refused),
-   then authenticates and decodes it against the global model
-   (``like=``: the payload carries no names or shapes) into the node's
-   noisy model, global + clipped update + noise;
-3. drops, with a logged reason, every reply that fails any of this (an
-   error reply, a missing or foreign payload, a wrong key, a forged or
-   malformed payload): it never reaches aggregation and never raises;
-4. accounts the round with K = the number of updates actually averaged
+   then authenticates and decodes it against the arrays sent (``like=``)
+   into the node's noisy model, global + clipped update + noise; integer
+   and bool arrays (counters such as ``num_batches_tracked``) are the
+   server's own, unchanged;
+5. drops, with a logged reason, every reply that fails any of this: it
+   never reaches aggregation and never raises;
+6. accounts the round with K = the number of updates actually averaged
    (:mod:`.budget`), and releases it only if the privacy budget allows;
-5. hands the noisy models to the inner strategy, each with weight 1 (the
+7. hands the noisy models to the inner strategy, each with weight 1 (the
    accountant's average is the plain mean of K updates, so a client cannot
    weigh in more by claiming more examples), in node-id order (so the
    global model does not depend on the order the replies arrived in).
 
-:meth:`start` is Flower's loop with one difference: a round that would
-exceed ``max_epsilon`` is not started (or, when drops lowered its K below
-the forecast, not released) and the run ends there, returning normally.
+Released metrics hold no per-client payload size: the mean size goes into
+``cepam-payload-bytes`` only with fixed-size padding (``pad="max"``, the
+default, or a number of bytes), where the size is public anyway.
 """
 
 from __future__ import annotations
@@ -34,7 +47,6 @@ import logging
 import math
 import os
 import secrets as _secrets
-import time
 from collections.abc import Iterable
 from typing import Any, Callable
 
@@ -47,15 +59,17 @@ import cepam
 from cepam._checks import check_clip
 from cepam.accounting import FLSetting, Ledger
 from cepam.errors import InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
+from cepam.padding import check_pad
+from cepam.structure import BARE
 
 from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget
-from .keys import KeyPair, SecretSource, agreed_secret, preshared_lookup
+from .keys import KeyPair, KeyPins, SecretSource, agreed_secret, preshared_lookup
 from .protocol import (
-    CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED, PAYLOAD_ARRAY, PAYLOAD_STYPE,
-    RoundConfig,
+    CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED, PAYLOAD_ARRAY, PAYLOAD_RECORD,
+    PAYLOAD_STYPE, RoundConfig, flat_name,
 )
 
-__all__ = ["CepamStrategy", "METRIC_UPDATES", "METRIC_DROPPED"]
+__all__ = ["CepamStrategy", "METRIC_UPDATES", "METRIC_DROPPED", "METRIC_PAYLOAD_BYTES"]
 
 log = logging.getLogger("flwr.cepam")
 
@@ -69,6 +83,9 @@ _FLOWER_DP = (
     "DifferentialPrivacyClientSideAdaptiveClipping",
 )
 _U64 = 1 << 64
+_CONTAINER_OFFSET = 7  # the payload's container byte (docs/format.md)
+_MAX_METRIC_VALUES = 4096  # values in a reply's MetricRecord (lists count their items)
+_REPLY_SLACK = 1 << 16  # bytes above the float32 model in the default reply limit
 
 
 class _Dropped(Exception):
@@ -80,6 +97,24 @@ def _is_flower_dp(strategy: object) -> bool:
     return any(c.__name__ in _FLOWER_DP for c in type(strategy).__mro__)
 
 
+def _is_float(array: np.ndarray) -> bool:
+    return bool(np.issubdtype(array.dtype, np.floating))
+
+
+class _Sent:
+    """What one node was sent in a round: its configuration and its model."""
+
+    def __init__(self, config: RoundConfig, records: dict[str, dict[str, np.ndarray]]) -> None:
+        self.config, self.records = config, records
+        self.template = {flat_name(k, n): a for k, r in records.items() for n, a in r.items()
+                         if _is_float(a)}
+        if len(self.template) != sum(_is_float(a) for r in records.values() for a in r.values()):
+            raise InvalidArgumentError("two float arrays have the same record/array name; "
+                                       "rename an ArrayRecord or an array")
+        self.coordinates = sum(int(a.size) for a in self.template.values())
+        self.float32_bytes = 4 * self.coordinates
+
+
 class CepamStrategy(Strategy):
     """Wraps a Flower strategy so that clients send cepam payloads.
 
@@ -88,17 +123,27 @@ class CepamStrategy(Strategy):
             its family); not one of Flower's DP wrappers.
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``,
             the noise on each decoded update, in the units of the weights.
-        clip: l2 bound of each client's whole update.
+        clip: l2 bound of each client's whole update (every float array of
+            the model, float buffers included).
         setting: the :class:`cepam.accounting.FLSetting` the privacy is
             accounted in (its clip must be ``clip``; its ``clients`` is
             replaced by each round's K).  None: no eps is computed.
         delta: the total delta of the reported eps (Gaussian).
-        max_epsilon: stop before a round that would take eps above it
-            (needs ``setting``).
+        max_epsilon: no round is started (no train message sent) that would
+            take eps above it (needs ``setting``).
         secrets: None for X25519 key agreement (no setup), or a mapping or
-            callable from node id to the node's 32-byte pre-shared secret.
+            callable from node id to the node's 32-byte pre-shared secret,
+            or the path of a secrets file (:func:`.keys.secrets_from_file`,
+            mode 0600).
         lattice, dim, coder: codec settings sent to the clients (see
             :func:`cepam.encode`).
+        pad: the clients' padding (``cepam.encode``'s ``pad``): ``"max"``
+            (the default: every payload of the run has one length, fixed by
+            public settings, so its length reveals nothing about the update;
+            unpadded, the length predicts an update's norm to 6-8 %, and
+            Flower's SuperLink, which relays every payload, sees it; the
+            cost is 0.3-2.3 bits per coordinate, docs/privacy.md section
+            9), ``"bucket"``, a number of bytes, or None (no padding).
         bound: ``"tight"`` (default) or ``"paper"``: the per-round bound.
         ledger: a :class:`cepam.accounting.Ledger`, or the path of one
             (opened, or created, at the strategy's ``delta``): each released
@@ -107,6 +152,18 @@ class CepamStrategy(Strategy):
             restarts included).  Needs ``setting``.
         ledger_name: the dataset or federation a ledger path accounts for
             (default: the file's stem).
+        max_reply_bytes: replies whose payload is longer are dropped unread;
+            default: the float32 size of the model's float arrays plus 64
+            KiB (a cepam payload is a fraction of it), or ``pad`` if larger.
+        pinned_keys: with key agreement, a file in which the nodes' public
+            keys are pinned on first use, across runs (:class:`.keys.KeyPins`;
+            nodes keep their key with ``cepam-key-file``); a reply under
+            another key is dropped.  None: pinned for the run only.
+        authenticated_transport: with key agreement, True states that the
+            SuperLink and SuperNodes talk over TLS with node authentication
+            (or that keys are pinned): otherwise :meth:`start` logs a loud
+            warning, since an active man in the middle could run the
+            agreement with both sides and read every update.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings, or a Flower DP
@@ -117,8 +174,10 @@ class CepamStrategy(Strategy):
                  clip: float, setting: FLSetting | None = None, delta: float = 1e-5,
                  max_epsilon: float | None = None, secrets: SecretSource | None = None,
                  lattice: str = "auto", dim: int | None = None, coder: str = "ans",
-                 bound: str = "tight", ledger: Any = None,
-                 ledger_name: str | None = None) -> None:
+                 pad: str | int | None = "max", bound: str = "tight", ledger: Any = None,
+                 ledger_name: str | None = None, max_reply_bytes: int | None = None,
+                 pinned_keys: str | os.PathLike[str] | None = None,
+                 authenticated_transport: bool = False) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidTypeError(f"strategy must be a Flower Strategy, got "
                                    f"{type(strategy).__name__}")
@@ -161,50 +220,78 @@ class CepamStrategy(Strategy):
         if ledger is not None and not isinstance(ledger, (str, os.PathLike, Ledger)):
             raise InvalidTypeError(f"ledger must be a cepam.accounting.Ledger or a path, got "
                                    f"{type(ledger).__name__}")
+        self.pad = check_pad(pad)
+        if self.pad == "max" and math.isinf(self.clip):  # (clip is required anyway)
+            raise InvalidArgumentError("pad='max' needs a clip")
+        if max_reply_bytes is not None and (isinstance(max_reply_bytes, bool) or not isinstance(
+                max_reply_bytes, int) or max_reply_bytes <= 0):
+            raise InvalidArgumentError(f"max_reply_bytes must be a positive int, got "
+                                       f"{max_reply_bytes!r}")
+        if pinned_keys is not None and secrets is not None:
+            raise InvalidArgumentError("pinned_keys pins X25519 keys: it needs secrets=None")
+        if not isinstance(authenticated_transport, bool):
+            raise InvalidTypeError("authenticated_transport must be a bool")
         self._ledger_source, self._ledger_name = ledger, ledger_name
         self.ledger: Ledger | None = None
         self.strategy, self.mechanism, self.setting = strategy, mechanism, setting
         self.delta, self.max_epsilon, self.bound = float(delta), max_epsilon, bound
         self.lattice, self.dim, self.coder = lattice, dim, coder
+        self.max_reply_bytes = max_reply_bytes
+        self.authenticated_transport = authenticated_transport
         self._lookup = None if secrets is None else preshared_lookup(secrets)
+        self._pins = None if pinned_keys is None else KeyPins(pinned_keys)
         self.budget: Budget | None = None
         self.stopped_by_budget = False
+        #: Payload sizes (bytes) of the last round's accepted replies, in
+        #: node-id order: the server's own view, not released in metrics.
+        self.last_payload_bytes: list[int] = []
         self._started = False
         self._server_pair: KeyPair | None = None
         self._pinned: dict[int, bytes] = {}
-        self._sent: dict[int, RoundConfig] = {}
+        self._sent: dict[int, _Sent] = {}
         self._round = 0
-        self._array_key = ""
-        self._global: dict[str, np.ndarray] = {}
-        self._coordinates = 0
 
     # ------------------------------------------------------------------ helpers
 
-    def _begin_run(self, grid: Grid, initial_arrays: ArrayRecord) -> None:
+    def _begin_run(self, grid: Grid) -> None:
         self._started = True
         self._server_pair = KeyPair() if self._lookup is None else None
         self._pinned = {}
         self.stopped_by_budget = False
-        m = sum(int(np.prod(a.shape)) for a in initial_arrays.values()
-                if np.issubdtype(np.dtype(a.dtype), np.floating))
+        if self._lookup is None and not self.authenticated_transport and self._pins is None:
+            log.warning(
+                "cepam: X25519 KEY AGREEMENT OVER AN UNAUTHENTICATED LINK: the public keys "
+                "are not authenticated, so an active man in the middle between the SuperLink "
+                "and a SuperNode could agree a secret with each side and read every update. "
+                "Run Flower with TLS and node authentication and pass "
+                "authenticated_transport=True, or pin the nodes' keys (pinned_keys=, nodes "
+                "with cepam-key-file), or use pre-shared secrets.")
         if self._ledger_source is not None and self.ledger is None:
             self.ledger = (self._ledger_source if isinstance(self._ledger_source, Ledger) else
                            Ledger(self._ledger_source, name=self._ledger_name, delta=self.delta))
         run_id = f"flower-run-{getattr(getattr(grid, 'run', None), 'run_id', 0)}-" \
                  f"{_secrets.token_hex(8)}"
         self.budget = None if self.setting is None else Budget(
-            self.mechanism, self.setting, delta=self.delta, bound=self.bound, coordinates=m,
+            self.mechanism, self.setting, delta=self.delta, bound=self.bound,
             ledger=self.ledger, run_id=run_id)
 
-    def _set_global(self, arrays: ArrayRecord) -> None:
-        self._global = {name: array.numpy() for name, array in arrays.items()}
-        floats = [a for a in self._global.values() if np.issubdtype(a.dtype, np.floating)]
-        if not floats:
-            raise InvalidArgumentError("the model has no float arrays to train")
-        self._coordinates = sum(int(a.size) for a in floats)
+    def _reply_limit(self, sent: _Sent) -> int:
+        if self.max_reply_bytes is not None:
+            return self.max_reply_bytes
+        limit = sent.float32_bytes + _REPLY_SLACK
+        return max(limit, self.pad) if isinstance(self.pad, int) else limit
 
-    def _template(self) -> dict[str, np.ndarray]:
-        return {n: a for n, a in self._global.items() if np.issubdtype(a.dtype, np.floating)}
+    def _pinned_key(self, node: int) -> bytes | None:
+        if node in self._pinned:
+            return self._pinned[node]
+        return None if self._pins is None else self._pins.get(node)
+
+    def _pin(self, node: int, public: bytes) -> None:
+        if node in self._pinned:
+            return
+        self._pinned[node] = public
+        if self._pins is not None and self._pins.get(node) is None:
+            self._pins.pin(node, public)
 
     def _secret_of(self, node: int, content: RecordDict, run_id: int
                    ) -> tuple[bytes, bytes | None]:
@@ -221,8 +308,10 @@ class CepamStrategy(Strategy):
         public = content[CONFIG_RECORD].get(CLIENT_KEY)
         if not isinstance(public, bytes) or len(public) != 32:
             raise _Dropped("malformed client public key")
-        if node in self._pinned and self._pinned[node] != public:
-            raise _Dropped("the node's public key changed during the run")
+        pinned = self._pinned_key(node)
+        if pinned is not None and pinned != public:
+            raise _Dropped("the node's public key changed (it differs from the key pinned "
+                           "for it)")
         assert self._server_pair is not None
         try:
             secret = agreed_secret(self._server_pair, public, run_id=run_id,
@@ -231,12 +320,13 @@ class CepamStrategy(Strategy):
             raise _Dropped(str(exc)) from None
         return secret, public
 
-    def _enforce(self, info: cepam.PayloadInfo, sent: RoundConfig, node: int) -> None:
+    def _enforce(self, info: cepam.PayloadInfo, sent: RoundConfig, node: int,
+                 coordinates: int) -> None:
         """The payload's public header against what was configured for the node."""
         expected = {
             "mechanism": (type(sent.mechanism).__name__, sent.mechanism.scale),
             "clip": sent.clip, "round": sent.round, "client": node % _U64,
-            "message": sent.message, "coordinates": self._coordinates,
+            "message": sent.message, "coordinates": coordinates,
         }
         found = {
             "mechanism": (type(info.mechanism).__name__, info.mechanism.scale),
@@ -248,9 +338,11 @@ class CepamStrategy(Strategy):
             raise _Dropped("payload header differs from the configuration in " + ", ".join(
                 f"{k} ({found[k]!r}, expected {expected[k]!r})" for k in wrong))
 
-    def _open(self, reply: Message) -> tuple[RecordDict, int]:
-        """The reply with its payload decoded into the node's noisy model, and
-        the payload's size in bytes.  Raises _Dropped."""
+    def _screen(self, reply: Message) -> tuple[_Sent, bytes, str]:
+        """Cheap checks before anything is parsed: the sender was sent this
+        round's message, the reply's records and sizes are those of a cepam
+        reply.  Returns (what was sent, the payload, the metrics record's
+        name).  Raises _Dropped."""
         if reply.has_error():
             raise _Dropped(f"error reply: {reply.error.reason}")
         node = int(reply.metadata.src_node_id)
@@ -258,33 +350,56 @@ class CepamStrategy(Strategy):
         if sent is None:
             raise _Dropped("no train message was sent to this node this round")
         content = reply.content
-        records = list(content.array_records)
-        if records != [self._array_key]:
-            raise _Dropped(f"expected one ArrayRecord {self._array_key!r}, got {records}")
-        record = content[self._array_key]
-        if list(record.keys()) != [PAYLOAD_ARRAY]:
-            raise _Dropped("the ArrayRecord is not one cepam payload (is cepam_mod installed "
+        if len(content) > 3:
+            raise _Dropped(f"{len(content)} records in the reply (a cepam reply has at most 3)")
+        if list(content.array_records) != [PAYLOAD_RECORD]:
+            raise _Dropped("the reply is not one cepam payload record (is cepam_mod installed "
                            "on the client?)")
+        record = content[PAYLOAD_RECORD]
+        if len(record) != 1 or PAYLOAD_ARRAY not in record:
+            raise _Dropped("the payload record does not hold one cepam payload")
         array = record[PAYLOAD_ARRAY]
         if array.stype != PAYLOAD_STYPE:
             raise _Dropped(f"payload stype {array.stype!r}, expected {PAYLOAD_STYPE!r}")
+        limit = self._reply_limit(sent)
+        if len(array.data) > limit:
+            raise _Dropped(f"payload of {len(array.data)} bytes, above the limit of {limit} "
+                           "(max_reply_bytes)")
+        payload = bytes(array.data)
+        if len(payload) <= _CONTAINER_OFFSET or payload[_CONTAINER_OFFSET] != BARE:
+            raise _Dropped("not a bare cepam payload")
+        configs = list(content.config_records)
+        if configs not in ([], [CONFIG_RECORD]) or (
+                configs and len(content[CONFIG_RECORD]) > 1):
+            raise _Dropped("unexpected configuration records in the reply")
         metrics = list(content.metric_records)
         if len(metrics) != 1:
             raise _Dropped(f"expected one MetricRecord, got {len(metrics)}")
-        payload = bytes(array.data)
+        if sum(len(v) if isinstance(v, list) else 1
+                           for v in content[metrics[0]].values()) > _MAX_METRIC_VALUES:
+            raise _Dropped(f"more than {_MAX_METRIC_VALUES} metric values")
+        return sent, payload, metrics[0]
+
+    def _open(self, reply: Message) -> tuple[RecordDict, int]:
+        """The reply with its payload decoded into the node's noisy model, and
+        the payload's size in bytes.  Raises _Dropped."""
+        sent, payload, metrics = self._screen(reply)
+        node = int(reply.metadata.src_node_id)
         info = cepam.inspect(payload)
-        self._enforce(info, sent, node)
-        secret, public = self._secret_of(node, content, int(reply.metadata.run_id))
-        update = cepam.decode(payload, secret=secret, like=self._template(), output="numpy",
-                              max_coordinates=self._coordinates)
+        self._enforce(info, sent.config, node, sent.coordinates)
+        secret, public = self._secret_of(node, reply.content, int(reply.metadata.run_id))
+        update = cepam.decode(payload, secret=secret, like=sent.template, output="numpy",
+                              max_coordinates=sent.coordinates)
         if public is not None:
-            self._pinned.setdefault(node, public)
-        noisy = ArrayRecord({
-            name: Array(np.asarray(value + update[name], dtype=value.dtype)
-                        if name in update else value)
-            for name, value in self._global.items()})
-        return RecordDict({self._array_key: noisy,
-                           metrics[0]: content[metrics[0]]}), len(payload)
+            self._pin(node, public)
+        content = RecordDict()
+        for key, arrays in sent.records.items():
+            content[key] = ArrayRecord({
+                name: Array(np.asarray(value + update[flat_name(key, name)], dtype=value.dtype)
+                            if _is_float(value) else value)
+                for name, value in arrays.items()})
+        content[metrics] = reply.content[metrics]
+        return content, len(payload)
 
     def _equal_weights(self, contents: list[RecordDict]) -> None:
         """Gives every accepted reply weight 1 and the metric keys all share."""
@@ -299,54 +414,100 @@ class CepamStrategy(Strategy):
 
     # ------------------------------------------------------------------ Strategy
 
+    def _check_budget(self, server_round: int, k: int) -> bool:
+        """Does a round of k updates (the nodes sampled, at most the last
+        round's K) fit max_epsilon, against everything the ledger holds?"""
+        if self.budget is None or self.max_epsilon is None or k == 0:
+            return True
+        if self.budget.rounds:
+            k = min(k, self.budget.rounds[-1])
+        k = max(k, self.budget.minimum_clients())
+        eps = self.budget.epsilon(self.budget.rounds + [k])
+        if eps > self.max_epsilon:
+            log.warning("cepam: round %d: a round of %d updates would bring eps to %.4g > "
+                        "max_epsilon %.4g (%s): no train message is sent, and the run's "
+                        "remaining rounds are empty", server_round, k, eps, self.max_epsilon,
+                        "everything the ledger holds" if self.ledger is not None else
+                        f"{len(self.budget.rounds)} rounds so far")
+            return False
+        return True
+
+    def _records_of(self, content: RecordDict, cache: dict[int, dict[str, np.ndarray]]
+                    ) -> dict[str, dict[str, np.ndarray]]:
+        records = {}
+        for key, record in content.array_records.items():
+            if id(record) not in cache:
+                cache[id(record)] = {name: array.numpy() for name, array in record.items()}
+            records[key] = cache[id(record)]
+        return records
+
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
-        """The inner strategy's train messages, each with its own cepam configuration."""
+        """The inner strategy's train messages, each with its own cepam
+        configuration; none if the round does not fit the privacy budget."""
         if not self._started:  # called outside start()
-            self._begin_run(grid, arrays)
-        self._set_global(arrays)
+            self._begin_run(grid)
         self._round = int(server_round)
         self._sent = {}
-        messages = []
-        for msg in self.strategy.configure_train(server_round, arrays, config, grid):
-            content = RecordDict(dict(msg.content.items()))
-            for record in content.config_records.values():
+        if self.stopped_by_budget:
+            log.warning("cepam: round %d: the privacy budget is spent: no train message is "
+                        "sent", server_round)
+            return []
+        messages = list(self.strategy.configure_train(server_round, arrays, config, grid))
+        cache: dict[int, dict[str, np.ndarray]] = {}
+        sent: dict[int, _Sent] = {}
+        for msg in messages:
+            for record in msg.content.config_records.values():
                 if "clipping_norm" in record:
                     raise InvalidArgumentError(
                         "the inner strategy sends Flower's DP clipping configuration; cepam "
                         "clips and adds noise itself: use one or the other")
-            array_keys = list(content.array_records)
-            if len(array_keys) != 1:
-                raise InvalidArgumentError(
-                    f"cepam needs exactly one ArrayRecord in train messages, got {array_keys}")
-            self._array_key = array_keys[0]
             node = int(msg.metadata.dst_node_id)
-            sent = RoundConfig(
+            if node in sent:
+                raise InvalidArgumentError(f"the inner strategy sent node {node} two train "
+                                           "messages in one round")
+            records = self._records_of(msg.content, cache)
+            config_ = RoundConfig(
                 mechanism=self.mechanism, clip=self.clip, lattice=self.lattice, dim=self.dim,
                 coder=self.coder, round=self._round, message=_secrets.randbits(63),
                 keys=KEYS_PRESHARED if self._lookup is not None else KEYS_AGREED,
-                server_key=b"" if self._server_pair is None else self._server_pair.public)
-            self._sent[node] = sent
-            content[CONFIG_RECORD] = ConfigRecord(sent.to_record())
-            messages.append(Message(content=content, dst_node_id=node,
-                                    message_type=msg.metadata.message_type,
-                                    group_id=msg.metadata.group_id or None))
+                server_key=b"" if self._server_pair is None else self._server_pair.public,
+                pad=self.pad)
+            sent[node] = _Sent(config_, records)
+            if sent[node].coordinates == 0:
+                raise InvalidArgumentError("the model has no float arrays to train")
+        if self.budget is not None and sent:
+            self.budget.coordinates = max(s.coordinates for s in sent.values())
+        if not self._check_budget(server_round, len(messages)):  # before anything is sent
+            self.stopped_by_budget = True
+            return []
+        for msg in messages:
+            content = RecordDict(dict(msg.content.items()))  # its own, shallow
+            content[CONFIG_RECORD] = ConfigRecord(sent[int(msg.metadata.dst_node_id)]
+                                                  .config.to_record())
+            msg.content = content  # the message itself: its metadata (ttl, ...) kept
+        self._sent = sent
         return messages
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Decodes the payloads, drops what fails, accounts, then lets the inner
-        strategy aggregate the noisy models."""
-        accepted, sizes, dropped = [], [], 0
+        """Screens and decodes the payloads, drops what fails (and any second
+        reply of a node), accounts, then lets the inner strategy aggregate the
+        noisy models."""
+        accepted, sizes, dropped, seen = [], [], 0, set()
         for reply in replies:
+            node = int(reply.metadata.src_node_id)
             try:
+                if node in seen:
+                    raise _Dropped("a second reply from this node this round")
+                seen.add(node)
                 content, size = self._open(reply)
             except Exception as exc:  # any reply: hostile input never stops the server
                 dropped += 1
                 reason = str(exc) if isinstance(exc, (_Dropped, cepam.CepamError)) else \
                     f"{type(exc).__name__}: {exc}"
                 log.warning("cepam: round %d: dropped the reply of node %s: %s", server_round,
-                            reply.metadata.src_node_id, reason)
+                            node, reason)
                 continue
             reply.content = content
             accepted.append(reply)
@@ -355,7 +516,10 @@ class CepamStrategy(Strategy):
         # them in list order: fix the order so the global model does not depend on timing.
         order = sorted(range(len(accepted)), key=lambda i: accepted[i].metadata.src_node_id)
         accepted, sizes = [accepted[i] for i in order], [sizes[i] for i in order]
+        self.last_payload_bytes = sizes
         k = len(accepted)
+        if k == 0 and dropped == 0:  # no round (budget spent, or nothing sampled)
+            return None, None
         minimum = 1 if self.budget is None else self.budget.minimum_clients()
         if k < minimum:
             log.warning("cepam: round %d: %d update(s) accepted, fewer than %d: nothing is "
@@ -365,8 +529,8 @@ class CepamStrategy(Strategy):
             eps = self.budget.epsilon(self.budget.rounds + [k])
             if eps > self.max_epsilon:
                 log.warning("cepam: round %d: with %d updates it would bring eps to %.4g > "
-                            "max_epsilon %.4g: not released; the run stops", server_round, k,
-                            eps, self.max_epsilon)
+                            "max_epsilon %.4g: not released; the run's remaining rounds are "
+                            "empty", server_round, k, eps, self.max_epsilon)
                 self.stopped_by_budget = True
                 return None, None
         self._equal_weights([r.content for r in accepted])
@@ -378,17 +542,19 @@ class CepamStrategy(Strategy):
             return None, None
         if arrays is None:
             return None, metrics
+        self._keep_counters(arrays, accepted)
         metrics = MetricRecord() if metrics is None else metrics
         metrics[METRIC_UPDATES] = k
         metrics[METRIC_DROPPED] = dropped
-        metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(sizes))
+        if self.pad == "max" or isinstance(self.pad, int):  # one public size
+            metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(sizes))
         if self.budget is not None:
             try:  # recorded (in the ledger, if any) before the result is used
                 metrics[RECORD_LEVEL] = self.budget.release(k, round=server_round,
                                                             max_epsilon=self.max_epsilon)
             except PrivacyBudgetError as exc:  # another server spent the budget meanwhile
-                log.warning("cepam: round %d: not released: %s; the run stops", server_round,
-                            exc)
+                log.warning("cepam: round %d: not released: %s; the run's remaining rounds "
+                            "are empty", server_round, exc)
                 self.stopped_by_budget = True
                 return None, None
             client_level = self.budget.client_level_epsilon()
@@ -398,12 +564,25 @@ class CepamStrategy(Strategy):
                      "at delta %g (%s bound, %s view)%s", server_round, k, dropped,
                      metrics[RECORD_LEVEL], self.delta, self.bound, self.setting.threat_model,
                      "" if client_level is None else
-                     f"; client-level eps {client_level:.4g} (Flower RDP, no amplification)")
+                     f"; client-level eps {client_level:.4g}")
         return arrays, metrics
+
+    def _keep_counters(self, arrays: ArrayRecord, accepted: list[Message]) -> None:
+        """Puts the server's own integer and bool arrays (counters) back into
+        the aggregate: an average would turn them into floats (FedAvg does)
+        and, for a counter the clients moved, tell how far."""
+        sent = self._sent[int(accepted[0].metadata.src_node_id)]
+        counters = {n: a for r in sent.records.values() for n, a in r.items() if not _is_float(a)}
+        for name in list(arrays.keys()):
+            if name in counters:
+                arrays[name] = Array(counters[name])
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
-        """The inner strategy's evaluate messages, unchanged."""
+        """The inner strategy's evaluate messages, unchanged (none once the
+        privacy budget is spent: the model no longer changes)."""
+        if self.stopped_by_budget:
+            return []
         return self.strategy.configure_evaluate(server_round, arrays, config, grid)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]
@@ -414,74 +593,25 @@ class CepamStrategy(Strategy):
     def summary(self) -> None:
         """Logs the inner strategy's summary and cepam's settings."""
         self.strategy.summary()
-        log.info("\t└── cepam: %r, clip %g, lattice %s, coder %s, keys %s, delta %g, "
+        log.info("\t└── cepam: %r, clip %g, lattice %s, coder %s, pad %s, keys %s, delta %g, "
                  "max_epsilon %s", self.mechanism, self.clip, self.lattice, self.coder,
-                 "pre-shared" if self._lookup is not None else "X25519 agreement",
+                 self.pad, "pre-shared" if self._lookup is not None else "X25519 agreement",
                  self.delta, self.max_epsilon)
-
-    # ------------------------------------------------------------------ the loop
-
-    def _forecast_exceeds(self, sent: int) -> bool:
-        """Would the next round, with the K forecast (the nodes sampled, at
-        most the last round's K), exceed max_epsilon?"""
-        if self.budget is None or self.max_epsilon is None or sent == 0:
-            return False
-        k = sent if not self.budget.rounds else min(sent, self.budget.rounds[-1])
-        k = max(k, self.budget.minimum_clients())
-        eps = self.budget.epsilon(self.budget.rounds + [k])
-        if eps > self.max_epsilon:
-            log.warning("cepam: a round of %d updates would bring eps to %.4g > max_epsilon "
-                        "%.4g: the run stops after %d rounds", k, eps, self.max_epsilon,
-                        len(self.budget.rounds))
-            return True
-        return False
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
               timeout: float = 3600, train_config: ConfigRecord | None = None,
               evaluate_config: ConfigRecord | None = None,
               evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
               ) -> Result:
-        """Flower's strategy loop (same arguments and Result), ending early and
-        normally when the privacy budget is spent (``stopped_by_budget``)."""
-        log.info("Starting CepamStrategy(%s) for %d rounds", type(self.strategy).__name__,
-                 num_rounds)
-        self.summary()
-        self._begin_run(grid, initial_arrays)
-        train_config = ConfigRecord() if train_config is None else train_config
-        evaluate_config = ConfigRecord() if evaluate_config is None else evaluate_config
-        result = Result()
-        t_start = time.time()
-        if evaluate_fn:
-            res = evaluate_fn(0, initial_arrays)
-            if res is not None:
-                result.evaluate_metrics_serverapp[0] = res
-        arrays = initial_arrays
-        result.arrays = arrays
-        for current_round in range(1, num_rounds + 1):
-            log.info("[ROUND %s/%s]", current_round, num_rounds)
-            messages = list(self.configure_train(current_round, arrays, train_config, grid))
-            if self._forecast_exceeds(len(messages)):
-                self.stopped_by_budget = True
-                break
-            replies = grid.send_and_receive(messages=messages, timeout=timeout)
-            agg_arrays, agg_metrics = self.aggregate_train(current_round, replies)
-            if self.stopped_by_budget:
-                break
-            if agg_arrays is not None:
-                result.arrays = arrays = agg_arrays
-            if agg_metrics is not None:
-                result.train_metrics_clientapp[current_round] = agg_metrics
-            evaluate_replies = grid.send_and_receive(
-                messages=self.configure_evaluate(current_round, arrays, evaluate_config, grid),
-                timeout=timeout)
-            agg_evaluate = self.aggregate_evaluate(current_round, evaluate_replies)
-            if agg_evaluate is not None:
-                result.evaluate_metrics_clientapp[current_round] = agg_evaluate
-            if evaluate_fn:
-                res = evaluate_fn(current_round, arrays)
-                if res is not None:
-                    result.evaluate_metrics_serverapp[current_round] = res
-        log.info("CepamStrategy finished in %.2fs%s", time.time() - t_start,
-                 " (privacy budget spent)" if self.stopped_by_budget else "")
-        self._started = False
-        return result
+        """Flower's own strategy loop (:meth:`Strategy.start`: same arguments,
+        logs and Result), for a fresh run of cepam (new server key pair, run
+        id and budget).  Once the privacy budget is spent the remaining
+        rounds send nothing (``stopped_by_budget``) and the loop ends
+        normally."""
+        self._begin_run(grid)
+        try:
+            return Strategy.start(self, grid, initial_arrays, num_rounds=num_rounds,
+                                  timeout=timeout, train_config=train_config,
+                                  evaluate_config=evaluate_config, evaluate_fn=evaluate_fn)
+        finally:
+            self._started = False

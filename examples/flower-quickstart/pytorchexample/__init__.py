@@ -1,0 +1,1 @@
+"""Flower's PyTorch quickstart app on MNIST, with cepam."""

@@ -1,0 +1,166 @@
+"""Float buffers (BatchNorm's running statistics) in a state_dict update:
+``buffers="separate"`` (the default), ``"joint"`` and ``"local"``."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cepam
+from cepam.structure import is_buffer
+
+from conftest import SECRET_A
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = cepam.Gaussian(sigma=1e-7)  # decoded values within about 1e-6 of the clipped input
+
+
+def _update(weight_norm: float, buffer_norm: float) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=300).astype(np.float32)
+    m, v = rng.normal(size=16).astype(np.float32), rng.normal(size=16).astype(np.float32)
+    w *= weight_norm / np.linalg.norm(w)
+    scale = buffer_norm / np.sqrt(np.sum(m.astype(np.float64) ** 2 + v.astype(np.float64) ** 2))
+    return {"conv.weight": w.reshape(30, 10), "bn.running_mean": m * scale,
+            "bn.running_var": v * scale, "bn.num_batches_tracked": np.array(7),
+            "fc.bias": np.zeros(4, np.float32)}
+
+
+def _norms(decoded: dict) -> tuple[float, float]:
+    w = sum(float(np.sum(np.asarray(v, np.float64) ** 2)) for k, v in decoded.items()
+            if not is_buffer(k))
+    b = sum(float(np.sum(np.asarray(v, np.float64) ** 2)) for k, v in decoded.items()
+            if is_buffer(k))
+    return np.sqrt(w), np.sqrt(b)
+
+
+def _roundtrip(update, **kwargs):
+    codec = cepam.Codec(TINY, secret=SECRET_A, client=1, clip=1.0, **kwargs)
+    return codec.decode(codec.encode(update, round=0), round=0)
+
+
+def test_running_statistics_are_recognised_by_name():
+    assert is_buffer("layer1.0.bn1.running_var") and is_buffer("running_mean")
+    assert not is_buffer("bn.weight") and not is_buffer("running_var_of_mine.weight")
+    assert not is_buffer("bn.num_batches_tracked")
+
+
+def test_large_statistics_no_longer_crowd_the_weights_out():
+    """Statistics 100 times the weights: one joint clip leaves the weights 1 %
+    of their update; "separate" keeps half the clip for them, the whole
+    update still within the clip."""
+    update = _update(weight_norm=2.0, buffer_norm=200.0)
+    w, b = _norms(_roundtrip(update, buffers="joint"))
+    assert w == pytest.approx(2.0 / np.hypot(2.0, 200.0), rel=1e-3) and w < 0.011
+    w, b = _norms(_roundtrip(update))
+    assert w == pytest.approx(0.5, rel=1e-4)
+    assert b == pytest.approx(np.sqrt(0.75), rel=1e-4)
+    assert np.hypot(w, b) <= 1.0 + 1e-5
+
+
+def test_small_statistics_are_clipped_jointly_as_before():
+    """Where the joint clip leaves the weights at least half the clip,
+    "separate" is the one clip, to the byte."""
+    for update in (_update(2.0, 1.0), _update(0.3, 0.2), _update(5.0, 0.0)):
+        a = cepam.encode(update, TINY, secret=SECRET_A, round=0, client=1, clip=1.0)
+        b = cepam.encode(update, TINY, secret=SECRET_A, round=0, client=1, clip=1.0,
+                         buffers="joint")
+        assert a == b
+
+
+def test_small_weights_keep_their_size_and_the_statistics_take_the_rest():
+    update = _update(weight_norm=0.2, buffer_norm=50.0)
+    w, b = _norms(_roundtrip(update))
+    assert w == pytest.approx(0.2, rel=1e-4)
+    assert b == pytest.approx(np.sqrt(1 - 0.04), rel=1e-4)
+
+
+def test_the_input_is_not_modified():
+    update = _update(weight_norm=2.0, buffer_norm=200.0)
+    before = {k: v.copy() for k, v in update.items()}
+    _roundtrip(update)
+    assert all(np.array_equal(before[k], update[k]) for k in update)
+
+
+def test_local_statistics_are_not_sent():
+    update = _update(weight_norm=2.0, buffer_norm=200.0)
+    out = _roundtrip(update, buffers="local")
+    assert sorted(out) == ["conv.weight", "fc.bias"]
+    assert _norms(out)[0] == pytest.approx(1.0, rel=1e-4)
+    # A bare payload decodes with the full state dict as template, under the same choice.
+    codec = cepam.Codec(TINY, secret=SECRET_A, client=1, clip=1.0, buffers="local",
+                        structure=False)
+    out = codec.decode(codec.encode(update, round=1), like=update)
+    assert sorted(out) == ["conv.weight", "fc.bias"]
+    with pytest.raises(cepam.FormatError, match="buffers="):
+        cepam.decode(codec.encode(update, round=2), secret=SECRET_A, like=update)
+    assert sorted(cepam.decode(codec.encode(update, round=3), secret=SECRET_A, like=update,
+                               buffers="local")) == ["conv.weight", "fc.bias"]
+
+
+def test_only_statistics_with_local_is_refused():
+    with pytest.raises(cepam.InvalidArgumentError, match="buffers='local'"):
+        cepam.encode({"bn.running_var": np.ones(3, np.float32)}, TINY, secret=SECRET_A,
+                     round=0, client=1, clip=1.0, buffers="local")
+
+
+@pytest.mark.parametrize("bad", ["Local", None, 1, "params"])
+def test_bad_buffers_choice_is_refused(bad):
+    with pytest.raises(cepam.InvalidArgumentError, match="buffers must be one of"):
+        cepam.encode(_update(1.0, 1.0), TINY, secret=SECRET_A, round=0, client=1, buffers=bad)
+    with pytest.raises(cepam.InvalidArgumentError, match="buffers must be one of"):
+        cepam.Codec(TINY, secret=SECRET_A, buffers=bad)
+
+
+# ------------------------------------------------ a BatchNorm CNN trained as README shows
+
+
+def _mnist_dir() -> str | None:
+    for candidate in (ROOT.parent / "shared" / "data" / "mnist", os.environ.get("CEPAM_DATA")):
+        if candidate and (Path(candidate) / "train-images-idx3-ubyte.gz").exists():
+            return str(candidate)
+    return None
+
+
+@pytest.mark.skipif(_mnist_dir() is None, reason="MNIST not found in ../shared/data/mnist "
+                    "beside the repository nor in $CEPAM_DATA")
+def test_a_batchnorm_cnn_learns_with_the_readme_pattern(one_torch_thread):
+    """The whole state_dict difference, one clip (the default buffers) trains
+    a BatchNorm CNN at least as well as sending the parameters alone (within
+    3 points), on real MNIST with fixed seeds."""
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("pytorch_batchnorm",
+                                                  ROOT / "examples" / "pytorch_batchnorm.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    default = example.run("separate", seed=0, rounds=10, data_dir=_mnist_dir())
+    params = example.run("params", seed=0, rounds=10, data_dir=_mnist_dir())
+    assert default["accuracy"][-1] >= params["accuracy"][-1] - 0.03
+    assert default["accuracy"][-1] > 0.8  # it learns (10 classes: chance is 0.1)
+
+
+def test_the_experiments_table_is_what_the_shipped_runs_give():
+    """docs/EXPERIMENTS.md's BatchNorm table is examples/pytorch_batchnorm.py's
+    table of the shipped results (docs/experiments/batchnorm.json)."""
+    import json
+    import re
+
+    pytest.importorskip("scipy")
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("pytorch_batchnorm",
+                                                  ROOT / "examples" / "pytorch_batchnorm.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    path = ROOT / "docs" / "experiments" / "batchnorm.json"
+    if not path.exists():
+        pytest.skip("docs/experiments/ is not in the sdist")
+    shipped = json.loads(path.read_text())
+    text = (ROOT / "docs" / "EXPERIMENTS.md").read_text()
+    table = re.search(r"<!-- batchnorm-table:start -->\n(.*?)\n<!-- batchnorm-table:end -->",
+                      text, re.S).group(1)
+    assert table == example.table(shipped["results"])
+    assert shipped["sigma"] == example.SIGMA and shipped["clip"] == example.CLIP
