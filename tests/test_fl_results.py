@@ -49,6 +49,10 @@ def test_other_csv_files_are_skipped_and_unreadable_runs_refused(tmp_path):
 
 def test_accuracies_are_fractions_in_every_json():
     for path in (ROOT / "docs" / "experiments").rglob("*.json"):
+        if path.name == "batchnorm.json":  # examples/pytorch_batchnorm.py's runs
+            results = json.loads(path.read_text())["results"]
+            assert all(0.0 <= a <= 1.0 for r in results for a in r["accuracy"])
+            continue
         for s in json.loads(path.read_text()):
             for key in ("test_acc", "val_acc"):
                 assert 0.0 <= s[key] <= 1.0, (path, key, s[key])

@@ -671,7 +671,10 @@ def test_a_missing_client_level_accountant_is_said_not_silent(monkeypatch, caplo
 
     import cepam.accounting
 
-    monkeypatch.delattr(cepam.accounting, "client_epsilon", raising=False)
+    import cepam.flower.budget
+
+    # Neither cepam's client-level accountant nor Flower's RDP one is importable.
+    monkeypatch.setattr(cepam.flower.budget, "_cepam_client_epsilon", lambda: None)
     real_import = builtins.__import__
 
     def no_rdp(name, *args, **kwargs):
