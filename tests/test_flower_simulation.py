@@ -214,8 +214,12 @@ def test_global_model_is_fedavg_of_the_decoded_updates_and_the_wrong_secret_is_d
             if info.round != rnd:
                 continue
             try:
+                # The mod codes the arrays under their record/array names
+                # (cepam.flower.protocol.flat_name), and a bare payload's
+                # template must have the names it was encoded with.
                 update = cepam.decode(reply["payload"], secret=node_secret(reply["node"]),
-                                      like={k: previous[k] for k in ("w", "b")})
+                                      like={f"arrays/{k}": previous[k] for k in ("w", "b")})
+                update = {k.split("/", 1)[1]: v for k, v in update.items()}
             except cepam.AuthenticationError:
                 wrong_nodes.add(reply["node"])
                 continue

@@ -630,56 +630,27 @@ def test_key_agreement_warns_unless_the_transport_is_authenticated(caplog):
     assert "UNAUTHENTICATED" not in caplog.text
 
 
-def _gdp_client_epsilon(*, sigma, clip, rounds, clients, delta, threat_model="client"):
-    """Test-only stand-in for cepam.accounting.client_epsilon (same contract):
-    mu-GDP with mu = sqrt(rounds) / z, z = sigma sqrt(m) / (2 clip)."""
-    from scipy.optimize import brentq
-    from scipy.stats import norm
+def test_client_level_eps_uses_cepam_s_accountant_with_the_smallest_k():
+    from cepam.accounting import client_epsilon
 
-    m = {"aggregate": clients, "client": clients - 1}.get(threat_model, 1)
-    mu = np.sqrt(rounds) / (sigma * np.sqrt(m) / (2 * clip))
-
-    def excess(eps):
-        return norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2) - delta
-
-    return brentq(excess, 0.0, 100.0 * mu + 100.0)
-
-
-def test_client_level_eps_uses_cepam_s_accountant_with_the_smallest_k(monkeypatch):
-    import cepam.accounting
-
-    calls = []
-
-    def exact(**kwargs):
-        calls.append(kwargs)
-        return _gdp_client_epsilon(**kwargs)
-
-    monkeypatch.setattr(cepam.accounting, "client_epsilon", exact, raising=False)
     st = strategy(mechanism=cepam.Gaussian(sigma=2.0))
     ctxs = contexts()
     _, replies = run_round(st, ctxs)
     st.aggregate_train(1, replies)
     _, replies = run_round(st, ctxs, rnd=2)
     _, metrics = st.aggregate_train(2, replies[:3])
-    assert calls[-1] == dict(sigma=2.0, clip=1.0, rounds=2, clients=3, delta=1e-5,
-                             threat_model="client")
-    assert metrics["cepam-client-epsilon"] == pytest.approx(_gdp_client_epsilon(**calls[-1]))
+    assert metrics["cepam-client-epsilon"] == pytest.approx(client_epsilon(
+        sigma=2.0, clip=1.0, rounds=2, clients=3, delta=1e-5, threat_model="client"),
+        rel=1e-12)
 
 
 def test_a_missing_client_level_accountant_is_said_not_silent(monkeypatch, caplog):
-    import builtins
+    import cepam.flower.budget
 
-    import cepam.accounting
+    def no_scipy():
+        raise ImportError("No module named 'scipy'")
 
-    monkeypatch.delattr(cepam.accounting, "client_epsilon", raising=False)
-    real_import = builtins.__import__
-
-    def no_rdp(name, *args, **kwargs):
-        if name == "flwr.serverapp" and "RdpAccountant" in (args[2] if len(args) > 2 else ()):
-            raise ImportError("no dp-accounting")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_rdp)
+    monkeypatch.setattr(cepam.flower.budget, "_client_epsilon", no_scipy)
     st = strategy()
     _, replies = run_round(st, contexts())
     _, metrics = st.aggregate_train(1, replies)

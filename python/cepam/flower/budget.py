@@ -21,9 +21,8 @@ per coordinate): a Gaussian mechanism of noise multiplier
 "aggregate", "client", "server"), no sampling amplification, composed over
 the rounds.  It comes from :func:`cepam.accounting.client_epsilon` (exact,
 numpy and scipy only), with K the smallest of the run's rounds (eps grows
-as K shrinks, so this bounds every round); where that is not available,
-from Flower's ``RdpAccountant`` (needs ``dp-accounting``, in the ``flower``
-extra); where neither is, a warning says so (never silently).  A different
+as K shrinks, so this bounds every round); without scipy a warning says it
+is missing (never silently).  A different
 and weaker-looking promise: it covers everything a client contributes, not
 one of its samples.
 """
@@ -64,7 +63,6 @@ class Budget:
         self.bound, self.coordinates = bound, coordinates
         self.ledger, self.run_id = ledger, run_id
         self.rounds: list[int] = []  # K of each released round
-        self._client_level: Any = None
         self._warned = False
 
     def event(self, k: int) -> Any:
@@ -130,66 +128,32 @@ class Budget:
             self.ledger.record(self.event(int(k)), run_id=self.run_id, round=int(round),
                                max_epsilon=max_epsilon)
         self.rounds.append(int(k))
-        self._compose_client_level(int(k))
         return self.epsilon()
 
     # ------------------------------------------------------------------ client level
-
-    def _compose_client_level(self, k: int) -> None:
-        """Flower's RdpAccountant, the fallback where cepam.accounting has no
-        client-level accountant (it needs dp-accounting)."""
-        if not isinstance(self.mechanism, cepam.Gaussian) or _cepam_client_epsilon() is not None:
-            return
-        try:
-            from flwr.serverapp import (
-                GaussianPrivacyEvent, NeighboringRelation, PrivacyConfig, SamplingMethod,
-            )
-            from flwr.serverapp import RdpAccountant
-        except (ImportError, AttributeError):  # an older Flower
-            self._client_level = None
-            return
-        population = max(self.rounds)
-        try:
-            config = None if self._client_level is None else self._client_level.config
-            if config is None or config.population_size != population:
-                self._client_level = RdpAccountant(PrivacyConfig(
-                    target_delta=self.delta, population_size=population,
-                    neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
-                    sampling_method=SamplingMethod.NO_AMPLIFICATION))
-                replay = self.rounds
-            else:
-                replay = [k]
-            for kk in replay:
-                m = {"aggregate": kk, "client": kk - 1}.get(self.setting.threat_model, 1)
-                z = self.mechanism.sigma * math.sqrt(m) / (2.0 * self.setting.clip)
-                self._client_level.compose(GaussianPrivacyEvent(
-                    noise_multiplier=z, sample_size=kk, population_size=population))
-        except (ImportError, ValueError, TypeError):  # dp-accounting missing or refused
-            self._client_level = None
 
     def client_level_epsilon(self) -> float | None:
         """Client-level eps at ``delta`` (see the module), or None for Laplace
         and, with a warning, where no client-level accountant is installed."""
         if not isinstance(self.mechanism, cepam.Gaussian) or not self.rounds:
             return None
-        exact = _cepam_client_epsilon()
-        if exact is not None:
-            return float(exact(sigma=self.mechanism.sigma, clip=self.setting.clip,
-                               rounds=len(self.rounds), clients=min(self.rounds),
-                               delta=self.delta, threat_model=self.setting.threat_model))
-        if self._client_level is None:
+        try:
+            exact = _client_epsilon()
+        except ImportError:
             if not self._warned:
                 self._warned = True
-                log.warning("cepam: no client-level eps: this cepam has no "
-                            "cepam.accounting.client_epsilon and Flower's RdpAccountant is "
-                            "unavailable (pip install \"cepam[flower]\" installs "
-                            "dp-accounting); only the record-level eps is reported")
+                log.warning("cepam: no client-level eps: cepam.accounting needs scipy "
+                            "(pip install \"cepam[flower]\"); only the record-level eps is "
+                            "reported")
             return None
-        return float(self._client_level.get_epsilon(self.delta))
+        return float(exact(sigma=self.mechanism.sigma, clip=self.setting.clip,
+                           rounds=len(self.rounds), clients=min(self.rounds),
+                           delta=self.delta, threat_model=self.setting.threat_model))
 
 
-def _cepam_client_epsilon() -> Any:
-    """cepam.accounting.client_epsilon, or None where this cepam has none."""
-    import cepam.accounting as accounting
+def _client_epsilon() -> Any:
+    """cepam.accounting.client_epsilon (raises ImportError without scipy)."""
+    import scipy  # noqa: F401 - the accountant's own dependency, checked first
+    from cepam.accounting import client_epsilon
 
-    return getattr(accounting, "client_epsilon", None)
+    return client_epsilon
