@@ -127,56 +127,81 @@ void xor_portable(const ChaChaKey& key, std::uint32_t purpose, std::uint64_t fir
 // The SIMD kernels hold word i of every block in one register, x[i] (32-bit
 // lane l = block l), so that a quarter round is one quarter round per lane
 // with plain vector adds, xors and rotates.  The four quarter rounds of a
-// column or diagonal round are independent and are written interleaved,
-// operation by operation, so that their chains overlap.  At the end a
+// column or diagonal round are independent and are interleaved, operation
+// by operation, so that their chains overlap.  At the end a
 // transpose turns the columns back into blocks: block l is the 64 bytes
 // x[0][l], x[1][l], ..., x[15][l], which read as little-endian 64-bit words
 // are the stream words (x86 is little-endian).  The blocks are stored, or
 // XORed into the bytes already there (the sealing keystream), on the way
 // out of the registers.
+
+// AVX2 kernel: eight blocks a register.  Sixteen registers cannot hold the
+// state and a temporary, and compilers then keep rows in memory in ways that
+// cost about a tenth of the speed, so the ten double rounds are written in
+// assembly (GCC and Clang syntax), with this allocation: row i in ymm i, but
+// for rows 13 and 14, which take turns in ymm14 (the other one in memory),
+// and ymm13 as the temporary.  The four quarter rounds of a column or
+// diagonal round go in two pairs, interleaved; each pair needs only one of
+// rows 13 and 14 (column pairs {0, 2} and {1, 3} need 14 and 13, diagonal
+// pairs {0, 2} and {1, 3} need 13 and 14), so they change places twice per
+// double round.  Rotations by 16 and 8 are byte shuffles, by 12 and 7 two
+// shifts and an or.
 //
-// Rows of one round: a[j] += b[j], d[j] ^= a[j], d[j] <<<= 16, ... for the
-// four (a, b, c, d) of the column round, then of the diagonal round.
-constexpr int kColumnB[4] = {4, 5, 6, 7}, kColumnC[4] = {8, 9, 10, 11},
-              kColumnD[4] = {12, 13, 14, 15};
-constexpr int kDiagonalB[4] = {5, 6, 7, 4}, kDiagonalC[4] = {10, 11, 8, 9},
-              kDiagonalD[4] = {15, 12, 13, 14};
+// Byte shuffles rotating each 32-bit word left by 16 and by 8 (memory
+// operands of vpshufb in the double round below).
+alignas(32) constexpr unsigned char kRot16Avx2[32] = {
+    2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
+    2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13};
+alignas(32) constexpr unsigned char kRot8Avx2[32] = {
+    3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14,
+    3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14};
 
-// AVX2 kernel: eight blocks a register.  Rotations by 16 and 8 are byte
-// shuffles.  Sixteen registers cannot hold the state and the shuffles, so
-// the compiler keeps some rows in memory.
-CEPAM_TARGET_AVX2 inline __m256i rotl_avx2(__m256i v, int c) {
-  return _mm256_or_si256(_mm256_slli_epi32(v, c), _mm256_srli_epi32(v, 32 - c));
-}
+#define CC_OP2(op, src, dst) op " %%ymm" #src ", %%ymm" #dst ", %%ymm" #dst "\n\t"
+#define CC_SHUF(rot, d) "vpshufb %[" rot "], %%ymm" #d ", %%ymm" #d "\n\t"
+#define CC_ROT(b, l, r)                                                        \
+  "vpslld $" #l ", %%ymm" #b ", %%ymm13\n\tvpsrld $" #r ", %%ymm" #b ", %%ymm" #b \
+  "\n\tvpor %%ymm13, %%ymm" #b ", %%ymm" #b "\n\t"
+#define CC_PAIR(a1, b1, c1, d1, a2, b2, c2, d2)                                                \
+  CC_OP2("vpaddd", b1, a1) CC_OP2("vpaddd", b2, a2) CC_OP2("vpxor", a1, d1)                   \
+  CC_OP2("vpxor", a2, d2) CC_SHUF("r16", d1) CC_SHUF("r16", d2) CC_OP2("vpaddd", d1, c1)      \
+  CC_OP2("vpaddd", d2, c2) CC_OP2("vpxor", c1, b1) CC_OP2("vpxor", c2, b2) CC_ROT(b1, 12, 20) \
+  CC_ROT(b2, 12, 20) CC_OP2("vpaddd", b1, a1) CC_OP2("vpaddd", b2, a2) CC_OP2("vpxor", a1, d1) \
+  CC_OP2("vpxor", a2, d2) CC_SHUF("r8", d1) CC_SHUF("r8", d2) CC_OP2("vpaddd", d1, c1)        \
+  CC_OP2("vpaddd", d2, c2) CC_OP2("vpxor", c1, b1) CC_OP2("vpxor", c2, b2) CC_ROT(b1, 7, 25)  \
+  CC_ROT(b2, 7, 25)
+#define CC_LOAD(i) "vmovdqu " #i "*32(%[x]), %%ymm" #i "\n\t"
+#define CC_STORE(i) "vmovdqu %%ymm" #i ", " #i "*32(%[x])\n\t"
 
-CEPAM_TARGET_AVX2 inline void round_avx2(__m256i* x, const int* b, const int* c, const int* d) {
-  // Byte shuffles rotating each 32-bit word left by 16 and by 8.
-  const __m256i rot16 = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
-                                         2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  const __m256i rot8 = _mm256_setr_epi8(3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14,
-                                        3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14);
-  CEPAM_UNROLL(2)
-  for (int j0 = 0; j0 < 4; j0 += 2) {
-    CEPAM_UNROLL(2)
-    for (int j = j0; j < j0 + 2; ++j) x[j] = _mm256_add_epi32(x[j], x[b[j]]);
-    CEPAM_UNROLL(2)
-    for (int j = j0; j < j0 + 2; ++j)
-      x[d[j]] = _mm256_shuffle_epi8(_mm256_xor_si256(x[d[j]], x[j]), rot16);
-    CEPAM_UNROLL(2)
-    for (int j = j0; j < j0 + 2; ++j) x[c[j]] = _mm256_add_epi32(x[c[j]], x[d[j]]);
-    CEPAM_UNROLL(2)
-    for (int j = j0; j < j0 + 2; ++j) x[b[j]] = rotl_avx2(_mm256_xor_si256(x[b[j]], x[c[j]]), 12);
-    CEPAM_UNROLL(2)
-    for (int j = j0; j < j0 + 2; ++j) x[j] = _mm256_add_epi32(x[j], x[b[j]]);
-    CEPAM_UNROLL(2)
-    for (int j = j0; j < j0 + 2; ++j)
-      x[d[j]] = _mm256_shuffle_epi8(_mm256_xor_si256(x[d[j]], x[j]), rot8);
-    CEPAM_UNROLL(2)
-    for (int j = j0; j < j0 + 2; ++j) x[c[j]] = _mm256_add_epi32(x[c[j]], x[d[j]]);
-    CEPAM_UNROLL(2)
-    for (int j = j0; j < j0 + 2; ++j) x[b[j]] = rotl_avx2(_mm256_xor_si256(x[b[j]], x[c[j]]), 7);
-  }
+// Ten double rounds on x[0..16) in place.
+CEPAM_TARGET_AVX2 inline void rounds_avx2(__m256i* x) {
+  unsigned n;
+  asm(CC_LOAD(0) CC_LOAD(1) CC_LOAD(2) CC_LOAD(3) CC_LOAD(4) CC_LOAD(5) CC_LOAD(6) CC_LOAD(7)
+      CC_LOAD(8) CC_LOAD(9) CC_LOAD(10) CC_LOAD(11) CC_LOAD(12) CC_LOAD(14) CC_LOAD(15)
+      "movl $10, %[n]\n"
+      "1:\n\t"
+      CC_PAIR(0, 4, 8, 12, 2, 6, 10, 14)
+      "vmovdqu %%ymm14, 14*32(%[x])\n\tvmovdqu 13*32(%[x]), %%ymm14\n\t"
+      CC_PAIR(1, 5, 9, 14, 3, 7, 11, 15)
+      CC_PAIR(0, 5, 10, 15, 2, 7, 8, 14)
+      "vmovdqu %%ymm14, 13*32(%[x])\n\tvmovdqu 14*32(%[x]), %%ymm14\n\t"
+      CC_PAIR(1, 6, 11, 12, 3, 4, 9, 14)
+      "decl %[n]\n\t"
+      "jnz 1b\n\t"
+      CC_STORE(0) CC_STORE(1) CC_STORE(2) CC_STORE(3) CC_STORE(4) CC_STORE(5) CC_STORE(6)
+      CC_STORE(7) CC_STORE(8) CC_STORE(9) CC_STORE(10) CC_STORE(11) CC_STORE(12) CC_STORE(14)
+      CC_STORE(15)
+      : [n] "=&r"(n), "+m"(*reinterpret_cast<__m256i(*)[16]>(x))
+      : [x] "r"(x), [r16] "m"(*reinterpret_cast<const __m256i*>(kRot16Avx2)),
+        [r8] "m"(*reinterpret_cast<const __m256i*>(kRot8Avx2))
+      : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+        "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
+#undef CC_OP2
+#undef CC_SHUF
+#undef CC_ROT
+#undef CC_PAIR
+#undef CC_LOAD
+#undef CC_STORE
 
 // Stores 32 bytes of keystream v at out, or XORs them into out when xor_in.
 CEPAM_TARGET_AVX2 inline void put_avx2(__m256i v, std::uint32_t* out, bool xor_in) {
@@ -230,10 +255,7 @@ CEPAM_TARGET_AVX2 inline void blocks8_avx2(const ChaChaKey& key, std::uint32_t p
   x[13] = hi;
   x[14] = stream;
   x[15] = _mm256_set1_epi32(static_cast<int>(purpose));
-  for (int round = 0; round < 10; ++round) {
-    round_avx2(x, kColumnB, kColumnC, kColumnD);
-    round_avx2(x, kDiagonalB, kDiagonalC, kDiagonalD);
-  }
+  rounds_avx2(x);
   // Adding the input back: the constant rows again, and the four rows given.
   for (int i = 0; i < 4; ++i)
     x[i] = _mm256_add_epi32(x[i], _mm256_set1_epi32(static_cast<int>(kSigma[i])));
@@ -265,12 +287,13 @@ CEPAM_TARGET_AVX2 inline void counters_avx2(std::uint64_t first, int base, __m25
                                             __m256i& hi) {
   const __m256i k = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                      _mm256_set1_epi32(base));
-  lo = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first))), k);
+  const auto first_lo = static_cast<std::uint32_t>(first);
+  const auto first_hi = static_cast<std::uint32_t>(first >> 32);
+  lo = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first_lo)), k);
   // lo wrapped past 2^32 exactly where lo < k (unsigned): carry one into hi.
   const __m256i bias = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   const __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(k, bias), _mm256_xor_si256(lo, bias));
-  hi = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first >> 32))),
-                        carry);
+  hi = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(first_hi)), carry);
 }
 
 CEPAM_TARGET_AVX2 void batch_avx2(const ChaChaKey& key, std::uint32_t purpose,
@@ -315,6 +338,14 @@ CEPAM_TARGET_AVX2 void xor_avx2(const ChaChaKey& key, std::uint32_t purpose, std
 // words 4 g .. 4 g + 3 of block 4 L + s; the last two move those 128-bit
 // pieces across lanes (shuffle_i32x4) so that block 4 L + s gets the pieces
 // of g = 0, 1, 2, 3.
+// Rows of one round: a[j] += b[j], d[j] ^= a[j], d[j] <<<= 16, ... for the
+// four (a, b, c, d) = (j, b[j], c[j], d[j]) of the column round, then of
+// the diagonal round.
+constexpr int kColumnB[4] = {4, 5, 6, 7}, kColumnC[4] = {8, 9, 10, 11},
+              kColumnD[4] = {12, 13, 14, 15};
+constexpr int kDiagonalB[4] = {5, 6, 7, 4}, kDiagonalC[4] = {10, 11, 8, 9},
+              kDiagonalD[4] = {15, 12, 13, 14};
+
 CEPAM_TARGET_AVX512 inline void round_avx512(__m512i* x, const int* b, const int* c,
                                              const int* d) {
   CEPAM_UNROLL(4)
@@ -407,14 +438,13 @@ CEPAM_TARGET_AVX512 inline void range_avx512(const ChaChaKey& key, std::uint32_t
                                              std::uint32_t stream, std::uint64_t first,
                                              __m512i* out, bool xor_in) {
   const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i lo =
-      _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first))), k);
+  const __m512i first_lo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first)));
+  const __m512i first_hi =
+      _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first >> 32)));
+  const __m512i lo = _mm512_add_epi32(first_lo, k);
   // lo wrapped past 2^32 exactly where lo < k (unsigned): carry one into hi.
-  const __m512i hi = _mm512_mask_add_epi32(
-      _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first >> 32))),
-      _mm512_cmplt_epu32_mask(lo, k),
-      _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first >> 32))),
-      _mm512_set1_epi32(1));
+  const __m512i hi = _mm512_mask_add_epi32(first_hi, _mm512_cmplt_epu32_mask(lo, k), first_hi,
+                                           _mm512_set1_epi32(1));
   blocks16_avx512(key, purpose, lo, hi, _mm512_set1_epi32(static_cast<int>(stream)), out, xor_in);
 }
 
