@@ -131,11 +131,18 @@ AnsSegmentEncoder::AnsSegmentEncoder(const SourceModel& model, double p,
                                      bool point_model)
     : basis_(basis), hcoder_(p), cells_(model), box_(basis) {
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
+  if (point_model) points_ = std::make_unique<PointCoder>(model, basis);
+  restart(subvectors);
+}
+
+void AnsSegmentEncoder::restart(std::size_t subvectors) {
+  ans_.clear();
+  ans_points_.clear();
+  points_started_ = false;
   // One symbol per coded H and per coordinate, more only for escapes and
   // coarse tables.
   const std::size_t h = hcoder_.coded() ? 1 : 0;
-  ans_.reserve(subvectors * (static_cast<std::size_t>(basis.n) + h));
-  if (point_model) points_ = std::make_unique<PointCoder>(model, basis);
+  ans_.reserve(subvectors * (static_cast<std::size_t>(basis_.n) + h));
 }
 
 void AnsSegmentEncoder::encode_h(std::size_t count, const std::uint32_t* H,

@@ -74,6 +74,10 @@ class AnsSegmentEncoder {
   // point_model: code M both ways (box model, point model) and keep the shorter.
   AnsSegmentEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
                     std::size_t subvectors, bool point_model);
+  // Starts another segment of `subvectors` sub-vectors (same model, basis
+  // and acceptance probability), keeping the symbol buffers: the encoder of
+  // a segment can be used for the next, without allocating again.
+  void restart(std::size_t subvectors);
   void encode_block(std::size_t count, const std::uint32_t* H, const std::int64_t* M,
                     const double* beta, const double* V);
   // Appends the segment: its length, the model byte, then the rANS stream,
