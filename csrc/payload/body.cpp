@@ -406,8 +406,10 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
     const std::size_t N = subvectors(p, m);
     check_body(layout, len - kGolombPrefix, N, N * static_cast<std::size_t>(p.n));
   } else {
-    // (AnsBody checks the model, the segments' lengths and model bytes.)
-    AnsBody(body, len, uses_point_model(p.lattice), pieces(subvectors(p, m), segment_subvectors(p.n)));
+    // (AnsBody checks the model, the segments' lengths and model bytes; the
+    // decoder builds the model's tables, this check needs none.)
+    AnsBody(body, len, uses_point_model(p.lattice), pieces(subvectors(p, m), segment_subvectors(p.n)),
+            false);
   }
 }
 
