@@ -345,16 +345,14 @@ CEPAM_TARGET_AVX2 void xor_avx2(const ChaChaKey& key, std::uint32_t purpose, std
 // words 4 g .. 4 g + 3 of block 4 L + s; the last two move those 128-bit
 // pieces across lanes (shuffle_i32x4) so that block 4 L + s gets the pieces
 // of g = 0, 1, 2, 3.
-// Rows of one round: a[j] += b[j], d[j] ^= a[j], d[j] <<<= 16, ... for the
-// four (a, b, c, d) = (j, b[j], c[j], d[j]) of the column round, then of
-// the diagonal round.
-constexpr int kColumnB[4] = {4, 5, 6, 7}, kColumnC[4] = {8, 9, 10, 11},
-              kColumnD[4] = {12, 13, 14, 15};
-constexpr int kDiagonalB[4] = {5, 6, 7, 4}, kDiagonalC[4] = {10, 11, 8, 9},
-              kDiagonalD[4] = {15, 12, 13, 14};
-
-CEPAM_TARGET_AVX512 inline void round_avx512(__m512i* x, const int* b, const int* c,
-                                             const int* d) {
+// One column or diagonal round: the four quarter rounds (a, b, c, d) = (j,
+// B_j, C_j, D_j), j < 4, interleaved operation by operation (the rows as
+// template arguments, so that every index is a constant for the compiler
+// to keep the rows in registers).
+template <int B0, int B1, int B2, int B3, int C0, int C1, int C2, int C3, int D0, int D1, int D2,
+          int D3>
+CEPAM_TARGET_AVX512 inline void round_avx512(__m512i* x) {
+  constexpr int b[4] = {B0, B1, B2, B3}, c[4] = {C0, C1, C2, C3}, d[4] = {D0, D1, D2, D3};
   CEPAM_UNROLL(4)
   for (int j = 0; j < 4; ++j) x[j] = _mm512_add_epi32(x[j], x[b[j]]);
   CEPAM_UNROLL(4)
@@ -395,8 +393,8 @@ CEPAM_TARGET_AVX512 inline void blocks16_avx512(const ChaChaKey& key, std::uint3
   __m512i x[16];
   for (int i = 0; i < 16; ++i) x[i] = init[i];
   for (int round = 0; round < 10; ++round) {
-    round_avx512(x, kColumnB, kColumnC, kColumnD);
-    round_avx512(x, kDiagonalB, kDiagonalC, kDiagonalD);
+    round_avx512<4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15>(x);  // columns
+    round_avx512<5, 6, 7, 4, 10, 11, 8, 9, 15, 12, 13, 14>(x);  // diagonals
   }
   for (int i = 0; i < 16; ++i) x[i] = _mm512_add_epi32(x[i], init[i]);
 
