@@ -124,6 +124,23 @@ void xor_portable(const ChaChaKey& key, std::uint32_t purpose, std::uint64_t fir
 }
 
 #if CEPAM_X86_DISPATCH
+// The state words that are the same in every block of a batch (words 12,
+// 13 and 14, the counter and the index and stream nonce words, are the
+// lanes' own), as the ints the broadcasts take.
+class InitialState {
+ public:
+  InitialState(const ChaChaKey& key, std::uint32_t purpose) {
+    for (int i = 0; i < 4; ++i) w_[i] = kSigma[i];
+    for (int i = 0; i < 8; ++i) w_[4 + i] = key[static_cast<std::size_t>(i)];
+    w_[12] = w_[13] = w_[14] = 0;
+    w_[15] = purpose;
+  }
+  int word(int i) const { return static_cast<int>(w_[i]); }
+
+ private:
+  std::uint32_t w_[16];
+};
+
 // The SIMD kernels hold word i of every block in one register, x[i] (32-bit
 // lane l = block l), so that a quarter round is one quarter round per lane
 // with plain vector adds, xors and rotates.  The four quarter rounds of a
@@ -251,25 +268,20 @@ CEPAM_TARGET_AVX2 inline void transpose_put_avx2(const __m256i r[8], std::uint32
 CEPAM_TARGET_AVX2 inline void blocks8_avx2(const ChaChaKey& key, std::uint32_t purpose, __m256i lo,
                                            __m256i hi, __m256i stream, std::uint32_t* out,
                                            bool xor_in) {
+  const InitialState state(key, purpose);
   __m256i x[16];
-  for (int i = 0; i < 4; ++i) x[i] = _mm256_set1_epi32(static_cast<int>(kSigma[i]));
-  for (int i = 0; i < 8; ++i)
-    x[4 + i] = _mm256_set1_epi32(static_cast<int>(key[static_cast<std::size_t>(i)]));
+  for (int i = 0; i < 16; ++i) x[i] = _mm256_set1_epi32(state.word(i));
   x[12] = lo;
   x[13] = hi;
   x[14] = stream;
-  x[15] = _mm256_set1_epi32(static_cast<int>(purpose));
   rounds_avx2(x);
-  // Adding the input back: the constant rows again, and the four rows given.
-  for (int i = 0; i < 4; ++i)
-    x[i] = _mm256_add_epi32(x[i], _mm256_set1_epi32(static_cast<int>(kSigma[i])));
-  for (int i = 0; i < 8; ++i)
-    x[4 + i] = _mm256_add_epi32(
-        x[4 + i], _mm256_set1_epi32(static_cast<int>(key[static_cast<std::size_t>(i)])));
-  x[12] = _mm256_add_epi32(x[12], lo);
-  x[13] = _mm256_add_epi32(x[13], hi);
-  x[14] = _mm256_add_epi32(x[14], stream);
-  x[15] = _mm256_add_epi32(x[15], _mm256_set1_epi32(static_cast<int>(purpose)));
+  // Adding the input back: the rows of constants again (not kept in
+  // registers through the rounds), and the three rows given.
+  for (int i = 0; i < 16; ++i) {
+    const __m256i in =
+        i == 12 ? lo : i == 13 ? hi : i == 14 ? stream : _mm256_set1_epi32(state.word(i));
+    x[i] = _mm256_add_epi32(x[i], in);
+  }
   transpose_put_avx2(x, out, xor_in);
   transpose_put_avx2(x + 8, out + 8, xor_in);
 }
@@ -345,30 +357,27 @@ CEPAM_TARGET_AVX2 void xor_avx2(const ChaChaKey& key, std::uint32_t purpose, std
 // words 4 g .. 4 g + 3 of block 4 L + s; the last two move those 128-bit
 // pieces across lanes (shuffle_i32x4) so that block 4 L + s gets the pieces
 // of g = 0, 1, 2, 3.
-// One column or diagonal round: the four quarter rounds (a, b, c, d) = (j,
-// B_j, C_j, D_j), j < 4, interleaved operation by operation (the rows as
-// template arguments, so that every index is a constant for the compiler
-// to keep the rows in registers).
-template <int B0, int B1, int B2, int B3, int C0, int C1, int C2, int C3, int D0, int D1, int D2,
-          int D3>
-CEPAM_TARGET_AVX512 inline void round_avx512(__m512i* x) {
-  constexpr int b[4] = {B0, B1, B2, B3}, c[4] = {C0, C1, C2, C3}, d[4] = {D0, D1, D2, D3};
+// The rows (b, c, d) of the four quarter rounds (a, b, c, d) = (j, b[j],
+// c[j], d[j]) of a column and of a diagonal round.
+constexpr int kColumn[3][4] = {{4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}};
+constexpr int kDiagonal[3][4] = {{5, 6, 7, 4}, {10, 11, 8, 9}, {15, 12, 13, 14}};
+
+// Half of the four quarter rounds of rows R, interleaved operation by
+// operation: a += b, d = (d ^ a) <<< S1, c += d, b = (b ^ c) <<< S2.  The
+// rows are a template argument, so that every index is a constant and the
+// compilers keep the rows in registers (Clang did not with the rows as
+// function arguments).
+template <const int (&R)[3][4], int S1, int S2>
+CEPAM_TARGET_AVX512 inline void half_round_avx512(__m512i* x) {
   CEPAM_UNROLL(4)
-  for (int j = 0; j < 4; ++j) x[j] = _mm512_add_epi32(x[j], x[b[j]]);
+  for (int j = 0; j < 4; ++j) x[j] = _mm512_add_epi32(x[j], x[R[0][j]]);
   CEPAM_UNROLL(4)
-  for (int j = 0; j < 4; ++j) x[d[j]] = _mm512_rol_epi32(_mm512_xor_si512(x[d[j]], x[j]), 16);
+  for (int j = 0; j < 4; ++j) x[R[2][j]] = _mm512_rol_epi32(_mm512_xor_si512(x[R[2][j]], x[j]), S1);
   CEPAM_UNROLL(4)
-  for (int j = 0; j < 4; ++j) x[c[j]] = _mm512_add_epi32(x[c[j]], x[d[j]]);
+  for (int j = 0; j < 4; ++j) x[R[1][j]] = _mm512_add_epi32(x[R[1][j]], x[R[2][j]]);
   CEPAM_UNROLL(4)
-  for (int j = 0; j < 4; ++j) x[b[j]] = _mm512_rol_epi32(_mm512_xor_si512(x[b[j]], x[c[j]]), 12);
-  CEPAM_UNROLL(4)
-  for (int j = 0; j < 4; ++j) x[j] = _mm512_add_epi32(x[j], x[b[j]]);
-  CEPAM_UNROLL(4)
-  for (int j = 0; j < 4; ++j) x[d[j]] = _mm512_rol_epi32(_mm512_xor_si512(x[d[j]], x[j]), 8);
-  CEPAM_UNROLL(4)
-  for (int j = 0; j < 4; ++j) x[c[j]] = _mm512_add_epi32(x[c[j]], x[d[j]]);
-  CEPAM_UNROLL(4)
-  for (int j = 0; j < 4; ++j) x[b[j]] = _mm512_rol_epi32(_mm512_xor_si512(x[b[j]], x[c[j]]), 7);
+  for (int j = 0; j < 4; ++j)
+    x[R[0][j]] = _mm512_rol_epi32(_mm512_xor_si512(x[R[0][j]], x[R[1][j]]), S2);
 }
 
 // Stores 64 bytes of keystream v at out, or XORs them into out when xor_in.
@@ -382,19 +391,19 @@ CEPAM_TARGET_AVX512 inline void put_avx512(__m512i v, __m512i* out, bool xor_in)
 CEPAM_TARGET_AVX512 inline void blocks16_avx512(const ChaChaKey& key, std::uint32_t purpose,
                                                 __m512i lo, __m512i hi, __m512i stream,
                                                 __m512i* out, bool xor_in) {
+  const InitialState state(key, purpose);
   __m512i init[16];
-  for (int i = 0; i < 4; ++i) init[i] = _mm512_set1_epi32(static_cast<int>(kSigma[i]));
-  for (int i = 0; i < 8; ++i)
-    init[4 + i] = _mm512_set1_epi32(static_cast<int>(key[static_cast<std::size_t>(i)]));
+  for (int i = 0; i < 16; ++i) init[i] = _mm512_set1_epi32(state.word(i));
   init[12] = lo;
   init[13] = hi;
   init[14] = stream;
-  init[15] = _mm512_set1_epi32(static_cast<int>(purpose));
   __m512i x[16];
   for (int i = 0; i < 16; ++i) x[i] = init[i];
   for (int round = 0; round < 10; ++round) {
-    round_avx512<4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15>(x);  // columns
-    round_avx512<5, 6, 7, 4, 10, 11, 8, 9, 15, 12, 13, 14>(x);  // diagonals
+    half_round_avx512<kColumn, 16, 12>(x);
+    half_round_avx512<kColumn, 8, 7>(x);
+    half_round_avx512<kDiagonal, 16, 12>(x);
+    half_round_avx512<kDiagonal, 8, 7>(x);
   }
   for (int i = 0; i < 16; ++i) x[i] = _mm512_add_epi32(x[i], init[i]);
 
