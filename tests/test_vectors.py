@@ -45,21 +45,52 @@ def test_chacha20_block_rfc8439(key, counter, nonce, expected):
     assert _core.chacha20_block(key, counter, nonce).hex() == expected
 
 
-def test_keystream_words_are_the_block_function():
-    """Word w of stream s is bytes 8(w%8).. of block w//8 with nonce (hi, s, purpose)."""
+def _words_of_blocks(key, stream, first, count):
+    """Words [first, first + count) of a stream, from the block function:
+    word w of stream s is bytes 8(w%8).. of block w//8 with nonce (hi, s, purpose)."""
     import struct
 
-    key = bytes(range(7, 39))
     purpose = 0x4C525351
+    out = []
+    for w in range(first, first + count):
+        block = w // 8
+        nonce = struct.pack("<III", block >> 32, stream, purpose)
+        data = _core.chacha20_block(key, block & 0xFFFFFFFF, nonce)
+        out.append(struct.unpack_from("<Q", data, 8 * (w % 8))[0])
+    return out
+
+
+def test_keystream_words_are_the_block_function():
+    key = bytes(range(7, 39))
     for stream, first in [(0, 0), (1, 5), (3, 8 * 2**32 + 3), (65536, 12345)]:
         words = _core.keystream_words(key, stream, first, 21)
-        expected = []
-        for w in range(first, first + 21):
-            block = w // 8
-            nonce = struct.pack("<III", block >> 32, stream, purpose)
-            data = _core.chacha20_block(key, block & 0xFFFFFFFF, nonce)
-            expected.append(struct.unpack_from("<Q", data, 8 * (w % 8))[0])
-        assert [int(v) for v in words] == expected
+        assert [int(v) for v in words] == _words_of_blocks(key, stream, first, 21)
+
+
+@pytest.mark.parametrize("level", ["portable", "avx2", "avx512"])
+def test_keystream_batches_carry_the_block_counter_into_the_nonce(level):
+    """The SIMD kernels compute 16 consecutive blocks from one counter; where
+    the batch crosses a multiple of 2^32 blocks, the counter wraps and the
+    nonce word takes the carry, as the block function says (every level;
+    where the CPU lacks one, CEPAM_SIMD only caps the level)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    key = bytes(range(3, 35))
+    cases = [(2, 8 * (2**32 - 5) + 3, 300), (7, 8 * (2**33 - 9), 257), (0, 8 * (2**32 - 16), 128)]
+    script = (
+        "import json, sys\n"
+        "from cepam import _core\n"
+        "key = bytes(range(3, 35))\n"
+        f"print(json.dumps([[int(v) for v in _core.keystream_words(key, s, f, c)] for s, f, c in "
+        f"{cases!r}]))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], env={**os.environ, "CEPAM_SIMD": level},
+                         capture_output=True, text=True, check=True)
+    got = json.loads(run.stdout)
+    assert got == [_words_of_blocks(key, s, f, c) for s, f, c in cases]
 
 
 # RFC 5869 appendix A, SHA-256 cases 1-3.

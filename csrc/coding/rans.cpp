@@ -14,10 +14,12 @@ void AnsEncoder::grow(std::size_t k) {
 
 AnsEncoder& AnsEncoder::operator=(const AnsEncoder& other) {
   if (this == &other) return *this;
-  symbols_.reset(other.capacity_ > 0 ? new AnsSymbol[other.capacity_] : nullptr);
+  if (capacity_ < other.count_) {  // else the buffer this has already will do
+    symbols_.reset(new AnsSymbol[other.capacity_]);
+    capacity_ = other.capacity_;
+  }
   if (other.count_ > 0)
     std::memcpy(symbols_.get(), other.symbols_.get(), other.count_ * sizeof(AnsSymbol));
-  capacity_ = other.capacity_;
   count_ = other.count_;
   return *this;
 }

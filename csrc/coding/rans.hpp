@@ -87,6 +87,8 @@ class AnsEncoder {
   void truncate(std::size_t symbols) {
     if (symbols < count_) count_ = symbols;
   }
+  // Drops every symbol, keeping the buffer (an encoder used again).
+  void clear() { count_ = 0; }
   void reserve(std::size_t symbols) {
     if (symbols > capacity_) grow(symbols - count_);
   }

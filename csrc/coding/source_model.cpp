@@ -354,7 +354,8 @@ void SourceModel::serialize(std::vector<std::uint8_t>& out) const {
   w.finish();
 }
 
-SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::size_t* pos) {
+SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::size_t* pos,
+                               bool tables) {
   std::size_t p = *pos;
   if (len < p || len - p < kHeaderBytes) throw FormatError("source model truncated");
   std::uint64_t bits = 0;
@@ -387,7 +388,7 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
     model.knots_[static_cast<std::size_t>(b) + 1] = cum;
   }
   model.knots_[static_cast<std::size_t>(bins)] = kKnotScale;
-  model.derive();
+  if (tables) model.derive();
   const std::uint64_t used = (r.position() + 7) / 8;
   const int pad = static_cast<int>(used * 8 - r.position());
   if (pad > 0 && (data[p + used - 1] & ((1u << pad) - 1)) != 0)

@@ -56,9 +56,11 @@ class SourceModel {
                          double cell_hi, int threads = 1);
 
   // Serialises / parses the model (parse throws FormatError on bad input
-  // and advances *pos).
+  // and advances *pos).  tables = false checks the model without computing
+  // the tables that coding needs (a model only checked, never used).
   void serialize(std::vector<std::uint8_t>& out) const;
-  static SourceModel parse(const std::uint8_t* data, std::size_t len, std::size_t* pos);
+  static SourceModel parse(const std::uint8_t* data, std::size_t len, std::size_t* pos,
+                           bool tables = true);
 
   // P(X <= x) under the model, in [0, 1] (at most a few ulps above 1 where
   // rounding puts x + A at the top edge):

@@ -70,28 +70,47 @@ void run_workers(std::size_t workers, Work&& work) {
   for (std::thread& t : pool) t.join();
 }
 
-template <class Task>
-void parallel_for(int threads, std::size_t count, Task&& task) {
+// parallel_for with a state per worker: each thread that runs tasks makes
+// one with make() (before its first task) and passes it to each of its
+// tasks, task(state, i): buffers a thread reuses from task to task.
+// Results must not depend on which tasks share a state.
+template <class Make, class Task>
+void parallel_for_with(int threads, std::size_t count, Make&& make, Task&& task) {
   if (threads < 1) threads = 1;
   const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(threads), count);
   if (workers <= 1) {
-    for (std::size_t i = 0; i < count; ++i) task(i);
+    if (count == 0) return;
+    auto state = make();
+    for (std::size_t i = 0; i < count; ++i) task(state, i);
     return;
   }
   std::atomic<std::size_t> next{0};
   FirstError error(count);
   run_workers(workers, [&](std::size_t) noexcept {
-    for (;;) {
-      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= count || i > error.failed()) return;
-      try {
-        task(i);
-      } catch (...) {
-        error.record(i);
+    std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= count || i > error.failed()) return;
+    try {
+      auto state = make();
+      for (;;) {
+        try {
+          task(state, i);
+        } catch (...) {
+          error.record(i);
+        }
+        i = next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= count || i > error.failed()) return;
       }
+    } catch (...) {
+      error.record(i);  // make() failed: task i has not run
     }
   });
   error.rethrow();
+}
+
+template <class Task>
+void parallel_for(int threads, std::size_t count, Task&& task) {
+  parallel_for_with(
+      threads, count, [] { return 0; }, [&task](int, std::size_t i) { task(i); });
 }
 
 }  // namespace cepam

@@ -19,6 +19,13 @@ class Scratch {
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
   std::size_t size() const { return size_; }
+  // Makes room for n values at least, for a buffer used again: reallocated
+  // (the values lost) only if it holds fewer.
+  void reserve(std::size_t n) {
+    if (n <= size_) return;
+    data_.reset(new T[n]);
+    size_ = n;
+  }
   T& operator[](std::size_t i) { return data_[i]; }
   const T& operator[](std::size_t i) const { return data_[i]; }
 

@@ -92,8 +92,15 @@ void scale_radii(const double* r, double rho, std::size_t count, double* beta) {
 // (KeyStream::gather); words(i) points to sub-vector subs[i]'s n words.
 class TrialWords {
  public:
-  explicit TrialWords(std::size_t max_subs)
-      : stream_(2 * max_subs), index_(2 * max_subs), blocks_(16 * max_subs), offset_(max_subs) {}
+  TrialWords() = default;
+  explicit TrialWords(std::size_t max_subs) { reserve(max_subs); }
+  // Room for max_subs sub-vectors at a time.
+  void reserve(std::size_t max_subs) {
+    stream_.reserve(2 * max_subs);
+    index_.reserve(2 * max_subs);
+    blocks_.reserve(16 * max_subs);
+    offset_.reserve(max_subs);
+  }
 
   template <class TrialOf>
   void fetch(const KeyStream& ks, TrialOf&& trial_of, std::size_t n, std::size_t j0,
@@ -123,10 +130,10 @@ class TrialWords {
   }
 
  private:
-  Scratch<std::uint32_t> stream_;
-  Scratch<std::uint64_t> index_;
-  Scratch<std::uint64_t> blocks_;
-  Scratch<std::size_t> offset_;
+  Scratch<std::uint32_t> stream_{0};
+  Scratch<std::uint64_t> index_{0};
+  Scratch<std::uint64_t> blocks_{0};
+  Scratch<std::size_t> offset_{0};
 };
 
 // One trial, number `trial`, of the Voronoi lattice's sub-vectors c =
@@ -162,6 +169,51 @@ std::size_t voronoi_round(const Lattice& lattice, std::uint32_t trial, const std
   return nrej;
 }
 
+}  // namespace
+
+// encode_impl's working arrays (sized by reserve for a chunk of `chunk`
+// sub-vectors of n elements, W latent words each).
+struct LrsuqEncodeScratch::Buffers {
+  Scratch<std::uint64_t> latent_buf{0}, dither_buf{0};
+  Scratch<double> radius{0}, beta{0}, inv_beta{0};
+  // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
+  // and its term of the acceptance test.
+  Scratch<double> beta_e{0}, inv_beta_e{0}, xs{0}, t{0}, dev{0};
+  // The sub-vectors rejected so far (chunk indices), with compacted copies
+  // of their elements and radii, dither words and lattice points.
+  Scratch<std::size_t> rejected{0};
+  Scratch<double> rt{0}, rxs{0}, rbeta{0}, rradius{0};
+  Scratch<std::uint64_t> rwords{0};
+  // The rejected sub-vectors' dithers at the current trial, when the side
+  // information is wanted.
+  Scratch<double> rdither{0};
+  Scratch<std::int64_t> rq{0};
+  TrialWords retry;
+
+  // zn: chunk n for Z^n (whose trial loop uses the arrays of that size),
+  // 0 for the Voronoi lattices; side: the side information is wanted.
+  void reserve(std::size_t chunk, std::size_t n, std::size_t W, std::size_t zn, bool side) {
+    latent_buf.reserve(chunk * W);
+    dither_buf.reserve(chunk * n);
+    for (Scratch<double>* a : {&radius, &beta, &inv_beta}) a->reserve(chunk);
+    for (Scratch<double>* a : {&inv_beta_e, &xs, &t}) a->reserve(chunk * n);
+    for (Scratch<double>* a : {&beta_e, &dev, &rt, &rxs, &rbeta}) a->reserve(zn);
+    rradius.reserve(zn != 0 ? chunk : 0);
+    rejected.reserve(chunk);
+    rwords.reserve(chunk * n);
+    rdither.reserve(side ? zn : 0);
+    rq.reserve(zn);
+    retry.reserve(chunk);
+  }
+};
+
+LrsuqEncodeScratch::LrsuqEncodeScratch() : buffers_(std::make_unique<Buffers>()) {}
+LrsuqEncodeScratch::~LrsuqEncodeScratch() = default;
+LrsuqEncodeScratch::LrsuqEncodeScratch(LrsuqEncodeScratch&&) noexcept = default;
+LrsuqEncodeScratch& LrsuqEncodeScratch::operator=(LrsuqEncodeScratch&&) noexcept = default;
+
+namespace {
+
 // Encodes sub-vectors [first, last) chunk by chunk: the keystream of trial
 // 1 and of the latent variables of a whole chunk is generated in one go, the
 // radii of the chunk are computed in one batch, every sub-vector does trial
@@ -174,7 +226,8 @@ std::size_t voronoi_round(const Lattice& lattice, std::uint32_t trial, const std
 template <class T, class Lattice, class Latent>
 void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks, const T* x,
                  std::size_t m, double factor, std::size_t first, std::size_t last,
-                 std::uint32_t* H, std::int64_t* M, double* beta_out, double* V) {
+                 std::uint32_t* H, std::int64_t* M, double* beta_out, double* V,
+                 LrsuqEncodeScratch* scratch) {
   const int n = lattice.dim();
   const std::size_t un = static_cast<std::size_t>(n);
   const std::size_t W = static_cast<std::size_t>(latent.words());
@@ -188,22 +241,12 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   constexpr bool voronoi = Lattice::id != LatticeId::Z;
   constexpr std::size_t chunk = voronoi ? kVoronoiChunk : kChunk;
   const std::size_t zn = voronoi ? 0 : chunk * un;
-  Scratch<std::uint64_t> latent_buf(chunk * W), dither_buf(chunk * un);
-  Scratch<double> radius(chunk), beta(chunk), inv_beta(chunk);
-  // Per element (e = c n + k): beta and 1 / beta of its sub-vector, x, x / beta,
-  // and its term of the acceptance test.
-  Scratch<double> beta_e(zn), inv_beta_e(chunk * un), xs(chunk * un), t(chunk * un),
-      dev(zn);
-  // The sub-vectors rejected so far (chunk indices), with compacted copies
-  // of their elements and radii, dither words and lattice points.
-  Scratch<std::size_t> rejected(chunk);
-  Scratch<double> rt(zn), rxs(zn), rbeta(zn), rradius(voronoi ? 0 : chunk);
-  Scratch<std::uint64_t> rwords(chunk * un);
-  // The rejected sub-vectors' dithers at the current trial, when the side
-  // information is wanted.
-  Scratch<double> rdither(V != nullptr ? zn : 0);
-  Scratch<std::int64_t> rq(zn);
-  TrialWords retry(chunk);
+  std::unique_ptr<LrsuqEncodeScratch> own;  // when the caller gives none
+  if (scratch == nullptr) scratch = (own = std::make_unique<LrsuqEncodeScratch>()).get();
+  LrsuqEncodeScratch::Buffers& buf = scratch->buffers();
+  buf.reserve(chunk, un, W, zn, V != nullptr);
+  auto& [latent_buf, dither_buf, radius, beta, inv_beta, beta_e, inv_beta_e, xs, t, dev,
+         rejected, rt, rxs, rbeta, rradius, rwords, rdither, rq, retry] = buf;
 
   for (std::size_t j0 = first; j0 < last; j0 += chunk) {
     const std::size_t count = (last - j0 < chunk) ? last - j0 : chunk;
@@ -667,10 +710,10 @@ void check_factor(double factor) {
 template <class T>
 void lrsuq_encode_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                         double factor, std::size_t first, std::size_t last, std::uint32_t* H,
-                        std::int64_t* M, double* beta, double* V) {
+                        std::int64_t* M, double* beta, double* V, LrsuqEncodeScratch* scratch) {
   check_factor(factor);
   dispatch(p, [&](const auto& lattice, const auto& latent) {
-    encode_impl(lattice, latent, ks, x, m, factor, first, last, H, M, beta, V);
+    encode_impl(lattice, latent, ks, x, m, factor, first, last, H, M, beta, V, scratch);
   });
 }
 
@@ -775,10 +818,12 @@ template void lrsuq_encode<double>(const LrsuqParams&, const KeyStream&, const d
                                    std::size_t, double, std::uint32_t*, std::int64_t*);
 template void lrsuq_encode_range<float>(const LrsuqParams&, const KeyStream&, const float*,
                                         std::size_t, double, std::size_t, std::size_t,
-                                        std::uint32_t*, std::int64_t*, double*, double*);
+                                        std::uint32_t*, std::int64_t*, double*, double*,
+                                        LrsuqEncodeScratch*);
 template void lrsuq_encode_range<double>(const LrsuqParams&, const KeyStream&, const double*,
                                          std::size_t, double, std::size_t, std::size_t,
-                                         std::uint32_t*, std::int64_t*, double*, double*);
+                                         std::uint32_t*, std::int64_t*, double*, double*,
+                                         LrsuqEncodeScratch*);
 template void lrsuq_reconstruct<float>(const LrsuqParams&, const double*, const double*,
                                        const std::int64_t*, std::size_t, std::size_t,
                                        std::size_t, float*);

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "random/chacha20.hpp"
 #include "random/latent.hpp"
@@ -74,10 +75,33 @@ void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::si
 // beta[j - first] and V[(j - first) n + k] (what lrsuq_side_info returns).
 // Encoding consecutive ranges in order gives the outputs, and throws the
 // error, of lrsuq_encode.
+//
+// scratch, unless null, holds the working buffers: a caller that encodes
+// many ranges passes the same one to each call (one thread at a time), so
+// that the buffers are allocated once, not per call (fresh memory costs a
+// page fault per 4 KiB touched).
+class LrsuqEncodeScratch;
 template <class T>
 void lrsuq_encode_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                         double factor, std::size_t first, std::size_t last, std::uint32_t* H,
-                        std::int64_t* M, double* beta, double* V);
+                        std::int64_t* M, double* beta, double* V,
+                        LrsuqEncodeScratch* scratch = nullptr);
+
+// The working buffers of lrsuq_encode_range (see there), empty until a
+// call sizes them.
+class LrsuqEncodeScratch {
+ public:
+  LrsuqEncodeScratch();
+  ~LrsuqEncodeScratch();
+  LrsuqEncodeScratch(LrsuqEncodeScratch&&) noexcept;
+  LrsuqEncodeScratch& operator=(LrsuqEncodeScratch&&) noexcept;
+
+  struct Buffers;  // (quantizer.cpp)
+  Buffers& buffers() { return *buffers_; }
+
+ private:
+  std::unique_ptr<Buffers> buffers_;
+};
 
 // Decodes into y[0..m) (padding dropped).  Throws FormatError if an H is
 // outside [1, kTrialCap] or an |M| exceeds kMaxAbsM.

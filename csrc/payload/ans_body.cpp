@@ -131,11 +131,18 @@ AnsSegmentEncoder::AnsSegmentEncoder(const SourceModel& model, double p,
                                      bool point_model)
     : basis_(basis), hcoder_(p), cells_(model), box_(basis) {
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
+  if (point_model) points_ = std::make_unique<PointCoder>(model, basis);
+  restart(subvectors);
+}
+
+void AnsSegmentEncoder::restart(std::size_t subvectors) {
+  ans_.clear();
+  ans_points_.clear();
+  points_started_ = false;
   // One symbol per coded H and per coordinate, more only for escapes and
   // coarse tables.
   const std::size_t h = hcoder_.coded() ? 1 : 0;
-  ans_.reserve(subvectors * (static_cast<std::size_t>(basis.n) + h));
-  if (point_model) points_ = std::make_unique<PointCoder>(model, basis);
+  ans_.reserve(subvectors * (static_cast<std::size_t>(basis_.n) + h));
 }
 
 void AnsSegmentEncoder::encode_h(std::size_t count, const std::uint32_t* H,
@@ -255,10 +262,10 @@ void AnsSegmentEncoder::finish_with(const AnsSegmentEncoder& other, std::vector<
 }
 
 AnsBody::AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
-                 std::size_t segments)
+                 std::size_t segments, bool model_tables)
     : data_(data) {
   std::size_t pos = 0;
-  model_ = SourceModel::parse(data, len, &pos);
+  model_ = SourceModel::parse(data, len, &pos, model_tables);
   model_size_ = pos;
   const std::size_t least = min_segment_bytes(point_model);
   // Checked before anything is allocated: the body can hold that many segments.

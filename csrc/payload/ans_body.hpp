@@ -74,6 +74,10 @@ class AnsSegmentEncoder {
   // point_model: code M both ways (box model, point model) and keep the shorter.
   AnsSegmentEncoder(const SourceModel& model, double p, const TriangularBasis& basis,
                     std::size_t subvectors, bool point_model);
+  // Starts another segment of `subvectors` sub-vectors (same model, basis
+  // and acceptance probability), keeping the symbol buffers: the encoder of
+  // a segment can be used for the next, without allocating again.
+  void restart(std::size_t subvectors);
   void encode_block(std::size_t count, const std::uint32_t* H, const std::int64_t* M,
                     const double* beta, const double* V);
   // Appends the segment: its length, the model byte, then the rANS stream,
@@ -110,10 +114,13 @@ class AnsBody {
     std::size_t offset, size;  // the rANS stream: data + offset, size bytes
     bool points;               // the point model codes M
   };
-  // segments: the expected count, or kAnySegments to take what the body holds.
+  // segments: the expected count, or kAnySegments to take what the body
+  // holds.  model_tables = false: the body is checked only, and model() is
+  // not for coding (SourceModel::parse without its tables, whose
+  // computation is most of the fixed cost of decoding a small body).
   static constexpr std::size_t kAnySegments = ~std::size_t{0};
   AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
-          std::size_t segments = kAnySegments);
+          std::size_t segments = kAnySegments, bool model_tables = true);
 
   const SourceModel& model() const { return model_; }
   std::size_t model_size() const { return model_size_; }  // bytes of the source model

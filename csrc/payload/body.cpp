@@ -274,14 +274,15 @@ std::uint64_t append_section(std::vector<GolombChunk>& chunks, Codes&& codes,
 }
 
 // LRSUQ of sub-vectors [j0, j1) into H, M (and beta, V unless null),
-// relative to j0: by the quantizer, or copied from a stage computed
-// elsewhere.
+// relative to j0: by the quantizer (with the working buffers `scratch`
+// unless null), or copied from a stage computed elsewhere.
 template <class T>
 void lattice_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                    double factor, const LatticeStage* stage, std::size_t j0, std::size_t j1,
-                   std::uint32_t* H, std::int64_t* M, double* beta, double* V) {
+                   std::uint32_t* H, std::int64_t* M, double* beta, double* V,
+                   LrsuqEncodeScratch* scratch = nullptr) {
   if (stage == nullptr) {
-    lrsuq_encode_range(p, ks, x, m, factor, j0, j1, H, M, beta, V);
+    lrsuq_encode_range(p, ks, x, m, factor, j0, j1, H, M, beta, V, scratch);
     return;
   }
   const std::size_t n = static_cast<std::size_t>(p.n);
@@ -405,8 +406,10 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
     const std::size_t N = subvectors(p, m);
     check_body(layout, len - kGolombPrefix, N, N * static_cast<std::size_t>(p.n));
   } else {
-    // (AnsBody checks the model, the segments' lengths and model bytes.)
-    AnsBody(body, len, uses_point_model(p.lattice), pieces(subvectors(p, m), segment_subvectors(p.n)));
+    // (AnsBody checks the model, the segments' lengths and model bytes; the
+    // decoder builds the model's tables, this check needs none.)
+    AnsBody(body, len, uses_point_model(p.lattice), pieces(subvectors(p, m), segment_subvectors(p.n)),
+            false);
   }
 }
 
@@ -435,18 +438,30 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   std::vector<std::vector<std::uint8_t>> segments(pieces(N, segment_subvectors(p.n)));
   const std::size_t S = segments.size();
   std::unique_ptr<AnsSegmentEncoder> last;  // kept, in case the body needs padding
-  // Segment s, coded (not finished).
-  const auto code = [&](std::size_t s) {
+  // What a thread keeps from segment to segment: its block buffers and
+  // encoders (restarted for each segment), so that a segment takes no fresh
+  // memory (no page faults) but where it needs more than the one before.
+  struct Worker {
+    AnsBlock b;
+    std::unique_ptr<AnsSegmentEncoder> enc[2];
+    LrsuqEncodeScratch lrsuq;
+  };
+  // Segment s, coded (not finished) by the worker's encoder number `slot`.
+  const auto code = [&](Worker& w, std::size_t slot, std::size_t s) -> AnsSegmentEncoder& {
     const SegmentRange range = segment_range(p, N, s);
-    auto enc = std::make_unique<AnsSegmentEncoder>(model, accept, basis, range.last - range.first,
-                                                   uses_point_model(p.lattice));
-    AnsBlock b(range.last - range.first, n);
+    auto& enc = w.enc[slot];
+    if (enc == nullptr) {
+      enc = std::make_unique<AnsSegmentEncoder>(model, accept, basis, range.last - range.first,
+                                                uses_point_model(p.lattice));
+    } else {
+      enc->restart(range.last - range.first);
+    }
     for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
-      lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, b.H.data(), b.M.data(),
-                    b.beta.data(), b.V.data());
-      enc->encode_block(count, b.H.data(), b.M.data(), b.beta.data(), b.V.data());
+      lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, w.b.H.data(), w.b.M.data(),
+                    w.b.beta.data(), w.b.V.data(), &w.lrsuq);
+      enc->encode_block(count, w.b.H.data(), w.b.M.data(), w.b.beta.data(), w.b.V.data());
     });
-    return enc;
+    return *enc;
   };
   const auto keep_last = [&](std::size_t s, std::unique_ptr<AnsSegmentEncoder>& enc) {
     if (s + 1 == S) last = std::move(enc);
@@ -454,18 +469,21 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   // A pair of segments is finished together (their rANS streams' chains of
   // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
   const SegmentTasks tasks(S, threads);
-  parallel_for(threads, tasks.count, [&](std::size_t t) {
-    const std::size_t s = tasks.first(t);
-    auto enc = code(s);
-    if (!tasks.paired(t)) {
-      enc->finish(segments[s]);
-      keep_last(s, enc);
-      return;
-    }
-    auto next = code(s + 1);
-    enc->finish_with(*next, segments[s], segments[s + 1]);
-    keep_last(s + 1, next);
-  });
+  parallel_for_with(
+      threads, tasks.count,
+      [&] { return Worker{AnsBlock(std::min(N, segment_subvectors(p.n)), n), {}, {}}; },
+      [&](Worker& w, std::size_t t) {
+        const std::size_t s = tasks.first(t);
+        AnsSegmentEncoder& enc = code(w, 0, s);
+        if (!tasks.paired(t)) {
+          enc.finish(segments[s]);
+          keep_last(s, w.enc[0]);
+          return;
+        }
+        AnsSegmentEncoder& next = code(w, 1, s + 1);
+        enc.finish_with(next, segments[s], segments[s + 1]);
+        keep_last(s + 1, w.enc[1]);
+      });
   // The bomb rule (body.hpp): a body shorter than min_body_bytes(m) is padded
   // at the end of its last segment's stream (re-finished with the length it
   // lacks; only extremely compressible updates need it).

@@ -6,9 +6,13 @@
 #include "random/chacha20_block.hpp"
 
 #if CEPAM_X86_DISPATCH
-// GCC 12's AVX-512 intrinsics trip its own -Wuninitialized (GCC bug 105593).
+// GCC 12's AVX-512 intrinsics trip its own -Wuninitialized and
+// -Wmaybe-uninitialized (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #endif
@@ -75,33 +79,162 @@ void batch_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint
     group_portable(key, purpose, stream + g, index + g, out + 8 * g);
 }
 
+// Blocks [first, first + kLanes) of one stream.
+void run_portable(const ChaChaKey& key, std::uint32_t purpose, std::uint32_t stream,
+                  std::uint64_t first, std::uint64_t* out) {
+  std::uint32_t streams[kLanes];
+  std::uint64_t index[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    streams[l] = stream;
+    index[l] = first + static_cast<std::uint64_t>(l);
+  }
+  batch_portable(key, purpose, streams, index, out);
+}
+
+// The 8 bytes of w, least significant first, as a native word (for XOR
+// with 8 bytes read from memory).
+inline std::uint64_t little_endian(std::uint64_t w) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return __builtin_bswap64(w);
+#else
+  return w;
+#endif
+}
+
+// XORs the keystream words into data[0, bytes): word w holds keystream
+// bytes 8 w .. 8 w + 7, little-endian, so whole words XOR as 8 bytes at a
+// time, read and written in that order.
+void xor_words(const std::uint64_t* words, unsigned char* data, std::size_t bytes) {
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    std::uint64_t d;
+    std::memcpy(&d, data + i, 8);
+    d ^= little_endian(words[i / 8]);
+    std::memcpy(data + i, &d, 8);
+  }
+  for (; i < bytes; ++i) data[i] ^= static_cast<unsigned char>(words[i / 8] >> (8 * (i % 8)));
+}
+
+// Blocks [first, first + kLanes) of stream 0 XORed into data[0, 64 kLanes).
+void xor_portable(const ChaChaKey& key, std::uint32_t purpose, std::uint64_t first,
+                  unsigned char* data) {
+  std::uint64_t words[8 * kLanes];
+  run_portable(key, purpose, 0, first, words);
+  xor_words(words, data, sizeof words);
+}
+
 #if CEPAM_X86_DISPATCH
-// AVX2 kernel.  Layout: one 256-bit register per state word, x[i] holding
-// word i of the eight blocks (32-bit lane l = block l), so a quarter round
-// is eight independent quarter rounds with plain vector adds, xors and
-// rotates (rotations by 16 and 8 are byte shuffles).  At the end an 8 x 8
-// transpose of words 0-7 and of words 8-15 turns the columns back into
-// blocks: block l is the 64 bytes x[0][l], x[1][l], ..., x[15][l], which
-// read as little-endian 64-bit words are the stream words.
-CEPAM_TARGET_AVX2 inline __m256i rotl_avx2(__m256i v, int c) {
-  return _mm256_or_si256(_mm256_slli_epi32(v, c), _mm256_srli_epi32(v, 32 - c));
+// The state words that are the same in every block of a batch (words 12,
+// 13 and 14, the counter and the index and stream nonce words, are the
+// lanes' own), as the ints the broadcasts take.
+class InitialState {
+ public:
+  InitialState(const ChaChaKey& key, std::uint32_t purpose) {
+    for (int i = 0; i < 4; ++i) w_[i] = kSigma[i];
+    for (int i = 0; i < 8; ++i) w_[4 + i] = key[static_cast<std::size_t>(i)];
+    w_[12] = w_[13] = w_[14] = 0;
+    w_[15] = purpose;
+  }
+  int word(int i) const { return static_cast<int>(w_[i]); }
+
+ private:
+  std::uint32_t w_[16];
+};
+
+// The SIMD kernels hold word i of every block in one register, x[i] (32-bit
+// lane l = block l), so that a quarter round is one quarter round per lane
+// with plain vector adds, xors and rotates.  The four quarter rounds of a
+// column or diagonal round are independent and are interleaved, operation
+// by operation, so that their chains overlap.  At the end a
+// transpose turns the columns back into blocks: block l is the 64 bytes
+// x[0][l], x[1][l], ..., x[15][l], which read as little-endian 64-bit words
+// are the stream words (x86 is little-endian).  The blocks are stored, or
+// XORed into the bytes already there (the sealing keystream), on the way
+// out of the registers.  Each kernel ends with vzeroupper: the compilers
+// leave it out where a kernel ends in a call that passes vectors in
+// registers, and the SSE code that runs next (all of the portable code)
+// then pays for the upper halves left in use, several times over on some
+// CPUs (a source model's 4096 quantiles: 7 us after it, 39 us without).
+
+// AVX2 kernel: eight blocks a register.  Sixteen registers cannot hold the
+// state and a temporary, and compilers then keep rows in memory in ways that
+// cost about a tenth of the speed, so the ten double rounds are written in
+// assembly (GCC and Clang syntax), with this allocation: row i in ymm i, but
+// for rows 13 and 14, which take turns in ymm14 (the other one in memory),
+// and ymm13 as the temporary.  The four quarter rounds of a column or
+// diagonal round go in two pairs, interleaved; each pair needs only one of
+// rows 13 and 14 (column pairs {0, 2} and {1, 3} need 14 and 13, diagonal
+// pairs {0, 2} and {1, 3} need 13 and 14), so they change places twice per
+// double round.  Rotations by 16 and 8 are byte shuffles, by 12 and 7 two
+// shifts and an or.
+//
+// Byte shuffles rotating each 32-bit word left by 16 and by 8 (memory
+// operands of vpshufb in the double round below).
+alignas(32) constexpr unsigned char kRot16Avx2[32] = {
+    2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
+    2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13};
+alignas(32) constexpr unsigned char kRot8Avx2[32] = {
+    3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14,
+    3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14};
+
+#define CC_OP2(op, src, dst) op " %%ymm" #src ", %%ymm" #dst ", %%ymm" #dst "\n\t"
+#define CC_SHUF(rot, d) "vpshufb %[" rot "], %%ymm" #d ", %%ymm" #d "\n\t"
+#define CC_ROT(b, l, r)                                                        \
+  "vpslld $" #l ", %%ymm" #b ", %%ymm13\n\tvpsrld $" #r ", %%ymm" #b ", %%ymm" #b \
+  "\n\tvpor %%ymm13, %%ymm" #b ", %%ymm" #b "\n\t"
+#define CC_PAIR(a1, b1, c1, d1, a2, b2, c2, d2)                                                \
+  CC_OP2("vpaddd", b1, a1) CC_OP2("vpaddd", b2, a2) CC_OP2("vpxor", a1, d1)                   \
+  CC_OP2("vpxor", a2, d2) CC_SHUF("r16", d1) CC_SHUF("r16", d2) CC_OP2("vpaddd", d1, c1)      \
+  CC_OP2("vpaddd", d2, c2) CC_OP2("vpxor", c1, b1) CC_OP2("vpxor", c2, b2) CC_ROT(b1, 12, 20) \
+  CC_ROT(b2, 12, 20) CC_OP2("vpaddd", b1, a1) CC_OP2("vpaddd", b2, a2) CC_OP2("vpxor", a1, d1) \
+  CC_OP2("vpxor", a2, d2) CC_SHUF("r8", d1) CC_SHUF("r8", d2) CC_OP2("vpaddd", d1, c1)        \
+  CC_OP2("vpaddd", d2, c2) CC_OP2("vpxor", c1, b1) CC_OP2("vpxor", c2, b2) CC_ROT(b1, 7, 25)  \
+  CC_ROT(b2, 7, 25)
+#define CC_LOAD(i) "vmovdqu " #i "*32(%[x]), %%ymm" #i "\n\t"
+#define CC_STORE(i) "vmovdqu %%ymm" #i ", " #i "*32(%[x])\n\t"
+
+// Ten double rounds on x[0..16) in place.
+CEPAM_TARGET_AVX2 inline void rounds_avx2(__m256i* x) {
+  unsigned n;
+  asm(CC_LOAD(0) CC_LOAD(1) CC_LOAD(2) CC_LOAD(3) CC_LOAD(4) CC_LOAD(5) CC_LOAD(6) CC_LOAD(7)
+      CC_LOAD(8) CC_LOAD(9) CC_LOAD(10) CC_LOAD(11) CC_LOAD(12) CC_LOAD(14) CC_LOAD(15)
+      "movl $10, %[n]\n"
+      "1:\n\t"
+      CC_PAIR(0, 4, 8, 12, 2, 6, 10, 14)
+      "vmovdqu %%ymm14, 14*32(%[x])\n\tvmovdqu 13*32(%[x]), %%ymm14\n\t"
+      CC_PAIR(1, 5, 9, 14, 3, 7, 11, 15)
+      CC_PAIR(0, 5, 10, 15, 2, 7, 8, 14)
+      "vmovdqu %%ymm14, 13*32(%[x])\n\tvmovdqu 14*32(%[x]), %%ymm14\n\t"
+      CC_PAIR(1, 6, 11, 12, 3, 4, 9, 14)
+      "decl %[n]\n\t"
+      "jnz 1b\n\t"
+      CC_STORE(0) CC_STORE(1) CC_STORE(2) CC_STORE(3) CC_STORE(4) CC_STORE(5) CC_STORE(6)
+      CC_STORE(7) CC_STORE(8) CC_STORE(9) CC_STORE(10) CC_STORE(11) CC_STORE(12) CC_STORE(14)
+      CC_STORE(15)
+      : [n] "=&r"(n), "+m"(*reinterpret_cast<__m256i(*)[16]>(x))
+      : [x] "r"(x), [r16] "m"(*reinterpret_cast<const __m256i*>(kRot16Avx2)),
+        [r8] "m"(*reinterpret_cast<const __m256i*>(kRot8Avx2))
+      : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+        "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+#undef CC_OP2
+#undef CC_SHUF
+#undef CC_ROT
+#undef CC_PAIR
+#undef CC_LOAD
+#undef CC_STORE
+
+// Stores 32 bytes of keystream v at out, or XORs them into out when xor_in.
+CEPAM_TARGET_AVX2 inline void put_avx2(__m256i v, std::uint32_t* out, bool xor_in) {
+  __m256i* o = reinterpret_cast<__m256i*>(out);
+  if (xor_in) v = _mm256_xor_si256(v, _mm256_loadu_si256(o));
+  _mm256_storeu_si256(o, v);
 }
 
-CEPAM_TARGET_AVX2 inline void quarter_avx2(__m256i& a, __m256i& b, __m256i& c, __m256i& d,
-                                           __m256i rot16, __m256i rot8) {
-  a = _mm256_add_epi32(a, b);
-  d = _mm256_shuffle_epi8(_mm256_xor_si256(d, a), rot16);
-  c = _mm256_add_epi32(c, d);
-  b = rotl_avx2(_mm256_xor_si256(b, c), 12);
-  a = _mm256_add_epi32(a, b);
-  d = _mm256_shuffle_epi8(_mm256_xor_si256(d, a), rot8);
-  c = _mm256_add_epi32(c, d);
-  b = rotl_avx2(_mm256_xor_si256(b, c), 7);
-}
-
-// Transposes the 8 x 8 matrix of 32-bit words in rows r[0..8) and stores
+// Transposes the 8 x 8 matrix of 32-bit words in rows r[0..8) and puts
 // row l of the transpose (lane l of every r[i]) at out + 16 l words.
-CEPAM_TARGET_AVX2 inline void transpose_store_avx2(const __m256i r[8], std::uint32_t* out) {
+CEPAM_TARGET_AVX2 inline void transpose_put_avx2(const __m256i r[8], std::uint32_t* out,
+                                                 bool xor_in) {
   // Within 128-bit halves: interleave pairs of rows, then pairs of pairs.
   const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]);  // a0 b0 a1 b1 | a4 b4 a5 b5
   const __m256i t1 = _mm256_unpackhi_epi32(r[0], r[1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
@@ -120,110 +253,157 @@ CEPAM_TARGET_AVX2 inline void transpose_store_avx2(const __m256i r[8], std::uint
   const __m256i u6 = _mm256_unpacklo_epi64(t5, t7);
   const __m256i u7 = _mm256_unpackhi_epi64(t5, t7);
   // Across halves: lane l < 4 takes both low halves, lane l + 4 both high.
-  __m256i* o = reinterpret_cast<__m256i*>(out);  // row l at o + 2 l (16 words apart)
-  _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(u0, u4, 0x20));
-  _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u1, u5, 0x20));
-  _mm256_storeu_si256(o + 4, _mm256_permute2x128_si256(u2, u6, 0x20));
-  _mm256_storeu_si256(o + 6, _mm256_permute2x128_si256(u3, u7, 0x20));
-  _mm256_storeu_si256(o + 8, _mm256_permute2x128_si256(u0, u4, 0x31));
-  _mm256_storeu_si256(o + 10, _mm256_permute2x128_si256(u1, u5, 0x31));
-  _mm256_storeu_si256(o + 12, _mm256_permute2x128_si256(u2, u6, 0x31));
-  _mm256_storeu_si256(o + 14, _mm256_permute2x128_si256(u3, u7, 0x31));
+  put_avx2(_mm256_permute2x128_si256(u0, u4, 0x20), out + 0 * 16, xor_in);
+  put_avx2(_mm256_permute2x128_si256(u1, u5, 0x20), out + 1 * 16, xor_in);
+  put_avx2(_mm256_permute2x128_si256(u2, u6, 0x20), out + 2 * 16, xor_in);
+  put_avx2(_mm256_permute2x128_si256(u3, u7, 0x20), out + 3 * 16, xor_in);
+  put_avx2(_mm256_permute2x128_si256(u0, u4, 0x31), out + 4 * 16, xor_in);
+  put_avx2(_mm256_permute2x128_si256(u1, u5, 0x31), out + 5 * 16, xor_in);
+  put_avx2(_mm256_permute2x128_si256(u2, u6, 0x31), out + 6 * 16, xor_in);
+  put_avx2(_mm256_permute2x128_si256(u3, u7, 0x31), out + 7 * 16, xor_in);
 }
 
-// Eight blocks (lanes index[0..8), stream[0..8)) into out[0..64).
-CEPAM_TARGET_AVX2 void blocks8_avx2(const ChaChaKey& key, std::uint32_t purpose,
-                                    const std::uint32_t* stream, const std::uint64_t* index,
-                                    std::uint64_t* out) {
-  alignas(32) std::uint32_t lo[8], hi[8];
-  for (int l = 0; l < 8; ++l) {
-    lo[l] = static_cast<std::uint32_t>(index[l]);
-    hi[l] = static_cast<std::uint32_t>(index[l] >> 32);
-  }
-  __m256i init[16];
-  for (int i = 0; i < 4; ++i) init[i] = _mm256_set1_epi32(static_cast<int>(kSigma[i]));
-  for (int i = 0; i < 8; ++i)
-    init[4 + i] = _mm256_set1_epi32(static_cast<int>(key[static_cast<std::size_t>(i)]));
-  init[12] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
-  init[13] = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
-  init[14] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(stream));
-  init[15] = _mm256_set1_epi32(static_cast<int>(purpose));
-
-  // Byte shuffles rotating each 32-bit word left by 16 and by 8.
-  const __m256i rot16 = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
-                                         2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  const __m256i rot8 = _mm256_setr_epi8(3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14,
-                                        3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14);
+// Eight blocks: lane l has block counter lo[l], nonce (hi[l], stream[l],
+// purpose); put at out (8 blocks of 16 words), XORed in when xor_in.
+CEPAM_TARGET_AVX2 inline void blocks8_avx2(const ChaChaKey& key, std::uint32_t purpose, __m256i lo,
+                                           __m256i hi, __m256i stream, std::uint32_t* out,
+                                           bool xor_in) {
+  const InitialState state(key, purpose);
   __m256i x[16];
-  for (int i = 0; i < 16; ++i) x[i] = init[i];
-  for (int round = 0; round < 10; ++round) {
-    quarter_avx2(x[0], x[4], x[8], x[12], rot16, rot8);
-    quarter_avx2(x[1], x[5], x[9], x[13], rot16, rot8);
-    quarter_avx2(x[2], x[6], x[10], x[14], rot16, rot8);
-    quarter_avx2(x[3], x[7], x[11], x[15], rot16, rot8);
-    quarter_avx2(x[0], x[5], x[10], x[15], rot16, rot8);
-    quarter_avx2(x[1], x[6], x[11], x[12], rot16, rot8);
-    quarter_avx2(x[2], x[7], x[8], x[13], rot16, rot8);
-    quarter_avx2(x[3], x[4], x[9], x[14], rot16, rot8);
+  for (int i = 0; i < 16; ++i) x[i] = _mm256_set1_epi32(state.word(i));
+  x[12] = lo;
+  x[13] = hi;
+  x[14] = stream;
+  rounds_avx2(x);
+  // Adding the input back: the rows of constants again (not kept in
+  // registers through the rounds), and the three rows given.
+  for (int i = 0; i < 16; ++i) {
+    const __m256i in =
+        i == 12 ? lo : i == 13 ? hi : i == 14 ? stream : _mm256_set1_epi32(state.word(i));
+    x[i] = _mm256_add_epi32(x[i], in);
   }
-  for (int i = 0; i < 16; ++i) x[i] = _mm256_add_epi32(x[i], init[i]);
-  std::uint32_t* out32 = reinterpret_cast<std::uint32_t*>(out);  // x86: little-endian
-  transpose_store_avx2(x, out32);
-  transpose_store_avx2(x + 8, out32 + 8);
+  transpose_put_avx2(x, out, xor_in);
+  transpose_put_avx2(x + 8, out + 8, xor_in);
+}
+
+// Low and high 32 bits of index[0..8).
+CEPAM_TARGET_AVX2 inline void split_avx2(const std::uint64_t* index, __m256i& lo, __m256i& hi) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index + 4));
+  // Per 128-bit half: a's low words then b's, (a0 a1 b0 b1 | a2 a3 b2 b3);
+  // the permute puts the halves' pairs in order.
+  const __m256 af = _mm256_castsi256_ps(a), bf = _mm256_castsi256_ps(b);
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  lo = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_shuffle_ps(af, bf, 0x88)), order);
+  hi = _mm256_permutevar8x32_epi32(_mm256_castps_si256(_mm256_shuffle_ps(af, bf, 0xdd)), order);
+}
+
+// Block counters and nonce words of blocks first + k, k = base .. base + 7.
+CEPAM_TARGET_AVX2 inline void counters_avx2(std::uint64_t first, int base, __m256i& lo,
+                                            __m256i& hi) {
+  const __m256i k = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                     _mm256_set1_epi32(base));
+  const auto first_lo = static_cast<std::uint32_t>(first);
+  const auto first_hi = static_cast<std::uint32_t>(first >> 32);
+  lo = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first_lo)), k);
+  // lo wrapped past 2^32 exactly where lo < k (unsigned): carry one into hi.
+  const __m256i bias = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(k, bias), _mm256_xor_si256(lo, bias));
+  hi = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(first_hi)), carry);
 }
 
 CEPAM_TARGET_AVX2 void batch_avx2(const ChaChaKey& key, std::uint32_t purpose,
                                   const std::uint32_t* stream, const std::uint64_t* index,
                                   std::uint64_t* out) {
-  blocks8_avx2(key, purpose, stream, index, out);
-  blocks8_avx2(key, purpose, stream + 8, index + 8, out + 64);
-}
-
-// AVX-512 kernel: the same layout with sixteen 32-bit lanes per register
-// (lane l = block l), native rotates, and 32 registers so that the state
-// never leaves them.  The final 16 x 16 transpose runs in four steps: the
-// first two interleave 32-bit and 64-bit elements within 128-bit lanes, so
-// that 128-bit lane L of u[4 g + s] holds words 4 g .. 4 g + 3 of block
-// 4 L + s; the last two move those 128-bit pieces across lanes
-// (shuffle_i32x4) so that block 4 L + s gets the pieces of g = 0, 1, 2, 3.
-CEPAM_TARGET_AVX512 inline void quarter_avx512(__m512i& a, __m512i& b, __m512i& c, __m512i& d) {
-  a = _mm512_add_epi32(a, b);
-  d = _mm512_rol_epi32(_mm512_xor_si512(d, a), 16);
-  c = _mm512_add_epi32(c, d);
-  b = _mm512_rol_epi32(_mm512_xor_si512(b, c), 12);
-  a = _mm512_add_epi32(a, b);
-  d = _mm512_rol_epi32(_mm512_xor_si512(d, a), 8);
-  c = _mm512_add_epi32(c, d);
-  b = _mm512_rol_epi32(_mm512_xor_si512(b, c), 7);
-}
-
-CEPAM_TARGET_AVX512 void batch_avx512(const ChaChaKey& key, std::uint32_t purpose,
-                                      const std::uint32_t* stream, const std::uint64_t* index,
-                                      std::uint64_t* out) {
-  alignas(64) std::uint32_t lo[16], hi[16];
-  for (int l = 0; l < 16; ++l) {
-    lo[l] = static_cast<std::uint32_t>(index[l]);
-    hi[l] = static_cast<std::uint32_t>(index[l] >> 32);
+  for (int h = 0; h < kLanes; h += 8) {
+    __m256i lo, hi;
+    split_avx2(index + h, lo, hi);
+    blocks8_avx2(key, purpose, lo, hi,
+                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(stream + h)),
+                 reinterpret_cast<std::uint32_t*>(out + 8 * h), false);
   }
+  _mm256_zeroupper();
+}
+
+// Blocks [first, first + kLanes) of stream `stream` into out (8 words a
+// block), or XORed into the bytes at out when xor_in.
+CEPAM_TARGET_AVX2 void range_avx2(const ChaChaKey& key, std::uint32_t purpose,
+                                  std::uint32_t stream, std::uint64_t first, std::uint32_t* out,
+                                  bool xor_in) {
+  const __m256i s = _mm256_set1_epi32(static_cast<int>(stream));
+  for (int h = 0; h < kLanes; h += 8) {
+    __m256i lo, hi;
+    counters_avx2(first, h, lo, hi);
+    blocks8_avx2(key, purpose, lo, hi, s, out + 16 * h, xor_in);
+  }
+}
+
+CEPAM_TARGET_AVX2 void run_avx2(const ChaChaKey& key, std::uint32_t purpose, std::uint32_t stream,
+                                std::uint64_t first, std::uint64_t* out) {
+  range_avx2(key, purpose, stream, first, reinterpret_cast<std::uint32_t*>(out), false);
+  _mm256_zeroupper();
+}
+
+CEPAM_TARGET_AVX2 void xor_avx2(const ChaChaKey& key, std::uint32_t purpose, std::uint64_t first,
+                                unsigned char* data) {
+  range_avx2(key, purpose, 0, first, reinterpret_cast<std::uint32_t*>(data), true);
+  _mm256_zeroupper();
+}
+
+// AVX-512 kernel: sixteen blocks a register, native rotates, and 32
+// registers so that the state never leaves them.  The final 16 x 16
+// transpose runs in four steps: the first two interleave 32-bit and 64-bit
+// elements within 128-bit lanes, so that 128-bit lane L of u[4 g + s] holds
+// words 4 g .. 4 g + 3 of block 4 L + s; the last two move those 128-bit
+// pieces across lanes (shuffle_i32x4) so that block 4 L + s gets the pieces
+// of g = 0, 1, 2, 3.
+// The rows (b, c, d) of the four quarter rounds (a, b, c, d) = (j, b[j],
+// c[j], d[j]) of a column and of a diagonal round.
+constexpr int kColumn[3][4] = {{4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}};
+constexpr int kDiagonal[3][4] = {{5, 6, 7, 4}, {10, 11, 8, 9}, {15, 12, 13, 14}};
+
+// Half of the four quarter rounds of rows R, interleaved operation by
+// operation: a += b, d = (d ^ a) <<< S1, c += d, b = (b ^ c) <<< S2.  The
+// rows are a template argument, so that every index is a constant and the
+// compilers keep the rows in registers (Clang did not with the rows as
+// function arguments).
+template <const int (&R)[3][4], int S1, int S2>
+CEPAM_TARGET_AVX512 inline void half_round_avx512(__m512i* x) {
+  CEPAM_UNROLL(4)
+  for (int j = 0; j < 4; ++j) x[j] = _mm512_add_epi32(x[j], x[R[0][j]]);
+  CEPAM_UNROLL(4)
+  for (int j = 0; j < 4; ++j) x[R[2][j]] = _mm512_rol_epi32(_mm512_xor_si512(x[R[2][j]], x[j]), S1);
+  CEPAM_UNROLL(4)
+  for (int j = 0; j < 4; ++j) x[R[1][j]] = _mm512_add_epi32(x[R[1][j]], x[R[2][j]]);
+  CEPAM_UNROLL(4)
+  for (int j = 0; j < 4; ++j)
+    x[R[0][j]] = _mm512_rol_epi32(_mm512_xor_si512(x[R[0][j]], x[R[1][j]]), S2);
+}
+
+// Stores 64 bytes of keystream v at out, or XORs them into out when xor_in.
+CEPAM_TARGET_AVX512 inline void put_avx512(__m512i v, __m512i* out, bool xor_in) {
+  if (xor_in) v = _mm512_xor_si512(v, _mm512_loadu_si512(out));
+  _mm512_storeu_si512(out, v);
+}
+
+// Sixteen blocks: lane l has block counter lo[l], nonce (hi[l], stream[l],
+// purpose); block l put at out + 64 l bytes, XORed in when xor_in.
+CEPAM_TARGET_AVX512 inline void blocks16_avx512(const ChaChaKey& key, std::uint32_t purpose,
+                                                __m512i lo, __m512i hi, __m512i stream,
+                                                __m512i* out, bool xor_in) {
+  const InitialState state(key, purpose);
   __m512i init[16];
-  for (int i = 0; i < 4; ++i) init[i] = _mm512_set1_epi32(static_cast<int>(kSigma[i]));
-  for (int i = 0; i < 8; ++i)
-    init[4 + i] = _mm512_set1_epi32(static_cast<int>(key[static_cast<std::size_t>(i)]));
-  init[12] = _mm512_load_si512(lo);
-  init[13] = _mm512_load_si512(hi);
-  init[14] = _mm512_loadu_si512(stream);
-  init[15] = _mm512_set1_epi32(static_cast<int>(purpose));
+  for (int i = 0; i < 16; ++i) init[i] = _mm512_set1_epi32(state.word(i));
+  init[12] = lo;
+  init[13] = hi;
+  init[14] = stream;
   __m512i x[16];
   for (int i = 0; i < 16; ++i) x[i] = init[i];
   for (int round = 0; round < 10; ++round) {
-    quarter_avx512(x[0], x[4], x[8], x[12]);
-    quarter_avx512(x[1], x[5], x[9], x[13]);
-    quarter_avx512(x[2], x[6], x[10], x[14]);
-    quarter_avx512(x[3], x[7], x[11], x[15]);
-    quarter_avx512(x[0], x[5], x[10], x[15]);
-    quarter_avx512(x[1], x[6], x[11], x[12]);
-    quarter_avx512(x[2], x[7], x[8], x[13]);
-    quarter_avx512(x[3], x[4], x[9], x[14]);
+    half_round_avx512<kColumn, 16, 12>(x);
+    half_round_avx512<kColumn, 8, 7>(x);
+    half_round_avx512<kDiagonal, 16, 12>(x);
+    half_round_avx512<kDiagonal, 8, 7>(x);
   }
   for (int i = 0; i < 16; ++i) x[i] = _mm512_add_epi32(x[i], init[i]);
 
@@ -240,39 +420,86 @@ CEPAM_TARGET_AVX512 void batch_avx512(const ChaChaKey& key, std::uint32_t purpos
     u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);  // s = 2
     u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);  // s = 3
   }
-  __m512i* o = reinterpret_cast<__m512i*>(out);  // block b at o + b (x86: little-endian)
   for (int s = 0; s < 4; ++s) {
     // Pieces (g, L) of u[4 g + s]; gather piece L of every g into block 4 L + s.
     const __m512i v0 = _mm512_shuffle_i32x4(u[s], u[4 + s], 0x44);       // (0,0) (0,1) (1,0) (1,1)
     const __m512i v1 = _mm512_shuffle_i32x4(u[s], u[4 + s], 0xee);       // (0,2) (0,3) (1,2) (1,3)
     const __m512i v2 = _mm512_shuffle_i32x4(u[8 + s], u[12 + s], 0x44);  // (2,0) (2,1) (3,0) (3,1)
     const __m512i v3 = _mm512_shuffle_i32x4(u[8 + s], u[12 + s], 0xee);  // (2,2) (2,3) (3,2) (3,3)
-    _mm512_storeu_si512(o + 0 + s, _mm512_shuffle_i32x4(v0, v2, 0x88));   // L = 0
-    _mm512_storeu_si512(o + 4 + s, _mm512_shuffle_i32x4(v0, v2, 0xdd));   // L = 1
-    _mm512_storeu_si512(o + 8 + s, _mm512_shuffle_i32x4(v1, v3, 0x88));   // L = 2
-    _mm512_storeu_si512(o + 12 + s, _mm512_shuffle_i32x4(v1, v3, 0xdd));  // L = 3
+    put_avx512(_mm512_shuffle_i32x4(v0, v2, 0x88), out + 0 + s, xor_in);   // L = 0
+    put_avx512(_mm512_shuffle_i32x4(v0, v2, 0xdd), out + 4 + s, xor_in);   // L = 1
+    put_avx512(_mm512_shuffle_i32x4(v1, v3, 0x88), out + 8 + s, xor_in);   // L = 2
+    put_avx512(_mm512_shuffle_i32x4(v1, v3, 0xdd), out + 12 + s, xor_in);  // L = 3
   }
+}
+
+CEPAM_TARGET_AVX512 void batch_avx512(const ChaChaKey& key, std::uint32_t purpose,
+                                      const std::uint32_t* stream, const std::uint64_t* index,
+                                      std::uint64_t* out) {
+  // Low and high 32 bits of the indices (truncating and shifted 64 -> 32).
+  const __m512i a = _mm512_loadu_si512(index), b = _mm512_loadu_si512(index + 8);
+  const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(a)),
+                                        _mm512_cvtepi64_epi32(b), 1);
+  const __m512i hi = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(a, 32))),
+      _mm512_cvtepi64_epi32(_mm512_srli_epi64(b, 32)), 1);
+  blocks16_avx512(key, purpose, lo, hi, _mm512_loadu_si512(stream),
+                  reinterpret_cast<__m512i*>(out), false);
+  _mm256_zeroupper();
+}
+
+// Blocks [first, first + 16) of stream `stream` put at out, XORed in when xor_in.
+CEPAM_TARGET_AVX512 inline void range_avx512(const ChaChaKey& key, std::uint32_t purpose,
+                                             std::uint32_t stream, std::uint64_t first,
+                                             __m512i* out, bool xor_in) {
+  const __m512i k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i first_lo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first)));
+  const __m512i first_hi =
+      _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(first >> 32)));
+  const __m512i lo = _mm512_add_epi32(first_lo, k);
+  // lo wrapped past 2^32 exactly where lo < k (unsigned): carry one into hi.
+  const __m512i hi = _mm512_mask_add_epi32(first_hi, _mm512_cmplt_epu32_mask(lo, k), first_hi,
+                                           _mm512_set1_epi32(1));
+  blocks16_avx512(key, purpose, lo, hi, _mm512_set1_epi32(static_cast<int>(stream)), out, xor_in);
+}
+
+CEPAM_TARGET_AVX512 void run_avx512(const ChaChaKey& key, std::uint32_t purpose,
+                                    std::uint32_t stream, std::uint64_t first, std::uint64_t* out) {
+  range_avx512(key, purpose, stream, first, reinterpret_cast<__m512i*>(out), false);
+  _mm256_zeroupper();
+}
+
+CEPAM_TARGET_AVX512 void xor_avx512(const ChaChaKey& key, std::uint32_t purpose,
+                                    std::uint64_t first, unsigned char* data) {
+  range_avx512(key, purpose, 0, first, reinterpret_cast<__m512i*>(data), true);
+  _mm256_zeroupper();
 }
 #endif
 
-ChaChaBatch batch_kernel() {
+}  // namespace
+
+// The kernels of the SIMD level in use (all give the same bits).
+struct ChaChaKernels {
+  ChaChaBatch batch;  // scattered blocks
+  // Blocks [first, first + kLanes) of one stream into out (8 words a block).
+  void (*run)(const ChaChaKey& key, std::uint32_t purpose, std::uint32_t stream,
+              std::uint64_t first, std::uint64_t* out);
+  // Blocks [first, first + kLanes) of stream 0 XORed into data[0, 64 kLanes).
+  void (*xor_into)(const ChaChaKey& key, std::uint32_t purpose, std::uint64_t first,
+                   unsigned char* data);
+};
+
+namespace {
+
+const ChaChaKernels* chacha_kernels() {
 #if CEPAM_X86_DISPATCH
-  if (simd_level() >= SimdLevel::Avx512) return batch_avx512;
-  if (simd_level() >= SimdLevel::Avx2) return batch_avx2;
+  static const ChaChaKernels avx512{batch_avx512, run_avx512, xor_avx512};
+  static const ChaChaKernels avx2{batch_avx2, run_avx2, xor_avx2};
+  if (simd_level() >= SimdLevel::Avx512) return &avx512;
+  if (simd_level() >= SimdLevel::Avx2) return &avx2;
 #endif
-  return batch_portable;
-}
-
-// Blocks [first, first + kLanes) of one stream.
-void batch_consecutive(ChaChaBatch kernel, const ChaChaKey& key, std::uint32_t purpose,
-                       std::uint32_t stream, std::uint64_t first, std::uint64_t* out) {
-  std::uint32_t streams[kLanes];
-  std::uint64_t index[kLanes];
-  for (int l = 0; l < kLanes; ++l) {
-    streams[l] = stream;
-    index[l] = first + static_cast<std::uint64_t>(l);
-  }
-  kernel(key, purpose, streams, index, out);
+  static const ChaChaKernels portable{batch_portable, run_portable, xor_portable};
+  return &portable;
 }
 
 }  // namespace
@@ -294,24 +521,24 @@ ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]) {
 }
 
 KeyStream::KeyStream(const ChaChaKey& key, std::uint32_t purpose)
-    : key_(key), purpose_(purpose), kernel_(batch_kernel()) {}
+    : key_(key), purpose_(purpose), kernels_(chacha_kernels()) {}
 
 void KeyStream::blocks(std::uint32_t stream, std::uint64_t first_block, std::size_t count,
                        std::uint64_t* out) const {
-  const ChaChaBatch kernel = kernel_;
+  const auto run = kernels_->run;
   std::size_t done = 0;
   for (; done + kLanes <= count; done += kLanes)
-    batch_consecutive(kernel, key_, purpose_, stream, first_block + done, out + 8 * done);
+    run(key_, purpose_, stream, first_block + done, out + 8 * done);
   if (done < count) {
     std::uint64_t tail[8 * kLanes];
-    batch_consecutive(kernel, key_, purpose_, stream, first_block + done, tail);
+    run(key_, purpose_, stream, first_block + done, tail);
     std::memcpy(out + 8 * done, tail, (count - done) * 8 * sizeof(std::uint64_t));
   }
 }
 
 void KeyStream::gather(std::size_t count, const std::uint32_t* stream, const std::uint64_t* block,
                        std::uint64_t* out) const {
-  const ChaChaBatch kernel = kernel_;
+  const ChaChaBatch kernel = kernels_->batch;
   std::size_t done = 0;
   for (; done + kLanes <= count; done += kLanes)
     kernel(key_, purpose_, stream + done, block + done, out + 8 * done);
@@ -355,11 +582,11 @@ void KeyStream::words(std::uint32_t stream, std::uint64_t first_word, std::size_
     std::memcpy(out, buf + skip, count * sizeof(std::uint64_t));
     return;
   }
-  const ChaChaBatch kernel = kernel_;
+  const auto run = kernels_->run;
   while (count > 0) {
     // A batch of blocks at a time, straight into place when aligned and whole.
     const bool direct = skip == 0 && count >= 8 * kLanes;
-    batch_consecutive(kernel, key_, purpose_, stream, block, direct ? out : buf);
+    run(key_, purpose_, stream, block, direct ? out : buf);
     const std::size_t avail = 8 * kLanes - skip;
     const std::size_t take = count < avail ? count : avail;
     if (!direct) std::memcpy(out, buf + skip, take * sizeof(std::uint64_t));
@@ -370,41 +597,17 @@ void KeyStream::words(std::uint32_t stream, std::uint64_t first_word, std::size_
   }
 }
 
-namespace {
-
-// The 8 bytes of w, least significant first, as a native word (for XOR
-// with 8 bytes read from memory).
-inline std::uint64_t little_endian(std::uint64_t w) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  return __builtin_bswap64(w);
-#else
-  return w;
-#endif
-}
-
-}  // namespace
-
 void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
                    std::size_t len) {
-  const KeyStream ks(key, purpose);
-  constexpr std::size_t kChunkBlocks = 4 * kLanes;
-  std::uint64_t words[8 * kChunkBlocks];
-  for (std::uint64_t block = 0; len > 0; block += kChunkBlocks) {
-    const std::size_t bytes = len < 64 * kChunkBlocks ? len : 64 * kChunkBlocks;
-    ks.blocks(0, block, (bytes + 63) / 64, words);
-    // Word w holds keystream bytes 8 w .. 8 w + 7, little-endian: whole
-    // words XOR as 8 bytes at a time, read and written in that order.
-    std::size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-      std::uint64_t d;
-      std::memcpy(&d, data + i, 8);
-      d ^= little_endian(words[i / 8]);
-      std::memcpy(data + i, &d, 8);
-    }
-    for (; i < bytes; ++i)
-      data[i] ^= static_cast<unsigned char>(words[i / 8] >> (8 * (i % 8)));
-    data += bytes;
-    len -= bytes;
+  const auto xor_into = chacha_kernels()->xor_into;
+  constexpr std::size_t kChunk = 64 * kLanes;  // bytes
+  std::uint64_t block = 0;
+  for (; len >= kChunk; block += kLanes, data += kChunk, len -= kChunk)
+    xor_into(key, purpose, block, data);
+  if (len > 0) {
+    std::uint64_t words[8 * kLanes];
+    chacha_kernels()->run(key, purpose, 0, block, words);
+    xor_words(words, data, len);
   }
 }
 

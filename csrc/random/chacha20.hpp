@@ -47,6 +47,8 @@ using ChaChaBatch = void (*)(const ChaChaKey& key, std::uint32_t purpose,
                              const std::uint32_t* stream, const std::uint64_t* index,
                              std::uint64_t* out);
 
+struct ChaChaKernels;  // the batch kernels of the SIMD level in use
+
 class KeyStream {
  public:
   KeyStream(const ChaChaKey& key, std::uint32_t purpose);
@@ -70,7 +72,7 @@ class KeyStream {
 
   ChaChaKey key_;
   std::uint32_t purpose_;
-  ChaChaBatch kernel_;
+  const ChaChaKernels* kernels_;
 };
 
 // XORs the ChaCha20 keystream of RFC 8439 section 2.4 into data[0, len):

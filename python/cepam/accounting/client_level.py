@@ -45,25 +45,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
 from . import _validation as _v
 from .analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu
-from .setting import THREAT_MODELS, ThreatModel
+from .setting import ThreatModel, hidden_clients
 
 __all__ = ["ClientLevelRound", "client_noise_multiplier", "client_epsilon",
            "calibrate_client_sigma"]
-
-
-def _hidden_clients(clients: object, threat_model: object) -> int:
-    k = _v.integer("clients", clients)
-    if threat_model not in THREAT_MODELS:
-        raise InvalidArgumentError(
-            f"threat_model must be one of {THREAT_MODELS}, got {threat_model!r}")
-    if threat_model == "client" and k < 2:
-        raise InvalidArgumentError(
-            "threat_model='client' needs clients >= 2 (with one client there is no other "
-            "client to protect against); use 'aggregate' or 'server'")
-    return {"aggregate": k, "client": k - 1, "server": 1}[threat_model]
 
 
 def client_noise_multiplier(*, sigma: float, clip: float, clients: int,
@@ -84,7 +71,7 @@ def client_noise_multiplier(*, sigma: float, clip: float, clients: int,
     """
     sigma = _v.positive("sigma", sigma)
     clip = _v.positive("clip", clip)
-    return sigma * math.sqrt(_hidden_clients(clients, threat_model)) / (2.0 * clip)
+    return sigma * math.sqrt(hidden_clients(clients, threat_model)) / (2.0 * clip)
 
 
 def client_epsilon(*, sigma: float, clip: float, rounds: int, clients: int, delta: float,
@@ -136,7 +123,7 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
     delta = _v.probability_open("target_delta", target_delta)
     rounds = _v.integer("rounds", rounds)
     clip = _v.positive("clip", clip)
-    m = _hidden_clients(clients, threat_model)
+    m = hidden_clients(clients, threat_model)
     mu = gaussian_mu(eps, delta)
     sigma = math.sqrt(rounds) / mu * 2.0 * clip / math.sqrt(m)
     while client_epsilon(sigma=sigma, clip=clip, rounds=rounds, clients=clients, delta=delta,
@@ -170,7 +157,7 @@ class ClientLevelRound:
         object.__setattr__(self, "sigma", _v.positive("sigma", self.sigma))
         object.__setattr__(self, "clip", _v.positive("clip", self.clip))
         object.__setattr__(self, "clients", _v.integer("clients", self.clients))
-        _hidden_clients(self.clients, self.threat_model)
+        hidden_clients(self.clients, self.threat_model)
 
     @property
     def noise_multiplier(self) -> float:

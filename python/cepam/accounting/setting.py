@@ -53,7 +53,8 @@ import numpy as np
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 
-__all__ = ["FLSetting", "ThreatModel", "THREAT_MODELS", "sampling_probability", "check_setting"]
+__all__ = ["FLSetting", "ThreatModel", "THREAT_MODELS", "sampling_probability", "check_setting",
+           "hidden_clients"]
 
 ThreatModel = Literal["aggregate", "client", "server"]
 THREAT_MODELS: tuple[str, ...] = ("aggregate", "client", "server")
@@ -76,6 +77,29 @@ def sampling_probability(*, dataset_size: int, local_steps: int) -> float:
     if n == 1:
         return 1.0
     return float(-np.expm1(tau * np.log1p(-1.0 / n)))
+
+
+def hidden_clients(clients: object, threat_model: object) -> int:
+    """Number ``m`` of clients whose noise an adversary of ``threat_model``
+    does not know, when ``clients`` (K) updates are averaged: K, K - 1 or 1
+    for ``"aggregate"``, ``"client"`` and ``"server"``.
+
+    Raises:
+        InvalidArgumentError: K < 1, an unknown threat model, or
+            ``"client"`` with ``K = 1``.
+        InvalidTypeError: K is not an integer.
+    """
+    k = _v.integer("clients", clients)
+    if threat_model not in THREAT_MODELS:
+        raise InvalidArgumentError(
+            f"threat_model must be one of {THREAT_MODELS}, got {threat_model!r}"
+        )
+    if threat_model == "client" and k < 2:
+        raise InvalidArgumentError(
+            "threat_model='client' needs clients >= 2 (with one client there is "
+            "no other client to protect against); use 'aggregate' or 'server'"
+        )
+    return {"aggregate": k, "client": k - 1, "server": 1}[threat_model]
 
 
 @dataclass(frozen=True)
@@ -109,15 +133,7 @@ class FLSetting:
         object.__setattr__(self, "clients", _v.integer("clients", self.clients))
         object.__setattr__(self, "local_steps", _v.integer("local_steps", self.local_steps))
         object.__setattr__(self, "dataset_size", _v.integer("dataset_size", self.dataset_size))
-        if self.threat_model not in THREAT_MODELS:
-            raise InvalidArgumentError(
-                f"threat_model must be one of {THREAT_MODELS}, got {self.threat_model!r}"
-            )
-        if self.threat_model == "client" and self.clients < 2:
-            raise InvalidArgumentError(
-                "threat_model='client' needs clients >= 2 (with one client there is "
-                "no other client to protect against); use 'aggregate' or 'server'"
-            )
+        hidden_clients(self.clients, self.threat_model)
 
     @property
     def sampling_probability(self) -> float:
@@ -127,9 +143,7 @@ class FLSetting:
     @property
     def hidden_clients(self) -> int:
         """Number ``m`` of clients whose noise the adversary does not know."""
-        return {"aggregate": self.clients, "client": self.clients - 1, "server": 1}[
-            self.threat_model
-        ]
+        return hidden_clients(self.clients, self.threat_model)
 
     def noise_multiplier(self, sigma: float) -> float:
         """Noise multiplier ``z = sigma sqrt(m) / (2 gamma)`` of the adversary's

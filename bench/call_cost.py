@@ -1,0 +1,87 @@
+"""The fixed cost of one cepam.encode and one cepam.decode call.
+
+    python bench/call_cost.py [--m 10] [--calls 2000] [--rounds 5] [--lattice Z] [--profile]
+
+Encodes, then decodes, m float32 coordinates (Gaussian sigma = 1e-3,
+rms/sigma = 1, threads=1) `calls` times in a row, `rounds` times; prints
+the microseconds per call of the best round (the mean over its calls) and
+of the median round, as the calling thread's CPU time and as wall-clock
+time.  At m = 10 the work proportional to m is a few hundred nanoseconds,
+so this is the per-call cost: argument checks, key derivation (HKDF),
+header and structure, sealing (ChaCha20 and HMAC), the native call and the
+result's construction.  Also printed: the CPU model (/proc/cpuinfo).
+
+--profile runs each call under cProfile instead and prints the functions
+that take most of the time (for finding what the fixed cost is made of).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import time
+
+import numpy as np
+
+import cepam
+from chacha20_speed import cpu_model  # bench/ is on sys.path when run as a script
+
+__all__ = ["per_call", "main"]
+
+
+def per_call(fn, calls: int, rounds: int) -> dict[str, float]:
+    """Microseconds per call of fn(): best and median round, CPU and wall."""
+    cpu, wall = [], []
+    fn()  # warm
+    for _ in range(rounds):
+        c0, w0 = time.thread_time(), time.perf_counter()
+        for _ in range(calls):
+            fn()
+        c1, w1 = time.thread_time(), time.perf_counter()
+        cpu.append((c1 - c0) / calls * 1e6)
+        wall.append((w1 - w0) / calls * 1e6)
+    return {"cpu best": min(cpu), "cpu median": statistics.median(cpu),
+            "wall best": min(wall), "wall median": statistics.median(wall)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--m", type=int, default=10)
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--lattice", default="Z", help='"Z", "E8", "auto", ...')
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args(argv)
+    sigma, secret = 1e-3, bytes(range(32))
+    mech = cepam.Gaussian(sigma=sigma)
+    x = np.random.default_rng(0).normal(0, sigma, a.m).astype(np.float32)
+    kw = dict(secret=secret, round=0, client=0, lattice=a.lattice, threads=1)
+    payload = cepam.encode(x, mech, **kw)
+    calls = {
+        "encode": lambda: cepam.encode(x, mech, **kw),
+        "decode": lambda: cepam.decode(payload, secret=secret, threads=1),
+    }
+    print(f"CPU: {cpu_model()}; cepam {cepam.__version__}; m = {a.m} float32, "
+          f"lattice {a.lattice}, payload {len(payload)} bytes, threads=1")
+    if a.profile:
+        for name, fn in calls.items():
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(a.calls):
+                fn()
+            prof.disable()
+            print(f"\n{name}, {a.calls} calls under cProfile (its own overhead included):")
+            pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+        return
+    print(f"microseconds per call, mean over {a.calls} calls: best and median of "
+          f"{a.rounds} rounds")
+    print(f"{'call':>8} {'CPU best':>9} {'CPU median':>11} {'wall best':>10} {'wall median':>12}")
+    for name, fn in calls.items():
+        r = per_call(fn, a.calls, a.rounds)
+        print(f"{name:>8} {r['cpu best']:9.1f} {r['cpu median']:11.1f} {r['wall best']:10.1f} "
+              f"{r['wall median']:12.1f}")
+
+
+if __name__ == "__main__":
+    main()
