@@ -2,6 +2,8 @@
 
 - One door: only cepam._native imports the compiled modules cepam._core and
   cepam._cuda; every other module takes them from the door.
+- The binding's main module holds exactly the entry points the library calls;
+  the test hooks are in cepam._core.testing, which the library never uses.
 - No import circle: the graph of module-level imports between cepam's modules
   is acyclic.
 
@@ -171,6 +173,23 @@ def test_only_the_door_imports_the_native_modules():
                  if target in NATIVE]
     assert not offenders, "import the native modules from cepam._native:\n" + "\n".join(offenders)
     assert {t for _, t in _imports(DOOR, deferred=True, type_only=True)} >= NATIVE
+
+
+def test_the_core_exports_what_the_library_calls_and_hooks_apart():
+    from cepam._native import core
+
+    used = {node.attr for name in SOURCES
+            for node in ast.walk(ast.parse(SOURCES[name].read_text()))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == "_core"}
+    exported = {name for name in dir(core) if not name.startswith("_")}
+    entry_points = {name for name in exported if callable(getattr(core, name))}
+    assert "testing" in exported and not callable(core.testing)
+    assert used <= exported and "testing" not in used
+    assert entry_points == {name for name in used if callable(getattr(core, name))}, (
+        "move entry points that only tests and benchmarks call to cepam._core.testing")
+    assert {"det_log", "chacha20_block", "lattice_basis", "ans_encode_intervals"} <= set(
+        dir(core.testing)).difference(exported)
 
 
 def test_no_import_circle_at_import_time():
