@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 from ._checks import check_clip
 from ._finite import check_encodable_range
 from .errors import (
