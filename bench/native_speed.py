@@ -70,9 +70,9 @@ def main():
     def draws(fn):
         return lambda: [fn(first, min(piece, m - first)) for first in range(0, m, piece)]
 
-    t_words, _ = best(draws(lambda first, count: c.keystream_words(key, 1, first, count)),
+    t_words, _ = best(draws(lambda first, count: hooks.keystream_words(key, 1, first, count)),
                       a.repeat)
-    t_radius, _ = best(draws(lambda first, count: c.latent_radius(
+    t_radius, _ = best(draws(lambda first, count: hooks.latent_radius(
         key=key, mechanism=a.mechanism, scale=sigma, lattice=1, n=1, first=first,
         count=count)), a.repeat)
     print(f"n = 1 draws, M coords/s: keystream words {m / t_words / 1e6:.1f}, latent radii "
