@@ -77,13 +77,21 @@ def test_every_public_name_is_in_the_api_reference(site: Path) -> None:
 
 
 def test_the_readme_sections_are_included_not_copied(site: Path) -> None:
-    # Text from the README's Flower section reaches the Flower guide.
+    # Text of README's "Choosing sigma and clip" reaches its guide, which
+    # includes it rather than holding a copy.
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    flower = (site / "guide" / "flower.html").read_text(encoding="utf-8")
-    assert "## On Flower" in readme
-    assert "Secure aggregation cannot sum cepam payloads" in flower
-    assert "Secure aggregation cannot sum cepam payloads" not in (
-        DOCS / "guide" / "flower.md").read_text(encoding="utf-8")
+    page = (site / "guide" / "choosing-sigma-and-clip.html").read_text(encoding="utf-8")
+    source = (DOCS / "guide" / "choosing-sigma-and-clip.md").read_text(encoding="utf-8")
+    assert "## Choosing sigma and clip" in readme
+    phrase = "Client-level privacy with few clients drowns the update"
+    assert phrase in readme and phrase in page and phrase not in source
+
+
+def test_every_readme_link_to_a_page_resolves() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(((?:docs|examples)/[^)#]+)", readme)
+    assert len(links) >= 10
+    assert [link for link in links if not (ROOT / link).exists()] == []
 
 
 def test_the_cli_page_lists_every_command(site: Path) -> None:
@@ -129,5 +137,9 @@ def test_guide_examples_run(page: Path, index: int) -> None:
         pytest.importorskip("torch")
     if "cepam.accounting" in source:
         pytest.importorskip("scipy")
+    if "cepam.flower" in source:
+        pytest.importorskip("flwr")
+    if "matplotlib" in source:
+        pytest.importorskip("matplotlib")
     exec(compile(source, f"{page.relative_to(ROOT)}[python {index}]", "exec"),
          {"__name__": "__guide__"})
