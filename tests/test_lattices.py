@@ -22,7 +22,8 @@ from scipy import stats
 import cepam
 from cepam import _core
 from cepam.keys import stream_key
-from cepam.payload import LATTICE_CODES, pack_sealed
+from cepam.lattices import LATTICE_CODES
+from cepam.payload import pack_sealed
 from cepam.sealing import open_payload, seal
 
 from conftest import SECRET_A, SECRET_B

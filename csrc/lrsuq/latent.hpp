@@ -24,6 +24,23 @@ namespace cepam {
 
 enum class MechanismId : int { Gaussian = 1, Laplace = 2, Uniform = 3 };
 
+// The mechanism table: payload code, name, the norm of its acceptance test
+// and the largest sub-vector dimension it takes (with why).
+struct MechanismInfo {
+  MechanismId id;
+  const char* name;
+  Norm norm;
+  int max_dim;
+  const char* max_dim_reason;
+};
+
+inline constexpr MechanismInfo kMechanisms[] = {
+    {MechanismId::Gaussian, "Gaussian", Norm::L2, 8, "the largest sub-vector of the core"},
+    {MechanismId::Laplace, "Laplace", Norm::L1, 4,
+     "with l1 balls on Z^n a trial is accepted with probability 1/n!"},
+    {MechanismId::Uniform, "SDQ", Norm::L1, 1, "SDQ is scalar"},
+};
+
 struct GaussianLatent {
   int n;
   double sigma;
