@@ -21,17 +21,13 @@ void dispatch(const LrsuqParams& p, Fn&& fn) {
   check_params(p);
   if (with_root_lattice(p.lattice, [&](const auto& l) { fn(l, GaussianLatent{p.n, p.scale}); }))
     return;
-  auto with_latent = [&](const auto& lattice) {
-    switch (p.mechanism) {
-      case MechanismId::Gaussian: fn(lattice, GaussianLatent{p.n, p.scale}); break;
-      case MechanismId::Laplace: fn(lattice, LaplaceLatent{p.n, p.scale}); break;
-      case MechanismId::Uniform: fn(lattice, FixedLatent{p.n, 0.5 * p.scale}); break;
-    }
+  const auto on = [&](const auto& lattice) {
+    with_latent(p.mechanism, p.n, p.scale, [&](const auto& latent) { fn(lattice, latent); });
   };
   switch (p.n) {
-    case 1: with_latent(BasicLatticeZn<1>{1}); break;
-    case 2: with_latent(BasicLatticeZn<2>{2}); break;
-    default: with_latent(LatticeZn{p.n}); break;
+    case 1: on(BasicLatticeZn<1>{1}); break;
+    case 2: on(BasicLatticeZn<2>{2}); break;
+    default: on(LatticeZn{p.n}); break;
   }
 }
 

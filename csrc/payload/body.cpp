@@ -45,17 +45,13 @@ std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
 }
 
 // A small and a large typical width of a coding cell (beta G_kk), for the
-// source model's estimates: two quadrature points of beta on Z (Gaussian:
-// 2 sigma chi_3, Laplace: 2 b Gamma(2, 1)), the step for SDQ.
+// source model's estimates (the mechanism table, lrsuq/latent.hpp).
 struct CellWidths {
   double lo, hi;
 };
 CellWidths typical_cell_widths(const LrsuqParams& p) {
-  switch (p.mechanism) {
-    case MechanismId::Gaussian: return {1.86 * p.scale, 4.54 * p.scale};
-    case MechanismId::Laplace: return {1.17 * p.scale, 6.8 * p.scale};
-    default: return {p.scale, p.scale};
-  }
+  const MechanismInfo& mech = mechanism_info(p.mechanism);
+  return {mech.cell_width_lo * p.scale, mech.cell_width_hi * p.scale};
 }
 
 // The bomb rule (body.hpp).
