@@ -95,13 +95,14 @@ def measure_cepam(repeat: int = 5) -> dict[str, float]:
     import numpy as np
 
     import cepam._core as core
+    import cepam._core.testing as hooks
 
     out = {}
     for size in SEAL_SIZES:
         buf = np.zeros(size, dtype=np.uint8)
         out[f"seal_xor {size}"] = _best_rate(lambda b=buf: core.seal_xor(b, key=KEY), size,
                                              repeat) / 1e9
-    out["keystream"] = _best_rate(lambda: core.keystream_words(KEY, 1, 0, KEYSTREAM_WORDS),
+    out["keystream"] = _best_rate(lambda: hooks.keystream_words(KEY, 1, 0, KEYSTREAM_WORDS),
                                   8 * KEYSTREAM_WORDS, repeat) / 1e9
     return out
 

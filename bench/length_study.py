@@ -87,7 +87,7 @@ def coded(updates: list, norms: np.ndarray, label: str) -> list[dict]:
                             for k, u in enumerate(updates)])
         m = sum(int(np.prod(v.shape)) for v in (updates[0].values() if isinstance(
             updates[0], dict) else [updates[0]]))
-        row = {"updates": label, "pad": str(pad), "n": len(updates),
+        row = {"updates": label, "pad": "none" if pad is None else pad, "n": len(updates),
                "bits": 8 * float(lengths.mean()) / m, **leakage(lengths, norms)}
         rows.append(row)
         print(row, flush=True)

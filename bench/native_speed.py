@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 import cepam._core as c
+import cepam._core.testing as hooks
 
 
 CLOCK = time.perf_counter
@@ -51,13 +52,13 @@ def main():
           f"{'decode':>8} | {'ENC path':>8} {'DEC path':>8}")
     for n in a.n:
         kw = dict(key=key, mechanism=a.mechanism, scale=sigma, lattice=1, n=n)
-        t_enc, (H, M) = best(lambda: c.encode_lattice(x, factor=1.0, **kw), a.repeat)
-        t_k, k = best(lambda: c.best_expg_order(M), a.repeat)
-        g = c.golomb_parameter(c.acceptance_probability(a.mechanism, sigma, 1, n))
-        t_be, (body, hb, mb) = best(lambda: c.body_encode(H, M, golomb=g, expg_k=k), a.repeat)
-        t_bd, _ = best(lambda: c.body_decode(body, N=len(H), count=len(M), golomb=g, expg_k=k,
+        t_enc, (H, M) = best(lambda: hooks.encode_lattice(x, factor=1.0, **kw), a.repeat)
+        t_k, k = best(lambda: hooks.best_expg_order(M), a.repeat)
+        g = hooks.golomb_parameter(c.acceptance_probability(a.mechanism, sigma, 1, n))
+        t_be, (body, hb, mb) = best(lambda: hooks.body_encode(H, M, golomb=g, expg_k=k), a.repeat)
+        t_bd, _ = best(lambda: hooks.body_decode(body, N=len(H), count=len(M), golomb=g, expg_k=k,
                                              h_bits=hb, m_bits=mb), a.repeat)
-        t_dec, _ = best(lambda: c.decode_lattice(H, M, m=m, dtype="float32", **kw), a.repeat)
+        t_dec, _ = best(lambda: hooks.decode_lattice(H, M, m=m, dtype="float32", **kw), a.repeat)
         r = lambda t: m / t / 1e6  # noqa: E731
         print(f"{n:>2} {r(t_enc):8.1f} {r(t_k):8.1f} {r(t_be):8.1f} {r(t_bd):8.1f} "
               f"{r(t_dec):8.1f} | {r(t_enc + t_k + t_be):8.1f} {r(t_bd + t_dec):8.1f}")
@@ -69,9 +70,9 @@ def main():
     def draws(fn):
         return lambda: [fn(first, min(piece, m - first)) for first in range(0, m, piece)]
 
-    t_words, _ = best(draws(lambda first, count: c.keystream_words(key, 1, first, count)),
+    t_words, _ = best(draws(lambda first, count: hooks.keystream_words(key, 1, first, count)),
                       a.repeat)
-    t_radius, _ = best(draws(lambda first, count: c.latent_radius(
+    t_radius, _ = best(draws(lambda first, count: hooks.latent_radius(
         key=key, mechanism=a.mechanism, scale=sigma, lattice=1, n=1, first=first,
         count=count)), a.repeat)
     print(f"n = 1 draws, M coords/s: keystream words {m / t_words / 1e6:.1f}, latent radii "

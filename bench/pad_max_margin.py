@@ -24,7 +24,7 @@ import cepam
 from cepam import padding
 from cepam.codec import _auto_options
 from cepam.lattices import LATTICE_CODES, LATTICE_DIMS
-from cepam.payload import SEALED_HEADER_BYTES
+from cepam.payload import CODER_CODES, SEALED_HEADER_BYTES
 
 SETTINGS = [("ans", "auto", None), ("ans", "Z", 1), ("ans", "Z", 2), ("ans", "Z", 4),
             ("ans", "Z", 8), ("ans", "A2", None), ("ans", "D4", None), ("ans", "E8", None),
@@ -62,10 +62,11 @@ def main() -> None:
                                                clip=clip, coder=coder, lattice=lattice, dim=dim)
                         info = cepam.inspect(payload)
                         fixed = info.header_bits // 8 + SEALED_HEADER_BYTES + 16
-                        options = (_auto_options(mech) if lattice == "auto" else
+                        code = CODER_CODES[coder]
+                        options = (_auto_options(mech, code) if lattice == "auto" else
                                    [(LATTICE_CODES[lattice], dim or LATTICE_DIMS[lattice])])
                         bound = padding.max_payload_bytes(
-                            mech, clip=clip, m=m, coder=1 if coder == "golomb" else 2,
+                            mech, clip=clip, m=m, coder=code,
                             lattices=options, fixed_bytes=fixed)
                         margin = 8 * (bound - padding._SLACK_BYTES - len(payload)) / m
                         worst.setdefault((coder, lattice, dim, mech.name), []).append(

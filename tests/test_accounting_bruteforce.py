@@ -18,7 +18,9 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+
+norm = pytest.importorskip("scipy.stats",
+                           reason="cepam.accounting needs scipy (cepam[privacy])").norm
 
 from cepam.accounting import (
     CepamGaussianRound,

@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+pytest.importorskip("scipy", reason="cepam.accounting needs scipy (cepam[privacy])")
+
 from cepam.accounting import (
     FLSetting,
     calibrate_sigma,

@@ -24,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(argv, capsys):
+    pytest.importorskip("scipy", reason="cepam privacy needs scipy (cepam[privacy])")
     args = _parser().parse_args(["privacy", *argv])
     code = args.func(args)
     return code, capsys.readouterr().out
@@ -93,6 +94,7 @@ def test_cli_module_imports_without_scipy():
 
 def test_through_cepam_main(capsys):
     pytest.importorskip("cepam.demo")  # the top-level CLI lists it; present after merge
+    pytest.importorskip("scipy", reason="cepam privacy needs scipy (cepam[privacy])")
     from cepam.cli import main
 
     assert main(["privacy", "--sigma", "0.5", *PAPER_ARGS, "--delta", "1e-5", "--json"]) == 0

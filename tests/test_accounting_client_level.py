@@ -8,6 +8,8 @@ import math
 
 import pytest
 
+pytest.importorskip("scipy", reason="cepam.accounting needs scipy (cepam[privacy])")
+
 from cepam.accounting import (
     ClientLevelRound,
     FLSetting,
@@ -21,7 +23,6 @@ from cepam.accounting import (
 )
 from cepam.errors import InvalidArgumentError, InvalidTypeError
 
-pytest.importorskip("scipy")
 
 # Noise multipliers z from 0.7 to 8 (eps up to about 60 after 100 rounds),
 # each reached from sigma through the threat model's m.

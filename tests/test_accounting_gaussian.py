@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
+pytest.importorskip("scipy", reason="cepam.accounting needs scipy (cepam[privacy])")
+
 from cepam.accounting import (
     FLSetting,
     gaussian_delta,

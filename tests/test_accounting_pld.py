@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 
+pytest.importorskip("scipy", reason="cepam.accounting needs scipy (cepam[privacy])")
+
 from cepam.accounting import (
     CepamGaussianRound,
     FLSetting,

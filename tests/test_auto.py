@@ -48,12 +48,33 @@ def test_auto_is_the_default_without_dim_and_z_with_dim():
     assert lattice_of(bits(small)[1]) == "Z"
 
 
-def test_auto_uses_z_for_laplace_and_sdq():
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+def test_auto_uses_z_for_laplace_and_sdq(coder):
     x = source("gaussian", 30, seed=3)
     for mech in (cepam.Laplace(b=1.0), cepam.SDQ(step=1.0)):
-        payload = cepam.encode(x, mech, secret=SECRET, round=0, client=0)
+        payload = cepam.encode(x, mech, secret=SECRET, round=0, client=0, coder=coder)
         info = cepam.inspect(payload, secret=SECRET)
         assert (info.lattice, info.dim) == ("Z", 1)
+
+
+# The lattices auto chooses among (Z^n with n > 1 is left to an explicit
+# dim: see _AUTO_RULES in cepam/codec.py).
+AUTO_LATTICES = [("Z", 1), ("A2", None), ("D4", None), ("E8", None)]
+
+
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+@pytest.mark.parametrize("ratio", [0.1, 0.3, 1, 2.2, 3, 10, 30, 100])
+def test_auto_is_within_001_bits_of_the_best_lattice_for_its_coder(coder, ratio):
+    # Gaussian updates at rms / sigma = ratio: auto's payload is no more than
+    # 0.01 bits per coordinate longer than the shortest of the lattices it
+    # chooses among, for this coder (issue 22: with Golomb, E8 had cost 1.6
+    # bits per coordinate more than Z above a ratio of 2.2).
+    m = 1 << 14
+    x = np.random.default_rng(int(ratio * 1000)).normal(0.0, ratio, m)
+    fixed = {f"{lat}{dim or ''}": bits(x, lattice=lat, dim=dim, coder=coder)[0]
+             for lat, dim in AUTO_LATTICES}
+    auto = bits(x, coder=coder)[0]
+    assert auto <= min(fixed.values()) + 0.01, f"auto {auto:.4f}, fixed {fixed}"
 
 
 def test_auto_with_a_dim_is_an_error():

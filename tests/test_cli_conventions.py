@@ -25,31 +25,19 @@ import pytest
 import cepam
 from cepam.cli import build_parser, main
 
+from hidden_imports import hiding, run_without
+
 ROOT = Path(__file__).resolve().parents[1]
 MNIST_DIR = ROOT.parent / "shared" / "data" / "mnist"
 RUNS = ROOT / "docs" / "experiments" / "runs"
 
-_BLOCKER = """
-import importlib.abc, sys
-class _Hide(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {blocked!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-sys.meta_path.insert(0, _Hide())
-for m in [m for m in sys.modules if m.split(".")[0] in {blocked!r}]:
-    del sys.modules[m]
-from cepam.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+_MAIN = "from cepam.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 
 
 def cepam_cli(*argv: str, without: tuple[str, ...] = (), cwd: Path | None = None
               ) -> subprocess.CompletedProcess:
     """Runs ``cepam ARGV`` in a fresh interpreter in which ``without`` cannot be imported."""
-    code = _BLOCKER.format(blocked=set(without))
-    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                          cwd=cwd or ROOT)
+    return run_without(without, _MAIN, *argv, cwd=cwd or ROOT)
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
@@ -74,6 +62,9 @@ PRIVACY = ("privacy", "--sigma", "0.5", "--clip", "1", "--clients", "30", "--loc
 def test_a_missing_extra_is_one_line_naming_the_install_command(tmp_path, argv, without, hint):
     argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
     proc = cepam_cli(*argv, without=without, cwd=tmp_path)
+    for other in ("torch", "scipy", "matplotlib", "tqdm"):
+        if other not in without and f"needs {other}," in proc.stderr:
+            pytest.importorskip(other)  # missing here too, so named first
     assert proc.returncode == 1
     command = " ".join(argv[:2] if argv[0] in ("fl", "bench") else argv[:1])
     assert one_line_error(proc) == (f"cepam {command}: error: needs {without[0]}, which is not "
@@ -85,8 +76,8 @@ def test_fl_table_needs_neither_torch_nor_matplotlib():
     proc = cepam_cli("fl", "table", str(RUNS), "--markdown",
                      without=("torch", "matplotlib", "scipy"))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("| Method | MLP test acc (%)")
-    assert "| CEPAM-Gaussian (n=1) | 91.36 ± 0.55 | 2.67 | 94.38 ± 1.20 | 3.74 |" in proc.stdout
+    assert proc.stdout.startswith("| Method | MLP test acc (%, mean ± sd)")
+    assert "| CEPAM-Gaussian (n=1) | 91.36 ± 0.22 | 2.67 | 94.38 ± 0.48 | 3.74 |" in proc.stdout
 
 
 def test_errors_are_one_line_with_conventional_exit_codes(tmp_path):
@@ -97,6 +88,15 @@ def test_errors_are_one_line_with_conventional_exit_codes(tmp_path):
     # --debug shows the traceback instead.
     proc = cepam_cli("--debug", "inspect", str(tmp_path / "nonexistent"))
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "FileNotFoundError" in proc.stderr
+
+
+def test_fl_run_without_its_data_is_an_error_not_a_usage_error(tmp_path):
+    pytest.importorskip("torch")
+    proc = cepam_cli("fl", "run", "--rounds", "1", "--out", str(tmp_path / "o"),
+                     "--data-dir", str(tmp_path / "no-mnist"), cwd=tmp_path)
+    assert proc.returncode == 1
+    line = one_line_error(proc)
+    assert line.startswith("cepam fl run: error: MNIST file ") and "not found in" in line
 
 
 @pytest.mark.parametrize("option, value", [("--threads", "0"), ("--seeds", "0"), ("--seeds", "-1"),
@@ -149,7 +149,7 @@ def test_ctrl_c_during_fl_run(tmp_path):
     argv = ["fl", "run", "--rounds", "500", "--clients", "2", "--samples-per-client", "20",
             "--train-size", "200", "--val-size", "20", "--test-size", "20", "--local-steps", "2",
             "--out", str(out), "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress"]
-    proc = subprocess.Popen([sys.executable, "-c", _BLOCKER.format(blocked=set()), *argv],
+    proc = subprocess.Popen([sys.executable, "-c", hiding((), _MAIN), *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while not list(out.glob("*/seed0/state.pt")):  # a round completed (500 to go)
@@ -256,17 +256,29 @@ def test_bench_bitrate_writes_a_fresh_directory_by_default(tmp_path, monkeypatch
     for folder in folders:
         assert re.fullmatch(r"cepam-bitrate-\d{8}-\d{6}(-\d+)?", folder.name)
         assert sorted(p.name for p in folder.iterdir()) == ["bitrate.csv", "bitrate.md"]
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert f"wrote bitrate.csv, bitrate.md to {folders[0]}" in err
+    assert out == ""  # the report is written to its folder only
     assert not (tmp_path / "docs").exists()
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("demo", "--json"), ("fl", "run", "--help"),
-                                  ("privacy", "--help"), ("bench", "bitrate", "--help")])
+                                  ("fl", "table", "--help"), ("fl", "plot", "--help"),
+                                  ("privacy", "--help"), ("privacy", "ledger", "--help"),
+                                  ("bench", "bitrate", "--help")])
 def test_commands_that_need_no_extra_run_without_any(argv):
     proc = cepam_cli(*argv, without=("torch", "scipy", "matplotlib", "tqdm", "dp_accounting"))
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
+    if "--help" in argv:
+        assert proc.stdout.startswith(f"usage: cepam {' '.join(argv[:-1])}".rstrip())
+
+
+def test_privacy_ledger_without_scipy_names_the_install_command(tmp_path):
+    proc = cepam_cli("privacy", "ledger", str(tmp_path / "l.db"), without=("scipy",))
+    assert proc.returncode == 1
+    assert one_line_error(proc) == ("cepam privacy ledger: error: needs scipy, which is not "
+                                    'installed; install it with: pip install "cepam[privacy]"')
 
 
 @pytest.mark.skipif(not MNIST_DIR.is_dir(), reason="MNIST not available")

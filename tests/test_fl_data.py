@@ -66,10 +66,29 @@ def test_no_directory_at_all(monkeypatch):
         fldata.load_mnist()
 
 
-def test_both_training_image_checksums_are_accepted():
-    sums = fldata.MD5SUMS["train-images-idx3-ubyte.gz"]
+def test_both_training_image_checksums_are_accepted(tmp_path, monkeypatch):
+    name = "train-images-idx3-ubyte.gz"
+    sums = fldata.MD5SUMS[name]
     assert "f68b3c2dcbeaaa9fbdd348bbdeb94873" in sums  # official
     assert "1d473e58ef44e25f798984071547abb4" in sums  # shared copy
+    # verify_file accepts a file whose MD5 is either sum and refuses a third:
+    # files of other content stand in for the two (their sums in the table).
+    files = []
+    for i, content in enumerate([b"official stand-in", b"shared stand-in", b"other"]):
+        (tmp_path / str(i)).mkdir()
+        files.append(tmp_path / str(i) / name)
+        files[-1].write_bytes(content)
+    stand_ins = {fldata._md5(files[0]), fldata._md5(files[1])}
+    monkeypatch.setitem(fldata.MD5SUMS, name, frozenset(stand_ins))
+    fldata.verify_file(files[0])
+    fldata.verify_file(files[1])
+    with pytest.raises(fldata.DatasetError, match="checksum mismatch"):
+        fldata.verify_file(files[2])
+
+
+@needs_mnist
+def test_the_shared_training_images_pass_the_check():
+    fldata.verify_file(mnist_dir() / "train-images-idx3-ubyte.gz")
 
 
 def test_dataset_error_is_a_cepam_error_and_a_value_error():

@@ -285,7 +285,7 @@ def test_cli_table(cli_results, capsys):
     out = cli_results[0]
     assert cli(["fl", "table", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "CEPAM-Gaussian (n=2)" in text and "MLP test acc (%)" in text and "±" in text
+    assert "CEPAM-Gaussian (n=2)" in text and "MLP test acc (%, mean ± sd)" in text and "±" in text
     assert cli(["fl", "table", str(out), "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert {s["label"] for s in stats} == {"FL", "CEPAM-Gaussian (n=1)", "CEPAM-Gaussian (n=2)"}
@@ -353,7 +353,7 @@ def test_cli_table_recomputes_eps_at_each_delta(sweep, capsys):
     assert cli(["fl", "table", str(sweep), "--delta", "0.01", "0.015", "--markdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == ("| Method | sigma | eps (delta=0.01) | eps (delta=0.015) "
-                        "| CNN test acc (%) | CNN bits/coord | seeds |")
+                        "| CNN test acc (%, mean ± sd) | CNN bits/coord | seeds |")
     rows = [line.split(" | ") for line in lines[2:4]]
     for sigma, row in zip((0.05, 0.5), rows):
         assert row[0] == "| CEPAM-Gaussian (n=1)" and row[1] == f"{sigma:g}"  # sigma apart

@@ -29,11 +29,26 @@ def test_the_shipped_runs_can_be_re_tabled(capsys):
     stats = json.loads(capsys.readouterr().out)
     shipped = json.loads((ROOT / "docs" / "experiments" / "table.json").read_text())
     assert stats == shipped  # docs/experiments/table.json is this command's output
-    # The README's table of the grid, row by row.
+    # EXPERIMENTS.md's table of the grid, header, rows and note.
     text = format_table(summarize(runs), markdown=True)
     experiments = (ROOT / "docs" / "EXPERIMENTS.md").read_text()
-    for line in text.splitlines()[2:13]:
-        assert line in experiments, line
+    for line in text.splitlines():
+        assert line in experiments.splitlines(), line
+
+
+def test_the_table_shows_the_standard_deviation_over_seeds(tmp_path):
+    # Two seeds 20 points apart: mean ± sd (14.14), not the 95% t interval
+    # of the mean (± 127, wider than the percent scale).
+    for seed, acc in ((0, 0.5), (1, 0.7)):
+        rows = (RUNS / "cnn-fl-seed0.csv").read_text().splitlines()
+        header = rows[0].split(",")
+        last = rows[-1].split(",")
+        last[header.index("test_acc")] = str(acc)
+        (tmp_path / f"cnn-fl-seed{seed}.csv").write_text("\n".join(rows[:-1] + [",".join(last)])
+                                                        + "\n")
+    text = format_table(summarize(load_runs(tmp_path)), markdown=True)
+    assert "| FL | 60.00 ± 14.14 |" in text
+    assert "(%, mean ± sd)" in text.splitlines()[0] and "standard deviation" in text
 
 
 def test_other_csv_files_are_skipped_and_unreadable_runs_refused(tmp_path):
@@ -53,10 +68,11 @@ def test_accuracies_are_fractions_in_every_json():
             results = json.loads(path.read_text())["results"]
             assert all(0.0 <= a <= 1.0 for r in results for a in r["accuracy"])
             continue
-        for s in json.loads(path.read_text()):
+        for s in json.loads(path.read_text()):  # cepam fl table --json
             for key in ("test_acc", "val_acc"):
                 assert 0.0 <= s[key] <= 1.0, (path, key, s[key])
                 assert 0.0 <= s[f"{key}_ci95"] <= 1.0
+                assert 0.0 <= s[f"{key}_sd"] <= 1.0
 
 
 def test_run_names_read_back():
@@ -82,6 +98,8 @@ def test_model_parameter_counts_match_the_networks():
 
 @pytest.mark.parametrize("command", ["table", "plot"])
 def test_table_and_plot_agree_on_an_empty_or_missing_directory(tmp_path, capsys, command):
+    if command == "plot":
+        pytest.importorskip("matplotlib")  # without it, plot names the extra first
     assert main(["fl", command, str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"cepam fl {command}: error: no complete runs under {tmp_path}\n"
     assert main(["fl", command, str(tmp_path / "missing")]) == 2
@@ -141,3 +159,4 @@ def test_convergence_figure_has_round_ticks_and_seed_counts(tmp_path):
     for ax in fig.axes:
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
         assert ticks and all(float(t).is_integer() for t in ticks), ticks
+

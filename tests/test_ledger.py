@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+pytest.importorskip("scipy", reason="cepam.accounting needs scipy (cepam[privacy])")
+
 import cepam
 from cepam.accounting import (CepamGaussianRound, CepamLaplaceRound, FLSetting, GaussianEvent,
                               Ledger, PLDAccountant, ProfileEvent)

@@ -17,13 +17,14 @@ import copy
 import math
 import pickle
 import struct
+import subprocess
 
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 import cepam
 from cepam import _core, padding, payload as payload_format, sealing
+from cepam._core import testing as hooks
 from cepam.keys import Context, seal_key
 from cepam.payload import pack_sealed
 from cepam.sealing import open_payload, seal
@@ -132,8 +133,8 @@ def parsers_forbidden(monkeypatch):
     """Every parser, the decryption and the native decoders fail if called."""
     for module, name in [(sealing, "parse_header"), (sealing, "parse_sealed"),
                          (payload_format, "parse_header"), (payload_format, "parse_sealed"),
-                         (_core, "seal_xor"), (_core, "decode"), (_core, "decode_symbols"),
-                         (_core, "body_parts"), (_core, "body_decode")]:
+                         (_core, "seal_xor"), (_core, "decode"), (hooks, "decode_symbols"),
+                         (_core, "body_parts"), (hooks, "body_decode")]:
         monkeypatch.setattr(module, name, _forbid(f"{module.__name__}.{name}"))
 
 
@@ -183,6 +184,14 @@ def test_wrong_secret_and_truncation_are_refused_before_parsing(flip_payloads,
 # ---------------------------------------------------------------------------
 
 
+def reference_chacha20(key: bytes, nonce: bytes, data: bytes) -> bytes:
+    """data XOR RFC 8439 ChaCha20 from the ``cryptography`` package (an
+    independent implementation; the test skips without it)."""
+    ciphers = pytest.importorskip("cryptography.hazmat.primitives.ciphers")
+    cipher = ciphers.Cipher(ciphers.algorithms.ChaCha20(key, nonce), mode=None)
+    return cipher.encryptor().update(bytes(data))
+
+
 @pytest.mark.parametrize("length", [0, 1, 63, 64, 65, 4095, 4096, 4097, 100_003])
 def test_seal_keystream_is_rfc8439_chacha20(length):
     rng = np.random.default_rng(length)
@@ -191,7 +200,7 @@ def test_seal_keystream_is_rfc8439_chacha20(length):
     buffer = bytearray(data)
     _core.seal_xor(buffer, key=key)
     nonce = struct.pack("<I", 0) + bytes(8) + b"SEAL"  # counter 0; nonce (0, 0, "SEAL")
-    expected = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor().update(data)
+    expected = reference_chacha20(key, nonce, data)
     assert bytes(buffer) == expected
     _core.seal_xor(buffer, key=key)
     assert bytes(buffer) == data
@@ -223,7 +232,7 @@ def test_the_sealed_section_is_the_body_encrypted_under_the_context():
     plain = pack_sealed(sealed_a.lattice, sealed_a.n, sealed_a.body, 0)
     key = seal_key(SECRET, header_a.context)
     nonce = bytes(12) + b"SEAL"
-    cipher = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor().update(bytes(plain))
+    cipher = reference_chacha20(key, nonce, plain)
     assert a[offset:-16] == cipher
     # Another round: another keystream (the bodies differ too, by the dithers).
     assert a[offset:offset + 6] != b[offset:offset + 6]
@@ -430,6 +439,27 @@ def test_cli_inspect_shows_public_fields_and_opens_with_a_secret_file(tmp_path, 
     assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
                  str(tmp_path / "other")]) == 1
     assert "tag does not verify" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, hex_hint", [(SECRET.hex().encode() + b"\n", True),
+                                               (SECRET.hex().upper().encode(), True),
+                                               (SECRET[:16], False)])
+def test_a_secret_file_not_of_32_raw_bytes_says_what_it_must_hold(tmp_path, capsys, content,
+                                                                  hex_hint):
+    from cepam.cli import main
+
+    (tmp_path / "p.bin").write_bytes(_encode(_update(12), ("ans", "gaussian", "Z", 1)))
+    (tmp_path / "key").write_bytes(content)
+    assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
+                 str(tmp_path / "key")]) == 2
+    err = capsys.readouterr().err
+    assert f"holds {len(content)} bytes; a secret file must hold the 32 raw bytes" in err
+    assert ("64 hex digits; convert it with" in err) == hex_hint
+    if hex_hint:  # the conversion it names gives a file that works
+        command = err.split("convert it with: ")[1].split(" < HEXFILE")[0]
+        converted = subprocess.run(command, shell=True, input=content, capture_output=True,
+                                   check=True).stdout
+        assert converted == SECRET
 
 
 PAD_MAX_SETTINGS = [

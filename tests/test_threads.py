@@ -18,6 +18,7 @@ import pytest
 
 import cepam
 from cepam import _core
+from cepam._core import testing as hooks
 from cepam.threads import MAX_THREADS, THREADS_ENV, available_cores, resolve_threads
 
 SECRET = bytes(range(32))
@@ -92,6 +93,28 @@ def test_auto_and_codec_take_threads():
         np.testing.assert_array_equal(c.decode(coded[0]), cepam.decode(coded[0], secret=SECRET))
 
 
+def test_the_sdq_baselines_take_threads():
+    # encode_sdq and the noisy SDQ baselines pass threads= to the encoder:
+    # the same bytes for every count (the noise is drawn before, in one stream).
+    from cepam import baselines
+
+    x = update(SEGMENT + 99, ratio=1.0)
+    for coder in ("ans", "golomb"):
+        plain = [baselines.encode_sdq(x, step=1e-3, secret=SECRET, round=0, client=0,
+                                      coder=coder, threads=t) for t in THREAD_COUNTS]
+        noisy = [baselines.encode_gaussian_sdq(x, 1e-3, step=3e-3, rng=np.random.default_rng(5),
+                                               secret=SECRET, round=0, client=1, coder=coder,
+                                               threads=t) for t in THREAD_COUNTS]
+        laplace = [baselines.encode_laplace_sdq(x, 1e-3, step=3e-3,
+                                                rng=np.random.default_rng(6), secret=SECRET,
+                                                round=0, client=2, coder=coder, threads=t)
+                   for t in THREAD_COUNTS]
+        for payloads in (plain, noisy, laplace):
+            assert all(p == payloads[0] for p in payloads), coder
+    with pytest.raises(cepam.InvalidArgumentError, match="threads"):
+        baselines.encode_sdq(x, step=1e-3, secret=SECRET, round=0, client=0, threads=0)
+
+
 def test_golomb_chunks_give_the_one_shot_encoding():
     """The Golomb body is coded in chunks in parallel: it must be the bytes the
     one-shot section coder gives for the same H and M."""
@@ -101,14 +124,14 @@ def test_golomb_chunks_give_the_one_shot_encoding():
     for ratio, n, least in [(30.0, 1, 0), (30.0, 2, 0), (30.0, 3, 0), (1e6, 1, 1 << 15),
                             (1e10, 2, 1 << 31)]:
         x = update(m, ratio=ratio)
-        H, M = _core.encode_lattice(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n,
+        H, M = hooks.encode_lattice(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n,
                                     factor=1.0)
         assert np.abs(M).max() > least
         for threads in THREAD_COUNTS:
             body = _core.encode(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n, factor=1.0,
                                 coder=1, threads=threads)
             g, k = struct.unpack_from("<IB", body, 0)
-            sections, h_bits, m_bits = _core.body_encode(H, M, golomb=g, expg_k=k)
+            sections, h_bits, m_bits = hooks.body_encode(H, M, golomb=g, expg_k=k)
             assert body[21:] == sections
             assert struct.unpack_from("<QQ", body, 5) == (h_bits, m_bits)
             assert (g == 0) == (n == 1)  # H is coded where trials can be rejected

@@ -523,77 +523,85 @@ PYBIND11_MODULE(_core, m) {
         py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,
         "Decode a payload body into m values of dtype on up to `threads` native threads; "
         "raises FormatError.");
-  m.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
-        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
-        py::arg("n"), py::arg("coder"), py::arg("threads") = 1,
-        "-> (H uint32[N], M int64[N*n]) of a payload body.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
         py::arg("lattice") = 1, py::arg("m") = -1, py::arg("n") = 1,
         "The parts of a payload body and their sizes in bits (with m >= 0, an ANS body "
         "must have the segments of m coordinates in dimension n).");
-  m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
-        py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("factor"),
-        "LRSUQ-encode a contiguous 1-D float32/float64 array -> (H uint32[N], M int64[N*n]).");
-  m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(), py::arg("m"),
-        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        py::arg("dtype"), "LRSUQ-decode (H, M) into m values of the given dtype.");
   m.def("seal_xor", &seal_xor, py::arg("data"), py::kw_only(), py::arg("key"),
         "XOR the sealing keystream (ChaCha20, RFC 8439, nonce (0, 0, 'SEAL')) into a "
         "writable byte buffer, in place.");
-  m.def("lattice_side_info", &side_info, py::arg("H"), py::kw_only(), py::arg("key"),
-        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        "Side information (beta float64[N], V float64[N*n]) of trial indices H.");
-  m.def("encode_subvectors", &encode_subvectors, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        py::arg("factor"),
-        "encode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host "
-        "-> (H, M, beta, V).");
-  m.def("decode_subvectors", &decode_subvectors, py::arg("H"), py::arg("M"), py::kw_only(),
-        py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
-        py::arg("n"), py::arg("dtype"),
-        "decode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host.");
   m.def("sum_of_squares", &sum_squares, py::arg("x"), py::kw_only(), py::arg("fixed_order") = true,
         "Sum of squares in float64 (in a fixed order, the same bits everywhere, unless "
         "fixed_order=False: faster, for estimates); raises on NaN/Inf.");
   m.def("acceptance_probability", [](int mech, double scale, int lattice, int n) {
     return acceptance_probability(params_from(mech, scale, lattice, n));
   }, py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"));
-  m.def("latent_words", [](int mech, double scale, int lattice, int n) {
+
+  // Test hooks: the core's internal stages and primitives (the LRSUQ stage
+  // alone, the body coders' pieces, ChaCha20, the lattice kernels, the
+  // deterministic math), for tests/ and bench/; the library calls none of them.
+  py::module_ t = m.def_submodule(
+      "testing", "Test hooks: internal stages and primitives of the native core, for tests "
+      "and benchmarks (not a stable API).");
+  py::module_::import("sys").attr("modules")["cepam._core.testing"] = t;
+  t.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
+        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
+        py::arg("n"), py::arg("coder"), py::arg("threads") = 1,
+        "-> (H uint32[N], M int64[N*n]) of a payload body.");
+  t.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
+        py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("factor"),
+        "LRSUQ-encode a contiguous 1-D float32/float64 array -> (H uint32[N], M int64[N*n]).");
+  t.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(), py::arg("m"),
+        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("dtype"), "LRSUQ-decode (H, M) into m values of the given dtype.");
+  t.def("lattice_side_info", &side_info, py::arg("H"), py::kw_only(), py::arg("key"),
+        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        "Side information (beta float64[N], V float64[N*n]) of trial indices H.");
+  t.def("encode_subvectors", &encode_subvectors, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("factor"),
+        "encode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host "
+        "-> (H, M, beta, V).");
+  t.def("decode_subvectors", &decode_subvectors, py::arg("H"), py::arg("M"), py::kw_only(),
+        py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
+        py::arg("n"), py::arg("dtype"),
+        "decode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host.");
+  t.def("latent_words", [](int mech, double scale, int lattice, int n) {
     return latent_words(params_from(mech, scale, lattice, n));
   }, py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"));
-  m.def("latent_radius", &latent_radius, py::kw_only(), py::arg("key"), py::arg("mechanism"),
+  t.def("latent_radius", &latent_radius, py::kw_only(), py::arg("key"), py::arg("mechanism"),
         py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("first"), py::arg("count"),
         "Radii r(U_j) of sub-vectors first .. first+count-1.");
-  m.def("golomb_parameter", &golomb_parameter, py::arg("p"));
-  m.def("best_expg_order", [](const CArray<std::int64_t>& M) {
+  t.def("golomb_parameter", &golomb_parameter, py::arg("p"));
+  t.def("best_expg_order", [](const CArray<std::int64_t>& M) {
     return best_expg_order(M.data(), static_cast<std::size_t>(M.size()));
   }, py::arg("M"));
-  m.def("body_encode", &body_encode, py::arg("H"), py::arg("M"), py::kw_only(),
+  t.def("body_encode", &body_encode, py::arg("H"), py::arg("M"), py::kw_only(),
         py::arg("golomb"), py::arg("expg_k"), "-> (body bytes, h_bits, m_bits)");
-  m.def("body_decode", &body_decode, py::arg("body"), py::kw_only(), py::arg("N"),
+  t.def("body_decode", &body_decode, py::arg("body"), py::kw_only(), py::arg("N"),
         py::arg("count"), py::arg("golomb"), py::arg("expg_k"), py::arg("h_bits"),
         py::arg("m_bits"), "-> (H uint32[N], M int64[count]); raises FormatError.");
-  m.def("check_body", &body_check, py::arg("len"), py::kw_only(), py::arg("N"),
+  t.def("check_body", &body_check, py::arg("len"), py::kw_only(), py::arg("N"),
         py::arg("count"), py::arg("golomb"), py::arg("expg_k"), py::arg("h_bits"),
         py::arg("m_bits"), "Raises FormatError unless a body of len bytes can hold the counts.");
-  m.def("ans_encode_intervals", &ans_encode_intervals, py::arg("start"), py::arg("freq"),
-        "Test hook: rANS-code symbols given as (start, freq) intervals at 24-bit precision.");
-  m.def("ans_decode_table", &ans_decode_table, py::arg("data"), py::arg("cum"),
-        py::arg("count"), "Test hook: decode count symbols of a cumulative table.");
-  m.def("chacha20_block", &chacha_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
+  t.def("ans_encode_intervals", &ans_encode_intervals, py::arg("start"), py::arg("freq"),
+        "rANS-code symbols given as (start, freq) intervals at 24-bit precision.");
+  t.def("ans_decode_table", &ans_decode_table, py::arg("data"), py::arg("cum"),
+        py::arg("count"), "Decode count symbols of a cumulative table.");
+  t.def("chacha20_block", &chacha_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
         "RFC 8439 block function -> 64 bytes.");
-  m.def("keystream_words", &keystream_words, py::arg("key"), py::arg("stream"),
+  t.def("keystream_words", &keystream_words, py::arg("key"), py::arg("stream"),
         py::arg("first_word"), py::arg("count"));
-  m.def("lattice_closest_points", &closest_points_py, py::arg("t"), py::kw_only(),
+  t.def("lattice_closest_points", &closest_points_py, py::arg("t"), py::kw_only(),
         py::arg("lattice"), py::arg("n"),
         "Integer basis coordinates of the closest lattice points of t (count * n values).");
-  m.def("lattice_points", &lattice_points_py, py::arg("m"), py::kw_only(), py::arg("lattice"),
+  t.def("lattice_points", &lattice_points_py, py::arg("m"), py::kw_only(), py::arg("lattice"),
         py::arg("n"), "The lattice points G^T m of integer coordinates m (count * n values).");
-  m.def("lattice_dithers", &lattice_dithers_py, py::arg("words"), py::kw_only(),
+  t.def("lattice_dithers", &lattice_dithers_py, py::arg("words"), py::kw_only(),
         py::arg("lattice"), py::arg("n"),
         "Dithers (uniform in the Voronoi cell) from 64-bit words, n per dither.");
-  m.def("lattice_basis", &lattice_basis_py, py::kw_only(), py::arg("lattice"), py::arg("n"),
+  t.def("lattice_basis", &lattice_basis_py, py::kw_only(), py::arg("lattice"), py::arg("n"),
         "The lower-triangular basis, rows = basis vectors (n x n).");
-  m.def("det_log", &elementwise<detmath::log_batch>, py::arg("x"));
-  m.def("det_cos2pi_squared", &elementwise<detmath::cos2pi_squared_batch>, py::arg("t"));
+  t.def("det_log", &elementwise<detmath::log_batch>, py::arg("x"));
+  t.def("det_cos2pi_squared", &elementwise<detmath::cos2pi_squared_batch>, py::arg("t"));
 }

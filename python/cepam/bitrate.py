@@ -1015,51 +1015,67 @@ def rows_from_csv(text: str) -> list[dict[str, Any]]:
     return rows
 
 
+# The panels of the plot, one row each (both sources side by side): what
+# is compared, what is drawn ("bits": bits per coordinate; "gap": bits per
+# coordinate above I(X; X+Z)) and which schemes (at most five a panel, so
+# that every line can be told apart).
+_PANELS = (
+    ("CEPAM against the bound and Gaussian+SDQ", "bits",
+     ("mi", "cepam-auto-ans", "cepam-Z1-ans", "cepam-Z1-golomb", "gaussian+sdq")),
+    ("Z^n: n = 1 is the cheapest", "gap",
+     ("ideal-Z1", "cepam-Z1-ans", "cepam-Z2-ans", "cepam-Z3-ans")),
+    ("Voronoi lattices and auto", "gap",
+     ("cepam-Z1-ans", "cepam-A2-ans", "cepam-D4-ans", "cepam-E8-ans", "cepam-auto-ans")),
+    ("coders and scalar baselines", "gap",
+     ("cepam-Z1-ans", "cepam-Z1-golomb", "ideal-sdq", "sdq", "gaussian+sdq")),
+)
+
+
 def plot_rows(rows: Sequence[dict[str, Any]], path: str) -> None:
-    """The figure at ``path`` (PNG, PDF or SVG by its suffix): one column per
-    source; top, bits per coordinate against s/sigma (log x); bottom, the
-    same minus I(X; X+Z) (the gap to the bound); one legend for all panels."""
+    """The figure at ``path`` (PNG, PDF or SVG by its suffix), small
+    multiples: one column per source, one row per comparison
+    (``_PANELS``: the payloads against I(X; X+Z) and Gaussian+SDQ in bits per
+    coordinate, then Z^n, the Voronoi lattices, and the coders and scalar
+    baselines as bits per coordinate above I(X; X+Z)), at most five series a
+    panel, each row's legend beside it; x is s/sigma (log)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     sources = [s for s in SOURCES if any(r["source"] == s for r in rows)]
-    rc = {"font.size": 10, "axes.titlesize": 11, "legend.fontsize": 9.5}
+    rc = {"font.size": 10, "axes.titlesize": 10.5, "legend.fontsize": 9}
     with plt.rc_context(rc):
-        fig, axes = plt.subplots(2, len(sources), figsize=(4.6 * len(sources) + 3.4, 7.2),
-                                 squeeze=False, sharex=True)
-        handles: dict[str, Any] = {}
+        fig, axes = plt.subplots(len(_PANELS), len(sources), squeeze=False, sharex=True,
+                                 layout="constrained",
+                                 figsize=(3.9 * len(sources) + 3.3, 2.75 * len(_PANELS) + 0.6))
         for col, source in enumerate(sources):
-            mi = {r["s_over_sigma"]: r["bits_per_coordinate"] for r in rows
-                  if r["source"] == source and r["scheme"] == "mi" and r["status"] == "ok"}
-            top, bottom = axes[0][col], axes[1][col]
-            for key, style in _STYLE.items():
-                pts = sorted((r["s_over_sigma"], r["bits_per_coordinate"], r["label"])
-                             for r in rows if r["source"] == source and r["scheme"] == key
-                             and r["status"] == "ok" and math.isfinite(r["bits_per_coordinate"]))
-                if not pts:
-                    continue
-                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-                style = {"markersize": 5, "linewidth": 1.3, **style}
-                (line,) = top.plot(xs, ys, label=pts[0][2], **style)
-                handles.setdefault(pts[0][2], line)
-                gap = [(x, y - mi[x]) for x, y in zip(xs, ys) if x in mi]
-                if gap:
-                    bottom.plot([g[0] for g in gap], [g[1] for g in gap], **style)
-            title = "Gaussian source, x ~ N(0, s²)" if source == "gaussian" else \
+            mine = [r for r in rows if r["source"] == source and r["status"] == "ok"
+                    and math.isfinite(r["bits_per_coordinate"])]
+            mi = {r["s_over_sigma"]: r["bits_per_coordinate"] for r in mine if r["scheme"] == "mi"}
+            name = "Gaussian source, x ~ N(0, s²)" if source == "gaussian" else \
                 "uniform source, x ~ U[-s, s]"
-            top.set_title(title)
-            bottom.set_xlabel("s / sigma")
-            for ax in (top, bottom):
+            for row, (title, kind, keys) in enumerate(_PANELS):
+                ax = axes[row][col]
+                for key in keys:
+                    pts = sorted((r["s_over_sigma"], r["bits_per_coordinate"], r["label"])
+                                 for r in mine if r["scheme"] == key)
+                    if kind == "gap":
+                        pts = [(x, y - mi[x], lab) for x, y, lab in pts if x in mi]
+                    if pts:
+                        ax.plot([q[0] for q in pts], [q[1] for q in pts], label=pts[0][2],
+                                **{"markersize": 5, "linewidth": 1.3, **_STYLE[key]})
+                ax.set_title(f"{name}\n{title}" if row == 0 else title)
                 ax.set_xscale("log")
                 ax.grid(True, which="major", alpha=0.3)
                 ax.set_ylim(bottom=0)
-        axes[0][0].set_ylabel("bits per coordinate")
-        axes[1][0].set_ylabel("bits per coordinate above I(X; X+Z)")
+                if col == 0:
+                    ax.set_ylabel("bits per coordinate" if kind == "bits" else
+                                  "bits per coordinate\nabove I(X; X+Z)")
+                if col == len(sources) - 1:
+                    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+            axes[-1][col].set_xlabel("s / sigma")
         fig.suptitle("CEPAM bitrate, Gaussian noise sigma = 1 (whole payloads)")
-        fig.tight_layout(rect=(0, 0, 1 - 3.3 / (4.6 * len(sources) + 3.4), 1))
-        fig.legend(list(handles.values()), list(handles), loc="center right", frameon=False)
         fig.savefig(path, dpi=150)
         plt.close(fig)
 

@@ -9,9 +9,10 @@ Writes ``bitrate.csv``, ``bitrate.md`` and ``bitrate.png`` (matplotlib; skipped
 with a note if it is missing) into ``--out`` -- by default a new folder
 ``cepam-bitrate-YYYYmmdd-HHMMSS`` in the current directory, so that a run
 never overwrites earlier results (the shipped ``docs/bitrate`` is
-regenerated with ``python bench/bitrate.py``) -- prints the Markdown report
-and, on stderr, where it wrote.  scipy and matplotlib are imported only when
-the command runs.
+regenerated with ``python bench/bitrate.py``) -- and prints, on stderr, its
+progress and where it wrote (the report is in the folder only: nothing on
+stdout, so that it is not written twice).  scipy and matplotlib are
+imported only when the command runs.
 
 ``cepam bench`` is a command group: other benchmarks add their own
 sub-commands with :func:`bench_subparsers`.
@@ -100,8 +101,6 @@ def handler(args: argparse.Namespace) -> int:
                                  log=lambda msg: print(msg, file=sys.stderr, flush=True))
     seconds = time.perf_counter() - t0
     paths = bitrate.write_results(rows, out, m=m, seconds=seconds, draws=draws, plot=plot)
-    with open(paths["md"], encoding="utf-8") as f:
-        print(f.read())
     names = ", ".join(os.path.basename(p) for p in paths.values())
     print(f"cepam bench bitrate: wrote {names} to {os.path.abspath(out)}", file=sys.stderr)
     return 0

@@ -10,8 +10,9 @@ A command declares the optional modules it cannot run without with
 :func:`requires`; :func:`main` checks them before the handler runs and, when
 one is missing, prints one line naming what to install.
 
-Exit codes: 0 success; 1 an error (a file that cannot be read, a malformed
-payload, a missing optional dependency, a failure while running); 2 a usage
+Exit codes: 0 success; 1 an error (a file that cannot be read, a missing or
+corrupt data set, a malformed payload, a missing optional dependency, a
+failure while running); 2 a usage
 error (a bad option or value, from argparse or from cepam's argument checks);
 130 interrupted (Ctrl-C).  Errors are one line on stderr; ``cepam --debug``
 shows the traceback instead.
@@ -26,8 +27,9 @@ from typing import Any, Sequence
 
 from . import __version__
 from .errors import CepamError, InvalidArgumentError, InvalidTypeError
+from .keys import SECRET_BYTES
 
-__all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint"]
+__all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint", "read_secret_file"]
 
 # Modules that provide a ``register(subparsers)`` function, in help order.
 _COMMAND_MODULES = (
@@ -109,6 +111,28 @@ def _describe(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def read_secret_file(path: str) -> bytes:
+    """The secret in file ``path``: its 32 raw bytes.
+
+    Raises:
+        InvalidArgumentError: the file does not hold exactly 32 bytes (the
+            message says how to convert a file of 64 hex digits).
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) == SECRET_BYTES:
+        return data
+    text = data.strip()
+    hint = ""
+    if len(text) == 2 * SECRET_BYTES and all(c in b"0123456789abcdefABCDEF" for c in text):
+        hint = (" (this one holds 64 hex digits; convert it with: python3 -c \"import sys; "
+                "sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read()))\" < HEXFILE > KEYFILE)")
+    raise InvalidArgumentError(
+        f"{path} holds {len(data)} bytes; a secret file must hold the {SECRET_BYTES} raw bytes "
+        f"of the secret, as cepam.new_secret() returns them{hint}")
+
+
 def _inspect(args: argparse.Namespace) -> int:
     import json
 
@@ -116,8 +140,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
     secret = None
     if args.secret_file is not None:
-        with open(args.secret_file, "rb") as f:
-            secret = f.read()
+        secret = read_secret_file(args.secret_file)
     with open(args.payload, "rb") as f:
         info = inspect(f.read(), secret=secret).as_dict()
     print(json.dumps(info, indent=2) if args.json else _describe(info))
@@ -185,23 +208,33 @@ def _missing_message(module: str, extra: str | None) -> str:
 
 # Nested commands whose parent command has required options of its own (so
 # argparse cannot nest them): the module, with COMMAND (the words that select
-# it) and main(rest).
+# it) and build_parser() (whose parsed arguments carry func).
 _NESTED_MODULES = ("cepam.accounting.ledger_cli",)
 
 
 def _parse(words: list[str]) -> argparse.Namespace:
-    """The parsed command line; a nested command (``_NESTED_MODULES``) runs
-    its own parser, under the same error handling as the others."""
+    """The parsed command line; a nested command (``_NESTED_MODULES``) is
+    parsed by its own parser (so that, as for the others, ``--help`` and
+    usage errors need none of its extras), then runs under the same error
+    handling as the others."""
     debug = words[:1] == ["--debug"]
     rest = words[1:] if debug else words
     for name in _NESTED_MODULES:
         module = importlib.import_module(name)
         if tuple(rest[:len(module.COMMAND)]) == module.COMMAND:
-            tail = rest[len(module.COMMAND):]
+            nested = module.build_parser().parse_args(rest[len(module.COMMAND):])
             return argparse.Namespace(command=" ".join(module.COMMAND), debug=debug,
                                       requires=("scipy",), extra="privacy",
-                                      func=lambda _args: module.main(tail))
+                                      func=lambda _args: nested.func(nested))
     return build_parser().parse_args(words)
+
+
+def _is_data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a missing or corrupt data set (``cepam.fl``'s
+    DatasetError): an error (exit 1), like a file that cannot be read, not
+    a usage error, though it is an InvalidArgumentError to callers."""
+    data = sys.modules.get("cepam.fl.data")  # loaded by whatever raised it
+    return data is not None and isinstance(exc, data.DatasetError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"{where}: error: {exc}", file=sys.stderr)
-        return 2
+        return 1 if _is_data_error(exc) else 2
     except ModuleNotFoundError as exc:
         root = (exc.name or "").split(".")[0]
         if args.debug:

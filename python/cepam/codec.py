@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 from ._checks import check_clip
 from ._finite import check_encodable_range
 from .errors import (
@@ -43,8 +43,8 @@ from .errors import (
 )
 from .guard import ContextGuard
 from .keys import TAG_BYTES, Context, check_integer, check_secret, stream_key
-from .mechanisms import Mechanism, check_mechanism, mechanism_from_code
 from .lattices import LATTICE_CODES, LATTICE_TABLE, LATTICES, check_combination
+from .mechanisms import Gaussian, Mechanism, check_mechanism, mechanism_from_code
 from .padding import check_pad, max_payload_bytes, padding_bytes
 from .payload import (
     CODER_CODES,
@@ -83,10 +83,9 @@ LATTICE_NAMES = tuple(LATTICE_CODES)
 DEFAULT_MAX_COORDINATES = 1 << 28
 
 
-# lattice="auto": the per-coordinate signal-to-noise ratio below which Z
-# (n = 1) is cheapest and above which E8 is, for every source measured (see
-# _auto_candidates); in between the source's shape decides, so both are tried.
-AUTO_LOW, AUTO_HIGH = 0.45, 2.2
+# lattice="auto": which lattice, for each mechanism and coder, from the
+# per-coordinate signal-to-noise ratio rms / scale of the clipped update (see
+# _AutoRule and _auto_candidates).
 _AUTO = None  # the choice "auto" after validation
 # Inside that band, updates of more than 2 * _AUTO_SAMPLE coordinates are
 # decided on a sample: _AUTO_BLOCKS evenly spaced runs of _AUTO_SAMPLE //
@@ -148,35 +147,66 @@ def _locate_non_finite(flat: np.ndarray, structure: Structure) -> str:
     return "the update contains a non-finite value (NaN or Inf)"  # pragma: no cover
 
 
-def _auto_candidates(mechanism: Mechanism, rms: float) -> list[tuple[int, int]]:
-    """The lattices ``lattice="auto"`` tries, from the per-coordinate
-    signal-to-noise ratio ``rms / sigma`` of the clipped update.
+@dataclass(frozen=True)
+class _AutoRule:
+    """What ``lattice="auto"`` chooses for one mechanism and coder: ``low``
+    when the ratio ``rms / scale`` is below ``below``, ``high`` when it is
+    above ``above``, and, in between (where the source's shape decides), the
+    shorter of the two payloads."""
 
-    Measured on Gaussian and uniform sources (bits of whole payloads, ANS
-    coder): Z with n = 1 is cheapest below a ratio of about 0.5 (the trial
-    index costs E8 0.40 bits per coordinate whatever x is), E8 above 2.2 (by
-    0.035 to 0.16 bits per coordinate) and, with the ANS coder's point model,
-    from about 0.55 (by 0.1 at a ratio of 0.9); A2, D4, Z^2 and Z^3 are
-    never cheapest.  Between 0.45 and 2.2 the source's shape decides, so
-    both are encoded and the shorter payload kept (for more than
-    ``2 * _AUTO_SAMPLE`` coordinates, both encode a sample, and the update is
-    encoded once, with the lattice whose sample came out shorter).  Laplace
-    and SDQ use Z with n = 1.
-    """
-    z1, e8 = (LATTICE_CODES["Z"], 1), (LATTICE_CODES["E8"], 8)
-    if mechanism.code != 1:
-        return [z1]
+    low: tuple[int, int]  # (lattice code, n)
+    high: tuple[int, int]
+    below: float
+    above: float
+
+
+_Z1, _E8 = (LATTICE_CODES["Z"], 1), (LATTICE_CODES["E8"], 8)
+_ALWAYS_Z1 = _AutoRule(_Z1, _Z1, math.inf, math.inf)
+# Measured on Gaussian, uniform, Laplace and two-scale sources (bits of whole
+# payloads, rms / scale from 0.01 to 1000), among Z with n = 1 and the
+# Voronoi lattices A2, D4, E8:
+# - Gaussian, ANS: Z is cheapest below a ratio of about 0.5 (the trial index
+#   costs E8 0.40 bits per coordinate whatever x is), E8 above 2.2 (by 0.035
+#   to 0.16 bits per coordinate) and, with the ANS coder's point model, from
+#   about 0.55 (by 0.1 at a ratio of 0.9); A2 and D4 are never cheapest.
+# - Gaussian, Golomb: Z at every ratio (A2, D4 and E8 cost 0.17 to 1.8 bits
+#   per coordinate more: Golomb codes each coordinate of a Voronoi lattice's
+#   point on its own, and their coordinates are not independent).
+# - Laplace and SDQ: Z with n = 1 (the only lattice they take).
+# Z^n with n > 1 is not a candidate: with Golomb, Z^8 (Gaussian) and Z^4
+# (Laplace) are up to 0.28 bits per coordinate cheaper than Z above a ratio
+# of 2 to 6 (by the source), but 9 to 13 times slower to encode (one thread,
+# 2^20 coordinates).
+_AUTO_RULES: dict[tuple[int, int], _AutoRule] = {
+    (Gaussian.code, CODER_CODES["ans"]): _AutoRule(_Z1, _E8, below=0.45, above=2.2),
+    (Gaussian.code, CODER_CODES["golomb"]): _ALWAYS_Z1,
+}
+
+
+def _auto_rule(mechanism: Mechanism, coder: int) -> _AutoRule:
+    return _AUTO_RULES.get((mechanism.code, coder), _ALWAYS_Z1)
+
+
+def _auto_candidates(mechanism: Mechanism, coder: int, rms: float) -> list[tuple[int, int]]:
+    """The lattices ``lattice="auto"`` tries for an update whose clipped
+    root-mean-square coordinate is ``rms`` (in the update's units), as
+    (lattice code, n) pairs: one, or, inside a rule's band, both of its
+    lattices (for more than ``2 * _AUTO_SAMPLE`` coordinates, both encode a
+    sample, and the update is encoded once, with the lattice whose sample came
+    out shorter)."""
+    rule = _auto_rule(mechanism, coder)
     ratio = rms / mechanism.scale
-    if ratio < AUTO_LOW:
-        return [z1]
-    if ratio > AUTO_HIGH:
-        return [e8]
-    return [z1, e8]
+    if ratio < rule.below or rule.low == rule.high:
+        return [rule.low]
+    if ratio > rule.above:
+        return [rule.high]
+    return [rule.low, rule.high]
 
 
-def _auto_options(mechanism: Mechanism) -> list[tuple[int, int]]:
-    """Every lattice ``lattice="auto"`` may choose for this mechanism."""
-    return sorted(set(_auto_candidates(mechanism, 0.0) + _auto_candidates(mechanism, math.inf)))
+def _auto_options(mechanism: Mechanism, coder: int) -> list[tuple[int, int]]:
+    """Every lattice ``lattice="auto"`` may choose for this mechanism and coder."""
+    rule = _auto_rule(mechanism, coder)
+    return sorted({rule.low, rule.high})
 
 
 @dataclass(frozen=True)
@@ -291,7 +321,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     check_encodable_range(flat, structure, norm=norm, factor=factor, mechanism=mechanism)
     if lattice is _AUTO:
         rms = min(norm, clip) / math.sqrt(flat.size) if flat.size else 0.0
-        candidates = _auto_candidates(mechanism, rms)
+        candidates = _auto_candidates(mechanism, coder, rms)
     else:
         candidates = [lattice]
     key = stream_key(secret, context)
@@ -316,7 +346,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     fixed = len(pack_header(header)) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
     max_bytes = None
     if pad == "max":  # over every lattice the setting may choose, not the data's choice
-        options = _auto_options(mechanism) if lattice is _AUTO else [lattice]
+        options = _auto_options(mechanism, coder) if lattice is _AUTO else [lattice]
         max_bytes = max_payload_bytes(mechanism, clip=clip, m=flat.size, coder=coder,
                                       lattices=options, fixed_bytes=fixed)
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
@@ -378,8 +408,10 @@ def encode(
             default 1; the lattice's own dimension for "A2" (2), "D4" (4) and
             "E8" (8), which is the default (None).
         lattice: "auto" (the default when dim is None) picks the cheapest
-            lattice for the update's signal-to-noise ratio: Z with n = 1 at
-            low ratio, E8 at high ratio (the rule: ``_auto_candidates``).
+            lattice for the update's signal-to-noise ratio and the coder:
+            with "ans", Z with n = 1 at low ratio, E8 at high ratio; with
+            "golomb", and for Laplace and SDQ, Z with n = 1 (the rule:
+            ``_AUTO_RULES``).
             Otherwise (the default when dim is given: "Z") "Z" (the integer lattice Z^n), or the Voronoi
             lattices "A2" (hexagonal), "D4" or "E8", whose cells are rounder,
             so that fewer bits code the same noise at high signal-to-noise

@@ -24,6 +24,7 @@ import functools
 import warnings
 from typing import Any
 
+from ._native import cuda_module
 from .errors import DeviceError, InvalidArgumentError
 
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
@@ -40,14 +41,6 @@ class HostCopyWarning(UserWarning):
     or no device); the payload is the same, only slower."""
 
 
-def _module() -> Any:
-    try:
-        from . import _cuda
-    except ImportError:
-        return None
-    return _cuda
-
-
 @functools.lru_cache(maxsize=1)
 def status() -> tuple[bool, str]:
     """(whether the CUDA path can run, why not: '' when it can), found once
@@ -55,7 +48,7 @@ def status() -> tuple[bool, str]:
 
     Never raises: a missing module, driver or device is reported, not thrown.
     """
-    module = _module()
+    module = cuda_module()
     if module is None:
         return False, ("cepam was built without its CUDA module (build from source with "
                        "a CUDA compiler: CUDACXX=/path/to/nvcc pip install .)")
@@ -207,7 +200,7 @@ class LatticeStage:
                  factor: float) -> tuple[Any, Any, Any, Any]:
         import torch
 
-        from . import _cuda
+        _cuda = cuda_module()
 
         stream = torch.cuda.current_stream(self._flat.device).cuda_stream
         capsule = self._flat.__dlpack__(stream=stream or 1)

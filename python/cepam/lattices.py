@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _core
+from ._native import core as _core
 
 __all__ = ["LatticeRow", "LATTICE_TABLE", "LATTICES", "LATTICE_CODES", "LATTICE_DIMS",
            "check_combination"]

@@ -27,7 +27,7 @@ import math
 import operator
 from collections.abc import Sequence
 
-from . import _core
+from ._native import core as _core
 from .errors import EncodingError, InvalidArgumentError, InvalidTypeError
 from .mechanisms import Mechanism
 from .payload import MAX_PADDING

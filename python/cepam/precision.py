@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 from .errors import DecodingError, InvalidArgumentError, PrecisionWarning
 
 __all__ = ["PRECISION_TOLERANCE", "check_output"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hmac
 
-from . import _core
+from ._native import core as _core
 from .errors import AuthenticationError, InvalidTypeError
 from .keys import TAG_BYTES, mac_key, payload_tag, seal_key
 from .payload import Header, Sealed, check_prefix, pack_header, parse_header, parse_sealed

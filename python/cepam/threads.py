@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from . import _core
+from ._native import core as _core
 from .errors import InvalidArgumentError
 from .keys import check_integer
 

@@ -15,9 +15,14 @@ round (:mod:`.experiment`).  Modules:
 * :mod:`.privacy` -- the "eps so far" column from :mod:`cepam.accounting`;
 * :mod:`.config` -- the configuration of a run and the names it accepts
   (no torch needed);
-* :mod:`.experiment` -- rounds, schedule, results, resume;
+* :mod:`.experiment` -- one run, on the engine its configuration names;
+* :mod:`.engines` -- the engines by name (one table);
+* :mod:`.builtin_engine` -- rounds of all clients in one process;
 * :mod:`.flower_engine` -- the same run on Flower's simulation engine
   (``engine="flower"``: cepam_mod and CepamStrategy; needs ``cepam[flower]``);
+* :mod:`.run` -- what the engines share: data tensors, split, initial model,
+  schedule, result;
+* :mod:`.rundir` -- a run's directory: output files, checkpoint, resume;
 * :mod:`.results`, :mod:`.plots` -- tables with 95% CIs, figures;
 * :mod:`.cli` -- ``cepam fl run | table | plot``.
 

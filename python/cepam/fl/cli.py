@@ -10,8 +10,8 @@
   After each private run it prints the accountant's eps (stderr), with a
   warning when eps exceeds 10.  ``--json`` prints one object per run whose
   accuracies are fractions in [0, 1], as in the runs' files.
-* ``cepam fl table DIR`` prints the paper-style table (mean and 95% CI over
-  seeds).  ``--delta D [D ...]`` adds a sigma column and one eps column per
+* ``cepam fl table DIR`` prints the paper-style table (accuracy: mean and
+  standard deviation over seeds; ``--json`` also has the 95% CI).  ``--delta D [D ...]`` adds a sigma column and one eps column per
   delta: eps recomputed by the accountant (tight bound, curious-client view)
   for each setting after the rounds run, in place of the runs' own eps
   column (computed at their ``--delta``).  Text tables show accuracy in
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import json_value
+from .engines import ENGINES, engine
 from .._argtypes import nonnegative_int, open_unit_interval, positive_float, positive_int
 from ..cli import requires
 from .privacy import ACCOUNTING_VIEW
@@ -128,10 +129,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="folder with the MNIST .gz files (default $CEPAM_DATA)")
     p.add_argument("--download", action="store_true",
                    help="download missing MNIST files (checksums verified)")
-    p.add_argument("--engine", choices=("builtin", "flower"), default="builtin",
-                   help="builtin (all clients in one process) or flower "
-                        "(Flower's simulation engine on Ray: cepam_mod and CepamStrategy; "
-                        "methods fl, cepam-gaussian, cepam-laplace; needs cepam[flower])")
+    p.add_argument("--engine", choices=tuple(ENGINES), default="builtin",
+                   help="; ".join(f"{e.name}: {e.summary}" for e in ENGINES.values()))
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads (default torch's; 1 is fastest on a shared machine)")
     p.add_argument("--json", action="store_true",
@@ -217,10 +216,7 @@ def _run(args: argparse.Namespace) -> int:
     for c in configs:  # refuse bad settings before any run starts
         make_method(c.method, sigma=c.sigma, b=c.b, dim=c.dim, lattice=c.lattice, clip=c.clip,
                     clip_all=c.clip_all, sdq_step=c.sdq_step)
-        if c.engine == "flower":
-            from .flower_engine import check_flower_config
-
-            check_flower_config(c)
+        engine(c.engine).check(c)
     data = TensorMNIST(load_mnist(args.data_dir, download=args.download))
     out = Path(args.out)
     try:
@@ -325,9 +321,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_run(fl_sub)
 
     t = fl_sub.add_parser(
-        "table", help="paper-style table: mean and 95%% CI over seeds",
-        description="Tabulates the runs under DIRECTORY: test accuracy (mean and 95% CI over "
-                    "seeds), bits per coordinate and eps for each method and model. Accuracy "
+        "table", help="paper-style table: mean and standard deviation over seeds",
+        description="Tabulates the runs under DIRECTORY: test accuracy (mean and sample "
+                    "standard deviation over seeds; --json also gives the 95% CI of the "
+                    "mean), bits per coordinate and eps for each method and model. Accuracy "
                     "is in percent in the text and Markdown tables and a fraction in [0, 1] "
                     "in --json, as in the runs' files. Exits 1 when there is no run.")
     t.add_argument("directory", help="folder of results from cepam fl run, searched recursively "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from .engines import ENGINES as _ENGINE_TABLE
 
 __all__ = ["FLConfig", "METHODS", "MODEL_NAMES", "MODEL_PARAMETERS", "method_label", "json_value"]
 
@@ -58,7 +59,8 @@ def method_label(method: str, dim: int = 1, lattice: str = "Z") -> str:
     return label
 
 
-ENGINES = ("builtin", "flower")
+# The names of the engines (:mod:`.engines` holds what each one is).
+ENGINES = tuple(_ENGINE_TABLE)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The paper's experiment on Flower's simulation engine (``engine="flower"``).
 
-The same run as :mod:`.experiment` (same split, initial model, sampling of
+The same run as :mod:`.builtin_engine` (same split, initial model, sampling of
 local steps, local SGD, learning-rate schedule, evaluation, output files),
 with the clients as Flower SuperNodes on the Ray backend: client ``k`` is
 the node with ``partition-id`` ``k`` and trains alone in a ClientApp call;
@@ -27,7 +27,6 @@ Every worker process loads MNIST itself, from ``data_dir`` (or
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -39,12 +38,11 @@ import torch
 
 from ..errors import InvalidArgumentError
 from .data import load_mnist
-from .experiment import (
-    FLConfig, PlateauSchedule, RunResult, TensorMNIST, _atomic_write, _initial_params,
-    _matching_state, _prepare, _save_state, _write_outputs,
-)
+from .config import FLConfig
 from .methods import make_method
 from .models import build_model
+from .run import PlateauSchedule, RunResult, TensorMNIST, initial_params, prepare
+from .rundir import matching_state, save_state, write_config, write_outputs
 from .training import LocalTrainer, evaluate
 
 __all__ = ["FLOWER_METHODS", "run_flower_experiment", "flower_apps", "check_flower_config"]
@@ -70,7 +68,7 @@ def _worker(config: FLConfig, data_dir: str | None) -> dict[str, Any]:
         torch.set_num_threads(1)
         data = TensorMNIST(load_mnist(data_dir))
         model = build_model(config.model, 0)
-        _WORKERS[key] = {"data": data, "prepared": _prepare(data, config), "model": model,
+        _WORKERS[key] = {"data": data, "prepared": prepare(data, config), "model": model,
                          "trainer": LocalTrainer(model, momentum=config.momentum)}
     return _WORKERS[key]
 
@@ -202,20 +200,19 @@ def run_flower_experiment(
 
     check_flower_config(config)
     out = None if directory is None else Path(directory)
-    state = _matching_state(out, config)
+    state = matching_state(out, config)
     if state is not None and int(state["round"]) >= config.rounds:
         return RunResult(config=config, rows=list(state["rows"]), params=dict(state["params"]),
                          directory=out, complete=True, resumed_from=int(state["round"]))
     if out is not None:
-        _atomic_write(out / "config.json",
-                      (json.dumps(config.to_dict(), indent=1) + "\n").encode())
+        write_config(out, config)
 
-    prepared = _prepare(data, config)
+    prepared = prepare(data, config)
     model = build_model(config.model, 0)
     m = sum(int(p.numel()) for p in model.parameters())
     schedule = PlateauSchedule(config.lr, config.lr_patience, config.lr_factor)
     rows: list[dict[str, Any]] = []
-    params_box: dict[str, dict[str, torch.Tensor]] = {"params": _initial_params(config)}
+    params_box: dict[str, dict[str, torch.Tensor]] = {"params": initial_params(config)}
     clock = {"last": time.perf_counter()}
     last = config.rounds if stop_after is None else min(config.rounds, stop_after)
 
@@ -253,8 +250,8 @@ def run_flower_experiment(
         rows.append(row)
         params_box["params"] = params
         if out is not None:
-            _save_state(out, config, rnd, params, schedule, rows)
-            _write_outputs(out, config, rows, complete=(rnd == config.rounds))
+            save_state(out, config, rnd, params, schedule=schedule.state_dict(), rows=rows)
+            write_outputs(out, config, rows, complete=(rnd == config.rounds))
         if progress is not None and rnd > 0:
             progress(row)
         clock["last"] = time.perf_counter()
@@ -272,6 +269,6 @@ def run_flower_experiment(
         raise RuntimeError("the Flower ServerApp did not finish (see Flower's log above)")
     complete = len(rows) - 1 >= config.rounds
     if out is not None:
-        _write_outputs(out, config, rows, complete=complete)
+        write_outputs(out, config, rows, complete=complete)
     return RunResult(config=config, rows=rows, params=params_box["params"], directory=out,
                      complete=complete, resumed_from=0)

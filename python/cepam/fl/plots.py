@@ -5,7 +5,7 @@ Okabe and Ito's colour-blind-safe palette, a distinct line style per method
 and readable fonts.
 
 * :func:`plot_convergence` -- validation accuracy over the rounds, mean over
-  seeds with 95% confidence intervals; small multiples: one row per model, one
+  seeds with error bars of one standard deviation over seeds; small multiples: one row per model, one
   panel per kind of noise (none, Gaussian, Laplace), a few series each (the
   paper's Figures for CEPAM-Gaussian and CEPAM-Laplace).
 * :func:`plot_privacy_accuracy` -- final test accuracy against the privacy
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from ..errors import InvalidArgumentError
 from .privacy import ACCOUNTING_VIEW
-from .results import Group, mean_ci
+from .results import Group, mean_sd, t_quantile
 
 __all__ = ["plot_convergence", "convergence_figure", "plot_privacy_accuracy",
            "privacy_accuracy_figure", "seeds_text", "OKABE_ITO"]
@@ -99,27 +99,30 @@ def _label(group: Group, sigmas: set[float]) -> str:
 
 
 def _curve(group: Group, column: str) -> tuple[list[int], list[float], list[float], list[float]]:
-    """Rounds, mean and 95% CI bounds (in %) of ``column`` over the group's seeds."""
+    """Rounds, mean and mean -/+ one standard deviation over the group's
+    seeds (in %, within [0, 100]) of ``column``."""
     n = min(len(r.rows) for r in group.runs)
     rounds, mean, lo, hi = [], [], [], []
     for i in range(n):
-        m, ci = mean_ci([100.0 * float(r.rows[i][column]) for r in group.runs])
-        ci = 0.0 if math.isnan(ci) else ci
+        m, sd = mean_sd([100.0 * float(r.rows[i][column]) for r in group.runs])
+        sd = 0.0 if math.isnan(sd) else sd
         rounds.append(int(group.runs[0].rows[i]["round"]))
         mean.append(m)
-        lo.append(max(0.0, m - ci))
-        hi.append(min(100.0, m + ci))
+        lo.append(max(0.0, m - sd))
+        hi.append(min(100.0, m + sd))
     return rounds, mean, lo, hi
 
 
 def convergence_figure(groups: Sequence[Group], *, column: str = "val_acc"):
     """The convergence figure (a matplotlib Figure): ``column`` in % over the
-    rounds, mean over seeds, with its 95% CI as error bars every eighth of
-    the rounds (dodged sideways per series so that they stay apart); one row of panels per
-    model, one column per kind of noise (none, Gaussian, Laplace), so that no
-    panel holds more than a few series.  The y axis starts where the slowest
-    series stands after the first eighth of the rounds (earlier rounds of
-    slow series run off the bottom).
+    rounds, mean over seeds, with error bars of one standard deviation over
+    seeds every eighth of the rounds (dodged sideways per series so that they
+    stay apart); one row of panels per model, one column per kind of noise
+    (none, Gaussian, Laplace), so that no panel holds more than a few series;
+    each column's legend below it, outside the data.  The y axis starts
+    below the lowest error bar and the lowest point of any series after the
+    first eighth of the rounds (earlier rounds of slow series run off the
+    bottom; every error bar is inside the axes).
 
     Raises:
         InvalidArgumentError: no group to plot.
@@ -136,8 +139,9 @@ def convergence_figure(groups: Sequence[Group], *, column: str = "val_acc"):
     styles = _styles(list(dict.fromkeys(_label(g, sigmas) for g in groups)))
     with plt.rc_context(_RC):
         fig, axes = plt.subplots(len(models), len(families), squeeze=False, sharex=True,
-                                 sharey="row",
-                                 figsize=(3.9 * len(families) + 0.6, 3.3 * len(models) + 0.5))
+                                 sharey="row", layout="constrained",
+                                 figsize=(3.9 * len(families) + 0.6, 3.3 * len(models) + 1.4))
+        legends: list[dict[str, Any]] = [{} for _ in families]  # per column: label -> handle
         for row, model in enumerate(models):
             low = math.inf
             for col, (title, methods) in enumerate(families):
@@ -153,28 +157,30 @@ def convergence_figure(groups: Sequence[Group], *, column: str = "val_acc"):
                     # series, so that overlapping intervals stay apart.
                     step = max(1, rounds[-1] // 8)
                     at = [j for j, r in enumerate(rounds) if r > 0 and r % step == 0]
-                    ax.plot(rounds, mean, color=colour, linestyle=style, linewidth=1.5,
-                            marker=marker, markevery=at, markersize=4.5,
-                            markerfacecolor="white" if i % 2 else colour,
-                            label=f"{label} ({seeds_text(len(g.runs))})")
+                    (line,) = ax.plot(rounds, mean, color=colour, linestyle=style,
+                                      linewidth=1.5, marker=marker, markevery=at,
+                                      markersize=4.5,
+                                      markerfacecolor="white" if i % 2 else colour)
+                    legends[col].setdefault(f"{label} ({seeds_text(len(g.runs))})", line)
                     dodge = (i - (len(panel) - 1) / 2) * max(rounds[-1], 1) / 110
                     ax.errorbar([rounds[j] + dodge for j in at], [mean[j] for j in at],
                                 yerr=[[mean[j] - lo[j] for j in at], [hi[j] - mean[j] for j in at]],
                                 fmt="none", ecolor=colour, capsize=2, elinewidth=1.0)
                     settled = [m for r, m in zip(rounds, mean) if r >= max(1, rounds[-1] // 8)]
-                    low = min(low, min(settled or mean))
+                    low = min(low, min(settled or mean), min((lo[j] for j in at), default=low))
                 ax.set_title(f"{model.upper()}, {title}")
                 ax.grid(True, alpha=0.3, linewidth=0.6)
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-                ax.legend(loc="lower right", frameon=True, framealpha=0.9)
                 if row == len(models) - 1:
                     ax.set_xlabel("communication round")
             name = "validation accuracy (%)" if column == "val_acc" else f"{column} (%)"
             axes[row][0].set_ylabel(name)
             if math.isfinite(low):
                 top = min(100.0, axes[row][0].get_ylim()[1])
-                axes[row][0].set_ylim(max(0.0, low - 0.08 * (top - low)), top)
-        fig.tight_layout()
+                axes[row][0].set_ylim(max(0.0, low - 0.05 * (top - low)), top)
+        for col, handles in enumerate(legends):
+            axes[-1][col].legend(list(handles.values()), list(handles), loc="upper center",
+                                 bbox_to_anchor=(0.5, -0.17), frameon=False)
     return fig
 
 
@@ -204,6 +210,16 @@ def _number(v: Any) -> float:
     return float(v)
 
 
+def _test_acc_sd(stats: dict[str, Any]) -> float:
+    """The standard deviation over seeds of a group's test accuracy: its
+    ``test_acc_sd``, or, in statistics written before that key, from the
+    95% CI half-width (``test_acc_ci95 * sqrt(seeds) / t``)."""
+    if "test_acc_sd" in stats:
+        return _number(stats["test_acc_sd"])
+    n = int(stats["seeds"])
+    return _number(stats["test_acc_ci95"]) * math.sqrt(n) / t_quantile(n - 1)
+
+
 def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
                             methods: Sequence[str] = _PRIVATE_GAUSSIAN,
                             deltas: Sequence[float] = ()):
@@ -223,11 +239,11 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
     """
     plt = _pyplot()
     chosen = [s for s in stats if s["method"] in methods]
-    # (model, label, delta or None) -> [(eps, sigma, accuracy, ci)]
+    # (model, label, delta or None) -> [(eps, sigma, accuracy, sd)]
     lines: dict[tuple, list[tuple[float, float, float, float]]] = {}
     for s in chosen:
-        ci = _number(s["test_acc_ci95"])
-        ci = 0.0 if math.isnan(ci) else ci
+        sd = _test_acc_sd(s)
+        sd = 0.0 if math.isnan(sd) else sd
         for delta in deltas or [None]:
             if delta is None:
                 eps = _number(s["epsilon"])
@@ -237,14 +253,14 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
                     raise InvalidArgumentError(f"no eps at delta = {delta:g} for {s['label']}")
                 eps = _number(at_delta[f"{delta:g}"])
             lines.setdefault((s["model"], s["label"], delta), []).append(
-                (eps, float(s["sigma"]), _number(s["test_acc"]), ci))
+                (eps, float(s["sigma"]), _number(s["test_acc"]), sd))
     lines = {k: v for k, v in lines.items() if len(v) >= 2}
     if not lines:
         return None
     eps_all = [p[0] for pts in lines.values() for p in pts]
     use_eps = all(math.isfinite(e) and e > 0 for e in eps_all)
     with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(7.0, 4.6))
+        fig, ax = plt.subplots(figsize=(7.0, 5.4), layout="constrained")
         order = sorted(lines, key=lambda k: (k[0], k[1], k[2] or 0.0))
         colours: dict[tuple[str, str], str] = {}  # one colour per (model, method), a style per delta
         for key in order:
@@ -257,7 +273,10 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
             name = f"{label}, {model.upper()}" + ("" if delta is None else f", delta = {delta:g}")
             marker = _MARKERS[list(colours).index((model, label)) % len(_MARKERS)]
             hollow = (deltas or [None]).index(delta) % 2 == 1
-            ax.errorbar(xs, [100 * p[2] for p in pts], yerr=[100 * p[3] for p in pts],
+            acc = [100 * p[2] for p in pts]
+            yerr = [[a - max(0.0, a - 100 * p[3]) for a, p in zip(acc, pts)],
+                    [min(100.0, a + 100 * p[3]) - a for a, p in zip(acc, pts)]]
+            ax.errorbar(xs, acc, yerr=yerr,
                         marker=marker, markersize=5, capsize=3, elinewidth=1.0,
                         color=colours[(model, label)], linestyle=styles[delta], label=name,
                         markerfacecolor="white" if hollow else colours[(model, label)])
@@ -270,12 +289,11 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
             ax.set_xscale("log")
             ax.invert_xaxis()
             ax.set_xlabel("noise sigma (no eps: accountant not available)")
-        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylabel("test accuracy (%, mean ± sd over seeds)")
         _clamp_percent(ax)
         ax.set_title("Privacy-accuracy trade-off on MNIST")
         ax.grid(True, alpha=0.3, linewidth=0.6)
-        ax.legend(loc="lower right")
-        fig.tight_layout()
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     return fig
 
 
