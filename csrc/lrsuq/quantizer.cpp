@@ -663,7 +663,7 @@ double acceptance_probability(const LrsuqParams& p) {
   }
   const LatticeZn lattice{p.n};
   if (lattice.cell_is_ball()) return 1.0;
-  if (p.mechanism == MechanismId::Gaussian) return lattice.packing_density();
+  if (mechanism_info(p.mechanism).norm == Norm::L2) return lattice.packing_density();
   // l1 ball of radius 1/2 in the unit cube: volume 1 / n!.
   double f = 1.0;
   for (int k = 2; k <= p.n; ++k) f *= k;
