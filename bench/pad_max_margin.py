@@ -23,7 +23,8 @@ import numpy as np
 import cepam
 from cepam import padding
 from cepam.codec import _auto_options
-from cepam.payload import CODER_CODES, LATTICE_CODES, LATTICE_DIMS, SEALED_HEADER_BYTES
+from cepam.lattices import LATTICE_CODES, LATTICE_DIMS
+from cepam.payload import CODER_CODES, SEALED_HEADER_BYTES
 
 SETTINGS = [("ans", "auto", None), ("ans", "Z", 1), ("ans", "Z", 2), ("ans", "Z", 4),
             ("ans", "Z", 8), ("ans", "A2", None), ("ans", "D4", None), ("ans", "E8", None),

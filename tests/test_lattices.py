@@ -24,7 +24,8 @@ import cepam
 from cepam import _core
 from cepam._core import testing as hooks
 from cepam.keys import stream_key
-from cepam.payload import LATTICE_CODES, pack_sealed
+from cepam.lattices import LATTICE_CODES
+from cepam.payload import pack_sealed
 from cepam.sealing import open_payload, seal
 
 from conftest import SECRET_A, SECRET_B

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "common/cpu.hpp"
-#include "lrsuq/simd_avx2.hpp"
+#include "common/simd_avx2.hpp"
 
 namespace cepam {
 namespace {
@@ -136,7 +136,7 @@ struct BoxRun {
 #if CEPAM_X86_DISPATCH
 
 // CellCoder's tables for four coordinates, one per lane, computed with the
-// scalar code's IEEE operations per lane (lrsuq/simd_avx2.hpp).  Only "plain"
+// scalar code's IEEE operations per lane (common/simd_avx2.hpp).  Only "plain"
 // tables are computed exactly: finite, within 2^50 cells of 0 (where the
 // scalar clamps do nothing), not coarse (shift 0) and of at least 3
 // symbols.  Their cells and counts are small integers, exact as doubles,

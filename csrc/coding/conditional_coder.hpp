@@ -27,8 +27,8 @@
 
 #include "coding/bitstream.hpp"
 #include "common/errors.hpp"
+#include "common/format_limits.hpp"
 #include "lattice/lattice.hpp"
-#include "lrsuq/quantizer.hpp"
 #include "coding/rans.hpp"
 #include "coding/source_model.hpp"
 

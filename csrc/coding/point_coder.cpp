@@ -13,7 +13,7 @@
 #if CEPAM_X86_DISPATCH
 #include <immintrin.h>
 
-#include "lrsuq/simd_avx2.hpp"
+#include "random/detmath_avx2.hpp"
 #endif
 
 namespace cepam {

@@ -27,7 +27,7 @@
 
 #include "common/host_device.hpp"
 #include "random/chacha20.hpp"
-#include "lrsuq/batch_kernels.hpp"
+#include "lattice/zn_kernels.hpp"
 
 namespace cepam {
 
@@ -44,12 +44,6 @@ struct TriangularBasis {
   std::vector<double> b;
   double rho = 0.5;  // the l2 packing radius
 };
-
-// Rounds to the nearest integer, halves up; exact for |t| < 2^52.
-CEPAM_HD inline double round_half_up(double t) {
-  const double f = std::floor(t);
-  return (t - f >= 0.5) ? f + 1.0 : f;
-}
 
 // Volume of the unit l2 ball in R^n divided by 2^n (the l2 packing density of
 // Z^n, whose packing ball has radius 1/2 and whose cell has volume 1).

@@ -5,7 +5,7 @@
 #include "lattice/voronoi_kernels.hpp"
 
 #include "common/cpu.hpp"
-#include "lrsuq/simd_avx2.hpp"
+#include "common/simd_avx2.hpp"
 
 #if CEPAM_X86_DISPATCH
 // Everything from here on (voronoi_lanes.hpp included) is compiled for AVX2.

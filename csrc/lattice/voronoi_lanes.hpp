@@ -7,7 +7,7 @@
 // scalar code it names (closest_dn, LatticeA2 / LatticeD4 / LatticeE8 ::closest,
 // ::parallelepiped, ::dither, subvector::voronoi_trial and the acceptance
 // test s = 0 + dev_0 + ... + dev_{n-1} <= r r), so each lane gets the
-// scalar bits (lrsuq/simd_avx2.hpp explains the rules: the same IEEE
+// scalar bits (common/simd_avx2.hpp explains the rules: the same IEEE
 // operations in the same order, branches turned into selections).
 // Integers are held in doubles: every value involved is an integer (or a
 // half-integer) below 2^51 in magnitude, so exact, and converted to int64

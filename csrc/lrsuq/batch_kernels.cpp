@@ -2,7 +2,7 @@
 // function runs its AVX2 form (when available) over groups of four elements
 // and finishes with the portable loop, which is also the whole computation
 // without AVX2 and the reference the AVX2 forms mirror operation by
-// operation (lrsuq/simd_avx2.hpp explains how that gives the same bits).
+// operation (common/simd_avx2.hpp explains how that gives the same bits).
 #include "lrsuq/batch_kernels.hpp"
 
 #include <cmath>
@@ -10,24 +10,14 @@
 #include "random/chacha20.hpp"
 #include "common/cpu.hpp"
 #include "random/detmath.hpp"
-#include "lattice/lattice.hpp"
 #include "lrsuq/subvector.hpp"
 
-#include "lrsuq/simd_avx2.hpp"
+#include "random/detmath_avx2.hpp"
 
 namespace cepam::kernels {
 namespace {
 
 #if CEPAM_X86_DISPATCH
-
-CEPAM_TARGET_AVX2 inline __m256d load_as_double(const float* x) {
-  return _mm256_cvtps_pd(_mm_loadu_ps(x));
-}
-CEPAM_TARGET_AVX2 inline __m256d load_as_double(const double* x) { return _mm256_loadu_pd(x); }
-CEPAM_TARGET_AVX2 inline void store_from_double(float* y, __m256d v) {
-  _mm_storeu_ps(y, _mm256_cvtpd_ps(v));  // rounds to nearest, as static_cast<float>
-}
-CEPAM_TARGET_AVX2 inline void store_from_double(double* y, __m256d v) { _mm256_storeu_pd(y, v); }
 
 // Four sub-vectors at a time (lane l: sub-vector c + l, its words W apart).
 CEPAM_TARGET_AVX2 std::size_t gaussian_radii_avx2(int n, double sigma, const std::uint64_t* w,
@@ -80,7 +70,7 @@ CEPAM_TARGET_AVX2 std::size_t scale_inputs_avx2(const T* x, double factor, const
   const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
   std::size_t e = 0;
   for (; e + 4 <= count; e += 4) {
-    const __m256d s = _mm256_mul_pd(load_as_double(x + e), fac);
+    const __m256d s = _mm256_mul_pd(avx2::load_as_double(x + e), fac);
     const __m256d q = _mm256_mul_pd(s, _mm256_loadu_pd(inv_beta + e));
     _mm256_storeu_pd(xs + e, s);
     _mm256_storeu_pd(t + e, q);
@@ -88,48 +78,6 @@ CEPAM_TARGET_AVX2 std::size_t scale_inputs_avx2(const T* x, double factor, const
     // scalar loop below then finds the element.
     if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_and_pd(q, abs_mask), lim, _CMP_LT_OQ)) != 0xf)
       break;
-  }
-  return e;
-}
-
-CEPAM_TARGET_AVX2 std::size_t zn_trial_avx2(const double* t, const double* xs, const double* beta,
-                                            const std::uint64_t* w, std::size_t count, bool l2_norm,
-                                            std::int64_t* q, double* dev) {
-  const __m256d half = _mm256_set1_pd(0.5);
-  const __m256d one = _mm256_set1_pd(1.0);
-  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
-  std::size_t e = 0;
-  for (; e + 4 <= count; e += 4) {
-    const __m256d v = avx2::uniform_co_minus_half(w + e);
-    const __m256d tv = _mm256_sub_pd(_mm256_loadu_pd(t + e), v);
-    // round_half_up: f = floor(tv), plus one where tv - f >= 0.5.
-    __m256d f = _mm256_round_pd(tv, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    f = _mm256_blendv_pd(f, _mm256_add_pd(f, one),
-                         _mm256_cmp_pd(_mm256_sub_pd(tv, f), half, _CMP_GE_OQ));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + e), avx2::to_int64(f));
-    if (dev != nullptr) {
-      const __m256d y = _mm256_mul_pd(_mm256_loadu_pd(beta + e), _mm256_add_pd(f, v));
-      const __m256d d = _mm256_sub_pd(y, _mm256_loadu_pd(xs + e));
-      _mm256_storeu_pd(dev + e, l2_norm ? _mm256_mul_pd(d, d) : _mm256_and_pd(d, abs_mask));
-    }
-  }
-  return e;
-}
-
-CEPAM_TARGET_AVX2 std::size_t zn_dither_avx2(const std::uint64_t* w, std::size_t count, double* v) {
-  std::size_t e = 0;
-  for (; e + 4 <= count; e += 4) _mm256_storeu_pd(v + e, avx2::uniform_co_minus_half(w + e));
-  return e;
-}
-
-template <class T>
-CEPAM_TARGET_AVX2 std::size_t zn_reconstruct_avx2(const std::int64_t* q, const double* v,
-                                                  const double* beta, std::size_t count, T* y) {
-  std::size_t e = 0;
-  for (; e + 4 <= count; e += 4) {
-    const __m256d p = avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + e)));
-    store_from_double(y + e, _mm256_mul_pd(_mm256_loadu_pd(beta + e),
-                                           _mm256_add_pd(p, _mm256_loadu_pd(v + e))));
   }
   return e;
 }
@@ -216,44 +164,8 @@ std::size_t scale_inputs(const T* x, double factor, const double* inv_beta, doub
   return count;
 }
 
-void zn_trial(const double* t, const double* xs, const double* beta, const std::uint64_t* w,
-              std::size_t count, bool l2_norm, std::int64_t* q, double* dev) {
-  std::size_t e = 0;
-#if CEPAM_X86_DISPATCH
-  if (use_avx2()) e = zn_trial_avx2(t, xs, beta, w, count, l2_norm, q, dev);
-#endif
-  for (; e < count; ++e) {
-    // |f| < 2^51: f == double(q[e]) exactly
-    q[e] = static_cast<std::int64_t>(subvector::zn_trial(t[e], xs[e], beta[e], w[e], l2_norm,
-                                                         dev != nullptr ? &dev[e] : nullptr));
-  }
-}
-
-void zn_dither(const std::uint64_t* w, std::size_t count, double* v) {
-  std::size_t e = 0;
-#if CEPAM_X86_DISPATCH
-  if (use_avx2()) e = zn_dither_avx2(w, count, v);
-#endif
-  for (; e < count; ++e) v[e] = subvector::zn_dither(w[e]);
-}
-
-template <class T>
-void zn_reconstruct(const std::int64_t* q, const double* v, const double* beta, std::size_t count,
-                    T* y) {
-  std::size_t e = 0;
-#if CEPAM_X86_DISPATCH
-  if (use_avx2()) e = zn_reconstruct_avx2(q, v, beta, count, y);
-#endif
-  for (; e < count; ++e) y[e] = static_cast<T>(beta[e] * (static_cast<double>(q[e]) + v[e]));
-}
-
 template std::size_t scale_inputs<float>(const float*, double, const double*, double, std::size_t,
                                          double*, double*);
 template std::size_t scale_inputs<double>(const double*, double, const double*, double,
                                           std::size_t, double*, double*);
-template void zn_reconstruct<float>(const std::int64_t*, const double*, const double*,
-                                    std::size_t, float*);
-template void zn_reconstruct<double>(const std::int64_t*, const double*, const double*,
-                                     std::size_t, double*);
-
 }  // namespace cepam::kernels

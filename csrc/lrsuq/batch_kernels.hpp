@@ -1,4 +1,5 @@
-// Element-wise batch kernels of the Z^n LRSUQ loops.
+// Element-wise batch kernels of the LRSUQ loops (the lattice's own, Z^n's,
+// are in lattice/zn_kernels.hpp).
 //
 // The encoder and decoder lay a chunk of sub-vectors out as flat arrays of
 // elements (element e = coordinate k of sub-vector c, e = c n + k), with the
@@ -18,7 +19,7 @@ namespace cepam::kernels {
 // for even k = n + 2, (k - 1) / 2 + 2 for odd k.
 inline constexpr int gaussian_words(int n) { return (n % 2 == 0) ? (n + 2) / 2 : (n + 1) / 2 + 2; }
 
-// The latent samplers' radii (random/latent.hpp), for sub-vectors c < count whose
+// The latent samplers' radii (lrsuq/latent.hpp), for sub-vectors c < count whose
 // words start at w + c W (W the sampler's words per sub-vector):
 // Gaussian(sigma), k = n + 2, p = k / 2:
 //   half = log(u_oc(w_0) ... u_oc(w_{p-1}));
@@ -34,20 +35,5 @@ void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, d
 template <class T>
 std::size_t scale_inputs(const T* x, double factor, const double* inv_beta, double limit,
                          std::size_t count, double* xs, double* t);
-
-// One trial on the cell [-1/2, 1/2)^n, for e < count:
-//   v = uniform_co(w[e]) - 0.5;  f = round_half_up(t[e] - v);  q[e] = f;
-// and, unless dev is null (a cell that is the ball accepts every trial),
-//   d = beta[e] * (f + v) - xs[e];  dev[e] = d * d (l2_norm) or |d| (l1).
-void zn_trial(const double* t, const double* xs, const double* beta, const std::uint64_t* w,
-              std::size_t count, bool l2_norm, std::int64_t* q, double* dev);
-
-// The dither of the cell [-1/2, 1/2)^n, per element: v[e] = uniform_co(w[e]) - 0.5.
-void zn_dither(const std::uint64_t* w, std::size_t count, double* v);
-
-// y[e] = T(beta[e] * (double(q[e]) + v[e])), |q[e]| <= 2^53.
-template <class T>
-void zn_reconstruct(const std::int64_t* q, const double* v, const double* beta, std::size_t count,
-                    T* y);
 
 }  // namespace cepam::kernels

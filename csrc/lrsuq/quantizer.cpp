@@ -12,7 +12,6 @@ namespace {
 
 constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch
 constexpr std::size_t kVoronoiChunk = 1024;  // the same for the encoder's A2, D4, E8
-constexpr int kMaxN = 8;
 
 // Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2
 // with their dimension fixed at compile time; A2, D4 and E8 with the
@@ -20,23 +19,15 @@ constexpr int kMaxN = 8;
 template <class Fn>
 void dispatch(const LrsuqParams& p, Fn&& fn) {
   check_params(p);
-  switch (p.lattice) {
-    case LatticeId::A2: fn(LatticeA2{}, GaussianLatent{p.n, p.scale}); return;
-    case LatticeId::D4: fn(LatticeD4{}, GaussianLatent{p.n, p.scale}); return;
-    case LatticeId::E8: fn(LatticeE8{}, GaussianLatent{p.n, p.scale}); return;
-    case LatticeId::Z: break;
-  }
-  auto with_latent = [&](const auto& lattice) {
-    switch (p.mechanism) {
-      case MechanismId::Gaussian: fn(lattice, GaussianLatent{p.n, p.scale}); break;
-      case MechanismId::Laplace: fn(lattice, LaplaceLatent{p.n, p.scale}); break;
-      case MechanismId::Uniform: fn(lattice, FixedLatent{p.n, 0.5 * p.scale}); break;
-    }
+  if (with_root_lattice(p.lattice, [&](const auto& l) { fn(l, GaussianLatent{p.n, p.scale}); }))
+    return;
+  const auto on = [&](const auto& lattice) {
+    with_latent(p.mechanism, p.n, p.scale, [&](const auto& latent) { fn(lattice, latent); });
   };
   switch (p.n) {
-    case 1: with_latent(BasicLatticeZn<1>{1}); break;
-    case 2: with_latent(BasicLatticeZn<2>{2}); break;
-    default: with_latent(LatticeZn{p.n}); break;
+    case 1: on(BasicLatticeZn<1>{1}); break;
+    case 2: on(BasicLatticeZn<2>{2}); break;
+    default: on(LatticeZn{p.n}); break;
   }
 }
 
@@ -45,12 +36,7 @@ void dispatch(const LrsuqParams& p, Fn&& fn) {
 template <class Fn>
 void dispatch_lattice(LatticeId id, int n, Fn&& fn) {
   check_lattice(id, n);
-  switch (id) {
-    case LatticeId::A2: fn(LatticeA2{}); return;
-    case LatticeId::D4: fn(LatticeD4{}); return;
-    case LatticeId::E8: fn(LatticeE8{}); return;
-    case LatticeId::Z: fn(LatticeZn{n}); return;
-  }
+  with_lattice(id, n, fn);
 }
 
 // Largest |x / beta| the encoder accepts: m + V keeps headroom in float64
@@ -616,35 +602,48 @@ void lrsuq_decode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const s
   }
 }
 
-int lattice_dimension(LatticeId id) {
-  switch (id) {
-    case LatticeId::A2: return 2;
-    case LatticeId::D4: return 4;
-    case LatticeId::E8: return 8;
-    case LatticeId::Z: return 0;
-  }
-  throw InvalidArgument("unknown lattice id");
-}
-
-const char* lattice_name(LatticeId id) {
-  switch (id) {
-    case LatticeId::A2: return "A2";
-    case LatticeId::D4: return "D4";
-    case LatticeId::E8: return "E8";
-    case LatticeId::Z: return "Z";
-  }
-  return "?";
-}
-
 void check_lattice(LatticeId id, int n) {
-  const int fixed = lattice_dimension(id);  // throws for an unknown id
-  if (fixed == 0) {
-    if (n < 1 || n > kMaxN)
-      throw InvalidArgument("dimension n must be between 1 and 8 for the lattice Z^n");
-  } else if (n != fixed) {
-    throw InvalidArgument(std::string("the lattice ") + lattice_name(id) + " has dimension " +
-                          std::to_string(fixed) + ": n must be " + std::to_string(fixed) +
+  const LatticeInfo& l = lattice_info(id);  // throws for an unknown id
+  if (l.dim == 0) {
+    if (n < 1 || n > kMaxLatticeDim)
+      throw InvalidArgument(std::string("dimension n (dim) must be between 1 and ") +
+                            std::to_string(kMaxLatticeDim) + " for the lattice " + l.name +
+                            "^n, got " + std::to_string(n));
+  } else if (n != l.dim) {
+    throw InvalidArgument(std::string("the lattice ") + l.name + " has dimension " +
+                          std::to_string(l.dim) + ": n (dim) must be " + std::to_string(l.dim) +
                           ", got " + std::to_string(n));
+  }
+}
+
+const MechanismInfo& mechanism_info(MechanismId id) {
+  for (const MechanismInfo& m : kMechanisms)
+    if (m.id == id) return m;
+  throw InvalidArgument("unknown mechanism id " + std::to_string(static_cast<int>(id)));
+}
+
+bool lattice_takes(const LatticeInfo& l, const MechanismInfo& m) {
+  return m.norm == Norm::L2 || l.l1_trials;
+}
+
+void check_combination(MechanismId mechanism, LatticeId lattice, int n) {
+  check_lattice(lattice, n);
+  const LatticeInfo& l = lattice_info(lattice);
+  const MechanismInfo& m = mechanism_info(mechanism);
+  if (!lattice_takes(l, m)) {
+    std::string allowed;
+    for (const MechanismInfo& other : kMechanisms) {
+      if (!lattice_takes(l, other)) continue;
+      allowed += (allowed.empty() ? "" : ", ");
+      allowed += other.name;
+    }
+    throw InvalidArgument(std::string("the lattice ") + l.name + " tests l2 balls only: it takes the " +
+                          allowed + " mechanism only, not " + m.name + " (which needs Z)");
+  }
+  if (n > m.max_dim) {
+    throw InvalidArgument(std::string(m.name) + " takes dimension n (dim) at most " +
+                          std::to_string(m.max_dim) + " (" + m.max_dim_reason + "), got " +
+                          std::to_string(n));
   }
 }
 
@@ -652,22 +651,7 @@ void check_params(const LrsuqParams& p) {
   if (!(p.scale > 0.0) || !std::isfinite(p.scale)) {
     throw InvalidArgument("noise scale must be a positive finite number");
   }
-  check_lattice(p.lattice, p.n);
-  if (p.lattice != LatticeId::Z && p.mechanism != MechanismId::Gaussian) {
-    throw InvalidArgument(std::string("the lattice ") + lattice_name(p.lattice) +
-                          " supports the Gaussian mechanism only (Laplace and SDQ need Z)");
-  }
-  if (p.mechanism == MechanismId::Laplace) {
-    if (p.n > 4) {
-      throw InvalidArgument(
-          "Laplace with l1 balls on Z^n accepts a trial with probability 1/n!; "
-          "n must be at most 4");
-    }
-  } else if (p.mechanism == MechanismId::Uniform) {
-    if (p.n != 1) throw InvalidArgument("SDQ is scalar: n must be 1");
-  } else if (p.mechanism != MechanismId::Gaussian) {
-    throw InvalidArgument("unknown mechanism id");
-  }
+  check_combination(p.mechanism, p.lattice, p.n);
 }
 
 double acceptance_probability(const LrsuqParams& p) {
@@ -679,7 +663,7 @@ double acceptance_probability(const LrsuqParams& p) {
   }
   const LatticeZn lattice{p.n};
   if (lattice.cell_is_ball()) return 1.0;
-  if (p.mechanism == MechanismId::Gaussian) return lattice.packing_density();
+  if (mechanism_info(p.mechanism).norm == Norm::L2) return lattice.packing_density();
   // l1 ball of radius 1/2 in the unit cube: volume 1 / n!.
   double f = 1.0;
   for (int k = 2; k <= p.n; ++k) f *= k;

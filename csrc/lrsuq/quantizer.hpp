@@ -17,26 +17,15 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/format_limits.hpp"
 #include "random/chacha20.hpp"
-#include "random/latent.hpp"
+#include "lrsuq/latent.hpp"
 #include "lattice/lattice.hpp"
+#include "lattice/registry.hpp"
 #include "lattice/root_lattices.hpp"
 #include "lrsuq/subvector.hpp"
 
 namespace cepam {
-
-// Trials per sub-vector before encoding fails.  The smallest acceptance
-// probability the core allows is 1/24 (Laplace, l1 ball in Z^4), for which
-// reaching the cap has probability below 10^-1200.
-inline constexpr std::uint32_t kTrialCap = 65536;
-
-// |x / beta| must stay below this so that m + V is computed with headroom in
-// float64 and M fits comfortably in the entropy coder's range.
-inline constexpr double kMaxScaledInput = 0x1.0p50;
-
-// Largest |M| the decoder accepts (the encoder cannot produce more than
-// about 2^50).
-inline constexpr std::int64_t kMaxAbsM = std::int64_t{1} << 53;
 
 struct LrsuqParams {
   MechanismId mechanism;
@@ -45,13 +34,25 @@ struct LrsuqParams {
   int n;  // sub-vector dimension
 };
 
-// Validates params; throws InvalidArgument with a message naming the problem.
-// A2, D4 and E8 have fixed dimensions 2, 4, 8 and take the Gaussian
-// mechanism only; Z^n takes n = 1 .. 8.
+// Validates params (a positive finite scale, then check_combination); throws
+// InvalidArgument with a message naming the problem.
 void check_params(const LrsuqParams& p);
 
 // Validates a lattice and dimension alone (as check_params).
 void check_lattice(LatticeId id, int n);
+
+// The mechanism table's row of id (lrsuq/latent.hpp); throws InvalidArgument
+// for an unknown id.
+const MechanismInfo& mechanism_info(MechanismId id);
+
+// Whether the lattice's trials test the mechanism's ball (its norm).
+bool lattice_takes(const LatticeInfo& lattice, const MechanismInfo& mechanism);
+
+// The one rule on combinations, from the lattice and mechanism tables: n is
+// a dimension of the lattice, the lattice tests the mechanism's norm (A2, D4
+// and E8: l2 only, so Gaussian only), and n is at most the mechanism's
+// largest (Laplace 4, SDQ 1).  Throws InvalidArgument naming the problem.
+void check_combination(MechanismId mechanism, LatticeId lattice, int n);
 
 // Throws InvalidArgument unless the clipping factor is finite and >= 0.
 void check_factor(double factor);

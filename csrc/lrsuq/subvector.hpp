@@ -28,7 +28,7 @@
 #include "random/chacha20.hpp"
 #include "random/chacha20_block.hpp"
 #include "random/detmath.hpp"
-#include "random/latent.hpp"
+#include "lrsuq/latent.hpp"
 
 namespace cepam {
 struct LrsuqParams;
@@ -65,7 +65,7 @@ struct Config {
   std::int64_t max_abs_m;
 };
 
-// The radius r(U) of the latent samplers (random/latent.hpp) from the
+// The radius r(U) of the latent samplers (lrsuq/latent.hpp) from the
 // sub-vector's latent words: products accumulated from 1.0 in word order.
 // N > 0 fixes the dimension at compile time (the CPU's unrolled loops).
 template <int N = 0>
@@ -89,23 +89,9 @@ CEPAM_HD inline double laplace_radius(int n, double b, const std::uint64_t* w) {
   return b * -detmath::log(product);
 }
 
-// Z^n, one coordinate: the dither v = uniform_co(w) - 1/2 of the cell
-// [-1/2, 1/2), and one trial: f = round_half_up(t - v) (returned; |f| < 2^51
-// so it converts exactly) and, unless dev is null (a cell that is the ball
-// accepts every trial), the coordinate's term of the acceptance test,
-// d = beta (f + v) - xs, *dev = d^2 (l2) or |d| (l1).
-CEPAM_HD inline double zn_dither(std::uint64_t w) { return uniform_co(w) - 0.5; }
-
-CEPAM_HD inline double zn_trial(double t, double xs, double beta, std::uint64_t w, bool l2,
-                                double* dev) {
-  const double v = uniform_co(w) - 0.5;
-  const double f = round_half_up(t - v);
-  if (dev != nullptr) {
-    const double d = beta * (f + v) - xs;
-    *dev = l2 ? d * d : std::fabs(d);
-  }
-  return f;
-}
+// Z^n, one coordinate (lattice/zn_kernels.hpp).
+using kernels::zn_dither;
+using kernels::zn_trial;
 
 // The radius of sub-vector j from stream 0 of the key.
 CEPAM_HD inline double radius_of(const Config& c, const std::uint32_t* key, std::uint64_t j) {

@@ -45,21 +45,13 @@ std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
 }
 
 // A small and a large typical width of a coding cell (beta G_kk), for the
-// source model's estimates: two quadrature points of beta on Z (Gaussian:
-// 2 sigma chi_3, Laplace: 2 b Gamma(2, 1)), the step for SDQ.
+// source model's estimates (the mechanism table, lrsuq/latent.hpp).
 struct CellWidths {
   double lo, hi;
 };
 CellWidths typical_cell_widths(const LrsuqParams& p) {
-  switch (p.mechanism) {
-    case MechanismId::Gaussian: return {1.86 * p.scale, 4.54 * p.scale};
-    case MechanismId::Laplace: return {1.17 * p.scale, 6.8 * p.scale};
-    default: return {p.scale, p.scale};
-  }
-}
-
-void check_coder(Coder coder) {
-  if (coder != Coder::Golomb && coder != Coder::Ans) throw InvalidArgument("unknown body coder");
+  const MechanismInfo& mech = mechanism_info(p.mechanism);
+  return {mech.cell_width_lo * p.scale, mech.cell_width_hi * p.scale};
 }
 
 // The bomb rule (body.hpp).
@@ -394,6 +386,190 @@ void decode_golomb(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t
   reader.finish_m();
 }
 
+// The body coders, one type each: check (without allocating what m
+// sizes), encode, decode, decode_symbols (H and M only) and parts (the
+// sections' sizes in bits), chosen from BodyCoders by their Coder code.
+struct GolombBodyCoder {
+  static constexpr Coder id = Coder::Golomb;
+  static void check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                    std::size_t m) {
+    const BodyLayout layout = golomb_layout(body, len);
+    const std::size_t N = subvectors(p, m);
+    check_body(layout, len - kGolombPrefix, N, N * static_cast<std::size_t>(p.n));
+  }
+  template <class T>
+  static void encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                     double factor, int threads, const LatticeStage* stage,
+                     std::vector<std::uint8_t>& out) {
+    encode_golomb(p, ks, x, m, factor, threads, stage, out);
+  }
+  template <class T>
+  static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                     std::size_t len, std::size_t m, int threads, T* y) {
+    decode_golomb(p, ks, body, len, m, threads, y);
+  }
+  static void symbols(const LrsuqParams& p, const KeyStream&, const std::uint8_t* body,
+                      std::size_t len, std::size_t m, std::vector<std::uint32_t>& H,
+                      std::vector<std::int64_t>& M, int) {
+    golomb_symbols(p, body, len, subvectors(p, m), H, M);
+  }
+  static void parts(const std::uint8_t* body, std::size_t len, LatticeId, std::size_t,
+                    std::vector<std::pair<std::string, std::uint64_t>>& parts) {
+    const BodyLayout layout = golomb_layout(body, len);
+    check_sections(layout, len - kGolombPrefix);  // as the decoder does
+    const std::uint64_t rest = 8 * static_cast<std::uint64_t>(len - kGolombPrefix);
+    parts.emplace_back("params", 8 * kGolombPrefix);
+    parts.emplace_back("H", layout.h_bits);
+    parts.emplace_back("M", layout.m_bits);
+    parts.emplace_back("padding", rest - layout.h_bits - layout.m_bits);
+  }
+};
+
+struct AnsBodyCoder {
+  static constexpr Coder id = Coder::Ans;
+  static void check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                    std::size_t m) {
+    // (AnsBody checks the model, the segments' lengths and model bytes; the
+    // decoder builds the model's tables, this check needs none.)
+    AnsBody(body, len, uses_point_model(p.lattice),
+            pieces(subvectors(p, m), segment_subvectors(p.n)), false);
+  }
+  // The model is fitted first; then the segments, each block by block
+  // (LRSUQ, then the coder), in parallel (a non-finite input makes LRSUQ
+  // throw in its segment, the first such segment's error is thrown).
+  template <class T>
+  static void encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                     double factor, int threads, const LatticeStage* stage,
+                     std::vector<std::uint8_t>& out) {
+    const std::size_t N = subvectors(p, m);
+    const std::size_t n = static_cast<std::size_t>(p.n);
+    const double accept = acceptance_probability(p);
+    const CellWidths widths = typical_cell_widths(p);
+    const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
+    const TriangularBasis basis = lattice_basis(p);
+    std::vector<std::vector<std::uint8_t>> segments(pieces(N, segment_subvectors(p.n)));
+    const std::size_t S = segments.size();
+    std::unique_ptr<AnsSegmentEncoder> last;  // kept, in case the body needs padding
+    // What a thread keeps from segment to segment: its block buffers and
+    // encoders (restarted for each segment), so that a segment takes no fresh
+    // memory (no page faults) but where it needs more than the one before.
+    struct Worker {
+      AnsBlock b;
+      std::unique_ptr<AnsSegmentEncoder> enc[2];
+      LrsuqEncodeScratch lrsuq;
+    };
+    // Segment s, coded (not finished) by the worker's encoder number `slot`.
+    const auto code = [&](Worker& w, std::size_t slot, std::size_t s) -> AnsSegmentEncoder& {
+      const SegmentRange range = segment_range(p, N, s);
+      auto& enc = w.enc[slot];
+      if (enc == nullptr) {
+        enc = std::make_unique<AnsSegmentEncoder>(model, accept, basis, range.last - range.first,
+                                                  uses_point_model(p.lattice));
+      } else {
+        enc->restart(range.last - range.first);
+      }
+      for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
+        lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, w.b.H.data(), w.b.M.data(),
+                      w.b.beta.data(), w.b.V.data(), &w.lrsuq);
+        enc->encode_block(count, w.b.H.data(), w.b.M.data(), w.b.beta.data(), w.b.V.data());
+      });
+      return *enc;
+    };
+    const auto keep_last = [&](std::size_t s, std::unique_ptr<AnsSegmentEncoder>& enc) {
+      if (s + 1 == S) last = std::move(enc);
+    };
+    // A pair of segments is finished together (their rANS streams' chains of
+    // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
+    const SegmentTasks tasks(S, threads);
+    parallel_for_with(
+        threads, tasks.count,
+        [&] { return Worker{AnsBlock(std::min(N, segment_subvectors(p.n)), n), {}, {}}; },
+        [&](Worker& w, std::size_t t) {
+          const std::size_t s = tasks.first(t);
+          AnsSegmentEncoder& enc = code(w, 0, s);
+          if (!tasks.paired(t)) {
+            enc.finish(segments[s]);
+            keep_last(s, w.enc[0]);
+            return;
+          }
+          AnsSegmentEncoder& next = code(w, 1, s + 1);
+          enc.finish_with(next, segments[s], segments[s + 1]);
+          keep_last(s + 1, w.enc[1]);
+        });
+    // The bomb rule (body.hpp): a body shorter than min_body_bytes(m) is padded
+    // at the end of its last segment's stream (re-finished with the length it
+    // lacks; only extremely compressible updates need it).
+    model.serialize(out);
+    std::size_t size = out.size();
+    for (const auto& s : segments) size += s.size();
+    if (size < min_body_bytes(m) && last != nullptr) {
+      const std::size_t before = size - segments.back().size();
+      const std::size_t prefix = segment_prefix(uses_point_model(p.lattice));
+      segments.back().clear();
+      last->finish(segments.back(), min_body_bytes(m) - before - prefix);
+      size = before + segments.back().size();
+  }
+  out.reserve(size);
+  for (auto& s : segments) {
+    out.insert(out.end(), s.begin(), s.end());
+    std::vector<std::uint8_t>().swap(s);
+  }
+  }
+  template <class T>
+  static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                     std::size_t len, std::size_t m, int threads, T* y) {
+    decode_ans_blocks(p, ks, body, len, m, threads,
+                      [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
+      lrsuq_reconstruct(p, b.beta.data(), b.V.data(), b.M.data(), j0, j0 + count, m, y);
+    });
+  }
+  static void symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                      std::size_t len, std::size_t m, std::vector<std::uint32_t>& H,
+                      std::vector<std::int64_t>& M, int threads) {
+    const std::size_t N = subvectors(p, m);
+    const std::size_t n = static_cast<std::size_t>(p.n);
+    // (AnsBody checks the segments against N before anything is allocated.)
+    const AnsBody ans(body, len, uses_point_model(p.lattice), pieces(N, segment_subvectors(p.n)));
+    H.assign(N, 0);
+    M.assign(N * n, 0);
+    decode_ans_blocks(p, ks, body, len, m, threads,
+                      [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
+      std::copy_n(b.H.data(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
+      std::copy_n(b.M.data(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
+    });
+  }
+  static void parts(const std::uint8_t* body, std::size_t len, LatticeId lattice,
+                    std::size_t segments,
+                    std::vector<std::pair<std::string, std::uint64_t>>& parts) {
+    const bool point_model = uses_point_model(lattice);
+    const AnsBody ans(body, len, point_model, segments);
+    const std::uint64_t framing = ans.segments().size() * segment_prefix(point_model);
+    parts.emplace_back("model", 8 * static_cast<std::uint64_t>(ans.model_size()));
+    parts.emplace_back("segments", 8 * framing);
+    parts.emplace_back("stream", 8 * (len - ans.model_size() - framing));
+  }
+};
+
+template <class... Cs>
+struct CoderList {};
+using BodyCoders = CoderList<GolombBodyCoder, AnsBodyCoder>;
+
+template <class Fn, class... Cs>
+bool with_body_coder(Coder coder, Fn&& fn, CoderList<Cs...>) {
+  return ((coder == Cs::id ? (fn(Cs{}), true) : false) || ...);
+}
+
+// Calls fn(body_coder) with the coder of code `coder`; throws InvalidArgument
+// for an unknown code.
+template <class Fn>
+void with_body_coder(Coder coder, Fn&& fn) {
+  if (!with_body_coder(coder, fn, BodyCoders{})) throw InvalidArgument("unknown body coder");
+}
+
+void check_coder(Coder coder) {
+  with_body_coder(coder, [](auto) {});
+}
+
 }  // namespace
 
 void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
@@ -401,16 +577,7 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
   check_params(p);
   check_coder(coder);
   check_declared_size(m, len);
-  if (coder == Coder::Golomb) {
-    const BodyLayout layout = golomb_layout(body, len);
-    const std::size_t N = subvectors(p, m);
-    check_body(layout, len - kGolombPrefix, N, N * static_cast<std::size_t>(p.n));
-  } else {
-    // (AnsBody checks the model, the segments' lengths and model bytes; the
-    // decoder builds the model's tables, this check needs none.)
-    AnsBody(body, len, uses_point_model(p.lattice), pieces(subvectors(p, m), segment_subvectors(p.n)),
-            false);
-  }
+  with_body_coder(coder, [&](auto c) { c.check(p, body, len, m); });
 }
 
 template <class T>
@@ -422,86 +589,8 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
   check_coder(coder);
   check_factor(factor);
   std::vector<std::uint8_t> out;
-  if (coder == Coder::Golomb) {
-    encode_golomb(p, ks, x, m, factor, threads, stage, out);
-    return out;
-  }
-  // ANS: the model is fitted first; then the segments, each block by block
-  // (LRSUQ, then the coder), in parallel (a non-finite input makes LRSUQ
-  // throw in its segment, the first such segment's error is thrown).
-  const std::size_t N = subvectors(p, m);
-  const std::size_t n = static_cast<std::size_t>(p.n);
-  const double accept = acceptance_probability(p);
-  const CellWidths widths = typical_cell_widths(p);
-  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
-  const TriangularBasis basis = lattice_basis(p);
-  std::vector<std::vector<std::uint8_t>> segments(pieces(N, segment_subvectors(p.n)));
-  const std::size_t S = segments.size();
-  std::unique_ptr<AnsSegmentEncoder> last;  // kept, in case the body needs padding
-  // What a thread keeps from segment to segment: its block buffers and
-  // encoders (restarted for each segment), so that a segment takes no fresh
-  // memory (no page faults) but where it needs more than the one before.
-  struct Worker {
-    AnsBlock b;
-    std::unique_ptr<AnsSegmentEncoder> enc[2];
-    LrsuqEncodeScratch lrsuq;
-  };
-  // Segment s, coded (not finished) by the worker's encoder number `slot`.
-  const auto code = [&](Worker& w, std::size_t slot, std::size_t s) -> AnsSegmentEncoder& {
-    const SegmentRange range = segment_range(p, N, s);
-    auto& enc = w.enc[slot];
-    if (enc == nullptr) {
-      enc = std::make_unique<AnsSegmentEncoder>(model, accept, basis, range.last - range.first,
-                                                uses_point_model(p.lattice));
-    } else {
-      enc->restart(range.last - range.first);
-    }
-    for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
-      lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, w.b.H.data(), w.b.M.data(),
-                    w.b.beta.data(), w.b.V.data(), &w.lrsuq);
-      enc->encode_block(count, w.b.H.data(), w.b.M.data(), w.b.beta.data(), w.b.V.data());
-    });
-    return *enc;
-  };
-  const auto keep_last = [&](std::size_t s, std::unique_ptr<AnsSegmentEncoder>& enc) {
-    if (s + 1 == S) last = std::move(enc);
-  };
-  // A pair of segments is finished together (their rANS streams' chains of
-  // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
-  const SegmentTasks tasks(S, threads);
-  parallel_for_with(
-      threads, tasks.count,
-      [&] { return Worker{AnsBlock(std::min(N, segment_subvectors(p.n)), n), {}, {}}; },
-      [&](Worker& w, std::size_t t) {
-        const std::size_t s = tasks.first(t);
-        AnsSegmentEncoder& enc = code(w, 0, s);
-        if (!tasks.paired(t)) {
-          enc.finish(segments[s]);
-          keep_last(s, w.enc[0]);
-          return;
-        }
-        AnsSegmentEncoder& next = code(w, 1, s + 1);
-        enc.finish_with(next, segments[s], segments[s + 1]);
-        keep_last(s + 1, w.enc[1]);
-      });
-  // The bomb rule (body.hpp): a body shorter than min_body_bytes(m) is padded
-  // at the end of its last segment's stream (re-finished with the length it
-  // lacks; only extremely compressible updates need it).
-  model.serialize(out);
-  std::size_t size = out.size();
-  for (const auto& s : segments) size += s.size();
-  if (size < min_body_bytes(m) && last != nullptr) {
-    const std::size_t before = size - segments.back().size();
-    const std::size_t prefix = segment_prefix(uses_point_model(p.lattice));
-    segments.back().clear();
-    last->finish(segments.back(), min_body_bytes(m) - before - prefix);
-    size = before + segments.back().size();
-  }
-  out.reserve(size);
-  for (auto& s : segments) {
-    out.insert(out.end(), s.begin(), s.end());
-    std::vector<std::uint8_t>().swap(s);
-  }
+  with_body_coder(coder,
+                  [&](auto c) { c.encode(p, ks, x, m, factor, threads, stage, out); });
   return out;
 }
 
@@ -511,14 +600,7 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
   check_params(p);
   check_coder(coder);
   check_declared_size(m, len);
-  if (coder == Coder::Golomb) {
-    decode_golomb(p, ks, body, len, m, threads, y);
-    return;
-  }
-  decode_ans_blocks(p, ks, body, len, m, threads,
-                    [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
-    lrsuq_reconstruct(p, b.beta.data(), b.V.data(), b.M.data(), j0, j0 + count, m, y);
-  });
+  with_body_coder(coder, [&](auto c) { c.decode(p, ks, body, len, m, threads, y); });
 }
 
 void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
@@ -528,21 +610,7 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
   check_params(p);
   check_coder(coder);
   check_declared_size(m, len);
-  const std::size_t N = subvectors(p, m);
-  const std::size_t n = static_cast<std::size_t>(p.n);
-  if (coder == Coder::Golomb) {
-    golomb_symbols(p, body, len, N, H, M);
-    return;
-  }
-  // (AnsBody checks the segments against N before anything is allocated.)
-  const AnsBody ans(body, len, uses_point_model(p.lattice), pieces(N, segment_subvectors(p.n)));
-  H.assign(N, 0);
-  M.assign(N * n, 0);
-  decode_ans_blocks(p, ks, body, len, m, threads,
-                    [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
-    std::copy_n(b.H.data(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
-    std::copy_n(b.M.data(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
-  });
+  with_body_coder(coder, [&](auto c) { c.symbols(p, ks, body, len, m, H, M, threads); });
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
@@ -550,24 +618,8 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
                                                                       Coder coder,
                                                                       LatticeId lattice,
                                                                       std::size_t segments) {
-  check_coder(coder);
   std::vector<std::pair<std::string, std::uint64_t>> parts;
-  if (coder == Coder::Golomb) {
-    const BodyLayout layout = golomb_layout(body, len);
-    check_sections(layout, len - kGolombPrefix);  // as the decoder does
-    const std::uint64_t rest = 8 * static_cast<std::uint64_t>(len - kGolombPrefix);
-    parts.emplace_back("params", 8 * kGolombPrefix);
-    parts.emplace_back("H", layout.h_bits);
-    parts.emplace_back("M", layout.m_bits);
-    parts.emplace_back("padding", rest - layout.h_bits - layout.m_bits);
-  } else {
-    const bool point_model = uses_point_model(lattice);
-    const AnsBody ans(body, len, point_model, segments);
-    const std::uint64_t framing = ans.segments().size() * segment_prefix(point_model);
-    parts.emplace_back("model", 8 * static_cast<std::uint64_t>(ans.model_size()));
-    parts.emplace_back("segments", 8 * framing);
-    parts.emplace_back("stream", 8 * (len - ans.model_size() - framing));
-  }
+  with_body_coder(coder, [&](auto c) { c.parts(body, len, lattice, segments, parts); });
   return parts;
 }
 

@@ -472,6 +472,27 @@ CArray<std::uint32_t> ans_decode_table(const py::bytes& data, const CArray<std::
   return out;
 }
 
+// The lattice table (lattice/registry.hpp) as a tuple of dicts: code, name,
+// dims (the sub-vector dimensions it takes), mechanisms (the codes it
+// takes), packing_radius (l2), covolume, dual_minimum.
+py::tuple lattice_table() {
+  py::list rows;
+  for (const LatticeInfo& l : kLattices) {
+    py::list dims, mechanisms;
+    for (int n = 1; n <= kMaxLatticeDim; ++n)
+      if (l.dim == 0 || n == l.dim) dims.append(n);
+    for (const MechanismInfo& mech : kMechanisms)
+      if (lattice_takes(l, mech)) mechanisms.append(static_cast<int>(mech.id));
+    rows.append(py::dict(py::arg("code") = static_cast<int>(l.id), py::arg("name") = l.name,
+                         py::arg("dims") = py::tuple(dims),
+                         py::arg("mechanisms") = py::tuple(mechanisms),
+                         py::arg("packing_radius") = l.packing_radius,
+                         py::arg("covolume") = l.covolume,
+                         py::arg("dual_minimum") = l.dual_minimum));
+  }
+  return py::tuple(rows);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -483,6 +504,12 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_GOLOMB") = kMaxGolomb;
   m.attr("MAX_EXPG_ORDER") = kMaxExpGolombOrder;
   m.attr("MAX_THREADS") = kMaxThreads;
+  m.attr("LATTICES") = lattice_table();
+  m.def("check_combination", [](int mechanism, int lattice, int n) {
+    check_combination(static_cast<MechanismId>(mechanism), static_cast<LatticeId>(lattice), n);
+  }, py::kw_only(), py::arg("mechanism"), py::arg("lattice"), py::arg("n"),
+        "Raises InvalidArgumentError unless the core takes the mechanism on the lattice in "
+        "dimension n (the one rule, from the lattice and mechanism tables).");
 
   m.def("encode", &encode_body_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),

@@ -1,10 +1,10 @@
 // Batch forms of the deterministic logarithm and cosine (random/detmath.hpp): the
-// AVX2 forms (lrsuq/simd_avx2.hpp) four elements at a time, the remainder of a
+// AVX2 forms (random/detmath_avx2.hpp) four elements at a time, the remainder of a
 // batch with the scalar functions.
 #include "random/detmath.hpp"
 
 #include "common/cpu.hpp"
-#include "lrsuq/simd_avx2.hpp"
+#include "random/detmath_avx2.hpp"
 
 namespace cepam::detmath {
 namespace {

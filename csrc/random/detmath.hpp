@@ -41,7 +41,7 @@ CEPAM_HD inline double double_of(std::uint64_t u) {
 }
 
 // fdlibm's coefficients, shared by the scalar functions below and the
-// SIMD versions in lrsuq/simd_avx2.hpp (which must give the same bits).
+// SIMD versions in random/detmath_avx2.hpp (which must give the same bits).
 namespace fdlibm {
 inline constexpr double ln2_hi = 6.93147180369123816490e-01;  // 0x3fe62e42 fee00000
 inline constexpr double ln2_lo = 1.90821492927058770002e-10;  // 0x3dea39ef 35793c76
@@ -172,7 +172,7 @@ inline constexpr double inv_sqrt_2pi = 0.398942280401432702863;
 
 // Batch forms: out[i] = log(x[i]) and out[i] = cos2pi_squared(t[i]) for
 // i < count (out may be x).  Bit-identical to the functions above for every
-// input: the AVX2 forms (lrsuq/simd_avx2.hpp, chosen at run time, see common/cpu.hpp)
+// input: the AVX2 forms (random/detmath_avx2.hpp, chosen at run time, see common/cpu.hpp)
 // apply the same operations in the same order to four elements at a time.
 // (The latent samplers use fused kernels built on the same AVX2 forms,
 // lrsuq/batch_kernels.hpp; these batch forms let the tests check them on any input.)

@@ -44,6 +44,7 @@ import numpy as np
 
 from ._checks import check_positive
 from .errors import CepamError, InvalidArgumentError, InvalidTypeError
+from .lattices import LATTICE_TABLE
 
 __all__ = [
     "SOURCES",
@@ -197,34 +198,40 @@ def _ball_volume(n: int, radius: float = 1.0) -> float:
     return math.pi ** (n / 2.0) / math.gamma(n / 2.0 + 1.0) * radius ** n
 
 
-def _geometry(lattice: str, dim: int) -> _Geometry:
-    if lattice == "Z":
-        if not 1 <= dim <= 8:
-            raise InvalidArgumentError(f"dim must be between 1 and 8 for lattice 'Z', got {dim}")
-        return _Geometry("Z", dim, np.eye(dim), 0.5, 1.0, 1.0)
-    if lattice == "A2" and dim == 2:
-        basis = np.array([[1.0, 0.5], [0.0, math.sqrt(3.0) / 2.0]])
-        return _Geometry("A2", 2, basis, 0.5, math.sqrt(3.0) / 2.0, 2.0 / math.sqrt(3.0))
-    if lattice == "D4" and dim == 4:
-        basis = np.array([[-1, -1, 0, 0], [1, -1, 0, 0], [0, 1, -1, 0], [0, 0, 1, -1]],
-                         dtype=np.float64).T
-        return _Geometry("D4", 4, basis, math.sqrt(2.0) / 2.0, 2.0, 1.0)
-    if lattice == "E8" and dim == 8:
+# The bases of the lattices as columns (the core's lattice table, read from
+# cepam.lattices, gives the rest of their geometry).
+def _basis(lattice: str, dim: int) -> np.ndarray:
+    if lattice == "A2":
+        return np.array([[1.0, 0.5], [0.0, math.sqrt(3.0) / 2.0]])
+    if lattice == "D4":
+        return np.array([[-1, -1, 0, 0], [1, -1, 0, 0], [0, 1, -1, 0], [0, 0, 1, -1]],
+                        dtype=np.float64).T
+    if lattice == "E8":
         rows = [[2, 0, 0, 0, 0, 0, 0, 0]]
         for i in range(6):
             row = [0.0] * 8
             row[i], row[i + 1] = -1.0, 1.0
             rows.append(row)
         rows.append([0.5] * 8)
-        return _Geometry("E8", 8, np.array(rows, dtype=np.float64).T, 1.0 / math.sqrt(2.0), 1.0,
-                         math.sqrt(2.0))
-    raise InvalidArgumentError(
-        f"unknown lattice {lattice!r} in dimension {dim} (Z^1..Z^8, A2 (2), D4 (4), E8 (8))"
-    )
+        return np.array(rows, dtype=np.float64).T
+    return np.eye(dim)
+
+
+def _geometry(lattice: str, dim: int) -> _Geometry:
+    row = LATTICE_TABLE.get(lattice)
+    if row is None or dim not in row.dims:
+        if lattice == "Z":
+            raise InvalidArgumentError(f"dim must be between 1 and 8 for lattice 'Z', got {dim}")
+        raise InvalidArgumentError(
+            f"unknown lattice {lattice!r} in dimension {dim} (Z^1..Z^8, A2 (2), D4 (4), E8 (8))"
+        )
+    return _Geometry(lattice, dim, _basis(lattice, dim), row.packing_radius, row.covolume,
+                     row.dual_minimum)
 
 
 def _default_dim(lattice: str) -> int:
-    return {"A2": 2, "D4": 4, "E8": 8}.get(lattice, 1)
+    row = LATTICE_TABLE.get(lattice)
+    return 1 if row is None else row.dims[0]
 
 
 def packing_density(lattice: str, dim: int | None = None) -> float:

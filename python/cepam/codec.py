@@ -43,14 +43,12 @@ from .errors import (
 )
 from .guard import ContextGuard
 from .keys import TAG_BYTES, Context, check_integer, check_secret, stream_key
+from .lattices import LATTICE_CODES, LATTICE_TABLE, LATTICES, check_combination
 from .mechanisms import Gaussian, Mechanism, check_mechanism, mechanism_from_code
 from .padding import check_pad, max_payload_bytes, padding_bytes
 from .payload import (
     CODER_CODES,
     CODERS,
-    LATTICE_CODES,
-    LATTICE_DIMS,
-    LATTICES,
     SEALED_HEADER_BYTES,
     Header,
     Sealed,
@@ -83,7 +81,6 @@ __all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES
 
 LATTICE_NAMES = tuple(LATTICE_CODES)
 DEFAULT_MAX_COORDINATES = 1 << 28
-_MAX_DIM = {"Z": 8}
 
 
 # lattice="auto": which lattice, for each mechanism and coder, from the
@@ -114,32 +111,20 @@ def _check_lattice(lattice: object, dim: object, mechanism: Mechanism
     if lattice not in LATTICE_CODES:
         raise InvalidArgumentError(
             f"lattice must be 'auto' or one of {LATTICE_NAMES}, got {lattice!r}")
-    if lattice in LATTICE_DIMS:
-        fixed = LATTICE_DIMS[lattice]
-        if dim is not None:
-            dim = check_integer("dim", dim)
-            if dim != fixed:
-                raise InvalidArgumentError(
-                    f"lattice {lattice!r} has dimension {fixed}: dim must be None or {fixed}, "
-                    f"got dim={dim}"
-                )
-        if mechanism.code != 1:
+    dims = LATTICE_TABLE[lattice].dims
+    if dim is None:
+        dim = dims[0]
+    else:
+        dim = check_integer("dim", dim)
+        if dim not in dims:
             raise InvalidArgumentError(
-                f"lattice {lattice!r} supports the Gaussian mechanism only; "
-                f"{type(mechanism).__name__} needs lattice 'Z'"
-            )
-        return LATTICE_CODES[lattice], fixed
-    dim = 1 if dim is None else check_integer("dim", dim)
-    if not 1 <= dim <= _MAX_DIM[lattice]:
-        raise InvalidArgumentError(
-            f"dim must be between 1 and {_MAX_DIM[lattice]} for lattice {lattice!r}, got {dim}"
-        )
-    if mechanism.code == 2 and dim > 4:
-        raise InvalidArgumentError(
-            "Laplace on Z^n accepts a trial with probability 1/n!, so dim must be at most 4"
-        )
-    if mechanism.code == 3 and dim != 1:
-        raise InvalidArgumentError("SDQ is scalar: dim must be 1")
+                f"lattice {lattice!r} has dimension {dims[0]}: dim must be None or {dims[0]}, "
+                f"got dim={dim}" if len(dims) == 1 else
+                f"dim must be between {dims[0]} and {dims[-1]} for lattice {lattice!r}, "
+                f"got {dim}")
+    # The rule on mechanisms (A2, D4, E8: Gaussian only; Laplace dim <= 4;
+    # SDQ dim 1) is the core's.
+    check_combination(mechanism=mechanism.code, lattice=LATTICE_CODES[lattice], n=dim)
     return LATTICE_CODES[lattice], dim
 
 

@@ -56,8 +56,9 @@ import math
 import struct
 from dataclasses import dataclass
 
-from .errors import FormatError
+from .errors import FormatError, InvalidArgumentError
 from .keys import TAG_BYTES, Context
+from .lattices import LATTICES, check_combination
 from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure, bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
@@ -65,10 +66,6 @@ __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header"
 
 MAGIC = b"CEPM"
 VERSION = 4
-LATTICES = {1: "Z", 2: "A2", 3: "D4", 4: "E8"}
-# The fixed dimension of each lattice other than Z^n (which takes 1 .. 8).
-LATTICE_DIMS = {"A2": 2, "D4": 4, "E8": 8}
-LATTICE_CODES = {v: k for k, v in LATTICES.items()}
 CODERS = {1: "golomb", 2: "ans"}
 CODER_CODES = {v: k for k, v in CODERS.items()}
 MECHANISMS = (1, 2, 3)
@@ -250,14 +247,10 @@ def parse_sealed(plain: bytes | bytearray, mechanism: int, *, bare: bool = False
     lattice, n, padding = _SEALED.unpack_from(plain, 0)
     if lattice not in LATTICES:
         raise FormatError(f"unknown lattice code {lattice}")
-    if not 1 <= n <= 8 or (mechanism == 2 and n > 4) or (mechanism == 3 and n != 1):
-        raise FormatError(f"sub-vector dimension {n} not allowed for this mechanism")
-    if lattice != 1:
-        name = LATTICES[lattice]
-        if n != LATTICE_DIMS[name]:
-            raise FormatError(f"lattice {name} has dimension {LATTICE_DIMS[name]}, header says {n}")
-        if mechanism != 1:
-            raise FormatError(f"lattice {name} is for the Gaussian mechanism only")
+    try:
+        check_combination(mechanism=mechanism, lattice=lattice, n=n)
+    except InvalidArgumentError as e:
+        raise FormatError(f"sealed header: {e}") from None
     if padding > len(plain) - start:
         raise FormatError("declared padding exceeds the sealed section")
     end = len(plain) - padding

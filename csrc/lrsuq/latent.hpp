@@ -24,9 +24,35 @@ namespace cepam {
 
 enum class MechanismId : int { Gaussian = 1, Laplace = 2, Uniform = 3 };
 
+// The mechanism table: payload code, name, the norm of its acceptance test,
+// the largest sub-vector dimension it takes (with why), and a small and a
+// large typical width of a coding cell on Z as multiples of the scale (two
+// quadrature points of beta, for the ANS source model's estimates:
+// Gaussian 2 chi_3, Laplace 2 Gamma(2, 1); SDQ the step).  Its latent type
+// (below) carries the same id.
+struct MechanismInfo {
+  MechanismId id;
+  const char* name;
+  Norm norm;
+  int max_dim;
+  const char* max_dim_reason;
+  double cell_width_lo, cell_width_hi;
+};
+
+inline constexpr MechanismInfo kMechanisms[] = {
+    {MechanismId::Gaussian, "Gaussian", Norm::L2, 8, "the largest sub-vector of the core", 1.86,
+     4.54},
+    {MechanismId::Laplace, "Laplace", Norm::L1, 4,
+     "with l1 balls on Z^n a trial is accepted with probability 1/n!", 1.17, 6.8},
+    {MechanismId::Uniform, "SDQ", Norm::L1, 1, "SDQ is scalar", 1.0, 1.0},
+};
+
 struct GaussianLatent {
   int n;
   double sigma;
+
+  static constexpr MechanismId id = MechanismId::Gaussian;
+  static GaussianLatent of(int n, double scale) { return {n, scale}; }
 
   Norm norm() const { return Norm::L2; }
   // Words per sub-vector: k/2 for even k = n + 2, (k - 1)/2 + 2 for odd k.
@@ -46,6 +72,9 @@ struct LaplaceLatent {
   int n;
   double b;
 
+  static constexpr MechanismId id = MechanismId::Laplace;
+  static LaplaceLatent of(int n, double scale) { return {n, scale}; }
+
   Norm norm() const { return Norm::L1; }  // for n = 1 the l1 ball is the interval
   int words() const { return n + 1; }
 
@@ -63,11 +92,31 @@ struct FixedLatent {
   int n;
   double radius;
 
+  static constexpr MechanismId id = MechanismId::Uniform;  // SDQ: radius = step / 2
+  static FixedLatent of(int n, double scale) { return {n, 0.5 * scale}; }
+
   Norm norm() const { return Norm::L1; }
   int words() const { return 0; }
   void radii(const std::uint64_t*, std::size_t count, double* out) const {
     for (std::size_t c = 0; c < count; ++c) out[c] = radius;
   }
 };
+
+// The latents by type, one per row of kMechanisms.
+template <class... Ls>
+struct LatentList {};
+using Latents = LatentList<GaussianLatent, LaplaceLatent, FixedLatent>;
+
+template <class Fn, class... Ls>
+bool with_latent(MechanismId id, int n, double scale, Fn&& fn, LatentList<Ls...>) {
+  return ((id == Ls::id ? (fn(Ls::of(n, scale)), true) : false) || ...);
+}
+
+// Calls fn(latent) with the latent of mechanism id for dimension n and the
+// mechanism's scale; returns false (fn not called) for an unknown id.
+template <class Fn>
+bool with_latent(MechanismId id, int n, double scale, Fn&& fn) {
+  return with_latent(id, n, scale, fn, Latents{});
+}
 
 }  // namespace cepam
