@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
+from collections.abc import Callable
 from contextlib import closing
 
 from .errors import ContextReuseError, InvalidArgumentError, InvalidTypeError
@@ -32,6 +34,21 @@ __all__ = ["ContextGuard"]
 
 _SCHEMA_VERSION = 1
 _BUSY_TIMEOUT_S = 60.0
+
+
+def _retry_while_locked(statement: Callable[[], object]) -> None:
+    """Runs ``statement``, again while SQLite says the file is locked or busy
+    (for at most the busy timeout; then the error propagates)."""
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 class ContextGuard:
@@ -61,14 +78,28 @@ class ContextGuard:
         self.path = os.path.abspath(path)
         with self._connect() as db:
             try:
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version == 0:  # a new file (or one being set up by another process)
-                    db.execute("PRAGMA journal_mode=WAL")
-                    db.execute("CREATE TABLE IF NOT EXISTS used_contexts ("
-                               "fingerprint BLOB NOT NULL, context BLOB NOT NULL, "
-                               "PRIMARY KEY (fingerprint, context)) WITHOUT ROWID")
-                    db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                elif version != _SCHEMA_VERSION:
+                if db.execute("PRAGMA user_version").fetchone()[0] == _SCHEMA_VERSION:
+                    return  # set up already (a read: it never waits for writers)
+                # WAL first: changing the journal mode takes the file's
+                # exclusive lock, and SQLite answers "locked" at once (its busy
+                # handler is not run) while another process sets the file up,
+                # so wait for that here, up to the busy timeout.
+                _retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
+                # Then the schema under the write lock (BEGIN IMMEDIATE waits
+                # for it), so two processes never both see an empty file.
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    version = db.execute("PRAGMA user_version").fetchone()[0]
+                    if version == 0:  # a new file
+                        db.execute("CREATE TABLE IF NOT EXISTS used_contexts ("
+                                   "fingerprint BLOB NOT NULL, context BLOB NOT NULL, "
+                                   "PRIMARY KEY (fingerprint, context)) WITHOUT ROWID")
+                        db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                if version not in (0, _SCHEMA_VERSION):
                     raise InvalidArgumentError(
                         f"state file {self.path!r} has schema version {version}, "
                         f"this cepam writes {_SCHEMA_VERSION}")
