@@ -19,14 +19,7 @@ from .mechanisms import Mechanism
 from .precision import largest
 from .structure import Entry, Structure, output_dtype
 
-__all__ = ["NOISE_BOUND", "check_encodable_range"]
-
-# |decoded - clipped x| per coordinate is at most the accepted trial's ball
-# radius, in units of the scale (by mechanism code): sigma sqrt(U) with
-# U <= 10 * 53 ln 2 = 367.4 (Gaussian, n <= 8: at most five factors
-# -2 log u, u >= 2^-53), so below 19.2 sigma; b U with U <= 5 * 53 ln 2 =
-# 183.7 (Laplace, n <= 4); step / 2 (SDQ).
-NOISE_BOUND = {1: 20.0, 2: 184.0, 3: 0.5}
+__all__ = ["check_encodable_range"]
 
 
 def _decoded(entry: Entry) -> str:
@@ -49,12 +42,13 @@ def check_encodable_range(flat: np.ndarray, structure: Structure, *, norm: float
 
     ``norm`` is the update's l2 norm and ``factor`` its clipping factor; the
     bound is the clipped norm (or, when that is too coarse, each entry's
-    largest magnitude) plus ``NOISE_BOUND[mechanism] * scale``.
+    largest magnitude) plus ``mechanism.noise_bound * scale``
+    (:mod:`cepam.mechanisms`: the largest ``|decoded - x|`` per coordinate).
 
     Raises:
         EncodingError: the noise scale (or the update) is too large.
     """
-    bound = NOISE_BOUND[mechanism.code]
+    bound = mechanism.noise_bound
     noise = bound * mechanism.scale
     smallest = min(largest(_decoded(e)) for e in structure.entries)
     # The lattice scale beta = radius / rho (rho >= 1/2) must be finite too.

@@ -29,37 +29,36 @@ from collections.abc import Sequence
 
 from ._native import core as _core
 from .errors import EncodingError, InvalidArgumentError, InvalidTypeError
+from .lattices import LATTICE_CODES
 from .mechanisms import Mechanism
-from .payload import MAX_PADDING
+from .payload import CODERS, MAX_PADDING
 
 __all__ = ["PAD_MODES", "check_pad", "bucket_length", "max_payload_bytes", "padding_bytes"]
 
 PAD_MODES = ("bucket", "max")
 
 # Slack of max_payload_bytes above the information bound, in bits: per
-# coordinate for the lattice coordinates M (by coder code: 1 golomb, 2 ans;
-# more for Laplace, and for Golomb on Z^n (n > 1) and on A2, D4 and E8,
-# whose coordinates and trial indices its fixed codes fit poorly), per
-# sub-vector for the trial index H (above its entropy), and per payload (source model, rANS states, Golomb parameters,
+# coordinate for the lattice coordinates M (by coder name; more by the noise
+# law's ``pad_slack`` (Laplace, cepam.mechanisms), and for Golomb on Z^n
+# (n > 1) and on A2, D4 and E8, whose coordinates and trial indices its
+# fixed codes fit poorly), per sub-vector for the trial index H (above its
+# entropy), and per payload (source model, rANS states, Golomb parameters,
 # section padding).  Chosen from the gaps measured on updates at the clip
 # norm (Gaussian, uniform, Laplace, Student-t 1 and 2 dof, sparse, constant
 # and two-valued; m from 2,000 to 200,000; rms / scale from 0.01 to 1000):
 # the smallest margin left is in docs/privacy.md.
-_SLACK_M = {1: 1.5, 2: 0.75}
-_SLACK_M_LAPLACE = 0.5
+_SLACK_M = {"golomb": 1.5, "ans": 0.75}
 _SLACK_M_GOLOMB_ROOT_LATTICE = 1.75
 _SLACK_M_GOLOMB_ZN = 0.75  # Z^n, n > 1
-_SLACK_H = {1: 1.0, 2: 0.1}
+_SLACK_H = {"golomb": 1.0, "ans": 0.1}
 # The ANS coder's trial-index table stops at 64: a larger index costs an
 # escape (24 bits) and 16 raw bits, with probability (1 - p)^64.
 _ANS_H_TABLE, _ANS_H_ESCAPE_BITS = 64, 40.0
 _SLACK_BYTES = 256
 # 0.5 log2(1 + s^2) bounds I(X; X + Z) for Gaussian Z of the update's power
-# ratio s^2; Laplace and uniform noise of the same variance allow at most
-# these many bits more (h(N(0, v)) - h(Z)): 0.5 log2(pi / e) and
-# 0.5 log2(pi e / 6).
-_NOISE_EXCESS = {1: 0.0, 2: 0.5 * math.log2(math.pi / math.e),
-                 3: 0.5 * math.log2(math.pi * math.e / 6.0)}
+# ratio s^2; noise of another law and the same variance allows at most its
+# ``entropy_excess`` bits more (h(N(0, v)) - h(Z), cepam.mechanisms).
+_Z = LATTICE_CODES["Z"]
 
 
 def check_pad(pad: object) -> str | int | None:
@@ -126,20 +125,20 @@ def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
     if math.isinf(clip):
         raise InvalidArgumentError("pad='max' needs a clip: the bound is derived from it")
     s2 = (clip / mechanism.std) ** 2 / m if m else 0.0
-    per_coordinate = 0.5 * math.log2(1.0 + s2) + _NOISE_EXCESS[mechanism.code] + _SLACK_M[coder]
-    if mechanism.code == 2:
-        per_coordinate += _SLACK_M_LAPLACE
+    coder_name = CODERS[coder]
+    per_coordinate = (0.5 * math.log2(1.0 + s2) + mechanism.entropy_excess
+                      + _SLACK_M[coder_name] + mechanism.pad_slack)
     worst = 0.0
     for code, n in lattices:
         p = _core.acceptance_probability(mechanism.code, mechanism.scale, code, n)
         subvectors = -(-m // n)
         extra = 0.0
-        if coder == 1 and code != 1:
+        if coder_name == "golomb" and code != _Z:
             extra = _SLACK_M_GOLOMB_ROOT_LATTICE
-        elif coder == 1 and n > 1:
+        elif coder_name == "golomb" and n > 1:
             extra = _SLACK_M_GOLOMB_ZN
-        h_bits = _geometric_entropy_bits(p) + _SLACK_H[coder]
-        if coder == 2:
+        h_bits = _geometric_entropy_bits(p) + _SLACK_H[coder_name]
+        if coder_name == "ans":
             h_bits += (1.0 - p) ** _ANS_H_TABLE * _ANS_H_ESCAPE_BITS
         bits = m * (per_coordinate + extra) + subvectors * h_bits
         worst = max(worst, bits)

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from .errors import FormatError, InvalidArgumentError
 from .keys import TAG_BYTES, Context
 from .lattices import LATTICES, check_combination
+from .mechanisms import MECHANISM_CODES
 from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure, bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
@@ -68,7 +69,6 @@ MAGIC = b"CEPM"
 VERSION = 4
 CODERS = {1: "golomb", 2: "ans"}
 CODER_CODES = {v: k for k, v in CODERS.items()}
-MECHANISMS = (1, 2, 3)
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBHdd")
 _SEALED = struct.Struct("<BBI")
@@ -163,7 +163,7 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
     check_prefix(payload)
     r = _Reader(payload, len(payload) - TAG_BYTES)
     _, _, mech, coder, container, reserved, scale, clip = r.take(_PREFIX)
-    if mech not in MECHANISMS:
+    if mech not in MECHANISM_CODES:
         raise FormatError(f"unknown mechanism code {mech}")
     if coder not in CODERS:
         raise FormatError(f"unknown body coder {coder}")

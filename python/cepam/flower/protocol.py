@@ -28,7 +28,7 @@ from cepam.payload import VERSION
 
 __all__ = [
     "CONFIG_RECORD", "PAYLOAD_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "KEYS_AGREED",
-    "KEYS_PRESHARED", "RoundConfig", "mechanism_of", "flat_name", "pad_to_text",
+    "KEYS_PRESHARED", "ACCOUNTED", "RoundConfig", "mechanism_of", "flat_name", "pad_to_text",
     "pad_from_text",
 ]
 
@@ -39,7 +39,9 @@ PAYLOAD_STYPE = f"cepam/v{VERSION}"
 KEYS_AGREED, KEYS_PRESHARED = "x25519", "pre-shared"
 CLIENT_KEY = "client-key"
 
-_MECHANISMS = {"gaussian": cepam.Gaussian, "laplace": cepam.Laplace}
+#: The mechanisms a cepam configuration carries: those :mod:`.budget` accounts for.
+ACCOUNTED = (cepam.Gaussian, cepam.Laplace)
+_MECHANISMS = {cls.name: cls for cls in ACCOUNTED}
 
 
 def flat_name(record: str, array: str) -> str:

@@ -65,8 +65,8 @@ from cepam.structure import BARE
 from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget
 from .keys import KeyPair, KeyPins, SecretSource, agreed_secret, preshared_lookup
 from .protocol import (
-    CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED, PAYLOAD_ARRAY, PAYLOAD_RECORD,
-    PAYLOAD_STYPE, RoundConfig, flat_name,
+    ACCOUNTED, CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED, PAYLOAD_ARRAY,
+    PAYLOAD_RECORD, PAYLOAD_STYPE, RoundConfig, flat_name,
 )
 
 __all__ = ["CepamStrategy", "METRIC_UPDATES", "METRIC_DROPPED", "METRIC_PAYLOAD_BYTES"]
@@ -188,9 +188,9 @@ class CepamStrategy(Strategy):
                 f"{type(strategy).__name__} adds Flower's own clipping and noise; cepam clips "
                 "and adds noise itself (and its clients send no float32 update to clip): use "
                 "one or the other")
-        if not isinstance(mechanism, (cepam.Gaussian, cepam.Laplace)):
-            raise InvalidTypeError("mechanism must be cepam.Gaussian or cepam.Laplace, got "
-                                   f"{type(mechanism).__name__}")
+        if not isinstance(mechanism, ACCOUNTED):
+            names = " or ".join(f"cepam.{cls.__name__}" for cls in ACCOUNTED)
+            raise InvalidTypeError(f"mechanism must be {names}, got {type(mechanism).__name__}")
         self.clip = check_clip(clip)
         if math.isinf(self.clip):
             raise InvalidArgumentError("clip is required: the privacy guarantee needs it")
