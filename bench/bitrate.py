@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from cepam.bitrate_cli import handler, register
+from cepam.bitrate.cli import handler, register
 
 if __name__ == "__main__":
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

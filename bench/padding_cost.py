@@ -25,6 +25,7 @@ import numpy as np
 
 import cepam
 from cepam import bitrate
+from cepam.bitrate.benchmark import _SECRET
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCHEMES = {  # bench key -> encode kwargs
@@ -62,7 +63,7 @@ def synthetic_rows(m: int, grid) -> list[dict]:
                     + keys.index(key)
                 bits = {}
                 for pad in PADS:
-                    payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=bitrate._SECRET,
+                    payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=_SECRET,
                                            round=gi, client=client, pad=pad,
                                            clip=norm if pad == "max" else None, **kwargs)
                     bits[pad] = 8 * len(payload) / m

@@ -103,7 +103,7 @@ def test_high_resolution_gaps_match_spec():
 
 
 def test_ideal_rate_sampled_agrees_with_exact_n1():
-    from cepam.bitrate import _geometry, _ideal_rate_sampled
+    from cepam.bitrate.theory import _geometry, _ideal_rate_sampled
 
     exact = bitrate.ideal_rate("gaussian", 1.0, draws=20000)
     sampled, err = _ideal_rate_sampled(_geometry("Z", 1), 1.0, 8000, 1)
@@ -389,7 +389,7 @@ def test_plot(tmp_path):
 
 
 def test_cli_registers_bench_bitrate(tmp_path, capsys):
-    from cepam import bitrate_cli
+    from cepam.bitrate import cli as bitrate_cli
 
     parser = argparse.ArgumentParser(prog="cepam")
     sub = parser.add_subparsers(dest="command")

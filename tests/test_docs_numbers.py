@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cepam import bitrate
+from cepam.bitrate.benchmark import _payload_row
 from cepam.fl.config import FLConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,8 +80,7 @@ def test_shipped_payload_bits_are_what_the_encoder_gives_now(source, ratio, key)
     m = 200_000
     x = bitrate.sample_source(source, ratio, m, 1000 * si + gi)
     rows_before = (si * len(bitrate.S_OVER_SIGMA) + gi) * len(schemes) + keys.index(key)
-    row = bitrate._payload_row(schemes[keys.index(key)], x, 1.0, (gi, 100 * si + rows_before),
-                               seed=0)
+    row = _payload_row(schemes[keys.index(key)], x, 1.0, (gi, 100 * si + rows_before), seed=0)
     shipped = next(r for r in shipped_rows() if r["source"] == source
                    and r["s_over_sigma"] == ratio and r["scheme"] == key)
     assert f"{row['bits_per_coordinate']:.6f}" == f"{shipped['bits_per_coordinate']:.6f}"

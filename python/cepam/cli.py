@@ -35,7 +35,7 @@ __all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint", 
 _COMMAND_MODULES = (
     "cepam.cli",
     "cepam.demo",
-    "cepam.bitrate_cli",
+    "cepam.bitrate.cli",
     "cepam.accounting.cli",
     "cepam.fl.cli",
 )

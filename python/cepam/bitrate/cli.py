@@ -27,8 +27,8 @@ import sys
 import time
 from typing import Any
 
-from ._argtypes import positive_int
-from .cli import requires
+from .._argtypes import positive_int
+from ..cli import requires
 
 __all__ = ["register", "handler", "bench_subparsers", "new_directory"]
 
@@ -82,11 +82,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from . import bitrate
+    from .benchmark import run_benchmark
+    from .report import write_results
+    from .theory import S_OVER_SIGMA
 
     m = args.m or (20_000 if args.quick else 200_000)
     draws = args.draws or (4000 if args.quick else 20_000)
-    grid = _QUICK_GRID if args.quick else bitrate.S_OVER_SIGMA
+    grid = _QUICK_GRID if args.quick else S_OVER_SIGMA
     plot = not args.no_plot
     if plot:
         try:
@@ -97,10 +99,10 @@ def handler(args: argparse.Namespace) -> int:
             plot = False
     out = args.out if args.out is not None else new_directory("cepam-bitrate")
     t0 = time.perf_counter()
-    rows = bitrate.run_benchmark(m=m, grid=grid, draws=draws, seed=args.seed,
-                                 log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    rows = run_benchmark(m=m, grid=grid, draws=draws, seed=args.seed,
+                         log=lambda msg: print(msg, file=sys.stderr, flush=True))
     seconds = time.perf_counter() - t0
-    paths = bitrate.write_results(rows, out, m=m, seconds=seconds, draws=draws, plot=plot)
+    paths = write_results(rows, out, m=m, seconds=seconds, draws=draws, plot=plot)
     names = ", ".join(os.path.basename(p) for p in paths.values())
     print(f"cepam bench bitrate: wrote {names} to {os.path.abspath(out)}", file=sys.stderr)
     return 0

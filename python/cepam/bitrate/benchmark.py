@@ -1,0 +1,252 @@
+"""The bitrate benchmark runner: encodes sources and measures whole payloads.
+
+:func:`run_benchmark` encodes the same source draws with ``cepam.encode`` for
+CEPAM on every available lattice and both coders, scalar SDQ at the same noise
+variance and Gaussian+SDQ, decodes each payload to check its error, and adds
+the computed lines of :mod:`cepam.bitrate.theory` (the bound and the ideal
+rates); :mod:`cepam.bitrate.report` writes the rows out.  Bits per
+coordinate; the noise is Gaussian with standard deviation ``sigma``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .._checks import check_positive
+from ..errors import CepamError, InvalidArgumentError
+from .theory import (
+    DESIGN_MUTUAL_INFORMATION_UNIFORM,
+    DESIGN_SCALAR_SDQ_UNIFORM,
+    S_OVER_SIGMA,
+    SOURCES,
+    _check_count,
+    _check_source,
+    _default_dim,
+    ideal_rate,
+    ideal_sdq_rate,
+    mutual_information,
+    spec_ideal_rate,
+)
+
+__all__ = ["sample_source", "Scheme", "default_schemes", "available_lattices", "run_benchmark"]
+
+
+def sample_source(source: str, s: float, m: int, seed: int) -> np.ndarray:
+    """``m`` i.i.d. float64 draws: N(0, s^2) or U[-s, s] (numpy generator ``seed``)."""
+    source = _check_source(source)
+    rng = np.random.default_rng(seed)
+    if source == "gaussian":
+        return rng.normal(0.0, s, size=m)
+    return rng.uniform(-s, s, size=m)
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One line of the benchmark.
+
+    kind: ``"bound"`` (I(X; X+Z)), ``"ideal"`` (computed ideal rate),
+    ``"spec"`` (the ideal rate tabulated in docs/design.md), ``"cepam"``, ``"sdq"`` or
+    ``"gaussian+sdq"`` (measured payloads).
+    """
+
+    key: str
+    label: str
+    kind: str
+    lattice: str = "Z"
+    dim: int | None = 1
+    coder: str = "ans"
+    note: str = ""
+
+
+def available_lattices() -> dict[str, bool]:
+    """Which of A2, D4, E8 and ``auto`` the installed codec accepts.
+
+    A lattice counts as available if ``cepam.encode(..., lattice=name)`` (with
+    its dimension; no ``dim`` for ``auto``) and ``cepam.decode`` succeed on a
+    tiny input, whatever ``cepam.codec.LATTICE_NAMES`` says.
+    """
+    import cepam
+
+    found: dict[str, bool] = {}
+    for name in ("A2", "D4", "E8", "auto"):
+        try:
+            kwargs: dict[str, Any] = {} if name == "auto" else {"dim": _default_dim(name)}
+            p = cepam.encode(np.zeros(16), cepam.Gaussian(sigma=1.0), secret=bytes(32),
+                             round=0, client=0, lattice=name, **kwargs)
+            cepam.decode(p, secret=bytes(32))
+            found[name] = True
+        except (CepamError, TypeError, ValueError):
+            found[name] = False
+    return found
+
+
+def default_schemes(available: dict[str, bool] | None = None) -> list[Scheme]:
+    """The benchmark's lines, in table order."""
+    if available is None:
+        available = available_lattices()
+    schemes = [
+        Scheme("mi", "I(X; X+Z) (lower bound)", "bound", "", None, note="Gaussian noise sigma"),
+        Scheme("ideal-Z1", "ideal LRSUQ Z (n=1)", "ideal", "Z", 1,
+               note="[H(H)+H(M|U,V_H)]/n, true source law, Monte Carlo"),
+        Scheme("ideal-Z2", "ideal LRSUQ Z^2", "ideal", "Z", 2),
+        Scheme("ideal-A2", "ideal LRSUQ A2", "ideal", "A2", 2),
+        Scheme("ideal-Z3", "ideal LRSUQ Z^3", "ideal", "Z", 3),
+        Scheme("ideal-D4", "ideal LRSUQ D4", "ideal", "D4", 4),
+        Scheme("ideal-E8", "ideal LRSUQ E8", "ideal", "E8", 8),
+        Scheme("ideal-sdq", "ideal scalar SDQ, same variance", "ideal-sdq", "", None,
+               note="H(M|V), step sqrt(12) sigma, true source law"),
+        Scheme("sdq", "scalar SDQ, same variance (ans)", "sdq", coder="ans",
+               note="SDQ.matching(sigma): step sqrt(12) sigma, uniform error"),
+        Scheme("gaussian+sdq", "Gaussian+SDQ (ans)", "gaussian+sdq", coder="ans",
+               note="N(0, sigma^2) from the client's generator, then SDQ step sqrt(12) sigma"),
+        Scheme("cepam-Z1-ans", "CEPAM Z (n=1), ans", "cepam", "Z", 1, "ans"),
+        Scheme("cepam-Z1-golomb", "CEPAM Z (n=1), golomb", "cepam", "Z", 1, "golomb"),
+        Scheme("cepam-Z2-ans", "CEPAM Z^2, ans", "cepam", "Z", 2, "ans"),
+        Scheme("cepam-Z2-golomb", "CEPAM Z^2, golomb", "cepam", "Z", 2, "golomb"),
+        Scheme("cepam-Z3-ans", "CEPAM Z^3, ans", "cepam", "Z", 3, "ans"),
+    ]
+    for name in ("A2", "D4", "E8"):
+        schemes.append(Scheme(f"cepam-{name}-ans", f"CEPAM {name}, ans", "cepam", name,
+                              _default_dim(name), "ans",
+                              note="" if available.get(name) else "not available"))
+    schemes.append(Scheme("cepam-auto-ans", "CEPAM auto, ans", "cepam", "auto", None, "ans",
+                          note="" if available.get("auto") else "not available"))
+    return schemes
+
+
+_SECRET = bytes(range(7, 39))  # a fixed benchmark secret (not a real key)
+
+
+def _payload_row(scheme: Scheme, x: np.ndarray, sigma: float, context: tuple[int, int],
+                 seed: int) -> dict[str, Any]:
+    import cepam
+    from ..baselines import encode_noisy_sdq, noisy_sdq_error_std
+
+    round_, client = context
+    t0 = time.perf_counter()
+    if scheme.kind == "cepam":
+        kwargs: dict[str, Any] = {"lattice": scheme.lattice, "coder": scheme.coder}
+        if scheme.dim is not None:
+            kwargs["dim"] = scheme.dim
+        payload = cepam.encode(x, cepam.Gaussian(sigma=sigma), secret=_SECRET, round=round_,
+                               client=client, **kwargs)
+        expected = sigma
+    elif scheme.kind == "sdq":
+        mech = cepam.SDQ.matching(sigma)
+        payload = cepam.encode(x, mech, secret=_SECRET, round=round_, client=client,
+                               coder=scheme.coder)
+        expected = mech.std
+    elif scheme.kind == "gaussian+sdq":
+        step = math.sqrt(12.0) * sigma
+        payload = encode_noisy_sdq(x, cepam.Gaussian(sigma=sigma), step=step,
+                                   rng=np.random.default_rng(seed), secret=_SECRET,
+                                   round=round_, client=client, coder=scheme.coder)
+        expected = noisy_sdq_error_std(cepam.Gaussian(sigma=sigma), step)
+    else:  # pragma: no cover
+        raise InvalidArgumentError(f"not a payload scheme: {scheme.kind}")
+    seconds = time.perf_counter() - t0
+    info = cepam.inspect(payload, secret=_SECRET)
+    y = cepam.decode(payload, secret=_SECRET)
+    err = np.asarray(y, dtype=np.float64) - x
+    return {
+        "bits_per_coordinate": info.bits_per_coordinate,
+        "header_bits": info.header_bits,
+        "body_bits": info.sealed_bits,
+        "tag_bits": info.tag_bits,
+        "coordinates": info.coordinates,
+        "dim": info.dim,
+        "lattice": info.lattice,
+        "error_std_over_expected": float(err.std() / expected),
+        "seconds": seconds,
+        "status": "ok",
+    }
+
+
+def run_benchmark(*, m: int = 200_000, grid: Sequence[float] = S_OVER_SIGMA,
+                  sources: Sequence[str] = SOURCES, sigma: float = 1.0, seed: int = 0,
+                  draws: int = 20000, schemes: Sequence[Scheme] | None = None,
+                  log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Runs the bitrate benchmark and returns one dict per (source, s/sigma, scheme).
+
+    Measured schemes encode the same ``m`` source draws (numpy seed
+    ``seed + 1000 * source index + grid index``) with ``cepam.encode`` and
+    report the whole payload's bits per coordinate (header, body and tag); each
+    payload is decoded and ``error_std_over_expected`` (decoded error std over
+    the scheme's nominal std) checks it.  Computed lines: the mutual
+    information and the ideal rates (``draws`` Monte Carlo draws); the design notes'
+    tabulated ideal rates fill in (``kind`` "spec") where no computation is
+    available (the uniform source for n > 1).
+
+    Returns:
+        Rows with the keys of the CSV (see :func:`cepam.bitrate.report.rows_to_csv`).
+    """
+    m = _check_count("m", m)
+    sigma = check_positive("sigma", sigma)
+    for s in grid:
+        check_positive("s_over_sigma", s)
+    sources = [_check_source(src) for src in sources]
+    if schemes is None:
+        schemes = default_schemes()
+    say = log or (lambda _msg: None)
+    rows: list[dict[str, Any]] = []
+    context = 0
+    for si, source in enumerate(sources):
+        for gi, ratio in enumerate(grid):
+            s = ratio * sigma
+            x = sample_source(source, s, m, seed + 1000 * si + gi)
+            t_point = time.perf_counter()
+            for scheme in schemes:
+                row: dict[str, Any] = {
+                    "source": source, "s_over_sigma": float(ratio), "scheme": scheme.key,
+                    "label": scheme.label, "kind": scheme.kind, "lattice": scheme.lattice,
+                    "dim": scheme.dim, "coder": scheme.coder if scheme.kind not in
+                    ("bound", "ideal", "ideal-sdq") else "", "bits_per_coordinate": math.nan,
+                    "stderr": math.nan, "spec": math.nan, "header_bits": "", "body_bits": "",
+                    "tag_bits": "", "coordinates": "", "error_std_over_expected": math.nan,
+                    "seconds": math.nan, "status": "ok", "note": scheme.note,
+                }
+                t0 = time.perf_counter()
+                if scheme.kind == "bound":
+                    row["bits_per_coordinate"] = mutual_information(source, ratio)
+                    if source == "uniform":
+                        row["spec"] = DESIGN_MUTUAL_INFORMATION_UNIFORM.get(float(ratio), math.nan)
+                elif scheme.kind == "ideal":
+                    spec = spec_ideal_rate(source, ratio, scheme.lattice, scheme.dim)
+                    row["spec"] = math.nan if spec is None else spec
+                    try:
+                        rate, err = ideal_rate(source, ratio, lattice=scheme.lattice,
+                                               dim=scheme.dim, draws=draws, seed=seed,
+                                               return_error=True)
+                        row["bits_per_coordinate"], row["stderr"] = rate, err
+                    except InvalidArgumentError:
+                        if spec is not None:
+                            row["bits_per_coordinate"] = spec
+                            row["kind"] = "spec"
+                            row["status"] = "spec"
+                            row["note"] = "docs/design.md section 4 table (Monte Carlo, +-0.03)"
+                        else:
+                            row["status"] = "not computed"
+                    row["seconds"] = time.perf_counter() - t0
+                elif scheme.kind == "ideal-sdq":
+                    row["bits_per_coordinate"] = ideal_sdq_rate(source, ratio)
+                    if source == "uniform":
+                        row["spec"] = DESIGN_SCALAR_SDQ_UNIFORM.get(float(ratio), math.nan)
+                    row["seconds"] = time.perf_counter() - t0
+                elif scheme.note == "not available":
+                    row["status"] = "not available"
+                else:
+                    try:
+                        row.update(_payload_row(scheme, x, sigma, (gi, 100 * si + len(rows)),
+                                                seed + 7 + context))
+                    except CepamError as exc:
+                        row["status"] = f"error: {exc}"
+                    context += 1
+                rows.append(row)
+            say(f"{source:8s} s/sigma={ratio:g}: {len(schemes)} lines in "
+                f"{time.perf_counter() - t_point:.1f} s")
+    return rows
