@@ -46,7 +46,8 @@ class Gaussian:
     sigma: float
     code: ClassVar[int] = 1
     name: ClassVar[str] = "gaussian"
-    #: |decoded - clipped x| per coordinate is at most the accepted trial's
+    #: The error ``decoded - clipped x`` per coordinate is at most, in absolute
+    #: value, the accepted trial's
     #: ball radius sigma sqrt(U), U <= 10 * 53 ln 2 = 367.4 (n <= 8: at most
     #: five factors -2 log u, u >= 2^-53): below 19.2 sigma.
     noise_bound: ClassVar[float] = 20.0
@@ -86,7 +87,8 @@ class Laplace:
     noise_bound: ClassVar[float] = 184.0
     #: 0.5 log2(pi / e) bits per coordinate above Gaussian noise of the same variance.
     entropy_excess: ClassVar[float] = 0.5 * math.log2(math.pi / math.e)
-    #: Measured: the coders fit Laplace-noised coordinates less tightly.
+    #: The coders fit Laplace-noised coordinates less tightly (measured),
+    #: bits per coordinate.
     pad_slack: ClassVar[float] = 0.5
 
     def __post_init__(self) -> None:
