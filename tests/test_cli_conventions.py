@@ -145,6 +145,7 @@ def test_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.skipif(not MNIST_DIR.is_dir(), reason="MNIST not available")
 def test_ctrl_c_during_fl_run(tmp_path):
+    pytest.importorskip("torch")  # fl run trains (without torch it stops at once)
     out = tmp_path / "results"
     argv = ["fl", "run", "--rounds", "500", "--clients", "2", "--samples-per-client", "20",
             "--train-size", "200", "--val-size", "20", "--test-size", "20", "--local-steps", "2",
