@@ -242,30 +242,34 @@ _UNCLIPPED = ("no clip: the decoded update carries the noise, but no differentia
 WEIGHT_FLOOR = 0.5
 
 
-def _clip_buffers_apart(flat: np.ndarray, structure: Structure, clip: float
+def _clip_buffers_apart(flat: np.ndarray, structure: Structure, clip: float, sumsq: float
                         ) -> np.ndarray | None:
     """``buffers="separate"``: one clip for the whole update, as always,
     except that the running statistics (:func:`is_buffer`) of a mapping may
     not push the weights' l2 norm below ``WEIGHT_FLOOR * clip``.
 
-    Where the joint clip leaves the weights at least that, None: nothing to
-    do (the one clip then applies as always).  Otherwise the
-    weights are clipped to ``min(|w|, WEIGHT_FLOOR * clip)`` and the
-    statistics to what the clip leaves, ``sqrt(clip^2 - |w'|^2)``, so the
-    whole stays within ``clip`` (up to rounding, which the one clip then
-    absorbs) and every guarantee stated for ``clip`` holds."""
+    ``sumsq`` is the whole update's sum of squares; only the statistics
+    (a few values a channel) are summed again here, the weights' share is
+    the rest.  Where the update is within the clip, or the joint clip leaves
+    the weights at least the floor, None: nothing to do (the one clip then
+    applies as always).  Otherwise the weights are clipped to
+    ``min(|w|, WEIGHT_FLOOR * clip)`` and the statistics to what the clip
+    leaves, ``sqrt(clip^2 - |w'|^2)``, so the whole stays within ``clip``
+    (up to rounding, which the one clip then absorbs) and every guarantee
+    stated for ``clip`` holds."""
+    if structure.container != DICT or sumsq <= clip * clip:
+        return None
     groups: tuple[list[slice], list[slice]] = ([], [])
     start = 0
     for entry in structure.entries:
         groups[is_buffer(entry.name)].append(slice(start, start + entry.size))
         start += entry.size
-    if structure.container != DICT or not groups[0] or not groups[1]:
+    if not groups[0] or not groups[1]:
         return None
-    weights, buffers = (math.sqrt(sum(_core.sum_of_squares(flat[part]) for part in group))
-                        for group in groups)
-    joint = min(1.0, clip / math.hypot(weights, buffers)) if weights or buffers else 1.0
+    buffers_sq = sum(_core.sum_of_squares(flat[part]) for part in groups[1])
+    weights, buffers = math.sqrt(max(0.0, sumsq - buffers_sq)), math.sqrt(buffers_sq)
     floor = WEIGHT_FLOOR * clip
-    if weights == 0.0 or joint * weights >= floor:
+    if weights == 0.0 or clip / math.sqrt(sumsq) * weights >= floor:
         return None
     kept = min(weights, floor)
     weight_factor = kept / weights
@@ -313,7 +317,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     except InvalidArgumentError:
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
     if settings.buffers == "separate" and math.isfinite(clip):
-        clipped = _clip_buffers_apart(flat, structure, clip)
+        clipped = _clip_buffers_apart(flat, structure, clip, sumsq)
         if clipped is not None:
             flat, sumsq = clipped, _core.sum_of_squares(clipped)
     norm = math.sqrt(sumsq)
