@@ -16,7 +16,8 @@ def test_demo_json(capsys):
     assert 0.98 < out["noise_std_over_sigma"] < 1.02
     assert out["ks_p_value"] > 1e-6
     assert out["compression_vs_float32"] == 32.0 / out["bits_per_coordinate"]
-    assert out["encode_coords_per_s"] > 0 and out["decode_coords_per_s"] > 0
+    # Throughput is reported, not asserted on (a timing; speed lives in bench/).
+    assert all(isinstance(out[k], float) for k in ("encode_coords_per_s", "decode_coords_per_s"))
 
 
 def test_demo_text(capsys):

@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from . import _validation as _v
-from .analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu
+from .analytic_gaussian import gaussian_epsilon, gaussian_mu
+from .events import GaussianEvent
 from .setting import ThreatModel, hidden_clients
 
 __all__ = ["ClientLevelRound", "client_noise_multiplier", "client_epsilon",
@@ -166,8 +167,7 @@ class ClientLevelRound:
                                        threat_model=self.threat_model)
 
     def privacy_profile(self, epsilon: np.ndarray) -> np.ndarray:
-        return np.asarray(gaussian_delta(np.asarray(epsilon, dtype=float),
-                                         mu=1.0 / self.noise_multiplier))
+        return GaussianEvent(self.noise_multiplier).privacy_profile(epsilon)
 
     def describe(self) -> dict[str, Any]:
         return {"event": "client_level_round", "sigma": self.sigma, "clip": self.clip,

@@ -138,22 +138,21 @@ class Budget:
         if not isinstance(self.mechanism, cepam.Gaussian) or not self.rounds:
             return None
         try:
-            exact = _client_epsilon()
-        except ImportError:
+            return float(_client_epsilon()(
+                sigma=self.mechanism.sigma, clip=self.setting.clip, rounds=len(self.rounds),
+                clients=min(self.rounds), delta=self.delta,
+                threat_model=self.setting.threat_model))
+        except ImportError:  # cepam.accounting needs scipy
             if not self._warned:
                 self._warned = True
                 log.warning("cepam: no client-level eps: cepam.accounting needs scipy "
                             "(pip install \"cepam[flower]\"); only the record-level eps is "
                             "reported")
             return None
-        return float(exact(sigma=self.mechanism.sigma, clip=self.setting.clip,
-                           rounds=len(self.rounds), clients=min(self.rounds),
-                           delta=self.delta, threat_model=self.setting.threat_model))
 
 
 def _client_epsilon() -> Any:
-    """cepam.accounting.client_epsilon (raises ImportError without scipy)."""
-    import scipy  # noqa: F401 - the accountant's own dependency, checked first
+    """cepam.accounting.client_epsilon (which raises ImportError without scipy)."""
     from cepam.accounting import client_epsilon
 
     return client_epsilon
