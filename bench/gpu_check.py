@@ -3,7 +3,7 @@
     python bench/gpu_check.py             # the cuda tests, then the table
     python bench/gpu_check.py --sizes 1e6 1e7 1e8
 
-1. Runs the tests marked ``cuda`` (tests/test_cuda.py): the LRSUQ stage on the
+1. Runs the tests marked ``cuda`` (tests/core/test_cuda.py): the LRSUQ stage on the
    GPU against the CPU codec, bit for bit, for every lattice and mechanism,
    the golden vectors, and decode(device="cuda").
 2. Prints the throughput of the LRSUQ stage on the GPU (kernel time, and the
@@ -28,7 +28,7 @@ LATTICES = {"Z": (1, 1), "D4": (3, 4), "E8": (4, 8)}  # name: (code, n)
 
 def run_tests() -> int:
     return subprocess.call([sys.executable, "-m", "pytest", "-q", "-m", "cuda",
-                            str(ROOT / "tests" / "test_cuda.py")], cwd=ROOT)
+                            str(ROOT / "tests" / "core" / "test_cuda.py")], cwd=ROOT)
 
 
 def table(sizes: list[int]) -> bool:

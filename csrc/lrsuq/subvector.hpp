@@ -6,7 +6,7 @@
 // (csrc/cuda/) run one sub-vector per thread with the functions below, and
 // lrsuq_encode_subvectors / lrsuq_decode_subvectors run them one sub-vector
 // at a time on the host, so that the CPU tests check, bit for bit, the
-// arithmetic the GPU runs (tests/test_subvector.py).
+// arithmetic the GPU runs (tests/core/test_subvector.py).
 //
 // Sub-vector j, dimension n, with radius r = r(U_j) and beta = r / rho:
 //   latent words  stream 0, words [j W, (j + 1) W) (W = Config::words);

@@ -4,7 +4,7 @@
 (csrc/python/cuda_bindings.cpp, built only where a CUDA toolkit was found) are
 imported here and nowhere else in the library: every other module takes
 :data:`core` or :func:`cuda_module` from this one
-(tests/test_architecture.py checks it).  The binding's test hooks live in the
+(tests/project/test_architecture.py checks it).  The binding's test hooks live in the
 submodule ``cepam._core.testing``; the library never uses them.
 """
 

@@ -10,8 +10,8 @@ coding stays on the CPU.  The module is built when a CUDA compiler is found
 driver, where it reports no device.
 
 Status: experimental.  The kernels are compiled in CI and their arithmetic is
-checked bit for bit on the CPU (``tests/test_subvector.py``); the GPU tests
-(``tests/test_cuda.py``, marker ``cuda``) have not yet run on a GPU.
+checked bit for bit on the CPU (``tests/core/test_subvector.py``); the GPU tests
+(``tests/core/test_cuda.py``, marker ``cuda``) have not yet run on a GPU.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
 are copied to the host, with a one-time :class:`HostCopyWarning`; nothing else

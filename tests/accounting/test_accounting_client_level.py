@@ -142,9 +142,10 @@ def test_calibration_refuses_bad_targets():
 def test_the_readme_table_is_what_the_calibration_gives():
     """README "Choosing sigma and clip": each row's sigma and noise on the average."""
     import re
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    from helpers.paths import ROOT
+
+    text = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| ([\d,]+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text,
                       re.M)
     assert len(rows) == 3

@@ -25,9 +25,10 @@ import pytest
 import cepam
 from cepam.cli import build_parser, main
 
-from hidden_imports import hiding, run_without
+from helpers.hidden_imports import hiding, run_without
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
+
 MNIST_DIR = ROOT.parent / "shared" / "data" / "mnist"
 RUNS = ROOT / "docs" / "experiments" / "runs"
 

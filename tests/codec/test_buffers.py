@@ -15,7 +15,8 @@ from cepam.structure import is_buffer
 
 from conftest import SECRET_A
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
+
 TINY = cepam.Gaussian(sigma=1e-7)  # decoded values within about 1e-6 of the clipped input
 
 

@@ -1,21 +1,21 @@
 """Same input, secret and context give the same bytes, everywhere.
 
-The golden payloads in golden/v4.json pin the format, the ChaCha20 stream
+The golden payloads in tests/golden/v4.json pin the format, the ChaCha20 stream
 layout, the latent samplers and the coders: a change of platform, compiler or
 code that alters one bit fails here.  Regenerate them only on purpose (with a
-format version bump): see golden/generate.py.
+format version bump): see tests/golden/generate.py.
 """
 
 import importlib.util
 import json
-import pathlib
 
 import numpy as np
 import pytest
 
 import cepam
 
-HERE = pathlib.Path(__file__).parent
+from helpers.paths import TESTS as HERE
+
 GOLDEN = json.loads((HERE / "golden" / "v4.json").read_text())
 _spec = importlib.util.spec_from_file_location("golden_generate", HERE / "golden" / "generate.py")
 generate = importlib.util.module_from_spec(_spec)

@@ -9,13 +9,13 @@ g++-aarch64-linux-gnu qemu-user`; .ci/run installs it) and the source tree
 is at hand; skips otherwise (e.g. against an installed wheel).
 """
 
-import pathlib
 import shutil
 import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 SCRIPT = ROOT / "tools" / "cross_check.sh"
 TOOLS = ("cmake", "g++", "clang++", "aarch64-linux-gnu-g++", "qemu-aarch64")
 

@@ -158,12 +158,12 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice):
 @pytest.mark.cuda
 def test_golden_vectors_encode_to_the_same_bytes_from_the_gpu():
     import importlib.util
-    from pathlib import Path
-
     import torch
 
+    from helpers.paths import GOLDEN
+
     spec = importlib.util.spec_from_file_location(
-        "golden_generate", Path(__file__).parent / "golden" / "generate.py")
+        "golden_generate", GOLDEN / "generate.py")
     generate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generate)
     for name, case in generate.CASES.items():

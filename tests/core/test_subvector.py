@@ -5,7 +5,7 @@ checked on the host against the CPU codec, bit for bit.
 functions on the host, one sub-vector at a time; the CPU codec runs the same
 formulas over chunks with SIMD batches.  Equal outputs here mean the GPU,
 which compiles the same functions without FMA contraction, computes the bytes
-the CPU computes (tests/test_cuda.py checks that on a GPU when there is one).
+the CPU computes (tests/core/test_cuda.py checks that on a GPU when there is one).
 """
 
 import numpy as np

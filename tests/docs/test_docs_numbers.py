@@ -4,7 +4,7 @@ docs/bitrate/bitrate.csv), the padding table (bench/padding_cost.py), the
 length-leak table (bench/length_study.py) and
 the calibrated sigmas (``cepam privacy --target-eps``), the EXPERIMENTS
 tables (``cepam fl table`` of the shipped runs and summaries; the grid's own
-table is checked in test_fl_results.py).  Deterministic figures only (bits,
+table is checked in tests/fl/test_fl_results.py).  Deterministic figures only (bits,
 eps, sigma, accuracy of shipped runs), recomputed where that takes seconds."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,8 @@ from cepam import bitrate
 from cepam.bitrate.benchmark import _payload_row
 from cepam.fl.config import FLConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
+
 CSV = ROOT / "docs" / "bitrate" / "bitrate.csv"
 
 

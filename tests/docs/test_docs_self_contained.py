@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
 
 # References to files outside the repository: the internal notes ("SPEC",
 # "SPEC section 2", SPEC_ names) and the paper's source file.

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
+
 DOCS = ROOT / "docs"
 API_MODULES = ("cepam", "cepam.accounting", "cepam.flower")
 GUIDES = sorted((DOCS / "guide").glob("*.md"))
@@ -131,7 +132,7 @@ def test_readme_notes_become_links() -> None:
                          ids=lambda v: v.name if isinstance(v, Path) else str(v))
 def test_guide_examples_run(page: Path, index: int) -> None:
     # Examples written in the guides themselves; what a guide includes from
-    # README.md runs in tests/test_readme.py.
+    # README.md runs in tests/docs/test_readme.py.
     source = _code_blocks(page)[index]
     if "import torch" in source:
         pytest.importorskip("torch")

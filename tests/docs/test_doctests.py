@@ -11,7 +11,8 @@ import pytest
 
 import cepam
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 MODULES = sorted(
     name for _, name, _ in pkgutil.walk_packages(cepam.__path__, prefix="cepam.")

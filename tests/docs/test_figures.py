@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
 from cepam import bitrate
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
 
 
 def test_bitrate_rows_read_back_from_the_shipped_csv():

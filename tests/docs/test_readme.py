@@ -1,11 +1,11 @@
 """The README's examples run, and CI runs the README's test command."""
 
-import pathlib
 import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 README = (ROOT / "README.md").read_text()
 
 

@@ -11,7 +11,7 @@ import cepam
 from cepam.fl import data as fldata
 from cepam.fl.split import dirichlet_split, iid_split, split_clients, train_validation_split
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT as REPO
 
 
 def mnist_dir() -> Path | None:

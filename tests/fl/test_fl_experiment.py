@@ -25,7 +25,7 @@ from cepam.fl.experiment import (  # noqa: E402
 from cepam.fl.privacy import epsilon_at  # noqa: E402
 from cepam.fl.results import format_table, load_runs, mean_ci, summarize, t_quantile  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT as REPO
 
 
 def _mnist_dir():

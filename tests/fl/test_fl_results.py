@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,8 @@ from cepam.fl.cli import EPS_WARNING, privacy_report
 from cepam.fl.config import METHODS, MODEL_PARAMETERS, FLConfig
 from cepam.fl.results import format_table, load_runs, summarize
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
+
 RUNS = ROOT / "docs" / "experiments" / "runs"
 
 

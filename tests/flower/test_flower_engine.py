@@ -26,7 +26,8 @@ from cepam.fl.experiment import COLUMNS, FLConfig, TensorMNIST  # noqa: E402
 from cepam.fl.flower_engine import run_flower_experiment  # noqa: E402
 from cepam.fl.privacy import config_epsilon_function  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT as REPO
+
 MNIST_DIR = next((p for p in (REPO.parent / "shared" / "data" / "mnist",
                                Path(os.environ.get("CEPAM_DATA") or REPO / "missing"))
                   if all((p / f).is_file() for f in FILES.values())), None)

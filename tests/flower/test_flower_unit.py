@@ -1,7 +1,7 @@
 """cepam_mod and CepamStrategy without the simulation engine: messages built by
 hand, the mod called as Flower calls it, replies handed to aggregate_train.
 Covers key agreement (the default), enforcement, hostile replies, refusals
-and argument checks; tests/test_flower_simulation.py runs the real engine."""
+and argument checks; tests/flower/test_flower_simulation.py runs the real engine."""
 
 from __future__ import annotations
 

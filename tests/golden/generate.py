@@ -1,4 +1,4 @@
-"""Writes the golden payloads of tests/test_determinism.py.
+"""Writes the golden payloads of tests/codec/test_determinism.py.
 
 Run it only on purpose, when the payload format changes (bump the format
 version then):  python tests/golden/generate.py > tests/golden/v4.json

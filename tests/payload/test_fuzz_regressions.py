@@ -8,7 +8,6 @@ scale, u32 m, 32-byte stream key, then the body.
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +16,10 @@ import cepam
 from cepam import _core
 from cepam._core import testing as hooks
 
+from helpers.paths import ROOT
+
 FRAME = struct.Struct("<BBBBBdI32s")
-REGRESSIONS = sorted((Path(__file__).resolve().parent.parent / "fuzz" / "regressions").iterdir())
+REGRESSIONS = sorted((ROOT / "fuzz" / "regressions").iterdir())
 MAX_COORDINATES = 1 << 14  # the fuzz target's cap
 
 

@@ -51,7 +51,7 @@ from cepam import _core
 from cepam._core import testing as hooks
 from cepam.keys import FORMAT_TAG, TAG_BYTES, Context, hkdf, mac_key, payload_tag, stream_key
 
-from hidden_imports import run_without
+from helpers.hidden_imports import run_without
 
 # The forger seals with an independent ChaCha20: without it, nothing here runs.
 ciphers = pytest.importorskip("cryptography.hazmat.primitives.ciphers",

@@ -33,7 +33,9 @@ from __future__ import annotations
 import ast
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "python"
+from helpers.paths import ROOT as REPOSITORY
+
+ROOT = REPOSITORY / "python"
 PACKAGE = ROOT / "cepam"
 NATIVE = {"cepam._core", "cepam._cuda"}
 DOOR = "cepam._native"

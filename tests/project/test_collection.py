@@ -5,11 +5,11 @@ errors)."""
 
 import subprocess
 import sys
-from pathlib import Path
 
-from hidden_imports import hiding
+from helpers.hidden_imports import hiding
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT, TESTS
+
 EXTRAS = ("torch", "scipy", "matplotlib", "cryptography", "flwr", "ray", "dp_accounting",
           "tqdm", "constriction")
 
@@ -18,7 +18,7 @@ def test_the_suite_collects_without_any_extra():
     code = hiding(EXTRAS, "import pytest\n"
                           "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider',"
                           " sys.argv[1]]))\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests")],
+    proc = subprocess.run([sys.executable, "-c", code, str(TESTS)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "error" not in proc.stdout.splitlines()[-1], proc.stdout[-4000:]

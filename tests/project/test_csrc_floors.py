@@ -12,12 +12,12 @@ stale path behind.  Skips without the source tree (e.g. against an
 installed wheel).
 """
 
-import pathlib
 import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 CSRC = ROOT / "csrc"
 FLOORS = ("common", "random", "lattice", "coding", "lrsuq", "payload", "cuda", "python")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)

@@ -5,14 +5,13 @@ Builds the sdist from the source tree (no isolation: scikit-build-core from
 the environment); skips against an installed wheel, where there is no tree.
 """
 
-import pathlib
 import subprocess
 import sys
 import tarfile
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ Why it holds (full argument, with the threat models, in ``docs/privacy.md``):
 The bound is exactly the ``eps >= 0`` profile of the pair
 ``((1-p) N(0,1) + p N(mu,1), N(0,1))``, the "remove" pair of a Poisson
 subsampled Gaussian, and it is attained: when the clip saturates in opposite
-directions (the brute-force test in ``tests/test_accounting_bruteforce.py``).
+directions (the brute-force test in ``tests/accounting/test_accounting_bruteforce.py``).
 Under the symmetric replace-one relation the ``eps < 0`` side is its mirror
 image, so the round's tradeoff function is Dong, Roth and Su's (2022)
 ``C_p(G_mu)``; :mod:`.pld` composes it over rounds (Zhu, Dong and Wang 2022).
