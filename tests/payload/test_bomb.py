@@ -20,10 +20,12 @@ import numpy as np
 import pytest
 
 import cepam
-from cepam.keys import TAG_BYTES, mac_key, payload_tag
+from cepam.keys import TAG_BYTES
 from cepam.payload import pack_header, parse_header
 from cepam.sealing import open_payload
 from cepam.structure import Structure
+
+from helpers.forge import retag
 
 SECRET = bytes(range(32))
 COORDINATES_PER_BODY_BIT = 1024
@@ -46,7 +48,7 @@ def redeclared(payload: bytes, m: int, secret: bytes = SECRET) -> bytes:
     entry = dataclasses.replace(header.structure.entries[0], shape=(m,))
     forged = dataclasses.replace(header, structure=Structure(header.structure.container, (entry,)))
     data = pack_header(forged) + payload[offset:-TAG_BYTES]
-    return data + payload_tag(mac_key(secret), data)
+    return retag(data, secret)
 
 
 def most_compressible(m: int, mechanism: cepam.Mechanism, **kw) -> bytes:
@@ -211,4 +213,4 @@ def test_a_corrupted_padding_word_is_refused(offset):
     data[offset] ^= 0x10  # in the last words of the stream: padding symbols
     data = bytes(data)
     with pytest.raises(cepam.FormatError, match="entropy-coded body"):
-        cepam.decode(data + payload_tag(mac_key(SECRET), data), secret=SECRET)
+        cepam.decode(retag(data, SECRET), secret=SECRET)
