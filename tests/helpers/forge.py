@@ -28,6 +28,7 @@ import struct
 import sys
 from dataclasses import dataclass, field
 
+from cepam import _core
 from cepam._core import testing as hooks
 from cepam.keys import FORMAT_TAG, TAG_BYTES, Context, hkdf, mac_key, payload_tag, stream_key
 
@@ -37,11 +38,11 @@ __all__ = [
     "MAX_GROWTH", "MIN_PAYLOAD", "MODEL_HEADER", "OTHER_SECRET", "PROB_BITS", "PROB_SCALE",
     "RANS_LOW", "SEALED_HEADER", "SECRET", "SEGMENT_COORDINATES", "STREAMS", "U64", "UNIFORM",
     "UNIFORM_MODEL", "VERSION", "ZERO_WORD_CASES", "AnsBody", "AnsModel", "GolombBody",
-    "RansEncoder", "RawEntry", "RawPayload", "best_knot_order", "bits_to_bytes", "bytes_to_bits",
-    "chacha20", "chacha20_seal", "edited_entries", "escape_stream", "expg", "expg_unsigned",
-    "forged", "forged_ans", "geometric_cum", "on_ans", "on_golomb", "on_model", "pack_stream",
-    "put_escaped_m", "put_h", "retag", "segment", "symbols_of", "unary", "unpack_stream",
-    "untagged", "zero_run_payloads", "zero_word_payload", "zigzag",
+    "RansEncoder", "RawEntry", "RawPayload", "acceptance", "best_knot_order", "bits_to_bytes",
+    "bytes_to_bits", "chacha20", "chacha20_seal", "edited_entries", "escape_stream", "expg",
+    "expg_unsigned", "forged", "forged_ans", "geometric_cum", "on_ans", "on_golomb", "on_model",
+    "pack_stream", "put_escaped_m", "put_h", "retag", "segment", "symbols_of", "unary",
+    "unpack_stream", "untagged", "zero_run_payloads", "zero_word_payload", "zigzag",
 ]
 
 SECRET = bytes(range(7, 39))
@@ -496,13 +497,20 @@ def forged_ans(*, stream: bytes, n=1, mechanism=1, model: AnsModel = UNIFORM_MOD
                       5, 6, 7, m, entries, None, model.pack() + segment(stream))
 
 
+def acceptance(mechanism: int, n: int, *, scale: float = 0.25) -> float:
+    """The core's probability that one trial is accepted, the mechanism code on Z^n."""
+    return _core.acceptance_probability(_core.Params(mechanism=mechanism, scale=scale, lattice=1,
+                                                     n=n))
+
+
 def symbols_of(raw: RawPayload, *, secret: bytes = SECRET):
     """(H, M) of a forged payload's body, via the native decoder."""
     return hooks.decode_symbols(raw.body, m=raw.m,
                                 key=stream_key(secret, Context(raw.round, raw.client,
                                                                raw.message)),
-                                mechanism=raw.mechanism, scale=raw.scale, lattice=raw.lattice,
-                                n=raw.n, coder=raw.coder)
+                                params=_core.Params(mechanism=raw.mechanism, scale=raw.scale,
+                                                    lattice=raw.lattice, n=raw.n),
+                                coder=raw.coder)
 
 
 def on_golomb(f):

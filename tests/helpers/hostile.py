@@ -32,9 +32,8 @@ import cepam
 from helpers.forge import ANS_BLOCK, CODERS, SECRET, RawPayload
 
 __all__ = [
-    "BASES", "BASE_NAMES", "LARGE_ANS", "MB",
-    "assert_declared_structure", "collect_failures", "decode_in_child", "outcome",
-    "peak_allocation", "targeted_payload",
+    "BASES", "BASE_NAMES", "LARGE_ANS", "MB", "assert_declared_structure", "collect_failures",
+    "decode_in_child", "outcome", "peak_allocation", "targeted_payload",
 ]
 
 pytest.importorskip("cryptography.hazmat.primitives.ciphers",

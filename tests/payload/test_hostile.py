@@ -45,8 +45,8 @@ from cepam.keys import TAG_BYTES, Context, stream_key
 from helpers.forge import (
     CODERS, GOLOMB, GOLOMB_PREFIX, KNOT_SCALE, MAX_GROWTH, MIN_PAYLOAD, OTHER_SECRET,
     SEALED_HEADER, SECRET, STREAMS, U64, VERSION, AnsBody, GolombBody, RawEntry, RawPayload,
-    best_knot_order, edited_entries, escape_stream, expg, forged, forged_ans, retag, symbols_of,
-    unary, unpack_stream, untagged,
+    acceptance, best_knot_order, edited_entries, escape_stream, expg, forged, forged_ans, retag,
+    symbols_of, unary, unpack_stream, untagged,
 )
 from helpers.hidden_imports import run_without
 from helpers.hostile import (
@@ -112,7 +112,7 @@ def test_forged_payload_helpers_match_the_format():
     assert outcome(raw.tagged()) == "ok"
     H, M2 = symbols_of(raw)
     assert H.tolist() == [1] * 4 and M2.tolist() == M
-    p2 = _core.acceptance_probability(1, 0.25, 1, 2)
+    p2 = acceptance(1, 2)
     raw2 = forged_ans(n=2, shape=(4,), stream=escape_stream(M, n=2, H=[3, 70], p=p2))
     assert outcome(raw2.tagged()) == "ok"
     H, M2 = symbols_of(raw2)
@@ -125,7 +125,7 @@ def test_forged_streams_with_table_coded_trial_indices_decode():
     M = [(-1) ** i * ((1 << 42) + 12345 * i) for i in range(24)]
     raw = forged_ans(n=2, mechanism=2, shape=(24,), scale=0.1,
                      stream=escape_stream(M, n=2, H=list(range(1, 13)),
-                                          p=_core.acceptance_probability(2, 0.1, 1, 2)))
+                                          p=acceptance(2, 2, scale=0.1)))
     H, M2 = symbols_of(raw)
     assert H.tolist() == list(range(1, 13)) and M2.tolist() == M
 
@@ -475,8 +475,9 @@ def test_native_body_functions_raise_format_errors_on_hostile_bodies(name):
     and bit-flipped bodies: a result or FormatError, nothing else."""
     raw = RawPayload.parse(BASES[name])
     key = stream_key(SECRET, Context(raw.round, raw.client, raw.message))
-    kw = dict(m=raw.m, key=key, mechanism=raw.mechanism, scale=raw.scale,
-              lattice=raw.lattice, n=raw.n, coder=raw.coder)
+    kw = dict(m=raw.m, key=key, coder=raw.coder,
+              params=_core.Params(mechanism=raw.mechanism, scale=raw.scale,
+                                  lattice=raw.lattice, n=raw.n))
     bodies = [raw.body[:k] for k in range(len(raw.body))]
     for bit in range(0, 8 * len(raw.body), 3):
         b = bytearray(raw.body)

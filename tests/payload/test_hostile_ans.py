@@ -20,13 +20,12 @@ import numpy as np
 import pytest
 
 import cepam
-from cepam import _core
 
 from helpers.forge import (
     ANS_BLOCK, CODERS, DBL_MAX, ESCAPE, MAX_ABS_M, RANS_LOW, SECRET, STREAMS, U64, UNIFORM_MODEL,
-    ZERO_WORD_CASES, AnsBody, AnsModel, GolombBody, RansEncoder, RawPayload, edited_entries,
-    escape_stream, forged_ans, geometric_cum, on_ans, pack_stream, put_escaped_m, put_h, retag,
-    segment, symbols_of, unpack_stream, untagged, zero_word_payload, zigzag,
+    ZERO_WORD_CASES, AnsBody, AnsModel, GolombBody, RansEncoder, RawPayload, acceptance,
+    edited_entries, escape_stream, forged_ans, geometric_cum, on_ans, pack_stream, put_escaped_m,
+    put_h, retag, segment, symbols_of, unpack_stream, untagged, zero_word_payload, zigzag,
 )
 from helpers.hostile import (
     BASES, LARGE_ANS, MB, collect_failures, decode_in_child, outcome, peak_allocation,
@@ -141,7 +140,7 @@ def test_multi_block_ans_truncations_and_bit_flips_behind_a_valid_tag(name):
 
 def _escape_payload(M, *, n=1, mechanism=1, H=None, escape_h=False, scale=0.25,
                     m_code=put_escaped_m, dims=None) -> RawPayload:
-    p = _core.acceptance_probability(mechanism, scale, 1, n)
+    p = acceptance(mechanism, n, scale=scale)
     stream = escape_stream(M, n=n, H=H, p=p, escape_h=escape_h, m_code=m_code)
     return forged_ans(n=n, mechanism=mechanism, scale=scale, shape=dims or (len(M),),
                       stream=stream)
@@ -165,7 +164,7 @@ def test_every_coordinate_escaped_with_maximal_raw_length_decodes(mechanism, n):
     assert peak < 8 * len(payload) + 4 * MB, peak
     H2, M2 = symbols_of(raw)
     assert M2.tolist() == M
-    assert H2.tolist() == (H if _core.acceptance_probability(mechanism, 0.25, 1, n) < 1
+    assert H2.tolist() == (H if acceptance(mechanism, n) < 1
                            else [1] * N)
 
 
@@ -229,7 +228,7 @@ def test_escaped_trial_indices(h, match, mechanism, n):
     N = 5
     H = [3, h, 1, h, 64]
     M = [1 << 45] * (N * n)
-    cum = geometric_cum(_core.acceptance_probability(mechanism, 0.25, 1, n))
+    cum = geometric_cum(acceptance(mechanism, n))
 
     def stream():
         enc = RansEncoder()
