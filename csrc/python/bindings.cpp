@@ -464,18 +464,27 @@ CArray<std::uint32_t> ans_decode_table(const py::bytes& data, const CArray<std::
 
 // The lattice table (lattice/registry.hpp) as a tuple of dicts: code, name,
 // dims (the sub-vector dimensions it takes), mechanisms (the codes it
-// takes), packing_radius (l2), covolume, dual_minimum.
+// takes), bases (dimension -> its lower-triangular basis, rows = basis
+// vectors, n * n values), packing_radius (l2), covolume, dual_minimum.
 py::tuple lattice_table() {
   py::list rows;
   for (const LatticeInfo& l : kLattices) {
     py::list dims, mechanisms;
-    for (int n = 1; n <= kMaxLatticeDim; ++n)
-      if (l.dim == 0 || n == l.dim) dims.append(n);
+    py::dict bases;
+    for (int n = 1; n <= kMaxLatticeDim; ++n) {
+      if (l.dim != 0 && n != l.dim) continue;
+      dims.append(n);
+      const TriangularBasis b = lattice_basis(l.id, n);
+      py::list values;
+      for (double v : b.b) values.append(v);
+      bases[py::int_(n)] = py::tuple(values);
+    }
     for (const MechanismInfo& mech : kMechanisms)
       if (lattice_takes(l, mech)) mechanisms.append(static_cast<int>(mech.id));
     rows.append(py::dict(py::arg("code") = static_cast<int>(l.id), py::arg("name") = l.name,
                          py::arg("dims") = py::tuple(dims),
                          py::arg("mechanisms") = py::tuple(mechanisms),
+                         py::arg("bases") = bases,
                          py::arg("packing_radius") = l.packing_radius,
                          py::arg("covolume") = l.covolume,
                          py::arg("dual_minimum") = l.dual_minimum));

@@ -14,6 +14,7 @@ import pytest
 
 import cepam
 from cepam import _core
+from cepam._core import testing as hooks
 from cepam.lattices import LATTICE_CODES, LATTICE_DIMS, LATTICE_TABLE, LATTICES, check_combination
 from cepam.mechanisms import MECHANISM_CLASSES, check_core_table, core_params
 from cepam.payload import CODERS, pack_sealed, parse_sealed
@@ -39,6 +40,19 @@ def test_geometry_gives_the_kernels_packing_density(name):
         gaussian = _core.Params(mechanism=1, scale=1.0, lattice=row.code, n=n)
         kernel = _core.acceptance_probability(gaussian)  # the l2 density
         assert ball / row.covolume == pytest.approx(kernel, rel=1e-13)
+
+
+@pytest.mark.parametrize("name", ["Z", "A2", "D4", "E8"])
+def test_the_exported_basis_is_the_kernels_lattice(name):
+    row = LATTICE_TABLE[name]
+    for n in row.dims:
+        rows = np.array(row.bases[n]).reshape(n, n)  # rows = basis vectors, lower triangular
+        assert np.all(np.triu(rows, 1) == 0.0)
+        assert abs(np.linalg.det(rows)) == pytest.approx(row.covolume, rel=1e-14)
+        # the kernels' points of integer coordinates m are m @ rows
+        m = np.random.default_rng(n).integers(-3, 4, size=(16, n))
+        points = hooks.lattice_points(m.astype(np.int64).ravel(), lattice=row.code, n=n)
+        np.testing.assert_allclose(points.reshape(16, n), m @ rows, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("mechanism,name,n", GRID)
@@ -144,3 +158,9 @@ def test_the_coder_table_is_the_payload_coders():
     for code in (0, max(CODERS) + 1):
         with pytest.raises(cepam.InvalidArgumentError, match="unknown body coder"):
             _core.encode(x, key=bytes(32), params=params, factor=1.0, coder=code)
+
+
+def test_the_padding_bound_has_a_row_for_every_coder():
+    from cepam import padding
+
+    assert set(padding._CODER_SLACK) == set(CODERS.values())
