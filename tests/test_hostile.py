@@ -62,7 +62,7 @@ SECRET = bytes(range(7, 39))
 OTHER_SECRET = bytes(range(200, 232))
 MAC = mac_key(SECRET)
 
-VERSION = 4
+VERSION = 5
 GOLOMB, ANS = 1, 2
 CODERS = ("golomb", "ans")
 HEADER_PREFIX = struct.Struct("<4sBBBBHdd")  # magic, version, mechanism, coder, container .. clip
@@ -849,7 +849,7 @@ def test_wrong_magic_is_a_format_error(magic, retagged, coder):
         cepam.inspect(payload)
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 5, 0x82, 255])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 6, 0x82, 255])
 @pytest.mark.parametrize("retagged", [False, True], ids=["tag-stale", "tag-valid"])
 @pytest.mark.parametrize("coder", CODERS)
 def test_wrong_version_is_a_format_error(version, retagged, coder):

@@ -1,4 +1,4 @@
-"""Sealed payloads (format version 4): nothing about the update in clear.
+"""Sealed payloads (format version 5): nothing about the update in clear.
 
 * No window of a payload's bytes holds a statistic the encoder computes from
   the update (float64, float32, either byte order, any offset), for every
@@ -131,9 +131,10 @@ def _forbid(name):
 @pytest.fixture
 def parsers_forbidden(monkeypatch):
     """Every parser, the decryption and the native decoders fail if called."""
-    for module, name in [(sealing, "parse_header"), (sealing, "parse_sealed"),
+    for module, name in [(sealing, "parse_header"), (sealing, "parse_sealed_head"),
                          (payload_format, "parse_header"), (payload_format, "parse_sealed"),
-                         (_core, "seal_xor"), (_core, "decode"), (hooks, "decode_symbols"),
+                         (payload_format, "parse_sealed_head"), (_core, "seal_xor"),
+                         (_core, "unseal"), (_core, "decode"), (hooks, "decode_symbols"),
                          (_core, "body_parts"), (hooks, "body_decode")]:
         monkeypatch.setattr(module, name, _forbid(f"{module.__name__}.{name}"))
 
