@@ -585,7 +585,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     for i, entry in enumerate(structure.entries):
         check_output(flat[start : start + entry.size],
                      output_dtype(entry, dtype=dtype, output=output),
-                     noise_std=noise_std, where=_entry_name(structure, i))
+                     noise_std=noise_std, where=_entry_name(structure, i), threads=threads)
         start += entry.size
     result = unflatten(flat, structure, output=output, dtype=dtype)
     return result if cuda_index is None else to_device(result, cuda_index)
