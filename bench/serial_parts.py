@@ -8,7 +8,12 @@ Input: m float32 coordinates, Gaussian sigma = 1e-3, update rms / sigma =
 --ratio (10), ANS coder, no clip (the sum of squares runs all the same).
 Every time is CPU time (time.process_time: all of the process's threads),
 the least of --repeat runs, so that a loaded machine inflates it little;
-"wall N" is the wall clock on --threads threads (default: every core).
+"wall N" is the wall clock on --threads threads (default: every core), and
+"caller" the CPU time of the calling thread alone in a call on --span-threads
+threads (8): the serial work plus the calling thread's share of the parallel
+tasks (the core's loops hand tasks to the caller too; the MAC's segments run
+on pool threads), an upper bound of the serial part that more cores cannot
+shorten.
 
 The parts (payload format version 5, this checkout; version 4 where the
 installed cepam is older, to measure a baseline with the same script):
@@ -82,6 +87,11 @@ def _wall(repeat: int, fn: Callable[[], Any]) -> float:
     return _best(repeat, fn, time.perf_counter)
 
 
+def _caller(repeat: int, fn: Callable[[], Any]) -> float:
+    """CPU time of the calling thread alone."""
+    return _best(repeat, fn, time.thread_time)
+
+
 def _peak_python_bytes(fn: Callable[[], Any]) -> int:
     """Peak Python-heap bytes allocated while fn runs (tracemalloc)."""
     tracemalloc.start()
@@ -111,12 +121,15 @@ def _sealer(payload: bytes, threads: int) -> Callable[[], bytes]:
 
 
 def serial_parts(m: int, lattice: str, *, ratio: float = 10.0, threads: int | None = None,
-                 repeat: int = 3, x: np.ndarray | None = None) -> dict[str, float]:
+                 span_threads: int = 8, repeat: int = 3,
+                 x: np.ndarray | None = None) -> dict[str, float]:
     """The serial parts of an encode and a decode of m float32 coordinates
     (see the module doc): CPU seconds on one thread ("..._cpu"), wall seconds
     on `threads` threads ("..._wall"), the single-thread calls' CPU seconds
-    ("encode_cpu", "decode_cpu"), the payload's bytes and the Python-heap
-    peaks of seal and open over them ("seal_copies", "open_copies")."""
+    ("encode_cpu", "decode_cpu"), the calling thread's CPU seconds on
+    `span_threads` threads ("..._caller"), the payload's bytes and the
+    Python-heap peaks of seal and open over them ("seal_copies",
+    "open_copies")."""
     threads = threads or available_cores()
     x = _update(m, ratio) if x is None else x
     mech = cepam.Gaussian(sigma=SIGMA)
@@ -140,6 +153,11 @@ def serial_parts(m: int, lattice: str, *, ratio: float = 10.0, threads: int | No
     opener = _threaded(open_payload, 1)
     sealer = _sealer(payload, 1)
     assert sealer() == payload
+    spanned = {"sumsq": lambda: _threaded(_core.sum_of_squares, span_threads)(x),
+               "seal": _sealer(payload, span_threads),
+               "open": lambda: _threaded(open_payload, span_threads)(payload, SECRET),
+               "precision": lambda: _threaded(_core.sum_of_squares, span_threads)(
+                   y, fixed_order=False)}
     out: dict[str, float] = {"m": m, "bytes": len(payload), "threads": threads,
                              "version": VERSION}
     out["encode_cpu"] = _cpu(repeat, lambda: encode(1))
@@ -155,6 +173,9 @@ def serial_parts(m: int, lattice: str, *, ratio: float = 10.0, threads: int | No
     out["open_cpu"] = _cpu(repeat, lambda: opener(payload, SECRET))
     out["opening_cpu"] = max(0.0, out["open_cpu"] - out["keystream_cpu"] - out["mac_cpu"])
     out["precision_cpu"] = _cpu(repeat, lambda: squares(y, fixed_order=False))
+    for key, fn in spanned.items():
+        out[f"{key}_caller"] = _caller(repeat, fn)
+    out["span_threads"] = span_threads
     out["seal_copies"] = _peak_python_bytes(sealer) / len(payload)
     out["open_copies"] = _peak_python_bytes(lambda: opener(payload, SECRET)) / len(payload)
     return out
@@ -180,6 +201,13 @@ def print_parts(lattice: str, out: dict[str, float]) -> None:
         print(f"| {label} | {out[f'{key}_cpu']:.4f} | "
               f"{100 * out[f'{key}_cpu'] / out[f'{call}_cpu']:.2f}% | "
               f"{'' if wall is None else f'{wall:.4f}'} |")
+    encode_caller = out["sumsq_caller"] + out["seal_caller"]
+    decode_caller = out["open_caller"] + out["precision_caller"]
+    print(f"Calling thread's CPU on {out['span_threads']} threads (an upper bound of the serial "
+          f"part): encode (sum of squares + seal) {encode_caller:.4f} s = "
+          f"{100 * encode_caller / out['encode_cpu']:.2f}% of the 1-thread call; decode (open + "
+          f"precision check) {decode_caller:.4f} s = "
+          f"{100 * decode_caller / out['decode_cpu']:.2f}%")
     print(f"Python-heap peak over the payload's length: seal {out['seal_copies']:.2f}, "
           f"open {out['open_copies']:.2f}")
 
@@ -190,13 +218,15 @@ def main() -> None:
     parser.add_argument("--ratio", type=float, default=10.0)
     parser.add_argument("--lattices", nargs="+", default=["Z", "E8"], choices=list(LATTICES))
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--span-threads", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     warnings.simplefilter("ignore", cepam.PrivacyWarning)  # no clip: a benchmark's input
     x = _update(args.m, args.ratio)
     for lattice in args.lattices:
         print_parts(lattice, serial_parts(args.m, lattice, ratio=args.ratio,
-                                          threads=args.threads, repeat=args.repeat, x=x))
+                                          threads=args.threads, span_threads=args.span_threads,
+                                          repeat=args.repeat, x=x))
 
 
 if __name__ == "__main__":
