@@ -385,8 +385,7 @@ py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, cons
     std::memcpy(p, ph, h);
     xor_keystream(k, kPurposeSeal, p + h, s, 1, 0, ps);
     xor_keystream(k, kPurposeSeal, p + h + s, b, threads, s, pb);
-    std::memset(p + h + s + b, 0, padding);
-    xor_keystream(k, kPurposeSeal, p + h + s + b, padding, threads, s + b);
+    write_keystream(k, kPurposeSeal, p + h + s + b, padding, threads, s + b);
   }
   const py::memoryview whole(out);
   const py::object tag = tag_of(whole[py::slice(0, static_cast<py::ssize_t>(data_len), 1)]);

@@ -601,16 +601,23 @@ void KeyStream::words(std::uint32_t stream, std::uint64_t first_word, std::size_
 
 namespace {
 
+// What a part of xor_keystream XORs the keystream into: data as it is, a
+// copy of src, or zeros (the keystream itself).
+enum class Start { Data, Copy, Zeros };
+
 // xor_keystream over data[0, len), which starts at byte `pos` of the
-// keystream (after copying src[0, len) into data when src is not null).
+// keystream, after filling data as `start` says.
 void xor_keystream_at(const ChaChaKey& key, std::uint32_t purpose, std::uint64_t pos,
-                      unsigned char* data, std::size_t len, const unsigned char* src) {
-  if (src != nullptr && len > 0) std::memcpy(data, src, len);
+                      unsigned char* data, std::size_t len, Start start,
+                      const unsigned char* src) {
+  if (len == 0) return;
+  if (start == Start::Copy) std::memcpy(data, src, len);
+  if (start == Start::Zeros) std::memset(data, 0, len);
   const ChaChaKernels* kernels = chacha_kernels();
   std::uint64_t words[8 * kLanes];
   std::uint64_t block = pos / 64;
   const std::size_t skip = static_cast<std::size_t>(pos % 64);
-  if (skip != 0 && len > 0) {  // the rest of a block begun elsewhere
+  if (skip != 0) {  // the rest of a block begun elsewhere
     kernels->run(key, purpose, 0, block, words);
     const std::size_t take = len < 64 - skip ? len : 64 - skip;
     for (std::size_t i = 0; i < take; ++i) {
@@ -630,25 +637,40 @@ void xor_keystream_at(const ChaChaKey& key, std::uint32_t purpose, std::uint64_t
   }
 }
 
-}  // namespace
-
-void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
-                   std::size_t len, int threads, std::uint64_t first, const unsigned char* src) {
+// xor_keystream_at over data[0, len) from keystream byte `first`, on up to
+// `threads` threads, in parts that end on multiples of kXorPart bytes of
+// the keystream.
+void xor_parts(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+               std::size_t len, int threads, std::uint64_t first, Start start,
+               const unsigned char* src) {
   if (len == 0) return;
   static_assert(kXorPart % 64 == 0, "a part starts on a keystream block");
   const std::uint64_t lo = first / kXorPart;
   const std::size_t parts = static_cast<std::size_t>((first + len - 1) / kXorPart - lo + 1);
   if (threads <= 1 || parts <= 1) {
-    xor_keystream_at(key, purpose, first, data, len, src);
+    xor_keystream_at(key, purpose, first, data, len, start, src);
     return;
   }
   parallel_for(threads, parts, [&](std::size_t p) {
     const std::uint64_t a = std::max<std::uint64_t>(first, (lo + p) * kXorPart);
     const std::uint64_t b = std::min<std::uint64_t>(first + len, (lo + p + 1) * kXorPart);
     const std::size_t at = static_cast<std::size_t>(a - first);
-    xor_keystream_at(key, purpose, a, data + at, static_cast<std::size_t>(b - a),
+    xor_keystream_at(key, purpose, a, data + at, static_cast<std::size_t>(b - a), start,
                      src == nullptr ? nullptr : src + at);
   });
+}
+
+}  // namespace
+
+void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+                   std::size_t len, int threads, std::uint64_t first, const unsigned char* src) {
+  xor_parts(key, purpose, data, len, threads, first, src == nullptr ? Start::Data : Start::Copy,
+            src);
+}
+
+void write_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+                     std::size_t len, int threads, std::uint64_t first) {
+  xor_parts(key, purpose, data, len, threads, first, Start::Zeros, nullptr);
 }
 
 }  // namespace cepam

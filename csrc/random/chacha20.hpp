@@ -87,6 +87,11 @@ void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* d
                    std::size_t len, int threads = 1, std::uint64_t first = 0,
                    const unsigned char* src = nullptr);
 
+// Writes keystream bytes [first, first + len) into data (what
+// xor_keystream makes of zeros), on up to `threads` threads likewise.
+void write_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+                     std::size_t len, int threads = 1, std::uint64_t first = 0);
+
 // Uniform double in [0, 1) from the top 53 bits of a word.
 CEPAM_HD inline double uniform_co(std::uint64_t w) {
   return static_cast<double>(w >> 11) * 0x1.0p-53;
