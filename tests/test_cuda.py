@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import cepam
-from cepam import cuda
+from cepam import _core, cuda
 from cepam._core import testing as hooks
 from cepam.errors import DeviceError, InvalidArgumentError
 
@@ -109,7 +109,7 @@ def test_host_copy_warning_is_shown_once(monkeypatch):
 # --- on a GPU ------------------------------------------------------------------
 
 def _kw(mech, lattice, n):
-    return dict(key=KEY, mechanism=mech, scale=0.5, lattice=lattice, n=n)
+    return dict(key=KEY, params=_core.Params(mechanism=mech, scale=0.5, lattice=lattice, n=n))
 
 
 @needs_gpu

@@ -169,9 +169,9 @@ def _cuda_leaves(update: Any, names: list[str]) -> list[Any] | None:
 class LatticeStage:
     """The LRSUQ stage of an update held in CUDA memory, run on its GPU.
 
-    ``stage(code, dim, key=..., mechanism=..., factor=...)`` returns
-    ``(H, M, beta, V)`` (host arrays) for ``_core.encode(...,
-    lattice_stage=...)``, which codes them into the bytes the CPU would
+    ``stage(params, key=..., factor=...)`` (``params``: the core's
+    ``_core.Params``) returns ``(H, M, beta, V)`` (host arrays) for
+    ``_core.encode(..., lattice_stage=...)``, which codes them into the bytes the CPU would
     produce.  :meth:`of` gives None when the update is not all on a CUDA
     device or the CUDA path is not available.
     """
@@ -196,7 +196,7 @@ class LatticeStage:
         flat = torch.cat([t.detach().reshape(-1).to(target) for t in leaves]).contiguous()
         return cls(flat)
 
-    def __call__(self, code: int, dim: int, *, key: bytes, mechanism: Any,
+    def __call__(self, params: Any, *, key: bytes,
                  factor: float) -> tuple[Any, Any, Any, Any]:
         import torch
 
@@ -205,7 +205,6 @@ class LatticeStage:
         stream = torch.cuda.current_stream(self._flat.device).cuda_stream
         capsule = self._flat.__dlpack__(stream=stream or 1)
         H, M, beta, V, timing = _cuda.encode_lattice(
-            capsule, key=key, mechanism=mechanism.code, scale=mechanism.scale, lattice=code,
-            n=dim, factor=factor, stream=stream)
+            capsule, key=key, params=params, factor=factor, stream=stream)
         self.timings.append(timing)
         return H, M, beta, V

@@ -21,14 +21,16 @@ __all__ = ["LatticeRow", "LATTICE_TABLE", "LATTICES", "LATTICE_CODES", "LATTICE_
 class LatticeRow:
     """One lattice of the core: payload ``code``, ``name``, the sub-vector
     dimensions ``dims`` it takes, the mechanism ``mechanisms`` codes it takes,
-    and its geometry in the coordinates of the core's kernels: the l2
-    ``packing_radius``, the ``covolume`` (volume of a cell) and the length
+    and its geometry in the coordinates of the core's kernels: its basis in
+    each dimension it takes (``bases[n]``: ``n * n`` values, row ``i`` basis
+    vector ``i``, lower triangular), the l2 ``packing_radius``, the ``covolume`` (volume of a cell) and the length
     ``dual_minimum`` of the shortest non-zero vector of the dual lattice."""
 
     code: int
     name: str
     dims: tuple[int, ...]
     mechanisms: tuple[int, ...]
+    bases: dict[int, tuple[float, ...]]
     packing_radius: float
     covolume: float
     dual_minimum: float

@@ -26,11 +26,12 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ._native import core as _core
 from .errors import EncodingError, InvalidArgumentError, InvalidTypeError
 from .lattices import LATTICE_CODES
-from .mechanisms import Mechanism
+from .mechanisms import Mechanism, core_params
 from .payload import CODERS, MAX_PADDING
 
 __all__ = ["PAD_MODES", "check_pad", "bucket_length", "max_payload_bytes", "padding_bytes"]
@@ -47,13 +48,28 @@ PAD_MODES = ("bucket", "max")
 # norm (Gaussian, uniform, Laplace, Student-t 1 and 2 dof, sparse, constant
 # and two-valued; m from 2,000 to 200,000; rms / scale from 0.01 to 1000):
 # the smallest margin left is in docs/privacy.md.
-_SLACK_M = {"golomb": 1.5, "ans": 0.75}
-_SLACK_M_GOLOMB_ROOT_LATTICE = 1.75
-_SLACK_M_GOLOMB_ZN = 0.75  # Z^n, n > 1
-_SLACK_H = {"golomb": 1.0, "ans": 0.1}
-# The ANS coder's trial-index table stops at 64: a larger index costs an
-# escape (24 bits) and 16 raw bits, with probability (1 - p)^64.
-_ANS_H_TABLE, _ANS_H_ESCAPE_BITS = 64, 40.0
+@dataclass(frozen=True)
+class _CoderSlack:
+    """A coder's slack above the bound, in bits: per coordinate (``m``; on
+    A2, D4, E8 ``m_root`` more, on Z^n with n > 1 ``m_zn`` more) and per
+    sub-vector (``h``); a trial-index table stopping at ``h_table`` costs
+    ``h_escape`` bits for a larger index (``h_table`` 0: no table)."""
+
+    m: float
+    h: float
+    m_root: float = 0.0
+    m_zn: float = 0.0
+    h_table: int = 0
+    h_escape: float = 0.0
+
+
+# One row a coder of the core's table (payload.CODERS), by name.  The ANS
+# coder's trial-index table stops at 64: a larger index costs an escape (24
+# bits) and 16 raw bits, with probability (1 - p)^64.
+_CODER_SLACK = {
+    "ans": _CoderSlack(m=0.75, h=0.1, h_table=64, h_escape=40.0),
+    "golomb": _CoderSlack(m=1.5, h=1.0, m_root=1.75, m_zn=0.75),
+}
 _SLACK_BYTES = 256
 # 0.5 log2(1 + s^2) bounds I(X; X + Z) for Gaussian Z of the update's power
 # ratio s^2; noise of another law and the same variance allows at most its
@@ -125,21 +141,17 @@ def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
     if math.isinf(clip):
         raise InvalidArgumentError("pad='max' needs a clip: the bound is derived from it")
     s2 = (clip / mechanism.std) ** 2 / m if m else 0.0
-    coder_name = CODERS[coder]
-    per_coordinate = (0.5 * math.log2(1.0 + s2) + mechanism.entropy_excess
-                      + _SLACK_M[coder_name] + mechanism.pad_slack)
+    slack = _CODER_SLACK[CODERS[coder]]
+    per_coordinate = (0.5 * math.log2(1.0 + s2) + mechanism.entropy_excess + slack.m
+                      + mechanism.pad_slack)
     worst = 0.0
     for code, n in lattices:
-        p = _core.acceptance_probability(mechanism.code, mechanism.scale, code, n)
+        p = _core.acceptance_probability(core_params(mechanism, lattice=code, n=n))
         subvectors = -(-m // n)
-        extra = 0.0
-        if coder_name == "golomb" and code != _Z:
-            extra = _SLACK_M_GOLOMB_ROOT_LATTICE
-        elif coder_name == "golomb" and n > 1:
-            extra = _SLACK_M_GOLOMB_ZN
-        h_bits = _geometric_entropy_bits(p) + _SLACK_H[coder_name]
-        if coder_name == "ans":
-            h_bits += (1.0 - p) ** _ANS_H_TABLE * _ANS_H_ESCAPE_BITS
+        extra = slack.m_root if code != _Z else slack.m_zn if n > 1 else 0.0
+        h_bits = _geometric_entropy_bits(p) + slack.h
+        if slack.h_table:
+            h_bits += (1.0 - p) ** slack.h_table * slack.h_escape
         bits = m * (per_coordinate + extra) + subvectors * h_bits
         worst = max(worst, bits)
     return fixed_bytes + _SLACK_BYTES + math.ceil(worst / 8.0)

@@ -19,6 +19,7 @@ import numpy as np
 
 from .._checks import check_positive
 from ..errors import CepamError, InvalidArgumentError
+from ..lattices import LATTICE_DIMS
 from .theory import (
     DESIGN_MUTUAL_INFORMATION_UNIFORM,
     DESIGN_SCALAR_SDQ_UNIFORM,
@@ -64,7 +65,8 @@ class Scheme:
 
 
 def available_lattices() -> dict[str, bool]:
-    """Which of A2, D4, E8 and ``auto`` the installed codec accepts.
+    """Which lattices of fixed dimension (A2, D4, E8) and ``auto`` the
+    installed codec accepts.
 
     A lattice counts as available if ``cepam.encode(..., lattice=name)`` (with
     its dimension; no ``dim`` for ``auto``) and ``cepam.decode`` succeed on a
@@ -73,7 +75,7 @@ def available_lattices() -> dict[str, bool]:
     import cepam
 
     found: dict[str, bool] = {}
-    for name in ("A2", "D4", "E8", "auto"):
+    for name in (*LATTICE_DIMS, "auto"):
         try:
             kwargs: dict[str, Any] = {} if name == "auto" else {"dim": _default_dim(name)}
             p = cepam.encode(np.zeros(16), cepam.Gaussian(sigma=1.0), secret=bytes(32),
@@ -93,11 +95,15 @@ def default_schemes(available: dict[str, bool] | None = None) -> list[Scheme]:
         Scheme("mi", "I(X; X+Z) (lower bound)", "bound", "", None, note="Gaussian noise sigma"),
         Scheme("ideal-Z1", "ideal LRSUQ Z (n=1)", "ideal", "Z", 1,
                note="[H(H)+H(M|U,V_H)]/n, true source law, Monte Carlo"),
-        Scheme("ideal-Z2", "ideal LRSUQ Z^2", "ideal", "Z", 2),
-        Scheme("ideal-A2", "ideal LRSUQ A2", "ideal", "A2", 2),
-        Scheme("ideal-Z3", "ideal LRSUQ Z^3", "ideal", "Z", 3),
-        Scheme("ideal-D4", "ideal LRSUQ D4", "ideal", "D4", 4),
-        Scheme("ideal-E8", "ideal LRSUQ E8", "ideal", "E8", 8),
+    ]
+    # Z^2, Z^3 and every lattice of the core's table with a fixed dimension,
+    # by dimension (Z^n before a lattice of the same n).
+    ideal = sorted([("Z", 2), ("Z", 3), *LATTICE_DIMS.items()],
+                   key=lambda entry: (entry[1], entry[0] != "Z"))
+    schemes += [Scheme(f"ideal-{name}{dim if name == 'Z' else ''}",
+                       f"ideal LRSUQ {name}^{dim}" if name == "Z" else f"ideal LRSUQ {name}",
+                       "ideal", name, dim) for name, dim in ideal]
+    schemes += [
         Scheme("ideal-sdq", "ideal scalar SDQ, same variance", "ideal-sdq", "", None,
                note="H(M|V), step sqrt(12) sigma, true source law"),
         Scheme("sdq", "scalar SDQ, same variance (ans)", "sdq", coder="ans",
@@ -110,9 +116,8 @@ def default_schemes(available: dict[str, bool] | None = None) -> list[Scheme]:
         Scheme("cepam-Z2-golomb", "CEPAM Z^2, golomb", "cepam", "Z", 2, "golomb"),
         Scheme("cepam-Z3-ans", "CEPAM Z^3, ans", "cepam", "Z", 3, "ans"),
     ]
-    for name in ("A2", "D4", "E8"):
-        schemes.append(Scheme(f"cepam-{name}-ans", f"CEPAM {name}, ans", "cepam", name,
-                              _default_dim(name), "ans",
+    for name, dim in LATTICE_DIMS.items():
+        schemes.append(Scheme(f"cepam-{name}-ans", f"CEPAM {name}, ans", "cepam", name, dim, "ans",
                               note="" if available.get(name) else "not available"))
     schemes.append(Scheme("cepam-auto-ans", "CEPAM auto, ans", "cepam", "auto", None, "ans",
                           note="" if available.get("auto") else "not available"))

@@ -182,25 +182,6 @@ def _ball_volume(n: int, radius: float = 1.0) -> float:
     return math.pi ** (n / 2.0) / math.gamma(n / 2.0 + 1.0) * radius ** n
 
 
-# The bases of the lattices as columns (the core's lattice table, read from
-# cepam.lattices, gives the rest of their geometry).
-def _basis(lattice: str, dim: int) -> np.ndarray:
-    if lattice == "A2":
-        return np.array([[1.0, 0.5], [0.0, math.sqrt(3.0) / 2.0]])
-    if lattice == "D4":
-        return np.array([[-1, -1, 0, 0], [1, -1, 0, 0], [0, 1, -1, 0], [0, 0, 1, -1]],
-                        dtype=np.float64).T
-    if lattice == "E8":
-        rows = [[2, 0, 0, 0, 0, 0, 0, 0]]
-        for i in range(6):
-            row = [0.0] * 8
-            row[i], row[i + 1] = -1.0, 1.0
-            rows.append(row)
-        rows.append([0.5] * 8)
-        return np.array(rows, dtype=np.float64).T
-    return np.eye(dim)
-
-
 def _geometry(lattice: str, dim: int) -> _Geometry:
     row = LATTICE_TABLE.get(lattice)
     if row is None or dim not in row.dims:
@@ -209,8 +190,9 @@ def _geometry(lattice: str, dim: int) -> _Geometry:
         raise InvalidArgumentError(
             f"unknown lattice {lattice!r} in dimension {dim} (Z^1..Z^8, A2 (2), D4 (4), E8 (8))"
         )
-    return _Geometry(lattice, dim, _basis(lattice, dim), row.packing_radius, row.covolume,
-                     row.dual_minimum)
+    # The core's basis (rows = basis vectors), as columns.
+    basis = np.array(row.bases[dim], dtype=np.float64).reshape(dim, dim).T
+    return _Geometry(lattice, dim, basis, row.packing_radius, row.covolume, row.dual_minimum)
 
 
 def _default_dim(lattice: str) -> int:

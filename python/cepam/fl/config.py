@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..lattices import LATTICE_DIMS
 from .engines import ENGINES as _ENGINE_TABLE
 
 __all__ = ["FLConfig", "METHODS", "MODEL_NAMES", "MODEL_PARAMETERS", "method_label", "json_value"]
@@ -194,7 +195,7 @@ class FLConfig:
             else:
                 tokens.append(token)
         changes: dict[str, Any] = {}
-        patterns = (("dim", r"n(\d+)", int), ("lattice", r"(A2|D4|E8)", str),
+        patterns = (("dim", r"n(\d+)", int), ("lattice", f"({'|'.join(LATTICE_DIMS)})", str),
                     ("sigma", r"sigma(.+)", float), ("b", r"b(.+)", float),
                     ("alpha", r"alpha(.+)", float))
         for token in tokens:
