@@ -6,7 +6,8 @@
 
 (CEPAM_SIMD=portable or avx2 in the environment checks the other code paths.)
 bench/ref_digests.json holds per-group digests of the hashes recorded with
-the original scalar core (commit 5f17d47).
+the original scalar core (commit 5f17d47); the sumsq group re-recorded at
+payload format version 5 (the sum of squares by blocks and a fixed tree).
 
 Hashes (SHA-256) the outputs of every native entry point over many
 configurations: LRSUQ encode/decode (Gaussian n = 1, 2, 3, 8; Laplace

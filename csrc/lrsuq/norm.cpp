@@ -1,11 +1,14 @@
 #include "lrsuq/norm.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "common/cpu.hpp"
 #include "common/errors.hpp"
+#include "common/parallel.hpp"
 
 #if CEPAM_X86_DISPATCH
 #include <immintrin.h>
@@ -107,30 +110,84 @@ Squares squares(const T* x, std::size_t m, SumOrder order) {
   return fixed_portable(x, m);
 }
 
+// The number of blocks of m elements (the last one may be short).
+inline std::size_t block_count(std::size_t m) { return (m + kSquaresBlock - 1) / kSquaresBlock; }
+
+// Sums s[0 .. k) by the fixed pairwise tree: adjacent pairs, level by level
+// (s[2j] + s[2j+1]; an odd last value goes up as it is), until one is left.
+// Overwrites s.  k = 0 gives 0.
+double tree_sum(std::vector<double>& s) {
+  std::size_t k = s.size();
+  if (k == 0) return 0.0;
+  while (k > 1) {
+    const std::size_t half = k / 2;
+    for (std::size_t j = 0; j < half; ++j) s[j] = s[2 * j] + s[2 * j + 1];
+    if (k % 2 == 1) s[half] = s[k - 1];
+    k = half + k % 2;
+  }
+  return s[0];
+}
+
+// The second pass, for squares that overflow or underflow: per block, the
+// first non-finite entry (m if none) and the sum of (x / maxabs)^2 in
+// index order (scalar: it is rare, and the same at every SIMD level); the
+// blocks' sums by tree_sum.  Throws InvalidArgument naming the first
+// non-finite entry.
+template <class T>
+double rescaled(const T* x, std::size_t m, double maxabs, int threads) {
+  const std::size_t blocks = block_count(m);
+  std::vector<double> sums(blocks, 0.0);
+  std::vector<std::size_t> bad(blocks, m);
+  parallel_for(threads, blocks, [&](std::size_t b) {
+    const std::size_t lo = b * kSquaresBlock, hi = std::min(m, lo + kSquaresBlock);
+    double total = 0.0;
+    for (std::size_t k = lo; k < hi; ++k) {
+      const double v = static_cast<double>(x[k]);
+      if (!std::isfinite(v)) {
+        bad[b] = k;
+        return;
+      }
+      const double u = v / maxabs;
+      total += u * u;
+    }
+    sums[b] = total;
+  });
+  for (std::size_t b = 0; b < blocks; ++b) {
+    if (bad[b] != m) {
+      throw InvalidArgument("input contains a non-finite value (NaN or Inf) at flat index " +
+                            std::to_string(bad[b]));
+    }
+  }
+  if (maxabs == 0.0) return 0.0;
+  // The result may be +inf, which the caller treats as "clip to the bound".
+  return tree_sum(sums) * maxabs * maxabs;
+}
+
 }  // namespace
 
 template <class T>
-double sum_of_squares(const T* x, std::size_t m, SumOrder order) {
-  const Squares s = squares(x, m, order);
-  if (std::isfinite(s.total) && s.total > 0x1.0p-900) return s.total;
-  for (std::size_t k = 0; k < m; ++k) {
-    if (!std::isfinite(static_cast<double>(x[k]))) {
-      throw InvalidArgument("input contains a non-finite value (NaN or Inf) at flat index " +
-                            std::to_string(k));
-    }
-  }
-  if (s.maxabs == 0.0) return 0.0;
-  // Overflow or underflow: accumulate (x / maxabs)^2 and scale back.  The
-  // result may be +inf, which the caller treats as "clip to the bound".
-  double scaled = 0.0;
-  for (std::size_t k = 0; k < m; ++k) {
-    const double v = static_cast<double>(x[k]) / s.maxabs;
-    scaled += v * v;
-  }
-  return scaled * s.maxabs * s.maxabs;
+double sum_of_squares(const T* x, std::size_t m, SumOrder order, int threads) {
+  const std::size_t blocks = block_count(m);
+  std::vector<double> sums(blocks);
+  std::vector<double> maxima(blocks);
+  parallel_for(threads, blocks, [&](std::size_t b) {
+    const std::size_t lo = b * kSquaresBlock;
+    const Squares s = squares(x + lo, std::min(m - lo, kSquaresBlock), order);
+    sums[b] = s.total;
+    maxima[b] = s.maxabs;
+  });
+  // The largest magnitude (a NaN block's maximum may be anything: the
+  // second pass then finds the NaN).
+  double maxabs = 0.0;
+  for (const double v : maxima) maxabs = v > maxabs ? v : maxabs;
+  const double total = tree_sum(sums);
+  if (std::isfinite(total) && total > 0x1.0p-900) return total;
+  // Overflow, underflow or a non-finite entry: accumulate (x / maxabs)^2
+  // and scale back.
+  return rescaled(x, m, maxabs, threads);
 }
 
-template double sum_of_squares<float>(const float*, std::size_t, SumOrder);
-template double sum_of_squares<double>(const double*, std::size_t, SumOrder);
+template double sum_of_squares<float>(const float*, std::size_t, SumOrder, int);
+template double sum_of_squares<double>(const double*, std::size_t, SumOrder, int);
 
 }  // namespace cepam

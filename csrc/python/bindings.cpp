@@ -254,19 +254,20 @@ py::dict body_parts_py(const py::bytes& body, int coder, int lattice, std::int64
   return out;
 }
 
-double sum_squares(const py::array& x, bool fixed_order) {
+double sum_squares(const py::array& x, bool fixed_order, int threads) {
   require_contiguous_1d(x, "x");
+  threads = threads_from(threads);
   const std::size_t m = static_cast<std::size_t>(x.size());
   const SumOrder order = fixed_order ? SumOrder::Fixed : SumOrder::Any;
   if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
-    return sum_of_squares(px, m, order);
+    return sum_of_squares(px, m, order, threads);
   }
   if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
-    return sum_of_squares(px, m, order);
+    return sum_of_squares(px, m, order, threads);
   }
   throw py::type_error("x must be float32 or float64");
 }
@@ -339,7 +340,8 @@ py::bytes chacha_block(const py::bytes& key, std::uint32_t counter, const py::by
 }
 
 // XORs the sealing keystream into a writable byte buffer, in place.
-void seal_xor(const py::buffer& data, const py::bytes& key) {
+void seal_xor(const py::buffer& data, const py::bytes& key, int threads) {
+  threads = threads_from(threads);
   const py::buffer_info info = data.request(true);
   if (info.ndim != 1 || info.itemsize != 1 || (info.shape[0] > 1 && info.strides[0] != 1))
     throw InvalidArgument("data must be a contiguous writable byte buffer");
@@ -347,7 +349,66 @@ void seal_xor(const py::buffer& data, const py::bytes& key) {
   auto* bytes = static_cast<unsigned char*>(info.ptr);
   const auto len = static_cast<std::size_t>(info.shape[0]);
   py::gil_scoped_release nogil;
-  xor_keystream(k, kPurposeSeal, bytes, len);
+  xor_keystream(k, kPurposeSeal, bytes, len, threads);
+}
+
+// A whole payload, assembled in one new bytes object: head || (sealed_head
+// || body || `padding` zero bytes) XOR the sealing keystream || tag, where
+// tag = tag_of(memoryview of everything before it), tag_bytes long.  The
+// body is copied and encrypted in one pass, on up to `threads` threads.
+py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, const py::bytes& body,
+                       std::size_t padding, const py::bytes& key, int threads,
+                       std::size_t tag_bytes, const py::function& tag_of) {
+  threads = threads_from(threads);
+  const ChaChaKey k = key_from(key);
+  std::size_t h = 0, s = 0, b = 0;
+  const std::uint8_t* ph = bytes_view(head, &h);
+  const std::uint8_t* ps = bytes_view(sealed_head, &s);
+  const std::uint8_t* pb = bytes_view(body, &b);
+  const std::size_t data_len = h + s + b + padding;
+  py::bytes out = py::reinterpret_steal<py::bytes>(
+      PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(data_len + tag_bytes)));
+  if (!out) throw py::error_already_set();
+  // Filled here before anyone else holds it (the C API's way to build bytes).
+  auto* p = reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
+  {
+    py::gil_scoped_release nogil;
+    std::memcpy(p, ph, h);
+    xor_keystream(k, kPurposeSeal, p + h, s, 1, 0, ps);
+    xor_keystream(k, kPurposeSeal, p + h + s, b, threads, s, pb);
+    write_keystream(k, kPurposeSeal, p + h + s + b, padding, threads, s + b);
+  }
+  const py::memoryview whole(out);
+  const py::object tag = tag_of(whole[py::slice(0, static_cast<py::ssize_t>(data_len), 1)]);
+  std::size_t t = 0;
+  const std::uint8_t* pt = bytes_view(tag, &t);
+  if (t != tag_bytes) throw InvalidArgument("the tag function returned a tag of the wrong length");
+  std::memcpy(p + data_len, pt, t);
+  return out;
+}
+
+// data[start, stop) XOR the sealing keystream from its byte `first`, as new
+// bytes (copied and decrypted in one pass, on up to `threads` threads).
+py::bytes unseal(const py::buffer& data, std::size_t start, std::size_t stop, std::uint64_t first,
+                 const py::bytes& key, int threads) {
+  threads = threads_from(threads);
+  const py::buffer_info info = data.request();
+  if (info.ndim != 1 || info.itemsize != 1 || (info.shape[0] > 1 && info.strides[0] != 1))
+    throw InvalidArgument("data must be a contiguous byte buffer");
+  if (start > stop || stop > static_cast<std::size_t>(info.shape[0]))
+    throw InvalidArgument("unseal: [start, stop) is not within the data");
+  const ChaChaKey k = key_from(key);
+  const std::size_t len = stop - start;
+  py::bytes out = py::reinterpret_steal<py::bytes>(
+      PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(len)));
+  if (!out) throw py::error_already_set();
+  auto* p = reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
+  const auto* src = static_cast<const unsigned char*>(info.ptr) + start;
+  {
+    py::gil_scoped_release nogil;
+    xor_keystream(k, kPurposeSeal, p, len, threads, first, src);
+  }
+  return out;
 }
 
 CArray<std::uint64_t> keystream_words(const py::bytes& key, std::uint32_t stream,
@@ -589,11 +650,23 @@ PYBIND11_MODULE(_core, m) {
         "The parts of a payload body and their sizes in bits (with m >= 0, an ANS body "
         "must have the segments of m coordinates in dimension n).");
   m.def("seal_xor", &seal_xor, py::arg("data"), py::kw_only(), py::arg("key"),
+        py::arg("threads") = 1,
         "XOR the sealing keystream (ChaCha20, RFC 8439, nonce (0, 0, 'SEAL')) into a "
-        "writable byte buffer, in place.");
+        "writable byte buffer, in place, on up to `threads` threads.");
+  m.def("seal_payload", &seal_payload, py::arg("head"), py::arg("sealed_head"), py::arg("body"),
+        py::kw_only(), py::arg("padding"), py::arg("key"), py::arg("threads"),
+        py::arg("tag_bytes"), py::arg("tag_of"),
+        "A payload in one new bytes object: head, then sealed_head || body || padding zeros "
+        "XOR the sealing keystream, then tag_of(memoryview of all before the tag) "
+        "(tag_bytes long).");
+  m.def("unseal", &unseal, py::arg("data"), py::kw_only(), py::arg("start"), py::arg("stop"),
+        py::arg("first"), py::arg("key"), py::arg("threads") = 1,
+        "data[start:stop] XOR the sealing keystream from its byte `first`, as new bytes.");
   m.def("sum_of_squares", &sum_squares, py::arg("x"), py::kw_only(), py::arg("fixed_order") = true,
-        "Sum of squares in float64 (in a fixed order, the same bits everywhere, unless "
-        "fixed_order=False: faster, for estimates); raises on NaN/Inf.");
+        py::arg("threads") = 1,
+        "Sum of squares in float64 on up to `threads` threads (in a fixed order, the same "
+        "bits everywhere and for every thread count, unless fixed_order=False: faster, for "
+        "estimates); raises on NaN/Inf.");
   m.def("acceptance_probability", [](const LrsuqParams& p) { return acceptance_probability(p); },
         py::arg("params"),
         "The probability that one trial is accepted (1 where the cell is the ball).");

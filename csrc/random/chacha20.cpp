@@ -1,8 +1,10 @@
 #include "random/chacha20.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/cpu.hpp"
+#include "common/parallel.hpp"
 #include "random/chacha20_block.hpp"
 
 #if CEPAM_X86_DISPATCH
@@ -597,18 +599,78 @@ void KeyStream::words(std::uint32_t stream, std::uint64_t first_word, std::size_
   }
 }
 
-void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
-                   std::size_t len) {
-  const auto xor_into = chacha_kernels()->xor_into;
+namespace {
+
+// What a part of xor_keystream XORs the keystream into: data as it is, a
+// copy of src, or zeros (the keystream itself).
+enum class Start { Data, Copy, Zeros };
+
+// xor_keystream over data[0, len), which starts at byte `pos` of the
+// keystream, after filling data as `start` says.
+void xor_keystream_at(const ChaChaKey& key, std::uint32_t purpose, std::uint64_t pos,
+                      unsigned char* data, std::size_t len, Start start,
+                      const unsigned char* src) {
+  if (len == 0) return;
+  if (start == Start::Copy) std::memcpy(data, src, len);
+  if (start == Start::Zeros) std::memset(data, 0, len);
+  const ChaChaKernels* kernels = chacha_kernels();
+  std::uint64_t words[8 * kLanes];
+  std::uint64_t block = pos / 64;
+  const std::size_t skip = static_cast<std::size_t>(pos % 64);
+  if (skip != 0) {  // the rest of a block begun elsewhere
+    kernels->run(key, purpose, 0, block, words);
+    const std::size_t take = len < 64 - skip ? len : 64 - skip;
+    for (std::size_t i = 0; i < take; ++i) {
+      const std::size_t b = skip + i;
+      data[i] ^= static_cast<unsigned char>(words[b / 8] >> (8 * (b % 8)));
+    }
+    data += take;
+    len -= take;
+    ++block;
+  }
   constexpr std::size_t kChunk = 64 * kLanes;  // bytes
-  std::uint64_t block = 0;
   for (; len >= kChunk; block += kLanes, data += kChunk, len -= kChunk)
-    xor_into(key, purpose, block, data);
+    kernels->xor_into(key, purpose, block, data);
   if (len > 0) {
-    std::uint64_t words[8 * kLanes];
-    chacha_kernels()->run(key, purpose, 0, block, words);
+    kernels->run(key, purpose, 0, block, words);
     xor_words(words, data, len);
   }
+}
+
+// xor_keystream_at over data[0, len) from keystream byte `first`, on up to
+// `threads` threads, in parts that end on multiples of kXorPart bytes of
+// the keystream.
+void xor_parts(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+               std::size_t len, int threads, std::uint64_t first, Start start,
+               const unsigned char* src) {
+  if (len == 0) return;
+  static_assert(kXorPart % 64 == 0, "a part starts on a keystream block");
+  const std::uint64_t lo = first / kXorPart;
+  const std::size_t parts = static_cast<std::size_t>((first + len - 1) / kXorPart - lo + 1);
+  if (threads <= 1 || parts <= 1) {
+    xor_keystream_at(key, purpose, first, data, len, start, src);
+    return;
+  }
+  parallel_for(threads, parts, [&](std::size_t p) {
+    const std::uint64_t a = std::max<std::uint64_t>(first, (lo + p) * kXorPart);
+    const std::uint64_t b = std::min<std::uint64_t>(first + len, (lo + p + 1) * kXorPart);
+    const std::size_t at = static_cast<std::size_t>(a - first);
+    xor_keystream_at(key, purpose, a, data + at, static_cast<std::size_t>(b - a), start,
+                     src == nullptr ? nullptr : src + at);
+  });
+}
+
+}  // namespace
+
+void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+                   std::size_t len, int threads, std::uint64_t first, const unsigned char* src) {
+  xor_parts(key, purpose, data, len, threads, first, src == nullptr ? Start::Data : Start::Copy,
+            src);
+}
+
+void write_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+                     std::size_t len, int threads, std::uint64_t first) {
+  xor_parts(key, purpose, data, len, threads, first, Start::Zeros, nullptr);
 }
 
 }  // namespace cepam

@@ -77,10 +77,20 @@ class KeyStream {
 
 // XORs the ChaCha20 keystream of RFC 8439 section 2.4 into data[0, len):
 // key `key`, nonce words (0, 0, purpose), block counter from 0 (blocks
-// beyond 2^32 carry into nonce word 0, as KeyStream does).  Encrypts and
-// decrypts alike.
+// beyond 2^32 carry into nonce word 0, as KeyStream does), starting at byte
+// `first` of the keystream.  With src, data[0, len) is first copied from
+// src[0, len) (one pass: data = src XOR keystream).  Encrypts and decrypts
+// alike.  On up to `threads` threads, in parts that end on multiples of
+// kXorPart bytes of the keystream: the same bytes for every thread count.
+inline constexpr std::size_t kXorPart = std::size_t{1} << 20;
 void xor_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
-                   std::size_t len);
+                   std::size_t len, int threads = 1, std::uint64_t first = 0,
+                   const unsigned char* src = nullptr);
+
+// Writes keystream bytes [first, first + len) into data (what
+// xor_keystream makes of zeros), on up to `threads` threads likewise.
+void write_keystream(const ChaChaKey& key, std::uint32_t purpose, unsigned char* data,
+                     std::size_t len, int threads = 1, std::uint64_t first = 0);
 
 // Uniform double in [0, 1) from the top 53 bits of a word.
 CEPAM_HD inline double uniform_co(std::uint64_t w) {

@@ -53,8 +53,8 @@ from .payload import (
     Header,
     Sealed,
     pack_header,
-    pack_sealed,
     parse_header,
+    sealed_head,
 )
 from .cuda import LatticeStage, parse_device, to_device
 from .precision import check_output
@@ -313,13 +313,13 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     lattice, clip, coder, pad = settings.lattice, settings.clip, settings.coder, settings.pad
     threads = settings.threads
     try:
-        sumsq = _core.sum_of_squares(flat)  # also rejects NaN and Inf
+        sumsq = _core.sum_of_squares(flat, threads=threads)  # also rejects NaN and Inf
     except InvalidArgumentError:
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
     if settings.buffers == "separate" and math.isfinite(clip):
         clipped = _clip_buffers_apart(flat, structure, clip, sumsq)
         if clipped is not None:
-            flat, sumsq = clipped, _core.sum_of_squares(clipped)
+            flat, sumsq = clipped, _core.sum_of_squares(clipped, threads=threads)
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
     check_encodable_range(flat, structure, norm=norm, factor=factor, mechanism=mechanism)
@@ -354,8 +354,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         max_bytes = max_payload_bytes(mechanism, clip=clip, m=flat.size, coder=coder,
                                       lattices=options, fixed_bytes=fixed)
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
-    return seal(header, pack_sealed(code, dim, body, padding, digest=sealed_digest),
-                secret=secret)
+    return seal(header, sealed_head(code, dim, padding, digest=sealed_digest), body=body,
+                padding=padding, secret=secret, threads=threads)
 
 
 def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,
@@ -562,7 +562,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     if limit < 0:
         raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
     threads = resolve_threads(threads)
-    header, sealed = open_payload(payload, secret)  # the tag first, then parsing
+    header, sealed = open_payload(payload, secret, threads=threads)  # the tag, then parsing
     expected.enforce(header)  # after the tag: the settings are the sender's own
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
@@ -585,7 +585,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     for i, entry in enumerate(structure.entries):
         check_output(flat[start : start + entry.size],
                      output_dtype(entry, dtype=dtype, output=output),
-                     noise_std=noise_std, where=_entry_name(structure, i))
+                     noise_std=noise_std, where=_entry_name(structure, i), threads=threads)
         start += entry.size
     result = unflatten(flat, structure, output=output, dtype=dtype)
     return result if cuda_index is None else to_device(result, cuda_index)

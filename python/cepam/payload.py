@@ -1,4 +1,4 @@
-"""The payload format (version 4).
+"""The payload format (version 5).
 
 A payload is ``public header || sealed section || tag``; all integers
 little-endian.  The public header holds what the receiver needs before it
@@ -15,7 +15,7 @@ Public header:
 field      contents
 =========  =====================================================================
 magic      4 bytes ``b"CEPM"``
-version    uint8, 4
+version    uint8, 5
 mechanism  uint8: 1 Gaussian, 2 Laplace, 3 SDQ (uniform)
 coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
 container  uint8: 0 single array, 1 list, 2 tuple, 3 dict, 4 none (a bare
@@ -64,10 +64,11 @@ from .mechanisms import MECHANISM_CODES
 from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure, bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
-           "parse_sealed", "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING"]
+           "parse_sealed", "sealed_head", "parse_sealed_head", "SealedHead", "check_padding",
+           "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING"]
 
 MAGIC = b"CEPM"
-VERSION = 4
+VERSION = 5
 #: Body coder code -> name, from the core's coder table (csrc/payload/body.cpp).
 CODERS: dict[int, str] = {row["code"]: row["name"] for row in _core.CODERS}
 CODER_CODES = {v: k for k, v in CODERS.items()}
@@ -127,7 +128,7 @@ def pack_header(h: Header) -> bytes:
 
 
 class _Reader:
-    def __init__(self, data: bytes, end: int) -> None:
+    def __init__(self, data: bytes | memoryview, end: int) -> None:
         self.data, self.pos, self.end = data, 0, end
 
     def take(self, fmt: struct.Struct | str) -> tuple:
@@ -138,7 +139,7 @@ class _Reader:
         self.pos += s.size
         return out
 
-    def raw(self, count: int) -> bytes:
+    def raw(self, count: int) -> bytes | memoryview:
         if self.pos + count > self.end:
             raise FormatError("payload truncated in the header")
         out = self.data[self.pos : self.pos + count]
@@ -146,7 +147,7 @@ class _Reader:
         return out
 
 
-def check_prefix(payload: bytes) -> None:
+def check_prefix(payload: bytes | memoryview) -> None:
     """Magic, version and minimum length: checked before the tag."""
     if len(payload) < MIN_PAYLOAD:
         raise FormatError(f"payload too short ({len(payload)} bytes) to be a cepam payload")
@@ -156,7 +157,7 @@ def check_prefix(payload: bytes) -> None:
         raise FormatError(f"unsupported payload format version {payload[4]} (this is {VERSION})")
 
 
-def parse_header(payload: bytes) -> tuple[Header, int]:
+def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
     """Parses and validates the public header; returns it and the sealed
     section's offset.
 
@@ -193,7 +194,7 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
         if name_len > MAX_NAME_BYTES:
             raise FormatError("entry name too long")
         try:
-            name = r.raw(name_len).decode("utf-8")
+            name = bytes(r.raw(name_len)).decode("utf-8")
         except UnicodeDecodeError:
             raise FormatError("entry name is not valid UTF-8") from None
         kind, dtype, ndim = r.take("<BBB")
@@ -225,37 +226,72 @@ def parse_header(payload: bytes) -> tuple[Header, int]:
     return header, r.pos
 
 
-def pack_sealed(lattice: int, n: int, body: bytes, padding: int, *,
-                digest: bytes = b"") -> bytearray:
-    """The sealed section's plaintext: lattice, n, padding length, the
-    structure digest (a bare payload's ``DIGEST_BYTES``; empty otherwise),
-    body, zeros (``padding <= MAX_PADDING``)."""
+def sealed_head(lattice: int, n: int, padding: int, *, digest: bytes = b"") -> bytes:
+    """The sealed section's start, in clear: lattice, n, padding length and
+    the structure digest (a bare payload's ``DIGEST_BYTES``; empty otherwise);
+    the body and ``padding`` zero bytes follow it (``padding <= MAX_PADDING``)."""
     if len(digest) not in (0, DIGEST_BYTES):
         raise ValueError(f"a structure digest has {DIGEST_BYTES} bytes")
-    start = _SEALED.size + len(digest)
-    out = bytearray(start + len(body) + padding)
-    _SEALED.pack_into(out, 0, lattice, n, padding)
-    out[_SEALED.size : start] = digest
-    out[start : start + len(body)] = body
+    return _SEALED.pack(lattice, n, padding) + digest
+
+
+def pack_sealed(lattice: int, n: int, body: bytes, padding: int, *,
+                digest: bytes = b"") -> bytearray:
+    """The whole sealed section's plaintext: :func:`sealed_head`, body, zeros."""
+    head = sealed_head(lattice, n, padding, digest=digest)
+    out = bytearray(len(head) + len(body) + padding)
+    out[: len(head)] = head
+    out[len(head) : len(head) + len(body)] = body
     return out
 
 
-def parse_sealed(plain: bytes | bytearray, mechanism: int, *, bare: bool = False) -> Sealed:
-    """Parses and validates a decrypted sealed section (see the module doc);
-    ``bare``: the header's container is 4 (the section holds a digest)."""
+@dataclass(frozen=True)
+class SealedHead:
+    """A decrypted sealed section's start, validated against its size."""
+
+    lattice: int
+    n: int
+    padding: int  # bytes of zero padding after the body
+    digest: bytes  # a bare payload's structure digest (DIGEST_BYTES); else empty
+    size: int  # bytes of the head (where the body starts)
+
+
+def parse_sealed_head(head: bytes | bytearray, mechanism: int, *, size: int,
+                      bare: bool = False) -> SealedHead:
+    """Parses and validates the start of a decrypted sealed section of
+    ``size`` bytes in all; ``head`` holds at least its first
+    ``SEALED_HEADER_BYTES`` (+ ``DIGEST_BYTES`` when ``bare``: the header's
+    container is 4) bytes, or all of it if it is shorter (then an error).
+
+    Raises:
+        FormatError: too short, unknown lattice, a combination the core does
+            not take, or more padding than the section holds.
+    """
     start = _SEALED.size + (DIGEST_BYTES if bare else 0)
-    if len(plain) < start:
+    if size < start or len(head) < start:
         raise FormatError("sealed section too short")
-    lattice, n, padding = _SEALED.unpack_from(plain, 0)
+    lattice, n, padding = _SEALED.unpack_from(head, 0)
     if lattice not in LATTICES:
         raise FormatError(f"unknown lattice code {lattice}")
     try:
         check_combination(mechanism=mechanism, lattice=lattice, n=n)
     except InvalidArgumentError as e:
         raise FormatError(f"sealed header: {e}") from None
-    if padding > len(plain) - start:
+    if padding > size - start:
         raise FormatError("declared padding exceeds the sealed section")
-    end = len(plain) - padding
-    if padding and plain.count(0, end) != padding:
+    return SealedHead(lattice, n, padding, bytes(head[_SEALED.size:start]), start)
+
+
+def check_padding(zeros: bytes) -> None:
+    """Raises FormatError unless the decrypted padding is all zero bytes."""
+    if zeros.count(0) != len(zeros):
         raise FormatError("padding after the body must be zero bytes")
-    return Sealed(lattice, n, bytes(plain[start:end]), padding, bytes(plain[_SEALED.size:start]))
+
+
+def parse_sealed(plain: bytes | bytearray, mechanism: int, *, bare: bool = False) -> Sealed:
+    """Parses and validates a decrypted sealed section (see the module doc);
+    ``bare``: the header's container is 4 (the section holds a digest)."""
+    head = parse_sealed_head(plain, mechanism, size=len(plain), bare=bare)
+    end = len(plain) - head.padding
+    check_padding(bytes(plain[end:]))
+    return Sealed(head.lattice, head.n, bytes(plain[head.size:end]), head.padding, head.digest)

@@ -58,7 +58,8 @@ def rounding_rms(rms: float, dtype: str) -> float:
     return math.hypot(f.eps * rms, f.tiny) / math.sqrt(12.0)
 
 
-def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str) -> None:
+def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str,
+                 threads: int = 1) -> None:
     """Checks that ``dtype`` can hold ``values`` (one decoded entry, float32 or
     float64, contiguous, before any cast to ``dtype``).
 
@@ -68,6 +69,7 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
             "float32" or "float64".
         noise_std: the mechanism's noise standard deviation per coordinate.
         where: the entry's description, for messages.
+        threads: native threads for the values' sum of squares.
 
     Raises:
         DecodingError: a value is infinite or beyond the dtype's range.
@@ -81,7 +83,8 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
     if values.size == 0:
         return
     try:
-        sumsq = _core.sum_of_squares(values, fixed_order=False)  # float64, raises on NaN and Inf
+        # float64, raises on NaN and Inf
+        sumsq = _core.sum_of_squares(values, fixed_order=False, threads=threads)
     except InvalidArgumentError:
         hint = "; decode with dtype='float64'" if values.dtype != np.float64 else ""
         raise DecodingError(

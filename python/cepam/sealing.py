@@ -1,20 +1,28 @@
 """Sealing: a payload's data-dependent part, encrypted then authenticated.
 
-A payload (format version 4) is ``header || ciphertext || tag``:
+A payload (format version 5) is ``header || ciphertext || tag``:
 
 * ``header``: the public header (:mod:`cepam.payload`), in clear;
 * ``ciphertext = plaintext XOR ChaCha20(seal key)``, the RFC 8439 keystream
   under the message's seal key (:func:`cepam.keys.seal_key`, derived from the
   secret and the context), nonce ``(0, 0, "SEAL")``, block counter from 0,
-  computed by the native core; ``plaintext`` is the sealed section (lattice,
-  n, body size, body, zero padding);
-* ``tag = HMAC-SHA256(MAC key, header || ciphertext)`` truncated to 16 bytes.
+  computed by the native core (in parallel, by parts of 1 MiB); ``plaintext``
+  is the sealed section (lattice, n, body size, body, zero padding);
+* ``tag``: the MAC key's tag of ``header || ciphertext``, per-segment
+  HMAC-SHA256 tags combined by an outer HMAC-SHA256 and truncated to 16
+  bytes (:func:`cepam.keys.payload_tag`; docs/format.md gives the security
+  argument).
 
-Opening checks the magic, version and minimum length, then the tag (in
-constant time) over everything before it, and only then parses the header,
-decrypts and parses the sealed section: a payload altered anywhere, or
-sealed under another secret, is an :class:`~cepam.errors.AuthenticationError`
-before any of its contents is read.
+Sealing builds the payload in one bytes object: the header copied in, the
+sealed section copied and encrypted in one pass, the tag computed over a
+view of the rest and written last.  Opening checks the magic, version and
+minimum length, then the tag (in constant time) over a view of everything
+before it, and only then parses the header, decrypts and parses the sealed
+section: a payload altered anywhere, or sealed under another secret, is an
+:class:`~cepam.errors.AuthenticationError` before any of its contents is
+read.  Opening copies nothing but the body, which it decrypts into new bytes
+(a payload in a writable buffer is first copied once, so that it cannot
+change between its check and its use).
 """
 
 from __future__ import annotations
@@ -24,22 +32,39 @@ import hmac
 from ._native import core as _core
 from .errors import AuthenticationError, InvalidTypeError
 from .keys import TAG_BYTES, mac_key, payload_tag, seal_key
-from .payload import Header, Sealed, check_prefix, pack_header, parse_header, parse_sealed
+from .payload import (
+    DIGEST_BYTES,
+    SEALED_HEADER_BYTES,
+    Header,
+    Sealed,
+    check_padding,
+    check_prefix,
+    pack_header,
+    parse_header,
+    parse_sealed_head,
+)
 from .structure import BARE
 
 __all__ = ["seal", "verified", "open_payload"]
 
 
-def seal(header: Header, plaintext: bytearray, *, secret: bytes) -> bytes:
-    """The payload carrying ``plaintext`` (a sealed section, encrypted in
-    place) under ``header``; ``secret`` is a checked 32-byte secret."""
-    _core.seal_xor(plaintext, key=seal_key(secret, header.context))
-    data = pack_header(header) + plaintext
-    return data + payload_tag(mac_key(secret), data)
+def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes, body: bytes = b"",
+         padding: int = 0, threads: int = 1) -> bytes:
+    """The payload whose sealed section is ``plaintext || body || padding``
+    zero bytes, under ``header``; ``secret`` is a checked 32-byte secret.
+    The body is copied once, into the payload, and encrypted on up to
+    ``threads`` native threads, and the tag computed on up to ``threads``
+    Python threads: the bytes do not depend on ``threads``."""
+    mac = mac_key(secret)
+    return _core.seal_payload(pack_header(header), bytes(plaintext), body, padding=padding,
+                              key=seal_key(secret, header.context), threads=threads,
+                              tag_bytes=TAG_BYTES,
+                              tag_of=lambda data: payload_tag(mac, data, threads=threads))
 
 
-def verified(payload: object, secret: bytes) -> bytes:
-    """The payload as bytes once its tag verifies under ``secret``.
+def verified(payload: object, secret: bytes, *, threads: int = 1) -> memoryview:
+    """A read-only view of the payload once its tag verifies under
+    ``secret`` (over a copy if the payload is in a writable buffer).
 
     Raises:
         InvalidTypeError: payload is not bytes-like.
@@ -49,28 +74,41 @@ def verified(payload: object, secret: bytes) -> bytes:
     """
     if not isinstance(payload, (bytes, bytearray, memoryview)):
         raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
-    payload = bytes(payload)
-    check_prefix(payload)
-    data, tag = payload[:-TAG_BYTES], payload[-TAG_BYTES:]
-    if not hmac.compare_digest(payload_tag(mac_key(secret), data), tag):
+    view = memoryview(payload)
+    if not view.readonly or not view.c_contiguous:
+        view = memoryview(view.tobytes())
+    view = view.cast("B")
+    check_prefix(view)
+    tag = payload_tag(mac_key(secret), view[:-TAG_BYTES], threads=threads)
+    if not hmac.compare_digest(tag, view[-TAG_BYTES:]):
         raise AuthenticationError(
             "payload tag does not verify: wrong secret, or the payload was altered"
         )
-    return payload
+    return view
 
 
-def open_payload(payload: object, secret: bytes) -> tuple[Header, Sealed]:
+def open_payload(payload: object, secret: bytes, *,
+                 threads: int = 1) -> tuple[Header, Sealed]:
     """Verifies, then parses and decrypts a payload: its public header and
-    its sealed section.
+    its sealed section (the body decrypted on up to ``threads`` threads).
 
     Raises:
         InvalidTypeError, FormatError, AuthenticationError: as
             :func:`verified`; FormatError also for a malformed header or
             sealed section (possible only from a holder of the secret).
     """
-    payload = verified(payload, secret)
-    header, offset = parse_header(payload)
-    plaintext = bytearray(memoryview(payload)[offset:-TAG_BYTES])  # (one copy)
-    _core.seal_xor(plaintext, key=seal_key(secret, header.context))
-    return header, parse_sealed(plaintext, header.mechanism,
-                                bare=header.structure.container == BARE)
+    view = verified(payload, secret, threads=threads)
+    header, offset = parse_header(view)
+    end = len(view) - TAG_BYTES
+    key = seal_key(secret, header.context)
+    bare = header.structure.container == BARE
+    head = bytearray(view[offset : min(end, offset + SEALED_HEADER_BYTES + DIGEST_BYTES)])
+    _core.seal_xor(head, key=key)
+    sealed = parse_sealed_head(head, header.mechanism, size=end - offset, bare=bare)
+    stop = end - sealed.padding
+    if sealed.padding:
+        check_padding(_core.unseal(view, start=stop, stop=end, first=stop - offset, key=key,
+                                   threads=threads))
+    body = _core.unseal(view, start=offset + sealed.size, stop=stop, first=sealed.size, key=key,
+                        threads=threads)
+    return header, Sealed(sealed.lattice, sealed.n, body, sealed.padding, sealed.digest)

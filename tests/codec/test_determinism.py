@@ -1,6 +1,6 @@
 """Same input, secret and context give the same bytes, everywhere.
 
-The golden payloads in tests/golden/v4.json pin the format, the ChaCha20 stream
+The golden payloads in tests/golden/v5.json pin the format, the ChaCha20 stream
 layout, the latent samplers and the coders: a change of platform, compiler or
 code that alters one bit fails here.  Regenerate them only on purpose (with a
 format version bump): see tests/golden/generate.py.
@@ -16,7 +16,7 @@ import cepam
 
 from helpers.paths import TESTS as HERE
 
-GOLDEN = json.loads((HERE / "golden" / "v4.json").read_text())
+GOLDEN = json.loads((HERE / "golden" / "v5.json").read_text())
 _spec = importlib.util.spec_from_file_location("golden_generate", HERE / "golden" / "generate.py")
 generate = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generate)
@@ -31,6 +31,22 @@ def test_golden_payloads(name):
     leaves = y if isinstance(y, dict) else {"": y}
     for key, values in expected["decoded"].items():
         assert [float(v).hex() for v in np.ravel(leaves[key])] == values
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("name", list(generate.LARGE))
+def test_large_golden_payloads_for_every_thread_count(name, threads):
+    """Payloads of over 2^16 coordinates (the clip's sum of squares over
+    several blocks) and over 1 MiB (a tag over several MAC segments): the
+    committed digests, whatever the thread count."""
+    import hashlib
+
+    expected = GOLDEN["large"][name]
+    payload = generate.encode_large(name, threads=threads)
+    assert len(payload) == expected["bytes"]
+    assert hashlib.sha256(payload).hexdigest() == expected["payload_sha256"]
+    y = cepam.decode(payload, secret=generate.SECRET, threads=threads)
+    assert hashlib.sha256(y.tobytes()).hexdigest() == expected["decoded_sha256"]
 
 
 def test_golden_input_is_the_committed_one():
@@ -91,16 +107,19 @@ def test_every_simd_level_gives_the_golden_bytes(level):
     import sys
 
     script = (
-        "import importlib.util, json, sys, cepam\n"
+        "import hashlib, importlib.util, json, sys, cepam\n"
         f"spec = importlib.util.spec_from_file_location('g', {str(HERE / 'golden' / 'generate.py')!r})\n"
         "g = importlib.util.module_from_spec(spec); spec.loader.exec_module(g)\n"
         "out = {}\n"
         "for name in g.CASES:\n"
         "    out[name] = g.encode_case(name).hex()\n"
+        "for name in g.LARGE:\n"
+        "    out[name] = hashlib.sha256(g.encode_large(name)).hexdigest()\n"
         "sys.stdout.write('\\nRESULT' + json.dumps(out))\n"
     )
     env = {**os.environ, "CEPAM_SIMD": level}
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          check=True)
     got = json.loads(run.stdout.rsplit("RESULT", 1)[1])
-    assert got == {name: case["payload"] for name, case in GOLDEN["cases"].items()}
+    assert got == ({name: case["payload"] for name, case in GOLDEN["cases"].items()}
+                   | {name: case["payload_sha256"] for name, case in GOLDEN["large"].items()})

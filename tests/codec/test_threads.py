@@ -68,6 +68,22 @@ def test_bytes_and_values_are_the_same_for_every_thread_count(lattice, dim, mech
         assert info.body_bits["segments"] == 8 * segments * (5 if MODEL_BYTE[lattice] else 4)
 
 
+def test_clipped_padded_payloads_are_the_same_for_every_thread_count():
+    """The clip's sum of squares (over several blocks of 2^16), the sealing
+    keystream (parts of 1 MiB) and the tag (segments of 1 MiB), each split
+    over the threads: the same bytes for every count."""
+    m = 3 * SEGMENT + 12_345
+    x = update(m, ratio=5.0)
+    clip = float(np.linalg.norm(x.astype(np.float64))) / 2
+    size = 3 * (1 << 20) + 777
+    payloads = encode_all(x, cepam.Gaussian(sigma=1e-3), clip=clip, pad=size)
+    assert all(p == payloads[0] for p in payloads)
+    assert len(payloads[0]) == size
+    decoded = [cepam.decode(payloads[0], secret=SECRET, threads=t) for t in THREAD_COUNTS]
+    for y in decoded[1:]:
+        np.testing.assert_array_equal(y, decoded[0])
+
+
 @pytest.mark.parametrize("m", [0, 1, 7, 4097, SEGMENT - 1, SEGMENT, SEGMENT + 1])
 def test_sizes_at_segment_edges(m):
     x = update(m, seed=m)

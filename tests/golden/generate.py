@@ -1,9 +1,10 @@
 """Writes the golden payloads of tests/codec/test_determinism.py.
 
 Run it only on purpose, when the payload format changes (bump the format
-version then):  python tests/golden/generate.py > tests/golden/v4.json
+version then):  python tests/golden/generate.py > tests/golden/v5.json
 """
 
+import hashlib
 import json
 
 import numpy as np
@@ -41,6 +42,33 @@ CASES = {
 }
 
 
+# Large updates, pinned by the SHA-256 of their payloads: the clip's sum of
+# squares over several blocks (and its tree), and a tag over several MAC
+# segments (payloads over 1 MiB).
+LARGE = {
+    "large-gaussian-n1-clip": dict(mechanism=cepam.Gaussian(sigma=0.001), dim=1, clip=40.0,
+                                   coder="ans", size=1_600_007, rms=0.05),
+    "large-gaussian-e8-clip": dict(mechanism=cepam.Gaussian(sigma=0.001), lattice="E8",
+                                   clip=40.0, coder="ans", size=3 * (1 << 16) + 5, rms=0.05),
+}
+
+
+def large_update(name):
+    """The float32 update of large case ``name`` (a fixed-seed Gaussian)."""
+    case = LARGE[name]
+    rng = np.random.default_rng(2026)
+    return (rng.standard_normal(case["size"]) * case["rms"]).astype(np.float32)
+
+
+def encode_large(name, *, threads=None):
+    """The payload of large case ``name``, on ``threads`` threads."""
+    case = dict(LARGE[name])
+    mechanism = case.pop("mechanism")
+    del case["size"], case["rms"]
+    return cepam.encode(large_update(name), mechanism, secret=SECRET, round=3, client=5,
+                        message=2, threads=threads, **case)
+
+
 def update_for(name):
     if name.endswith(("gaussian-n2-clip", "gaussian-n2-clip-bare")):
         return {"w": X[:9].reshape(3, 3), "b": X[9:].astype(np.float64)}
@@ -71,6 +99,13 @@ def main():
             "payload": payload.hex(),
             "decoded": {k: [float(v).hex() for v in np.ravel(a)] for k, a in leaves.items()},
         }
+    out["large"] = {}
+    for name in LARGE:
+        payload = encode_large(name)
+        y = cepam.decode(payload, secret=SECRET)
+        out["large"][name] = {"bytes": len(payload),
+                              "payload_sha256": hashlib.sha256(payload).hexdigest(),
+                              "decoded_sha256": hashlib.sha256(y.tobytes()).hexdigest()}
     print(json.dumps(out, indent=1))
 
 

@@ -1,5 +1,5 @@
 """The hostile-payload forger: an independent, test-side model of the payload
-format (format version 4), to build payloads a malicious client could send.
+format (docs/format.md), to build payloads a malicious client could send.
 
 A client holds its own secret, so it can send a *correctly tagged* hostile
 payload.  This model parses a payload into its fields (``RawPayload``: the
@@ -49,7 +49,7 @@ SECRET = bytes(range(7, 39))
 OTHER_SECRET = bytes(range(200, 232))
 MAC = mac_key(SECRET)
 
-VERSION = 4
+VERSION = 5
 GOLOMB, ANS = 1, 2
 CODERS = ("golomb", "ans")
 HEADER_PREFIX = struct.Struct("<4sBBBBHdd")  # magic, version, mechanism, coder, container .. clip

@@ -1,4 +1,4 @@
-"""Sealed payloads (format version 4): nothing about the update in clear.
+"""Sealed payloads (format version 5): nothing about the update in clear.
 
 * No window of a payload's bytes holds a statistic the encoder computes from
   the update (float64, float32, either byte order, any offset), for every
@@ -133,9 +133,10 @@ def _forbid(name):
 @pytest.fixture
 def parsers_forbidden(monkeypatch):
     """Every parser, the decryption and the native decoders fail if called."""
-    for module, name in [(sealing, "parse_header"), (sealing, "parse_sealed"),
+    for module, name in [(sealing, "parse_header"), (sealing, "parse_sealed_head"),
                          (payload_format, "parse_header"), (payload_format, "parse_sealed"),
-                         (_core, "seal_xor"), (_core, "decode"), (hooks, "decode_symbols"),
+                         (payload_format, "parse_sealed_head"), (_core, "seal_xor"),
+                         (_core, "unseal"), (_core, "decode"), (hooks, "decode_symbols"),
                          (_core, "body_parts"), (hooks, "body_decode")]:
         monkeypatch.setattr(module, name, _forbid(f"{module.__name__}.{name}"))
 
@@ -205,6 +206,31 @@ def test_seal_keystream_is_rfc8439_chacha20(length):
     assert bytes(buffer) == expected
     _core.seal_xor(buffer, key=key)
     assert bytes(buffer) == data
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_the_keystream_by_parts_is_the_whole_keystream(threads):
+    """seal_xor on several threads (parts of 1 MiB) and unseal at any offset:
+    the same bytes as RFC 8439 ChaCha20 from block 0."""
+    rng = np.random.default_rng(threads)
+    key = rng.bytes(32)
+    data = rng.bytes(3 * (1 << 20) + 12345)
+    nonce = bytes(12) + b"SEAL"
+    expected = reference_chacha20(key, nonce, data)
+    buffer = bytearray(data)
+    _core.seal_xor(buffer, key=key, threads=threads)
+    assert bytes(buffer) == expected
+    for start, stop in [(0, len(data)), (1, 70), (63, 65), ((1 << 20) - 5, 2 * (1 << 20) + 7),
+                        (100_001, len(data)), (len(data), len(data))]:
+        got = _core.unseal(data, start=start, stop=stop, first=start, key=key, threads=threads)
+        assert got == expected[start:stop], (start, stop)
+
+
+def test_unseal_checks_its_range():
+    with pytest.raises(cepam.InvalidArgumentError, match="within"):
+        _core.unseal(bytes(10), start=4, stop=11, first=0, key=bytes(32))
+    with pytest.raises(cepam.InvalidArgumentError, match="within"):
+        _core.unseal(bytes(10), start=5, stop=4, first=0, key=bytes(32))
 
 
 def test_seal_xor_checks_its_arguments():
@@ -486,3 +512,94 @@ def test_pad_max_holds_the_hardest_updates_measured_at_the_clip(setting):
             x = x * (clip / np.linalg.norm(x))
             payload = _encode(x, setting, clip=clip, pad="max")
             assert cepam.inspect(payload, secret=SECRET).padding_bits > 0
+
+
+# ---------------------------------------------------------------------------
+# The payload tag (format version 5): per-segment HMACs combined.
+# ---------------------------------------------------------------------------
+
+SEGMENT = 1 << 20
+
+
+def reference_tag(secret: bytes, data: bytes) -> bytes:
+    """docs/format.md's tag, recomputed here with hmac and hashlib alone:
+    the MAC key by HKDF-SHA256 (RFC 5869), then
+    t_i = HMAC(K, "cepam/seg" || u64 i || u64 len_i || segment_i) over 1 MiB
+    segments and HMAC(K, "cepam/tag" || u64 L || u64 k || t_0 .. t_(k-1))[:16]."""
+    import hashlib
+    import hmac
+
+    label = b"cepam/lrsuq/v1"
+    prk = hmac.new(label, secret, hashlib.sha256).digest()
+    key = hmac.new(prk, label + b"/mac" + b"\x01", hashlib.sha256).digest()
+    segments = [data[i : i + SEGMENT] for i in range(0, len(data), SEGMENT)] or [b""]
+    tags = [hmac.new(key, b"cepam/seg" + struct.pack("<QQ", i, len(seg)) + seg,
+                     hashlib.sha256).digest() for i, seg in enumerate(segments)]
+    outer = b"cepam/tag" + struct.pack("<QQ", len(data), len(segments)) + b"".join(tags)
+    return hmac.new(key, outer, hashlib.sha256).digest()[:16]
+
+
+@pytest.fixture(scope="module")
+def long_payload():
+    """A payload of over 3 MiB (4 MAC segments): a small update padded."""
+    return _encode(_update(9), ("ans", "gaussian", "Z", 1), pad=3 * SEGMENT + 54321)
+
+
+def test_the_tag_is_the_documented_construction(long_payload):
+    small = _encode(_update(10), ("golomb", "gaussian", "Z", 2))
+    for payload in (small, long_payload):
+        assert payload[-16:] == reference_tag(SECRET, payload[:-16])
+    assert len(long_payload) == 3 * SEGMENT + 54321
+    mac = cepam.keys.mac_key(SECRET)
+    data = np.random.default_rng(12).bytes(2 * SEGMENT + 1)
+    for length in (0, 1, SEGMENT - 1, SEGMENT, SEGMENT + 1, 2 * SEGMENT, 2 * SEGMENT + 1):
+        assert cepam.keys.payload_tag(mac, data[:length], threads=2) == \
+            reference_tag(SECRET, data[:length]), length
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_the_tag_and_payload_do_not_depend_on_threads(long_payload, threads):
+    x = _update(9)
+    payload = cepam.encode(x, MECHANISMS["gaussian"], secret=SECRET, round=0, client=7, dim=1,
+                           coder="ans", pad=3 * SEGMENT + 54321, threads=threads)
+    assert payload == long_payload
+    mac = cepam.keys.mac_key(SECRET)
+    assert cepam.keys.payload_tag(mac, payload[:-16], threads=threads) == payload[-16:]
+    np.testing.assert_array_equal(cepam.decode(payload, secret=SECRET, threads=threads),
+                                  cepam.decode(long_payload, secret=SECRET, threads=1))
+
+
+def _segments_of(payload: bytes) -> list[bytes]:
+    data = payload[:-16]
+    return [data[i : i + SEGMENT] for i in range(0, len(data), SEGMENT)]
+
+
+def test_altered_reordered_truncated_extended_or_spliced_segments_are_refused(
+        long_payload, parsers_forbidden):
+    tag = long_payload[-16:]
+    segs = _segments_of(long_payload)
+    assert len(segs) == 4
+    other = _encode(_update(11), ("ans", "gaussian", "Z", 1), pad=3 * SEGMENT + 54321, round=1)
+    other_segs = _segments_of(other)
+    assert all(a != b for a, b in zip(segs, other_segs))
+    altered = []
+    for i in range(len(segs)):  # one byte of one segment
+        seg = bytearray(segs[i])
+        seg[len(seg) // 2] ^= 0x01
+        altered.append(b"".join(segs[:i]) + bytes(seg) + b"".join(segs[i + 1:]) + tag)
+    forged = altered + [
+        b"".join([segs[0], segs[2], segs[1], segs[3]]) + tag,  # reordered
+        b"".join(segs[:3]) + tag,  # a whole segment dropped
+        b"".join(segs[:3]) + segs[3][:-1] + tag,  # one byte short
+        b"".join(segs) + b"\x00" + tag,  # extended by a byte
+        b"".join(segs) + segs[3] + tag,  # extended by a segment
+        b"".join(segs[:3] + [segs[2]]) + tag,  # a segment in another's place
+        segs[0] + b"".join(other_segs[1:]) + tag,  # spliced, this payload's tag
+        segs[0] + b"".join(other_segs[1:]) + other[-16:],  # spliced, the other's tag
+        b"".join(segs) + bytes(16),  # no tag
+    ]
+    for payload in forged:
+        with pytest.raises(cepam.AuthenticationError):
+            cepam.decode(payload, secret=SECRET)
+    with pytest.raises(cepam.AuthenticationError):
+        cepam.decode(long_payload, secret=OTHER)
