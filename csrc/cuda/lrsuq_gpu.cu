@@ -12,14 +12,15 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "cuda/runtime.cuh"
 #include "lrsuq/subvector.hpp"
 
 namespace cepam::gpu {
 namespace {
 
-// Sub-vectors per launch: bounds the device scratch (H, M, beta, V) to
-// (12 + 16 n) bytes times this, 29 MB for n = 1 and 141 MB for n = 8.
-constexpr std::size_t kChunk = std::size_t{1} << 20;
+// Sub-vectors per launch (kDefaultChunk): bounds the device scratch (H, M,
+// beta, V) to (12 + 16 n) bytes times this, 29 MB for n = 1 and 141 MB for
+// n = 8.
 constexpr int kThreads = 256;
 constexpr unsigned long long kNoFailure = std::numeric_limits<unsigned long long>::max();
 
@@ -31,12 +32,6 @@ Key key_words(const ChaChaKey& key) {
   Key k{};
   for (int i = 0; i < 8; ++i) k.w[i] = key[static_cast<std::size_t>(i)];
   return k;
-}
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    throw DeviceError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
-  }
 }
 
 // The first failure of a launch: (sub-vector << 3) | status, the smallest.
@@ -79,60 +74,6 @@ unsigned int blocks_for(std::size_t count) {
   return static_cast<unsigned int>(std::min<std::size_t>(b, 65535u * 32u));
 }
 
-// Device scratch of one chunk, freed on scope exit.
-class Scratch {
- public:
-  Scratch(int device, std::size_t bytes) : device_(device), ptr_(device_alloc(device, bytes)) {}
-  ~Scratch() { device_free(device_, ptr_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <class U>
-  U* at(std::size_t byte_offset) const {
-    return reinterpret_cast<U*>(static_cast<char*>(ptr_) + byte_offset);
-  }
-
- private:
-  int device_;
-  void* ptr_;
-};
-
-// CUDA events around a stream's work, summed into a Timing field.
-class Timer {
- public:
-  explicit Timer(cudaStream_t stream) : stream_(stream) {
-    check(cudaEventCreate(&start_), "event");
-    check(cudaEventCreate(&stop_), "event");
-  }
-  ~Timer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  void start() { check(cudaEventRecord(start_, stream_), "event record"); }
-  void stop(double* total_ms) {
-    check(cudaEventRecord(stop_, stream_), "event record");
-    check(cudaEventSynchronize(stop_), "event synchronize");
-    float ms = 0.0f;
-    check(cudaEventElapsedTime(&ms, start_, stop_), "event time");
-    *total_ms += ms;
-  }
-
- private:
-  cudaStream_t stream_;
-  cudaEvent_t start_{}, stop_{};
-};
-
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check(cudaGetDevice(&previous_), "get device");
-    check(cudaSetDevice(device), "set device");
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
-
 // Reads the launch's failure word and throws the codec's error for it.
 void throw_on_failure(const unsigned long long* failure_dev, cudaStream_t stream,
                       const subvector::Config& c, const std::uint32_t* H_host,
@@ -153,13 +94,14 @@ void throw_on_failure(const unsigned long long* failure_dev, cudaStream_t stream
 // padded), the device (current for the call's lifetime), the stream, the
 // sub-vectors per launch and the kernel and transfer timers.
 struct Launch {
-  Launch(const LrsuqParams& p, std::size_t m, int device, std::uintptr_t stream_id)
+  Launch(const LrsuqParams& p, std::size_t m, int device, std::uintptr_t stream_id,
+         std::size_t per_launch)
       : c(lrsuq_subvector_config(p)),
         un(static_cast<std::size_t>(p.n)),
         N((m + un - 1) / un),
         guard(device),
         stream(reinterpret_cast<cudaStream_t>(stream_id)),
-        chunk(std::min(kChunk, std::max<std::size_t>(N, 1))),
+        chunk(std::min(per_launch != 0 ? per_launch : kDefaultChunk, std::max<std::size_t>(N, 1))),
         kernel_timer(stream),
         copy_timer(stream) {}
 
@@ -211,9 +153,10 @@ void device_free(int device, void* ptr) noexcept {
 template <class T>
 void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m,
                     double factor, int device, std::uintptr_t stream_id, std::uint32_t* H,
-                    std::int64_t* M, double* beta, double* V, Timing* timing) {
+                    std::int64_t* M, double* beta, double* V, Timing* timing,
+                    std::size_t chunk) {
   check_factor(factor);
-  Launch L(p, m, device, stream_id);
+  Launch L(p, m, device, stream_id, chunk);
   // Layout: failure word, H, beta, M, V (8-byte fields first after H's padding).
   const std::size_t off_h = 8, off_beta = off_h + ((L.chunk * 4 + 7) / 8) * 8;
   const std::size_t off_m = off_beta + L.chunk * 8, off_v = off_m + L.chunk * L.un * 8;
@@ -251,8 +194,8 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
 template <class T>
 void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
                     const std::int64_t* M, std::size_t m, int device, std::uintptr_t stream_id,
-                    T* y, Timing* timing) {
-  Launch L(p, m, device, stream_id);
+                    T* y, Timing* timing, std::size_t chunk) {
+  Launch L(p, m, device, stream_id, chunk);
   const std::size_t off_m = 8, off_h = off_m + L.chunk * L.un * 8;
   Scratch scratch(device, off_h + L.chunk * 4);
   auto* failure = scratch.at<unsigned long long>(0);
@@ -282,15 +225,15 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
 
 template void encode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const float*,
                                     std::size_t, double, int, std::uintptr_t, std::uint32_t*,
-                                    std::int64_t*, double*, double*, Timing*);
+                                    std::int64_t*, double*, double*, Timing*, std::size_t);
 template void encode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const double*,
                                      std::size_t, double, int, std::uintptr_t, std::uint32_t*,
-                                     std::int64_t*, double*, double*, Timing*);
+                                     std::int64_t*, double*, double*, Timing*, std::size_t);
 template void decode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
                                     const std::int64_t*, std::size_t, int, std::uintptr_t,
-                                    float*, Timing*);
+                                    float*, Timing*, std::size_t);
 template void decode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
                                      const std::int64_t*, std::size_t, int, std::uintptr_t,
-                                     double*, Timing*);
+                                     double*, Timing*, std::size_t);
 
 }  // namespace cepam::gpu

@@ -181,4 +181,15 @@ void lrsuq_decode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const s
                              const std::int64_t* M, std::size_t first, std::size_t last,
                              std::size_t m, T* y);
 
+// Sub-vectors indices[0..count) of an update of m coordinates, each given
+// by its own n coordinates (pieces[i n .. i n + n), those past x[m - 1]
+// ignored), encoded as lrsuq_encode_subvectors would encode them in place:
+// H[count], M[count n], beta[count], V[count n].  The host's spot-check of
+// a GPU's results.  Throws InvalidArgument for an index of no sub-vector.
+template <class T>
+void lrsuq_encode_subvectors_at(const LrsuqParams& p, const ChaChaKey& key, const T* pieces,
+                                const std::uint64_t* indices, std::size_t count, std::size_t m,
+                                double factor, std::uint32_t* H, std::int64_t* M, double* beta,
+                                double* V);
+
 }  // namespace cepam

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/ans_gpu.hpp"
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
 #include "python/convert.hpp"
@@ -65,7 +66,8 @@ py::dict timing_dict(const gpu::Timing& t) {
 
 // (H, M, beta, V, timing) of a CUDA tensor given as a DLPack capsule.
 py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, int mechanism, double scale,
-                         int lattice, int n, double factor, std::uintptr_t stream) {
+                         int lattice, int n, double factor, std::uintptr_t stream,
+                         std::size_t chunk) {
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const ChaChaKey k = key_from(key);
   Borrowed borrowed(x);
@@ -88,10 +90,10 @@ py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, int mechani
     py::gil_scoped_release nogil;
     if (t.dtype.bits == 32) {
       gpu::encode_lattice(p, k, reinterpret_cast<const float*>(base), m, factor,
-                          t.device.device_id, stream, h, mm, b, v, &timing);
+                          t.device.device_id, stream, h, mm, b, v, &timing, chunk);
     } else {
       gpu::encode_lattice(p, k, reinterpret_cast<const double*>(base), m, factor,
-                          t.device.device_id, stream, h, mm, b, v, &timing);
+                          t.device.device_id, stream, h, mm, b, v, &timing, chunk);
     }
   }
   return py::make_tuple(out.H, out.M, out.beta, out.V, timing_dict(timing));
@@ -123,7 +125,7 @@ void capsule_destructor(PyObject* capsule) {
 py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
                          std::size_t m, const py::bytes& key, int mechanism, double scale,
                          int lattice, int n, const std::string& dtype, int device,
-                         std::uintptr_t stream) {
+                         std::uintptr_t stream, std::size_t chunk) {
   const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const ChaChaKey k = key_from(key);
   const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
@@ -152,9 +154,9 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
     const std::int64_t* mm = M.data();
     py::gil_scoped_release nogil;
     if (bits == 32) {
-      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<float*>(t.data), &timing);
+      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<float*>(t.data), &timing, chunk);
     } else {
-      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<double*>(t.data), &timing);
+      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<double*>(t.data), &timing, chunk);
     }
   } catch (...) {
     delete_owned(&owned->managed);
@@ -162,6 +164,31 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   }
   py::capsule capsule(&owned->managed, kCapsule, &capsule_destructor);
   return py::make_tuple(capsule, timing_dict(timing));
+}
+
+// The rANS streams [first[s], first[s + 1]) of the symbols (intervals
+// start, freq), coded on `device` -> ([bytes], timing).
+py::tuple rans_encode_segments_py(const CArray<std::uint32_t>& start,
+                               const CArray<std::uint32_t>& freq,
+                               const CArray<std::uint64_t>& first, int device,
+                               std::uintptr_t stream) {
+  const std::vector<AnsSymbol> symbols = ans_symbols(start, freq);
+  const std::size_t segments = segment_count(first, symbols.size());
+  std::vector<std::uint8_t> out;
+  std::vector<std::uint64_t> sizes;
+  gpu::Timing timing;
+  {
+    py::gil_scoped_release nogil;
+    gpu::rans_encode_segments(symbols.data(), first.data(), segments, device, stream, out, sizes,
+                              &timing);
+  }
+  py::list streams;
+  std::size_t at = 0;
+  for (const std::uint64_t size : sizes) {
+    streams.append(py::bytes(reinterpret_cast<const char*>(out.data() + at), size));
+    at += size;
+  }
+  return py::make_tuple(streams, timing_dict(timing));
 }
 
 }  // namespace
@@ -177,10 +204,17 @@ PYBIND11_MODULE(_cuda, m) {
   }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        py::arg("factor"), py::arg("stream") = 0,
-        "LRSUQ-encode a CUDA tensor (DLPack capsule) -> (H, M, beta, V, timing), host arrays.");
+        py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
+        "LRSUQ-encode a CUDA tensor (DLPack capsule) -> (H, M, beta, V, timing), host arrays; "
+        "chunk: sub-vectors per launch (0: the default).");
   m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(),
         py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
         py::arg("n"), py::arg("dtype"), py::arg("device") = 0, py::arg("stream") = 0,
-        "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing).");
+        py::arg("chunk") = 0,
+        "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
+        "sub-vectors per launch (0: the default).");
+  m.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
+        py::arg("first"), py::kw_only(), py::arg("device") = 0, py::arg("stream") = 0,
+        "rANS-code the streams [first[s], first[s+1]) on the GPU, one a thread "
+        "-> ([bytes], timing): the CPU's bytes.");
 }
