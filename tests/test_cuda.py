@@ -97,13 +97,33 @@ def test_dlpack_host_arrays_are_encoded_like_numpy():
     assert cepam.encode(_DLPackOnly(x), cepam.Gaussian(sigma=0.1), **kw) == expected
 
 
-def test_host_copy_warning_is_shown_once(monkeypatch):
+def _cuda_path(monkeypatch, available: bool) -> None:
+    """Pretends the CUDA path is (not) available, whatever this machine has,
+    with the once-flag reset (other tests of the worker may have set it)."""
+    why = "" if available else "no usable CUDA device: pretended by the test"
+    monkeypatch.setattr(cuda, "status", lambda: (available, why))
     monkeypatch.setattr(cuda, "_warned_host_copy", False)
+
+
+def test_host_copy_warning_is_shown_once(monkeypatch):
+    # The warning is about the fallback: on a GPU machine the CUDA path is
+    # available and note_host_copy() rightly says nothing, so the test
+    # pretends it is not (it used to rely on the machine having no GPU).
+    _cuda_path(monkeypatch, available=False)
+    with pytest.warns(cuda.HostCopyWarning, match="pretended by the test"):
+        cuda.note_host_copy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # whatever the registry and filters hold
+        cuda.note_host_copy()
+    assert caught == []
+
+
+def test_no_host_copy_warning_when_the_cuda_path_runs(monkeypatch):
+    _cuda_path(monkeypatch, available=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cuda.note_host_copy()
-        cuda.note_host_copy()
-    assert [w.category for w in caught] == [cuda.HostCopyWarning]
+    assert caught == []
 
 
 # --- on a GPU ------------------------------------------------------------------
