@@ -76,3 +76,41 @@ def test_bad_intervals_are_refused():
     with pytest.raises(InvalidArgumentError):
         hooks.rans_encode_segments(np.array([SCALE - 1], np.uint32), np.array([2], np.uint32),
                                    np.array([0, 1], np.uint64))
+
+
+# --- whole ANS bodies, coded as the GPU path codes them -----------------------
+
+GAUSSIAN, LAPLACE = 1, 2
+Z, A2, D4, E8 = 1, 2, 3, 4
+ANS = 2
+KEY = bytes(range(32))
+BODY_CONFIGS = [(GAUSSIAN, Z, 1), (LAPLACE, Z, 1), (GAUSSIAN, Z, 3), (LAPLACE, Z, 2),
+                (GAUSSIAN, A2, 2), (GAUSSIAN, D4, 4), (GAUSSIAN, E8, 8)]
+
+
+@pytest.mark.parametrize("mech,lattice,n", BODY_CONFIGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,spread", [(1031, 3.0), (300_001, 0.2)])
+def test_ans_bodies_coded_by_segment_streams_are_the_cpu_bodies(mech, lattice, n, dtype, m,
+                                                                spread):
+    """Every segment's symbols, then all the segments' streams coded at once
+    by the kernel's code (several segments at m = 300,001; small values, where
+    the point model of A2/D4/E8 wins some segments), give the CPU's body."""
+    from cepam import _core
+
+    x = np.random.default_rng(m + 10 * lattice + n).normal(scale=spread, size=m).astype(dtype)
+    kw = dict(key=KEY, mechanism=mech, scale=0.5, lattice=lattice, n=n, factor=0.75)
+    expected = _core.encode(x, coder=ANS, threads=2, **kw)
+    assert hooks.ans_body_by_streams(x, **kw) == expected
+
+
+@pytest.mark.parametrize("m", [1, 8193, (1 << 20) + 5])
+def test_the_most_compressible_ans_bodies_coded_by_segment_streams_are_the_cpu_bodies(m):
+    """Zeros under a large noise: streams of a few words, at the bomb rule's
+    lower bound on the body's length (payload/body.hpp)."""
+    from cepam import _core
+
+    x = np.zeros(m, np.float32)
+    kw = dict(key=KEY, mechanism=GAUSSIAN, scale=1e3, lattice=Z, n=1, factor=1.0)
+    expected = _core.encode(x, coder=ANS, **kw)
+    assert hooks.ans_body_by_streams(x, **kw) == expected

@@ -70,6 +70,9 @@ class AnsEncoder {
     return at;
   }
   std::size_t symbols() const { return count_; }
+  // The symbols put so far (symbols() of them), for coding them elsewhere
+  // (rans_core.hpp's rans_encode_segments, the GPU's kernel).
+  const AnsSymbol* data() const { return symbols_.get(); }
   // Puts again the symbols [first, last) of `other` (first <= last <=
   // other.symbols(): two streams that share runs of symbols compute them
   // once).

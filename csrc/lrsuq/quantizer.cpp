@@ -639,6 +639,11 @@ const MechanismInfo& mechanism_info(MechanismId id) {
   throw InvalidArgument("unknown mechanism id " + std::to_string(static_cast<int>(id)));
 }
 
+CellWidths typical_cell_widths(const LrsuqParams& p) {
+  const MechanismInfo& mech = mechanism_info(p.mechanism);
+  return {mech.cell_width_lo * p.scale, mech.cell_width_hi * p.scale};
+}
+
 bool lattice_takes(const LatticeInfo& l, const MechanismInfo& m) {
   return m.norm == Norm::L2 || l.l1_trials;
 }

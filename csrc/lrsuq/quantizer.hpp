@@ -57,6 +57,13 @@ void check_combination(MechanismId mechanism, LatticeId lattice, int n);
 // Throws InvalidArgument unless the clipping factor is finite and >= 0.
 void check_factor(double factor);
 
+// A small and a large typical width of a coding cell (beta G_kk), for the
+// ANS coder's source model's estimates (the mechanism table, lrsuq/latent.hpp).
+struct CellWidths {
+  double lo, hi;
+};
+CellWidths typical_cell_widths(const LrsuqParams& p);
+
 // Probability that one trial is accepted (the packing density in the
 // mechanism's norm); 1 when the lattice cell is the ball itself.
 double acceptance_probability(const LrsuqParams& p);

@@ -16,6 +16,7 @@
 #include "lrsuq/norm.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
+#include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
 #include "coding/rans.hpp"
 #include "python/convert.hpp"
@@ -156,6 +157,20 @@ py::tuple encode_subvectors_at(const py::array& pieces, const CArray<std::uint64
     lrsuq_encode_subvectors_at(p, k, px, j, count, m, factor, h, mm, b, v);
   });
   return out.tuple();
+}
+
+// The ANS body of x as the GPU path codes it, its streams by the host twin
+// of the CUDA kernel (payload/ans_streams.hpp).
+py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, int mechanism,
+                              double scale, int lattice, int n, double factor) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const ChaChaKey k = key_from(key);
+  std::vector<std::uint8_t> body;
+  with_input(x, [&](const auto* px) {
+    body = encode_ans_body_by_streams(p, k, px, static_cast<std::size_t>(x.size()), factor,
+                                      host_stream_coder);
+  });
+  return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
 }
 
 // The rANS streams of symbols [first[s], first[s + 1]) (intervals start,
@@ -634,6 +649,11 @@ PYBIND11_MODULE(_core, m) {
         py::arg("m_bits"), "Raises FormatError unless a body of len bytes can hold the counts.");
   t.def("ans_encode_intervals", &ans_encode_intervals, py::arg("start"), py::arg("freq"),
         "rANS-code symbols given as (start, freq) intervals at 24-bit precision.");
+  t.def("ans_body_by_streams", &ans_body_by_streams, py::arg("x"), py::kw_only(),
+        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("factor"),
+        "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
+        "streams by the CUDA kernel's code on the host) -> bytes.");
   t.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
         py::arg("first"),
         "rANS-code the streams [first[s], first[s+1]) as the CUDA kernel does -> [bytes].");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda/ans_gpu.hpp"
+#include "payload/ans_streams.hpp"
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
 #include "python/convert.hpp"
@@ -191,6 +192,35 @@ py::tuple rans_encode_segments_py(const CArray<std::uint32_t>& start,
   return py::make_tuple(streams, timing_dict(timing));
 }
 
+// The ANS body of x (host memory) with every segment's rANS streams coded
+// on `device` (payload/ans_streams.hpp): the CPU's body bytes.
+py::bytes encode_ans_body(const py::array& x, const py::bytes& key, int mechanism, double scale,
+                          int lattice, int n, double factor, int device, std::uintptr_t stream) {
+  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+  const ChaChaKey k = key_from(key);
+  if (x.ndim() != 1 || !(x.flags() & py::array::c_style))
+    throw InvalidArgument("x must be a contiguous 1-D array");
+  const StreamCoder on_device = [&](const AnsSymbol* symbols, const std::uint64_t* first,
+                                    std::size_t count, std::vector<std::uint8_t>& out,
+                                    std::vector<std::uint64_t>& sizes) {
+    gpu::rans_encode_segments(symbols, first, count, device, stream, out, sizes, nullptr);
+  };
+  const std::size_t m = static_cast<std::size_t>(x.size());
+  std::vector<std::uint8_t> body;
+  if (holds<float>(x)) {
+    const auto* px = static_cast<const float*>(x.data());
+    py::gil_scoped_release nogil;
+    body = encode_ans_body_by_streams(p, k, px, m, factor, on_device);
+  } else if (holds<double>(x)) {
+    const auto* px = static_cast<const double*>(x.data());
+    py::gil_scoped_release nogil;
+    body = encode_ans_body_by_streams(p, k, px, m, factor, on_device);
+  } else {
+    throw py::type_error("x must be float32 or float64");
+  }
+  return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_cuda, m) {
@@ -213,6 +243,11 @@ PYBIND11_MODULE(_cuda, m) {
         py::arg("chunk") = 0,
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default).");
+  m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
+        "The ANS body of a host array with every segment's rANS streams coded on the GPU "
+        "-> bytes (the CPU's body).");
   m.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
         py::arg("first"), py::kw_only(), py::arg("device") = 0, py::arg("stream") = 0,
         "rANS-code the streams [first[s], first[s+1]) on the GPU, one a thread "
