@@ -116,8 +116,9 @@ def bad_inputs(out, key):
         for m in (0, 5, 10000):
             x = np.linspace(-1, 1, m)
             for factor in (float("nan"), -1.0, float("inf")):
-                r = outcome(lambda: c.encode(x, key=key, mechanism=GAUSSIAN, scale=0.1, lattice=1,
-                                             n=1, factor=factor, coder=coder))
+                params = c.Params(mechanism=GAUSSIAN, scale=0.1, lattice=1, n=1)
+                r = outcome(lambda: c.encode(x, key=key, params=params, factor=factor,
+                                             coder=coder))
                 out[f"factor/{coder}/{m}/{factor}"] = digest(*r)
         for n in (1, 2):
             for dtype in ("float32", "float64"):
@@ -127,8 +128,9 @@ def bad_inputs(out, key):
                         x[at] = bad
                         with np.errstate(over="ignore"):  # 1e300 as float32 is inf
                             x = x.astype(dtype)
-                        r = outcome(lambda: c.encode(x, key=key, mechanism=GAUSSIAN, scale=1e-6,
-                                                     lattice=1, n=n, factor=1.0, coder=coder))
+                        params = c.Params(mechanism=GAUSSIAN, scale=1e-6, lattice=1, n=n)
+                        r = outcome(lambda: c.encode(x, key=key, params=params, factor=1.0,
+                                                     coder=coder))
                         out[f"badx/{coder}/{n}/{dtype}/{bad}/{at}"] = digest(*r)
 
 
@@ -140,7 +142,7 @@ def hashes():
         rng = np.random.default_rng([mech, n, m, int(rel * 1e6), coder])
         x = inputs(m, dtype, rng)
         for factor in (1.0, 0.37):
-            kw = dict(key=key, mechanism=mech, scale=rel * factor, lattice=1, n=n)
+            kw = dict(key=key, params=c.Params(mechanism=mech, scale=rel * factor, lattice=1, n=n))
             name = f"{mech}/{n}/{dtype}/{m}/{rel}/{coder}/{factor}"
             r = outcome(lambda: c.encode(x, factor=factor, coder=coder, **kw))
             if r[0] == "err":

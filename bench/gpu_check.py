@@ -36,6 +36,7 @@ def table(sizes: list[int]) -> bool:
 
     import cepam
     from cepam import _cuda
+    from cepam import _core
     from cepam._core import testing as hooks
 
     key = bytes(range(32))
@@ -50,7 +51,7 @@ def table(sizes: list[int]) -> bool:
         x = (np.random.default_rng(0).normal(size=m) * 1e-2).astype(np.float32)
         xd = torch.from_numpy(x).cuda()
         for lat, (code, n) in LATTICES.items():
-            kw = dict(key=key, mechanism=1, scale=1e-3, lattice=code, n=n)
+            kw = dict(key=key, params=_core.Params(mechanism=1, scale=1e-3, lattice=code, n=n))
             H, M, beta, V, t_enc = _cuda.encode_lattice(xd.__dlpack__(stream=1), factor=1.0, **kw)
             capsule, t_dec = _cuda.decode_lattice(H, M, m=m, dtype="float32", **kw)
             if m <= 10**7:

@@ -51,10 +51,11 @@ def main():
     print(f"{'n':>2} {'encode':>8} {'expg_k':>8} {'body_enc':>8} {'body_dec':>8} "
           f"{'decode':>8} | {'ENC path':>8} {'DEC path':>8}")
     for n in a.n:
-        kw = dict(key=key, mechanism=a.mechanism, scale=sigma, lattice=1, n=n)
+        params = c.Params(mechanism=a.mechanism, scale=sigma, lattice=1, n=n)
+        kw = dict(key=key, params=params)
         t_enc, (H, M) = best(lambda: hooks.encode_lattice(x, factor=1.0, **kw), a.repeat)
         t_k, k = best(lambda: hooks.best_expg_order(M), a.repeat)
-        g = hooks.golomb_parameter(c.acceptance_probability(a.mechanism, sigma, 1, n))
+        g = hooks.golomb_parameter(c.acceptance_probability(params))
         t_be, (body, hb, mb) = best(lambda: hooks.body_encode(H, M, golomb=g, expg_k=k), a.repeat)
         t_bd, _ = best(lambda: hooks.body_decode(body, N=len(H), count=len(M), golomb=g, expg_k=k,
                                              h_bits=hb, m_bits=mb), a.repeat)
@@ -73,8 +74,8 @@ def main():
     t_words, _ = best(draws(lambda first, count: hooks.keystream_words(key, 1, first, count)),
                       a.repeat)
     t_radius, _ = best(draws(lambda first, count: hooks.latent_radius(
-        key=key, mechanism=a.mechanism, scale=sigma, lattice=1, n=1, first=first,
-        count=count)), a.repeat)
+        key=key, params=c.Params(mechanism=a.mechanism, scale=sigma, lattice=1, n=1),
+        first=first, count=count)), a.repeat)
     print(f"n = 1 draws, M coords/s: keystream words {m / t_words / 1e6:.1f}, latent radii "
           f"{m / t_radius / 1e6:.1f}, both {m / (t_words + t_radius) / 1e6:.1f}")
 

@@ -46,7 +46,8 @@ def run():
                         mechs.append((3, 4 * sigma))
                     for mech, scale in mechs:
                         tag = f"L{lat}/n{n}/m{m}/r{ratio}/{np.dtype(dt).name}/mech{mech}"
-                        kw = dict(key=key, mechanism=mech, scale=scale, lattice=lat, n=n)
+                        kw = dict(key=key,
+                                  params=c.Params(mechanism=mech, scale=scale, lattice=lat, n=n))
                         for coder in (1, 2):
                             r = outcome(lambda: c.encode(xd, factor=0.9 if m == 9 else 1.0,
                                                          coder=coder, **kw))

@@ -109,8 +109,9 @@ def run():
                         sigma = 1e-3 if ki != 1 else 0.05
                         x = inputs(m, dtype, sigma, rng)
                         tag = f"mech{mech}/n{n}/{np.dtype(dtype).name}/m{m}/k{ki}/f{factor}"
-                        res = outcome(lambda: hooks.encode_lattice(x, key=key, mechanism=mech, scale=sigma,
-                                                       lattice=1, n=n, factor=factor))
+                        params = c.Params(mechanism=mech, scale=sigma, lattice=1, n=n)
+                        res = outcome(lambda: hooks.encode_lattice(x, key=key, params=params,
+                                                                   factor=factor))
                         if res[0] == "err":
                             out[tag + "/enc"] = digest(res[1])
                             continue
@@ -118,10 +119,10 @@ def run():
                         out[tag + "/H"] = digest(H)
                         out[tag + "/M"] = digest(M)
                         for odt in ("float32", "float64"):
-                            y = hooks.decode_lattice(H, M, m=m, key=key, mechanism=mech, scale=sigma,
-                                         lattice=1, n=n, dtype=odt)
+                            y = hooks.decode_lattice(H, M, m=m, key=key, params=params,
+                                                     dtype=odt)
                             out[tag + "/y/" + odt] = digest(y)
-                        p = c.acceptance_probability(mech, sigma, 1, n)
+                        p = c.acceptance_probability(params)
                         g = hooks.golomb_parameter(p)
                         kk = hooks.best_expg_order(M)
                         out[tag + "/k"] = digest(g, kk)
@@ -166,15 +167,15 @@ def run():
                                 else:
                                     M3[9] = (1 << 53) + 1
                                 r = outcome(lambda: hooks.decode_lattice(H3, M3, m=m, key=key,
-                                                             mechanism=mech, scale=sigma,
-                                                             lattice=1, n=n, dtype="float64"))
+                                                             params=params, dtype="float64"))
                                 out[tag + f"/baddec{bad}"] = digest(r[0], r[1] if r[0] == "err"
                                                                else r[1])
         # Latent radii at unaligned offsets.
         for ki, key in enumerate(keys()):
             for first, count in ((0, 1), (3, 7), (5, 300), (1000001, 513), ((1 << 33) + 3, 100)):
-                r = hooks.latent_radius(key=key, mechanism=mech, scale=1e-3, lattice=1, n=n,
-                                    first=first, count=count)
+                r = hooks.latent_radius(key=key,
+                                        params=c.Params(mechanism=mech, scale=1e-3, lattice=1, n=n),
+                                        first=first, count=count)
                 out[f"radius/mech{mech}/n{n}/k{ki}/{first}/{count}"] = digest(r)
     # Hand-made hostile bodies: prefix codes too long, values above the caps.
     for hi, (hbits, mbits, N, count, g, k) in enumerate(hostile_cases()):
@@ -206,14 +207,16 @@ def run():
                     x[pos] = bad
                     if pos > 600:
                         x[pos // 3] = bad  # an earlier one too
-                    r = outcome(lambda: hooks.encode_lattice(x, key=bytes(32), mechanism=1, scale=1e-3,
-                                                 lattice=1, n=n, factor=1.0))
+                    params = c.Params(mechanism=1, scale=1e-3, lattice=1, n=n)
+                    r = outcome(lambda: hooks.encode_lattice(x, key=bytes(32), params=params,
+                                                             factor=1.0))
                     out[f"badx/{n}/{pos}/{bad}/{np.dtype(dt).name}"] = digest(
                         r[0], r[1] if r[0] == "err" else tuple(a.tobytes() for a in r[1]))
     # Input too large: the error message.
     x = np.array([1e300, 0.0, 1.0], dtype=np.float64)
-    out["toolarge"] = digest(outcome(lambda: hooks.encode_lattice(x, key=bytes(32), mechanism=1, scale=1e-3,
-                                                   lattice=1, n=2, factor=1.0)))
+    params = c.Params(mechanism=1, scale=1e-3, lattice=1, n=2)
+    out["toolarge"] = digest(outcome(lambda: hooks.encode_lattice(x, key=bytes(32), params=params,
+                                                                  factor=1.0)))
     for ki, key in enumerate(keys()):
         for stream in (0, 1, 2, 7, 65536):
             for first in (0, 1, 3, 7, 8, 13, 61, 63, 64, 511, 1000003, (1 << 35) - 5,

@@ -76,11 +76,10 @@ void run(const std::uint8_t* data, std::size_t size) {
   if (size < kFrameBytes) return;
   const int target = data[0] % 5;
   const int threads = 1 + (data[0] / 5) % 2;  // the parallel decoders too
-  LrsuqParams p{static_cast<MechanismId>(data[1]), 0.0, static_cast<LatticeId>(data[2]),
-                static_cast<int>(data[3])};
   const int coder_code = data[4];
   const std::uint64_t scale_bits = le(data + 5, 8);
-  std::memcpy(&p.scale, &scale_bits, sizeof p.scale);
+  double scale = 0.0;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
   const std::size_t m = static_cast<std::size_t>(le(data + 13, 4));
   if (m > kMaxCoordinates) return;
   const ChaChaKey key = chacha_key_from_bytes(data + 17);
@@ -91,7 +90,9 @@ void run(const std::uint8_t* data, std::size_t size) {
   const std::vector<std::uint8_t> own(body, body + len);
   body = own.data();
 
-  check_params(p);  // the header parser's checks (throws InvalidArgument)
+  // The header parser's checks (throws InvalidArgument).
+  const LrsuqParams p{static_cast<MechanismId>(data[1]), scale, static_cast<LatticeId>(data[2]),
+                      static_cast<int>(data[3])};
   const KeyStream ks(key, kPurposeLrsuq);
   const Coder coder = static_cast<Coder>(coder_code);
   switch (target) {

@@ -16,6 +16,7 @@ import cepam
 from cepam import _core
 from cepam._core import testing as hooks
 from cepam.keys import stream_key
+from cepam.mechanisms import core_params
 from cepam.sealing import open_payload
 
 from conftest import SECRET_A, SECRET_B
@@ -56,8 +57,10 @@ def trial_indices(payload: bytes, secret: bytes) -> np.ndarray:
     header, sealed = open_payload(payload, secret)
     H, _ = hooks.decode_symbols(sealed.body, m=header.m,
                                 key=stream_key(secret, header.context),
-                                mechanism=header.mechanism, scale=header.scale,
-                                lattice=sealed.lattice, n=sealed.n, coder=header.coder)
+                                params=_core.Params(mechanism=header.mechanism,
+                                                    scale=header.scale, lattice=sealed.lattice,
+                                                    n=sealed.n),
+                                coder=header.coder)
     return H
 
 
@@ -106,7 +109,7 @@ def test_error_law_for_fixed_inputs(mechanism, n, name):
     x = np.full(SAMPLES * n, FIXED_INPUTS[name] * mechanism.scale)
     z, payload = errors_for(x, mechanism, n)
     check_error_law(z, mechanism, n)
-    p_accept = _core.acceptance_probability(mechanism.code, mechanism.scale, 1, n)
+    p_accept = _core.acceptance_probability(core_params(mechanism, lattice=1, n=n))
     check_geometric(trial_indices(payload, SECRET_A), p_accept)
 
 
@@ -130,7 +133,7 @@ def test_error_law_and_independence_for_random_inputs(mechanism, n):
         for zname, target in [("z", flat), ("z^2", flat**2)]:
             r = np.corrcoef(feature, target)[0, 1]
             assert abs(r) < bound, f"corr({name}, {zname}) = {r:.2e} (bound {bound:.2e})"
-    p_accept = _core.acceptance_probability(mechanism.code, mechanism.scale, 1, n)
+    p_accept = _core.acceptance_probability(core_params(mechanism, lattice=1, n=n))
     check_geometric(trial_indices(payload, SECRET_B), p_accept)
 
 
@@ -145,22 +148,26 @@ def test_error_does_not_depend_on_the_input_two_sample():
 
 @pytest.mark.parametrize("n", range(1, 9))
 def test_gaussian_latent_is_chi2_n_plus_2(n):
-    r = hooks.latent_radius(key=SECRET_A, mechanism=1, scale=1.0, lattice=1, n=n, first=3,
+    r = hooks.latent_radius(key=SECRET_A, params=_core.Params(mechanism=1, scale=1.0, lattice=1, n=n),
+                            first=3,
                             count=400_000)
     assert stats.kstest(r**2, stats.chi2(n + 2).cdf).pvalue > P_MIN
 
 
 @pytest.mark.parametrize("n", range(1, 5))
 def test_laplace_latent_is_gamma_n_plus_1(n):
-    r = hooks.latent_radius(key=SECRET_B, mechanism=2, scale=2.0, lattice=1, n=n, first=0,
+    r = hooks.latent_radius(key=SECRET_B, params=_core.Params(mechanism=2, scale=2.0, lattice=1, n=n),
+                            first=0,
                             count=400_000)
     assert stats.kstest(r / 2.0, stats.gamma(n + 1).cdf).pvalue > P_MIN
 
 
 @pytest.mark.parametrize("n,expected", [(1, 1.0), (2, 0.785), (3, 0.524), (8, 0.0159)])
 def test_packing_densities(n, expected):
-    assert _core.acceptance_probability(1, 1.0, 1, n) == pytest.approx(expected, abs=5e-4)
-    assert _core.acceptance_probability(2, 1.0, 1, n if n <= 4 else 4) == pytest.approx(
+    gaussian = _core.Params(mechanism=1, scale=1.0, lattice=1, n=n)
+    laplace = _core.Params(mechanism=2, scale=1.0, lattice=1, n=min(n, 4))
+    assert _core.acceptance_probability(gaussian) == pytest.approx(expected, abs=5e-4)
+    assert _core.acceptance_probability(laplace) == pytest.approx(
         1 / math.factorial(n if n <= 4 else 4))
 
 

@@ -27,13 +27,17 @@ def replay(frame: bytes) -> None:
     body = frame[FRAME.size:]
     if m > MAX_COORDINATES:
         return
-    params = dict(key=key, mechanism=mechanism, scale=scale, lattice=lattice, n=n)
+
+    def params() -> dict:  # built where a target takes them, as the fuzz target does
+        return dict(key=key, params=_core.Params(mechanism=mechanism, scale=scale,
+                                                 lattice=lattice, n=n))
+
     target %= 5
     if target in (0, 1):
-        y = _core.decode(body, m=m, coder=coder, dtype=("float32", "float64")[target], **params)
+        y = _core.decode(body, m=m, coder=coder, dtype=("float32", "float64")[target], **params())
         assert np.all(np.isfinite(y))
     elif target == 2:
-        hooks.decode_symbols(body, m=m, coder=coder, **params)
+        hooks.decode_symbols(body, m=m, coder=coder, **params())
     elif target == 3:
         _core.body_parts(body, coder=coder, lattice=lattice)
     else:
@@ -42,7 +46,7 @@ def replay(frame: bytes) -> None:
             return
         H = np.frombuffer(body, "<u4", N)
         M = np.frombuffer(body, "<i8", N * n, offset=4 * N)
-        y = hooks.decode_lattice(H, M, m=m, dtype="float64", **params)
+        y = hooks.decode_lattice(H, M, m=m, dtype="float64", **params())
         assert np.all(np.isfinite(y))
 
 

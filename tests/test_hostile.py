@@ -508,13 +508,20 @@ def forged_ans(*, stream: bytes, n=1, mechanism=1, model: AnsModel = UNIFORM_MOD
                       5, 6, 7, m, entries, None, model.pack() + segment(stream))
 
 
+def acceptance(mechanism: int, n: int, *, scale: float = 0.25) -> float:
+    """The core's probability that one trial is accepted, the mechanism code on Z^n."""
+    return _core.acceptance_probability(_core.Params(mechanism=mechanism, scale=scale, lattice=1,
+                                                     n=n))
+
+
 def symbols_of(raw: RawPayload, *, secret: bytes = SECRET):
     """(H, M) of a forged payload's body, via the native decoder."""
     return hooks.decode_symbols(raw.body, m=raw.m,
                                 key=stream_key(secret, Context(raw.round, raw.client,
                                                                raw.message)),
-                                mechanism=raw.mechanism, scale=raw.scale, lattice=raw.lattice,
-                                n=raw.n, coder=raw.coder)
+                                params=_core.Params(mechanism=raw.mechanism, scale=raw.scale,
+                                                    lattice=raw.lattice, n=raw.n),
+                                coder=raw.coder)
 
 
 def on_golomb(f):
@@ -771,7 +778,7 @@ def test_forged_payload_helpers_match_the_format():
     assert outcome(raw.tagged()) == "ok"
     H, M2 = symbols_of(raw)
     assert H.tolist() == [1] * 4 and M2.tolist() == M
-    p2 = _core.acceptance_probability(1, 0.25, 1, 2)
+    p2 = acceptance(1, 2)
     raw2 = forged_ans(n=2, shape=(4,), stream=escape_stream(M, n=2, H=[3, 70], p=p2))
     assert outcome(raw2.tagged()) == "ok"
     H, M2 = symbols_of(raw2)
@@ -784,7 +791,7 @@ def test_forged_streams_with_table_coded_trial_indices_decode():
     M = [(-1) ** i * ((1 << 42) + 12345 * i) for i in range(24)]
     raw = forged_ans(n=2, mechanism=2, shape=(24,), scale=0.1,
                      stream=escape_stream(M, n=2, H=list(range(1, 13)),
-                                          p=_core.acceptance_probability(2, 0.1, 1, 2)))
+                                          p=acceptance(2, 2, scale=0.1)))
     H, M2 = symbols_of(raw)
     assert H.tolist() == list(range(1, 13)) and M2.tolist() == M
 
@@ -1748,7 +1755,7 @@ def test_multi_block_ans_truncations_and_bit_flips_behind_a_valid_tag(name):
 
 def _escape_payload(M, *, n=1, mechanism=1, H=None, escape_h=False, scale=0.25,
                     m_code=put_escaped_m, dims=None) -> RawPayload:
-    p = _core.acceptance_probability(mechanism, scale, 1, n)
+    p = acceptance(mechanism, n, scale=scale)
     stream = escape_stream(M, n=n, H=H, p=p, escape_h=escape_h, m_code=m_code)
     return forged_ans(n=n, mechanism=mechanism, scale=scale, shape=dims or (len(M),),
                       stream=stream)
@@ -1772,7 +1779,7 @@ def test_every_coordinate_escaped_with_maximal_raw_length_decodes(mechanism, n):
     assert peak < 8 * len(payload) + 4 * MB, peak
     H2, M2 = symbols_of(raw)
     assert M2.tolist() == M
-    assert H2.tolist() == (H if _core.acceptance_probability(mechanism, 0.25, 1, n) < 1
+    assert H2.tolist() == (H if acceptance(mechanism, n) < 1
                            else [1] * N)
 
 
@@ -1836,7 +1843,7 @@ def test_escaped_trial_indices(h, match, mechanism, n):
     N = 5
     H = [3, h, 1, h, 64]
     M = [1 << 45] * (N * n)
-    cum = geometric_cum(_core.acceptance_probability(mechanism, 0.25, 1, n))
+    cum = geometric_cum(acceptance(mechanism, n))
 
     def stream():
         enc = RansEncoder()
@@ -2222,8 +2229,9 @@ def test_native_body_functions_raise_format_errors_on_hostile_bodies(name):
     and bit-flipped bodies: a result or FormatError, nothing else."""
     raw = RawPayload.parse(BASES[name])
     key = stream_key(SECRET, Context(raw.round, raw.client, raw.message))
-    kw = dict(m=raw.m, key=key, mechanism=raw.mechanism, scale=raw.scale,
-              lattice=raw.lattice, n=raw.n, coder=raw.coder)
+    kw = dict(m=raw.m, key=key, coder=raw.coder,
+              params=_core.Params(mechanism=raw.mechanism, scale=raw.scale,
+                                  lattice=raw.lattice, n=raw.n))
     bodies = [raw.body[:k] for k in range(len(raw.body))]
     for bit in range(0, 8 * len(raw.body), 3):
         b = bytearray(raw.body)

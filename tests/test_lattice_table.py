@@ -32,7 +32,8 @@ def test_geometry_gives_the_kernels_packing_density(name):
     row = LATTICE_TABLE[name]
     for n in row.dims:
         ball = math.pi ** (n / 2) / math.gamma(n / 2 + 1) * row.packing_radius ** n
-        kernel = _core.acceptance_probability(1, 1.0, row.code, n)  # Gaussian: l2 density
+        gaussian = _core.Params(mechanism=1, scale=1.0, lattice=row.code, n=n)
+        kernel = _core.acceptance_probability(gaussian)  # the l2 density
         assert ball / row.covolume == pytest.approx(kernel, rel=1e-13)
 
 

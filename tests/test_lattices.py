@@ -137,7 +137,8 @@ def test_packing_radius_density_and_trials(name):
     v = short_vectors(name, 2 * COVERING[name])
     norms = np.sqrt(np.sum(v * v, axis=1))
     assert np.min(norms[norms > 0]) / 2 == pytest.approx(RHO[name], rel=1e-12)
-    p = _core.acceptance_probability(1, 1.0, code(name), DIM[name])
+    p = _core.acceptance_probability(_core.Params(mechanism=1, scale=1.0, lattice=code(name),
+                                                  n=DIM[name]))
     assert p == pytest.approx(DENSITY[name], rel=1e-14)
     assert 1 / p == pytest.approx(TRIALS[name], abs=0.005)
     # ball volume / cell volume, from the textbook formula
@@ -253,8 +254,10 @@ def symbols(payload, secret):
     header, sealed = open_payload(payload, secret)
     return hooks.decode_symbols(sealed.body, m=header.m,
                                 key=stream_key(secret, header.context),
-                                mechanism=header.mechanism, scale=header.scale,
-                                lattice=sealed.lattice, n=sealed.n, coder=header.coder)
+                                params=_core.Params(mechanism=header.mechanism,
+                                                    scale=header.scale, lattice=sealed.lattice,
+                                                    n=sealed.n),
+                                coder=header.coder)
 
 
 def check_error_law(z, n):
@@ -324,18 +327,14 @@ def test_both_coders_round_trip_the_symbols(name):
     rng = np.random.default_rng(5)
     x = rng.uniform(-0.3, 0.3, size=20_000 * n + 3)  # last sub-vector padded
     key = bytes(range(32))
-    H, M = hooks.encode_lattice(x, key=key, mechanism=1, scale=SIGMA, lattice=code(name), n=n,
-                                factor=1.0)
-    y = hooks.decode_lattice(H, M, m=len(x), key=key, mechanism=1, scale=SIGMA,
-                             lattice=code(name), n=n, dtype="float64")
+    params = _core.Params(mechanism=1, scale=SIGMA, lattice=code(name), n=n)
+    H, M = hooks.encode_lattice(x, key=key, params=params, factor=1.0)
+    y = hooks.decode_lattice(H, M, m=len(x), key=key, params=params, dtype="float64")
     for coder in (1, 2):
-        body = _core.encode(x, key=key, mechanism=1, scale=SIGMA, lattice=code(name), n=n,
-                            factor=1.0, coder=coder)
-        H2, M2 = hooks.decode_symbols(body, m=len(x), key=key, mechanism=1, scale=SIGMA,
-                                      lattice=code(name), n=n, coder=coder)
+        body = _core.encode(x, key=key, params=params, factor=1.0, coder=coder)
+        H2, M2 = hooks.decode_symbols(body, m=len(x), key=key, params=params, coder=coder)
         assert np.array_equal(H, H2) and np.array_equal(M, M2)
-        y2 = _core.decode(body, m=len(x), key=key, mechanism=1, scale=SIGMA,
-                          lattice=code(name), n=n, coder=coder, dtype="float64")
+        y2 = _core.decode(body, m=len(x), key=key, params=params, coder=coder, dtype="float64")
         assert np.array_equal(y, y2)
     assert H.mean() == pytest.approx(TRIALS[name], rel=0.05)
 
@@ -369,9 +368,9 @@ def test_wrong_dim_and_mechanisms_are_refused(name):
         with pytest.raises(cepam.InvalidArgumentError, match="Gaussian"):
             cepam.encode(x, mech, secret=SECRET_A, round=0, client=0, lattice=name)
     with pytest.raises(cepam.InvalidArgumentError, match="Gaussian"):
-        _core.acceptance_probability(2, 1.0, code(name), DIM[name])
+        _core.Params(mechanism=2, scale=1.0, lattice=code(name), n=DIM[name])
     with pytest.raises(cepam.InvalidArgumentError, match="dimension"):
-        _core.acceptance_probability(1, 1.0, code(name), DIM[name] + 1)
+        _core.Params(mechanism=1, scale=1.0, lattice=code(name), n=DIM[name] + 1)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -99,7 +99,8 @@ def test_ans_bodies_coded_by_segment_streams_are_the_cpu_bodies(mech, lattice, n
     from cepam import _core
 
     x = np.random.default_rng(m + 10 * lattice + n).normal(scale=spread, size=m).astype(dtype)
-    kw = dict(key=KEY, mechanism=mech, scale=0.5, lattice=lattice, n=n, factor=0.75)
+    kw = dict(key=KEY, params=_core.Params(mechanism=mech, scale=0.5, lattice=lattice, n=n),
+              factor=0.75)
     expected = _core.encode(x, coder=ANS, threads=2, **kw)
     assert hooks.ans_body_by_streams(x, **kw) == expected
 
@@ -111,6 +112,7 @@ def test_the_most_compressible_ans_bodies_coded_by_segment_streams_are_the_cpu_b
     from cepam import _core
 
     x = np.zeros(m, np.float32)
-    kw = dict(key=KEY, mechanism=GAUSSIAN, scale=1e3, lattice=Z, n=1, factor=1.0)
+    kw = dict(key=KEY, params=_core.Params(mechanism=GAUSSIAN, scale=1e3, lattice=Z, n=1),
+              factor=1.0)
     expected = _core.encode(x, coder=ANS, **kw)
     assert hooks.ans_body_by_streams(x, **kw) == expected

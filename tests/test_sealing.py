@@ -372,8 +372,9 @@ def test_a_sealed_payload_decoding_to_infinity_is_refused(coder):
     sigma = 1e308: its tag verifies, its values are +-inf; decode refuses it."""
     x = np.zeros(16)
     context = Context(0, 1, 0)
-    body = _core.encode(x, key=cepam.keys.stream_key(SECRET, context), mechanism=1,
-                        scale=1e308, lattice=1, n=1, factor=1.0, coder=coder)
+    body = _core.encode(x, key=cepam.keys.stream_key(SECRET, context),
+                        params=_core.Params(mechanism=1, scale=1e308, lattice=1, n=1), factor=1.0,
+                        coder=coder)
     flat, structure = cepam.structure.flatten(x)
     header = payload_format.Header(1, 1e308, coder, math.inf, context, structure)
     hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
@@ -382,8 +383,9 @@ def test_a_sealed_payload_decoding_to_infinity_is_refused(coder):
     # float16 entries: finite in float32 (the default output), infinite once
     # cast back (sigma = 1e5).
     flat, structure = cepam.structure.flatten(np.ones(16, np.float16))
-    body = _core.encode(flat, key=cepam.keys.stream_key(SECRET, context), mechanism=1,
-                        scale=1e5, lattice=1, n=1, factor=1.0, coder=coder)
+    body = _core.encode(flat, key=cepam.keys.stream_key(SECRET, context),
+                        params=_core.Params(mechanism=1, scale=1e5, lattice=1, n=1), factor=1.0,
+                        coder=coder)
     header = payload_format.Header(1, 1e5, coder, math.inf, context, structure)
     hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
     assert np.all(np.isfinite(cepam.decode(hostile, secret=SECRET)))

@@ -36,7 +36,7 @@ def _input(m, dtype, seed):
 
 
 def _kw(mech, lattice, n, scale=0.5):
-    return dict(key=KEY, mechanism=mech, scale=scale, lattice=lattice, n=n)
+    return dict(key=KEY, params=_core.Params(mechanism=mech, scale=scale, lattice=lattice, n=n))
 
 
 @pytest.mark.parametrize("mech,lattice,n", CONFIGS)

@@ -124,11 +124,11 @@ def test_golomb_chunks_give_the_one_shot_encoding():
     for ratio, n, least in [(30.0, 1, 0), (30.0, 2, 0), (30.0, 3, 0), (1e6, 1, 1 << 15),
                             (1e10, 2, 1 << 31)]:
         x = update(m, ratio=ratio)
-        H, M = hooks.encode_lattice(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n,
-                                    factor=1.0)
+        params = _core.Params(mechanism=1, scale=1e-3, lattice=1, n=n)
+        H, M = hooks.encode_lattice(x, key=key, params=params, factor=1.0)
         assert np.abs(M).max() > least
         for threads in THREAD_COUNTS:
-            body = _core.encode(x, key=key, mechanism=1, scale=1e-3, lattice=1, n=n, factor=1.0,
+            body = _core.encode(x, key=key, params=params, factor=1.0,
                                 coder=1, threads=threads)
             g, k = struct.unpack_from("<IB", body, 0)
             sections, h_bits, m_bits = hooks.body_encode(H, M, golomb=g, expg_k=k)

@@ -119,7 +119,7 @@ template <class Derived, int N>
 struct VoronoiLattice {
   static constexpr int kDim = N;
   CEPAM_HD int dim() const { return N; }
-  // The Gaussian mechanism only (check_params): the l2 radius for any norm.
+  // The Gaussian mechanism only (LrsuqParams' check): the l2 radius for any norm.
   double packing_radius(Norm) const { return Derived::rho(); }
   double packing_density() const { return Derived::density(); }
   bool cell_is_ball() const { return false; }

@@ -15,10 +15,9 @@ constexpr std::size_t kVoronoiChunk = 1024;  // the same for the encoder's A2, D
 
 // Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2
 // with their dimension fixed at compile time; A2, D4 and E8 with the
-// Gaussian latent only, the one mechanism check_params allows on them).
+// Gaussian latent only, the one mechanism LrsuqParams allows on them).
 template <class Fn>
 void dispatch(const LrsuqParams& p, Fn&& fn) {
-  check_params(p);
   if (with_root_lattice(p.lattice, [&](const auto& l) { fn(l, GaussianLatent{p.n, p.scale}); }))
     return;
   const auto on = [&](const auto& lattice) {
@@ -669,15 +668,15 @@ void check_combination(MechanismId mechanism, LatticeId lattice, int n) {
   }
 }
 
-void check_params(const LrsuqParams& p) {
-  if (!(p.scale > 0.0) || !std::isfinite(p.scale)) {
+LrsuqParams::LrsuqParams(MechanismId mechanism_, double scale_, LatticeId lattice_, int n_)
+    : mechanism(mechanism_), scale(scale_), lattice(lattice_), n(n_) {
+  if (!(scale > 0.0) || !std::isfinite(scale)) {
     throw InvalidArgument("noise scale must be a positive finite number");
   }
-  check_combination(p.mechanism, p.lattice, p.n);
+  check_combination(mechanism, lattice, n);
 }
 
 double acceptance_probability(const LrsuqParams& p) {
-  check_params(p);
   if (p.lattice != LatticeId::Z) {
     double density = 0.0;
     dispatch_lattice(p.lattice, p.n, [&](const auto& l) { density = l.packing_density(); });
@@ -702,7 +701,6 @@ template <class T>
 void lrsuq_encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                   double factor, std::uint32_t* H, std::int64_t* M) {
   check_factor(factor);
-  check_params(p);
   const std::size_t n = static_cast<std::size_t>(p.n);
   lrsuq_encode_range(p, ks, x, m, factor, 0, (m + n - 1) / n, H, M, nullptr, nullptr);
 }

@@ -27,18 +27,22 @@
 
 namespace cepam {
 
+// The codec's parameters, valid by construction: the constructor checks
+// them (a positive finite scale, then check_combination) and throws
+// InvalidArgument with a message naming the problem, so that no LrsuqParams
+// holds an invalid combination and no function taking one checks it again.
+// The members are const: a checked value is never changed into an unchecked
+// one.  LrsuqParams{mechanism, scale, lattice, n} constructs (and checks).
 struct LrsuqParams {
-  MechanismId mechanism;
-  double scale;  // sigma (Gaussian), b (Laplace) or the SDQ step (Uniform), > 0
-  LatticeId lattice;
-  int n;  // sub-vector dimension
+  const MechanismId mechanism;
+  const double scale;  // sigma (Gaussian), b (Laplace) or the SDQ step (Uniform), > 0
+  const LatticeId lattice;
+  const int n;  // sub-vector dimension
+
+  LrsuqParams(MechanismId mechanism, double scale, LatticeId lattice, int n);
 };
 
-// Validates params (a positive finite scale, then check_combination); throws
-// InvalidArgument with a message naming the problem.
-void check_params(const LrsuqParams& p);
-
-// Validates a lattice and dimension alone (as check_params).
+// Validates a lattice and dimension alone (as LrsuqParams does).
 void check_lattice(LatticeId id, int n);
 
 // The mechanism table's row of id (lrsuq/latent.hpp); throws InvalidArgument
@@ -157,7 +161,7 @@ void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first
                   std::size_t count, double* out);
 
 // The codec's parameters as plain data for the per-sub-vector functions of
-// lrsuq/subvector.hpp (and the CUDA kernels).  Validates p as check_params.
+// lrsuq/subvector.hpp (and the CUDA kernels).
 subvector::Config lrsuq_subvector_config(const LrsuqParams& p);
 
 // Throws the codec's error for sub-vector j failing with a subvector::Status

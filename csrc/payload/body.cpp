@@ -381,6 +381,7 @@ void decode_golomb(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t
 // sections' sizes in bits), chosen from BodyCoders by their Coder code.
 struct GolombBodyCoder {
   static constexpr Coder id = Coder::Golomb;
+  static constexpr const char* name = "golomb";
   static void check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                     std::size_t m) {
     const BodyLayout layout = golomb_layout(body, len);
@@ -417,6 +418,7 @@ struct GolombBodyCoder {
 
 struct AnsBodyCoder {
   static constexpr Coder id = Coder::Ans;
+  static constexpr const char* name = "ans";
   static void check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                     std::size_t m) {
     // (AnsBody checks the model, the segments' lengths and model bytes; the
@@ -560,11 +562,17 @@ void check_coder(Coder coder) {
   with_body_coder(coder, [](auto) {});
 }
 
+template <class... Cs>
+std::vector<BodyCoderInfo> coder_table(CoderList<Cs...>) {
+  return {BodyCoderInfo{Cs::id, Cs::name}...};
+}
+
 }  // namespace
+
+std::vector<BodyCoderInfo> body_coders() { return coder_table(BodyCoders{}); }
 
 void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                         std::size_t m, Coder coder) {
-  check_params(p);
   check_coder(coder);
   check_declared_size(m, len);
   with_body_coder(coder, [&](auto c) { c.check(p, body, len, m); });
@@ -575,7 +583,6 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
                                               const T* x, std::size_t m, double factor,
                                               Coder coder, int threads,
                                               const LatticeStage* stage) {
-  check_params(p);
   check_coder(coder);
   check_factor(factor);
   std::vector<std::uint8_t> out;
@@ -587,7 +594,6 @@ std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStr
 template <class T>
 void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                          std::size_t len, std::size_t m, Coder coder, T* y, int threads) {
-  check_params(p);
   check_coder(coder);
   check_declared_size(m, len);
   with_body_coder(coder, [&](auto c) { c.decode(p, ks, body, len, m, threads, y); });
@@ -597,7 +603,6 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
                             std::size_t len, std::size_t m, Coder coder,
                             std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M,
                             int threads) {
-  check_params(p);
   check_coder(coder);
   check_declared_size(m, len);
   with_body_coder(coder, [&](auto c) { c.symbols(p, ks, body, len, m, H, M, threads); });

@@ -51,6 +51,14 @@ inline std::size_t min_body_bytes(std::size_t m) {
   return m / per_byte + (m % per_byte != 0 ? 1 : 0);
 }
 
+// The body coders of the core (body.cpp's BodyCoders), in code order: the
+// one table the binding exports (cepam's _core.CODERS).
+struct BodyCoderInfo {
+  Coder id;
+  const char* name;
+};
+std::vector<BodyCoderInfo> body_coders();
+
 // Encodes x[0..m) * factor; returns the body bytes.  threads: how many
 // threads may work on it (>= 1; see common/parallel.hpp); the bytes are the
 // same for every count.

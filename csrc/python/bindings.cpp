@@ -75,9 +75,9 @@ void check_lattice_sizes(const CArray<std::uint32_t>& H, const CArray<std::int64
     throw InvalidArgument("H and M sizes do not match m and n");
 }
 
-py::tuple encode_lattice(const py::array& x, const py::bytes& key, int mechanism, double scale,
-                         int lattice, int n, double factor) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+py::tuple encode_lattice(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                         double factor) {
+  const int n = p.n;
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const std::size_t m = static_cast<std::size_t>(x.size());
   const std::size_t N = subvectors_of(m, n);
@@ -90,10 +90,8 @@ py::tuple encode_lattice(const py::array& x, const py::bytes& key, int mechanism
 }
 
 py::array decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M, std::size_t m,
-                 const py::bytes& key, int mechanism, double scale, int lattice, int n,
-                 const std::string& dtype) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
-  check_lattice_sizes(H, M, m, n);
+                 const py::bytes& key, const LrsuqParams& p, const std::string& dtype) {
+  check_lattice_sizes(H, M, m, p.n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const std::uint32_t* h = H.data();
   const std::int64_t* mm = M.data();
@@ -101,9 +99,8 @@ py::array decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
 }
 
 // The side information (beta, V) of trial indices H (lrsuq_side_info).
-py::tuple side_info(const CArray<std::uint32_t>& H, const py::bytes& key, int mechanism,
-                    double scale, int lattice, int n) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+py::tuple side_info(const CArray<std::uint32_t>& H, const py::bytes& key, const LrsuqParams& p) {
+  const int n = p.n;
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const std::size_t N = static_cast<std::size_t>(H.size());
   CArray<double> beta(static_cast<py::ssize_t>(N));
@@ -120,9 +117,9 @@ py::tuple side_info(const CArray<std::uint32_t>& H, const py::bytes& key, int me
 
 // The per-sub-vector arithmetic of the CUDA kernels, run on the host
 // (lrsuq_encode_subvectors): (H, M, beta, V).
-py::tuple encode_subvectors(const py::array& x, const py::bytes& key, int mechanism,
-                            double scale, int lattice, int n, double factor) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+py::tuple encode_subvectors(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                            double factor) {
+  const int n = p.n;
   const ChaChaKey k = key_from(key);
   const std::size_t m = static_cast<std::size_t>(x.size());
   const std::size_t N = subvectors_of(m, n);
@@ -140,9 +137,9 @@ py::tuple encode_subvectors(const py::array& x, const py::bytes& key, int mechan
 // (H, M, beta, V) of sub-vectors `indices`, each given by its n
 // coordinates (pieces: count rows of n), of an update of m coordinates.
 py::tuple encode_subvectors_at(const py::array& pieces, const CArray<std::uint64_t>& indices,
-                               std::size_t m, const py::bytes& key, int mechanism, double scale,
-                               int lattice, int n, double factor) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+                               std::size_t m, const py::bytes& key, const LrsuqParams& p,
+                               double factor) {
+  const int n = p.n;
   const ChaChaKey k = key_from(key);
   const std::size_t count = static_cast<std::size_t>(indices.size());
   if (static_cast<std::size_t>(pieces.size()) != count * static_cast<std::size_t>(n))
@@ -161,9 +158,8 @@ py::tuple encode_subvectors_at(const py::array& pieces, const CArray<std::uint64
 
 // The ANS body of x as the GPU path codes it, its streams by the host twin
 // of the CUDA kernel (payload/ans_streams.hpp).
-py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, int mechanism,
-                              double scale, int lattice, int n, double factor) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                              double factor) {
   const ChaChaKey k = key_from(key);
   std::vector<std::uint8_t> body;
   with_input(x, [&](const auto* px) {
@@ -195,14 +191,13 @@ py::list rans_encode_segments_py(const CArray<std::uint32_t>& start,
 }
 
 py::array decode_subvectors(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
-                            std::size_t m, const py::bytes& key, int mechanism, double scale,
-                            int lattice, int n, const std::string& dtype) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
-  check_lattice_sizes(H, M, m, n);
+                            std::size_t m, const py::bytes& key, const LrsuqParams& p,
+                            const std::string& dtype) {
+  check_lattice_sizes(H, M, m, p.n);
   const ChaChaKey k = key_from(key);
   const std::uint32_t* h = H.data();
   const std::int64_t* mm = M.data();
-  const std::size_t N = subvectors_of(m, n);
+  const std::size_t N = subvectors_of(m, p.n);
   return with_output(dtype, m, [&](auto* y) { lrsuq_decode_subvectors(p, k, h, mm, 0, N, m, y); });
 }
 
@@ -220,18 +215,17 @@ int threads_from(int threads) {
   return threads;
 }
 
+// The body coder of a code, from the coder table (payload/body.hpp).
 Coder coder_from(int coder) {
-  if (coder != static_cast<int>(Coder::Golomb) && coder != static_cast<int>(Coder::Ans))
-    throw InvalidArgument("unknown body coder");
-  return static_cast<Coder>(coder);
+  for (const BodyCoderInfo& c : body_coders())
+    if (static_cast<int>(c.id) == coder) return c.id;
+  throw InvalidArgument("unknown body coder");
 }
 
-py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism, double scale,
-                         int lattice, int n, double factor, int coder, int threads,
-                         const py::object& lattice_stage) {
+py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                         double factor, int coder, int threads, const py::object& lattice_stage) {
   require_contiguous_1d(x, "x");
   threads = threads_from(threads);
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
   const std::size_t m = static_cast<std::size_t>(x.size());
@@ -239,7 +233,7 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, int mechanism
   LatticeStage view{};
   const LatticeStage* stage = nullptr;
   if (!lattice_stage.is_none()) {
-    arrays = StageArrays::from_tuple(lattice_stage.cast<py::tuple>(), m, n);
+    arrays = StageArrays::from_tuple(lattice_stage.cast<py::tuple>(), m, p.n);
     view = arrays.view();
     stage = &view;
   }
@@ -271,10 +265,8 @@ py::array decode_body_as(const LrsuqParams& p, const KeyStream& ks, const std::u
 }
 
 py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& key,
-                         int mechanism, double scale, int lattice, int n, int coder,
-                         const std::string& dtype, int threads) {
+                         const LrsuqParams& p, int coder, const std::string& dtype, int threads) {
   threads = threads_from(threads);
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
   std::size_t len = 0;
@@ -286,10 +278,8 @@ py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& 
 }
 
 py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::bytes& key,
-                            int mechanism, double scale, int lattice, int n, int coder,
-                            int threads) {
+                            const LrsuqParams& p, int coder, int threads) {
   threads = threads_from(threads);
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
   std::size_t len = 0;
@@ -425,9 +415,8 @@ CArray<std::uint64_t> keystream_words(const py::bytes& key, std::uint32_t stream
   return out;
 }
 
-CArray<double> latent_radius(const py::bytes& key, int mechanism, double scale, int lattice,
-                             int n, std::uint64_t first, std::size_t count) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+CArray<double> latent_radius(const py::bytes& key, const LrsuqParams& p, std::uint64_t first,
+                             std::size_t count) {
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   CArray<double> out(static_cast<py::ssize_t>(count));
   double* o = out.mutable_data();
@@ -546,6 +535,65 @@ py::tuple lattice_table() {
   return py::tuple(rows);
 }
 
+// The mechanism table (lrsuq/latent.hpp) as a tuple of dicts: code, name,
+// norm ("l2" or "l1", of its acceptance test), max_dim (the largest
+// sub-vector dimension it takes).
+py::tuple mechanism_table() {
+  py::list rows;
+  for (const MechanismInfo& mech : kMechanisms)
+    rows.append(py::dict(py::arg("code") = static_cast<int>(mech.id), py::arg("name") = mech.name,
+                         py::arg("norm") = mech.norm == Norm::L2 ? "l2" : "l1",
+                         py::arg("max_dim") = mech.max_dim));
+  return py::tuple(rows);
+}
+
+// The body-coder table (payload/body.hpp) as a tuple of dicts: code, name.
+py::tuple coder_table() {
+  py::list rows;
+  for (const BodyCoderInfo& c : body_coders())
+    rows.append(py::dict(py::arg("code") = static_cast<int>(c.id), py::arg("name") = c.name));
+  return py::tuple(rows);
+}
+
+// _core.Params: the codec's parameters (LrsuqParams), checked when built,
+// immutable, compared and pickled by value.
+void register_params(py::module_& m) {
+  const auto state = [](const LrsuqParams& p) {
+    return py::make_tuple(static_cast<int>(p.mechanism), p.scale, static_cast<int>(p.lattice),
+                          p.n);
+  };
+  const auto make = [](int mechanism, double scale, int lattice, int n) {
+    return LrsuqParams{static_cast<MechanismId>(mechanism), scale, static_cast<LatticeId>(lattice),
+                       n};
+  };
+  py::class_<LrsuqParams>(m, "Params",
+                          "The codec's parameters: a mechanism code, its noise scale (sigma, b "
+                          "or the SDQ step), a lattice code and the sub-vector dimension n. "
+                          "Checked when built (raises InvalidArgumentError naming the "
+                          "problem); immutable.")
+      .def(py::init(make), py::kw_only(), py::arg("mechanism"), py::arg("scale"),
+           py::arg("lattice"), py::arg("n"))
+      .def_property_readonly("mechanism",
+                             [](const LrsuqParams& p) { return static_cast<int>(p.mechanism); })
+      .def_readonly("scale", &LrsuqParams::scale)
+      .def_property_readonly("lattice",
+                             [](const LrsuqParams& p) { return static_cast<int>(p.lattice); })
+      .def_readonly("n", &LrsuqParams::n)
+      .def("__eq__", [state](const LrsuqParams& a, const py::object& b) -> py::object {
+        if (!py::isinstance<LrsuqParams>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        return py::bool_(state(a).equal(state(b.cast<const LrsuqParams&>())));
+      })
+      .def("__hash__", [state](const LrsuqParams& p) { return py::hash(state(p)); })
+      .def("__repr__", [](const LrsuqParams& p) {
+        return py::str("Params(mechanism={}, scale={!r}, lattice={}, n={})")
+            .format(static_cast<int>(p.mechanism), p.scale, static_cast<int>(p.lattice), p.n);
+      })
+      .def(py::pickle(state, [make](const py::tuple& t) {
+        if (t.size() != 4) throw InvalidArgument("Params state is (mechanism, scale, lattice, n)");
+        return make(t[0].cast<int>(), t[1].cast<double>(), t[2].cast<int>(), t[3].cast<int>());
+      }));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -558,6 +606,9 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_EXPG_ORDER") = kMaxExpGolombOrder;
   m.attr("MAX_THREADS") = kMaxThreads;
   m.attr("LATTICES") = lattice_table();
+  m.attr("MECHANISMS") = mechanism_table();
+  m.attr("CODERS") = coder_table();
+  register_params(m);
   m.def("check_combination", [](int mechanism, int lattice, int n) {
     check_combination(static_cast<MechanismId>(mechanism), static_cast<LatticeId>(lattice), n);
   }, py::kw_only(), py::arg("mechanism"), py::arg("lattice"), py::arg("n"),
@@ -565,25 +616,23 @@ PYBIND11_MODULE(_core, m) {
         "dimension n (the one rule, from the lattice and mechanism tables).");
 
   m.def("encode", &encode_body_py, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("params"),
         py::arg("factor"), py::arg("coder"), py::arg("threads") = 1,
         py::arg("lattice_stage") = py::none(),
         "Encode a contiguous 1-D float32/float64 array into a payload body (bytes), "
         "on up to `threads` native threads (the same bytes for every count); "
         "lattice_stage=(H, M, beta, V) codes an LRSUQ stage computed elsewhere (the GPU).");
   m.def("decode", &decode_body_py, py::arg("body"), py::kw_only(), py::arg("m"), py::arg("key"),
-        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("params"),
         py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,
         "Decode a payload body into m values of dtype on up to `threads` native threads; "
         "raises FormatError.");
   m.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
-        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
-        py::arg("n"), py::arg("coder"), py::arg("threads") = 1,
+        py::arg("key"), py::arg("params"), py::arg("coder"), py::arg("threads") = 1,
         "Entropy-decode a payload body -> (H uint32[N], M int64[N*n]) (the GPU decodes "
         "the lattice stage); raises FormatError.");
   m.def("encode_subvectors_at", &encode_subvectors_at, py::arg("pieces"), py::arg("indices"),
-        py::kw_only(), py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"),
-        py::arg("lattice"), py::arg("n"), py::arg("factor"),
+        py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("factor"),
         "(H, M, beta, V) of the sub-vectors `indices` of an update of m coordinates, each "
         "given by its n coordinates (pieces): the host's spot-check of a GPU's results.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
@@ -596,9 +645,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("sum_of_squares", &sum_squares, py::arg("x"), py::kw_only(), py::arg("fixed_order") = true,
         "Sum of squares in float64 (in a fixed order, the same bits everywhere, unless "
         "fixed_order=False: faster, for estimates); raises on NaN/Inf.");
-  m.def("acceptance_probability", [](int mech, double scale, int lattice, int n) {
-    return acceptance_probability(params_from(mech, scale, lattice, n));
-  }, py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"));
+  m.def("acceptance_probability", [](const LrsuqParams& p) { return acceptance_probability(p); },
+        py::arg("params"),
+        "The probability that one trial is accepted (1 where the cell is the ball).");
 
   // Test hooks: the core's internal stages and primitives (the LRSUQ stage
   // alone, the body coders' pieces, ChaCha20, the lattice kernels, the
@@ -608,32 +657,27 @@ PYBIND11_MODULE(_core, m) {
       "and benchmarks (not a stable API).");
   py::module_::import("sys").attr("modules")["cepam._core.testing"] = t;
   t.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
-        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
-        py::arg("n"), py::arg("coder"), py::arg("threads") = 1,
+        py::arg("key"), py::arg("params"), py::arg("coder"), py::arg("threads") = 1,
         "-> (H uint32[N], M int64[N*n]) of a payload body.");
-  t.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("mechanism"),
-        py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("factor"),
+  t.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"), py::arg("factor"),
         "LRSUQ-encode a contiguous 1-D float32/float64 array -> (H uint32[N], M int64[N*n]).");
   t.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(), py::arg("m"),
-        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("key"), py::arg("params"),
         py::arg("dtype"), "LRSUQ-decode (H, M) into m values of the given dtype.");
   t.def("lattice_side_info", &side_info, py::arg("H"), py::kw_only(), py::arg("key"),
-        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("params"),
         "Side information (beta float64[N], V float64[N*n]) of trial indices H.");
   t.def("encode_subvectors", &encode_subvectors, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
+        py::arg("params"),
         py::arg("factor"),
         "encode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host "
         "-> (H, M, beta, V).");
   t.def("decode_subvectors", &decode_subvectors, py::arg("H"), py::arg("M"), py::kw_only(),
-        py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
-        py::arg("n"), py::arg("dtype"),
+        py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         "decode_lattice by the per-sub-vector (CUDA kernel) arithmetic on the host.");
-  t.def("latent_words", [](int mech, double scale, int lattice, int n) {
-    return latent_words(params_from(mech, scale, lattice, n));
-  }, py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"));
-  t.def("latent_radius", &latent_radius, py::kw_only(), py::arg("key"), py::arg("mechanism"),
-        py::arg("scale"), py::arg("lattice"), py::arg("n"), py::arg("first"), py::arg("count"),
+  t.def("latent_words", [](const LrsuqParams& p) { return latent_words(p); }, py::arg("params"));
+  t.def("latent_radius", &latent_radius, py::kw_only(), py::arg("key"), py::arg("params"),
+        py::arg("first"), py::arg("count"),
         "Radii r(U_j) of sub-vectors first .. first+count-1.");
   t.def("golomb_parameter", &golomb_parameter, py::arg("p"));
   t.def("best_expg_order", [](const CArray<std::int64_t>& M) {
@@ -650,8 +694,7 @@ PYBIND11_MODULE(_core, m) {
   t.def("ans_encode_intervals", &ans_encode_intervals, py::arg("start"), py::arg("freq"),
         "rANS-code symbols given as (start, freq) intervals at 24-bit precision.");
   t.def("ans_body_by_streams", &ans_body_by_streams, py::arg("x"), py::kw_only(),
-        py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        py::arg("factor"),
+        py::arg("key"), py::arg("params"), py::arg("factor"),
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
         "streams by the CUDA kernel's code on the host) -> bytes.");
   t.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),

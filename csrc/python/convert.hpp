@@ -1,6 +1,6 @@
-// Conversions shared by the Python bindings (_core, _cuda): keys, codec
-// parameters, arrays, and the mapping of the core's exceptions to
-// cepam.errors.  No logic lives here.
+// Conversions shared by the Python bindings (_core, _cuda): keys, arrays,
+// and the mapping of the core's exceptions to cepam.errors.  No logic lives
+// here.  (The codec's parameters travel as _core.Params, LrsuqParams.)
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -23,12 +23,6 @@ inline ChaChaKey key_from(const py::bytes& key) {
   const std::string s = key;
   if (s.size() != 32) throw InvalidArgument("a stream key is 32 bytes");
   return chacha_key_from_bytes(reinterpret_cast<const unsigned char*>(s.data()));
-}
-
-inline LrsuqParams params_from(int mechanism, double scale, int lattice, int n) {
-  LrsuqParams p{static_cast<MechanismId>(mechanism), scale, static_cast<LatticeId>(lattice), n};
-  check_params(p);
-  return p;
 }
 
 template <class T>

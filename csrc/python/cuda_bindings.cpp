@@ -11,6 +11,7 @@
 #include "payload/ans_streams.hpp"
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
+#include "lrsuq/quantizer.hpp"
 #include "python/convert.hpp"
 
 namespace py = pybind11;
@@ -66,10 +67,9 @@ py::dict timing_dict(const gpu::Timing& t) {
 }
 
 // (H, M, beta, V, timing) of a CUDA tensor given as a DLPack capsule.
-py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, int mechanism, double scale,
-                         int lattice, int n, double factor, std::uintptr_t stream,
-                         std::size_t chunk) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
+                         double factor, std::uintptr_t stream, std::size_t chunk) {
+  const int n = p.n;
   const ChaChaKey k = key_from(key);
   Borrowed borrowed(x);
   const dlpack::Tensor& t = borrowed.tensor();
@@ -124,10 +124,10 @@ void capsule_destructor(PyObject* capsule) {
 // y = decode(H, M) in device memory of `device`, as a DLPack capsule
 // (float32 or float64, shape (m,)), and the timing.
 py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
-                         std::size_t m, const py::bytes& key, int mechanism, double scale,
-                         int lattice, int n, const std::string& dtype, int device,
-                         std::uintptr_t stream, std::size_t chunk) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+                         std::size_t m, const py::bytes& key, const LrsuqParams& p,
+                         const std::string& dtype, int device, std::uintptr_t stream,
+                         std::size_t chunk) {
+  const int n = p.n;
   const ChaChaKey k = key_from(key);
   const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
   if (static_cast<std::size_t>(H.size()) != N ||
@@ -194,9 +194,8 @@ py::tuple rans_encode_segments_py(const CArray<std::uint32_t>& start,
 
 // The ANS body of x (host memory) with every segment's rANS streams coded
 // on `device` (payload/ans_streams.hpp): the CPU's body bytes.
-py::bytes encode_ans_body(const py::array& x, const py::bytes& key, int mechanism, double scale,
-                          int lattice, int n, double factor, int device, std::uintptr_t stream) {
-  const LrsuqParams p = params_from(mechanism, scale, lattice, n);
+py::bytes encode_ans_body(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                          double factor, int device, std::uintptr_t stream) {
   const ChaChaKey k = key_from(key);
   if (x.ndim() != 1 || !(x.flags() & py::array::c_style))
     throw InvalidArgument("x must be a contiguous 1-D array");
@@ -226,6 +225,9 @@ py::bytes encode_ans_body(const py::array& x, const py::bytes& key, int mechanis
 PYBIND11_MODULE(_cuda, m) {
   m.doc() = "cepam's LRSUQ stage on CUDA devices (bit-identical to the CPU codec)";
   register_errors(m);
+  // The codec's parameters arrive as cepam._core.Params: the class is
+  // registered by _core, whose import makes it known here.
+  py::module_::import("cepam._core");
 
   m.def("device_count", []() {
     std::string why;
@@ -233,19 +235,16 @@ PYBIND11_MODULE(_cuda, m) {
     return py::make_tuple(count, why);
   }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
+        py::arg("params"), py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
         "LRSUQ-encode a CUDA tensor (DLPack capsule) -> (H, M, beta, V, timing), host arrays; "
         "chunk: sub-vectors per launch (0: the default).");
   m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(),
-        py::arg("m"), py::arg("key"), py::arg("mechanism"), py::arg("scale"), py::arg("lattice"),
-        py::arg("n"), py::arg("dtype"), py::arg("device") = 0, py::arg("stream") = 0,
-        py::arg("chunk") = 0,
+        py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
+        py::arg("device") = 0, py::arg("stream") = 0, py::arg("chunk") = 0,
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default).");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("mechanism"), py::arg("scale"), py::arg("lattice"), py::arg("n"),
-        py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
+        py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
   m.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),

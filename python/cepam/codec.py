@@ -44,7 +44,7 @@ from .errors import (
 from .guard import ContextGuard
 from .keys import TAG_BYTES, Context, check_integer, check_secret, stream_key
 from .lattices import LATTICE_CODES, LATTICE_TABLE, LATTICES, check_combination
-from .mechanisms import Gaussian, Mechanism, check_mechanism, mechanism_from_code
+from .mechanisms import Gaussian, Mechanism, check_mechanism, core_params, mechanism_from_code
 from .padding import check_pad, max_payload_bytes, padding_bytes
 from .payload import (
     CODER_CODES,
@@ -56,7 +56,8 @@ from .payload import (
     pack_sealed,
     parse_header,
 )
-from .cuda import LatticeStage, parse_device, to_device
+from .cuda import (LatticeStage, check_device_output, decode_on_device, decodes_on_device,
+                   parse_device, to_device)
 from .precision import check_output
 from .sealing import open_payload, seal
 from .structure import (
@@ -294,8 +295,8 @@ def _auto_sample_choice(flat: np.ndarray, mechanism: Mechanism, key: bytes,
 
     def size(candidate: tuple[int, int]) -> int:
         code, dim = candidate
-        return len(_core.encode(sample, key=key, mechanism=mechanism.code, scale=mechanism.scale,
-                                lattice=code, n=dim, factor=factor, coder=coder, threads=1))
+        return len(_core.encode(sample, key=key, params=core_params(mechanism, lattice=code, n=dim),
+                                factor=factor, coder=coder, threads=1))
 
     # The sample is about one segment, a thread's work: with threads to
     # spare, the candidates run side by side (the core releases the GIL).
@@ -335,12 +336,12 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     # An update in CUDA memory: LRSUQ on its GPU, the same bytes (cepam.cuda).
     gpu = LatticeStage.of(x, names=[e.name for e in structure.entries],
                           dtype=flat.dtype.name)
-    bodies = [(_core.encode(flat, key=key, mechanism=mechanism.code, scale=mechanism.scale,
-                            lattice=code, n=dim, factor=factor, coder=coder, threads=threads,
-                            lattice_stage=None if gpu is None else
-                            gpu(code, dim, key=key, mechanism=mechanism, factor=factor)),
-               code, dim)
-              for code, dim in candidates]
+    bodies = []
+    for code, dim in candidates:
+        params = core_params(mechanism, lattice=code, n=dim)
+        stage = None if gpu is None else gpu(params, key=key, factor=factor)
+        bodies.append((_core.encode(flat, key=key, params=params, factor=factor, coder=coder,
+                                    threads=threads, lattice_stage=stage), code, dim))
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
     sealed_digest = b""
@@ -574,21 +575,24 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     elif structure.container == BARE:
         raise InvalidArgumentError("the payload carries no structure (encoded with "
                                    "structure=False): pass like=, a template of the update")
-    flat = _core.decode(sealed.body, m=header.m,
-                        key=stream_key(secret, header.context), mechanism=header.mechanism,
-                        scale=header.scale, lattice=sealed.lattice, n=sealed.n,
-                        coder=header.coder,
-                        dtype=decoded_dtype(structure, dtype=dtype, output=output),
-                        threads=threads)
-    noise_std = mechanism_from_code(header.mechanism, header.scale).std
+    mechanism = mechanism_from_code(header.mechanism, header.scale)
+    kw = dict(m=header.m, key=stream_key(secret, header.context),
+              params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
+              coder=header.coder, dtype=decoded_dtype(structure, dtype=dtype, output=output),
+              threads=threads)
+    # device="cuda" with the CUDA path: the GPU kernel decodes into device
+    # memory, where the result stays (cepam.cuda); else the host decodes.
+    on_gpu = cuda_index is not None and decodes_on_device()
+    flat = decode_on_device(sealed.body, index=cuda_index, **kw) if on_gpu else \
+        _core.decode(sealed.body, **kw)
+    check = check_device_output if on_gpu else check_output
     start = 0
     for i, entry in enumerate(structure.entries):
-        check_output(flat[start : start + entry.size],
-                     output_dtype(entry, dtype=dtype, output=output),
-                     noise_std=noise_std, where=_entry_name(structure, i))
+        check(flat[start : start + entry.size], output_dtype(entry, dtype=dtype, output=output),
+              noise_std=mechanism.std, where=_entry_name(structure, i))
         start += entry.size
     result = unflatten(flat, structure, output=output, dtype=dtype)
-    return result if cuda_index is None else to_device(result, cuda_index)
+    return result if cuda_index is None or on_gpu else to_device(result, cuda_index)
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",

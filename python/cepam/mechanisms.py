@@ -16,20 +16,23 @@ class carries its own facts as class attributes, read by the rest of the
 package instead of tables keyed by code: ``code`` (its payload code),
 ``name``, ``noise_bound`` (the largest ``|decoded - x|`` per coordinate, in
 units of the scale), ``entropy_excess`` and ``pad_slack`` (bits per
-coordinate that ``pad="max"`` adds).  :data:`MECHANISM_CLASSES` lists them.
+coordinate that ``pad="max"`` adds).  :data:`MECHANISM_CLASSES` lists them;
+the core's mechanism table (``_core.MECHANISMS``, csrc/lrsuq/latent.hpp) has
+a row for each, and the import checks that the two agree.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import ClassVar, Union
+from typing import Any, ClassVar, Union
 
 from ._checks import check_positive
+from ._native import core as _core
 from .errors import InvalidTypeError
 
 __all__ = ["Gaussian", "Laplace", "SDQ", "Mechanism", "MECHANISM_CLASSES", "MECHANISM_CODES",
-           "mechanism_from_code", "check_mechanism"]
+           "mechanism_from_code", "check_mechanism", "check_core_table", "core_params"]
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,38 @@ MECHANISM_CLASSES: tuple[type, ...] = (Gaussian, Laplace, SDQ)
 #: The payload codes of the mechanisms.
 MECHANISM_CODES: tuple[int, ...] = tuple(cls.code for cls in MECHANISM_CLASSES)
 _BY_CODE = {cls.code: cls for cls in MECHANISM_CLASSES}
+
+
+def check_core_table(rows: tuple[dict[str, Any], ...]) -> None:
+    """Checks that the core's mechanism table ``rows`` (``_core.MECHANISMS``:
+    dicts with ``code`` and ``name``) has one row for each of
+    :data:`MECHANISM_CLASSES`, with its code and name (case aside), and no
+    other.
+
+    Raises:
+        ImportError: they disagree (a mechanism added on one side only).
+    """
+    core = {row["code"]: row["name"].lower() for row in rows}
+    ours = {cls.code: cls.name for cls in MECHANISM_CLASSES}
+    if core != ours:
+        raise ImportError(f"cepam's mechanism classes {ours} disagree with the native core's "
+                          f"mechanism table {core} (csrc/lrsuq/latent.hpp)")
+
+
+check_core_table(_core.MECHANISMS)
+
+
+def core_params(mechanism: Mechanism, *, lattice: int, n: int) -> Any:
+    """The core's parameters (``_core.Params``) for ``mechanism`` on the
+    lattice of payload code ``lattice`` in sub-vector dimension ``n``: the one
+    checked value the native entry points take.
+
+    Raises:
+        InvalidArgumentError: the core does not take the combination (the
+            lattice's dimension, A2/D4/E8 Gaussian only, Laplace n <= 4, SDQ
+            n = 1) or the scale is not positive and finite.
+    """
+    return _core.Params(mechanism=mechanism.code, scale=mechanism.scale, lattice=lattice, n=n)
 
 
 def mechanism_from_code(code: int, scale: float) -> Mechanism:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from ._native import core as _core
 from .errors import EncodingError, InvalidArgumentError, InvalidTypeError
 from .lattices import LATTICE_CODES
-from .mechanisms import Mechanism
+from .mechanisms import Mechanism, core_params
 from .payload import CODERS, MAX_PADDING
 
 __all__ = ["PAD_MODES", "check_pad", "bucket_length", "max_payload_bytes", "padding_bytes"]
@@ -130,7 +130,7 @@ def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
                       + _SLACK_M[coder_name] + mechanism.pad_slack)
     worst = 0.0
     for code, n in lattices:
-        p = _core.acceptance_probability(mechanism.code, mechanism.scale, code, n)
+        p = _core.acceptance_probability(core_params(mechanism, lattice=code, n=n))
         subvectors = -(-m // n)
         extra = 0.0
         if coder_name == "golomb" and code != _Z:

@@ -56,6 +56,7 @@ import math
 import struct
 from dataclasses import dataclass
 
+from ._native import core as _core
 from .errors import FormatError, InvalidArgumentError
 from .keys import TAG_BYTES, Context
 from .lattices import LATTICES, check_combination
@@ -67,7 +68,8 @@ __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header"
 
 MAGIC = b"CEPM"
 VERSION = 4
-CODERS = {1: "golomb", 2: "ans"}
+#: Body coder code -> name, from the core's coder table (csrc/payload/body.cpp).
+CODERS: dict[int, str] = {row["code"]: row["name"] for row in _core.CODERS}
 CODER_CODES = {v: k for k, v in CODERS.items()}
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBHdd")
