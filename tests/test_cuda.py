@@ -302,6 +302,21 @@ def _spy(monkeypatch) -> dict[str, int]:
 
 @needs_gpu
 @pytest.mark.cuda
+def test_dlpack_cuda_arrays_reach_the_gpu_stage(monkeypatch):
+    """A CUDA array that offers only DLPack (as CuPy and JAX arrays do) runs
+    the GPU's LRSUQ stage too, to the CPU's bytes."""
+    import torch
+
+    x = torch.randn(5000, generator=torch.Generator().manual_seed(3))
+    kw = dict(secret=SECRET, round=2, client=3, clip=10.0, lattice="D4")
+    expected = cepam.encode(x, cepam.Gaussian(sigma=0.05), **kw)
+    calls = _spy(monkeypatch)
+    assert cepam.encode(_DLPackOnly(x.cuda()), cepam.Gaussian(sigma=0.05), **kw) == expected
+    assert calls["stage"] == 1 and calls["check"] == 1
+
+
+@needs_gpu
+@pytest.mark.cuda
 def test_a_wrong_gpu_result_raises_device_error(monkeypatch):
     """The spot-check after every GPU encode: a lattice point the GPU got
     wrong at a checked sub-vector (the first is always checked) is loud."""

@@ -167,22 +167,23 @@ def to_device(result: Any, index: int) -> Any:
 
 
 def _cuda_leaves(update: Any, names: list[str]) -> list[Any] | None:
-    """The CUDA torch tensors of ``update`` in coding order (``names``: the
-    coded entries of a mapping), or None unless every one is a CUDA tensor."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
+    """The leaves of ``update`` in coding order (``names``: the coded entries
+    of a mapping) as CUDA torch tensors, the CUDA arrays of other DLPack
+    libraries (CuPy, JAX) wrapped by torch without a copy; None unless every
+    one is in CUDA memory and torch is installed."""
     if isinstance(update, dict):
         leaves = [update[name] for name in names]
     elif isinstance(update, (list, tuple)):
         leaves = list(update)
     else:
         leaves = [update]
-    if all(isinstance(t, torch.Tensor) and t.is_cuda for t in leaves):
-        return leaves
-    return None
+    if not all(is_cuda(t) for t in leaves):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return [t if isinstance(t, torch.Tensor) else torch.from_dlpack(t) for t in leaves]
 
 
 class LatticeStage:
