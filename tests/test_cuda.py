@@ -409,3 +409,15 @@ def test_ci_built_the_cuda_module():
     if not os.environ.get("CEPAM_REQUIRE_CUDA_MODULE"):
         pytest.skip("CEPAM_REQUIRE_CUDA_MODULE is not set (only CI requires the module)")
     assert _cuda is not None, "cepam._cuda was not built although CI installed nvcc"
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("m", [1, 4099, (1 << 16) + 1, 5 * (1 << 16) + 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_sum_of_squares_is_the_host_blocks(m, dtype):
+    import torch
+
+    x = _input(m, dtype, seed=m)
+    total, maxabs, _ = _cuda.sum_of_squares(torch.from_numpy(x).cuda().__dlpack__(stream=1))
+    assert (total, maxabs) == hooks.sum_of_squares_blocks(x)

@@ -14,6 +14,7 @@
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
 #include "lrsuq/norm.hpp"
+#include "lrsuq/norm_block.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
 #include "payload/ans_streams.hpp"
@@ -167,6 +168,18 @@ py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, const Lr
                                       host_stream_coder);
   });
   return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
+}
+
+// (total, maxabs): the first pass of the clip's sum of squares by blocks,
+// as the CUDA kernel computes it (lrsuq/norm_block.hpp).
+py::tuple sum_of_squares_blocks(const py::array& x) {
+  double total = 0.0, maxabs = 0.0;
+  with_input(x, [&](const auto* px) {
+    const std::size_t m = static_cast<std::size_t>(x.size());
+    std::vector<double> sums(squares::blocks(m));
+    total = squares::sum_by_blocks(px, m, sums.data(), &maxabs);
+  });
+  return py::make_tuple(total, maxabs);
 }
 
 // The rANS streams of symbols [first[s], first[s + 1]) (intervals start,
@@ -697,6 +710,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("key"), py::arg("params"), py::arg("factor"),
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
         "streams by the CUDA kernel's code on the host) -> bytes.");
+  t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
+        "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
+        "the CUDA kernel computes it -> (total, maxabs).");
   t.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
         py::arg("first"),
         "rANS-code the streams [first[s], first[s+1]) as the CUDA kernel does -> [bytes].");

@@ -11,6 +11,7 @@
 #include "payload/ans_streams.hpp"
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
+#include "cuda/norm_gpu.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "python/convert.hpp"
 
@@ -66,6 +67,36 @@ py::dict timing_dict(const gpu::Timing& t) {
   return d;
 }
 
+// Checks that t is float32 or float64 in CUDA device memory.
+void check_cuda_floats(const dlpack::Tensor& t) {
+  if (t.device.device_type != dlpack::kCUDA)
+    throw InvalidArgument("the tensor is not in CUDA device memory");
+  if (t.dtype.code != dlpack::kFloat || t.dtype.lanes != 1 ||
+      (t.dtype.bits != 32 && t.dtype.bits != 64))
+    throw py::type_error("x must be float32 or float64");
+}
+
+// (total, maxabs, timing): the first pass of the clip's sum of squares of a
+// CUDA tensor (cuda/norm_gpu.hpp).
+py::tuple sum_of_squares(const py::capsule& x, std::uintptr_t stream) {
+  Borrowed borrowed(x);
+  const dlpack::Tensor& t = borrowed.tensor();
+  check_cuda_floats(t);
+  const std::size_t m = compact_size(t);
+  const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+  gpu::Timing timing;
+  gpu::Squares s{};
+  {
+    py::gil_scoped_release nogil;
+    s = t.dtype.bits == 32
+            ? gpu::sum_of_squares(reinterpret_cast<const float*>(base), m, t.device.device_id,
+                                  stream, &timing)
+            : gpu::sum_of_squares(reinterpret_cast<const double*>(base), m, t.device.device_id,
+                                  stream, &timing);
+  }
+  return py::make_tuple(s.total, s.maxabs, timing_dict(timing));
+}
+
 // (H, M, beta, V, timing) of a CUDA tensor given as a DLPack capsule.
 py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
                          double factor, std::uintptr_t stream, std::size_t chunk) {
@@ -73,11 +104,7 @@ py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, const Lrsuq
   const ChaChaKey k = key_from(key);
   Borrowed borrowed(x);
   const dlpack::Tensor& t = borrowed.tensor();
-  if (t.device.device_type != dlpack::kCUDA)
-    throw InvalidArgument("the tensor is not in CUDA device memory");
-  if (t.dtype.code != dlpack::kFloat || t.dtype.lanes != 1 ||
-      (t.dtype.bits != 32 && t.dtype.bits != 64))
-    throw py::type_error("x must be float32 or float64");
+  check_cuda_floats(t);
   const std::size_t m = compact_size(t);
   const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
   StageArrays out = StageArrays::allocate(N, n);
@@ -247,6 +274,10 @@ PYBIND11_MODULE(_cuda, m) {
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
+  m.def("sum_of_squares", &sum_of_squares, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
+        "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
+        "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "
+        "finite or is below 2^-900 needs the host's second pass.");
   m.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
         py::arg("first"), py::kw_only(), py::arg("device") = 0, py::arg("stream") = 0,
         "rANS-code the streams [first[s], first[s+1]) on the GPU, one a thread "
