@@ -61,6 +61,46 @@ class Timer {
   cudaEvent_t start_{}, stop_{};
 };
 
+// Page-locked host memory (cudaHostAlloc), for asynchronous copies at
+// the bus's speed; freed on scope exit.
+class Pinned {
+ public:
+  explicit Pinned(std::size_t bytes) {
+    check(cudaHostAlloc(&ptr_, bytes == 0 ? 1 : bytes, cudaHostAllocDefault),
+          "allocate pinned host memory");
+  }
+  ~Pinned() { cudaFreeHost(ptr_); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+  template <class U>
+  U* at(std::size_t byte_offset) const {
+    return reinterpret_cast<U*>(static_cast<char*>(ptr_) + byte_offset);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// A CUDA event, destroyed on scope exit.
+class Event {
+ public:
+  Event() { check(cudaEventCreate(&e_), "event"); }
+  ~Event() { cudaEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(cudaStream_t stream) { check(cudaEventRecord(e_, stream), "event record"); }
+  void wait() { check(cudaEventSynchronize(e_), "event synchronize"); }
+  // Milliseconds from `start` to this event (both recorded and complete).
+  double since(const Event& start) const {
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start.e_, e_), "event time");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t e_{};
+};
+
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {

@@ -13,6 +13,7 @@
 #include "random/detmath.hpp"
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
+#include "lrsuq/compact.hpp"
 #include "lrsuq/norm.hpp"
 #include "lrsuq/norm_block.hpp"
 #include "lrsuq/quantizer.hpp"
@@ -180,6 +181,22 @@ py::tuple sum_of_squares_blocks(const py::array& x) {
     total = squares::sum_by_blocks(px, m, sums.data(), &maxabs);
   });
   return py::make_tuple(total, maxabs);
+}
+
+// (width of H, width of M, H, M): H and M through the GPU's compact
+// transfer (lrsuq/compact.hpp), packed at their range's widths and widened.
+py::tuple compact_round_trip(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M) {
+  const std::size_t count = static_cast<std::size_t>(H.size());
+  const std::size_t coords = static_cast<std::size_t>(M.size());
+  const compact::Range r = compact::range_of(H.data(), count, M.data(), coords);
+  const int wh = compact::unsigned_width(r.h_max), wm = compact::signed_width(r.m_lo, r.m_hi);
+  std::vector<std::uint8_t> ph(count * static_cast<std::size_t>(wh) + 1);
+  std::vector<std::uint8_t> pm(coords * static_cast<std::size_t>(wm) + 1);
+  compact::pack(H.data(), count, M.data(), coords, wh, wm, ph.data(), pm.data());
+  CArray<std::uint32_t> h(H.size());
+  CArray<std::int64_t> m(M.size());
+  compact::unpack(ph.data(), count, pm.data(), coords, wh, wm, h.mutable_data(), m.mutable_data());
+  return py::make_tuple(wh, wm, h, m);
 }
 
 // The rANS streams of symbols [first[s], first[s + 1]) (intervals start,
@@ -713,6 +730,9 @@ PYBIND11_MODULE(_core, m) {
   t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
         "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
         "the CUDA kernel computes it -> (total, maxabs).");
+  t.def("compact_round_trip", &compact_round_trip, py::arg("H"), py::arg("M"),
+        "H and M through the GPU's compact transfer (packed at the narrowest widths of "
+        "their range, then widened) -> (H width, M width, H, M).");
   t.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
         py::arg("first"),
         "rANS-code the streams [first[s], first[s+1]) as the CUDA kernel does -> [bytes].");
