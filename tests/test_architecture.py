@@ -197,6 +197,32 @@ def test_the_core_exports_what_the_library_calls_and_hooks_apart():
         dir(core.testing)).difference(exported)
 
 
+def test_the_codec_parameters_cross_the_binding_as_one_value():
+    """No entry point of the native modules takes the codec's parameters as
+    loose values (mechanism, scale, lattice, n): they take one checked
+    _core.Params (check_combination, the rule itself, takes the codes)."""
+    import re
+
+    from cepam._native import core, cuda_module
+
+    modules = [core, core.testing] + ([cuda_module()] if cuda_module() is not None else [])
+    loose, takes_params = [], []
+    for module in modules:
+        for name in dir(module):
+            fn = getattr(module, name)
+            if name.startswith("_") or not callable(fn) or isinstance(fn, type):
+                continue
+            signature = (fn.__doc__ or "").splitlines()[0]
+            args = set(re.findall(r"(\w+): ", signature))
+            if "params" in args:
+                takes_params.append(name)
+            if name != "check_combination" and {"mechanism", "scale"} & args:
+                loose.append(f"{module.__name__}.{name}")
+    assert not loose, loose
+    assert {"encode", "decode", "acceptance_probability", "encode_lattice",
+            "decode_symbols", "latent_radius"} <= set(takes_params)
+
+
 def test_no_import_circle_at_import_time():
     graph = _graph(deferred=False)
     assert sum(map(len, graph.values())) > 50  # the graph is read, not empty

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/errors.hpp"
+#include "common/host_device.hpp"
 #include "lattice/lattice.hpp"
 #include "lattice/root_lattices.hpp"
 
@@ -55,14 +56,15 @@ struct LatticeList {};
 using RootLattices = LatticeList<LatticeA2, LatticeD4, LatticeE8>;
 
 template <class Fn, class... Ls>
-bool with_root_lattice(LatticeId id, Fn&& fn, LatticeList<Ls...>) {
+CEPAM_HD bool with_root_lattice(LatticeId id, Fn&& fn, LatticeList<Ls...>) {
   return ((id == Ls::id ? (fn(Ls{}), true) : false) || ...);
 }
 
 // Calls fn(lattice) with the lattice of id among RootLattices and returns
-// true, or returns false (fn not called) for any other id (Z^n).
+// true, or returns false (fn not called) for any other id (Z^n).  Usable in
+// device code (lrsuq/subvector.hpp) and by the lane kernels.
 template <class Fn>
-bool with_root_lattice(LatticeId id, Fn&& fn) {
+CEPAM_HD bool with_root_lattice(LatticeId id, Fn&& fn) {
   return with_root_lattice(id, fn, RootLattices{});
 }
 

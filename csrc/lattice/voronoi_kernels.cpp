@@ -6,6 +6,7 @@
 
 #include "common/cpu.hpp"
 #include "common/simd_avx2.hpp"
+#include "lattice/registry.hpp"
 
 #if CEPAM_X86_DISPATCH
 // Everything from here on (voronoi_lanes.hpp included) is compiled for AVX2.

@@ -5,6 +5,7 @@
 #include "lattice/voronoi_kernels.hpp"
 
 #include "common/cpu.hpp"
+#include "lattice/registry.hpp"
 
 #if CEPAM_X86_DISPATCH
 // GCC 12's AVX-512 intrinsics trip its own -Wuninitialized and

@@ -39,7 +39,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "lattice/lattice.hpp"  // (included before the target pragma, by voronoi_kernels.hpp)
+// (Included before the target pragma, by voronoi_kernels.hpp and
+// voronoi_kernels*.cpp.)
+#include "lattice/lattice.hpp"
+#include "lattice/registry.hpp"
 
 namespace cepam::kernels::lanes {
 
@@ -393,16 +396,36 @@ inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std
   return i0 < count ? i0 : count;
 }
 
-// f(Lat{}) for the lattice named by id (A2, D4 or E8, over S), or 0 for any
-// other: the one place that maps a LatticeId to its lane code.
+// The lane code of each root lattice (lattice/registry.hpp's RootLattices),
+// over S; void for a root lattice without lane code (its trials and dithers
+// run in the scalar code).
+template <class S, class Scalar>
+struct LanesOf {
+  using type = void;
+};
+template <class S>
+struct LanesOf<S, LatticeA2> {
+  using type = A2<S>;
+};
+template <class S>
+struct LanesOf<S, LatticeD4> {
+  using type = D4<S>;
+};
+template <class S>
+struct LanesOf<S, LatticeE8> {
+  using type = E8<S>;
+};
+
+// f(Lat{}) for the lane code of the root lattice named by id, or 0 (no
+// sub-vector done) for Z^n and a lattice without lane code.
 template <class S, class F>
 inline std::size_t by_lattice(LatticeId id, F&& f) {
-  switch (id) {
-    case LatticeId::E8: return f(E8<S>{});
-    case LatticeId::D4: return f(D4<S>{});
-    case LatticeId::A2: return f(A2<S>{});
-    default: return 0;
-  }
+  std::size_t done = 0;
+  with_root_lattice(id, [&](auto lattice) {
+    using Lanes = typename LanesOf<S, decltype(lattice)>::type;
+    if constexpr (!std::is_void_v<Lanes>) done = f(Lanes{});
+  });
+  return done;
 }
 
 }  // namespace cepam::kernels::lanes

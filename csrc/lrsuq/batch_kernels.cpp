@@ -94,14 +94,14 @@ template <int N>
 inline void gaussian_radii_loop(int n, double sigma, const std::uint64_t* w, std::size_t c,
                                 std::size_t count, double* out) {
   const std::size_t W = static_cast<std::size_t>(gaussian_words(N > 0 ? N : n));
-  for (; c < count; ++c) out[c] = subvector::gaussian_radius<N>(n, sigma, w + c * W);
+  for (; c < count; ++c) out[c] = gaussian_radius<N>(n, sigma, w + c * W);
 }
 
 template <int N>
 inline void laplace_radii_loop(int n, double b, const std::uint64_t* w, std::size_t c,
                                std::size_t count, double* out) {
   const std::size_t W = static_cast<std::size_t>((N > 0 ? N : n) + 1);
-  for (; c < count; ++c) out[c] = subvector::laplace_radius<N>(n, b, w + c * W);
+  for (; c < count; ++c) out[c] = laplace_radius<N>(n, b, w + c * W);
 }
 
 #if CEPAM_X86_DISPATCH

@@ -17,8 +17,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/host_device.hpp"
 #include "lrsuq/batch_kernels.hpp"
 #include "lattice/lattice.hpp"
+#include "random/chacha20.hpp"
+#include "random/detmath.hpp"
 
 namespace cepam {
 
@@ -47,6 +50,35 @@ inline constexpr MechanismInfo kMechanisms[] = {
     {MechanismId::Uniform, "SDQ", Norm::L1, 1, "SDQ is scalar", 1.0, 1.0},
 };
 
+// The radius r(U) of one sub-vector from its latent words, the scalar
+// formulas that the batches (kernels::gaussian_radii, laplace_radii) and the
+// CUDA kernels (lrsuq/subvector.hpp) share: products accumulated from 1.0 in
+// word order.
+// N > 0 fixes the dimension at compile time (the CPU's unrolled loops).
+template <int N = 0>
+CEPAM_HD inline double gaussian_radius(int n, double sigma, const std::uint64_t* w) {
+  const int k = (N > 0 ? N : n) + 2;
+  const int pairs = k / 2;
+  double product = 1.0;
+  for (int i = 0; i < pairs; ++i) product *= uniform_oc(w[i]);
+  double half = detmath::log(product);  // -U/2 for the even part
+  if (k % 2 == 1) {
+    half += detmath::log(uniform_oc(w[pairs])) * detmath::cos2pi_squared(uniform_co(w[pairs + 1]));
+  }
+  return sigma * std::sqrt(-2.0 * half);
+}
+
+template <int N = 0>
+CEPAM_HD inline double laplace_radius(int n, double b, const std::uint64_t* w) {
+  const int words = (N > 0 ? N : n) + 1;
+  double product = 1.0;
+  for (int i = 0; i < words; ++i) product *= uniform_oc(w[i]);
+  return b * -detmath::log(product);
+}
+
+// The latent types: of(n, scale) builds one; norm(), words(), radii() (a
+// batch, SIMD where available) on the host; radius_from(n, scale, w), the
+// radius of one sub-vector from its words, also in device code (CEPAM_HD).
 struct GaussianLatent {
   int n;
   double sigma;
@@ -66,6 +98,9 @@ struct GaussianLatent {
   void radii(const std::uint64_t* w, std::size_t count, double* out) const {
     kernels::gaussian_radii(n, sigma, w, count, out);
   }
+  CEPAM_HD static double radius_from(int n, double sigma, const std::uint64_t* w) {
+    return gaussian_radius(n, sigma, w);
+  }
 };
 
 struct LaplaceLatent {
@@ -82,6 +117,9 @@ struct LaplaceLatent {
   // (kernels::laplace_radii, SIMD where available).
   void radii(const std::uint64_t* w, std::size_t count, double* out) const {
     kernels::laplace_radii(n, b, w, count, out);
+  }
+  CEPAM_HD static double radius_from(int n, double b, const std::uint64_t* w) {
+    return laplace_radius(n, b, w);
   }
 };
 
@@ -100,6 +138,7 @@ struct FixedLatent {
   void radii(const std::uint64_t*, std::size_t count, double* out) const {
     for (std::size_t c = 0; c < count; ++c) out[c] = radius;
   }
+  CEPAM_HD static double radius_from(int, double step, const std::uint64_t*) { return 0.5 * step; }
 };
 
 // The latents by type, one per row of kMechanisms.
@@ -108,15 +147,24 @@ struct LatentList {};
 using Latents = LatentList<GaussianLatent, LaplaceLatent, FixedLatent>;
 
 template <class Fn, class... Ls>
-bool with_latent(MechanismId id, int n, double scale, Fn&& fn, LatentList<Ls...>) {
-  return ((id == Ls::id ? (fn(Ls::of(n, scale)), true) : false) || ...);
+CEPAM_HD bool with_latent_type(MechanismId id, Fn&& fn, LatentList<Ls...>) {
+  return ((id == Ls::id ? (fn(Ls{}), true) : false) || ...);
+}
+
+// Calls fn(latent) with a value-initialised latent of mechanism id (for its
+// type and static members, e.g. radius_from) and returns true, or returns false
+// (fn not called) for an unknown id.  Usable in device code: the dispatch
+// of lrsuq/subvector.hpp.
+template <class Fn>
+CEPAM_HD bool with_latent_type(MechanismId id, Fn&& fn) {
+  return with_latent_type(id, fn, Latents{});
 }
 
 // Calls fn(latent) with the latent of mechanism id for dimension n and the
 // mechanism's scale; returns false (fn not called) for an unknown id.
 template <class Fn>
 bool with_latent(MechanismId id, int n, double scale, Fn&& fn) {
-  return with_latent(id, n, scale, fn, Latents{});
+  return with_latent_type(id, [&](auto latent) { fn(decltype(latent)::of(n, scale)); });
 }
 
 }  // namespace cepam

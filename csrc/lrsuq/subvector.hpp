@@ -24,6 +24,7 @@
 
 #include "common/host_device.hpp"
 #include "lattice/lattice.hpp"
+#include "lattice/registry.hpp"
 #include "lattice/root_lattices.hpp"
 #include "random/chacha20.hpp"
 #include "random/chacha20_block.hpp"
@@ -65,30 +66,6 @@ struct Config {
   std::int64_t max_abs_m;
 };
 
-// The radius r(U) of the latent samplers (lrsuq/latent.hpp) from the
-// sub-vector's latent words: products accumulated from 1.0 in word order.
-// N > 0 fixes the dimension at compile time (the CPU's unrolled loops).
-template <int N = 0>
-CEPAM_HD inline double gaussian_radius(int n, double sigma, const std::uint64_t* w) {
-  const int k = (N > 0 ? N : n) + 2;
-  const int pairs = k / 2;
-  double product = 1.0;
-  for (int i = 0; i < pairs; ++i) product *= uniform_oc(w[i]);
-  double half = detmath::log(product);  // -U/2 for the even part
-  if (k % 2 == 1) {
-    half += detmath::log(uniform_oc(w[pairs])) * detmath::cos2pi_squared(uniform_co(w[pairs + 1]));
-  }
-  return sigma * std::sqrt(-2.0 * half);
-}
-
-template <int N = 0>
-CEPAM_HD inline double laplace_radius(int n, double b, const std::uint64_t* w) {
-  const int words = (N > 0 ? N : n) + 1;
-  double product = 1.0;
-  for (int i = 0; i < words; ++i) product *= uniform_oc(w[i]);
-  return b * -detmath::log(product);
-}
-
 // Z^n, one coordinate (lattice/zn_kernels.hpp).
 using kernels::zn_dither;
 using kernels::zn_trial;
@@ -99,11 +76,10 @@ CEPAM_HD inline double radius_of(const Config& c, const std::uint32_t* key, std:
   chacha::StreamReader s0(key, kPurposeLrsuq, 0);
   const std::uint64_t first = j * static_cast<std::uint64_t>(c.words);
   for (int i = 0; i < c.words; ++i) w[i] = s0.word(first + static_cast<std::uint64_t>(i));
-  switch (c.mechanism) {
-    case static_cast<int>(MechanismId::Gaussian): return gaussian_radius(c.n, c.scale, w);
-    case static_cast<int>(MechanismId::Laplace): return laplace_radius(c.n, c.scale, w);
-    default: return 0.5 * c.scale;  // SDQ: a fixed radius
-  }
+  double r = 0.0;  // (every Config holds a mechanism of the table)
+  with_latent_type(static_cast<MechanismId>(c.mechanism),
+                   [&](auto latent) { r = decltype(latent)::radius_from(c.n, c.scale, w); });
+  return r;
 }
 
 // The n dither words of trial `trial` of sub-vector j.
@@ -135,15 +111,13 @@ CEPAM_HD inline void voronoi_trial(const Lattice& lattice, const double* t, cons
 // One trial of any lattice: v, q and the acceptance test's terms.
 CEPAM_HD inline void any_trial(const Config& c, const double* t, const double* xs, double beta,
                                const std::uint64_t* w, double* v, std::int64_t* q, double* dev) {
-  switch (c.lattice) {
-    case static_cast<int>(LatticeId::A2): voronoi_trial(LatticeA2{}, t, xs, beta, w, v, q, dev); return;
-    case static_cast<int>(LatticeId::D4): voronoi_trial(LatticeD4{}, t, xs, beta, w, v, q, dev); return;
-    case static_cast<int>(LatticeId::E8): voronoi_trial(LatticeE8{}, t, xs, beta, w, v, q, dev); return;
-    default:
-      for (int k = 0; k < c.n; ++k) {
-        v[k] = zn_dither(w[k]);
-        q[k] = static_cast<std::int64_t>(zn_trial(t[k], xs[k], beta, w[k], c.l2, &dev[k]));
-      }
+  if (with_root_lattice(static_cast<LatticeId>(c.lattice), [&](const auto& lattice) {
+        voronoi_trial(lattice, t, xs, beta, w, v, q, dev);
+      }))
+    return;
+  for (int k = 0; k < c.n; ++k) {  // Z^n
+    v[k] = zn_dither(w[k]);
+    q[k] = static_cast<std::int64_t>(zn_trial(t[k], xs[k], beta, w[k], c.l2, &dev[k]));
   }
 }
 
@@ -201,24 +175,18 @@ CEPAM_HD inline Status encode_one(const Config& c, const std::uint32_t* key, con
 
 // The point G m of basis coordinates m, for any lattice.
 CEPAM_HD inline void to_point(const Config& c, const std::int64_t* m, double* p) {
-  switch (c.lattice) {
-    case static_cast<int>(LatticeId::A2): LatticeA2{}.to_point(m, p); return;
-    case static_cast<int>(LatticeId::D4): LatticeD4{}.to_point(m, p); return;
-    case static_cast<int>(LatticeId::E8): LatticeE8{}.to_point(m, p); return;
-    default:
-      for (int k = 0; k < c.n; ++k) p[k] = static_cast<double>(m[k]);
-  }
+  if (with_root_lattice(static_cast<LatticeId>(c.lattice),
+                        [&](const auto& lattice) { lattice.to_point(m, p); }))
+    return;
+  for (int k = 0; k < c.n; ++k) p[k] = static_cast<double>(m[k]);  // Z^n
 }
 
 // The dither of words w, for any lattice.
 CEPAM_HD inline void dither(const Config& c, const std::uint64_t* w, double* v) {
-  switch (c.lattice) {
-    case static_cast<int>(LatticeId::A2): LatticeA2{}.dither(w, v); return;
-    case static_cast<int>(LatticeId::D4): LatticeD4{}.dither(w, v); return;
-    case static_cast<int>(LatticeId::E8): LatticeE8{}.dither(w, v); return;
-    default:
-      for (int k = 0; k < c.n; ++k) v[k] = zn_dither(w[k]);
-  }
+  if (with_root_lattice(static_cast<LatticeId>(c.lattice),
+                        [&](const auto& lattice) { lattice.dither(w, v); }))
+    return;
+  for (int k = 0; k < c.n; ++k) v[k] = zn_dither(w[k]);  // Z^n
 }
 
 // Decodes sub-vector j from its trial index h and coordinates M[0..n) into

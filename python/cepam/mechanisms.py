@@ -13,12 +13,12 @@ A mechanism names the law of the error ``decode(encode(x)) - x``:
 
 All are frozen dataclasses; the scale is in the units of the update.  Each
 class carries its own facts as class attributes, read by the rest of the
-package instead of tables keyed by code: ``code`` (its payload code),
-``name``, ``noise_bound`` (the largest ``|decoded - x|`` per coordinate, in
+package instead of tables keyed by code: ``code`` (its payload code, read
+from the core's mechanism table), ``name``, ``noise_bound`` (the largest ``|decoded - x|`` per coordinate, in
 units of the scale), ``entropy_excess`` and ``pad_slack`` (bits per
 coordinate that ``pad="max"`` adds).  :data:`MECHANISM_CLASSES` lists them;
 the core's mechanism table (``_core.MECHANISMS``, csrc/lrsuq/latent.hpp) has
-a row for each, and the import checks that the two agree.
+a row for each, and the import checks that it has no other.
 """
 
 from __future__ import annotations
@@ -35,6 +35,21 @@ __all__ = ["Gaussian", "Laplace", "SDQ", "Mechanism", "MECHANISM_CLASSES", "MECH
            "mechanism_from_code", "check_mechanism", "check_core_table", "core_params"]
 
 
+
+def _core_code(name: str) -> int:
+    """The payload code of the mechanism ``name`` in the core's mechanism
+    table (``_core.MECHANISMS``, names compared case aside): each code is
+    written once, in C++.
+
+    Raises:
+        ImportError: the core has no such mechanism.
+    """
+    for row in _core.MECHANISMS:
+        if row["name"].lower() == name:
+            return int(row["code"])
+    raise ImportError(f"the native core has no mechanism {name!r} (csrc/lrsuq/latent.hpp)")
+
+
 @dataclass(frozen=True)
 class Gaussian:
     """Gaussian noise N(0, sigma^2) on every coordinate.
@@ -47,8 +62,8 @@ class Gaussian:
     """
 
     sigma: float
-    code: ClassVar[int] = 1
     name: ClassVar[str] = "gaussian"
+    code: ClassVar[int] = _core_code(name)
     #: The error ``decoded - clipped x`` per coordinate is at most, in absolute
     #: value, the accepted trial's
     #: ball radius sigma sqrt(U), U <= 10 * 53 ln 2 = 367.4 (n <= 8: at most
@@ -84,8 +99,8 @@ class Laplace:
     """
 
     b: float
-    code: ClassVar[int] = 2
     name: ClassVar[str] = "laplace"
+    code: ClassVar[int] = _core_code(name)
     #: Ball radius b U with U <= 5 * 53 ln 2 = 183.7 (n <= 4), in units of b.
     noise_bound: ClassVar[float] = 184.0
     #: 0.5 log2(pi / e) bits per coordinate above Gaussian noise of the same variance.
@@ -121,8 +136,8 @@ class SDQ:
     """
 
     step: float
-    code: ClassVar[int] = 3
     name: ClassVar[str] = "sdq"
+    code: ClassVar[int] = _core_code(name)
     #: The error is at most step / 2.
     noise_bound: ClassVar[float] = 0.5
     #: 0.5 log2(pi e / 6) bits per coordinate above Gaussian noise of the same variance.
