@@ -18,7 +18,9 @@
 3. Prints the table of issue 24, in millions of coordinates per second: the
    LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
    (payload bytes in host memory), ``cepam.encode`` on all CPU cores, and
-   ``cepam.decode(device="cuda")`` end to end against the CPU decode.
+   ``cepam.decode(device="cuda")`` end to end against the CPU decode; then
+   the kernels encode does not use yet (the clip's sum of squares, the rANS
+   segment streams) against their host twins.
 
 Exits non-zero when there is no CUDA path, a test fails or all skip, or any
 comparison differs.
@@ -136,7 +138,8 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) ->
             torch.cuda.synchronize()
             t_gpu, p_gpu = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc),
                                 repeat)
-            t_cpu, p_cpu = best(lambda: cepam.encode(x, cepam.Gaussian(sigma=SIGMA), **enc),
+            xh = torch.from_numpy(x)  # a host tensor: the same structure, so the same bytes
+            t_cpu, p_cpu = best(lambda: cepam.encode(xh, cepam.Gaussian(sigma=SIGMA), **enc),
                                 repeat)
             ok &= p_gpu == p_cpu
             if p_gpu != p_cpu:
@@ -151,7 +154,7 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) ->
             t_dcpu, y_cpu = best(lambda: cepam.decode(p_cpu, secret=secret, threads=threads),
                                  repeat)
             y_back = y_gpu.cpu().numpy()
-            if y_back.tobytes() != np.asarray(y_cpu).tobytes():
+            if y_back.tobytes() != y_cpu.numpy().tobytes():
                 ok = False
                 print(f"  MISMATCH: m = {m}, {lat}: decode(device='cuda') differs from the CPU's")
             del y_gpu, y_back, y_cpu, p_gpu
@@ -161,9 +164,44 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) ->
                   f"{rate(m, t_dcpu):,.0f} | {'yes' if ok else 'NO'} |", flush=True)
         del xd
         torch.cuda.empty_cache()
+    same &= kernels(sizes[-1], repeat)
     print("\nGPU and CPU: same H, M, beta, V for every chunk, same payloads, same decoded "
-          "values:", "yes" if same else "NO")
+          "values, same norms and rANS streams:", "yes" if same else "NO")
     return same
+
+
+def kernels(m: int, repeat: int) -> bool:
+    """The kernels encode does not use yet, against their host twins: the
+    clip's sum of squares by blocks, and the rANS streams of m symbols in
+    segments of 2^17 (a geometric model)."""
+    import torch
+
+    from cepam import _cuda
+    from cepam._core import testing as hooks
+
+    x = (np.random.default_rng(1).normal(size=m) * 10 * SIGMA).astype(np.float32)
+    xd = torch.from_numpy(x).cuda()
+    runs = [_cuda.sum_of_squares(xd.__dlpack__(stream=1)) for _ in range(repeat)]
+    norm_same = runs[-1][:2] == hooks.sum_of_squares_blocks(x)
+    norm_ms = min(r[2]["kernel_ms"] for r in runs)
+    del xd
+    k = min(m, 1 << 24)  # symbols: the host twin runs on one core
+    rng = np.random.default_rng(2)
+    freq_table = np.maximum(1, (0.5 ** np.arange(1, 25) * (1 << 24)).astype(np.int64))
+    freq_table[0] += (1 << 24) - freq_table.sum()
+    cum = np.concatenate([[0], np.cumsum(freq_table)])
+    idx = rng.choice(len(freq_table), size=k, p=freq_table / (1 << 24))
+    start, freq = cum[idx].astype(np.uint32), freq_table[idx].astype(np.uint32)
+    first = np.append(np.arange(0, k, 1 << 17), k).astype(np.uint64)
+    gpu = [_cuda.rans_encode_segments(start, freq, first) for _ in range(repeat)]
+    rans_same = gpu[-1][0] == hooks.rans_encode_segments(start, freq, first)
+    rans_ms = min(t["kernel_ms"] for _, t in gpu)
+    print(f"\nsum of squares kernel (m = {m:.0e}): {m / norm_ms / 1e3:,.0f} M coordinates/s, "
+          f"same bits as the host: {'yes' if norm_same else 'NO'}")
+    print(f"rANS segment kernel ({k:.1e} symbols, {len(first) - 1} segments): "
+          f"{k / rans_ms / 1e3:,.0f} M symbols/s, same bytes as the host: "
+          f"{'yes' if rans_same else 'NO'}")
+    return norm_same and rans_same
 
 
 def main() -> int:
