@@ -1,88 +1,220 @@
-"""Checks and measures the CUDA path on a GPU machine.
+"""Checks and measures the CUDA path on a GPU machine, in one command.
 
-    python bench/gpu_check.py             # the cuda tests, then the table
-    python bench/gpu_check.py --sizes 1e6 1e7 1e8
+    python bench/gpu_check.py                      # tests, comparisons, the table at m = 10^8
+    python bench/gpu_check.py --sizes 1e6 1e7      # other sizes
+    python bench/gpu_check.py --chunks 1 4096 1048576 --repeat 3
 
 1. Runs the tests marked ``cuda`` (tests/core/test_cuda.py): the LRSUQ stage on the
-   GPU against the CPU codec, bit for bit, for every lattice and mechanism,
-   the golden vectors, and decode(device="cuda").
-2. Prints the throughput of the LRSUQ stage on the GPU (kernel time, and the
-   host-device transfers separately) and of the whole encode/decode of a CUDA
-   tensor, against the CPU codec in the same run, in millions of coordinates
-   per second.  Exits non-zero if a test fails or the device bytes differ.
+   GPU against the CPU codec bit for bit for every lattice and mechanism, the
+   golden vectors, the rANS kernel and GPU-coded ANS bodies, the spot-check,
+   and decode(device="cuda").  Fails when one fails, or when none ran (all
+   skipped: no device, no cepam._cuda or no torch with CUDA).
+2. For each size and lattice (Z, D4, E8; float32, Gaussian sigma = 1e-3,
+   rms/sigma = 10): the GPU's H, M, beta and V against the host's
+   per-sub-vector computation for several launch chunks (at every size up to
+   --compare-max, and at a sample of sub-vectors above), and the payload of
+   the CUDA tensor against the CPU's payload of the same context, byte for
+   byte.
+3. Prints the table of issue 24, in millions of coordinates per second: the
+   LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
+   (payload bytes in host memory), ``cepam.encode`` on all CPU cores, and
+   ``cepam.decode(device="cuda")`` end to end against the CPU decode; then
+   the kernels encode does not use yet (the clip's sum of squares, the rANS
+   segment streams) against their host twins.
+
+Exits non-zero when there is no CUDA path, a test fails or all skip, or any
+comparison differs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 LATTICES = {"Z": (1, 1), "D4": (3, 4), "E8": (4, 8)}  # name: (code, n)
+SIGMA = 1e-3
 
 
-def run_tests() -> int:
-    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-m", "cuda",
-                            str(ROOT / "tests" / "core" / "test_cuda.py")], cwd=ROOT)
+def run_tests() -> tuple[bool, str]:
+    """Runs the cuda tests; (all passed and at least one ran, a summary)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "cuda.xml"
+        code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-m", "cuda", "-rs",
+                                "-p", "no:cacheprovider", f"--junitxml={report}",
+                                str(ROOT / "tests" / "core" / "test_cuda.py")], cwd=ROOT)
+        counts = {"tests": 0, "skipped": 0, "failures": 0, "errors": 0}
+        if report.exists():
+            for suite in ElementTree.parse(report).getroot().iter("testsuite"):
+                for k in counts:
+                    counts[k] += int(suite.get(k, 0))
+    ran = counts["tests"] - counts["skipped"]
+    ok = code == 0 and ran > 0 and counts["failures"] == 0 and counts["errors"] == 0
+    return ok, (f"cuda tests: {ran} ran, {counts['skipped']} skipped, "
+                f"{counts['failures']} failed, {counts['errors']} errors")
 
 
-def table(sizes: list[int]) -> bool:
+def best(fn, repeat: int) -> tuple[float, object]:
+    """The shortest wall time of ``repeat`` calls of fn (seconds), and its
+    last result."""
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), result
+
+
+def compare_stage(x, xd, kw, chunks: list[int], compare_max: int) -> bool:
+    """The GPU's (H, M, beta, V) for each launch chunk against the host's
+    per-sub-vector computation: all of it up to compare_max coordinates, a
+    sample of 4096 sub-vectors (by cepam.cuda.spot_indices) above."""
+    from cepam import _core, _cuda, cuda
+    from cepam._core import testing as hooks
+
+    n = kw["params"].n
+    same = True
+    for chunk in chunks:
+        H, M, beta, V, _ = _cuda.encode_lattice(xd.__dlpack__(stream=1), factor=1.0,
+                                                chunk=chunk, **kw)
+        if x.size <= compare_max:
+            ref = hooks.encode_subvectors(x, factor=1.0, **kw)
+            ok = all(a.tobytes() == b.tobytes() for a, b in zip((H, M, beta, V), ref))
+        else:
+            idx = cuda.spot_indices(kw["key"] + chunk.to_bytes(8, "little"), len(H), count=4096)
+            padded_rows = np.zeros((len(idx), n), x.dtype)
+            for r, j in enumerate(idx.astype(np.int64)):
+                piece = x[j * n : j * n + n]
+                padded_rows[r, : piece.size] = piece
+            h, mm, b, v = _core.encode_subvectors_at(padded_rows.ravel(), idx, m=x.size,
+                                                     factor=1.0, **kw)
+            rows = idx.astype(np.intp)
+            ok = (H[rows].tobytes() == h.tobytes()
+                  and M.reshape(-1, n)[rows].tobytes() == mm.tobytes()
+                  and beta[rows].tobytes() == b.tobytes()
+                  and V.reshape(-1, n)[rows].tobytes() == v.tobytes())
+        if not ok:
+            print(f"  MISMATCH: the GPU's LRSUQ stage with chunk {chunk} differs from the host's")
+        same &= ok
+    return same
+
+
+def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) -> bool:
     import torch
 
     import cepam
-    from cepam import _cuda
-    from cepam import _core
-    from cepam._core import testing as hooks
+    from cepam import _core, _cuda
 
+    threads = os.cpu_count() or 1
     key = bytes(range(32))
+    secret = bytes(range(100, 132))
     same = True
-    name = torch.cuda.get_device_name(0)
-    print(f"\nGPU: {name}; M coordinates per second (float32, Gaussian, sigma = 1e-3, "
-          "rms/sigma = 10)")
-    print("| m | lattice | LRSUQ kernel enc | transfers enc | LRSUQ kernel dec | transfers dec "
-          "| cepam.encode GPU tensor | cepam.encode CPU |")
-    print("|---|---|---|---|---|---|---|---|")
+    rate = lambda m, s: m / s / 1e6 if s > 0 else float("inf")  # noqa: E731
+    print(f"\nGPU: {torch.cuda.get_device_name(0)}; CPU: {threads} threads; M coordinates/s "
+          f"(float32, Gaussian sigma = {SIGMA:g}, rms/sigma = 10; best of {repeat})")
+    print("| m | lattice | LRSUQ kernel | transfers | cepam.encode of a CUDA tensor "
+          f"| cepam.encode on {threads} CPU threads | decode(device='cuda') "
+          f"| decode on {threads} CPU threads | same bytes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for m in sizes:
-        x = (np.random.default_rng(0).normal(size=m) * 1e-2).astype(np.float32)
+        x = (np.random.default_rng(0).normal(size=m) * 10 * SIGMA).astype(np.float32)
         xd = torch.from_numpy(x).cuda()
         for lat, (code, n) in LATTICES.items():
-            kw = dict(key=key, params=_core.Params(mechanism=1, scale=1e-3, lattice=code, n=n))
-            H, M, beta, V, t_enc = _cuda.encode_lattice(xd.__dlpack__(stream=1), factor=1.0, **kw)
-            capsule, t_dec = _cuda.decode_lattice(H, M, m=m, dtype="float32", **kw)
-            if m <= 10**7:
-                H2, M2 = hooks.encode_lattice(x, factor=1.0, **kw)
-                same &= bool(np.array_equal(H, H2) and np.array_equal(M, M2))
-                y = torch.from_dlpack(capsule).cpu().numpy()
-                same &= y.tobytes() == hooks.decode_lattice(H, M, m=m, dtype="float32", **kw).tobytes()
-            del capsule
-            secret = cepam.new_secret()
-            t0 = time.perf_counter()
-            p_gpu = cepam.encode(xd, cepam.Gaussian(sigma=1e-3), secret=secret, round=0,
-                                 client=0, lattice=lat)
-            t1 = time.perf_counter()
-            p_cpu = cepam.encode(x, cepam.Gaussian(sigma=1e-3), secret=secret, round=0,
-                                 client=1, lattice=lat)
-            t2 = time.perf_counter()
-            del p_gpu, p_cpu
-            rate = lambda ms: m / (ms * 1e3) if ms > 0 else float("inf")  # noqa: E731
-            print(f"| {m:.0e} | {lat} | {rate(t_enc['kernel_ms']):.0f} | "
-                  f"{rate(t_enc['transfer_ms']):.0f} | {rate(t_dec['kernel_ms']):.0f} | "
-                  f"{rate(t_dec['transfer_ms']):.0f} | {m / (t1 - t0) / 1e6:.1f} | "
-                  f"{m / (t2 - t1) / 1e6:.1f} |")
-    print("\nbytes identical to the CPU codec:", "yes" if same else "NO")
+            kw = dict(key=key, params=_core.Params(mechanism=1, scale=SIGMA, lattice=code, n=n))
+            ok = compare_stage(x, xd, kw, chunks, compare_max)
+            stage = [_cuda.encode_lattice(xd.__dlpack__(stream=1), factor=1.0, **kw)[4]
+                     for _ in range(repeat)]
+            kernel_s = min(t["kernel_ms"] for t in stage) / 1e3
+            transfer_s = min(t["transfer_ms"] for t in stage) / 1e3
+            enc = dict(secret=secret, round=0, client=0, lattice=lat, clip=1e9, threads=threads)
+            torch.cuda.synchronize()
+            t_gpu, p_gpu = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc),
+                                repeat)
+            xh = torch.from_numpy(x)  # a host tensor: the same structure, so the same bytes
+            t_cpu, p_cpu = best(lambda: cepam.encode(xh, cepam.Gaussian(sigma=SIGMA), **enc),
+                                repeat)
+            ok &= p_gpu == p_cpu
+            if p_gpu != p_cpu:
+                print(f"  MISMATCH: m = {m}, {lat}: the CUDA tensor's payload differs from the CPU's")
+
+            def gpu_decode():
+                y = cepam.decode(p_cpu, secret=secret, device="cuda", threads=threads)
+                torch.cuda.synchronize()
+                return y
+
+            t_dgpu, y_gpu = best(gpu_decode, repeat)
+            t_dcpu, y_cpu = best(lambda: cepam.decode(p_cpu, secret=secret, threads=threads),
+                                 repeat)
+            y_back = y_gpu.cpu().numpy()
+            if y_back.tobytes() != y_cpu.numpy().tobytes():
+                ok = False
+                print(f"  MISMATCH: m = {m}, {lat}: decode(device='cuda') differs from the CPU's")
+            del y_gpu, y_back, y_cpu, p_gpu
+            same &= ok
+            print(f"| {m:.0e} | {lat} | {rate(m, kernel_s):,.0f} | {rate(m, transfer_s):,.0f} | "
+                  f"{rate(m, t_gpu):,.0f} | {rate(m, t_cpu):,.0f} | {rate(m, t_dgpu):,.0f} | "
+                  f"{rate(m, t_dcpu):,.0f} | {'yes' if ok else 'NO'} |", flush=True)
+        del xd
+        torch.cuda.empty_cache()
+    same &= kernels(sizes[-1], repeat)
+    print("\nGPU and CPU: same H, M, beta, V for every chunk, same payloads, same decoded "
+          "values, same norms and rANS streams:", "yes" if same else "NO")
     return same
+
+
+def kernels(m: int, repeat: int) -> bool:
+    """The kernels encode does not use yet, against their host twins: the
+    clip's sum of squares by blocks, and the rANS streams of m symbols in
+    segments of 2^17 (a geometric model)."""
+    import torch
+
+    from cepam import _cuda
+    from cepam._core import testing as hooks
+
+    x = (np.random.default_rng(1).normal(size=m) * 10 * SIGMA).astype(np.float32)
+    xd = torch.from_numpy(x).cuda()
+    runs = [_cuda.sum_of_squares(xd.__dlpack__(stream=1)) for _ in range(repeat)]
+    norm_same = runs[-1][:2] == hooks.sum_of_squares_blocks(x)
+    norm_ms = min(r[2]["kernel_ms"] for r in runs)
+    del xd
+    k = min(m, 1 << 24)  # symbols: the host twin runs on one core
+    rng = np.random.default_rng(2)
+    freq_table = np.maximum(1, (0.5 ** np.arange(1, 25) * (1 << 24)).astype(np.int64))
+    freq_table[0] += (1 << 24) - freq_table.sum()
+    cum = np.concatenate([[0], np.cumsum(freq_table)])
+    idx = rng.choice(len(freq_table), size=k, p=freq_table / (1 << 24))
+    start, freq = cum[idx].astype(np.uint32), freq_table[idx].astype(np.uint32)
+    first = np.append(np.arange(0, k, 1 << 17), k).astype(np.uint64)
+    gpu = [_cuda.rans_encode_segments(start, freq, first) for _ in range(repeat)]
+    rans_same = gpu[-1][0] == hooks.rans_encode_segments(start, freq, first)
+    rans_ms = min(t["kernel_ms"] for _, t in gpu)
+    print(f"\nsum of squares kernel (m = {m:.0e}): {m / norm_ms / 1e3:,.0f} M coordinates/s, "
+          f"same bits as the host: {'yes' if norm_same else 'NO'}")
+    print(f"rANS segment kernel ({k:.1e} symbols, {len(first) - 1} segments): "
+          f"{k / rans_ms / 1e3:,.0f} M symbols/s, same bytes as the host: "
+          f"{'yes' if rans_same else 'NO'}")
+    return norm_same and rans_same
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=float, nargs="+", default=[1e6, 1e7, 1e8],
-                        help="update sizes m (coordinates)")
-    parser.add_argument("--no-tests", action="store_true", help="only the table")
+    parser.add_argument("--sizes", type=float, nargs="+", default=[1e8],
+                        help="update sizes m in coordinates (default: 1e8)")
+    parser.add_argument("--chunks", type=int, nargs="+", default=[4096, 1 << 16, 1 << 20],
+                        help="sub-vectors per kernel launch to compare (default: 4096 65536 "
+                             "1048576)")
+    parser.add_argument("--compare-max", type=float, default=1e7,
+                        help="compare every sub-vector up to this m, a sample above")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per timing (best of)")
+    parser.add_argument("--no-tests", action="store_true", help="skip the cuda tests")
     args = parser.parse_args()
     import cepam.cuda
 
@@ -90,9 +222,12 @@ def main() -> int:
     if not ok:
         print(f"no CUDA path: {why}", file=sys.stderr)
         return 1
-    failed = 0 if args.no_tests else run_tests()
-    same = table([int(s) for s in args.sizes])
-    return 1 if failed or not same else 0
+    tests_ok, summary = (True, "cuda tests: not run (--no-tests)") if args.no_tests else \
+        run_tests()
+    same = table([int(s) for s in args.sizes], args.chunks, int(args.compare_max),
+                 max(1, args.repeat))
+    print(summary)
+    return 0 if tests_ok and same else 1
 
 
 if __name__ == "__main__":

@@ -26,88 +26,23 @@ AnsEncoder& AnsEncoder::operator=(const AnsEncoder& other) {
 
 namespace {
 
-// One rANS encoding step of state x (in [kLow, 2^32 kLow)) for the symbol
-// [start, start + freq): renormalise (emit the low word) so that the state
-// stays in range after coding, then x -> (x div freq) 2^24 + x mod freq +
-// start.  `words` has room for the word.
-//
-// The division runs in floating point, which unlike the 64-bit integer
-// divider is pipelined: after renormalisation x < freq 2^39 (the bound
-// that keeps the new state below 2^63), so q = x / freq < 2^39; x and freq
-// convert to double with a relative error of at most 2^-53 each (freq < 2^24
-// exactly), the quotient rounds with at most 2^-53 more, so the computed q
-// is within 2^39 * 3 * 2^-53 < 2^-12 of x / freq, and its truncation is
-// floor(x / freq) or one of its neighbours; the remainder r = x - q freq
-// (exact in int64) then puts q right.  The result is the exact integer
-// division's.
-inline std::uint64_t encode_step(std::uint64_t x, AnsSymbol sym, std::uint32_t*& words) {
-  const std::uint64_t x_max = ((AnsDecoder::kLow >> kProbBits) << 32) * sym.freq;
-  if (x >= x_max) {
-    *words++ = static_cast<std::uint32_t>(x);
-    x >>= 32;
-  }
-  const std::int64_t f = sym.freq;
-  const std::int64_t xs = static_cast<std::int64_t>(x);  // x < 2^63
-  std::int64_t q = static_cast<std::int64_t>(static_cast<double>(xs) / static_cast<double>(f));
-  std::int64_t r = xs - q * f;
-  if (r < 0) {
-    q -= 1;
-    r += f;
-  } else if (r >= f) {
-    q += 1;
-    r -= f;
-  }
-  return (static_cast<std::uint64_t>(q) << kProbBits) + static_cast<std::uint64_t>(r) + sym.start;
-}
-
-// The encoding of one symbol list: symbol i goes to state i mod kStreams,
-// and the symbols are coded last to first (rANS is last-in first-out), a
-// group of four (one per state) at a time with the states in registers, so
-// that the chains of the four states overlap; the padding (after the
-// symbols) and the symbols above the last whole group go one at a time
-// first.  Words come out in reverse decoding order (at most one a symbol).
+// A stream of the symbols list coded by the shared arithmetic
+// (coding/rans_core.hpp), with its word buffer, appended to a vector.
 class Run {
  public:
   Run(const AnsSymbol* symbols, std::size_t count, std::size_t padding)
-      : symbols_(symbols), words_(new std::uint32_t[count + padding]), w_(words_.get()) {
-    static_assert(kStreams == 4, "unrolled for four states");
-    std::uint64_t x[kStreams] = {AnsDecoder::kLow, AnsDecoder::kLow, AnsDecoder::kLow,
-                                 AnsDecoder::kLow};
-    constexpr AnsSymbol kPad{0, 1u << (kProbBits - AnsDecoder::kPaddingBits)};
-    const std::size_t whole = count & ~std::size_t{kStreams - 1};  // symbols in whole groups
-    for (std::size_t i = count + padding; i-- > whole;)
-      x[i % kStreams] = encode_step(x[i % kStreams], i < count ? symbols[i] : kPad, w_);
-    x0_ = x[0], x1_ = x[1], x2_ = x[2], x3_ = x[3];
-    g_ = symbols + whole;
-  }
-  bool more() const { return g_ != symbols_; }
-  // The next group down.
-  void group() {
-    g_ -= kStreams;
-    x3_ = encode_step(x3_, g_[3], w_);
-    x2_ = encode_step(x2_, g_[2], w_);
-    x1_ = encode_step(x1_, g_[1], w_);
-    x0_ = encode_step(x0_, g_[0], w_);
-  }
-  // Appends the stream: the final states, then the words in decoding order.
+      : words_(new std::uint32_t[count + padding]), run_(symbols, count, padding, words_.get()) {}
+  bool more() const { return run_.more(); }
+  void group() { run_.group(); }
   void write(std::vector<std::uint8_t>& out) const {
-    const std::uint64_t x[kStreams] = {x0_, x1_, x2_, x3_};
-    const std::size_t emitted = static_cast<std::size_t>(w_ - words_.get());
     const std::size_t base = out.size();
-    out.resize(base + 8 * kStreams + 4 * emitted);
-    std::uint8_t* p = out.data() + base;
-    for (int s = 0; s < kStreams; ++s)
-      for (int b = 0; b < 8; ++b) *p++ = static_cast<std::uint8_t>(x[s] >> (8 * b));
-    for (std::size_t i = emitted; i-- > 0;)
-      for (int b = 0; b < 4; ++b) *p++ = static_cast<std::uint8_t>(words_[i] >> (8 * b));
+    out.resize(base + run_.bytes());
+    run_.write(out.data() + base);
   }
 
  private:
-  const AnsSymbol* symbols_;
-  const AnsSymbol* g_;
   std::unique_ptr<std::uint32_t[]> words_;  // (room for one a symbol; not initialised)
-  std::uint32_t* w_;
-  std::uint64_t x0_, x1_, x2_, x3_;
+  RansRun run_;
 };
 
 }  // namespace

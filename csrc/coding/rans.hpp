@@ -32,19 +32,13 @@
 #include <memory>
 #include <vector>
 
+#include "coding/rans_core.hpp"
 #include "common/cpu.hpp"
 #include "common/errors.hpp"
 
 namespace cepam {
 
-inline constexpr int kProbBits = 24;
-inline constexpr std::uint32_t kProbScale = 1u << kProbBits;
-inline constexpr int kStreams = 4;  // a power of 2
-
-struct AnsSymbol {
-  std::uint32_t start;
-  std::uint32_t freq;
-};
+// kProbBits, kStreams, AnsSymbol and the encoder's arithmetic: coding/rans_core.hpp.
 
 class AnsEncoder {
  public:
@@ -76,6 +70,9 @@ class AnsEncoder {
     return at;
   }
   std::size_t symbols() const { return count_; }
+  // The symbols put so far (symbols() of them), for coding them elsewhere
+  // (rans_core.hpp's rans_encode_segments, the GPU's kernel).
+  const AnsSymbol* data() const { return symbols_.get(); }
   // Puts again the symbols [first, last) of `other` (first <= last <=
   // other.symbols(): two streams that share runs of symbols compute them
   // once).
@@ -220,8 +217,8 @@ class AnsDecoder {
   // padding symbols.
   std::size_t finish();
 
-  static constexpr std::uint64_t kLow = std::uint64_t{1} << 31;
-  static constexpr int kPaddingBits = 16;  // a padding symbol: raw bits, zero
+  static constexpr std::uint64_t kLow = kAnsLow;
+  static constexpr int kPaddingBits = kAnsPaddingBits;  // a padding symbol: raw bits, zero
 
  private:
   // The state after the symbol [start, start + freq) (whose slot x holds),

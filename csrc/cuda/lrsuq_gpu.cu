@@ -7,19 +7,22 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "common/errors.hpp"
+#include "cuda/runtime.cuh"
+#include "lrsuq/compact.hpp"
 #include "lrsuq/subvector.hpp"
 
 namespace cepam::gpu {
 namespace {
 
-// Sub-vectors per launch: bounds the device scratch (H, M, beta, V) to
-// (12 + 16 n) bytes times this, 29 MB for n = 1 and 141 MB for n = 8.
-constexpr std::size_t kChunk = std::size_t{1} << 20;
+// Sub-vectors per launch (kDefaultChunk): bounds the device scratch (H, M,
+// beta, V) to (12 + 16 n) bytes times this, 29 MB for n = 1 and 141 MB for
+// n = 8.
 constexpr int kThreads = 256;
 constexpr unsigned long long kNoFailure = std::numeric_limits<unsigned long long>::max();
 
@@ -31,12 +34,6 @@ Key key_words(const ChaChaKey& key) {
   Key k{};
   for (int i = 0; i < 8; ++i) k.w[i] = key[static_cast<std::size_t>(i)];
   return k;
-}
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    throw DeviceError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
-  }
 }
 
 // The first failure of a launch: (sub-vector << 3) | status, the smallest.
@@ -74,73 +71,72 @@ __global__ void decode_kernel(subvector::Config c, Key key, const std::uint32_t*
   }
 }
 
+// A chunk's failure word and range (compact.hpp), on the device.
+struct ChunkRange {
+  unsigned long long failure;
+  unsigned long long h_max;
+  long long m_lo, m_hi;
+};
+
+__global__ void reset_range_kernel(ChunkRange* r) {
+  r->failure = kNoFailure;
+  r->h_max = 0;
+  r->m_lo = 0;
+  r->m_hi = 0;
+}
+
+// The largest H and the extreme M of a chunk (the same values as
+// compact::range_of).
+__global__ void range_kernel(const std::uint32_t* H, unsigned long long count,
+                             const std::int64_t* M, unsigned long long coords, ChunkRange* r) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  const unsigned long long start = blockIdx.x * static_cast<unsigned long long>(blockDim.x) +
+                                   threadIdx.x;
+  unsigned long long h_max = 0;
+  long long lo = 0, hi = 0;
+  for (unsigned long long i = start; i < count; i += stride) h_max = H[i] > h_max ? H[i] : h_max;
+  for (unsigned long long i = start; i < coords; i += stride) {
+    lo = M[i] < lo ? M[i] : lo;
+    hi = M[i] > hi ? M[i] : hi;
+  }
+  atomicMax(&r->h_max, h_max);
+  atomicMin(&r->m_lo, lo);
+  atomicMax(&r->m_hi, hi);
+}
+
+// H and M of a chunk at widths wh and wm (compact.hpp).
+__global__ void pack_kernel(const std::uint32_t* H, unsigned long long count,
+                            const std::int64_t* M, unsigned long long coords, int wh, int wm,
+                            void* h_out, void* m_out) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  const unsigned long long start = blockIdx.x * static_cast<unsigned long long>(blockDim.x) +
+                                   threadIdx.x;
+  for (unsigned long long i = start; i < count; i += stride) compact::put_unsigned(h_out, i, wh, H[i]);
+  for (unsigned long long i = start; i < coords; i += stride) compact::put_signed(m_out, i, wm, M[i]);
+}
+
+// The inverse of pack_kernel (compact.hpp).
+__global__ void unpack_kernel(const void* h_in, unsigned long long count, const void* m_in,
+                              unsigned long long coords, int wh, int wm, std::uint32_t* H,
+                              std::int64_t* M) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  const unsigned long long start = blockIdx.x * static_cast<unsigned long long>(blockDim.x) +
+                                   threadIdx.x;
+  for (unsigned long long i = start; i < count; i += stride)
+    H[i] = static_cast<std::uint32_t>(compact::get_unsigned(h_in, i, wh));
+  for (unsigned long long i = start; i < coords; i += stride) M[i] = compact::get_signed(m_in, i, wm);
+}
+
 unsigned int blocks_for(std::size_t count) {
   const std::size_t b = (count + kThreads - 1) / kThreads;
   return static_cast<unsigned int>(std::min<std::size_t>(b, 65535u * 32u));
 }
 
-// Device scratch of one chunk, freed on scope exit.
-class Scratch {
- public:
-  Scratch(int device, std::size_t bytes) : device_(device), ptr_(device_alloc(device, bytes)) {}
-  ~Scratch() { device_free(device_, ptr_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <class U>
-  U* at(std::size_t byte_offset) const {
-    return reinterpret_cast<U*>(static_cast<char*>(ptr_) + byte_offset);
-  }
-
- private:
-  int device_;
-  void* ptr_;
-};
-
-// CUDA events around a stream's work, summed into a Timing field.
-class Timer {
- public:
-  explicit Timer(cudaStream_t stream) : stream_(stream) {
-    check(cudaEventCreate(&start_), "event");
-    check(cudaEventCreate(&stop_), "event");
-  }
-  ~Timer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  void start() { check(cudaEventRecord(start_, stream_), "event record"); }
-  void stop(double* total_ms) {
-    check(cudaEventRecord(stop_, stream_), "event record");
-    check(cudaEventSynchronize(stop_), "event synchronize");
-    float ms = 0.0f;
-    check(cudaEventElapsedTime(&ms, start_, stop_), "event time");
-    *total_ms += ms;
-  }
-
- private:
-  cudaStream_t stream_;
-  cudaEvent_t start_{}, stop_{};
-};
-
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check(cudaGetDevice(&previous_), "get device");
-    check(cudaSetDevice(device), "set device");
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
-
-// Reads the launch's failure word and throws the codec's error for it.
-void throw_on_failure(const unsigned long long* failure_dev, cudaStream_t stream,
-                      const subvector::Config& c, const std::uint32_t* H_host,
-                      std::size_t first, const char* output_type = "the output type") {
-  unsigned long long failure = kNoFailure;
-  check(cudaMemcpyAsync(&failure, failure_dev, sizeof failure, cudaMemcpyDeviceToHost, stream),
-        "copy failure flag");
-  check(cudaStreamSynchronize(stream), "synchronize");
+// Throws the codec's error for a launch's failure word (nothing for
+// kNoFailure).
+void throw_failure(unsigned long long failure, const subvector::Config& c,
+                   const std::uint32_t* H_host, std::size_t first,
+                   const char* output_type = "the output type") {
   if (failure == kNoFailure) return;
   const std::size_t j = static_cast<std::size_t>(failure >> 3);
   const int status = static_cast<int>(failure & 7u);
@@ -150,25 +146,23 @@ void throw_on_failure(const unsigned long long* failure_dev, cudaStream_t stream
 
 // What an encode and a decode call set up alike: the sub-vector
 // configuration, the number of sub-vectors N (n coordinates each, the last
-// padded), the device (current for the call's lifetime), the stream, the
-// sub-vectors per launch and the kernel and transfer timers.
+// padded), the device (current for the call's lifetime), the stream and
+// the sub-vectors per launch.
 struct Launch {
-  Launch(const LrsuqParams& p, std::size_t m, int device, std::uintptr_t stream_id)
+  Launch(const LrsuqParams& p, std::size_t m, int device, std::uintptr_t stream_id,
+         std::size_t per_launch)
       : c(lrsuq_subvector_config(p)),
         un(static_cast<std::size_t>(p.n)),
         N((m + un - 1) / un),
         guard(device),
         stream(reinterpret_cast<cudaStream_t>(stream_id)),
-        chunk(std::min(kChunk, std::max<std::size_t>(N, 1))),
-        kernel_timer(stream),
-        copy_timer(stream) {}
+        chunk(std::min(per_launch != 0 ? per_launch : kDefaultChunk, std::max<std::size_t>(N, 1))) {}
 
   const subvector::Config c;
   const std::size_t un, N;
   DeviceGuard guard;
   const cudaStream_t stream;
   const std::size_t chunk;
-  Timer kernel_timer, copy_timer;
 };
 
 }  // namespace
@@ -208,89 +202,207 @@ void device_free(int device, void* ptr) noexcept {
   cudaSetDevice(previous);
 }
 
+// The encoder's pipeline, chunk by chunk through two slots (device scratch
+// and page-locked staging each), on the caller's stream:
+//   E(c): the LRSUQ kernel, the chunk's range, the range to the host;
+//   P(c): H and M packed at the narrowest widths of their range
+//         (compact.hpp), then H, M, beta and V to the host;
+//   W(c): the host widens H and M into the outputs and copies beta and V.
+// Iteration c enqueues E(c) and (once E(c-1)'s range is on the host)
+// P(c-1), then runs W(c-2) while the device works: the host's work
+// overlaps the device's.  A slot's device scratch is reused by E(c + 2),
+// enqueued after P(c); its staging by P(c + 2), after W(c).
 template <class T>
 void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m,
                     double factor, int device, std::uintptr_t stream_id, std::uint32_t* H,
-                    std::int64_t* M, double* beta, double* V, Timing* timing) {
+                    std::int64_t* M, double* beta, double* V, Timing* timing,
+                    std::size_t chunk) {
   check_factor(factor);
-  Launch L(p, m, device, stream_id);
-  // Layout: failure word, H, beta, M, V (8-byte fields first after H's padding).
-  const std::size_t off_h = 8, off_beta = off_h + ((L.chunk * 4 + 7) / 8) * 8;
-  const std::size_t off_m = off_beta + L.chunk * 8, off_v = off_m + L.chunk * L.un * 8;
-  Scratch scratch(device, off_v + L.chunk * L.un * 8);
-  auto* failure = scratch.at<unsigned long long>(0);
+  Launch L(p, m, device, stream_id, chunk);
+  const std::size_t C = L.chunk, Cn = C * L.un;
+  const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
+  // Device slot: range, H, beta, M, V, packed H, packed M.
+  const std::size_t d_h = sizeof(ChunkRange), d_beta = d_h + pad8(C * 4), d_m = d_beta + C * 8;
+  const std::size_t d_v = d_m + Cn * 8, d_ph = d_v + Cn * 8, d_pm = d_ph + pad8(C * 4);
+  const std::size_t d_slot = d_pm + Cn * 8;
+  // Host slot: range, packed H, packed M, beta, V.
+  const std::size_t h_ph = sizeof(ChunkRange), h_pm = h_ph + pad8(C * 4), h_beta = h_pm + Cn * 8;
+  const std::size_t h_v = h_beta + C * 8, h_slot = h_v + Cn * 8;
+  Scratch scratch(device, 2 * d_slot);
+  Pinned staging(2 * h_slot);
+  struct Slot {
+    int wh = 4, wm = 8;    // the widths of P's chunk, for W's
+    Event e0, e1, p0, p1;  // around E and P
+  } slots[2];
+  const auto first_of = [&](std::size_t c) { return c * C; };
+  const auto count_of = [&](std::size_t c) { return std::min(C, L.N - c * C); };
+  const auto dev = [&](int s, std::size_t off) { return scratch.at<char>(s * d_slot + off); };
+  const auto host = [&](int s, std::size_t off) { return staging.at<char>(s * h_slot + off); };
   Timing t;
   const Key k = key_words(key);
-  for (std::size_t first = 0; first < L.N; first += L.chunk) {
-    const std::size_t count = std::min(L.chunk, L.N - first);
-    check(cudaMemcpyAsync(failure, &kNoFailure, sizeof kNoFailure, cudaMemcpyHostToDevice,
-                          L.stream),
-          "reset failure flag");
-    L.kernel_timer.start();
+  const auto enqueue_e = [&](std::size_t c) {
+    const int s = static_cast<int>(c % 2);
+    Slot& sl = slots[s];
+    const std::size_t first = first_of(c), count = count_of(c);
+    auto* range = reinterpret_cast<ChunkRange*>(dev(s, 0));
+    sl.e0.record(L.stream);
+    reset_range_kernel<<<1, 1, 0, L.stream>>>(range);
     encode_kernel<T><<<blocks_for(count), kThreads, 0, L.stream>>>(
-        L.c, k, x, m, factor, first, count, scratch.at<std::uint32_t>(off_h),
-        scratch.at<std::int64_t>(off_m), scratch.at<double>(off_beta), scratch.at<double>(off_v),
-        failure);
-    check(cudaGetLastError(), "launch the encode kernel");
-    L.kernel_timer.stop(&t.kernel_ms);
-    throw_on_failure(failure, L.stream, L.c, nullptr, first);
-    L.copy_timer.start();
-    check(cudaMemcpyAsync(H + first, scratch.at<std::uint32_t>(off_h), count * 4,
+        L.c, k, x, m, factor, first, count, reinterpret_cast<std::uint32_t*>(dev(s, d_h)),
+        reinterpret_cast<std::int64_t*>(dev(s, d_m)), reinterpret_cast<double*>(dev(s, d_beta)),
+        reinterpret_cast<double*>(dev(s, d_v)), &range->failure);
+    range_kernel<<<blocks_for(count * L.un), kThreads, 0, L.stream>>>(
+        reinterpret_cast<std::uint32_t*>(dev(s, d_h)), count,
+        reinterpret_cast<std::int64_t*>(dev(s, d_m)), count * L.un, range);
+    check(cudaGetLastError(), "launch the encode kernels");
+    check(cudaMemcpyAsync(host(s, 0), range, sizeof(ChunkRange), cudaMemcpyDeviceToHost,
+                          L.stream), "copy the chunk's range");
+    sl.e1.record(L.stream);
+  };
+  const auto enqueue_p = [&](std::size_t c) {
+    const int s = static_cast<int>(c % 2);
+    Slot& sl = slots[s];
+    const std::size_t count = count_of(c);
+    sl.e1.wait();
+    t.kernel_ms += sl.e1.since(sl.e0);
+    const ChunkRange* r = reinterpret_cast<const ChunkRange*>(host(s, 0));
+    throw_failure(r->failure, L.c, nullptr, first_of(c));
+    sl.wh = compact::unsigned_width(r->h_max);
+    sl.wm = compact::signed_width(r->m_lo, r->m_hi);
+    const std::size_t coords = count * L.un;
+    sl.p0.record(L.stream);
+    pack_kernel<<<blocks_for(coords), kThreads, 0, L.stream>>>(
+        reinterpret_cast<std::uint32_t*>(dev(s, d_h)), count,
+        reinterpret_cast<std::int64_t*>(dev(s, d_m)), coords, sl.wh, sl.wm, dev(s, d_ph),
+        dev(s, d_pm));
+    check(cudaGetLastError(), "launch the pack kernel");
+    check(cudaMemcpyAsync(host(s, h_ph), dev(s, d_ph), count * static_cast<std::size_t>(sl.wh),
                           cudaMemcpyDeviceToHost, L.stream), "copy H");
-    check(cudaMemcpyAsync(beta + first, scratch.at<double>(off_beta), count * 8,
-                          cudaMemcpyDeviceToHost, L.stream), "copy beta");
-    check(cudaMemcpyAsync(M + first * L.un, scratch.at<std::int64_t>(off_m), count * L.un * 8,
+    check(cudaMemcpyAsync(host(s, h_pm), dev(s, d_pm), coords * static_cast<std::size_t>(sl.wm),
                           cudaMemcpyDeviceToHost, L.stream), "copy M");
-    check(cudaMemcpyAsync(V + first * L.un, scratch.at<double>(off_v), count * L.un * 8,
-                          cudaMemcpyDeviceToHost, L.stream), "copy V");
-    L.copy_timer.stop(&t.transfer_ms);
+    check(cudaMemcpyAsync(host(s, h_beta), dev(s, d_beta), count * 8, cudaMemcpyDeviceToHost,
+                          L.stream), "copy beta");
+    check(cudaMemcpyAsync(host(s, h_v), dev(s, d_v), coords * 8, cudaMemcpyDeviceToHost,
+                          L.stream), "copy V");
+    sl.p1.record(L.stream);
+  };
+  const auto widen = [&](std::size_t c) {
+    const int s = static_cast<int>(c % 2);
+    Slot& sl = slots[s];
+    const std::size_t first = first_of(c), count = count_of(c), coords = count * L.un;
+    sl.p1.wait();
+    t.transfer_ms += sl.p1.since(sl.p0);
+    compact::unpack(host(s, h_ph), count, host(s, h_pm), coords, sl.wh, sl.wm, H + first,
+                    M + first * L.un);
+    std::memcpy(beta + first, host(s, h_beta), count * 8);
+    std::memcpy(V + first * L.un, host(s, h_v), coords * 8);
+  };
+  const std::size_t chunks = (L.N + C - 1) / C;
+  try {
+    for (std::size_t c = 0; c < chunks + 2; ++c) {
+      if (c < chunks) enqueue_e(c);
+      if (c >= 1 && c - 1 < chunks) enqueue_p(c - 1);
+      if (c >= 2) widen(c - 2);
+    }
+  } catch (...) {
+    cudaStreamSynchronize(L.stream);  // nothing in flight when the buffers go
+    throw;
   }
+  check(cudaStreamSynchronize(L.stream), "synchronize");
   if (timing != nullptr) *timing = t;
 }
 
+// The decoder's pipeline, chunk by chunk through two slots: the host packs
+// a chunk's H and M at the narrowest widths of their range (compact.hpp)
+// into page-locked staging, the device copies them, widens them (unpack
+// kernel) and decodes; the host packs chunk c + 1 while the device works
+// on chunk c.  A slot is reused once its chunk's decode has completed.
 template <class T>
 void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
                     const std::int64_t* M, std::size_t m, int device, std::uintptr_t stream_id,
-                    T* y, Timing* timing) {
-  Launch L(p, m, device, stream_id);
-  const std::size_t off_m = 8, off_h = off_m + L.chunk * L.un * 8;
-  Scratch scratch(device, off_h + L.chunk * 4);
-  auto* failure = scratch.at<unsigned long long>(0);
+                    T* y, Timing* timing, std::size_t chunk) {
+  Launch L(p, m, device, stream_id, chunk);
+  const std::size_t C = L.chunk, Cn = C * L.un;
+  const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
+  // Device slot: failure word, H, M, packed H, packed M.  Host slot:
+  // failure word, packed H, packed M.
+  const std::size_t d_h = 8, d_m = d_h + pad8(C * 4), d_ph = d_m + Cn * 8;
+  const std::size_t d_pm = d_ph + pad8(C * 4), d_slot = d_pm + Cn * 8;
+  const std::size_t h_ph = 8, h_pm = h_ph + pad8(C * 4), h_slot = h_pm + Cn * 8;
+  Scratch scratch(device, 2 * d_slot);
+  Pinned staging(2 * h_slot);
+  struct Slot {
+    Event c0, c1, k1;  // the copies (c0 to c1), the kernels (c1 to k1)
+    bool busy = false;
+  } slots[2];
+  const auto dev = [&](int s, std::size_t off) { return scratch.at<char>(s * d_slot + off); };
+  const auto host = [&](int s, std::size_t off) { return staging.at<char>(s * h_slot + off); };
   Timing t;
   const Key k = key_words(key);
-  for (std::size_t first = 0; first < L.N; first += L.chunk) {
-    const std::size_t count = std::min(L.chunk, L.N - first);
-    L.copy_timer.start();
-    check(cudaMemcpyAsync(scratch.at<std::uint32_t>(off_h), H + first, count * 4,
-                          cudaMemcpyHostToDevice, L.stream), "copy H");
-    check(cudaMemcpyAsync(scratch.at<std::int64_t>(off_m), M + first * L.un, count * L.un * 8,
-                          cudaMemcpyHostToDevice, L.stream), "copy M");
-    check(cudaMemcpyAsync(failure, &kNoFailure, sizeof kNoFailure, cudaMemcpyHostToDevice,
-                          L.stream),
-          "reset failure flag");
-    L.copy_timer.stop(&t.transfer_ms);
-    L.kernel_timer.start();
-    decode_kernel<T><<<blocks_for(count), kThreads, 0, L.stream>>>(
-        L.c, k, scratch.at<std::uint32_t>(off_h), scratch.at<std::int64_t>(off_m), m, first, count,
-        y, failure);
-    check(cudaGetLastError(), "launch the decode kernel");
-    L.kernel_timer.stop(&t.kernel_ms);
-    throw_on_failure(failure, L.stream, L.c, H + first, first, dtype_name<T>());
+  // Waits for the slot's chunk c and throws its failure, if any.
+  const auto finish = [&](std::size_t c) {
+    Slot& sl = slots[c % 2];
+    if (!sl.busy) return;
+    sl.busy = false;
+    sl.k1.wait();
+    t.transfer_ms += sl.c1.since(sl.c0);
+    t.kernel_ms += sl.k1.since(sl.c1);
+    throw_failure(*staging.at<unsigned long long>((c % 2) * h_slot), L.c, H + c * C, c * C,
+                  dtype_name<T>());
+  };
+  const std::size_t chunks = (L.N + C - 1) / C;
+  try {
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const int s = static_cast<int>(c % 2);
+      if (c >= 2) finish(c - 2);
+      Slot& sl = slots[s];
+      const std::size_t first = c * C, count = std::min(C, L.N - first), coords = count * L.un;
+      const compact::Range r = compact::range_of(H + first, count, M + first * L.un, coords);
+      const int wh = compact::unsigned_width(r.h_max), wm = compact::signed_width(r.m_lo, r.m_hi);
+      compact::pack(H + first, count, M + first * L.un, coords, wh, wm, host(s, h_ph),
+                    host(s, h_pm));
+      *staging.at<unsigned long long>(s * h_slot) = kNoFailure;
+      sl.c0.record(L.stream);
+      check(cudaMemcpyAsync(dev(s, 0), host(s, 0), 8, cudaMemcpyHostToDevice, L.stream),
+            "reset failure flag");
+      check(cudaMemcpyAsync(dev(s, d_ph), host(s, h_ph), count * static_cast<std::size_t>(wh),
+                            cudaMemcpyHostToDevice, L.stream), "copy H");
+      check(cudaMemcpyAsync(dev(s, d_pm), host(s, h_pm), coords * static_cast<std::size_t>(wm),
+                            cudaMemcpyHostToDevice, L.stream), "copy M");
+      sl.c1.record(L.stream);
+      unpack_kernel<<<blocks_for(coords), kThreads, 0, L.stream>>>(
+          dev(s, d_ph), count, dev(s, d_pm), coords, wh, wm,
+          reinterpret_cast<std::uint32_t*>(dev(s, d_h)), reinterpret_cast<std::int64_t*>(dev(s, d_m)));
+      decode_kernel<T><<<blocks_for(count), kThreads, 0, L.stream>>>(
+          L.c, k, reinterpret_cast<std::uint32_t*>(dev(s, d_h)),
+          reinterpret_cast<std::int64_t*>(dev(s, d_m)), m, first, count, y,
+          reinterpret_cast<unsigned long long*>(dev(s, 0)));
+      check(cudaGetLastError(), "launch the decode kernels");
+      check(cudaMemcpyAsync(host(s, 0), dev(s, 0), 8, cudaMemcpyDeviceToHost, L.stream),
+            "copy failure flag");
+      sl.k1.record(L.stream);
+      sl.busy = true;
+    }
+    if (chunks >= 2) finish(chunks - 2);
+    if (chunks >= 1) finish(chunks - 1);
+  } catch (...) {
+    cudaStreamSynchronize(L.stream);  // nothing in flight when the buffers go
+    throw;
   }
   if (timing != nullptr) *timing = t;
 }
 
 template void encode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const float*,
                                     std::size_t, double, int, std::uintptr_t, std::uint32_t*,
-                                    std::int64_t*, double*, double*, Timing*);
+                                    std::int64_t*, double*, double*, Timing*, std::size_t);
 template void encode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const double*,
                                      std::size_t, double, int, std::uintptr_t, std::uint32_t*,
-                                     std::int64_t*, double*, double*, Timing*);
+                                     std::int64_t*, double*, double*, Timing*, std::size_t);
 template void decode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
                                     const std::int64_t*, std::size_t, int, std::uintptr_t,
-                                    float*, Timing*);
+                                    float*, Timing*, std::size_t);
 template void decode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
                                      const std::int64_t*, std::size_t, int, std::uintptr_t,
-                                     double*, Timing*);
+                                     double*, Timing*, std::size_t);
 
 }  // namespace cepam::gpu

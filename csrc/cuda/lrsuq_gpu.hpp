@@ -36,11 +36,14 @@ int device_of(const void* ptr);
 // `stream` (a cudaStream_t; 0 is the legacy default stream): H[N], M[N n],
 // beta[N] and V[N n] (host memory, N = ceil(m / n)) as lrsuq_encode_range
 // gives them.  Throws the CPU codec's EncodingError for the first failing
-// sub-vector, and GpuError (InvalidArgument) for CUDA failures.
+// sub-vector, and DeviceError for CUDA failures.  chunk: sub-vectors per
+// launch (0: kDefaultChunk; the results do not depend on it).
+inline constexpr std::size_t kDefaultChunk = std::size_t{1} << 20;
 template <class T>
 void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m,
                     double factor, int device, std::uintptr_t stream, std::uint32_t* H,
-                    std::int64_t* M, double* beta, double* V, Timing* timing);
+                    std::int64_t* M, double* beta, double* V, Timing* timing,
+                    std::size_t chunk = 0);
 
 // Decodes H[N] and M[N n] (host memory) into y[0..m) (device memory of
 // `device`), as lrsuq_decode; throws the CPU codec's FormatError for a bad
@@ -48,7 +51,7 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
 template <class T>
 void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
                     const std::int64_t* M, std::size_t m, int device, std::uintptr_t stream,
-                    T* y, Timing* timing);
+                    T* y, Timing* timing, std::size_t chunk = 0);
 
 // Device memory of `bytes` on `device` (cudaMalloc), and its release.
 void* device_alloc(int device, std::size_t bytes);

@@ -34,21 +34,12 @@ inline void tail(const T* x, std::size_t i, std::size_t m, double& a0, double& m
   }
 }
 
-// SumOrder::Fixed, portable.
+// SumOrder::Fixed, portable: squares::block, the code a GPU runs.
 template <class T>
 Squares fixed_portable(const T* x, std::size_t m) {
-  double acc[4] = {0.0, 0.0, 0.0, 0.0};
-  double maxabs = 0.0;
-  std::size_t i = 0;
-  for (; i + 4 <= m; i += 4) {
-    for (std::size_t l = 0; l < 4; ++l) {
-      const double v = static_cast<double>(x[i + l]);
-      acc[l] += v * v;
-      maxabs = std::fabs(v) > maxabs ? std::fabs(v) : maxabs;
-    }
-  }
-  tail(x, i, m, acc[0], maxabs);
-  return {(acc[0] + acc[1]) + (acc[2] + acc[3]), maxabs};
+  Squares s;
+  squares::block(x, m, &s.total, &s.maxabs);
+  return s;
 }
 
 #if CEPAM_X86_DISPATCH
@@ -102,7 +93,7 @@ CEPAM_TARGET_AVX2 Squares any_avx2(const T* x, std::size_t m) {
 #endif
 
 template <class T>
-Squares squares(const T* x, std::size_t m, SumOrder order) {
+Squares block_squares(const T* x, std::size_t m, SumOrder order) {
 #if CEPAM_X86_DISPATCH
   if (simd_level() >= SimdLevel::Avx2) return order == SumOrder::Fixed ? fixed_avx2(x, m) : any_avx2(x, m);
 #endif
@@ -110,23 +101,10 @@ Squares squares(const T* x, std::size_t m, SumOrder order) {
   return fixed_portable(x, m);
 }
 
-// The number of blocks of m elements (the last one may be short).
-inline std::size_t block_count(std::size_t m) { return (m + kSquaresBlock - 1) / kSquaresBlock; }
-
-// Sums s[0 .. k) by the fixed pairwise tree: adjacent pairs, level by level
-// (s[2j] + s[2j+1]; an odd last value goes up as it is), until one is left.
-// Overwrites s.  k = 0 gives 0.
-double tree_sum(std::vector<double>& s) {
-  std::size_t k = s.size();
-  if (k == 0) return 0.0;
-  while (k > 1) {
-    const std::size_t half = k / 2;
-    for (std::size_t j = 0; j < half; ++j) s[j] = s[2 * j] + s[2 * j + 1];
-    if (k % 2 == 1) s[half] = s[k - 1];
-    k = half + k % 2;
-  }
-  return s[0];
-}
+// The number of blocks and the fixed pairwise tree over their sums: those
+// of lrsuq/norm_block.hpp, written once for the CPU and a GPU.
+using squares::tree_sum;
+inline std::size_t block_count(std::size_t m) { return squares::blocks(m); }
 
 // The second pass, for squares that overflow or underflow: per block, the
 // first non-finite entry (m if none) and the sum of (x / maxabs)^2 in
@@ -160,7 +138,7 @@ double rescaled(const T* x, std::size_t m, double maxabs, int threads) {
   }
   if (maxabs == 0.0) return 0.0;
   // The result may be +inf, which the caller treats as "clip to the bound".
-  return tree_sum(sums) * maxabs * maxabs;
+  return tree_sum(sums.data(), sums.size()) * maxabs * maxabs;
 }
 
 }  // namespace
@@ -172,7 +150,7 @@ double sum_of_squares(const T* x, std::size_t m, SumOrder order, int threads) {
   std::vector<double> maxima(blocks);
   parallel_for(threads, blocks, [&](std::size_t b) {
     const std::size_t lo = b * kSquaresBlock;
-    const Squares s = squares(x + lo, std::min(m - lo, kSquaresBlock), order);
+    const Squares s = block_squares(x + lo, std::min(m - lo, kSquaresBlock), order);
     sums[b] = s.total;
     maxima[b] = s.maxabs;
   });
@@ -180,7 +158,7 @@ double sum_of_squares(const T* x, std::size_t m, SumOrder order, int threads) {
   // second pass then finds the NaN).
   double maxabs = 0.0;
   for (const double v : maxima) maxabs = v > maxabs ? v : maxabs;
-  const double total = tree_sum(sums);
+  const double total = tree_sum(sums.data(), sums.size());
   if (std::isfinite(total) && total > 0x1.0p-900) return total;
   // Overflow, underflow or a non-finite entry: accumulate (x / maxabs)^2
   // and scale back.

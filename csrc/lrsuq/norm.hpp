@@ -4,10 +4,12 @@
 
 #include <cstddef>
 
+#include "lrsuq/norm_block.hpp"
+
 namespace cepam {
 
 // The elements of one block of sum_of_squares (payload format version 5).
-inline constexpr std::size_t kSquaresBlock = std::size_t{1} << 16;
+using squares::kSquaresBlock;
 
 // The order in which sum_of_squares adds the squares.  Both orders cut x
 // into blocks of kSquaresBlock elements (the last one may be shorter), sum

@@ -588,6 +588,23 @@ void lrsuq_encode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const T
 }
 
 template <class T>
+void lrsuq_encode_subvectors_at(const LrsuqParams& p, const ChaChaKey& key, const T* pieces,
+                                const std::uint64_t* indices, std::size_t count, std::size_t m,
+                                double factor, std::uint32_t* H, std::int64_t* M, double* beta,
+                                double* V) {
+  const subvector::Config c = lrsuq_subvector_config(p);
+  const std::size_t un = static_cast<std::size_t>(p.n);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t j = indices[i];
+    if (j >= (m + un - 1) / un) throw InvalidArgument("sub-vector index out of range");
+    const std::uint64_t valid = std::min<std::uint64_t>(un, m - j * un);
+    const subvector::Status s = subvector::encode_at(c, key.data(), pieces + i * un, valid, factor,
+                                                     j, H + i, M + i * un, beta + i, V + i * un);
+    if (s != subvector::kOk) throw_subvector_error(static_cast<std::size_t>(j), s, c.limit);
+  }
+}
+
+template <class T>
 void lrsuq_decode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
                              const std::int64_t* M, std::size_t first, std::size_t last,
                              std::size_t m, T* y) {
@@ -619,6 +636,11 @@ const MechanismInfo& mechanism_info(MechanismId id) {
   for (const MechanismInfo& m : kMechanisms)
     if (m.id == id) return m;
   throw InvalidArgument("unknown mechanism id " + std::to_string(static_cast<int>(id)));
+}
+
+CellWidths typical_cell_widths(const LrsuqParams& p) {
+  const MechanismInfo& mech = mechanism_info(p.mechanism);
+  return {mech.cell_width_lo * p.scale, mech.cell_width_hi * p.scale};
 }
 
 bool lattice_takes(const LatticeInfo& l, const MechanismInfo& m) {
@@ -788,6 +810,14 @@ template void lrsuq_encode_subvectors<float>(const LrsuqParams&, const ChaChaKey
 template void lrsuq_encode_subvectors<double>(const LrsuqParams&, const ChaChaKey&, const double*,
                                               std::size_t, double, std::size_t, std::size_t,
                                               std::uint32_t*, std::int64_t*, double*, double*);
+template void lrsuq_encode_subvectors_at<float>(const LrsuqParams&, const ChaChaKey&,
+                                                const float*, const std::uint64_t*, std::size_t,
+                                                std::size_t, double, std::uint32_t*,
+                                                std::int64_t*, double*, double*);
+template void lrsuq_encode_subvectors_at<double>(const LrsuqParams&, const ChaChaKey&,
+                                                 const double*, const std::uint64_t*, std::size_t,
+                                                 std::size_t, double, std::uint32_t*,
+                                                 std::int64_t*, double*, double*);
 template void lrsuq_decode_subvectors<float>(const LrsuqParams&, const ChaChaKey&,
                                              const std::uint32_t*, const std::int64_t*,
                                              std::size_t, std::size_t, std::size_t, float*);

@@ -61,6 +61,13 @@ void check_combination(MechanismId mechanism, LatticeId lattice, int n);
 // Throws InvalidArgument unless the clipping factor is finite and >= 0.
 void check_factor(double factor);
 
+// A small and a large typical width of a coding cell (beta G_kk), for the
+// ANS coder's source model's estimates (the mechanism table, lrsuq/latent.hpp).
+struct CellWidths {
+  double lo, hi;
+};
+CellWidths typical_cell_widths(const LrsuqParams& p);
+
 // Probability that one trial is accepted (the packing density in the
 // mechanism's norm); 1 when the lattice cell is the ball itself.
 double acceptance_probability(const LrsuqParams& p);
@@ -184,5 +191,16 @@ template <class T>
 void lrsuq_decode_subvectors(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
                              const std::int64_t* M, std::size_t first, std::size_t last,
                              std::size_t m, T* y);
+
+// Sub-vectors indices[0..count) of an update of m coordinates, each given
+// by its own n coordinates (pieces[i n .. i n + n), those past x[m - 1]
+// ignored), encoded as lrsuq_encode_subvectors would encode them in place:
+// H[count], M[count n], beta[count], V[count n].  The host's spot-check of
+// a GPU's results.  Throws InvalidArgument for an index of no sub-vector.
+template <class T>
+void lrsuq_encode_subvectors_at(const LrsuqParams& p, const ChaChaKey& key, const T* pieces,
+                                const std::uint64_t* indices, std::size_t count, std::size_t m,
+                                double factor, std::uint32_t* H, std::int64_t* M, double* beta,
+                                double* V);
 
 }  // namespace cepam

@@ -121,21 +121,21 @@ CEPAM_HD inline void any_trial(const Config& c, const double* t, const double* x
   }
 }
 
-// Encodes sub-vector j of x[0..m) * factor (zero padding after x[m - 1]):
-// H, M[0..n), and the decoder's side information beta and V[0..n).
+// Encodes sub-vector j whose coordinates are xj[0..valid) * factor (zero
+// padding after them; valid <= n): H, M[0..n), and the decoder's side
+// information beta and V[0..n).  (The host's spot-check of a device's
+// results encodes a few sub-vectors this way: cepam/cuda.py.)
 template <class T>
-CEPAM_HD inline Status encode_one(const Config& c, const std::uint32_t* key, const T* x,
-                                  std::uint64_t m, double factor, std::uint64_t j,
-                                  std::uint32_t* H, std::int64_t* M, double* beta_out,
-                                  double* V) {
+CEPAM_HD inline Status encode_at(const Config& c, const std::uint32_t* key, const T* xj,
+                                 std::uint64_t valid, double factor, std::uint64_t j,
+                                 std::uint32_t* H, std::int64_t* M, double* beta_out, double* V) {
   const int n = c.n;
   const double r = radius_of(c, key, j);
   const double beta = r / c.rho;  // = r (1 / rho) bit for bit where rho is a power of two
   const double inv_beta = 1.0 / beta;
   double xs[kMaxDim], t[kMaxDim];
   for (int k = 0; k < n; ++k) {
-    const std::uint64_t e = j * static_cast<std::uint64_t>(n) + static_cast<std::uint64_t>(k);
-    xs[k] = e < m ? static_cast<double>(x[e]) * factor : 0.0;
+    xs[k] = static_cast<std::uint64_t>(k) < valid ? static_cast<double>(xj[k]) * factor : 0.0;
     t[k] = xs[k] * inv_beta;
     if (!(std::fabs(t[k]) < c.limit)) return kInputTooLarge;
   }
@@ -159,6 +159,18 @@ CEPAM_HD inline Status encode_one(const Config& c, const std::uint32_t* key, con
     }
     if (trial == c.trial_cap) return kTrialCap;
   }
+}
+
+// Encodes sub-vector j of x[0..m) * factor (zero padding after x[m - 1]):
+// encode_at of its coordinates.
+template <class T>
+CEPAM_HD inline Status encode_one(const Config& c, const std::uint32_t* key, const T* x,
+                                  std::uint64_t m, double factor, std::uint64_t j,
+                                  std::uint32_t* H, std::int64_t* M, double* beta_out,
+                                  double* V) {
+  const std::uint64_t base = j * static_cast<std::uint64_t>(c.n);
+  const std::uint64_t valid = base < m ? m - base : 0;
+  return encode_at(c, key, valid != 0 ? x + base : x, valid, factor, j, H, M, beta_out, V);
 }
 
 // The point G m of basis coordinates m, for any lattice.

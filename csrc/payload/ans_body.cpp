@@ -219,16 +219,21 @@ std::size_t min_segment_bytes(bool point_model) {
 // point model), then its rANS stream.
 void put_segment(std::vector<std::uint8_t>& out, bool model_byte, bool points,
                  const std::vector<std::uint8_t>& stream) {
-  const std::size_t size = stream.size() + (model_byte ? 1 : 0);
+  append_segment(out, model_byte, points, stream.data(), stream.size());
+}
+
+}  // namespace
+
+void append_segment(std::vector<std::uint8_t>& out, bool model_byte, bool points,
+                    const std::uint8_t* stream, std::size_t stream_size) {
+  const std::size_t size = stream_size + (model_byte ? 1 : 0);
   if (size > 0xffffffffu) throw EncodingError("an entropy-coded segment is longer than 4 GiB");
   const std::size_t at = out.size();
   out.resize(at + 4);
   put_u32(out, at, static_cast<std::uint32_t>(size));
   if (model_byte) out.push_back(points ? 1 : 0);
-  out.insert(out.end(), stream.begin(), stream.end());
+  out.insert(out.end(), stream, stream + stream_size);
 }
-
-}  // namespace
 
 void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_stream) const {
   std::vector<std::uint8_t> stream;

@@ -88,6 +88,13 @@ class AnsSegmentEncoder {
   // the rANS streams coded two at a time, their chains interleaved.
   void finish_with(const AnsSegmentEncoder& other, std::vector<std::uint8_t>& out,
                    std::vector<std::uint8_t>& other_out) const;
+  // The symbols of the segment's rANS streams, for coding them elsewhere
+  // (payload/ans_streams.hpp): the box model's, and the point model's when
+  // it started (else nullptr: finish() codes the box model's alone, and
+  // otherwise keeps the shorter of the two).
+  const AnsEncoder& box_symbols() const { return ans_; }
+  const AnsEncoder* point_symbols() const { return points_started_ ? &ans_points_ : nullptr; }
+  bool has_model_byte() const { return points_ != nullptr; }
 
  private:
   void encode_h(std::size_t count, const std::uint32_t* H, AnsEncoder& enc) const;
@@ -101,6 +108,12 @@ class AnsSegmentEncoder {
   AnsEncoder ans_points_;               // the point model's stream, once started
   bool points_started_ = false;
 };
+
+// Appends a segment as AnsSegmentEncoder::finish does: its length, the
+// model byte (with model_byte: 1 when the point model codes M), then its
+// rANS stream of `size` bytes.  Throws EncodingError past 4 GiB.
+void append_segment(std::vector<std::uint8_t>& out, bool model_byte, bool points,
+                    const std::uint8_t* stream, std::size_t size);
 
 // The decoder's view of a body: the source model and where each segment's
 // rANS stream lies, checked before anything else is read (FormatError for

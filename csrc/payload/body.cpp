@@ -44,16 +44,6 @@ std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
   return m / n + (m % n != 0 ? 1 : 0);
 }
 
-// A small and a large typical width of a coding cell (beta G_kk), for the
-// source model's estimates (the mechanism table, lrsuq/latent.hpp).
-struct CellWidths {
-  double lo, hi;
-};
-CellWidths typical_cell_widths(const LrsuqParams& p) {
-  const MechanismInfo& mech = mechanism_info(p.mechanism);
-  return {mech.cell_width_lo * p.scale, mech.cell_width_hi * p.scale};
-}
-
 // The bomb rule (body.hpp).
 void check_declared_size(std::size_t m, std::size_t len) {
   if (min_body_bytes(m) > len)

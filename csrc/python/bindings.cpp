@@ -13,9 +13,12 @@
 #include "random/detmath.hpp"
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
+#include "lrsuq/compact.hpp"
 #include "lrsuq/norm.hpp"
+#include "lrsuq/norm_block.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
+#include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
 #include "coding/rans.hpp"
 #include "python/convert.hpp"
@@ -131,6 +134,90 @@ py::tuple encode_subvectors(const py::array& x, const py::bytes& key, const Lrsu
     lrsuq_encode_subvectors(p, k, px, m, factor, 0, N, h, mm, b, v);
   });
   return out.tuple();
+}
+
+// (H, M, beta, V) of sub-vectors `indices`, each given by its n
+// coordinates (pieces: count rows of n), of an update of m coordinates.
+py::tuple encode_subvectors_at(const py::array& pieces, const CArray<std::uint64_t>& indices,
+                               std::size_t m, const py::bytes& key, const LrsuqParams& p,
+                               double factor) {
+  const int n = p.n;
+  const ChaChaKey k = key_from(key);
+  const std::size_t count = static_cast<std::size_t>(indices.size());
+  if (static_cast<std::size_t>(pieces.size()) != count * static_cast<std::size_t>(n))
+    throw InvalidArgument("pieces must hold n coordinates for each index");
+  StageArrays out = StageArrays::allocate(count, n);
+  std::uint32_t* h = out.H.mutable_data();
+  std::int64_t* mm = out.M.mutable_data();
+  double* b = out.beta.mutable_data();
+  double* v = out.V.mutable_data();
+  const std::uint64_t* j = indices.data();
+  with_input(pieces, [&](const auto* px) {
+    lrsuq_encode_subvectors_at(p, k, px, j, count, m, factor, h, mm, b, v);
+  });
+  return out.tuple();
+}
+
+// The ANS body of x as the GPU path codes it, its streams by the host twin
+// of the CUDA kernel (payload/ans_streams.hpp).
+py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                              double factor) {
+  const ChaChaKey k = key_from(key);
+  std::vector<std::uint8_t> body;
+  with_input(x, [&](const auto* px) {
+    body = encode_ans_body_by_streams(p, k, px, static_cast<std::size_t>(x.size()), factor,
+                                      host_stream_coder);
+  });
+  return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
+}
+
+// (total, maxabs): the first pass of the clip's sum of squares by blocks,
+// as the CUDA kernel computes it (lrsuq/norm_block.hpp).
+py::tuple sum_of_squares_blocks(const py::array& x) {
+  double total = 0.0, maxabs = 0.0;
+  with_input(x, [&](const auto* px) {
+    const std::size_t m = static_cast<std::size_t>(x.size());
+    std::vector<double> sums(squares::blocks(m));
+    total = squares::sum_by_blocks(px, m, sums.data(), &maxabs);
+  });
+  return py::make_tuple(total, maxabs);
+}
+
+// (width of H, width of M, H, M): H and M through the GPU's compact
+// transfer (lrsuq/compact.hpp), packed at their range's widths and widened.
+py::tuple compact_round_trip(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M) {
+  const std::size_t count = static_cast<std::size_t>(H.size());
+  const std::size_t coords = static_cast<std::size_t>(M.size());
+  const compact::Range r = compact::range_of(H.data(), count, M.data(), coords);
+  const int wh = compact::unsigned_width(r.h_max), wm = compact::signed_width(r.m_lo, r.m_hi);
+  std::vector<std::uint8_t> ph(count * static_cast<std::size_t>(wh) + 1);
+  std::vector<std::uint8_t> pm(coords * static_cast<std::size_t>(wm) + 1);
+  compact::pack(H.data(), count, M.data(), coords, wh, wm, ph.data(), pm.data());
+  CArray<std::uint32_t> h(H.size());
+  CArray<std::int64_t> m(M.size());
+  compact::unpack(ph.data(), count, pm.data(), coords, wh, wm, h.mutable_data(), m.mutable_data());
+  return py::make_tuple(wh, wm, h, m);
+}
+
+// The rANS streams of symbols [first[s], first[s + 1]) (intervals start,
+// freq at 24-bit precision), coded as the CUDA kernel codes them.
+py::list rans_encode_segments_py(const CArray<std::uint32_t>& start,
+                                 const CArray<std::uint32_t>& freq,
+                                 const CArray<std::uint64_t>& first) {
+  const std::vector<AnsSymbol> symbols = ans_symbols(start, freq);
+  const std::size_t segments = segment_count(first, symbols.size());
+  std::vector<std::uint64_t> room(segments + 1, 0), sizes(segments);
+  for (std::size_t s = 0; s < segments; ++s)
+    room[s + 1] = room[s] + rans_max_stream_bytes(first.data()[s + 1] - first.data()[s]);
+  std::vector<std::uint32_t> words(symbols.size());
+  std::vector<std::uint8_t> out(room[segments]);
+  if (rans_encode_segments(symbols.data(), first.data(), segments, words.data(), out.data(),
+                           room.data(), sizes.data()) != kRansOk)
+    throw InvalidArgument("a rANS stream overran its room");
+  py::list streams;
+  for (std::size_t s = 0; s < segments; ++s)
+    streams.append(py::bytes(reinterpret_cast<const char*>(out.data() + room[s]), sizes[s]));
+  return streams;
 }
 
 py::array decode_subvectors(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
@@ -488,13 +575,8 @@ CArray<double> elementwise(const CArray<double>& x) {
 // kProbBits precision, and its decoding against a cumulative table.
 py::bytes ans_encode_intervals(const CArray<std::uint32_t>& start,
                                const CArray<std::uint32_t>& freq) {
-  if (start.size() != freq.size()) throw InvalidArgument("start and freq differ in length");
   AnsEncoder enc;
-  for (py::ssize_t i = 0; i < start.size(); ++i) {
-    const std::uint64_t s = start.data()[i], f = freq.data()[i];
-    if (f == 0 || s + f > kProbScale) throw InvalidArgument("bad symbol interval");
-    enc.put(static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(f));
-  }
+  for (const AnsSymbol& sym : ans_symbols(start, freq)) enc.put(sym.start, sym.freq);
   std::vector<std::uint8_t> out;
   enc.finish(out);
   return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
@@ -645,6 +727,14 @@ PYBIND11_MODULE(_core, m) {
         py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,
         "Decode a payload body into m values of dtype on up to `threads` native threads; "
         "raises FormatError.");
+  m.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
+        py::arg("key"), py::arg("params"), py::arg("coder"), py::arg("threads") = 1,
+        "Entropy-decode a payload body -> (H uint32[N], M int64[N*n]) (the GPU decodes "
+        "the lattice stage); raises FormatError.");
+  m.def("encode_subvectors_at", &encode_subvectors_at, py::arg("pieces"), py::arg("indices"),
+        py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("factor"),
+        "(H, M, beta, V) of the sub-vectors `indices` of an update of m coordinates, each "
+        "given by its n coordinates (pieces): the host's spot-check of a GPU's results.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
         py::arg("lattice") = 1, py::arg("m") = -1, py::arg("n") = 1,
         "The parts of a payload body and their sizes in bits (with m >= 0, an ANS body "
@@ -715,6 +805,19 @@ PYBIND11_MODULE(_core, m) {
         py::arg("m_bits"), "Raises FormatError unless a body of len bytes can hold the counts.");
   t.def("ans_encode_intervals", &ans_encode_intervals, py::arg("start"), py::arg("freq"),
         "rANS-code symbols given as (start, freq) intervals at 24-bit precision.");
+  t.def("ans_body_by_streams", &ans_body_by_streams, py::arg("x"), py::kw_only(),
+        py::arg("key"), py::arg("params"), py::arg("factor"),
+        "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
+        "streams by the CUDA kernel's code on the host) -> bytes.");
+  t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
+        "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
+        "the CUDA kernel computes it -> (total, maxabs).");
+  t.def("compact_round_trip", &compact_round_trip, py::arg("H"), py::arg("M"),
+        "H and M through the GPU's compact transfer (packed at the narrowest widths of "
+        "their range, then widened) -> (H width, M width, H, M).");
+  t.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
+        py::arg("first"),
+        "rANS-code the streams [first[s], first[s+1]) as the CUDA kernel does -> [bytes].");
   t.def("ans_decode_table", &ans_decode_table, py::arg("data"), py::arg("cum"),
         py::arg("count"), "Decode count symbols of a cumulative table.");
   t.def("chacha20_block", &chacha_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),

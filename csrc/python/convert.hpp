@@ -7,7 +7,9 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <vector>
 
+#include "coding/rans_core.hpp"
 #include "common/errors.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/body.hpp"
@@ -35,6 +37,32 @@ inline bool holds(const py::array& a) {
 inline void require_contiguous_1d(const py::array& a, const char* what) {
   if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
     throw InvalidArgument(std::string(what) + " must be a contiguous 1-D array");
+}
+
+// rANS symbols from intervals [start, start + freq) at 24-bit precision,
+// checked.
+inline std::vector<AnsSymbol> ans_symbols(const CArray<std::uint32_t>& start,
+                                          const CArray<std::uint32_t>& freq) {
+  if (start.size() != freq.size()) throw InvalidArgument("start and freq differ in length");
+  const std::size_t count = static_cast<std::size_t>(start.size());
+  std::vector<AnsSymbol> symbols(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t s = start.data()[i], f = freq.data()[i];
+    if (f == 0 || s + f > kProbScale) throw InvalidArgument("bad symbol interval");
+    symbols[i] = {static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(f)};
+  }
+  return symbols;
+}
+
+// Checks segments' offsets into `count` symbols: first[0] = 0, non-decreasing,
+// the last one count.  Returns the number of segments.
+inline std::size_t segment_count(const CArray<std::uint64_t>& first, std::size_t count) {
+  const std::size_t k = static_cast<std::size_t>(first.size());
+  if (k < 1 || first.data()[0] != 0 || first.data()[k - 1] != count)
+    throw InvalidArgument("first must run from 0 to the number of symbols");
+  for (std::size_t s = 1; s < k; ++s)
+    if (first.data()[s] < first.data()[s - 1]) throw InvalidArgument("first must not decrease");
+  return k - 1;
 }
 
 // The arrays of an LRSUQ stage of N sub-vectors in dimension n: H[N],

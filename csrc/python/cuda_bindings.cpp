@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/ans_gpu.hpp"
+#include "payload/ans_streams.hpp"
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
+#include "cuda/norm_gpu.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "python/convert.hpp"
 
@@ -64,18 +67,44 @@ py::dict timing_dict(const gpu::Timing& t) {
   return d;
 }
 
-// (H, M, beta, V, timing) of a CUDA tensor given as a DLPack capsule.
-py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
-                         double factor, std::uintptr_t stream) {
-  const int n = p.n;
-  const ChaChaKey k = key_from(key);
-  Borrowed borrowed(x);
-  const dlpack::Tensor& t = borrowed.tensor();
+// Checks that t is float32 or float64 in CUDA device memory.
+void check_cuda_floats(const dlpack::Tensor& t) {
   if (t.device.device_type != dlpack::kCUDA)
     throw InvalidArgument("the tensor is not in CUDA device memory");
   if (t.dtype.code != dlpack::kFloat || t.dtype.lanes != 1 ||
       (t.dtype.bits != 32 && t.dtype.bits != 64))
     throw py::type_error("x must be float32 or float64");
+}
+
+// (total, maxabs, timing): the first pass of the clip's sum of squares of a
+// CUDA tensor (cuda/norm_gpu.hpp).
+py::tuple sum_of_squares(const py::capsule& x, std::uintptr_t stream) {
+  Borrowed borrowed(x);
+  const dlpack::Tensor& t = borrowed.tensor();
+  check_cuda_floats(t);
+  const std::size_t m = compact_size(t);
+  const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+  gpu::Timing timing;
+  gpu::Squares s{};
+  {
+    py::gil_scoped_release nogil;
+    s = t.dtype.bits == 32
+            ? gpu::sum_of_squares(reinterpret_cast<const float*>(base), m, t.device.device_id,
+                                  stream, &timing)
+            : gpu::sum_of_squares(reinterpret_cast<const double*>(base), m, t.device.device_id,
+                                  stream, &timing);
+  }
+  return py::make_tuple(s.total, s.maxabs, timing_dict(timing));
+}
+
+// (H, M, beta, V, timing) of a CUDA tensor given as a DLPack capsule.
+py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
+                         double factor, std::uintptr_t stream, std::size_t chunk) {
+  const int n = p.n;
+  const ChaChaKey k = key_from(key);
+  Borrowed borrowed(x);
+  const dlpack::Tensor& t = borrowed.tensor();
+  check_cuda_floats(t);
   const std::size_t m = compact_size(t);
   const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
   StageArrays out = StageArrays::allocate(N, n);
@@ -89,10 +118,10 @@ py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, const Lrsuq
     py::gil_scoped_release nogil;
     if (t.dtype.bits == 32) {
       gpu::encode_lattice(p, k, reinterpret_cast<const float*>(base), m, factor,
-                          t.device.device_id, stream, h, mm, b, v, &timing);
+                          t.device.device_id, stream, h, mm, b, v, &timing, chunk);
     } else {
       gpu::encode_lattice(p, k, reinterpret_cast<const double*>(base), m, factor,
-                          t.device.device_id, stream, h, mm, b, v, &timing);
+                          t.device.device_id, stream, h, mm, b, v, &timing, chunk);
     }
   }
   return py::make_tuple(out.H, out.M, out.beta, out.V, timing_dict(timing));
@@ -123,7 +152,8 @@ void capsule_destructor(PyObject* capsule) {
 // (float32 or float64, shape (m,)), and the timing.
 py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
                          std::size_t m, const py::bytes& key, const LrsuqParams& p,
-                         const std::string& dtype, int device, std::uintptr_t stream) {
+                         const std::string& dtype, int device, std::uintptr_t stream,
+                         std::size_t chunk) {
   const int n = p.n;
   const ChaChaKey k = key_from(key);
   const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
@@ -152,9 +182,9 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
     const std::int64_t* mm = M.data();
     py::gil_scoped_release nogil;
     if (bits == 32) {
-      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<float*>(t.data), &timing);
+      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<float*>(t.data), &timing, chunk);
     } else {
-      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<double*>(t.data), &timing);
+      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<double*>(t.data), &timing, chunk);
     }
   } catch (...) {
     delete_owned(&owned->managed);
@@ -162,6 +192,59 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   }
   py::capsule capsule(&owned->managed, kCapsule, &capsule_destructor);
   return py::make_tuple(capsule, timing_dict(timing));
+}
+
+// The rANS streams [first[s], first[s + 1]) of the symbols (intervals
+// start, freq), coded on `device` -> ([bytes], timing).
+py::tuple rans_encode_segments_py(const CArray<std::uint32_t>& start,
+                               const CArray<std::uint32_t>& freq,
+                               const CArray<std::uint64_t>& first, int device,
+                               std::uintptr_t stream) {
+  const std::vector<AnsSymbol> symbols = ans_symbols(start, freq);
+  const std::size_t segments = segment_count(first, symbols.size());
+  std::vector<std::uint8_t> out;
+  std::vector<std::uint64_t> sizes;
+  gpu::Timing timing;
+  {
+    py::gil_scoped_release nogil;
+    gpu::rans_encode_segments(symbols.data(), first.data(), segments, device, stream, out, sizes,
+                              &timing);
+  }
+  py::list streams;
+  std::size_t at = 0;
+  for (const std::uint64_t size : sizes) {
+    streams.append(py::bytes(reinterpret_cast<const char*>(out.data() + at), size));
+    at += size;
+  }
+  return py::make_tuple(streams, timing_dict(timing));
+}
+
+// The ANS body of x (host memory) with every segment's rANS streams coded
+// on `device` (payload/ans_streams.hpp): the CPU's body bytes.
+py::bytes encode_ans_body(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                          double factor, int device, std::uintptr_t stream) {
+  const ChaChaKey k = key_from(key);
+  if (x.ndim() != 1 || !(x.flags() & py::array::c_style))
+    throw InvalidArgument("x must be a contiguous 1-D array");
+  const StreamCoder on_device = [&](const AnsSymbol* symbols, const std::uint64_t* first,
+                                    std::size_t count, std::vector<std::uint8_t>& out,
+                                    std::vector<std::uint64_t>& sizes) {
+    gpu::rans_encode_segments(symbols, first, count, device, stream, out, sizes, nullptr);
+  };
+  const std::size_t m = static_cast<std::size_t>(x.size());
+  std::vector<std::uint8_t> body;
+  if (holds<float>(x)) {
+    const auto* px = static_cast<const float*>(x.data());
+    py::gil_scoped_release nogil;
+    body = encode_ans_body_by_streams(p, k, px, m, factor, on_device);
+  } else if (holds<double>(x)) {
+    const auto* px = static_cast<const double*>(x.data());
+    py::gil_scoped_release nogil;
+    body = encode_ans_body_by_streams(p, k, px, m, factor, on_device);
+  } else {
+    throw py::type_error("x must be float32 or float64");
+  }
+  return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
 }
 
 }  // namespace
@@ -179,10 +262,24 @@ PYBIND11_MODULE(_cuda, m) {
     return py::make_tuple(count, why);
   }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("params"), py::arg("factor"), py::arg("stream") = 0,
-        "LRSUQ-encode a CUDA tensor (DLPack capsule) -> (H, M, beta, V, timing), host arrays.");
+        py::arg("params"), py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
+        "LRSUQ-encode a CUDA tensor (DLPack capsule) -> (H, M, beta, V, timing), host arrays; "
+        "chunk: sub-vectors per launch (0: the default).");
   m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(),
         py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
-        py::arg("device") = 0, py::arg("stream") = 0,
-        "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing).");
+        py::arg("device") = 0, py::arg("stream") = 0, py::arg("chunk") = 0,
+        "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
+        "sub-vectors per launch (0: the default).");
+  m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
+        "The ANS body of a host array with every segment's rANS streams coded on the GPU "
+        "-> bytes (the CPU's body).");
+  m.def("sum_of_squares", &sum_of_squares, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
+        "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
+        "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "
+        "finite or is below 2^-900 needs the host's second pass.");
+  m.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
+        py::arg("first"), py::kw_only(), py::arg("device") = 0, py::arg("stream") = 0,
+        "rANS-code the streams [first[s], first[s+1]) on the GPU, one a thread "
+        "-> ([bytes], timing): the CPU's bytes.");
 }

@@ -56,7 +56,8 @@ from .payload import (
     parse_header,
     sealed_head,
 )
-from .cuda import LatticeStage, parse_device, to_device
+from .cuda import (LatticeStage, check_device_output, decode_on_device, decodes_on_device,
+                   parse_device, to_device)
 from .precision import check_output
 from .sealing import open_payload, seal
 from .structure import (
@@ -575,20 +576,24 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         raise InvalidArgumentError("the payload carries no structure (encoded with "
                                    "structure=False): pass like=, a template of the update")
     mechanism = mechanism_from_code(header.mechanism, header.scale)
-    flat = _core.decode(sealed.body, m=header.m, key=stream_key(secret, header.context),
-                        params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
-                        coder=header.coder,
-                        dtype=decoded_dtype(structure, dtype=dtype, output=output),
-                        threads=threads)
-    noise_std = mechanism.std
+    kw = dict(m=header.m, key=stream_key(secret, header.context),
+              params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
+              coder=header.coder, dtype=decoded_dtype(structure, dtype=dtype, output=output),
+              threads=threads)
+    # device="cuda" with the CUDA path: the GPU kernel decodes into device
+    # memory, where the result stays (cepam.cuda); else the host decodes.
+    on_gpu = cuda_index is not None and decodes_on_device()
+    flat = decode_on_device(sealed.body, index=cuda_index, **kw) if on_gpu else \
+        _core.decode(sealed.body, **kw)
+    check = check_device_output if on_gpu else check_output
+    check_threads = {} if on_gpu else {"threads": threads}  # the host's sums run in parallel
     start = 0
     for i, entry in enumerate(structure.entries):
-        check_output(flat[start : start + entry.size],
-                     output_dtype(entry, dtype=dtype, output=output),
-                     noise_std=noise_std, where=_entry_name(structure, i), threads=threads)
+        check(flat[start : start + entry.size], output_dtype(entry, dtype=dtype, output=output),
+              noise_std=mechanism.std, where=_entry_name(structure, i), **check_threads)
         start += entry.size
     result = unflatten(flat, structure, output=output, dtype=dtype)
-    return result if cuda_index is None else to_device(result, cuda_index)
+    return result if cuda_index is None or on_gpu else to_device(result, cuda_index)
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",

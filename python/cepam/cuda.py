@@ -10,25 +10,44 @@ coding stays on the CPU.  The module is built when a CUDA compiler is found
 driver, where it reports no device.
 
 Status: experimental.  The kernels are compiled in CI and their arithmetic is
-checked bit for bit on the CPU (``tests/core/test_subvector.py``); the GPU tests
-(``tests/core/test_cuda.py``, marker ``cuda``) have not yet run on a GPU.
+checked bit for bit on the CPU (``tests/core/test_subvector.py``,
+``tests/core/test_rans_core.py``); the GPU tests (``tests/core/test_cuda.py``, marker
+``cuda``; ``bench/gpu_check.py``) run only on a GPU machine.
+
+What runs on the GPU: for :func:`cepam.encode` of an update whose leaves are
+all torch CUDA tensors, the LRSUQ stage (the update is still copied to the
+host once, for the clip's norm and the entropy coder's source model, and the
+stage's results come back to the host for the entropy coder); after every such
+call the host recomputes a few sub-vectors chosen from the context
+(:func:`check_stage`) and raises :class:`~cepam.errors.DeviceError` if the GPU
+disagrees.  For ``decode(..., device="cuda")``: the body is entropy-decoded on
+the host, only the trial indices H and lattice points M travel, and the GPU
+kernel writes the update into device memory, where it stays.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
-are copied to the host, with a one-time :class:`HostCopyWarning`; nothing else
-changes.
+are copied to the host, with a one-time :class:`HostCopyWarning`, and
+``decode(device="cuda")`` decodes on the host and copies the result; nothing
+else changes.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import warnings
 from typing import Any
 
+import numpy as np
+
+from ._native import core as _core
 from ._native import cuda_module
-from .errors import DeviceError, InvalidArgumentError
+from .errors import CepamError, DeviceError, InvalidArgumentError
+from .precision import judge_output, overflow_error
 
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
-           "LatticeStage"]
+           "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "decodes_on_device",
+           "decode_on_device",
+           "check_device_output"]
 
 # DLPack device types (dlpack.h): kDLCUDA, kDLCUDAManaged.
 _DLPACK_CUDA = (2, 13)
@@ -148,22 +167,23 @@ def to_device(result: Any, index: int) -> Any:
 
 
 def _cuda_leaves(update: Any, names: list[str]) -> list[Any] | None:
-    """The CUDA torch tensors of ``update`` in coding order (``names``: the
-    coded entries of a mapping), or None unless every one is a CUDA tensor."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
+    """The leaves of ``update`` in coding order (``names``: the coded entries
+    of a mapping) as CUDA torch tensors, the CUDA arrays of other DLPack
+    libraries (CuPy, JAX) wrapped by torch without a copy; None unless every
+    one is in CUDA memory and torch is installed."""
     if isinstance(update, dict):
         leaves = [update[name] for name in names]
     elif isinstance(update, (list, tuple)):
         leaves = list(update)
     else:
         leaves = [update]
-    if all(isinstance(t, torch.Tensor) and t.is_cuda for t in leaves):
-        return leaves
-    return None
+    if not all(is_cuda(t) for t in leaves):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return [t if isinstance(t, torch.Tensor) else torch.from_dlpack(t) for t in leaves]
 
 
 class LatticeStage:
@@ -207,4 +227,140 @@ class LatticeStage:
         H, M, beta, V, timing = _cuda.encode_lattice(
             capsule, key=key, params=params, factor=factor, stream=stream)
         self.timings.append(timing)
+        m = int(self._flat.numel())
+        indices = spot_indices(key, len(H))
+        check_stage((H, M, beta, V), self._pieces(indices, params.n), indices, m=m, key=key,
+                    params=params, factor=factor)
         return H, M, beta, V
+
+    def _pieces(self, indices: np.ndarray, n: int) -> np.ndarray:
+        """The coordinates of sub-vectors ``indices`` (n each, zeros past the
+        update's end), copied to the host: len(indices) n values."""
+        import torch
+
+        flat = self._flat
+        m = int(flat.numel())
+        if len(indices) == 0:
+            return np.zeros(0, dtype=str(flat.dtype).removeprefix("torch."))
+        rows = torch.as_tensor(indices.astype(np.int64), device=flat.device)
+        cols = rows[:, None] * n + torch.arange(n, device=flat.device)
+        values = flat[cols.clamp(max=m - 1)]
+        values = torch.where(cols < m, values, torch.zeros((), dtype=flat.dtype,
+                                                            device=flat.device))
+        return values.reshape(-1).cpu().numpy()
+
+
+# --- the host's spot-check of a GPU's LRSUQ stage ------------------------------
+
+SPOT_CHECKS = 16
+"""Sub-vectors the host recomputes after every GPU encode (a few
+microseconds each), to catch a GPU that computes wrong results."""
+
+
+def spot_indices(key: bytes, N: int, *, count: int = SPOT_CHECKS) -> np.ndarray:
+    """The sub-vectors (of N) to spot-check for the LRSUQ stream ``key``:
+    the first, the last (padded when n does not divide m) and ``count - 2``
+    drawn from a SHAKE-256 hash of the key, so each call checks others;
+    sorted and distinct (uint64), all N of them when N <= count.
+
+    Raises:
+        InvalidArgumentError: for a count below 2.
+    """
+    if count < 2:
+        raise InvalidArgumentError(f"count must be at least 2, got {count}")
+    if N <= count:
+        return np.arange(N, dtype=np.uint64)
+    digest = hashlib.shake_256(b"cepam/spot-check/v1" + key).digest(8 * (count - 2))
+    drawn = np.frombuffer(digest, dtype="<u8") % np.uint64(N)
+    return np.unique(np.concatenate([np.array([0, N - 1], np.uint64), drawn]))
+
+
+def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: np.ndarray, *,
+                m: int, key: bytes, params: Any, factor: float) -> None:
+    """Checks a device's LRSUQ stage (H[N], M[N n], beta[N], V[N n], host
+    arrays) at sub-vectors ``indices`` against the host's computation of
+    them (``_core.encode_subvectors_at``, the CPU codec's arithmetic, bit
+    for bit); ``pieces``: those sub-vectors' coordinates (len(indices) n
+    values, float32 or float64 as encoded, zeros past coordinate m).
+
+    Raises:
+        DeviceError: a value differs, or the host cannot encode a sub-vector
+            the device encoded; the message names the first such sub-vector.
+    """
+    H, M, beta, V = stage
+    n = int(params.n)
+    where = f"sub-vector {{}} of {len(H)} ({m} coordinates, n = {n})"
+    try:
+        h, mm, b, v = _core.encode_subvectors_at(pieces, np.asarray(indices, np.uint64), m=m,
+                                                 key=key, params=params, factor=factor)
+    except CepamError as e:
+        raise DeviceError(f"the GPU encoded a sub-vector the host refuses ({e}): its "
+                          "results cannot be trusted") from e
+    M2, V2 = np.asarray(M).reshape(-1, n), np.asarray(V).reshape(-1, n)
+    mm, v = mm.reshape(-1, n), v.reshape(-1, n)
+    for i, j in enumerate(np.asarray(indices, np.int64)):
+        same = (int(H[j]) == int(h[i]) and np.array_equal(M2[j], mm[i])
+                and np.asarray(beta[j : j + 1]).tobytes() == b[i : i + 1].tobytes()
+                and V2[j].tobytes() == v[i].tobytes())
+        if not same:
+            raise DeviceError(
+                f"the GPU's LRSUQ stage differs from the host's at {where.format(j)}: "
+                f"H {int(H[j])} vs {int(h[i])}, M {M2[j].tolist()} vs {mm[i].tolist()}, "
+                f"beta {float(beta[j])!r} vs {float(b[i])!r}; its results cannot be trusted "
+                "(python bench/gpu_check.py compares the two paths)")
+
+
+# --- decode(device="cuda") -----------------------------------------------------
+
+def decodes_on_device() -> bool:
+    """Whether ``decode(device="cuda")`` runs the GPU kernel: the CUDA path
+    is available and torch (which holds the result) sees a CUDA device."""
+    if not is_available():
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int, dtype: str,
+                     threads: int, index: int) -> Any:
+    """The m decoded coordinates of a payload body as a 1-D torch tensor of
+    ``dtype`` ("float32" or "float64") on CUDA device ``index``: the body
+    entropy-decoded on the host (``threads`` threads), the trial indices and
+    lattice points copied to the device, and the LRSUQ reconstruction run by
+    the GPU kernel (the CPU codec's values, bit for bit).
+
+    Raises:
+        FormatError: the body is malformed.
+        DeviceError: a CUDA failure.
+    """
+    import torch
+
+    H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder, threads=threads)
+    stream = torch.cuda.current_stream(index).cuda_stream
+    capsule, _ = cuda_module().decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype,
+                                              device=index, stream=stream)
+    return torch.from_dlpack(capsule)
+
+
+def check_device_output(values: Any, dtype: str, *, noise_std: float, where: str) -> None:
+    """:func:`cepam.precision.check_output` for decoded values held in a
+    torch tensor on a GPU (their statistics computed there).
+
+    Raises:
+        DecodingError: a value is infinite or beyond the dtype's range.
+    """
+    import torch
+
+    if values.numel() == 0:
+        return
+    name = str(values.dtype).removeprefix("torch.")
+    if not bool(torch.isfinite(values).all()):
+        raise overflow_error(name, noise_std=noise_std, where=where)
+    sumsq = float(torch.sum(torch.square(values.to(torch.float64))))
+    judge_output(sumsq, values.numel(), name, dtype, noise_std=noise_std, where=where,
+                 peak=lambda: float(values.abs().max()),
+                 scaled_mean_square=lambda peak: float(
+                     torch.mean(torch.square(values.to(torch.float64) / peak))))

@@ -96,7 +96,11 @@ class PrivacyWarning(UserWarning):
     nothing bounds what one client's data can change."""
 class DeviceError(CepamError, RuntimeError):
     """A CUDA device or its runtime failed (no usable driver or device, out of
-    device memory, a failed kernel launch); the input itself was acceptable."""
+    device memory, a failed kernel launch), or a GPU's results failed the
+    host's spot-check (:func:`cepam.cuda.check_stage`: a few sub-vectors
+    recomputed on the CPU after every GPU encode differ); the input itself
+    was acceptable."""
+
 class PrivacyBudgetError(CepamError, ValueError):
     """Spending more privacy would exceed the budget (``max_epsilon``) of a
     :class:`cepam.accounting.Ledger`; nothing was recorded."""

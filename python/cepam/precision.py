@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,21 +87,42 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
         # float64, raises on NaN and Inf
         sumsq = _core.sum_of_squares(values, fixed_order=False, threads=threads)
     except InvalidArgumentError:
-        hint = "; decode with dtype='float64'" if values.dtype != np.float64 else ""
-        raise DecodingError(
-            f"{where}: the decoded values overflow {values.dtype} (noise std "
-            f"{noise_std:.3g}){hint}") from None
-    narrower = _FORMATS[dtype].max < _FORMATS[values.dtype.name].max
+        raise overflow_error(values.dtype.name, noise_std=noise_std, where=where) from None
+    judge_output(sumsq, values.size, values.dtype.name, dtype, noise_std=noise_std, where=where,
+                 peak=lambda: max(float(values.max()), -float(values.min())),
+                 scaled_mean_square=lambda peak: float(
+                     np.mean(np.square(values / peak, dtype=np.float64))))
+
+
+def overflow_error(values_dtype: str, *, noise_std: float, where: str) -> DecodingError:
+    """The error for decoded values that are infinite or NaN in ``values_dtype``."""
+    hint = "; decode with dtype='float64'" if values_dtype != "float64" else ""
+    return DecodingError(f"{where}: the decoded values overflow {values_dtype} (noise std "
+                         f"{noise_std:.3g}){hint}")
+
+
+def judge_output(sumsq: float, size: int, values_dtype: str, dtype: str, *, noise_std: float,
+                 where: str, peak: Callable[[], float],
+                 scaled_mean_square: Callable[[float], float]) -> None:
+    """check_output's verdict from the statistics of ``size`` finite decoded
+    values held as ``values_dtype`` (numpy on the host, or a GPU tensor:
+    cepam.cuda): their float64 sum of squares ``sumsq`` (inf when the
+    squares overflow), and, asked only when needed, their largest magnitude
+    ``peak()`` and the mean of their squares divided by peak^2.
+
+    Raises and warns as :func:`check_output`."""
+    narrower = _FORMATS[dtype].max < _FORMATS[values_dtype].max
+    top = 0.0
     if narrower or not math.isfinite(sumsq):
-        peak = max(float(values.max()), -float(values.min()))
-        if peak > _FORMATS[dtype].max:
+        top = peak()
+        if top > _FORMATS[dtype].max:
             raise DecodingError(
-                f"{where}: decoded values up to {peak:.3g} overflow {dtype} (largest "
+                f"{where}: decoded values up to {top:.3g} overflow {dtype} (largest "
                 f"{_FORMATS[dtype].max:.3g}); decode with dtype='auto' or 'float64'")
     if math.isfinite(sumsq):
-        rms = math.sqrt(sumsq / values.size)
+        rms = math.sqrt(sumsq / size)
     else:  # squares beyond float64 (values above 1e154): scale first
-        rms = peak * math.sqrt(float(np.mean(np.square(values / peak, dtype=np.float64))))
+        rms = top * math.sqrt(scaled_mean_square(top))
     if rms == 0.0:  # zeros are exact in every dtype
         return
     error = rounding_rms(rms, dtype)
@@ -110,4 +132,4 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
             f"{where}: {dtype} rounds values of rms {rms:.3g} by about {error:.3g}, "
             f"{error / noise_std if noise_std > 0 else math.inf:.2g} times the noise std {noise_std:.3g}, so the error "
             f"is no longer the mechanism's noise; decode with {wider}",
-            PrecisionWarning, stacklevel=4)
+            PrecisionWarning, stacklevel=5)

@@ -338,14 +338,16 @@ def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str, dtype: str) -> 
                 "the payload holds torch tensors but torch is not installed; "
                 "pass output='numpy'"
             ) from None
-        t = torch.from_numpy(np.ascontiguousarray(arr).reshape(entry.shape))
-        return t.to(getattr(torch, name))
+        # arr: numpy, or a torch tensor on a GPU (decode(device="cuda"): cepam.cuda)
+        t = arr if isinstance(arr, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(arr))
+        return t.reshape(entry.shape).to(getattr(torch, name))
     return arr.astype(name, copy=False).reshape(entry.shape)
 
 
 def unflatten(flat: np.ndarray, structure: Structure, *, output: str = "auto",
               dtype: str = "input") -> Any:
-    """Rebuilds the update ``flatten`` described, from a decoded flat vector.
+    """Rebuilds the update ``flatten`` described, from a decoded flat vector
+    (numpy, or a torch tensor on a GPU when every leaf is returned as torch).
 
     output: "auto" (numpy or torch per entry, as encoded), "numpy" or "torch".
     dtype: one of :data:`DTYPE_CHOICES` (see :func:`output_dtype`).

@@ -97,20 +97,144 @@ def test_dlpack_host_arrays_are_encoded_like_numpy():
     assert cepam.encode(_DLPackOnly(x), cepam.Gaussian(sigma=0.1), **kw) == expected
 
 
-def test_host_copy_warning_is_shown_once(monkeypatch):
+def _cuda_path(monkeypatch, available: bool) -> None:
+    """Pretends the CUDA path is (not) available, whatever this machine has,
+    with the once-flag reset (other tests of the worker may have set it)."""
+    why = "" if available else "no usable CUDA device: pretended by the test"
+    monkeypatch.setattr(cuda, "status", lambda: (available, why))
     monkeypatch.setattr(cuda, "_warned_host_copy", False)
+
+
+def test_host_copy_warning_is_shown_once(monkeypatch):
+    # The warning is about the fallback: on a GPU machine the CUDA path is
+    # available and note_host_copy() rightly says nothing, so the test
+    # pretends it is not (it used to rely on the machine having no GPU).
+    _cuda_path(monkeypatch, available=False)
+    with pytest.warns(cuda.HostCopyWarning, match="pretended by the test"):
+        cuda.note_host_copy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # whatever the registry and filters hold
+        cuda.note_host_copy()
+    assert caught == []
+
+
+def test_no_host_copy_warning_when_the_cuda_path_runs(monkeypatch):
+    _cuda_path(monkeypatch, available=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cuda.note_host_copy()
-        cuda.note_host_copy()
-    assert [w.category for w in caught] == [cuda.HostCopyWarning]
+    assert caught == []
 
 
-# --- on a GPU ------------------------------------------------------------------
+# --- the host's spot-check of a GPU (runs everywhere) ---------------------------
 
 def _kw(mech, lattice, n):
     return dict(key=KEY, params=_core.Params(mechanism=mech, scale=0.5, lattice=lattice, n=n))
 
+
+
+def test_spot_indices_take_the_first_the_last_and_some_drawn_from_the_key():
+    a = cuda.spot_indices(bytes(32), 10**6)
+    b = cuda.spot_indices(bytes(range(32)), 10**6)
+    assert a.dtype == np.uint64 and a[0] == 0 and a[-1] == 10**6 - 1
+    assert 2 < len(a) <= cuda.SPOT_CHECKS and np.all(np.diff(a.astype(np.int64)) > 0)
+    assert not np.array_equal(a, b)  # each context checks other sub-vectors
+    np.testing.assert_array_equal(cuda.spot_indices(bytes(32), 5), np.arange(5))
+    with pytest.raises(InvalidArgumentError):
+        cuda.spot_indices(bytes(32), 100, count=1)
+
+
+def _host_stage(m, n, lattice, dtype=np.float32):
+    x = _input(m, dtype, seed=m)
+    kw = _kw(1, lattice, n)
+    stage = [a.copy() for a in hooks.encode_subvectors(x, factor=0.75, **kw)]
+    indices = cuda.spot_indices(kw["key"], len(stage[0]))
+    padded = np.zeros(len(stage[0]) * n, x.dtype)
+    padded[:m] = x
+    pieces = padded.reshape(-1, n)[indices.astype(np.intp)].reshape(-1)
+    return stage, pieces, indices, dict(m=m, factor=0.75, **kw)
+
+
+@pytest.mark.parametrize("lattice,n", [(1, 1), (1, 3), (3, 4), (4, 8)])
+def test_the_spot_check_accepts_the_host_stage(lattice, n):
+    stage, pieces, indices, kw = _host_stage(10_001, n, lattice)
+    cuda.check_stage(tuple(stage), pieces, indices, **kw)
+
+
+@pytest.mark.parametrize("part", ["H", "M", "beta", "V", "V-sign"])
+@pytest.mark.parametrize("where", ["first", "last", "drawn"])
+def test_the_spot_check_raises_device_error_on_a_wrong_value(part, where):
+    n = 4
+    stage, pieces, indices, kw = _host_stage(10_001, n, 3)
+    H, M, beta, V = stage
+    j = int({"first": indices[0], "last": indices[-1], "drawn": indices[len(indices) // 2]}[where])
+    if part == "H":
+        H[j] += 1
+    elif part == "M":
+        M[j * n + 2] -= 1
+    elif part == "beta":
+        beta[j] = np.nextafter(beta[j], np.inf)  # one ulp
+    elif part == "V":
+        V[j * n + 1] = np.nextafter(V[j * n + 1], np.inf)
+    else:  # a zero's sign: equal as numbers, other bits
+        V[j * n] = -V[j * n] if V[j * n] != 0 else -0.0 if not np.signbit(V[j * n]) else 0.0
+    with pytest.raises(DeviceError, match=f"sub-vector {j} of"):
+        cuda.check_stage((H, M, beta, V), pieces, indices, **kw)
+
+
+def test_the_spot_check_raises_device_error_where_the_host_refuses():
+    """A value the host cannot encode (here: an infinite coordinate given as
+    the sub-vector's) where the device claims a result."""
+    stage, pieces, indices, kw = _host_stage(1000, 1, 1)
+    pieces = pieces.copy()
+    pieces[0] = np.inf
+    with pytest.raises(DeviceError, match="refuses"):
+        cuda.check_stage(tuple(stage), pieces, indices, **kw)
+
+
+@pytest.mark.parametrize("m,n", [(10_001, 4), (10_000, 8), (7, 3)])
+def test_the_spot_checked_pieces_are_the_sub_vectors_coordinates(m, n):
+    """LatticeStage's gather of the checked sub-vectors (torch indexing, run
+    here on a host tensor), zeros past the update's end."""
+    torch = pytest.importorskip("torch")
+    x = _input(m, np.float64, seed=1)
+    indices = cuda.spot_indices(KEY, -(-m // n))
+    pieces = cuda.LatticeStage(torch.from_numpy(x))._pieces(indices, n)
+    padded = np.zeros(-(-m // n) * n)
+    padded[:m] = x
+    assert pieces.dtype == np.float64
+    np.testing.assert_array_equal(pieces, padded.reshape(-1, n)[indices.astype(np.intp)].ravel())
+
+
+@pytest.mark.parametrize("values,dtype", [
+    (np.array([1.0, -2.0, 3.0], np.float32), "float32"),
+    (np.array([1e5, 2.0], np.float32), "bfloat16"),        # rounding beyond the noise
+    (np.array([1e6, -7e5], np.float64), "float16"),        # beyond float16's range
+    (np.array([1e200, 1.0], np.float64), "float32"),       # squares beyond float64
+    (np.array([1e200, -3e199], np.float64), "float64"),    # the same, rescaled
+    (np.array([np.inf, 1.0], np.float32), "float32"),      # not finite
+    (np.zeros(4, np.float32), "float16"),
+])
+def test_the_device_output_check_gives_the_host_verdicts(values, dtype):
+    """check_device_output (torch statistics; here on a host tensor) raises
+    and warns as check_output does."""
+    torch = pytest.importorskip("torch")
+    from cepam.precision import check_output
+
+    def verdict(check, v):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                check(v, dtype, noise_std=1e-3, where="the update")
+            except cepam.errors.DecodingError as e:
+                return "raises", str(e)
+        return "passes", [str(w.message) for w in caught]
+
+    assert verdict(cuda.check_device_output, torch.from_numpy(values)) == \
+        verdict(check_output, values)
+
+
+# --- on a GPU ------------------------------------------------------------------
 
 @needs_gpu
 @pytest.mark.cuda
@@ -138,7 +262,7 @@ def test_gpu_lattice_stage_is_bit_identical(mech, lattice, n, dtype):
 @needs_gpu
 @pytest.mark.cuda
 @pytest.mark.parametrize("lattice", ["Z", "E8", "auto"])
-def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice):
+def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, monkeypatch):
     import torch
 
     update = {"w": torch.randn(300, 7, generator=torch.Generator().manual_seed(0)),
@@ -146,12 +270,113 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice):
     kw = dict(secret=SECRET, round=4, client=1, clip=10.0, lattice=lattice)
     expected = cepam.encode(update, cepam.Gaussian(sigma=0.05), **kw)
     on_gpu = {k: v.cuda() for k, v in update.items()}
+    calls = _spy(monkeypatch)
     assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
+    assert calls["stage"] >= 1 and calls["check"] == calls["stage"]  # the GPU path ran, checked
     out = cepam.decode(expected, secret=SECRET, device="cuda")
+    assert calls["decode"] == 1  # the GPU kernel decoded
     ref = cepam.decode(expected, secret=SECRET)
     for k in update:
         assert out[k].is_cuda
         assert torch.equal(out[k].cpu(), ref[k])
+
+
+def _spy(monkeypatch) -> dict[str, int]:
+    """Counts the GPU path's calls: the LRSUQ stage of an encode, its
+    spot-check, and the device decode."""
+    import cepam.codec
+
+    calls = {"stage": 0, "check": 0, "decode": 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(cuda.LatticeStage, "__call__", counted("stage", cuda.LatticeStage.__call__))
+    monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
+    monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
+    return calls
+
+
+@needs_gpu
+@pytest.mark.cuda
+def test_dlpack_cuda_arrays_reach_the_gpu_stage(monkeypatch):
+    """A CUDA array that offers only DLPack (as CuPy and JAX arrays do) runs
+    the GPU's LRSUQ stage too, to the CPU's bytes."""
+    import torch
+
+    x = torch.randn(5000, generator=torch.Generator().manual_seed(3))
+    kw = dict(secret=SECRET, round=2, client=3, clip=10.0, lattice="D4")
+    expected = cepam.encode(x, cepam.Gaussian(sigma=0.05), **kw)
+    calls = _spy(monkeypatch)
+    assert cepam.encode(_DLPackOnly(x.cuda()), cepam.Gaussian(sigma=0.05), **kw) == expected
+    assert calls["stage"] == 1 and calls["check"] == 1
+
+
+@needs_gpu
+@pytest.mark.cuda
+def test_a_wrong_gpu_result_raises_device_error(monkeypatch):
+    """The spot-check after every GPU encode: a lattice point the GPU got
+    wrong at a checked sub-vector (the first is always checked) is loud."""
+    import torch
+
+    real = _cuda.encode_lattice
+
+    def wrong(*args, **kwargs):
+        H, M, beta, V, timing = real(*args, **kwargs)
+        M[0] += 1
+        return H, M, beta, V, timing
+
+    monkeypatch.setattr(_cuda, "encode_lattice", wrong)
+    x = torch.randn(5000, device="cuda")
+    with pytest.raises(DeviceError, match="sub-vector 0 of"):
+        cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,
+                     lattice="Z")
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("chunk", [1, 1000, 4096, 1 << 20])
+def test_gpu_results_do_not_depend_on_the_launch_chunk(chunk):
+    import torch
+
+    kw = _kw(1, 4, 8)  # Gaussian, E8
+    x = _input(100_003, np.float32, seed=5)
+    xd = torch.from_numpy(x).cuda()
+    H, M, beta, V, _ = _cuda.encode_lattice(xd.__dlpack__(stream=1), factor=0.75, chunk=chunk,
+                                            **kw)
+    H2, M2, beta2, V2 = hooks.encode_subvectors(x, factor=0.75, **kw)
+    assert (H.tobytes(), M.tobytes(), beta.tobytes(), V.tobytes()) == \
+        (H2.tobytes(), M2.tobytes(), beta2.tobytes(), V2.tobytes())
+    capsule, _ = _cuda.decode_lattice(H, M, m=x.size, dtype="float32", chunk=chunk, **kw)
+    y = torch.from_dlpack(capsule).cpu().numpy()
+    assert y.tobytes() == hooks.decode_lattice(H, M, m=x.size, dtype="float32", **kw).tobytes()
+
+
+@needs_gpu
+@pytest.mark.cuda
+def test_gpu_rans_streams_are_the_cpu_streams():
+    rng = np.random.default_rng(2)
+    counts = [0, 1, 3, 4, 5, 4099, 1 << 17, 77]
+    first = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
+    freq = rng.integers(1, 1 << 12, int(first[-1])).astype(np.uint32)
+    start = (rng.random(freq.size) * ((1 << 24) - freq)).astype(np.uint32)
+    streams, timing = _cuda.rans_encode_segments(start, freq, first)
+    assert streams == hooks.rans_encode_segments(start, freq, first)
+    assert timing["kernel_ms"] >= 0.0
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("mech,lattice,n", [(1, 1, 1), (2, 1, 1), (1, 2, 2), (1, 3, 4),
+                                            (1, 4, 8)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ans_bodies_with_gpu_coded_streams_are_the_cpu_bodies(mech, lattice, n, dtype):
+    x = np.random.default_rng(lattice).normal(scale=0.2, size=300_001).astype(dtype)
+    kw = dict(_kw(mech, lattice, n), factor=0.75)
+    assert _cuda.encode_ans_body(x, **kw) == _core.encode(x, coder=2, **kw)
 
 
 @needs_gpu
@@ -184,3 +409,15 @@ def test_ci_built_the_cuda_module():
     if not os.environ.get("CEPAM_REQUIRE_CUDA_MODULE"):
         pytest.skip("CEPAM_REQUIRE_CUDA_MODULE is not set (only CI requires the module)")
     assert _cuda is not None, "cepam._cuda was not built although CI installed nvcc"
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("m", [1, 4099, (1 << 16) + 1, 5 * (1 << 16) + 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_sum_of_squares_is_the_host_blocks(m, dtype):
+    import torch
+
+    x = _input(m, dtype, seed=m)
+    total, maxabs, _ = _cuda.sum_of_squares(torch.from_numpy(x).cuda().__dlpack__(stream=1))
+    assert (total, maxabs) == hooks.sum_of_squares_blocks(x)

@@ -1,11 +1,14 @@
 """The clipping norm's sum of squares (csrc/lrsuq/norm.cpp): the fixed order
-that the payload depends on, and the fast order for estimates."""
+that the payload depends on, and the fast order for estimates; and the host
+twin of the GPU's kernel (csrc/lrsuq/norm_block.hpp, shared by the host and
+the device; the GPU's own run is compared in tests/core/test_cuda.py)."""
 import math
 
 import numpy as np
 import pytest
 
 from cepam import _core
+from cepam._core import testing as hooks
 from cepam.errors import InvalidArgumentError
 
 
@@ -155,3 +158,35 @@ def test_the_first_non_finite_entry_is_named_for_every_thread_count(fixed, threa
 def test_thread_count_is_checked(threads):
     with pytest.raises(InvalidArgumentError, match="threads"):
         _core.sum_of_squares(np.ones(4), threads=threads)
+
+
+# --- the GPU kernel's host twin ------------------------------------------------
+
+@pytest.mark.parametrize("m", [0, 1, 3, 5, 4099, BLOCK, BLOCK + 1, 2 * BLOCK + 3,
+                               5 * BLOCK + 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_gpu_kernels_host_twin_is_the_definition(m, dtype):
+    rng = np.random.default_rng(m)
+    x = (rng.normal(size=m) * 10.0 ** rng.integers(-3, 4, size=m)).astype(dtype)
+    total, maxabs = hooks.sum_of_squares_blocks(x)
+    ref_total = fixed_order_reference(x)
+    assert maxabs == (float(np.max(np.abs(x.astype(np.float64)))) if m else 0.0)
+    assert np.float64(total).tobytes() == np.float64(ref_total).tobytes()
+
+
+@pytest.mark.parametrize("m", [1, 7, 4099, BLOCK, BLOCK + 1, 3 * BLOCK + 5])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_host_twin_is_the_cpu_codec_sum(m, threads):
+    """The CPU codec's sum (lrsuq/norm.cpp: the same blocks and tree, its
+    blocks on threads and in AVX2 lanes) and the GPU kernel's host twin
+    agree bit for bit."""
+    x = np.random.default_rng(m).normal(size=m).astype(np.float32)
+    assert hooks.sum_of_squares_blocks(x)[0] == _core.sum_of_squares(x, threads=threads)
+
+
+def test_non_finite_inputs_ask_for_the_second_pass():
+    x = np.ones(3 * BLOCK, np.float32)
+    x[BLOCK + 5] = np.nan
+    assert np.isnan(hooks.sum_of_squares_blocks(x)[0])
+    x[BLOCK + 5] = np.inf
+    assert hooks.sum_of_squares_blocks(x)[0] == np.inf

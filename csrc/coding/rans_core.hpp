@@ -1,0 +1,178 @@
+// The rANS encoder's arithmetic (coding/rans.hpp), written once for the CPU
+// and a GPU (CEPAM_HD, common/host_device.hpp): plain inline functions on
+// caller-provided buffers, no allocation, no exception.  AnsEncoder runs
+// its streams through RansRun, so the CPU's bytes are this code's bytes;
+// rans_encode_segments codes many independent streams (an ANS body's
+// segments) the way the CUDA kernel does (cuda/ans_gpu.cu: one stream a
+// thread, each thread calling rans_encode_stream), and the tests compare
+// it with AnsEncoder bit for bit (tests/core/test_rans_core.py).
+//
+// A stream: symbol i (in decoding order) goes to state i mod kStreams; the
+// symbols are coded last to first (rANS is last-in first-out), then written
+// as the kStreams final states (8 bytes each, little-endian) followed by the
+// 32-bit words emitted, in the order the decoder consumes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/host_device.hpp"
+
+namespace cepam {
+
+inline constexpr int kProbBits = 24;
+inline constexpr std::uint32_t kProbScale = 1u << kProbBits;
+inline constexpr int kStreams = 4;  // a power of 2
+
+// The lower bound of a state, and the bits of a padding symbol (raw bits,
+// zero; coding/rans.hpp).
+inline constexpr std::uint64_t kAnsLow = std::uint64_t{1} << 31;
+inline constexpr int kAnsPaddingBits = 16;
+
+struct AnsSymbol {
+  std::uint32_t start;
+  std::uint32_t freq;
+};
+
+// The byte length of a stream that emitted `words` words.
+CEPAM_HD inline std::size_t rans_stream_bytes(std::size_t words) {
+  return 8 * static_cast<std::size_t>(kStreams) + 4 * words;
+}
+
+// One rANS encoding step of state x (in [kLow, 2^32 kLow)) for the symbol
+// [start, start + freq): renormalise (emit the low word) so that the state
+// stays in range after coding, then x -> (x div freq) 2^24 + x mod freq +
+// start.  `words` has room for the word.
+//
+// The division runs in floating point, which unlike the 64-bit integer
+// divider is pipelined: after renormalisation x < freq 2^39 (the bound
+// that keeps the new state below 2^63), so q = x / freq < 2^39; x and freq
+// convert to double with a relative error of at most 2^-53 each (freq < 2^24
+// exactly), the quotient rounds with at most 2^-53 more, so the computed q
+// is within 2^39 * 3 * 2^-53 < 2^-12 of x / freq, and its truncation is
+// floor(x / freq) or one of its neighbours; the remainder r = x - q freq
+// (exact in int64) then puts q right.  The result is the exact integer
+// division's, whatever the rounding of the division (host or device).
+CEPAM_HD inline std::uint64_t rans_encode_step(std::uint64_t x, AnsSymbol sym,
+                                               std::uint32_t*& words) {
+  const std::uint64_t x_max = ((kAnsLow >> kProbBits) << 32) * sym.freq;
+  if (x >= x_max) {
+    *words++ = static_cast<std::uint32_t>(x);
+    x >>= 32;
+  }
+  const std::int64_t f = sym.freq;
+  const std::int64_t xs = static_cast<std::int64_t>(x);  // x < 2^63
+  std::int64_t q = static_cast<std::int64_t>(static_cast<double>(xs) / static_cast<double>(f));
+  std::int64_t r = xs - q * f;
+  if (r < 0) {
+    q -= 1;
+    r += f;
+  } else if (r >= f) {
+    q += 1;
+    r -= f;
+  }
+  return (static_cast<std::uint64_t>(q) << kProbBits) + static_cast<std::uint64_t>(r) + sym.start;
+}
+
+// The encoding of one symbol list followed by `padding` padding symbols, a
+// group of four symbols (one per state) at a time with the states in
+// registers, so that the chains of the four states overlap; the padding
+// and the symbols above the last whole group go one at a time first.
+// Words come out in reverse decoding order (at most one a symbol) into
+// `words`, which has room for count + padding.  The caller runs group()
+// while more(), then write() (AnsEncoder::finish_pair interleaves the
+// groups of two runs).
+class RansRun {
+ public:
+  CEPAM_HD RansRun(const AnsSymbol* symbols, std::size_t count, std::size_t padding,
+                   std::uint32_t* words)
+      : symbols_(symbols), words_(words), w_(words) {
+    static_assert(kStreams == 4, "unrolled for four states");
+    std::uint64_t x[kStreams] = {kAnsLow, kAnsLow, kAnsLow, kAnsLow};
+    const AnsSymbol pad{0, 1u << (kProbBits - kAnsPaddingBits)};
+    const std::size_t whole = count & ~std::size_t{kStreams - 1};  // symbols in whole groups
+    for (std::size_t i = count + padding; i-- > whole;)
+      x[i % kStreams] = rans_encode_step(x[i % kStreams], i < count ? symbols[i] : pad, w_);
+    x0_ = x[0], x1_ = x[1], x2_ = x[2], x3_ = x[3];
+    g_ = symbols + whole;
+  }
+  CEPAM_HD bool more() const { return g_ != symbols_; }
+  // The next group down.
+  CEPAM_HD void group() {
+    g_ -= kStreams;
+    x3_ = rans_encode_step(x3_, g_[3], w_);
+    x2_ = rans_encode_step(x2_, g_[2], w_);
+    x1_ = rans_encode_step(x1_, g_[1], w_);
+    x0_ = rans_encode_step(x0_, g_[0], w_);
+  }
+  CEPAM_HD std::size_t emitted() const { return static_cast<std::size_t>(w_ - words_); }
+  CEPAM_HD std::size_t bytes() const { return rans_stream_bytes(emitted()); }
+  // Writes the stream's bytes() bytes at out: the final states, then the
+  // words in decoding order.
+  CEPAM_HD void write(std::uint8_t* out) const {
+    const std::uint64_t x[kStreams] = {x0_, x1_, x2_, x3_};
+    std::uint8_t* p = out;
+    for (int s = 0; s < kStreams; ++s)
+      for (int b = 0; b < 8; ++b) *p++ = static_cast<std::uint8_t>(x[s] >> (8 * b));
+    for (std::size_t i = emitted(); i-- > 0;)
+      for (int b = 0; b < 4; ++b) *p++ = static_cast<std::uint8_t>(words_[i] >> (8 * b));
+  }
+
+ private:
+  const AnsSymbol* symbols_;
+  const AnsSymbol* g_;
+  std::uint32_t* words_;  // room for one word a symbol
+  std::uint32_t* w_;
+  std::uint64_t x0_, x1_, x2_, x3_;
+};
+
+// Status of the stream coders below.
+enum RansStatus : int { kRansOk = 0, kRansNoRoom = 1 };
+
+// Codes one stream (symbols[0..count), then `padding` padding symbols) into
+// out[0..capacity) with `words` (room for count + padding) as scratch; sets
+// *size to its byte length.  kRansNoRoom (and *size the length needed)
+// when capacity is too small: nothing is written then.
+CEPAM_HD inline RansStatus rans_encode_stream(const AnsSymbol* symbols, std::size_t count,
+                                              std::size_t padding, std::uint32_t* words,
+                                              std::uint8_t* out, std::size_t capacity,
+                                              std::size_t* size) {
+  RansRun run(symbols, count, padding, words);
+  while (run.more()) run.group();
+  *size = run.bytes();
+  if (run.bytes() > capacity) return kRansNoRoom;
+  run.write(out);
+  return kRansOk;
+}
+
+// The most bytes a stream of `symbols` symbols can take (a word a symbol at
+// most): the capacity that never gives kRansNoRoom.
+CEPAM_HD inline std::size_t rans_max_stream_bytes(std::size_t symbols) {
+  return rans_stream_bytes(symbols);
+}
+
+// Codes `segments` independent streams as the CUDA kernel does, one after
+// another on the host: stream s is symbols[first[s] .. first[s + 1]) with
+// no padding, written at out + out_first[s] (room for out_first[s + 1] -
+// out_first[s] bytes), its byte length in sizes[s]; words[first[s] ..
+// first[s + 1]) is its scratch.  Returns the first failing stream's status
+// (the others are still coded).
+CEPAM_HD inline RansStatus rans_encode_segments(const AnsSymbol* symbols,
+                                                const std::uint64_t* first, std::size_t segments,
+                                                std::uint32_t* words, std::uint8_t* out,
+                                                const std::uint64_t* out_first,
+                                                std::uint64_t* sizes) {
+  RansStatus status = kRansOk;
+  for (std::size_t s = 0; s < segments; ++s) {
+    std::size_t size = 0;
+    const RansStatus st = rans_encode_stream(
+        symbols + first[s], static_cast<std::size_t>(first[s + 1] - first[s]), 0,
+        words + first[s], out + out_first[s],
+        static_cast<std::size_t>(out_first[s + 1] - out_first[s]), &size);
+    sizes[s] = size;
+    if (st != kRansOk && status == kRansOk) status = st;
+  }
+  return status;
+}
+
+}  // namespace cepam

@@ -1,0 +1,108 @@
+#include "payload/ans_streams.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "coding/source_model.hpp"
+#include "common/errors.hpp"
+#include "payload/ans_body.hpp"
+#include "payload/body.hpp"
+
+namespace cepam {
+
+void host_stream_coder(const AnsSymbol* symbols, const std::uint64_t* first, std::size_t count,
+                       std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes) {
+  std::vector<std::uint64_t> room(count + 1, 0), size(count);
+  for (std::size_t s = 0; s < count; ++s)
+    room[s + 1] = room[s] + rans_max_stream_bytes(first[s + 1] - first[s]);
+  std::vector<std::uint32_t> words(first[count]);
+  std::vector<std::uint8_t> streams(room[count]);
+  if (rans_encode_segments(symbols, first, count, words.data(), streams.data(), room.data(),
+                           size.data()) != kRansOk)
+    throw EncodingError("a rANS stream overran its room");
+  for (std::size_t s = 0; s < count; ++s) {
+    out.insert(out.end(), streams.begin() + static_cast<std::ptrdiff_t>(room[s]),
+               streams.begin() + static_cast<std::ptrdiff_t>(room[s] + size[s]));
+    sizes.push_back(size[s]);
+  }
+}
+
+template <class T>
+std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const ChaChaKey& key,
+                                                     const T* x, std::size_t m, double factor,
+                                                     const StreamCoder& code) {
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
+  const std::size_t S = segment_subvectors(p.n);
+  const std::size_t segments = ans_segments(m, p.n);
+  const CellWidths widths = typical_cell_widths(p);
+  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
+  const TriangularBasis basis = lattice_basis(p);
+  const double accept = acceptance_probability(p);
+  const bool point_model = uses_point_model(p.lattice);
+  // Every segment's symbols (each block: LRSUQ by the kernels' functions,
+  // then the segment encoder), and the streams to code: each segment's box
+  // stream, and its point stream where it has one.
+  std::vector<std::unique_ptr<AnsSegmentEncoder>> enc(segments);
+  std::vector<std::uint32_t> H(std::min(N, kAnsBlock));
+  std::vector<std::int64_t> M(H.size() * n);
+  std::vector<double> beta(H.size()), V(H.size() * n);
+  std::vector<AnsSymbol> symbols;
+  std::vector<std::uint64_t> first{0};
+  const auto add = [&](const AnsEncoder& stream) {
+    symbols.insert(symbols.end(), stream.data(), stream.data() + stream.symbols());
+    first.push_back(symbols.size());
+  };
+  for (std::size_t s = 0; s < segments; ++s) {
+    const std::size_t j_first = s * S, j_last = std::min(N, j_first + S);
+    enc[s] = std::make_unique<AnsSegmentEncoder>(model, accept, basis, j_last - j_first,
+                                                 point_model);
+    for (std::size_t j0 = j_first; j0 < j_last; j0 += kAnsBlock) {
+      const std::size_t count = std::min(kAnsBlock, j_last - j0);
+      lrsuq_encode_subvectors(p, key, x, m, factor, j0, j0 + count, H.data(), M.data(),
+                              beta.data(), V.data());
+      enc[s]->encode_block(count, H.data(), M.data(), beta.data(), V.data());
+    }
+    add(enc[s]->box_symbols());
+    if (enc[s]->point_symbols() != nullptr) add(*enc[s]->point_symbols());
+  }
+  std::vector<std::uint8_t> streams;
+  std::vector<std::uint64_t> sizes;
+  code(symbols.data(), first.data(), first.size() - 1, streams, sizes);
+  if (sizes.size() != first.size() - 1) throw EncodingError("the stream coder lost streams");
+  // The body: the model, then each segment with the shorter of its streams
+  // (the box model's on a tie), as AnsSegmentEncoder::finish.
+  std::vector<std::uint8_t> out;
+  model.serialize(out);
+  std::size_t at = 0, k = 0, last_begin = out.size();
+  for (std::size_t s = 0; s < segments; ++s) {
+    last_begin = out.size();
+    const std::uint8_t* box = streams.data() + at;
+    const std::size_t box_size = sizes[k];
+    at += sizes[k++];
+    if (enc[s]->point_symbols() == nullptr) {
+      append_segment(out, enc[s]->has_model_byte(), false, box, box_size);
+      continue;
+    }
+    const std::uint8_t* points = streams.data() + at;
+    const std::size_t points_size = sizes[k];
+    at += sizes[k++];
+    const bool use_points = points_size < box_size;
+    append_segment(out, true, use_points, use_points ? points : box,
+                   use_points ? points_size : box_size);
+  }
+  // The bomb rule's padding (body.cpp), rare: the last segment finished
+  // again on the host with the length the body lacks.
+  if (out.size() < min_body_bytes(m) && segments > 0) {
+    out.resize(last_begin);
+    enc[segments - 1]->finish(out, min_body_bytes(m) - last_begin - segment_prefix(point_model));
+  }
+  return out;
+}
+
+template std::vector<std::uint8_t> encode_ans_body_by_streams<float>(
+    const LrsuqParams&, const ChaChaKey&, const float*, std::size_t, double, const StreamCoder&);
+template std::vector<std::uint8_t> encode_ans_body_by_streams<double>(
+    const LrsuqParams&, const ChaChaKey&, const double*, std::size_t, double, const StreamCoder&);
+
+}  // namespace cepam
