@@ -354,8 +354,9 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         max_bytes = max_payload_bytes(mechanism, clip=clip, m=flat.size, coder=coder,
                                       lattices=options, fixed_bytes=fixed)
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
-    return seal(header, pack_sealed(code, dim, body, padding, digest=sealed_digest),
-                secret=secret)
+    section = pack_sealed(code, dim, body, padding, digest=sealed_digest)
+    del bodies, body  # (memory: the body's copy in the section is the one kept)
+    return seal(header, section, secret=secret)
 
 
 def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,

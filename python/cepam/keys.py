@@ -145,9 +145,13 @@ def mac_key(secret: bytes) -> bytes:
     return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/mac", length=32)
 
 
-def payload_tag(key: bytes, data: bytes) -> bytes:
-    """HMAC-SHA256 of data, truncated to 16 bytes."""
-    return hmac.new(key, data, hashlib.sha256).digest()[:TAG_BYTES]
+def payload_tag(key: bytes, *parts: bytes | bytearray | memoryview) -> bytes:
+    """HMAC-SHA256 of the concatenation of ``parts`` (bytes-like), truncated
+    to 16 bytes."""
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for part in parts:
+        mac.update(part)
+    return mac.digest()[:TAG_BYTES]
 
 
 def guard_fingerprint(secret: bytes) -> bytes:

@@ -256,4 +256,5 @@ def parse_sealed(plain: bytes | bytearray, mechanism: int, *, bare: bool = False
     end = len(plain) - padding
     if padding and plain.count(0, end) != padding:
         raise FormatError("padding after the body must be zero bytes")
-    return Sealed(lattice, n, bytes(plain[start:end]), padding, bytes(plain[_SEALED.size:start]))
+    view = memoryview(plain)  # slices of it are copied once, into the bytes
+    return Sealed(lattice, n, bytes(view[start:end]), padding, bytes(view[_SEALED.size:start]))

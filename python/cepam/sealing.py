@@ -34,8 +34,11 @@ def seal(header: Header, plaintext: bytearray, *, secret: bytes) -> bytes:
     """The payload carrying ``plaintext`` (a sealed section, encrypted in
     place) under ``header``; ``secret`` is a checked 32-byte secret."""
     _core.seal_xor(plaintext, key=seal_key(secret, header.context))
-    data = pack_header(header) + plaintext
-    return data + payload_tag(mac_key(secret), data)
+    head = pack_header(header)
+    # The tag over header and section without joining them first, then one
+    # join: the payload is built with one copy of the section.
+    tag = payload_tag(mac_key(secret), head, plaintext)
+    return b"".join((head, plaintext, tag))
 
 
 def verified(payload: object, secret: bytes) -> bytes:
@@ -51,7 +54,7 @@ def verified(payload: object, secret: bytes) -> bytes:
         raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
     payload = bytes(payload)
     check_prefix(payload)
-    data, tag = payload[:-TAG_BYTES], payload[-TAG_BYTES:]
+    data, tag = memoryview(payload)[:-TAG_BYTES], payload[-TAG_BYTES:]  # (no copy)
     if not hmac.compare_digest(payload_tag(mac_key(secret), data), tag):
         raise AuthenticationError(
             "payload tag does not verify: wrong secret, or the payload was altered"
