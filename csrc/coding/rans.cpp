@@ -6,7 +6,7 @@ namespace cepam {
 
 void AnsEncoder::grow(std::size_t k) {
   const std::size_t capacity = count_ + k > 2 * capacity_ ? count_ + k : 2 * capacity_;
-  std::unique_ptr<AnsSymbol[]> symbols(new AnsSymbol[capacity]);
+  PageArray<AnsSymbol> symbols = page_array<AnsSymbol>(capacity);
   if (count_ > 0) std::memcpy(symbols.get(), symbols_.get(), count_ * sizeof(AnsSymbol));
   symbols_ = std::move(symbols);
   capacity_ = capacity;
@@ -15,7 +15,7 @@ void AnsEncoder::grow(std::size_t k) {
 AnsEncoder& AnsEncoder::operator=(const AnsEncoder& other) {
   if (this == &other) return *this;
   if (capacity_ < other.count_) {  // else the buffer this has already will do
-    symbols_.reset(new AnsSymbol[other.capacity_]);
+    symbols_ = page_array<AnsSymbol>(other.capacity_);
     capacity_ = other.capacity_;
   }
   if (other.count_ > 0)
@@ -69,7 +69,7 @@ inline std::uint64_t encode_step(std::uint64_t x, AnsSymbol sym, std::uint32_t*&
 class Run {
  public:
   Run(const AnsSymbol* symbols, std::size_t count, std::size_t padding)
-      : symbols_(symbols), words_(new std::uint32_t[count + padding]), w_(words_.get()) {
+      : symbols_(symbols), words_(page_array<std::uint32_t>(count + padding)), w_(words_.get()) {
     static_assert(kStreams == 4, "unrolled for four states");
     std::uint64_t x[kStreams] = {AnsDecoder::kLow, AnsDecoder::kLow, AnsDecoder::kLow,
                                  AnsDecoder::kLow};
@@ -105,7 +105,7 @@ class Run {
  private:
   const AnsSymbol* symbols_;
   const AnsSymbol* g_;
-  std::unique_ptr<std::uint32_t[]> words_;  // (room for one a symbol; not initialised)
+  PageArray<std::uint32_t> words_;  // (room for one a symbol; not initialised)
   std::uint32_t* w_;
   std::uint64_t x0_, x1_, x2_, x3_;
 };

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/cpu.hpp"
+#include "common/pages.hpp"
 #include "common/errors.hpp"
 
 namespace cepam {
@@ -110,7 +111,7 @@ class AnsEncoder {
 
   // The symbols put: count_ of capacity_ (the rest not initialised: the
   // buffer is written once, in order).
-  std::unique_ptr<AnsSymbol[]> symbols_;
+  PageArray<AnsSymbol> symbols_;
   std::size_t capacity_ = 0, count_ = 0;
 };
 
