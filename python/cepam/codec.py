@@ -347,7 +347,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     if not settings.structure:  # the header says m only; the sealed digest binds the rest
         sealed_digest, structure = digest(structure), bare(structure.size)
     header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure)
-    fixed = len(pack_header(header)) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
+    head = pack_header(header)
+    fixed = len(head) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
     max_bytes = None
     if pad == "max":  # over every lattice the setting may choose, not the data's choice
         options = _auto_options(mechanism, coder) if lattice is _AUTO else [lattice]
@@ -356,7 +357,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
     section = pack_sealed(code, dim, body, padding, digest=sealed_digest)
     del bodies, body  # (memory: the body's copy in the section is the one kept)
-    return seal(header, section, secret=secret)
+    return seal(header, section, secret=secret, head=head)
 
 
 def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,

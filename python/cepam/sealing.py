@@ -30,11 +30,14 @@ from .structure import BARE
 __all__ = ["seal", "verified", "open_payload"]
 
 
-def seal(header: Header, plaintext: bytearray, *, secret: bytes) -> bytes:
+def seal(header: Header, plaintext: bytearray, *, secret: bytes,
+         head: bytes | None = None) -> bytes:
     """The payload carrying ``plaintext`` (a sealed section, encrypted in
-    place) under ``header``; ``secret`` is a checked 32-byte secret."""
+    place) under ``header``; ``secret`` is a checked 32-byte secret;
+    ``head``: ``pack_header(header)`` where the caller has it already."""
     _core.seal_xor(plaintext, key=seal_key(secret, header.context))
-    head = pack_header(header)
+    if head is None:
+        head = pack_header(header)
     # The tag over header and section without joining them first, then one
     # join: the payload is built with one copy of the section.
     tag = payload_tag(mac_key(secret), head, plaintext)
