@@ -111,7 +111,7 @@ class Context:
 
 def hkdf_extract(salt: bytes, ikm: bytes) -> bytes:
     """HKDF-Extract (RFC 5869 section 2.2) with SHA-256."""
-    return hmac.digest(salt if salt else bytes(32), ikm, "sha256")  # (one-shot: the C path)
+    return hmac.new(salt if salt else bytes(32), ikm, hashlib.sha256).digest()
 
 
 def hkdf_expand(prk: bytes, info: bytes, length: int) -> bytes:
@@ -120,7 +120,7 @@ def hkdf_expand(prk: bytes, info: bytes, length: int) -> bytes:
         raise InvalidArgumentError("HKDF output length must be in [1, 8160] bytes")
     out, block = b"", b""
     for counter in range(1, -(-length // 32) + 1):
-        block = hmac.digest(prk, block + info + bytes([counter]), "sha256")
+        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
         out += block
     return out[:length]
 
@@ -148,8 +148,6 @@ def mac_key(secret: bytes) -> bytes:
 def payload_tag(key: bytes, *parts: bytes | bytearray | memoryview) -> bytes:
     """HMAC-SHA256 of the concatenation of ``parts`` (bytes-like), truncated
     to 16 bytes."""
-    if len(parts) == 1:
-        return hmac.digest(key, parts[0], "sha256")[:TAG_BYTES]  # (one-shot: the C path)
     mac = hmac.new(key, digestmod=hashlib.sha256)
     for part in parts:
         mac.update(part)
