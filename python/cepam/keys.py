@@ -148,6 +148,8 @@ def mac_key(secret: bytes) -> bytes:
 def payload_tag(key: bytes, *parts: bytes | bytearray | memoryview) -> bytes:
     """HMAC-SHA256 of the concatenation of ``parts`` (bytes-like), truncated
     to 16 bytes."""
+    if len(parts) == 1:  # (the common case, one call)
+        return hmac.new(key, parts[0], hashlib.sha256).digest()[:TAG_BYTES]
     mac = hmac.new(key, digestmod=hashlib.sha256)
     for part in parts:
         mac.update(part)
