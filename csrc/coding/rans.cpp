@@ -113,17 +113,16 @@ class Run {
 }  // namespace
 
 void AnsEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_bytes) const {
-  std::vector<std::uint8_t> stream;
-  encode(0, stream);
+  const std::size_t base = out.size();  // the stream is coded in place, after it
+  encode(0, out);
   // A padding symbol adds 16 bits to the states, so about two make a word:
   // add two per missing word until the stream is long enough (one or two
   // rounds; each round re-encodes, only for such extreme payloads).
-  for (std::size_t padding = 0; stream.size() < min_bytes;) {
-    padding += 2 * ((min_bytes - stream.size() + 3) / 4) + 2;
-    stream.clear();
-    encode(padding, stream);
+  for (std::size_t padding = 0; out.size() - base < min_bytes;) {
+    padding += 2 * ((min_bytes - (out.size() - base) + 3) / 4) + 2;
+    out.resize(base);
+    encode(padding, out);
   }
-  out.insert(out.end(), stream.begin(), stream.end());
 }
 
 void AnsEncoder::finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out_a,
