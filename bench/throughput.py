@@ -18,10 +18,12 @@ wall-clock speedups say little; the "split" column is the speedup the
 measured split of the work gives with a free core per thread: CPU time on
 one thread over the CPU span on all (see span()).
 
-Serial parts (serial_parts(): the one function to change when the serial
-parts change): each part of a call that runs on one thread, timed alone as
-the calling thread's CPU time at the same m, and their sum as a fraction f
-of the call's single-thread time.
+Serial parts (serial_parts()): each part of a call that more cores cannot
+shorten, as the calling thread's CPU time at the same m: the parts format
+version 5 runs in parallel (the clip's sum of squares, sealing, opening, the
+precision check) timed in a call on 8 threads (bench/serial_parts.py; the
+caller's share of the parallel work included, an upper bound), the rest
+timed alone; their sum as a fraction f of the call's single-thread time.
 
 Peak memory by thread count: bench/memory.py.
 """
@@ -93,48 +95,40 @@ def best_of(repeat: int, fn) -> float:
 def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
                  repeat: int) -> dict[str, dict[str, float]]:
     """The serial parts of an encode of x and a decode of its payload, in
-    CPU seconds of the calling thread (best of `repeat`), as they stand in
-    the library today (the parts a format change makes parallel are timed by
-    whatever code the library then runs: replace this function with one that
-    times them, keeping its keys' meaning).
+    CPU seconds of the calling thread (best of `repeat`).
 
-    Encode: the clip's sum of squares (one ordered pass over the input), the
-    range check (|x| bound, a pass only where the clipped norm is too
-    coarse), the sealing XOR (ChaCha20 over the sealed section), the MAC
-    (HMAC-SHA256 over the payload), the payload's assembly (the sealed
-    section built around the body, then header, section and tag joined),
-    the per-call cost (an encode of 8 coordinates) and, for auto, its choice
-    on a 2^16-coordinate sample (two encodes of the sample, side by side
-    given two threads: half of their sum; only where auto tries both).  Decode: the MAC, the XOR, the
-    sealed body's copy, the output's precision check (an unordered sum of
-    squares) and the per-call cost.  Left out, as too small to time apart:
-    the native core's own serial steps (the source model's shape, chosen on
-    a 1024-cell histogram; starting the threads; joining the segments)."""
+    Payload format version 5 runs the clip's sum of squares, the sealing
+    keystream, the MAC's segments, the payload's assembly and the decoder's
+    precision check in parallel: their serial part is timed as the calling
+    thread's CPU time in a call on 8 threads (bench/serial_parts.py: the
+    serial work plus the caller's share of the parallel tasks, an upper
+    bound, so f and the speedups predicted from it are conservative).  Then
+    the range check (|x| bound, a pass only where the clipped norm is too
+    coarse), the per-call cost (an encode and a decode of 8 coordinates)
+    and, for auto, its choice on a 2^16-coordinate sample (two encodes of the
+    sample side by side given two threads: half of their sum; only where auto
+    tries both).  Left out, as too small to time apart: the native core's
+    own serial steps (the source model's shape, chosen on a 1024-cell
+    histogram; starting the threads; joining the segments)."""
     from cepam import _core
     from cepam._finite import check_encodable_range
     from cepam.codec import _AUTO_SAMPLE, _auto_candidates
-    from cepam.keys import mac_key, payload_tag, seal_key, Context
-    from cepam.payload import CODER_CODES, pack_sealed
+    from cepam.payload import CODER_CODES
     from cepam.structure import flatten
+    from serial_parts import serial_parts as parallel_parts  # bench/ is on sys.path
 
-    key, context = mac_key(SECRET), Context(0, 0)
-    xor_key = seal_key(SECRET, context)
-    section = bytearray(len(payload))
-    body = bytes(len(payload))
+    spans = parallel_parts(x.size, "E8" if name == "auto" else name, x=x, repeat=repeat,
+                           span_threads=8)
     flat, structure = flatten(x)
     tiny = update(8, 1.0)
     small = encode(tiny, name, coder, 1)
-    y = cepam.decode(payload, secret=SECRET, threads=1)
     mechanism = cepam.Gaussian(sigma=SIGMA)
-    norm = math.sqrt(_core.sum_of_squares(x))
+    norm = math.sqrt(_core.sum_of_squares(x, threads=8))
     enc = {
-        "sum of squares": best_of(repeat, lambda: _core.sum_of_squares(x)),
+        "sum of squares": spans["sumsq_caller"],
+        "sealing (keystream, MAC, assembly)": spans["seal_caller"],
         "range check": best_of(repeat, lambda: check_encodable_range(
             flat, structure, norm=norm, factor=1.0, mechanism=mechanism)),
-        "sealing XOR": best_of(repeat, lambda: _core.seal_xor(section, key=xor_key)),
-        "MAC": best_of(repeat, lambda: payload_tag(key, payload)),
-        "assembly": best_of(repeat, lambda: b"".join(
-            (b"h" * 64, pack_sealed(1, 1, body, 0), b"t" * 16))),
         "per call": best_of(repeat, lambda: encode(tiny, name, coder, 1)),
     }
     candidates = _auto_candidates(mechanism, CODER_CODES[coder], norm / math.sqrt(x.size))
@@ -143,10 +137,8 @@ def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
         enc["auto's sample"] = sum(best_of(repeat, lambda: encode(sample, lat, coder, 1))
                                    for lat in ("Z", "E8")) / 2  # (side by side)
     dec = {
-        "MAC": enc["MAC"],
-        "sealing XOR": enc["sealing XOR"],
-        "body copy": best_of(repeat, lambda: bytes(memoryview(section)[8:])),
-        "output check": best_of(repeat, lambda: _core.sum_of_squares(y, fixed_order=False)),
+        "opening (MAC, keystream, copies)": spans["open_caller"],
+        "output check": spans["precision_caller"],
         "per call": best_of(repeat, lambda: cepam.decode(small, secret=SECRET, threads=1)),
     }
     return {"encode": enc, "decode": dec}
