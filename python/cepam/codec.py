@@ -313,14 +313,18 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers)
     lattice, clip, coder, pad = settings.lattice, settings.clip, settings.coder, settings.pad
     threads = settings.threads
-    try:
-        sumsq = _core.sum_of_squares(flat, threads=threads)  # also rejects NaN and Inf
+    # An update in CUDA memory: its norm and LRSUQ on its GPU, the same bytes (cepam.cuda).
+    gpu = LatticeStage.of(x, names=[e.name for e in structure.entries], dtype=flat.dtype.name)
+    try:  # also rejects NaN and Inf
+        sumsq = (_core.sum_of_squares(flat, threads=threads) if gpu is None
+                 else gpu.sum_of_squares(threads=threads))
     except InvalidArgumentError:
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
     if settings.buffers == "separate" and math.isfinite(clip):
         clipped = _clip_buffers_apart(flat, structure, clip, sumsq)
         if clipped is not None:
             flat, sumsq = clipped, _core.sum_of_squares(clipped, threads=threads)
+            gpu = None if gpu is None else gpu.upload(clipped)  # the values coded
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
     check_encodable_range(flat, structure, norm=norm, factor=factor, mechanism=mechanism)
@@ -333,9 +337,6 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     if len(candidates) > 1 and flat.size > 2 * _AUTO_SAMPLE:
         candidates = [_auto_sample_choice(flat, mechanism, key, candidates, factor, coder,
                                           threads)]
-    # An update in CUDA memory: LRSUQ on its GPU, the same bytes (cepam.cuda).
-    gpu = LatticeStage.of(x, names=[e.name for e in structure.entries],
-                          dtype=flat.dtype.name)
     bodies = []
     for code, dim in candidates:
         params = core_params(mechanism, lattice=code, n=dim)

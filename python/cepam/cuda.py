@@ -15,9 +15,12 @@ checked bit for bit on the CPU (``tests/core/test_subvector.py``,
 ``cuda``; ``bench/gpu_check.py``) run only on a GPU machine.
 
 What runs on the GPU: for :func:`cepam.encode` of an update whose leaves are
-all torch CUDA tensors, the LRSUQ stage (the update is still copied to the
-host once, for the clip's norm and the entropy coder's source model, and the
-stage's results come back to the host for the entropy coder); after every such
+all torch CUDA tensors, the clip's sum of squares (format version 5's
+blocks on the GPU, their tree on the host: the CPU's bits; squares that
+overflow or underflow, and NaN or infinite values, are summed again on a
+host copy, as the CPU's second pass does) and the LRSUQ stage (the update is
+still copied to the host once, for the entropy coder's source model, and
+the stage's results come back to the host for the entropy coder); after every such
 call the host recomputes a few sub-vectors chosen from the context
 (:func:`check_stage`) and raises :class:`~cepam.errors.DeviceError` if the GPU
 disagrees.  For ``decode(..., device="cuda")``: the body is entropy-decoded on
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import warnings
 from typing import Any
 
@@ -216,17 +220,61 @@ class LatticeStage:
         flat = torch.cat([t.detach().reshape(-1).to(target) for t in leaves]).contiguous()
         return cls(flat)
 
-    def __call__(self, params: Any, *, key: bytes,
-                 factor: float) -> tuple[Any, Any, Any, Any]:
+    def upload(self, values: np.ndarray) -> "LatticeStage":
+        """The stage of ``values`` (host memory, the coded dtype) on this
+        stage's device: for an update the host changed (``buffers="separate"``
+        clips weights and running statistics apart, on the host)."""
         import torch
 
-        _cuda = cuda_module()
+        return type(self)(torch.from_numpy(np.ascontiguousarray(values)).to(self._flat.device))
+
+    def sum_of_squares(self, *, threads: int) -> float:
+        """The clip's sum of squares of the update (float64), the CPU's
+        ``_core.sum_of_squares`` bit for bit: format version 5's blocks and
+        tree summed on the GPU (:meth:`_first_pass`) when the total is finite
+        and above ``SQUARES_FLOOR``, as the CPU's first pass is; otherwise
+        (squares that overflow or underflow, a NaN or an infinity: rare) the
+        CPU's computation on a host copy of the update, with its rescaled
+        second pass (``threads`` threads).
+
+        Raises:
+            InvalidArgumentError: a coordinate is NaN or infinite (the CPU's
+                message, naming the first such flat index).
+            DeviceError: a CUDA failure.
+        """
+        total, _ = self._first_pass()
+        if math.isfinite(total) and total > SQUARES_FLOOR:
+            return total
+        return float(_core.sum_of_squares(self._flat.cpu().numpy(), threads=threads))
+
+    def _first_pass(self) -> tuple[float, float]:
+        """(total, largest magnitude): the first pass of the sum of squares
+        on the GPU (``_cuda.sum_of_squares``; its host twin is
+        ``_core.testing.sum_of_squares_blocks``)."""
+        import torch
+
+        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        total, maxabs, timing = cuda_module().sum_of_squares(
+            self._flat.__dlpack__(stream=stream or 1), stream=stream)
+        self.timings.append({"squares_" + k: v for k, v in timing.items()})
+        return total, maxabs
+
+    def _lattice(self, params: Any, *, key: bytes, factor: float) -> tuple[Any, Any, Any, Any]:
+        """(H, M, beta, V) of every sub-vector, host arrays, from the GPU's
+        kernel (``_cuda.encode_lattice``; its host twin is
+        ``_core.testing.encode_subvectors``)."""
+        import torch
 
         stream = torch.cuda.current_stream(self._flat.device).cuda_stream
         capsule = self._flat.__dlpack__(stream=stream or 1)
-        H, M, beta, V, timing = _cuda.encode_lattice(
+        H, M, beta, V, timing = cuda_module().encode_lattice(
             capsule, key=key, params=params, factor=factor, stream=stream)
         self.timings.append(timing)
+        return H, M, beta, V
+
+    def __call__(self, params: Any, *, key: bytes,
+                 factor: float) -> tuple[Any, Any, Any, Any]:
+        H, M, beta, V = self._lattice(params, key=key, factor=factor)
         m = int(self._flat.numel())
         indices = spot_indices(key, len(H))
         check_stage((H, M, beta, V), self._pieces(indices, params.n), indices, m=m, key=key,
@@ -248,6 +296,12 @@ class LatticeStage:
         values = torch.where(cols < m, values, torch.zeros((), dtype=flat.dtype,
                                                             device=flat.device))
         return values.reshape(-1).cpu().numpy()
+
+
+SQUARES_FLOOR = 2.0 ** -900
+"""A first pass of the sum of squares at or below this (or not finite) asks
+for the rescaled second pass (``csrc/lrsuq/norm.cpp``'s test, the same
+constant)."""
 
 
 # --- the host's spot-check of a GPU's LRSUQ stage ------------------------------

@@ -273,6 +273,7 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
     calls = _spy(monkeypatch)
     assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
     assert calls["stage"] >= 1 and calls["check"] == calls["stage"]  # the GPU path ran, checked
+    assert calls["squares"] == 1  # the clip's norm on the GPU
     out = cepam.decode(expected, secret=SECRET, device="cuda")
     assert calls["decode"] == 1  # the GPU kernel decoded
     ref = cepam.decode(expected, secret=SECRET)
@@ -283,10 +284,10 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
 
 def _spy(monkeypatch) -> dict[str, int]:
     """Counts the GPU path's calls: the LRSUQ stage of an encode, its
-    spot-check, and the device decode."""
+    spot-check, the device decode, and the norm's first pass on the GPU."""
     import cepam.codec
 
-    calls = {"stage": 0, "check": 0, "decode": 0}
+    calls = {"stage": 0, "check": 0, "decode": 0, "squares": 0}
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -295,6 +296,8 @@ def _spy(monkeypatch) -> dict[str, int]:
         return wrapper
 
     monkeypatch.setattr(cuda.LatticeStage, "__call__", counted("stage", cuda.LatticeStage.__call__))
+    monkeypatch.setattr(cuda.LatticeStage, "_first_pass",
+                        counted("squares", cuda.LatticeStage._first_pass))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls

@@ -1,0 +1,118 @@
+"""The GPU encode's Python logic (cepam.codec with cepam.cuda.LatticeStage),
+run on the CPU with the kernels' host twins in their place: the norm's
+first pass (``_core.testing.sum_of_squares_blocks``, the code the GPU's
+sum-of-squares kernel runs) and the LRSUQ stage
+(``_core.testing.encode_subvectors``, the kernel's per-sub-vector code).
+The payload bytes and errors must be the CPU codec's, whatever path the
+norm takes (first pass, rescaled second pass, non-finite values) and
+whatever the clip does to the update.
+"""
+
+import numpy as np
+import pytest
+
+import cepam
+import cepam.codec
+from cepam import _core, cuda
+from cepam._core import testing as hooks
+from cepam.errors import InvalidArgumentError
+
+torch = pytest.importorskip("torch")
+
+SECRET = bytes(range(32))
+
+
+class _TwinStage(cuda.LatticeStage):
+    """cuda.LatticeStage of a CPU torch tensor, its two kernels replaced by
+    their host twins; counts the calls, so that a test knows the GPU path
+    ran."""
+
+    calls: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, update, *, names, dtype):
+        leaves = [update[n] for n in names] if isinstance(update, dict) else [update]
+        if not all(isinstance(t, torch.Tensor) for t in leaves):
+            return None  # as the real stage, for an update not all in CUDA memory
+        target = getattr(torch, dtype)
+        return cls(torch.cat([t.reshape(-1).to(target) for t in leaves]).contiguous())
+
+    def _first_pass(self):
+        type(self).calls["squares"] += 1
+        return hooks.sum_of_squares_blocks(self._flat.numpy())
+
+    def _lattice(self, params, *, key, factor):
+        type(self).calls["stage"] += 1
+        return hooks.encode_subvectors(self._flat.numpy(), key=key, params=params, factor=factor)
+
+
+def _twin(monkeypatch):
+    """From now on, cepam.encode of CPU torch tensors takes the GPU path,
+    with host twins; the counts of the twins' calls."""
+    _TwinStage.calls = {"squares": 0, "stage": 0}
+    monkeypatch.setattr(cepam.codec, "LatticeStage", _TwinStage)
+    return _TwinStage.calls
+
+
+def _encode(update, **kw):
+    kw = dict(secret=SECRET, round=3, client=1) | kw
+    return cepam.encode(update, cepam.Gaussian(sigma=kw.pop("sigma", 0.05)), **kw)
+
+
+def _normal(m, dtype, scale=1.0, seed=0):
+    return torch.from_numpy((np.random.default_rng(seed).normal(size=m) * scale).astype(dtype))
+
+
+CASES = {
+    "float32, clipped": (lambda: _normal(200_003, np.float32), dict(clip=10.0)),
+    "float64, within the clip": (lambda: _normal(70_001, np.float64, 1e-3), dict(clip=10.0)),
+    "no clip, E8": (lambda: _normal(4_099, np.float32), dict(lattice="E8")),
+    "auto": (lambda: _normal(300_000, np.float32, 0.02), dict(clip=100.0, lattice="auto")),
+    # Squares that overflow float64 (the rescaled second pass, on the host).
+    "overflow": (lambda: _normal(1_000, np.float64, 1e200), dict(clip=1.0)),
+    # Squares at and below 2^-900 (the second pass too).
+    "underflow": (lambda: _normal(5_000, np.float64, 2.0 ** -460), dict(clip=1.0, sigma=1e-3)),
+    "zeros": (lambda: torch.zeros(3_000, dtype=torch.float32), dict(clip=1.0)),
+    "one coordinate": (lambda: _normal(1, np.float32), dict(clip=0.5)),
+    "a state_dict": (lambda: {"w": _normal(5_000, np.float32, seed=1),
+                              "b": _normal(7, np.float32, seed=2)}, dict(clip=3.0)),
+    # buffers="separate": the host clips weights and running statistics
+    # apart, and the stage must code those values, not the input's.
+    "running statistics clipped apart": (
+        lambda: {"conv.weight": _normal(4_000, np.float32, 0.1, seed=3),
+                 "bn.running_var": _normal(64, np.float32, 1e3, seed=4)}, dict(clip=5.0)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
+    make, kw = CASES[case]
+    update = make()
+    expected = _encode(update, **kw)  # the CPU path
+    twin = _twin(monkeypatch)
+    assert _encode(update, **kw) == expected
+    assert twin["squares"] == 1 and twin["stage"] >= 1  # the GPU path ran
+
+
+@pytest.mark.parametrize("m", [1, 4, 65_536, 65_537, 200_003])
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e160, 2.0 ** -455, 2.0 ** -450, 0.0])
+def test_the_stage_norm_is_the_cpu_norm(m, scale):
+    x = (np.random.default_rng(m).standard_cauchy(size=m) * scale)
+    stage = _TwinStage(torch.from_numpy(x))
+    _TwinStage.calls = {"squares": 0, "stage": 0}
+    for threads in (1, 3):
+        assert stage.sum_of_squares(threads=threads) == _core.sum_of_squares(x, threads=threads)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("index", [0, 70_000, 99_999])
+def test_a_non_finite_value_is_named_as_on_the_cpu(bad, index, monkeypatch):
+    x = _normal(100_000, np.float32)
+    x[index] = bad
+    with pytest.raises(InvalidArgumentError) as cpu:
+        _encode({"w": x}, clip=1.0)
+    twin = _twin(monkeypatch)
+    with pytest.raises(InvalidArgumentError) as gpu:
+        _encode({"w": x}, clip=1.0)
+    assert str(gpu.value) == str(cpu.value) and f"({index},)" in str(gpu.value)
+    assert twin["squares"] == 1
