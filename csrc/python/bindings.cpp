@@ -20,7 +20,9 @@
 #include "payload/ans_body.hpp"
 #include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
+#include "coding/model_stats.hpp"
 #include "coding/rans.hpp"
+#include "coding/source_model.hpp"
 #include "python/convert.hpp"
 
 namespace py = pybind11;
@@ -181,6 +183,38 @@ py::tuple sum_of_squares_blocks(const py::array& x) {
     total = squares::sum_by_blocks(px, m, sums.data(), &maxabs);
   });
   return py::make_tuple(total, maxabs);
+}
+
+// The source model's statistics of x factor (range, counts) by the host
+// twin of the GPU's kernels (coding/model_stats.hpp: by_elements).
+py::tuple model_statistics(const py::array& x, double factor) {
+  SourceModel::Statistics s;
+  with_input(x, [&](const auto* px) {
+    s.range = model_stats::by_elements(px, static_cast<std::size_t>(x.size()), factor,
+                                       s.counts.data());
+  });
+  return statistics_tuple(s);
+}
+
+// The serialised source model the encoder fits to x factor for params p
+// (SourceModel::fit on `threads` threads).
+py::bytes source_model_fit(const py::array& x, double factor, const LrsuqParams& p, int threads) {
+  const CellWidths w = typical_cell_widths(p);
+  std::vector<std::uint8_t> out;
+  with_input(x, [&](const auto* px) {
+    SourceModel::fit(px, static_cast<std::size_t>(x.size()), factor, w.lo, w.hi, threads)
+        .serialize(out);
+  });
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+}
+
+// The serialised source model fitted from statistics (SourceModel::fit_from).
+py::bytes source_model_from_statistics(double range, const CArray<std::uint64_t>& counts,
+                                       const LrsuqParams& p) {
+  const CellWidths w = typical_cell_widths(p);
+  std::vector<std::uint8_t> out;
+  SourceModel::fit_from(statistics_from(range, counts), w.lo, w.hi).serialize(out);
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
 
 // (width of H, width of M, H, M): H and M through the GPU's compact
@@ -812,6 +846,15 @@ PYBIND11_MODULE(_core, m) {
   t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
         "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
         "the CUDA kernel computes it -> (total, maxabs).");
+  t.def("model_statistics", &model_statistics, py::arg("x"), py::kw_only(), py::arg("factor"),
+        "The source model's statistics of x factor by the GPU kernels' host twin "
+        "-> (range, counts[1024] uint64).");
+  t.def("source_model_fit", &source_model_fit, py::arg("x"), py::kw_only(), py::arg("factor"),
+        py::arg("params"), py::arg("threads") = 1,
+        "The serialised source model the encoder fits to x factor for params.");
+  t.def("source_model_from_statistics", &source_model_from_statistics, py::arg("range"),
+        py::arg("counts"), py::kw_only(), py::arg("params"),
+        "The serialised source model fitted from statistics (range, counts).");
   t.def("compact_round_trip", &compact_round_trip, py::arg("H"), py::arg("M"),
         "H and M through the GPU's compact transfer (packed at the narrowest widths of "
         "their range, then widened) -> (H width, M width, H, M).");

@@ -424,3 +424,23 @@ def test_gpu_sum_of_squares_is_the_host_blocks(m, dtype):
     x = _input(m, dtype, seed=m)
     total, maxabs, _ = _cuda.sum_of_squares(torch.from_numpy(x).cuda().__dlpack__(stream=1))
     assert (total, maxabs) == hooks.sum_of_squares_blocks(x)
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("m", [1, 4099, (1 << 20) + 3, 3 * (1 << 20) + 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("factor", [1.0, 0.3])
+def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
+    """The source model's statistics kernels (cuda/model_gpu.cu) against
+    their host twin; the model fitted from them is then the CPU's
+    (tests/core/test_model_stats.py)."""
+    import torch
+
+    x = _input(m, dtype, seed=m)
+    x[m // 2] *= 1e3  # an outlier: the range
+    rng, counts, _ = _cuda.model_statistics(torch.from_numpy(x).cuda().__dlpack__(stream=1),
+                                            factor=factor)
+    twin_rng, twin_counts = hooks.model_statistics(x, factor=factor)
+    assert rng == twin_rng
+    np.testing.assert_array_equal(counts, twin_counts)
