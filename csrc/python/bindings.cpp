@@ -287,19 +287,33 @@ Coder coder_from(int coder) {
 }
 
 py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                         double factor, int coder, int threads, const py::object& lattice_stage) {
+                         double factor, int coder, int threads, const py::object& lattice_stage,
+                         const py::object& model_statistics, std::int64_t size) {
   require_contiguous_1d(x, "x");
   threads = threads_from(threads);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
-  const std::size_t m = static_cast<std::size_t>(x.size());
+  // x is never read when the stage and the model's statistics are given:
+  // it may then be empty, and m = size.
+  const bool unread = !lattice_stage.is_none() && !model_statistics.is_none();
+  if (size >= 0 && size != x.size() && !(unread && x.size() == 0))
+    throw InvalidArgument("m must be x's size (or x empty, with lattice_stage and "
+                          "model_statistics given)");
+  const std::size_t m = static_cast<std::size_t>(size >= 0 ? size : x.size());
   StageArrays arrays;
   LatticeStage view{};
   const LatticeStage* stage = nullptr;
+  SourceModel::Statistics statistics;
   if (!lattice_stage.is_none()) {
     arrays = StageArrays::from_tuple(lattice_stage.cast<py::tuple>(), m, p.n);
     view = arrays.view();
     stage = &view;
+    if (!model_statistics.is_none()) {
+      const py::tuple t = model_statistics.cast<py::tuple>();
+      if (t.size() != 2) throw InvalidArgument("model_statistics must be (range, counts)");
+      statistics = statistics_from(t[0].cast<double>(), t[1].cast<CArray<std::uint64_t>>());
+      view.statistics = &statistics;
+    }
   }
   std::vector<std::uint8_t> out;
   if (holds<float>(x)) {
@@ -752,10 +766,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("encode", &encode_body_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"),
         py::arg("factor"), py::arg("coder"), py::arg("threads") = 1,
-        py::arg("lattice_stage") = py::none(),
+        py::arg("lattice_stage") = py::none(), py::arg("model_statistics") = py::none(),
+        py::arg("m") = -1,
         "Encode a contiguous 1-D float32/float64 array into a payload body (bytes), "
         "on up to `threads` native threads (the same bytes for every count); "
-        "lattice_stage=(H, M, beta, V) codes an LRSUQ stage computed elsewhere (the GPU).");
+        "lattice_stage=(H, M, beta, V) codes an LRSUQ stage computed elsewhere (the GPU), "
+        "and with it model_statistics=(range, counts) fits the ANS coder's source model "
+        "from statistics computed elsewhere: x is then never read and may be empty "
+        "(of the coded dtype), m giving the update's size.");
   m.def("decode", &decode_body_py, py::arg("body"), py::kw_only(), py::arg("m"), py::arg("key"),
         py::arg("params"),
         py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,

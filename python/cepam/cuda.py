@@ -47,6 +47,7 @@ from ._native import core as _core
 from ._native import cuda_module
 from .errors import CepamError, DeviceError, InvalidArgumentError
 from .precision import judge_output, overflow_error
+from .structure import Structure, describe
 
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "decodes_on_device",
@@ -170,55 +171,88 @@ def to_device(result: Any, index: int) -> Any:
     return move(result)
 
 
-def _cuda_leaves(update: Any, names: list[str]) -> list[Any] | None:
-    """The leaves of ``update`` in coding order (``names``: the coded entries
-    of a mapping) as CUDA torch tensors, the CUDA arrays of other DLPack
-    libraries (CuPy, JAX) wrapped by torch without a copy; None unless every
-    one is in CUDA memory and torch is installed."""
-    if isinstance(update, dict):
-        leaves = [update[name] for name in names]
-    elif isinstance(update, (list, tuple)):
-        leaves = list(update)
-    else:
-        leaves = [update]
-    if not all(is_cuda(t) for t in leaves):
-        return None
-    try:
-        import torch
-    except ImportError:
-        return None
-    return [t if isinstance(t, torch.Tensor) else torch.from_dlpack(t) for t in leaves]
-
-
 class LatticeStage:
-    """The LRSUQ stage of an update held in CUDA memory, run on its GPU.
+    """An update held in CUDA memory, flattened on its GPU, and the GPU's
+    parts of encoding it: the clip's sum of squares (:meth:`sum_of_squares`),
+    the entropy coder's source-model statistics (:meth:`model_statistics`)
+    and the LRSUQ stage (calling it).
 
     ``stage(params, key=..., factor=...)`` (``params``: the core's
     ``_core.Params``) returns ``(H, M, beta, V)`` (host arrays) for
-    ``_core.encode(..., lattice_stage=...)``, which codes them into the bytes the CPU would
-    produce.  :meth:`of` gives None when the update is not all on a CUDA
-    device or the CUDA path is not available.
+    ``_core.encode(..., lattice_stage=..., model_statistics=...)``, which
+    codes them into the bytes the CPU would produce without reading the
+    update.  :meth:`of` gives None when the update is not all on a CUDA
+    device or the CUDA path is not available.  :meth:`host` and
+    :meth:`take` copy all or some of the update to the host, for what the
+    encoder does rarely (a non-finite value, running statistics clipped
+    apart, a closer bound on the decoded values) or on a sample.
     """
 
-    def __init__(self, flat: Any) -> None:
-        self._flat = flat  # a contiguous 1-D CUDA tensor, the coded dtype
+    def __init__(self, flat: Any, structure: Structure | None = None) -> None:
+        self._flat = flat  # a contiguous 1-D tensor, the coded dtype
+        self.structure = structure
         self.timings: list[dict[str, float]] = []
 
     @classmethod
-    def of(cls, update: Any, *, names: list[str], dtype: str) -> "LatticeStage | None":
-        """The stage for ``update`` flattened as the codec flattens it
-        (``names``: the coded entries of a mapping; ``dtype``: the coded
-        float dtype), or None."""
+    def of(cls, update: Any, *, non_float: str, buffers: str) -> "LatticeStage | None":
+        """The stage of ``update`` flattened as :func:`cepam.structure.flatten`
+        flattens it (same arguments), on the GPU, with its structure; None
+        unless every coded leaf is in CUDA memory, torch is installed and the
+        CUDA path is available.
+
+        Raises:
+            InvalidTypeError, InvalidArgumentError: as flatten.
+        """
         if not is_available():
             return None
-        leaves = _cuda_leaves(update, names)
-        if leaves is None:
+        leaves, structure, dtype = describe(update, non_float=non_float, buffers=buffers)
+        if not all(is_cuda(t) for t in leaves):
             return None
-        import torch
-
+        try:
+            import torch
+        except ImportError:
+            return None
         target = getattr(torch, dtype)
         flat = torch.cat([t.detach().reshape(-1).to(target) for t in leaves]).contiguous()
-        return cls(flat)
+        return cls(flat, structure)
+
+    @property
+    def size(self) -> int:
+        """The update's number of coordinates, m."""
+        return int(self._flat.numel())
+
+    @property
+    def dtype(self) -> str:
+        """The coded dtype, "float32" or "float64"."""
+        return str(self._flat.dtype).removeprefix("torch.")
+
+    def host(self) -> np.ndarray:
+        """The whole update copied to host memory (1-D, the coded dtype)."""
+        return self._flat.cpu().numpy()
+
+    def take(self, indices: np.ndarray) -> np.ndarray:
+        """The coordinates at ``indices`` (int64 array), copied to the host."""
+        import torch
+
+        where = torch.as_tensor(np.asarray(indices, np.int64), device=self._flat.device)
+        return self._flat[where].cpu().numpy()
+
+    def model_statistics(self, *, factor: float) -> tuple[float, np.ndarray]:
+        """(range, counts[1024] uint64): the entropy coder's source-model
+        statistics of the update times ``factor`` (csrc/coding/model_stats.hpp),
+        from which the host fits the CPU's model without the update
+        (``_core.encode(..., model_statistics=...)``).
+
+        Raises:
+            DeviceError: a CUDA failure.
+        """
+        import torch
+
+        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        rng, counts, timing = cuda_module().model_statistics(
+            self._flat.__dlpack__(stream=stream or 1), factor=factor, stream=stream)
+        self.timings.append({"model_" + k: v for k, v in timing.items()})
+        return rng, counts
 
     def upload(self, values: np.ndarray) -> "LatticeStage":
         """The stage of ``values`` (host memory, the coded dtype) on this
@@ -226,7 +260,8 @@ class LatticeStage:
         clips weights and running statistics apart, on the host)."""
         import torch
 
-        return type(self)(torch.from_numpy(np.ascontiguousarray(values)).to(self._flat.device))
+        return type(self)(torch.from_numpy(np.ascontiguousarray(values)).to(self._flat.device),
+                          self.structure)
 
     def sum_of_squares(self, *, threads: int) -> float:
         """The clip's sum of squares of the update (float64), the CPU's
@@ -245,7 +280,7 @@ class LatticeStage:
         total, _ = self._first_pass()
         if math.isfinite(total) and total > SQUARES_FLOOR:
             return total
-        return float(_core.sum_of_squares(self._flat.cpu().numpy(), threads=threads))
+        return float(_core.sum_of_squares(self.host(), threads=threads))
 
     def _first_pass(self) -> tuple[float, float]:
         """(total, largest magnitude): the first pass of the sum of squares

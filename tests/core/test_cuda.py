@@ -273,7 +273,8 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
     calls = _spy(monkeypatch)
     assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
     assert calls["stage"] >= 1 and calls["check"] == calls["stage"]  # the GPU path ran, checked
-    assert calls["squares"] == 1  # the clip's norm on the GPU
+    assert calls["squares"] == 1 and calls["model"] == 1  # the norm and the model's statistics
+    assert calls["host"] == 0 and calls["flatten"] == 0  # the update never came to the host
     out = cepam.decode(expected, secret=SECRET, device="cuda")
     assert calls["decode"] == 1  # the GPU kernel decoded
     ref = cepam.decode(expected, secret=SECRET)
@@ -284,10 +285,13 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
 
 def _spy(monkeypatch) -> dict[str, int]:
     """Counts the GPU path's calls: the LRSUQ stage of an encode, its
-    spot-check, the device decode, and the norm's first pass on the GPU."""
+    spot-check, the device decode, the norm's first pass and the source
+    model's statistics on the GPU, and the update's copies to the host
+    (LatticeStage.host, or flattening on the host)."""
     import cepam.codec
 
-    calls = {"stage": 0, "check": 0, "decode": 0, "squares": 0}
+    calls = {"stage": 0, "check": 0, "decode": 0, "squares": 0, "model": 0, "host": 0,
+             "flatten": 0}
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -298,6 +302,10 @@ def _spy(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(cuda.LatticeStage, "__call__", counted("stage", cuda.LatticeStage.__call__))
     monkeypatch.setattr(cuda.LatticeStage, "_first_pass",
                         counted("squares", cuda.LatticeStage._first_pass))
+    monkeypatch.setattr(cuda.LatticeStage, "model_statistics",
+                        counted("model", cuda.LatticeStage.model_statistics))
+    monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
+    monkeypatch.setattr(cepam.codec, "flatten", counted("flatten", cepam.codec.flatten))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
