@@ -4,7 +4,8 @@ in GPU memory.
 cepam's CUDA module runs the LRSUQ stage (latent radius, dither, trials,
 closest lattice point; the reconstruction on decode) on the GPU with the
 same per-sub-vector functions as the CPU codec (``csrc/lrsuq/subvector.hpp``),
-compiled without fused multiply-add, so it gives the same bytes.  Entropy
+compiled without fused multiply-add, so it gives the same bytes, and the
+clip's norm and the entropy coder's source-model statistics.  Entropy
 coding stays on the CPU.  The module is built when a CUDA compiler is found
 (CMake option ``CEPAM_CUDA``, see README) and imports on machines without a
 driver, where it reports no device.
@@ -14,18 +15,31 @@ checked bit for bit on the CPU (``tests/core/test_subvector.py``,
 ``tests/core/test_rans_core.py``); the GPU tests (``tests/core/test_cuda.py``, marker
 ``cuda``; ``bench/gpu_check.py``) run only on a GPU machine.
 
-What runs on the GPU: for :func:`cepam.encode` of an update whose leaves are
-all torch CUDA tensors, the clip's sum of squares (format version 5's
-blocks on the GPU, their tree on the host: the CPU's bits; squares that
-overflow or underflow, and NaN or infinite values, are summed again on a
-host copy, as the CPU's second pass does) and the LRSUQ stage (the update is
-still copied to the host once, for the entropy coder's source model, and
-the stage's results come back to the host for the entropy coder); after every such
-call the host recomputes a few sub-vectors chosen from the context
-(:func:`check_stage`) and raises :class:`~cepam.errors.DeviceError` if the GPU
-disagrees.  For ``decode(..., device="cuda")``: the body is entropy-decoded on
-the host, only the trial indices H and lattice points M travel, and the GPU
-kernel writes the update into device memory, where it stays.
+What runs on the GPU: for :func:`cepam.encode` of an update whose coded
+leaves are all in CUDA memory, the update is flattened on the GPU and not
+copied to the host: the clip's sum of squares (format version 5's blocks on
+the GPU, their tree on the host: the CPU's bits), the entropy coder's
+source-model statistics (the largest magnitude and the per-cell integer
+counts, ``csrc/coding/model_stats.hpp``; the host fits the model from them,
+the CPU's model bit for bit), the sample ``lattice="auto"`` codes (copied
+alone) and the LRSUQ stage, whose results (H, M and the side information
+beta, V) come back to the host for the entropy coder.  The update comes to
+the host only where the CPU codec's rare paths need it: squares that
+overflow or underflow, a NaN or infinite value (the error names it),
+running statistics clipped apart (``buffers="separate"``, over the clip;
+the clipped update goes back to the GPU), or decoded values near their
+dtype's range.  After every such call the host recomputes a few
+sub-vectors chosen from the context (:func:`check_stage`) and raises
+:class:`~cepam.errors.DeviceError` if the GPU disagrees.  For
+``decode(..., device="cuda")``: the body is entropy-decoded on the host,
+only the trial indices H and lattice points M travel, and the GPU kernel
+writes the update into device memory, where it stays.
+
+Never run on a GPU: the source-model statistics kernels, the GPU norm in
+encode and encode without the host copy were written and checked on the
+CPU only (their host twins, ``tests/core/test_model_stats.py``,
+``tests/core/test_gpu_flow.py``); ``bench/gpu_check.py`` checks them on a
+GPU machine.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
 are copied to the host, with a one-time :class:`HostCopyWarning`, and

@@ -146,3 +146,21 @@ def test_a_non_finite_value_is_named_as_on_the_cpu(bad, index, monkeypatch):
         _encode({"w": x}, clip=1.0)
     assert str(gpu.value) == str(cpu.value) and f"({index},)" in str(gpu.value)
     assert twin["squares"] == 1
+
+
+def test_the_core_reads_no_update_given_the_stage_and_the_statistics():
+    x = _normal(10_000, np.float32).numpy()
+    params = _core.Params(mechanism=1, scale=0.05, lattice=1, n=1)
+    kw = dict(key=bytes(32), params=params, factor=0.5, coder=2)
+    stage = hooks.encode_subvectors(x, key=bytes(32), params=params, factor=0.5)
+    expected = _core.encode(x, **kw)
+    statistics = hooks.model_statistics(x, factor=0.5)
+    assert _core.encode(np.empty(0, np.float32), lattice_stage=stage, model_statistics=statistics,
+                        m=x.size, **kw) == expected
+    with pytest.raises(InvalidArgumentError, match="m must be"):
+        _core.encode(np.empty(0, np.float32), lattice_stage=stage, m=x.size, **kw)
+    with pytest.raises(InvalidArgumentError, match="m must be"):
+        _core.encode(x, m=x.size + 1, **kw)
+    with pytest.raises(InvalidArgumentError, match="model_statistics"):
+        _core.encode(np.empty(0, np.float32), lattice_stage=stage, model_statistics=(1.0,),
+                     m=x.size, **kw)
