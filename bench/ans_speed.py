@@ -150,7 +150,7 @@ def hashes():
                 continue
             body = r[1]
             y = outcome(lambda: c.decode(body, m=m, coder=coder, dtype=dtype, **kw))
-            s = outcome(lambda: hooks.decode_symbols(body, m=m, coder=coder, **kw))
+            s = outcome(lambda: c.decode_symbols(body, m=m, coder=coder, **kw))
             out[name] = digest(body, *y, *(s[1] if s[0] == "ok" else s))
             if coder != ANS or factor != 1.0 or m > 5000:
                 continue

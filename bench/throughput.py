@@ -1,42 +1,38 @@
-"""Throughput and scaling of the whole Python path, and peak memory, in one run.
+"""Throughput and scaling of the whole Python path, and its serial parts, in one run.
 
-    python bench/throughput.py                    # the full tables (a few minutes)
-    python bench/throughput.py --m 1000000 --ratios 1 --repeat 3 --memory-m 10000000
+    python bench/throughput.py                       # m = 4 * 10^6 (about a minute here)
+    python bench/throughput.py --m 1e8 --repeat 1    # the issue's measure
+    python bench/throughput.py --m 1e7 --threads 1 2 16
 
-Speed: million coordinates per second (best of --repeat runs, runs with 1 and
-with all threads interleaved, so that a loaded machine slows both alike) for
-Z (n = 1), E8, D4 and auto (the default lattice), encode and decode, ANS
-coder (--coder), float32 Gaussian input of rms/sigma = each ratio, sigma = 1e-3.
-"all" is the cores this process may use (os.sched_getaffinity), or --threads.
-Where other work shares the cores (and a scheduler that shares CPU per
-session, as Linux's autogroup does, gives a process its share whatever its
-thread count), wall-clock speedups say little; the "split" column is the
-speedup the measured split of the work gives with a free core per thread:
-CPU time on one thread over the CPU span on all (see span()).
+Speed: million coordinates per second (wall clock, best of --repeat runs,
+the thread counts interleaved, so that a loaded machine slows them alike)
+for Z (n = 1), E8 and auto (--lattices), encode and decode, ANS coder
+(--coder), float32 Gaussian input of rms/sigma = --ratio (default 10),
+sigma = 1e-3, on 1, 2 and all threads ("all": the cores this process may
+use, os.sched_getaffinity; or --threads).  The payload's bytes are checked
+to be the same for every thread count.  Next to each speedup, Amdahl's law's
+prediction from the serial fraction f measured in the same run.  Where other
+work shares the cores (a scheduler that shares CPU per session, as Linux's
+autogroup does, gives a process its share whatever its thread count),
+wall-clock speedups say little; the "split" column is the speedup the
+measured split of the work gives with a free core per thread: CPU time on
+one thread over the CPU span on all (see span()).
 
-More cores (--serial-m): the serial parts of a call, timed one by one, as a
-fraction of its single-thread time, and Amdahl's-law predictions from it for
-16 and 64 cores.
+Serial parts (serial_parts(): the one function to change when the serial
+parts change): each part of a call that runs on one thread, timed alone as
+the calling thread's CPU time at the same m, and their sum as a fraction f
+of the call's single-thread time.
 
-Memory: peak resident memory beyond the input, in bytes per coordinate, of
-one encode and one decode of --memory-m coordinates on all threads, each in a
-fresh subprocess: on Linux the peak (VmHWM, reset through /proc/self/clear_refs
-just before the call) minus the resident size before it, the input already
-resident; elsewhere ru_maxrss deltas.  Native allocations are included
-(tracemalloc cannot see them).  Decode is reported beyond the input (the payload) and beyond input and
-output (the m float32 values it returns).
+Peak memory by thread count: bench/memory.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
-import resource
-import subprocess
-import sys
-import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -44,6 +40,7 @@ import cepam
 
 SECRET = bytes(range(32))
 SIGMA = 1e-3
+RATIO = 10.0
 LATTICES = {"Z": dict(lattice="Z", dim=1), "E8": dict(lattice="E8"), "D4": dict(lattice="D4"),
             "auto": dict(lattice="auto")}
 
@@ -78,46 +75,7 @@ def span(fn, threads: int) -> tuple[float, float]:
     return total, max(main, others)
 
 
-def speed_rows(m, ratios, names, coder, threads, repeat):
-    rows = []
-    for ratio in ratios:
-        x = update(m, ratio)
-        for name in names:
-            payload = encode(x, name, coder, 1)
-            assert encode(x, name, coder, threads) == payload  # same bytes on all threads
-            best = {key: float("inf") for key in ("e1", "eN", "d1", "dN", "ec1", "esN",
-                                                  "dc1", "dsN")}
-            runs = {"e": lambda t: encode(x, name, coder, t),
-                    "d": lambda t: cepam.decode(payload, secret=SECRET, threads=t)}
-            for _ in range(repeat):
-                for k, run in runs.items():
-                    best[k + "1"] = min(best[k + "1"], timed(lambda: run(1)))
-                    best[k + "N"] = min(best[k + "N"], timed(lambda: run(threads)))
-                    best[k + "c1"] = min(best[k + "c1"], span(lambda: run(1), 1)[0])
-                    best[k + "sN"] = min(best[k + "sN"], span(lambda: run(threads), threads)[1])
-            rate = {k: m / best[k] / 1e6 for k in ("e1", "eN", "d1", "dN")}
-            rate["e_split"] = best["ec1"] / best["esN"]
-            rate["d_split"] = best["dc1"] / best["dsN"]
-            bits = cepam.inspect(payload).bits_per_coordinate
-            rows.append((ratio, name, rate, bits))
-    return rows
-
-
-def print_speed(rows, m, coder, threads, repeat):
-    print(f"\nSpeed: m = {m} float32 coordinates, Gaussian sigma = {SIGMA}, coder {coder}, "
-          f"M coords/s (wall clock), best of {repeat}; 1 thread and {threads} threads.  "
-          f"'split': CPU time on 1 thread / CPU span on {threads} (see span()), the speedup "
-          f"with a free core per thread")
-    print(f"| rms/sigma | lattice | encode 1 | encode {threads} | speedup | split | decode 1 | "
-          f"decode {threads} | speedup | split | bits/coord |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for ratio, name, r, bits in rows:
-        print(f"| {ratio:g} | {name} | {r['e1']:.1f} | {r['eN']:.1f} | {r['eN'] / r['e1']:.2f}x "
-              f"| {r['e_split']:.2f}x | {r['d1']:.1f} | {r['dN']:.1f} | {r['dN'] / r['d1']:.2f}x "
-              f"| {r['d_split']:.2f}x | {bits:.3f} |")
-
-
-# --- Serial parts and what they predict for more cores. ------------------------
+# --- Serial parts and what they predict. -------------------------------------
 
 SEGMENT = 1 << 17  # coordinates per ANS segment: the unit of parallel work
 
@@ -132,188 +90,164 @@ def best_of(repeat: int, fn) -> float:
     return best
 
 
-def serial_rows(m, ratio, names, coder, repeat):
-    """The serial parts of a call, timed one by one, over its time on one
-    thread (the serial fraction f).  Encode: the sum of squares for the clip
-    (one ordered pass over the input), sealing the payload (ChaCha20 and
-    HMAC over its bytes, timed as opening it, the same passes) and the
-    per-call cost (Python, keys, header: a call on 8 coordinates); decode:
-    opening the payload, the output's precision check (an unordered sum of
-    squares) and the per-call cost.  For auto, also its choice on a sample:
-    its encode time less that of the lattice it chose, halved (the two
-    candidates, about a segment each, run side by side given two threads or
-    more).  Left out, as too small to time apart:
+def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
+                 repeat: int) -> dict[str, dict[str, float]]:
+    """The serial parts of an encode of x and a decode of its payload, in
+    CPU seconds of the calling thread (best of `repeat`), as they stand in
+    the library today (the parts a format change makes parallel are timed by
+    whatever code the library then runs: replace this function with one that
+    times them, keeping its keys' meaning).
+
+    Encode: the clip's sum of squares (one ordered pass over the input), the
+    range check (|x| bound, a pass only where the clipped norm is too
+    coarse), the sealing XOR (ChaCha20 over the sealed section), the MAC
+    (HMAC-SHA256 over the payload), the payload's assembly (the sealed
+    section built around the body, then header, section and tag joined),
+    the per-call cost (an encode of 8 coordinates) and, for auto, its choice
+    on a 2^16-coordinate sample (two encodes of the sample, side by side
+    given two threads: half of their sum; only where auto tries both).  Decode: the MAC, the XOR, the
+    sealed body's copy, the output's precision check (an unordered sum of
+    squares) and the per-call cost.  Left out, as too small to time apart:
     the native core's own serial steps (the source model's shape, chosen on
     a 1024-cell histogram; starting the threads; joining the segments)."""
     from cepam import _core
-    from cepam.sealing import open_payload
+    from cepam._finite import check_encodable_range
+    from cepam.codec import _AUTO_SAMPLE, _auto_candidates
+    from cepam.keys import mac_key, payload_tag, seal_key, Context
+    from cepam.payload import CODER_CODES, pack_sealed
+    from cepam.structure import flatten
 
-    rows = []
-    x, tiny = update(m, ratio), update(8, ratio)
-    for name in names:
-        payload, small = encode(x, name, coder, 1), encode(tiny, name, coder, 1)
-        one_enc = best_of(repeat, lambda: encode(x, name, coder, 1))
-        one_dec = best_of(repeat, lambda: cepam.decode(payload, secret=SECRET, threads=1))
-        y = cepam.decode(payload, secret=SECRET, threads=1)
-        opening = best_of(repeat, lambda: open_payload(payload, SECRET))
-        enc = (best_of(repeat, lambda: _core.sum_of_squares(x)) + opening
-               + best_of(repeat, lambda: encode(tiny, name, coder, 1)))
-        if name == "auto":
-            chosen = cepam.inspect(payload, secret=SECRET).lattice  # "Z" (n = 1) or "E8"
-            enc += max(0.0, one_enc - best_of(repeat, lambda: encode(x, chosen, coder, 1))) / 2
-        dec = (opening + best_of(repeat, lambda: _core.sum_of_squares(y, fixed_order=False))
-               + best_of(repeat, lambda: cepam.decode(small, secret=SECRET, threads=1)))
-        rows.append((name, {"encode": enc / one_enc, "decode": dec / one_dec}))
-    return rows
+    key, context = mac_key(SECRET), Context(0, 0)
+    xor_key = seal_key(SECRET, context)
+    section = bytearray(len(payload))
+    body = bytes(len(payload))
+    flat, structure = flatten(x)
+    tiny = update(8, 1.0)
+    small = encode(tiny, name, coder, 1)
+    y = cepam.decode(payload, secret=SECRET, threads=1)
+    mechanism = cepam.Gaussian(sigma=SIGMA)
+    norm = math.sqrt(_core.sum_of_squares(x))
+    enc = {
+        "sum of squares": best_of(repeat, lambda: _core.sum_of_squares(x)),
+        "range check": best_of(repeat, lambda: check_encodable_range(
+            flat, structure, norm=norm, factor=1.0, mechanism=mechanism)),
+        "sealing XOR": best_of(repeat, lambda: _core.seal_xor(section, key=xor_key)),
+        "MAC": best_of(repeat, lambda: payload_tag(key, payload)),
+        "assembly": best_of(repeat, lambda: b"".join(
+            (b"h" * 64, pack_sealed(1, 1, body, 0), b"t" * 16))),
+        "per call": best_of(repeat, lambda: encode(tiny, name, coder, 1)),
+    }
+    candidates = _auto_candidates(mechanism, CODER_CODES[coder], norm / math.sqrt(x.size))
+    if name == "auto" and len(candidates) > 1 and x.size > 2 * _AUTO_SAMPLE:
+        sample = x[:_AUTO_SAMPLE]
+        enc["auto's sample"] = sum(best_of(repeat, lambda: encode(sample, lat, coder, 1))
+                                   for lat in ("Z", "E8")) / 2  # (side by side)
+    dec = {
+        "MAC": enc["MAC"],
+        "sealing XOR": enc["sealing XOR"],
+        "body copy": best_of(repeat, lambda: bytes(memoryview(section)[8:])),
+        "output check": best_of(repeat, lambda: _core.sum_of_squares(y, fixed_order=False)),
+        "per call": best_of(repeat, lambda: cepam.decode(small, secret=SECRET, threads=1)),
+    }
+    return {"encode": enc, "decode": dec}
 
 
-def amdahl(f: float, cores: int, m: int) -> float:
-    """Speedup on `cores` cores of a call with serial fraction f, whose
-    parallel part comes in m / 2^17 segments (at most that many busy cores)."""
-    busy = min(cores, -(-m // SEGMENT))
+def amdahl(f: float, threads: int, m: int) -> float:
+    """Speedup on `threads` free cores of a call with serial fraction f,
+    whose parallel part comes in m / 2^17 segments (at most that many busy
+    threads)."""
+    busy = max(1, min(threads, -(-m // SEGMENT)))
     return 1.0 / (f + (1.0 - f) / busy)
 
 
-def print_serial(rows, m, ratio, coder, predict_m):
-    print(f"\nMore cores (a prediction, not a measurement): the serial parts of a call "
-          f"(see serial_rows()) on m = {m} float32 coordinates (rms/sigma = {ratio:g}), coder "
-          f"{coder}, as a fraction f of its time on one thread, and Amdahl's law with f for "
-          f"m = {predict_m:.0e} (memory bandwidth permitting) on 16 and 64 cores")
-    print("| lattice | encode f | encode, 16 cores | encode, 64 cores | decode f | "
-          "decode, 16 cores | decode, 64 cores |")
-    print("|---|---|---|---|---|---|---|")
-    for name, out in rows:
-        e, d = out["encode"], out["decode"]
-        print(f"| {name} | {100 * e:.1f}% | {amdahl(e, 16, predict_m):.1f}x | "
-              f"{amdahl(e, 64, predict_m):.1f}x | {100 * d:.1f}% | {amdahl(d, 16, predict_m):.1f}x "
-              f"| {amdahl(d, 64, predict_m):.1f}x |")
+# --- Speed. ----------------------------------------------------------------------
+
+def speed_row(x: np.ndarray, name: str, coder: str, counts: list[int], repeat: int) -> dict:
+    """Best wall-clock seconds (and CPU split) of encode and decode on each
+    thread count; checks the payload is the same bytes on each."""
+    payload = encode(x, name, coder, 1)
+    for t in counts[1:]:
+        if encode(x, name, coder, t) != payload:
+            raise SystemExit(f"{name}: the payload on {t} threads differs from 1 thread's")
+    runs = {"encode": lambda t: encode(x, name, coder, t),
+            "decode": lambda t: cepam.decode(payload, secret=SECRET, threads=t)}
+    wall = {(k, t): float("inf") for k in runs for t in counts}
+    cpu1 = {k: float("inf") for k in runs}
+    spanN = {k: float("inf") for k in runs}
+    for _ in range(repeat):
+        for k, run in runs.items():
+            for t in counts:
+                wall[k, t] = min(wall[k, t], timed(lambda: run(t)))
+            cpu1[k] = min(cpu1[k], span(lambda: run(1), 1)[0])
+            spanN[k] = min(spanN[k], span(lambda: run(counts[-1]), counts[-1])[1])
+    return {"payload": payload, "wall": wall, "split": {k: cpu1[k] / spanN[k] for k in runs},
+            "bits": 8 * len(payload) / x.size}
 
 
-# --- Memory: one call in a fresh subprocess. ----------------------------------
-
-def _status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-class PeakMemory:
-    """Peak resident bytes above the resident size at start (Linux: VmHWM reset
-    through clear_refs; elsewhere ru_maxrss, which only sees new peaks)."""
-
-    def __enter__(self) -> "PeakMemory":
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-            self.linux = _status_kib("VmHWM") is not None
-        except OSError:
-            self.linux = False
-        self.start = _status_kib("VmRSS") * 1024 if self.linux else self._maxrss()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        peak = _status_kib("VmHWM") * 1024 if self.linux else self._maxrss()
-        self.bytes = peak - self.start
-
-    @staticmethod
-    def _maxrss() -> int:
-        scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-
-
-def _filled(m: int, ratio: float) -> np.ndarray:
-    """update(m, ratio) built a chunk at a time (no whole-update float64 temporary)."""
-    x = np.empty(m, np.float32)
-    rng = np.random.default_rng(0)
-    for i in range(0, m, 1 << 20):
-        x[i:i + (1 << 20)] = rng.standard_normal(min(1 << 20, m - i)) * (ratio * SIGMA)
-    return x
-
-
-def _child(args) -> None:
-    """Measures one encode or decode; prints a JSON line."""
-    m, ratio, name, coder, threads, what, path = args
-    if what == "encode":
-        x = _filled(m, ratio)
-        encode(update(4096, 1.0), name, coder, threads)  # code and tables loaded
-        with PeakMemory() as peak:
-            payload = encode(x, name, coder, threads)
-        with open(path, "wb") as f:
-            f.write(payload)
-        print(json.dumps({"beyond_input": peak.bytes / m}))
-    else:
-        with open(path, "rb") as f:
-            payload = f.read()
-        cepam.decode(encode(update(4096, 1.0), name, coder, threads, round_=1), secret=SECRET,
-                     threads=threads)
-        with PeakMemory() as peak:
-            y = cepam.decode(payload, secret=SECRET, threads=threads)
-        print(json.dumps({"beyond_input": peak.bytes / m,
-                          "beyond_output": (peak.bytes - y.nbytes) / m}))
-
-
-def memory_rows(m, ratio, names, coder, threads):
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            path = os.path.join(tmp, f"{name}.bin")
-            out = {}
-            for what in ("encode", "decode"):
-                args = json.dumps([m, ratio, name, coder, threads, what, path])
-                res = subprocess.run([sys.executable, __file__, "--child", args],
-                                     capture_output=True, text=True, check=True)
-                out[what] = json.loads(res.stdout.strip().splitlines()[-1])
-            rows.append((name, out))
-    return rows
-
-
-def print_memory(rows, m, ratio, coder, threads):
-    print(f"\nPeak memory: m = {m} float32 coordinates (rms/sigma = {ratio:g}), coder {coder}, "
-          f"{threads} threads, bytes per coordinate (peak resident size, fresh processes)")
-    print("| lattice | encode, beyond the input | decode, beyond the input | "
-          "decode, beyond input and output |")
-    print("|---|---|---|---|")
-    for name, out in rows:
-        print(f"| {name} | {out['encode']['beyond_input']:.2f} | "
-              f"{out['decode']['beyond_input']:.2f} | {out['decode']['beyond_output']:.2f} |")
+def print_serial(name: str, parts: dict, one: dict, m: int) -> dict[str, float]:
+    """Prints the serial parts; returns f (their sum over the 1-thread time)."""
+    f = {}
+    for what in ("encode", "decode"):
+        total = sum(parts[what].values())
+        f[what] = total / one[what]
+        cells = ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in parts[what].items())
+        print(f"{name} {what}: {cells}; sum {1e3 * total:.2f} ms = {100 * f[what]:.2f}% of "
+              f"{1e3 * one[what]:.1f} ms on one thread")
+    return f
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--child":
-        _child(json.loads(sys.argv[2]))
-        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--m", type=int, default=1_000_000)
-    ap.add_argument("--ratios", type=float, nargs="+", default=[0.5, 1.0, 10.0, 100.0])
-    ap.add_argument("--lattices", nargs="+", default=list(LATTICES), choices=list(LATTICES))
+    ap.add_argument("--m", type=float, default=4e6)
+    ap.add_argument("--ratio", type=float, default=RATIO, help="rms/sigma of the update")
+    ap.add_argument("--lattices", nargs="+", default=["Z", "E8", "auto"], choices=list(LATTICES))
     ap.add_argument("--coder", default="ans", choices=["ans", "golomb"])
-    ap.add_argument("--threads", type=int, default=None,
-                    help="the 'all' thread count (default: the cores this process may use)")
+    ap.add_argument("--threads", type=int, nargs="+", default=None,
+                    help="the thread counts (default: 1, 2 and the cores this process may use)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--memory-m", type=int, default=10_000_000,
-                    help="coordinates for the memory table (0: skip it)")
-    ap.add_argument("--memory-ratio", type=float, default=100.0,
-                    help="rms/sigma of the memory table's update (default: the longest payloads)")
-    ap.add_argument("--serial-m", type=int, default=4_000_000,
-                    help="coordinates for the serial-parts table (0: skip it)")
-
     a = ap.parse_args()
-    threads = a.threads or cepam.threads.available_cores()
-    print(f"cepam {cepam.__version__}, {os.cpu_count()} CPUs, {threads} threads for 'all'; "
-          f"machine: {os.uname().machine}, {_cpu_name()}")
-    rows = speed_rows(a.m, a.ratios, a.lattices, a.coder, threads, a.repeat)
-    print_speed(rows, a.m, a.coder, threads, a.repeat)
-    if a.serial_m > 0:
-        rows = serial_rows(a.serial_m, 1.0, a.lattices, a.coder, a.repeat)
-        print_serial(rows, a.serial_m, 1.0, a.coder, 10 ** 8)
-    if a.memory_m > 0:
-        rows = memory_rows(a.memory_m, a.memory_ratio, a.lattices, a.coder, threads)
-        print_memory(rows, a.memory_m, a.memory_ratio, a.coder, threads)
+    warnings.simplefilter("ignore", cepam.errors.PrivacyWarning)  # no clip: the coder's speed
+    m = int(a.m)
+    counts = sorted(set(a.threads or [1, 2, cepam.threads.available_cores()]))
+    if counts[0] != 1:
+        counts = [1] + counts
+    print(f"cepam {cepam.__version__}, {os.cpu_count()} CPUs ({_cpu_name()}, "
+          f"{os.uname().machine}); m = {m} float32, Gaussian sigma = {SIGMA}, rms/sigma = "
+          f"{a.ratio:g}, coder {a.coder}; threads {counts}; best of {a.repeat}")
+    x = update(m, a.ratio)
+    print("\nSerial parts (CPU time of the calling thread, best of --repeat; serial_parts()):")
+    rows = []
+    for name in a.lattices:
+        row = speed_row(x, name, a.coder, counts, a.repeat)
+        parts = serial_parts(x, row["payload"], name, a.coder, a.repeat)
+        one = {k: row["wall"][k, 1] for k in ("encode", "decode")}
+        rows.append((name, row, print_serial(name, parts, one, m)))
+    print(f"\nSpeed: M coordinates/s (wall clock); speedup over 1 thread, and in brackets "
+          f"Amdahl's prediction from f (free cores, segments of 2^17 permitting); 'split': CPU "
+          f"time on 1 thread / CPU span on {counts[-1]} (see span()).  Payload bytes identical "
+          f"on every thread count: checked.")
+    head = ["lattice", "bits/coord"]
+    for what in ("encode", "decode"):
+        head += [f"{what} {t}" for t in counts] + [f"{what} x{t}" for t in counts[1:]]
+        head += [f"{what} split"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name, row, f in rows:
+        cells = [name, f"{row['bits']:.3f}"]
+        for what in ("encode", "decode"):
+            w = row["wall"]
+            cells += [f"{m / w[what, t] / 1e6:.1f}" for t in counts]
+            cells += [f"{w[what, 1] / w[what, t]:.2f}x ({amdahl(f[what], t, m):.2f}x)"
+                      for t in counts[1:]]
+            cells += [f"{row['split'][what]:.2f}x"]
+        print("| " + " | ".join(cells) + " |")
+    print("\nAmdahl's prediction for more cores from the same f (at this m):")
+    print("| lattice | encode f | 16 | 64 | decode f | 16 | 64 |")
+    print("|---|---|---|---|---|---|---|")
+    for name, _, f in rows:
+        print(f"| {name} | {100 * f['encode']:.2f}% | {amdahl(f['encode'], 16, m):.1f}x | "
+              f"{amdahl(f['encode'], 64, m):.1f}x | {100 * f['decode']:.2f}% | "
+              f"{amdahl(f['decode'], 16, m):.1f}x | {amdahl(f['decode'], 64, m):.1f}x |")
 
 
 def _cpu_name() -> str:

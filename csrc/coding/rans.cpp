@@ -6,7 +6,7 @@ namespace cepam {
 
 void AnsEncoder::grow(std::size_t k) {
   const std::size_t capacity = count_ + k > 2 * capacity_ ? count_ + k : 2 * capacity_;
-  std::unique_ptr<AnsSymbol[]> symbols(new AnsSymbol[capacity]);
+  PageArray<AnsSymbol> symbols = page_array<AnsSymbol>(capacity);
   if (count_ > 0) std::memcpy(symbols.get(), symbols_.get(), count_ * sizeof(AnsSymbol));
   symbols_ = std::move(symbols);
   capacity_ = capacity;
@@ -15,7 +15,7 @@ void AnsEncoder::grow(std::size_t k) {
 AnsEncoder& AnsEncoder::operator=(const AnsEncoder& other) {
   if (this == &other) return *this;
   if (capacity_ < other.count_) {  // else the buffer this has already will do
-    symbols_.reset(new AnsSymbol[other.capacity_]);
+    symbols_ = page_array<AnsSymbol>(other.capacity_);
     capacity_ = other.capacity_;
   }
   if (other.count_ > 0)
@@ -31,7 +31,8 @@ namespace {
 class Run {
  public:
   Run(const AnsSymbol* symbols, std::size_t count, std::size_t padding)
-      : words_(new std::uint32_t[count + padding]), run_(symbols, count, padding, words_.get()) {}
+      : words_(page_array<std::uint32_t>(count + padding)),
+        run_(symbols, count, padding, words_.get()) {}
   bool more() const { return run_.more(); }
   void group() { run_.group(); }
   void write(std::vector<std::uint8_t>& out) const {
@@ -41,24 +42,23 @@ class Run {
   }
 
  private:
-  std::unique_ptr<std::uint32_t[]> words_;  // (room for one a symbol; not initialised)
+  PageArray<std::uint32_t> words_;  // (room for one a symbol; not initialised)
   RansRun run_;
 };
 
 }  // namespace
 
 void AnsEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_bytes) const {
-  std::vector<std::uint8_t> stream;
-  encode(0, stream);
+  const std::size_t base = out.size();  // the stream is coded in place, after it
+  encode(0, out);
   // A padding symbol adds 16 bits to the states, so about two make a word:
   // add two per missing word until the stream is long enough (one or two
   // rounds; each round re-encodes, only for such extreme payloads).
-  for (std::size_t padding = 0; stream.size() < min_bytes;) {
-    padding += 2 * ((min_bytes - stream.size() + 3) / 4) + 2;
-    stream.clear();
-    encode(padding, stream);
+  for (std::size_t padding = 0; out.size() - base < min_bytes;) {
+    padding += 2 * ((min_bytes - (out.size() - base) + 3) / 4) + 2;
+    out.resize(base);
+    encode(padding, out);
   }
-  out.insert(out.end(), stream.begin(), stream.end());
 }
 
 void AnsEncoder::finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out_a,

@@ -34,6 +34,7 @@
 
 #include "coding/rans_core.hpp"
 #include "common/cpu.hpp"
+#include "common/pages.hpp"
 #include "common/errors.hpp"
 
 namespace cepam {
@@ -107,7 +108,7 @@ class AnsEncoder {
 
   // The symbols put: count_ of capacity_ (the rest not initialised: the
   // buffer is written once, in order).
-  std::unique_ptr<AnsSymbol[]> symbols_;
+  PageArray<AnsSymbol> symbols_;
   std::size_t capacity_ = 0, count_ = 0;
 };
 

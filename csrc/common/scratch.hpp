@@ -1,12 +1,14 @@
 // Scratch<T>: n values of a trivial type T on the heap, NOT initialised
 // (a std::vector would zero them first): for working arrays that every
 // user writes before it reads, allocated once per call of a chunked loop,
-// where zero-filling them would cost a pass over memory per call.
+// where zero-filling them would cost a pass over memory per call.  Large
+// ones are mapped from the system (common/pages.hpp).
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <type_traits>
+
+#include "common/pages.hpp"
 
 namespace cepam {
 
@@ -15,7 +17,7 @@ class Scratch {
   static_assert(std::is_trivially_default_constructible_v<T>, "left uninitialised");
 
  public:
-  explicit Scratch(std::size_t n) : data_(n != 0 ? new T[n] : nullptr), size_(n) {}
+  explicit Scratch(std::size_t n) : data_(page_array<T>(n)), size_(n) {}
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
   std::size_t size() const { return size_; }
@@ -23,14 +25,14 @@ class Scratch {
   // (the values lost) only if it holds fewer.
   void reserve(std::size_t n) {
     if (n <= size_) return;
-    data_.reset(new T[n]);
+    data_ = page_array<T>(n);
     size_ = n;
   }
   T& operator[](std::size_t i) { return data_[i]; }
   const T& operator[](std::size_t i) const { return data_[i]; }
 
  private:
-  std::unique_ptr<T[]> data_;
+  PageArray<T> data_;
   std::size_t size_;
 };
 

@@ -225,11 +225,15 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& 
   // part empty); their trials need none of the Z^n loop's arrays (size zn).
   constexpr bool voronoi = Lattice::id != LatticeId::Z;
   constexpr std::size_t chunk = voronoi ? kVoronoiChunk : kChunk;
-  const std::size_t zn = voronoi ? 0 : chunk * un;
+  // The buffers hold the largest chunk of this range (rounded up to 64
+  // sub-vectors), not a whole chunk: a small update allocates (and faults
+  // in) little.
+  const std::size_t cap = std::min(chunk, (last - first + 63) / 64 * 64);
+  const std::size_t zn = voronoi ? 0 : cap * un;
   std::unique_ptr<LrsuqEncodeScratch> own;  // when the caller gives none
   if (scratch == nullptr) scratch = (own = std::make_unique<LrsuqEncodeScratch>()).get();
   LrsuqEncodeScratch::Buffers& buf = scratch->buffers();
-  buf.reserve(chunk, un, W, zn, V != nullptr);
+  buf.reserve(cap, un, W, zn, V != nullptr);
   auto& [latent_buf, dither_buf, radius, beta, inv_beta, beta_e, inv_beta_e, xs, t, dev,
          rejected, rt, rxs, rbeta, rradius, rwords, rdither, rq, retry] = buf;
 

@@ -215,8 +215,23 @@ std::size_t min_segment_bytes(bool point_model) {
   return segment_prefix(point_model) + 8 * static_cast<std::size_t>(kStreams);
 }
 
-// Appends a segment: its length, the model byte (where the lattice has a
-// point model), then its rANS stream.
+// A segment is its length, the model byte (where the lattice has a point
+// model), then its rANS stream: begin_segment appends the first two (the
+// length to be filled in) and returns where the segment starts;
+// end_segment fills in the length of what follows it.
+std::size_t begin_segment(std::vector<std::uint8_t>& out, bool model_byte, bool points) {
+  const std::size_t at = out.size();
+  out.resize(at + 4);
+  if (model_byte) out.push_back(points ? 1 : 0);
+  return at;
+}
+void end_segment(std::vector<std::uint8_t>& out, std::size_t at) {
+  const std::size_t size = out.size() - at - 4;
+  if (size > 0xffffffffu) throw EncodingError("an entropy-coded segment is longer than 4 GiB");
+  put_u32(out, at, static_cast<std::uint32_t>(size));
+}
+
+// Appends a segment whose rANS stream is `stream`.
 void put_segment(std::vector<std::uint8_t>& out, bool model_byte, bool points,
                  const std::vector<std::uint8_t>& stream) {
   append_segment(out, model_byte, points, stream.data(), stream.size());
@@ -226,21 +241,21 @@ void put_segment(std::vector<std::uint8_t>& out, bool model_byte, bool points,
 
 void append_segment(std::vector<std::uint8_t>& out, bool model_byte, bool points,
                     const std::uint8_t* stream, std::size_t stream_size) {
-  const std::size_t size = stream_size + (model_byte ? 1 : 0);
-  if (size > 0xffffffffu) throw EncodingError("an entropy-coded segment is longer than 4 GiB");
-  const std::size_t at = out.size();
-  out.resize(at + 4);
-  put_u32(out, at, static_cast<std::uint32_t>(size));
-  if (model_byte) out.push_back(points ? 1 : 0);
+  const std::size_t at = begin_segment(out, model_byte, points);
   out.insert(out.end(), stream, stream + stream_size);
+  end_segment(out, at);
 }
 
 void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_stream) const {
+  if (!points_started_) {  // the box model alone (or the same stream both ways), coded in place
+    const std::size_t at = begin_segment(out, points_ != nullptr, false);
+    ans_.finish(out, min_stream);
+    end_segment(out, at);
+    return;
+  }
   std::vector<std::uint8_t> stream;
   bool use_points = false;
-  if (!points_started_) {  // the box model alone (or the same stream both ways)
-    ans_.finish(stream, min_stream);
-  } else {
+  {
     std::vector<std::uint8_t> box;
     AnsEncoder::finish_pair(ans_, box, ans_points_, stream);
     use_points = stream.size() < box.size();

@@ -17,6 +17,10 @@ namespace {
 
 constexpr std::size_t kGolombPrefix = 4 + 1 + 8 + 8;
 
+// The ANS encoder pairs segments only where every thread has at least this
+// many (SegmentTasks).
+constexpr std::size_t kPairSegments = 16;
+
 void put_le(std::vector<std::uint8_t>& out, std::size_t at, std::uint64_t v, int bytes) {
   for (int b = 0; b < bytes; ++b) out[at + static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(v >> (8 * b));
 }
@@ -76,6 +80,36 @@ std::size_t golomb_chunk(const LrsuqParams& p) {
 // The number of pieces of `size` sub-vectors that cover N.
 std::size_t pieces(std::size_t N, std::size_t size) { return N / size + (N % size != 0 ? 1 : 0); }
 
+// Coordinates a piece: the decoder holds the side information and lattice
+// points of a piece of a block at a time (the block's H are decoded first,
+// as the format orders them, then its M piece by piece), so that its
+// buffers take about 70 KB a segment whatever n (not part of the format).
+constexpr std::size_t kPieceCoordinates = 4096;
+
+// The decoder's buffers of one segment: the trial indices of a block, and
+// the side information (beta, dither) and lattice points of a piece.
+struct DecodeBuffers {
+  Scratch<std::uint32_t> H;
+  Scratch<std::int64_t> M;
+  Scratch<double> beta, V;
+  DecodeBuffers(std::size_t N, std::size_t n)
+      : H(std::min(N, kAnsBlock)), M(std::min(N, piece(n)) * n), beta(std::min(N, piece(n))),
+        V(std::min(N, piece(n)) * n) {}
+  // Sub-vectors a piece (at least one; kAnsBlock's divisors for n = 1, 2, 4, 8).
+  static std::size_t piece(std::size_t n) {
+    return std::max<std::size_t>(1, std::min(kAnsBlock, kPieceCoordinates / n));
+  }
+};
+
+// What the decoder hands on: `count` sub-vectors' trial indices, side
+// information and lattice points.
+struct DecodedPiece {
+  const std::uint32_t* H;
+  const double* beta;
+  const double* V;
+  const std::int64_t* M;
+};
+
 // The buffers of one ANS block: trial indices, lattice points and side
 // information (beta, dither) of up to kAnsBlock sub-vectors.
 struct AnsBlock {
@@ -104,7 +138,8 @@ SegmentRange segment_range(const LrsuqParams& p, std::size_t N, std::size_t s) {
 }
 
 // How the segments of an ANS body go to the threads.  Where there are
-// segments enough to keep every thread busy, a task takes two segments and
+// segments enough to keep every thread busy (at least `per_thread` a
+// thread: at least 2), a task takes two segments and
 // codes or decodes them together (their serial chains interleaved); the
 // pairs come first, in a number that is a multiple of the threads, so that
 // they come out even, and the rest (fewer than twice the threads, the
@@ -112,19 +147,20 @@ SegmentRange segment_range(const LrsuqParams& p, std::size_t N, std::size_t s) {
 // it: every segment is coded alone.
 struct SegmentTasks {
   std::size_t pairs, count;  // the tasks: `pairs` pairs, then single segments
-  SegmentTasks(std::size_t segments, int threads) {
+  SegmentTasks(std::size_t segments, int threads, std::size_t per_thread = 2) {
     const std::size_t w = threads < 1 ? 1 : static_cast<std::size_t>(threads);
-    pairs = segments < 2 * w ? 0 : segments / 2 / w * w;
+    pairs = segments < std::max<std::size_t>(2, per_thread) * w ? 0 : segments / 2 / w * w;
     count = segments - pairs;
   }
   bool paired(std::size_t t) const { return t < pairs; }
   std::size_t first(std::size_t t) const { return t < pairs ? 2 * t : pairs + t; }
 };
 
-// Decodes an ANS body, its segments in parallel, block by block, and calls
-// sink(j0, count, block) with each block's symbols and side information
-// (from several threads at once, for disjoint blocks); checks each
-// segment's end.
+// Decodes an ANS body, its segments in parallel, block by block (a
+// block's H, then its M piece by piece), and calls sink(j0, count, piece)
+// with each piece's symbols and side information (from several threads at
+// once, for disjoint pieces); checks each segment's end.  Holds
+// DecodeBuffers for one segment, or two, a thread.
 template <class Sink>
 void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                        std::size_t len, std::size_t m, int threads, Sink&& sink) {
@@ -143,19 +179,27 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
       throw FormatError("entropy-coded body has trailing data (padding beyond the length the "
                         "bomb rule asks)");
   };
-  // The H of a block, then its side information.
-  const auto side_info = [&](AnsSegmentDecoder& dec, std::size_t j0, std::size_t count, AnsBlock& b) {
-    dec.decode_h(accept, count, b.H.data());
-    lrsuq_side_info(p, ks, b.H.data(), j0, j0 + count, b.beta.data(), b.V.data());
+  const std::size_t P = DecodeBuffers::piece(n);
+  // The side information of the piece of `count` sub-vectors at k0 in the
+  // block at j0 (whose H are decoded).
+  const auto side_info = [&](std::size_t j0, std::size_t k0, std::size_t count, DecodeBuffers& b) {
+    lrsuq_side_info(p, ks, b.H.data() + k0, j0 + k0, j0 + k0 + count, b.beta.data(), b.V.data());
+  };
+  const auto hand_on = [&](std::size_t j0, std::size_t k0, std::size_t count, DecodeBuffers& b) {
+    sink(j0 + k0, count, DecodedPiece{b.H.data() + k0, b.beta.data(), b.V.data(), b.M.data()});
   };
   const auto segment = [&](std::size_t s) {
     const SegmentRange range = segment_range(p, N, s);
     AnsSegmentDecoder dec(ans, s);
-    AnsBlock b(range.last - range.first, n);
+    DecodeBuffers b(range.last - range.first, n);
     for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
-      side_info(dec, j0, count, b);
-      dec.decode_m(basis, count, b.beta.data(), b.V.data(), b.M.data());
-      sink(j0, count, b);
+      dec.decode_h(accept, count, b.H.data());
+      for (std::size_t k0 = 0; k0 < count; k0 += P) {
+        const std::size_t c = std::min(P, count - k0);
+        side_info(j0, k0, c, b);
+        dec.decode_m(basis, c, b.beta.data(), b.V.data(), b.M.data());
+        hand_on(j0, k0, c, b);
+      }
     });
     finish(dec, s);
   };
@@ -168,17 +212,22 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
   const auto pair = [&](std::size_t s) {
     const SegmentRange r0 = segment_range(p, N, s), r1 = segment_range(p, N, s + 1);
     AnsSegmentDecoder d0(ans, s), d1(ans, s + 1);
-    AnsBlock b0(r0.last - r0.first, n), b1(r1.last - r1.first, n);
+    DecodeBuffers b0(r0.last - r0.first, n), b1(r1.last - r1.first, n);
     // The second segment may be the last, with fewer blocks.
     for (std::size_t j0 = r0.first, j1 = r1.first; j0 < r0.last; j0 += kAnsBlock, j1 += kAnsBlock) {
       const std::size_t c0 = std::min(kAnsBlock, r0.last - j0);
       const std::size_t c1 = j1 < r1.last ? std::min(kAnsBlock, r1.last - j1) : 0;
-      side_info(d0, j0, c0, b0);
-      if (c1 != 0) side_info(d1, j1, c1, b1);
-      d0.decode_m_with(d1, basis, {c0, b0.beta.data(), b0.V.data(), b0.M.data()},
-                       {c1, b1.beta.data(), b1.V.data(), b1.M.data()});
-      sink(j0, c0, b0);
-      if (c1 != 0) sink(j1, c1, b1);
+      d0.decode_h(accept, c0, b0.H.data());
+      if (c1 != 0) d1.decode_h(accept, c1, b1.H.data());
+      for (std::size_t k0 = 0; k0 < c0; k0 += P) {
+        const std::size_t e0 = std::min(P, c0 - k0), e1 = k0 < c1 ? std::min(P, c1 - k0) : 0;
+        side_info(j0, k0, e0, b0);
+        if (e1 != 0) side_info(j1, k0, e1, b1);
+        d0.decode_m_with(d1, basis, {e0, b0.beta.data(), b0.V.data(), b0.M.data()},
+                         {e1, b1.beta.data(), b1.V.data(), b1.M.data()});
+        hand_on(j0, k0, e0, b0);
+        if (e1 != 0) hand_on(j1, k0, e1, b1);
+      }
     }
     finish(d0, s);
     finish(d1, s + 1);
@@ -475,7 +524,10 @@ struct AnsBodyCoder {
     };
     // A pair of segments is finished together (their rANS streams' chains of
     // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
-    const SegmentTasks tasks(S, threads);
+    // A pair holds a second segment's symbols (1 to 2.5 MB): pairs only
+    // where every thread has kPairSegments segments or more, so that the
+    // pairs' extra memory stays under 1 byte a coordinate.
+    const SegmentTasks tasks(S, threads, kPairSegments);
     parallel_for_with(
         threads, tasks.count,
         [&] { return Worker{AnsBlock(std::min(N, segment_subvectors(p.n)), n), {}, {}}; },
@@ -514,8 +566,8 @@ struct AnsBodyCoder {
   static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                      std::size_t len, std::size_t m, int threads, T* y) {
     decode_ans_blocks(p, ks, body, len, m, threads,
-                      [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
-      lrsuq_reconstruct(p, b.beta.data(), b.V.data(), b.M.data(), j0, j0 + count, m, y);
+                      [&](std::size_t j0, std::size_t count, const DecodedPiece& b) {
+      lrsuq_reconstruct(p, b.beta, b.V, b.M, j0, j0 + count, m, y);
     });
   }
   static void symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
@@ -528,9 +580,9 @@ struct AnsBodyCoder {
     H.assign(N, 0);
     M.assign(N * n, 0);
     decode_ans_blocks(p, ks, body, len, m, threads,
-                      [&](std::size_t j0, std::size_t count, const AnsBlock& b) {
-      std::copy_n(b.H.data(), count, H.begin() + static_cast<std::ptrdiff_t>(j0));
-      std::copy_n(b.M.data(), count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
+                      [&](std::size_t j0, std::size_t count, const DecodedPiece& b) {
+      std::copy_n(b.H, count, H.begin() + static_cast<std::ptrdiff_t>(j0));
+      std::copy_n(b.M, count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
     });
   }
   static void parts(const std::uint8_t* body, std::size_t len, LatticeId lattice,

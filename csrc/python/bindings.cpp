@@ -820,9 +820,6 @@ PYBIND11_MODULE(_core, m) {
       "testing", "Test hooks: internal stages and primitives of the native core, for tests "
       "and benchmarks (not a stable API).");
   py::module_::import("sys").attr("modules")["cepam._core.testing"] = t;
-  t.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
-        py::arg("key"), py::arg("params"), py::arg("coder"), py::arg("threads") = 1,
-        "-> (H uint32[N], M int64[N*n]) of a payload body.");
   t.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"), py::arg("factor"),
         "LRSUQ-encode a contiguous 1-D float32/float64 array -> (H uint32[N], M int64[N*n]).");
   t.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(), py::arg("m"),

@@ -378,15 +378,17 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     if not settings.structure:  # the header says m only; the sealed digest binds the rest
         sealed_digest, structure = digest(structure), bare(structure.size)
     header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure)
-    fixed = len(pack_header(header)) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
+    head = pack_header(header)
+    fixed = len(head) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
     max_bytes = None
     if pad == "max":  # over every lattice the setting may choose, not the data's choice
         options = _auto_options(mechanism, coder) if lattice is _AUTO else [lattice]
         max_bytes = max_payload_bytes(mechanism, clip=clip, m=m, coder=coder,
                                       lattices=options, fixed_bytes=fixed)
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
+    del bodies  # (memory: the discarded candidate's body)
     return seal(header, sealed_head(code, dim, padding, digest=sealed_digest), body=body,
-                padding=padding, secret=secret, threads=threads)
+                padding=padding, secret=secret, threads=threads, head=head)
 
 
 def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,

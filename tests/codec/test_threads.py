@@ -153,6 +153,27 @@ def test_golomb_chunks_give_the_one_shot_encoding():
             assert (g == 0) == (n == 1)  # H is coded where trials can be rejected
 
 
+@pytest.mark.parametrize("lattice,n", [(1, 1), (1, 3), (1, 7), (3, 4), (4, 8)])
+def test_the_ans_decoder_gives_lrsuq_of_the_encoders_symbols(lattice, n):
+    """The ANS decoder decodes a block's trial indices, then its lattice
+    points piece by piece (4096 coordinates: 1365 sub-vectors for n = 3, not
+    a divisor of the block), two segments at a time where it pairs them:
+    its symbols and values must be those of LRSUQ alone, the coder left out."""
+    m = 2 * SEGMENT + 12_345  # pairs on one thread; a short last segment
+    key = bytes(range(1, 33))
+    x = update(m, ratio=3.0)
+    params = dict(key=key, params=_core.Params(mechanism=1, scale=1e-3, lattice=lattice, n=n))
+    H, M = hooks.encode_lattice(x, factor=1.0, **params)
+    expected = hooks.decode_lattice(H, M, m=m, dtype="float64", **params)
+    for threads in (1, 3):
+        body = _core.encode(x, factor=1.0, coder=2, threads=threads, **params)
+        h, mm = _core.decode_symbols(body, m=m, coder=2, threads=threads, **params)
+        np.testing.assert_array_equal(h, H)
+        np.testing.assert_array_equal(mm, M)
+        y = _core.decode(body, m=m, coder=2, dtype="float64", threads=threads, **params)
+        np.testing.assert_array_equal(y, expected)
+
+
 @pytest.mark.parametrize("bad", [0, -1, MAX_THREADS + 1])
 def test_a_bad_thread_count_is_refused(bad):
     x = update(10)

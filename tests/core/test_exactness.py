@@ -55,7 +55,7 @@ def marginal_cdf(mechanism):
 
 def trial_indices(payload: bytes, secret: bytes) -> np.ndarray:
     header, sealed = open_payload(payload, secret)
-    H, _ = hooks.decode_symbols(sealed.body, m=header.m,
+    H, _ = _core.decode_symbols(sealed.body, m=header.m,
                                 key=stream_key(secret, header.context),
                                 params=_core.Params(mechanism=header.mechanism,
                                                     scale=header.scale, lattice=sealed.lattice,

@@ -505,7 +505,7 @@ def acceptance(mechanism: int, n: int, *, scale: float = 0.25) -> float:
 
 def symbols_of(raw: RawPayload, *, secret: bytes = SECRET):
     """(H, M) of a forged payload's body, via the native decoder."""
-    return hooks.decode_symbols(raw.body, m=raw.m,
+    return _core.decode_symbols(raw.body, m=raw.m,
                                 key=stream_key(secret, Context(raw.round, raw.client,
                                                                raw.message)),
                                 params=_core.Params(mechanism=raw.mechanism, scale=raw.scale,

@@ -38,7 +38,7 @@ def replay(frame: bytes) -> None:
         y = _core.decode(body, m=m, coder=coder, dtype=("float32", "float64")[target], **params())
         assert np.all(np.isfinite(y))
     elif target == 2:
-        hooks.decode_symbols(body, m=m, coder=coder, **params())
+        _core.decode_symbols(body, m=m, coder=coder, **params())
     elif target == 3:
         _core.body_parts(body, coder=coder, lattice=lattice)
     else:

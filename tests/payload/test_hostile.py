@@ -471,7 +471,7 @@ def test_seeded_random_mutations_include_both_outcomes(coder):
                                   "golomb-sdq-n1", "ans-laplace-n4-clip", "ans-a2-low",
                                   "ans-e8-escapes", "ans-d4-high"])
 def test_native_body_functions_raise_format_errors_on_hostile_bodies(name):
-    """_core.decode, _core.testing.decode_symbols and _core.body_parts (the tools' entry points) on truncated
+    """_core.decode, _core._core.decode_symbols and _core.body_parts (the tools' entry points) on truncated
     and bit-flipped bodies: a result or FormatError, nothing else."""
     raw = RawPayload.parse(BASES[name])
     key = stream_key(SECRET, Context(raw.round, raw.client, raw.message))
@@ -486,7 +486,7 @@ def test_native_body_functions_raise_format_errors_on_hostile_bodies(name):
     bad = []
     for i, body in enumerate(bodies):
         for call in (lambda: _core.decode(body, dtype="float64", **kw),
-                     lambda: hooks.decode_symbols(body, **kw),
+                     lambda: _core.decode_symbols(body, **kw),
                      lambda: _core.body_parts(body, coder=raw.coder, lattice=raw.lattice)):
             try:
                 call()

@@ -136,7 +136,7 @@ def parsers_forbidden(monkeypatch):
     for module, name in [(sealing, "parse_header"), (sealing, "parse_sealed_head"),
                          (payload_format, "parse_header"), (payload_format, "parse_sealed"),
                          (payload_format, "parse_sealed_head"), (_core, "seal_xor"),
-                         (_core, "unseal"), (_core, "decode"), (hooks, "decode_symbols"),
+                         (_core, "unseal"), (_core, "decode"), (_core, "decode_symbols"),
                          (_core, "body_parts"), (hooks, "body_decode")]:
         monkeypatch.setattr(module, name, _forbid(f"{module.__name__}.{name}"))
 

@@ -61,10 +61,13 @@ def _mean_var(values: Sequence[float]) -> tuple[float, float, int]:
     n = len(vals)
     if n == 0:
         return math.nan, math.nan, 0
-    mean = sum(vals) / n
+    # math.fsum: exactly rounded sums, the same bits on every Python (3.12's
+    # sum() of floats is compensated, 3.11's is not: the shipped tables'
+    # last digits would depend on the interpreter).
+    mean = math.fsum(vals) / n
     if n == 1:
         return mean, math.nan, 1
-    return mean, sum((v - mean) ** 2 for v in vals) / (n - 1), n
+    return mean, math.fsum((v - mean) ** 2 for v in vals) / (n - 1), n
 
 
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -113,7 +116,7 @@ class Run:
 
     def mean_over_rounds(self, column: str) -> float:
         vals = [float(r[column]) for r in self.rows[1:]]
-        return sum(vals) / len(vals) if vals else math.nan
+        return math.fsum(vals) / len(vals) if vals else math.nan  # (see _mean_var)
 
 
 _CSV_RUN = re.compile(r"(?P<name>.+)-seed(?P<seed>\d+)\.csv")
