@@ -70,6 +70,7 @@ from .structure import (
     check_dtype_choice,
     check_non_float,
     decoded_dtype,
+    describe,
     digest,
     flatten,
     is_buffer,
@@ -325,7 +326,9 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     # An update in CUDA memory is flattened on its GPU and stays there: its
     # norm, the source model's statistics and LRSUQ run on the GPU, to the
     # CPU's bytes (cepam.cuda); `host` copies it to the host where it must.
-    gpu = LatticeStage.of(x, non_float=settings.non_float, buffers=settings.buffers)
+    gpu = None
+    if LatticeStage.usable():
+        gpu = LatticeStage.of(*describe(x, non_float=settings.non_float, buffers=settings.buffers))
     if gpu is None:
         flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers)
         m, dtype, host = flat.size, flat.dtype, lambda: flat

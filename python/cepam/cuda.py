@@ -61,7 +61,6 @@ from ._native import core as _core
 from ._native import cuda_module
 from .errors import CepamError, DeviceError, InvalidArgumentError
 from .precision import judge_output, overflow_error
-from .structure import Structure, describe
 
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "decodes_on_device",
@@ -202,25 +201,25 @@ class LatticeStage:
     apart, a closer bound on the decoded values) or on a sample.
     """
 
-    def __init__(self, flat: Any, structure: Structure | None = None) -> None:
+    def __init__(self, flat: Any, structure: Any = None) -> None:
         self._flat = flat  # a contiguous 1-D tensor, the coded dtype
-        self.structure = structure
+        self.structure = structure  # the update's cepam.structure.Structure
         self.timings: list[dict[str, float]] = []
 
-    @classmethod
-    def of(cls, update: Any, *, non_float: str, buffers: str) -> "LatticeStage | None":
-        """The stage of ``update`` flattened as :func:`cepam.structure.flatten`
-        flattens it (same arguments), on the GPU, with its structure; None
-        unless every coded leaf is in CUDA memory, torch is installed and the
-        CUDA path is available.
+    @staticmethod
+    def usable() -> bool:
+        """Whether the CUDA path can run (:func:`is_available`): worth
+        describing an update for :meth:`of`."""
+        return is_available()
 
-        Raises:
-            InvalidTypeError, InvalidArgumentError: as flatten.
-        """
-        if not is_available():
-            return None
-        leaves, structure, dtype = describe(update, non_float=non_float, buffers=buffers)
-        if not all(is_cuda(t) for t in leaves):
+    @classmethod
+    def of(cls, leaves: list[Any], structure: Any, dtype: str) -> "LatticeStage | None":
+        """The stage of an update described by :func:`cepam.structure.describe`
+        (its coded leaves, structure and coded dtype), flattened on the GPU as
+        :func:`cepam.structure.flatten` flattens it on the host; None unless
+        every leaf is in CUDA memory, torch is installed and the CUDA path is
+        available."""
+        if not is_available() or not all(is_cuda(t) for t in leaves):
             return None
         try:
             import torch

@@ -16,7 +16,6 @@ import cepam.codec
 from cepam import _core, cuda
 from cepam._core import testing as hooks
 from cepam.errors import InvalidArgumentError
-from cepam.structure import describe
 
 torch = pytest.importorskip("torch")
 
@@ -30,9 +29,12 @@ class _TwinStage(cuda.LatticeStage):
 
     calls: dict[str, int] = {}
 
+    @staticmethod
+    def usable():
+        return True
+
     @classmethod
-    def of(cls, update, *, non_float, buffers):
-        leaves, structure, dtype = describe(update, non_float=non_float, buffers=buffers)
+    def of(cls, leaves, structure, dtype):
         if not all(isinstance(t, torch.Tensor) for t in leaves):
             return None  # as the real stage, for an update not all in CUDA memory
         target = getattr(torch, dtype)
