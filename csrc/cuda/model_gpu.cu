@@ -14,8 +14,9 @@ namespace cepam::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-// Elements a CTA: its shared counts stay below 2^32.
-constexpr std::size_t kPerCta = std::size_t{1} << 20;
+// Elements a CTA (256 a thread): its shared counts stay below 2^32, and
+// m = 10^8 takes about 1,500 CTAs, enough to fill a GPU.
+constexpr std::size_t kPerCta = std::size_t{1} << 16;
 
 template <class T>
 __global__ void max_kernel(const T* x, unsigned long long m, T* maxima) {

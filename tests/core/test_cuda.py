@@ -436,7 +436,7 @@ def test_gpu_sum_of_squares_is_the_host_blocks(m, dtype):
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("m", [1, 4099, (1 << 20) + 3, 3 * (1 << 20) + 1])
+@pytest.mark.parametrize("m", [1, 4099, (1 << 16) + 3, 3 * (1 << 20) + 1])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("factor", [1.0, 0.3])
 def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
