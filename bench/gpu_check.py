@@ -7,20 +7,24 @@
 1. Runs the tests marked ``cuda`` (tests/core/test_cuda.py): the LRSUQ stage on the
    GPU against the CPU codec bit for bit for every lattice and mechanism, the
    golden vectors, the rANS kernel and GPU-coded ANS bodies, the spot-check,
-   and decode(device="cuda").  Fails when one fails, or when none ran (all
+   the sum-of-squares and source-model statistics kernels, encode of CUDA
+   tensors with no copy of the update to the host, and decode(device="cuda").  Fails when one fails, or when none ran (all
    skipped: no device, no cepam._cuda or no torch with CUDA).
 2. For each size and lattice (Z, D4, E8; float32, Gaussian sigma = 1e-3,
    rms/sigma = 10): the GPU's H, M, beta and V against the host's
    per-sub-vector computation for several launch chunks (at every size up to
    --compare-max, and at a sample of sub-vectors above), and the payload of
    the CUDA tensor against the CPU's payload of the same context, byte for
-   byte.
+   byte, and that encode copied none of the update to the host
+   (``cepam.cuda.LatticeStage.host`` never called).
 3. Prints the table of issue 24, in millions of coordinates per second: the
    LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
    (payload bytes in host memory), ``cepam.encode`` on all CPU cores, and
    ``cepam.decode(device="cuda")`` end to end against the CPU decode; then
-   the kernels encode does not use yet (the clip's sum of squares, the rANS
-   segment streams) against their host twins.
+   the clip's sum-of-squares kernel and the source model's statistics
+   kernels (both used by encode) and the rANS segment kernel (not used by
+   encode yet) against their host twins, with the source model fitted from
+   the GPU's statistics against the CPU's fit.
 
 Exits non-zero when there is no CUDA path, a test fails or all skip, or any
 comparison differs.
@@ -117,6 +121,7 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) ->
     key = bytes(range(32))
     secret = bytes(range(100, 132))
     same = True
+    host_copies = _count_host_copies()
     rate = lambda m, s: m / s / 1e6 if s > 0 else float("inf")  # noqa: E731
     print(f"\nGPU: {torch.cuda.get_device_name(0)}; CPU: {threads} threads; M coordinates/s "
           f"(float32, Gaussian sigma = {SIGMA:g}, rms/sigma = 10; best of {repeat})")
@@ -141,7 +146,9 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) ->
             xh = torch.from_numpy(x)  # a host tensor: the same structure, so the same bytes
             t_cpu, p_cpu = best(lambda: cepam.encode(xh, cepam.Gaussian(sigma=SIGMA), **enc),
                                 repeat)
-            ok &= p_gpu == p_cpu
+            ok &= p_gpu == p_cpu and host_copies["n"] == 0
+            if host_copies["n"]:
+                print(f"  HOST COPY: m = {m}, {lat}: encode copied the CUDA update to the host")
             if p_gpu != p_cpu:
                 print(f"  MISMATCH: m = {m}, {lat}: the CUDA tensor's payload differs from the CPU's")
 
@@ -165,15 +172,52 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) ->
         del xd
         torch.cuda.empty_cache()
     same &= kernels(sizes[-1], repeat)
-    print("\nGPU and CPU: same H, M, beta, V for every chunk, same payloads, same decoded "
-          "values, same norms and rANS streams:", "yes" if same else "NO")
+    print("\nGPU and CPU: same H, M, beta, V for every chunk, same payloads (no host copy of "
+          "the update), same decoded values, same norms, model statistics and rANS streams:",
+          "yes" if same else "NO")
+    return same
+
+
+def _count_host_copies() -> dict[str, int]:
+    """Counts the calls of cepam.cuda.LatticeStage.host (the whole update
+    copied to the host) from now on: {"n": count}."""
+    from cepam import cuda
+
+    count = {"n": 0}
+    original = cuda.LatticeStage.host
+
+    def counted(self):
+        count["n"] += 1
+        return original(self)
+
+    cuda.LatticeStage.host = counted
+    return count
+
+
+def model_statistics(x, xd, repeat: int) -> bool:
+    """The source model's statistics kernels against their host twin, and
+    the model fitted from the GPU's statistics against the CPU's fit."""
+    from cepam import _core, _cuda
+    from cepam._core import testing as hooks
+
+    params = _core.Params(mechanism=1, scale=SIGMA, lattice=1, n=1)
+    runs = [_cuda.model_statistics(xd.__dlpack__(stream=1), factor=0.5) for _ in range(repeat)]
+    rng, counts, _ = runs[-1]
+    twin_rng, twin_counts = hooks.model_statistics(x, factor=0.5)
+    same = rng == twin_rng and np.array_equal(counts, twin_counts) and (
+        hooks.source_model_from_statistics(rng, counts, params=params)
+        == hooks.source_model_fit(x, factor=0.5, params=params, threads=os.cpu_count() or 1))
+    ms = min(r[2]["kernel_ms"] for r in runs)
+    print(f"source model statistics kernels (m = {x.size:.0e}): {x.size / ms / 1e3:,.0f} M "
+          f"coordinates/s, same statistics and model as the host: {'yes' if same else 'NO'}")
     return same
 
 
 def kernels(m: int, repeat: int) -> bool:
-    """The kernels encode does not use yet, against their host twins: the
-    clip's sum of squares by blocks, and the rANS streams of m symbols in
-    segments of 2^17 (a geometric model)."""
+    """The kernels against their host twins: the clip's sum of squares by
+    blocks and the source model's statistics (both used by encode), and the
+    rANS streams of m symbols in segments of 2^17 (a geometric model; not
+    used by encode yet)."""
     import torch
 
     from cepam import _cuda
@@ -184,6 +228,9 @@ def kernels(m: int, repeat: int) -> bool:
     runs = [_cuda.sum_of_squares(xd.__dlpack__(stream=1)) for _ in range(repeat)]
     norm_same = runs[-1][:2] == hooks.sum_of_squares_blocks(x)
     norm_ms = min(r[2]["kernel_ms"] for r in runs)
+    print(f"\nsum of squares kernel (m = {m:.0e}): {m / norm_ms / 1e3:,.0f} M coordinates/s, "
+          f"same bits as the host: {'yes' if norm_same else 'NO'}")
+    model_same = model_statistics(x, xd, repeat)
     del xd
     k = min(m, 1 << 24)  # symbols: the host twin runs on one core
     rng = np.random.default_rng(2)
@@ -196,12 +243,10 @@ def kernels(m: int, repeat: int) -> bool:
     gpu = [_cuda.rans_encode_segments(start, freq, first) for _ in range(repeat)]
     rans_same = gpu[-1][0] == hooks.rans_encode_segments(start, freq, first)
     rans_ms = min(t["kernel_ms"] for _, t in gpu)
-    print(f"\nsum of squares kernel (m = {m:.0e}): {m / norm_ms / 1e3:,.0f} M coordinates/s, "
-          f"same bits as the host: {'yes' if norm_same else 'NO'}")
     print(f"rANS segment kernel ({k:.1e} symbols, {len(first) - 1} segments): "
           f"{k / rans_ms / 1e3:,.0f} M symbols/s, same bytes as the host: "
           f"{'yes' if rans_same else 'NO'}")
-    return norm_same and rans_same
+    return norm_same and model_same and rans_same
 
 
 def main() -> int:

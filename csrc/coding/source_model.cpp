@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "coding/bitstream.hpp"
+#include "coding/model_stats.hpp"
 #include "random/detmath.hpp"
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
@@ -55,33 +56,9 @@ inline double neg_log2(double p) {
 // Elements per task of the passes over x in fit.
 constexpr std::size_t kFitChunk = std::size_t{1} << 16;
 
-// max |x[i]| over i < m, NaN skipped.  Eight partial maxima, for
-// vectorisation (the maximum does not depend on the order).
-template <class T>
-T max_abs(const T* x, std::size_t m) {
-  T part[8] = {};
-  std::size_t i8 = 0;
-  for (; i8 + 8 <= m; i8 += 8) {
-    for (std::size_t l = 0; l < 8; ++l) {
-      const T v = std::fabs(x[i8 + l]);
-      part[l] = v > part[l] ? v : part[l];
-    }
-  }
-  for (; i8 < m; ++i8) {
-    const T v = std::fabs(x[i8]);
-    part[0] = v > part[0] ? v : part[0];
-  }
-  T xmax = 0;
-  for (const T v : part) xmax = v > xmax ? v : xmax;
-  return xmax;
-}
-
 // Adds to counts[c] the number of i < m whose x[i] factor falls in grid
-// cell c of a model of range a (inv_width = kCells / 2a): cell floor(u)
-// clamped to [0, kCells - 1], clamped in the floating-point domain (so that
-// a NaN u, from non-finite data that LRSUQ will reject, gets some cell
-// without undefined behaviour), a chunk at a time in a loop the compiler
-// vectorises; then counted in four partial histograms.
+// cell c of a model of range a (model_stats::cell), a chunk at a time in a
+// loop the compiler vectorises; then counted in four partial histograms.
 template <class T>
 void count_cells(const T* x, std::size_t m, double factor, double a, double inv_width,
                  std::uint64_t* counts) {
@@ -95,11 +72,7 @@ void count_cells(const T* x, std::size_t m, double factor, double a, double inv_
   std::int32_t cells[kChunk];
   for (std::size_t i0 = 0; i0 < m; i0 += kChunk) {
     const std::size_t n = m - i0 < kChunk ? m - i0 : kChunk;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double u = (static_cast<double>(x[i0 + i]) * factor + a) * inv_width;
-      const double c = u < kCells - 1 ? u : kCells - 1;
-      cells[i] = static_cast<std::int32_t>(c >= 1.0 ? c : 0.0);
-    }
+    for (std::size_t i = 0; i < n; ++i) cells[i] = model_stats::cell(x[i0 + i], factor, a, inv_width);
     std::size_t i = 0;
     for (; i + 4 <= n; i += 4) {
       ++part0[cells[i]];
@@ -115,25 +88,45 @@ void count_cells(const T* x, std::size_t m, double factor, double a, double inv_
 }  // namespace
 
 template <class T>
-SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
-                             double cell_hi, int threads) {
-  SourceModel model;
-  // max |x factor| = (max |x|) factor, rounding being monotone; the
-  // comparisons skip NaN.  A maximum per chunk, then theirs.
+SourceModel::Statistics SourceModel::statistics(const T* x, std::size_t m, double factor,
+                                                int threads) {
+  static_assert(kCells == model_stats::kCells);
+  Statistics stats;
+  // A maximum per chunk, then theirs (the comparisons skip NaN).
   const std::size_t chunks = m / kFitChunk + (m % kFitChunk != 0 ? 1 : 0);
   const auto chunk_size = [&](std::size_t c) { return m - c * kFitChunk < kFitChunk ? m - c * kFitChunk : kFitChunk; };
   std::vector<T> maxima(chunks, T(0));
   parallel_for(threads, chunks, [&](std::size_t c) {
-    maxima[c] = max_abs(x + c * kFitChunk, chunk_size(c));
+    maxima[c] = model_stats::max_abs(x + c * kFitChunk, chunk_size(c));
   });
   T xmax = 0;
   for (const T v : maxima) xmax = v > xmax ? v : xmax;
-  const double a = static_cast<double>(xmax) * factor;
-  // 2A and kCells / 2A must be finite; values beyond a clamped range fall in
-  // the end cells, which only costs bits.
-  constexpr double kMaxRange = 0x1.0p1020;
-  constexpr double kMinRange = 0x1.0p-1000;
-  model.set_range(a > 0.0 ? (a < kMaxRange ? (a > kMinRange ? a : kMinRange) : kMaxRange) : 1.0);
+  stats.range = model_stats::range(static_cast<double>(xmax), factor);
+  const double inv_width = model_stats::inv_width(stats.range);
+  // The histogram of the grid cells: chunks counted in parallel, their
+  // counts summed (in any order: integers).
+  std::mutex adding;
+  parallel_for(threads, chunks, [&](std::size_t c) {
+    std::vector<std::uint64_t> local(kCells, 0);
+    count_cells(x + c * kFitChunk, chunk_size(c), factor, stats.range, inv_width, local.data());
+    const std::lock_guard<std::mutex> lock(adding);
+    for (std::size_t k = 0; k < kCells; ++k) stats.counts[k] += local[k];
+  });
+  return stats;
+}
+
+template <class T>
+SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
+                             double cell_hi, int threads) {
+  return fit_from(statistics(x, m, factor, threads), cell_lo, cell_hi);
+}
+
+SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, double cell_hi) {
+  SourceModel model;
+  model.set_range(stats.range);
+  const std::array<std::uint64_t, kCells>& counts = stats.counts;
+  std::uint64_t m = 0;
+  for (const std::uint64_t k : counts) m += k;
   if (m == 0) {  // no data: a uniform model
     model.set_shape(kMaxBins, 0);
     for (int b = 0; b <= kMaxBins; ++b)
@@ -141,16 +134,6 @@ SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double ce
     model.derive();
     return model;
   }
-  // The histogram of the grid cells: chunks counted in parallel, their
-  // counts summed (in any order: integers).
-  std::vector<std::uint64_t> counts(kCells, 0);
-  std::mutex adding;
-  parallel_for(threads, chunks, [&](std::size_t c) {
-    std::vector<std::uint64_t> local(kCells, 0);
-    count_cells(x + c * kFitChunk, chunk_size(c), factor, model.a_, model.inv_width_, local.data());
-    const std::lock_guard<std::mutex> lock(adding);
-    for (std::size_t k = 0; k < kCells; ++k) counts[k] += local[k];
-  });
   // The cumulative counts at the cell edges; the occupied groups of 2^s
   // cells, 2^s the largest power of two (up to 8) not above a quarter of the
   // smaller coding cell (finer detail is smoothed away), as their first
@@ -399,6 +382,10 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
 
 template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double, double,
                                              int);
+template SourceModel::Statistics SourceModel::statistics<float>(const float*, std::size_t, double,
+                                                                int);
+template SourceModel::Statistics SourceModel::statistics<double>(const double*, std::size_t,
+                                                                 double, int);
 template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double, double,
                                               int);
 

@@ -55,6 +55,20 @@ class SourceModel {
   static SourceModel fit(const T* x, std::size_t m, double factor, double cell_lo,
                          double cell_hi, int threads = 1);
 
+  // What fit reduces x[0..m) * factor to (coding/model_stats.hpp): the
+  // range A (model_stats::range of the largest |x| and the factor) and
+  // counts[c], the number of coordinates in grid cell c (model_stats::cell);
+  // the counts add up to m.
+  struct Statistics {
+    double range = 1.0;
+    std::array<std::uint64_t, kCells> counts{};
+  };
+  template <class T>
+  static Statistics statistics(const T* x, std::size_t m, double factor, int threads = 1);
+  // The model fit gives for data of these statistics (computed anywhere:
+  // a GPU's kernels give the same, cuda/model_gpu.cu), without the data.
+  static SourceModel fit_from(const Statistics& stats, double cell_lo, double cell_hi);
+
   // Serialises / parses the model (parse throws FormatError on bad input
   // and advances *pos).  tables = false checks the model without computing
   // the tables that coding needs (a model only checked, never used).

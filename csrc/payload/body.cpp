@@ -486,7 +486,10 @@ struct AnsBodyCoder {
     const std::size_t n = static_cast<std::size_t>(p.n);
     const double accept = acceptance_probability(p);
     const CellWidths widths = typical_cell_widths(p);
-    const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
+    const SourceModel model =
+        stage != nullptr && stage->statistics != nullptr
+            ? SourceModel::fit_from(*stage->statistics, widths.lo, widths.hi)
+            : SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
     const TriangularBasis basis = lattice_basis(p);
     std::vector<std::vector<std::uint8_t>> segments(pieces(N, segment_subvectors(p.n)));
     const std::size_t S = segments.size();

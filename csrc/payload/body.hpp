@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "coding/source_model.hpp"
 #include "random/chacha20.hpp"
 #include "lrsuq/quantizer.hpp"
 
@@ -25,12 +26,16 @@ enum class Coder : int { Golomb = 1, Ans = 2 };
 // elsewhere (the CUDA kernels, csrc/cuda/lrsuq_gpu.hpp): H[N], M[N n] and the
 // side information beta[N], V[N n], exactly as lrsuq_encode_range gives
 // them.  The body coders then code these instead of running the quantizer
-// (x still gives the ANS coder its source model); the bytes are the same.
+// (x still gives the ANS coder its source model unless `statistics` does:
+// the model's statistics of x factor computed elsewhere too, the CUDA
+// kernels of csrc/cuda/model_gpu.hpp; then x is never read); the bytes are
+// the same.
 struct LatticeStage {
   const std::uint32_t* H;
   const std::int64_t* M;
   const double* beta;
   const double* V;
+  const SourceModel::Statistics* statistics = nullptr;
 };
 
 // The bomb rule: a body of len bytes may declare at most

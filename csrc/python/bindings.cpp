@@ -20,7 +20,9 @@
 #include "payload/ans_body.hpp"
 #include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
+#include "coding/model_stats.hpp"
 #include "coding/rans.hpp"
+#include "coding/source_model.hpp"
 #include "python/convert.hpp"
 
 namespace py = pybind11;
@@ -183,6 +185,38 @@ py::tuple sum_of_squares_blocks(const py::array& x) {
   return py::make_tuple(total, maxabs);
 }
 
+// The source model's statistics of x factor (range, counts) by the host
+// twin of the GPU's kernels (coding/model_stats.hpp: by_elements).
+py::tuple model_statistics(const py::array& x, double factor) {
+  SourceModel::Statistics s;
+  with_input(x, [&](const auto* px) {
+    s.range = model_stats::by_elements(px, static_cast<std::size_t>(x.size()), factor,
+                                       s.counts.data());
+  });
+  return statistics_tuple(s);
+}
+
+// The serialised source model the encoder fits to x factor for params p
+// (SourceModel::fit on `threads` threads).
+py::bytes source_model_fit(const py::array& x, double factor, const LrsuqParams& p, int threads) {
+  const CellWidths w = typical_cell_widths(p);
+  std::vector<std::uint8_t> out;
+  with_input(x, [&](const auto* px) {
+    SourceModel::fit(px, static_cast<std::size_t>(x.size()), factor, w.lo, w.hi, threads)
+        .serialize(out);
+  });
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+}
+
+// The serialised source model fitted from statistics (SourceModel::fit_from).
+py::bytes source_model_from_statistics(double range, const CArray<std::uint64_t>& counts,
+                                       const LrsuqParams& p) {
+  const CellWidths w = typical_cell_widths(p);
+  std::vector<std::uint8_t> out;
+  SourceModel::fit_from(statistics_from(range, counts), w.lo, w.hi).serialize(out);
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+}
+
 // (width of H, width of M, H, M): H and M through the GPU's compact
 // transfer (lrsuq/compact.hpp), packed at their range's widths and widened.
 py::tuple compact_round_trip(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M) {
@@ -253,19 +287,33 @@ Coder coder_from(int coder) {
 }
 
 py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                         double factor, int coder, int threads, const py::object& lattice_stage) {
+                         double factor, int coder, int threads, const py::object& lattice_stage,
+                         const py::object& model_statistics, std::int64_t size) {
   require_contiguous_1d(x, "x");
   threads = threads_from(threads);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
-  const std::size_t m = static_cast<std::size_t>(x.size());
+  // x is never read when the stage and the model's statistics are given:
+  // it may then be empty, and m = size.
+  const bool unread = !lattice_stage.is_none() && !model_statistics.is_none();
+  if (size >= 0 && size != x.size() && !(unread && x.size() == 0))
+    throw InvalidArgument("m must be x's size (or x empty, with lattice_stage and "
+                          "model_statistics given)");
+  const std::size_t m = static_cast<std::size_t>(size >= 0 ? size : x.size());
   StageArrays arrays;
   LatticeStage view{};
   const LatticeStage* stage = nullptr;
+  SourceModel::Statistics statistics;
   if (!lattice_stage.is_none()) {
     arrays = StageArrays::from_tuple(lattice_stage.cast<py::tuple>(), m, p.n);
     view = arrays.view();
     stage = &view;
+    if (!model_statistics.is_none()) {
+      const py::tuple t = model_statistics.cast<py::tuple>();
+      if (t.size() != 2) throw InvalidArgument("model_statistics must be (range, counts)");
+      statistics = statistics_from(t[0].cast<double>(), t[1].cast<CArray<std::uint64_t>>());
+      view.statistics = &statistics;
+    }
   }
   std::vector<std::uint8_t> out;
   if (holds<float>(x)) {
@@ -718,10 +766,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("encode", &encode_body_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"),
         py::arg("factor"), py::arg("coder"), py::arg("threads") = 1,
-        py::arg("lattice_stage") = py::none(),
+        py::arg("lattice_stage") = py::none(), py::arg("model_statistics") = py::none(),
+        py::arg("m") = -1,
         "Encode a contiguous 1-D float32/float64 array into a payload body (bytes), "
         "on up to `threads` native threads (the same bytes for every count); "
-        "lattice_stage=(H, M, beta, V) codes an LRSUQ stage computed elsewhere (the GPU).");
+        "lattice_stage=(H, M, beta, V) codes an LRSUQ stage computed elsewhere (the GPU), "
+        "and with it model_statistics=(range, counts) fits the ANS coder's source model "
+        "from statistics computed elsewhere: x is then never read and may be empty "
+        "(of the coded dtype), m giving the update's size.");
   m.def("decode", &decode_body_py, py::arg("body"), py::kw_only(), py::arg("m"), py::arg("key"),
         py::arg("params"),
         py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,
@@ -809,6 +861,15 @@ PYBIND11_MODULE(_core, m) {
   t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
         "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
         "the CUDA kernel computes it -> (total, maxabs).");
+  t.def("model_statistics", &model_statistics, py::arg("x"), py::kw_only(), py::arg("factor"),
+        "The source model's statistics of x factor by the GPU kernels' host twin "
+        "-> (range, counts[1024] uint64).");
+  t.def("source_model_fit", &source_model_fit, py::arg("x"), py::kw_only(), py::arg("factor"),
+        py::arg("params"), py::arg("threads") = 1,
+        "The serialised source model the encoder fits to x factor for params.");
+  t.def("source_model_from_statistics", &source_model_from_statistics, py::arg("range"),
+        py::arg("counts"), py::kw_only(), py::arg("params"),
+        "The serialised source model fitted from statistics (range, counts).");
   t.def("compact_round_trip", &compact_round_trip, py::arg("H"), py::arg("M"),
         "H and M through the GPU's compact transfer (packed at the narrowest widths of "
         "their range, then widened) -> (H width, M width, H, M).");

@@ -6,10 +6,12 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "coding/rans_core.hpp"
+#include "coding/source_model.hpp"
 #include "common/errors.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/body.hpp"
@@ -37,6 +39,22 @@ inline bool holds(const py::array& a) {
 inline void require_contiguous_1d(const py::array& a, const char* what) {
   if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
     throw InvalidArgument(std::string(what) + " must be a contiguous 1-D array");
+}
+
+// The source model's statistics as (range, counts[kCells] uint64), and back.
+inline py::tuple statistics_tuple(const SourceModel::Statistics& s) {
+  CArray<std::uint64_t> counts(SourceModel::kCells);
+  std::copy(s.counts.begin(), s.counts.end(), counts.mutable_data());
+  return py::make_tuple(s.range, counts);
+}
+
+inline SourceModel::Statistics statistics_from(double range, const CArray<std::uint64_t>& counts) {
+  if (counts.size() != SourceModel::kCells)
+    throw InvalidArgument("counts must hold " + std::to_string(SourceModel::kCells) + " cells");
+  SourceModel::Statistics s;
+  s.range = range;
+  std::copy(counts.data(), counts.data() + SourceModel::kCells, s.counts.begin());
+  return s;
 }
 
 // rANS symbols from intervals [start, start + freq) at 24-bit precision,

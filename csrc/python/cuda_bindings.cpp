@@ -11,6 +11,7 @@
 #include "payload/ans_streams.hpp"
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
+#include "cuda/model_gpu.hpp"
 #include "cuda/norm_gpu.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "python/convert.hpp"
@@ -76,25 +77,44 @@ void check_cuda_floats(const dlpack::Tensor& t) {
     throw py::type_error("x must be float32 or float64");
 }
 
-// (total, maxabs, timing): the first pass of the clip's sum of squares of a
-// CUDA tensor (cuda/norm_gpu.hpp).
-py::tuple sum_of_squares(const py::capsule& x, std::uintptr_t stream) {
-  Borrowed borrowed(x);
+// f(x, m, device) with the float32 or float64 elements x[0..m) of a
+// compact CUDA tensor (a DLPack capsule) on `device`, the GIL released.
+template <class F>
+void with_cuda_floats(const py::capsule& capsule, F&& f) {
+  Borrowed borrowed(capsule);
   const dlpack::Tensor& t = borrowed.tensor();
   check_cuda_floats(t);
   const std::size_t m = compact_size(t);
   const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+  py::gil_scoped_release nogil;
+  if (t.dtype.bits == 32) {
+    f(reinterpret_cast<const float*>(base), m, t.device.device_id);
+  } else {
+    f(reinterpret_cast<const double*>(base), m, t.device.device_id);
+  }
+}
+
+// (total, maxabs, timing): the first pass of the clip's sum of squares of a
+// CUDA tensor (cuda/norm_gpu.hpp).
+py::tuple sum_of_squares(const py::capsule& x, std::uintptr_t stream) {
   gpu::Timing timing;
   gpu::Squares s{};
-  {
-    py::gil_scoped_release nogil;
-    s = t.dtype.bits == 32
-            ? gpu::sum_of_squares(reinterpret_cast<const float*>(base), m, t.device.device_id,
-                                  stream, &timing)
-            : gpu::sum_of_squares(reinterpret_cast<const double*>(base), m, t.device.device_id,
-                                  stream, &timing);
-  }
+  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
+    s = gpu::sum_of_squares(px, m, device, stream, &timing);
+  });
   return py::make_tuple(s.total, s.maxabs, timing_dict(timing));
+}
+
+// (range, counts, timing): the source model's statistics of a CUDA tensor
+// times factor (cuda/model_gpu.hpp).
+py::tuple model_statistics(const py::capsule& x, double factor, std::uintptr_t stream) {
+  gpu::Timing timing;
+  SourceModel::Statistics s;
+  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
+    s = gpu::model_statistics(px, m, factor, device, stream, &timing);
+  });
+  const py::tuple stats = statistics_tuple(s);
+  return py::make_tuple(stats[0], stats[1], timing_dict(timing));
 }
 
 // (H, M, beta, V, timing) of a CUDA tensor given as a DLPack capsule.
@@ -278,6 +298,11 @@ PYBIND11_MODULE(_cuda, m) {
         "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
         "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "
         "finite or is below 2^-900 needs the host's second pass.");
+  m.def("model_statistics", &model_statistics, py::arg("x"), py::kw_only(), py::arg("factor"),
+        py::arg("stream") = 0,
+        "The entropy coder's source-model statistics of a CUDA tensor (DLPack capsule) times "
+        "factor -> (range, counts[1024] uint64, timing): the CPU's, for "
+        "SourceModel::fit_from.");
   m.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
         py::arg("first"), py::kw_only(), py::arg("device") = 0, py::arg("stream") = 0,
         "rANS-code the streams [first[s], first[s+1]) on the GPU, one a thread "

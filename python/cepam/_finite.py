@@ -11,6 +11,7 @@ payload with a valid tag can still come from a malicious client).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -36,10 +37,12 @@ def _segments(flat: np.ndarray, structure: Structure):
         offset += entry.size
 
 
-def check_encodable_range(flat: np.ndarray, structure: Structure, *, norm: float,
-                          factor: float, mechanism: Mechanism) -> None:
+def check_encodable_range(flat: Callable[[], np.ndarray], structure: Structure, *,
+                          norm: float, factor: float, mechanism: Mechanism) -> None:
     """Refuses an update whose decoded values could overflow their dtype.
 
+    ``flat()`` gives the flattened update (called only when the clipped
+    norm does not settle it: a GPU's update is then copied to the host);
     ``norm`` is the update's l2 norm and ``factor`` its clipping factor; the
     bound is the clipped norm (or, when that is too coarse, each entry's
     largest magnitude) plus ``mechanism.noise_bound * scale``
@@ -55,7 +58,7 @@ def check_encodable_range(flat: np.ndarray, structure: Structure, *, norm: float
     scale_ok = math.isfinite(2.0 * noise)
     if scale_ok and norm * factor + noise < smallest:
         return
-    for entry, segment in _segments(flat, structure):
+    for entry, segment in _segments(flat(), structure):
         peak = float(np.max(np.abs(segment))) * factor if entry.size else 0.0
         decoded = _decoded(entry)
         if not (scale_ok and peak + noise < largest(decoded)):

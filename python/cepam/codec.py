@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+from collections.abc import Callable
 import os
 import warnings
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ from .structure import (
     check_dtype_choice,
     check_non_float,
     decoded_dtype,
+    describe,
     digest,
     flatten,
     is_buffer,
@@ -243,13 +245,15 @@ _UNCLIPPED = ("no clip: the decoded update carries the noise, but no differentia
 WEIGHT_FLOOR = 0.5
 
 
-def _clip_buffers_apart(flat: np.ndarray, structure: Structure, clip: float, sumsq: float
-                        ) -> np.ndarray | None:
+def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, clip: float,
+                        sumsq: float) -> np.ndarray | None:
     """``buffers="separate"``: one clip for the whole update, as always,
     except that the running statistics (:func:`is_buffer`) of a mapping may
     not push the weights' l2 norm below ``WEIGHT_FLOOR * clip``.
 
-    ``sumsq`` is the whole update's sum of squares; only the statistics
+    ``host()`` gives the flattened update in host memory (called only when
+    the statistics are clipped apart); ``sumsq`` is the whole update's sum
+    of squares; only the statistics
     (a few values a channel) are summed again here, the weights' share is
     the rest.  Where the update is within the clip, or the joint clip leaves
     the weights at least the floor, None: nothing to do (the one clip then
@@ -267,6 +271,7 @@ def _clip_buffers_apart(flat: np.ndarray, structure: Structure, clip: float, sum
         start += entry.size
     if not groups[0] or not groups[1]:
         return None
+    flat = host()
     buffers_sq = sum(_core.sum_of_squares(flat[part]) for part in groups[1])
     weights, buffers = math.sqrt(max(0.0, sumsq - buffers_sq)), math.sqrt(buffers_sq)
     floor = WEIGHT_FLOOR * clip
@@ -283,15 +288,21 @@ def _clip_buffers_apart(flat: np.ndarray, structure: Structure, clip: float, sum
     return flat
 
 
-def _auto_sample_choice(flat: np.ndarray, mechanism: Mechanism, key: bytes,
+def _auto_sample_indices(m: int) -> np.ndarray:
+    """The coordinates (int64) of the sample that ``lattice="auto"`` codes
+    with each candidate: evenly spaced runs, about ``_AUTO_SAMPLE`` in all,
+    of an update of m coordinates."""
+    run = _AUTO_SAMPLE // _AUTO_BLOCKS
+    starts = (np.arange(_AUTO_BLOCKS, dtype=np.int64) * (m - run)) // (_AUTO_BLOCKS - 1)
+    return (starts[:, None] + np.arange(run, dtype=np.int64)).ravel()
+
+
+def _auto_sample_choice(sample: np.ndarray, mechanism: Mechanism, key: bytes,
                         candidates: list[tuple[int, int]], factor: float, coder: int,
                         threads: int) -> tuple[int, int]:
-    """The candidate whose body is shortest on a sample of ``flat`` (evenly
-    spaced runs of coordinates, about ``_AUTO_SAMPLE`` in all); the first on
-    ties.  The sample's bodies are discarded."""
-    run = _AUTO_SAMPLE // _AUTO_BLOCKS
-    starts = (np.arange(_AUTO_BLOCKS, dtype=np.int64) * (flat.size - run)) // (_AUTO_BLOCKS - 1)
-    sample = flat[(starts[:, None] + np.arange(run, dtype=np.int64)).ravel()]
+    """The candidate whose body is shortest on ``sample`` (the update's
+    coordinates at :func:`_auto_sample_indices`); the first on ties.  The
+    sample's bodies are discarded."""
 
     def size(candidate: tuple[int, int]) -> int:
         code, dim = candidate
@@ -310,38 +321,60 @@ def _auto_sample_choice(flat: np.ndarray, mechanism: Mechanism, key: bytes,
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
             settings: _Settings) -> bytes:
-    flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers)
     lattice, clip, coder, pad = settings.lattice, settings.clip, settings.coder, settings.pad
     threads = settings.threads
-    try:
-        sumsq = _core.sum_of_squares(flat, threads=threads)  # also rejects NaN and Inf
+    # An update in CUDA memory is flattened on its GPU and stays there: its
+    # norm, the source model's statistics and LRSUQ run on the GPU, to the
+    # CPU's bytes (cepam.cuda); `host` copies it to the host where it must.
+    gpu = None
+    if LatticeStage.usable():
+        gpu = LatticeStage.of(*describe(x, non_float=settings.non_float, buffers=settings.buffers))
+    if gpu is None:
+        flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers)
+        m, dtype, host = flat.size, flat.dtype, lambda: flat
+    else:
+        structure, m, dtype, host = gpu.structure, gpu.size, np.dtype(gpu.dtype), gpu.host
+    try:  # also rejects NaN and Inf
+        sumsq = (_core.sum_of_squares(flat, threads=threads) if gpu is None
+                 else gpu.sum_of_squares(threads=threads))
     except InvalidArgumentError:
-        raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
+        raise InvalidArgumentError(_locate_non_finite(host(), structure)) from None
     if settings.buffers == "separate" and math.isfinite(clip):
-        clipped = _clip_buffers_apart(flat, structure, clip, sumsq)
+        clipped = _clip_buffers_apart(host, structure, clip, sumsq)
         if clipped is not None:
-            flat, sumsq = clipped, _core.sum_of_squares(clipped, threads=threads)
+            sumsq = _core.sum_of_squares(clipped, threads=threads)
+            if gpu is None:
+                flat = clipped
+            else:
+                gpu = gpu.upload(clipped)  # the values coded
+            host = lambda: clipped  # noqa: E731
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
-    check_encodable_range(flat, structure, norm=norm, factor=factor, mechanism=mechanism)
+    check_encodable_range(host, structure, norm=norm, factor=factor, mechanism=mechanism)
     if lattice is _AUTO:
-        rms = min(norm, clip) / math.sqrt(flat.size) if flat.size else 0.0
+        rms = min(norm, clip) / math.sqrt(m) if m else 0.0
         candidates = _auto_candidates(mechanism, coder, rms)
     else:
         candidates = [lattice]
     key = stream_key(secret, context)
-    if len(candidates) > 1 and flat.size > 2 * _AUTO_SAMPLE:
-        candidates = [_auto_sample_choice(flat, mechanism, key, candidates, factor, coder,
+    if len(candidates) > 1 and m > 2 * _AUTO_SAMPLE:
+        indices = _auto_sample_indices(m)
+        sample = flat[indices] if gpu is None else gpu.take(indices)
+        candidates = [_auto_sample_choice(sample, mechanism, key, candidates, factor, coder,
                                           threads)]
-    # An update in CUDA memory: LRSUQ on its GPU, the same bytes (cepam.cuda).
-    gpu = LatticeStage.of(x, names=[e.name for e in structure.entries],
-                          dtype=flat.dtype.name)
+    statistics = None if gpu is None else gpu.model_statistics(factor=factor)
     bodies = []
     for code, dim in candidates:
         params = core_params(mechanism, lattice=code, n=dim)
-        stage = None if gpu is None else gpu(params, key=key, factor=factor)
-        bodies.append((_core.encode(flat, key=key, params=params, factor=factor, coder=coder,
-                                    threads=threads, lattice_stage=stage), code, dim))
+        if gpu is None:
+            body = _core.encode(flat, key=key, params=params, factor=factor, coder=coder,
+                                threads=threads)
+        else:  # the update is not read on the host: the GPU's stage and statistics
+            body = _core.encode(np.empty(0, dtype), key=key, params=params, factor=factor,
+                                coder=coder, threads=threads,
+                                lattice_stage=gpu(params, key=key, factor=factor),
+                                model_statistics=statistics, m=m)
+        bodies.append((body, code, dim))
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
     sealed_digest = b""
@@ -353,7 +386,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     max_bytes = None
     if pad == "max":  # over every lattice the setting may choose, not the data's choice
         options = _auto_options(mechanism, coder) if lattice is _AUTO else [lattice]
-        max_bytes = max_payload_bytes(mechanism, clip=clip, m=flat.size, coder=coder,
+        max_bytes = max_payload_bytes(mechanism, clip=clip, m=m, coder=coder,
                                       lattices=options, fixed_bytes=fixed)
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
     del bodies  # (memory: the discarded candidate's body)

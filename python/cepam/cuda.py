@@ -4,7 +4,8 @@ in GPU memory.
 cepam's CUDA module runs the LRSUQ stage (latent radius, dither, trials,
 closest lattice point; the reconstruction on decode) on the GPU with the
 same per-sub-vector functions as the CPU codec (``csrc/lrsuq/subvector.hpp``),
-compiled without fused multiply-add, so it gives the same bytes.  Entropy
+compiled without fused multiply-add, so it gives the same bytes, and the
+clip's norm and the entropy coder's source-model statistics.  Entropy
 coding stays on the CPU.  The module is built when a CUDA compiler is found
 (CMake option ``CEPAM_CUDA``, see README) and imports on machines without a
 driver, where it reports no device.
@@ -14,15 +15,31 @@ checked bit for bit on the CPU (``tests/core/test_subvector.py``,
 ``tests/core/test_rans_core.py``); the GPU tests (``tests/core/test_cuda.py``, marker
 ``cuda``; ``bench/gpu_check.py``) run only on a GPU machine.
 
-What runs on the GPU: for :func:`cepam.encode` of an update whose leaves are
-all torch CUDA tensors, the LRSUQ stage (the update is still copied to the
-host once, for the clip's norm and the entropy coder's source model, and the
-stage's results come back to the host for the entropy coder); after every such
-call the host recomputes a few sub-vectors chosen from the context
-(:func:`check_stage`) and raises :class:`~cepam.errors.DeviceError` if the GPU
-disagrees.  For ``decode(..., device="cuda")``: the body is entropy-decoded on
-the host, only the trial indices H and lattice points M travel, and the GPU
-kernel writes the update into device memory, where it stays.
+What runs on the GPU: for :func:`cepam.encode` of an update whose coded
+leaves are all in CUDA memory, the update is flattened on the GPU and not
+copied to the host: the clip's sum of squares (format version 5's blocks on
+the GPU, their tree on the host: the CPU's bits), the entropy coder's
+source-model statistics (the largest magnitude and the per-cell integer
+counts, ``csrc/coding/model_stats.hpp``; the host fits the model from them,
+the CPU's model bit for bit), the sample ``lattice="auto"`` codes (copied
+alone) and the LRSUQ stage, whose results (H, M and the side information
+beta, V) come back to the host for the entropy coder.  The update comes to
+the host only where the CPU codec's rare paths need it: squares that
+overflow or underflow, a NaN or infinite value (the error names it),
+running statistics clipped apart (``buffers="separate"``, over the clip;
+the clipped update goes back to the GPU), or decoded values near their
+dtype's range.  After every such call the host recomputes a few
+sub-vectors chosen from the context (:func:`check_stage`) and raises
+:class:`~cepam.errors.DeviceError` if the GPU disagrees.  For
+``decode(..., device="cuda")``: the body is entropy-decoded on the host,
+only the trial indices H and lattice points M travel, and the GPU kernel
+writes the update into device memory, where it stays.
+
+Never run on a GPU: the source-model statistics kernels, the GPU norm in
+encode and encode without the host copy were written and checked on the
+CPU only (their host twins, ``tests/core/test_model_stats.py``,
+``tests/core/test_gpu_flow.py``); ``bench/gpu_check.py`` checks them on a
+GPU machine.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
 are copied to the host, with a one-time :class:`HostCopyWarning`, and
@@ -34,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import warnings
 from typing import Any
 
@@ -166,67 +184,145 @@ def to_device(result: Any, index: int) -> Any:
     return move(result)
 
 
-def _cuda_leaves(update: Any, names: list[str]) -> list[Any] | None:
-    """The leaves of ``update`` in coding order (``names``: the coded entries
-    of a mapping) as CUDA torch tensors, the CUDA arrays of other DLPack
-    libraries (CuPy, JAX) wrapped by torch without a copy; None unless every
-    one is in CUDA memory and torch is installed."""
-    if isinstance(update, dict):
-        leaves = [update[name] for name in names]
-    elif isinstance(update, (list, tuple)):
-        leaves = list(update)
-    else:
-        leaves = [update]
-    if not all(is_cuda(t) for t in leaves):
-        return None
-    try:
-        import torch
-    except ImportError:
-        return None
-    return [t if isinstance(t, torch.Tensor) else torch.from_dlpack(t) for t in leaves]
-
-
 class LatticeStage:
-    """The LRSUQ stage of an update held in CUDA memory, run on its GPU.
+    """An update held in CUDA memory, flattened on its GPU, and the GPU's
+    parts of encoding it: the clip's sum of squares (:meth:`sum_of_squares`),
+    the entropy coder's source-model statistics (:meth:`model_statistics`)
+    and the LRSUQ stage (calling it).
 
     ``stage(params, key=..., factor=...)`` (``params``: the core's
     ``_core.Params``) returns ``(H, M, beta, V)`` (host arrays) for
-    ``_core.encode(..., lattice_stage=...)``, which codes them into the bytes the CPU would
-    produce.  :meth:`of` gives None when the update is not all on a CUDA
-    device or the CUDA path is not available.
+    ``_core.encode(..., lattice_stage=..., model_statistics=...)``, which
+    codes them into the bytes the CPU would produce without reading the
+    update.  :meth:`of` gives None when the update is not all on a CUDA
+    device or the CUDA path is not available.  :meth:`host` and
+    :meth:`take` copy all or some of the update to the host, for what the
+    encoder does rarely (a non-finite value, running statistics clipped
+    apart, a closer bound on the decoded values) or on a sample.
     """
 
-    def __init__(self, flat: Any) -> None:
-        self._flat = flat  # a contiguous 1-D CUDA tensor, the coded dtype
+    def __init__(self, flat: Any, structure: Any = None) -> None:
+        self._flat = flat  # a contiguous 1-D tensor, the coded dtype
+        self.structure = structure  # the update's cepam.structure.Structure
         self.timings: list[dict[str, float]] = []
 
-    @classmethod
-    def of(cls, update: Any, *, names: list[str], dtype: str) -> "LatticeStage | None":
-        """The stage for ``update`` flattened as the codec flattens it
-        (``names``: the coded entries of a mapping; ``dtype``: the coded
-        float dtype), or None."""
-        if not is_available():
-            return None
-        leaves = _cuda_leaves(update, names)
-        if leaves is None:
-            return None
-        import torch
+    @staticmethod
+    def usable() -> bool:
+        """Whether the CUDA path can run (:func:`is_available`): worth
+        describing an update for :meth:`of`."""
+        return is_available()
 
+    @classmethod
+    def of(cls, leaves: list[Any], structure: Any, dtype: str) -> "LatticeStage | None":
+        """The stage of an update described by :func:`cepam.structure.describe`
+        (its coded leaves, structure and coded dtype), flattened on the GPU as
+        :func:`cepam.structure.flatten` flattens it on the host; None unless
+        every leaf is in CUDA memory, torch is installed and the CUDA path is
+        available."""
+        if not is_available() or not all(is_cuda(t) for t in leaves):
+            return None
+        try:
+            import torch
+        except ImportError:
+            return None
         target = getattr(torch, dtype)
         flat = torch.cat([t.detach().reshape(-1).to(target) for t in leaves]).contiguous()
-        return cls(flat)
+        return cls(flat, structure)
 
-    def __call__(self, params: Any, *, key: bytes,
-                 factor: float) -> tuple[Any, Any, Any, Any]:
+    @property
+    def size(self) -> int:
+        """The update's number of coordinates, m."""
+        return int(self._flat.numel())
+
+    @property
+    def dtype(self) -> str:
+        """The coded dtype, "float32" or "float64"."""
+        return str(self._flat.dtype).removeprefix("torch.")
+
+    def host(self) -> np.ndarray:
+        """The whole update copied to host memory (1-D, the coded dtype)."""
+        return self._flat.cpu().numpy()
+
+    def take(self, indices: np.ndarray) -> np.ndarray:
+        """The coordinates at ``indices`` (int64 array), copied to the host."""
         import torch
 
-        _cuda = cuda_module()
+        where = torch.as_tensor(np.asarray(indices, np.int64), device=self._flat.device)
+        return self._flat[where].cpu().numpy()
+
+    def model_statistics(self, *, factor: float) -> tuple[float, np.ndarray]:
+        """(range, counts[1024] uint64): the entropy coder's source-model
+        statistics of the update times ``factor`` (csrc/coding/model_stats.hpp),
+        from which the host fits the CPU's model without the update
+        (``_core.encode(..., model_statistics=...)``).
+
+        Raises:
+            DeviceError: a CUDA failure.
+        """
+        import torch
+
+        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        rng, counts, timing = cuda_module().model_statistics(
+            self._flat.__dlpack__(stream=stream or 1), factor=factor, stream=stream)
+        self.timings.append({"model_" + k: v for k, v in timing.items()})
+        return rng, counts
+
+    def upload(self, values: np.ndarray) -> "LatticeStage":
+        """The stage of ``values`` (host memory, the coded dtype) on this
+        stage's device: for an update the host changed (``buffers="separate"``
+        clips weights and running statistics apart, on the host)."""
+        import torch
+
+        return type(self)(torch.from_numpy(np.ascontiguousarray(values)).to(self._flat.device),
+                          self.structure)
+
+    def sum_of_squares(self, *, threads: int) -> float:
+        """The clip's sum of squares of the update (float64), the CPU's
+        ``_core.sum_of_squares`` bit for bit: format version 5's blocks and
+        tree summed on the GPU (:meth:`_first_pass`) when the total is finite
+        and above ``SQUARES_FLOOR``, as the CPU's first pass is; otherwise
+        (squares that overflow or underflow, a NaN or an infinity: rare) the
+        CPU's computation on a host copy of the update, with its rescaled
+        second pass (``threads`` threads).
+
+        Raises:
+            InvalidArgumentError: a coordinate is NaN or infinite (the CPU's
+                message, naming the first such flat index).
+            DeviceError: a CUDA failure.
+        """
+        total, _ = self._first_pass()
+        if math.isfinite(total) and total > SQUARES_FLOOR:
+            return total
+        return float(_core.sum_of_squares(self.host(), threads=threads))
+
+    def _first_pass(self) -> tuple[float, float]:
+        """(total, largest magnitude): the first pass of the sum of squares
+        on the GPU (``_cuda.sum_of_squares``; its host twin is
+        ``_core.testing.sum_of_squares_blocks``)."""
+        import torch
+
+        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        total, maxabs, timing = cuda_module().sum_of_squares(
+            self._flat.__dlpack__(stream=stream or 1), stream=stream)
+        self.timings.append({"squares_" + k: v for k, v in timing.items()})
+        return total, maxabs
+
+    def _lattice(self, params: Any, *, key: bytes, factor: float) -> tuple[Any, Any, Any, Any]:
+        """(H, M, beta, V) of every sub-vector, host arrays, from the GPU's
+        kernel (``_cuda.encode_lattice``; its host twin is
+        ``_core.testing.encode_subvectors``)."""
+        import torch
 
         stream = torch.cuda.current_stream(self._flat.device).cuda_stream
         capsule = self._flat.__dlpack__(stream=stream or 1)
-        H, M, beta, V, timing = _cuda.encode_lattice(
+        H, M, beta, V, timing = cuda_module().encode_lattice(
             capsule, key=key, params=params, factor=factor, stream=stream)
         self.timings.append(timing)
+        return H, M, beta, V
+
+    def __call__(self, params: Any, *, key: bytes,
+                 factor: float) -> tuple[Any, Any, Any, Any]:
+        H, M, beta, V = self._lattice(params, key=key, factor=factor)
         m = int(self._flat.numel())
         indices = spot_indices(key, len(H))
         check_stage((H, M, beta, V), self._pieces(indices, params.n), indices, m=m, key=key,
@@ -248,6 +344,12 @@ class LatticeStage:
         values = torch.where(cols < m, values, torch.zeros((), dtype=flat.dtype,
                                                             device=flat.device))
         return values.reshape(-1).cpu().numpy()
+
+
+SQUARES_FLOOR = 2.0 ** -900
+"""A first pass of the sum of squares at or below this (or not finite) asks
+for the rescaled second pass (``csrc/lrsuq/norm.cpp``'s test, the same
+constant)."""
 
 
 # --- the host's spot-check of a GPU's LRSUQ stage ------------------------------

@@ -39,7 +39,7 @@ import numpy as np
 
 from .errors import FormatError, InvalidArgumentError, InvalidTypeError
 
-__all__ = ["Entry", "Structure", "flatten", "unflatten", "output_dtype", "decoded_dtype",
+__all__ = ["Entry", "Structure", "flatten", "describe", "unflatten", "output_dtype", "decoded_dtype",
            "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "BUFFER_CHOICES", "RUNNING_STATISTICS",
            "is_buffer", "bare", "digest", "structure_of", "match_template"]
 
@@ -158,16 +158,18 @@ def _leaf_entry(x: Any, where: str) -> Entry | None:
     return None
 
 
+def _unsupported_leaf(x: Any, where: str) -> InvalidTypeError:
+    return InvalidTypeError(f"{where}: expected a numpy array, a torch tensor or a DLPack "
+                            f"array, got {type(x).__name__}")
+
+
 def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
     """A flat, contiguous float32/float64 view or copy of one leaf."""
     entry = _leaf_entry(x, where)
     if entry is None:
         if hasattr(x, "__dlpack__"):  # CuPy, JAX, ...: by the DLPack protocol
             return _leaf_to_numpy(_dlpack_to_host(x, where), where)
-        raise InvalidTypeError(
-            f"{where}: expected a numpy array, a torch tensor or a DLPack array, "
-            f"got {type(x).__name__}"
-        )
+        raise _unsupported_leaf(x, where)
     if entry.kind == KIND_TORCH:
         import torch
 
@@ -287,6 +289,32 @@ def flatten(update: Any, *, non_float: str = "error", buffers: str = "joint"
         common = np.float32 if all(a.dtype == np.float32 for a in arrays) else np.float64
         flat = np.concatenate([a.astype(common, copy=False) for a in arrays])
     return flat, Structure(container, tuple(entries))
+
+
+def describe(update: Any, *, non_float: str = "error", buffers: str = "joint"
+             ) -> tuple[list[Any], Structure, str]:
+    """What :func:`flatten` would give, without reading or copying a value:
+    the coded leaves of ``update`` in coding order (arrays and tensors as
+    given, the CUDA arrays of other DLPack libraries wrapped by torch
+    without a copy), the structure, and the dtype of flatten's vector
+    ("float32", or "float64" when an entry is float64).
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: as :func:`flatten`.
+    """
+    container, leaves = _leaves(update, non_float, buffers)
+    values, entries = [], []
+    for name, value, where in leaves:
+        entry = _leaf_entry(value, where)
+        if entry is None and hasattr(value, "__dlpack__"):
+            value = _dlpack_to_host(value, where)  # no copy: numpy or torch views
+            entry = _leaf_entry(value, where)
+        if entry is None:
+            raise _unsupported_leaf(value, where)
+        values.append(value)
+        entries.append(_named(entry, name, where))
+    dtype = "float64" if any(e.dtype == "float64" for e in entries) else "float32"
+    return values, Structure(container, tuple(entries)), dtype
 
 
 def _named(entry: Entry, name: str, where: str) -> Entry:

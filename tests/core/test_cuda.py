@@ -273,6 +273,8 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
     calls = _spy(monkeypatch)
     assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
     assert calls["stage"] >= 1 and calls["check"] == calls["stage"]  # the GPU path ran, checked
+    assert calls["squares"] == 1 and calls["model"] == 1  # the norm and the model's statistics
+    assert calls["host"] == 0 and calls["flatten"] == 0  # the update never came to the host
     out = cepam.decode(expected, secret=SECRET, device="cuda")
     assert calls["decode"] == 1  # the GPU kernel decoded
     ref = cepam.decode(expected, secret=SECRET)
@@ -283,10 +285,13 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
 
 def _spy(monkeypatch) -> dict[str, int]:
     """Counts the GPU path's calls: the LRSUQ stage of an encode, its
-    spot-check, and the device decode."""
+    spot-check, the device decode, the norm's first pass and the source
+    model's statistics on the GPU, and the update's copies to the host
+    (LatticeStage.host, or flattening on the host)."""
     import cepam.codec
 
-    calls = {"stage": 0, "check": 0, "decode": 0}
+    calls = {"stage": 0, "check": 0, "decode": 0, "squares": 0, "model": 0, "host": 0,
+             "flatten": 0}
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -295,6 +300,12 @@ def _spy(monkeypatch) -> dict[str, int]:
         return wrapper
 
     monkeypatch.setattr(cuda.LatticeStage, "__call__", counted("stage", cuda.LatticeStage.__call__))
+    monkeypatch.setattr(cuda.LatticeStage, "_first_pass",
+                        counted("squares", cuda.LatticeStage._first_pass))
+    monkeypatch.setattr(cuda.LatticeStage, "model_statistics",
+                        counted("model", cuda.LatticeStage.model_statistics))
+    monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
+    monkeypatch.setattr(cepam.codec, "flatten", counted("flatten", cepam.codec.flatten))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
@@ -421,3 +432,23 @@ def test_gpu_sum_of_squares_is_the_host_blocks(m, dtype):
     x = _input(m, dtype, seed=m)
     total, maxabs, _ = _cuda.sum_of_squares(torch.from_numpy(x).cuda().__dlpack__(stream=1))
     assert (total, maxabs) == hooks.sum_of_squares_blocks(x)
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("m", [1, 4099, (1 << 16) + 3, 3 * (1 << 20) + 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("factor", [1.0, 0.3])
+def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
+    """The source model's statistics kernels (cuda/model_gpu.cu) against
+    their host twin; the model fitted from them is then the CPU's
+    (tests/core/test_model_stats.py)."""
+    import torch
+
+    x = _input(m, dtype, seed=m)
+    x[m // 2] *= 1e3  # an outlier: the range
+    rng, counts, _ = _cuda.model_statistics(torch.from_numpy(x).cuda().__dlpack__(stream=1),
+                                            factor=factor)
+    twin_rng, twin_counts = hooks.model_statistics(x, factor=factor)
+    assert rng == twin_rng
+    np.testing.assert_array_equal(counts, twin_counts)

@@ -1,0 +1,168 @@
+"""The GPU encode's Python logic (cepam.codec with cepam.cuda.LatticeStage),
+run on the CPU with the kernels' host twins in their place: the norm's
+first pass (``_core.testing.sum_of_squares_blocks``, the code the GPU's
+sum-of-squares kernel runs) and the LRSUQ stage
+(``_core.testing.encode_subvectors``, the kernel's per-sub-vector code).
+The payload bytes and errors must be the CPU codec's, whatever path the
+norm takes (first pass, rescaled second pass, non-finite values) and
+whatever the clip does to the update.
+"""
+
+import numpy as np
+import pytest
+
+import cepam
+import cepam.codec
+from cepam import _core, cuda
+from cepam._core import testing as hooks
+from cepam.errors import InvalidArgumentError
+
+torch = pytest.importorskip("torch")
+
+SECRET = bytes(range(32))
+
+
+class _TwinStage(cuda.LatticeStage):
+    """cuda.LatticeStage of CPU torch tensors, its kernels replaced by their
+    host twins; counts the calls, so that a test knows the GPU path ran and
+    whether the update was copied to the host."""
+
+    calls: dict[str, int] = {}
+
+    @staticmethod
+    def usable():
+        return True
+
+    @classmethod
+    def of(cls, leaves, structure, dtype):
+        if not all(isinstance(t, torch.Tensor) for t in leaves):
+            return None  # as the real stage, for an update not all in CUDA memory
+        target = getattr(torch, dtype)
+        return cls(torch.cat([t.reshape(-1).to(target) for t in leaves]).contiguous(), structure)
+
+    def host(self):
+        type(self).calls["host"] += 1
+        return super().host()
+
+    def _first_pass(self):
+        type(self).calls["squares"] += 1
+        return hooks.sum_of_squares_blocks(self._flat.numpy())
+
+    def model_statistics(self, *, factor):
+        type(self).calls["model"] += 1
+        return hooks.model_statistics(self._flat.numpy(), factor=factor)
+
+    def _lattice(self, params, *, key, factor):
+        type(self).calls["stage"] += 1
+        return hooks.encode_subvectors(self._flat.numpy(), key=key, params=params, factor=factor)
+
+
+def _twin(monkeypatch):
+    """From now on, cepam.encode of CPU torch tensors takes the GPU path,
+    with host twins; the counts of the twins' calls."""
+    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0}
+    monkeypatch.setattr(cepam.codec, "LatticeStage", _TwinStage)
+    return _TwinStage.calls
+
+
+def _encode(update, **kw):
+    kw = dict(secret=SECRET, round=3, client=1) | kw
+    return cepam.encode(update, cepam.Gaussian(sigma=kw.pop("sigma", 0.05)), **kw)
+
+
+def _normal(m, dtype, scale=1.0, seed=0):
+    return torch.from_numpy((np.random.default_rng(seed).normal(size=m) * scale).astype(dtype))
+
+
+# name: (the update, encode's arguments, whether the update must come to
+# the host: only for the norm's second pass and for clipping apart).
+CASES = {
+    "float32, clipped": (lambda: _normal(200_003, np.float32), dict(clip=10.0), False),
+    "float64, within the clip": (lambda: _normal(70_001, np.float64, 1e-3), dict(clip=10.0),
+                                 False),
+    "no clip, E8": (lambda: _normal(4_099, np.float32), dict(lattice="E8"), False),
+    "golomb": (lambda: _normal(10_000, np.float32), dict(clip=10.0, coder="golomb"), False),
+    # rms / sigma = 1, in the band where "auto" tries Z and E8: on a sample
+    # (from the GPU) for a large update, whole for a small one.
+    "auto, sampled": (lambda: _normal(300_000, np.float32, 0.05), dict(clip=1e4, lattice="auto"),
+                      False),
+    "auto, both coded": (lambda: _normal(50_000, np.float32, 0.05),
+                         dict(clip=1e4, lattice="auto"), False),
+    "auto, high ratio": (lambda: _normal(300_000, np.float32, 0.5),
+                         dict(clip=1e4, lattice="auto"), False),
+    # Squares that overflow float64 (the rescaled second pass, on the host).
+    "overflow": (lambda: _normal(1_000, np.float64, 1e200), dict(clip=1.0), True),
+    # Squares at and below 2^-900 (the second pass too).
+    "underflow": (lambda: _normal(5_000, np.float64, 2.0 ** -460), dict(clip=1.0, sigma=1e-3),
+                  True),
+    "zeros": (lambda: torch.zeros(3_000, dtype=torch.float32), dict(clip=1.0), True),
+    "one coordinate": (lambda: _normal(1, np.float32), dict(clip=0.5), False),
+    "a state_dict": (lambda: {"w": _normal(5_000, np.float32, seed=1),
+                              "b": _normal(7, np.float32, seed=2)}, dict(clip=3.0), False),
+    "mixed dtypes": (lambda: {"w": _normal(5_000, np.float32, seed=1),
+                              "h": _normal(99, np.float32, seed=5).half(),
+                              "d": _normal(30, np.float64, seed=6)}, dict(clip=3.0), False),
+    # buffers="separate": the host clips weights and running statistics
+    # apart, and the stage must code those values, not the input's.
+    "running statistics clipped apart": (
+        lambda: {"conv.weight": _normal(4_000, np.float32, 0.1, seed=3),
+                 "bn.running_var": _normal(64, np.float32, 1e3, seed=4)}, dict(clip=5.0), True),
+    "running statistics within the clip": (
+        lambda: {"conv.weight": _normal(4_000, np.float32, 0.01, seed=3),
+                 "bn.running_var": _normal(64, np.float32, 0.1, seed=4)}, dict(clip=5.0), False),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
+    make, kw, host_copy = CASES[case]
+    update = make()
+    expected = _encode(update, **kw)  # the CPU path
+    twin = _twin(monkeypatch)
+    monkeypatch.setattr(cepam.codec, "flatten", None)  # the GPU path never flattens on the host
+    assert _encode(update, **kw) == expected
+    assert twin["squares"] == 1 and twin["stage"] >= 1  # the GPU path ran
+    assert twin["model"] == 1  # the model's statistics from the "GPU"
+    assert (twin["host"] > 0) == host_copy
+
+
+@pytest.mark.parametrize("m", [1, 4, 65_536, 65_537, 200_003])
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e160, 2.0 ** -455, 2.0 ** -450, 0.0])
+def test_the_stage_norm_is_the_cpu_norm(m, scale):
+    x = (np.random.default_rng(m).standard_cauchy(size=m) * scale)
+    stage = _TwinStage(torch.from_numpy(x))
+    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0}
+    for threads in (1, 3):
+        assert stage.sum_of_squares(threads=threads) == _core.sum_of_squares(x, threads=threads)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("index", [0, 70_000, 99_999])
+def test_a_non_finite_value_is_named_as_on_the_cpu(bad, index, monkeypatch):
+    x = _normal(100_000, np.float32)
+    x[index] = bad
+    with pytest.raises(InvalidArgumentError) as cpu:
+        _encode({"w": x}, clip=1.0)
+    twin = _twin(monkeypatch)
+    with pytest.raises(InvalidArgumentError) as gpu:
+        _encode({"w": x}, clip=1.0)
+    assert str(gpu.value) == str(cpu.value) and f"({index},)" in str(gpu.value)
+    assert twin["squares"] == 1
+
+
+def test_the_core_reads_no_update_given_the_stage_and_the_statistics():
+    x = _normal(10_000, np.float32).numpy()
+    params = _core.Params(mechanism=1, scale=0.05, lattice=1, n=1)
+    kw = dict(key=bytes(32), params=params, factor=0.5, coder=2)
+    stage = hooks.encode_subvectors(x, key=bytes(32), params=params, factor=0.5)
+    expected = _core.encode(x, **kw)
+    statistics = hooks.model_statistics(x, factor=0.5)
+    assert _core.encode(np.empty(0, np.float32), lattice_stage=stage, model_statistics=statistics,
+                        m=x.size, **kw) == expected
+    with pytest.raises(InvalidArgumentError, match="m must be"):
+        _core.encode(np.empty(0, np.float32), lattice_stage=stage, m=x.size, **kw)
+    with pytest.raises(InvalidArgumentError, match="m must be"):
+        _core.encode(x, m=x.size + 1, **kw)
+    with pytest.raises(InvalidArgumentError, match="model_statistics"):
+        _core.encode(np.empty(0, np.float32), lattice_stage=stage, model_statistics=(1.0,),
+                     m=x.size, **kw)
