@@ -13,22 +13,12 @@ namespace {
 
 constexpr std::uint32_t kEscapeFreq = CellCoder::kEscapeFreq;
 
-inline std::uint64_t zigzag64(std::int64_t v) {
-  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
-}
 inline std::int64_t unzigzag64(std::uint64_t z) {
   return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
 }
 
-// Escaped value: 6 raw bits of length L, then L raw bits of zigzag(j).
-void put_escaped(std::int64_t j, AnsEncoder& enc) {
-  const std::uint64_t z = zigzag64(j);
-  int len = 0;
-  while (len < 64 && (z >> len) != 0) ++len;
-  enc.put_raw(static_cast<std::uint32_t>(len), 6);
-  if (len > 0) enc.put_raw_long(z, len);
-}
-
+// Escaped value (coding/symbol_core.hpp's escaped_value_symbols): 6 raw
+// bits of length L, then L raw bits of zigzag(j).
 std::int64_t get_escaped(AnsDecoder& dec) {
   const int len = static_cast<int>(dec.get_raw(6));
   if (len > 55) throw FormatError("escaped lattice coordinate out of range");
@@ -670,19 +660,6 @@ std::int64_t CellCoder::search(const Layout& l, std::uint32_t s, std::int64_t q)
     else hi = mid;
   }
   return lo;
-}
-
-void CellCoder::encode_escaped(std::int64_t j, AnsEncoder& enc) const {
-  enc.put(kProbScale - kEscapeFreq, kEscapeFreq);
-  put_escaped(j, enc);
-}
-
-// A coarse symbol q = d >> shift, then the offset d mod 2^shift raw.
-void CellCoder::encode_coarse(std::uint64_t d, const Layout& l, AnsEncoder& enc) const {
-  const std::int64_t q = static_cast<std::int64_t>(d >> l.shift);
-  const std::uint32_t start = cum(l, q);
-  enc.put(start, cum(l, q + 1) - start);
-  enc.put_raw_long(d & ((std::uint64_t{1} << l.shift) - 1), l.shift);
 }
 
 std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "coding/bitstream.hpp"
 #include "common/errors.hpp"
@@ -31,24 +32,26 @@
 #include "lattice/lattice.hpp"
 #include "coding/rans.hpp"
 #include "coding/source_model.hpp"
+#include "coding/symbol_core.hpp"
 
 namespace cepam {
 
 class GeometricCoder {
  public:
-  static constexpr int kTable = 64;
+  static constexpr int kTable = kGeometricTable;
 
   explicit GeometricCoder(double p);
   bool coded() const { return coded_; }
+  // The symbols of h (coding/symbol_core.hpp's geometric_symbols).
   void encode(std::uint32_t h, AnsEncoder& enc) const {
     if (!coded_) return;
-    if (h >= 1 && h <= static_cast<std::uint32_t>(kTable)) {
-      enc.put(cum_[h - 1], cum_[h] - cum_[h - 1]);
-    } else {
-      enc.put(cum_[kTable], 1);  // the escape
-      enc.put_raw(h - 1, 16);    // h <= kTrialCap = 2^16
-    }
+    AnsSymbol symbols[2];
+    const int k = geometric_symbols(cum_, h, symbols);
+    std::memcpy(enc.append(static_cast<std::size_t>(k)), symbols,
+                static_cast<std::size_t>(k) * sizeof(AnsSymbol));
   }
+  // The table geometric_symbols takes: nullptr where H is not coded.
+  const std::uint32_t* table() const { return coded_ ? cum_ : nullptr; }
   std::uint32_t decode(AnsDecoder& dec) const;
   // decode for H[0..count) (SIMD where the processor has it).
   void decode_batch(std::size_t count, AnsDecoder& dec, std::uint32_t* H) const;
@@ -158,22 +161,15 @@ class BoxBasis {
 // common paths are inline: they are the coder's inner loops.
 class CellCoder {
  public:
-  static constexpr std::int64_t kMaxSymbols = 1 << 12;
-  static constexpr std::int64_t kMargin = 2;
-  static constexpr std::uint32_t kEscapeFreq = 1;  // the escape: the last slot
+  static constexpr std::int64_t kMaxSymbols = kCellMaxSymbols;
+  static constexpr std::int64_t kMargin = kCellMargin;
+  static constexpr std::uint32_t kEscapeFreq = kCellEscapeFreq;  // the escape: the last slot
 
-  struct Layout {
-    std::int64_t lo, hi;  // fine cells [lo, hi]
-    std::int64_t count;   // coarse symbols Q
-    int shift;            // coarse symbol = 2^shift fine cells
-    std::uint32_t range;  // R = 2^kProbBits - Q - 1
-    double g, o;
-    // The decoder's guess (see guess()): the model's quantile u (in grid cells)
-    // lies guess_a + u guess_b cells above cell lo.
-    double guess_a, guess_b;
-  };
+  // The tables' arithmetic is coding/symbol_core.hpp's, shared with a GPU.
+  using Layout = CellLayout;
 
-  explicit CellCoder(const SourceModel& model) : model_(model), a_(model.range()) {}
+  explicit CellCoder(const SourceModel& model)
+      : model_(model), a_(model.range()), cdf_(model.cdf_view()) {}
 
   Layout layout(double g, double o) const;
   void encode(std::int64_t j, const Layout& l, AnsEncoder& enc) const;
@@ -237,63 +233,23 @@ class CellCoder {
   std::int64_t guess(const Layout& l, std::uint32_t s) const;
   // The rarer paths, out of line.
   std::int64_t search(const Layout& l, std::uint32_t s, std::int64_t q) const;
-  void encode_escaped(std::int64_t j, AnsEncoder& enc) const;
-  void encode_coarse(std::uint64_t d, const Layout& l, AnsEncoder& enc) const;
   std::int64_t decode_rare(const Layout& l, AnsDecoder& dec) const;  // escape or coarse
 
   const SourceModel& model_;
   double a_;
+  CdfView cdf_;  // model_'s tables
 };
 
-// floor(v) clamped to [-kMaxAbsM, kMaxAbsM] (NaN to -kMaxAbsM), as an
-// integer.  Inside the range, |v| < 2^53 converts exactly, and floor is the
-// truncation less one for negative non-integers (no call to std::floor,
-// which x86-64 without SSE4.1 computes in a dozen instructions).  A v above
-// -2^53 has a floor above -2^53 (the doubles there are integers), so the
-// clamp is that of std::floor(v).
-inline std::int64_t floor_cell(double v) {
-  const double limit = static_cast<double>(kMaxAbsM);
-  if (!(v > -limit)) return -kMaxAbsM;
-  if (!(v < limit)) return kMaxAbsM;
-  const std::int64_t t = static_cast<std::int64_t>(v);
-  return t - (static_cast<double>(t) > v ? 1 : 0);
-}
-
 inline CellCoder::Layout CellCoder::layout(double g, double o) const {
-  Layout l;
-  l.g = g;
-  l.o = o;
-  const double z_lo = (-a_ - o) / g;  // -A and A, in cells
-  const double z_hi = (a_ - o) / g;
-  l.lo = floor_cell(z_lo + 0.5) - kMargin;
-  l.hi = floor_cell(z_hi + 0.5) + kMargin;
-  if (l.lo < -kMaxAbsM) l.lo = -kMaxAbsM;
-  if (l.hi > kMaxAbsM) l.hi = kMaxAbsM;
-  if (l.hi < l.lo) l.hi = l.lo;
-  const std::uint64_t span = static_cast<std::uint64_t>(l.hi - l.lo);  // cells - 1
-  // The smallest shift with (span >> shift) < kMaxSymbols = 2^12.
-  static_assert(kMaxSymbols == 1 << 12, "shift rule");
-  const int width = span == 0 ? 0 : 64 - count_leading_zeros(span);
-  l.shift = width > 12 ? width - 12 : 0;
-  l.count = static_cast<std::int64_t>(span >> l.shift) + 1;
-  l.range = kProbScale - static_cast<std::uint32_t>(l.count) - kEscapeFreq;
-  l.guess_a = z_lo + 0.5 - static_cast<double>(l.lo);
-  l.guess_b = (z_hi - z_lo) * (1.0 / SourceModel::kCells);
-  return l;
+  return cell_layout(a_, g, o);
 }
 
 inline std::uint32_t CellCoder::cum(const Layout& l, std::int64_t q) const {
-  if (q <= 0) return 0;
-  if (q >= l.count) return l.range + static_cast<std::uint32_t>(l.count);
-  const std::int64_t cell = l.lo + (q << l.shift);
-  return cum_at(l, static_cast<double>(cell) - 0.5, q);
+  return cell_cum(cdf_, l, q);
 }
 
 inline std::uint32_t CellCoder::cum_at(const Layout& l, double edge_cells, std::int64_t q) const {
-  const double edge = l.g * edge_cells + l.o;
-  // floor(F R) + q; F R lies in [0, 2^kProbBits], where truncation is floor.
-  const double f = model_.cdf(edge) * static_cast<double>(l.range);
-  return static_cast<std::uint32_t>(f) + static_cast<std::uint32_t>(q);
+  return cell_cum_at(cdf_, l, edge_cells, q);
 }
 
 // The slot s lies where F(edge) R + q reaches s, F the model's CDF.  Taking
@@ -311,12 +267,10 @@ inline std::int64_t CellCoder::guess(const Layout& l, std::uint32_t s) const {
 }
 
 inline void CellCoder::encode(std::int64_t j, const Layout& l, AnsEncoder& enc) const {
-  if (j < l.lo || j > l.hi) return encode_escaped(j, enc);
-  const std::uint64_t d = static_cast<std::uint64_t>(j - l.lo);
-  if (l.shift > 0) return encode_coarse(d, l, enc);
-  const std::int64_t q = static_cast<std::int64_t>(d);
-  const std::uint32_t start = cum(l, q);
-  enc.put(start, cum(l, q + 1) - start);
+  AnsSymbol symbols[kMaxCellSymbols];
+  const int k = cell_symbols(cdf_, j, l, symbols);
+  std::memcpy(enc.append(static_cast<std::size_t>(k)), symbols,
+              static_cast<std::size_t>(k) * sizeof(AnsSymbol));
 }
 
 inline std::int64_t CellCoder::symbol(const Layout& l, std::uint32_t s, std::uint32_t& start,

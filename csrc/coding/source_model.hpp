@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "coding/symbol_core.hpp"
+
 namespace cepam {
 
 class SourceModel {
@@ -40,6 +42,7 @@ class SourceModel {
   static constexpr std::uint32_t kKnotScale = 1u << kKnotBits;
   static constexpr int kTableBits = 22;   // grid values in units of 2^-22
   static constexpr std::uint32_t kTableScale = 1u << kTableBits;
+  static_assert(kCells == kCdfCells && kTableScale == kCdfTableScale, "symbol_core's copy");
 
   SourceModel() = default;
 
@@ -82,15 +85,10 @@ class SourceModel {
   //   F = (C_i + (u - i) (C_{i+1} - C_i)) 2^-22.
   // If 2A overflows, u is 0 or NaN (x + A overflowing); NaN is taken as
   // the top of the range rather than converted to an index.
-  double cdf(double x) const {
-    if (!(x > -a_)) return 0.0;
-    if (!(x < a_)) return 1.0;
-    const double u = (x + a_) * inv_width_;
-    if (!(u < 2.0 * kCells)) return 1.0;  // NaN (u < kCells + 1 otherwise)
-    int i = static_cast<int>(u);
-    if (i > kCells - 1) i = kCells - 1;
-    return (knot_[i] + (u - static_cast<double>(i)) * slope_[i]) * (1.0 / kTableScale);
-  }
+  double cdf(double x) const { return model_cdf(cdf_view(), x); }
+  // The tables cdf reads (coding/symbol_core.hpp's model_cdf, shared with
+  // a GPU), valid while the model lives.
+  CdfView cdf_view() const { return CdfView{a_, inv_width_, knot_.data(), slope_.data()}; }
 
   // An approximate inverse of cdf, for search guesses only (never for a
   // coded value): the position u (in cells, as in cdf) where the CDF

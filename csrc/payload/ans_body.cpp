@@ -11,17 +11,6 @@ namespace {
 constexpr int kMaxN = 8;
 constexpr std::size_t kLayoutBatch = 256;  // coordinates per CellCoder batch
 
-// True when the basis has no entries off its diagonal (Z^n): then o_k =
-// beta V_k, the same whatever the other coordinates (the terms m_i G_ik
-// are zeros, which can change at most the sign of a zero o, and neither
-// the table nor the cells depend on that sign).
-bool is_diagonal(const TriangularBasis& basis) {
-  for (int i = 0; i < basis.n; ++i)
-    for (int k = 0; k < basis.n; ++k)
-      if (i != k && basis.b[static_cast<std::size_t>(i * basis.n + k)] != 0.0) return false;
-  return true;
-}
-
 // The coordinates of sub-vectors [j0, j1) in coding order (k = n-1 .. 0 in
 // each), with their tables g = beta G_kk and o = beta V_k, for a diagonal
 // basis: CellCoder's batches.
@@ -133,6 +122,13 @@ AnsSegmentEncoder::AnsSegmentEncoder(const SourceModel& model, double p,
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   if (point_model) points_ = std::make_unique<PointCoder>(model, basis);
   restart(subvectors);
+}
+
+bool is_diagonal(const TriangularBasis& basis) {
+  for (int i = 0; i < basis.n; ++i)
+    for (int k = 0; k < basis.n; ++k)
+      if (i != k && basis.b[static_cast<std::size_t>(i * basis.n + k)] != 0.0) return false;
+  return true;
 }
 
 void AnsSegmentEncoder::restart(std::size_t subvectors) {

@@ -65,6 +65,12 @@ inline std::size_t segment_prefix(bool point_model) { return point_model ? 5 : 4
 // cell is not a box).
 inline bool uses_point_model(LatticeId id) { return id != LatticeId::Z; }
 
+// True when the basis has no entries off its diagonal (Z^n): then o_k =
+// beta V_k, the same whatever the other coordinates (the terms m_i G_ik
+// are zeros, which can change at most the sign of a zero o, and neither
+// the table nor the cells depend on that sign).
+bool is_diagonal(const TriangularBasis& basis);
+
 // The encoder of one segment: encode_block for each block in turn (the H
 // and M of its sub-vectors and their side information: beta[count],
 // V[count n]), then finish.  subvectors (the segment's) sizes the symbol

@@ -1,0 +1,268 @@
+// The ANS coder's symbols (coding/conditional_coder.hpp) written once for
+// the CPU and a GPU (CEPAM_HD, common/host_device.hpp): plain inline
+// functions on caller-provided buffers, no allocation, no exception, no
+// virtual call.  The source model's CDF (SourceModel::cdf), a coordinate's
+// table (CellCoder::layout), its symbols (plain, coarse or escaped:
+// CellCoder::encode) and the trial index's (GeometricCoder::encode) are
+// these functions, so the CPU's bytes are this code's bytes; z_block_symbols
+// gives a block of sub-vectors of Z^n the way AnsSegmentEncoder::encode_block
+// does, for a GPU's kernel (cuda/ans_gpu.cu) and its host twin
+// (payload/ans_streams.hpp), which the tests compare with the CPU's
+// payloads bit for bit (tests/core/test_symbol_core.py).
+//
+// Device code needs --fmad=false (CMakeLists.txt): a product and a sum
+// contracted into one rounding would change the tables' bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "coding/rans_core.hpp"
+#include "common/format_limits.hpp"
+#include "common/host_device.hpp"
+
+#if defined(_MSC_VER) && !defined(__clang__) && !defined(__CUDA_ARCH__)
+#include <intrin.h>
+#endif
+
+namespace cepam {
+
+// The source model's grid tables (coding/source_model.hpp): A, kCells /
+// (2A), knot[0..kCells] and slope[0..kCells) in units of 2^-22.
+struct CdfView {
+  double a;
+  double inv_width;
+  const double* knot;
+  const double* slope;
+};
+
+inline constexpr int kCdfCells = 1024;          // SourceModel::kCells
+inline constexpr double kCdfTableScale = 4194304.0;  // 2^22, SourceModel::kTableScale
+
+// P(X <= x) under the model (SourceModel::cdf documents it).
+CEPAM_HD inline double model_cdf(const CdfView& m, double x) {
+  if (!(x > -m.a)) return 0.0;
+  if (!(x < m.a)) return 1.0;
+  const double u = (x + m.a) * m.inv_width;
+  if (!(u < 2.0 * kCdfCells)) return 1.0;  // NaN (u < kCells + 1 otherwise)
+  int i = static_cast<int>(u);
+  if (i > kCdfCells - 1) i = kCdfCells - 1;
+  return (m.knot[i] + (u - static_cast<double>(i)) * m.slope[i]) * (1.0 / kCdfTableScale);
+}
+
+// Number of leading zero bits of a non-zero 64-bit word.
+CEPAM_HD inline int leading_zeros64(std::uint64_t w) {
+#if defined(__CUDA_ARCH__)
+  return __clzll(static_cast<long long>(w));
+#elif defined(_MSC_VER) && !defined(__clang__)
+  unsigned long index;
+  _BitScanReverse64(&index, w);
+  return 63 - static_cast<int>(index);
+#else
+  return __builtin_clzll(w);
+#endif
+}
+
+// floor(v) clamped to [-kMaxAbsM, kMaxAbsM] (NaN to -kMaxAbsM), as an
+// integer.  Inside the range, |v| < 2^53 converts exactly, and floor is the
+// truncation less one for negative non-integers (no call to std::floor,
+// which x86-64 without SSE4.1 computes in a dozen instructions).  A v above
+// -2^53 has a floor above -2^53 (the doubles there are integers), so the
+// clamp is that of std::floor(v).
+CEPAM_HD inline std::int64_t floor_cell(double v) {
+  const double limit = static_cast<double>(kMaxAbsM);
+  if (!(v > -limit)) return -kMaxAbsM;
+  if (!(v < limit)) return kMaxAbsM;
+  const std::int64_t t = static_cast<std::int64_t>(v);
+  return t - (static_cast<double>(t) > v ? 1 : 0);
+}
+
+// A coordinate's cumulative table (CellCoder documents it).
+struct CellLayout {
+  std::int64_t lo, hi;  // fine cells [lo, hi]
+  std::int64_t count;   // coarse symbols Q
+  int shift;            // coarse symbol = 2^shift fine cells
+  std::uint32_t range;  // R = 2^kProbBits - Q - 1
+  double g, o;
+  // The decoder's guess (CellCoder::guess): the model's quantile u (in grid
+  // cells) lies guess_a + u guess_b cells above cell lo.
+  double guess_a, guess_b;
+};
+
+inline constexpr std::int64_t kCellMaxSymbols = 1 << 12;  // CellCoder::kMaxSymbols
+inline constexpr std::int64_t kCellMargin = 2;
+inline constexpr std::uint32_t kCellEscapeFreq = 1;  // the escape: the last slot
+
+// The table of a coordinate in cells of width g at offset o, for a model
+// on [-a, a].
+CEPAM_HD inline CellLayout cell_layout(double a, double g, double o) {
+  CellLayout l;
+  l.g = g;
+  l.o = o;
+  const double z_lo = (-a - o) / g;  // -A and A, in cells
+  const double z_hi = (a - o) / g;
+  l.lo = floor_cell(z_lo + 0.5) - kCellMargin;
+  l.hi = floor_cell(z_hi + 0.5) + kCellMargin;
+  if (l.lo < -kMaxAbsM) l.lo = -kMaxAbsM;
+  if (l.hi > kMaxAbsM) l.hi = kMaxAbsM;
+  if (l.hi < l.lo) l.hi = l.lo;
+  const std::uint64_t span = static_cast<std::uint64_t>(l.hi - l.lo);  // cells - 1
+  // The smallest shift with (span >> shift) < kMaxSymbols = 2^12.
+  static_assert(kCellMaxSymbols == 1 << 12, "shift rule");
+  const int width = span == 0 ? 0 : 64 - leading_zeros64(span);
+  l.shift = width > 12 ? width - 12 : 0;
+  l.count = static_cast<std::int64_t>(span >> l.shift) + 1;
+  l.range = kProbScale - static_cast<std::uint32_t>(l.count) - kCellEscapeFreq;
+  l.guess_a = z_lo + 0.5 - static_cast<double>(l.lo);
+  l.guess_b = (z_hi - z_lo) * (1.0 / kCdfCells);
+  return l;
+}
+
+// cum(q) for 0 < q < count, given the cell's lower edge in cells,
+// double(lo + (q << shift)) - 0.5: floor(F(edge) R) + q.
+CEPAM_HD inline std::uint32_t cell_cum_at(const CdfView& m, const CellLayout& l,
+                                          double edge_cells, std::int64_t q) {
+  const double edge = l.g * edge_cells + l.o;
+  // floor(F R) + q; F R lies in [0, 2^kProbBits], where truncation is floor.
+  const double f = model_cdf(m, edge) * static_cast<double>(l.range);
+  return static_cast<std::uint32_t>(f) + static_cast<std::uint32_t>(q);
+}
+
+CEPAM_HD inline std::uint32_t cell_cum(const CdfView& m, const CellLayout& l, std::int64_t q) {
+  if (q <= 0) return 0;
+  if (q >= l.count) return l.range + static_cast<std::uint32_t>(l.count);
+  const std::int64_t cell = l.lo + (q << l.shift);
+  return cell_cum_at(m, l, static_cast<double>(cell) - 0.5, q);
+}
+
+// A uniform symbol of `bits` (1..16) raw bits, rescaled to kProbBits
+// (AnsEncoder::put_raw).
+CEPAM_HD inline AnsSymbol raw_symbol(std::uint32_t value, int bits) {
+  const int shift = kProbBits - bits;
+  return AnsSymbol{value << shift, 1u << shift};
+}
+
+// The symbols of `bits` (1..64) raw bits, 16 at a time from the top
+// (AnsEncoder::put_raw_long), at out; returns their number (at most 4).
+CEPAM_HD inline int raw_long_symbols(std::uint64_t value, int bits, AnsSymbol* out) {
+  int k = 0;
+  while (bits > 16) {
+    bits -= 16;
+    out[k++] = raw_symbol(static_cast<std::uint32_t>((value >> bits) & 0xffffu), 16);
+  }
+  out[k++] = raw_symbol(static_cast<std::uint32_t>(value & ((std::uint64_t{1} << bits) - 1)), bits);
+  return k;
+}
+
+CEPAM_HD inline std::uint64_t zigzag64(std::int64_t v) {
+  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
+}
+
+// An escaped value (no escape symbol): 6 raw bits of its length L, then L
+// raw bits of zigzag(j); returns the number of symbols (at most 5).
+CEPAM_HD inline int escaped_value_symbols(std::int64_t j, AnsSymbol* out) {
+  const std::uint64_t z = zigzag64(j);
+  int len = 0;
+  while (len < 64 && (z >> len) != 0) ++len;
+  out[0] = raw_symbol(static_cast<std::uint32_t>(len), 6);
+  return len > 0 ? 1 + raw_long_symbols(z, len, out + 1) : 1;
+}
+
+// The most symbols one coordinate takes (the escape, 6 bits, 4 raw words).
+inline constexpr int kMaxCellSymbols = 6;
+
+// Coordinate j in table l: its symbol, else (a coarse table) its coarse
+// symbol and offset, else (outside the table) the escape and the value
+// raw.  Writes at out (room for kMaxCellSymbols) and returns the number of
+// symbols (CellCoder::encode).
+CEPAM_HD inline int cell_symbols(const CdfView& m, std::int64_t j, const CellLayout& l,
+                                 AnsSymbol* out) {
+  if (j < l.lo || j > l.hi) {
+    out[0] = AnsSymbol{kProbScale - kCellEscapeFreq, kCellEscapeFreq};
+    return 1 + escaped_value_symbols(j, out + 1);
+  }
+  const std::uint64_t d = static_cast<std::uint64_t>(j - l.lo);
+  const std::int64_t q = static_cast<std::int64_t>(d >> l.shift);
+  const std::uint32_t start = cell_cum(m, l, q);
+  out[0] = AnsSymbol{start, cell_cum(m, l, q + 1) - start};
+  if (l.shift == 0) return 1;
+  return 1 + raw_long_symbols(d & ((std::uint64_t{1} << l.shift) - 1), l.shift, out + 1);
+}
+
+// The trial index's table (GeometricCoder): cum[h - 1] .. cum[h] is h's
+// interval for h = 1 .. kGeometricTable, cum[kGeometricTable] the
+// escape's start.
+inline constexpr int kGeometricTable = 64;
+
+// The symbols of trial index h (nothing where the acceptance probability
+// is 1: cum = nullptr): its interval, or the escape and h - 1 in 16 raw
+// bits (h <= kTrialCap = 2^16).  Returns their number (at most 2).
+CEPAM_HD inline int geometric_symbols(const std::uint32_t* cum, std::uint32_t h,
+                                      AnsSymbol* out) {
+  if (cum == nullptr) return 0;
+  if (h >= 1 && h <= static_cast<std::uint32_t>(kGeometricTable)) {
+    out[0] = AnsSymbol{cum[h - 1], cum[h] - cum[h - 1]};
+    return 1;
+  }
+  out[0] = AnsSymbol{cum[kGeometricTable], 1};  // the escape
+  out[1] = raw_symbol(h - 1, 16);
+  return 2;
+}
+
+// What a segment of Z^n's symbols need besides its sub-vectors: the
+// model, the trial index's table (nullptr: H not coded), n, G_kk at each
+// coding position c (k = n - 1 - c) and the block size (kAnsBlock).
+struct ZSymbolModel {
+  CdfView cdf;
+  const std::uint32_t* geometric;
+  int n;
+  double diag[8];
+  std::size_t block;
+};
+
+// The symbols of sub-vectors [0, count) of a segment of Z^n (their H[count],
+// M[count n], beta[count], V[count n]), as AnsSegmentEncoder::encode_block
+// puts them: block by block, the H of the block, then its coordinates,
+// each sub-vector's in coding order (k = n-1 .. 0) in the table g = beta
+// G_kk, o = beta V_k.  Writes them at out unless out is nullptr (a count
+// only) and returns their number.
+CEPAM_HD inline std::size_t z_block_symbols(const ZSymbolModel& z, std::size_t count,
+                                            const std::uint32_t* H, const std::int64_t* M,
+                                            const double* beta, const double* V,
+                                            AnsSymbol* out) {
+  const std::size_t n = static_cast<std::size_t>(z.n);
+  std::size_t k = 0;
+  AnsSymbol tmp[kMaxCellSymbols];
+  for (std::size_t j0 = 0; j0 < count; j0 += z.block) {
+    const std::size_t j1 = count - j0 < z.block ? count : j0 + z.block;
+    for (std::size_t j = j0; j < j1; ++j) {
+      const int s = geometric_symbols(z.geometric, H[j], out != nullptr ? out + k : tmp);
+      k += static_cast<std::size_t>(s);
+    }
+    for (std::size_t j = j0; j < j1; ++j) {
+      for (std::size_t c = 0; c < n; ++c) {
+        const std::size_t i = j * n + n - 1 - c;
+        const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.diag[c], beta[j] * V[i]);
+        const int s = cell_symbols(z.cdf, M[i], l, out != nullptr ? out + k : tmp);
+        k += static_cast<std::size_t>(s);
+      }
+    }
+  }
+  return k;
+}
+
+// Segment s of Z^n's body, of sub-vectors [s S, min(N, (s + 1) S)) of
+// the update's H, M, beta and V (all N sub-vectors'): z_block_symbols of
+// its sub-vectors (out: nullptr for a count), as one thread of the GPU's
+// kernel computes it.
+CEPAM_HD inline std::size_t z_segment_symbols(const ZSymbolModel& z, std::size_t s,
+                                              std::size_t N, std::size_t S,
+                                              const std::uint32_t* H, const std::int64_t* M,
+                                              const double* beta, const double* V,
+                                              AnsSymbol* out) {
+  const std::size_t j0 = s * S, j1 = N - j0 < S ? N : j0 + S;
+  const std::size_t n = static_cast<std::size_t>(z.n);
+  return z_block_symbols(z, j1 - j0, H + j0, M + j0 * n, beta + j0, V + j0 * n, out);
+}
+
+}  // namespace cepam
