@@ -1,6 +1,7 @@
 #include "payload/ans_streams.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "coding/source_model.hpp"
@@ -103,6 +104,95 @@ std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const
 template std::vector<std::uint8_t> encode_ans_body_by_streams<float>(
     const LrsuqParams&, const ChaChaKey&, const float*, std::size_t, double, const StreamCoder&);
 template std::vector<std::uint8_t> encode_ans_body_by_streams<double>(
+    const LrsuqParams&, const ChaChaKey&, const double*, std::size_t, double, const StreamCoder&);
+
+ZSymbolModel z_symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
+                            const TriangularBasis& basis) {
+  if (basis.n < 1 || basis.n > 8 || !is_diagonal(basis))
+    throw InvalidArgument("the shared symbol code takes a diagonal basis of at most 8 dimensions");
+  ZSymbolModel z{};
+  z.cdf = model.cdf_view();
+  z.geometric = hcoder.table();
+  z.n = basis.n;
+  const std::size_t n = static_cast<std::size_t>(basis.n);
+  for (std::size_t c = 0; c < n; ++c) z.diag[c] = basis.b[(n - 1 - c) * (n + 1)];  // G_kk, k = n-1-c
+  z.block = kAnsBlock;
+  return z;
+}
+
+void z_segments_symbols(const ZSymbolModel& z, std::size_t N, std::size_t S,
+                        const std::uint32_t* H, const std::int64_t* M, const double* beta,
+                        const double* V, std::vector<std::uint64_t>& first,
+                        std::vector<AnsSymbol>& symbols) {
+  const std::size_t segments = N / S + (N % S != 0 ? 1 : 0);
+  first.assign(segments + 1, 0);
+  for (std::size_t s = 0; s < segments; ++s)  // the kernel's first pass: counts
+    first[s + 1] = first[s] + z_segment_symbols(z, s, N, S, H, M, beta, V, nullptr);
+  symbols.resize(first[segments]);
+  for (std::size_t s = 0; s < segments; ++s)  // its second: the symbols
+    z_segment_symbols(z, s, N, S, H, M, beta, V, symbols.data() + first[s]);
+}
+
+std::vector<std::uint8_t> assemble_z_body(
+    const SourceModel& model, std::size_t m, const std::uint8_t* streams,
+    const std::vector<std::uint64_t>& sizes,
+    const std::function<std::vector<AnsSymbol>()>& last_symbols) {
+  std::vector<std::uint8_t> out;
+  model.serialize(out);
+  std::size_t at = 0, last_begin = out.size();
+  for (const std::uint64_t size : sizes) {
+    last_begin = out.size();
+    append_segment(out, false, false, streams + at, static_cast<std::size_t>(size));
+    at += static_cast<std::size_t>(size);
+  }
+  if (out.size() < min_body_bytes(m) && !sizes.empty()) {  // the bomb rule's padding
+    const std::vector<AnsSymbol> last = last_symbols();
+    AnsEncoder enc;
+    if (!last.empty()) std::memcpy(enc.append(last.size()), last.data(), last.size() * sizeof(AnsSymbol));
+    out.resize(last_begin);
+    std::vector<std::uint8_t> stream;
+    enc.finish(stream, min_body_bytes(m) - last_begin - segment_prefix(false));
+    append_segment(out, false, false, stream.data(), stream.size());
+  }
+  return out;
+}
+
+template <class T>
+std::vector<std::uint8_t> encode_z_ans_body_by_symbols(const LrsuqParams& p,
+                                                       const ChaChaKey& key, const T* x,
+                                                       std::size_t m, double factor,
+                                                       const StreamCoder& code) {
+  if (p.lattice != LatticeId::Z) throw InvalidArgument("the shared symbol code is for Z^n");
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
+  const std::size_t S = segment_subvectors(p.n);
+  const CellWidths widths = typical_cell_widths(p);
+  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
+  const TriangularBasis basis = lattice_basis(p);
+  const GeometricCoder hcoder(acceptance_probability(p));
+  // The stage of every sub-vector, as a GPU holds it.
+  std::vector<std::uint32_t> H(N);
+  std::vector<std::int64_t> M(N * n);
+  std::vector<double> beta(N), V(N * n);
+  if (N > 0) lrsuq_encode_subvectors(p, key, x, m, factor, 0, N, H.data(), M.data(), beta.data(), V.data());
+  const ZSymbolModel z = z_symbol_model(model, hcoder, basis);
+  std::vector<std::uint64_t> first;
+  std::vector<AnsSymbol> symbols;
+  z_segments_symbols(z, N, S, H.data(), M.data(), beta.data(), V.data(), first, symbols);
+  std::vector<std::uint8_t> streams;
+  std::vector<std::uint64_t> sizes;
+  code(symbols.data(), first.data(), first.size() - 1, streams, sizes);
+  if (sizes.size() != first.size() - 1) throw EncodingError("the stream coder lost streams");
+  const std::size_t last = first.size() - 1;
+  return assemble_z_body(model, m, streams.data(), sizes, [&] {
+    return std::vector<AnsSymbol>(symbols.begin() + static_cast<std::ptrdiff_t>(first[last - 1]),
+                                  symbols.end());
+  });
+}
+
+template std::vector<std::uint8_t> encode_z_ans_body_by_symbols<float>(
+    const LrsuqParams&, const ChaChaKey&, const float*, std::size_t, double, const StreamCoder&);
+template std::vector<std::uint8_t> encode_z_ans_body_by_symbols<double>(
     const LrsuqParams&, const ChaChaKey&, const double*, std::size_t, double, const StreamCoder&);
 
 }  // namespace cepam

@@ -16,7 +16,10 @@
 #include <functional>
 #include <vector>
 
+#include "coding/conditional_coder.hpp"
 #include "coding/rans_core.hpp"
+#include "coding/source_model.hpp"
+#include "coding/symbol_core.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "random/chacha20.hpp"
 
@@ -41,5 +44,50 @@ template <class T>
 std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const ChaChaKey& key,
                                                      const T* x, std::size_t m, double factor,
                                                      const StreamCoder& code);
+
+// --- Z^n with the symbols computed where the stage ran ---------------------
+//
+// On Z^n the segments' symbols depend only on each sub-vector's H, M, beta
+// and V and on tables of a few hundred bytes (coding/symbol_core.hpp), so
+// a GPU computes them where the stage left H, M, beta and V (cuda/ans_gpu.cu)
+// and only the streams' bytes come back.  These are that path's pieces on
+// the host: the tables, the kernel's work one segment after another, and the
+// body assembled from the streams.
+
+// z_block_symbols' tables for this model, trial-index coder and basis of
+// Z^n (valid while model and hcoder live).  Throws InvalidArgument for a
+// basis that is not diagonal or of more than 8 dimensions.
+ZSymbolModel z_symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
+                            const TriangularBasis& basis);
+
+// The symbols of every segment of a body of N sub-vectors (S a segment),
+// given all of H[N], M[N n], beta[N], V[N n], as the kernel computes them:
+// first[s] .. first[s + 1] is segment s's run (first has segments + 1
+// entries), and symbols their concatenation.
+void z_segments_symbols(const ZSymbolModel& z, std::size_t N, std::size_t S,
+                        const std::uint32_t* H, const std::int64_t* M, const double* beta,
+                        const double* V, std::vector<std::uint64_t>& first,
+                        std::vector<AnsSymbol>& symbols);
+
+// The body of Z^n from its model and its segments' streams (streams one
+// after another, sizes[s] bytes each) for m coordinates: the bytes of
+// encode_payload_body.  When the bomb rule asks for a longer body (rare:
+// the most compressible updates), the last segment is coded again on the
+// host with padding, from last_symbols() (its symbols).
+std::vector<std::uint8_t> assemble_z_body(
+    const SourceModel& model, std::size_t m, const std::uint8_t* streams,
+    const std::vector<std::uint64_t>& sizes,
+    const std::function<std::vector<AnsSymbol>()>& last_symbols);
+
+// The ANS body of x[0..m) * factor on Z^n as the GPU path codes it: the
+// stage of every sub-vector (lrsuq/subvector.hpp), every segment's symbols
+// by z_segments_symbols, the streams by `code`, then assemble_z_body.
+// The bytes of encode_payload_body with the ANS coder.  Throws
+// InvalidArgument off Z^n, else as encode_payload_body.
+template <class T>
+std::vector<std::uint8_t> encode_z_ans_body_by_symbols(const LrsuqParams& p,
+                                                       const ChaChaKey& key, const T* x,
+                                                       std::size_t m, double factor,
+                                                       const StreamCoder& code);
 
 }  // namespace cepam

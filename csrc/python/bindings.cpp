@@ -161,14 +161,17 @@ py::tuple encode_subvectors_at(const py::array& pieces, const CArray<std::uint64
 }
 
 // The ANS body of x as the GPU path codes it, its streams by the host twin
-// of the CUDA kernel (payload/ans_streams.hpp).
+// of the CUDA kernel (payload/ans_streams.hpp); with shared_symbols (Z^n
+// only) the segments' symbols too, by the shared code the kernel runs.
 py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                              double factor) {
+                              double factor, bool shared_symbols) {
   const ChaChaKey k = key_from(key);
   std::vector<std::uint8_t> body;
   with_input(x, [&](const auto* px) {
-    body = encode_ans_body_by_streams(p, k, px, static_cast<std::size_t>(x.size()), factor,
-                                      host_stream_coder);
+    const std::size_t m = static_cast<std::size_t>(x.size());
+    body = shared_symbols
+               ? encode_z_ans_body_by_symbols(p, k, px, m, factor, host_stream_coder)
+               : encode_ans_body_by_streams(p, k, px, m, factor, host_stream_coder);
   });
   return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
 }
@@ -855,9 +858,10 @@ PYBIND11_MODULE(_core, m) {
   t.def("ans_encode_intervals", &ans_encode_intervals, py::arg("start"), py::arg("freq"),
         "rANS-code symbols given as (start, freq) intervals at 24-bit precision.");
   t.def("ans_body_by_streams", &ans_body_by_streams, py::arg("x"), py::kw_only(),
-        py::arg("key"), py::arg("params"), py::arg("factor"),
+        py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("shared_symbols") = false,
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
-        "streams by the CUDA kernel's code on the host) -> bytes.");
+        "streams by the CUDA kernel's code on the host; with shared_symbols, Z^n only, "
+        "every segment's symbols by the symbol kernel's code too) -> bytes.");
   t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
         "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
         "the CUDA kernel computes it -> (total, maxabs).");

@@ -1,0 +1,77 @@
+"""The ANS coder's symbols of lattice Z^n computed by the code shared with
+the GPU (csrc/coding/symbol_core.hpp), one segment at a time from the whole
+update's H, M, beta and V as the CUDA kernel computes them, then coded by
+the rANS kernel's host twin: the CPU's bodies, bit for bit.  The GPU run of
+the same kernels is compared in tests/core/test_cuda.py."""
+
+import numpy as np
+import pytest
+
+from cepam._core import testing as hooks
+from cepam.errors import InvalidArgumentError
+
+GAUSSIAN, LAPLACE, SDQ = 1, 2, 3
+# The mechanisms and dimensions the codec takes on Z^n (Laplace n <= 4, SDQ n = 1).
+CONFIGS = [(GAUSSIAN, 1), (GAUSSIAN, 2), (GAUSSIAN, 3), (GAUSSIAN, 8), (LAPLACE, 1),
+           (LAPLACE, 2), (LAPLACE, 3), (SDQ, 1)]
+Z, A2 = 1, 2
+ANS = 2
+KEY = bytes(range(32))
+
+
+def _inputs(kind, m, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "normal":
+        x = rng.normal(scale=3.0, size=m)
+    elif kind == "heavy":  # a few huge coordinates among small ones: escapes, coarse tables
+        x = rng.standard_cauchy(size=m) * 1e-3
+        x[rng.integers(0, m, 3)] = [1e6, -3e7, 2.5e5]
+    elif kind == "constant":
+        x = np.full(m, 0.37)
+    else:  # "tiny": far below the noise
+        x = rng.normal(scale=1e-9, size=m)
+    return x.astype(dtype)
+
+
+def _check(x, mech, n, *, scale=0.5, factor=0.75):
+    from cepam import _core
+
+    kw = dict(key=KEY, params=_core.Params(mechanism=mech, scale=scale, lattice=Z, n=n),
+              factor=factor)
+    expected = _core.encode(x, coder=ANS, threads=2, **kw)
+    got = hooks.ans_body_by_streams(x, shared_symbols=True, **kw)
+    assert got == expected
+
+
+@pytest.mark.parametrize("mech,n", CONFIGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["normal", "heavy", "constant", "tiny"])
+def test_z_symbols_by_the_shared_code_give_the_cpu_body(mech, n, dtype, kind):
+    """One segment (m = 4,099) per case, every input kind."""
+    _check(_inputs(kind, 4099, dtype, seed=n + 10 * mech), mech, n)
+
+
+@pytest.mark.parametrize("mech,n,dtype", [(GAUSSIAN, 1, np.float32), (LAPLACE, 2, np.float64),
+                                          (GAUSSIAN, 8, np.float64), (SDQ, 1, np.float32)])
+@pytest.mark.parametrize("kind", ["normal", "heavy"])
+def test_z_symbols_of_several_segments_give_the_cpu_body(mech, n, dtype, kind):
+    """Several segments of 2^17 coordinates, the last one partial."""
+    _check(_inputs(kind, 3 * (1 << 17) + 1001, dtype, seed=7 * n), mech, n)
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e3])
+def test_z_symbols_at_extreme_scales_give_the_cpu_body(scale):
+    """Tiny noise (coarse tables: values over many cells) and huge noise
+    (streams of a few words, padded to the bomb rule's length)."""
+    x = _inputs("normal", 20_000, np.float64, seed=3)
+    _check(x, GAUSSIAN, 1, scale=scale, factor=1.0)
+    _check(np.zeros(8193, np.float32), GAUSSIAN, 2, scale=scale, factor=1.0)
+
+
+def test_the_shared_symbol_code_refuses_other_lattices():
+    from cepam import _core
+
+    with pytest.raises(InvalidArgumentError):
+        hooks.ans_body_by_streams(np.ones(16, np.float32), key=KEY, factor=1.0,
+                                  params=_core.Params(mechanism=GAUSSIAN, scale=0.5, lattice=A2,
+                                                      n=2), shared_symbols=True)
