@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/host_device.hpp"
 
 #if defined(_MSC_VER)
 #include <intrin.h>
@@ -20,9 +21,12 @@
 
 namespace cepam {
 
-// Number of leading zero bits of a non-zero 64-bit word.
-inline int count_leading_zeros(std::uint64_t w) {
-#if defined(_MSC_VER) && !defined(__clang__)
+// Number of leading zero bits of a non-zero 64-bit word (host and device:
+// coding/symbol_core.hpp).
+CEPAM_HD inline int count_leading_zeros(std::uint64_t w) {
+#if defined(__CUDA_ARCH__)
+  return __clzll(static_cast<long long>(w));
+#elif defined(_MSC_VER) && !defined(__clang__)
   unsigned long index;
   _BitScanReverse64(&index, w);
   return 63 - static_cast<int>(index);

@@ -17,13 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "coding/bitstream.hpp"
 #include "coding/rans_core.hpp"
 #include "common/format_limits.hpp"
 #include "common/host_device.hpp"
-
-#if defined(_MSC_VER) && !defined(__clang__) && !defined(__CUDA_ARCH__)
-#include <intrin.h>
-#endif
 
 namespace cepam {
 
@@ -48,19 +45,6 @@ CEPAM_HD inline double model_cdf(const CdfView& m, double x) {
   int i = static_cast<int>(u);
   if (i > kCdfCells - 1) i = kCdfCells - 1;
   return (m.knot[i] + (u - static_cast<double>(i)) * m.slope[i]) * (1.0 / kCdfTableScale);
-}
-
-// Number of leading zero bits of a non-zero 64-bit word.
-CEPAM_HD inline int leading_zeros64(std::uint64_t w) {
-#if defined(__CUDA_ARCH__)
-  return __clzll(static_cast<long long>(w));
-#elif defined(_MSC_VER) && !defined(__clang__)
-  unsigned long index;
-  _BitScanReverse64(&index, w);
-  return 63 - static_cast<int>(index);
-#else
-  return __builtin_clzll(w);
-#endif
 }
 
 // floor(v) clamped to [-kMaxAbsM, kMaxAbsM] (NaN to -kMaxAbsM), as an
@@ -109,7 +93,7 @@ CEPAM_HD inline CellLayout cell_layout(double a, double g, double o) {
   const std::uint64_t span = static_cast<std::uint64_t>(l.hi - l.lo);  // cells - 1
   // The smallest shift with (span >> shift) < kMaxSymbols = 2^12.
   static_assert(kCellMaxSymbols == 1 << 12, "shift rule");
-  const int width = span == 0 ? 0 : 64 - leading_zeros64(span);
+  const int width = span == 0 ? 0 : 64 - count_leading_zeros(span);
   l.shift = width > 12 ? width - 12 : 0;
   l.count = static_cast<std::int64_t>(span >> l.shift) + 1;
   l.range = kProbScale - static_cast<std::uint32_t>(l.count) - kCellEscapeFreq;
