@@ -3,8 +3,10 @@
 // (coding/rans_core.hpp): the same bytes as AnsEncoder::finish of each
 // stream.  Like lrsuq_gpu.hpp this header needs no CUDA headers.
 //
-// What stays on the CPU: computing the segments' symbols (the source model
-// and the conditional coder's tables, coding/conditional_coder.hpp), the
+// On Z^n, z_ans_streams also computes the segments' symbols on the device
+// from the LRSUQ stage left there (encode_lattice_resident): only the
+// streams' bytes come back.  What stays on the CPU: fitting the source
+// model (from the device's statistics), the segments' symbols off Z^n, the
 // choice between a segment's box and point model, and padding.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "coding/rans_core.hpp"
+#include "coding/symbol_core.hpp"
 #include "cuda/lrsuq_gpu.hpp"
 
 namespace cepam::gpu {
@@ -25,5 +28,20 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
                           std::size_t segments, int device, std::uintptr_t stream,
                           std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes,
                           Timing* timing);
+
+// The streams of every segment of a body of Z^n (N sub-vectors, S a
+// segment) from its stage H[N], M[N n], beta[N], V[N n] in device memory
+// of `device`, with z's tables (host memory: copied to the device): each
+// segment's symbols counted, then written, one segment a thread
+// (z_segment_symbols), then coded as rans_encode_segments codes them.
+// Appends the streams to out and their lengths to sizes, and sets last to
+// the last segment's symbols (for the bomb rule's padding, done on the
+// host: payload/ans_streams.hpp's assemble_z_body).  Throws DeviceError for
+// CUDA failures.  Never run on a GPU yet (bench/gpu_check.py checks it).
+void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+                   const double* beta, const double* V, std::size_t N, std::size_t S,
+                   int device, std::uintptr_t stream, std::vector<std::uint8_t>& out,
+                   std::vector<std::uint64_t>& sizes, std::vector<AnsSymbol>& last,
+                   Timing* timing);
 
 }  // namespace cepam::gpu

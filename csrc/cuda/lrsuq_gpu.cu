@@ -193,6 +193,11 @@ void* device_alloc(int device, std::size_t bytes) {
   return p;
 }
 
+void copy_to_host(int device, void* host, const void* ptr, std::size_t bytes) {
+  DeviceGuard guard(device);
+  check(cudaMemcpy(host, ptr, bytes, cudaMemcpyDeviceToHost), "copy to the host");
+}
+
 void device_free(int device, void* ptr) noexcept {
   if (ptr == nullptr) return;
   int previous = 0;
@@ -312,6 +317,45 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
   if (timing != nullptr) *timing = t;
 }
 
+// The stage left on the device: every chunk's kernel writes into the
+// caller's buffers, one failure word for all (atomicMin: the first failing
+// sub-vector of the update, as the CPU reports it).
+template <class T>
+void encode_lattice_resident(const LrsuqParams& p, const ChaChaKey& key, const T* x,
+                             std::size_t m, double factor, int device, std::uintptr_t stream_id,
+                             std::uint32_t* H, std::int64_t* M, double* beta, double* V,
+                             Timing* timing, std::size_t chunk) {
+  check_factor(factor);
+  Launch L(p, m, device, stream_id, chunk);
+  Scratch scratch(device, sizeof(unsigned long long));
+  auto* failure = scratch.at<unsigned long long>(0);
+  const Key k = key_words(key);
+  Timing t;
+  Timer kernel_timer(L.stream);
+  unsigned long long first_failure = kNoFailure;
+  try {
+    check(cudaMemcpyAsync(failure, &first_failure, sizeof first_failure, cudaMemcpyHostToDevice,
+                          L.stream), "reset the failure word");
+    kernel_timer.start();
+    for (std::size_t first = 0; first < L.N; first += L.chunk) {
+      const std::size_t count = std::min(L.chunk, L.N - first);
+      encode_kernel<T><<<blocks_for(count), kThreads, 0, L.stream>>>(
+          L.c, k, x, m, factor, first, count, H + first, M + first * L.un, beta + first,
+          V + first * L.un, failure);
+      check(cudaGetLastError(), "launch the encode kernel");
+    }
+    kernel_timer.stop(&t.kernel_ms);
+    check(cudaMemcpyAsync(&first_failure, failure, sizeof first_failure, cudaMemcpyDeviceToHost,
+                          L.stream), "copy the failure word");
+  } catch (...) {
+    cudaStreamSynchronize(L.stream);  // nothing in flight when the buffers go
+    throw;
+  }
+  check(cudaStreamSynchronize(L.stream), "synchronize");
+  throw_failure(first_failure, L.c, nullptr, 0);
+  if (timing != nullptr) *timing = t;
+}
+
 // The decoder's pipeline, chunk by chunk through two slots: the host packs
 // a chunk's H and M at the narrowest widths of their range (compact.hpp)
 // into page-locked staging, the device copies them, widens them (unpack
@@ -398,6 +442,14 @@ template void encode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const 
 template void encode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const double*,
                                      std::size_t, double, int, std::uintptr_t, std::uint32_t*,
                                      std::int64_t*, double*, double*, Timing*, std::size_t);
+template void encode_lattice_resident<float>(const LrsuqParams&, const ChaChaKey&, const float*,
+                                             std::size_t, double, int, std::uintptr_t,
+                                             std::uint32_t*, std::int64_t*, double*, double*,
+                                             Timing*, std::size_t);
+template void encode_lattice_resident<double>(const LrsuqParams&, const ChaChaKey&,
+                                              const double*, std::size_t, double, int,
+                                              std::uintptr_t, std::uint32_t*, std::int64_t*,
+                                              double*, double*, Timing*, std::size_t);
 template void decode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
                                     const std::int64_t*, std::size_t, int, std::uintptr_t,
                                     float*, Timing*, std::size_t);

@@ -45,6 +45,16 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
                     std::int64_t* M, double* beta, double* V, Timing* timing,
                     std::size_t chunk = 0);
 
+// encode_lattice with H[N], M[N n], beta[N] and V[N n] in device memory
+// of `device` (the caller's), left there for the entropy coder's symbol
+// kernels (cuda/ans_gpu.hpp).  Throws as encode_lattice (the first failing
+// sub-vector's error, without its H).
+template <class T>
+void encode_lattice_resident(const LrsuqParams& p, const ChaChaKey& key, const T* x,
+                             std::size_t m, double factor, int device, std::uintptr_t stream,
+                             std::uint32_t* H, std::int64_t* M, double* beta, double* V,
+                             Timing* timing, std::size_t chunk = 0);
+
 // Decodes H[N] and M[N n] (host memory) into y[0..m) (device memory of
 // `device`), as lrsuq_decode; throws the CPU codec's FormatError for a bad
 // sub-vector.
@@ -56,5 +66,7 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
 // Device memory of `bytes` on `device` (cudaMalloc), and its release.
 void* device_alloc(int device, std::size_t bytes);
 void device_free(int device, void* ptr) noexcept;
+// Copies `bytes` from device memory of `device` at ptr to host (synchronous).
+void copy_to_host(int device, void* host, const void* ptr, std::size_t bytes);
 
 }  // namespace cepam::gpu

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda/ans_gpu.hpp"
+#include "payload/ans_body.hpp"
 #include "payload/ans_streams.hpp"
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
@@ -267,6 +268,76 @@ py::bytes encode_ans_body(const py::array& x, const py::bytes& key, const LrsuqP
   return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
 }
 
+// Device memory of `bytes`, freed on scope exit.
+struct DeviceBuffer {
+  DeviceBuffer(int dev, std::size_t bytes) : device(dev), ptr(gpu::device_alloc(dev, bytes)) {}
+  ~DeviceBuffer() { gpu::device_free(device, ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <class U>
+  U* as() const { return static_cast<U*>(ptr); }
+  int device;
+  void* ptr;
+};
+
+// (body, (H, M, beta, V) at `spot`, timing): the ANS body of a CUDA tensor
+// on Z^n with the LRSUQ stage, the segments' symbols and their rANS streams
+// all on the device (cuda/ans_gpu.hpp's z_ans_streams); the source model
+// fitted on the host from statistics = (range, counts) (the device's,
+// cuda/model_gpu.hpp).  Only the streams, the last segment's symbols and
+// the spot-checked sub-vectors' stage come back to the host.
+py::tuple encode_z_ans_body(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
+                            double factor, const py::tuple& statistics,
+                            const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
+  if (p.lattice != LatticeId::Z) throw InvalidArgument("encode_z_ans_body is for lattice Z");
+  if (statistics.size() != 2) throw InvalidArgument("statistics must be (range, counts)");
+  const ChaChaKey k = key_from(key);
+  const SourceModel::Statistics stats =
+      statistics_from(statistics[0].cast<double>(), statistics[1].cast<CArray<std::uint64_t>>());
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t count = static_cast<std::size_t>(spot.size());
+  StageArrays checked = StageArrays::allocate(count, p.n);
+  std::vector<std::uint8_t> body;
+  gpu::Timing lattice_timing, coder_timing;
+  const std::uint64_t* spots = spot.data();
+  std::uint32_t* ch = checked.H.mutable_data();
+  std::int64_t* cm = checked.M.mutable_data();
+  double* cb = checked.beta.mutable_data();
+  double* cv = checked.V.mutable_data();
+  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
+    const std::size_t N = (m + n - 1) / n;
+    for (std::size_t i = 0; i < count; ++i)
+      if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
+    const CellWidths widths = typical_cell_widths(p);
+    const SourceModel model = SourceModel::fit_from(stats, widths.lo, widths.hi);
+    const GeometricCoder hcoder(acceptance_probability(p));
+    const ZSymbolModel z = z_symbol_model(model, hcoder, lattice_basis(p));
+    DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
+    gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
+                                 M.as<std::int64_t>(), beta.as<double>(), V.as<double>(),
+                                 &lattice_timing);
+    std::vector<std::uint8_t> streams;
+    std::vector<std::uint64_t> sizes;
+    std::vector<AnsSymbol> last;
+    gpu::z_ans_streams(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
+                       V.as<double>(), N, segment_subvectors(p.n), device, stream, streams, sizes,
+                       last, &coder_timing);
+    body = assemble_z_body(model, m, streams.data(), sizes, [&] { return last; });
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t j = static_cast<std::size_t>(spots[i]);
+      gpu::copy_to_host(device, ch + i, H.as<std::uint32_t>() + j, 4);
+      gpu::copy_to_host(device, cm + i * n, M.as<std::int64_t>() + j * n, n * 8);
+      gpu::copy_to_host(device, cb + i, beta.as<double>() + j, 8);
+      gpu::copy_to_host(device, cv + i * n, V.as<double>() + j * n, n * 8);
+    }
+  });
+  py::dict timing = timing_dict(lattice_timing);
+  timing["coder_kernel_ms"] = coder_timing.kernel_ms;
+  timing["coder_transfer_ms"] = coder_timing.transfer_ms;
+  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(body.data()), body.size()),
+                        checked.tuple(), timing);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_cuda, m) {
@@ -294,6 +365,12 @@ PYBIND11_MODULE(_cuda, m) {
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
+  m.def("encode_z_ans_body", &encode_z_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("params"), py::arg("factor"), py::arg("statistics"), py::arg("spot"),
+        py::arg("stream") = 0,
+        "The ANS body of a CUDA tensor (DLPack capsule) on lattice Z, coded on the GPU from "
+        "the LRSUQ stage to the rANS streams, the source model fitted from statistics = "
+        "(range, counts) -> (body, (H, M, beta, V) of sub-vectors spot, timing).");
   m.def("sum_of_squares", &sum_of_squares, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
         "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
         "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "
