@@ -190,6 +190,48 @@ std::vector<std::uint8_t> encode_z_ans_body_by_symbols(const LrsuqParams& p,
   });
 }
 
+template <class T>
+bool z_segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
+                       std::size_t len, std::size_t m, double factor, std::size_t s,
+                       const T* values, std::size_t count) {
+  if (p.lattice != LatticeId::Z) throw InvalidArgument("the shared symbol code is for Z^n");
+  const AnsBody parsed(body, len, false, ans_segments(m, p.n));
+  if (s >= parsed.segments().size()) throw InvalidArgument("the body has no such segment");
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
+  const std::size_t S = segment_subvectors(p.n);
+  const std::size_t j0 = s * S, j1 = std::min(N, j0 + S);
+  if (count != std::min(m, j1 * n) - j0 * n)
+    throw InvalidArgument("values must be the segment's coordinates");
+  std::vector<std::uint64_t> indices(j1 - j0);
+  for (std::size_t j = j0; j < j1; ++j) indices[j - j0] = j;
+  std::vector<std::uint32_t> H(j1 - j0);
+  std::vector<std::int64_t> M((j1 - j0) * n);
+  std::vector<double> beta(j1 - j0), V((j1 - j0) * n);
+  lrsuq_encode_subvectors_at(p, key, values, indices.data(), j1 - j0, m, factor, H.data(),
+                             M.data(), beta.data(), V.data());
+  const GeometricCoder hcoder(acceptance_probability(p));
+  const ZSymbolModel z = z_symbol_model(parsed.model(), hcoder, lattice_basis(p));
+  const std::size_t k = z_block_symbols(z, j1 - j0, H.data(), M.data(), beta.data(), V.data(),
+                                        nullptr);
+  AnsEncoder enc;
+  z_block_symbols(z, j1 - j0, H.data(), M.data(), beta.data(), V.data(), enc.append(k));
+  // The body's length as the least: the same padding, if the body's last
+  // segment has some (the smallest count that reaches it).
+  const AnsBody::Segment& seg = parsed.segments()[s];
+  std::vector<std::uint8_t> stream;
+  enc.finish(stream, seg.size);
+  return stream.size() == seg.size &&
+         std::equal(stream.begin(), stream.end(), parsed.data() + seg.offset);
+}
+
+template bool z_segment_matches<float>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
+                                       std::size_t, std::size_t, double, std::size_t,
+                                       const float*, std::size_t);
+template bool z_segment_matches<double>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
+                                        std::size_t, std::size_t, double, std::size_t,
+                                        const double*, std::size_t);
+
 template std::vector<std::uint8_t> encode_z_ans_body_by_symbols<float>(
     const LrsuqParams&, const ChaChaKey&, const float*, std::size_t, double, const StreamCoder&);
 template std::vector<std::uint8_t> encode_z_ans_body_by_symbols<double>(

@@ -90,4 +90,17 @@ std::vector<std::uint8_t> encode_z_ans_body_by_symbols(const LrsuqParams& p,
                                                        std::size_t m, double factor,
                                                        const StreamCoder& code);
 
+// Whether segment s of `body` (an ANS body of m coordinates on Z^n, coded
+// by a GPU) is the stream the host codes from that segment's coordinates
+// values[0 .. min(m, (s + 1) S n) - s S n) (x * 1, the update's, before the
+// factor) with the body's own source model: the host's check of one
+// segment chosen by the caller.  Equal streams decode to equal values.
+// Throws FormatError for a malformed body, InvalidArgument for a segment it
+// lacks or a wrong number of values, and the codec's EncodingError where
+// the host cannot encode the segment.
+template <class T>
+bool z_segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
+                       std::size_t len, std::size_t m, double factor, std::size_t s,
+                       const T* values, std::size_t count);
+
 }  // namespace cepam

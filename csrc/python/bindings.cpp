@@ -276,6 +276,23 @@ const std::uint8_t* bytes_view(const py::bytes& b, std::size_t* len) {
   return reinterpret_cast<const std::uint8_t*>(data);
 }
 
+// Whether segment `segment` of a Z^n ANS body (coded by a GPU) is the
+// stream the host codes from the segment's coordinates (payload/ans_streams.hpp).
+bool z_segment_matches_py(const py::bytes& body, const py::array& values, std::size_t segment,
+                          std::size_t m, const py::bytes& key, const LrsuqParams& p,
+                          double factor) {
+  require_contiguous_1d(values, "values");
+  const ChaChaKey k = key_from(key);
+  std::size_t len = 0;
+  const std::uint8_t* data = bytes_view(body, &len);
+  bool same = false;
+  with_input(values, [&](const auto* px) {
+    same = z_segment_matches(p, k, data, len, m, factor, segment, px,
+                             static_cast<std::size_t>(values.size()));
+  });
+  return same;
+}
+
 int threads_from(int threads) {
   if (threads < 1 || threads > kMaxThreads)
     throw InvalidArgument("threads must be between 1 and " + std::to_string(kMaxThreads));
@@ -790,6 +807,11 @@ PYBIND11_MODULE(_core, m) {
         py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("factor"),
         "(H, M, beta, V) of the sub-vectors `indices` of an update of m coordinates, each "
         "given by its n coordinates (pieces): the host's spot-check of a GPU's results.");
+  m.def("z_segment_matches", &z_segment_matches_py, py::arg("body"), py::arg("values"),
+        py::kw_only(), py::arg("segment"), py::arg("m"), py::arg("key"), py::arg("params"),
+        py::arg("factor"),
+        "Whether segment `segment` of a lattice-Z ANS body of m coordinates is the stream the "
+        "host codes from that segment's coordinates (values): the host's check of a GPU's body.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
         py::arg("lattice") = 1, py::arg("m") = -1, py::arg("n") = 1,
         "The parts of a payload body and their sizes in bits (with m >= 0, an ANS body "

@@ -63,7 +63,8 @@ from .errors import CepamError, DeviceError, InvalidArgumentError
 from .precision import judge_output, overflow_error
 
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
-           "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "decodes_on_device",
+           "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
+           "segment_to_check", "segment_coordinates", "check_segment", "decodes_on_device",
            "decode_on_device",
            "check_device_output"]
 
@@ -329,6 +330,52 @@ class LatticeStage:
                     params=params, factor=factor)
         return H, M, beta, V
 
+    def z_ans_body(self, params: Any, *, key: bytes, factor: float,
+                   statistics: tuple[float, np.ndarray]) -> bytes:
+        """The ANS body of the update on lattice Z (``params.lattice`` 1),
+        coded on the GPU from the LRSUQ stage to the segments' rANS streams
+        (``_cuda.encode_z_ans_body``: only the streams come back), the
+        source model fitted on the host from ``statistics``
+        (:meth:`model_statistics`): the CPU's body bytes.  Checked on the
+        host twice: the stage of the spot-checked sub-vectors (copied back
+        alone, :func:`check_stage`) and one whole segment chosen from the
+        key, coded again by the host from its coordinates and compared with
+        the GPU's stream (:func:`check_segment`).
+
+        Raises:
+            DeviceError: the GPU's results differ from the host's, or a CUDA
+                failure.
+            EncodingError: a sub-vector cannot be encoded (the CPU's error).
+        """
+        n = int(params.n)
+        m = self.size
+        N = -(-m // n)
+        indices = spot_indices(key, N)
+        body, spot = self._z_body(params, key=key, factor=factor, statistics=statistics,
+                                  spot=indices)
+        check_stage(spot, self._pieces(indices, n), indices, m=m, key=key, params=params,
+                    factor=factor, aligned=True)
+        segment = segment_to_check(key, m=m, n=n)
+        first, last = segment_coordinates(segment, m=m, n=n)
+        check_segment(body, self._flat[first:last].cpu().numpy(), segment, m=m, key=key,
+                      params=params, factor=factor)
+        return body
+
+    def _z_body(self, params: Any, *, key: bytes, factor: float,
+                statistics: tuple[float, np.ndarray],
+                spot: np.ndarray) -> tuple[bytes, tuple[Any, Any, Any, Any]]:
+        """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
+        kernels (``_cuda.encode_z_ans_body``; its host twin is
+        ``_core.testing.ans_body_by_streams(..., shared_symbols=True)``)."""
+        import torch
+
+        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        body, stage, timing = cuda_module().encode_z_ans_body(
+            self._flat.__dlpack__(stream=stream or 1), key=key, params=params, factor=factor,
+            statistics=statistics, spot=np.asarray(spot, np.uint64), stream=stream)
+        self.timings.append(timing)
+        return body, stage
+
     def _pieces(self, indices: np.ndarray, n: int) -> np.ndarray:
         """The coordinates of sub-vectors ``indices`` (n each, zeros past the
         update's end), copied to the host: len(indices) n values."""
@@ -378,12 +425,14 @@ def spot_indices(key: bytes, N: int, *, count: int = SPOT_CHECKS) -> np.ndarray:
 
 
 def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: np.ndarray, *,
-                m: int, key: bytes, params: Any, factor: float) -> None:
+                m: int, key: bytes, params: Any, factor: float, aligned: bool = False) -> None:
     """Checks a device's LRSUQ stage (H[N], M[N n], beta[N], V[N n], host
     arrays) at sub-vectors ``indices`` against the host's computation of
     them (``_core.encode_subvectors_at``, the CPU codec's arithmetic, bit
     for bit); ``pieces``: those sub-vectors' coordinates (len(indices) n
-    values, float32 or float64 as encoded, zeros past coordinate m).
+    values, float32 or float64 as encoded, zeros past coordinate m).  With
+    ``aligned``, ``stage`` holds only those sub-vectors, in the order of
+    ``indices`` (what the GPU copies back when it keeps the stage).
 
     Raises:
         DeviceError: a value differs, or the host cannot encode a sub-vector
@@ -400,16 +449,69 @@ def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: n
                           "results cannot be trusted") from e
     M2, V2 = np.asarray(M).reshape(-1, n), np.asarray(V).reshape(-1, n)
     mm, v = mm.reshape(-1, n), v.reshape(-1, n)
-    for i, j in enumerate(np.asarray(indices, np.int64)):
+    for i, at in enumerate(np.asarray(indices, np.int64)):
+        j = i if aligned else at
         same = (int(H[j]) == int(h[i]) and np.array_equal(M2[j], mm[i])
                 and np.asarray(beta[j : j + 1]).tobytes() == b[i : i + 1].tobytes()
                 and V2[j].tobytes() == v[i].tobytes())
         if not same:
             raise DeviceError(
-                f"the GPU's LRSUQ stage differs from the host's at {where.format(j)}: "
+                f"the GPU's LRSUQ stage differs from the host's at {where.format(at)}: "
                 f"H {int(H[j])} vs {int(h[i])}, M {M2[j].tolist()} vs {mm[i].tolist()}, "
                 f"beta {float(beta[j])!r} vs {float(b[i])!r}; its results cannot be trusted "
                 "(python bench/gpu_check.py compares the two paths)")
+
+
+SEGMENT_COORDINATES = 1 << 17
+"""Coordinates in a segment of an ANS body (at most: 2^17 // n sub-vectors;
+``csrc/payload/ans_body.hpp``'s kSegmentCoordinates)."""
+
+
+def segment_to_check(key: bytes, *, m: int, n: int) -> int:
+    """The segment of an ANS body of m coordinates in dimension n that the
+    host codes again after a GPU coded the body (:func:`check_segment`):
+    drawn from a SHAKE-256 hash of the LRSUQ stream ``key``, so each call
+    checks another; 0 for an empty update."""
+    N = -(-m // n)
+    per = SEGMENT_COORDINATES // n
+    segments = -(-N // per)
+    if segments <= 1:
+        return 0
+    digest = hashlib.shake_256(b"cepam/segment-check/v1" + key).digest(8)
+    return int.from_bytes(digest, "little") % segments
+
+
+def segment_coordinates(segment: int, *, m: int, n: int) -> tuple[int, int]:
+    """[first, last): the coordinates of ``segment``'s sub-vectors."""
+    per = SEGMENT_COORDINATES // n
+    return segment * per * n, min(m, (segment + 1) * per * n)
+
+
+def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key: bytes,
+                  params: Any, factor: float) -> None:
+    """Checks segment ``segment`` of a lattice-Z ANS body a device coded
+    against the host's coding of that segment from its coordinates
+    (``values``, :func:`segment_coordinates`) with the body's own source
+    model (``_core.z_segment_matches``): the same stream bytes, so the same
+    decoded values.  Nothing to check for an empty update.
+
+    Raises:
+        DeviceError: the streams differ, or the host cannot encode the
+            segment the device encoded.
+    """
+    if m == 0:
+        return
+    try:
+        same = _core.z_segment_matches(body, np.ascontiguousarray(values), segment=segment, m=m,
+                                       key=key, params=params, factor=factor)
+    except CepamError as e:
+        raise DeviceError(f"the host cannot check segment {segment} of the GPU's body ({e}): "
+                          "its results cannot be trusted") from e
+    if not same:
+        raise DeviceError(
+            f"segment {segment} of the GPU's entropy-coded body differs from the host's coding "
+            f"of it ({m} coordinates, n = {int(params.n)}); its results cannot be trusted "
+            "(python bench/gpu_check.py compares the two paths)")
 
 
 # --- decode(device="cuda") -----------------------------------------------------

@@ -56,11 +56,24 @@ class _TwinStage(cuda.LatticeStage):
         type(self).calls["stage"] += 1
         return hooks.encode_subvectors(self._flat.numpy(), key=key, params=params, factor=factor)
 
+    def _z_body(self, params, *, key, factor, statistics, spot):
+        """The body by the symbol and rANS kernels' host twins (the model
+        fitted from x: the statistics' model, test_model_stats.py), and the
+        spot-checked sub-vectors' stage."""
+        type(self).calls["z_body"] += 1
+        x = self._flat.numpy()
+        body = hooks.ans_body_by_streams(x, key=key, params=params, factor=factor,
+                                         shared_symbols=True)
+        H, M, beta, V = hooks.encode_subvectors(x, key=key, params=params, factor=factor)
+        n, at = int(params.n), np.asarray(spot, np.int64)
+        stage = (H[at], M.reshape(-1, n)[at].reshape(-1), beta[at], V.reshape(-1, n)[at].reshape(-1))
+        return body, stage
+
 
 def _twin(monkeypatch):
     """From now on, cepam.encode of CPU torch tensors takes the GPU path,
     with host twins; the counts of the twins' calls."""
-    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0}
+    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "z_body": 0}
     monkeypatch.setattr(cepam.codec, "LatticeStage", _TwinStage)
     return _TwinStage.calls
 
@@ -121,9 +134,69 @@ def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
     twin = _twin(monkeypatch)
     monkeypatch.setattr(cepam.codec, "flatten", None)  # the GPU path never flattens on the host
     assert _encode(update, **kw) == expected
-    assert twin["squares"] == 1 and twin["stage"] >= 1  # the GPU path ran
+    assert twin["squares"] == 1 and twin["stage"] + twin["z_body"] >= 1  # the GPU path ran
     assert twin["model"] == 1  # the model's statistics from the "GPU"
     assert (twin["host"] > 0) == host_copy
+
+
+# --- lattice Z with the ANS coder: the body coded on the GPU ------------------
+
+
+@pytest.mark.parametrize("dim,m,dtype,sigma", [(1, 4_099, np.float32, 0.05),
+                                               (2, 3 * (1 << 17) + 5, np.float64, 0.05),
+                                               (3, 300_001, np.float32, 1e-6),
+                                               (8, 200_003, np.float64, 0.05),
+                                               (1, 20_000, np.float32, 1e3)])
+def test_z_ans_bodies_coded_on_the_gpu_give_the_cpu_payload(dim, m, dtype, sigma, monkeypatch):
+    """One and several segments, coarse tables (sigma 1e-6) and padded
+    bodies (sigma 1e3): the body by the symbol kernel's twin, only its
+    streams and the spot-checked sub-vectors "back from the GPU"."""
+    update = _normal(m, dtype)
+    kw = dict(clip=10.0, lattice="Z", dim=dim, sigma=sigma)
+    expected = _encode(update, **kw)
+    twin = _twin(monkeypatch)
+    assert _encode(update, **kw) == expected
+    assert twin["z_body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
+
+
+def _corrupt(monkeypatch, what):
+    """The twin's Z body or its spot-checked stage with one value wrong."""
+    real = _TwinStage._z_body
+
+    def wrong(self, params, **kw):
+        body, (H, M, beta, V) = real(self, params, **kw)
+        if what == "stream":
+            body = body[:-3] + bytes([body[-3] ^ 0x10]) + body[-2:]
+        elif what == "M":
+            M = M.copy()
+            M[-1] += 1
+        else:  # beta
+            beta = np.nextafter(beta, np.inf)
+        return body, (H, M, beta, V)
+
+    monkeypatch.setattr(_TwinStage, "_z_body", wrong)
+
+
+@pytest.mark.parametrize("what", ["stream", "M", "beta"])
+def test_a_wrong_z_body_or_stage_from_the_gpu_raises(what, monkeypatch):
+    """The host's checks: the spot-checked sub-vectors' stage, and the one
+    segment it codes again (here the only one: the last bytes of its
+    stream changed)."""
+    update = _normal(5_000, np.float32)
+    _twin(monkeypatch)
+    _corrupt(monkeypatch, what)
+    with pytest.raises(cepam.errors.DeviceError, match="stage differs" if what != "stream"
+                       else "segment 0"):
+        _encode(update, clip=10.0, lattice="Z")
+
+
+def test_the_checked_segment_is_drawn_from_the_key():
+    m, n = 10 * (1 << 17), 1
+    drawn = {cuda.segment_to_check(bytes([k]) * 32, m=m, n=n) for k in range(40)}
+    assert len(drawn) > 5 and drawn <= set(range(10))
+    assert cuda.segment_to_check(bytes(32), m=1000, n=2) == 0
+    assert cuda.segment_coordinates(9, m=m - 3, n=n) == (9 << 17, m - 3)
+    assert cuda.segment_coordinates(1, m=500_000, n=3) == (3 * 43_690, 6 * 43_690)
 
 
 @pytest.mark.parametrize("m", [1, 4, 65_536, 65_537, 200_003])
@@ -131,7 +204,7 @@ def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
 def test_the_stage_norm_is_the_cpu_norm(m, scale):
     x = (np.random.default_rng(m).standard_cauchy(size=m) * scale)
     stage = _TwinStage(torch.from_numpy(x))
-    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0}
+    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "z_body": 0}
     for threads in (1, 3):
         assert stage.sum_of_squares(threads=threads) == _core.sum_of_squares(x, threads=threads)
 
