@@ -22,9 +22,10 @@
    (payload bytes in host memory), ``cepam.encode`` on all CPU cores, and
    ``cepam.decode(device="cuda")`` end to end against the CPU decode; then
    the clip's sum-of-squares kernel and the source model's statistics
-   kernels (both used by encode) and the rANS segment kernel (not used by
-   encode yet) against their host twins, with the source model fitted from
-   the GPU's statistics against the CPU's fit.
+   kernels (both used by encode) and the rANS segment kernel against their
+   host twins, with the source model fitted from the GPU's statistics against
+   the CPU's fit; and the ANS body of lattice Z coded on the GPU (the
+   symbol and rANS kernels, what encode runs on Z) against the CPU's body.
 
 Exits non-zero when there is no CUDA path, a test fails or all skip, or any
 comparison differs.
@@ -246,7 +247,41 @@ def kernels(m: int, repeat: int) -> bool:
     print(f"rANS segment kernel ({k:.1e} symbols, {len(first) - 1} segments): "
           f"{k / rans_ms / 1e3:,.0f} M symbols/s, same bytes as the host: "
           f"{'yes' if rans_same else 'NO'}")
-    return norm_same and model_same and rans_same
+    z_same = z_bodies(x, repeat)
+    return norm_same and model_same and rans_same and z_same
+
+
+def z_bodies(x, repeat: int) -> bool:
+    """The ANS body of lattice Z coded on the GPU from the stage to the
+    streams (``_cuda.encode_z_ans_body``: the symbol kernel, then the rANS
+    kernel; what ``cepam.encode`` of a CUDA tensor runs on Z) against the
+    CPU's body, for n = 1 and 2, Gaussian and Laplace, float32 and float64."""
+    import torch
+
+    from cepam import _core, _cuda, cuda
+    from cepam._core import testing as hooks
+
+    key, same = bytes(range(32)), True
+    for mech, n in ((1, 1), (2, 1), (1, 2)):
+        for dtype in ("float32", "float64"):
+            xs = x.astype(dtype)
+            xds = torch.from_numpy(xs).cuda()
+            params = _core.Params(mechanism=mech, scale=SIGMA, lattice=1, n=n)
+            stats = hooks.model_statistics(xs, factor=0.5)
+            spot = cuda.spot_indices(key, -(-xs.size // n))
+            runs = [_cuda.encode_z_ans_body(xds.__dlpack__(stream=1), key=key, params=params,
+                                            factor=0.5, statistics=stats, spot=spot)
+                    for _ in range(repeat)]
+            ok = runs[-1][0] == _core.encode(xs, key=key, params=params, factor=0.5, coder=2,
+                                             threads=os.cpu_count() or 1)
+            ms = min(t["kernel_ms"] + t["coder_kernel_ms"] for _, _, t in runs)
+            coder_ms = min(t["coder_kernel_ms"] for _, _, t in runs)
+            print(f"Z body on the GPU (mechanism {mech}, n = {n}, {dtype}, m = {xs.size:.0e}): "
+                  f"stage + symbols + streams {xs.size / ms / 1e3:,.0f} M coordinates/s "
+                  f"(symbols + streams {xs.size / coder_ms / 1e3:,.0f}), same body as the "
+                  f"CPU: {'yes' if ok else 'NO'}")
+            same = same and ok
+    return same
 
 
 def main() -> int:

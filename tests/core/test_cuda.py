@@ -272,7 +272,11 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
     on_gpu = {k: v.cuda() for k, v in update.items()}
     calls = _spy(monkeypatch)
     assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
-    assert calls["stage"] >= 1 and calls["check"] == calls["stage"]  # the GPU path ran, checked
+    # The GPU path ran (on Z the body coded there), checked.
+    assert calls["stage"] + calls["zbody"] >= 1
+    assert calls["check"] == calls["stage"] + calls["zbody"] and calls["segment"] == calls["zbody"]
+    if lattice != "auto":
+        assert calls["zbody"] == (1 if lattice == "Z" else 0)
     assert calls["squares"] == 1 and calls["model"] == 1  # the norm and the model's statistics
     assert calls["host"] == 0 and calls["flatten"] == 0  # the update never came to the host
     out = cepam.decode(expected, secret=SECRET, device="cuda")
@@ -284,14 +288,15 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
 
 
 def _spy(monkeypatch) -> dict[str, int]:
-    """Counts the GPU path's calls: the LRSUQ stage of an encode, its
+    """Counts the GPU path's calls: the LRSUQ stage of an encode (or, on Z
+    with the ANS coder, the body coded on the GPU and its segment check), its
     spot-check, the device decode, the norm's first pass and the source
     model's statistics on the GPU, and the update's copies to the host
     (LatticeStage.host, or flattening on the host)."""
     import cepam.codec
 
     calls = {"stage": 0, "check": 0, "decode": 0, "squares": 0, "model": 0, "host": 0,
-             "flatten": 0}
+             "flatten": 0, "zbody": 0, "segment": 0}
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -307,6 +312,9 @@ def _spy(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
     monkeypatch.setattr(cepam.codec, "flatten", counted("flatten", cepam.codec.flatten))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
+    monkeypatch.setattr(cuda.LatticeStage, "z_ans_body",
+                        counted("zbody", cuda.LatticeStage.z_ans_body))
+    monkeypatch.setattr(cuda, "check_segment", counted("segment", cuda.check_segment))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
 
@@ -344,7 +352,58 @@ def test_a_wrong_gpu_result_raises_device_error(monkeypatch):
     x = torch.randn(5000, device="cuda")
     with pytest.raises(DeviceError, match="sub-vector 0 of"):
         cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,
+                     lattice="D4")
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("what", ["stage", "stream"])
+def test_a_wrong_z_body_from_the_gpu_raises_device_error(what, monkeypatch):
+    """On Z with the ANS coder: a wrong spot-checked sub-vector, or a wrong
+    byte in the one segment the host codes again, is loud."""
+    import torch
+
+    real = _cuda.encode_z_ans_body
+
+    def wrong(*args, **kwargs):
+        body, (H, M, beta, V), timing = real(*args, **kwargs)
+        if what == "stage":
+            M[0] += 1
+        else:
+            body = body[:-3] + bytes([body[-3] ^ 0x10]) + body[-2:]
+        return body, (H, M, beta, V), timing
+
+    monkeypatch.setattr(_cuda, "encode_z_ans_body", wrong)
+    x = torch.randn(5000, device="cuda")
+    with pytest.raises(DeviceError, match="sub-vector 0 of" if what == "stage" else "segment 0"):
+        cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,
                      lattice="Z")
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("mech,n", [(1, 1), (2, 1), (1, 2), (2, 3), (1, 8), (3, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,spread", [(4_099, 3.0), (3 * (1 << 17) + 5, 0.2), (8_193, 0.0)])
+def test_z_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, n, dtype, m, spread):
+    """The stage, the segments' symbols and their streams on the GPU
+    (_cuda.encode_z_ans_body): the CPU's body, and the spot-checked
+    sub-vectors' stage, bit for bit."""
+    import torch
+
+    x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(dtype)
+    kw = dict(_kw(mech, 1, n), factor=0.75)
+    spot = cuda.spot_indices(KEY, -(-m // n))
+    body, stage, timing = _cuda.encode_z_ans_body(
+        torch.from_numpy(x).cuda().__dlpack__(stream=1),
+        statistics=hooks.model_statistics(x, factor=0.75), spot=spot, **kw)
+    assert body == _core.encode(x, coder=2, **kw)
+    H, M, beta, V = hooks.encode_subvectors(x, **kw)
+    at = spot.astype(np.int64)
+    assert stage[0].tobytes() == H[at].tobytes() and stage[2].tobytes() == beta[at].tobytes()
+    assert stage[1].tobytes() == M.reshape(-1, n)[at].tobytes()
+    assert stage[3].tobytes() == V.reshape(-1, n)[at].tobytes()
+    assert timing["coder_kernel_ms"] >= 0.0
 
 
 @needs_gpu
