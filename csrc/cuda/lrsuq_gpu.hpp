@@ -4,8 +4,9 @@
 // pointers travel as integers and plain pointers), so the Python binding
 // compiles with the host compiler; lrsuq_gpu.cu holds all CUDA code.
 //
-// The entropy coder stays on the CPU: the encoder returns H, M and the side
-// information (beta, V) that the ANS coder needs, on the host; the decoder
+// encode_lattice returns H, M and the side information (beta, V) that the
+// ANS coder needs, on the host; encode_lattice_resident leaves them on the
+// device, for the symbol kernels of Z^n (cuda/ans_gpu.hpp).  The decoder
 // takes H and M from the host and writes the update into device memory.
 #pragma once
 

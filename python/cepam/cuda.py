@@ -5,8 +5,9 @@ cepam's CUDA module runs the LRSUQ stage (latent radius, dither, trials,
 closest lattice point; the reconstruction on decode) on the GPU with the
 same per-sub-vector functions as the CPU codec (``csrc/lrsuq/subvector.hpp``),
 compiled without fused multiply-add, so it gives the same bytes, and the
-clip's norm and the entropy coder's source-model statistics.  Entropy
-coding stays on the CPU.  The module is built when a CUDA compiler is found
+clip's norm and the entropy coder's source-model statistics; on lattice Z
+with the ANS coder the entropy coding too (elsewhere it stays on the CPU).
+The module is built when a CUDA compiler is found
 (CMake option ``CEPAM_CUDA``, see README) and imports on machines without a
 driver, where it reports no device.
 
@@ -22,23 +23,32 @@ the GPU, their tree on the host: the CPU's bits), the entropy coder's
 source-model statistics (the largest magnitude and the per-cell integer
 counts, ``csrc/coding/model_stats.hpp``; the host fits the model from them,
 the CPU's model bit for bit), the sample ``lattice="auto"`` codes (copied
-alone) and the LRSUQ stage, whose results (H, M and the side information
-beta, V) come back to the host for the entropy coder.  The update comes to
+alone) and the LRSUQ stage.  On lattice Z (n = 1 to 8) with the ANS coder
+the stage's results stay on the GPU, where each segment's symbols are
+computed (``csrc/coding/symbol_core.hpp``, the CPU coder's own functions)
+and coded by the rANS kernel: only the segments' streams come back
+(:meth:`LatticeStage.z_ans_body`).  Elsewhere the stage's results (H, M and
+the side information beta, V) come back to the host for the entropy coder.  The update comes to
 the host only where the CPU codec's rare paths need it: squares that
 overflow or underflow, a NaN or infinite value (the error names it),
 running statistics clipped apart (``buffers="separate"``, over the clip;
 the clipped update goes back to the GPU), or decoded values near their
 dtype's range.  After every such call the host recomputes a few
-sub-vectors chosen from the context (:func:`check_stage`) and raises
-:class:`~cepam.errors.DeviceError` if the GPU disagrees.  For
+sub-vectors chosen from the context (:func:`check_stage`; on Z only those
+sub-vectors' stage is copied back for it) and, on Z, codes one segment
+chosen from the context again and compares its stream
+(:func:`check_segment`); it raises :class:`~cepam.errors.DeviceError` if
+the GPU disagrees.  For
 ``decode(..., device="cuda")``: the body is entropy-decoded on the host,
 only the trial indices H and lattice points M travel, and the GPU kernel
 writes the update into device memory, where it stays.
 
 Never run on a GPU: the source-model statistics kernels, the GPU norm in
-encode and encode without the host copy were written and checked on the
-CPU only (their host twins, ``tests/core/test_model_stats.py``,
-``tests/core/test_gpu_flow.py``); ``bench/gpu_check.py`` checks them on a
+encode, encode without the host copy, and the Z body coded on the GPU (the
+stage left in device memory, the symbol kernel, ``_cuda.encode_z_ans_body``)
+were written and checked on the CPU only (their host twins,
+``tests/core/test_model_stats.py``, ``tests/core/test_gpu_flow.py``,
+``tests/core/test_symbol_core.py``); ``bench/gpu_check.py`` checks them on a
 GPU machine.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
