@@ -24,7 +24,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "coding/bitstream.hpp"
 #include "common/errors.hpp"
@@ -45,10 +44,9 @@ class GeometricCoder {
   // The symbols of h (coding/symbol_core.hpp's geometric_symbols).
   void encode(std::uint32_t h, AnsEncoder& enc) const {
     if (!coded_) return;
-    AnsSymbol symbols[2];
-    const int k = geometric_symbols(cum_, h, symbols);
-    std::memcpy(enc.append(static_cast<std::size_t>(k)), symbols,
-                static_cast<std::size_t>(k) * sizeof(AnsSymbol));
+    // Written in place (room for 2), then the unused room dropped.
+    const int k = geometric_symbols(cum_, h, enc.append(2));
+    enc.truncate(enc.symbols() - 2 + static_cast<std::size_t>(k));
   }
   // The table geometric_symbols takes: nullptr where H is not coded.
   const std::uint32_t* table() const { return coded_ ? cum_ : nullptr; }
@@ -267,10 +265,10 @@ inline std::int64_t CellCoder::guess(const Layout& l, std::uint32_t s) const {
 }
 
 inline void CellCoder::encode(std::int64_t j, const Layout& l, AnsEncoder& enc) const {
-  AnsSymbol symbols[kMaxCellSymbols];
-  const int k = cell_symbols(cdf_, j, l, symbols);
-  std::memcpy(enc.append(static_cast<std::size_t>(k)), symbols,
-              static_cast<std::size_t>(k) * sizeof(AnsSymbol));
+  // Written in place (room for the most a coordinate takes), then the
+  // unused room dropped.
+  const int k = cell_symbols(cdf_, j, l, enc.append(kMaxCellSymbols));
+  enc.truncate(enc.symbols() - static_cast<std::size_t>(kMaxCellSymbols) + static_cast<std::size_t>(k));
 }
 
 inline std::int64_t CellCoder::symbol(const Layout& l, std::uint32_t s, std::uint32_t& start,
