@@ -19,8 +19,6 @@
 namespace cepam {
 namespace {
 
-constexpr double kMaxT = 0x1.0p40;  // |t_k| above this: no table
-
 // The walk's window (PointCoder::walk): the values within kWindow of the
 // nearest, for E8 (N = 8) and D4.
 template <int N>
@@ -32,32 +30,11 @@ constexpr int kTerms = N == 8 ? 2 : 3;
 static_assert(2 * kWindow<4> + 1 <= PointCoder::kMaxWindow && 2 * kWindow<8> + 1 <= PointCoder::kMaxWindow,
               "Coset holds the windows");
 
-// P(chi'^2_n(lambda) <= x) with x = rho^2 / sp^2 and lambda = d2 / sp^2, by
-// Sankaran's (1963) normal approximation of (chi'^2 / (n + lambda))^h:
-//   h = 1 - 2/3 (n + lambda)(n + 3 lambda) / (n + 2 lambda)^2,
-//   p = (n + 2 lambda) / (n + lambda)^2,  m = (h - 1)(1 - 3 h),
-//   z = ((x / (n + lambda))^h - 1 - h p (h - 1 - (2 - h) m p / 2))
-//       / (h sqrt(2 p) (1 + m p / 2)),
-// written with q_i = n sp^2 + i d2 so that nothing overflows when sp is small.
-double ball_probability(double n, double rho2, double sp2, double d2) {
-  const double q1 = n * sp2 + d2, q2 = q1 + d2, q3 = q2 + d2;
-  const double h = 1.0 - (2.0 / 3.0) * (q1 * q3) / (q2 * q2);  // in [1/3, 1/2]
-  const double p = q2 * sp2 / (q1 * q1);
-  const double m = (h - 1.0) * (1.0 - 3.0 * h);
-  const double power = detmath::exp_bounded(h * detmath::log(rho2 / q1));
-  const double z = (power - (1.0 + h * p * (h - 1.0 - 0.5 * (2.0 - h) * m * p))) /
-                   (h * std::sqrt(2.0 * p) * (1.0 + 0.5 * m * p));
-  // Beyond 6 standard deviations the probability is below the coder's
-  // resolution (2^-24): not worth computing.
-  if (!(z > -6.0)) return 0.0;
-  if (z > 6.0) return 1.0;
-  return detmath::normal_cdf(z);
-}
-
 #if CEPAM_X86_DISPATCH
-// ball_probability for d2[0 .. count) in place, four at a time: the same
-// operations (avx2::log, exp_bounded and normal_cdf mirror detmath's; the
-// branches are selections).  Returns how many it did (a multiple of 4).
+// point_ball_probability (coding/point_core.hpp) for d2[0 .. count) in
+// place, four at a time: the same operations (avx2::log, exp_bounded and
+// normal_cdf mirror detmath's; the branches are selections).  Returns how
+// many it did (a multiple of 4).
 CEPAM_TARGET_AVX2 std::size_t ball_probabilities_avx2(double n, double rho2, double sp2, double* d2,
                                                       std::size_t count) {
   using avx2::splat;
@@ -95,7 +72,7 @@ CEPAM_TARGET_AVX2 std::size_t ball_probabilities_avx2(double n, double rho2, dou
 }
 #endif
 
-// ball_probability for d2[0 .. count), in place; d2 has room for count
+// point_ball_probability for d2[0 .. count), in place; d2 has room for count
 // rounded up to a multiple of 4, where the SIMD form computes the last
 // group whole (on copies of d2[count - 1]; each lane is computed alone, so
 // the others' values do not change).
@@ -108,7 +85,7 @@ void ball_probabilities(double n, double rho2, double sp2, double* d2, std::size
     i = ball_probabilities_avx2(n, rho2, sp2, d2, whole);
   }
 #endif
-  for (; i < count; ++i) d2[i] = ball_probability(n, rho2, sp2, d2[i]);
+  for (; i < count; ++i) d2[i] = point_ball_probability(n, rho2, sp2, d2[i]);
 }
 
 // The radius R at which the ball of radius R holds about `points` lattice
@@ -536,72 +513,26 @@ PointCoder::Enumerate PointCoder::enumerator(int n) {
 }
 
 bool PointCoder::prepare(double beta, const double* v) {
-  if (!usable_ || !(beta > 0.0)) return false;
-  const double rho2 = rho_ * rho_;
-  // sp^2 at least rho^2 2^-60 (a constant source): the model stays finite.
-  double sp2 = var_ / (beta * beta);
-  if (!(sp2 >= rho2 * 0x1.0p-60)) sp2 = rho2 * 0x1.0p-60;
-  // Where the source spreads over more than the cell (sp > rho) the box
-  // model is as good: no table.
-  if (!(sp2 <= rho2)) return false;
-  const double r = rho_ + std::sqrt(sp2) * (root_n_ + kTail);
-  if (!(r <= r_cap_)) return false;
-  const double centre = mu_ / beta;
-  for (int k = 0; k < n_; ++k) {
-    t_[k] = centre - v[k];
-    if (!(std::fabs(t_[k]) < kMaxT)) return false;
-  }
-  r2_ = r * r;
+  if (!usable_) return false;
+  PointFrame f;
+  if (!point_frame(n_, rho_, mu_, var_, r_cap_, root_n_, beta, v, t_, &f)) return false;
+  r2_ = f.r2;
   count_ = 0;
   overflow_ = false;
   (this->*enumerate_)(0.0);
   if (overflow_ || count_ == 0) return false;
-  set_table(rho2, sp2);
-  return true;
-}
-
-void PointCoder::set_table(double rho2, double sp2) {
-  cum_[0] = 0;
-  if (count_ == 1) {
-    // One candidate: the rule below gives it 1 + floor(P_0 scale) and then
-    // the rest up to S, so S whatever P_0 is.
-    freq_[0] = kSlots;
-    cum_[1] = kSlots;
-    return;
-  }
-  const double n = static_cast<double>(n_);
-  double total = 0.0;
+  // d2_ then holds the candidates' probabilities.
   static_assert(kMaxCandidates % 4 == 0, "d2_ has room for the last group of four");
-  ball_probabilities(n, rho2, sp2, d2_.data(), count_);  // d2_ now holds P_i
-  for (std::size_t i = 0; i < count_; ++i) total += d2_[i];
-  if (!(total > 0.0)) {  // every P_i underflowed: a uniform table
-    std::fill_n(d2_.begin(), count_, 1.0);
-    total = static_cast<double>(count_);
-  }
-  // 1 + floor(P_i scale) sums to at most S - K + K rounding slack; the
-  // rest goes to the first most probable candidate, so that the table ends
-  // at S exactly.
-  const std::uint32_t k = static_cast<std::uint32_t>(count_);
-  const double scale = static_cast<double>(kSlots - 2 * k) / total;
-  std::size_t best = 0;
-  std::uint32_t sum = 0;
-  for (std::size_t i = 0; i < count_; ++i) {
-    freq_[i] = 1 + static_cast<std::uint32_t>(d2_[i] * scale);
-    sum += freq_[i];
-    if (d2_[i] > d2_[best]) best = i;
-  }
-  freq_[best] += kSlots - sum;
-  for (std::size_t i = 0; i < count_; ++i) cum_[i + 1] = cum_[i] + freq_[i];
+  if (count_ > 1) ball_probabilities(static_cast<double>(n_), f.rho2, f.sp2, d2_.data(), count_);
+  point_frequencies(d2_.data(), count_, freq_.data(), cum_.data());
+  return true;
 }
 
 bool PointCoder::encode(const std::int64_t* m, AnsEncoder& enc) const {
-  const std::size_t i = find(m);
-  if (i == count_) {
-    enc.put(kSlots, kEscapeFreq);
-    return false;
-  }
-  enc.put(cum_[i], cum_[i + 1] - cum_[i]);
-  return true;
+  std::uint32_t start, freq;
+  const bool listed = point_symbol(find(m), count_, cum_.data(), &start, &freq);
+  enc.put(start, freq);
+  return listed;
 }
 
 bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "lattice/lattice.hpp"
+#include "coding/point_core.hpp"
 #include "coding/rans.hpp"
 #include "coding/source_model.hpp"
 
@@ -44,9 +45,10 @@ class PointCoder {
   // 64 keeps the table cheap (E8 at rms/sigma 0.9: 2.3 M coords/s encode,
   // 5.6 decode, 0.89 bits; 1024 gave 0.78 bits at 0.2 M coords/s).
   static constexpr std::size_t kMaxCandidates = 64;
-  static constexpr std::uint32_t kEscapeFreq = kProbScale >> 12;
-  static constexpr std::uint32_t kSlots = kProbScale - kEscapeFreq;  // S: the escape's start
-  static constexpr double kTail = 1.0;  // R = rho + sp (sqrt(n) + kTail)
+  // (coding/point_core.hpp: the arithmetic shared with a GPU)
+  static constexpr std::uint32_t kEscapeFreq = kPointEscapeFreq;
+  static constexpr std::uint32_t kSlots = kPointSlots;  // S: the escape's start
+  static constexpr double kTail = kPointTail;  // R = rho + sp (sqrt(n) + kTail)
   static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;  // (point_coder.cpp)
 
   // The walk's tables (D4, E8; point_coder.cpp) for a coset of D8 in E8
@@ -105,8 +107,6 @@ class PointCoder {
   std::size_t find(const std::int64_t* m) const;
   using Enumerate = void (PointCoder::*)(double);
   static Enumerate enumerator(int n);
-  // The frequencies of the count_ candidates from their squared distances.
-  void set_table(double rho2, double sp2);
 
   int n_;
   std::vector<double> b_;

@@ -45,17 +45,4 @@ void cos2pi_squared_batch(const double* t, double* out, std::size_t count) {
   for (; i < count; ++i) out[i] = cos2pi_squared(t[i]);
 }
 
-double normal_cdf(double z) {
-  if (!(z > -38.0)) return 0.0;  // (NaN too)
-  if (!(z < 38.0)) return 1.0;
-  // Abramowitz and Stegun 26.2.17 (Zelen and Severo): the upper tail of |z|
-  // is phi(z) t (b1 + t (b2 + ...)), t = 1 / (1 + p |z|).
-  using namespace normal_cdf_coeffs;
-  const double a = z < 0.0 ? -z : z;
-  const double density = inv_sqrt_2pi * exp_bounded(-0.5 * (z * z));
-  const double t = 1.0 / (1.0 + p * a);
-  const double tail = density * (t * (b1 + t * (b2 + t * (b3 + t * (b4 + t * b5)))));
-  return z < 0.0 ? tail : 1.0 - tail;
-}
-
 }  // namespace cepam::detmath

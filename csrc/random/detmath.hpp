@@ -141,10 +141,10 @@ CEPAM_HD inline double cos2pi_squared(double t) {
 
 // e^x for |x| <= 708 (fdlibm e_exp.c, main path, error below 1 ulp); 0
 // below -708 (where the result would be subnormal), +inf above 708.
-inline double exp_bounded(double x) {
+CEPAM_HD inline double exp_bounded(double x) {
   using namespace fdlibm;
   if (!(x > -708.0)) return 0.0;
-  if (x > 708.0) return std::numeric_limits<double>::infinity();
+  if (x > 708.0) return double_of(0x7ff0000000000000ULL);  // +inf
   if (x > -0x1.0p-28 && x < 0x1.0p-28) return 1.0 + x;
   // k = round(x / ln 2), halves away from zero.
   const std::int32_t k = static_cast<std::int32_t>(inv_ln2 * x + (x < 0.0 ? -0.5 : 0.5));
@@ -162,13 +162,24 @@ inline double exp_bounded(double x) {
 // The standard normal CDF Phi(z), to 7.5e-8 (Abramowitz and Stegun
 // 26.2.17, with exp_bounded): for entropy models, where it need only be
 // the same everywhere.
-double normal_cdf(double z);
 namespace normal_cdf_coeffs {  // (its constants, for SIMD forms of it)
 inline constexpr double p = 0.2316419;
 inline constexpr double b1 = 0.319381530, b2 = -0.356563782, b3 = 1.781477937,
                         b4 = -1.821255978, b5 = 1.330274429;
 inline constexpr double inv_sqrt_2pi = 0.398942280401432702863;
 }  // namespace normal_cdf_coeffs
+CEPAM_HD inline double normal_cdf(double z) {
+  if (!(z > -38.0)) return 0.0;  // (NaN too)
+  if (!(z < 38.0)) return 1.0;
+  // Abramowitz and Stegun 26.2.17 (Zelen and Severo): the upper tail of |z|
+  // is phi(z) t (b1 + t (b2 + ...)), t = 1 / (1 + p |z|).
+  using namespace normal_cdf_coeffs;
+  const double a = z < 0.0 ? -z : z;
+  const double density = inv_sqrt_2pi * exp_bounded(-0.5 * (z * z));
+  const double t = 1.0 / (1.0 + p * a);
+  const double tail = density * (t * (b1 + t * (b2 + t * (b3 + t * (b4 + t * b5)))));
+  return z < 0.0 ? tail : 1.0 - tail;
+}
 
 // Batch forms: out[i] = log(x[i]) and out[i] = cos2pi_squared(t[i]) for
 // i < count (out may be x).  Bit-identical to the functions above for every
