@@ -19,16 +19,11 @@
 namespace cepam {
 namespace {
 
-// The walk's window (PointCoder::walk): the values within kWindow of the
-// nearest, for E8 (N = 8) and D4.
+// (coding/point_core.hpp)
 template <int N>
-constexpr int kWindow = N == 8 ? 1 : 2;
-// The most terms of offset with G_ik != 0 at a level: 2 for E8, 3 for D4.
+constexpr int kWindow = kPointWindow<N>;
 template <int N>
-constexpr int kTerms = N == 8 ? 2 : 3;
-
-static_assert(2 * kWindow<4> + 1 <= PointCoder::kMaxWindow && 2 * kWindow<8> + 1 <= PointCoder::kMaxWindow,
-              "Coset holds the windows");
+constexpr int kTerms = kPointTerms<N>;
 
 #if CEPAM_X86_DISPATCH
 // point_ball_probability (coding/point_core.hpp) for d2[0 .. count) in
@@ -104,60 +99,9 @@ double radius_for(int n, double cell_volume, double points) {
   return lo;
 }
 
-// A coset's bounds, from d2[k] = the squared distance of t_k to the
-// nearest point of Z + h (h = 0, or 1/2 for E8's second coset): bound[k] =
-// below_k kBoundShrink, below_k = the sum of d2[i] over the levels i < k,
-// computed with relative errors of a few units in 2^-53, which
-// kBoundShrink covers.  Each level's term of a candidate's distance is at
-// least its d2, so a subtree whose partial sum plus below exceeds R^2
-// holds no candidate.  (The windows are filled by fill_cosets_*.)
-template <int N>
-inline void set_bounds(const double* d2, PointCoder::Coset& s) {
-  double below = 0.0;
-  s.bound[0] = 0.0;
-  for (int k = 0; k + 1 < N; ++k) {
-    below += d2[k];
-    s.bound[k + 1] = below * PointCoder::kBoundShrink;
-  }
-}
-
-// The cosets' tables, portably.  The floor is r - (r > c), r = (c + 1.5
-// 2^52) - 1.5 2^52 the nearest integer to c (exact for |c| < 2^51; c = u +
-// 1/2 is never -0, so no floor gives -0).
-template <int N>
-void fill_cosets_portable(const double* __restrict t, PointCoder::Coset* __restrict s) {
-  constexpr int W = kWindow<N>;
-  constexpr int kCosets = N == 8 ? 2 : 1;
-  constexpr double kRound = 0x1.8p52;
-  for (int c = 0; c < kCosets; ++c) {
-    const double h = 0.5 * static_cast<double>(c);
-    double d2[N];
-    for (int k = 0; k < N; ++k) {
-      const double u = t[k] - h;
-      const double centre = u + 0.5;
-      const double r = (centre + kRound) - kRound;
-      const double n0 = r - (r > centre ? 1.0 : 0.0);  // floor(centre)
-      const double d = u - n0;
-      d2[k] = d * d;
-      CEPAM_UNROLL(5)
-      for (int w = 0; w <= 2 * W; ++w) {
-        const double x = (n0 + static_cast<double>(w - W)) + h;  // exact
-        const double e = x - t[k];
-        s[c].x[w][k] = x;
-        s[c].sq[w][k] = e * e;
-      }
-      double side = s[c].sq[0][k];
-      for (int w = 1; w <= 2 * W; ++w)
-        if (w != W && s[c].sq[w][k] < side) side = s[c].sq[w][k];
-      s[c].side[k] = side;
-    }
-    set_bounds<N>(d2, s[c]);
-  }
-}
-
 #if CEPAM_X86_DISPATCH
-// fill_cosets_portable for four levels at a time (the floor by roundpd, the
-// same integer).
+// point_fill_cosets (coding/point_core.hpp) for four levels at a time (the
+// floor by roundpd, the same integer).
 template <int N>
 CEPAM_TARGET_AVX2 void fill_cosets_avx2(const double* t, PointCoder::Coset* s) {
   constexpr int W = kWindow<N>;
@@ -184,7 +128,7 @@ CEPAM_TARGET_AVX2 void fill_cosets_avx2(const double* t, PointCoder::Coset* s) {
       }
       _mm256_storeu_pd(s[c].side + k, side);
     }
-    set_bounds<N>(d2, s[c]);
+    point_set_bounds<N>(d2, s[c]);
   }
 }
 #endif
@@ -194,7 +138,7 @@ PointCoder::FillCosets fill_cosets_for() {
 #if CEPAM_X86_DISPATCH
   if (simd_level() >= SimdLevel::Avx2) return &fill_cosets_avx2<N>;
 #endif
-  return &fill_cosets_portable<N>;
+  return &point_fill_cosets<N>;
 }
 
 }  // namespace
@@ -269,29 +213,6 @@ bool PointCoder::listed(const std::int64_t* m) const {
   return partial <= r2_;
 }
 
-namespace {
-
-// The run [lo, hi] of the values j with valid(j) (a convex set: the j
-// within the radius) around j0 = floor(centre) (|centre| < 2^52), found
-// from j0, j0 - 1 or j0 + 1; false when none of those is valid.
-template <class Valid>
-bool valid_run(double centre, Valid&& valid, std::int64_t& lo, std::int64_t& hi) {
-  std::int64_t j0 = static_cast<std::int64_t>(centre);
-  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
-  lo = j0;
-  if (!valid(lo)) {
-    if (valid(j0 - 1)) lo = j0 - 1;
-    else if (valid(j0 + 1)) lo = j0 + 1;
-    else return false;
-  }
-  hi = lo;
-  while (valid(lo - 1)) --lo;
-  while (valid(hi + 1)) ++hi;
-  return true;
-}
-
-}  // namespace
-
 // The candidates m_k at level K, given cur_[i] for i > K: those whose
 // partial sums stay within R^2.  e = (off + j G_KK) - t_K is non-decreasing
 // in j (every rounding is monotone), so the partial sum is quasi-convex in
@@ -319,7 +240,7 @@ void PointCoder::enumerate(double partial) {
   // as the division then).
   const double centre = (inv_g_[K] != 0.0 ? (tk - off) * inv_g_[K] : (tk - off) / g) + 0.5;
   std::int64_t lo, hi;
-  if (!valid_run(centre, valid, lo, hi)) return;
+  if (!point_valid_run(centre, valid, lo, hi)) return;
   for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
     cur_[K] = j;
     const double p = distance(j);
@@ -380,7 +301,7 @@ void PointCoder::walk_top(double partial) {
   const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
   const double centre = tk * inv_g_[K] + 0.5;
   std::int64_t lo, hi;
-  if (!valid_run(centre, valid, lo, hi)) return;
+  if (!point_valid_run(centre, valid, lo, hi)) return;
   fill_cosets_(t_, coset_);
   for (std::int64_t j = lo; j <= hi; ++j) {
     // x_K = j g: coset 1 (h = 1/2) of E8 when j is odd.

@@ -49,20 +49,11 @@ class PointCoder {
   static constexpr std::uint32_t kEscapeFreq = kPointEscapeFreq;
   static constexpr std::uint32_t kSlots = kPointSlots;  // S: the escape's start
   static constexpr double kTail = kPointTail;  // R = rho + sp (sqrt(n) + kTail)
-  static constexpr double kBoundShrink = 1.0 - 0x1.0p-30;  // (point_coder.cpp)
+  static constexpr double kBoundShrink = kPointBoundShrink;  // (point_coder.cpp)
 
-  // The walk's tables (D4, E8; point_coder.cpp) for a coset of D8 in E8
-  // (x in Z^n or (Z + 1/2)^n; D4 has only the first): the bounds of the
-  // levels below, and at each level k < n-1 the window of the values x_k
-  // that can be within R (kWindow on each side of the nearest) with their
-  // squared terms (x_k - t_k)^2.
-  static constexpr int kMaxWindow = 5;
-  struct Coset {
-    double bound[8];  // the bounds of the levels below, times kBoundShrink
-    double x[kMaxWindow][8];
-    double sq[kMaxWindow][8];
-    double side[8];  // the least sq[w][k] but the centre's (w = kWindow)
-  };
+  // The walk's tables (D4, E8; coding/point_core.hpp) for a coset.
+  static constexpr int kMaxWindow = kPointMaxWindow;
+  using Coset = PointCoset;
   using FillCosets = void (*)(const double* t, Coset* s);
 
   PointCoder(const SourceModel& model, const TriangularBasis& basis);

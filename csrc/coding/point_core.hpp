@@ -3,9 +3,10 @@
 // common/host_device.hpp): plain inline functions on caller-provided
 // buffers, no allocation, no exception, no virtual call.  A sub-vector's
 // frame (sp^2, R^2 and the centre t, or no table), a candidate's ball
-// probability, the table's frequencies and a point's symbol are these
-// functions in PointCoder, so the CPU's bytes are this code's bytes.  (The
-// candidates' enumeration is still PointCoder's alone.)
+// probability, the table's frequencies, a point's symbol, and the D4 and
+// E8 walk's coset tables and a level's run of values are these functions
+// in PointCoder, so the CPU's bytes are this code's bytes.  (The
+// candidates' enumeration itself is still PointCoder's alone.)
 //
 // Device code needs --fmad=false (CMakeLists.txt), as symbol_core.hpp.
 #pragma once
@@ -17,6 +18,16 @@
 #include "coding/rans_core.hpp"
 #include "common/host_device.hpp"
 #include "random/detmath.hpp"
+
+// Unrolls the window's loop (common/cpu.hpp's CEPAM_UNROLL(5), which nvcc
+// does not know).
+#if defined(__CUDACC__)
+#define CEPAM_POINT_UNROLL5 _Pragma("unroll 5")
+#elif defined(__GNUC__)
+#define CEPAM_POINT_UNROLL5 _Pragma("GCC unroll 5")
+#else
+#define CEPAM_POINT_UNROLL5
+#endif
 
 namespace cepam {
 
@@ -130,6 +141,101 @@ CEPAM_HD inline bool point_symbol(std::size_t i, std::size_t count, const std::u
   }
   *start = cum[i];
   *freq = cum[i + 1] - cum[i];
+  return true;
+}
+
+// The D4 and E8 walk's tables (PointCoder::walk, point_coder.cpp documents
+// it) for a coset of D8 in E8 (x in Z^n or (Z + 1/2)^n; D4 has only the
+// first): the bounds of the levels below, and at each level k < n-1 the
+// window of the values x_k that can be within R (kPointWindow<N> on each
+// side of the nearest) with their squared terms (x_k - t_k)^2.
+template <int N>
+inline constexpr int kPointWindow = N == 8 ? 1 : 2;
+// The most terms of the offset with G_ik != 0 at a level: 2 for E8, 3 for D4.
+template <int N>
+inline constexpr int kPointTerms = N == 8 ? 2 : 3;
+inline constexpr int kPointMaxWindow = 5;
+inline constexpr double kPointBoundShrink = 1.0 - 0x1.0p-30;
+static_assert(2 * kPointWindow<4> + 1 <= kPointMaxWindow && 2 * kPointWindow<8> + 1 <= kPointMaxWindow,
+              "PointCoset holds the windows");
+
+struct PointCoset {
+  double bound[8];  // the bounds of the levels below, times kPointBoundShrink
+  double x[kPointMaxWindow][8];
+  double sq[kPointMaxWindow][8];
+  double side[8];  // the least sq[w][k] but the centre's (w = kPointWindow<N>)
+};
+
+// A coset's bounds, from d2[k] = the squared distance of t_k to the
+// nearest point of Z + h (h = 0, or 1/2 for E8's second coset): bound[k] =
+// below_k kPointBoundShrink, below_k = the sum of d2[i] over the levels i <
+// k, computed with relative errors of a few units in 2^-53, which
+// kPointBoundShrink covers.  Each level's term of a candidate's distance is
+// at least its d2, so a subtree whose partial sum plus below exceeds R^2
+// holds no candidate.  (The windows are filled by point_fill_cosets and
+// the CPU's AVX2 form of it.)
+template <int N>
+CEPAM_HD inline void point_set_bounds(const double* d2, PointCoset& s) {
+  double below = 0.0;
+  s.bound[0] = 0.0;
+  for (int k = 0; k + 1 < N; ++k) {
+    below += d2[k];
+    s.bound[k + 1] = below * kPointBoundShrink;
+  }
+}
+
+// The cosets' tables (one for D4, N = 4; two for E8, N = 8) around t[N].
+// The floor is r - (r > c), r = (c + 1.5 2^52) - 1.5 2^52 the nearest
+// integer to c (exact for |c| < 2^51; c = u + 1/2 is never -0, so no floor
+// gives -0).
+template <int N>
+CEPAM_HD inline void point_fill_cosets(const double* __restrict t, PointCoset* __restrict s) {
+  constexpr int W = kPointWindow<N>;
+  constexpr int kCosets = N == 8 ? 2 : 1;
+  constexpr double kRound = 0x1.8p52;
+  for (int c = 0; c < kCosets; ++c) {
+    const double h = 0.5 * static_cast<double>(c);
+    double d2[N];
+    for (int k = 0; k < N; ++k) {
+      const double u = t[k] - h;
+      const double centre = u + 0.5;
+      const double r = (centre + kRound) - kRound;
+      const double n0 = r - (r > centre ? 1.0 : 0.0);  // floor(centre)
+      const double d = u - n0;
+      d2[k] = d * d;
+      CEPAM_POINT_UNROLL5
+      for (int w = 0; w <= 2 * W; ++w) {
+        const double x = (n0 + static_cast<double>(w - W)) + h;  // exact
+        const double e = x - t[k];
+        s[c].x[w][k] = x;
+        s[c].sq[w][k] = e * e;
+      }
+      double side = s[c].sq[0][k];
+      for (int w = 1; w <= 2 * W; ++w)
+        if (w != W && s[c].sq[w][k] < side) side = s[c].sq[w][k];
+      s[c].side[k] = side;
+    }
+    point_set_bounds<N>(d2, s[c]);
+  }
+}
+
+// The run [lo, hi] of the values j with valid(j) (a convex set: the j
+// within the radius) around j0 = floor(centre) (|centre| < 2^52), found
+// from j0, j0 - 1 or j0 + 1; false when none of those is valid.
+template <class Valid>
+CEPAM_HD inline bool point_valid_run(double centre, Valid&& valid, std::int64_t& lo,
+                                     std::int64_t& hi) {
+  std::int64_t j0 = static_cast<std::int64_t>(centre);
+  j0 -= centre < static_cast<double>(j0) ? 1 : 0;
+  lo = j0;
+  if (!valid(lo)) {
+    if (valid(j0 - 1)) lo = j0 - 1;
+    else if (valid(j0 + 1)) lo = j0 + 1;
+    else return false;
+  }
+  hi = lo;
+  while (valid(lo - 1)) --lo;
+  while (valid(hi + 1)) ++hi;
   return true;
 }
 
