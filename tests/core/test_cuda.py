@@ -251,7 +251,6 @@ def test_gpu_lattice_stage_is_bit_identical(mech, lattice, n, dtype):
     np.testing.assert_array_equal(H, H2)
     np.testing.assert_array_equal(M, M2)
     assert beta.tobytes() == beta2.tobytes() and V.tobytes() == V2.tobytes()
-    assert timing["kernel_ms"] >= 0.0
     for out in ("float32", "float64"):
         capsule, _ = _cuda.decode_lattice(H, M, m=x.size, dtype=out, **_kw(mech, lattice, n))
         y = torch.from_dlpack(capsule).cpu().numpy()
@@ -403,7 +402,6 @@ def test_z_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, n, dtype, m, spr
     assert stage[0].tobytes() == H[at].tobytes() and stage[2].tobytes() == beta[at].tobytes()
     assert stage[1].tobytes() == M.reshape(-1, n)[at].tobytes()
     assert stage[3].tobytes() == V.reshape(-1, n)[at].tobytes()
-    assert timing["coder_kernel_ms"] >= 0.0
 
 
 @needs_gpu
@@ -435,7 +433,6 @@ def test_gpu_rans_streams_are_the_cpu_streams():
     start = (rng.random(freq.size) * ((1 << 24) - freq)).astype(np.uint32)
     streams, timing = _cuda.rans_encode_segments(start, freq, first)
     assert streams == hooks.rans_encode_segments(start, freq, first)
-    assert timing["kernel_ms"] >= 0.0
 
 
 @needs_gpu
