@@ -22,6 +22,7 @@ an authentic payload encoded with other settings raises
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import math
 from collections.abc import Callable
 import os
@@ -623,12 +624,12 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     on_gpu = cuda_index is not None and decodes_on_device()
     flat = decode_on_device(sealed.body, index=cuda_index, **kw) if on_gpu else \
         _core.decode(sealed.body, **kw)
-    check = check_device_output if on_gpu else check_output
-    check_threads = {} if on_gpu else {"threads": threads}  # the host's sums run in parallel
+    # (the host's sums run on the call's threads)
+    check = check_device_output if on_gpu else functools.partial(check_output, threads=threads)
     start = 0
     for i, entry in enumerate(structure.entries):
         check(flat[start : start + entry.size], output_dtype(entry, dtype=dtype, output=output),
-              noise_std=mechanism.std, where=_entry_name(structure, i), **check_threads)
+              noise_std=mechanism.std, where=_entry_name(structure, i))
         start += entry.size
     result = unflatten(flat, structure, output=output, dtype=dtype)
     return result if cuda_index is None or on_gpu else to_device(result, cuda_index)
