@@ -53,7 +53,7 @@ from cepam.keys import TAG_BYTES, mac_key, payload_tag, seal_key
 from cepam.sealing import open_payload, seal
 from cepam.threads import available_cores
 
-__all__ = ["serial_parts", "main"]
+__all__ = ["serial_parts", "caller_time", "main"]
 
 SECRET = bytes(range(32))
 SIGMA = 1e-3
@@ -87,7 +87,7 @@ def _wall(repeat: int, fn: Callable[[], Any]) -> float:
     return _best(repeat, fn, time.perf_counter)
 
 
-def _caller(repeat: int, fn: Callable[[], Any]) -> float:
+def caller_time(repeat: int, fn: Callable[[], Any]) -> float:
     """CPU time of the calling thread alone."""
     return _best(repeat, fn, time.thread_time)
 
@@ -174,7 +174,7 @@ def serial_parts(m: int, lattice: str, *, ratio: float = 10.0, threads: int | No
     out["opening_cpu"] = max(0.0, out["open_cpu"] - out["keystream_cpu"] - out["mac_cpu"])
     out["precision_cpu"] = _cpu(repeat, lambda: squares(y, fixed_order=False))
     for key, fn in spanned.items():
-        out[f"{key}_caller"] = _caller(repeat, fn)
+        out[f"{key}_caller"] = caller_time(repeat, fn)
     out["span_threads"] = span_threads
     out["seal_copies"] = _peak_python_bytes(sealer) / len(payload)
     out["open_copies"] = _peak_python_bytes(lambda: opener(payload, SECRET)) / len(payload)

@@ -39,6 +39,7 @@ import warnings
 import numpy as np
 
 import cepam
+from serial_parts import caller_time, serial_parts as parallel_parts  # bench/ is on sys.path
 
 SECRET = bytes(range(32))
 SIGMA = 1e-3
@@ -82,16 +83,6 @@ def span(fn, threads: int) -> tuple[float, float]:
 SEGMENT = 1 << 17  # coordinates per ANS segment: the unit of parallel work
 
 
-def best_of(repeat: int, fn) -> float:
-    """The least CPU time of the calling thread over `repeat` calls of fn."""
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.thread_time()
-        fn()
-        best = min(best, time.thread_time() - t0)
-    return best
-
-
 def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
                  repeat: int) -> dict[str, dict[str, float]]:
     """The serial parts of an encode of x and a decode of its payload, in
@@ -115,7 +106,6 @@ def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
     from cepam.codec import _AUTO_SAMPLE, _auto_candidates
     from cepam.payload import CODER_CODES
     from cepam.structure import flatten
-    from serial_parts import serial_parts as parallel_parts  # bench/ is on sys.path
 
     spans = parallel_parts(x.size, "E8" if name == "auto" else name, x=x, repeat=repeat,
                            span_threads=8)
@@ -127,19 +117,19 @@ def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
     enc = {
         "sum of squares": spans["sumsq_caller"],
         "sealing (keystream, MAC, assembly)": spans["seal_caller"],
-        "range check": best_of(repeat, lambda: check_encodable_range(
+        "range check": caller_time(repeat, lambda: check_encodable_range(
             flat, structure, norm=norm, factor=1.0, mechanism=mechanism)),
-        "per call": best_of(repeat, lambda: encode(tiny, name, coder, 1)),
+        "per call": caller_time(repeat, lambda: encode(tiny, name, coder, 1)),
     }
     candidates = _auto_candidates(mechanism, CODER_CODES[coder], norm / math.sqrt(x.size))
     if name == "auto" and len(candidates) > 1 and x.size > 2 * _AUTO_SAMPLE:
         sample = x[:_AUTO_SAMPLE]
-        enc["auto's sample"] = sum(best_of(repeat, lambda: encode(sample, lat, coder, 1))
+        enc["auto's sample"] = sum(caller_time(repeat, lambda: encode(sample, lat, coder, 1))
                                    for lat in ("Z", "E8")) / 2  # (side by side)
     dec = {
         "opening (MAC, keystream, copies)": spans["open_caller"],
         "output check": spans["precision_caller"],
-        "per call": best_of(repeat, lambda: cepam.decode(small, secret=SECRET, threads=1)),
+        "per call": caller_time(repeat, lambda: cepam.decode(small, secret=SECRET, threads=1)),
     }
     return {"encode": enc, "decode": dec}
 
