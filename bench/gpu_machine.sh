@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Every check and measurement that needs a GPU machine, in one command, for
+# a machine lent for minutes (an image with CUDA torch, nvcc, numpy,
+# pybind11, scikit-build-core and pytest; no network):
+#
+#     bash bench/gpu_machine.sh [LOG_DIR]
+#
+# 1. builds cepam with its CUDA module for the card found (sm from
+#    nvidia-smi; CMAKE_BUILD_PARALLEL_LEVEL = the cores);
+# 2. the CUDA tests, the GPU-flow tests and the suite's checks that differ on
+#    a GPU machine (tests/core/test_cuda.py, test_gpu_flow.py,
+#    tests/fl/test_fl_results.py); if one fails, the cuda tests again under
+#    compute-sanitizer's memcheck, stopping at the first failure;
+# 3. bench/gpu_check.py at m = 10^6 (every sub-vector compared, three launch
+#    chunks): correctness, quickly;
+# 4. bench/throughput.py at m = 10^8 on 1, 2 and all threads, best of 2 (the CPU's
+#    scaling; needs no GPU, but needs the cores);
+# 5. bench/gpu_check.py at m = 10^8, best of 2 (the GPU table).
+# Each step has its own time limit so that a hang costs one step, not the
+# machine; logs go to LOG_DIR (default: a new temporary folder), the
+# summary to standard output.  Exits non-zero if any step failed.
+set -u
+cd "$(dirname "$0")/.."
+out="${1:-$(mktemp -d)}"
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CEPAM_REQUIRE_CUDA_MODULE=1
+py="${PYTHON:-python3}"
+command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+status=0
+step() {  # step NAME LIMIT_S LOG COMMAND...: runs, tees to LOG, prints the tail and time
+  local name="$1" limit="$2" log="$3" t0 rc
+  shift 3
+  t0=$(date +%s)
+  echo "== $name (limit ${limit} s)"
+  timeout "$limit" "$@" >"$out/$log" 2>&1
+  rc=$?
+  tail -n "${TAIL:-25}" "$out/$log"
+  echo "== $name: exit $rc, $(( $(date +%s) - t0 )) s"
+  [ "$rc" = 0 ] || status=1
+  return "$rc"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+nvcc --version | tail -n 2
+"$py" -c 'import sys, torch, numpy; print(sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__, "cpus", __import__("os").cpu_count())'
+arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)"
+
+TAIL=15 step build 180 build.log "$py" -m pip install --no-build-isolation --no-deps \
+  -C cmake.define.CEPAM_CUDA=ON -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=${arch:-90}" . \
+  || { echo "build failed: see $out/build.log"; exit 1; }
+"$py" -c 'import cepam.cuda; print("cuda path:", cepam.cuda.status())'
+
+if ! TAIL=40 step tests 180 tests.log "$py" -m pytest -q -rs -p no:cacheprovider \
+    tests/core/test_cuda.py tests/core/test_gpu_flow.py tests/fl/test_fl_results.py; then
+  command -v compute-sanitizer >/dev/null && TAIL=60 step memcheck 120 memcheck.log \
+    compute-sanitizer --tool memcheck --print-limit 20 "$py" -m pytest -x -q -m cuda \
+    -p no:cacheprovider tests/core/test_cuda.py
+fi
+TAIL=30 step gpu_check_1e6 90 gpu_check_1e6.log "$py" bench/gpu_check.py --no-tests --sizes 1e6
+TAIL=45 step throughput_1e8 220 throughput.log "$py" bench/throughput.py --m 1e8 --repeat 2 \
+  --threads 1 2 "$(nproc)"
+TAIL=30 step gpu_check_1e8 200 gpu_check_1e8.log "$py" bench/gpu_check.py --no-tests \
+  --sizes 1e8 --repeat 2
+echo "logs: $out; exit $status"
+exit "$status"
