@@ -12,10 +12,13 @@
 #    tests/fl/test_fl_results.py); if one fails, the cuda tests again under
 #    compute-sanitizer's memcheck, stopping at the first failure;
 # 3. bench/gpu_check.py at m = 10^6 (every sub-vector compared, three launch
-#    chunks): correctness, quickly;
-# 4. bench/throughput.py at m = 10^8 on 1, 2 and all threads, best of 2 (the CPU's
-#    scaling; needs no GPU, but needs the cores);
+#    chunks, the symbol kernel symbol by symbol; differing inputs saved to
+#    LOG_DIR): correctness, quickly;
+# 4. bench/throughput.py at m = 10^7 (best of 3) and 10^8 (one run) on 1, 2
+#    and all threads (the CPU's scaling; needs no GPU, but needs the cores);
 # 5. bench/gpu_check.py at m = 10^8, best of 2 (the GPU table).
+# STEPS (default "tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8")
+# picks steps after the build.
 # Each step has its own time limit so that a hang costs one step, not the
 # machine; logs go to LOG_DIR (default: a new temporary folder), the
 # summary to standard output.  Exits non-zero if any step failed.
@@ -50,16 +53,25 @@ TAIL=15 step build 180 build.log "$py" -m pip install --no-build-isolation --no-
   || { echo "build failed: see $out/build.log"; exit 1; }
 "$py" -c 'import cepam.cuda; print("cuda path:", cepam.cuda.status())'
 
-if ! TAIL=40 step tests 180 tests.log "$py" -m pytest -q -rs -p no:cacheprovider \
-    tests/core/test_cuda.py tests/core/test_gpu_flow.py tests/fl/test_fl_results.py; then
-  command -v compute-sanitizer >/dev/null && TAIL=60 step memcheck 120 memcheck.log \
-    compute-sanitizer --tool memcheck --print-limit 20 "$py" -m pytest -x -q -m cuda \
-    -p no:cacheprovider tests/core/test_cuda.py
-fi
-TAIL=30 step gpu_check_1e6 90 gpu_check_1e6.log "$py" bench/gpu_check.py --no-tests --sizes 1e6
-TAIL=45 step throughput_1e8 220 throughput.log "$py" bench/throughput.py --m 1e8 --repeat 2 \
-  --threads 1 2 "$(nproc)"
-TAIL=30 step gpu_check_1e8 200 gpu_check_1e8.log "$py" bench/gpu_check.py --no-tests \
-  --sizes 1e8 --repeat 2
+for s in ${STEPS:-tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8}; do
+  case "$s" in
+  tests)
+    if ! TAIL=40 step tests 180 tests.log "$py" -m pytest -q -rs -p no:cacheprovider \
+        tests/core/test_cuda.py tests/core/test_gpu_flow.py tests/fl/test_fl_results.py; then
+      command -v compute-sanitizer >/dev/null && TAIL=60 step memcheck 120 memcheck.log \
+        compute-sanitizer --tool memcheck --print-limit 20 "$py" -m pytest -x -q -m cuda \
+        -p no:cacheprovider tests/core/test_cuda.py
+    fi ;;
+  gpu_1e6) TAIL=40 step gpu_check_1e6 90 gpu_check_1e6.log "$py" bench/gpu_check.py --no-tests \
+    --sizes 1e6 --dump "$out" ;;
+  gpu_1e8) TAIL=30 step gpu_check_1e8 200 gpu_check_1e8.log "$py" bench/gpu_check.py --no-tests \
+    --sizes 1e8 --repeat 2 ;;
+  throughput_1e7) TAIL=20 step throughput_1e7 120 throughput_1e7.log "$py" bench/throughput.py \
+    --m 1e7 --repeat 3 --threads 1 2 "$(nproc)" ;;
+  throughput_1e8) TAIL=20 step throughput_1e8 300 throughput_1e8.log "$py" bench/throughput.py \
+    --m 1e8 --repeat 1 --threads 1 2 "$(nproc)" ;;
+  *) echo "unknown step $s"; status=1 ;;
+  esac
+done
 echo "logs: $out; exit $status"
 exit "$status"

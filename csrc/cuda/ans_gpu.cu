@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "common/errors.hpp"
 #include "cuda/runtime.cuh"
@@ -138,15 +139,16 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
   if (timing != nullptr) *timing = t;
 }
 
-void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
-                   const double* beta, const double* V, std::size_t N, std::size_t S,
-                   int device, std::uintptr_t stream_id, std::vector<std::uint8_t>& out,
-                   std::vector<std::uint64_t>& sizes, std::vector<AnsSymbol>& last,
-                   Timing* timing) {
-  const std::size_t segments = N / S + (N % S != 0 ? 1 : 0);
-  if (segments == 0) return;
-  DeviceGuard guard(device);
-  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
+namespace {
+
+// Every segment's symbols on the device: counted (first pass), offsets
+// summed on the host into first (segments + 1 entries), then written into
+// `symbols` (device memory, allocated here).  Kernel and copy times go to t.
+void z_symbols_on_device(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+                         const double* beta, const double* V, std::size_t N, std::size_t S,
+                         std::size_t segments, int device, cudaStream_t stream,
+                         std::vector<std::uint64_t>& first, std::unique_ptr<Scratch>& symbols,
+                         Timing& t) {
   // The model's tables on the device: knots, slopes, the trial index's cum.
   constexpr std::size_t kKnots = kCdfCells + 1, kSlopes = kCdfCells;
   constexpr std::size_t kCum = kGeometricTable + 1;
@@ -158,9 +160,8 @@ void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int
   dz.cdf.knot = tables.at<double>(0);
   dz.cdf.slope = tables.at<double>(off_slope);
   dz.geometric = z.geometric != nullptr ? tables.at<std::uint32_t>(off_cum) : nullptr;
-  Timing t;
   Timer copy_timer(stream), kernel_timer(stream);
-  std::vector<std::uint64_t> first(segments + 1, 0);
+  first.assign(segments + 1, 0);
   const unsigned int blocks =
       static_cast<unsigned int>((segments + kStreamThreads - 1) / kStreamThreads);
   try {
@@ -186,28 +187,64 @@ void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int
     throw;
   }
   for (std::size_t s = 0; s < segments; ++s) first[s + 1] += first[s];
-  const std::size_t total = static_cast<std::size_t>(first[segments]);
-  Scratch symbols(device, total * sizeof(AnsSymbol));
+  symbols = std::make_unique<Scratch>(device, first[segments] * sizeof(AnsSymbol));
   try {
     check(cudaMemcpyAsync(tables.at<std::uint64_t>(off_first), first.data(), (segments + 1) * 8,
                           cudaMemcpyHostToDevice, stream), "copy the segments' offsets");
     kernel_timer.start();  // the second: the symbols
     z_symbols_kernel<<<blocks, kStreamThreads, 0, stream>>>(
         dz, N, S, segments, H, M, beta, V, tables.at<std::uint64_t>(off_first),
-        symbols.at<AnsSymbol>(0), nullptr);
+        symbols->at<AnsSymbol>(0), nullptr);
     check(cudaGetLastError(), "launch the symbol kernel");
     kernel_timer.stop(&t.kernel_ms);
+    check(cudaStreamSynchronize(stream), "synchronize");
   } catch (...) {
     cudaStreamSynchronize(stream);
     throw;
   }
-  code_streams(symbols.at<AnsSymbol>(0), first.data(), segments, device, stream, out, sizes, t);
+}
+
+}  // namespace
+
+void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+                   const double* beta, const double* V, std::size_t N, std::size_t S,
+                   int device, std::uintptr_t stream_id, std::vector<std::uint8_t>& out,
+                   std::vector<std::uint64_t>& sizes, std::vector<AnsSymbol>& last,
+                   Timing* timing) {
+  const std::size_t segments = N / S + (N % S != 0 ? 1 : 0);
+  if (segments == 0) return;
+  DeviceGuard guard(device);
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
+  Timing t;
+  std::vector<std::uint64_t> first;
+  std::unique_ptr<Scratch> symbols;
+  z_symbols_on_device(z, H, M, beta, V, N, S, segments, device, stream, first, symbols, t);
+  code_streams(symbols->at<AnsSymbol>(0), first.data(), segments, device, stream, out, sizes, t);
   // The last segment's symbols, for the bomb rule's padding (payload/ans_streams.hpp).
   last.resize(static_cast<std::size_t>(first[segments] - first[segments - 1]));
-  check(cudaMemcpy(last.data(), symbols.at<AnsSymbol>(0) + first[segments - 1],
+  check(cudaMemcpy(last.data(), symbols->at<AnsSymbol>(0) + first[segments - 1],
                    last.size() * sizeof(AnsSymbol), cudaMemcpyDeviceToHost),
         "copy the last segment's symbols");
   if (timing != nullptr) *timing = t;
+}
+
+void z_symbols(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+               const double* beta, const double* V, std::size_t N, std::size_t S, int device,
+               std::uintptr_t stream_id, std::vector<std::uint64_t>& first,
+               std::vector<AnsSymbol>& symbols) {
+  const std::size_t segments = N / S + (N % S != 0 ? 1 : 0);
+  first.assign(1, 0);
+  symbols.clear();
+  if (segments == 0) return;
+  DeviceGuard guard(device);
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
+  Timing t;
+  std::unique_ptr<Scratch> device_symbols;
+  z_symbols_on_device(z, H, M, beta, V, N, S, segments, device, stream, first, device_symbols, t);
+  symbols.resize(static_cast<std::size_t>(first[segments]));
+  check(cudaMemcpy(symbols.data(), device_symbols->at<AnsSymbol>(0),
+                   symbols.size() * sizeof(AnsSymbol), cudaMemcpyDeviceToHost),
+        "copy the symbols");
 }
 
 }  // namespace cepam::gpu

@@ -44,4 +44,12 @@ void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int
                    std::vector<std::uint64_t>& sizes, std::vector<AnsSymbol>& last,
                    Timing* timing);
 
+// Every segment's symbols as z_ans_streams computes them on the device
+// (segment s is symbols[first[s] .. first[s + 1])), brought to the host: a
+// check of the symbol kernel apart from the coder (bench/gpu_check.py).
+void z_symbols(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+               const double* beta, const double* V, std::size_t N, std::size_t S, int device,
+               std::uintptr_t stream, std::vector<std::uint64_t>& first,
+               std::vector<AnsSymbol>& symbols);
+
 }  // namespace cepam::gpu

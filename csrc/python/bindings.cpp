@@ -176,6 +176,27 @@ py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, const Lr
   return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
 }
 
+// (first, start, freq): every segment's symbols on Z^n as the symbol
+// kernel's host twin gives them (segment s is [first[s], first[s + 1])), to
+// compare with the device's (cepam._cuda.z_symbols) symbol by symbol.
+py::tuple z_symbols_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                       double factor) {
+  const ChaChaKey k = key_from(key);
+  std::vector<std::uint64_t> first;
+  std::vector<AnsSymbol> symbols;
+  with_input(x, [&](const auto* px) {
+    encode_z_ans_body_by_symbols(
+        p, k, px, static_cast<std::size_t>(x.size()), factor,
+        [&](const AnsSymbol* sym, const std::uint64_t* f, std::size_t count,
+            std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes) {
+          first.assign(f, f + count + 1);
+          symbols.assign(sym, sym + f[count]);
+          host_stream_coder(sym, f, count, out, sizes);
+        });
+  });
+  return symbol_arrays(first, symbols);
+}
+
 // (total, maxabs): the first pass of the clip's sum of squares by blocks,
 // as the CUDA kernel computes it (lrsuq/norm_block.hpp).
 py::tuple sum_of_squares_blocks(const py::array& x) {
@@ -884,6 +905,10 @@ PYBIND11_MODULE(_core, m) {
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
         "streams by the CUDA kernel's code on the host; with shared_symbols, Z^n only, "
         "every segment's symbols by the symbol kernel's code too) -> bytes.");
+  t.def("z_symbols", &z_symbols_py, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("params"), py::arg("factor"),
+        "Every segment's symbols on Z^n by the symbol kernel's host twin -> (first uint64, "
+        "start uint32, freq uint32).");
   t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
         "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
         "the CUDA kernel computes it -> (total, maxabs).");

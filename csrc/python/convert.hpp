@@ -72,6 +72,21 @@ inline std::vector<AnsSymbol> ans_symbols(const CArray<std::uint32_t>& start,
   return symbols;
 }
 
+// (first uint64, start uint32, freq uint32): segments' symbols as arrays,
+// the inverse of ans_symbols.
+inline py::tuple symbol_arrays(const std::vector<std::uint64_t>& first,
+                               const std::vector<AnsSymbol>& symbols) {
+  CArray<std::uint64_t> f(static_cast<py::ssize_t>(first.size()));
+  std::copy(first.begin(), first.end(), f.mutable_data());
+  CArray<std::uint32_t> start(static_cast<py::ssize_t>(symbols.size()));
+  CArray<std::uint32_t> freq(static_cast<py::ssize_t>(symbols.size()));
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    start.mutable_data()[i] = symbols[i].start;
+    freq.mutable_data()[i] = symbols[i].freq;
+  }
+  return py::make_tuple(f, start, freq);
+}
+
 // Checks segments' offsets into `count` symbols: first[0] = 0, non-decreasing,
 // the last one count.  Returns the number of segments.
 inline std::size_t segment_count(const CArray<std::uint64_t>& first, std::size_t count) {

@@ -280,20 +280,40 @@ struct DeviceBuffer {
   void* ptr;
 };
 
+// The LRSUQ stage of a CUDA tensor on Z^n left in device memory, and the
+// symbol model of the source model fitted on the host from statistics =
+// (range, counts) (the device's, cuda/model_gpu.hpp): calls
+// f(model, z, m, N, device, H, M, beta, V) with the stage's device arrays.
+template <class F>
+void with_z_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, double factor,
+                  const py::tuple& statistics, std::uintptr_t stream, gpu::Timing* timing,
+                  F&& f) {
+  if (p.lattice != LatticeId::Z) throw InvalidArgument("the symbol kernel is for lattice Z");
+  if (statistics.size() != 2) throw InvalidArgument("statistics must be (range, counts)");
+  const SourceModel::Statistics stats =
+      statistics_from(statistics[0].cast<double>(), statistics[1].cast<CArray<std::uint64_t>>());
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
+    const std::size_t N = (m + n - 1) / n;
+    const CellWidths widths = typical_cell_widths(p);
+    const SourceModel model = SourceModel::fit_from(stats, widths.lo, widths.hi);
+    const GeometricCoder hcoder(acceptance_probability(p));
+    const ZSymbolModel z = z_symbol_model(model, hcoder, lattice_basis(p));
+    DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
+    gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
+                                 M.as<std::int64_t>(), beta.as<double>(), V.as<double>(), timing);
+    f(model, z, m, N, device, H, M, beta, V);
+  });
+}
+
 // (body, (H, M, beta, V) at `spot`, timing): the ANS body of a CUDA tensor
 // on Z^n with the LRSUQ stage, the segments' symbols and their rANS streams
-// all on the device (cuda/ans_gpu.hpp's z_ans_streams); the source model
-// fitted on the host from statistics = (range, counts) (the device's,
-// cuda/model_gpu.hpp).  Only the streams, the last segment's symbols and
-// the spot-checked sub-vectors' stage come back to the host.
+// all on the device (cuda/ans_gpu.hpp's z_ans_streams).  Only the streams,
+// the last segment's symbols and the spot-checked sub-vectors' stage come
+// back to the host.
 py::tuple encode_z_ans_body(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
                             double factor, const py::tuple& statistics,
                             const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
-  if (p.lattice != LatticeId::Z) throw InvalidArgument("encode_z_ans_body is for lattice Z");
-  if (statistics.size() != 2) throw InvalidArgument("statistics must be (range, counts)");
-  const ChaChaKey k = key_from(key);
-  const SourceModel::Statistics stats =
-      statistics_from(statistics[0].cast<double>(), statistics[1].cast<CArray<std::uint64_t>>());
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t count = static_cast<std::size_t>(spot.size());
   StageArrays checked = StageArrays::allocate(count, p.n);
@@ -304,18 +324,12 @@ py::tuple encode_z_ans_body(const py::capsule& x, const py::bytes& key, const Lr
   std::int64_t* cm = checked.M.mutable_data();
   double* cb = checked.beta.mutable_data();
   double* cv = checked.V.mutable_data();
-  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
-    const std::size_t N = (m + n - 1) / n;
+  with_z_stage(x, key_from(key), p, factor, statistics, stream, &lattice_timing,
+               [&](const SourceModel& model, const ZSymbolModel& z, std::size_t m, std::size_t N,
+                   int device, const DeviceBuffer& H, const DeviceBuffer& M,
+                   const DeviceBuffer& beta, const DeviceBuffer& V) {
     for (std::size_t i = 0; i < count; ++i)
       if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
-    const CellWidths widths = typical_cell_widths(p);
-    const SourceModel model = SourceModel::fit_from(stats, widths.lo, widths.hi);
-    const GeometricCoder hcoder(acceptance_probability(p));
-    const ZSymbolModel z = z_symbol_model(model, hcoder, lattice_basis(p));
-    DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
-    gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
-                                 M.as<std::int64_t>(), beta.as<double>(), V.as<double>(),
-                                 &lattice_timing);
     std::vector<std::uint8_t> streams;
     std::vector<std::uint64_t> sizes;
     std::vector<AnsSymbol> last;
@@ -338,6 +352,23 @@ py::tuple encode_z_ans_body(const py::capsule& x, const py::bytes& key, const Lr
                         checked.tuple(), timing);
 }
 
+// (first, start, freq): every segment's symbols of a CUDA tensor on Z^n as
+// the symbol kernel computes them (the stage on the device too), to compare
+// with the host twin's (cepam._core.testing.z_symbols) symbol by symbol.
+py::tuple z_symbols(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
+                    double factor, const py::tuple& statistics, std::uintptr_t stream) {
+  std::vector<std::uint64_t> first;
+  std::vector<AnsSymbol> symbols;
+  with_z_stage(x, key_from(key), p, factor, statistics, stream, nullptr,
+               [&](const SourceModel&, const ZSymbolModel& z, std::size_t, std::size_t N,
+                   int device, const DeviceBuffer& H, const DeviceBuffer& M,
+                   const DeviceBuffer& beta, const DeviceBuffer& V) {
+    gpu::z_symbols(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
+                   V.as<double>(), N, segment_subvectors(p.n), device, stream, first, symbols);
+  });
+  return symbol_arrays(first, symbols);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_cuda, m) {
@@ -352,6 +383,10 @@ PYBIND11_MODULE(_cuda, m) {
     const int count = gpu::device_count(&why);
     return py::make_tuple(count, why);
   }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
+  m.def("z_symbols", &z_symbols, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"),
+        py::arg("factor"), py::arg("statistics"), py::arg("stream") = 0,
+        "Every segment's symbols of a CUDA tensor on Z^n by the symbol kernel -> (first "
+        "uint64, start uint32, freq uint32), host arrays.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
         "LRSUQ-encode a CUDA tensor (DLPack capsule) -> (H, M, beta, V, timing), host arrays; "
