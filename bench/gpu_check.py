@@ -112,7 +112,8 @@ def compare_stage(x, xd, kw, chunks: list[int], compare_max: int) -> bool:
     return same
 
 
-def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) -> bool:
+def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
+          lattices: dict[str, tuple[int, int]]) -> bool:
     import torch
 
     import cepam
@@ -133,7 +134,7 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int) ->
     for m in sizes:
         x = (np.random.default_rng(0).normal(size=m) * 10 * SIGMA).astype(np.float32)
         xd = torch.from_numpy(x).cuda()
-        for lat, (code, n) in LATTICES.items():
+        for lat, (code, n) in lattices.items():
             kw = dict(key=key, params=_core.Params(mechanism=1, scale=SIGMA, lattice=code, n=n))
             ok = compare_stage(x, xd, kw, chunks, compare_max)
             stage = [_cuda.encode_lattice(xd.__dlpack__(stream=1), factor=1.0, **kw)[4]
@@ -356,6 +357,8 @@ def main() -> int:
                         help="compare every sub-vector up to this m, a sample above")
     parser.add_argument("--repeat", type=int, default=1, help="runs per timing (best of)")
     parser.add_argument("--no-tests", action="store_true", help="skip the cuda tests")
+    parser.add_argument("--lattices", nargs="+", default=list(LATTICES), choices=list(LATTICES),
+                        help="the lattices of the table (default: Z D4 E8)")
     parser.add_argument("--dump", type=Path, default=None,
                         help="a folder for the inputs and results of differing symbol checks")
     args = parser.parse_args()
@@ -369,7 +372,7 @@ def main() -> int:
         run_tests()
     same = z_symbols(args.dump)
     same &= table([int(s) for s in args.sizes], args.chunks, int(args.compare_max),
-                  max(1, args.repeat))
+                  max(1, args.repeat), {k: LATTICES[k] for k in args.lattices})
     print(summary)
     return 0 if tests_ok and same else 1
 

@@ -216,19 +216,23 @@ CEPAM_HD inline std::size_t z_block_symbols(const ZSymbolModel& z, std::size_t c
                                             AnsSymbol* out) {
   const std::size_t n = static_cast<std::size_t>(z.n);
   std::size_t k = 0;
+  // Each value's symbols go to a local array first, then (out given) to out
+  // + k: the writes to out are plain stores to the caller's buffer, never
+  // through a pointer that may be either (on a GPU: local or global memory).
   AnsSymbol tmp[kMaxCellSymbols];
+  const auto put = [&](int s) {
+    if (out != nullptr)
+      for (int i = 0; i < s; ++i) out[k + static_cast<std::size_t>(i)] = tmp[i];
+    k += static_cast<std::size_t>(s);
+  };
   for (std::size_t j0 = 0; j0 < count; j0 += z.block) {
     const std::size_t j1 = count - j0 < z.block ? count : j0 + z.block;
-    for (std::size_t j = j0; j < j1; ++j) {
-      const int s = geometric_symbols(z.geometric, H[j], out != nullptr ? out + k : tmp);
-      k += static_cast<std::size_t>(s);
-    }
+    for (std::size_t j = j0; j < j1; ++j) put(geometric_symbols(z.geometric, H[j], tmp));
     for (std::size_t j = j0; j < j1; ++j) {
       for (std::size_t c = 0; c < n; ++c) {
         const std::size_t i = j * n + n - 1 - c;
         const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.diag[c], beta[j] * V[i]);
-        const int s = cell_symbols(z.cdf, M[i], l, out != nullptr ? out + k : tmp);
-        k += static_cast<std::size_t>(s);
+        put(cell_symbols(z.cdf, M[i], l, tmp));
       }
     }
   }

@@ -104,8 +104,8 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
 }
 
 // Segment s of Z^n's body, one thread a segment (symbol_core.hpp's
-// z_segment_symbols): its symbol count (symbols = nullptr) or its symbols
-// at symbols + first[s].
+// z_segment_symbols): its symbols at symbols + first[s] (symbols = nullptr:
+// none), and its symbol count at counts[s] (counts = nullptr: none).
 __global__ void z_symbols_kernel(ZSymbolModel z, unsigned long long N, unsigned long long S,
                                  unsigned long long segments, const std::uint32_t* H,
                                  const std::int64_t* M, const double* beta, const double* V,
@@ -188,20 +188,30 @@ void z_symbols_on_device(const ZSymbolModel& z, const std::uint32_t* H, const st
   }
   for (std::size_t s = 0; s < segments; ++s) first[s + 1] += first[s];
   symbols = std::make_unique<Scratch>(device, first[segments] * sizeof(AnsSymbol));
+  // The second pass counts again (into zeroed counts): a pass that did not
+  // run, or ran otherwise than the first, is an error, not a wrong body.
+  std::vector<std::uint64_t> again(segments);
   try {
     check(cudaMemcpyAsync(tables.at<std::uint64_t>(off_first), first.data(), (segments + 1) * 8,
                           cudaMemcpyHostToDevice, stream), "copy the segments' offsets");
+    check(cudaMemsetAsync(tables.at<std::uint64_t>(off_counts), 0, segments * 8, stream),
+          "reset the symbol counts");
     kernel_timer.start();  // the second: the symbols
     z_symbols_kernel<<<blocks, kStreamThreads, 0, stream>>>(
         dz, N, S, segments, H, M, beta, V, tables.at<std::uint64_t>(off_first),
-        symbols->at<AnsSymbol>(0), nullptr);
+        symbols->at<AnsSymbol>(0), tables.at<std::uint64_t>(off_counts));
     check(cudaGetLastError(), "launch the symbol kernel");
     kernel_timer.stop(&t.kernel_ms);
+    check(cudaMemcpyAsync(again.data(), tables.at<std::uint64_t>(off_counts), segments * 8,
+                          cudaMemcpyDeviceToHost, stream), "copy the symbol counts");
     check(cudaStreamSynchronize(stream), "synchronize");
   } catch (...) {
     cudaStreamSynchronize(stream);
     throw;
   }
+  for (std::size_t s = 0; s < segments; ++s)
+    if (again[s] != first[s + 1] - first[s])
+      throw DeviceError("the symbol kernel's second pass counted other symbols than its first");
 }
 
 }  // namespace
