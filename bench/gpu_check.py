@@ -10,7 +10,10 @@
    the sum-of-squares and source-model statistics kernels, encode of CUDA
    tensors with no copy of the update to the host, and decode(device="cuda").  Fails when one fails, or when none ran (all
    skipped: no device, no cepam._cuda or no torch with CUDA).
-2. For each size and lattice (Z, D4, E8; float32, Gaussian sigma = 1e-3,
+2. The symbol kernel of lattice Z against its host twin symbol by symbol,
+   and the device-resident stage in full, on small updates (z_symbols();
+   with --dump, the inputs and results of a difference are saved).  Then
+   for each size and lattice (Z, D4, E8; float32, Gaussian sigma = 1e-3,
    rms/sigma = 10): the GPU's H, M, beta and V against the host's
    per-sub-vector computation for several launch chunks (at every size up to
    --compare-max, and at a sample of sub-vectors above), and the payload of
@@ -26,6 +29,8 @@
    host twins, with the source model fitted from the GPU's statistics against
    the CPU's fit; and the ANS body of lattice Z coded on the GPU (the
    symbol and rANS kernels, what encode runs on Z) against the CPU's body.
+4. With --profile: where one encode of a CUDA tensor and one
+   decode(device="cuda") spend their time, by function (cProfile).
 
 Exits non-zero when there is no CUDA path, a test fails or all skip, or any
 comparison differs.
@@ -313,6 +318,46 @@ def z_symbols(dump: Path | None) -> bool:
     return same
 
 
+def profile(m: int, lattices: list[str], top: int = 14) -> None:
+    """Where an encode of a CUDA tensor and a decode(device="cuda") spend
+    their wall time, by Python function (cProfile; a native call is one
+    entry, so cumulative times show the native calls, the host checks and
+    the sealing apart): one warm call of each, m coordinates, per lattice."""
+    import cProfile
+    import io
+    import pstats
+
+    import torch
+
+    import cepam
+
+    secret = bytes(range(100, 132))
+    x = (np.random.default_rng(3).normal(size=m) * 10 * SIGMA).astype(np.float32)
+    xd = torch.from_numpy(x).cuda()
+    for lat in lattices:
+        enc = dict(secret=secret, round=0, client=0, lattice=lat, clip=1e9)
+        calls = {"encode": lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc)}
+        payload = calls["encode"]()  # warm
+        calls["decode(device='cuda')"] = lambda: (cepam.decode(payload, secret=secret,
+                                                                device="cuda"),
+                                                   torch.cuda.synchronize())
+        calls["decode(device='cuda')"]()  # warm
+        for what, call in calls.items():
+            torch.cuda.synchronize()
+            prof = cProfile.Profile()
+            t0 = time.perf_counter()
+            prof.runcall(call)
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - t0
+            out = io.StringIO()
+            pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
+            lines = [line for line in out.getvalue().splitlines()
+                     if line.strip() and not line.lstrip().startswith(("Ordered", "List"))]
+            print(f"\nprofile: {what}, {lat}, m = {m:.0e}: {wall:.3f} s wall")
+            print("\n".join(lines[-top - 1:]))
+    del xd
+
+
 def z_bodies(x, repeat: int) -> bool:
     """The ANS body of lattice Z coded on the GPU from the stage to the
     streams (``_cuda.encode_z_ans_body``: the symbol kernel, then the rANS
@@ -359,6 +404,9 @@ def main() -> int:
     parser.add_argument("--no-tests", action="store_true", help="skip the cuda tests")
     parser.add_argument("--lattices", nargs="+", default=list(LATTICES), choices=list(LATTICES),
                         help="the lattices of the table (default: Z D4 E8)")
+    parser.add_argument("--profile", action="store_true",
+                        help="then profile one encode and decode(device='cuda') per lattice at "
+                             "the largest size")
     parser.add_argument("--dump", type=Path, default=None,
                         help="a folder for the inputs and results of differing symbol checks")
     args = parser.parse_args()
@@ -373,6 +421,8 @@ def main() -> int:
     same = z_symbols(args.dump)
     same &= table([int(s) for s in args.sizes], args.chunks, int(args.compare_max),
                   max(1, args.repeat), {k: LATTICES[k] for k in args.lattices})
+    if args.profile:
+        profile(int(max(args.sizes)), args.lattices)
     print(summary)
     return 0 if tests_ok and same else 1
 

@@ -16,7 +16,8 @@
 #    LOG_DIR): correctness, quickly;
 # 4. bench/throughput.py at m = 10^7 (best of 3) and 10^8 (one run) on 1, 2
 #    and all threads (the CPU's scaling; needs no GPU, but needs the cores);
-# 5. bench/gpu_check.py at m = 10^8, best of 2 (the GPU table).
+# 5. bench/gpu_check.py at m = 10^8, best of 2 (the GPU table), and where
+#    one encode and decode spend their time (--profile).
 # STEPS (default "tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8")
 # picks steps after the build.
 # Each step has its own time limit so that a hang costs one step, not the
@@ -65,7 +66,7 @@ for s in ${STEPS:-tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8}; do
   gpu_1e6) TAIL=40 step gpu_check_1e6 90 gpu_check_1e6.log "$py" bench/gpu_check.py --no-tests \
     --sizes 1e6 --dump "$out" ;;
   gpu_1e8) TAIL=30 step gpu_check_1e8 200 gpu_check_1e8.log "$py" bench/gpu_check.py --no-tests \
-    --sizes 1e8 --repeat 2 ;;
+    --sizes 1e8 --repeat 2 --profile ;;
   throughput_1e7) TAIL=20 step throughput_1e7 120 throughput_1e7.log "$py" bench/throughput.py \
     --m 1e7 --repeat 3 --threads 1 2 "$(nproc)" ;;
   throughput_1e8) TAIL=20 step throughput_1e8 300 throughput_1e8.log "$py" bench/throughput.py \

@@ -37,7 +37,7 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
 // Appends the streams to out and their lengths to sizes, and sets last to
 // the last segment's symbols (for the bomb rule's padding, done on the
 // host: payload/ans_streams.hpp's assemble_z_body).  Throws DeviceError for
-// CUDA failures.  Never run on a GPU yet (bench/gpu_check.py checks it).
+// CUDA failures.  Ran on an H100 to the CPU's bytes (bench/gpu_check.py).
 void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
                    const double* beta, const double* V, std::size_t N, std::size_t S,
                    int device, std::uintptr_t stream, std::vector<std::uint8_t>& out,

@@ -406,6 +406,27 @@ def test_z_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, n, dtype, m, spr
 
 @needs_gpu
 @pytest.mark.cuda
+@pytest.mark.parametrize("mech,n,m", [(1, 1, 4_099), (1, 2, 4_099), (2, 1, 3 * (1 << 17) + 5),
+                                      (1, 8, 8_193)])
+def test_the_symbol_kernel_gives_the_host_twins_symbols(mech, n, m):
+    """The symbol kernel (_cuda.z_symbols) against its host twin
+    (hooks.z_symbols), symbol by symbol.  On its first GPU run (H100, nvcc
+    13.0) the kernel's counts were right but its symbols never reached the
+    output, while it stored through a pointer to either a local array or the
+    output; whole-body tests saw only a wrong stream."""
+    import torch
+
+    x = np.random.default_rng(m + n).normal(scale=3.0, size=m).astype(np.float32)
+    kw = dict(_kw(mech, 1, n), factor=0.75)
+    first, start, freq = _cuda.z_symbols(torch.from_numpy(x).cuda().__dlpack__(stream=1),
+                                         statistics=hooks.model_statistics(x, factor=0.75), **kw)
+    h_first, h_start, h_freq = hooks.z_symbols(x, **kw)
+    assert np.array_equal(first, h_first)
+    assert np.array_equal(start, h_start) and np.array_equal(freq, h_freq)
+
+
+@needs_gpu
+@pytest.mark.cuda
 @pytest.mark.parametrize("chunk", [1, 1000, 4096, 1 << 20])
 def test_gpu_results_do_not_depend_on_the_launch_chunk(chunk):
     import torch

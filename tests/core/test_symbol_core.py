@@ -75,3 +75,28 @@ def test_the_shared_symbol_code_refuses_other_lattices():
         hooks.ans_body_by_streams(np.ones(16, np.float32), key=KEY, factor=1.0,
                                   params=_core.Params(mechanism=GAUSSIAN, scale=0.5, lattice=A2,
                                                       n=2), shared_symbols=True)
+
+
+@pytest.mark.parametrize("mech,n,m", [(GAUSSIAN, 1, 4099), (LAPLACE, 2, 3 * (1 << 17) + 5),
+                                      (GAUSSIAN, 3, 2 * (1 << 17))])
+def test_the_symbol_hook_gives_each_segments_coded_symbols(mech, n, m):
+    """hooks.z_symbols (what tests/core/test_cuda.py compares the GPU's
+    symbols with, symbol by symbol): each segment's run of symbols, coded
+    as a stream, is that segment's stream in the CPU's body."""
+    from cepam import _core
+
+    x = _inputs("heavy", m, np.float32, seed=m)
+    kw = dict(key=KEY, params=_core.Params(mechanism=mech, scale=0.5, lattice=Z, n=n),
+              factor=0.75)
+    first, start, freq = hooks.z_symbols(x, **kw)
+    assert first.dtype == np.uint64 and start.dtype == freq.dtype == np.uint32
+    assert first[0] == 0 and first[-1] == start.size == freq.size
+    assert len(first) - 1 == -(-m // (n * ((1 << 17) // n)))  # segments of 2^17 // n sub-vectors
+    body = _core.encode(x, coder=ANS, threads=2, **kw)
+    streams = hooks.rans_encode_segments(start, freq, first)
+    at = len(hooks.source_model_fit(x, factor=0.75, params=kw["params"], threads=1))
+    for stream in streams:
+        size = int.from_bytes(body[at:at + 4], "little")
+        assert body[at + 4:at + 4 + size] == stream
+        at += 4 + size
+    assert at == len(body)
