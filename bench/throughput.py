@@ -204,6 +204,11 @@ def main() -> None:
         parts = serial_parts(x, row["payload"], name, a.coder, a.repeat)
         one = {k: row["wall"][k, 1] for k in ("encode", "decode")}
         rows.append((name, row, print_serial(name, parts, one, m)))
+        # (each lattice's speeds as soon as they are measured, for runs cut short)
+        print(f"{name} speed: " + "; ".join(
+            f"{what} " + " / ".join(f"{m / row['wall'][what, t] / 1e6:.1f}" for t in counts)
+            + f" M/s on {'/'.join(map(str, counts))} threads" for what in ("encode", "decode")),
+            flush=True)
     print(f"\nSpeed: M coordinates/s (wall clock); speedup over 1 thread, and in brackets "
           f"Amdahl's prediction from f (free cores, segments of 2^17 permitting); 'split': CPU "
           f"time on 1 thread / CPU span on {counts[-1]} (see span()).  Payload bytes identical "
