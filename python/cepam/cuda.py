@@ -44,9 +44,9 @@ only the trial indices H and lattice points M travel, and the GPU kernel
 writes the update into device memory, where it stays.
 
 All of this ran on an NVIDIA H100 (CUDA 13.0, torch 2.11): the ``cuda``
-tests pass and ``bench/gpu_check.py`` finds the CPU's bytes (payloads,
-stages, symbols, streams, norms, model statistics, decoded values) at
-m = 10^6 and 10^8.
+tests passed and ``bench/gpu_check.py`` found the CPU's bytes (payloads,
+stages, symbols, streams, norms, model statistics, decoded values); see
+``docs/guide/gpu.md`` for what ran where and how fast.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
 are copied to the host, with a one-time :class:`HostCopyWarning`, and
