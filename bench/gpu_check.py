@@ -22,7 +22,8 @@
    (``cepam.cuda.LatticeStage.host`` never called).
 3. Prints the table of issue 24, in millions of coordinates per second: the
    LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
-   (payload bytes in host memory), ``cepam.encode`` on all CPU cores, and
+   (payload bytes in host memory; on Z also with the body coded on the GPU,
+   which encode does not do by default), ``cepam.encode`` on all CPU cores, and
    ``cepam.decode(device="cuda")`` end to end against the CPU decode; then
    the clip's sum-of-squares kernel and the source model's statistics
    kernels (both used by encode) and the rANS segment kernel against their
@@ -182,6 +183,8 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
             print(f"| {m:.0e} | {lat} | {rate(m, kernel_s):,.0f} | {rate(m, transfer_s):,.0f} | "
                   f"{rate(m, t_gpu):,.0f} | {rate(m, t_cpu):,.0f} | {rate(m, t_dgpu):,.0f} | "
                   f"{rate(m, t_dcpu):,.0f} | {'yes' if ok else 'NO'} |", flush=True)
+            if lat == "Z":
+                same &= z_body_row(m, xd, enc, p_cpu, repeat)
         del xd
         torch.cuda.empty_cache()
     same &= kernels(sizes[-1], repeat)
@@ -189,6 +192,29 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
           "the update), same decoded values, same norms, model statistics and rANS streams:",
           "yes" if same else "NO")
     return same
+
+
+def z_body_row(m: int, xd, enc: dict, expected: bytes, repeat: int) -> bool:
+    """A row for cepam.encode of the CUDA tensor on Z with its body coded on
+    the GPU (LatticeStage.z_ans_body; not encode's default,
+    LatticeStage.codes_z_body): its speed, and its payload against the
+    CPU's."""
+    import cepam
+    from cepam import cuda
+
+    policy = cuda.LatticeStage.codes_z_body
+    cuda.LatticeStage.codes_z_body = lambda self, params: True
+    try:
+        t, payload = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc), repeat)
+        ok = payload == expected
+    except cepam.errors.DeviceError as e:
+        print(f"  DeviceError: m = {m}, Z with the body on the GPU: {e}")
+        t, ok = float("inf"), False
+    finally:
+        cuda.LatticeStage.codes_z_body = policy
+    print(f"| {m:.0e} | Z, body coded on the GPU | | | {m / t / 1e6:,.0f} | | | | "
+          f"{'yes' if ok else 'NO'} |", flush=True)
+    return ok
 
 
 def _count_host_copies() -> dict[str, int]:

@@ -370,7 +370,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         if gpu is None:
             body = _core.encode(flat, key=key, params=params, factor=factor, coder=coder,
                                 threads=threads)
-        elif code == LATTICE_CODES["Z"] and coder == CODER_CODES["ans"]:
+        elif (code == LATTICE_CODES["Z"] and coder == CODER_CODES["ans"]
+              and gpu.codes_z_body(params)):
             # Z with the ANS coder: the body coded on the GPU, streams only back
             body = gpu.z_ans_body(params, key=key, factor=factor, statistics=statistics)
         else:  # the update is not read on the host: the GPU's stage and statistics

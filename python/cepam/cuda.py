@@ -23,12 +23,14 @@ the GPU, their tree on the host: the CPU's bits), the entropy coder's
 source-model statistics (the largest magnitude and the per-cell integer
 counts, ``csrc/coding/model_stats.hpp``; the host fits the model from them,
 the CPU's model bit for bit), the sample ``lattice="auto"`` codes (copied
-alone) and the LRSUQ stage.  On lattice Z (n = 1 to 8) with the ANS coder
-the stage's results stay on the GPU, where each segment's symbols are
-computed (``csrc/coding/symbol_core.hpp``, the CPU coder's own functions)
-and coded by the rANS kernel: only the segments' streams come back
-(:meth:`LatticeStage.z_ans_body`).  Elsewhere the stage's results (H, M and
-the side information beta, V) come back to the host for the entropy coder.  The update comes to
+alone) and the LRSUQ stage.  The stage's results (H, M and the side
+information beta, V) come back to the host for the entropy coder.  On
+lattice Z (n = 1 to 8) with the ANS coder the whole body can also be coded
+on the GPU: the stage stays there, each segment's symbols are computed
+(``csrc/coding/symbol_core.hpp``, the CPU coder's own functions) and coded
+by the rANS kernel, and only the segments' streams come back
+(:meth:`LatticeStage.z_ans_body`); encode does not use it yet, as it is
+slower (:meth:`LatticeStage.codes_z_body`).  The update comes to
 the host only where the CPU codec's rare paths need it: squares that
 overflow or underflow, a NaN or infinite value (the error names it),
 running statistics clipped apart (``buffers="separate"``, over the clip;
@@ -336,6 +338,20 @@ class LatticeStage:
         check_stage((H, M, beta, V), self._pieces(indices, params.n), indices, m=m, key=key,
                     params=params, factor=factor)
         return H, M, beta, V
+
+    def codes_z_body(self, params: Any) -> bool:
+        """Whether :func:`cepam.encode` codes this update's body on lattice Z
+        with the ANS coder on the GPU (:meth:`z_ans_body`) rather than on the
+        host from the GPU's stage (``params``: the core's ``_core.Params``).
+
+        Not yet, whatever the update: on an NVIDIA H100 the symbol kernel,
+        one segment of 2^17 coordinates a thread, made encode of a CUDA
+        tensor slower at m = 10^6 (1 M coordinates/s, against 16 for D4 on
+        the host path) and no faster at 10^8 (114, as D4 and E8 on the host
+        path), and the path holds at least 44 bytes of device memory a
+        coordinate on Z^1 (the stage, the symbols, the rANS words and room:
+        4.4 GB at 10^8).  Both paths give the CPU's bytes."""
+        return False
 
     def z_ans_body(self, params: Any, *, key: bytes, factor: float,
                    statistics: tuple[float, np.ndarray]) -> bytes:

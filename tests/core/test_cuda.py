@@ -260,8 +260,12 @@ def test_gpu_lattice_stage_is_bit_identical(mech, lattice, n, dtype):
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("lattice", ["Z", "E8", "auto"])
-def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, monkeypatch):
+@pytest.mark.parametrize("lattice,z_body", [("Z", False), ("Z", True), ("E8", False),
+                                            ("auto", False), ("auto", True)])
+def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, z_body,
+                                                                     monkeypatch):
+    """z_body: Z bodies coded on the GPU (not by default:
+    LatticeStage.codes_z_body)."""
     import torch
 
     update = {"w": torch.randn(300, 7, generator=torch.Generator().manual_seed(0)),
@@ -270,12 +274,14 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, mon
     expected = cepam.encode(update, cepam.Gaussian(sigma=0.05), **kw)
     on_gpu = {k: v.cuda() for k, v in update.items()}
     calls = _spy(monkeypatch)
+    if z_body:
+        monkeypatch.setattr(cuda.LatticeStage, "codes_z_body", lambda self, params: True)
     assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
-    # The GPU path ran (on Z the body coded there), checked.
+    # The GPU path ran (on Z, if asked, the body coded there), checked.
     assert calls["stage"] + calls["zbody"] >= 1
     assert calls["check"] == calls["stage"] + calls["zbody"] and calls["segment"] == calls["zbody"]
     if lattice != "auto":
-        assert calls["zbody"] == (1 if lattice == "Z" else 0)
+        assert calls["zbody"] == (1 if lattice == "Z" and z_body else 0)
     assert calls["squares"] == 1 and calls["model"] == 1  # the norm and the model's statistics
     assert calls["host"] == 0 and calls["flatten"] == 0  # the update never came to the host
     out = cepam.decode(expected, secret=SECRET, device="cuda")
@@ -373,6 +379,7 @@ def test_a_wrong_z_body_from_the_gpu_raises_device_error(what, monkeypatch):
         return body, (H, M, beta, V), timing
 
     monkeypatch.setattr(_cuda, "encode_z_ans_body", wrong)
+    monkeypatch.setattr(cuda.LatticeStage, "codes_z_body", lambda self, params: True)
     x = torch.randn(5000, device="cuda")
     with pytest.raises(DeviceError, match="sub-vector 0 of" if what == "stage" else "segment 0"):
         cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,

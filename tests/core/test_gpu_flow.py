@@ -142,6 +142,20 @@ def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
 # --- lattice Z with the ANS coder: the body coded on the GPU ------------------
 
 
+def _z_body_on_gpu(monkeypatch):
+    """Encode codes Z bodies on the GPU from now on (it does not by default:
+    LatticeStage.codes_z_body)."""
+    monkeypatch.setattr(_TwinStage, "codes_z_body", lambda self, params: True)
+
+
+def test_z_bodies_are_coded_on_the_host_from_the_gpus_stage_by_default(monkeypatch):
+    update = _normal(300_001, np.float32)
+    expected = _encode(update, clip=10.0, lattice="Z")
+    twin = _twin(monkeypatch)
+    assert _encode(update, clip=10.0, lattice="Z") == expected
+    assert twin["stage"] == 1 and twin["z_body"] == 0 and twin["host"] == 0
+
+
 @pytest.mark.parametrize("dim,m,dtype,sigma", [(1, 4_099, np.float32, 0.05),
                                                (2, 3 * (1 << 17) + 5, np.float64, 0.05),
                                                (3, 300_001, np.float32, 1e-6),
@@ -155,6 +169,7 @@ def test_z_ans_bodies_coded_on_the_gpu_give_the_cpu_payload(dim, m, dtype, sigma
     kw = dict(clip=10.0, lattice="Z", dim=dim, sigma=sigma)
     expected = _encode(update, **kw)
     twin = _twin(monkeypatch)
+    _z_body_on_gpu(monkeypatch)
     assert _encode(update, **kw) == expected
     assert twin["z_body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
 
@@ -184,6 +199,7 @@ def test_a_wrong_z_body_or_stage_from_the_gpu_raises(what, monkeypatch):
     stream changed)."""
     update = _normal(5_000, np.float32)
     _twin(monkeypatch)
+    _z_body_on_gpu(monkeypatch)
     _corrupt(monkeypatch, what)
     with pytest.raises(cepam.errors.DeviceError, match="stage differs" if what != "stream"
                        else "segment 0"):
