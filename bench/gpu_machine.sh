@@ -31,7 +31,7 @@ export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CEPAM_REQUIRE_CU
 py="${PYTHON:-python3}"
 command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 status=0
-step() {  # step NAME LIMIT_S LOG COMMAND...: runs, tees to LOG, prints the tail and time
+step() {  # step NAME LIMIT_S LOG COMMAND...: runs into LOG, prints its tail and the time
   local name="$1" limit="$2" log="$3" t0 rc
   shift 3
   t0=$(date +%s)
@@ -46,6 +46,7 @@ step() {  # step NAME LIMIT_S LOG COMMAND...: runs, tees to LOG, prints the tail
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 nvcc --version | tail -n 2
+lscpu 2>/dev/null | grep -E "^(Model name|Socket|Core|Thread)" || true  # cores or SMT threads
 "$py" -c 'import sys, torch, numpy; print(sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__, "cpus", __import__("os").cpu_count())'
 arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)"
 
