@@ -111,8 +111,8 @@ __global__ void pack_kernel(const std::uint32_t* H, unsigned long long count,
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
   const unsigned long long start = blockIdx.x * static_cast<unsigned long long>(blockDim.x) +
                                    threadIdx.x;
-  for (unsigned long long i = start; i < count; i += stride) compact::put_unsigned(h_out, i, wh, H[i]);
-  for (unsigned long long i = start; i < coords; i += stride) compact::put_signed(m_out, i, wm, M[i]);
+  for (unsigned long long i = start; i < count; i += stride) compact::PackedUnsigned::put(h_out, i, wh, H[i]);
+  for (unsigned long long i = start; i < coords; i += stride) compact::PackedSigned::put(m_out, i, wm, M[i]);
 }
 
 // The inverse of pack_kernel (compact.hpp).
@@ -123,8 +123,8 @@ __global__ void unpack_kernel(const void* h_in, unsigned long long count, const 
   const unsigned long long start = blockIdx.x * static_cast<unsigned long long>(blockDim.x) +
                                    threadIdx.x;
   for (unsigned long long i = start; i < count; i += stride)
-    H[i] = static_cast<std::uint32_t>(compact::get_unsigned(h_in, i, wh));
-  for (unsigned long long i = start; i < coords; i += stride) M[i] = compact::get_signed(m_in, i, wm);
+    H[i] = static_cast<std::uint32_t>(compact::PackedUnsigned::get(h_in, i, wh));
+  for (unsigned long long i = start; i < coords; i += stride) M[i] = compact::PackedSigned::get(m_in, i, wm);
 }
 
 unsigned int blocks_for(std::size_t count) {

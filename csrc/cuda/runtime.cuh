@@ -19,66 +19,47 @@ inline void check(cudaError_t e, const char* what) {
   }
 }
 
-// Device scratch of one chunk, freed on scope exit.
-class Scratch {
+// Memory owned by a scoped buffer (device or page-locked host), addressed
+// by byte offsets.
+class Bytes {
  public:
-  Scratch(int device, std::size_t bytes) : device_(device), ptr_(device_alloc(device, bytes)) {}
-  ~Scratch() { device_free(device_, ptr_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
+  Bytes(const Bytes&) = delete;
+  Bytes& operator=(const Bytes&) = delete;
   template <class U>
   U* at(std::size_t byte_offset) const {
     return reinterpret_cast<U*>(static_cast<char*>(ptr_) + byte_offset);
   }
 
- private:
-  int device_;
+ protected:
+  explicit Bytes(void* ptr) : ptr_(ptr) {}
+  ~Bytes() = default;
   void* ptr_;
 };
 
-// CUDA events around a stream's work, summed into a Timing field.
-class Timer {
+// Device scratch of one chunk, freed on scope exit.
+class Scratch : public Bytes {
  public:
-  explicit Timer(cudaStream_t stream) : stream_(stream) {
-    check(cudaEventCreate(&start_), "event");
-    check(cudaEventCreate(&stop_), "event");
-  }
-  ~Timer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  void start() { check(cudaEventRecord(start_, stream_), "event record"); }
-  void stop(double* total_ms) {
-    check(cudaEventRecord(stop_, stream_), "event record");
-    check(cudaEventSynchronize(stop_), "event synchronize");
-    float ms = 0.0f;
-    check(cudaEventElapsedTime(&ms, start_, stop_), "event time");
-    *total_ms += ms;
-  }
+  Scratch(int device, std::size_t bytes) : Bytes(device_alloc(device, bytes)), device_(device) {}
+  ~Scratch() { device_free(device_, ptr_); }
 
  private:
-  cudaStream_t stream_;
-  cudaEvent_t start_{}, stop_{};
+  int device_;
 };
 
 // Page-locked host memory (cudaHostAlloc), for asynchronous copies at
 // the bus's speed; freed on scope exit.
-class Pinned {
+class Pinned : public Bytes {
  public:
-  explicit Pinned(std::size_t bytes) {
-    check(cudaHostAlloc(&ptr_, bytes == 0 ? 1 : bytes, cudaHostAllocDefault),
-          "allocate pinned host memory");
-  }
+  explicit Pinned(std::size_t bytes) : Bytes(allocate(bytes)) {}
   ~Pinned() { cudaFreeHost(ptr_); }
-  Pinned(const Pinned&) = delete;
-  Pinned& operator=(const Pinned&) = delete;
-  template <class U>
-  U* at(std::size_t byte_offset) const {
-    return reinterpret_cast<U*>(static_cast<char*>(ptr_) + byte_offset);
-  }
 
  private:
-  void* ptr_ = nullptr;
+  static void* allocate(std::size_t bytes) {
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault),
+          "allocate pinned host memory");
+    return p;
+  }
 };
 
 // A CUDA event, destroyed on scope exit.
@@ -99,6 +80,22 @@ class Event {
 
  private:
   cudaEvent_t e_{};
+};
+
+// CUDA events around a stream's work, summed into a Timing field.
+class Timer {
+ public:
+  explicit Timer(cudaStream_t stream) : stream_(stream) {}
+  void start() { start_.record(stream_); }
+  void stop(double* total_ms) {
+    stop_.record(stream_);
+    stop_.wait();
+    *total_ms += stop_.since(start_);
+  }
+
+ private:
+  cudaStream_t stream_;
+  Event start_, stop_;
 };
 
 class DeviceGuard {

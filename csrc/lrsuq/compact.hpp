@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/host_device.hpp"
 
@@ -24,41 +25,32 @@ CEPAM_HD inline int signed_width(std::int64_t lo, std::int64_t hi) {
   return fits(0x7f) ? 1 : fits(0x7fff) ? 2 : fits(0x7fffffff) ? 4 : 8;
 }
 
-// Element i of a packed array of `width`-byte unsigned values.
-CEPAM_HD inline void put_unsigned(void* out, std::size_t i, int width, std::uint64_t v) {
-  switch (width) {
-    case 1: static_cast<std::uint8_t*>(out)[i] = static_cast<std::uint8_t>(v); return;
-    case 2: static_cast<std::uint16_t*>(out)[i] = static_cast<std::uint16_t>(v); return;
-    case 4: static_cast<std::uint32_t*>(out)[i] = static_cast<std::uint32_t>(v); return;
-    default: static_cast<std::uint64_t*>(out)[i] = v; return;
+// Element i of a packed array of `width`-byte integers (1, 2, 4 or 8),
+// signed or unsigned: the element type of each width, one switch.
+template <bool Signed>
+struct Packed {
+  template <class U>
+  using Like = std::conditional_t<Signed, std::make_signed_t<U>, U>;
+  using Value = Like<std::uint64_t>;
+  CEPAM_HD static void put(void* out, std::size_t i, int width, Value v) {
+    switch (width) {
+      case 1: static_cast<Like<std::uint8_t>*>(out)[i] = static_cast<Like<std::uint8_t>>(v); return;
+      case 2: static_cast<Like<std::uint16_t>*>(out)[i] = static_cast<Like<std::uint16_t>>(v); return;
+      case 4: static_cast<Like<std::uint32_t>*>(out)[i] = static_cast<Like<std::uint32_t>>(v); return;
+      default: static_cast<Value*>(out)[i] = v; return;
+    }
   }
-}
-CEPAM_HD inline std::uint64_t get_unsigned(const void* in, std::size_t i, int width) {
-  switch (width) {
-    case 1: return static_cast<const std::uint8_t*>(in)[i];
-    case 2: return static_cast<const std::uint16_t*>(in)[i];
-    case 4: return static_cast<const std::uint32_t*>(in)[i];
-    default: return static_cast<const std::uint64_t*>(in)[i];
+  CEPAM_HD static Value get(const void* in, std::size_t i, int width) {
+    switch (width) {
+      case 1: return static_cast<const Like<std::uint8_t>*>(in)[i];
+      case 2: return static_cast<const Like<std::uint16_t>*>(in)[i];
+      case 4: return static_cast<const Like<std::uint32_t>*>(in)[i];
+      default: return static_cast<const Value*>(in)[i];
+    }
   }
-}
-
-// Element i of a packed array of `width`-byte signed values.
-CEPAM_HD inline void put_signed(void* out, std::size_t i, int width, std::int64_t v) {
-  switch (width) {
-    case 1: static_cast<std::int8_t*>(out)[i] = static_cast<std::int8_t>(v); return;
-    case 2: static_cast<std::int16_t*>(out)[i] = static_cast<std::int16_t>(v); return;
-    case 4: static_cast<std::int32_t*>(out)[i] = static_cast<std::int32_t>(v); return;
-    default: static_cast<std::int64_t*>(out)[i] = v; return;
-  }
-}
-CEPAM_HD inline std::int64_t get_signed(const void* in, std::size_t i, int width) {
-  switch (width) {
-    case 1: return static_cast<const std::int8_t*>(in)[i];
-    case 2: return static_cast<const std::int16_t*>(in)[i];
-    case 4: return static_cast<const std::int32_t*>(in)[i];
-    default: return static_cast<const std::int64_t*>(in)[i];
-  }
-}
+};
+using PackedUnsigned = Packed<false>;
+using PackedSigned = Packed<true>;
 
 // The range of a chunk: the largest H, the smallest and largest M.
 struct Range {
@@ -81,15 +73,15 @@ CEPAM_HD inline Range range_of(const std::uint32_t* H, std::size_t count, const 
 // unpacks them (the host twin of the transfers: tests/core/test_compact.py).
 CEPAM_HD inline void pack(const std::uint32_t* H, std::size_t count, const std::int64_t* M,
                           std::size_t coords, int wh, int wm, void* h_out, void* m_out) {
-  for (std::size_t i = 0; i < count; ++i) put_unsigned(h_out, i, wh, H[i]);
-  for (std::size_t i = 0; i < coords; ++i) put_signed(m_out, i, wm, M[i]);
+  for (std::size_t i = 0; i < count; ++i) PackedUnsigned::put(h_out, i, wh, H[i]);
+  for (std::size_t i = 0; i < coords; ++i) PackedSigned::put(m_out, i, wm, M[i]);
 }
 CEPAM_HD inline void unpack(const void* h_in, std::size_t count, const void* m_in,
                             std::size_t coords, int wh, int wm, std::uint32_t* H,
                             std::int64_t* M) {
   for (std::size_t i = 0; i < count; ++i)
-    H[i] = static_cast<std::uint32_t>(get_unsigned(h_in, i, wh));
-  for (std::size_t i = 0; i < coords; ++i) M[i] = get_signed(m_in, i, wm);
+    H[i] = static_cast<std::uint32_t>(PackedUnsigned::get(h_in, i, wh));
+  for (std::size_t i = 0; i < coords; ++i) M[i] = PackedSigned::get(m_in, i, wm);
 }
 
 }  // namespace cepam::compact
