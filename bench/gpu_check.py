@@ -85,7 +85,8 @@ def best(fn, repeat: int) -> tuple[float, object]:
 
 
 def compare_stage(x, xd, kw, chunks: list[int], compare_max: int) -> bool:
-    """The GPU's (H, M, beta, V) for each launch chunk against the host's
+    """The GPU's (H, M, beta, V) for each launch chunk (the first received
+    on one host thread, the others on all) against the host's
     per-sub-vector computation: all of it up to compare_max coordinates, a
     sample of 4096 sub-vectors (by cepam.cuda.spot_indices) above."""
     from cepam import _core, _cuda, cuda
@@ -93,9 +94,10 @@ def compare_stage(x, xd, kw, chunks: list[int], compare_max: int) -> bool:
 
     n = kw["params"].n
     same = True
-    for chunk in chunks:
+    for i, chunk in enumerate(chunks):
+        threads = 1 if i == 0 else os.cpu_count() or 1
         H, M, beta, V, _ = _cuda.encode_lattice(xd.__dlpack__(stream=1), factor=1.0,
-                                                chunk=chunk, **kw)
+                                                chunk=chunk, threads=threads, **kw)
         if x.size <= compare_max:
             ref = hooks.encode_subvectors(x, factor=1.0, **kw)
             ok = all(a.tobytes() == b.tobytes() for a, b in zip((H, M, beta, V), ref))
@@ -113,7 +115,8 @@ def compare_stage(x, xd, kw, chunks: list[int], compare_max: int) -> bool:
                   and beta[rows].tobytes() == b.tobytes()
                   and V.reshape(-1, n)[rows].tobytes() == v.tobytes())
         if not ok:
-            print(f"  MISMATCH: the GPU's LRSUQ stage with chunk {chunk} differs from the host's")
+            print(f"  MISMATCH: the GPU's LRSUQ stage with chunk {chunk} ({threads} host threads) "
+                  "differs from the host's")
         same &= ok
     return same
 

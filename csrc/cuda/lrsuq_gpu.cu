@@ -212,7 +212,8 @@ void device_free(int device, void* ptr) noexcept {
 //   E(c): the LRSUQ kernel, the chunk's range, the range to the host;
 //   P(c): H and M packed at the narrowest widths of their range
 //         (compact.hpp), then H, M, beta and V to the host;
-//   W(c): the host widens H and M into the outputs and copies beta and V.
+//   W(c): the host widens H and M into the outputs and copies beta and V
+//         (on `threads` threads).
 // Iteration c enqueues E(c) and (once E(c-1)'s range is on the host)
 // P(c-1), then runs W(c-2) while the device works: the host's work
 // overlaps the device's.  A slot's device scratch is reused by E(c + 2),
@@ -221,7 +222,7 @@ template <class T>
 void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m,
                     double factor, int device, std::uintptr_t stream_id, std::uint32_t* H,
                     std::int64_t* M, double* beta, double* V, Timing* timing,
-                    std::size_t chunk) {
+                    std::size_t chunk, int threads) {
   check_factor(factor);
   Launch L(p, m, device, stream_id, chunk);
   const std::size_t C = L.chunk, Cn = C * L.un;
@@ -297,10 +298,18 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
     const std::size_t first = first_of(c), count = count_of(c), coords = count * L.un;
     sl.p1.wait();
     t.transfer_ms += sl.p1.since(sl.p0);
-    compact::unpack(host(s, h_ph), count, host(s, h_pm), coords, sl.wh, sl.wm, H + first,
-                    M + first * L.un);
-    std::memcpy(beta + first, host(s, h_beta), count * 8);
-    std::memcpy(V + first * L.un, host(s, h_v), coords * 8);
+    // H and M widened, beta and V copied, part by part on the threads.
+    const char* ph = host(s, h_ph);
+    const char* pm = host(s, h_pm);
+    const double* pb = reinterpret_cast<const double*>(host(s, h_beta));
+    const double* pv = reinterpret_cast<const double*>(host(s, h_v));
+    compact::for_parts(count, coords, threads, [&](std::size_t, std::size_t h0, std::size_t h1,
+                                                   std::size_t m0, std::size_t m1) {
+      compact::unpack(ph + h0 * sl.wh, h1 - h0, pm + m0 * sl.wm, m1 - m0, sl.wh, sl.wm,
+                      H + first + h0, M + first * L.un + m0);
+      std::memcpy(beta + first + h0, pb + h0, (h1 - h0) * 8);
+      std::memcpy(V + first * L.un + m0, pv + m0, (m1 - m0) * 8);
+    });
   };
   const std::size_t chunks = (L.N + C - 1) / C;
   try {
@@ -358,13 +367,14 @@ void encode_lattice_resident(const LrsuqParams& p, const ChaChaKey& key, const T
 
 // The decoder's pipeline, chunk by chunk through two slots: the host packs
 // a chunk's H and M at the narrowest widths of their range (compact.hpp)
-// into page-locked staging, the device copies them, widens them (unpack
-// kernel) and decodes; the host packs chunk c + 1 while the device works
-// on chunk c.  A slot is reused once its chunk's decode has completed.
+// into page-locked staging (on `threads` threads), the device copies them,
+// widens them (unpack kernel) and decodes; the host packs chunk c + 1
+// while the device works on chunk c.  A slot is reused once its chunk's
+// decode has completed.
 template <class T>
 void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
                     const std::int64_t* M, std::size_t m, int device, std::uintptr_t stream_id,
-                    T* y, Timing* timing, std::size_t chunk) {
+                    T* y, Timing* timing, std::size_t chunk, int threads) {
   Launch L(p, m, device, stream_id, chunk);
   const std::size_t C = L.chunk, Cn = C * L.un;
   const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
@@ -401,10 +411,11 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
       if (c >= 2) finish(c - 2);
       Slot& sl = slots[s];
       const std::size_t first = c * C, count = std::min(C, L.N - first), coords = count * L.un;
-      const compact::Range r = compact::range_of(H + first, count, M + first * L.un, coords);
+      const compact::Range r =
+          compact::range_of(H + first, count, M + first * L.un, coords, threads);
       const int wh = compact::unsigned_width(r.h_max), wm = compact::signed_width(r.m_lo, r.m_hi);
       compact::pack(H + first, count, M + first * L.un, coords, wh, wm, host(s, h_ph),
-                    host(s, h_pm));
+                    host(s, h_pm), threads);
       *staging.at<unsigned long long>(s * h_slot) = kNoFailure;
       sl.c0.record(L.stream);
       check(cudaMemcpyAsync(dev(s, 0), host(s, 0), 8, cudaMemcpyHostToDevice, L.stream),
@@ -438,10 +449,10 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
 
 template void encode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const float*,
                                     std::size_t, double, int, std::uintptr_t, std::uint32_t*,
-                                    std::int64_t*, double*, double*, Timing*, std::size_t);
+                                    std::int64_t*, double*, double*, Timing*, std::size_t, int);
 template void encode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const double*,
                                      std::size_t, double, int, std::uintptr_t, std::uint32_t*,
-                                     std::int64_t*, double*, double*, Timing*, std::size_t);
+                                     std::int64_t*, double*, double*, Timing*, std::size_t, int);
 template void encode_lattice_resident<float>(const LrsuqParams&, const ChaChaKey&, const float*,
                                              std::size_t, double, int, std::uintptr_t,
                                              std::uint32_t*, std::int64_t*, double*, double*,
@@ -452,9 +463,9 @@ template void encode_lattice_resident<double>(const LrsuqParams&, const ChaChaKe
                                               double*, double*, Timing*, std::size_t);
 template void decode_lattice<float>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
                                     const std::int64_t*, std::size_t, int, std::uintptr_t,
-                                    float*, Timing*, std::size_t);
+                                    float*, Timing*, std::size_t, int);
 template void decode_lattice<double>(const LrsuqParams&, const ChaChaKey&, const std::uint32_t*,
                                      const std::int64_t*, std::size_t, int, std::uintptr_t,
-                                     double*, Timing*, std::size_t);
+                                     double*, Timing*, std::size_t, int);
 
 }  // namespace cepam::gpu

@@ -38,13 +38,15 @@ int device_of(const void* ptr);
 // beta[N] and V[N n] (host memory, N = ceil(m / n)) as lrsuq_encode_range
 // gives them.  Throws the CPU codec's EncodingError for the first failing
 // sub-vector, and DeviceError for CUDA failures.  chunk: sub-vectors per
-// launch (0: kDefaultChunk; the results do not depend on it).
+// launch (0: kDefaultChunk; the results do not depend on it).  threads:
+// host threads that widen each chunk into the outputs (common/parallel.hpp;
+// the same results for every count).
 inline constexpr std::size_t kDefaultChunk = std::size_t{1} << 20;
 template <class T>
 void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m,
                     double factor, int device, std::uintptr_t stream, std::uint32_t* H,
                     std::int64_t* M, double* beta, double* V, Timing* timing,
-                    std::size_t chunk = 0);
+                    std::size_t chunk = 0, int threads = 1);
 
 // encode_lattice with H[N], M[N n], beta[N] and V[N n] in device memory
 // of `device` (the caller's), left there for the entropy coder's symbol
@@ -58,11 +60,11 @@ void encode_lattice_resident(const LrsuqParams& p, const ChaChaKey& key, const T
 
 // Decodes H[N] and M[N n] (host memory) into y[0..m) (device memory of
 // `device`), as lrsuq_decode; throws the CPU codec's FormatError for a bad
-// sub-vector.
+// sub-vector.  threads: host threads that pack each chunk for its copy.
 template <class T>
 void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint32_t* H,
                     const std::int64_t* M, std::size_t m, int device, std::uintptr_t stream,
-                    T* y, Timing* timing, std::size_t chunk = 0);
+                    T* y, Timing* timing, std::size_t chunk = 0, int threads = 1);
 
 // Device memory of `bytes` on `device` (cudaMalloc), and its release.
 void* device_alloc(int device, std::size_t bytes);

@@ -3,14 +3,20 @@
 // (cuda/lrsuq_gpu.cu): 1, 2 or 4 bytes a trial index, 1, 2, 4 or 8 a
 // coordinate, chosen from the chunk's range; written once for the host and
 // the device (CEPAM_HD) and checked on the host by a round trip
-// (tests/core/test_compact.py).
+// (tests/core/test_compact.py).  The host's side of a transfer (the range,
+// packing before a copy to the device, widening after a copy back) also
+// runs on the call's threads (the overloads taking `threads`), the same
+// values for every count.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "common/host_device.hpp"
+#include "common/parallel.hpp"
 
 namespace cepam::compact {
 
@@ -82,6 +88,61 @@ CEPAM_HD inline void unpack(const void* h_in, std::size_t count, const void* m_i
   for (std::size_t i = 0; i < count; ++i)
     H[i] = static_cast<std::uint32_t>(PackedUnsigned::get(h_in, i, wh));
   for (std::size_t i = 0; i < coords; ++i) M[i] = PackedSigned::get(m_in, i, wm);
+}
+
+// --- the host's side on several threads ---
+
+// The parts of a chunk that `threads` threads work on: at most one a
+// thread, each at least kPartElements values (a short chunk stays on the
+// calling thread).
+inline constexpr std::size_t kPartElements = std::size_t{1} << 16;
+inline std::size_t part_count(std::size_t count, std::size_t coords, int threads) {
+  const std::size_t most = static_cast<std::size_t>(std::max(threads, 1));
+  return std::max<std::size_t>(1, std::min(most, (count + coords) / kPartElements));
+}
+
+// Calls part(t, h0, h1, m0, m1) for each part t of part_count(count,
+// coords, threads), on up to `threads` threads: H[h0..h1) and M[m0..m1),
+// which tile H[0..count) and M[0..coords) in proportion.
+template <class Part>
+void for_parts(std::size_t count, std::size_t coords, int threads, Part&& part) {
+  const std::size_t T = part_count(count, coords, threads);
+  parallel_for(static_cast<int>(T), T, [&](std::size_t t) {
+    part(t, count * t / T, count * (t + 1) / T, coords * t / T, coords * (t + 1) / T);
+  });
+}
+
+// range_of, pack and unpack on up to `threads` threads (the same results).
+inline Range range_of(const std::uint32_t* H, std::size_t count, const std::int64_t* M,
+                      std::size_t coords, int threads) {
+  std::vector<Range> parts(part_count(count, coords, threads));
+  for_parts(count, coords, threads, [&](std::size_t t, std::size_t h0, std::size_t h1,
+                                        std::size_t m0, std::size_t m1) {
+    parts[t] = range_of(H + h0, h1 - h0, M + m0, m1 - m0);
+  });
+  Range r{0, 0, 0};
+  for (const Range& q : parts) {
+    r.h_max = std::max(r.h_max, q.h_max);
+    r.m_lo = std::min(r.m_lo, q.m_lo);
+    r.m_hi = std::max(r.m_hi, q.m_hi);
+  }
+  return r;
+}
+inline void pack(const std::uint32_t* H, std::size_t count, const std::int64_t* M,
+                 std::size_t coords, int wh, int wm, void* h_out, void* m_out, int threads) {
+  for_parts(count, coords, threads, [&](std::size_t, std::size_t h0, std::size_t h1,
+                                        std::size_t m0, std::size_t m1) {
+    pack(H + h0, h1 - h0, M + m0, m1 - m0, wh, wm, static_cast<char*>(h_out) + h0 * wh,
+         static_cast<char*>(m_out) + m0 * wm);
+  });
+}
+inline void unpack(const void* h_in, std::size_t count, const void* m_in, std::size_t coords,
+                   int wh, int wm, std::uint32_t* H, std::int64_t* M, int threads) {
+  for_parts(count, coords, threads, [&](std::size_t, std::size_t h0, std::size_t h1,
+                                        std::size_t m0, std::size_t m1) {
+    unpack(static_cast<const char*>(h_in) + h0 * wh, h1 - h0,
+           static_cast<const char*>(m_in) + m0 * wm, m1 - m0, wh, wm, H + h0, M + m0);
+  });
 }
 
 }  // namespace cepam::compact

@@ -56,19 +56,16 @@ void check_declared_size(std::size_t m, std::size_t len) {
                       std::to_string(kCoordinatesPerBodyBit) + " a bit)");
 }
 
-// Decodes a Golomb body's symbols; throws before allocating if the declared
-// counts cannot fit the body.
+// Decodes a Golomb body's symbols into H[0..N) and M[0..N n); throws
+// before writing if the declared counts cannot fit the body.
 void golomb_symbols(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
-                    std::size_t N, std::vector<std::uint32_t>& H,
-                    std::vector<std::int64_t>& M) {
+                    std::size_t N, std::uint32_t* H, std::int64_t* M) {
   const BodyLayout layout = golomb_layout(body, len);
   const std::size_t count = N * static_cast<std::size_t>(p.n);
   if (layout.golomb == 0 && acceptance_probability(p) < 1.0)
     throw FormatError("trial indices must be coded for this lattice");
   check_body(layout, len - kGolombPrefix, N, count);
-  H.resize(N);
-  M.resize(count);
-  decode_body(body + kGolombPrefix, len - kGolombPrefix, layout, N, count, H.data(), M.data());
+  decode_body(body + kGolombPrefix, len - kGolombPrefix, layout, N, count, H, M);
 }
 
 // Sub-vectors per Golomb chunk (the encoder's and decoder's unit of work;
@@ -449,8 +446,7 @@ struct GolombBodyCoder {
     decode_golomb(p, ks, body, len, m, threads, y);
   }
   static void symbols(const LrsuqParams& p, const KeyStream&, const std::uint8_t* body,
-                      std::size_t len, std::size_t m, std::vector<std::uint32_t>& H,
-                      std::vector<std::int64_t>& M, int) {
+                      std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M, int) {
     golomb_symbols(p, body, len, subvectors(p, m), H, M);
   }
   static void parts(const std::uint8_t* body, std::size_t len, LatticeId, std::size_t,
@@ -570,19 +566,16 @@ struct AnsBodyCoder {
       lrsuq_reconstruct(p, b.beta, b.V, b.M, j0, j0 + count, m, y);
     });
   }
+  // (Every sub-vector is in one piece of one segment: each entry of H and
+  // M is written once, by the thread that decodes its segment.)
   static void symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                      std::size_t len, std::size_t m, std::vector<std::uint32_t>& H,
-                      std::vector<std::int64_t>& M, int threads) {
-    const std::size_t N = subvectors(p, m);
+                      std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M,
+                      int threads) {
     const std::size_t n = static_cast<std::size_t>(p.n);
-    // (AnsBody checks the segments against N before anything is allocated.)
-    const AnsBody ans(body, len, uses_point_model(p.lattice), pieces(N, segment_subvectors(p.n)));
-    H.assign(N, 0);
-    M.assign(N * n, 0);
     decode_ans_blocks(p, ks, body, len, m, threads,
                       [&](std::size_t j0, std::size_t count, const DecodedPiece& b) {
-      std::copy_n(b.H, count, H.begin() + static_cast<std::ptrdiff_t>(j0));
-      std::copy_n(b.M, count * n, M.begin() + static_cast<std::ptrdiff_t>(j0 * n));
+      std::copy_n(b.H, count, H + j0);
+      std::copy_n(b.M, count * n, M + j0 * n);
     });
   }
   static void parts(const std::uint8_t* body, std::size_t len, LatticeId lattice,
@@ -655,9 +648,8 @@ void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::u
 }
 
 void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                            std::size_t len, std::size_t m, Coder coder,
-                            std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M,
-                            int threads) {
+                            std::size_t len, std::size_t m, Coder coder, std::uint32_t* H,
+                            std::int64_t* M, int threads) {
   check_coder(coder);
   check_declared_size(m, len);
   with_body_coder(coder, [&](auto c) { c.symbols(p, ks, body, len, m, H, M, threads); });

@@ -88,11 +88,16 @@ template <class T>
 void decode_payload_body(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                          std::size_t len, std::size_t m, Coder coder, T* y, int threads = 1);
 
-// The trial indices and lattice coordinates in a body (for tests and tools).
+// The trial indices and lattice coordinates in a body, written into the
+// caller's H[0..N) and M[0..N n) (N = ceil(m / n) sub-vectors; every entry
+// is written, by the threads that decode it: no pass over them on the
+// calling thread), for decoding on a GPU, tests and tools.  Call
+// check_payload_body first: it bounds m by the body's length, and so the
+// arrays the caller allocates.  On an error the arrays' contents are
+// unspecified.
 void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                            std::size_t len, std::size_t m, Coder coder,
-                            std::vector<std::uint32_t>& H, std::vector<std::int64_t>& M,
-                            int threads = 1);
+                            std::size_t len, std::size_t m, Coder coder, std::uint32_t* H,
+                            std::int64_t* M, int threads = 1);
 
 // The body's parts and their sizes in bits (without the secret); for the
 // ANS coder, "model" (the source model), "segments" (each segment's length

@@ -241,20 +241,24 @@ py::bytes source_model_from_statistics(double range, const CArray<std::uint64_t>
   return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
 
-// (width of H, width of M, H, M): H and M through the GPU's compact
-// transfer (lrsuq/compact.hpp), packed at their range's widths and widened.
-py::tuple compact_round_trip(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M) {
+// (width of H, width of M, packed H, packed M, H, M): H and M through the
+// GPU's compact transfer (lrsuq/compact.hpp), the host's side on `threads`
+// threads: packed at their range's widths and widened.
+py::tuple compact_round_trip(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
+                             int threads) {
+  threads = threads_from(threads);
   const std::size_t count = static_cast<std::size_t>(H.size());
   const std::size_t coords = static_cast<std::size_t>(M.size());
-  const compact::Range r = compact::range_of(H.data(), count, M.data(), coords);
+  const compact::Range r = compact::range_of(H.data(), count, M.data(), coords, threads);
   const int wh = compact::unsigned_width(r.h_max), wm = compact::signed_width(r.m_lo, r.m_hi);
-  std::vector<std::uint8_t> ph(count * static_cast<std::size_t>(wh) + 1);
-  std::vector<std::uint8_t> pm(coords * static_cast<std::size_t>(wm) + 1);
-  compact::pack(H.data(), count, M.data(), coords, wh, wm, ph.data(), pm.data());
+  std::string ph(count * static_cast<std::size_t>(wh), '\0');
+  std::string pm(coords * static_cast<std::size_t>(wm), '\0');
+  compact::pack(H.data(), count, M.data(), coords, wh, wm, ph.data(), pm.data(), threads);
   CArray<std::uint32_t> h(H.size());
   CArray<std::int64_t> m(M.size());
-  compact::unpack(ph.data(), count, pm.data(), coords, wh, wm, h.mutable_data(), m.mutable_data());
-  return py::make_tuple(wh, wm, h, m);
+  compact::unpack(ph.data(), count, pm.data(), coords, wh, wm, h.mutable_data(), m.mutable_data(),
+                  threads);
+  return py::make_tuple(wh, wm, py::bytes(ph), py::bytes(pm), h, m);
 }
 
 // The rANS streams of symbols [first[s], first[s + 1]) (intervals start,
@@ -312,12 +316,6 @@ bool z_segment_matches_py(const py::bytes& body, const py::array& values, std::s
                              static_cast<std::size_t>(values.size()));
   });
   return same;
-}
-
-int threads_from(int threads) {
-  if (threads < 1 || threads > kMaxThreads)
-    throw InvalidArgument("threads must be between 1 and " + std::to_string(kMaxThreads));
-  return threads;
 }
 
 // The body coder of a code, from the coder table (payload/body.hpp).
@@ -403,17 +401,16 @@ py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::byte
   const Coder c = coder_from(coder);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
-  check_payload_body(p, data, len, m, c);
-  std::vector<std::uint32_t> H;
-  std::vector<std::int64_t> M;
+  check_payload_body(p, data, len, m, c);  // before allocating N (n + 1) symbols
+  const std::size_t N = subvectors_of(m, p.n);
+  CArray<std::uint32_t> h(static_cast<py::ssize_t>(N));
+  CArray<std::int64_t> mm(static_cast<py::ssize_t>(N * static_cast<std::size_t>(p.n)));
+  std::uint32_t* ph = h.mutable_data();
+  std::int64_t* pm = mm.mutable_data();
   {
     py::gil_scoped_release nogil;
-    decode_payload_symbols(p, ks, data, len, m, c, H, M, threads);
+    decode_payload_symbols(p, ks, data, len, m, c, ph, pm, threads);
   }
-  CArray<std::uint32_t> h(static_cast<py::ssize_t>(H.size()));
-  CArray<std::int64_t> mm(static_cast<py::ssize_t>(M.size()));
-  std::copy(H.begin(), H.end(), h.mutable_data());
-  std::copy(M.begin(), M.end(), mm.mutable_data());
   return py::make_tuple(h, mm);
 }
 
@@ -921,9 +918,11 @@ PYBIND11_MODULE(_core, m) {
   t.def("source_model_from_statistics", &source_model_from_statistics, py::arg("range"),
         py::arg("counts"), py::kw_only(), py::arg("params"),
         "The serialised source model fitted from statistics (range, counts).");
-  t.def("compact_round_trip", &compact_round_trip, py::arg("H"), py::arg("M"),
+  t.def("compact_round_trip", &compact_round_trip, py::arg("H"), py::arg("M"), py::kw_only(),
+        py::arg("threads") = 1,
         "H and M through the GPU's compact transfer (packed at the narrowest widths of "
-        "their range, then widened) -> (H width, M width, H, M).");
+        "their range, then widened; the host's side on threads threads) -> (H width, M width, "
+        "packed H bytes, packed M bytes, H, M).");
   t.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
         py::arg("first"),
         "rANS-code the streams [first[s], first[s+1]) as the CUDA kernel does -> [bytes].");

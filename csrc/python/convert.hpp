@@ -13,6 +13,7 @@
 #include "coding/rans_core.hpp"
 #include "coding/source_model.hpp"
 #include "common/errors.hpp"
+#include "common/parallel.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/body.hpp"
 #include "random/chacha20.hpp"
@@ -25,6 +26,13 @@ inline ChaChaKey key_from(const py::bytes& key) {
   const std::string s = key;
   if (s.size() != 32) throw InvalidArgument("a stream key is 32 bytes");
   return chacha_key_from_bytes(reinterpret_cast<const unsigned char*>(s.data()));
+}
+
+// A native thread count from Python, checked (the same bound everywhere).
+inline int threads_from(int threads) {
+  if (threads < 1 || threads > kMaxThreads)
+    throw InvalidArgument("threads must be between 1 and " + std::to_string(kMaxThreads));
+  return threads;
 }
 
 template <class T>

@@ -120,7 +120,8 @@ py::tuple model_statistics(const py::capsule& x, double factor, std::uintptr_t s
 
 // (H, M, beta, V, timing) of a CUDA tensor given as a DLPack capsule.
 py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
-                         double factor, std::uintptr_t stream, std::size_t chunk) {
+                         double factor, std::uintptr_t stream, std::size_t chunk, int threads) {
+  threads = threads_from(threads);
   const int n = p.n;
   const ChaChaKey k = key_from(key);
   Borrowed borrowed(x);
@@ -139,10 +140,10 @@ py::tuple encode_lattice(const py::capsule& x, const py::bytes& key, const Lrsuq
     py::gil_scoped_release nogil;
     if (t.dtype.bits == 32) {
       gpu::encode_lattice(p, k, reinterpret_cast<const float*>(base), m, factor,
-                          t.device.device_id, stream, h, mm, b, v, &timing, chunk);
+                          t.device.device_id, stream, h, mm, b, v, &timing, chunk, threads);
     } else {
       gpu::encode_lattice(p, k, reinterpret_cast<const double*>(base), m, factor,
-                          t.device.device_id, stream, h, mm, b, v, &timing, chunk);
+                          t.device.device_id, stream, h, mm, b, v, &timing, chunk, threads);
     }
   }
   return py::make_tuple(out.H, out.M, out.beta, out.V, timing_dict(timing));
@@ -174,7 +175,8 @@ void capsule_destructor(PyObject* capsule) {
 py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
                          std::size_t m, const py::bytes& key, const LrsuqParams& p,
                          const std::string& dtype, int device, std::uintptr_t stream,
-                         std::size_t chunk) {
+                         std::size_t chunk, int threads) {
+  threads = threads_from(threads);
   const int n = p.n;
   const ChaChaKey k = key_from(key);
   const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
@@ -203,9 +205,11 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
     const std::int64_t* mm = M.data();
     py::gil_scoped_release nogil;
     if (bits == 32) {
-      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<float*>(t.data), &timing, chunk);
+      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<float*>(t.data), &timing,
+                          chunk, threads);
     } else {
-      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<double*>(t.data), &timing, chunk);
+      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<double*>(t.data), &timing,
+                          chunk, threads);
     }
   } catch (...) {
     delete_owned(&owned->managed);
@@ -389,13 +393,17 @@ PYBIND11_MODULE(_cuda, m) {
         "uint64, start uint32, freq uint32), host arrays.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
+        py::arg("threads") = 1,
         "LRSUQ-encode a CUDA tensor (DLPack capsule) -> (H, M, beta, V, timing), host arrays; "
-        "chunk: sub-vectors per launch (0: the default).");
+        "chunk: sub-vectors per launch (0: the default); threads: host threads that widen "
+        "each chunk.");
   m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(),
         py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         py::arg("device") = 0, py::arg("stream") = 0, py::arg("chunk") = 0,
+        py::arg("threads") = 1,
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
-        "sub-vectors per launch (0: the default).");
+        "sub-vectors per launch (0: the default); threads: host threads that pack each "
+        "chunk.");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "

@@ -377,7 +377,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         else:  # the update is not read on the host: the GPU's stage and statistics
             body = _core.encode(np.empty(0, dtype), key=key, params=params, factor=factor,
                                 coder=coder, threads=threads,
-                                lattice_stage=gpu(params, key=key, factor=factor),
+                                lattice_stage=gpu(params, key=key, factor=factor,
+                                                  threads=threads),
                                 model_statistics=statistics, m=m)
         bodies.append((body, code, dim))
     # One payload is sent; the discarded candidate is never seen by anyone.

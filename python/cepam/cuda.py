@@ -200,8 +200,9 @@ class LatticeStage:
     the entropy coder's source-model statistics (:meth:`model_statistics`)
     and the LRSUQ stage (calling it).
 
-    ``stage(params, key=..., factor=...)`` (``params``: the core's
-    ``_core.Params``) returns ``(H, M, beta, V)`` (host arrays) for
+    ``stage(params, key=..., factor=..., threads=...)`` (``params``: the
+    core's ``_core.Params``; ``threads``: host threads that receive the
+    stage) returns ``(H, M, beta, V)`` (host arrays) for
     ``_core.encode(..., lattice_stage=..., model_statistics=...)``, which
     codes them into the bytes the CPU would produce without reading the
     update.  :meth:`of` gives None when the update is not all on a CUDA
@@ -317,22 +318,23 @@ class LatticeStage:
         self.timings.append({"squares_" + k: v for k, v in timing.items()})
         return total, maxabs
 
-    def _lattice(self, params: Any, *, key: bytes, factor: float) -> tuple[Any, Any, Any, Any]:
+    def _lattice(self, params: Any, *, key: bytes, factor: float,
+                 threads: int) -> tuple[Any, Any, Any, Any]:
         """(H, M, beta, V) of every sub-vector, host arrays, from the GPU's
-        kernel (``_cuda.encode_lattice``; its host twin is
-        ``_core.testing.encode_subvectors``)."""
+        kernel (``_cuda.encode_lattice``, the host's side on ``threads``
+        threads; its host twin is ``_core.testing.encode_subvectors``)."""
         import torch
 
         stream = torch.cuda.current_stream(self._flat.device).cuda_stream
         capsule = self._flat.__dlpack__(stream=stream or 1)
         H, M, beta, V, timing = cuda_module().encode_lattice(
-            capsule, key=key, params=params, factor=factor, stream=stream)
+            capsule, key=key, params=params, factor=factor, stream=stream, threads=threads)
         self.timings.append(timing)
         return H, M, beta, V
 
-    def __call__(self, params: Any, *, key: bytes,
-                 factor: float) -> tuple[Any, Any, Any, Any]:
-        H, M, beta, V = self._lattice(params, key=key, factor=factor)
+    def __call__(self, params: Any, *, key: bytes, factor: float,
+                 threads: int = 1) -> tuple[Any, Any, Any, Any]:
+        H, M, beta, V = self._lattice(params, key=key, factor=factor, threads=threads)
         m = int(self._flat.numel())
         indices = spot_indices(key, len(H))
         check_stage((H, M, beta, V), self._pieces(indices, params.n), indices, m=m, key=key,
@@ -556,9 +558,11 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
                      threads: int, index: int) -> Any:
     """The m decoded coordinates of a payload body as a 1-D torch tensor of
     ``dtype`` ("float32" or "float64") on CUDA device ``index``: the body
-    entropy-decoded on the host (``threads`` threads), the trial indices and
-    lattice points copied to the device, and the LRSUQ reconstruction run by
-    the GPU kernel (the CPU codec's values, bit for bit).
+    entropy-decoded on the host (``threads`` threads, straight into the
+    arrays that travel), the trial indices and lattice points packed
+    (``threads`` threads) and copied to the device, and the LRSUQ
+    reconstruction run by the GPU kernel (the CPU codec's values, bit for
+    bit).
 
     Raises:
         FormatError: the body is malformed.
@@ -569,7 +573,7 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
     H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder, threads=threads)
     stream = torch.cuda.current_stream(index).cuda_stream
     capsule, _ = cuda_module().decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype,
-                                              device=index, stream=stream)
+                                              device=index, stream=stream, threads=threads)
     return torch.from_dlpack(capsule)
 
 

@@ -434,19 +434,23 @@ def test_the_symbol_kernel_gives_the_host_twins_symbols(mech, n, m):
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("chunk", [1, 1000, 4096, 1 << 20])
-def test_gpu_results_do_not_depend_on_the_launch_chunk(chunk):
+@pytest.mark.parametrize("chunk,threads", [(1, 1), (1000, 3), (4096, 1), (1 << 20, 1),
+                                           (1 << 20, 7)])
+def test_gpu_results_do_not_depend_on_the_launch_chunk(chunk, threads):
+    """...nor on the host threads that receive (encode) and pack (decode)
+    each chunk."""
     import torch
 
     kw = _kw(1, 4, 8)  # Gaussian, E8
     x = _input(100_003, np.float32, seed=5)
     xd = torch.from_numpy(x).cuda()
     H, M, beta, V, _ = _cuda.encode_lattice(xd.__dlpack__(stream=1), factor=0.75, chunk=chunk,
-                                            **kw)
+                                            threads=threads, **kw)
     H2, M2, beta2, V2 = hooks.encode_subvectors(x, factor=0.75, **kw)
     assert (H.tobytes(), M.tobytes(), beta.tobytes(), V.tobytes()) == \
         (H2.tobytes(), M2.tobytes(), beta2.tobytes(), V2.tobytes())
-    capsule, _ = _cuda.decode_lattice(H, M, m=x.size, dtype="float32", chunk=chunk, **kw)
+    capsule, _ = _cuda.decode_lattice(H, M, m=x.size, dtype="float32", chunk=chunk,
+                                      threads=threads, **kw)
     y = torch.from_dlpack(capsule).cpu().numpy()
     assert y.tobytes() == hooks.decode_lattice(H, M, m=x.size, dtype="float32", **kw).tobytes()
 

@@ -28,6 +28,7 @@ class _TwinStage(cuda.LatticeStage):
     whether the update was copied to the host."""
 
     calls: dict[str, int] = {}
+    threads: list[int] = []  # each stage call's host threads
 
     @staticmethod
     def usable():
@@ -52,8 +53,9 @@ class _TwinStage(cuda.LatticeStage):
         type(self).calls["model"] += 1
         return hooks.model_statistics(self._flat.numpy(), factor=factor)
 
-    def _lattice(self, params, *, key, factor):
+    def _lattice(self, params, *, key, factor, threads):
         type(self).calls["stage"] += 1
+        type(self).threads.append(threads)
         return hooks.encode_subvectors(self._flat.numpy(), key=key, params=params, factor=factor)
 
     def _z_body(self, params, *, key, factor, statistics, spot):
@@ -74,6 +76,7 @@ def _twin(monkeypatch):
     """From now on, cepam.encode of CPU torch tensors takes the GPU path,
     with host twins; the counts of the twins' calls."""
     _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "z_body": 0}
+    _TwinStage.threads = []
     monkeypatch.setattr(cepam.codec, "LatticeStage", _TwinStage)
     return _TwinStage.calls
 
@@ -149,11 +152,14 @@ def _z_body_on_gpu(monkeypatch):
 
 
 def test_z_bodies_are_coded_on_the_host_from_the_gpus_stage_by_default(monkeypatch):
+    """...and the host's side of the stage's transfer runs on the call's
+    threads (the same bytes)."""
     update = _normal(300_001, np.float32)
     expected = _encode(update, clip=10.0, lattice="Z")
     twin = _twin(monkeypatch)
-    assert _encode(update, clip=10.0, lattice="Z") == expected
+    assert _encode(update, clip=10.0, lattice="Z", threads=3) == expected
     assert twin["stage"] == 1 and twin["z_body"] == 0 and twin["host"] == 0
+    assert _TwinStage.threads == [3]
 
 
 @pytest.mark.parametrize("dim,m,dtype,sigma", [(1, 4_099, np.float32, 0.05),
