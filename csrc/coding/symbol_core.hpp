@@ -204,53 +204,121 @@ struct ZSymbolModel {
   std::size_t block;
 };
 
+// Where a run of symbols goes: each value's symbols are put in a local
+// array first, then (out given) copied to out + k by plain stores to the
+// caller's buffer, never through a pointer that may be either (on a GPU:
+// local or global memory); out = nullptr counts them only.
+struct SymbolSink {
+  AnsSymbol* out;
+  std::size_t k;
+  CEPAM_HD void put(const AnsSymbol* tmp, int count) {
+    if (out != nullptr)
+      for (int i = 0; i < count; ++i) out[k + static_cast<std::size_t>(i)] = tmp[i];
+    k += static_cast<std::size_t>(count);
+  }
+};
+
+// The symbols of the trial indices of sub-vectors [j0, j1) (H indexed by
+// sub-vector), put to `sink`.
+CEPAM_HD inline void z_h_symbols(const ZSymbolModel& z, std::size_t j0, std::size_t j1,
+                                 const std::uint32_t* H, SymbolSink& sink) {
+  AnsSymbol tmp[kMaxCellSymbols];
+  for (std::size_t j = j0; j < j1; ++j) sink.put(tmp, geometric_symbols(z.geometric, H[j], tmp));
+}
+
+// The symbols of the coordinates of sub-vectors [j0, j1) (M, beta and V
+// indexed by sub-vector), each sub-vector's in coding order (k = n-1 ..
+// 0) in the table g = beta G_kk, o = beta V_k, put to `sink`.
+CEPAM_HD inline void z_m_symbols(const ZSymbolModel& z, std::size_t j0, std::size_t j1,
+                                 const std::int64_t* M, const double* beta, const double* V,
+                                 SymbolSink& sink) {
+  const std::size_t n = static_cast<std::size_t>(z.n);
+  AnsSymbol tmp[kMaxCellSymbols];
+  for (std::size_t j = j0; j < j1; ++j) {
+    for (std::size_t c = 0; c < n; ++c) {
+      const std::size_t i = j * n + n - 1 - c;
+      const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.diag[c], beta[j] * V[i]);
+      sink.put(tmp, cell_symbols(z.cdf, M[i], l, tmp));
+    }
+  }
+}
+
 // The symbols of sub-vectors [0, count) of a segment of Z^n (their H[count],
 // M[count n], beta[count], V[count n]), as AnsSegmentEncoder::encode_block
-// puts them: block by block, the H of the block, then its coordinates,
-// each sub-vector's in coding order (k = n-1 .. 0) in the table g = beta
-// G_kk, o = beta V_k.  Writes them at out unless out is nullptr (a count
-// only) and returns their number.
+// puts them: block by block, the H of the block, then its coordinates.
+// Writes them at out unless out is nullptr (a count only) and returns
+// their number.
 CEPAM_HD inline std::size_t z_block_symbols(const ZSymbolModel& z, std::size_t count,
                                             const std::uint32_t* H, const std::int64_t* M,
                                             const double* beta, const double* V,
                                             AnsSymbol* out) {
-  const std::size_t n = static_cast<std::size_t>(z.n);
-  std::size_t k = 0;
-  // Each value's symbols go to a local array first, then (out given) to out
-  // + k: the writes to out are plain stores to the caller's buffer, never
-  // through a pointer that may be either (on a GPU: local or global memory).
-  AnsSymbol tmp[kMaxCellSymbols];
-  const auto put = [&](int s) {
-    if (out != nullptr)
-      for (int i = 0; i < s; ++i) out[k + static_cast<std::size_t>(i)] = tmp[i];
-    k += static_cast<std::size_t>(s);
-  };
+  SymbolSink sink{out, 0};
   for (std::size_t j0 = 0; j0 < count; j0 += z.block) {
     const std::size_t j1 = count - j0 < z.block ? count : j0 + z.block;
-    for (std::size_t j = j0; j < j1; ++j) put(geometric_symbols(z.geometric, H[j], tmp));
-    for (std::size_t j = j0; j < j1; ++j) {
-      for (std::size_t c = 0; c < n; ++c) {
-        const std::size_t i = j * n + n - 1 - c;
-        const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.diag[c], beta[j] * V[i]);
-        put(cell_symbols(z.cdf, M[i], l, tmp));
-      }
-    }
+    z_h_symbols(z, j0, j1, H, sink);
+    z_m_symbols(z, j0, j1, M, beta, V, sink);
   }
-  return k;
+  return sink.k;
 }
 
-// Segment s of Z^n's body, of sub-vectors [s S, min(N, (s + 1) S)) of
-// the update's H, M, beta and V (all N sub-vectors'): z_block_symbols of
-// its sub-vectors (out: nullptr for a count), as one thread of the GPU's
-// kernel computes it.
-CEPAM_HD inline std::size_t z_segment_symbols(const ZSymbolModel& z, std::size_t s,
-                                              std::size_t N, std::size_t S,
-                                              const std::uint32_t* H, const std::int64_t* M,
-                                              const double* beta, const double* V,
-                                              AnsSymbol* out) {
-  const std::size_t j0 = s * S, j1 = N - j0 < S ? N : j0 + S;
-  const std::size_t n = static_cast<std::size_t>(z.n);
-  return z_block_symbols(z, j1 - j0, H + j0, M + j0 * n, beta + j0, V + j0 * n, out);
+// A body's symbols in units of work, a unit a GPU thread: in each segment
+// (S sub-vectors, the last shorter), each block (z.block sub-vectors, the
+// last of a segment shorter) in pieces of kZUnitSubvectors sub-vectors:
+// the pieces' trial indices, then the pieces' coordinates, the order of
+// z_block_symbols.  Every segment and block has the units of a whole one;
+// those past its end are empty.  So segment s's symbols are those of units
+// [s per_segment, (s + 1) per_segment), one after another.
+inline constexpr std::size_t kZUnitSubvectors = 256;
+struct ZUnits {
+  std::size_t N, S;
+  std::size_t pieces;       // pieces a block
+  std::size_t per_segment;  // units a segment: blocks a segment x 2 pieces
+  std::size_t count;        // units in all
+};
+
+CEPAM_HD inline ZUnits z_units(const ZSymbolModel& z, std::size_t N, std::size_t S) {
+  ZUnits u{};
+  u.N = N;
+  u.S = S;
+  u.pieces = (z.block + kZUnitSubvectors - 1) / kZUnitSubvectors;
+  u.per_segment = (S + z.block - 1) / z.block * 2 * u.pieces;
+  u.count = (N + S - 1) / S * u.per_segment;
+  return u;
+}
+
+// Unit `unit`'s symbols (of the update's H[N], M[N n], beta[N], V[N n]):
+// written at out unless out is nullptr (a count only); returns their
+// number.
+CEPAM_HD inline std::size_t z_unit_symbols(const ZSymbolModel& z, const ZUnits& u,
+                                           std::size_t unit, const std::uint32_t* H,
+                                           const std::int64_t* M, const double* beta,
+                                           const double* V, AnsSymbol* out) {
+  const std::size_t s = unit / u.per_segment, r = unit % u.per_segment;
+  const std::size_t b = r / (2 * u.pieces), q = r % (2 * u.pieces);
+  const bool coordinates = q >= u.pieces;
+  const std::size_t piece = coordinates ? q - u.pieces : q;
+  const std::size_t segment_end = u.N - s * u.S < u.S ? u.N : s * u.S + u.S;
+  const std::size_t block0 = s * u.S + b * z.block;
+  if (block0 >= segment_end) return 0;
+  const std::size_t block_end = segment_end - block0 < z.block ? segment_end : block0 + z.block;
+  const std::size_t j0 = block0 + piece * kZUnitSubvectors;
+  if (j0 >= block_end) return 0;
+  const std::size_t j1 = block_end - j0 < kZUnitSubvectors ? block_end : j0 + kZUnitSubvectors;
+  SymbolSink sink{out, 0};
+  if (coordinates) {
+    z_m_symbols(z, j0, j1, M, beta, V, sink);
+  } else {
+    z_h_symbols(z, j0, j1, H, sink);
+  }
+  return sink.k;
+}
+
+// The segments' runs from the units' (host code): at[0 .. u.count] are
+// the units' first symbols (at[u.count]: all of them); first[s] = at[s
+// per_segment] for each segment s, and first[segments] = at[u.count].
+inline void z_segment_offsets(const ZUnits& u, const std::uint64_t* at, std::uint64_t* first) {
+  const std::size_t segments = u.per_segment == 0 ? 0 : u.count / u.per_segment;
+  for (std::size_t s = 0; s <= segments; ++s) first[s] = at[s * u.per_segment];
 }
 
 }  // namespace cepam

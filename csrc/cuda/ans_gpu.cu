@@ -2,9 +2,10 @@
 // one stream a thread, each running coding/rans_core.hpp's
 // rans_encode_stream, the function the CPU's AnsEncoder runs (the host
 // tests check the two flows bit for bit: tests/core/test_rans_core.py);
-// on Z^n the segments' symbols too, one segment a thread, by
-// coding/symbol_core.hpp's z_segment_symbols, the code the CPU's coder runs
-// (tests/core/test_symbol_core.py checks its host twin).
+// on Z^n the segments' symbols too, a unit of work (a piece of a block's
+// trial indices or coordinates) a thread, by coding/symbol_core.hpp's
+// z_unit_symbols, the code the CPU's coder runs (tests/core/test_symbol_core.py
+// checks its host twin).
 #include "cuda/ans_gpu.hpp"
 
 #include <cuda_runtime.h>
@@ -20,6 +21,8 @@ namespace cepam::gpu {
 namespace {
 
 constexpr int kStreamThreads = 64;
+constexpr int kUnitThreads = 128;
+constexpr int kGatherThreads = 256;
 
 // Stream s of the launch: its symbols, scratch words and room in out
 // (offsets as rans_encode_segments takes them); its length in sizes[s],
@@ -39,8 +42,22 @@ __global__ void rans_segments_kernel(const AnsSymbol* symbols, const std::uint64
 }
 
 
+// Segment s's stream (sizes[s] bytes at room + out_first[s]) to packed +
+// at[s]: one block of threads a segment.
+__global__ void gather_streams_kernel(const std::uint8_t* room, const std::uint64_t* out_first,
+                                      const std::uint64_t* sizes, const std::uint64_t* at,
+                                      unsigned long long segments, std::uint8_t* packed) {
+  const unsigned long long s = blockIdx.x;
+  if (s >= segments) return;
+  const std::uint8_t* from = room + out_first[s];
+  std::uint8_t* to = packed + at[s];
+  for (unsigned long long i = threadIdx.x; i < sizes[s]; i += blockDim.x) to[i] = from[i];
+}
+
 // Codes the streams symbols[first[s] .. first[s + 1]) (symbols in device
-// memory, first on the host) as rans_encode_segments does.
+// memory, first on the host) as rans_encode_segments does, each into the
+// room of its longest possible stream; then gathers the streams, one after
+// another, and brings only those bytes to the host (appended to out).
 void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::size_t segments,
                   int device, cudaStream_t stream, std::vector<std::uint8_t>& out,
                   std::vector<std::uint64_t>& sizes, Timing& t) {
@@ -52,10 +69,12 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
     out_first[s + 1] = out_first[s] + rans_max_stream_bytes(first[s + 1] - first[s]);
   }
   const std::size_t room = static_cast<std::size_t>(out_first[segments]);
-  // Layout: failure flag, offsets, room offsets, sizes, words, out.
+  // Layout: failure flag, offsets, room offsets, sizes, the streams' places
+  // once gathered, words, room.
   const std::size_t off_first = 8, off_out_first = off_first + (segments + 1) * 8;
   const std::size_t off_sizes = off_out_first + (segments + 1) * 8;
-  const std::size_t off_words = off_sizes + segments * 8;
+  const std::size_t off_at = off_sizes + segments * 8;
+  const std::size_t off_words = off_at + (segments + 1) * 8;
   const std::size_t off_out = off_words + ((total * 4 + 7) / 8) * 8;
   Scratch scratch(device, off_out + room);
   Timer copy_timer(stream), kernel_timer(stream);
@@ -63,7 +82,9 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
   int failed = 0;
   const std::size_t base = sizes.size();
   sizes.resize(base + segments);
-  std::vector<std::uint8_t> streams(room);
+  std::uint64_t* const host_sizes = sizes.data() + base;
+  std::vector<std::uint64_t> at(segments + 1, 0);
+  std::unique_ptr<Scratch> packed;
   try {
     copy_timer.start();
     check(cudaMemcpyAsync(scratch.at<int>(0), &zero, sizeof zero, cudaMemcpyHostToDevice, stream),
@@ -86,36 +107,50 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
     copy_timer.start();
     check(cudaMemcpyAsync(&failed, scratch.at<int>(0), sizeof failed, cudaMemcpyDeviceToHost,
                           stream), "copy failure flag");
-    check(cudaMemcpyAsync(sizes.data() + base, scratch.at<std::uint64_t>(off_sizes), segments * 8,
+    check(cudaMemcpyAsync(host_sizes, scratch.at<std::uint64_t>(off_sizes), segments * 8,
                           cudaMemcpyDeviceToHost, stream), "copy stream sizes");
-    check(cudaMemcpyAsync(streams.data(), scratch.at<std::uint8_t>(off_out), room,
+    check(cudaStreamSynchronize(stream), "synchronize");
+    copy_timer.stop(&t.transfer_ms);
+    if (failed != 0) throw DeviceError("rANS kernel: a stream overran its room");
+    for (std::size_t s = 0; s < segments; ++s) {
+      if (host_sizes[s] > out_first[s + 1] - out_first[s])
+        throw DeviceError("rANS kernel: a stream's length exceeds its room");
+      at[s + 1] = at[s] + host_sizes[s];
+    }
+    const std::size_t bytes = static_cast<std::size_t>(at[segments]);
+    packed = std::make_unique<Scratch>(device, bytes);
+    kernel_timer.start();
+    check(cudaMemcpyAsync(scratch.at<std::uint64_t>(off_at), at.data(), (segments + 1) * 8,
+                          cudaMemcpyHostToDevice, stream), "copy the streams' places");
+    gather_streams_kernel<<<static_cast<unsigned int>(segments), kGatherThreads, 0, stream>>>(
+        scratch.at<std::uint8_t>(off_out), scratch.at<std::uint64_t>(off_out_first),
+        scratch.at<std::uint64_t>(off_sizes), scratch.at<std::uint64_t>(off_at), segments,
+        packed->at<std::uint8_t>(0));
+    check(cudaGetLastError(), "launch the gather kernel");
+    kernel_timer.stop(&t.kernel_ms);
+    copy_timer.start();
+    const std::size_t end = out.size();
+    out.resize(end + bytes);
+    check(cudaMemcpyAsync(out.data() + end, packed->at<std::uint8_t>(0), bytes,
                           cudaMemcpyDeviceToHost, stream), "copy streams");
+    check(cudaStreamSynchronize(stream), "synchronize");
     copy_timer.stop(&t.transfer_ms);
   } catch (...) {
     cudaStreamSynchronize(stream);  // nothing in flight when the buffers go
     throw;
   }
-  check(cudaStreamSynchronize(stream), "synchronize");
-  if (failed != 0) throw DeviceError("rANS kernel: a stream overran its room");
-  for (std::size_t s = 0; s < segments; ++s) {
-    const std::uint8_t* p = streams.data() + out_first[s];
-    out.insert(out.end(), p, p + sizes[base + s]);
-  }
 }
 
-// Segment s of Z^n's body, one thread a segment (symbol_core.hpp's
-// z_segment_symbols): its symbols at symbols + first[s] (symbols = nullptr:
-// none), and its symbol count at counts[s] (counts = nullptr: none).
-__global__ void z_symbols_kernel(ZSymbolModel z, unsigned long long N, unsigned long long S,
-                                 unsigned long long segments, const std::uint32_t* H,
-                                 const std::int64_t* M, const double* beta, const double* V,
-                                 const std::uint64_t* first, AnsSymbol* symbols,
-                                 std::uint64_t* counts) {
-  const unsigned long long s = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
-  if (s >= segments) return;
-  const std::size_t k = z_segment_symbols(z, s, N, S, H, M, beta, V,
-                                          symbols != nullptr ? symbols + first[s] : nullptr);
-  if (counts != nullptr) counts[s] = k;
+// Unit i of Z^n's body's symbols, one thread a unit (symbol_core.hpp's
+// z_unit_symbols): its symbols at symbols + at[i] (symbols = nullptr:
+// none), and its symbol count at counts[i].
+__global__ void z_units_kernel(ZSymbolModel z, ZUnits u, const std::uint32_t* H,
+                               const std::int64_t* M, const double* beta, const double* V,
+                               const std::uint64_t* at, AnsSymbol* symbols,
+                               std::uint64_t* counts) {
+  const unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
+  if (i >= u.count) return;
+  counts[i] = z_unit_symbols(z, u, i, H, M, beta, V, symbols != nullptr ? symbols + at[i] : nullptr);
 }
 
 }  // namespace
@@ -141,29 +176,33 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
 
 namespace {
 
-// Every segment's symbols on the device: counted (first pass), offsets
-// summed on the host into first (segments + 1 entries), then written into
-// `symbols` (device memory, allocated here).  Kernel and copy times go to t.
+// Every segment's symbols on the device, a unit of work a thread
+// (symbol_core.hpp's ZUnits): each unit's symbols counted (first pass),
+// their offsets summed on the host, then written into `symbols` (device
+// memory, allocated here); first (segments + 1 entries) gets the
+// segments' runs.  Kernel and copy times go to t.
 void z_symbols_on_device(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
                          const double* beta, const double* V, std::size_t N, std::size_t S,
                          std::size_t segments, int device, cudaStream_t stream,
                          std::vector<std::uint64_t>& first, std::unique_ptr<Scratch>& symbols,
                          Timing& t) {
-  // The model's tables on the device: knots, slopes, the trial index's cum.
+  const ZUnits u = z_units(z, N, S);
+  // The model's tables on the device: knots, slopes, the trial index's
+  // cum; then the units' counts and offsets.
   constexpr std::size_t kKnots = kCdfCells + 1, kSlopes = kCdfCells;
   constexpr std::size_t kCum = kGeometricTable + 1;
   const std::size_t off_slope = kKnots * 8, off_cum = off_slope + kSlopes * 8;
   const std::size_t off_counts = off_cum + ((kCum * 4 + 7) / 8) * 8;
-  const std::size_t off_first = off_counts + segments * 8;
-  Scratch tables(device, off_first + (segments + 1) * 8);
+  const std::size_t off_at = off_counts + u.count * 8;
+  Scratch tables(device, off_at + (u.count + 1) * 8);
   ZSymbolModel dz = z;
   dz.cdf.knot = tables.at<double>(0);
   dz.cdf.slope = tables.at<double>(off_slope);
   dz.geometric = z.geometric != nullptr ? tables.at<std::uint32_t>(off_cum) : nullptr;
   Timer copy_timer(stream), kernel_timer(stream);
-  first.assign(segments + 1, 0);
+  std::vector<std::uint64_t> at(u.count + 1, 0);
   const unsigned int blocks =
-      static_cast<unsigned int>((segments + kStreamThreads - 1) / kStreamThreads);
+      static_cast<unsigned int>((u.count + kUnitThreads - 1) / kUnitThreads);
   try {
     copy_timer.start();
     check(cudaMemcpyAsync(tables.at<double>(0), z.cdf.knot, kKnots * 8, cudaMemcpyHostToDevice,
@@ -174,43 +213,45 @@ void z_symbols_on_device(const ZSymbolModel& z, const std::uint32_t* H, const st
       check(cudaMemcpyAsync(tables.at<std::uint32_t>(off_cum), z.geometric, kCum * 4,
                             cudaMemcpyHostToDevice, stream), "copy the trial index's table");
     copy_timer.stop(&t.transfer_ms);
-    kernel_timer.start();  // the first pass: each segment's symbol count
-    z_symbols_kernel<<<blocks, kStreamThreads, 0, stream>>>(
-        dz, N, S, segments, H, M, beta, V, nullptr, nullptr, tables.at<std::uint64_t>(off_counts));
+    kernel_timer.start();  // the first pass: each unit's symbol count
+    z_units_kernel<<<blocks, kUnitThreads, 0, stream>>>(
+        dz, u, H, M, beta, V, nullptr, nullptr, tables.at<std::uint64_t>(off_counts));
     check(cudaGetLastError(), "launch the symbol-count kernel");
     kernel_timer.stop(&t.kernel_ms);
-    check(cudaMemcpyAsync(first.data() + 1, tables.at<std::uint64_t>(off_counts), segments * 8,
+    check(cudaMemcpyAsync(at.data() + 1, tables.at<std::uint64_t>(off_counts), u.count * 8,
                           cudaMemcpyDeviceToHost, stream), "copy the symbol counts");
     check(cudaStreamSynchronize(stream), "synchronize");
   } catch (...) {
     cudaStreamSynchronize(stream);
     throw;
   }
-  for (std::size_t s = 0; s < segments; ++s) first[s + 1] += first[s];
-  symbols = std::make_unique<Scratch>(device, first[segments] * sizeof(AnsSymbol));
+  for (std::size_t i = 0; i < u.count; ++i) at[i + 1] += at[i];
+  first.assign(segments + 1, 0);
+  z_segment_offsets(u, at.data(), first.data());
+  symbols = std::make_unique<Scratch>(device, at[u.count] * sizeof(AnsSymbol));
   // The second pass counts again (into zeroed counts): a pass that did not
   // run, or ran otherwise than the first, is an error, not a wrong body.
-  std::vector<std::uint64_t> again(segments);
+  std::vector<std::uint64_t> again(u.count);
   try {
-    check(cudaMemcpyAsync(tables.at<std::uint64_t>(off_first), first.data(), (segments + 1) * 8,
-                          cudaMemcpyHostToDevice, stream), "copy the segments' offsets");
-    check(cudaMemsetAsync(tables.at<std::uint64_t>(off_counts), 0, segments * 8, stream),
+    check(cudaMemcpyAsync(tables.at<std::uint64_t>(off_at), at.data(), (u.count + 1) * 8,
+                          cudaMemcpyHostToDevice, stream), "copy the units' offsets");
+    check(cudaMemsetAsync(tables.at<std::uint64_t>(off_counts), 0, u.count * 8, stream),
           "reset the symbol counts");
     kernel_timer.start();  // the second: the symbols
-    z_symbols_kernel<<<blocks, kStreamThreads, 0, stream>>>(
-        dz, N, S, segments, H, M, beta, V, tables.at<std::uint64_t>(off_first),
-        symbols->at<AnsSymbol>(0), tables.at<std::uint64_t>(off_counts));
+    z_units_kernel<<<blocks, kUnitThreads, 0, stream>>>(
+        dz, u, H, M, beta, V, tables.at<std::uint64_t>(off_at), symbols->at<AnsSymbol>(0),
+        tables.at<std::uint64_t>(off_counts));
     check(cudaGetLastError(), "launch the symbol kernel");
     kernel_timer.stop(&t.kernel_ms);
-    check(cudaMemcpyAsync(again.data(), tables.at<std::uint64_t>(off_counts), segments * 8,
+    check(cudaMemcpyAsync(again.data(), tables.at<std::uint64_t>(off_counts), u.count * 8,
                           cudaMemcpyDeviceToHost, stream), "copy the symbol counts");
     check(cudaStreamSynchronize(stream), "synchronize");
   } catch (...) {
     cudaStreamSynchronize(stream);
     throw;
   }
-  for (std::size_t s = 0; s < segments; ++s)
-    if (again[s] != first[s + 1] - first[s])
+  for (std::size_t i = 0; i < u.count; ++i)
+    if (again[i] != at[i + 1] - at[i])
       throw DeviceError("the symbol kernel's second pass counted other symbols than its first");
 }
 

@@ -32,12 +32,13 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
 // The streams of every segment of a body of Z^n (N sub-vectors, S a
 // segment) from its stage H[N], M[N n], beta[N], V[N n] in device memory
 // of `device`, with z's tables (host memory: copied to the device): each
-// segment's symbols counted, then written, one segment a thread
-// (z_segment_symbols), then coded as rans_encode_segments codes them.
+// segment's symbols counted, then written, a unit of work a thread
+// (z_unit_symbols), then coded as rans_encode_segments codes them.
 // Appends the streams to out and their lengths to sizes, and sets last to
 // the last segment's symbols (for the bomb rule's padding, done on the
 // host: payload/ans_streams.hpp's assemble_z_body).  Throws DeviceError for
-// CUDA failures.  Ran on an H100 to the CPU's bytes (bench/gpu_check.py).
+// CUDA failures.  (The kernel before this one, a segment a thread, ran on
+// an H100 to the CPU's bytes; this one has run only as its host twin.)
 void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
                    const double* beta, const double* V, std::size_t N, std::size_t S,
                    int device, std::uintptr_t stream, std::vector<std::uint8_t>& out,

@@ -124,13 +124,15 @@ void z_segments_symbols(const ZSymbolModel& z, std::size_t N, std::size_t S,
                         const std::uint32_t* H, const std::int64_t* M, const double* beta,
                         const double* V, std::vector<std::uint64_t>& first,
                         std::vector<AnsSymbol>& symbols) {
-  const std::size_t segments = N / S + (N % S != 0 ? 1 : 0);
-  first.assign(segments + 1, 0);
-  for (std::size_t s = 0; s < segments; ++s)  // the kernel's first pass: counts
-    first[s + 1] = first[s] + z_segment_symbols(z, s, N, S, H, M, beta, V, nullptr);
-  symbols.resize(first[segments]);
-  for (std::size_t s = 0; s < segments; ++s)  // its second: the symbols
-    z_segment_symbols(z, s, N, S, H, M, beta, V, symbols.data() + first[s]);
+  const ZUnits u = z_units(z, N, S);
+  std::vector<std::uint64_t> at(u.count + 1, 0);
+  for (std::size_t i = 0; i < u.count; ++i)  // the kernel's first pass: counts
+    at[i + 1] = at[i] + z_unit_symbols(z, u, i, H, M, beta, V, nullptr);
+  symbols.resize(at[u.count]);
+  for (std::size_t i = 0; i < u.count; ++i)  // its second: the symbols
+    z_unit_symbols(z, u, i, H, M, beta, V, symbols.data() + at[i]);
+  first.assign(u.count / std::max<std::size_t>(u.per_segment, 1) + 1, 0);
+  z_segment_offsets(u, at.data(), first.data());
 }
 
 std::vector<std::uint8_t> assemble_z_body(

@@ -29,8 +29,8 @@ lattice Z (n = 1 to 8) with the ANS coder the whole body can also be coded
 on the GPU: the stage stays there, each segment's symbols are computed
 (``csrc/coding/symbol_core.hpp``, the CPU coder's own functions) and coded
 by the rANS kernel, and only the segments' streams come back
-(:meth:`LatticeStage.z_ans_body`); encode does not use it yet, as it is
-slower (:meth:`LatticeStage.codes_z_body`).  The update comes to
+(:meth:`LatticeStage.z_ans_body`); encode does not use it yet, as it was
+slower when last timed (:meth:`LatticeStage.codes_z_body`).  The update comes to
 the host only where the CPU codec's rare paths need it: squares that
 overflow or underflow, a NaN or infinite value (the error names it),
 running statistics clipped apart (``buffers="separate"``, over the clip;
@@ -352,7 +352,9 @@ class LatticeStage:
         the host path) and no faster at 10^8 (114, as D4 and E8 on the host
         path), and the path holds at least 44 bytes of device memory a
         coordinate on Z^1 (the stage, the symbols, the rANS words and room:
-        4.4 GB at 10^8).  Both paths give the CPU's bytes."""
+        4.4 GB at 10^8).  Both paths give the CPU's bytes.  (The symbol
+        kernel now runs a piece of 256 sub-vectors a thread and only the
+        streams' bytes come back: not yet timed on a GPU.)"""
         return False
 
     def z_ans_body(self, params: Any, *, key: bytes, factor: float,
