@@ -25,6 +25,14 @@ precision check) timed in a call on 8 threads (bench/serial_parts.py; the
 caller's share of the parallel work included, an upper bound), the rest
 timed alone; their sum as a fraction f of the call's single-thread time.
 
+Where the CPU time goes on all threads against one (a parallel part that
+scales worse than its split predicts): user and system CPU seconds and
+minor page faults of one call on each thread count (resource.getrusage),
+and whether the CPUs are cores or SMT siblings (Linux's CPU topology: on
+16 CPUs that are 8 cores with two threads each, each thread runs slower
+when its sibling works, and the user time grows with the thread count; page
+faults and unmapping show as system time).
+
 Peak memory by thread count: bench/memory.py.
 """
 
@@ -33,8 +41,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -76,6 +86,32 @@ def span(fn, threads: int) -> tuple[float, float]:
     total, main = time.process_time() - p0, time.thread_time() - t0
     others = (total - main) / (threads - 1) if threads > 1 else 0.0
     return total, max(main, others)
+
+
+def usage(fn) -> tuple[float, float, int]:
+    """(user CPU seconds, system CPU seconds, minor page faults) of the
+    process over one call of fn: all its threads."""
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    fn()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt
+
+
+def cpu_topology() -> str:
+    """The CPUs this process may use, as physical cores and hardware
+    threads (Linux's /sys topology; "unknown" elsewhere)."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            cores.add((topology.joinpath("physical_package_id").read_text().strip(),
+                       topology.joinpath("core_id").read_text().strip()))
+        except OSError:
+            return f"{len(cpus)} CPUs, topology unknown"
+    per_core = len(cpus) / len(cores) if cores else 0
+    return (f"{len(cpus)} CPUs on {len(cores)} physical cores "
+            f"({per_core:g} hardware threads a core{': SMT' if per_core > 1 else ''})")
 
 
 # --- Serial parts and what they predict. -------------------------------------
@@ -156,14 +192,17 @@ def speed_row(x: np.ndarray, name: str, coder: str, counts: list[int], repeat: i
     wall = {(k, t): float("inf") for k in runs for t in counts}
     cpu1 = {k: float("inf") for k in runs}
     spanN = {k: float("inf") for k in runs}
+    use = {(k, t): (math.inf, math.inf, 0) for k in runs for t in (1, counts[-1])}
     for _ in range(repeat):
         for k, run in runs.items():
             for t in counts:
                 wall[k, t] = min(wall[k, t], timed(lambda: run(t)))
             cpu1[k] = min(cpu1[k], span(lambda: run(1), 1)[0])
             spanN[k] = min(spanN[k], span(lambda: run(counts[-1]), counts[-1])[1])
+            for t in (1, counts[-1]):  # the run of least CPU time
+                use[k, t] = min(use[k, t], usage(lambda: run(t)), key=lambda u: u[0] + u[1])
     return {"payload": payload, "wall": wall, "split": {k: cpu1[k] / spanN[k] for k in runs},
-            "bits": 8 * len(payload) / x.size}
+            "usage": use, "bits": 8 * len(payload) / x.size}
 
 
 def print_serial(name: str, parts: dict, one: dict, m: int) -> dict[str, float]:
@@ -193,7 +232,7 @@ def main() -> None:
     counts = sorted(set(a.threads or [1, 2, cepam.threads.available_cores()]))
     if counts[0] != 1:
         counts = [1] + counts
-    print(f"cepam {cepam.__version__}, {os.cpu_count()} CPUs ({_cpu_name()}, "
+    print(f"cepam {cepam.__version__}, {cpu_topology()} ({_cpu_name()}, "
           f"{os.uname().machine}); m = {m} float32, Gaussian sigma = {SIGMA}, rms/sigma = "
           f"{a.ratio:g}, coder {a.coder}; threads {counts}; best of {a.repeat}")
     x = update(m, a.ratio)
@@ -228,6 +267,17 @@ def main() -> None:
                       for t in counts[1:]]
             cells += [f"{row['split'][what]:.2f}x"]
         print("| " + " | ".join(cells) + " |")
+    top = counts[-1]
+    print(f"\nWhere the CPU time goes (one call, least CPU time of --repeat; all threads): "
+          f"user and system CPU seconds and minor page faults on 1 and {top} threads")
+    print(f"| lattice | call | user 1 | user {top} | system 1 | system {top} | faults 1 "
+          f"| faults {top} |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, row, _ in rows:
+        for what in ("encode", "decode"):
+            (u1, s1, f1), (un, sn, fn) = row["usage"][what, 1], row["usage"][what, top]
+            print(f"| {name} | {what} | {u1:.3f} | {un:.3f} | {s1:.3f} | {sn:.3f} | {f1} "
+                  f"| {fn} |")
     print("\nAmdahl's prediction for more cores from the same f (at this m):")
     print("| lattice | encode f | 16 | 64 | decode f | 16 | 64 |")
     print("|---|---|---|---|---|---|---|")
