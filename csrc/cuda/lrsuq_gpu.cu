@@ -20,9 +20,6 @@
 namespace cepam::gpu {
 namespace {
 
-// Sub-vectors per launch (kDefaultChunk): bounds the device scratch (H, M,
-// beta, V) to (12 + 16 n) bytes times this, 29 MB for n = 1 and 141 MB for
-// n = 8.
 constexpr int kThreads = 256;
 constexpr unsigned long long kNoFailure = std::numeric_limits<unsigned long long>::max();
 
@@ -147,7 +144,11 @@ void throw_failure(unsigned long long failure, const subvector::Config& c,
 // What an encode and a decode call set up alike: the sub-vector
 // configuration, the number of sub-vectors N (n coordinates each, the last
 // padded), the device (current for the call's lifetime), the stream and
-// the sub-vectors per launch.
+// the sub-vectors per launch C (by default 2^20 coordinates' worth, so
+// that the buffers do not grow with n: an encode's two slots hold
+// 2 C (16 + 24 n) bytes of device scratch and 2 C (12 + 16 n) of
+// page-locked host memory, 80 and 56 MiB on Z^1, 52 and 35 MiB on E8; a
+// decode's, less).
 struct Launch {
   Launch(const LrsuqParams& p, std::size_t m, int device, std::uintptr_t stream_id,
          std::size_t per_launch)
@@ -156,7 +157,9 @@ struct Launch {
         N((m + un - 1) / un),
         guard(device),
         stream(reinterpret_cast<cudaStream_t>(stream_id)),
-        chunk(std::min(per_launch != 0 ? per_launch : kDefaultChunk, std::max<std::size_t>(N, 1))) {}
+        chunk(std::min(per_launch != 0 ? per_launch
+                                       : std::max<std::size_t>(1, kDefaultChunkCoordinates / un),
+                       std::max<std::size_t>(N, 1))) {}
 
   const subvector::Config c;
   const std::size_t un, N;

@@ -38,10 +38,10 @@ int device_of(const void* ptr);
 // beta[N] and V[N n] (host memory, N = ceil(m / n)) as lrsuq_encode_range
 // gives them.  Throws the CPU codec's EncodingError for the first failing
 // sub-vector, and DeviceError for CUDA failures.  chunk: sub-vectors per
-// launch (0: kDefaultChunk; the results do not depend on it).  threads:
-// host threads that widen each chunk into the outputs (common/parallel.hpp;
-// the same results for every count).
-inline constexpr std::size_t kDefaultChunk = std::size_t{1} << 20;
+// launch (0: kDefaultChunkCoordinates / n; the results do not depend on
+// it).  threads: host threads that widen each chunk into the outputs
+// (common/parallel.hpp; the same results for every count).
+inline constexpr std::size_t kDefaultChunkCoordinates = std::size_t{1} << 20;
 template <class T>
 void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m,
                     double factor, int device, std::uintptr_t stream, std::uint32_t* H,
