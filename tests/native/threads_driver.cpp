@@ -3,8 +3,10 @@
 // with -fsanitize=thread).  For every lattice and both coders it encodes an
 // update of uneven size on 1 and on 4 threads, checks that the bytes and the
 // decoded values agree, and decodes corrupted bodies on 4 threads (each must
-// throw FormatError, the same message as on 1 thread).  Exit status 0 when
-// every check holds.
+// throw FormatError, the same message as on 1 thread); decodes the symbols
+// (the GPU decode's host side) on 1 and 4 threads into shared arrays, and
+// packs and widens them as the GPU transfers do (lrsuq/compact.hpp) on 4
+// threads.  Exit status 0 when every check holds.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "lrsuq/compact.hpp"
 #include "payload/body.hpp"
 
 using namespace cepam;
@@ -71,6 +74,24 @@ int main() {
       decode_payload_body(p, ks, one.data(), one.size(), m, coder, y4.data(), 4);
       check(std::memcmp(y1.data(), y4.data(), m * sizeof(float)) == 0,
             name + ": values differ between 1 and 4 threads");
+      // The symbols, decoded by the threads into the caller's arrays.
+      const std::size_t N = (m + static_cast<std::size_t>(s.n) - 1) / static_cast<std::size_t>(s.n);
+      const std::size_t Nn = N * static_cast<std::size_t>(s.n);
+      std::vector<std::uint32_t> h1(N), h4(N), h_back(N);
+      std::vector<std::int64_t> m1(Nn), m4(Nn), m_back(Nn);
+      decode_payload_symbols(p, ks, one.data(), one.size(), m, coder, h1.data(), m1.data(), 1);
+      decode_payload_symbols(p, ks, one.data(), one.size(), m, coder, h4.data(), m4.data(), 4);
+      check(h1 == h4 && m1 == m4, name + ": symbols differ between 1 and 4 threads");
+      // The GPU transfers' host side on 4 threads: range, pack, widen.
+      const compact::Range r1 = compact::range_of(h1.data(), N, m1.data(), Nn);
+      const compact::Range r4 = compact::range_of(h4.data(), N, m4.data(), Nn, 4);
+      check(r1.h_max == r4.h_max && r1.m_lo == r4.m_lo && r1.m_hi == r4.m_hi,
+            name + ": the chunk's range differs on 4 threads");
+      const int wh = compact::unsigned_width(r4.h_max), wm = compact::signed_width(r4.m_lo, r4.m_hi);
+      std::vector<std::uint8_t> ph(N * static_cast<std::size_t>(wh)), pm(Nn * static_cast<std::size_t>(wm));
+      compact::pack(h4.data(), N, m4.data(), Nn, wh, wm, ph.data(), pm.data(), 4);
+      compact::unpack(ph.data(), N, pm.data(), Nn, wh, wm, h_back.data(), m_back.data(), 4);
+      check(h_back == h1 && m_back == m1, name + ": the compact round trip differs on 4 threads");
       // Corrupted bodies: a flipped byte in the middle and near the end, a truncation.
       for (const std::size_t at : {one.size() / 2, one.size() - 3}) {
         auto bad = one;
