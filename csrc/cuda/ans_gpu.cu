@@ -148,9 +148,11 @@ __global__ void z_units_kernel(ZSymbolModel z, ZUnits u, const std::uint32_t* H,
                                const std::int64_t* M, const double* beta, const double* V,
                                const std::uint64_t* at, AnsSymbol* symbols,
                                std::uint64_t* counts) {
-  const unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
+  const unsigned long long i =
+      blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
   if (i >= u.count) return;
-  counts[i] = z_unit_symbols(z, u, i, H, M, beta, V, symbols != nullptr ? symbols + at[i] : nullptr);
+  AnsSymbol* out = symbols != nullptr ? symbols + at[i] : nullptr;
+  counts[i] = z_unit_symbols(z, u, i, H, M, beta, V, out);
 }
 
 }  // namespace

@@ -87,8 +87,10 @@ int main() {
       const compact::Range r4 = compact::range_of(h4.data(), N, m4.data(), Nn, 4);
       check(r1.h_max == r4.h_max && r1.m_lo == r4.m_lo && r1.m_hi == r4.m_hi,
             name + ": the chunk's range differs on 4 threads");
-      const int wh = compact::unsigned_width(r4.h_max), wm = compact::signed_width(r4.m_lo, r4.m_hi);
-      std::vector<std::uint8_t> ph(N * static_cast<std::size_t>(wh)), pm(Nn * static_cast<std::size_t>(wm));
+      const int wh = compact::unsigned_width(r4.h_max);
+      const int wm = compact::signed_width(r4.m_lo, r4.m_hi);
+      std::vector<std::uint8_t> ph(N * static_cast<std::size_t>(wh));
+      std::vector<std::uint8_t> pm(Nn * static_cast<std::size_t>(wm));
       compact::pack(h4.data(), N, m4.data(), Nn, wh, wm, ph.data(), pm.data(), 4);
       compact::unpack(ph.data(), N, pm.data(), Nn, wh, wm, h_back.data(), m_back.data(), 4);
       check(h_back == h1 && m_back == m1, name + ": the compact round trip differs on 4 threads");
