@@ -13,9 +13,6 @@ namespace {
 
 constexpr std::uint32_t kEscapeFreq = CellCoder::kEscapeFreq;
 
-inline std::int64_t unzigzag64(std::uint64_t z) {
-  return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
-}
 
 // Escaped value (coding/symbol_core.hpp's escaped_value_symbols): 6 raw
 // bits of length L, then L raw bits of zigzag(j).

@@ -175,4 +175,141 @@ CEPAM_HD inline RansStatus rans_encode_segments(const AnsSymbol* symbols,
   return status;
 }
 
+// --- The decoder's side ------------------------------------------------------
+//
+// A stream read symbol by symbol, for a GPU's decoder and its host twin
+// (payload/z_decode.hpp).  The CPU's AnsDecoder (coding/rans.hpp) reads
+// the same streams in the same way, in runs and SIMD groups, and refuses
+// the same ones: the outcomes below are its errors (read_message gives its
+// words), and the host tests compare the two on valid and corrupted
+// bodies (tests/core/test_z_decode.py).  Reads are bounds-checked; every
+// loop is bounded by the stream's length.
+
+// The outcome of reading a stream (0: fine); the symbol decoders of
+// coding/symbol_core.hpp and the segment decoder add theirs.
+enum ReadStatus : int {
+  kReadOk = 0,
+  kReadBadLength,         // shorter than the states, or not whole words
+  kReadBadState,          // an initial state out of range
+  kReadTruncated,         // a state needs a word and none is left
+  kReadTrailing,          // words left after the last symbol, not padding
+  kReadNotInitial,        // the states do not end where the encoder began
+  kReadPaddingBeyond,     // padding where the bomb rule allows none
+  kReadNonCanonicalTrial, // a trial index escaped that has its own symbol
+  kReadEscapeRange,       // an escaped coordinate beyond kMaxAbsM
+  kReadNonCanonicalEscape,// an escaped coordinate inside its table
+  kReadOutsideTable,      // a coarse symbol's offset beyond the table
+  kReadBadTrial,          // a trial index out of range (the codec's error)
+};
+
+// The CPU decoder's message for a status (FormatError's; kReadBadTrial's
+// names the sub-vector: lrsuq's throw_subvector_error).
+inline const char* read_message(ReadStatus s) {
+  switch (s) {
+    case kReadBadLength: return "entropy-coded body has a bad length";
+    case kReadBadState: return "entropy-coded body has a bad state";
+    case kReadTruncated: return "entropy-coded body truncated";
+    case kReadTrailing: return "entropy-coded body has trailing data (not valid padding)";
+    case kReadNotInitial: return "entropy-coded body does not end in its initial state";
+    case kReadPaddingBeyond:
+      return "entropy-coded body has trailing data (padding beyond the length the bomb rule "
+             "asks)";
+    case kReadNonCanonicalTrial: return "non-canonical trial index";
+    case kReadEscapeRange: return "escaped lattice coordinate out of range";
+    case kReadNonCanonicalEscape: return "non-canonical escaped coordinate";
+    case kReadOutsideTable: return "lattice coordinate outside its table";
+    default: return "entropy-coded body is malformed";
+  }
+}
+
+struct RansReader {
+  const std::uint8_t* data;
+  std::size_t len, pos;
+  std::uint64_t x[kStreams];
+  int lane;
+};
+
+// Opens a stream of len bytes: its kStreams initial states.
+CEPAM_HD inline ReadStatus rans_open(RansReader& r, const std::uint8_t* data, std::size_t len) {
+  r.data = data;
+  r.len = len;
+  r.pos = 0;
+  r.lane = 0;
+  if (len < 8 * static_cast<std::size_t>(kStreams) || (len - 8 * kStreams) % 4 != 0)
+    return kReadBadLength;
+  for (int s = 0; s < kStreams; ++s) {
+    std::uint64_t v = 0;
+    for (int b = 7; b >= 0; --b) v = (v << 8) | data[r.pos + static_cast<std::size_t>(b)];
+    r.pos += 8;
+    if (v < kAnsLow || v >= (kAnsLow << 32)) return kReadBadState;
+    r.x[s] = v;
+  }
+  return kReadOk;
+}
+
+// The slot of the next symbol, in [0, 2^kProbBits).
+CEPAM_HD inline std::uint32_t rans_peek(const RansReader& r) {
+  return static_cast<std::uint32_t>(r.x[r.lane] & (kProbScale - 1));
+}
+
+// Consumes the next symbol, [start, start + freq) holding its slot.
+CEPAM_HD inline ReadStatus rans_advance(RansReader& r, std::uint32_t start, std::uint32_t freq) {
+  const std::uint64_t x0 = r.x[r.lane];
+  std::uint64_t x = static_cast<std::uint64_t>(freq) * (x0 >> kProbBits) + (x0 & (kProbScale - 1)) -
+                    start;
+  if (x < kAnsLow) {
+    if (r.pos + 4 > r.len) return kReadTruncated;
+    const std::uint8_t* w = r.data + r.pos;
+    const std::uint32_t word = static_cast<std::uint32_t>(w[0]) |
+                               (static_cast<std::uint32_t>(w[1]) << 8) |
+                               (static_cast<std::uint32_t>(w[2]) << 16) |
+                               (static_cast<std::uint32_t>(w[3]) << 24);
+    x = (x << 32) | word;
+    r.pos += 4;
+  }
+  r.x[r.lane] = x;
+  r.lane = (r.lane + 1) & (kStreams - 1);
+  return kReadOk;
+}
+
+// `bits` (1..16) raw bits.
+CEPAM_HD inline ReadStatus rans_raw(RansReader& r, int bits, std::uint32_t* value) {
+  const int shift = kProbBits - bits;
+  *value = rans_peek(r) >> shift;
+  return rans_advance(r, *value << shift, 1u << shift);
+}
+
+// `bits` (1..64) raw bits, 16 at a time from the top.
+CEPAM_HD inline ReadStatus rans_raw_long(RansReader& r, int bits, std::uint64_t* value) {
+  std::uint64_t v = 0;
+  std::uint32_t part = 0;
+  while (bits > 16) {
+    bits -= 16;
+    const ReadStatus st = rans_raw(r, 16, &part);
+    if (st != kReadOk) return st;
+    v = (v << 16) | part;
+  }
+  const ReadStatus st = rans_raw(r, bits, &part);
+  *value = (v << bits) | part;
+  return st;
+}
+
+// After the last symbol: the padding, if any (*padding symbols), then the
+// stream must end where the encoder began (AnsDecoder::finish).
+CEPAM_HD inline ReadStatus rans_finish(RansReader& r, std::size_t* padding) {
+  const ReadStatus error = r.pos != r.len ? kReadTrailing : kReadNotInitial;
+  *padding = 0;
+  for (;;) {
+    bool at_start = true;
+    for (int s = 0; s < kStreams; ++s) at_start = at_start && r.x[s] == kAnsLow;
+    if (r.pos == r.len && at_start) return kReadOk;
+    if (r.pos == r.len && r.x[r.lane] < (kAnsLow << kAnsPaddingBits)) return error;
+    std::uint32_t bits = 0;
+    const ReadStatus st = rans_raw(r, kAnsPaddingBits, &bits);
+    if (st != kReadOk) return st;
+    if (bits != 0) return error;
+    ++*padding;
+  }
+}
+
 }  // namespace cepam

@@ -195,13 +195,15 @@ CEPAM_HD inline int geometric_symbols(const std::uint32_t* cum, std::uint32_t h,
 
 // What a segment of Z^n's symbols need besides its sub-vectors: the
 // model, the trial index's table (nullptr: H not coded), n, G_kk at each
-// coding position c (k = n - 1 - c) and the block size (kAnsBlock).
+// coding position c (k = n - 1 - c), the block size (kAnsBlock) and, for
+// the decoder, the sub-vectors a piece (payload/ans_body.hpp).
 struct ZSymbolModel {
   CdfView cdf;
   const std::uint32_t* geometric;
   int n;
   double diag[8];
   std::size_t block;
+  std::size_t piece;
 };
 
 // Where a run of symbols goes: each value's symbols are put in a local
@@ -319,6 +321,87 @@ CEPAM_HD inline std::size_t z_unit_symbols(const ZSymbolModel& z, const ZUnits& 
 inline void z_segment_offsets(const ZUnits& u, const std::uint64_t* at, std::uint64_t* first) {
   const std::size_t segments = u.per_segment == 0 ? 0 : u.count / u.per_segment;
   for (std::size_t s = 0; s <= segments; ++s) first[s] = at[s * u.per_segment];
+}
+
+// --- The decoder's side --------------------------------------------------------
+//
+// The inverses of geometric_symbols and cell_symbols on a RansReader
+// (coding/rans_core.hpp), for a GPU's decoder and its host twin: the CPU's
+// GeometricCoder::decode and CellCoder::decode read the same symbols (by
+// guides, guesses and SIMD runs that find the same ones: each slot lies
+// in exactly one interval) and refuse the same streams.
+
+CEPAM_HD inline std::int64_t unzigzag64(std::uint64_t z) {
+  return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
+}
+
+// Trial index *h: 1 where it is not coded (cum = nullptr), else its symbol,
+// or the escape and h - 1 in 16 raw bits (an escaped h that has a symbol
+// of its own is refused).
+CEPAM_HD inline ReadStatus geometric_decode(const std::uint32_t* cum, RansReader& r,
+                                            std::uint32_t* h) {
+  *h = 1;
+  if (cum == nullptr) return kReadOk;
+  const std::uint32_t s = rans_peek(r);
+  if (s < cum[kGeometricTable]) {
+    int lo = 0, hi = kGeometricTable;  // cum[lo] <= s < cum[hi]
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      if (cum[mid] <= s) lo = mid;
+      else hi = mid;
+    }
+    *h = static_cast<std::uint32_t>(lo + 1);
+    return rans_advance(r, cum[lo], cum[lo + 1] - cum[lo]);
+  }
+  ReadStatus st = rans_advance(r, cum[kGeometricTable], kCellEscapeFreq);
+  if (st != kReadOk) return st;
+  std::uint32_t raw = 0;
+  st = rans_raw(r, 16, &raw);
+  *h = raw + 1;
+  if (st == kReadOk && *h <= static_cast<std::uint32_t>(kGeometricTable))
+    return kReadNonCanonicalTrial;
+  return st;
+}
+
+// Coordinate *j in table l: its symbol, or (coarse) its coarse symbol and
+// offset, or the escape and the value raw (escaped_value_symbols); a value
+// the encoder would have coded otherwise is refused.
+CEPAM_HD inline ReadStatus cell_decode(const CdfView& m, const CellLayout& l, RansReader& r,
+                                       std::int64_t* j) {
+  const std::uint32_t s = rans_peek(r);
+  if (s >= kProbScale - kCellEscapeFreq) {
+    ReadStatus st = rans_advance(r, kProbScale - kCellEscapeFreq, kCellEscapeFreq);
+    if (st != kReadOk) return st;
+    std::uint32_t len = 0;
+    st = rans_raw(r, 6, &len);
+    if (st != kReadOk) return st;
+    if (len > 55) return kReadEscapeRange;
+    std::uint64_t z = 0;
+    if (len > 0 && (st = rans_raw_long(r, static_cast<int>(len), &z)) != kReadOk) return st;
+    *j = unzigzag64(z);
+    if (*j > kMaxAbsM || *j < -kMaxAbsM) return kReadEscapeRange;
+    if (*j >= l.lo && *j <= l.hi) return kReadNonCanonicalEscape;
+    return kReadOk;
+  }
+  // The q with cum(q) <= s < cum(q + 1): cum(0) = 0 <= s < cum(count).
+  std::int64_t lo = 0, hi = l.count;
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (cell_cum(m, l, mid) <= s) lo = mid;
+    else hi = mid;
+  }
+  const std::uint32_t start = cell_cum(m, l, lo);
+  ReadStatus st = rans_advance(r, start, cell_cum(m, l, lo + 1) - start);
+  if (st != kReadOk) return st;
+  if (l.shift == 0) {
+    *j = l.lo + lo;
+    return kReadOk;
+  }
+  std::uint64_t offset = 0;
+  st = rans_raw_long(r, l.shift, &offset);
+  if (st != kReadOk) return st;
+  *j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(lo) << l.shift) | offset);
+  return *j > l.hi ? kReadOutsideTable : kReadOk;
 }
 
 }  // namespace cepam

@@ -189,30 +189,55 @@ CEPAM_HD inline void dither(const Config& c, const std::uint64_t* w, double* v) 
   for (int k = 0; k < c.n; ++k) v[k] = zn_dither(w[k]);  // Z^n
 }
 
+// Whether h is a trial index the encoder can send (1 .. trial_cap; 1 where
+// every trial is accepted).
+CEPAM_HD inline bool trial_ok(const Config& c, std::uint32_t h) {
+  return h >= 1 && h <= c.trial_cap && (h == 1 || !c.cell_is_ball);
+}
+
+// The decoder's side information of sub-vector j, whose trial index is h:
+// returns beta and sets v[0..n) to the dither V_h.
+CEPAM_HD inline double side_info_one(const Config& c, const std::uint32_t* key, std::uint32_t h,
+                                     std::uint64_t j, double* v) {
+  const double beta = radius_of(c, key, j) / c.rho;
+  std::uint64_t w[kMaxDim];
+  trial_words(c, key, j, h, w);
+  dither(c, w, v);
+  return beta;
+}
+
+// y[j n + k] = T(beta (G M + v)) for j n + k < m (padding dropped); false
+// if a value is not finite (all are written).
+template <class T>
+CEPAM_HD inline bool reconstruct_one(const Config& c, double beta, const double* v,
+                                     const std::int64_t* M, std::uint64_t m, std::uint64_t j,
+                                     T* y) {
+  double p[kMaxDim];
+  to_point(c, M, p);
+  bool finite = true;
+  for (int k = 0; k < c.n; ++k) {
+    const std::uint64_t e = j * static_cast<std::uint64_t>(c.n) + static_cast<std::uint64_t>(k);
+    if (e < m) {
+      const T value = static_cast<T>(beta * (p[k] + v[k]));
+      finite = finite && value - value == T(0);  // not Inf or NaN
+      y[e] = value;
+    }
+  }
+  return finite;
+}
+
 // Decodes sub-vector j from its trial index h and coordinates M[0..n) into
 // y[j n + k] for j n + k < m (padding dropped): y = T(beta (G M + V_h)).
 template <class T>
 CEPAM_HD inline Status decode_one(const Config& c, const std::uint32_t* key, std::uint32_t h,
                                   const std::int64_t* M, std::uint64_t m, std::uint64_t j, T* y) {
-  if (h < 1 || h > c.trial_cap || (h != 1 && c.cell_is_ball)) return kBadTrial;
+  if (!trial_ok(c, h)) return kBadTrial;
   for (int k = 0; k < c.n; ++k) {
     if (M[k] > c.max_abs_m || M[k] < -c.max_abs_m) return kBadCoordinate;
   }
-  const double beta = radius_of(c, key, j) / c.rho;
-  std::uint64_t w[kMaxDim];
-  double v[kMaxDim], p[kMaxDim];
-  trial_words(c, key, j, h, w);
-  dither(c, w, v);
-  to_point(c, M, p);
-  for (int k = 0; k < c.n; ++k) {
-    const std::uint64_t e = j * static_cast<std::uint64_t>(c.n) + static_cast<std::uint64_t>(k);
-    if (e < m) {
-      const T value = static_cast<T>(beta * (p[k] + v[k]));
-      if (!(value - value == T(0))) return kNonFiniteOutput;  // Inf or NaN
-      y[e] = value;
-    }
-  }
-  return kOk;
+  double v[kMaxDim];
+  const double beta = side_info_one(c, key, h, j, v);
+  return reconstruct_one(c, beta, v, M, m, j, y) ? kOk : kNonFiniteOutput;
 }
 
 }  // namespace cepam::subvector

@@ -24,6 +24,7 @@
 // body ends with the last segment.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,20 @@
 namespace cepam {
 
 inline constexpr std::size_t kAnsBlock = 4096;
+
+// Coordinates a piece: the decoder holds the side information and lattice
+// points of a piece of a block at a time (the block's H are decoded first,
+// as the format orders them, then its M piece by piece), so that its
+// buffers take about 70 KB a segment whatever n.  Not part of the format,
+// but a stream with two errors reports the one the decoder meets first,
+// so every decoder walks the same pieces (payload/z_decode.hpp).
+inline constexpr std::size_t kPieceCoordinates = 4096;
+
+// Sub-vectors a piece (at least one; kAnsBlock's divisors for n = 1, 2, 4, 8).
+inline std::size_t piece_subvectors(int n) {
+  const std::size_t coordinates = kPieceCoordinates / static_cast<std::size_t>(n);
+  return std::max<std::size_t>(1, std::min(kAnsBlock, coordinates));
+}
 
 // Coordinates per segment (at most; kSegmentCoordinates / n sub-vectors).
 // 2^17: segments cost 0.0016 bits per coordinate against one stream

@@ -117,6 +117,7 @@ ZSymbolModel z_symbol_model(const SourceModel& model, const GeometricCoder& hcod
   const std::size_t n = static_cast<std::size_t>(basis.n);
   for (std::size_t c = 0; c < n; ++c) z.diag[c] = basis.b[(n - 1 - c) * (n + 1)];  // G_kk, k = n-1-c
   z.block = kAnsBlock;
+  z.piece = piece_subvectors(basis.n);
   return z;
 }
 
@@ -226,6 +227,70 @@ bool z_segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::ui
   return stream.size() == seg.size &&
          std::equal(stream.begin(), stream.end(), parsed.data() + seg.offset);
 }
+
+namespace {
+// body, for a body on Z^n (the lattice the shared symbol code takes).
+const std::uint8_t* z_body(const LrsuqParams& p, const std::uint8_t* body) {
+  if (p.lattice != LatticeId::Z) throw InvalidArgument("the shared symbol code is for Z^n");
+  return body;
+}
+}  // namespace
+
+ZDecodePlan::ZDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                         std::size_t m)
+    : ans(z_body(p, body), len, false, ans_segments(m, p.n)),
+      hcoder(acceptance_probability(p)),
+      z(z_symbol_model(ans.model(), hcoder, lattice_basis(p))),
+      config(lrsuq_subvector_config(p)) {
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
+  const std::size_t S = segment_subvectors(p.n);
+  const std::size_t count = ans.segments().size();
+  // Padding may end the last segment of a body no longer than the bomb rule
+  // asks (payload/body.hpp).
+  const bool may_pad = len <= min_body_bytes(m) + kPaddingSlack;
+  segments.reserve(count);
+  for (std::size_t s = 0; s < count; ++s) {
+    const AnsBody::Segment& seg = ans.segments()[s];
+    segments.push_back(ZSegment{seg.offset, seg.size, s * S, std::min(N, (s + 1) * S),
+                                s + 1 == count && may_pad ? 1 : 0});
+  }
+}
+
+void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count) {
+  for (std::size_t s = 0; s < count; ++s) {
+    const ZSegmentOutcome& o = outcomes[s];
+    if (o.status == kReadOk) continue;
+    if (o.status == kReadBadTrial)
+      throw_subvector_error(static_cast<std::size_t>(o.at), subvector::kBadTrial, 0.0, o.h);
+    throw FormatError(read_message(static_cast<ReadStatus>(o.status)));
+  }
+}
+
+template <class T>
+void decode_z_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
+                                   const std::uint8_t* body, std::size_t len, std::size_t m,
+                                   T* y) {
+  const ZDecodePlan plan(p, body, len, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  std::vector<std::uint32_t> H(plan.z.block);
+  std::vector<double> beta(plan.z.piece), V(plan.z.piece * n);
+  std::vector<std::int64_t> M(plan.z.piece * n);
+  const ZDecodeScratch scratch{H.data(), beta.data(), V.data(), M.data()};
+  std::vector<ZSegmentOutcome> outcomes;
+  for (const ZSegment& seg : plan.segments) {
+    outcomes.push_back(z_decode_segment(plan.z, plan.config, key.data(), body, seg, m, scratch, y));
+    if (outcomes.back().status != kReadOk) break;  // (the first error is the one thrown)
+  }
+  throw_first_error(outcomes.data(), outcomes.size());
+}
+
+template void decode_z_ans_body_by_segments<float>(const LrsuqParams&, const ChaChaKey&,
+                                                   const std::uint8_t*, std::size_t, std::size_t,
+                                                   float*);
+template void decode_z_ans_body_by_segments<double>(const LrsuqParams&, const ChaChaKey&,
+                                                    const std::uint8_t*, std::size_t,
+                                                    std::size_t, double*);
 
 template bool z_segment_matches<float>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
                                        std::size_t, std::size_t, double, std::size_t,

@@ -21,6 +21,8 @@
 #include "coding/source_model.hpp"
 #include "coding/symbol_core.hpp"
 #include "lrsuq/quantizer.hpp"
+#include "payload/ans_body.hpp"
+#include "payload/z_decode.hpp"
 #include "random/chacha20.hpp"
 
 namespace cepam {
@@ -102,5 +104,45 @@ template <class T>
 bool z_segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
                        std::size_t len, std::size_t m, double factor, std::size_t s,
                        const T* values, std::size_t count);
+
+// --- Z^n decoded where the values are wanted -------------------------------
+//
+// On Z^n a segment's symbols decode with tables of a few hundred bytes and
+// each sub-vector's side information, which a GPU computes from the key
+// (payload/z_decode.hpp): a GPU decodes every segment at once (a thread
+// each) straight into device memory.  These are that path's pieces on the
+// host.
+
+// What decoding an ANS body of m coordinates on Z^n a segment at a time
+// needs besides the body and the key: the body parsed (its model), the
+// trial index's coder, the symbol tables, the sub-vector configuration and
+// the segments.  Throws the CPU decoder's FormatError for a malformed body
+// (AnsBody), InvalidArgument off Z^n.  Holds pointers into itself: not
+// copied or moved.
+struct ZDecodePlan {
+  ZDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m);
+  ZDecodePlan(const ZDecodePlan&) = delete;
+  ZDecodePlan& operator=(const ZDecodePlan&) = delete;
+
+  AnsBody ans;
+  GeometricCoder hcoder;
+  ZSymbolModel z;
+  subvector::Config config;
+  std::vector<ZSegment> segments;
+};
+
+// Throws the CPU decoder's error for the first of `count` segments (in
+// order) whose outcome is not kReadOk: FormatError, or the codec's error
+// for a bad trial index; nothing if all are.
+void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count);
+
+// decode_payload_body's values of an ANS body on Z^n (and its errors), by
+// z_decode_segment one segment after another: the GPU kernel's host twin.
+// The caller checks the body first (check_payload_body), as for
+// decode_payload_body.
+template <class T>
+void decode_z_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
+                                   const std::uint8_t* body, std::size_t len, std::size_t m,
+                                   T* y);
 
 }  // namespace cepam

@@ -77,12 +77,6 @@ std::size_t golomb_chunk(const LrsuqParams& p) {
 // The number of pieces of `size` sub-vectors that cover N.
 std::size_t pieces(std::size_t N, std::size_t size) { return N / size + (N % size != 0 ? 1 : 0); }
 
-// Coordinates a piece: the decoder holds the side information and lattice
-// points of a piece of a block at a time (the block's H are decoded first,
-// as the format orders them, then its M piece by piece), so that its
-// buffers take about 70 KB a segment whatever n (not part of the format).
-constexpr std::size_t kPieceCoordinates = 4096;
-
 // The decoder's buffers of one segment: the trial indices of a block, and
 // the side information (beta, dither) and lattice points of a piece.
 struct DecodeBuffers {
@@ -92,10 +86,7 @@ struct DecodeBuffers {
   DecodeBuffers(std::size_t N, std::size_t n)
       : H(std::min(N, kAnsBlock)), M(std::min(N, piece(n)) * n), beta(std::min(N, piece(n))),
         V(std::min(N, piece(n)) * n) {}
-  // Sub-vectors a piece (at least one; kAnsBlock's divisors for n = 1, 2, 4, 8).
-  static std::size_t piece(std::size_t n) {
-    return std::max<std::size_t>(1, std::min(kAnsBlock, kPieceCoordinates / n));
-  }
+  static std::size_t piece(std::size_t n) { return piece_subvectors(static_cast<int>(n)); }
 };
 
 // What the decoder hands on: `count` sub-vectors' trial indices, side

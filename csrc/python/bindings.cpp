@@ -394,6 +394,19 @@ py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& 
   throw InvalidArgument("dtype must be 'float32' or 'float64'");
 }
 
+// An ANS body on Z^n decoded as the GPU's decoder does it, by its host twin
+// (payload/ans_streams.hpp's decode_z_ans_body_by_segments).
+py::array z_decode_by_segments_py(const py::bytes& body, std::size_t m, const py::bytes& key,
+                                  const LrsuqParams& p, const std::string& dtype) {
+  const ChaChaKey k = key_from(key);
+  std::size_t len = 0;
+  const std::uint8_t* data = bytes_view(body, &len);
+  check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
+  return with_output(dtype, m, [&](auto* y) {
+    decode_z_ans_body_by_segments(p, k, data, len, m, y);
+  });
+}
+
 py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::bytes& key,
                             const LrsuqParams& p, int coder, int threads) {
   threads = threads_from(threads);
@@ -902,6 +915,10 @@ PYBIND11_MODULE(_core, m) {
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
         "streams by the CUDA kernel's code on the host; with shared_symbols, Z^n only, "
         "every segment's symbols by the symbol kernel's code too) -> bytes.");
+  t.def("z_decode_by_segments", &z_decode_by_segments_py, py::arg("body"), py::kw_only(),
+        py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
+        "An ANS body on Z^n decoded a segment at a time by the GPU decoder's host twin -> "
+        "values (decode's, and its errors).");
   t.def("z_symbols", &z_symbols_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"),
         "Every segment's symbols on Z^n by the symbol kernel's host twin -> (first uint64, "

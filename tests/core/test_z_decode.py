@@ -1,0 +1,129 @@
+"""The GPU's decoder of ANS bodies on Z^n, by its host twin
+(``_core.testing.z_decode_by_segments``: csrc/payload/z_decode.hpp, the code
+the CUDA kernel runs, one segment after another): the CPU decoder's values
+bit for bit on valid bodies, and its outcome on corrupted ones (the same
+error type and message, the first the stream meets, or the same values)."""
+
+import numpy as np
+import pytest
+
+from cepam import _core
+from cepam._core import testing as hooks
+
+KEY = bytes(range(1, 33))
+SEGMENT = 1 << 17
+
+
+def _params(n, mechanism=1, scale=1e-3):
+    return _core.Params(mechanism=mechanism, scale=scale, lattice=1, n=n)
+
+
+def _outcome(decode):
+    """The values, or (error type, message)."""
+    try:
+        return decode().tobytes()
+    except Exception as e:  # noqa: BLE001  (the outcome is compared, whatever it is)
+        return type(e).__name__, str(e)
+
+
+def _both(body, m, params, dtype="float32"):
+    cpu = _outcome(lambda: _core.decode(body, m=m, key=KEY, params=params, coder=2, dtype=dtype,
+                                        threads=2))
+    twin = _outcome(lambda: hooks.z_decode_by_segments(body, m=m, key=KEY, params=params,
+                                                       dtype=dtype))
+    return cpu, twin
+
+
+def _update(m, dtype=np.float32, scale=0.01, seed=0):
+    return (np.random.default_rng(seed).normal(size=m) * scale).astype(dtype)
+
+
+@pytest.mark.parametrize("n,mechanism", [(1, 1), (2, 1), (3, 1), (8, 1), (1, 2), (2, 2), (3, 2)])
+@pytest.mark.parametrize("m", [1, 5, 4_099, 2 * SEGMENT + 77])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_twin_gives_the_cpu_values(n, mechanism, m, dtype):
+    params = _params(n, mechanism)
+    x = _update(m, np.dtype(dtype), seed=m + n)
+    body = _core.encode(x, key=KEY, params=params, factor=1.0, coder=2, threads=2)
+    cpu, twin = _both(body, m, params, dtype)
+    assert isinstance(cpu, bytes) and twin == cpu
+
+
+@pytest.mark.parametrize("what", ["heavy tails", "constant", "tiny", "huge"])
+def test_coarse_tables_escapes_and_padding_decode_alike(what):
+    """Values outside the model's table (escapes), coarse tables (a noise
+    far below the update), and a body the bomb rule pads (a constant
+    update)."""
+    m = 50_000
+    rng = np.random.default_rng(5)
+    x = {"heavy tails": rng.standard_t(1.5, size=m) * 0.01,
+         "constant": np.full(m, 0.25),
+         "tiny": rng.normal(size=m) * 1e-9,
+         "huge": rng.normal(size=m) * 1e3}[what].astype(np.float32)
+    params = _params(1)
+    body = _core.encode(x, key=KEY, params=params, factor=1.0, coder=2, threads=1)
+    cpu, twin = _both(body, m, params)
+    assert isinstance(cpu, bytes) and twin == cpu
+
+
+def _corruptions(body: bytes, rng: np.random.Generator, count: int):
+    """Flipped bytes, bytes set, truncations and extensions."""
+    out = []
+    for _ in range(count):
+        b = bytearray(body)
+        kind = rng.integers(4)
+        at = int(rng.integers(len(b)))
+        if kind == 0:
+            b[at] ^= 1 << int(rng.integers(8))
+        elif kind == 1:
+            b[at] = int(rng.integers(256))
+        elif kind == 2:
+            del b[at:]
+        else:
+            b[at:at] = bytes(rng.integers(256, size=int(rng.integers(1, 9)), dtype=np.uint8))
+        out.append(bytes(b))
+    return out
+
+
+@pytest.mark.parametrize("n,m,seed", [(1, 20_000, 1), (2, 2 * SEGMENT + 5, 2), (3, 9_001, 3),
+                                      (8, 70_000, 4), (1, 3, 5)])
+def test_corrupted_bodies_meet_the_cpu_outcome(n, m, seed):
+    """Whatever a malicious client sends with a valid tag: the twin refuses
+    what the CPU refuses, with the same error, and decodes the rest to the
+    same values (a corruption can still be a valid stream)."""
+    params = _params(n)
+    body = _core.encode(_update(m, seed=seed), key=KEY, params=params, factor=1.0, coder=2,
+                        threads=1)
+    rng = np.random.default_rng(seed)
+    refused = 0
+    for bad in _corruptions(body, rng, 60):
+        cpu, twin = _both(bad, m, params)
+        assert twin == cpu
+        refused += not isinstance(cpu, bytes)
+    assert refused > 0  # (the comparison saw errors, not only values)
+
+
+def test_the_stream_errors_are_named_as_on_the_cpu():
+    """Corruptions aimed at each check: a bad length, a bad state, a
+    truncated stream, trailing words."""
+    m = 10_000
+    params = _params(1)
+    body = _core.encode(_update(m), key=KEY, params=params, factor=1.0, coder=2, threads=1)
+    parts = _core.body_parts(body, coder=2, lattice=1, m=m, n=1)
+    model = parts["model"] // 8
+    stream = model + 4  # (after the segment's length)
+    seen = set()
+    for bad in (body[:-1], body[:stream] + b"\xff" * 8 + body[stream + 8:],
+                body[:stream + 40] + body[stream + 44:],
+                body[:-4] + bytes(4)):
+        cpu, twin = _both(bad, m, params)
+        assert twin == cpu
+        seen.add(cpu[1] if isinstance(cpu, tuple) else "decoded")
+    assert len(seen) >= 2
+
+
+def test_off_z_the_twin_refuses():
+    params = _core.Params(mechanism=1, scale=1e-3, lattice=4, n=8)
+    body = _core.encode(_update(1000), key=KEY, params=params, factor=1.0, coder=2, threads=1)
+    with pytest.raises(ValueError, match="Z"):
+        hooks.z_decode_by_segments(body, m=1000, key=KEY, params=params, dtype="float32")
