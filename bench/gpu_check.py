@@ -209,25 +209,47 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
 
 
 def z_body_row(m: int, xd, enc: dict, expected: bytes, repeat: int) -> bool:
-    """A row for cepam.encode of the CUDA tensor on Z with its body coded on
-    the GPU (LatticeStage.z_ans_body; not encode's default,
-    LatticeStage.codes_z_body): its speed, and its payload against the
-    CPU's."""
+    """A row for lattice Z with its body coded and decoded on the GPU (neither
+    is the default: LatticeStage.codes_z_body, cuda.decodes_z_body_on_device):
+    cepam.encode of the CUDA tensor (LatticeStage.z_ans_body) and
+    decode(device="cuda") of the CPU's payload (_cuda.decode_z_ans_body),
+    their speeds, and their payload and values against the CPU's."""
+    import torch
+
     import cepam
     from cepam import cuda
 
-    policy = cuda.LatticeStage.codes_z_body
+    secret = enc["secret"]
+    policies = cuda.LatticeStage.codes_z_body, cuda.decodes_z_body_on_device
     cuda.LatticeStage.codes_z_body = lambda self, params: True
+    cuda.decodes_z_body_on_device = lambda: True
+    t_enc = t_dec = float("inf")
+    ok = True
     try:
-        t, payload = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc), repeat)
+        t_enc, payload = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc),
+                              repeat)
         ok = payload == expected
-    except cepam.errors.DeviceError as e:
-        print(f"  DeviceError: m = {m}, Z with the body on the GPU: {e}")
-        t, ok = float("inf"), False
+        if not ok:
+            print(f"  MISMATCH: m = {m}, Z: the payload with the body coded on the GPU differs")
+
+        def gpu_decode():
+            y = cepam.decode(expected, secret=secret, device="cuda", threads=enc["threads"])
+            torch.cuda.synchronize()
+            return y
+
+        t_dec, y = best(gpu_decode, repeat)
+        same = y.cpu().numpy().tobytes() == \
+            cepam.decode(expected, secret=secret, threads=enc["threads"]).numpy().tobytes()
+        if not same:
+            print(f"  MISMATCH: m = {m}, Z: the values decoded on the GPU differ from the CPU's")
+        ok &= same
+    except cepam.errors.CepamError as e:  # DeviceError, or a FormatError the CPU did not raise
+        print(f"  {type(e).__name__}: m = {m}, Z with the body on the GPU: {e}")
+        ok = False
     finally:
-        cuda.LatticeStage.codes_z_body = policy
-    print(f"| {m:.0e} | Z, body coded on the GPU | | | {m / t / 1e6:,.0f} | | | | "
-          f"{'yes' if ok else 'NO'} |", flush=True)
+        cuda.LatticeStage.codes_z_body, cuda.decodes_z_body_on_device = policies
+    print(f"| {m:.0e} | Z, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
+          f"{m / t_dec / 1e6:,.0f} | | | {'yes' if ok else 'NO'} |", flush=True)
     return ok
 
 

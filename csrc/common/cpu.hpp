@@ -31,8 +31,9 @@
 
 // Asks GCC and Clang to unroll the next loop n times (fully, for loops of at
 // most n iterations), for loops that must be straight-line code to be
-// vectorised or kept in registers.
-#if defined(__GNUC__)
+// vectorised or kept in registers.  (nvcc, which knows no GCC pragma, gets
+// none: these loops are host code.)
+#if defined(__GNUC__) && !defined(__CUDACC__)
 #define CEPAM_PRAGMA(x) _Pragma(#x)
 #define CEPAM_UNROLL(n) CEPAM_PRAGMA(GCC unroll n)
 #else

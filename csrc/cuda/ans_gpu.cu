@@ -16,6 +16,8 @@
 
 #include "common/errors.hpp"
 #include "cuda/runtime.cuh"
+#include "payload/ans_streams.hpp"
+#include "payload/z_decode.hpp"
 
 namespace cepam::gpu {
 namespace {
@@ -23,6 +25,7 @@ namespace {
 constexpr int kStreamThreads = 64;
 constexpr int kUnitThreads = 128;
 constexpr int kGatherThreads = 256;
+constexpr int kDecodeThreads = 128;
 
 // Stream s of the launch: its symbols, scratch words and room in out
 // (offsets as rans_encode_segments takes them); its length in sizes[s],
@@ -178,6 +181,27 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
 
 namespace {
 
+// z's tables (knots, slopes and the trial index's cum; host memory) in
+// device memory at `at` (kZTableBytes bytes), copied on `stream`; returns z
+// pointing there.
+constexpr std::size_t kZKnots = kCdfCells + 1, kZSlopes = kCdfCells, kZCum = kGeometricTable + 1;
+constexpr std::size_t kZTableBytes = (kZKnots + kZSlopes) * 8 + (kZCum * 4 + 7) / 8 * 8;
+ZSymbolModel z_tables_to_device(const ZSymbolModel& z, char* at, cudaStream_t stream) {
+  ZSymbolModel dz = z;
+  dz.cdf.knot = reinterpret_cast<double*>(at);
+  dz.cdf.slope = reinterpret_cast<double*>(at + kZKnots * 8);
+  auto* cum = reinterpret_cast<std::uint32_t*>(at + (kZKnots + kZSlopes) * 8);
+  dz.geometric = z.geometric != nullptr ? cum : nullptr;
+  check(cudaMemcpyAsync(const_cast<double*>(dz.cdf.knot), z.cdf.knot, kZKnots * 8,
+                        cudaMemcpyHostToDevice, stream), "copy the model's knots");
+  check(cudaMemcpyAsync(const_cast<double*>(dz.cdf.slope), z.cdf.slope, kZSlopes * 8,
+                        cudaMemcpyHostToDevice, stream), "copy the model's slopes");
+  if (z.geometric != nullptr)
+    check(cudaMemcpyAsync(cum, z.geometric, kZCum * 4, cudaMemcpyHostToDevice, stream),
+          "copy the trial index's table");
+  return dz;
+}
+
 // Every segment's symbols on the device, a unit of work a thread
 // (symbol_core.hpp's ZUnits): each unit's symbols counted (first pass),
 // their offsets summed on the host, then written into `symbols` (device
@@ -189,31 +213,18 @@ void z_symbols_on_device(const ZSymbolModel& z, const std::uint32_t* H, const st
                          std::vector<std::uint64_t>& first, std::unique_ptr<Scratch>& symbols,
                          Timing& t) {
   const ZUnits u = z_units(z, N, S);
-  // The model's tables on the device: knots, slopes, the trial index's
-  // cum; then the units' counts and offsets.
-  constexpr std::size_t kKnots = kCdfCells + 1, kSlopes = kCdfCells;
-  constexpr std::size_t kCum = kGeometricTable + 1;
-  const std::size_t off_slope = kKnots * 8, off_cum = off_slope + kSlopes * 8;
-  const std::size_t off_counts = off_cum + ((kCum * 4 + 7) / 8) * 8;
+  // The model's tables on the device, then the units' counts and offsets.
+  const std::size_t off_counts = kZTableBytes;
   const std::size_t off_at = off_counts + u.count * 8;
   Scratch tables(device, off_at + (u.count + 1) * 8);
-  ZSymbolModel dz = z;
-  dz.cdf.knot = tables.at<double>(0);
-  dz.cdf.slope = tables.at<double>(off_slope);
-  dz.geometric = z.geometric != nullptr ? tables.at<std::uint32_t>(off_cum) : nullptr;
   Timer copy_timer(stream), kernel_timer(stream);
   std::vector<std::uint64_t> at(u.count + 1, 0);
   const unsigned int blocks =
       static_cast<unsigned int>((u.count + kUnitThreads - 1) / kUnitThreads);
+  ZSymbolModel dz;
   try {
     copy_timer.start();
-    check(cudaMemcpyAsync(tables.at<double>(0), z.cdf.knot, kKnots * 8, cudaMemcpyHostToDevice,
-                          stream), "copy the model's knots");
-    check(cudaMemcpyAsync(tables.at<double>(off_slope), z.cdf.slope, kSlopes * 8,
-                          cudaMemcpyHostToDevice, stream), "copy the model's slopes");
-    if (z.geometric != nullptr)
-      check(cudaMemcpyAsync(tables.at<std::uint32_t>(off_cum), z.geometric, kCum * 4,
-                            cudaMemcpyHostToDevice, stream), "copy the trial index's table");
+    dz = z_tables_to_device(z, tables.at<char>(0), stream);
     copy_timer.stop(&t.transfer_ms);
     kernel_timer.start();  // the first pass: each unit's symbol count
     z_units_kernel<<<blocks, kUnitThreads, 0, stream>>>(
@@ -257,7 +268,120 @@ void z_symbols_on_device(const ZSymbolModel& z, const std::uint32_t* H, const st
       throw DeviceError("the symbol kernel's second pass counted other symbols than its first");
 }
 
+// Segment blockIdx.x of a body on Z^n (payload/z_decode.hpp's steps, as
+// z_decode_segment runs them): thread 0 reads the stream (the trial
+// indices of a block, then piece by piece the trial indices' check and the
+// coordinates), the block's threads compute each piece's side information
+// and reconstruct its values.  Each step's outcome has its own shared
+// variable, which the threads read after a barrier and thread 0 writes
+// again only after later barriers: all threads take the same branches.
+template <class T>
+__global__ void z_decode_kernel(ZSymbolModel z, subvector::Config c, Key key,
+                                const std::uint8_t* body, const ZSegment* segments,
+                                unsigned long long m, std::uint32_t* H, double* beta, double* V,
+                                std::int64_t* M, T* y, ZSegmentOutcome* outcomes) {
+  __shared__ int opened, trials, points;
+  __shared__ ZSegmentOutcome check;
+  const unsigned long long s = blockIdx.x;
+  const ZSegment seg = segments[s];
+  const std::size_t n = static_cast<std::size_t>(z.n);
+  const ZDecodeScratch b{H + s * z.block, beta + s * z.piece, V + s * z.piece * n,
+                         M + s * z.piece * n};
+  const bool reader = threadIdx.x == 0;
+  RansReader r;  // (thread 0's)
+  if (reader) opened = rans_open(r, body + seg.offset, static_cast<std::size_t>(seg.size));
+  __syncthreads();
+  int status = opened;
+  for (std::uint64_t b0 = seg.first; status == kReadOk && b0 < seg.last; b0 += z.block) {
+    const std::size_t count =
+        seg.last - b0 < z.block ? static_cast<std::size_t>(seg.last - b0) : z.block;
+    if (reader) trials = z_read_trials(z, r, count, b.H);
+    __syncthreads();
+    if ((status = trials) != kReadOk) break;
+    for (std::size_t k0 = 0; k0 < count; k0 += z.piece) {
+      const std::size_t e = count - k0 < z.piece ? count - k0 : z.piece;
+      if (reader) check = z_check_trials(c, b.H + k0, e, b0 + k0);
+      __syncthreads();
+      if ((status = check.status) != kReadOk) break;
+      for (std::size_t i = threadIdx.x; i < e; i += blockDim.x)
+        b.beta[i] = subvector::side_info_one(c, key.w, b.H[k0 + i], b0 + k0 + i, b.V + i * n);
+      __syncthreads();
+      if (reader) points = z_read_points(z, r, e, b.beta, b.V, b.M);
+      __syncthreads();
+      if ((status = points) != kReadOk) break;
+      for (std::size_t i = threadIdx.x; i < e; i += blockDim.x)
+        subvector::reconstruct_one(c, b.beta[i], b.V + i * n, b.M + i * n, m, b0 + k0 + i, y);
+      __syncthreads();  // (the next piece overwrites beta, V and M)
+    }
+  }
+  if (reader) {
+    ZSegmentOutcome out{status, 0, 0};
+    if (status == kReadBadTrial) out = check;
+    if (status == kReadOk) out.status = z_read_end(r, seg);
+    outcomes[s] = out;
+  }
+}
+
 }  // namespace
+
+template <class T>
+void decode_z_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
+                       std::size_t len, std::size_t m, int device, std::uintptr_t stream_id,
+                       T* y, Timing* timing) {
+  const ZDecodePlan plan(p, body, len, m);  // the body parsed on the host (FormatError)
+  const std::size_t S = plan.segments.size();
+  if (S == 0) return;
+  DeviceGuard guard(device);
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
+  // Layout: tables, body, segments, outcomes, then each segment's scratch
+  // (H of a block, beta, V and M of a piece).
+  const std::size_t off_body = kZTableBytes, off_segs = off_body + pad8(len);
+  const std::size_t off_out = off_segs + S * sizeof(ZSegment);
+  const std::size_t off_h = off_out + pad8(S * sizeof(ZSegmentOutcome));
+  const std::size_t off_beta = off_h + pad8(S * plan.z.block * 4);
+  const std::size_t off_v = off_beta + S * plan.z.piece * 8;
+  const std::size_t off_m = off_v + S * plan.z.piece * n * 8;
+  Scratch scratch(device, off_m + S * plan.z.piece * n * 8);
+  std::vector<ZSegmentOutcome> outcomes(S);
+  Timing t;
+  Timer copy_timer(stream), kernel_timer(stream);
+  try {
+    copy_timer.start();
+    const ZSymbolModel dz = z_tables_to_device(plan.z, scratch.at<char>(0), stream);
+    check(cudaMemcpyAsync(scratch.at<std::uint8_t>(off_body), body, len, cudaMemcpyHostToDevice,
+                          stream), "copy the body");
+    check(cudaMemcpyAsync(scratch.at<ZSegment>(off_segs), plan.segments.data(),
+                          S * sizeof(ZSegment), cudaMemcpyHostToDevice, stream),
+          "copy the segments");
+    copy_timer.stop(&t.transfer_ms);
+    kernel_timer.start();
+    z_decode_kernel<T><<<static_cast<unsigned int>(S), kDecodeThreads, 0, stream>>>(
+        dz, plan.config, key_words(key), scratch.at<std::uint8_t>(off_body),
+        scratch.at<ZSegment>(off_segs), m, scratch.at<std::uint32_t>(off_h),
+        scratch.at<double>(off_beta), scratch.at<double>(off_v), scratch.at<std::int64_t>(off_m),
+        y, scratch.at<ZSegmentOutcome>(off_out));
+    check(cudaGetLastError(), "launch the decode kernel");
+    kernel_timer.stop(&t.kernel_ms);
+    check(cudaMemcpyAsync(outcomes.data(), scratch.at<ZSegmentOutcome>(off_out),
+                          S * sizeof(ZSegmentOutcome), cudaMemcpyDeviceToHost, stream),
+          "copy the outcomes");
+    check(cudaStreamSynchronize(stream), "synchronize");
+  } catch (...) {
+    cudaStreamSynchronize(stream);  // nothing in flight when the buffers go
+    throw;
+  }
+  throw_first_error(outcomes.data(), S);
+  if (timing != nullptr) *timing = t;
+}
+
+template void decode_z_ans_body<float>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
+                                       std::size_t, std::size_t, int, std::uintptr_t, float*,
+                                       Timing*);
+template void decode_z_ans_body<double>(const LrsuqParams&, const ChaChaKey&,
+                                        const std::uint8_t*, std::size_t, std::size_t, int,
+                                        std::uintptr_t, double*, Timing*);
 
 void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
                    const double* beta, const double* V, std::size_t N, std::size_t S,

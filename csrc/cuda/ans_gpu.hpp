@@ -53,4 +53,19 @@ void z_symbols(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t
                std::uintptr_t stream, std::vector<std::uint64_t>& first,
                std::vector<AnsSymbol>& symbols);
 
+// Decodes an ANS body of len bytes on Z^n (host memory; the caller checks it
+// first: check_payload_body) into y[0..m) (device memory of `device`):
+// the host parses the body (payload/ans_streams.hpp's ZDecodePlan: the
+// CPU's FormatError for a malformed one), the device decodes every segment
+// at once, a block of threads a segment (payload/z_decode.hpp: the stream
+// read on one thread, the side information and the values on all), and
+// the values stay on the device.  Throws the CPU decoder's error for the
+// first segment that fails, DeviceError for CUDA failures.  Not yet run on
+// a GPU: its host twin (decode_z_ans_body_by_segments) gives the CPU's
+// values and errors.
+template <class T>
+void decode_z_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
+                       std::size_t len, std::size_t m, int device, std::uintptr_t stream, T* y,
+                       Timing* timing);
+
 }  // namespace cepam::gpu

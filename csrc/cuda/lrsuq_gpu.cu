@@ -23,16 +23,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr unsigned long long kNoFailure = std::numeric_limits<unsigned long long>::max();
 
-struct Key {
-  std::uint32_t w[8];
-};
-
-Key key_words(const ChaChaKey& key) {
-  Key k{};
-  for (int i = 0; i < 8; ++i) k.w[i] = key[static_cast<std::size_t>(i)];
-  return k;
-}
-
 // The first failure of a launch: (sub-vector << 3) | status, the smallest.
 __device__ inline void record_failure(unsigned long long* first, unsigned long long j,
                                       subvector::Status s) {

@@ -1,6 +1,7 @@
 // CUDA runtime helpers shared by the module's kernels (lrsuq_gpu.cu,
 // ans_gpu.cu): errors as DeviceError, scoped device memory, the current
-// device, and CUDA-event timers.  Included by .cu files only.
+// device, CUDA-event timers and keys as kernel arguments.  Included by .cu
+// files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -97,6 +98,17 @@ class Timer {
   cudaStream_t stream_;
   Event start_, stop_;
 };
+
+// A ChaCha20 key as a kernel argument (by value).
+struct Key {
+  std::uint32_t w[8];
+};
+
+inline Key key_words(const ChaChaKey& key) {
+  Key k{};
+  for (int i = 0; i < 8; ++i) k.w[i] = key[static_cast<std::size_t>(i)];
+  return k;
+}
 
 class DeviceGuard {
  public:

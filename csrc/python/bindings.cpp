@@ -293,14 +293,6 @@ py::array decode_subvectors(const CArray<std::uint32_t>& H, const CArray<std::in
   return with_output(dtype, m, [&](auto* y) { lrsuq_decode_subvectors(p, k, h, mm, 0, N, m, y); });
 }
 
-const std::uint8_t* bytes_view(const py::bytes& b, std::size_t* len) {
-  char* data = nullptr;
-  py::ssize_t size = 0;
-  if (PyBytes_AsStringAndSize(b.ptr(), &data, &size) != 0) throw py::error_already_set();
-  *len = static_cast<std::size_t>(size);
-  return reinterpret_cast<const std::uint8_t*>(data);
-}
-
 // Whether segment `segment` of a Z^n ANS body (coded by a GPU) is the
 // stream the host codes from the segment's coordinates (payload/ans_streams.hpp).
 bool z_segment_matches_py(const py::bytes& body, const py::array& values, std::size_t segment,

@@ -28,6 +28,15 @@ inline ChaChaKey key_from(const py::bytes& key) {
   return chacha_key_from_bytes(reinterpret_cast<const unsigned char*>(s.data()));
 }
 
+// The bytes of a Python bytes object, without a copy (valid while it lives).
+inline const std::uint8_t* bytes_view(const py::bytes& b, std::size_t* len) {
+  char* data = nullptr;
+  py::ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(b.ptr(), &data, &size) != 0) throw py::error_already_set();
+  *len = static_cast<std::size_t>(size);
+  return reinterpret_cast<const std::uint8_t*>(data);
+}
+
 // A native thread count from Python, checked (the same bound everywhere).
 inline int threads_from(int threads) {
   if (threads < 1 || threads > kMaxThreads)

@@ -170,19 +170,11 @@ void capsule_destructor(PyObject* capsule) {
   }
 }
 
-// y = decode(H, M) in device memory of `device`, as a DLPack capsule
-// (float32 or float64, shape (m,)), and the timing.
-py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
-                         std::size_t m, const py::bytes& key, const LrsuqParams& p,
-                         const std::string& dtype, int device, std::uintptr_t stream,
-                         std::size_t chunk, int threads) {
-  threads = threads_from(threads);
-  const int n = p.n;
-  const ChaChaKey k = key_from(key);
-  const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
-  if (static_cast<std::size_t>(H.size()) != N ||
-      static_cast<std::size_t>(M.size()) != N * static_cast<std::size_t>(n))
-    throw InvalidArgument("H and M sizes do not match m and n");
+// (capsule, timing): a new DLPack tensor of m values of dtype ("float32"
+// or "float64") in device memory of `device`, filled by fill(T* y, Timing*)
+// with the GIL released (freed if fill throws).
+template <class Fill>
+py::tuple device_output(std::size_t m, const std::string& dtype, int device, Fill&& fill) {
   if (dtype != "float32" && dtype != "float64")
     throw InvalidArgument("dtype must be 'float32' or 'float64'");
   const int bits = dtype == "float32" ? 32 : 64;
@@ -201,15 +193,11 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   gpu::Timing timing;
   try {
     t.data = gpu::device_alloc(device, m * static_cast<std::size_t>(bits / 8));
-    const std::uint32_t* h = H.data();
-    const std::int64_t* mm = M.data();
     py::gil_scoped_release nogil;
     if (bits == 32) {
-      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<float*>(t.data), &timing,
-                          chunk, threads);
+      fill(static_cast<float*>(t.data), &timing);
     } else {
-      gpu::decode_lattice(p, k, h, mm, m, device, stream, static_cast<double*>(t.data), &timing,
-                          chunk, threads);
+      fill(static_cast<double*>(t.data), &timing);
     }
   } catch (...) {
     delete_owned(&owned->managed);
@@ -217,6 +205,41 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   }
   py::capsule capsule(&owned->managed, kCapsule, &capsule_destructor);
   return py::make_tuple(capsule, timing_dict(timing));
+}
+
+// y = decode(H, M) in device memory of `device`, as a DLPack capsule
+// (float32 or float64, shape (m,)), and the timing.
+py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
+                         std::size_t m, const py::bytes& key, const LrsuqParams& p,
+                         const std::string& dtype, int device, std::uintptr_t stream,
+                         std::size_t chunk, int threads) {
+  threads = threads_from(threads);
+  const int n = p.n;
+  const ChaChaKey k = key_from(key);
+  const std::size_t N = (m + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  if (static_cast<std::size_t>(H.size()) != N ||
+      static_cast<std::size_t>(M.size()) != N * static_cast<std::size_t>(n))
+    throw InvalidArgument("H and M sizes do not match m and n");
+  const std::uint32_t* h = H.data();
+  const std::int64_t* mm = M.data();
+  return device_output(m, dtype, device, [&](auto* y, gpu::Timing* timing) {
+    gpu::decode_lattice(p, k, h, mm, m, device, stream, y, timing, chunk, threads);
+  });
+}
+
+// An ANS body on Z^n decoded on the GPU into device memory of `device`
+// (cuda/ans_gpu.hpp's decode_z_ans_body), as a DLPack capsule, and the
+// timing.
+py::tuple decode_z_ans_body(const py::bytes& body, std::size_t m, const py::bytes& key,
+                            const LrsuqParams& p, const std::string& dtype, int device,
+                            std::uintptr_t stream) {
+  const ChaChaKey k = key_from(key);
+  std::size_t len = 0;
+  const std::uint8_t* data = bytes_view(body, &len);
+  check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
+  return device_output(m, dtype, device, [&](auto* y, gpu::Timing* timing) {
+    gpu::decode_z_ans_body(p, k, data, len, m, device, stream, y, timing);
+  });
 }
 
 // The rANS streams [first[s], first[s + 1]) of the symbols (intervals
@@ -404,6 +427,11 @@ PYBIND11_MODULE(_cuda, m) {
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default); threads: host threads that pack each "
         "chunk.");
+  m.def("decode_z_ans_body", &decode_z_ans_body, py::arg("body"), py::kw_only(), py::arg("m"),
+        py::arg("key"), py::arg("params"), py::arg("dtype"), py::arg("device") = 0,
+        py::arg("stream") = 0,
+        "Decode an ANS body on Z^n on the GPU, every segment at once, into a new CUDA tensor "
+        "-> (DLPack capsule, timing): decode's values and errors.");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "

@@ -43,11 +43,19 @@ chosen from the context again and compares its stream
 the GPU disagrees.  For
 ``decode(..., device="cuda")``: the body is entropy-decoded on the host,
 only the trial indices H and lattice points M travel, and the GPU kernel
-writes the update into device memory, where it stays.
+writes the update into device memory, where it stays.  On lattice Z with
+the ANS coder the whole body can also be decoded on the GPU, every
+segment at once (``_cuda.decode_z_ans_body``,
+``csrc/payload/z_decode.hpp``); decode does not use it yet
+(:func:`decodes_z_body_on_device`).
 
 All of this ran on an NVIDIA H100 (CUDA 13.0, torch 2.11): the ``cuda``
 tests passed and ``bench/gpu_check.py`` found the CPU's bytes (payloads,
-stages, symbols, streams, norms, model statistics, decoded values); see
+stages, symbols, streams, norms, model statistics, decoded values), except
+what came after that run: the host's side of the transfers on several
+threads, the symbol kernel a unit of work a thread, the streams gathered
+on the device, and the GPU's decoder of Z bodies, checked so far through
+their host twins; see
 ``docs/guide/gpu.md`` for what ran where and how fast.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
@@ -74,7 +82,7 @@ from .precision import judge_output, overflow_error
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
            "segment_to_check", "segment_coordinates", "check_segment", "decodes_on_device",
-           "decode_on_device",
+           "decodes_z_body_on_device", "decode_on_device",
            "check_device_output"]
 
 # DLPack device types (dlpack.h): kDLCUDA, kDLCUDAManaged.
@@ -556,24 +564,44 @@ def decodes_on_device() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def decodes_z_body_on_device() -> bool:
+    """Whether ``decode(device="cuda")`` decodes an ANS body on lattice Z
+    entirely on the GPU (``_cuda.decode_z_ans_body``: every segment at once,
+    a block of threads a segment, with the code of
+    ``csrc/payload/z_decode.hpp``) rather than entropy-decoding it on the
+    host and running the decode kernel.
+
+    Not yet: that decoder has run only as its host twin
+    (``_core.testing.z_decode_by_segments``, which gives the CPU decoder's
+    values and errors on valid and corrupted bodies:
+    ``tests/core/test_z_decode.py``), never on a GPU; the ``cuda`` tests
+    and ``bench/gpu_check.py`` check and time it there."""
+    return False
+
+
 def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int, dtype: str,
-                     threads: int, index: int) -> Any:
+                     threads: int, index: int, z_ans_body: bool = False) -> Any:
     """The m decoded coordinates of a payload body as a 1-D torch tensor of
     ``dtype`` ("float32" or "float64") on CUDA device ``index``: the body
     entropy-decoded on the host (``threads`` threads, straight into the
     arrays that travel), the trial indices and lattice points packed
     (``threads`` threads) and copied to the device, and the LRSUQ
     reconstruction run by the GPU kernel (the CPU codec's values, bit for
-    bit).
+    bit).  With ``z_ans_body`` (an ANS body on lattice Z) and
+    :func:`decodes_z_body_on_device`, the whole body is decoded on the GPU.
 
     Raises:
-        FormatError: the body is malformed.
+        FormatError: the body is malformed (the CPU decoder's error).
         DeviceError: a CUDA failure.
     """
     import torch
 
-    H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder, threads=threads)
     stream = torch.cuda.current_stream(index).cuda_stream
+    if z_ans_body and decodes_z_body_on_device():
+        capsule, _ = cuda_module().decode_z_ans_body(body, m=m, key=key, params=params,
+                                                     dtype=dtype, device=index, stream=stream)
+        return torch.from_dlpack(capsule)
+    H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder, threads=threads)
     capsule, _ = cuda_module().decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype,
                                               device=index, stream=stream, threads=threads)
     return torch.from_dlpack(capsule)

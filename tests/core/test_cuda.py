@@ -540,3 +540,58 @@ def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
     twin_rng, twin_counts = hooks.model_statistics(x, factor=factor)
     assert rng == twin_rng
     np.testing.assert_array_equal(counts, twin_counts)
+
+
+# --- ANS bodies on Z decoded on the GPU (not decode's default yet) ------------
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("n,m,dtype", [(1, 5, "float32"), (1, 2 * (1 << 17) + 77, "float32"),
+                                       (2, 300_001, "float64"), (3, 9_001, "float32"),
+                                       (8, 70_000, "float64")])
+def test_the_gpu_decodes_z_bodies_to_the_cpu_values(n, m, dtype):
+    import torch
+
+    from test_z_decode import KEY as ZKEY, _params, _update
+
+    params = _params(n)
+    body = _core.encode(_update(m, np.dtype(dtype), seed=n), key=ZKEY, params=params, factor=1.0,
+                        coder=2, threads=2)
+    capsule, _ = _cuda.decode_z_ans_body(body, m=m, key=ZKEY, params=params, dtype=dtype)
+    y = torch.from_dlpack(capsule).cpu().numpy()
+    ref = _core.decode(body, m=m, key=ZKEY, params=params, coder=2, dtype=dtype, threads=2)
+    assert y.tobytes() == ref.tobytes()
+
+
+@needs_gpu
+@pytest.mark.cuda
+def test_the_gpu_refuses_corrupted_z_bodies_as_the_cpu_does():
+    import torch
+
+    from test_z_decode import KEY as ZKEY, _corruptions, _outcome, _params, _update
+
+    m, params = 2 * (1 << 17) + 5, _params(2)
+    body = _core.encode(_update(m, seed=2), key=ZKEY, params=params, factor=1.0, coder=2,
+                        threads=1)
+    for bad in _corruptions(body, np.random.default_rng(2), 40):
+        cpu = _outcome(lambda: _core.decode(bad, m=m, key=ZKEY, params=params, coder=2,
+                                            dtype="float32", threads=1))
+        gpu = _outcome(lambda: torch.from_dlpack(_cuda.decode_z_ans_body(
+            bad, m=m, key=ZKEY, params=params, dtype="float32")[0]).cpu().numpy())
+        assert gpu == cpu
+
+
+@needs_gpu
+@pytest.mark.cuda
+def test_decode_takes_the_gpu_z_decoder_when_asked(monkeypatch):
+    update = {"w": np.random.default_rng(0).normal(size=(300, 7)).astype(np.float32)}
+    payload = cepam.encode(update, cepam.Gaussian(sigma=0.05), secret=SECRET, round=1, client=1,
+                           clip=10.0, lattice="Z")
+    monkeypatch.setattr(cuda, "decodes_z_body_on_device", lambda: True)
+    calls = []
+    original = _cuda.decode_z_ans_body
+    monkeypatch.setattr(_cuda, "decode_z_ans_body",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    out = cepam.decode(payload, secret=SECRET, device="cuda")
+    assert calls and out["w"].is_cuda
+    assert np.array_equal(out["w"].cpu().numpy(), cepam.decode(payload, secret=SECRET)["w"])

@@ -261,3 +261,27 @@ def test_the_core_reads_no_update_given_the_stage_and_the_statistics():
     with pytest.raises(InvalidArgumentError, match="model_statistics"):
         _core.encode(np.empty(0, np.float32), lattice_stage=stage, model_statistics=(1.0,),
                      m=x.size, **kw)
+
+
+# --- decode(device="cuda"): which decoder the codec asks for -------------------
+
+
+@pytest.mark.parametrize("lattice,coder,z_body", [("Z", "ans", True), ("Z", "golomb", False),
+                                                  ("E8", "ans", False), ("D4", "ans", False)])
+def test_decode_offers_the_gpu_z_decoder_only_z_ans_bodies(lattice, coder, z_body, monkeypatch):
+    """decode(device="cuda") hands cepam.cuda.decode_on_device the body, and
+    whether it is an ANS body on Z (which the GPU can decode whole); the
+    values are the CPU's either way."""
+    update = _normal(5_000, np.float32)
+    payload = _encode(update, clip=10.0, lattice=lattice, coder=coder)
+    seen = []
+
+    def host_decode(body, *, index, z_ans_body, **kw):
+        seen.append(z_ans_body)
+        return torch.from_numpy(_core.decode(body, **kw))
+
+    monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
+    monkeypatch.setattr(cepam.codec, "decode_on_device", host_decode)
+    out = cepam.decode(payload, secret=SECRET, device="cuda")
+    assert seen == [z_body]
+    assert torch.equal(out, cepam.decode(payload, secret=SECRET))
