@@ -59,8 +59,11 @@ void z_symbols(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t
 // CPU's FormatError for a malformed one), the device decodes every segment
 // at once, a block of threads a segment (payload/z_decode.hpp: the stream
 // read on one thread, the side information and the values on all), and
-// the values stay on the device.  Throws the CPU decoder's error for the
-// first segment that fails, DeviceError for CUDA failures.  Not yet run on
+// the values stay on the device.  Device memory besides y: the body, and
+// for each segment a block's trial indices and a piece's side information
+// and coordinates (112 KiB on Z^1: 0.9 bytes a coordinate).  Throws the
+// CPU decoder's error for the first segment that fails, DeviceError for
+// CUDA failures.  Not yet run on
 // a GPU: its host twin (decode_z_ans_body_by_segments) gives the CPU's
 // values and errors.
 template <class T>
