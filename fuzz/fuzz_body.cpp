@@ -7,6 +7,8 @@
 // Input (a "frame", little-endian; fuzz/make_corpus.py writes real ones):
 //   u8  target     0 decode to float32, 1 decode to float64, 2 decode the
 //                  symbols (H, M), 3 the body's parts (cepam.inspect),
+//                  (0 and 1 on Z^n with the ANS coder: also the GPU's decoder,
+//                  its host twin, which must meet the CPU's outcome)
 //                  4 LRSUQ decode of raw symbols (H u32[N], M i64[N n])
 //   u8  mechanism  u8 lattice  u8 n  u8 coder
 //   f64 scale      u32 m (coordinates; above kMaxCoordinates: skipped, as a
@@ -15,17 +17,20 @@
 //   the body       (everything between header and tag)
 // A crash, sanitizer report, leak, or any exception other than FormatError
 // and InvalidArgument (the errors a hostile body may raise) is a finding;
-// so is a non-finite decoded value.
+// so is a non-finite decoded value, and a Z^n body that the GPU's decoder
+// (its host twin) decodes otherwise than the CPU.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/errors.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
+#include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
 #include "random/chacha20.hpp"
 
@@ -48,12 +53,37 @@ void require_finite(const std::vector<T>& y) {
     if (!std::isfinite(static_cast<double>(v))) std::abort();  // a finding
 }
 
+// The values of a decode, or its FormatError's message.
+template <class T, class Decode>
+std::string outcome(std::vector<T>& y, Decode&& decode) {
+  try {
+    decode(y.data());
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 template <class T>
-void decode_values(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                   std::size_t len, std::size_t m, Coder coder, int threads) {
+void decode_values(const LrsuqParams& p, const ChaChaKey& key, const KeyStream& ks,
+                   const std::uint8_t* body, std::size_t len, std::size_t m, Coder coder,
+                   int threads) {
   check_payload_body(p, body, len, m, coder);  // before anything sized by m
   std::vector<T> y(m);
-  decode_payload_body(p, ks, body, len, m, coder, y.data(), threads);
+  const std::string error = outcome(y, [&](T* out) {
+    decode_payload_body(p, ks, body, len, m, coder, out, threads);
+  });
+  if (p.lattice == LatticeId::Z && coder == Coder::Ans) {
+    // The GPU's decoder (its host twin, payload/z_decode.hpp) must meet the
+    // same outcome: the same error, or the same values.
+    std::vector<T> z(m);
+    const std::string z_error = outcome(z, [&](T* out) {
+      decode_z_ans_body_by_segments(p, key, body, len, m, out);
+    });
+    if (z_error != error) std::abort();  // a finding
+    if (error.empty() && std::memcmp(y.data(), z.data(), m * sizeof(T)) != 0) std::abort();
+  }
+  if (!error.empty()) throw FormatError(error);
   require_finite(y);
 }
 
@@ -96,13 +126,14 @@ void run(const std::uint8_t* data, std::size_t size) {
   const KeyStream ks(key, kPurposeLrsuq);
   const Coder coder = static_cast<Coder>(coder_code);
   switch (target) {
-    case 0: decode_values<float>(p, ks, body, len, m, coder, threads); break;
-    case 1: decode_values<double>(p, ks, body, len, m, coder, threads); break;
+    case 0: decode_values<float>(p, key, ks, body, len, m, coder, threads); break;
+    case 1: decode_values<double>(p, key, ks, body, len, m, coder, threads); break;
     case 2: {
-      check_payload_body(p, body, len, m, coder);
-      std::vector<std::uint32_t> H;
-      std::vector<std::int64_t> M;
-      decode_payload_symbols(p, ks, body, len, m, coder, H, M, threads);
+      check_payload_body(p, body, len, m, coder);  // before anything sized by m
+      const std::size_t n = static_cast<std::size_t>(p.n), N = (m + n - 1) / n;
+      std::vector<std::uint32_t> H(N);
+      std::vector<std::int64_t> M(N * n);
+      decode_payload_symbols(p, ks, body, len, m, coder, H.data(), M.data(), threads);
       break;
     }
     case 3: payload_body_parts(body, len, coder, p.lattice, ans_segments(m, p.n)); break;

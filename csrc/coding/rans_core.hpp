@@ -200,10 +200,12 @@ enum ReadStatus : int {
   kReadNonCanonicalEscape,// an escaped coordinate inside its table
   kReadOutsideTable,      // a coarse symbol's offset beyond the table
   kReadBadTrial,          // a trial index out of range (the codec's error)
+  kReadNonFinite,         // a decoded value overflows the output type (DecodingError)
 };
 
 // The CPU decoder's message for a status (FormatError's; kReadBadTrial's
-// names the sub-vector: lrsuq's throw_subvector_error).
+// and kReadNonFinite's name the sub-vector: lrsuq's throw_subvector_error
+// and throw_nonfinite_output).
 inline const char* read_message(ReadStatus s) {
   switch (s) {
     case kReadBadLength: return "entropy-coded body has a bad length";

@@ -272,7 +272,8 @@ void z_symbols_on_device(const ZSymbolModel& z, const std::uint32_t* H, const st
 // z_decode_segment runs them): thread 0 reads the stream (the trial
 // indices of a block, then piece by piece the trial indices' check and the
 // coordinates), the block's threads compute each piece's side information
-// and reconstruct its values.  Each step's outcome has its own shared
+// and reconstruct its values (the first sub-vector with a value that is
+// not finite found by atomicMin).  Each step's outcome has its own shared
 // variable, which the threads read after a barrier and thread 0 writes
 // again only after later barriers: all threads take the same branches.
 template <class T>
@@ -281,6 +282,7 @@ __global__ void z_decode_kernel(ZSymbolModel z, subvector::Config c, Key key,
                                 unsigned long long m, std::uint32_t* H, double* beta, double* V,
                                 std::int64_t* M, T* y, ZSegmentOutcome* outcomes) {
   __shared__ int opened, trials, points;
+  __shared__ unsigned int nonfinite;  // the piece's first sub-vector with a value not finite
   __shared__ ZSegmentOutcome check;
   const unsigned long long s = blockIdx.x;
   const ZSegment seg = segments[s];
@@ -292,6 +294,7 @@ __global__ void z_decode_kernel(ZSymbolModel z, subvector::Config c, Key key,
   if (reader) opened = rans_open(r, body + seg.offset, static_cast<std::size_t>(seg.size));
   __syncthreads();
   int status = opened;
+  std::uint64_t nonfinite_at = 0;
   for (std::uint64_t b0 = seg.first; status == kReadOk && b0 < seg.last; b0 += z.block) {
     const std::size_t count =
         seg.last - b0 < z.block ? static_cast<std::size_t>(seg.last - b0) : z.block;
@@ -306,17 +309,29 @@ __global__ void z_decode_kernel(ZSymbolModel z, subvector::Config c, Key key,
       for (std::size_t i = threadIdx.x; i < e; i += blockDim.x)
         b.beta[i] = subvector::side_info_one(c, key.w, b.H[k0 + i], b0 + k0 + i, b.V + i * n);
       __syncthreads();
-      if (reader) points = z_read_points(z, r, e, b.beta, b.V, b.M);
+      if (reader) {
+        points = z_read_points(z, r, e, b.beta, b.V, b.M);
+        nonfinite = static_cast<unsigned int>(e);
+      }
       __syncthreads();
       if ((status = points) != kReadOk) break;
-      for (std::size_t i = threadIdx.x; i < e; i += blockDim.x)
-        subvector::reconstruct_one(c, b.beta[i], b.V + i * n, b.M + i * n, m, b0 + k0 + i, y);
-      __syncthreads();  // (the next piece overwrites beta, V and M)
+      for (std::size_t i = threadIdx.x; i < e; i += blockDim.x) {
+        if (!subvector::reconstruct_one(c, b.beta[i], b.V + i * n, b.M + i * n, m, b0 + k0 + i,
+                                        y))
+          atomicMin(&nonfinite, static_cast<unsigned int>(i));
+      }
+      __syncthreads();  // (and the next piece overwrites beta, V and M)
+      if (nonfinite != e) {
+        status = kReadNonFinite;
+        nonfinite_at = b0 + k0 + nonfinite;
+        break;
+      }
     }
   }
   if (reader) {
     ZSegmentOutcome out{status, 0, 0};
     if (status == kReadBadTrial) out = check;
+    if (status == kReadNonFinite) out.at = nonfinite_at;
     if (status == kReadOk) out.status = z_read_end(r, seg);
     outcomes[s] = out;
   }
@@ -372,7 +387,7 @@ void decode_z_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::ui
     cudaStreamSynchronize(stream);  // nothing in flight when the buffers go
     throw;
   }
-  throw_first_error(outcomes.data(), S);
+  throw_first_error(outcomes.data(), S, dtype_name<T>());
   if (timing != nullptr) *timing = t;
 }
 

@@ -257,12 +257,13 @@ ZDecodePlan::ZDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::si
   }
 }
 
-void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count) {
+void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count, const char* dtype) {
   for (std::size_t s = 0; s < count; ++s) {
     const ZSegmentOutcome& o = outcomes[s];
     if (o.status == kReadOk) continue;
     if (o.status == kReadBadTrial)
       throw_subvector_error(static_cast<std::size_t>(o.at), subvector::kBadTrial, 0.0, o.h);
+    if (o.status == kReadNonFinite) throw_nonfinite_output(static_cast<std::size_t>(o.at), dtype);
     throw FormatError(read_message(static_cast<ReadStatus>(o.status)));
   }
 }
@@ -282,7 +283,7 @@ void decode_z_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
     outcomes.push_back(z_decode_segment(plan.z, plan.config, key.data(), body, seg, m, scratch, y));
     if (outcomes.back().status != kReadOk) break;  // (the first error is the one thrown)
   }
-  throw_first_error(outcomes.data(), outcomes.size());
+  throw_first_error(outcomes.data(), outcomes.size(), dtype_name<T>());
 }
 
 template void decode_z_ans_body_by_segments<float>(const LrsuqParams&, const ChaChaKey&,

@@ -132,9 +132,10 @@ struct ZDecodePlan {
 };
 
 // Throws the CPU decoder's error for the first of `count` segments (in
-// order) whose outcome is not kReadOk: FormatError, or the codec's error
-// for a bad trial index; nothing if all are.
-void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count);
+// order) whose outcome is not kReadOk: FormatError, the codec's error for
+// a bad trial index, or DecodingError for values that overflow `dtype`
+// ("float32" or "float64"); nothing if all are.
+void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count, const char* dtype);
 
 // decode_payload_body's values of an ANS body on Z^n (and its errors), by
 // z_decode_segment one segment after another: the GPU kernel's host twin.

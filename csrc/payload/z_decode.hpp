@@ -34,7 +34,8 @@ struct ZSegment {
 };
 
 // A segment's outcome: kReadOk, or the first error the stream meets
-// (kReadBadTrial: at sub-vector `at`, whose trial index is h).
+// (kReadBadTrial: at sub-vector `at`, whose trial index is h;
+// kReadNonFinite: sub-vector `at` decodes to a value its type cannot hold).
 struct ZSegmentOutcome {
   int status;
   std::uint64_t at;
@@ -99,9 +100,10 @@ struct ZDecodeScratch {
 
 // Decodes segment `seg` of a body (key: the LRSUQ stream's ChaCha20 key
 // words; m: the update's coordinates) into y (its sub-vectors'
-// coordinates below m; values that are not finite are written as they
-// are, for the output check, as on the CPU).  On an error, y holds some
-// of the segment's values.
+// coordinates below m).  As the CPU's decoder, it checks a piece's values
+// once they are written: the first sub-vector of the piece with a value
+// that is not finite is an error (kReadNonFinite).  On an error, y holds
+// some of the segment's values.
 template <class T>
 CEPAM_HD inline ZSegmentOutcome z_decode_segment(const ZSymbolModel& z,
                                                  const subvector::Config& c,
@@ -124,8 +126,13 @@ CEPAM_HD inline ZSegmentOutcome z_decode_segment(const ZSymbolModel& z,
       for (std::size_t i = 0; i < e; ++i)
         b.beta[i] = subvector::side_info_one(c, key, b.H[k0 + i], b0 + k0 + i, b.V + i * n);
       if ((out.status = z_read_points(z, r, e, b.beta, b.V, b.M)) != kReadOk) return out;
-      for (std::size_t i = 0; i < e; ++i)
-        subvector::reconstruct_one(c, b.beta[i], b.V + i * n, b.M + i * n, m, b0 + k0 + i, y);
+      std::size_t first_nonfinite = e;
+      for (std::size_t i = 0; i < e; ++i) {
+        const bool finite =
+            subvector::reconstruct_one(c, b.beta[i], b.V + i * n, b.M + i * n, m, b0 + k0 + i, y);
+        if (!finite && first_nonfinite == e) first_nonfinite = i;
+      }
+      if (first_nonfinite != e) return ZSegmentOutcome{kReadNonFinite, b0 + k0 + first_nonfinite, 0};
     }
   }
   out.status = z_read_end(r, seg);

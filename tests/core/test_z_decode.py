@@ -4,6 +4,9 @@ the CUDA kernel runs, one segment after another): the CPU decoder's values
 bit for bit on valid bodies, and its outcome on corrupted ones (the same
 error type and message, the first the stream meets, or the same values)."""
 
+import struct
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -127,3 +130,25 @@ def test_off_z_the_twin_refuses():
     body = _core.encode(_update(1000), key=KEY, params=params, factor=1.0, coder=2, threads=1)
     with pytest.raises(ValueError, match="Z"):
         hooks.z_decode_by_segments(body, m=1000, key=KEY, params=params, dtype="float32")
+
+
+def test_values_that_overflow_are_refused_as_on_the_cpu():
+    """A payload's scale is the sender's choice: one far too large for the
+    output type makes the values overflow, and both decoders name the first
+    such sub-vector.  The fuzzer's frame (fuzz/fuzz_body.cpp's layout) that
+    found the twin writing infinities where the CPU refuses."""
+    frame = (Path(__file__).parents[2] / "fuzz" / "regressions" / "z-twin-overflow-1").read_bytes()
+    mechanism, lattice, n = frame[1], frame[2], frame[3]
+    scale, m = struct.unpack_from("<d", frame, 5)[0], struct.unpack_from("<I", frame, 13)[0]
+    key, body = frame[17:49], frame[49:]
+    params = _core.Params(mechanism=mechanism, scale=scale, lattice=lattice, n=n)
+    outcomes = {}
+    for dtype in ("float32", "float64"):
+        cpu = _outcome(lambda: _core.decode(body, m=m, key=key, params=params, coder=2,
+                                            dtype=dtype, threads=1))
+        twin = _outcome(lambda: hooks.z_decode_by_segments(body, m=m, key=key, params=params,
+                                                           dtype=dtype))
+        assert twin == cpu
+        outcomes[dtype] = cpu
+    assert outcomes["float32"][0] == "DecodingError"  # (float64 holds the values)
+    assert isinstance(outcomes["float64"], bytes)
