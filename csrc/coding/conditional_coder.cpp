@@ -627,38 +627,6 @@ void GeometricCoder::decode_batch(std::size_t count, AnsDecoder& dec, std::uint3
       [&](std::size_t i) { H[i] = decode(dec); });
 }
 
-// The largest q with cum(q) <= s, from a guess q in [0, count): gallops
-// away from the guess until the answer is bracketed, then bisects, so that
-// it takes O(log |answer - guess|) steps.  cum(0) = 0 <= s < cum(count)
-// always (s below the escape slot), which bounds both gallops.
-std::int64_t CellCoder::search(const Layout& l, std::uint32_t s, std::int64_t q) const {
-  std::int64_t lo, hi;  // cum(lo) <= s < cum(hi)
-  std::int64_t step = 1;
-  if (cum(l, q) <= s) {
-    lo = q;
-    hi = q + 1;
-    while (cum(l, hi) <= s) {
-      lo = hi;
-      hi = hi + step < l.count ? hi + step : l.count;
-      step *= 2;
-    }
-  } else {  // q > 0 here
-    hi = q;
-    lo = q - 1;
-    while (cum(l, lo) > s) {
-      hi = lo;
-      lo = lo - step > 0 ? lo - step : 0;
-      step *= 2;
-    }
-  }
-  while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    if (cum(l, mid) <= s) lo = mid;
-    else hi = mid;
-  }
-  return lo;
-}
-
 std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {
   const std::uint32_t s = dec.peek();
   if (s >= kProbScale - kEscapeFreq) {

@@ -228,9 +228,7 @@ class CellCoder {
 
  private:
   std::uint32_t cum(const Layout& l, std::int64_t q) const;
-  std::int64_t guess(const Layout& l, std::uint32_t s) const;
-  // The rarer paths, out of line.
-  std::int64_t search(const Layout& l, std::uint32_t s, std::int64_t q) const;
+  // The rarer path, out of line.
   std::int64_t decode_rare(const Layout& l, AnsDecoder& dec) const;  // escape or coarse
 
   const SourceModel& model_;
@@ -250,20 +248,6 @@ inline std::uint32_t CellCoder::cum_at(const Layout& l, double edge_cells, std::
   return cell_cum_at(cdf_, l, edge_cells, q);
 }
 
-// The slot s lies where F(edge) R + q reaches s, F the model's CDF.  Taking
-// F = s / 2^kProbBits (the terms q and 2^kProbBits - R nearly cancel), the
-// model's quantile sits u grid cells above -A, that is at cell coordinate
-// z_lo + u (z_hi - z_lo) / kCells + 1/2 (cell j spans [j, j + 1)), or
-// guess_a + u guess_b cells above cell lo.  Any value in [0, count) is a
-// valid guess: non-finite layouts just guess badly.
-inline std::int64_t CellCoder::guess(const Layout& l, std::uint32_t s) const {
-  const double u = model_.quantile_cells(s >> (kProbBits - SourceModel::kKnotBits));
-  const double x = l.guess_a + u * l.guess_b;
-  if (!(x > 0.0)) return 0;
-  if (!(x < static_cast<double>(l.count << l.shift))) return l.count - 1;
-  return static_cast<std::int64_t>(x) >> l.shift;  // x > 0: truncation is floor
-}
-
 inline void CellCoder::encode(std::int64_t j, const Layout& l, AnsEncoder& enc) const {
   // Written in place (room for the most a coordinate takes), then the
   // unused room dropped.
@@ -271,18 +255,11 @@ inline void CellCoder::encode(std::int64_t j, const Layout& l, AnsEncoder& enc) 
   enc.truncate(enc.symbols() - static_cast<std::size_t>(kMaxCellSymbols) + static_cast<std::size_t>(k));
 }
 
+// (coding/symbol_core.hpp's cell_symbol: a guess from the model's
+// quantile table, else a search from it; shared with a GPU's decoder.)
 inline std::int64_t CellCoder::symbol(const Layout& l, std::uint32_t s, std::uint32_t& start,
                                       std::uint32_t& end) const {
-  // The symbol is the q with cum(q) <= s < cum(q + 1); usually the guess.
-  std::int64_t q = guess(l, s);
-  start = cum(l, q);
-  end = cum(l, q + 1);
-  if (start > s || end <= s) {
-    q = search(l, s, q);
-    start = cum(l, q);
-    end = cum(l, q + 1);
-  }
-  return q;
+  return cell_symbol(cdf_, model_.quantile_table(), l, s, start, end);
 }
 
 inline bool CellCoder::lookup(const Layout& l, std::uint32_t s, std::int64_t& j,

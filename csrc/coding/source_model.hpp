@@ -42,7 +42,8 @@ class SourceModel {
   static constexpr std::uint32_t kKnotScale = 1u << kKnotBits;
   static constexpr int kTableBits = 22;   // grid values in units of 2^-22
   static constexpr std::uint32_t kTableScale = 1u << kTableBits;
-  static_assert(kCells == kCdfCells && kTableScale == kCdfTableScale, "symbol_core's copy");
+  static_assert(kCells == kCdfCells && kTableScale == kCdfTableScale && kKnotBits == kCdfKnotBits,
+                "symbol_core's copy");
 
   SourceModel() = default;
 

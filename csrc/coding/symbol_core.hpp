@@ -35,6 +35,7 @@ struct CdfView {
 
 inline constexpr int kCdfCells = 1024;          // SourceModel::kCells
 inline constexpr double kCdfTableScale = 4194304.0;  // 2^22, SourceModel::kTableScale
+inline constexpr int kCdfKnotBits = 12;  // SourceModel::kKnotBits: the quantile table's levels
 
 // P(X <= x) under the model (SourceModel::cdf documents it).
 CEPAM_HD inline double model_cdf(const CdfView& m, double x) {
@@ -194,11 +195,14 @@ CEPAM_HD inline int geometric_symbols(const std::uint32_t* cum, std::uint32_t h,
 }
 
 // What a segment of Z^n's symbols need besides its sub-vectors: the
-// model, the trial index's table (nullptr: H not coded), n, G_kk at each
-// coding position c (k = n - 1 - c), the block size (kAnsBlock) and, for
-// the decoder, the sub-vectors a piece (payload/ans_body.hpp).
+// model (and, for the decoder's guesses, its quantile table:
+// SourceModel::quantile_cells), the trial index's table (nullptr: H not
+// coded), n, G_kk at each coding position c (k = n - 1 - c), the block size
+// (kAnsBlock) and, for the decoder, the sub-vectors a piece
+// (payload/ans_body.hpp).
 struct ZSymbolModel {
   CdfView cdf;
+  const double* quantile;
   const std::uint32_t* geometric;
   int n;
   double diag[8];
@@ -363,11 +367,78 @@ CEPAM_HD inline ReadStatus geometric_decode(const std::uint32_t* cum, RansReader
   return st;
 }
 
+// The decoder's first guess of the symbol q whose interval holds slot s,
+// in [0, count), from the model's quantile table (quantile[level] for the
+// slot's top kCdfKnotBits bits).  The slot lies where F(edge) R + q
+// reaches s, F the model's CDF.  Taking F = s / 2^kProbBits (the terms q
+// and 2^kProbBits - R nearly cancel), the model's quantile sits u grid
+// cells above -A, that is at cell coordinate z_lo + u (z_hi - z_lo) /
+// kCells + 1/2 (cell j spans [j, j + 1)), or guess_a + u guess_b cells
+// above cell lo.  Any value in [0, count) is a valid guess: non-finite
+// layouts just guess badly.
+CEPAM_HD inline std::int64_t cell_guess(const double* quantile, const CellLayout& l,
+                                        std::uint32_t s) {
+  const double u = quantile[s >> (kProbBits - kCdfKnotBits)];
+  const double x = l.guess_a + u * l.guess_b;
+  if (!(x > 0.0)) return 0;
+  if (!(x < static_cast<double>(l.count << l.shift))) return l.count - 1;
+  return static_cast<std::int64_t>(x) >> l.shift;  // x > 0: truncation is floor
+}
+
+// The largest q with cum(q) <= s, from a guess q in [0, count): gallops
+// away from the guess until the answer is bracketed, then bisects, so that
+// it takes O(log |answer - guess|) steps.  cum(0) = 0 <= s < cum(count)
+// always (s below the escape slot), which bounds both gallops.
+CEPAM_HD inline std::int64_t cell_search(const CdfView& m, const CellLayout& l, std::uint32_t s,
+                                         std::int64_t q) {
+  std::int64_t lo, hi;  // cum(lo) <= s < cum(hi)
+  std::int64_t step = 1;
+  if (cell_cum(m, l, q) <= s) {
+    lo = q;
+    hi = q + 1;
+    while (cell_cum(m, l, hi) <= s) {
+      lo = hi;
+      hi = hi + step < l.count ? hi + step : l.count;
+      step *= 2;
+    }
+  } else {  // q > 0 here
+    hi = q;
+    lo = q - 1;
+    while (cell_cum(m, l, lo) > s) {
+      hi = lo;
+      lo = lo - step > 0 ? lo - step : 0;
+      step *= 2;
+    }
+  }
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (cell_cum(m, l, mid) <= s) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// The symbol q whose interval [start, end) holds slot s (below the escape
+// slot): the guess, else the search from it.
+CEPAM_HD inline std::int64_t cell_symbol(const CdfView& m, const double* quantile,
+                                         const CellLayout& l, std::uint32_t s,
+                                         std::uint32_t& start, std::uint32_t& end) {
+  std::int64_t q = cell_guess(quantile, l, s);
+  start = cell_cum(m, l, q);
+  end = cell_cum(m, l, q + 1);
+  if (start > s || end <= s) {
+    q = cell_search(m, l, s, q);
+    start = cell_cum(m, l, q);
+    end = cell_cum(m, l, q + 1);
+  }
+  return q;
+}
+
 // Coordinate *j in table l: its symbol, or (coarse) its coarse symbol and
 // offset, or the escape and the value raw (escaped_value_symbols); a value
 // the encoder would have coded otherwise is refused.
-CEPAM_HD inline ReadStatus cell_decode(const CdfView& m, const CellLayout& l, RansReader& r,
-                                       std::int64_t* j) {
+CEPAM_HD inline ReadStatus cell_decode(const CdfView& m, const double* quantile,
+                                       const CellLayout& l, RansReader& r, std::int64_t* j) {
   const std::uint32_t s = rans_peek(r);
   if (s >= kProbScale - kCellEscapeFreq) {
     ReadStatus st = rans_advance(r, kProbScale - kCellEscapeFreq, kCellEscapeFreq);
@@ -383,15 +454,9 @@ CEPAM_HD inline ReadStatus cell_decode(const CdfView& m, const CellLayout& l, Ra
     if (*j >= l.lo && *j <= l.hi) return kReadNonCanonicalEscape;
     return kReadOk;
   }
-  // The q with cum(q) <= s < cum(q + 1): cum(0) = 0 <= s < cum(count).
-  std::int64_t lo = 0, hi = l.count;
-  while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    if (cell_cum(m, l, mid) <= s) lo = mid;
-    else hi = mid;
-  }
-  const std::uint32_t start = cell_cum(m, l, lo);
-  ReadStatus st = rans_advance(r, start, cell_cum(m, l, lo + 1) - start);
+  std::uint32_t start = 0, end = 0;
+  const std::int64_t lo = cell_symbol(m, quantile, l, s, start, end);
+  ReadStatus st = rans_advance(r, start, end - start);
   if (st != kReadOk) return st;
   if (l.shift == 0) {
     *j = l.lo + lo;

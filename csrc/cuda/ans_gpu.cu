@@ -181,21 +181,29 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
 
 namespace {
 
-// z's tables (knots, slopes and the trial index's cum; host memory) in
-// device memory at `at` (kZTableBytes bytes), copied on `stream`; returns z
-// pointing there.
-constexpr std::size_t kZKnots = kCdfCells + 1, kZSlopes = kCdfCells, kZCum = kGeometricTable + 1;
-constexpr std::size_t kZTableBytes = (kZKnots + kZSlopes) * 8 + (kZCum * 4 + 7) / 8 * 8;
+// z's tables (knots, slopes, quantiles and the trial index's cum; host
+// memory) in device memory at `at` (kZTableBytes bytes), copied on
+// `stream`; returns z pointing there.
+constexpr std::size_t kZKnots = kCdfCells + 1, kZSlopes = kCdfCells;
+constexpr std::size_t kZQuantiles = std::size_t{1} << kCdfKnotBits, kZCum = kGeometricTable + 1;
+constexpr std::size_t kZTableBytes =
+    (kZKnots + kZSlopes + kZQuantiles) * 8 + (kZCum * 4 + 7) / 8 * 8;
 ZSymbolModel z_tables_to_device(const ZSymbolModel& z, char* at, cudaStream_t stream) {
   ZSymbolModel dz = z;
-  dz.cdf.knot = reinterpret_cast<double*>(at);
-  dz.cdf.slope = reinterpret_cast<double*>(at + kZKnots * 8);
-  auto* cum = reinterpret_cast<std::uint32_t*>(at + (kZKnots + kZSlopes) * 8);
+  auto* knot = reinterpret_cast<double*>(at);
+  auto* slope = knot + kZKnots;
+  auto* quantile = slope + kZSlopes;
+  auto* cum = reinterpret_cast<std::uint32_t*>(quantile + kZQuantiles);
+  dz.cdf.knot = knot;
+  dz.cdf.slope = slope;
+  dz.quantile = quantile;
   dz.geometric = z.geometric != nullptr ? cum : nullptr;
-  check(cudaMemcpyAsync(const_cast<double*>(dz.cdf.knot), z.cdf.knot, kZKnots * 8,
-                        cudaMemcpyHostToDevice, stream), "copy the model's knots");
-  check(cudaMemcpyAsync(const_cast<double*>(dz.cdf.slope), z.cdf.slope, kZSlopes * 8,
-                        cudaMemcpyHostToDevice, stream), "copy the model's slopes");
+  check(cudaMemcpyAsync(knot, z.cdf.knot, kZKnots * 8, cudaMemcpyHostToDevice, stream),
+        "copy the model's knots");
+  check(cudaMemcpyAsync(slope, z.cdf.slope, kZSlopes * 8, cudaMemcpyHostToDevice, stream),
+        "copy the model's slopes");
+  check(cudaMemcpyAsync(quantile, z.quantile, kZQuantiles * 8, cudaMemcpyHostToDevice, stream),
+        "copy the model's quantiles");
   if (z.geometric != nullptr)
     check(cudaMemcpyAsync(cum, z.geometric, kZCum * 4, cudaMemcpyHostToDevice, stream),
           "copy the trial index's table");

@@ -112,6 +112,7 @@ ZSymbolModel z_symbol_model(const SourceModel& model, const GeometricCoder& hcod
     throw InvalidArgument("the shared symbol code takes a diagonal basis of at most 8 dimensions");
   ZSymbolModel z{};
   z.cdf = model.cdf_view();
+  z.quantile = model.quantile_table();
   z.geometric = hcoder.table();
   z.n = basis.n;
   const std::size_t n = static_cast<std::size_t>(basis.n);

@@ -75,7 +75,7 @@ CEPAM_HD inline int z_read_points(const ZSymbolModel& z, RansReader& r, std::siz
     for (std::size_t cc = 0; cc < n; ++cc) {
       const std::size_t k = i * n + n - 1 - cc;
       const CellLayout l = cell_layout(z.cdf.a, beta[i] * z.diag[cc], beta[i] * V[k]);
-      const int st = cell_decode(z.cdf, l, r, &M[k]);
+      const int st = cell_decode(z.cdf, z.quantile, l, r, &M[k]);
       if (st != kReadOk) return st;
     }
   }
