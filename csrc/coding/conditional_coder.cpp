@@ -18,10 +18,10 @@ constexpr std::uint32_t kEscapeFreq = CellCoder::kEscapeFreq;
 // bits of length L, then L raw bits of zigzag(j).
 std::int64_t get_escaped(AnsDecoder& dec) {
   const int len = static_cast<int>(dec.get_raw(6));
-  if (len > 55) throw FormatError("escaped lattice coordinate out of range");
+  if (len > 55) throw FormatError(read_message(kReadEscapeRange));
   const std::uint64_t z = len > 0 ? dec.get_raw_long(len) : 0;
   const std::int64_t j = unzigzag64(z);
-  if (j > kMaxAbsM || j < -kMaxAbsM) throw FormatError("escaped lattice coordinate out of range");
+  if (j > kMaxAbsM || j < -kMaxAbsM) throw FormatError(read_message(kReadEscapeRange));
   return j;
 }
 
@@ -580,7 +580,7 @@ std::uint32_t GeometricCoder::decode(AnsDecoder& dec) const {
   }
   dec.advance(cum_[kTable], kEscapeFreq);
   h = dec.get_raw(16) + 1;
-  if (h <= static_cast<std::uint32_t>(kTable)) throw FormatError("non-canonical trial index");
+  if (h <= static_cast<std::uint32_t>(kTable)) throw FormatError(read_message(kReadNonCanonicalTrial));
   return h;
 }
 
@@ -632,7 +632,7 @@ std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {
   if (s >= kProbScale - kEscapeFreq) {
     dec.advance(kProbScale - kEscapeFreq, kEscapeFreq);
     const std::int64_t j = get_escaped(dec);
-    if (j >= l.lo && j <= l.hi) throw FormatError("non-canonical escaped coordinate");
+    if (j >= l.lo && j <= l.hi) throw FormatError(read_message(kReadNonCanonicalEscape));
     return j;
   }
   // A coarse symbol, then the offset inside it.
@@ -641,7 +641,7 @@ std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {
   dec.advance(start, end - start);
   const std::uint64_t r = dec.get_raw_long(l.shift);
   const std::int64_t j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(q) << l.shift) | r);
-  if (j > l.hi) throw FormatError("lattice coordinate outside its table");
+  if (j > l.hi) throw FormatError(read_message(kReadOutsideTable));
   return j;
 }
 

@@ -80,37 +80,26 @@ void AnsEncoder::encode(std::size_t padding, std::vector<std::uint8_t>& out) con
   run.write(out);
 }
 
+// The stream's opening and end are rans_core.hpp's (the GPU decoder's
+// too): one reading of the format, one set of errors.
 AnsDecoder::AnsDecoder(const std::uint8_t* data, std::size_t len) : data_(data), len_(len) {
-  if (len < 8 * static_cast<std::size_t>(kStreams) || (len - 8 * kStreams) % 4 != 0)
-    throw FormatError("entropy-coded body has a bad length");
-  for (int s = 0; s < kStreams; ++s) {
-    std::uint64_t v = 0;
-    for (int b = 7; b >= 0; --b) v = (v << 8) | data[pos_ + static_cast<std::size_t>(b)];
-    pos_ += 8;
-    if (v < kLow || v >= (kLow << 32)) throw FormatError("entropy-coded body has a bad state");
-    x_[s] = v;
-  }
+  RansReader r;
+  const ReadStatus st = rans_open(r, data, len);
+  if (st != kReadOk) throw FormatError(read_message(st));
+  pos_ = r.pos;
+  for (int s = 0; s < kStreams; ++s) x_[s] = r.x[s];
 }
 
 std::size_t AnsDecoder::finish() {
-  const auto at_start = [this] {
-    for (int s = 0; s < kStreams; ++s)
-      if (x_[s] != kLow) return false;
-    return true;
-  };
   // Padding (see rans.hpp); each symbol consumes a word or divides a state
   // by 2^16, so this ends within about 3 symbols a word.  With no word
-  // left, a state below kLow 2^16 cannot take another symbol.
-  // Words left over are trailing data unless they are padding.
-  const char* const error = pos_ != len_
-                                ? "entropy-coded body has trailing data (not valid padding)"
-                                : "entropy-coded body does not end in its initial state";
+  // left, a state below kLow 2^16 cannot take another symbol.  Words left
+  // over are trailing data unless they are padding.
+  RansReader r{data_, len_, pos_, {}, lane_};
+  for (int s = 0; s < kStreams; ++s) r.x[s] = x_[s];
   std::size_t padding = 0;
-  while (pos_ != len_ || !at_start()) {
-    if (pos_ == len_ && x_[lane_] < (kLow << kPaddingBits)) throw FormatError(error);
-    if (get_raw(kPaddingBits) != 0) throw FormatError(error);
-    ++padding;
-  }
+  const ReadStatus st = rans_finish(r, &padding);
+  if (st != kReadOk) throw FormatError(read_message(st));
   return padding;
 }
 

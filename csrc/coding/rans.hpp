@@ -125,7 +125,7 @@ class AnsDecoder {
     if (pos_ + 4 <= len_) {
       x_[lane_] = renormalise(x, pos_);
     } else {  // no word left
-      if (x < kLow) throw FormatError("entropy-coded body truncated");
+      if (x < kLow) throw FormatError(read_message(kReadTruncated));
       x_[lane_] = x;
     }
     lane_ = (lane_ + 1) & (kStreams - 1);

@@ -247,14 +247,11 @@ ZDecodePlan::ZDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::si
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
   const std::size_t S = segment_subvectors(p.n);
   const std::size_t count = ans.segments().size();
-  // Padding may end the last segment of a body no longer than the bomb rule
-  // asks (payload/body.hpp).
-  const bool may_pad = len <= min_body_bytes(m) + kPaddingSlack;
   segments.reserve(count);
   for (std::size_t s = 0; s < count; ++s) {
     const AnsBody::Segment& seg = ans.segments()[s];
     segments.push_back(ZSegment{seg.offset, seg.size, s * S, std::min(N, (s + 1) * S),
-                                s + 1 == count && may_pad ? 1 : 0});
+                                segment_may_pad(s, count, len, m) ? 1 : 0});
   }
 }
 

@@ -159,13 +159,10 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
   const TriangularBasis basis = lattice_basis(p);
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t S = ans.segments().size();
-  // Padding (coding/rans.hpp) only at the end of the last segment, and only
-  // in a body no longer than the bomb rule asks (body.hpp).
   const auto finish = [&](AnsSegmentDecoder& dec, std::size_t s) {
     const std::size_t padding = dec.finish();
-    if (padding != 0 && (s + 1 != S || len > min_body_bytes(m) + kPaddingSlack))
-      throw FormatError("entropy-coded body has trailing data (padding beyond the length the "
-                        "bomb rule asks)");
+    if (padding != 0 && !segment_may_pad(s, S, len, m))
+      throw FormatError(read_message(kReadPaddingBeyond));
   };
   const std::size_t P = DecodeBuffers::piece(n);
   // The side information of the piece of `count` sub-vectors at k0 in the

@@ -56,6 +56,13 @@ inline std::size_t min_body_bytes(std::size_t m) {
   return m / per_byte + (m % per_byte != 0 ? 1 : 0);
 }
 
+// Whether segment s of an ANS body of `segments` segments, len bytes and m
+// coordinates may end in padding (coding/rans.hpp): only the last, and only
+// in a body no longer than the bomb rule asks (every decoder's rule).
+inline bool segment_may_pad(std::size_t s, std::size_t segments, std::size_t len, std::size_t m) {
+  return s + 1 == segments && len <= min_body_bytes(m) + kPaddingSlack;
+}
+
 // The body coders of the core (body.cpp's BodyCoders), in code order: the
 // one table the binding exports (cepam's _core.CODERS).
 struct BodyCoderInfo {

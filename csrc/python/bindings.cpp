@@ -361,18 +361,6 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqPa
   return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
 
-template <class T>
-py::array decode_body_as(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                         std::size_t len, std::size_t m, Coder coder, int threads) {
-  CArray<T> y(static_cast<py::ssize_t>(m));
-  T* out = y.mutable_data();
-  {
-    py::gil_scoped_release nogil;
-    decode_payload_body(p, ks, body, len, m, coder, out, threads);
-  }
-  return std::move(y);
-}
-
 py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& key,
                          const LrsuqParams& p, int coder, const std::string& dtype, int threads) {
   threads = threads_from(threads);
@@ -381,9 +369,9 @@ py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& 
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   check_payload_body(p, data, len, m, c);  // before allocating m values
-  if (dtype == "float32") return decode_body_as<float>(p, ks, data, len, m, c, threads);
-  if (dtype == "float64") return decode_body_as<double>(p, ks, data, len, m, c, threads);
-  throw InvalidArgument("dtype must be 'float32' or 'float64'");
+  return with_output(dtype, m, [&](auto* y) {
+    decode_payload_body(p, ks, data, len, m, c, y, threads);
+  });
 }
 
 // An ANS body on Z^n decoded as the GPU's decoder does it, by its host twin
