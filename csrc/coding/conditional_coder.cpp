@@ -580,7 +580,8 @@ std::uint32_t GeometricCoder::decode(AnsDecoder& dec) const {
   }
   dec.advance(cum_[kTable], kEscapeFreq);
   h = dec.get_raw(16) + 1;
-  if (h <= static_cast<std::uint32_t>(kTable)) throw FormatError(read_message(kReadNonCanonicalTrial));
+  if (h <= static_cast<std::uint32_t>(kTable))
+    throw FormatError(read_message(kReadNonCanonicalTrial));
   return h;
 }
 
