@@ -11,7 +11,7 @@
    tensors with no copy of the update to the host, and decode(device="cuda").  Fails when one fails, or when none ran (all
    skipped: no device, no cepam._cuda or no torch with CUDA).
 2. The symbol kernel of lattice Z against its host twin symbol by symbol,
-   and the device-resident stage in full, on small updates (z_symbols();
+   and the device-resident stage in full, on small updates (box_symbols();
    with --dump, the inputs and results of a difference are saved).  Then
    for each size and lattice (Z, D4, E8; float32, Gaussian sigma = 1e-3,
    rms/sigma = 10): the GPU's H, M, beta and V against the host's
@@ -210,9 +210,9 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
 
 def z_body_row(m: int, xd, enc: dict, expected: bytes, repeat: int) -> bool:
     """A row for lattice Z with its body coded and decoded on the GPU (neither
-    is the default: LatticeStage.codes_z_body, cuda.decodes_z_body_on_device):
-    cepam.encode of the CUDA tensor (LatticeStage.z_ans_body) and
-    decode(device="cuda") of the CPU's payload (_cuda.decode_z_ans_body),
+    is the default: LatticeStage.codes_box_body, cuda.decodes_box_body_on_device):
+    cepam.encode of the CUDA tensor (LatticeStage.box_ans_body) and
+    decode(device="cuda") of the CPU's payload (_cuda.decode_box_ans_body),
     their speeds, and their payload and values against the CPU's."""
     import torch
 
@@ -220,9 +220,9 @@ def z_body_row(m: int, xd, enc: dict, expected: bytes, repeat: int) -> bool:
     from cepam import cuda
 
     secret = enc["secret"]
-    policies = cuda.LatticeStage.codes_z_body, cuda.decodes_z_body_on_device
-    cuda.LatticeStage.codes_z_body = lambda self, params: True
-    cuda.decodes_z_body_on_device = lambda: True
+    policies = cuda.LatticeStage.codes_box_body, cuda.decodes_box_body_on_device
+    cuda.LatticeStage.codes_box_body = lambda self, params: True
+    cuda.decodes_box_body_on_device = lambda: True
     t_enc = t_dec = float("inf")
     ok = True
     try:
@@ -247,7 +247,7 @@ def z_body_row(m: int, xd, enc: dict, expected: bytes, repeat: int) -> bool:
         print(f"  {type(e).__name__}: m = {m}, Z with the body on the GPU: {e}")
         ok = False
     finally:
-        cuda.LatticeStage.codes_z_body, cuda.decodes_z_body_on_device = policies
+        cuda.LatticeStage.codes_box_body, cuda.decodes_box_body_on_device = policies
     print(f"| {m:.0e} | Z, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
           f"{m / t_dec / 1e6:,.0f} | | | {'yes' if ok else 'NO'} |", flush=True)
     return ok
@@ -325,12 +325,12 @@ def kernels(m: int, repeat: int) -> bool:
     return norm_same and model_same and rans_same and z_same
 
 
-def z_symbols(dump: Path | None) -> bool:
+def box_symbols(dump: Path | None) -> bool:
     """The symbol kernel against its host twin, symbol by symbol, and the
     device-resident stage (every sub-vector) against the host's, on small
     updates of lattice Z: where they differ, the first differing symbol and
     its segment are printed and, with --dump, the inputs and both results
-    saved (z_symbols.npz) for study on any machine."""
+    saved (box_symbols.npz) for study on any machine."""
     import torch
 
     from cepam import _core, _cuda
@@ -345,12 +345,12 @@ def z_symbols(dump: Path | None) -> bool:
         kw = dict(key=key, params=params, factor=0.75)
         stats = hooks.model_statistics(x, factor=0.75)
         N = -(-m // n)
-        _, stage, _ = _cuda.encode_z_ans_body(xd.__dlpack__(stream=1), statistics=stats,
+        _, stage, _ = _cuda.encode_box_ans_body(xd.__dlpack__(stream=1), statistics=stats,
                                               spot=np.arange(N, dtype=np.uint64), **kw)
         host_stage = hooks.encode_subvectors(x, **kw)
         stage_same = all(a.tobytes() == b.tobytes() for a, b in zip(stage, host_stage))
-        dev = _cuda.z_symbols(xd.__dlpack__(stream=1), statistics=stats, **kw)
-        host = hooks.z_symbols(x, **kw)
+        dev = _cuda.box_symbols(xd.__dlpack__(stream=1), statistics=stats, **kw)
+        host = hooks.box_symbols(x, **kw)
         first_same = np.array_equal(dev[0], host[0])
         k = min(len(dev[1]), len(host[1]))
         diff = np.flatnonzero((dev[1][:k] != host[1][:k]) | (dev[2][:k] != host[2][:k]))
@@ -376,7 +376,7 @@ def z_symbols(dump: Path | None) -> bool:
                 saved[f"dev_{name}_{tag}"] = a
         same = same and ok
     if saved and dump is not None:
-        np.savez_compressed(dump / "z_symbols.npz", **saved)
+        np.savez_compressed(dump / "box_symbols.npz", **saved)
     return same
 
 
@@ -422,7 +422,7 @@ def profile(m: int, lattices: list[str], top: int = 14) -> None:
 
 def z_bodies(x, repeat: int) -> bool:
     """The ANS body of lattice Z coded on the GPU from the stage to the
-    streams (``_cuda.encode_z_ans_body``: the symbol kernel, then the rANS
+    streams (``_cuda.encode_box_ans_body``: the symbol kernel, then the rANS
     kernel; what ``cepam.encode`` of a CUDA tensor runs on Z) against the
     CPU's body, for n = 1 and 2, Gaussian and Laplace, float32 and float64."""
     import torch
@@ -438,7 +438,7 @@ def z_bodies(x, repeat: int) -> bool:
             params = _core.Params(mechanism=mech, scale=SIGMA, lattice=1, n=n)
             stats = hooks.model_statistics(xs, factor=0.5)
             spot = cuda.spot_indices(key, -(-xs.size // n))
-            runs = [_cuda.encode_z_ans_body(xds.__dlpack__(stream=1), key=key, params=params,
+            runs = [_cuda.encode_box_ans_body(xds.__dlpack__(stream=1), key=key, params=params,
                                             factor=0.5, statistics=stats, spot=spot)
                     for _ in range(repeat)]
             ok = runs[-1][0] == _core.encode(xs, key=key, params=params, factor=0.5, coder=2,
@@ -480,7 +480,7 @@ def main() -> int:
         return 1
     tests_ok, summary = (True, "cuda tests: not run (--no-tests)") if args.no_tests else \
         run_tests()
-    same = z_symbols(args.dump)
+    same = box_symbols(args.dump)
     same &= table([int(s) for s in args.sizes], args.chunks, int(args.compare_max),
                   max(1, args.repeat), {k: LATTICES[k] for k in args.lattices})
     if args.profile:

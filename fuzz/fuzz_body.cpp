@@ -73,15 +73,18 @@ void decode_values(const LrsuqParams& p, const ChaChaKey& key, const KeyStream& 
   const std::string error = outcome(y, [&](T* out) {
     decode_payload_body(p, ks, body, len, m, coder, out, threads);
   });
-  if (p.lattice == LatticeId::Z && coder == Coder::Ans) {
-    // The GPU's decoder (its host twin, payload/z_decode.hpp) must meet the
-    // same outcome: the same error, or the same values.
-    std::vector<T> z(m);
-    const std::string z_error = outcome(z, [&](T* out) {
-      decode_z_ans_body_by_segments(p, key, body, len, m, out);
+  if (coder == Coder::Ans) {
+    // The GPU's decoder (its host twin, payload/box_decode.hpp) must meet the
+    // same outcome where it takes the body (every segment the box model's):
+    // the same error, or the same values.
+    std::vector<T> twin(m);
+    bool taken = true;
+    const std::string twin_error = outcome(twin, [&](T* out) {
+      taken = decode_box_ans_body_by_segments(p, key, body, len, m, out);
     });
-    if (z_error != error) std::abort();  // a finding
-    if (error.empty() && std::memcmp(y.data(), z.data(), m * sizeof(T)) != 0) std::abort();
+    if (taken && twin_error != error) std::abort();  // a finding
+    if (taken && error.empty() && std::memcmp(y.data(), twin.data(), m * sizeof(T)) != 0)
+      std::abort();
   }
   if (!error.empty()) throw FormatError(error);
   require_finite(y);

@@ -648,13 +648,11 @@ std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {
 
 BoxBasis::BoxBasis(const TriangularBasis& basis) : n_(basis.n) {
   if (n_ < 1 || n_ > kMaxN) throw InvalidArgument("basis dimension too large");
-  int t = 0;
+  terms_ = box_terms(n_, basis.b.data());
   for (int c = 0; c < n_; ++c) {
     const int k = n_ - 1 - c;
-    const double gkk = basis.b[static_cast<std::size_t>(k * n_ + k)];
-    diag_[c] = gkk;
+    const double gkk = terms_.diag[c];
     inv_diag_[c] = 1.0 / gkk;
-    first_[c] = t;
     for (int d = 1; d <= kNear; ++d) {
       const double gik = k + d < n_ ? basis.b[static_cast<std::size_t>((k + d) * n_ + k)] : 0.0;
       near_coef_[c][d - 1] = gik;
@@ -664,20 +662,13 @@ BoxBasis::BoxBasis(const TriangularBasis& basis) : n_(basis.n) {
                              : std::abs(ratio) < 0x1.0p40 && std::floor(ratio) == ratio ? kWhole
                                                                        : kFraction;
     }
-    for (int i = k + 1; i < n_; ++i) {
-      const double gik = basis.b[static_cast<std::size_t>(i * n_ + k)];
-      if (gik == 0.0) continue;
-      dist_[t] = i - k;
-      coef_[t] = gik;
-      ratio_[t] = gik / gkk;
-      ++t;
-    }
+    for (int t = terms_.first[c]; t < terms_.first[c + 1]; ++t) ratio_[t] = terms_.coef[t] / gkk;
     for (int near = 0; near <= kNear; ++near) {
-      far_[c][near] = first_[c];
-      while (far_[c][near] < t && dist_[far_[c][near]] <= near) ++far_[c][near];
+      far_[c][near] = terms_.first[c];
+      while (far_[c][near] < terms_.first[c + 1] && terms_.dist[far_[c][near]] <= near)
+        ++far_[c][near];
     }
   }
-  first_[n_] = t;
 }
 
 void CellCoder::decode_box(const BoxBasis& basis, std::size_t count, const double* beta,

@@ -80,11 +80,9 @@ class GeometricCoder {
 // lattice/lattice.hpp TriangularBasis): coordinate k of a sub-vector, coded
 // in the order k = n-1 .. 0 (coding position c = n-1-k), lies in the table
 // g_k = beta G_kk, o_k = beta (V_k + sum_{i>k} m_i G_ik), the sum taken in
-// order of i.  Only the nonzero G_ik enter the sum: a term m_i 0 = +-0
-// leaves a double unchanged except that -0 + +0 = +0, and the sign of a
-// zero o changes neither the table (CellCoder::layout computes -A - o and
-// A - o) nor a cell edge (g (c - 1/2) + o, where cdf(+0) = cdf(-0)).
-// On E8 this leaves two terms of seven at most, on D4 three (all at k = 0).
+// order of i over the nonzero G_ik (coding/symbol_core.hpp's BoxTerms and
+// box_offset, shared with a GPU).  On E8 this leaves two terms of seven at
+// most, on D4 three (all at k = 0).
 class BoxBasis {
  public:
   static constexpr int kMaxN = 8;
@@ -92,17 +90,16 @@ class BoxBasis {
   explicit BoxBasis(const TriangularBasis& basis);
   int n() const { return n_; }
   // G_kk of coding position c.
-  double diagonal(int c) const { return diag_[c]; }
+  double diagonal(int c) const { return terms_.diag[c]; }
   double inv_diagonal(int c) const { return inv_diag_[c]; }  // 1 / G_kk
   // o at coding position c of a sub-vector, from its beta and V_k, where
   // m(d) is m_{k+d} (as a double, exact: |m| <= 2^53), the coordinate d
   // positions before in coding order.
   template <class M>
   double offset(int c, double beta, double v, M&& m) const {
-    double shift = v;
-    for (int t = first_[c]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
-    return beta * shift;
+    return box_offset(terms_, c, beta, v, m);
   }
+  const BoxTerms& terms() const { return terms_; }
   // offset for a decoder that holds the Near <= kNear coordinates before
   // this one apart (in registers): near[d - 1] is the coordinate d
   // positions before, m(d) those further back; the same terms in the same
@@ -114,7 +111,8 @@ class BoxBasis {
     double shift = v;
     for (int d = 1; d <= Near; ++d)
       if (near_kind_[c][d - 1] != kZero) shift += near[d - 1] * near_coef_[c][d - 1];
-    for (int t = far_[c][Near]; t < first_[c + 1]; ++t) shift += m(dist_[t]) * coef_[t];
+    for (int t = far_[c][Near]; t < terms_.first[c + 1]; ++t)
+      shift += m(terms_.dist[t]) * terms_.coef[t];
     return beta * shift;
   }
   // For guesses only (no coded value depends on it): y - sum_{i>k} m_i
@@ -126,7 +124,8 @@ class BoxBasis {
   // and a difference only.
   template <int Near, class M>
   double guess_near(int c, double y, const double* near, M&& m) const {
-    for (int t = first_[c + 1] - 1; t >= far_[c][Near]; --t) y -= m(dist_[t]) * ratio_[t];
+    for (int t = terms_.first[c + 1] - 1; t >= far_[c][Near]; --t)
+      y -= m(terms_.dist[t]) * ratio_[t];
     for (int d = Near; d >= 1; --d)
       if (near_kind_[c][d - 1] == kFraction) y -= near[d - 1] * near_ratio_[c][d - 1];
     constexpr double kRound = 0x1.8p52;
@@ -138,13 +137,10 @@ class BoxBasis {
 
  private:
   int n_;
-  double diag_[kMaxN], inv_diag_[kMaxN];
-  // Position c's terms: t in [first_[c], first_[c + 1]), in order of i:
-  // dist_ = i - k, coef_ = G_ik, ratio_ = G_ik / G_kk.
-  int first_[kMaxN + 1];
+  BoxTerms terms_;  // G_kk and position c's terms (t in [first[c], first[c + 1]))
+  double inv_diag_[kMaxN];
   int far_[kMaxN][kNear + 1];  // the first term of position c with d > Near
-  int dist_[kMaxN * kMaxN];
-  double coef_[kMaxN * kMaxN], ratio_[kMaxN * kMaxN];
+  double ratio_[kMaxN * (kMaxN - 1) / 2];  // term t's G_ik / G_kk
   // G_ik and G_ik / G_kk for d = i - k = 1 .. kNear (zero where i >= n).
   double near_coef_[kMaxN][kNear], near_ratio_[kMaxN][kNear];
   enum NearKind : unsigned char { kZero, kWhole, kFraction };  // of near_ratio_

@@ -144,22 +144,24 @@ PointCoder::FillCosets fill_cosets_for() {
 }  // namespace
 
 PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
-    : n_(basis.n), b_(basis.b), rho_(basis.rho), mu_(model.mean()), var_(model.variance()) {
+    : n_(basis.n), b_(basis.b) {
   if (n_ < 1 || n_ > 8) throw InvalidArgument("basis dimension out of range");
   double det = 1.0;
   for (int k = 0; k < n_; ++k) det *= b_[static_cast<std::size_t>(k * n_ + k)];
-  r_cap_ = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
-  root_n_ = std::sqrt(static_cast<double>(n_));
+  const double mu = model.mean(), var = model.variance();
+  const double r_cap = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
+  bounds_ = PointBounds{std::isfinite(mu) && std::isfinite(var) ? 1 : 0, n_, basis.rho, mu, var,
+                        r_cap, std::sqrt(static_cast<double>(n_))};
   // The bases of D4 and E8 (lattice/root_lattices.hpp) are walked in the
   // coordinates x = G^T m (walk_top); any other basis by enumerate.
   const auto is_basis = [&](const double* rows) { return std::equal(b_.begin(), b_.end(), rows); };
   // (The windows need r_cap + 1/2 + 2^-10 <= kWindow + 1: D4 2.40 <= 3, E8
   // 1.79 <= 2.)
-  if (n_ == 4 && is_basis(LatticeD4::basis_rows()) && r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<4> + 1) {
+  if (n_ == 4 && is_basis(LatticeD4::basis_rows()) && bounds_.r_cap + 0.5 + 0x1.0p-10 <= kWindow<4> + 1) {
     enumerate_ = &PointCoder::walk_top<4>;
     fill_cosets_ = fill_cosets_for<4>();
   } else if (n_ == 8 && is_basis(LatticeE8::basis_rows()) &&
-             r_cap_ + 0.5 + 0x1.0p-10 <= kWindow<8> + 1) {
+             bounds_.r_cap + 0.5 + 0x1.0p-10 <= kWindow<8> + 1) {
     enumerate_ = &PointCoder::walk_top<8>;
     fill_cosets_ = fill_cosets_for<8>();
   } else {
@@ -185,7 +187,6 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
       }
     }
   }
-  usable_ = std::isfinite(mu_) && std::isfinite(var_);
   if (walked()) candx_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   else cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
   d2_.resize(kMaxCandidates);
@@ -434,9 +435,8 @@ PointCoder::Enumerate PointCoder::enumerator(int n) {
 }
 
 bool PointCoder::prepare(double beta, const double* v) {
-  if (!usable_) return false;
   PointFrame f;
-  if (!point_frame(n_, rho_, mu_, var_, r_cap_, root_n_, beta, v, t_, &f)) return false;
+  if (!point_frame(bounds_, beta, v, t_, &f)) return false;
   r2_ = f.r2;
   count_ = 0;
   overflow_ = false;

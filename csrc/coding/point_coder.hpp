@@ -69,6 +69,8 @@ class PointCoder {
   bool decode(AnsDecoder& dec, std::int64_t* m) const;
   // Whether m[n] is a candidate (an escaped point must not be).
   bool listed(const std::int64_t* m) const;
+  // What a sub-vector's frame depends on besides beta and v.
+  const PointBounds& bounds() const { return bounds_; }
 
  private:
   // The squared distance of G^T m to t, accumulated for k = n-1 .. 0 as
@@ -101,8 +103,7 @@ class PointCoder {
 
   int n_;
   std::vector<double> b_;
-  double rho_, mu_, var_, r_cap_, root_n_;
-  bool usable_;
+  PointBounds bounds_;
   Enumerate enumerate_;
   double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
   int terms_[8];         // level k: the rows i > k with G_ik != 0,

@@ -42,25 +42,33 @@ struct PointFrame {
   double rho2, sp2, r2;
 };
 
-// The frame of a sub-vector and its centre t[n] = mu / beta - v; false when
-// it has no table (beta not positive, sp > rho, R above r_cap, or some
-// |t_k| not below 2^40; t is then partly written).  mu and var are the
-// source model's moments (finite), rho the packing radius, root_n sqrt(n).
-CEPAM_HD inline bool point_frame(int n, double rho, double mu, double var, double r_cap,
-                                 double root_n, double beta, const double* v, double* t,
+// What a sub-vector's frame depends on besides beta and v: the dimension
+// n, the packing radius rho, the source model's moments mu and var, the
+// largest radius r_cap and sqrt(n); usable = 0 where the model has no
+// table at all (moments not finite, or no point model).
+struct PointBounds {
+  int usable;
+  int n;
+  double rho, mu, var, r_cap, root_n;
+};
+
+// The frame of a sub-vector and its centre t[n] = mu / beta - v; false
+// when it has no table (not usable, beta not positive, sp > rho, R above
+// r_cap, or some |t_k| not below 2^40; t is then partly written).
+CEPAM_HD inline bool point_frame(const PointBounds& b, double beta, const double* v, double* t,
                                  PointFrame* f) {
-  if (!(beta > 0.0)) return false;
-  const double rho2 = rho * rho;
+  if (b.usable == 0 || !(beta > 0.0)) return false;
+  const double rho2 = b.rho * b.rho;
   // sp^2 at least rho^2 2^-60 (a constant source): the model stays finite.
-  double sp2 = var / (beta * beta);
+  double sp2 = b.var / (beta * beta);
   if (!(sp2 >= rho2 * 0x1.0p-60)) sp2 = rho2 * 0x1.0p-60;
   // Where the source spreads over more than the cell (sp > rho) the box
   // model is as good: no table.
   if (!(sp2 <= rho2)) return false;
-  const double r = rho + std::sqrt(sp2) * (root_n + kPointTail);
-  if (!(r <= r_cap)) return false;
-  const double centre = mu / beta;
-  for (int k = 0; k < n; ++k) {
+  const double r = b.rho + std::sqrt(sp2) * (b.root_n + kPointTail);
+  if (!(r <= b.r_cap)) return false;
+  const double centre = b.mu / beta;
+  for (int k = 0; k < b.n; ++k) {
     t[k] = centre - v[k];
     if (!(std::fabs(t[k]) < kPointMaxT)) return false;
   }
@@ -68,6 +76,15 @@ CEPAM_HD inline bool point_frame(int n, double rho, double mu, double var, doubl
   f->sp2 = sp2;
   f->r2 = r * r;
   return true;
+}
+
+// Whether a sub-vector (scale beta, dither v[n], n <= 8) has a frame, the
+// first condition of its having a table: where none has, the point model
+// leaves a segment's stream the box model's.
+CEPAM_HD inline bool point_framed(const PointBounds& b, double beta, const double* v) {
+  double t[8];
+  PointFrame f;
+  return point_frame(b, beta, v, t, &f);
 }
 
 // P(chi'^2_n(lambda) <= x) with x = rho^2 / sp^2 and lambda = d2 / sp^2, by

@@ -178,11 +178,11 @@ CEPAM_HD inline RansStatus rans_encode_segments(const AnsSymbol* symbols,
 // --- The decoder's side ------------------------------------------------------
 //
 // A stream read symbol by symbol, for a GPU's decoder and its host twin
-// (payload/z_decode.hpp).  The CPU's AnsDecoder (coding/rans.hpp) reads
+// (payload/box_decode.hpp).  The CPU's AnsDecoder (coding/rans.hpp) reads
 // the same streams in the same way, in runs and SIMD groups, and refuses
 // the same ones: the outcomes below are its errors (read_message gives its
 // words), and the host tests compare the two on valid and corrupted
-// bodies (tests/core/test_z_decode.py).  Reads are bounds-checked; every
+// bodies (tests/core/test_box_decode.py).  Reads are bounds-checked; every
 // loop is bounded by the stream's length.
 
 // The outcome of reading a stream (0: fine); the symbol decoders of

@@ -4,11 +4,13 @@
 // virtual call.  The source model's CDF (SourceModel::cdf), a coordinate's
 // table (CellCoder::layout), its symbols (plain, coarse or escaped:
 // CellCoder::encode) and the trial index's (GeometricCoder::encode) are
-// these functions, so the CPU's bytes are this code's bytes; z_block_symbols
-// gives a block of sub-vectors of Z^n the way AnsSegmentEncoder::encode_block
-// does, for a GPU's kernel (cuda/ans_gpu.cu) and its host twin
-// (payload/ans_streams.hpp), which the tests compare with the CPU's
-// payloads bit for bit (tests/core/test_symbol_core.py).
+// these functions, so the CPU's bytes are this code's bytes; the box
+// model's offsets (box_offset) are BoxBasis's; box_block_symbols gives a
+// block of sub-vectors the way AnsSegmentEncoder::encode_block does where
+// no sub-vector has a point table (every lattice), for a GPU's kernel
+// (cuda/ans_gpu.cu) and its host twin (payload/ans_streams.hpp), which the
+// tests compare with the CPU's payloads bit for bit
+// (tests/core/test_symbol_core.py).
 //
 // Device code needs --fmad=false (CMakeLists.txt): a product and a sum
 // contracted into one rounding would change the tables' bits.
@@ -18,6 +20,7 @@
 #include <cstdint>
 
 #include "coding/bitstream.hpp"
+#include "coding/point_core.hpp"
 #include "coding/rans_core.hpp"
 #include "common/format_limits.hpp"
 #include "common/host_device.hpp"
@@ -194,18 +197,71 @@ CEPAM_HD inline int geometric_symbols(const std::uint32_t* cum, std::uint32_t h,
   return 2;
 }
 
-// What a segment of Z^n's symbols need besides its sub-vectors: the
-// model (and, for the decoder's guesses, its quantile table:
-// SourceModel::quantile_cells), the trial index's table (nullptr: H not
-// coded), n, G_kk at each coding position c (k = n - 1 - c), the block size
-// (kAnsBlock) and, for the decoder, the sub-vectors a piece
-// (payload/ans_body.hpp).
-struct ZSymbolModel {
+// The box model's basis in coding order (coding/conditional_coder.hpp's
+// BoxBasis holds one): coordinate k of a sub-vector is coded at position c
+// = n - 1 - k in cells of width beta G_kk (diag[c]) at offset
+// o = beta (V_k + sum_{i>k} m_i G_ik), the sum over position c's terms
+// t in [first[c], first[c + 1]): the nonzero G_ik (coef[t]), in order of
+// i, at distance dist[t] = i - k.  On Z^n there are none.
+struct BoxTerms {
+  static constexpr int kMaxN = 8;
+  int n;
+  double diag[kMaxN];
+  int first[kMaxN + 1];
+  int dist[kMaxN * (kMaxN - 1) / 2];
+  double coef[kMaxN * (kMaxN - 1) / 2];
+};
+
+// The terms of a lower-triangular basis b[n n] (row i, column k; n in
+// 1..8).
+CEPAM_HD inline BoxTerms box_terms(int n, const double* b) {
+  BoxTerms g{};
+  g.n = n;
+  int t = 0;
+  for (int c = 0; c < n; ++c) {
+    const int k = n - 1 - c;
+    g.diag[c] = b[k * n + k];
+    g.first[c] = t;
+    for (int i = k + 1; i < n; ++i) {
+      const double gik = b[i * n + k];
+      if (gik == 0.0) continue;
+      g.dist[t] = i - k;
+      g.coef[t] = gik;
+      ++t;
+    }
+  }
+  g.first[n] = t;
+  return g;
+}
+
+// The offset o at coding position c of a sub-vector with scale beta and
+// dither coordinate v = V_k, where m(d) is m_{k+d} as a double (exact:
+// |m| <= 2^53), the coordinate d positions before in coding order.  Only
+// the nonzero G_ik enter the sum: a term m_i 0 = +-0 leaves a double
+// unchanged except that -0 + +0 = +0, and the sign of a zero o changes
+// neither the table (cell_layout computes -A - o and A - o) nor a cell
+// edge (g (c - 1/2) + o, where cdf(+0) = cdf(-0)).
+template <class Mf>
+CEPAM_HD inline double box_offset(const BoxTerms& g, int c, double beta, double v, Mf&& m) {
+  double shift = v;
+  for (int t = g.first[c]; t < g.first[c + 1]; ++t) shift += m(g.dist[t]) * g.coef[t];
+  return beta * shift;
+}
+
+// What a segment's symbols need besides its sub-vectors: the model (and,
+// for the decoder's guesses, its quantile table: SourceModel::
+// quantile_cells), the trial index's table (nullptr: H not coded), the
+// basis in coding order, the point model's bounds (points.usable = 0 where
+// the lattice has no point model: Z^n), the block size (kAnsBlock) and,
+// for the decoder, the sub-vectors a piece (payload/ans_body.hpp).  The
+// box model's symbols alone: a segment whose sub-vectors include one with
+// a point frame (point_framed) is not coded by this code.
+struct BoxSymbolModel {
   CdfView cdf;
   const double* quantile;
   const std::uint32_t* geometric;
-  int n;
-  double diag[8];
+  BoxTerms basis;
+  PointBounds points;
   std::size_t block;
   std::size_t piece;
 };
@@ -213,10 +269,12 @@ struct ZSymbolModel {
 // Where a run of symbols goes: each value's symbols are put in a local
 // array first, then (out given) copied to out + k by plain stores to the
 // caller's buffer, never through a pointer that may be either (on a GPU:
-// local or global memory); out = nullptr counts them only.
+// local or global memory); out = nullptr counts them only.  framed is set
+// when a sub-vector has a point frame.
 struct SymbolSink {
   AnsSymbol* out;
   std::size_t k;
+  bool framed;
   CEPAM_HD void put(const AnsSymbol* tmp, int count) {
     if (out != nullptr)
       for (int i = 0; i < count; ++i) out[k + static_cast<std::size_t>(i)] = tmp[i];
@@ -226,67 +284,75 @@ struct SymbolSink {
 
 // The symbols of the trial indices of sub-vectors [j0, j1) (H indexed by
 // sub-vector), put to `sink`.
-CEPAM_HD inline void z_h_symbols(const ZSymbolModel& z, std::size_t j0, std::size_t j1,
-                                 const std::uint32_t* H, SymbolSink& sink) {
+CEPAM_HD inline void box_h_symbols(const BoxSymbolModel& z, std::size_t j0, std::size_t j1,
+                                   const std::uint32_t* H, SymbolSink& sink) {
   AnsSymbol tmp[kMaxCellSymbols];
   for (std::size_t j = j0; j < j1; ++j) sink.put(tmp, geometric_symbols(z.geometric, H[j], tmp));
 }
 
 // The symbols of the coordinates of sub-vectors [j0, j1) (M, beta and V
 // indexed by sub-vector), each sub-vector's in coding order (k = n-1 ..
-// 0) in the table g = beta G_kk, o = beta V_k, put to `sink`.
-CEPAM_HD inline void z_m_symbols(const ZSymbolModel& z, std::size_t j0, std::size_t j1,
-                                 const std::int64_t* M, const double* beta, const double* V,
-                                 SymbolSink& sink) {
-  const std::size_t n = static_cast<std::size_t>(z.n);
+// 0) in the table g = beta G_kk, o = box_offset, put to `sink` (which
+// notes a sub-vector with a point frame).
+CEPAM_HD inline void box_m_symbols(const BoxSymbolModel& z, std::size_t j0, std::size_t j1,
+                                   const std::int64_t* M, const double* beta, const double* V,
+                                   SymbolSink& sink) {
+  const std::size_t n = static_cast<std::size_t>(z.basis.n);
   AnsSymbol tmp[kMaxCellSymbols];
   for (std::size_t j = j0; j < j1; ++j) {
+    if (point_framed(z.points, beta[j], V + j * n)) sink.framed = true;
+    const std::int64_t* m = M + j * n;
     for (std::size_t c = 0; c < n; ++c) {
-      const std::size_t i = j * n + n - 1 - c;
-      const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.diag[c], beta[j] * V[i]);
-      sink.put(tmp, cell_symbols(z.cdf, M[i], l, tmp));
+      const std::size_t k = n - 1 - c;
+      const double o = box_offset(z.basis, static_cast<int>(c), beta[j], V[j * n + k],
+                                  [&](int d) { return static_cast<double>(m[k + static_cast<std::size_t>(d)]); });
+      const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.basis.diag[c], o);
+      sink.put(tmp, cell_symbols(z.cdf, m[k], l, tmp));
     }
   }
 }
 
-// The symbols of sub-vectors [0, count) of a segment of Z^n (their H[count],
+// The symbols of sub-vectors [0, count) of a segment (their H[count],
 // M[count n], beta[count], V[count n]), as AnsSegmentEncoder::encode_block
-// puts them: block by block, the H of the block, then its coordinates.
-// Writes them at out unless out is nullptr (a count only) and returns
-// their number.
-CEPAM_HD inline std::size_t z_block_symbols(const ZSymbolModel& z, std::size_t count,
-                                            const std::uint32_t* H, const std::int64_t* M,
-                                            const double* beta, const double* V,
-                                            AnsSymbol* out) {
-  SymbolSink sink{out, 0};
+// puts them where no sub-vector has a point table: block by block, the H
+// of the block, then its coordinates.  Writes them at out unless out is
+// nullptr (a count only) and returns their number; *framed (if given) is
+// set when a sub-vector has a point frame (its segment is then not coded
+// by this code).
+CEPAM_HD inline std::size_t box_block_symbols(const BoxSymbolModel& z, std::size_t count,
+                                              const std::uint32_t* H, const std::int64_t* M,
+                                              const double* beta, const double* V,
+                                              AnsSymbol* out, bool* framed = nullptr) {
+  SymbolSink sink{out, 0, false};
   for (std::size_t j0 = 0; j0 < count; j0 += z.block) {
     const std::size_t j1 = count - j0 < z.block ? count : j0 + z.block;
-    z_h_symbols(z, j0, j1, H, sink);
-    z_m_symbols(z, j0, j1, M, beta, V, sink);
+    box_h_symbols(z, j0, j1, H, sink);
+    box_m_symbols(z, j0, j1, M, beta, V, sink);
   }
+  if (framed != nullptr && sink.framed) *framed = true;
   return sink.k;
 }
 
 // A body's symbols in units of work, a unit a GPU thread: in each segment
 // (S sub-vectors, the last shorter), each block (z.block sub-vectors, the
-// last of a segment shorter) in pieces of kZUnitSubvectors sub-vectors:
+// last of a segment shorter) in pieces of kBoxUnitSubvectors sub-vectors:
 // the pieces' trial indices, then the pieces' coordinates, the order of
-// z_block_symbols.  Every segment and block has the units of a whole one;
-// those past its end are empty.  So segment s's symbols are those of units
-// [s per_segment, (s + 1) per_segment), one after another.
-inline constexpr std::size_t kZUnitSubvectors = 256;
-struct ZUnits {
+// box_block_symbols.  Every segment and block has the units of a whole
+// one; those past its end are empty.  So segment s's symbols are those of
+// units [s per_segment, (s + 1) per_segment), one after another.
+inline constexpr std::size_t kBoxUnitSubvectors = 256;
+struct BoxUnits {
   std::size_t N, S;
   std::size_t pieces;       // pieces a block
   std::size_t per_segment;  // units a segment: blocks a segment x 2 pieces
   std::size_t count;        // units in all
 };
 
-CEPAM_HD inline ZUnits z_units(const ZSymbolModel& z, std::size_t N, std::size_t S) {
-  ZUnits u{};
+CEPAM_HD inline BoxUnits box_units(const BoxSymbolModel& z, std::size_t N, std::size_t S) {
+  BoxUnits u{};
   u.N = N;
   u.S = S;
-  u.pieces = (z.block + kZUnitSubvectors - 1) / kZUnitSubvectors;
+  u.pieces = (z.block + kBoxUnitSubvectors - 1) / kBoxUnitSubvectors;
   u.per_segment = (S + z.block - 1) / z.block * 2 * u.pieces;
   u.count = (N + S - 1) / S * u.per_segment;
   return u;
@@ -294,11 +360,11 @@ CEPAM_HD inline ZUnits z_units(const ZSymbolModel& z, std::size_t N, std::size_t
 
 // Unit `unit`'s symbols (of the update's H[N], M[N n], beta[N], V[N n]):
 // written at out unless out is nullptr (a count only); returns their
-// number.
-CEPAM_HD inline std::size_t z_unit_symbols(const ZSymbolModel& z, const ZUnits& u,
-                                           std::size_t unit, const std::uint32_t* H,
-                                           const std::int64_t* M, const double* beta,
-                                           const double* V, AnsSymbol* out) {
+// number; *framed is set when a sub-vector of the unit has a point frame.
+CEPAM_HD inline std::size_t box_unit_symbols(const BoxSymbolModel& z, const BoxUnits& u,
+                                             std::size_t unit, const std::uint32_t* H,
+                                             const std::int64_t* M, const double* beta,
+                                             const double* V, AnsSymbol* out, bool* framed) {
   const std::size_t s = unit / u.per_segment, r = unit % u.per_segment;
   const std::size_t b = r / (2 * u.pieces), q = r % (2 * u.pieces);
   const bool coordinates = q >= u.pieces;
@@ -307,22 +373,23 @@ CEPAM_HD inline std::size_t z_unit_symbols(const ZSymbolModel& z, const ZUnits& 
   const std::size_t block0 = s * u.S + b * z.block;
   if (block0 >= segment_end) return 0;
   const std::size_t block_end = segment_end - block0 < z.block ? segment_end : block0 + z.block;
-  const std::size_t j0 = block0 + piece * kZUnitSubvectors;
+  const std::size_t j0 = block0 + piece * kBoxUnitSubvectors;
   if (j0 >= block_end) return 0;
-  const std::size_t j1 = block_end - j0 < kZUnitSubvectors ? block_end : j0 + kZUnitSubvectors;
-  SymbolSink sink{out, 0};
+  const std::size_t j1 = block_end - j0 < kBoxUnitSubvectors ? block_end : j0 + kBoxUnitSubvectors;
+  SymbolSink sink{out, 0, false};
   if (coordinates) {
-    z_m_symbols(z, j0, j1, M, beta, V, sink);
+    box_m_symbols(z, j0, j1, M, beta, V, sink);
   } else {
-    z_h_symbols(z, j0, j1, H, sink);
+    box_h_symbols(z, j0, j1, H, sink);
   }
+  if (sink.framed) *framed = true;
   return sink.k;
 }
 
 // The segments' runs from the units' (host code): at[0 .. u.count] are
 // the units' first symbols (at[u.count]: all of them); first[s] = at[s
 // per_segment] for each segment s, and first[segments] = at[u.count].
-inline void z_segment_offsets(const ZUnits& u, const std::uint64_t* at, std::uint64_t* first) {
+inline void box_segment_offsets(const BoxUnits& u, const std::uint64_t* at, std::uint64_t* first) {
   const std::size_t segments = u.per_segment == 0 ? 0 : u.count / u.per_segment;
   for (std::size_t s = 0; s <= segments; ++s) first[s] = at[s * u.per_segment];
 }

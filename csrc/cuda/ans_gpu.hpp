@@ -3,7 +3,7 @@
 // (coding/rans_core.hpp): the same bytes as AnsEncoder::finish of each
 // stream.  Like lrsuq_gpu.hpp this header needs no CUDA headers.
 //
-// On Z^n, z_ans_streams also computes the segments' symbols on the device
+// On Z^n, box_ans_streams also computes the segments' symbols on the device
 // from the LRSUQ stage left there (encode_lattice_resident): only the
 // streams' bytes come back.  What stays on the CPU: fitting the source
 // model (from the device's statistics), the segments' symbols off Z^n, the
@@ -29,46 +29,50 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
                           std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes,
                           Timing* timing);
 
-// The streams of every segment of a body of Z^n (N sub-vectors, S a
+// The box model's streams of every segment of a body (N sub-vectors, S a
 // segment) from its stage H[N], M[N n], beta[N], V[N n] in device memory
 // of `device`, with z's tables (host memory: copied to the device): each
 // segment's symbols counted, then written, a unit of work a thread
-// (z_unit_symbols), then coded as rans_encode_segments codes them.
-// Appends the streams to out and their lengths to sizes, and sets last to
-// the last segment's symbols (for the bomb rule's padding, done on the
-// host: payload/ans_streams.hpp's assemble_z_body).  Throws DeviceError for
-// CUDA failures.  (The kernel before this one, a segment a thread, ran on
-// an H100 to the CPU's bytes; this one has run only as its host twin.)
-void z_ans_streams(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
-                   const double* beta, const double* V, std::size_t N, std::size_t S,
-                   int device, std::uintptr_t stream, std::vector<std::uint8_t>& out,
-                   std::vector<std::uint64_t>& sizes, std::vector<AnsSymbol>& last,
-                   Timing* timing);
+// (box_unit_symbols), then coded as rans_encode_segments codes them.
+// Appends the streams to out and their lengths to sizes, sets last to the
+// last segment's symbols (for the bomb rule's padding, done on the host:
+// payload/ans_streams.hpp's assemble_box_body) and returns true; returns
+// false, with nothing coded, where a sub-vector has a point frame (the
+// CPU's encoder codes that body).  Throws DeviceError for CUDA failures.
+// (On Z^n the kernel before this one, a segment a thread, ran on an H100
+// to the CPU's bytes; this one has run only as its host twin.)
+bool box_ans_streams(const BoxSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+                     const double* beta, const double* V, std::size_t N, std::size_t S,
+                     int device, std::uintptr_t stream, std::vector<std::uint8_t>& out,
+                     std::vector<std::uint64_t>& sizes, std::vector<AnsSymbol>& last,
+                     Timing* timing);
 
-// Every segment's symbols as z_ans_streams computes them on the device
+// Every segment's symbols as box_ans_streams computes them on the device
 // (segment s is symbols[first[s] .. first[s + 1])), brought to the host: a
 // check of the symbol kernel apart from the coder (bench/gpu_check.py).
-void z_symbols(const ZSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
-               const double* beta, const double* V, std::size_t N, std::size_t S, int device,
-               std::uintptr_t stream, std::vector<std::uint64_t>& first,
-               std::vector<AnsSymbol>& symbols);
+// False, with nothing brought, where a sub-vector has a point frame.
+bool box_symbols(const BoxSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+                 const double* beta, const double* V, std::size_t N, std::size_t S, int device,
+                 std::uintptr_t stream, std::vector<std::uint64_t>& first,
+                 std::vector<AnsSymbol>& symbols);
 
-// Decodes an ANS body of len bytes on Z^n (host memory; the caller checks it
+// Decodes an ANS body of len bytes of the box model (host memory; the caller checks it
 // first: check_payload_body) into y[0..m) (device memory of `device`):
-// the host parses the body (payload/ans_streams.hpp's ZDecodePlan: the
+// the host parses the body (payload/ans_streams.hpp's BoxDecodePlan: the
 // CPU's FormatError for a malformed one), the device decodes every segment
-// at once, a block of threads a segment (payload/z_decode.hpp: the stream
+// at once, a block of threads a segment (payload/box_decode.hpp: the stream
 // read on one thread, the side information and the values on all), and
 // the values stay on the device.  Device memory besides y: the body, and
 // for each segment a block's trial indices and a piece's side information
 // and coordinates (112 KiB on Z^1: 0.9 bytes a coordinate).  Throws the
 // CPU decoder's error for the first segment that fails, DeviceError for
-// CUDA failures.  Not yet run on
-// a GPU: its host twin (decode_z_ans_body_by_segments) gives the CPU's
-// values and errors.
+// CUDA failures; returns false, with nothing decoded, where a segment
+// names the point model (the CPU's decoder decodes those).  Not yet run
+// on a GPU: its host twin (decode_box_ans_body_by_segments) gives the
+// CPU's values and errors.
 template <class T>
-void decode_z_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
-                       std::size_t len, std::size_t m, int device, std::uintptr_t stream, T* y,
-                       Timing* timing);
+bool decode_box_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
+                         std::size_t len, std::size_t m, int device, std::uintptr_t stream, T* y,
+                         Timing* timing);
 
 }  // namespace cepam::gpu

@@ -106,39 +106,43 @@ template std::vector<std::uint8_t> encode_ans_body_by_streams<float>(
 template std::vector<std::uint8_t> encode_ans_body_by_streams<double>(
     const LrsuqParams&, const ChaChaKey&, const double*, std::size_t, double, const StreamCoder&);
 
-ZSymbolModel z_symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
-                            const TriangularBasis& basis) {
-  if (basis.n < 1 || basis.n > 8 || !is_diagonal(basis))
-    throw InvalidArgument("the shared symbol code takes a diagonal basis of at most 8 dimensions");
-  ZSymbolModel z{};
+BoxSymbolModel box_symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
+                                const LrsuqParams& p) {
+  const TriangularBasis basis = lattice_basis(p);
+  if (basis.n < 1 || basis.n > BoxTerms::kMaxN)
+    throw InvalidArgument("the shared symbol code takes lattices of at most 8 dimensions");
+  BoxSymbolModel z{};
   z.cdf = model.cdf_view();
   z.quantile = model.quantile_table();
   z.geometric = hcoder.table();
-  z.n = basis.n;
-  const std::size_t n = static_cast<std::size_t>(basis.n);
-  for (std::size_t c = 0; c < n; ++c) z.diag[c] = basis.b[(n - 1 - c) * (n + 1)];  // G_kk, k = n-1-c
+  z.basis = box_terms(basis.n, basis.b.data());
+  z.points = PointBounds{};  // usable = 0
+  if (uses_point_model(p.lattice)) z.points = PointCoder(model, basis).bounds();
   z.block = kAnsBlock;
   z.piece = piece_subvectors(basis.n);
   return z;
 }
 
-void z_segments_symbols(const ZSymbolModel& z, std::size_t N, std::size_t S,
-                        const std::uint32_t* H, const std::int64_t* M, const double* beta,
-                        const double* V, std::vector<std::uint64_t>& first,
-                        std::vector<AnsSymbol>& symbols) {
-  const ZUnits u = z_units(z, N, S);
+bool box_segments_symbols(const BoxSymbolModel& z, std::size_t N, std::size_t S,
+                          const std::uint32_t* H, const std::int64_t* M, const double* beta,
+                          const double* V, std::vector<std::uint64_t>& first,
+                          std::vector<AnsSymbol>& symbols) {
+  const BoxUnits u = box_units(z, N, S);
   std::vector<std::uint64_t> at(u.count + 1, 0);
+  bool framed = false;
   for (std::size_t i = 0; i < u.count; ++i)  // the kernel's first pass: counts
-    at[i + 1] = at[i] + z_unit_symbols(z, u, i, H, M, beta, V, nullptr);
+    at[i + 1] = at[i] + box_unit_symbols(z, u, i, H, M, beta, V, nullptr, &framed);
+  if (framed) return false;
   symbols.resize(at[u.count]);
   for (std::size_t i = 0; i < u.count; ++i)  // its second: the symbols
-    z_unit_symbols(z, u, i, H, M, beta, V, symbols.data() + at[i]);
+    box_unit_symbols(z, u, i, H, M, beta, V, symbols.data() + at[i], &framed);
   first.assign(u.count / std::max<std::size_t>(u.per_segment, 1) + 1, 0);
-  z_segment_offsets(u, at.data(), first.data());
+  box_segment_offsets(u, at.data(), first.data());
+  return true;
 }
 
-std::vector<std::uint8_t> assemble_z_body(
-    const SourceModel& model, std::size_t m, const std::uint8_t* streams,
+std::vector<std::uint8_t> assemble_box_body(
+    const SourceModel& model, std::size_t m, bool point_model, const std::uint8_t* streams,
     const std::vector<std::uint64_t>& sizes,
     const std::function<std::vector<AnsSymbol>()>& last_symbols) {
   std::vector<std::uint8_t> out;
@@ -146,7 +150,7 @@ std::vector<std::uint8_t> assemble_z_body(
   std::size_t at = 0, last_begin = out.size();
   for (const std::uint64_t size : sizes) {
     last_begin = out.size();
-    append_segment(out, false, false, streams + at, static_cast<std::size_t>(size));
+    append_segment(out, point_model, false, streams + at, static_cast<std::size_t>(size));
     at += static_cast<std::size_t>(size);
   }
   if (out.size() < min_body_bytes(m) && !sizes.empty()) {  // the bomb rule's padding
@@ -155,51 +159,48 @@ std::vector<std::uint8_t> assemble_z_body(
     if (!last.empty()) std::memcpy(enc.append(last.size()), last.data(), last.size() * sizeof(AnsSymbol));
     out.resize(last_begin);
     std::vector<std::uint8_t> stream;
-    enc.finish(stream, min_body_bytes(m) - last_begin - segment_prefix(false));
-    append_segment(out, false, false, stream.data(), stream.size());
+    enc.finish(stream, min_body_bytes(m) - last_begin - segment_prefix(point_model));
+    append_segment(out, point_model, false, stream.data(), stream.size());
   }
   return out;
 }
 
 template <class T>
-std::vector<std::uint8_t> encode_z_ans_body_by_symbols(const LrsuqParams& p,
-                                                       const ChaChaKey& key, const T* x,
-                                                       std::size_t m, double factor,
-                                                       const StreamCoder& code) {
-  if (p.lattice != LatticeId::Z) throw InvalidArgument("the shared symbol code is for Z^n");
+std::optional<std::vector<std::uint8_t>> encode_box_ans_body_by_symbols(
+    const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m, double factor,
+    const StreamCoder& code) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
   const std::size_t S = segment_subvectors(p.n);
   const CellWidths widths = typical_cell_widths(p);
   const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
-  const TriangularBasis basis = lattice_basis(p);
   const GeometricCoder hcoder(acceptance_probability(p));
   // The stage of every sub-vector, as a GPU holds it.
   std::vector<std::uint32_t> H(N);
   std::vector<std::int64_t> M(N * n);
   std::vector<double> beta(N), V(N * n);
   if (N > 0) lrsuq_encode_subvectors(p, key, x, m, factor, 0, N, H.data(), M.data(), beta.data(), V.data());
-  const ZSymbolModel z = z_symbol_model(model, hcoder, basis);
+  const BoxSymbolModel z = box_symbol_model(model, hcoder, p);
   std::vector<std::uint64_t> first;
   std::vector<AnsSymbol> symbols;
-  z_segments_symbols(z, N, S, H.data(), M.data(), beta.data(), V.data(), first, symbols);
+  if (!box_segments_symbols(z, N, S, H.data(), M.data(), beta.data(), V.data(), first, symbols))
+    return std::nullopt;
   std::vector<std::uint8_t> streams;
   std::vector<std::uint64_t> sizes;
   code(symbols.data(), first.data(), first.size() - 1, streams, sizes);
   if (sizes.size() != first.size() - 1) throw EncodingError("the stream coder lost streams");
   const std::size_t last = first.size() - 1;
-  return assemble_z_body(model, m, streams.data(), sizes, [&] {
+  return assemble_box_body(model, m, uses_point_model(p.lattice), streams.data(), sizes, [&] {
     return std::vector<AnsSymbol>(symbols.begin() + static_cast<std::ptrdiff_t>(first[last - 1]),
                                   symbols.end());
   });
 }
 
 template <class T>
-bool z_segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
-                       std::size_t len, std::size_t m, double factor, std::size_t s,
-                       const T* values, std::size_t count) {
-  if (p.lattice != LatticeId::Z) throw InvalidArgument("the shared symbol code is for Z^n");
-  const AnsBody parsed(body, len, false, ans_segments(m, p.n));
+bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
+                     std::size_t len, std::size_t m, double factor, std::size_t s,
+                     const T* values, std::size_t count) {
+  const AnsBody parsed(body, len, uses_point_model(p.lattice), ans_segments(m, p.n));
   if (s >= parsed.segments().size()) throw InvalidArgument("the body has no such segment");
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
@@ -215,34 +216,29 @@ bool z_segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::ui
   lrsuq_encode_subvectors_at(p, key, values, indices.data(), j1 - j0, m, factor, H.data(),
                              M.data(), beta.data(), V.data());
   const GeometricCoder hcoder(acceptance_probability(p));
-  const ZSymbolModel z = z_symbol_model(parsed.model(), hcoder, lattice_basis(p));
-  const std::size_t k = z_block_symbols(z, j1 - j0, H.data(), M.data(), beta.data(), V.data(),
-                                        nullptr);
+  const BoxSymbolModel z = box_symbol_model(parsed.model(), hcoder, p);
+  const AnsBody::Segment& seg = parsed.segments()[s];
+  bool framed = false;
+  const std::size_t k = box_block_symbols(z, j1 - j0, H.data(), M.data(), beta.data(), V.data(),
+                                          nullptr, &framed);
+  if (seg.points || framed) return false;  // not the box model's segment
   AnsEncoder enc;
-  z_block_symbols(z, j1 - j0, H.data(), M.data(), beta.data(), V.data(), enc.append(k));
+  box_block_symbols(z, j1 - j0, H.data(), M.data(), beta.data(), V.data(), enc.append(k));
   // The body's length as the least: the same padding, if the body's last
   // segment has some (the smallest count that reaches it).
-  const AnsBody::Segment& seg = parsed.segments()[s];
   std::vector<std::uint8_t> stream;
   enc.finish(stream, seg.size);
   return stream.size() == seg.size &&
          std::equal(stream.begin(), stream.end(), parsed.data() + seg.offset);
 }
 
-namespace {
-// body, for a body on Z^n (the lattice the shared symbol code takes).
-const std::uint8_t* z_body(const LrsuqParams& p, const std::uint8_t* body) {
-  if (p.lattice != LatticeId::Z) throw InvalidArgument("the shared symbol code is for Z^n");
-  return body;
-}
-}  // namespace
-
-ZDecodePlan::ZDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
-                         std::size_t m)
-    : ans(z_body(p, body), len, false, ans_segments(m, p.n)),
+BoxDecodePlan::BoxDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                             std::size_t m)
+    : ans(body, len, uses_point_model(p.lattice), ans_segments(m, p.n)),
       hcoder(acceptance_probability(p)),
-      z(z_symbol_model(ans.model(), hcoder, lattice_basis(p))),
-      config(lrsuq_subvector_config(p)) {
+      z(box_symbol_model(ans.model(), hcoder, p)),
+      config(lrsuq_subvector_config(p)),
+      box_only(true) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
   const std::size_t S = segment_subvectors(p.n);
@@ -250,14 +246,22 @@ ZDecodePlan::ZDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::si
   segments.reserve(count);
   for (std::size_t s = 0; s < count; ++s) {
     const AnsBody::Segment& seg = ans.segments()[s];
-    segments.push_back(ZSegment{seg.offset, seg.size, s * S, std::min(N, (s + 1) * S),
-                                segment_may_pad(s, count, len, m) ? 1 : 0});
+    segments.push_back(BoxSegment{seg.offset, seg.size, s * S, std::min(N, (s + 1) * S),
+                                  segment_may_pad(s, count, len, m) ? 1 : 0});
+    if (seg.points) box_only = false;
   }
 }
 
-void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count, const char* dtype) {
+bool is_box_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m) {
+  const AnsBody ans(body, len, uses_point_model(p.lattice), ans_segments(m, p.n), false);
+  for (const AnsBody::Segment& seg : ans.segments())
+    if (seg.points) return false;
+  return true;
+}
+
+void throw_first_error(const BoxSegmentOutcome* outcomes, std::size_t count, const char* dtype) {
   for (std::size_t s = 0; s < count; ++s) {
-    const ZSegmentOutcome& o = outcomes[s];
+    const BoxSegmentOutcome& o = outcomes[s];
     if (o.status == kReadOk) continue;
     if (o.status == kReadBadTrial)
       throw_subvector_error(static_cast<std::size_t>(o.at), subvector::kBadTrial, 0.0, o.h);
@@ -267,40 +271,42 @@ void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count, const
 }
 
 template <class T>
-void decode_z_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
-                                   const std::uint8_t* body, std::size_t len, std::size_t m,
-                                   T* y) {
-  const ZDecodePlan plan(p, body, len, m);
+bool decode_box_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
+                                     const std::uint8_t* body, std::size_t len, std::size_t m,
+                                     T* y) {
+  const BoxDecodePlan plan(p, body, len, m);
+  if (!plan.box_only) return false;
   const std::size_t n = static_cast<std::size_t>(p.n);
   std::vector<std::uint32_t> H(plan.z.block);
   std::vector<double> beta(plan.z.piece), V(plan.z.piece * n);
   std::vector<std::int64_t> M(plan.z.piece * n);
-  const ZDecodeScratch scratch{H.data(), beta.data(), V.data(), M.data()};
-  std::vector<ZSegmentOutcome> outcomes;
-  for (const ZSegment& seg : plan.segments) {
-    outcomes.push_back(z_decode_segment(plan.z, plan.config, key.data(), body, seg, m, scratch, y));
+  const BoxDecodeScratch scratch{H.data(), beta.data(), V.data(), M.data()};
+  std::vector<BoxSegmentOutcome> outcomes;
+  for (const BoxSegment& seg : plan.segments) {
+    outcomes.push_back(box_decode_segment(plan.z, plan.config, key.data(), body, seg, m, scratch, y));
     if (outcomes.back().status != kReadOk) break;  // (the first error is the one thrown)
   }
   throw_first_error(outcomes.data(), outcomes.size(), dtype_name<T>());
+  return true;
 }
 
-template void decode_z_ans_body_by_segments<float>(const LrsuqParams&, const ChaChaKey&,
-                                                   const std::uint8_t*, std::size_t, std::size_t,
-                                                   float*);
-template void decode_z_ans_body_by_segments<double>(const LrsuqParams&, const ChaChaKey&,
-                                                    const std::uint8_t*, std::size_t,
-                                                    std::size_t, double*);
+template bool decode_box_ans_body_by_segments<float>(const LrsuqParams&, const ChaChaKey&,
+                                                     const std::uint8_t*, std::size_t,
+                                                     std::size_t, float*);
+template bool decode_box_ans_body_by_segments<double>(const LrsuqParams&, const ChaChaKey&,
+                                                      const std::uint8_t*, std::size_t,
+                                                      std::size_t, double*);
 
-template bool z_segment_matches<float>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
-                                       std::size_t, std::size_t, double, std::size_t,
-                                       const float*, std::size_t);
-template bool z_segment_matches<double>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
-                                        std::size_t, std::size_t, double, std::size_t,
-                                        const double*, std::size_t);
+template bool segment_matches<float>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
+                                     std::size_t, std::size_t, double, std::size_t,
+                                     const float*, std::size_t);
+template bool segment_matches<double>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
+                                      std::size_t, std::size_t, double, std::size_t,
+                                      const double*, std::size_t);
 
-template std::vector<std::uint8_t> encode_z_ans_body_by_symbols<float>(
+template std::optional<std::vector<std::uint8_t>> encode_box_ans_body_by_symbols<float>(
     const LrsuqParams&, const ChaChaKey&, const float*, std::size_t, double, const StreamCoder&);
-template std::vector<std::uint8_t> encode_z_ans_body_by_symbols<double>(
+template std::optional<std::vector<std::uint8_t>> encode_box_ans_body_by_symbols<double>(
     const LrsuqParams&, const ChaChaKey&, const double*, std::size_t, double, const StreamCoder&);
 
 }  // namespace cepam

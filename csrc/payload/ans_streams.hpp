@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "coding/conditional_coder.hpp"
@@ -22,7 +23,7 @@
 #include "coding/symbol_core.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
-#include "payload/z_decode.hpp"
+#include "payload/box_decode.hpp"
 #include "random/chacha20.hpp"
 
 namespace cepam {
@@ -47,103 +48,121 @@ std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const
                                                      const T* x, std::size_t m, double factor,
                                                      const StreamCoder& code);
 
-// --- Z^n with the symbols computed where the stage ran ---------------------
+// --- The box model's symbols computed where the stage ran -----------------
 //
-// On Z^n the segments' symbols depend only on each sub-vector's H, M, beta
-// and V and on tables of a few hundred bytes (coding/symbol_core.hpp), so
-// a GPU computes them where the stage left H, M, beta and V (cuda/ans_gpu.cu)
-// and only the streams' bytes come back.  These are that path's pieces on
-// the host: the tables, the kernel's work one segment after another, and the
-// body assembled from the streams.
+// Where no sub-vector has a point table (Z^n always; the other lattices
+// where the source spreads over more than a cell, as at rms/sigma = 10),
+// the segments' symbols depend only on each sub-vector's H, M, beta and V
+// and on tables of a few hundred bytes (coding/symbol_core.hpp), so a GPU
+// computes them where the stage left H, M, beta and V (cuda/ans_gpu.cu)
+// and only the streams' bytes come back.  A sub-vector with a point frame
+// (the point model's first condition) hands the body back to the CPU's
+// encoder.  These are that path's pieces on the host: the tables, the
+// kernel's work one segment after another, and the body assembled from
+// the streams.
 
-// z_block_symbols' tables for this model, trial-index coder and basis of
-// Z^n (valid while model and hcoder live).  Throws InvalidArgument for a
-// basis that is not diagonal or of more than 8 dimensions.
-ZSymbolModel z_symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
-                            const TriangularBasis& basis);
+// box_block_symbols' tables for this model, trial-index coder and
+// lattice (valid while model and hcoder live; the point model's bounds
+// where the lattice has one).  Throws InvalidArgument for a lattice of
+// more than 8 dimensions.
+BoxSymbolModel box_symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
+                                const LrsuqParams& p);
 
 // The symbols of every segment of a body of N sub-vectors (S a segment),
 // given all of H[N], M[N n], beta[N], V[N n], as the kernel computes them:
 // first[s] .. first[s + 1] is segment s's run (first has segments + 1
-// entries), and symbols their concatenation.
-void z_segments_symbols(const ZSymbolModel& z, std::size_t N, std::size_t S,
-                        const std::uint32_t* H, const std::int64_t* M, const double* beta,
-                        const double* V, std::vector<std::uint64_t>& first,
-                        std::vector<AnsSymbol>& symbols);
+// entries), and symbols their concatenation.  Returns false (the symbols
+// then are not the body's) when a sub-vector has a point frame.
+bool box_segments_symbols(const BoxSymbolModel& z, std::size_t N, std::size_t S,
+                          const std::uint32_t* H, const std::int64_t* M, const double* beta,
+                          const double* V, std::vector<std::uint64_t>& first,
+                          std::vector<AnsSymbol>& symbols);
 
-// The body of Z^n from its model and its segments' streams (streams one
-// after another, sizes[s] bytes each) for m coordinates: the bytes of
-// encode_payload_body.  When the bomb rule asks for a longer body (rare:
-// the most compressible updates), the last segment is coded again on the
-// host with padding, from last_symbols() (its symbols).
-std::vector<std::uint8_t> assemble_z_body(
-    const SourceModel& model, std::size_t m, const std::uint8_t* streams,
+// The body from its model and its segments' box streams (streams one
+// after another, sizes[s] bytes each) for m coordinates, each segment with
+// the model byte 0 where the lattice has a point model (point_model): the
+// bytes of encode_payload_body.  When the bomb rule asks for a longer body
+// (rare: the most compressible updates), the last segment is coded again
+// on the host with padding, from last_symbols() (its symbols).
+std::vector<std::uint8_t> assemble_box_body(
+    const SourceModel& model, std::size_t m, bool point_model, const std::uint8_t* streams,
     const std::vector<std::uint64_t>& sizes,
     const std::function<std::vector<AnsSymbol>()>& last_symbols);
 
-// The ANS body of x[0..m) * factor on Z^n as the GPU path codes it: the
-// stage of every sub-vector (lrsuq/subvector.hpp), every segment's symbols
-// by z_segments_symbols, the streams by `code`, then assemble_z_body.
-// The bytes of encode_payload_body with the ANS coder.  Throws
-// InvalidArgument off Z^n, else as encode_payload_body.
+// The ANS body of x[0..m) * factor as the GPU path codes it: the stage of
+// every sub-vector (lrsuq/subvector.hpp), every segment's symbols by
+// box_segments_symbols, the streams by `code`, then assemble_box_body.
+// The bytes of encode_payload_body with the ANS coder, or nothing where a
+// sub-vector has a point frame (the CPU's encoder then codes the body).
+// Throws as encode_payload_body.
 template <class T>
-std::vector<std::uint8_t> encode_z_ans_body_by_symbols(const LrsuqParams& p,
-                                                       const ChaChaKey& key, const T* x,
-                                                       std::size_t m, double factor,
-                                                       const StreamCoder& code);
+std::optional<std::vector<std::uint8_t>> encode_box_ans_body_by_symbols(
+    const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m, double factor,
+    const StreamCoder& code);
 
-// Whether segment s of `body` (an ANS body of m coordinates on Z^n, coded
-// by a GPU) is the stream the host codes from that segment's coordinates
-// values[0 .. min(m, (s + 1) S n) - s S n) (x * 1, the update's, before the
-// factor) with the body's own source model: the host's check of one
-// segment chosen by the caller.  Equal streams decode to equal values.
-// Throws FormatError for a malformed body, InvalidArgument for a segment it
-// lacks or a wrong number of values, and the codec's EncodingError where
-// the host cannot encode the segment.
+// Whether segment s of `body` (an ANS body of m coordinates, coded by a
+// GPU with the box model) is the stream the host codes from that
+// segment's coordinates values[0 .. min(m, (s + 1) S n) - s S n) (x * 1,
+// the update's, before the factor) with the body's own source model: the
+// host's check of one segment chosen by the caller.  Equal streams decode
+// to equal values.  False also where the segment names the point model or
+// a sub-vector has a point frame.  Throws FormatError for a malformed
+// body, InvalidArgument for a segment it lacks or a wrong number of
+// values, and the codec's EncodingError where the host cannot encode the
+// segment.
 template <class T>
-bool z_segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
-                       std::size_t len, std::size_t m, double factor, std::size_t s,
-                       const T* values, std::size_t count);
+bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
+                     std::size_t len, std::size_t m, double factor, std::size_t s,
+                     const T* values, std::size_t count);
 
-// --- Z^n decoded where the values are wanted -------------------------------
+// --- Box-model bodies decoded where the values are wanted -----------------
 //
-// On Z^n a segment's symbols decode with tables of a few hundred bytes and
-// each sub-vector's side information, which a GPU computes from the key
-// (payload/z_decode.hpp): a GPU decodes every segment at once (a thread
-// each) straight into device memory.  These are that path's pieces on the
-// host.
+// A segment of the box model decodes with tables of a few hundred bytes
+// and each sub-vector's side information, which a GPU computes from the
+// key (payload/box_decode.hpp): a GPU decodes every segment at once (a
+// block of threads each) straight into device memory.  These are that
+// path's pieces on the host.
 
-// What decoding an ANS body of m coordinates on Z^n a segment at a time
-// needs besides the body and the key: the body parsed (its model), the
-// trial index's coder, the symbol tables, the sub-vector configuration and
-// the segments.  Throws the CPU decoder's FormatError for a malformed body
-// (AnsBody), InvalidArgument off Z^n.  Holds pointers into itself: not
-// copied or moved.
-struct ZDecodePlan {
-  ZDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m);
-  ZDecodePlan(const ZDecodePlan&) = delete;
-  ZDecodePlan& operator=(const ZDecodePlan&) = delete;
+// What decoding an ANS body of m coordinates a segment at a time needs
+// besides the body and the key: the body parsed (its model), the trial
+// index's coder, the symbol tables, the sub-vector configuration, the
+// segments, and whether they are all the box model's (box_only; else the
+// CPU's decoder decodes the body).  Throws the CPU decoder's FormatError
+// for a malformed body (AnsBody).  Holds pointers into itself: not copied
+// or moved.
+struct BoxDecodePlan {
+  BoxDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m);
+  BoxDecodePlan(const BoxDecodePlan&) = delete;
+  BoxDecodePlan& operator=(const BoxDecodePlan&) = delete;
 
   AnsBody ans;
   GeometricCoder hcoder;
-  ZSymbolModel z;
+  BoxSymbolModel z;
   subvector::Config config;
-  std::vector<ZSegment> segments;
+  std::vector<BoxSegment> segments;
+  bool box_only;
 };
+
+// Whether every segment of an ANS body of m coordinates (checked first:
+// check_payload_body) is the box model's (model byte 0, or none on Z^n),
+// so that BoxDecodePlan's decoders take it.  Throws the CPU decoder's
+// FormatError for a malformed body.
+bool is_box_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m);
 
 // Throws the CPU decoder's error for the first of `count` segments (in
 // order) whose outcome is not kReadOk: FormatError, the codec's error for
 // a bad trial index, or DecodingError for values that overflow `dtype`
 // ("float32" or "float64"); nothing if all are.
-void throw_first_error(const ZSegmentOutcome* outcomes, std::size_t count, const char* dtype);
+void throw_first_error(const BoxSegmentOutcome* outcomes, std::size_t count, const char* dtype);
 
-// decode_payload_body's values of an ANS body on Z^n (and its errors), by
-// z_decode_segment one segment after another: the GPU kernel's host twin.
-// The caller checks the body first (check_payload_body), as for
-// decode_payload_body.
+// decode_payload_body's values of an ANS body (and its errors), by
+// box_decode_segment one segment after another: the GPU kernel's host
+// twin.  Returns false, and decodes nothing, where a segment names the
+// point model (the CPU's decoder decodes those).  The caller checks the
+// body first (check_payload_body), as for decode_payload_body.
 template <class T>
-void decode_z_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
-                                   const std::uint8_t* body, std::size_t len, std::size_t m,
-                                   T* y);
+bool decode_box_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
+                                     const std::uint8_t* body, std::size_t len, std::size_t m,
+                                     T* y);
 
 }  // namespace cepam

@@ -161,39 +161,45 @@ py::tuple encode_subvectors_at(const py::array& pieces, const CArray<std::uint64
 }
 
 // The ANS body of x as the GPU path codes it, its streams by the host twin
-// of the CUDA kernel (payload/ans_streams.hpp); with shared_symbols (Z^n
-// only) the segments' symbols too, by the shared code the kernel runs.
-py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                              double factor, bool shared_symbols) {
+// of the CUDA kernel (payload/ans_streams.hpp); with shared_symbols the
+// segments' symbols too, by the box model's code the kernel runs (None
+// where a sub-vector has a point frame: the CPU's encoder codes those).
+py::object ans_body_by_streams(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                               double factor, bool shared_symbols) {
   const ChaChaKey k = key_from(key);
-  std::vector<std::uint8_t> body;
+  std::optional<std::vector<std::uint8_t>> body;
   with_input(x, [&](const auto* px) {
     const std::size_t m = static_cast<std::size_t>(x.size());
     body = shared_symbols
-               ? encode_z_ans_body_by_symbols(p, k, px, m, factor, host_stream_coder)
+               ? encode_box_ans_body_by_symbols(p, k, px, m, factor, host_stream_coder)
                : encode_ans_body_by_streams(p, k, px, m, factor, host_stream_coder);
   });
-  return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
+  if (!body) return py::none();
+  return py::bytes(reinterpret_cast<const char*>(body->data()), body->size());
 }
 
-// (first, start, freq): every segment's symbols on Z^n as the symbol
-// kernel's host twin gives them (segment s is [first[s], first[s + 1])), to
-// compare with the device's (cepam._cuda.z_symbols) symbol by symbol.
-py::tuple z_symbols_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                       double factor) {
+// (first, start, freq): every segment's symbols as the symbol kernel's
+// host twin gives them (segment s is [first[s], first[s + 1])), to compare
+// with the device's (cepam._cuda.box_symbols) symbol by symbol; None
+// where a sub-vector has a point frame.
+py::object box_symbols_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                          double factor) {
   const ChaChaKey k = key_from(key);
   std::vector<std::uint64_t> first;
   std::vector<AnsSymbol> symbols;
+  bool coded = false;
   with_input(x, [&](const auto* px) {
-    encode_z_ans_body_by_symbols(
-        p, k, px, static_cast<std::size_t>(x.size()), factor,
-        [&](const AnsSymbol* sym, const std::uint64_t* f, std::size_t count,
-            std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes) {
-          first.assign(f, f + count + 1);
-          symbols.assign(sym, sym + f[count]);
-          host_stream_coder(sym, f, count, out, sizes);
-        });
+    coded = encode_box_ans_body_by_symbols(
+                p, k, px, static_cast<std::size_t>(x.size()), factor,
+                [&](const AnsSymbol* sym, const std::uint64_t* f, std::size_t count,
+                    std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes) {
+                  first.assign(f, f + count + 1);
+                  symbols.assign(sym, sym + f[count]);
+                  host_stream_coder(sym, f, count, out, sizes);
+                })
+                .has_value();
   });
+  if (!coded) return py::none();
   return symbol_arrays(first, symbols);
 }
 
@@ -293,9 +299,10 @@ py::array decode_subvectors(const CArray<std::uint32_t>& H, const CArray<std::in
   return with_output(dtype, m, [&](auto* y) { lrsuq_decode_subvectors(p, k, h, mm, 0, N, m, y); });
 }
 
-// Whether segment `segment` of a Z^n ANS body (coded by a GPU) is the
-// stream the host codes from the segment's coordinates (payload/ans_streams.hpp).
-bool z_segment_matches_py(const py::bytes& body, const py::array& values, std::size_t segment,
+// Whether segment `segment` of an ANS body (coded by a GPU with the box
+// model) is the stream the host codes from the segment's coordinates
+// (payload/ans_streams.hpp).
+bool segment_matches_py(const py::bytes& body, const py::array& values, std::size_t segment,
                           std::size_t m, const py::bytes& key, const LrsuqParams& p,
                           double factor) {
   require_contiguous_1d(values, "values");
@@ -304,7 +311,7 @@ bool z_segment_matches_py(const py::bytes& body, const py::array& values, std::s
   const std::uint8_t* data = bytes_view(body, &len);
   bool same = false;
   with_input(values, [&](const auto* px) {
-    same = z_segment_matches(p, k, data, len, m, factor, segment, px,
+    same = segment_matches(p, k, data, len, m, factor, segment, px,
                              static_cast<std::size_t>(values.size()));
   });
   return same;
@@ -374,17 +381,21 @@ py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& 
   });
 }
 
-// An ANS body on Z^n decoded as the GPU's decoder does it, by its host twin
-// (payload/ans_streams.hpp's decode_z_ans_body_by_segments).
-py::array z_decode_by_segments_py(const py::bytes& body, std::size_t m, const py::bytes& key,
-                                  const LrsuqParams& p, const std::string& dtype) {
+// An ANS body decoded as the GPU's decoder does it, by its host twin
+// (payload/ans_streams.hpp's decode_box_ans_body_by_segments); None where
+// a segment names the point model.
+py::object box_decode_by_segments_py(const py::bytes& body, std::size_t m, const py::bytes& key,
+                                     const LrsuqParams& p, const std::string& dtype) {
   const ChaChaKey k = key_from(key);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
-  return with_output(dtype, m, [&](auto* y) {
-    decode_z_ans_body_by_segments(p, k, data, len, m, y);
+  bool decoded = false;
+  py::array y = with_output(dtype, m, [&](auto* out) {
+    decoded = decode_box_ans_body_by_segments(p, k, data, len, m, out);
   });
+  if (!decoded) return py::none();
+  return y;
 }
 
 py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::bytes& key,
@@ -818,11 +829,12 @@ PYBIND11_MODULE(_core, m) {
         py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("factor"),
         "(H, M, beta, V) of the sub-vectors `indices` of an update of m coordinates, each "
         "given by its n coordinates (pieces): the host's spot-check of a GPU's results.");
-  m.def("z_segment_matches", &z_segment_matches_py, py::arg("body"), py::arg("values"),
+  m.def("segment_matches", &segment_matches_py, py::arg("body"), py::arg("values"),
         py::kw_only(), py::arg("segment"), py::arg("m"), py::arg("key"), py::arg("params"),
         py::arg("factor"),
-        "Whether segment `segment` of a lattice-Z ANS body of m coordinates is the stream the "
-        "host codes from that segment's coordinates (values): the host's check of a GPU's body.");
+        "Whether segment `segment` of an ANS body of m coordinates coded with the box model is "
+        "the stream the host codes from that segment's coordinates (values): the host's check "
+        "of a GPU's body.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
         py::arg("lattice") = 1, py::arg("m") = -1, py::arg("n") = 1,
         "The parts of a payload body and their sizes in bits (with m >= 0, an ANS body "
@@ -893,16 +905,17 @@ PYBIND11_MODULE(_core, m) {
   t.def("ans_body_by_streams", &ans_body_by_streams, py::arg("x"), py::kw_only(),
         py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("shared_symbols") = false,
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
-        "streams by the CUDA kernel's code on the host; with shared_symbols, Z^n only, "
-        "every segment's symbols by the symbol kernel's code too) -> bytes.");
-  t.def("z_decode_by_segments", &z_decode_by_segments_py, py::arg("body"), py::kw_only(),
+        "streams by the CUDA kernel's code on the host; with shared_symbols every segment's "
+        "symbols by the symbol kernel's code too) -> bytes, or None (shared_symbols) where a "
+        "sub-vector has a point frame.");
+  t.def("box_decode_by_segments", &box_decode_by_segments_py, py::arg("body"), py::kw_only(),
         py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
-        "An ANS body on Z^n decoded a segment at a time by the GPU decoder's host twin -> "
-        "values (decode's, and its errors).");
-  t.def("z_symbols", &z_symbols_py, py::arg("x"), py::kw_only(), py::arg("key"),
+        "An ANS body decoded a segment at a time by the GPU decoder's host twin -> values "
+        "(decode's, and its errors), or None where a segment names the point model.");
+  t.def("box_symbols", &box_symbols_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"),
-        "Every segment's symbols on Z^n by the symbol kernel's host twin -> (first uint64, "
-        "start uint32, freq uint32).");
+        "Every segment's symbols by the symbol kernel's host twin -> (first uint64, start "
+        "uint32, freq uint32), or None where a sub-vector has a point frame.");
   t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
         "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
         "the CUDA kernel computes it -> (total, maxabs).");

@@ -227,18 +227,20 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   });
 }
 
-// An ANS body on Z^n decoded on the GPU into device memory of `device`
-// (cuda/ans_gpu.hpp's decode_z_ans_body), as a DLPack capsule, and the
-// timing.
-py::tuple decode_z_ans_body(const py::bytes& body, std::size_t m, const py::bytes& key,
-                            const LrsuqParams& p, const std::string& dtype, int device,
-                            std::uintptr_t stream) {
+// An ANS body of the box model decoded on the GPU into device memory of
+// `device` (cuda/ans_gpu.hpp's decode_box_ans_body), as a DLPack capsule,
+// and the timing; None where a segment names the point model.
+py::object decode_box_ans_body(const py::bytes& body, std::size_t m, const py::bytes& key,
+                               const LrsuqParams& p, const std::string& dtype, int device,
+                               std::uintptr_t stream) {
   const ChaChaKey k = key_from(key);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
+  if (!is_box_body(p, data, len, m)) return py::none();
   return device_output(m, dtype, device, [&](auto* y, gpu::Timing* timing) {
-    gpu::decode_z_ans_body(p, k, data, len, m, device, stream, y, timing);
+    if (!gpu::decode_box_ans_body(p, k, data, len, m, device, stream, y, timing))
+      throw DeviceError("the body changed while it was decoded");  // (bytes are immutable)
   });
 }
 
@@ -307,15 +309,13 @@ struct DeviceBuffer {
   void* ptr;
 };
 
-// The LRSUQ stage of a CUDA tensor on Z^n left in device memory, and the
-// symbol model of the source model fitted on the host from statistics =
-// (range, counts) (the device's, cuda/model_gpu.hpp): calls
-// f(model, z, m, N, device, H, M, beta, V) with the stage's device arrays.
+// The LRSUQ stage of a CUDA tensor left in device memory, and the symbol
+// model of the source model fitted on the host from statistics = (range,
+// counts) (the device's, cuda/model_gpu.hpp): calls f(model, z, m, N,
+// device, H, M, beta, V) with the stage's device arrays.
 template <class F>
-void with_z_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, double factor,
-                  const py::tuple& statistics, std::uintptr_t stream, gpu::Timing* timing,
-                  F&& f) {
-  if (p.lattice != LatticeId::Z) throw InvalidArgument("the symbol kernel is for lattice Z");
+void with_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, double factor,
+                const py::tuple& statistics, std::uintptr_t stream, gpu::Timing* timing, F&& f) {
   if (statistics.size() != 2) throw InvalidArgument("statistics must be (range, counts)");
   const SourceModel::Statistics stats =
       statistics_from(statistics[0].cast<double>(), statistics[1].cast<CArray<std::uint64_t>>());
@@ -325,7 +325,7 @@ void with_z_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p
     const CellWidths widths = typical_cell_widths(p);
     const SourceModel model = SourceModel::fit_from(stats, widths.lo, widths.hi);
     const GeometricCoder hcoder(acceptance_probability(p));
-    const ZSymbolModel z = z_symbol_model(model, hcoder, lattice_basis(p));
+    const BoxSymbolModel z = box_symbol_model(model, hcoder, p);
     DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
     gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
                                  M.as<std::int64_t>(), beta.as<double>(), V.as<double>(), timing);
@@ -334,36 +334,40 @@ void with_z_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p
 }
 
 // (body, (H, M, beta, V) at `spot`, timing): the ANS body of a CUDA tensor
-// on Z^n with the LRSUQ stage, the segments' symbols and their rANS streams
-// all on the device (cuda/ans_gpu.hpp's z_ans_streams).  Only the streams,
-// the last segment's symbols and the spot-checked sub-vectors' stage come
-// back to the host.
-py::tuple encode_z_ans_body(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
-                            double factor, const py::tuple& statistics,
-                            const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
+// with the LRSUQ stage, the segments' box-model symbols and their rANS
+// streams all on the device (cuda/ans_gpu.hpp's box_ans_streams); body is
+// None where a sub-vector has a point frame (the CPU's encoder codes that
+// body).  Only the streams, the last segment's symbols and the
+// spot-checked sub-vectors' stage come back to the host.
+py::tuple encode_box_ans_body(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
+                              double factor, const py::tuple& statistics,
+                              const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t count = static_cast<std::size_t>(spot.size());
   StageArrays checked = StageArrays::allocate(count, p.n);
   std::vector<std::uint8_t> body;
+  bool coded = false;
   gpu::Timing lattice_timing, coder_timing;
   const std::uint64_t* spots = spot.data();
   std::uint32_t* ch = checked.H.mutable_data();
   std::int64_t* cm = checked.M.mutable_data();
   double* cb = checked.beta.mutable_data();
   double* cv = checked.V.mutable_data();
-  with_z_stage(x, key_from(key), p, factor, statistics, stream, &lattice_timing,
-               [&](const SourceModel& model, const ZSymbolModel& z, std::size_t m, std::size_t N,
-                   int device, const DeviceBuffer& H, const DeviceBuffer& M,
-                   const DeviceBuffer& beta, const DeviceBuffer& V) {
+  with_stage(x, key_from(key), p, factor, statistics, stream, &lattice_timing,
+             [&](const SourceModel& model, const BoxSymbolModel& z, std::size_t m, std::size_t N,
+                 int device, const DeviceBuffer& H, const DeviceBuffer& M,
+                 const DeviceBuffer& beta, const DeviceBuffer& V) {
     for (std::size_t i = 0; i < count; ++i)
       if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
     std::vector<std::uint8_t> streams;
     std::vector<std::uint64_t> sizes;
     std::vector<AnsSymbol> last;
-    gpu::z_ans_streams(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
-                       V.as<double>(), N, segment_subvectors(p.n), device, stream, streams, sizes,
-                       last, &coder_timing);
-    body = assemble_z_body(model, m, streams.data(), sizes, [&] { return last; });
+    coded = gpu::box_ans_streams(z, H.as<std::uint32_t>(), M.as<std::int64_t>(),
+                                 beta.as<double>(), V.as<double>(), N, segment_subvectors(p.n),
+                                 device, stream, streams, sizes, last, &coder_timing);
+    if (coded)
+      body = assemble_box_body(model, m, uses_point_model(p.lattice), streams.data(), sizes,
+                               [&] { return last; });
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t j = static_cast<std::size_t>(spots[i]);
       gpu::copy_to_host(device, ch + i, H.as<std::uint32_t>() + j, 4);
@@ -375,24 +379,29 @@ py::tuple encode_z_ans_body(const py::capsule& x, const py::bytes& key, const Lr
   py::dict timing = timing_dict(lattice_timing);
   timing["coder_kernel_ms"] = coder_timing.kernel_ms;
   timing["coder_transfer_ms"] = coder_timing.transfer_ms;
-  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(body.data()), body.size()),
-                        checked.tuple(), timing);
+  py::object coded_body = py::none();
+  if (coded) coded_body = py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
+  return py::make_tuple(coded_body, checked.tuple(), timing);
 }
 
-// (first, start, freq): every segment's symbols of a CUDA tensor on Z^n as
-// the symbol kernel computes them (the stage on the device too), to compare
-// with the host twin's (cepam._core.testing.z_symbols) symbol by symbol.
-py::tuple z_symbols(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
-                    double factor, const py::tuple& statistics, std::uintptr_t stream) {
+// (first, start, freq): every segment's symbols of a CUDA tensor as the
+// symbol kernel computes them (the stage on the device too), to compare
+// with the host twin's (cepam._core.testing.box_symbols) symbol by symbol;
+// None where a sub-vector has a point frame.
+py::object box_symbols(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
+                       double factor, const py::tuple& statistics, std::uintptr_t stream) {
   std::vector<std::uint64_t> first;
   std::vector<AnsSymbol> symbols;
-  with_z_stage(x, key_from(key), p, factor, statistics, stream, nullptr,
-               [&](const SourceModel&, const ZSymbolModel& z, std::size_t, std::size_t N,
-                   int device, const DeviceBuffer& H, const DeviceBuffer& M,
-                   const DeviceBuffer& beta, const DeviceBuffer& V) {
-    gpu::z_symbols(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
-                   V.as<double>(), N, segment_subvectors(p.n), device, stream, first, symbols);
+  bool coded = false;
+  with_stage(x, key_from(key), p, factor, statistics, stream, nullptr,
+             [&](const SourceModel&, const BoxSymbolModel& z, std::size_t, std::size_t N,
+                 int device, const DeviceBuffer& H, const DeviceBuffer& M,
+                 const DeviceBuffer& beta, const DeviceBuffer& V) {
+    coded = gpu::box_symbols(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
+                             V.as<double>(), N, segment_subvectors(p.n), device, stream, first,
+                             symbols);
   });
+  if (!coded) return py::none();
   return symbol_arrays(first, symbols);
 }
 
@@ -410,10 +419,11 @@ PYBIND11_MODULE(_cuda, m) {
     const int count = gpu::device_count(&why);
     return py::make_tuple(count, why);
   }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
-  m.def("z_symbols", &z_symbols, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"),
+  m.def("box_symbols", &box_symbols, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"),
         py::arg("factor"), py::arg("statistics"), py::arg("stream") = 0,
-        "Every segment's symbols of a CUDA tensor on Z^n by the symbol kernel -> (first "
-        "uint64, start uint32, freq uint32), host arrays.");
+        "Every segment's symbols of a CUDA tensor by the symbol kernel -> (first uint64, "
+        "start uint32, freq uint32), host arrays, or None where a sub-vector has a point "
+        "frame.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
         py::arg("threads") = 1,
@@ -427,21 +437,23 @@ PYBIND11_MODULE(_cuda, m) {
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default); threads: host threads that pack each "
         "chunk.");
-  m.def("decode_z_ans_body", &decode_z_ans_body, py::arg("body"), py::kw_only(), py::arg("m"),
+  m.def("decode_box_ans_body", &decode_box_ans_body, py::arg("body"), py::kw_only(), py::arg("m"),
         py::arg("key"), py::arg("params"), py::arg("dtype"), py::arg("device") = 0,
         py::arg("stream") = 0,
-        "Decode an ANS body on Z^n on the GPU, every segment at once, into a new CUDA tensor "
-        "-> (DLPack capsule, timing): decode's values and errors.");
+        "Decode an ANS body of the box model on the GPU, every segment at once, into a new "
+        "CUDA tensor -> (DLPack capsule, timing): decode's values and errors; None where a "
+        "segment names the point model.");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
-  m.def("encode_z_ans_body", &encode_z_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
+  m.def("encode_box_ans_body", &encode_box_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("statistics"), py::arg("spot"),
         py::arg("stream") = 0,
-        "The ANS body of a CUDA tensor (DLPack capsule) on lattice Z, coded on the GPU from "
-        "the LRSUQ stage to the rANS streams, the source model fitted from statistics = "
-        "(range, counts) -> (body, (H, M, beta, V) of sub-vectors spot, timing).");
+        "The ANS body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "
+        "stage to the rANS streams with the box model, the source model fitted from "
+        "statistics = (range, counts) -> (body or None where a sub-vector has a point frame, "
+        "(H, M, beta, V) of sub-vectors spot, timing).");
   m.def("sum_of_squares", &sum_of_squares, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
         "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
         "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "

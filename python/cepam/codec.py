@@ -289,6 +289,24 @@ def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, cl
     return flat
 
 
+def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, threads: int,
+              statistics: tuple[float, np.ndarray], m: int, dtype: str) -> bytes:
+    """The body of an update held on a GPU (``gpu``: its
+    :class:`cepam.cuda.LatticeStage`), which the host never reads: with the
+    ANS coder, where :meth:`~cepam.cuda.LatticeStage.codes_box_body` says
+    so, coded whole on the GPU (only the streams come back); else, and
+    where a sub-vector has a point table, by the host from the GPU's LRSUQ
+    stage and model statistics.  The CPU's bytes either way."""
+    if coder == CODER_CODES["ans"] and gpu.codes_box_body(params):
+        body = gpu.box_ans_body(params, key=key, factor=factor, statistics=statistics)
+        if body is not None:
+            return body
+    return _core.encode(np.empty(0, dtype), key=key, params=params, factor=factor, coder=coder,
+                        threads=threads,
+                        lattice_stage=gpu(params, key=key, factor=factor, threads=threads),
+                        model_statistics=statistics, m=m)
+
+
 def _auto_sample_indices(m: int) -> np.ndarray:
     """The coordinates (int64) of the sample that ``lattice="auto"`` codes
     with each candidate: evenly spaced runs, about ``_AUTO_SAMPLE`` in all,
@@ -370,16 +388,9 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         if gpu is None:
             body = _core.encode(flat, key=key, params=params, factor=factor, coder=coder,
                                 threads=threads)
-        elif (code == LATTICE_CODES["Z"] and coder == CODER_CODES["ans"]
-              and gpu.codes_z_body(params)):
-            # Z with the ANS coder: the body coded on the GPU, streams only back
-            body = gpu.z_ans_body(params, key=key, factor=factor, statistics=statistics)
-        else:  # the update is not read on the host: the GPU's stage and statistics
-            body = _core.encode(np.empty(0, dtype), key=key, params=params, factor=factor,
-                                coder=coder, threads=threads,
-                                lattice_stage=gpu(params, key=key, factor=factor,
-                                                  threads=threads),
-                                model_statistics=statistics, m=m)
+        else:
+            body = _gpu_body(gpu, params, key=key, factor=factor, coder=coder, threads=threads,
+                             statistics=statistics, m=m, dtype=dtype)
         bodies.append((body, code, dim))
     # One payload is sent; the discarded candidate is never seen by anyone.
     body, code, dim = min(bodies, key=lambda b: len(b[0]))
@@ -624,8 +635,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     # device="cuda" with the CUDA path: the GPU kernel decodes into device
     # memory, where the result stays (cepam.cuda); else the host decodes.
     on_gpu = cuda_index is not None and decodes_on_device()
-    z_ans_body = sealed.lattice == LATTICE_CODES["Z"] and header.coder == CODER_CODES["ans"]
-    flat = decode_on_device(sealed.body, index=cuda_index, z_ans_body=z_ans_body, **kw) \
+    ans_body = header.coder == CODER_CODES["ans"]
+    flat = decode_on_device(sealed.body, index=cuda_index, ans_body=ans_body, **kw) \
         if on_gpu else _core.decode(sealed.body, **kw)
     # (the host's sums run on the call's threads)
     check = check_device_output if on_gpu else functools.partial(check_output, threads=threads)

@@ -24,38 +24,40 @@ source-model statistics (the largest magnitude and the per-cell integer
 counts, ``csrc/coding/model_stats.hpp``; the host fits the model from them,
 the CPU's model bit for bit), the sample ``lattice="auto"`` codes (copied
 alone) and the LRSUQ stage.  The stage's results (H, M and the side
-information beta, V) come back to the host for the entropy coder.  On
-lattice Z (n = 1 to 8) with the ANS coder the whole body can also be coded
-on the GPU: the stage stays there, each segment's symbols are computed
+information beta, V) come back to the host for the entropy coder.  With
+the ANS coder the whole body can also be coded on the GPU, on every
+lattice, where no sub-vector has a point table (always on Z; on A2, D4 and
+E8 where the update spreads over more than a cell, as at rms/sigma = 10):
+the stage stays there, each segment's symbols are computed
 (``csrc/coding/symbol_core.hpp``, the CPU coder's own functions) and coded
 by the rANS kernel, and only the segments' streams come back
-(:meth:`LatticeStage.z_ans_body`); encode does not use it yet, as it was
-slower when last timed (:meth:`LatticeStage.codes_z_body`).  The update comes to
+(:meth:`LatticeStage.box_ans_body`); encode does not use it yet, as it was
+slower when last timed on Z (:meth:`LatticeStage.codes_box_body`).  The update comes to
 the host only where the CPU codec's rare paths need it: squares that
 overflow or underflow, a NaN or infinite value (the error names it),
 running statistics clipped apart (``buffers="separate"``, over the clip;
 the clipped update goes back to the GPU), or decoded values near their
 dtype's range.  After every such call the host recomputes a few
-sub-vectors chosen from the context (:func:`check_stage`; on Z only those
-sub-vectors' stage is copied back for it) and, on Z, codes one segment
-chosen from the context again and compares its stream
+sub-vectors chosen from the context (:func:`check_stage`; with the body
+coded on the GPU only those sub-vectors' stage is copied back for it) and,
+then, codes one segment chosen from the context again and compares its stream
 (:func:`check_segment`); it raises :class:`~cepam.errors.DeviceError` if
 the GPU disagrees.  For
 ``decode(..., device="cuda")``: the body is entropy-decoded on the host,
 only the trial indices H and lattice points M travel, and the GPU kernel
-writes the update into device memory, where it stays.  On lattice Z with
-the ANS coder the whole body can also be decoded on the GPU, every
-segment at once (``_cuda.decode_z_ans_body``,
-``csrc/payload/z_decode.hpp``); decode does not use it yet
-(:func:`decodes_z_body_on_device`).
+writes the update into device memory, where it stays.  An ANS body of
+the box model (no segment coded with the point model) can also be decoded
+on the GPU, every segment at once (``_cuda.decode_box_ans_body``,
+``csrc/payload/box_decode.hpp``); decode does not use it yet
+(:func:`decodes_box_body_on_device`).
 
 All of this ran on an NVIDIA H100 (CUDA 13.0, torch 2.11): the ``cuda``
 tests passed and ``bench/gpu_check.py`` found the CPU's bytes (payloads,
 stages, symbols, streams, norms, model statistics, decoded values), except
 what came after that run: the host's side of the transfers on several
 threads, the symbol kernel a unit of work a thread, the streams gathered
-on the device, and the GPU's decoder of Z bodies, checked so far through
-their host twins; see
+on the device, and the GPU's coding and decoding of box-model bodies,
+checked so far through their host twins; see
 ``docs/guide/gpu.md`` for what ran where and how fast.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
@@ -82,7 +84,7 @@ from .precision import judge_output, overflow_error
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
            "segment_to_check", "segment_coordinates", "check_segment", "decodes_on_device",
-           "decodes_z_body_on_device", "decode_on_device",
+           "decodes_box_body_on_device", "decode_on_device",
            "check_device_output"]
 
 # DLPack device types (dlpack.h): kDLCUDA, kDLCUDAManaged.
@@ -349,33 +351,37 @@ class LatticeStage:
                     params=params, factor=factor)
         return H, M, beta, V
 
-    def codes_z_body(self, params: Any) -> bool:
-        """Whether :func:`cepam.encode` codes this update's body on lattice Z
-        with the ANS coder on the GPU (:meth:`z_ans_body`) rather than on the
-        host from the GPU's stage (``params``: the core's ``_core.Params``).
+    def codes_box_body(self, params: Any) -> bool:
+        """Whether :func:`cepam.encode` codes this update's ANS body on the
+        GPU (:meth:`box_ans_body`) rather than on the host from the GPU's
+        stage (``params``: the core's ``_core.Params``).
 
         Not yet, whatever the update: on an NVIDIA H100 the symbol kernel,
         one segment of 2^17 coordinates a thread, made encode of a CUDA
-        tensor slower at m = 10^6 (1 M coordinates/s, against 16 for D4 on
-        the host path) and no faster at 10^8 (114, as D4 and E8 on the host
-        path), and the path holds at least 44 bytes of device memory a
-        coordinate on Z^1 (the stage, the symbols, the rANS words and room:
-        4.4 GB at 10^8).  Both paths give the CPU's bytes.  (The symbol
-        kernel now runs a piece of 256 sub-vectors a thread and only the
-        streams' bytes come back: not yet timed on a GPU.)"""
+        tensor on Z slower at m = 10^6 (1 M coordinates/s, against 16 for
+        D4 on the host path) and no faster at 10^8 (114, as D4 and E8 on
+        the host path), and the path holds at least 44 bytes of device
+        memory a coordinate on Z^1 (the stage, the symbols, the rANS words
+        and room: 4.4 GB at 10^8).  Both paths give the CPU's bytes.  (The
+        symbol kernel now runs a piece of 256 sub-vectors a thread, on
+        every lattice, and only the streams' bytes come back: not yet timed
+        on a GPU.)"""
         return False
 
-    def z_ans_body(self, params: Any, *, key: bytes, factor: float,
-                   statistics: tuple[float, np.ndarray]) -> bytes:
-        """The ANS body of the update on lattice Z (``params.lattice`` 1),
-        coded on the GPU from the LRSUQ stage to the segments' rANS streams
-        (``_cuda.encode_z_ans_body``: only the streams come back), the
+    def box_ans_body(self, params: Any, *, key: bytes, factor: float,
+                     statistics: tuple[float, np.ndarray]) -> bytes | None:
+        """The ANS body of the update, coded on the GPU from the LRSUQ stage
+        to the segments' rANS streams with the box model
+        (``_cuda.encode_box_ans_body``: only the streams come back), the
         source model fitted on the host from ``statistics``
-        (:meth:`model_statistics`): the CPU's body bytes.  Checked on the
-        host twice: the stage of the spot-checked sub-vectors (copied back
-        alone, :func:`check_stage`) and one whole segment chosen from the
-        key, coded again by the host from its coordinates and compared with
-        the GPU's stream (:func:`check_segment`).
+        (:meth:`model_statistics`): the CPU's body bytes; None where a
+        sub-vector has a point frame (on A2, D4 and E8, where the update is
+        small against the noise: the CPU's encoder may code it with the
+        point model, which the GPU does not compute).  Checked on the host:
+        the stage of the spot-checked sub-vectors (copied back alone,
+        :func:`check_stage`) and one whole segment chosen from the key,
+        coded again by the host from its coordinates and compared with the
+        GPU's stream (:func:`check_segment`).
 
         Raises:
             DeviceError: the GPU's results differ from the host's, or a CUDA
@@ -386,26 +392,28 @@ class LatticeStage:
         m = self.size
         N = -(-m // n)
         indices = spot_indices(key, N)
-        body, spot = self._z_body(params, key=key, factor=factor, statistics=statistics,
-                                  spot=indices)
+        body, spot = self._box_body(params, key=key, factor=factor, statistics=statistics,
+                                    spot=indices)
         check_stage(spot, self._pieces(indices, n), indices, m=m, key=key, params=params,
                     factor=factor, aligned=True)
+        if body is None:
+            return None
         segment = segment_to_check(key, m=m, n=n)
         first, last = segment_coordinates(segment, m=m, n=n)
         check_segment(body, self._flat[first:last].cpu().numpy(), segment, m=m, key=key,
                       params=params, factor=factor)
         return body
 
-    def _z_body(self, params: Any, *, key: bytes, factor: float,
-                statistics: tuple[float, np.ndarray],
-                spot: np.ndarray) -> tuple[bytes, tuple[Any, Any, Any, Any]]:
-        """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
-        kernels (``_cuda.encode_z_ans_body``; its host twin is
+    def _box_body(self, params: Any, *, key: bytes, factor: float,
+                  statistics: tuple[float, np.ndarray],
+                  spot: np.ndarray) -> tuple[bytes | None, tuple[Any, Any, Any, Any]]:
+        """(body or None, (H, M, beta, V) of sub-vectors ``spot``) from the
+        GPU's kernels (``_cuda.encode_box_ans_body``; its host twin is
         ``_core.testing.ans_body_by_streams(..., shared_symbols=True)``)."""
         import torch
 
         stream = torch.cuda.current_stream(self._flat.device).cuda_stream
-        body, stage, timing = cuda_module().encode_z_ans_body(
+        body, stage, timing = cuda_module().encode_box_ans_body(
             self._flat.__dlpack__(stream=stream or 1), key=key, params=params, factor=factor,
             statistics=statistics, spot=np.asarray(spot, np.uint64), stream=stream)
         self.timings.append(timing)
@@ -525,10 +533,10 @@ def segment_coordinates(segment: int, *, m: int, n: int) -> tuple[int, int]:
 
 def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key: bytes,
                   params: Any, factor: float) -> None:
-    """Checks segment ``segment`` of a lattice-Z ANS body a device coded
-    against the host's coding of that segment from its coordinates
+    """Checks segment ``segment`` of an ANS body a device coded with the box
+    model against the host's coding of that segment from its coordinates
     (``values``, :func:`segment_coordinates`) with the body's own source
-    model (``_core.z_segment_matches``): the same stream bytes, so the same
+    model (``_core.segment_matches``): the same stream bytes, so the same
     decoded values.  Nothing to check for an empty update.
 
     Raises:
@@ -538,7 +546,7 @@ def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key:
     if m == 0:
         return
     try:
-        same = _core.z_segment_matches(body, np.ascontiguousarray(values), segment=segment, m=m,
+        same = _core.segment_matches(body, np.ascontiguousarray(values), segment=segment, m=m,
                                        key=key, params=params, factor=factor)
     except CepamError as e:
         raise DeviceError(f"the host cannot check segment {segment} of the GPU's body ({e}): "
@@ -564,31 +572,33 @@ def decodes_on_device() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def decodes_z_body_on_device() -> bool:
-    """Whether ``decode(device="cuda")`` decodes an ANS body on lattice Z
-    entirely on the GPU (``_cuda.decode_z_ans_body``: every segment at once,
-    a block of threads a segment, with the code of
-    ``csrc/payload/z_decode.hpp``) rather than entropy-decoding it on the
+def decodes_box_body_on_device() -> bool:
+    """Whether ``decode(device="cuda")`` decodes an ANS body of the box
+    model (no segment coded with the point model; every body on Z)
+    entirely on the GPU (``_cuda.decode_box_ans_body``: every segment at
+    once, a block of threads a segment, with the code of
+    ``csrc/payload/box_decode.hpp``) rather than entropy-decoding it on the
     host and running the decode kernel.
 
     Not yet: that decoder has run only as its host twin
-    (``_core.testing.z_decode_by_segments``, which gives the CPU decoder's
-    values and errors on valid and corrupted bodies:
-    ``tests/core/test_z_decode.py``), never on a GPU; the ``cuda`` tests
+    (``_core.testing.box_decode_by_segments``, which gives the CPU
+    decoder's values and errors on valid and corrupted bodies:
+    ``tests/core/test_box_decode.py``), never on a GPU; the ``cuda`` tests
     and ``bench/gpu_check.py`` check and time it there."""
     return False
 
 
 def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int, dtype: str,
-                     threads: int, index: int, z_ans_body: bool = False) -> Any:
+                     threads: int, index: int, ans_body: bool = False) -> Any:
     """The m decoded coordinates of a payload body as a 1-D torch tensor of
     ``dtype`` ("float32" or "float64") on CUDA device ``index``: the body
     entropy-decoded on the host (``threads`` threads, straight into the
     arrays that travel), the trial indices and lattice points packed
     (``threads`` threads) and copied to the device, and the LRSUQ
     reconstruction run by the GPU kernel (the CPU codec's values, bit for
-    bit).  With ``z_ans_body`` (an ANS body on lattice Z) and
-    :func:`decodes_z_body_on_device`, the whole body is decoded on the GPU.
+    bit).  With ``ans_body`` (``coder`` is the ANS coder's) and
+    :func:`decodes_box_body_on_device`, an ANS body of the box model is
+    decoded whole on the GPU instead.
 
     Raises:
         FormatError: the body is malformed (the CPU decoder's error).
@@ -597,10 +607,11 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
     import torch
 
     stream = torch.cuda.current_stream(index).cuda_stream
-    if z_ans_body and decodes_z_body_on_device():
-        capsule, _ = cuda_module().decode_z_ans_body(body, m=m, key=key, params=params,
-                                                     dtype=dtype, device=index, stream=stream)
-        return torch.from_dlpack(capsule)
+    if ans_body and decodes_box_body_on_device():
+        decoded = cuda_module().decode_box_ans_body(body, m=m, key=key, params=params,
+                                                    dtype=dtype, device=index, stream=stream)
+        if decoded is not None:  # (None: a segment names the point model)
+            return torch.from_dlpack(decoded[0])
     H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder, threads=threads)
     capsule, _ = cuda_module().decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype,
                                               device=index, stream=stream, threads=threads)

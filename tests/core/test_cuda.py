@@ -260,12 +260,13 @@ def test_gpu_lattice_stage_is_bit_identical(mech, lattice, n, dtype):
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("lattice,z_body", [("Z", False), ("Z", True), ("E8", False),
-                                            ("auto", False), ("auto", True)])
-def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, z_body,
+@pytest.mark.parametrize("lattice", ["Z", "E8", "auto"])
+@pytest.mark.parametrize("box_body", [False, True])
+def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, box_body,
                                                                      monkeypatch):
-    """z_body: Z bodies coded on the GPU (not by default:
-    LatticeStage.codes_z_body)."""
+    """box_body: ANS bodies coded on the GPU (not by default:
+    LatticeStage.codes_box_body; on E8 the host codes those with a point
+    table from the GPU's stage)."""
     import torch
 
     update = {"w": torch.randn(300, 7, generator=torch.Generator().manual_seed(0)),
@@ -274,14 +275,15 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, z_b
     expected = cepam.encode(update, cepam.Gaussian(sigma=0.05), **kw)
     on_gpu = {k: v.cuda() for k, v in update.items()}
     calls = _spy(monkeypatch)
-    if z_body:
-        monkeypatch.setattr(cuda.LatticeStage, "codes_z_body", lambda self, params: True)
+    if box_body:
+        monkeypatch.setattr(cuda.LatticeStage, "codes_box_body", lambda self, params: True)
     assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
-    # The GPU path ran (on Z, if asked, the body coded there), checked.
-    assert calls["stage"] + calls["zbody"] >= 1
-    assert calls["check"] == calls["stage"] + calls["zbody"] and calls["segment"] == calls["zbody"]
+    # The GPU path ran (if asked, the body coded there), checked.
+    assert calls["stage"] + calls["box_body"] >= 1
+    assert calls["check"] == calls["stage"] + calls["box_body"]
+    assert calls["segment"] <= calls["box_body"]
     if lattice != "auto":
-        assert calls["zbody"] == (1 if lattice == "Z" and z_body else 0)
+        assert calls["box_body"] == (1 if box_body else 0)
     assert calls["squares"] == 1 and calls["model"] == 1  # the norm and the model's statistics
     assert calls["host"] == 0 and calls["flatten"] == 0  # the update never came to the host
     out = cepam.decode(expected, secret=SECRET, device="cuda")
@@ -293,15 +295,15 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, z_b
 
 
 def _spy(monkeypatch) -> dict[str, int]:
-    """Counts the GPU path's calls: the LRSUQ stage of an encode (or, on Z
-    with the ANS coder, the body coded on the GPU and its segment check), its
+    """Counts the GPU path's calls: the LRSUQ stage of an encode (or, with
+    the ANS coder, the body coded on the GPU and its segment check), its
     spot-check, the device decode, the norm's first pass and the source
     model's statistics on the GPU, and the update's copies to the host
     (LatticeStage.host, or flattening on the host)."""
     import cepam.codec
 
     calls = {"stage": 0, "check": 0, "decode": 0, "squares": 0, "model": 0, "host": 0,
-             "flatten": 0, "zbody": 0, "segment": 0}
+             "flatten": 0, "box_body": 0, "segment": 0}
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -317,8 +319,8 @@ def _spy(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
     monkeypatch.setattr(cepam.codec, "flatten", counted("flatten", cepam.codec.flatten))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
-    monkeypatch.setattr(cuda.LatticeStage, "z_ans_body",
-                        counted("zbody", cuda.LatticeStage.z_ans_body))
+    monkeypatch.setattr(cuda.LatticeStage, "box_ans_body",
+                        counted("box_body", cuda.LatticeStage.box_ans_body))
     monkeypatch.setattr(cuda, "check_segment", counted("segment", cuda.check_segment))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
@@ -363,12 +365,14 @@ def test_a_wrong_gpu_result_raises_device_error(monkeypatch):
 @needs_gpu
 @pytest.mark.cuda
 @pytest.mark.parametrize("what", ["stage", "stream"])
-def test_a_wrong_z_body_from_the_gpu_raises_device_error(what, monkeypatch):
-    """On Z with the ANS coder: a wrong spot-checked sub-vector, or a wrong
-    byte in the one segment the host codes again, is loud."""
+@pytest.mark.parametrize("lattice", ["Z", "E8"])
+def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, monkeypatch):
+    """With the ANS coder's body coded on the GPU: a wrong spot-checked
+    sub-vector, or a wrong byte in the one segment the host codes again, is
+    loud."""
     import torch
 
-    real = _cuda.encode_z_ans_body
+    real = _cuda.encode_box_ans_body
 
     def wrong(*args, **kwargs):
         body, (H, M, beta, V), timing = real(*args, **kwargs)
@@ -378,32 +382,38 @@ def test_a_wrong_z_body_from_the_gpu_raises_device_error(what, monkeypatch):
             body = body[:-3] + bytes([body[-3] ^ 0x10]) + body[-2:]
         return body, (H, M, beta, V), timing
 
-    monkeypatch.setattr(_cuda, "encode_z_ans_body", wrong)
-    monkeypatch.setattr(cuda.LatticeStage, "codes_z_body", lambda self, params: True)
-    x = torch.randn(5000, device="cuda")
+    monkeypatch.setattr(_cuda, "encode_box_ans_body", wrong)
+    monkeypatch.setattr(cuda.LatticeStage, "codes_box_body", lambda self, params: True)
+    x = torch.randn(5000, device="cuda")  # (rms/sigma = 20: the box model on E8)
     with pytest.raises(DeviceError, match="sub-vector 0 of" if what == "stage" else "segment 0"):
         cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,
-                     lattice="Z")
+                     clip=1e4, lattice=lattice)
 
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("mech,n", [(1, 1), (2, 1), (1, 2), (2, 3), (1, 8), (3, 1)])
+@pytest.mark.parametrize("mech,lattice,n,m,spread", [
+    *[(mech, 1, n, m, spread) for mech, n in [(1, 1), (2, 1), (1, 2), (2, 3), (1, 8), (3, 1)]
+      for m, spread in [(4_099, 3.0), (3 * (1 << 17) + 5, 0.2), (8_193, 0.0)]],
+    *[(1, lattice, n, m, spread) for lattice, n in [(2, 2), (3, 4), (4, 8)]
+      for m, spread in [(4_099, 5.0), (3 * (1 << 17) + 5, 5.0), (8_193, 0.0)]]])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m,spread", [(4_099, 3.0), (3 * (1 << 17) + 5, 0.2), (8_193, 0.0)])
-def test_z_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, n, dtype, m, spread):
+def test_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype, m, spread):
     """The stage, the segments' symbols and their streams on the GPU
-    (_cuda.encode_z_ans_body): the CPU's body, and the spot-checked
-    sub-vectors' stage, bit for bit."""
+    (_cuda.encode_box_ans_body): the CPU's body, and the spot-checked
+    sub-vectors' stage, bit for bit; no body (None) where a sub-vector has
+    a point frame (A2, D4 and E8 with a constant update), as the host twin."""
     import torch
 
     x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(dtype)
-    kw = dict(_kw(mech, 1, n), factor=0.75)
+    kw = dict(_kw(mech, lattice, n), factor=0.75)
     spot = cuda.spot_indices(KEY, -(-m // n))
-    body, stage, timing = _cuda.encode_z_ans_body(
+    body, stage, timing = _cuda.encode_box_ans_body(
         torch.from_numpy(x).cuda().__dlpack__(stream=1),
         statistics=hooks.model_statistics(x, factor=0.75), spot=spot, **kw)
-    assert body == _core.encode(x, coder=2, **kw)
+    twin = hooks.ans_body_by_streams(x, shared_symbols=True, **kw)
+    assert (body is None) == (twin is None) == (lattice != 1 and spread == 0.0)
+    assert body is None or body == _core.encode(x, coder=2, **kw)
     H, M, beta, V = hooks.encode_subvectors(x, **kw)
     at = spot.astype(np.int64)
     assert stage[0].tobytes() == H[at].tobytes() and stage[2].tobytes() == beta[at].tobytes()
@@ -413,21 +423,22 @@ def test_z_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, n, dtype, m, spr
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("mech,n,m", [(1, 1, 4_099), (1, 2, 4_099), (2, 1, 3 * (1 << 17) + 5),
-                                      (1, 8, 8_193)])
-def test_the_symbol_kernel_gives_the_host_twins_symbols(mech, n, m):
-    """The symbol kernel (_cuda.z_symbols) against its host twin
-    (hooks.z_symbols), symbol by symbol.  On its first GPU run (H100, nvcc
+@pytest.mark.parametrize("mech,lattice,n,m", [(1, 1, 1, 4_099), (1, 1, 2, 4_099),
+                                              (2, 1, 1, 3 * (1 << 17) + 5), (1, 1, 8, 8_193),
+                                              (1, 3, 4, 4_099), (1, 4, 8, 2 * (1 << 17) + 3)])
+def test_the_symbol_kernel_gives_the_host_twins_symbols(mech, lattice, n, m):
+    """The symbol kernel (_cuda.box_symbols) against its host twin
+    (hooks.box_symbols), symbol by symbol.  On its first GPU run (H100, nvcc
     13.0) the kernel's counts were right but its symbols never reached the
     output, while it stored through a pointer to either a local array or the
     output; whole-body tests saw only a wrong stream."""
     import torch
 
-    x = np.random.default_rng(m + n).normal(scale=3.0, size=m).astype(np.float32)
-    kw = dict(_kw(mech, 1, n), factor=0.75)
-    first, start, freq = _cuda.z_symbols(torch.from_numpy(x).cuda().__dlpack__(stream=1),
+    x = np.random.default_rng(m + n).normal(scale=5.0, size=m).astype(np.float32)
+    kw = dict(_kw(mech, lattice, n), factor=0.75)
+    first, start, freq = _cuda.box_symbols(torch.from_numpy(x).cuda().__dlpack__(stream=1),
                                          statistics=hooks.model_statistics(x, factor=0.75), **kw)
-    h_first, h_start, h_freq = hooks.z_symbols(x, **kw)
+    h_first, h_start, h_freq = hooks.box_symbols(x, **kw)
     assert np.array_equal(first, h_first)
     assert np.array_equal(start, h_start) and np.array_equal(freq, h_freq)
 
@@ -542,22 +553,23 @@ def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
     np.testing.assert_array_equal(counts, twin_counts)
 
 
-# --- ANS bodies on Z decoded on the GPU (not decode's default yet) ------------
+# --- ANS bodies of the box model decoded on the GPU (not decode's default yet) --
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("n,m,dtype", [(1, 5, "float32"), (1, 2 * (1 << 17) + 77, "float32"),
-                                       (2, 300_001, "float64"), (3, 9_001, "float32"),
-                                       (8, 70_000, "float64")])
-def test_the_gpu_decodes_z_bodies_to_the_cpu_values(n, m, dtype):
+@pytest.mark.parametrize("lattice,n,m,dtype", [
+    (1, 1, 5, "float32"), (1, 1, 2 * (1 << 17) + 77, "float32"), (1, 2, 300_001, "float64"),
+    (1, 3, 9_001, "float32"), (1, 8, 70_000, "float64"), (2, 2, 70_001, "float32"),
+    (3, 4, 2 * (1 << 17) + 3, "float64"), (4, 8, 300_001, "float32")])
+def test_the_gpu_decodes_box_bodies_to_the_cpu_values(lattice, n, m, dtype):
     import torch
 
-    from test_z_decode import KEY as ZKEY, _params, _update
+    from test_box_decode import KEY as ZKEY, _params, _update
 
-    params = _params(n)
+    params = _params(n, lattice=lattice)
     body = _core.encode(_update(m, np.dtype(dtype), seed=n), key=ZKEY, params=params, factor=1.0,
                         coder=2, threads=2)
-    capsule, _ = _cuda.decode_z_ans_body(body, m=m, key=ZKEY, params=params, dtype=dtype)
+    capsule, _ = _cuda.decode_box_ans_body(body, m=m, key=ZKEY, params=params, dtype=dtype)
     y = torch.from_dlpack(capsule).cpu().numpy()
     ref = _core.decode(body, m=m, key=ZKEY, params=params, coder=2, dtype=dtype, threads=2)
     assert y.tobytes() == ref.tobytes()
@@ -565,32 +577,40 @@ def test_the_gpu_decodes_z_bodies_to_the_cpu_values(n, m, dtype):
 
 @needs_gpu
 @pytest.mark.cuda
-def test_the_gpu_refuses_corrupted_z_bodies_as_the_cpu_does():
+@pytest.mark.parametrize("lattice,n", [(1, 2), (4, 8)])
+def test_the_gpu_refuses_corrupted_box_bodies_as_the_cpu_does(lattice, n):
     import torch
 
-    from test_z_decode import KEY as ZKEY, _corruptions, _outcome, _params, _update
+    from test_box_decode import KEY as ZKEY, NOT_TAKEN, _corruptions, _outcome, _params, _update
 
-    m, params = 2 * (1 << 17) + 5, _params(2)
+    m, params = 2 * (1 << 17) + 5, _params(n, lattice=lattice)
     body = _core.encode(_update(m, seed=2), key=ZKEY, params=params, factor=1.0, coder=2,
                         threads=1)
+
+    def on_gpu(bad):
+        decoded = _cuda.decode_box_ans_body(bad, m=m, key=ZKEY, params=params, dtype="float32")
+        return None if decoded is None else torch.from_dlpack(decoded[0]).cpu().numpy()
+
     for bad in _corruptions(body, np.random.default_rng(2), 40):
         cpu = _outcome(lambda: _core.decode(bad, m=m, key=ZKEY, params=params, coder=2,
                                             dtype="float32", threads=1))
-        gpu = _outcome(lambda: torch.from_dlpack(_cuda.decode_z_ans_body(
-            bad, m=m, key=ZKEY, params=params, dtype="float32")[0]).cpu().numpy())
-        assert gpu == cpu
+        gpu = _outcome(lambda: on_gpu(bad))
+        twin = _outcome(lambda: hooks.box_decode_by_segments(bad, m=m, key=ZKEY, params=params,
+                                                             dtype="float32"))
+        assert gpu == twin and gpu in (cpu, NOT_TAKEN)
 
 
 @needs_gpu
 @pytest.mark.cuda
-def test_decode_takes_the_gpu_z_decoder_when_asked(monkeypatch):
+@pytest.mark.parametrize("lattice", ["Z", "E8"])
+def test_decode_takes_the_gpu_box_decoder_when_asked(lattice, monkeypatch):
     update = {"w": np.random.default_rng(0).normal(size=(300, 7)).astype(np.float32)}
     payload = cepam.encode(update, cepam.Gaussian(sigma=0.05), secret=SECRET, round=1, client=1,
-                           clip=10.0, lattice="Z")
-    monkeypatch.setattr(cuda, "decodes_z_body_on_device", lambda: True)
+                           clip=1e4, lattice=lattice)  # (rms/sigma = 20: the box model)
+    monkeypatch.setattr(cuda, "decodes_box_body_on_device", lambda: True)
     calls = []
-    original = _cuda.decode_z_ans_body
-    monkeypatch.setattr(_cuda, "decode_z_ans_body",
+    original = _cuda.decode_box_ans_body
+    monkeypatch.setattr(_cuda, "decode_box_ans_body",
                         lambda *a, **k: calls.append(1) or original(*a, **k))
     out = cepam.decode(payload, secret=SECRET, device="cuda")
     assert calls and out["w"].is_cuda

@@ -58,11 +58,11 @@ class _TwinStage(cuda.LatticeStage):
         type(self).threads.append(threads)
         return hooks.encode_subvectors(self._flat.numpy(), key=key, params=params, factor=factor)
 
-    def _z_body(self, params, *, key, factor, statistics, spot):
+    def _box_body(self, params, *, key, factor, statistics, spot):
         """The body by the symbol and rANS kernels' host twins (the model
         fitted from x: the statistics' model, test_model_stats.py), and the
         spot-checked sub-vectors' stage."""
-        type(self).calls["z_body"] += 1
+        type(self).calls["box_body"] += 1
         x = self._flat.numpy()
         body = hooks.ans_body_by_streams(x, key=key, params=params, factor=factor,
                                          shared_symbols=True)
@@ -75,7 +75,7 @@ class _TwinStage(cuda.LatticeStage):
 def _twin(monkeypatch):
     """From now on, cepam.encode of CPU torch tensors takes the GPU path,
     with host twins; the counts of the twins' calls."""
-    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "z_body": 0}
+    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "box_body": 0}
     _TwinStage.threads = []
     monkeypatch.setattr(cepam.codec, "LatticeStage", _TwinStage)
     return _TwinStage.calls
@@ -137,52 +137,70 @@ def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
     twin = _twin(monkeypatch)
     monkeypatch.setattr(cepam.codec, "flatten", None)  # the GPU path never flattens on the host
     assert _encode(update, **kw) == expected
-    assert twin["squares"] == 1 and twin["stage"] + twin["z_body"] >= 1  # the GPU path ran
+    assert twin["squares"] == 1 and twin["stage"] + twin["box_body"] >= 1  # the GPU path ran
     assert twin["model"] == 1  # the model's statistics from the "GPU"
     assert (twin["host"] > 0) == host_copy
 
 
-# --- lattice Z with the ANS coder: the body coded on the GPU ------------------
+# --- the ANS coder: the body coded on the GPU ---------------------------------
 
 
-def _z_body_on_gpu(monkeypatch):
-    """Encode codes Z bodies on the GPU from now on (it does not by default:
-    LatticeStage.codes_z_body)."""
-    monkeypatch.setattr(_TwinStage, "codes_z_body", lambda self, params: True)
+def _box_body_on_gpu(monkeypatch):
+    """Encode codes ANS bodies on the GPU from now on (it does not by
+    default: LatticeStage.codes_box_body)."""
+    monkeypatch.setattr(_TwinStage, "codes_box_body", lambda self, params: True)
 
 
-def test_z_bodies_are_coded_on_the_host_from_the_gpus_stage_by_default(monkeypatch):
+@pytest.mark.parametrize("lattice", ["Z", "E8"])
+def test_bodies_are_coded_on_the_host_from_the_gpus_stage_by_default(lattice, monkeypatch):
     """...and the host's side of the stage's transfer runs on the call's
     threads (the same bytes)."""
     update = _normal(300_001, np.float32)
-    expected = _encode(update, clip=10.0, lattice="Z")
+    expected = _encode(update, clip=10.0, lattice=lattice)
     twin = _twin(monkeypatch)
-    assert _encode(update, clip=10.0, lattice="Z", threads=3) == expected
-    assert twin["stage"] == 1 and twin["z_body"] == 0 and twin["host"] == 0
+    assert _encode(update, clip=10.0, lattice=lattice, threads=3) == expected
+    assert twin["stage"] == 1 and twin["box_body"] == 0 and twin["host"] == 0
     assert _TwinStage.threads == [3]
 
 
-@pytest.mark.parametrize("dim,m,dtype,sigma", [(1, 4_099, np.float32, 0.05),
-                                               (2, 3 * (1 << 17) + 5, np.float64, 0.05),
-                                               (3, 300_001, np.float32, 1e-6),
-                                               (8, 200_003, np.float64, 0.05),
-                                               (1, 20_000, np.float32, 1e3)])
-def test_z_ans_bodies_coded_on_the_gpu_give_the_cpu_payload(dim, m, dtype, sigma, monkeypatch):
-    """One and several segments, coarse tables (sigma 1e-6) and padded
-    bodies (sigma 1e3): the body by the symbol kernel's twin, only its
-    streams and the spot-checked sub-vectors "back from the GPU"."""
+@pytest.mark.parametrize("lattice,dim,m,dtype,sigma", [
+    ("Z", 1, 4_099, np.float32, 0.05), ("Z", 2, 3 * (1 << 17) + 5, np.float64, 0.05),
+    ("Z", 3, 300_001, np.float32, 1e-6), ("Z", 8, 200_003, np.float64, 0.05),
+    ("Z", 1, 20_000, np.float32, 1e3), ("A2", None, 70_001, np.float32, 0.1),
+    ("D4", None, 2 * (1 << 17) + 3, np.float64, 0.1), ("E8", None, 300_001, np.float32, 0.1)])
+def test_ans_bodies_coded_on_the_gpu_give_the_cpu_payload(lattice, dim, m, dtype, sigma,
+                                                          monkeypatch):
+    """One and several segments, coarse tables (sigma 1e-6), padded bodies
+    (sigma 1e3), and A2, D4 and E8 at rms/sigma = 10 (no point table): the
+    body by the symbol kernel's twin, only its streams and the
+    spot-checked sub-vectors "back from the GPU"."""
     update = _normal(m, dtype)
-    kw = dict(clip=10.0, lattice="Z", dim=dim, sigma=sigma)
+    clip = 10.0 if lattice == "Z" else 1e4  # (A2, D4, E8: unclipped, rms/sigma = 10)
+    kw = dict(clip=clip, lattice=lattice, sigma=sigma) | ({"dim": dim} if dim else {})
     expected = _encode(update, **kw)
     twin = _twin(monkeypatch)
-    _z_body_on_gpu(monkeypatch)
+    _box_body_on_gpu(monkeypatch)
     assert _encode(update, **kw) == expected
-    assert twin["z_body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
+    assert twin["box_body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
+
+
+@pytest.mark.parametrize("lattice", ["A2", "D4", "E8"])
+def test_a_point_table_sends_the_body_to_the_host(lattice, monkeypatch):
+    """An update far below the noise (rms/sigma = 0.01): sub-vectors have
+    point tables, which the GPU does not compute, so the body is coded on
+    the host from the GPU's stage: the CPU's payload all the same."""
+    update = _normal(20_000, np.float32, 1e-3)
+    kw = dict(clip=10.0, lattice=lattice, sigma=0.1)
+    expected = _encode(update, **kw)
+    twin = _twin(monkeypatch)
+    _box_body_on_gpu(monkeypatch)
+    assert _encode(update, **kw) == expected
+    assert twin["box_body"] == 1 and twin["stage"] == 1 and twin["host"] == 0
 
 
 def _corrupt(monkeypatch, what):
-    """The twin's Z body or its spot-checked stage with one value wrong."""
-    real = _TwinStage._z_body
+    """The twin's body or its spot-checked stage with one value wrong."""
+    real = _TwinStage._box_body
 
     def wrong(self, params, **kw):
         body, (H, M, beta, V) = real(self, params, **kw)
@@ -195,21 +213,22 @@ def _corrupt(monkeypatch, what):
             beta = np.nextafter(beta, np.inf)
         return body, (H, M, beta, V)
 
-    monkeypatch.setattr(_TwinStage, "_z_body", wrong)
+    monkeypatch.setattr(_TwinStage, "_box_body", wrong)
 
 
 @pytest.mark.parametrize("what", ["stream", "M", "beta"])
-def test_a_wrong_z_body_or_stage_from_the_gpu_raises(what, monkeypatch):
+@pytest.mark.parametrize("lattice", ["Z", "E8"])
+def test_a_wrong_body_or_stage_from_the_gpu_raises(what, lattice, monkeypatch):
     """The host's checks: the spot-checked sub-vectors' stage, and the one
     segment it codes again (here the only one: the last bytes of its
     stream changed)."""
     update = _normal(5_000, np.float32)
     _twin(monkeypatch)
-    _z_body_on_gpu(monkeypatch)
+    _box_body_on_gpu(monkeypatch)
     _corrupt(monkeypatch, what)
     with pytest.raises(cepam.errors.DeviceError, match="stage differs" if what != "stream"
                        else "segment 0"):
-        _encode(update, clip=10.0, lattice="Z")
+        _encode(update, clip=1e4, lattice=lattice)  # (rms/sigma = 20: the box model)
 
 
 def test_the_checked_segment_is_drawn_from_the_key():
@@ -226,7 +245,7 @@ def test_the_checked_segment_is_drawn_from_the_key():
 def test_the_stage_norm_is_the_cpu_norm(m, scale):
     x = (np.random.default_rng(m).standard_cauchy(size=m) * scale)
     stage = _TwinStage(torch.from_numpy(x))
-    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "z_body": 0}
+    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "box_body": 0}
     for threads in (1, 3):
         assert stage.sum_of_squares(threads=threads) == _core.sum_of_squares(x, threads=threads)
 
@@ -266,22 +285,42 @@ def test_the_core_reads_no_update_given_the_stage_and_the_statistics():
 # --- decode(device="cuda"): which decoder the codec asks for -------------------
 
 
-@pytest.mark.parametrize("lattice,coder,z_body", [("Z", "ans", True), ("Z", "golomb", False),
-                                                  ("E8", "ans", False), ("D4", "ans", False)])
-def test_decode_offers_the_gpu_z_decoder_only_z_ans_bodies(lattice, coder, z_body, monkeypatch):
-    """decode(device="cuda") hands cepam.cuda.decode_on_device the body, and
-    whether it is an ANS body on Z (which the GPU can decode whole); the
-    values are the CPU's either way."""
-    update = _normal(5_000, np.float32)
-    payload = _encode(update, clip=10.0, lattice=lattice, coder=coder)
-    seen = []
+class _TwinCuda:
+    """cepam._cuda's two decoders, by their host twins (the box-model body
+    decoder's, and the decode kernel's code), noting which ran."""
 
-    def host_decode(body, *, index, z_ans_body, **kw):
-        seen.append(z_ans_body)
-        return torch.from_numpy(_core.decode(body, **kw))
+    def __init__(self):
+        self.calls = []
 
+    def decode_box_ans_body(self, body, *, m, key, params, dtype, device, stream):
+        self.calls.append("box body")
+        y = hooks.box_decode_by_segments(body, m=m, key=key, params=params, dtype=dtype)
+        return None if y is None else (torch.from_numpy(y).__dlpack__(), {})
+
+    def decode_lattice(self, H, M, *, m, key, params, dtype, device, stream, threads):
+        self.calls.append("lattice")
+        y = hooks.decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype)
+        return torch.from_numpy(y).__dlpack__(), {}
+
+
+@pytest.mark.parametrize("lattice,coder,scale,calls", [
+    ("Z", "ans", 1.0, ["box body"]), ("Z", "golomb", 1.0, ["lattice"]),
+    ("E8", "ans", 1.0, ["box body"]), ("D4", "ans", 1.0, ["box body"]),
+    ("A2", "ans", 1.0, ["box body"]), ("E8", "ans", 1e-4, ["box body", "lattice"])])
+def test_decode_on_the_gpu_takes_the_box_decoder_where_it_can(lattice, coder, scale, calls,
+                                                              monkeypatch):
+    """With cepam.cuda.decodes_box_body_on_device, decode(device="cuda")
+    offers every ANS body to the GPU's box-model decoder, which leaves a
+    body with point-model segments (an update far below the noise) to the
+    host's entropy decoder and the decode kernel; the CPU's values either
+    way."""
+    update = _normal(5_000, np.float32, scale)
+    payload = _encode(update, clip=1e3, lattice=lattice, coder=coder)
+    fake = _TwinCuda()
     monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
-    monkeypatch.setattr(cepam.codec, "decode_on_device", host_decode)
+    monkeypatch.setattr(cuda, "decodes_box_body_on_device", lambda: True)
+    monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda index: type("S", (), {"cuda_stream": 0}))
     out = cepam.decode(payload, secret=SECRET, device="cuda")
-    assert seen == [z_body]
+    assert fake.calls == calls
     assert torch.equal(out, cepam.decode(payload, secret=SECRET))

@@ -1,8 +1,10 @@
-"""The ANS coder's symbols of lattice Z^n computed by the code shared with
-the GPU (csrc/coding/symbol_core.hpp), one segment at a time from the whole
+"""The ANS coder's box-model symbols computed by the code shared with the
+GPU (csrc/coding/symbol_core.hpp), one segment at a time from the whole
 update's H, M, beta and V as the CUDA kernel computes them, then coded by
-the rANS kernel's host twin: the CPU's bodies, bit for bit.  The GPU run of
-the same kernels is compared in tests/core/test_cuda.py."""
+the rANS kernel's host twin: the CPU's bodies, bit for bit, on Z^n and, where
+no sub-vector has a point table, on A2, D4 and E8 (whose offsets depend on
+the coordinates coded before).  The GPU run of the same kernels is
+compared in tests/core/test_cuda.py."""
 
 import numpy as np
 import pytest
@@ -14,7 +16,8 @@ GAUSSIAN, LAPLACE, SDQ = 1, 2, 3
 # The mechanisms and dimensions the codec takes on Z^n (Laplace n <= 4, SDQ n = 1).
 CONFIGS = [(GAUSSIAN, 1), (GAUSSIAN, 2), (GAUSSIAN, 3), (GAUSSIAN, 8), (LAPLACE, 1),
            (LAPLACE, 2), (LAPLACE, 3), (SDQ, 1)]
-Z, A2 = 1, 2
+Z, A2, D4, E8 = 1, 2, 3, 4
+BOX_LATTICES = [(A2, 2), (D4, 4), (E8, 8)]  # (the point model's lattices; Gaussian only)
 ANS = 2
 KEY = bytes(range(32))
 
@@ -33,10 +36,10 @@ def _inputs(kind, m, dtype, seed):
     return x.astype(dtype)
 
 
-def _check(x, mech, n, *, scale=0.5, factor=0.75):
+def _check(x, mech, n, *, scale=0.5, factor=0.75, lattice=Z):
     from cepam import _core
 
-    kw = dict(key=KEY, params=_core.Params(mechanism=mech, scale=scale, lattice=Z, n=n),
+    kw = dict(key=KEY, params=_core.Params(mechanism=mech, scale=scale, lattice=lattice, n=n),
               factor=factor)
     expected = _core.encode(x, coder=ANS, threads=2, **kw)
     got = hooks.ans_body_by_streams(x, shared_symbols=True, **kw)
@@ -68,35 +71,60 @@ def test_z_symbols_at_extreme_scales_give_the_cpu_body(scale):
     _check(np.zeros(8193, np.float32), GAUSSIAN, 2, scale=scale, factor=1.0)
 
 
-def test_the_shared_symbol_code_refuses_other_lattices():
+@pytest.mark.parametrize("lattice,n", BOX_LATTICES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,rms", [(4099, 5.0), (3 * (1 << 17) + 1001, 5.0), (20_000, 2.5)])
+def test_box_symbols_on_a2_d4_e8_give_the_cpu_body(lattice, n, dtype, m, rms):
+    """Where the update spreads over more than a cell (rms/sigma = 10 and
+    5 here), no sub-vector has a point table and the CPU's body is the box
+    model's: the shared code gives it, with each coordinate's offset from
+    the coordinates coded before it (one segment and several)."""
+    x = (np.random.default_rng(m + n).normal(size=m) * rms).astype(dtype)
+    _check(x, GAUSSIAN, n, lattice=lattice, factor=1.0)
+
+
+@pytest.mark.parametrize("lattice,n", BOX_LATTICES)
+@pytest.mark.parametrize("kind", ["tiny", "constant"])
+def test_a_point_frame_leaves_the_body_to_the_cpu(lattice, n, kind):
+    """An update far below the noise (or constant): sub-vectors have point
+    frames, so the shared code gives no body and no symbols (the CPU's
+    encoder codes it, with the point model where that is shorter), and the
+    body the CPU codes does use the point model here."""
     from cepam import _core
 
-    with pytest.raises(InvalidArgumentError):
-        hooks.ans_body_by_streams(np.ones(16, np.float32), key=KEY, factor=1.0,
-                                  params=_core.Params(mechanism=GAUSSIAN, scale=0.5, lattice=A2,
-                                                      n=2), shared_symbols=True)
+    x = _inputs(kind, 4099, np.float32, seed=n)
+    kw = dict(key=KEY, params=_core.Params(mechanism=GAUSSIAN, scale=0.5, lattice=lattice, n=n),
+              factor=1.0)
+    assert hooks.ans_body_by_streams(x, shared_symbols=True, **kw) is None
+    assert hooks.box_symbols(x, **kw) is None
+    body = _core.encode(x, coder=ANS, threads=1, **kw)
+    at = _core.body_parts(body, coder=ANS, lattice=lattice, m=4099, n=n)["model"] // 8
+    assert body[at + 4] == 1  # (the segment's model byte, after its length: the point model)
 
 
-@pytest.mark.parametrize("mech,n,m", [(GAUSSIAN, 1, 4099), (LAPLACE, 2, 3 * (1 << 17) + 5),
-                                      (GAUSSIAN, 3, 2 * (1 << 17))])
-def test_the_symbol_hook_gives_each_segments_coded_symbols(mech, n, m):
-    """hooks.z_symbols (what tests/core/test_cuda.py compares the GPU's
+@pytest.mark.parametrize("mech,lattice,n,m", [
+    (GAUSSIAN, Z, 1, 4099), (LAPLACE, Z, 2, 3 * (1 << 17) + 5), (GAUSSIAN, Z, 3, 2 * (1 << 17)),
+    (GAUSSIAN, E8, 8, 2 * (1 << 17) + 3)])
+def test_the_symbol_hook_gives_each_segments_coded_symbols(mech, lattice, n, m):
+    """hooks.box_symbols (what tests/core/test_cuda.py compares the GPU's
     symbols with, symbol by symbol): each segment's run of symbols, coded
     as a stream, is that segment's stream in the CPU's body."""
     from cepam import _core
 
-    x = _inputs("heavy", m, np.float32, seed=m)
-    kw = dict(key=KEY, params=_core.Params(mechanism=mech, scale=0.5, lattice=Z, n=n),
+    x = _inputs("heavy" if lattice == Z else "normal", m, np.float32, seed=m)
+    kw = dict(key=KEY, params=_core.Params(mechanism=mech, scale=0.5, lattice=lattice, n=n),
               factor=0.75)
-    first, start, freq = hooks.z_symbols(x, **kw)
+    first, start, freq = hooks.box_symbols(x, **kw)
     assert first.dtype == np.uint64 and start.dtype == freq.dtype == np.uint32
     assert first[0] == 0 and first[-1] == start.size == freq.size
     assert len(first) - 1 == -(-m // (n * ((1 << 17) // n)))  # segments of 2^17 // n sub-vectors
     body = _core.encode(x, coder=ANS, threads=2, **kw)
     streams = hooks.rans_encode_segments(start, freq, first)
     at = len(hooks.source_model_fit(x, factor=0.75, params=kw["params"], threads=1))
+    byte = 0 if lattice == Z else 1  # the model byte (0: the box model), in the length
     for stream in streams:
         size = int.from_bytes(body[at:at + 4], "little")
-        assert body[at + 4:at + 4 + size] == stream
+        assert body[at + 4:at + 4 + byte] == bytes(byte)
+        assert body[at + 4 + byte:at + 4 + size] == stream
         at += 4 + size
     assert at == len(body)

@@ -1,8 +1,10 @@
-"""The GPU's decoder of ANS bodies on Z^n, by its host twin
-(``_core.testing.z_decode_by_segments``: csrc/payload/z_decode.hpp, the code
-the CUDA kernel runs, one segment after another): the CPU decoder's values
-bit for bit on valid bodies, and its outcome on corrupted ones (the same
-error type and message, the first the stream meets, or the same values)."""
+"""The GPU's decoder of ANS bodies of the box model (every body on Z^n; on
+A2, D4 and E8 those whose segments do not use the point model), by its
+host twin (``_core.testing.box_decode_by_segments``:
+csrc/payload/box_decode.hpp, the code the CUDA kernel runs, one segment
+after another): the CPU decoder's values bit for bit on valid bodies, and
+its outcome on corrupted ones (the same error type and message, the first
+the stream meets, or the same values)."""
 
 import struct
 from pathlib import Path
@@ -15,24 +17,28 @@ from cepam._core import testing as hooks
 
 KEY = bytes(range(1, 33))
 SEGMENT = 1 << 17
+Z, A2, D4, E8 = 1, 2, 3, 4
+BOX_LATTICES = [(A2, 2), (D4, 4), (E8, 8)]  # (the point model's lattices; Gaussian only)
+NOT_TAKEN = "not taken"  # the twin's None: a segment names the point model
 
 
-def _params(n, mechanism=1, scale=1e-3):
-    return _core.Params(mechanism=mechanism, scale=scale, lattice=1, n=n)
+def _params(n, mechanism=1, scale=1e-3, lattice=Z):
+    return _core.Params(mechanism=mechanism, scale=scale, lattice=lattice, n=n)
 
 
 def _outcome(decode):
-    """The values, or (error type, message)."""
+    """The values, NOT_TAKEN, or (error type, message)."""
     try:
-        return decode().tobytes()
+        values = decode()
     except Exception as e:  # noqa: BLE001  (the outcome is compared, whatever it is)
         return type(e).__name__, str(e)
+    return NOT_TAKEN if values is None else values.tobytes()
 
 
 def _both(body, m, params, dtype="float32"):
     cpu = _outcome(lambda: _core.decode(body, m=m, key=KEY, params=params, coder=2, dtype=dtype,
                                         threads=2))
-    twin = _outcome(lambda: hooks.z_decode_by_segments(body, m=m, key=KEY, params=params,
+    twin = _outcome(lambda: hooks.box_decode_by_segments(body, m=m, key=KEY, params=params,
                                                        dtype=dtype))
     return cpu, twin
 
@@ -50,6 +56,33 @@ def test_the_twin_gives_the_cpu_values(n, mechanism, m, dtype):
     body = _core.encode(x, key=KEY, params=params, factor=1.0, coder=2, threads=2)
     cpu, twin = _both(body, m, params, dtype)
     assert isinstance(cpu, bytes) and twin == cpu
+
+
+@pytest.mark.parametrize("lattice,n", BOX_LATTICES)
+@pytest.mark.parametrize("m", [1, 4_099, 2 * SEGMENT + 77])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_twin_gives_the_cpu_values_on_a2_d4_e8(lattice, n, m, dtype):
+    """An update at rms/sigma = 10: no sub-vector has a point table, so the
+    body is the box model's, with the basis's offsets."""
+    params = _params(n, lattice=lattice)
+    x = _update(m, np.dtype(dtype), seed=m + n)
+    body = _core.encode(x, key=KEY, params=params, factor=1.0, coder=2, threads=2)
+    cpu, twin = _both(body, m, params, dtype)
+    assert isinstance(cpu, bytes) and twin == cpu
+
+
+@pytest.mark.parametrize("lattice,n", BOX_LATTICES)
+def test_bodies_of_the_point_model_are_left_to_the_cpu(lattice, n):
+    """An update far below the noise: the CPU codes its segments with the
+    point model (model byte 1), which the twin does not decode."""
+    m = 5_000
+    params = _params(n, lattice=lattice)
+    body = _core.encode(_update(m, scale=1e-7), key=KEY, params=params, factor=1.0, coder=2,
+                        threads=1)
+    at = _core.body_parts(body, coder=2, lattice=lattice, m=m, n=n)["model"] // 8
+    assert body[at + 4] == 1  # (the first segment's model byte: after its length)
+    cpu, twin = _both(body, m, params)
+    assert isinstance(cpu, bytes) and twin == NOT_TAKEN
 
 
 @pytest.mark.parametrize("what", ["heavy tails", "constant", "tiny", "huge"])
@@ -88,22 +121,27 @@ def _corruptions(body: bytes, rng: np.random.Generator, count: int):
     return out
 
 
-@pytest.mark.parametrize("n,m,seed", [(1, 20_000, 1), (2, 2 * SEGMENT + 5, 2), (3, 9_001, 3),
-                                      (8, 70_000, 4), (1, 3, 5)])
-def test_corrupted_bodies_meet_the_cpu_outcome(n, m, seed):
+@pytest.mark.parametrize("lattice,n,m,seed", [
+    (Z, 1, 20_000, 1), (Z, 2, 2 * SEGMENT + 5, 2), (Z, 3, 9_001, 3), (Z, 8, 70_000, 4),
+    (Z, 1, 3, 5), (A2, 2, 20_000, 6), (D4, 4, SEGMENT + 9, 7), (E8, 8, 70_000, 8)])
+def test_corrupted_bodies_meet_the_cpu_outcome(lattice, n, m, seed):
     """Whatever a malicious client sends with a valid tag: the twin refuses
     what the CPU refuses, with the same error, and decodes the rest to the
-    same values (a corruption can still be a valid stream)."""
-    params = _params(n)
+    same values (a corruption can still be a valid stream).  A corruption
+    that sets a segment's model byte to 1 leaves the body to the CPU."""
+    params = _params(n, lattice=lattice)
     body = _core.encode(_update(m, seed=seed), key=KEY, params=params, factor=1.0, coder=2,
                         threads=1)
     rng = np.random.default_rng(seed)
-    refused = 0
+    refused = compared = 0
     for bad in _corruptions(body, rng, 60):
         cpu, twin = _both(bad, m, params)
+        if twin == NOT_TAKEN:
+            continue
         assert twin == cpu
+        compared += 1
         refused += not isinstance(cpu, bytes)
-    assert refused > 0  # (the comparison saw errors, not only values)
+    assert compared >= 50 and refused > 0  # (the comparison saw errors, not only values)
 
 
 def test_the_stream_errors_are_named_as_on_the_cpu():
@@ -125,13 +163,6 @@ def test_the_stream_errors_are_named_as_on_the_cpu():
     assert len(seen) >= 2
 
 
-def test_off_z_the_twin_refuses():
-    params = _core.Params(mechanism=1, scale=1e-3, lattice=4, n=8)
-    body = _core.encode(_update(1000), key=KEY, params=params, factor=1.0, coder=2, threads=1)
-    with pytest.raises(ValueError, match="Z"):
-        hooks.z_decode_by_segments(body, m=1000, key=KEY, params=params, dtype="float32")
-
-
 def test_values_that_overflow_are_refused_as_on_the_cpu():
     """A payload's scale is the sender's choice: one far too large for the
     output type makes the values overflow, and both decoders name the first
@@ -146,7 +177,7 @@ def test_values_that_overflow_are_refused_as_on_the_cpu():
     for dtype in ("float32", "float64"):
         cpu = _outcome(lambda: _core.decode(body, m=m, key=key, params=params, coder=2,
                                             dtype=dtype, threads=1))
-        twin = _outcome(lambda: hooks.z_decode_by_segments(body, m=m, key=key, params=params,
+        twin = _outcome(lambda: hooks.box_decode_by_segments(body, m=m, key=key, params=params,
                                                            dtype=dtype))
         assert twin == cpu
         outcomes[dtype] = cpu
