@@ -10,8 +10,9 @@
    the sum-of-squares and source-model statistics kernels, encode of CUDA
    tensors with no copy of the update to the host, and decode(device="cuda").  Fails when one fails, or when none ran (all
    skipped: no device, no cepam._cuda or no torch with CUDA).
-2. The symbol kernel of lattice Z against its host twin symbol by symbol,
-   and the device-resident stage in full, on small updates (box_symbols();
+2. The symbol kernel (the ANS coder's box model: Z, D4, E8) against its
+   host twin symbol by symbol, and the device-resident stage in full, on
+   small updates (box_symbols();
    with --dump, the inputs and results of a difference are saved).  Then
    for each size and lattice (Z, D4, E8; float32, Gaussian sigma = 1e-3,
    rms/sigma = 10): the GPU's H, M, beta and V against the host's
@@ -22,8 +23,8 @@
    (``cepam.cuda.LatticeStage.host`` never called).
 3. Prints the table of issue 24, in millions of coordinates per second: the
    LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
-   (payload bytes in host memory; on Z also with the body coded on the GPU,
-   which encode does not do by default), ``cepam.encode`` on all CPU cores, and
+   (payload bytes in host memory; also with the body coded, and decoded, on
+   the GPU, which neither does by default), ``cepam.encode`` on all CPU cores, and
    ``cepam.decode(device="cuda")`` end to end against the CPU decode and
    against the CPU decode whose result is then copied to the GPU (the
    alternative to the decode kernel's path: which is faster decides how
@@ -31,8 +32,8 @@
    the clip's sum-of-squares kernel and the source model's statistics
    kernels (both used by encode) and the rANS segment kernel against their
    host twins, with the source model fitted from the GPU's statistics against
-   the CPU's fit; and the ANS body of lattice Z coded on the GPU (the
-   symbol and rANS kernels, what encode runs on Z) against the CPU's body.
+   the CPU's fit; and the ANS body coded on the GPU (the symbol and rANS
+   kernels) against the CPU's body, on Z, D4 and E8.
 4. With --profile: where one encode of a CUDA tensor and one
    decode(device="cuda") spend their time, by function (cProfile).
 
@@ -197,8 +198,7 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
                   f"{rate(m, t_gpu):,.0f} | {rate(m, t_cpu):,.0f} | {rate(m, t_dgpu):,.0f} | "
                   f"{rate(m, t_dcpu):,.0f} | {rate(m, t_dcopy):,.0f} | {'yes' if ok else 'NO'} |",
                   flush=True)
-            if lat == "Z":
-                same &= z_body_row(m, xd, enc, p_cpu, repeat)
+            same &= box_body_row(m, lat, xd, enc, p_cpu, repeat)
         del xd
         torch.cuda.empty_cache()
     same &= kernels(sizes[-1], repeat)
@@ -208,9 +208,10 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
     return same
 
 
-def z_body_row(m: int, xd, enc: dict, expected: bytes, repeat: int) -> bool:
-    """A row for lattice Z with its body coded and decoded on the GPU (neither
-    is the default: LatticeStage.codes_box_body, cuda.decodes_box_body_on_device):
+def box_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) -> bool:
+    """A row for lattice ``lat`` with its ANS body coded and decoded on the
+    GPU (neither is the default: LatticeStage.codes_box_body,
+    cuda.decodes_box_body_on_device):
     cepam.encode of the CUDA tensor (LatticeStage.box_ans_body) and
     decode(device="cuda") of the CPU's payload (_cuda.decode_box_ans_body),
     their speeds, and their payload and values against the CPU's."""
@@ -230,7 +231,8 @@ def z_body_row(m: int, xd, enc: dict, expected: bytes, repeat: int) -> bool:
                               repeat)
         ok = payload == expected
         if not ok:
-            print(f"  MISMATCH: m = {m}, Z: the payload with the body coded on the GPU differs")
+            print(f"  MISMATCH: m = {m}, {lat}: the payload with the body coded on the GPU "
+                  "differs")
 
         def gpu_decode():
             y = cepam.decode(expected, secret=secret, device="cuda", threads=enc["threads"])
@@ -241,14 +243,15 @@ def z_body_row(m: int, xd, enc: dict, expected: bytes, repeat: int) -> bool:
         same = y.cpu().numpy().tobytes() == \
             cepam.decode(expected, secret=secret, threads=enc["threads"]).numpy().tobytes()
         if not same:
-            print(f"  MISMATCH: m = {m}, Z: the values decoded on the GPU differ from the CPU's")
+            print(f"  MISMATCH: m = {m}, {lat}: the values decoded on the GPU differ from the "
+                  "CPU's")
         ok &= same
     except cepam.errors.CepamError as e:  # DeviceError, or a FormatError the CPU did not raise
-        print(f"  {type(e).__name__}: m = {m}, Z with the body on the GPU: {e}")
+        print(f"  {type(e).__name__}: m = {m}, {lat} with the body on the GPU: {e}")
         ok = False
     finally:
         cuda.LatticeStage.codes_box_body, cuda.decodes_box_body_on_device = policies
-    print(f"| {m:.0e} | Z, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
+    print(f"| {m:.0e} | {lat}, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
           f"{m / t_dec / 1e6:,.0f} | | | {'yes' if ok else 'NO'} |", flush=True)
     return ok
 
@@ -321,14 +324,14 @@ def kernels(m: int, repeat: int) -> bool:
     print(f"rANS segment kernel ({k:.1e} symbols, {len(first) - 1} segments): "
           f"{k / rans_ms / 1e3:,.0f} M symbols/s, same bytes as the host: "
           f"{'yes' if rans_same else 'NO'}")
-    z_same = z_bodies(x, repeat)
-    return norm_same and model_same and rans_same and z_same
+    bodies_same = box_bodies(x, repeat)
+    return norm_same and model_same and rans_same and bodies_same
 
 
 def box_symbols(dump: Path | None) -> bool:
     """The symbol kernel against its host twin, symbol by symbol, and the
     device-resident stage (every sub-vector) against the host's, on small
-    updates of lattice Z: where they differ, the first differing symbol and
+    updates of lattices Z, D4 and E8: where they differ, the first differing symbol and
     its segment are printed and, with --dump, the inputs and both results
     saved (box_symbols.npz) for study on any machine."""
     import torch
@@ -337,11 +340,12 @@ def box_symbols(dump: Path | None) -> bool:
     from cepam._core import testing as hooks
 
     key, same, saved = bytes(range(32)), True, {}
-    for mech, n, m, spread in ((1, 1, 4_099, 3.0), (1, 2, 4_099, 3.0), (1, 1, 8_193, 0.0),
-                               (2, 1, 3 * (1 << 17) + 5, 0.2)):
+    for mech, lattice, n, m, spread in ((1, 1, 1, 4_099, 3.0), (1, 1, 2, 4_099, 3.0),
+                                        (1, 1, 1, 8_193, 0.0), (2, 1, 1, 3 * (1 << 17) + 5, 0.2),
+                                        (1, 3, 4, 4_099, 5.0), (1, 4, 8, 3 * (1 << 17) + 5, 5.0)):
         x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(np.float32)
         xd = torch.from_numpy(x).cuda()
-        params = _core.Params(mechanism=mech, scale=0.5, lattice=1, n=n)
+        params = _core.Params(mechanism=mech, scale=0.5, lattice=lattice, n=n)
         kw = dict(key=key, params=params, factor=0.75)
         stats = hooks.model_statistics(x, factor=0.75)
         N = -(-m // n)
@@ -362,12 +366,12 @@ def box_symbols(dump: Path | None) -> bool:
                      f"{int(np.searchsorted(host[0], i, side='right')) - 1}): device "
                      f"({dev[1][i]}, {dev[2][i]}), host ({host[1][i]}, {host[2][i]}); "
                      f"{diff.size} differ")
-        print(f"Z symbols (mechanism {mech}, n = {n}, m = {m}): device stage "
+        print(f"Symbols (mechanism {mech}, lattice {lattice}, n = {n}, m = {m}): device stage "
               f"{'same' if stage_same else 'DIFFERS'}; counts {dev[0][1:6].tolist()}.. vs "
               f"{host[0][1:6].tolist()}..; symbols {len(dev[1])} vs {len(host[1])}"
               f"{where}: {'same' if ok else 'DIFFER'}", flush=True)
         if not ok:
-            tag = f"{mech}_{n}_{m}"
+            tag = f"{mech}_{lattice}_{n}_{m}"
             saved.update({f"x_{tag}": x, f"range_{tag}": np.array(stats[0]),
                           f"counts_{tag}": stats[1]})
             for name, a in zip(("first", "start", "freq"), dev):
@@ -420,22 +424,22 @@ def profile(m: int, lattices: list[str], top: int = 14) -> None:
     del xd
 
 
-def z_bodies(x, repeat: int) -> bool:
-    """The ANS body of lattice Z coded on the GPU from the stage to the
-    streams (``_cuda.encode_box_ans_body``: the symbol kernel, then the rANS
-    kernel; what ``cepam.encode`` of a CUDA tensor runs on Z) against the
-    CPU's body, for n = 1 and 2, Gaussian and Laplace, float32 and float64."""
+def box_bodies(x, repeat: int) -> bool:
+    """The ANS body coded on the GPU from the stage to the streams
+    (``_cuda.encode_box_ans_body``: the symbol kernel, then the rANS kernel)
+    against the CPU's body: Z^1 and Z^2 (Gaussian and Laplace), D4 and E8,
+    float32 and float64, at rms/sigma = 5 (no point table)."""
     import torch
 
     from cepam import _core, _cuda, cuda
     from cepam._core import testing as hooks
 
     key, same = bytes(range(32)), True
-    for mech, n in ((1, 1), (2, 1), (1, 2)):
+    for mech, lattice, n in ((1, 1, 1), (2, 1, 1), (1, 1, 2), (1, 3, 4), (1, 4, 8)):
         for dtype in ("float32", "float64"):
             xs = x.astype(dtype)
             xds = torch.from_numpy(xs).cuda()
-            params = _core.Params(mechanism=mech, scale=SIGMA, lattice=1, n=n)
+            params = _core.Params(mechanism=mech, scale=SIGMA, lattice=lattice, n=n)
             stats = hooks.model_statistics(xs, factor=0.5)
             spot = cuda.spot_indices(key, -(-xs.size // n))
             runs = [_cuda.encode_box_ans_body(xds.__dlpack__(stream=1), key=key, params=params,
@@ -445,7 +449,8 @@ def z_bodies(x, repeat: int) -> bool:
                                              threads=os.cpu_count() or 1)
             ms = min(t["kernel_ms"] + t["coder_kernel_ms"] for _, _, t in runs)
             coder_ms = min(t["coder_kernel_ms"] for _, _, t in runs)
-            print(f"Z body on the GPU (mechanism {mech}, n = {n}, {dtype}, m = {xs.size:.0e}): "
+            print(f"Body on the GPU (mechanism {mech}, lattice {lattice}, n = {n}, {dtype}, "
+                  f"m = {xs.size:.0e}): "
                   f"stage + symbols + streams {xs.size / ms / 1e3:,.0f} M coordinates/s "
                   f"(symbols + streams {xs.size / coder_ms / 1e3:,.0f}), same body as the "
                   f"CPU: {'yes' if ok else 'NO'}")
