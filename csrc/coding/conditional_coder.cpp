@@ -14,15 +14,9 @@ namespace {
 constexpr std::uint32_t kEscapeFreq = CellCoder::kEscapeFreq;
 
 
-// Escaped value (coding/symbol_core.hpp's escaped_value_symbols): 6 raw
-// bits of length L, then L raw bits of zigzag(j).
-std::int64_t get_escaped(AnsDecoder& dec) {
-  const int len = static_cast<int>(dec.get_raw(6));
-  if (len > 55) throw FormatError(read_message(kReadEscapeRange));
-  const std::uint64_t z = len > 0 ? dec.get_raw_long(len) : 0;
-  const std::int64_t j = unzigzag64(z);
-  if (j > kMaxAbsM || j < -kMaxAbsM) throw FormatError(read_message(kReadEscapeRange));
-  return j;
+// Throws a decoder's error (FormatError, in read_message's words).
+void throw_unless_ok(ReadStatus st) {
+  if (st != kReadOk) throw FormatError(read_message(st));
 }
 
 // CellCoder::decode_box's batch: the coordinates of up to kBatch / n
@@ -578,10 +572,7 @@ std::uint32_t GeometricCoder::decode(AnsDecoder& dec) const {
     dec.advance(start, freq);
     return h;
   }
-  dec.advance(cum_[kTable], kEscapeFreq);
-  h = dec.get_raw(16) + 1;
-  if (h <= static_cast<std::uint32_t>(kTable))
-    throw FormatError(read_message(kReadNonCanonicalTrial));
+  throw_unless_ok(geometric_escape(cum_, dec, &h));  // (shared with a GPU's decoder)
   return h;
 }
 
@@ -629,20 +620,10 @@ void GeometricCoder::decode_batch(std::size_t count, AnsDecoder& dec, std::uint3
 }
 
 std::int64_t CellCoder::decode_rare(const Layout& l, AnsDecoder& dec) const {
-  const std::uint32_t s = dec.peek();
-  if (s >= kProbScale - kEscapeFreq) {
-    dec.advance(kProbScale - kEscapeFreq, kEscapeFreq);
-    const std::int64_t j = get_escaped(dec);
-    if (j >= l.lo && j <= l.hi) throw FormatError(read_message(kReadNonCanonicalEscape));
-    return j;
-  }
-  // A coarse symbol, then the offset inside it.
-  std::uint32_t start, end;
-  const std::int64_t q = symbol(l, s, start, end);
-  dec.advance(start, end - start);
-  const std::uint64_t r = dec.get_raw_long(l.shift);
-  const std::int64_t j = l.lo + static_cast<std::int64_t>((static_cast<std::uint64_t>(q) << l.shift) | r);
-  if (j > l.hi) throw FormatError(read_message(kReadOutsideTable));
+  // The escape and the value raw, or a coarse symbol and the offset inside
+  // it: symbol_core.hpp's cell_decode, shared with a GPU's decoder.
+  std::int64_t j = 0;
+  throw_unless_ok(cell_decode(cdf_, model_.quantile_table(), l, dec, &j));
   return j;
 }
 

@@ -198,21 +198,6 @@ class AnsDecoder {
   const std::uint8_t* data() const { return data_; }
   std::size_t size() const { return len_; }
 
-  std::uint32_t get_raw(int bits) {
-    const int shift = kProbBits - bits;
-    const std::uint32_t slot = peek();
-    const std::uint32_t value = slot >> shift;
-    advance(value << shift, 1u << shift);
-    return value;
-  }
-  std::uint64_t get_raw_long(int bits) {
-    std::uint64_t v = 0;
-    while (bits > 16) {
-      bits -= 16;
-      v = (v << 16) | get_raw(16);
-    }
-    return (v << bits) | get_raw(bits);
-  }
   // Decodes the padding, if any, and throws FormatError unless the stream
   // then ended exactly where the encoder's did.  Returns the number of
   // padding symbols.
@@ -251,5 +236,15 @@ class AnsDecoder {
   std::uint64_t x_[kStreams];
   int lane_ = 0;
 };
+
+// AnsDecoder as a reader of the decoders shared with a GPU (rans_core.hpp's
+// rans_raw and rans_raw_long, symbol_core.hpp's geometric_decode and
+// cell_decode): it throws its errors (FormatError, in read_message's
+// words) where a RansReader returns them, so what it returns is kReadOk.
+inline std::uint32_t rans_peek(const AnsDecoder& d) { return d.peek(); }
+inline ReadStatus rans_advance(AnsDecoder& d, std::uint32_t start, std::uint32_t freq) {
+  d.advance(start, freq);
+  return kReadOk;
+}
 
 }  // namespace cepam

@@ -274,15 +274,18 @@ CEPAM_HD inline ReadStatus rans_advance(RansReader& r, std::uint32_t start, std:
   return kReadOk;
 }
 
-// `bits` (1..16) raw bits.
-CEPAM_HD inline ReadStatus rans_raw(RansReader& r, int bits, std::uint32_t* value) {
+// `bits` (1..16) raw bits, from a RansReader or any reader with
+// rans_peek and rans_advance (coding/rans.hpp's AnsDecoder).
+template <class Reader>
+CEPAM_HD inline ReadStatus rans_raw(Reader& r, int bits, std::uint32_t* value) {
   const int shift = kProbBits - bits;
   *value = rans_peek(r) >> shift;
   return rans_advance(r, *value << shift, 1u << shift);
 }
 
 // `bits` (1..64) raw bits, 16 at a time from the top.
-CEPAM_HD inline ReadStatus rans_raw_long(RansReader& r, int bits, std::uint64_t* value) {
+template <class Reader>
+CEPAM_HD inline ReadStatus rans_raw_long(Reader& r, int bits, std::uint64_t* value) {
   std::uint64_t v = 0;
   std::uint32_t part = 0;
   while (bits > 16) {

@@ -406,10 +406,28 @@ CEPAM_HD inline std::int64_t unzigzag64(std::uint64_t z) {
   return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
 }
 
+// The decoders take a RansReader, or any reader with rans_peek and
+// rans_advance (the CPU's AnsDecoder, coding/rans.hpp, for its rare paths).
+
+// The trial index *h after its escape symbol: h - 1 in 16 raw bits (an
+// escaped h that has a symbol of its own is refused).
+template <class Reader>
+CEPAM_HD inline ReadStatus geometric_escape(const std::uint32_t* cum, Reader& r,
+                                            std::uint32_t* h) {
+  ReadStatus st = rans_advance(r, cum[kGeometricTable], kCellEscapeFreq);
+  if (st != kReadOk) return st;
+  std::uint32_t raw = 0;
+  st = rans_raw(r, 16, &raw);
+  *h = raw + 1;
+  if (st == kReadOk && *h <= static_cast<std::uint32_t>(kGeometricTable))
+    return kReadNonCanonicalTrial;
+  return st;
+}
+
 // Trial index *h: 1 where it is not coded (cum = nullptr), else its symbol,
-// or the escape and h - 1 in 16 raw bits (an escaped h that has a symbol
-// of its own is refused).
-CEPAM_HD inline ReadStatus geometric_decode(const std::uint32_t* cum, RansReader& r,
+// or the escape (geometric_escape).
+template <class Reader>
+CEPAM_HD inline ReadStatus geometric_decode(const std::uint32_t* cum, Reader& r,
                                             std::uint32_t* h) {
   *h = 1;
   if (cum == nullptr) return kReadOk;
@@ -424,14 +442,7 @@ CEPAM_HD inline ReadStatus geometric_decode(const std::uint32_t* cum, RansReader
     *h = static_cast<std::uint32_t>(lo + 1);
     return rans_advance(r, cum[lo], cum[lo + 1] - cum[lo]);
   }
-  ReadStatus st = rans_advance(r, cum[kGeometricTable], kCellEscapeFreq);
-  if (st != kReadOk) return st;
-  std::uint32_t raw = 0;
-  st = rans_raw(r, 16, &raw);
-  *h = raw + 1;
-  if (st == kReadOk && *h <= static_cast<std::uint32_t>(kGeometricTable))
-    return kReadNonCanonicalTrial;
-  return st;
+  return geometric_escape(cum, r, h);
 }
 
 // The decoder's first guess of the symbol q whose interval holds slot s,
@@ -504,8 +515,9 @@ CEPAM_HD inline std::int64_t cell_symbol(const CdfView& m, const double* quantil
 // Coordinate *j in table l: its symbol, or (coarse) its coarse symbol and
 // offset, or the escape and the value raw (escaped_value_symbols); a value
 // the encoder would have coded otherwise is refused.
+template <class Reader>
 CEPAM_HD inline ReadStatus cell_decode(const CdfView& m, const double* quantile,
-                                       const CellLayout& l, RansReader& r, std::int64_t* j) {
+                                       const CellLayout& l, Reader& r, std::int64_t* j) {
   const std::uint32_t s = rans_peek(r);
   if (s >= kProbScale - kCellEscapeFreq) {
     ReadStatus st = rans_advance(r, kProbScale - kCellEscapeFreq, kCellEscapeFreq);

@@ -16,9 +16,8 @@ constexpr std::size_t kLayoutBatch = 256;  // coordinates per CellCoder batch
 // basis: CellCoder's batches.
 class DiagonalBatch {
  public:
-  explicit DiagonalBatch(const TriangularBasis& basis) : n_(static_cast<std::size_t>(basis.n)) {
-    for (std::size_t c = 0; c < n_; ++c) diag_[c] = basis.b[(n_ - 1 - c) * (n_ + 1)];  // G_kk, k = n-1-c
-  }
+  explicit DiagonalBatch(const TriangularBasis& basis)
+      : n_(static_cast<std::size_t>(basis.n)), terms_(box_terms(basis.n, basis.b.data())) {}
   std::size_t subvectors() const { return kLayoutBatch / n_; }
   std::size_t size(std::size_t j0, std::size_t j1) const { return (j1 - j0) * n_; }
 
@@ -28,7 +27,7 @@ class DiagonalBatch {
       const std::size_t n = dim.value > 0 ? dim.value : n_;
       for (std::size_t j = j0, i = 0; j < j1; ++j, i += n) {
         for (std::size_t c = 0; c < n; ++c) {
-          g[i + c] = beta[j] * diag_[c];
+          g[i + c] = beta[j] * terms_.diag[c];  // G_kk at coding position c
           o[i + c] = beta[j] * V[j * n + n - 1 - c];
         }
       }
@@ -68,8 +67,8 @@ class DiagonalBatch {
   }
 
   std::size_t n_;
+  BoxTerms terms_;
   std::int64_t coded_[kLayoutBatch];
-  double diag_[kMaxN];
 };
 
 // The coordinates of sub-vectors [j0, j1) of a non-diagonal basis in
