@@ -64,9 +64,9 @@ for s in ${STEPS:-tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8}; do
         compute-sanitizer --tool memcheck --print-limit 20 "$py" -m pytest -x -q -m cuda \
         -p no:cacheprovider tests/core/test_cuda.py
     fi ;;
-  gpu_1e6) TAIL=40 step gpu_check_1e6 90 gpu_check_1e6.log "$py" bench/gpu_check.py --no-tests \
+  gpu_1e6) TAIL=40 step gpu_check_1e6 120 gpu_check_1e6.log "$py" bench/gpu_check.py --no-tests \
     --sizes 1e6 --dump "$out" ;;
-  gpu_1e8) TAIL=30 step gpu_check_1e8 200 gpu_check_1e8.log "$py" bench/gpu_check.py --no-tests \
+  gpu_1e8) TAIL=30 step gpu_check_1e8 300 gpu_check_1e8.log "$py" bench/gpu_check.py --no-tests \
     --sizes 1e8 --repeat 2 --profile ;;
   throughput_1e7) TAIL=20 step throughput_1e7 120 throughput_1e7.log "$py" bench/throughput.py \
     --m 1e7 --repeat 3 --threads 1 2 "$(nproc)" ;;

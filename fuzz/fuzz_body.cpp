@@ -7,8 +7,9 @@
 // Input (a "frame", little-endian; fuzz/make_corpus.py writes real ones):
 //   u8  target     0 decode to float32, 1 decode to float64, 2 decode the
 //                  symbols (H, M), 3 the body's parts (cepam.inspect),
-//                  (0 and 1 on Z^n with the ANS coder: also the GPU's decoder,
-//                  its host twin, which must meet the CPU's outcome)
+//                  (0 and 1 with the ANS coder: also the GPU's decoder, its
+//                  host twin, which must meet the CPU's outcome where it
+//                  takes the body: every segment the box model's)
 //                  4 LRSUQ decode of raw symbols (H u32[N], M i64[N n])
 //   u8  mechanism  u8 lattice  u8 n  u8 coder
 //   f64 scale      u32 m (coordinates; above kMaxCoordinates: skipped, as a
@@ -17,8 +18,8 @@
 //   the body       (everything between header and tag)
 // A crash, sanitizer report, leak, or any exception other than FormatError
 // and InvalidArgument (the errors a hostile body may raise) is a finding;
-// so is a non-finite decoded value, and a Z^n body that the GPU's decoder
-// (its host twin) decodes otherwise than the CPU.
+// so is a non-finite decoded value, and a box-model body that the GPU's
+// decoder (its host twin) decodes otherwise than the CPU.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // one stream a thread, each running coding/rans_core.hpp's
 // rans_encode_stream, the function the CPU's AnsEncoder runs (the host
 // tests check the two flows bit for bit: tests/core/test_rans_core.py);
-// on Z^n the segments' symbols too, a unit of work (a piece of a block's
+// the segments' box-model symbols too, a unit of work (a piece of a block's
 // trial indices or coordinates) a thread, by coding/symbol_core.hpp's
 // box_unit_symbols, the code the CPU's coder runs (tests/core/test_symbol_core.py
 // checks its host twin).

@@ -3,11 +3,11 @@
 // (coding/rans_core.hpp): the same bytes as AnsEncoder::finish of each
 // stream.  Like lrsuq_gpu.hpp this header needs no CUDA headers.
 //
-// On Z^n, box_ans_streams also computes the segments' symbols on the device
-// from the LRSUQ stage left there (encode_lattice_resident): only the
-// streams' bytes come back.  What stays on the CPU: fitting the source
-// model (from the device's statistics), the segments' symbols off Z^n, the
-// choice between a segment's box and point model, and padding.
+// box_ans_streams also computes the segments' box-model symbols on the
+// device from the LRSUQ stage left there (encode_lattice_resident): only
+// the streams' bytes come back.  What stays on the CPU: fitting the source
+// model (from the device's statistics), the point model (A2, D4, E8: a body
+// with a point frame is coded on the host from the stage), and padding.
 #pragma once
 
 #include <cstddef>

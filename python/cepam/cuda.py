@@ -5,8 +5,9 @@ cepam's CUDA module runs the LRSUQ stage (latent radius, dither, trials,
 closest lattice point; the reconstruction on decode) on the GPU with the
 same per-sub-vector functions as the CPU codec (``csrc/lrsuq/subvector.hpp``),
 compiled without fused multiply-add, so it gives the same bytes, and the
-clip's norm and the entropy coder's source-model statistics; on lattice Z
-with the ANS coder the entropy coding too (elsewhere it stays on the CPU).
+clip's norm and the entropy coder's source-model statistics; with the ANS
+coder the entropy coding too where the box model codes the body (on Z
+always), though not by default yet (elsewhere it stays on the CPU).
 The module is built when a CUDA compiler is found
 (CMake option ``CEPAM_CUDA``, see README) and imports on machines without a
 driver, where it reports no device.
