@@ -12,7 +12,7 @@
    skipped: no device, no cepam._cuda or no torch with CUDA).
 2. The symbol kernel (the ANS coder's box model: Z, D4, E8) against its
    host twin symbol by symbol, and the device-resident stage in full, on
-   small updates (box_symbols();
+   small updates (kernel_symbols();
    with --dump, the inputs and results of a difference are saved).  Then
    for each size and lattice (Z, D4, E8; float32, Gaussian sigma = 1e-3,
    rms/sigma = 10): the GPU's H, M, beta and V against the host's
@@ -210,9 +210,9 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
 
 def box_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) -> bool:
     """A row for lattice ``lat`` with its ANS body coded and decoded on the
-    GPU (neither is the default: LatticeStage.codes_box_body,
+    GPU (neither is the default: LatticeStage.codes_body_on_device,
     cuda.decodes_box_body_on_device):
-    cepam.encode of the CUDA tensor (LatticeStage.box_ans_body) and
+    cepam.encode of the CUDA tensor (LatticeStage.ans_body) and
     decode(device="cuda") of the CPU's payload (_cuda.decode_box_ans_body),
     their speeds, and their payload and values against the CPU's."""
     import torch
@@ -221,8 +221,8 @@ def box_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
     from cepam import cuda
 
     secret = enc["secret"]
-    policies = cuda.LatticeStage.codes_box_body, cuda.decodes_box_body_on_device
-    cuda.LatticeStage.codes_box_body = lambda self, params: True
+    policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_box_body_on_device
+    cuda.LatticeStage.codes_body_on_device = lambda self, params: True
     cuda.decodes_box_body_on_device = lambda: True
     t_enc = t_dec = float("inf")
     ok = True
@@ -250,7 +250,7 @@ def box_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
         print(f"  {type(e).__name__}: m = {m}, {lat} with the body on the GPU: {e}")
         ok = False
     finally:
-        cuda.LatticeStage.codes_box_body, cuda.decodes_box_body_on_device = policies
+        cuda.LatticeStage.codes_body_on_device, cuda.decodes_box_body_on_device = policies
     print(f"| {m:.0e} | {lat}, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
           f"{m / t_dec / 1e6:,.0f} | | | {'yes' if ok else 'NO'} |", flush=True)
     return ok
@@ -324,16 +324,17 @@ def kernels(m: int, repeat: int) -> bool:
     print(f"rANS segment kernel ({k:.1e} symbols, {len(first) - 1} segments): "
           f"{k / rans_ms / 1e3:,.0f} M symbols/s, same bytes as the host: "
           f"{'yes' if rans_same else 'NO'}")
-    bodies_same = box_bodies(x, repeat)
+    bodies_same = gpu_bodies(x, repeat)
     return norm_same and model_same and rans_same and bodies_same
 
 
-def box_symbols(dump: Path | None) -> bool:
+def kernel_symbols(dump: Path | None) -> bool:
     """The symbol kernel against its host twin, symbol by symbol, and the
     device-resident stage (every sub-vector) against the host's, on small
-    updates of lattices Z, D4 and E8: where they differ, the first differing symbol and
-    its segment are printed and, with --dump, the inputs and both results
-    saved (box_symbols.npz) for study on any machine."""
+    updates of lattices Z, D4 and E8 (the point model's streams too, at
+    spread 0.3): where they differ, the first differing symbol and its
+    segment are printed and, with --dump, the inputs and both results saved
+    (kernel_symbols.npz) for study on any machine."""
     import torch
 
     from cepam import _core, _cuda
@@ -342,20 +343,21 @@ def box_symbols(dump: Path | None) -> bool:
     key, same, saved = bytes(range(32)), True, {}
     for mech, lattice, n, m, spread in ((1, 1, 1, 4_099, 3.0), (1, 1, 2, 4_099, 3.0),
                                         (1, 1, 1, 8_193, 0.0), (2, 1, 1, 3 * (1 << 17) + 5, 0.2),
-                                        (1, 3, 4, 4_099, 5.0), (1, 4, 8, 3 * (1 << 17) + 5, 5.0)):
+                                        (1, 3, 4, 4_099, 5.0), (1, 4, 8, 3 * (1 << 17) + 5, 5.0),
+                                        (1, 3, 4, 4_099, 0.3), (1, 4, 8, 3 * (1 << 17) + 5, 0.3)):
         x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(np.float32)
         xd = torch.from_numpy(x).cuda()
         params = _core.Params(mechanism=mech, scale=0.5, lattice=lattice, n=n)
         kw = dict(key=key, params=params, factor=0.75)
         stats = hooks.model_statistics(x, factor=0.75)
         N = -(-m // n)
-        _, stage, _ = _cuda.encode_box_ans_body(xd.__dlpack__(stream=1), statistics=stats,
-                                              spot=np.arange(N, dtype=np.uint64), **kw)
+        _, stage, _ = _cuda.encode_ans_body_resident(xd.__dlpack__(stream=1), statistics=stats,
+                                                     spot=np.arange(N, dtype=np.uint64), **kw)
         host_stage = hooks.encode_subvectors(x, **kw)
         stage_same = all(a.tobytes() == b.tobytes() for a, b in zip(stage, host_stage))
-        dev = _cuda.box_symbols(xd.__dlpack__(stream=1), statistics=stats, **kw)
-        host = hooks.box_symbols(x, **kw)
-        first_same = np.array_equal(dev[0], host[0])
+        dev = _cuda.body_symbols(xd.__dlpack__(stream=1), statistics=stats, **kw)
+        host = hooks.body_symbols(x, **kw)
+        first_same = np.array_equal(dev[0], host[0]) and np.array_equal(dev[3], host[3])
         k = min(len(dev[1]), len(host[1]))
         diff = np.flatnonzero((dev[1][:k] != host[1][:k]) | (dev[2][:k] != host[2][:k]))
         ok = stage_same and first_same and len(dev[1]) == len(host[1]) and diff.size == 0
@@ -368,19 +370,20 @@ def box_symbols(dump: Path | None) -> bool:
                      f"{diff.size} differ")
         print(f"Symbols (mechanism {mech}, lattice {lattice}, n = {n}, m = {m}): device stage "
               f"{'same' if stage_same else 'DIFFERS'}; counts {dev[0][1:6].tolist()}.. vs "
-              f"{host[0][1:6].tolist()}..; symbols {len(dev[1])} vs {len(host[1])}"
+              f"{host[0][1:6].tolist()}..; segments with a point table {int(dev[3].sum())} vs "
+              f"{int(host[3].sum())}; symbols {len(dev[1])} vs {len(host[1])}"
               f"{where}: {'same' if ok else 'DIFFER'}", flush=True)
         if not ok:
             tag = f"{mech}_{lattice}_{n}_{m}"
             saved.update({f"x_{tag}": x, f"range_{tag}": np.array(stats[0]),
                           f"counts_{tag}": stats[1]})
-            for name, a in zip(("first", "start", "freq"), dev):
+            for name, a in zip(("first", "start", "freq", "tabled"), dev):
                 saved[f"dev_{name}_{tag}"] = a
             for name, a in zip("HMbV", stage):
                 saved[f"dev_{name}_{tag}"] = a
         same = same and ok
     if saved and dump is not None:
-        np.savez_compressed(dump / "box_symbols.npz", **saved)
+        np.savez_compressed(dump / "kernel_symbols.npz", **saved)
     return same
 
 
@@ -424,33 +427,37 @@ def profile(m: int, lattices: list[str], top: int = 14) -> None:
     del xd
 
 
-def box_bodies(x, repeat: int) -> bool:
+def gpu_bodies(x, repeat: int) -> bool:
     """The ANS body coded on the GPU from the stage to the streams
-    (``_cuda.encode_box_ans_body``: the symbol kernel, then the rANS kernel)
-    against the CPU's body: Z^1 and Z^2 (Gaussian and Laplace), D4 and E8,
-    float32 and float64, at rms/sigma = 5 (no point table)."""
+    (``_cuda.encode_ans_body_resident``: the symbol kernel, then the rANS
+    kernel) against the CPU's body: Z^1 and Z^2 (Gaussian and Laplace), D4
+    and E8, float32 and float64, at rms/sigma = 5 (the box model), and D4
+    and E8 at 0.25 (point tables)."""
     import torch
 
     from cepam import _core, _cuda, cuda
     from cepam._core import testing as hooks
 
     key, same = bytes(range(32)), True
-    for mech, lattice, n in ((1, 1, 1), (2, 1, 1), (1, 1, 2), (1, 3, 4), (1, 4, 8)):
+    for mech, lattice, n, spread in ((1, 1, 1, 1.0), (2, 1, 1, 1.0), (1, 1, 2, 1.0),
+                                     (1, 3, 4, 1.0), (1, 4, 8, 1.0), (1, 3, 4, 0.05),
+                                     (1, 4, 8, 0.05)):
         for dtype in ("float32", "float64"):
-            xs = x.astype(dtype)
+            xs = (x * spread).astype(dtype)
             xds = torch.from_numpy(xs).cuda()
             params = _core.Params(mechanism=mech, scale=SIGMA, lattice=lattice, n=n)
             stats = hooks.model_statistics(xs, factor=0.5)
             spot = cuda.spot_indices(key, -(-xs.size // n))
-            runs = [_cuda.encode_box_ans_body(xds.__dlpack__(stream=1), key=key, params=params,
-                                            factor=0.5, statistics=stats, spot=spot)
+            runs = [_cuda.encode_ans_body_resident(xds.__dlpack__(stream=1), key=key,
+                                                   params=params, factor=0.5, statistics=stats,
+                                                   spot=spot)
                     for _ in range(repeat)]
             ok = runs[-1][0] == _core.encode(xs, key=key, params=params, factor=0.5, coder=2,
                                              threads=os.cpu_count() or 1)
             ms = min(t["kernel_ms"] + t["coder_kernel_ms"] for _, _, t in runs)
             coder_ms = min(t["coder_kernel_ms"] for _, _, t in runs)
             print(f"Body on the GPU (mechanism {mech}, lattice {lattice}, n = {n}, {dtype}, "
-                  f"m = {xs.size:.0e}): "
+                  f"rms/sigma = {5 * spread:g}, m = {xs.size:.0e}): "
                   f"stage + symbols + streams {xs.size / ms / 1e3:,.0f} M coordinates/s "
                   f"(symbols + streams {xs.size / coder_ms / 1e3:,.0f}), same body as the "
                   f"CPU: {'yes' if ok else 'NO'}")
@@ -485,7 +492,7 @@ def main() -> int:
         return 1
     tests_ok, summary = (True, "cuda tests: not run (--no-tests)") if args.no_tests else \
         run_tests()
-    same = box_symbols(args.dump)
+    same = kernel_symbols(args.dump)
     same &= table([int(s) for s in args.sizes], args.chunks, int(args.compare_max),
                   max(1, args.repeat), {k: LATTICES[k] for k in args.lattices})
     if args.profile:

@@ -143,120 +143,76 @@ PointCoder::FillCosets fill_cosets_for() {
 
 }  // namespace
 
-PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis)
-    : n_(basis.n), b_(basis.b) {
-  if (n_ < 1 || n_ > 8) throw InvalidArgument("basis dimension out of range");
+PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis) {
+  const int n = basis.n;
+  if (n < 1 || n > 8) throw InvalidArgument("basis dimension out of range");
+  const double* b = basis.b.data();
   double det = 1.0;
-  for (int k = 0; k < n_; ++k) det *= b_[static_cast<std::size_t>(k * n_ + k)];
+  for (int k = 0; k < n; ++k) det *= b[k * n + k];
   const double mu = model.mean(), var = model.variance();
-  const double r_cap = radius_for(n_, det, 0.5 * static_cast<double>(kMaxCandidates));
-  bounds_ = PointBounds{std::isfinite(mu) && std::isfinite(var) ? 1 : 0, n_, basis.rho, mu, var,
-                        r_cap, std::sqrt(static_cast<double>(n_))};
+  const double r_cap = radius_for(n, det, 0.5 * static_cast<double>(kMaxCandidates));
+  bounds_ = PointBounds{std::isfinite(mu) && std::isfinite(var) ? 1 : 0, n, basis.rho, mu, var,
+                        r_cap, std::sqrt(static_cast<double>(n))};
+  basis_ = PointBasis{};
+  basis_.n = n;
+  std::copy(b, b + n * n, basis_.b);
   // The bases of D4 and E8 (lattice/root_lattices.hpp) are walked in the
-  // coordinates x = G^T m (walk_top); any other basis by enumerate.
-  const auto is_basis = [&](const double* rows) { return std::equal(b_.begin(), b_.end(), rows); };
+  // coordinates x = G^T m (point_walk_top); any other basis by
+  // point_enumerate.
+  const auto is_basis = [&](const double* rows) { return std::equal(b, b + n * n, rows); };
   // (The windows need r_cap + 1/2 + 2^-10 <= kWindow + 1: D4 2.40 <= 3, E8
   // 1.79 <= 2.)
-  if (n_ == 4 && is_basis(LatticeD4::basis_rows()) && bounds_.r_cap + 0.5 + 0x1.0p-10 <= kWindow<4> + 1) {
-    enumerate_ = &PointCoder::walk_top<4>;
-    fill_cosets_ = fill_cosets_for<4>();
-  } else if (n_ == 8 && is_basis(LatticeE8::basis_rows()) &&
-             bounds_.r_cap + 0.5 + 0x1.0p-10 <= kWindow<8> + 1) {
-    enumerate_ = &PointCoder::walk_top<8>;
-    fill_cosets_ = fill_cosets_for<8>();
-  } else {
-    enumerate_ = enumerator(n_);
-    fill_cosets_ = nullptr;
-  }
-  for (int k = 0; k < n_; ++k) {
-    terms_[k] = 0;
-    for (int i = k + 1; i < n_; ++i)
-      if (b_[static_cast<std::size_t>(i * n_ + k)] != 0.0) term_row_[k][terms_[k]++] = i;
-    const double g = b_[static_cast<std::size_t>(k * n_ + k)];
+  if (n == 4 && is_basis(LatticeD4::basis_rows()) && r_cap + 0.5 + 0x1.0p-10 <= kWindow<4> + 1)
+    basis_.walked = 4;
+  else if (n == 8 && is_basis(LatticeE8::basis_rows()) && r_cap + 0.5 + 0x1.0p-10 <= kWindow<8> + 1)
+    basis_.walked = 8;
+  fill_cosets_[0] = fill_cosets_for<4>();
+  fill_cosets_[1] = fill_cosets_for<8>();
+  for (int k = 0; k < n; ++k) {
+    basis_.terms[k] = 0;
+    for (int i = k + 1; i < n; ++i)
+      if (b[i * n + k] != 0.0) basis_.term_row[k][basis_.terms[k]++] = i;
+    const double g = b[k * n + k];
     int e;
-    inv_g_[k] = (std::frexp(g, &e) == 0.5) ? 1.0 / g : 0.0;  // exact: g = 2^(e - 1)
+    basis_.inv_g[k] = (std::frexp(g, &e) == 0.5) ? 1.0 / g : 0.0;  // exact: g = 2^(e - 1)
   }
-  if (walked()) {
-    const int most = n_ == 8 ? kTerms<8> : kTerms<4>;
-    for (int k = 0; k < n_; ++k) {
-      assert(terms_[k] <= most);  // (the D4 and E8 bases: at most kTerms by construction)
+  if (basis_.walked != 0) {
+    const int most = n == 8 ? kTerms<8> : kTerms<4>;
+    for (int k = 0; k < n; ++k) {
+      assert(basis_.terms[k] <= most);  // (the D4 and E8 bases: at most kTerms by construction)
       for (int t = 0; t < most; ++t) {
-        const bool term = t < terms_[k];
-        pad_row_[k][t] = term ? term_row_[k][t] : n_;  // m_n: a zero
-        pad_g_[k][t] = term ? b_[static_cast<std::size_t>(term_row_[k][t] * n_ + k)] : 0.0;
+        const bool term = t < basis_.terms[k];
+        basis_.pad_row[k][t] = term ? basis_.term_row[k][t] : n;  // m_n: a zero
+        basis_.pad_g[k][t] = term ? b[basis_.term_row[k][t] * n + k] : 0.0;
       }
     }
   }
-  if (walked()) candx_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
-  else cand_.resize(kMaxCandidates * static_cast<std::size_t>(n_));
-  d2_.resize(kMaxCandidates);
-  cum_.resize(kMaxCandidates + 1);
-  freq_.resize(kMaxCandidates);
 }
 
 // sum_{i > k} m_i G_ik, in order of i.
 inline double PointCoder::offset(int k, const std::int64_t* m) const {
+  const int n = basis_.n;
   double s = 0.0;
-  for (int i = k + 1; i < n_; ++i)
-    s += static_cast<double>(m[i]) * b_[static_cast<std::size_t>(i * n_ + k)];
+  for (int i = k + 1; i < n; ++i) s += static_cast<double>(m[i]) * basis_.b[i * n + k];
   return s;
 }
 
 // partial + e^2, e = (off + m_k G_kk) - t_k: the distance's term k.
 inline double PointCoder::extend(int k, double off, std::int64_t mk, double partial) const {
-  const double e = (off + static_cast<double>(mk) * b_[static_cast<std::size_t>(k * n_ + k)]) - t_[k];
+  const double e = (off + static_cast<double>(mk) * basis_.b[k * basis_.n + k]) - table_.t[k];
   return partial + e * e;
 }
 
 bool PointCoder::listed(const std::int64_t* m) const {
   double partial = 0.0;
-  for (int k = n_ - 1; k >= 0; --k) partial = extend(k, offset(k, m), m[k], partial);
-  return partial <= r2_;
+  for (int k = basis_.n - 1; k >= 0; --k) partial = extend(k, offset(k, m), m[k], partial);
+  return partial <= table_.r2;
 }
 
-// The candidates m_k at level K, given cur_[i] for i > K: those whose
-// partial sums stay within R^2.  e = (off + j G_KK) - t_K is non-decreasing
-// in j (every rounding is monotone), so the partial sum is quasi-convex in
-// j: the valid j form an interval around the minimum, which is at j0 - 1,
-// j0 or j0 + 1 for j0 the nearest integer to the centre.  off and e are
-// offset(K, cur_) and extend(K, ...), written out for a fixed N.
-template <int N, int K>
-void PointCoder::enumerate(double partial) {
-  const double* b = b_.data();
-  const double g = b[K * N + K];
-  // The terms of offset(K, cur_) whose G_iK is not zero, in order of i
-  // (a zero term can only change the sign of a zero sum, which neither the
-  // squared distance nor the centre's floor sees).
-  double off = 0.0;
-  for (int t = 0; t < terms_[K]; ++t)
-    off += static_cast<double>(cur_[term_row_[K][t]]) * b[term_row_[K][t] * N + K];
-  const double tk = t_[K];
-  const auto distance = [&](std::int64_t j) {
-    const double e = (off + static_cast<double>(j) * g) - tk;
-    return partial + e * e;
-  };
-  const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
-  // j0 = floor((t_K - off) / g + 1/2): by truncation (exact, |t| < 2^40),
-  // and by a multiplication where 1 / g is a power of two (the same value
-  // as the division then).
-  const double centre = (inv_g_[K] != 0.0 ? (tk - off) * inv_g_[K] : (tk - off) / g) + 0.5;
-  std::int64_t lo, hi;
-  if (!point_valid_run(centre, valid, lo, hi)) return;
-  for (std::int64_t j = lo; j <= hi && !overflow_; ++j) {
-    cur_[K] = j;
-    const double p = distance(j);
-    if constexpr (K > 0) {
-      enumerate<N, K - 1>(p);
-    } else if (count_ == kMaxCandidates) {
-      overflow_ = true;
-    } else {
-      std::int64_t* to = cand_.data() + count_ * N;
-      for (int i = 0; i < N; ++i) to[i] = cur_[i];  // (N fixed: moves inline, no memmove call)
-      d2_[count_++] = p;
-    }
-  }
-}
-
+// The enumeration, the walk and the solve are coding/point_table.hpp's
+// (point_walk_top's comment there, and this one, say why the walk finds
+// what the enumeration finds).
+//
 // D4 and E8, walked in the coordinates x = G^T m.
 //
 // The walk finds the candidates that enumerate finds, in the same order,
@@ -290,168 +246,15 @@ void PointCoder::enumerate(double partial) {
 //   every offset is a sum of halves of integers below 2^42 and every
 //   1 / G_kk a power of two; so the walk keeps x, and m is solved for
 //   when it is needed (find, decode).
-template <int N>
-void PointCoder::walk_top(double partial) {
-  constexpr int K = N - 1;
-  const double g = b_[K * N + K];  // 1 (D4) or 1/2 (E8); no offset at the top
-  const double tk = t_[K];
-  const auto distance = [&](std::int64_t j) {
-    const double e = (0.0 + static_cast<double>(j) * g) - tk;
-    return partial + e * e;
-  };
-  const auto valid = [&](std::int64_t j) { return distance(j) <= r2_; };
-  const double centre = tk * inv_g_[K] + 0.5;
-  std::int64_t lo, hi;
-  if (!point_valid_run(centre, valid, lo, hi)) return;
-  fill_cosets_(t_, coset_);
-  for (std::int64_t j = lo; j <= hi; ++j) {
-    // x_K = j g: coset 1 (h = 1/2) of E8 when j is odd.
-    const Coset& s = coset_[N == 8 ? (j & 1) : 0];
-    const double p = distance(j);
-    // No point below can come within R: the subtree has no candidate.
-    if (p + s.bound[K] > r2_) continue;
-    x_[K] = static_cast<double>(j) * g;
-    if (!walk<N, K - 1>(p, s, x_[K])) return;
-  }
-}
-
-// Level K < N-1 of the walk: x_K in the window of coset s; sum = the sum
-// of x_i, i > K.  False when the candidates overflow.
-template <int N, int K>
-bool PointCoder::walk(double partial, const Coset& s, double sum) {
-  constexpr int W = kWindow<N>;
-  const double r2 = r2_;
-  if constexpr (K > 0) {
-    const double bound = s.bound[K];
-    // Rounding is monotone, so where the least term off the centre fails
-    // the test every value off the centre does: only the centre is tried.
-    if (!((partial + s.side[K]) + bound <= r2)) {
-      const double p = partial + s.sq[W][K];
-      if (!(p + bound <= r2)) return true;
-      x_[K] = s.x[W][K];
-      return walk<N, K - 1>(p, s, sum + x_[K]);
-    }
-    for (int w = 0; w <= 2 * W; ++w) {
-      const double p = partial + s.sq[w][K];
-      if (!(p + bound <= r2)) continue;
-      x_[K] = s.x[w][K];
-      if (!walk<N, K - 1>(p, s, sum + x_[K])) return false;
-    }
-  } else {
-    // x_0 makes the sum of the x_k even (of the n_k = x_k - h, as there
-    // are 4 or 8 of them); the window's values alternate in parity.
-    const double first = sum + s.x[0][0];  // an integer below 2^46: exact
-    for (int w = static_cast<int>(static_cast<std::int64_t>(first) & 1); w <= 2 * W; w += 2) {
-      const double p = partial + s.sq[w][0];
-      if (!(p <= r2)) continue;
-      if (count_ == kMaxCandidates) {
-        overflow_ = true;
-        return false;
-      }
-      x_[0] = s.x[w][0];
-      double* to = candx_.data() + count_ * N;
-      for (int i = 0; i < N; ++i) to[i] = x_[i];  // (N fixed: moves inline, no memmove call)
-      d2_[count_++] = p;
-    }
-  }
-  return true;
-}
-
-// x = G^T m and m = G^-T x (k = n-1 .. 0) for D4 and E8 (N = n), with the
-// terms of offset whose G_ik is not zero, padded to kTerms<N> with zeros
-// (every sum is exact, so the order and the zeros do not matter):
-// straight-line code.
-template <int N>
-void PointCoder::to_x(const std::int64_t* m, double* x) const {
-  double mm[N + 1];
-  for (int k = 0; k < N; ++k) mm[k] = static_cast<double>(m[k]);
-  mm[N] = 0.0;
-  for (int k = 0; k < N; ++k) {
-    double s = mm[k] * b_[k * N + k];
-    for (int t = 0; t < kTerms<N>; ++t) s += mm[pad_row_[k][t]] * pad_g_[k][t];
-    x[k] = s;
-  }
-}
-
-template <int N>
-void PointCoder::solve(const double* x, std::int64_t* m) const {
-  double mm[N + 1];
-  mm[N] = 0.0;
-  for (int k = N - 1; k >= 0; --k) {
-    double off = 0.0;
-    for (int t = 0; t < kTerms<N>; ++t) off += mm[pad_row_[k][t]] * pad_g_[k][t];
-    mm[k] = (x[k] - off) * inv_g_[k];
-  }
-  for (int k = 0; k < N; ++k) m[k] = static_cast<std::int64_t>(mm[k]);
-}
-
-void PointCoder::solve(const double* x, std::int64_t* m) const {
-  if (n_ == 8) solve<8>(x, m);
-  else solve<4>(x, m);
-}
-
-std::size_t PointCoder::find(const std::int64_t* m) const {
-  const std::size_t n = static_cast<std::size_t>(n_);
-  if (!walked()) {
-    for (std::size_t i = 0; i < count_; ++i)
-      if (std::equal(m, m + n, cand_.begin() + static_cast<std::ptrdiff_t>(i * n))) return i;
-    return count_;
-  }
-  // A candidate's x is exact, and so is that of m if m is one (then its
-  // x is the first equal one, the x of distinct points being distinct).
-  // So is that of any m with every |m_k| below 2^40 (halves of integers
-  // below 2^44): an equal x is then the same point.  An x that equals a
-  // candidate's only by rounding (m far away) is told apart by solving for
-  // the candidate's m.
-  double x[8];
-  if (n_ == 8) to_x<8>(m, x);
-  else to_x<4>(m, x);
-  constexpr std::int64_t kExact = std::int64_t{1} << 40;
-  bool exact = true;
-  for (std::size_t k = 0; k < n; ++k) exact &= m[k] < kExact && m[k] > -kExact;
-  for (std::size_t i = 0; i < count_; ++i) {
-    const double* c = candx_.data() + i * n;
-    if (std::equal(x, x + n, c)) {
-      if (exact) return i;
-      std::int64_t mc[8];
-      solve(c, mc);
-      return std::equal(m, m + n, mc) ? i : count_;
-    }
-  }
-  return count_;
-}
-
-PointCoder::Enumerate PointCoder::enumerator(int n) {
-  switch (n) {
-    case 1: return &PointCoder::enumerate<1, 0>;
-    case 2: return &PointCoder::enumerate<2, 1>;
-    case 3: return &PointCoder::enumerate<3, 2>;
-    case 4: return &PointCoder::enumerate<4, 3>;
-    case 5: return &PointCoder::enumerate<5, 4>;
-    case 6: return &PointCoder::enumerate<6, 5>;
-    case 7: return &PointCoder::enumerate<7, 6>;
-    default: return &PointCoder::enumerate<8, 7>;
-  }
-}
-
 bool PointCoder::prepare(double beta, const double* v) {
-  PointFrame f;
-  if (!point_frame(bounds_, beta, v, t_, &f)) return false;
-  r2_ = f.r2;
-  count_ = 0;
-  overflow_ = false;
-  (this->*enumerate_)(0.0);
-  if (overflow_ || count_ == 0) return false;
-  // d2_ then holds the candidates' probabilities.
-  static_assert(kMaxCandidates % 4 == 0, "d2_ has room for the last group of four");
-  if (count_ > 1) ball_probabilities(static_cast<double>(n_), f.rho2, f.sp2, d2_.data(), count_);
-  point_frequencies(d2_.data(), count_, freq_.data(), cum_.data());
-  return true;
+  const auto fill = [this](int n, const double* t, Coset* s) { fill_cosets_[n == 8 ? 1 : 0](t, s); };
+  return point_prepare(basis_, bounds_, beta, v, table_, fill, &ball_probabilities);
 }
 
 bool PointCoder::encode(const std::int64_t* m, AnsEncoder& enc) const {
   std::uint32_t start, freq;
-  const bool listed = point_symbol(find(m), count_, cum_.data(), &start, &freq);
+  const bool listed = point_symbol(point_find(basis_, table_, m), table_.count, table_.cum, &start,
+                                   &freq);
   enc.put(start, freq);
   return listed;
 }
@@ -462,13 +265,12 @@ bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
     dec.advance(kSlots, kEscapeFreq);
     return false;
   }
-  // The i with cum_[i] <= s < cum_[i + 1].
-  const auto it = std::upper_bound(cum_.begin(), cum_.begin() + static_cast<std::ptrdiff_t>(count_) + 1, s);
-  const std::size_t i = static_cast<std::size_t>(it - cum_.begin()) - 1;
-  dec.advance(cum_[i], cum_[i + 1] - cum_[i]);
-  const std::size_t n = static_cast<std::size_t>(n_);
-  if (walked()) solve(candx_.data() + i * n, m);
-  else std::copy_n(cand_.begin() + static_cast<std::ptrdiff_t>(i * n), n, m);
+  // The i with cum[i] <= s < cum[i + 1].
+  const std::uint32_t* cum = table_.cum;
+  const std::size_t i =
+      static_cast<std::size_t>(std::upper_bound(cum, cum + table_.count + 1, s) - cum) - 1;
+  dec.advance(cum[i], cum[i + 1] - cum[i]);
+  point_candidate(basis_, table_, i, m);
   return true;
 }
 

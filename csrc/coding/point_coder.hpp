@@ -31,10 +31,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "lattice/lattice.hpp"
 #include "coding/point_core.hpp"
+#include "coding/point_table.hpp"
 #include "coding/rans.hpp"
 #include "coding/source_model.hpp"
 
@@ -44,7 +44,7 @@ class PointCoder {
  public:
   // 64 keeps the table cheap (E8 at rms/sigma 0.9: 2.3 M coords/s encode,
   // 5.6 decode, 0.89 bits; 1024 gave 0.78 bits at 0.2 M coords/s).
-  static constexpr std::size_t kMaxCandidates = 64;
+  static constexpr std::size_t kMaxCandidates = kPointMaxCandidates;
   // (coding/point_core.hpp: the arithmetic shared with a GPU)
   static constexpr std::uint32_t kEscapeFreq = kPointEscapeFreq;
   static constexpr std::uint32_t kSlots = kPointSlots;  // S: the escape's start
@@ -71,62 +71,20 @@ class PointCoder {
   bool listed(const std::int64_t* m) const;
   // What a sub-vector's frame depends on besides beta and v.
   const PointBounds& bounds() const { return bounds_; }
+  // The basis as the enumeration reads it (coding/point_table.hpp).
+  const PointBasis& basis() const { return basis_; }
 
  private:
   // The squared distance of G^T m to t, accumulated for k = n-1 .. 0 as
-  // partial = extend(k, offset(k, m), m_k, partial) (both enumerate and
-  // listed, so that they agree to the bit).
+  // partial = extend(k, offset(k, m), m_k, partial) (the enumeration's
+  // arithmetic, so that both agree to the bit).
   double offset(int k, const std::int64_t* m) const;
   double extend(int k, double off, std::int64_t mk, double partial) const;
-  // The candidates of level K (and, recursively, below) for dimension N,
-  // given cur_[i] for i > K (the dimension and level fixed at compile time,
-  // so that the loops over the basis unroll); the same arithmetic as
-  // offset and extend.
-  template <int N, int K>
-  void enumerate(double partial);
-  // D4 and E8: the same candidates, in the same order, with the same
-  // distances, found in the coordinates x = G^T m (see point_coder.cpp).
-  template <int N>
-  void walk_top(double);
-  template <int N, int K>
-  bool walk(double partial, const Coset& s, double sum);
-  // x = G^T m, and m from x (exact for D4 and E8 points near t).
-  template <int N>
-  void to_x(const std::int64_t* m, double* x) const;
-  template <int N>
-  void solve(const double* x, std::int64_t* m) const;
-  void solve(const double* x, std::int64_t* m) const;
-  // The candidate that is m, or count_.
-  std::size_t find(const std::int64_t* m) const;
-  using Enumerate = void (PointCoder::*)(double);
-  static Enumerate enumerator(int n);
 
-  int n_;
-  std::vector<double> b_;
+  PointBasis basis_;
   PointBounds bounds_;
-  Enumerate enumerate_;
-  double inv_g_[8];  // 1 / G_kk where G_kk is a power of two, else 0
-  int terms_[8];         // level k: the rows i > k with G_ik != 0,
-  int term_row_[8][8];   // term_row_[k][0 .. terms_[k]), in order
-  int pad_row_[8][3];     // walk: those rows padded to kTerms (row n: m_n = 0)
-  double pad_g_[8][3];    // and their G_ik (0 for the padding)
-  // The current sub-vector's table.
-  double t_[8];
-  double r2_;
-  std::size_t count_;
-  bool overflow_;
-  std::int64_t cur_[8];
-  // walk: the cosets' tables (Coset, computed once per sub-vector) and the
-  // current point's coordinates.
-  FillCosets fill_cosets_;  // D4 and E8 (walk_top; the candidates in candx_), else null
-  bool walked() const { return fill_cosets_ != nullptr; }
-  Coset coset_[2];
-  double x_[8];
-  std::vector<double> candx_;  // their coordinates x (cand_ is not used)
-  std::vector<std::int64_t> cand_;  // count_ points of n coordinates
-  std::vector<double> d2_;          // their squared distances to t
-  std::vector<std::uint32_t> freq_;  // their frequencies
-  std::vector<std::uint32_t> cum_;   // count_ + 1 cumulative frequencies
+  FillCosets fill_cosets_[2];  // the walk's cosets for D4 and E8 (SIMD where the processor has it)
+  PointTable table_;           // the current sub-vector's (coding/point_table.hpp)
 };
 
 }  // namespace cepam

@@ -5,12 +5,12 @@
 // table (CellCoder::layout), its symbols (plain, coarse or escaped:
 // CellCoder::encode) and the trial index's (GeometricCoder::encode) are
 // these functions, so the CPU's bytes are this code's bytes; the box
-// model's offsets (box_offset) are BoxBasis's; box_block_symbols gives a
-// block of sub-vectors the way AnsSegmentEncoder::encode_block does where
-// no sub-vector has a point table (every lattice), for a GPU's kernel
-// (cuda/ans_gpu.cu) and its host twin (payload/ans_streams.hpp), which the
-// tests compare with the CPU's payloads bit for bit
-// (tests/core/test_symbol_core.py).
+// model's offsets (box_offset) are BoxBasis's; unit_symbols gives a
+// unit of a body's box or point stream the way AnsSegmentEncoder::
+// encode_block does (the point model's tables by coding/point_table.hpp,
+// PointCoder's own code), for a GPU's kernel (cuda/ans_gpu.cu) and its
+// host twin (payload/ans_streams.hpp), which the tests compare with the
+// CPU's payloads bit for bit (tests/core/test_symbol_core.py).
 //
 // Device code needs --fmad=false (CMakeLists.txt): a product and a sum
 // contracted into one rounding would change the tables' bits.
@@ -21,6 +21,7 @@
 
 #include "coding/bitstream.hpp"
 #include "coding/point_core.hpp"
+#include "coding/point_table.hpp"
 #include "coding/rans_core.hpp"
 #include "common/format_limits.hpp"
 #include "common/host_device.hpp"
@@ -251,17 +252,17 @@ CEPAM_HD inline double box_offset(const BoxTerms& g, int c, double beta, double 
 // What a segment's symbols need besides its sub-vectors: the model (and,
 // for the decoder's guesses, its quantile table: SourceModel::
 // quantile_cells), the trial index's table (nullptr: H not coded), the
-// basis in coding order, the point model's bounds (points.usable = 0 where
-// the lattice has no point model: Z^n), the block size (kAnsBlock) and,
-// for the decoder, the sub-vectors a piece (payload/ans_body.hpp).  The
-// box model's symbols alone: a segment whose sub-vectors include one with
-// a point frame (point_framed) is not coded by this code.
-struct BoxSymbolModel {
+// basis in coding order, the point model's bounds and basis (points.usable
+// = 0 where the lattice has no point model: Z^n), the block size
+// (kAnsBlock) and, for the decoder, the sub-vectors a piece
+// (payload/ans_body.hpp).
+struct SymbolModel {
   CdfView cdf;
   const double* quantile;
   const std::uint32_t* geometric;
   BoxTerms basis;
   PointBounds points;
+  PointBasis point_basis;
   std::size_t block;
   std::size_t piece;
 };
@@ -269,12 +270,13 @@ struct BoxSymbolModel {
 // Where a run of symbols goes: each value's symbols are put in a local
 // array first, then (out given) copied to out + k by plain stores to the
 // caller's buffer, never through a pointer that may be either (on a GPU:
-// local or global memory); out = nullptr counts them only.  framed is set
-// when a sub-vector has a point frame.
+// local or global memory); out = nullptr counts them only.  flag is set
+// by the box model's symbols when a sub-vector has a point frame, by the
+// point model's when a sub-vector has a table.
 struct SymbolSink {
   AnsSymbol* out;
   std::size_t k;
-  bool framed;
+  bool flag;
   CEPAM_HD void put(const AnsSymbol* tmp, int count) {
     if (out != nullptr)
       for (int i = 0; i < count; ++i) out[k + static_cast<std::size_t>(i)] = tmp[i];
@@ -284,88 +286,119 @@ struct SymbolSink {
 
 // The symbols of the trial indices of sub-vectors [j0, j1) (H indexed by
 // sub-vector), put to `sink`.
-CEPAM_HD inline void box_h_symbols(const BoxSymbolModel& z, std::size_t j0, std::size_t j1,
+CEPAM_HD inline void h_symbols(const SymbolModel& z, std::size_t j0, std::size_t j1,
                                    const std::uint32_t* H, SymbolSink& sink) {
   AnsSymbol tmp[kMaxCellSymbols];
   for (std::size_t j = j0; j < j1; ++j) sink.put(tmp, geometric_symbols(z.geometric, H[j], tmp));
 }
 
-// The symbols of the coordinates of sub-vectors [j0, j1) (M, beta and V
-// indexed by sub-vector), each sub-vector's in coding order (k = n-1 ..
-// 0) in the table g = beta G_kk, o = box_offset, put to `sink` (which
-// notes a sub-vector with a point frame).
-CEPAM_HD inline void box_m_symbols(const BoxSymbolModel& z, std::size_t j0, std::size_t j1,
+// The box model's symbols of sub-vector j's coordinates (M, beta and V
+// indexed by sub-vector), in coding order (k = n-1 .. 0) in the table
+// g = beta G_kk, o = box_offset, put to `sink`.
+CEPAM_HD inline void box_subvector_symbols(const SymbolModel& z, std::size_t j,
+                                           const std::int64_t* M, const double* beta,
+                                           const double* V, SymbolSink& sink) {
+  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  const std::int64_t* m = M + j * n;
+  AnsSymbol tmp[kMaxCellSymbols];
+  for (std::size_t c = 0; c < n; ++c) {
+    const std::size_t k = n - 1 - c;
+    const double o = box_offset(z.basis, static_cast<int>(c), beta[j], V[j * n + k],
+                                [&](int d) { return static_cast<double>(m[k + static_cast<std::size_t>(d)]); });
+    const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.basis.diag[c], o);
+    sink.put(tmp, cell_symbols(z.cdf, m[k], l, tmp));
+  }
+}
+
+// The box model's symbols of the coordinates of sub-vectors [j0, j1), put
+// to `sink`, which notes a sub-vector with a point frame.
+CEPAM_HD inline void box_m_symbols(const SymbolModel& z, std::size_t j0, std::size_t j1,
                                    const std::int64_t* M, const double* beta, const double* V,
                                    SymbolSink& sink) {
   const std::size_t n = static_cast<std::size_t>(z.basis.n);
-  AnsSymbol tmp[kMaxCellSymbols];
   for (std::size_t j = j0; j < j1; ++j) {
-    if (point_framed(z.points, beta[j], V + j * n)) sink.framed = true;
-    const std::int64_t* m = M + j * n;
-    for (std::size_t c = 0; c < n; ++c) {
-      const std::size_t k = n - 1 - c;
-      const double o = box_offset(z.basis, static_cast<int>(c), beta[j], V[j * n + k],
-                                  [&](int d) { return static_cast<double>(m[k + static_cast<std::size_t>(d)]); });
-      const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.basis.diag[c], o);
-      sink.put(tmp, cell_symbols(z.cdf, m[k], l, tmp));
+    if (point_framed(z.points, beta[j], V + j * n)) sink.flag = true;
+    box_subvector_symbols(z, j, M, beta, V, sink);
+  }
+}
+
+// The point model's stream's symbols of the coordinates of sub-vectors
+// [j0, j1), as AnsSegmentEncoder::encode_block puts them: a sub-vector
+// with a table (point_prepare, into T) its point's symbol, or the escape
+// and then its box symbols; one without, its box symbols.  `sink` notes a
+// sub-vector with a table.
+CEPAM_HD inline void point_m_symbols(const SymbolModel& z, std::size_t j0, std::size_t j1,
+                                     const std::int64_t* M, const double* beta,
+                                     const double* V, PointTable& T, SymbolSink& sink) {
+  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  for (std::size_t j = j0; j < j1; ++j) {
+    if (point_prepare(z.point_basis, z.points, beta[j], V + j * n, T, PointFillCosets{},
+                      PointBallProbabilities{})) {
+      sink.flag = true;
+      AnsSymbol point;
+      const bool listed = point_symbol(point_find(z.point_basis, T, M + j * n), T.count, T.cum,
+                                       &point.start, &point.freq);
+      sink.put(&point, 1);
+      if (listed) continue;
     }
+    box_subvector_symbols(z, j, M, beta, V, sink);
   }
 }
 
-// The symbols of sub-vectors [0, count) of a segment (their H[count],
-// M[count n], beta[count], V[count n]), as AnsSegmentEncoder::encode_block
-// puts them where no sub-vector has a point table: block by block, the H
-// of the block, then its coordinates.  Writes them at out unless out is
-// nullptr (a count only) and returns their number; *framed (if given) is
-// set when a sub-vector has a point frame (its segment is then not coded
-// by this code).
-CEPAM_HD inline std::size_t box_block_symbols(const BoxSymbolModel& z, std::size_t count,
-                                              const std::uint32_t* H, const std::int64_t* M,
-                                              const double* beta, const double* V,
-                                              AnsSymbol* out, bool* framed = nullptr) {
-  SymbolSink sink{out, 0, false};
-  for (std::size_t j0 = 0; j0 < count; j0 += z.block) {
-    const std::size_t j1 = count - j0 < z.block ? count : j0 + z.block;
-    box_h_symbols(z, j0, j1, H, sink);
-    box_m_symbols(z, j0, j1, M, beta, V, sink);
-  }
-  if (framed != nullptr && sink.framed) *framed = true;
-  return sink.k;
-}
-
-// A body's symbols in units of work, a unit a GPU thread: in each segment
-// (S sub-vectors, the last shorter), each block (z.block sub-vectors, the
-// last of a segment shorter) in pieces of kBoxUnitSubvectors sub-vectors:
-// the pieces' trial indices, then the pieces' coordinates, the order of
-// box_block_symbols.  Every segment and block has the units of a whole
-// one; those past its end are empty.  So segment s's symbols are those of
-// units [s per_segment, (s + 1) per_segment), one after another.
-inline constexpr std::size_t kBoxUnitSubvectors = 256;
-struct BoxUnits {
+// A body's symbols in units of work, a unit a GPU thread: for each stream
+// (the box model's, then, where the lattice has a point model, the point
+// model's), in each segment (S sub-vectors, the last shorter), each block
+// (z.block sub-vectors, the last of a segment shorter) in pieces of
+// kUnitSubvectors sub-vectors: the pieces' trial indices, then the
+// pieces' coordinates, the order of AnsSegmentEncoder::encode_block.
+// Every segment and block has the units of a whole one; those past its end
+// are empty.  So stream r of segment s (r = 0: box, 1: point) is the run of
+// units [(r segments + s) per_segment, (r segments + s + 1) per_segment).
+inline constexpr std::size_t kUnitSubvectors = 256;
+struct SymbolUnits {
   std::size_t N, S;
   std::size_t pieces;       // pieces a block
-  std::size_t per_segment;  // units a segment: blocks a segment x 2 pieces
+  std::size_t per_segment;  // units a segment's stream: blocks a segment x 2 pieces
+  std::size_t segments;
+  std::size_t streams;      // 1, or 2 with the point model
   std::size_t count;        // units in all
 };
 
-CEPAM_HD inline BoxUnits box_units(const BoxSymbolModel& z, std::size_t N, std::size_t S) {
-  BoxUnits u{};
+CEPAM_HD inline SymbolUnits symbol_units(const SymbolModel& z, std::size_t N, std::size_t S) {
+  SymbolUnits u{};
   u.N = N;
   u.S = S;
-  u.pieces = (z.block + kBoxUnitSubvectors - 1) / kBoxUnitSubvectors;
+  u.pieces = (z.block + kUnitSubvectors - 1) / kUnitSubvectors;
   u.per_segment = (S + z.block - 1) / z.block * 2 * u.pieces;
-  u.count = (N + S - 1) / S * u.per_segment;
+  u.segments = (N + S - 1) / S;
+  u.streams = z.points.usable != 0 ? 2 : 1;
+  u.count = u.streams * u.segments * u.per_segment;
   return u;
+}
+
+// The segment of unit `unit`, and whether it is of the point model's stream.
+CEPAM_HD inline std::size_t unit_segment(const SymbolUnits& u, std::size_t unit, bool* point) {
+  const std::size_t run = unit / u.per_segment;
+  *point = run >= u.segments;
+  return *point ? run - u.segments : run;
 }
 
 // Unit `unit`'s symbols (of the update's H[N], M[N n], beta[N], V[N n]):
 // written at out unless out is nullptr (a count only); returns their
-// number; *framed is set when a sub-vector of the unit has a point frame.
-CEPAM_HD inline std::size_t box_unit_symbols(const BoxSymbolModel& z, const BoxUnits& u,
+// number.  A box unit sets *flag when a sub-vector has a point frame.  A
+// point unit has symbols only where framed is given and framed[s] is
+// nonzero for its segment s (else none: the segment has no table), and
+// sets *flag when a sub-vector has a table (T: room for one; not read by
+// box units, so nullptr where there are no point units).
+CEPAM_HD inline std::size_t unit_symbols(const SymbolModel& z, const SymbolUnits& u,
                                              std::size_t unit, const std::uint32_t* H,
                                              const std::int64_t* M, const double* beta,
-                                             const double* V, AnsSymbol* out, bool* framed) {
-  const std::size_t s = unit / u.per_segment, r = unit % u.per_segment;
+                                             const double* V, const unsigned char* framed,
+                                             PointTable* T, AnsSymbol* out, bool* flag) {
+  bool point = false;
+  const std::size_t s = unit_segment(u, unit, &point);
+  if (point && (framed == nullptr || framed[s] == 0)) return 0;
+  const std::size_t r = unit % u.per_segment;
   const std::size_t b = r / (2 * u.pieces), q = r % (2 * u.pieces);
   const bool coordinates = q >= u.pieces;
   const std::size_t piece = coordinates ? q - u.pieces : q;
@@ -373,25 +406,28 @@ CEPAM_HD inline std::size_t box_unit_symbols(const BoxSymbolModel& z, const BoxU
   const std::size_t block0 = s * u.S + b * z.block;
   if (block0 >= segment_end) return 0;
   const std::size_t block_end = segment_end - block0 < z.block ? segment_end : block0 + z.block;
-  const std::size_t j0 = block0 + piece * kBoxUnitSubvectors;
+  const std::size_t j0 = block0 + piece * kUnitSubvectors;
   if (j0 >= block_end) return 0;
-  const std::size_t j1 = block_end - j0 < kBoxUnitSubvectors ? block_end : j0 + kBoxUnitSubvectors;
+  const std::size_t j1 = block_end - j0 < kUnitSubvectors ? block_end : j0 + kUnitSubvectors;
   SymbolSink sink{out, 0, false};
-  if (coordinates) {
-    box_m_symbols(z, j0, j1, M, beta, V, sink);
+  if (!coordinates) {
+    h_symbols(z, j0, j1, H, sink);
+  } else if (point) {
+    point_m_symbols(z, j0, j1, M, beta, V, *T, sink);
   } else {
-    box_h_symbols(z, j0, j1, H, sink);
+    box_m_symbols(z, j0, j1, M, beta, V, sink);
   }
-  if (sink.framed) *framed = true;
+  if (sink.flag) *flag = true;
   return sink.k;
 }
 
-// The segments' runs from the units' (host code): at[0 .. u.count] are
-// the units' first symbols (at[u.count]: all of them); first[s] = at[s
-// per_segment] for each segment s, and first[segments] = at[u.count].
-inline void box_segment_offsets(const BoxUnits& u, const std::uint64_t* at, std::uint64_t* first) {
-  const std::size_t segments = u.per_segment == 0 ? 0 : u.count / u.per_segment;
-  for (std::size_t s = 0; s <= segments; ++s) first[s] = at[s * u.per_segment];
+// The streams' runs from the units' (host code): at[0 .. u.count] are the
+// units' first symbols (at[u.count]: all of them); first[k] = at[k
+// per_segment] for each stream k (k = r segments + s: stream r of segment
+// s), and first[streams segments] = at[u.count].
+inline void stream_offsets(const SymbolUnits& u, const std::uint64_t* at, std::uint64_t* first) {
+  const std::size_t runs = u.streams * u.segments;
+  for (std::size_t k = 0; k <= runs; ++k) first[k] = at[k * u.per_segment];
 }
 
 // --- The decoder's side --------------------------------------------------------

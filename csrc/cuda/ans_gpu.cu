@@ -4,7 +4,7 @@
 // tests check the two flows bit for bit: tests/core/test_rans_core.py);
 // the segments' box-model symbols too, a unit of work (a piece of a block's
 // trial indices or coordinates) a thread, by coding/symbol_core.hpp's
-// box_unit_symbols, the code the CPU's coder runs (tests/core/test_symbol_core.py
+// unit_symbols, the code the CPU's coder runs (tests/core/test_symbol_core.py
 // checks its host twin).
 #include "cuda/ans_gpu.hpp"
 
@@ -144,21 +144,32 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
   }
 }
 
-// Unit i of a body's symbols, one thread a unit (symbol_core.hpp's
-// box_unit_symbols): its symbols at symbols + at[i] (symbols = nullptr:
-// none), its symbol count at counts[i], and 1 at *framed where a
-// sub-vector of the unit has a point frame.
-__global__ void box_units_kernel(BoxSymbolModel z, BoxUnits u, const std::uint32_t* H,
+// Units [first, first + units) of a body's symbols, one thread a unit
+// (symbol_core.hpp's unit_symbols; Points: the point model's units,
+// each with a PointTable of local memory): unit i's symbols at symbols +
+// at[i] (symbols = nullptr: none), its symbol count at counts[i], and 1 at
+// flags[i / per_segment] where it sets its flag (flags = nullptr: not
+// noted).  framed: the box units' flags (the segments with a point frame).
+template <bool Points>
+__global__ void units_kernel(SymbolModel z, SymbolUnits u, unsigned long long first,
+                                 unsigned long long units, const std::uint32_t* H,
                                  const std::int64_t* M, const double* beta, const double* V,
-                                 const std::uint64_t* at, AnsSymbol* symbols,
-                                 std::uint64_t* counts, unsigned int* framed) {
-  const unsigned long long i =
+                                 const unsigned char* framed, const std::uint64_t* at,
+                                 AnsSymbol* symbols, std::uint64_t* counts,
+                                 unsigned char* flags) {
+  const unsigned long long t =
       blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
-  if (i >= u.count) return;
+  if (t >= units) return;
+  const unsigned long long i = first + t;
   AnsSymbol* out = symbols != nullptr ? symbols + at[i] : nullptr;
-  bool f = false;
-  counts[i] = box_unit_symbols(z, u, i, H, M, beta, V, out, &f);
-  if (f) *framed = 1;
+  bool flag = false;
+  if constexpr (Points) {
+    PointTable table;
+    counts[i] = unit_symbols(z, u, i, H, M, beta, V, framed, &table, out, &flag);
+  } else {
+    counts[i] = unit_symbols(z, u, i, H, M, beta, V, framed, nullptr, out, &flag);
+  }
+  if (flag && flags != nullptr) flags[i / u.per_segment] = 1;
 }
 
 }  // namespace
@@ -185,99 +196,123 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
 namespace {
 
 // z's tables (knots, slopes, quantiles and the trial index's cum; host
-// memory) in device memory at `at` (kBoxTableBytes bytes), copied on
+// memory) in device memory at `at` (kSymbolTableBytes bytes), copied on
 // `stream`; returns z pointing there.
-constexpr std::size_t kBoxKnots = kCdfCells + 1, kBoxSlopes = kCdfCells;
-constexpr std::size_t kBoxQuantiles = std::size_t{1} << kCdfKnotBits, kBoxCum = kGeometricTable + 1;
-constexpr std::size_t kBoxTableBytes =
-    (kBoxKnots + kBoxSlopes + kBoxQuantiles) * 8 + (kBoxCum * 4 + 7) / 8 * 8;
-BoxSymbolModel box_tables_to_device(const BoxSymbolModel& z, char* at, cudaStream_t stream) {
-  BoxSymbolModel dz = z;
+constexpr std::size_t kTableKnots = kCdfCells + 1, kTableSlopes = kCdfCells;
+constexpr std::size_t kTableQuantiles = std::size_t{1} << kCdfKnotBits, kTableCum = kGeometricTable + 1;
+constexpr std::size_t kSymbolTableBytes =
+    (kTableKnots + kTableSlopes + kTableQuantiles) * 8 + (kTableCum * 4 + 7) / 8 * 8;
+SymbolModel symbol_tables_to_device(const SymbolModel& z, char* at, cudaStream_t stream) {
+  SymbolModel dz = z;
   auto* knot = reinterpret_cast<double*>(at);
-  auto* slope = knot + kBoxKnots;
-  auto* quantile = slope + kBoxSlopes;
-  auto* cum = reinterpret_cast<std::uint32_t*>(quantile + kBoxQuantiles);
+  auto* slope = knot + kTableKnots;
+  auto* quantile = slope + kTableSlopes;
+  auto* cum = reinterpret_cast<std::uint32_t*>(quantile + kTableQuantiles);
   dz.cdf.knot = knot;
   dz.cdf.slope = slope;
   dz.quantile = quantile;
   dz.geometric = z.geometric != nullptr ? cum : nullptr;
-  check(cudaMemcpyAsync(knot, z.cdf.knot, kBoxKnots * 8, cudaMemcpyHostToDevice, stream),
+  check(cudaMemcpyAsync(knot, z.cdf.knot, kTableKnots * 8, cudaMemcpyHostToDevice, stream),
         "copy the model's knots");
-  check(cudaMemcpyAsync(slope, z.cdf.slope, kBoxSlopes * 8, cudaMemcpyHostToDevice, stream),
+  check(cudaMemcpyAsync(slope, z.cdf.slope, kTableSlopes * 8, cudaMemcpyHostToDevice, stream),
         "copy the model's slopes");
-  check(cudaMemcpyAsync(quantile, z.quantile, kBoxQuantiles * 8, cudaMemcpyHostToDevice, stream),
+  check(cudaMemcpyAsync(quantile, z.quantile, kTableQuantiles * 8, cudaMemcpyHostToDevice, stream),
         "copy the model's quantiles");
   if (z.geometric != nullptr)
-    check(cudaMemcpyAsync(cum, z.geometric, kBoxCum * 4, cudaMemcpyHostToDevice, stream),
+    check(cudaMemcpyAsync(cum, z.geometric, kTableCum * 4, cudaMemcpyHostToDevice, stream),
           "copy the trial index's table");
   return dz;
 }
 
-// Every segment's symbols on the device, a unit of work a thread
-// (symbol_core.hpp's BoxUnits): each unit's symbols counted (first pass),
-// their offsets summed on the host, then written into `symbols` (device
-// memory, allocated here); first (segments + 1 entries) gets the
-// segments' runs.  False after the first pass where a sub-vector has a
-// point frame.  Kernel and copy times go to t.
-bool box_symbols_on_device(const BoxSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
-                         const double* beta, const double* V, std::size_t N, std::size_t S,
-                         std::size_t segments, int device, cudaStream_t stream,
-                         std::vector<std::uint64_t>& first, std::unique_ptr<Scratch>& symbols,
-                         Timing& t) {
-  const BoxUnits u = box_units(z, N, S);
+// Units [first, first + units) on `stream` (nothing for none).
+void launch_units(bool points, const SymbolModel& dz, const SymbolUnits& u, std::size_t first,
+                  std::size_t units, const std::uint32_t* H, const std::int64_t* M,
+                  const double* beta, const double* V, const unsigned char* framed,
+                  const std::uint64_t* at, AnsSymbol* symbols, std::uint64_t* counts,
+                  unsigned char* flags, cudaStream_t stream) {
+  if (units == 0) return;
+  const unsigned int blocks = static_cast<unsigned int>((units + kUnitThreads - 1) / kUnitThreads);
+  if (points) {
+    units_kernel<true><<<blocks, kUnitThreads, 0, stream>>>(
+        dz, u, first, units, H, M, beta, V, framed, at, symbols, counts, flags);
+  } else {
+    units_kernel<false><<<blocks, kUnitThreads, 0, stream>>>(
+        dz, u, first, units, H, M, beta, V, framed, at, symbols, counts, flags);
+  }
+  check(cudaGetLastError(), "launch the symbol kernel");
+}
+
+// Every stream's symbols on the device, a unit of work a thread
+// (symbol_core.hpp's SymbolUnits), in the passes of payload/ans_streams.hpp's
+// body_symbols: the box units counted (noting the segments with a
+// point frame), the point units of those segments counted (noting the
+// segments with a table), their offsets summed on the host, then every
+// unit's symbols written into `symbols` (device memory, allocated here).
+// first (streams x segments + 1 entries) gets the streams' runs, tabled
+// the segments with a table.  Kernel and copy times go to t.
+void symbols_on_device(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+                           const double* beta, const double* V, std::size_t N, std::size_t S,
+                           int device, cudaStream_t stream, std::vector<std::uint64_t>& first,
+                           std::vector<unsigned char>& tabled, std::unique_ptr<Scratch>& symbols,
+                           Timing& t) {
+  const SymbolUnits u = symbol_units(z, N, S);
+  const std::size_t box = u.segments * u.per_segment;  // the box units; the point units follow
+  const std::size_t runs = u.streams * u.segments;
   // The model's tables on the device, then the units' counts and offsets,
-  // then the flag of a point frame.
-  const std::size_t off_counts = kBoxTableBytes;
+  // then the runs' flags (box runs: a point frame; point runs: a table).
+  const std::size_t off_counts = kSymbolTableBytes;
   const std::size_t off_at = off_counts + u.count * 8;
-  const std::size_t off_framed = off_at + (u.count + 1) * 8;
-  Scratch tables(device, off_framed + 8);
-  unsigned int framed = 0;
+  const std::size_t off_flags = off_at + (u.count + 1) * 8;
+  Scratch tables(device, off_flags + runs);
   Timer copy_timer(stream), kernel_timer(stream);
   std::vector<std::uint64_t> at(u.count + 1, 0);
-  const unsigned int blocks =
-      static_cast<unsigned int>((u.count + kUnitThreads - 1) / kUnitThreads);
-  BoxSymbolModel dz;
+  std::vector<unsigned char> flags(runs, 0);
+  std::uint64_t* counts = tables.at<std::uint64_t>(off_counts);
+  unsigned char* device_flags = tables.at<unsigned char>(off_flags);
+  SymbolModel dz;
   try {
     copy_timer.start();
-    dz = box_tables_to_device(z, tables.at<char>(0), stream);
-    check(cudaMemsetAsync(tables.at<unsigned int>(off_framed), 0, 4, stream), "reset the flag");
+    dz = symbol_tables_to_device(z, tables.at<char>(0), stream);
+    check(cudaMemsetAsync(device_flags, 0, runs, stream), "reset the flags");
     copy_timer.stop(&t.transfer_ms);
-    kernel_timer.start();  // the first pass: each unit's symbol count
-    box_units_kernel<<<blocks, kUnitThreads, 0, stream>>>(
-        dz, u, H, M, beta, V, nullptr, nullptr, tables.at<std::uint64_t>(off_counts),
-        tables.at<unsigned int>(off_framed));
-    check(cudaGetLastError(), "launch the symbol-count kernel");
+    kernel_timer.start();  // the counts: the box units, then the point units they ask for
+    launch_units(false, dz, u, 0, box, H, M, beta, V, nullptr, nullptr, nullptr, counts,
+                 device_flags, stream);
+    launch_units(true, dz, u, box, u.count - box, H, M, beta, V, device_flags, nullptr, nullptr,
+                 counts, device_flags, stream);
     kernel_timer.stop(&t.kernel_ms);
-    check(cudaMemcpyAsync(at.data() + 1, tables.at<std::uint64_t>(off_counts), u.count * 8,
-                          cudaMemcpyDeviceToHost, stream), "copy the symbol counts");
-    check(cudaMemcpyAsync(&framed, tables.at<unsigned int>(off_framed), 4,
-                          cudaMemcpyDeviceToHost, stream), "copy the flag");
+    check(cudaMemcpyAsync(at.data() + 1, counts, u.count * 8, cudaMemcpyDeviceToHost, stream),
+          "copy the symbol counts");
+    check(cudaMemcpyAsync(flags.data(), device_flags, runs, cudaMemcpyDeviceToHost, stream),
+          "copy the flags");
     check(cudaStreamSynchronize(stream), "synchronize");
   } catch (...) {
     cudaStreamSynchronize(stream);
     throw;
   }
-  if (framed != 0) return false;
   for (std::size_t i = 0; i < u.count; ++i) at[i + 1] += at[i];
-  first.assign(segments + 1, 0);
-  box_segment_offsets(u, at.data(), first.data());
+  first.assign(runs + 1, 0);
+  stream_offsets(u, at.data(), first.data());
+  tabled.assign(u.segments, 0);
+  if (u.streams == 2) std::copy(flags.begin() + static_cast<std::ptrdiff_t>(u.segments), flags.end(), tabled.begin());
   symbols = std::make_unique<Scratch>(device, at[u.count] * sizeof(AnsSymbol));
-  // The second pass counts again (into zeroed counts): a pass that did not
+  // The symbols, counted again (into zeroed counts): a pass that did not
   // run, or ran otherwise than the first, is an error, not a wrong body.
   std::vector<std::uint64_t> again(u.count);
   try {
     check(cudaMemcpyAsync(tables.at<std::uint64_t>(off_at), at.data(), (u.count + 1) * 8,
                           cudaMemcpyHostToDevice, stream), "copy the units' offsets");
-    check(cudaMemsetAsync(tables.at<std::uint64_t>(off_counts), 0, u.count * 8, stream),
-          "reset the symbol counts");
-    kernel_timer.start();  // the second: the symbols
-    box_units_kernel<<<blocks, kUnitThreads, 0, stream>>>(
-        dz, u, H, M, beta, V, tables.at<std::uint64_t>(off_at), symbols->at<AnsSymbol>(0),
-        tables.at<std::uint64_t>(off_counts), tables.at<unsigned int>(off_framed));
-    check(cudaGetLastError(), "launch the symbol kernel");
+    check(cudaMemsetAsync(counts, 0, u.count * 8, stream), "reset the symbol counts");
+    kernel_timer.start();
+    launch_units(false, dz, u, 0, box, H, M, beta, V, device_flags,
+                 tables.at<std::uint64_t>(off_at), symbols->at<AnsSymbol>(0), counts, nullptr,
+                 stream);
+    launch_units(true, dz, u, box, u.count - box, H, M, beta, V, device_flags,
+                 tables.at<std::uint64_t>(off_at), symbols->at<AnsSymbol>(0), counts, nullptr,
+                 stream);
     kernel_timer.stop(&t.kernel_ms);
-    check(cudaMemcpyAsync(again.data(), tables.at<std::uint64_t>(off_counts), u.count * 8,
-                          cudaMemcpyDeviceToHost, stream), "copy the symbol counts");
+    check(cudaMemcpyAsync(again.data(), counts, u.count * 8, cudaMemcpyDeviceToHost, stream),
+          "copy the symbol counts");
     check(cudaStreamSynchronize(stream), "synchronize");
   } catch (...) {
     cudaStreamSynchronize(stream);
@@ -286,7 +321,6 @@ bool box_symbols_on_device(const BoxSymbolModel& z, const std::uint32_t* H, cons
   for (std::size_t i = 0; i < u.count; ++i)
     if (again[i] != at[i + 1] - at[i])
       throw DeviceError("the symbol kernel's second pass counted other symbols than its first");
-  return true;
 }
 
 // Segment blockIdx.x of a box-model body (payload/box_decode.hpp's steps, as
@@ -298,7 +332,7 @@ bool box_symbols_on_device(const BoxSymbolModel& z, const std::uint32_t* H, cons
 // variable, which the threads read after a barrier and thread 0 writes
 // again only after later barriers: all threads take the same branches.
 template <class T>
-__global__ void box_decode_kernel(BoxSymbolModel z, subvector::Config c, Key key,
+__global__ void box_decode_kernel(SymbolModel z, subvector::Config c, Key key,
                                 const std::uint8_t* body, const BoxSegment* segments,
                                 unsigned long long m, std::uint32_t* H, double* beta, double* V,
                                 std::int64_t* M, T* y, BoxSegmentOutcome* outcomes) {
@@ -374,7 +408,7 @@ bool decode_box_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::
   const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
   // Layout: tables, body, segments, outcomes, then each segment's scratch
   // (H of a block, beta, V and M of a piece).
-  const std::size_t off_body = kBoxTableBytes, off_segs = off_body + pad8(len);
+  const std::size_t off_body = kSymbolTableBytes, off_segs = off_body + pad8(len);
   const std::size_t off_out = off_segs + S * sizeof(BoxSegment);
   const std::size_t off_h = off_out + pad8(S * sizeof(BoxSegmentOutcome));
   const std::size_t off_beta = off_h + pad8(S * plan.z.block * 4);
@@ -386,7 +420,7 @@ bool decode_box_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::
   Timer copy_timer(stream), kernel_timer(stream);
   try {
     copy_timer.start();
-    const BoxSymbolModel dz = box_tables_to_device(plan.z, scratch.at<char>(0), stream);
+    const SymbolModel dz = symbol_tables_to_device(plan.z, scratch.at<char>(0), stream);
     check(cudaMemcpyAsync(scratch.at<std::uint8_t>(off_body), body, len, cudaMemcpyHostToDevice,
                           stream), "copy the body");
     check(cudaMemcpyAsync(scratch.at<BoxSegment>(off_segs), plan.segments.data(),
@@ -421,50 +455,51 @@ template bool decode_box_ans_body<double>(const LrsuqParams&, const ChaChaKey&,
                                           const std::uint8_t*, std::size_t, std::size_t, int,
                                           std::uintptr_t, double*, Timing*);
 
-bool box_ans_streams(const BoxSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+void ans_streams_resident(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
                      const double* beta, const double* V, std::size_t N, std::size_t S,
-                     int device, std::uintptr_t stream_id, std::vector<std::uint8_t>& out,
-                     std::vector<std::uint64_t>& sizes, std::vector<AnsSymbol>& last,
-                     Timing* timing) {
+                     int device, std::uintptr_t stream_id, DeviceStreams& out, Timing* timing) {
   const std::size_t segments = N / S + (N % S != 0 ? 1 : 0);
-  if (segments == 0) return true;
+  out = DeviceStreams{};
+  if (segments == 0) return;
   DeviceGuard guard(device);
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   Timing t;
   std::vector<std::uint64_t> first;
   std::unique_ptr<Scratch> symbols;
-  if (!box_symbols_on_device(z, H, M, beta, V, N, S, segments, device, stream, first, symbols, t))
-    return false;
-  code_streams(symbols->at<AnsSymbol>(0), first.data(), segments, device, stream, out, sizes, t);
-  // The last segment's symbols, for the bomb rule's padding (payload/ans_streams.hpp).
-  last.resize(static_cast<std::size_t>(first[segments] - first[segments - 1]));
-  check(cudaMemcpy(last.data(), symbols->at<AnsSymbol>(0) + first[segments - 1],
-                   last.size() * sizeof(AnsSymbol), cudaMemcpyDeviceToHost),
-        "copy the last segment's symbols");
+  symbols_on_device(z, H, M, beta, V, N, S, device, stream, first, out.tabled, symbols, t);
+  const std::size_t runs = first.size() - 1;
+  code_streams(symbols->at<AnsSymbol>(0), first.data(), runs, device, stream, out.bytes,
+               out.sizes, t);
+  // The last segment's box and point streams' symbols, for the bomb rule's
+  // padding (payload/ans_streams.hpp's assemble_ans_body).
+  for (std::size_t r = 0; r * segments < runs; ++r) {
+    const std::size_t k = r * segments + segments - 1;
+    out.last[r].resize(static_cast<std::size_t>(first[k + 1] - first[k]));
+    if (!out.last[r].empty())
+      check(cudaMemcpy(out.last[r].data(), symbols->at<AnsSymbol>(0) + first[k],
+                       out.last[r].size() * sizeof(AnsSymbol), cudaMemcpyDeviceToHost),
+            "copy the last segment's symbols");
+  }
   if (timing != nullptr) *timing = t;
-  return true;
 }
 
-bool box_symbols(const BoxSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+void body_symbols_resident(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
                  const double* beta, const double* V, std::size_t N, std::size_t S, int device,
-                 std::uintptr_t stream_id, std::vector<std::uint64_t>& first,
-                 std::vector<AnsSymbol>& symbols) {
+                 std::uintptr_t stream_id, BodySymbols& out) {
   const std::size_t segments = N / S + (N % S != 0 ? 1 : 0);
-  first.assign(1, 0);
-  symbols.clear();
-  if (segments == 0) return true;
+  out = BodySymbols{};
+  out.first.assign(1, 0);
+  if (segments == 0) return;
   DeviceGuard guard(device);
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   Timing t;
   std::unique_ptr<Scratch> device_symbols;
-  if (!box_symbols_on_device(z, H, M, beta, V, N, S, segments, device, stream, first,
-                             device_symbols, t))
-    return false;
-  symbols.resize(static_cast<std::size_t>(first[segments]));
-  check(cudaMemcpy(symbols.data(), device_symbols->at<AnsSymbol>(0),
-                   symbols.size() * sizeof(AnsSymbol), cudaMemcpyDeviceToHost),
+  symbols_on_device(z, H, M, beta, V, N, S, device, stream, out.first, out.tabled,
+                        device_symbols, t);
+  out.symbols.resize(static_cast<std::size_t>(out.first.back()));
+  check(cudaMemcpy(out.symbols.data(), device_symbols->at<AnsSymbol>(0),
+                   out.symbols.size() * sizeof(AnsSymbol), cudaMemcpyDeviceToHost),
         "copy the symbols");
-  return true;
 }
 
 }  // namespace cepam::gpu

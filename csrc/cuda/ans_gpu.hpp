@@ -3,11 +3,12 @@
 // (coding/rans_core.hpp): the same bytes as AnsEncoder::finish of each
 // stream.  Like lrsuq_gpu.hpp this header needs no CUDA headers.
 //
-// box_ans_streams also computes the segments' box-model symbols on the
-// device from the LRSUQ stage left there (encode_lattice_resident): only
-// the streams' bytes come back.  What stays on the CPU: fitting the source
-// model (from the device's statistics), the point model (A2, D4, E8: a body
-// with a point frame is coded on the host from the stage), and padding.
+// ans_streams_resident also computes the segments' symbols on the device (the
+// box model's and, on A2, D4 and E8, the point model's) from the LRSUQ
+// stage left there (encode_lattice_resident): only the streams' bytes come
+// back.  What stays on the CPU: fitting the source model (from the
+// device's statistics), the choice between a segment's box and point
+// streams, and padding.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@
 
 #include "coding/rans_core.hpp"
 #include "coding/symbol_core.hpp"
+#include "payload/ans_streams.hpp"
 #include "cuda/lrsuq_gpu.hpp"
 
 namespace cepam::gpu {
@@ -29,32 +31,38 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
                           std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes,
                           Timing* timing);
 
-// The box model's streams of every segment of a body (N sub-vectors, S a
-// segment) from its stage H[N], M[N n], beta[N], V[N n] in device memory
-// of `device`, with z's tables (host memory: copied to the device): each
-// segment's symbols counted, then written, a unit of work a thread
-// (box_unit_symbols), then coded as rans_encode_segments codes them.
-// Appends the streams to out and their lengths to sizes, sets last to the
-// last segment's symbols (for the bomb rule's padding, done on the host:
-// payload/ans_streams.hpp's assemble_box_body) and returns true; returns
-// false, with nothing coded, where a sub-vector has a point frame (the
-// CPU's encoder codes that body).  Throws DeviceError for CUDA failures.
-// (On Z^n the kernel before this one, a segment a thread, ran on an H100
-// to the CPU's bytes; this one has run only as its host twin.)
-bool box_ans_streams(const BoxSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
-                     const double* beta, const double* V, std::size_t N, std::size_t S,
-                     int device, std::uintptr_t stream, std::vector<std::uint8_t>& out,
-                     std::vector<std::uint64_t>& sizes, std::vector<AnsSymbol>& last,
-                     Timing* timing);
+// What ans_streams_resident brings back: the streams' bytes, one after another
+// (stream k = r segments + s: segment s's box stream for r = 0, its point
+// stream for r = 1 where the lattice has a point model, empty where the
+// segment has no table), their lengths, the segments with a point table,
+// and the last segment's box and point streams' symbols.
+struct DeviceStreams {
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint64_t> sizes;
+  std::vector<unsigned char> tabled;
+  std::vector<AnsSymbol> last[2];
+};
 
-// Every segment's symbols as box_ans_streams computes them on the device
-// (segment s is symbols[first[s] .. first[s + 1])), brought to the host: a
-// check of the symbol kernel apart from the coder (bench/gpu_check.py).
-// False, with nothing brought, where a sub-vector has a point frame.
-bool box_symbols(const BoxSymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+// The streams of every segment of a body (N sub-vectors, S a segment) from
+// its stage H[N], M[N n], beta[N], V[N n] in device memory of `device`,
+// with z's tables (host memory: copied to the device): each stream's
+// symbols counted, then written, a unit of work a thread
+// (unit_symbols; the point model's units each with a PointTable of 7
+// KiB of local memory), then coded as rans_encode_segments codes them
+// (payload/ans_streams.hpp's assemble_ans_body makes the body).  Throws
+// DeviceError for CUDA failures.  (On Z^n the kernel before this one, a
+// segment a thread, ran on an H100 to the CPU's bytes; this one has run
+// only as its host twin.)
+void ans_streams_resident(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
+                     const double* beta, const double* V, std::size_t N, std::size_t S,
+                     int device, std::uintptr_t stream, DeviceStreams& out, Timing* timing);
+
+// Every stream's symbols as ans_streams_resident computes them on the device,
+// brought to the host: a check of the symbol kernel apart from the coder
+// (bench/gpu_check.py, tests/core/test_cuda.py).
+void body_symbols_resident(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
                  const double* beta, const double* V, std::size_t N, std::size_t S, int device,
-                 std::uintptr_t stream, std::vector<std::uint64_t>& first,
-                 std::vector<AnsSymbol>& symbols);
+                 std::uintptr_t stream, BodySymbols& out);
 
 // Decodes an ANS body of len bytes of the box model (host memory; the caller checks it
 // first: check_payload_body) into y[0..m) (device memory of `device`):

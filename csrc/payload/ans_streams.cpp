@@ -10,6 +10,16 @@
 #include "payload/body.hpp"
 
 namespace cepam {
+namespace {
+
+// Stream k's symbols, symbols[first[k] .. first[k + 1]).
+std::vector<AnsSymbol> stream_symbols(const std::vector<AnsSymbol>& symbols,
+                                      const std::vector<std::uint64_t>& first, std::size_t k) {
+  return std::vector<AnsSymbol>(symbols.begin() + static_cast<std::ptrdiff_t>(first[k]),
+                                symbols.begin() + static_cast<std::ptrdiff_t>(first[k + 1]));
+}
+
+}  // namespace
 
 void host_stream_coder(const AnsSymbol* symbols, const std::uint64_t* first, std::size_t count,
                        std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes) {
@@ -43,15 +53,18 @@ std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const
   const bool point_model = uses_point_model(p.lattice);
   // Every segment's symbols (each block: LRSUQ by the kernels' functions,
   // then the segment encoder), and the streams to code: each segment's box
-  // stream, and its point stream where it has one.
+  // stream, then (point model) each segment's point stream, empty where
+  // the segment has no table.
   std::vector<std::unique_ptr<AnsSegmentEncoder>> enc(segments);
   std::vector<std::uint32_t> H(std::min(N, kAnsBlock));
   std::vector<std::int64_t> M(H.size() * n);
   std::vector<double> beta(H.size()), V(H.size() * n);
   std::vector<AnsSymbol> symbols;
   std::vector<std::uint64_t> first{0};
-  const auto add = [&](const AnsEncoder& stream) {
-    symbols.insert(symbols.end(), stream.data(), stream.data() + stream.symbols());
+  std::vector<unsigned char> tabled(segments, 0);
+  const auto add = [&](const AnsEncoder* stream) {
+    if (stream != nullptr)
+      symbols.insert(symbols.end(), stream->data(), stream->data() + stream->symbols());
     first.push_back(symbols.size());
   };
   for (std::size_t s = 0; s < segments; ++s) {
@@ -64,41 +77,17 @@ std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const
                               beta.data(), V.data());
       enc[s]->encode_block(count, H.data(), M.data(), beta.data(), V.data());
     }
-    add(enc[s]->box_symbols());
-    if (enc[s]->point_symbols() != nullptr) add(*enc[s]->point_symbols());
+    add(&enc[s]->box_symbols());
+    tabled[s] = enc[s]->point_symbols() != nullptr ? 1 : 0;
   }
+  if (point_model)
+    for (std::size_t s = 0; s < segments; ++s) add(enc[s]->point_symbols());
   std::vector<std::uint8_t> streams;
   std::vector<std::uint64_t> sizes;
   code(symbols.data(), first.data(), first.size() - 1, streams, sizes);
   if (sizes.size() != first.size() - 1) throw EncodingError("the stream coder lost streams");
-  // The body: the model, then each segment with the shorter of its streams
-  // (the box model's on a tie), as AnsSegmentEncoder::finish.
-  std::vector<std::uint8_t> out;
-  model.serialize(out);
-  std::size_t at = 0, k = 0, last_begin = out.size();
-  for (std::size_t s = 0; s < segments; ++s) {
-    last_begin = out.size();
-    const std::uint8_t* box = streams.data() + at;
-    const std::size_t box_size = sizes[k];
-    at += sizes[k++];
-    if (enc[s]->point_symbols() == nullptr) {
-      append_segment(out, enc[s]->has_model_byte(), false, box, box_size);
-      continue;
-    }
-    const std::uint8_t* points = streams.data() + at;
-    const std::size_t points_size = sizes[k];
-    at += sizes[k++];
-    const bool use_points = points_size < box_size;
-    append_segment(out, true, use_points, use_points ? points : box,
-                   use_points ? points_size : box_size);
-  }
-  // The bomb rule's padding (body.cpp), rare: the last segment finished
-  // again on the host with the length the body lacks.
-  if (out.size() < min_body_bytes(m) && segments > 0) {
-    out.resize(last_begin);
-    enc[segments - 1]->finish(out, min_body_bytes(m) - last_begin - segment_prefix(point_model));
-  }
-  return out;
+  return assemble_ans_body(model, m, point_model, streams.data(), sizes, tabled,
+                           [&](std::size_t k) { return stream_symbols(symbols, first, k); });
 }
 
 template std::vector<std::uint8_t> encode_ans_body_by_streams<float>(
@@ -106,94 +95,126 @@ template std::vector<std::uint8_t> encode_ans_body_by_streams<float>(
 template std::vector<std::uint8_t> encode_ans_body_by_streams<double>(
     const LrsuqParams&, const ChaChaKey&, const double*, std::size_t, double, const StreamCoder&);
 
-BoxSymbolModel box_symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
+SymbolModel symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
                                 const LrsuqParams& p) {
   const TriangularBasis basis = lattice_basis(p);
   if (basis.n < 1 || basis.n > BoxTerms::kMaxN)
     throw InvalidArgument("the shared symbol code takes lattices of at most 8 dimensions");
-  BoxSymbolModel z{};
+  SymbolModel z{};
   z.cdf = model.cdf_view();
   z.quantile = model.quantile_table();
   z.geometric = hcoder.table();
   z.basis = box_terms(basis.n, basis.b.data());
   z.points = PointBounds{};  // usable = 0
-  if (uses_point_model(p.lattice)) z.points = PointCoder(model, basis).bounds();
+  z.point_basis = PointBasis{};
+  if (uses_point_model(p.lattice)) {
+    const PointCoder points(model, basis);
+    z.points = points.bounds();
+    z.point_basis = points.basis();
+  }
   z.block = kAnsBlock;
   z.piece = piece_subvectors(basis.n);
   return z;
 }
 
-bool box_segments_symbols(const BoxSymbolModel& z, std::size_t N, std::size_t S,
-                          const std::uint32_t* H, const std::int64_t* M, const double* beta,
-                          const double* V, std::vector<std::uint64_t>& first,
-                          std::vector<AnsSymbol>& symbols) {
-  const BoxUnits u = box_units(z, N, S);
+BodySymbols body_symbols(const SymbolModel& z, std::size_t N, std::size_t S,
+                                 const std::uint32_t* H, const std::int64_t* M,
+                                 const double* beta, const double* V) {
+  const SymbolUnits u = symbol_units(z, N, S);
+  const std::size_t box_units_end = u.segments * u.per_segment;
+  BodySymbols out;
+  std::vector<unsigned char> framed(u.segments, 0);
+  out.tabled.assign(u.segments, 0);
   std::vector<std::uint64_t> at(u.count + 1, 0);
-  bool framed = false;
-  for (std::size_t i = 0; i < u.count; ++i)  // the kernel's first pass: counts
-    at[i + 1] = at[i] + box_unit_symbols(z, u, i, H, M, beta, V, nullptr, &framed);
-  if (framed) return false;
-  symbols.resize(at[u.count]);
-  for (std::size_t i = 0; i < u.count; ++i)  // its second: the symbols
-    box_unit_symbols(z, u, i, H, M, beta, V, symbols.data() + at[i], &framed);
-  first.assign(u.count / std::max<std::size_t>(u.per_segment, 1) + 1, 0);
-  box_segment_offsets(u, at.data(), first.data());
-  return true;
+  std::unique_ptr<PointTable> table = std::make_unique<PointTable>();  // (7 KiB)
+  // The kernels' passes: the box units' counts, noting the segments with a
+  // point frame; the point units' counts there, noting those with a table;
+  // then the symbols.
+  for (std::size_t i = 0; i < box_units_end; ++i) {
+    bool flag = false;
+    at[i + 1] = unit_symbols(z, u, i, H, M, beta, V, nullptr, table.get(), nullptr, &flag);
+    if (flag) framed[i / u.per_segment] = 1;
+  }
+  for (std::size_t i = box_units_end; i < u.count; ++i) {
+    bool flag = false;
+    at[i + 1] = unit_symbols(z, u, i, H, M, beta, V, framed.data(), table.get(), nullptr, &flag);
+    if (flag) out.tabled[i / u.per_segment - u.segments] = 1;
+  }
+  for (std::size_t i = 0; i < u.count; ++i) at[i + 1] += at[i];
+  out.symbols.resize(at[u.count]);
+  for (std::size_t i = 0; i < u.count; ++i) {
+    bool flag = false;
+    unit_symbols(z, u, i, H, M, beta, V, framed.data(), table.get(), out.symbols.data() + at[i],
+                     &flag);
+  }
+  out.first.assign(u.streams * u.segments + 1, 0);
+  stream_offsets(u, at.data(), out.first.data());
+  return out;
 }
 
-std::vector<std::uint8_t> assemble_box_body(
+std::vector<std::uint8_t> assemble_ans_body(
     const SourceModel& model, std::size_t m, bool point_model, const std::uint8_t* streams,
-    const std::vector<std::uint64_t>& sizes,
-    const std::function<std::vector<AnsSymbol>()>& last_symbols) {
+    const std::vector<std::uint64_t>& sizes, const std::vector<unsigned char>& tabled,
+    const std::function<std::vector<AnsSymbol>(std::size_t)>& last_symbols) {
+  const std::size_t segments = tabled.size();
+  if (sizes.size() != (point_model ? 2 : 1) * segments)
+    throw EncodingError("the stream coder lost streams");
+  std::vector<std::uint64_t> at(sizes.size() + 1, 0);  // stream k's bytes: streams + at[k]
+  for (std::size_t k = 0; k < sizes.size(); ++k) at[k + 1] = at[k] + sizes[k];
   std::vector<std::uint8_t> out;
   model.serialize(out);
-  std::size_t at = 0, last_begin = out.size();
-  for (const std::uint64_t size : sizes) {
+  std::size_t last_begin = out.size(), last_stream = 0;
+  for (std::size_t s = 0; s < segments; ++s) {
+    // The shorter of the box and point streams (the box model's on a tie),
+    // as AnsSegmentEncoder::finish.
+    const bool use_points = tabled[s] != 0 && sizes[segments + s] < sizes[s];
+    const std::size_t k = use_points ? segments + s : s;
     last_begin = out.size();
-    append_segment(out, point_model, false, streams + at, static_cast<std::size_t>(size));
-    at += static_cast<std::size_t>(size);
+    last_stream = k;
+    append_segment(out, point_model, use_points, streams + at[k], static_cast<std::size_t>(sizes[k]));
   }
-  if (out.size() < min_body_bytes(m) && !sizes.empty()) {  // the bomb rule's padding
-    const std::vector<AnsSymbol> last = last_symbols();
+  if (out.size() < min_body_bytes(m) && segments > 0) {  // the bomb rule's padding
+    const std::vector<AnsSymbol> last = last_symbols(last_stream);
     AnsEncoder enc;
     if (!last.empty()) std::memcpy(enc.append(last.size()), last.data(), last.size() * sizeof(AnsSymbol));
     out.resize(last_begin);
     std::vector<std::uint8_t> stream;
     enc.finish(stream, min_body_bytes(m) - last_begin - segment_prefix(point_model));
-    append_segment(out, point_model, false, stream.data(), stream.size());
+    append_segment(out, point_model, last_stream >= segments, stream.data(), stream.size());
   }
   return out;
 }
 
 template <class T>
-std::optional<std::vector<std::uint8_t>> encode_box_ans_body_by_symbols(
-    const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m, double factor,
-    const StreamCoder& code) {
+BodySymbols body_symbols_of(const LrsuqParams& p, const ChaChaKey& key, const T* x,
+                             std::size_t m, double factor, const SourceModel& model) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
-  const std::size_t S = segment_subvectors(p.n);
-  const CellWidths widths = typical_cell_widths(p);
-  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
   const GeometricCoder hcoder(acceptance_probability(p));
   // The stage of every sub-vector, as a GPU holds it.
   std::vector<std::uint32_t> H(N);
   std::vector<std::int64_t> M(N * n);
   std::vector<double> beta(N), V(N * n);
   if (N > 0) lrsuq_encode_subvectors(p, key, x, m, factor, 0, N, H.data(), M.data(), beta.data(), V.data());
-  const BoxSymbolModel z = box_symbol_model(model, hcoder, p);
-  std::vector<std::uint64_t> first;
-  std::vector<AnsSymbol> symbols;
-  if (!box_segments_symbols(z, N, S, H.data(), M.data(), beta.data(), V.data(), first, symbols))
-    return std::nullopt;
+  return body_symbols(symbol_model(model, hcoder, p), N, segment_subvectors(p.n),
+                              H.data(), M.data(), beta.data(), V.data());
+}
+
+template <class T>
+std::vector<std::uint8_t> encode_ans_body_by_symbols(const LrsuqParams& p,
+                                                         const ChaChaKey& key, const T* x,
+                                                         std::size_t m, double factor,
+                                                         const StreamCoder& code) {
+  const CellWidths widths = typical_cell_widths(p);
+  const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
+  const BodySymbols body = body_symbols_of(p, key, x, m, factor, model);
   std::vector<std::uint8_t> streams;
   std::vector<std::uint64_t> sizes;
-  code(symbols.data(), first.data(), first.size() - 1, streams, sizes);
-  if (sizes.size() != first.size() - 1) throw EncodingError("the stream coder lost streams");
-  const std::size_t last = first.size() - 1;
-  return assemble_box_body(model, m, uses_point_model(p.lattice), streams.data(), sizes, [&] {
-    return std::vector<AnsSymbol>(symbols.begin() + static_cast<std::ptrdiff_t>(first[last - 1]),
-                                  symbols.end());
-  });
+  code(body.symbols.data(), body.first.data(), body.first.size() - 1, streams, sizes);
+  return assemble_ans_body(model, m, uses_point_model(p.lattice), streams.data(), sizes,
+                           body.tabled, [&](std::size_t k) {
+                             return stream_symbols(body.symbols, body.first, k);
+                           });
 }
 
 template <class T>
@@ -215,28 +236,30 @@ bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint
   std::vector<double> beta(j1 - j0), V((j1 - j0) * n);
   lrsuq_encode_subvectors_at(p, key, values, indices.data(), j1 - j0, m, factor, H.data(),
                              M.data(), beta.data(), V.data());
-  const GeometricCoder hcoder(acceptance_probability(p));
-  const BoxSymbolModel z = box_symbol_model(parsed.model(), hcoder, p);
+  // The CPU's segment encoder, block by block, with the body's model.
+  const bool point_model = uses_point_model(p.lattice);
+  const TriangularBasis basis = lattice_basis(p);  // (the encoder holds a reference)
+  AnsSegmentEncoder enc(parsed.model(), acceptance_probability(p), basis, j1 - j0, point_model);
+  for (std::size_t b0 = 0; b0 < j1 - j0; b0 += kAnsBlock) {
+    const std::size_t c = std::min(kAnsBlock, j1 - j0 - b0);
+    enc.encode_block(c, H.data() + b0, M.data() + b0 * n, beta.data() + b0, V.data() + b0 * n);
+  }
+  // The body's stream length as the least: the same padding, if the body's
+  // last segment has some (the smallest count that reaches it).  The
+  // segment: its length, its model byte (point model), its stream.
   const AnsBody::Segment& seg = parsed.segments()[s];
-  bool framed = false;
-  const std::size_t k = box_block_symbols(z, j1 - j0, H.data(), M.data(), beta.data(), V.data(),
-                                          nullptr, &framed);
-  if (seg.points || framed) return false;  // not the box model's segment
-  AnsEncoder enc;
-  box_block_symbols(z, j1 - j0, H.data(), M.data(), beta.data(), V.data(), enc.append(k));
-  // The body's length as the least: the same padding, if the body's last
-  // segment has some (the smallest count that reaches it).
-  std::vector<std::uint8_t> stream;
-  enc.finish(stream, seg.size);
-  return stream.size() == seg.size &&
-         std::equal(stream.begin(), stream.end(), parsed.data() + seg.offset);
+  std::vector<std::uint8_t> coded;
+  enc.finish(coded, seg.size);
+  const std::size_t prefix = segment_prefix(point_model);
+  return coded.size() == prefix + seg.size &&
+         std::equal(coded.begin(), coded.end(), parsed.data() + seg.offset - prefix);
 }
 
 BoxDecodePlan::BoxDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                              std::size_t m)
     : ans(body, len, uses_point_model(p.lattice), ans_segments(m, p.n)),
       hcoder(acceptance_probability(p)),
-      z(box_symbol_model(ans.model(), hcoder, p)),
+      z(symbol_model(ans.model(), hcoder, p)),
       config(lrsuq_subvector_config(p)),
       box_only(true) {
   const std::size_t n = static_cast<std::size_t>(p.n);
@@ -304,9 +327,13 @@ template bool segment_matches<double>(const LrsuqParams&, const ChaChaKey&, cons
                                       std::size_t, std::size_t, double, std::size_t,
                                       const double*, std::size_t);
 
-template std::optional<std::vector<std::uint8_t>> encode_box_ans_body_by_symbols<float>(
+template BodySymbols body_symbols_of<float>(const LrsuqParams&, const ChaChaKey&, const float*,
+                                             std::size_t, double, const SourceModel&);
+template BodySymbols body_symbols_of<double>(const LrsuqParams&, const ChaChaKey&, const double*,
+                                              std::size_t, double, const SourceModel&);
+template std::vector<std::uint8_t> encode_ans_body_by_symbols<float>(
     const LrsuqParams&, const ChaChaKey&, const float*, std::size_t, double, const StreamCoder&);
-template std::optional<std::vector<std::uint8_t>> encode_box_ans_body_by_symbols<double>(
+template std::vector<std::uint8_t> encode_ans_body_by_symbols<double>(
     const LrsuqParams&, const ChaChaKey&, const double*, std::size_t, double, const StreamCoder&);
 
 }  // namespace cepam

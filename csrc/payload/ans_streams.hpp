@@ -14,7 +14,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <vector>
 
 #include "coding/conditional_coder.hpp"
@@ -48,68 +47,85 @@ std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const
                                                      const T* x, std::size_t m, double factor,
                                                      const StreamCoder& code);
 
-// --- The box model's symbols computed where the stage ran -----------------
+// --- The segments' symbols computed where the stage ran -------------------
 //
-// Where no sub-vector has a point table (Z^n always; the other lattices
-// where the source spreads over more than a cell, as at rms/sigma = 10),
-// the segments' symbols depend only on each sub-vector's H, M, beta and V
-// and on tables of a few hundred bytes (coding/symbol_core.hpp), so a GPU
-// computes them where the stage left H, M, beta and V (cuda/ans_gpu.cu)
-// and only the streams' bytes come back.  A sub-vector with a point frame
-// (the point model's first condition) hands the body back to the CPU's
-// encoder.  These are that path's pieces on the host: the tables, the
-// kernel's work one segment after another, and the body assembled from
-// the streams.
+// The segments' symbols depend only on each sub-vector's H, M, beta and V
+// and on tables of a few hundred bytes (coding/symbol_core.hpp) and, for
+// the point model (A2, D4, E8), each sub-vector's table of nearby lattice
+// points (coding/point_table.hpp), so a GPU computes them where the stage
+// left H, M, beta and V (cuda/ans_gpu.cu) and only the streams' bytes come
+// back.  These are that path's pieces on the host: the tables, the
+// kernel's work one unit after another, and the body assembled from the
+// streams.
 
-// box_block_symbols' tables for this model, trial-index coder and
-// lattice (valid while model and hcoder live; the point model's bounds
-// where the lattice has one).  Throws InvalidArgument for a lattice of
-// more than 8 dimensions.
-BoxSymbolModel box_symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
+// The symbol tables for this model, trial-index coder and lattice (valid
+// while model and hcoder live; the point model's bounds and basis where
+// the lattice has one).  Throws InvalidArgument for a lattice of more than
+// 8 dimensions.
+SymbolModel symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
                                 const LrsuqParams& p);
 
-// The symbols of every segment of a body of N sub-vectors (S a segment),
-// given all of H[N], M[N n], beta[N], V[N n], as the kernel computes them:
-// first[s] .. first[s + 1] is segment s's run (first has segments + 1
-// entries), and symbols their concatenation.  Returns false (the symbols
-// then are not the body's) when a sub-vector has a point frame.
-bool box_segments_symbols(const BoxSymbolModel& z, std::size_t N, std::size_t S,
-                          const std::uint32_t* H, const std::int64_t* M, const double* beta,
-                          const double* V, std::vector<std::uint64_t>& first,
-                          std::vector<AnsSymbol>& symbols);
+// A body's streams' symbols, as the kernels compute them: stream k = r
+// segments + s (r = 0: segment s's box stream; r = 1: its point stream,
+// where the lattice has a point model) is symbols[first[k] .. first[k +
+// 1]); tabled[s]: whether a sub-vector of segment s has a point table
+// (else its point stream is empty: the segment is coded with the box
+// model alone).
+struct BodySymbols {
+  std::vector<std::uint64_t> first;
+  std::vector<AnsSymbol> symbols;
+  std::vector<unsigned char> tabled;
+};
 
-// The body from its model and its segments' box streams (streams one
-// after another, sizes[s] bytes each) for m coordinates, each segment with
-// the model byte 0 where the lattice has a point model (point_model): the
-// bytes of encode_payload_body.  When the bomb rule asks for a longer body
-// (rare: the most compressible updates), the last segment is coded again
-// on the host with padding, from last_symbols() (its symbols).
-std::vector<std::uint8_t> assemble_box_body(
-    const SourceModel& model, std::size_t m, bool point_model, const std::uint8_t* streams,
-    const std::vector<std::uint64_t>& sizes,
-    const std::function<std::vector<AnsSymbol>()>& last_symbols);
+// The passes over the units that the kernels run (symbol_units,
+// unit_symbols): the box units counted (noting the segments with a
+// point frame), the point units of those segments counted (noting the
+// segments with a table), then every unit's symbols written.
+BodySymbols body_symbols(const SymbolModel& z, std::size_t N, std::size_t S,
+                                 const std::uint32_t* H, const std::int64_t* M,
+                                 const double* beta, const double* V);
 
-// The ANS body of x[0..m) * factor as the GPU path codes it: the stage of
-// every sub-vector (lrsuq/subvector.hpp), every segment's symbols by
-// box_segments_symbols, the streams by `code`, then assemble_box_body.
-// The bytes of encode_payload_body with the ANS coder, or nothing where a
-// sub-vector has a point frame (the CPU's encoder then codes the body).
-// Throws as encode_payload_body.
+// body_symbols of x[0..m) * factor with the source model `model`,
+// the stage computed by the kernels' per-sub-vector code
+// (lrsuq/subvector.hpp).
 template <class T>
-std::optional<std::vector<std::uint8_t>> encode_box_ans_body_by_symbols(
-    const LrsuqParams& p, const ChaChaKey& key, const T* x, std::size_t m, double factor,
-    const StreamCoder& code);
+BodySymbols body_symbols_of(const LrsuqParams& p, const ChaChaKey& key, const T* x,
+                             std::size_t m, double factor, const SourceModel& model);
+
+// The body from its model and its streams' bytes for m coordinates (the
+// streams of BodySymbols one after another, sizes[k] bytes each): each
+// segment with the shorter of its box and point streams (the box stream on
+// a tie, or where the segment has no table), with the model byte where
+// the lattice has a point model (point_model): the bytes of
+// encode_payload_body.  When the bomb rule asks for a longer body (rare:
+// the most compressible updates), the last segment's chosen stream is
+// coded again on the host with padding, from last_symbols(k) (stream k's
+// symbols).
+std::vector<std::uint8_t> assemble_ans_body(
+    const SourceModel& model, std::size_t m, bool point_model, const std::uint8_t* streams,
+    const std::vector<std::uint64_t>& sizes, const std::vector<unsigned char>& tabled,
+    const std::function<std::vector<AnsSymbol>(std::size_t)>& last_symbols);
+
+// The ANS body of x[0..m) * factor as the GPU path codes it: the source
+// model fitted, every stream's symbols by body_symbols_of, the streams by
+// `code`, then assemble_ans_body:
+// the bytes of encode_payload_body with the ANS coder.  Throws as
+// encode_payload_body.
+template <class T>
+std::vector<std::uint8_t> encode_ans_body_by_symbols(const LrsuqParams& p,
+                                                         const ChaChaKey& key, const T* x,
+                                                         std::size_t m, double factor,
+                                                         const StreamCoder& code);
 
 // Whether segment s of `body` (an ANS body of m coordinates, coded by a
-// GPU with the box model) is the stream the host codes from that
-// segment's coordinates values[0 .. min(m, (s + 1) S n) - s S n) (x * 1,
-// the update's, before the factor) with the body's own source model: the
-// host's check of one segment chosen by the caller.  Equal streams decode
-// to equal values.  False also where the segment names the point model or
-// a sub-vector has a point frame.  Throws FormatError for a malformed
-// body, InvalidArgument for a segment it lacks or a wrong number of
-// values, and the codec's EncodingError where the host cannot encode the
-// segment.
+// GPU) is the segment the CPU's segment encoder codes from that segment's
+// coordinates values[0 .. min(m, (s + 1) S n) - s S n) (x * 1, the
+// update's, before the factor) with the body's own source model: its
+// model byte and stream, byte for byte.  The host's check of one segment
+// chosen by the caller; equal segments decode to equal values.  Throws
+// FormatError for a malformed body, InvalidArgument for a segment it lacks
+// or a wrong number of values, and the codec's EncodingError where the
+// host cannot encode the segment.
 template <class T>
 bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
                      std::size_t len, std::size_t m, double factor, std::size_t s,
@@ -137,7 +153,7 @@ struct BoxDecodePlan {
 
   AnsBody ans;
   GeometricCoder hcoder;
-  BoxSymbolModel z;
+  SymbolModel z;
   subvector::Config config;
   std::vector<BoxSegment> segments;
   bool box_only;

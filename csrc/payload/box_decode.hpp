@@ -48,7 +48,7 @@ struct BoxSegmentOutcome {
 // and the reconstruction in parallel, the stream's steps on one thread).
 
 // The trial indices H[0..count) of a block.
-CEPAM_HD inline int box_read_trials(const BoxSymbolModel& z, RansReader& r, std::size_t count,
+CEPAM_HD inline int box_read_trials(const SymbolModel& z, RansReader& r, std::size_t count,
                                   std::uint32_t* H) {
   for (std::size_t i = 0; i < count; ++i) {
     const int st = geometric_decode(z.geometric, r, &H[i]);
@@ -71,7 +71,7 @@ CEPAM_HD inline BoxSegmentOutcome box_check_trials(const subvector::Config& c,
 // information beta[count] and V[count n]: each sub-vector's in coding
 // order, in the table g = beta G_kk, o = box_offset of the coordinates
 // decoded before it.
-CEPAM_HD inline int box_read_points(const BoxSymbolModel& z, RansReader& r, std::size_t count,
+CEPAM_HD inline int box_read_points(const SymbolModel& z, RansReader& r, std::size_t count,
                                     const double* beta, const double* V, std::int64_t* M) {
   const std::size_t n = static_cast<std::size_t>(z.basis.n);
   for (std::size_t i = 0; i < count; ++i) {
@@ -111,7 +111,7 @@ struct BoxDecodeScratch {
 // that is not finite is an error (kReadNonFinite).  On an error, y holds
 // some of the segment's values.
 template <class T>
-CEPAM_HD inline BoxSegmentOutcome box_decode_segment(const BoxSymbolModel& z,
+CEPAM_HD inline BoxSegmentOutcome box_decode_segment(const SymbolModel& z,
                                                  const subvector::Config& c,
                                                  const std::uint32_t* key,
                                                  const std::uint8_t* body, const BoxSegment& seg,

@@ -162,45 +162,34 @@ py::tuple encode_subvectors_at(const py::array& pieces, const CArray<std::uint64
 
 // The ANS body of x as the GPU path codes it, its streams by the host twin
 // of the CUDA kernel (payload/ans_streams.hpp); with shared_symbols the
-// segments' symbols too, by the box model's code the kernel runs (None
-// where a sub-vector has a point frame: the CPU's encoder codes those).
-py::object ans_body_by_streams(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                               double factor, bool shared_symbols) {
+// streams' symbols too, by the code the symbol kernel runs.
+py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                              double factor, bool shared_symbols) {
   const ChaChaKey k = key_from(key);
-  std::optional<std::vector<std::uint8_t>> body;
+  std::vector<std::uint8_t> body;
   with_input(x, [&](const auto* px) {
     const std::size_t m = static_cast<std::size_t>(x.size());
     body = shared_symbols
-               ? encode_box_ans_body_by_symbols(p, k, px, m, factor, host_stream_coder)
+               ? encode_ans_body_by_symbols(p, k, px, m, factor, host_stream_coder)
                : encode_ans_body_by_streams(p, k, px, m, factor, host_stream_coder);
   });
-  if (!body) return py::none();
-  return py::bytes(reinterpret_cast<const char*>(body->data()), body->size());
+  return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
 }
 
-// (first, start, freq): every segment's symbols as the symbol kernel's
-// host twin gives them (segment s is [first[s], first[s + 1])), to compare
-// with the device's (cepam._cuda.box_symbols) symbol by symbol; None
-// where a sub-vector has a point frame.
-py::object box_symbols_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                          double factor) {
+// (first, start, freq, tabled): every stream's symbols as the symbol
+// kernel's host twin gives them (payload/ans_streams.hpp's BodySymbols),
+// to compare with the device's (cepam._cuda.body_symbols) symbol by symbol.
+py::tuple body_symbols_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                         double factor) {
   const ChaChaKey k = key_from(key);
-  std::vector<std::uint64_t> first;
-  std::vector<AnsSymbol> symbols;
-  bool coded = false;
+  BodySymbols symbols;
   with_input(x, [&](const auto* px) {
-    coded = encode_box_ans_body_by_symbols(
-                p, k, px, static_cast<std::size_t>(x.size()), factor,
-                [&](const AnsSymbol* sym, const std::uint64_t* f, std::size_t count,
-                    std::vector<std::uint8_t>& out, std::vector<std::uint64_t>& sizes) {
-                  first.assign(f, f + count + 1);
-                  symbols.assign(sym, sym + f[count]);
-                  host_stream_coder(sym, f, count, out, sizes);
-                })
-                .has_value();
+    const std::size_t m = static_cast<std::size_t>(x.size());
+    const CellWidths widths = typical_cell_widths(p);
+    symbols = body_symbols_of(p, k, px, m, factor,
+                               SourceModel::fit(px, m, factor, widths.lo, widths.hi));
   });
-  if (!coded) return py::none();
-  return symbol_arrays(first, symbols);
+  return body_symbol_arrays(symbols);
 }
 
 // (total, maxabs): the first pass of the clip's sum of squares by blocks,
@@ -905,17 +894,17 @@ PYBIND11_MODULE(_core, m) {
   t.def("ans_body_by_streams", &ans_body_by_streams, py::arg("x"), py::kw_only(),
         py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("shared_symbols") = false,
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
-        "streams by the CUDA kernel's code on the host; with shared_symbols every segment's "
-        "symbols by the symbol kernel's code too) -> bytes, or None (shared_symbols) where a "
-        "sub-vector has a point frame.");
+        "streams by the CUDA kernel's code on the host; with shared_symbols every stream's "
+        "symbols by the symbol kernel's code too) -> bytes.");
   t.def("box_decode_by_segments", &box_decode_by_segments_py, py::arg("body"), py::kw_only(),
         py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         "An ANS body decoded a segment at a time by the GPU decoder's host twin -> values "
         "(decode's, and its errors), or None where a segment names the point model.");
-  t.def("box_symbols", &box_symbols_py, py::arg("x"), py::kw_only(), py::arg("key"),
+  t.def("body_symbols", &body_symbols_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"),
-        "Every segment's symbols by the symbol kernel's host twin -> (first uint64, start "
-        "uint32, freq uint32), or None where a sub-vector has a point frame.");
+        "Every stream's symbols by the symbol kernel's host twin -> (first uint64, start "
+        "uint32, freq uint32, tabled uint8): stream r segments + s is segment s's box (r = 0) "
+        "or point (r = 1) stream; tabled[s]: segment s has a point table.");
   t.def("sum_of_squares_blocks", &sum_of_squares_blocks, py::arg("x"),
         "The first pass of the clip's sum of squares by blocks of 2^16 and a fixed tree, as "
         "the CUDA kernel computes it -> (total, maxabs).");

@@ -15,6 +15,7 @@
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
 #include "lrsuq/quantizer.hpp"
+#include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
 #include "random/chacha20.hpp"
 
@@ -102,6 +103,15 @@ inline py::tuple symbol_arrays(const std::vector<std::uint64_t>& first,
     freq.mutable_data()[i] = symbols[i].freq;
   }
   return py::make_tuple(f, start, freq);
+}
+
+// (first uint64, start uint32, freq uint32, tabled uint8): a body's
+// streams' symbols (payload/ans_streams.hpp's BodySymbols) as arrays.
+inline py::tuple body_symbol_arrays(const BodySymbols& body) {
+  const py::tuple arrays = symbol_arrays(body.first, body.symbols);
+  CArray<std::uint8_t> tabled(static_cast<py::ssize_t>(body.tabled.size()));
+  std::copy(body.tabled.begin(), body.tabled.end(), tabled.mutable_data());
+  return py::make_tuple(arrays[0], arrays[1], arrays[2], tabled);
 }
 
 // Checks segments' offsets into `count` symbols: first[0] = 0, non-decreasing,

@@ -325,7 +325,7 @@ void with_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, 
     const CellWidths widths = typical_cell_widths(p);
     const SourceModel model = SourceModel::fit_from(stats, widths.lo, widths.hi);
     const GeometricCoder hcoder(acceptance_probability(p));
-    const BoxSymbolModel z = box_symbol_model(model, hcoder, p);
+    const SymbolModel z = symbol_model(model, hcoder, p);
     DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
     gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
                                  M.as<std::int64_t>(), beta.as<double>(), V.as<double>(), timing);
@@ -334,19 +334,18 @@ void with_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, 
 }
 
 // (body, (H, M, beta, V) at `spot`, timing): the ANS body of a CUDA tensor
-// with the LRSUQ stage, the segments' box-model symbols and their rANS
-// streams all on the device (cuda/ans_gpu.hpp's box_ans_streams); body is
-// None where a sub-vector has a point frame (the CPU's encoder codes that
-// body).  Only the streams, the last segment's symbols and the
-// spot-checked sub-vectors' stage come back to the host.
-py::tuple encode_box_ans_body(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
+// with the LRSUQ stage, the segments' symbols (the box model's and, on A2,
+// D4 and E8, the point model's) and their rANS streams all on the device
+// (cuda/ans_gpu.hpp's ans_streams_resident).  Only the streams, the last
+// segment's symbols and the spot-checked sub-vectors' stage come back to
+// the host.
+py::tuple encode_ans_body_resident(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
                               double factor, const py::tuple& statistics,
                               const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t count = static_cast<std::size_t>(spot.size());
   StageArrays checked = StageArrays::allocate(count, p.n);
   std::vector<std::uint8_t> body;
-  bool coded = false;
   gpu::Timing lattice_timing, coder_timing;
   const std::uint64_t* spots = spot.data();
   std::uint32_t* ch = checked.H.mutable_data();
@@ -354,20 +353,19 @@ py::tuple encode_box_ans_body(const py::capsule& x, const py::bytes& key, const 
   double* cb = checked.beta.mutable_data();
   double* cv = checked.V.mutable_data();
   with_stage(x, key_from(key), p, factor, statistics, stream, &lattice_timing,
-             [&](const SourceModel& model, const BoxSymbolModel& z, std::size_t m, std::size_t N,
+             [&](const SourceModel& model, const SymbolModel& z, std::size_t m, std::size_t N,
                  int device, const DeviceBuffer& H, const DeviceBuffer& M,
                  const DeviceBuffer& beta, const DeviceBuffer& V) {
     for (std::size_t i = 0; i < count; ++i)
       if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
-    std::vector<std::uint8_t> streams;
-    std::vector<std::uint64_t> sizes;
-    std::vector<AnsSymbol> last;
-    coded = gpu::box_ans_streams(z, H.as<std::uint32_t>(), M.as<std::int64_t>(),
-                                 beta.as<double>(), V.as<double>(), N, segment_subvectors(p.n),
-                                 device, stream, streams, sizes, last, &coder_timing);
-    if (coded)
-      body = assemble_box_body(model, m, uses_point_model(p.lattice), streams.data(), sizes,
-                               [&] { return last; });
+    gpu::DeviceStreams streams;
+    gpu::ans_streams_resident(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
+                         V.as<double>(), N, segment_subvectors(p.n), device, stream, streams,
+                         &coder_timing);
+    const std::size_t segments = streams.tabled.size();
+    body = assemble_ans_body(model, m, uses_point_model(p.lattice), streams.bytes.data(),
+                             streams.sizes, streams.tabled,
+                             [&](std::size_t k) { return streams.last[k / segments]; });
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t j = static_cast<std::size_t>(spots[i]);
       gpu::copy_to_host(device, ch + i, H.as<std::uint32_t>() + j, 4);
@@ -379,30 +377,24 @@ py::tuple encode_box_ans_body(const py::capsule& x, const py::bytes& key, const 
   py::dict timing = timing_dict(lattice_timing);
   timing["coder_kernel_ms"] = coder_timing.kernel_ms;
   timing["coder_transfer_ms"] = coder_timing.transfer_ms;
-  py::object coded_body = py::none();
-  if (coded) coded_body = py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
-  return py::make_tuple(coded_body, checked.tuple(), timing);
+  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(body.data()), body.size()),
+                        checked.tuple(), timing);
 }
 
-// (first, start, freq): every segment's symbols of a CUDA tensor as the
-// symbol kernel computes them (the stage on the device too), to compare
-// with the host twin's (cepam._core.testing.box_symbols) symbol by symbol;
-// None where a sub-vector has a point frame.
-py::object box_symbols(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
-                       double factor, const py::tuple& statistics, std::uintptr_t stream) {
-  std::vector<std::uint64_t> first;
-  std::vector<AnsSymbol> symbols;
-  bool coded = false;
+// (first, start, freq, tabled): every stream's symbols of a CUDA tensor as
+// the symbol kernel computes them (the stage on the device too), to compare
+// with the host twin's (cepam._core.testing.body_symbols) symbol by symbol.
+py::tuple body_symbols_resident(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
+                      double factor, const py::tuple& statistics, std::uintptr_t stream) {
+  BodySymbols symbols;
   with_stage(x, key_from(key), p, factor, statistics, stream, nullptr,
-             [&](const SourceModel&, const BoxSymbolModel& z, std::size_t, std::size_t N,
+             [&](const SourceModel&, const SymbolModel& z, std::size_t, std::size_t N,
                  int device, const DeviceBuffer& H, const DeviceBuffer& M,
                  const DeviceBuffer& beta, const DeviceBuffer& V) {
-    coded = gpu::box_symbols(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
-                             V.as<double>(), N, segment_subvectors(p.n), device, stream, first,
-                             symbols);
+    gpu::body_symbols_resident(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
+                     V.as<double>(), N, segment_subvectors(p.n), device, stream, symbols);
   });
-  if (!coded) return py::none();
-  return symbol_arrays(first, symbols);
+  return body_symbol_arrays(symbols);
 }
 
 }  // namespace
@@ -419,11 +411,10 @@ PYBIND11_MODULE(_cuda, m) {
     const int count = gpu::device_count(&why);
     return py::make_tuple(count, why);
   }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
-  m.def("box_symbols", &box_symbols, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"),
+  m.def("body_symbols", &body_symbols_resident, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"),
         py::arg("factor"), py::arg("statistics"), py::arg("stream") = 0,
-        "Every segment's symbols of a CUDA tensor by the symbol kernel -> (first uint64, "
-        "start uint32, freq uint32), host arrays, or None where a sub-vector has a point "
-        "frame.");
+        "Every stream's symbols of a CUDA tensor by the symbol kernel -> (first uint64, "
+        "start uint32, freq uint32, tabled uint8), host arrays.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
         py::arg("threads") = 1,
@@ -447,13 +438,12 @@ PYBIND11_MODULE(_cuda, m) {
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
-  m.def("encode_box_ans_body", &encode_box_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
+  m.def("encode_ans_body_resident", &encode_ans_body_resident, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("statistics"), py::arg("spot"),
         py::arg("stream") = 0,
         "The ANS body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "
-        "stage to the rANS streams with the box model, the source model fitted from "
-        "statistics = (range, counts) -> (body or None where a sub-vector has a point frame, "
-        "(H, M, beta, V) of sub-vectors spot, timing).");
+        "stage to the rANS streams, the source model fitted from statistics = (range, "
+        "counts) -> (body, (H, M, beta, V) of sub-vectors spot, timing).");
   m.def("sum_of_squares", &sum_of_squares, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
         "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
         "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "

@@ -293,14 +293,12 @@ def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, t
               statistics: tuple[float, np.ndarray], m: int, dtype: str) -> bytes:
     """The body of an update held on a GPU (``gpu``: its
     :class:`cepam.cuda.LatticeStage`), which the host never reads: with the
-    ANS coder, where :meth:`~cepam.cuda.LatticeStage.codes_box_body` says
-    so, coded whole on the GPU (only the streams come back); else, and
-    where a sub-vector has a point table, by the host from the GPU's LRSUQ
-    stage and model statistics.  The CPU's bytes either way."""
-    if coder == CODER_CODES["ans"] and gpu.codes_box_body(params):
-        body = gpu.box_ans_body(params, key=key, factor=factor, statistics=statistics)
-        if body is not None:
-            return body
+    ANS coder, where :meth:`~cepam.cuda.LatticeStage.codes_body_on_device` says
+    so, coded whole on the GPU (only the streams come back); else by the
+    host from the GPU's LRSUQ stage and model statistics.  The CPU's bytes
+    either way."""
+    if coder == CODER_CODES["ans"] and gpu.codes_body_on_device(params):
+        return gpu.ans_body(params, key=key, factor=factor, statistics=statistics)
     return _core.encode(np.empty(0, dtype), key=key, params=params, factor=factor, coder=coder,
                         threads=threads,
                         lattice_stage=gpu(params, key=key, factor=factor, threads=threads),

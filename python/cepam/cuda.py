@@ -6,8 +6,8 @@ closest lattice point; the reconstruction on decode) on the GPU with the
 same per-sub-vector functions as the CPU codec (``csrc/lrsuq/subvector.hpp``),
 compiled without fused multiply-add, so it gives the same bytes, and the
 clip's norm and the entropy coder's source-model statistics; with the ANS
-coder the entropy coding too where the box model codes the body (on Z
-always), though not by default yet (elsewhere it stays on the CPU).
+coder the entropy coding too, though not by default yet (elsewhere it stays
+on the CPU).
 The module is built when a CUDA compiler is found
 (CMake option ``CEPAM_CUDA``, see README) and imports on machines without a
 driver, where it reports no device.
@@ -27,13 +27,13 @@ the CPU's model bit for bit), the sample ``lattice="auto"`` codes (copied
 alone) and the LRSUQ stage.  The stage's results (H, M and the side
 information beta, V) come back to the host for the entropy coder.  With
 the ANS coder the whole body can also be coded on the GPU, on every
-lattice, where no sub-vector has a point table (always on Z; on A2, D4 and
-E8 where the update spreads over more than a cell, as at rms/sigma = 10):
-the stage stays there, each segment's symbols are computed
-(``csrc/coding/symbol_core.hpp``, the CPU coder's own functions) and coded
-by the rANS kernel, and only the segments' streams come back
-(:meth:`LatticeStage.box_ans_body`); encode does not use it yet, as it was
-slower when last timed on Z (:meth:`LatticeStage.codes_box_body`).  The update comes to
+lattice: the stage stays there, each segment's symbols are computed (the
+box model's, ``csrc/coding/symbol_core.hpp``, and on A2, D4 and E8 the
+point model's, ``csrc/coding/point_table.hpp``: the CPU coder's own
+functions) and coded by the rANS kernel, and only the segments' streams
+come back
+(:meth:`LatticeStage.ans_body`); encode does not use it yet, as it was
+slower when last timed on Z (:meth:`LatticeStage.codes_body_on_device`).  The update comes to
 the host only where the CPU codec's rare paths need it: squares that
 overflow or underflow, a NaN or infinite value (the error names it),
 running statistics clipped apart (``buffers="separate"``, over the clip;
@@ -41,7 +41,7 @@ the clipped update goes back to the GPU), or decoded values near their
 dtype's range.  After every such call the host recomputes a few
 sub-vectors chosen from the context (:func:`check_stage`; with the body
 coded on the GPU only those sub-vectors' stage is copied back for it) and,
-then, codes one segment chosen from the context again and compares its stream
+then, codes one segment chosen from the context again and compares it
 (:func:`check_segment`); it raises :class:`~cepam.errors.DeviceError` if
 the GPU disagrees.  For
 ``decode(..., device="cuda")``: the body is entropy-decoded on the host,
@@ -352,9 +352,9 @@ class LatticeStage:
                     params=params, factor=factor)
         return H, M, beta, V
 
-    def codes_box_body(self, params: Any) -> bool:
+    def codes_body_on_device(self, params: Any) -> bool:
         """Whether :func:`cepam.encode` codes this update's ANS body on the
-        GPU (:meth:`box_ans_body`) rather than on the host from the GPU's
+        GPU (:meth:`ans_body`) rather than on the host from the GPU's
         stage (``params``: the core's ``_core.Params``).
 
         Not yet, whatever the update: on an NVIDIA H100 the symbol kernel,
@@ -369,20 +369,18 @@ class LatticeStage:
         on a GPU.)"""
         return False
 
-    def box_ans_body(self, params: Any, *, key: bytes, factor: float,
-                     statistics: tuple[float, np.ndarray]) -> bytes | None:
+    def ans_body(self, params: Any, *, key: bytes, factor: float,
+                     statistics: tuple[float, np.ndarray]) -> bytes:
         """The ANS body of the update, coded on the GPU from the LRSUQ stage
-        to the segments' rANS streams with the box model
-        (``_cuda.encode_box_ans_body``: only the streams come back), the
-        source model fitted on the host from ``statistics``
-        (:meth:`model_statistics`): the CPU's body bytes; None where a
-        sub-vector has a point frame (on A2, D4 and E8, where the update is
-        small against the noise: the CPU's encoder may code it with the
-        point model, which the GPU does not compute).  Checked on the host:
-        the stage of the spot-checked sub-vectors (copied back alone,
-        :func:`check_stage`) and one whole segment chosen from the key,
-        coded again by the host from its coordinates and compared with the
-        GPU's stream (:func:`check_segment`).
+        to the segments' rANS streams (``_cuda.encode_ans_body_resident``: the box
+        model's symbols and, on A2, D4 and E8, the point model's, each
+        segment taking the shorter stream as on the CPU; only the streams
+        come back), the source model fitted on the host from ``statistics``
+        (:meth:`model_statistics`): the CPU's body bytes.  Checked on the
+        host: the stage of the spot-checked sub-vectors (copied back alone,
+        :func:`check_stage`) and one whole segment chosen from the key, coded
+        again by the CPU's segment encoder from its coordinates and compared
+        with the GPU's (:func:`check_segment`).
 
         Raises:
             DeviceError: the GPU's results differ from the host's, or a CUDA
@@ -393,28 +391,26 @@ class LatticeStage:
         m = self.size
         N = -(-m // n)
         indices = spot_indices(key, N)
-        body, spot = self._box_body(params, key=key, factor=factor, statistics=statistics,
+        body, spot = self._ans_body(params, key=key, factor=factor, statistics=statistics,
                                     spot=indices)
         check_stage(spot, self._pieces(indices, n), indices, m=m, key=key, params=params,
                     factor=factor, aligned=True)
-        if body is None:
-            return None
         segment = segment_to_check(key, m=m, n=n)
         first, last = segment_coordinates(segment, m=m, n=n)
         check_segment(body, self._flat[first:last].cpu().numpy(), segment, m=m, key=key,
                       params=params, factor=factor)
         return body
 
-    def _box_body(self, params: Any, *, key: bytes, factor: float,
+    def _ans_body(self, params: Any, *, key: bytes, factor: float,
                   statistics: tuple[float, np.ndarray],
-                  spot: np.ndarray) -> tuple[bytes | None, tuple[Any, Any, Any, Any]]:
-        """(body or None, (H, M, beta, V) of sub-vectors ``spot``) from the
-        GPU's kernels (``_cuda.encode_box_ans_body``; its host twin is
+                  spot: np.ndarray) -> tuple[bytes, tuple[Any, Any, Any, Any]]:
+        """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
+        kernels (``_cuda.encode_ans_body_resident``; its host twin is
         ``_core.testing.ans_body_by_streams(..., shared_symbols=True)``)."""
         import torch
 
         stream = torch.cuda.current_stream(self._flat.device).cuda_stream
-        body, stage, timing = cuda_module().encode_box_ans_body(
+        body, stage, timing = cuda_module().encode_ans_body_resident(
             self._flat.__dlpack__(stream=stream or 1), key=key, params=params, factor=factor,
             statistics=statistics, spot=np.asarray(spot, np.uint64), stream=stream)
         self.timings.append(timing)
@@ -534,11 +530,11 @@ def segment_coordinates(segment: int, *, m: int, n: int) -> tuple[int, int]:
 
 def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key: bytes,
                   params: Any, factor: float) -> None:
-    """Checks segment ``segment`` of an ANS body a device coded with the box
-    model against the host's coding of that segment from its coordinates
-    (``values``, :func:`segment_coordinates`) with the body's own source
-    model (``_core.segment_matches``): the same stream bytes, so the same
-    decoded values.  Nothing to check for an empty update.
+    """Checks segment ``segment`` of an ANS body a device coded against the
+    CPU's segment encoder's coding of it from its coordinates (``values``,
+    :func:`segment_coordinates`) with the body's own source model
+    (``_core.segment_matches``): the same model byte and stream bytes, so
+    the same decoded values.  Nothing to check for an empty update.
 
     Raises:
         DeviceError: the streams differ, or the host cannot encode the

@@ -261,12 +261,11 @@ def test_gpu_lattice_stage_is_bit_identical(mech, lattice, n, dtype):
 @needs_gpu
 @pytest.mark.cuda
 @pytest.mark.parametrize("lattice", ["Z", "E8", "auto"])
-@pytest.mark.parametrize("box_body", [False, True])
-def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, box_body,
+@pytest.mark.parametrize("body_on_gpu", [False, True])
+def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, body_on_gpu,
                                                                      monkeypatch):
-    """box_body: ANS bodies coded on the GPU (not by default:
-    LatticeStage.codes_box_body; on E8 the host codes those with a point
-    table from the GPU's stage)."""
+    """body_on_gpu: ANS bodies coded on the GPU (not by default:
+    LatticeStage.codes_body_on_device)."""
     import torch
 
     update = {"w": torch.randn(300, 7, generator=torch.Generator().manual_seed(0)),
@@ -275,15 +274,14 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, box
     expected = cepam.encode(update, cepam.Gaussian(sigma=0.05), **kw)
     on_gpu = {k: v.cuda() for k, v in update.items()}
     calls = _spy(monkeypatch)
-    if box_body:
-        monkeypatch.setattr(cuda.LatticeStage, "codes_box_body", lambda self, params: True)
+    if body_on_gpu:
+        monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device", lambda self, params: True)
     assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
     # The GPU path ran (if asked, the body coded there), checked.
-    assert calls["stage"] + calls["box_body"] >= 1
-    assert calls["check"] == calls["stage"] + calls["box_body"]
-    assert calls["segment"] <= calls["box_body"]
+    assert calls["stage"] + calls["body"] >= 1
+    assert calls["check"] == calls["stage"] + calls["body"] and calls["segment"] == calls["body"]
     if lattice != "auto":
-        assert calls["box_body"] == (1 if box_body else 0)
+        assert calls["body"] == (1 if body_on_gpu else 0)
     assert calls["squares"] == 1 and calls["model"] == 1  # the norm and the model's statistics
     assert calls["host"] == 0 and calls["flatten"] == 0  # the update never came to the host
     out = cepam.decode(expected, secret=SECRET, device="cuda")
@@ -303,7 +301,7 @@ def _spy(monkeypatch) -> dict[str, int]:
     import cepam.codec
 
     calls = {"stage": 0, "check": 0, "decode": 0, "squares": 0, "model": 0, "host": 0,
-             "flatten": 0, "box_body": 0, "segment": 0}
+             "flatten": 0, "body": 0, "segment": 0}
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -319,8 +317,8 @@ def _spy(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
     monkeypatch.setattr(cepam.codec, "flatten", counted("flatten", cepam.codec.flatten))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
-    monkeypatch.setattr(cuda.LatticeStage, "box_ans_body",
-                        counted("box_body", cuda.LatticeStage.box_ans_body))
+    monkeypatch.setattr(cuda.LatticeStage, "ans_body",
+                        counted("body", cuda.LatticeStage.ans_body))
     monkeypatch.setattr(cuda, "check_segment", counted("segment", cuda.check_segment))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
@@ -372,7 +370,7 @@ def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, monkeypatc
     loud."""
     import torch
 
-    real = _cuda.encode_box_ans_body
+    real = _cuda.encode_ans_body_resident
 
     def wrong(*args, **kwargs):
         body, (H, M, beta, V), timing = real(*args, **kwargs)
@@ -382,8 +380,8 @@ def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, monkeypatc
             body = body[:-3] + bytes([body[-3] ^ 0x10]) + body[-2:]
         return body, (H, M, beta, V), timing
 
-    monkeypatch.setattr(_cuda, "encode_box_ans_body", wrong)
-    monkeypatch.setattr(cuda.LatticeStage, "codes_box_body", lambda self, params: True)
+    monkeypatch.setattr(_cuda, "encode_ans_body_resident", wrong)
+    monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device", lambda self, params: True)
     x = torch.randn(5000, device="cuda")  # (rms/sigma = 20: the box model on E8)
     with pytest.raises(DeviceError, match="sub-vector 0 of" if what == "stage" else "segment 0"):
         cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,
@@ -396,24 +394,24 @@ def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, monkeypatc
     *[(mech, 1, n, m, spread) for mech, n in [(1, 1), (2, 1), (1, 2), (2, 3), (1, 8), (3, 1)]
       for m, spread in [(4_099, 3.0), (3 * (1 << 17) + 5, 0.2), (8_193, 0.0)]],
     *[(1, lattice, n, m, spread) for lattice, n in [(2, 2), (3, 4), (4, 8)]
-      for m, spread in [(4_099, 5.0), (3 * (1 << 17) + 5, 5.0), (8_193, 0.0)]]])
+      for m, spread in [(4_099, 5.0), (3 * (1 << 17) + 5, 5.0), (8_193, 0.0),
+                        (3 * (1 << 17) + 5, 0.3)]]])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype, m, spread):
     """The stage, the segments' symbols and their streams on the GPU
-    (_cuda.encode_box_ans_body): the CPU's body, and the spot-checked
-    sub-vectors' stage, bit for bit; no body (None) where a sub-vector has
-    a point frame (A2, D4 and E8 with a constant update), as the host twin."""
+    (_cuda.encode_ans_body_resident): the CPU's body, and the spot-checked
+    sub-vectors' stage, bit for bit; on A2, D4 and E8 the box model's
+    (spread 5) and the point model's streams (spread 0 and 0.3: each
+    sub-vector's candidates enumerated by a GPU thread)."""
     import torch
 
     x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(dtype)
     kw = dict(_kw(mech, lattice, n), factor=0.75)
     spot = cuda.spot_indices(KEY, -(-m // n))
-    body, stage, timing = _cuda.encode_box_ans_body(
+    body, stage, timing = _cuda.encode_ans_body_resident(
         torch.from_numpy(x).cuda().__dlpack__(stream=1),
         statistics=hooks.model_statistics(x, factor=0.75), spot=spot, **kw)
-    twin = hooks.ans_body_by_streams(x, shared_symbols=True, **kw)
-    assert (body is None) == (twin is None) == (lattice != 1 and spread == 0.0)
-    assert body is None or body == _core.encode(x, coder=2, **kw)
+    assert body == _core.encode(x, coder=2, **kw)
     H, M, beta, V = hooks.encode_subvectors(x, **kw)
     at = spot.astype(np.int64)
     assert stage[0].tobytes() == H[at].tobytes() and stage[2].tobytes() == beta[at].tobytes()
@@ -423,24 +421,27 @@ def test_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype,
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("mech,lattice,n,m", [(1, 1, 1, 4_099), (1, 1, 2, 4_099),
-                                              (2, 1, 1, 3 * (1 << 17) + 5), (1, 1, 8, 8_193),
-                                              (1, 3, 4, 4_099), (1, 4, 8, 2 * (1 << 17) + 3)])
-def test_the_symbol_kernel_gives_the_host_twins_symbols(mech, lattice, n, m):
-    """The symbol kernel (_cuda.box_symbols) against its host twin
-    (hooks.box_symbols), symbol by symbol.  On its first GPU run (H100, nvcc
-    13.0) the kernel's counts were right but its symbols never reached the
-    output, while it stored through a pointer to either a local array or the
-    output; whole-body tests saw only a wrong stream."""
+@pytest.mark.parametrize("mech,lattice,n,m,spread", [
+    (1, 1, 1, 4_099, 5.0), (1, 1, 2, 4_099, 5.0), (2, 1, 1, 3 * (1 << 17) + 5, 5.0),
+    (1, 1, 8, 8_193, 5.0), (1, 3, 4, 4_099, 5.0), (1, 4, 8, 2 * (1 << 17) + 3, 5.0),
+    (1, 2, 2, 3 * (1 << 17) + 5, 0.3), (1, 4, 8, 3 * (1 << 17) + 5, 0.3)])
+def test_the_symbol_kernel_gives_the_host_twins_symbols(mech, lattice, n, m, spread):
+    """The symbol kernel (_cuda.body_symbols) against its host twin
+    (hooks.body_symbols), symbol by symbol, and the segments with a point
+    table (spread 0.3).  On its first GPU run (H100, nvcc 13.0) the kernel's
+    counts were right but its symbols never reached the output, while it
+    stored through a pointer to either a local array or the output;
+    whole-body tests saw only a wrong stream."""
     import torch
 
-    x = np.random.default_rng(m + n).normal(scale=5.0, size=m).astype(np.float32)
+    x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(np.float32)
     kw = dict(_kw(mech, lattice, n), factor=0.75)
-    first, start, freq = _cuda.box_symbols(torch.from_numpy(x).cuda().__dlpack__(stream=1),
-                                         statistics=hooks.model_statistics(x, factor=0.75), **kw)
-    h_first, h_start, h_freq = hooks.box_symbols(x, **kw)
-    assert np.array_equal(first, h_first)
-    assert np.array_equal(start, h_start) and np.array_equal(freq, h_freq)
+    device = _cuda.body_symbols(torch.from_numpy(x).cuda().__dlpack__(stream=1),
+                                statistics=hooks.model_statistics(x, factor=0.75), **kw)
+    host = hooks.body_symbols(x, **kw)
+    assert host[3].any() == (spread < 1)  # (the point model's streams, where it has tables)
+    for a, b in zip(device, host):
+        assert np.array_equal(a, b)
 
 
 @needs_gpu

@@ -58,11 +58,11 @@ class _TwinStage(cuda.LatticeStage):
         type(self).threads.append(threads)
         return hooks.encode_subvectors(self._flat.numpy(), key=key, params=params, factor=factor)
 
-    def _box_body(self, params, *, key, factor, statistics, spot):
+    def _ans_body(self, params, *, key, factor, statistics, spot):
         """The body by the symbol and rANS kernels' host twins (the model
         fitted from x: the statistics' model, test_model_stats.py), and the
         spot-checked sub-vectors' stage."""
-        type(self).calls["box_body"] += 1
+        type(self).calls["body"] += 1
         x = self._flat.numpy()
         body = hooks.ans_body_by_streams(x, key=key, params=params, factor=factor,
                                          shared_symbols=True)
@@ -75,7 +75,7 @@ class _TwinStage(cuda.LatticeStage):
 def _twin(monkeypatch):
     """From now on, cepam.encode of CPU torch tensors takes the GPU path,
     with host twins; the counts of the twins' calls."""
-    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "box_body": 0}
+    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "body": 0}
     _TwinStage.threads = []
     monkeypatch.setattr(cepam.codec, "LatticeStage", _TwinStage)
     return _TwinStage.calls
@@ -137,18 +137,18 @@ def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
     twin = _twin(monkeypatch)
     monkeypatch.setattr(cepam.codec, "flatten", None)  # the GPU path never flattens on the host
     assert _encode(update, **kw) == expected
-    assert twin["squares"] == 1 and twin["stage"] + twin["box_body"] >= 1  # the GPU path ran
+    assert twin["squares"] == 1 and twin["stage"] + twin["body"] >= 1  # the GPU path ran
     assert twin["model"] == 1  # the model's statistics from the "GPU"
     assert (twin["host"] > 0) == host_copy
 
 
-# --- the ANS coder: the body coded on the GPU ---------------------------------
+# --- the ANS coder: the body coded on the GPU --------------------------------
 
 
-def _box_body_on_gpu(monkeypatch):
+def _body_on_gpu(monkeypatch):
     """Encode codes ANS bodies on the GPU from now on (it does not by
-    default: LatticeStage.codes_box_body)."""
-    monkeypatch.setattr(_TwinStage, "codes_box_body", lambda self, params: True)
+    default: LatticeStage.codes_body_on_device)."""
+    monkeypatch.setattr(_TwinStage, "codes_body_on_device", lambda self, params: True)
 
 
 @pytest.mark.parametrize("lattice", ["Z", "E8"])
@@ -159,7 +159,7 @@ def test_bodies_are_coded_on_the_host_from_the_gpus_stage_by_default(lattice, mo
     expected = _encode(update, clip=10.0, lattice=lattice)
     twin = _twin(monkeypatch)
     assert _encode(update, clip=10.0, lattice=lattice, threads=3) == expected
-    assert twin["stage"] == 1 and twin["box_body"] == 0 and twin["host"] == 0
+    assert twin["stage"] == 1 and twin["body"] == 0 and twin["host"] == 0
     assert _TwinStage.threads == [3]
 
 
@@ -171,7 +171,7 @@ def test_bodies_are_coded_on_the_host_from_the_gpus_stage_by_default(lattice, mo
 def test_ans_bodies_coded_on_the_gpu_give_the_cpu_payload(lattice, dim, m, dtype, sigma,
                                                           monkeypatch):
     """One and several segments, coarse tables (sigma 1e-6), padded bodies
-    (sigma 1e3), and A2, D4 and E8 at rms/sigma = 10 (no point table): the
+    (sigma 1e3), and A2, D4 and E8 at rms/sigma = 10 (the box model): the
     body by the symbol kernel's twin, only its streams and the
     spot-checked sub-vectors "back from the GPU"."""
     update = _normal(m, dtype)
@@ -179,28 +179,28 @@ def test_ans_bodies_coded_on_the_gpu_give_the_cpu_payload(lattice, dim, m, dtype
     kw = dict(clip=clip, lattice=lattice, sigma=sigma) | ({"dim": dim} if dim else {})
     expected = _encode(update, **kw)
     twin = _twin(monkeypatch)
-    _box_body_on_gpu(monkeypatch)
+    _body_on_gpu(monkeypatch)
     assert _encode(update, **kw) == expected
-    assert twin["box_body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
+    assert twin["body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
 
 
 @pytest.mark.parametrize("lattice", ["A2", "D4", "E8"])
-def test_a_point_table_sends_the_body_to_the_host(lattice, monkeypatch):
+def test_point_tables_are_coded_on_the_gpu_too(lattice, monkeypatch):
     """An update far below the noise (rms/sigma = 0.01): sub-vectors have
-    point tables, which the GPU does not compute, so the body is coded on
-    the host from the GPU's stage: the CPU's payload all the same."""
+    point tables, and the body's point streams are coded by the symbol
+    kernel's twin too: the CPU's payload, nothing coded on the host."""
     update = _normal(20_000, np.float32, 1e-3)
     kw = dict(clip=10.0, lattice=lattice, sigma=0.1)
     expected = _encode(update, **kw)
     twin = _twin(monkeypatch)
-    _box_body_on_gpu(monkeypatch)
+    _body_on_gpu(monkeypatch)
     assert _encode(update, **kw) == expected
-    assert twin["box_body"] == 1 and twin["stage"] == 1 and twin["host"] == 0
+    assert twin["body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
 
 
 def _corrupt(monkeypatch, what):
     """The twin's body or its spot-checked stage with one value wrong."""
-    real = _TwinStage._box_body
+    real = _TwinStage._ans_body
 
     def wrong(self, params, **kw):
         body, (H, M, beta, V) = real(self, params, **kw)
@@ -213,7 +213,7 @@ def _corrupt(monkeypatch, what):
             beta = np.nextafter(beta, np.inf)
         return body, (H, M, beta, V)
 
-    monkeypatch.setattr(_TwinStage, "_box_body", wrong)
+    monkeypatch.setattr(_TwinStage, "_ans_body", wrong)
 
 
 @pytest.mark.parametrize("what", ["stream", "M", "beta"])
@@ -224,7 +224,7 @@ def test_a_wrong_body_or_stage_from_the_gpu_raises(what, lattice, monkeypatch):
     stream changed)."""
     update = _normal(5_000, np.float32)
     _twin(monkeypatch)
-    _box_body_on_gpu(monkeypatch)
+    _body_on_gpu(monkeypatch)
     _corrupt(monkeypatch, what)
     with pytest.raises(cepam.errors.DeviceError, match="stage differs" if what != "stream"
                        else "segment 0"):
@@ -245,7 +245,7 @@ def test_the_checked_segment_is_drawn_from_the_key():
 def test_the_stage_norm_is_the_cpu_norm(m, scale):
     x = (np.random.default_rng(m).standard_cauchy(size=m) * scale)
     stage = _TwinStage(torch.from_numpy(x))
-    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "box_body": 0}
+    _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "body": 0}
     for threads in (1, 3):
         assert stage.sum_of_squares(threads=threads) == _core.sum_of_squares(x, threads=threads)
 

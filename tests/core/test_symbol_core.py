@@ -1,10 +1,11 @@
-"""The ANS coder's box-model symbols computed by the code shared with the
-GPU (csrc/coding/symbol_core.hpp), one segment at a time from the whole
-update's H, M, beta and V as the CUDA kernel computes them, then coded by
-the rANS kernel's host twin: the CPU's bodies, bit for bit, on Z^n and, where
-no sub-vector has a point table, on A2, D4 and E8 (whose offsets depend on
-the coordinates coded before).  The GPU run of the same kernels is
-compared in tests/core/test_cuda.py."""
+"""The ANS coder's symbols computed by the code shared with the GPU
+(csrc/coding/symbol_core.hpp and point_table.hpp), a unit of work at a time
+from the whole update's H, M, beta and V as the CUDA kernel computes them,
+then coded by the rANS kernel's host twin: the CPU's bodies, bit for bit, on
+Z^n and on A2, D4 and E8 (the box model's offsets from the coordinates coded
+before, and the point model's tables where the update is small against the
+noise).  The GPU run of the same kernels is compared in
+tests/core/test_cuda.py."""
 
 import numpy as np
 import pytest
@@ -83,30 +84,54 @@ def test_box_symbols_on_a2_d4_e8_give_the_cpu_body(lattice, n, dtype, m, rms):
     _check(x, GAUSSIAN, n, lattice=lattice, factor=1.0)
 
 
-@pytest.mark.parametrize("lattice,n", BOX_LATTICES)
-@pytest.mark.parametrize("kind", ["tiny", "constant"])
-def test_a_point_frame_leaves_the_body_to_the_cpu(lattice, n, kind):
-    """An update far below the noise (or constant): sub-vectors have point
-    frames, so the shared code gives no body and no symbols (the CPU's
-    encoder codes it, with the point model where that is shorter), and the
-    body the CPU codes does use the point model here."""
+def _segments(body, *, lattice, m, n):
+    """Each segment's (model byte, stream) of an ANS body on A2, D4 or E8."""
     from cepam import _core
 
-    x = _inputs(kind, 4099, np.float32, seed=n)
+    at = _core.body_parts(body, coder=ANS, lattice=lattice, m=m, n=n)["model"] // 8
+    out = []
+    while at < len(body):
+        size = int.from_bytes(body[at:at + 4], "little")  # (the model byte and the stream)
+        out.append((body[at + 4], body[at + 5:at + 4 + size]))
+        at += 4 + size
+    return out
+
+
+@pytest.mark.parametrize("lattice,n", BOX_LATTICES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind,m", [("tiny", 4099), ("constant", 4099), ("rms 1", 300_001),
+                                    ("rms 0.3", 3 * (1 << 17) + 77)])
+def test_point_tables_by_the_shared_code_give_the_cpu_body(lattice, n, dtype, kind, m):
+    """An update small against the noise: sub-vectors have point tables (the
+    candidates enumerated, D4 and E8 walked, by coding/point_table.hpp,
+    PointCoder's own code), so a segment's point stream (each such
+    sub-vector's point, or the escape and its box symbols) is coded beside
+    its box stream and the shorter taken: the CPU's body, one segment and
+    several.  Here every segment has a table; most take the point model, a
+    few (A2 at rms/sigma = 1, the short last segment at 0.3) the box
+    model."""
+    from cepam import _core
+
+    if kind.startswith("rms"):
+        x = np.random.default_rng(m + n).normal(size=m) * 0.5 * float(kind.split()[1])
+        x = x.astype(dtype)
+    else:
+        x = _inputs(kind, m, dtype, seed=n)
     kw = dict(key=KEY, params=_core.Params(mechanism=GAUSSIAN, scale=0.5, lattice=lattice, n=n),
               factor=1.0)
-    assert hooks.ans_body_by_streams(x, shared_symbols=True, **kw) is None
-    assert hooks.box_symbols(x, **kw) is None
-    body = _core.encode(x, coder=ANS, threads=1, **kw)
-    at = _core.body_parts(body, coder=ANS, lattice=lattice, m=4099, n=n)["model"] // 8
-    assert body[at + 4] == 1  # (the segment's model byte, after its length: the point model)
+    body = _core.encode(x, coder=ANS, threads=2, **kw)
+    assert hooks.ans_body_by_streams(x, shared_symbols=True, **kw) == body
+    segments = _segments(body, lattice=lattice, m=m, n=n)
+    first, start, freq, tabled = hooks.body_symbols(x, **kw)
+    assert len(tabled) == len(segments) and tabled.all()
+    assert sum(points for points, _ in segments) >= len(segments) - 1 or kind == "rms 1"
 
 
 @pytest.mark.parametrize("mech,lattice,n,m", [
     (GAUSSIAN, Z, 1, 4099), (LAPLACE, Z, 2, 3 * (1 << 17) + 5), (GAUSSIAN, Z, 3, 2 * (1 << 17)),
     (GAUSSIAN, E8, 8, 2 * (1 << 17) + 3)])
 def test_the_symbol_hook_gives_each_segments_coded_symbols(mech, lattice, n, m):
-    """hooks.box_symbols (what tests/core/test_cuda.py compares the GPU's
+    """hooks.body_symbols (what tests/core/test_cuda.py compares the GPU's
     symbols with, symbol by symbol): each segment's run of symbols, coded
     as a stream, is that segment's stream in the CPU's body."""
     from cepam import _core
@@ -114,12 +139,15 @@ def test_the_symbol_hook_gives_each_segments_coded_symbols(mech, lattice, n, m):
     x = _inputs("heavy" if lattice == Z else "normal", m, np.float32, seed=m)
     kw = dict(key=KEY, params=_core.Params(mechanism=mech, scale=0.5, lattice=lattice, n=n),
               factor=0.75)
-    first, start, freq = hooks.box_symbols(x, **kw)
+    first, start, freq, tabled = hooks.body_symbols(x, **kw)
     assert first.dtype == np.uint64 and start.dtype == freq.dtype == np.uint32
     assert first[0] == 0 and first[-1] == start.size == freq.size
-    assert len(first) - 1 == -(-m // (n * ((1 << 17) // n)))  # segments of 2^17 // n sub-vectors
+    segments = -(-m // (n * ((1 << 17) // n)))  # segments of 2^17 // n sub-vectors
+    # a box stream each, then (A2, D4, E8) a point stream each: empty without a table
+    assert len(first) - 1 == segments * (1 if lattice == Z else 2) and len(tabled) == segments
+    assert not tabled.any() and (lattice == Z or first[-1] == first[segments])
     body = _core.encode(x, coder=ANS, threads=2, **kw)
-    streams = hooks.rans_encode_segments(start, freq, first)
+    streams = hooks.rans_encode_segments(start, freq, first)[:segments]
     at = len(hooks.source_model_fit(x, factor=0.75, params=kw["params"], threads=1))
     byte = 0 if lattice == Z else 1  # the model byte (0: the box model), in the length
     for stream in streams:
