@@ -10,7 +10,7 @@
    the sum-of-squares and source-model statistics kernels, encode of CUDA
    tensors with no copy of the update to the host, and decode(device="cuda").  Fails when one fails, or when none ran (all
    skipped: no device, no cepam._cuda or no torch with CUDA).
-2. The symbol kernel (the ANS coder's box model: Z, D4, E8) against its
+2. The symbol kernel (the ANS coder's box and point models: Z, D4, E8) against its
    host twin symbol by symbol, and the device-resident stage in full, on
    small updates (kernel_symbols();
    with --dump, the inputs and results of a difference are saved).  Then
@@ -198,7 +198,7 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
                   f"{rate(m, t_gpu):,.0f} | {rate(m, t_cpu):,.0f} | {rate(m, t_dgpu):,.0f} | "
                   f"{rate(m, t_dcpu):,.0f} | {rate(m, t_dcopy):,.0f} | {'yes' if ok else 'NO'} |",
                   flush=True)
-            same &= box_body_row(m, lat, xd, enc, p_cpu, repeat)
+            same &= gpu_body_row(m, lat, xd, enc, p_cpu, repeat)
         del xd
         torch.cuda.empty_cache()
     same &= kernels(sizes[-1], repeat)
@@ -208,12 +208,12 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
     return same
 
 
-def box_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) -> bool:
+def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) -> bool:
     """A row for lattice ``lat`` with its ANS body coded and decoded on the
     GPU (neither is the default: LatticeStage.codes_body_on_device,
-    cuda.decodes_box_body_on_device):
+    cuda.decodes_body_on_device):
     cepam.encode of the CUDA tensor (LatticeStage.ans_body) and
-    decode(device="cuda") of the CPU's payload (_cuda.decode_box_ans_body),
+    decode(device="cuda") of the CPU's payload (_cuda.decode_ans_body_resident),
     their speeds, and their payload and values against the CPU's."""
     import torch
 
@@ -221,9 +221,9 @@ def box_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
     from cepam import cuda
 
     secret = enc["secret"]
-    policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_box_body_on_device
+    policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device
     cuda.LatticeStage.codes_body_on_device = lambda self, params: True
-    cuda.decodes_box_body_on_device = lambda: True
+    cuda.decodes_body_on_device = lambda: True
     t_enc = t_dec = float("inf")
     ok = True
     try:
@@ -250,7 +250,7 @@ def box_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
         print(f"  {type(e).__name__}: m = {m}, {lat} with the body on the GPU: {e}")
         ok = False
     finally:
-        cuda.LatticeStage.codes_body_on_device, cuda.decodes_box_body_on_device = policies
+        cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device = policies
     print(f"| {m:.0e} | {lat}, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
           f"{m / t_dec / 1e6:,.0f} | | | {'yes' if ok else 'NO'} |", flush=True)
     return ok

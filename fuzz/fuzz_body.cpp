@@ -8,8 +8,7 @@
 //   u8  target     0 decode to float32, 1 decode to float64, 2 decode the
 //                  symbols (H, M), 3 the body's parts (cepam.inspect),
 //                  (0 and 1 with the ANS coder: also the GPU's decoder, its
-//                  host twin, which must meet the CPU's outcome where it
-//                  takes the body: every segment the box model's)
+//                  host twin, which must meet the CPU's outcome)
 //                  4 LRSUQ decode of raw symbols (H u32[N], M i64[N n])
 //   u8  mechanism  u8 lattice  u8 n  u8 coder
 //   f64 scale      u32 m (coordinates; above kMaxCoordinates: skipped, as a
@@ -18,8 +17,8 @@
 //   the body       (everything between header and tag)
 // A crash, sanitizer report, leak, or any exception other than FormatError
 // and InvalidArgument (the errors a hostile body may raise) is a finding;
-// so is a non-finite decoded value, and a box-model body that the GPU's
-// decoder (its host twin) decodes otherwise than the CPU.
+// so is a non-finite decoded value, and a body that the GPU's decoder (its
+// host twin) decodes otherwise than the CPU.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -75,17 +74,14 @@ void decode_values(const LrsuqParams& p, const ChaChaKey& key, const KeyStream& 
     decode_payload_body(p, ks, body, len, m, coder, out, threads);
   });
   if (coder == Coder::Ans) {
-    // The GPU's decoder (its host twin, payload/box_decode.hpp) must meet the
-    // same outcome where it takes the body (every segment the box model's):
-    // the same error, or the same values.
+    // The GPU's decoder (its host twin, payload/segment_decode.hpp) must meet
+    // the same outcome: the same error, or the same values.
     std::vector<T> twin(m);
-    bool taken = true;
     const std::string twin_error = outcome(twin, [&](T* out) {
-      taken = decode_box_ans_body_by_segments(p, key, body, len, m, out);
+      decode_ans_body_by_segments(p, key, body, len, m, out);
     });
-    if (taken && twin_error != error) std::abort();  // a finding
-    if (taken && error.empty() && std::memcmp(y.data(), twin.data(), m * sizeof(T)) != 0)
-      std::abort();
+    if (twin_error != error) std::abort();  // a finding
+    if (error.empty() && std::memcmp(y.data(), twin.data(), m * sizeof(T)) != 0) std::abort();
   }
   if (!error.empty()) throw FormatError(error);
   require_finite(y);

@@ -189,25 +189,7 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis) {
   }
 }
 
-// sum_{i > k} m_i G_ik, in order of i.
-inline double PointCoder::offset(int k, const std::int64_t* m) const {
-  const int n = basis_.n;
-  double s = 0.0;
-  for (int i = k + 1; i < n; ++i) s += static_cast<double>(m[i]) * basis_.b[i * n + k];
-  return s;
-}
-
-// partial + e^2, e = (off + m_k G_kk) - t_k: the distance's term k.
-inline double PointCoder::extend(int k, double off, std::int64_t mk, double partial) const {
-  const double e = (off + static_cast<double>(mk) * basis_.b[k * basis_.n + k]) - table_.t[k];
-  return partial + e * e;
-}
-
-bool PointCoder::listed(const std::int64_t* m) const {
-  double partial = 0.0;
-  for (int k = basis_.n - 1; k >= 0; --k) partial = extend(k, offset(k, m), m[k], partial);
-  return partial <= table_.r2;
-}
+bool PointCoder::listed(const std::int64_t* m) const { return point_listed(basis_, table_, m); }
 
 // The enumeration, the walk and the solve are coding/point_table.hpp's
 // (point_walk_top's comment there, and this one, say why the walk finds
@@ -265,11 +247,8 @@ bool PointCoder::decode(AnsDecoder& dec, std::int64_t* m) const {
     dec.advance(kSlots, kEscapeFreq);
     return false;
   }
-  // The i with cum[i] <= s < cum[i + 1].
-  const std::uint32_t* cum = table_.cum;
-  const std::size_t i =
-      static_cast<std::size_t>(std::upper_bound(cum, cum + table_.count + 1, s) - cum) - 1;
-  dec.advance(cum[i], cum[i + 1] - cum[i]);
+  const std::size_t i = point_index(table_, s);
+  dec.advance(table_.cum[i], table_.cum[i + 1] - table_.cum[i]);
   point_candidate(basis_, table_, i, m);
   return true;
 }

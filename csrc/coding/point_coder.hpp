@@ -75,12 +75,6 @@ class PointCoder {
   const PointBasis& basis() const { return basis_; }
 
  private:
-  // The squared distance of G^T m to t, accumulated for k = n-1 .. 0 as
-  // partial = extend(k, offset(k, m), m_k, partial) (the enumeration's
-  // arithmetic, so that both agree to the bit).
-  double offset(int k, const std::int64_t* m) const;
-  double extend(int k, double off, std::int64_t mk, double partial) const;
-
   PointBasis basis_;
   PointBounds bounds_;
   FillCosets fill_cosets_[2];  // the walk's cosets for D4 and E8 (SIMD where the processor has it)

@@ -310,4 +310,34 @@ CEPAM_HD inline std::size_t point_find(const PointBasis& B, const PointTable& T,
   return T.count;
 }
 
+// Whether m[n] is within R of the table's centre (a candidate, for a table
+// that did not overflow: an escaped point must not be), its squared
+// distance accumulated for k = n-1 .. 0 with the enumeration's arithmetic
+// (sum_{i>k} m_i G_ik in order of i, then the term (off + m_k G_kk) - t_k),
+// so that both agree to the bit.
+CEPAM_HD inline bool point_listed(const PointBasis& B, const PointTable& T,
+                                  const std::int64_t* m) {
+  const int n = B.n;
+  double partial = 0.0;
+  for (int k = n - 1; k >= 0; --k) {
+    double off = 0.0;
+    for (int i = k + 1; i < n; ++i) off += static_cast<double>(m[i]) * B.b[i * n + k];
+    const double e = (off + static_cast<double>(m[k]) * B.b[k * n + k]) - T.t[k];
+    partial = partial + e * e;
+  }
+  return partial <= T.r2;
+}
+
+// The candidate whose interval holds slot s (below kPointSlots): the i with
+// cum[i] <= s < cum[i + 1], by bisection.
+CEPAM_HD inline std::size_t point_index(const PointTable& T, std::uint32_t s) {
+  std::size_t lo = 0, hi = T.count;  // cum[lo] <= s < cum[hi]
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (T.cum[mid] <= s) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
 }  // namespace cepam

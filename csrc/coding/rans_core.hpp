@@ -178,11 +178,11 @@ CEPAM_HD inline RansStatus rans_encode_segments(const AnsSymbol* symbols,
 // --- The decoder's side ------------------------------------------------------
 //
 // A stream read symbol by symbol, for a GPU's decoder and its host twin
-// (payload/box_decode.hpp).  The CPU's AnsDecoder (coding/rans.hpp) reads
+// (payload/segment_decode.hpp).  The CPU's AnsDecoder (coding/rans.hpp) reads
 // the same streams in the same way, in runs and SIMD groups, and refuses
 // the same ones: the outcomes below are its errors (read_message gives its
 // words), and the host tests compare the two on valid and corrupted
-// bodies (tests/core/test_box_decode.py).  Reads are bounds-checked; every
+// bodies (tests/core/test_segment_decode.py).  Reads are bounds-checked; every
 // loop is bounded by the stream's length.
 
 // The outcome of reading a stream (0: fine); the symbol decoders of
@@ -201,6 +201,7 @@ enum ReadStatus : int {
   kReadOutsideTable,      // a coarse symbol's offset beyond the table
   kReadBadTrial,          // a trial index out of range (the codec's error)
   kReadNonFinite,         // a decoded value overflows the output type (DecodingError)
+  kReadNonCanonicalPoint, // an escaped lattice point that is a candidate of its table
 };
 
 // The CPU decoder's message for a status (FormatError's; kReadBadTrial's
@@ -220,6 +221,7 @@ inline const char* read_message(ReadStatus s) {
     case kReadEscapeRange: return "escaped lattice coordinate out of range";
     case kReadNonCanonicalEscape: return "non-canonical escaped coordinate";
     case kReadOutsideTable: return "lattice coordinate outside its table";
+    case kReadNonCanonicalPoint: return "non-canonical escaped lattice point";
     default: return "entropy-coded body is malformed";
   }
 }

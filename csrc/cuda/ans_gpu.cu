@@ -17,7 +17,7 @@
 #include "common/errors.hpp"
 #include "cuda/runtime.cuh"
 #include "payload/ans_streams.hpp"
-#include "payload/box_decode.hpp"
+#include "payload/segment_decode.hpp"
 
 namespace cepam::gpu {
 namespace {
@@ -323,27 +323,29 @@ void symbols_on_device(const SymbolModel& z, const std::uint32_t* H, const std::
       throw DeviceError("the symbol kernel's second pass counted other symbols than its first");
 }
 
-// Segment blockIdx.x of a box-model body (payload/box_decode.hpp's steps, as
-// box_decode_segment runs them): thread 0 reads the stream (the trial
-// indices of a block, then piece by piece the trial indices' check and the
-// coordinates), the block's threads compute each piece's side information
+// Segment blockIdx.x of a body (payload/segment_decode.hpp's steps, as
+// decode_segment runs them): thread 0 reads the stream (the trial indices
+// of a block, then piece by piece the trial indices' check and the
+// coordinates, with the segment's point table at tables + blockIdx.x where
+// the point model codes it), the block's threads compute each piece's side information
 // and reconstruct its values (the first sub-vector with a value that is
 // not finite found by atomicMin).  Each step's outcome has its own shared
 // variable, which the threads read after a barrier and thread 0 writes
 // again only after later barriers: all threads take the same branches.
 template <class T>
-__global__ void box_decode_kernel(SymbolModel z, subvector::Config c, Key key,
-                                const std::uint8_t* body, const BoxSegment* segments,
-                                unsigned long long m, std::uint32_t* H, double* beta, double* V,
-                                std::int64_t* M, T* y, BoxSegmentOutcome* outcomes) {
+__global__ void decode_kernel(SymbolModel z, subvector::Config c, Key key,
+                              const std::uint8_t* body, const DecodeSegment* segments,
+                              unsigned long long m, std::uint32_t* H, double* beta, double* V,
+                              std::int64_t* M, PointTable* tables, T* y,
+                              SegmentOutcome* outcomes) {
   __shared__ int opened, trials, points;
   __shared__ unsigned int nonfinite;  // the piece's first sub-vector with a value not finite
-  __shared__ BoxSegmentOutcome check;
+  __shared__ SegmentOutcome check;
   const unsigned long long s = blockIdx.x;
-  const BoxSegment seg = segments[s];
+  const DecodeSegment seg = segments[s];
   const std::size_t n = static_cast<std::size_t>(z.basis.n);
-  const BoxDecodeScratch b{H + s * z.block, beta + s * z.piece, V + s * z.piece * n,
-                         M + s * z.piece * n};
+  const DecodeScratch b{H + s * z.block, beta + s * z.piece, V + s * z.piece * n,
+                        M + s * z.piece * n, tables != nullptr ? tables + s : nullptr};
   const bool reader = threadIdx.x == 0;
   RansReader r;  // (thread 0's)
   if (reader) opened = rans_open(r, body + seg.offset, static_cast<std::size_t>(seg.size));
@@ -353,19 +355,19 @@ __global__ void box_decode_kernel(SymbolModel z, subvector::Config c, Key key,
   for (std::uint64_t b0 = seg.first; status == kReadOk && b0 < seg.last; b0 += z.block) {
     const std::size_t count =
         seg.last - b0 < z.block ? static_cast<std::size_t>(seg.last - b0) : z.block;
-    if (reader) trials = box_read_trials(z, r, count, b.H);
+    if (reader) trials = read_trials(z, r, count, b.H);
     __syncthreads();
     if ((status = trials) != kReadOk) break;
     for (std::size_t k0 = 0; k0 < count; k0 += z.piece) {
       const std::size_t e = count - k0 < z.piece ? count - k0 : z.piece;
-      if (reader) check = box_check_trials(c, b.H + k0, e, b0 + k0);
+      if (reader) check = check_trials(c, b.H + k0, e, b0 + k0);
       __syncthreads();
       if ((status = check.status) != kReadOk) break;
       for (std::size_t i = threadIdx.x; i < e; i += blockDim.x)
         b.beta[i] = subvector::side_info_one(c, key.w, b.H[k0 + i], b0 + k0 + i, b.V + i * n);
       __syncthreads();
       if (reader) {
-        points = box_read_points(z, r, e, b.beta, b.V, b.M);
+        points = read_points(z, r, e, b.beta, b.V, seg.points != 0 ? b.table : nullptr, b.M);
         nonfinite = static_cast<unsigned int>(e);
       }
       __syncthreads();
@@ -384,10 +386,10 @@ __global__ void box_decode_kernel(SymbolModel z, subvector::Config c, Key key,
     }
   }
   if (reader) {
-    BoxSegmentOutcome out{status, 0, 0};
+    SegmentOutcome out{status, 0, 0};
     if (status == kReadBadTrial) out = check;
     if (status == kReadNonFinite) out.at = nonfinite_at;
-    if (status == kReadOk) out.status = box_read_end(r, seg);
+    if (status == kReadOk) out.status = read_end(r, seg);
     outcomes[s] = out;
   }
 }
@@ -395,27 +397,28 @@ __global__ void box_decode_kernel(SymbolModel z, subvector::Config c, Key key,
 }  // namespace
 
 template <class T>
-bool decode_box_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
-                         std::size_t len, std::size_t m, int device, std::uintptr_t stream_id,
-                         T* y, Timing* timing) {
-  const BoxDecodePlan plan(p, body, len, m);  // the body parsed on the host (FormatError)
-  if (!plan.box_only) return false;
+void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
+                              const std::uint8_t* body, std::size_t len, std::size_t m,
+                              int device, std::uintptr_t stream_id, T* y, Timing* timing) {
+  const DecodePlan plan(p, body, len, m);  // the body parsed on the host (FormatError)
   const std::size_t S = plan.segments.size();
-  if (S == 0) return true;
+  if (S == 0) return;
   DeviceGuard guard(device);
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   const std::size_t n = static_cast<std::size_t>(p.n);
   const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
   // Layout: tables, body, segments, outcomes, then each segment's scratch
-  // (H of a block, beta, V and M of a piece).
+  // (H of a block, beta, V and M of a piece, and where the point model
+  // codes some segment, a point table).
   const std::size_t off_body = kSymbolTableBytes, off_segs = off_body + pad8(len);
-  const std::size_t off_out = off_segs + S * sizeof(BoxSegment);
-  const std::size_t off_h = off_out + pad8(S * sizeof(BoxSegmentOutcome));
+  const std::size_t off_out = off_segs + S * sizeof(DecodeSegment);
+  const std::size_t off_h = off_out + pad8(S * sizeof(SegmentOutcome));
   const std::size_t off_beta = off_h + pad8(S * plan.z.block * 4);
   const std::size_t off_v = off_beta + S * plan.z.piece * 8;
   const std::size_t off_m = off_v + S * plan.z.piece * n * 8;
-  Scratch scratch(device, off_m + S * plan.z.piece * n * 8);
-  std::vector<BoxSegmentOutcome> outcomes(S);
+  const std::size_t off_tables = off_m + S * plan.z.piece * n * 8;
+  Scratch scratch(device, off_tables + (plan.points ? S * sizeof(PointTable) : 0));
+  std::vector<SegmentOutcome> outcomes(S);
   Timing t;
   Timer copy_timer(stream), kernel_timer(stream);
   try {
@@ -423,20 +426,21 @@ bool decode_box_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::
     const SymbolModel dz = symbol_tables_to_device(plan.z, scratch.at<char>(0), stream);
     check(cudaMemcpyAsync(scratch.at<std::uint8_t>(off_body), body, len, cudaMemcpyHostToDevice,
                           stream), "copy the body");
-    check(cudaMemcpyAsync(scratch.at<BoxSegment>(off_segs), plan.segments.data(),
-                          S * sizeof(BoxSegment), cudaMemcpyHostToDevice, stream),
+    check(cudaMemcpyAsync(scratch.at<DecodeSegment>(off_segs), plan.segments.data(),
+                          S * sizeof(DecodeSegment), cudaMemcpyHostToDevice, stream),
           "copy the segments");
     copy_timer.stop(&t.transfer_ms);
     kernel_timer.start();
-    box_decode_kernel<T><<<static_cast<unsigned int>(S), kDecodeThreads, 0, stream>>>(
+    decode_kernel<T><<<static_cast<unsigned int>(S), kDecodeThreads, 0, stream>>>(
         dz, plan.config, key_words(key), scratch.at<std::uint8_t>(off_body),
-        scratch.at<BoxSegment>(off_segs), m, scratch.at<std::uint32_t>(off_h),
+        scratch.at<DecodeSegment>(off_segs), m, scratch.at<std::uint32_t>(off_h),
         scratch.at<double>(off_beta), scratch.at<double>(off_v), scratch.at<std::int64_t>(off_m),
-        y, scratch.at<BoxSegmentOutcome>(off_out));
+        plan.points ? scratch.at<PointTable>(off_tables) : nullptr, y,
+        scratch.at<SegmentOutcome>(off_out));
     check(cudaGetLastError(), "launch the decode kernel");
     kernel_timer.stop(&t.kernel_ms);
-    check(cudaMemcpyAsync(outcomes.data(), scratch.at<BoxSegmentOutcome>(off_out),
-                          S * sizeof(BoxSegmentOutcome), cudaMemcpyDeviceToHost, stream),
+    check(cudaMemcpyAsync(outcomes.data(), scratch.at<SegmentOutcome>(off_out),
+                          S * sizeof(SegmentOutcome), cudaMemcpyDeviceToHost, stream),
           "copy the outcomes");
     check(cudaStreamSynchronize(stream), "synchronize");
   } catch (...) {
@@ -445,15 +449,14 @@ bool decode_box_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::
   }
   throw_first_error(outcomes.data(), S, dtype_name<T>());
   if (timing != nullptr) *timing = t;
-  return true;
 }
 
-template bool decode_box_ans_body<float>(const LrsuqParams&, const ChaChaKey&,
-                                         const std::uint8_t*, std::size_t, std::size_t, int,
-                                         std::uintptr_t, float*, Timing*);
-template bool decode_box_ans_body<double>(const LrsuqParams&, const ChaChaKey&,
-                                          const std::uint8_t*, std::size_t, std::size_t, int,
-                                          std::uintptr_t, double*, Timing*);
+template void decode_ans_body_resident<float>(const LrsuqParams&, const ChaChaKey&,
+                                              const std::uint8_t*, std::size_t, std::size_t, int,
+                                              std::uintptr_t, float*, Timing*);
+template void decode_ans_body_resident<double>(const LrsuqParams&, const ChaChaKey&,
+                                               const std::uint8_t*, std::size_t, std::size_t, int,
+                                               std::uintptr_t, double*, Timing*);
 
 void ans_streams_resident(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
                      const double* beta, const double* V, std::size_t N, std::size_t S,

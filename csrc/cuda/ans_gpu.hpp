@@ -64,23 +64,23 @@ void body_symbols_resident(const SymbolModel& z, const std::uint32_t* H, const s
                  const double* beta, const double* V, std::size_t N, std::size_t S, int device,
                  std::uintptr_t stream, BodySymbols& out);
 
-// Decodes an ANS body of len bytes of the box model (host memory; the caller checks it
-// first: check_payload_body) into y[0..m) (device memory of `device`):
-// the host parses the body (payload/ans_streams.hpp's BoxDecodePlan: the
-// CPU's FormatError for a malformed one), the device decodes every segment
-// at once, a block of threads a segment (payload/box_decode.hpp: the stream
-// read on one thread, the side information and the values on all), and
-// the values stay on the device.  Device memory besides y: the body, and
-// for each segment a block's trial indices and a piece's side information
-// and coordinates (112 KiB on Z^1: 0.9 bytes a coordinate).  Throws the
-// CPU decoder's error for the first segment that fails, DeviceError for
-// CUDA failures; returns false, with nothing decoded, where a segment
-// names the point model (the CPU's decoder decodes those).  Not yet run
-// on a GPU: its host twin (decode_box_ans_body_by_segments) gives the
-// CPU's values and errors.
+// Decodes an ANS body of len bytes (host memory; the caller checks it
+// first: check_payload_body) into y[0..m) (device memory of `device`): the
+// host parses the body (payload/ans_streams.hpp's DecodePlan: the CPU's
+// FormatError for a malformed one), the device decodes every segment at
+// once, a block of threads a segment (payload/segment_decode.hpp: the
+// stream read on one thread, with the point tables of a segment of the
+// point model, the side information and the values on all), and the values
+// stay on the device.  Device memory besides y: the body, and for each
+// segment a block's trial indices and a piece's side information and
+// coordinates (112 KiB on Z^1: 0.9 bytes a coordinate) and, where the
+// point model codes some segment, a point table (7 KiB).  Throws the CPU
+// decoder's error for the first segment that fails, DeviceError for CUDA
+// failures.  Not yet run on a GPU: its host twin
+// (decode_ans_body_by_segments) gives the CPU's values and errors.
 template <class T>
-bool decode_box_ans_body(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
-                         std::size_t len, std::size_t m, int device, std::uintptr_t stream, T* y,
-                         Timing* timing);
+void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
+                              const std::uint8_t* body, std::size_t len, std::size_t m,
+                              int device, std::uintptr_t stream, T* y, Timing* timing);
 
 }  // namespace cepam::gpu

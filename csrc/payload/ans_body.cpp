@@ -346,7 +346,7 @@ class AnsSegmentDecoder::BoxRuns {
     std::int64_t* m = b_.M + j_ * n_;
     if (!points_->decode(d_.ans_, m)) {
       CellCoder(d_.model_).decode_box(*d_.box_, 1, b_.beta + j_, b_.V + j_ * n_, d_.ans_, m);
-      if (points_->listed(m)) throw FormatError("non-canonical escaped lattice point");
+      if (points_->listed(m)) throw FormatError(read_message(kReadNonCanonicalPoint));
     }
     j0_ = j_ + 1;
   }

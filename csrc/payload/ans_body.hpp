@@ -45,7 +45,7 @@ inline constexpr std::size_t kAnsBlock = 4096;
 // as the format orders them, then its M piece by piece), so that its
 // buffers take about 70 KB a segment whatever n.  Not part of the format,
 // but a stream with two errors reports the one the decoder meets first,
-// so every decoder walks the same pieces (payload/box_decode.hpp).
+// so every decoder walks the same pieces (payload/segment_decode.hpp).
 inline constexpr std::size_t kPieceCoordinates = 4096;
 
 // Sub-vectors a piece (at least one; kAnsBlock's divisors for n = 1, 2, 4, 8).

@@ -255,13 +255,13 @@ bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint
          std::equal(coded.begin(), coded.end(), parsed.data() + seg.offset - prefix);
 }
 
-BoxDecodePlan::BoxDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
-                             std::size_t m)
+DecodePlan::DecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                       std::size_t m)
     : ans(body, len, uses_point_model(p.lattice), ans_segments(m, p.n)),
       hcoder(acceptance_probability(p)),
       z(symbol_model(ans.model(), hcoder, p)),
       config(lrsuq_subvector_config(p)),
-      box_only(true) {
+      points(false) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
   const std::size_t S = segment_subvectors(p.n);
@@ -269,22 +269,16 @@ BoxDecodePlan::BoxDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std
   segments.reserve(count);
   for (std::size_t s = 0; s < count; ++s) {
     const AnsBody::Segment& seg = ans.segments()[s];
-    segments.push_back(BoxSegment{seg.offset, seg.size, s * S, std::min(N, (s + 1) * S),
-                                  segment_may_pad(s, count, len, m) ? 1 : 0});
-    if (seg.points) box_only = false;
+    segments.push_back(DecodeSegment{seg.offset, seg.size, s * S, std::min(N, (s + 1) * S),
+                                     segment_may_pad(s, count, len, m) ? 1 : 0,
+                                     seg.points ? 1 : 0});
+    points = points || seg.points;
   }
 }
 
-bool is_box_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m) {
-  const AnsBody ans(body, len, uses_point_model(p.lattice), ans_segments(m, p.n), false);
-  for (const AnsBody::Segment& seg : ans.segments())
-    if (seg.points) return false;
-  return true;
-}
-
-void throw_first_error(const BoxSegmentOutcome* outcomes, std::size_t count, const char* dtype) {
+void throw_first_error(const SegmentOutcome* outcomes, std::size_t count, const char* dtype) {
   for (std::size_t s = 0; s < count; ++s) {
-    const BoxSegmentOutcome& o = outcomes[s];
+    const SegmentOutcome& o = outcomes[s];
     if (o.status == kReadOk) continue;
     if (o.status == kReadBadTrial)
       throw_subvector_error(static_cast<std::size_t>(o.at), subvector::kBadTrial, 0.0, o.h);
@@ -294,31 +288,30 @@ void throw_first_error(const BoxSegmentOutcome* outcomes, std::size_t count, con
 }
 
 template <class T>
-bool decode_box_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
-                                     const std::uint8_t* body, std::size_t len, std::size_t m,
-                                     T* y) {
-  const BoxDecodePlan plan(p, body, len, m);
-  if (!plan.box_only) return false;
+void decode_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
+                                 const std::uint8_t* body, std::size_t len, std::size_t m, T* y) {
+  const DecodePlan plan(p, body, len, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
   std::vector<std::uint32_t> H(plan.z.block);
   std::vector<double> beta(plan.z.piece), V(plan.z.piece * n);
   std::vector<std::int64_t> M(plan.z.piece * n);
-  const BoxDecodeScratch scratch{H.data(), beta.data(), V.data(), M.data()};
-  std::vector<BoxSegmentOutcome> outcomes;
-  for (const BoxSegment& seg : plan.segments) {
-    outcomes.push_back(box_decode_segment(plan.z, plan.config, key.data(), body, seg, m, scratch, y));
+  const std::unique_ptr<PointTable> table =
+      plan.points ? std::make_unique<PointTable>() : nullptr;  // (7 KiB)
+  const DecodeScratch scratch{H.data(), beta.data(), V.data(), M.data(), table.get()};
+  std::vector<SegmentOutcome> outcomes;
+  for (const DecodeSegment& seg : plan.segments) {
+    outcomes.push_back(decode_segment(plan.z, plan.config, key.data(), body, seg, m, scratch, y));
     if (outcomes.back().status != kReadOk) break;  // (the first error is the one thrown)
   }
   throw_first_error(outcomes.data(), outcomes.size(), dtype_name<T>());
-  return true;
 }
 
-template bool decode_box_ans_body_by_segments<float>(const LrsuqParams&, const ChaChaKey&,
-                                                     const std::uint8_t*, std::size_t,
-                                                     std::size_t, float*);
-template bool decode_box_ans_body_by_segments<double>(const LrsuqParams&, const ChaChaKey&,
-                                                      const std::uint8_t*, std::size_t,
-                                                      std::size_t, double*);
+template void decode_ans_body_by_segments<float>(const LrsuqParams&, const ChaChaKey&,
+                                                 const std::uint8_t*, std::size_t, std::size_t,
+                                                 float*);
+template void decode_ans_body_by_segments<double>(const LrsuqParams&, const ChaChaKey&,
+                                                  const std::uint8_t*, std::size_t, std::size_t,
+                                                  double*);
 
 template bool segment_matches<float>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
                                      std::size_t, std::size_t, double, std::size_t,

@@ -22,7 +22,7 @@
 #include "coding/symbol_core.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
-#include "payload/box_decode.hpp"
+#include "payload/segment_decode.hpp"
 #include "random/chacha20.hpp"
 
 namespace cepam {
@@ -131,54 +131,45 @@ bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint
                      std::size_t len, std::size_t m, double factor, std::size_t s,
                      const T* values, std::size_t count);
 
-// --- Box-model bodies decoded where the values are wanted -----------------
+// --- Bodies decoded where the values are wanted ---------------------------
 //
-// A segment of the box model decodes with tables of a few hundred bytes
-// and each sub-vector's side information, which a GPU computes from the
-// key (payload/box_decode.hpp): a GPU decodes every segment at once (a
-// block of threads each) straight into device memory.  These are that
-// path's pieces on the host.
+// A segment decodes with tables of a few hundred bytes, each sub-vector's
+// side information, which a GPU computes from the key, and (point model)
+// each sub-vector's table of nearby points (payload/segment_decode.hpp): a
+// GPU decodes every segment at once (a block of threads each) straight
+// into device memory.  These are that path's pieces on the host.
 
 // What decoding an ANS body of m coordinates a segment at a time needs
 // besides the body and the key: the body parsed (its model), the trial
-// index's coder, the symbol tables, the sub-vector configuration, the
-// segments, and whether they are all the box model's (box_only; else the
-// CPU's decoder decodes the body).  Throws the CPU decoder's FormatError
-// for a malformed body (AnsBody).  Holds pointers into itself: not copied
-// or moved.
-struct BoxDecodePlan {
-  BoxDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m);
-  BoxDecodePlan(const BoxDecodePlan&) = delete;
-  BoxDecodePlan& operator=(const BoxDecodePlan&) = delete;
+// index's coder, the symbol tables, the sub-vector configuration and the
+// segments (points: whether any is the point model's).  Throws the CPU
+// decoder's FormatError for a malformed body (AnsBody).  Holds pointers
+// into itself: not copied or moved.
+struct DecodePlan {
+  DecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m);
+  DecodePlan(const DecodePlan&) = delete;
+  DecodePlan& operator=(const DecodePlan&) = delete;
 
   AnsBody ans;
   GeometricCoder hcoder;
   SymbolModel z;
   subvector::Config config;
-  std::vector<BoxSegment> segments;
-  bool box_only;
+  std::vector<DecodeSegment> segments;
+  bool points;
 };
-
-// Whether every segment of an ANS body of m coordinates (checked first:
-// check_payload_body) is the box model's (model byte 0, or none on Z^n),
-// so that BoxDecodePlan's decoders take it.  Throws the CPU decoder's
-// FormatError for a malformed body.
-bool is_box_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m);
 
 // Throws the CPU decoder's error for the first of `count` segments (in
 // order) whose outcome is not kReadOk: FormatError, the codec's error for
 // a bad trial index, or DecodingError for values that overflow `dtype`
 // ("float32" or "float64"); nothing if all are.
-void throw_first_error(const BoxSegmentOutcome* outcomes, std::size_t count, const char* dtype);
+void throw_first_error(const SegmentOutcome* outcomes, std::size_t count, const char* dtype);
 
 // decode_payload_body's values of an ANS body (and its errors), by
-// box_decode_segment one segment after another: the GPU kernel's host
-// twin.  Returns false, and decodes nothing, where a segment names the
-// point model (the CPU's decoder decodes those).  The caller checks the
-// body first (check_payload_body), as for decode_payload_body.
+// decode_segment one segment after another: the GPU kernel's host twin.
+// The caller checks the body first (check_payload_body), as for
+// decode_payload_body.
 template <class T>
-bool decode_box_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
-                                     const std::uint8_t* body, std::size_t len, std::size_t m,
-                                     T* y);
+void decode_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
+                                 const std::uint8_t* body, std::size_t len, std::size_t m, T* y);
 
 }  // namespace cepam

@@ -371,20 +371,14 @@ py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& 
 }
 
 // An ANS body decoded as the GPU's decoder does it, by its host twin
-// (payload/ans_streams.hpp's decode_box_ans_body_by_segments); None where
-// a segment names the point model.
-py::object box_decode_by_segments_py(const py::bytes& body, std::size_t m, const py::bytes& key,
-                                     const LrsuqParams& p, const std::string& dtype) {
+// (payload/ans_streams.hpp's decode_ans_body_by_segments).
+py::array decode_by_segments_py(const py::bytes& body, std::size_t m, const py::bytes& key,
+                                const LrsuqParams& p, const std::string& dtype) {
   const ChaChaKey k = key_from(key);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
-  bool decoded = false;
-  py::array y = with_output(dtype, m, [&](auto* out) {
-    decoded = decode_box_ans_body_by_segments(p, k, data, len, m, out);
-  });
-  if (!decoded) return py::none();
-  return y;
+  return with_output(dtype, m, [&](auto* y) { decode_ans_body_by_segments(p, k, data, len, m, y); });
 }
 
 py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::bytes& key,
@@ -896,10 +890,10 @@ PYBIND11_MODULE(_core, m) {
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "
         "streams by the CUDA kernel's code on the host; with shared_symbols every stream's "
         "symbols by the symbol kernel's code too) -> bytes.");
-  t.def("box_decode_by_segments", &box_decode_by_segments_py, py::arg("body"), py::kw_only(),
+  t.def("decode_by_segments", &decode_by_segments_py, py::arg("body"), py::kw_only(),
         py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         "An ANS body decoded a segment at a time by the GPU decoder's host twin -> values "
-        "(decode's, and its errors), or None where a segment names the point model.");
+        "(decode's, and its errors).");
   t.def("body_symbols", &body_symbols_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"),
         "Every stream's symbols by the symbol kernel's host twin -> (first uint64, start "

@@ -227,20 +227,18 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   });
 }
 
-// An ANS body of the box model decoded on the GPU into device memory of
-// `device` (cuda/ans_gpu.hpp's decode_box_ans_body), as a DLPack capsule,
-// and the timing; None where a segment names the point model.
-py::object decode_box_ans_body(const py::bytes& body, std::size_t m, const py::bytes& key,
-                               const LrsuqParams& p, const std::string& dtype, int device,
-                               std::uintptr_t stream) {
+// An ANS body decoded on the GPU into device memory of `device`
+// (cuda/ans_gpu.hpp's decode_ans_body_resident), as a DLPack capsule, and
+// the timing.
+py::tuple decode_ans_body_resident(const py::bytes& body, std::size_t m, const py::bytes& key,
+                                   const LrsuqParams& p, const std::string& dtype, int device,
+                                   std::uintptr_t stream) {
   const ChaChaKey k = key_from(key);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
-  if (!is_box_body(p, data, len, m)) return py::none();
   return device_output(m, dtype, device, [&](auto* y, gpu::Timing* timing) {
-    if (!gpu::decode_box_ans_body(p, k, data, len, m, device, stream, y, timing))
-      throw DeviceError("the body changed while it was decoded");  // (bytes are immutable)
+    gpu::decode_ans_body_resident(p, k, data, len, m, device, stream, y, timing);
   });
 }
 
@@ -428,12 +426,11 @@ PYBIND11_MODULE(_cuda, m) {
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default); threads: host threads that pack each "
         "chunk.");
-  m.def("decode_box_ans_body", &decode_box_ans_body, py::arg("body"), py::kw_only(), py::arg("m"),
+  m.def("decode_ans_body_resident", &decode_ans_body_resident, py::arg("body"), py::kw_only(), py::arg("m"),
         py::arg("key"), py::arg("params"), py::arg("dtype"), py::arg("device") = 0,
         py::arg("stream") = 0,
-        "Decode an ANS body of the box model on the GPU, every segment at once, into a new "
-        "CUDA tensor -> (DLPack capsule, timing): decode's values and errors; None where a "
-        "segment names the point model.");
+        "Decode an ANS body on the GPU, every segment at once, into a new CUDA tensor -> "
+        "(DLPack capsule, timing): decode's values and errors.");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "

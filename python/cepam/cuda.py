@@ -46,19 +46,20 @@ then, codes one segment chosen from the context again and compares it
 the GPU disagrees.  For
 ``decode(..., device="cuda")``: the body is entropy-decoded on the host,
 only the trial indices H and lattice points M travel, and the GPU kernel
-writes the update into device memory, where it stays.  An ANS body of
-the box model (no segment coded with the point model) can also be decoded
-on the GPU, every segment at once (``_cuda.decode_box_ans_body``,
-``csrc/payload/box_decode.hpp``); decode does not use it yet
-(:func:`decodes_box_body_on_device`).
+writes the update into device memory, where it stays.  An ANS body can
+also be decoded on the GPU, every segment at once
+(``_cuda.decode_ans_body_resident``,
+``csrc/payload/segment_decode.hpp``); decode does not use it yet
+(:func:`decodes_body_on_device`).
 
 All of this ran on an NVIDIA H100 (CUDA 13.0, torch 2.11): the ``cuda``
 tests passed and ``bench/gpu_check.py`` found the CPU's bytes (payloads,
 stages, symbols, streams, norms, model statistics, decoded values), except
 what came after that run: the host's side of the transfers on several
-threads, the symbol kernel a unit of work a thread, the streams gathered
-on the device, and the GPU's coding and decoding of box-model bodies,
-checked so far through their host twins; see
+threads, the symbol kernel a unit of work a thread (on every lattice, the
+point model's tables included), the streams gathered on the device, and
+the GPU's decoder of whole bodies, checked so far through their host
+twins; see
 ``docs/guide/gpu.md`` for what ran where and how fast.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
@@ -85,7 +86,7 @@ from .precision import judge_output, overflow_error
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
            "segment_to_check", "segment_coordinates", "check_segment", "decodes_on_device",
-           "decodes_box_body_on_device", "decode_on_device",
+           "decodes_body_on_device", "decode_on_device",
            "check_device_output"]
 
 # DLPack device types (dlpack.h): kDLCUDA, kDLCUDAManaged.
@@ -569,19 +570,19 @@ def decodes_on_device() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def decodes_box_body_on_device() -> bool:
-    """Whether ``decode(device="cuda")`` decodes an ANS body of the box
-    model (no segment coded with the point model; every body on Z)
-    entirely on the GPU (``_cuda.decode_box_ans_body``: every segment at
-    once, a block of threads a segment, with the code of
-    ``csrc/payload/box_decode.hpp``) rather than entropy-decoding it on the
-    host and running the decode kernel.
+def decodes_body_on_device() -> bool:
+    """Whether ``decode(device="cuda")`` decodes an ANS body entirely on
+    the GPU (``_cuda.decode_ans_body_resident``: every segment at once, a
+    block of threads a segment, with the code of
+    ``csrc/payload/segment_decode.hpp``, the point model's tables included)
+    rather than entropy-decoding it on the host and running the decode
+    kernel.
 
     Not yet: that decoder has run only as its host twin
-    (``_core.testing.box_decode_by_segments``, which gives the CPU
-    decoder's values and errors on valid and corrupted bodies:
-    ``tests/core/test_box_decode.py``), never on a GPU; the ``cuda`` tests
-    and ``bench/gpu_check.py`` check and time it there."""
+    (``_core.testing.decode_by_segments``, which gives the CPU decoder's
+    values and errors on valid and corrupted bodies:
+    ``tests/core/test_segment_decode.py``), never on a GPU; the ``cuda``
+    tests and ``bench/gpu_check.py`` check and time it there."""
     return False
 
 
@@ -594,8 +595,8 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
     (``threads`` threads) and copied to the device, and the LRSUQ
     reconstruction run by the GPU kernel (the CPU codec's values, bit for
     bit).  With ``ans_body`` (``coder`` is the ANS coder's) and
-    :func:`decodes_box_body_on_device`, an ANS body of the box model is
-    decoded whole on the GPU instead.
+    :func:`decodes_body_on_device`, the body is decoded whole on the GPU
+    instead.
 
     Raises:
         FormatError: the body is malformed (the CPU decoder's error).
@@ -604,11 +605,11 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
     import torch
 
     stream = torch.cuda.current_stream(index).cuda_stream
-    if ans_body and decodes_box_body_on_device():
-        decoded = cuda_module().decode_box_ans_body(body, m=m, key=key, params=params,
-                                                    dtype=dtype, device=index, stream=stream)
-        if decoded is not None:  # (None: a segment names the point model)
-            return torch.from_dlpack(decoded[0])
+    if ans_body and decodes_body_on_device():
+        capsule, _ = cuda_module().decode_ans_body_resident(body, m=m, key=key, params=params,
+                                                            dtype=dtype, device=index,
+                                                            stream=stream)
+        return torch.from_dlpack(capsule)
     H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder, threads=threads)
     capsule, _ = cuda_module().decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype,
                                               device=index, stream=stream, threads=threads)

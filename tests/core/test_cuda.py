@@ -554,23 +554,28 @@ def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
     np.testing.assert_array_equal(counts, twin_counts)
 
 
-# --- ANS bodies of the box model decoded on the GPU (not decode's default yet) --
+# --- ANS bodies decoded on the GPU (not decode's default yet) -----------------
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("lattice,n,m,dtype", [
-    (1, 1, 5, "float32"), (1, 1, 2 * (1 << 17) + 77, "float32"), (1, 2, 300_001, "float64"),
-    (1, 3, 9_001, "float32"), (1, 8, 70_000, "float64"), (2, 2, 70_001, "float32"),
-    (3, 4, 2 * (1 << 17) + 3, "float64"), (4, 8, 300_001, "float32")])
-def test_the_gpu_decodes_box_bodies_to_the_cpu_values(lattice, n, m, dtype):
+@pytest.mark.parametrize("lattice,n,m,dtype,scale", [
+    (1, 1, 5, "float32", 0.01), (1, 1, 2 * (1 << 17) + 77, "float32", 0.01),
+    (1, 2, 300_001, "float64", 0.01), (1, 3, 9_001, "float32", 0.01),
+    (1, 8, 70_000, "float64", 0.01), (2, 2, 70_001, "float32", 0.01),
+    (3, 4, 2 * (1 << 17) + 3, "float64", 0.01), (4, 8, 300_001, "float32", 0.01),
+    (2, 2, 70_001, "float64", 1e-4), (3, 4, 9_001, "float32", 1e-4),
+    (4, 8, 2 * (1 << 17) + 3, "float32", 3e-4)])
+def test_the_gpu_decodes_bodies_to_the_cpu_values(lattice, n, m, dtype, scale):
+    """Bodies of the box model (scale 0.01: rms/sigma = 10) and of the point
+    model (below the noise: each table built by the reading thread)."""
     import torch
 
-    from test_box_decode import KEY as ZKEY, _params, _update
+    from test_segment_decode import KEY as ZKEY, _params, _update
 
     params = _params(n, lattice=lattice)
-    body = _core.encode(_update(m, np.dtype(dtype), seed=n), key=ZKEY, params=params, factor=1.0,
-                        coder=2, threads=2)
-    capsule, _ = _cuda.decode_box_ans_body(body, m=m, key=ZKEY, params=params, dtype=dtype)
+    body = _core.encode(_update(m, np.dtype(dtype), scale=scale, seed=n), key=ZKEY,
+                        params=params, factor=1.0, coder=2, threads=2)
+    capsule, _ = _cuda.decode_ans_body_resident(body, m=m, key=ZKEY, params=params, dtype=dtype)
     y = torch.from_dlpack(capsule).cpu().numpy()
     ref = _core.decode(body, m=m, key=ZKEY, params=params, coder=2, dtype=dtype, threads=2)
     assert y.tobytes() == ref.tobytes()
@@ -578,40 +583,40 @@ def test_the_gpu_decodes_box_bodies_to_the_cpu_values(lattice, n, m, dtype):
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("lattice,n", [(1, 2), (4, 8)])
-def test_the_gpu_refuses_corrupted_box_bodies_as_the_cpu_does(lattice, n):
+@pytest.mark.parametrize("lattice,n,scale", [(1, 2, 0.01), (4, 8, 0.01), (4, 8, 3e-4)])
+def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale):
     import torch
 
-    from test_box_decode import KEY as ZKEY, NOT_TAKEN, _corruptions, _outcome, _params, _update
+    from test_segment_decode import KEY as ZKEY, _corruptions, _outcome, _params, _update
 
     m, params = 2 * (1 << 17) + 5, _params(n, lattice=lattice)
-    body = _core.encode(_update(m, seed=2), key=ZKEY, params=params, factor=1.0, coder=2,
-                        threads=1)
+    body = _core.encode(_update(m, scale=scale, seed=2), key=ZKEY, params=params, factor=1.0,
+                        coder=2, threads=1)
 
     def on_gpu(bad):
-        decoded = _cuda.decode_box_ans_body(bad, m=m, key=ZKEY, params=params, dtype="float32")
-        return None if decoded is None else torch.from_dlpack(decoded[0]).cpu().numpy()
+        capsule, _ = _cuda.decode_ans_body_resident(bad, m=m, key=ZKEY, params=params,
+                                                    dtype="float32")
+        return torch.from_dlpack(capsule).cpu().numpy()
 
     for bad in _corruptions(body, np.random.default_rng(2), 40):
         cpu = _outcome(lambda: _core.decode(bad, m=m, key=ZKEY, params=params, coder=2,
                                             dtype="float32", threads=1))
-        gpu = _outcome(lambda: on_gpu(bad))
-        twin = _outcome(lambda: hooks.box_decode_by_segments(bad, m=m, key=ZKEY, params=params,
-                                                             dtype="float32"))
-        assert gpu == twin and gpu in (cpu, NOT_TAKEN)
+        assert _outcome(lambda: on_gpu(bad)) == cpu
 
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("lattice", ["Z", "E8"])
-def test_decode_takes_the_gpu_box_decoder_when_asked(lattice, monkeypatch):
+@pytest.mark.parametrize("lattice,clip", [("Z", 1e4), ("E8", 1e4), ("E8", 0.5)])
+def test_decode_takes_the_gpu_body_decoder_when_asked(lattice, clip, monkeypatch):
+    """The box model's body (rms/sigma = 20) and the point model's (clipped
+    to rms/sigma = 0.2)."""
     update = {"w": np.random.default_rng(0).normal(size=(300, 7)).astype(np.float32)}
     payload = cepam.encode(update, cepam.Gaussian(sigma=0.05), secret=SECRET, round=1, client=1,
-                           clip=1e4, lattice=lattice)  # (rms/sigma = 20: the box model)
-    monkeypatch.setattr(cuda, "decodes_box_body_on_device", lambda: True)
+                           clip=clip, lattice=lattice)
+    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
     calls = []
-    original = _cuda.decode_box_ans_body
-    monkeypatch.setattr(_cuda, "decode_box_ans_body",
+    original = _cuda.decode_ans_body_resident
+    monkeypatch.setattr(_cuda, "decode_ans_body_resident",
                         lambda *a, **k: calls.append(1) or original(*a, **k))
     out = cepam.decode(payload, secret=SECRET, device="cuda")
     assert calls and out["w"].is_cuda

@@ -286,16 +286,16 @@ def test_the_core_reads_no_update_given_the_stage_and_the_statistics():
 
 
 class _TwinCuda:
-    """cepam._cuda's two decoders, by their host twins (the box-model body
+    """cepam._cuda's two decoders, by their host twins (the whole-body
     decoder's, and the decode kernel's code), noting which ran."""
 
     def __init__(self):
         self.calls = []
 
-    def decode_box_ans_body(self, body, *, m, key, params, dtype, device, stream):
-        self.calls.append("box body")
-        y = hooks.box_decode_by_segments(body, m=m, key=key, params=params, dtype=dtype)
-        return None if y is None else (torch.from_numpy(y).__dlpack__(), {})
+    def decode_ans_body_resident(self, body, *, m, key, params, dtype, device, stream):
+        self.calls.append("body")
+        y = hooks.decode_by_segments(body, m=m, key=key, params=params, dtype=dtype)
+        return torch.from_numpy(y).__dlpack__(), {}
 
     def decode_lattice(self, H, M, *, m, key, params, dtype, device, stream, threads):
         self.calls.append("lattice")
@@ -304,21 +304,20 @@ class _TwinCuda:
 
 
 @pytest.mark.parametrize("lattice,coder,scale,calls", [
-    ("Z", "ans", 1.0, ["box body"]), ("Z", "golomb", 1.0, ["lattice"]),
-    ("E8", "ans", 1.0, ["box body"]), ("D4", "ans", 1.0, ["box body"]),
-    ("A2", "ans", 1.0, ["box body"]), ("E8", "ans", 1e-4, ["box body", "lattice"])])
-def test_decode_on_the_gpu_takes_the_box_decoder_where_it_can(lattice, coder, scale, calls,
-                                                              monkeypatch):
-    """With cepam.cuda.decodes_box_body_on_device, decode(device="cuda")
-    offers every ANS body to the GPU's box-model decoder, which leaves a
-    body with point-model segments (an update far below the noise) to the
+    ("Z", "ans", 1.0, ["body"]), ("Z", "golomb", 1.0, ["lattice"]), ("E8", "ans", 1.0, ["body"]),
+    ("D4", "ans", 1.0, ["body"]), ("A2", "ans", 1.0, ["body"]), ("E8", "ans", 1e-4, ["body"])])
+def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, coder, scale, calls,
+                                                                   monkeypatch):
+    """With cepam.cuda.decodes_body_on_device, decode(device="cuda") hands
+    every ANS body to the GPU's whole-body decoder (the point model's
+    segments too: an update far below the noise), a Golomb body to the
     host's entropy decoder and the decode kernel; the CPU's values either
     way."""
     update = _normal(5_000, np.float32, scale)
     payload = _encode(update, clip=1e3, lattice=lattice, coder=coder)
     fake = _TwinCuda()
     monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
-    monkeypatch.setattr(cuda, "decodes_box_body_on_device", lambda: True)
+    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda index: type("S", (), {"cuda_stream": 0}))
     out = cepam.decode(payload, secret=SECRET, device="cuda")
