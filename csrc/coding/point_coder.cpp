@@ -229,7 +229,9 @@ bool PointCoder::listed(const std::int64_t* m) const { return point_listed(basis
 //   1 / G_kk a power of two; so the walk keeps x, and m is solved for
 //   when it is needed (find, decode).
 bool PointCoder::prepare(double beta, const double* v) {
-  const auto fill = [this](int n, const double* t, Coset* s) { fill_cosets_[n == 8 ? 1 : 0](t, s); };
+  const auto fill = [this](int n, const double* t, Coset* s) {
+    fill_cosets_[n == 8 ? 1 : 0](t, s);
+  };
   return point_prepare(basis_, bounds_, beta, v, table_, fill, &ball_probabilities);
 }
 

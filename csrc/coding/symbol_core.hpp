@@ -287,14 +287,27 @@ struct SymbolSink {
 // The symbols of the trial indices of sub-vectors [j0, j1) (H indexed by
 // sub-vector), put to `sink`.
 CEPAM_HD inline void h_symbols(const SymbolModel& z, std::size_t j0, std::size_t j1,
-                                   const std::uint32_t* H, SymbolSink& sink) {
+                               const std::uint32_t* H, SymbolSink& sink) {
   AnsSymbol tmp[kMaxCellSymbols];
   for (std::size_t j = j0; j < j1; ++j) sink.put(tmp, geometric_symbols(z.geometric, H[j], tmp));
 }
 
+// The table of the coordinate at coding position c (k = n-1-c) of a
+// sub-vector with scale beta, dither v[n] and coordinates m[n] (those
+// coded before it, m_{k+1} .. m_{n-1}, read): g = beta G_kk, o =
+// box_offset.
+CEPAM_HD inline CellLayout box_layout(const SymbolModel& z, std::size_t c, double beta,
+                                      const double* v, const std::int64_t* m) {
+  const std::size_t k = static_cast<std::size_t>(z.basis.n) - 1 - c;
+  const auto before = [&](int d) {
+    return static_cast<double>(m[k + static_cast<std::size_t>(d)]);
+  };
+  const double o = box_offset(z.basis, static_cast<int>(c), beta, v[k], before);
+  return cell_layout(z.cdf.a, beta * z.basis.diag[c], o);
+}
+
 // The box model's symbols of sub-vector j's coordinates (M, beta and V
-// indexed by sub-vector), in coding order (k = n-1 .. 0) in the table
-// g = beta G_kk, o = box_offset, put to `sink`.
+// indexed by sub-vector), in coding order (k = n-1 .. 0), put to `sink`.
 CEPAM_HD inline void box_subvector_symbols(const SymbolModel& z, std::size_t j,
                                            const std::int64_t* M, const double* beta,
                                            const double* V, SymbolSink& sink) {
@@ -302,11 +315,8 @@ CEPAM_HD inline void box_subvector_symbols(const SymbolModel& z, std::size_t j,
   const std::int64_t* m = M + j * n;
   AnsSymbol tmp[kMaxCellSymbols];
   for (std::size_t c = 0; c < n; ++c) {
-    const std::size_t k = n - 1 - c;
-    const double o = box_offset(z.basis, static_cast<int>(c), beta[j], V[j * n + k],
-                                [&](int d) { return static_cast<double>(m[k + static_cast<std::size_t>(d)]); });
-    const CellLayout l = cell_layout(z.cdf.a, beta[j] * z.basis.diag[c], o);
-    sink.put(tmp, cell_symbols(z.cdf, m[k], l, tmp));
+    const CellLayout l = box_layout(z, c, beta[j], V + j * n, m);
+    sink.put(tmp, cell_symbols(z.cdf, m[n - 1 - c], l, tmp));
   }
 }
 
@@ -391,10 +401,10 @@ CEPAM_HD inline std::size_t unit_segment(const SymbolUnits& u, std::size_t unit,
 // sets *flag when a sub-vector has a table (T: room for one; not read by
 // box units, so nullptr where there are no point units).
 CEPAM_HD inline std::size_t unit_symbols(const SymbolModel& z, const SymbolUnits& u,
-                                             std::size_t unit, const std::uint32_t* H,
-                                             const std::int64_t* M, const double* beta,
-                                             const double* V, const unsigned char* framed,
-                                             PointTable* T, AnsSymbol* out, bool* flag) {
+                                         std::size_t unit, const std::uint32_t* H,
+                                         const std::int64_t* M, const double* beta,
+                                         const double* V, const unsigned char* framed,
+                                         PointTable* T, AnsSymbol* out, bool* flag) {
   bool point = false;
   const std::size_t s = unit_segment(u, unit, &point);
   if (point && (framed == nullptr || framed[s] == 0)) return 0;

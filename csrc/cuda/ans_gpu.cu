@@ -152,11 +152,11 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
 // noted).  framed: the box units' flags (the segments with a point frame).
 template <bool Points>
 __global__ void units_kernel(SymbolModel z, SymbolUnits u, unsigned long long first,
-                                 unsigned long long units, const std::uint32_t* H,
-                                 const std::int64_t* M, const double* beta, const double* V,
-                                 const unsigned char* framed, const std::uint64_t* at,
-                                 AnsSymbol* symbols, std::uint64_t* counts,
-                                 unsigned char* flags) {
+                             unsigned long long units, const std::uint32_t* H,
+                             const std::int64_t* M, const double* beta, const double* V,
+                             const unsigned char* framed, const std::uint64_t* at,
+                             AnsSymbol* symbols, std::uint64_t* counts,
+                             unsigned char* flags) {
   const unsigned long long t =
       blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
   if (t >= units) return;
@@ -199,7 +199,8 @@ namespace {
 // memory) in device memory at `at` (kSymbolTableBytes bytes), copied on
 // `stream`; returns z pointing there.
 constexpr std::size_t kTableKnots = kCdfCells + 1, kTableSlopes = kCdfCells;
-constexpr std::size_t kTableQuantiles = std::size_t{1} << kCdfKnotBits, kTableCum = kGeometricTable + 1;
+constexpr std::size_t kTableQuantiles = std::size_t{1} << kCdfKnotBits;
+constexpr std::size_t kTableCum = kGeometricTable + 1;
 constexpr std::size_t kSymbolTableBytes =
     (kTableKnots + kTableSlopes + kTableQuantiles) * 8 + (kTableCum * 4 + 7) / 8 * 8;
 SymbolModel symbol_tables_to_device(const SymbolModel& z, char* at, cudaStream_t stream) {
@@ -251,10 +252,10 @@ void launch_units(bool points, const SymbolModel& dz, const SymbolUnits& u, std:
 // first (streams x segments + 1 entries) gets the streams' runs, tabled
 // the segments with a table.  Kernel and copy times go to t.
 void symbols_on_device(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
-                           const double* beta, const double* V, std::size_t N, std::size_t S,
-                           int device, cudaStream_t stream, std::vector<std::uint64_t>& first,
-                           std::vector<unsigned char>& tabled, std::unique_ptr<Scratch>& symbols,
-                           Timing& t) {
+                       const double* beta, const double* V, std::size_t N, std::size_t S,
+                       int device, cudaStream_t stream, std::vector<std::uint64_t>& first,
+                       std::vector<unsigned char>& tabled, std::unique_ptr<Scratch>& symbols,
+                       Timing& t) {
   const SymbolUnits u = symbol_units(z, N, S);
   const std::size_t box = u.segments * u.per_segment;  // the box units; the point units follow
   const std::size_t runs = u.streams * u.segments;
@@ -294,7 +295,8 @@ void symbols_on_device(const SymbolModel& z, const std::uint32_t* H, const std::
   first.assign(runs + 1, 0);
   stream_offsets(u, at.data(), first.data());
   tabled.assign(u.segments, 0);
-  if (u.streams == 2) std::copy(flags.begin() + static_cast<std::ptrdiff_t>(u.segments), flags.end(), tabled.begin());
+  if (u.streams == 2)
+    std::copy(flags.begin() + static_cast<std::ptrdiff_t>(u.segments), flags.end(), tabled.begin());
   symbols = std::make_unique<Scratch>(device, at[u.count] * sizeof(AnsSymbol));
   // The symbols, counted again (into zeroed counts): a pass that did not
   // run, or ran otherwise than the first, is an error, not a wrong body.
@@ -459,8 +461,9 @@ template void decode_ans_body_resident<double>(const LrsuqParams&, const ChaChaK
                                                std::uintptr_t, double*, Timing*);
 
 void ans_streams_resident(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
-                     const double* beta, const double* V, std::size_t N, std::size_t S,
-                     int device, std::uintptr_t stream_id, DeviceStreams& out, Timing* timing) {
+                          const double* beta, const double* V, std::size_t N, std::size_t S,
+                          int device, std::uintptr_t stream_id, DeviceStreams& out,
+                          Timing* timing) {
   const std::size_t segments = N / S + (N % S != 0 ? 1 : 0);
   out = DeviceStreams{};
   if (segments == 0) return;
@@ -498,7 +501,7 @@ void body_symbols_resident(const SymbolModel& z, const std::uint32_t* H, const s
   Timing t;
   std::unique_ptr<Scratch> device_symbols;
   symbols_on_device(z, H, M, beta, V, N, S, device, stream, out.first, out.tabled,
-                        device_symbols, t);
+                    device_symbols, t);
   out.symbols.resize(static_cast<std::size_t>(out.first.back()));
   check(cudaMemcpy(out.symbols.data(), device_symbols->at<AnsSymbol>(0),
                    out.symbols.size() * sizeof(AnsSymbol), cudaMemcpyDeviceToHost),

@@ -54,8 +54,8 @@ struct DeviceStreams {
 // segment a thread, ran on an H100 to the CPU's bytes; this one has run
 // only as its host twin.)
 void ans_streams_resident(const SymbolModel& z, const std::uint32_t* H, const std::int64_t* M,
-                     const double* beta, const double* V, std::size_t N, std::size_t S,
-                     int device, std::uintptr_t stream, DeviceStreams& out, Timing* timing);
+                          const double* beta, const double* V, std::size_t N, std::size_t S,
+                          int device, std::uintptr_t stream, DeviceStreams& out, Timing* timing);
 
 // Every stream's symbols as ans_streams_resident computes them on the device,
 // brought to the host: a check of the symbol kernel apart from the coder

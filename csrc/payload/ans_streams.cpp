@@ -145,7 +145,7 @@ BodySymbols body_symbols(const SymbolModel& z, std::size_t N, std::size_t S,
   for (std::size_t i = 0; i < u.count; ++i) {
     bool flag = false;
     unit_symbols(z, u, i, H, M, beta, V, framed.data(), table.get(), out.symbols.data() + at[i],
-                     &flag);
+                 &flag);
   }
   out.first.assign(u.streams * u.segments + 1, 0);
   stream_offsets(u, at.data(), out.first.data());
@@ -171,7 +171,8 @@ std::vector<std::uint8_t> assemble_ans_body(
     const std::size_t k = use_points ? segments + s : s;
     last_begin = out.size();
     last_stream = k;
-    append_segment(out, point_model, use_points, streams + at[k], static_cast<std::size_t>(sizes[k]));
+    append_segment(out, point_model, use_points, streams + at[k],
+                   static_cast<std::size_t>(sizes[k]));
   }
   if (out.size() < min_body_bytes(m) && segments > 0) {  // the bomb rule's padding
     const std::vector<AnsSymbol> last = last_symbols(last_stream);
@@ -187,7 +188,7 @@ std::vector<std::uint8_t> assemble_ans_body(
 
 template <class T>
 BodySymbols body_symbols_of(const LrsuqParams& p, const ChaChaKey& key, const T* x,
-                             std::size_t m, double factor, const SourceModel& model) {
+                            std::size_t m, double factor, const SourceModel& model) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
   const GeometricCoder hcoder(acceptance_probability(p));
@@ -202,9 +203,9 @@ BodySymbols body_symbols_of(const LrsuqParams& p, const ChaChaKey& key, const T*
 
 template <class T>
 std::vector<std::uint8_t> encode_ans_body_by_symbols(const LrsuqParams& p,
-                                                         const ChaChaKey& key, const T* x,
-                                                         std::size_t m, double factor,
-                                                         const StreamCoder& code) {
+                                                     const ChaChaKey& key, const T* x,
+                                                     std::size_t m, double factor,
+                                                     const StreamCoder& code) {
   const CellWidths widths = typical_cell_widths(p);
   const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
   const BodySymbols body = body_symbols_of(p, key, x, m, factor, model);
@@ -321,9 +322,9 @@ template bool segment_matches<double>(const LrsuqParams&, const ChaChaKey&, cons
                                       const double*, std::size_t);
 
 template BodySymbols body_symbols_of<float>(const LrsuqParams&, const ChaChaKey&, const float*,
-                                             std::size_t, double, const SourceModel&);
+                                            std::size_t, double, const SourceModel&);
 template BodySymbols body_symbols_of<double>(const LrsuqParams&, const ChaChaKey&, const double*,
-                                              std::size_t, double, const SourceModel&);
+                                             std::size_t, double, const SourceModel&);
 template std::vector<std::uint8_t> encode_ans_body_by_symbols<float>(
     const LrsuqParams&, const ChaChaKey&, const float*, std::size_t, double, const StreamCoder&);
 template std::vector<std::uint8_t> encode_ans_body_by_symbols<double>(

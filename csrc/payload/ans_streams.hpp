@@ -90,7 +90,7 @@ BodySymbols body_symbols(const SymbolModel& z, std::size_t N, std::size_t S,
 // (lrsuq/subvector.hpp).
 template <class T>
 BodySymbols body_symbols_of(const LrsuqParams& p, const ChaChaKey& key, const T* x,
-                             std::size_t m, double factor, const SourceModel& model);
+                            std::size_t m, double factor, const SourceModel& model);
 
 // The body from its model and its streams' bytes for m coordinates (the
 // streams of BodySymbols one after another, sizes[k] bytes each): each
@@ -113,9 +113,9 @@ std::vector<std::uint8_t> assemble_ans_body(
 // encode_payload_body.
 template <class T>
 std::vector<std::uint8_t> encode_ans_body_by_symbols(const LrsuqParams& p,
-                                                         const ChaChaKey& key, const T* x,
-                                                         std::size_t m, double factor,
-                                                         const StreamCoder& code);
+                                                     const ChaChaKey& key, const T* x,
+                                                     std::size_t m, double factor,
+                                                     const StreamCoder& code);
 
 // Whether segment s of `body` (an ANS body of m coordinates, coded by a
 // GPU) is the segment the CPU's segment encoder codes from that segment's

@@ -53,7 +53,7 @@ struct SegmentOutcome {
 
 // The trial indices H[0..count) of a block.
 CEPAM_HD inline int read_trials(const SymbolModel& z, RansReader& r, std::size_t count,
-                                  std::uint32_t* H) {
+                                std::uint32_t* H) {
   for (std::size_t i = 0; i < count; ++i) {
     const int st = geometric_decode(z.geometric, r, &H[i]);
     if (st != kReadOk) return st;
@@ -64,25 +64,22 @@ CEPAM_HD inline int read_trials(const SymbolModel& z, RansReader& r, std::size_t
 // The first of a piece's trial indices H[0..count) (sub-vectors j0 ..)
 // that the encoder cannot send, else kReadOk.
 CEPAM_HD inline SegmentOutcome check_trials(const subvector::Config& c,
-                                               const std::uint32_t* H, std::size_t count,
-                                               std::uint64_t j0) {
+                                            const std::uint32_t* H, std::size_t count,
+                                            std::uint64_t j0) {
   for (std::size_t i = 0; i < count; ++i)
     if (!subvector::trial_ok(c, H[i])) return SegmentOutcome{kReadBadTrial, j0 + i, H[i]};
   return SegmentOutcome{kReadOk, 0, 0};
 }
 
 // The coordinates m[n] of a sub-vector with scale beta and dither v[n] by
-// the box model: in coding order, each in the table g = beta G_kk, o =
-// box_offset of the coordinates decoded before it.
+// the box model: in coding order, each in its table (box_layout of the
+// coordinates decoded before it).
 CEPAM_HD inline int read_box_subvector(const SymbolModel& z, RansReader& r, double beta,
                                        const double* v, std::int64_t* m) {
   const std::size_t n = static_cast<std::size_t>(z.basis.n);
   for (std::size_t c = 0; c < n; ++c) {
-    const std::size_t k = n - 1 - c;
-    const double o = box_offset(z.basis, static_cast<int>(c), beta, v[k],
-                                [&](int d) { return static_cast<double>(m[k + static_cast<std::size_t>(d)]); });
-    const CellLayout l = cell_layout(z.cdf.a, beta * z.basis.diag[c], o);
-    const int st = cell_decode(z.cdf, z.quantile, l, r, &m[k]);
+    const CellLayout l = box_layout(z, c, beta, v, m);
+    const int st = cell_decode(z.cdf, z.quantile, l, r, &m[n - 1 - c]);
     if (st != kReadOk) return st;
   }
   return kReadOk;

@@ -180,14 +180,14 @@ py::bytes ans_body_by_streams(const py::array& x, const py::bytes& key, const Lr
 // kernel's host twin gives them (payload/ans_streams.hpp's BodySymbols),
 // to compare with the device's (cepam._cuda.body_symbols) symbol by symbol.
 py::tuple body_symbols_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                         double factor) {
+                          double factor) {
   const ChaChaKey k = key_from(key);
   BodySymbols symbols;
   with_input(x, [&](const auto* px) {
     const std::size_t m = static_cast<std::size_t>(x.size());
     const CellWidths widths = typical_cell_widths(p);
     symbols = body_symbols_of(p, k, px, m, factor,
-                               SourceModel::fit(px, m, factor, widths.lo, widths.hi));
+                              SourceModel::fit(px, m, factor, widths.lo, widths.hi));
   });
   return body_symbol_arrays(symbols);
 }
@@ -292,8 +292,8 @@ py::array decode_subvectors(const CArray<std::uint32_t>& H, const CArray<std::in
 // model) is the stream the host codes from the segment's coordinates
 // (payload/ans_streams.hpp).
 bool segment_matches_py(const py::bytes& body, const py::array& values, std::size_t segment,
-                          std::size_t m, const py::bytes& key, const LrsuqParams& p,
-                          double factor) {
+                        std::size_t m, const py::bytes& key, const LrsuqParams& p,
+                        double factor) {
   require_contiguous_1d(values, "values");
   const ChaChaKey k = key_from(key);
   std::size_t len = 0;
@@ -301,7 +301,7 @@ bool segment_matches_py(const py::bytes& body, const py::array& values, std::siz
   bool same = false;
   with_input(values, [&](const auto* px) {
     same = segment_matches(p, k, data, len, m, factor, segment, px,
-                             static_cast<std::size_t>(values.size()));
+                           static_cast<std::size_t>(values.size()));
   });
   return same;
 }
@@ -378,7 +378,8 @@ py::array decode_by_segments_py(const py::bytes& body, std::size_t m, const py::
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
-  return with_output(dtype, m, [&](auto* y) { decode_ans_body_by_segments(p, k, data, len, m, y); });
+  return with_output(dtype, m,
+                     [&](auto* y) { decode_ans_body_by_segments(p, k, data, len, m, y); });
 }
 
 py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::bytes& key,

@@ -338,8 +338,8 @@ void with_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, 
 // segment's symbols and the spot-checked sub-vectors' stage come back to
 // the host.
 py::tuple encode_ans_body_resident(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
-                              double factor, const py::tuple& statistics,
-                              const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
+                                   double factor, const py::tuple& statistics,
+                                   const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t count = static_cast<std::size_t>(spot.size());
   StageArrays checked = StageArrays::allocate(count, p.n);
@@ -358,8 +358,8 @@ py::tuple encode_ans_body_resident(const py::capsule& x, const py::bytes& key, c
       if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
     gpu::DeviceStreams streams;
     gpu::ans_streams_resident(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
-                         V.as<double>(), N, segment_subvectors(p.n), device, stream, streams,
-                         &coder_timing);
+                              V.as<double>(), N, segment_subvectors(p.n), device, stream, streams,
+                              &coder_timing);
     const std::size_t segments = streams.tabled.size();
     body = assemble_ans_body(model, m, uses_point_model(p.lattice), streams.bytes.data(),
                              streams.sizes, streams.tabled,
@@ -409,8 +409,8 @@ PYBIND11_MODULE(_cuda, m) {
     const int count = gpu::device_count(&why);
     return py::make_tuple(count, why);
   }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
-  m.def("body_symbols", &body_symbols_resident, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"),
-        py::arg("factor"), py::arg("statistics"), py::arg("stream") = 0,
+  m.def("body_symbols", &body_symbols_resident, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("params"), py::arg("factor"), py::arg("statistics"), py::arg("stream") = 0,
         "Every stream's symbols of a CUDA tensor by the symbol kernel -> (first uint64, "
         "start uint32, freq uint32, tabled uint8), host arrays.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
@@ -426,18 +426,18 @@ PYBIND11_MODULE(_cuda, m) {
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default); threads: host threads that pack each "
         "chunk.");
-  m.def("decode_ans_body_resident", &decode_ans_body_resident, py::arg("body"), py::kw_only(), py::arg("m"),
-        py::arg("key"), py::arg("params"), py::arg("dtype"), py::arg("device") = 0,
-        py::arg("stream") = 0,
+  m.def("decode_ans_body_resident", &decode_ans_body_resident, py::arg("body"),
+        py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
+        py::arg("device") = 0, py::arg("stream") = 0,
         "Decode an ANS body on the GPU, every segment at once, into a new CUDA tensor -> "
         "(DLPack capsule, timing): decode's values and errors.");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
-  m.def("encode_ans_body_resident", &encode_ans_body_resident, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("params"), py::arg("factor"), py::arg("statistics"), py::arg("spot"),
-        py::arg("stream") = 0,
+  m.def("encode_ans_body_resident", &encode_ans_body_resident, py::arg("x"), py::kw_only(),
+        py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("statistics"),
+        py::arg("spot"), py::arg("stream") = 0,
         "The ANS body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "
         "stage to the rANS streams, the source model fitted from statistics = (range, "
         "counts) -> (body, (H, M, beta, V) of sub-vectors spot, timing).");

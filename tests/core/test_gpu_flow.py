@@ -319,7 +319,8 @@ def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, code
     monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
     monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda index: type("S", (), {"cuda_stream": 0}))
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda index: type("Stream", (), {"cuda_stream": 0}))
     out = cepam.decode(payload, secret=SECRET, device="cuda")
     assert fake.calls == calls
     assert torch.equal(out, cepam.decode(payload, secret=SECRET))
