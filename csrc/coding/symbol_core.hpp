@@ -256,13 +256,17 @@ CEPAM_HD inline double box_offset(const BoxTerms& g, int c, double beta, double 
 // = 0 where the lattice has no point model: Z^n), the block size
 // (kAnsBlock) and, for the decoder, the sub-vectors a piece
 // (payload/ans_body.hpp).
+//
+// A view, by pointers, so that a GPU's kernels take it by value without
+// copying the bases to each thread's local memory (payload/ans_streams.hpp's
+// SymbolTables owns the host's; cuda/ans_gpu.cu copies them to the device).
 struct SymbolModel {
   CdfView cdf;
   const double* quantile;
   const std::uint32_t* geometric;
-  BoxTerms basis;
+  const BoxTerms* basis;
   PointBounds points;
-  PointBasis point_basis;
+  const PointBasis* point_basis;
   std::size_t block;
   std::size_t piece;
 };
@@ -298,12 +302,12 @@ CEPAM_HD inline void h_symbols(const SymbolModel& z, std::size_t j0, std::size_t
 // box_offset.
 CEPAM_HD inline CellLayout box_layout(const SymbolModel& z, std::size_t c, double beta,
                                       const double* v, const std::int64_t* m) {
-  const std::size_t k = static_cast<std::size_t>(z.basis.n) - 1 - c;
+  const std::size_t k = static_cast<std::size_t>(z.basis->n) - 1 - c;
   const auto before = [&](int d) {
     return static_cast<double>(m[k + static_cast<std::size_t>(d)]);
   };
-  const double o = box_offset(z.basis, static_cast<int>(c), beta, v[k], before);
-  return cell_layout(z.cdf.a, beta * z.basis.diag[c], o);
+  const double o = box_offset(*z.basis, static_cast<int>(c), beta, v[k], before);
+  return cell_layout(z.cdf.a, beta * z.basis->diag[c], o);
 }
 
 // The box model's symbols of sub-vector j's coordinates (M, beta and V
@@ -311,7 +315,7 @@ CEPAM_HD inline CellLayout box_layout(const SymbolModel& z, std::size_t c, doubl
 CEPAM_HD inline void box_subvector_symbols(const SymbolModel& z, std::size_t j,
                                            const std::int64_t* M, const double* beta,
                                            const double* V, SymbolSink& sink) {
-  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  const std::size_t n = static_cast<std::size_t>(z.basis->n);
   const std::int64_t* m = M + j * n;
   AnsSymbol tmp[kMaxCellSymbols];
   for (std::size_t c = 0; c < n; ++c) {
@@ -325,7 +329,7 @@ CEPAM_HD inline void box_subvector_symbols(const SymbolModel& z, std::size_t j,
 CEPAM_HD inline void box_m_symbols(const SymbolModel& z, std::size_t j0, std::size_t j1,
                                    const std::int64_t* M, const double* beta, const double* V,
                                    SymbolSink& sink) {
-  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  const std::size_t n = static_cast<std::size_t>(z.basis->n);
   for (std::size_t j = j0; j < j1; ++j) {
     if (point_framed(z.points, beta[j], V + j * n)) sink.flag = true;
     box_subvector_symbols(z, j, M, beta, V, sink);
@@ -340,13 +344,13 @@ CEPAM_HD inline void box_m_symbols(const SymbolModel& z, std::size_t j0, std::si
 CEPAM_HD inline void point_m_symbols(const SymbolModel& z, std::size_t j0, std::size_t j1,
                                      const std::int64_t* M, const double* beta,
                                      const double* V, PointTable& T, SymbolSink& sink) {
-  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  const std::size_t n = static_cast<std::size_t>(z.basis->n);
   for (std::size_t j = j0; j < j1; ++j) {
-    if (point_prepare(z.point_basis, z.points, beta[j], V + j * n, T, PointFillCosets{},
+    if (point_prepare(*z.point_basis, z.points, beta[j], V + j * n, T, PointFillCosets{},
                       PointBallProbabilities{})) {
       sink.flag = true;
       AnsSymbol point;
-      const bool listed = point_symbol(point_find(z.point_basis, T, M + j * n), T.count, T.cum,
+      const bool listed = point_symbol(point_find(*z.point_basis, T, M + j * n), T.count, T.cum,
                                        &point.start, &point.freq);
       sink.put(&point, 1);
       if (listed) continue;

@@ -195,24 +195,32 @@ void rans_encode_segments(const AnsSymbol* symbols, const std::uint64_t* first,
 
 namespace {
 
-// z's tables (knots, slopes, quantiles and the trial index's cum; host
-// memory) in device memory at `at` (kSymbolTableBytes bytes), copied on
-// `stream`; returns z pointing there.
+// z's tables (knots, slopes, quantiles, the trial index's cum, the box
+// model's basis and the point model's; host memory) in device memory at
+// `at` (kSymbolTableBytes bytes), copied on `stream`; returns z pointing
+// there.
 constexpr std::size_t kTableKnots = kCdfCells + 1, kTableSlopes = kCdfCells;
 constexpr std::size_t kTableQuantiles = std::size_t{1} << kCdfKnotBits;
 constexpr std::size_t kTableCum = kGeometricTable + 1;
-constexpr std::size_t kSymbolTableBytes =
-    (kTableKnots + kTableSlopes + kTableQuantiles) * 8 + (kTableCum * 4 + 7) / 8 * 8;
+constexpr std::size_t pad8(std::size_t bytes) { return (bytes + 7) / 8 * 8; }
+constexpr std::size_t kTableBasis =
+    (kTableKnots + kTableSlopes + kTableQuantiles) * 8 + pad8(kTableCum * 4);
+constexpr std::size_t kTablePointBasis = kTableBasis + pad8(sizeof(BoxTerms));
+constexpr std::size_t kSymbolTableBytes = kTablePointBasis + pad8(sizeof(PointBasis));
 SymbolModel symbol_tables_to_device(const SymbolModel& z, char* at, cudaStream_t stream) {
   SymbolModel dz = z;
   auto* knot = reinterpret_cast<double*>(at);
   auto* slope = knot + kTableKnots;
   auto* quantile = slope + kTableSlopes;
   auto* cum = reinterpret_cast<std::uint32_t*>(quantile + kTableQuantiles);
+  auto* basis = reinterpret_cast<BoxTerms*>(at + kTableBasis);
+  auto* point_basis = reinterpret_cast<PointBasis*>(at + kTablePointBasis);
   dz.cdf.knot = knot;
   dz.cdf.slope = slope;
   dz.quantile = quantile;
   dz.geometric = z.geometric != nullptr ? cum : nullptr;
+  dz.basis = basis;
+  dz.point_basis = point_basis;
   check(cudaMemcpyAsync(knot, z.cdf.knot, kTableKnots * 8, cudaMemcpyHostToDevice, stream),
         "copy the model's knots");
   check(cudaMemcpyAsync(slope, z.cdf.slope, kTableSlopes * 8, cudaMemcpyHostToDevice, stream),
@@ -222,6 +230,10 @@ SymbolModel symbol_tables_to_device(const SymbolModel& z, char* at, cudaStream_t
   if (z.geometric != nullptr)
     check(cudaMemcpyAsync(cum, z.geometric, kTableCum * 4, cudaMemcpyHostToDevice, stream),
           "copy the trial index's table");
+  check(cudaMemcpyAsync(basis, z.basis, sizeof(BoxTerms), cudaMemcpyHostToDevice, stream),
+        "copy the basis");
+  check(cudaMemcpyAsync(point_basis, z.point_basis, sizeof(PointBasis), cudaMemcpyHostToDevice,
+                        stream), "copy the point model's basis");
   return dz;
 }
 
@@ -271,15 +283,27 @@ void symbols_on_device(const SymbolModel& z, const std::uint32_t* H, const std::
   std::uint64_t* counts = tables.at<std::uint64_t>(off_counts);
   unsigned char* device_flags = tables.at<unsigned char>(off_flags);
   SymbolModel dz;
+  // The point units run (and hold their tables' local memory) only where a
+  // segment has a point frame: none at rms/sigma = 10.
+  std::size_t point_units = 0;
   try {
     copy_timer.start();
     dz = symbol_tables_to_device(z, tables.at<char>(0), stream);
     check(cudaMemsetAsync(device_flags, 0, runs, stream), "reset the flags");
+    check(cudaMemsetAsync(counts, 0, u.count * 8, stream), "reset the symbol counts");
     copy_timer.stop(&t.transfer_ms);
-    kernel_timer.start();  // the counts: the box units, then the point units they ask for
+    kernel_timer.start();  // the box units' counts, noting the segments with a point frame
     launch_units(false, dz, u, 0, box, H, M, beta, V, nullptr, nullptr, nullptr, counts,
                  device_flags, stream);
-    launch_units(true, dz, u, box, u.count - box, H, M, beta, V, device_flags, nullptr, nullptr,
+    kernel_timer.stop(&t.kernel_ms);
+    check(cudaMemcpyAsync(flags.data(), device_flags, runs, cudaMemcpyDeviceToHost, stream),
+          "copy the flags");
+    check(cudaStreamSynchronize(stream), "synchronize");
+    if (std::find(flags.begin(), flags.begin() + static_cast<std::ptrdiff_t>(u.segments), 1) !=
+        flags.begin() + static_cast<std::ptrdiff_t>(u.segments))
+      point_units = u.count - box;
+    kernel_timer.start();  // the point units' counts there, noting the segments with a table
+    launch_units(true, dz, u, box, point_units, H, M, beta, V, device_flags, nullptr, nullptr,
                  counts, device_flags, stream);
     kernel_timer.stop(&t.kernel_ms);
     check(cudaMemcpyAsync(at.data() + 1, counts, u.count * 8, cudaMemcpyDeviceToHost, stream),
@@ -309,7 +333,7 @@ void symbols_on_device(const SymbolModel& z, const std::uint32_t* H, const std::
     launch_units(false, dz, u, 0, box, H, M, beta, V, device_flags,
                  tables.at<std::uint64_t>(off_at), symbols->at<AnsSymbol>(0), counts, nullptr,
                  stream);
-    launch_units(true, dz, u, box, u.count - box, H, M, beta, V, device_flags,
+    launch_units(true, dz, u, box, point_units, H, M, beta, V, device_flags,
                  tables.at<std::uint64_t>(off_at), symbols->at<AnsSymbol>(0), counts, nullptr,
                  stream);
     kernel_timer.stop(&t.kernel_ms);
@@ -345,7 +369,7 @@ __global__ void decode_kernel(SymbolModel z, subvector::Config c, Key key,
   __shared__ SegmentOutcome check;
   const unsigned long long s = blockIdx.x;
   const DecodeSegment seg = segments[s];
-  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  const std::size_t n = static_cast<std::size_t>(z.basis->n);
   const DecodeScratch b{H + s * z.block, beta + s * z.piece, V + s * z.piece * n,
                         M + s * z.piece * n, tables != nullptr ? tables + s : nullptr};
   const bool reader = threadIdx.x == 0;
@@ -408,7 +432,6 @@ void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   DeviceGuard guard(device);
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   const std::size_t n = static_cast<std::size_t>(p.n);
-  const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
   // Layout: tables, body, segments, outcomes, then each segment's scratch
   // (H of a block, beta, V and M of a piece, and where the point model
   // codes some segment, a point table).

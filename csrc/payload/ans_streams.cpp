@@ -95,38 +95,41 @@ template std::vector<std::uint8_t> encode_ans_body_by_streams<float>(
 template std::vector<std::uint8_t> encode_ans_body_by_streams<double>(
     const LrsuqParams&, const ChaChaKey&, const double*, std::size_t, double, const StreamCoder&);
 
-SymbolModel symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
-                                const LrsuqParams& p) {
+SymbolTables::SymbolTables(const SourceModel& model, const GeometricCoder& hcoder,
+                           const LrsuqParams& p)
+    : z_{} {
   const TriangularBasis basis = lattice_basis(p);
   if (basis.n < 1 || basis.n > BoxTerms::kMaxN)
     throw InvalidArgument("the shared symbol code takes lattices of at most 8 dimensions");
-  SymbolModel z{};
-  z.cdf = model.cdf_view();
-  z.quantile = model.quantile_table();
-  z.geometric = hcoder.table();
-  z.basis = box_terms(basis.n, basis.b.data());
-  z.points = PointBounds{};  // usable = 0
-  z.point_basis = PointBasis{};
+  basis_ = box_terms(basis.n, basis.b.data());
+  point_basis_ = PointBasis{};
+  z_.cdf = model.cdf_view();
+  z_.quantile = model.quantile_table();
+  z_.geometric = hcoder.table();
+  z_.basis = &basis_;
+  z_.points = PointBounds{};  // usable = 0
+  z_.point_basis = &point_basis_;
   if (uses_point_model(p.lattice)) {
     const PointCoder points(model, basis);
-    z.points = points.bounds();
-    z.point_basis = points.basis();
+    z_.points = points.bounds();
+    point_basis_ = points.basis();
   }
-  z.block = kAnsBlock;
-  z.piece = piece_subvectors(basis.n);
-  return z;
+  z_.block = kAnsBlock;
+  z_.piece = piece_subvectors(basis.n);
 }
 
 BodySymbols body_symbols(const SymbolModel& z, std::size_t N, std::size_t S,
-                                 const std::uint32_t* H, const std::int64_t* M,
-                                 const double* beta, const double* V) {
+                         const std::uint32_t* H, const std::int64_t* M, const double* beta,
+                         const double* V) {
   const SymbolUnits u = symbol_units(z, N, S);
   const std::size_t box_units_end = u.segments * u.per_segment;
   BodySymbols out;
   std::vector<unsigned char> framed(u.segments, 0);
   out.tabled.assign(u.segments, 0);
   std::vector<std::uint64_t> at(u.count + 1, 0);
-  std::unique_ptr<PointTable> table = std::make_unique<PointTable>();  // (7 KiB)
+  // A point table (7 KiB) for the point units, where there are some.
+  const std::unique_ptr<PointTable> table =
+      u.streams == 2 ? std::make_unique<PointTable>() : nullptr;
   // The kernels' passes: the box units' counts, noting the segments with a
   // point frame; the point units' counts there, noting those with a table;
   // then the symbols.
@@ -197,7 +200,8 @@ BodySymbols body_symbols_of(const LrsuqParams& p, const ChaChaKey& key, const T*
   std::vector<std::int64_t> M(N * n);
   std::vector<double> beta(N), V(N * n);
   if (N > 0) lrsuq_encode_subvectors(p, key, x, m, factor, 0, N, H.data(), M.data(), beta.data(), V.data());
-  return body_symbols(symbol_model(model, hcoder, p), N, segment_subvectors(p.n),
+  const SymbolTables tables(model, hcoder, p);
+  return body_symbols(tables.z(), N, segment_subvectors(p.n),
                               H.data(), M.data(), beta.data(), V.data());
 }
 
@@ -260,7 +264,8 @@ DecodePlan::DecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size
                        std::size_t m)
     : ans(body, len, uses_point_model(p.lattice), ans_segments(m, p.n)),
       hcoder(acceptance_probability(p)),
-      z(symbol_model(ans.model(), hcoder, p)),
+      tables(ans.model(), hcoder, p),
+      z(tables.z()),
       config(lrsuq_subvector_config(p)),
       points(false) {
   const std::size_t n = static_cast<std::size_t>(p.n);

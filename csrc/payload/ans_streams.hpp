@@ -60,10 +60,21 @@ std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const
 
 // The symbol tables for this model, trial-index coder and lattice (valid
 // while model and hcoder live; the point model's bounds and basis where
-// the lattice has one).  Throws InvalidArgument for a lattice of more than
-// 8 dimensions.
-SymbolModel symbol_model(const SourceModel& model, const GeometricCoder& hcoder,
-                                const LrsuqParams& p);
+// the lattice has one): z() is their view, which points into this object
+// (not copied or moved).  Throws InvalidArgument for a lattice of more
+// than 8 dimensions.
+class SymbolTables {
+ public:
+  SymbolTables(const SourceModel& model, const GeometricCoder& hcoder, const LrsuqParams& p);
+  SymbolTables(const SymbolTables&) = delete;
+  SymbolTables& operator=(const SymbolTables&) = delete;
+  const SymbolModel& z() const { return z_; }
+
+ private:
+  BoxTerms basis_;
+  PointBasis point_basis_;
+  SymbolModel z_;
+};
 
 // A body's streams' symbols, as the kernels compute them: stream k = r
 // segments + s (r = 0: segment s's box stream; r = 1: its point stream,
@@ -82,8 +93,8 @@ struct BodySymbols {
 // point frame), the point units of those segments counted (noting the
 // segments with a table), then every unit's symbols written.
 BodySymbols body_symbols(const SymbolModel& z, std::size_t N, std::size_t S,
-                                 const std::uint32_t* H, const std::int64_t* M,
-                                 const double* beta, const double* V);
+                         const std::uint32_t* H, const std::int64_t* M, const double* beta,
+                         const double* V);
 
 // body_symbols of x[0..m) * factor with the source model `model`,
 // the stage computed by the kernels' per-sub-vector code
@@ -152,7 +163,8 @@ struct DecodePlan {
 
   AnsBody ans;
   GeometricCoder hcoder;
-  SymbolModel z;
+  SymbolTables tables;
+  const SymbolModel& z;  // tables.z()
   subvector::Config config;
   std::vector<DecodeSegment> segments;
   bool points;

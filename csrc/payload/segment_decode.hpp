@@ -76,7 +76,7 @@ CEPAM_HD inline SegmentOutcome check_trials(const subvector::Config& c,
 // coordinates decoded before it).
 CEPAM_HD inline int read_box_subvector(const SymbolModel& z, RansReader& r, double beta,
                                        const double* v, std::int64_t* m) {
-  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  const std::size_t n = static_cast<std::size_t>(z.basis->n);
   for (std::size_t c = 0; c < n; ++c) {
     const CellLayout l = box_layout(z, c, beta, v, m);
     const int st = cell_decode(z.cdf, z.quantile, l, r, &m[n - 1 - c]);
@@ -94,17 +94,17 @@ CEPAM_HD inline int read_box_subvector(const SymbolModel& z, RansReader& r, doub
 CEPAM_HD inline int read_points(const SymbolModel& z, RansReader& r, std::size_t count,
                                 const double* beta, const double* V, PointTable* T,
                                 std::int64_t* M) {
-  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  const std::size_t n = static_cast<std::size_t>(z.basis->n);
   for (std::size_t i = 0; i < count; ++i) {
     std::int64_t* m = M + i * n;
     const double* v = V + i * n;
-    const bool tabled = T != nullptr && point_prepare(z.point_basis, z.points, beta[i], v, *T,
+    const bool tabled = T != nullptr && point_prepare(*z.point_basis, z.points, beta[i], v, *T,
                                                       PointFillCosets{}, PointBallProbabilities{});
     if (tabled && rans_peek(r) < kPointSlots) {
       const std::size_t k = point_index(*T, rans_peek(r));
       const int st = rans_advance(r, T->cum[k], T->cum[k + 1] - T->cum[k]);
       if (st != kReadOk) return st;
-      point_candidate(z.point_basis, *T, k, m);
+      point_candidate(*z.point_basis, *T, k, m);
       continue;
     }
     if (tabled) {  // the escape, then the box model's symbols
@@ -113,7 +113,7 @@ CEPAM_HD inline int read_points(const SymbolModel& z, RansReader& r, std::size_t
     }
     const int st = read_box_subvector(z, r, beta[i], v, m);
     if (st != kReadOk) return st;
-    if (tabled && point_listed(z.point_basis, *T, m)) return kReadNonCanonicalPoint;
+    if (tabled && point_listed(*z.point_basis, *T, m)) return kReadNonCanonicalPoint;
   }
   return kReadOk;
 }
@@ -149,7 +149,7 @@ CEPAM_HD inline SegmentOutcome decode_segment(const SymbolModel& z, const subvec
   RansReader r;
   SegmentOutcome out{rans_open(r, body + seg.offset, static_cast<std::size_t>(seg.size)), 0, 0};
   if (out.status != kReadOk) return out;
-  const std::size_t n = static_cast<std::size_t>(z.basis.n);
+  const std::size_t n = static_cast<std::size_t>(z.basis->n);
   for (std::uint64_t b0 = seg.first; b0 < seg.last; b0 += z.block) {
     const std::size_t count =
         seg.last - b0 < z.block ? static_cast<std::size_t>(seg.last - b0) : z.block;

@@ -323,7 +323,8 @@ void with_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, 
     const CellWidths widths = typical_cell_widths(p);
     const SourceModel model = SourceModel::fit_from(stats, widths.lo, widths.hi);
     const GeometricCoder hcoder(acceptance_probability(p));
-    const SymbolModel z = symbol_model(model, hcoder, p);
+    const SymbolTables tables(model, hcoder, p);
+    const SymbolModel& z = tables.z();
     DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
     gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
                                  M.as<std::int64_t>(), beta.as<double>(), V.as<double>(), timing);
