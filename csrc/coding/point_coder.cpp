@@ -191,43 +191,10 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis) {
 
 bool PointCoder::listed(const std::int64_t* m) const { return point_listed(basis_, table_, m); }
 
-// The enumeration, the walk and the solve are coding/point_table.hpp's
-// (point_walk_top's comment there, and this one, say why the walk finds
-// what the enumeration finds).
-//
-// D4 and E8, walked in the coordinates x = G^T m.
-//
-// The walk finds the candidates that enumerate finds, in the same order,
-// with the same distances (D4 and E8 used enumerate until the walk, pruned
-// with the bounds below, which the walk applies to the same nodes with the
-// same values).  Level k steps through x_k itself instead of m_k: a point
-// of D4 or E8 has x_{n-1} in g Z (g = G_{n-1,n-1} = 1 or 1/2), all of
-// x_0 .. x_{n-2} in Z + h, h = the fractional part of x_{n-1} (the coset),
-// and sum_k (x_k - h) even.  So below the top each level's terms depend on
-// the coset alone: they are tabulated once per sub-vector (fill_cosets),
-// and the last level takes every other value (the parity).
-// Why the same:
-// - The set.  enumerate's x_k = offset + m_k G_kk is exact (halves of
-//   integers below 2^42), so its term e = x_k - t_k, its partial sums and
-//   its set (the points whose partial sums all stay within R^2; the last
-//   sum is the largest, as adding a non-negative term never decreases a
-//   rounded sum) are functions of x alone: the walk computes the same e.
-// - The order.  G is lower triangular with a positive diagonal, so for
-//   fixed m_i (i > k), x_k increases with m_k: enumerate's order
-//   (lexicographic in m_{n-1}, .., m_0) is the lexicographic order of
-//   (x_{n-1}, .., x_0), the walk's.
-// - The windows.  A value x_k = n + h within R has |fl(x_k - t_k)| <= R
-//   (1 + 2^-51), and the window's centre n0 = floor(fl(t_k - h) + 1/2) is
-//   within 1/2 + 2^-11 of t_k - h (|t_k| < 2^40), so |n - n0| < R + 1/2 +
-//   2^-10 <= kWindow + 1 (checked for r_cap in the constructor): every
-//   value within R is in the window, whose values are tested one by one.
-// - The pruning.  enumerate kept j when p(j) <= R^2 and (level > 0) p(j) +
-//   below_k kBoundShrink <= R^2, the walk tests the same sums (the second
-//   test implies the first).  below_k depends on h alone.
-// - The candidates.  x and m determine each other, exactly (to_x, solve):
-//   every offset is a sum of halves of integers below 2^42 and every
-//   1 / G_kk a power of two; so the walk keeps x, and m is solved for
-//   when it is needed (find, decode).
+// The table: coding/point_table.hpp's point_prepare (the comment before
+// its point_walk says why the D4 and E8 walk finds what the enumeration
+// finds), with this processor's forms of the cosets' tables and the ball
+// probabilities.
 bool PointCoder::prepare(double beta, const double* v) {
   const auto fill = [this](int n, const double* t, Coset* s) {
     fill_cosets_[n == 8 ? 1 : 0](t, s);

@@ -1,8 +1,8 @@
 // A sub-vector's point-model table (coding/point_coder.hpp documents the
 // model) written once for the CPU and a GPU (CEPAM_HD): the candidates'
 // enumeration over the lower-triangular basis (Fincke and Pohst; D4 and E8
-// walked in the coordinates x = G^T m, point_coder.cpp says why the walk
-// finds the same points in the same order), their probabilities and
+// walked in the coordinates x = G^T m: the same points in the same order,
+// as the comment before point_walk says), their probabilities and
 // frequencies (coding/point_core.hpp), and a point's place among them.
 // PointCoder runs these functions, so the CPU's bytes are this code's
 // bytes; a GPU's symbol kernel runs them for the point model's streams.
@@ -102,6 +102,40 @@ CEPAM_HD inline void point_enumerate(const PointBasis& B, PointTable& T, double 
     }
   }
 }
+
+// D4 and E8, walked in the coordinates x = G^T m.
+//
+// The walk finds the candidates that point_enumerate finds, in the same order,
+// with the same distances (D4 and E8 used enumerate until the walk, pruned
+// with the bounds below, which the walk applies to the same nodes with the
+// same values).  Level k steps through x_k itself instead of m_k: a point
+// of D4 or E8 has x_{n-1} in g Z (g = G_{n-1,n-1} = 1 or 1/2), all of
+// x_0 .. x_{n-2} in Z + h, h = the fractional part of x_{n-1} (the coset),
+// and sum_k (x_k - h) even.  So below the top each level's terms depend on
+// the coset alone: they are tabulated once per sub-vector (point_fill_cosets),
+// and the last level takes every other value (the parity).
+// Why the same:
+// - The set.  enumerate's x_k = offset + m_k G_kk is exact (halves of
+//   integers below 2^42), so its term e = x_k - t_k, its partial sums and
+//   its set (the points whose partial sums all stay within R^2; the last
+//   sum is the largest, as adding a non-negative term never decreases a
+//   rounded sum) are functions of x alone: the walk computes the same e.
+// - The order.  G is lower triangular with a positive diagonal, so for
+//   fixed m_i (i > k), x_k increases with m_k: enumerate's order
+//   (lexicographic in m_{n-1}, .., m_0) is the lexicographic order of
+//   (x_{n-1}, .., x_0), the walk's.
+// - The windows.  A value x_k = n + h within R has |fl(x_k - t_k)| <= R
+//   (1 + 2^-51), and the window's centre n0 = floor(fl(t_k - h) + 1/2) is
+//   within 1/2 + 2^-11 of t_k - h (|t_k| < 2^40), so |n - n0| < R + 1/2 +
+//   2^-10 <= kWindow + 1 (checked for r_cap in the constructor): every
+//   value within R is in the window, whose values are tested one by one.
+// - The pruning.  enumerate kept j when p(j) <= R^2 and (level > 0) p(j) +
+//   below_k kBoundShrink <= R^2, the walk tests the same sums (the second
+//   test implies the first).  below_k depends on h alone.
+// - The candidates.  x and m determine each other, exactly (point_to_x, point_solve):
+//   every offset is a sum of halves of integers below 2^42 and every
+//   1 / G_kk a power of two; so the walk keeps x, and m is solved for
+//   when it is needed (point_find, point_candidate).
 
 // Level K < N-1 of the D4 and E8 walk: x_K in the window of coset s; sum =
 // the sum of x_i, i > K.  False when the candidates overflow.
