@@ -438,17 +438,17 @@ void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   const std::size_t off_body = kSymbolTableBytes, off_segs = off_body + pad8(len);
   const std::size_t off_out = off_segs + S * sizeof(DecodeSegment);
   const std::size_t off_h = off_out + pad8(S * sizeof(SegmentOutcome));
-  const std::size_t off_beta = off_h + pad8(S * plan.z.block * 4);
-  const std::size_t off_v = off_beta + S * plan.z.piece * 8;
-  const std::size_t off_m = off_v + S * plan.z.piece * n * 8;
-  const std::size_t off_tables = off_m + S * plan.z.piece * n * 8;
+  const std::size_t off_beta = off_h + pad8(S * plan.z().block * 4);
+  const std::size_t off_v = off_beta + S * plan.z().piece * 8;
+  const std::size_t off_m = off_v + S * plan.z().piece * n * 8;
+  const std::size_t off_tables = off_m + S * plan.z().piece * n * 8;
   Scratch scratch(device, off_tables + (plan.points ? S * sizeof(PointTable) : 0));
   std::vector<SegmentOutcome> outcomes(S);
   Timing t;
   Timer copy_timer(stream), kernel_timer(stream);
   try {
     copy_timer.start();
-    const SymbolModel dz = symbol_tables_to_device(plan.z, scratch.at<char>(0), stream);
+    const SymbolModel dz = symbol_tables_to_device(plan.z(), scratch.at<char>(0), stream);
     check(cudaMemcpyAsync(scratch.at<std::uint8_t>(off_body), body, len, cudaMemcpyHostToDevice,
                           stream), "copy the body");
     check(cudaMemcpyAsync(scratch.at<DecodeSegment>(off_segs), plan.segments.data(),

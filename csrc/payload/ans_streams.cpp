@@ -85,7 +85,6 @@ std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const
   std::vector<std::uint8_t> streams;
   std::vector<std::uint64_t> sizes;
   code(symbols.data(), first.data(), first.size() - 1, streams, sizes);
-  if (sizes.size() != first.size() - 1) throw EncodingError("the stream coder lost streams");
   return assemble_ans_body(model, m, point_model, streams.data(), sizes, tabled,
                            [&](std::size_t k) { return stream_symbols(symbols, first, k); });
 }
@@ -265,7 +264,6 @@ DecodePlan::DecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size
     : ans(body, len, uses_point_model(p.lattice), ans_segments(m, p.n)),
       hcoder(acceptance_probability(p)),
       tables(ans.model(), hcoder, p),
-      z(tables.z()),
       config(lrsuq_subvector_config(p)),
       points(false) {
   const std::size_t n = static_cast<std::size_t>(p.n);
@@ -298,15 +296,15 @@ void decode_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
                                  const std::uint8_t* body, std::size_t len, std::size_t m, T* y) {
   const DecodePlan plan(p, body, len, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
-  std::vector<std::uint32_t> H(plan.z.block);
-  std::vector<double> beta(plan.z.piece), V(plan.z.piece * n);
-  std::vector<std::int64_t> M(plan.z.piece * n);
+  std::vector<std::uint32_t> H(plan.z().block);
+  std::vector<double> beta(plan.z().piece), V(plan.z().piece * n);
+  std::vector<std::int64_t> M(plan.z().piece * n);
   const std::unique_ptr<PointTable> table =
       plan.points ? std::make_unique<PointTable>() : nullptr;  // (7 KiB)
   const DecodeScratch scratch{H.data(), beta.data(), V.data(), M.data(), table.get()};
   std::vector<SegmentOutcome> outcomes;
   for (const DecodeSegment& seg : plan.segments) {
-    outcomes.push_back(decode_segment(plan.z, plan.config, key.data(), body, seg, m, scratch, y));
+    outcomes.push_back(decode_segment(plan.z(), plan.config, key.data(), body, seg, m, scratch, y));
     if (outcomes.back().status != kReadOk) break;  // (the first error is the one thrown)
   }
   throw_first_error(outcomes.data(), outcomes.size(), dtype_name<T>());

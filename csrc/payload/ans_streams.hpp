@@ -160,11 +160,11 @@ struct DecodePlan {
   DecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len, std::size_t m);
   DecodePlan(const DecodePlan&) = delete;
   DecodePlan& operator=(const DecodePlan&) = delete;
+  const SymbolModel& z() const { return tables.z(); }
 
   AnsBody ans;
   GeometricCoder hcoder;
   SymbolTables tables;
-  const SymbolModel& z;  // tables.z()
   subvector::Config config;
   std::vector<DecodeSegment> segments;
   bool points;
