@@ -137,7 +137,7 @@ void run(const std::uint8_t* data, std::size_t size) {
       decode_payload_symbols(p, ks, body, len, m, coder, H.data(), M.data(), threads);
       break;
     }
-    case 3: payload_body_parts(body, len, coder, p.lattice, ans_segments(m, p.n)); break;
+    case 3: payload_body_parts(body, len, coder, p.lattice, body_segments(m, p.n)); break;
     default: decode_raw_symbols(p, ks, body, len, m); break;
   }
 }

@@ -1,10 +1,7 @@
 // Payload body coder 2 ("ans"): the source model, then the update's
-// sub-vectors in segments of a fixed number of sub-vectors (kSegmentCoordinates
-// / n; the last segment the rest), each coded on its own: its own rANS
-// states, its own choice of lattice model, and its byte length in front, so
-// that segments are encoded and decoded in parallel, and the decoder can
-// find every segment before decoding any.  The segment size does not depend
-// on the thread count, so neither do the bytes.
+// sub-vectors in the segments of payload/segments.hpp, each coded on its
+// own: its own rANS states, its own choice of lattice model, and its byte
+// length in front.
 //
 // In a segment's rANS stream: every trial index H_j (exact Geometric(p)
 // model) and every lattice coordinate, coded conditionally on the decoder's
@@ -35,6 +32,7 @@
 #include "coding/point_coder.hpp"
 #include "coding/rans.hpp"
 #include "coding/source_model.hpp"
+#include "payload/segments.hpp"
 
 namespace cepam {
 
@@ -52,25 +50,6 @@ inline constexpr std::size_t kPieceCoordinates = 4096;
 inline std::size_t piece_subvectors(int n) {
   const std::size_t coordinates = kPieceCoordinates / static_cast<std::size_t>(n);
   return std::max<std::size_t>(1, std::min(kAnsBlock, coordinates));
-}
-
-// Coordinates per segment (at most; kSegmentCoordinates / n sub-vectors).
-// 2^17: segments cost 0.0016 bits per coordinate against one stream
-// (measured: the lengths, the model bytes, each stream's first and final
-// states), and an update of 10^6 coordinates has eight segments to share
-// among threads.
-inline constexpr std::size_t kSegmentCoordinates = std::size_t{1} << 17;
-
-// Sub-vectors per segment for dimension n.
-inline std::size_t segment_subvectors(int n) {
-  return kSegmentCoordinates / static_cast<std::size_t>(n);
-}
-
-// The number of segments of m coordinates in dimension n.
-inline std::size_t ans_segments(std::size_t m, int n) {
-  const std::size_t N = m / static_cast<std::size_t>(n) + (m % static_cast<std::size_t>(n) != 0 ? 1 : 0);
-  const std::size_t S = segment_subvectors(n);
-  return N / S + (N % S != 0 ? 1 : 0);
 }
 
 // Bytes of a segment before its rANS stream: the length, and the model byte.

@@ -45,7 +45,7 @@ std::vector<std::uint8_t> encode_ans_body_by_streams(const LrsuqParams& p, const
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
   const std::size_t S = segment_subvectors(p.n);
-  const std::size_t segments = ans_segments(m, p.n);
+  const std::size_t segments = body_segments(m, p.n);
   const CellWidths widths = typical_cell_widths(p);
   const SourceModel model = SourceModel::fit(x, m, factor, widths.lo, widths.hi);
   const TriangularBasis basis = lattice_basis(p);
@@ -225,7 +225,7 @@ template <class T>
 bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
                      std::size_t len, std::size_t m, double factor, std::size_t s,
                      const T* values, std::size_t count) {
-  const AnsBody parsed(body, len, uses_point_model(p.lattice), ans_segments(m, p.n));
+  const AnsBody parsed(body, len, uses_point_model(p.lattice), body_segments(m, p.n));
   if (s >= parsed.segments().size()) throw InvalidArgument("the body has no such segment");
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
@@ -261,7 +261,7 @@ bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint
 
 DecodePlan::DecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                        std::size_t m)
-    : ans(body, len, uses_point_model(p.lattice), ans_segments(m, p.n)),
+    : ans(body, len, uses_point_model(p.lattice), body_segments(m, p.n)),
       hcoder(acceptance_probability(p)),
       tables(ans.model(), hcoder, p),
       config(lrsuq_subvector_config(p)),

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "payload/golomb_body.hpp"
@@ -15,33 +14,9 @@
 namespace cepam {
 namespace {
 
-constexpr std::size_t kGolombPrefix = 4 + 1 + 8 + 8;
-
 // The ANS encoder pairs segments only where every thread has at least this
 // many (SegmentTasks).
 constexpr std::size_t kPairSegments = 16;
-
-void put_le(std::vector<std::uint8_t>& out, std::size_t at, std::uint64_t v, int bytes) {
-  for (int b = 0; b < bytes; ++b) out[at + static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(v >> (8 * b));
-}
-
-std::uint64_t get_le(const std::uint8_t* p, int bytes) {
-  std::uint64_t v = 0;
-  for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
-  return v;
-}
-
-BodyLayout golomb_layout(const std::uint8_t* body, std::size_t len) {
-  if (len < kGolombPrefix) throw FormatError("body too short for its coder parameters");
-  BodyLayout layout;
-  const std::uint64_t golomb = get_le(body, 4);
-  if (golomb > kMaxGolomb) throw FormatError("Golomb parameter out of range");
-  layout.golomb = static_cast<std::uint32_t>(golomb);
-  layout.expg_k = body[4];
-  layout.h_bits = get_le(body + 5, 8);
-  layout.m_bits = get_le(body + 13, 8);
-  return layout;
-}
 
 std::size_t subvectors(const LrsuqParams& p, std::size_t m) {
   const std::size_t n = static_cast<std::size_t>(p.n);
@@ -55,27 +30,6 @@ void check_declared_size(std::size_t m, std::size_t len) {
                       " coordinates, more than its length can carry (" +
                       std::to_string(kCoordinatesPerBodyBit) + " a bit)");
 }
-
-// Decodes a Golomb body's symbols into H[0..N) and M[0..N n); throws
-// before writing if the declared counts cannot fit the body.
-void golomb_symbols(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
-                    std::size_t N, std::uint32_t* H, std::int64_t* M) {
-  const BodyLayout layout = golomb_layout(body, len);
-  const std::size_t count = N * static_cast<std::size_t>(p.n);
-  if (layout.golomb == 0 && acceptance_probability(p) < 1.0)
-    throw FormatError("trial indices must be coded for this lattice");
-  check_body(layout, len - kGolombPrefix, N, count);
-  decode_body(body + kGolombPrefix, len - kGolombPrefix, layout, N, count, H, M);
-}
-
-// Sub-vectors per Golomb chunk (the encoder's and decoder's unit of work;
-// not part of the format).
-std::size_t golomb_chunk(const LrsuqParams& p) {
-  return (std::size_t{1} << 16) / static_cast<std::size_t>(p.n);
-}
-
-// The number of pieces of `size` sub-vectors that cover N.
-std::size_t pieces(std::size_t N, std::size_t size) { return N / size + (N % size != 0 ? 1 : 0); }
 
 // The decoder's buffers of one segment: the trial indices of a block, and
 // the side information (beta, dither) and lattice points of a piece.
@@ -153,8 +107,7 @@ template <class Sink>
 void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                        std::size_t len, std::size_t m, int threads, Sink&& sink) {
   const std::size_t N = subvectors(p, m);
-  const AnsBody ans(body, len, uses_point_model(p.lattice),
-                    pieces(N, segment_subvectors(p.n)));
+  const AnsBody ans(body, len, uses_point_model(p.lattice), body_segments(m, p.n));
   const double accept = acceptance_probability(p);
   const TriangularBasis basis = lattice_basis(p);
   const std::size_t n = static_cast<std::size_t>(p.n);
@@ -240,55 +193,6 @@ std::uint64_t coded_bits(std::vector<std::uint8_t>& bytes, Put&& put) {
   return bits;
 }
 
-// One chunk of a Golomb body being encoded: the codes of its H, and its M
-// until their code's order is known (in the narrowest of int16, int32 and
-// int64 that holds them all: int16 or int32 in practice), then their codes.
-struct GolombChunk {
-  std::vector<std::uint8_t> h_codes, m_codes;
-  std::uint64_t h_bits = 0, m_bits = 0;
-  std::vector<std::int16_t> m16;
-  std::vector<std::int32_t> m32;
-  std::vector<std::int64_t> m64;
-  std::uint64_t lengths[kBitLengths] = {};
-
-  void keep(std::vector<std::int64_t>&& M) {
-    const auto [lo, hi] = std::minmax_element(M.begin(), M.end());
-    if (M.empty() || (*lo >= INT16_MIN && *hi <= INT16_MAX))
-      m16.assign(M.begin(), M.end());
-    else if (*lo >= INT32_MIN && *hi <= INT32_MAX)
-      m32.assign(M.begin(), M.end());
-    else
-      m64 = std::move(M);
-  }
-  // Codes the kept M with order k, then drops them.
-  void code_m(int k) {
-    m_bits = coded_bits(m_codes, [&](BitWriter& w) {
-      if (!m64.empty()) put_m_codes(m64.data(), m64.size(), k, w);
-      else if (!m32.empty()) put_m_codes(m32.data(), m32.size(), k, w);
-      else put_m_codes(m16.data(), m16.size(), k, w);
-    });
-    std::vector<std::int16_t>().swap(m16);
-    std::vector<std::int32_t>().swap(m32);
-    std::vector<std::int64_t>().swap(m64);
-  }
-};
-
-// Appends the chunks' codes of one section (then drops them), and pads it.
-template <class Codes>
-std::uint64_t append_section(std::vector<GolombChunk>& chunks, Codes&& codes,
-                             std::vector<std::uint8_t>& out) {
-  BitWriter w(out);
-  for (GolombChunk& c : chunks) {
-    std::vector<std::uint8_t>* bytes;
-    const std::uint64_t bits = codes(c, bytes);
-    put_bits(bytes->data(), bits, w);
-    std::vector<std::uint8_t>().swap(*bytes);
-  }
-  const std::uint64_t bits = w.bits();
-  w.finish();
-  return bits;
-}
-
 // LRSUQ of sub-vectors [j0, j1) into H, M (and beta, V unless null),
 // relative to j0: by the quantizer (with the working buffers `scratch`
 // unless null), or copied from a stage computed elsewhere.
@@ -308,106 +212,125 @@ void lattice_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
   if (V != nullptr) std::copy(stage->V + j0 * n, stage->V + j1 * n, V);
 }
 
-// The Golomb body of x: LRSUQ and the codes of H chunk by chunk in
-// parallel, then (the order of M's code known from all chunks) the codes of
-// M, then both sections assembled in chunk order.  Holds M (as int16 or
-// int32 where they fit) besides the codes.
+// One segment of a Golomb body being encoded: the codes of its H, and its
+// M until their code's order is known (in the narrowest of int16, int32 and
+// int64 that holds them all: int16 or int32 in practice), then their codes.
+struct GolombSegmentCodes {
+  std::vector<std::uint8_t> h_codes, m_codes;
+  std::uint64_t h_bits = 0, m_bits = 0;
+  std::vector<std::int16_t> m16;
+  std::vector<std::int32_t> m32;
+  std::vector<std::int64_t> m64;
+  std::uint64_t lengths[kBitLengths] = {};
+
+  void keep(const std::int64_t* M, std::size_t count) {
+    const auto [lo, hi] = std::minmax_element(M, M + count);
+    if (count == 0 || (*lo >= INT16_MIN && *hi <= INT16_MAX))
+      m16.assign(M, M + count);
+    else if (*lo >= INT32_MIN && *hi <= INT32_MAX)
+      m32.assign(M, M + count);
+    else
+      m64.assign(M, M + count);
+  }
+  // Codes the kept M with order k, then drops them.
+  void code_m(int k) {
+    m_bits = coded_bits(m_codes, [&](BitWriter& w) {
+      if (!m64.empty()) put_m_codes(m64.data(), m64.size(), k, w);
+      else if (!m32.empty()) put_m_codes(m32.data(), m32.size(), k, w);
+      else put_m_codes(m16.data(), m16.size(), k, w);
+    });
+    std::vector<std::int16_t>().swap(m16);
+    std::vector<std::int32_t>().swap(m32);
+    std::vector<std::int64_t>().swap(m64);
+  }
+};
+
+// The Golomb body of x: its segments in parallel, LRSUQ and the codes of
+// H, then (the order of M's code known from all segments) the codes of M,
+// then the segments appended in order.  Holds M (as int16 or int32 where
+// they fit) besides the codes.
 template <class T>
 void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                    double factor, int threads, const LatticeStage* stage,
                    std::vector<std::uint8_t>& out) {
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
-  const std::size_t C = golomb_chunk(p);
-  BodyLayout layout;
-  layout.golomb = golomb_parameter(acceptance_probability(p));
-  std::vector<GolombChunk> chunks(pieces(N, C));
-  parallel_for(threads, chunks.size(), [&](std::size_t c) {
-    const std::size_t j0 = c * C, j1 = N - j0 < C ? N : j0 + C;
-    std::vector<std::uint32_t> H(j1 - j0);
-    std::vector<std::int64_t> M((j1 - j0) * n);
-    lattice_range(p, ks, x, m, factor, stage, j0, j1, H.data(), M.data(), nullptr, nullptr);
-    GolombChunk& chunk = chunks[c];
-    chunk.h_bits = coded_bits(chunk.h_codes,
-                              [&](BitWriter& w) { put_h_codes(H.data(), H.size(), layout.golomb, w); });
-    add_bit_lengths(M.data(), M.size(), chunk.lengths);
-    chunk.keep(std::move(M));
+  const std::uint32_t golomb = golomb_parameter(acceptance_probability(p));
+  std::vector<GolombSegmentCodes> segments(body_segments(m, p.n));
+  // A thread's buffers for one segment's LRSUQ, kept from segment to segment.
+  struct Worker {
+    Scratch<std::uint32_t> H;
+    Scratch<std::int64_t> M;
+    LrsuqEncodeScratch lrsuq;
+  };
+  const std::size_t S = std::min(N, segment_subvectors(p.n));
+  parallel_for_with(threads, segments.size(), [&] { return Worker{Scratch<std::uint32_t>(S), Scratch<std::int64_t>(S * n), {}}; },
+                    [&](Worker& w, std::size_t s) {
+    const SegmentRange range = segment_range(p, N, s);
+    const std::size_t count = range.last - range.first;
+    lattice_range(p, ks, x, m, factor, stage, range.first, range.last, w.H.data(), w.M.data(),
+                  nullptr, nullptr, &w.lrsuq);
+    GolombSegmentCodes& seg = segments[s];
+    seg.h_bits = coded_bits(seg.h_codes, [&](BitWriter& bw) { put_h_codes(w.H.data(), count, golomb, bw); });
+    add_bit_lengths(w.M.data(), count * n, seg.lengths);
+    seg.keep(w.M.data(), count * n);
   });
   std::uint64_t lengths[kBitLengths] = {};
-  for (const GolombChunk& c : chunks)
-    for (int b = 0; b < kBitLengths; ++b) lengths[b] += c.lengths[b];
-  layout.expg_k = best_expg_order(lengths);
-  parallel_for(threads, chunks.size(), [&](std::size_t c) { chunks[c].code_m(layout.expg_k); });
-  out.resize(kGolombPrefix);
-  layout.h_bits = append_section(chunks, [](GolombChunk& c, std::vector<std::uint8_t>*& bytes) {
-    bytes = &c.h_codes;
-    return c.h_bits;
-  }, out);
-  layout.m_bits = append_section(chunks, [](GolombChunk& c, std::vector<std::uint8_t>*& bytes) {
-    bytes = &c.m_codes;
-    return c.m_bits;
-  }, out);
-  put_le(out, 0, layout.golomb, 4);
-  out[4] = static_cast<std::uint8_t>(layout.expg_k);
-  put_le(out, 5, layout.h_bits, 8);
-  put_le(out, 13, layout.m_bits, 8);
+  for (const GolombSegmentCodes& seg : segments)
+    for (int b = 0; b < kBitLengths; ++b) lengths[b] += seg.lengths[b];
+  const int k = best_expg_order(lengths);
+  parallel_for(threads, segments.size(), [&](std::size_t s) { segments[s].code_m(k); });
+  std::size_t size = kGolombParams;
+  for (const GolombSegmentCodes& seg : segments)
+    size += kGolombSegmentHeader + seg.h_codes.size() + seg.m_codes.size();
+  out.reserve(out.size() + size);
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<std::uint8_t>(golomb >> (8 * b)));
+  out.push_back(static_cast<std::uint8_t>(k));
+  for (GolombSegmentCodes& seg : segments) {
+    append_segment(seg.h_codes, seg.h_bits, seg.m_codes, seg.m_bits, out);
+    seg = GolombSegmentCodes();
+  }
 }
 
-// Decodes a Golomb body into y: the sections are read chunk by chunk in
-// order (by whichever thread takes the next chunk), and each chunk is
-// decoded by LRSUQ in parallel with the reading of the next ones.  The
-// error of the first failing chunk is thrown, whatever the thread count.
-template <class T>
-void decode_golomb(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
-                   std::size_t len, std::size_t m, int threads, T* y) {
-  const BodyLayout layout = golomb_layout(body, len);
+// A Golomb body of m coordinates, parsed (its segments counted from m), with
+// the trial-index rule: H uncoded (g = 0) only where every trial succeeds.
+GolombBody golomb_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                       std::size_t m) {
+  GolombBody golomb(body, len, body_segments(m, p.n));
+  if (golomb.golomb() == 0 && acceptance_probability(p) < 1.0)
+    throw FormatError("trial indices must be coded for this lattice");
+  return golomb;
+}
+
+// Decodes a Golomb body, its segments in parallel, piece by piece (a piece's
+// H, then its M: the two sections are read in step), and calls sink(j0,
+// count, H, M) with each piece's symbols (from several threads at once, for
+// disjoint pieces); checks each segment's end.  Holds a piece's symbols a
+// thread.
+template <class Sink>
+void decode_golomb_pieces(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                          std::size_t m, int threads, Sink&& sink) {
+  const GolombBody golomb = golomb_body(p, body, len, m);
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
-  if (layout.golomb == 0 && acceptance_probability(p) < 1.0)
-    throw FormatError("trial indices must be coded for this lattice");
-  GolombBodyReader reader(body + kGolombPrefix, len - kGolombPrefix, layout, N, N * n);
-  const std::size_t C = golomb_chunk(p);
-  const std::size_t count = pieces(N, C);
-  std::mutex reading;
-  std::size_t next = 0;  // the next chunk to read (under `reading`)
-  FirstError error(count);
-  const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(threads < 1 ? 1 : threads), count);
-  run_workers(workers, [&](std::size_t) noexcept {
-    std::vector<std::uint32_t> H;
-    std::vector<std::int64_t> M;
-    try {
-      H.resize(std::min(C, N));
-      M.resize(std::min(C, N) * n);
-    } catch (...) {
-      error.record(0);
-      return;
+  const std::size_t P = std::min(N, DecodeBuffers::piece(n));
+  struct Piece {
+    Scratch<std::uint32_t> H;
+    Scratch<std::int64_t> M;
+  };
+  parallel_for_with(threads, golomb.segments().size(), [&] { return Piece{Scratch<std::uint32_t>(P), Scratch<std::int64_t>(P * n)}; },
+                    [&](Piece& b, std::size_t s) {
+    const SegmentRange range = segment_range(p, N, s);
+    GolombBodyReader reader = golomb.reader(s, range.last - range.first, (range.last - range.first) * n);
+    for (std::size_t j0 = range.first; j0 < range.last; j0 += P) {
+      const std::size_t count = std::min(P, range.last - j0);
+      reader.read_h(count, b.H.data());
+      reader.read_m(count * n, b.M.data());
+      sink(j0, count, b.H.data(), b.M.data());
     }
-    for (;;) {
-      std::size_t c, j0, j1;
-      {
-        const std::lock_guard<std::mutex> lock(reading);
-        if (next >= count || next > error.failed()) return;
-        c = next++;
-        j0 = c * C;
-        j1 = N - j0 < C ? N : j0 + C;
-        try {
-          reader.read_h(j1 - j0, H.data());
-          reader.read_m((j1 - j0) * n, M.data());
-        } catch (...) {
-          error.record(c);
-          return;
-        }
-      }
-      try {
-        lrsuq_decode_range(p, ks, H.data(), M.data(), j0, j1, m, y);
-      } catch (...) {
-        error.record(c);
-      }
-    }
+    reader.finish_h();
+    reader.finish_m();
   });
-  error.rethrow();
-  reader.finish_h();
-  reader.finish_m();
 }
 
 // The body coders, one type each: check (without allocating what m
@@ -418,9 +341,13 @@ struct GolombBodyCoder {
   static constexpr const char* name = "golomb";
   static void check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                     std::size_t m) {
-    const BodyLayout layout = golomb_layout(body, len);
+    const GolombBody golomb = golomb_body(p, body, len, m);
     const std::size_t N = subvectors(p, m);
-    check_body(layout, len - kGolombPrefix, N, N * static_cast<std::size_t>(p.n));
+    for (std::size_t s = 0; s < golomb.segments().size(); ++s) {
+      const SegmentRange range = segment_range(p, N, s);
+      const std::size_t count = range.last - range.first;
+      golomb.check(s, count, count * static_cast<std::size_t>(p.n));
+    }
   }
   template <class T>
   static void encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
@@ -431,21 +358,37 @@ struct GolombBodyCoder {
   template <class T>
   static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                      std::size_t len, std::size_t m, int threads, T* y) {
-    decode_golomb(p, ks, body, len, m, threads, y);
+    decode_golomb_pieces(p, body, len, m, threads,
+                         [&](std::size_t j0, std::size_t count, const std::uint32_t* H,
+                             const std::int64_t* M) {
+      lrsuq_decode_range(p, ks, H, M, j0, j0 + count, m, y);
+    });
   }
   static void symbols(const LrsuqParams& p, const KeyStream&, const std::uint8_t* body,
-                      std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M, int) {
-    golomb_symbols(p, body, len, subvectors(p, m), H, M);
+                      std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M,
+                      int threads) {
+    const std::size_t n = static_cast<std::size_t>(p.n);
+    decode_golomb_pieces(p, body, len, m, threads,
+                         [&](std::size_t j0, std::size_t count, const std::uint32_t* h,
+                             const std::int64_t* mm) {
+      std::copy_n(h, count, H + j0);
+      std::copy_n(mm, count * n, M + j0 * n);
+    });
   }
-  static void parts(const std::uint8_t* body, std::size_t len, LatticeId, std::size_t,
+  static void parts(const std::uint8_t* body, std::size_t len, LatticeId, std::size_t segments,
                     std::vector<std::pair<std::string, std::uint64_t>>& parts) {
-    const BodyLayout layout = golomb_layout(body, len);
-    check_sections(layout, len - kGolombPrefix);  // as the decoder does
-    const std::uint64_t rest = 8 * static_cast<std::uint64_t>(len - kGolombPrefix);
-    parts.emplace_back("params", 8 * kGolombPrefix);
-    parts.emplace_back("H", layout.h_bits);
-    parts.emplace_back("M", layout.m_bits);
-    parts.emplace_back("padding", rest - layout.h_bits - layout.m_bits);
+    const GolombBody golomb(body, len, segments);
+    std::uint64_t h = 0, mm = 0, padding = 0;
+    for (const GolombBody::Segment& seg : golomb.segments()) {
+      h += seg.layout.h_bits;
+      mm += seg.layout.m_bits;
+      padding += 8 * static_cast<std::uint64_t>(seg.bytes()) - seg.layout.h_bits - seg.layout.m_bits;
+    }
+    parts.emplace_back("params", 8 * kGolombParams);
+    parts.emplace_back("segments", 8 * kGolombSegmentHeader * golomb.segments().size());
+    parts.emplace_back("H", h);
+    parts.emplace_back("M", mm);
+    parts.emplace_back("padding", padding);
   }
 };
 
@@ -456,8 +399,7 @@ struct AnsBodyCoder {
                     std::size_t m) {
     // (AnsBody checks the model, the segments' lengths and model bytes; the
     // decoder builds the model's tables, this check needs none.)
-    AnsBody(body, len, uses_point_model(p.lattice),
-            pieces(subvectors(p, m), segment_subvectors(p.n)), false);
+    AnsBody(body, len, uses_point_model(p.lattice), body_segments(m, p.n), false);
   }
   // The model is fitted first; then the segments, each block by block
   // (LRSUQ, then the coder), in parallel (a non-finite input makes LRSUQ
@@ -475,7 +417,7 @@ struct AnsBodyCoder {
             ? SourceModel::fit_from(*stage->statistics, widths.lo, widths.hi)
             : SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
     const TriangularBasis basis = lattice_basis(p);
-    std::vector<std::vector<std::uint8_t>> segments(pieces(N, segment_subvectors(p.n)));
+    std::vector<std::vector<std::uint8_t>> segments(body_segments(m, p.n));
     const std::size_t S = segments.size();
     std::unique_ptr<AnsSegmentEncoder> last;  // kept, in case the body needs padding
     // What a thread keeps from segment to segment: its block buffers and

@@ -109,7 +109,7 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
 // The body's parts and their sizes in bits (without the secret); for the
 // ANS coder, "model" (the source model), "segments" (each segment's length
 // and model byte) and "stream" (the segments' rANS streams).
-// segments: the number an ANS body must have (ans_segments), or
+// segments: the number an ANS body must have (body_segments), or
 // AnsBody::kAnySegments to take what it holds.
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
                                                                       std::size_t len,

@@ -147,17 +147,6 @@ template void put_m_codes<std::int16_t>(const std::int16_t*, std::size_t, int, B
 template void put_m_codes<std::int32_t>(const std::int32_t*, std::size_t, int, BitWriter&);
 template void put_m_codes<std::int64_t>(const std::int64_t*, std::size_t, int, BitWriter&);
 
-void put_bits(const std::uint8_t* data, std::uint64_t bits, BitWriter& w) {
-  // 48 bits (six whole bytes) a put while eight bytes can be loaded, then
-  // byte by byte.
-  const std::uint64_t bytes = (bits + 7) / 8;
-  std::uint64_t at = 0;  // bytes consumed
-  for (; 8 * (at + 6) <= bits && at + 8 <= bytes; at += 6) w.put(load_be64(data + at) >> 16, 48);
-  for (; 8 * (at + 1) <= bits; ++at) w.put(data[at], 8);
-  const int rest = static_cast<int>(bits - 8 * at);  // 0 .. 7
-  if (rest > 0) w.put(static_cast<std::uint64_t>(data[at]) >> (8 - rest), rest);
-}
-
 void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, std::size_t count,
                  BodyLayout& layout, std::vector<std::uint8_t>& out) {
   check_layout(layout);
@@ -232,6 +221,69 @@ void GolombBodyReader::finish_h() const {
 
 void GolombBodyReader::finish_m() const {
   check_section_end(m_, layout_.m_bits, data_ + h_bytes_, m_bytes_, "M");
+}
+
+namespace {
+
+std::uint64_t get_le(const std::uint8_t* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
+  return v;
+}
+
+void put_le(std::uint64_t v, int bytes, std::vector<std::uint8_t>& out) {
+  for (int b = 0; b < bytes; ++b) out.push_back(static_cast<std::uint8_t>(v >> (8 * b)));
+}
+
+}  // namespace
+
+GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t segments)
+    : data_(data) {
+  if (len < kGolombParams) throw FormatError("body too short for its coder parameters");
+  const std::uint64_t golomb = get_le(data, 4);
+  if (golomb > kMaxGolomb) throw FormatError("Golomb parameter out of range");
+  golomb_ = static_cast<std::uint32_t>(golomb);
+  expg_k_ = data[4];
+  std::size_t pos = kGolombParams;
+  // Checked before anything is allocated: the body can hold that many segments.
+  const std::size_t most = (len - pos) / kGolombSegmentHeader;
+  if (segments != kAnySegments && segments > most)
+    throw FormatError("body too short for its number of segments");
+  segments_.reserve(segments != kAnySegments ? segments : most);
+  while (pos < len && segments_.size() != segments) {
+    if (len - pos < kGolombSegmentHeader) throw FormatError("body truncated in a segment's lengths");
+    Segment seg{pos + kGolombSegmentHeader, {golomb_, expg_k_, get_le(data + pos, 8), get_le(data + pos + 8, 8)}};
+    pos += kGolombSegmentHeader;
+    const std::uint64_t max_bits = std::uint64_t{1} << 60;
+    if (seg.layout.h_bits > max_bits || seg.layout.m_bits > max_bits)
+      throw FormatError("declared section length out of range");
+    if (seg.bytes() > len - pos) throw FormatError("segment's sections overrun the body");
+    check_sections(seg.layout, seg.bytes());  // the parameters' ranges
+    segments_.push_back(seg);
+    pos += seg.bytes();
+  }
+  if (segments != kAnySegments && segments_.size() != segments)
+    throw FormatError("body has fewer segments than its coordinates need");
+  if (pos != len) throw FormatError("body length does not match its declared segments");
+}
+
+void GolombBody::check(std::size_t s, std::uint64_t N, std::uint64_t count) const {
+  const Segment& seg = segments_[s];
+  check_body(seg.layout, seg.bytes(), N, count);
+}
+
+GolombBodyReader GolombBody::reader(std::size_t s, std::uint64_t N, std::uint64_t count) const {
+  const Segment& seg = segments_[s];
+  return GolombBodyReader(data_ + seg.offset, seg.bytes(), seg.layout, N, count);
+}
+
+void append_segment(const std::vector<std::uint8_t>& h, std::uint64_t h_bits,
+                    const std::vector<std::uint8_t>& m, std::uint64_t m_bits,
+                    std::vector<std::uint8_t>& out) {
+  put_le(h_bits, 8, out);
+  put_le(m_bits, 8, out);
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), m.begin(), m.end());
 }
 
 void GolombBodyReader::read_h(std::size_t N, std::uint32_t* H) {

@@ -1,12 +1,15 @@
-// Payload body coders: the trial indices H and lattice coordinates M of all
-// sub-vectors as one byte string, in two byte-aligned sections (H, then M).
-//
-// Coder 1 ("golomb"): H - 1 with a Golomb code of parameter g (the paper's
+// Payload body coder 1 ("golomb"): the trial indices H and lattice
+// coordinates M, H - 1 with a Golomb code of parameter g (the paper's
 // choice; g = 0 means H is always 1 and takes no bits), M with an order-k
-// exponential-Golomb code of the zigzagged integers.  The coder's parameters
-// and both section lengths travel in the payload header; the decoder checks
-// that each section is consumed exactly and its padding is zero, so every
-// payload has one valid encoding.
+// exponential-Golomb code of the zigzagged integers.
+//
+// Layout (format version 6): u32 g, u8 k (little-endian), then for each of
+// the segments of payload/segments.hpp: u64 H bits, u64 M bits, and the
+// segment's two byte-aligned sections (its H, then its M), so that segments
+// are coded and decoded in parallel.  g and k are the whole body's.  The
+// decoder checks that each section is consumed exactly and its padding is
+// zero, so every payload has one valid encoding.  (Version 5 had one pair
+// of sections for the whole update: the same bytes for up to one segment.)
 #pragma once
 
 #include <cstddef>
@@ -19,12 +22,17 @@ namespace cepam {
 
 enum class CoderId : int { Golomb = 1 };
 
+// The sections of one segment (or of a body of one pair of sections).
 struct BodyLayout {
   std::uint32_t golomb = 0;  // Golomb parameter of H - 1; 0: H not coded
   int expg_k = 0;            // order of the exp-Golomb code of M
   std::uint64_t h_bits = 0;  // bits of the H section (before padding)
   std::uint64_t m_bits = 0;  // bits of the M section (before padding)
 };
+
+// Bytes of the body's parameters (g, k), and of a segment's lengths.
+inline constexpr std::size_t kGolombParams = 4 + 1;
+inline constexpr std::size_t kGolombSegmentHeader = 8 + 8;
 
 // Largest accepted Golomb parameter and exp-Golomb order.
 inline constexpr std::uint32_t kMaxGolomb = 1u << 16;
@@ -51,9 +59,6 @@ int best_expg_order(const std::uint64_t* hist);
 void put_h_codes(const std::uint32_t* H, std::size_t N, std::uint32_t golomb, BitWriter& w);
 template <class I>
 void put_m_codes(const I* M, std::size_t count, int k, BitWriter& w);
-
-// Appends the first `bits` bits of data (MSB-first) to w.
-void put_bits(const std::uint8_t* data, std::uint64_t bits, BitWriter& w);
 
 // Appends the body to out and fills layout.h_bits / layout.m_bits.
 void encode_body(const std::uint32_t* H, std::size_t N, const std::int64_t* M, std::size_t count,
@@ -94,6 +99,43 @@ class GolombBodyReader {
 // `count` coordinates; throws FormatError otherwise.  Callers run it before
 // allocating anything sized by N or count.
 void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std::uint64_t count);
+
+// A Golomb body's parameters and segments, parsed and checked (FormatError)
+// before anything sized by the update is allocated: the parameters, each
+// segment's lengths against the body (the segments are found from the
+// lengths before any is read), `segments` segments exactly, no bytes after
+// the last.  check(s, N, count) also checks that segment s can hold N trial
+// indices and `count` coordinates; reader(s, N, count) reads it.
+class GolombBody {
+ public:
+  struct Segment {
+    std::size_t offset;  // its sections: data + offset, then h_bytes + m_bytes bytes
+    BodyLayout layout;
+    std::size_t bytes() const { return (layout.h_bits + 7) / 8 + (layout.m_bits + 7) / 8; }
+  };
+  static constexpr std::size_t kAnySegments = ~std::size_t{0};
+  // segments: the expected count, or kAnySegments to take what the body holds.
+  GolombBody(const std::uint8_t* data, std::size_t len, std::size_t segments);
+
+  std::uint32_t golomb() const { return golomb_; }
+  int expg_k() const { return expg_k_; }
+  const std::vector<Segment>& segments() const { return segments_; }
+  void check(std::size_t s, std::uint64_t N, std::uint64_t count) const;
+  GolombBodyReader reader(std::size_t s, std::uint64_t N, std::uint64_t count) const;
+
+ private:
+  const std::uint8_t* data_;
+  std::uint32_t golomb_ = 0;
+  int expg_k_ = 0;
+  std::vector<Segment> segments_;
+};
+
+// The bytes of one segment (its lengths, then its sections), appended to
+// out: the sections' codes h (h_bits) and m (m_bits), each already padded
+// to a byte.
+void append_segment(const std::vector<std::uint8_t>& h, std::uint64_t h_bits,
+                    const std::vector<std::uint8_t>& m, std::uint64_t m_bits,
+                    std::vector<std::uint8_t>& out);
 
 // Fewest bits N trial indices / count coordinates can take: a declared
 // count above what the sections can hold is rejected before allocating.

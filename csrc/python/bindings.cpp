@@ -407,7 +407,7 @@ py::dict body_parts_py(const py::bytes& body, int coder, int lattice, std::int64
   const std::uint8_t* data = bytes_view(body, &len);
   if (m >= 0) check_lattice(static_cast<LatticeId>(lattice), n);
   const std::size_t segments =
-      m < 0 ? AnsBody::kAnySegments : ans_segments(static_cast<std::size_t>(m), n);
+      m < 0 ? AnsBody::kAnySegments : body_segments(static_cast<std::size_t>(m), n);
   py::dict out;
   for (const auto& part : payload_body_parts(data, len, coder_from(coder),
                                              static_cast<LatticeId>(lattice), segments))

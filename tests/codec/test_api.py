@@ -144,7 +144,7 @@ def test_inspect_reports_header_and_bits():
     assert d["bits"]["total"] == info.total_bits and d["entries"][0]["shape"] == [10, 10]
     golomb = cepam.inspect(cepam.encode(x, cepam.Gaussian(sigma=0.5), secret=SECRET_A, round=0,
                                         client=0, dim=2, coder="golomb"), secret=SECRET_A)
-    assert set(golomb.body_bits) == {"params", "H", "M", "padding"}
+    assert set(golomb.body_bits) == {"params", "segments", "H", "M", "padding"}
     assert 0 <= golomb.body_bits["padding"] < 16
     assert info.bits_per_coordinate == info.total_bits / 100
 

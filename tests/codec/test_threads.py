@@ -131,26 +131,37 @@ def test_the_sdq_baselines_take_threads():
         baselines.encode_sdq(x, step=1e-3, secret=SECRET, round=0, client=0, threads=0)
 
 
-def test_golomb_chunks_give_the_one_shot_encoding():
-    """The Golomb body is coded in chunks in parallel: it must be the bytes the
-    one-shot section coder gives for the same H and M."""
-    m = 2 * (1 << 16) + 777
+def test_golomb_segments_are_the_section_coders_bytes():
+    """The Golomb body is coded in segments in parallel (format version 6):
+    after the body's parameters, each segment must be its lengths and the
+    bytes the one-shot section coder gives for that segment's H and M, with
+    the whole update's exp-Golomb order, for every thread count."""
+    m = 2 * SEGMENT + 777
     key = bytes(32)
-    # |M| below 2^15, 2^31 and above (the chunks hold M as int16, int32, int64).
+    # |M| below 2^15, 2^31 and above (a segment holds M as int16, int32, int64).
     for ratio, n, least in [(30.0, 1, 0), (30.0, 2, 0), (30.0, 3, 0), (1e6, 1, 1 << 15),
                             (1e10, 2, 1 << 31)]:
         x = update(m, ratio=ratio)
         params = _core.Params(mechanism=1, scale=1e-3, lattice=1, n=n)
         H, M = hooks.encode_lattice(x, key=key, params=params, factor=1.0)
         assert np.abs(M).max() > least
+        per = SEGMENT // n  # sub-vectors a segment
+        starts = range(0, len(H), per)
+        assert len(starts) == 3
         for threads in THREAD_COUNTS:
             body = _core.encode(x, key=key, params=params, factor=1.0,
                                 coder=1, threads=threads)
             g, k = struct.unpack_from("<IB", body, 0)
-            sections, h_bits, m_bits = hooks.body_encode(H, M, golomb=g, expg_k=k)
-            assert body[21:] == sections
-            assert struct.unpack_from("<QQ", body, 5) == (h_bits, m_bits)
+            assert k == hooks.best_expg_order(M)
             assert (g == 0) == (n == 1)  # H is coded where trials can be rejected
+            at = 5
+            for j0 in starts:
+                sections, h_bits, m_bits = hooks.body_encode(
+                    H[j0:j0 + per], M[j0 * n:(j0 + per) * n], golomb=g, expg_k=k)
+                assert struct.unpack_from("<QQ", body, at) == (h_bits, m_bits)
+                assert body[at + 16:at + 16 + len(sections)] == sections
+                at += 16 + len(sections)
+            assert at == len(body)
 
 
 @pytest.mark.parametrize("lattice,n", [(1, 1), (1, 3), (1, 7), (3, 4), (4, 8)])

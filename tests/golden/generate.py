@@ -1,7 +1,7 @@
 """Writes the golden payloads of tests/codec/test_determinism.py.
 
 Run it only on purpose, when the payload format changes (bump the format
-version then):  python tests/golden/generate.py > tests/golden/v5.json
+version then):  python tests/golden/generate.py > tests/golden/v6.json
 """
 
 import hashlib
@@ -43,13 +43,16 @@ CASES = {
 
 
 # Large updates, pinned by the SHA-256 of their payloads: the clip's sum of
-# squares over several blocks (and its tree), and a tag over several MAC
-# segments (payloads over 1 MiB).
+# squares over several blocks (and its tree), a tag over several MAC
+# segments (payloads over 1 MiB), and bodies of several segments.
 LARGE = {
     "large-gaussian-n1-clip": dict(mechanism=cepam.Gaussian(sigma=0.001), dim=1, clip=40.0,
                                    coder="ans", size=1_600_007, rms=0.05),
     "large-gaussian-e8-clip": dict(mechanism=cepam.Gaussian(sigma=0.001), lattice="E8",
                                    clip=40.0, coder="ans", size=3 * (1 << 16) + 5, rms=0.05),
+    # A Golomb body of four segments (format version 6), the last one short.
+    "large-golomb-n2-clip": dict(mechanism=cepam.Gaussian(sigma=0.001), dim=2, clip=40.0,
+                                 coder="golomb", size=3 * (1 << 17) + 20_001, rms=0.05),
 }
 
 

@@ -7,8 +7,8 @@ public header; the sealed section's lattice, n, padding and body, unsealed
 with an independent ChaCha20, the ``cryptography`` package's), lets a test
 edit any of them, and writes it back sealed and tagged under the client's MAC
 key, so that the edit reaches the parsers behind a valid tag.  The bodies:
-``GolombBody`` (a 21-byte prefix with the coder's parameters, then the H and M
-sections) and ``AnsBody`` (a source model, ``AnsModel``; then segments of at
+``GolombBody`` (the coder's parameters, then segments of at most 2^17
+coordinates, each its H and M section lengths and the two sections) and ``AnsBody`` (a source model, ``AnsModel``; then segments of at
 most 2^17 coordinates, each its byte length, a model byte for A2, D4 and E8,
 and a 4-state rANS stream), with ``RansEncoder``, a mirror of the native rANS
 encoder, to forge streams symbol by symbol (escape abuse, bad states, long
@@ -34,28 +34,32 @@ from cepam.keys import FORMAT_TAG, TAG_BYTES, Context, hkdf, mac_key, payload_ta
 
 __all__ = [
     "ANS", "ANS_BLOCK", "BINS", "CODERS", "CONTEXT", "DBL_MAX", "ESCAPE", "GEOMETRIC_TABLE",
-    "GOLOMB", "GOLOMB_PREFIX", "HEADER_PREFIX", "KNOT_BITS", "KNOT_SCALE", "MAC", "MAX_ABS_M",
-    "MAX_GROWTH", "MIN_PAYLOAD", "MODEL_HEADER", "OTHER_SECRET", "PROB_BITS", "PROB_SCALE",
-    "RANS_LOW", "SEALED_HEADER", "SECRET", "SEGMENT_COORDINATES", "STREAMS", "U64", "UNIFORM",
-    "UNIFORM_MODEL", "VERSION", "ZERO_WORD_CASES", "AnsBody", "AnsModel", "GolombBody",
-    "RansEncoder", "RawEntry", "RawPayload", "acceptance", "best_knot_order", "bits_to_bytes",
-    "bytes_to_bits", "chacha20", "chacha20_seal", "edited_entries", "escape_stream", "expg",
-    "expg_unsigned", "forged", "forged_ans", "geometric_cum", "on_ans", "on_golomb", "on_model",
-    "pack_stream", "put_escaped_m", "put_h", "retag", "segment", "symbols_of", "unary",
-    "unpack_stream", "untagged", "zero_run_payloads", "zero_word_payload", "zigzag",
+    "GOLOMB", "GOLOMB_PARAMS", "GOLOMB_PREFIX", "GOLOMB_SEGMENT", "HEADER_PREFIX", "KNOT_BITS",
+    "KNOT_SCALE", "MAC", "MAX_ABS_M", "MAX_GROWTH", "MIN_PAYLOAD", "MODEL_HEADER", "OTHER_SECRET",
+    "PROB_BITS", "PROB_SCALE", "RANS_LOW", "SEALED_HEADER", "SECRET", "SEGMENT_COORDINATES",
+    "STREAMS", "U64", "UNIFORM", "UNIFORM_MODEL", "VERSION", "ZERO_WORD_CASES", "AnsBody",
+    "AnsModel", "GolombBody", "GolombSegment", "RansEncoder", "RawEntry", "RawPayload",
+    "acceptance", "best_knot_order", "bits_to_bytes", "bits_to_bytes_len", "bytes_to_bits",
+    "chacha20", "chacha20_seal", "edited_entries", "escape_stream", "expg", "expg_unsigned",
+    "forged", "forged_ans", "geometric_cum", "on_ans", "on_golomb", "on_model", "pack_stream",
+    "put_escaped_m", "put_h", "retag", "segment", "symbols_of", "unary", "unpack_stream",
+    "untagged", "zero_run_payloads", "zero_word_payload", "zigzag"
 ]
 
 SECRET = bytes(range(7, 39))
 OTHER_SECRET = bytes(range(200, 232))
 MAC = mac_key(SECRET)
 
-VERSION = 5
+VERSION = 6
 GOLOMB, ANS = 1, 2
 CODERS = ("golomb", "ans")
 HEADER_PREFIX = struct.Struct("<4sBBBBHdd")  # magic, version, mechanism, coder, container .. clip
 CONTEXT = struct.Struct("<QQQQ")  # round, client, message, m
 SEALED_HEADER = struct.Struct("<BBI")  # lattice, n, padding length (the sealed section's start)
-GOLOMB_PREFIX = struct.Struct("<IBQQ")  # golomb, exp-Golomb order, h_bits, m_bits (in the body)
+GOLOMB_PARAMS = struct.Struct("<IB")  # golomb, exp-Golomb order (the body's start)
+GOLOMB_SEGMENT = struct.Struct("<QQ")  # a segment's h_bits, m_bits (before its sections)
+# The parameters and the first segment's lengths: a body's first 21 bytes.
+GOLOMB_PREFIX = struct.Struct("<IBQQ")
 MIN_PAYLOAD = HEADER_PREFIX.size + CONTEXT.size + 4 + SEALED_HEADER.size + TAG_BYTES
 U64 = (1 << 64) - 1
 DBL_MAX = sys.float_info.max
@@ -72,7 +76,7 @@ MAX_GROWTH = 64
 KNOT_BITS = 12
 KNOT_SCALE = 1 << KNOT_BITS
 ANS_BLOCK = 4096
-SEGMENT_COORDINATES = 1 << 17  # coordinates per ANS segment (at most)
+SEGMENT_COORDINATES = 1 << 17  # coordinates per body segment (at most; both coders)
 GEOMETRIC_TABLE = 64
 MAX_ABS_M = 1 << 53
 
@@ -210,32 +214,62 @@ def bytes_to_bits(data: bytes) -> str:
     return "".join(format(b, "08b") for b in data)
 
 
-# --- The Golomb body: 21-byte prefix, then the H and M sections. -------------
+# --- The Golomb body: its parameters, then segments of lengths and sections. ---
 
 
 @dataclass
-class GolombBody:
-    golomb: int
-    expg_k: int
+class GolombSegment:
     h_bits: int
     m_bits: int
     sections: bytes  # H section then M section, each zero-padded to a byte
 
+    def pack(self) -> bytes:
+        return GOLOMB_SEGMENT.pack(self.h_bits, self.m_bits) + self.sections
+
+
+@dataclass
+class GolombBody:
+    """A Golomb body (format version 6): the parameters, the first segment's
+    lengths and sections as fields (a body of up to 2^17 coordinates has
+    only that one: then the layout of version 5), and the later segments."""
+
+    golomb: int
+    expg_k: int
+    h_bits: int
+    m_bits: int
+    sections: bytes  # the first segment's H section then M section
+    later: list[GolombSegment] = field(default_factory=list)
+
     @classmethod
     def parse(cls, body: bytes) -> "GolombBody":
-        golomb, k, h_bits, m_bits = GOLOMB_PREFIX.unpack_from(body, 0)
-        return cls(golomb, k, h_bits, m_bits, body[GOLOMB_PREFIX.size :])
+        golomb, k = GOLOMB_PARAMS.unpack_from(body, 0)
+        segments = []
+        pos = GOLOMB_PARAMS.size
+        while pos < len(body):
+            h_bits, m_bits = GOLOMB_SEGMENT.unpack_from(body, pos)
+            pos += GOLOMB_SEGMENT.size
+            end = pos + bits_to_bytes_len(h_bits) + bits_to_bytes_len(m_bits)
+            segments.append(GolombSegment(h_bits, m_bits, body[pos:end]))
+            pos = end
+        first = segments[0] if segments else GolombSegment(0, 0, b"")
+        return cls(golomb, k, first.h_bits, first.m_bits, first.sections, segments[1:])
 
     def pack(self) -> bytes:
-        return GOLOMB_PREFIX.pack(self.golomb, self.expg_k, self.h_bits, self.m_bits) + \
-            self.sections
+        return GOLOMB_PARAMS.pack(self.golomb, self.expg_k) + b"".join(
+            s.pack() for s in [GolombSegment(self.h_bits, self.m_bits, self.sections),
+                               *self.later])
 
     @property
     def h_bytes(self) -> int:
-        return (self.h_bits + 7) // 8
+        return bits_to_bytes_len(self.h_bits)
 
     def edit(self, **changes) -> "GolombBody":
         return dataclasses.replace(self, **changes)
+
+
+def bits_to_bytes_len(bits: int) -> int:
+    """Bytes of a section of ``bits`` bits (zero-padded to a byte)."""
+    return (bits + 7) // 8
 
 
 def expg(value: int, k: int = 0) -> str:
@@ -265,10 +299,15 @@ def _single_entry(shape=None, entries=None, m=None):
 
 def forged(*, n=1, mechanism=1, golomb=0, expg_k=0, h_code="", m_code="", shape=None,
            entries=None, container=0, m=None, scale=0.25, clip=math.inf) -> RawPayload:
-    """A Golomb payload forged from H and M bit strings (m coordinates, N = ceil(m / n))."""
+    """A Golomb payload forged from H and M bit strings (m coordinates, N = ceil(m / n)):
+    one segment, or one a pair of strings where h_code and m_code are lists."""
     entries, m = _single_entry(shape, entries, m)
-    body = GolombBody(golomb, expg_k, len(h_code), len(m_code),
-                      bits_to_bytes(h_code) + bits_to_bytes(m_code))
+    if isinstance(h_code, str):
+        h_code, m_code = [h_code], [m_code]
+    segments = [GolombSegment(len(h), len(mm), bits_to_bytes(h) + bits_to_bytes(mm))
+                for h, mm in zip(h_code, m_code, strict=True)]
+    first = segments[0]
+    body = GolombBody(golomb, expg_k, first.h_bits, first.m_bits, first.sections, segments[1:])
     return RawPayload(b"CEPM", VERSION, mechanism, 1, n, GOLOMB, container, 0, scale, clip,
                       5, 6, 7, m, entries, None, body.pack())
 
@@ -535,20 +574,35 @@ def edited_entries(base: RawPayload, **changes) -> list[RawEntry]:
 # --- Families of hostile payloads: long zero runs, constant stream words. ------
 
 
+def _zero_segments(golomb: int, k: int, segments: int, body_bytes: int) -> GolombBody:
+    """A Golomb body of ``segments`` all-zero segments sharing ``body_bytes`` bytes of
+    sections (each segment's H section half of its bits where H is coded)."""
+    share = body_bytes // segments
+    parts = []
+    for s in range(segments):
+        size = share if s + 1 < segments else body_bytes - share * (segments - 1)
+        h_bits = 8 * (size // 2) if golomb else 0
+        parts.append(GolombSegment(h_bits, 8 * size - h_bits, bytes(size)))
+    return GolombBody(golomb, k, parts[0].h_bits, parts[0].m_bits, parts[0].sections, parts[1:])
+
+
 def zero_run_payloads(body_bytes: int) -> list[tuple[str, int, int, bytes]]:
-    """(label, declared coordinates, coordinates the body can hold, payload): all-zero
-    Golomb sections of body_bytes bytes, declaring as many coordinates as fit, or more,
-    in each Golomb parameter / exp-Golomb order regime."""
+    """(label, declared coordinates, coordinates the body can hold at most, payload):
+    all-zero Golomb sections of body_bytes bytes, declaring as many coordinates as
+    fit, or more, in each Golomb parameter / exp-Golomb order regime; in as many
+    segments as the declared count needs where the body can hold their lengths."""
     bits = 8 * body_bytes
     half = bits // 2
     out = []
     for n, golomb, k in ((1, 0, 0), (2, 1, 0), (2, 1 << 16, 0), (4, 3, 7), (8, 1, 54)):
         h_bits = half if golomb else 0
-        m_bits = bits - h_bits
-        capacity = m_bits // (k + 1)  # the most coordinates the M section can hold
+        capacity = (bits - h_bits) // (k + 1)  # the most coordinates M sections can hold
         for declared in (capacity, capacity + 1, 4 * capacity, 1 << 62):
+            segments = -(-(-(-declared // n)) // (SEGMENT_COORDINATES // n))
+            if GOLOMB_SEGMENT.size * segments > body_bytes // 2:
+                segments = 1
             raw = forged(n=n, golomb=golomb, expg_k=k, shape=(declared,))
-            raw = raw.edit(body=GolombBody(golomb, k, h_bits, m_bits, bytes(body_bytes)).pack())
+            raw = raw.edit(body=_zero_segments(golomb, k, segments, body_bytes).pack())
             out.append((f"n={n} g={golomb} k={k} declared={declared}", declared, capacity,
                         raw.tagged()))
     # Zeros in the H section only (the M section is all ones: zero-free codes).

@@ -43,7 +43,7 @@ from cepam._core import testing as hooks
 from cepam.keys import TAG_BYTES, Context, stream_key
 
 from helpers.forge import (
-    CODERS, GOLOMB, GOLOMB_PREFIX, KNOT_SCALE, MAX_GROWTH, MIN_PAYLOAD, OTHER_SECRET,
+    CODERS, GOLOMB, GOLOMB_PARAMS, GOLOMB_PREFIX, GOLOMB_SEGMENT, KNOT_SCALE, MAX_GROWTH, MIN_PAYLOAD, OTHER_SECRET,
     SEALED_HEADER, SECRET, STREAMS, U64, VERSION, AnsBody, GolombBody, RawEntry, RawPayload,
     acceptance, best_knot_order, edited_entries, escape_stream, expg, forged, forged_ans, retag,
     symbols_of, unary, unpack_stream, untagged,
@@ -81,10 +81,13 @@ def test_forged_payload_helpers_match_the_format():
         if raw.coder == GOLOMB:
             body = GolombBody.parse(raw.body)
             assert body.pack() == raw.body
-            assert info.body_bits == {"params": 8 * GOLOMB_PREFIX.size, "H": body.h_bits,
-                                      "M": body.m_bits,
-                                      "padding": 8 * len(body.sections) - body.h_bits
-                                      - body.m_bits}, name
+            segments = [body, *body.later]
+            assert info.body_bits == {
+                "params": 8 * GOLOMB_PARAMS.size,
+                "segments": 8 * GOLOMB_SEGMENT.size * len(segments),
+                "H": sum(s.h_bits for s in segments), "M": sum(s.m_bits for s in segments),
+                "padding": sum(8 * len(s.sections) - s.h_bits - s.m_bits for s in segments),
+            }, name
         else:
             body = AnsBody.parse(raw.body, raw.lattice)
             assert body.pack() == raw.body
@@ -189,7 +192,7 @@ def test_wrong_magic_is_a_format_error(magic, retagged, coder):
         cepam.inspect(payload)
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 6, 0x82, 255])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 7, 0x82, 255])
 @pytest.mark.parametrize("retagged", [False, True], ids=["tag-stale", "tag-valid"])
 @pytest.mark.parametrize("coder", CODERS)
 def test_wrong_version_is_a_format_error(version, retagged, coder):

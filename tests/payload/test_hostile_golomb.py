@@ -3,12 +3,14 @@
 Prefix codes at their limits (|M| <= 2^53, the trial-index cap), the body
 coder's own range, long zero runs that declare more coordinates than the
 body holds (rejected before allocating), the slowest and the densest legal
-bodies.
+bodies, and edits of a body's later segments (format version 6).
 
 Everything is seeded; nothing here measures time.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -17,7 +19,10 @@ import cepam
 from cepam import _core
 from cepam._core import testing as hooks
 
-from helpers.forge import SECRET, expg, forged, unary, zero_run_payloads
+from helpers.forge import (
+    SECRET, SEGMENT_COORDINATES, U64, GolombBody, RawPayload, expg, forged, unary,
+    zero_run_payloads,
+)
 from helpers.hostile import MB, outcome, peak_allocation
 
 
@@ -115,9 +120,105 @@ def test_every_trial_index_at_the_cap_decodes():
 def test_a_valid_dense_golomb_body_allocates_in_proportion_to_its_length():
     """The densest legal body (1 bit per coordinate) decodes; allocation is linear."""
     m = 8 * 64 * 1024
-    payload = forged(shape=(m,), m_code="1" * m).tagged()
+    segments = m // SEGMENT_COORDINATES
+    payload = forged(shape=(m,), h_code=[""] * segments,
+                     m_code=["1" * SEGMENT_COORDINATES] * segments).tagged()
     with peak_allocation() as traced:
         y = cepam.decode(payload, secret=SECRET)
     peak = traced.peak
     assert y.shape == (m,) and y.dtype == np.float32
     assert peak < 200 * len(payload) + 4 * MB, peak
+
+
+# --- Golomb: bodies of several segments (format version 6). ------------------
+
+
+def _multi_segment_payload() -> bytes:
+    """A real Golomb payload of three segments on Z^2 (the last one short)."""
+    x = np.random.default_rng(11).normal(scale=0.3, size=2 * SEGMENT_COORDINATES + 1001)
+    return cepam.encode(x.astype(np.float32), cepam.Gaussian(sigma=0.2), secret=SECRET,
+                        round=1, client=4, dim=2, coder="golomb")
+
+
+MULTI = _multi_segment_payload()
+
+
+def _decode_error(payload: bytes, threads: int) -> str | None:
+    try:
+        cepam.decode(payload, secret=SECRET, threads=threads)
+    except cepam.FormatError as exc:
+        return str(exc)
+    return None
+
+
+def test_a_golomb_body_of_several_segments_matches_the_forger():
+    raw = RawPayload.parse(MULTI)
+    body = GolombBody.parse(raw.body)
+    assert body.pack() == raw.body and len(body.later) == 2
+    assert [s.m_bits > 0 and s.h_bits > 0 for s in [body, *body.later]] == [True] * 3
+    y = {t: cepam.decode(MULTI, secret=SECRET, threads=t) for t in (1, 2, 3)}
+    assert all(np.array_equal(y[1], v) for v in y.values())
+
+
+def _on_segment(s: int, **changes):
+    """An edit of segment s's lengths or sections (s >= 1: a later one)."""
+    def edit(b: GolombBody) -> GolombBody:
+        later = list(b.later)
+        later[s - 1] = dataclasses.replace(later[s - 1], **changes)
+        return b.edit(later=later)
+    return edit
+
+
+def _last_padding_bit(b: GolombBody) -> GolombBody:
+    """The last padding bit of the last segment's M section (or, where that
+    section ends on a byte, of its H section) set."""
+    seg = b.later[-1]
+    h_bytes = (seg.h_bits + 7) // 8
+    end = len(seg.sections) if seg.m_bits % 8 else h_bytes
+    assert (seg.m_bits if end == len(seg.sections) else seg.h_bits) % 8, "no padding"
+    sections = bytearray(seg.sections)
+    sections[end - 1] |= 1
+    return b.edit(later=[b.later[0], dataclasses.replace(seg, sections=bytes(sections))])
+
+
+SEGMENT_EDITS = {
+    "h_bits+1": lambda b: _on_segment(1, h_bits=b.later[0].h_bits + 1)(b),
+    "h_bits-1": lambda b: _on_segment(1, h_bits=b.later[0].h_bits - 1)(b),
+    "m_bits+1": lambda b: _on_segment(1, m_bits=b.later[0].m_bits + 1)(b),
+    "m_bits-1": lambda b: _on_segment(2, m_bits=b.later[1].m_bits - 1)(b),
+    "m_bits-2^64-1": _on_segment(2, m_bits=U64),
+    "h_bits-2^61": _on_segment(1, h_bits=1 << 61),
+    "last-dropped": lambda b: b.edit(later=b.later[:1]),
+    "last-repeated": lambda b: b.edit(later=[*b.later, b.later[-1]]),
+    "last-truncated": lambda b: _on_segment(2, sections=b.later[1].sections[:-1])(b),
+    "byte-moved-between-segments": lambda b: b.edit(later=[
+        dataclasses.replace(b.later[0], m_bits=b.later[0].m_bits + 8,
+                            sections=b.later[0].sections + b.later[1].sections[:1]),
+        dataclasses.replace(b.later[1], h_bits=b.later[1].h_bits - 8,
+                            sections=b.later[1].sections[1:])]),
+    "padding-bit": _last_padding_bit,
+}
+
+
+@pytest.mark.parametrize("label", sorted(SEGMENT_EDITS))
+def test_edits_of_later_golomb_segments_are_format_errors_for_every_thread_count(label):
+    raw = RawPayload.parse(MULTI)
+    payload = raw.edit(body=SEGMENT_EDITS[label](GolombBody.parse(raw.body)).pack()).tagged()
+    errors = {t: _decode_error(payload, t) for t in (1, 2, 3)}
+    assert errors[1] is not None and len(set(errors.values())) == 1, errors
+    with peak_allocation() as traced:
+        assert outcome(payload) == "format"
+    # The output (1 MiB as float32) and pieces of the body at most.
+    assert traced.peak < 4 * len(payload) + 2 * MB, traced.peak
+
+
+def test_the_first_failing_segment_s_error_is_reported_whatever_the_threads():
+    raw = RawPayload.parse(MULTI)
+    body = GolombBody.parse(raw.body)
+    first = _on_segment(1, m_bits=body.later[0].m_bits - 1)(body)
+    both = _last_padding_bit(first)
+    alone = _decode_error(raw.edit(body=first.pack()).tagged(), 1)
+    later = _decode_error(raw.edit(body=_last_padding_bit(body).pack()).tagged(), 1)
+    assert alone is not None and later is not None and alone != later
+    payload = raw.edit(body=both.pack()).tagged()
+    assert {_decode_error(payload, t) for t in (1, 2, 3, 8)} == {alone}
