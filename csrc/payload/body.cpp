@@ -302,35 +302,42 @@ GolombBody golomb_body(const LrsuqParams& p, const std::uint8_t* body, std::size
   return golomb;
 }
 
-// Decodes a Golomb body, its segments in parallel, piece by piece (a piece's
-// H, then its M: the two sections are read in step), and calls sink(j0,
-// count, H, M) with each piece's symbols (from several threads at once, for
-// disjoint pieces); checks each segment's end.  Holds a piece's symbols a
-// thread.
+// Decodes a Golomb body, its segments in parallel, piece by piece (a
+// piece's H, then its M: the two sections are read in step), into H[N] and
+// M[N n] where they are given, else into a piece's buffers a thread, and
+// calls sink(j0, count, H, M) with each piece's symbols (from several
+// threads at once, for disjoint pieces); checks each segment's end.
 template <class Sink>
 void decode_golomb_pieces(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
-                          std::size_t m, int threads, Sink&& sink) {
+                          std::size_t m, int threads, std::uint32_t* H, std::int64_t* M,
+                          Sink&& sink) {
   const GolombBody golomb = golomb_body(p, body, len, m);
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
-  const std::size_t P = std::min(N, DecodeBuffers::piece(n));
+  const std::size_t P = std::min(N, kAnsBlock);
+  const std::size_t buffer = H == nullptr ? P : 0;
   struct Piece {
     Scratch<std::uint32_t> H;
     Scratch<std::int64_t> M;
   };
-  parallel_for_with(threads, golomb.segments().size(), [&] { return Piece{Scratch<std::uint32_t>(P), Scratch<std::int64_t>(P * n)}; },
-                    [&](Piece& b, std::size_t s) {
-    const SegmentRange range = segment_range(p, N, s);
-    GolombBodyReader reader = golomb.reader(s, range.last - range.first, (range.last - range.first) * n);
-    for (std::size_t j0 = range.first; j0 < range.last; j0 += P) {
-      const std::size_t count = std::min(P, range.last - j0);
-      reader.read_h(count, b.H.data());
-      reader.read_m(count * n, b.M.data());
-      sink(j0, count, b.H.data(), b.M.data());
-    }
-    reader.finish_h();
-    reader.finish_m();
-  });
+  parallel_for_with(
+      threads, golomb.segments().size(),
+      [&] { return Piece{Scratch<std::uint32_t>(buffer), Scratch<std::int64_t>(buffer * n)}; },
+      [&](Piece& b, std::size_t s) {
+        const SegmentRange range = segment_range(p, N, s);
+        const std::size_t count = range.last - range.first;
+        GolombBodyReader reader = golomb.reader(s, count, count * n);
+        for (std::size_t j0 = range.first; j0 < range.last; j0 += P) {
+          const std::size_t c = std::min(P, range.last - j0);
+          std::uint32_t* h = H != nullptr ? H + j0 : b.H.data();
+          std::int64_t* mm = M != nullptr ? M + j0 * n : b.M.data();
+          reader.read_h(c, h);
+          reader.read_m(c * n, mm);
+          sink(j0, c, h, mm);
+        }
+        reader.finish_h();
+        reader.finish_m();
+      });
 }
 
 // The body coders, one type each: check (without allocating what m
@@ -358,22 +365,19 @@ struct GolombBodyCoder {
   template <class T>
   static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                      std::size_t len, std::size_t m, int threads, T* y) {
-    decode_golomb_pieces(p, body, len, m, threads,
+    decode_golomb_pieces(p, body, len, m, threads, nullptr, nullptr,
                          [&](std::size_t j0, std::size_t count, const std::uint32_t* H,
                              const std::int64_t* M) {
       lrsuq_decode_range(p, ks, H, M, j0, j0 + count, m, y);
     });
   }
+  // (Every sub-vector is in one piece of one segment: each entry of H and
+  // M is written once, by the thread that decodes its segment.)
   static void symbols(const LrsuqParams& p, const KeyStream&, const std::uint8_t* body,
                       std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M,
                       int threads) {
-    const std::size_t n = static_cast<std::size_t>(p.n);
-    decode_golomb_pieces(p, body, len, m, threads,
-                         [&](std::size_t j0, std::size_t count, const std::uint32_t* h,
-                             const std::int64_t* mm) {
-      std::copy_n(h, count, H + j0);
-      std::copy_n(mm, count * n, M + j0 * n);
-    });
+    decode_golomb_pieces(p, body, len, m, threads, H, M,
+                         [](std::size_t, std::size_t, const std::uint32_t*, const std::int64_t*) {});
   }
   static void parts(const std::uint8_t* body, std::size_t len, LatticeId, std::size_t segments,
                     std::vector<std::pair<std::string, std::uint64_t>>& parts) {

@@ -18,6 +18,7 @@
 #include "lrsuq/norm_block.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
+#include "payload/segments.hpp"
 #include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
 #include "coding/model_stats.hpp"
@@ -779,6 +780,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_GOLOMB") = kMaxGolomb;
   m.attr("MAX_EXPG_ORDER") = kMaxExpGolombOrder;
   m.attr("MAX_THREADS") = kMaxThreads;
+  m.attr("SEGMENT_COORDINATES") = kSegmentCoordinates;
   m.attr("LATTICES") = lattice_table();
   m.attr("MECHANISMS") = mechanism_table();
   m.attr("CODERS") = coder_table();

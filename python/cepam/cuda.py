@@ -504,9 +504,9 @@ def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: n
                 "(python bench/gpu_check.py compares the two paths)")
 
 
-SEGMENT_COORDINATES = 1 << 17
-"""Coordinates in a segment of an ANS body (at most: 2^17 // n sub-vectors;
-``csrc/payload/ans_body.hpp``'s kSegmentCoordinates)."""
+SEGMENT_COORDINATES: int = _core.SEGMENT_COORDINATES
+"""Coordinates in a segment of a payload body (at most: 2^17 // n sub-vectors;
+``csrc/payload/segments.hpp``'s kSegmentCoordinates)."""
 
 
 def segment_to_check(key: bytes, *, m: int, n: int) -> int:
