@@ -139,9 +139,17 @@ def test_golomb_segments_are_the_section_coders_bytes():
     m = 2 * SEGMENT + 777
     key = bytes(32)
     # |M| below 2^15, 2^31 and above (a segment holds M as int16, int32, int64).
-    for ratio, n, least in [(30.0, 1, 0), (30.0, 2, 0), (30.0, 3, 0), (1e6, 1, 1 << 15),
-                            (1e10, 2, 1 << 31)]:
-        x = update(m, ratio=ratio)
+    # And an update whose segments start small and widen in a later piece of
+    # 2^14 coordinates (ratio None: in segment 0, int16 to int32 at 20,000 and
+    # to int64 at 40,000; in segment 1, int16 to int64 at 50,000 in).
+    for ratio, n, least in [(30.0, 1, 0), (30.0, 2, 0), (30.0, 3, 0), (30.0, 8, 0),
+                            (1e6, 1, 1 << 15), (1e10, 2, 1 << 31), (None, 1, 1 << 31)]:
+        if ratio is None:
+            x = update(m, ratio=3.0)
+            x[20_000] = 1e3
+            x[[40_000, SEGMENT + 50_000]] = -1e9
+        else:
+            x = update(m, ratio=ratio)
         params = _core.Params(mechanism=1, scale=1e-3, lattice=1, n=n)
         H, M = hooks.encode_lattice(x, key=key, params=params, factor=1.0)
         assert np.abs(M).max() > least
