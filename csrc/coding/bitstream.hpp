@@ -35,6 +35,21 @@ CEPAM_HD inline int count_leading_zeros(std::uint64_t w) {
 #endif
 }
 
+// Bit length of v (0 for v = 0); branch-free (zero is common among the
+// Golomb coder's coordinates): v | 1 has the bit length of v except for
+// v = 0.
+CEPAM_HD inline int bit_length64(std::uint64_t v) {
+  return 64 - count_leading_zeros(v | 1) - static_cast<int>(v == 0);
+}
+
+// 2v for v >= 0, -2v - 1 otherwise (the coders' signed integers), and back.
+CEPAM_HD inline std::uint64_t zigzag64(std::int64_t v) {
+  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
+}
+CEPAM_HD inline std::int64_t unzigzag64(std::uint64_t z) {
+  return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
+}
+
 // Big-endian 64-bit load and store: one unaligned access and a byte swap
 // where the compiler has a byte-swap intrinsic, bytes one by one otherwise.
 inline std::uint64_t load_be64(const std::uint8_t* p) {

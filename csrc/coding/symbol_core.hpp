@@ -143,10 +143,6 @@ CEPAM_HD inline int raw_long_symbols(std::uint64_t value, int bits, AnsSymbol* o
   return k;
 }
 
-CEPAM_HD inline std::uint64_t zigzag64(std::int64_t v) {
-  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
-}
-
 // An escaped value (no escape symbol): 6 raw bits of its length L, then L
 // raw bits of zigzag(j); returns the number of symbols (at most 5).
 CEPAM_HD inline int escaped_value_symbols(std::int64_t j, AnsSymbol* out) {
@@ -451,10 +447,6 @@ inline void stream_offsets(const SymbolUnits& u, const std::uint64_t* at, std::u
 // GeometricCoder::decode and CellCoder::decode read the same symbols (by
 // guides, guesses and SIMD runs that find the same ones: each slot lies
 // in exactly one interval) and refuse the same streams.
-
-CEPAM_HD inline std::int64_t unzigzag64(std::uint64_t z) {
-  return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
-}
 
 // The decoders take a RansReader, or any reader with rans_peek and
 // rans_advance (the CPU's AnsDecoder, coding/rans.hpp, for its rare paths).

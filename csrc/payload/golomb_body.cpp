@@ -4,33 +4,24 @@
 #include <string>
 
 #include "coding/bitstream.hpp"
+#include "coding/golomb_core.hpp"
 #include "common/errors.hpp"
 #include "lrsuq/quantizer.hpp"
 
 namespace cepam {
 namespace {
 
-inline std::uint64_t zigzag(std::int64_t v) {
-  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
-}
-inline std::int64_t unzigzag(std::uint64_t z) {
-  return static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
-}
-// Branch-free (zero is common among the M values): v | 1 has the bit length
-// of v except for v = 0.
-inline int bit_length(std::uint64_t v) {
-  return 64 - count_leading_zeros(v | 1) - static_cast<int>(v == 0);
-}
-
-// Truncated binary code of r in [0, g): b = ceil(log2 g) bits or one fewer.
-struct TruncatedBinary {
-  int b = 0;
-  std::uint64_t u = 0;  // values below u take b - 1 bits
-  explicit TruncatedBinary(std::uint32_t g) {
-    b = bit_length(static_cast<std::uint64_t>(g) - 1);
-    u = (std::uint64_t{1} << b) - g;
+// A code's bits: in one put where they fit (the zeros are leading zeros of
+// the tail), else the zeros, then the tail.
+inline void put_code(const PrefixCode& code, BitWriter& w) {
+  const int total = code.zeros + code.bits;
+  if (total <= 56) {
+    w.put(code.tail, total);
+  } else {
+    w.put_zeros(static_cast<std::uint64_t>(code.zeros));
+    w.put_long(code.tail, code.bits);
   }
-};
+}
 
 void check_layout(const BodyLayout& layout) {
   if (layout.golomb > kMaxGolomb) throw FormatError("Golomb parameter out of range");
@@ -53,12 +44,12 @@ void add_bit_lengths(const std::int64_t* M, std::size_t count, std::uint64_t* hi
   std::uint64_t part[4][kBitLengths] = {};
   std::size_t i = 0;
   for (; i + 4 <= count; i += 4) {
-    ++part[0][bit_length(zigzag(M[i]))];
-    ++part[1][bit_length(zigzag(M[i + 1]))];
-    ++part[2][bit_length(zigzag(M[i + 2]))];
-    ++part[3][bit_length(zigzag(M[i + 3]))];
+    ++part[0][bit_length64(zigzag64(M[i]))];
+    ++part[1][bit_length64(zigzag64(M[i + 1]))];
+    ++part[2][bit_length64(zigzag64(M[i + 2]))];
+    ++part[3][bit_length64(zigzag64(M[i + 3]))];
   }
-  for (; i < count; ++i) ++part[0][bit_length(zigzag(M[i]))];
+  for (; i < count; ++i) ++part[0][bit_length64(zigzag64(M[i]))];
   for (int b = 0; b < kBitLengths; ++b) hist[b] += part[0][b] + part[1][b] + part[2][b] + part[3][b];
 }
 
@@ -93,54 +84,20 @@ void put_h_codes(const std::uint32_t* H, std::size_t N, std::uint32_t golomb, Bi
       if (H[j] != 1) throw InvalidArgument("trial index must be 1 when H is not coded");
     return;
   }
-  const std::uint32_t g = golomb;
-  const TruncatedBinary tb(g);
-  // A power-of-two parameter (often 1) divides by shifting.
-  const bool pow2 = (g & (g - 1)) == 0;
-  const int log2g = bit_length(g) - 1;
+  const GolombCode c = golomb_code(golomb);
   for (std::size_t j = 0; j < N; ++j) {
     if (H[j] < 1) throw InvalidArgument("trial index must be at least 1");
-    const std::uint64_t v = H[j] - 1;
-    std::uint64_t q, r;
-    if (pow2) {
-      q = v >> log2g;
-      r = v & (g - 1);
-    } else {
-      q = v / g;
-      r = v % g;
-    }
-    // q zeros, a one, then r in truncated binary (tb.b - 1 or tb.b bits).
-    std::uint64_t rcode = r;
-    int rbits = 0;
-    if (tb.b > 0) {
-      rbits = r < tb.u ? tb.b - 1 : tb.b;
-      rcode = r < tb.u ? r : r + tb.u;
-    }
-    const std::uint64_t tail = (std::uint64_t{1} << rbits) | rcode;  // the one and r
-    if (q + 1 + static_cast<std::uint64_t>(rbits) <= 56) {
-      w.put(tail, static_cast<int>(q) + 1 + rbits);  // the zeros are leading zeros of tail
-    } else {
-      w.put_zeros(q);
-      w.put(tail, 1 + rbits);
-    }
+    if (H[j] > kTrialCap) throw InvalidArgument("trial index above the cap");
+    put_code(h_code(c, H[j]), w);
   }
 }
 
 template <class I>
 void put_m_codes(const I* M, std::size_t count, int k, BitWriter& w) {
-  const std::uint64_t offset = std::uint64_t{1} << k;
   for (std::size_t i = 0; i < count; ++i) {
     const std::int64_t m = static_cast<std::int64_t>(M[i]);
     if (m > kMaxAbsM || m < -kMaxAbsM) throw InvalidArgument("lattice coordinate too large");
-    const std::uint64_t v = zigzag(m) + offset;
-    const int len = bit_length(v);
-    const int zeros = len - k - 1;
-    if (zeros + len <= 56) {
-      w.put(v, zeros + len);  // the zeros are leading zeros of v
-    } else {
-      w.put_zeros(static_cast<std::uint64_t>(zeros));
-      w.put_long(v, len);
-    }
+    put_code(m_code(k, m), w);
   }
 }
 template void put_m_codes<std::int16_t>(const std::int16_t*, std::size_t, int, BitWriter&);
@@ -289,7 +246,7 @@ void append_segment(const std::vector<std::uint8_t>& h, std::uint64_t h_bits,
 void GolombBodyReader::read_h(std::size_t N, std::uint32_t* H) {
   if (layout_.golomb != 0) {
     const std::uint32_t g = layout_.golomb;
-    const TruncatedBinary tb(g);
+    const GolombCode tb = golomb_code(g);
     const std::uint64_t max_q = (kTrialCap - 1) / g;
     for (std::size_t j = 0; j < N;) {
       if (h_.plenty()) {
@@ -348,8 +305,8 @@ void GolombBodyReader::read_m(std::size_t count, std::int64_t* M) {
   const std::uint64_t offset = std::uint64_t{1} << k;
   // |M| <= 2^53 means zigzag(M) <= 2^54, so a code is at most
   // bit_length(2^54 + 2^k) <= 56 bits long.
-  const std::uint64_t max_zigzag = zigzag(kMaxAbsM);
-  const int max_len = bit_length(max_zigzag + offset);
+  const std::uint64_t max_zigzag = zigzag64(kMaxAbsM);
+  const int max_len = bit_length64(max_zigzag + offset);
   const int max_zeros = max_len - k - 1;
   for (std::size_t i = 0; i < count;) {
     if (m_.plenty()) {
@@ -368,7 +325,7 @@ void GolombBodyReader::read_m(std::size_t count, std::int64_t* M) {
         const std::uint64_t at_v = w << zeros;  // v left-aligned
         const std::uint64_t z = (at_v >> (64 - len)) - offset;
         if (z > max_zigzag) throw FormatError("lattice coordinate out of range");
-        M[i] = unzigzag(z);
+        M[i] = unzigzag64(z);
         w = at_v << len;  // len <= 56
         used += total;
       }
@@ -384,7 +341,7 @@ void GolombBodyReader::read_m(std::size_t count, std::int64_t* M) {
     const std::uint64_t v = (std::uint64_t{1} << (len - 1)) | m_.get_long(len - 1);
     const std::uint64_t z = v - offset;
     if (v < offset || z > max_zigzag) throw FormatError("lattice coordinate out of range");
-    M[i] = unzigzag(z);
+    M[i] = unzigzag64(z);
     ++i;
   }
 }

@@ -55,7 +55,7 @@ int best_expg_order(const std::uint64_t* hist);
 // The codes of the sections, appended to w: H[0..N) with Golomb parameter
 // golomb (nothing when 0; H must be 1 then), M[0..count) with order k.
 // A section's codes are the concatenation of its chunks' codes.  Throw
-// InvalidArgument for an H below 1 or an |M| above kMaxAbsM.
+// InvalidArgument for an H below 1 or above kTrialCap, or an |M| above kMaxAbsM.
 void put_h_codes(const std::uint32_t* H, std::size_t N, std::uint32_t golomb, BitWriter& w);
 template <class I>
 void put_m_codes(const I* M, std::size_t count, int k, BitWriter& w);
