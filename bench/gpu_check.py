@@ -199,6 +199,8 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
                   f"{rate(m, t_dcpu):,.0f} | {rate(m, t_dcopy):,.0f} | {'yes' if ok else 'NO'} |",
                   flush=True)
             same &= gpu_body_row(m, lat, xd, enc, p_cpu, repeat)
+            if lat == "Z":
+                same &= gpu_golomb_rows(m, x, xd, enc, repeat)
         del xd
         torch.cuda.empty_cache()
     same &= kernels(sizes[-1], repeat)
@@ -253,6 +255,41 @@ def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
         cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device = policies
     print(f"| {m:.0e} | {lat}, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
           f"{m / t_dec / 1e6:,.0f} | | | {'yes' if ok else 'NO'} |", flush=True)
+    return ok
+
+
+def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
+    """Rows for Z with the Golomb coder: cepam.encode of the CUDA tensor with
+    the body coded on the host from the GPU's stage (the default), and on
+    the GPU (LatticeStage.golomb_body, not the default:
+    LatticeStage.codes_body_on_device), their speeds and payloads against
+    the CPU's; and the CPU's own encode."""
+    import torch
+
+    import cepam
+    from cepam import cuda
+
+    enc = dict(enc, coder="golomb")
+    mech = cepam.Gaussian(sigma=SIGMA)
+    xh = torch.from_numpy(x)
+    t_cpu, expected = best(lambda: cepam.encode(xh, mech, **enc), repeat)
+    t_host, p_host = best(lambda: cepam.encode(xd, mech, **enc), repeat)
+    policy = cuda.LatticeStage.codes_body_on_device
+    cuda.LatticeStage.codes_body_on_device = lambda self, params: True
+    t_gpu, p_gpu = float("inf"), None
+    try:
+        t_gpu, p_gpu = best(lambda: cepam.encode(xd, mech, **enc), repeat)
+    except cepam.errors.CepamError as e:  # DeviceError: loud, and the run goes on
+        print(f"  {type(e).__name__}: m = {m}, Z, golomb with the body on the GPU: {e}")
+    finally:
+        cuda.LatticeStage.codes_body_on_device = policy
+    ok = p_host == expected and p_gpu == expected
+    if not ok:
+        print(f"  MISMATCH: m = {m}, Z, golomb: a CUDA tensor's payload differs from the CPU's")
+    print(f"| {m:.0e} | Z, golomb | | | {m / t_host / 1e6:,.0f} | {m / t_cpu / 1e6:,.0f} | | | | "
+          f"{'yes' if p_host == expected else 'NO'} |", flush=True)
+    print(f"| {m:.0e} | Z, golomb, body coded on the GPU | | | {m / t_gpu / 1e6:,.0f} | | | | | "
+          f"{'yes' if p_gpu == expected else 'NO'} |", flush=True)
     return ok
 
 

@@ -150,7 +150,8 @@ CEPAM_HD inline void or_bits(std::uint64_t pos, std::uint64_t tail, int bits, Or
     // Bits [off, off + take) of the word's big-endian value, then its bytes
     // in memory order (the first in the low bits).
     const std::uint32_t be = chunk << (32 - off - take);
-    const std::uint32_t le = (be >> 24) | ((be >> 8) & 0xff00u) | ((be << 8) & 0xff0000u) | (be << 24);
+    const std::uint32_t le =
+        (be >> 24) | ((be >> 8) & 0xff00u) | ((be << 8) & 0xff0000u) | (be << 24);
     or_word(pos >> 5, le);
     pos += static_cast<std::uint64_t>(take);
     bits -= take;

@@ -221,32 +221,22 @@ std::vector<std::uint8_t> encode_ans_body_by_symbols(const LrsuqParams& p,
                            });
 }
 
-template <class T>
-bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
-                     std::size_t len, std::size_t m, double factor, std::size_t s,
-                     const T* values, std::size_t count) {
+bool ans_segment_matches(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                         std::size_t m, std::size_t s, const std::uint32_t* H,
+                         const std::int64_t* M, const double* beta, const double* V) {
   const AnsBody parsed(body, len, uses_point_model(p.lattice), body_segments(m, p.n));
   if (s >= parsed.segments().size()) throw InvalidArgument("the body has no such segment");
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
   const std::size_t S = segment_subvectors(p.n);
-  const std::size_t j0 = s * S, j1 = std::min(N, j0 + S);
-  if (count != std::min(m, j1 * n) - j0 * n)
-    throw InvalidArgument("values must be the segment's coordinates");
-  std::vector<std::uint64_t> indices(j1 - j0);
-  for (std::size_t j = j0; j < j1; ++j) indices[j - j0] = j;
-  std::vector<std::uint32_t> H(j1 - j0);
-  std::vector<std::int64_t> M((j1 - j0) * n);
-  std::vector<double> beta(j1 - j0), V((j1 - j0) * n);
-  lrsuq_encode_subvectors_at(p, key, values, indices.data(), j1 - j0, m, factor, H.data(),
-                             M.data(), beta.data(), V.data());
+  const std::size_t count = std::min(N, s * S + S) - s * S;
   // The CPU's segment encoder, block by block, with the body's model.
   const bool point_model = uses_point_model(p.lattice);
   const TriangularBasis basis = lattice_basis(p);  // (the encoder holds a reference)
-  AnsSegmentEncoder enc(parsed.model(), acceptance_probability(p), basis, j1 - j0, point_model);
-  for (std::size_t b0 = 0; b0 < j1 - j0; b0 += kAnsBlock) {
-    const std::size_t c = std::min(kAnsBlock, j1 - j0 - b0);
-    enc.encode_block(c, H.data() + b0, M.data() + b0 * n, beta.data() + b0, V.data() + b0 * n);
+  AnsSegmentEncoder enc(parsed.model(), acceptance_probability(p), basis, count, point_model);
+  for (std::size_t b0 = 0; b0 < count; b0 += kAnsBlock) {
+    const std::size_t c = std::min(kAnsBlock, count - b0);
+    enc.encode_block(c, H + b0, M + b0 * n, beta + b0, V + b0 * n);
   }
   // The body's stream length as the least: the same padding, if the body's
   // last segment has some (the smallest count that reaches it).  The
@@ -316,13 +306,6 @@ template void decode_ans_body_by_segments<float>(const LrsuqParams&, const ChaCh
 template void decode_ans_body_by_segments<double>(const LrsuqParams&, const ChaChaKey&,
                                                   const std::uint8_t*, std::size_t, std::size_t,
                                                   double*);
-
-template bool segment_matches<float>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
-                                     std::size_t, std::size_t, double, std::size_t,
-                                     const float*, std::size_t);
-template bool segment_matches<double>(const LrsuqParams&, const ChaChaKey&, const std::uint8_t*,
-                                      std::size_t, std::size_t, double, std::size_t,
-                                      const double*, std::size_t);
 
 template BodySymbols body_symbols_of<float>(const LrsuqParams&, const ChaChaKey&, const float*,
                                             std::size_t, double, const SourceModel&);

@@ -130,17 +130,13 @@ std::vector<std::uint8_t> encode_ans_body_by_symbols(const LrsuqParams& p,
 
 // Whether segment s of `body` (an ANS body of m coordinates, coded by a
 // GPU) is the segment the CPU's segment encoder codes from that segment's
-// coordinates values[0 .. min(m, (s + 1) S n) - s S n) (x * 1, the
-// update's, before the factor) with the body's own source model: its
-// model byte and stream, byte for byte.  The host's check of one segment
-// chosen by the caller; equal segments decode to equal values.  Throws
-// FormatError for a malformed body, InvalidArgument for a segment it lacks
-// or a wrong number of values, and the codec's EncodingError where the
-// host cannot encode the segment.
-template <class T>
-bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, const std::uint8_t* body,
-                     std::size_t len, std::size_t m, double factor, std::size_t s,
-                     const T* values, std::size_t count);
+// stage H, M, beta, V (relative to its first sub-vector) with the body's
+// own source model: its model byte and stream, byte for byte (body.hpp's
+// segment_matches computes the stage).  Throws FormatError for a malformed
+// body, InvalidArgument for a segment it lacks.
+bool ans_segment_matches(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                         std::size_t m, std::size_t s, const std::uint32_t* H,
+                         const std::int64_t* M, const double* beta, const double* V);
 
 // --- Bodies decoded where the values are wanted ---------------------------
 //

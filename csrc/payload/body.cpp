@@ -7,6 +7,7 @@
 
 #include "payload/golomb_body.hpp"
 #include "payload/ans_body.hpp"
+#include "payload/ans_streams.hpp"
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
 #include "common/scratch.hpp"
@@ -414,8 +415,14 @@ struct GolombBodyCoder {
   static void symbols(const LrsuqParams& p, const KeyStream&, const std::uint8_t* body,
                       std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M,
                       int threads) {
-    decode_golomb_pieces(p, body, len, m, threads, H, M,
-                         [](std::size_t, std::size_t, const std::uint32_t*, const std::int64_t*) {});
+    const auto nothing = [](std::size_t, std::size_t, const std::uint32_t*,
+                            const std::int64_t*) {};
+    decode_golomb_pieces(p, body, len, m, threads, H, M, nothing);
+  }
+  static bool matches(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                      std::size_t m, std::size_t s, const std::uint32_t* H, const std::int64_t* M,
+                      const double*, const double*) {
+    return golomb_segment_matches(body, len, subvectors(p, m), p.n, s, H, M);
   }
   static void parts(const std::uint8_t* body, std::size_t len, LatticeId, std::size_t segments,
                     std::vector<std::pair<std::string, std::uint64_t>>& parts) {
@@ -424,7 +431,8 @@ struct GolombBodyCoder {
     for (const GolombBody::Segment& seg : golomb.segments()) {
       h += seg.layout.h_bits;
       mm += seg.layout.m_bits;
-      padding += 8 * static_cast<std::uint64_t>(seg.bytes()) - seg.layout.h_bits - seg.layout.m_bits;
+      padding += 8 * static_cast<std::uint64_t>(seg.bytes()) - seg.layout.h_bits -
+                 seg.layout.m_bits;
     }
     parts.emplace_back("params", 8 * kGolombParams);
     parts.emplace_back("segments", 8 * kGolombSegmentHeader * golomb.segments().size());
@@ -550,6 +558,11 @@ struct AnsBodyCoder {
       std::copy_n(b.M, count * n, M + j0 * n);
     });
   }
+  static bool matches(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                      std::size_t m, std::size_t s, const std::uint32_t* H, const std::int64_t* M,
+                      const double* beta, const double* V) {
+    return ans_segment_matches(p, body, len, m, s, H, M, beta, V);
+  }
   static void parts(const std::uint8_t* body, std::size_t len, LatticeId lattice,
                     std::size_t segments,
                     std::vector<std::pair<std::string, std::uint64_t>>& parts) {
@@ -627,6 +640,33 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
   with_body_coder(coder, [&](auto c) { c.symbols(p, ks, body, len, m, H, M, threads); });
 }
 
+template <class T>
+bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, Coder coder,
+                     const std::uint8_t* body, std::size_t len, std::size_t m, double factor,
+                     std::size_t s, const T* values, std::size_t count) {
+  check_coder(coder);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t N = subvectors(p, m);
+  if (s >= body_segments(m, p.n)) throw InvalidArgument("the body has no such segment");
+  const SegmentRange range = segment_range(p, N, s);
+  if (count != std::min(m, range.last * n) - range.first * n)
+    throw InvalidArgument("values must be the segment's coordinates");
+  // The segment's stage, from its coordinates (with their global indices).
+  const std::size_t c = range.last - range.first;
+  std::vector<std::uint64_t> indices(c);
+  for (std::size_t j = 0; j < c; ++j) indices[j] = range.first + j;
+  std::vector<std::uint32_t> H(c);
+  std::vector<std::int64_t> M(c * n);
+  std::vector<double> beta(c), V(c * n);
+  lrsuq_encode_subvectors_at(p, key, values, indices.data(), c, m, factor, H.data(), M.data(),
+                             beta.data(), V.data());
+  bool same = false;
+  with_body_coder(coder, [&](auto coder_type) {
+    same = coder_type.matches(p, body, len, m, s, H.data(), M.data(), beta.data(), V.data());
+  });
+  return same;
+}
+
 std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std::uint8_t* body,
                                                                       std::size_t len,
                                                                       Coder coder,
@@ -645,6 +685,12 @@ template std::vector<std::uint8_t> encode_payload_body<double>(const LrsuqParams
                                                                const KeyStream&, const double*,
                                                                std::size_t, double, Coder, int,
                                                                const LatticeStage*);
+template bool segment_matches<float>(const LrsuqParams&, const ChaChaKey&, Coder,
+                                     const std::uint8_t*, std::size_t, std::size_t, double,
+                                     std::size_t, const float*, std::size_t);
+template bool segment_matches<double>(const LrsuqParams&, const ChaChaKey&, Coder,
+                                      const std::uint8_t*, std::size_t, std::size_t, double,
+                                      std::size_t, const double*, std::size_t);
 template void decode_payload_body<float>(const LrsuqParams&, const KeyStream&,
                                          const std::uint8_t*, std::size_t, std::size_t, Coder,
                                          float*, int);

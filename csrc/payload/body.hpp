@@ -106,6 +106,21 @@ void decode_payload_symbols(const LrsuqParams& p, const KeyStream& ks, const std
                             std::size_t len, std::size_t m, Coder coder, std::uint32_t* H,
                             std::int64_t* M, int threads = 1);
 
+// Whether segment s of `body` (a body of m coordinates coded elsewhere,
+// by a GPU) is the segment the CPU's coder codes from that segment's
+// coordinates values[0 .. count) (count: min(m, (s + 1) S n) - s S n, x *
+// 1, the update's, before the factor): for the ANS coder with the body's
+// own source model (ans_streams.hpp's ans_segment_matches), for the Golomb
+// coder with its parameters (golomb_body.hpp's golomb_segment_matches).
+// The host's check of one segment chosen by the caller; equal segments
+// decode to equal values.  Throws FormatError for a malformed body,
+// InvalidArgument for a segment it lacks or a wrong number of values, and
+// the codec's EncodingError where the host cannot encode the segment.
+template <class T>
+bool segment_matches(const LrsuqParams& p, const ChaChaKey& key, Coder coder,
+                     const std::uint8_t* body, std::size_t len, std::size_t m, double factor,
+                     std::size_t s, const T* values, std::size_t count);
+
 // The body's parts and their sizes in bits (without the secret); for the
 // ANS coder, "model" (the source model), "segments" (each segment's length
 // and model byte) and "stream" (the segments' rANS streams).

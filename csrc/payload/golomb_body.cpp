@@ -1,5 +1,6 @@
 #include "payload/golomb_body.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -7,6 +8,7 @@
 #include "coding/golomb_core.hpp"
 #include "common/errors.hpp"
 #include "lrsuq/quantizer.hpp"
+#include "payload/segments.hpp"
 
 namespace cepam {
 namespace {
@@ -182,17 +184,106 @@ void GolombBodyReader::finish_m() const {
 
 namespace {
 
+void store_le(std::uint8_t* p, std::uint64_t v, int bytes) {
+  for (int b = 0; b < bytes; ++b) p[b] = static_cast<std::uint8_t>(v >> (8 * b));
+}
+
 std::uint64_t get_le(const std::uint8_t* p, int bytes) {
   std::uint64_t v = 0;
   for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
   return v;
 }
 
-void put_le(std::uint64_t v, int bytes, std::vector<std::uint8_t>& out) {
-  for (int b = 0; b < bytes; ++b) out.push_back(static_cast<std::uint8_t>(v >> (8 * b)));
+}  // namespace
+
+GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
+                       const std::uint64_t* h_bits, const std::uint64_t* m_bits) {
+  GolombPlan plan;
+  plan.golomb = golomb;
+  plan.k = k;
+  plan.segments.resize(u.segments);
+  plan.h_pos.resize(u.count);
+  plan.m_pos.resize(u.count);
+  std::uint64_t at = kGolombParams;  // bytes before the segment
+  for (std::size_t s = 0; s < u.segments; ++s) {
+    BodyLayout& seg = plan.segments[s];
+    seg.golomb = golomb;
+    seg.expg_k = k;
+    const std::size_t first = s * u.per_segment;
+    for (std::size_t t = first; t < first + u.per_segment; ++t) {
+      seg.h_bits += h_bits[t];
+      seg.m_bits += m_bits[t];
+    }
+    std::uint64_t h = 8 * (at + kGolombSegmentHeader);
+    std::uint64_t m = h + 8 * ((seg.h_bits + 7) / 8);
+    for (std::size_t t = first; t < first + u.per_segment; ++t) {
+      plan.h_pos[t] = h;
+      plan.m_pos[t] = m;
+      h += h_bits[t];
+      m += m_bits[t];
+    }
+    at += kGolombSegmentHeader + (seg.h_bits + 7) / 8 + (seg.m_bits + 7) / 8;
+  }
+  plan.bytes = static_cast<std::size_t>(at);
+  return plan;
 }
 
-}  // namespace
+void put_golomb_headers(const GolombPlan& plan, std::uint8_t* body) {
+  store_le(body, plan.golomb, 4);
+  body[4] = static_cast<std::uint8_t>(plan.k);
+  std::size_t at = kGolombParams;
+  for (const BodyLayout& seg : plan.segments) {
+    store_le(body + at, seg.h_bits, 8);
+    store_le(body + at + 8, seg.m_bits, 8);
+    at += kGolombSegmentHeader + (seg.h_bits + 7) / 8 + (seg.m_bits + 7) / 8;
+  }
+}
+
+std::vector<std::uint8_t> golomb_body_by_units(std::uint32_t golomb, const std::uint32_t* H,
+                                               const std::int64_t* M, std::size_t N, int n) {
+  const std::size_t dim = static_cast<std::size_t>(n);
+  const GolombUnits u = golomb_units(N, segment_subvectors(n), dim);
+  const GolombCode code = golomb_code(golomb);
+  // The passes of the kernels, one unit after another.
+  std::vector<std::uint64_t> h_bits(u.count), m_bits(u.count);
+  std::uint64_t lengths[kBitLengths] = {};
+  for (std::size_t t = 0; t < u.count; ++t)
+    h_bits[t] = golomb_unit_h_bits(u, code, t, H, M, [&](int b) { ++lengths[b]; });
+  const int k = best_expg_order(lengths);
+  for (std::size_t t = 0; t < u.count; ++t) m_bits[t] = golomb_unit_m_bits(u, k, t, M);
+  const GolombPlan plan = golomb_plan(u, golomb, k, h_bits.data(), m_bits.data());
+  std::vector<std::uint8_t> body(plan.bytes, 0);
+  std::uint8_t* bytes = body.data();
+  for (std::size_t t = 0; t < u.count; ++t)
+    golomb_unit_write(u, code, k, t, H, M, plan.h_pos[t], plan.m_pos[t],
+                      [&](std::uint64_t w, std::uint32_t bits) {
+                        // bytes [4w, 4w + 4), the first in the low bits; those past the
+                        // body's end are zero bits (no code reaches them).
+                        for (std::uint64_t i = 0; i < 4 && 4 * w + i < plan.bytes; ++i)
+                          bytes[4 * w + i] |= static_cast<std::uint8_t>(bits >> (8 * i));
+                      });
+  put_golomb_headers(plan, bytes);
+  return body;
+}
+
+bool golomb_segment_matches(const std::uint8_t* body, std::size_t len, std::size_t N, int n,
+                            std::size_t s, const std::uint32_t* H, const std::int64_t* M) {
+  const std::size_t S = segment_subvectors(n);
+  const GolombBody parsed(body, len, N / S + (N % S != 0 ? 1 : 0));
+  if (s >= parsed.segments().size()) throw InvalidArgument("the body has no such segment");
+  const std::size_t count = std::min(N, s * S + S) - s * S;
+  std::vector<std::uint8_t> h, m, coded;
+  BitWriter hw(h), mw(m);
+  put_h_codes(H, count, parsed.golomb(), hw);
+  put_m_codes(M, count * static_cast<std::size_t>(n), parsed.expg_k(), mw);
+  const std::uint64_t h_bits = hw.bits(), m_bits = mw.bits();
+  hw.finish();
+  mw.finish();
+  append_segment(h, h_bits, m, m_bits, coded);
+  const GolombBody::Segment& seg = parsed.segments()[s];
+  return coded.size() == kGolombSegmentHeader + seg.bytes() &&
+         std::equal(coded.begin(), coded.end(), body + seg.offset - kGolombSegmentHeader);
+}
 
 GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t segments)
     : data_(data) {
@@ -208,8 +299,10 @@ GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t se
     throw FormatError("body too short for its number of segments");
   segments_.reserve(segments != kAnySegments ? segments : most);
   while (pos < len && segments_.size() != segments) {
-    if (len - pos < kGolombSegmentHeader) throw FormatError("body truncated in a segment's lengths");
-    Segment seg{pos + kGolombSegmentHeader, {golomb_, expg_k_, get_le(data + pos, 8), get_le(data + pos + 8, 8)}};
+    if (len - pos < kGolombSegmentHeader)
+      throw FormatError("body truncated in a segment's lengths");
+    Segment seg{pos + kGolombSegmentHeader,
+                {golomb_, expg_k_, get_le(data + pos, 8), get_le(data + pos + 8, 8)}};
     pos += kGolombSegmentHeader;
     const std::uint64_t max_bits = std::uint64_t{1} << 60;
     if (seg.layout.h_bits > max_bits || seg.layout.m_bits > max_bits)
@@ -237,8 +330,10 @@ GolombBodyReader GolombBody::reader(std::size_t s, std::uint64_t N, std::uint64_
 void append_segment(const std::vector<std::uint8_t>& h, std::uint64_t h_bits,
                     const std::vector<std::uint8_t>& m, std::uint64_t m_bits,
                     std::vector<std::uint8_t>& out) {
-  put_le(h_bits, 8, out);
-  put_le(m_bits, 8, out);
+  const std::size_t at = out.size();
+  out.resize(at + kGolombSegmentHeader);
+  store_le(out.data() + at, h_bits, 8);
+  store_le(out.data() + at + 8, m_bits, 8);
   out.insert(out.end(), h.begin(), h.end());
   out.insert(out.end(), m.begin(), m.end());
 }

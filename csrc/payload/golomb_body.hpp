@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "coding/bitstream.hpp"
+#include "coding/golomb_core.hpp"
 
 namespace cepam {
 
@@ -136,6 +137,45 @@ class GolombBody {
 void append_segment(const std::vector<std::uint8_t>& h, std::uint64_t h_bits,
                     const std::vector<std::uint8_t>& m, std::uint64_t m_bits,
                     std::vector<std::uint8_t>& out);
+
+// --- A body coded where the stage ran (a GPU: cuda/golomb_gpu.hpp) -------
+//
+// A GPU codes every segment at once in units (coding/golomb_core.hpp): the
+// units count their codes' bits, the host lays out the body from the
+// counts (golomb_plan), the units write their codes at their bit offsets
+// into the zeroed body, and the host writes the parameters and the
+// segments' lengths (put_golomb_headers).
+
+// The body's layout from each unit's H and M code bits (of the units of
+// u; k the exp-Golomb order): each segment's sections, each unit's first
+// bit of its H and of its M codes, the body's length in bytes.
+struct GolombPlan {
+  std::uint32_t golomb = 0;
+  int k = 0;
+  std::vector<BodyLayout> segments;
+  std::vector<std::uint64_t> h_pos, m_pos;
+  std::size_t bytes = 0;
+};
+GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
+                       const std::uint64_t* h_bits, const std::uint64_t* m_bits);
+
+// Writes the body's parameters and each segment's lengths into body
+// (plan.bytes bytes; the rest is the units' codes).
+void put_golomb_headers(const GolombPlan& plan, std::uint8_t* body);
+
+// The body of the stage H[N], M[N n] (dimension n, trial indices in [1,
+// kTrialCap], 1 where golomb = 0) coded unit by unit as a GPU codes it: the
+// host twin of the kernels, giving encode_payload_body's bytes.
+std::vector<std::uint8_t> golomb_body_by_units(std::uint32_t golomb, const std::uint32_t* H,
+                                               const std::int64_t* M, std::size_t N, int n);
+
+// Whether segment s of `body` (a Golomb body of N sub-vectors of
+// dimension n, coded by a GPU) is the segment the CPU's coder codes from
+// that segment's stage H, M (relative to its first sub-vector) with the
+// body's parameters: its lengths and sections, byte for byte.  Throws
+// FormatError for a malformed body, InvalidArgument for a segment it lacks.
+bool golomb_segment_matches(const std::uint8_t* body, std::size_t len, std::size_t N, int n,
+                            std::size_t s, const std::uint32_t* H, const std::int64_t* M);
 
 // Fewest bits N trial indices / count coordinates can take: a declared
 // count above what the sections can hold is rejected before allocating.

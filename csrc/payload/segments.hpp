@@ -26,7 +26,8 @@ inline std::size_t segment_subvectors(int n) {
 
 // The number of segments of m coordinates in dimension n.
 inline std::size_t body_segments(std::size_t m, int n) {
-  const std::size_t N = m / static_cast<std::size_t>(n) + (m % static_cast<std::size_t>(n) != 0 ? 1 : 0);
+  const std::size_t d = static_cast<std::size_t>(n);
+  const std::size_t N = m / d + (m % d != 0 ? 1 : 0);
   const std::size_t S = segment_subvectors(n);
   return N / S + (N % S != 0 ? 1 : 0);
 }

@@ -289,29 +289,29 @@ py::array decode_subvectors(const CArray<std::uint32_t>& H, const CArray<std::in
   return with_output(dtype, m, [&](auto* y) { lrsuq_decode_subvectors(p, k, h, mm, 0, N, m, y); });
 }
 
-// Whether segment `segment` of an ANS body (coded by a GPU with the box
-// model) is the stream the host codes from the segment's coordinates
-// (payload/ans_streams.hpp).
-bool segment_matches_py(const py::bytes& body, const py::array& values, std::size_t segment,
-                        std::size_t m, const py::bytes& key, const LrsuqParams& p,
-                        double factor) {
-  require_contiguous_1d(values, "values");
-  const ChaChaKey k = key_from(key);
-  std::size_t len = 0;
-  const std::uint8_t* data = bytes_view(body, &len);
-  bool same = false;
-  with_input(values, [&](const auto* px) {
-    same = segment_matches(p, k, data, len, m, factor, segment, px,
-                           static_cast<std::size_t>(values.size()));
-  });
-  return same;
-}
-
 // The body coder of a code, from the coder table (payload/body.hpp).
 Coder coder_from(int coder) {
   for (const BodyCoderInfo& c : body_coders())
     if (static_cast<int>(c.id) == coder) return c.id;
   throw InvalidArgument("unknown body coder");
+}
+
+// Whether segment `segment` of a body (coded by a GPU) is the segment the
+// host codes from the segment's coordinates (payload/body.hpp).
+bool segment_matches_py(const py::bytes& body, const py::array& values, std::size_t segment,
+                        std::size_t m, const py::bytes& key, const LrsuqParams& p,
+                        double factor, int coder) {
+  require_contiguous_1d(values, "values");
+  const ChaChaKey k = key_from(key);
+  const Coder c = coder_from(coder);
+  std::size_t len = 0;
+  const std::uint8_t* data = bytes_view(body, &len);
+  bool same = false;
+  with_input(values, [&](const auto* px) {
+    same = segment_matches(p, k, c, data, len, m, factor, segment, px,
+                           static_cast<std::size_t>(values.size()));
+  });
+  return same;
 }
 
 py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
@@ -456,6 +456,28 @@ py::tuple body_encode(const CArray<std::uint32_t>& H, const CArray<std::int64_t>
   return py::make_tuple(
       py::bytes(reinterpret_cast<const char*>(out.data()), out.size()), layout.h_bits,
       layout.m_bits);
+}
+
+// The Golomb body of a stage (H[N], M[N n]) coded unit by unit as a GPU
+// codes it (payload/golomb_body.hpp's golomb_body_by_units).
+py::bytes golomb_body_by_units_py(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
+                                  std::uint32_t golomb, int n) {
+  if (n < 1 || n > 8) throw InvalidArgument("n must be in 1..8");
+  const std::size_t N = static_cast<std::size_t>(H.size());
+  if (static_cast<std::size_t>(M.size()) != N * static_cast<std::size_t>(n))
+    throw InvalidArgument("M must hold n coordinates a trial index");
+  for (std::size_t j = 0; j < N; ++j)
+    if (H.data()[j] < 1 || H.data()[j] > kTrialCap || (golomb == 0 && H.data()[j] != 1))
+      throw InvalidArgument("trial indices must be in [1, TRIAL_CAP], and 1 where golomb = 0");
+  for (std::size_t i = 0; i < N * static_cast<std::size_t>(n); ++i)
+    if (M.data()[i] > kMaxAbsM || M.data()[i] < -kMaxAbsM)
+      throw InvalidArgument("lattice coordinate too large");
+  std::vector<std::uint8_t> body;
+  {
+    py::gil_scoped_release nogil;
+    body = golomb_body_by_units(golomb, H.data(), M.data(), N, n);
+  }
+  return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
 }
 
 py::tuple body_decode(const py::bytes& body, std::uint64_t N, std::uint64_t count,
@@ -817,9 +839,9 @@ PYBIND11_MODULE(_core, m) {
         "given by its n coordinates (pieces): the host's spot-check of a GPU's results.");
   m.def("segment_matches", &segment_matches_py, py::arg("body"), py::arg("values"),
         py::kw_only(), py::arg("segment"), py::arg("m"), py::arg("key"), py::arg("params"),
-        py::arg("factor"),
-        "Whether segment `segment` of an ANS body of m coordinates coded with the box model is "
-        "the stream the host codes from that segment's coordinates (values): the host's check "
+        py::arg("factor"), py::arg("coder"),
+        "Whether segment `segment` of a body of m coordinates (coder: its code) is the "
+        "segment the host codes from that segment's coordinates (values): the host's check "
         "of a GPU's body.");
   m.def("body_parts", &body_parts_py, py::arg("body"), py::kw_only(), py::arg("coder"),
         py::arg("lattice") = 1, py::arg("m") = -1, py::arg("n") = 1,
@@ -880,6 +902,8 @@ PYBIND11_MODULE(_core, m) {
   }, py::arg("M"));
   t.def("body_encode", &body_encode, py::arg("H"), py::arg("M"), py::kw_only(),
         py::arg("golomb"), py::arg("expg_k"), "-> (body bytes, h_bits, m_bits)");
+  t.def("golomb_body_by_units", &golomb_body_by_units_py, py::arg("H"), py::arg("M"),
+        py::kw_only(), py::arg("golomb"), py::arg("n"));
   t.def("body_decode", &body_decode, py::arg("body"), py::kw_only(), py::arg("N"),
         py::arg("count"), py::arg("golomb"), py::arg("expg_k"), py::arg("h_bits"),
         py::arg("m_bits"), "-> (H uint32[N], M int64[count]); raises FormatError.");

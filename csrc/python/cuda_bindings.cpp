@@ -8,8 +8,10 @@
 #include <string>
 
 #include "cuda/ans_gpu.hpp"
+#include "cuda/golomb_gpu.hpp"
 #include "payload/ans_body.hpp"
 #include "payload/ans_streams.hpp"
+#include "payload/golomb_body.hpp"
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
 #include "cuda/model_gpu.hpp"
@@ -307,29 +309,62 @@ struct DeviceBuffer {
   void* ptr;
 };
 
-// The LRSUQ stage of a CUDA tensor left in device memory, and the symbol
-// model of the source model fitted on the host from statistics = (range,
-// counts) (the device's, cuda/model_gpu.hpp): calls f(model, z, m, N,
+// The LRSUQ stage of a CUDA tensor left in device memory: calls f(m, N,
 // device, H, M, beta, V) with the stage's device arrays.
+template <class F>
+void with_lattice(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, double factor,
+                  std::uintptr_t stream, gpu::Timing* timing, F&& f) {
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
+    const std::size_t N = (m + n - 1) / n;
+    DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
+    gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
+                                 M.as<std::int64_t>(), beta.as<double>(), V.as<double>(), timing);
+    f(m, N, device, H, M, beta, V);
+  });
+}
+
+// with_lattice, and the symbol model of the source model fitted on the
+// host from statistics = (range, counts) (the device's,
+// cuda/model_gpu.hpp): calls f(model, z, m, N, device, H, M, beta, V).
 template <class F>
 void with_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, double factor,
                 const py::tuple& statistics, std::uintptr_t stream, gpu::Timing* timing, F&& f) {
   if (statistics.size() != 2) throw InvalidArgument("statistics must be (range, counts)");
   const SourceModel::Statistics stats =
       statistics_from(statistics[0].cast<double>(), statistics[1].cast<CArray<std::uint64_t>>());
-  const std::size_t n = static_cast<std::size_t>(p.n);
-  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
-    const std::size_t N = (m + n - 1) / n;
-    const CellWidths widths = typical_cell_widths(p);
-    const SourceModel model = SourceModel::fit_from(stats, widths.lo, widths.hi);
-    const GeometricCoder hcoder(acceptance_probability(p));
-    const SymbolTables tables(model, hcoder, p);
-    const SymbolModel& z = tables.z();
-    DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
-    gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
-                                 M.as<std::int64_t>(), beta.as<double>(), V.as<double>(), timing);
+  const CellWidths widths = typical_cell_widths(p);
+  const SourceModel model = SourceModel::fit_from(stats, widths.lo, widths.hi);
+  const GeometricCoder hcoder(acceptance_probability(p));
+  const SymbolTables tables(model, hcoder, p);
+  const SymbolModel& z = tables.z();
+  with_lattice(x, k, p, factor, stream, timing,
+               [&](std::size_t m, std::size_t N, int device, const DeviceBuffer& H,
+                   const DeviceBuffer& M, const DeviceBuffer& beta, const DeviceBuffer& V) {
     f(model, z, m, N, device, H, M, beta, V);
   });
+}
+
+// The spot-checked sub-vectors' stage, copied from the device into checked.
+void copy_spots(const CArray<std::uint64_t>& spot, std::size_t N, int n, int device,
+                const DeviceBuffer& H, const DeviceBuffer& M, const DeviceBuffer& beta,
+                const DeviceBuffer& V, StageArrays& checked) {
+  const std::size_t count = static_cast<std::size_t>(spot.size());
+  const std::size_t dim = static_cast<std::size_t>(n);
+  const std::uint64_t* spots = spot.data();
+  for (std::size_t i = 0; i < count; ++i)
+    if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
+  std::uint32_t* ch = checked.H.mutable_data();
+  std::int64_t* cm = checked.M.mutable_data();
+  double* cb = checked.beta.mutable_data();
+  double* cv = checked.V.mutable_data();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t j = static_cast<std::size_t>(spots[i]);
+    gpu::copy_to_host(device, ch + i, H.as<std::uint32_t>() + j, 4);
+    gpu::copy_to_host(device, cm + i * dim, M.as<std::int64_t>() + j * dim, dim * 8);
+    gpu::copy_to_host(device, cb + i, beta.as<double>() + j, 8);
+    gpu::copy_to_host(device, cv + i * dim, V.as<double>() + j * dim, dim * 8);
+  }
 }
 
 // (body, (H, M, beta, V) at `spot`, timing): the ANS body of a CUDA tensor
@@ -341,22 +376,14 @@ void with_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, 
 py::tuple encode_ans_body_resident(const py::capsule& x, const py::bytes& key, const LrsuqParams& p,
                                    double factor, const py::tuple& statistics,
                                    const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
-  const std::size_t n = static_cast<std::size_t>(p.n);
-  const std::size_t count = static_cast<std::size_t>(spot.size());
-  StageArrays checked = StageArrays::allocate(count, p.n);
+  StageArrays checked = StageArrays::allocate(static_cast<std::size_t>(spot.size()), p.n);
   std::vector<std::uint8_t> body;
   gpu::Timing lattice_timing, coder_timing;
-  const std::uint64_t* spots = spot.data();
-  std::uint32_t* ch = checked.H.mutable_data();
-  std::int64_t* cm = checked.M.mutable_data();
-  double* cb = checked.beta.mutable_data();
-  double* cv = checked.V.mutable_data();
   with_stage(x, key_from(key), p, factor, statistics, stream, &lattice_timing,
              [&](const SourceModel& model, const SymbolModel& z, std::size_t m, std::size_t N,
                  int device, const DeviceBuffer& H, const DeviceBuffer& M,
                  const DeviceBuffer& beta, const DeviceBuffer& V) {
-    for (std::size_t i = 0; i < count; ++i)
-      if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
+    copy_spots(spot, N, p.n, device, H, M, beta, V, checked);
     gpu::DeviceStreams streams;
     gpu::ans_streams_resident(z, H.as<std::uint32_t>(), M.as<std::int64_t>(), beta.as<double>(),
                               V.as<double>(), N, segment_subvectors(p.n), device, stream, streams,
@@ -365,13 +392,31 @@ py::tuple encode_ans_body_resident(const py::capsule& x, const py::bytes& key, c
     body = assemble_ans_body(model, m, uses_point_model(p.lattice), streams.bytes.data(),
                              streams.sizes, streams.tabled,
                              [&](std::size_t k) { return streams.last[k / segments]; });
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::size_t j = static_cast<std::size_t>(spots[i]);
-      gpu::copy_to_host(device, ch + i, H.as<std::uint32_t>() + j, 4);
-      gpu::copy_to_host(device, cm + i * n, M.as<std::int64_t>() + j * n, n * 8);
-      gpu::copy_to_host(device, cb + i, beta.as<double>() + j, 8);
-      gpu::copy_to_host(device, cv + i * n, V.as<double>() + j * n, n * 8);
-    }
+  });
+  py::dict timing = timing_dict(lattice_timing);
+  timing["coder_kernel_ms"] = coder_timing.kernel_ms;
+  timing["coder_transfer_ms"] = coder_timing.transfer_ms;
+  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(body.data()), body.size()),
+                        checked.tuple(), timing);
+}
+
+// (body, (H, M, beta, V) at `spot`, timing): the Golomb body of a CUDA
+// tensor with the LRSUQ stage and the codes on the device
+// (cuda/golomb_gpu.hpp's golomb_body_resident).  Only the body's bytes
+// and the spot-checked sub-vectors' stage come back to the host.
+py::tuple encode_golomb_body_resident(const py::capsule& x, const py::bytes& key,
+                                      const LrsuqParams& p, double factor,
+                                      const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
+  StageArrays checked = StageArrays::allocate(static_cast<std::size_t>(spot.size()), p.n);
+  std::vector<std::uint8_t> body;
+  gpu::Timing lattice_timing, coder_timing;
+  const std::uint32_t golomb = golomb_parameter(acceptance_probability(p));
+  with_lattice(x, key_from(key), p, factor, stream, &lattice_timing,
+               [&](std::size_t, std::size_t N, int device, const DeviceBuffer& H,
+                   const DeviceBuffer& M, const DeviceBuffer& beta, const DeviceBuffer& V) {
+    copy_spots(spot, N, p.n, device, H, M, beta, V, checked);
+    gpu::golomb_body_resident(golomb, H.as<std::uint32_t>(), M.as<std::int64_t>(), N, p.n, device,
+                              stream, body, &coder_timing);
   });
   py::dict timing = timing_dict(lattice_timing);
   timing["coder_kernel_ms"] = coder_timing.kernel_ms;
@@ -436,6 +481,12 @@ PYBIND11_MODULE(_cuda, m) {
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
+  m.def("encode_golomb_body_resident", &encode_golomb_body_resident, py::arg("x"),
+        py::kw_only(), py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("spot"),
+        py::arg("stream") = 0,
+        "The Golomb body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "
+        "stage to the body's bytes: (body, (H, M, beta, V) of the sub-vectors `spot`, "
+        "timing).");
   m.def("encode_ans_body_resident", &encode_ans_body_resident, py::arg("x"), py::kw_only(),
         py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("statistics"),
         py::arg("spot"), py::arg("stream") = 0,

@@ -292,13 +292,15 @@ def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, cl
 def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, threads: int,
               statistics: tuple[float, np.ndarray], m: int, dtype: str) -> bytes:
     """The body of an update held on a GPU (``gpu``: its
-    :class:`cepam.cuda.LatticeStage`), which the host never reads: with the
-    ANS coder, where :meth:`~cepam.cuda.LatticeStage.codes_body_on_device` says
-    so, coded whole on the GPU (only the streams come back); else by the
-    host from the GPU's LRSUQ stage and model statistics.  The CPU's bytes
-    either way."""
-    if coder == CODER_CODES["ans"] and gpu.codes_body_on_device(params):
-        return gpu.ans_body(params, key=key, factor=factor, statistics=statistics)
+    :class:`cepam.cuda.LatticeStage`), which the host never reads: where
+    :meth:`~cepam.cuda.LatticeStage.codes_body_on_device` says so, coded
+    whole on the GPU (only the ANS streams or the Golomb body come back);
+    else by the host from the GPU's LRSUQ stage and model statistics.  The
+    CPU's bytes either way."""
+    if gpu.codes_body_on_device(params):
+        if coder == CODER_CODES["ans"]:
+            return gpu.ans_body(params, key=key, factor=factor, statistics=statistics)
+        return gpu.golomb_body(params, key=key, factor=factor)
     return _core.encode(np.empty(0, dtype), key=key, params=params, factor=factor, coder=coder,
                         threads=threads,
                         lattice_stage=gpu(params, key=key, factor=factor, threads=threads),

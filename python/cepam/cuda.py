@@ -354,9 +354,11 @@ class LatticeStage:
         return H, M, beta, V
 
     def codes_body_on_device(self, params: Any) -> bool:
-        """Whether :func:`cepam.encode` codes this update's ANS body on the
-        GPU (:meth:`ans_body`) rather than on the host from the GPU's
-        stage (``params``: the core's ``_core.Params``).
+        """Whether :func:`cepam.encode` codes this update's body on the
+        GPU (:meth:`ans_body`, :meth:`golomb_body`) rather than on the host
+        from the GPU's stage (``params``: the core's ``_core.Params``).
+        (The Golomb body's kernels are newer still: written and checked
+        through their host twin, never run on a GPU.)
 
         Not yet, whatever the update: on an NVIDIA H100 the symbol kernel,
         one segment of 2^17 coordinates a thread, made encode of a CUDA
@@ -388,18 +390,45 @@ class LatticeStage:
                 failure.
             EncodingError: a sub-vector cannot be encoded (the CPU's error).
         """
+        return self._checked_body(
+            lambda spot: self._ans_body(params, key=key, factor=factor, statistics=statistics,
+                                        spot=spot), params, key=key, factor=factor,
+            coder=_coder_code("ans"))
+
+    def golomb_body(self, params: Any, *, key: bytes, factor: float) -> bytes:
+        """The Golomb body of the update, coded on the GPU from the LRSUQ
+        stage (``_cuda.encode_golomb_body_resident``: every segment's codes
+        counted and written at their bit offsets by the code the CPU's
+        coder runs, ``csrc/coding/golomb_core.hpp``; only the body comes
+        back): the CPU's body bytes.  Checked on the host as
+        :meth:`ans_body` is.
+
+        Raises:
+            DeviceError: the GPU's results differ from the host's, or a CUDA
+                failure.
+            EncodingError: a sub-vector cannot be encoded (the CPU's error).
+        """
+        return self._checked_body(
+            lambda spot: self._golomb_body(params, key=key, factor=factor, spot=spot), params,
+            key=key, factor=factor, coder=_coder_code("golomb"))
+
+    def _checked_body(self, code: Any, params: Any, *, key: bytes, factor: float,
+                      coder: int) -> bytes:
+        """code(spot) -> (body, stage of the sub-vectors spot), from the GPU,
+        checked: the spot-checked sub-vectors' stage (:func:`check_stage`)
+        and one whole segment chosen from the key, coded again by the host
+        from its coordinates (:func:`check_segment`)."""
         n = int(params.n)
         m = self.size
         N = -(-m // n)
         indices = spot_indices(key, N)
-        body, spot = self._ans_body(params, key=key, factor=factor, statistics=statistics,
-                                    spot=indices)
+        body, spot = code(indices)
         check_stage(spot, self._pieces(indices, n), indices, m=m, key=key, params=params,
                     factor=factor, aligned=True)
         segment = segment_to_check(key, m=m, n=n)
         first, last = segment_coordinates(segment, m=m, n=n)
         check_segment(body, self._flat[first:last].cpu().numpy(), segment, m=m, key=key,
-                      params=params, factor=factor)
+                      params=params, factor=factor, coder=coder)
         return body
 
     def _ans_body(self, params: Any, *, key: bytes, factor: float,
@@ -414,6 +443,20 @@ class LatticeStage:
         body, stage, timing = cuda_module().encode_ans_body_resident(
             self._flat.__dlpack__(stream=stream or 1), key=key, params=params, factor=factor,
             statistics=statistics, spot=np.asarray(spot, np.uint64), stream=stream)
+        self.timings.append(timing)
+        return body, stage
+
+    def _golomb_body(self, params: Any, *, key: bytes, factor: float,
+                     spot: np.ndarray) -> tuple[bytes, tuple[Any, Any, Any, Any]]:
+        """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
+        kernels (``_cuda.encode_golomb_body_resident``; its host twin is
+        ``_core.testing.golomb_body_by_units``)."""
+        import torch
+
+        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        body, stage, timing = cuda_module().encode_golomb_body_resident(
+            self._flat.__dlpack__(stream=stream or 1), key=key, params=params, factor=factor,
+            spot=np.asarray(spot, np.uint64), stream=stream)
         self.timings.append(timing)
         return body, stage
 
@@ -504,6 +547,12 @@ def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: n
                 "(python bench/gpu_check.py compares the two paths)")
 
 
+def _coder_code(name: str) -> int:
+    """The code of body coder ``name`` in the core's coder table (read here,
+    not from cepam.payload, which imports what imports this module)."""
+    return next(row["code"] for row in _core.CODERS if row["name"] == name)
+
+
 SEGMENT_COORDINATES: int = _core.SEGMENT_COORDINATES
 """Coordinates in a segment of a payload body (at most: 2^17 // n sub-vectors;
 ``csrc/payload/segments.hpp``'s kSegmentCoordinates)."""
@@ -530,12 +579,14 @@ def segment_coordinates(segment: int, *, m: int, n: int) -> tuple[int, int]:
 
 
 def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key: bytes,
-                  params: Any, factor: float) -> None:
-    """Checks segment ``segment`` of an ANS body a device coded against the
-    CPU's segment encoder's coding of it from its coordinates (``values``,
-    :func:`segment_coordinates`) with the body's own source model
-    (``_core.segment_matches``): the same model byte and stream bytes, so
-    the same decoded values.  Nothing to check for an empty update.
+                  params: Any, factor: float, coder: int) -> None:
+    """Checks segment ``segment`` of a body a device coded (``coder``: the
+    coder's code) against the CPU's coding of it from its coordinates
+    (``values``, :func:`segment_coordinates`; ``_core.segment_matches``):
+    with the ANS coder the body's own source model, the same model byte and
+    stream bytes; with the Golomb coder the body's parameters, the same
+    section lengths and sections; so the same decoded values.  Nothing to
+    check for an empty update.
 
     Raises:
         DeviceError: the streams differ, or the host cannot encode the
@@ -545,7 +596,7 @@ def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key:
         return
     try:
         same = _core.segment_matches(body, np.ascontiguousarray(values), segment=segment, m=m,
-                                       key=key, params=params, factor=factor)
+                                     key=key, params=params, factor=factor, coder=coder)
     except CepamError as e:
         raise DeviceError(f"the host cannot check segment {segment} of the GPU's body ({e}): "
                           "its results cannot be trusted") from e

@@ -262,15 +262,16 @@ def test_gpu_lattice_stage_is_bit_identical(mech, lattice, n, dtype):
 @pytest.mark.cuda
 @pytest.mark.parametrize("lattice", ["Z", "E8", "auto"])
 @pytest.mark.parametrize("body_on_gpu", [False, True])
-def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, body_on_gpu,
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, body_on_gpu, coder,
                                                                      monkeypatch):
-    """body_on_gpu: ANS bodies coded on the GPU (not by default:
+    """body_on_gpu: bodies coded on the GPU (not by default:
     LatticeStage.codes_body_on_device)."""
     import torch
 
     update = {"w": torch.randn(300, 7, generator=torch.Generator().manual_seed(0)),
               "b": torch.randn(13, generator=torch.Generator().manual_seed(1))}
-    kw = dict(secret=SECRET, round=4, client=1, clip=10.0, lattice=lattice)
+    kw = dict(secret=SECRET, round=4, client=1, clip=10.0, lattice=lattice, coder=coder)
     expected = cepam.encode(update, cepam.Gaussian(sigma=0.05), **kw)
     on_gpu = {k: v.cuda() for k, v in update.items()}
     calls = _spy(monkeypatch)
@@ -293,8 +294,8 @@ def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, bod
 
 
 def _spy(monkeypatch) -> dict[str, int]:
-    """Counts the GPU path's calls: the LRSUQ stage of an encode (or, with
-    the ANS coder, the body coded on the GPU and its segment check), its
+    """Counts the GPU path's calls: the LRSUQ stage of an encode (or the
+    body coded on the GPU and its segment check), its
     spot-check, the device decode, the norm's first pass and the source
     model's statistics on the GPU, and the update's copies to the host
     (LatticeStage.host, or flattening on the host)."""
@@ -319,6 +320,8 @@ def _spy(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
     monkeypatch.setattr(cuda.LatticeStage, "ans_body",
                         counted("body", cuda.LatticeStage.ans_body))
+    monkeypatch.setattr(cuda.LatticeStage, "golomb_body",
+                        counted("body", cuda.LatticeStage.golomb_body))
     monkeypatch.setattr(cuda, "check_segment", counted("segment", cuda.check_segment))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
@@ -412,6 +415,33 @@ def test_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype,
         torch.from_numpy(x).cuda().__dlpack__(stream=1),
         statistics=hooks.model_statistics(x, factor=0.75), spot=spot, **kw)
     assert body == _core.encode(x, coder=2, **kw)
+    H, M, beta, V = hooks.encode_subvectors(x, **kw)
+    at = spot.astype(np.int64)
+    assert stage[0].tobytes() == H[at].tobytes() and stage[2].tobytes() == beta[at].tobytes()
+    assert stage[1].tobytes() == M.reshape(-1, n)[at].tobytes()
+    assert stage[3].tobytes() == V.reshape(-1, n)[at].tobytes()
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("mech,lattice,n,m,spread", [
+    (1, 1, 1, 4_099, 5.0), (1, 1, 2, 3 * (1 << 17) + 5, 5.0), (2, 1, 2, 8_193, 0.0),
+    (3, 1, 1, 4_099, 50.0), (1, 1, 8, 2 * (1 << 17) + 3, 1e4), (1, 4, 8, 3 * (1 << 17) + 5, 5.0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_golomb_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype, m, spread):
+    """The stage and every segment's codes on the GPU
+    (_cuda.encode_golomb_body_resident: the units' codes counted, then
+    written at their bit offsets with atomic ORs): the CPU's body, and the
+    spot-checked sub-vectors' stage, bit for bit; one and several
+    segments, long codes (spread 1e4), constant updates (spread 0)."""
+    import torch
+
+    x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(dtype)
+    kw = dict(_kw(mech, lattice, n), factor=0.75)
+    spot = cuda.spot_indices(KEY, -(-m // n))
+    body, stage, _ = _cuda.encode_golomb_body_resident(
+        torch.from_numpy(x).cuda().__dlpack__(stream=1), spot=spot, **kw)
+    assert body == _core.encode(x, coder=1, **kw)
     H, M, beta, V = hooks.encode_subvectors(x, **kw)
     at = spot.astype(np.int64)
     assert stage[0].tobytes() == H[at].tobytes() and stage[2].tobytes() == beta[at].tobytes()

@@ -67,9 +67,23 @@ class _TwinStage(cuda.LatticeStage):
         body = hooks.ans_body_by_streams(x, key=key, params=params, factor=factor,
                                          shared_symbols=True)
         H, M, beta, V = hooks.encode_subvectors(x, key=key, params=params, factor=factor)
-        n, at = int(params.n), np.asarray(spot, np.int64)
-        stage = (H[at], M.reshape(-1, n)[at].reshape(-1), beta[at], V.reshape(-1, n)[at].reshape(-1))
-        return body, stage
+        return body, _spot_stage(H, M, beta, V, params, spot)
+
+    def _golomb_body(self, params, *, key, factor, spot):
+        """The body by the Golomb kernels' host twin, and the spot-checked
+        sub-vectors' stage."""
+        type(self).calls["body"] += 1
+        H, M, beta, V = hooks.encode_subvectors(self._flat.numpy(), key=key, params=params,
+                                                factor=factor)
+        golomb = hooks.golomb_parameter(_core.acceptance_probability(params))
+        body = hooks.golomb_body_by_units(H, M, golomb=golomb, n=int(params.n))
+        return body, _spot_stage(H, M, beta, V, params, spot)
+
+
+def _spot_stage(H, M, beta, V, params, spot):
+    """(H, M, beta, V) of the sub-vectors spot."""
+    n, at = int(params.n), np.asarray(spot, np.int64)
+    return H[at], M.reshape(-1, n)[at].reshape(-1), beta[at], V.reshape(-1, n)[at].reshape(-1)
 
 
 def _twin(monkeypatch):
@@ -198,9 +212,29 @@ def test_point_tables_are_coded_on_the_gpu_too(lattice, monkeypatch):
     assert twin["body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
 
 
-def _corrupt(monkeypatch, what):
+@pytest.mark.parametrize("lattice,dim,m,dtype,sigma", [
+    ("Z", 1, 4_099, np.float32, 0.05), ("Z", 2, 3 * (1 << 17) + 5, np.float64, 0.05),
+    ("Z", 3, 300_001, np.float32, 1e-6), ("Z", 8, 200_003, np.float64, 0.05),
+    ("E8", None, 300_001, np.float32, 0.1)])
+def test_golomb_bodies_coded_on_the_gpu_give_the_cpu_payload(lattice, dim, m, dtype, sigma,
+                                                             monkeypatch):
+    """One and several segments, long codes (sigma 1e-6), and E8: the body by
+    the Golomb kernels' twin, only the body and the spot-checked sub-vectors
+    "back from the GPU"."""
+    update = _normal(m, dtype)
+    kw = dict(clip=10.0, lattice=lattice, sigma=sigma, coder="golomb") | (
+        {"dim": dim} if dim else {})
+    expected = _encode(update, **kw)
+    twin = _twin(monkeypatch)
+    _body_on_gpu(monkeypatch)
+    assert _encode(update, **kw) == expected
+    assert twin["body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
+
+
+def _corrupt(monkeypatch, what, coder="ans"):
     """The twin's body or its spot-checked stage with one value wrong."""
-    real = _TwinStage._ans_body
+    name = f"_{coder}_body"
+    real = getattr(_TwinStage, name)
 
     def wrong(self, params, **kw):
         body, (H, M, beta, V) = real(self, params, **kw)
@@ -213,7 +247,20 @@ def _corrupt(monkeypatch, what):
             beta = np.nextafter(beta, np.inf)
         return body, (H, M, beta, V)
 
-    monkeypatch.setattr(_TwinStage, "_ans_body", wrong)
+    monkeypatch.setattr(_TwinStage, name, wrong)
+
+
+@pytest.mark.parametrize("what", ["stream", "M", "beta"])
+@pytest.mark.parametrize("lattice", ["Z", "E8"])
+def test_a_wrong_golomb_body_or_stage_from_the_gpu_raises(what, lattice, monkeypatch):
+    """As below, for a Golomb body: a bit of the last code flipped."""
+    update = _normal(5_000, np.float32)
+    _twin(monkeypatch)
+    _body_on_gpu(monkeypatch)
+    _corrupt(monkeypatch, what, coder="golomb")
+    with pytest.raises(cepam.errors.DeviceError, match="stage differs" if what != "stream"
+                       else "segment 0"):
+        _encode(update, clip=1e4, lattice=lattice, coder="golomb")
 
 
 @pytest.mark.parametrize("what", ["stream", "M", "beta"])

@@ -8,9 +8,10 @@ with an independent ChaCha20, the ``cryptography`` package's), lets a test
 edit any of them, and writes it back sealed and tagged under the client's MAC
 key, so that the edit reaches the parsers behind a valid tag.  The bodies:
 ``GolombBody`` (the coder's parameters, then segments of at most 2^17
-coordinates, each its H and M section lengths and the two sections) and ``AnsBody`` (a source model, ``AnsModel``; then segments of at
-most 2^17 coordinates, each its byte length, a model byte for A2, D4 and E8,
-and a 4-state rANS stream), with ``RansEncoder``, a mirror of the native rANS
+coordinates, each its H and M section lengths and the two sections) and
+``AnsBody`` (a source model, ``AnsModel``; then segments of at most 2^17
+coordinates, each its byte length, a model byte for A2, D4 and E8, and a
+4-state rANS stream), with ``RansEncoder``, a mirror of the native rANS
 encoder, to forge streams symbol by symbol (escape abuse, bad states, long
 streams of constant words).
 

@@ -43,9 +43,9 @@ from cepam._core import testing as hooks
 from cepam.keys import TAG_BYTES, Context, stream_key
 
 from helpers.forge import (
-    CODERS, GOLOMB, GOLOMB_PARAMS, GOLOMB_PREFIX, GOLOMB_SEGMENT, KNOT_SCALE, MAX_GROWTH, MIN_PAYLOAD, OTHER_SECRET,
-    SEALED_HEADER, SECRET, STREAMS, U64, VERSION, AnsBody, GolombBody, RawEntry, RawPayload,
-    acceptance, best_knot_order, edited_entries, escape_stream, expg, forged, forged_ans, retag,
+    CODERS, GOLOMB, GOLOMB_PARAMS, GOLOMB_SEGMENT, KNOT_SCALE, MAX_GROWTH, MIN_PAYLOAD,
+    OTHER_SECRET, SEALED_HEADER, SECRET, STREAMS, U64, VERSION, AnsBody, GolombBody, RawEntry,
+    RawPayload, acceptance, best_knot_order, edited_entries, escape_stream, expg, forged, forged_ans, retag,
     symbols_of, unary, unpack_stream, untagged,
 )
 from helpers.hidden_imports import run_without
