@@ -380,8 +380,9 @@ void decode_golomb_pieces(const LrsuqParams& p, const std::uint8_t* body, std::s
 }
 
 // The body coders, one type each: check (without allocating what m
-// sizes), encode, decode, decode_symbols (H and M only) and parts (the
-// sections' sizes in bits), chosen from BodyCoders by their Coder code.
+// sizes), encode, decode, symbols (H and M only), matches (a segment
+// against the CPU's coding of its stage) and parts (the sections' sizes in
+// bits), chosen from BodyCoders by their Coder code.
 struct GolombBodyCoder {
   static constexpr Coder id = Coder::Golomb;
   static constexpr const char* name = "golomb";

@@ -292,6 +292,7 @@ GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t se
   if (golomb > kMaxGolomb) throw FormatError("Golomb parameter out of range");
   golomb_ = static_cast<std::uint32_t>(golomb);
   expg_k_ = data[4];
+  if (expg_k_ > kMaxExpGolombOrder) throw FormatError("exp-Golomb order out of range");
   std::size_t pos = kGolombParams;
   // Checked before anything is allocated: the body can hold that many segments.
   const std::size_t most = (len - pos) / kGolombSegmentHeader;
@@ -308,7 +309,6 @@ GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t se
     if (seg.layout.h_bits > max_bits || seg.layout.m_bits > max_bits)
       throw FormatError("declared section length out of range");
     if (seg.bytes() > len - pos) throw FormatError("segment's sections overrun the body");
-    check_sections(seg.layout, seg.bytes());  // the parameters' ranges
     segments_.push_back(seg);
     pos += seg.bytes();
   }

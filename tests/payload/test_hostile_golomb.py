@@ -20,8 +20,8 @@ from cepam import _core
 from cepam._core import testing as hooks
 
 from helpers.forge import (
-    SECRET, SEGMENT_COORDINATES, U64, GolombBody, RawPayload, expg, forged, unary,
-    zero_run_payloads,
+    GOLOMB_PARAMS, GOLOMB_SEGMENT, SECRET, SEGMENT_COORDINATES, U64, GolombBody, RawPayload, expg,
+    forged, unary, zero_run_payloads,
 )
 from helpers.hostile import MB, outcome, peak_allocation
 
@@ -222,3 +222,17 @@ def test_the_first_failing_segment_s_error_is_reported_whatever_the_threads():
     assert alone is not None and later is not None and alone != later
     payload = raw.edit(body=both.pack()).tagged()
     assert {_decode_error(payload, t) for t in (1, 2, 3, 8)} == {alone}
+
+
+def test_an_empty_update_s_body_is_its_parameters_alone_and_in_range():
+    """m = 0: no segments, so nothing but the parameters, checked as ever."""
+    raw = forged(shape=(0,))
+    assert outcome(raw.edit(body=GOLOMB_PARAMS.pack(0, 0)).tagged()) == "ok"
+    with pytest.raises(cepam.FormatError, match="order out of range"):
+        cepam.decode(raw.edit(body=GOLOMB_PARAMS.pack(0, 55)).tagged(), secret=SECRET)
+    with pytest.raises(cepam.FormatError, match="Golomb parameter out of range"):
+        cepam.decode(raw.edit(body=GOLOMB_PARAMS.pack((1 << 16) + 1, 0)).tagged(),
+                     secret=SECRET)
+    with pytest.raises(cepam.FormatError, match="declared segments"):
+        cepam.decode(raw.edit(body=GOLOMB_PARAMS.pack(0, 0) + GOLOMB_SEGMENT.pack(0, 0))
+                     .tagged(), secret=SECRET)
