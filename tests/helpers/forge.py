@@ -44,7 +44,7 @@ __all__ = [
     "chacha20", "chacha20_seal", "edited_entries", "escape_stream", "expg", "expg_unsigned",
     "forged", "forged_ans", "geometric_cum", "on_ans", "on_golomb", "on_model", "pack_stream",
     "put_escaped_m", "put_h", "retag", "segment", "symbols_of", "unary", "unpack_stream",
-    "untagged", "zero_run_payloads", "zero_word_payload", "zigzag"
+    "untagged", "zero_run_payloads", "zero_word_payload", "zigzag",
 ]
 
 SECRET = bytes(range(7, 39))
@@ -232,7 +232,9 @@ class GolombSegment:
 class GolombBody:
     """A Golomb body (format version 6): the parameters, the first segment's
     lengths and sections as fields (a body of up to 2^17 coordinates has
-    only that one: then the layout of version 5), and the later segments."""
+    only that one: then the layout of version 5), and the later segments.
+    (An empty update's body, the parameters alone, is not modelled: pack()
+    always writes the first segment.)"""
 
     golomb: int
     expg_k: int
