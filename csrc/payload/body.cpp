@@ -215,9 +215,12 @@ void lattice_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
 
 // Sub-vectors a piece of a Golomb segment, the unit in which the encoder
 // runs LRSUQ and codes H, and the decoder reads H and M and runs LRSUQ (not
-// part of the format): 2^14 coordinates, at most 192 KiB of symbols a
-// thread (pieces of 4096 sub-vectors made Z^1 2-3% slower).
-std::size_t golomb_piece(std::size_t n) { return (std::size_t{1} << 14) / n; }
+// part of the format): 2^14 coordinates for n <= 3, at most 192 KiB of
+// symbols a thread (pieces of 4096 sub-vectors made Z^1 2-3% slower);
+// 2^12 for n >= 4, whose side information takes more a coordinate (on E8,
+// the same speed, and 16 threads' decode within 1 byte a coordinate
+// beyond input and output at m = 10^7: 0.98, against 1.14 with 2^14).
+std::size_t golomb_piece(std::size_t n) { return (std::size_t{1} << (n >= 4 ? 12 : 14)) / n; }
 
 // One segment of a Golomb body being encoded: the codes of its H, and its
 // M until their code's order is known (in the narrowest of int16, int32 and

@@ -173,11 +173,15 @@ def test_golomb_segments_are_the_section_coders_bytes():
 
 
 @pytest.mark.parametrize("lattice,n", [(1, 1), (1, 3), (1, 7), (3, 4), (4, 8)])
-def test_the_ans_decoder_gives_lrsuq_of_the_encoders_symbols(lattice, n):
-    """The ANS decoder decodes a block's trial indices, then its lattice
-    points piece by piece (4096 coordinates: 1365 sub-vectors for n = 3, not
-    a divisor of the block), two segments at a time where it pairs them:
-    its symbols and values must be those of LRSUQ alone, the coder left out."""
+@pytest.mark.parametrize("coder", [1, 2])
+def test_the_decoders_give_lrsuq_of_the_encoders_symbols(lattice, n, coder):
+    """The ANS decoder (coder 2) decodes a block's trial indices, then its
+    lattice points piece by piece (4096 coordinates: 1365 sub-vectors for
+    n = 3, not a divisor of the block), two segments at a time where it
+    pairs them; the Golomb decoder (coder 1) reads each segment's H and M
+    piece by piece (2^14 coordinates, 2^12 for n >= 4: 5,461 sub-vectors
+    for n = 3, not a divisor of the segment).  Their symbols and values
+    must be those of LRSUQ alone, the coder left out."""
     m = 2 * SEGMENT + 12_345  # pairs on one thread; a short last segment
     key = bytes(range(1, 33))
     x = update(m, ratio=3.0)
@@ -185,11 +189,11 @@ def test_the_ans_decoder_gives_lrsuq_of_the_encoders_symbols(lattice, n):
     H, M = hooks.encode_lattice(x, factor=1.0, **params)
     expected = hooks.decode_lattice(H, M, m=m, dtype="float64", **params)
     for threads in (1, 3):
-        body = _core.encode(x, factor=1.0, coder=2, threads=threads, **params)
-        h, mm = _core.decode_symbols(body, m=m, coder=2, threads=threads, **params)
+        body = _core.encode(x, factor=1.0, coder=coder, threads=threads, **params)
+        h, mm = _core.decode_symbols(body, m=m, coder=coder, threads=threads, **params)
         np.testing.assert_array_equal(h, H)
         np.testing.assert_array_equal(mm, M)
-        y = _core.decode(body, m=m, coder=2, dtype="float64", threads=threads, **params)
+        y = _core.decode(body, m=m, coder=coder, dtype="float64", threads=threads, **params)
         np.testing.assert_array_equal(y, expected)
 
 
