@@ -85,6 +85,17 @@ inline void store_be64(std::uint8_t* p, std::uint64_t w) {
 #endif
 }
 
+// Little-endian integers of `bytes` bytes (at most 8): the payload body's
+// lengths and parameters.
+inline std::uint64_t load_le(const std::uint8_t* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
+  return v;
+}
+inline void store_le(std::uint8_t* p, std::uint64_t v, int bytes) {
+  for (int b = 0; b < bytes; ++b) p[b] = static_cast<std::uint8_t>(v >> (8 * b));
+}
+
 class BitWriter {
  public:
   // Appends to out (which may already hold earlier sections).

@@ -2,6 +2,7 @@
 
 #include <type_traits>
 
+#include "coding/bitstream.hpp"
 #include "coding/conditional_coder.hpp"
 #include "common/errors.hpp"
 
@@ -196,15 +197,6 @@ void AnsSegmentEncoder::encode_block(std::size_t count, const std::uint32_t* H,
 
 namespace {
 
-void put_u32(std::vector<std::uint8_t>& out, std::size_t at, std::uint32_t v) {
-  for (int b = 0; b < 4; ++b) out[at + static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(v >> (8 * b));
-}
-
-std::uint32_t get_u32(const std::uint8_t* p) {
-  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
-         static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
-}
-
 // The shortest segment: its length, the model byte, and four states.
 std::size_t min_segment_bytes(bool point_model) {
   return segment_prefix(point_model) + 8 * static_cast<std::size_t>(kStreams);
@@ -223,7 +215,7 @@ std::size_t begin_segment(std::vector<std::uint8_t>& out, bool model_byte, bool 
 void end_segment(std::vector<std::uint8_t>& out, std::size_t at) {
   const std::size_t size = out.size() - at - 4;
   if (size > 0xffffffffu) throw EncodingError("an entropy-coded segment is longer than 4 GiB");
-  put_u32(out, at, static_cast<std::uint32_t>(size));
+  store_le(out.data() + at, size, 4);
 }
 
 // Appends a segment whose rANS stream is `stream`.
@@ -289,7 +281,7 @@ AnsBody::AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
   segments_.reserve(segments != kAnySegments ? segments : (len - pos) / least);
   while (pos < len && segments_.size() != segments) {
     if (len - pos < 4) throw FormatError("body truncated in a segment length");
-    const std::size_t size = get_u32(data + pos);
+    const std::size_t size = static_cast<std::size_t>(load_le(data + pos, 4));
     pos += 4;
     if (size > len - pos) throw FormatError("segment length overruns the body");
     if (size < least - 4) throw FormatError("segment too short for its stream");

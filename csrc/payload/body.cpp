@@ -327,8 +327,8 @@ void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
   for (const GolombSegmentCodes& seg : segments)
     size += kGolombSegmentHeader + seg.h_codes.size() + seg.m_codes.size();
   out.reserve(out.size() + size);
-  for (int b = 0; b < 4; ++b) out.push_back(static_cast<std::uint8_t>(golomb >> (8 * b)));
-  out.push_back(static_cast<std::uint8_t>(k));
+  out.resize(out.size() + kGolombParams);
+  put_golomb_params(golomb, k, out.data() + out.size() - kGolombParams);
   for (GolombSegmentCodes& seg : segments) {
     append_segment(seg.h_codes, seg.h_bits, seg.m_codes, seg.m_bits, out);
     seg = GolombSegmentCodes();

@@ -182,20 +182,6 @@ void GolombBodyReader::finish_m() const {
   check_section_end(m_, layout_.m_bits, data_ + h_bytes_, m_bytes_, "M");
 }
 
-namespace {
-
-void store_le(std::uint8_t* p, std::uint64_t v, int bytes) {
-  for (int b = 0; b < bytes; ++b) p[b] = static_cast<std::uint8_t>(v >> (8 * b));
-}
-
-std::uint64_t get_le(const std::uint8_t* p, int bytes) {
-  std::uint64_t v = 0;
-  for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
-  return v;
-}
-
-}  // namespace
-
 GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
                        const std::uint64_t* h_bits, const std::uint64_t* m_bits) {
   GolombPlan plan;
@@ -228,9 +214,13 @@ GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
   return plan;
 }
 
+void put_golomb_params(std::uint32_t golomb, int k, std::uint8_t* body) {
+  store_le(body, golomb, 4);
+  body[4] = static_cast<std::uint8_t>(k);
+}
+
 void put_golomb_headers(const GolombPlan& plan, std::uint8_t* body) {
-  store_le(body, plan.golomb, 4);
-  body[4] = static_cast<std::uint8_t>(plan.k);
+  put_golomb_params(plan.golomb, plan.k, body);
   std::size_t at = kGolombParams;
   for (const BodyLayout& seg : plan.segments) {
     store_le(body + at, seg.h_bits, 8);
@@ -288,7 +278,7 @@ bool golomb_segment_matches(const std::uint8_t* body, std::size_t len, std::size
 GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t segments)
     : data_(data) {
   if (len < kGolombParams) throw FormatError("body too short for its coder parameters");
-  const std::uint64_t golomb = get_le(data, 4);
+  const std::uint64_t golomb = load_le(data, 4);
   if (golomb > kMaxGolomb) throw FormatError("Golomb parameter out of range");
   golomb_ = static_cast<std::uint32_t>(golomb);
   expg_k_ = data[4];
@@ -303,7 +293,7 @@ GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t se
     if (len - pos < kGolombSegmentHeader)
       throw FormatError("body truncated in a segment's lengths");
     Segment seg{pos + kGolombSegmentHeader,
-                {golomb_, expg_k_, get_le(data + pos, 8), get_le(data + pos + 8, 8)}};
+                {golomb_, expg_k_, load_le(data + pos, 8), load_le(data + pos + 8, 8)}};
     pos += kGolombSegmentHeader;
     const std::uint64_t max_bits = std::uint64_t{1} << 60;
     if (seg.layout.h_bits > max_bits || seg.layout.m_bits > max_bits)

@@ -159,6 +159,9 @@ struct GolombPlan {
 GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
                        const std::uint64_t* h_bits, const std::uint64_t* m_bits);
 
+// Writes the body's parameters (kGolombParams bytes) at body.
+void put_golomb_params(std::uint32_t golomb, int k, std::uint8_t* body);
+
 // Writes the body's parameters and each segment's lengths into body
 // (plan.bytes bytes; the rest is the units' codes).
 void put_golomb_headers(const GolombPlan& plan, std::uint8_t* body);

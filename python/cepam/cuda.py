@@ -559,8 +559,8 @@ SEGMENT_COORDINATES: int = _core.SEGMENT_COORDINATES
 
 
 def segment_to_check(key: bytes, *, m: int, n: int) -> int:
-    """The segment of an ANS body of m coordinates in dimension n that the
-    host codes again after a GPU coded the body (:func:`check_segment`):
+    """The segment of a body (either coder) of m coordinates in dimension n
+    that the host codes again after a GPU coded the body (:func:`check_segment`):
     drawn from a SHAKE-256 hash of the LRSUQ stream ``key``, so each call
     checks another; 0 for an empty update."""
     N = -(-m // n)
