@@ -13,42 +13,37 @@ namespace {
 constexpr int kGolombThreads = 128;
 
 // Pass 1: each unit's trial-index code bits, and the coordinates' bit
-// lengths summed into lengths[kBitLengths] (a unit's own counts, then the
-// block's in shared memory, then the device's).
+// lengths summed into its segment's lengths[s kBitLengths + b] (a unit's
+// own counts, then the device's: a few lengths a unit).
 __global__ void golomb_count_kernel(GolombUnits u, GolombCode c, const std::uint32_t* H,
                                     const std::int64_t* M, std::uint64_t* h_bits,
                                     unsigned long long* lengths) {
-  __shared__ unsigned long long block[kBitLengths];
-  for (int b = threadIdx.x; b < kBitLengths; b += blockDim.x) block[b] = 0;
-  __syncthreads();
   const std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (t < u.count) {
-    unsigned int own[kBitLengths];
-    for (int b = 0; b < kBitLengths; ++b) own[b] = 0;
-    h_bits[t] = golomb_unit_h_bits(u, c, t, H, M, [&](int b) { ++own[b]; });
-    for (int b = 0; b < kBitLengths; ++b)
-      if (own[b] != 0) atomicAdd(&block[b], static_cast<unsigned long long>(own[b]));
-  }
-  __syncthreads();
-  for (int b = threadIdx.x; b < kBitLengths; b += blockDim.x)
-    if (block[b] != 0) atomicAdd(&lengths[b], block[b]);
+  if (t >= u.count) return;
+  unsigned int own[kBitLengths];
+  for (int b = 0; b < kBitLengths; ++b) own[b] = 0;
+  h_bits[t] = golomb_unit_h_bits(u, c, t, H, M, [&](int b) { ++own[b]; });
+  unsigned long long* segment = lengths + t / u.per_segment * kBitLengths;
+  for (int b = 0; b < kBitLengths; ++b)
+    if (own[b] != 0) atomicAdd(&segment[b], static_cast<unsigned long long>(own[b]));
 }
 
-// Pass 2: each unit's coordinate code bits for order k.
-__global__ void golomb_m_bits_kernel(GolombUnits u, int k, const std::int64_t* M,
+// Pass 2: each unit's coordinate code bits for its segment's order.
+__global__ void golomb_m_bits_kernel(GolombUnits u, const int* k, const std::int64_t* M,
                                      std::uint64_t* m_bits) {
   const std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (t < u.count) m_bits[t] = golomb_unit_m_bits(u, k, t, M);
+  if (t < u.count) m_bits[t] = golomb_unit_m_bits(u, k[t / u.per_segment], t, M);
 }
 
 // Pass 3: each unit's codes at its bit offsets, OR-ed into the zeroed
 // body's words (atomically: neighbouring units share words).
-__global__ void golomb_write_kernel(GolombUnits u, GolombCode c, int k, const std::uint32_t* H,
+__global__ void golomb_write_kernel(GolombUnits u, GolombCode c, const int* k,
+                                    const std::uint32_t* H,
                                     const std::int64_t* M, const std::uint64_t* h_pos,
                                     const std::uint64_t* m_pos, unsigned int* words) {
   const std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (t >= u.count) return;
-  golomb_unit_write(u, c, k, t, H, M, h_pos[t], m_pos[t],
+  golomb_unit_write(u, c, k[t / u.per_segment], t, H, M, h_pos[t], m_pos[t],
                     [&](std::uint64_t w, std::uint32_t bits) { atomicOr(&words[w], bits); });
 }
 
@@ -65,31 +60,40 @@ void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const st
   const GolombCode c = golomb_code(golomb);
   Timing t;
   std::vector<std::uint64_t> h_bits(u.count), m_bits(u.count);
-  unsigned long long lengths[kBitLengths] = {};
-  int k = 0;
+  // Each segment's bit lengths' counts, then its order.
+  const std::size_t hist = u.segments * kBitLengths;
+  std::vector<unsigned long long> lengths(hist);
+  std::vector<int> k(u.segments);
   DeviceGuard guard(device);
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
+  Scratch orders(device, u.segments * sizeof(int));
+  int* dk = orders.at<int>(0);
   if (u.count != 0) {
     // The units' bits (h_bits, then m_bits) and the bit lengths' counts.
-    Scratch counts(device, u.count * 16 + kBitLengths * 8);
+    Scratch counts(device, u.count * 16 + hist * 8);
     std::uint64_t* dh = counts.at<std::uint64_t>(0);
     std::uint64_t* dm = counts.at<std::uint64_t>(u.count * 8);
     unsigned long long* dl = counts.at<unsigned long long>(u.count * 16);
     Timer kernel_timer(stream), copy_timer(stream);
     try {
-      check(cudaMemsetAsync(dl, 0, kBitLengths * 8, stream), "reset the bit lengths");
+      check(cudaMemsetAsync(dl, 0, hist * 8, stream), "reset the bit lengths");
       kernel_timer.start();
       golomb_count_kernel<<<blocks_for(u.count), kGolombThreads, 0, stream>>>(u, c, H, M, dh, dl);
       check(cudaGetLastError(), "launch the Golomb count kernel");
       kernel_timer.stop(&t.kernel_ms);
-      check(cudaMemcpyAsync(lengths, dl, sizeof lengths, cudaMemcpyDeviceToHost, stream),
+      check(cudaMemcpyAsync(lengths.data(), dl, hist * 8, cudaMemcpyDeviceToHost, stream),
             "copy the bit lengths");
       check(cudaStreamSynchronize(stream), "synchronize");
-      std::uint64_t hist[kBitLengths];
-      for (int b = 0; b < kBitLengths; ++b) hist[b] = lengths[b];
-      k = best_expg_order(hist);
+      for (std::size_t s = 0; s < u.segments; ++s) {
+        std::uint64_t own[kBitLengths];
+        for (int b = 0; b < kBitLengths; ++b) own[b] = lengths[s * kBitLengths + b];
+        k[s] = best_expg_order(own);
+      }
+      check(cudaMemcpyAsync(dk, k.data(), u.segments * sizeof(int), cudaMemcpyHostToDevice,
+                            stream),
+            "copy the segments' orders");
       kernel_timer.start();
-      golomb_m_bits_kernel<<<blocks_for(u.count), kGolombThreads, 0, stream>>>(u, k, M, dm);
+      golomb_m_bits_kernel<<<blocks_for(u.count), kGolombThreads, 0, stream>>>(u, dk, M, dm);
       check(cudaGetLastError(), "launch the Golomb length kernel");
       kernel_timer.stop(&t.kernel_ms);
       copy_timer.start();
@@ -103,7 +107,7 @@ void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const st
       throw;
     }
   }
-  const GolombPlan plan = golomb_plan(u, golomb, k, h_bits.data(), m_bits.data());
+  const GolombPlan plan = golomb_plan(u, golomb, k.data(), h_bits.data(), m_bits.data());
   body.assign(plan.bytes, 0);
   if (u.count != 0) {
     const std::size_t words = (plan.bytes + 3) / 4;
@@ -121,8 +125,8 @@ void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const st
       check(cudaMemsetAsync(dw, 0, words * 4, stream), "zero the body");
       copy_timer.stop(&t.transfer_ms);
       kernel_timer.start();
-      golomb_write_kernel<<<blocks_for(u.count), kGolombThreads, 0, stream>>>(u, c, k, H, M, dh,
-                                                                              dm, dw);
+      golomb_write_kernel<<<blocks_for(u.count), kGolombThreads, 0, stream>>>(u, c, dk, H, M,
+                                                                              dh, dm, dw);
       check(cudaGetLastError(), "launch the Golomb write kernel");
       kernel_timer.stop(&t.kernel_ms);
       copy_timer.start();

@@ -222,71 +222,69 @@ void lattice_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
 // beyond input and output at m = 10^7: 0.98, against 1.14 with 2^14).
 std::size_t golomb_piece(std::size_t n) { return (std::size_t{1} << (n >= 4 ? 12 : 14)) / n; }
 
-// One segment of a Golomb body being encoded: the codes of its H, and its
-// M until their code's order is known (in the narrowest of int16, int32 and
-// int64 that holds them all: int16 or int32 in practice), then their codes.
-struct GolombSegmentCodes {
-  std::vector<std::uint8_t> h_codes, m_codes;
-  std::uint64_t h_bits = 0, m_bits = 0;
-  int width = 16;  // the type the kept M are in
-  std::vector<std::int16_t> m16;
-  std::vector<std::int32_t> m32;
-  std::vector<std::int64_t> m64;
-  std::uint64_t lengths[kBitLengths] = {};
-
-  // Appends M[0..count) to the kept M (of `total` in the segment), first
-  // widening those kept where a value needs it.
+// A segment's lattice coordinates kept until their code's order is known
+// (in the narrowest of int16, int32 and int64 that holds them all: int16 or
+// int32 in practice); a thread's, reused from segment to segment.
+class KeptCoordinates {
+ public:
+  // Appends M[0..count) (of `total` in the segment), first widening those
+  // kept where a value needs it.
   void keep(const std::int64_t* M, std::size_t count, std::size_t total) {
     if (count == 0) return;
     const auto [lo, hi] = std::minmax_element(M, M + count);
     const int need = *lo >= INT16_MIN && *hi <= INT16_MAX   ? 16
                      : *lo >= INT32_MIN && *hi <= INT32_MAX ? 32
                                                             : 64;
-    if (need > width) {
+    if (need > width_) {
       if (need == 32) {
-        m32.assign(m16.begin(), m16.end());
-      } else if (width == 16) {
-        m64.assign(m16.begin(), m16.end());
+        m32_.assign(m16_.begin(), m16_.end());
+      } else if (width_ == 16) {
+        m64_.assign(m16_.begin(), m16_.end());
       } else {
-        m64.assign(m32.begin(), m32.end());
+        m64_.assign(m32_.begin(), m32_.end());
       }
-      if (width == 16) drop(m16);
-      else drop(m32);
-      width = need;
+      width_ = need;
     }
-    if (width == 16) append(m16, M, count, total);
-    else if (width == 32) append(m32, M, count, total);
-    else append(m64, M, count, total);
+    if (width_ == 16) append(m16_, M, count, total);
+    else if (width_ == 32) append(m32_, M, count, total);
+    else append(m64_, M, count, total);
   }
-  // Codes the kept M with order k, then drops them.
-  void code_m(int k) {
-    m_bits = coded_bits(m_codes, [&](BitWriter& w) {
-      if (width == 64) put_m_codes(m64.data(), m64.size(), k, w);
-      else if (width == 32) put_m_codes(m32.data(), m32.size(), k, w);
-      else put_m_codes(m16.data(), m16.size(), k, w);
-    });
-    drop(m16);
-    drop(m32);
-    drop(m64);
+  // Puts the kept coordinates' codes of order k, then forgets them (their
+  // buffers kept for the next segment).
+  void put_codes(int k, BitWriter& w) {
+    if (width_ == 64) put_m_codes(m64_.data(), m64_.size(), k, w);
+    else if (width_ == 32) put_m_codes(m32_.data(), m32_.size(), k, w);
+    else put_m_codes(m16_.data(), m16_.size(), k, w);
+    m16_.clear();
+    m32_.clear();
+    m64_.clear();
+    width_ = 16;
   }
 
  private:
-  template <class V>
-  static void drop(V& v) {
-    V().swap(v);
-  }
   template <class I>
   static void append(std::vector<I>& kept, const std::int64_t* M, std::size_t count,
                      std::size_t total) {
     if (kept.capacity() < total) kept.reserve(total);
     for (std::size_t i = 0; i < count; ++i) kept.push_back(static_cast<I>(M[i]));
   }
+  int width_ = 16;
+  std::vector<std::int16_t> m16_;
+  std::vector<std::int32_t> m32_;
+  std::vector<std::int64_t> m64_;
 };
 
-// The Golomb body of x: its segments in parallel, piece by piece LRSUQ and
-// the codes of H, then (the order of M's code known from all segments) the
-// codes of M, then the segments appended in order.  Holds M (as int16 or
-// int32 where they fit) besides the codes, and a piece's symbols a thread.
+// One segment of a Golomb body, coded: its header's fields and its
+// sections' codes.
+struct GolombSegmentCodes {
+  BodyLayout layout;
+  std::vector<std::uint8_t> h_codes, m_codes;
+};
+
+// The Golomb body of x: its segments in parallel, each piece by piece
+// LRSUQ and the codes of H, then (the order of M's code known from the
+// segment's coordinates) the codes of M; then the segments appended in
+// order.  Holds the codes, and a segment's M and a piece's symbols a thread.
 template <class T>
 void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                    double factor, int threads, const LatticeStage* stage,
@@ -295,42 +293,44 @@ void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::uint32_t golomb = golomb_parameter(acceptance_probability(p));
   std::vector<GolombSegmentCodes> segments(body_segments(m, p.n));
-  // A thread's buffers for a piece's LRSUQ, kept from segment to segment.
+  // A thread's buffers for a piece's LRSUQ and a segment's M, kept from
+  // segment to segment.
   struct Worker {
     Scratch<std::uint32_t> H;
     Scratch<std::int64_t> M;
     LrsuqEncodeScratch lrsuq;
+    KeptCoordinates kept;
   };
   const std::size_t B = std::min(N, golomb_piece(n));
   parallel_for_with(
       threads, segments.size(),
-      [&] { return Worker{Scratch<std::uint32_t>(B), Scratch<std::int64_t>(B * n), {}}; },
+      [&] { return Worker{Scratch<std::uint32_t>(B), Scratch<std::int64_t>(B * n), {}, {}}; },
       [&](Worker& w, std::size_t s) {
         const SegmentRange range = segment_range(p, N, s);
         GolombSegmentCodes& seg = segments[s];
-        seg.h_bits = coded_bits(seg.h_codes, [&](BitWriter& bw) {
+        std::uint64_t lengths[kBitLengths] = {};
+        seg.layout.golomb = golomb;
+        seg.layout.h_bits = coded_bits(seg.h_codes, [&](BitWriter& bw) {
           for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
             lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, w.H.data(), w.M.data(),
                           nullptr, nullptr, &w.lrsuq);
             put_h_codes(w.H.data(), count, golomb, bw);
-            add_bit_lengths(w.M.data(), count * n, seg.lengths);
-            seg.keep(w.M.data(), count * n, (range.last - range.first) * n);
+            add_bit_lengths(w.M.data(), count * n, lengths);
+            w.kept.keep(w.M.data(), count * n, (range.last - range.first) * n);
           }, B);
         });
+        seg.layout.expg_k = best_expg_order(lengths);
+        seg.layout.m_bits =
+            coded_bits(seg.m_codes, [&](BitWriter& bw) { w.kept.put_codes(seg.layout.expg_k, bw); });
       });
-  std::uint64_t lengths[kBitLengths] = {};
-  for (const GolombSegmentCodes& seg : segments)
-    for (int b = 0; b < kBitLengths; ++b) lengths[b] += seg.lengths[b];
-  const int k = best_expg_order(lengths);
-  parallel_for(threads, segments.size(), [&](std::size_t s) { segments[s].code_m(k); });
   std::size_t size = kGolombParams;
   for (const GolombSegmentCodes& seg : segments)
     size += kGolombSegmentHeader + seg.h_codes.size() + seg.m_codes.size();
   out.reserve(out.size() + size);
   out.resize(out.size() + kGolombParams);
-  put_golomb_params(golomb, k, out.data() + out.size() - kGolombParams);
+  put_golomb_params(golomb, out.data() + out.size() - kGolombParams);
   for (GolombSegmentCodes& seg : segments) {
-    append_segment(seg.h_codes, seg.h_bits, seg.m_codes, seg.m_bits, out);
+    append_segment(seg.layout, seg.h_codes, seg.m_codes, out);
     seg = GolombSegmentCodes();
   }
 }

@@ -182,11 +182,10 @@ void GolombBodyReader::finish_m() const {
   check_section_end(m_, layout_.m_bits, data_ + h_bytes_, m_bytes_, "M");
 }
 
-GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
+GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, const int* k,
                        const std::uint64_t* h_bits, const std::uint64_t* m_bits) {
   GolombPlan plan;
   plan.golomb = golomb;
-  plan.k = k;
   plan.segments.resize(u.segments);
   plan.h_pos.resize(u.count);
   plan.m_pos.resize(u.count);
@@ -194,7 +193,7 @@ GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
   for (std::size_t s = 0; s < u.segments; ++s) {
     BodyLayout& seg = plan.segments[s];
     seg.golomb = golomb;
-    seg.expg_k = k;
+    seg.expg_k = k[s];
     const std::size_t first = s * u.per_segment;
     for (std::size_t t = first; t < first + u.per_segment; ++t) {
       seg.h_bits += h_bits[t];
@@ -214,17 +213,19 @@ GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
   return plan;
 }
 
-void put_golomb_params(std::uint32_t golomb, int k, std::uint8_t* body) {
-  store_le(body, golomb, 4);
-  body[4] = static_cast<std::uint8_t>(k);
+void put_golomb_params(std::uint32_t golomb, std::uint8_t* body) { store_le(body, golomb, 4); }
+
+void put_segment_header(const BodyLayout& layout, std::uint8_t* at) {
+  at[0] = static_cast<std::uint8_t>(layout.expg_k);
+  store_le(at + 1, layout.h_bits, 8);
+  store_le(at + 9, layout.m_bits, 8);
 }
 
 void put_golomb_headers(const GolombPlan& plan, std::uint8_t* body) {
-  put_golomb_params(plan.golomb, plan.k, body);
+  put_golomb_params(plan.golomb, body);
   std::size_t at = kGolombParams;
   for (const BodyLayout& seg : plan.segments) {
-    store_le(body + at, seg.h_bits, 8);
-    store_le(body + at + 8, seg.m_bits, 8);
+    put_segment_header(seg, body + at);
     at += kGolombSegmentHeader + (seg.h_bits + 7) / 8 + (seg.m_bits + 7) / 8;
   }
 }
@@ -236,16 +237,21 @@ std::vector<std::uint8_t> golomb_body_by_units(std::uint32_t golomb, const std::
   const GolombCode code = golomb_code(golomb);
   // The passes of the kernels, one unit after another.
   std::vector<std::uint64_t> h_bits(u.count), m_bits(u.count);
-  std::uint64_t lengths[kBitLengths] = {};
+  std::vector<std::uint64_t> lengths(u.segments * kBitLengths, 0);
+  for (std::size_t t = 0; t < u.count; ++t) {
+    std::uint64_t* own = lengths.data() + t / u.per_segment * kBitLengths;
+    h_bits[t] = golomb_unit_h_bits(u, code, t, H, M, [&](int b) { ++own[b]; });
+  }
+  std::vector<int> k(u.segments);
+  for (std::size_t s = 0; s < u.segments; ++s)
+    k[s] = best_expg_order(lengths.data() + s * kBitLengths);
   for (std::size_t t = 0; t < u.count; ++t)
-    h_bits[t] = golomb_unit_h_bits(u, code, t, H, M, [&](int b) { ++lengths[b]; });
-  const int k = best_expg_order(lengths);
-  for (std::size_t t = 0; t < u.count; ++t) m_bits[t] = golomb_unit_m_bits(u, k, t, M);
-  const GolombPlan plan = golomb_plan(u, golomb, k, h_bits.data(), m_bits.data());
+    m_bits[t] = golomb_unit_m_bits(u, k[t / u.per_segment], t, M);
+  const GolombPlan plan = golomb_plan(u, golomb, k.data(), h_bits.data(), m_bits.data());
   std::vector<std::uint8_t> body(plan.bytes, 0);
   std::uint8_t* bytes = body.data();
   for (std::size_t t = 0; t < u.count; ++t)
-    golomb_unit_write(u, code, k, t, H, M, plan.h_pos[t], plan.m_pos[t],
+    golomb_unit_write(u, code, k[t / u.per_segment], t, H, M, plan.h_pos[t], plan.m_pos[t],
                       [&](std::uint64_t w, std::uint32_t bits) {
                         // bytes [4w, 4w + 4), the first in the low bits; those past the
                         // body's end are zero bits (no code reaches them).
@@ -262,14 +268,19 @@ bool golomb_segment_matches(const std::uint8_t* body, std::size_t len, std::size
   const GolombBody parsed(body, len, N / S + (N % S != 0 ? 1 : 0));
   if (s >= parsed.segments().size()) throw InvalidArgument("the body has no such segment");
   const std::size_t count = std::min(N, s * S + S) - s * S;
+  const std::size_t coordinates = count * static_cast<std::size_t>(n);
   std::vector<std::uint8_t> h, m, coded;
+  BodyLayout layout;
+  layout.golomb = parsed.golomb();
+  layout.expg_k = best_expg_order(M, coordinates);
   BitWriter hw(h), mw(m);
-  put_h_codes(H, count, parsed.golomb(), hw);
-  put_m_codes(M, count * static_cast<std::size_t>(n), parsed.expg_k(), mw);
-  const std::uint64_t h_bits = hw.bits(), m_bits = mw.bits();
+  put_h_codes(H, count, layout.golomb, hw);
+  put_m_codes(M, coordinates, layout.expg_k, mw);
+  layout.h_bits = hw.bits();
+  layout.m_bits = mw.bits();
   hw.finish();
   mw.finish();
-  append_segment(h, h_bits, m, m_bits, coded);
+  append_segment(layout, h, m, coded);
   const GolombBody::Segment& seg = parsed.segments()[s];
   return coded.size() == kGolombSegmentHeader + seg.bytes() &&
          std::equal(coded.begin(), coded.end(), body + seg.offset - kGolombSegmentHeader);
@@ -281,8 +292,6 @@ GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t se
   const std::uint64_t golomb = load_le(data, 4);
   if (golomb > kMaxGolomb) throw FormatError("Golomb parameter out of range");
   golomb_ = static_cast<std::uint32_t>(golomb);
-  expg_k_ = data[4];
-  if (expg_k_ > kMaxExpGolombOrder) throw FormatError("exp-Golomb order out of range");
   std::size_t pos = kGolombParams;
   // Checked before anything is allocated: the body can hold that many segments.
   const std::size_t most = (len - pos) / kGolombSegmentHeader;
@@ -293,8 +302,9 @@ GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t se
     if (len - pos < kGolombSegmentHeader)
       throw FormatError("body truncated in a segment's lengths");
     Segment seg{pos + kGolombSegmentHeader,
-                {golomb_, expg_k_, load_le(data + pos, 8), load_le(data + pos + 8, 8)}};
+                {golomb_, data[pos], load_le(data + pos + 1, 8), load_le(data + pos + 9, 8)}};
     pos += kGolombSegmentHeader;
+    if (seg.layout.expg_k > kMaxExpGolombOrder) throw FormatError("exp-Golomb order out of range");
     const std::uint64_t max_bits = std::uint64_t{1} << 60;
     if (seg.layout.h_bits > max_bits || seg.layout.m_bits > max_bits)
       throw FormatError("declared section length out of range");
@@ -317,13 +327,11 @@ GolombBodyReader GolombBody::reader(std::size_t s, std::uint64_t N, std::uint64_
   return GolombBodyReader(data_ + seg.offset, seg.bytes(), seg.layout, N, count);
 }
 
-void append_segment(const std::vector<std::uint8_t>& h, std::uint64_t h_bits,
-                    const std::vector<std::uint8_t>& m, std::uint64_t m_bits,
-                    std::vector<std::uint8_t>& out) {
+void append_segment(const BodyLayout& layout, const std::vector<std::uint8_t>& h,
+                    const std::vector<std::uint8_t>& m, std::vector<std::uint8_t>& out) {
   const std::size_t at = out.size();
   out.resize(at + kGolombSegmentHeader);
-  store_le(out.data() + at, h_bits, 8);
-  store_le(out.data() + at + 8, m_bits, 8);
+  put_segment_header(layout, out.data() + at);
   out.insert(out.end(), h.begin(), h.end());
   out.insert(out.end(), m.begin(), m.end());
 }

@@ -3,13 +3,15 @@
 // choice; g = 0 means H is always 1 and takes no bits), M with an order-k
 // exponential-Golomb code of the zigzagged integers.
 //
-// Layout (format version 6): u32 g, u8 k (little-endian), then for each of
-// the segments of payload/segments.hpp: u64 H bits, u64 M bits, and the
+// Layout (format version 7): u32 g (little-endian), then for each of the
+// segments of payload/segments.hpp: u8 k, u64 H bits, u64 M bits, and the
 // segment's two byte-aligned sections (its H, then its M), so that segments
-// are coded and decoded in parallel.  g and k are the whole body's.  The
-// decoder checks that each section is consumed exactly and its padding is
-// zero, so every payload has one valid encoding.  (Version 5 had one pair
-// of sections for the whole update: the same bytes for up to one segment.)
+// are coded and decoded in parallel.  g is the whole body's (the
+// mechanism's), k the segment's own (chosen from its coordinates, so that
+// an encoder holds one segment's coordinates at a time, not the update's).
+// The decoder checks that each section is consumed exactly and its padding
+// is zero, so every payload has one valid encoding.  (Version 6 had one k
+// for the whole body, after g; version 5 one pair of sections.)
 #pragma once
 
 #include <cstddef>
@@ -23,7 +25,7 @@ namespace cepam {
 
 enum class CoderId : int { Golomb = 1 };
 
-// The sections of one segment (or of a body of one pair of sections).
+// The sections of one segment and their codes' parameters.
 struct BodyLayout {
   std::uint32_t golomb = 0;  // Golomb parameter of H - 1; 0: H not coded
   int expg_k = 0;            // order of the exp-Golomb code of M
@@ -31,9 +33,10 @@ struct BodyLayout {
   std::uint64_t m_bits = 0;  // bits of the M section (before padding)
 };
 
-// Bytes of the body's parameters (g, k), and of a segment's lengths.
-inline constexpr std::size_t kGolombParams = 4 + 1;
-inline constexpr std::size_t kGolombSegmentHeader = 8 + 8;
+// Bytes of the body's parameter (g), and of a segment's header (its k and
+// its sections' lengths).
+inline constexpr std::size_t kGolombParams = 4;
+inline constexpr std::size_t kGolombSegmentHeader = 1 + 8 + 8;
 
 // Largest accepted Golomb parameter and exp-Golomb order.
 inline constexpr std::uint32_t kMaxGolomb = 1u << 16;
@@ -101,9 +104,9 @@ class GolombBodyReader {
 // allocating anything sized by N or count.
 void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std::uint64_t count);
 
-// A Golomb body's parameters and segments, parsed and checked (FormatError)
-// before anything sized by the update is allocated: the parameters, each
-// segment's lengths against the body (the segments are found from the
+// A Golomb body's parameter and segments, parsed and checked (FormatError)
+// before anything sized by the update is allocated: the parameter, each
+// segment's order and lengths against the body (the segments are found from the
 // lengths before any is read), `segments` segments exactly, no bytes after
 // the last.  check(s, N, count) also checks that segment s can hold N trial
 // indices and `count` coordinates; reader(s, N, count) reads it.
@@ -119,7 +122,6 @@ class GolombBody {
   GolombBody(const std::uint8_t* data, std::size_t len, std::size_t segments);
 
   std::uint32_t golomb() const { return golomb_; }
-  int expg_k() const { return expg_k_; }
   const std::vector<Segment>& segments() const { return segments_; }
   void check(std::size_t s, std::uint64_t N, std::uint64_t count) const;
   GolombBodyReader reader(std::size_t s, std::uint64_t N, std::uint64_t count) const;
@@ -127,42 +129,44 @@ class GolombBody {
  private:
   const std::uint8_t* data_;
   std::uint32_t golomb_ = 0;
-  int expg_k_ = 0;
   std::vector<Segment> segments_;
 };
 
-// The bytes of one segment (its lengths, then its sections), appended to
-// out: the sections' codes h (h_bits) and m (m_bits), each already padded
-// to a byte.
-void append_segment(const std::vector<std::uint8_t>& h, std::uint64_t h_bits,
-                    const std::vector<std::uint8_t>& m, std::uint64_t m_bits,
-                    std::vector<std::uint8_t>& out);
+// The bytes of one segment (its header, then its sections), appended to
+// out: the sections' codes h (layout.h_bits) and m (layout.m_bits, order
+// layout.expg_k), each already padded to a byte.
+void append_segment(const BodyLayout& layout, const std::vector<std::uint8_t>& h,
+                    const std::vector<std::uint8_t>& m, std::vector<std::uint8_t>& out);
 
 // --- A body coded where the stage ran (a GPU: cuda/golomb_gpu.hpp) -------
 //
 // A GPU codes every segment at once in units (coding/golomb_core.hpp): the
-// units count their codes' bits, the host lays out the body from the
-// counts (golomb_plan), the units write their codes at their bit offsets
-// into the zeroed body, and the host writes the parameters and the
-// segments' lengths (put_golomb_headers).
+// units count their codes' bits and their segment's coordinates' bit
+// lengths, the host chooses each segment's order and lays out the body
+// from the counts (golomb_plan), the units write their codes at their bit
+// offsets into the zeroed body, and the host writes the parameter and the
+// segments' headers (put_golomb_headers).
 
 // The body's layout from each unit's H and M code bits (of the units of
-// u; k the exp-Golomb order): each segment's sections, each unit's first
-// bit of its H and of its M codes, the body's length in bytes.
+// u; k[s] segment s's exp-Golomb order): each segment's sections, each
+// unit's first bit of its H and of its M codes, the body's length in bytes.
 struct GolombPlan {
   std::uint32_t golomb = 0;
-  int k = 0;
   std::vector<BodyLayout> segments;
   std::vector<std::uint64_t> h_pos, m_pos;
   std::size_t bytes = 0;
 };
-GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, int k,
+GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, const int* k,
                        const std::uint64_t* h_bits, const std::uint64_t* m_bits);
 
-// Writes the body's parameters (kGolombParams bytes) at body.
-void put_golomb_params(std::uint32_t golomb, int k, std::uint8_t* body);
+// Writes the body's parameter (kGolombParams bytes) at body.
+void put_golomb_params(std::uint32_t golomb, std::uint8_t* body);
 
-// Writes the body's parameters and each segment's lengths into body
+// Writes a segment's header (kGolombSegmentHeader bytes: its order and its
+// sections' lengths) at `at`.
+void put_segment_header(const BodyLayout& layout, std::uint8_t* at);
+
+// Writes the body's parameter and each segment's header into body
 // (plan.bytes bytes; the rest is the units' codes).
 void put_golomb_headers(const GolombPlan& plan, std::uint8_t* body);
 
@@ -175,7 +179,7 @@ std::vector<std::uint8_t> golomb_body_by_units(std::uint32_t golomb, const std::
 // Whether segment s of `body` (a Golomb body of N sub-vectors of
 // dimension n, coded by a GPU) is the segment the CPU's coder codes from
 // that segment's stage H, M (relative to its first sub-vector) with the
-// body's parameters: its lengths and sections, byte for byte.  Throws
+// body's parameter: its header and sections, byte for byte.  Throws
 // FormatError for a malformed body, InvalidArgument for a segment it lacks.
 bool golomb_segment_matches(const std::uint8_t* body, std::size_t len, std::size_t N, int n,
                             std::size_t s, const std::uint32_t* H, const std::int64_t* M);

@@ -132,10 +132,11 @@ def test_the_sdq_baselines_take_threads():
 
 
 def test_golomb_segments_are_the_section_coders_bytes():
-    """The Golomb body is coded in segments in parallel (format version 6):
-    after the body's parameters, each segment must be its lengths and the
-    bytes the one-shot section coder gives for that segment's H and M, with
-    the whole update's exp-Golomb order, for every thread count."""
+    """The Golomb body is coded in segments in parallel (format version 7):
+    after the body's parameter, each segment must be its exp-Golomb order
+    (the best for the segment's own M), its lengths and the bytes the
+    one-shot section coder gives for that segment's H and M with that
+    order, for every thread count."""
     m = 2 * SEGMENT + 777
     key = bytes(32)
     # |M| below 2^15, 2^31 and above (a segment holds M as int16, int32, int64).
@@ -159,16 +160,17 @@ def test_golomb_segments_are_the_section_coders_bytes():
         for threads in THREAD_COUNTS:
             body = _core.encode(x, key=key, params=params, factor=1.0,
                                 coder=1, threads=threads)
-            g, k = struct.unpack_from("<IB", body, 0)
-            assert k == hooks.best_expg_order(M)
+            (g,) = struct.unpack_from("<I", body, 0)
             assert (g == 0) == (n == 1)  # H is coded where trials can be rejected
-            at = 5
+            at = 4
             for j0 in starts:
+                own = M[j0 * n:(j0 + per) * n]
+                k = hooks.best_expg_order(own)
                 sections, h_bits, m_bits = hooks.body_encode(
-                    H[j0:j0 + per], M[j0 * n:(j0 + per) * n], golomb=g, expg_k=k)
-                assert struct.unpack_from("<QQ", body, at) == (h_bits, m_bits)
-                assert body[at + 16:at + 16 + len(sections)] == sections
-                at += 16 + len(sections)
+                    H[j0:j0 + per], own, golomb=g, expg_k=k)
+                assert struct.unpack_from("<BQQ", body, at) == (k, h_bits, m_bits)
+                assert body[at + 17:at + 17 + len(sections)] == sections
+                at += 17 + len(sections)
             assert at == len(body)
 
 

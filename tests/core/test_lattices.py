@@ -408,7 +408,7 @@ def test_encoder_limits_the_scaled_input():
 # Body digests (sha256 of the sealed section's body and the decoded values,
 # first 16 hex digits) pin every bit of the native computation: a change to
 # the closest-point rules, the dither or the coders changes them.  (The
-# envelope around the body is pinned by tests/golden/v6.json.)
+# envelope around the body is pinned by tests/golden/v7.json.)
 GOLDEN = {
     ("A2", "ans"): "5d0e4ffe865dbe46",
     ("D4", "ans"): "64d13c6dc4195c89",

@@ -1,7 +1,7 @@
 """Writes the golden payloads of tests/codec/test_determinism.py.
 
 Run it only on purpose, when the payload format changes (bump the format
-version then):  python tests/golden/generate.py > tests/golden/v6.json
+version then):  python tests/golden/generate.py > tests/golden/v7.json
 """
 
 import hashlib
@@ -50,7 +50,8 @@ LARGE = {
                                    coder="ans", size=1_600_007, rms=0.05),
     "large-gaussian-e8-clip": dict(mechanism=cepam.Gaussian(sigma=0.001), lattice="E8",
                                    clip=40.0, coder="ans", size=3 * (1 << 16) + 5, rms=0.05),
-    # A Golomb body of four segments (format version 6), the last one short.
+    # A Golomb body of four segments (format version 6; each its own order since
+    # version 7), the last one short.
     "large-golomb-n2-clip": dict(mechanism=cepam.Gaussian(sigma=0.001), dim=2, clip=40.0,
                                  coder="golomb", size=3 * (1 << 17) + 20_001, rms=0.05),
 }

@@ -51,15 +51,16 @@ SECRET = bytes(range(7, 39))
 OTHER_SECRET = bytes(range(200, 232))
 MAC = mac_key(SECRET)
 
-VERSION = 6
+VERSION = 7
 GOLOMB, ANS = 1, 2
 CODERS = ("golomb", "ans")
 HEADER_PREFIX = struct.Struct("<4sBBBBHdd")  # magic, version, mechanism, coder, container .. clip
 CONTEXT = struct.Struct("<QQQQ")  # round, client, message, m
 SEALED_HEADER = struct.Struct("<BBI")  # lattice, n, padding length (the sealed section's start)
-GOLOMB_PARAMS = struct.Struct("<IB")  # golomb, exp-Golomb order (the body's start)
-GOLOMB_SEGMENT = struct.Struct("<QQ")  # a segment's h_bits, m_bits (before its sections)
-# The parameters and the first segment's lengths: a body's first 21 bytes.
+GOLOMB_PARAMS = struct.Struct("<I")  # golomb (the body's start)
+# A segment's header: its exp-Golomb order, h_bits, m_bits (before its sections).
+GOLOMB_SEGMENT = struct.Struct("<BQQ")
+# The parameter and the first segment's header: a body's first 21 bytes.
 GOLOMB_PREFIX = struct.Struct("<IBQQ")
 MIN_PAYLOAD = HEADER_PREFIX.size + CONTEXT.size + 4 + SEALED_HEADER.size + TAG_BYTES
 U64 = (1 << 64) - 1
@@ -220,21 +221,22 @@ def bytes_to_bits(data: bytes) -> str:
 
 @dataclass
 class GolombSegment:
+    expg_k: int
     h_bits: int
     m_bits: int
     sections: bytes  # H section then M section, each zero-padded to a byte
 
     def pack(self) -> bytes:
-        return GOLOMB_SEGMENT.pack(self.h_bits, self.m_bits) + self.sections
+        return GOLOMB_SEGMENT.pack(self.expg_k, self.h_bits, self.m_bits) + self.sections
 
 
 @dataclass
 class GolombBody:
-    """A Golomb body (format version 6): the parameters, the first segment's
-    lengths and sections as fields (a body of up to 2^17 coordinates has
-    only that one: then the layout of version 5), and the later segments.
-    (An empty update's body, the parameters alone, is not modelled: pack()
-    always writes the first segment.)"""
+    """A Golomb body (format version 7): the parameter, the first segment's
+    order, lengths and sections as fields (a body of up to 2^17 coordinates
+    has only that one: then the bytes of versions 5 and 6), and the later
+    segments.  (An empty update's body, the parameter alone, is not
+    modelled: pack() always writes the first segment.)"""
 
     golomb: int
     expg_k: int
@@ -245,22 +247,23 @@ class GolombBody:
 
     @classmethod
     def parse(cls, body: bytes) -> "GolombBody":
-        golomb, k = GOLOMB_PARAMS.unpack_from(body, 0)
+        (golomb,) = GOLOMB_PARAMS.unpack_from(body, 0)
         segments = []
         pos = GOLOMB_PARAMS.size
         while pos < len(body):
-            h_bits, m_bits = GOLOMB_SEGMENT.unpack_from(body, pos)
+            k, h_bits, m_bits = GOLOMB_SEGMENT.unpack_from(body, pos)
             pos += GOLOMB_SEGMENT.size
             end = pos + bits_to_bytes_len(h_bits) + bits_to_bytes_len(m_bits)
-            segments.append(GolombSegment(h_bits, m_bits, body[pos:end]))
+            segments.append(GolombSegment(k, h_bits, m_bits, body[pos:end]))
             pos = end
-        first = segments[0] if segments else GolombSegment(0, 0, b"")
-        return cls(golomb, k, first.h_bits, first.m_bits, first.sections, segments[1:])
+        first = segments[0] if segments else GolombSegment(0, 0, 0, b"")
+        return cls(golomb, first.expg_k, first.h_bits, first.m_bits, first.sections,
+                   segments[1:])
 
     def pack(self) -> bytes:
-        return GOLOMB_PARAMS.pack(self.golomb, self.expg_k) + b"".join(
-            s.pack() for s in [GolombSegment(self.h_bits, self.m_bits, self.sections),
-                               *self.later])
+        return GOLOMB_PARAMS.pack(self.golomb) + b"".join(
+            s.pack() for s in [GolombSegment(self.expg_k, self.h_bits, self.m_bits,
+                                             self.sections), *self.later])
 
     @property
     def h_bytes(self) -> int:
@@ -303,11 +306,12 @@ def _single_entry(shape=None, entries=None, m=None):
 def forged(*, n=1, mechanism=1, golomb=0, expg_k=0, h_code="", m_code="", shape=None,
            entries=None, container=0, m=None, scale=0.25, clip=math.inf) -> RawPayload:
     """A Golomb payload forged from H and M bit strings (m coordinates, N = ceil(m / n)):
-    one segment, or one a pair of strings where h_code and m_code are lists."""
+    one segment, or one a pair of strings where h_code and m_code are lists (each
+    segment of order expg_k)."""
     entries, m = _single_entry(shape, entries, m)
     if isinstance(h_code, str):
         h_code, m_code = [h_code], [m_code]
-    segments = [GolombSegment(len(h), len(mm), bits_to_bytes(h) + bits_to_bytes(mm))
+    segments = [GolombSegment(expg_k, len(h), len(mm), bits_to_bytes(h) + bits_to_bytes(mm))
                 for h, mm in zip(h_code, m_code, strict=True)]
     first = segments[0]
     body = GolombBody(golomb, expg_k, first.h_bits, first.m_bits, first.sections, segments[1:])
@@ -585,7 +589,7 @@ def _zero_segments(golomb: int, k: int, segments: int, body_bytes: int) -> Golom
     for s in range(segments):
         size = share if s + 1 < segments else body_bytes - share * (segments - 1)
         h_bits = 8 * (size // 2) if golomb else 0
-        parts.append(GolombSegment(h_bits, 8 * size - h_bits, bytes(size)))
+        parts.append(GolombSegment(k, h_bits, 8 * size - h_bits, bytes(size)))
     return GolombBody(golomb, k, parts[0].h_bits, parts[0].m_bits, parts[0].sections, parts[1:])
 
 

@@ -3,7 +3,7 @@
 Prefix codes at their limits (|M| <= 2^53, the trial-index cap), the body
 coder's own range, long zero runs that declare more coordinates than the
 body holds (rejected before allocating), the slowest and the densest legal
-bodies, and edits of a body's later segments (format version 6).
+bodies, and edits of a body's later segments (format version 7).
 
 Everything is seeded; nothing here measures time.
 """
@@ -130,7 +130,7 @@ def test_a_valid_dense_golomb_body_allocates_in_proportion_to_its_length():
     assert peak < 200 * len(payload) + 4 * MB, peak
 
 
-# --- Golomb: bodies of several segments (format version 6). ------------------
+# --- Golomb: bodies of several segments (format version 7). ------------------
 
 
 def _multi_segment_payload() -> bytes:
@@ -188,6 +188,8 @@ SEGMENT_EDITS = {
     "m_bits-1": lambda b: _on_segment(2, m_bits=b.later[1].m_bits - 1)(b),
     "m_bits-2^64-1": _on_segment(2, m_bits=U64),
     "h_bits-2^61": _on_segment(1, h_bits=1 << 61),
+    "order-55": _on_segment(2, expg_k=55),
+    "order-255": _on_segment(1, expg_k=255),
     "last-dropped": lambda b: b.edit(later=b.later[:1]),
     "last-repeated": lambda b: b.edit(later=[*b.later, b.later[-1]]),
     "last-truncated": lambda b: _on_segment(2, sections=b.later[1].sections[:-1])(b),
@@ -224,15 +226,32 @@ def test_the_first_failing_segment_s_error_is_reported_whatever_the_threads():
     assert {_decode_error(payload, t) for t in (1, 2, 3, 8)} == {alone}
 
 
-def test_an_empty_update_s_body_is_its_parameters_alone_and_in_range():
-    """m = 0: no segments, so nothing but the parameters, checked as ever."""
+def test_an_empty_update_s_body_is_its_parameter_alone_and_in_range():
+    """m = 0: no segments, so nothing but the parameter, checked as ever."""
     raw = forged(shape=(0,))
-    assert outcome(raw.edit(body=GOLOMB_PARAMS.pack(0, 0)).tagged()) == "ok"
-    with pytest.raises(cepam.FormatError, match="order out of range"):
-        cepam.decode(raw.edit(body=GOLOMB_PARAMS.pack(0, 55)).tagged(), secret=SECRET)
+    assert raw.body == GOLOMB_PARAMS.pack(0) + GOLOMB_SEGMENT.pack(0, 0, 0)
+    assert outcome(raw.edit(body=GOLOMB_PARAMS.pack(0)).tagged()) == "ok"
+    empty = cepam.encode(np.zeros(0, np.float32), cepam.Gaussian(sigma=0.2), secret=SECRET,
+                         round=0, client=0, coder="golomb")
+    assert RawPayload.parse(empty).body == GOLOMB_PARAMS.pack(0)
     with pytest.raises(cepam.FormatError, match="Golomb parameter out of range"):
-        cepam.decode(raw.edit(body=GOLOMB_PARAMS.pack((1 << 16) + 1, 0)).tagged(),
-                     secret=SECRET)
+        cepam.decode(raw.edit(body=GOLOMB_PARAMS.pack((1 << 16) + 1)).tagged(), secret=SECRET)
     with pytest.raises(cepam.FormatError, match="declared segments"):
-        cepam.decode(raw.edit(body=GOLOMB_PARAMS.pack(0, 0) + GOLOMB_SEGMENT.pack(0, 0))
-                     .tagged(), secret=SECRET)
+        cepam.decode(raw.tagged(), secret=SECRET)
+
+
+def test_each_golomb_segment_takes_the_order_of_its_own_coordinates():
+    """Version 7: a segment's order is the best for its own coordinates (so an
+    encoder holds one segment's M at a time), not one order for the body."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(scale=0.05, size=SEGMENT_COORDINATES),
+                        rng.normal(scale=50.0, size=SEGMENT_COORDINATES),
+                        rng.normal(scale=5.0, size=999)]).astype(np.float32)
+    payload = cepam.encode(x, cepam.Gaussian(sigma=0.2), secret=SECRET, round=0, client=0,
+                           coder="golomb")
+    body = GolombBody.parse(RawPayload.parse(payload).body)
+    orders = [body.expg_k, *(s.expg_k for s in body.later)]
+    # (Each order is the best for its segment's M: tests/codec/test_threads.py.)
+    assert len(orders) == 3 and len(set(orders)) == 3, orders
+    y = {t: cepam.decode(payload, secret=SECRET, threads=t) for t in (1, 2, 3)}
+    assert all(np.array_equal(y[1], v) for v in y.values())
