@@ -431,17 +431,21 @@ def _assert_spot_stage(stage, x, kw, spot, n):
 @pytest.mark.cuda
 @pytest.mark.parametrize("mech,lattice,n,m,spread", [
     (1, 1, 1, 4_099, 5.0), (1, 1, 2, 3 * (1 << 17) + 5, 5.0), (2, 1, 2, 8_193, 0.0),
-    (3, 1, 1, 4_099, 50.0), (1, 1, 8, 2 * (1 << 17) + 3, 1e4), (1, 4, 8, 3 * (1 << 17) + 5, 5.0)])
+    (3, 1, 1, 4_099, 50.0), (1, 1, 8, 2 * (1 << 17) + 3, 1e4), (1, 4, 8, 3 * (1 << 17) + 5, 5.0),
+    (1, 1, 1, 3 * (1 << 17), (0.01, 1e3, 30.0))])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_golomb_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype, m, spread):
     """The stage and every segment's codes on the GPU
     (_cuda.encode_golomb_body_resident: the units' codes counted, then
     written at their bit offsets with atomic ORs): the CPU's body, and the
     spot-checked sub-vectors' stage, bit for bit; one and several
-    segments, long codes (spread 1e4), constant updates (spread 0)."""
+    segments, long codes (spread 1e4), constant updates (spread 0), and
+    segments of their own orders (a spread a segment)."""
     import torch
 
-    x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(dtype)
+    rng = np.random.default_rng(m + n)
+    scales = np.repeat(spread, -(-m // len(spread)))[:m] if isinstance(spread, tuple) else spread
+    x = rng.normal(scale=scales, size=m).astype(dtype)
     kw = dict(_kw(mech, lattice, n), factor=0.75)
     spot = cuda.spot_indices(KEY, -(-m // n))
     body, stage, _ = _cuda.encode_golomb_body_resident(

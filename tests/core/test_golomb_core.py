@@ -65,6 +65,24 @@ def test_golomb_codes_of_several_segments_give_the_cpu_body(mech, lattice, n):
     assert len(body) > 1000
 
 
+@pytest.mark.parametrize("mech,lattice,n", [(GAUSSIAN, Z, 1), (GAUSSIAN, Z, 3),
+                                            (GAUSSIAN, E8, 8)])
+def test_golomb_segments_of_their_own_orders_give_the_cpu_body(mech, lattice, n):
+    """Format version 7: segments of different scales take different orders,
+    each chosen from the segment's own bit lengths (the units' histograms
+    added into their segment's)."""
+    rng = np.random.default_rng(n)
+    size = SEGMENT // n * n  # coordinates a segment
+    x = np.concatenate([rng.normal(scale=s, size=size) for s in (0.01, 1000.0, 30.0)])
+    body = _check(x.astype(np.float32), mech, lattice, n)
+    orders, at = [], 4
+    for _ in range(3):
+        orders.append(body[at])
+        at += 17 + sum((int.from_bytes(body[at + i:at + i + 8], "little") + 7) // 8
+                       for i in (1, 9))
+    assert at == len(body) and len(set(orders)) == 3, orders
+
+
 def test_golomb_codes_of_empty_and_single_coordinate_updates():
     for m in (0, 1, 2, 255, 256, 257):
         _check(_inputs("normal", m, np.float64, seed=m), GAUSSIAN, Z, 2)
