@@ -28,6 +28,12 @@ installed cepam is older, to measure a baseline with the same script):
   of a decode);
 - precision check: the decoder's unordered sum of squares of its output.
 
+Not timed here: the native body's coding and its writing into the bytes
+object `_core.encode` returns, all on the call's threads (each segment
+copied into place by one thread, payload/coded_body.hpp; until it was,
+two whole-body copies on the calling thread, about 21 ms each at 10^8,
+docs/guide/performance.md).
+
 Python-heap bytes allocated at the peak of `seal` and of `open_payload`
 (tracemalloc, which sees bytes objects and numpy arrays, not the native
 core's own buffers) count the payload-sized copies: the number printed is

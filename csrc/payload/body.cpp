@@ -274,25 +274,21 @@ class KeptCoordinates {
   std::vector<std::int64_t> m64_;
 };
 
-// One segment of a Golomb body, coded: its header's fields and its
-// sections' codes.
-struct GolombSegmentCodes {
-  BodyLayout layout;
-  std::vector<std::uint8_t> h_codes, m_codes;
-};
-
-// The Golomb body of x: its segments in parallel, each piece by piece
-// LRSUQ and the codes of H, then (the order of M's code known from the
-// segment's coordinates) the codes of M; then the segments appended in
-// order.  Holds the codes, and a segment's M and a piece's symbols a thread.
+// The Golomb body of x: its parameter, then its segments in parallel, each
+// (a part of the body) its header, piece by piece LRSUQ and the codes of H,
+// then (the order of M's code known from the segment's coordinates) the
+// codes of M.  Holds the codes, and a segment's M and a piece's symbols a
+// thread.
 template <class T>
 void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
-                   double factor, int threads, const LatticeStage* stage,
-                   std::vector<std::uint8_t>& out) {
+                   double factor, int threads, const LatticeStage* stage, CodedBody& body) {
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::uint32_t golomb = golomb_parameter(acceptance_probability(p));
-  std::vector<GolombSegmentCodes> segments(body_segments(m, p.n));
+  const std::size_t S = body_segments(m, p.n);
+  body.parts.assign(S + 1, {});
+  body.parts[0].resize(kGolombParams);
+  put_golomb_params(golomb, body.parts[0].data());
   // A thread's buffers for a piece's LRSUQ and a segment's M, kept from
   // segment to segment.
   struct Worker {
@@ -303,14 +299,16 @@ void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
   };
   const std::size_t B = std::min(N, golomb_piece(n));
   parallel_for_with(
-      threads, segments.size(),
+      threads, S,
       [&] { return Worker{Scratch<std::uint32_t>(B), Scratch<std::int64_t>(B * n), {}, {}}; },
       [&](Worker& w, std::size_t s) {
         const SegmentRange range = segment_range(p, N, s);
-        GolombSegmentCodes& seg = segments[s];
+        std::vector<std::uint8_t>& part = body.parts[s + 1];
+        part.resize(kGolombSegmentHeader);  // then its sections
+        BodyLayout layout;
+        layout.golomb = golomb;
         std::uint64_t lengths[kBitLengths] = {};
-        seg.layout.golomb = golomb;
-        seg.layout.h_bits = coded_bits(seg.h_codes, [&](BitWriter& bw) {
+        layout.h_bits = coded_bits(part, [&](BitWriter& bw) {
           for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
             lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, w.H.data(), w.M.data(),
                           nullptr, nullptr, &w.lrsuq);
@@ -319,20 +317,11 @@ void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
             w.kept.keep(w.M.data(), count * n, (range.last - range.first) * n);
           }, B);
         });
-        seg.layout.expg_k = best_expg_order(lengths);
-        seg.layout.m_bits =
-            coded_bits(seg.m_codes, [&](BitWriter& bw) { w.kept.put_codes(seg.layout.expg_k, bw); });
+        layout.expg_k = best_expg_order(lengths);
+        layout.m_bits =
+            coded_bits(part, [&](BitWriter& bw) { w.kept.put_codes(layout.expg_k, bw); });
+        put_segment_header(layout, part.data());
       });
-  std::size_t size = kGolombParams;
-  for (const GolombSegmentCodes& seg : segments)
-    size += kGolombSegmentHeader + seg.h_codes.size() + seg.m_codes.size();
-  out.reserve(out.size() + size);
-  out.resize(out.size() + kGolombParams);
-  put_golomb_params(golomb, out.data() + out.size() - kGolombParams);
-  for (GolombSegmentCodes& seg : segments) {
-    append_segment(seg.layout, seg.h_codes, seg.m_codes, out);
-    seg = GolombSegmentCodes();
-  }
 }
 
 // A Golomb body of m coordinates, parsed (its segments counted from m), with
@@ -402,8 +391,8 @@ struct GolombBodyCoder {
   template <class T>
   static void encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                      double factor, int threads, const LatticeStage* stage,
-                     std::vector<std::uint8_t>& out) {
-    encode_golomb(p, ks, x, m, factor, threads, stage, out);
+                     CodedBody& body) {
+    encode_golomb(p, ks, x, m, factor, threads, stage, body);
   }
   template <class T>
   static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
@@ -461,7 +450,7 @@ struct AnsBodyCoder {
   template <class T>
   static void encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                      double factor, int threads, const LatticeStage* stage,
-                     std::vector<std::uint8_t>& out) {
+                     CodedBody& body) {
     const std::size_t N = subvectors(p, m);
     const std::size_t n = static_cast<std::size_t>(p.n);
     const double accept = acceptance_probability(p);
@@ -471,8 +460,10 @@ struct AnsBodyCoder {
             ? SourceModel::fit_from(*stage->statistics, widths.lo, widths.hi)
             : SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
     const TriangularBasis basis = lattice_basis(p);
-    std::vector<std::vector<std::uint8_t>> segments(body_segments(m, p.n));
-    const std::size_t S = segments.size();
+    // The body's parts: the source model, then each segment.
+    const std::size_t S = body_segments(m, p.n);
+    body.parts.assign(S + 1, {});
+    std::vector<std::uint8_t>* segments = body.parts.data() + 1;
     std::unique_ptr<AnsSegmentEncoder> last;  // kept, in case the body needs padding
     // What a thread keeps from segment to segment: its block buffers and
     // encoders (restarted for each segment), so that a segment takes no fresh
@@ -526,21 +517,15 @@ struct AnsBodyCoder {
     // The bomb rule (body.hpp): a body shorter than min_body_bytes(m) is padded
     // at the end of its last segment's stream (re-finished with the length it
     // lacks; only extremely compressible updates need it).
-    model.serialize(out);
-    std::size_t size = out.size();
-    for (const auto& s : segments) size += s.size();
+    model.serialize(body.parts[0]);
+    const std::size_t size = body.size();
     if (size < min_body_bytes(m) && last != nullptr) {
-      const std::size_t before = size - segments.back().size();
+      std::vector<std::uint8_t>& final_segment = body.parts.back();
+      const std::size_t before = size - final_segment.size();
       const std::size_t prefix = segment_prefix(uses_point_model(p.lattice));
-      segments.back().clear();
-      last->finish(segments.back(), min_body_bytes(m) - before - prefix);
-      size = before + segments.back().size();
-  }
-  out.reserve(size);
-  for (auto& s : segments) {
-    out.insert(out.end(), s.begin(), s.end());
-    std::vector<std::uint8_t>().swap(s);
-  }
+      final_segment.clear();
+      last->finish(final_segment, min_body_bytes(m) - before - prefix);
+    }
   }
   template <class T>
   static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
@@ -616,16 +601,15 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
 }
 
 template <class T>
-std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
-                                              const T* x, std::size_t m, double factor,
-                                              Coder coder, int threads,
-                                              const LatticeStage* stage) {
+CodedBody encode_payload_body(const LrsuqParams& p, const KeyStream& ks, const T* x,
+                              std::size_t m, double factor, Coder coder, int threads,
+                              const LatticeStage* stage) {
   check_coder(coder);
   check_factor(factor);
-  std::vector<std::uint8_t> out;
+  CodedBody body;
   with_body_coder(coder,
-                  [&](auto c) { c.encode(p, ks, x, m, factor, threads, stage, out); });
-  return out;
+                  [&](auto c) { c.encode(p, ks, x, m, factor, threads, stage, body); });
+  return body;
 }
 
 template <class T>
@@ -681,14 +665,12 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
   return parts;
 }
 
-template std::vector<std::uint8_t> encode_payload_body<float>(const LrsuqParams&,
-                                                              const KeyStream&, const float*,
-                                                              std::size_t, double, Coder, int,
-                                                              const LatticeStage*);
-template std::vector<std::uint8_t> encode_payload_body<double>(const LrsuqParams&,
-                                                               const KeyStream&, const double*,
-                                                               std::size_t, double, Coder, int,
-                                                               const LatticeStage*);
+template CodedBody encode_payload_body<float>(const LrsuqParams&, const KeyStream&,
+                                             const float*, std::size_t, double, Coder, int,
+                                             const LatticeStage*);
+template CodedBody encode_payload_body<double>(const LrsuqParams&, const KeyStream&,
+                                              const double*, std::size_t, double, Coder, int,
+                                              const LatticeStage*);
 template bool segment_matches<float>(const LrsuqParams&, const ChaChaKey&, Coder,
                                      const std::uint8_t*, std::size_t, std::size_t, double,
                                      std::size_t, const float*, std::size_t);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "coding/source_model.hpp"
+#include "payload/coded_body.hpp"
 #include "random/chacha20.hpp"
 #include "lrsuq/quantizer.hpp"
 
@@ -71,14 +72,14 @@ struct BodyCoderInfo {
 };
 std::vector<BodyCoderInfo> body_coders();
 
-// Encodes x[0..m) * factor; returns the body bytes.  threads: how many
-// threads may work on it (>= 1; see common/parallel.hpp); the bytes are the
-// same for every count.
+// Encodes x[0..m) * factor; returns the body in parts, to be written into
+// the caller's buffer (payload/coded_body.hpp).  threads: how many threads
+// may work on it (>= 1; see common/parallel.hpp); the bytes are the same
+// for every count.
 template <class T>
-std::vector<std::uint8_t> encode_payload_body(const LrsuqParams& p, const KeyStream& ks,
-                                              const T* x, std::size_t m, double factor,
-                                              Coder coder, int threads = 1,
-                                              const LatticeStage* stage = nullptr);
+CodedBody encode_payload_body(const LrsuqParams& p, const KeyStream& ks, const T* x,
+                              std::size_t m, double factor, Coder coder, int threads = 1,
+                              const LatticeStage* stage = nullptr);
 
 // Checks what can be checked of a body before anything sized by m is
 // allocated: the bomb rule, the coder's parameters, and for the Golomb coder

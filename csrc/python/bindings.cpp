@@ -343,19 +343,28 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqPa
       view.statistics = &statistics;
     }
   }
-  std::vector<std::uint8_t> out;
+  CodedBody body;
   if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
-    out = encode_payload_body(p, ks, px, m, factor, c, threads, stage);
+    body = encode_payload_body(p, ks, px, m, factor, c, threads, stage);
   } else if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
-    out = encode_payload_body(p, ks, px, m, factor, c, threads, stage);
+    body = encode_payload_body(p, ks, px, m, factor, c, threads, stage);
   } else {
     throw py::type_error("x must be float32 or float64");
   }
-  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+  // The bytes object of the body's size, filled in place by the threads.
+  auto out = py::reinterpret_steal<py::bytes>(
+      PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(body.size())));
+  if (!out) throw py::error_already_set();
+  auto* data = reinterpret_cast<std::uint8_t*>(PyBytes_AS_STRING(out.ptr()));
+  {
+    py::gil_scoped_release nogil;
+    body.write(data, threads);
+  }
+  return out;
 }
 
 py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& key,

@@ -118,7 +118,7 @@ std::string run_case(const LrsuqParams& p, const cepam::KeyStream& ks,
                      const std::vector<double>& x64, double factor, Coder coder) {
   const std::vector<T> x(x64.begin(), x64.end());
   const std::vector<std::uint8_t> body =
-      cepam::encode_payload_body(p, ks, x.data(), x.size(), factor, coder);
+      cepam::encode_payload_body(p, ks, x.data(), x.size(), factor, coder).bytes();
   cepam::check_payload_body(p, body.data(), body.size(), x.size(), coder);
   std::vector<T> y(x.size());
   cepam::decode_payload_body(p, ks, body.data(), body.size(), y.size(), coder, y.data());
