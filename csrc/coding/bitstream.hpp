@@ -1,9 +1,10 @@
-// MSB-first bit writer and a bounds-checked bit reader.
+// MSB-first bit writer and a bounds-checked bit cursor.
 //
-// The reader treats its input as hostile: every read is checked against the
-// end of its section, and a read past it throws FormatError.  Runs of zero
-// bits are counted a word at a time with an explicit limit, so no input can
-// make a read loop unboundedly.
+// The cursor treats its input as hostile: every read is checked against the
+// end of its section, and a read past it returns a status (host and device
+// code: coding/read_status.hpp; BitReader throws FormatError with its
+// words).  Runs of zero bits are counted a word at a time with an explicit
+// limit, so no input can make a read loop unboundedly.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "coding/read_status.hpp"
 #include "common/errors.hpp"
 #include "common/host_device.hpp"
 
@@ -51,9 +53,14 @@ CEPAM_HD inline std::int64_t unzigzag64(std::uint64_t z) {
 }
 
 // Big-endian 64-bit load and store: one unaligned access and a byte swap
-// where the compiler has a byte-swap intrinsic, bytes one by one otherwise.
-inline std::uint64_t load_be64(const std::uint8_t* p) {
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__)
+// where the compiler has a byte-swap intrinsic, bytes one by one otherwise
+// (and on a GPU, where the load runs too: coding/golomb_read.hpp).
+CEPAM_HD inline std::uint64_t load_be64(const std::uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  std::uint64_t w = 0;
+  for (int i = 0; i < 8; ++i) w = (w << 8) | p[i];
+  return w;
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__)
   std::uint64_t w;
   std::memcpy(&w, p, sizeof w);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -167,83 +174,116 @@ class BitWriter {
   int nacc_ = 0;
 };
 
+// Bits [0, nbits) of data (which holds ceil(nbits / 8) bytes), read from pos.
+struct BitCursor {
+  const std::uint8_t* data;
+  std::uint64_t nbits, pos;
+};
+
+// The unchecked fast path: while at least kPlentyBits bits remain,
+// bits_window returns the next 64 bits, of which at least the first 57 are
+// the section's (the 8 bytes it loads lie inside it).
+inline constexpr std::uint64_t kPlentyBits = 128;
+CEPAM_HD inline bool bits_plenty(const BitCursor& r) { return r.nbits - r.pos >= kPlentyBits; }
+CEPAM_HD inline std::uint64_t bits_window(const BitCursor& r) {
+  return load_be64(r.data + (r.pos >> 3)) << (r.pos & 7);
+}
+
+// The next `nbits` (1 to 57) bits without consuming them; bits past the
+// end read as zero.
+CEPAM_HD inline std::uint64_t bits_peek(const BitCursor& r, int nbits) {
+  const std::uint64_t byte = r.pos >> 3;
+  const int shift = static_cast<int>(r.pos & 7);
+  const std::uint64_t nbytes = (r.nbits + 7) >> 3;
+  std::uint64_t w = 0;
+  if (byte + 8 <= nbytes) {
+    w = load_be64(r.data + byte);
+  } else {
+    for (std::uint64_t i = 0; i < 8; ++i)
+      w = (w << 8) | (byte + i < nbytes ? r.data[byte + i] : 0u);
+  }
+  return (w << shift) >> (64 - nbits);
+}
+
+// Consumes `nbits` (0 to 57) bits into *v.
+CEPAM_HD inline ReadStatus bits_get(BitCursor& r, int nbits, std::uint64_t* v) {
+  if (nbits == 0) {
+    *v = 0;
+    return kReadOk;
+  }
+  if (static_cast<std::uint64_t>(nbits) > r.nbits - r.pos) return kReadBitsTruncated;
+  *v = bits_peek(r, nbits);
+  r.pos += static_cast<std::uint64_t>(nbits);
+  return kReadOk;
+}
+
+// Consumes 0 to 64 bits into *v.
+CEPAM_HD inline ReadStatus bits_get_long(BitCursor& r, int nbits, std::uint64_t* v) {
+  if (nbits <= 32) return bits_get(r, nbits, v);
+  std::uint64_t hi = 0, lo = 0;
+  ReadStatus st = bits_get(r, nbits - 32, &hi);
+  if (st == kReadOk) st = bits_get(r, 32, &lo);
+  *v = (hi << 32) | lo;
+  return st;
+}
+
+// Counts and consumes zero bits up to and including the next one bit, at
+// most `limit` zeros.
+CEPAM_HD inline ReadStatus bits_zeros_then_one(BitCursor& r, std::uint64_t limit,
+                                               std::uint64_t* zeros) {
+  *zeros = 0;
+  for (;;) {
+    if (r.pos >= r.nbits) return kReadPrefixTruncated;
+    const std::uint64_t window = bits_peek(r, 32);
+    if (window != 0) {
+      const int lz = count_leading_zeros(window) - 32;
+      *zeros += static_cast<std::uint64_t>(lz);
+      if (*zeros > limit) return kReadPrefixTooLong;
+      if (static_cast<std::uint64_t>(lz) + 1 > r.nbits - r.pos) return kReadBitsTruncated;
+      r.pos += static_cast<std::uint64_t>(lz) + 1;
+      return kReadOk;
+    }
+    *zeros += 32;
+    if (*zeros > limit) return kReadPrefixTooLong;
+    if (32 > r.nbits - r.pos) return kReadBitsTruncated;
+    r.pos += 32;
+  }
+}
+
+// The bounds-checked reader (host code: it throws FormatError with
+// read_message's words for the cursor's statuses), for the source model's
+// knots (coding/source_model.cpp).
 class BitReader {
  public:
   // Reads bits [0, nbits) of data, which holds at least ceil(nbits / 8) bytes.
-  BitReader(const std::uint8_t* data, std::uint64_t nbits) : data_(data), nbits_(nbits) {}
+  BitReader(const std::uint8_t* data, std::uint64_t nbits) : r_{data, nbits, 0} {}
 
-  std::uint64_t position() const { return pos_; }
-  std::uint64_t remaining() const { return nbits_ - pos_; }
-
-  // Unchecked fast path, for decoders that fall back to the checked reads
-  // near the end of the section: while at least kPlenty bits remain, window()
-  // returns the next 64 bits of which at least the first 57 are stream bits
-  // (the 8 bytes it loads lie inside the section), and skip() consumes bits.
-  static constexpr std::uint64_t kPlenty = 128;
-  bool plenty() const { return nbits_ - pos_ >= kPlenty; }
-  std::uint64_t window() const { return load_be64(data_ + (pos_ >> 3)) << (pos_ & 7); }
-  void skip(int nbits) { pos_ += static_cast<std::uint64_t>(nbits); }
-
-  // Next `nbits` (<= 57) bits without consuming them; bits past the end read
-  // as zero.
-  std::uint64_t peek(int nbits) const {
-    const std::uint64_t byte = pos_ >> 3;
-    const int shift = static_cast<int>(pos_ & 7);
-    const std::uint64_t nbytes = (nbits_ + 7) >> 3;
-    std::uint64_t w = 0;
-    if (byte + 8 <= nbytes) {
-      w = load_be64(data_ + byte);
-    } else {
-      for (std::uint64_t i = 0; i < 8; ++i)
-        w = (w << 8) | (byte + i < nbytes ? data_[byte + i] : 0u);
-    }
-    return (w << shift) >> (64 - nbits);
-  }
+  std::uint64_t position() const { return r_.pos; }
+  std::uint64_t remaining() const { return r_.nbits - r_.pos; }
 
   std::uint64_t get(int nbits) {
-    if (nbits == 0) return 0;
-    need(static_cast<std::uint64_t>(nbits));
-    const std::uint64_t v = peek(nbits);
-    pos_ += static_cast<std::uint64_t>(nbits);
+    std::uint64_t v = 0;
+    check(bits_get(r_, nbits, &v));
     return v;
   }
   std::uint64_t get_long(int nbits) {
-    if (nbits > 32) {
-      const std::uint64_t hi = get(nbits - 32);
-      return (hi << 32) | get(32);
-    }
-    return get(nbits);
+    std::uint64_t v = 0;
+    check(bits_get_long(r_, nbits, &v));
+    return v;
   }
-
   // Counts and consumes zero bits up to and including the next one bit;
   // throws FormatError if more than `limit` zeros come first.
   std::uint64_t zeros_then_one(std::uint64_t limit) {
     std::uint64_t zeros = 0;
-    for (;;) {
-      if (pos_ >= nbits_) throw FormatError("bitstream truncated inside a prefix code");
-      const std::uint64_t window = peek(32);
-      if (window != 0) {
-        const int lz = count_leading_zeros(window) - 32;
-        zeros += static_cast<std::uint64_t>(lz);
-        if (zeros > limit) throw FormatError("prefix code longer than allowed");
-        need(static_cast<std::uint64_t>(lz) + 1);
-        pos_ += static_cast<std::uint64_t>(lz) + 1;
-        return zeros;
-      }
-      zeros += 32;
-      if (zeros > limit) throw FormatError("prefix code longer than allowed");
-      need(32);
-      pos_ += 32;
-    }
+    check(bits_zeros_then_one(r_, limit, &zeros));
+    return zeros;
   }
 
  private:
-  void need(std::uint64_t nbits) const {
-    if (nbits > nbits_ - pos_) throw FormatError("bitstream truncated");
+  static void check(ReadStatus st) {
+    if (st != kReadOk) throw FormatError(read_message(st));
   }
-  const std::uint8_t* data_;
-  std::uint64_t nbits_;
-  std::uint64_t pos_ = 0;
+  BitCursor r_;
 };
 
 }  // namespace cepam

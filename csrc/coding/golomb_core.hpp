@@ -71,8 +71,8 @@ CEPAM_HD inline PrefixCode m_code(int k, std::int64_t m) {
 // Segment s (sub-vectors [s S, min(N, (s + 1) S))) in units of
 // kGolombUnitSubvectors sub-vectors; every segment has the units of a
 // whole one, those past its end empty.  A unit counts its codes' bits
-// (golomb_unit_h_bits, then, the order k chosen from all the coordinates'
-// bit lengths, golomb_unit_m_bits), and, its sections' bit offsets known
+// (golomb_unit_h_bits, then, each segment's order k chosen from its
+// coordinates' bit lengths, golomb_unit_m_bits), and, its sections' bit offsets known
 // (the units' counts summed in order on the host), writes them
 // (golomb_unit_write) into the zeroed body by or_word(w, bits): OR bits
 // into bytes [4w, 4w + 4) of the body (the first byte in the low bits),

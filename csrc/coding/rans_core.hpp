@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "coding/read_status.hpp"
 #include "common/host_device.hpp"
 
 namespace cepam {
@@ -184,47 +185,6 @@ CEPAM_HD inline RansStatus rans_encode_segments(const AnsSymbol* symbols,
 // words), and the host tests compare the two on valid and corrupted
 // bodies (tests/core/test_segment_decode.py).  Reads are bounds-checked; every
 // loop is bounded by the stream's length.
-
-// The outcome of reading a stream (0: fine); the symbol decoders of
-// coding/symbol_core.hpp and the segment decoder add theirs.
-enum ReadStatus : int {
-  kReadOk = 0,
-  kReadBadLength,         // shorter than the states, or not whole words
-  kReadBadState,          // an initial state out of range
-  kReadTruncated,         // a state needs a word and none is left
-  kReadTrailing,          // words left after the last symbol, not padding
-  kReadNotInitial,        // the states do not end where the encoder began
-  kReadPaddingBeyond,     // padding where the bomb rule allows none
-  kReadNonCanonicalTrial, // a trial index escaped that has its own symbol
-  kReadEscapeRange,       // an escaped coordinate beyond kMaxAbsM
-  kReadNonCanonicalEscape,// an escaped coordinate inside its table
-  kReadOutsideTable,      // a coarse symbol's offset beyond the table
-  kReadBadTrial,          // a trial index out of range (the codec's error)
-  kReadNonFinite,         // a decoded value overflows the output type (DecodingError)
-  kReadNonCanonicalPoint, // an escaped lattice point that is a candidate of its table
-};
-
-// The CPU decoder's message for a status (FormatError's; kReadBadTrial's
-// and kReadNonFinite's name the sub-vector: lrsuq's throw_subvector_error
-// and throw_nonfinite_output).
-inline const char* read_message(ReadStatus s) {
-  switch (s) {
-    case kReadBadLength: return "entropy-coded body has a bad length";
-    case kReadBadState: return "entropy-coded body has a bad state";
-    case kReadTruncated: return "entropy-coded body truncated";
-    case kReadTrailing: return "entropy-coded body has trailing data (not valid padding)";
-    case kReadNotInitial: return "entropy-coded body does not end in its initial state";
-    case kReadPaddingBeyond:
-      return "entropy-coded body has trailing data (padding beyond the length the bomb rule "
-             "asks)";
-    case kReadNonCanonicalTrial: return "non-canonical trial index";
-    case kReadEscapeRange: return "escaped lattice coordinate out of range";
-    case kReadNonCanonicalEscape: return "non-canonical escaped coordinate";
-    case kReadOutsideTable: return "lattice coordinate outside its table";
-    case kReadNonCanonicalPoint: return "non-canonical escaped lattice point";
-    default: return "entropy-coded body is malformed";
-  }
-}
 
 struct RansReader {
   const std::uint8_t* data;

@@ -9,3 +9,4 @@
 #else
 #define CEPAM_HD
 #endif
+

@@ -152,14 +152,8 @@ void check_body(const BodyLayout& layout, std::size_t len, std::uint64_t N, std:
 
 namespace {
 
-// Throws unless reader r consumed exactly `bits` bits of its section (of
-// `bytes` bytes at sec) and the padding after them is zero.
-void check_section_end(const BitReader& r, std::uint64_t bits, const std::uint8_t* sec,
-                       std::uint64_t bytes, const char* what) {
-  if (r.position() != bits) throw FormatError(std::string(what) + " section has trailing bits");
-  const int pad = static_cast<int>(bytes * 8 - bits);
-  if (pad > 0 && (sec[bytes - 1] & ((1u << pad) - 1)) != 0)
-    throw FormatError(std::string(what) + " section has non-zero padding");
+void check(ReadStatus st) {
+  if (st != kReadOk) throw FormatError(read_message(st));
 }
 
 }  // namespace
@@ -171,15 +165,24 @@ GolombBodyReader::GolombBodyReader(const std::uint8_t* data, std::size_t len,
       layout_((check_body(layout, len, N, count), layout)),
       h_bytes_((layout.h_bits + 7) / 8),
       m_bytes_((layout.m_bits + 7) / 8),
-      h_(data, layout.h_bits),
-      m_(data + h_bytes_, layout.m_bits) {}
+      h_{data, layout.h_bits, 0},
+      m_{data + h_bytes_, layout.m_bits, 0} {}
 
 void GolombBodyReader::finish_h() const {
-  check_section_end(h_, layout_.h_bits, data_, h_bytes_, "H");
+  check(golomb_section_end(h_, layout_.h_bits, data_, h_bytes_, kReadHTrailing, kReadHPadding));
 }
 
 void GolombBodyReader::finish_m() const {
-  check_section_end(m_, layout_.m_bits, data_ + h_bytes_, m_bytes_, "M");
+  check(golomb_section_end(m_, layout_.m_bits, data_ + h_bytes_, m_bytes_, kReadMTrailing,
+                           kReadMPadding));
+}
+
+void GolombBodyReader::read_h(std::size_t N, std::uint32_t* H) {
+  check(golomb_read_h(h_, layout_.golomb, N, H));
+}
+
+void GolombBodyReader::read_m(std::size_t count, std::int64_t* M) {
+  check(golomb_read_m(m_, layout_.expg_k, count, M));
 }
 
 GolombPlan golomb_plan(const GolombUnits& u, std::uint32_t golomb, const int* k,
@@ -334,109 +337,6 @@ void append_segment(const BodyLayout& layout, const std::vector<std::uint8_t>& h
   put_segment_header(layout, out.data() + at);
   out.insert(out.end(), h.begin(), h.end());
   out.insert(out.end(), m.begin(), m.end());
-}
-
-void GolombBodyReader::read_h(std::size_t N, std::uint32_t* H) {
-  if (layout_.golomb != 0) {
-    const std::uint32_t g = layout_.golomb;
-    const GolombCode tb = golomb_code(g);
-    const std::uint64_t max_q = (kTrialCap - 1) / g;
-    for (std::size_t j = 0; j < N;) {
-      if (h_.plenty()) {
-        // Fast path, as for M below: the codes wholly inside the window.
-        std::uint64_t w = h_.window();
-        const int valid = 64 - static_cast<int>(h_.position() & 7);
-        int used = 0;
-        for (; j < N && w != 0; ++j) {
-          const int zeros = count_leading_zeros(w);
-          if (static_cast<std::uint64_t>(zeros) > max_q) break;
-          // After the zeros and the one: tb.b - 1 bits, or tb.b if those
-          // bits are >= tb.u (tb.b <= 16).
-          const std::uint64_t after = (w << zeros) << 1;
-          std::uint64_t rem = 0;
-          int total = zeros + 1;
-          if (tb.b > 0) {
-            rem = tb.b > 1 ? after >> (65 - tb.b) : 0;
-            if (rem >= tb.u) {
-              rem = (after >> (64 - tb.b)) - tb.u;
-              total += tb.b;
-            } else {
-              total += tb.b - 1;
-            }
-          }
-          if (total > valid - used) break;
-          const std::uint64_t v = static_cast<std::uint64_t>(zeros) * g + rem;
-          if (v >= kTrialCap) throw FormatError("trial index above the cap");
-          H[j] = static_cast<std::uint32_t>(v + 1);
-          w = after << (total - zeros - 1);  // w << total, as after = w << (zeros + 1)
-          used += total;
-        }
-        if (used > 0) {
-          h_.skip(used);
-          continue;
-        }
-      }
-      // Checked path: near the end of the section, and for long or invalid codes.
-      const std::uint64_t q = h_.zeros_then_one(max_q);
-      std::uint64_t rem = 0;
-      if (tb.b > 0) {
-        rem = h_.get(tb.b - 1);
-        if (rem >= tb.u) rem = ((rem << 1) | h_.get(1)) - tb.u;
-      }
-      const std::uint64_t v = q * g + rem;
-      if (v >= kTrialCap) throw FormatError("trial index above the cap");
-      H[j] = static_cast<std::uint32_t>(v + 1);
-      ++j;
-    }
-  } else {
-    for (std::size_t j = 0; j < N; ++j) H[j] = 1;
-  }
-}
-
-void GolombBodyReader::read_m(std::size_t count, std::int64_t* M) {
-  const int k = layout_.expg_k;
-  const std::uint64_t offset = std::uint64_t{1} << k;
-  // |M| <= 2^53 means zigzag(M) <= 2^54, so a code is at most
-  // bit_length(2^54 + 2^k) <= 56 bits long.
-  const std::uint64_t max_zigzag = zigzag64(kMaxAbsM);
-  const int max_len = bit_length64(max_zigzag + offset);
-  const int max_zeros = max_len - k - 1;
-  for (std::size_t i = 0; i < count;) {
-    if (m_.plenty()) {
-      // Fast path: decode the codes that lie wholly inside the next 64-bit
-      // window (its first `valid` >= 57 bits are stream bits, and plenty
-      // remain after them).  For such codes, with a valid prefix, the
-      // checked reads below would neither fail nor read anything else.
-      std::uint64_t w = m_.window();
-      const int valid = 64 - static_cast<int>(m_.position() & 7);
-      int used = 0;
-      for (; i < count && w != 0; ++i) {
-        const int zeros = count_leading_zeros(w);
-        const int len = zeros + k + 1;  // bits of v, after `zeros` zeros
-        const int total = zeros + len;
-        if (zeros > max_zeros || total > valid - used) break;
-        const std::uint64_t at_v = w << zeros;  // v left-aligned
-        const std::uint64_t z = (at_v >> (64 - len)) - offset;
-        if (z > max_zigzag) throw FormatError("lattice coordinate out of range");
-        M[i] = unzigzag64(z);
-        w = at_v << len;  // len <= 56
-        used += total;
-      }
-      if (used > 0) {
-        m_.skip(used);
-        continue;
-      }
-    }
-    // Checked path: near the end of the section, and for long or invalid codes.
-    const std::uint64_t nz = m_.zeros_then_one(static_cast<std::uint64_t>(max_zeros));
-    const int len = static_cast<int>(nz) + k + 1;
-    // The leading one was consumed; read the remaining len - 1 bits.
-    const std::uint64_t v = (std::uint64_t{1} << (len - 1)) | m_.get_long(len - 1);
-    const std::uint64_t z = v - offset;
-    if (v < offset || z > max_zigzag) throw FormatError("lattice coordinate out of range");
-    M[i] = unzigzag64(z);
-    ++i;
-  }
 }
 
 void decode_body(const std::uint8_t* data, std::size_t size, const BodyLayout& layout,

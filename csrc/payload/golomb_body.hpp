@@ -20,6 +20,7 @@
 
 #include "coding/bitstream.hpp"
 #include "coding/golomb_core.hpp"
+#include "coding/golomb_read.hpp"
 
 namespace cepam {
 
@@ -78,11 +79,11 @@ void decode_body(const std::uint8_t* data, std::size_t len, const BodyLayout& la
 // exactly `len` bytes; throws FormatError otherwise.
 void check_sections(const BodyLayout& layout, std::size_t len);
 
-// The sections of a body, read in order a chunk at a time: read_h and
-// read_m may alternate (H and M are separate sections); finish_h and
-// finish_m check that a section was consumed exactly and its padding is
-// zero.  The constructor runs check_body.  Throws FormatError on any
-// inconsistency.
+// The sections of a body, read in order a chunk at a time
+// (coding/golomb_read.hpp): read_h and read_m may alternate (H and M are
+// separate sections); finish_h and finish_m check that a section was
+// consumed exactly and its padding is zero.  The constructor runs
+// check_body.  Throws FormatError on any inconsistency.
 class GolombBodyReader {
  public:
   GolombBodyReader(const std::uint8_t* data, std::size_t len, const BodyLayout& layout,
@@ -96,7 +97,7 @@ class GolombBodyReader {
   const std::uint8_t* data_;
   BodyLayout layout_;
   std::uint64_t h_bytes_, m_bytes_;
-  BitReader h_, m_;
+  BitCursor h_, m_;
 };
 
 // check_sections, and that the sections can hold N trial indices and
