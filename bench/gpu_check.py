@@ -263,7 +263,11 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     the body coded on the host from the GPU's stage (the default), and on
     the GPU (LatticeStage.golomb_body, not the default:
     LatticeStage.codes_body_on_device), their speeds and payloads against
-    the CPU's; and the CPU's own encode."""
+    the CPU's; the CPU's own encode; and decode(device="cuda") of the CPU's
+    payload with the body read on the host (the default) and decoded whole
+    on the GPU (_cuda.decode_golomb_body_resident, not the default:
+    cuda.decodes_body_on_device), their speeds and values against the
+    CPU's."""
     import torch
 
     import cepam
@@ -274,22 +278,40 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     xh = torch.from_numpy(x)
     t_cpu, expected = best(lambda: cepam.encode(xh, mech, **enc), repeat)
     t_host, p_host = best(lambda: cepam.encode(xd, mech, **enc), repeat)
-    policy = cuda.LatticeStage.codes_body_on_device
+    reference = cepam.decode(expected, secret=enc["secret"], threads=enc["threads"])
+
+    def gpu_decode():
+        y = cepam.decode(expected, secret=enc["secret"], device="cuda", threads=enc["threads"])
+        torch.cuda.synchronize()
+        return y
+
+    t_dec_host, y_host = best(gpu_decode, repeat)
+    policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device
     cuda.LatticeStage.codes_body_on_device = lambda self, params: True
-    t_gpu, p_gpu = float("inf"), None
+    cuda.decodes_body_on_device = lambda: True
+    t_gpu = t_dec_gpu = float("inf")
+    p_gpu = y_gpu = None
     try:
         t_gpu, p_gpu = best(lambda: cepam.encode(xd, mech, **enc), repeat)
+        t_dec_gpu, y_gpu = best(gpu_decode, repeat)
     except cepam.errors.CepamError as e:  # DeviceError: loud, and the run goes on
         print(f"  {type(e).__name__}: m = {m}, Z, golomb with the body on the GPU: {e}")
     finally:
-        cuda.LatticeStage.codes_body_on_device = policy
-    ok = p_host == expected and p_gpu == expected
+        cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device = policies
+
+    def same_values(y):
+        return y is not None and y.cpu().numpy().tobytes() == reference.numpy().tobytes()
+
+    ok = p_host == expected and p_gpu == expected and same_values(y_host) and same_values(y_gpu)
     if not ok:
-        print(f"  MISMATCH: m = {m}, Z, golomb: a CUDA tensor's payload differs from the CPU's")
-    print(f"| {m:.0e} | Z, golomb | | | {m / t_host / 1e6:,.0f} | {m / t_cpu / 1e6:,.0f} | | | | "
-          f"{'yes' if p_host == expected else 'NO'} |", flush=True)
-    print(f"| {m:.0e} | Z, golomb, body coded on the GPU | | | {m / t_gpu / 1e6:,.0f} | | | | | "
-          f"{'yes' if p_gpu == expected else 'NO'} |", flush=True)
+        print(f"  MISMATCH: m = {m}, Z, golomb: a CUDA tensor's payload or the values decoded "
+              "on the GPU differ from the CPU's")
+    host_ok = p_host == expected and same_values(y_host)
+    gpu_ok = p_gpu == expected and same_values(y_gpu)
+    print(f"| {m:.0e} | Z, golomb | | | {m / t_host / 1e6:,.0f} | {m / t_cpu / 1e6:,.0f} | "
+          f"{m / t_dec_host / 1e6:,.0f} | | | {'yes' if host_ok else 'NO'} |", flush=True)
+    print(f"| {m:.0e} | Z, golomb, body coded and decoded on the GPU | | | {m / t_gpu / 1e6:,.0f} "
+          f"| | {m / t_dec_gpu / 1e6:,.0f} | | | {'yes' if gpu_ok else 'NO'} |", flush=True)
     return ok
 
 

@@ -7,8 +7,8 @@
 // Input (a "frame", little-endian; fuzz/make_corpus.py writes real ones):
 //   u8  target     0 decode to float32, 1 decode to float64, 2 decode the
 //                  symbols (H, M), 3 the body's parts (cepam.inspect),
-//                  (0 and 1 with the ANS coder: also the GPU's decoder, its
-//                  host twin, which must meet the CPU's outcome)
+//                  (0 and 1: also the GPU's decoder of the body's coder,
+//                  its host twin, which must meet the CPU's outcome)
 //                  4 LRSUQ decode of raw symbols (H u32[N], M i64[N n])
 //   u8  mechanism  u8 lattice  u8 n  u8 coder
 //   f64 scale      u32 m (coordinates; above kMaxCoordinates: skipped, as a
@@ -30,6 +30,7 @@
 #include "common/errors.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
+#include "payload/golomb_body.hpp"
 #include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
 #include "random/chacha20.hpp"
@@ -73,12 +74,14 @@ void decode_values(const LrsuqParams& p, const ChaChaKey& key, const KeyStream& 
   const std::string error = outcome(y, [&](T* out) {
     decode_payload_body(p, ks, body, len, m, coder, out, threads);
   });
-  if (coder == Coder::Ans) {
-    // The GPU's decoder (its host twin, payload/segment_decode.hpp) must meet
-    // the same outcome: the same error, or the same values.
+  {
+    // The GPU's decoders (their host twins, payload/segment_decode.hpp and
+    // payload/golomb_segment.hpp) must meet the same outcome: the same
+    // error, or the same values.
     std::vector<T> twin(m);
     const std::string twin_error = outcome(twin, [&](T* out) {
-      decode_ans_body_by_segments(p, key, body, len, m, out);
+      if (coder == Coder::Ans) decode_ans_body_by_segments(p, key, body, len, m, out);
+      else decode_golomb_body_by_segments(p, key, body, len, m, out);
     });
     if (twin_error != error) std::abort();  // a finding
     if (error.empty() && m > 0 && std::memcmp(y.data(), twin.data(), m * sizeof(T)) != 0)

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "common/errors.hpp"
+#include "cuda/body_decoder.cuh"
 #include "cuda/runtime.cuh"
 #include "payload/ans_streams.hpp"
 #include "payload/segment_decode.hpp"
@@ -25,7 +26,6 @@ namespace {
 constexpr int kStreamThreads = 64;
 constexpr int kUnitThreads = 128;
 constexpr int kGatherThreads = 256;
-constexpr int kDecodeThreads = 128;
 
 // Stream s of the launch: its symbols, scratch words and room in out
 // (offsets as rans_encode_segments takes them); its length in sizes[s],
@@ -202,7 +202,6 @@ namespace {
 constexpr std::size_t kTableKnots = kCdfCells + 1, kTableSlopes = kCdfCells;
 constexpr std::size_t kTableQuantiles = std::size_t{1} << kCdfKnotBits;
 constexpr std::size_t kTableCum = kGeometricTable + 1;
-constexpr std::size_t pad8(std::size_t bytes) { return (bytes + 7) / 8 * 8; }
 constexpr std::size_t kTableBasis =
     (kTableKnots + kTableSlopes + kTableQuantiles) * 8 + pad8(kTableCum * 4);
 constexpr std::size_t kTablePointBasis = kTableBasis + pad8(sizeof(BoxTerms));
@@ -443,37 +442,21 @@ void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   const std::size_t off_m = off_v + S * plan.z().piece * n * 8;
   const std::size_t off_tables = off_m + S * plan.z().piece * n * 8;
   Scratch scratch(device, off_tables + (plan.points ? S * sizeof(PointTable) : 0));
-  std::vector<SegmentOutcome> outcomes(S);
-  Timing t;
-  Timer copy_timer(stream), kernel_timer(stream);
-  try {
-    copy_timer.start();
-    const SymbolModel dz = symbol_tables_to_device(plan.z(), scratch.at<char>(0), stream);
-    check(cudaMemcpyAsync(scratch.at<std::uint8_t>(off_body), body, len, cudaMemcpyHostToDevice,
-                          stream), "copy the body");
-    check(cudaMemcpyAsync(scratch.at<DecodeSegment>(off_segs), plan.segments.data(),
-                          S * sizeof(DecodeSegment), cudaMemcpyHostToDevice, stream),
-          "copy the segments");
-    copy_timer.stop(&t.transfer_ms);
-    kernel_timer.start();
-    decode_kernel<T><<<static_cast<unsigned int>(S), kDecodeThreads, 0, stream>>>(
-        dz, plan.config, key_words(key), scratch.at<std::uint8_t>(off_body),
-        scratch.at<DecodeSegment>(off_segs), m, scratch.at<std::uint32_t>(off_h),
-        scratch.at<double>(off_beta), scratch.at<double>(off_v), scratch.at<std::int64_t>(off_m),
-        plan.points ? scratch.at<PointTable>(off_tables) : nullptr, y,
-        scratch.at<SegmentOutcome>(off_out));
-    check(cudaGetLastError(), "launch the decode kernel");
-    kernel_timer.stop(&t.kernel_ms);
-    check(cudaMemcpyAsync(outcomes.data(), scratch.at<SegmentOutcome>(off_out),
-                          S * sizeof(SegmentOutcome), cudaMemcpyDeviceToHost, stream),
-          "copy the outcomes");
-    check(cudaStreamSynchronize(stream), "synchronize");
-  } catch (...) {
-    cudaStreamSynchronize(stream);  // nothing in flight when the buffers go
-    throw;
-  }
-  throw_first_error(outcomes.data(), S, dtype_name<T>());
-  if (timing != nullptr) *timing = t;
+  SymbolModel dz{};
+  decode_by_blocks(
+      stream, body, len, scratch.at<std::uint8_t>(off_body), plan.segments,
+      scratch.at<DecodeSegment>(off_segs), scratch.at<SegmentOutcome>(off_out), dtype_name<T>(),
+      [&] { dz = symbol_tables_to_device(plan.z(), scratch.at<char>(0), stream); },
+      [&](unsigned int blocks) {
+        decode_kernel<T><<<blocks, kDecodeThreads, 0, stream>>>(
+            dz, plan.config, key_words(key), scratch.at<std::uint8_t>(off_body),
+            scratch.at<DecodeSegment>(off_segs), m, scratch.at<std::uint32_t>(off_h),
+            scratch.at<double>(off_beta), scratch.at<double>(off_v),
+            scratch.at<std::int64_t>(off_m),
+            plan.points ? scratch.at<PointTable>(off_tables) : nullptr, y,
+            scratch.at<SegmentOutcome>(off_out));
+      },
+      timing);
 }
 
 template void decode_ans_body_resident<float>(const LrsuqParams&, const ChaChaKey&,

@@ -3,8 +3,11 @@
 #include <cuda_runtime.h>
 
 #include "coding/golomb_core.hpp"
+#include "cuda/body_decoder.cuh"
 #include "cuda/runtime.cuh"
 #include "payload/golomb_body.hpp"
+#include "payload/golomb_segment.hpp"
+#include "payload/segment_outcome.hpp"
 #include "payload/segments.hpp"
 
 namespace cepam::gpu {
@@ -51,7 +54,95 @@ unsigned int blocks_for(std::size_t count) {
   return static_cast<unsigned int>((count + kGolombThreads - 1) / kGolombThreads);
 }
 
+// Segment blockIdx.x of a body (payload/golomb_segment.hpp's steps, as
+// decode_golomb_segment runs them): thread 0 reads a piece's trial indices
+// and coordinates into the segment's H and M, the block's threads decode
+// its values (its first bad trial index and first value not finite found
+// by atomicMin), every thread takes the piece's outcome; at the end thread
+// 0 checks the sections' ends.  The shared variables are written by thread
+// 0 only between barriers, after every thread has read them.
+template <class T>
+__global__ void golomb_decode_kernel(subvector::Config c, Key key, const std::uint8_t* body,
+                                     const GolombSegmentSpan* segments, std::uint32_t g,
+                                     unsigned long long m, std::uint32_t* H, std::int64_t* M,
+                                     T* y, SegmentOutcome* outcomes) {
+  __shared__ int read;
+  __shared__ unsigned int bad, nonfinite;
+  const GolombSegmentSpan s = segments[blockIdx.x];
+  const std::size_t n = static_cast<std::size_t>(c.n);
+  const std::size_t piece = golomb_piece(n);
+  std::uint32_t* h = H + blockIdx.x * piece;
+  std::int64_t* mm = M + blockIdx.x * piece * n;
+  const bool reader = threadIdx.x == 0;
+  GolombSegmentReader r{};  // (thread 0's)
+  if (reader) r = golomb_segment_open(body, s);
+  SegmentOutcome out{s.fits != 0 ? kReadOk : kReadSectionsTooShort, 0, 0};
+  for (std::uint64_t j0 = s.first; out.status == kReadOk && j0 < s.last; j0 += piece) {
+    const std::size_t count =
+        s.last - j0 < piece ? static_cast<std::size_t>(s.last - j0) : piece;
+    if (reader) {
+      read = golomb_read_piece(r, g, s.k, count, n, h, mm);
+      bad = nonfinite = static_cast<unsigned int>(count);
+    }
+    __syncthreads();
+    if (read != kReadOk) {
+      out = SegmentOutcome{read, 0, 0};
+      break;
+    }
+    for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) {
+      const int v = golomb_piece_value(c, key.w, h, mm, j0, i, m, y);
+      if (v == 1) atomicMin(&bad, static_cast<unsigned int>(i));
+      if (v == 2) atomicMin(&nonfinite, static_cast<unsigned int>(i));
+    }
+    __syncthreads();
+    out = golomb_piece_outcome(h, count, j0, bad, nonfinite);
+    __syncthreads();  // (every thread has read bad, nonfinite and h before the next piece)
+  }
+  if (reader) {
+    if (out.status == kReadOk) out.status = golomb_segment_end(r, body, s);
+    outcomes[blockIdx.x] = out;
+  }
+}
+
 }  // namespace
+
+template <class T>
+void decode_golomb_body_resident(const LrsuqParams& p, const ChaChaKey& key,
+                                 const std::uint8_t* body, std::size_t len, std::size_t m,
+                                 int device, std::uintptr_t stream_id, T* y, Timing* timing) {
+  const GolombDecodePlan plan(p, body, len, m);  // the body parsed on the host (FormatError)
+  const std::size_t S = plan.segments.size();
+  if (S == 0) return;
+  DeviceGuard guard(device);
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t piece = golomb_piece(n);
+  // Layout: body, segments, outcomes, then each segment's piece of H and M.
+  const std::size_t off_segs = pad8(len);
+  const std::size_t off_out = off_segs + pad8(S * sizeof(GolombSegmentSpan));
+  const std::size_t off_h = off_out + pad8(S * sizeof(SegmentOutcome));
+  const std::size_t off_m = off_h + pad8(S * piece * 4);
+  Scratch scratch(device, off_m + S * piece * n * 8);
+  decode_by_blocks(
+      stream, body, len, scratch.at<std::uint8_t>(0), plan.segments,
+      scratch.at<GolombSegmentSpan>(off_segs), scratch.at<SegmentOutcome>(off_out),
+      dtype_name<T>(), [] {},
+      [&](unsigned int blocks) {
+        golomb_decode_kernel<T><<<blocks, kDecodeThreads, 0, stream>>>(
+            plan.config, key_words(key), scratch.at<std::uint8_t>(0),
+            scratch.at<GolombSegmentSpan>(off_segs), plan.golomb, m,
+            scratch.at<std::uint32_t>(off_h), scratch.at<std::int64_t>(off_m), y,
+            scratch.at<SegmentOutcome>(off_out));
+      },
+      timing);
+}
+
+template void decode_golomb_body_resident<float>(const LrsuqParams&, const ChaChaKey&,
+                                                 const std::uint8_t*, std::size_t, std::size_t,
+                                                 int, std::uintptr_t, float*, Timing*);
+template void decode_golomb_body_resident<double>(const LrsuqParams&, const ChaChaKey&,
+                                                  const std::uint8_t*, std::size_t, std::size_t,
+                                                  int, std::uintptr_t, double*, Timing*);
 
 void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const std::int64_t* M,
                           std::size_t N, int n, int device, std::uintptr_t stream_id,

@@ -27,4 +27,21 @@ void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const st
                           std::size_t N, int n, int device, std::uintptr_t stream,
                           std::vector<std::uint8_t>& body, Timing* timing);
 
+// Decodes a Golomb body of len bytes (host memory; the caller checks it
+// first: check_payload_body) into y[0..m) (device memory of `device`): the
+// host parses the body (payload/golomb_body.hpp's GolombDecodePlan: the
+// CPU's FormatError for a malformed one), the device decodes every segment
+// at once, a block of threads a segment (payload/golomb_segment.hpp: the
+// sections read on one thread, the values on all), and the values stay on
+// the device.  Device memory besides y: the body, and for each segment a
+// piece's trial indices and coordinates (192 KiB a segment on Z^1, 1.5
+// bytes a coordinate; 34 KiB on E8, 0.26).  Throws the CPU decoder's error for the first segment that
+// fails, DeviceError for CUDA failures.  Not yet run on a GPU: its host
+// twin (decode_golomb_body_by_segments) gives the CPU's values and errors
+// (tests/core/test_golomb_segment.py).
+template <class T>
+void decode_golomb_body_resident(const LrsuqParams& p, const ChaChaKey& key,
+                                 const std::uint8_t* body, std::size_t len, std::size_t m,
+                                 int device, std::uintptr_t stream, T* y, Timing* timing);
+
 }  // namespace cepam::gpu

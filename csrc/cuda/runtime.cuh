@@ -99,6 +99,14 @@ class Timer {
   Event start_, stop_;
 };
 
+// bytes rounded up to a multiple of 8: the offsets of the parts of one
+// device allocation.
+constexpr std::size_t pad8(std::size_t bytes) { return (bytes + 7) / 8 * 8; }
+
+// Threads a block for the decoders of whole bodies (a block a segment:
+// one reads the segment, all decode its values).
+constexpr int kDecodeThreads = 128;
+
 // A ChaCha20 key as a kernel argument (by value).
 struct Key {
   std::uint32_t w[8];

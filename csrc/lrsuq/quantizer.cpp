@@ -10,7 +10,7 @@
 namespace cepam {
 namespace {
 
-constexpr std::size_t kChunk = 256;  // sub-vectors per keystream batch
+constexpr std::size_t kChunk = subvector::kChunk;  // sub-vectors per keystream batch
 constexpr std::size_t kVoronoiChunk = 1024;  // the same for the encoder's A2, D4, E8
 
 // Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2

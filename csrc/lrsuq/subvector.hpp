@@ -40,6 +40,13 @@ namespace cepam::subvector {
 inline constexpr int kMaxDim = 8;
 inline constexpr int kMaxLatentWords = 6;  // Gaussian, n = 7: (9 - 1) / 2 + 2
 
+// Sub-vectors the CPU's LRSUQ takes together (lrsuq/quantizer.cpp: a
+// keystream batch).  Its decoder checks a chunk's trial indices, then
+// reconstructs the chunk and checks its values, so the first error of a
+// range of sub-vectors is in its first chunk with either
+// (payload/golomb_segment.hpp decodes in that order).
+inline constexpr std::size_t kChunk = 256;
+
 // Outcome of one sub-vector (0: success).  The codec reports the first
 // sub-vector, in index order, whose outcome is not Ok.
 enum Status : int {

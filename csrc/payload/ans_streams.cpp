@@ -270,17 +270,6 @@ DecodePlan::DecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size
   }
 }
 
-void throw_first_error(const SegmentOutcome* outcomes, std::size_t count, const char* dtype) {
-  for (std::size_t s = 0; s < count; ++s) {
-    const SegmentOutcome& o = outcomes[s];
-    if (o.status == kReadOk) continue;
-    if (o.status == kReadBadTrial)
-      throw_subvector_error(static_cast<std::size_t>(o.at), subvector::kBadTrial, 0.0, o.h);
-    if (o.status == kReadNonFinite) throw_nonfinite_output(static_cast<std::size_t>(o.at), dtype);
-    throw FormatError(read_message(static_cast<ReadStatus>(o.status)));
-  }
-}
-
 template <class T>
 void decode_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
                                  const std::uint8_t* body, std::size_t len, std::size_t m, T* y) {
@@ -292,12 +281,9 @@ void decode_ans_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
   const std::unique_ptr<PointTable> table =
       plan.points ? std::make_unique<PointTable>() : nullptr;  // (7 KiB)
   const DecodeScratch scratch{H.data(), beta.data(), V.data(), M.data(), table.get()};
-  std::vector<SegmentOutcome> outcomes;
-  for (const DecodeSegment& seg : plan.segments) {
-    outcomes.push_back(decode_segment(plan.z(), plan.config, key.data(), body, seg, m, scratch, y));
-    if (outcomes.back().status != kReadOk) break;  // (the first error is the one thrown)
-  }
-  throw_first_error(outcomes.data(), outcomes.size(), dtype_name<T>());
+  decode_in_order(plan.segments, dtype_name<T>(), [&](const DecodeSegment& seg) {
+    return decode_segment(plan.z(), plan.config, key.data(), body, seg, m, scratch, y);
+  });
 }
 
 template void decode_ans_body_by_segments<float>(const LrsuqParams&, const ChaChaKey&,

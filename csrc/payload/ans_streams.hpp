@@ -166,12 +166,6 @@ struct DecodePlan {
   bool points;
 };
 
-// Throws the CPU decoder's error for the first of `count` segments (in
-// order) whose outcome is not kReadOk: FormatError, the codec's error for
-// a bad trial index, or DecodingError for values that overflow `dtype`
-// ("float32" or "float64"); nothing if all are.
-void throw_first_error(const SegmentOutcome* outcomes, std::size_t count, const char* dtype);
-
 // decode_payload_body's values of an ANS body (and its errors), by
 // decode_segment one segment after another: the GPU kernel's host twin.
 // The caller checks the body first (check_payload_body), as for

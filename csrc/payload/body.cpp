@@ -213,15 +213,6 @@ void lattice_range(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
   if (V != nullptr) std::copy(stage->V + j0 * n, stage->V + j1 * n, V);
 }
 
-// Sub-vectors a piece of a Golomb segment, the unit in which the encoder
-// runs LRSUQ and codes H, and the decoder reads H and M and runs LRSUQ (not
-// part of the format): 2^14 coordinates for n <= 3, at most 192 KiB of
-// symbols a thread (pieces of 4096 sub-vectors made Z^1 2-3% slower);
-// 2^12 for n >= 4, whose side information takes more a coordinate (on E8,
-// the same speed, and 16 threads' decode within 1 byte a coordinate
-// beyond input and output at m = 10^7: 0.98, against 1.14 with 2^14).
-std::size_t golomb_piece(std::size_t n) { return (std::size_t{1} << (n >= 4 ? 12 : 14)) / n; }
-
 // A segment's lattice coordinates kept until their code's order is known
 // (in the narrowest of int16, int32 and int64 that holds them all: int16 or
 // int32 in practice); a thread's, reused from segment to segment.
@@ -324,16 +315,6 @@ void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
       });
 }
 
-// A Golomb body of m coordinates, parsed (its segments counted from m), with
-// the trial-index rule: H uncoded (g = 0) only where every trial succeeds.
-GolombBody golomb_body(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
-                       std::size_t m) {
-  GolombBody golomb(body, len, body_segments(m, p.n));
-  if (golomb.golomb() == 0 && acceptance_probability(p) < 1.0)
-    throw FormatError("trial indices must be coded for this lattice");
-  return golomb;
-}
-
 // Decodes a Golomb body, its segments in parallel, piece by piece (a
 // piece's H, then its M: the two sections are read in step), into H[N] and
 // M[N n] where they are given, else into a piece's buffers a thread, and
@@ -343,7 +324,7 @@ template <class Sink>
 void decode_golomb_pieces(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                           std::size_t m, int threads, std::uint32_t* H, std::int64_t* M,
                           Sink&& sink) {
-  const GolombBody golomb = golomb_body(p, body, len, m);
+  const GolombBody golomb = golomb_body_of(p, body, len, m);
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t P = std::min(N, golomb_piece(n));
@@ -380,7 +361,7 @@ struct GolombBodyCoder {
   static constexpr const char* name = "golomb";
   static void check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
                     std::size_t m) {
-    const GolombBody golomb = golomb_body(p, body, len, m);
+    const GolombBody golomb = golomb_body_of(p, body, len, m);
     const std::size_t N = subvectors(p, m);
     for (std::size_t s = 0; s < golomb.segments().size(); ++s) {
       const SegmentRange range = segment_range(p, N, s);

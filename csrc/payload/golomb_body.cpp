@@ -320,6 +320,60 @@ GolombBody::GolombBody(const std::uint8_t* data, std::size_t len, std::size_t se
   if (pos != len) throw FormatError("body length does not match its declared segments");
 }
 
+GolombBody golomb_body_of(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                          std::size_t m) {
+  GolombBody golomb(body, len, body_segments(m, p.n));
+  if (golomb.golomb() == 0 && acceptance_probability(p) < 1.0)
+    throw FormatError("trial indices must be coded for this lattice");
+  return golomb;
+}
+
+GolombDecodePlan::GolombDecodePlan(const LrsuqParams& p, const std::uint8_t* body,
+                                   std::size_t len, std::size_t m)
+    : config(lrsuq_subvector_config(p)) {
+  const GolombBody parsed = golomb_body_of(p, body, len, m);
+  golomb = parsed.golomb();
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t N = m / n + (m % n != 0 ? 1 : 0);
+  const std::size_t S = segment_subvectors(p.n);
+  segments.reserve(parsed.segments().size());
+  for (std::size_t s = 0; s < parsed.segments().size(); ++s) {
+    const GolombBody::Segment& seg = parsed.segments()[s];
+    const std::uint64_t first = s * S, last = std::min(N, s * S + S);
+    int fits = 1;
+    try {
+      parsed.check(s, last - first, (last - first) * n);
+    } catch (const FormatError&) {
+      fits = 0;  // (the segment's outcome: the CPU's reader refuses it when opened)
+    }
+    segments.push_back(GolombSegmentSpan{seg.offset, seg.layout.h_bits,
+                                         seg.offset + (seg.layout.h_bits + 7) / 8,
+                                         seg.layout.m_bits, first, last, seg.layout.expg_k,
+                                         fits});
+  }
+}
+
+template <class T>
+void decode_golomb_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
+                                    const std::uint8_t* body, std::size_t len, std::size_t m,
+                                    T* y) {
+  const GolombDecodePlan plan(p, body, len, m);
+  const std::size_t piece = golomb_piece(static_cast<std::size_t>(p.n));
+  std::vector<std::uint32_t> H(piece);
+  std::vector<std::int64_t> M(piece * static_cast<std::size_t>(p.n));
+  decode_in_order(plan.segments, dtype_name<T>(), [&](const GolombSegmentSpan& seg) {
+    return decode_golomb_segment(plan.config, key.data(), body, seg, plan.golomb, m, H.data(),
+                                 M.data(), y);
+  });
+}
+
+template void decode_golomb_body_by_segments<float>(const LrsuqParams&, const ChaChaKey&,
+                                                    const std::uint8_t*, std::size_t, std::size_t,
+                                                    float*);
+template void decode_golomb_body_by_segments<double>(const LrsuqParams&, const ChaChaKey&,
+                                                     const std::uint8_t*, std::size_t,
+                                                     std::size_t, double*);
+
 void GolombBody::check(std::size_t s, std::uint64_t N, std::uint64_t count) const {
   const Segment& seg = segments_[s];
   check_body(seg.layout, seg.bytes(), N, count);

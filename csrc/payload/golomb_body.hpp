@@ -21,6 +21,9 @@
 #include "coding/bitstream.hpp"
 #include "coding/golomb_core.hpp"
 #include "coding/golomb_read.hpp"
+#include "lrsuq/quantizer.hpp"
+#include "payload/golomb_segment.hpp"
+#include "random/chacha20.hpp"
 
 namespace cepam {
 
@@ -132,6 +135,33 @@ class GolombBody {
   std::uint32_t golomb_ = 0;
   std::vector<Segment> segments_;
 };
+
+// The Golomb body of an update of m coordinates with LRSUQ parameters p,
+// parsed (its segments counted from m), with the trial-index rule: H
+// uncoded (g = 0) only where every trial succeeds.  Throws FormatError.
+GolombBody golomb_body_of(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                          std::size_t m);
+
+// --- A body decoded a segment at a time (payload/golomb_segment.hpp) ------
+
+// What decoding a body by segments needs besides the body and the key:
+// its parameter, the sub-vector configuration and each segment's span.
+// Throws the CPU decoder's FormatError for a malformed body (golomb_body_of).
+struct GolombDecodePlan {
+  GolombDecodePlan(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                   std::size_t m);
+  std::uint32_t golomb;
+  subvector::Config config;
+  std::vector<GolombSegmentSpan> segments;
+};
+
+// decode_payload_body's values of a Golomb body (and its errors), by
+// decode_golomb_segment one segment after another: the GPU kernel's host
+// twin.  The caller checks the body first (check_payload_body).
+template <class T>
+void decode_golomb_body_by_segments(const LrsuqParams& p, const ChaChaKey& key,
+                                    const std::uint8_t* body, std::size_t len, std::size_t m,
+                                    T* y);
 
 // The bytes of one segment (its header, then its sections), appended to
 // out: the sections' codes h (layout.h_bits) and m (layout.m_bits, order

@@ -25,6 +25,7 @@
 #include "coding/symbol_core.hpp"
 #include "common/host_device.hpp"
 #include "lrsuq/subvector.hpp"
+#include "payload/segment_outcome.hpp"
 
 namespace cepam {
 
@@ -36,15 +37,6 @@ struct DecodeSegment {
   std::uint64_t offset, size, first, last;
   int may_pad;
   int points;
-};
-
-// A segment's outcome: kReadOk, or the first error the stream meets
-// (kReadBadTrial: at sub-vector `at`, whose trial index is h;
-// kReadNonFinite: sub-vector `at` decodes to a value its type cannot hold).
-struct SegmentOutcome {
-  int status;
-  std::uint64_t at;
-  std::uint32_t h;
 };
 
 // The steps of a segment's decoding, which decode_segment runs in turn

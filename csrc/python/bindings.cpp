@@ -380,16 +380,20 @@ py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& 
   });
 }
 
-// An ANS body decoded as the GPU's decoder does it, by its host twin
-// (payload/ans_streams.hpp's decode_ans_body_by_segments).
+// A body decoded as the GPU's decoder does it, by its host twin
+// (payload/ans_streams.hpp's decode_ans_body_by_segments,
+// payload/golomb_body.hpp's decode_golomb_body_by_segments).
 py::array decode_by_segments_py(const py::bytes& body, std::size_t m, const py::bytes& key,
-                                const LrsuqParams& p, const std::string& dtype) {
+                                const LrsuqParams& p, const std::string& dtype, int coder) {
   const ChaChaKey k = key_from(key);
+  const Coder c = coder_from(coder);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
-  check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
-  return with_output(dtype, m,
-                     [&](auto* y) { decode_ans_body_by_segments(p, k, data, len, m, y); });
+  check_payload_body(p, data, len, m, c);  // before allocating m values
+  return with_output(dtype, m, [&](auto* y) {
+    if (c == Coder::Ans) decode_ans_body_by_segments(p, k, data, len, m, y);
+    else decode_golomb_body_by_segments(p, k, data, len, m, y);
+  });
 }
 
 py::tuple decode_symbols_py(const py::bytes& body, std::size_t m, const py::bytes& key,
@@ -928,8 +932,9 @@ PYBIND11_MODULE(_core, m) {
         "symbols by the symbol kernel's code too) -> bytes.");
   t.def("decode_by_segments", &decode_by_segments_py, py::arg("body"), py::kw_only(),
         py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
-        "An ANS body decoded a segment at a time by the GPU decoder's host twin -> values "
-        "(decode's, and its errors).");
+        py::arg("coder") = static_cast<int>(Coder::Ans),
+        "A body decoded a segment at a time by the GPU decoder's host twin (coder: the "
+        "body coder's code) -> values (decode's, and its errors).");
   t.def("body_symbols", &body_symbols_py, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"),
         "Every stream's symbols by the symbol kernel's host twin -> (first uint64, start "

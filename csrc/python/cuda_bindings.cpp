@@ -229,18 +229,23 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   });
 }
 
-// An ANS body decoded on the GPU into device memory of `device`
-// (cuda/ans_gpu.hpp's decode_ans_body_resident), as a DLPack capsule, and
-// the timing.
-py::tuple decode_ans_body_resident(const py::bytes& body, std::size_t m, const py::bytes& key,
-                                   const LrsuqParams& p, const std::string& dtype, int device,
-                                   std::uintptr_t stream) {
+// A body of coder `coder` decoded on the GPU into device memory of
+// `device` (cuda/ans_gpu.hpp's decode_ans_body_resident,
+// cuda/golomb_gpu.hpp's decode_golomb_body_resident), as a DLPack capsule,
+// and the timing.
+template <Coder coder>
+py::tuple decode_body_resident(const py::bytes& body, std::size_t m, const py::bytes& key,
+                               const LrsuqParams& p, const std::string& dtype, int device,
+                               std::uintptr_t stream) {
   const ChaChaKey k = key_from(key);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
-  check_payload_body(p, data, len, m, Coder::Ans);  // before allocating m values
+  check_payload_body(p, data, len, m, coder);  // before allocating m values
   return device_output(m, dtype, device, [&](auto* y, gpu::Timing* timing) {
-    gpu::decode_ans_body_resident(p, k, data, len, m, device, stream, y, timing);
+    if constexpr (coder == Coder::Ans)
+      gpu::decode_ans_body_resident(p, k, data, len, m, device, stream, y, timing);
+    else
+      gpu::decode_golomb_body_resident(p, k, data, len, m, device, stream, y, timing);
   });
 }
 
@@ -472,10 +477,15 @@ PYBIND11_MODULE(_cuda, m) {
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default); threads: host threads that pack each "
         "chunk.");
-  m.def("decode_ans_body_resident", &decode_ans_body_resident, py::arg("body"),
+  m.def("decode_ans_body_resident", &decode_body_resident<Coder::Ans>, py::arg("body"),
         py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         py::arg("device") = 0, py::arg("stream") = 0,
         "Decode an ANS body on the GPU, every segment at once, into a new CUDA tensor -> "
+        "(DLPack capsule, timing): decode's values and errors.");
+  m.def("decode_golomb_body_resident", &decode_body_resident<Coder::Golomb>, py::arg("body"),
+        py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
+        py::arg("device") = 0, py::arg("stream") = 0,
+        "Decode a Golomb body on the GPU, every segment at once, into a new CUDA tensor -> "
         "(DLPack capsule, timing): decode's values and errors.");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,

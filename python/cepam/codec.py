@@ -635,9 +635,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     # device="cuda" with the CUDA path: the GPU kernel decodes into device
     # memory, where the result stays (cepam.cuda); else the host decodes.
     on_gpu = cuda_index is not None and decodes_on_device()
-    ans_body = header.coder == CODER_CODES["ans"]
-    flat = decode_on_device(sealed.body, index=cuda_index, ans_body=ans_body, **kw) \
-        if on_gpu else _core.decode(sealed.body, **kw)
+    flat = decode_on_device(sealed.body, index=cuda_index, **kw) if on_gpu \
+        else _core.decode(sealed.body, **kw)
     # (the host's sums run on the call's threads)
     check = check_device_output if on_gpu else functools.partial(check_output, threads=threads)
     start = 0

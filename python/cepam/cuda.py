@@ -46,11 +46,11 @@ then, codes one segment chosen from the context again and compares it
 the GPU disagrees.  For
 ``decode(..., device="cuda")``: the body is entropy-decoded on the host,
 only the trial indices H and lattice points M travel, and the GPU kernel
-writes the update into device memory, where it stays.  An ANS body can
-also be decoded on the GPU, every segment at once
-(``_cuda.decode_ans_body_resident``,
-``csrc/payload/segment_decode.hpp``); decode does not use it yet
-(:func:`decodes_body_on_device`).
+writes the update into device memory, where it stays.  A body of either
+coder can also be decoded on the GPU, every segment at once
+(``_cuda.decode_ans_body_resident``, ``csrc/payload/segment_decode.hpp``;
+``_cuda.decode_golomb_body_resident``, ``csrc/payload/golomb_segment.hpp``);
+decode does not use them yet (:func:`decodes_body_on_device`).
 
 All of this ran on an NVIDIA H100 (CUDA 13.0, torch 2.11): the ``cuda``
 tests passed and ``bench/gpu_check.py`` found the CPU's bytes (payloads,
@@ -622,32 +622,33 @@ def decodes_on_device() -> bool:
 
 
 def decodes_body_on_device() -> bool:
-    """Whether ``decode(device="cuda")`` decodes an ANS body entirely on
-    the GPU (``_cuda.decode_ans_body_resident``: every segment at once, a
-    block of threads a segment, with the code of
-    ``csrc/payload/segment_decode.hpp``, the point model's tables included)
-    rather than entropy-decoding it on the host and running the decode
-    kernel.
+    """Whether ``decode(device="cuda")`` decodes a body entirely on the GPU
+    (every segment at once, a block of threads a segment: an ANS body by
+    ``_cuda.decode_ans_body_resident`` with the code of
+    ``csrc/payload/segment_decode.hpp``, the point model's tables included;
+    a Golomb body by ``_cuda.decode_golomb_body_resident`` with the code of
+    ``csrc/payload/golomb_segment.hpp``) rather than entropy-decoding it on
+    the host and running the decode kernel.
 
-    Not yet: that decoder has run only as its host twin
-    (``_core.testing.decode_by_segments``, which gives the CPU decoder's
+    Not yet: those decoders have run only as their host twins
+    (``_core.testing.decode_by_segments``, which give the CPU decoder's
     values and errors on valid and corrupted bodies:
-    ``tests/core/test_segment_decode.py``), never on a GPU; the ``cuda``
-    tests and ``bench/gpu_check.py`` check and time it there."""
+    ``tests/core/test_segment_decode.py``,
+    ``tests/core/test_golomb_segment.py``), never on a GPU; the ``cuda``
+    tests and ``bench/gpu_check.py`` check and time them there."""
     return False
 
 
 def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int, dtype: str,
-                     threads: int, index: int, ans_body: bool = False) -> Any:
+                     threads: int, index: int) -> Any:
     """The m decoded coordinates of a payload body as a 1-D torch tensor of
     ``dtype`` ("float32" or "float64") on CUDA device ``index``: the body
     entropy-decoded on the host (``threads`` threads, straight into the
     arrays that travel), the trial indices and lattice points packed
     (``threads`` threads) and copied to the device, and the LRSUQ
     reconstruction run by the GPU kernel (the CPU codec's values, bit for
-    bit).  With ``ans_body`` (``coder`` is the ANS coder's) and
-    :func:`decodes_body_on_device`, the body is decoded whole on the GPU
-    instead.
+    bit).  With :func:`decodes_body_on_device`, the body is decoded whole
+    on the GPU instead (either coder, ``coder`` its code).
 
     Raises:
         FormatError: the body is malformed (the CPU decoder's error).
@@ -656,10 +657,11 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
     import torch
 
     stream = torch.cuda.current_stream(index).cuda_stream
-    if ans_body and decodes_body_on_device():
-        capsule, _ = cuda_module().decode_ans_body_resident(body, m=m, key=key, params=params,
-                                                            dtype=dtype, device=index,
-                                                            stream=stream)
+    if decodes_body_on_device():
+        whole = (cuda_module().decode_ans_body_resident if coder == _coder_code("ans")
+                 else cuda_module().decode_golomb_body_resident)
+        capsule, _ = whole(body, m=m, key=key, params=params, dtype=dtype, device=index,
+                           stream=stream)
         return torch.from_dlpack(capsule)
     H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder, threads=threads)
     capsule, _ = cuda_module().decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype,

@@ -641,18 +641,80 @@ def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale):
 
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("lattice,clip", [("Z", 1e4), ("E8", 1e4), ("E8", 0.5)])
-def test_decode_takes_the_gpu_body_decoder_when_asked(lattice, clip, monkeypatch):
-    """The box model's body (rms/sigma = 20) and the point model's (clipped
-    to rms/sigma = 0.2)."""
+@pytest.mark.parametrize("lattice,n,mechanism,m,dtype", [
+    (1, 1, 1, 5, "float32"), (1, 1, 1, 2 * (1 << 17) + 77, "float32"),
+    (1, 2, 1, 300_001, "float64"), (1, 3, 1, 9_001, "float32"), (1, 1, 2, 70_000, "float64"),
+    (1, 8, 1, 70_000, "float32"), (2, 2, 1, 70_001, "float32"),
+    (3, 4, 1, 2 * (1 << 17) + 3, "float64"), (4, 8, 1, 300_001, "float32")])
+def test_the_gpu_decodes_golomb_bodies_to_the_cpu_values(lattice, n, mechanism, m, dtype):
+    """_cuda.decode_golomb_body_resident: a block a segment, a piece's
+    sections read by one thread, its values by all."""
+    import torch
+
+    from test_golomb_segment import KEY as GKEY, _params as _gparams, _update as _gupdate
+
+    params = _gparams(n, mechanism, lattice=lattice)
+    body = _core.encode(_gupdate(m, np.dtype(dtype), seed=n), key=GKEY, params=params,
+                        factor=1.0, coder=1, threads=2)
+    capsule, _ = _cuda.decode_golomb_body_resident(body, m=m, key=GKEY, params=params,
+                                                   dtype=dtype)
+    y = torch.from_dlpack(capsule).cpu().numpy()
+    ref = _core.decode(body, m=m, key=GKEY, params=params, coder=1, dtype=dtype, threads=2)
+    assert y.tobytes() == ref.tobytes()
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("lattice,n,mechanism", [(1, 2, 1), (1, 1, 2), (4, 8, 1)])
+def test_the_gpu_refuses_corrupted_golomb_bodies_as_the_cpu_does(lattice, n, mechanism):
+    import torch
+
+    from test_golomb_segment import (
+        KEY as GKEY, _forged_trials, _params as _gparams, _update as _gupdate,
+    )
+    from test_segment_decode import _corruptions, _outcome
+
+    m, params = 2 * (1 << 17) + 5, _gparams(n, mechanism, lattice=lattice)
+    body = _core.encode(_gupdate(m, seed=2), key=GKEY, params=params, factor=1.0, coder=1,
+                        threads=1)
+
+    def on_gpu(bad, m=m, params=params):
+        capsule, _ = _cuda.decode_golomb_body_resident(bad, m=m, key=GKEY, params=params,
+                                                       dtype="float32")
+        return torch.from_dlpack(capsule).cpu().numpy()
+
+    def on_cpu(bad, m=m, params=params):
+        return _core.decode(bad, m=m, key=GKEY, params=params, coder=1, dtype="float32",
+                            threads=1)
+
+    for bad in _corruptions(body, np.random.default_rng(2), 40):
+        assert _outcome(lambda: on_gpu(bad)) == _outcome(lambda: on_cpu(bad))
+    # A bad trial index and an overflow in one chunk of 256 sub-vectors (the
+    # trial index first) and in two (test_golomb_segment.py).
+    x = _gupdate(4_000, seed=9)
+    for bad_at, scale in ((300, 1.15e37), (255, 1.15e37), (300, 1e-3)):
+        z1 = _core.Params(mechanism=1, scale=scale, lattice=1, n=1)
+        forged = _forged_trials(x, bad_at)
+        assert _outcome(lambda: on_gpu(forged, 4_000, z1)) == \
+            _outcome(lambda: on_cpu(forged, 4_000, z1))
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("lattice,clip,coder", [("Z", 1e4, "ans"), ("E8", 1e4, "ans"),
+                                                ("E8", 0.5, "ans"), ("Z", 1e4, "golomb"),
+                                                ("E8", 1e4, "golomb")])
+def test_decode_takes_the_gpu_body_decoder_when_asked(lattice, clip, coder, monkeypatch):
+    """The ANS box model's body (rms/sigma = 20) and point model's (clipped
+    to rms/sigma = 0.2), and Golomb bodies, each by its coder's decoder."""
     update = {"w": np.random.default_rng(0).normal(size=(300, 7)).astype(np.float32)}
     payload = cepam.encode(update, cepam.Gaussian(sigma=0.05), secret=SECRET, round=1, client=1,
-                           clip=clip, lattice=lattice)
+                           clip=clip, lattice=lattice, coder=coder)
     monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
     calls = []
-    original = _cuda.decode_ans_body_resident
-    monkeypatch.setattr(_cuda, "decode_ans_body_resident",
-                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    name = f"decode_{coder}_body_resident"
+    original = getattr(_cuda, name)
+    monkeypatch.setattr(_cuda, name, lambda *a, **k: calls.append(1) or original(*a, **k))
     out = cepam.decode(payload, secret=SECRET, device="cuda")
     assert calls and out["w"].is_cuda
     assert np.array_equal(out["w"].cpu().numpy(), cepam.decode(payload, secret=SECRET)["w"])

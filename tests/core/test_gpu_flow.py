@@ -341,7 +341,12 @@ class _TwinCuda:
 
     def decode_ans_body_resident(self, body, *, m, key, params, dtype, device, stream):
         self.calls.append("body")
-        y = hooks.decode_by_segments(body, m=m, key=key, params=params, dtype=dtype)
+        y = hooks.decode_by_segments(body, m=m, key=key, params=params, dtype=dtype, coder=2)
+        return torch.from_numpy(y).__dlpack__(), {}
+
+    def decode_golomb_body_resident(self, body, *, m, key, params, dtype, device, stream):
+        self.calls.append("golomb body")
+        y = hooks.decode_by_segments(body, m=m, key=key, params=params, dtype=dtype, coder=1)
         return torch.from_numpy(y).__dlpack__(), {}
 
     def decode_lattice(self, H, M, *, m, key, params, dtype, device, stream, threads):
@@ -351,15 +356,15 @@ class _TwinCuda:
 
 
 @pytest.mark.parametrize("lattice,coder,scale,calls", [
-    ("Z", "ans", 1.0, ["body"]), ("Z", "golomb", 1.0, ["lattice"]), ("E8", "ans", 1.0, ["body"]),
+    ("Z", "ans", 1.0, ["body"]), ("Z", "golomb", 1.0, ["golomb body"]),
+    ("E8", "golomb", 1.0, ["golomb body"]), ("E8", "ans", 1.0, ["body"]),
     ("D4", "ans", 1.0, ["body"]), ("A2", "ans", 1.0, ["body"]), ("E8", "ans", 1e-4, ["body"])])
 def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, coder, scale, calls,
                                                                    monkeypatch):
     """With cepam.cuda.decodes_body_on_device, decode(device="cuda") hands
-    every ANS body to the GPU's whole-body decoder (the point model's
-    segments too: an update far below the noise), a Golomb body to the
-    host's entropy decoder and the decode kernel; the CPU's values either
-    way."""
+    every ANS body to the GPU's whole-body decoder of ANS bodies (the point
+    model's segments too: an update far below the noise), a Golomb body to
+    the one of Golomb bodies; the CPU's values either way."""
     update = _normal(5_000, np.float32, scale)
     payload = _encode(update, clip=1e3, lattice=lattice, coder=coder)
     fake = _TwinCuda()
@@ -370,4 +375,21 @@ def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, code
                         lambda index: type("Stream", (), {"cuda_stream": 0}))
     out = cepam.decode(payload, secret=SECRET, device="cuda")
     assert fake.calls == calls
+    assert torch.equal(out, cepam.decode(payload, secret=SECRET))
+
+
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+def test_decode_on_the_gpu_reads_the_body_on_the_host_by_default(coder, monkeypatch):
+    """Until a GPU run times them, decode(device="cuda") reads either
+    coder's body on the host and runs the decode kernel (the whole-body
+    decoders are not the default: cepam.cuda.decodes_body_on_device)."""
+    payload = _encode(_normal(5_000, np.float32, 1.0), clip=1e3, lattice="Z", coder=coder)
+    fake = _TwinCuda()
+    monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
+    monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda index: type("Stream", (), {"cuda_stream": 0}))
+    assert not cuda.decodes_body_on_device()
+    out = cepam.decode(payload, secret=SECRET, device="cuda")
+    assert fake.calls == ["lattice"]
     assert torch.equal(out, cepam.decode(payload, secret=SECRET))

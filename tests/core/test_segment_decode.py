@@ -122,6 +122,17 @@ def _corruptions(body: bytes, rng: np.random.Generator, count: int):
     return out
 
 
+def _assert_corruptions_meet(body: bytes, seed: int, both) -> None:
+    """60 corruptions of body (seeded): both(bad) -> (cpu, twin) outcomes
+    must be equal, and some must be errors."""
+    refused = 0
+    for bad in _corruptions(body, np.random.default_rng(seed), 60):
+        cpu, twin = both(bad)
+        assert twin == cpu
+        refused += not isinstance(cpu, bytes)
+    assert refused > 0  # (the comparison saw errors, not only values)
+
+
 @pytest.mark.parametrize("lattice,n,m,seed,scale", [
     (Z, 1, 20_000, 1, 0.01), (Z, 2, 2 * SEGMENT + 5, 2, 0.01), (Z, 3, 9_001, 3, 0.01),
     (Z, 8, 70_000, 4, 0.01), (Z, 1, 3, 5, 0.01), (A2, 2, 20_000, 6, 0.01),
@@ -135,13 +146,7 @@ def test_corrupted_bodies_meet_the_cpu_outcome(lattice, n, m, seed, scale):
     params = _params(n, lattice=lattice)
     body = _core.encode(_update(m, scale=scale, seed=seed), key=KEY, params=params, factor=1.0,
                         coder=2, threads=1)
-    rng = np.random.default_rng(seed)
-    refused = 0
-    for bad in _corruptions(body, rng, 60):
-        cpu, twin = _both(bad, m, params)
-        assert twin == cpu
-        refused += not isinstance(cpu, bytes)
-    assert refused > 0  # (the comparison saw errors, not only values)
+    _assert_corruptions_meet(body, seed, lambda bad: _both(bad, m, params))
 
 
 def test_the_stream_errors_are_named_as_on_the_cpu():
