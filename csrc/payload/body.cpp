@@ -240,12 +240,14 @@ class KeptCoordinates {
     else if (width_ == 32) append(m32_, M, count, total);
     else append(m64_, M, count, total);
   }
-  // Puts the kept coordinates' codes of order k, then forgets them (their
-  // buffers kept for the next segment).
-  void put_codes(int k, BitWriter& w) {
+  // Puts the kept coordinates' codes of order k.
+  void put_codes(int k, BitWriter& w) const {
     if (width_ == 64) put_m_codes(m64_.data(), m64_.size(), k, w);
     else if (width_ == 32) put_m_codes(m32_.data(), m32_.size(), k, w);
     else put_m_codes(m16_.data(), m16_.size(), k, w);
+  }
+  // Forgets the kept coordinates (their buffers kept for the next segment).
+  void clear() {
     m16_.clear();
     m32_.clear();
     m64_.clear();
@@ -296,6 +298,7 @@ void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::s
         const SegmentRange range = segment_range(p, N, s);
         std::vector<std::uint8_t>& part = body.parts[s + 1];
         part.resize(kGolombSegmentHeader);  // then its sections
+        w.kept.clear();
         BodyLayout layout;
         layout.golomb = golomb;
         std::uint64_t lengths[kBitLengths] = {};
