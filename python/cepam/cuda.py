@@ -584,8 +584,9 @@ def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key:
     coder's code) against the CPU's coding of it from its coordinates
     (``values``, :func:`segment_coordinates`; ``_core.segment_matches``):
     with the ANS coder the body's own source model, the same model byte and
-    stream bytes; with the Golomb coder the body's parameters, the same
-    section lengths and sections; so the same decoded values.  Nothing to
+    stream bytes; with the Golomb coder the body's parameter, the same
+    segment header (its order and section lengths) and sections; so the
+    same decoded values.  Nothing to
     check for an empty update.
 
     Raises:
