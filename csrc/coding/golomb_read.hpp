@@ -1,10 +1,11 @@
 // A Golomb body's sections read code by code, written once for the CPU's
 // reader (payload/golomb_body.hpp's GolombBodyReader, which throws
 // read_message's words) and a GPU's decoder (payload/golomb_segment.hpp,
-// which returns the statuses): the trial indices' Golomb codes and the coordinates' exp-Golomb codes
-// (coding/golomb_core.hpp writes them), each with a fast path for the codes
-// wholly inside a 64-bit window and a checked path near the section's end
-// and for long or invalid codes, on coding/bitstream.hpp's bit cursor.
+// which returns the statuses): the trial indices' Golomb codes and the
+// coordinates' exp-Golomb codes (coding/golomb_core.hpp writes them), each
+// with a fast path for the codes wholly inside a 64-bit window and a
+// checked path near the section's end and for long or invalid codes, on
+// coding/bitstream.hpp's bit cursor.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +14,8 @@
 #include "coding/bitstream.hpp"
 #include "coding/golomb_core.hpp"
 #include "coding/read_status.hpp"
-#include "common/host_device.hpp"
 #include "common/format_limits.hpp"
+#include "common/host_device.hpp"
 
 namespace cepam {
 
