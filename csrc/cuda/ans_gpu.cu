@@ -428,8 +428,6 @@ void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   const DecodePlan plan(p, body, len, m);  // the body parsed on the host (FormatError)
   const std::size_t S = plan.segments.size();
   if (S == 0) return;
-  DeviceGuard guard(device);
-  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   const std::size_t n = static_cast<std::size_t>(p.n);
   // Layout: tables, body, segments, outcomes, then each segment's scratch
   // (H of a block, beta, V and M of a piece, and where the point model
@@ -444,10 +442,12 @@ void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   Scratch scratch(device, off_tables + (plan.points ? S * sizeof(PointTable) : 0));
   SymbolModel dz{};
   decode_by_blocks(
-      stream, body, len, scratch.at<std::uint8_t>(off_body), plan.segments,
+      device, stream_id, body, len, scratch.at<std::uint8_t>(off_body), plan.segments,
       scratch.at<DecodeSegment>(off_segs), scratch.at<SegmentOutcome>(off_out), dtype_name<T>(),
-      [&] { dz = symbol_tables_to_device(plan.z(), scratch.at<char>(0), stream); },
-      [&](unsigned int blocks) {
+      [&](cudaStream_t stream) {
+        dz = symbol_tables_to_device(plan.z(), scratch.at<char>(0), stream);
+      },
+      [&](unsigned int blocks, cudaStream_t stream) {
         decode_kernel<T><<<blocks, kDecodeThreads, 0, stream>>>(
             dz, plan.config, key_words(key), scratch.at<std::uint8_t>(off_body),
             scratch.at<DecodeSegment>(off_segs), m, scratch.at<std::uint32_t>(off_h),

@@ -16,31 +16,33 @@
 
 namespace cepam::gpu {
 
-// Runs copy() (what else the kernel reads: its tables), copies body (len
-// bytes) to d_body and segments to d_segments, runs launch(blocks) (one
-// block a segment, writing each segment's outcome to d_outcomes), and
-// throws the first failing segment's error (values of type `dtype`); the
-// times into *timing unless null.  Nothing is in flight when it returns or
-// throws.
+// On `device` and its stream `stream_id`: runs copy(stream) (what else
+// the kernel reads: its tables), copies body (len bytes) to d_body and
+// segments to d_segments, runs launch(blocks, stream) (one block a
+// segment, writing each segment's outcome to d_outcomes), and throws the
+// first failing segment's error (values of type `dtype`); the times into
+// *timing unless null.  Nothing is in flight when it returns or throws.
 template <class Segment, class Copy, class Launch>
-void decode_by_blocks(cudaStream_t stream, const std::uint8_t* body, std::size_t len,
-                      std::uint8_t* d_body, const std::vector<Segment>& segments,
+void decode_by_blocks(int device, std::uintptr_t stream_id, const std::uint8_t* body,
+                      std::size_t len, std::uint8_t* d_body, const std::vector<Segment>& segments,
                       Segment* d_segments, SegmentOutcome* d_outcomes, const char* dtype,
                       Copy&& copy, Launch&& launch, Timing* timing) {
+  DeviceGuard guard(device);
+  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   const std::size_t S = segments.size();
   std::vector<SegmentOutcome> outcomes(S);
   Timing t;
   Timer copy_timer(stream), kernel_timer(stream);
   try {
     copy_timer.start();
-    copy();
+    copy(stream);
     check(cudaMemcpyAsync(d_body, body, len, cudaMemcpyHostToDevice, stream), "copy the body");
     check(cudaMemcpyAsync(d_segments, segments.data(), S * sizeof(Segment),
                           cudaMemcpyHostToDevice, stream),
           "copy the segments");
     copy_timer.stop(&t.transfer_ms);
     kernel_timer.start();
-    launch(static_cast<unsigned int>(S));
+    launch(static_cast<unsigned int>(S), stream);
     check(cudaGetLastError(), "launch the decode kernel");
     kernel_timer.stop(&t.kernel_ms);
     check(cudaMemcpyAsync(outcomes.data(), d_outcomes, S * sizeof(SegmentOutcome),

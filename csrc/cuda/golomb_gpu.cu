@@ -113,8 +113,6 @@ void decode_golomb_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   const GolombDecodePlan plan(p, body, len, m);  // the body parsed on the host (FormatError)
   const std::size_t S = plan.segments.size();
   if (S == 0) return;
-  DeviceGuard guard(device);
-  const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t piece = golomb_piece(n);
   // Layout: body, segments, outcomes, then each segment's piece of H and M.
@@ -124,10 +122,10 @@ void decode_golomb_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   const std::size_t off_m = off_h + pad8(S * piece * 4);
   Scratch scratch(device, off_m + S * piece * n * 8);
   decode_by_blocks(
-      stream, body, len, scratch.at<std::uint8_t>(0), plan.segments,
+      device, stream_id, body, len, scratch.at<std::uint8_t>(0), plan.segments,
       scratch.at<GolombSegmentSpan>(off_segs), scratch.at<SegmentOutcome>(off_out),
-      dtype_name<T>(), [] {},
-      [&](unsigned int blocks) {
+      dtype_name<T>(), [](cudaStream_t) {},
+      [&](unsigned int blocks, cudaStream_t stream) {
         golomb_decode_kernel<T><<<blocks, kDecodeThreads, 0, stream>>>(
             plan.config, key_words(key), scratch.at<std::uint8_t>(0),
             scratch.at<GolombSegmentSpan>(off_segs), plan.golomb, m,

@@ -346,10 +346,8 @@ GolombDecodePlan::GolombDecodePlan(const LrsuqParams& p, const std::uint8_t* bod
     } catch (const FormatError&) {
       fits = 0;  // (the segment's outcome: the CPU's reader refuses it when opened)
     }
-    segments.push_back(GolombSegmentSpan{seg.offset, seg.layout.h_bits,
-                                         seg.offset + (seg.layout.h_bits + 7) / 8,
-                                         seg.layout.m_bits, first, last, seg.layout.expg_k,
-                                         fits});
+    segments.push_back(GolombSegmentSpan{seg.offset, seg.layout.h_bits, seg.layout.m_bits, first,
+                                         last, seg.layout.expg_k, fits});
   }
 }
 

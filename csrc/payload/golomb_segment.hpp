@@ -39,12 +39,13 @@ CEPAM_HD inline std::size_t golomb_piece(std::size_t n) {
   return (std::size_t{1} << (n >= 4 ? 12 : 14)) / n;
 }
 
-// Where a segment lies: its sections (body + offset, bits), its
-// sub-vectors [first, last), its exp-Golomb order, and whether its
-// sections can hold its sub-vectors (check_body; if not, its outcome is
+// Where a segment lies: its sections (body + offset: the H section's
+// bits, then the M section's, each padded to a byte), its sub-vectors
+// [first, last), its exp-Golomb order, and whether its sections can hold
+// its sub-vectors (check_body; if not, its outcome is
 // kReadSectionsTooShort, as the CPU's reader refuses it when opened).
 struct GolombSegmentSpan {
-  std::uint64_t h_offset, h_bits, m_offset, m_bits;
+  std::uint64_t offset, h_bits, m_bits;
   std::uint64_t first, last;
   int k;
   int fits;
@@ -55,9 +56,19 @@ struct GolombSegmentReader {
   BitCursor h, m;
 };
 
+// The segment's H section and M section.
+CEPAM_HD inline const std::uint8_t* golomb_h_section(const std::uint8_t* body,
+                                                     const GolombSegmentSpan& s) {
+  return body + s.offset;
+}
+CEPAM_HD inline const std::uint8_t* golomb_m_section(const std::uint8_t* body,
+                                                     const GolombSegmentSpan& s) {
+  return body + s.offset + (s.h_bits + 7) / 8;
+}
+
 CEPAM_HD inline GolombSegmentReader golomb_segment_open(const std::uint8_t* body,
                                                         const GolombSegmentSpan& s) {
-  return {{body + s.h_offset, s.h_bits, 0}, {body + s.m_offset, s.m_bits, 0}};
+  return {{golomb_h_section(body, s), s.h_bits, 0}, {golomb_m_section(body, s), s.m_bits, 0}};
 }
 
 // A piece's trial indices H[0..count) (Golomb parameter g), then its
@@ -101,10 +112,10 @@ CEPAM_HD inline SegmentOutcome golomb_piece_outcome(const std::uint32_t* H, std:
 CEPAM_HD inline ReadStatus golomb_segment_end(const GolombSegmentReader& r,
                                               const std::uint8_t* body,
                                               const GolombSegmentSpan& s) {
-  const ReadStatus st = golomb_section_end(r.h, s.h_bits, body + s.h_offset, (s.h_bits + 7) / 8,
-                                           kReadHTrailing, kReadHPadding);
+  const ReadStatus st = golomb_section_end(r.h, s.h_bits, golomb_h_section(body, s),
+                                           (s.h_bits + 7) / 8, kReadHTrailing, kReadHPadding);
   return st != kReadOk ? st
-                       : golomb_section_end(r.m, s.m_bits, body + s.m_offset,
+                       : golomb_section_end(r.m, s.m_bits, golomb_m_section(body, s),
                                             (s.m_bits + 7) / 8, kReadMTrailing, kReadMPadding);
 }
 

@@ -738,8 +738,8 @@ class PayloadInfo:
     True (the body, its source model and the lattice choice are encrypted).
     With the secret (``inspect(payload, secret=...)``) the tag is verified and
     the sealed section opened.  Sizes are in bits; ``body_bits`` splits the
-    body into the coder's parts (Golomb: parameters, the segments' lengths,
-    H, M, padding; ANS: source model, the segments' lengths and model bytes,
+    body into the coder's parts (Golomb: its parameter, the segments'
+    headers (each its order and section lengths), H, M, padding; ANS: source model, the segments' lengths and model bytes,
     rANS streams);
     ``sealed_bits`` counts the whole encrypted section (its header, body and
     padding); ``bits_per_coordinate`` counts the whole payload.
