@@ -1,10 +1,10 @@
 // Native worker threads for the core's data-parallel loops.
 //
 // parallel_for(threads, count, task) runs task(i) once for every i in
-// [0, count) on up to `threads` threads (the calling thread is one of them;
-// std::thread for the others, started per call: the loops it serves run for
-// milliseconds at least, against tens of microseconds to start a thread).
-// Tasks are handed out in increasing order of i.  Results must not depend
+// [0, count) on up to `threads` threads: the calling thread and the
+// process's worker pool (common/worker_pool.hpp), which keeps its threads
+// from loop to loop.  Tasks are handed out in increasing order of i, to
+// whichever thread asks next.  Results must not depend
 // on which thread runs a task: tasks write disjoint outputs, and whatever
 // they reduce is reduced in an order that does not matter (integer sums,
 // maxima) or afterwards, in task order, by the caller.
@@ -20,8 +20,8 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
-#include <thread>
-#include <vector>
+
+#include "common/worker_pool.hpp"
 
 namespace cepam {
 
@@ -55,21 +55,6 @@ class FirstError {
   std::exception_ptr error_;
 };
 
-// Runs work(w) for w in [0, workers) on that many threads (the caller's
-// included), and waits for them.  work must not throw.
-template <class Work>
-void run_workers(std::size_t workers, Work&& work) {
-  std::vector<std::thread> pool;
-  if (workers > 1) pool.reserve(workers - 1);
-  try {
-    for (std::size_t t = 1; t < workers; ++t) pool.emplace_back([&work, t] { work(t); });
-  } catch (...) {
-    // A thread could not be started: those running and this one do the work.
-  }
-  work(std::size_t{0});
-  for (std::thread& t : pool) t.join();
-}
-
 // parallel_for with a state per worker: each thread that runs tasks makes
 // one with make() (before its first task) and passes it to each of its
 // tasks, task(state, i): buffers a thread reuses from task to task.
@@ -86,7 +71,7 @@ void parallel_for_with(int threads, std::size_t count, Make&& make, Task&& task)
   }
   std::atomic<std::size_t> next{0};
   FirstError error(count);
-  run_workers(workers, [&](std::size_t) noexcept {
+  auto work = [&]() noexcept {
     std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
     if (i >= count || i > error.failed()) return;
     try {
@@ -103,7 +88,8 @@ void parallel_for_with(int threads, std::size_t count, Make&& make, Task&& task)
     } catch (...) {
       error.record(i);  // make() failed: task i has not run
     }
-  });
+  };
+  WorkerPool::instance().run(workers - 1, work);
   error.rethrow();
 }
 

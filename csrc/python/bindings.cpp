@@ -910,6 +910,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("first"), py::arg("count"),
         "Radii r(U_j) of sub-vectors first .. first+count-1.");
   t.def("golomb_parameter", &golomb_parameter, py::arg("p"));
+  t.def("pool_threads", [] { return WorkerPool::instance().threads(); },
+        "The threads the native worker pool holds (common/worker_pool.hpp).");
   t.def("best_expg_order", [](const CArray<std::int64_t>& M) {
     return best_expg_order(M.data(), static_cast<std::size_t>(M.size()));
   }, py::arg("M"));

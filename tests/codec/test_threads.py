@@ -84,6 +84,64 @@ def test_clipped_padded_payloads_are_the_same_for_every_thread_count():
         np.testing.assert_array_equal(y, decoded[0])
 
 
+# The native worker pool (common/worker_pool.hpp): its threads kept from call
+# to call, calls from several Python threads at once, and a forked child.
+# Each runs in a fresh process, so that the pool holds what its calls made.
+POOL_SCRIPT = """
+import os, threading
+import numpy as np
+import cepam
+from cepam._core import testing as hooks
+
+x = (np.random.default_rng(0).standard_normal(4 * (1 << 17) + 99) * 1e-3).astype(np.float32)
+mech = cepam.Gaussian(sigma=1e-3)
+clip = float(np.linalg.norm(x.astype(np.float64))) / 2
+
+def encode(threads):
+    return cepam.encode(x, mech, secret=bytes(32), round=0, client=0, clip=clip,
+                        threads=threads)
+
+one = encode(1)
+assert hooks.pool_threads() == 0, hooks.pool_threads()
+for _ in range(3):  # the same three helpers, call after call
+    assert encode(4) == one
+    assert hooks.pool_threads() == 3, hooks.pool_threads()
+np.testing.assert_array_equal(cepam.decode(one, secret=bytes(32), threads=4),
+                              cepam.decode(one, secret=bytes(32), threads=1))
+assert hooks.pool_threads() == 3, hooks.pool_threads()
+# Four callers at once, 3 threads each.
+out = [None] * 4
+def call(i):
+    out[i] = [encode(3) for _ in range(3)]
+callers = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+for t in callers:
+    t.start()
+for t in callers:
+    t.join()
+assert all(p == one for calls in out for p in calls)
+# A child forked with the pool's threads asleep has none of them: it makes its own.
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    import signal
+    signal.alarm(60)  # a child that hangs dies (and the read below gets nothing)
+    ok = encode(4) == one and hooks.pool_threads() == 3
+    os.write(write, b"ok" if ok else b"no")
+    os._exit(0)
+os.close(write)
+assert os.read(read, 2) == b"ok"
+os.waitpid(pid, 0)
+print("pool: ok")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_the_worker_pool_keeps_its_threads_serves_several_callers_and_survives_fork():
+    run = subprocess.run([sys.executable, "-W", "ignore", "-c", POOL_SCRIPT],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "pool: ok" in run.stdout, run.stderr[-2000:]
+
+
 @pytest.mark.parametrize("m", [0, 1, 7, 4097, SEGMENT - 1, SEGMENT, SEGMENT + 1])
 def test_sizes_at_segment_edges(m):
     x = update(m, seed=m)

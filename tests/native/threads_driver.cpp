@@ -6,15 +6,20 @@
 // throw FormatError, the same message as on 1 thread); decodes the symbols
 // (the GPU decode's host side) on 1 and 4 threads into shared arrays, and
 // packs and widens them as the GPU transfers do (lrsuq/compact.hpp) on 4
-// threads.  Exit status 0 when every check holds.
+// threads.  The worker pool (common/worker_pool.hpp) serves loops from
+// several callers at once and loops inside tasks: two threads encode at
+// once, and a loop's tasks run loops of their own.  Exit status 0 when
+// every check holds.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/parallel.hpp"
 #include "lrsuq/compact.hpp"
 #include "payload/body.hpp"
 
@@ -41,6 +46,29 @@ std::string decode_error(const LrsuqParams& p, const KeyStream& ks,
     return e.what();
   }
   return "decoded";
+}
+
+// Loops inside the tasks of a loop, and loops from two callers at once.
+void check_pool(const LrsuqParams& p, const KeyStream& ks, const std::vector<float>& x) {
+  std::vector<std::uint64_t> sums(16);
+  parallel_for(4, sums.size(), [&](std::size_t i) {
+    std::vector<std::uint64_t> parts(100);
+    parallel_for(4, parts.size(), [&](std::size_t j) { parts[j] = (i + 1) * j; });
+    for (const std::uint64_t v : parts) sums[i] += v;
+  });
+  for (std::size_t i = 0; i < sums.size(); ++i)
+    check(sums[i] == (i + 1) * 4950, "a loop inside a task: wrong sum");
+  const auto one = encode_payload_body(p, ks, x.data(), x.size(), 1.0, Coder::Ans, 1).bytes();
+  std::vector<std::uint8_t> results[2];
+  std::vector<std::thread> callers;
+  for (auto& result : results) {
+    callers.emplace_back([&] {
+      for (int r = 0; r < 3; ++r)
+        result = encode_payload_body(p, ks, x.data(), x.size(), 1.0, Coder::Ans, 4).bytes(4);
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  check(results[0] == one && results[1] == one, "two callers at once: bytes differ");
 }
 
 }  // namespace
@@ -108,6 +136,7 @@ int main() {
       check(decode_error(p, ks, cut, m, coder, 4) != "decoded", name + ": truncation decoded");
     }
   }
+  check_pool({MechanismId::Gaussian, 1e-3, LatticeId::E8, 8}, ks, x);
   if (failures == 0) std::printf("threads_driver: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }
