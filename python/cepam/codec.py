@@ -21,7 +21,6 @@ an authentic payload encoded with other settings raises
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import math
 from collections.abc import Callable
@@ -35,6 +34,7 @@ import numpy as np
 from ._native import core as _core
 from ._checks import check_clip
 from ._finite import check_encodable_range
+from ._thread_pool import map_on_threads
 from .errors import (
     ContextReuseError,
     FormatError,
@@ -330,11 +330,7 @@ def _auto_sample_choice(sample: np.ndarray, mechanism: Mechanism, key: bytes,
 
     # The sample is about one segment, a thread's work: with threads to
     # spare, the candidates run side by side (the core releases the GIL).
-    if threads > 1:
-        with concurrent.futures.ThreadPoolExecutor(min(threads, len(candidates))) as pool:
-            sizes = list(pool.map(size, candidates))
-    else:
-        sizes = [size(c) for c in candidates]
+    sizes = map_on_threads(size, candidates, threads)
     return candidates[sizes.index(min(sizes))]
 
 

@@ -25,7 +25,6 @@ noises dependent, and the two sealed sections share a keystream.
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import hmac
 import operator
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._thread_pool import map_on_threads
 from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -165,7 +165,8 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
 
     truncated to 16 bytes (u64: little-endian; i from 0).  The segments are
     tagged on up to ``threads`` Python threads (hashlib releases the GIL over
-    large buffers) when there are several; the tag does not depend on it.
+    large buffers; ``cepam._thread_pool``) when there are several; the tag
+    does not depend on it.
     docs/format.md gives the security argument."""
     view = memoryview(data).cast("B")
     total = len(view)
@@ -177,11 +178,7 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
         mac.update(part)
         return mac.digest()
 
-    if threads > 1 and count > 1:
-        with concurrent.futures.ThreadPoolExecutor(min(threads, count)) as pool:
-            tags = list(pool.map(segment, range(count)))
-    else:
-        tags = [segment(i) for i in range(count)]
+    tags = map_on_threads(segment, range(count), threads)
     outer = _TAG_LABEL + struct.pack("<QQ", total, count) + b"".join(tags)
     return hmac.new(key, outer, "sha256").digest()[:TAG_BYTES]
 

@@ -3,7 +3,8 @@
 Sizes are chosen not to divide evenly into ANS segments (2^17 coordinates),
 Golomb chunks (2^16) or blocks (4096 sub-vectors), and to span several of
 each.  Also: the argument checks, CEPAM_THREADS, the error of a hostile body
-(the same whatever the count), and the ANS segment framing behind a valid tag.
+(the same whatever the count), the ANS segment framing behind a valid tag,
+and the native worker pool (threads kept, several callers, a forked child).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import cepam
 from cepam import _core
 from cepam._core import testing as hooks
 from cepam.threads import MAX_THREADS, THREADS_ENV, available_cores, resolve_threads
+from helpers.forking import in_forked_child, run_script
 
 SECRET = bytes(range(32))
 THREAD_COUNTS = (1, 2, 3, 8)
@@ -88,7 +90,7 @@ def test_clipped_padded_payloads_are_the_same_for_every_thread_count():
 # to call, calls from several Python threads at once, and a forked child.
 # Each runs in a fresh process, so that the pool holds what its calls made.
 POOL_SCRIPT = """
-import os, threading
+import threading
 import numpy as np
 import cepam
 from cepam._core import testing as hooks
@@ -119,27 +121,13 @@ for t in callers:
 for t in callers:
     t.join()
 assert all(p == one for calls in out for p in calls)
-# A child forked with the pool's threads asleep has none of them: it makes its own.
-read, write = os.pipe()
-pid = os.fork()
-if pid == 0:
-    import signal
-    signal.alarm(60)  # a child that hangs dies (and the read below gets nothing)
-    ok = encode(4) == one and hooks.pool_threads() == 3
-    os.write(write, b"ok" if ok else b"no")
-    os._exit(0)
-os.close(write)
-assert os.read(read, 2) == b"ok"
-os.waitpid(pid, 0)
-print("pool: ok")
 """
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_the_worker_pool_keeps_its_threads_serves_several_callers_and_survives_fork():
-    run = subprocess.run([sys.executable, "-W", "ignore", "-c", POOL_SCRIPT],
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0 and "pool: ok" in run.stdout, run.stderr[-2000:]
+    # A child forked with the pool's threads asleep has none of them: it makes its own.
+    run_script(POOL_SCRIPT + in_forked_child("encode(4) == one and hooks.pool_threads() == 3"))
 
 
 @pytest.mark.parametrize("m", [0, 1, 7, 4097, SEGMENT - 1, SEGMENT, SEGMENT + 1])
