@@ -27,12 +27,11 @@ AnsEncoder& AnsEncoder::operator=(const AnsEncoder& other) {
 namespace {
 
 // A stream of the symbols list coded by the shared arithmetic
-// (coding/rans_core.hpp), with its word buffer, appended to a vector.
+// (coding/rans_core.hpp) into a word buffer, appended to a vector.
 class Run {
  public:
-  Run(const AnsSymbol* symbols, std::size_t count, std::size_t padding)
-      : words_(page_array<std::uint32_t>(count + padding)),
-        run_(symbols, count, padding, words_.get()) {}
+  Run(const AnsSymbol* symbols, std::size_t count, std::size_t padding, std::uint32_t* words)
+      : run_(symbols, count, padding, words) {}
   bool more() const { return run_.more(); }
   void group() { run_.group(); }
   void write(std::vector<std::uint8_t>& out) const {
@@ -42,7 +41,6 @@ class Run {
   }
 
  private:
-  PageArray<std::uint32_t> words_;  // (room for one a symbol; not initialised)
   RansRun run_;
 };
 
@@ -63,7 +61,7 @@ void AnsEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_bytes) c
 
 void AnsEncoder::finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out_a,
                              const AnsEncoder& b, std::vector<std::uint8_t>& out_b) {
-  Run ra(a.symbols_.get(), a.count_, 0), rb(b.symbols_.get(), b.count_, 0);
+  Run ra(a.symbols_.get(), a.count_, 0, a.words(0)), rb(b.symbols_.get(), b.count_, 0, b.words(0));
   while (ra.more() && rb.more()) {
     ra.group();
     rb.group();
@@ -74,8 +72,16 @@ void AnsEncoder::finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out
   rb.write(out_b);
 }
 
+std::uint32_t* AnsEncoder::words(std::size_t padding) const {
+  if (words_capacity_ < count_ + padding) {
+    words_ = page_array<std::uint32_t>(count_ + padding);
+    words_capacity_ = count_ + padding;
+  }
+  return words_.get();
+}
+
 void AnsEncoder::encode(std::size_t padding, std::vector<std::uint8_t>& out) const {
-  Run run(symbols_.get(), count_, padding);
+  Run run(symbols_.get(), count_, padding, words(padding));
   while (run.more()) run.group();
   run.write(out);
 }

@@ -103,6 +103,9 @@ class AnsEncoder {
  private:
   // The stream of the symbols followed by `padding` padding symbols.
   void encode(std::size_t padding, std::vector<std::uint8_t>& out) const;
+  // The coder's word buffer, with room for the symbols and `padding` more
+  // (one word a symbol at most).
+  std::uint32_t* words(std::size_t padding) const;
 
   void grow(std::size_t k);  // room for k more symbols (at least)
 
@@ -110,6 +113,11 @@ class AnsEncoder {
   // buffer is written once, in order).
   PageArray<AnsSymbol> symbols_;
   std::size_t capacity_ = 0, count_ = 0;
+  // The word buffer of finish(), kept from stream to stream (an encoder
+  // used again for each segment: no buffer mapped, and its pages touched
+  // anew, a segment); scratch, not part of the encoder's value.
+  mutable PageArray<std::uint32_t> words_;
+  mutable std::size_t words_capacity_ = 0;
 };
 
 class AnsDecoder {
