@@ -70,6 +70,8 @@ void AnsEncoder::finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out
   while (rb.more()) rb.group();
   ra.write(out_a);
   rb.write(out_b);
+  a.done_with_words();
+  b.done_with_words();
 }
 
 std::uint32_t* AnsEncoder::words(std::size_t padding) const {
@@ -80,10 +82,17 @@ std::uint32_t* AnsEncoder::words(std::size_t padding) const {
   return words_.get();
 }
 
+void AnsEncoder::done_with_words() const {
+  if (keep_words_) return;
+  words_.reset();
+  words_capacity_ = 0;
+}
+
 void AnsEncoder::encode(std::size_t padding, std::vector<std::uint8_t>& out) const {
   Run run(symbols_.get(), count_, padding, words(padding));
   while (run.more()) run.group();
   run.write(out);
+  done_with_words();
 }
 
 // The stream's opening and end are rans_core.hpp's (the GPU decoder's

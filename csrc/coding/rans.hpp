@@ -90,6 +90,10 @@ class AnsEncoder {
   void reserve(std::size_t symbols) {
     if (symbols > capacity_) grow(symbols - count_);
   }
+  // Whether finish() keeps its word buffer for the next stream (an encoder
+  // used again, segment after segment: no buffer mapped and unmapped a
+  // stream, for the buffer's pages kept resident) or frees it (the default).
+  void keep_words(bool keep) { keep_words_ = keep; }
 
   // Encodes every symbol put so far and appends the bytes to out, with
   // padding symbols after them if the stream would be shorter than
@@ -106,6 +110,8 @@ class AnsEncoder {
   // The coder's word buffer, with room for the symbols and `padding` more
   // (one word a symbol at most).
   std::uint32_t* words(std::size_t padding) const;
+  // Done with the word buffer (freed unless kept).
+  void done_with_words() const;
 
   void grow(std::size_t k);  // room for k more symbols (at least)
 
@@ -113,11 +119,11 @@ class AnsEncoder {
   // buffer is written once, in order).
   PageArray<AnsSymbol> symbols_;
   std::size_t capacity_ = 0, count_ = 0;
-  // The word buffer of finish(), kept from stream to stream (an encoder
-  // used again for each segment: no buffer mapped, and its pages touched
-  // anew, a segment); scratch, not part of the encoder's value.
+  // The word buffer of finish() (scratch, not part of the encoder's value;
+  // kept from stream to stream with keep_words).
   mutable PageArray<std::uint32_t> words_;
   mutable std::size_t words_capacity_ = 0;
+  bool keep_words_ = false;
 };
 
 class AnsDecoder {

@@ -78,6 +78,12 @@ class AnsSegmentEncoder {
   // and acceptance probability), keeping the symbol buffers: the encoder of
   // a segment can be used for the next, without allocating again.
   void restart(std::size_t subvectors);
+  // Whether finish() keeps the streams' word buffers for the next segment
+  // (AnsEncoder::keep_words; by default it frees them).
+  void keep_words(bool keep) {
+    ans_.keep_words(keep);
+    ans_points_.keep_words(keep);
+  }
   void encode_block(std::size_t count, const std::uint32_t* H, const std::int64_t* M,
                     const double* beta, const double* V);
   // Appends the segment: its length, the model byte, then the rANS stream,

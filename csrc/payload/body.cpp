@@ -457,6 +457,18 @@ struct AnsBodyCoder {
       std::unique_ptr<AnsSegmentEncoder> enc[2];
       LrsuqEncodeScratch lrsuq;
     };
+    // A pair of segments is finished together (their rANS streams' chains of
+    // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
+    // A pair holds a second segment's symbols (1 to 2.5 MB): pairs only
+    // where every thread has kPairSegments segments or more, so that the
+    // pairs' extra memory stays under 1 byte a coordinate.  There too an
+    // encoder keeps its streams' word buffers from segment to segment (the
+    // pages of about a stream's words, some 60 KB, kept: at m = 10^8 a
+    // buffer mapped and unmapped a segment was 763 of each a call); with
+    // fewer segments a thread they cost more per coordinate than they save
+    // (0.06 bytes a coordinate at 10^7 on 16 threads), and are freed.
+    const SegmentTasks tasks(S, threads, kPairSegments);
+    const bool keep_words = tasks.pairs > 0;
     // Segment s, coded (not finished) by the worker's encoder number `slot`.
     const auto code = [&](Worker& w, std::size_t slot, std::size_t s) -> AnsSegmentEncoder& {
       const SegmentRange range = segment_range(p, N, s);
@@ -464,6 +476,7 @@ struct AnsBodyCoder {
       if (enc == nullptr) {
         enc = std::make_unique<AnsSegmentEncoder>(model, accept, basis, range.last - range.first,
                                                   uses_point_model(p.lattice));
+        enc->keep_words(keep_words);
       } else {
         enc->restart(range.last - range.first);
       }
@@ -477,12 +490,6 @@ struct AnsBodyCoder {
     const auto keep_last = [&](std::size_t s, std::unique_ptr<AnsSegmentEncoder>& enc) {
       if (s + 1 == S) last = std::move(enc);
     };
-    // A pair of segments is finished together (their rANS streams' chains of
-    // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
-    // A pair holds a second segment's symbols (1 to 2.5 MB): pairs only
-    // where every thread has kPairSegments segments or more, so that the
-    // pairs' extra memory stays under 1 byte a coordinate.
-    const SegmentTasks tasks(S, threads, kPairSegments);
     parallel_for_with(
         threads, tasks.count,
         [&] { return Worker{AnsBlock(std::min(N, segment_subvectors(p.n)), n), {}, {}}; },

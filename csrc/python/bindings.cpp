@@ -314,7 +314,7 @@ bool segment_matches_py(const py::bytes& body, const py::array& values, std::siz
   return same;
 }
 
-py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+CodedBody code_body(const py::array& x, const py::bytes& key, const LrsuqParams& p,
                          double factor, int coder, int threads, const py::object& lattice_stage,
                          const py::object& model_statistics, std::int64_t size) {
   require_contiguous_1d(x, "x");
@@ -355,6 +355,34 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqPa
   } else {
     throw py::type_error("x must be float32 or float64");
   }
+  return body;
+}
+
+// A coded body not yet written anywhere (encode_coded_body): its parts,
+// written once, straight into the sealed payload by seal_payload.
+struct UnwrittenBody {
+  CodedBody body;
+  bool written = false;
+  // The body, to be written now (under the GIL: two callers cannot both take it).
+  CodedBody& take() {
+    if (written) throw InvalidArgument("a coded body can be written once only");
+    written = true;
+    return body;
+  }
+};
+
+UnwrittenBody encode_coded_body_py(const py::array& x, const py::bytes& key,
+                                   const LrsuqParams& p, double factor, int coder, int threads,
+                                   const py::object& lattice_stage,
+                                   const py::object& model_statistics, std::int64_t size) {
+  return {code_body(x, key, p, factor, coder, threads, lattice_stage, model_statistics, size)};
+}
+
+py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
+                         double factor, int coder, int threads, const py::object& lattice_stage,
+                         const py::object& model_statistics, std::int64_t size) {
+  CodedBody body =
+      code_body(x, key, p, factor, coder, threads, lattice_stage, model_statistics, size);
   // The bytes object of the body's size, filled in place by the threads.
   auto out = py::reinterpret_steal<py::bytes>(
       PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(body.size())));
@@ -362,7 +390,7 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqPa
   auto* data = reinterpret_cast<std::uint8_t*>(PyBytes_AS_STRING(out.ptr()));
   {
     py::gil_scoped_release nogil;
-    body.write(data, threads);
+    body.write(data, threads_from(threads));
   }
   return out;
 }
@@ -552,8 +580,9 @@ void seal_xor(const py::buffer& data, const py::bytes& key, int threads) {
 // A whole payload, assembled in one new bytes object: head || (sealed_head
 // || body || `padding` zero bytes) XOR the sealing keystream || tag, where
 // tag = tag_of(memoryview of everything before it), tag_bytes long.  The
-// body is copied and encrypted in one pass, on up to `threads` threads.
-py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, const py::bytes& body,
+// body (bytes, or an UnwrittenBody whose parts are written here and
+// released) is copied and encrypted in one pass, on up to `threads` threads.
+py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, const py::object& body,
                        std::size_t padding, const py::bytes& key, int threads,
                        std::size_t tag_bytes, const py::function& tag_of) {
   threads = threads_from(threads);
@@ -561,7 +590,14 @@ py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, cons
   std::size_t h = 0, s = 0, b = 0;
   const std::uint8_t* ph = bytes_view(head, &h);
   const std::uint8_t* ps = bytes_view(sealed_head, &s);
-  const std::uint8_t* pb = bytes_view(body, &b);
+  const std::uint8_t* pb = nullptr;
+  CodedBody* parts = nullptr;
+  if (py::isinstance<UnwrittenBody>(body)) {
+    parts = &body.cast<UnwrittenBody&>().take();
+    b = parts->size();
+  } else {
+    pb = bytes_view(body.cast<py::bytes>(), &b);
+  }
   const std::size_t data_len = h + s + b + padding;
   py::bytes out = py::reinterpret_steal<py::bytes>(
       PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(data_len + tag_bytes)));
@@ -572,7 +608,14 @@ py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, cons
     py::gil_scoped_release nogil;
     std::memcpy(p, ph, h);
     xor_keystream(k, kPurposeSeal, p + h, s, 1, 0, ps);
-    xor_keystream(k, kPurposeSeal, p + h + s, b, threads, s, pb);
+    if (parts != nullptr) {
+      parts->write(p + h + s, threads, [&](std::uint8_t* dst, const std::uint8_t* part,
+                                           std::size_t bytes, std::size_t at) {
+        xor_keystream(k, kPurposeSeal, dst, bytes, 1, s + at, part);
+      });
+    } else {
+      xor_keystream(k, kPurposeSeal, p + h + s, b, threads, s, pb);
+    }
     write_keystream(k, kPurposeSeal, p + h + s + b, padding, threads, s + b);
   }
   const py::memoryview whole(out);
@@ -826,17 +869,22 @@ PYBIND11_MODULE(_core, m) {
         "Raises InvalidArgumentError unless the core takes the mechanism on the lattice in "
         "dimension n (the one rule, from the lattice and mechanism tables).");
 
-  m.def("encode", &encode_body_py, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("params"),
-        py::arg("factor"), py::arg("coder"), py::arg("threads") = 1,
-        py::arg("lattice_stage") = py::none(), py::arg("model_statistics") = py::none(),
-        py::arg("m") = -1,
+  const auto def_encoder = [&m](const char* name, auto encoder, const char* doc) {
+    m.def(name, encoder, py::arg("x"), py::kw_only(), py::arg("key"), py::arg("params"),
+          py::arg("factor"), py::arg("coder"), py::arg("threads") = 1,
+          py::arg("lattice_stage") = py::none(), py::arg("model_statistics") = py::none(),
+          py::arg("m") = -1, doc);
+  };
+  def_encoder("encode", &encode_body_py,
         "Encode a contiguous 1-D float32/float64 array into a payload body (bytes), "
         "on up to `threads` native threads (the same bytes for every count); "
         "lattice_stage=(H, M, beta, V) codes an LRSUQ stage computed elsewhere (the GPU), "
         "and with it model_statistics=(range, counts) fits the ANS coder's source model "
         "from statistics computed elsewhere: x is then never read and may be empty "
         "(of the coded dtype), m giving the update's size.");
+  def_encoder("encode_coded_body", &encode_coded_body_py,
+        "encode's body as a CodedBody, its parts not yet written: seal_payload writes them "
+        "straight into the payload (no bytes object of the body).");
   m.def("decode", &decode_body_py, py::arg("body"), py::kw_only(), py::arg("m"), py::arg("key"),
         py::arg("params"),
         py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,
@@ -864,6 +912,13 @@ PYBIND11_MODULE(_core, m) {
         py::arg("threads") = 1,
         "XOR the sealing keystream (ChaCha20, RFC 8439, nonce (0, 0, 'SEAL')) into a "
         "writable byte buffer, in place, on up to `threads` threads.");
+  py::class_<UnwrittenBody>(m, "CodedBody",
+                            "A payload body coded but not yet written (encode_coded_body): "
+                            "len() bytes long, written once, by seal_payload.")
+      .def("__len__", [](const UnwrittenBody& u) {
+        if (u.written) throw InvalidArgument("a coded body can be written once only");
+        return u.body.size();
+      });
   m.def("seal_payload", &seal_payload, py::arg("head"), py::arg("sealed_head"), py::arg("body"),
         py::kw_only(), py::arg("padding"), py::arg("key"), py::arg("threads"),
         py::arg("tag_bytes"), py::arg("tag_of"),

@@ -290,21 +290,22 @@ def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, cl
 
 
 def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, threads: int,
-              statistics: tuple[float, np.ndarray], m: int, dtype: str) -> bytes:
+              statistics: tuple[float, np.ndarray], m: int, dtype: str) -> bytes | Any:
     """The body of an update held on a GPU (``gpu``: its
     :class:`cepam.cuda.LatticeStage`), which the host never reads: where
     :meth:`~cepam.cuda.LatticeStage.codes_body_on_device` says so, coded
     whole on the GPU (only the ANS streams or the Golomb body come back);
-    else by the host from the GPU's LRSUQ stage and model statistics.  The
-    CPU's bytes either way."""
+    else by the host from the GPU's LRSUQ stage and model statistics (a
+    ``_core.CodedBody``, written by the sealing).  The CPU's bytes either
+    way."""
     if gpu.codes_body_on_device(params):
         if coder == CODER_CODES["ans"]:
             return gpu.ans_body(params, key=key, factor=factor, statistics=statistics)
         return gpu.golomb_body(params, key=key, factor=factor)
-    return _core.encode(np.empty(0, dtype), key=key, params=params, factor=factor, coder=coder,
-                        threads=threads,
-                        lattice_stage=gpu(params, key=key, factor=factor, threads=threads),
-                        model_statistics=statistics, m=m)
+    return _core.encode_coded_body(
+        np.empty(0, dtype), key=key, params=params, factor=factor, coder=coder, threads=threads,
+        lattice_stage=gpu(params, key=key, factor=factor, threads=threads),
+        model_statistics=statistics, m=m)
 
 
 def _auto_sample_indices(m: int) -> np.ndarray:
@@ -381,9 +382,9 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     bodies = []
     for code, dim in candidates:
         params = core_params(mechanism, lattice=code, n=dim)
-        if gpu is None:
-            body = _core.encode(flat, key=key, params=params, factor=factor, coder=coder,
-                                threads=threads)
+        if gpu is None:  # (its parts written by the sealing, straight into the payload)
+            body = _core.encode_coded_body(flat, key=key, params=params, factor=factor,
+                                           coder=coder, threads=threads)
         else:
             body = _gpu_body(gpu, params, key=key, factor=factor, coder=coder, threads=threads,
                              statistics=statistics, m=m, dtype=dtype)

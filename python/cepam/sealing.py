@@ -48,14 +48,17 @@ from .structure import BARE
 __all__ = ["seal", "verified", "open_payload"]
 
 
-def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes, body: bytes = b"",
-         padding: int = 0, threads: int = 1, head: bytes | None = None) -> bytes:
+def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes,
+         body: bytes | _core.CodedBody = b"", padding: int = 0, threads: int = 1,
+         head: bytes | None = None) -> bytes:
     """The payload whose sealed section is ``plaintext || body || padding``
     zero bytes, under ``header`` (``head``: ``pack_header(header)`` where the
     caller has it already); ``secret`` is a checked 32-byte secret.
-    The body is copied once, into the payload, and encrypted on up to
-    ``threads`` native threads, and the tag computed on up to ``threads``
-    Python threads: the bytes do not depend on ``threads``."""
+    The body (bytes, or the encoder's ``_core.CodedBody``, whose parts are
+    written here and released: it can be sealed once) is copied once, into
+    the payload, and encrypted on up to ``threads`` native threads, and the
+    tag computed on up to ``threads`` Python threads: the bytes do not
+    depend on ``threads``."""
     mac = mac_key(secret)
     return _core.seal_payload(pack_header(header) if head is None else head, bytes(plaintext), body, padding=padding,
                               key=seal_key(secret, header.context), threads=threads,

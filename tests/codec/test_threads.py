@@ -130,6 +130,20 @@ def test_the_worker_pool_keeps_its_threads_serves_several_callers_and_survives_f
     run_script(POOL_SCRIPT + in_forked_child("encode(4) == one and hooks.pool_threads() == 3"))
 
 
+@pytest.mark.parametrize("lattice", ["Z", "E8"])
+def test_segments_coded_in_pairs_with_kept_buffers_give_the_same_bytes(lattice):
+    """Where every thread has 16 segments or more, the ANS encoder codes them
+    in pairs and keeps its word buffers from segment to segment (body.cpp);
+    with fewer, one at a time with fresh buffers: the same bytes, padded
+    or not."""
+    m = 16 * SEGMENT + 4321  # 17 segments on Z: pairs on 1 thread, not on 2 or 3
+    x = update(m, seed=4, ratio=3.0)
+    for pad in (None, 3 * m):
+        payloads = [cepam.encode(x, cepam.Gaussian(sigma=1e-3), secret=SECRET, round=1, client=2,
+                                 lattice=lattice, threads=t, pad=pad) for t in (1, 2, 3)]
+        assert payloads[1] == payloads[0] and payloads[2] == payloads[0], pad
+
+
 @pytest.mark.parametrize("m", [0, 1, 7, 4097, SEGMENT - 1, SEGMENT, SEGMENT + 1])
 def test_sizes_at_segment_edges(m):
     x = update(m, seed=m)

@@ -26,7 +26,10 @@ import cepam
 from cepam import _core, padding, payload as payload_format, sealing
 from cepam._core import testing as hooks
 from cepam.keys import Context, seal_key
-from cepam.payload import pack_sealed
+from cepam.lattices import LATTICE_CODES
+from cepam.mechanisms import core_params
+from cepam.payload import pack_sealed, sealed_head
+from cepam.structure import bare
 from cepam.sealing import open_payload, seal
 
 from helpers.forge import chacha20
@@ -224,6 +227,34 @@ def test_the_keystream_by_parts_is_the_whole_keystream(threads):
                         (100_001, len(data)), (len(data), len(data))]:
         got = _core.unseal(data, start=start, stop=stop, first=start, key=key, threads=threads)
         assert got == expected[start:stop], (start, stop)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+@pytest.mark.parametrize("m", [5_000, 3 * (1 << 17) + 12_345, 40 * (1 << 17)])
+def test_a_coded_body_is_sealed_as_its_bytes(m, coder, threads):
+    """encode writes the body's parts straight into the sealed payload
+    (_core.CodedBody): the payload of its bytes, for bodies under and over
+    the 1 MiB where the parts are written in parallel, with padding, and
+    once only."""
+    x = (np.random.default_rng(m).standard_normal(m) * 1e-2).astype(np.float32)
+    mechanism = cepam.Gaussian(sigma=1e-3)
+    z = LATTICE_CODES["Z"]
+    code = payload_format.CODER_CODES[coder]
+    kwargs = dict(key=bytes(32), params=core_params(mechanism, lattice=z, n=1), factor=1.0,
+                  coder=code, threads=threads)
+    body = _core.encode(x, **kwargs)
+    coded = _core.encode_coded_body(x, **kwargs)
+    assert len(coded) == len(body)
+    header = payload_format.Header(mechanism.code, mechanism.scale, code, 0.5, Context(1, 2, 3),
+                                   bare(m))
+    sealed = sealed_head(z, 1, 77)
+    assert (seal(header, sealed, secret=SECRET, body=coded, padding=77, threads=threads)
+            == seal(header, sealed, secret=SECRET, body=body, padding=77, threads=threads))
+    with pytest.raises(cepam.InvalidArgumentError, match="once"):
+        seal(header, sealed, secret=SECRET, body=coded, threads=threads)
+    with pytest.raises(cepam.InvalidArgumentError, match="once"):
+        len(coded)
 
 
 def test_unseal_checks_its_range():
