@@ -315,8 +315,8 @@ bool segment_matches_py(const py::bytes& body, const py::array& values, std::siz
 }
 
 CodedBody code_body(const py::array& x, const py::bytes& key, const LrsuqParams& p,
-                         double factor, int coder, int threads, const py::object& lattice_stage,
-                         const py::object& model_statistics, std::int64_t size) {
+                    double factor, int coder, int threads, const py::object& lattice_stage,
+                    const py::object& model_statistics, std::int64_t size) {
   require_contiguous_1d(x, "x");
   threads = threads_from(threads);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
@@ -595,8 +595,10 @@ py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, cons
   if (py::isinstance<UnwrittenBody>(body)) {
     parts = &body.cast<UnwrittenBody&>().take();
     b = parts->size();
+  } else if (py::isinstance<py::bytes>(body)) {
+    pb = bytes_view(py::reinterpret_borrow<py::bytes>(body), &b);
   } else {
-    pb = bytes_view(body.cast<py::bytes>(), &b);
+    throw py::type_error("body must be bytes or a CodedBody");
   }
   const std::size_t data_len = h + s + b + padding;
   py::bytes out = py::reinterpret_steal<py::bytes>(

@@ -255,6 +255,9 @@ def test_a_coded_body_is_sealed_as_its_bytes(m, coder, threads):
         seal(header, sealed, secret=SECRET, body=coded, threads=threads)
     with pytest.raises(cepam.InvalidArgumentError, match="once"):
         len(coded)
+    with pytest.raises(TypeError, match="bytes or a CodedBody"):
+        _core.seal_payload(b"", b"", bytearray(3), padding=0, key=bytes(32), threads=1,
+                           tag_bytes=16, tag_of=lambda data: bytes(16))
 
 
 def test_unseal_checks_its_range():
