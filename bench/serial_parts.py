@@ -11,9 +11,9 @@ the least of --repeat runs, so that a loaded machine inflates it little;
 "wall N" is the wall clock on --threads threads (default: every core), and
 "caller" the CPU time of the calling thread alone in a call on --span-threads
 threads (8): the serial work plus the calling thread's share of the parallel
-tasks (the core's loops hand tasks to the caller too; the MAC's segments run
-on pool threads), an upper bound of the serial part that more cores cannot
-shorten.
+tasks (the core's loops hand tasks to the caller too, and so does the
+MAC's: its segments run on the caller and pooled Python threads), an upper
+bound of the serial part that more cores cannot shorten.
 
 The parts (payload format version 5, this checkout; version 4 where the
 installed cepam is older, to measure a baseline with the same script):
@@ -28,11 +28,13 @@ installed cepam is older, to measure a baseline with the same script):
   of a decode);
 - precision check: the decoder's unordered sum of squares of its output.
 
-Not timed here: the native body's coding and its writing into the bytes
-object `_core.encode` returns, all on the call's threads (each segment
-copied into place by one thread, payload/coded_body.hpp; until it was,
-two whole-body copies on the calling thread, about 21 ms each at 10^8,
-docs/guide/performance.md).
+Not timed here: the native body's coding and its writing, all on the
+call's threads (each segment copied into place by one thread,
+payload/coded_body.hpp: `cepam.encode` writes and encrypts them straight
+into the sealed payload, `_core.encode` into the bytes object it returns;
+until then, two whole-body copies on the calling thread, about 21 ms each
+at 10^8, docs/guide/performance.md).  "assembly" here still seals a bytes
+body, as `cepam.encode` did before: an upper bound of the copies it makes.
 
 Python-heap bytes allocated at the peak of `seal` and of `open_payload`
 (tracemalloc, which sees bytes objects and numpy arrays, not the native
