@@ -290,7 +290,8 @@ def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, cl
 
 
 def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, threads: int,
-              statistics: tuple[float, np.ndarray], m: int, dtype: str) -> bytes | Any:
+              statistics: tuple[float, np.ndarray], m: int,
+              dtype: str) -> bytes | _core.CodedBody:
     """The body of an update held on a GPU (``gpu``: its
     :class:`cepam.cuda.LatticeStage`), which the host never reads: where
     :meth:`~cepam.cuda.LatticeStage.codes_body_on_device` says so, coded
