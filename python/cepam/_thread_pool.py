@@ -38,16 +38,16 @@ if hasattr(os, "register_at_fork"):
 
 
 def _threads(count: int) -> concurrent.futures.ThreadPoolExecutor:
-    """The pool, with room for ``count`` threads at least."""
+    """The pool, with room for ``count`` threads at least (call with
+    ``_lock`` held: a pool outgrown is shut down, and takes no more work)."""
     global _pool, _pool_threads
-    with _lock:
-        if _pool is None or _pool_threads < count:
-            old = _pool
-            _pool, _pool_threads = concurrent.futures.ThreadPoolExecutor(
-                count, thread_name_prefix="cepam"), count
-            if old is not None:
-                old.shutdown(wait=False)  # its threads end once idle
-        return _pool
+    if _pool is None or _pool_threads < count:
+        old = _pool
+        _pool, _pool_threads = concurrent.futures.ThreadPoolExecutor(
+            count, thread_name_prefix="cepam"), count
+        if old is not None:
+            old.shutdown(wait=False)  # its threads end once idle
+    return _pool
 
 
 def map_on_threads(fn: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
@@ -66,8 +66,9 @@ def map_on_threads(fn: Callable[[T], R], items: Sequence[T], threads: int) -> li
         for i in range(w, len(items), shares):
             results[i] = fn(items[i])
 
-    pool = _threads(shares - 1)
-    futures = [pool.submit(share, w) for w in range(1, shares)]
+    with _lock:  # (no other caller shuts the pool down between these)
+        pool = _threads(shares - 1)
+        futures = [pool.submit(share, w) for w in range(1, shares)]
     errors: list[BaseException] = []
 
     def settle(run: Callable[[], object]) -> None:

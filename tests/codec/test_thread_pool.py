@@ -22,9 +22,9 @@ def test_results_are_in_order(threads):
 
 def test_threads_are_kept_and_shared():
     map_on_threads(lambda i: i, range(4), 4)
-    pool = _thread_pool._threads(1)
+    pool = _thread_pool._pool
     map_on_threads(lambda i: i, range(4), 4)
-    assert _thread_pool._threads(1) is pool
+    assert _thread_pool._pool is pool
     seen = set()
     map_on_threads(lambda i: seen.add(threading.get_ident()), range(40), 3)
     assert threading.get_ident() in seen  # the caller takes a share
@@ -46,7 +46,8 @@ def test_the_first_error_in_share_order_is_raised_after_every_share():
 
 def test_a_busy_pool_is_not_waited_for():
     threads = 3
-    pool = _thread_pool._threads(threads - 1)
+    with _thread_pool._lock:
+        pool = _thread_pool._threads(threads - 1)
     release = threading.Event()
     blockers = [pool.submit(release.wait) for _ in range(_thread_pool._pool_threads)]
     try:
@@ -58,12 +59,31 @@ def test_a_busy_pool_is_not_waited_for():
             b.result()
 
 
+def test_callers_asking_for_more_threads_at_once_all_get_their_results():
+    # A caller that grows the pool shuts the smaller one down: no caller may
+    # be left submitting to it.
+    out = {}
+
+    def call(threads):
+        out[threads] = [map_on_threads(lambda i: i * threads, range(20), threads)
+                        for _ in range(50)]
+
+    callers = [threading.Thread(target=call, args=(t,)) for t in (2, 3, 5, 9, 17, 33)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    for threads, results in out.items():
+        assert results == [[i * threads for i in range(20)]] * 50
+    assert len(out) == 6
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_makes_its_own_pool():
     run_script("""
 from cepam import _thread_pool
 from cepam._thread_pool import map_on_threads
 assert map_on_threads(lambda i: i + 1, range(8), 4) == list(range(1, 9))
-parents = _thread_pool._threads(1)
+parents = _thread_pool._pool
 """ + in_forked_child("map_on_threads(lambda i: i * 2, range(8), 4) == [i * 2 for i in range(8)]"
-                      " and _thread_pool._threads(1) is not parents"))
+                      " and _thread_pool._pool is not parents"))
