@@ -1,6 +1,7 @@
 """cepam._thread_pool: the Python threads the payload tag and lattice="auto"
 use, kept from call to call (results in order, errors in share order, a
-busy pool never waited for, a forked child's own pool)."""
+busy pool never waited for, callers growing it at once, a forked child's own
+pool)."""
 
 from __future__ import annotations
 
