@@ -252,6 +252,10 @@ def main() -> None:
           f"Amdahl's prediction from f (free cores, segments of 2^17 permitting); 'split': CPU "
           f"time on 1 thread / CPU span on {counts[-1]} (see span()).  Payload bytes identical "
           f"on every thread count: checked.")
+    if counts[-1] > cepam.threads.available_cores():
+        print(f"({counts[-1]} threads on {cepam.threads.available_cores()} cores: they take "
+              f"turns, so the split says how the system shared the cores, not how the work "
+              f"split.)")
     head = ["lattice", "bits/coord"]
     for what in ("encode", "decode"):
         head += [f"{what} {t}" for t in counts] + [f"{what} x{t}" for t in counts[1:]]
