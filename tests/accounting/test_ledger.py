@@ -165,7 +165,7 @@ WRITER = """
     import sys
     import time
     from cepam.accounting import CepamGaussianRound, FLSetting, Ledger
-    path, log, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path, log, rounds, hold = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     with open(log) as f:
         done = [int(line) for line in f if line.strip()]
     setting = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
@@ -175,6 +175,8 @@ WRITER = """
     # Resume after the last round this writer knows it recorded: a round
     # recorded just before a kill, but not logged, is recorded again.
     for r in range((done[-1] + 1) if done else 0, rounds):
+        if r >= hold:  # (not done yet when the test kills it, however fast it runs)
+            signal.pause()
         time.sleep(0.005)  # a round's work: the kills land while rounds go on
         ledger.record(event, run_id="run", round=r)
         with open(log, "a") as f:
@@ -188,21 +190,25 @@ def test_sigkill_at_any_moment_loses_no_record_and_counts_none_twice(path, tmp_p
     rounds, kills = 1500, 15
     log = tmp_path / "log"
     log.write_text("")
-    script = "import os\n" + textwrap.dedent(WRITER)
+    script = "import os, signal\n" + textwrap.dedent(WRITER)
     rng = random.Random(14)
     killed = 0
     interrupted = 0  # kills that hit a writer between its first and last round
     before = 0
     while True:
-        child = subprocess.Popen([sys.executable, "-c", script, str(path), str(log), str(rounds)],
-                                 stdout=subprocess.PIPE, text=True)
+        # A writer to be killed stops short of the end (the kill always finds
+        # it running, past the rounds it was waited for): what the
+        # assertions count does not depend on how fast the machine is.
+        target = before + rng.randint(1, 40)
+        hold = target + 40 if killed < kills else rounds
+        child = subprocess.Popen([sys.executable, "-c", script, str(path), str(log), str(rounds),
+                                  str(hold)], stdout=subprocess.PIPE, text=True)
         if killed < kills:
             if killed % 5 == 4:  # now and then while it starts (opening the ledger)
                 time.sleep(rng.uniform(0.0, 0.5))
-            else:  # else while it writes: once it has logged 1 to 40 more rounds (of the
-                # hundreds left, at >= 5 ms each), and a moment of up to a round later
+            else:  # else while it writes: once it has logged 1 to 40 more rounds, and a
+                # moment of up to a round later (it goes on 40 rounds at most, then waits)
                 assert child.stdout.readline() == "ready\n"
-                target = before + rng.randint(1, 40)
                 while len(log.read_text().split()) < target and child.poll() is None:
                     time.sleep(0.001)
                 time.sleep(rng.uniform(0.0, 0.01))
