@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -55,6 +56,26 @@ PageArray<T> page_array(std::size_t n) {
   }
 #endif
   return PageArray<T>(static_cast<T*>(::operator new[](bytes)), PageDeleter{});
+}
+
+// Asks the system to back the whole 2 MiB pages inside [p, p + bytes) with
+// huge pages (Linux's transparent huge pages, where enabled), for a large
+// buffer that a call is about to write through once, such as a payload:
+// it is then faulted in 2 MiB at a time, not 4 KiB (at m = 10^8, about
+// 12,000 faults fewer a call).  A hint: it changes no byte, and where it is
+// refused or unknown nothing happens.  numpy advises its large arrays so.
+inline void advise_huge_pages(void* p, std::size_t bytes) noexcept {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t{1} << 21;
+  if (bytes < 2 * kHuge) return;
+  const auto begin = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  const std::uintptr_t last = (begin + bytes) & ~(kHuge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 }  // namespace cepam

@@ -12,6 +12,7 @@
 #include "random/chacha20.hpp"
 #include "random/detmath.hpp"
 #include "common/errors.hpp"
+#include "common/pages.hpp"
 #include "common/parallel.hpp"
 #include "lrsuq/compact.hpp"
 #include "lrsuq/norm.hpp"
@@ -606,6 +607,7 @@ py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, cons
   if (!out) throw py::error_already_set();
   // Filled here before anyone else holds it (the C API's way to build bytes).
   auto* p = reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
+  advise_huge_pages(p, data_len + tag_bytes);
   {
     py::gil_scoped_release nogil;
     std::memcpy(p, ph, h);
@@ -646,6 +648,7 @@ py::bytes unseal(const py::buffer& data, std::size_t start, std::size_t stop, st
   if (!out) throw py::error_already_set();
   auto* p = reinterpret_cast<unsigned char*>(PyBytes_AS_STRING(out.ptr()));
   const auto* src = static_cast<const unsigned char*>(info.ptr) + start;
+  advise_huge_pages(p, len);
   {
     py::gil_scoped_release nogil;
     xor_keystream(k, kPurposeSeal, p, len, threads, first, src);

@@ -260,6 +260,43 @@ def test_a_coded_body_is_sealed_as_its_bytes(m, coder, threads):
                            tag_bytes=16, tag_of=lambda data: bytes(16))
 
 
+def _advised_huge(data: bytes) -> bool:
+    """Whether the middle of ``data``'s buffer lies in a mapping advised for
+    huge pages (Linux's /proc/self/smaps: ``hg`` among its VmFlags)."""
+    address = np.frombuffer(data, dtype=np.uint8).ctypes.data + len(data) // 2
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            first = line.split()[0]
+            if "-" in first and not first.endswith(":"):
+                start, stop = (int(a, 16) for a in first.split("-"))
+                inside = start <= address < stop
+            elif inside and first == "VmFlags:":
+                return "hg" in line.split()[1:]
+    raise AssertionError("no mapping holds the buffer")
+
+
+THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+@pytest.mark.skipif(not __import__("os").path.exists(THP),
+                    reason="no transparent huge pages (Linux) here")
+def test_a_large_payload_and_its_opened_body_are_advised_huge_pages():
+    """The payload (seal) and the opened body (unseal), written once through,
+    are advised huge pages: faulted in 2 MiB at a time, not 4 KiB (at
+    m = 10^8, about 12,000 faults fewer a call)."""
+    header = payload_format.Header(cepam.Gaussian(sigma=1.0).code, 1.0,
+                                   payload_format.CODER_CODES["ans"], 0.5, Context(1, 2, 3),
+                                   bare(10))
+    body = np.random.default_rng(5).bytes(6 << 20)
+    head = sealed_head(LATTICE_CODES["Z"], 1, 0, digest=bytes(payload_format.DIGEST_BYTES))
+    for threads in (1, 3):
+        payload = seal(header, head, secret=SECRET, body=body, threads=threads)
+        _, opened = open_payload(payload, SECRET, threads=threads)
+        assert opened.body == body
+        assert _advised_huge(payload) and _advised_huge(opened.body)
+
+
 def test_unseal_checks_its_range():
     with pytest.raises(cepam.InvalidArgumentError, match="within"):
         _core.unseal(bytes(10), start=4, stop=11, first=0, key=bytes(32))
