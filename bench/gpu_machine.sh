@@ -19,7 +19,13 @@
 # 5. bench/gpu_check.py at m = 10^8, best of 2 (the GPU table), and where
 #    one encode and decode spend their time (--profile).
 # STEPS (default "tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8")
-# picks steps after the build.
+# picks steps after the build.  All of them take longer than one call of
+# the `device` tool (600 s); within a 15-minute lease (the machine's start
+# included) run two calls on the warm machine, the GPU's first:
+#     STEPS="tests gpu_1e8" bash bench/gpu_machine.sh $OUT      (about 400 s)
+#     STEPS="throughput_1e8" bash bench/gpu_machine.sh $OUT     (about 300 s)
+# (the build is repeated, about 25 s; gpu_1e6, with its dumps, only where
+# gpu_1e8 or the tests find a difference).
 # Each step has its own time limit so that a hang costs one step, not the
 # machine; logs go to LOG_DIR (default: a new temporary folder), the
 # summary to standard output.  Exits non-zero if any step failed.
@@ -58,8 +64,11 @@ TAIL=15 step build 180 build.log "$py" -m pip install --no-build-isolation --no-
 for s in ${STEPS:-tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8}; do
   case "$s" in
   tests)
+    parallel=()  # the host-twin tests are CPU-bound: on the machine's cores
+    "$py" -c 'import xdist' 2>/dev/null && parallel=(-n "$(( ($(nproc) + 1) / 2 ))")
     if ! TAIL=40 step tests 180 tests.log "$py" -m pytest -q -rs -p no:cacheprovider \
-        tests/core/test_cuda.py tests/core/test_gpu_flow.py tests/fl/test_fl_results.py; then
+        ${parallel[@]+"${parallel[@]}"} tests/core/test_cuda.py tests/core/test_gpu_flow.py \
+        tests/fl/test_fl_results.py; then
       command -v compute-sanitizer >/dev/null && TAIL=60 step memcheck 120 memcheck.log \
         compute-sanitizer --tool memcheck --print-limit 20 "$py" -m pytest -x -q -m cuda \
         -p no:cacheprovider tests/core/test_cuda.py
