@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import pickle
 import struct
 import subprocess
@@ -279,7 +280,7 @@ def _advised_huge(data: bytes) -> bool:
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
-@pytest.mark.skipif(not __import__("os").path.exists(THP),
+@pytest.mark.skipif(not os.path.exists(THP),
                     reason="no transparent huge pages (Linux) here")
 def test_a_large_payload_and_its_opened_body_are_advised_huge_pages():
     """The payload (seal) and the opened body (unseal), written once through,
