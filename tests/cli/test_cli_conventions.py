@@ -144,17 +144,36 @@ def test_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err == "cepam inspect: interrupted\n"
 
 
+# The run checkpoints round 1, says so in the file argv[1], and waits there
+# (signal.pause) until a signal comes: the interrupt lands mid-run however
+# fast the machine trains.
+_HELD_AFTER_ROUND_1 = """
+import pathlib, signal
+import cepam.fl.builtin_engine as _engine
+_held = pathlib.Path(sys.argv.pop(1))
+_save_state = _engine.save_state
+def _save_and_hold(directory, config, round_, *args, **kwargs):
+    _save_state(directory, config, round_, *args, **kwargs)
+    if round_ >= 1:
+        _held.touch()
+        while True:
+            signal.pause()
+_engine.save_state = _save_and_hold
+"""
+
+
 @pytest.mark.skipif(not MNIST_DIR.is_dir(), reason="MNIST not available")
 def test_ctrl_c_during_fl_run(tmp_path):
     pytest.importorskip("torch")  # fl run trains (without torch it stops at once)
-    out = tmp_path / "results"
-    argv = ["fl", "run", "--rounds", "500", "--clients", "2", "--samples-per-client", "20",
+    out, held = tmp_path / "results", tmp_path / "held"
+    argv = ["fl", "run", "--rounds", "5", "--clients", "2", "--samples-per-client", "20",
             "--train-size", "200", "--val-size", "20", "--test-size", "20", "--local-steps", "2",
             "--out", str(out), "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress"]
-    proc = subprocess.Popen([sys.executable, "-c", hiding((), _MAIN), *argv],
+    proc = subprocess.Popen([sys.executable, "-c", hiding((), _HELD_AFTER_ROUND_1 + _MAIN),
+                             str(held), *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        while not list(out.glob("*/seed0/state.pt")):  # a round completed (500 to go)
+        while not held.exists():  # round 1 checkpointed; the run waits there, mid-run
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
