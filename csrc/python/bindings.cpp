@@ -364,9 +364,14 @@ CodedBody code_body(const py::array& x, const py::bytes& key, const LrsuqParams&
 struct UnwrittenBody {
   CodedBody body;
   bool written = false;
+  // Its length in bytes, while not yet written.
+  std::size_t size() const {
+    if (written) throw InvalidArgument("a coded body can be written once only");
+    return body.size();
+  }
   // The body, to be written now (under the GIL: two callers cannot both take it).
   CodedBody& take() {
-    if (written) throw InvalidArgument("a coded body can be written once only");
+    size();
     written = true;
     return body;
   }
@@ -920,10 +925,7 @@ PYBIND11_MODULE(_core, m) {
   py::class_<UnwrittenBody>(m, "CodedBody",
                             "A payload body coded but not yet written (encode_coded_body): "
                             "len() bytes long, written once, by seal_payload.")
-      .def("__len__", [](const UnwrittenBody& u) {
-        if (u.written) throw InvalidArgument("a coded body can be written once only");
-        return u.body.size();
-      });
+      .def("__len__", &UnwrittenBody::size);
   m.def("seal_payload", &seal_payload, py::arg("head"), py::arg("sealed_head"), py::arg("body"),
         py::kw_only(), py::arg("padding"), py::arg("key"), py::arg("threads"),
         py::arg("tag_bytes"), py::arg("tag_of"),

@@ -737,8 +737,8 @@ class PayloadInfo:
     With the secret (``inspect(payload, secret=...)``) the tag is verified and
     the sealed section opened.  Sizes are in bits; ``body_bits`` splits the
     body into the coder's parts (Golomb: its parameter, the segments'
-    headers (each its order and section lengths), H, M, padding; ANS: source model, the segments' lengths and model bytes,
-    rANS streams);
+    headers (each its order and section lengths), H, M, padding; ANS:
+    source model, the segments' lengths and model bytes, rANS streams);
     ``sealed_bits`` counts the whole encrypted section (its header, body and
     padding); ``bits_per_coordinate`` counts the whole payload.
     """

@@ -2,8 +2,7 @@
 keeps threads from call to call (the native worker pool, cepam._thread_pool).
 
 Each script runs in a fresh interpreter (:func:`run_script`), so that what
-the pools hold is what the script made, and a hang fails the test instead of
-stopping the suite."""
+the pools hold is what the script made."""
 
 from __future__ import annotations
 
@@ -13,14 +12,12 @@ import sys
 
 def in_forked_child(check: str) -> str:
     """Python source that forks and asserts, in the parent, that the
-    expression ``check`` was true in the child (a child that hangs dies
-    within 60 s, and the assertion fails)."""
+    expression ``check`` was true in the child."""
     return f"""
-import os as _os, signal as _signal
+import os as _os
 _read, _write = _os.pipe()
 _pid = _os.fork()
 if _pid == 0:
-    _signal.alarm(60)
     _os.write(_write, b"ok" if ({check}) else b"no")
     _os._exit(0)
 _os.close(_write)
@@ -31,7 +28,7 @@ _os.waitpid(_pid, 0)
 
 def run_script(script: str) -> None:
     """Runs ``script`` in a fresh interpreter (warnings off) and asserts it
-    exits 0 within 300 s."""
+    exits 0."""
     run = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True,
-                         text=True, timeout=300)
+                         text=True)
     assert run.returncode == 0, run.stderr[-2000:]
