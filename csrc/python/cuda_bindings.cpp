@@ -448,7 +448,12 @@ py::tuple body_symbols_resident(const py::capsule& x, const py::bytes& key, cons
 
 }  // namespace
 
-PYBIND11_MODULE(_cuda, m) {
+// (CEPAM_CUDA_MODULE: _cuda_on_host where the kernels run on the host,
+// CMakeLists.txt's CEPAM_CUDA_ON_HOST.)
+#ifndef CEPAM_CUDA_MODULE
+#define CEPAM_CUDA_MODULE _cuda
+#endif
+PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
   m.doc() = "cepam's LRSUQ stage on CUDA devices (bit-identical to the CPU codec)";
   register_errors(m);
   // The codec's parameters arrive as cepam._core.Params: the class is

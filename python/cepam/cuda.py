@@ -282,11 +282,9 @@ class LatticeStage:
         Raises:
             DeviceError: a CUDA failure.
         """
-        import torch
-
-        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
-        rng, counts, timing = cuda_module().model_statistics(
-            self._flat.__dlpack__(stream=stream or 1), factor=factor, stream=stream)
+        capsule, stream = self._capsule()
+        rng, counts, timing = cuda_module().model_statistics(capsule, factor=factor,
+                                                             stream=stream)
         self.timings.append({"model_" + k: v for k, v in timing.items()})
         return rng, counts
 
@@ -318,15 +316,22 @@ class LatticeStage:
             return total
         return float(_core.sum_of_squares(self.host(), threads=threads))
 
+    def _capsule(self) -> tuple[Any, int]:
+        """(DLPack capsule of the update, the stream its kernels run on):
+        torch's current stream on the update's device (0: the legacy default
+        stream; the capsule then asks for stream 1, which DLPack says
+        means the same)."""
+        import torch
+
+        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        return self._flat.__dlpack__(stream=stream or 1), stream
+
     def _first_pass(self) -> tuple[float, float]:
         """(total, largest magnitude): the first pass of the sum of squares
         on the GPU (``_cuda.sum_of_squares``; its host twin is
         ``_core.testing.sum_of_squares_blocks``)."""
-        import torch
-
-        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
-        total, maxabs, timing = cuda_module().sum_of_squares(
-            self._flat.__dlpack__(stream=stream or 1), stream=stream)
+        capsule, stream = self._capsule()
+        total, maxabs, timing = cuda_module().sum_of_squares(capsule, stream=stream)
         self.timings.append({"squares_" + k: v for k, v in timing.items()})
         return total, maxabs
 
@@ -335,10 +340,7 @@ class LatticeStage:
         """(H, M, beta, V) of every sub-vector, host arrays, from the GPU's
         kernel (``_cuda.encode_lattice``, the host's side on ``threads``
         threads; its host twin is ``_core.testing.encode_subvectors``)."""
-        import torch
-
-        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
-        capsule = self._flat.__dlpack__(stream=stream or 1)
+        capsule, stream = self._capsule()
         H, M, beta, V, timing = cuda_module().encode_lattice(
             capsule, key=key, params=params, factor=factor, stream=stream, threads=threads)
         self.timings.append(timing)
@@ -437,12 +439,10 @@ class LatticeStage:
         """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
         kernels (``_cuda.encode_ans_body_resident``; its host twin is
         ``_core.testing.ans_body_by_streams(..., shared_symbols=True)``)."""
-        import torch
-
-        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        capsule, stream = self._capsule()
         body, stage, timing = cuda_module().encode_ans_body_resident(
-            self._flat.__dlpack__(stream=stream or 1), key=key, params=params, factor=factor,
-            statistics=statistics, spot=np.asarray(spot, np.uint64), stream=stream)
+            capsule, key=key, params=params, factor=factor, statistics=statistics,
+            spot=np.asarray(spot, np.uint64), stream=stream)
         self.timings.append(timing)
         return body, stage
 
@@ -451,12 +451,10 @@ class LatticeStage:
         """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
         kernels (``_cuda.encode_golomb_body_resident``; its host twin is
         ``_core.testing.golomb_body_by_units``)."""
-        import torch
-
-        stream = torch.cuda.current_stream(self._flat.device).cuda_stream
+        capsule, stream = self._capsule()
         body, stage, timing = cuda_module().encode_golomb_body_resident(
-            self._flat.__dlpack__(stream=stream or 1), key=key, params=params, factor=factor,
-            spot=np.asarray(spot, np.uint64), stream=stream)
+            capsule, key=key, params=params, factor=factor, spot=np.asarray(spot, np.uint64),
+            stream=stream)
         self.timings.append(timing)
         return body, stage
 

@@ -7,7 +7,9 @@ must import and report "no device" on machines without a driver, and the
 API must say clearly what it cannot do.
 """
 
+import dataclasses
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from cepam import _core, cuda
 from cepam._core import testing as hooks
 from cepam.errors import DeviceError, InvalidArgumentError
 
+from helpers import cuda_devices
 from test_subvector import CONFIGS, KEY, _input
 
 try:
@@ -36,6 +39,23 @@ def _torch_cuda() -> bool:
 HAS_GPU = cuda.is_available() and _torch_cuda()
 needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA device, cepam._cuda and torch "
                                "with CUDA (" + (cuda.status()[1] or "torch has no CUDA") + ")")
+ON_HOST = cuda_devices.on_host()
+
+
+# Where the device tests run: a GPU, or the host (cepam._cuda_on_host).
+WHERE = [pytest.param("gpu", marks=[needs_gpu, pytest.mark.cuda]),
+         pytest.param("host", marks=pytest.mark.skipif(
+             ON_HOST is None, reason="cepam was built without cepam._cuda_on_host "
+             "(pip install -C cmake.define.CEPAM_CUDA_ON_HOST=ON .)"))]
+
+
+@pytest.fixture(params=WHERE)
+def device(request) -> cuda_devices.Device:
+    """Where a device test runs: a GPU, or the host running the same kernels
+    (cepam._cuda_on_host, tests/helpers/cuda_devices.py)."""
+    return cuda_devices.on_gpu() if request.param == "gpu" else ON_HOST
+
+
 SECRET = bytes(range(32))
 
 
@@ -234,57 +254,86 @@ def test_the_device_output_check_gives_the_host_verdicts(values, dtype):
         verdict(check_output, values)
 
 
-# --- on a GPU ------------------------------------------------------------------
+# --- on a GPU, or on the host running its kernels (cepam._cuda_on_host) ------
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("mech,lattice,n", CONFIGS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gpu_lattice_stage_is_bit_identical(mech, lattice, n, dtype):
-    import torch
-
+def test_gpu_lattice_stage_is_bit_identical(mech, lattice, n, dtype, device):
     x = _input(4099, dtype, seed=lattice * 10 + n)
-    xd = torch.from_numpy(x).cuda()
-    H, M, beta, V, timing = _cuda.encode_lattice(xd.__dlpack__(stream=1), factor=0.75,
-                                                 **_kw(mech, lattice, n))
+    H, M, beta, V, timing = device.module.encode_lattice(device.put(x), factor=0.75,
+                                                         **_kw(mech, lattice, n))
     H2, M2, beta2, V2 = hooks.encode_subvectors(x, factor=0.75, **_kw(mech, lattice, n))
     np.testing.assert_array_equal(H, H2)
     np.testing.assert_array_equal(M, M2)
     assert beta.tobytes() == beta2.tobytes() and V.tobytes() == V2.tobytes()
     for out in ("float32", "float64"):
-        capsule, _ = _cuda.decode_lattice(H, M, m=x.size, dtype=out, **_kw(mech, lattice, n))
-        y = torch.from_dlpack(capsule).cpu().numpy()
+        capsule, _ = device.module.decode_lattice(H, M, m=x.size, dtype=out,
+                                                  **_kw(mech, lattice, n))
+        y = device.get(capsule)
         y2 = hooks.decode_lattice(H, M, m=x.size, dtype=out, **_kw(mech, lattice, n))
         assert y.tobytes() == y2.tobytes()
 
 
-@needs_gpu
-@pytest.mark.cuda
+@dataclasses.dataclass(frozen=True)
+class _Path:
+    """Where cepam.encode's device path runs: ``put`` gives a host torch
+    tensor as the update the path takes, ``module`` runs its kernels."""
+    put: Any
+    module: Any
+
+
+@pytest.fixture(params=WHERE)
+def path(request, monkeypatch) -> _Path:
+    """cepam.encode's device path on a GPU (CUDA tensors), or on the host:
+    LatticeStage of a host tensor handed to cepam._cuda_on_host as CUDA
+    memory, everything else (its checks, the payload) as on a GPU."""
+    torch = pytest.importorskip("torch")
+    if request.param == "gpu":
+        return _Path(put=lambda t: t.cuda(), module=_cuda)
+
+    class StageOnHost(cuda.LatticeStage):
+        def _capsule(self):
+            return cuda_devices.as_cuda(self._flat.numpy()), 0
+
+    def of(leaves, structure, dtype):
+        flat = torch.cat([t.detach().reshape(-1).to(getattr(torch, dtype)) for t in leaves])
+        return StageOnHost(flat.contiguous(), structure)
+
+    monkeypatch.setattr(cuda, "status", lambda: (True, ""))
+    monkeypatch.setattr(cuda, "cuda_module", lambda: ON_HOST.module)
+    monkeypatch.setattr(cuda.LatticeStage, "of", staticmethod(of))
+    return _Path(put=lambda t: t, module=ON_HOST.module)
+
+
 @pytest.mark.parametrize("lattice", ["Z", "E8", "auto"])
-@pytest.mark.parametrize("body_on_gpu", [False, True])
+@pytest.mark.parametrize("body_on_device", [False, True])
 @pytest.mark.parametrize("coder", ["ans", "golomb"])
-def test_cuda_tensors_encode_to_the_cpu_bytes_and_decode_on_the_gpu(lattice, body_on_gpu, coder,
-                                                                     monkeypatch):
-    """body_on_gpu: bodies coded on the GPU (not by default:
-    LatticeStage.codes_body_on_device)."""
+@pytest.mark.parametrize("clip", [None, 10.0])
+def test_encode_takes_the_device_path_to_the_cpu_bytes(lattice, body_on_device, coder, clip,
+                                                       path, monkeypatch):
+    """cepam.encode through LatticeStage, its checks and every kernel of the
+    path: the CPU's payload, the path taken (body_on_device: bodies coded on
+    the device, not by default: LatticeStage.codes_body_on_device); on a
+    GPU, decode(device="cuda") too."""
     import torch
 
     update = {"w": torch.randn(300, 7, generator=torch.Generator().manual_seed(0)),
               "b": torch.randn(13, generator=torch.Generator().manual_seed(1))}
-    kw = dict(secret=SECRET, round=4, client=1, clip=10.0, lattice=lattice, coder=coder)
+    kw = dict(secret=SECRET, round=4, client=1, clip=clip, lattice=lattice, coder=coder)
     expected = cepam.encode(update, cepam.Gaussian(sigma=0.05), **kw)
-    on_gpu = {k: v.cuda() for k, v in update.items()}
+    monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device",
+                        lambda self, params: body_on_device)
     calls = _spy(monkeypatch)
-    if body_on_gpu:
-        monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device", lambda self, params: True)
-    assert cepam.encode(on_gpu, cepam.Gaussian(sigma=0.05), **kw) == expected
-    # The GPU path ran (if asked, the body coded there), checked.
+    on_device = {k: path.put(v) for k, v in update.items()}
+    assert cepam.encode(on_device, cepam.Gaussian(sigma=0.05), **kw) == expected
     assert calls["stage"] + calls["body"] >= 1
     assert calls["check"] == calls["stage"] + calls["body"] and calls["segment"] == calls["body"]
     if lattice != "auto":
-        assert calls["body"] == (1 if body_on_gpu else 0)
+        assert calls["body"] == (1 if body_on_device else 0)
     assert calls["squares"] == 1 and calls["model"] == 1  # the norm and the model's statistics
-    assert calls["host"] == 0 and calls["flatten"] == 0  # the update never came to the host
+    assert calls["host"] == 0 and calls["flatten"] == 0  # the update never read on the host
+    if path.module is not _cuda:
+        return  # (torch holds decode's output: a GPU)
     out = cepam.decode(expected, secret=SECRET, device="cuda")
     assert calls["decode"] == 1  # the GPU kernel decoded
     ref = cepam.decode(expected, secret=SECRET)
@@ -342,38 +391,34 @@ def test_dlpack_cuda_arrays_reach_the_gpu_stage(monkeypatch):
     assert calls["stage"] == 1 and calls["check"] == 1
 
 
-@needs_gpu
-@pytest.mark.cuda
-def test_a_wrong_gpu_result_raises_device_error(monkeypatch):
+def test_a_wrong_gpu_result_raises_device_error(path, monkeypatch):
     """The spot-check after every GPU encode: a lattice point the GPU got
     wrong at a checked sub-vector (the first is always checked) is loud."""
     import torch
 
-    real = _cuda.encode_lattice
+    real = path.module.encode_lattice
 
     def wrong(*args, **kwargs):
         H, M, beta, V, timing = real(*args, **kwargs)
         M[0] += 1
         return H, M, beta, V, timing
 
-    monkeypatch.setattr(_cuda, "encode_lattice", wrong)
-    x = torch.randn(5000, device="cuda")
+    monkeypatch.setattr(path.module, "encode_lattice", wrong)
+    x = path.put(torch.randn(5000))
     with pytest.raises(DeviceError, match="sub-vector 0 of"):
         cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,
                      lattice="D4")
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("what", ["stage", "stream"])
 @pytest.mark.parametrize("lattice", ["Z", "E8"])
-def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, monkeypatch):
+def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, path, monkeypatch):
     """With the ANS coder's body coded on the GPU: a wrong spot-checked
     sub-vector, or a wrong byte in the one segment the host codes again, is
     loud."""
     import torch
 
-    real = _cuda.encode_ans_body_resident
+    real = path.module.encode_ans_body_resident
 
     def wrong(*args, **kwargs):
         body, (H, M, beta, V), timing = real(*args, **kwargs)
@@ -383,16 +428,14 @@ def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, monkeypatc
             body = body[:-3] + bytes([body[-3] ^ 0x10]) + body[-2:]
         return body, (H, M, beta, V), timing
 
-    monkeypatch.setattr(_cuda, "encode_ans_body_resident", wrong)
+    monkeypatch.setattr(path.module, "encode_ans_body_resident", wrong)
     monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device", lambda self, params: True)
-    x = torch.randn(5000, device="cuda")  # (rms/sigma = 20: the box model on E8)
+    x = path.put(torch.randn(5000))  # (rms/sigma = 20: the box model on E8)
     with pytest.raises(DeviceError, match="sub-vector 0 of" if what == "stage" else "segment 0"):
         cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,
                      clip=1e4, lattice=lattice)
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("mech,lattice,n,m,spread", [
     *[(mech, 1, n, m, spread) for mech, n in [(1, 1), (2, 1), (1, 2), (2, 3), (1, 8), (3, 1)]
       for m, spread in [(4_099, 3.0), (3 * (1 << 17) + 5, 0.2), (8_193, 0.0)]],
@@ -400,20 +443,17 @@ def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, monkeypatc
       for m, spread in [(4_099, 5.0), (3 * (1 << 17) + 5, 5.0), (8_193, 0.0),
                         (3 * (1 << 17) + 5, 0.3)]]])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype, m, spread):
+def test_ans_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype, m, spread, device):
     """The stage, the segments' symbols and their streams on the GPU
     (_cuda.encode_ans_body_resident): the CPU's body, and the spot-checked
     sub-vectors' stage, bit for bit; on A2, D4 and E8 the box model's
     (spread 5) and the point model's streams (spread 0 and 0.3: each
     sub-vector's candidates enumerated by a GPU thread)."""
-    import torch
-
     x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(dtype)
     kw = dict(_kw(mech, lattice, n), factor=0.75)
     spot = cuda.spot_indices(KEY, -(-m // n))
-    body, stage, timing = _cuda.encode_ans_body_resident(
-        torch.from_numpy(x).cuda().__dlpack__(stream=1),
-        statistics=hooks.model_statistics(x, factor=0.75), spot=spot, **kw)
+    body, stage, timing = device.module.encode_ans_body_resident(
+        device.put(x), statistics=hooks.model_statistics(x, factor=0.75), spot=spot, **kw)
     assert body == _core.encode(x, coder=2, **kw)
     _assert_spot_stage(stage, x, kw, spot, n)
 
@@ -427,107 +467,88 @@ def _assert_spot_stage(stage, x, kw, spot, n):
     assert stage[3].tobytes() == V.reshape(-1, n)[at].tobytes()
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("mech,lattice,n,m,spread", [
     (1, 1, 1, 4_099, 5.0), (1, 1, 2, 3 * (1 << 17) + 5, 5.0), (2, 1, 2, 8_193, 0.0),
     (3, 1, 1, 4_099, 50.0), (1, 1, 8, 2 * (1 << 17) + 3, 1e4), (1, 4, 8, 3 * (1 << 17) + 5, 5.0),
     (1, 1, 1, 3 * (1 << 17), (0.01, 1e3, 30.0))])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_golomb_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype, m, spread):
+def test_golomb_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dtype, m, spread,
+                                                           device):
     """The stage and every segment's codes on the GPU
     (_cuda.encode_golomb_body_resident: the units' codes counted, then
     written at their bit offsets with atomic ORs): the CPU's body, and the
     spot-checked sub-vectors' stage, bit for bit; one and several
     segments, long codes (spread 1e4), constant updates (spread 0), and
     segments of their own orders (a spread a segment)."""
-    import torch
-
     rng = np.random.default_rng(m + n)
     scales = np.repeat(spread, -(-m // len(spread)))[:m] if isinstance(spread, tuple) else spread
     x = rng.normal(scale=scales, size=m).astype(dtype)
     kw = dict(_kw(mech, lattice, n), factor=0.75)
     spot = cuda.spot_indices(KEY, -(-m // n))
-    body, stage, _ = _cuda.encode_golomb_body_resident(
-        torch.from_numpy(x).cuda().__dlpack__(stream=1), spot=spot, **kw)
+    body, stage, _ = device.module.encode_golomb_body_resident(device.put(x), spot=spot, **kw)
     assert body == _core.encode(x, coder=1, **kw)
     _assert_spot_stage(stage, x, kw, spot, n)
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("mech,lattice,n,m,spread", [
     (1, 1, 1, 4_099, 5.0), (1, 1, 2, 4_099, 5.0), (2, 1, 1, 3 * (1 << 17) + 5, 5.0),
     (1, 1, 8, 8_193, 5.0), (1, 3, 4, 4_099, 5.0), (1, 4, 8, 2 * (1 << 17) + 3, 5.0),
     (1, 2, 2, 3 * (1 << 17) + 5, 0.3), (1, 4, 8, 3 * (1 << 17) + 5, 0.3)])
-def test_the_symbol_kernel_gives_the_host_twins_symbols(mech, lattice, n, m, spread):
+def test_the_symbol_kernel_gives_the_host_twins_symbols(mech, lattice, n, m, spread, device):
     """The symbol kernel (_cuda.body_symbols) against its host twin
     (hooks.body_symbols), symbol by symbol, and the segments with a point
     table (spread 0.3).  On its first GPU run (H100, nvcc 13.0) the kernel's
     counts were right but its symbols never reached the output, while it
     stored through a pointer to either a local array or the output;
     whole-body tests saw only a wrong stream."""
-    import torch
-
     x = np.random.default_rng(m + n).normal(scale=spread, size=m).astype(np.float32)
     kw = dict(_kw(mech, lattice, n), factor=0.75)
-    device = _cuda.body_symbols(torch.from_numpy(x).cuda().__dlpack__(stream=1),
-                                statistics=hooks.model_statistics(x, factor=0.75), **kw)
+    on_device = device.module.body_symbols(
+        device.put(x), statistics=hooks.model_statistics(x, factor=0.75), **kw)
     host = hooks.body_symbols(x, **kw)
     assert host[3].any() == (spread < 1)  # (the point model's streams, where it has tables)
-    for a, b in zip(device, host):
+    for a, b in zip(on_device, host):
         assert np.array_equal(a, b)
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("chunk,threads", [(1, 1), (1000, 3), (4096, 1), (1 << 20, 1),
                                            (1 << 20, 7)])
-def test_gpu_results_do_not_depend_on_the_launch_chunk(chunk, threads):
+def test_gpu_results_do_not_depend_on_the_launch_chunk(chunk, threads, device):
     """...nor on the host threads that receive (encode) and pack (decode)
     each chunk."""
-    import torch
-
     kw = _kw(1, 4, 8)  # Gaussian, E8
     x = _input(100_003, np.float32, seed=5)
-    xd = torch.from_numpy(x).cuda()
-    H, M, beta, V, _ = _cuda.encode_lattice(xd.__dlpack__(stream=1), factor=0.75, chunk=chunk,
-                                            threads=threads, **kw)
+    H, M, beta, V, _ = device.module.encode_lattice(device.put(x), factor=0.75, chunk=chunk,
+                                                    threads=threads, **kw)
     H2, M2, beta2, V2 = hooks.encode_subvectors(x, factor=0.75, **kw)
     assert (H.tobytes(), M.tobytes(), beta.tobytes(), V.tobytes()) == \
         (H2.tobytes(), M2.tobytes(), beta2.tobytes(), V2.tobytes())
-    capsule, _ = _cuda.decode_lattice(H, M, m=x.size, dtype="float32", chunk=chunk,
-                                      threads=threads, **kw)
-    y = torch.from_dlpack(capsule).cpu().numpy()
+    capsule, _ = device.module.decode_lattice(H, M, m=x.size, dtype="float32", chunk=chunk,
+                                              threads=threads, **kw)
+    y = device.get(capsule)
     assert y.tobytes() == hooks.decode_lattice(H, M, m=x.size, dtype="float32", **kw).tobytes()
 
 
-@needs_gpu
-@pytest.mark.cuda
-def test_gpu_rans_streams_are_the_cpu_streams():
+def test_gpu_rans_streams_are_the_cpu_streams(device):
     rng = np.random.default_rng(2)
     counts = [0, 1, 3, 4, 5, 4099, 1 << 17, 77]
     first = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
     freq = rng.integers(1, 1 << 12, int(first[-1])).astype(np.uint32)
     start = (rng.random(freq.size) * ((1 << 24) - freq)).astype(np.uint32)
-    streams, timing = _cuda.rans_encode_segments(start, freq, first)
+    streams, timing = device.module.rans_encode_segments(start, freq, first)
     assert streams == hooks.rans_encode_segments(start, freq, first)
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("mech,lattice,n", [(1, 1, 1), (2, 1, 1), (1, 2, 2), (1, 3, 4),
                                             (1, 4, 8)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_ans_bodies_with_gpu_coded_streams_are_the_cpu_bodies(mech, lattice, n, dtype):
+def test_ans_bodies_with_gpu_coded_streams_are_the_cpu_bodies(mech, lattice, n, dtype, device):
     x = np.random.default_rng(lattice).normal(scale=0.2, size=300_001).astype(dtype)
     kw = dict(_kw(mech, lattice, n), factor=0.75)
-    assert _cuda.encode_ans_body(x, **kw) == _core.encode(x, coder=2, **kw)
+    assert device.module.encode_ans_body(x, **kw) == _core.encode(x, coder=2, **kw)
 
 
-@needs_gpu
-@pytest.mark.cuda
-def test_golden_vectors_encode_to_the_same_bytes_from_the_gpu():
+def test_golden_vectors_encode_to_the_same_bytes_from_the_gpu(path):
     import importlib.util
     import torch
 
@@ -541,7 +562,7 @@ def test_golden_vectors_encode_to_the_same_bytes_from_the_gpu():
         update = generate.update_for(name)
         leaves = update if isinstance(update, dict) else {"x": update}
         cpu = {k: torch.from_numpy(np.array(v)) for k, v in leaves.items()}
-        gpu = {k: v.cuda() for k, v in cpu.items()}
+        gpu = {k: path.put(v) for k, v in cpu.items()}
         kw = dict(secret=generate.SECRET, round=3, client=5, message=1, dim=case["dim"],
                   clip=case["clip"], coder=case["coder"])
         assert cepam.encode(gpu, case["mechanism"], **kw) == cepam.encode(cpu, case["mechanism"], **kw), name
@@ -557,33 +578,34 @@ def test_ci_built_the_cuda_module():
     assert _cuda is not None, "cepam._cuda was not built although CI installed nvcc"
 
 
-@needs_gpu
-@pytest.mark.cuda
+def test_ci_built_the_kernels_for_the_host():
+    """CI builds cepam._cuda_on_host (CEPAM_REQUIRE_CUDA_ON_HOST, .ci/run), so
+    the device tests above run on every CI machine, GPU or not."""
+    import os
+
+    if not os.environ.get("CEPAM_REQUIRE_CUDA_ON_HOST"):
+        pytest.skip("CEPAM_REQUIRE_CUDA_ON_HOST is not set (only CI requires the module)")
+    assert ON_HOST is not None, "cepam._cuda_on_host was not built (SKBUILD_CMAKE_DEFINE?)"
+
+
 @pytest.mark.parametrize("m", [1, 4099, (1 << 16) + 1, 5 * (1 << 16) + 7])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gpu_sum_of_squares_is_the_host_blocks(m, dtype):
-    import torch
-
+def test_gpu_sum_of_squares_is_the_host_blocks(m, dtype, device):
     x = _input(m, dtype, seed=m)
-    total, maxabs, _ = _cuda.sum_of_squares(torch.from_numpy(x).cuda().__dlpack__(stream=1))
+    total, maxabs, _ = device.module.sum_of_squares(device.put(x))
     assert (total, maxabs) == hooks.sum_of_squares_blocks(x)
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("m", [1, 4099, (1 << 16) + 3, 3 * (1 << 20) + 1])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("factor", [1.0, 0.3])
-def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
+def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor, device):
     """The source model's statistics kernels (cuda/model_gpu.cu) against
     their host twin; the model fitted from them is then the CPU's
     (tests/core/test_model_stats.py)."""
-    import torch
-
     x = _input(m, dtype, seed=m)
     x[m // 2] *= 1e3  # an outlier: the range
-    rng, counts, _ = _cuda.model_statistics(torch.from_numpy(x).cuda().__dlpack__(stream=1),
-                                            factor=factor)
+    rng, counts, _ = device.module.model_statistics(device.put(x), factor=factor)
     twin_rng, twin_counts = hooks.model_statistics(x, factor=factor)
     assert rng == twin_rng
     np.testing.assert_array_equal(counts, twin_counts)
@@ -591,8 +613,6 @@ def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
 
 # --- ANS bodies decoded on the GPU (not decode's default yet) -----------------
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("lattice,n,m,dtype,scale", [
     (1, 1, 5, "float32", 0.01), (1, 1, 2 * (1 << 17) + 77, "float32", 0.01),
     (1, 2, 300_001, "float64", 0.01), (1, 3, 9_001, "float32", 0.01),
@@ -600,28 +620,23 @@ def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor):
     (3, 4, 2 * (1 << 17) + 3, "float64", 0.01), (4, 8, 300_001, "float32", 0.01),
     (2, 2, 70_001, "float64", 1e-4), (3, 4, 9_001, "float32", 1e-4),
     (4, 8, 2 * (1 << 17) + 3, "float32", 3e-4)])
-def test_the_gpu_decodes_bodies_to_the_cpu_values(lattice, n, m, dtype, scale):
+def test_the_gpu_decodes_bodies_to_the_cpu_values(lattice, n, m, dtype, scale, device):
     """Bodies of the box model (scale 0.01: rms/sigma = 10) and of the point
     model (below the noise: each table built by the reading thread)."""
-    import torch
-
     from test_segment_decode import KEY as ZKEY, _params, _update
 
     params = _params(n, lattice=lattice)
     body = _core.encode(_update(m, np.dtype(dtype), scale=scale, seed=n), key=ZKEY,
                         params=params, factor=1.0, coder=2, threads=2)
-    capsule, _ = _cuda.decode_ans_body_resident(body, m=m, key=ZKEY, params=params, dtype=dtype)
-    y = torch.from_dlpack(capsule).cpu().numpy()
+    capsule, _ = device.module.decode_ans_body_resident(body, m=m, key=ZKEY, params=params,
+                                                        dtype=dtype)
+    y = device.get(capsule)
     ref = _core.decode(body, m=m, key=ZKEY, params=params, coder=2, dtype=dtype, threads=2)
     assert y.tobytes() == ref.tobytes()
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("lattice,n,scale", [(1, 2, 0.01), (4, 8, 0.01), (4, 8, 3e-4)])
-def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale):
-    import torch
-
+def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale, device):
     from test_segment_decode import KEY as ZKEY, _corruptions, _outcome, _params, _update
 
     m, params = 2 * (1 << 17) + 5, _params(n, lattice=lattice)
@@ -629,9 +644,9 @@ def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale):
                         coder=2, threads=1)
 
     def on_gpu(bad):
-        capsule, _ = _cuda.decode_ans_body_resident(bad, m=m, key=ZKEY, params=params,
-                                                    dtype="float32")
-        return torch.from_dlpack(capsule).cpu().numpy()
+        capsule, _ = device.module.decode_ans_body_resident(bad, m=m, key=ZKEY, params=params,
+                                                            dtype="float32")
+        return device.get(capsule)
 
     for bad in _corruptions(body, np.random.default_rng(2), 40):
         cpu = _outcome(lambda: _core.decode(bad, m=m, key=ZKEY, params=params, coder=2,
@@ -639,36 +654,28 @@ def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale):
         assert _outcome(lambda: on_gpu(bad)) == cpu
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("lattice,n,mechanism,m,dtype", [
     (1, 1, 1, 5, "float32"), (1, 1, 1, 2 * (1 << 17) + 77, "float32"),
     (1, 2, 1, 300_001, "float64"), (1, 3, 1, 9_001, "float32"), (1, 1, 2, 70_000, "float64"),
     (1, 8, 1, 70_000, "float32"), (2, 2, 1, 70_001, "float32"),
     (3, 4, 1, 2 * (1 << 17) + 3, "float64"), (4, 8, 1, 300_001, "float32")])
-def test_the_gpu_decodes_golomb_bodies_to_the_cpu_values(lattice, n, mechanism, m, dtype):
+def test_the_gpu_decodes_golomb_bodies_to_the_cpu_values(lattice, n, mechanism, m, dtype, device):
     """_cuda.decode_golomb_body_resident: a block a segment, a piece's
     sections read by one thread, its values by all."""
-    import torch
-
     from test_golomb_segment import KEY as GKEY, _params as _gparams, _update as _gupdate
 
     params = _gparams(n, mechanism, lattice=lattice)
     body = _core.encode(_gupdate(m, np.dtype(dtype), seed=n), key=GKEY, params=params,
                         factor=1.0, coder=1, threads=2)
-    capsule, _ = _cuda.decode_golomb_body_resident(body, m=m, key=GKEY, params=params,
-                                                   dtype=dtype)
-    y = torch.from_dlpack(capsule).cpu().numpy()
+    capsule, _ = device.module.decode_golomb_body_resident(body, m=m, key=GKEY, params=params,
+                                                           dtype=dtype)
+    y = device.get(capsule)
     ref = _core.decode(body, m=m, key=GKEY, params=params, coder=1, dtype=dtype, threads=2)
     assert y.tobytes() == ref.tobytes()
 
 
-@needs_gpu
-@pytest.mark.cuda
 @pytest.mark.parametrize("lattice,n,mechanism", [(1, 2, 1), (1, 1, 2), (4, 8, 1)])
-def test_the_gpu_refuses_corrupted_golomb_bodies_as_the_cpu_does(lattice, n, mechanism):
-    import torch
-
+def test_the_gpu_refuses_corrupted_golomb_bodies_as_the_cpu_does(lattice, n, mechanism, device):
     from test_golomb_segment import (
         KEY as GKEY, _forged_trials, _params as _gparams, _update as _gupdate,
     )
@@ -679,9 +686,9 @@ def test_the_gpu_refuses_corrupted_golomb_bodies_as_the_cpu_does(lattice, n, mec
                         threads=1)
 
     def on_gpu(bad, m=m, params=params):
-        capsule, _ = _cuda.decode_golomb_body_resident(bad, m=m, key=GKEY, params=params,
-                                                       dtype="float32")
-        return torch.from_dlpack(capsule).cpu().numpy()
+        capsule, _ = device.module.decode_golomb_body_resident(bad, m=m, key=GKEY,
+                                                               params=params, dtype="float32")
+        return device.get(capsule)
 
     def on_cpu(bad, m=m, params=params):
         return _core.decode(bad, m=m, key=GKEY, params=params, coder=1, dtype="float32",
