@@ -74,12 +74,12 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
   const std::size_t room = static_cast<std::size_t>(out_first[segments]);
   // Layout: failure flag, offsets, room offsets, sizes, the streams' places
   // once gathered, words, room.
-  const std::size_t off_first = 8, off_out_first = off_first + (segments + 1) * 8;
-  const std::size_t off_sizes = off_out_first + (segments + 1) * 8;
-  const std::size_t off_at = off_sizes + segments * 8;
-  const std::size_t off_words = off_at + (segments + 1) * 8;
-  const std::size_t off_out = off_words + ((total * 4 + 7) / 8) * 8;
-  Scratch scratch(device, off_out + room);
+  Layout parts;
+  const std::size_t off_failed = parts.add(sizeof(int)), off_first = parts.add((segments + 1) * 8);
+  const std::size_t off_out_first = parts.add((segments + 1) * 8);
+  const std::size_t off_sizes = parts.add(segments * 8), off_at = parts.add((segments + 1) * 8);
+  const std::size_t off_words = parts.add(total * 4), off_out = parts.add(room);
+  Scratch scratch(device, parts.bytes());
   Timer copy_timer(stream), kernel_timer(stream);
   const int zero = 0;
   int failed = 0;
@@ -90,8 +90,8 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
   std::unique_ptr<Scratch> packed;
   try {
     copy_timer.start();
-    check(cudaMemcpyAsync(scratch.at<int>(0), &zero, sizeof zero, cudaMemcpyHostToDevice, stream),
-          "reset failure flag");
+    check(cudaMemcpyAsync(scratch.at<int>(off_failed), &zero, sizeof zero,
+                          cudaMemcpyHostToDevice, stream), "reset failure flag");
     check(cudaMemcpyAsync(scratch.at<std::uint64_t>(off_first), first, (segments + 1) * 8,
                           cudaMemcpyHostToDevice, stream), "copy segment offsets");
     check(cudaMemcpyAsync(scratch.at<std::uint64_t>(off_out_first), out_first.data(),
@@ -104,12 +104,12 @@ void code_streams(const AnsSymbol* symbols, const std::uint64_t* first, std::siz
         symbols, scratch.at<std::uint64_t>(off_first), segments,
         scratch.at<std::uint32_t>(off_words), scratch.at<std::uint8_t>(off_out),
         scratch.at<std::uint64_t>(off_out_first), scratch.at<std::uint64_t>(off_sizes),
-        scratch.at<int>(0));
+        scratch.at<int>(off_failed));
     check(cudaGetLastError(), "launch the rANS kernel");
     kernel_timer.stop(&t.kernel_ms);
     copy_timer.start();
-    check(cudaMemcpyAsync(&failed, scratch.at<int>(0), sizeof failed, cudaMemcpyDeviceToHost,
-                          stream), "copy failure flag");
+    check(cudaMemcpyAsync(&failed, scratch.at<int>(off_failed), sizeof failed,
+                          cudaMemcpyDeviceToHost, stream), "copy failure flag");
     check(cudaMemcpyAsync(host_sizes, scratch.at<std::uint64_t>(off_sizes), segments * 8,
                           cudaMemcpyDeviceToHost, stream), "copy stream sizes");
     check(cudaStreamSynchronize(stream), "synchronize");
@@ -272,10 +272,10 @@ void symbols_on_device(const SymbolModel& z, const std::uint32_t* H, const std::
   const std::size_t runs = u.streams * u.segments;
   // The model's tables on the device, then the units' counts and offsets,
   // then the runs' flags (box runs: a point frame; point runs: a table).
-  const std::size_t off_counts = kSymbolTableBytes;
-  const std::size_t off_at = off_counts + u.count * 8;
-  const std::size_t off_flags = off_at + (u.count + 1) * 8;
-  Scratch tables(device, off_flags + runs);
+  Layout parts;
+  const std::size_t off_tables = parts.add(kSymbolTableBytes), off_counts = parts.add(u.count * 8);
+  const std::size_t off_at = parts.add((u.count + 1) * 8), off_flags = parts.add(runs);
+  Scratch tables(device, parts.bytes());
   Timer copy_timer(stream), kernel_timer(stream);
   std::vector<std::uint64_t> at(u.count + 1, 0);
   std::vector<unsigned char> flags(runs, 0);
@@ -287,7 +287,7 @@ void symbols_on_device(const SymbolModel& z, const std::uint32_t* H, const std::
   std::size_t point_units = 0;
   try {
     copy_timer.start();
-    dz = symbol_tables_to_device(z, tables.at<char>(0), stream);
+    dz = symbol_tables_to_device(z, tables.at<char>(off_tables), stream);
     check(cudaMemsetAsync(device_flags, 0, runs, stream), "reset the flags");
     check(cudaMemsetAsync(counts, 0, u.count * 8, stream), "reset the symbol counts");
     copy_timer.stop(&t.transfer_ms);
@@ -432,20 +432,21 @@ void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   // Layout: tables, body, segments, outcomes, then each segment's scratch
   // (H of a block, beta, V and M of a piece, and where the point model
   // codes some segment, a point table).
-  const std::size_t off_body = kSymbolTableBytes, off_segs = off_body + pad8(len);
-  const std::size_t off_out = off_segs + S * sizeof(DecodeSegment);
-  const std::size_t off_h = off_out + pad8(S * sizeof(SegmentOutcome));
-  const std::size_t off_beta = off_h + pad8(S * plan.z().block * 4);
-  const std::size_t off_v = off_beta + S * plan.z().piece * 8;
-  const std::size_t off_m = off_v + S * plan.z().piece * n * 8;
-  const std::size_t off_tables = off_m + S * plan.z().piece * n * 8;
-  Scratch scratch(device, off_tables + (plan.points ? S * sizeof(PointTable) : 0));
+  const std::size_t block = plan.z().block, piece = plan.z().piece;
+  Layout parts;
+  const std::size_t off_model = parts.add(kSymbolTableBytes), off_body = parts.add(len);
+  const std::size_t off_segs = parts.add(S * sizeof(DecodeSegment));
+  const std::size_t off_out = parts.add(S * sizeof(SegmentOutcome));
+  const std::size_t off_h = parts.add(S * block * 4), off_beta = parts.add(S * piece * 8);
+  const std::size_t off_v = parts.add(S * piece * n * 8), off_m = parts.add(S * piece * n * 8);
+  const std::size_t off_tables = parts.add(plan.points ? S * sizeof(PointTable) : 0);
+  Scratch scratch(device, parts.bytes());
   SymbolModel dz{};
   decode_by_blocks(
       device, stream_id, body, len, scratch.at<std::uint8_t>(off_body), plan.segments,
       scratch.at<DecodeSegment>(off_segs), scratch.at<SegmentOutcome>(off_out), dtype_name<T>(),
       [&](cudaStream_t stream) {
-        dz = symbol_tables_to_device(plan.z(), scratch.at<char>(0), stream);
+        dz = symbol_tables_to_device(plan.z(), scratch.at<char>(off_model), stream);
       },
       [&](unsigned int blocks, cudaStream_t stream) {
         decode_kernel<T><<<blocks, kDecodeThreads, 0, stream>>>(

@@ -116,18 +116,18 @@ void decode_golomb_body_resident(const LrsuqParams& p, const ChaChaKey& key,
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t piece = golomb_piece(n);
   // Layout: body, segments, outcomes, then each segment's piece of H and M.
-  const std::size_t off_segs = pad8(len);
-  const std::size_t off_out = off_segs + pad8(S * sizeof(GolombSegmentSpan));
-  const std::size_t off_h = off_out + pad8(S * sizeof(SegmentOutcome));
-  const std::size_t off_m = off_h + pad8(S * piece * 4);
-  Scratch scratch(device, off_m + S * piece * n * 8);
+  Layout parts;
+  const std::size_t off_body = parts.add(len), off_segs = parts.add(S * sizeof(GolombSegmentSpan));
+  const std::size_t off_out = parts.add(S * sizeof(SegmentOutcome));
+  const std::size_t off_h = parts.add(S * piece * 4), off_m = parts.add(S * piece * n * 8);
+  Scratch scratch(device, parts.bytes());
   decode_by_blocks(
-      device, stream_id, body, len, scratch.at<std::uint8_t>(0), plan.segments,
+      device, stream_id, body, len, scratch.at<std::uint8_t>(off_body), plan.segments,
       scratch.at<GolombSegmentSpan>(off_segs), scratch.at<SegmentOutcome>(off_out),
       dtype_name<T>(), [](cudaStream_t) {},
       [&](unsigned int blocks, cudaStream_t stream) {
         golomb_decode_kernel<T><<<blocks, kDecodeThreads, 0, stream>>>(
-            plan.config, key_words(key), scratch.at<std::uint8_t>(0),
+            plan.config, key_words(key), scratch.at<std::uint8_t>(off_body),
             scratch.at<GolombSegmentSpan>(off_segs), plan.golomb, m,
             scratch.at<std::uint32_t>(off_h), scratch.at<std::int64_t>(off_m), y,
             scratch.at<SegmentOutcome>(off_out));
@@ -159,10 +159,13 @@ void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const st
   int* dk = orders.at<int>(0);
   if (u.count != 0) {
     // The units' bits (h_bits, then m_bits) and the bit lengths' counts.
-    Scratch counts(device, u.count * 16 + hist * 8);
-    std::uint64_t* dh = counts.at<std::uint64_t>(0);
-    std::uint64_t* dm = counts.at<std::uint64_t>(u.count * 8);
-    unsigned long long* dl = counts.at<unsigned long long>(u.count * 16);
+    Layout parts;
+    const std::size_t off_h = parts.add(u.count * 8), off_m = parts.add(u.count * 8);
+    const std::size_t off_lengths = parts.add(hist * 8);
+    Scratch counts(device, parts.bytes());
+    std::uint64_t* dh = counts.at<std::uint64_t>(off_h);
+    std::uint64_t* dm = counts.at<std::uint64_t>(off_m);
+    unsigned long long* dl = counts.at<unsigned long long>(off_lengths);
     Timer kernel_timer(stream), copy_timer(stream);
     try {
       check(cudaMemsetAsync(dl, 0, hist * 8, stream), "reset the bit lengths");
@@ -200,10 +203,13 @@ void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const st
   body.assign(plan.bytes, 0);
   if (u.count != 0) {
     const std::size_t words = (plan.bytes + 3) / 4;
-    Scratch out(device, u.count * 16 + words * 4);
-    std::uint64_t* dh = out.at<std::uint64_t>(0);
-    std::uint64_t* dm = out.at<std::uint64_t>(u.count * 8);
-    unsigned int* dw = out.at<unsigned int>(u.count * 16);
+    Layout parts;  // the units' H and M bit offsets, the body's words
+    const std::size_t off_h = parts.add(u.count * 8), off_m = parts.add(u.count * 8);
+    const std::size_t off_words = parts.add(words * 4);
+    Scratch out(device, parts.bytes());
+    std::uint64_t* dh = out.at<std::uint64_t>(off_h);
+    std::uint64_t* dm = out.at<std::uint64_t>(off_m);
+    unsigned int* dw = out.at<unsigned int>(off_words);
     Timer kernel_timer(stream), copy_timer(stream);
     try {
       copy_timer.start();

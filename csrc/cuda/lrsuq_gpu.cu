@@ -219,14 +219,16 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
   check_factor(factor);
   Launch L(p, m, device, stream_id, chunk);
   const std::size_t C = L.chunk, Cn = C * L.un;
-  const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
   // Device slot: range, H, beta, M, V, packed H, packed M.
-  const std::size_t d_h = sizeof(ChunkRange), d_beta = d_h + pad8(C * 4), d_m = d_beta + C * 8;
-  const std::size_t d_v = d_m + Cn * 8, d_ph = d_v + Cn * 8, d_pm = d_ph + pad8(C * 4);
-  const std::size_t d_slot = d_pm + Cn * 8;
+  Layout ds;
+  const std::size_t d_range = ds.add(sizeof(ChunkRange)), d_h = ds.add(C * 4);
+  const std::size_t d_beta = ds.add(C * 8), d_m = ds.add(Cn * 8), d_v = ds.add(Cn * 8);
+  const std::size_t d_ph = ds.add(C * 4), d_pm = ds.add(Cn * 8), d_slot = ds.bytes();
   // Host slot: range, packed H, packed M, beta, V.
-  const std::size_t h_ph = sizeof(ChunkRange), h_pm = h_ph + pad8(C * 4), h_beta = h_pm + Cn * 8;
-  const std::size_t h_v = h_beta + C * 8, h_slot = h_v + Cn * 8;
+  Layout hs;
+  const std::size_t h_range = hs.add(sizeof(ChunkRange)), h_ph = hs.add(C * 4);
+  const std::size_t h_pm = hs.add(Cn * 8), h_beta = hs.add(C * 8), h_v = hs.add(Cn * 8);
+  const std::size_t h_slot = hs.bytes();
   Scratch scratch(device, 2 * d_slot);
   Pinned staging(2 * h_slot);
   struct Slot {
@@ -243,7 +245,7 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
     const int s = static_cast<int>(c % 2);
     Slot& sl = slots[s];
     const std::size_t first = first_of(c), count = count_of(c);
-    auto* range = reinterpret_cast<ChunkRange*>(dev(s, 0));
+    auto* range = reinterpret_cast<ChunkRange*>(dev(s, d_range));
     sl.e0.record(L.stream);
     reset_range_kernel<<<1, 1, 0, L.stream>>>(range);
     encode_kernel<T><<<blocks_for(count), kThreads, 0, L.stream>>>(
@@ -254,7 +256,7 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
         reinterpret_cast<std::uint32_t*>(dev(s, d_h)), count,
         reinterpret_cast<std::int64_t*>(dev(s, d_m)), count * L.un, range);
     check(cudaGetLastError(), "launch the encode kernels");
-    check(cudaMemcpyAsync(host(s, 0), range, sizeof(ChunkRange), cudaMemcpyDeviceToHost,
+    check(cudaMemcpyAsync(host(s, h_range), range, sizeof(ChunkRange), cudaMemcpyDeviceToHost,
                           L.stream), "copy the chunk's range");
     sl.e1.record(L.stream);
   };
@@ -264,7 +266,7 @@ void encode_lattice(const LrsuqParams& p, const ChaChaKey& key, const T* x, std:
     const std::size_t count = count_of(c);
     sl.e1.wait();
     t.kernel_ms += sl.e1.since(sl.e0);
-    const ChunkRange* r = reinterpret_cast<const ChunkRange*>(host(s, 0));
+    const ChunkRange* r = reinterpret_cast<const ChunkRange*>(host(s, h_range));
     throw_failure(r->failure, L.c, nullptr, first_of(c));
     sl.wh = compact::unsigned_width(r->h_max);
     sl.wm = compact::signed_width(r->m_lo, r->m_hi);
@@ -370,12 +372,13 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
                     T* y, Timing* timing, std::size_t chunk, int threads) {
   Launch L(p, m, device, stream_id, chunk);
   const std::size_t C = L.chunk, Cn = C * L.un;
-  const auto pad8 = [](std::size_t bytes) { return (bytes + 7) / 8 * 8; };
   // Device slot: failure word, H, M, packed H, packed M.  Host slot:
   // failure word, packed H, packed M.
-  const std::size_t d_h = 8, d_m = d_h + pad8(C * 4), d_ph = d_m + Cn * 8;
-  const std::size_t d_pm = d_ph + pad8(C * 4), d_slot = d_pm + Cn * 8;
-  const std::size_t h_ph = 8, h_pm = h_ph + pad8(C * 4), h_slot = h_pm + Cn * 8;
+  Layout ds, hs;
+  const std::size_t d_failure = ds.add(8), d_h = ds.add(C * 4), d_m = ds.add(Cn * 8);
+  const std::size_t d_ph = ds.add(C * 4), d_pm = ds.add(Cn * 8), d_slot = ds.bytes();
+  const std::size_t h_failure = hs.add(8), h_ph = hs.add(C * 4), h_pm = hs.add(Cn * 8);
+  const std::size_t h_slot = hs.bytes();
   Scratch scratch(device, 2 * d_slot);
   Pinned staging(2 * h_slot);
   struct Slot {
@@ -384,6 +387,9 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
   } slots[2];
   const auto dev = [&](int s, std::size_t off) { return scratch.at<char>(s * d_slot + off); };
   const auto host = [&](int s, std::size_t off) { return staging.at<char>(s * h_slot + off); };
+  const auto failure_word = [&](int s) {
+    return reinterpret_cast<unsigned long long*>(host(s, h_failure));
+  };
   Timing t;
   const Key k = key_words(key);
   // Waits for the slot's chunk c and throws its failure, if any.
@@ -394,8 +400,7 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
     sl.k1.wait();
     t.transfer_ms += sl.c1.since(sl.c0);
     t.kernel_ms += sl.k1.since(sl.c1);
-    throw_failure(*staging.at<unsigned long long>((c % 2) * h_slot), L.c, H + c * C, c * C,
-                  dtype_name<T>());
+    throw_failure(*failure_word(static_cast<int>(c % 2)), L.c, H + c * C, c * C, dtype_name<T>());
   };
   const std::size_t chunks = (L.N + C - 1) / C;
   try {
@@ -409,9 +414,10 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
       const int wh = compact::unsigned_width(r.h_max), wm = compact::signed_width(r.m_lo, r.m_hi);
       compact::pack(H + first, count, M + first * L.un, coords, wh, wm, host(s, h_ph),
                     host(s, h_pm), threads);
-      *staging.at<unsigned long long>(s * h_slot) = kNoFailure;
+      *failure_word(s) = kNoFailure;
       sl.c0.record(L.stream);
-      check(cudaMemcpyAsync(dev(s, 0), host(s, 0), 8, cudaMemcpyHostToDevice, L.stream),
+      check(cudaMemcpyAsync(dev(s, d_failure), host(s, h_failure), 8, cudaMemcpyHostToDevice,
+                            L.stream),
             "reset failure flag");
       check(cudaMemcpyAsync(dev(s, d_ph), host(s, h_ph), count * static_cast<std::size_t>(wh),
                             cudaMemcpyHostToDevice, L.stream), "copy H");
@@ -424,9 +430,10 @@ void decode_lattice(const LrsuqParams& p, const ChaChaKey& key, const std::uint3
       decode_kernel<T><<<blocks_for(count), kThreads, 0, L.stream>>>(
           L.c, k, reinterpret_cast<std::uint32_t*>(dev(s, d_h)),
           reinterpret_cast<std::int64_t*>(dev(s, d_m)), m, first, count, y,
-          reinterpret_cast<unsigned long long*>(dev(s, 0)));
+          reinterpret_cast<unsigned long long*>(dev(s, d_failure)));
       check(cudaGetLastError(), "launch the decode kernels");
-      check(cudaMemcpyAsync(host(s, 0), dev(s, 0), 8, cudaMemcpyDeviceToHost, L.stream),
+      check(cudaMemcpyAsync(host(s, h_failure), dev(s, d_failure), 8, cudaMemcpyDeviceToHost,
+                            L.stream),
             "copy failure flag");
       sl.k1.record(L.stream);
       sl.busy = true;

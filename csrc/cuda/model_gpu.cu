@@ -64,9 +64,11 @@ SourceModel::Statistics model_statistics(const T* x, std::size_t m, double facto
   DeviceGuard guard(device);
   const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   const std::size_t counts_bytes = model_stats::kCells * sizeof(unsigned long long);
-  Scratch scratch(device, counts_bytes + ctas * sizeof(T));
-  unsigned long long* counts = scratch.at<unsigned long long>(0);
-  T* maxima = scratch.at<T>(counts_bytes);
+  Layout parts;  // the counts, each block's maximum
+  const std::size_t off_counts = parts.add(counts_bytes), off_maxima = parts.add(ctas * sizeof(T));
+  Scratch scratch(device, parts.bytes());
+  unsigned long long* counts = scratch.at<unsigned long long>(off_counts);
+  T* maxima = scratch.at<T>(off_maxima);
   Timing t;
   Timer kernel_timer(stream), copy_timer(stream);
   kernel_timer.start();

@@ -103,6 +103,21 @@ class Timer {
 // device allocation.
 constexpr std::size_t pad8(std::size_t bytes) { return (bytes + 7) / 8 * 8; }
 
+// The parts of one allocation, in order, each at a multiple of 8 bytes:
+// add(bytes) gives the next part's offset, bytes() the allocation's size.
+class Layout {
+ public:
+  std::size_t add(std::size_t bytes) {
+    const std::size_t at = bytes_;
+    bytes_ += pad8(bytes);
+    return at;
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::size_t bytes_ = 0;
+};
+
 // Threads a block for the decoders of whole bodies (a block a segment:
 // one reads the segment, all decode its values).
 constexpr int kDecodeThreads = 128;

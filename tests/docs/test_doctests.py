@@ -3,6 +3,7 @@ module declares its public names."""
 
 import doctest
 import importlib
+import importlib.machinery
 import importlib.util
 import pathlib
 import pkgutil
@@ -14,9 +15,18 @@ import cepam
 from helpers.paths import ROOT
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def _native(name: str) -> bool:
+    """Whether module ``name`` is compiled (``_core``, ``_cuda``,
+    ``_cuda_on_host``: no source, no ``__all__``)."""
+    origin = importlib.util.find_spec(name).origin or ""
+    return origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
 MODULES = sorted(
     name for _, name, _ in pkgutil.walk_packages(cepam.__path__, prefix="cepam.")
-    if not name.endswith(("._core", "._cuda", ".__main__"))  # native: no __all__
+    if not name.endswith(".__main__") and not _native(name)
 )
 DOCS = sorted(p.name for p in (ROOT / "docs").glob("*.md") if ">>>" in p.read_text())
 
