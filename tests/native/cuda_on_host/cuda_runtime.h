@@ -1,7 +1,7 @@
 // The CUDA module's kernels run on the host, for tests on machines without a
 // GPU (CMakeLists.txt's CEPAM_CUDA_ON_HOST; tests/core/test_cuda.py's
-// "host" device).  This header stands in for <cuda_runtime.h> and, forced
-// in first (-include), for the kernel language:
+// "host" device).  This header stands in for <cuda_runtime.h> (each
+// rewritten file includes it first) and for the kernel language:
 //   - a launch (translate.py rewrites `k<<<grid, block, 0, stream>>>(args)`
 //     as `cepam_on_host::launch(grid, block, 0, stream, k, args)`) runs its
 //     blocks one after another, each block's threads as fibers on the
@@ -9,8 +9,9 @@
 //     and a barrier is passed when every thread that has not returned waits
 //     at it (threads at different barriers, or some returned while others
 //     wait, are an error);
-//   - __shared__ variables are static (one block runs at a time);
-//     atomics are plain read-modify-writes (one thread runs at a time);
+//   - __shared__ variables are static (one block runs at a time: launches
+//     from several host threads take turns); atomics are plain
+//     read-modify-writes (one thread runs at a time);
 //   - device memory is host memory, filled with 0xA5 when allocated (as
 //     uninitialised device memory, so that a kernel reading what nobody
 //     wrote gives other values than the CPU); copies, streams and events are
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -166,6 +168,8 @@ void launch(dim3 grid, dim3 block, std::size_t /*shared*/, void* /*stream*/,
   // gets its own copy of them (by-value parameters).
   std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
   auto body = [&] { std::apply(kernel, params); };
+  static std::mutex one_at_a_time;  // (the __shared__ variables are static)
+  const std::lock_guard<std::mutex> turn(one_at_a_time);
   gridDim = grid;
   blockDim = block;
   for (unsigned int g = 0; g < grid.x; ++g) {
