@@ -5,7 +5,10 @@ sum-of-squares kernel runs) and the LRSUQ stage
 (``_core.testing.encode_subvectors``, the kernel's per-sub-vector code).
 The payload bytes and errors must be the CPU codec's, whatever path the
 norm takes (first pass, rescaled second pass, non-finite values) and
-whatever the clip does to the update.
+whatever the clip does to the update.  decode(device="cuda") is checked
+with the twins and, where cepam was built with them, with the GPU's
+decoders run on the host (cepam._cuda_on_host); tests/core/test_cuda.py
+runs the encode's path on them.
 """
 
 import numpy as np
@@ -17,9 +20,12 @@ from cepam import _core, cuda
 from cepam._core import testing as hooks
 from cepam.errors import InvalidArgumentError
 
+from helpers import cuda_devices
+
 torch = pytest.importorskip("torch")
 
 SECRET = bytes(range(32))
+ON_HOST = cuda_devices.on_host()
 
 
 class _TwinStage(cuda.LatticeStage):
@@ -355,19 +361,51 @@ class _TwinCuda:
         return torch.from_numpy(y).__dlpack__(), {}
 
 
+class _OnHostCuda(_TwinCuda):
+    """cepam._cuda's two decoders as cepam._cuda_on_host runs them (the
+    GPU's kernels on the host), their output relabelled as host memory for
+    torch, noting which ran."""
+
+    def __init__(self):
+        super().__init__()
+        self._module = ON_HOST.module
+
+    def _run(self, name, note, *args, **kwargs):
+        self.calls.append(note)
+        capsule, timing = getattr(self._module, name)(*args, **kwargs)
+        return cuda_devices.as_host(capsule), timing
+
+    def decode_ans_body_resident(self, body, **kw):
+        return self._run("decode_ans_body_resident", "body", body, **kw)
+
+    def decode_golomb_body_resident(self, body, **kw):
+        return self._run("decode_golomb_body_resident", "golomb body", body, **kw)
+
+    def decode_lattice(self, H, M, **kw):
+        return self._run("decode_lattice", "lattice", H, M, **kw)
+
+
+# The decoders a test hands to decode(device="cuda"): the host twins, and
+# the GPU's kernels run on the host (where cepam was built with them).
+DECODERS = [pytest.param(_TwinCuda, id="twin"),
+            pytest.param(_OnHostCuda, id="kernels", marks=pytest.mark.skipif(
+                ON_HOST is None, reason="cepam was built without cepam._cuda_on_host"))]
+
+
+@pytest.mark.parametrize("decoders", DECODERS)
 @pytest.mark.parametrize("lattice,coder,scale,calls", [
     ("Z", "ans", 1.0, ["body"]), ("Z", "golomb", 1.0, ["golomb body"]),
     ("E8", "golomb", 1.0, ["golomb body"]), ("E8", "ans", 1.0, ["body"]),
     ("D4", "ans", 1.0, ["body"]), ("A2", "ans", 1.0, ["body"]), ("E8", "ans", 1e-4, ["body"])])
 def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, coder, scale, calls,
-                                                                   monkeypatch):
+                                                                   decoders, monkeypatch):
     """With cepam.cuda.decodes_body_on_device, decode(device="cuda") hands
     every ANS body to the GPU's whole-body decoder of ANS bodies (the point
     model's segments too: an update far below the noise), a Golomb body to
     the one of Golomb bodies; the CPU's values either way."""
     update = _normal(5_000, np.float32, scale)
     payload = _encode(update, clip=1e3, lattice=lattice, coder=coder)
-    fake = _TwinCuda()
+    fake = decoders()
     monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
     monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
@@ -378,13 +416,14 @@ def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, code
     assert torch.equal(out, cepam.decode(payload, secret=SECRET))
 
 
+@pytest.mark.parametrize("decoders", DECODERS)
 @pytest.mark.parametrize("coder", ["ans", "golomb"])
-def test_decode_on_the_gpu_reads_the_body_on_the_host_by_default(coder, monkeypatch):
+def test_decode_on_the_gpu_reads_the_body_on_the_host_by_default(coder, decoders, monkeypatch):
     """Until a GPU run times them, decode(device="cuda") reads either
     coder's body on the host and runs the decode kernel (the whole-body
     decoders are not the default: cepam.cuda.decodes_body_on_device)."""
     payload = _encode(_normal(5_000, np.float32, 1.0), clip=1e3, lattice="Z", coder=coder)
-    fake = _TwinCuda()
+    fake = decoders()
     monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",

@@ -62,6 +62,12 @@ def as_cuda(x: np.ndarray) -> Any:
     return _relabel(np.ascontiguousarray(x).__dlpack__(), _CUDA)
 
 
+def as_host(capsule: Any) -> Any:
+    """A capsule of cepam._cuda_on_host's output (labelled CUDA memory)
+    labelled as host memory, for torch.from_dlpack or np.from_dlpack."""
+    return _relabel(capsule, _CPU)
+
+
 def on_host() -> Device | None:
     """The host's stand-in for a GPU, or None where cepam was built
     without it."""
@@ -72,7 +78,7 @@ def on_host() -> Device | None:
     return Device(
         "host", _cuda_on_host,
         put=as_cuda,
-        get=lambda capsule: np.from_dlpack(_HostCapsule(_relabel(capsule, _CPU))).copy(),
+        get=lambda capsule: np.from_dlpack(_HostCapsule(as_host(capsule))).copy(),
     )
 
 
