@@ -26,6 +26,10 @@
 #include <ucontext.h>
 #include <sys/mman.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +62,23 @@ inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 namespace cepam_on_host {
 
 [[noreturn]] inline void fail(const char* what) { throw std::runtime_error(what); }
+
+// AddressSanitizer told of each switch of stacks (a build with
+// -fsanitize=address; nothing otherwise): start before it, finish after.
+inline void start_switch(void** fake_stack, const void* bottom, std::size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+inline void finish_switch(void* fake_stack, const void** bottom, std::size_t* size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
 
 // The fibers of one block of threads on the calling thread.
 class Block {
@@ -92,7 +113,9 @@ class Block {
         current_ = &f;
         threadIdx = dim3(t);
         f.at_barrier = 0;
+        start_switch(&scheduler_fake_, stacks_[t], kStack);
         swapcontext(&scheduler_, &f.context);
+        finish_switch(scheduler_fake_, nullptr, nullptr);
         if (f.at_barrier != 0) {
           one_site = one_site && (waiting == 0 || f.at_barrier == site);
           site = f.at_barrier;
@@ -117,7 +140,9 @@ class Block {
     if (b.current_ == nullptr) fail("__syncthreads outside a kernel");
     Fiber* f = b.current_;
     f->at_barrier = line;
+    start_switch(&f->fake_stack, b.scheduler_bottom_, b.scheduler_size_);
     swapcontext(&f->context, &b.scheduler_);
+    finish_switch(f->fake_stack, &b.scheduler_bottom_, &b.scheduler_size_);
   }
 
   static Block& instance() {
@@ -134,11 +159,14 @@ class Block {
     ucontext_t context{};
     int at_barrier = 0;  // the line of the barrier it waits at; 0: none
     bool done = false;
+    void* fake_stack = nullptr;  // (AddressSanitizer's)
   };
 
   static void entry() {
     Block& b = instance();
+    finish_switch(nullptr, &b.scheduler_bottom_, &b.scheduler_size_);
     b.call_(b.body_);
+    start_switch(nullptr, b.scheduler_bottom_, b.scheduler_size_);  // (back through uc_link)
   }
 
   void grow(unsigned int threads) {
@@ -151,6 +179,9 @@ class Block {
   }
 
   ucontext_t scheduler_{};
+  void* scheduler_fake_ = nullptr;  // (AddressSanitizer's: the scheduler's stack)
+  const void* scheduler_bottom_ = nullptr;
+  std::size_t scheduler_size_ = 0;
   Fiber* current_ = nullptr;
   void* body_ = nullptr;
   void (*call_)(void*) = nullptr;
