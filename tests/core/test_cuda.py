@@ -2,9 +2,11 @@
 
 Tests marked ``cuda`` need a CUDA device (and torch with CUDA) and skip
 cleanly without one; ``python bench/gpu_check.py`` runs them with the
-throughput table on a GPU machine.  The others run everywhere: the module
-must import and report "no device" on machines without a driver, and the
-API must say clearly what it cannot do.
+throughput table on a GPU machine.  Most of them run on the host too
+(their "host" variant), against the same kernels built for the host
+(cepam._cuda_on_host, where cepam was built with CEPAM_CUDA_ON_HOST).  The
+others run everywhere: the module must import and report "no device" on
+machines without a driver, and the API must say clearly what it cannot do.
 """
 
 import dataclasses

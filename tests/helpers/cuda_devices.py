@@ -50,7 +50,6 @@ class _HostCapsule:
 
 @dataclass(frozen=True)
 class Device:
-    name: str
     module: Any  # cepam._cuda or cepam._cuda_on_host
     put: Callable[[np.ndarray], Any]
     get: Callable[[Any], np.ndarray]
@@ -75,11 +74,8 @@ def on_host() -> Device | None:
         from cepam import _cuda_on_host
     except ImportError:
         return None
-    return Device(
-        "host", _cuda_on_host,
-        put=as_cuda,
-        get=lambda capsule: np.from_dlpack(_HostCapsule(as_host(capsule))).copy(),
-    )
+    return Device(_cuda_on_host, put=as_cuda,
+                  get=lambda capsule: np.from_dlpack(_HostCapsule(as_host(capsule))).copy())
 
 
 def on_gpu() -> Device:
@@ -88,8 +84,7 @@ def on_gpu() -> Device:
 
     from cepam import _cuda
 
-    return Device(
-        "gpu", _cuda,
-        put=lambda x: torch.from_numpy(np.ascontiguousarray(x)).cuda().__dlpack__(stream=1),
-        get=lambda capsule: torch.from_dlpack(capsule).cpu().numpy(),
-    )
+    def put(x: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(x)).cuda().__dlpack__(stream=1)
+
+    return Device(_cuda, put=put, get=lambda capsule: torch.from_dlpack(capsule).cpu().numpy())
