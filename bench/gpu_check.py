@@ -201,7 +201,7 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
             same &= gpu_body_row(m, lat, xd, enc, p_cpu, repeat)
             if lat == "Z":
                 same &= gpu_golomb_rows(m, x, xd, enc, repeat)
-        del xd
+        xd = None  # (the device memory freed before the next size)
         torch.cuda.empty_cache()
     same &= kernels(sizes[-1], repeat)
     print("\nGPU and CPU: same H, M, beta, V for every chunk, same payloads (no host copy of "
@@ -483,7 +483,6 @@ def profile(m: int, lattices: list[str], top: int = 14) -> None:
                      if line.strip() and not line.lstrip().startswith(("Ordered", "List"))]
             print(f"\nprofile: {what}, {lat}, m = {m:.0e}: {wall:.3f} s wall")
             print("\n".join(lines[-top - 1:]))
-    del xd
 
 
 def gpu_bodies(x, repeat: int) -> bool:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import cepam
-from cepam.keys import Context, stream_key
+from cepam.keys import stream_key
 from cepam.payload import pack_header, pack_sealed
 from cepam.sealing import open_payload
 

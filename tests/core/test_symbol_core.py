@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from cepam._core import testing as hooks
-from cepam.errors import InvalidArgumentError
 
 GAUSSIAN, LAPLACE, SDQ = 1, 2, 3
 # The mechanisms and dimensions the codec takes on Z^n (Laplace n <= 4, SDQ n = 1).

@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import logging
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -30,7 +30,6 @@ import sys
 from dataclasses import dataclass, field
 
 from cepam import _core
-from cepam._core import testing as hooks
 from cepam.keys import FORMAT_TAG, TAG_BYTES, Context, hkdf, mac_key, payload_tag, stream_key
 
 __all__ = [

@@ -39,7 +39,6 @@ import pytest
 
 import cepam
 from cepam import _core
-from cepam._core import testing as hooks
 from cepam.keys import TAG_BYTES, Context, stream_key
 
 from helpers.forge import (
