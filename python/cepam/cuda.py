@@ -359,8 +359,9 @@ class LatticeStage:
         """Whether :func:`cepam.encode` codes this update's body on the
         GPU (:meth:`ans_body`, :meth:`golomb_body`) rather than on the host
         from the GPU's stage (``params``: the core's ``_core.Params``).
-        (The Golomb body's kernels are newer still: written and checked
-        through their host twin, never run on a GPU.)
+        (The Golomb body's kernels are newer still: checked through their
+        host twin and as kernels run on the host, ``cepam._cuda_on_host``;
+        never run on a GPU.)
 
         Not yet, whatever the update: on an NVIDIA H100 the symbol kernel,
         one segment of 2^17 coordinates a thread, made encode of a CUDA
@@ -629,12 +630,14 @@ def decodes_body_on_device() -> bool:
     ``csrc/payload/golomb_segment.hpp``) rather than entropy-decoding it on
     the host and running the decode kernel.
 
-    Not yet: those decoders have run only as their host twins
+    Not yet: those decoders have run as their host twins
     (``_core.testing.decode_by_segments``, which give the CPU decoder's
     values and errors on valid and corrupted bodies:
     ``tests/core/test_segment_decode.py``,
-    ``tests/core/test_golomb_segment.py``), never on a GPU; the ``cuda``
-    tests and ``bench/gpu_check.py`` check and time them there."""
+    ``tests/core/test_golomb_segment.py``) and as their kernels run on the
+    host (``cepam._cuda_on_host``, under AddressSanitizer too), never on a
+    GPU; the ``cuda`` tests and ``bench/gpu_check.py`` check and time them
+    there."""
     return False
 
 
