@@ -240,9 +240,8 @@ class LatticeStage:
         """The stage of an update described by :func:`cepam.structure.describe`
         (its coded leaves, structure and coded dtype), flattened on the GPU as
         :func:`cepam.structure.flatten` flattens it on the host; None unless
-        every leaf is in CUDA memory, torch is installed and the CUDA path is
-        available."""
-        if not is_available() or not all(is_cuda(t) for t in leaves):
+        the stage takes these leaves (:meth:`_takes`) and torch is installed."""
+        if not cls._takes(leaves):
             return None
         try:
             import torch
@@ -251,6 +250,12 @@ class LatticeStage:
         target = getattr(torch, dtype)
         flat = torch.cat([t.detach().reshape(-1).to(target) for t in leaves]).contiguous()
         return cls(flat, structure)
+
+    @staticmethod
+    def _takes(leaves: list[Any]) -> bool:
+        """Whether the stage takes an update of these leaves: every one in
+        CUDA memory, and the CUDA path available."""
+        return is_available() and all(is_cuda(t) for t in leaves)
 
     @property
     def size(self) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import cepam
+import cepam.codec
 from cepam import _core, cuda
 from cepam._core import testing as hooks
 from cepam.errors import DeviceError, InvalidArgumentError
@@ -43,12 +44,9 @@ needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA device, cepam._
                                "with CUDA (" + (cuda.status()[1] or "torch has no CUDA") + ")")
 ON_HOST = cuda_devices.on_host()
 
-
 # Where the device tests run: a GPU, or the host (cepam._cuda_on_host).
 WHERE = [pytest.param("gpu", marks=[needs_gpu, pytest.mark.cuda]),
-         pytest.param("host", marks=pytest.mark.skipif(
-             ON_HOST is None, reason="cepam was built without cepam._cuda_on_host "
-             "(pip install -C cmake.define.CEPAM_CUDA_ON_HOST=ON .)"))]
+         pytest.param("host", marks=cuda_devices.needs_on_host)]
 
 
 @pytest.fixture(params=WHERE)
@@ -294,16 +292,16 @@ def path(request, monkeypatch) -> _Path:
         return _Path(put=lambda t: t.cuda(), module=_cuda)
 
     class StageOnHost(cuda.LatticeStage):
+        @staticmethod
+        def _takes(leaves):
+            return all(isinstance(t, torch.Tensor) for t in leaves)
+
         def _capsule(self):
             return cuda_devices.as_cuda(self._flat.numpy()), 0
 
-    def of(leaves, structure, dtype):
-        flat = torch.cat([t.detach().reshape(-1).to(getattr(torch, dtype)) for t in leaves])
-        return StageOnHost(flat.contiguous(), structure)
-
     monkeypatch.setattr(cuda, "status", lambda: (True, ""))
     monkeypatch.setattr(cuda, "cuda_module", lambda: ON_HOST.module)
-    monkeypatch.setattr(cuda.LatticeStage, "of", staticmethod(of))
+    monkeypatch.setattr(cepam.codec, "LatticeStage", StageOnHost)
     return _Path(put=lambda t: t, module=ON_HOST.module)
 
 

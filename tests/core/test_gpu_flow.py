@@ -40,12 +40,10 @@ class _TwinStage(cuda.LatticeStage):
     def usable():
         return True
 
-    @classmethod
-    def of(cls, leaves, structure, dtype):
-        if not all(isinstance(t, torch.Tensor) for t in leaves):
-            return None  # as the real stage, for an update not all in CUDA memory
-        target = getattr(torch, dtype)
-        return cls(torch.cat([t.reshape(-1).to(target) for t in leaves]).contiguous(), structure)
+    @staticmethod
+    def _takes(leaves):
+        # torch tensors, as the real stage takes CUDA tensors only
+        return all(isinstance(t, torch.Tensor) for t in leaves)
 
     def host(self):
         type(self).calls["host"] += 1
@@ -388,8 +386,7 @@ class _OnHostCuda(_TwinCuda):
 # The decoders a test hands to decode(device="cuda"): the host twins, and
 # the GPU's kernels run on the host (where cepam was built with them).
 DECODERS = [pytest.param(_TwinCuda, id="twin"),
-            pytest.param(_OnHostCuda, id="kernels", marks=pytest.mark.skipif(
-                ON_HOST is None, reason="cepam was built without cepam._cuda_on_host"))]
+            pytest.param(_OnHostCuda, id="kernels", marks=cuda_devices.needs_on_host)]
 
 
 @pytest.mark.parametrize("decoders", DECODERS)

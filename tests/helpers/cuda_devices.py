@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+import pytest
 
 # dlpack.h: DLTensor is {void* data; DLDevice device; ...}, DLDevice
 # {int32 device_type; int32 device_id}; kDLCPU = 1, kDLCUDA = 2.
@@ -76,6 +77,11 @@ def on_host() -> Device | None:
         return None
     return Device(_cuda_on_host, put=as_cuda,
                   get=lambda capsule: np.from_dlpack(_HostCapsule(as_host(capsule))).copy())
+
+
+needs_on_host = pytest.mark.skipif(
+    on_host() is None, reason="cepam was built without cepam._cuda_on_host "
+    "(pip install -C cmake.define.CEPAM_CUDA_ON_HOST=ON .)")
 
 
 def on_gpu() -> Device:

@@ -43,17 +43,13 @@
 
 #define __global__
 #define __device__
-#define __host__
-#define __forceinline__ inline
 #define __shared__ static
-#define __launch_bounds__(...)
 
 struct dim3 {
   unsigned int x = 1, y = 1, z = 1;
   constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1)
       : x(x_), y(y_), z(z_) {}
 };
-using uint3 = dim3;
 
 // The running thread's coordinates (set by the scheduler before it resumes
 // a fiber).
@@ -190,10 +186,11 @@ class Block {
 
 // kernel(args...) on a grid of blocks (x only, as the module launches).
 template <class... Params, class... Args>
-void launch(dim3 grid, dim3 block, std::size_t /*shared*/, void* /*stream*/,
+void launch(dim3 grid, dim3 block, std::size_t shared, void* /*stream*/,
             void (*kernel)(Params...), Args&&... args) {
   if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1)
     fail("only one-dimensional launches run on the host");
+  if (shared != 0) fail("dynamic shared memory does not run on the host");
   if (block.x == 0 || block.x > 1024 || grid.x == 0) fail("invalid launch configuration");
   // The arguments converted once, as a launch copies them; each thread
   // gets its own copy of them (by-value parameters).
@@ -207,11 +204,6 @@ void launch(dim3 grid, dim3 block, std::size_t /*shared*/, void* /*stream*/,
     blockIdx = dim3(g);
     Block::instance().run(block.x, body);
   }
-}
-
-template <class... Params, class... Args>
-void launch(dim3 grid, dim3 block, void (*kernel)(Params...), Args&&... args) {
-  launch(grid, block, 0, nullptr, kernel, std::forward<Args>(args)...);
 }
 
 inline std::chrono::steady_clock::time_point now() { return std::chrono::steady_clock::now(); }
@@ -255,19 +247,9 @@ T atomicExch(T* p, T v) {
 
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2 };
 using cudaError = cudaError_t;
-enum cudaMemcpyKind {
-  cudaMemcpyHostToHost = 0,
-  cudaMemcpyHostToDevice = 1,
-  cudaMemcpyDeviceToHost = 2,
-  cudaMemcpyDeviceToDevice = 3,
-  cudaMemcpyDefault = 4
-};
-enum cudaMemoryType {
-  cudaMemoryTypeUnregistered = 0,
-  cudaMemoryTypeHost = 1,
-  cudaMemoryTypeDevice = 2,
-  cudaMemoryTypeManaged = 3
-};
+// (the values the module uses, numbered as in CUDA)
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
+enum cudaMemoryType { cudaMemoryTypeDevice = 2, cudaMemoryTypeManaged = 3 };
 struct cudaPointerAttributes {
   cudaMemoryType type;
   int device;
