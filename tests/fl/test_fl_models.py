@@ -256,7 +256,7 @@ def test_epsilon_column_plumbing(monkeypatch):
     monkeypatch.setattr(privacy, "_CACHE", {})
     eps = privacy.epsilon_function(method="cepam-gaussian", **args)
     assert eps(0) == 0.0 and eps(4) == pytest.approx(0.4) and eps(4) == pytest.approx(0.4)
-    assert calls == [(0.5, 1e-5, 4, dict(clip=1.0, clients=30, local_steps=15,
+    assert calls == [(0.5, 1e-5, 4, dict(clip=1.0, clients=30, samples_per_round=15,
                                          dataset_size=1666))]  # computed once
     assert privacy.epsilon_function(method="fl-laplace", **args)(3) == pytest.approx(150.0)
 
@@ -273,7 +273,7 @@ def test_epsilon_column_from_the_real_accountant():
     eps = privacy.epsilon_function(method="fl-gaussian-sdq", **args)
     e1, e2 = eps(1), eps(2)
     assert 0 < e1 < e2 < math.inf
-    setting = acc.FLSetting(clip=1.0, clients=30, local_steps=15, dataset_size=1666)
+    setting = acc.FLSetting(clip=1.0, clients=30, samples_per_round=15, dataset_size=1666)
     assert e2 == acc.epsilon_after_rounds(sigma=2.0, delta=1e-5, rounds=2, setting=setting)
     lap = privacy.epsilon_function(method="cepam-laplace", **args)
     one = acc.tight_laplace_round(scale=50.0, setting=setting, dimension=6422).epsilon

@@ -6,6 +6,7 @@ and argument checks; tests/flower/test_flower_simulation.py runs the real engine
 from __future__ import annotations
 
 import dataclasses
+import logging
 import subprocess
 import sys
 
@@ -28,7 +29,7 @@ from cepam.flower.keys import secret_from_node_config  # noqa: E402
 
 NODES = [101, 102, 103, 104]
 RUN = 7
-SETTING = FLSetting(clip=1.0, clients=4, local_steps=5, dataset_size=100)
+SETTING = FLSetting(clip=1.0, clients=4, samples_per_round=5, dataset_size=100)
 MECH = cepam.Gaussian(sigma=0.05)
 
 
@@ -630,18 +631,28 @@ def test_key_agreement_warns_unless_the_transport_is_authenticated(caplog):
     assert "UNAUTHENTICATED" not in caplog.text
 
 
-def test_client_level_eps_uses_cepam_s_accountant_with_the_smallest_k():
+def test_client_level_eps_uses_cepam_s_accountant_with_the_smallest_k(caplog):
     from cepam.accounting import client_epsilon
 
+    caplog.set_level(logging.INFO, logger="flwr.cepam")
     st = strategy(mechanism=cepam.Gaussian(sigma=2.0))
     ctxs = contexts()
     _, replies = run_round(st, ctxs)
     st.aggregate_train(1, replies)
     _, replies = run_round(st, ctxs, rnd=2)
     _, metrics = st.aggregate_train(2, replies[:3])
-    assert metrics["cepam-client-epsilon"] == pytest.approx(client_epsilon(
-        sigma=2.0, clip=1.0, rounds=2, clients=3, delta=1e-5, threat_model="client"),
-        rel=1e-12)
+    client = client_epsilon(sigma=2.0, clip=1.0, rounds=2, clients=3, delta=1e-5,
+                            threat_model="client")
+    assert metrics["cepam-client-epsilon"] == pytest.approx(client, rel=1e-12)
+    # The log line gives the client level first and says what the record level
+    # holds for; each names its relation and threat model.
+    line = caplog.records[-1].getMessage()
+    assert line.startswith(f"cepam: round 2: 3 updates averaged (0 dropped); client level "
+                           f"(replace-one client, threat model client, any local training "
+                           f"loop): eps {client:.4g} at delta 1e-05; record level "
+                           f"(replace-one record, threat model client, tight bound): eps "
+                           f"{metrics['cepam-epsilon']:.4g} at delta 1e-05, if the clients "
+                           "train as the paper does (it holds only for the paper's loop: ")
 
 
 def test_a_missing_client_level_accountant_is_said_not_silent(monkeypatch, caplog):
