@@ -263,6 +263,18 @@ def cli(argv):
         return 2
 
 
+def test_fl_run_with_lattice_auto(tmp_path, capsys):
+    # It crashed in round 1 (the codec refuses a dim with lattice "auto").
+    assert main(["fl", "run", "--lattice", "auto", "--rounds", "1", "--clients", "2",
+                 "--samples-per-client", "20", "--train-size", "200", "--val-size", "20",
+                 "--test-size", "20", "--sgd-steps", "2", "--out", str(tmp_path),
+                 "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["label"] == "CEPAM-Gaussian (auto)" and summary["complete"]
+    assert 0 < summary["bits_per_coordinate"] < 32
+
+
 def test_fl_run_refuses_the_old_local_steps_flag(tmp_path, capsys):
     assert main(["fl", "run", "--local-steps", "5", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err

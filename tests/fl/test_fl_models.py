@@ -199,6 +199,22 @@ def test_cepam_sends_real_payloads(method, dim):
     assert set(out) == set(u) and all(out[n].shape == u[n].shape for n in u)
 
 
+def test_cepam_with_lattice_auto_lets_the_codec_choose_for_every_update():
+    # The probe's choice (on a zero update) used to be passed on as dim with
+    # lattice "auto", which the codec refuses: `cepam fl run --lattice auto`
+    # crashed in round 1.
+    m = make_method("cepam-gaussian", sigma=0.01, lattice="auto", clip=1.0)
+    assert m.dim is None and m.describe()["lattice"] == "auto"
+    u = _update(scale=1.0)
+    msg, out = _send_receive(m, u, round=4, client=2)
+    info = cepam.inspect(msg.payload, secret=client_secret(0, 2))
+    assert info.round == 4 and info.clip == 1.0 and info.total_bits == msg.bits
+    err = _flat(out) - _flat(clip_update(u, 1.0))
+    assert err.std().item() == pytest.approx(0.01, rel=0.06)
+    with pytest.raises(cepam.InvalidArgumentError, match="auto"):
+        make_method("cepam-gaussian", lattice="auto", dim=2)
+
+
 def test_cepam_rejects_settings_the_codec_refuses():
     with pytest.raises(cepam.InvalidArgumentError):
         make_method("cepam-laplace", dim=5)

@@ -78,6 +78,7 @@ def test_accuracies_are_fractions_in_every_json():
 def test_run_names_read_back():
     configs = [FLConfig(), FLConfig(model="mlp", method="cepam-gaussian", dim=3),
                FLConfig(method="cepam-gaussian", lattice="E8", sigma=1e-5, alpha=0.5),
+               FLConfig(method="cepam-gaussian", lattice="auto"),
                FLConfig(method="fl-laplace-sdq", b=0.25), FLConfig(method="cepam-laplace", b=2e-7)]
     for config in configs:
         assert FLConfig.from_run_name(config.run_name()) == config

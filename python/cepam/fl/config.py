@@ -217,7 +217,7 @@ class FLConfig:
             else:
                 tokens.append(token)
         changes: dict[str, Any] = {}
-        patterns = (("dim", r"n(\d+)", int), ("lattice", f"({'|'.join(LATTICE_DIMS)})", str),
+        patterns = (("dim", r"n(\d+)", int), ("lattice", f"({'|'.join([*LATTICE_DIMS, 'auto'])})", str),
                     ("sigma", r"sigma(.+)", float), ("b", r"b(.+)", float),
                     ("alpha", r"alpha(.+)", float))
         for token in tokens:
