@@ -681,3 +681,72 @@ def test_record_and_array_names_that_would_collide_are_refused():
     st = CepamStrategy(Colliding(), mechanism=MECH, clip=1.0)
     with pytest.raises(cepam.InvalidArgumentError, match="same record/array name"):
         st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid())
+
+
+# ------------------------------------------------------------- the node's own floor
+
+
+def _floor_round(node_config, **strategy_args):
+    """One round with ``node_config`` on node 101 only: its reply, whether it
+    trained, and the strategy's metrics."""
+    trained = []
+
+    def recorder(msg, ctx, call_next):
+        trained.append(ctx.node_id)
+        return call_next(msg, ctx)
+
+    ctxs = contexts()
+    ctxs[101].node_config.update(node_config)
+    st = strategy(**strategy_args)
+    messages, replies = run_round(st, ctxs, mods=(cepam_mod, recorder))
+    reply = next(r for m, r in zip(messages, replies) if m.metadata.dst_node_id == 101)
+    _, metrics = st.aggregate_train(1, replies)
+    return reply, 101 in trained, metrics
+
+
+@pytest.mark.parametrize("node_config, strategy_args, named", [
+    ({"cepam-min-sigma": 0.1}, {}, "gaussian sigma = 0.05, below this node's floor "
+                                   "cepam-min-sigma = 0.1"),
+    ({"cepam-max-clip": 0.5}, {}, "clip = 1, above this node's cepam-max-clip = 0.5"),
+    ({"cepam-min-sigma": 0.01, "cepam-max-clip": 0.5}, {}, "cepam-max-clip = 0.5"),
+    ({"cepam-min-laplace-b": 3}, {"mechanism": cepam.Laplace(b=2.0)},
+     "laplace b = 2, below this node's floor cepam-min-laplace-b = 3"),
+    # A floor on Gaussian noise alone does not let the server switch to Laplace.
+    ({"cepam-min-sigma": 0.01}, {"mechanism": cepam.Laplace(b=2.0)},
+     "laplace mechanism, for which this node sets no floor (cepam-min-laplace-b)"),
+])
+def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, strategy_args,
+                                                                named, caplog):
+    reply, trained, metrics = _floor_round(node_config, **strategy_args)
+    assert reply.has_error() and reply.error.code == cepam.flower.mod.ERROR_CODE
+    assert named in reply.error.reason and not trained  # refused before training
+    assert not reply.has_content()  # no payload leaves
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and named in errors[0].getMessage()  # in the node's log
+    assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1
+
+
+@pytest.mark.parametrize("node_config, strategy_args", [
+    ({"cepam-min-sigma": 0.05, "cepam-max-clip": 1}, {}),  # at the floor
+    ({"cepam-min-sigma": 0.01, "cepam-min-laplace-b": 1e-3}, {}),
+    ({"cepam-min-laplace-b": 2.0, "cepam-min-sigma": 1.0},
+     {"mechanism": cepam.Laplace(b=2.0)}),
+    ({"cepam-max-clip": 2.5}, {"mechanism": cepam.Laplace(b=2.0)}),  # no noise floor set
+])
+def test_a_node_encodes_what_its_floor_allows(node_config, strategy_args):
+    reply, trained, metrics = _floor_round(node_config, **strategy_args)
+    assert not reply.has_error() and trained
+    assert metrics["cepam-updates"] == 4 and metrics["cepam-dropped"] == 0
+
+
+@pytest.mark.parametrize("key", cepam.flower.mod.FLOOR_KEYS)
+@pytest.mark.parametrize("value", ["0.5", 0, -1.0, float("nan"), float("inf"), True, None])
+def test_a_bad_floor_value_is_a_clear_error_at_first_use(key, value, caplog):
+    with pytest.raises(cepam.InvalidArgumentError, match=f"node config {key} must be a "
+                                                         "positive finite number"):
+        cepam.flower.mod.node_floor({key: value})
+    reply, trained, _ = _floor_round({key: value})
+    assert reply.has_error() and f"node config {key} must be" in reply.error.reason
+    assert "nothing is encoded until it is fixed" in reply.error.reason and not trained
+    assert any(r.levelno == logging.ERROR and key in r.getMessage() for r in caplog.records)
+    assert cepam.flower.mod.node_floor({"partition-id": 3, key: 2}) == {key: 2.0}
