@@ -42,7 +42,7 @@ from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
 NODES, ROUNDS, ALLOWED = 5, 6, 3
 FEATURES, CLASSES = 200, 10
 SIGMA, CLIP, DELTA = 0.5, 0.5, 1e-5
-SETTING = FLSetting(clip=CLIP, clients=NODES, local_steps=4, dataset_size=64)
+SETTING = FLSetting(clip=CLIP, clients=NODES, samples_per_round=4, dataset_size=64)
 WRONG = "wrong"  # the partition whose node holds a wrong secret
 RECORD: dict = {}
 
@@ -85,7 +85,7 @@ def train(msg: Message, ctx: Context) -> Message:
     arrays = msg.content["arrays"]
     w, b = arrays["w"].numpy().copy(), arrays["b"].numpy().copy()
     rng = np.random.default_rng(int(msg.content["config"]["server-round"]))
-    for _ in range(SETTING.local_steps):  # single-sample SGD steps, with replacement
+    for _ in range(SETTING.samples_per_round):  # single-sample SGD steps, with replacement
         i = rng.integers(len(y))
         logits = x[i] @ w + b
         p = np.exp(logits - logits.max())

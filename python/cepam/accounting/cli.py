@@ -2,19 +2,22 @@
 
 Two levels (``--level``):
 
-* ``client`` (the default without ``--local-steps``/``--dataset-size``):
+* ``client`` (the default without ``--samples-per-round``/``--dataset-size``):
   client-level DP, which holds for any local training loop once each
   client's whole update is clipped (:mod:`cepam.accounting.client_level`);
 * ``record``: the record-level bound for the paper's loop (local steps on
   samples drawn with replacement); its report also gives the client-level eps.
+  ``--samples-per-round`` is the samples each client draws with replacement
+  in a round (optimizer steps times the batch size), not its optimizer
+  steps: the old ``--local-steps`` is refused, as it meant either.
 
 Examples::
 
     cepam privacy --target-eps 8 --delta 1e-5 --clip 1 --clients 10 --rounds 20
 
-    cepam privacy --sigma 0.5 --clip 1 --clients 30 --local-steps 15 \\
+    cepam privacy --sigma 0.5 --clip 1 --clients 30 --samples-per-round 15 \\
         --dataset-size 1666 --rounds 80 --delta 1e-5 --bound tight --json
-    cepam privacy --target-eps 1 --clip 1 --clients 30 --local-steps 15 \\
+    cepam privacy --target-eps 1 --clip 1 --clients 30 --samples-per-round 15 \\
         --dataset-size 1666 --rounds 80 --delta 1e-5
 
 The JSON holds the inputs, the method (per-round bound, threat model,
@@ -34,7 +37,7 @@ import sys
 from typing import Any
 
 from ..cli import requires
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["register", "handler", "build_report"]
 
@@ -53,14 +56,19 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="solve for the smallest sigma giving this total eps")
     p.add_argument("--clip", type=float, required=True, help="l2 clip gamma of the whole update")
     p.add_argument("--clients", type=int, required=True, help="clients K averaged per round")
-    p.add_argument("--local-steps", type=int, default=None,
-                   help="record level: local SGD steps tau per round, each on one sample "
-                        "drawn with replacement (the paper's loop)")
+    p.add_argument("--samples-per-round", type=int, default=None,
+                   help="record level: samples tau each client draws with replacement per "
+                        "round, i.e. optimizer steps x batch size (the paper's loop: "
+                        "single-sample steps); not the number of optimizer steps")
+    # The old name, which meant either samples or optimizer steps: refused with
+    # an explanation (build_report), not offered.
+    p.add_argument("--local-steps", dest="renamed_local_steps", default=None,
+                   help=argparse.SUPPRESS)
     p.add_argument("--dataset-size", type=int, default=None,
                    help="record level: samples |D| per client")
     p.add_argument("--level", choices=("client", "record"), default=None,
                    help="client: one client's whole data, any training loop (default without "
-                        "--local-steps/--dataset-size); record: one training example, the "
+                        "--samples-per-round/--dataset-size); record: one training example, the "
                         "paper's loop (default with them)")
     p.add_argument("--rounds", type=int, default=1, help="rounds R (default 1)")
     p.add_argument("--delta", type=float, required=True, help="target delta (total and per round)")
@@ -96,18 +104,21 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     from .client_level import client_epsilon
     from .events import CepamGaussianRound
     from .paper import paper_gaussian_epsilon, paper_gaussian_round
-    from .setting import FLSetting
+    from .setting import LOCAL_STEPS_RENAMED, FLSetting
     from .tight import tight_gaussian_epsilon, tight_gaussian_round
     from . import _validation as _v
 
-    level = args.level or ("client" if args.local_steps is None and args.dataset_size is None
-                           else "record")
+    if getattr(args, "renamed_local_steps", None) is not None:
+        raise InvalidTypeError(LOCAL_STEPS_RENAMED)
+    level = args.level or ("client" if args.samples_per_round is None
+                           and args.dataset_size is None else "record")
     if level == "client":
         return _client_report(args)
-    if args.local_steps is None or args.dataset_size is None:
-        raise InvalidArgumentError("--level record needs --local-steps and --dataset-size (the "
-                                   "paper's loop); without them use --level client")
-    setting = FLSetting(clip=args.clip, clients=args.clients, local_steps=args.local_steps,
+    if args.samples_per_round is None or args.dataset_size is None:
+        raise InvalidArgumentError("--level record needs --samples-per-round and --dataset-size "
+                                   "(the paper's loop); without them use --level client")
+    setting = FLSetting(clip=args.clip, clients=args.clients,
+                        samples_per_round=args.samples_per_round,
                         dataset_size=args.dataset_size, threat_model=args.threat_model)
     rounds = _v.integer("rounds", args.rounds)
     delta = _v.probability_open("delta", args.delta)
@@ -145,7 +156,7 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "inputs": {
             "sigma": args.sigma, "target_eps": args.target_eps, "clip": setting.clip,
-            "clients": setting.clients, "local_steps": setting.local_steps,
+            "clients": setting.clients, "samples_per_round": setting.samples_per_round,
             "dataset_size": setting.dataset_size, "rounds": rounds, "delta": delta,
             "bound": args.bound, "threat_model": setting.threat_model,
             "eps_tilde": args.eps_tilde,

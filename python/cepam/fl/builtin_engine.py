@@ -2,7 +2,7 @@
 together in one process.
 
 Each round: every client starts from the global weights and trains
-``local_steps`` momentum-SGD steps (all clients together, :mod:`.training`);
+``sgd_steps`` momentum-SGD steps (all clients together, :mod:`.training`);
 its update (local minus global weights) goes through the method's transport
 (:mod:`.methods`): real payload bytes with encode at the client and decode
 at the server for the compressing methods.  The server adds the average of
@@ -111,7 +111,7 @@ def run_builtin_experiment(
         for t in range(start + 1, last + 1):
             t_start = time.perf_counter()
             lr = schedule.lr
-            idx = clients.sample(config.seed, t, config.local_steps, config.batch_size)
+            idx = clients.sample(config.seed, t, config.sgd_steps, config.batch_size)
             local, losses = trainer.train(params, data.train_x[idx], data.train_y[idx], lr)
             t_train = time.perf_counter()
 

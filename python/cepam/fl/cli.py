@@ -7,8 +7,10 @@
   ``DIR/<run name>/seed<k>/`` (config.json, rounds.csv, rounds.json,
   state.pt).  A run interrupted and started again with the same command
   continues after its last completed round; finished runs are skipped.
-  After each private run it prints the accountant's eps (stderr), with a
-  warning when eps exceeds 10.  ``--json`` prints one object per run whose
+  After each private run it prints (stderr) its client-level eps (one
+  client's whole data; valid for any training loop) and its record-level
+  eps (one training example; for the paper's loop only, which this one
+  is), with a warning when either exceeds 10.  ``--json`` prints one object per run whose
   accuracies are fractions in [0, 1], as in the runs' files.
 * ``cepam fl table DIR`` prints the paper-style table (accuracy: mean and
   standard deviation over seeds; ``--json`` also has the 95% CI).  ``--delta D [D ...]`` adds a sigma column and one eps column per
@@ -101,8 +103,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=0, help="first seed")
     p.add_argument("--clients", type=positive_int, default=30,
                    help="K, the clients that train and send an update every round")
-    p.add_argument("--local-steps", type=positive_int, default=15,
-                   help="tau, local SGD steps per client and round")
+    p.add_argument("--sgd-steps", type=positive_int, default=15,
+                   help="local momentum-SGD steps per client and round (the paper's tau, 15); "
+                        "each draws --batch-size samples with replacement")
+    # The old name, which cepam privacy used for samples per round: refused
+    # with an explanation (_configs), not offered.
+    p.add_argument("--local-steps", dest="renamed_local_steps", default=None,
+                   help=argparse.SUPPRESS)
     p.add_argument("--batch-size", type=positive_int, default=1,
                    help="samples per local SGD step, 1 in the paper")
     p.add_argument("--samples-per-client", type=positive_int, default=None,
@@ -142,8 +149,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _configs(args: argparse.Namespace):
+    from ..accounting.setting import LOCAL_STEPS_RENAMED
+    from ..errors import InvalidTypeError
     from .config import FLConfig
 
+    if args.renamed_local_steps is not None:
+        raise InvalidTypeError(LOCAL_STEPS_RENAMED)
     methods = list(_METHODS) if "all" in args.method else list(dict.fromkeys(args.method))
     for model, method in itertools.product(args.model, methods):
         dims = sorted(set(args.dim)) if method.startswith("cepam") else [1]
@@ -156,7 +167,7 @@ def _configs(args: argparse.Namespace):
                     model=model, method=method, dim=dim, lattice=lattice, sigma=sigma, b=b,
                     sdq_step=args.sdq_step, clip=args.clip, clip_all=args.clip_all,
                     clients=args.clients, samples_per_client=args.samples_per_client,
-                    alpha=args.alpha, local_steps=args.local_steps, batch_size=args.batch_size,
+                    alpha=args.alpha, sgd_steps=args.sgd_steps, batch_size=args.batch_size,
                     lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
                     lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
                     val_size=args.val_size, test_size=args.test_size, delta=args.delta,
@@ -176,30 +187,53 @@ EPS_WARNING = 10.0
 
 
 def privacy_report(config, final: dict[str, Any]) -> list[str]:
-    """What ``fl run`` prints about a private run's privacy after it ends:
-    the accountant's eps (its ``epsilon`` column at the last round), and a
-    warning when eps exceeds :data:`EPS_WARNING`.  Empty for the methods
-    that add no noise (``fl``, ``fl-sdq``)."""
-    from .privacy import GAUSSIAN_METHODS
+    """What ``fl run`` prints about a private run's privacy after it ends.
 
-    eps = float(final["epsilon"])
-    if math.isinf(eps) and config.method not in GAUSSIAN_METHODS and "laplace" not in config.method:
+    First the client-level eps (:func:`.privacy.client_level_epsilon`: one
+    client's whole data replaced; valid for any local training loop), then
+    the record-level eps (the ``epsilon`` column at the last round: one
+    training example replaced) with the loop it holds for, each naming its
+    relation, level and threat model; then a warning when an eps exceeds
+    :data:`EPS_WARNING`.  Empty for the methods that add no noise (``fl``,
+    ``fl-sdq``)."""
+    from ..accounting.setting import RECORD_LEVEL_LOOP
+    from .privacy import GAUSSIAN_METHODS, client_level_epsilon
+
+    record = float(final["epsilon"])
+    if math.isinf(record) and config.method not in GAUSSIAN_METHODS \
+            and "laplace" not in config.method:
         return []
     name = f"{config.run_name()} seed {config.seed}"
-    if math.isnan(eps):
+    rounds = int(final["round"])
+    client = client_level_epsilon(config, rounds=rounds)
+    if math.isnan(record) or math.isnan(client):
         return [f"{name}: eps not available (cepam.accounting could not compute it)"]
-    if config.method in GAUSSIAN_METHODS:
-        guarantee = (f"({eps:.4g}, {config.delta:g})-DP after {final['round']} rounds "
-                     f"({ACCOUNTING_VIEW}, sigma = {config.sigma:g})")
-    else:
-        guarantee = (f"{eps:.4g}-DP (pure) after {final['round']} rounds "
-                     f"({ACCOUNTING_VIEW}, b = {config.b:g})")
-    lines = [f"{name}: {guarantee}"]
-    if not eps <= EPS_WARNING:
-        hint = ("raise --sigma; `cepam privacy --target-eps` finds one"
-                if config.method in GAUSSIAN_METHODS else "raise --laplace-b")
-        lines.append(f"warning: eps = {eps:.4g} > {EPS_WARNING:g}: this run is not meaningfully "
-                     f"private ({hint})")
+    gaussian = config.method in GAUSSIAN_METHODS
+    noise = f"sigma = {config.sigma:g}" if gaussian else f"b = {config.b:g}"
+
+    def dp(eps: float) -> str:
+        return f"({eps:.4g}, {config.delta:g})-DP" if gaussian else f"{eps:.4g}-DP (pure)"
+
+    lines = [
+        f"{name}: client level: {dp(client)} after {rounds} rounds (replace-one client: one "
+        f"client's whole data replaced; threat model: an honest-but-curious client; any local "
+        f"training loop; {noise})",
+        f"{name}: record level: {dp(record)} after {rounds} rounds (replace-one record: one "
+        f"training example of one client replaced; threat model: an honest-but-curious client; "
+        f"tight bound); {RECORD_LEVEL_LOOP} (this run's loop: "
+        f"{config.sgd_steps} steps x batch {config.batch_size} = {config.samples_per_round} "
+        "samples a round)",
+    ]
+    hint = ("raise --sigma; `cepam privacy --target-eps` finds one" if gaussian
+            else "raise --laplace-b")
+    if not record <= EPS_WARNING:
+        lines.append(f"warning: eps = {record:.4g} > {EPS_WARNING:g} at record level (and "
+                     f"{client:.4g} at client level): this run is not meaningfully private "
+                     f"({hint})")
+    elif not client <= EPS_WARNING:
+        lines.append(f"warning: client-level eps = {client:.4g} > {EPS_WARNING:g}: a client's "
+                     f"whole data is not meaningfully protected, only its single records "
+                     f"(record-level eps {record:.4g}, for the paper's loop only) ({hint})")
     return lines
 
 

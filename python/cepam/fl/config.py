@@ -81,7 +81,11 @@ class FLConfig:
         clients: K.
         samples_per_client: IID share size (None: train_size // K).
         alpha: Dirichlet concentration of a non-IID split (None: IID).
-        local_steps: tau, local SGD steps per round.
+        sgd_steps: local optimizer (momentum-SGD) steps per client and
+            round (the paper's tau: 15).  Each draws ``batch_size`` samples
+            with replacement, so a round draws ``sgd_steps * batch_size``
+            samples: the accountant's
+            :attr:`cepam.accounting.FLSetting.samples_per_round`.
         batch_size: samples per local step (the paper: 1).
         lr, momentum: SGD settings.
         lr_patience, lr_factor: plateau schedule on validation accuracy.
@@ -107,7 +111,7 @@ class FLConfig:
     clients: int = 30
     samples_per_client: int | None = None
     alpha: float | None = None
-    local_steps: int = 15
+    sgd_steps: int = 15
     batch_size: int = 1
     lr: float = 0.01
     momentum: float = 0.9
@@ -127,7 +131,7 @@ class FLConfig:
         if self.method not in METHODS:
             raise InvalidArgumentError(
                 f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        for name in ("clients", "local_steps", "batch_size", "lr_patience", "train_size"):
+        for name in ("clients", "sgd_steps", "batch_size", "lr_patience", "train_size"):
             if int(getattr(self, name)) < 1:
                 raise InvalidArgumentError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("rounds", "val_size", "seed"):
@@ -146,11 +150,29 @@ class FLConfig:
         if not self.method.startswith("cepam") and (self.dim != 1 or self.lattice != "Z"):
             raise InvalidArgumentError("dim and lattice apply to the CEPAM methods only")
 
+    @property
+    def samples_per_round(self) -> int:
+        """Samples each client draws with replacement in a round,
+        ``sgd_steps * batch_size`` (the accountant's ``samples_per_round``)."""
+        return self.sgd_steps * self.batch_size
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FLConfig":
+        """The configuration ``d`` (:meth:`to_dict`) holds; a run saved
+        before ``local_steps`` was renamed ``sgd_steps`` reads the same.
+
+        Raises:
+            InvalidArgumentError: unknown keys, or both names.
+        """
+        d = dict(d)
+        if "local_steps" in d:  # config.json, rounds.json and state.pt of older runs
+            if "sgd_steps" in d:
+                raise InvalidArgumentError("a configuration holds both local_steps (the old "
+                                           "name) and sgd_steps")
+            d["sgd_steps"] = d.pop("local_steps")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
@@ -195,7 +217,7 @@ class FLConfig:
             else:
                 tokens.append(token)
         changes: dict[str, Any] = {}
-        patterns = (("dim", r"n(\d+)", int), ("lattice", f"({'|'.join(LATTICE_DIMS)})", str),
+        patterns = (("dim", r"n(\d+)", int), ("lattice", f"({'|'.join([*LATTICE_DIMS, 'auto'])})", str),
                     ("sigma", r"sigma(.+)", float), ("b", r"b(.+)", float),
                     ("alpha", r"alpha(.+)", float))
         for token in tokens:
@@ -239,12 +261,17 @@ class FLConfig:
         # rounds is left out: a run may be resumed with more rounds in its directory.
         named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed", "rounds",
                  "engine"}
-        other = {k: v for k, v in self.to_dict().items()
+        other = {_HASHED_AS.get(k, k): v for k, v in self.to_dict().items()
                  if k not in named and v != getattr(default, k)}
         if other:
             parts.append(hashlib.sha256(json.dumps(other, sort_keys=True).encode())
                          .hexdigest()[:8])
         return "-".join(parts)
+
+
+# Settings hashed into run names under the name they had when the hash was
+# introduced, so that a renamed setting keeps its runs' directories.
+_HASHED_AS = {"sgd_steps": "local_steps"}
 
 
 def json_value(v: Any) -> Any:

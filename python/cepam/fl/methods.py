@@ -187,7 +187,8 @@ class LRSUQ(Method):
     def __init__(self, name: str, *, clip: float | None, mechanism, dim: int,
                  lattice: str) -> None:
         super().__init__(clip=clip)
-        # The A2 / D4 / E8 lattices have a fixed dimension: the default n = 1
+        # The A2 / D4 / E8 lattices have a fixed dimension, and "auto" picks
+        # the lattice and its dimension for every update: the default n = 1
         # means "the lattice's own" there.
         if lattice != "Z" and dim == 1:
             dim = None
@@ -195,7 +196,9 @@ class LRSUQ(Method):
         probe = cepam.encode(torch.zeros(1), mechanism, secret=bytes(32), round=0, client=0,
                              dim=dim, lattice=lattice, clip=clip)
         self.name, self.mechanism, self.lattice = name, mechanism, lattice
-        self.dim = cepam.inspect(probe, secret=bytes(32)).dim
+        # dim: what every payload uses; None for "auto", whose choice on this
+        # probe says nothing about the updates' (and which refuses a dim).
+        self.dim = None if lattice == "auto" else cepam.inspect(probe, secret=bytes(32)).dim
 
     def send(self, update, *, round, client, secret, noise):
         payload = cepam.encode(update, self.mechanism, secret=secret, round=round,

@@ -38,8 +38,8 @@ from .config import MODEL_PARAMETERS
 if TYPE_CHECKING:
     from .config import FLConfig
 
-__all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_dataset_size", "GAUSSIAN_METHODS",
-           "LAPLACE_METHODS", "ACCOUNTING_VIEW"]
+__all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_dataset_size",
+           "client_level_epsilon", "GAUSSIAN_METHODS", "LAPLACE_METHODS", "ACCOUNTING_VIEW"]
 
 GAUSSIAN_METHODS = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
 LAPLACE_METHODS = ("cepam-laplace", "fl-laplace", "fl-laplace-sdq")
@@ -79,7 +79,7 @@ def epsilon_function(*, method: str, sigma: float, b: float = math.nan, delta: f
         acc = importlib.import_module("cepam.accounting")
     except ImportError:
         return _nan
-    setting = acc.FLSetting(clip=clip, clients=clients, local_steps=samples_per_round,
+    setting = acc.FLSetting(clip=clip, clients=clients, samples_per_round=samples_per_round,
                             dataset_size=dataset_size)
     if method in GAUSSIAN_METHODS:
         key = ("gaussian", sigma, delta, clip, clients, samples_per_round, dataset_size)
@@ -115,7 +115,7 @@ def config_epsilon_function(config: "FLConfig", *, delta: float, dataset_size: i
     of a non-IID run, nor is the model's size)."""
     return epsilon_function(method=config.method, sigma=config.sigma, b=config.b, delta=delta,
                             clip=config.clip, clients=config.clients,
-                            samples_per_round=config.local_steps * config.batch_size,
+                            samples_per_round=config.samples_per_round,
                             dataset_size=dataset_size, coordinates=coordinates)
 
 
@@ -134,6 +134,43 @@ def client_dataset_size(config: "FLConfig") -> int:
     if config.samples_per_client is not None:
         return config.samples_per_client
     return config.train_size // config.clients
+
+
+def client_level_epsilon(config: "FLConfig", *, rounds: int) -> float:
+    """Client-level eps after ``rounds`` rounds of a run of ``config`` (at
+    ``config.delta`` for the Gaussian methods; pure DP for Laplace): one
+    client's whole data replaced, against an honest-but-curious client (the
+    view of the eps column), valid for any local training loop since each
+    client's whole update is clipped.  No amplification by sampling.
+
+    * Gaussian methods: :func:`cepam.accounting.client_epsilon`.
+    * Laplace methods: ``rounds`` times the per-round eps of
+      :func:`cepam.accounting.tight_laplace_round` before amplification
+      (``2 gamma sqrt(m) / b``, whatever was sampled).
+    * ``inf`` for ``fl`` and ``fl-sdq``, 0 for no round, NaN without
+      :mod:`cepam.accounting`.
+
+    Raises:
+        InvalidArgumentError: ``rounds`` negative.
+    """
+    if rounds < 0:
+        raise InvalidArgumentError(f"rounds must be non-negative, got {rounds}")
+    if config.method in _NOT_PRIVATE:
+        return math.inf
+    if rounds == 0:
+        return 0.0
+    try:
+        acc = importlib.import_module("cepam.accounting")
+        if config.method in GAUSSIAN_METHODS:
+            return float(acc.client_epsilon(sigma=config.sigma, clip=config.clip, rounds=rounds,
+                                            clients=config.clients, delta=config.delta))
+        # eps_tilde, the per-round eps before amplification, does not depend on |D|.
+        setting = acc.FLSetting(clip=config.clip, clients=config.clients,
+                                samples_per_round=config.samples_per_round, dataset_size=1)
+        return rounds * float(acc.tight_laplace_round(
+            scale=config.b, setting=setting, dimension=MODEL_PARAMETERS[config.model]).eps_tilde)
+    except ImportError:  # cepam.accounting needs scipy
+        return math.nan
 
 
 def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:

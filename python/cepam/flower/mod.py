@@ -25,7 +25,19 @@ central-DP clipping is configured on the same run (``fixedclipping_mod`` /
 ``adaptiveclipping_mod`` and their server wrappers add their own noise and
 clipping: cepam already does both), when a message's context was already
 used by this node (a resent message), and when its key material is missing.
-Evaluate and query messages pass through untouched.  Flower's
+Evaluate and query messages pass through untouched.
+
+A node may set a floor on the privacy it gives, whatever the server asks
+(:data:`FLOOR_KEYS`, in its node config): ``cepam-min-sigma`` (the smallest
+Gaussian sigma it encodes with), ``cepam-min-laplace-b`` (the smallest
+Laplace scale b) and ``cepam-max-clip`` (the largest clip).  Each noise
+floor is for its own mechanism, and a node that sets a noise floor encodes
+only with the mechanisms it set one for: with ``cepam-min-sigma`` alone, a
+server that switches to Laplace is refused too (no floor would bind it).  A
+round configuration below a floor is refused before training: an error in
+the node's log, an error reply to the server, no payload.  A floor value
+that is not a positive finite number is refused the same way at the first
+train message, naming the key.  Flower's
 ``LocalDpMod`` cannot be detected (it adds noise to the reply's arrays
 before this mod sees them): do not combine it with cepam_mod, whose noise
 already is the mechanism's.
@@ -34,6 +46,7 @@ already is the mechanism's.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import numpy as np
@@ -42,7 +55,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Error, Message, 
 import cepam
 from cepam.guard import ContextGuard
 from cepam.keys import Context as KeyContext
-from cepam.errors import CepamError, ContextReuseError
+from cepam.errors import CepamError, ContextReuseError, InvalidArgumentError
 
 from .keys import (
     KEY_FILE_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, STATE_KEY, KeyPair, agreed_secret,
@@ -53,7 +66,8 @@ from .protocol import (
     RoundConfig, flat_name,
 )
 
-__all__ = ["cepam_mod", "ERROR_CODE"]
+__all__ = ["cepam_mod", "ERROR_CODE", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
+           "FLOOR_KEYS", "node_floor"]
 
 log = logging.getLogger("cepam.flower")
 
@@ -63,9 +77,68 @@ _STATE = "cepam"  # the node's Context state record: key pair and used contexts
 _FLOWER_CLIPPING_KEY = "clipping_norm"  # what Flower's central-DP wrappers send
 _USED_LIMIT = 4096  # contexts remembered per run
 
+#: Node-config keys of the node's own floor on the privacy it gives.
+MIN_SIGMA_KEY = "cepam-min-sigma"
+MIN_LAPLACE_B_KEY = "cepam-min-laplace-b"
+MAX_CLIP_KEY = "cepam-max-clip"
+FLOOR_KEYS = (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY, MAX_CLIP_KEY)
+# The noise floor key of each mechanism (by its configuration name).
+_NOISE_FLOORS = {cepam.Gaussian.name: (MIN_SIGMA_KEY, "sigma"),
+                 cepam.Laplace.name: (MIN_LAPLACE_B_KEY, "b")}
+
 
 class _Refusal(Exception):
     """A reason to send an error reply instead of the update."""
+
+
+class _FloorRefusal(_Refusal):
+    """The server asked for less privacy than the node's floor (or the floor
+    is misconfigured): logged as an error on the node."""
+
+
+def node_floor(node_config: Any) -> dict[str, float]:
+    """The floor keys (:data:`FLOOR_KEYS`) set in ``node_config``, as floats.
+
+    Raises:
+        InvalidArgumentError: a value that is not a positive finite number
+            (bools and strings included), naming the key.
+    """
+    floor = {}
+    for key in FLOOR_KEYS:
+        if key not in node_config:
+            continue
+        value = node_config[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not (math.isfinite(value) and value > 0):
+            raise InvalidArgumentError(
+                f"node config {key} must be a positive finite number (for example "
+                f"--node-config \"{key}=0.5\", unquoted), got {value!r}")
+        floor[key] = float(value)
+    return floor
+
+
+def _check_floor(config: RoundConfig, ctx: Context) -> None:
+    """Refuses (:class:`_FloorRefusal`) a round configuration below the
+    node's floor, or any configuration while the floor is misconfigured."""
+    try:
+        floor = node_floor(ctx.node_config)
+    except InvalidArgumentError as exc:
+        raise _FloorRefusal(f"{exc}; nothing is encoded until it is fixed") from None
+    if not floor:
+        return
+    mechanism = config.mechanism
+    key, what = _NOISE_FLOORS[mechanism.name]
+    scale = float(mechanism.scale)
+    if key in floor and scale < floor[key]:
+        raise _FloorRefusal(f"the server asks for {mechanism.name} {what} = {scale:g}, below "
+                            f"this node's floor {key} = {floor[key]:g}: not encoded")
+    if key not in floor and any(k in floor for k, _ in _NOISE_FLOORS.values()):
+        raise _FloorRefusal(f"the server asks for the {mechanism.name} mechanism, for which "
+                            f"this node sets no floor ({key}) while it sets one for another "
+                            "mechanism: not encoded")
+    if MAX_CLIP_KEY in floor and not config.clip <= floor[MAX_CLIP_KEY]:
+        raise _FloorRefusal(f"the server asks for clip = {config.clip:g}, above this node's "
+                            f"{MAX_CLIP_KEY} = {floor[MAX_CLIP_KEY]:g}: not encoded")
 
 
 def _is_float(array: np.ndarray) -> bool:
@@ -186,6 +259,9 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     default; ``cepam-key-file`` to keep its key across runs), or
     ``cepam-secret-file`` in its node config for pre-shared secrets; and,
     for replay protection across restarts, ``cepam-state`` (a file).
+    Optionally its own floor, ``cepam-min-sigma``, ``cepam-min-laplace-b``
+    and ``cepam-max-clip`` (see the module): a server asking for less is
+    refused before training.
 
     Returns:
         The reply with one payload Array in place of its ArrayRecords, or an error
@@ -199,11 +275,12 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
             raise _Refusal("the server sent no cepam configuration (is it a CepamStrategy?); "
                            "the update is not sent unprotected")
         config = RoundConfig.from_record(msg.content[CONFIG_RECORD])
+        _check_floor(config, ctx)
         state = _state(ctx)
         secret, public = _secret(msg, ctx, config, state)
         _claim_context(state, config, ctx, secret, int(msg.metadata.dst_node_id))
     except (_Refusal, CepamError) as exc:
-        log.warning("cepam_mod: %s", exc)
+        (log.error if isinstance(exc, _FloorRefusal) else log.warning)("cepam_mod: %s", exc)
         return Message(Error(ERROR_CODE, f"cepam_mod: {exc}"), reply_to=msg)
     reply = call_next(msg, ctx)
     if reply.has_error():

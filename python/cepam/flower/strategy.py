@@ -58,6 +58,7 @@ from flwr.serverapp.strategy import Result, Strategy
 import cepam
 from cepam._checks import check_clip
 from cepam.accounting import FLSetting, Ledger
+from cepam.accounting.setting import RECORD_LEVEL_LOOP
 from cepam.errors import InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
 from cepam.padding import check_pad
 from cepam.structure import BARE
@@ -560,11 +561,15 @@ class CepamStrategy(Strategy):
             client_level = self.budget.client_level_epsilon()
             if client_level is not None:
                 metrics[CLIENT_LEVEL] = client_level
-            log.info("cepam: round %d: %d updates averaged (%d dropped); record-level eps %.4g "
-                     "at delta %g (%s bound, %s view)%s", server_round, k, dropped,
-                     metrics[RECORD_LEVEL], self.delta, self.bound, self.setting.threat_model,
-                     "" if client_level is None else
-                     f"; client-level eps {client_level:.4g}")
+            log.info("cepam: round %d: %d updates averaged (%d dropped); client level "
+                     "(replace-one client, threat model %s, any local training loop): %s; "
+                     "record level (replace-one record, threat model %s, %s bound): eps %.4g "
+                     "at delta %g, if the clients train as the paper does (%s)",
+                     server_round, k, dropped, self.setting.threat_model,
+                     "not computed" if client_level is None else
+                     f"eps {client_level:.4g} at delta {self.delta:g}",
+                     self.setting.threat_model, self.bound, metrics[RECORD_LEVEL], self.delta,
+                     RECORD_LEVEL_LOOP)
         return arrays, metrics
 
     def _keep_counters(self, arrays: ArrayRecord, accepted: list[Message]) -> None:
