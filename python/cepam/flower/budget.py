@@ -247,7 +247,8 @@ class ClientBudget:
         return self.epsilon()
 
     def label(self) -> str:
-        """What the eps is: level, relation, threat model (for log lines)."""
+        """What the eps is: its level, relation and threat model, and the
+        count's noise (for log lines)."""
         return (f"client-level, {self.relation}, threat model {self.threat_model!r}"
                 + ("" if self.count_sigma is None else
-                   f", clipped-or-not count noise {self.count_sigma:g}"))
+                   f", clipped-or-not bits noised with sd {self.count_sigma:g}"))

@@ -485,8 +485,9 @@ class CepamStrategy(Strategy):
             self._cohort_rng = np.random.default_rng(seed)
             self._noise_rng = np.random.default_rng(_secrets.randbits(128))  # never logged
         if self._client_level:
-            log.info("cepam: %s; cohorts seeded with %d (the server's own randomness)%s",
-                     self._sampling_text(), seed,
+            log.info("cepam: %s%s%s", self._sampling_text(),
+                     f"; cohorts drawn with seed {seed} (the server's own randomness)"
+                     if self._samples else "",
                      "" if self._adaptive is None else
                      f"; adaptive clip from {self.clip:g} to the {self.clip_quantile:g}-quantile "
                      f"of the update norms (learning rate {self.clip_learning_rate:g})")
@@ -744,10 +745,10 @@ class CepamStrategy(Strategy):
         assert isinstance(self.budget, ClientBudget)
         eps = self.budget.epsilon([plan.event])
         if eps > self.max_epsilon:
-            log.warning("cepam: round %d: the round would bring the %s eps to %.4g > "
-                        "max_epsilon %.4g: no train message is sent, and the run's remaining "
-                        "rounds are empty", server_round, self.budget.label(), eps,
-                        self.max_epsilon)
+            log.warning("cepam: round %d: the round would bring the client-level eps to %.4g "
+                        "> max_epsilon %.4g (%s): no train message is sent, and the run's "
+                        "remaining rounds are empty", server_round, eps, self.max_epsilon,
+                        self.budget.label())
             return False
         return True
 
@@ -932,9 +933,9 @@ class CepamStrategy(Strategy):
             self.stopped_by_budget = True
             return None, None
         metrics = MetricRecord({CLIENT_LEVEL: eps})
-        log.info("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d; %s eps "
-                 "%.4g at delta %g (%s)", server_round, k, dropped, len(plan.cohort),
-                 self.budget.label(), eps, self.delta, self._sampling_text())
+        log.info("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d; "
+                 "client-level eps %.4g at delta %g (%s; %s)", server_round, k, dropped,
+                 len(plan.cohort), eps, self.delta, self.budget.label(), self._sampling_text())
         if k == 0:
             log.warning("cepam: round %d: no update accepted: nothing is released (the round "
                         "is accounted)", server_round)
