@@ -20,7 +20,9 @@ import cepam  # noqa: E402
 from cepam.accounting import ClientLevelRound, PLDAccountant  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
 from cepam.flower.protocol import flat_name  # noqa: E402
-from test_flower_unit import RUN, FakeGrid, global_arrays, run_round, task_identity  # noqa: E402,F401
+from test_flower_unit import (  # noqa: E402,F401 (task_identity: an autouse fixture)
+    RUN, FakeGrid, global_arrays, run_round, task_identity,
+)
 
 SIGMA, CLIP, DELTA = 0.05, 1.0, 1e-5
 P_MIN = 1e-6  # a statistical check fails below this p-value
@@ -53,22 +55,33 @@ def two_sided(p_lower: float) -> float:
 # ---------------------------------------------------------------- sampling
 
 
+def add_remove_round(**kwargs) -> ClientLevelRound:
+    """The round of Poisson sampling at rate 0.8 from 10 nodes, add-remove,
+    sigma = 2 clip: a finite eps at delta 1e-5 for six rounds (the chance of
+    a cohort outside [1, T], an empty one included, costs 5.1e-7 of delta a
+    round; at sigma = clip the eps is infinite from the fourth round)."""
+    args = dict(sigma=2.0, clip=CLIP, clients=8, threat_model="client", sample_rate=0.8,
+                relation="add-remove", sampling="poisson")
+    args.update(kwargs)
+    return ClientLevelRound(**args)
+
+
 def test_poisson_cohorts_vary_are_reproducible_and_every_round_is_accounted():
     nodes = list(range(101, 111))
     ctxs = node_contexts(nodes)
     runs = []
     for _ in range(2):  # the same seed draws the same cohorts
-        st = sampled(sample_rate=0.5, relation="add-remove", sampling_seed=7)
+        st = sampled(sample_rate=0.8, relation="add-remove", sampling_seed=7,
+                     mechanism=cepam.Gaussian(sigma=2.0))
         sizes, events = [], []
         for rnd in range(1, 7):
             messages, replies = run_round(st, ctxs, rnd=rnd)
             assert sorted(int(m.metadata.dst_node_id) for m in messages) == st.last_cohort
             sizes.append(len(messages))
             agg, metrics = st.aggregate_train(rnd, replies)
-            events.append(ClientLevelRound(sigma=SIGMA, clip=CLIP, clients=5.0,
-                                           threat_model="client", sample_rate=0.5,
-                                           relation="add-remove", sampling="poisson"))
+            events.append(add_remove_round())
             # every round is accounted, an empty cohort's too; k is not released
+            assert 0 < metrics["cepam-client-epsilon"] < np.inf
             assert metrics["cepam-client-epsilon"] == pytest.approx(composed(events), rel=1e-9)
             assert "cepam-updates" not in metrics and "cepam-dropped" not in metrics
             assert (agg is None) == (len(messages) == 0)
@@ -88,7 +101,7 @@ def test_a_fixed_cohort_draws_clients_nodes_uniformly():
         _, metrics = st.aggregate_train(rnd, replies)
         assert metrics["cepam-updates"] == 3  # replace-one: k is released
     assert len(seen) > 3  # not the same three every round
-    event = ClientLevelRound(sigma=SIGMA, clip=CLIP, clients=3.0, threat_model="client",
+    event = ClientLevelRound(sigma=SIGMA, clip=CLIP, clients=3, threat_model="client",
                              sample_rate=3 / 8, relation="replace-one", sampling="fixed")
     assert metrics["cepam-client-epsilon"] == pytest.approx(composed([event] * 4), rel=1e-9)
 
@@ -128,8 +141,9 @@ def test_a_ledger_records_the_client_level_rounds(tmp_path):
     from cepam.accounting import Ledger
 
     path = tmp_path / "privacy.db"
-    st = sampled(sample_rate=0.5, relation="add-remove", sampling_seed=3, ledger=path)
-    ctxs = node_contexts(range(101, 107))
+    st = sampled(sample_rate=0.8, relation="add-remove", sampling_seed=3, ledger=path,
+                 mechanism=cepam.Gaussian(sigma=2.0))
+    ctxs = node_contexts(range(101, 111))
     for rnd in (1, 2):
         _, replies = run_round(st, ctxs, rnd=rnd)
         _, metrics = st.aggregate_train(rnd, replies)
@@ -137,6 +151,7 @@ def test_a_ledger_records_the_client_level_rounds(tmp_path):
         assert [e.round for e in ledger.events()] == [1, 2]
         assert {type(e.event) for e in ledger.events()} == {ClientLevelRound}
         assert ledger.epsilon() == pytest.approx(metrics["cepam-client-epsilon"], rel=1e-9)
+        assert ledger.epsilon() == pytest.approx(composed([add_remove_round()] * 2), rel=1e-9)
 
 
 # ---------------------------------------------------------------- add-remove
@@ -229,7 +244,7 @@ def test_the_clip_moves_toward_the_target_quantile():
         assert "cepam-unclipped" not in metrics  # the bits go no further
     assert clips[0] == CLIP and all(b < a for a, b in zip(clips[:4], clips[1:5]))
     assert all(norms[1] < c < norms[2] for c in clips[-5:])
-    event = ClientLevelRound(sigma=SIGMA, clip=CLIP, clients=4.0, threat_model="client",
+    event = ClientLevelRound(sigma=SIGMA, clip=CLIP, clients=4, threat_model="client",
                              sample_rate=1.0, relation="replace-one", sampling="poisson",
                              count_sigma=count_sigma)
     assert metrics["cepam-client-epsilon"] == pytest.approx(composed([event] * 15), rel=1e-9)
@@ -279,10 +294,10 @@ def test_the_mod_reports_a_noised_bit_only_when_asked():
 
 
 def test_max_epsilon_stops_before_a_round_that_would_not_fit():
-    event = ClientLevelRound(sigma=SIGMA, clip=CLIP, clients=5.0, threat_model="client",
-                             sample_rate=0.5, relation="add-remove", sampling="poisson")
+    event = add_remove_round()
     budget = 0.5 * (composed([event] * 2) + composed([event] * 3))  # two rounds fit
-    st = sampled(sample_rate=0.5, relation="add-remove", sampling_seed=2, max_epsilon=budget)
+    st = sampled(sample_rate=0.8, relation="add-remove", sampling_seed=2, max_epsilon=budget,
+                 mechanism=cepam.Gaussian(sigma=2.0))
     grid = FakeGrid(range(101, 111))  # no node replies: each round is accounted all the same
     result = st.start(grid=grid, initial_arrays=global_arrays(), num_rounds=4)
     assert st.stopped_by_budget and sorted(result.train_metrics_clientapp) == [1, 2]

@@ -31,8 +31,8 @@ from cepam.payload import VERSION
 
 __all__ = [
     "CONFIG_RECORD", "PAYLOAD_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "KEYS_AGREED",
-    "KEYS_PRESHARED", "ACCOUNTED", "UNCLIPPED_METRIC", "RoundConfig", "mechanism_of", "flat_name", "pad_to_text",
-    "pad_from_text",
+    "KEYS_PRESHARED", "ACCOUNTED", "UNCLIPPED_METRIC", "RoundConfig", "mechanism_of", "flat_name",
+    "pad_to_text", "pad_from_text",
 ]
 
 CONFIG_RECORD = "cepam"

@@ -92,6 +92,7 @@ from cepam.errors import InvalidArgumentError, InvalidTypeError, PrivacyBudgetEr
 from cepam.padding import check_pad
 from cepam.structure import BARE
 
+from cepam.accounting.cohort import RELATIONS, SAMPLINGS
 from cepam.accounting.setting import THREAT_MODELS
 from cepam.clipping import AdaptiveClip
 
@@ -112,8 +113,6 @@ METRIC_DROPPED = "cepam-dropped"
 METRIC_PAYLOAD_BYTES = "cepam-payload-bytes"
 METRIC_CLIPPED_FRACTION = "cepam-clipped-fraction"
 METRIC_CLIP = "cepam-clip"
-RELATIONS = ("replace-one", "add-remove")
-SAMPLINGS = ("poisson", "fixed")
 _FLOWER_DP = (
     "DifferentialPrivacyServerSideFixedClipping",
     "DifferentialPrivacyClientSideFixedClipping",
@@ -726,10 +725,11 @@ class CepamStrategy(Strategy):
             assert self.cohort_size is not None
             size = min(self.cohort_size, population)
             chosen = np.sort(self._cohort_rng.choice(population, size=size, replace=False))
-            clients, rate = float(size), size / population
+            clients, rate = size, size / population
         else:
             chosen = np.flatnonzero(self._cohort_rng.random(population) < self.sample_rate)
-            clients, rate = self.sample_rate * population, self.sample_rate
+            rate = self.sample_rate
+            clients = population if rate == 1.0 else rate * population
         cohort = [messages[int(i)] for i in chosen]
         nodes = [int(m.metadata.dst_node_id) for m in cohort]
         log.info("cepam: round %d: a cohort of %d of %d nodes (%s)", server_round, len(cohort),
@@ -910,8 +910,8 @@ class CepamStrategy(Strategy):
 
     def _topup(self, std: float, like: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Top-up noise N(0, std^2) per coordinate, shaped like ``like``."""
-        return {name: self._noise_rng.normal(0.0, std, size=np.shape(a)) if std > 0.0 else
-                np.zeros(np.shape(a)) for name, a in like.items()}
+        return {name: self._noise_rng.normal(0.0, std, size=np.shape(a))
+                for name, a in like.items()}
 
     def _aggregate_client_level(self, server_round: int, opened: list[_Opened], dropped: int
                                 ) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -940,33 +940,36 @@ class CepamStrategy(Strategy):
             log.warning("cepam: round %d: no update accepted: nothing is released (the round "
                         "is accounted)", server_round)
             return None, metrics
-        cap = 0
+        # The noise on the sum is topped up to `cap` clients' worth: T under
+        # add-remove; under replace-one the cohort drawn (replies dropped are
+        # made up for, so the round is the one accounted); divided by n (add-
+        # remove: reply d_i -> (k/n) d_i + t/n) or k (replace-one: d_i + t/k).
         if add_remove:
             from cepam.accounting import cohort_cap
 
-            cap = int(cohort_cap(clients=n, sample_rate=plan.sample_rate))
+            cap, denominator = int(cohort_cap(clients=n, sample_rate=plan.sample_rate)), n
             if k > cap:
                 log.warning("cepam: round %d: %d updates, more than the cap T = %d the noise "
                             "is topped up to: no top-up noise (a rare event the accounting "
                             "covers)", server_round, k, cap)
+        else:
+            cap, denominator = len(plan.cohort), float(k)
+            if k < cap:
+                log.info("cepam: round %d: %d of the cohort's %d replies missing: their noise "
+                         "is made up for by the server", server_round, cap - k, cap)
         clip, mechanism = self._round_settings()
         if self.clip_count_sigma is not None:
-            bbar = self._noised_unclipped(opened, n=n, cap=cap)
+            bbar = self._noised_unclipped(opened, cap=cap, denominator=denominator)
             metrics[METRIC_CLIPPED_FRACTION] = 1.0 - bbar
             metrics[METRIC_CLIP] = clip
+        std = self._topup_std(mechanism.sigma, k=k, cap=cap)
+        top = None if std == 0.0 else {name: t / denominator for name, t in self._topup(
+            std, opened[0].update).items()}
+        scale = k / denominator
         accepted = []
-        if add_remove:
-            from cepam.accounting import topup_noise_std
-
-            std = float(topup_noise_std(sigma=mechanism.sigma, cohort=k, cap=cap))
-            top = {name: t / n for name, t in self._topup(std, opened[0].update).items()}
-            for o in opened:
-                o.reply.content = self._noisy_model(o, scale=k / n, shift=top)
-                accepted.append(o.reply)
-        else:
-            for o in opened:
-                o.reply.content = self._noisy_model(o)
-                accepted.append(o.reply)
+        for o in opened:
+            o.reply.content = self._noisy_model(o, scale=scale, shift=top)
+            accepted.append(o.reply)
         arrays, inner, failed = self._inner_aggregate(server_round, accepted)
         if self._adaptive is not None and self.clip_count_sigma is not None:
             new = self._adaptive.update(1.0 - metrics[METRIC_CLIPPED_FRACTION])
@@ -984,16 +987,22 @@ class CepamStrategy(Strategy):
             metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(self.last_payload_bytes))
         return arrays, metrics
 
-    def _noised_unclipped(self, opened: list[_Opened], *, n: float, cap: int) -> float:
-        """bbar: the sum of the clients' noised bits over k (replace-one), or,
-        topped up with N(0, (T - k) count_sigma^2), over n (add-remove)."""
-        total = math.fsum(o.bit for o in opened if o.bit is not None)
-        if self.relation == "replace-one":
-            return total / len(opened)
+    @staticmethod
+    def _topup_std(sigma: float, *, k: int, cap: int) -> float:
+        """The std of the top-up noise: ``sigma sqrt(max(cap - k, 0))``."""
         from cepam.accounting import topup_noise_std
 
-        std = float(topup_noise_std(sigma=self.clip_count_sigma, cohort=len(opened), cap=cap))
-        return (total + (float(self._noise_rng.normal(0.0, std)) if std > 0.0 else 0.0)) / n
+        return float(topup_noise_std(sigma=sigma, cohort=k, cap=cap))
+
+    def _noised_unclipped(self, opened: list[_Opened], *, cap: int, denominator: float
+                          ) -> float:
+        """bbar: the sum of the clients' noised bits, topped up with N(0,
+        (cap - k) count_sigma^2), over the denominator (n or k)."""
+        assert self.clip_count_sigma is not None
+        total = math.fsum(o.bit for o in opened if o.bit is not None)
+        std = self._topup_std(self.clip_count_sigma, k=len(opened), cap=cap)
+        return (total + (float(self._noise_rng.normal(0.0, std)) if std > 0.0 else 0.0)
+                ) / denominator
 
     def _keep_counters(self, arrays: ArrayRecord, accepted: list[Message]) -> None:
         """Puts the server's own integer and bool arrays (counters) back into
