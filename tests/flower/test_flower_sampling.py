@@ -163,23 +163,28 @@ def big_arrays() -> ArrayRecord:
                         "b": Array(np.zeros(4, np.float32))})
 
 
-@pytest.mark.parametrize("sample_rate, deliver", [(1.0, 2), (0.5, None)])
-def test_add_remove_divides_by_n_and_tops_up_to_t_clients_noise(sample_rate, deliver):
-    """released - global = (sum_i d_i + t) / n with t ~ N(0, (T - k) sigma^2)
-    per coordinate: the residual n (released - global) - sum_i d_i, from the
-    payloads decoded here with the nodes' secrets, has mean 0 (z-test) and
-    variance (T - k) sigma^2 (chi-square), over the 2,004 coordinates of
-    three rounds."""
+@pytest.mark.parametrize("relation, sample_rate, deliver", [
+    ("add-remove", 1.0, 2), ("add-remove", 0.5, None), ("replace-one", 0.8, 5)])
+def test_the_sum_is_topped_up_and_divided_by_the_relation_s_denominator(relation, sample_rate,
+                                                                        deliver):
+    """released - global = (sum_i d_i + t) / D with t ~ N(0, (C - k) sigma^2)
+    per coordinate, k the replies accepted: add-remove D = n = q N (fixed)
+    and C = T (cohort_cap); replace-one D = k and C = the cohort drawn (the
+    replies lost are made up for).  The residual D (released - global) -
+    sum_i d_i, from the payloads decoded here with the nodes' secrets, has
+    mean 0 (z-test) and variance (C - k) sigma^2 (chi-square) over the
+    2,004 coordinates of three rounds; under add-remove, the same residual
+    with D = k (the mean of the replies) fails the z-test in every round
+    where k differs from n."""
     from cepam.accounting import cohort_cap
 
     nodes = list(range(101, 111)) if sample_rate < 1 else list(range(101, 105))
     table = {n: bytes([n % 256]) * 32 for n in nodes}
-    st = sampled(sample_rate=sample_rate, relation="add-remove", sampling_seed=11,
+    st = sampled(sample_rate=sample_rate, relation=relation, sampling_seed=11,
                  secrets=table, pad=None)
     ctxs = node_contexts(nodes, table)
     n = sample_rate * len(nodes)
-    cap = cohort_cap(clients=n, sample_rate=sample_rate)
-    z_total, chi2, dof, checked = 0.0, 0.0, 0, 0
+    z, chi2, dof, p_by_k = 0.0, 0.0, 0, []
     for rnd in range(1, 4):
         arrays = big_arrays()
         messages, replies = run_round(st, ctxs, rnd=rnd, arrays=arrays)
@@ -187,6 +192,9 @@ def test_add_remove_divides_by_n_and_tops_up_to_t_clients_noise(sample_rate, del
         k = len(replies)
         if k == 0:
             continue
+        add_remove = relation == "add-remove"
+        cap = cohort_cap(clients=n, sample_rate=sample_rate) if add_remove else len(messages)
+        denominator = n if add_remove else k
         template = {flat_name("arrays", name): a.numpy() for name, a in arrays.items()}
         total = {name: np.zeros(a.shape) for name, a in template.items()}
         for reply in replies:
@@ -196,22 +204,27 @@ def test_add_remove_divides_by_n_and_tops_up_to_t_clients_noise(sample_rate, del
             for name in total:
                 total[name] += decoded[name]
         agg, _ = st.aggregate_train(rnd, replies)
-        resid = np.concatenate([
-            (n * (agg[name].numpy().astype(np.float64) - arrays[name].numpy())
-             - total[flat_name("arrays", name)]).ravel() for name in ("w", "b")])
+        moved = np.concatenate([(agg[name].numpy().astype(np.float64)
+                                 - arrays[name].numpy()).ravel() for name in ("w", "b")])
+        total = np.concatenate([total[flat_name("arrays", name)].ravel() for name in ("w", "b")])
+        resid = denominator * moved - total
         assert k <= cap
         if cap == k:
             np.testing.assert_allclose(resid, 0.0, atol=1e-4)
             continue
-        var = (cap - k) * SIGMA ** 2
-        z_total += resid.sum() / np.sqrt(var)
-        chi2 += float(np.sum(resid ** 2)) / var
+        sd = np.sqrt(cap - k) * SIGMA
+        z += resid.sum() / sd
+        chi2 += float(np.sum((resid / sd) ** 2))
         dof += resid.size
-        checked += 1
-    assert checked >= 1
-    p_mean = two_sided(scipy_stats.norm.cdf(z_total / np.sqrt(dof)))
+        if k != denominator:  # the mean of the replies would be biased by (k/n - 1) sum_i d_i
+            z_by_k = (k * moved - total).sum() / (sd * k / denominator) / np.sqrt(resid.size)
+            p_by_k.append(two_sided(scipy_stats.norm.cdf(z_by_k)))
+    assert dof > 0
+    p_mean = two_sided(scipy_stats.norm.cdf(z / np.sqrt(dof)))
     p_var = two_sided(scipy_stats.chi2.cdf(chi2, dof))
     assert p_mean > P_MIN and p_var > P_MIN, (p_mean, p_var)
+    if relation == "add-remove":
+        assert p_by_k and max(p_by_k) < P_MIN, p_by_k
 
 
 # ---------------------------------------------------------------- clipping
