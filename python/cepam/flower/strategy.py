@@ -1034,6 +1034,14 @@ class CepamStrategy(Strategy):
                  "max_epsilon %s", self.mechanism, self.clip, self.lattice, self.coder,
                  self.pad, "pre-shared" if self._lookup is not None else "X25519 agreement",
                  self.delta, self.max_epsilon)
+        if self._client_level:
+            log.info("\t└── cepam: %s; client-level accounting, threat model %r%s%s",
+                     self._sampling_text(), self.threat_model,
+                     "" if self.clip_count_sigma is None else
+                     f"; clipped-or-not bits noised with sd {self.clip_count_sigma:g}",
+                     "" if self._adaptive is None else
+                     f"; adaptive clip (target quantile {self.clip_quantile:g}, now "
+                     f"{self._adaptive.clip:.6g})")
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
               timeout: float = 3600, train_config: ConfigRecord | None = None,
