@@ -47,6 +47,7 @@ from flwr.app import (
 )
 
 import cepam
+from cepam.clipping import noisy_bit
 from cepam.guard import ContextGuard
 from cepam.keys import Context as KeyContext
 from cepam.errors import CepamError, ContextReuseError
@@ -173,8 +174,8 @@ def _report_unclipped(reply: Message, update: dict[str, np.ndarray], config: Rou
     if config.count_sigma is None:
         return
     norm = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in update.values()))
-    bit = 1.0 if norm <= config.clip else 0.0
-    noised = bit + float(np.random.default_rng().normal(0.0, config.count_sigma))
+    noised = noisy_bit(norm, clip=config.clip, count_sigma=config.count_sigma,
+                       rng=np.random.default_rng())
     metrics = list(reply.content.metric_records)
     if len(metrics) > 1:
         raise _Refusal(f"the train reply has {len(metrics)} MetricRecords; the clipped-or-not "

@@ -94,7 +94,7 @@ from cepam.structure import BARE
 
 from cepam.accounting.cohort import RELATIONS, SAMPLINGS
 from cepam.accounting.setting import THREAT_MODELS
-from cepam.clipping import AdaptiveClip
+from cepam.clipping import AdaptiveClip, noised_unclipped_fraction
 
 from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget, ClientBudget
 from .keys import KeyPair, KeyPins, SecretSource, agreed_secret, preshared_lookup
@@ -418,13 +418,14 @@ class CepamStrategy(Strategy):
                 "own decoded update reveals its presence")
         self.clip_count_sigma = None if clip_count_sigma is None else _check_real(
             "clip_count_sigma", clip_count_sigma, low=0.0)
-        self.clip_quantile = None if clip_quantile is None else _check_real(
-            "clip_quantile", clip_quantile, low=0.0, high=1.0)
-        self.clip_learning_rate = _check_real("clip_learning_rate", clip_learning_rate, low=0.0)
-        if self.clip_quantile is not None and self.clip_count_sigma is None:
-            raise InvalidArgumentError("adaptive clipping (clip_quantile) needs "
-                                       "clip_count_sigma: the noise on each client's "
-                                       "clipped-or-not bit")
+        self.clip_quantile, self.clip_learning_rate = clip_quantile, clip_learning_rate
+        if clip_quantile is not None:
+            AdaptiveClip(initial_clip=self.clip, target_quantile=clip_quantile,
+                         learning_rate=clip_learning_rate)  # checks them
+            if self.clip_count_sigma is None:
+                raise InvalidArgumentError("adaptive clipping (clip_quantile) needs "
+                                           "clip_count_sigma: the noise on each client's "
+                                           "clipped-or-not bit")
         self.relation, self.sampling, self.cohort_size = relation, sampling, clients
         self.sampling_seed = sampling_seed
         self._samples = self.sample_rate < 1.0 or sampling == "fixed"
@@ -471,7 +472,7 @@ class CepamStrategy(Strategy):
                 self.mechanism, self.setting, delta=self.delta, bound=self.bound,
                 ledger=self.ledger, run_id=run_id)
         self._adaptive = None if self.clip_quantile is None else AdaptiveClip(
-            self.clip, target_quantile=self.clip_quantile,
+            initial_clip=self.clip, target_quantile=self.clip_quantile,
             learning_rate=self.clip_learning_rate)
         self._plan, self.last_cohort = None, []
         if self.sampling_seed is not None:  # reproducible: cohorts and top-up noise
@@ -505,8 +506,8 @@ class CepamStrategy(Strategy):
         the noise that keeps the run's sigma / clip, or the fixed ones."""
         if self._adaptive is None:
             return self.clip, self.mechanism
-        clip = self._adaptive.clip
-        return clip, cepam.Gaussian(sigma=self.mechanism.sigma / self.clip * clip)
+        return self._adaptive.clip, cepam.Gaussian(
+            sigma=self._adaptive.noise_std(self.mechanism.sigma))
 
     def _reply_limit(self, sent: _Sent) -> int:
         if self.max_reply_bytes is not None:
@@ -997,12 +998,13 @@ class CepamStrategy(Strategy):
     def _noised_unclipped(self, opened: list[_Opened], *, cap: int, denominator: float
                           ) -> float:
         """bbar: the sum of the clients' noised bits, topped up with N(0,
-        (cap - k) count_sigma^2), over the denominator (n or k)."""
-        assert self.clip_count_sigma is not None
-        total = math.fsum(o.bit for o in opened if o.bit is not None)
-        std = self._topup_std(self.clip_count_sigma, k=len(opened), cap=cap)
-        return (total + (float(self._noise_rng.normal(0.0, std)) if std > 0.0 else 0.0)
-                ) / denominator
+        (cap - k) count_sigma^2), over the denominator: add-remove's form
+        (cap T, denominator n), which under replace-one (cap the cohort
+        drawn, denominator k) is the plain sum / k unless replies are
+        missing, whose noise it makes up for."""
+        return noised_unclipped_fraction(
+            [o.bit for o in opened], relation="add-remove", clients=denominator, cap=cap,
+            count_sigma=self.clip_count_sigma, rng=self._noise_rng)
 
     def _keep_counters(self, arrays: ArrayRecord, accepted: list[Message]) -> None:
         """Puts the server's own integer and bool arrays (counters) back into
