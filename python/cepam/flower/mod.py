@@ -25,14 +25,15 @@ central-DP clipping is configured on the same run (``fixedclipping_mod`` /
 ``adaptiveclipping_mod`` and their server wrappers add their own noise and
 clipping: cepam already does both), when a message's context was already
 used by this node (a resent message), and when its key material is missing.
-When the server asks for it (``count-sigma`` in the configuration: adaptive
-clipping, or the clipped-fraction metric), the mod adds to the reply's
-metrics the node's clipped-or-not bit noised by the node itself
-(:data:`.protocol.UNCLIPPED_METRIC`). Evaluate and query messages pass
-through untouched.  Flower's
+Evaluate and query messages pass through untouched.  Flower's
 ``LocalDpMod`` cannot be detected (it adds noise to the reply's arrays
 before this mod sees them): do not combine it with cepam_mod, whose noise
 already is the mechanism's.
+
+When the server asks for it (``count-sigma`` in the configuration: adaptive
+clipping, or the clipped-fraction metric), the mod adds to the reply's
+metrics the node's clipped-or-not bit noised by the node itself
+(:data:`.protocol.UNCLIPPED_METRIC`, :func:`cepam.clipping.noisy_bit`).
 """
 
 from __future__ import annotations
