@@ -51,11 +51,11 @@ class FakeGrid:
     class run:  # noqa: N801 - mirrors Grid.run
         run_id = RUN
 
-    def __init__(self):
-        self.sent = []
+    def __init__(self, nodes=None):
+        self.sent, self.nodes = [], list(NODES if nodes is None else nodes)
 
     def get_node_ids(self):
-        return list(NODES)
+        return list(self.nodes)
 
     def send_and_receive(self, messages, *, timeout=None):
         self.sent.extend(messages)
@@ -92,8 +92,9 @@ def strategy(**kwargs) -> CepamStrategy:
 
 
 def run_round(st, ctxs, rnd=1, mods=(cepam_mod,), arrays=None):
+    """One round on the nodes of ``ctxs``: the train messages and the replies."""
     arrays = global_arrays() if arrays is None else arrays
-    messages = list(st.configure_train(rnd, arrays, ConfigRecord(), FakeGrid()))
+    messages = list(st.configure_train(rnd, arrays, ConfigRecord(), FakeGrid(list(ctxs))))
     replies = []
     for msg in messages:
         call = train

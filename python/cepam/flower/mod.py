@@ -41,6 +41,11 @@ train message, naming the key.  Flower's
 ``LocalDpMod`` cannot be detected (it adds noise to the reply's arrays
 before this mod sees them): do not combine it with cepam_mod, whose noise
 already is the mechanism's.
+
+When the server asks for it (``count-sigma`` in the configuration: adaptive
+clipping, or the clipped-fraction metric), the mod adds to the reply's
+metrics the node's clipped-or-not bit noised by the node itself
+(:data:`.protocol.UNCLIPPED_METRIC`, :func:`cepam.clipping.noisy_bit`).
 """
 
 from __future__ import annotations
@@ -50,9 +55,12 @@ import math
 from typing import Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Error, Message, MessageType
+from flwr.app import (
+    Array, ArrayRecord, ConfigRecord, Context, Error, Message, MessageType, MetricRecord,
+)
 
 import cepam
+from cepam.clipping import noisy_bit
 from cepam.guard import ContextGuard
 from cepam.keys import Context as KeyContext
 from cepam.errors import CepamError, ContextReuseError, InvalidArgumentError
@@ -63,7 +71,7 @@ from .keys import (
 )
 from .protocol import (
     CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY, PAYLOAD_RECORD, PAYLOAD_STYPE,
-    RoundConfig, flat_name,
+    UNCLIPPED_METRIC, RoundConfig, flat_name,
 )
 
 __all__ = ["cepam_mod", "ERROR_CODE", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
@@ -230,11 +238,33 @@ def _check_no_flower_dp(msg: Message) -> None:
                            "clips and adds noise itself: use one or the other")
 
 
+def _report_unclipped(reply: Message, update: dict[str, np.ndarray], config: RoundConfig
+                      ) -> None:
+    """With ``count-sigma`` configured, puts the noised clipped-or-not bit in
+    the reply's MetricRecord: ``b + N(0, count_sigma^2)``, b = 1 if the whole
+    update's l2 norm (before clipping) is at most the round's clip, the noise
+    from this node's own randomness (OS entropy)."""
+    if config.count_sigma is None:
+        return
+    norm = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in update.values()))
+    noised = noisy_bit(norm, clip=config.clip, count_sigma=config.count_sigma,
+                       rng=np.random.default_rng())
+    metrics = list(reply.content.metric_records)
+    if len(metrics) > 1:
+        raise _Refusal(f"the train reply has {len(metrics)} MetricRecords; the clipped-or-not "
+                       "bit goes into its one MetricRecord")
+    if not metrics:
+        metrics = ["metrics" if "metrics" not in reply.content else "cepam-metrics"]
+        reply.content[metrics[0]] = MetricRecord()
+    reply.content[metrics[0]][UNCLIPPED_METRIC] = noised
+
+
 def _encode_reply(msg: Message, ctx: Context, reply: Message, config: RoundConfig,
                   secret: bytes, public: bytes | None) -> Message:
     received = {k: msg.content[k] for k in msg.content.array_records}
     returned = {k: reply.content[k] for k in reply.content.array_records}
     update = _update(received, returned)
+    _report_unclipped(reply, update, config)
     state = ctx.node_config.get(STATE_KEY)
     payload = cepam.encode(update, config.mechanism, secret=secret, round=config.round,
                            client=int(msg.metadata.dst_node_id) % (1 << 64),
