@@ -57,9 +57,7 @@ def two_sided(p_lower: float) -> float:
 
 def add_remove_round(**kwargs) -> ClientLevelRound:
     """The round of Poisson sampling at rate 0.8 from 10 nodes, add-remove,
-    sigma = 2 clip: a finite eps at delta 1e-5 for six rounds (the chance of
-    a cohort outside [1, T], an empty one included, costs 5.1e-7 of delta a
-    round; at sigma = clip the eps is infinite from the fourth round)."""
+    sigma = 2 clip (an empty cohort releases the top-up noise alone)."""
     args = dict(sigma=2.0, clip=CLIP, clients=8, threat_model="client", sample_rate=0.8,
                 relation="add-remove", sampling="poisson")
     args.update(kwargs)
@@ -84,7 +82,7 @@ def test_poisson_cohorts_vary_are_reproducible_and_every_round_is_accounted():
             assert 0 < metrics["cepam-client-epsilon"] < np.inf
             assert metrics["cepam-client-epsilon"] == pytest.approx(composed(events), rel=1e-9)
             assert "cepam-updates" not in metrics and "cepam-dropped" not in metrics
-            assert (agg is None) == (len(messages) == 0)
+            assert agg is not None  # an empty cohort releases the top-up noise alone
         runs.append(sizes)
     assert runs[0] == runs[1] and len(set(runs[0])) > 1
 
@@ -225,6 +223,35 @@ def test_the_sum_is_topped_up_and_divided_by_the_relation_s_denominator(relation
     assert p_mean > P_MIN and p_var > P_MIN, (p_mean, p_var)
     if relation == "add-remove":
         assert p_by_k and max(p_by_k) < P_MIN, p_by_k
+
+
+def test_an_empty_add_remove_cohort_releases_the_top_up_noise_alone():
+    """Under add-remove an empty cohort must not show: the model moves by
+    N(0, T sigma^2) / n per coordinate, T = cohort_cap, n = q N (chi-square
+    over the coordinates); integer arrays stay as they were."""
+    from cepam.accounting import cohort_cap
+
+    nodes = list(range(101, 111))
+    st = sampled(sample_rate=0.1, relation="add-remove", sampling_seed=3)
+    ctxs = node_contexts(nodes)
+    sd = SIGMA * np.sqrt(cohort_cap(clients=1.0, sample_rate=0.1)) / 1.0
+    empty = 0
+    for rnd in range(1, 12):
+        arrays = big_arrays()
+        arrays["steps"] = Array(np.array([7], np.int64))
+        messages, replies = run_round(st, ctxs, rnd=rnd, arrays=arrays)
+        agg, metrics = st.aggregate_train(rnd, replies)
+        if messages:
+            continue
+        empty += 1
+        assert agg["steps"].numpy().tolist() == [7]
+        moved = np.concatenate([(agg[name].numpy().astype(np.float64)
+                                 - arrays[name].numpy()).ravel() for name in ("w", "b")])
+        assert agg["w"].numpy().dtype == np.float32
+        chi2 = float(np.sum((moved / sd) ** 2))
+        assert two_sided(scipy_stats.chi2.cdf(chi2, moved.size)) > P_MIN
+        assert 0 < metrics["cepam-client-epsilon"] < np.inf
+    assert empty > 0
 
 
 # ---------------------------------------------------------------- clipping

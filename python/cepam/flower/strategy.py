@@ -363,6 +363,7 @@ class CepamStrategy(Strategy):
         self.stopped_by_budget = False
         #: The node ids of the last round's cohort (the server's own view).
         self.last_cohort: list[int] = []
+        self._arrays: ArrayRecord | None = None
         self._plan: _Plan | None = None
         self._adaptive: AdaptiveClip | None = None
         self._cohort_rng = self._noise_rng = np.random.default_rng(0)  # set by _begin_run
@@ -762,6 +763,7 @@ class CepamStrategy(Strategy):
         if not self._started:  # called outside start()
             self._begin_run(grid)
         self._round = int(server_round)
+        self._arrays = arrays  # the round's model (an empty add/remove round adds noise to it)
         self._sent, self._plan = {}, None
         if self.stopped_by_budget:
             log.warning("cepam: round %d: the privacy budget is spent: no train message is "
@@ -942,7 +944,7 @@ class CepamStrategy(Strategy):
         log.info("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d; "
                  "client-level eps %.4g at delta %g (%s; %s)", server_round, k, dropped,
                  len(plan.cohort), eps, self.delta, self.budget.label(), self._sampling_text())
-        if k == 0:
+        if k == 0 and not add_remove:
             log.warning("cepam: round %d: no update accepted: nothing is released (the round "
                         "is accounted)", server_round)
             return None, metrics
@@ -968,7 +970,15 @@ class CepamStrategy(Strategy):
             bbar = self._noised_unclipped(opened, cap=cap, denominator=denominator)
             metrics[METRIC_CLIPPED_FRACTION] = 1.0 - bbar
             metrics[METRIC_CLIP] = clip
+            if self._adaptive is not None:
+                new = self._adaptive.update(bbar)
+                log.info("cepam: round %d: noised clipped fraction %.4g: the clip goes from "
+                         "%.6g to %.6g", server_round, 1.0 - bbar, clip, new)
         std = self._topup_std(mechanism.sigma, k=k, cap=cap)
+        if k == 0:  # add-remove: the top-up noise alone, so an empty cohort does not show
+            log.warning("cepam: round %d: no update accepted: the model moves by the top-up "
+                        "noise alone (T = %d clients' worth over n = %g)", server_round, cap, n)
+            return self._noise_only(std / denominator), metrics
         top = None if std == 0.0 else {name: t / denominator for name, t in self._topup(
             std, opened[0].update).items()}
         scale = k / denominator
@@ -977,10 +987,6 @@ class CepamStrategy(Strategy):
             o.reply.content = self._noisy_model(o, scale=scale, shift=top)
             accepted.append(o.reply)
         arrays, inner, failed = self._inner_aggregate(server_round, accepted)
-        if self._adaptive is not None and self.clip_count_sigma is not None:
-            new = self._adaptive.update(1.0 - metrics[METRIC_CLIPPED_FRACTION])
-            log.info("cepam: round %d: noised clipped fraction %.4g: the clip goes from %.6g "
-                     "to %.6g", server_round, metrics[METRIC_CLIPPED_FRACTION], clip, new)
         if failed or arrays is None:
             return None, metrics
         if inner is not None:
@@ -992,6 +998,19 @@ class CepamStrategy(Strategy):
         if self.pad == "max" or isinstance(self.pad, int):  # one public size
             metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(self.last_payload_bytes))
         return arrays, metrics
+
+    def _noise_only(self, std: float) -> ArrayRecord:
+        """The round's model with N(0, std^2) added to every float array (an
+        empty add/remove round); integer and bool arrays unchanged."""
+        assert self._arrays is not None
+        out = ArrayRecord()
+        for name, array in self._arrays.items():
+            value = array.numpy()
+            if _is_float(value):
+                value = np.asarray(value + self._noise_rng.normal(0.0, std, size=value.shape),
+                                   dtype=value.dtype)
+            out[name] = Array(value)
+        return out
 
     @staticmethod
     def _topup_std(sigma: float, *, k: int, cap: int) -> float:
