@@ -267,8 +267,8 @@ def client_epsilon(*, sigma: float, clip: float, rounds: int, clients: float, de
     Poisson-subsampled Gaussian).
 
     Args:
-        sigma, clip, clients, threat_model, sample_rate, relation, sampling,
-            count_sigma: as :class:`ClientLevelRound`.
+        sigma, clip, clients, threat_model: as :class:`ClientLevelRound`.
+        sample_rate, relation, sampling, count_sigma: likewise.
         rounds: R >= 1, rounds run (with sampling, every round counts, whether
             the client was sampled or not).
         delta: total delta in (0, 1).
@@ -312,8 +312,8 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
         target_epsilon: total eps > 0.
         target_delta: total delta in (0, 1).
         rounds: R >= 1.
-        clients, clip, threat_model, sample_rate, relation, sampling,
-            count_sigma: as :class:`ClientLevelRound`.
+        clients, clip, threat_model: as :class:`ClientLevelRound`.
+        sample_rate, relation, sampling, count_sigma: likewise.
 
     Returns:
         sigma > 0, the per-coordinate noise std, in the update's units.
