@@ -272,3 +272,32 @@ def test_the_brute_force_catches_an_analysis_that_ignores_the_variance():
     exact = _hockey_stick(present, absent, math.e, dim=dim, clip=1.0)
     bound = float(_remove(np.array([1.0]), 1.0 / (sigma * math.sqrt(11)), 1.0)[0])
     assert exact == pytest.approx(bound, rel=1e-3)
+
+
+def test_privacy_command_with_sampling_and_relation(capsys):
+    """cepam privacy --sample-rate --relation: the calibrated sigma is
+    calibrate_client_sigma's, and the report names the relation, level and
+    threat model."""
+    import json
+
+    from cepam.cli import main
+
+    argv = ["privacy", "--target-eps", "4", "--delta", "1e-5", "--clip", "1", "--clients",
+            "100", "--rounds", "100", "--sample-rate", "0.01", "--relation", "add-remove",
+            "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sigma"] == calibrate_client_sigma(
+        target_epsilon=4, target_delta=1e-5, rounds=100, clients=100, clip=1,
+        sample_rate=0.01, relation="add-remove")
+    assert report["cohort_cap"] == cohort_cap(clients=100, sample_rate=0.01)
+    assert report["inputs"]["relation"] == "add-remove" and report["method"]["level"] == "client"
+    assert report["total"]["epsilon"] <= 4
+    assert main(argv[:-1]) == 0
+    text = capsys.readouterr().out
+    assert "relation: add-remove" in text and "threat model: client" in text
+    # record level takes no sampling: a usage error, named
+    assert main(["privacy", "--sigma", "1", "--delta", "1e-5", "--clip", "1", "--clients", "10",
+                 "--samples-per-round", "5", "--dataset-size", "100", "--sample-rate",
+                 "0.5"]) != 0
+    assert "client-level options" in capsys.readouterr().err
