@@ -31,6 +31,7 @@ from flwr.simulation import run_simulation  # noqa: E402
 import cepam  # noqa: E402
 from cepam.accounting import FLSetting  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
+from helpers.grids import ObservedGrid  # noqa: E402
 from cepam.flower.mod import ERROR_CODE, MIN_SIGMA_KEY  # noqa: E402
 
 NODES, ROUNDS = 3, 2
@@ -59,23 +60,13 @@ def train(msg: Message, ctx: Context) -> Message:
     return Message(content, reply_to=msg)
 
 
-class RecordingGrid:
-    """The run's Grid, keeping what every train reply carried."""
-
-    def __init__(self, grid: Grid) -> None:
-        self._grid = grid
-
-    def __getattr__(self, name):
-        return getattr(self._grid, name)
-
-    def send_and_receive(self, messages, *, timeout=None):
-        replies = list(self._grid.send_and_receive(list(messages), timeout=timeout))
-        for reply in replies:
-            RECORD["replies"].append({
-                "node": int(reply.metadata.src_node_id),
-                "error": (reply.error.code, reply.error.reason) if reply.has_error() else None,
-                "arrays": [] if reply.has_error() else list(reply.content.array_records)})
-        return replies
+def record(messages, replies) -> None:
+    """Keeps what every train reply carried."""
+    for reply in replies:
+        RECORD["replies"].append({
+            "node": int(reply.metadata.src_node_id),
+            "error": (reply.error.code, reply.error.reason) if reply.has_error() else None,
+            "arrays": [] if reply.has_error() else list(reply.content.array_records)})
 
 
 server = ServerApp()
@@ -89,7 +80,7 @@ def main(grid: Grid, ctx: Context) -> None:
     initial = {"w": np.zeros((20, 2), np.float32), "b": np.zeros(2, np.float32)}
     models = []
     result = strategy.start(
-        grid=RecordingGrid(grid), initial_arrays=ArrayRecord(
+        grid=ObservedGrid(grid, record), initial_arrays=ArrayRecord(
             {k: Array(v) for k, v in initial.items()}), num_rounds=ROUNDS,
         evaluate_fn=lambda rnd, arrays: models.append(
             {k: a.numpy().copy() for k, a in arrays.items()}) or None)

@@ -41,6 +41,7 @@ from flwr.simulation import run_simulation  # noqa: E402
 import cepam  # noqa: E402
 from cepam.accounting import ClientLevelRound, PLDAccountant  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
+from helpers.grids import ObservedGrid  # noqa: E402
 from test_flower_simulation import CLIP, DELTA, SIGMA, initial_model, train  # noqa: E402
 
 NODES, ROUNDS, RATE, SEED, COUNT_SIGMA = 8, 4, 0.5, 4, 0.5
@@ -50,25 +51,13 @@ client = ClientApp(mods=[cepam_mod])
 client.train()(train)
 
 
-class CountingGrid:
-    """The run's Grid, counting each round's train messages and good replies."""
-
-    def __init__(self, grid: Grid) -> None:
-        self._grid = grid
-
-    def __getattr__(self, name):
-        return getattr(self._grid, name)
-
-    def send_and_receive(self, messages, *, timeout=None):
-        messages = list(messages)
-        replies = list(self._grid.send_and_receive(messages, timeout=timeout))
-        train = [m for m in messages if "cepam" in m.content.config_records]
-        if train:
-            rnd = int(train[0].content["cepam"]["round"])
-            RECORD["sent"][rnd] = [int(m.metadata.dst_node_id) for m in train]
-            RECORD["replied"][rnd] = sum(not r.has_error() for r in replies)
-        return replies
-
+def count(messages, replies) -> None:
+    """Counts each round's train messages and good replies."""
+    train = [m for m in messages if "cepam" in m.content.config_records]
+    if train:
+        rnd = int(train[0].content["cepam"]["round"])
+        RECORD["sent"][rnd] = [int(m.metadata.dst_node_id) for m in train]
+        RECORD["replied"][rnd] = sum(not r.has_error() for r in replies)
 
 server = ServerApp()
 
@@ -81,7 +70,7 @@ def main(grid: Grid, ctx: Context) -> None:
         sample_rate=RATE, sampling_seed=SEED,
         clip_count_sigma=COUNT_SIGMA)
     result = strategy.start(
-        grid=CountingGrid(grid), initial_arrays=ArrayRecord(
+        grid=ObservedGrid(grid, count), initial_arrays=ArrayRecord(
             {k: Array(v) for k, v in initial_model().items()}), num_rounds=ROUNDS)
     RECORD.update(result=result, population=len(list(grid.get_node_ids())))
 

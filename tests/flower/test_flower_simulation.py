@@ -38,6 +38,7 @@ from flwr.simulation import run_simulation  # noqa: E402
 import cepam  # noqa: E402
 from cepam.accounting import CepamGaussianRound, FLSetting, PLDAccountant  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
+from helpers.grids import ObservedGrid  # noqa: E402
 
 NODES, ROUNDS, ALLOWED = 5, 6, 3
 FEATURES, CLASSES = 200, 10
@@ -108,34 +109,22 @@ def wire_bytes(array: Array) -> int:
     return len(array.deflate()) + sum(len(chunk.deflate()) for _, chunk in chunks)
 
 
-class MeasuringGrid:
-    """The run's Grid, keeping every train reply as received (before decoding)."""
-
-    def __init__(self, grid: Grid) -> None:
-        self._grid = grid
-
-    def __getattr__(self, name):
-        return getattr(self._grid, name)
-
-    def send_and_receive(self, messages, *, timeout=None):
-        messages = list(messages)
-        replies = list(self._grid.send_and_receive(messages, timeout=timeout))
-        for msg in messages:
-            if "cepam" in msg.content.config_records:
-                cfg = msg.content["cepam"]
-                RECORD["sent"].append((int(cfg["round"]), int(msg.metadata.dst_node_id)))
-        for reply in replies:
-            if reply.has_error() or "cepam" not in reply.content.config_records and \
-                    not any("cepam" in r for r in reply.content.array_records.values()):
-                continue
-            arrays = [a for r in reply.content.array_records.values() for a in r.values()]
-            RECORD["replies"].append({
-                "node": int(reply.metadata.src_node_id),
-                "wire_bytes": sum(wire_bytes(a) for a in arrays),
-                "payload": bytes(arrays[0].data),
-            })
-        return replies
-
+def measure(messages, replies) -> None:
+    """Keeps every train reply as received (before decoding)."""
+    for msg in messages:
+        if "cepam" in msg.content.config_records:
+            cfg = msg.content["cepam"]
+            RECORD["sent"].append((int(cfg["round"]), int(msg.metadata.dst_node_id)))
+    for reply in replies:
+        if reply.has_error() or "cepam" not in reply.content.config_records and \
+                not any("cepam" in r for r in reply.content.array_records.values()):
+            continue
+        arrays = [a for r in reply.content.array_records.values() for a in r.values()]
+        RECORD["replies"].append({
+            "node": int(reply.metadata.src_node_id),
+            "wire_bytes": sum(wire_bytes(a) for a in arrays),
+            "payload": bytes(arrays[0].data),
+        })
 
 server = ServerApp()
 
@@ -148,7 +137,7 @@ def main(grid: Grid, ctx: Context) -> None:
         max_epsilon=RECORD["max_epsilon"], secrets=node_secret, pad=None)
     models = []
     result = strategy.start(
-        grid=MeasuringGrid(grid), initial_arrays=ArrayRecord(
+        grid=ObservedGrid(grid, measure), initial_arrays=ArrayRecord(
             {k: Array(v) for k, v in initial_model().items()}),
         num_rounds=ROUNDS,
         evaluate_fn=lambda rnd, arrays: models.append(

@@ -894,14 +894,10 @@ class CepamStrategy(Strategy):
             metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(sizes))
         if self.budget is not None:
             assert isinstance(self.budget, Budget)
-            try:  # recorded (in the ledger, if any) before the result is used
-                metrics[RECORD_LEVEL] = self.budget.release(k, round=server_round,
-                                                            max_epsilon=self.max_epsilon)
-            except PrivacyBudgetError as exc:  # another server spent the budget meanwhile
-                log.warning("cepam: round %d: not released: %s; the run's remaining rounds "
-                            "are empty", server_round, exc)
-                self.stopped_by_budget = True
+            eps = self._release(k, server_round)
+            if eps is None:
                 return None, None
+            metrics[RECORD_LEVEL] = eps
             client_level = self.budget.client_level_epsilon()
             if client_level is not None:
                 metrics[CLIENT_LEVEL] = client_level
@@ -915,6 +911,19 @@ class CepamStrategy(Strategy):
                      self.setting.threat_model, self.bound, metrics[RECORD_LEVEL], self.delta,
                      RECORD_LEVEL_LOOP)
         return arrays, metrics
+
+    def _release(self, round_: Any, server_round: int) -> float | None:
+        """Records the round in the budget (and its ledger, if any) before its
+        result is used; eps so far, or None when another server spent the
+        budget meanwhile (the run's remaining rounds are then empty)."""
+        assert self.budget is not None
+        try:
+            return self.budget.release(round_, round=server_round, max_epsilon=self.max_epsilon)
+        except PrivacyBudgetError as exc:
+            log.warning("cepam: round %d: not released: %s; the run's remaining rounds are "
+                        "empty", server_round, exc)
+            self.stopped_by_budget = True
+            return None
 
     def _topup(self, std: float, like: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Top-up noise N(0, std^2) per coordinate, shaped like ``like``."""
@@ -932,13 +941,8 @@ class CepamStrategy(Strategy):
             return None, None
         assert isinstance(self.budget, ClientBudget)
         k, n, add_remove = len(opened), plan.clients, self.relation == "add-remove"
-        try:  # recorded (in the ledger, if any) before the result is used
-            eps = self.budget.release(plan.event, round=server_round,
-                                      max_epsilon=self.max_epsilon)
-        except PrivacyBudgetError as exc:  # another server spent the budget meanwhile
-            log.warning("cepam: round %d: not released: %s; the run's remaining rounds are "
-                        "empty", server_round, exc)
-            self.stopped_by_budget = True
+        eps = self._release(plan.event, server_round)
+        if eps is None:
             return None, None
         metrics = MetricRecord({CLIENT_LEVEL: eps})
         log.info("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d; "
