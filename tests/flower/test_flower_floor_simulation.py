@@ -13,7 +13,6 @@ test_flower_simulation.py are given.
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import pytest
@@ -26,12 +25,11 @@ from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordD
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from flwr.simulation import run_simulation  # noqa: E402
 
 import cepam  # noqa: E402
 from cepam.accounting import FLSetting  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
-from helpers.grids import ObservedGrid  # noqa: E402
+from helpers.grids import ObservedGrid, simulate  # noqa: E402
 from cepam.flower.mod import ERROR_CODE, MIN_SIGMA_KEY  # noqa: E402
 
 NODES, ROUNDS = 3, 2
@@ -91,10 +89,7 @@ def main(grid: Grid, ctx: Context) -> None:
 def simulation():
     RECORD.clear()
     RECORD["replies"] = []
-    run_simulation(server_app=server, client_app=client, num_supernodes=NODES,
-                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-                                   "init_args": {"num_cpus": 2, "logging_level": logging.ERROR,
-                                                 "log_to_driver": False}})
+    simulate(server, client, NODES)
     assert "result" in RECORD, "the ServerApp did not finish"
     return RECORD
 

@@ -23,7 +23,6 @@ aggregation.)
 
 from __future__ import annotations
 
-import logging
 import math
 
 import pytest
@@ -36,12 +35,11 @@ from flwr.app import Array, ArrayRecord, Context  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from flwr.simulation import run_simulation  # noqa: E402
 
 import cepam  # noqa: E402
 from cepam.accounting import ClientLevelRound, PLDAccountant  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
-from helpers.grids import ObservedGrid  # noqa: E402
+from helpers.grids import ObservedGrid, simulate  # noqa: E402
 from test_flower_simulation import CLIP, DELTA, SIGMA, initial_model, train  # noqa: E402
 
 NODES, ROUNDS, RATE, SEED, COUNT_SIGMA = 8, 4, 0.5, 4, 0.5
@@ -79,10 +77,7 @@ def main(grid: Grid, ctx: Context) -> None:
 def simulation():
     RECORD.clear()
     RECORD.update(sent={}, replied={})
-    run_simulation(server_app=server, client_app=client, num_supernodes=NODES,
-                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-                                   "init_args": {"num_cpus": 2, "logging_level": logging.ERROR,
-                                                 "log_to_driver": False}})
+    simulate(server, client, NODES)
     assert "result" in RECORD, "the ServerApp did not finish"
     return RECORD
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 
 import numpy as np
 import pytest
@@ -33,12 +32,11 @@ from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordD
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from flwr.simulation import run_simulation  # noqa: E402
 
 import cepam  # noqa: E402
 from cepam.accounting import CepamGaussianRound, FLSetting, PLDAccountant  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
-from helpers.grids import ObservedGrid  # noqa: E402
+from helpers.grids import ObservedGrid, simulate  # noqa: E402
 
 NODES, ROUNDS, ALLOWED = 5, 6, 3
 FEATURES, CLASSES = 200, 10
@@ -156,10 +154,7 @@ def simulation():
     RECORD.clear()
     RECORD.update(sent=[], replies=[],
                   max_epsilon=0.5 * (_eps(ALLOWED) + _eps(ALLOWED + 1)))
-    run_simulation(server_app=server, client_app=client, num_supernodes=NODES,
-                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-                                   "init_args": {"num_cpus": 2, "logging_level": logging.ERROR,
-                                                 "log_to_driver": False}})
+    simulate(server, client, NODES)
     assert "result" in RECORD, "the ServerApp did not finish"
     return RECORD
 

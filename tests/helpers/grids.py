@@ -1,7 +1,9 @@
-"""A Flower Grid that shows a test every exchange of a simulated run."""
+"""Simulated Flower runs in tests: a Grid that shows a test every exchange,
+and run_simulation with the settings these 2-core machines need."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 
@@ -20,3 +22,14 @@ class ObservedGrid:
         replies = list(self._grid.send_and_receive(messages, timeout=timeout))
         self._observe(messages, replies)
         return replies
+
+
+def simulate(server: Any, client: Any, nodes: int) -> None:
+    """``flwr.simulation.run_simulation`` on Ray, one CPU a node and two in
+    all, quiet."""
+    from flwr.simulation import run_simulation
+
+    run_simulation(server_app=server, client_app=client, num_supernodes=nodes,
+                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                                   "init_args": {"num_cpus": 2, "logging_level": logging.ERROR,
+                                                 "log_to_driver": False}})
