@@ -63,14 +63,15 @@ server = ServerApp()
 @server.main()
 def main(grid: Grid, ctx: Context) -> None:
     strategy = CepamStrategy(
-        FedAvg(fraction_evaluate=0.0, min_available_nodes=NODES),
+        FedAvg(fraction_evaluate=0.0, min_available_nodes=NODES, min_train_nodes=NODES),
         mechanism=cepam.Gaussian(sigma=SIGMA), clip=CLIP, delta=DELTA, pad=None,
         sample_rate=RATE, sampling_seed=SEED,
         clip_count_sigma=COUNT_SIGMA)
     result = strategy.start(
         grid=ObservedGrid(grid, count), initial_arrays=ArrayRecord(
             {k: Array(v) for k, v in initial_model().items()}), num_rounds=ROUNDS)
-    RECORD.update(result=result, population=len(list(grid.get_node_ids())))
+    RECORD.update(result=result, population=len(list(grid.get_node_ids())),
+                  events=list(strategy.budget.events))
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +92,23 @@ def test_the_cohort_varies_and_the_accounted_eps_follows_the_rounds_run(simulati
         assert len(set(nodes)) == len(nodes)
     for rnd, count in simulation["replied"].items():
         assert count == len(simulation["sent"][rnd])
-    event = ClientLevelRound(sigma=SIGMA, clip=CLIP, clients=RATE * NODES,
-                             threat_model="client", sample_rate=RATE, relation="replace-one",
-                             sampling="poisson", count_sigma=COUNT_SIGMA)
+    # One event a round run, for the population the inner strategy addressed
+    # (min_train_nodes: all 8, even when FedAvg counts the nodes before they
+    # have all connected, as it does before it waits for them).
+    events = simulation["events"]
+    assert len(events) == ROUNDS
+    for event in events:
+        assert event == ClientLevelRound(
+            sigma=SIGMA, clip=CLIP, clients=RATE * NODES, threat_model="client",
+            sample_rate=RATE, relation="replace-one", sampling="poisson",
+            count_sigma=COUNT_SIGMA)
     metrics = simulation["result"].train_metrics_clientapp
     assert sorted(metrics) == list(range(1, ROUNDS + 1))  # an empty cohort's round too
     for rnd in range(1, ROUNDS + 1):
-        eps = PLDAccountant().compose(event, rnd).get_epsilon(DELTA)
+        acct = PLDAccountant()
+        for event in events[:rnd]:
+            acct.compose(event)
+        eps = acct.get_epsilon(DELTA)
         assert metrics[rnd]["cepam-client-epsilon"] == pytest.approx(eps, rel=1e-9)
         assert "cepam-epsilon" not in metrics[rnd]  # no record-level claim
         if sizes[rnd - 1]:  # noised: any finite number
