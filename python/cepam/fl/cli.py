@@ -50,7 +50,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import json_value
+from .config import RELATIONS, SAMPLINGS, json_value
 from .engines import ENGINES, engine
 from .._argtypes import nonnegative_int, open_unit_interval, positive_float, positive_int
 from ..cli import requires
@@ -124,6 +124,31 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=open_unit_interval, default=1e-5,
                    help="delta of the eps column and of the eps printed after each run "
                         "(default 1e-5)")
+    p.add_argument("--population", type=positive_int, default=None,
+                   help="N, the clients the training data is split over (default --clients: "
+                        "every client in every round)")
+    p.add_argument("--sample-rate", type=_unit_rate, default=1.0,
+                   help="q, each client's chance to take part in a round (Poisson sampling "
+                        "by the server's seeded Generator); --clients must be q x N "
+                        "(default 1: no sampling)")
+    p.add_argument("--sampling", choices=SAMPLINGS, default="poisson",
+                   help="poisson (default) or fixed: a uniform cohort of --clients out of "
+                        "--population (rate clients / N; replace-one only)")
+    p.add_argument("--relation", choices=RELATIONS, default="replace-one",
+                   help="neighbouring relation of the client-level eps and the aggregation: "
+                        "replace-one (mean of the k updates; default) or add-remove (top-up "
+                        "noise to T clients' worth, fixed denominator; Gaussian methods)")
+    p.add_argument("--clip-quantile", type=_open_rate, default=None,
+                   help="adaptive clipping (Andrew et al. 2021): target quantile gamma of the "
+                        "update norms (default: off, a fixed --clip); the noise follows the "
+                        "clip, sigma_t = (sigma / clip) C_t")
+    p.add_argument("--clip-learning-rate", type=positive_float, default=0.2,
+                   help="eta of the adaptive clip's geometric update (default 0.2)")
+    p.add_argument("--clip-count-sigma", type=positive_float, default=None,
+                   help="per-client noise std on the clipped-or-not bit (default: "
+                        "(n / 20) / sqrt(T), Andrew et al.'s n / 20 on the sum)")
+    p.add_argument("--server-lr", type=positive_float, default=1.0,
+                   help="server learning rate on the released update (default 1)")
     p.add_argument("--out", required=True, help="results directory")
     p.add_argument("--data-dir", default=None,
                    help="folder with the MNIST .gz files (default $CEPAM_DATA)")
@@ -139,6 +164,22 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="no progress bar: one line per run on stdout instead")
     p.set_defaults(func=_run, on_interrupt="; run the same command again to resume")
     requires(p, "torch", "scipy", extra="fl")
+
+
+def _unit_rate(text: str) -> float:
+    """A rate in (0, 1]."""
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _open_rate(text: str) -> float:
+    """A quantile in (0, 1)."""
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return value
 
 
 def _configs(args: argparse.Namespace):
@@ -160,7 +201,11 @@ def _configs(args: argparse.Namespace):
                     lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
                     lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
                     val_size=args.val_size, test_size=args.test_size, delta=args.delta,
-                    seed=seed, engine=args.engine)
+                    seed=seed, engine=args.engine, population=args.population,
+                    sample_rate=args.sample_rate, sampling=args.sampling,
+                    relation=args.relation, clip_quantile=args.clip_quantile,
+                    clip_learning_rate=args.clip_learning_rate,
+                    clip_count_sigma=args.clip_count_sigma, server_lr=args.server_lr)
 
 
 def _summary(result) -> dict[str, Any]:
@@ -177,24 +222,38 @@ EPS_WARNING = 10.0
 
 def privacy_report(config, final: dict[str, Any]) -> list[str]:
     """What ``fl run`` prints about a private run's privacy after it ends:
-    the accountant's eps (its ``epsilon`` column at the last round), and a
-    warning when eps exceeds :data:`EPS_WARNING`.  Empty for the methods
-    that add no noise (``fl``, ``fl-sdq``)."""
-    from .privacy import GAUSSIAN_METHODS
+    the accountant's eps (its ``epsilon`` column at the last round), the
+    client-level eps (``client_epsilon``: relation, level, threat model and
+    sampling named) and a warning when eps exceeds :data:`EPS_WARNING`.
+    Outside the paper's setting (client sampling, add-remove, adaptive
+    clipping, central DP) only the client-level eps applies.  Empty for the
+    runs that add no noise (``fl``, ``fl-sdq`` without central DP)."""
+    from .privacy import GAUSSIAN_METHODS, client_privacy_statement
 
     eps = float(final["epsilon"])
-    if math.isinf(eps) and config.method not in GAUSSIAN_METHODS and "laplace" not in config.method:
+    client_eps = float(final.get("client_epsilon", math.nan))
+    central = getattr(config, "central_dp", None) is not None
+    if (math.isinf(eps) and config.method not in GAUSSIAN_METHODS
+            and "laplace" not in config.method and not central):
         return []
     name = f"{config.run_name()} seed {config.seed}"
-    if math.isnan(eps):
+    client_line = (f"{name}: client-level ({client_eps:.4g}, {config.delta:g})-DP after "
+                   f"{final['round']} rounds ({client_privacy_statement(config)})")
+    if not config.paper_setting:
+        if math.isnan(client_eps):
+            return [f"{name}: client-level eps not available for this setting "
+                    f"({client_privacy_statement(config)})"]
+        lines, eps = [client_line], client_eps
+    elif math.isnan(eps):
         return [f"{name}: eps not available (cepam.accounting could not compute it)"]
-    if config.method in GAUSSIAN_METHODS:
-        guarantee = (f"({eps:.4g}, {config.delta:g})-DP after {final['round']} rounds "
-                     f"({ACCOUNTING_VIEW}, sigma = {config.sigma:g})")
+    elif config.method in GAUSSIAN_METHODS:
+        lines = [f"{name}: ({eps:.4g}, {config.delta:g})-DP after {final['round']} rounds "
+                 f"({ACCOUNTING_VIEW}, sigma = {config.sigma:g})"]
+        if not math.isnan(client_eps):
+            lines.append(client_line)
     else:
-        guarantee = (f"{eps:.4g}-DP (pure) after {final['round']} rounds "
-                     f"({ACCOUNTING_VIEW}, b = {config.b:g})")
-    lines = [f"{name}: {guarantee}"]
+        lines = [f"{name}: {eps:.4g}-DP (pure) after {final['round']} rounds "
+                 f"({ACCOUNTING_VIEW}, b = {config.b:g})"]
     if not eps <= EPS_WARNING:
         hint = ("raise --sigma; `cepam privacy --target-eps` finds one"
                 if config.method in GAUSSIAN_METHODS else "raise --laplace-b")
