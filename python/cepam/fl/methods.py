@@ -198,9 +198,11 @@ class LRSUQ(Method):
         self.dim = cepam.inspect(probe, secret=bytes(32)).dim
 
     def send(self, update, *, round, client, secret, noise):
+        # "auto" chooses the lattice and dimension per update (dim None).
         payload = cepam.encode(update, self.mechanism, secret=secret, round=round,
-                               client=client, message=0, dim=self.dim, lattice=self.lattice,
-                               clip=self.clip)
+                               client=client, message=0,
+                               dim=None if self.lattice == "auto" else self.dim,
+                               lattice=self.lattice, clip=self.clip)
         return Message(payload, None, 8 * len(payload), measured=True)
 
     def receive(self, message, *, client, secret):

@@ -233,10 +233,11 @@ def central_epsilon(*, noise_multiplier: float, sample_rate: float, rounds: int,
 
 
 def calibrate_central_noise_multiplier(*, target_epsilon: float, target_delta: float,
-                                       sample_rate: float, rounds: int) -> float:
-    """The smallest noise multiplier z (to about 1e-4 relative) with
-    :func:`central_epsilon` at most ``target_epsilon``: the central
-    DP-FedAvg anchor's z.
+                                       sample_rate: float, rounds: int,
+                                       tolerance: float = 1e-4) -> float:
+    """The smallest noise multiplier z (to ``tolerance`` relative; bisection,
+    the value returned on the safe side) with :func:`central_epsilon` at most
+    ``target_epsilon``: the central DP-FedAvg anchor's z.
 
     Raises:
         InvalidArgumentError: a value out of range.
@@ -254,7 +255,9 @@ def calibrate_central_noise_multiplier(*, target_epsilon: float, target_delta: f
         lo, hi = hi, 2 * hi
         if hi > 1e6:
             raise InvalidArgumentError("no noise multiplier below 1e6 reaches the target")
-    while hi - lo > 1e-4 * hi:
+    if not 0.0 < tolerance < 1.0:
+        raise InvalidArgumentError(f"tolerance must be in (0, 1), got {tolerance}")
+    while hi - lo > tolerance * hi:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if eps(mid) > target_epsilon else (lo, mid)
     return hi
