@@ -11,7 +11,9 @@ Per round:
 
 Over rounds: :mod:`.pld` and :mod:`.accountant` (privacy loss distributions),
 :mod:`.calibration` (sigma for a target, eps for a sigma); :mod:`.client_level`
-(client-level DP, the guarantee for any training loop, and its calibration);
+(client-level DP, the guarantee for any training loop, and its calibration,
+under replace-one or add/remove, with client sampling: :mod:`.cohort`,
+:mod:`.subsampled_gaussian`);
 :mod:`.ledger` (a durable
 record of the privacy spent, across runs and restarts). Threat models and
 units: :mod:`.setting`. The argument and the numbers: ``docs/privacy.md``.
@@ -62,6 +64,13 @@ _EXPORTS = {
     "client_noise_multiplier": "client_level",
     "client_epsilon": "client_level",
     "calibrate_client_sigma": "client_level",
+    "RELATIONS": "cohort",
+    "SAMPLINGS": "cohort",
+    "population": "cohort",
+    "cohort_cap": "cohort",
+    "cohort_tail": "cohort",
+    "topup_noise_std": "cohort",
+    "subsampled_gaussian_delta": "subsampled_gaussian",
     "Ledger": "ledger",
     "LedgerEntry": "ledger",
 }

@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 from .events import CepamGaussianRound, PrivacyEvent  # noqa: F401 (doctest)
-from .pld import PrivacyLossDistribution, profile_grid_deltas
+from .pld import PrivacyLossDistribution, directed_grid_deltas, profile_grid_deltas
 from .profile import EPSILON_CAP
 from .setting import FLSetting  # noqa: F401 (doctest)
 
@@ -79,6 +79,12 @@ def _epsilon_max(event: PrivacyEvent) -> float:
     floor = max(_TAIL, float(d[-1]) * (1 + 1e-6))
     k = int(np.argmax(d <= floor))
     return float(max(_SCAN[k], 1e-6))
+
+
+def _directions(event: PrivacyEvent) -> Any:
+    """The event's directed profiles (remove, add), or None if it is symmetric."""
+    directed = getattr(event, "directed_profiles", None)
+    return None if directed is None else directed()
 
 
 class PLDAccountant:
@@ -169,33 +175,48 @@ class PLDAccountant:
         beyond ``2**16`` steps."""
         return self._plan()[0]
 
-    def _composed(self) -> Any:
+    def _single(self, profile: Any, directed: bool, h: float, emax: float, count: int) -> Any:
+        """One event's PLD (one direction), self-composed ``count`` times."""
+        if self._backend == "numpy":
+            build = (PrivacyLossDistribution.from_directed_profile if directed else
+                     PrivacyLossDistribution.from_privacy_profile)
+            return build(profile, discretization=h, epsilon_max=emax).self_compose(
+                count, tail_mass_truncation=self._tol)
+        pld_pmf, pld_mod = require_dp_accounting()
+        grid = directed_grid_deltas if directed else profile_grid_deltas
+        m, deltas = grid(profile, discretization=h, epsilon_max=emax)
+        pmf = pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(h, -m, m, deltas)
+        return pld_mod.PrivacyLossDistribution(pmf).self_compose(
+            count, tail_mass_truncation=self._tol)
+
+    def _composed(self) -> list[Any]:
+        """The composed PLD of each direction: one for symmetric events; two
+        (remove, add) once an event's directions differ (add/remove), each
+        composed on its own (a symmetric event counts in both)."""
         if self._cache is not None:
             return self._cache
         h, emaxes = self._plan()
         if self._backend == "numpy":
-            total = PrivacyLossDistribution.identity(discretization=h)
-            for (event, count), emax in zip(self._ledger, emaxes):
-                single = PrivacyLossDistribution.from_privacy_profile(
-                    event.privacy_profile, discretization=h, epsilon_max=emax)
-                total = total.compose(single.self_compose(count, tail_mass_truncation=self._tol),
-                                      tail_mass_truncation=self._tol)
+            identity = PrivacyLossDistribution.identity(discretization=h)
         else:
-            pld_pmf, pld_mod = require_dp_accounting()
             if h > 700:
                 raise InvalidArgumentError(
                     f"the dp_accounting backend cannot use a grid step of {h:.3g} nats "
                     "(it overflows); use the numpy backend")
-            total = pld_mod.identity(value_discretization_interval=h)
-            for (event, count), emax in zip(self._ledger, emaxes):
-                m, deltas = profile_grid_deltas(event.privacy_profile, discretization=h,
-                                                epsilon_max=emax)
-                pmf = pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(h, -m, m, deltas)
-                single = pld_mod.PrivacyLossDistribution(pmf).self_compose(
-                    count, tail_mass_truncation=self._tol)
-                total = total.compose(single, tail_mass_truncation=self._tol)
-        self._cache = total
-        return total
+            identity = require_dp_accounting()[1].identity(value_discretization_interval=h)
+        directions = [_directions(e) for e, _ in self._ledger]
+        directed = any(d is not None for d in directions)
+        totals = [identity] * (2 if directed else 1)
+        for (event, count), emax, profiles in zip(self._ledger, emaxes, directions):
+            if profiles is not None:
+                singles = [self._single(p, True, h, emax, count) for p in profiles]
+            else:
+                singles = [self._single(event.privacy_profile, False, h, emax, count)] * \
+                    len(totals)
+            totals = [t.compose(s, tail_mass_truncation=self._tol)
+                      for t, s in zip(totals, singles)]
+        self._cache = totals
+        return totals
 
     def get_epsilon(self, delta: float) -> float:
         """Smallest eps with total ``delta(eps) <= delta`` (``math.inf`` if no
@@ -208,7 +229,7 @@ class PLDAccountant:
         delta = _v.probability_open("delta", delta)
         if not self._ledger:
             return 0.0
-        return float(self._composed().get_epsilon_for_delta(delta))
+        return max(float(t.get_epsilon_for_delta(delta)) for t in self._composed())
 
     def get_delta(self, epsilon: float) -> float:
         """Total delta at ``epsilon`` (>= 0; ``inf`` gives the mass of
@@ -222,9 +243,10 @@ class PLDAccountant:
             raise InvalidArgumentError(f"epsilon must be >= 0, got {eps!r}")
         if not self._ledger:
             return 0.0
-        return float(self._composed().get_delta_for_epsilon(eps))
+        return max(float(t.get_delta_for_epsilon(eps)) for t in self._composed())
 
     def privacy_loss_distribution(self) -> Any:
         """The composed PLD (cepam's :class:`~.pld.PrivacyLossDistribution`,
-        or dp_accounting's with that backend)."""
-        return self._composed()
+        or dp_accounting's with that backend); with directed events (add/remove),
+        the direction with the larger mass of unbounded loss."""
+        return max(self._composed(), key=lambda t: getattr(t, "infinity_mass", 0.0))

@@ -141,7 +141,11 @@ def _event_from(description: dict[str, Any]) -> PrivacyEvent:
     if kind == "client_level_round":
         return ClientLevelRound(sigma=description["sigma"], clip=description["clip"],
                                 clients=description["clients"],
-                                threat_model=description["threat_model"])
+                                threat_model=description["threat_model"],
+                                sample_rate=description.get("sample_rate", 1.0),
+                                relation=description.get("relation", "replace-one"),
+                                sampling=description.get("sampling", "poisson"),
+                                count_sigma=description.get("count_sigma"))
     raise FormatError(f"ledger holds an event of unknown kind {kind!r}")
 
 
@@ -153,6 +157,15 @@ def _check_event(event: object) -> dict[str, Any]:
             "ClientLevelRound "
             f"(events it can rebuild from their description), got {type(event).__name__}")
     return event.describe()
+
+
+def _one_relation(events: Iterable[PrivacyEvent]) -> None:
+    """Events of one ledger compose under one neighbouring relation."""
+    relations = {e.describe().get("relation", "replace-one") for e in events}
+    if len(relations) > 1:
+        raise InvalidArgumentError(
+            "a ledger accounts one neighbouring relation, and this would mix "
+            f"{' and '.join(sorted(relations))} events: use one ledger per relation")
 
 
 class Ledger:
@@ -327,6 +340,7 @@ class Ledger:
                         f"run {run_id!r} is already recorded with another event")
                 db.execute("ROLLBACK")
                 return int(row[0])
+            _one_relation([*(e.event for e in self._load()), event])
             if max_epsilon is not None:
                 spent = self._epsilon_of(self._load(), [(event, rounds)], self._delta)
                 if spent > max_epsilon:
@@ -379,6 +393,8 @@ class Ledger:
     def _epsilon_of(entries: Iterable[LedgerEntry], extra: Iterable[tuple[PrivacyEvent, int]],
                     delta: float) -> float:
         # Identical events compose as one self-composition (fast and exact).
+        entries, extra = list(entries), list(extra)
+        _one_relation([*(e.event for e in entries), *(e for e, _ in extra)])
         counts: dict[str, tuple[PrivacyEvent, int]] = {}
         for event, rounds in [*((e.event, e.rounds) for e in entries), *extra]:
             key = json.dumps(event.describe(), sort_keys=True)

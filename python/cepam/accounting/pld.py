@@ -47,7 +47,7 @@ from ..errors import InvalidArgumentError
 from . import _validation as _v
 from .profile import PrivacyProfile
 
-__all__ = ["PrivacyLossDistribution", "profile_grid_deltas"]
+__all__ = ["PrivacyLossDistribution", "profile_grid_deltas", "directed_grid_deltas"]
 
 _HULL_TOL = 1e-13
 
@@ -75,10 +75,11 @@ def _ctd_masses_symmetric(d: np.ndarray, h: float) -> np.ndarray | None:
     return np.concatenate((neg, [max(w0, 0.0)], pos))
 
 
-def _ctd_masses(d: np.ndarray, h: float) -> np.ndarray:
+def _ctd_masses(d: np.ndarray, h: float, *, clip: bool = True) -> np.ndarray:
     """Connect-the-dots masses for deltas ``d`` on a contiguous grid (first
     point anchored to delta = 1 at e^eps = 0), as dp_accounting's
-    ``create_pmf_pessimistic_connect_dots_fixed_gap``, without overflow."""
+    ``create_pmf_pessimistic_connect_dots_fixed_gap``, without overflow;
+    negative masses (``d`` not convex in e^eps) kept with ``clip=False``."""
     eh = math.exp(-h)
     one_m = -math.expm1(-h)
     diffs = np.diff(d)
@@ -86,7 +87,7 @@ def _ctd_masses(d: np.ndarray, h: float) -> np.ndarray:
     w[0] = 1.0 - d[0] + eh * diffs[0] / one_m
     w[1:-1] = (eh * diffs[1:] - diffs[:-1]) / one_m
     w[-1] = -diffs[-1] / one_m
-    return np.maximum(w, 0.0)
+    return np.maximum(w, 0.0) if clip else w
 
 
 def _lower_hull(x: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -142,6 +143,29 @@ def _full_grid_deltas(d: np.ndarray, h: float) -> np.ndarray:
     if _ctd_masses_symmetric(d, h) is None:
         full = _lower_hull(h * np.arange(-m, m + 1), full)
     return full
+
+
+def directed_grid_deltas(profile: PrivacyProfile, *, discretization: float,
+                         epsilon_max: float) -> tuple[int, np.ndarray]:
+    """``(M, deltas at eps = k h, k = -M..M)`` of one *direction* of a
+    mechanism (its ``eps -> H_{e^eps}(P || Q)`` for every real eps, as
+    :mod:`.subsampled_gaussian` gives), made non-increasing and, if needed,
+    convex in ``e^eps`` (lower hull): what
+    :meth:`PrivacyLossDistribution.from_directed_profile` connects."""
+    h = _v.positive("discretization", discretization)
+    m = max(1, math.ceil(_v.positive("epsilon_max", epsilon_max) / h - 1e-9))
+    if m > 50_000_000:
+        raise InvalidArgumentError(
+            f"epsilon_max / discretization = {epsilon_max / h:.3g} grid points is too many")
+    x = h * np.arange(-m, m + 1)
+    d = np.asarray(profile(x), dtype=float)
+    if d.shape != x.shape or np.any(np.isnan(d)) or np.any(d < -1e-12) or np.any(d > 1 + 1e-12):
+        raise InvalidArgumentError("the privacy profile must return deltas in [0, 1]")
+    d = np.minimum.accumulate(np.clip(d, 0.0, 1.0))
+    raw = _ctd_masses(d, h, clip=False)
+    if raw.min() < -_HULL_TOL * max(float(np.abs(raw).max()), 1e-300):
+        d = _lower_hull(x, d)
+    return m, d
 
 
 def profile_grid_deltas(profile: PrivacyProfile, *, discretization: float,
@@ -226,6 +250,36 @@ class PrivacyLossDistribution:
         lo, hi = (int(nz[0]), int(nz[-1])) if nz.size else (m, m)
         return cls(discretization=h, lower_index=lo - m, probs=w[lo : hi + 1],
                    infinity_mass=inf_mass)
+
+    @classmethod
+    def from_directed_profile(cls, profile: PrivacyProfile, *, discretization: float,
+                              epsilon_max: float) -> "PrivacyLossDistribution":
+        """Pessimistic PLD of one direction ``(P, Q)`` of a mechanism.
+
+        For relations whose two directions differ (add/remove), each
+        direction is composed on its own and the larger delta counts
+        (:class:`~cepam.accounting.PLDAccountant` does this).
+
+        Args:
+            profile: vectorised ``eps -> H_{e^eps}(P || Q)`` for every real eps
+                (an upper bound on it; values in [0, 1]).
+            discretization: grid step ``h`` > 0.
+            epsilon_max: the grid spans losses ``[-epsilon_max, epsilon_max]``
+                (rounded up to a multiple of h); lower losses are raised to the
+                grid's lowest (pessimistic), ``delta(epsilon_max)`` becomes the
+                mass at ``+inf``.
+
+        Raises:
+            InvalidArgumentError: non-positive arguments, or a profile that
+                returns values outside [0, 1] or NaN.
+        """
+        h = _v.positive("discretization", discretization)
+        m, d = directed_grid_deltas(profile, discretization=h, epsilon_max=epsilon_max)
+        w = _ctd_masses(d, h)
+        nz = np.flatnonzero(w)
+        lo, hi = (int(nz[0]), int(nz[-1])) if nz.size else (m, m)
+        return cls(discretization=h, lower_index=lo - m, probs=w[lo : hi + 1],
+                   infinity_mass=float(d[-1]))
 
     # ---------------------------------------------------------------- compose
     def _check(self, other: "PrivacyLossDistribution") -> None:
