@@ -310,3 +310,24 @@ def test_cli_runs_sampling_and_names_the_guarantee(tmp_path, capsys):
     line = captured.err.strip().splitlines()[0]
     assert "client-level" in line and "add-remove" in line and "threat model: client" in line
     assert "poisson sampling q = 0.25 of N = 80" in line
+
+
+def test_central_epsilon_is_dp_accountings_pld_and_its_calibration_reaches_the_target():
+    dp_accounting = pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from cepam.fl.privacy import calibrate_central_noise_multiplier, central_epsilon
+
+    acct = pld_privacy_accountant.PLDAccountant()
+    acct.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(2.0)), 20))
+    assert central_epsilon(noise_multiplier=2.0, sample_rate=0.1, rounds=20,
+                           delta=1e-5) == pytest.approx(acct.get_epsilon(1e-5), rel=1e-9)
+    z = calibrate_central_noise_multiplier(target_epsilon=4.0, target_delta=1e-5,
+                                           sample_rate=0.1, rounds=5, tolerance=1e-2,
+                                           discretization=1e-2)
+    eps = central_epsilon(noise_multiplier=z, sample_rate=0.1, rounds=5, delta=1e-5,
+                          discretization=1e-2)
+    assert 3.8 < eps <= 4.0
+    with pytest.raises(InvalidArgumentError):
+        central_epsilon(noise_multiplier=0.0, sample_rate=0.1, rounds=1, delta=1e-5)
