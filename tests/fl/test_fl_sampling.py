@@ -166,6 +166,7 @@ def test_aggregate_follows_the_contract():
     dict(method="fl", noise_multiplier=1.0),                   # z without central_dp
     dict(sampling="uniform"), dict(relation="add/remove"), dict(server_lr=0.0),
     dict(method="cepam-gaussian", clip_count_sigma=-1.0),
+    dict(method="cepam-gaussian", clip_quantile=0.5, clipped_fraction_release=False),
 ])
 def test_config_refuses_inconsistent_sampling_settings(changes):
     with pytest.raises(InvalidArgumentError):
@@ -178,6 +179,8 @@ def test_defaults_are_the_paper_setting_and_keep_their_run_names():
     assert config.population_size == 30 and config.rate == 1.0
     assert config.run_name() == "cnn-cepam-gaussian-n1"
     assert not FLConfig(clients=10, population=100, sample_rate=0.1).paper_setting
+    assert count_sigma(config) is not None  # the noised clipped fraction is published
+    assert count_sigma(config.replace(clipped_fraction_release=False)) is None
 
 
 def test_the_flower_engine_refuses_what_only_the_builtin_engine_runs():

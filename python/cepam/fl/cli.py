@@ -147,6 +147,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clip-count-sigma", type=positive_float, default=None,
                    help="per-client noise std on the clipped-or-not bit (default: "
                         "(n / 20) / sqrt(T), Andrew et al.'s n / 20 on the sum)")
+    p.add_argument("--no-clipped-fraction", action="store_true",
+                   help="with a fixed clip, publish (and account) no noised clipped fraction")
     p.add_argument("--server-lr", type=positive_float, default=1.0,
                    help="server learning rate on the released update (default 1)")
     p.add_argument("--out", required=True, help="results directory")
@@ -205,7 +207,9 @@ def _configs(args: argparse.Namespace):
                     sample_rate=args.sample_rate, sampling=args.sampling,
                     relation=args.relation, clip_quantile=args.clip_quantile,
                     clip_learning_rate=args.clip_learning_rate,
-                    clip_count_sigma=args.clip_count_sigma, server_lr=args.server_lr)
+                    clip_count_sigma=args.clip_count_sigma,
+                    clipped_fraction_release=not args.no_clipped_fraction,
+                    server_lr=args.server_lr)
 
 
 def _summary(result) -> dict[str, Any]:

@@ -123,6 +123,10 @@ class FLConfig:
         clip_count_sigma: per-client noise std on the clipped-or-not bit
             (None: Andrew et al.'s n / 20 on the sum, i.e. (n / 20) / sqrt(T)
             per client, :func:`cepam.clipping.default_count_sigma`).
+        clipped_fraction_release: publish the per-round noised clipped
+            fraction with a fixed clip too (Gaussian methods; accounted with
+            ``clip_count_sigma``).  False: no count is released nor accounted
+            (adaptive clipping needs it).
         server_lr: the server's learning rate: the global weights move by
             ``server_lr`` times the released (averaged) update.
         central_dp: None, or central DP on float32 updates (method "fl",
@@ -166,6 +170,7 @@ class FLConfig:
     clip_quantile: float | None = None
     clip_learning_rate: float = 0.2
     clip_count_sigma: float | None = None
+    clipped_fraction_release: bool = True
     server_lr: float = 1.0
     central_dp: str | None = None
     noise_multiplier: float | None = None
@@ -247,6 +252,9 @@ class FLConfig:
             if not 0.0 < self.clip_quantile < 1.0:
                 raise InvalidArgumentError(
                     f"clip_quantile must be in (0, 1), got {self.clip_quantile}")
+            if not self.clipped_fraction_release:
+                raise InvalidArgumentError("adaptive clipping releases the noised clipped "
+                                           "fraction: clipped_fraction_release must be True")
         for name in ("clip_learning_rate", "server_lr"):
             v = float(getattr(self, name))
             if not (math.isfinite(v) and v > 0):

@@ -189,9 +189,9 @@ def cohort_cap(config: "FLConfig") -> int:
 def count_sigma(config: "FLConfig") -> float | None:
     """The per-client noise std on the clipped-or-not bit of a run, or None
     when it publishes no noised clipped fraction (methods other than the
-    Gaussian ones with client noise): ``clip_count_sigma``, else Andrew et
+    Gaussian ones with client noise, or ``clipped_fraction_release`` False): ``clip_count_sigma``, else Andrew et
     al.'s ``(n / 20) / sqrt(T)`` (:func:`cepam.clipping.default_count_sigma`)."""
-    if config.method not in GAUSSIAN_METHODS:
+    if config.method not in GAUSSIAN_METHODS or not config.clipped_fraction_release:
         return None
     if config.clip_count_sigma is not None:
         return float(config.clip_count_sigma)
