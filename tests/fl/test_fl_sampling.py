@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from cepam.fl.builtin_engine import aggregate, sample_cohort  # noqa: E402
 from cepam.fl.data import FILES, load_mnist  # noqa: E402
 from cepam.fl.experiment import TensorMNIST, run_experiment  # noqa: E402
-from cepam.fl.privacy import count_sigma  # noqa: E402
+from cepam.fl.privacy import count_sigma, epsilon_at  # noqa: E402
 
 
 # -- adaptive clipping -------------------------------------------------------------------------
@@ -242,6 +242,7 @@ def test_poisson_sampled_run_accounts_the_rounds_run(data, tmp_path):
             sigma=0.3, clip=1.0, rounds=t, clients=20, delta=1e-5, threat_model="client",
             sample_rate=0.25, relation="add-remove", sampling="poisson", count_sigma=cs)
         assert row["epsilon"] == row["client_epsilon"]  # outside the paper's setting
+        assert epsilon_at(config, delta=1e-5, rounds=t) == row["epsilon"]
         assert math.isfinite(row["noised_clipped_fraction"])
     # Sampling amplifies: the same sigma without it (every client every round) costs more.
     assert eps[-1] < accounting.client_epsilon(

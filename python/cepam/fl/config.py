@@ -21,7 +21,8 @@ from ..errors import InvalidArgumentError
 from ..lattices import LATTICE_DIMS
 from .engines import ENGINES as _ENGINE_TABLE
 
-__all__ = ["FLConfig", "SAMPLINGS", "RELATIONS", "CENTRAL_DP", "METHODS", "MODEL_NAMES", "MODEL_PARAMETERS", "method_label", "json_value"]
+__all__ = ["FLConfig", "SAMPLINGS", "RELATIONS", "CENTRAL_DP", "METHODS", "MODEL_NAMES",
+           "MODEL_PARAMETERS", "method_label", "json_value"]
 
 #: The networks of :mod:`.models`, by name.
 MODEL_NAMES = ("mlp", "cnn")
@@ -210,9 +211,11 @@ class FLConfig:
         if not 0.0 < q <= 1.0:
             raise InvalidArgumentError(f"sample_rate must be in (0, 1], got {self.sample_rate}")
         if self.sampling not in SAMPLINGS:
-            raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+            raise InvalidArgumentError(
+                f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
         if self.relation not in RELATIONS:
-            raise InvalidArgumentError(f"relation must be one of {RELATIONS}, got {self.relation!r}")
+            raise InvalidArgumentError(
+                f"relation must be one of {RELATIONS}, got {self.relation!r}")
         if self.sampling == "poisson" and abs(q * big_n - n) > 0.5:
             raise InvalidArgumentError(
                 f"clients must be the expected cohort sample_rate * population = {q * big_n:g} "
@@ -243,8 +246,9 @@ class FLConfig:
         elif self.noise_multiplier is not None:
             raise InvalidArgumentError("noise_multiplier applies to central_dp only")
         if self.relation == "add-remove" and self.central_dp is None and not gaussian:
-            raise InvalidArgumentError("relation 'add-remove' needs a Gaussian method "
-                                       f"({', '.join(_GAUSSIAN_CLIENT_NOISE)}), not {self.method!r}")
+            raise InvalidArgumentError(
+                "relation 'add-remove' needs a Gaussian method "
+                f"({', '.join(_GAUSSIAN_CLIENT_NOISE)}), not {self.method!r}")
         if self.clip_quantile is not None:
             if not gaussian:
                 raise InvalidArgumentError("adaptive clipping (clip_quantile) needs a Gaussian "

@@ -155,7 +155,8 @@ def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:
     """eps after ``rounds`` rounds of a run of ``config``, at ``delta``
     instead of ``config.delta`` (the run's own eps column otherwise).
 
-    The same accountant as the column (:func:`epsilon_function`): for the
+    The same accountant as the column (:func:`epsilon_function`; outside the
+    paper's setting :func:`client_epsilon_function`): for the
     Gaussian methods the tight bound composed over ``rounds`` at ``delta``;
     the Laplace methods are pure DP (eps does not depend on delta); ``inf``
     for ``fl`` and ``fl-sdq``; NaN without :mod:`cepam.accounting`.
@@ -168,6 +169,8 @@ def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:
         raise InvalidArgumentError(f"delta must be in (0, 1), got {delta}")
     if rounds < 0:
         raise InvalidArgumentError(f"rounds must be non-negative, got {rounds}")
+    if not config.paper_setting:  # the run's eps column is the client-level one
+        return client_epsilon_function(config.replace(delta=delta))(rounds)
     coordinates = MODEL_PARAMETERS[config.model] if config.method in LAPLACE_METHODS else 1
     return config_epsilon_function(config, delta=delta, dataset_size=client_dataset_size(config),
                                    coordinates=coordinates)(rounds)
@@ -189,8 +192,9 @@ def cohort_cap(config: "FLConfig") -> int:
 def count_sigma(config: "FLConfig") -> float | None:
     """The per-client noise std on the clipped-or-not bit of a run, or None
     when it publishes no noised clipped fraction (methods other than the
-    Gaussian ones with client noise, or ``clipped_fraction_release`` False): ``clip_count_sigma``, else Andrew et
-    al.'s ``(n / 20) / sqrt(T)`` (:func:`cepam.clipping.default_count_sigma`)."""
+    Gaussian ones with client noise, or ``clipped_fraction_release`` False):
+    ``clip_count_sigma``, else Andrew et al.'s ``(n / 20) / sqrt(T)``
+    (:func:`cepam.clipping.default_count_sigma`)."""
     if config.method not in GAUSSIAN_METHODS or not config.clipped_fraction_release:
         return None
     if config.clip_count_sigma is not None:
