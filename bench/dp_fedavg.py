@@ -30,7 +30,7 @@ model, split, cohorts, local training, clip and server learning rate):
   ``relation="add-remove"``, ``threat_model="client"``: an honest-but-curious
   client, which knows its own noise; at the "aggregate" level of the central
   rows this is the stricter view).  Like the central rows they release the
-  model only: no noised clipped fraction (``clipped_fraction_release=False``;
+  model only: no noised clipped fraction (``clipped_fraction_release`` off;
   publishing it with Andrew et al.'s count noise n / 20 costs, at eps 1, as
   much as raising eps 1.00 to 1.21 at the same sigma).
 
@@ -62,7 +62,7 @@ START, END = "<!-- dp-fedavg-table:start -->", "<!-- dp-fedavg-table:end -->"
 #: The harness settings shared by every row (FLConfig keywords).
 SETTINGS: dict[str, Any] = dict(
     model="mlp", population=1000, sample_rate=0.1, clients=100, alpha=1.0,
-    train_size=59000, val_size=1000, test_size=None, rounds=50, local_steps=6,
+    train_size=59000, val_size=1000, test_size=None, rounds=50, sgd_steps=6,
     batch_size=10, lr=0.1, momentum=0.0, lr_patience=1000, clip=0.5, server_lr=1.0,
     delta=1e-5)
 EPSILONS = (1.0, 4.0, 8.0)
@@ -72,7 +72,7 @@ SEEDS = (0, 1, 2)
 #: accountant adds to delta, is negligible).
 TINY: dict[str, Any] = dict(SETTINGS, population=200, sample_rate=0.25, clients=50,
                             train_size=6000, val_size=50, test_size=100, rounds=2,
-                            local_steps=2, batch_size=5)
+                            sgd_steps=2, batch_size=5)
 TINY_EPSILONS, TINY_SEEDS = (8.0,), (0,)
 
 #: Row name -> FLConfig keywords (``None`` eps: the no-DP row).

@@ -15,11 +15,28 @@ average (Flower's noise multiplier ``z = sigma sqrt(K) / clip``: std
 ``z clip / K = sigma / sqrt(K)``, cepam's per-client ``sigma`` averaged over
 K), and reports the server's test accuracy (eval mode: BatchNorm's running
 statistics as aggregated), the bytes of the arrays in a train reply, and
-the client-level eps (one client's whole contribution replaced, the
-released average observed, no sampling amplification): the same for the
-three DP methods, which release the same noise on the average, from
-``cepam.flower.budget.Budget`` (cepam's accountant where present, else
-Flower's RdpAccountant).
+the client-level eps of each method.
+
+Every method exchanges the same float-only update: the model's float
+arrays (weights and BatchNorm's running statistics), not BatchNorm's
+integer ``num_batches_tracked``, which Flower's fixed clipping would clip
+together with the weights (its change is the number of batches a client
+ran, so clipping every array to norm 2 scales the weights down 30-fold).
+
+sigma is calibrated (``--target-eps``, default 8) so that every method is
+client-level ``(eps, delta)``-DP for the weakest of the adversaries below:
+one client's whole data replaced (replace-one relation), no sampling
+amplification, :func:`cepam.accounting.client_epsilon`, against
+
+* a third party that sees the released average (``aggregate``: noise
+  ``sigma / sqrt(K)`` for every method);
+* an honest-but-curious participating client (``client``): cepam's noise is
+  added by each client, which knows its own, so ``K - 1`` clients' noise is
+  hidden from it; Flower's wrappers add the noise at the server, which the
+  client does not know (the ``aggregate`` figure).
+
+No record-level eps is claimed: the local loop (minibatch epochs) is not
+the paper's.
 
     CEPAM_DATA=/path/to/mnist python bench/flower_comparison.py --seeds 0 1 2
 """
@@ -54,9 +71,12 @@ def _apps(method: str, args: argparse.Namespace):
     )
 
     import cepam
-    from cepam.accounting import FLSetting
     from cepam.flower import CepamStrategy, cepam_mod
     from pytorchexample.task import Net, load_data, test, train
+
+    def floats(net: Net) -> ArrayRecord:
+        """The float-only update every method exchanges (no integer counters)."""
+        return ArrayRecord({k: v for k, v in net.state_dict().items() if v.is_floating_point()})
 
     mods = {"cepam": [cepam_mod], "flower-client-dp": [fixedclipping_mod]}.get(method, [])
     client = ClientApp(mods=mods)
@@ -68,11 +88,11 @@ def _apps(method: str, args: argparse.Namespace):
         torch.manual_seed(1000 * args.seed + 10 * int(msg.content["config"]["server-round"])
                           + part)
         net = Net()
-        net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+        net.load_state_dict(msg.content["arrays"].to_torch_state_dict(), strict=False)
         loader, _ = load_data(part, args.nodes, 32, train_size=args.train_size,
                               folder=args.data_dir)
         loss = train(net, loader, 1, args.lr)
-        return Message(RecordDict({"arrays": ArrayRecord(net.state_dict()),
+        return Message(RecordDict({"arrays": floats(net),
                                    "metrics": MetricRecord({"train_loss": loss,
                                                             "num-examples": len(loader.dataset)})}),
                        reply_to=msg)
@@ -99,12 +119,9 @@ def _apps(method: str, args: argparse.Namespace):
         k = args.nodes
         inner = FedAvg(fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k)
         z = args.sigma * math.sqrt(k) / args.clip
-        setting = FLSetting(clip=args.clip, clients=k, local_steps=1, dataset_size=2,
-                            threat_model="aggregate")
-        if method == "cepam":
+        if method == "cepam":  # no setting: no record-level eps (not the paper's loop)
             strategy = CepamStrategy(inner, mechanism=cepam.Gaussian(sigma=args.sigma),
-                                     clip=args.clip, setting=setting,
-                                     authenticated_transport=True)
+                                     clip=args.clip, authenticated_transport=True)
         elif method == "flower-server-dp":
             strategy = DifferentialPrivacyServerSideFixedClipping(inner, z, args.clip, k)
         elif method == "flower-client-dp":
@@ -118,13 +135,13 @@ def _apps(method: str, args: argparse.Namespace):
             from torch.utils.data import DataLoader, TensorDataset
 
             net = Net()
-            net.load_state_dict(arrays.to_torch_state_dict())
+            net.load_state_dict(arrays.to_torch_state_dict(), strict=False)
             _, acc = test(net, DataLoader(TensorDataset(x_test, y_test), batch_size=1000))
             return MetricRecord({"accuracy": acc})
 
         torch.manual_seed(args.seed)
         result = strategy.start(grid=Measuring(grid),
-                                initial_arrays=ArrayRecord(Net().state_dict()),
+                                initial_arrays=floats(Net()),
                                 num_rounds=args.rounds, evaluate_fn=evaluate,
                                 train_config=ConfigRecord({"lr": args.lr}))
         STATE["accuracy"] = result.evaluate_metrics_serverapp[args.rounds]["accuracy"]
@@ -132,21 +149,35 @@ def _apps(method: str, args: argparse.Namespace):
     return client, server
 
 
-def client_level_epsilon(args: argparse.Namespace) -> float:
-    """The client-level eps of a DP run (same noise on the average for all)."""
-    import cepam
-    from cepam.accounting import FLSetting
-    from cepam.flower.budget import Budget
+#: The adversaries of the eps columns (cepam.accounting threat models).
+VIEWS = {"aggregate": "a third party seeing the average",
+         "client": "an honest-but-curious participating client"}
 
-    setting = FLSetting(clip=args.clip, clients=args.nodes, local_steps=1, dataset_size=2,
-                        threat_model="aggregate")
-    budget = Budget(cepam.Gaussian(sigma=args.sigma), setting, delta=args.delta,
-                    bound="tight")
-    for _ in range(args.rounds):
-        budget.rounds.append(args.nodes)
-        budget._compose_client_level(args.nodes)
-    eps = budget.client_level_epsilon()
-    return math.nan if eps is None else eps
+
+def client_level_epsilon(method: str, view: str, args: argparse.Namespace) -> float:
+    """Client-level eps (replace-one client, no sampling amplification) of a DP
+    method after the run's rounds, against ``view`` (:data:`VIEWS`); nan for
+    ``none``.  Flower's wrappers add their noise at the server: a client
+    knows none of it, so its view is the third party's."""
+    from cepam.accounting import client_epsilon
+
+    if method == "none":
+        return math.nan
+    if method != "cepam":
+        view = "aggregate"
+    return client_epsilon(sigma=args.sigma, clip=args.clip, rounds=args.rounds,
+                          clients=args.nodes, delta=args.delta, threat_model=view)
+
+
+def calibrated_sigma(args: argparse.Namespace) -> float:
+    """The sigma that makes every method client-level (target, delta)-DP
+    against every adversary of :data:`VIEWS` (cepam against a curious client,
+    the weakest view, binds)."""
+    from cepam.accounting import calibrate_client_sigma
+
+    return calibrate_client_sigma(target_epsilon=args.target_eps, target_delta=args.delta,
+                                  rounds=args.rounds, clients=args.nodes, clip=args.clip,
+                                  threat_model="client")
 
 
 def run(method: str, args: argparse.Namespace) -> dict:
@@ -171,30 +202,44 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--train-size", type=int, default=6000)
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--sigma", type=float, default=0.02)
+    parser.add_argument("--target-eps", type=float, default=8.0,
+                        help="client-level eps every method must meet (sigma is calibrated)")
+    parser.add_argument("--sigma", type=float, default=None,
+                        help="the noise per client instead of --target-eps")
     parser.add_argument("--clip", type=float, default=2.0)
     parser.add_argument("--delta", type=float, default=1e-5)
     parser.add_argument("--data-dir", default="")
     parser.add_argument("--out", default="flower_comparison.json")
     args = parser.parse_args(argv)
+    if args.sigma is None:
+        args.sigma = calibrated_sigma(args)
+    eps = {m: {v: client_level_epsilon(m, v, args) for v in VIEWS} for m in args.methods}
+    print(f"sigma = {args.sigma:.6g}; client-level eps (replace-one client, delta "
+          f"{args.delta:g}, {args.rounds} rounds, no sampling amplification): "
+          + "; ".join(f"{m}: " + ", ".join(f"{e[v]:.4g} against {VIEWS[v]}" for v in VIEWS)
+                      for m, e in eps.items() if m != "none"), flush=True)
     rows = []
     for seed in args.seeds:
         for method in args.methods:
             args.seed = seed
             rows.append(run(method, args))
             print(json.dumps(rows[-1]), flush=True)
-    eps = client_level_epsilon(args)
     settings = {k: v for k, v in vars(args).items() if k not in ("seed", "out")}
-    Path(args.out).write_text(json.dumps({"settings": settings, "client_level_epsilon": eps,
-                                          "rows": rows}, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(
+        {"settings": settings, "client_level_epsilon": {
+            "relation": "replace-one client", "delta": args.delta, "views": VIEWS,
+            "by_method": {m: {v: (None if math.isnan(x) else x) for v, x in e.items()}
+                          for m, e in eps.items()}},
+         "rows": rows}, indent=1) + "\n")
     print(f"| method | accuracy (mean of {len(args.seeds)} seeds) | min-max | bytes per reply "
-          f"| client-level eps |")
-    print("|---|---|---|---|---|")
+          f"| client-level eps, third party | client-level eps, curious client |")
+    print("|---|---|---|---|---|---|")
     for method in args.methods:
         acc = [r["accuracy"] for r in rows if r["method"] == method]
         size = np.mean([r["bytes_per_reply"] for r in rows if r["method"] == method])
+        cells = " | ".join("-" if method == "none" else f"{eps[method][v]:.4g}" for v in VIEWS)
         print(f"| {method} | {np.mean(acc):.4f} | {min(acc):.4f}-{max(acc):.4f} | {size:,.0f} "
-              f"| {'-' if method == 'none' else f'{eps:.4g}'} |")
+              f"| {cells} |")
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def hockey_stick(values_d, values_d2, tau, clip, std, eps):
 
 
 def _setting(tau, n, clients=1, threat_model="aggregate"):
-    return FLSetting(clip=1.0, clients=clients, local_steps=tau, dataset_size=n,
+    return FLSetting(clip=1.0, clients=clients, samples_per_round=tau, dataset_size=n,
                      threat_model=threat_model)
 
 

@@ -16,7 +16,7 @@ from cepam.accounting import (
 )
 from cepam.errors import InvalidArgumentError, InvalidTypeError
 
-PAPER = dict(clip=1.0, clients=30, local_steps=15, dataset_size=1666)
+PAPER = dict(clip=1.0, clients=30, samples_per_round=15, dataset_size=1666)
 
 
 @pytest.mark.parametrize("target_eps,rounds", [(1.0, 80), (8.0, 80), (0.5, 5)])

@@ -12,7 +12,7 @@ import pytest
 from cepam.accounting import cli as privacy_cli
 from cepam.errors import CepamError, InvalidArgumentError
 
-PAPER_ARGS = ["--clip", "1", "--clients", "30", "--local-steps", "15",
+PAPER_ARGS = ["--clip", "1", "--clients", "30", "--samples-per-round", "15",
               "--dataset-size", "1666"]
 
 
@@ -100,3 +100,15 @@ def test_through_cepam_main(capsys):
     assert main(["privacy", "--sigma", "0.5", *PAPER_ARGS, "--delta", "1e-5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["total"]["epsilon"] > 0
     assert main(["privacy", "--sigma", "0.5", *PAPER_ARGS, "--delta", "2"]) == 2
+
+
+def test_the_old_local_steps_flag_is_refused_with_both_new_names(capsys):
+    from cepam.cli import main
+
+    pytest.importorskip("scipy", reason="cepam privacy needs scipy (cepam[privacy])")
+    argv = ["privacy", "--sigma", "0.5", "--clip", "1", "--clients", "30", "--local-steps",
+            "15", "--dataset-size", "1666", "--delta", "1e-5"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cepam privacy: error: local_steps (--local-steps) no longer exists")
+    assert "--samples-per-round" in err and "--sgd-steps" in err

@@ -89,7 +89,7 @@ def test_record_level_never_exceeds_client_level():
     """A record is part of one client's data: the record-level bound of the
     paper's loop is at most the client-level eps at the same sigma."""
     for sigma in (0.3, 1.0, 3.0):
-        setting = FLSetting(clip=1.0, clients=30, local_steps=15, dataset_size=1666)
+        setting = FLSetting(clip=1.0, clients=30, samples_per_round=15, dataset_size=1666)
         record = epsilon_after_rounds(sigma=sigma, delta=1e-5, rounds=20, setting=setting)
         client = client_epsilon(sigma=sigma, clip=1.0, rounds=20, clients=30, delta=1e-5)
         assert record <= client
@@ -98,9 +98,9 @@ def test_record_level_never_exceeds_client_level():
 def test_minibatch_epochs_fit_the_record_level_setting():
     """50 local steps of 32 samples on 1,000 samples per client: 1,600 draws
     with replacement (more than |D|) are a valid setting."""
-    s = FLSetting(clip=1.0, clients=10, local_steps=50 * 32, dataset_size=1000)
+    s = FLSetting(clip=1.0, clients=10, samples_per_round=50 * 32, dataset_size=1000)
     assert s.sampling_probability == pytest.approx(1 - (1 - 1 / 1000) ** 1600, rel=1e-12)
-    assert sampling_probability(dataset_size=1, local_steps=5) == 1.0
+    assert sampling_probability(dataset_size=1, samples_per_round=5) == 1.0
     eps = epsilon_after_rounds(sigma=2.0, delta=1e-5, rounds=5, setting=s)
     assert 0 < eps <= client_epsilon(sigma=2.0, clip=1.0, rounds=5, clients=10, delta=1e-5)
 

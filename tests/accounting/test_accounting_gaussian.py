@@ -100,7 +100,7 @@ def test_extreme_arguments_give_no_nan_or_overflow():
 
 @pytest.mark.parametrize("threat_model", ["aggregate", "client", "server"])
 def test_cepam_bounds_are_finite_over_extreme_sigma_and_eps_tilde(threat_model):
-    s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666, threat_model=threat_model)
+    s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666, threat_model=threat_model)
     eps = np.array([0.0, 1e-6, 1.0, 10.0, 1e3, 1e5, 1e9])
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -24,7 +24,7 @@ from cepam.accounting import (
 from cepam.accounting import pld as pld_mod
 from cepam.errors import InvalidArgumentError, InvalidTypeError
 
-PAPER = dict(clip=1.0, clients=30, local_steps=15, dataset_size=1666)
+PAPER = dict(clip=1.0, clients=30, samples_per_round=15, dataset_size=1666)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -233,7 +233,7 @@ def test_explicit_discretization_is_honoured_or_refused():
 def test_cli_discretization_is_honoured(capsys):
     from cepam.cli import main
 
-    args = ["privacy", "--sigma", "0.3", "--clip", "1", "--clients", "30", "--local-steps",
+    args = ["privacy", "--sigma", "0.3", "--clip", "1", "--clients", "30", "--samples-per-round",
             "15", "--dataset-size", "1666", "--rounds", "80", "--delta", "1e-5", "--json"]
     assert main([*args, "--discretization", "1e-5"]) == 0
     import json
@@ -246,7 +246,7 @@ def test_cli_refuses_a_discretization_too_fine_for_sigma(capsys):
     from cepam.cli import main
 
     code = main(["privacy", "--sigma", "0.001", "--clip", "1", "--clients", "30",
-                 "--local-steps", "15", "--dataset-size", "1666", "--rounds", "80",
+                 "--samples-per-round", "15", "--dataset-size", "1666", "--rounds", "80",
                  "--delta", "1e-5", "--discretization", "1e-4"])
     assert code == 2
     assert "too fine" in capsys.readouterr().err

@@ -27,7 +27,7 @@ from cepam.accounting import (CepamGaussianRound, CepamLaplaceRound, FLSetting, 
                               Ledger, PLDAccountant, ProfileEvent)
 from cepam.cli import main
 
-SETTING = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+SETTING = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
 ROUND = CepamGaussianRound(sigma=0.5, setting=SETTING)
 
 
@@ -168,7 +168,7 @@ WRITER = """
     path, log, rounds, hold = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     with open(log) as f:
         done = [int(line) for line in f if line.strip()]
-    setting = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+    setting = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
     event = CepamGaussianRound(sigma=0.5, setting=setting)
     ledger = Ledger(path, name="kill-test")
     print("ready", flush=True)
@@ -249,3 +249,27 @@ def test_threads_share_one_ledger(path):
             t.join()
         assert len(ledger.events()) == 80
         assert sorted(ledger.runs()) == [f"thread-{k}" for k in range(4)]
+
+
+def test_a_ledger_written_before_the_local_steps_rename_reads_and_retries(path):
+    # Ledgers written before FLSetting.local_steps became samples_per_round
+    # store the old key in their events' descriptions.
+    with Ledger(path, name="mnist") as ledger:
+        first = ledger.record(ROUND, run_id="run-1", round=0)
+        eps = ledger.epsilon()
+    db = sqlite3.connect(path)
+    text = db.execute("SELECT event FROM events").fetchone()[0]
+    assert '"samples_per_round": 15' in text
+    db.execute("UPDATE events SET event = ?", (text.replace("samples_per_round", "local_steps"),))
+    db.commit()
+    db.close()
+    with Ledger(path, name="mnist") as ledger:
+        assert ledger.events()[0].event == ROUND
+        assert ledger.epsilon() == eps
+        assert ledger.record(ROUND, run_id="run-1", round=0) == first  # a retry, not a clash
+        with pytest.raises(cepam.InvalidArgumentError, match="another event"):
+            ledger.record(CepamGaussianRound(sigma=0.6, setting=SETTING), run_id="run-1",
+                          round=0)
+        assert ledger.record(ROUND, run_id="run-1", round=1) != first
+        assert ledger.epsilon() > eps
+        assert "local_steps" not in json.dumps(ledger.report(delta=1e-5)["events"])

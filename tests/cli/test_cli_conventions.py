@@ -48,7 +48,7 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-PRIVACY = ("privacy", "--sigma", "0.5", "--clip", "1", "--clients", "30", "--local-steps", "15",
+PRIVACY = ("privacy", "--sigma", "0.5", "--clip", "1", "--clients", "30", "--samples-per-round", "15",
            "--dataset-size", "1666", "--delta", "1e-5")
 
 
@@ -167,7 +167,7 @@ def test_ctrl_c_during_fl_run(tmp_path):
     pytest.importorskip("torch")  # fl run trains (without torch it stops at once)
     out, held = tmp_path / "results", tmp_path / "held"
     argv = ["fl", "run", "--rounds", "5", "--clients", "2", "--samples-per-client", "20",
-            "--train-size", "200", "--val-size", "20", "--test-size", "20", "--local-steps", "2",
+            "--train-size", "200", "--val-size", "20", "--test-size", "20", "--sgd-steps", "2",
             "--out", str(out), "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress"]
     proc = subprocess.Popen([sys.executable, "-c", hiding((), _HELD_AFTER_ROUND_1 + _MAIN),
                              str(held), *argv],
@@ -242,7 +242,7 @@ def test_every_argument_has_help_and_every_default_is_shown():
                 assert "default" in helped, f"{name} {action.option_strings[0]}: default not shown"
     run_help = dict(_parsers(build_parser()))["cepam fl run"].format_help()
     for option, default in (("--sigma", "0.001"), ("--seeds", "1"), ("--clients", "30"),
-                            ("--local-steps", "15"), ("--batch-size", "1"), ("--lr", "0.01")):
+                            ("--sgd-steps", "15"), ("--batch-size", "1"), ("--lr", "0.01")):
         assert re.search(rf"{option} .*?\(default {re.escape(default)}\)", run_help, re.S), option
 
 
@@ -307,11 +307,17 @@ def test_fl_run_prints_eps_after_each_private_run(tmp_path, capsys):
     pytest.importorskip("torch")
     assert main(["fl", "run", "--method", "fl", "cepam-gaussian", "--rounds", "1",
                  "--clients", "2", "--samples-per-client", "20", "--train-size", "200",
-                 "--val-size", "20", "--test-size", "20", "--local-steps", "2",
+                 "--val-size", "20", "--test-size", "20", "--sgd-steps", "2",
                  "--out", str(tmp_path), "--data-dir", str(MNIST_DIR), "--threads", "1",
                  "--no-progress"]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2  # the private run only: its eps, then the warning
-    assert re.fullmatch(r"cnn-cepam-gaussian-n1-\w+ seed 0: \([0-9.e+]+, 1e-05\)-DP after 1 "
-                        r"rounds \(tight bound, curious-client view, sigma = 0.001\)", err[0])
-    assert err[1].startswith("warning: eps = ") and "not meaningfully private" in err[1]
+    assert len(err) == 3  # the private run only: its two eps, then the warning
+    assert re.fullmatch(r"cnn-cepam-gaussian-n1-\w+ seed 0: client level: \([0-9.e+]+, 1e-05\)-DP "
+                        r"after 1 rounds \(replace-one client: .*; threat model: an "
+                        r"honest-but-curious client; any local training loop; sigma = 0.001\)",
+                        err[0])
+    assert re.fullmatch(r"cnn-cepam-gaussian-n1-\w+ seed 0: record level: \([0-9.e+]+, 1e-05\)-DP "
+                        r"after 1 rounds \(replace-one record: .*\); it holds only for the "
+                        r"paper's loop: .* \(this run's loop: 2 steps x batch 1 = 2 samples a "
+                        r"round\)", err[1])
+    assert err[2].startswith("warning: ") and "not meaningfully" in err[2]

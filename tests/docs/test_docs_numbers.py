@@ -122,7 +122,7 @@ def test_the_calibrated_sigmas_are_the_calibrations(target, threat_model, bound)
     pytest.importorskip("scipy")
     from cepam.accounting import FLSetting, calibrate_sigma
 
-    setting = FLSetting(clip=1.0, clients=30, local_steps=15, dataset_size=1666,
+    setting = FLSetting(clip=1.0, clients=30, samples_per_round=15, dataset_size=1666,
                         threat_model=threat_model)
     sigma = calibrate_sigma(target_epsilon=target, target_delta=1e-5, rounds=80,
                             setting=setting, bound=bound)

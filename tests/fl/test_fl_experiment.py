@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import cepam  # noqa: E402
+from cepam.cli import main  # noqa: E402
 from cepam.fl import cli as flcli  # noqa: E402
 from cepam.fl.data import FILES, load_mnist  # noqa: E402
 from cepam.fl.experiment import (  # noqa: E402
@@ -59,7 +60,7 @@ def data():
 def small(**changes) -> FLConfig:
     """3 clients of 100 samples, 2 rounds, small validation and test sets."""
     base = dict(model="cnn", method="fl", clients=3, samples_per_client=100, train_size=1000,
-                val_size=200, test_size=200, rounds=2, local_steps=15, seed=0)
+                val_size=200, test_size=200, rounds=2, sgd_steps=15, seed=0)
     base.update(changes)
     return FLConfig(**base)
 
@@ -182,7 +183,7 @@ def test_resume_refuses_another_configuration(data, tmp_path):
 
 
 def test_non_iid_split_and_batches(data):
-    config = small(alpha=0.3, samples_per_client=None, batch_size=4, local_steps=3,
+    config = small(alpha=0.3, samples_per_client=None, batch_size=4, sgd_steps=3,
                    method="cepam-gaussian", dim=2)
     result = run_experiment(config, data)
     assert len(result.rows) == 3 and math.isfinite(result.rows[-1]["val_loss"])
@@ -216,13 +217,28 @@ def test_config_validation():
     assert FLConfig.from_dict(d) == FLConfig()
     # The paper's setup is the default.
     c = FLConfig()
-    assert (c.clients, c.local_steps, c.batch_size, c.momentum, c.lr, c.lr_patience,
+    assert (c.clients, c.sgd_steps, c.batch_size, c.momentum, c.lr, c.lr_patience,
             c.lr_factor, c.rounds, c.train_size, c.val_size, c.clip) == \
         (30, 15, 1, 0.9, 0.01, 10, 0.5, 80, 50000, 10000, 1.0)
     assert FLConfig(method="cepam-gaussian", dim=2).run_name() == "cnn-cepam-gaussian-n2"
     assert FLConfig(method="fl-gaussian", sigma=0.05).run_name() == "cnn-fl-gaussian-sigma0.05"
     assert FLConfig(clients=10).run_name().startswith("cnn-fl-")
     assert FLConfig(rounds=5).run_name() == "cnn-fl"  # resumable with more rounds
+
+
+def test_runs_saved_before_the_sgd_steps_rename_read_and_resume_in_place():
+    # sgd_steps was local_steps, the name cepam.accounting used for samples per
+    # round: old config.json / rounds.json / state.pt files hold the old key,
+    # and the run's directory (a hash of its settings) keeps its name.
+    old = {**FLConfig().to_dict(), "batch_size": 4}
+    old["local_steps"] = old.pop("sgd_steps") + 5
+    config = FLConfig.from_dict(old)
+    assert (config.sgd_steps, config.batch_size, config.samples_per_round) == (20, 4, 80)
+    assert "local_steps" not in config.to_dict()
+    # the name the run had when FLConfig(local_steps=20, batch_size=4) made it
+    assert config.run_name() == "cnn-fl-658d462e"
+    with pytest.raises(cepam.InvalidArgumentError, match="both"):
+        FLConfig.from_dict({**old, "sgd_steps": 20})
 
 
 def test_mean_ci():
@@ -247,12 +263,32 @@ def cli(argv):
         return 2
 
 
+def test_fl_run_with_lattice_auto(tmp_path, capsys):
+    # It crashed in round 1 (the codec refuses a dim with lattice "auto").
+    assert main(["fl", "run", "--lattice", "auto", "--rounds", "1", "--clients", "2",
+                 "--samples-per-client", "20", "--train-size", "200", "--val-size", "20",
+                 "--test-size", "20", "--sgd-steps", "2", "--out", str(tmp_path),
+                 "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["label"] == "CEPAM-Gaussian (auto)" and summary["complete"]
+    assert 0 < summary["bits_per_coordinate"] < 32
+
+
+def test_fl_run_refuses_the_old_local_steps_flag(tmp_path, capsys):
+    assert main(["fl", "run", "--local-steps", "5", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cepam fl run: error: local_steps (--local-steps) no longer exists")
+    assert "--sgd-steps" in err and "--samples-per-round" in err
+    assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
 @pytest.fixture(scope="module")
 def cli_results(tmp_path_factory):
     """Tiny runs made through the CLI: 2 models x (fl, cepam n=1, cepam n=2) x 2 seeds."""
     out = tmp_path_factory.mktemp("cli") / "results"
     common = ["--clients", "3", "--samples-per-client", "60", "--train-size", "1000",
-              "--val-size", "100", "--test-size", "100", "--rounds", "2", "--local-steps", "5",
+              "--val-size", "100", "--test-size", "100", "--rounds", "2", "--sgd-steps", "5",
               "--out", str(out), "--data-dir", str(MNIST_DIR), "--no-progress", "--json",
               "--threads", "1"]
     import contextlib
@@ -312,7 +348,7 @@ def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "sweep"
     assert cli(["fl", "run", "--model", "cnn", "--method", "cepam-gaussian", "--sigma", "0.05",
                 "0.5", "--clients", "3", "--samples-per-client", "100", "--train-size", "500",
-                "--val-size", "50", "--test-size", "50", "--rounds", "2", "--local-steps", "5",
+                "--val-size", "50", "--test-size", "50", "--rounds", "2", "--sgd-steps", "5",
                 "--delta", "0.01", "--out", str(out), "--data-dir", str(MNIST_DIR),
                 "--no-progress", "--threads", "1"]) == 0
     return out
@@ -332,7 +368,7 @@ def test_cli_privacy_accuracy_figure(sweep, capsys):
 def test_cli_table_recomputes_eps_at_each_delta(sweep, capsys):
     from cepam.accounting import FLSetting, epsilon_after_rounds
 
-    setting = FLSetting(clip=1.0, clients=3, local_steps=5, dataset_size=100)
+    setting = FLSetting(clip=1.0, clients=3, samples_per_round=5, dataset_size=100)
     expected = {(sigma, delta): epsilon_after_rounds(sigma=sigma, delta=delta, rounds=2,
                                                      setting=setting)
                 for sigma in (0.05, 0.5) for delta in (0.01, 0.015)}

@@ -199,6 +199,22 @@ def test_cepam_sends_real_payloads(method, dim):
     assert set(out) == set(u) and all(out[n].shape == u[n].shape for n in u)
 
 
+def test_cepam_with_lattice_auto_lets_the_codec_choose_for_every_update():
+    # The probe's choice (on a zero update) used to be passed on as dim with
+    # lattice "auto", which the codec refuses: `cepam fl run --lattice auto`
+    # crashed in round 1.
+    m = make_method("cepam-gaussian", sigma=0.01, lattice="auto", clip=1.0)
+    assert m.dim is None and m.describe()["lattice"] == "auto"
+    u = _update(scale=1.0)
+    msg, out = _send_receive(m, u, round=4, client=2)
+    info = cepam.inspect(msg.payload, secret=client_secret(0, 2))
+    assert info.round == 4 and info.clip == 1.0 and info.total_bits == msg.bits
+    err = _flat(out) - _flat(clip_update(u, 1.0))
+    assert err.std().item() == pytest.approx(0.01, rel=0.06)
+    with pytest.raises(cepam.InvalidArgumentError, match="auto"):
+        make_method("cepam-gaussian", lattice="auto", dim=2)
+
+
 def test_cepam_rejects_settings_the_codec_refuses():
     with pytest.raises(cepam.InvalidArgumentError):
         make_method("cepam-laplace", dim=5)
@@ -256,7 +272,7 @@ def test_epsilon_column_plumbing(monkeypatch):
     monkeypatch.setattr(privacy, "_CACHE", {})
     eps = privacy.epsilon_function(method="cepam-gaussian", **args)
     assert eps(0) == 0.0 and eps(4) == pytest.approx(0.4) and eps(4) == pytest.approx(0.4)
-    assert calls == [(0.5, 1e-5, 4, dict(clip=1.0, clients=30, local_steps=15,
+    assert calls == [(0.5, 1e-5, 4, dict(clip=1.0, clients=30, samples_per_round=15,
                                          dataset_size=1666))]  # computed once
     assert privacy.epsilon_function(method="fl-laplace", **args)(3) == pytest.approx(150.0)
 
@@ -273,7 +289,7 @@ def test_epsilon_column_from_the_real_accountant():
     eps = privacy.epsilon_function(method="fl-gaussian-sdq", **args)
     e1, e2 = eps(1), eps(2)
     assert 0 < e1 < e2 < math.inf
-    setting = acc.FLSetting(clip=1.0, clients=30, local_steps=15, dataset_size=1666)
+    setting = acc.FLSetting(clip=1.0, clients=30, samples_per_round=15, dataset_size=1666)
     assert e2 == acc.epsilon_after_rounds(sigma=2.0, delta=1e-5, rounds=2, setting=setting)
     lap = privacy.epsilon_function(method="cepam-laplace", **args)
     one = acc.tight_laplace_round(scale=50.0, setting=setting, dimension=6422).epsilon

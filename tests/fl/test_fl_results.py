@@ -78,6 +78,7 @@ def test_accuracies_are_fractions_in_every_json():
 def test_run_names_read_back():
     configs = [FLConfig(), FLConfig(model="mlp", method="cepam-gaussian", dim=3),
                FLConfig(method="cepam-gaussian", lattice="E8", sigma=1e-5, alpha=0.5),
+               FLConfig(method="cepam-gaussian", lattice="auto"),
                FLConfig(method="fl-laplace-sdq", b=0.25), FLConfig(method="cepam-laplace", b=2e-7)]
     for config in configs:
         assert FLConfig.from_run_name(config.run_name()) == config
@@ -111,18 +112,36 @@ def _final(eps: float, rounds: int = 80) -> dict:
     return {"round": rounds, "epsilon": eps}
 
 
-def test_fl_run_reports_eps_and_warns_when_it_is_large():
+def test_fl_run_reports_both_levels_and_warns_when_eps_is_large():
+    pytest.importorskip("scipy")
+    from cepam.accounting import client_epsilon
+
     gaussian = FLConfig(method="cepam-gaussian")
+    client = client_epsilon(sigma=1e-3, clip=1.0, rounds=80, clients=30, delta=1e-5)
     lines = privacy_report(gaussian, _final(4.2e5))
-    assert lines[0] == ("cnn-cepam-gaussian-n1 seed 0: (4.2e+05, 1e-05)-DP after 80 rounds "
-                        "(tight bound, curious-client view, sigma = 0.001)")
-    assert lines[1].startswith(f"warning: eps = 4.2e+05 > {EPS_WARNING:g}: this run is not "
-                               "meaningfully private (raise --sigma")
-    assert privacy_report(gaussian, _final(2.0)) == [
-        "cnn-cepam-gaussian-n1 seed 0: (2, 1e-05)-DP after 80 rounds "
-        "(tight bound, curious-client view, sigma = 0.001)"]
+    # The client level first, valid for any loop; each names relation, level and threat model.
+    assert lines[0] == (f"cnn-cepam-gaussian-n1 seed 0: client level: ({client:.4g}, 1e-05)-DP "
+                        "after 80 rounds (replace-one client: one client's whole data replaced; "
+                        "threat model: an honest-but-curious client; any local training loop; "
+                        "sigma = 0.001)")
+    assert lines[1].startswith("cnn-cepam-gaussian-n1 seed 0: record level: (4.2e+05, 1e-05)-DP "
+                               "after 80 rounds (replace-one record: one training example of one "
+                               "client replaced; threat model: an honest-but-curious client; "
+                               "tight bound); it holds only for the paper's loop: ")
+    assert lines[1].endswith("nothing carried across rounds (this run's loop: 15 steps x batch "
+                             "1 = 15 samples a round)")
+    assert lines[2].startswith(f"warning: eps = 4.2e+05 > {EPS_WARNING:g} at record level")
+    assert "not meaningfully private (raise --sigma" in lines[2] and len(lines) == 3
+    # A record-level eps below the threshold still warns about the client level.
+    lines = privacy_report(gaussian, _final(2.0))
+    assert len(lines) == 3 and "record level: (2, 1e-05)-DP" in lines[1]
+    assert lines[2].startswith(f"warning: client-level eps = {client:.4g} > {EPS_WARNING:g}")
+    # Both small: no warning.
+    quiet = FLConfig(method="cepam-gaussian", sigma=20.0)
+    assert len(privacy_report(quiet, _final(0.1))) == 2
     laplace = privacy_report(FLConfig(method="fl-laplace"), _final(2.6e7))
-    assert "-DP (pure)" in laplace[0] and "--laplace-b" in laplace[1]
+    assert "client level: " in laplace[0] and "-DP (pure)" in laplace[0]
+    assert "record level: 2.6e+07-DP (pure)" in laplace[1] and "--laplace-b" in laplace[2]
     assert privacy_report(FLConfig(method="fl"), _final(math.inf)) == []
     assert privacy_report(FLConfig(method="fl-sdq"), _final(math.inf)) == []
     assert "eps not available" in privacy_report(gaussian, _final(math.nan))[0]

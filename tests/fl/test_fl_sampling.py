@@ -166,7 +166,6 @@ def test_aggregate_follows_the_contract():
     dict(method="fl", noise_multiplier=1.0),                   # z without central_dp
     dict(sampling="uniform"), dict(relation="add/remove"), dict(server_lr=0.0),
     dict(method="cepam-gaussian", clip_count_sigma=-1.0),
-    dict(method="cepam-gaussian", clip_quantile=0.5, clipped_fraction_release=False),
 ])
 def test_config_refuses_inconsistent_sampling_settings(changes):
     with pytest.raises(InvalidArgumentError):
@@ -179,8 +178,10 @@ def test_defaults_are_the_paper_setting_and_keep_their_run_names():
     assert config.population_size == 30 and config.rate == 1.0
     assert config.run_name() == "cnn-cepam-gaussian-n1"
     assert not FLConfig(clients=10, population=100, sample_rate=0.1).paper_setting
-    assert count_sigma(config) is not None  # the noised clipped fraction is published
-    assert count_sigma(config.replace(clipped_fraction_release=False)) is None
+    assert count_sigma(config) is None  # a fixed clip publishes no count unless asked
+    released = config.replace(clipped_fraction_release=True)
+    assert count_sigma(released) is not None and not released.paper_setting
+    assert count_sigma(config.replace(clip_quantile=0.5)) is not None  # adaptive: always
 
 
 def test_the_flower_engine_refuses_what_only_the_builtin_engine_runs():
@@ -215,7 +216,7 @@ def sampled(**changes) -> FLConfig:
     chance 1e-10, well below delta), 4 rounds, an MLP."""
     base = dict(model="mlp", method="cepam-gaussian", clients=20, population=80,
                 sample_rate=0.25, samples_per_client=10, train_size=1000, val_size=100,
-                test_size=200, rounds=4, local_steps=3, batch_size=4, sigma=0.3, seed=0)
+                test_size=200, rounds=4, sgd_steps=3, batch_size=4, sigma=0.3, seed=0)
     base.update(changes)
     return FLConfig(**base)
 
@@ -223,7 +224,7 @@ def sampled(**changes) -> FLConfig:
 @needs_mnist
 @pytest.mark.usefixtures("one_torch_thread")
 def test_poisson_sampled_run_accounts_the_rounds_run(data, tmp_path):
-    config = sampled(relation="add-remove")
+    config = sampled(relation="add-remove", clipped_fraction_release=True)
     result = run_experiment(config, data, tmp_path)
     rows = result.rows[1:]
     sizes = [r["cohort_size"] for r in rows]
@@ -304,7 +305,7 @@ def test_cli_runs_sampling_and_names_the_guarantee(tmp_path, capsys):
                  "auto", "--sigma", "0.3", "--clients", "20", "--population", "80",
                  "--sample-rate", "0.25", "--relation", "add-remove", "--clip-quantile", "0.5",
                  "--samples-per-client", "10", "--train-size", "1000", "--val-size", "100",
-                 "--test-size", "100", "--rounds", "2", "--local-steps", "2",
+                 "--test-size", "100", "--rounds", "2", "--sgd-steps", "2",
                  "--out", str(tmp_path), "--data-dir", str(MNIST_DIR), "--no-progress",
                  "--json"])
     assert code == 0
@@ -312,7 +313,9 @@ def test_cli_runs_sampling_and_names_the_guarantee(tmp_path, capsys):
     final = json.loads(captured.out)
     assert final["cohort_size"] >= 0 and final["client_epsilon"] > 0
     line = captured.err.strip().splitlines()[0]
-    assert "client-level" in line and "add-remove" in line and "threat model: client" in line
+    assert line.startswith("mlp-cepam-gaussian-") and "seed 0: client level: (" in line
+    assert "add-remove client: one client added or removed" in line
+    assert "threat model: an honest-but-curious client" in line
     assert "poisson sampling q = 0.25 of N = 80" in line
 
 

@@ -39,7 +39,7 @@ from cepam.accounting import FLSetting, Ledger  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
 
 NODES, ROUNDS, FEATURES = 3, 3, 8
-SETTING = FLSetting(clip=5.0, clients=NODES, local_steps=30, dataset_size=256)
+SETTING = FLSetting(clip=5.0, clients=NODES, samples_per_round=30, dataset_size=256)
 RECORD: dict = {}
 
 
@@ -66,7 +66,7 @@ def train(msg: Message, ctx: Context) -> Message:
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     net.train()
     g = torch.Generator().manual_seed(int(msg.content["config"]["server-round"]))
-    for _ in range(SETTING.local_steps):
+    for _ in range(SETTING.samples_per_round):
         idx = torch.randint(len(y), (32,), generator=g)
         opt.zero_grad()
         torch.nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()

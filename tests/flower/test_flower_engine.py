@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(MNIST_DIR is None,
 
 def test_flower_engine_writes_the_builtin_files(tmp_path):
     config = FLConfig(model="cnn", method="cepam-gaussian", clients=4, rounds=2,
-                      samples_per_client=100, local_steps=5, train_size=2000, val_size=500,
+                      samples_per_client=100, sgd_steps=5, train_size=2000, val_size=500,
                       test_size=500, sigma=0.01, engine="flower")
     data = TensorMNIST(load_mnist(MNIST_DIR))
     result = run_flower_experiment(config, data, tmp_path, data_dir=str(MNIST_DIR))
@@ -78,7 +78,7 @@ def test_example_client_reply_decodes_on_the_strategy(monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "examples" / "flower"))
     client_app = importlib.import_module("cepam_flower_example.client_app")
     task = importlib.import_module("cepam_flower_example.task")
-    run_config = {"data-dir": str(MNIST_DIR), "num-clients": 30, "seed": 0, "local-steps": 5,
+    run_config = {"data-dir": str(MNIST_DIR), "num-clients": 30, "seed": 0, "sgd-steps": 5,
                   "lr": 0.01, "momentum": 0.9}
 
     class Grid:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 
 import numpy as np
 import pytest
@@ -33,16 +32,16 @@ from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordD
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from flwr.simulation import run_simulation  # noqa: E402
 
 import cepam  # noqa: E402
 from cepam.accounting import CepamGaussianRound, FLSetting, PLDAccountant  # noqa: E402
 from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
+from helpers.grids import ObservedGrid, simulate  # noqa: E402
 
 NODES, ROUNDS, ALLOWED = 5, 6, 3
 FEATURES, CLASSES = 200, 10
 SIGMA, CLIP, DELTA = 0.5, 0.5, 1e-5
-SETTING = FLSetting(clip=CLIP, clients=NODES, local_steps=4, dataset_size=64)
+SETTING = FLSetting(clip=CLIP, clients=NODES, samples_per_round=4, dataset_size=64)
 WRONG = "wrong"  # the partition whose node holds a wrong secret
 RECORD: dict = {}
 
@@ -85,7 +84,7 @@ def train(msg: Message, ctx: Context) -> Message:
     arrays = msg.content["arrays"]
     w, b = arrays["w"].numpy().copy(), arrays["b"].numpy().copy()
     rng = np.random.default_rng(int(msg.content["config"]["server-round"]))
-    for _ in range(SETTING.local_steps):  # single-sample SGD steps, with replacement
+    for _ in range(SETTING.samples_per_round):  # single-sample SGD steps, with replacement
         i = rng.integers(len(y))
         logits = x[i] @ w + b
         p = np.exp(logits - logits.max())
@@ -108,34 +107,22 @@ def wire_bytes(array: Array) -> int:
     return len(array.deflate()) + sum(len(chunk.deflate()) for _, chunk in chunks)
 
 
-class MeasuringGrid:
-    """The run's Grid, keeping every train reply as received (before decoding)."""
-
-    def __init__(self, grid: Grid) -> None:
-        self._grid = grid
-
-    def __getattr__(self, name):
-        return getattr(self._grid, name)
-
-    def send_and_receive(self, messages, *, timeout=None):
-        messages = list(messages)
-        replies = list(self._grid.send_and_receive(messages, timeout=timeout))
-        for msg in messages:
-            if "cepam" in msg.content.config_records:
-                cfg = msg.content["cepam"]
-                RECORD["sent"].append((int(cfg["round"]), int(msg.metadata.dst_node_id)))
-        for reply in replies:
-            if reply.has_error() or "cepam" not in reply.content.config_records and \
-                    not any("cepam" in r for r in reply.content.array_records.values()):
-                continue
-            arrays = [a for r in reply.content.array_records.values() for a in r.values()]
-            RECORD["replies"].append({
-                "node": int(reply.metadata.src_node_id),
-                "wire_bytes": sum(wire_bytes(a) for a in arrays),
-                "payload": bytes(arrays[0].data),
-            })
-        return replies
-
+def measure(messages, replies) -> None:
+    """Keeps every train reply as received (before decoding)."""
+    for msg in messages:
+        if "cepam" in msg.content.config_records:
+            cfg = msg.content["cepam"]
+            RECORD["sent"].append((int(cfg["round"]), int(msg.metadata.dst_node_id)))
+    for reply in replies:
+        if reply.has_error() or "cepam" not in reply.content.config_records and \
+                not any("cepam" in r for r in reply.content.array_records.values()):
+            continue
+        arrays = [a for r in reply.content.array_records.values() for a in r.values()]
+        RECORD["replies"].append({
+            "node": int(reply.metadata.src_node_id),
+            "wire_bytes": sum(wire_bytes(a) for a in arrays),
+            "payload": bytes(arrays[0].data),
+        })
 
 server = ServerApp()
 
@@ -148,7 +135,7 @@ def main(grid: Grid, ctx: Context) -> None:
         max_epsilon=RECORD["max_epsilon"], secrets=node_secret, pad=None)
     models = []
     result = strategy.start(
-        grid=MeasuringGrid(grid), initial_arrays=ArrayRecord(
+        grid=ObservedGrid(grid, measure), initial_arrays=ArrayRecord(
             {k: Array(v) for k, v in initial_model().items()}),
         num_rounds=ROUNDS,
         evaluate_fn=lambda rnd, arrays: models.append(
@@ -167,10 +154,7 @@ def simulation():
     RECORD.clear()
     RECORD.update(sent=[], replies=[],
                   max_epsilon=0.5 * (_eps(ALLOWED) + _eps(ALLOWED + 1)))
-    run_simulation(server_app=server, client_app=client, num_supernodes=NODES,
-                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-                                   "init_args": {"num_cpus": 2, "logging_level": logging.ERROR,
-                                                 "log_to_driver": False}})
+    simulate(server, client, NODES)
     assert "result" in RECORD, "the ServerApp did not finish"
     return RECORD
 

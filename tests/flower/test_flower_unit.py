@@ -6,6 +6,7 @@ and argument checks; tests/flower/test_flower_simulation.py runs the real engine
 from __future__ import annotations
 
 import dataclasses
+import logging
 import subprocess
 import sys
 
@@ -28,7 +29,7 @@ from cepam.flower.keys import secret_from_node_config  # noqa: E402
 
 NODES = [101, 102, 103, 104]
 RUN = 7
-SETTING = FLSetting(clip=1.0, clients=4, local_steps=5, dataset_size=100)
+SETTING = FLSetting(clip=1.0, clients=4, samples_per_round=5, dataset_size=100)
 MECH = cepam.Gaussian(sigma=0.05)
 
 
@@ -50,11 +51,11 @@ class FakeGrid:
     class run:  # noqa: N801 - mirrors Grid.run
         run_id = RUN
 
-    def __init__(self):
-        self.sent = []
+    def __init__(self, nodes=None):
+        self.sent, self.nodes = [], list(NODES if nodes is None else nodes)
 
     def get_node_ids(self):
-        return list(NODES)
+        return list(self.nodes)
 
     def send_and_receive(self, messages, *, timeout=None):
         self.sent.extend(messages)
@@ -91,8 +92,9 @@ def strategy(**kwargs) -> CepamStrategy:
 
 
 def run_round(st, ctxs, rnd=1, mods=(cepam_mod,), arrays=None):
+    """One round on the nodes of ``ctxs``: the train messages and the replies."""
     arrays = global_arrays() if arrays is None else arrays
-    messages = list(st.configure_train(rnd, arrays, ConfigRecord(), FakeGrid()))
+    messages = list(st.configure_train(rnd, arrays, ConfigRecord(), FakeGrid(list(ctxs))))
     replies = []
     for msg in messages:
         call = train
@@ -630,18 +632,28 @@ def test_key_agreement_warns_unless_the_transport_is_authenticated(caplog):
     assert "UNAUTHENTICATED" not in caplog.text
 
 
-def test_client_level_eps_uses_cepam_s_accountant_with_the_smallest_k():
+def test_client_level_eps_uses_cepam_s_accountant_with_the_smallest_k(caplog):
     from cepam.accounting import client_epsilon
 
+    caplog.set_level(logging.INFO, logger="flwr.cepam")
     st = strategy(mechanism=cepam.Gaussian(sigma=2.0))
     ctxs = contexts()
     _, replies = run_round(st, ctxs)
     st.aggregate_train(1, replies)
     _, replies = run_round(st, ctxs, rnd=2)
     _, metrics = st.aggregate_train(2, replies[:3])
-    assert metrics["cepam-client-epsilon"] == pytest.approx(client_epsilon(
-        sigma=2.0, clip=1.0, rounds=2, clients=3, delta=1e-5, threat_model="client"),
-        rel=1e-12)
+    client = client_epsilon(sigma=2.0, clip=1.0, rounds=2, clients=3, delta=1e-5,
+                            threat_model="client")
+    assert metrics["cepam-client-epsilon"] == pytest.approx(client, rel=1e-12)
+    # The log line gives the client level first and says what the record level
+    # holds for; each names its relation and threat model.
+    line = caplog.records[-1].getMessage()
+    assert line.startswith(f"cepam: round 2: 3 updates averaged (0 dropped); client level "
+                           f"(replace-one client, threat model client, any local training "
+                           f"loop): eps {client:.4g} at delta 1e-05; record level "
+                           f"(replace-one record, threat model client, tight bound): eps "
+                           f"{metrics['cepam-epsilon']:.4g} at delta 1e-05, if the clients "
+                           "train as the paper does (it holds only for the paper's loop: ")
 
 
 def test_a_missing_client_level_accountant_is_said_not_silent(monkeypatch, caplog):
@@ -670,3 +682,72 @@ def test_record_and_array_names_that_would_collide_are_refused():
     st = CepamStrategy(Colliding(), mechanism=MECH, clip=1.0)
     with pytest.raises(cepam.InvalidArgumentError, match="same record/array name"):
         st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid())
+
+
+# ------------------------------------------------------------- the node's own floor
+
+
+def _floor_round(node_config, **strategy_args):
+    """One round with ``node_config`` on node 101 only: its reply, whether it
+    trained, and the strategy's metrics."""
+    trained = []
+
+    def recorder(msg, ctx, call_next):
+        trained.append(ctx.node_id)
+        return call_next(msg, ctx)
+
+    ctxs = contexts()
+    ctxs[101].node_config.update(node_config)
+    st = strategy(**strategy_args)
+    messages, replies = run_round(st, ctxs, mods=(cepam_mod, recorder))
+    reply = next(r for m, r in zip(messages, replies) if m.metadata.dst_node_id == 101)
+    _, metrics = st.aggregate_train(1, replies)
+    return reply, 101 in trained, metrics
+
+
+@pytest.mark.parametrize("node_config, strategy_args, named", [
+    ({"cepam-min-sigma": 0.1}, {}, "gaussian sigma = 0.05, below this node's floor "
+                                   "cepam-min-sigma = 0.1"),
+    ({"cepam-max-clip": 0.5}, {}, "clip = 1, above this node's cepam-max-clip = 0.5"),
+    ({"cepam-min-sigma": 0.01, "cepam-max-clip": 0.5}, {}, "cepam-max-clip = 0.5"),
+    ({"cepam-min-laplace-b": 3}, {"mechanism": cepam.Laplace(b=2.0)},
+     "laplace b = 2, below this node's floor cepam-min-laplace-b = 3"),
+    # A floor on Gaussian noise alone does not let the server switch to Laplace.
+    ({"cepam-min-sigma": 0.01}, {"mechanism": cepam.Laplace(b=2.0)},
+     "laplace mechanism, for which this node sets no floor (cepam-min-laplace-b)"),
+])
+def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, strategy_args,
+                                                                named, caplog):
+    reply, trained, metrics = _floor_round(node_config, **strategy_args)
+    assert reply.has_error() and reply.error.code == cepam.flower.mod.ERROR_CODE
+    assert named in reply.error.reason and not trained  # refused before training
+    assert not reply.has_content()  # no payload leaves
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and named in errors[0].getMessage()  # in the node's log
+    assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1
+
+
+@pytest.mark.parametrize("node_config, strategy_args", [
+    ({"cepam-min-sigma": 0.05, "cepam-max-clip": 1}, {}),  # at the floor
+    ({"cepam-min-sigma": 0.01, "cepam-min-laplace-b": 1e-3}, {}),
+    ({"cepam-min-laplace-b": 2.0, "cepam-min-sigma": 1.0},
+     {"mechanism": cepam.Laplace(b=2.0)}),
+    ({"cepam-max-clip": 2.5}, {"mechanism": cepam.Laplace(b=2.0)}),  # no noise floor set
+])
+def test_a_node_encodes_what_its_floor_allows(node_config, strategy_args):
+    reply, trained, metrics = _floor_round(node_config, **strategy_args)
+    assert not reply.has_error() and trained
+    assert metrics["cepam-updates"] == 4 and metrics["cepam-dropped"] == 0
+
+
+@pytest.mark.parametrize("key", cepam.flower.mod.FLOOR_KEYS)
+@pytest.mark.parametrize("value", ["0.5", 0, -1.0, float("nan"), float("inf"), True, None])
+def test_a_bad_floor_value_is_a_clear_error_at_first_use(key, value, caplog):
+    with pytest.raises(cepam.InvalidArgumentError, match=f"node config {key} must be a "
+                                                         "positive finite number"):
+        cepam.flower.mod.node_floor({key: value})
+    reply, trained, _ = _floor_round({key: value})
+    assert reply.has_error() and f"node config {key} must be" in reply.error.reason
+    assert "nothing is encoded until it is fixed" in reply.error.reason and not trained
+    assert any(r.levelno == logging.ERROR and key in r.getMessage() for r in caplog.records)
+    assert cepam.flower.mod.node_floor({"partition-id": 3, key: 2}) == {key: 2.0}

@@ -27,7 +27,7 @@ def train(msg: Message, context: Context) -> Message:
     generator = torch.Generator().manual_seed(
         hash((int(cfg["seed"]), int(msg.content["config"]["server-round"]), context.node_id))
         % (1 << 63))
-    loss = task.train(net, x[mine], y[mine], steps=int(cfg["local-steps"]),
+    loss = task.train(net, x[mine], y[mine], steps=int(cfg["sgd-steps"]),
                       lr=float(cfg["lr"]), momentum=float(cfg["momentum"]),
                       generator=generator)
     content = RecordDict({"arrays": ArrayRecord(net.state_dict()),

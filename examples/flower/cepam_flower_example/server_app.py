@@ -23,7 +23,8 @@ def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
     nodes = int(cfg["min-nodes"])
     setting = FLSetting(clip=float(cfg["clip"]), clients=max(nodes, 2),
-                        local_steps=int(cfg["local-steps"]),
+                        # single-sample steps: one sample drawn per step
+                        samples_per_round=int(cfg["sgd-steps"]),
                         dataset_size=task.TRAIN // int(cfg["num-clients"]))
     strategy = CepamStrategy(
         FedAvg(fraction_evaluate=0.0, min_train_nodes=nodes, min_available_nodes=nodes),

@@ -3,7 +3,7 @@
 The CNN of the paper's MNIST experiments (``cepam.fl.models.CNN``, 6,422
 parameters); the 50,000 training images (of the official 60,000, the rest
 kept for validation) split IID into ``num-clients`` shares with a seeded
-generator; each round a client runs ``local-steps`` single-sample
+generator; each round a client runs ``sgd-steps`` single-sample
 momentum-SGD steps on samples drawn with replacement from its share (the
 setting ``cepam.accounting`` accounts).
 """

@@ -19,7 +19,7 @@ record of the privacy spent, across runs and restarts). Threat models and
 units: :mod:`.setting`. The argument and the numbers: ``docs/privacy.md``.
 
 >>> from cepam.accounting import FLSetting, PLDAccountant, CepamGaussianRound
->>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+>>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
 >>> acct = PLDAccountant().compose(CepamGaussianRound(sigma=0.5, setting=s), count=80)
 >>> round(acct.get_epsilon(1e-5), 2)
 0.31

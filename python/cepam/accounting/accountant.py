@@ -3,7 +3,7 @@
 Usage mirrors ``dp_accounting.PrivacyAccountant`` and Opacus' accountants:
 compose events, then ask for eps at a delta (or delta at an eps).
 
->>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+>>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
 >>> acct = PLDAccountant()
 >>> acct = acct.compose(CepamGaussianRound(sigma=0.3, setting=s), count=80)
 >>> round(acct.get_epsilon(1e-5), 2)

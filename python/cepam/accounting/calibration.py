@@ -7,7 +7,7 @@ profile does), so :func:`calibrate_sigma` brackets it and runs Brent's method on
 ``log sigma``, returning
 a sigma that *meets* the target (at most ``rtol`` above the exact one).
 
->>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+>>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
 >>> round(epsilon_after_rounds(sigma=0.5, delta=1e-5, rounds=80, setting=s), 2)
 0.31
 >>> sigma = calibrate_sigma(target_epsilon=1.0, target_delta=1e-5, rounds=80, setting=s)

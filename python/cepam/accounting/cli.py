@@ -2,19 +2,22 @@
 
 Two levels (``--level``):
 
-* ``client`` (the default without ``--local-steps``/``--dataset-size``):
+* ``client`` (the default without ``--samples-per-round``/``--dataset-size``):
   client-level DP, which holds for any local training loop once each
   client's whole update is clipped (:mod:`cepam.accounting.client_level`);
 * ``record``: the record-level bound for the paper's loop (local steps on
   samples drawn with replacement); its report also gives the client-level eps.
+  ``--samples-per-round`` is the samples each client draws with replacement
+  in a round (optimizer steps times the batch size), not its optimizer
+  steps: the old ``--local-steps`` is refused, as it meant either.
 
 Examples::
 
     cepam privacy --target-eps 8 --delta 1e-5 --clip 1 --clients 10 --rounds 20
 
-    cepam privacy --sigma 0.5 --clip 1 --clients 30 --local-steps 15 \\
+    cepam privacy --sigma 0.5 --clip 1 --clients 30 --samples-per-round 15 \\
         --dataset-size 1666 --rounds 80 --delta 1e-5 --bound tight --json
-    cepam privacy --target-eps 1 --clip 1 --clients 30 --local-steps 15 \\
+    cepam privacy --target-eps 1 --clip 1 --clients 30 --samples-per-round 15 \\
         --dataset-size 1666 --rounds 80 --delta 1e-5
 
 The JSON holds the inputs, the method (per-round bound, threat model,
@@ -34,7 +37,7 @@ import sys
 from typing import Any
 
 from ..cli import requires
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["register", "handler", "build_report"]
 
@@ -52,15 +55,32 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--target-eps", type=float,
                       help="solve for the smallest sigma giving this total eps")
     p.add_argument("--clip", type=float, required=True, help="l2 clip gamma of the whole update")
-    p.add_argument("--clients", type=int, required=True, help="clients K averaged per round")
-    p.add_argument("--local-steps", type=int, default=None,
-                   help="record level: local SGD steps tau per round, each on one sample "
-                        "drawn with replacement (the paper's loop)")
+    p.add_argument("--clients", type=_clients, required=True,
+                   help="clients K averaged per round; with --sample-rate below 1, the "
+                        "expected cohort q N (the population is clients / sample-rate)")
+    p.add_argument("--sample-rate", type=float, default=1.0,
+                   help="client level: the chance q a client is in a round (Poisson sampling; "
+                        "default 1: every client every round)")
+    p.add_argument("--relation", choices=("replace-one", "add-remove"), default="replace-one",
+                   help="client level: neighbouring federations differ by one client's data "
+                        "replaced (default) or one client added or removed (DP-FedAvg's "
+                        "convention; the server tops the noise up, docs/privacy.md section 12)")
+    p.add_argument("--sampling", choices=("poisson", "fixed"), default="poisson",
+                   help="client level: Poisson cohorts (default) or a fixed cohort of "
+                        "--clients drawn uniformly (replace-one only)")
+    p.add_argument("--samples-per-round", type=int, default=None,
+                   help="record level: samples tau each client draws with replacement per "
+                        "round, i.e. optimizer steps x batch size (the paper's loop: "
+                        "single-sample steps); not the number of optimizer steps")
+    # The old name, which meant either samples or optimizer steps: refused with
+    # an explanation (build_report), not offered.
+    p.add_argument("--local-steps", dest="renamed_local_steps", default=None,
+                   help=argparse.SUPPRESS)
     p.add_argument("--dataset-size", type=int, default=None,
                    help="record level: samples |D| per client")
     p.add_argument("--level", choices=("client", "record"), default=None,
                    help="client: one client's whole data, any training loop (default without "
-                        "--local-steps/--dataset-size); record: one training example, the "
+                        "--samples-per-round/--dataset-size); record: one training example, the "
                         "paper's loop (default with them)")
     p.add_argument("--rounds", type=int, default=1, help="rounds R (default 1)")
     p.add_argument("--delta", type=float, required=True, help="target delta (total and per round)")
@@ -81,6 +101,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _clients(text: str) -> int | float:
+    """--clients: a count, or (with sampling) an expected cohort."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
 def _num(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
@@ -96,18 +122,25 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     from .client_level import client_epsilon
     from .events import CepamGaussianRound
     from .paper import paper_gaussian_epsilon, paper_gaussian_round
-    from .setting import FLSetting
+    from .setting import LOCAL_STEPS_RENAMED, FLSetting
     from .tight import tight_gaussian_epsilon, tight_gaussian_round
     from . import _validation as _v
 
-    level = args.level or ("client" if args.local_steps is None and args.dataset_size is None
-                           else "record")
+    if getattr(args, "renamed_local_steps", None) is not None:
+        raise InvalidTypeError(LOCAL_STEPS_RENAMED)
+    level = args.level or ("client" if args.samples_per_round is None
+                           and args.dataset_size is None else "record")
     if level == "client":
         return _client_report(args)
-    if args.local_steps is None or args.dataset_size is None:
-        raise InvalidArgumentError("--level record needs --local-steps and --dataset-size (the "
-                                   "paper's loop); without them use --level client")
-    setting = FLSetting(clip=args.clip, clients=args.clients, local_steps=args.local_steps,
+    if args.sample_rate != 1.0 or args.relation != "replace-one" or args.sampling != "poisson":
+        raise InvalidArgumentError("--sample-rate, --relation and --sampling are client-level "
+                                   "options (--level client); the record-level bound is for the "
+                                   "paper's loop, every client every round")
+    if args.samples_per_round is None or args.dataset_size is None:
+        raise InvalidArgumentError("--level record needs --samples-per-round and --dataset-size "
+                                   "(the paper's loop); without them use --level client")
+    setting = FLSetting(clip=args.clip, clients=args.clients,
+                        samples_per_round=args.samples_per_round,
                         dataset_size=args.dataset_size, threat_model=args.threat_model)
     rounds = _v.integer("rounds", args.rounds)
     delta = _v.probability_open("delta", args.delta)
@@ -145,7 +178,7 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "inputs": {
             "sigma": args.sigma, "target_eps": args.target_eps, "clip": setting.clip,
-            "clients": setting.clients, "local_steps": setting.local_steps,
+            "clients": setting.clients, "samples_per_round": setting.samples_per_round,
             "dataset_size": setting.dataset_size, "rounds": rounds, "delta": delta,
             "bound": args.bound, "threat_model": setting.threat_model,
             "eps_tilde": args.eps_tilde,
@@ -183,38 +216,60 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
 def _client_report(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`build_report` for ``--level client``."""
     from . import _validation as _v
+    from .accountant import PLDAccountant
     from .analytic_gaussian import gaussian_epsilon
-    from .client_level import calibrate_client_sigma, client_epsilon, client_noise_multiplier
+    from .client_level import ClientLevelRound, calibrate_client_sigma, client_epsilon
 
     rounds = _v.integer("rounds", args.rounds)
     delta = _v.probability_open("delta", args.delta)
+    sampling = dict(clients=args.clients, clip=args.clip, threat_model=args.threat_model,
+                    sample_rate=args.sample_rate, relation=args.relation,
+                    sampling=args.sampling)
     if args.target_eps is not None:
         sigma = calibrate_client_sigma(target_epsilon=args.target_eps, target_delta=delta,
-                                       rounds=rounds, clients=args.clients, clip=args.clip,
-                                       threat_model=args.threat_model)
+                                       rounds=rounds, **sampling)
     else:
         sigma = _v.positive("sigma", args.sigma)
-    z = client_noise_multiplier(sigma=sigma, clip=args.clip, clients=args.clients,
-                                threat_model=args.threat_model)
-    total = client_epsilon(sigma=sigma, clip=args.clip, rounds=rounds, clients=args.clients,
-                           delta=delta, threat_model=args.threat_model)
+    event = ClientLevelRound(sigma=sigma, **sampling)
+    total = client_epsilon(sigma=sigma, rounds=rounds, delta=delta, **sampling)
+    per_round = (gaussian_epsilon(delta, mu=event.mu) if event.is_gaussian else
+                 PLDAccountant().compose(event).get_epsilon(delta))
+    add_remove = args.relation == "add-remove"
+    if add_remove:
+        relation = ("add or remove one client (the server tops the noise on the sum up to "
+                    f"T = {event.cap} clients' worth and divides by the fixed {args.clients})")
+        round_text = ("Gaussian mechanism, noise multiplier z = sigma sqrt(T - c) / clip, "
+                      "c = 1 against a curious client, 0 for the aggregate")
+    else:
+        relation = "replace one client's whole data (any local training loop)"
+        round_text = ("Gaussian mechanism, noise multiplier z = sigma sqrt(m) / (2 clip), m "
+                      "clients' noise unknown to the adversary")
+    if event.sample_rate < 1:
+        round_text += (f"; the client in the round with probability {event.sample_rate:g} "
+                       f"({args.sampling} sampling from {round(args.clients / event.sample_rate)}"
+                       " clients)")
     return {
         "inputs": {"sigma": args.sigma, "target_eps": args.target_eps, "clip": args.clip,
                    "clients": args.clients, "rounds": rounds, "delta": delta,
-                   "level": "client", "threat_model": args.threat_model},
+                   "level": "client", "threat_model": args.threat_model,
+                   "sample_rate": event.sample_rate, "relation": args.relation,
+                   "sampling": args.sampling},
         "method": {
             "level": "client",
-            "relation": "replace one client's whole data (any local training loop)",
-            "per_round_description": "Gaussian mechanism, noise multiplier z = sigma sqrt(m) / "
-                                     "(2 clip), m clients' noise unknown to the adversary",
+            "relation": relation,
+            "per_round_description": round_text,
             "threat_model": args.threat_model,
-            "composition": "exact (Gaussian DP: mu = sqrt(R) / z; Balle-Wang analytic eps)",
+            "composition": ("exact (Gaussian DP: mu = sqrt(R) / z; Balle-Wang analytic eps)"
+                            if event.is_gaussian else
+                            "privacy loss distributions (pessimistic, each direction apart "
+                            "under add/remove)"),
         },
-        "noise_multiplier": z,
+        "noise_multiplier": event.noise_multiplier,
+        "cohort_cap": event.cap,
         "sigma": sigma,
         "calibrated": args.target_eps is not None,
-        "per_round": {"epsilon": gaussian_epsilon(delta, mu=1.0 / z), "delta": delta},
-        "total": {"epsilon": total, "delta": delta, "rounds": rounds},
+        "per_round": {"epsilon": _num(per_round), "delta": delta},
+        "total": {"epsilon": _num(total), "delta": delta, "rounds": rounds},
         "notes": [],
     }
 
@@ -234,8 +289,9 @@ def handler(args: argparse.Namespace) -> int:
     out = sys.stdout
     calibrated = " (calibrated)" if report["calibrated"] else ""
     if inp.get("level") == "client":
-        out.write(f"level: client (one client's whole data, any training loop)   threat model: "
-                  f"{inp['threat_model']}   composition: exact\n")
+        out.write(f"level: client (one client's whole data, any training loop)   relation: "
+                  f"{inp['relation']}   threat model: {inp['threat_model']}   sample rate: "
+                  f"{inp['sample_rate']:g}\n")
         out.write(f"sigma = {report['sigma']:.6g}{calibrated}"
                   f"   noise multiplier z = {report['noise_multiplier']:.6g}\n")
     else:

@@ -39,8 +39,9 @@ DP-FedAvg's (``docs/privacy.md``, "Client sampling"):
   - c) / clip`` (``c = 1`` against a curious client, 0 for the aggregate),
   whose two directions are composed separately with privacy loss
   distributions (:mod:`.subsampled_gaussian`), as dp_accounting does, plus
-  ``beta (1 + e^eps)`` of delta a round for a cohort outside ``[1, T]``
-  (:func:`~.cohort.cohort_tail`).  Against ``"server"`` it has no bound
+  ``beta (1 + e^eps)`` of delta a round for a cohort above ``T``
+  (:func:`~.cohort.cohort_tail`); a round whose cohort is empty releases the
+  top-up noise alone.  Against ``"server"`` it has no bound
   (one client's decoded update shows that it took part).
 
 With adaptive clipping, each client also reports whether its update was
@@ -173,7 +174,7 @@ class ClientLevelRound:
 
     @property
     def tail(self) -> float:
-        """``beta``: per-round chance of a cohort outside ``[1, T]`` (add/remove), else 0."""
+        """``beta``: per-round chance of a cohort above ``T`` (add/remove), else 0."""
         cap = self.cap
         return 0.0 if cap is None else cohort_tail(clients=self.clients,
                                                    sample_rate=self.sample_rate, cap=cap)
@@ -207,7 +208,7 @@ class ClientLevelRound:
 
     def _with_tail(self, profile: Callable[[np.ndarray], np.ndarray]
                    ) -> Callable[[np.ndarray], np.ndarray]:
-        """``profile + beta (1 + e^eps)``, at most 1: the cohort outside [1, T]."""
+        """``profile + beta (1 + e^eps)``, at most 1: a cohort above T."""
         beta = self.tail
         if beta == 0.0:
             return profile
@@ -266,8 +267,8 @@ def client_epsilon(*, sigma: float, clip: float, rounds: int, clients: float, de
     Poisson-subsampled Gaussian).
 
     Args:
-        sigma, clip, clients, threat_model, sample_rate, relation, sampling,
-            count_sigma: as :class:`ClientLevelRound`.
+        sigma, clip, clients, threat_model: as :class:`ClientLevelRound`.
+        sample_rate, relation, sampling, count_sigma: likewise.
         rounds: R >= 1, rounds run (with sampling, every round counts, whether
             the client was sampled or not).
         delta: total delta in (0, 1).
@@ -311,16 +312,16 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
         target_epsilon: total eps > 0.
         target_delta: total delta in (0, 1).
         rounds: R >= 1.
-        clients, clip, threat_model, sample_rate, relation, sampling,
-            count_sigma: as :class:`ClientLevelRound`.
+        clients, clip, threat_model: as :class:`ClientLevelRound`.
+        sample_rate, relation, sampling, count_sigma: likewise.
 
     Returns:
         sigma > 0, the per-coordinate noise std, in the update's units.
 
     Raises:
         InvalidArgumentError, InvalidTypeError: values out of range or of the
-            wrong type; no sigma reaches the target (the count's noise alone,
-            or a cohort outside ``[1, T]``, costs more).
+            wrong type; no sigma reaches the target (the count's noise alone
+            costs more).
     """
     eps = _v.positive("target_epsilon", target_epsilon)
     delta = _v.probability_open("target_delta", target_delta)
@@ -349,8 +350,7 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
         if hi > 1e12 * probe.clip:
             raise _v.InvalidArgumentError(
                 f"no sigma reaches eps {eps:g} at delta {delta:g} in {rounds} round(s): the "
-                "adaptive clip's count noise, or a cohort outside [1, T] (see "
-                "cepam.accounting.cohort), already costs more")
+                "adaptive clip's count noise already costs more (raise count_sigma)")
     if lo == hi:
         while _epsilon(event(lo), rounds, delta) <= eps:
             hi, lo = lo, lo / 4.0

@@ -19,10 +19,11 @@ add/remove the server therefore *tops up* the noise on the sum to a fixed
 ``T`` clients' worth (:func:`cohort_cap`, :func:`topup_noise_std`) and
 divides by the fixed ``n`` (DP-FedAvg's fixed-denominator estimator): the
 released sum then carries ``N(0, T sigma^2)`` whatever the cohort, exactly
-the noise a central server would add, as long as ``1 <= k <= T``.  The cap
-is the ``1 - 10^-12`` quantile of the cohort of ``N + 1`` clients; a round
-outside ``[1, T]`` (:func:`cohort_tail`) is paid for in delta
-(``docs/privacy.md``, "Client sampling").
+the noise a central server would add, as long as ``k <= T`` (an empty
+cohort releases the top-up noise alone).  The cap is the ``1 - 10^-12``
+quantile of the cohort of ``N + 1`` clients; a larger cohort
+(:func:`cohort_tail`) is paid for in delta (``docs/privacy.md``, "Client
+sampling").
 
 >>> cohort_cap(clients=100, sample_rate=0.1)
 173
@@ -136,8 +137,9 @@ def cohort_cap(*, clients: float, sample_rate: float = 1.0) -> int:
 
 def cohort_tail(*, clients: float, sample_rate: float, cap: int) -> float:
     """``beta``: the chance, in the larger of two add/remove neighbours, that a
-    round's cohort exceeds ``cap``, plus the chance, in the smaller, that it is
-    empty (nothing released); see ``docs/privacy.md``.
+    round's cohort exceeds ``cap`` (its noise is then more than ``cap``
+    clients' worth); see ``docs/privacy.md``.  An empty cohort costs nothing
+    extra: the server then releases the top-up noise alone.
 
     Raises:
         InvalidArgumentError, InvalidTypeError: as :func:`population`, or cap < 1.
@@ -146,9 +148,7 @@ def cohort_tail(*, clients: float, sample_rate: float, cap: int) -> float:
 
     size = population(clients=clients, sample_rate=sample_rate)
     cap = _v.integer("cap", cap)
-    q = float(sample_rate)
-    empty = 1.0 if size == 1 else float(np.exp((size - 1) * np.log1p(-q))) if q < 1 else 0.0
-    return min(1.0, float(stats.binom.sf(cap, size + 1, q)) + empty)
+    return min(1.0, float(stats.binom.sf(cap, size + 1, float(sample_rate))))
 
 
 def topup_noise_std(*, sigma: float, cohort: int, cap: int) -> float:

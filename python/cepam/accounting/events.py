@@ -16,7 +16,7 @@ and every ordered pair of neighbours under a symmetric neighbouring relation
   ``z`` = noise std / l2 sensitivity (``dp_accounting.GaussianDpEvent``).
 * :class:`ProfileEvent` -- any mechanism given by a privacy profile.
 
->>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+>>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
 >>> ev = CepamGaussianRound(sigma=0.3, setting=s)
 >>> f"{float(ev.privacy_profile(1.0)):.3e}"   # delta of one round at eps = 1
 '2.968e-07'
@@ -94,7 +94,7 @@ class CepamGaussianRound:
     def describe(self) -> dict[str, Any]:
         s = self.setting
         return {"event": "cepam_gaussian_round", "bound": self.bound, "sigma": self.sigma,
-                "clip": s.clip, "clients": s.clients, "local_steps": s.local_steps,
+                "clip": s.clip, "clients": s.clients, "samples_per_round": s.samples_per_round,
                 "dataset_size": s.dataset_size, "threat_model": s.threat_model}
 
 
@@ -148,7 +148,7 @@ class CepamLaplaceRound:
         s = self.setting
         return {"event": "cepam_laplace_round", "bound": self.bound, "scale": self.scale,
                 "dimension": self.dimension, "clip": s.clip, "clients": s.clients,
-                "local_steps": s.local_steps, "dataset_size": s.dataset_size,
+                "samples_per_round": s.samples_per_round, "dataset_size": s.dataset_size,
                 "threat_model": s.threat_model}
 
 

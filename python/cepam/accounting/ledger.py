@@ -42,7 +42,7 @@ A server (such as a Flower strategy) uses it as follows::
 
 >>> import tempfile, os
 >>> from cepam.accounting import FLSetting, CepamGaussianRound
->>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+>>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
 >>> path = os.path.join(tempfile.mkdtemp(), "ledger.db")
 >>> with Ledger(path, name="demo", delta=1e-5) as ledger:
 ...     for r in range(80):
@@ -124,7 +124,9 @@ class LedgerEntry:
 
 
 def _setting(d: dict[str, Any]) -> FLSetting:
-    return FLSetting(clip=d["clip"], clients=d["clients"], local_steps=d["local_steps"],
+    # Ledgers written before the rename store samples_per_round as "local_steps".
+    samples = d["samples_per_round"] if "samples_per_round" in d else d["local_steps"]
+    return FLSetting(clip=d["clip"], clients=d["clients"], samples_per_round=samples,
                      dataset_size=d["dataset_size"], threat_model=d["threat_model"])
 
 
@@ -147,6 +149,16 @@ def _event_from(description: dict[str, Any]) -> PrivacyEvent:
                                 sampling=description.get("sampling", "poisson"),
                                 count_sigma=description.get("count_sigma"))
     raise FormatError(f"ledger holds an event of unknown kind {kind!r}")
+
+
+def _same_description(stored: str, text: str) -> bool:
+    """Whether the stored description ``stored`` rebuilds to the event that
+    ``text`` describes (False if it does not rebuild)."""
+    try:
+        event = _event_from(json.loads(stored))
+    except (ValueError, KeyError, TypeError):
+        return False
+    return json.dumps(event.describe(), sort_keys=True) == text
 
 
 def _check_event(event: object) -> dict[str, Any]:
@@ -334,7 +346,9 @@ class Ledger:
             row = db.execute("SELECT id, event, rounds FROM events WHERE run_id = ? AND round IS ?",
                              (run_id, round)).fetchone()
             if row is not None:
-                if row[1] != text or row[2] != rounds:
+                # (a record written before a rename reads back as its event does now)
+                same = row[1] == text or _same_description(row[1], text)
+                if not same or row[2] != rounds:
                     raise InvalidArgumentError(
                         f"{'the round-less record' if round is None else f'round {round}'} of "
                         f"run {run_id!r} is already recorded with another event")

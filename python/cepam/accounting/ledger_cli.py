@@ -52,14 +52,14 @@ def handler(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     columns = ("id", "time", "run_id", "round", "rounds", "event", "bound", "sigma/scale", "clip",
-               "clients", "local_steps", "dataset_size", "threat_model")
+               "clients", "samples_per_round", "dataset_size", "threat_model")
     rows = []
     for e in report["events"]:
         rows.append([
             e["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e["time"])), e["run_id"],
             e["round"], e["rounds"], e["event"], e.get("bound"),
             e.get("sigma", e.get("scale", e.get("noise_multiplier"))), e.get("clip"),
-            e.get("clients"), e.get("local_steps"), e.get("dataset_size"), e.get("threat_model")])
+            e.get("clients"), e.get("samples_per_round"), e.get("dataset_size"), e.get("threat_model")])
     cells = [list(columns)] + [[_cell(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
     out = sys.stdout

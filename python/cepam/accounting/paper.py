@@ -37,7 +37,7 @@ the paper's own l1 reading).
 The paper's setting (``|D| = 1666, tau = 15, K = 30, gamma = 1,
 sigma = 0.001``) with ``eps_t = 5.9``:
 
->>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666,
+>>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666,
 ...               threat_model="aggregate")
 >>> g = paper_gaussian_round(5.9, sigma=0.001, setting=s)
 >>> round(g.epsilon, 2), round(g.delta, 4)
@@ -79,7 +79,7 @@ def paper_gaussian_mu(*, sigma: float, setting: FLSetting) -> float:
         InvalidArgumentError: sigma <= 0.
     """
     setting = _check_setting(setting)
-    return setting.local_steps / setting.noise_multiplier(sigma)
+    return setting.samples_per_round / setting.noise_multiplier(sigma)
 
 
 def _log_delta_from_eps_tilde(eps_tilde: np.ndarray, mu: float, tau: int, n: int) -> np.ndarray:
@@ -118,7 +118,7 @@ def paper_gaussian_delta(
     eps, scalar = _v.epsilons("epsilon", epsilon)
     mu = paper_gaussian_mu(sigma=sigma, setting=setting)
     p = setting.sampling_probability
-    log_d = _log_delta_from_eps_tilde(base_epsilon(eps, p), mu, setting.local_steps,
+    log_d = _log_delta_from_eps_tilde(base_epsilon(eps, p), mu, setting.samples_per_round,
                                       setting.dataset_size)
     d = np.exp(np.minimum(log_d, 0.0))
     return float(d) if scalar else d
@@ -142,7 +142,7 @@ def paper_gaussian_round(eps_tilde: float, *, sigma: float, setting: FLSetting) 
     et = _v.positive("eps_tilde", eps_tilde)
     mu = paper_gaussian_mu(sigma=sigma, setting=setting)
     p = setting.sampling_probability
-    log_d = float(_log_delta_from_eps_tilde(np.asarray(et), mu, setting.local_steps,
+    log_d = float(_log_delta_from_eps_tilde(np.asarray(et), mu, setting.samples_per_round,
                                             setting.dataset_size))
     return RoundGuarantee(float(amplified_epsilon(et, p)), math.exp(min(log_d, 0.0)), et)
 
@@ -184,7 +184,7 @@ def paper_laplace_round(
         InvalidArgumentError: scale <= 0, dimension < 1, or an ``eps_tilde``
             below the condition ``eps_t >= 2 tau gamma sqrt(dimension) / b``.
 
-    >>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+    >>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
     >>> g = paper_laplace_round(scale=10.0, setting=s, dimension=1)   # the paper's l1 reading
     >>> round(g.eps_tilde, 3), round(g.epsilon, 4), g.delta
     (3.0, 0.158, 0.0)
@@ -195,7 +195,7 @@ def paper_laplace_round(
     setting = _check_setting(setting)
     b = _v.positive("scale", scale)
     d = _v.integer("dimension", dimension)
-    threshold = 2.0 * setting.local_steps * setting.clip * math.sqrt(d) / b
+    threshold = 2.0 * setting.samples_per_round * setting.clip * math.sqrt(d) / b
     if eps_tilde is None:
         et = threshold
     else:

@@ -35,7 +35,7 @@ One replaced sample moves the victim client's clipped update by at most
 Gaussian part has *noise multiplier* (noise std / l2 sensitivity)
 ``z = sigma * sqrt(m) / (2 gamma)`` with ``m = K``, ``K - 1`` or ``1``.
 
->>> s = FLSetting(clip=1.0, clients=30, local_steps=15, dataset_size=1666)
+>>> s = FLSetting(clip=1.0, clients=30, samples_per_round=15, dataset_size=1666)
 >>> round(s.sampling_probability, 6)
 0.008966
 >>> round(s.noise_multiplier(0.1), 6)   # client view: 0.1 * sqrt(29) / 2
@@ -54,29 +54,72 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 
 __all__ = ["FLSetting", "ThreatModel", "THREAT_MODELS", "sampling_probability", "check_setting",
-           "hidden_clients"]
+           "hidden_clients", "LOCAL_STEPS_RENAMED", "RECORD_LEVEL_LOOP"]
 
 ThreatModel = Literal["aggregate", "client", "server"]
 THREAT_MODELS: tuple[str, ...] = ("aggregate", "client", "server")
 
+#: Why ``local_steps`` is refused everywhere it used to be accepted: the one
+#: name meant two things that differ by the batch size, and passing optimizer
+#: steps where samples are meant under-reports eps (35-fold for 15 steps at
+#: batch size 32).
+LOCAL_STEPS_RENAMED = (
+    "local_steps (--local-steps) no longer exists: it meant two different things. "
+    "Samples drawn with replacement per round (optimizer steps x batch size in the paper's "
+    "loop) are now samples_per_round: FLSetting(samples_per_round=...), "
+    "sampling_probability(samples_per_round=...), `cepam privacy --samples-per-round`. "
+    "Optimizer (SGD) steps per round are now sgd_steps: FLConfig(sgd_steps=...), "
+    "`cepam fl run --sgd-steps`. Passing optimizer steps where samples are meant "
+    "under-reports eps (15 steps at batch size 32 are 480 samples)")
 
-def sampling_probability(*, dataset_size: int, local_steps: int) -> float:
+#: The loop a record-level eps holds for, said wherever one is printed (a
+#: client-level eps holds for any loop once the whole update is clipped).
+RECORD_LEVEL_LOOP = (
+    "it holds only for the paper's loop: each round a client trains from the received "
+    "global model on samples drawn uniformly with replacement from its own data "
+    "(single-sample SGD steps in the paper), nothing carried across rounds")
+
+
+def sampling_probability(*, dataset_size: int, samples_per_round: int | None = None,
+                         **renamed: object) -> float:
     """Probability ``p = 1 - (1 - 1/|D|)^tau`` that a given sample is drawn at
     least once in ``tau`` uniform draws with replacement from ``|D|`` samples.
 
-    Any number of draws is allowed: with replacement, ``tau`` (local steps
-    times the batch size) may exceed ``|D|``.
+    Any number of draws is allowed: with replacement, ``tau`` (optimizer
+    steps times the batch size) may exceed ``|D|``.
 
-    Raises :class:`~cepam.errors.InvalidArgumentError` unless both are at least 1.
+    Args:
+        dataset_size: ``|D|``, the client's samples (>= 1).
+        samples_per_round: ``tau``, the samples drawn with replacement in a
+            round (>= 1); not the number of optimizer steps.
 
-    >>> round(sampling_probability(dataset_size=1666, local_steps=15), 8)
+    Raises:
+        InvalidArgumentError: a value below 1.
+        InvalidTypeError: a value that is not an integer, a missing
+            ``samples_per_round``, or the old keyword ``local_steps`` (see
+            :data:`LOCAL_STEPS_RENAMED`).
+
+    >>> round(sampling_probability(dataset_size=1666, samples_per_round=15), 8)
     0.00896587
     """
+    _refuse_renamed("sampling_probability", renamed)
+    if samples_per_round is None:
+        raise InvalidTypeError("sampling_probability needs samples_per_round=")
     n = _v.integer("dataset_size", dataset_size)
-    tau = _v.integer("local_steps", local_steps)
+    tau = _v.integer("samples_per_round", samples_per_round)
     if n == 1:
         return 1.0
     return float(-np.expm1(tau * np.log1p(-1.0 / n)))
+
+
+def _refuse_renamed(where: str, keywords: dict[str, object]) -> None:
+    """Raise :class:`~cepam.errors.InvalidTypeError` for any keyword in
+    ``keywords`` (those ``where`` does not take), explaining ``local_steps``."""
+    if "local_steps" in keywords:
+        raise InvalidTypeError(f"{where}: {LOCAL_STEPS_RENAMED}")
+    if keywords:
+        raise InvalidTypeError(f"{where} got unexpected keyword argument(s) "
+                               f"{', '.join(sorted(keywords))}")
 
 
 def hidden_clients(clients: object, threat_model: object) -> int:
@@ -102,16 +145,18 @@ def hidden_clients(clients: object, threat_model: object) -> int:
     return {"aggregate": k, "client": k - 1, "server": 1}[threat_model]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class FLSetting:
     """CEPAM's per-round setting (units as in the paper).
 
     Attributes:
         clip: l2 clip ``gamma`` of each client's whole update (> 0).
         clients: number ``K`` of clients averaged per round (>= 1).
-        local_steps: samples ``tau`` drawn uniformly with replacement per
-            round (local steps times the batch size; the paper: single-sample
-            steps), ``tau >= 1``; it may exceed ``dataset_size``.
+        samples_per_round: samples ``tau`` each client draws uniformly with
+            replacement per round, ``tau >= 1``: optimizer steps times the
+            batch size (the paper: single-sample steps, so its steps); it
+            may exceed ``dataset_size``.  Not the number of optimizer steps
+            (:attr:`cepam.fl.FLConfig.sgd_steps` is that).
         dataset_size: samples ``|D|`` per client (>= 1).
         threat_model: ``"client"`` (default), ``"aggregate"`` or ``"server"``;
             see the module docstring.
@@ -119,26 +164,39 @@ class FLSetting:
     Raises:
         InvalidArgumentError: a value out of range, an unknown
             threat model, or ``"client"`` with ``K = 1``.
-        InvalidTypeError: a value of the wrong type.
+        InvalidTypeError: a value of the wrong type, a missing value, or
+            the old keyword ``local_steps`` (see :data:`LOCAL_STEPS_RENAMED`).
     """
 
     clip: float
     clients: int
-    local_steps: int
+    samples_per_round: int
     dataset_size: int
     threat_model: ThreatModel = "client"
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "clip", _v.positive("clip", self.clip))
-        object.__setattr__(self, "clients", _v.integer("clients", self.clients))
-        object.__setattr__(self, "local_steps", _v.integer("local_steps", self.local_steps))
-        object.__setattr__(self, "dataset_size", _v.integer("dataset_size", self.dataset_size))
+    # Written out (not generated) so that the old keyword local_steps, whose
+    # two meanings differ by the batch size, is refused with an explanation.
+    def __init__(self, clip: float, clients: int, samples_per_round: int | None = None,
+                 dataset_size: int | None = None, threat_model: ThreatModel = "client",
+                 **renamed: object) -> None:
+        _refuse_renamed("FLSetting", renamed)
+        for name, value in (("samples_per_round", samples_per_round),
+                            ("dataset_size", dataset_size)):
+            if value is None:
+                raise InvalidTypeError(f"FLSetting needs {name}=")
+        object.__setattr__(self, "clip", _v.positive("clip", clip))
+        object.__setattr__(self, "clients", _v.integer("clients", clients))
+        object.__setattr__(self, "samples_per_round",
+                           _v.integer("samples_per_round", samples_per_round))
+        object.__setattr__(self, "dataset_size", _v.integer("dataset_size", dataset_size))
+        object.__setattr__(self, "threat_model", threat_model)
         hidden_clients(self.clients, self.threat_model)
 
     @property
     def sampling_probability(self) -> float:
         """``p = 1 - (1 - 1/|D|)^tau``: chance a given sample is used in a round."""
-        return sampling_probability(dataset_size=self.dataset_size, local_steps=self.local_steps)
+        return sampling_probability(dataset_size=self.dataset_size,
+                                    samples_per_round=self.samples_per_round)
 
     @property
     def hidden_clients(self) -> int:

@@ -45,17 +45,27 @@ __all__ = ["subsampled_gaussian_remove_delta", "subsampled_gaussian_add_delta",
            "subsampled_gaussian_delta"]
 
 
+def _gaussian(eps: np.ndarray, mu: float) -> np.ndarray:
+    """The Gaussian pair's ``H_{e^eps}`` for every real eps: below 0 through the
+    pair's symmetry, ``delta(eps) = 1 - e^eps + e^eps delta(-eps)``, which
+    never overflows."""
+    eps = np.asarray(eps, dtype=float)
+    pos = np.exp(gaussian_log_delta(np.abs(eps), mu))
+    return np.where(eps >= 0, pos, -np.expm1(np.minimum(eps, 0.0)) + np.exp(
+        np.minimum(eps, 0.0)) * pos)
+
+
 def _remove(eps: np.ndarray, mu: float, q: float) -> np.ndarray:
     """H_{e^eps}((1-q) Q + q P || Q) for real eps (no validation)."""
     eps = np.asarray(eps, dtype=float)
     out = -np.expm1(np.minimum(eps, 0.0))  # 1 - alpha, used where alpha <= 1 - q
     if q >= 1.0:
-        return np.exp(gaussian_log_delta(eps, mu))
+        return _gaussian(eps, mu)
     above = eps > math.log1p(-q)
     e = eps[above]
     # log alpha' = log(alpha - (1 - q)) - log q, without cancellation
     log_a = e + np.log1p(-(1.0 - q) * np.exp(-e)) - math.log(q)
-    out[above] = q * np.exp(gaussian_log_delta(log_a, mu))
+    out[above] = q * _gaussian(log_a, mu)
     return out
 
 
@@ -63,12 +73,12 @@ def _add(eps: np.ndarray, mu: float, q: float) -> np.ndarray:
     """H_{e^eps}(Q || (1-q) Q + q P) for real eps (no validation)."""
     eps = np.asarray(eps, dtype=float)
     if q >= 1.0:
-        return np.exp(gaussian_log_delta(eps, mu))
+        return _gaussian(eps, mu)
     out = np.zeros_like(eps)
     below = eps < -math.log1p(-q)  # c = 1 - alpha (1 - q) > 0
     e = eps[below]
     log_c = np.log1p(-(1.0 - q) * np.exp(e))
-    out[below] = np.exp(log_c + gaussian_log_delta(e + math.log(q) - log_c, mu))
+    out[below] = np.exp(log_c) * _gaussian(e + math.log(q) - log_c, mu)
     return out
 
 

@@ -37,7 +37,7 @@ image, so the round's tradeoff function is Dong, Roth and Su's (2022)
 It needs the whole update to be clipped (not per tensor) and fresh indices
 each round; it is never larger than the paper's bound.
 
->>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666,
+>>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666,
 ...               threat_model="aggregate")
 >>> g = tight_gaussian_round(5.9, sigma=0.001, setting=s)
 >>> round(g.epsilon, 2), round(g.delta, 5)   # delta = p: no noise to speak of
@@ -152,7 +152,7 @@ def tight_laplace_round(*, scale: float, setting: FLSetting, dimension: int) -> 
     Raises:
         InvalidArgumentError: scale <= 0, dimension < 1.
 
-    >>> s = FLSetting(clip=1, clients=30, local_steps=15, dataset_size=1666)
+    >>> s = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
     >>> round(tight_laplace_round(scale=10.0, setting=s, dimension=1).epsilon, 4)
     0.002
     """

@@ -2,7 +2,7 @@
 together in one process.
 
 Each round: every client starts from the global weights and trains
-``local_steps`` momentum-SGD steps (all clients together, :mod:`.training`);
+``sgd_steps`` momentum-SGD steps (all clients together, :mod:`.training`);
 its update (local minus global weights) goes through the method's transport
 (:mod:`.methods`): real payload bytes with encode at the client and decode
 at the server for the compressing methods.  The server adds the average of
@@ -19,9 +19,10 @@ seeded Generator (:func:`sample_cohort`, logged in ``rounds.json``'s
 plain mean of the k decoded updates (replace-one), or the sum topped up to T
 clients' worth of noise divided by the expected cohort n (add-remove).  With
 adaptive clipping (``clip_quantile``, :class:`cepam.clipping.AdaptiveClip`)
-the clip and the noise std (``sigma / clip`` fixed) change every round; every
-Gaussian method publishes the noised clipped fraction (``count_sigma`` per
-client, :func:`.privacy.count_sigma`), accounted in ``client_epsilon``.
+the clip and the noise std (``sigma / clip`` fixed) change every round, and
+the noised clipped fraction is published (``count_sigma`` per client,
+:func:`.privacy.count_sigma`; with a fixed clip when
+``clipped_fraction_release``), accounted in ``client_epsilon``.
 
 Columns: ``train_loss`` is the clients' mean local loss; ``update_norm`` the
 mean l2 norm of the clients' updates before clipping and
@@ -214,7 +215,7 @@ def run_builtin_experiment(
             cohort = sample_cohort(config, t)
             k = len(cohort)
             if k:
-                idx = clients.sample(config.seed, t, config.local_steps, config.batch_size,
+                idx = clients.sample(config.seed, t, config.sgd_steps, config.batch_size,
                                      None if k == population else cohort)
                 local, losses = trainer.train(params, data.train_x[idx], data.train_y[idx], lr)
             t_train = time.perf_counter()

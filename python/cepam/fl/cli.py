@@ -7,8 +7,10 @@
   ``DIR/<run name>/seed<k>/`` (config.json, rounds.csv, rounds.json,
   state.pt).  A run interrupted and started again with the same command
   continues after its last completed round; finished runs are skipped.
-  After each private run it prints the accountant's eps (stderr), with a
-  warning when eps exceeds 10.  ``--json`` prints one object per run whose
+  After each private run it prints (stderr) its client-level eps (one
+  client's whole data; valid for any training loop) and its record-level
+  eps (one training example; for the paper's loop only, which this one
+  is), with a warning when either exceeds 10.  ``--json`` prints one object per run whose
   accuracies are fractions in [0, 1], as in the runs' files.
 * ``cepam fl table DIR`` prints the paper-style table (accuracy: mean and
   standard deviation over seeds; ``--json`` also has the 95% CI).  ``--delta D [D ...]`` adds a sigma column and one eps column per
@@ -101,8 +103,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=0, help="first seed")
     p.add_argument("--clients", type=positive_int, default=30,
                    help="K, the clients that train and send an update every round")
-    p.add_argument("--local-steps", type=positive_int, default=15,
-                   help="tau, local SGD steps per client and round")
+    p.add_argument("--sgd-steps", type=positive_int, default=15,
+                   help="local momentum-SGD steps per client and round (the paper's tau, 15); "
+                        "each draws --batch-size samples with replacement")
+    # The old name, which cepam privacy used for samples per round: refused
+    # with an explanation (_configs), not offered.
+    p.add_argument("--local-steps", dest="renamed_local_steps", default=None,
+                   help=argparse.SUPPRESS)
     p.add_argument("--batch-size", type=positive_int, default=1,
                    help="samples per local SGD step, 1 in the paper")
     p.add_argument("--samples-per-client", type=positive_int, default=None,
@@ -147,8 +154,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clip-count-sigma", type=positive_float, default=None,
                    help="per-client noise std on the clipped-or-not bit (default: "
                         "(n / 20) / sqrt(T), Andrew et al.'s n / 20 on the sum)")
-    p.add_argument("--no-clipped-fraction", action="store_true",
-                   help="with a fixed clip, publish (and account) no noised clipped fraction")
+    p.add_argument("--clipped-fraction", action="store_true",
+                   help="with a fixed clip, publish (and account) the per-round noised clipped "
+                        "fraction too (adaptive clipping always does)")
     p.add_argument("--server-lr", type=positive_float, default=1.0,
                    help="server learning rate on the released update (default 1)")
     p.add_argument("--out", required=True, help="results directory")
@@ -185,8 +193,12 @@ def _open_rate(text: str) -> float:
 
 
 def _configs(args: argparse.Namespace):
+    from ..accounting.setting import LOCAL_STEPS_RENAMED
+    from ..errors import InvalidTypeError
     from .config import FLConfig
 
+    if args.renamed_local_steps is not None:
+        raise InvalidTypeError(LOCAL_STEPS_RENAMED)
     methods = list(_METHODS) if "all" in args.method else list(dict.fromkeys(args.method))
     for model, method in itertools.product(args.model, methods):
         dims = sorted(set(args.dim)) if method.startswith("cepam") else [1]
@@ -199,7 +211,7 @@ def _configs(args: argparse.Namespace):
                     model=model, method=method, dim=dim, lattice=lattice, sigma=sigma, b=b,
                     sdq_step=args.sdq_step, clip=args.clip, clip_all=args.clip_all,
                     clients=args.clients, samples_per_client=args.samples_per_client,
-                    alpha=args.alpha, local_steps=args.local_steps, batch_size=args.batch_size,
+                    alpha=args.alpha, sgd_steps=args.sgd_steps, batch_size=args.batch_size,
                     lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
                     lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
                     val_size=args.val_size, test_size=args.test_size, delta=args.delta,
@@ -208,7 +220,7 @@ def _configs(args: argparse.Namespace):
                     relation=args.relation, clip_quantile=args.clip_quantile,
                     clip_learning_rate=args.clip_learning_rate,
                     clip_count_sigma=args.clip_count_sigma,
-                    clipped_fraction_release=not args.no_clipped_fraction,
+                    clipped_fraction_release=args.clipped_fraction,
                     server_lr=args.server_lr)
 
 
@@ -225,44 +237,82 @@ EPS_WARNING = 10.0
 
 
 def privacy_report(config, final: dict[str, Any]) -> list[str]:
-    """What ``fl run`` prints about a private run's privacy after it ends:
-    the accountant's eps (its ``epsilon`` column at the last round), the
-    client-level eps (``client_epsilon``: relation, level, threat model and
-    sampling named) and a warning when eps exceeds :data:`EPS_WARNING`.
+    """What ``fl run`` prints about a private run's privacy after it ends.
+
+    First the client-level eps (:func:`.privacy.client_level_epsilon`: one
+    client's whole data replaced; valid for any local training loop), then
+    the record-level eps (the ``epsilon`` column at the last round: one
+    training example replaced) with the loop it holds for, each naming its
+    relation, level and threat model; then a warning when an eps exceeds
+    :data:`EPS_WARNING`.  Empty for the methods that add no noise (``fl``,
+    ``fl-sdq``).
+
     Outside the paper's setting (client sampling, add-remove, adaptive
-    clipping, central DP) only the client-level eps applies.  Empty for the
-    runs that add no noise (``fl``, ``fl-sdq`` without central DP)."""
+    clipping, central DP: :attr:`FLConfig.paper_setting`) the record-level
+    analysis does not apply: the client-level eps only (the ``epsilon``
+    column, :func:`.privacy.client_epsilon_function`), naming its relation,
+    threat model and sampling."""
+    from ..accounting.setting import RECORD_LEVEL_LOOP
+    from .privacy import GAUSSIAN_METHODS, client_level_epsilon
+
+    if not config.paper_setting:
+        return _client_level_report(config, final)
+    record = float(final["epsilon"])
+    if math.isinf(record) and config.method not in GAUSSIAN_METHODS \
+            and "laplace" not in config.method:
+        return []
+    name = f"{config.run_name()} seed {config.seed}"
+    rounds = int(final["round"])
+    client = client_level_epsilon(config, rounds=rounds)
+    if math.isnan(record) or math.isnan(client):
+        return [f"{name}: eps not available (cepam.accounting could not compute it)"]
+    gaussian = config.method in GAUSSIAN_METHODS
+    noise = f"sigma = {config.sigma:g}" if gaussian else f"b = {config.b:g}"
+
+    def dp(eps: float) -> str:
+        return f"({eps:.4g}, {config.delta:g})-DP" if gaussian else f"{eps:.4g}-DP (pure)"
+
+    lines = [
+        f"{name}: client level: {dp(client)} after {rounds} rounds (replace-one client: one "
+        f"client's whole data replaced; threat model: an honest-but-curious client; any local "
+        f"training loop; {noise})",
+        f"{name}: record level: {dp(record)} after {rounds} rounds (replace-one record: one "
+        f"training example of one client replaced; threat model: an honest-but-curious client; "
+        f"tight bound); {RECORD_LEVEL_LOOP} (this run's loop: "
+        f"{config.sgd_steps} steps x batch {config.batch_size} = {config.samples_per_round} "
+        "samples a round)",
+    ]
+    hint = ("raise --sigma; `cepam privacy --target-eps` finds one" if gaussian
+            else "raise --laplace-b")
+    if not record <= EPS_WARNING:
+        lines.append(f"warning: eps = {record:.4g} > {EPS_WARNING:g} at record level (and "
+                     f"{client:.4g} at client level): this run is not meaningfully private "
+                     f"({hint})")
+    elif not client <= EPS_WARNING:
+        lines.append(f"warning: client-level eps = {client:.4g} > {EPS_WARNING:g}: a client's "
+                     f"whole data is not meaningfully protected, only its single records "
+                     f"(record-level eps {record:.4g}, for the paper's loop only) ({hint})")
+    return lines
+
+
+def _client_level_report(config, final: dict[str, Any]) -> list[str]:
+    """:func:`privacy_report` outside the paper's setting."""
     from .privacy import GAUSSIAN_METHODS, client_privacy_statement
 
     eps = float(final["epsilon"])
-    client_eps = float(final.get("client_epsilon", math.nan))
-    central = getattr(config, "central_dp", None) is not None
-    if (math.isinf(eps) and config.method not in GAUSSIAN_METHODS
-            and "laplace" not in config.method and not central):
+    if math.isinf(eps) and config.central_dp is None and config.method not in GAUSSIAN_METHODS \
+            and "laplace" not in config.method:
         return []
     name = f"{config.run_name()} seed {config.seed}"
-    client_line = (f"{name}: client-level ({client_eps:.4g}, {config.delta:g})-DP after "
-                   f"{final['round']} rounds ({client_privacy_statement(config)})")
-    if not config.paper_setting:
-        if math.isnan(client_eps):
-            return [f"{name}: client-level eps not available for this setting "
-                    f"({client_privacy_statement(config)})"]
-        lines, eps = [client_line], client_eps
-    elif math.isnan(eps):
-        return [f"{name}: eps not available (cepam.accounting could not compute it)"]
-    elif config.method in GAUSSIAN_METHODS:
-        lines = [f"{name}: ({eps:.4g}, {config.delta:g})-DP after {final['round']} rounds "
-                 f"({ACCOUNTING_VIEW}, sigma = {config.sigma:g})"]
-        if not math.isnan(client_eps):
-            lines.append(client_line)
-    else:
-        lines = [f"{name}: {eps:.4g}-DP (pure) after {final['round']} rounds "
-                 f"({ACCOUNTING_VIEW}, b = {config.b:g})"]
+    if math.isnan(eps):
+        return [f"{name}: client-level eps not available for this setting "
+                f"({client_privacy_statement(config)})"]
+    lines = [f"{name}: client level: ({eps:.4g}, {config.delta:g})-DP after {final['round']} "
+             f"rounds ({client_privacy_statement(config)}; any local training loop)"]
     if not eps <= EPS_WARNING:
-        hint = ("raise --sigma; `cepam privacy --target-eps` finds one"
-                if config.method in GAUSSIAN_METHODS else "raise --laplace-b")
-        lines.append(f"warning: eps = {eps:.4g} > {EPS_WARNING:g}: this run is not meaningfully "
-                     f"private ({hint})")
+        lines.append(f"warning: client-level eps = {eps:.4g} > {EPS_WARNING:g}: this run is not "
+                     "meaningfully private (raise --sigma; `cepam privacy --target-eps "
+                     "--sample-rate` finds one)")
     return lines
 
 

@@ -91,7 +91,11 @@ class FLConfig:
         clients: K.
         samples_per_client: IID share size (None: train_size // K).
         alpha: Dirichlet concentration of a non-IID split (None: IID).
-        local_steps: tau, local SGD steps per round.
+        sgd_steps: local optimizer (momentum-SGD) steps per client and
+            round (the paper's tau: 15).  Each draws ``batch_size`` samples
+            with replacement, so a round draws ``sgd_steps * batch_size``
+            samples: the accountant's
+            :attr:`cepam.accounting.FLSetting.samples_per_round`.
         batch_size: samples per local step (the paper: 1).
         lr, momentum: SGD settings.
         lr_patience, lr_factor: plateau schedule on validation accuracy.
@@ -126,8 +130,9 @@ class FLConfig:
             per client, :func:`cepam.clipping.default_count_sigma`).
         clipped_fraction_release: publish the per-round noised clipped
             fraction with a fixed clip too (Gaussian methods; accounted with
-            ``clip_count_sigma``).  False: no count is released nor accounted
-            (adaptive clipping needs it).
+            ``clip_count_sigma``).  Adaptive clipping always publishes it (its
+            clip follows it); with a fixed clip it costs privacy for a metric
+            only, so it is off unless asked for.
         server_lr: the server's learning rate: the global weights move by
             ``server_lr`` times the released (averaged) update.
         central_dp: None, or central DP on float32 updates (method "fl",
@@ -151,7 +156,7 @@ class FLConfig:
     clients: int = 30
     samples_per_client: int | None = None
     alpha: float | None = None
-    local_steps: int = 15
+    sgd_steps: int = 15
     batch_size: int = 1
     lr: float = 0.01
     momentum: float = 0.9
@@ -171,7 +176,7 @@ class FLConfig:
     clip_quantile: float | None = None
     clip_learning_rate: float = 0.2
     clip_count_sigma: float | None = None
-    clipped_fraction_release: bool = True
+    clipped_fraction_release: bool = False
     server_lr: float = 1.0
     central_dp: str | None = None
     noise_multiplier: float | None = None
@@ -182,7 +187,7 @@ class FLConfig:
         if self.method not in METHODS:
             raise InvalidArgumentError(
                 f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        for name in ("clients", "local_steps", "batch_size", "lr_patience", "train_size"):
+        for name in ("clients", "sgd_steps", "batch_size", "lr_patience", "train_size"):
             if int(getattr(self, name)) < 1:
                 raise InvalidArgumentError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("rounds", "val_size", "seed"):
@@ -256,9 +261,6 @@ class FLConfig:
             if not 0.0 < self.clip_quantile < 1.0:
                 raise InvalidArgumentError(
                     f"clip_quantile must be in (0, 1), got {self.clip_quantile}")
-            if not self.clipped_fraction_release:
-                raise InvalidArgumentError("adaptive clipping releases the noised clipped "
-                                           "fraction: clipped_fraction_release must be True")
         for name in ("clip_learning_rate", "server_lr"):
             v = float(getattr(self, name))
             if not (math.isfinite(v) and v > 0):
@@ -289,16 +291,35 @@ class FLConfig:
     @property
     def paper_setting(self) -> bool:
         """Whether the run is the paper's setting (every client every round,
-        replace-one, a fixed clip, no central noise): the record-level
-        accountant of :mod:`.privacy` covers it."""
+        replace-one, a fixed clip, no released clipped fraction, no central
+        noise): the record-level accountant of :mod:`.privacy` covers it."""
         return (not self.samples_clients and self.relation == "replace-one"
-                and self.clip_quantile is None and self.central_dp is None)
+                and self.clip_quantile is None and self.central_dp is None
+                and not self.clipped_fraction_release)
+
+    @property
+    def samples_per_round(self) -> int:
+        """Samples each client draws with replacement in a round,
+        ``sgd_steps * batch_size`` (the accountant's ``samples_per_round``)."""
+        return self.sgd_steps * self.batch_size
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FLConfig":
+        """The configuration ``d`` (:meth:`to_dict`) holds; a run saved
+        before ``local_steps`` was renamed ``sgd_steps`` reads the same.
+
+        Raises:
+            InvalidArgumentError: unknown keys, or both names.
+        """
+        d = dict(d)
+        if "local_steps" in d:  # config.json, rounds.json and state.pt of older runs
+            if "sgd_steps" in d:
+                raise InvalidArgumentError("a configuration holds both local_steps (the old "
+                                           "name) and sgd_steps")
+            d["sgd_steps"] = d.pop("local_steps")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
@@ -343,7 +364,7 @@ class FLConfig:
             else:
                 tokens.append(token)
         changes: dict[str, Any] = {}
-        patterns = (("dim", r"n(\d+)", int), ("lattice", f"({'|'.join(LATTICE_DIMS)})", str),
+        patterns = (("dim", r"n(\d+)", int), ("lattice", f"({'|'.join([*LATTICE_DIMS, 'auto'])})", str),
                     ("sigma", r"sigma(.+)", float), ("b", r"b(.+)", float),
                     ("alpha", r"alpha(.+)", float))
         for token in tokens:
@@ -387,12 +408,17 @@ class FLConfig:
         # rounds is left out: a run may be resumed with more rounds in its directory.
         named = {"model", "method", "dim", "lattice", "sigma", "b", "alpha", "seed", "rounds",
                  "engine"}
-        other = {k: v for k, v in self.to_dict().items()
+        other = {_HASHED_AS.get(k, k): v for k, v in self.to_dict().items()
                  if k not in named and v != getattr(default, k)}
         if other:
             parts.append(hashlib.sha256(json.dumps(other, sort_keys=True).encode())
                          .hexdigest()[:8])
         return "-".join(parts)
+
+
+# Settings hashed into run names under the name they had when the hash was
+# introduced, so that a renamed setting keeps its runs' directories.
+_HASHED_AS = {"sgd_steps": "local_steps"}
 
 
 def json_value(v: Any) -> Any:

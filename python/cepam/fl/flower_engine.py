@@ -116,7 +116,7 @@ def flower_apps(config: FLConfig, *, data_dir: str | None, initial: dict[str, to
         t = int(msg.content["config"]["server-round"])
         lr = float(msg.content["config"]["lr"])
         params = {n: torch.from_numpy(a.numpy().copy()) for n, a in msg.content["arrays"].items()}
-        idx = w["prepared"]["clients"].sample(config.seed, t, config.local_steps,
+        idx = w["prepared"]["clients"].sample(config.seed, t, config.sgd_steps,
                                               config.batch_size)[k:k + 1]
         local, losses = w["trainer"].train(params, w["data"].train_x[idx],
                                            w["data"].train_y[idx], lr)
@@ -154,7 +154,7 @@ def flower_apps(config: FLConfig, *, data_dir: str | None, initial: dict[str, to
                        min_available_nodes=config.clients)
         if config.method.startswith("cepam"):
             setting = FLSetting(clip=config.clip, clients=config.clients,
-                                local_steps=config.local_steps * config.batch_size,
+                                samples_per_round=config.samples_per_round,
                                 dataset_size=dataset_size)
             strategy = recording(CepamStrategy)(
                 inner, mechanism=method.mechanism, clip=config.clip, setting=setting,

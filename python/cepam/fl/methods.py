@@ -187,7 +187,8 @@ class LRSUQ(Method):
     def __init__(self, name: str, *, clip: float | None, mechanism, dim: int,
                  lattice: str) -> None:
         super().__init__(clip=clip)
-        # The A2 / D4 / E8 lattices have a fixed dimension: the default n = 1
+        # The A2 / D4 / E8 lattices have a fixed dimension, and "auto" picks
+        # the lattice and its dimension for every update: the default n = 1
         # means "the lattice's own" there.
         if lattice != "Z" and dim == 1:
             dim = None
@@ -195,14 +196,14 @@ class LRSUQ(Method):
         probe = cepam.encode(torch.zeros(1), mechanism, secret=bytes(32), round=0, client=0,
                              dim=dim, lattice=lattice, clip=clip)
         self.name, self.mechanism, self.lattice = name, mechanism, lattice
-        self.dim = cepam.inspect(probe, secret=bytes(32)).dim
+        # dim: what every payload uses; None for "auto", whose choice on this
+        # probe says nothing about the updates' (and which refuses a dim).
+        self.dim = None if lattice == "auto" else cepam.inspect(probe, secret=bytes(32)).dim
 
     def send(self, update, *, round, client, secret, noise):
-        # "auto" chooses the lattice and dimension per update (dim None).
         payload = cepam.encode(update, self.mechanism, secret=secret, round=round,
-                               client=client, message=0,
-                               dim=None if self.lattice == "auto" else self.dim,
-                               lattice=self.lattice, clip=self.clip)
+                               client=client, message=0, dim=self.dim, lattice=self.lattice,
+                               clip=self.clip)
         return Message(payload, None, 8 * len(payload), measured=True)
 
     def receive(self, message, *, client, secret):

@@ -51,10 +51,10 @@ from .config import MODEL_PARAMETERS
 if TYPE_CHECKING:
     from .config import FLConfig
 
-__all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_dataset_size", "GAUSSIAN_METHODS",
-           "LAPLACE_METHODS", "ACCOUNTING_VIEW", "CLIENT_THREAT_MODEL", "count_sigma",
-           "cohort_cap", "client_epsilon_function", "client_privacy_statement",
-           "central_epsilon", "calibrate_central_noise_multiplier"]
+__all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_dataset_size",
+           "client_level_epsilon", "GAUSSIAN_METHODS", "LAPLACE_METHODS", "ACCOUNTING_VIEW",
+           "CLIENT_THREAT_MODEL", "count_sigma", "cohort_cap", "client_epsilon_function",
+           "client_privacy_statement", "central_epsilon", "calibrate_central_noise_multiplier"]
 
 GAUSSIAN_METHODS = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
 LAPLACE_METHODS = ("cepam-laplace", "fl-laplace", "fl-laplace-sdq")
@@ -94,7 +94,7 @@ def epsilon_function(*, method: str, sigma: float, b: float = math.nan, delta: f
         acc = importlib.import_module("cepam.accounting")
     except ImportError:
         return _nan
-    setting = acc.FLSetting(clip=clip, clients=clients, local_steps=samples_per_round,
+    setting = acc.FLSetting(clip=clip, clients=clients, samples_per_round=samples_per_round,
                             dataset_size=dataset_size)
     if method in GAUSSIAN_METHODS:
         key = ("gaussian", sigma, delta, clip, clients, samples_per_round, dataset_size)
@@ -130,7 +130,7 @@ def config_epsilon_function(config: "FLConfig", *, delta: float, dataset_size: i
     of a non-IID run, nor is the model's size)."""
     return epsilon_function(method=config.method, sigma=config.sigma, b=config.b, delta=delta,
                             clip=config.clip, clients=config.clients,
-                            samples_per_round=config.local_steps * config.batch_size,
+                            samples_per_round=config.samples_per_round,
                             dataset_size=dataset_size, coordinates=coordinates)
 
 
@@ -149,6 +149,48 @@ def client_dataset_size(config: "FLConfig") -> int:
     if config.samples_per_client is not None:
         return config.samples_per_client
     return config.train_size // config.population_size
+
+
+def client_level_epsilon(config: "FLConfig", *, rounds: int) -> float:
+    """Client-level eps after ``rounds`` rounds of a run of ``config`` (at
+    ``config.delta`` for the Gaussian methods; pure DP for Laplace): one
+    client's whole data replaced, against an honest-but-curious client (the
+    view of the eps column), valid for any local training loop since each
+    client's whole update is clipped.  No amplification by sampling.
+    Outside the paper's setting (client sampling, add-remove, adaptive
+    clipping, a released clipped fraction, central DP) the value of
+    :func:`client_epsilon_function` instead.
+
+    * Gaussian methods: :func:`cepam.accounting.client_epsilon`.
+    * Laplace methods: ``rounds`` times the per-round eps of
+      :func:`cepam.accounting.tight_laplace_round` before amplification
+      (``2 gamma sqrt(m) / b``, whatever was sampled).
+    * ``inf`` for ``fl`` and ``fl-sdq``, 0 for no round, NaN without
+      :mod:`cepam.accounting`.
+
+    Raises:
+        InvalidArgumentError: ``rounds`` negative.
+    """
+    if rounds < 0:
+        raise InvalidArgumentError(f"rounds must be non-negative, got {rounds}")
+    if not config.paper_setting:
+        return client_epsilon_function(config)(rounds)
+    if config.method in _NOT_PRIVATE:
+        return math.inf
+    if rounds == 0:
+        return 0.0
+    try:
+        acc = importlib.import_module("cepam.accounting")
+        if config.method in GAUSSIAN_METHODS:
+            return float(acc.client_epsilon(sigma=config.sigma, clip=config.clip, rounds=rounds,
+                                            clients=config.clients, delta=config.delta))
+        # eps_tilde, the per-round eps before amplification, does not depend on |D|.
+        setting = acc.FLSetting(clip=config.clip, clients=config.clients,
+                                samples_per_round=config.samples_per_round, dataset_size=1)
+        return rounds * float(acc.tight_laplace_round(
+            scale=config.b, setting=setting, dimension=MODEL_PARAMETERS[config.model]).eps_tilde)
+    except ImportError:  # cepam.accounting needs scipy
+        return math.nan
 
 
 def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:
@@ -192,10 +234,12 @@ def cohort_cap(config: "FLConfig") -> int:
 def count_sigma(config: "FLConfig") -> float | None:
     """The per-client noise std on the clipped-or-not bit of a run, or None
     when it publishes no noised clipped fraction (methods other than the
-    Gaussian ones with client noise, or ``clipped_fraction_release`` False):
+    Gaussian ones with client noise; a fixed clip without
+    ``clipped_fraction_release``):
     ``clip_count_sigma``, else Andrew et al.'s ``(n / 20) / sqrt(T)``
     (:func:`cepam.clipping.default_count_sigma`)."""
-    if config.method not in GAUSSIAN_METHODS or not config.clipped_fraction_release:
+    if config.method not in GAUSSIAN_METHODS or not (config.clipped_fraction_release
+                                                     or config.clip_quantile is not None):
         return None
     if config.clip_count_sigma is not None:
         return float(config.clip_count_sigma)
@@ -291,10 +335,14 @@ def client_epsilon_function(config: "FLConfig") -> Callable[[int], float]:
         def compute(rounds: int) -> float:
             return central_epsilon(noise_multiplier=float(config.noise_multiplier),
                                    sample_rate=config.rate, rounds=rounds, delta=config.delta)
-    elif config.central_dp is not None or config.method in LAPLACE_METHODS:
+    elif config.central_dp is not None:
         return _nan
     elif config.method in _NOT_PRIVATE:
         return lambda rounds: math.inf
+    elif config.paper_setting:
+        return lambda rounds: client_level_epsilon(config, rounds=rounds)
+    elif config.method in LAPLACE_METHODS:
+        return _nan
     else:
         try:
             acc = importlib.import_module("cepam.accounting")
@@ -324,12 +372,16 @@ def client_epsilon_function(config: "FLConfig") -> Callable[[int], float]:
 
 
 def client_privacy_statement(config: "FLConfig") -> str:
-    """What the client-level eps of ``config`` is: its relation, level and
-    threat model, and the sampling it is amplified by."""
+    """What the client-level eps of ``config`` is: its relation, threat model
+    and the sampling it is amplified by."""
     if config.central_dp == "dp-fedavg":
-        who = "central DP-FedAvg, server noise, dp-accounting PLD"
+        who = "threat model: the released model only (central DP-FedAvg, dp-accounting PLD)"
     else:
-        who = f"threat model: {CLIENT_THREAT_MODEL} (honest-but-curious client)"
+        who = "threat model: an honest-but-curious client"
+    what = ("one client added or removed" if config.relation == "add-remove"
+            else "one client's whole data replaced")
     sampling = (f"{config.sampling} sampling q = {config.rate:g} of N = "
                 f"{config.population_size}" if config.samples_clients else "no client sampling")
-    return f"client-level, {config.relation}, {who}, {sampling}"
+    count = ("" if count_sigma(config) is None
+             else f"; noised clipped fraction released, count_sigma = {count_sigma(config):.3g}")
+    return f"{config.relation} client: {what}; {who}; {sampling}{count}"

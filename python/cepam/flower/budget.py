@@ -25,6 +25,17 @@ as K shrinks, so this bounds every round); without scipy a warning says it
 is missing (never silently).  A different
 and weaker-looking promise: it covers everything a client contributes, not
 one of its samples.
+
+:class:`ClientBudget` is the accounting of a run with client sampling
+(``sample_rate < 1`` or a fixed cohort), ``relation="add-remove"``, or the
+clipped-or-not count (adaptive clipping, the clipped-fraction metric):
+client-level only, one :class:`cepam.accounting.ClientLevelRound` per round
+the server ran (its cohort drawn, whatever the number of replies), with the
+expected cohort ``n = q N`` and the sampling rate ``q`` of that round,
+composed with :class:`cepam.accounting.PLDAccountant` (or recorded in, and
+composed by, the ledger).  The record-level analysis claims no sampling
+amplification and does not count the clipped-or-not bits, so no
+record-level eps is given there.
 """
 
 from __future__ import annotations
@@ -32,12 +43,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import cepam
 from cepam.accounting import FLSetting
 
-__all__ = ["Budget", "RECORD_LEVEL", "CLIENT_LEVEL"]
+__all__ = ["Budget", "ClientBudget", "RECORD_LEVEL", "CLIENT_LEVEL"]
 
 log = logging.getLogger("flwr.cepam")
 
@@ -156,3 +168,87 @@ def _client_epsilon() -> Any:
     from cepam.accounting import client_epsilon
 
     return client_epsilon
+
+
+class ClientBudget:
+    """The client-level privacy spent by a run with client sampling, either
+    relation, or the clipped-or-not count (see the module).
+
+    Args:
+        sigma: the run's first per-coordinate noise std (> 0); with adaptive
+            clipping each round's sigma is ``sigma / clip`` times its clip,
+            so the round's guarantee, which depends on that ratio only, is
+            the one of ``sigma`` and ``clip``.
+        clip: the run's first clip (> 0).
+        delta: the total delta in (0, 1).
+        threat_model: ``"aggregate"``, ``"client"`` or ``"server"``.
+        relation: ``"replace-one"`` or ``"add-remove"``.
+        sampling: ``"poisson"`` or ``"fixed"``.
+        count_sigma: the per-client noise std on the clipped-or-not bit, or
+            None (no count released).
+        ledger: a :class:`cepam.accounting.Ledger` or None.
+        run_id: the run's id in the ledger.
+    """
+
+    def __init__(self, *, sigma: float, clip: float, delta: float, threat_model: str,
+                 relation: str, sampling: str, count_sigma: float | None = None,
+                 ledger: Any = None, run_id: str = "") -> None:
+        self.sigma, self.clip, self.delta = sigma, clip, delta
+        self.threat_model, self.relation, self.sampling = threat_model, relation, sampling
+        self.count_sigma, self.ledger, self.run_id = count_sigma, ledger, run_id
+        self.events: list[Any] = []  # one per accounted round
+
+    def event(self, *, clients: float, sample_rate: float) -> Any:
+        """The privacy event of one round: expected cohort ``clients`` (n =
+        q N), sampling rate ``sample_rate`` (q).
+
+        Raises:
+            InvalidArgumentError: values the accountant refuses.
+        """
+        from cepam.accounting import ClientLevelRound
+
+        return ClientLevelRound(sigma=self.sigma, clip=self.clip, clients=clients,
+                                threat_model=self.threat_model, sample_rate=sample_rate,
+                                relation=self.relation, sampling=self.sampling,
+                                count_sigma=self.count_sigma)
+
+    def epsilon(self, extra: Iterable[Any] = ()) -> float:
+        """Client-level eps at ``delta`` of the accounted rounds and the
+        events ``extra`` (rounds not run yet), and, with a ledger,
+        everything it holds besides."""
+        extra = list(extra)
+        if self.ledger is not None:  # it holds the accounted rounds already
+            return float(self.ledger.epsilon_with(extra, delta=self.delta))
+        events = self.events + extra
+        if not events:
+            return 0.0
+        from cepam.accounting import PLDAccountant
+
+        accountant = PLDAccountant()
+        counts: dict[Any, int] = {}
+        for event in events:  # identical rounds compose as one self-composition
+            counts[event] = counts.get(event, 0) + 1
+        for event, rounds in counts.items():
+            accountant.compose(event, rounds)
+        return float(accountant.get_epsilon(self.delta))
+
+    def release(self, event: Any, *, round: int, max_epsilon: float | None = None) -> float:
+        """Accounts a round (in the ledger first, if any: durably, before the
+        round's result is used); returns eps so far.
+
+        Raises:
+            PrivacyBudgetError: (with a ledger) the round would take what the
+                ledger holds above ``max_epsilon``; nothing is recorded.
+        """
+        if self.ledger is not None:
+            self.ledger.record(event, run_id=self.run_id, round=int(round),
+                               max_epsilon=max_epsilon)
+        self.events.append(event)
+        return self.epsilon()
+
+    def label(self) -> str:
+        """What the eps is: its level, relation and threat model, and the
+        count's noise (for log lines)."""
+        return (f"client-level, {self.relation}, threat model {self.threat_model!r}"
+                + ("" if self.count_sigma is None else
+                   f", clipped-or-not bits noised with sd {self.count_sigma:g}"))

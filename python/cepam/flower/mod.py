@@ -25,24 +25,45 @@ central-DP clipping is configured on the same run (``fixedclipping_mod`` /
 ``adaptiveclipping_mod`` and their server wrappers add their own noise and
 clipping: cepam already does both), when a message's context was already
 used by this node (a resent message), and when its key material is missing.
-Evaluate and query messages pass through untouched.  Flower's
+Evaluate and query messages pass through untouched.
+
+A node may set a floor on the privacy it gives, whatever the server asks
+(:data:`FLOOR_KEYS`, in its node config): ``cepam-min-sigma`` (the smallest
+Gaussian sigma it encodes with), ``cepam-min-laplace-b`` (the smallest
+Laplace scale b) and ``cepam-max-clip`` (the largest clip).  Each noise
+floor is for its own mechanism, and a node that sets a noise floor encodes
+only with the mechanisms it set one for: with ``cepam-min-sigma`` alone, a
+server that switches to Laplace is refused too (no floor would bind it).  A
+round configuration below a floor is refused before training: an error in
+the node's log, an error reply to the server, no payload.  A floor value
+that is not a positive finite number is refused the same way at the first
+train message, naming the key.  Flower's
 ``LocalDpMod`` cannot be detected (it adds noise to the reply's arrays
 before this mod sees them): do not combine it with cepam_mod, whose noise
 already is the mechanism's.
+
+When the server asks for it (``count-sigma`` in the configuration: adaptive
+clipping, or the clipped-fraction metric), the mod adds to the reply's
+metrics the node's clipped-or-not bit noised by the node itself
+(:data:`.protocol.UNCLIPPED_METRIC`, :func:`cepam.clipping.noisy_bit`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Error, Message, MessageType
+from flwr.app import (
+    Array, ArrayRecord, ConfigRecord, Context, Error, Message, MessageType, MetricRecord,
+)
 
 import cepam
+from cepam.clipping import noisy_bit
 from cepam.guard import ContextGuard
 from cepam.keys import Context as KeyContext
-from cepam.errors import CepamError, ContextReuseError
+from cepam.errors import CepamError, ContextReuseError, InvalidArgumentError
 
 from .keys import (
     KEY_FILE_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, STATE_KEY, KeyPair, agreed_secret,
@@ -50,10 +71,11 @@ from .keys import (
 )
 from .protocol import (
     CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY, PAYLOAD_RECORD, PAYLOAD_STYPE,
-    RoundConfig, flat_name,
+    UNCLIPPED_METRIC, RoundConfig, flat_name,
 )
 
-__all__ = ["cepam_mod", "ERROR_CODE"]
+__all__ = ["cepam_mod", "ERROR_CODE", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
+           "FLOOR_KEYS", "node_floor"]
 
 log = logging.getLogger("cepam.flower")
 
@@ -63,9 +85,68 @@ _STATE = "cepam"  # the node's Context state record: key pair and used contexts
 _FLOWER_CLIPPING_KEY = "clipping_norm"  # what Flower's central-DP wrappers send
 _USED_LIMIT = 4096  # contexts remembered per run
 
+#: Node-config keys of the node's own floor on the privacy it gives.
+MIN_SIGMA_KEY = "cepam-min-sigma"
+MIN_LAPLACE_B_KEY = "cepam-min-laplace-b"
+MAX_CLIP_KEY = "cepam-max-clip"
+FLOOR_KEYS = (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY, MAX_CLIP_KEY)
+# The noise floor key of each mechanism (by its configuration name).
+_NOISE_FLOORS = {cepam.Gaussian.name: (MIN_SIGMA_KEY, "sigma"),
+                 cepam.Laplace.name: (MIN_LAPLACE_B_KEY, "b")}
+
 
 class _Refusal(Exception):
     """A reason to send an error reply instead of the update."""
+
+
+class _FloorRefusal(_Refusal):
+    """The server asked for less privacy than the node's floor (or the floor
+    is misconfigured): logged as an error on the node."""
+
+
+def node_floor(node_config: Any) -> dict[str, float]:
+    """The floor keys (:data:`FLOOR_KEYS`) set in ``node_config``, as floats.
+
+    Raises:
+        InvalidArgumentError: a value that is not a positive finite number
+            (bools and strings included), naming the key.
+    """
+    floor = {}
+    for key in FLOOR_KEYS:
+        if key not in node_config:
+            continue
+        value = node_config[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not (math.isfinite(value) and value > 0):
+            raise InvalidArgumentError(
+                f"node config {key} must be a positive finite number (for example "
+                f"--node-config \"{key}=0.5\", unquoted), got {value!r}")
+        floor[key] = float(value)
+    return floor
+
+
+def _check_floor(config: RoundConfig, ctx: Context) -> None:
+    """Refuses (:class:`_FloorRefusal`) a round configuration below the
+    node's floor, or any configuration while the floor is misconfigured."""
+    try:
+        floor = node_floor(ctx.node_config)
+    except InvalidArgumentError as exc:
+        raise _FloorRefusal(f"{exc}; nothing is encoded until it is fixed") from None
+    if not floor:
+        return
+    mechanism = config.mechanism
+    key, what = _NOISE_FLOORS[mechanism.name]
+    scale = float(mechanism.scale)
+    if key in floor and scale < floor[key]:
+        raise _FloorRefusal(f"the server asks for {mechanism.name} {what} = {scale:g}, below "
+                            f"this node's floor {key} = {floor[key]:g}: not encoded")
+    if key not in floor and any(k in floor for k, _ in _NOISE_FLOORS.values()):
+        raise _FloorRefusal(f"the server asks for the {mechanism.name} mechanism, for which "
+                            f"this node sets no floor ({key}) while it sets one for another "
+                            "mechanism: not encoded")
+    if MAX_CLIP_KEY in floor and not config.clip <= floor[MAX_CLIP_KEY]:
+        raise _FloorRefusal(f"the server asks for clip = {config.clip:g}, above this node's "
+                            f"{MAX_CLIP_KEY} = {floor[MAX_CLIP_KEY]:g}: not encoded")
 
 
 def _is_float(array: np.ndarray) -> bool:
@@ -157,11 +238,33 @@ def _check_no_flower_dp(msg: Message) -> None:
                            "clips and adds noise itself: use one or the other")
 
 
+def _report_unclipped(reply: Message, update: dict[str, np.ndarray], config: RoundConfig
+                      ) -> None:
+    """With ``count-sigma`` configured, puts the noised clipped-or-not bit in
+    the reply's MetricRecord: ``b + N(0, count_sigma^2)``, b = 1 if the whole
+    update's l2 norm (before clipping) is at most the round's clip, the noise
+    from this node's own randomness (OS entropy)."""
+    if config.count_sigma is None:
+        return
+    norm = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in update.values()))
+    noised = noisy_bit(norm, clip=config.clip, count_sigma=config.count_sigma,
+                       rng=np.random.default_rng())
+    metrics = list(reply.content.metric_records)
+    if len(metrics) > 1:
+        raise _Refusal(f"the train reply has {len(metrics)} MetricRecords; the clipped-or-not "
+                       "bit goes into its one MetricRecord")
+    if not metrics:
+        metrics = ["metrics" if "metrics" not in reply.content else "cepam-metrics"]
+        reply.content[metrics[0]] = MetricRecord()
+    reply.content[metrics[0]][UNCLIPPED_METRIC] = noised
+
+
 def _encode_reply(msg: Message, ctx: Context, reply: Message, config: RoundConfig,
                   secret: bytes, public: bytes | None) -> Message:
     received = {k: msg.content[k] for k in msg.content.array_records}
     returned = {k: reply.content[k] for k in reply.content.array_records}
     update = _update(received, returned)
+    _report_unclipped(reply, update, config)
     state = ctx.node_config.get(STATE_KEY)
     payload = cepam.encode(update, config.mechanism, secret=secret, round=config.round,
                            client=int(msg.metadata.dst_node_id) % (1 << 64),
@@ -186,6 +289,9 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     default; ``cepam-key-file`` to keep its key across runs), or
     ``cepam-secret-file`` in its node config for pre-shared secrets; and,
     for replay protection across restarts, ``cepam-state`` (a file).
+    Optionally its own floor, ``cepam-min-sigma``, ``cepam-min-laplace-b``
+    and ``cepam-max-clip`` (see the module): a server asking for less is
+    refused before training.
 
     Returns:
         The reply with one payload Array in place of its ArrayRecords, or an error
@@ -199,11 +305,12 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
             raise _Refusal("the server sent no cepam configuration (is it a CepamStrategy?); "
                            "the update is not sent unprotected")
         config = RoundConfig.from_record(msg.content[CONFIG_RECORD])
+        _check_floor(config, ctx)
         state = _state(ctx)
         secret, public = _secret(msg, ctx, config, state)
         _claim_context(state, config, ctx, secret, int(msg.metadata.dst_node_id))
     except (_Refusal, CepamError) as exc:
-        log.warning("cepam_mod: %s", exc)
+        (log.error if isinstance(exc, _FloorRefusal) else log.warning)("cepam_mod: %s", exc)
         return Message(Error(ERROR_CODE, f"cepam_mod: {exc}"), reply_to=msg)
     reply = call_next(msg, ctx)
     if reply.has_error():

@@ -13,12 +13,15 @@ replaced by one ArrayRecord named :data:`PAYLOAD_RECORD` holding one
 :data:`PAYLOAD_STYPE`, a bare payload as its bytes: the update of every
 float array of every ArrayRecord, in the order of the train message), its
 own metrics unchanged (nothing about the payload's size: the server knows
-it, and only what padding makes public is released), and, with key
+it, and only what padding makes public is released) plus, when the
+configuration asks for it (``count-sigma``), the client's noised
+clipped-or-not bit as :data:`UNCLIPPED_METRIC`, and, with key
 agreement, its public key in a ConfigRecord named :data:`CONFIG_RECORD`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +31,8 @@ from cepam.payload import VERSION
 
 __all__ = [
     "CONFIG_RECORD", "PAYLOAD_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "KEYS_AGREED",
-    "KEYS_PRESHARED", "ACCOUNTED", "RoundConfig", "mechanism_of", "flat_name", "pad_to_text",
-    "pad_from_text",
+    "KEYS_PRESHARED", "ACCOUNTED", "UNCLIPPED_METRIC", "RoundConfig", "mechanism_of", "flat_name",
+    "pad_to_text", "pad_from_text",
 ]
 
 CONFIG_RECORD = "cepam"
@@ -38,6 +41,8 @@ PAYLOAD_ARRAY = "cepam"
 PAYLOAD_STYPE = f"cepam/v{VERSION}"
 KEYS_AGREED, KEYS_PRESHARED = "x25519", "pre-shared"
 CLIENT_KEY = "client-key"
+#: The reply metric holding the client's noised clipped-or-not bit.
+UNCLIPPED_METRIC = "cepam-unclipped"
 
 #: The mechanisms a cepam configuration carries: those :mod:`.budget` accounts for.
 ACCOUNTED = (cepam.Gaussian, cepam.Laplace)
@@ -85,6 +90,12 @@ class RoundConfig:
         pad: the padding every payload must use (``cepam.encode``'s ``pad``).
         server_key: the server's X25519 public key (32 bytes) for
             :data:`KEYS_AGREED`, else empty.
+        count_sigma: None, or the std of the Gaussian noise the client adds
+            to its clipped-or-not bit (``1`` if its update's l2 norm is at
+            most ``clip`` before clipping, else ``0``) and reports in the
+            reply's metrics as :data:`UNCLIPPED_METRIC` (the server asks for
+            it to publish the round's clipped fraction and, with adaptive
+            clipping, to move the clip).
     """
 
     mechanism: cepam.Gaussian | cepam.Laplace
@@ -97,6 +108,7 @@ class RoundConfig:
     keys: str
     server_key: bytes = b""
     pad: str | int | None = None
+    count_sigma: float | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The values of the ConfigRecord (str, int, float, bytes only)."""
@@ -106,6 +118,7 @@ class RoundConfig:
             "dim": 0 if self.dim is None else int(self.dim), "coder": self.coder,
             "round": int(self.round), "message": int(self.message), "keys": self.keys,
             "server-key": bytes(self.server_key), "pad": pad_to_text(self.pad),
+            "count-sigma": 0.0 if self.count_sigma is None else float(self.count_sigma),
         }
 
     @classmethod
@@ -124,13 +137,18 @@ class RoundConfig:
                          dim=int(values["dim"]) or None, coder=str(values["coder"]),
                          round=int(values["round"]), message=int(values["message"]),
                          keys=str(values["keys"]), server_key=bytes(values["server-key"]),
-                         pad=pad_from_text(str(values["pad"])))
+                         pad=pad_from_text(str(values["pad"])),
+                         count_sigma=float(record.get("count-sigma", 0.0)) or None)
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"malformed cepam configuration: {exc}") from None
         if config.keys not in (KEYS_AGREED, KEYS_PRESHARED):
             raise FormatError(f"unknown key mode {config.keys!r}")
         if config.keys == KEYS_AGREED and len(config.server_key) != 32:
             raise FormatError("key agreement without a 32-byte server key")
+        if config.count_sigma is not None and not (math.isfinite(config.count_sigma)
+                                                   and config.count_sigma > 0.0):
+            raise FormatError(f"count-sigma must be a positive finite number or 0, got "
+                              f"{config.count_sigma!r}")
         if config.round < 0 or config.message < 0:
             raise InvalidArgumentError("round and message must be non-negative")
         return config

@@ -39,6 +39,36 @@ round the wrapper
 Released metrics hold no per-client payload size: the mean size goes into
 ``cepam-payload-bytes`` only with fixed-size padding (``pad="max"``, the
 default, or a number of bytes), where the size is public anyway.
+
+**Client sampling, relations, adaptive clipping.**  With ``sample_rate=q <
+1`` the wrapper samples the cohort itself: the inner strategy addresses
+every connected node (``fraction_train=1.0``), the N nodes it addressed are
+the population, and each keeps its train message with probability q
+(Poisson sampling, a numpy Generator of the server's, its seed logged), or,
+with ``sampling="fixed"``, ``clients`` of them are drawn uniformly without
+replacement; the cohort's size is logged each round.  Under
+``relation="replace-one"`` (the default) the released update is the plain
+mean of the k decoded updates; under ``"add-remove"`` the server adds
+"top-up" noise ``N(0, (T - k) sigma^2)`` per coordinate to their sum (``T =
+cepam.accounting.cohort_cap(clients=n, sample_rate=q)``, ``n = q N``) and
+divides by the fixed ``n`` (DP-FedAvg's fixed-denominator estimator), so the
+noise is always T clients' worth and k is not released: each accepted
+reply's decoded update ``d_i`` is handed to the inner strategy as ``(k/n) d_i
++ t/n`` (one top-up vector t), whose plain mean is ``(sum d_i + t) / n``.
+With ``clip_count_sigma`` each sampled client also reports its
+clipped-or-not bit (1 if its update's norm is within the round's clip)
+noised by itself, ``b_i + N(0, clip_count_sigma^2)``; the server sums the
+bits (adding ``N(0, (T - k) clip_count_sigma^2)`` under add-remove), divides
+by n (add-remove) or k (replace-one), and publishes one minus that noised
+unclipped fraction as ``cepam-clipped-fraction``; with ``clip_quantile``
+the clip follows that quantile of the update norms
+(:class:`cepam.clipping.AdaptiveClip`, Andrew et al. 2021), the noise
+follows the clip (``sigma_t = (sigma / clip) C_t``), and each round's clip
+and sigma travel in its configuration.  Any of these makes the accounting
+client-level (:class:`.budget.ClientBudget`: one
+:class:`cepam.accounting.ClientLevelRound` per round the server ran, k = 0
+included), reported as ``cepam-client-epsilon`` with a log line naming the
+relation, the level and the threat model.
 """
 
 from __future__ import annotations
@@ -58,24 +88,32 @@ from flwr.serverapp.strategy import Result, Strategy
 import cepam
 from cepam._checks import check_clip
 from cepam.accounting import FLSetting, Ledger
+from cepam.accounting.setting import RECORD_LEVEL_LOOP
 from cepam.errors import InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
 from cepam.padding import check_pad
 from cepam.structure import BARE
 
-from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget
+from cepam.accounting.cohort import RELATIONS, SAMPLINGS
+from cepam.accounting.setting import THREAT_MODELS
+from cepam.clipping import AdaptiveClip, noised_unclipped_fraction
+
+from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget, ClientBudget
 from .keys import KeyPair, KeyPins, SecretSource, agreed_secret, preshared_lookup
 from .protocol import (
     ACCOUNTED, CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED, PAYLOAD_ARRAY,
-    PAYLOAD_RECORD, PAYLOAD_STYPE, RoundConfig, flat_name,
+    PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
 )
 
-__all__ = ["CepamStrategy", "METRIC_UPDATES", "METRIC_DROPPED", "METRIC_PAYLOAD_BYTES"]
+__all__ = ["CepamStrategy", "METRIC_UPDATES", "METRIC_DROPPED", "METRIC_PAYLOAD_BYTES",
+           "METRIC_CLIPPED_FRACTION", "METRIC_CLIP"]
 
 log = logging.getLogger("flwr.cepam")
 
 METRIC_UPDATES = "cepam-updates"
 METRIC_DROPPED = "cepam-dropped"
 METRIC_PAYLOAD_BYTES = "cepam-payload-bytes"
+METRIC_CLIPPED_FRACTION = "cepam-clipped-fraction"
+METRIC_CLIP = "cepam-clip"
 _FLOWER_DP = (
     "DifferentialPrivacyServerSideFixedClipping",
     "DifferentialPrivacyClientSideFixedClipping",
@@ -113,6 +151,42 @@ class _Sent:
                                        "rename an ArrayRecord or an array")
         self.coordinates = sum(int(a.size) for a in self.template.values())
         self.float32_bytes = 4 * self.coordinates
+
+
+class _Opened:
+    """An accepted reply: its decoded update, what was sent, the payload's
+    size and the noised clipped-or-not bit (None if not asked for)."""
+
+    def __init__(self, reply: Message, sent: _Sent, update: dict[str, np.ndarray],
+                 metrics: str, size: int, bit: float | None) -> None:
+        self.reply, self.sent, self.update = reply, sent, update
+        self.metrics, self.size, self.bit = metrics, size, bit
+
+
+class _Plan:
+    """A round of the client-level mode: the nodes addressed (N), the cohort
+    drawn, the expected cohort n = q N, the rate q and the round's event."""
+
+    def __init__(self, population: int, cohort: list[int], clients: float, sample_rate: float,
+                 event: Any) -> None:
+        self.population, self.cohort, self.clients = population, cohort, clients
+        self.sample_rate, self.event = sample_rate, event
+
+
+def _check_real(name: str, value: object, *, low: float, high: float | None = None,
+                open_high: bool = True) -> float:
+    """``value`` as a float in (low, high) (or (low, high] with
+    ``open_high=False``); raises InvalidTypeError / InvalidArgumentError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    above = math.isfinite(value) and value > low
+    below = high is None or (value < high if open_high else value <= high)
+    if not (above and below):
+        span = f"({low:g}, {'inf' if high is None else format(high, 'g')}" + \
+               (")" if open_high or high is None else "]")
+        raise InvalidArgumentError(f"{name} must be in {span}, got {value!r}")
+    return value
 
 
 class CepamStrategy(Strategy):
@@ -164,10 +238,45 @@ class CepamStrategy(Strategy):
             (or that keys are pinned): otherwise :meth:`start` logs a loud
             warning, since an active man in the middle could run the
             agreement with both sides and read every update.
+        sample_rate: q in (0, 1]: each node the inner strategy addresses
+            (it must address every connected node: ``fraction_train=1.0``)
+            gets its train message with probability q (Poisson sampling,
+            the server's randomness); 1.0 (the default): every node, as
+            today.  Below 1 the accounting is client-level, with
+            amplification by sampling.
+        relation: ``"replace-one"`` (the default: the plain mean of the k
+            decoded updates) or ``"add-remove"`` (top-up noise to T clients'
+            worth and the fixed denominator n = q N; neighbouring
+            federations differ by one client's presence); anything but the
+            default makes the accounting client-level.
+        sampling: ``"poisson"`` (the default) or ``"fixed"``: ``clients``
+            nodes drawn uniformly without replacement each round (accounted
+            with rate ``clients / N``; replace-one only).
+        clients: the fixed cohort's size (``sampling="fixed"`` only).
+        sampling_seed: seeds the server's cohort draws and its top-up noise
+            (for reproducible experiments: anyone who knows it knows the
+            cohorts and the top-up noise); None (the default): a fresh
+            seed for the cohorts each run, logged, and top-up noise from
+            unlogged OS entropy.
+        threat_model: the client-level accounting's adversary:
+            ``"aggregate"``, ``"client"`` or ``"server"``; None: the
+            setting's, or ``"client"`` without one (``"server"`` with
+            ``"add-remove"`` is refused: unbounded).
+        clip_quantile: gamma in (0, 1): adaptive clipping, the clip follows
+            this quantile of the update norms (needs ``clip_count_sigma``
+            and a Gaussian mechanism; ``clip`` is the first round's clip
+            and the noise keeps the ratio ``sigma / clip``).  None (the
+            default): a fixed clip.
+        clip_learning_rate: eta > 0 of the geometric clip update (0.2).
+        clip_count_sigma: std (> 0) of the Gaussian noise each client adds
+            to its clipped-or-not bit: the round's noised clipped fraction
+            is published (``cepam-clipped-fraction``) and accounted, for a
+            fixed clip too.  None (the default): no bit is collected.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings, or a Flower DP
-            wrapper as ``strategy``.
+            wrapper as ``strategy``, or an inner strategy that samples
+            nodes itself while the wrapper samples.
     """
 
     def __init__(self, strategy: Strategy, *, mechanism: cepam.Gaussian | cepam.Laplace,
@@ -177,7 +286,12 @@ class CepamStrategy(Strategy):
                  pad: str | int | None = "max", bound: str = "tight", ledger: Any = None,
                  ledger_name: str | None = None, max_reply_bytes: int | None = None,
                  pinned_keys: str | os.PathLike[str] | None = None,
-                 authenticated_transport: bool = False) -> None:
+                 authenticated_transport: bool = False, sample_rate: float = 1.0,
+                 relation: str = "replace-one", sampling: str = "poisson",
+                 clients: int | None = None, sampling_seed: int | None = None,
+                 threat_model: str | None = None, clip_quantile: float | None = None,
+                 clip_learning_rate: float = 0.2,
+                 clip_count_sigma: float | None = None) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidTypeError(f"strategy must be a Flower Strategy, got "
                                    f"{type(strategy).__name__}")
@@ -206,8 +320,13 @@ class CepamStrategy(Strategy):
             if setting.clip != self.clip:
                 raise InvalidArgumentError(f"setting.clip ({setting.clip}) must equal clip "
                                            f"({self.clip})")
+        self._init_sampling(strategy, mechanism, setting, sample_rate=sample_rate,
+                            relation=relation, sampling=sampling, clients=clients,
+                            sampling_seed=sampling_seed, threat_model=threat_model,
+                            clip_quantile=clip_quantile, clip_learning_rate=clip_learning_rate,
+                            clip_count_sigma=clip_count_sigma)
         if max_epsilon is not None:
-            if setting is None:
+            if setting is None and not self._client_level:
                 raise InvalidArgumentError("max_epsilon needs a setting to account eps in")
             if not (isinstance(max_epsilon, (int, float)) and max_epsilon > 0
                     and math.isfinite(max_epsilon)):
@@ -215,7 +334,7 @@ class CepamStrategy(Strategy):
                                            f"{max_epsilon!r}")
         if bound not in ("tight", "paper"):
             raise InvalidArgumentError(f"bound must be 'tight' or 'paper', got {bound!r}")
-        if ledger is not None and setting is None:
+        if ledger is not None and setting is None and not self._client_level:
             raise InvalidArgumentError("a ledger needs a setting to account eps in")
         if ledger is not None and not isinstance(ledger, (str, os.PathLike, Ledger)):
             raise InvalidTypeError(f"ledger must be a cepam.accounting.Ledger or a path, got "
@@ -240,8 +359,14 @@ class CepamStrategy(Strategy):
         self.authenticated_transport = authenticated_transport
         self._lookup = None if secrets is None else preshared_lookup(secrets)
         self._pins = None if pinned_keys is None else KeyPins(pinned_keys)
-        self.budget: Budget | None = None
+        self.budget: Budget | ClientBudget | None = None
         self.stopped_by_budget = False
+        #: The node ids of the last round's cohort (the server's own view).
+        self.last_cohort: list[int] = []
+        self._arrays: ArrayRecord | None = None
+        self._plan: _Plan | None = None
+        self._adaptive: AdaptiveClip | None = None
+        self._cohort_rng = self._noise_rng = np.random.default_rng(0)  # set by _begin_run
         #: Payload sizes (bytes) of the last round's accepted replies, in
         #: node-id order: the server's own view, not released in metrics.
         self.last_payload_bytes: list[int] = []
@@ -250,6 +375,74 @@ class CepamStrategy(Strategy):
         self._pinned: dict[int, bytes] = {}
         self._sent: dict[int, _Sent] = {}
         self._round = 0
+
+    def _init_sampling(self, strategy: Strategy, mechanism: Any, setting: FLSetting | None, *,
+                       sample_rate: float, relation: str, sampling: str, clients: int | None,
+                       sampling_seed: int | None, threat_model: str | None,
+                       clip_quantile: float | None, clip_learning_rate: float,
+                       clip_count_sigma: float | None) -> None:
+        """Checks and keeps the client-sampling, relation and clipping settings."""
+        self.sample_rate = _check_real("sample_rate", sample_rate, low=0.0, high=1.0,
+                                       open_high=False)
+        if relation not in RELATIONS:
+            raise InvalidArgumentError(f"relation must be one of {RELATIONS}, got {relation!r}")
+        if sampling not in SAMPLINGS:
+            raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+        if sampling == "fixed":
+            if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+                raise InvalidArgumentError(f"sampling='fixed' needs clients, a positive int, "
+                                           f"got {clients!r}")
+            if self.sample_rate != 1.0:
+                raise InvalidArgumentError("sampling='fixed' draws `clients` nodes; its rate is "
+                                           "clients / N each round: leave sample_rate at 1.0")
+            if relation != "replace-one":
+                raise InvalidArgumentError("a fixed cohort is accounted under relation "
+                                           "'replace-one' only")
+        elif clients is not None:
+            raise InvalidArgumentError("clients is the size of a fixed cohort: it needs "
+                                       "sampling='fixed'")
+        if sampling_seed is not None and (isinstance(sampling_seed, bool) or not isinstance(
+                sampling_seed, int) or sampling_seed < 0):
+            raise InvalidArgumentError(f"sampling_seed must be a non-negative int, got "
+                                       f"{sampling_seed!r}")
+        if threat_model is not None and threat_model not in THREAT_MODELS:
+            raise InvalidArgumentError(f"threat_model must be one of {THREAT_MODELS}, got "
+                                       f"{threat_model!r}")
+        if threat_model is not None and setting is not None and \
+                setting.threat_model != threat_model:
+            raise InvalidArgumentError(f"threat_model {threat_model!r} differs from the "
+                                       f"setting's ({setting.threat_model!r})")
+        self.threat_model = threat_model or (setting.threat_model if setting is not None
+                                             else "client")
+        if relation == "add-remove" and self.threat_model == "server":
+            raise InvalidArgumentError(
+                "relation 'add-remove' against threat model 'server' is unbounded: a client's "
+                "own decoded update reveals its presence")
+        self.clip_count_sigma = None if clip_count_sigma is None else _check_real(
+            "clip_count_sigma", clip_count_sigma, low=0.0)
+        self.clip_quantile, self.clip_learning_rate = clip_quantile, clip_learning_rate
+        if clip_quantile is not None:
+            AdaptiveClip(initial_clip=self.clip, target_quantile=clip_quantile,
+                         learning_rate=clip_learning_rate)  # checks them
+            if self.clip_count_sigma is None:
+                raise InvalidArgumentError("adaptive clipping (clip_quantile) needs "
+                                           "clip_count_sigma: the noise on each client's "
+                                           "clipped-or-not bit")
+        self.relation, self.sampling, self.cohort_size = relation, sampling, clients
+        self.sampling_seed = sampling_seed
+        self._samples = self.sample_rate < 1.0 or sampling == "fixed"
+        self._client_level = self._samples or relation != "replace-one" or \
+            self.clip_count_sigma is not None
+        if self._client_level and not isinstance(mechanism, cepam.Gaussian):
+            raise InvalidArgumentError(
+                "client sampling, relation 'add-remove' and the clipped-or-not count are "
+                "accounted for cepam.Gaussian only")
+        if self._samples and getattr(strategy, "fraction_train", 1.0) != 1.0:
+            raise InvalidArgumentError(
+                f"the inner strategy samples nodes itself (fraction_train="
+                f"{getattr(strategy, 'fraction_train')}); with sample_rate or sampling='fixed' "
+                "the wrapper samples the cohort: give the inner strategy fraction_train=1.0 so "
+                "that it addresses every connected node")
 
     # ------------------------------------------------------------------ helpers
 
@@ -271,9 +464,52 @@ class CepamStrategy(Strategy):
                            Ledger(self._ledger_source, name=self._ledger_name, delta=self.delta))
         run_id = f"flower-run-{getattr(getattr(grid, 'run', None), 'run_id', 0)}-" \
                  f"{_secrets.token_hex(8)}"
-        self.budget = None if self.setting is None else Budget(
-            self.mechanism, self.setting, delta=self.delta, bound=self.bound,
-            ledger=self.ledger, run_id=run_id)
+        if self._client_level:
+            self.budget = ClientBudget(
+                sigma=self.mechanism.sigma, clip=self.clip, delta=self.delta,
+                threat_model=self.threat_model, relation=self.relation, sampling=self.sampling,
+                count_sigma=self.clip_count_sigma, ledger=self.ledger, run_id=run_id)
+        else:
+            self.budget = None if self.setting is None else Budget(
+                self.mechanism, self.setting, delta=self.delta, bound=self.bound,
+                ledger=self.ledger, run_id=run_id)
+        self._adaptive = None if self.clip_quantile is None else AdaptiveClip(
+            initial_clip=self.clip, target_quantile=self.clip_quantile,
+            learning_rate=self.clip_learning_rate)
+        self._plan, self.last_cohort = None, []
+        if self.sampling_seed is not None:  # reproducible: cohorts and top-up noise
+            cohort_seq, noise_seq = np.random.SeedSequence(self.sampling_seed).spawn(2)
+            self._cohort_rng = np.random.default_rng(cohort_seq)
+            self._noise_rng = np.random.default_rng(noise_seq)
+            seed = self.sampling_seed
+        else:
+            seed = _secrets.randbits(64)
+            self._cohort_rng = np.random.default_rng(seed)
+            self._noise_rng = np.random.default_rng(_secrets.randbits(128))  # never logged
+        if self._client_level:
+            log.info("cepam: %s%s%s", self._sampling_text(),
+                     f"; cohorts drawn with seed {seed} (the server's own randomness)"
+                     if self._samples else "",
+                     "" if self._adaptive is None else
+                     f"; adaptive clip from {self.clip:g} to the {self.clip_quantile:g}-quantile "
+                     f"of the update norms (learning rate {self.clip_learning_rate:g})")
+
+    def _sampling_text(self) -> str:
+        if self.sampling == "fixed":
+            how = f"a fixed cohort of {self.cohort_size} nodes drawn uniformly each round"
+        elif self.sample_rate < 1.0:
+            how = f"Poisson sampling of the nodes at rate {self.sample_rate:g}"
+        else:
+            how = "every node each round"
+        return f"{how}, relation {self.relation}"
+
+    def _round_settings(self) -> tuple[float, cepam.Gaussian | cepam.Laplace]:
+        """The clip and the mechanism of the next round: the adaptive clip and
+        the noise that keeps the run's sigma / clip, or the fixed ones."""
+        if self._adaptive is None:
+            return self.clip, self.mechanism
+        return self._adaptive.clip, cepam.Gaussian(
+            sigma=self._adaptive.noise_std(self.mechanism.sigma))
 
     def _reply_limit(self, sent: _Sent) -> int:
         if self.max_reply_bytes is not None:
@@ -380,10 +616,23 @@ class CepamStrategy(Strategy):
             raise _Dropped(f"more than {_MAX_METRIC_VALUES} metric values")
         return sent, payload, metrics[0]
 
-    def _open(self, reply: Message) -> tuple[RecordDict, int]:
-        """The reply with its payload decoded into the node's noisy model, and
-        the payload's size in bytes.  Raises _Dropped."""
+    def _bit_of(self, reply: Message, metrics: str) -> float | None:
+        """The reply's noised clipped-or-not bit, if the round asked for it.
+        Raises _Dropped."""
+        if self.clip_count_sigma is None:
+            return None
+        bit = reply.content[metrics].get(UNCLIPPED_METRIC)
+        if isinstance(bit, bool) or not isinstance(bit, (int, float)) or \
+                not math.isfinite(bit):
+            raise _Dropped(f"no noised clipped-or-not bit ({UNCLIPPED_METRIC!r}, a finite "
+                           "number) in the reply's metrics")
+        return float(bit)
+
+    def _open(self, reply: Message) -> _Opened:
+        """The reply's payload decoded (its node's noisy update) and its
+        clipped-or-not bit.  Raises _Dropped."""
         sent, payload, metrics = self._screen(reply)
+        bit = self._bit_of(reply, metrics)
         node = int(reply.metadata.src_node_id)
         info = cepam.inspect(payload)
         self._enforce(info, sent.config, node, sent.coordinates)
@@ -392,14 +641,32 @@ class CepamStrategy(Strategy):
                               max_coordinates=sent.coordinates)
         if public is not None:
             self._pin(node, public)
+        return _Opened(reply, sent, update, metrics, len(payload), bit)
+
+    @staticmethod
+    def _noisy_model(opened: _Opened, scale: float = 1.0,
+                     shift: dict[str, np.ndarray] | None = None) -> RecordDict:
+        """The node's noisy model, global + ``scale`` * decoded update +
+        ``shift`` (float arrays; integer and bool arrays are the server's),
+        with the reply's metrics less the clipped-or-not bit."""
         content = RecordDict()
-        for key, arrays in sent.records.items():
-            content[key] = ArrayRecord({
-                name: Array(np.asarray(value + update[flat_name(key, name)], dtype=value.dtype)
-                            if _is_float(value) else value)
-                for name, value in arrays.items()})
-        content[metrics] = reply.content[metrics]
-        return content, len(payload)
+        for key, arrays in opened.sent.records.items():
+            records = {}
+            for name, value in arrays.items():
+                if _is_float(value):
+                    flat = flat_name(key, name)
+                    moved = opened.update[flat] if scale == 1.0 else \
+                        scale * np.asarray(opened.update[flat], dtype=np.float64)
+                    if shift is not None:
+                        moved = moved + shift[flat]
+                    value = np.asarray(value + moved, dtype=value.dtype)
+                records[name] = Array(value)
+            content[key] = ArrayRecord(records)
+        metrics = opened.reply.content[opened.metrics]
+        if UNCLIPPED_METRIC in metrics:
+            del metrics[UNCLIPPED_METRIC]
+        content[opened.metrics] = metrics
+        return content
 
     def _equal_weights(self, contents: list[RecordDict]) -> None:
         """Gives every accepted reply weight 1 and the metric keys all share."""
@@ -441,19 +708,72 @@ class CepamStrategy(Strategy):
             records[key] = cache[id(record)]
         return records
 
+    def _sample(self, server_round: int, messages: list[Message], grid: Grid
+                ) -> tuple[list[Message], _Plan]:
+        """The cohort (client-level mode): the N nodes addressed are the
+        population; Poisson sampling at rate q, or a fixed cohort drawn
+        uniformly, with the server's generator; the round's event."""
+        assert isinstance(self.budget, ClientBudget)
+        messages = sorted(messages, key=lambda m: int(m.metadata.dst_node_id))
+        population = len(messages)
+        if self._samples:
+            connected = len(list(grid.get_node_ids()))
+            if population < connected:
+                log.warning("cepam: round %d: the inner strategy addressed %d of the %d "
+                            "connected nodes; the population sampled from is the %d it "
+                            "addressed (give it fraction_train=1.0 and min_train_nodes at "
+                            "most the nodes connected)", server_round, population, connected,
+                            population)
+        if self.sampling == "fixed":
+            assert self.cohort_size is not None
+            size = min(self.cohort_size, population)
+            chosen = np.sort(self._cohort_rng.choice(population, size=size, replace=False))
+            clients, rate = size, size / population
+        else:
+            chosen = np.flatnonzero(self._cohort_rng.random(population) < self.sample_rate)
+            rate = self.sample_rate
+            clients = population if rate == 1.0 else rate * population
+        cohort = [messages[int(i)] for i in chosen]
+        nodes = [int(m.metadata.dst_node_id) for m in cohort]
+        log.info("cepam: round %d: a cohort of %d of %d nodes (%s)", server_round, len(cohort),
+                 population, self._sampling_text())
+        log.debug("cepam: round %d: cohort %s", server_round, nodes)
+        event = self.budget.event(clients=clients, sample_rate=rate)
+        return cohort, _Plan(population, nodes, clients, rate, event)
+
+    def _plan_fits(self, server_round: int, plan: _Plan) -> bool:
+        """Does the round fit max_epsilon, against everything the ledger holds?"""
+        if self.max_epsilon is None:
+            return True
+        assert isinstance(self.budget, ClientBudget)
+        eps = self.budget.epsilon([plan.event])
+        if eps > self.max_epsilon:
+            log.warning("cepam: round %d: the round would bring the client-level eps to %.4g "
+                        "> max_epsilon %.4g (%s): no train message is sent, and the run's "
+                        "remaining rounds are empty", server_round, eps, self.max_epsilon,
+                        self.budget.label())
+            return False
+        return True
+
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
-        """The inner strategy's train messages, each with its own cepam
-        configuration; none if the round does not fit the privacy budget."""
+        """The inner strategy's train messages (those of the cohort, when the
+        wrapper samples), each with its own cepam configuration; none if the
+        round does not fit the privacy budget."""
         if not self._started:  # called outside start()
             self._begin_run(grid)
         self._round = int(server_round)
-        self._sent = {}
+        self._arrays = arrays  # the round's model (an empty add/remove round adds noise to it)
+        self._sent, self._plan = {}, None
         if self.stopped_by_budget:
             log.warning("cepam: round %d: the privacy budget is spent: no train message is "
                         "sent", server_round)
             return []
         messages = list(self.strategy.configure_train(server_round, arrays, config, grid))
+        plan = None
+        if self._client_level and messages:
+            messages, plan = self._sample(server_round, messages, grid)
+        clip, mechanism = self._round_settings()
         cache: dict[int, dict[str, np.ndarray]] = {}
         sent: dict[int, _Sent] = {}
         for msg in messages:
@@ -468,17 +788,19 @@ class CepamStrategy(Strategy):
                                            "messages in one round")
             records = self._records_of(msg.content, cache)
             config_ = RoundConfig(
-                mechanism=self.mechanism, clip=self.clip, lattice=self.lattice, dim=self.dim,
+                mechanism=mechanism, clip=clip, lattice=self.lattice, dim=self.dim,
                 coder=self.coder, round=self._round, message=_secrets.randbits(63),
                 keys=KEYS_PRESHARED if self._lookup is not None else KEYS_AGREED,
                 server_key=b"" if self._server_pair is None else self._server_pair.public,
-                pad=self.pad)
+                pad=self.pad, count_sigma=self.clip_count_sigma)
             sent[node] = _Sent(config_, records)
             if sent[node].coordinates == 0:
                 raise InvalidArgumentError("the model has no float arrays to train")
-        if self.budget is not None and sent:
+        if isinstance(self.budget, Budget) and sent:
             self.budget.coordinates = max(s.coordinates for s in sent.values())
-        if not self._check_budget(server_round, len(messages)):  # before anything is sent
+        fits = self._plan_fits(server_round, plan) if plan is not None else \
+            self._check_budget(server_round, len(messages))
+        if not fits:  # before anything is sent
             self.stopped_by_budget = True
             return []
         for msg in messages:
@@ -486,37 +808,63 @@ class CepamStrategy(Strategy):
             content[CONFIG_RECORD] = ConfigRecord(sent[int(msg.metadata.dst_node_id)]
                                                   .config.to_record())
             msg.content = content  # the message itself: its metadata (ttl, ...) kept
-        self._sent = sent
+        self._sent, self._plan = sent, plan
+        self.last_cohort = sorted(sent)
         return messages
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Screens and decodes the payloads, drops what fails (and any second
-        reply of a node), accounts, then lets the inner strategy aggregate the
-        noisy models."""
-        accepted, sizes, dropped, seen = [], [], 0, set()
+    def _accept(self, server_round: int, replies: Iterable[Message]
+                ) -> tuple[list[_Opened], int]:
+        """The replies that pass every check, in node-id order, and the number
+        dropped (each with a logged reason)."""
+        accepted, dropped, seen = [], 0, set()
         for reply in replies:
             node = int(reply.metadata.src_node_id)
             try:
                 if node in seen:
                     raise _Dropped("a second reply from this node this round")
                 seen.add(node)
-                content, size = self._open(reply)
+                accepted.append(self._open(reply))
             except Exception as exc:  # any reply: hostile input never stops the server
                 dropped += 1
                 reason = str(exc) if isinstance(exc, (_Dropped, cepam.CepamError)) else \
                     f"{type(exc).__name__}: {exc}"
                 log.warning("cepam: round %d: dropped the reply of node %s: %s", server_round,
                             node, reason)
-                continue
-            reply.content = content
-            accepted.append(reply)
-            sizes.append(size)
         # Replies arrive in whatever order the nodes finish and the inner strategy sums
         # them in list order: fix the order so the global model does not depend on timing.
-        order = sorted(range(len(accepted)), key=lambda i: accepted[i].metadata.src_node_id)
-        accepted, sizes = [accepted[i] for i in order], [sizes[i] for i in order]
-        self.last_payload_bytes = sizes
+        accepted.sort(key=lambda o: int(o.reply.metadata.src_node_id))
+        self.last_payload_bytes = [o.size for o in accepted]
+        return accepted, dropped
+
+    def _inner_aggregate(self, server_round: int, accepted: list[Message]
+                         ) -> tuple[ArrayRecord | None, MetricRecord | None, bool]:
+        """The inner strategy's aggregate of the noisy models, each with
+        weight 1, the server's counters put back; the bool says whether it
+        failed (nothing is released then)."""
+        self._equal_weights([r.content for r in accepted])
+        try:
+            arrays, metrics = self.strategy.aggregate_train(server_round, accepted)
+        except Exception as exc:
+            log.warning("cepam: round %d: the inner strategy failed to aggregate (%s: %s); "
+                        "nothing is released", server_round, type(exc).__name__, exc)
+            return None, None, True
+        if arrays is not None:
+            self._keep_counters(arrays, accepted)
+        return arrays, metrics, False
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Screens and decodes the payloads, drops what fails (and any second
+        reply of a node), accounts, then lets the inner strategy aggregate the
+        noisy models."""
+        opened, dropped = self._accept(server_round, replies)
+        if self._client_level:
+            return self._aggregate_client_level(server_round, opened, dropped)
+        accepted = []
+        for o in opened:
+            o.reply.content = self._noisy_model(o)
+            accepted.append(o.reply)
+        sizes = self.last_payload_bytes
         k = len(accepted)
         if k == 0 and dropped == 0:  # no round (budget spent, or nothing sampled)
             return None, None
@@ -526,6 +874,7 @@ class CepamStrategy(Strategy):
                         "released this round", server_round, k, minimum)
             return None, None
         if self.budget is not None and self.max_epsilon is not None:
+            assert isinstance(self.budget, Budget)
             eps = self.budget.epsilon(self.budget.rounds + [k])
             if eps > self.max_epsilon:
                 log.warning("cepam: round %d: with %d updates it would bring eps to %.4g > "
@@ -533,39 +882,157 @@ class CepamStrategy(Strategy):
                             "empty", server_round, k, eps, self.max_epsilon)
                 self.stopped_by_budget = True
                 return None, None
-        self._equal_weights([r.content for r in accepted])
-        try:
-            arrays, metrics = self.strategy.aggregate_train(server_round, accepted)
-        except Exception as exc:
-            log.warning("cepam: round %d: the inner strategy failed to aggregate (%s: %s); "
-                        "nothing is released", server_round, type(exc).__name__, exc)
+        arrays, metrics, failed = self._inner_aggregate(server_round, accepted)
+        if failed:
             return None, None
         if arrays is None:
             return None, metrics
-        self._keep_counters(arrays, accepted)
         metrics = MetricRecord() if metrics is None else metrics
         metrics[METRIC_UPDATES] = k
         metrics[METRIC_DROPPED] = dropped
         if self.pad == "max" or isinstance(self.pad, int):  # one public size
             metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(sizes))
         if self.budget is not None:
-            try:  # recorded (in the ledger, if any) before the result is used
-                metrics[RECORD_LEVEL] = self.budget.release(k, round=server_round,
-                                                            max_epsilon=self.max_epsilon)
-            except PrivacyBudgetError as exc:  # another server spent the budget meanwhile
-                log.warning("cepam: round %d: not released: %s; the run's remaining rounds "
-                            "are empty", server_round, exc)
-                self.stopped_by_budget = True
+            assert isinstance(self.budget, Budget)
+            eps = self._release(k, server_round)
+            if eps is None:
                 return None, None
+            metrics[RECORD_LEVEL] = eps
             client_level = self.budget.client_level_epsilon()
             if client_level is not None:
                 metrics[CLIENT_LEVEL] = client_level
-            log.info("cepam: round %d: %d updates averaged (%d dropped); record-level eps %.4g "
-                     "at delta %g (%s bound, %s view)%s", server_round, k, dropped,
-                     metrics[RECORD_LEVEL], self.delta, self.bound, self.setting.threat_model,
-                     "" if client_level is None else
-                     f"; client-level eps {client_level:.4g}")
+            log.info("cepam: round %d: %d updates averaged (%d dropped); client level "
+                     "(replace-one client, threat model %s, any local training loop): %s; "
+                     "record level (replace-one record, threat model %s, %s bound): eps %.4g "
+                     "at delta %g, if the clients train as the paper does (%s)",
+                     server_round, k, dropped, self.setting.threat_model,
+                     "not computed" if client_level is None else
+                     f"eps {client_level:.4g} at delta {self.delta:g}",
+                     self.setting.threat_model, self.bound, metrics[RECORD_LEVEL], self.delta,
+                     RECORD_LEVEL_LOOP)
         return arrays, metrics
+
+    def _release(self, round_: Any, server_round: int) -> float | None:
+        """Records the round in the budget (and its ledger, if any) before its
+        result is used; eps so far, or None when another server spent the
+        budget meanwhile (the run's remaining rounds are then empty)."""
+        assert self.budget is not None
+        try:
+            return self.budget.release(round_, round=server_round, max_epsilon=self.max_epsilon)
+        except PrivacyBudgetError as exc:
+            log.warning("cepam: round %d: not released: %s; the run's remaining rounds are "
+                        "empty", server_round, exc)
+            self.stopped_by_budget = True
+            return None
+
+    def _topup(self, std: float, like: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Top-up noise N(0, std^2) per coordinate, shaped like ``like``."""
+        return {name: self._noise_rng.normal(0.0, std, size=np.shape(a))
+                for name, a in like.items()}
+
+    def _aggregate_client_level(self, server_round: int, opened: list[_Opened], dropped: int
+                                ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The client-level mode (see the module): account the round (k = 0
+        included), then release the mean (replace-one) or the sum with top-up
+        noise over the fixed n (add-remove), the noised clipped fraction, and
+        move the adaptive clip."""
+        plan = self._plan
+        if plan is None:  # no round: budget spent, or no node addressed
+            return None, None
+        assert isinstance(self.budget, ClientBudget)
+        k, n, add_remove = len(opened), plan.clients, self.relation == "add-remove"
+        eps = self._release(plan.event, server_round)
+        if eps is None:
+            return None, None
+        metrics = MetricRecord({CLIENT_LEVEL: eps})
+        log.info("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d; "
+                 "client-level eps %.4g at delta %g (%s; %s)", server_round, k, dropped,
+                 len(plan.cohort), eps, self.delta, self.budget.label(), self._sampling_text())
+        if k == 0 and not add_remove:
+            log.warning("cepam: round %d: no update accepted: nothing is released (the round "
+                        "is accounted)", server_round)
+            return None, metrics
+        # The noise on the sum is topped up to `cap` clients' worth: T under
+        # add-remove; under replace-one the cohort drawn (replies dropped are
+        # made up for, so the round is the one accounted); divided by n (add-
+        # remove: reply d_i -> (k/n) d_i + t/n) or k (replace-one: d_i + t/k).
+        if add_remove:
+            from cepam.accounting import cohort_cap
+
+            cap, denominator = int(cohort_cap(clients=n, sample_rate=plan.sample_rate)), n
+            if k > cap:
+                log.warning("cepam: round %d: %d updates, more than the cap T = %d the noise "
+                            "is topped up to: no top-up noise (a rare event the accounting "
+                            "covers)", server_round, k, cap)
+        else:
+            cap, denominator = len(plan.cohort), float(k)
+            if k < cap:
+                log.info("cepam: round %d: %d of the cohort's %d replies missing: their noise "
+                         "is made up for by the server", server_round, cap - k, cap)
+        clip, mechanism = self._round_settings()
+        if self.clip_count_sigma is not None:
+            bbar = self._noised_unclipped(opened, cap=cap, denominator=denominator)
+            metrics[METRIC_CLIPPED_FRACTION] = 1.0 - bbar
+            metrics[METRIC_CLIP] = clip
+            if self._adaptive is not None:
+                new = self._adaptive.update(bbar)
+                log.info("cepam: round %d: noised clipped fraction %.4g: the clip goes from "
+                         "%.6g to %.6g", server_round, 1.0 - bbar, clip, new)
+        std = self._topup_std(mechanism.sigma, k=k, cap=cap)
+        if k == 0:  # add-remove: the top-up noise alone, so an empty cohort does not show
+            log.warning("cepam: round %d: no update accepted: the model moves by the top-up "
+                        "noise alone (T = %d clients' worth over n = %g)", server_round, cap, n)
+            return self._noise_only(std / denominator), metrics
+        top = None if std == 0.0 else {name: t / denominator for name, t in self._topup(
+            std, opened[0].update).items()}
+        scale = k / denominator
+        accepted = []
+        for o in opened:
+            o.reply.content = self._noisy_model(o, scale=scale, shift=top)
+            accepted.append(o.reply)
+        arrays, inner, failed = self._inner_aggregate(server_round, accepted)
+        if failed or arrays is None:
+            return None, metrics
+        if inner is not None:
+            for key, value in inner.items():
+                metrics[key] = value
+        if not add_remove:  # under add-remove the cohort's size is not released
+            metrics[METRIC_UPDATES] = k
+            metrics[METRIC_DROPPED] = dropped
+        if self.pad == "max" or isinstance(self.pad, int):  # one public size
+            metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(self.last_payload_bytes))
+        return arrays, metrics
+
+    def _noise_only(self, std: float) -> ArrayRecord:
+        """The round's model with N(0, std^2) added to every float array (an
+        empty add/remove round); integer and bool arrays unchanged."""
+        assert self._arrays is not None
+        out = ArrayRecord()
+        for name, array in self._arrays.items():
+            value = array.numpy()
+            if _is_float(value):
+                value = np.asarray(value + self._noise_rng.normal(0.0, std, size=value.shape),
+                                   dtype=value.dtype)
+            out[name] = Array(value)
+        return out
+
+    @staticmethod
+    def _topup_std(sigma: float, *, k: int, cap: int) -> float:
+        """The std of the top-up noise: ``sigma sqrt(max(cap - k, 0))``."""
+        from cepam.accounting import topup_noise_std
+
+        return float(topup_noise_std(sigma=sigma, cohort=k, cap=cap))
+
+    def _noised_unclipped(self, opened: list[_Opened], *, cap: int, denominator: float
+                          ) -> float:
+        """bbar: the sum of the clients' noised bits, topped up with N(0,
+        (cap - k) count_sigma^2), over the denominator: add-remove's form
+        (cap T, denominator n), which under replace-one (cap the cohort
+        drawn, denominator k) is the plain sum / k unless replies are
+        missing, whose noise it makes up for."""
+        return noised_unclipped_fraction(
+            [o.bit for o in opened], relation="add-remove", clients=denominator, cap=cap,
+            count_sigma=self.clip_count_sigma, rng=self._noise_rng)
 
     def _keep_counters(self, arrays: ArrayRecord, accepted: list[Message]) -> None:
         """Puts the server's own integer and bool arrays (counters) back into
@@ -597,6 +1064,14 @@ class CepamStrategy(Strategy):
                  "max_epsilon %s", self.mechanism, self.clip, self.lattice, self.coder,
                  self.pad, "pre-shared" if self._lookup is not None else "X25519 agreement",
                  self.delta, self.max_epsilon)
+        if self._client_level:
+            log.info("\t└── cepam: %s; client-level accounting, threat model %r%s%s",
+                     self._sampling_text(), self.threat_model,
+                     "" if self.clip_count_sigma is None else
+                     f"; clipped-or-not bits noised with sd {self.clip_count_sigma:g}",
+                     "" if self._adaptive is None else
+                     f"; adaptive clip (target quantile {self.clip_quantile:g}, now "
+                     f"{self._adaptive.clip:.6g})")
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
               timeout: float = 3600, train_config: ConfigRecord | None = None,

@@ -1,0 +1,303 @@
+"""Client sampling and the two neighbouring relations (cepam.accounting.cohort,
+.subsampled_gaussian, ClientLevelRound): against dp-accounting where the
+mechanism is the standard one, against a brute-force computation of the
+actual mechanism (per-client noise, the cohort's law, the top-up, the empty
+round) on a small grid, and against today's values without sampling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("scipy", reason="cepam.accounting needs scipy (cepam[privacy])")
+from scipy import stats  # noqa: E402
+
+from cepam.accounting import (  # noqa: E402
+    ClientLevelRound, Ledger, PLDAccountant, calibrate_client_sigma, client_epsilon,
+    cohort_cap, cohort_tail, population, topup_noise_std,
+)
+from cepam.accounting.subsampled_gaussian import _add, _remove  # noqa: E402
+from cepam.errors import InvalidArgumentError  # noqa: E402
+
+DELTA = 1e-5
+
+
+# ---------------------------------------------------------------- dp-accounting
+@pytest.mark.parametrize("sigma,clients,q,rounds", [
+    (0.08, 100, 0.1, 50), (0.05, 100, 0.01, 100), (0.3, 20, 0.05, 300), (0.2, 25, 0.5, 20),
+])
+def test_add_remove_matches_dp_accounting(sigma, clients, q, rounds):
+    """Where cepam's mechanism is the standard one (add/remove, the noise on the
+    sum topped up to T clients' worth: the Poisson-subsampled Gaussian of noise
+    multiplier sigma sqrt(T) / clip), eps is within 1 % of dp-accounting's PLD
+    and never below it."""
+    dpa = pytest.importorskip("dp_accounting")
+    cap = cohort_cap(clients=clients, sample_rate=q)
+    z = sigma * math.sqrt(cap) / 1.0
+    acc = dpa.pld.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(z)), rounds)
+    reference = acc.get_epsilon(DELTA)
+    ours = client_epsilon(sigma=sigma, clip=1.0, rounds=rounds, clients=clients, delta=DELTA,
+                          sample_rate=q, relation="add-remove", threat_model="aggregate")
+    assert ours >= reference
+    assert ours <= reference * 1.01
+
+
+def test_sample_rate_one_is_todays_value():
+    """sample_rate=1 (the default) gives the exact Gaussian composition it
+    always gave: mu = sqrt(R) 2 clip / (sigma sqrt(m))."""
+    from cepam.accounting import gaussian_epsilon
+
+    for clients, tm, m in ((10, "client", 9), (10, "aggregate", 10), (1, "server", 1)):
+        expected = gaussian_epsilon(DELTA, mu=math.sqrt(40) * 2 * 0.5 / (0.7 * math.sqrt(m)))
+        for kwargs in ({}, {"sample_rate": 1.0, "relation": "replace-one"}):
+            assert client_epsilon(sigma=0.7, clip=0.5, rounds=40, clients=clients, delta=DELTA,
+                                  threat_model=tm, **kwargs) == expected
+
+
+def test_add_remove_below_replace_one_from_ten_clients():
+    """The add/remove relation moves the sum by clip, not 2 clip: below
+    replace-one for every cohort of 10 or more, sampled or not."""
+    for clients in (10, 30, 100):
+        for q in (1.0, 0.2):
+            if q < 1 and clients * round(1 / q) != round(clients / q):
+                continue
+            kw = dict(sigma=0.5, clip=1.0, rounds=20, clients=clients, delta=DELTA,
+                      sample_rate=q)
+            assert client_epsilon(relation="add-remove", **kw) < client_epsilon(
+                relation="replace-one", **kw)
+
+
+def test_single_client_add_remove():
+    """One client in all (derived in docs/privacy.md): removing it leaves an
+    empty round, which releases the top-up noise alone, T = 2 clients' worth;
+    so the pair is N(x, 2 sigma^2) against N(0, 2 sigma^2), one Gaussian of
+    mu = clip / (sigma sqrt 2) (against the aggregate; a curious client, who
+    could only be that one client, is not an adversary here)."""
+    from cepam.accounting import gaussian_epsilon
+
+    assert cohort_cap(clients=1) == 2
+    assert cohort_tail(clients=1, sample_rate=1.0, cap=2) == 0.0
+    eps = client_epsilon(sigma=5.0, clip=1.0, rounds=3, clients=1, delta=DELTA,
+                         relation="add-remove", threat_model="aggregate")
+    assert eps == gaussian_epsilon(DELTA, mu=math.sqrt(3) / (5.0 * math.sqrt(2)))
+
+
+def test_add_remove_against_the_server_view_is_refused():
+    with pytest.raises(InvalidArgumentError, match="presence"):
+        client_epsilon(sigma=1.0, clip=1.0, rounds=1, clients=10, delta=DELTA,
+                       relation="add-remove", threat_model="server")
+    with pytest.raises(InvalidArgumentError, match="replace-one"):
+        ClientLevelRound(sigma=1.0, clip=1.0, clients=10, sample_rate=0.5, sampling="fixed",
+                         relation="add-remove")
+
+
+def test_calibration_with_sampling_is_five_times_smaller():
+    """The issue's check: eps 4 at delta 1e-5 over 100 rounds of 100 clients a
+    round, add/remove; Poisson rate 0.01 (a population of 10,000) against
+    every client every round."""
+    kw = dict(target_epsilon=4, target_delta=1e-5, rounds=100, clients=100,
+              relation="add-remove", clip=1)
+    sampled = calibrate_client_sigma(sample_rate=0.01, **kw)
+    unsampled = calibrate_client_sigma(**kw)
+    assert unsampled / sampled >= 5
+    eps = client_epsilon(sigma=sampled, clip=1, rounds=100, clients=100, delta=1e-5,
+                         sample_rate=0.01, relation="add-remove")
+    assert 4 * 0.995 < eps <= 4
+
+
+def test_calibration_meets_the_target_in_every_setting():
+    for kw in ({"relation": "replace-one", "sample_rate": 0.1},
+               {"relation": "add-remove", "sample_rate": 0.1, "count_sigma": 2.0},
+               {"relation": "add-remove"}, {"relation": "replace-one", "count_sigma": 3.0}):
+        sigma = calibrate_client_sigma(target_epsilon=2.0, target_delta=1e-6, rounds=30,
+                                       clients=50, clip=0.5, **kw)
+        eps = client_epsilon(sigma=sigma, clip=0.5, rounds=30, clients=50, delta=1e-6, **kw)
+        assert 2.0 * 0.99 < eps <= 2.0, kw
+
+
+def test_count_noise_costs_privacy():
+    """Adaptive clipping's released count adds to the round's mu in quadrature."""
+    base = dict(sigma=0.5, clip=1.0, rounds=10, clients=20, delta=DELTA)
+    with_count = client_epsilon(count_sigma=1.0, **base)
+    assert with_count > client_epsilon(**base)
+    z = 1 / ClientLevelRound(sigma=0.5, clip=1.0, clients=20, count_sigma=1.0).mu
+    assert z == pytest.approx((19 * (1 / (0.5 / 2) ** 2 + 1)) ** -0.5 * 19, rel=1e-12) or \
+        z == pytest.approx(math.sqrt(19) / math.sqrt((2 / 0.5) ** 2 + 1), rel=1e-12)
+
+
+def test_cohort_helpers():
+    assert population(clients=100, sample_rate=0.1) == 1000
+    with pytest.raises(InvalidArgumentError):
+        population(clients=10.55, sample_rate=0.1)
+    cap = cohort_cap(clients=100, sample_rate=0.1)
+    assert stats.binom.sf(cap, 1001, 0.1) <= 1e-12 < stats.binom.sf(cap - 1, 1001, 0.1)
+    assert topup_noise_std(sigma=0.5, cohort=cap - 4, cap=cap) == 1.0
+    assert topup_noise_std(sigma=0.5, cohort=cap + 3, cap=cap) == 0.0
+
+
+def test_ledger_keeps_one_relation(tmp_path):
+    ledger = Ledger(tmp_path / "l.db", name="fed", delta=DELTA)
+    add = ClientLevelRound(sigma=0.1, clip=1.0, clients=100, sample_rate=0.1,
+                           relation="add-remove")
+    ledger.record(add, run_id="a", round=0)
+    assert Ledger(tmp_path / "l.db", name="fed", delta=DELTA).events()[0].event == add
+    with pytest.raises(InvalidArgumentError, match="one neighbouring relation"):
+        ledger.record(ClientLevelRound(sigma=0.1, clip=1.0, clients=100), run_id="b", round=0)
+    eps = ledger.epsilon_with([(add, 49)])
+    assert eps == pytest.approx(PLDAccountant().compose(add, 50).get_epsilon(DELTA), rel=1e-9)
+
+
+# ---------------------------------------------------------------- brute force
+def _hockey_stick(p, q, alpha, *, dim, clip):
+    """H_alpha(P || Q) of two output laws of a round, computed from the laws
+    themselves.  A law is (mass of "nothing released", [(weight, b, v)]): a
+    mixture of N(b clip e_1, v I_dim).  The likelihood ratio depends on y_1 and
+    s = ||y_2..d||^2 only (s / v is chi-square with dim - 1 degrees of
+    freedom), so the integral is two-dimensional."""
+    (atom_p, comp_p), (atom_q, comp_q) = p, q
+    vs = [v for _, _, v in comp_p + comp_q]
+    vmax, vmin = max(vs), min(vs)
+    y = np.linspace(-clip - 12 * math.sqrt(vmax), clip + 12 * math.sqrt(vmax), 4001)
+    if dim > 1:
+        s_lo = stats.chi2.ppf(1e-13, dim - 1) * vmin
+        s_hi = stats.chi2.isf(1e-13, dim - 1) * vmax
+        s = np.geomspace(max(s_lo, 1e-300), s_hi, 1201)
+    else:
+        s = None
+
+    def density(components):
+        by_variance = {}  # one chi-square factor per variance
+        for w, b, v in components:
+            f = w * stats.norm.pdf(y, loc=b * clip, scale=math.sqrt(v))
+            by_variance[v] = by_variance.get(v, 0.0) + f
+        total = 0.0
+        for v, f in by_variance.items():
+            if s is not None:  # the chi-square factor, normalised on the grid
+                g = stats.chi2.pdf(s / v, dim - 1) / v
+                f = np.outer(f, g / np.trapezoid(g, s))
+            total = total + f
+        return total
+
+    gap = np.maximum(density(comp_p) - alpha * density(comp_q), 0.0)
+    integral = np.trapezoid(gap, y, axis=0)
+    if s is not None:
+        integral = np.trapezoid(integral, s)
+    return float(integral) + max(atom_p - alpha * atom_q, 0.0)
+
+
+def _round_laws(*, others, q, sigma, cap, shift_p, shift_q, topup):
+    """The laws of one round's released sum when the target's update is
+    shift_p (resp. shift_q) clips along e_1, or absent (None): others ~
+    Binomial(others, q) clients with zero updates (the adversary knows them),
+    the target in with probability q; noise max(cap, k) sigma^2 with the
+    top-up (an empty round releases that noise alone), k sigma^2 and nothing
+    released for an empty round without."""
+    def law(shift):
+        atom, comps = 0.0, []
+        for j in range(others + 1):
+            pj = stats.binom.pmf(j, others, q)
+            for b, pb in ((0, 1 - q), (1, q)) if shift is not None else ((0, 1.0),):
+                k, w = j + b, pj * pb
+                if w < 1e-16:  # changes H by at most 1e-16 (1 + alpha)
+                    continue
+                if k == 0 and not topup:
+                    atom += w
+                    continue
+                v = (max(cap, k) if topup else k) * sigma ** 2
+                comps.append((w, 0.0 if shift is None else b * shift, v))
+        return atom, comps
+
+    return law(shift_p), law(shift_q)
+
+
+EPS_GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+@pytest.mark.parametrize("clients,q,sigma,dim", [(12, 0.3, 0.3, 1), (12, 0.3, 0.3, 8),
+                                                 (6, 0.3, 0.5, 3), (2, 0.5, 1.0, 4)])
+def test_add_remove_never_below_the_brute_force(clients, q, sigma, dim):
+    """The round's two directed profiles bound the actual mechanism's (the
+    cohort's law, the top-up to T, the empty round) for both population
+    sizes an add/remove pair can have, in several dimensions."""
+    event = ClientLevelRound(sigma=sigma, clip=1.0, clients=clients, sample_rate=q,
+                             relation="add-remove", threat_model="aggregate")
+    remove, add = event.directed_profiles()
+    size = population(clients=clients, sample_rate=q)
+    for others in (size - 1, size):
+        present, absent = _round_laws(others=others, q=q, sigma=sigma, cap=event.cap,
+                                      shift_p=1.0, shift_q=None, topup=True)
+        for eps in EPS_GRID:
+            alpha = math.exp(eps)
+            exact_remove = _hockey_stick(present, absent, alpha, dim=dim, clip=1.0)
+            exact_add = _hockey_stick(absent, present, alpha, dim=dim, clip=1.0)
+            assert float(remove(np.array([eps]))[0]) >= exact_remove * (1 - 1e-4) - 1e-9
+            assert float(add(np.array([eps]))[0]) >= exact_add * (1 - 1e-4) - 1e-9
+
+
+@pytest.mark.parametrize("clients,q,sigma,dim", [(12, 0.3, 0.3, 1), (12, 0.3, 0.3, 8),
+                                                 (4, 0.5, 0.5, 3)])
+def test_replace_one_never_below_the_brute_force(clients, q, sigma, dim):
+    """Replace-one without top-up: the cohort's size shows in the noise, so the
+    bound mixes Gaussians over it with weight q; it bounds the actual
+    mechanism (antipodal updates, the worst case) in several dimensions."""
+    event = ClientLevelRound(sigma=sigma, clip=1.0, clients=clients, sample_rate=q,
+                             relation="replace-one", threat_model="aggregate")
+    size = population(clients=clients, sample_rate=q)
+    p, r = _round_laws(others=size - 1, q=q, sigma=sigma, cap=0, shift_p=1.0, shift_q=-1.0,
+                       topup=False)
+    for eps in EPS_GRID:
+        exact = _hockey_stick(p, r, math.exp(eps), dim=dim, clip=1.0)
+        assert float(event.privacy_profile(np.array([eps]))[0]) >= exact * (1 - 1e-4) - 1e-9
+
+
+def test_the_brute_force_catches_an_analysis_that_ignores_the_variance():
+    """Without the top-up, a client added to the round also adds its noise: in
+    many dimensions the noise level alone gives it away.  The shifted-Gaussian
+    analysis at the cohort's noise (what one gets by ignoring that) is then
+    far below the truth, and the brute force shows it; cepam never uses it
+    (add/remove always tops up)."""
+    clients, sigma, dim = 10, 0.3, 2000
+    present, absent = _round_laws(others=clients, q=1.0, sigma=sigma, cap=0, shift_p=1.0,
+                                  shift_q=None, topup=False)
+    mu_naive = 1.0 / (sigma * math.sqrt(clients))
+    naive = float(_remove(np.array([1.0]), mu_naive, 1.0)[0])
+    exact = _hockey_stick(present, absent, math.e, dim=dim, clip=1.0)
+    assert exact > 3 * naive
+    # the same mechanism with the top-up is the shifted Gaussian at T = 11
+    present, absent = _round_laws(others=clients, q=1.0, sigma=sigma, cap=11, shift_p=1.0,
+                                  shift_q=None, topup=True)
+    exact = _hockey_stick(present, absent, math.e, dim=dim, clip=1.0)
+    bound = float(_remove(np.array([1.0]), 1.0 / (sigma * math.sqrt(11)), 1.0)[0])
+    assert exact == pytest.approx(bound, rel=1e-3)
+
+
+def test_privacy_command_with_sampling_and_relation(capsys):
+    """cepam privacy --sample-rate --relation: the calibrated sigma is
+    calibrate_client_sigma's, and the report names the relation, level and
+    threat model."""
+    import json
+
+    from cepam.cli import main
+
+    argv = ["privacy", "--target-eps", "4", "--delta", "1e-5", "--clip", "1", "--clients",
+            "100", "--rounds", "100", "--sample-rate", "0.01", "--relation", "add-remove",
+            "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sigma"] == calibrate_client_sigma(
+        target_epsilon=4, target_delta=1e-5, rounds=100, clients=100, clip=1,
+        sample_rate=0.01, relation="add-remove")
+    assert report["cohort_cap"] == cohort_cap(clients=100, sample_rate=0.01)
+    assert report["inputs"]["relation"] == "add-remove" and report["method"]["level"] == "client"
+    assert report["total"]["epsilon"] <= 4
+    assert main(argv[:-1]) == 0
+    text = capsys.readouterr().out
+    assert "relation: add-remove" in text and "threat model: client" in text
+    # record level takes no sampling: a usage error, named
+    assert main(["privacy", "--sigma", "1", "--delta", "1e-5", "--clip", "1", "--clients", "10",
+                 "--samples-per-round", "5", "--dataset-size", "100", "--sample-rate",
+                 "0.5"]) != 0
+    assert "client-level options" in capsys.readouterr().err
