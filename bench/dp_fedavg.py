@@ -103,14 +103,9 @@ def calibrate(settings: dict[str, Any], epsilon: float, *,
                                            rounds=rounds, tolerance=tolerance,
                                            discretization=1e-4 if tolerance <= 1e-4 else 1e-2)
     cs = count_sigma(probe)  # None: the rows publish no count
-    # eps depends on sigma / clip only (no count noise here): calibrated at
-    # clip 1 and scaled, because calibrate_client_sigma's downward search
-    # raised ("the privacy profile must return deltas in [0, 1]") at
-    # clip = 0.5; the runs' own accounted eps (client_epsilon at the clip
-    # used) is in the table.
-    sigma = settings["clip"] * accounting.calibrate_client_sigma(
+    sigma = accounting.calibrate_client_sigma(
         target_epsilon=epsilon, target_delta=settings["delta"], rounds=rounds, clients=n,
-        clip=1.0, threat_model="client", sample_rate=q, relation="add-remove",
+        clip=settings["clip"], threat_model="client", sample_rate=q, relation="add-remove",
         sampling="poisson", count_sigma=cs)
     return {"epsilon": epsilon, "z": z, "sigma": float(sigma), "count_sigma": cs,
             "cap": cohort_cap(probe)}
