@@ -96,7 +96,7 @@ def test_adaptive_clip_rule_state_and_checks():
 
 def test_the_noised_fraction_of_each_relation():
     assert noised_unclipped_fraction([1.0, 0.0, 0.5], relation="replace-one") == 0.5
-    assert math.isnan(noised_unclipped_fraction([], relation="add-remove"))
+    assert math.isnan(noised_unclipped_fraction([], relation="replace-one"))
     rng = np.random.default_rng(3)
     # k = T: no top-up, the fixed denominator n.
     assert noised_unclipped_fraction([1.0] * 5, relation="add-remove", clients=4, cap=5,
@@ -105,6 +105,10 @@ def test_the_noised_fraction_of_each_relation():
     draws = [noised_unclipped_fraction([0.0] * 3, relation="add-remove", clients=4, cap=12,
                                        count_sigma=0.3, rng=rng) for _ in range(20000)]
     assert np.std(draws) * 4 == pytest.approx(0.3 * 3.0, rel=0.03)
+    # No report: under add-remove the top-up alone (T clients' worth), not nothing.
+    empty = [noised_unclipped_fraction([], relation="add-remove", clients=4, cap=12,
+                                       count_sigma=0.3, rng=rng) for _ in range(20000)]
+    assert np.std(empty) * 4 == pytest.approx(0.3 * math.sqrt(12), rel=0.03)
     assert default_count_sigma(clients=100, cap=173) == pytest.approx(5 / math.sqrt(173))
 
 
@@ -138,6 +142,10 @@ def test_aggregate_follows_the_contract():
     released = aggregate(config, total, k=4, t=1, clip=1.0, cap=cap, sigma=0.5)["w"]
     assert float(released.mean()) == pytest.approx(0.3, abs=2e-3)
     assert float((released * 10).std()) == pytest.approx(0.5 * math.sqrt(cap - 4), rel=0.01)
+    # An empty cohort releases the noise alone, T clients' worth over n.
+    nothing = {"w": torch.zeros(shape)}
+    released = aggregate(config, nothing, k=0, t=2, clip=1.0, cap=cap, sigma=0.5)["w"]
+    assert float((released * 10).std()) == pytest.approx(0.5 * math.sqrt(cap), rel=0.01)
     central = FLConfig(method="fl", clients=10, population=100, sample_rate=0.1,
                        central_dp="dp-fedavg", relation="add-remove", noise_multiplier=2.0)
     released = aggregate(central, total, k=4, t=1, clip=0.5, cap=None, sigma=0.0)["w"]
@@ -253,14 +261,20 @@ def test_poisson_sampled_run_accounts_the_rounds_run(data, tmp_path):
 
 @needs_mnist
 @pytest.mark.usefixtures("one_torch_thread")
-def test_an_empty_cohort_releases_nothing(data):
-    config = sampled(method="fl", clients=1, population=4, samples_per_client=20, rounds=8)
+def test_an_empty_cohort_releases_nothing_under_replace_one_and_the_noise_under_add_remove(data):
+    config = sampled(method="cepam-gaussian", clients=1, population=4, samples_per_client=20,
+                     rounds=8)
     rows = run_experiment(config, data).rows
     empty = [t for t in range(1, 9) if rows[t]["cohort_size"] == 0]
     assert empty, "this seed draws an empty round"
     for t in empty:
         assert rows[t]["test_loss"] == rows[t - 1]["test_loss"]
         assert rows[t]["bits_per_client"] == 0.0 and math.isnan(rows[t]["train_loss"])
+    rows = run_experiment(config.replace(relation="add-remove", clip_quantile=0.5), data).rows
+    for t in empty:  # the same cohorts: the model and the clip move by the noise alone
+        assert rows[t]["test_loss"] != rows[t - 1]["test_loss"]
+        assert t == 8 or rows[t + 1]["clip"] != rows[t]["clip"]  # the clip of the next round
+        assert math.isfinite(rows[t]["noised_clipped_fraction"])
 
 
 @needs_mnist

@@ -95,7 +95,8 @@ def sample_cohort(config: FLConfig, round: int) -> list[int]:
 def aggregate(config: FLConfig, total: dict[str, torch.Tensor], *, k: int, t: int, clip: float,
               cap: int | None, sigma: float) -> dict[str, torch.Tensor]:
     """The released update of round ``t`` from the sum ``total`` of the
-    ``k >= 1`` decoded updates:
+    ``k`` decoded updates (``k >= 1``, or ``k = 0`` with a fixed
+    denominator: the noise alone is released):
 
     * replace-one: ``total / k``, the plain mean;
     * add-remove (client noise): ``(total + top-up) / clients`` with top-up
@@ -223,6 +224,7 @@ def run_builtin_experiment(
             bits: list[int] = []
             norms = torch.zeros(0, dtype=torch.float64)
             noised_clipped = math.nan
+            total = {n: torch.zeros_like(p) for n, p in params.items()}
             if k:
                 updates = {n: local[n] - params[n].unsqueeze(0) for n in names}
                 sq = sum(u.double().pow(2).flatten(1).sum(1) for u in updates.values())
@@ -243,27 +245,32 @@ def run_builtin_experiment(
                     delivered = list(pool.map(transport, range(k)))
                 else:
                     delivered = [transport(i) for i in range(k)]
-                total = {n: torch.zeros_like(p) for n, p in params.items()}
                 for received, _ in delivered:
                     for n in names:
                         total[n] += received[n]
                 bits = [b for _, b in delivered]
+            # An empty cohort releases nothing under replace-one (participation is
+            # public there) and Flower's wrapper has no reply to average; under
+            # add-remove (and central DP-FedAvg) the noise alone is released, so
+            # that the round does not show that it was empty.
+            fixed_denominator = config.relation == "add-remove"
+            if k or fixed_denominator:
                 released = aggregate(config, total, k=k, t=t, clip=clip, cap=cap,
                                      sigma=config.sigma if adaptive is None
                                      else adaptive.noise_std(config.sigma))
                 for n in names:
                     params[n] = params[n] + (released[n] if config.server_lr == 1.0
                                              else config.server_lr * released[n])
-                if cs is not None:
-                    reports = [noisy_bit(float(norms[i]), clip=clip, count_sigma=cs,
-                                         rng=numpy_rng(config.seed, "count", t, cohort[i]))
-                               for i in range(k)]
-                    bbar = noised_unclipped_fraction(
-                        reports, relation=config.relation, clients=config.clients, cap=cap,
-                        count_sigma=cs, rng=numpy_rng(config.seed, "count-topup", t))
-                    noised_clipped = 1.0 - bbar
-                    if adaptive is not None:
-                        adaptive.update(bbar)
+            if cs is not None and (k or fixed_denominator):
+                reports = [noisy_bit(float(norms[i]), clip=clip, count_sigma=cs,
+                                     rng=numpy_rng(config.seed, "count", t, cohort[i]))
+                           for i in range(k)]
+                bbar = noised_unclipped_fraction(
+                    reports, relation=config.relation, clients=config.clients, cap=cap,
+                    count_sigma=cs, rng=numpy_rng(config.seed, "count-topup", t))
+                noised_clipped = 1.0 - bbar
+                if adaptive is not None:
+                    adaptive.update(bbar)
             t_transport = time.perf_counter()
 
             val_loss, val_acc = evaluate(model, params, prepared["val_x"], prepared["val_y"],
