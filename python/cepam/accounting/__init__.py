@@ -13,7 +13,8 @@ Over rounds: :mod:`.pld` and :mod:`.accountant` (privacy loss distributions),
 :mod:`.calibration` (sigma for a target, eps for a sigma); :mod:`.client_level`
 (client-level DP, the guarantee for any training loop, and its calibration,
 under replace-one or add/remove, with client sampling: :mod:`.cohort`,
-:mod:`.subsampled_gaussian`);
+:mod:`.subsampled_gaussian`); :mod:`.analyses` (one interface to them all:
+``create_analysis("tight" | "paper" | "client", ...)``);
 :mod:`.ledger` (a durable
 record of the privacy spent, across runs and restarts). Threat models and
 units: :mod:`.setting`. The argument and the numbers: ``docs/privacy.md``.
@@ -71,6 +72,13 @@ _EXPORTS = {
     "cohort_tail": "cohort",
     "topup_noise_std": "cohort",
     "subsampled_gaussian_delta": "subsampled_gaussian",
+    "Analysis": "analyses",
+    "RecordLevel": "analyses",
+    "PaperBound": "analyses",
+    "TightBound": "analyses",
+    "ClientLevel": "analyses",
+    "ANALYSES": "analyses",
+    "create_analysis": "analyses",
     "Ledger": "ledger",
     "LedgerEntry": "ledger",
 }

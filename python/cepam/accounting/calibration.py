@@ -24,9 +24,11 @@ import math
 from scipy import optimize
 
 from ..errors import InvalidArgumentError
+from ..mechanisms import Gaussian
 from . import _validation as _v
 from .accountant import DEFAULT_DISCRETIZATION, PLDAccountant
-from .events import BOUNDS, Bound, CepamGaussianRound
+from .analyses import RecordLevel, _record_analysis
+from .events import Bound
 from .setting import FLSetting
 
 __all__ = [
@@ -40,12 +42,11 @@ __all__ = [
 SIGMA_RANGE = (1e-9, 1e9)
 
 
-def _accountant(sigma: float, rounds: int, setting: FLSetting, bound: Bound,
+def _accountant(sigma: float, rounds: int, analysis: RecordLevel,
                 discretization: float | None, *, coarsen: bool = False) -> PLDAccountant:
-    if bound not in BOUNDS:
-        raise InvalidArgumentError(f"bound must be one of {BOUNDS}, got {bound!r}")
     acct = PLDAccountant(discretization=discretization, coarsen=coarsen)
-    return acct.compose(CepamGaussianRound(sigma=sigma, setting=setting, bound=bound), rounds)
+    event = analysis.round_event(Gaussian(sigma=sigma), clients=analysis.setting.clients)
+    return acct.compose(event, rounds)
 
 
 def epsilon_after_rounds(*, sigma: float, delta: float, rounds: int, setting: FLSetting,
@@ -71,7 +72,8 @@ def epsilon_after_rounds(*, sigma: float, delta: float, rounds: int, setting: FL
     """
     _v.probability_open("delta", delta)
     rounds = _v.integer("rounds", rounds)
-    return _accountant(sigma, rounds, setting, bound, discretization).get_epsilon(delta)
+    analysis = _record_analysis(bound, setting)
+    return _accountant(sigma, rounds, analysis, discretization).get_epsilon(delta)
 
 
 def delta_after_rounds(*, sigma: float, epsilon: float, rounds: int, setting: FLSetting,
@@ -82,7 +84,8 @@ def delta_after_rounds(*, sigma: float, epsilon: float, rounds: int, setting: FL
     """
     eps = _v.nonnegative("epsilon", epsilon)
     rounds = _v.integer("rounds", rounds)
-    return _accountant(sigma, rounds, setting, bound, discretization).get_delta(eps)
+    analysis = _record_analysis(bound, setting)
+    return _accountant(sigma, rounds, analysis, discretization).get_delta(eps)
 
 
 def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
@@ -120,9 +123,10 @@ def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
         from ..errors import InvalidTypeError
 
         raise InvalidTypeError("setting must be an FLSetting")
+    analysis = _record_analysis(bound, setting)
     p = setting.sampling_probability
     used = -math.expm1(rounds * math.log1p(-p)) if p < 1 else 1.0
-    if bound == "tight" and delta_t >= used:
+    if analysis.delta_at_most_sampling and delta_t >= used:
         raise InvalidArgumentError(
             f"target_delta={delta_t:g} is at least the probability {used:.4g} that a given "
             f"sample is used at all in {rounds} round(s): subsampling alone meets it, so "
@@ -136,7 +140,7 @@ def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
 
     def eps_of(sigma: float) -> float:
         if sigma not in cache:
-            cache[sigma] = _accountant(sigma, rounds, setting, bound, discretization,
+            cache[sigma] = _accountant(sigma, rounds, analysis, discretization,
                                        coarsen=auto).get_epsilon(delta_t)
         return cache[sigma]
 

@@ -117,13 +117,12 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         CepamError: invalid arguments or an unreachable target.
     """
+    from ..mechanisms import Gaussian
     from .accountant import DEFAULT_DISCRETIZATION, PLDAccountant
+    from .analyses import _record_analysis
     from .calibration import calibrate_sigma
     from .client_level import client_epsilon
-    from .events import CepamGaussianRound
-    from .paper import paper_gaussian_epsilon, paper_gaussian_round
     from .setting import LOCAL_STEPS_RENAMED, FLSetting
-    from .tight import tight_gaussian_epsilon, tight_gaussian_round
     from . import _validation as _v
 
     if getattr(args, "renamed_local_steps", None) is not None:
@@ -142,6 +141,7 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     setting = FLSetting(clip=args.clip, clients=args.clients,
                         samples_per_round=args.samples_per_round,
                         dataset_size=args.dataset_size, threat_model=args.threat_model)
+    analysis = _record_analysis(args.bound, setting)
     rounds = _v.integer("rounds", args.rounds)
     delta = _v.probability_open("delta", args.delta)
     notes: list[str] = []
@@ -156,10 +156,9 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     else:
         sigma = _v.positive("sigma", args.sigma)
     acct = PLDAccountant(discretization=disc, coarsen=coarsen)
-    acct.compose(CepamGaussianRound(sigma=sigma, setting=setting, bound=args.bound), rounds)
+    acct.compose(analysis.round_event(Gaussian(sigma=sigma), clients=setting.clients), rounds)
     total_eps = acct.get_epsilon(delta)
-    round_eps_fn = tight_gaussian_epsilon if args.bound == "tight" else paper_gaussian_epsilon
-    round_eps = round_eps_fn(delta, sigma=sigma, setting=setting)
+    round_eps = analysis.gaussian_epsilon(delta, sigma=sigma)
     p = setting.sampling_probability
     if not math.isfinite(total_eps):
         used = -math.expm1(rounds * math.log1p(-p)) if p < 1 else 1.0
@@ -169,12 +168,6 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
             f"leaves mass {inf_mass:.4g} on unbounded privacy loss (the noise is too small to "
             f"matter; the chance that a given sample is used at all in {rounds} round(s) is "
             f"{used:.4g})")
-    per_round_desc = (
-        "tight: delta(eps) = p * analytic-Gaussian delta(eps_t; mu = 1/z), "
-        "eps = log(1 + p (e^eps_t - 1)), whole-update clipping (docs/privacy.md)"
-        if args.bound == "tight" else
-        "paper: Theorem CEPAM-Gaussian (sensitivity 2 tau gamma / K, amplification by "
-        "sampling with replacement + group privacy), noise per the threat model")
     report: dict[str, Any] = {
         "inputs": {
             "sigma": args.sigma, "target_eps": args.target_eps, "clip": setting.clip,
@@ -185,7 +178,7 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
         },
         "method": {
             "per_round_bound": args.bound,
-            "per_round_description": per_round_desc,
+            "per_round_description": analysis.summary,
             "threat_model": setting.threat_model,
             "composition": "pld",
             "composition_description": (
@@ -206,8 +199,7 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
         "notes": notes,
     }
     if args.eps_tilde is not None:
-        fn = tight_gaussian_round if args.bound == "tight" else paper_gaussian_round
-        g = fn(args.eps_tilde, sigma=sigma, setting=setting)
+        g = analysis.gaussian_round(args.eps_tilde, sigma=sigma)
         report["per_round_at_eps_tilde"] = {"eps_tilde": g.eps_tilde, "epsilon": g.epsilon,
                                             "delta": g.delta}
     return report
@@ -215,22 +207,25 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
 
 def _client_report(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`build_report` for ``--level client``."""
+    from ..mechanisms import Gaussian
     from . import _validation as _v
     from .accountant import PLDAccountant
+    from .analyses import create_analysis
     from .analytic_gaussian import gaussian_epsilon
-    from .client_level import ClientLevelRound, calibrate_client_sigma, client_epsilon
+    from .client_level import calibrate_client_sigma, client_epsilon
 
     rounds = _v.integer("rounds", args.rounds)
     delta = _v.probability_open("delta", args.delta)
-    sampling = dict(clients=args.clients, clip=args.clip, threat_model=args.threat_model,
-                    sample_rate=args.sample_rate, relation=args.relation,
-                    sampling=args.sampling)
+    options = dict(clip=args.clip, threat_model=args.threat_model,
+                   sample_rate=args.sample_rate, relation=args.relation, sampling=args.sampling)
+    sampling = dict(clients=args.clients, **options)
     if args.target_eps is not None:
         sigma = calibrate_client_sigma(target_epsilon=args.target_eps, target_delta=delta,
                                        rounds=rounds, **sampling)
     else:
         sigma = _v.positive("sigma", args.sigma)
-    event = ClientLevelRound(sigma=sigma, **sampling)
+    event = create_analysis("client", **options).round_event(Gaussian(sigma=sigma),
+                                                             clients=args.clients)
     total = client_epsilon(sigma=sigma, rounds=rounds, delta=delta, **sampling)
     per_round = (gaussian_epsilon(delta, mu=event.mu) if event.is_gaussian else
                  PLDAccountant().compose(event).get_epsilon(delta))

@@ -7,7 +7,8 @@ and every ordered pair of neighbours under a symmetric neighbouring relation
 (replace-one here), and a ``describe() -> dict`` for reports.
 
 * :class:`CepamGaussianRound` -- one CEPAM-Gaussian round, with the paper's
-  bound (:mod:`.paper`) or the tight one (:mod:`.tight`).
+  bound (:mod:`.paper`) or the tight one (:mod:`.tight`): the per-round
+  functions of each bound are in one table, :data:`BOUND_FUNCTIONS`.
 * :class:`CepamLaplaceRound` -- one CEPAM-Laplace round: pure eps-DP
   (:mod:`.tight` or :mod:`.paper`), composed through the randomized-response
   profile that dominates every pure eps-DP mechanism (Kairouz, Oh and
@@ -32,13 +33,21 @@ import numpy as np
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 from .analytic_gaussian import gaussian_delta
-from .paper import paper_gaussian_delta, paper_laplace_round
+from .guarantee import RoundGuarantee
+from .paper import (
+    paper_gaussian_delta, paper_gaussian_epsilon, paper_gaussian_round, paper_laplace_round,
+)
 from .setting import FLSetting
-from .tight import tight_gaussian_delta, tight_laplace_round
+from .tight import (
+    tight_gaussian_delta, tight_gaussian_epsilon, tight_gaussian_round, tight_laplace_round,
+)
 
 __all__ = [
     "Bound",
     "BOUNDS",
+    "BoundFunctions",
+    "BOUND_FUNCTIONS",
+    "bound_functions",
     "PrivacyEvent",
     "CepamGaussianRound",
     "CepamLaplaceRound",
@@ -47,7 +56,59 @@ __all__ = [
 ]
 
 Bound = Literal["tight", "paper"]
-BOUNDS: tuple[str, ...] = ("tight", "paper")
+
+
+@dataclass(frozen=True)
+class BoundFunctions:
+    """The per-round functions of one record-level bound (all take
+    ``sigma=`` or ``scale=`` and ``setting=``, as :mod:`.tight` and
+    :mod:`.paper` define them).
+
+    Attributes:
+        gaussian_delta: ``(epsilon, *, sigma, setting) -> delta``, the
+            CEPAM-Gaussian round's privacy profile.
+        gaussian_epsilon: ``(delta, *, sigma, setting) -> eps``, its
+            per-round eps at ``delta``.
+        gaussian_round: ``(eps_tilde, *, sigma, setting) ->``
+            :class:`~cepam.accounting.RoundGuarantee`, the paper-style pair.
+        laplace_round: ``(*, scale, setting, dimension) ->``
+            :class:`~cepam.accounting.RoundGuarantee`, CEPAM-Laplace's pure eps.
+    """
+
+    gaussian_delta: Callable[..., float | np.ndarray]
+    gaussian_epsilon: Callable[..., float]
+    gaussian_round: Callable[..., RoundGuarantee]
+    laplace_round: Callable[..., RoundGuarantee]
+
+
+#: The record-level bounds by name: the one place a bound's name selects its
+#: functions (events, calibration, ``cepam privacy`` and the Flower budget
+#: read it, through :mod:`.analyses`).
+BOUND_FUNCTIONS: dict[str, BoundFunctions] = {
+    "tight": BoundFunctions(tight_gaussian_delta, tight_gaussian_epsilon,
+                            tight_gaussian_round, tight_laplace_round),
+    "paper": BoundFunctions(paper_gaussian_delta, paper_gaussian_epsilon,
+                            paper_gaussian_round, paper_laplace_round),
+}
+BOUNDS: tuple[str, ...] = tuple(BOUND_FUNCTIONS)
+
+
+def bound_functions(bound: object) -> BoundFunctions:
+    """The per-round functions of the record-level bound ``bound``.
+
+    Args:
+        bound: ``"tight"`` or ``"paper"`` (a key of :data:`BOUND_FUNCTIONS`).
+
+    Returns:
+        Its :class:`BoundFunctions`.
+
+    Raises:
+        InvalidArgumentError: another value.
+    """
+    functions = BOUND_FUNCTIONS.get(bound) if isinstance(bound, str) else None
+    if functions is None:
+        raise InvalidArgumentError(f"bound must be one of {BOUNDS}, got {bound!r}")
+    return functions
 
 
 @runtime_checkable
@@ -83,11 +144,10 @@ class CepamGaussianRound:
         object.__setattr__(self, "sigma", _v.positive("sigma", self.sigma))
         if not isinstance(self.setting, FLSetting):
             raise InvalidTypeError("setting must be an FLSetting")
-        if self.bound not in BOUNDS:
-            raise InvalidArgumentError(f"bound must be one of {BOUNDS}, got {self.bound!r}")
+        bound_functions(self.bound)
 
     def privacy_profile(self, epsilon: np.ndarray) -> np.ndarray:
-        fn = tight_gaussian_delta if self.bound == "tight" else paper_gaussian_delta
+        fn = bound_functions(self.bound).gaussian_delta
         return np.asarray(fn(np.asarray(epsilon, dtype=float), sigma=self.sigma,
                              setting=self.setting))
 
@@ -128,13 +188,12 @@ class CepamLaplaceRound:
         object.__setattr__(self, "dimension", _v.integer("dimension", self.dimension))
         if not isinstance(self.setting, FLSetting):
             raise InvalidTypeError("setting must be an FLSetting")
-        if self.bound not in BOUNDS:
-            raise InvalidArgumentError(f"bound must be one of {BOUNDS}, got {self.bound!r}")
+        bound_functions(self.bound)
 
     @property
     def epsilon(self) -> float:
         """The round's pure-DP epsilon ``eps0``."""
-        fn = tight_laplace_round if self.bound == "tight" else paper_laplace_round
+        fn = bound_functions(self.bound).laplace_round
         return fn(scale=self.scale, setting=self.setting, dimension=self.dimension).epsilon
 
     def privacy_profile(self, epsilon: np.ndarray) -> np.ndarray:

@@ -36,11 +36,15 @@ composed with :class:`cepam.accounting.PLDAccountant` (or recorded in, and
 composed by, the ledger).  The record-level analysis claims no sampling
 amplification and does not count the clipped-or-not bits, so no
 record-level eps is given there.
+
+Both ask an analysis of :mod:`cepam.accounting` (``"tight"`` or
+``"paper"`` for :class:`Budget`, ``"client"`` for :class:`ClientBudget`,
+from :func:`cepam.accounting.create_analysis`) for each round's event, for
+eps, and for what eps is.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Iterable
@@ -64,7 +68,8 @@ class Budget:
         mechanism: the run's ``cepam.Gaussian`` or ``cepam.Laplace``.
         setting: the FL setting (its ``clients`` is replaced by each round's K).
         delta: the total delta (Gaussian).
-        bound: ``"tight"`` or ``"paper"`` (the per-round bound).
+        bound: ``"tight"`` or ``"paper"`` (the per-round bound: the
+            record-level analysis of :func:`cepam.accounting.create_analysis`).
         coordinates: number of coordinates of an update (Laplace's l1 bound).
     """
 
@@ -76,29 +81,25 @@ class Budget:
         self.ledger, self.run_id = ledger, run_id
         self.rounds: list[int] = []  # K of each released round
         self._warned = False
+        self._analysis: Any = None
+
+    @property
+    def analysis(self) -> Any:
+        """The record-level :class:`cepam.accounting.Analysis` of ``bound``
+        (built on first use: the accounting needs scipy)."""
+        if self._analysis is None:
+            from cepam.accounting import create_analysis
+
+            self._analysis = create_analysis(self.bound, setting=self.setting)
+        return self._analysis
 
     def event(self, k: int) -> Any:
         """The privacy event of one round that averaged k updates."""
-        from cepam.accounting import CepamGaussianRound, CepamLaplaceRound
-
-        setting = dataclasses.replace(self.setting, clients=k)
-        if isinstance(self.mechanism, cepam.Gaussian):
-            return CepamGaussianRound(sigma=self.mechanism.sigma, setting=setting,
-                                      bound=self.bound)
-        return CepamLaplaceRound(scale=self.mechanism.b, setting=setting,
-                                 dimension=self.coordinates, bound=self.bound)
+        return self.analysis.round_event(self.mechanism, clients=k, dimension=self.coordinates)
 
     def minimum_clients(self) -> int:
         """The smallest K a round needs to be accounted (2 against a curious client)."""
         return 2 if self.setting.threat_model == "client" else 1
-
-    def _events(self, ks: list[int]) -> Any:
-        from cepam.accounting import PLDAccountant
-
-        acct = PLDAccountant()
-        for k in ks:
-            acct.compose(self.event(k))
-        return acct
 
     def epsilon(self, ks: list[int] | None = None) -> float:
         """Record-level eps after rounds with these K (default: the released
@@ -110,22 +111,7 @@ class Budget:
         if self.ledger is not None:  # it holds the released rounds already
             return float(self.ledger.epsilon_with([self.event(k) for k in ks[len(self.rounds):]],
                                                   delta=self.delta))
-        if not ks:
-            return 0.0
-        if isinstance(self.mechanism, cepam.Gaussian):
-            return float(self._events(ks).get_epsilon(self.delta))
-        from cepam.accounting import paper_laplace_round, tight_laplace_round
-
-        total = 0.0
-        for k in ks:
-            setting = dataclasses.replace(self.setting, clients=k)
-            if self.bound == "paper":
-                total += paper_laplace_round(scale=self.mechanism.b, setting=setting,
-                                             dimension=self.coordinates).epsilon
-            else:
-                total += tight_laplace_round(scale=self.mechanism.b, setting=setting,
-                                             dimension=self.coordinates).epsilon
-        return total
+        return self.analysis.epsilon([(self.event(k), 1) for k in ks], delta=self.delta)
 
     def release(self, k: int, *, round: int, max_epsilon: float | None = None) -> float:
         """Records a released round that averaged k updates (in the ledger
@@ -147,7 +133,9 @@ class Budget:
     def client_level_epsilon(self) -> float | None:
         """Client-level eps at ``delta`` (see the module), or None for Laplace
         and, with a warning, where no client-level accountant is installed."""
-        if not isinstance(self.mechanism, cepam.Gaussian) or not self.rounds:
+        from cepam.accounting import ClientLevel
+
+        if not self.rounds or not ClientLevel.covers(self.mechanism):
             return None
         try:
             return float(_client_epsilon()(
@@ -197,6 +185,19 @@ class ClientBudget:
         self.threat_model, self.relation, self.sampling = threat_model, relation, sampling
         self.count_sigma, self.ledger, self.run_id = count_sigma, ledger, run_id
         self.events: list[Any] = []  # one per accounted round
+        self._analysis: Any = None
+
+    @property
+    def analysis(self) -> Any:
+        """The :class:`cepam.accounting.ClientLevel` analysis of the run
+        (built on first use: the accounting needs scipy)."""
+        if self._analysis is None:
+            from cepam.accounting import create_analysis
+
+            self._analysis = create_analysis(
+                "client", clip=self.clip, threat_model=self.threat_model,
+                relation=self.relation, sampling=self.sampling, count_sigma=self.count_sigma)
+        return self._analysis
 
     def event(self, *, clients: float, sample_rate: float) -> Any:
         """The privacy event of one round: expected cohort ``clients`` (n =
@@ -205,12 +206,8 @@ class ClientBudget:
         Raises:
             InvalidArgumentError: values the accountant refuses.
         """
-        from cepam.accounting import ClientLevelRound
-
-        return ClientLevelRound(sigma=self.sigma, clip=self.clip, clients=clients,
-                                threat_model=self.threat_model, sample_rate=sample_rate,
-                                relation=self.relation, sampling=self.sampling,
-                                count_sigma=self.count_sigma)
+        return self.analysis.round_event(cepam.Gaussian(sigma=self.sigma), clients=clients,
+                                         sample_rate=sample_rate)
 
     def epsilon(self, extra: Iterable[Any] = ()) -> float:
         """Client-level eps at ``delta`` of the accounted rounds and the
@@ -219,18 +216,10 @@ class ClientBudget:
         extra = list(extra)
         if self.ledger is not None:  # it holds the accounted rounds already
             return float(self.ledger.epsilon_with(extra, delta=self.delta))
-        events = self.events + extra
-        if not events:
-            return 0.0
-        from cepam.accounting import PLDAccountant
-
-        accountant = PLDAccountant()
         counts: dict[Any, int] = {}
-        for event in events:  # identical rounds compose as one self-composition
+        for event in self.events + extra:  # identical rounds compose as one self-composition
             counts[event] = counts.get(event, 0) + 1
-        for event, rounds in counts.items():
-            accountant.compose(event, rounds)
-        return float(accountant.get_epsilon(self.delta))
+        return self.analysis.epsilon(list(counts.items()), delta=self.delta)
 
     def release(self, event: Any, *, round: int, max_epsilon: float | None = None) -> float:
         """Accounts a round (in the ledger first, if any: durably, before the
@@ -248,7 +237,5 @@ class ClientBudget:
 
     def label(self) -> str:
         """What the eps is: its level, relation and threat model, and the
-        count's noise (for log lines)."""
-        return (f"client-level, {self.relation}, threat model {self.threat_model!r}"
-                + ("" if self.count_sigma is None else
-                   f", clipped-or-not bits noised with sd {self.count_sigma:g}"))
+        count's noise (for log lines; the analysis' one line)."""
+        return self.analysis.describe()
