@@ -208,8 +208,10 @@ def noised_unclipped_fraction(noisy_bits: Sequence[float], *, relation: str = "r
         rng: the server's own Generator for the top-up (add-remove).
 
     Returns:
-        ``bbar`` (it may leave [0, 1] through the noise); NaN when no client
-        reported (nothing is released).
+        ``bbar`` (it may leave [0, 1] through the noise).  With no report:
+        NaN under replace-one (nothing is released), the top-up noise alone
+        (``T`` clients' worth) over ``clients`` under add-remove, so that an
+        empty round does not show.
 
     Raises:
         InvalidArgumentError, InvalidTypeError: bad arguments, or
@@ -221,11 +223,9 @@ def noised_unclipped_fraction(noisy_bits: Sequence[float], *, relation: str = "r
     if not np.all(np.isfinite(bits)):
         raise InvalidArgumentError("noisy_bits must be finite")
     k = int(bits.size)
-    if k == 0:
-        return math.nan
     total = math.fsum(bits.tolist())
     if relation == "replace-one":
-        return total / k
+        return total / k if k else math.nan
     if clients is None or cap is None or count_sigma is None or rng is None:
         raise InvalidArgumentError(
             "relation 'add-remove' needs clients, cap, count_sigma and rng")

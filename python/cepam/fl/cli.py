@@ -52,7 +52,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import json_value
+from .config import RELATIONS, SAMPLINGS, json_value
 from .engines import ENGINES, engine
 from .._argtypes import nonnegative_int, open_unit_interval, positive_float, positive_int
 from ..cli import requires
@@ -131,6 +131,34 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=open_unit_interval, default=1e-5,
                    help="delta of the eps column and of the eps printed after each run "
                         "(default 1e-5)")
+    p.add_argument("--population", type=positive_int, default=None,
+                   help="N, the clients the training data is split over (default --clients: "
+                        "every client in every round)")
+    p.add_argument("--sample-rate", type=_unit_rate, default=1.0,
+                   help="q, each client's chance to take part in a round (Poisson sampling "
+                        "by the server's seeded Generator); --clients must be q x N "
+                        "(default 1: no sampling)")
+    p.add_argument("--sampling", choices=SAMPLINGS, default="poisson",
+                   help="poisson (default) or fixed: a uniform cohort of --clients out of "
+                        "--population (rate clients / N; replace-one only)")
+    p.add_argument("--relation", choices=RELATIONS, default="replace-one",
+                   help="neighbouring relation of the client-level eps and the aggregation: "
+                        "replace-one (mean of the k updates; default) or add-remove (top-up "
+                        "noise to T clients' worth, fixed denominator; Gaussian methods)")
+    p.add_argument("--clip-quantile", type=_open_rate, default=None,
+                   help="adaptive clipping (Andrew et al. 2021): target quantile gamma of the "
+                        "update norms (default: off, a fixed --clip); the noise follows the "
+                        "clip, sigma_t = (sigma / clip) C_t")
+    p.add_argument("--clip-learning-rate", type=positive_float, default=0.2,
+                   help="eta of the adaptive clip's geometric update (default 0.2)")
+    p.add_argument("--clip-count-sigma", type=positive_float, default=None,
+                   help="per-client noise std on the clipped-or-not bit (default: "
+                        "(n / 20) / sqrt(T), Andrew et al.'s n / 20 on the sum)")
+    p.add_argument("--clipped-fraction", action="store_true",
+                   help="with a fixed clip, publish (and account) the per-round noised clipped "
+                        "fraction too (adaptive clipping always does)")
+    p.add_argument("--server-lr", type=positive_float, default=1.0,
+                   help="server learning rate on the released update (default 1)")
     p.add_argument("--out", required=True, help="results directory")
     p.add_argument("--data-dir", default=None,
                    help="folder with the MNIST .gz files (default $CEPAM_DATA)")
@@ -146,6 +174,22 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="no progress bar: one line per run on stdout instead")
     p.set_defaults(func=_run, on_interrupt="; run the same command again to resume")
     requires(p, "torch", "scipy", extra="fl")
+
+
+def _unit_rate(text: str) -> float:
+    """A rate in (0, 1]."""
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _open_rate(text: str) -> float:
+    """A quantile in (0, 1)."""
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return value
 
 
 def _configs(args: argparse.Namespace):
@@ -171,7 +215,13 @@ def _configs(args: argparse.Namespace):
                     lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
                     lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
                     val_size=args.val_size, test_size=args.test_size, delta=args.delta,
-                    seed=seed, engine=args.engine)
+                    seed=seed, engine=args.engine, population=args.population,
+                    sample_rate=args.sample_rate, sampling=args.sampling,
+                    relation=args.relation, clip_quantile=args.clip_quantile,
+                    clip_learning_rate=args.clip_learning_rate,
+                    clip_count_sigma=args.clip_count_sigma,
+                    clipped_fraction_release=args.clipped_fraction,
+                    server_lr=args.server_lr)
 
 
 def _summary(result) -> dict[str, Any]:
@@ -195,10 +245,18 @@ def privacy_report(config, final: dict[str, Any]) -> list[str]:
     training example replaced) with the loop it holds for, each naming its
     relation, level and threat model; then a warning when an eps exceeds
     :data:`EPS_WARNING`.  Empty for the methods that add no noise (``fl``,
-    ``fl-sdq``)."""
+    ``fl-sdq``).
+
+    Outside the paper's setting (client sampling, add-remove, adaptive
+    clipping, central DP: :attr:`FLConfig.paper_setting`) the record-level
+    analysis does not apply: the client-level eps only (the ``epsilon``
+    column, :func:`.privacy.client_epsilon_function`), naming its relation,
+    threat model and sampling."""
     from ..accounting.setting import RECORD_LEVEL_LOOP
     from .privacy import GAUSSIAN_METHODS, client_level_epsilon
 
+    if not config.paper_setting:
+        return _client_level_report(config, final)
     record = float(final["epsilon"])
     if math.isinf(record) and config.method not in GAUSSIAN_METHODS \
             and "laplace" not in config.method:
@@ -234,6 +292,27 @@ def privacy_report(config, final: dict[str, Any]) -> list[str]:
         lines.append(f"warning: client-level eps = {client:.4g} > {EPS_WARNING:g}: a client's "
                      f"whole data is not meaningfully protected, only its single records "
                      f"(record-level eps {record:.4g}, for the paper's loop only) ({hint})")
+    return lines
+
+
+def _client_level_report(config, final: dict[str, Any]) -> list[str]:
+    """:func:`privacy_report` outside the paper's setting."""
+    from .privacy import GAUSSIAN_METHODS, client_privacy_statement
+
+    eps = float(final["epsilon"])
+    if math.isinf(eps) and config.central_dp is None and config.method not in GAUSSIAN_METHODS \
+            and "laplace" not in config.method:
+        return []
+    name = f"{config.run_name()} seed {config.seed}"
+    if math.isnan(eps):
+        return [f"{name}: client-level eps not available for this setting "
+                f"({client_privacy_statement(config)})"]
+    lines = [f"{name}: client level: ({eps:.4g}, {config.delta:g})-DP after {final['round']} "
+             f"rounds ({client_privacy_statement(config)}; any local training loop)"]
+    if not eps <= EPS_WARNING:
+        lines.append(f"warning: client-level eps = {eps:.4g} > {EPS_WARNING:g}: this run is not "
+                     "meaningfully private (raise --sigma; `cepam privacy --target-eps "
+                     "--sample-rate` finds one)")
     return lines
 
 

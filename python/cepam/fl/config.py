@@ -21,7 +21,8 @@ from ..errors import InvalidArgumentError
 from ..lattices import LATTICE_DIMS
 from .engines import ENGINES as _ENGINE_TABLE
 
-__all__ = ["FLConfig", "METHODS", "MODEL_NAMES", "MODEL_PARAMETERS", "method_label", "json_value"]
+__all__ = ["FLConfig", "SAMPLINGS", "RELATIONS", "CENTRAL_DP", "METHODS", "MODEL_NAMES",
+           "MODEL_PARAMETERS", "method_label", "json_value"]
 
 #: The networks of :mod:`.models`, by name.
 MODEL_NAMES = ("mlp", "cnn")
@@ -63,6 +64,15 @@ def method_label(method: str, dim: int = 1, lattice: str = "Z") -> str:
 # The names of the engines (:mod:`.engines` holds what each one is).
 ENGINES = tuple(_ENGINE_TABLE)
 
+#: How a round's cohort is drawn (:attr:`FLConfig.sampling`).
+SAMPLINGS = ("poisson", "fixed")
+#: The neighbouring relations (:attr:`FLConfig.relation`).
+RELATIONS = ("replace-one", "add-remove")
+#: Central DP on float32 updates (:attr:`FLConfig.central_dp`).
+CENTRAL_DP = ("dp-fedavg", "flower")
+# The methods whose clients add Gaussian noise of std sigma to the clipped update.
+_GAUSSIAN_CLIENT_NOISE = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
+
 
 @dataclass(frozen=True)
 class FLConfig:
@@ -97,6 +107,41 @@ class FLConfig:
         engine: "builtin" (all clients trained together in one process) or
             "flower" (Flower's simulation engine, one ClientApp call per
             client: :mod:`.flower_engine`).
+        population: N, the clients the training data is split over (None:
+            ``clients``, every client takes part in every round).
+        sample_rate: q, the chance that a client takes part in a round
+            (Poisson sampling); ``clients`` must be the expected cohort
+            ``q * N`` (rounded).  1.0: no sampling.
+        sampling: "poisson" (each client independently with probability q,
+            from the server's own seeded Generator) or "fixed" (a uniform
+            cohort of ``clients`` out of N; its rate is ``clients / N``, so
+            ``sample_rate`` must be 1.0 or that value; replace-one only).
+        relation: the neighbouring relation of the client-level guarantee and
+            of the aggregation: "replace-one" (the plain mean of the k
+            decoded updates) or "add-remove" (top-up noise to T clients'
+            worth on the sum, divided by the fixed ``clients``; Gaussian
+            methods only): see docs/privacy.md and :mod:`cepam.clipping`.
+        clip_quantile: gamma, the target quantile of adaptive clipping
+            (Andrew et al. 2021; None: a fixed clip).  The noise follows
+            the clip, sigma_t = (sigma / clip) C_t (Gaussian methods only).
+        clip_learning_rate: eta of the adaptive clip's geometric update.
+        clip_count_sigma: per-client noise std on the clipped-or-not bit
+            (None: Andrew et al.'s n / 20 on the sum, i.e. (n / 20) / sqrt(T)
+            per client, :func:`cepam.clipping.default_count_sigma`).
+        clipped_fraction_release: publish the per-round noised clipped
+            fraction with a fixed clip too (Gaussian methods; accounted with
+            ``clip_count_sigma``).  Adaptive clipping always publishes it (its
+            clip follows it); with a fixed clip it costs privacy for a metric
+            only, so it is off unless asked for.
+        server_lr: the server's learning rate: the global weights move by
+            ``server_lr`` times the released (averaged) update.
+        central_dp: None, or central DP on float32 updates (method "fl",
+            whose updates are then clipped to ``clip``): "dp-fedavg" (the
+            server adds N(0, (z clip)^2) once to the sum and divides by the
+            fixed ``clients``; relation "add-remove") or "flower" (what
+            flwr's DifferentialPrivacyServerSideFixedClipping does: the mean
+            of the k updates plus N(0, (z clip / clients)^2)).
+        noise_multiplier: z of ``central_dp``.
     """
 
     model: str = "cnn"
@@ -124,6 +169,17 @@ class FLConfig:
     delta: float = 1e-5
     seed: int = 0
     engine: str = "builtin"
+    population: int | None = None
+    sample_rate: float = 1.0
+    sampling: str = "poisson"
+    relation: str = "replace-one"
+    clip_quantile: float | None = None
+    clip_learning_rate: float = 0.2
+    clip_count_sigma: float | None = None
+    clipped_fraction_release: bool = False
+    server_lr: float = 1.0
+    central_dp: str | None = None
+    noise_multiplier: float | None = None
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_NAMES:
@@ -149,6 +205,97 @@ class FLConfig:
             raise InvalidArgumentError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if not self.method.startswith("cepam") and (self.dim != 1 or self.lattice != "Z"):
             raise InvalidArgumentError("dim and lattice apply to the CEPAM methods only")
+        self._check_sampling()
+
+    def _check_sampling(self) -> None:
+        """The checks of the client-sampling, relation, adaptive-clipping and
+        central-DP settings."""
+        n, big_n, q = self.clients, self.population_size, float(self.sample_rate)
+        if big_n < n:
+            raise InvalidArgumentError(f"population must be at least clients ({n}), got {big_n}")
+        if not 0.0 < q <= 1.0:
+            raise InvalidArgumentError(f"sample_rate must be in (0, 1], got {self.sample_rate}")
+        if self.sampling not in SAMPLINGS:
+            raise InvalidArgumentError(
+                f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        if self.relation not in RELATIONS:
+            raise InvalidArgumentError(
+                f"relation must be one of {RELATIONS}, got {self.relation!r}")
+        if self.sampling == "poisson" and abs(q * big_n - n) > 0.5:
+            raise InvalidArgumentError(
+                f"clients must be the expected cohort sample_rate * population = {q * big_n:g} "
+                f"(rounded), got {n}")
+        if self.sampling == "fixed":
+            if q != 1.0 and not math.isclose(q, n / big_n, rel_tol=1e-9):
+                raise InvalidArgumentError(
+                    f"a fixed cohort of {n} out of {big_n} has rate {n / big_n:g}; leave "
+                    f"sample_rate at 1.0 or give that value, not {q}")
+            if self.relation != "replace-one":
+                raise InvalidArgumentError("sampling 'fixed' is accounted under relation "
+                                           "'replace-one' only")
+        gaussian = self.method in _GAUSSIAN_CLIENT_NOISE
+        if self.central_dp is not None:
+            if self.central_dp not in CENTRAL_DP:
+                raise InvalidArgumentError(
+                    f"central_dp must be one of {CENTRAL_DP} or None, got {self.central_dp!r}")
+            if self.method != "fl":
+                raise InvalidArgumentError("central_dp takes method 'fl' (float32 updates, "
+                                           f"clipped, noised by the server), not {self.method!r}")
+            if self.noise_multiplier is None or not (math.isfinite(self.noise_multiplier)
+                                                     and self.noise_multiplier > 0):
+                raise InvalidArgumentError("central_dp needs a positive finite noise_multiplier")
+            wanted = "add-remove" if self.central_dp == "dp-fedavg" else "replace-one"
+            if self.relation != wanted:
+                raise InvalidArgumentError(f"central_dp {self.central_dp!r} goes with relation "
+                                           f"{wanted!r}")
+        elif self.noise_multiplier is not None:
+            raise InvalidArgumentError("noise_multiplier applies to central_dp only")
+        if self.relation == "add-remove" and self.central_dp is None and not gaussian:
+            raise InvalidArgumentError(
+                "relation 'add-remove' needs a Gaussian method "
+                f"({', '.join(_GAUSSIAN_CLIENT_NOISE)}), not {self.method!r}")
+        if self.clip_quantile is not None:
+            if not gaussian:
+                raise InvalidArgumentError("adaptive clipping (clip_quantile) needs a Gaussian "
+                                           f"method, not {self.method!r}")
+            if not 0.0 < self.clip_quantile < 1.0:
+                raise InvalidArgumentError(
+                    f"clip_quantile must be in (0, 1), got {self.clip_quantile}")
+        for name in ("clip_learning_rate", "server_lr"):
+            v = float(getattr(self, name))
+            if not (math.isfinite(v) and v > 0):
+                raise InvalidArgumentError(f"{name} must be positive and finite, got {v}")
+        if self.clip_count_sigma is not None and not (math.isfinite(self.clip_count_sigma)
+                                                      and self.clip_count_sigma > 0):
+            raise InvalidArgumentError(
+                f"clip_count_sigma must be positive and finite, got {self.clip_count_sigma}")
+
+    @property
+    def population_size(self) -> int:
+        """N: ``population``, or ``clients`` when it is not set."""
+        return self.clients if self.population is None else int(self.population)
+
+    @property
+    def rate(self) -> float:
+        """The accountant's sample rate: ``sample_rate`` (Poisson), or
+        ``clients / population`` (a fixed cohort)."""
+        if self.sampling == "fixed":
+            return self.clients / self.population_size
+        return float(self.sample_rate)
+
+    @property
+    def samples_clients(self) -> bool:
+        """Whether a round's cohort is drawn (not every client every round)."""
+        return self.population_size != self.clients or self.rate < 1.0
+
+    @property
+    def paper_setting(self) -> bool:
+        """Whether the run is the paper's setting (every client every round,
+        replace-one, a fixed clip, no released clipped fraction, no central
+        noise): the record-level accountant of :mod:`.privacy` covers it."""
+        return (not self.samples_clients and self.relation == "replace-one"
+                and self.clip_quantile is None and self.central_dp is None
+                and not self.clipped_fraction_release)
 
     @property
     def samples_per_round(self) -> int:

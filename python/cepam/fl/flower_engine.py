@@ -59,6 +59,15 @@ def check_flower_config(config: FLConfig) -> None:
             "built-in engine only")
     if config.clip_all and config.method == "fl":
         raise InvalidArgumentError("clip_all is not supported on the Flower engine")
+    default = FLConfig()
+    changed = [name for name in ("population", "sample_rate", "sampling", "relation",
+                                 "clip_quantile", "server_lr", "central_dp")
+               if getattr(config, name) != getattr(default, name)]
+    if changed:
+        raise InvalidArgumentError(
+            f"{', '.join(changed)}: client sampling, relations, adaptive clipping, the server "
+            "learning rate and central DP run on the built-in engine only (engine 'builtin'; "
+            "with Flower: CepamStrategy)")
 
 
 def _worker(config: FLConfig, data_dir: str | None) -> dict[str, Any]:

@@ -15,6 +15,18 @@
   amplified likewise).  ``delta`` is 0.
 * ``fl`` and ``fl-sdq`` add no noise: eps is infinite.
 
+The client-level column (:func:`client_epsilon_function`, the ``client_epsilon``
+column of the built-in engine) holds for any local training loop: for the
+Gaussian methods :func:`cepam.accounting.client_epsilon` with the run's
+sample rate, sampling, relation and the count noise of the published noised
+clipped fraction (:func:`count_sigma`), against an honest-but-curious client
+(:data:`CLIENT_THREAT_MODEL`); for ``central_dp="dp-fedavg"``
+:func:`central_epsilon` (dp-accounting's PLD for the Poisson-subsampled
+Gaussian, add-remove).  Outside the paper's setting (client sampling,
+add-remove, adaptive clipping, central DP: :attr:`FLConfig.paper_setting`)
+the record-level accountant does not apply and the ``epsilon`` column holds
+the client-level eps, a valid bound for every record of a client.
+
 The noise of ``fl-gaussian-sdq`` and ``fl-laplace-sdq`` is added before the
 quantizer, so SDQ is post-processing and the same guarantees hold.  The
 column is NaN when the installed cepam has no :mod:`cepam.accounting`.
@@ -28,9 +40,10 @@ deltas; accuracy depends on sigma only, so one set of runs serves both).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InvalidArgumentError
 from .config import MODEL_PARAMETERS
@@ -39,7 +52,9 @@ if TYPE_CHECKING:
     from .config import FLConfig
 
 __all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_dataset_size",
-           "client_level_epsilon", "GAUSSIAN_METHODS", "LAPLACE_METHODS", "ACCOUNTING_VIEW"]
+           "client_level_epsilon", "GAUSSIAN_METHODS", "LAPLACE_METHODS", "ACCOUNTING_VIEW",
+           "CLIENT_THREAT_MODEL", "count_sigma", "cohort_cap", "client_epsilon_function",
+           "client_privacy_statement", "central_epsilon", "calibrate_central_noise_multiplier"]
 
 GAUSSIAN_METHODS = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
 LAPLACE_METHODS = ("cepam-laplace", "fl-laplace", "fl-laplace-sdq")
@@ -133,7 +148,7 @@ def client_dataset_size(config: "FLConfig") -> int:
             "dataset size depends on the split drawn and is not recorded")
     if config.samples_per_client is not None:
         return config.samples_per_client
-    return config.train_size // config.clients
+    return config.train_size // config.population_size
 
 
 def client_level_epsilon(config: "FLConfig", *, rounds: int) -> float:
@@ -142,6 +157,9 @@ def client_level_epsilon(config: "FLConfig", *, rounds: int) -> float:
     client's whole data replaced, against an honest-but-curious client (the
     view of the eps column), valid for any local training loop since each
     client's whole update is clipped.  No amplification by sampling.
+    Outside the paper's setting (client sampling, add-remove, adaptive
+    clipping, a released clipped fraction, central DP) the value of
+    :func:`client_epsilon_function` instead.
 
     * Gaussian methods: :func:`cepam.accounting.client_epsilon`.
     * Laplace methods: ``rounds`` times the per-round eps of
@@ -155,6 +173,8 @@ def client_level_epsilon(config: "FLConfig", *, rounds: int) -> float:
     """
     if rounds < 0:
         raise InvalidArgumentError(f"rounds must be non-negative, got {rounds}")
+    if not config.paper_setting:
+        return client_epsilon_function(config)(rounds)
     if config.method in _NOT_PRIVATE:
         return math.inf
     if rounds == 0:
@@ -177,7 +197,8 @@ def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:
     """eps after ``rounds`` rounds of a run of ``config``, at ``delta``
     instead of ``config.delta`` (the run's own eps column otherwise).
 
-    The same accountant as the column (:func:`epsilon_function`): for the
+    The same accountant as the column (:func:`epsilon_function`; outside the
+    paper's setting :func:`client_epsilon_function`): for the
     Gaussian methods the tight bound composed over ``rounds`` at ``delta``;
     the Laplace methods are pure DP (eps does not depend on delta); ``inf``
     for ``fl`` and ``fl-sdq``; NaN without :mod:`cepam.accounting`.
@@ -190,6 +211,177 @@ def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:
         raise InvalidArgumentError(f"delta must be in (0, 1), got {delta}")
     if rounds < 0:
         raise InvalidArgumentError(f"rounds must be non-negative, got {rounds}")
+    if not config.paper_setting:  # the run's eps column is the client-level one
+        return client_epsilon_function(config.replace(delta=delta))(rounds)
     coordinates = MODEL_PARAMETERS[config.model] if config.method in LAPLACE_METHODS else 1
     return config_epsilon_function(config, delta=delta, dataset_size=client_dataset_size(config),
                                    coordinates=coordinates)(rounds)
+
+
+#: The threat model of the client-level column: an honest-but-curious
+#: client (the accountant's default).
+CLIENT_THREAT_MODEL = "client"
+
+
+def cohort_cap(config: "FLConfig") -> int:
+    """T of the run: :func:`cepam.accounting.cohort_cap` for its expected
+    cohort and sample rate (the clients' worth of noise on the sum under
+    add-remove, and the count noise's reference)."""
+    acc = importlib.import_module("cepam.accounting")
+    return int(acc.cohort_cap(clients=config.clients, sample_rate=config.rate))
+
+
+def count_sigma(config: "FLConfig") -> float | None:
+    """The per-client noise std on the clipped-or-not bit of a run, or None
+    when it publishes no noised clipped fraction (methods other than the
+    Gaussian ones with client noise; a fixed clip without
+    ``clipped_fraction_release``):
+    ``clip_count_sigma``, else Andrew et al.'s ``(n / 20) / sqrt(T)``
+    (:func:`cepam.clipping.default_count_sigma`)."""
+    if config.method not in GAUSSIAN_METHODS or not (config.clipped_fraction_release
+                                                     or config.clip_quantile is not None):
+        return None
+    if config.clip_count_sigma is not None:
+        return float(config.clip_count_sigma)
+    from ..clipping import default_count_sigma
+
+    return default_count_sigma(clients=config.clients, cap=cohort_cap(config))
+
+
+def central_epsilon(*, noise_multiplier: float, sample_rate: float, rounds: int,
+                    delta: float, discretization: float = 1e-4) -> float:
+    """eps of ``rounds`` rounds of the Poisson-subsampled Gaussian mechanism
+    with noise multiplier ``z`` (std ``z clip`` on a sum of updates clipped to
+    ``clip``), add-remove-one-client, by dp-accounting's PLD accountant:
+    central DP-FedAvg's guarantee (McMahan et al. 2018).  ``discretization``
+    is the accountant's value discretization interval (its default 1e-4; a
+    coarser one is faster and still an upper bound, only looser).
+
+    Raises:
+        InvalidArgumentError: a value out of range.
+        ImportError: dp-accounting is not installed.
+    """
+    if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
+        raise InvalidArgumentError(f"noise_multiplier must be positive, got {noise_multiplier}")
+    if not 0.0 < sample_rate <= 1.0:
+        raise InvalidArgumentError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    if not 0.0 < delta < 1.0:
+        raise InvalidArgumentError(f"delta must be in (0, 1), got {delta}")
+    if rounds < 0:
+        raise InvalidArgumentError(f"rounds must be non-negative, got {rounds}")
+    if rounds == 0:
+        return 0.0
+    one_round = _subsampled_gaussian_pld(float(noise_multiplier), float(sample_rate),
+                                         float(discretization))
+    return float(one_round.self_compose(int(rounds)).get_epsilon_for_delta(delta))
+
+
+@functools.lru_cache(maxsize=32)
+def _subsampled_gaussian_pld(noise_multiplier: float, sample_rate: float,
+                             discretization: float) -> Any:
+    """One round's PLD, built as dp-accounting's PLDAccountant builds it for
+    a PoissonSampledDpEvent of a GaussianDpEvent (add-remove), once per
+    setting: building it is the slow part, composing it is fast."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    return pld.from_gaussian_mechanism(standard_deviation=noise_multiplier,
+                                       value_discretization_interval=discretization,
+                                       sampling_prob=sample_rate)
+
+
+def calibrate_central_noise_multiplier(*, target_epsilon: float, target_delta: float,
+                                       sample_rate: float, rounds: int,
+                                       tolerance: float = 1e-4,
+                                       discretization: float = 1e-4) -> float:
+    """The smallest noise multiplier z (to ``tolerance`` relative; bisection,
+    the value returned on the safe side) with :func:`central_epsilon` (at
+    ``discretization``) at most ``target_epsilon``: the central DP-FedAvg
+    anchor's z.
+
+    Raises:
+        InvalidArgumentError: a value out of range.
+        ImportError: dp-accounting is not installed.
+    """
+    if not (math.isfinite(target_epsilon) and target_epsilon > 0):
+        raise InvalidArgumentError(f"target_epsilon must be positive, got {target_epsilon}")
+
+    def eps(z: float) -> float:
+        return central_epsilon(noise_multiplier=z, sample_rate=sample_rate, rounds=rounds,
+                               delta=target_delta, discretization=discretization)
+
+    lo, hi = 1e-2, 1.0
+    while eps(hi) > target_epsilon:
+        lo, hi = hi, 2 * hi
+        if hi > 1e6:
+            raise InvalidArgumentError("no noise multiplier below 1e6 reaches the target")
+    if not 0.0 < tolerance < 1.0:
+        raise InvalidArgumentError(f"tolerance must be in (0, 1), got {tolerance}")
+    while hi - lo > tolerance * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if eps(mid) > target_epsilon else (lo, mid)
+    return hi
+
+
+def client_epsilon_function(config: "FLConfig") -> Callable[[int], float]:
+    """A function ``rounds -> client-level eps`` of a run of ``config`` at
+    ``config.delta`` (see the module docstring): ``inf`` without noise, NaN
+    where no client-level analysis applies (Laplace methods, Flower's
+    wrapper, whose mean over the actual cohort the add-remove analysis does
+    not cover) or the accountant refuses the setting (for example a single
+    client against the curious-client view)."""
+    if config.central_dp == "dp-fedavg":
+        key = ("central", config.noise_multiplier, config.rate, config.delta)
+
+        def compute(rounds: int) -> float:
+            return central_epsilon(noise_multiplier=float(config.noise_multiplier),
+                                   sample_rate=config.rate, rounds=rounds, delta=config.delta)
+    elif config.central_dp is not None:
+        return _nan
+    elif config.method in _NOT_PRIVATE:
+        return lambda rounds: math.inf
+    elif config.paper_setting:
+        return lambda rounds: client_level_epsilon(config, rounds=rounds)
+    elif config.method in LAPLACE_METHODS:
+        return _nan
+    else:
+        try:
+            acc = importlib.import_module("cepam.accounting")
+        except ImportError:
+            return _nan
+        cs = count_sigma(config)
+        kw = dict(sigma=config.sigma, clip=config.clip, clients=config.clients,
+                  delta=config.delta, threat_model=CLIENT_THREAT_MODEL,
+                  sample_rate=config.rate, relation=config.relation,
+                  sampling=config.sampling, count_sigma=cs)
+        key = ("client", tuple(sorted(kw.items())))
+
+        def compute(rounds: int) -> float:
+            try:
+                return float(acc.client_epsilon(rounds=rounds, **kw))
+            except InvalidArgumentError:
+                return math.nan
+
+    def eps(rounds: int) -> float:
+        if rounds <= 0:
+            return 0.0
+        if (key, rounds) not in _CACHE:
+            _CACHE[(key, rounds)] = compute(rounds)
+        return _CACHE[(key, rounds)]
+
+    return eps
+
+
+def client_privacy_statement(config: "FLConfig") -> str:
+    """What the client-level eps of ``config`` is: its relation, threat model
+    and the sampling it is amplified by."""
+    if config.central_dp == "dp-fedavg":
+        who = "threat model: the released model only (central DP-FedAvg, dp-accounting PLD)"
+    else:
+        who = "threat model: an honest-but-curious client"
+    what = ("one client added or removed" if config.relation == "add-remove"
+            else "one client's whole data replaced")
+    sampling = (f"{config.sampling} sampling q = {config.rate:g} of N = "
+                f"{config.population_size}" if config.samples_clients else "no client sampling")
+    count = ("" if count_sigma(config) is None
+             else f"; noised clipped fraction released, count_sigma = {count_sigma(config):.3g}")
+    return f"{config.relation} client: {what}; {who}; {sampling}{count}"

@@ -77,12 +77,12 @@ class RunResult:
 
 def prepare(data: TensorMNIST, config: FLConfig) -> dict[str, Any]:
     """The run's data: ``clients`` (:class:`~.training.ClientData`, the
-    training indices of each client), ``val_x``/``val_y`` and
+    training indices of each of the ``population_size`` clients), ``val_x``/``val_y`` and
     ``test_x``/``test_y`` (tensors), drawn from ``config.seed``."""
     n = len(data.train_y)
     train_idx, val_idx = train_validation_split(n, config.train_size, config.val_size,
                                                 numpy_rng(config.seed, "split"))
-    parts = split_clients(data.train_y.numpy()[train_idx], config.clients,
+    parts = split_clients(data.train_y.numpy()[train_idx], config.population_size,
                           numpy_rng(config.seed, "clients"), alpha=config.alpha,
                           per_client=config.samples_per_client)
     clients = ClientData([train_idx[p] for p in parts])

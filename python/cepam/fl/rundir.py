@@ -45,7 +45,7 @@ COLUMNS = (
     "round", "lr", "train_loss", "val_loss", "val_acc", "test_loss", "test_acc",
     "bits_per_client", "bits_per_coordinate", "bits_measured", "update_norm",
     "clipped_fraction", "epsilon", "seconds", "train_seconds", "transport_seconds",
-    "eval_seconds",
+    "eval_seconds", "cohort_size", "clip", "noised_clipped_fraction", "client_epsilon",
 )
 # Wall-clock columns: the only ones that differ between two runs of one seed.
 TIMING_COLUMNS = ("seconds", "train_seconds", "transport_seconds", "eval_seconds")
@@ -111,23 +111,39 @@ def write_outputs(directory: Path, config: FLConfig, rows: list[dict[str, Any]],
                        "cepam.fl.privacy): Gaussian methods at delta = config.delta against "
                        "an honest-but-curious client, Laplace methods pure DP; 'inf' "
                        "without noise, null where not available",
+            "client_epsilon": "client-level eps after this many rounds at delta = "
+                              "config.delta for any local loop (cepam.fl.privacy."
+                              "client_epsilon_function): the run's relation, sample rate and "
+                              "count noise, honest-but-curious client",
+            "noised_clipped_fraction": "1 - the server's noised unclipped fraction "
+                                       "(cepam.clipping), the published metric; "
+                                       "clipped_fraction is the exact one (not released)",
         },
         "rows": [{c: json_value(r.get(c)) for c in COLUMNS} for r in rows],
     }
+    if any("cohort" in r for r in rows):
+        doc["notes"]["cohorts"] = ("the clients (indices into the population) sampled in each "
+                                   "round by the server's own seeded Generator; round 0 none")
+        doc["cohorts"] = [list(r.get("cohort", [])) for r in rows]
     atomic_write(directory / "rounds.json", (json.dumps(doc, indent=1) + "\n").encode())
 
 
 def save_state(directory: Path, config: FLConfig, round_: int, params: dict[str, Any], *,
-               schedule: dict[str, float], rows: list[dict[str, Any]]) -> None:
+               schedule: dict[str, float], rows: list[dict[str, Any]],
+               clip: dict[str, float] | None = None) -> None:
     """Write the checkpoint ``state.pt`` after round ``round_``: the global
     weights ``params`` (torch tensors, copied), the learning-rate
-    ``schedule``'s state and the rows so far."""
+    ``schedule``'s state, the rows so far and, with adaptive clipping, the
+    clip's state (:meth:`cepam.clipping.AdaptiveClip.state_dict`)."""
     import torch
 
     buf = io.BytesIO()
-    torch.save({"version": STATE_VERSION, "config": config.to_dict(), "round": round_,
-                "params": {k: v.clone() for k, v in params.items()},
-                "schedule": dict(schedule), "rows": rows}, buf)
+    state = {"version": STATE_VERSION, "config": config.to_dict(), "round": round_,
+             "params": {k: v.clone() for k, v in params.items()},
+             "schedule": dict(schedule), "rows": rows}
+    if clip is not None:
+        state["clip"] = dict(clip)
+    torch.save(state, buf)
     atomic_write(directory / "state.pt", buf.getvalue())
 
 

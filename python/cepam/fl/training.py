@@ -55,15 +55,20 @@ class ClientData:
     def clients(self) -> int:
         return len(self.sizes)
 
-    def sample(self, seed: int, round: int, steps: int, batch: int) -> torch.Tensor:
-        """Indices (K, steps, batch) into the training set: client k draws
-        uniformly with replacement from its own samples with a generator
-        seeded by (seed, round, k) only."""
-        pos = torch.empty((self.clients, steps, batch), dtype=torch.int64)
-        for k, size in enumerate(self.sizes):
+    def sample(self, seed: int, round: int, steps: int, batch: int,
+               cohort: Sequence[int] | None = None) -> torch.Tensor:
+        """Indices (k, steps, batch) into the training set for the clients
+        of ``cohort`` (default: all, in order): client c draws uniformly with
+        replacement from its own samples with a generator seeded by
+        (seed, round, c) only, whoever else is in the cohort."""
+        members = range(self.clients) if cohort is None else [int(c) for c in cohort]
+        pos = torch.empty((len(members), steps, batch), dtype=torch.int64)
+        for i, k in enumerate(members):
             g = torch_generator(seed, "sample", round, k)
-            pos[k] = torch.randint(0, size, (steps, batch), generator=g)
-        return torch.gather(self.table, 1, pos.view(self.clients, -1)).view_as(pos)
+            pos[i] = torch.randint(0, self.sizes[k], (steps, batch), generator=g)
+        table = self.table if cohort is None else self.table[torch.as_tensor(list(members),
+                                                                            dtype=torch.int64)]
+        return torch.gather(table, 1, pos.view(len(members), -1)).view_as(pos)
 
 
 class LocalTrainer:
