@@ -27,6 +27,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
     PrecisionWarning,
+    NoiseWarning,
     PrivacyWarning,
     UnexpectedPayloadError,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "DecodingError",
     "UnexpectedPayloadError",
     "PrecisionWarning",
+    "NoiseWarning",
     "PrivacyWarning",
     "PrivacyBudgetError",
     "__version__",

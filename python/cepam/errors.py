@@ -20,6 +20,7 @@ __all__ = [
     "DecodingError",
     "UnexpectedPayloadError",
     "PrecisionWarning",
+    "NoiseWarning",
     "PrivacyWarning",
     "PrivacyBudgetError",
 ]
@@ -88,6 +89,12 @@ class UnexpectedPayloadError(CepamError, ValueError):
 class PrecisionWarning(UserWarning):
     """A decoded update was returned in a dtype whose rounding is not small
     against the noise, so the error is no longer the mechanism's law."""
+
+
+class NoiseWarning(UserWarning):
+    """The noise on the released average exceeds the scale of an update's
+    coordinates (the clip over the square root of the model size): the model
+    will hardly move from its start."""
 
 
 class PrivacyWarning(UserWarning):

@@ -301,3 +301,42 @@ def test_privacy_command_with_sampling_and_relation(capsys):
                  "--samples-per-round", "5", "--dataset-size", "100", "--sample-rate",
                  "0.5"]) != 0
     assert "client-level options" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- noise against the update
+def test_calibration_warns_when_the_noise_drowns_the_update():
+    """Issue 38's case: eps 8 over 100 rounds of 4 clients needs a sigma whose
+    noise on the average exceeds a whole update's norm; with the model's size
+    the bar is clip / sqrt(d) per coordinate."""
+    import warnings
+
+    from cepam import NoiseWarning
+    from cepam.accounting import average_noise
+
+    kw = dict(target_epsilon=8, target_delta=1e-5, clip=1.0)
+    with pytest.warns(NoiseWarning, match="times the clip") as caught:
+        sigma = calibrate_client_sigma(rounds=100, clients=4, **kw)
+    noise = average_noise(sigma=sigma, clients=4)
+    assert noise == sigma / 2 and noise > 1.0
+    assert f"{noise:.4g} per coordinate" in str(caught[0].message)
+    with pytest.warns(NoiseWarning, match=r"sqrt\(25818 coordinates\)"):
+        calibrate_client_sigma(rounds=20, clients=10, coordinates=25818, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 1,000 clients a round: no warning for 1,000 weights
+        sigma = calibrate_client_sigma(rounds=100, clients=1000, coordinates=1000, **kw)
+    assert average_noise(sigma=sigma, clients=1000) < 1.0 / math.sqrt(1000)
+    cap = cohort_cap(clients=100, sample_rate=0.1)
+    assert average_noise(sigma=0.5, clients=100, sample_rate=0.1, relation="add-remove") == \
+        pytest.approx(0.5 * math.sqrt(cap) / 100, rel=1e-15)
+
+
+def test_privacy_command_notes_when_the_noise_drowns_the_update(capsys):
+    from cepam.cli import main
+
+    assert main(["privacy", "--target-eps", "8", "--delta", "1e-5", "--clip", "1", "--clients",
+                 "10", "--rounds", "20", "--coordinates", "25818"]) == 0
+    out = capsys.readouterr().out
+    assert "note: the noise on the released average, 0.5659 per coordinate" in out
+    assert main(["privacy", "--target-eps", "8", "--delta", "1e-5", "--clip", "1", "--clients",
+                 "1000", "--rounds", "100", "--coordinates", "1000"]) == 0
+    assert "note:" not in capsys.readouterr().out

@@ -65,6 +65,8 @@ _EXPORTS = {
     "client_noise_multiplier": "client_level",
     "client_epsilon": "client_level",
     "calibrate_client_sigma": "client_level",
+    "average_noise": "client_level",
+    "noise_drowns_update": "client_level",
     "RELATIONS": "cohort",
     "SAMPLINGS": "cohort",
     "population": "cohort",

@@ -34,10 +34,11 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from typing import Any
 
 from ..cli import requires
-from ..errors import InvalidArgumentError, InvalidTypeError
+from ..errors import InvalidArgumentError, InvalidTypeError, NoiseWarning
 
 __all__ = ["register", "handler", "build_report"]
 
@@ -65,6 +66,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="client level: neighbouring federations differ by one client's data "
                         "replaced (default) or one client added or removed (DP-FedAvg's "
                         "convention; the server tops the noise up, docs/privacy.md section 12)")
+    p.add_argument("--coordinates", type=int, default=None,
+                   help="client level: the model's size; a note says when the noise on the "
+                        "released average exceeds clip / sqrt(coordinates) per coordinate "
+                        "(without it: when it exceeds the clip)")
     p.add_argument("--sampling", choices=("poisson", "fixed"), default="poisson",
                    help="client level: Poisson cohorts (default) or a fixed cohort of "
                         "--clients drawn uniformly (replace-one only)")
@@ -212,7 +217,7 @@ def _client_report(args: argparse.Namespace) -> dict[str, Any]:
     from .accountant import PLDAccountant
     from .analyses import create_analysis
     from .analytic_gaussian import gaussian_epsilon
-    from .client_level import calibrate_client_sigma, client_epsilon
+    from .client_level import calibrate_client_sigma, client_epsilon, noise_drowns_update
 
     rounds = _v.integer("rounds", args.rounds)
     delta = _v.probability_open("delta", args.delta)
@@ -220,13 +225,18 @@ def _client_report(args: argparse.Namespace) -> dict[str, Any]:
                    sample_rate=args.sample_rate, relation=args.relation, sampling=args.sampling)
     sampling = dict(clients=args.clients, **options)
     if args.target_eps is not None:
-        sigma = calibrate_client_sigma(target_epsilon=args.target_eps, target_delta=delta,
-                                       rounds=rounds, **sampling)
+        with warnings.catch_warnings():  # said in the report's notes instead
+            warnings.simplefilter("ignore", NoiseWarning)
+            sigma = calibrate_client_sigma(target_epsilon=args.target_eps, target_delta=delta,
+                                           rounds=rounds, **sampling)
     else:
         sigma = _v.positive("sigma", args.sigma)
     event = create_analysis("client", **options).round_event(Gaussian(sigma=sigma),
                                                              clients=args.clients)
     total = client_epsilon(sigma=sigma, rounds=rounds, delta=delta, **sampling)
+    drowns = noise_drowns_update(sigma=sigma, clip=args.clip, clients=args.clients,
+                                 coordinates=args.coordinates, sample_rate=args.sample_rate,
+                                 relation=args.relation)
     per_round = (gaussian_epsilon(delta, mu=event.mu) if event.is_gaussian else
                  PLDAccountant().compose(event).get_epsilon(delta))
     add_remove = args.relation == "add-remove"
@@ -265,7 +275,7 @@ def _client_report(args: argparse.Namespace) -> dict[str, Any]:
         "calibrated": args.target_eps is not None,
         "per_round": {"epsilon": _num(per_round), "delta": delta},
         "total": {"epsilon": _num(total), "delta": delta, "rounds": rounds},
-        "notes": [],
+        "notes": [] if drowns is None else [drowns],
     }
 
 

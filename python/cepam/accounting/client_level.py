@@ -65,11 +65,13 @@ True
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import NoiseWarning
 from . import _validation as _v
 from .analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gaussian_mu
 from .cohort import (
@@ -79,7 +81,7 @@ from .setting import ThreatModel, hidden_clients
 from .subsampled_gaussian import _add, _remove
 
 __all__ = ["ClientLevelRound", "client_noise_multiplier", "client_epsilon",
-           "calibrate_client_sigma"]
+           "calibrate_client_sigma", "average_noise", "noise_drowns_update"]
 
 
 def client_noise_multiplier(*, sigma: float, clip: float, clients: int,
@@ -300,8 +302,8 @@ def _epsilon(event: ClientLevelRound, rounds: int, delta: float) -> float:
 def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
                            clients: float, clip: float, threat_model: ThreatModel = "client",
                            sample_rate: float = 1.0, relation: Relation = "replace-one",
-                           sampling: Sampling = "poisson",
-                           count_sigma: float | None = None) -> float:
+                           sampling: Sampling = "poisson", count_sigma: float | None = None,
+                           coordinates: int | None = None) -> float:
     """The smallest sigma whose client-level guarantee after ``rounds`` rounds
     is ``(target_epsilon, target_delta)``: pass it as ``cepam.Gaussian(sigma=...)``.
 
@@ -314,6 +316,10 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
         rounds: R >= 1.
         clients, clip, threat_model: as :class:`ClientLevelRound`.
         sample_rate, relation, sampling, count_sigma: likewise.
+        coordinates: the model's size, or None: with it, a
+            :class:`~cepam.NoiseWarning` says when the noise on the released
+            average exceeds ``clip / sqrt(coordinates)`` per coordinate
+            (without it, when it exceeds ``clip``) (:func:`noise_drowns_update`).
 
     Returns:
         sigma > 0, the per-coordinate noise std, in the update's units.
@@ -326,11 +332,23 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
     eps = _v.positive("target_epsilon", target_epsilon)
     delta = _v.probability_open("target_delta", target_delta)
     rounds = _v.integer("rounds", rounds)
+    sigma = _calibrate(eps, delta, rounds, clients=clients, clip=clip,
+                       threat_model=threat_model, sample_rate=sample_rate, relation=relation,
+                       sampling=sampling, count_sigma=count_sigma)
+    drowns = noise_drowns_update(sigma=sigma, clip=clip, clients=clients,
+                                 coordinates=coordinates, sample_rate=sample_rate,
+                                 relation=relation)
+    if drowns is not None:
+        warnings.warn(NoiseWarning(f"calibrate_client_sigma: sigma = {sigma:.4g}; {drowns}"),
+                      stacklevel=2)
+    return sigma
+
+
+def _calibrate(eps: float, delta: float, rounds: int, **round_: Any) -> float:
+    """calibrate_client_sigma's search (arguments checked)."""
 
     def event(sigma: float) -> ClientLevelRound:
-        return ClientLevelRound(sigma=sigma, clip=clip, clients=clients,
-                                threat_model=threat_model, sample_rate=sample_rate,
-                                relation=relation, sampling=sampling, count_sigma=count_sigma)
+        return ClientLevelRound(sigma=sigma, **round_)
 
     probe = event(1.0)
     if probe.is_gaussian:  # mu = mu_one(sigma) / sqrt(hidden), solved for sigma
@@ -362,3 +380,62 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
             hi = mid
     return hi
 
+
+def average_noise(*, sigma: float, clients: float, sample_rate: float = 1.0,
+                  relation: Relation = "replace-one") -> float:
+    """Std per coordinate of the noise on the released average update, in the
+    update's units: ``sigma / sqrt(n)`` (the mean of ``n`` decoded updates),
+    or ``sigma sqrt(T) / n`` under add/remove (``T`` clients' worth over the
+    fixed ``n``; :func:`~.cohort.cohort_cap`).
+
+    Args:
+        sigma: per-coordinate noise std of each client's decoded update (> 0).
+        clients: clients a round (the expected cohort with sampling).
+        sample_rate, relation: as :class:`ClientLevelRound`.
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError: values out of range or of the
+            wrong type.
+    """
+    sigma = _v.positive("sigma", sigma)
+    n, q = check_sampling(clients=clients, sample_rate=sample_rate, relation=relation,
+                          sampling="poisson", threat_model="aggregate")
+    if relation == "add-remove":
+        return sigma * math.sqrt(cohort_cap(clients=n, sample_rate=q)) / n
+    return sigma / math.sqrt(n)
+
+
+def noise_drowns_update(*, sigma: float, clip: float, clients: float,
+                        coordinates: int | None = None, sample_rate: float = 1.0,
+                        relation: Relation = "replace-one") -> str | None:
+    """Why the noise drowns the update, or None: the noise on the released
+    average (:func:`average_noise`) against the scale of an update's
+    coordinates, ``clip / sqrt(coordinates)`` (an update of norm ``clip``
+    spread evenly), or against ``clip`` itself when the model size is not
+    given (then the noise on one coordinate exceeds a whole update's norm,
+    whatever the model).
+
+    Args:
+        sigma, clip, clients, sample_rate, relation: as :class:`ClientLevelRound`.
+        coordinates: the model's size (coordinates of an update), or None.
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError: values out of range or of the
+            wrong type.
+    """
+    clip = _v.positive("clip", clip)
+    noise = average_noise(sigma=sigma, clients=clients, sample_rate=sample_rate,
+                          relation=relation)
+    if coordinates is None:
+        scale, what = clip, f"the clip ({clip:.4g}: a whole update's norm)"
+    else:
+        d = _v.integer("coordinates", coordinates)
+        scale = clip / math.sqrt(d)
+        what = (f"an update's coordinates ({scale:.4g} = clip {clip:.4g} / sqrt({d} "
+                "coordinates))")
+    if noise <= scale:
+        return None
+    return (f"the noise on the released average, {noise:.4g} per coordinate (sigma "
+            f"{sigma:.4g}, {clients:g} clients a round), is {noise / scale:.3g} times {what}: "
+            "the model will hardly move; more clients a round (or sampling from a larger "
+            "population), fewer rounds or a larger eps lower it")
