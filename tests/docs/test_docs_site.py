@@ -8,6 +8,7 @@ The build needs the ``docs`` extra (Sphinx, furo, MyST; Flower for the
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -39,8 +40,14 @@ def _code_blocks(path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built site: the one at ``CEPAM_DOCS_SITE`` if set (CI builds it
+    once, with the same warnings-as-errors command), else built here."""
     for module in ("sphinx", "furo", "myst_parser", "flwr", "scipy"):
         pytest.importorskip(module)
+    built = os.environ.get("CEPAM_DOCS_SITE")
+    if built:
+        assert (Path(built) / "index.html").is_file(), f"no site built at {built}"
+        return Path(built)
     out = tmp_path_factory.mktemp("site")
     result = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
