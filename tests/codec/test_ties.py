@@ -70,7 +70,8 @@ def _trained(kind: str) -> tuple[torch.nn.Module, dict, dict]:
     tokens = torch.randint(0, VOCAB, (8, 12))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     logits = model(tokens[:, :-1])
-    torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1)).backward()
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+    loss.backward()
     optimizer.step()
     difference = {k: v - before[k] for k, v in model.state_dict().items()}
     delta_model = copy.deepcopy(model)  # deepcopy keeps the tie
