@@ -15,7 +15,7 @@ True
 """
 
 from .baselines import encode_gaussian_sdq, encode_laplace_sdq, encode_noisy_sdq, encode_sdq
-from .codec import Codec, PayloadInfo, decode, encode, inspect
+from .codec import Codec, PayloadInfo, decode, encode, inspect, update_norm
 from .errors import (
     AuthenticationError,
     CepamError,
@@ -34,6 +34,7 @@ from .errors import (
 from .guard import ContextGuard
 from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
+from .structure import find_ties
 from ._version import package_version
 
 #: The installed version of cepam (a PEP 440 string, e.g. ``"0.1.0"``).
@@ -43,6 +44,8 @@ __all__ = [
     "encode",
     "decode",
     "inspect",
+    "update_norm",
+    "find_ties",
     "Codec",
     "ContextGuard",
     "PayloadInfo",

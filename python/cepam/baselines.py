@@ -43,7 +43,7 @@ from ._checks import check_clip, check_positive
 from .codec import encode
 from .errors import InvalidArgumentError, InvalidTypeError
 from .mechanisms import SDQ, Gaussian, Laplace
-from .structure import flatten, unflatten
+from .structure import flatten, resolve_ties, unflatten
 
 __all__ = [
     "encode_sdq",
@@ -126,7 +126,8 @@ def add_private_noise(x: Any, noise: Gaussian | Laplace, *, rng: Any,
 
     Returns:
         ``clip(x) + noise`` with the same structure, types and dtypes as
-        ``x`` (torch tensors come back on the CPU).  The noise is drawn in
+        ``x`` (torch tensors come back on the CPU; entries of a dict that
+        share storage come back as one tensor, noised once).  The noise is drawn in
         float64 and rounded once to the update's dtype.
 
     Raises:
@@ -134,7 +135,8 @@ def add_private_noise(x: Any, noise: Gaussian | Laplace, *, rng: Any,
     """
     noise = _check_noise(noise)
     _check_rng(rng)
-    flat, structure = flatten(x, non_float="skip")  # as cepam.encode: counters left out
+    # As cepam.encode: counters left out, a tied tensor (shared storage) noised once.
+    flat, structure = flatten(x, non_float="skip", ties=resolve_ties(x))
     flat = _clip_flat(flat, clip)
     noisy = flat.astype(np.float64) + _draw_noise(noise, flat.size, rng)
     return unflatten(noisy.astype(flat.dtype, copy=False), structure)

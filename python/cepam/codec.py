@@ -66,10 +66,13 @@ from .structure import (
     BARE,
     DICT,
     Structure,
+    TiePairs,
+    apply_ties,
     bare,
     check_buffers,
     check_dtype_choice,
     check_non_float,
+    check_ties,
     decoded_dtype,
     describe,
     digest,
@@ -77,11 +80,13 @@ from .structure import (
     is_buffer,
     match_template,
     output_dtype,
+    resolve_ties,
     unflatten,
+    with_ties,
 )
 from .threads import resolve_threads
 
-__all__ = ["encode", "decode", "inspect", "Codec", "PayloadInfo", "LATTICE_NAMES"]
+__all__ = ["encode", "decode", "inspect", "update_norm", "Codec", "PayloadInfo", "LATTICE_NAMES"]
 
 LATTICE_NAMES = tuple(LATTICE_CODES)
 DEFAULT_MAX_COORDINATES = 1 << 28
@@ -138,6 +143,19 @@ def _check_coder(coder: object) -> int:
     if coder not in CODER_CODES:
         raise InvalidArgumentError(f"coder must be one of {tuple(CODER_CODES)}, got {coder!r}")
     return CODER_CODES[coder]
+
+
+def _sum_of_squares(flat: np.ndarray, structure: Structure, threads: int) -> float:
+    """The sum of squares the clip is applied to (the core's: the same for
+    every thread count).
+
+    Raises:
+        InvalidArgumentError: a NaN or Inf, located in ``structure``.
+    """
+    try:
+        return _core.sum_of_squares(flat, threads=threads)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
 
 
 def _locate_non_finite(flat: np.ndarray, structure: Structure) -> str:
@@ -226,14 +244,15 @@ class _Settings:
     structure: bool
     threads: int
     buffers: str
+    ties: TiePairs  # besides those found by storage in the update
 
     @classmethod
     def checked(cls, lattice: tuple[int, int] | None, *, clip: object, coder: object,
                 non_float: object, pad: object, structure: object,
-                threads: object, buffers: object) -> "_Settings":
+                threads: object, buffers: object, ties: TiePairs) -> "_Settings":
         return cls(lattice, check_clip(clip), _check_coder(coder), check_non_float(non_float),
                    check_pad(pad), _check_flag("structure", structure), resolve_threads(threads),
-                   check_buffers(buffers))
+                   check_buffers(buffers), ties)
 
 
 _UNCLIPPED = ("no clip: the decoded update carries the noise, but no differential-privacy "
@@ -344,18 +363,21 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     # norm, the source model's statistics and LRSUQ run on the GPU, to the
     # CPU's bytes (cepam.cuda); `host` copies it to the host where it must.
     gpu = None
+    ties = resolve_ties(x, settings.ties)  # a tied tensor is coded once
     if LatticeStage.usable():
-        gpu = LatticeStage.of(*describe(x, non_float=settings.non_float, buffers=settings.buffers))
+        gpu = LatticeStage.of(*describe(x, non_float=settings.non_float, buffers=settings.buffers,
+                                        ties=ties))
     if gpu is None:
-        flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers)
+        flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers,
+                                  ties=ties)
         m, dtype, host = flat.size, flat.dtype, lambda: flat
+        sumsq = _sum_of_squares(flat, structure, threads)
     else:
         structure, m, dtype, host = gpu.structure, gpu.size, np.dtype(gpu.dtype), gpu.host
-    try:  # also rejects NaN and Inf
-        sumsq = (_core.sum_of_squares(flat, threads=threads) if gpu is None
-                 else gpu.sum_of_squares(threads=threads))
-    except InvalidArgumentError:
-        raise InvalidArgumentError(_locate_non_finite(host(), structure)) from None
+        try:  # also rejects NaN and Inf
+            sumsq = gpu.sum_of_squares(threads=threads)
+        except InvalidArgumentError:
+            raise InvalidArgumentError(_locate_non_finite(host(), structure)) from None
     if settings.buffers == "separate" and math.isfinite(clip):
         clipped = _clip_buffers_apart(host, structure, clip, sumsq)
         if clipped is not None:
@@ -445,6 +467,7 @@ def encode(
     structure: bool = True,
     threads: int | None = None,
     buffers: str = "separate",
+    ties: Any = None,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -518,6 +541,21 @@ def encode(
             side keeps its own, as FedBN does; :func:`decode` returns the dict
             without them); "joint" codes them as weights, under the one clip.
             Without a clip the choices "separate" and "joint" are the same.
+        ties: tied entries of a dict (one tensor under several names, as a
+            language model's embedding shared with its output layer) are
+            coded once, under the first name, and counted once in the clip;
+            the payload is the one of the dict without the other names (the
+            same bytes), and :func:`decode` gives them back as the same
+            tensor when it knows the ties (its ``like=`` or ``ties=``).
+            Entries of ``x`` that share storage (the same memory, offset,
+            shape, strides and dtype: a tied model's ``state_dict()``) are
+            always tied; ``ties`` adds those ``x`` has lost (a
+            ``state_dict`` difference computed name by name): the model
+            (a ``torch.nn.Module``) or its ``state_dict``, whose ties are
+            found by storage (:func:`cepam.find_ties`), or a
+            mapping ``{name: tied-to name}``.  Values are never compared:
+            of a tied name's entry only the shape and dtype are read.
+            None (the default): the ties found in ``x`` only.
 
     Returns:
         The payload bytes: a public header (format version, mechanism and
@@ -525,7 +563,8 @@ def encode(
         lattice choice and body, and an authentication tag.
 
     Raises:
-        InvalidTypeError, InvalidArgumentError: bad arguments, NaN or Inf in x.
+        InvalidTypeError, InvalidArgumentError: bad arguments, NaN or Inf in
+            x, tied entries of different shapes or dtypes.
         EncodingError: x is too large relative to the noise scale, decoded
             values could overflow their dtype, or the payload exceeds the
             padded size (``pad="max"`` or a size).
@@ -538,10 +577,50 @@ def encode(
     choice = _check_lattice(lattice, dim, mechanism)
     secret, context = check_secret(secret), Context(round, client, message)
     settings = _Settings.checked(choice, clip=clip, coder=coder, non_float=non_float, pad=pad,
-                                 structure=structure, threads=threads, buffers=buffers)
+                                 structure=structure, threads=threads, buffers=buffers,
+                                 ties=check_ties(ties))
     if clip is None:
         warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
     return _guarded_encode(_check_state(state), x, mechanism, secret, context, settings)
+
+
+def update_norm(update: Any, *, buffers: str = "separate", ties: Any = None,
+                threads: int | None = None) -> float:
+    """The l2 norm of an update exactly as :func:`encode` measures it
+    against its ``clip``: over the entries it codes, in the same sum.
+
+    Size the clip from this norm, measured on real updates with the same
+    ``buffers`` and ``ties`` as the encoder's (README, "Choosing sigma and
+    clip"): integer and bool entries of a dict are left out (as
+    ``non_float="skip"`` leaves them), so are the running statistics with
+    ``buffers="local"``, and a tied tensor counts once.  With "separate"
+    (and "joint") the statistics are in the norm: the clip bounds the whole
+    update, and "separate" only decides, when the update is over the clip,
+    how the clip is shared (the weights keep at least half of it; see
+    :func:`encode`).  The norm is in the update's own units and is the same
+    for every thread count.
+
+    Args:
+        update: as ``x`` of :func:`encode`: an array or tensor, or a dict
+            (a ``state_dict`` difference), list or tuple of them.
+        buffers: as for :func:`encode`: "separate" (the default), "local"
+            or "joint".
+        ties: as for :func:`encode` (entries of ``update`` that share
+            storage are tied in any case).
+        threads: native threads, as for :func:`encode`.
+
+    Returns:
+        The norm, a float >= 0.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: as :func:`encode` (an
+            unsupported update, NaN or Inf in it, a bad ``buffers``,
+            ``ties`` or ``threads``).
+    """
+    groups = resolve_ties(update, check_ties(ties))
+    flat, structure = flatten(update, non_float="skip", buffers=check_buffers(buffers),
+                              ties=groups)
+    return math.sqrt(_sum_of_squares(flat, structure, resolve_threads(threads)))
 
 
 def _check_flag(name: str, value: object) -> bool:
@@ -598,7 +677,7 @@ def _entry_name(structure: Structure, index: int) -> str:
 
 def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
             expected: _Expected, like: Any, threads: object, device: object,
-            buffers: object) -> Any:
+            buffers: object, ties: TiePairs) -> Any:
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
     cuda_index = parse_device(device)
@@ -621,10 +700,12 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     structure = header.structure
     if like is not None:
         structure = match_template(structure, like, sealed_digest=sealed.digest,
-                                   buffers=buffers)
+                                   buffers=buffers, ties=ties)
     elif structure.container == BARE:
         raise InvalidArgumentError("the payload carries no structure (encoded with "
                                    "structure=False): pass like=, a template of the update")
+    else:
+        structure = with_ties(structure, resolve_ties(None, ties))
     mechanism = mechanism_from_code(header.mechanism, header.scale)
     kw = dict(m=header.m, key=stream_key(secret, header.context),
               params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
@@ -642,15 +723,20 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         check(flat[start : start + entry.size], output_dtype(entry, dtype=dtype, output=output),
               noise_std=mechanism.std, where=_entry_name(structure, i))
         start += entry.size
-    result = unflatten(flat, structure, output=output, dtype=dtype)
-    return result if cuda_index is None or on_gpu else to_device(result, cuda_index)
+    # (tied last, so that a move to the GPU keeps them one object)
+    result = unflatten(flat, Structure(structure.container, structure.entries), output=output,
+                       dtype=dtype)
+    if cuda_index is not None and not on_gpu:
+        result = to_device(result, cuda_index)
+    return apply_ties(result, structure, like)
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",
            max_coordinates: int = DEFAULT_MAX_COORDINATES, like: Any = None,
            expect_mechanism: Mechanism | None = None, expect_clip: float | None = None,
            expect_client: int | None = None, expect_round: int | None = None,
-           threads: int | None = None, device: Any = None, buffers: str = "separate") -> Any:
+           threads: int | None = None, device: Any = None, buffers: str = "separate",
+           ties: Any = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -673,8 +759,10 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             rule: at most 1024 coordinates a body bit, so a 1 KB payload
             costs at most about 64 MiB; see docs/format.md).
         like: a template of the update (an array or tensor, a list/tuple of
-            them, or a mapping such as a ``state_dict``) whose container,
-            names, dtypes and shapes the result takes.  Required for a
+            them, a mapping such as a ``state_dict``, or a
+            ``torch.nn.Module``: its ``state_dict()``) whose container,
+            names, dtypes and shapes the result takes, and whose tied
+            entries (found by storage) come back tied.  Required for a
             payload encoded with ``structure=False``, and then it must be the
             structure the payload was encoded from: the same names, order,
             dtypes and shapes (a digest of it is sealed in the payload); for a
@@ -697,12 +785,20 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         buffers: the encoder's choice (see :func:`encode`); it matters only
             for ``like``: with "local" the template's running statistics are
             left out, as the encoder left them out.
+        ties: as for :func:`encode` (a model, a ``state_dict`` or a mapping
+            ``{name: tied-to name}``), besides the ties of ``like``: a
+            payload does not carry its ties (it holds a tied tensor once,
+            under its first name), so the decoder names them, and each tied
+            name comes back as the *same* object as its coded entry.  A tie
+            whose names the payload codes apart (an encoder that did not
+            know it) is not imposed.
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
         tuple or dict), or the template's, with the same shapes, in the
         dtypes ``dtype`` gives.  Integer and bool entries that
-        :func:`encode` left out (``non_float="skip"``) are absent.
+        :func:`encode` left out (``non_float="skip"``) are absent; so are
+        tied names unless ``like`` or ``ties`` names the ties.
 
     Raises:
         AuthenticationError: wrong secret or altered payload (checked
@@ -724,7 +820,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
     secret = check_secret(secret)
     expected = _Expected.checked(expect_mechanism, expect_clip, expect_client, expect_round)
     return _decode(payload, secret, output, dtype, max_coordinates, expected, like, threads,
-                   device, buffers)
+                   device, buffers, check_ties(ties))
 
 
 @dataclass(frozen=True)
@@ -872,9 +968,10 @@ class Codec:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, coder, non_float, pad, structure, buffers: as for
-            :func:`encode` (the decoder reads the lattice and coder from the
-            payload).
+        dim, lattice, coder, non_float, pad, structure, buffers, ties: as
+            for :func:`encode` (the decoder reads the lattice and coder from
+            the payload; ``ties`` also names the ties :meth:`decode` gives
+            back; a module's ties are read once, here).
         clip: as for :func:`encode`; on a server, the clip its accountant
             assumes (None: payloads with any clip are accepted, except none
             at all unless ``allow_unclipped``).  A codec that encodes without
@@ -902,7 +999,8 @@ class Codec:
                  pad: str | int | None = None, structure: bool = True,
                  threads: int | None = None,
                  state: str | os.PathLike[str] | None = None,
-                 buffers: str = "separate", allow_unclipped: bool = False) -> None:
+                 buffers: str = "separate", allow_unclipped: bool = False,
+                 ties: Any = None) -> None:
         self.mechanism = check_mechanism(mechanism)
         self._choice = _check_lattice(lattice, dim, self.mechanism)
         if self._choice is _AUTO:
@@ -916,6 +1014,7 @@ class Codec:
         self.pad = check_pad(pad)
         self.structure = _check_flag("structure", structure)
         self.buffers = check_buffers(buffers)
+        self.ties = check_ties(ties)
         self.allow_unclipped = _check_flag("allow_unclipped", allow_unclipped)
         self._warned = False
         if threads is not None:
@@ -954,7 +1053,7 @@ class Codec:
         settings = _Settings.checked(self._choice, clip=self.clip, coder=self.coder,
                                      non_float=self.non_float, pad=self.pad,
                                      structure=self.structure, threads=self.threads,
-                                     buffers=self.buffers)
+                                     buffers=self.buffers, ties=self.ties)
         if self.clip is None and not self._warned:
             self._warned = True
             warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
@@ -978,4 +1077,4 @@ class Codec:
         expected = _Expected.checked(self.mechanism, self.clip, self.client, round,
                                      clipped=not self.allow_unclipped)
         return _decode(payload, self._secret, output, dtype, max_coordinates, expected, like,
-                       self.threads, device, self.buffers)
+                       self.threads, device, self.buffers, self.ties)
