@@ -342,7 +342,9 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     for replay protection across restarts, ``cepam-state`` (a file).
     Optionally its own floor, ``cepam-min-sigma``, ``cepam-min-laplace-b``
     and ``cepam-max-clip`` (see the module): a server asking for less is
-    refused before training.
+    refused before training.  Under ``buffers="local"`` in the server's
+    configuration the node keeps its own running statistics (see the
+    module).
 
     Returns:
         The reply with one payload Array in place of its ArrayRecords, or an error

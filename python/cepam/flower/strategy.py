@@ -381,7 +381,7 @@ class CepamStrategy(Strategy):
             statistics, each client keeps its own).
         running_var_floor: every aggregated array whose name ends in
             ``running_var`` is clamped to at least this (> 0; default
-            :data:`RUNNING_VAR_FLOOR`): noise can make a variance negative,
+            ``1e-3``): noise can make a variance negative,
             and BatchNorm then evaluates to NaN.  Post-processing of the
             released aggregate: no privacy cost.
 
