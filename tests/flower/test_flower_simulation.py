@@ -80,10 +80,21 @@ client = ClientApp(mods=[give_secret, cepam_mod])
 
 @client.train()
 def train(msg: Message, ctx: Context) -> Message:
-    x, y = local_data(int(ctx.node_config["partition-id"]))
     arrays = msg.content["arrays"]
-    w, b = arrays["w"].numpy().copy(), arrays["b"].numpy().copy()
-    rng = np.random.default_rng(int(msg.content["config"]["server-round"]))
+    w, b, n = local_steps(arrays["w"].numpy().copy(), arrays["b"].numpy().copy(),
+                          int(ctx.node_config["partition-id"]),
+                          int(msg.content["config"]["server-round"]))
+    content = RecordDict({"arrays": ArrayRecord({"w": Array(w), "b": Array(b)}),
+                          "metrics": MetricRecord({"num-examples": n})})
+    return Message(content, reply_to=msg)
+
+
+def local_steps(w: np.ndarray, b: np.ndarray, partition: int, server_round: int
+                ) -> tuple[np.ndarray, np.ndarray, int]:
+    """The partition's local training of (w, b), in place, in their dtypes:
+    single-sample SGD steps; (w, b, the number of local examples)."""
+    x, y = local_data(partition)
+    rng = np.random.default_rng(server_round)
     for _ in range(SETTING.samples_per_round):  # single-sample SGD steps, with replacement
         i = rng.integers(len(y))
         logits = x[i] @ w + b
@@ -92,9 +103,7 @@ def train(msg: Message, ctx: Context) -> Message:
         p[y[i]] -= 1.0
         w -= 0.5 * np.outer(x[i], p).astype(np.float32)
         b -= 0.5 * p.astype(np.float32)
-    content = RecordDict({"arrays": ArrayRecord({"w": Array(w), "b": Array(b)}),
-                          "metrics": MetricRecord({"num-examples": len(y)})})
-    return Message(content, reply_to=msg)
+    return w, b, len(y)
 
 
 # ---------------------------------------------------------------- ServerApp

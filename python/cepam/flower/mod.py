@@ -25,7 +25,21 @@ central-DP clipping is configured on the same run (``fixedclipping_mod`` /
 ``adaptiveclipping_mod`` and their server wrappers add their own noise and
 clipping: cepam already does both), when a message's context was already
 used by this node (a resent message), and when its key material is missing.
-Evaluate and query messages pass through untouched.
+Evaluate and query messages pass through untouched, except under
+``buffers="local"`` (below).
+
+The server chooses what happens to the running statistics of the model's
+normalisation layers (float arrays whose last name component is
+``running_mean`` or ``running_var``, as BatchNorm's) with
+``CepamStrategy(buffers=...)``, which travels in the round configuration and
+is passed to :func:`cepam.encode`: ``"separate"`` (the default) and
+``"joint"`` code them in the update; ``"local"`` (FedBN) leaves them out of
+the payload, and the node keeps its own: the mod stores the running
+statistics of each train reply in the node's Context state and puts them,
+in place of the server's, into every later train and evaluate message of the
+run before the node's own functions see it (the first train message of a run
+trains from the server's).  The server never receives them; its own copy
+stays the one it started with.
 
 A node may set a floor on the privacy it gives, whatever the server asks
 (:data:`FLOOR_KEYS`, in its node config): ``cepam-min-sigma`` (the smallest
@@ -57,6 +71,7 @@ from typing import Any
 import numpy as np
 from flwr.app import (
     Array, ArrayRecord, ConfigRecord, Context, Error, Message, MessageType, MetricRecord,
+    RecordDict,
 )
 
 import cepam
@@ -64,6 +79,7 @@ from cepam.clipping import noisy_bit
 from cepam.guard import ContextGuard
 from cepam.keys import Context as KeyContext
 from cepam.errors import CepamError, ContextReuseError, InvalidArgumentError
+from cepam.structure import is_buffer
 
 from .keys import (
     KEY_FILE_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, STATE_KEY, KeyPair, agreed_secret,
@@ -74,7 +90,7 @@ from .protocol import (
     UNCLIPPED_METRIC, RoundConfig, flat_name,
 )
 
-__all__ = ["cepam_mod", "ERROR_CODE", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
+__all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
            "FLOOR_KEYS", "node_floor"]
 
 log = logging.getLogger("cepam.flower")
@@ -82,6 +98,9 @@ log = logging.getLogger("cepam.flower")
 #: The code of the error replies this mod sends instead of an update.
 ERROR_CODE = 0xCE9A
 _STATE = "cepam"  # the node's Context state record: key pair and used contexts
+#: The node's Context state record holding its own running statistics
+#: (``buffers="local"``), by :func:`.protocol.flat_name`.
+LOCAL_BUFFERS = "cepam-local-buffers"
 _FLOWER_CLIPPING_KEY = "clipping_norm"  # what Flower's central-DP wrappers send
 _USED_LIMIT = 4096  # contexts remembered per run
 
@@ -259,6 +278,35 @@ def _report_unclipped(reply: Message, update: dict[str, np.ndarray], config: Rou
     reply.content[metrics[0]][UNCLIPPED_METRIC] = noised
 
 
+def _use_local_buffers(msg: Message, ctx: Context) -> None:
+    """``buffers="local"`` (FedBN): the running statistics of the message's
+    ArrayRecords replaced by those the node kept from its last train reply
+    (where names, shapes and dtypes match), in a RecordDict of the message's
+    own; nothing changes before the node's first train reply."""
+    if LOCAL_BUFFERS not in ctx.state.array_records:
+        return
+    kept = ctx.state[LOCAL_BUFFERS]
+    content = RecordDict(dict(msg.content.items()))  # the received one may be shared
+    for key, record in msg.content.array_records.items():
+        arrays = {}
+        for name, array in record.items():
+            own = kept.get(flat_name(key, name))
+            fits = own is not None and own.shape == array.shape and own.dtype == array.dtype
+            arrays[name] = own if fits else array
+        content[key] = ArrayRecord(arrays)
+    msg.content = content
+
+
+def _keep_local_buffers(returned: dict[str, ArrayRecord], ctx: Context) -> None:
+    """Stores the train reply's float running statistics in the node's
+    Context state (``buffers="local"``)."""
+    kept = {flat_name(key, name): array for key, record in returned.items()
+            for name, array in record.items()
+            if is_buffer(flat_name(key, name)) and _is_float(array.numpy())}
+    if kept:
+        ctx.state[LOCAL_BUFFERS] = ArrayRecord(kept)
+
+
 def _encode_reply(msg: Message, ctx: Context, reply: Message, config: RoundConfig,
                   secret: bytes, public: bytes | None) -> Message:
     received = {k: msg.content[k] for k in msg.content.array_records}
@@ -270,7 +318,10 @@ def _encode_reply(msg: Message, ctx: Context, reply: Message, config: RoundConfi
                            client=int(msg.metadata.dst_node_id) % (1 << 64),
                            message=config.message, lattice=config.lattice, dim=config.dim,
                            clip=config.clip, coder=config.coder, structure=False,
-                           pad=config.pad, state=None if state is None else str(state))
+                           pad=config.pad, state=None if state is None else str(state),
+                           buffers=config.buffers)
+    if config.buffers == "local":
+        _keep_local_buffers(returned, ctx)
     for key in returned:
         del reply.content[key]
     reply.content[PAYLOAD_RECORD] = ArrayRecord({PAYLOAD_ARRAY: Array(
@@ -291,13 +342,17 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     for replay protection across restarts, ``cepam-state`` (a file).
     Optionally its own floor, ``cepam-min-sigma``, ``cepam-min-laplace-b``
     and ``cepam-max-clip`` (see the module): a server asking for less is
-    refused before training.
+    refused before training.  Under ``buffers="local"`` in the server's
+    configuration the node keeps its own running statistics (see the
+    module).
 
     Returns:
         The reply with one payload Array in place of its ArrayRecords, or an error
         reply (code :data:`ERROR_CODE`) saying why nothing was sent.
     """
     if msg.metadata.message_type != MessageType.TRAIN:
+        if msg.metadata.message_type == MessageType.EVALUATE:
+            _use_local_buffers(msg, ctx)
         return call_next(msg, ctx)
     try:
         _check_no_flower_dp(msg)
@@ -309,6 +364,8 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
         state = _state(ctx)
         secret, public = _secret(msg, ctx, config, state)
         _claim_context(state, config, ctx, secret, int(msg.metadata.dst_node_id))
+        if config.buffers == "local":
+            _use_local_buffers(msg, ctx)
     except (_Refusal, CepamError) as exc:
         (log.error if isinstance(exc, _FloorRefusal) else log.warning)("cepam_mod: %s", exc)
         return Message(Error(ERROR_CODE, f"cepam_mod: {exc}"), reply_to=msg)

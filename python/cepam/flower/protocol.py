@@ -28,6 +28,7 @@ from typing import Any
 import cepam
 from cepam.errors import FormatError, InvalidArgumentError
 from cepam.payload import VERSION
+from cepam.structure import BUFFER_CHOICES
 
 __all__ = [
     "CONFIG_RECORD", "PAYLOAD_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "KEYS_AGREED",
@@ -96,6 +97,10 @@ class RoundConfig:
             reply's metrics as :data:`UNCLIPPED_METRIC` (the server asks for
             it to publish the round's clipped fraction and, with adaptive
             clipping, to move the clip).
+        buffers: what the client does with the running statistics of its
+            normalisation layers (``cepam.encode``'s ``buffers``:
+            ``"separate"``, ``"joint"`` or ``"local"``); a configuration
+            without the key means ``"separate"``, the codec's default.
     """
 
     mechanism: cepam.Gaussian | cepam.Laplace
@@ -109,6 +114,7 @@ class RoundConfig:
     server_key: bytes = b""
     pad: str | int | None = None
     count_sigma: float | None = None
+    buffers: str = "separate"
 
     def to_record(self) -> dict[str, Any]:
         """The values of the ConfigRecord (str, int, float, bytes only)."""
@@ -119,6 +125,7 @@ class RoundConfig:
             "round": int(self.round), "message": int(self.message), "keys": self.keys,
             "server-key": bytes(self.server_key), "pad": pad_to_text(self.pad),
             "count-sigma": 0.0 if self.count_sigma is None else float(self.count_sigma),
+            "buffers": self.buffers,
         }
 
     @classmethod
@@ -138,7 +145,8 @@ class RoundConfig:
                          round=int(values["round"]), message=int(values["message"]),
                          keys=str(values["keys"]), server_key=bytes(values["server-key"]),
                          pad=pad_from_text(str(values["pad"])),
-                         count_sigma=float(record.get("count-sigma", 0.0)) or None)
+                         count_sigma=float(record.get("count-sigma", 0.0)) or None,
+                         buffers=str(record.get("buffers", "separate")))
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"malformed cepam configuration: {exc}") from None
         if config.keys not in (KEYS_AGREED, KEYS_PRESHARED):
@@ -149,6 +157,9 @@ class RoundConfig:
                                                    and config.count_sigma > 0.0):
             raise FormatError(f"count-sigma must be a positive finite number or 0, got "
                               f"{config.count_sigma!r}")
+        if config.buffers not in BUFFER_CHOICES:
+            raise FormatError(f"buffers must be one of {BUFFER_CHOICES}, got "
+                              f"{config.buffers!r}")
         if config.round < 0 or config.message < 0:
             raise InvalidArgumentError("round and message must be non-negative")
         return config

@@ -34,7 +34,37 @@ round the wrapper
 7. hands the noisy models to the inner strategy, each with weight 1 (the
    accountant's average is the plain mean of K updates, so a client cannot
    weigh in more by claiming more examples), in node-id order (so the
-   global model does not depend on the order the replies arrived in).
+   global model does not depend on the order the replies arrived in), and
+   each dropped reply as an error reply, so that the inner strategy's own
+   log line ("Received K results and D failures") counts the drops;
+8. gives the aggregate back in the dtypes the round sent (flwr 1.42's
+   FedAdam returns a float32 model as float64, and every strategy of the
+   FedAvg family turns integer counters into float64; a PyTorch client's
+   model stays float32, so its next reply would change dtype and be
+   refused), the server's own integer counters
+   and, with ``buffers="local"``, its own running statistics put back, and
+   every running variance (an array named ``*running_var``) clamped to at
+   least ``running_var_floor`` (noise can make it negative, and BatchNorm
+   then evaluates to NaN): post-processing of the released aggregate, at
+   no privacy cost.
+
+Flower's log says what cepam changes: the strategy summary adds that every
+reply has weight 1 (whatever the inner strategy's ``weighted_by_key``), and
+a round that sends nothing (budget spent, empty cohort) has no "Sampled N
+nodes" line; with client sampling that line gives the cohort sent.  Flower's
+DP wrappers (``DifferentialPrivacyServerSideFixedClipping`` and its family)
+can wrap neither way: as the inner strategy the constructor refuses them,
+and a CepamStrategy inside one raises InvalidArgumentError at the first
+call the wrapper makes (its summary, at ``start``).
+
+**Running statistics** (``buffers=``, as :func:`cepam.encode`'s): with
+``"separate"`` (the default) or ``"joint"`` the clients code the running
+statistics of their normalisation layers in the update and the server
+aggregates them as any float array; with ``"local"`` (FedBN) they are left
+out of every payload: the server aggregates the weights only and keeps its
+own statistics (those of the model it started with), each client keeps its
+own (:func:`.mod.cepam_mod` puts them into its train and evaluate
+messages).  The server's model then evaluates on its initial statistics.
 
 Released metrics hold no per-client payload size: the mean size goes into
 ``cepam-payload-bytes`` only with fixed-size padding (``pad="max"``, the
@@ -73,15 +103,19 @@ relation, the level and the threat model.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
 import secrets as _secrets
+import sys
 from collections.abc import Iterable
 from typing import Any, Callable
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import (
+    Array, ArrayRecord, ConfigRecord, Error, Message, MetricRecord, RecordDict,
+)
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
@@ -91,7 +125,7 @@ from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.setting import RECORD_LEVEL_LOOP
 from cepam.errors import InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
 from cepam.padding import check_pad
-from cepam.structure import BARE
+from cepam.structure import BARE, check_buffers, is_buffer
 
 from cepam.accounting.cohort import RELATIONS, SAMPLINGS
 from cepam.accounting.setting import THREAT_MODELS
@@ -124,6 +158,13 @@ _U64 = 1 << 64
 _CONTAINER_OFFSET = 7  # the payload's container byte (docs/format.md)
 _MAX_METRIC_VALUES = 4096  # values in a reply's MetricRecord (lists count their items)
 _REPLY_SLACK = 1 << 16  # bytes above the float32 model in the default reply limit
+#: The error code of a dropped reply as the inner strategy sees it.
+DROPPED_CODE = 0xCE9B
+#: The default floor of an aggregated running variance: a hundred times
+#: BatchNorm's eps (1e-5), so that no noised variance divides by ~0.
+RUNNING_VAR_FLOOR = 1e-3
+_RUNNING_VAR = "running_var"
+_SAMPLED = "configure_train: Sampled"  # the start of Flower's sampling log line
 
 
 class _Dropped(Exception):
@@ -139,6 +180,63 @@ def _is_float(array: np.ndarray) -> bool:
     return bool(np.issubdtype(array.dtype, np.floating))
 
 
+def _refuse_flower_dp_caller(strategy: "CepamStrategy") -> None:
+    """Raises InvalidArgumentError when the caller of the CepamStrategy method
+    that calls this is one of Flower's DP wrappers around ``strategy``
+    (``DifferentialPrivacyServerSideFixedClipping(CepamStrategy(...))``:
+    the wrapper would clip the clients' payloads as float updates)."""
+    try:
+        caller = sys._getframe(2).f_locals.get("self")
+    except ValueError:  # no such frame
+        return
+    if caller is not None and _is_flower_dp(caller) and \
+            getattr(caller, "strategy", None) is strategy:
+        raise InvalidArgumentError(
+            f"{type(caller).__name__} wraps a CepamStrategy: Flower's DP wrappers clip and "
+            "noise float updates, while cepam's clients send encoded payloads that cepam "
+            "already clips and noises; use CepamStrategy alone (its mechanism and clip are "
+            "the DP), not inside a Flower DP wrapper")
+
+
+def _as_failure(reply: Message, reason: str) -> Message:
+    """A dropped reply as the inner strategy sees it: an error reply (the
+    reply's metadata kept), which Flower's strategies count as a failure."""
+    if reply.has_error():
+        return reply
+    return Message(metadata=copy.copy(reply.metadata),
+                   error=Error(DROPPED_CODE, f"dropped by cepam: {reason}"))
+
+
+class _HeldLines(logging.Filter):
+    """While active, holds back the records of Flower's logger whose message
+    starts with ``prefix``; :meth:`release` logs them (Flower's "Sampled N
+    nodes" line with the number of nodes actually sent)."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix, self.held = prefix, []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(self.prefix):
+            self.held.append(record)
+            return False
+        return True
+
+    def __enter__(self) -> "_HeldLines":
+        logging.getLogger("flwr").addFilter(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("flwr").removeFilter(self)
+
+    def release(self, sent: int) -> None:
+        for record in self.held:
+            if isinstance(record.args, tuple) and len(record.args) == 2:
+                record.args = (sent, record.args[1])  # "Sampled %s nodes (out of %s)"
+            logging.getLogger("flwr").handle(record)
+        self.held = []
+
+
 class _Sent:
     """What one node was sent in a round: its configuration and its model."""
 
@@ -149,7 +247,9 @@ class _Sent:
         if len(self.template) != sum(_is_float(a) for r in records.values() for a in r.values()):
             raise InvalidArgumentError("two float arrays have the same record/array name; "
                                        "rename an ArrayRecord or an array")
-        self.coordinates = sum(int(a.size) for a in self.template.values())
+        local = config.buffers == "local"  # the running statistics are not coded
+        self.coordinates = sum(int(a.size) for n, a in self.template.items()
+                               if not (local and is_buffer(n)))
         self.float32_bytes = 4 * self.coordinates
 
 
@@ -272,6 +372,18 @@ class CepamStrategy(Strategy):
             to its clipped-or-not bit: the round's noised clipped fraction
             is published (``cepam-clipped-fraction``) and accounted, for a
             fixed clip too.  None (the default): no bit is collected.
+        buffers: the running statistics of normalisation layers (float
+            arrays named ``*.running_mean`` / ``*.running_var``), as
+            :func:`cepam.encode`'s ``buffers``: ``"separate"`` (the default:
+            coded, clipped apart from the weights within the one clip),
+            ``"joint"`` (coded as weights), or ``"local"`` (FedBN: never
+            sent; the server aggregates the weights and keeps its own
+            statistics, each client keeps its own).
+        running_var_floor: every aggregated array whose name ends in
+            ``running_var`` is clamped to at least this (> 0; default
+            ``1e-3``): noise can make a variance negative,
+            and BatchNorm then evaluates to NaN.  Post-processing of the
+            released aggregate: no privacy cost.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings, or a Flower DP
@@ -291,7 +403,8 @@ class CepamStrategy(Strategy):
                  clients: int | None = None, sampling_seed: int | None = None,
                  threat_model: str | None = None, clip_quantile: float | None = None,
                  clip_learning_rate: float = 0.2,
-                 clip_count_sigma: float | None = None) -> None:
+                 clip_count_sigma: float | None = None, buffers: str = "separate",
+                 running_var_floor: float = RUNNING_VAR_FLOOR) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidTypeError(f"strategy must be a Flower Strategy, got "
                                    f"{type(strategy).__name__}")
@@ -350,6 +463,8 @@ class CepamStrategy(Strategy):
             raise InvalidArgumentError("pinned_keys pins X25519 keys: it needs secrets=None")
         if not isinstance(authenticated_transport, bool):
             raise InvalidTypeError("authenticated_transport must be a bool")
+        self.buffers = check_buffers(buffers)
+        self.running_var_floor = _check_real("running_var_floor", running_var_floor, low=0.0)
         self._ledger_source, self._ledger_name = ledger, ledger_name
         self.ledger: Ledger | None = None
         self.strategy, self.mechanism, self.setting = strategy, mechanism, setting
@@ -375,6 +490,7 @@ class CepamStrategy(Strategy):
         self._pinned: dict[int, bytes] = {}
         self._sent: dict[int, _Sent] = {}
         self._round = 0
+        self._cast_logged = False
 
     def _init_sampling(self, strategy: Strategy, mechanism: Any, setting: FLSetting | None, *,
                        sample_rate: float, relation: str, sampling: str, clients: int | None,
@@ -451,6 +567,7 @@ class CepamStrategy(Strategy):
         self._server_pair = KeyPair() if self._lookup is None else None
         self._pinned = {}
         self.stopped_by_budget = False
+        self._cast_logged = False
         if self._lookup is None and not self.authenticated_transport and self._pins is None:
             log.warning(
                 "cepam: X25519 KEY AGREEMENT OVER AN UNAUTHENTICATED LINK: the public keys "
@@ -638,7 +755,7 @@ class CepamStrategy(Strategy):
         self._enforce(info, sent.config, node, sent.coordinates)
         secret, public = self._secret_of(node, reply.content, int(reply.metadata.run_id))
         update = cepam.decode(payload, secret=secret, like=sent.template, output="numpy",
-                              max_coordinates=sent.coordinates)
+                              max_coordinates=sent.coordinates, buffers=sent.config.buffers)
         if public is not None:
             self._pin(node, public)
         return _Opened(reply, sent, update, metrics, len(payload), bit)
@@ -647,14 +764,15 @@ class CepamStrategy(Strategy):
     def _noisy_model(opened: _Opened, scale: float = 1.0,
                      shift: dict[str, np.ndarray] | None = None) -> RecordDict:
         """The node's noisy model, global + ``scale`` * decoded update +
-        ``shift`` (float arrays; integer and bool arrays are the server's),
+        ``shift`` (the coded float arrays; integer and bool arrays, and the
+        running statistics under ``buffers="local"``, are the server's),
         with the reply's metrics less the clipped-or-not bit."""
         content = RecordDict()
         for key, arrays in opened.sent.records.items():
             records = {}
             for name, value in arrays.items():
-                if _is_float(value):
-                    flat = flat_name(key, name)
+                flat = flat_name(key, name)
+                if flat in opened.update:  # a coded float array (not a local statistic)
                     moved = opened.update[flat] if scale == 1.0 else \
                         scale * np.asarray(opened.update[flat], dtype=np.float64)
                     if shift is not None:
@@ -759,7 +877,18 @@ class CepamStrategy(Strategy):
                         grid: Grid) -> Iterable[Message]:
         """The inner strategy's train messages (those of the cohort, when the
         wrapper samples), each with its own cepam configuration; none if the
-        round does not fit the privacy budget."""
+        round does not fit the privacy budget.  The inner strategy's
+        "Sampled N nodes" log line is logged only for a round that sends
+        something, with N the nodes sent."""
+        _refuse_flower_dp_caller(self)
+        with _HeldLines(_SAMPLED) as held:
+            messages = self._configure_train(server_round, arrays, config, grid)
+        if messages:
+            held.release(len(messages))
+        return messages
+
+    def _configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                         grid: Grid) -> list[Message]:
         if not self._started:  # called outside start()
             self._begin_run(grid)
         self._round = int(server_round)
@@ -792,7 +921,7 @@ class CepamStrategy(Strategy):
                 coder=self.coder, round=self._round, message=_secrets.randbits(63),
                 keys=KEYS_PRESHARED if self._lookup is not None else KEYS_AGREED,
                 server_key=b"" if self._server_pair is None else self._server_pair.public,
-                pad=self.pad, count_sigma=self.clip_count_sigma)
+                pad=self.pad, count_sigma=self.clip_count_sigma, buffers=self.buffers)
             sent[node] = _Sent(config_, records)
             if sent[node].coordinates == 0:
                 raise InvalidArgumentError("the model has no float arrays to train")
@@ -813,10 +942,10 @@ class CepamStrategy(Strategy):
         return messages
 
     def _accept(self, server_round: int, replies: Iterable[Message]
-                ) -> tuple[list[_Opened], int]:
-        """The replies that pass every check, in node-id order, and the number
-        dropped (each with a logged reason)."""
-        accepted, dropped, seen = [], 0, set()
+                ) -> tuple[list[_Opened], list[Message]]:
+        """The replies that pass every check, in node-id order, and those
+        dropped (each with a logged reason), as error replies."""
+        accepted, dropped, seen = [], [], set()
         for reply in replies:
             node = int(reply.metadata.src_node_id)
             try:
@@ -825,9 +954,9 @@ class CepamStrategy(Strategy):
                 seen.add(node)
                 accepted.append(self._open(reply))
             except Exception as exc:  # any reply: hostile input never stops the server
-                dropped += 1
                 reason = str(exc) if isinstance(exc, (_Dropped, cepam.CepamError)) else \
                     f"{type(exc).__name__}: {exc}"
+                dropped.append(_as_failure(reply, reason))
                 log.warning("cepam: round %d: dropped the reply of node %s: %s", server_round,
                             node, reason)
         # Replies arrive in whatever order the nodes finish and the inner strategy sums
@@ -836,20 +965,23 @@ class CepamStrategy(Strategy):
         self.last_payload_bytes = [o.size for o in accepted]
         return accepted, dropped
 
-    def _inner_aggregate(self, server_round: int, accepted: list[Message]
-                         ) -> tuple[ArrayRecord | None, MetricRecord | None, bool]:
+    def _inner_aggregate(self, server_round: int, accepted: list[Message],
+                         dropped: list[Message]) -> tuple[ArrayRecord | None,
+                                                          MetricRecord | None, bool]:
         """The inner strategy's aggregate of the noisy models, each with
-        weight 1, the server's counters put back; the bool says whether it
-        failed (nothing is released then)."""
+        weight 1 (the dropped replies handed over as failures), finished by
+        :meth:`_finish`; the bool says whether it failed (nothing is released
+        then)."""
         self._equal_weights([r.content for r in accepted])
         try:
-            arrays, metrics = self.strategy.aggregate_train(server_round, accepted)
+            arrays, metrics = self.strategy.aggregate_train(server_round, accepted + dropped)
         except Exception as exc:
             log.warning("cepam: round %d: the inner strategy failed to aggregate (%s: %s); "
                         "nothing is released", server_round, type(exc).__name__, exc)
             return None, None, True
         if arrays is not None:
-            self._keep_counters(arrays, accepted)
+            sent = self._sent[int(accepted[0].metadata.src_node_id)].records
+            self._finish(server_round, arrays, {n: a for r in sent.values() for n, a in r.items()})
         return arrays, metrics, False
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
@@ -857,9 +989,11 @@ class CepamStrategy(Strategy):
         """Screens and decodes the payloads, drops what fails (and any second
         reply of a node), accounts, then lets the inner strategy aggregate the
         noisy models."""
-        opened, dropped = self._accept(server_round, replies)
+        _refuse_flower_dp_caller(self)
+        opened, failures = self._accept(server_round, replies)
         if self._client_level:
-            return self._aggregate_client_level(server_round, opened, dropped)
+            return self._aggregate_client_level(server_round, opened, failures)
+        dropped = len(failures)
         accepted = []
         for o in opened:
             o.reply.content = self._noisy_model(o)
@@ -882,7 +1016,7 @@ class CepamStrategy(Strategy):
                             "empty", server_round, k, eps, self.max_epsilon)
                 self.stopped_by_budget = True
                 return None, None
-        arrays, metrics, failed = self._inner_aggregate(server_round, accepted)
+        arrays, metrics, failed = self._inner_aggregate(server_round, accepted, failures)
         if failed:
             return None, None
         if arrays is None:
@@ -930,7 +1064,8 @@ class CepamStrategy(Strategy):
         return {name: self._noise_rng.normal(0.0, std, size=np.shape(a))
                 for name, a in like.items()}
 
-    def _aggregate_client_level(self, server_round: int, opened: list[_Opened], dropped: int
+    def _aggregate_client_level(self, server_round: int, opened: list[_Opened],
+                                failures: list[Message]
                                 ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """The client-level mode (see the module): account the round (k = 0
         included), then release the mean (replace-one) or the sum with top-up
@@ -941,6 +1076,7 @@ class CepamStrategy(Strategy):
             return None, None
         assert isinstance(self.budget, ClientBudget)
         k, n, add_remove = len(opened), plan.clients, self.relation == "add-remove"
+        dropped = len(failures)
         eps = self._release(plan.event, server_round)
         if eps is None:
             return None, None
@@ -982,7 +1118,7 @@ class CepamStrategy(Strategy):
         if k == 0:  # add-remove: the top-up noise alone, so an empty cohort does not show
             log.warning("cepam: round %d: no update accepted: the model moves by the top-up "
                         "noise alone (T = %d clients' worth over n = %g)", server_round, cap, n)
-            return self._noise_only(std / denominator), metrics
+            return self._noise_only(server_round, std / denominator), metrics
         top = None if std == 0.0 else {name: t / denominator for name, t in self._topup(
             std, opened[0].update).items()}
         scale = k / denominator
@@ -990,7 +1126,7 @@ class CepamStrategy(Strategy):
         for o in opened:
             o.reply.content = self._noisy_model(o, scale=scale, shift=top)
             accepted.append(o.reply)
-        arrays, inner, failed = self._inner_aggregate(server_round, accepted)
+        arrays, inner, failed = self._inner_aggregate(server_round, accepted, failures)
         if failed or arrays is None:
             return None, metrics
         if inner is not None:
@@ -1003,17 +1139,20 @@ class CepamStrategy(Strategy):
             metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(self.last_payload_bytes))
         return arrays, metrics
 
-    def _noise_only(self, std: float) -> ArrayRecord:
+    def _noise_only(self, server_round: int, std: float) -> ArrayRecord:
         """The round's model with N(0, std^2) added to every float array (an
-        empty add/remove round); integer and bool arrays unchanged."""
+        empty add/remove round; not the running statistics under
+        ``buffers="local"``), finished by :meth:`_finish`; integer and bool
+        arrays unchanged."""
         assert self._arrays is not None
+        model = {name: array.numpy() for name, array in self._arrays.items()}
         out = ArrayRecord()
-        for name, array in self._arrays.items():
-            value = array.numpy()
+        for name, value in model.items():
             if _is_float(value):
                 value = np.asarray(value + self._noise_rng.normal(0.0, std, size=value.shape),
                                    dtype=value.dtype)
             out[name] = Array(value)
+        self._finish(server_round, out, model)
         return out
 
     @staticmethod
@@ -1034,15 +1173,45 @@ class CepamStrategy(Strategy):
             [o.bit for o in opened], relation="add-remove", clients=denominator, cap=cap,
             count_sigma=self.clip_count_sigma, rng=self._noise_rng)
 
-    def _keep_counters(self, arrays: ArrayRecord, accepted: list[Message]) -> None:
-        """Puts the server's own integer and bool arrays (counters) back into
-        the aggregate: an average would turn them into floats (FedAvg does)
-        and, for a counter the clients moved, tell how far."""
-        sent = self._sent[int(accepted[0].metadata.src_node_id)]
-        counters = {n: a for r in sent.records.values() for n, a in r.items() if not _is_float(a)}
+    def _finish(self, server_round: int, arrays: ArrayRecord, sent: dict[str, np.ndarray]
+                ) -> None:
+        """The aggregate, in place, as the round sent it (``sent``: the
+        round's arrays by name), the one place that handles what an inner
+        strategy changes: every float array cast back to the dtype sent
+        (flwr 1.42's FedAdam returns float64); the server's own integer
+        and bool arrays (counters: an average would turn them into floats
+        and, for a counter the clients moved, tell how far) and, under
+        ``buffers="local"``, its own running statistics put back; every
+        running variance clamped to at least ``running_var_floor``.  Only
+        post-processing of what was released."""
+        local = self.buffers == "local"
+        cast, clamped = set(), 0
         for name in list(arrays.keys()):
-            if name in counters:
-                arrays[name] = Array(counters[name])
+            value = arrays[name].numpy()
+            before = sent.get(name)
+            new = value
+            if before is not None:
+                if not _is_float(before) or (local and is_buffer(name)):
+                    new = before  # the server's own
+                elif value.dtype != before.dtype:
+                    cast.add(f"{value.dtype} -> {before.dtype}")
+                    new = value.astype(before.dtype)
+            if name.endswith(_RUNNING_VAR) and _is_float(new):
+                low = new < self.running_var_floor
+                if np.any(low):
+                    clamped += int(np.count_nonzero(low))
+                    new = np.where(low, new.dtype.type(self.running_var_floor), new)
+            if new is not value:
+                arrays[name] = Array(np.ascontiguousarray(new))
+        if cast and not self._cast_logged:
+            self._cast_logged = True
+            log.info("cepam: round %d: %s aggregated in other dtypes than the round sent "
+                     "(%s): cast back to the dtypes sent, this round and every later one",
+                     server_round, type(self.strategy).__name__, ", ".join(sorted(cast)))
+        if clamped:
+            log.info("cepam: round %d: %d running-variance value(s) below %g (noise) clamped "
+                     "to it (post-processing, no privacy cost)", server_round, clamped,
+                     self.running_var_floor)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
@@ -1058,8 +1227,17 @@ class CepamStrategy(Strategy):
         return self.strategy.aggregate_evaluate(server_round, replies)
 
     def summary(self) -> None:
-        """Logs the inner strategy's summary and cepam's settings."""
+        """Logs the inner strategy's summary and cepam's settings (what cepam
+        changes in the inner strategy's: the weights)."""
+        _refuse_flower_dp_caller(self)
         self.strategy.summary()
+        key = getattr(self.strategy, "weighted_by_key", None)
+        log.info("\t└── cepam: every accepted reply has weight 1%s: cepam's accountant "
+                 "averages K updates with weight 1/K each, so that a client cannot weigh in "
+                 "more by claiming more examples; dropped replies count as failures",
+                 "" if key is None else f" (not weighted by {key!r})")
+        log.info("\t└── cepam: running statistics (buffers) %s; aggregated running "
+                 "variances kept at least %g", self.buffers, self.running_var_floor)
         log.info("\t└── cepam: %r, clip %g, lattice %s, coder %s, pad %s, keys %s, delta %g, "
                  "max_epsilon %s", self.mechanism, self.clip, self.lattice, self.coder,
                  self.pad, "pre-shared" if self._lookup is not None else "X25519 agreement",

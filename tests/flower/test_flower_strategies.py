@@ -1,0 +1,348 @@
+"""CepamStrategy around any Flower strategy, in process (no simulation).
+
+The aggregate comes back in the dtypes sent; Flower's own log says what
+cepam changes (equal weights, drops as failures, no "Sampled N nodes" for a
+round that sends nothing); Flower's DP wrappers cannot wrap a CepamStrategy;
+``buffers=`` travels to the client and is used there (FedBN with
+``"local"``); aggregated running variances stay positive.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("cryptography")
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, \
+    MetricRecord, RecordDict  # noqa: E402
+from flwr.serverapp.strategy import (  # noqa: E402
+    DifferentialPrivacyClientSideAdaptiveClipping, DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideAdaptiveClipping, DifferentialPrivacyServerSideFixedClipping,
+    FedAdam, FedAvg,
+)
+
+import cepam  # noqa: E402
+from cepam.flower import CepamStrategy, cepam_mod  # noqa: E402
+from cepam.flower.mod import LOCAL_BUFFERS  # noqa: E402
+from cepam.flower.protocol import RoundConfig  # noqa: E402
+from cepam.flower.strategy import RUNNING_VAR_FLOOR  # noqa: E402
+from test_flower_unit import (  # noqa: E402, F401 - task_identity: an autouse fixture
+    MECH, NODES, FakeGrid, contexts, global_arrays, run_round, task_identity, train,
+)
+
+AUTH = dict(authenticated_transport=True)
+
+
+def _rounds(st, rounds, arrays=None, ctxs=None, mods=(cepam_mod,)):
+    """Runs ``rounds`` rounds in process; the aggregates and metrics."""
+    ctxs = contexts() if ctxs is None else ctxs
+    arrays = global_arrays() if arrays is None else arrays
+    out = []
+    for rnd in range(1, rounds + 1):
+        _, replies = run_round(st, ctxs, rnd=rnd, arrays=arrays, mods=mods)
+        assert not any(r.has_error() for r in replies), rnd
+        arrays, metrics = st.aggregate_train(rnd, replies)
+        out.append((arrays, metrics))
+    return out
+
+
+# ---------------------------------------------------------------- dtypes
+
+
+def test_fedadam_s_float64_aggregate_comes_back_float32_every_round(caplog):
+    caplog.set_level(logging.INFO)
+    st = CepamStrategy(FedAdam(), mechanism=MECH, clip=1.0, **AUTH)
+    sent = global_arrays()
+    for arrays, metrics in _rounds(st, 3, arrays=sent):
+        assert metrics["cepam-updates"] == len(NODES) and metrics["cepam-dropped"] == 0
+        assert {k: a.numpy().dtype for k, a in arrays.items()} == \
+            {k: a.numpy().dtype for k, a in sent.items()}
+        assert all(np.all(np.isfinite(a.numpy())) for a in arrays.values())
+    casts = [r.getMessage() for r in caplog.records if "cast back" in r.getMessage()]
+    assert len(casts) == 1 and "FedAdam" in casts[0] and "float64 -> float32" in casts[0]
+
+
+class Drifting(FedAvg):
+    """An inner strategy that returns every array in another dtype."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype = dtype
+
+    def aggregate_train(self, server_round, replies):
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        return ArrayRecord({k: Array(a.numpy().astype(self.dtype)) for k, a in arrays.items()}
+                           ), metrics
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])
+def test_any_dtype_drift_is_cast_back_in_one_place(dtype):
+    sent = global_arrays()
+    sent["w64"] = Array(np.linspace(-1, 1, 6, dtype=np.float64))
+    (arrays, _), = _rounds(CepamStrategy(Drifting(dtype), mechanism=MECH, clip=1.0, **AUTH),
+                           1, arrays=sent)
+    assert {k: a.numpy().dtype for k, a in arrays.items()} == \
+        {"w": np.float32, "b": np.float32, "steps": np.int64, "w64": np.float64}
+    np.testing.assert_array_equal(arrays["steps"].numpy(), [5])  # the server's counter
+
+
+# ---------------------------------------------------------------- Flower's log
+
+
+def test_the_summary_says_every_reply_weighs_one(caplog):
+    caplog.set_level(logging.INFO)
+    CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0).summary()
+    text = caplog.text
+    assert "Weighted by: 'num-examples'" in text  # Flower's own line, then cepam's
+    line = next(r.getMessage() for r in caplog.records if "weight 1" in r.getMessage())
+    assert "not weighted by 'num-examples'" in line and "1/K" in line
+    assert text.index("Weighted by") < text.index("weight 1")
+
+
+def test_dropped_replies_are_flower_s_failures(caplog):
+    caplog.set_level(logging.INFO)
+    st = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, **AUTH)
+    _, replies = run_round(st, contexts())
+    wrong = replies[1]
+    payload = bytearray(wrong.content["cepam-payload"]["cepam"].data)
+    payload[-1] ^= 1  # the tag no longer verifies
+    wrong.content["cepam-payload"]["cepam"] = Array(
+        dtype="uint8", shape=(len(payload),), stype=wrong.content["cepam-payload"]["cepam"].stype,
+        data=bytes(payload))
+    caplog.clear()
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1
+    messages = [r.getMessage() for r in caplog.records]
+    assert "aggregate_train: Received 3 results and 1 failures" in messages
+    failure = next(m for m in messages if "Received error in reply" in m)
+    assert f"node {wrong.metadata.src_node_id}:" in failure and "dropped by cepam" in failure
+
+
+def _sampled_lines(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith("configure_train: Sampled")]
+
+
+def test_a_round_that_sends_nothing_logs_no_sampled_line(caplog):
+    from test_flower_unit import SETTING
+
+    caplog.set_level(logging.INFO)
+    st = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, setting=SETTING, max_epsilon=1e-3,
+                       **AUTH)
+    assert list(st.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid())) == []
+    assert _sampled_lines(caplog) == []
+    assert any("no train message is sent" in r.getMessage() for r in caplog.records)
+    sent = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, **AUTH)
+    assert len(list(sent.configure_train(1, global_arrays(), ConfigRecord(), FakeGrid()))) == 4
+    assert _sampled_lines(caplog) == ["configure_train: Sampled 4 nodes (out of 4)"]
+
+
+def test_with_sampling_the_sampled_line_gives_the_cohort_sent(caplog):
+    caplog.set_level(logging.INFO)
+    st = CepamStrategy(FedAvg(), mechanism=cepam.Gaussian(sigma=1.0), clip=1.0,
+                       sample_rate=0.5, sampling_seed=4, **AUTH)
+    sizes = []
+    for rnd in range(1, 9):  # the seed draws cohorts of several sizes, an empty one too
+        caplog.clear()
+        sizes.append(len(list(st.configure_train(rnd, global_arrays(), ConfigRecord(),
+                                                 FakeGrid()))))
+        lines = _sampled_lines(caplog)
+        assert lines == ([f"configure_train: Sampled {sizes[-1]} nodes (out of 4)"]
+                         if sizes[-1] else []), (rnd, lines)
+    assert 0 in sizes and len(set(sizes)) > 2
+
+
+# ---------------------------------------------------------------- Flower's DP wrappers
+
+
+WRAPPERS = [
+    lambda s: DifferentialPrivacyServerSideFixedClipping(s, 1.0, 1.0, 4),
+    lambda s: DifferentialPrivacyClientSideFixedClipping(s, 1.0, 1.0, 4),
+    lambda s: DifferentialPrivacyServerSideAdaptiveClipping(s, 1.0, 4, clipped_count_stddev=1.0),
+    lambda s: DifferentialPrivacyClientSideAdaptiveClipping(s, 1.0, 4, clipped_count_stddev=1.0),
+]
+
+
+@pytest.mark.parametrize("wrap", WRAPPERS)
+def test_a_flower_dp_wrapper_around_cepam_is_a_clear_error(wrap):
+    inner = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, **AUTH)
+    grid = FakeGrid()
+    with pytest.raises(cepam.InvalidArgumentError, match="wraps a CepamStrategy"):
+        wrap(inner).start(grid=grid, initial_arrays=global_arrays(), num_rounds=1)
+    assert grid.sent == []  # refused before anything is sent
+    with pytest.raises(cepam.InvalidArgumentError, match="wraps a CepamStrategy"):
+        wrap(inner).configure_train(1, global_arrays(), ConfigRecord(), grid)
+    # and the other way round, as before
+    with pytest.raises(cepam.InvalidArgumentError, match="Flower's own"):
+        CepamStrategy(wrap(FedAvg()), mechanism=MECH, clip=1.0)
+
+
+# ---------------------------------------------------------------- buffers (FedBN)
+
+
+def bn_arrays(channels: int = 3) -> ArrayRecord:
+    rng = np.random.default_rng(1)
+    return ArrayRecord({"fc.weight": Array(rng.normal(size=(6, 3)).astype(np.float32)),
+                        "bn.weight": Array(np.ones(3, np.float32)),
+                        "bn.running_mean": Array(np.zeros(channels, np.float32)),
+                        "bn.running_var": Array(np.ones(channels, np.float32)),
+                        "bn.num_batches_tracked": Array(np.array([0], np.int64))})
+
+
+def bn_train(msg: Message, ctx: Context) -> Message:
+    """Moves the weights a little and the statistics towards the node's data
+    (mean 10 x node's offset, variance 4), counting batches, as BatchNorm."""
+    got = {k: a.numpy() for k, a in msg.content["arrays"].items()}
+    ctx.state["seen"] = ArrayRecord({k: Array(v.copy()) for k, v in got.items()})
+    own = float(ctx.node_id - 100)
+    out = {"fc.weight": got["fc.weight"] + 0.01, "bn.weight": got["bn.weight"] - 0.01,
+           "bn.running_mean": 0.5 * got["bn.running_mean"] + 5.0 * own,
+           "bn.running_var": (0.5 * got["bn.running_var"] + 2.0).astype(np.float32),
+           "bn.num_batches_tracked": got["bn.num_batches_tracked"] + 1}
+    out = {k: np.asarray(v, dtype=got[k].dtype) for k, v in out.items()}
+    return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in out.items()}),
+                               "metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
+
+
+@pytest.mark.parametrize("buffers", ["separate", "joint", "local"])
+def test_buffers_travel_in_the_round_config_and_reach_encode(buffers, monkeypatch):
+    seen = []
+    encode = cepam.encode
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("buffers"))
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(cepam, "encode", spy)
+    st = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, buffers=buffers, **AUTH)
+    messages, replies = run_round(st, contexts(), arrays=bn_arrays(), mods=(cepam_mod,))
+    assert all(m.content["cepam"]["buffers"] == buffers for m in messages)
+    assert seen == [buffers] * len(NODES)
+    coded = 6 * 3 + 3 + (0 if buffers == "local" else 3 + 3)
+    for reply in replies:
+        assert not reply.has_error()
+        assert cepam.inspect(bytes(reply.content["cepam-payload"]["cepam"].data)
+                             ).coordinates == coded
+
+
+def test_a_configuration_without_buffers_means_the_codec_s_default():
+    config = RoundConfig(mechanism=MECH, clip=1.0, lattice="auto", dim=None, coder="ans",
+                         round=1, message=2, keys="pre-shared", buffers="local")
+    record = config.to_record()
+    assert RoundConfig.from_record(record) == config
+    del record["buffers"]
+    assert RoundConfig.from_record(record).buffers == "separate"
+    record["buffers"] = "everywhere"
+    with pytest.raises(cepam.FormatError, match="buffers"):
+        RoundConfig.from_record(record)
+    with pytest.raises(cepam.InvalidArgumentError, match="buffers"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, buffers="everywhere")
+
+
+def _train_round(st, ctxs, rnd, arrays):
+    messages = list(st.configure_train(rnd, arrays, ConfigRecord(), FakeGrid(list(ctxs))))
+    replies = [cepam_mod(m, ctxs[m.metadata.dst_node_id], bn_train) for m in messages]
+    assert not any(r.has_error() for r in replies)
+    return st.aggregate_train(rnd, replies)
+
+
+def test_local_buffers_stay_on_each_client_fedbn():
+    st = CepamStrategy(FedAvg(), mechanism=cepam.Gaussian(sigma=1e-3), clip=1.0,
+                       buffers="local", **AUTH)
+    ctxs = contexts()
+    start = bn_arrays()
+    arrays, metrics = _train_round(st, ctxs, 1, start)
+    assert metrics["cepam-updates"] == len(NODES)
+    # The server aggregates the weights and keeps its own statistics.
+    for name in ("bn.running_mean", "bn.running_var", "bn.num_batches_tracked"):
+        np.testing.assert_array_equal(arrays[name].numpy(), start[name].numpy())
+    assert abs(float(np.mean(arrays["fc.weight"].numpy() - start["fc.weight"].numpy()))
+               - 0.01) < 1e-3
+    # Each node keeps its own statistics and trains from them next round.
+    for node, ctx in ctxs.items():
+        kept = ctx.state[LOCAL_BUFFERS]
+        assert sorted(kept.keys()) == ["arrays/bn.running_mean", "arrays/bn.running_var"]
+        np.testing.assert_allclose(kept["arrays/bn.running_mean"].numpy(), 5.0 * (node - 100))
+    arrays2, _ = _train_round(st, ctxs, 2, arrays)
+    for node, ctx in ctxs.items():
+        seen = ctx.state["seen"]
+        np.testing.assert_allclose(seen["bn.running_mean"].numpy(), 5.0 * (node - 100))
+        np.testing.assert_allclose(seen["bn.running_var"].numpy(), 2.5)
+        np.testing.assert_array_equal(seen["fc.weight"].numpy(), arrays["fc.weight"].numpy())
+    np.testing.assert_array_equal(arrays2["bn.running_mean"].numpy(), np.zeros(3))
+    # An evaluate message gets the node's own statistics too (FedBN evaluates with them).
+    evaluate = Message(RecordDict({"arrays": arrays2, "config": ConfigRecord()}),
+                       dst_node_id=NODES[0], message_type=MessageType.EVALUATE)
+    shared = evaluate.content
+
+    def look(msg, ctx):
+        return msg.content["arrays"]["bn.running_mean"].numpy()
+
+    # node 101 kept 0.5 * 5 + 5 after round 2 (5 after round 1)
+    np.testing.assert_allclose(cepam_mod(evaluate, ctxs[NODES[0]], look), 7.5)
+    assert shared["arrays"]["bn.running_mean"].numpy().tolist() == [0, 0, 0]  # not in place
+
+
+def test_without_local_buffers_the_server_s_statistics_reach_the_clients():
+    st = CepamStrategy(FedAvg(), mechanism=cepam.Gaussian(sigma=1e-3), clip=100.0, **AUTH)
+    ctxs = contexts()
+    arrays, _ = _train_round(st, ctxs, 1, bn_arrays())
+    mean = arrays["bn.running_mean"].numpy()
+    np.testing.assert_allclose(mean, 5.0 * np.mean([n - 100 for n in NODES]), atol=0.05)
+    _train_round(st, ctxs, 2, arrays)
+    for ctx in ctxs.values():
+        assert LOCAL_BUFFERS not in ctx.state.array_records
+        np.testing.assert_array_equal(ctx.state["seen"]["bn.running_mean"].numpy(), mean)
+
+
+# ---------------------------------------------------------------- running_var floor
+
+
+class Negative(FedAvg):
+    """An inner strategy whose aggregate has negative running variances (as
+    noise at sigma 4 gave: -2.47) and a negative running mean."""
+
+    def aggregate_train(self, server_round, replies):
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        arrays["bn.running_var"] = Array(np.array([-2.47, 1e-9, 0.5], np.float32))
+        arrays["bn.running_mean"] = Array(np.array([-2.47, 0.0, 0.5], np.float32))
+        return arrays, metrics
+
+
+@pytest.mark.parametrize("floor", [None, 0.25])
+def test_aggregated_running_variances_stay_positive(floor, caplog):
+    caplog.set_level(logging.INFO)
+    args = {} if floor is None else {"running_var_floor": floor}
+    st = CepamStrategy(Negative(), mechanism=MECH, clip=1.0, **args, **AUTH)
+    arrays, _ = _train_round(st, contexts(), 1, bn_arrays())
+    low = RUNNING_VAR_FLOOR if floor is None else floor
+    np.testing.assert_array_equal(arrays["bn.running_var"].numpy(),
+                                  np.array([low, low, max(low, 0.5)], np.float32))
+    assert arrays["bn.running_var"].numpy().dtype == np.float32
+    np.testing.assert_array_equal(arrays["bn.running_mean"].numpy(),
+                                  np.array([-2.47, 0.0, 0.5], np.float32))
+    assert any("running-variance value(s) below" in r.getMessage() for r in caplog.records)
+
+
+def test_a_noised_running_variance_stays_positive(caplog):
+    caplog.set_level(logging.INFO)
+    st = CepamStrategy(FedAvg(), mechanism=cepam.Gaussian(sigma=4.0), clip=1.0, **AUTH)
+    ctxs = contexts()
+    arrays, _ = _train_round(st, ctxs, 1, bn_arrays(channels=256))
+    # Each of the 256 variances is about 1 + N(0, 2^2) before the floor (the
+    # clipped update is at most 1): below 0 with chance 0.31 each.
+    var = arrays["bn.running_var"].numpy()
+    assert var.dtype == np.float32 and float(var.min()) == pytest.approx(RUNNING_VAR_FLOOR)
+    assert any("running-variance value(s) below" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf"), "1e-3", True])
+def test_running_var_floor_is_checked(value):
+    error = cepam.InvalidTypeError if isinstance(value, (str, bool)) else \
+        cepam.InvalidArgumentError
+    with pytest.raises(error, match="running_var_floor"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, running_var_floor=value)
