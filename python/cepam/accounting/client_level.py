@@ -265,7 +265,7 @@ def client_epsilon(*, sigma: float, clip: float, rounds: int, clients: float, de
     Exact (Balle and Wang's curve) when every client takes part in every
     round; with sampling, the privacy-loss-distribution bound of
     :class:`ClientLevelRound` (pessimistic discretisation, so never below the
-    truth; for add/remove within 1e-6 of dp_accounting's PLD for the
+    truth; for add/remove within 0.003 % of dp_accounting's PLD for the
     Poisson-subsampled Gaussian).
 
     Args:
