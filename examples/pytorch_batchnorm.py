@@ -7,7 +7,7 @@ It compares how the float buffers (BatchNorm's ``running_mean`` and
 ``running_var``) are sent (``cepam.encode(..., buffers=...)``):
 
 * ``separate`` (cepam's default): one clip for the whole update, but the
-  statistics may not push the weights' norm below half the clip;
+  statistics may not push the weights' norm below 0.95 of the clip;
 * ``joint``: the statistics coded as weights under the one clip (whose changes
   can be many times the weights' and then shrink the weights' update);
 * ``local``: the statistics are not sent (FedBN), the server keeps its own;

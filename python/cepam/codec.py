@@ -261,8 +261,13 @@ _UNCLIPPED = ("no clip: the decoded update carries the noise, but no differentia
 
 
 #: buffers="separate": the share of the clip the weights keep, whatever the
-#: running statistics' size (see _clip_buffers_apart).
-WEIGHT_FLOOR = 0.5
+#: running statistics' size (see _clip_buffers_apart).  In l2 a small cut
+#: frees much: the weights keep 0.95 of the clip and the statistics may take
+#: sqrt(1 - 0.95^2) = 0.31 of it.  (The earlier 0.5 halved the weights' step
+#: whenever the statistics were large, as they are in a BatchNorm model's
+#: first rounds, and the server's model learnt slower than with the
+#: parameters alone: docs/EXPERIMENTS.md, "BatchNorm: what to send".)
+WEIGHT_FLOOR = 0.95
 
 
 def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, clip: float,
@@ -533,8 +538,11 @@ def encode(
             statistics of normalisation layers (entries named
             ``*.running_mean`` and ``*.running_var``, as BatchNorm's are):
             "separate" (the default) codes them, clipped apart from the
-            weights: the statistics to at most ``clip / sqrt(2)``, the weights
-            to what the clip leaves, so the whole update stays within
+            weights: where one joint clip would leave the weights less than
+            0.95 of the clip (``WEIGHT_FLOOR``), the weights are clipped to
+            ``min(|w|, 0.95 clip)`` and the statistics to what the clip
+            leaves (0.31 of the clip, more where the weights' update is
+            smaller), so the whole update stays within
             ``clip`` (the guarantee is unchanged) and the statistics, whose
             changes can be 10 to 100 times the weights', cannot shrink the
             weights' update; "local" leaves them out of the payload (each
@@ -596,7 +604,7 @@ def update_norm(update: Any, *, buffers: str = "separate", ties: Any = None,
     ``buffers="local"``, and a tied tensor counts once.  With "separate"
     (and "joint") the statistics are in the norm: the clip bounds the whole
     update, and "separate" only decides, when the update is over the clip,
-    how the clip is shared (the weights keep at least half of it; see
+    how the clip is shared (the weights keep at least 0.95 of it; see
     :func:`encode`).  The norm is in the update's own units and is the same
     for every thread count.
 

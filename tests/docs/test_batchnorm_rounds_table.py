@@ -1,0 +1,35 @@
+"""docs/EXPERIMENTS.md's "BatchNorm: what to send" tables are what
+bench/batchnorm_rounds.py renders from its committed result file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from helpers.paths import ROOT
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("batchnorm_rounds",
+                                                  ROOT / "bench" / "batchnorm_rounds.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_experiments_table_is_the_rendered_result_file():
+    pytest.importorskip("scipy")
+    bench = _bench()
+    doc = json.loads((ROOT / "bench" / "results" / "batchnorm_rounds.json").read_text())
+    text = (ROOT / "docs" / "EXPERIMENTS.md").read_text()
+    block = text.split(bench.START, 1)[1].split(bench.END, 1)[0]
+    assert block == "\n" + bench.render(doc)
+    # The settings and rows the script runs today, every seed, both sigmas.
+    assert doc["settings"] == bench.SETTINGS and doc["seeds"] == list(bench.SEEDS)
+    assert doc["sigmas"][0] == bench.SIGMA
+    assert doc["sigmas"][1] == pytest.approx(bench.calibrated_sigma(bench.SETTINGS), rel=1e-9)
+    expected = len(bench.SEEDS) * (2 * len(bench.VARIANTS) - 1)  # "default before": sigma 1e-3
+    assert len(doc["runs"]) == expected
+    assert all(len(r["accuracy"]) == bench.SETTINGS["rounds"] for r in doc["runs"])
