@@ -11,6 +11,7 @@
 #include "payload/golomb_body.hpp"
 #include "random/chacha20.hpp"
 #include "random/detmath.hpp"
+#include "common/cpu.hpp"
 #include "common/errors.hpp"
 #include "common/pages.hpp"
 #include "common/parallel.hpp"
@@ -873,6 +874,21 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MECHANISMS") = mechanism_table();
   m.attr("CODERS") = coder_table();
   register_params(m);
+#if CEPAM_X86_DISPATCH
+  m.attr("SIMD_KERNELS") = py::make_tuple("avx512", "avx2", "portable");
+#else
+  m.attr("SIMD_KERNELS") = py::make_tuple("portable");
+#endif
+  m.def("simd_level", []() -> std::string {
+    switch (simd_level()) {
+      case SimdLevel::Avx512: return "avx512";
+      case SimdLevel::Avx2: return "avx2";
+      case SimdLevel::Portable: break;
+    }
+    return "portable";
+  }, "The SIMD level the native kernels run at in this process: 'avx512', 'avx2' or "
+     "'portable' (decided once, at the first call that needs it: the CPU's, capped by the "
+     "CEPAM_SIMD environment variable; 'portable' in a build without SIMD kernels).");
   m.def("check_combination", [](int mechanism, int lattice, int n) {
     check_combination(static_cast<MechanismId>(mechanism), static_cast<LatticeId>(lattice), n);
   }, py::kw_only(), py::arg("mechanism"), py::arg("lattice"), py::arg("n"),

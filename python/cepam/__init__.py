@@ -34,6 +34,7 @@ from .errors import (
 from .guard import ContextGuard
 from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
+from .runtime import simd_level
 from .structure import find_ties
 from ._version import package_version
 
@@ -46,6 +47,7 @@ __all__ = [
     "inspect",
     "update_norm",
     "find_ties",
+    "simd_level",
     "Codec",
     "ContextGuard",
     "PayloadInfo",

@@ -147,7 +147,27 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _info(args: argparse.Namespace) -> int:
+    import json
+
+    from .runtime import describe
+
+    info = describe()
+    print(json.dumps(info, indent=2) if args.json else _describe(info))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="print what cepam runs here: version, SIMD level, "
+                       "threads, CUDA path",
+                       description="Prints cepam's version, the SIMD level its native "
+                                   "kernels run at (avx512, avx2 or portable; the "
+                                   "environment variable CEPAM_SIMD caps it), the native "
+                                   "threads an encode or decode uses by default, and "
+                                   "whether the CUDA path can run (and why not).")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=_info)
+
     p = sub.add_parser("inspect", help="print a payload's public header and bit counts; "
                        "with --secret-file, also its sealed part",
                        description="Reads a payload's public header and its bit counts "

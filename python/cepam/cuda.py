@@ -8,9 +8,10 @@ compiled without fused multiply-add, so it gives the same bytes, and the
 clip's norm and the entropy coder's source-model statistics; with the ANS
 coder the entropy coding too, though not by default yet (elsewhere it stays
 on the CPU).
-The module is built when a CUDA compiler is found
-(CMake option ``CEPAM_CUDA``, see README) and imports on machines without a
-driver, where it reports no device.
+The module is built where a CUDA compiler and a GPU are found, for that
+GPU's architecture, or on request for every architecture (CMake option
+``CEPAM_CUDA``, see README), and imports on machines without a driver, where
+it reports no device.
 
 Status: experimental.  The kernels are compiled in CI and their arithmetic is
 checked bit for bit on the CPU (``tests/core/test_subvector.py``,
@@ -110,7 +111,9 @@ def status() -> tuple[bool, str]:
     module = cuda_module()
     if module is None:
         return False, ("cepam was built without its CUDA module (build from source with "
-                       "a CUDA compiler: CUDACXX=/path/to/nvcc pip install .)")
+                       "a CUDA compiler: CUDACXX=/path/to/nvcc pip install . on the GPU "
+                       "machine, or add -C cmake.define.CEPAM_CUDA=ON to build it without "
+                       "a GPU)")
     count, why = module.device_count()
     if count < 1:
         return False, f"no usable CUDA device: {why}"

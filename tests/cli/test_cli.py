@@ -52,3 +52,14 @@ def test_inspect_command_reports_bad_payloads(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 1  # an error, not a usage error
     err = capsys.readouterr().err
     assert err.startswith("cepam inspect: error: ") and "bad magic" in err
+
+
+def test_info_prints_the_simd_level(capsys):
+    assert main(["info"]) == 0
+    text = capsys.readouterr().out
+    assert f"simd: {cepam.simd_level()}\n" in text
+    assert f"version: {cepam.__version__}\n" in text
+    assert main(["info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["simd"] == cepam.simd_level() and info["version"] == cepam.__version__
+    assert isinstance(info["cuda"], bool) and info["cuda"] == (info["cuda_status"] == "")
