@@ -25,7 +25,7 @@ def roundtrip_error(x, mechanism, *, secret=SECRET_A, dim=1, round=0, client=0, 
 @pytest.fixture
 def one_torch_thread():
     """torch on one thread for the test (the FL tests' results are per thread count)."""
-    import torch  # the FL tests only; torch is an extra
+    torch = pytest.importorskip("torch")  # the FL tests only; torch is an extra
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -46,10 +46,8 @@ def simd_level() -> str:
         MSVC builds, builds with ``CEPAM_NO_SIMD``, or x86-64 CPUs without
         AVX2).  It is decided once per process, at the first call that needs
         it: the highest level the CPU supports, capped by ``CEPAM_SIMD``
-        (``"portable"`` or ``"avx2"``) when that was set before.
-
-    Raises:
-        Nothing.
+        (``"portable"`` or ``"avx2"``) when that was set before.  It raises
+        nothing.
     """
     return str(_core.simd_level())
 
@@ -66,10 +64,8 @@ def describe() -> dict[str, Any]:
         decode uses by default: ``CEPAM_THREADS``, else the cores this
         process may run on; None, with ``threads_error`` saying why, when
         ``CEPAM_THREADS`` is invalid), ``cuda`` (whether the CUDA path can
-        run) and ``cuda_status`` (why not; ``""`` when it can).
-
-    Raises:
-        Nothing: a bad ``CEPAM_THREADS`` or a missing CUDA module or driver
+        run) and ``cuda_status`` (why not; ``""`` when it can).  It raises
+        nothing: a bad ``CEPAM_THREADS`` or a missing CUDA module or driver
         is reported in the dict.
     """
     try:
