@@ -33,3 +33,27 @@ def test_the_experiments_table_is_the_rendered_result_file():
     expected = len(bench.SEEDS) * (2 * len(bench.VARIANTS) - 1)  # "default before": sigma 1e-3
     assert len(doc["runs"]) == expected
     assert all(len(r["accuracy"]) == bench.SETTINGS["rounds"] for r in doc["runs"])
+
+
+def test_the_cohort_table_is_the_rendered_result_file():
+    """The second table (100 of 600 clients a round, add/remove, eps 8): the
+    rendered cohort result file, run in today's settings, its accounted eps
+    within the target."""
+    pytest.importorskip("scipy")
+    bench = _bench()
+    doc = json.loads(bench.COHORT_OUT.read_text())
+    text = (ROOT / "docs" / "EXPERIMENTS.md").read_text()
+    block = text.split(bench.COHORT_START, 1)[1].split(bench.COHORT_END, 1)[0]
+    assert block == "\n" + bench.render_cohort(doc)
+    settings = bench.COHORT_SETTINGS
+    assert doc["settings"] == settings and doc["seeds"] == list(bench.SEEDS)
+    accounting = bench.cohort_accounting(settings)
+    assert doc["sigma"] == pytest.approx(accounting["sigma"], rel=1e-9)
+    assert doc["epsilon"] == pytest.approx(accounting["epsilon"], rel=1e-9)
+    assert doc["epsilon"] <= bench.COHORT_EPS_TARGET == doc["eps_target"]
+    assert doc["cap"] == accounting["cap"]
+    assert [r["variant"] for r in doc["runs"]] == [
+        v for v in bench.COHORT_VARIANTS for _ in bench.SEEDS]
+    for r in doc["runs"]:
+        assert len(r["accuracy"]) == len(r["cohort"]) == settings["rounds"]
+        assert r["sigma"] == doc["sigma"]
