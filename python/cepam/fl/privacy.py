@@ -74,6 +74,19 @@ def _nan(rounds: int) -> float:
     return math.nan
 
 
+def _cached(key: tuple, compute: Callable[[int], float]) -> Callable[[int], float]:
+    """``rounds -> eps`` from ``compute``, 0 for no round, each value computed
+    once per process under ``key`` (the setting it depends on)."""
+    def eps(rounds: int) -> float:
+        if rounds <= 0:
+            return 0.0
+        if (key, rounds) not in _CACHE:
+            _CACHE[(key, rounds)] = compute(rounds)
+        return _CACHE[(key, rounds)]
+
+    return eps
+
+
 def epsilon_function(*, method: str, sigma: float, b: float = math.nan, delta: float,
                      clip: float, clients: int, samples_per_round: int, dataset_size: int,
                      coordinates: int = 1) -> Callable[[int], float]:
@@ -112,14 +125,7 @@ def epsilon_function(*, method: str, sigma: float, b: float = math.nan, delta: f
     else:
         return _nan
 
-    def eps(rounds: int) -> float:
-        if rounds <= 0:
-            return 0.0
-        if (key, rounds) not in _CACHE:
-            _CACHE[(key, rounds)] = compute(rounds)
-        return _CACHE[(key, rounds)]
-
-    return eps
+    return _cached(key, compute)
 
 
 def config_epsilon_function(config: "FLConfig", *, delta: float, dataset_size: int,
@@ -361,14 +367,7 @@ def client_epsilon_function(config: "FLConfig") -> Callable[[int], float]:
             except InvalidArgumentError:
                 return math.nan
 
-    def eps(rounds: int) -> float:
-        if rounds <= 0:
-            return 0.0
-        if (key, rounds) not in _CACHE:
-            _CACHE[(key, rounds)] = compute(rounds)
-        return _CACHE[(key, rounds)]
-
-    return eps
+    return _cached(key, compute)
 
 
 def client_privacy_statement(config: "FLConfig") -> str:

@@ -260,12 +260,13 @@ def _check_no_flower_dp(msg: Message) -> None:
 def _report_unclipped(reply: Message, update: dict[str, np.ndarray], config: RoundConfig
                       ) -> None:
     """With ``count-sigma`` configured, puts the noised clipped-or-not bit in
-    the reply's MetricRecord: ``b + N(0, count_sigma^2)``, b = 1 if the whole
-    update's l2 norm (before clipping) is at most the round's clip, the noise
-    from this node's own randomness (OS entropy)."""
+    the reply's MetricRecord: ``b + N(0, count_sigma^2)``, b = 1 if the
+    update's l2 norm as ``encode`` clips it (:func:`cepam.update_norm`, the
+    round's ``buffers``) is at most the round's clip, the noise from this
+    node's own randomness (OS entropy)."""
     if config.count_sigma is None:
         return
-    norm = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in update.values()))
+    norm = cepam.update_norm(update, buffers=config.buffers)
     noised = noisy_bit(norm, clip=config.clip, count_sigma=config.count_sigma,
                        rng=np.random.default_rng())
     metrics = list(reply.content.metric_records)
