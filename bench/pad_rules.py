@@ -182,13 +182,28 @@ def synthetic_rows(count: int = 5) -> list[dict]:
     return rows
 
 
+def _short(label: str) -> str:
+    """An update set's column name: its label up to the first comma."""
+    return f"synthetic, {label.split(', ')[-1]}" if "norm" in label else label.split(",")[0]
+
+
 def table(rows: list[dict]) -> list[str]:
-    out = ["| updates | rule | leak (bits) | unpadded bytes | padded bytes | padded / unpadded, "
-           "mean | largest | lengths seen |", "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        out.append(f"| {r['updates']} ({r['n']}) | {r['rule']} | {r['leak']:.2f} | "
-                   f"{r['unpadded']:,.0f} | {r['padded']:,.0f} | {r['mean']:.3f} | "
-                   f"{r['largest']:.3f} | {r['seen']} |")
+    """Rules by row, update sets by column: padded / unpadded, mean and
+    largest; the leak in bits (a range over the sets' configurations); the
+    first rows give the unpadded and max_payload_bytes sizes."""
+    sets = list(dict.fromkeys(r["updates"] for r in rows))
+    first = {s: next(r for r in rows if r["updates"] == s) for s in sets}
+    out = ["| rule | leak (bits) | " + " | ".join(f"{_short(s)} ({first[s]['n']})" for s in sets)
+           + " |", "|---|---|" + "---|" * len(sets),
+           "| (unpadded bytes, mean) | | " + " | ".join(f"{first[s]['unpadded']:,.0f}"
+                                                     for s in sets) + " |",
+           "| (max_payload_bytes) | | " + " | ".join(f"{first[s]['top']:,}" for s in sets) + " |"]
+    for rule in RULES:
+        mine = {r["updates"]: r for r in rows if r["rule"] == rule}
+        low, high = (f(r["leak"] for r in mine.values()) for f in (min, max))
+        leak = f"{low:.1f}" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}"
+        out.append(f"| {rule} | {leak} | " + " | ".join(
+            f"{mine[s]['mean']:.2f} / {mine[s]['largest']:.2f}" for s in sets) + " |")
     return out
 
 
@@ -213,8 +228,10 @@ def main() -> None:
                         paper_updates("cnn", args.data_dir), 1e-3, 1.0)
         rows += measure("paper MNIST MLP, m = 25,818, rounds 1, 11",
                         paper_updates("mlp", args.data_dir), 1e-3, 1.0)
-    rows += synthetic_rows()
-    print("\n".join(table(rows)))
+    synthetic = synthetic_rows()
+    if rows:
+        print("\n".join(table(rows)))
+    print("\n".join(table(synthetic)))
 
 
 if __name__ == "__main__":
