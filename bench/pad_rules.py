@@ -183,7 +183,7 @@ def synthetic_rows(count: int = 5) -> list[dict]:
 
 
 def _short(label: str) -> str:
-    """An update set's column name: its label up to the first comma."""
+    """An update set's column name: its label up to the first comma (synthetic: its norm)."""
     return f"synthetic, {label.split(', ')[-1]}" if "norm" in label else label.split(",")[0]
 
 
