@@ -116,6 +116,19 @@ def test_the_length_leak_table_synthetic_rows_are_the_studys():
         assert line in privacy, line
 
 
+def test_the_padding_rules_synthetic_table_is_the_benchmarks():
+    # bench/pad_rules.py's synthetic updates (its MNIST columns need training:
+    # they are its output as printed): every rule's cost and leak, and the
+    # default's row among them.
+    rules = bench_module("pad_rules")
+    made = rules.table(rules.synthetic_rows())
+    privacy = (ROOT / "docs" / "privacy.md").read_text().splitlines()
+    assert len(made) == 4 + len(rules.RULES)
+    for line in made:
+        assert line in privacy, line
+    assert any(line.startswith("| levels 8 x 2^(1/3) | 3.0 |") for line in made)
+
+
 @pytest.mark.parametrize("target, threat_model, bound", [(1.0, "client", "tight"),
                                                          (8.0, "aggregate", "paper")])
 def test_the_calibrated_sigmas_are_the_calibrations(target, threat_model, bound):
