@@ -943,8 +943,6 @@ PYBIND11_MODULE(_core, m) {
 #else
   m.attr("SIMD_KERNELS") = py::make_tuple("portable");
 #endif
-  m.def("sha256_uses_sha_ni", &sha256_uses_sha_ni,
-        "Whether hmac_sha256 and hkdf_sha256 run on the CPU's SHA extensions.");
   m.def("simd_level", []() -> std::string {
     switch (simd_level()) {
       case SimdLevel::Avx512: return "avx512";
@@ -1130,6 +1128,8 @@ PYBIND11_MODULE(_core, m) {
         "Dithers (uniform in the Voronoi cell) from 64-bit words, n per dither.");
   t.def("lattice_basis", &lattice_basis_py, py::kw_only(), py::arg("lattice"), py::arg("n"),
         "The lower-triangular basis, rows = basis vectors (n x n).");
+  t.def("sha256_uses_sha_ni", &sha256_uses_sha_ni,
+        "Whether hmac_sha256 and hkdf_sha256 run on the CPU's SHA extensions.");
   t.def("det_log", &elementwise<detmath::log_batch>, py::arg("x"));
   t.def("det_cos2pi_squared", &elementwise<detmath::cos2pi_squared_batch>, py::arg("t"));
 }
