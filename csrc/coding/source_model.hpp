@@ -126,11 +126,16 @@ class SourceModel {
   // The shortest exp-Golomb order of the increments, and its length in bits.
   int knot_order(std::uint64_t* bits) const;
   std::uint64_t serialized_bits() const;
+  // C_i and C_{i+1} (knot_[i] and knot_[i + 1] once tabulated) from the
+  // knots alone, 0 <= i < kCells.
+  void table_values(int i, double* at, double* next) const;
   // Estimated bits of counts[k] coordinates at the centre of the group of
   // grid cells [cells[k], cells[k] + group), k < count, coded in cells of
   // widths w_lo and w_hi (in grid cells).
+  // tabulated: from the grid tables (else from table_value: the same bits,
+  // cheaper where few groups are occupied).
   double estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts, std::size_t count,
-                       double group, double w_lo, double w_hi) const;
+                       double group, double w_lo, double w_hi, bool tabulated) const;
 
   double a_ = 1.0;
   double inv_width_ = kCells / 2.0;

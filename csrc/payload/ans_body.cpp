@@ -270,10 +270,8 @@ void AnsSegmentEncoder::finish_with(const AnsSegmentEncoder& other, std::vector<
 
 AnsBody::AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
                  std::size_t segments, bool model_tables)
-    : data_(data) {
-  std::size_t pos = 0;
-  model_ = SourceModel::parse(data, len, &pos, model_tables);
-  model_size_ = pos;
+    : data_(data), model_(SourceModel::parse(data, len, &model_size_, model_tables)) {
+  std::size_t pos = model_size_;
   const std::size_t least = min_segment_bytes(point_model);
   // Checked before anything is allocated: the body can hold that many segments.
   if (segments != kAnySegments && segments > (len - pos) / least)

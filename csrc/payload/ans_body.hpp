@@ -148,8 +148,8 @@ class AnsBody {
 
  private:
   const std::uint8_t* data_;
+  std::size_t model_size_ = 0;  // (before model_: parse sets it as model_ is built in place)
   SourceModel model_;
-  std::size_t model_size_ = 0;
   std::vector<Segment> segments_;
 };
 

@@ -25,6 +25,7 @@ import functools
 import math
 from collections.abc import Callable
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,9 @@ from .sealing import open_payload, seal
 from .structure import (
     BARE,
     DICT,
+    KIND_NUMPY,
+    KIND_TORCH,
+    SINGLE,
     Structure,
     TiePairs,
     apply_ties,
@@ -76,6 +80,7 @@ from .structure import (
     decoded_dtype,
     describe,
     digest,
+    entry_kind as _entry_kind,
     flatten,
     is_buffer,
     match_template,
@@ -687,13 +692,78 @@ def _entry_name(structure: Structure, index: int) -> str:
     return f"entry {index}" if len(structure.entries) > 1 else "the update"
 
 
+def _is_torch(value: Any) -> bool:
+    """Whether value is a torch tensor (torch imported only if it already is)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
+                   decoded: str) -> np.ndarray:
+    """The 1-D numpy view of ``out`` (decode's ``out=``) the core decodes
+    into, checked: a numpy array or CPU torch tensor, C-contiguous and
+    writable, of the dtype every entry is returned in (``decoded``: the
+    decoded vector's), shaped like a single-array payload's entry or, for a
+    list, tuple or dict, 1-D of all the payload's coordinates.
+
+    Raises:
+        InvalidTypeError: out is not a numpy array or torch tensor.
+        InvalidArgumentError: its dtype, shape, layout, device or kind does
+            not fit, it is read-only (or a tensor that requires grad), or
+            the entries decode to several dtypes.
+    """
+    single = structure.container in (SINGLE, BARE)
+    if _is_torch(out):
+        kind, name = "a torch tensor", str(out.dtype).removeprefix("torch.")
+        shape, contiguous, writable = tuple(out.shape), out.is_contiguous(), not out.requires_grad
+        if out.device.type != "cpu":
+            raise InvalidArgumentError(f"out must be in host memory, got a tensor on "
+                                       f"{out.device} (device= decoding takes no out=)")
+    elif isinstance(out, np.ndarray):
+        kind, name = "a numpy array", out.dtype.name
+        shape, contiguous, writable = out.shape, out.flags.c_contiguous, out.flags.writeable
+    else:
+        raise InvalidTypeError(f"out must be a numpy array or a torch tensor, got "
+                               f"{type(out).__name__}")
+    dtypes = {output_dtype(e, dtype=dtype, output=output) for e in structure.entries}
+    if dtypes != {decoded}:
+        raise InvalidArgumentError(
+            f"out= needs every entry decoded in one dtype; with dtype={dtype!r} they decode "
+            f"to {sorted(dtypes)} (pass dtype='float32' or 'float64')")
+    if name != decoded:
+        raise InvalidArgumentError(f"out has dtype {name}; the payload decodes to {decoded} "
+                                   f"(dtype={dtype!r})")
+    expected = structure.entries[0].shape if single else (structure.size,)
+    if shape != expected:
+        what = "its entry's shape" if single else "1-D, all its coordinates"
+        raise InvalidArgumentError(f"out has shape {shape}; the payload needs {expected} "
+                                   f"({what})")
+    if not contiguous:
+        raise InvalidArgumentError("out must be C-contiguous")
+    if not writable:
+        raise InvalidArgumentError("out must be writable" + (
+            " (a tensor that requires grad is not: pass a detached one)" if _is_torch(out)
+            else ""))
+    if single:
+        returned = _entry_kind(structure.entries[0], output)
+        if returned != (KIND_TORCH if _is_torch(out) else KIND_NUMPY):
+            raise InvalidArgumentError(
+                f"out is {kind} but the payload decodes to a "
+                f"{'torch tensor' if returned == KIND_TORCH else 'numpy array'}: pass "
+                f"output= to match, or the other kind of out")
+    return (out.numpy() if _is_torch(out) else out).reshape(-1)
+
+
 def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
             expected: _Expected, like: Any, threads: object, device: object,
-            buffers: object, ties: TiePairs) -> Any:
+            buffers: object, ties: TiePairs, out: Any = None) -> Any:
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
     cuda_index = parse_device(device)
     if cuda_index is not None:
+        if out is not None:
+            raise InvalidArgumentError("out= decodes into host memory: it cannot be combined "
+                                       "with device=")
         if output == "numpy":
             raise InvalidArgumentError("device='cuda' returns torch tensors: output='numpy' "
                                        "cannot be")
@@ -726,6 +796,9 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     # device="cuda" with the CUDA path: the GPU kernel decodes into device
     # memory, where the result stays (cepam.cuda); else the host decodes.
     on_gpu = cuda_index is not None and decodes_on_device()
+    if out is not None:  # the core writes the values straight into the caller's memory
+        kw["out"] = _output_buffer(out, structure, dtype=dtype, output=output,
+                                   decoded=kw["dtype"])
     flat = decode_on_device(sealed.body, index=cuda_index, **kw) if on_gpu \
         else _core.decode(sealed.body, **kw)
     # (the host's sums run on the call's threads)
@@ -740,6 +813,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
                        dtype=dtype)
     if cuda_index is not None and not on_gpu:
         result = to_device(result, cuda_index)
+    if out is not None and structure.container in (SINGLE, BARE):
+        return out  # (its values written in place; a structure's entries are views of it)
     return apply_ties(result, structure, like)
 
 
@@ -748,7 +823,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
            expect_mechanism: Mechanism | None = None, expect_clip: float | None = None,
            expect_client: int | None = None, expect_round: int | None = None,
            threads: int | None = None, device: Any = None, buffers: str = "separate",
-           ties: Any = None) -> Any:
+           ties: Any = None, out: Any = None) -> Any:
     """Decodes a payload into the noisy update ``x + z``.
 
     Args:
@@ -804,6 +879,22 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             name comes back as the *same* object as its coded entry.  A tie
             whose names the payload codes apart (an encoder that did not
             know it) is not imposed.
+        out: memory to decode into, kept by the caller from round to round
+            (no fresh output is allocated: the native decoder writes the
+            values straight into it).  For a single array or tensor, one
+            like the result: a numpy array (or a CPU torch tensor, where
+            the result is a tensor) of the entry's shape, which is
+            returned.  For a list, tuple or dict, a 1-D array or tensor of
+            all the payload's coordinates (``inspect(payload).coordinates``),
+            in the payload's order; the result's entries are then views of
+            it (reshaped slices), so they change when ``out`` is decoded into
+            again.  ``out`` must be C-contiguous, writable (a tensor must
+            not require grad) and of the dtype the entries decode to (with
+            ``dtype="auto"``, float32 unless an entry is float64), every
+            entry in that one dtype.  Host memory only (not with
+            ``device=``).  Checked before anything is written; a payload
+            found malformed while its body is decoded may leave ``out``
+            partly written.
 
     Returns:
         The same structure as the encoded update (array/tensor, list,
@@ -823,7 +914,10 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             fit ``like``.
         DecodingError: (a FormatError) decoded values overflow the output
             dtype (for example float32 with a noise scale near 1e38).
-        InvalidArgumentError: a payload without structure and no ``like``.
+        InvalidArgumentError: a payload without structure and no ``like``;
+            an ``out`` of another dtype or shape, not C-contiguous,
+            read-only, with ``device=``, or for entries of several dtypes.
+        InvalidTypeError: ``out`` is not a numpy array or torch tensor.
 
     Warns:
         PrecisionWarning: an output dtype rounds the values by more than a
@@ -832,7 +926,7 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
     secret = check_secret(secret)
     expected = _Expected.checked(expect_mechanism, expect_clip, expect_client, expect_round)
     return _decode(payload, secret, output, dtype, max_coordinates, expected, like, threads,
-                   device, buffers, check_ties(ties))
+                   device, buffers, check_ties(ties), out)
 
 
 @dataclass(frozen=True)
@@ -1076,11 +1170,12 @@ class Codec:
 
     def decode(self, payload: bytes, *, round: int | None = None, output: str = "auto",
                dtype: str = "auto", max_coordinates: int = DEFAULT_MAX_COORDINATES,
-               like: Any = None, device: Any = None) -> Any:
+               like: Any = None, device: Any = None, out: Any = None) -> Any:
         """Decodes a payload encoded under this codec's secret, enforcing the
         codec's mechanism and scale, client and clip (if set; a payload
         without a clip is refused unless ``allow_unclipped``), and ``round``
-        if given (see :func:`decode` for the other arguments).
+        if given (see :func:`decode` for the other arguments; ``out``: the
+        caller's memory to decode into, as for :func:`decode`).
 
         Raises:
             UnexpectedPayloadError: the payload's settings differ.
@@ -1089,4 +1184,4 @@ class Codec:
         expected = _Expected.checked(self.mechanism, self.clip, self.client, round,
                                      clipped=not self.allow_unclipped)
         return _decode(payload, self._secret, output, dtype, max_coordinates, expected, like,
-                       self.threads, device, self.buffers, self.ties)
+                       self.threads, device, self.buffers, self.ties, out)

@@ -78,6 +78,8 @@ _SEALED = struct.Struct("<BBI")
 SEALED_HEADER_BYTES = _SEALED.size
 DIGEST_BYTES = 8  # the structure digest of a bare payload, sealed
 _CONTEXT = struct.Struct("<QQQQ")
+_U32, _U16, _ENTRY = struct.Struct("<I"), struct.Struct("<H"), struct.Struct("<BBB")
+_SHAPES = [struct.Struct(f"<{ndim}Q") for ndim in range(MAX_NDIM + 1)]  # by rank
 MAX_COORDINATES = 1 << 56
 MAX_EXTENT = 1 << 56  # product of an entry's non-zero dimensions
 MAX_PADDING = (1 << 32) - 1
@@ -118,12 +120,12 @@ def pack_header(h: Header) -> bytes:
         _CONTEXT.pack(h.context.round, h.context.client, h.context.message, h.m),
     ]
     entries = () if h.structure.container == BARE else h.structure.entries
-    parts.append(struct.pack("<I", len(entries)))
+    parts.append(_U32.pack(len(entries)))
     for e in entries:
         name = e.name.encode("utf-8")
-        parts.append(struct.pack("<H", len(name)) + name)
-        parts.append(struct.pack("<BBB", e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
-        parts.append(struct.pack(f"<{len(e.shape)}Q", *e.shape))
+        parts.append(_U16.pack(len(name)) + name)
+        parts.append(_ENTRY.pack(e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
+        parts.append(_SHAPES[len(e.shape)].pack(*e.shape))
     return b"".join(parts)
 
 
@@ -179,7 +181,7 @@ def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
     rnd, client, message, m = r.take(_CONTEXT)
     if m > MAX_COORDINATES:
         raise FormatError("declared number of coordinates too large")
-    (count,) = r.take("<I")
+    (count,) = r.take(_U32)
     if container == BARE:  # no entries: m alone (the decoder's template shapes it)
         if count != 0:
             raise FormatError("a payload without structure has entries")
@@ -190,17 +192,17 @@ def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
         raise FormatError("bad number of entries")
     entries, names, total = [], set(), 0
     for _ in range(count):
-        (name_len,) = r.take("<H")
+        (name_len,) = r.take(_U16)
         if name_len > MAX_NAME_BYTES:
             raise FormatError("entry name too long")
         try:
             name = bytes(r.raw(name_len)).decode("utf-8")
         except UnicodeDecodeError:
             raise FormatError("entry name is not valid UTF-8") from None
-        kind, dtype, ndim = r.take("<BBB")
+        kind, dtype, ndim = r.take(_ENTRY)
         if kind not in (0, 1) or dtype not in DTYPES or ndim > MAX_NDIM:
             raise FormatError("bad entry kind, dtype or rank")
-        shape = r.take(f"<{ndim}Q")
+        shape = r.take(_SHAPES[ndim])
         size, extent = 1, 1
         for d in shape:
             size *= d

@@ -48,7 +48,8 @@ import numpy as np
 
 from .errors import FormatError, InvalidArgumentError, InvalidTypeError
 
-__all__ = ["Entry", "Structure", "flatten", "describe", "unflatten", "output_dtype", "decoded_dtype",
+__all__ = ["Entry", "Structure", "flatten", "describe", "unflatten", "output_dtype", "entry_kind",
+           "decoded_dtype",
            "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "BUFFER_CHOICES", "RUNNING_STATISTICS",
            "is_buffer", "bare", "digest", "structure_of", "match_template", "find_ties",
            "check_ties", "resolve_ties", "with_ties", "apply_ties"]
@@ -259,6 +260,8 @@ def resolve_ties(update: Any, ties: TiePairs = ()) -> dict[str, str]:
     its group (the names of one tensor, joined through any chain of ties);
     untied names are absent.  Which name of a group is coded is decided by
     the update's order (:func:`_leaves`: the first present)."""
+    if not ties and not isinstance(update, Mapping):
+        return {}
     pairs = list(ties)
     if isinstance(update, Mapping):
         pairs += find_ties(update).items()
@@ -336,6 +339,9 @@ def _untied_in(structure: Structure, groups: Mapping[str, str]) -> dict[str, str
     return {n: g for n, g in groups.items() if count.get(g, 0) <= 1}
 
 
+_FLOAT_NAMES = {np.dtype(name): name for name in ("float32", "float64", "float16")}
+
+
 def _leaf_entry(x: Any, where: str) -> Entry | None:
     """The entry (kind, dtype, shape; no name) of a numpy or torch leaf,
     checked, without reading its values; None for another kind of leaf (a
@@ -360,7 +366,7 @@ def _leaf_entry(x: Any, where: str) -> Entry | None:
         return Entry("", KIND_TORCH, name, tuple(int(d) for d in x.shape))
     if isinstance(x, np.ndarray) or np.isscalar(x) and isinstance(x, np.floating):
         arr = np.asarray(x)
-        name = arr.dtype.name
+        name = _FLOAT_NAMES.get(arr.dtype) or arr.dtype.name  # (a dict: dtype.name is slow)
         if name not in ("float32", "float64", "float16"):
             raise InvalidTypeError(
                 f"{where}: dtype {arr.dtype} is not supported (float32, float64, float16); "
@@ -551,6 +557,12 @@ def check_dtype_choice(dtype: object) -> str:
 
 def _kind(entry: Entry, output: str) -> int:
     return entry.kind if output == "auto" else (KIND_TORCH if output == "torch" else KIND_NUMPY)
+
+
+def entry_kind(entry: Entry, output: str) -> int:
+    """What one entry is returned as under ``output`` ("auto", "numpy",
+    "torch"): KIND_NUMPY or KIND_TORCH."""
+    return _kind(entry, output)
 
 
 def output_dtype(entry: Entry, *, dtype: str, output: str) -> str:
