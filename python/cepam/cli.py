@@ -118,7 +118,7 @@ def read_secret_file(path: str) -> bytes:
         InvalidArgumentError: the file does not hold exactly 32 bytes (the
             message says how to convert a file of 64 hex digits), or it is
             a symbolic link, owned by another user, or readable or writable
-            by group or others (``chmod 600``; :mod:`cepam._files`).
+            by group or others (``chmod 600``; docs/guide/security.md).
         OSError: the file cannot be read.
     """
     from ._files import read_key_file

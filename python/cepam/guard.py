@@ -49,7 +49,7 @@ class ContextGuard:
         InvalidArgumentError: an in-memory or empty path, or a file that
             cannot be opened or is not a cepam context database; a symbolic
             link at the path (or its ``-wal``, ``-shm``, ``-journal``), or
-            a file others may write (:mod:`cepam._files`).
+            a file others may write (docs/guide/security.md).
 
     Warns:
         FileSafetyWarning: a file its group may write, or another user owns.

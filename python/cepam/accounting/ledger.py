@@ -200,7 +200,7 @@ class Ledger:
             missing file with ``create=False``; bad arguments; a file
             another process keeps locked for longer than ``timeout``; a
             symbolic link at the path (or its ``-wal``, ``-shm``,
-            ``-journal``), or a file others may write (:mod:`cepam._files`).
+            ``-journal``), or a file others may write (docs/guide/security.md).
         FormatError: the file is not a cepam ledger.
 
     Warns:

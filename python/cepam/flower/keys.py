@@ -118,7 +118,7 @@ def agreed_secret(own: KeyPair, peer_public: bytes, *, run_id: int, server_publi
 def read_private_file(path: str | os.PathLike[str]) -> str:
     """The text of a file holding secret material, refused unless only its
     owner may read it: not a symbolic link, owned by the current user, mode
-    0600 or stricter (POSIX), checked on the open file (:mod:`cepam._files`).
+    0600 or stricter (POSIX), checked on the open file (docs/guide/security.md).
 
     Raises:
         InvalidArgumentError: a missing file, a symbolic link, one another
@@ -216,7 +216,7 @@ class KeyPins:
     Raises:
         FormatError: the file exists but is not such a mapping.
         InvalidArgumentError: a symbolic link, a file another user owns or
-            group or others may write (:mod:`cepam._files`).
+            group or others may write (docs/guide/security.md).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
