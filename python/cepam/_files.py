@@ -128,9 +128,14 @@ def read_key_file(path: str | os.PathLike[str], *, what: str, private: bool = Tr
             another user, or a mode that lets group or others in.
     """
     path = os.fspath(path)
-    fd = _open_no_follow(path, os.O_RDONLY, what)
+    # (O_NONBLOCK: a FIFO planted at the path is refused, not waited on)
+    fd = _open_no_follow(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0), what)
+    try:
+        _check_key_stat(os.fstat(fd), path, what, private=private)
+    except BaseException:
+        os.close(fd)
+        raise
     with os.fdopen(fd, "rb") as f:
-        _check_key_stat(os.fstat(f.fileno()), path, what, private=private)
         return f.read()
 
 
@@ -261,7 +266,7 @@ def check_database_file(path: str, *, what: str) -> bool:
             os.close(fd)
         return True
     try:
-        fd = _open_no_follow(path, os.O_RDONLY, what)
+        fd = _open_no_follow(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0), what)
     except FileNotFoundError:  # removed since: SQLite creates it
         return False
     try:
