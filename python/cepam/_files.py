@@ -258,6 +258,9 @@ def check_database_file(path: str, *, what: str) -> bool:
         fd = _open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, what)
     except FileExistsError:
         pass
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"cannot open {what} {path!r}: its directory does not "
+                                   "exist") from None
     else:
         try:
             if hasattr(os, "fchmod"):
