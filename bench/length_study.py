@@ -38,7 +38,7 @@ import cepam
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIGMA, CLIP = 1e-3, 1.0
 SECRET = bytes(range(32))
-PADS = (None, "bucket", "max")
+PADS = (None, "bucket", "levels", "max")
 
 
 def _bins(values: np.ndarray, count: int) -> np.ndarray:

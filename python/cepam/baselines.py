@@ -157,6 +157,10 @@ def encode_sdq(x: Any, *, step: float, secret: bytes, round: int, client: int,
 
     Returns:
         The payload (decode with :func:`cepam.decode`).
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: bad arguments (as
+            :func:`cepam.encode`, plus ``step``).
     """
     return encode(x, SDQ(check_positive("step", step)), secret=secret, round=round, client=client,
                   message=message, dim=1, lattice="Z", clip=clip, coder=coder, threads=threads)
@@ -210,7 +214,25 @@ def encode_gaussian_sdq(x: Any, sigma: float, *, step: float, rng: Any, secret: 
                         round: int, client: int, message: int = 0,
                         clip: float | None = None, coder: str = "ans",
                         threads: int | None = None) -> bytes:
-    """Gaussian+SDQ: ``encode_noisy_sdq(x, cepam.Gaussian(sigma), ...)``."""
+    """Gaussian+SDQ: ``encode_noisy_sdq(x, cepam.Gaussian(sigma), ...)``.
+
+    Args:
+        x: the update: numpy array, torch tensor, or a dict/list/tuple of them.
+        sigma: the Gaussian noise's standard deviation per coordinate (> 0), in
+            the units of the update.
+        step: the SDQ step Delta, in the units of the update.
+        rng: the client's private ``numpy.random.Generator`` or
+            ``torch.Generator`` (never derived from the shared secret).
+        secret, round, client, message, clip, coder, threads: as for
+            :func:`encode_noisy_sdq`.
+
+    Returns:
+        The payload bytes.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: bad arguments (as
+            :func:`encode_noisy_sdq`).
+    """
     return encode_noisy_sdq(x, Gaussian(sigma), step=step, rng=rng, secret=secret,
                             round=round, client=client, message=message, clip=clip,
                             coder=coder, threads=threads)
@@ -220,7 +242,25 @@ def encode_laplace_sdq(x: Any, b: float, *, step: float, rng: Any, secret: bytes
                        round: int, client: int, message: int = 0,
                        clip: float | None = None, coder: str = "ans",
                        threads: int | None = None) -> bytes:
-    """Laplace+SDQ: ``encode_noisy_sdq(x, cepam.Laplace(b), ...)``."""
+    """Laplace+SDQ: ``encode_noisy_sdq(x, cepam.Laplace(b), ...)``.
+
+    Args:
+        x: the update: numpy array, torch tensor, or a dict/list/tuple of them.
+        b: the Laplace noise's scale per coordinate (> 0), in the units of
+            the update.
+        step: the SDQ step Delta, in the units of the update.
+        rng: the client's private ``numpy.random.Generator`` or
+            ``torch.Generator`` (never derived from the shared secret).
+        secret, round, client, message, clip, coder, threads: as for
+            :func:`encode_noisy_sdq`.
+
+    Returns:
+        The payload bytes.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: bad arguments (as
+            :func:`encode_noisy_sdq`).
+    """
     return encode_noisy_sdq(x, Laplace(b), step=step, rng=rng, secret=secret, round=round,
                             client=client, message=message, clip=clip, coder=coder,
                             threads=threads)

@@ -47,7 +47,7 @@ from .guard import ContextGuard
 from .keys import TAG_BYTES, Context, check_integer, check_secret, stream_key
 from .lattices import LATTICE_CODES, LATTICE_TABLE, LATTICES, check_combination
 from .mechanisms import Gaussian, Mechanism, check_mechanism, core_params, mechanism_from_code
-from .padding import check_pad, max_payload_bytes, padding_bytes
+from .padding import check_pad, max_payload_bytes, padding_bytes, uses_bound
 from .payload import (
     CODER_CODES,
     CODERS,
@@ -427,7 +427,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     head = pack_header(header)
     fixed = len(head) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
     max_bytes = None
-    if pad == "max":  # over every lattice the setting may choose, not the data's choice
+    if uses_bound(pad):  # over every lattice the setting may choose, not the data's choice
         options = _auto_options(mechanism, coder) if lattice is _AUTO else [lattice]
         max_bytes = max_payload_bytes(mechanism, clip=clip, m=m, coder=coder,
                                       lattices=options, fixed_bytes=fixed)
@@ -522,8 +522,12 @@ def encode(
         pad: length hiding (:mod:`cepam.padding`): None (no padding),
             "bucket" (total length rounded up to a quarter-octave bucket,
             at most 19 % more), "max" (a size fixed by the public settings:
-            mechanism, clip, coder, lattice, structure; needs a clip) or a
-            size in bytes.  Padding is zero bytes inside the encrypted part.
+            mechanism, clip, coder, lattice, structure; needs a clip),
+            "levels" (the smallest of 8 lengths fixed by the same settings,
+            a third of an octave apart up to "max"'s: the length tells at
+            most 3 bits; at most 26 % more above the lowest; needs a clip)
+            or a size in bytes.  Padding is zero bytes inside the encrypted
+            part.
         structure: True (the default) writes the entries' names, kinds,
             dtypes and shapes into the header, so that :func:`decode`
             rebuilds ``x``'s structure by itself; False writes the number of
@@ -576,7 +580,7 @@ def encode(
             x, tied entries of different shapes or dtypes.
         EncodingError: x is too large relative to the noise scale, decoded
             values could overflow their dtype, or the payload exceeds the
-            padded size (``pad="max"`` or a size).
+            padded size (``pad="max"``, ``"levels"`` or a size).
         ContextReuseError: ``state`` records this context as used.
 
     Warns:

@@ -64,7 +64,11 @@ _U64 = 1 << 64
 
 
 def new_secret() -> bytes:
-    """Returns 32 bytes from the operating system's secure random source."""
+    """32 bytes from the operating system's secure random source.
+
+    Returns:
+        32 random bytes: a secret for one client and the server.
+    """
     return _secrets.token_bytes(SECRET_BYTES)
 
 
@@ -100,7 +104,14 @@ def _check_u64(name: str, value: object) -> int:
 class Context:
     """What makes a message unique under one secret: round, client, message id.
 
-    All three are integers in [0, 2^64).
+    Args:
+        round: the training round, an integer in [0, 2^64).
+        client: the client's id, an integer in [0, 2^64).
+        message: the message's id within the round (default 0), in [0, 2^64).
+
+    Raises:
+        InvalidTypeError: a value that is not an integer (a bool included).
+        InvalidArgumentError: a value outside [0, 2^64).
     """
 
     round: int

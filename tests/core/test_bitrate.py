@@ -103,7 +103,8 @@ def test_high_resolution_gaps_match_spec():
 
 
 def test_ideal_rate_sampled_agrees_with_exact_n1():
-    from cepam.bitrate.theory import _geometry, _ideal_rate_sampled
+    from cepam.bitrate.ideal import _ideal_rate_sampled
+    from cepam.bitrate.theory import _geometry
 
     exact = bitrate.ideal_rate("gaussian", 1.0, draws=20000)
     sampled, err = _ideal_rate_sampled(_geometry("Z", 1), 1.0, 8000, 1)

@@ -9,7 +9,6 @@ eps, sigma, accuracy of shipped runs), recomputed where that takes seconds."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
@@ -19,7 +18,7 @@ from cepam import bitrate
 from cepam.bitrate.benchmark import _payload_row
 from cepam.fl.config import FLConfig
 
-from helpers.paths import ROOT
+from helpers.paths import ROOT, load_script
 
 CSV = ROOT / "docs" / "bitrate" / "bitrate.csv"
 
@@ -88,10 +87,7 @@ def test_shipped_payload_bits_are_what_the_encoder_gives_now(source, ratio, key)
 
 def bench_module(name: str):
     """bench/NAME.py, imported."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / f"{name}.py")
 
 
 def test_the_padding_table_synthetic_rows_are_the_benchmarks():
@@ -114,6 +110,19 @@ def test_the_length_leak_table_synthetic_rows_are_the_studys():
     assert made[0] in privacy
     for line in made[2:]:
         assert line in privacy, line
+
+
+def test_the_padding_rules_synthetic_table_is_the_benchmarks():
+    # bench/pad_rules.py's synthetic updates (its MNIST columns need training:
+    # they are its output as printed): every rule's cost and leak, and the
+    # default's row among them.
+    rules = bench_module("pad_rules")
+    made = rules.table(rules.synthetic_rows())
+    privacy = (ROOT / "docs" / "privacy.md").read_text().splitlines()
+    assert len(made) == 4 + len(rules.RULES)
+    for line in made:
+        assert line in privacy, line
+    assert any(line.startswith("| levels 8 x 2^(1/3) | 3.0 |") for line in made)
 
 
 @pytest.mark.parametrize("target, threat_model, bound", [(1.0, "client", "tight"),

@@ -552,7 +552,7 @@ def test_oversized_and_foreign_replies_are_dropped_before_parsing(kind, caplog, 
 
 
 def test_padding_max_gives_one_length_and_no_per_client_size_is_released():
-    st = strategy()  # pad="max", the default
+    st = strategy(pad="max")
     messages, replies = run_round(st, contexts())
     assert {m.content["cepam"]["pad"] for m in messages} == {"max"}
     sizes = {len(r.content["cepam-payload"]["cepam"].data) for r in replies}
@@ -567,6 +567,32 @@ def test_padding_max_gives_one_length_and_no_per_client_size_is_released():
     assert not [k for k in metrics.keys() if "bytes" in k or "bits" in k]
     with pytest.raises(cepam.InvalidArgumentError):
         strategy(pad="huge")
+
+
+def test_the_default_padding_is_levels_below_max_and_releases_no_size():
+    from cepam.padding import level_lengths
+
+    _, replies = run_round(strategy(pad="max"), contexts())
+    (top,) = {len(r.content["cepam-payload"]["cepam"].data) for r in replies}
+    st = strategy()  # pad="levels", the default
+    messages, replies = run_round(st, contexts())
+    assert st.pad == "levels"
+    assert {m.content["cepam"]["pad"] for m in messages} == {"levels"}
+    sizes = {len(r.content["cepam-payload"]["cepam"].data) for r in replies}
+    assert sizes <= set(level_lengths(top)) and max(sizes) < top
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == len(replies)
+    assert not [k for k in metrics.keys() if "bytes" in k or "bits" in k]
+
+
+def test_the_padding_travels_as_text():
+    from cepam.flower.protocol import pad_from_text, pad_to_text
+
+    for pad in (None, "bucket", "max", "levels", 4096):
+        assert pad_from_text(pad_to_text(pad)) == pad
+    for text in ("buckets", "Levels", "-5", "1.5"):
+        with pytest.raises(cepam.FormatError, match="unknown padding"):
+            pad_from_text(text)
 
 
 def test_secret_files_must_be_private(tmp_path):

@@ -418,6 +418,69 @@ def test_pad_max_gives_one_length_for_every_update_of_a_configuration(setting):
     assert len(lengths) == 1
 
 
+def test_level_lengths_are_eight_third_octaves_below_the_bound():
+    assert (padding.LEVELS, padding.LEVELS_PER_OCTAVE) == (8, 3)
+    assert padding.level_lengths(9391) == (9391, 7454, 5916, 4696, 3727, 2958, 2348, 1864)
+    assert padding.level_lengths(1000, count=3, per_octave=1) == (1000, 500, 250)
+    for top in (1, 7, 100, 4097, 12_681, 10**6 + 1, 10**12):
+        levels = padding.level_lengths(top)
+        assert len(levels) == 8 and levels[0] == top and list(levels) == sorted(levels)[::-1]
+        for j, size in enumerate(levels):  # ceil(top / 2^(j/3)), exactly
+            assert size ** 3 * 2 ** j >= top ** 3
+            assert size == 1 or (size - 1) ** 3 * 2 ** j < top ** 3
+        for high, low in zip(levels, levels[1:]):  # consecutive: at most 2^(1/3) (+1 byte)
+            assert high <= low * 2 ** (1 / 3) + 1
+    for bad in (0, -3):
+        with pytest.raises(cepam.InvalidArgumentError):
+            padding.level_lengths(bad)
+        with pytest.raises(cepam.InvalidArgumentError):
+            padding.level_lengths(100, count=bad)
+        with pytest.raises(cepam.InvalidArgumentError):
+            padding.level_lengths(100, per_octave=bad)
+    for bad in (1.5, True, "100"):
+        with pytest.raises(cepam.InvalidTypeError):
+            padding.level_lengths(bad)
+
+
+@pytest.mark.parametrize("setting", [("ans", "gaussian", "auto", None),
+                                     ("golomb", "gaussian", "Z", 1), ("ans", "sdq", "Z", 1)],
+                         ids=lambda s: "-".join(map(str, s)))
+def test_pad_levels_gives_only_the_declared_lengths_and_bounds_the_overhead(setting):
+    """Updates from all-zero to above the clip norm: every padded length is one
+    of the 8 levels below pad="max"'s size (3 bits at most), the smallest one
+    that fits, so at most 2^(1/3) times the unpadded length above the lowest
+    level; the padding is sealed and decoding returns the unpadded values."""
+    rng = np.random.default_rng(12)
+    m, clip = 4000, 1.0
+    updates = [np.zeros(m)] + [rng.normal(size=m) * norm / math.sqrt(m)
+                               for norm in (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)]
+    top = len(_encode(updates[0], setting, clip=clip, pad="max"))
+    levels = padding.level_lengths(top)
+    seen = set()
+    for u in updates:
+        plain = _encode(u, setting, clip=clip)
+        padded = _encode(u, setting, clip=clip, pad="levels")
+        assert len(padded) == min(size for size in levels if size >= len(plain))
+        if len(plain) >= levels[-1]:
+            assert len(padded) <= 2 ** (1 / 3) * len(plain) + 1
+        assert cepam.inspect(padded, secret=SECRET).padding_bits == 8 * (
+            len(padded) - len(plain))
+        np.testing.assert_array_equal(cepam.decode(padded, secret=SECRET),
+                                      cepam.decode(plain, secret=SECRET))
+        seen.add(len(padded))
+    assert seen <= set(levels) and 1 < len(seen) <= 8
+    assert math.log2(len(set(levels))) <= 3.0
+
+
+def test_pad_levels_refuses_a_payload_above_the_bound():
+    with pytest.raises(cepam.EncodingError, match="more than the padded size 100"):
+        padding.padding_bytes("levels", 101, max_bytes=100)
+    assert padding.padding_bytes("levels", 100, max_bytes=100) == 0
+    assert padding.padding_bytes("levels", 1, max_bytes=100) == padding.level_lengths(100)[-1] - 1
+    assert padding.uses_bound("levels") and padding.uses_bound("max")
+    assert not any(padding.uses_bound(p) for p in (None, "bucket", 100))
+
+
 def test_pad_arguments_are_checked():
     x = _update(9)
     for bad in ("buckets", "", 0, -5):
@@ -426,8 +489,12 @@ def test_pad_arguments_are_checked():
     for bad in (1.5, b"max", True, [1]):
         with pytest.raises(cepam.InvalidTypeError):
             _encode(x, ("ans", "gaussian", "Z", 1), pad=bad)
-    with pytest.raises(cepam.InvalidArgumentError, match="clip"):
-        _encode(x, ("ans", "gaussian", "Z", 1), pad="max")
+    for bad in ("Levels", "level"):
+        with pytest.raises(cepam.InvalidArgumentError, match="'levels'"):
+            _encode(x, ("ans", "gaussian", "Z", 1), pad=bad)
+    for needs_clip in ("max", "levels"):
+        with pytest.raises(cepam.InvalidArgumentError, match="clip"):
+            _encode(x, ("ans", "gaussian", "Z", 1), pad=needs_clip)
     codec = cepam.Codec(cepam.Gaussian(sigma=0.01), secret=SECRET, clip=1.0, pad="bucket")
     assert len(codec.encode(x, round=0)) == padding.bucket_length(
         len(cepam.encode(x, cepam.Gaussian(sigma=0.01), secret=SECRET, round=0, client=0,

@@ -3,7 +3,7 @@
 :func:`run_benchmark` encodes the same source draws with ``cepam.encode`` for
 CEPAM on every available lattice and both coders, scalar SDQ at the same noise
 variance and Gaussian+SDQ, decodes each payload to check its error, and adds
-the computed lines of :mod:`cepam.bitrate.theory` (the bound and the ideal
+the computed lines of :mod:`cepam.bitrate.theory` and :mod:`cepam.bitrate.ideal` (the bound and the ideal
 rates); :mod:`cepam.bitrate.report` writes the rows out.  Bits per
 coordinate; the noise is Gaussian with standard deviation ``sigma``.
 """
@@ -20,6 +20,7 @@ import numpy as np
 from .._checks import check_positive
 from ..errors import CepamError, InvalidArgumentError
 from ..lattices import LATTICE_DIMS
+from .ideal import ideal_rate, ideal_sdq_rate, spec_ideal_rate
 from .theory import (
     DESIGN_MUTUAL_INFORMATION_UNIFORM,
     DESIGN_SCALAR_SDQ_UNIFORM,
@@ -28,10 +29,7 @@ from .theory import (
     _check_count,
     _check_source,
     _default_dim,
-    ideal_rate,
-    ideal_sdq_rate,
     mutual_information,
-    spec_ideal_rate,
 )
 
 __all__ = ["sample_source", "Scheme", "default_schemes", "available_lattices", "run_benchmark"]

@@ -67,8 +67,9 @@ own (:func:`.mod.cepam_mod` puts them into its train and evaluate
 messages).  The server's model then evaluates on its initial statistics.
 
 Released metrics hold no per-client payload size: the mean size goes into
-``cepam-payload-bytes`` only with fixed-size padding (``pad="max"``, the
-default, or a number of bytes), where the size is public anyway.
+``cepam-payload-bytes`` only with fixed-size padding (``pad="max"`` or a
+number of bytes), where the size is public anyway; not with ``"levels"``
+(the default), whose lengths differ from client to client.
 
 **Client sampling, relations, adaptive clipping.**  With ``sample_rate=q <
 1`` the wrapper samples the cohort itself: the inner strategy addresses
@@ -124,7 +125,7 @@ from cepam._checks import check_clip
 from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.setting import RECORD_LEVEL_LOOP
 from cepam.errors import InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
-from cepam.padding import check_pad
+from cepam.padding import check_pad, uses_bound
 from cepam.structure import BARE, check_buffers, is_buffer
 
 from cepam.accounting.cohort import RELATIONS, SAMPLINGS
@@ -311,13 +312,16 @@ class CepamStrategy(Strategy):
             mode 0600).
         lattice, dim, coder: codec settings sent to the clients (see
             :func:`cepam.encode`).
-        pad: the clients' padding (``cepam.encode``'s ``pad``): ``"max"``
-            (the default: every payload of the run has one length, fixed by
-            public settings, so its length reveals nothing about the update;
-            unpadded, the length predicts an update's norm to 6-8 %, and
-            Flower's SuperLink, which relays every payload, sees it; the
-            cost is 0.3-2.3 bits per coordinate, docs/privacy.md section
-            9), ``"bucket"``, a number of bytes, or None (no padding).
+        pad: the clients' padding (``cepam.encode``'s ``pad``): ``"levels"``
+            (the default: every payload has one of 8 lengths fixed by
+            public settings, so its length tells at most 3 bits about the
+            update, at most 26 % more bytes down to a fifth of the
+            bound; unpadded, the length predicts an update's norm to
+            6-8 %, and Flower's SuperLink, which relays every payload,
+            sees it), ``"max"`` (one length: reveals nothing; 1.6 to 2.7
+            times the unpadded size on the quickstart CNNs,
+            docs/privacy.md section 9), ``"bucket"``, a number of bytes,
+            or None (no padding).
         bound: ``"tight"`` (default) or ``"paper"``: the per-round bound.
         ledger: a :class:`cepam.accounting.Ledger`, or the path of one
             (opened, or created, at the strategy's ``delta``): each released
@@ -395,7 +399,7 @@ class CepamStrategy(Strategy):
                  clip: float, setting: FLSetting | None = None, delta: float = 1e-5,
                  max_epsilon: float | None = None, secrets: SecretSource | None = None,
                  lattice: str = "auto", dim: int | None = None, coder: str = "ans",
-                 pad: str | int | None = "max", bound: str = "tight", ledger: Any = None,
+                 pad: str | int | None = "levels", bound: str = "tight", ledger: Any = None,
                  ledger_name: str | None = None, max_reply_bytes: int | None = None,
                  pinned_keys: str | os.PathLike[str] | None = None,
                  authenticated_transport: bool = False, sample_rate: float = 1.0,
@@ -453,8 +457,8 @@ class CepamStrategy(Strategy):
             raise InvalidTypeError(f"ledger must be a cepam.accounting.Ledger or a path, got "
                                    f"{type(ledger).__name__}")
         self.pad = check_pad(pad)
-        if self.pad == "max" and math.isinf(self.clip):  # (clip is required anyway)
-            raise InvalidArgumentError("pad='max' needs a clip")
+        if uses_bound(self.pad) and math.isinf(self.clip):  # (clip is required anyway)
+            raise InvalidArgumentError(f"pad={self.pad!r} needs a clip")
         if max_reply_bytes is not None and (isinstance(max_reply_bytes, bool) or not isinstance(
                 max_reply_bytes, int) or max_reply_bytes <= 0):
             raise InvalidArgumentError(f"max_reply_bytes must be a positive int, got "
