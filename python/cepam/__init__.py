@@ -22,6 +22,7 @@ from .errors import (
     ContextReuseError,
     DecodingError,
     EncodingError,
+    FileSafetyWarning,
     PrivacyBudgetError,
     FormatError,
     InvalidArgumentError,
@@ -72,6 +73,7 @@ __all__ = [
     "PrecisionWarning",
     "NoiseWarning",
     "PrivacyWarning",
+    "FileSafetyWarning",
     "PrivacyBudgetError",
     "__version__",
 ]

@@ -116,18 +116,22 @@ def read_secret_file(path: str) -> bytes:
 
     Raises:
         InvalidArgumentError: the file does not hold exactly 32 bytes (the
-            message says how to convert a file of 64 hex digits).
+            message says how to convert a file of 64 hex digits), or it is
+            a symbolic link, owned by another user, or readable or writable
+            by group or others (``chmod 600``; docs/guide/security.md).
         OSError: the file cannot be read.
     """
-    with open(path, "rb") as f:
-        data = f.read()
+    from ._files import read_key_file
+
+    data = read_key_file(path, what="secret file")
     if len(data) == SECRET_BYTES:
         return data
     text = data.strip()
     hint = ""
     if len(text) == 2 * SECRET_BYTES and all(c in b"0123456789abcdefABCDEF" for c in text):
         hint = (" (this one holds 64 hex digits; convert it with: python3 -c \"import sys; "
-                "sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read()))\" < HEXFILE > KEYFILE)")
+                "sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read()))\" < HEXFILE > KEYFILE; "
+                "chmod 600 KEYFILE)")
     raise InvalidArgumentError(
         f"{path} holds {len(data)} bytes; a secret file must hold the {SECRET_BYTES} raw bytes "
         f"of the secret, as cepam.new_secret() returns them{hint}")

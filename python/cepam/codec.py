@@ -86,6 +86,7 @@ from .structure import (
     match_template,
     output_dtype,
     resolve_ties,
+    template_size,
     unflatten,
     with_ties,
 )
@@ -770,15 +771,20 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         output = "torch"
     dtype = check_dtype_choice(dtype)
     buffers = check_buffers(buffers)
-    limit = check_integer("max_coordinates", max_coordinates)
-    if limit < 0:
-        raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
+    if max_coordinates is None:  # the template's size, else the bare default
+        limit = DEFAULT_MAX_COORDINATES if like is None else template_size(like, buffers=buffers)
+        what = "max_coordinates" if like is None else "the template's size (like=)"
+    else:
+        limit = check_integer("max_coordinates", max_coordinates)
+        what = "max_coordinates"
+        if limit < 0:
+            raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
     threads = resolve_threads(threads)
     header, sealed = open_payload(payload, secret, threads=threads)  # the tag, then parsing
     expected.enforce(header)  # after the tag: the settings are the sender's own
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
-                          f"max_coordinates={limit}")
+                          f"{what} {limit}: refused before decoding")
     structure = header.structure
     if like is not None:
         structure = match_template(structure, like, sealed_digest=sealed.digest,
@@ -819,7 +825,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",
-           max_coordinates: int = DEFAULT_MAX_COORDINATES, like: Any = None,
+           max_coordinates: int | None = None, like: Any = None,
            expect_mechanism: Mechanism | None = None, expect_clip: float | None = None,
            expect_client: int | None = None, expect_round: int | None = None,
            threads: int | None = None, device: Any = None, buffers: str = "separate",
@@ -838,13 +844,18 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             :mod:`cepam.precision`).  "input": every entry in its encoded
             dtype (numpy has no bfloat16: float32).  "float32" or
             "float64": every entry in that dtype.
-        max_coordinates: the largest update accepted (default 2^28).  The
-            decoder allocates the output before it has read the body, so a
-            server should pass the size of its model: a payload that claims
-            more coordinates is refused before anything is allocated.  So
-            is one that claims more than its body can carry (the bomb
-            rule: at most 1024 coordinates a body bit, so a 1 KB payload
-            costs at most about 64 MiB; see docs/format.md).
+        max_coordinates: the largest update accepted.  None (the
+            default): the size of ``like`` when given (its float entries,
+            none tied), else 2^28 (a bare ``decode`` without ``like``
+            accepts an authentic payload of up to 2^28 coordinates: 1 GiB
+            of float32 output, 2 GiB of float64).  The decoder allocates
+            the output before it has read the body, so a server without a
+            template should pass the size of its model: a payload that
+            claims more coordinates is refused after its tag verifies and
+            before anything is allocated or decoded.  So is one that claims
+            more than its body can carry (the bomb rule: at most 1024
+            coordinates a body bit, so a 1 KB payload costs at most about
+            64 MiB; see docs/format.md).
         like: a template of the update (an array or tensor, a list/tuple of
             them, a mapping such as a ``state_dict``, or a
             ``torch.nn.Module``: its ``state_dict()``) whose container,
@@ -909,7 +920,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         UnexpectedPayloadError: the payload's mechanism, scale, clip, client
             or round differs from an expectation (its ``field``,
             ``expected`` and ``actual`` say which).
-        FormatError: malformed payload, more than max_coordinates, more
+        FormatError: malformed payload, more than max_coordinates (or the
+            size of ``like``), more
             coordinates than the body can carry, or a payload that does not
             fit ``like``.
         DecodingError: (a FormatError) decoded values overflow the output
@@ -1169,7 +1181,7 @@ class Codec:
         return payload
 
     def decode(self, payload: bytes, *, round: int | None = None, output: str = "auto",
-               dtype: str = "auto", max_coordinates: int = DEFAULT_MAX_COORDINATES,
+               dtype: str = "auto", max_coordinates: int | None = None,
                like: Any = None, device: Any = None, out: Any = None) -> Any:
         """Decodes a payload encoded under this codec's secret, enforcing the
         codec's mechanism and scale, client and clip (if set; a payload

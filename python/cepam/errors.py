@@ -22,6 +22,7 @@ __all__ = [
     "PrecisionWarning",
     "NoiseWarning",
     "PrivacyWarning",
+    "FileSafetyWarning",
     "PrivacyBudgetError",
 ]
 
@@ -101,6 +102,13 @@ class PrivacyWarning(UserWarning):
     """An update was encoded without a clip: its decoded values carry the
     mechanism's noise, but no differential-privacy guarantee follows, since
     nothing bounds what one client's data can change."""
+
+
+class FileSafetyWarning(UserWarning):
+    """A file cepam keeps its records in (a privacy ledger, a context guard)
+    may be rewritten by users other than its owner: its group, or the user
+    who owns it when that is not the current one (docs/guide/security.md)."""
+
 class DeviceError(CepamError, RuntimeError):
     """A CUDA device or its runtime failed (no usable driver or device, out of
     device memory, a failed kernel launch), or a GPU's results failed the

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
-from collections.abc import Callable
 from contextlib import closing
 
+from ._files import check_database_file, retry_while_locked
 from .errors import ContextReuseError, InvalidArgumentError, InvalidTypeError
 from .keys import Context, guard_fingerprint
 
@@ -34,21 +33,6 @@ __all__ = ["ContextGuard"]
 
 _SCHEMA_VERSION = 1
 _BUSY_TIMEOUT_S = 60.0
-
-
-def _retry_while_locked(statement: Callable[[], object]) -> None:
-    """Runs ``statement``, again while SQLite says the file is locked or busy
-    (for at most the busy timeout; then the error propagates)."""
-    deadline = time.monotonic() + _BUSY_TIMEOUT_S
-    while True:
-        try:
-            statement()
-            return
-        except sqlite3.OperationalError as exc:
-            text = str(exc).lower()
-            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
 
 
 class ContextGuard:
@@ -63,7 +47,12 @@ class ContextGuard:
     Raises:
         InvalidTypeError: path is not a str or os.PathLike.
         InvalidArgumentError: an in-memory or empty path, or a file that
-            cannot be opened or is not a cepam context database.
+            cannot be opened or is not a cepam context database; a symbolic
+            link at the path (or its ``-wal``, ``-shm``, ``-journal``), or
+            a file others may write (docs/guide/security.md).
+
+    Warns:
+        FileSafetyWarning: a file its group may write, or another user owns.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -84,7 +73,8 @@ class ContextGuard:
                 # exclusive lock, and SQLite answers "locked" at once (its busy
                 # handler is not run) while another process sets the file up,
                 # so wait for that here, up to the busy timeout.
-                _retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
+                retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"),
+                                   timeout=_BUSY_TIMEOUT_S)
                 # Then the schema under the write lock (BEGIN IMMEDIATE waits
                 # for it), so two processes never both see an empty file.
                 db.execute("BEGIN IMMEDIATE")
@@ -114,6 +104,9 @@ class ContextGuard:
         return f"ContextGuard({self.path!r})"
 
     def _connect(self) -> closing[sqlite3.Connection]:
+        # At every connection: SQLite opens by path, and would follow a link
+        # planted since (cepam._files: links refused, a new file 0600).
+        check_database_file(self.path, what="state file")
         try:
             db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:

@@ -695,6 +695,19 @@ def structure_of(like: Any, *, buffers: str = "joint",
     return Structure(container, tuple(entries), tied)
 
 
+def template_size(like: Any, *, buffers: str = "joint") -> int:
+    """The most coordinates a payload that fits the template ``like`` (as
+    :func:`match_template` reads it: a ``torch.nn.Module``'s ``state_dict()``,
+    integer and bool entries left out, running statistics too with
+    ``buffers="local"``) can hold: every entry coded, none tied.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: ``like`` is not a template.
+    """
+    state = _as_state_dict(like)
+    return structure_of(like if state is None else state, buffers=buffers).size
+
+
 def match_template(structure: Structure, like: Any, *, sealed_digest: bytes = b"",
                    buffers: str = "joint", ties: TiePairs = ()) -> Structure:
     """The structure a payload's coordinates are decoded into, given the

@@ -597,6 +597,8 @@ def test_cli_inspect_shows_public_fields_and_opens_with_a_secret_file(tmp_path, 
     (tmp_path / "p.bin").write_bytes(payload)
     (tmp_path / "key").write_bytes(SECRET)
     (tmp_path / "other").write_bytes(OTHER)
+    for name in ("key", "other"):
+        (tmp_path / name).chmod(0o600)  # a secret file only its owner may read
     assert main(["inspect", str(tmp_path / "p.bin"), "--json"]) == 0
     public = json.loads(capsys.readouterr().out)
     assert "lattice" not in public and "encrypted" in public["sealed"]
@@ -618,6 +620,7 @@ def test_a_secret_file_not_of_32_raw_bytes_says_what_it_must_hold(tmp_path, caps
 
     (tmp_path / "p.bin").write_bytes(_encode(_update(12), ("ans", "gaussian", "Z", 1)))
     (tmp_path / "key").write_bytes(content)
+    (tmp_path / "key").chmod(0o600)
     assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
                  str(tmp_path / "key")]) == 2
     err = capsys.readouterr().err
