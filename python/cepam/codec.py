@@ -955,6 +955,22 @@ class PayloadInfo:
     source model, the segments' lengths and model bytes, rANS streams);
     ``sealed_bits`` counts the whole encrypted section (its header, body and
     padding); ``bits_per_coordinate`` counts the whole payload.
+
+    Attributes:
+        version: the payload format's version.
+        mechanism: the mechanism and its scale (:class:`cepam.Gaussian`, ...).
+        coder: the body's coder, ``"ans"`` or ``"golomb"``.
+        clip: the l2 clip the update was encoded under, or None.
+        round, client, message: the context (:class:`cepam.Context`).
+        coordinates: the number of coordinates coded.
+        structure: the entries' names, dtypes and shapes (only the number
+            of coordinates for a bare payload).
+        header_bits, sealed_bits, tag_bits, total_bits: the sizes of the
+            public header, the sealed section, the tag and the whole payload.
+        sealed: whether the sealed section was left unread (no secret).
+        lattice, dim: the lattice and its dimension (with the secret).
+        body_bits: the body's parts by name (with the secret).
+        padding_bits: the padding (with the secret).
     """
 
     version: int
@@ -1024,6 +1040,14 @@ def inspect(payload: bytes, *, secret: bytes | None = None) -> PayloadInfo:
     Without the secret the tag cannot be checked and nothing sealed is read.
     With it the tag is verified first, then the sealed section is decrypted
     and its body's parts are range-checked as :func:`decode` checks them.
+
+    Args:
+        payload: the payload's bytes (bytes, bytearray or memoryview).
+        secret: the 32-byte secret the payload was sealed with, or None to
+            read the public header alone.
+
+    Returns:
+        A :class:`PayloadInfo`.
 
     Raises:
         InvalidTypeError: payload is not bytes.

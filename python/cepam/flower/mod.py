@@ -399,6 +399,12 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     configuration the node keeps its own running statistics (see the
     module).
 
+    Args:
+        msg: the message from the server (Flower passes it).
+        ctx: the node's Flower context: its node config (key material, floor)
+            and its state.
+        call_next: the next mod, or the ClientApp's own function.
+
     Returns:
         The reply with one payload Array in place of its ArrayRecords, or an error
         reply (code :data:`ERROR_CODE`) saying, in a type name and a fixed
