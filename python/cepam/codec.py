@@ -961,14 +961,19 @@ class PayloadInfo:
         mechanism: the mechanism and its scale (:class:`cepam.Gaussian`, ...).
         coder: the body's coder, ``"ans"`` or ``"golomb"``.
         clip: the l2 clip the update was encoded under, or None.
-        round, client, message: the context (:class:`cepam.Context`).
+        round: the context's round (:class:`cepam.Context`).
+        client: the context's client.
+        message: the context's message id.
         coordinates: the number of coordinates coded.
         structure: the entries' names, dtypes and shapes (only the number
             of coordinates for a bare payload).
-        header_bits, sealed_bits, tag_bits, total_bits: the sizes of the
-            public header, the sealed section, the tag and the whole payload.
+        header_bits: the public header's size.
+        sealed_bits: the sealed section's size.
+        tag_bits: the tag's size.
+        total_bits: the whole payload's size.
         sealed: whether the sealed section was left unread (no secret).
-        lattice, dim: the lattice and its dimension (with the secret).
+        lattice: the lattice's name (with the secret).
+        dim: the lattice's dimension (with the secret).
         body_bits: the body's parts by name (with the secret).
         padding_bits: the padding (with the secret).
     """

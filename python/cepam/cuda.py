@@ -211,8 +211,9 @@ def to_device(result: Any, index: int) -> Any:
 
 class LatticeStage:
     """An update held in CUDA memory, flattened on its GPU, and the GPU's
-    parts of encoding it: the clip's sum of squares (:meth:`sum_of_squares`),
-    the entropy coder's source-model statistics (:meth:`model_statistics`)
+    parts of encoding it: the clip's sum of squares
+    (:meth:`~cepam.cuda.LatticeStage.sum_of_squares`), the entropy coder's
+    source-model statistics (:meth:`~cepam.cuda.LatticeStage.model_statistics`)
     and the LRSUQ stage (calling it).
 
     ``stage(params, key=..., factor=..., threads=...)`` (``params``: the
