@@ -29,6 +29,7 @@ from .errors import (
     PrecisionWarning,
     NoiseWarning,
     PrivacyWarning,
+    RateWarning,
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
@@ -72,6 +73,7 @@ __all__ = [
     "PrecisionWarning",
     "NoiseWarning",
     "PrivacyWarning",
+    "RateWarning",
     "PrivacyBudgetError",
     "__version__",
 ]

@@ -22,6 +22,7 @@ __all__ = [
     "PrecisionWarning",
     "NoiseWarning",
     "PrivacyWarning",
+    "RateWarning",
     "PrivacyBudgetError",
 ]
 
@@ -101,6 +102,14 @@ class PrivacyWarning(UserWarning):
     """An update was encoded without a clip: its decoded values carry the
     mechanism's noise, but no differential-privacy guarantee follows, since
     nothing bounds what one client's data can change."""
+class RateWarning(UserWarning):
+    """A lattice was named (``lattice="E8"``, ``"D4"`` or ``"A2"``) where
+    its payload is predicted to be longer than Z's (and its encode is
+    slower): the update's rms over the noise scale is too low, its
+    coordinates are mostly near zero or two-valued, or the coder is
+    Golomb.  ``lattice="auto"`` (or ``"Z"``) would send fewer bits."""
+
+
 class DeviceError(CepamError, RuntimeError):
     """A CUDA device or its runtime failed (no usable driver or device, out of
     device memory, a failed kernel launch), or a GPU's results failed the
