@@ -447,8 +447,8 @@ def _shape(take: Callable[[np.ndarray], np.ndarray] | None, whole: Callable[[], 
         return _Shape(m, rms, 0.0, 1.0, 0.0)
     squares = a * a
     mean_square = float(squares.mean())
-    kurtosis = float((squares * squares).mean()) / (mean_square * mean_square) \
-        if mean_square > 0.0 else 0.0
+    relative = squares / mean_square if mean_square > 0.0 else squares  # (no underflow)
+    kurtosis = float((relative * relative).mean())
     return _Shape(m, rms, float(np.median(a)), float(np.count_nonzero(a < 0.125)) / a.size,
                   kurtosis)
 
