@@ -131,18 +131,17 @@ def measure(m: int, ratio: float, rounds: int, lattices=LATTICES) -> dict:
     return rows
 
 
-def auto_table(ms, ratios, rounds: int) -> list[dict]:
-    """What auto picks and what it costs, by m and ratio: docs/guide/performance.md."""
-    out = []
+def cells(ms, ratios, rounds: int):
+    """Each (m, ratio) cell measured, in turn: its rows and what auto picks
+    and what it costs (docs/guide/performance.md's table)."""
     for m in ms:
         for ratio in ratios:
             rows = measure(m, ratio, rounds, lattices=LATTICES)
             z, auto = rows["cepam Z"], rows["cepam auto"]
-            out.append({"m": m, "ratio": ratio, "lattice": auto["lattice"],
-                        "saving": 1.0 - auto["bits"] / z["bits"],
-                        "e8_saving": 1.0 - rows["cepam E8"]["bits"] / z["bits"],
-                        "speed": auto["encode"] / z["encode"], "rows": rows})
-    return out
+            yield {"m": m, "ratio": ratio, "lattice": auto["lattice"],
+                   "saving": 1.0 - auto["bits"] / z["bits"],
+                   "e8_saving": 1.0 - rows["cepam E8"]["bits"] / z["bits"],
+                   "speed": auto["encode"] / z["encode"], "rows": rows}
 
 
 def _fmt(v, spec=".1f"):
@@ -169,7 +168,7 @@ def report(cells: list[dict]) -> list[tuple[str, bool]]:
             print("  pipeline: skipped (pip install cryptography for ChaCha20-Poly1305)")
         print(f"  auto chose {cell['lattice']}: {100 * cell['saving']:+.1f} % bits against Z "
               f"(E8 would save {100 * cell['e8_saving']:+.1f} %), {cell['speed']:.2f}x Z's "
-              "encode speed")
+              "encode speed", flush=True)
         if m == 10**7:
             checks.append((f"Z encode >= 1.0x numpy (m = 10^7, ratio {ratio:g})",
                            z["encode"] >= numpy_enc))
@@ -197,7 +196,9 @@ def main(argv=None) -> int:
     print(f"cepam {cepam.__version__}, numpy {np.__version__}, SIMD {cepam.simd_level()}, "
           f"CPU {cpu_model()}; one thread, CPU time, best of {rounds} interleaved rounds; "
           f"Gaussian sigma = {SIGMA:g}, float32 update, coder ans")
-    checks = report(auto_table(ms, args.ratios, rounds))
+    checks = []
+    for cell in cells(ms, args.ratios, rounds):
+        checks += report([cell])
     print("\nChecks (issue 39):")
     for label, passed in checks:
         print(f"  {'PASS' if passed else 'FAIL'}  {label}")
