@@ -30,6 +30,7 @@ from .errors import (
     PrecisionWarning,
     NoiseWarning,
     PrivacyWarning,
+    RateWarning,
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
@@ -74,6 +75,7 @@ __all__ = [
     "NoiseWarning",
     "PrivacyWarning",
     "FileSafetyWarning",
+    "RateWarning",
     "PrivacyBudgetError",
     "__version__",
 ]

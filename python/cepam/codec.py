@@ -42,6 +42,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
     PrivacyWarning,
+    RateWarning,
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
@@ -99,13 +100,14 @@ DEFAULT_MAX_COORDINATES = 1 << 28
 
 
 # lattice="auto": which lattice, for each mechanism and coder, from the
-# per-coordinate signal-to-noise ratio rms / scale of the clipped update (see
-# _AutoRule and _auto_candidates).
+# statistics of the clipped update's shape (see _AutoRule, _Shape and
+# _auto_candidates).
 _AUTO = None  # the choice "auto" after validation
-# Inside that band, updates of more than 2 * _AUTO_SAMPLE coordinates are
-# decided on a sample: _AUTO_BLOCKS evenly spaced runs of _AUTO_SAMPLE //
-# _AUTO_BLOCKS coordinates (so that every part of a model is represented),
-# encoded with each candidate; the whole update is then encoded once.
+# prefer="bits" encodes with both lattices; updates of more than
+# 2 * _AUTO_SAMPLE coordinates are decided on a sample: _AUTO_BLOCKS evenly
+# spaced runs of _AUTO_SAMPLE // _AUTO_BLOCKS coordinates (so that every part
+# of a model is represented), encoded with each candidate; the whole update
+# is then encoded once.
 _AUTO_SAMPLE, _AUTO_BLOCKS = 1 << 16, 64
 
 
@@ -177,64 +179,144 @@ def _locate_non_finite(flat: np.ndarray, structure: Structure) -> str:
 
 @dataclass(frozen=True)
 class _AutoRule:
-    """What ``lattice="auto"`` chooses for one mechanism and coder: ``low``
-    when the ratio ``rms / scale`` is below ``below``, ``high`` when it is
-    above ``above``, and, in between (where the source's shape decides), the
-    shorter of the two payloads."""
+    """What ``lattice="auto"`` chooses among for one mechanism and coder:
+    ``low`` (the fast lattice, Z), or ``high`` where the update's shape
+    (:class:`_Shape`) predicts it saves enough bits (:func:`_high_saves`).
+    ``prefer="bits"`` encodes with both and keeps the shorter, except below
+    ``trial_below`` (rms / scale), where ``low`` is always shorter."""
 
     low: tuple[int, int]  # (lattice code, n)
     high: tuple[int, int]
-    below: float
-    above: float
+    trial_below: float
 
 
 _Z1, _E8 = (LATTICE_CODES["Z"], 1), (LATTICE_CODES["E8"], 8)
-_ALWAYS_Z1 = _AutoRule(_Z1, _Z1, math.inf, math.inf)
-# Measured on Gaussian, uniform, Laplace and two-scale sources (bits of whole
-# payloads, rms / scale from 0.01 to 1000), among Z with n = 1 and the
-# Voronoi lattices A2, D4, E8:
-# - Gaussian, ANS: Z is cheapest below a ratio of about 0.5 (the trial index
-#   costs E8 0.40 bits per coordinate whatever x is), E8 above 2.2 (by 0.035
-#   to 0.16 bits per coordinate) and, with the ANS coder's point model, from
-#   about 0.55 (by 0.1 at a ratio of 0.9); A2 and D4 are never cheapest.
-# - Gaussian, Golomb: Z at every ratio (A2, D4 and E8 cost 0.17 to 1.8 bits
-#   per coordinate more: Golomb codes each coordinate of a Voronoi lattice's
-#   point on its own, and their coordinates are not independent).
+_ALWAYS_Z1 = _AutoRule(_Z1, _Z1, math.inf)
+# Z with n = 1 against the Voronoi lattices A2, D4, E8 (whole payloads,
+# one thread; docs/guide/performance.md, "What auto picks and what it costs"):
+# - Gaussian, ANS: E8 saves up to 7 % of Z's bits, at 0.55 to 0.7 times Z's
+#   encode speed, where the update is smooth at the noise scale (below);
+#   A2 and D4 are never the cheapest.  Below rms / scale = 0.45, Z is shorter
+#   on every source measured (E8 12 to 82 % longer).
+# - Gaussian, Golomb: Z at every ratio (A2, D4 and E8 cost 3 to 88 % more:
+#   Golomb codes each coordinate of a Voronoi lattice's point on its own, and
+#   their coordinates are not independent).
 # - Laplace and SDQ: Z with n = 1 (the only lattice they take).
 # Z^n with n > 1 is not a candidate: with Golomb, Z^8 (Gaussian) and Z^4
 # (Laplace) are up to 0.28 bits per coordinate cheaper than Z above a ratio
-# of 2 to 6 (by the source), but 9 to 13 times slower to encode (one thread,
-# 2^20 coordinates).
+# of 2 to 6 (by the source), but 9 to 13 times slower to encode.
 _AUTO_RULES: dict[tuple[int, int], _AutoRule] = {
-    (Gaussian.code, CODER_CODES["ans"]): _AutoRule(_Z1, _E8, below=0.45, above=2.2),
+    (Gaussian.code, CODER_CODES["ans"]): _AutoRule(_Z1, _E8, trial_below=0.45),
     (Gaussian.code, CODER_CODES["golomb"]): _ALWAYS_Z1,
 }
+
+#: prefer= of lattice="auto": "balanced" (E8 only where it is predicted to
+#: save at least 3 % of Z's bits), "bits" (the shorter payload, by encoding
+#: with both where either may be shorter) or "speed" (always Z).
+PREFERENCES = ("balanced", "bits", "speed")
+
+# The statistics of the update's shape are read on a sample of
+# _SHAPE_RUNS evenly spaced runs of _SHAPE_RUN coordinates (every part of a
+# model represented; the whole update when it is no larger), in the clipped
+# update's values over the noise scale.
+_SHAPE_RUNS, _SHAPE_RUN = 64, 64
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The statistics ``lattice="auto"`` decides on, in units of the noise
+    scale, of the clipped update: ``rms`` over all its coordinates; on a
+    sample (:func:`_sample_indices`), the ``median`` magnitude, the share
+    ``small`` of magnitudes below 1/8, and the ``kurtosis`` E x^4 / (E x^2)^2
+    (3 for a Gaussian, 1.8 for a uniform, 1 for a two-valued update)."""
+
+    m: int
+    rms: float
+    median: float
+    small: float
+    kurtosis: float
+
+
+# The balanced rule (_high_saves): E8 where the median magnitude is within
+# [_E8_MEDIAN[0], _E8_MEDIAN[1]] times the scale, under _E8_SMALL of the
+# coordinates are near zero, the tails are at least _E8_KURTOSIS's, and
+# there are at least _E8_MIN_M coordinates.  Measured (m = 2^17, Gaussian,
+# Laplace, Student-t with 2.2 and 3 degrees of freedom, two-scale and
+# ten-scale mixtures, uniform, two-valued, and updates with 40 to 90 % exact
+# zeros; rms / scale 0.25 to 300): every update this picks E8 for saves
+# 3.2 to 7.2 % of Z's bits; where the median is below 0.75 E8 saves at most
+# 5.5 % and mostly under 3 % (Gaussian at rms / scale 1: 1.7 %); above a
+# median of 14 at most 2.9 % (the savings fall towards E8's high-resolution
+# gain, 2 % at rms / scale 300); with 40 % of zeros 3.5 % at best and often
+# under 1 %; uniform updates lose up to 15 % with E8 below rms / scale 1.5
+# and two-valued ones 16 to 110 %.  Below 1024 coordinates the fixed costs
+# decide (E8 0.3 to 4.9 % longer at m = 300).
+_E8_MEDIAN = (0.75, 14.0)
+_E8_SMALL, _E8_KURTOSIS, _E8_MIN_M = 0.2, 2.4, 1024
+
+
+def _high_saves(shape: _Shape) -> bool:
+    """Whether E8 is predicted to save at least 3 % of Z's bits (ANS)."""
+    return (shape.m >= _E8_MIN_M and _E8_MEDIAN[0] <= shape.median <= _E8_MEDIAN[1]
+            and shape.small <= _E8_SMALL and shape.kurtosis >= _E8_KURTOSIS)
+
+
+def _costs_more_than_z(lattice: tuple[int, int], coder: int, shape: _Shape) -> str | None:
+    """Why a named Voronoi lattice is predicted to give a longer payload than
+    Z for an update of this shape (the measurements of :data:`_AUTO_RULES`
+    and :func:`_high_saves`), or None."""
+    name = LATTICES[lattice[0]]
+    if coder == CODER_CODES["golomb"]:
+        return "with coder='golomb', A2, D4 and E8 cost 3 to 88 % more bits than Z"
+    if name == "A2" and shape.rms < 3.0 or name == "D4" and shape.rms < 2.0:
+        return f"{name} costs 3 to 95 % more bits than Z below rms/scale {3 if name == 'A2' else 2}"
+    if shape.rms < 0.55:
+        return "every lattice costs more bits than Z below rms/scale 0.55 (E8: 2 to 26 % more)"
+    if shape.kurtosis < 1.5:
+        return "on a two-valued update E8 costs 16 to 110 % more bits than Z"
+    if shape.small > 0.45 and shape.rms <= 40.0:
+        return (f"{100 * shape.small:.0f} % of the coordinates are below scale/8: E8 costs "
+                "up to 58 % more bits than Z")
+    return None
 
 
 def _auto_rule(mechanism: Mechanism, coder: int) -> _AutoRule:
     return _AUTO_RULES.get((mechanism.code, coder), _ALWAYS_Z1)
 
 
-def _auto_candidates(mechanism: Mechanism, coder: int, rms: float) -> list[tuple[int, int]]:
-    """The lattices ``lattice="auto"`` tries for an update whose clipped
-    root-mean-square coordinate is ``rms`` (in the update's units), as
-    (lattice code, n) pairs: one, or, inside a rule's band, both of its
-    lattices (for more than ``2 * _AUTO_SAMPLE`` coordinates, both encode a
-    sample, and the update is encoded once, with the lattice whose sample came
-    out shorter)."""
+def _auto_candidates(mechanism: Mechanism, coder: int, prefer: str,
+                     shape: Callable[[], _Shape], rms: float) -> list[tuple[int, int]]:
+    """The lattices ``lattice="auto"`` encodes with, as (lattice code, n)
+    pairs: one, or with ``prefer="bits"`` both of its rule's, whose shorter
+    payload is kept (for more than ``2 * _AUTO_SAMPLE`` coordinates, both
+    encode a sample, and the update is encoded once, with the lattice whose
+    sample came out shorter).  ``rms``: the clipped update's over the scale;
+    ``shape()``: its statistics, read only where the choice needs them."""
     rule = _auto_rule(mechanism, coder)
-    ratio = rms / mechanism.scale
-    if ratio < rule.below or rule.low == rule.high:
+    if rule.low == rule.high or prefer == "speed":
         return [rule.low]
-    if ratio > rule.above:
-        return [rule.high]
-    return [rule.low, rule.high]
+    if prefer == "bits":
+        return [rule.low] if rms < rule.trial_below else [rule.low, rule.high]
+    return [rule.high] if _high_saves(shape()) else [rule.low]
 
 
-def _auto_options(mechanism: Mechanism, coder: int) -> list[tuple[int, int]]:
-    """Every lattice ``lattice="auto"`` may choose for this mechanism and coder."""
+def _auto_options(mechanism: Mechanism, coder: int, prefer: str) -> list[tuple[int, int]]:
+    """Every lattice ``lattice="auto"`` may choose for this mechanism, coder
+    and preference."""
     rule = _auto_rule(mechanism, coder)
-    return sorted({rule.low, rule.high})
+    return [rule.low] if prefer == "speed" else sorted({rule.low, rule.high})
+
+
+def _check_prefer(prefer: object, lattice: tuple[int, int] | None) -> str:
+    if not isinstance(prefer, str):
+        raise InvalidTypeError(f"prefer must be a str, one of {PREFERENCES}, got {prefer!r}")
+    if prefer not in PREFERENCES:
+        raise InvalidArgumentError(f"prefer must be one of {PREFERENCES}, got {prefer!r}")
+    if prefer != "balanced" and lattice is not _AUTO:
+        raise InvalidArgumentError(
+            f"prefer={prefer!r} chooses among lattices: it needs lattice='auto', not a "
+            "named lattice")
+    return prefer
 
 
 @dataclass(frozen=True)
@@ -243,6 +325,7 @@ class _Settings:
     mechanism, the secret and the context (see :func:`encode`)."""
 
     lattice: tuple[int, int] | None  # None: "auto"
+    prefer: str  # lattice="auto"'s PREFERENCES
     clip: float
     coder: int
     non_float: str
@@ -253,10 +336,11 @@ class _Settings:
     ties: TiePairs  # besides those found by storage in the update
 
     @classmethod
-    def checked(cls, lattice: tuple[int, int] | None, *, clip: object, coder: object,
-                non_float: object, pad: object, structure: object,
+    def checked(cls, lattice: tuple[int, int] | None, *, prefer: object, clip: object,
+                coder: object, non_float: object, pad: object, structure: object,
                 threads: object, buffers: object, ties: TiePairs) -> "_Settings":
-        return cls(lattice, check_clip(clip), _check_coder(coder), check_non_float(non_float),
+        return cls(lattice, _check_prefer(prefer, lattice), check_clip(clip),
+                   _check_coder(coder), check_non_float(non_float),
                    check_pad(pad), _check_flag("structure", structure), resolve_threads(threads),
                    check_buffers(buffers), ties)
 
@@ -339,13 +423,40 @@ def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, t
         model_statistics=statistics, m=m)
 
 
-def _auto_sample_indices(m: int) -> np.ndarray:
-    """The coordinates (int64) of the sample that ``lattice="auto"`` codes
-    with each candidate: evenly spaced runs, about ``_AUTO_SAMPLE`` in all,
-    of an update of m coordinates."""
-    run = _AUTO_SAMPLE // _AUTO_BLOCKS
-    starts = (np.arange(_AUTO_BLOCKS, dtype=np.int64) * (m - run)) // (_AUTO_BLOCKS - 1)
+def _sample_indices(m: int, runs: int, run: int) -> np.ndarray:
+    """The coordinates (int64) of a sample of an update of m coordinates:
+    ``runs`` evenly spaced runs of ``run`` coordinates (m >= runs * run)."""
+    starts = (np.arange(runs, dtype=np.int64) * (m - run)) // (runs - 1)
     return (starts[:, None] + np.arange(run, dtype=np.int64)).ravel()
+
+
+def _auto_sample_indices(m: int) -> np.ndarray:
+    """The coordinates (int64) of the sample that ``lattice="auto"`` with
+    ``prefer="bits"`` codes with each candidate: evenly spaced runs, about
+    ``_AUTO_SAMPLE`` in all, of an update of m coordinates."""
+    return _sample_indices(m, _AUTO_BLOCKS, _AUTO_SAMPLE // _AUTO_BLOCKS)
+
+
+def _shape(take: Callable[[np.ndarray], np.ndarray] | None, whole: Callable[[], np.ndarray],
+           m: int, rms: float, factor: float, scale: float) -> _Shape:
+    """The :class:`_Shape` of an update of m coordinates whose clipped rms
+    over the scale is ``rms``: its sample read by ``take(indices)`` (None:
+    from ``whole()``, the flattened update), the whole update when it has
+    at most ``_SHAPE_RUNS * _SHAPE_RUN`` coordinates."""
+    if m <= _SHAPE_RUNS * _SHAPE_RUN:
+        sample = whole() if take is None else take(np.arange(m, dtype=np.int64))
+    else:
+        indices = _sample_indices(m, _SHAPE_RUNS, _SHAPE_RUN)
+        sample = whole()[indices] if take is None else take(indices)
+    a = np.abs(np.asarray(sample, dtype=np.float64)) * (factor / scale)
+    if a.size == 0:
+        return _Shape(m, rms, 0.0, 1.0, 0.0)
+    squares = a * a
+    mean_square = float(squares.mean())
+    relative = squares / mean_square if mean_square > 0.0 else squares  # (no underflow)
+    kurtosis = float((relative * relative).mean())
+    return _Shape(m, rms, float(np.median(a)), float(np.count_nonzero(a < 0.125)) / a.size,
+                  kurtosis)
 
 
 def _auto_sample_choice(sample: np.ndarray, mechanism: Mechanism, key: bytes,
@@ -401,11 +512,21 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
     check_encodable_range(host, structure, norm=norm, factor=factor, mechanism=mechanism)
+    rms = min(norm, clip) / math.sqrt(m) / mechanism.scale if m else 0.0
+    shape = functools.cache(lambda: _shape(
+        None if gpu is None else gpu.take, host, m, rms, factor, mechanism.scale))
     if lattice is _AUTO:
-        rms = min(norm, clip) / math.sqrt(m) if m else 0.0
-        candidates = _auto_candidates(mechanism, coder, rms)
+        candidates = _auto_candidates(mechanism, coder, settings.prefer, shape, rms)
     else:
         candidates = [lattice]
+        if lattice[0] != LATTICE_CODES["Z"] and m >= _E8_MIN_M:
+            why = _costs_more_than_z(lattice, coder, shape())
+            if why is not None:
+                # encode (or Codec.encode) -> _guarded_encode -> _encode
+                warnings.warn(
+                    f"lattice={LATTICES[lattice[0]]!r} is predicted to send more bits than "
+                    f"lattice='Z' for this update (rms/scale {rms:.3g}): {why}, and it encodes "
+                    "more slowly than Z; pass lattice='Z' or 'auto'", RateWarning, stacklevel=4)
     key = stream_key(secret, context)
     if len(candidates) > 1 and m > 2 * _AUTO_SAMPLE:
         indices = _auto_sample_indices(m)
@@ -433,7 +554,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     fixed = len(head) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
     max_bytes = None
     if uses_bound(pad):  # over every lattice the setting may choose, not the data's choice
-        options = _auto_options(mechanism, coder) if lattice is _AUTO else [lattice]
+        options = (_auto_options(mechanism, coder, settings.prefer) if lattice is _AUTO
+                   else [lattice])
         max_bytes = max_payload_bytes(mechanism, clip=clip, m=m, coder=coder,
                                       lattices=options, fixed_bytes=fixed)
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
@@ -470,6 +592,7 @@ def encode(
     message: int = 0,
     dim: int | None = None,
     lattice: str | None = None,
+    prefer: str = "balanced",
     clip: float | None = None,
     coder: str = "ans",
     non_float: str = "skip",
@@ -496,17 +619,26 @@ def encode(
         dim: sub-vector dimension n: 1 to 8 for "Z" (at most 4 for Laplace),
             default 1; the lattice's own dimension for "A2" (2), "D4" (4) and
             "E8" (8), which is the default (None).
-        lattice: "auto" (the default when dim is None) picks the cheapest
-            lattice for the update's signal-to-noise ratio and the coder:
-            with "ans", Z with n = 1 at low ratio, E8 at high ratio; with
-            "golomb", and for Laplace and SDQ, Z with n = 1 (the rule:
-            ``_AUTO_RULES``).
+        lattice: "auto" (the default when dim is None) picks the lattice
+            from statistics of the clipped update (no trial encodes, unless
+            ``prefer="bits"``): with "ans", Z with n = 1, or E8 where it is
+            predicted to save at least 3 % of Z's bits (its encode runs at
+            0.55 to 0.7 times Z's; the rule: ``_high_saves``); with
+            "golomb", and for Laplace and SDQ, Z with n = 1.
             Otherwise (the default when dim is given: "Z") "Z" (the integer lattice Z^n), or the Voronoi
             lattices "A2" (hexagonal), "D4" or "E8", whose cells are rounder,
             so that fewer bits code the same noise at high signal-to-noise
             ratio (E8 the fewest), at the cost of more trials per sub-vector
             (1.10, 1.62 and 3.94 on average).  A2, D4 and E8 take the
-            Gaussian mechanism only.
+            Gaussian mechanism only; naming one where it is predicted to
+            cost more bits than Z warns (:class:`~cepam.errors.RateWarning`).
+        prefer: what ``lattice="auto"`` weighs: "balanced" (the default: E8
+            only where it is predicted to save at least 3 % of the bits),
+            "bits" (the shorter payload: where E8 may be shorter, the update,
+            or for more than 131,072 coordinates a 65,536-coordinate sample,
+            is encoded with both Z and E8, the shorter kept; up to twice the
+            encode time) or "speed" (always Z with n = 1, the fastest).
+            Another choice than "balanced" with a named lattice is an error.
         clip: l2 norm bound for the whole update (all entries together), in
             the update's units, or None for no clipping (a
             :class:`~cepam.errors.PrivacyWarning`: no privacy guarantee
@@ -590,12 +722,14 @@ def encode(
 
     Warns:
         PrivacyWarning: ``clip`` is None.
+        RateWarning: a named lattice (A2, D4, E8) is predicted to cost more
+            bits than Z for this update.
     """
     mechanism = check_mechanism(mechanism)
     choice = _check_lattice(lattice, dim, mechanism)
     secret, context = check_secret(secret), Context(round, client, message)
-    settings = _Settings.checked(choice, clip=clip, coder=coder, non_float=non_float, pad=pad,
-                                 structure=structure, threads=threads, buffers=buffers,
+    settings = _Settings.checked(choice, prefer=prefer, clip=clip, coder=coder,
+                                 non_float=non_float, pad=pad, structure=structure, threads=threads, buffers=buffers,
                                  ties=check_ties(ties))
     if clip is None:
         warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
@@ -1115,7 +1249,7 @@ class Codec:
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``.
         secret: 32 bytes shared by this client and the server.
         client: the client id, an integer in [0, 2^64).
-        dim, lattice, coder, non_float, pad, structure, buffers, ties: as
+        dim, lattice, prefer, coder, non_float, pad, structure, buffers, ties: as
             for :func:`encode` (the decoder reads the lattice and coder from
             the payload; ``ties`` also names the ties :meth:`decode` gives
             back; a module's ties are read once, here).
@@ -1142,6 +1276,7 @@ class Codec:
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
+                 prefer: str = "balanced",
                  clip: float | None = None, coder: str = "ans", non_float: str = "skip",
                  pad: str | int | None = None, structure: bool = True,
                  threads: int | None = None,
@@ -1154,6 +1289,7 @@ class Codec:
             self.lattice, self.dim = "auto", None
         else:
             self.lattice, self.dim = LATTICES[self._choice[0]], self._choice[1]
+        self.prefer = _check_prefer(prefer, self._choice)
         self.clip = None if clip is None else check_clip(clip)
         self.coder = coder
         self._coder = _check_coder(coder)
@@ -1197,7 +1333,8 @@ class Codec:
                 f"round {context.round}, message {context.message} was already encoded by "
                 f"client {self.client}: reusing a context makes the noises dependent"
             )
-        settings = _Settings.checked(self._choice, clip=self.clip, coder=self.coder,
+        settings = _Settings.checked(self._choice, prefer=self.prefer, clip=self.clip,
+                                     coder=self.coder,
                                      non_float=self.non_float, pad=self.pad,
                                      structure=self.structure, threads=self.threads,
                                      buffers=self.buffers, ties=self.ties)

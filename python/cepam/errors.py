@@ -23,6 +23,7 @@ __all__ = [
     "NoiseWarning",
     "PrivacyWarning",
     "FileSafetyWarning",
+    "RateWarning",
     "PrivacyBudgetError",
 ]
 
@@ -108,6 +109,15 @@ class FileSafetyWarning(UserWarning):
     """A file cepam keeps its records in (a privacy ledger, a context guard)
     may be rewritten by users other than its owner: its group, or the user
     who owns it when that is not the current one (docs/guide/security.md)."""
+
+
+class RateWarning(UserWarning):
+    """A lattice was named (``lattice="E8"``, ``"D4"`` or ``"A2"``) where
+    its payload is predicted to be longer than Z's (and its encode is
+    slower): the update's rms over the noise scale is too low, its
+    coordinates are mostly near zero or two-valued, or the coder is
+    Golomb.  ``lattice="auto"`` (or ``"Z"``) would send fewer bits."""
+
 
 class DeviceError(CepamError, RuntimeError):
     """A CUDA device or its runtime failed (no usable driver or device, out of

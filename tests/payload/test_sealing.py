@@ -111,7 +111,7 @@ def test_no_window_of_a_payload_holds_a_statistic_of_the_update(setting, clip):
 
 
 def test_the_lattice_auto_chose_is_not_in_the_public_header():
-    small, large = _update(1, scale=0.001), _update(1, scale=1.0)
+    small, large = _update(1, scale=0.001), _update(1, scale=0.05)
     payloads = [_encode(x, ("ans", "gaussian", "auto", None)) for x in (small, large)]
     opened = [open_payload(p, SECRET)[1] for p in payloads]
     assert [(s.lattice, s.n) for s in opened] == [(1, 1), (4, 8)]
