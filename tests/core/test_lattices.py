@@ -253,7 +253,7 @@ def errors_for(x, name, *, secret=SECRET_A, round=0, coder="ans"):
 def symbols(payload, secret):
     header, sealed = open_payload(payload, secret)
     return _core.decode_symbols(sealed.body, m=header.m,
-                                key=stream_key(secret, header.context),
+                                key=stream_key(secret, header.context, header.nonce),
                                 params=_core.Params(mechanism=header.mechanism,
                                                     scale=header.scale, lattice=sealed.lattice,
                                                     n=sealed.n),
