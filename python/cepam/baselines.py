@@ -184,8 +184,9 @@ def encode_noisy_sdq(x: Any, noise: Gaussian | Laplace, *, step: float, rng: Any
             not fix it; the bitrate benchmark uses ``sqrt(12) * sigma`` (an
             SDQ error with the same variance as the noise).
         rng: the client's private ``numpy.random.Generator`` or
-            ``torch.Generator``.  The same generator state gives the same
-            payload; it must not be derived from the shared secret.
+            ``torch.Generator``.  The same generator state (and ``nonce``)
+            gives the same payload; it must not be derived from the shared
+            secret.
         secret, round, client, message, coder, threads, nonce: as for
             :func:`cepam.encode` (``threads``: native threads for the SDQ
             coding, the same bytes for every count; the noise is drawn from
