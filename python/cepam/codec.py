@@ -8,9 +8,11 @@ Mechanism for Federated Learning").
 
 Privacy caveat: the noise protects ``x`` only from parties who do not hold the
 secret.  Whoever holds it (the trusted aggregator) can remove most of the
-noise.  Keep secrets secret and never reuse a (round, client, message)
-context under one secret (``state=PATH`` records used contexts on disk:
-:mod:`cepam.guard`).
+noise.  Keep secrets secret.  Each payload draws a fresh nonce (format
+version 8), so no two payloads share their randomness by accident; still,
+encode each (round, client, message) context once under a secret, since a
+second payload is a second release the accountant does not count
+(``state=PATH`` records used contexts on disk: :mod:`cepam.guard`).
 
 A server enforces the noise its accountant assumes by decoding with
 expectations (``decode(..., expect_mechanism=..., expect_clip=...,
@@ -46,7 +48,8 @@ from .errors import (
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
-from .keys import TAG_BYTES, Context, check_integer, check_secret, stream_key
+from .keys import (TAG_BYTES, Context, check_integer, check_nonce, check_secret, new_nonce,
+                   stream_key)
 from .lattices import LATTICE_CODES, LATTICE_TABLE, LATTICES, check_combination
 from .mechanisms import Gaussian, Mechanism, check_mechanism, core_params, mechanism_from_code
 from .padding import check_pad, max_payload_bytes, padding_bytes, uses_bound
@@ -478,7 +481,7 @@ def _auto_sample_choice(sample: np.ndarray, mechanism: Mechanism, key: bytes,
 
 
 def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
-            settings: _Settings) -> bytes:
+            settings: _Settings, nonce: bytes) -> bytes:
     lattice, clip, coder, pad = settings.lattice, settings.clip, settings.coder, settings.pad
     threads = settings.threads
     # An update in CUDA memory is flattened on its GPU and stays there: its
@@ -527,7 +530,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
                     f"lattice={LATTICES[lattice[0]]!r} is predicted to send more bits than "
                     f"lattice='Z' for this update (rms/scale {rms:.3g}): {why}, and it encodes "
                     "more slowly than Z; pass lattice='Z' or 'auto'", RateWarning, stacklevel=4)
-    key = stream_key(secret, context)
+    key = stream_key(secret, context, nonce)  # the GPU path codes with it too
     if len(candidates) > 1 and m > 2 * _AUTO_SAMPLE:
         indices = _auto_sample_indices(m)
         sample = flat[indices] if gpu is None else gpu.take(indices)
@@ -549,7 +552,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     sealed_digest = b""
     if not settings.structure:  # the header says m only; the sealed digest binds the rest
         sealed_digest, structure = digest(structure), bare(structure.size)
-    header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure)
+    header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure,
+                    nonce=nonce)
     head = pack_header(header)
     fixed = len(head) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
     max_bytes = None
@@ -564,14 +568,19 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
                 padding=padding, secret=secret, threads=threads, head=head)
 
 
+def _resolve_nonce(nonce: object) -> bytes:
+    """A fresh nonce (:func:`cepam.keys.new_nonce`) for None, else ``nonce`` checked."""
+    return new_nonce() if nonce is None else check_nonce(nonce)
+
+
 def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,
-                    context: Context, settings: _Settings) -> bytes:
+                    context: Context, settings: _Settings, nonce: bytes) -> bytes:
     """:func:`_encode` with ``context`` claimed in ``guard`` first (and the
     claim withdrawn if encoding fails: no payload was produced)."""
     if guard is not None:
         guard.claim(secret, context)
     try:
-        return _encode(x, mechanism, secret, context, settings)
+        return _encode(x, mechanism, secret, context, settings, nonce)
     except BaseException:
         if guard is not None:
             guard.release(secret, context)
@@ -602,6 +611,7 @@ def encode(
     threads: int | None = None,
     buffers: str = "separate",
     ties: Any = None,
+    nonce: bytes | None = None,
 ) -> bytes:
     """Encodes a model update into a private, compressed payload.
 
@@ -615,7 +625,10 @@ def encode(
             (``cepam.SDQ(step=...)``: the uniform-error baseline).
         secret: the 32 bytes shared with the server (``cepam.new_secret()``).
         round, client, message: the context, integers in [0, 2^64); each
-            context must be used for one message only under a secret.
+            context must be used for one message only under a secret: a
+            second payload of a round is a second release that the
+            accountant does not count (its noise is independent of the
+            first's, by the nonce).
         dim: sub-vector dimension n: 1 to 8 for "Z" (at most 4 for Laplace),
             default 1; the lattice's own dimension for "A2" (2), "D4" (4) and
             "E8" (8), which is the default (None).
@@ -675,7 +688,7 @@ def encode(
         threads: native threads to use, 1 to ``cepam.threads.MAX_THREADS``;
             None (the default): the ``CEPAM_THREADS`` environment variable
             if set, else the cores this process may run on.  The payload
-            is the same bytes for every count.
+            is the same bytes for every count (for a given ``nonce``).
         buffers: what to do with a dict's float buffers, the running
             statistics of normalisation layers (entries named
             ``*.running_mean`` and ``*.running_var``, as BatchNorm's are):
@@ -706,10 +719,18 @@ def encode(
             mapping ``{name: tied-to name}``.  Values are never compared:
             of a tied name's entry only the shape and dtype are read.
             None (the default): the ties found in ``x`` only.
+        nonce: None (the default): a fresh 16-byte nonce from the operating
+            system's secure random source, written in the payload's header
+            and mixed into its keys, so that no two payloads share their
+            dithers, latent scales or sealing keystream, whatever the
+            context.  16 bytes: this nonce, for deterministic payloads
+            (golden files, reproducible experiments); the caller then
+            answers for never passing one twice with the same secret and
+            context (the noises of two such payloads are dependent).
 
     Returns:
         The payload bytes: a public header (format version, mechanism and
-        scale, coder, clip, context, structure), the sealed (encrypted)
+        scale, coder, clip, context, nonce, structure), the sealed (encrypted)
         lattice choice and body, and an authentication tag.
 
     Raises:
@@ -731,9 +752,10 @@ def encode(
     settings = _Settings.checked(choice, prefer=prefer, clip=clip, coder=coder,
                                  non_float=non_float, pad=pad, structure=structure, threads=threads, buffers=buffers,
                                  ties=check_ties(ties))
+    nonce = _resolve_nonce(nonce)
     if clip is None:
         warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
-    return _guarded_encode(_check_state(state), x, mechanism, secret, context, settings)
+    return _guarded_encode(_check_state(state), x, mechanism, secret, context, settings, nonce)
 
 
 def update_norm(update: Any, *, buffers: str = "separate", ties: Any = None,
@@ -929,7 +951,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     else:
         structure = with_ties(structure, resolve_ties(None, ties))
     mechanism = mechanism_from_code(header.mechanism, header.scale)
-    kw = dict(m=header.m, key=stream_key(secret, header.context),
+    kw = dict(m=header.m, key=stream_key(secret, header.context, header.nonce),
               params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
               coder=header.coder, dtype=decoded_dtype(structure, dtype=dtype, output=output),
               threads=threads)
@@ -1130,6 +1152,7 @@ class PayloadInfo:
     dim: int | None = None
     body_bits: dict[str, int] | None = None
     padding_bits: int | None = None
+    nonce: bytes = b""  # the payload's nonce (public; format version 8)
 
     @property
     def has_structure(self) -> bool:
@@ -1155,6 +1178,7 @@ class PayloadInfo:
             "round": self.round,
             "client": self.client,
             "message": self.message,
+            "nonce": self.nonce.hex(),
             "coordinates": self.coordinates,
             "has_structure": self.has_structure,
             "entries": [] if not self.has_structure else [
@@ -1217,6 +1241,7 @@ def inspect(payload: bytes, *, secret: bytes | None = None) -> PayloadInfo:
         round=header.context.round,
         client=header.context.client,
         message=header.context.message,
+        nonce=header.nonce,
         coordinates=header.m,
         structure=header.structure,
         header_bits=8 * offset,
@@ -1232,8 +1257,9 @@ class Codec:
     """The codec settings of one client (or of the server for one client).
 
     A client encodes each round's update with :meth:`encode`; the codec
-    refuses to encode twice under the same (round, message), since reused
-    randomness makes the noises of the two messages dependent.  That record
+    refuses to encode twice under the same (round, message), since a reused
+    context is a second release of the round that the accountant does not
+    count (the payload nonce keeps the two noises independent).  That record
     is in memory, for this object only; ``state=PATH`` keeps it in a file
     shared by every codec and process that names it (:mod:`cepam.guard`).
 
@@ -1318,8 +1344,11 @@ class Codec:
             "a cepam.Codec holds its secret and cannot be pickled or copied: create a "
             "Codec in each process from the secret instead")
 
-    def encode(self, x: Any, *, round: int, message: int = 0) -> bytes:
-        """Encodes x under context (round, self.client, message).
+    def encode(self, x: Any, *, round: int, message: int = 0,
+               nonce: bytes | None = None) -> bytes:
+        """Encodes x under context (round, self.client, message), with a
+        fresh payload nonce unless ``nonce`` (16 bytes) is given (see
+        :func:`encode`).
 
         Raises:
             ContextReuseError: this codec (or, with ``state``, anyone
@@ -1331,18 +1360,20 @@ class Codec:
         if key in self._used:
             raise ContextReuseError(
                 f"round {context.round}, message {context.message} was already encoded by "
-                f"client {self.client}: reusing a context makes the noises dependent"
+                f"client {self.client}: a second payload of a round is a release the "
+                f"accountant does not count"
             )
         settings = _Settings.checked(self._choice, prefer=self.prefer, clip=self.clip,
                                      coder=self.coder,
                                      non_float=self.non_float, pad=self.pad,
                                      structure=self.structure, threads=self.threads,
                                      buffers=self.buffers, ties=self.ties)
+        nonce = _resolve_nonce(nonce)
         if self.clip is None and not self._warned:
             self._warned = True
             warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
         payload = _guarded_encode(self._guard, x, self.mechanism, self._secret, context,
-                                  settings)
+                                  settings, nonce)
         self._used.add(key)
         return payload
 

@@ -1,8 +1,10 @@
 """A persistent guard against encoding two messages under one context.
 
 Two payloads encoded under the same ``(round, client, message)`` and secret
-share their dithers and latent scales, so their noises are dependent and
-their difference reveals the difference of the updates.  :class:`cepam.Codec`
+are two releases of one client in one round, which the accountant counts as
+one.  (Their dithers, latent scales and keystreams differ: each payload has
+its own nonce, format version 8; before it, they shared them, so their
+noises were dependent.)  :class:`cepam.Codec`
 remembers the contexts it encoded, in memory: a second ``Codec`` for the same
 client, module-level :func:`cepam.encode`, a restarted process or a second
 worker do not see them.  A :class:`ContextGuard` records them in an SQLite
@@ -130,7 +132,8 @@ class ContextGuard:
                 raise ContextReuseError(
                     f"round {context.round}, client {context.client}, message "
                     f"{context.message} was already encoded under this secret (recorded in "
-                    f"{self.path}): reusing a context makes the noises dependent") from None
+                    f"{self.path}): a second payload of a round is a release the accountant "
+                    f"does not count") from None
             except sqlite3.Error as exc:  # read-only file, lock held past the timeout, ...
                 raise InvalidArgumentError(
                     f"cannot record the context in state file {self.path!r}: {exc}") from None

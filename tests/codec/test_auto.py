@@ -9,13 +9,14 @@ import pytest
 import cepam
 
 SECRET = bytes(range(32))
+NONCE = bytes(16)  # one nonce for every payload: their sizes compare as the lattices' own
 M = 100_000
 FIXED = [("Z", 1), ("Z", 2), ("Z", 3), ("A2", None), ("D4", None), ("E8", None)]
 
 
 def bits(x, **kwargs):
     payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=SECRET, round=0, client=0,
-                           **kwargs)
+                           nonce=NONCE, **kwargs)
     return cepam.inspect(payload).bits_per_coordinate, payload
 
 
@@ -91,7 +92,7 @@ def test_auto_is_deterministic_and_a_codec_reports_it():
     assert a == b
     codec = cepam.Codec(cepam.Gaussian(sigma=1.0), secret=SECRET)
     assert codec.lattice == "auto" and codec.dim is None
-    assert codec.encode(x, round=0) == a
+    assert codec.encode(x, round=0, nonce=NONCE) == a
 
 
 def large_source(kind, ratio, m, seed):

@@ -22,7 +22,7 @@ UPDATE = {
 
 def _encode(x, structure, **kwargs):
     return cepam.encode(x, MECH, secret=SECRET_A, round=3, client=1, clip=1.0,
-                        structure=structure, **kwargs)
+                        structure=structure, nonce=bytes(16), **kwargs)  # one noise for both
 
 
 def test_bare_payload_decodes_to_the_template_bit_for_bit():
@@ -87,7 +87,7 @@ def test_container_flag_and_m_are_authenticated():
     flipped[container_offset] = 3  # container: bare -> dict
     with pytest.raises((cepam.AuthenticationError, cepam.FormatError)):
         cepam.decode(bytes(flipped), secret=SECRET_A, like=UPDATE)
-    m_offset = 4 + 1 + 3 + 2 + 16 + 24  # ... container, reserved, scale, clip, context
+    m_offset = 4 + 1 + 3 + 2 + 16 + 24 + 16  # ... reserved, scale, clip, context, nonce (v8)
     (m,) = struct.unpack_from("<Q", bare, m_offset)
     assert m == sum(v.size for v in UPDATE.values())
     struct.pack_into("<Q", bare, m_offset, m - 1)

@@ -100,7 +100,7 @@ def _twin(monkeypatch):
 
 
 def _encode(update, **kw):
-    kw = dict(secret=SECRET, round=3, client=1) | kw
+    kw = dict(secret=SECRET, round=3, client=1, nonce=bytes(16)) | kw  # comparable bytes
     return cepam.encode(update, cepam.Gaussian(sigma=kw.pop("sigma", 0.05)), **kw)
 
 
