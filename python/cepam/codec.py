@@ -45,8 +45,8 @@ from .errors import (
     InvalidTypeError,
     PrivacyWarning,
     RateWarning,
-    UnexpectedPayloadError,
 )
+from .expected import Expected
 from .guard import ContextGuard
 from .keys import (TAG_BYTES, Context, check_integer, check_nonce, check_secret, new_nonce,
                    stream_key)
@@ -803,45 +803,6 @@ def _check_flag(name: str, value: object) -> bool:
     return value
 
 
-@dataclass(frozen=True)
-class _Expected:
-    """What a decoder enforces; None: not checked."""
-
-    mechanism: Mechanism | None = None
-    clip: float | None = None
-    client: int | None = None
-    round: int | None = None
-    clipped: bool = False  # refuse unclipped payloads (whatever their clip otherwise)
-
-    @classmethod
-    def checked(cls, mechanism: object, clip: object, client: object, round: object, *,
-                clipped: bool = False) -> "_Expected":
-        return cls(
-            None if mechanism is None else check_mechanism(mechanism),
-            None if clip is None else check_clip(clip),
-            None if client is None else Context(0, client).client,  # type: ignore[arg-type]
-            None if round is None else Context(round, 0).round,  # type: ignore[arg-type]
-            clipped,
-        )
-
-    def enforce(self, header: Header) -> None:
-        """Raises UnexpectedPayloadError at the first field that differs."""
-        if self.mechanism is not None:
-            actual = mechanism_from_code(header.mechanism, header.scale)
-            if actual != self.mechanism:
-                raise UnexpectedPayloadError("mechanism", self.mechanism, actual)
-        if self.clip is not None and header.clip != self.clip:
-            raise UnexpectedPayloadError("clip", self.clip,
-                                         None if math.isinf(header.clip) else header.clip)
-        if self.clipped and math.isinf(header.clip):
-            raise UnexpectedPayloadError("clip", "a clip (this codec refuses unclipped "
-                                         "payloads unless allow_unclipped=True)", None)
-        if self.client is not None and header.context.client != self.client:
-            raise UnexpectedPayloadError("client", self.client, header.context.client)
-        if self.round is not None and header.context.round != self.round:
-            raise UnexpectedPayloadError("round", self.round, header.context.round)
-
-
 def _entry_name(structure: Structure, index: int) -> str:
     entry = structure.entries[index]
     if entry.name:
@@ -912,7 +873,7 @@ def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
 
 
 def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
-            expected: _Expected, like: Any, threads: object, device: object,
+            expected: Expected, like: Any, threads: object, device: object,
             buffers: object, ties: TiePairs, out: Any = None) -> Any:
     if output not in ("auto", "numpy", "torch"):
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
@@ -1092,7 +1053,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             tenth of the noise's standard deviation.
     """
     secret = check_secret(secret)
-    expected = _Expected.checked(expect_mechanism, expect_clip, expect_client, expect_round)
+    expected = Expected.checked(mechanism=expect_mechanism, clip=expect_clip,
+                                client=expect_client, round=expect_round)
     return _decode(payload, secret, output, dtype, max_coordinates, expected, like, threads,
                    device, buffers, check_ties(ties), out)
 
@@ -1390,7 +1352,8 @@ class Codec:
             UnexpectedPayloadError: the payload's settings differ.
             CepamError: and the errors of :func:`decode`.
         """
-        expected = _Expected.checked(self.mechanism, self.clip, self.client, round,
-                                     clipped=not self.allow_unclipped)
+        expected = Expected.checked(mechanism=self.mechanism, clip=self.clip,
+                                    client=self.client, round=round,
+                                    clipped=not self.allow_unclipped)
         return _decode(payload, self._secret, output, dtype, max_coordinates, expected, like,
                        self.threads, device, self.buffers, self.ties, out)

@@ -67,7 +67,7 @@ from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure,
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
            "parse_sealed", "sealed_head", "parse_sealed_head", "SealedHead", "check_padding",
-           "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING"]
+           "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING", "is_bare"]
 
 MAGIC = b"CEPM"
 VERSION = 8
@@ -76,6 +76,7 @@ CODERS: dict[int, str] = {row["code"]: row["name"] for row in _core.CODERS}
 CODER_CODES = {v: k for k, v in CODERS.items()}
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBHdd")
+_CONTAINER_AT = 7  # the container byte: after the magic, version, mechanism and coder
 _SEALED = struct.Struct("<BBI")
 SEALED_HEADER_BYTES = _SEALED.size
 DIGEST_BYTES = 8  # the structure digest of a bare payload, sealed
@@ -115,6 +116,13 @@ class Sealed:
     body: bytes
     padding: int  # bytes of zero padding after the body
     digest: bytes = b""  # a bare payload's structure digest (DIGEST_BYTES); else empty
+
+
+def is_bare(payload: bytes | memoryview) -> bool:
+    """Whether a payload's header declares no structure (container 4: a
+    bare payload), read from its fixed prefix without parsing the rest;
+    False for bytes too short to hold the prefix."""
+    return len(payload) >= _PREFIX.size and payload[_CONTAINER_AT] == BARE
 
 
 def pack_header(h: Header) -> bytes:
