@@ -1,6 +1,7 @@
 """The fixed cost of one cepam.encode and one cepam.decode call.
 
-    python bench/call_cost.py [--m 10] [--calls 2000] [--rounds 5] [--lattice Z] [--profile]
+    python bench/call_cost.py [--m 10] [--calls 2000] [--rounds 5] [--lattice Z] [--clip C]
+                              [--profile]
     python bench/call_cost.py --m 1e7 1e8 --calls 1 --rounds 3 --out   # big updates
 
 Encodes, then decodes, m float32 coordinates (Gaussian sigma = 1e-3,
@@ -11,6 +12,9 @@ time.  At m = 10 the work proportional to m is a few hundred nanoseconds,
 so this is the per-call cost: argument checks, key derivation (HKDF),
 header and structure, sealing (ChaCha20 and HMAC), the native call and the
 result's construction.  Also printed: the CPU model (/proc/cpuinfo).
+
+--clip C encodes with clip=C, as a user who wants a privacy guarantee does
+(without it, the default, each encode also issues a PrivacyWarning).
 
 --profile runs each call under cProfile instead and prints the functions
 that take most of the time (for finding what the fixed cost is made of).
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--lattice", default="Z", help='"Z", "E8", "auto", ...')
+    ap.add_argument("--clip", type=float, default=None,
+                    help="the encoder's clip (default: none, a PrivacyWarning a call)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--out", action="store_true",
                     help="also decode into a buffer kept across calls; CPU ns per coordinate")
@@ -71,7 +77,7 @@ def run(a: argparse.Namespace, m: int) -> None:
     sigma, secret = 1e-3, bytes(range(32))
     mech = cepam.Gaussian(sigma=sigma)
     x = np.random.default_rng(0).normal(0, sigma, m).astype(np.float32)
-    kw = dict(secret=secret, round=0, client=0, lattice=a.lattice, threads=1)
+    kw = dict(secret=secret, round=0, client=0, lattice=a.lattice, threads=1, clip=a.clip)
     payload = cepam.encode(x, mech, **kw)
     calls = {
         "encode": lambda: cepam.encode(x, mech, **kw),
@@ -82,7 +88,7 @@ def run(a: argparse.Namespace, m: int) -> None:
         calls["decode out="] = lambda: cepam.decode(payload, secret=secret, threads=1,
                                                    out=buffer)
     print(f"CPU: {cpu_model()}; cepam {cepam.__version__}; m = {m} float32, "
-          f"lattice {a.lattice}, payload {len(payload)} bytes, threads=1")
+          f"lattice {a.lattice}, clip {a.clip}, payload {len(payload)} bytes, threads=1")
     if a.profile:
         for name, fn in calls.items():
             prof = cProfile.Profile()

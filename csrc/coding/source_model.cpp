@@ -63,6 +63,10 @@ template <class T>
 void count_cells(const T* x, std::size_t m, double factor, double a, double inv_width,
                  std::uint64_t* counts) {
   constexpr std::size_t kCells = SourceModel::kCells;
+  if (m <= 64) {  // a small update: straight into counts (the same integers)
+    for (std::size_t i = 0; i < m; ++i) ++counts[model_stats::cell(x[i], factor, a, inv_width)];
+    return;
+  }
   std::vector<std::uint64_t> part(4 * kCells, 0);
   std::uint64_t* const part0 = part.data();
   std::uint64_t* const part1 = part0 + kCells;
@@ -95,6 +99,14 @@ SourceModel::Statistics SourceModel::statistics(const T* x, std::size_t m, doubl
   // A maximum per chunk, then theirs (the comparisons skip NaN).
   const std::size_t chunks = m / kFitChunk + (m % kFitChunk != 0 ? 1 : 0);
   const auto chunk_size = [&](std::size_t c) { return m - c * kFitChunk < kFitChunk ? m - c * kFitChunk : kFitChunk; };
+  if (chunks <= 1) {  // one chunk (a small update): no tasks, no partial counts
+    const T top = m != 0 ? model_stats::max_abs(x, m) : T(0);
+    const T xmax = top > T(0) ? top : T(0);
+    stats.range = model_stats::range(static_cast<double>(xmax), factor);
+    count_cells(x, m, factor, stats.range, model_stats::inv_width(stats.range),
+                stats.counts.data());
+    return stats;
+  }
   std::vector<T> maxima(chunks, T(0));
   parallel_for(threads, chunks, [&](std::size_t c) {
     maxima[c] = model_stats::max_abs(x + c * kFitChunk, chunk_size(c));
@@ -117,11 +129,12 @@ SourceModel::Statistics SourceModel::statistics(const T* x, std::size_t m, doubl
 
 template <class T>
 SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
-                             double cell_hi, int threads) {
-  return fit_from(statistics(x, m, factor, threads), cell_lo, cell_hi);
+                             double cell_hi, int threads, bool quantiles) {
+  return fit_from(statistics(x, m, factor, threads), cell_lo, cell_hi, quantiles);
 }
 
-SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, double cell_hi) {
+SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, double cell_hi,
+                                  bool quantiles) {
   SourceModel model;
   model.set_range(stats.range);
   const std::array<std::uint64_t, kCells>& counts = stats.counts;
@@ -131,7 +144,7 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
     model.set_shape(kMaxBins, 0);
     for (int b = 0; b <= kMaxBins; ++b)
       model.knots_[static_cast<std::size_t>(b)] = static_cast<std::uint32_t>(b) * (kKnotScale / kMaxBins);
-    model.derive();
+    model.derive(quantiles);
     return model;
   }
   // The cumulative counts at the cell edges; the occupied groups of 2^s
@@ -177,7 +190,7 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   }
   model.set_shape(best.bins, best.growth);
   model.set_knots(cum.data());
-  model.derive();
+  model.derive(quantiles);
   return model;
 }
 
@@ -264,8 +277,9 @@ void SourceModel::table_values(int i, double* at, double* next) const {
   *next = base + static_cast<double>(static_cast<std::uint64_t>(static_cast<double>((off + 1) * d) / width));
 }
 
-void SourceModel::derive() {
+void SourceModel::derive(bool quantiles) {
   tabulate();
+  if (!quantiles) return;
   // Level l + 1/2 (in units of 2^-12) lies in cell i when C_i <= t < C_{i+1},
   // t = (l + 1/2) 2^10: every level is in one cell (C_0 = 0 and
   // C_kCells = 2^22 > t), of positive slope.  By cells: the levels of cell i
@@ -287,8 +301,11 @@ void SourceModel::derive() {
     }
     if (l1 > l0) l0 = l1;
   }
-  // Mean and variance: grid cell i, of width w = 2A / kCells and weight
-  // slope_i 2^-22, has mean -A + (i + 1/2) w and variance w^2 / 12.
+}
+
+void SourceModel::moments(double* mean, double* variance) const {
+  // Grid cell i, of width w = 2A / kCells and weight slope_i 2^-22, has
+  // mean -A + (i + 1/2) w and variance w^2 / 12.
   const double w = 2.0 * a_ / kCells;
   double m1 = 0.0, m2 = 0.0;
   for (int c = 0; c < kCells; ++c) {
@@ -297,9 +314,9 @@ void SourceModel::derive() {
     m1 += p * centre;
     m2 += p * (centre * centre);
   }
-  mean_ = m1;
+  *mean = m1;
   const double var = m2 - m1 * m1 + w * w * (1.0 / 12.0);
-  variance_ = var > 0.0 ? var : 0.0;
+  *variance = var > 0.0 ? var : 0.0;
 }
 
 double SourceModel::estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts,
@@ -337,18 +354,24 @@ int SourceModel::knot_order(std::uint64_t* bits) const {
   // an exp-Golomb code whose order is chosen to minimise the length.
   int best_k = 0;
   std::uint64_t best = ~std::uint64_t{0};
+  // A zero increment's code is k + 1 bits long at order k: the zeros are
+  // counted once, the others summed at each order (the same lengths).
+  std::array<std::uint32_t, kMaxBins> nonzero;
+  std::size_t n_nonzero = 0;
+  std::uint64_t zeros = 0;
   // Once 2^k exceeds every increment, each code is k + 1 bits long, so the
   // length grows with k: no larger order can be shorter.
   std::uint32_t largest = 0;
   for (int b = 0; b + 1 < bins_; ++b) {
     const std::uint32_t v = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
     largest = v > largest ? v : largest;
+    if (v == 0) ++zeros;
+    else nonzero[n_nonzero++] = v;
   }
   for (int k = 0; k <= kKnotBits; ++k) {
-    std::uint64_t len = 0;
-    for (int b = 0; b + 1 < bins_; ++b) {
-      const std::uint64_t v = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
-      const std::uint64_t w = v + (std::uint64_t{1} << k);
+    std::uint64_t len = zeros * static_cast<std::uint64_t>(k + 1);
+    for (std::size_t j = 0; j < n_nonzero; ++j) {
+      const std::uint64_t w = std::uint64_t{nonzero[j]} + (std::uint64_t{1} << k);
       len += static_cast<std::uint64_t>(2 * (64 - count_leading_zeros(w)) - k - 1);
     }
     if (len < best) {
@@ -431,12 +454,12 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
 }
 
 template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double, double,
-                                             int);
+                                             int, bool);
 template SourceModel::Statistics SourceModel::statistics<float>(const float*, std::size_t, double,
                                                                 int);
 template SourceModel::Statistics SourceModel::statistics<double>(const double*, std::size_t,
                                                                  double, int);
 template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double, double,
-                                              int);
+                                              int, bool);
 
 }  // namespace cepam

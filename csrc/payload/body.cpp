@@ -439,10 +439,11 @@ struct AnsBodyCoder {
     const std::size_t n = static_cast<std::size_t>(p.n);
     const double accept = acceptance_probability(p);
     const CellWidths widths = typical_cell_widths(p);
+    // (The encoder never reads the model's quantile table: not computed.)
     const SourceModel model =
         stage != nullptr && stage->statistics != nullptr
-            ? SourceModel::fit_from(*stage->statistics, widths.lo, widths.hi)
-            : SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads);
+            ? SourceModel::fit_from(*stage->statistics, widths.lo, widths.hi, false)
+            : SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads, false);
     const TriangularBasis basis = lattice_basis(p);
     // The body's parts: the source model, then each segment.
     const std::size_t S = body_segments(m, p.n);

@@ -162,6 +162,10 @@ class Context:
     message: int = 0
 
     def __post_init__(self) -> None:
+        r, c, m = self.round, self.client, self.message
+        if type(r) is int and type(c) is int and type(m) is int and \
+                0 <= r < _U64 and 0 <= c < _U64 and 0 <= m < _U64:
+            return  # (the common case, already checked: plain ints in range)
         for name in ("round", "client", "message"):
             object.__setattr__(self, name, _check_u64(name, getattr(self, name)))
 
@@ -246,6 +250,9 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
     docs/format.md gives the security argument."""
     view = memoryview(data).cast("B")
     total = len(view)
+    if total <= _NATIVE_MAC_BYTES:  # one short segment (a small payload): two native calls
+        inner = _core.hmac_sha256(key, _SEGMENT_LABEL + _SEGMENT_HEAD.pack(0, total) + view)
+        return _core.hmac_sha256(key, _TAG_LABEL + _SEGMENT_HEAD.pack(total, 1) + inner)[:TAG_BYTES]
     count = max(1, -(-total // MAC_SEGMENT_BYTES))
 
     def segment(i: int) -> bytes:

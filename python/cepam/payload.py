@@ -147,12 +147,12 @@ class _Reader:
         self.data, self.pos, self.end = data, 0, end
 
     def take(self, fmt: struct.Struct | str) -> tuple:
-        s = fmt if isinstance(fmt, struct.Struct) else struct.Struct(fmt)
-        if self.pos + s.size > self.end:
+        s = fmt if type(fmt) is struct.Struct else struct.Struct(fmt)
+        pos, size = self.pos, s.size
+        if pos + size > self.end:
             raise FormatError("payload truncated in the header")
-        out = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return out
+        self.pos = pos + size
+        return s.unpack_from(self.data, pos)
 
     def raw(self, count: int) -> bytes | memoryview:
         if self.pos + count > self.end:

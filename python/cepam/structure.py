@@ -37,6 +37,7 @@ duplicate names, and the decoder learns the ties from its template
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 import sys
@@ -100,7 +101,7 @@ class Structure:
     #: entry ``target`` (tied), not coded; never in a payload (see the module doc).
     ties: tuple[tuple[str, str], ...] = ()
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return sum(e.size for e in self.entries)
 
@@ -502,6 +503,15 @@ def flatten(update: Any, *, non_float: str = "error", buffers: str = "joint",
             floating-point entry left), overlong names, a bad ``non_float``,
             tied entries of different shapes or dtypes.
     """
+    if type(update) is np.ndarray and update.ndim <= MAX_NDIM and update.flags.c_contiguous:
+        # One contiguous float32 or float64 array (the common small update):
+        # what the general path gives, without its per-leaf steps.
+        name = _FLOAT_NAMES.get(update.dtype)
+        if name is not None and name != "float16":
+            check_non_float(non_float)
+            check_buffers(buffers)
+            return (update.reshape(-1),
+                    Structure(SINGLE, (Entry("", KIND_NUMPY, name, update.shape),)))
     container, leaves, tied = _leaves(update, non_float, buffers, ties)
     arrays, entries = [], []
     for name, value, where in leaves:
