@@ -66,7 +66,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import FormatError, InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
+from ..errors import (FormatError, InvalidArgumentError, InvalidTypeError, MissingPathError,
+                      PrivacyBudgetError)
 from . import _validation as _v
 from .accountant import PLDAccountant
 from .events import CepamGaussianRound, CepamLaplaceRound, GaussianEvent, PrivacyEvent
@@ -195,8 +196,10 @@ class Ledger:
         timeout: seconds to wait for another writer's lock.
 
     Raises:
-        InvalidArgumentError: a name or delta other than the ledger's; a
-            missing file with ``create=False``; bad arguments.
+        MissingPathError: a missing file with ``create=False`` (an
+            InvalidArgumentError).
+        InvalidArgumentError: a name or delta other than the ledger's; bad
+            arguments.
         FormatError: the file is not a cepam ledger.
     """
 
@@ -213,7 +216,7 @@ class Ledger:
             delta = _v.probability_open("delta", delta)
         timeout = _v.positive("timeout", timeout)
         if not create and not self._path.is_file():
-            raise InvalidArgumentError(f"no ledger at {str(self._path)!r}")
+            raise MissingPathError(f"no ledger at {str(self._path)!r}")
         # A ledger file is created here, never adopted: an existing empty
         # file (which SQLite would take as a new database) is not a ledger.
         self._new = not self._path.exists()
