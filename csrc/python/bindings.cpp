@@ -875,11 +875,16 @@ py::tuple mechanism_table() {
   return py::tuple(rows);
 }
 
-// The body-coder table (payload/body.hpp) as a tuple of dicts: code, name.
+// The body-coder table (payload/body.hpp) as a tuple of dicts: code, name,
+// cpu (the file of its CPU code), device_encode and device_decode (its
+// whole-body functions in cepam._cuda), device_encode_takes_model.
 py::tuple coder_table() {
   py::list rows;
   for (const BodyCoderInfo& c : body_coders())
-    rows.append(py::dict(py::arg("code") = static_cast<int>(c.id), py::arg("name") = c.name));
+    rows.append(py::dict(py::arg("code") = static_cast<int>(c.id), py::arg("name") = c.name,
+                         py::arg("cpu") = c.cpu, py::arg("device_encode") = c.device_encode,
+                         py::arg("device_decode") = c.device_decode,
+                         py::arg("device_encode_takes_model") = c.device_encode_takes_model));
   return py::tuple(rows);
 }
 

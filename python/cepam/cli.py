@@ -10,10 +10,10 @@ A command declares the optional modules it cannot run without with
 :func:`requires`; :func:`main` checks them before the handler runs and, when
 one is missing, prints one line naming what to install.
 
-Exit codes: 0 success; 1 an error (a file that cannot be read, a missing or
-corrupt data set, a malformed payload, a missing optional dependency, a
-failure while running); 2 a usage
-error (a bad option or value, from argparse or from cepam's argument checks);
+Exit codes: 0 success; 1 an error (a missing path or a file that cannot be
+read, in every command; a missing or corrupt data set, a malformed payload,
+a missing optional dependency, a failure while running); 2 a usage error (a
+bad option or value, from argparse or from cepam's argument checks);
 130 interrupted (Ctrl-C).  Errors are one line on stderr; ``cepam --debug``
 shows the traceback instead.
 """
@@ -254,9 +254,14 @@ def _parse(words: list[str]) -> argparse.Namespace:
 
 
 def _is_data_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is a missing or corrupt data set (``cepam.fl``'s
-    DatasetError): an error (exit 1), like a file that cannot be read, not
-    a usage error, though it is an InvalidArgumentError to callers."""
+    """Whether ``exc`` is a missing path (:class:`cepam.errors.
+    MissingPathError`: ``cepam fl table DIR``, ``cepam privacy ledger
+    PATH``) or a missing or corrupt data set (``cepam.fl``'s DatasetError):
+    an error (exit 1), like a file that cannot be read (``cepam inspect
+    PATH``), not a usage error, though it is an InvalidArgumentError to
+    callers."""
+    if isinstance(exc, FileNotFoundError):
+        return True
     data = sys.modules.get("cepam.fl.data")  # loaded by whatever raised it
     return data is not None and isinstance(exc, data.DatasetError)
 

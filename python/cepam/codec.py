@@ -412,14 +412,13 @@ def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, t
     """The body of an update held on a GPU (``gpu``: its
     :class:`cepam.cuda.LatticeStage`), which the host never reads: where
     :meth:`~cepam.cuda.LatticeStage.codes_body_on_device` says so, coded
-    whole on the GPU (only the ANS streams or the Golomb body come back);
+    whole on the GPU by the coder's device path (only the ANS streams or
+    the Golomb body come back);
     else by the host from the GPU's LRSUQ stage and model statistics (a
     ``_core.CodedBody``, written by the sealing).  The CPU's bytes either
     way."""
-    if gpu.codes_body_on_device(params):
-        if coder == CODER_CODES["ans"]:
-            return gpu.ans_body(params, key=key, factor=factor, statistics=statistics)
-        return gpu.golomb_body(params, key=key, factor=factor)
+    if gpu.codes_body_on_device(params):  # (the coder's row in the table names its kernels)
+        return gpu.device_body(params, coder=coder, key=key, factor=factor, statistics=statistics)
     return _core.encode_coded_body(
         np.empty(0, dtype), key=key, params=params, factor=factor, coder=coder, threads=threads,
         lattice_stage=gpu(params, key=key, factor=factor, threads=threads),

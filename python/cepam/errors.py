@@ -13,6 +13,7 @@ __all__ = [
     "DeviceError",
     "InvalidArgumentError",
     "InvalidTypeError",
+    "MissingPathError",
     "FormatError",
     "AuthenticationError",
     "ContextReuseError",
@@ -38,6 +39,12 @@ class InvalidArgumentError(CepamError, ValueError):
 
 class InvalidTypeError(CepamError, TypeError):
     """An argument has a type (or dtype) cepam does not support."""
+
+
+class MissingPathError(InvalidArgumentError, FileNotFoundError):
+    """A file or directory that a call reads does not exist.  An
+    :class:`InvalidArgumentError` (a ValueError) and a FileNotFoundError: the
+    command line exits 1 for it, as for any file it cannot read."""
 
 
 class FormatError(CepamError, ValueError):

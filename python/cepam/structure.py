@@ -744,16 +744,62 @@ def match_template(structure: Structure, like: Any, *, sealed_digest: bytes = b"
     template = structure_of(like, buffers=buffers, ties=_untied_in(structure, groups))
     if structure.container == BARE:
         if template.size != structure.size or digest(template) != sealed_digest:
-            raise FormatError(
-                "the template is not the structure this bare payload was encoded from "
-                f"({structure.size} coordinates; the template has {template.size}): its "
-                "entries' names, order, dtypes or shapes differ, or running statistics are "
-                "in one and not the other (pass the encoder's buffers= choice), or an entry is "
-                "tied in one and not the other (ties=)")
+            raise FormatError(_bare_mismatch(structure.size, template, like, sealed_digest,
+                                              buffers, _untied_in(structure, groups)))
         return template
+    if structure.container != template.container:
+        raise FormatError(f"the payload's structure does not match the template: the payload "
+                          f"is a {_CONTAINER_NAMES[structure.container]}, the template a "
+                          f"{_CONTAINER_NAMES[template.container]}")
     ours = [(e.name, e.dtype, e.shape) for e in structure.entries]
     theirs = [(e.name, e.dtype, e.shape) for e in template.entries]
-    if structure.container != template.container or ours != theirs:
-        raise FormatError("the payload's structure (container, names, dtypes, shapes) does "
-                          "not match the template")
+    if ours != theirs:
+        raise FormatError(_first_difference(ours, theirs))
     return Structure(structure.container, structure.entries, template.ties)
+
+
+_CONTAINER_NAMES = {SINGLE: "single array", LIST: "list", TUPLE: "tuple", DICT: "mapping"}
+
+
+def _first_difference(ours: list[tuple[str, str, tuple[int, ...]]],
+                      theirs: list[tuple[str, str, tuple[int, ...]]]) -> str:
+    """The message naming the first entry (name, dtype, shape) where a
+    payload's structure and a template's differ."""
+    at = next(i for i in range(max(len(ours), len(theirs)))
+              if i >= len(ours) or i >= len(theirs) or ours[i] != theirs[i])
+
+    def entry(entries: list[tuple[str, str, tuple[int, ...]]]) -> str:
+        if at >= len(entries):
+            return f"no entry there (it has {len(entries)})"
+        name, dtype, shape = entries[at]
+        return f"{name!r} {dtype} of shape {shape}"
+
+    return (f"the payload's structure does not match the template at entry {at}: the payload "
+            f"has {entry(ours)}, the template {entry(theirs)}")
+
+
+def _bare_mismatch(size: int, template: Structure, like: Any, sealed_digest: bytes,
+                   buffers: str, ties: Mapping[str, str]) -> str:
+    """The message for a template that is not a bare payload's structure (of
+    ``size`` coordinates): the sizes where they differ; the encoder's
+    ``buffers=`` choice where the template has the payload's structure under
+    another; else what may differ (a bare payload carries only its
+    structure's digest, so no entry can be named)."""
+    head = "the template is not the structure this bare payload was encoded from"
+    for other in BUFFER_CHOICES:
+        try:
+            fits = other != buffers and digest(structure_of(like, buffers=other,
+                                                            ties=ties)) == sealed_digest
+        except (InvalidArgumentError, InvalidTypeError):
+            fits = False
+        if fits:
+            return (f"{head}: the template has the payload's structure with buffers={other!r}, "
+                    f"not {buffers!r} (pass the encoder's buffers= choice)")
+    if size != template.size:
+        sizes = f"the payload has {size} coordinates, the template {template.size}"
+    else:
+        sizes = (f"both have {size} coordinates, but the payload carries only its structure's "
+                 "digest, so the differing entry cannot be named")
+    return (f"{head} ({sizes}): its entries' names, order, dtypes or shapes differ, or running "
+            "statistics are in one and not the other (pass the encoder's buffers= choice), or "
+            "an entry is tied in one and not the other (ties=)")

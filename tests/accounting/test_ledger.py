@@ -157,7 +157,7 @@ def test_cli_prints_the_table_and_json(path, capsys):
     assert main(["privacy", "ledger", str(path)]) == 0
     table = capsys.readouterr().out
     assert "cepam_gaussian_round" in table and f"epsilon = {eps:.6g}" in table
-    assert main(["privacy", "ledger", str(path) + ".missing"]) == 2
+    assert main(["privacy", "ledger", str(path) + ".missing"]) == 1  # a missing path: exit 1
     assert "no ledger" in capsys.readouterr().err
 
 

@@ -216,7 +216,7 @@ def test_codec_takes_prefer():
                             allow_unclipped=True)
         assert codec.prefer == prefer
         with pytest.warns(cepam.PrivacyWarning):
-            payload = codec.encode(x, round=0)
+            payload = codec.encode(x, round=0, nonce=NONCE)
         assert payload == bits(x, prefer=prefer)[1]
 
 

@@ -368,10 +368,8 @@ def _spy(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
     monkeypatch.setattr(cepam.codec, "flatten", counted("flatten", cepam.codec.flatten))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
-    monkeypatch.setattr(cuda.LatticeStage, "ans_body",
-                        counted("body", cuda.LatticeStage.ans_body))
-    monkeypatch.setattr(cuda.LatticeStage, "golomb_body",
-                        counted("body", cuda.LatticeStage.golomb_body))
+    monkeypatch.setattr(cuda.LatticeStage, "device_body",
+                        counted("body", cuda.LatticeStage.device_body))
     monkeypatch.setattr(cuda, "check_segment", counted("segment", cuda.check_segment))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls

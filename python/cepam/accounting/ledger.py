@@ -67,7 +67,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .._files import check_database_file, is_locked, retry_while_locked
-from ..errors import FormatError, InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
+from ..errors import (FormatError, InvalidArgumentError, InvalidTypeError, MissingPathError,
+                      PrivacyBudgetError)
 from . import _validation as _v
 from .accountant import PLDAccountant
 from .events import CepamGaussianRound, CepamLaplaceRound, GaussianEvent, PrivacyEvent
@@ -196,11 +197,13 @@ class Ledger:
         timeout: seconds to wait for another writer's lock.
 
     Raises:
-        InvalidArgumentError: a name or delta other than the ledger's; a
-            missing file with ``create=False``; bad arguments; a file
-            another process keeps locked for longer than ``timeout``; a
-            symbolic link at the path (or its ``-wal``, ``-shm``,
-            ``-journal``), or a file others may write (docs/guide/security.md).
+        MissingPathError: a missing file with ``create=False`` (an
+            InvalidArgumentError).
+        InvalidArgumentError: a name or delta other than the ledger's; bad
+            arguments; a file another process keeps locked for longer than
+            ``timeout``; a symbolic link at the path (or its ``-wal``,
+            ``-shm``, ``-journal``), or a file others may write
+            (docs/guide/security.md).
         FormatError: the file is not a cepam ledger.
 
     Warns:
@@ -220,7 +223,7 @@ class Ledger:
             delta = _v.probability_open("delta", delta)
         timeout = _v.positive("timeout", timeout)
         if not create and not os.path.lexists(self._path):
-            raise InvalidArgumentError(f"no ledger at {str(self._path)!r}")
+            raise MissingPathError(f"no ledger at {str(self._path)!r}")
         # A ledger file is created here (mode 0600, never through a link),
         # never adopted: an existing empty file (which SQLite would take as a
         # new database) is not a ledger.
