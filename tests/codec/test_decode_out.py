@@ -161,7 +161,7 @@ def test_native_out_checks():
     from cepam.mechanisms import core_params
 
     x = x32((10,))
-    key = stream_key(SECRET_A, Context(0, 0))
+    key = stream_key(SECRET_A, Context(0, 0), bytes(16))
     params = core_params(cepam.Gaussian(sigma=SIGMA), lattice=1, n=1)
     body = core.encode(x, key=key, params=params, factor=1.0, coder=2, threads=1)
     kw = dict(m=10, key=key, params=params, coder=2, dtype="float32", threads=1)
