@@ -6,7 +6,8 @@ updates below the clip norm.
     python bench/pad_rules.py [--data-dir ../shared/data/mnist] [--quick]
 
 Updates (float entries only, as ``cepam_mod`` sends them; ``structure=False``,
-Gaussian, lattice "auto", ANS):
+Gaussian, lattice "auto", ANS; update k's payload nonce fixed:
+cepam.fl.seeds.payload_nonce of round 0, client k):
 
 * quickstart CNN: ``examples/flower-quickstart``'s BatchNorm CNN (6,090
   floats), its settings (sigma 0.01, clip 2, 2 nodes of 3,000 MNIST images,
@@ -42,6 +43,7 @@ import numpy as np
 
 import cepam
 from cepam import padding
+from cepam.fl.seeds import payload_nonce
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECRET = bytes(range(32))
@@ -78,7 +80,8 @@ def measure(label: str, updates: list, sigma: float, clip: float) -> list[dict]:
     mech = cepam.Gaussian(sigma=sigma)
     unpadded, tops, floors = [], set(), set()
     for k, u in enumerate(updates):
-        kwargs = dict(secret=SECRET, round=0, client=k, clip=clip, structure=False)
+        kwargs = dict(secret=SECRET, round=0, client=k, clip=clip, structure=False,
+                      nonce=payload_nonce(SECRET, 0, k))
         plain = cepam.encode(u, mech, pad=None, **kwargs)
         top = len(cepam.encode(u, mech, pad="max", **kwargs))
         levelled = cepam.encode(u, mech, pad="levels", **kwargs)

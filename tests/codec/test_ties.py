@@ -115,7 +115,7 @@ def test_a_tied_update_is_the_update_without_its_duplicate(kind, coder):
     assert cepam.encode(difference, NOISE, ties=model, **kw) == reference
     assert cepam.encode(difference, NOISE, ties=model.state_dict(), **kw) == reference
     assert cepam.encode(difference, NOISE, ties={name: TIED[kind][1]}, **kw) == reference
-    # Not knowing the tie, the encoder codes the matrix twice: 17 to 20% more
+    # Not knowing the tie, the encoder codes the matrix twice: about 17% more
     # here (docs/guide/pytorch.md, measured with torch 2.13).
     assert len(cepam.encode(difference, NOISE, **kw)) > 1.1 * len(reference)
 

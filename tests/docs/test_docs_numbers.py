@@ -15,7 +15,7 @@ import math
 import pytest
 
 from cepam import bitrate
-from cepam.bitrate.benchmark import _payload_row
+from cepam.bitrate.benchmark import _payload_row, _row_context
 from cepam.fl.config import FLConfig
 
 from helpers.paths import ROOT, load_script
@@ -72,14 +72,15 @@ def test_the_bitrate_report_is_the_shipped_benchmarks():
                                                 ("gaussian", 1.0, "cepam-Z1-golomb")])
 def test_shipped_payload_bits_are_what_the_encoder_gives_now(source, ratio, key):
     # One cell of bitrate.csv, encoded again exactly as run_benchmark does it
-    # (its source draws and context): the table is the current format's.
+    # (its source draws, context and seed, hence its payload nonce): the
+    # table is the current format's.
     schemes = bitrate.default_schemes()
-    keys = [s.key for s in schemes]
     si, gi = bitrate.SOURCES.index(source), list(bitrate.S_OVER_SIGMA).index(ratio)
     m = 200_000
     x = bitrate.sample_source(source, ratio, m, 1000 * si + gi)
-    rows_before = (si * len(bitrate.S_OVER_SIGMA) + gi) * len(schemes) + keys.index(key)
-    row = _payload_row(schemes[keys.index(key)], x, 1.0, (gi, 100 * si + rows_before), seed=0)
+    round_, client, seed = _row_context(schemes, key, si, gi)
+    scheme = next(s for s in schemes if s.key == key)
+    row = _payload_row(scheme, x, 1.0, (round_, client), seed=seed)
     shipped = next(r for r in shipped_rows() if r["source"] == source
                    and r["s_over_sigma"] == ratio and r["scheme"] == key)
     assert f"{row['bits_per_coordinate']:.6f}" == f"{shipped['bits_per_coordinate']:.6f}"
@@ -147,7 +148,7 @@ def test_the_bitrate_guide_mnist_table_is_the_shipped_benchmark():
     # The guide's rows of docs/bitrate/mnist.md (bench/bitrate_mnist.py's output).
     shipped = {r[0]: r[1:] for r in table_rows(
         (ROOT / "docs" / "bitrate" / "mnist.md").read_text(), "| scheme | MLP, round 1 |")}
-    names = {"CEPAM auto (E8 here), ans": "CEPAM auto, ans",
+    names = {"CEPAM auto, ans (E8 or Z by update, below)": "CEPAM auto, ans",
              "Gaussian+SDQ (twice the error variance)": "Gaussian+SDQ (error variance 2 sigma^2)"}
     rows = table_rows(BITRATE_GUIDE.read_text(), "| scheme | MLP, round 1 |")
     assert len(rows) == 5

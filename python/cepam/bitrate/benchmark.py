@@ -127,16 +127,40 @@ def default_schemes(available: dict[str, bool] | None = None) -> list[Scheme]:
 _SECRET = bytes(range(7, 39))  # a fixed benchmark secret (not a real key)
 
 
+def _nonce(seed: int, round_: int, client: int) -> bytes:
+    """The benchmark's fixed 16-byte payload nonce for ``seed`` and the
+    context (``round_``, ``client``): the sizes and errors are a function of
+    the seed, as in format versions before 8 (bench/padding_cost.py encodes
+    the same payloads with it)."""
+    return hashlib.sha256(b"cepam.bitrate/nonce" + struct.pack("<qqq", seed, round_, client)
+                          ).digest()[:16]
+
+
+_PAYLOAD_KINDS = ("cepam", "sdq", "gaussian+sdq")
+
+
+def _row_context(schemes: Sequence[Scheme], key: str, source_index: int, grid_index: int, *,
+                 grid_size: int = len(S_OVER_SIGMA), seed: int = 0) -> tuple[int, int, int]:
+    """The ``(round, client, seed)`` that :func:`run_benchmark` (sources and
+    grid of ``grid_size`` points in its order, every scheme of ``schemes``
+    run) passes to :func:`_payload_row` for the payload scheme ``key`` at
+    that source and grid point, so that one cell can be encoded again
+    exactly (bench/padding_cost.py, the docs' tests)."""
+    keys = [s.key for s in schemes]
+    payloads = [s.key for s in schemes if s.kind in _PAYLOAD_KINDS and s.note != "not available"]
+    point = source_index * grid_size + grid_index
+    rows_before = point * len(schemes) + keys.index(key)
+    payloads_before = point * len(payloads) + payloads.index(key)
+    return grid_index, 100 * source_index + rows_before, seed + 7 + payloads_before
+
+
 def _payload_row(scheme: Scheme, x: np.ndarray, sigma: float, context: tuple[int, int],
                  seed: int) -> dict[str, Any]:
     import cepam
     from ..baselines import encode_noisy_sdq, noisy_sdq_error_std
 
     round_, client = context
-    # A fixed payload nonce (from the seed and context): the sizes and errors
-    # are a function of the seed, as in format versions before 8.
-    nonce = hashlib.sha256(b"cepam.bitrate/nonce" + struct.pack("<qqq", seed, round_, client)
-                           ).digest()[:16]
+    nonce = _nonce(seed, round_, client)
     t0 = time.perf_counter()
     if scheme.kind == "cepam":
         kwargs: dict[str, Any] = {"lattice": scheme.lattice, "coder": scheme.coder}
