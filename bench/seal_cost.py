@@ -45,7 +45,7 @@ def main() -> None:
         kwargs = dict(secret=secret, round=0, client=0, lattice=lattice, clip=1e9)
         payload = cepam.encode(x, mech, **kwargs)
         sealed = bytearray(cepam.inspect(payload).sealed_bits // 8)
-        key = seal_key(secret, Context(0, 0, 0))
+        key = seal_key(secret, Context(0, 0, 0), cepam.inspect(payload).nonce)
         t_seal = best(lambda: _core.seal_xor(sealed, key=key), args.repeats)
         t_enc = best(lambda: cepam.encode(x, mech, **kwargs), args.repeats)
         t_dec = best(lambda: cepam.decode(payload, secret=secret), args.repeats)

@@ -86,7 +86,7 @@ API_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
         "Errors": ("CepamError", "InvalidArgumentError", "InvalidTypeError", "FormatError",
                    "AuthenticationError", "ContextReuseError", "EncodingError",
                    "DecodingError", "UnexpectedPayloadError", "PrivacyBudgetError"),
-        "Warnings": ("PrecisionWarning", "NoiseWarning", "PrivacyWarning"),
+        "Warnings": ("PrecisionWarning", "NoiseWarning", "PrivacyWarning", "FileSafetyWarning"),
     },
     "cepam.accounting": {
         "Calibrate and report": ("calibrate_client_sigma", "client_epsilon",

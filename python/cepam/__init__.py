@@ -22,6 +22,7 @@ from .errors import (
     ContextReuseError,
     DecodingError,
     EncodingError,
+    FileSafetyWarning,
     PrivacyBudgetError,
     FormatError,
     InvalidArgumentError,
@@ -29,6 +30,7 @@ from .errors import (
     PrecisionWarning,
     NoiseWarning,
     PrivacyWarning,
+    RateWarning,
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
@@ -72,6 +74,8 @@ __all__ = [
     "PrecisionWarning",
     "NoiseWarning",
     "PrivacyWarning",
+    "FileSafetyWarning",
+    "RateWarning",
     "PrivacyBudgetError",
     "__version__",
 ]

@@ -33,7 +33,7 @@ box model's, ``csrc/coding/symbol_core.hpp``, and on A2, D4 and E8 the
 point model's, ``csrc/coding/point_table.hpp``: the CPU coder's own
 functions) and coded by the rANS kernel, and only the segments' streams
 come back
-(:meth:`LatticeStage.ans_body`); encode does not use it yet, as it was
+(:meth:`LatticeStage.device_body`); encode does not use it yet, as it was
 slower when last timed on Z (:meth:`LatticeStage.codes_body_on_device`).  The update comes to
 the host only where the CPU codec's rare paths need it: squares that
 overflow or underflow, a NaN or infinite value (the error names it),
@@ -211,8 +211,9 @@ def to_device(result: Any, index: int) -> Any:
 
 class LatticeStage:
     """An update held in CUDA memory, flattened on its GPU, and the GPU's
-    parts of encoding it: the clip's sum of squares (:meth:`sum_of_squares`),
-    the entropy coder's source-model statistics (:meth:`model_statistics`)
+    parts of encoding it: the clip's sum of squares
+    (:meth:`~cepam.cuda.LatticeStage.sum_of_squares`), the entropy coder's
+    source-model statistics (:meth:`~cepam.cuda.LatticeStage.model_statistics`)
     and the LRSUQ stage (calling it).
 
     ``stage(params, key=..., factor=..., threads=...)`` (``params``: the
@@ -365,7 +366,7 @@ class LatticeStage:
 
     def codes_body_on_device(self, params: Any) -> bool:
         """Whether :func:`cepam.encode` codes this update's body on the
-        GPU (:meth:`ans_body`, :meth:`golomb_body`) rather than on the host
+        GPU (:meth:`device_body`) rather than on the host
         from the GPU's stage (``params``: the core's ``_core.Params``).
         (The Golomb body's kernels are newer still: checked through their
         host twin and as kernels run on the host, ``cepam._cuda_on_host``;
@@ -383,45 +384,34 @@ class LatticeStage:
         on a GPU.)"""
         return False
 
-    def ans_body(self, params: Any, *, key: bytes, factor: float,
-                     statistics: tuple[float, np.ndarray]) -> bytes:
-        """The ANS body of the update, coded on the GPU from the LRSUQ stage
-        to the segments' rANS streams (``_cuda.encode_ans_body_resident``: the box
-        model's symbols and, on A2, D4 and E8, the point model's, each
-        segment taking the shorter stream as on the CPU; only the streams
-        come back), the source model fitted on the host from ``statistics``
-        (:meth:`model_statistics`): the CPU's body bytes.  Checked on the
-        host: the stage of the spot-checked sub-vectors (copied back alone,
-        :func:`check_stage`) and one whole segment chosen from the key, coded
-        again by the CPU's segment encoder from its coordinates and compared
-        with the GPU's (:func:`check_segment`).
+    def device_body(self, params: Any, *, coder: int, key: bytes, factor: float,
+                    statistics: tuple[float, np.ndarray]) -> bytes:
+        """The body of the update by body coder ``coder`` (its code), coded
+        on the GPU from the LRSUQ stage by the ``_cuda`` function its row of
+        the core's coder table names (``_core.CODERS``' ``device_encode``:
+        ``encode_ans_body_resident``, the box model's symbols and, on A2, D4
+        and E8, the point model's, each segment taking the shorter stream as
+        on the CPU, only the streams coming back, the source model fitted on
+        the host from ``statistics`` (:meth:`model_statistics`);
+        ``encode_golomb_body_resident``, every segment's codes counted and
+        written at their bit offsets by the code the CPU's coder runs,
+        ``csrc/coding/golomb_core.hpp``, only the body coming back): the
+        CPU's body bytes.  Checked on the host: the stage of the
+        spot-checked sub-vectors (copied back alone, :func:`check_stage`)
+        and one whole segment chosen from the key, coded again by the CPU's
+        segment encoder from its coordinates and compared with the GPU's
+        (:func:`check_segment`).
 
         Raises:
             DeviceError: the GPU's results differ from the host's, or a CUDA
                 failure.
             EncodingError: a sub-vector cannot be encoded (the CPU's error).
         """
+        row = _coder_row(coder)
         return self._checked_body(
-            lambda spot: self._ans_body(params, key=key, factor=factor, statistics=statistics,
-                                        spot=spot), params, key=key, factor=factor,
-            coder=_coder_code("ans"))
-
-    def golomb_body(self, params: Any, *, key: bytes, factor: float) -> bytes:
-        """The Golomb body of the update, coded on the GPU from the LRSUQ
-        stage (``_cuda.encode_golomb_body_resident``: every segment's codes
-        counted and written at their bit offsets by the code the CPU's
-        coder runs, ``csrc/coding/golomb_core.hpp``; only the body comes
-        back): the CPU's body bytes.  Checked on the host as
-        :meth:`ans_body` is.
-
-        Raises:
-            DeviceError: the GPU's results differ from the host's, or a CUDA
-                failure.
-            EncodingError: a sub-vector cannot be encoded (the CPU's error).
-        """
-        return self._checked_body(
-            lambda spot: self._golomb_body(params, key=key, factor=factor, spot=spot), params,
-            key=key, factor=factor, coder=_coder_code("golomb"))
+            lambda spot: self._device_body(row, params, key=key, factor=factor,
+                                           statistics=statistics, spot=spot),
+            params, key=key, factor=factor, coder=coder)
 
     def _checked_body(self, code: Any, params: Any, *, key: bytes, factor: float,
                       coder: int) -> bytes:
@@ -442,28 +432,20 @@ class LatticeStage:
                       params=params, factor=factor, coder=coder)
         return body
 
-    def _ans_body(self, params: Any, *, key: bytes, factor: float,
-                  statistics: tuple[float, np.ndarray],
-                  spot: np.ndarray) -> tuple[bytes, tuple[Any, Any, Any, Any]]:
-        """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
-        kernels (``_cuda.encode_ans_body_resident``; its host twin is
-        ``_core.testing.ans_body_by_streams(..., shared_symbols=True)``)."""
-        capsule, stream = self._capsule()
-        body, stage, timing = cuda_module().encode_ans_body_resident(
-            capsule, key=key, params=params, factor=factor, statistics=statistics,
-            spot=np.asarray(spot, np.uint64), stream=stream)
-        self.timings.append(timing)
-        return body, stage
-
-    def _golomb_body(self, params: Any, *, key: bytes, factor: float,
+    def _device_body(self, row: dict, params: Any, *, key: bytes, factor: float,
+                     statistics: tuple[float, np.ndarray],
                      spot: np.ndarray) -> tuple[bytes, tuple[Any, Any, Any, Any]]:
         """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
-        kernels (``_cuda.encode_golomb_body_resident``; its host twin is
-        ``_core.testing.golomb_body_by_units``)."""
+        kernels: the ``_cuda`` function ``row["device_encode"]`` (the coder's
+        row of ``_core.CODERS``; its host twins are
+        ``_core.testing.ans_body_by_streams(..., shared_symbols=True)`` and
+        ``_core.testing.golomb_body_by_units``), given ``statistics`` where
+        the row says it takes the source model's."""
         capsule, stream = self._capsule()
-        body, stage, timing = cuda_module().encode_golomb_body_resident(
+        model = {"statistics": statistics} if row["device_encode_takes_model"] else {}
+        body, stage, timing = getattr(cuda_module(), row["device_encode"])(
             capsule, key=key, params=params, factor=factor, spot=np.asarray(spot, np.uint64),
-            stream=stream)
+            stream=stream, **model)
         self.timings.append(timing)
         return body, stage
 
@@ -554,10 +536,13 @@ def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: n
                 "(python bench/gpu_check.py compares the two paths)")
 
 
-def _coder_code(name: str) -> int:
-    """The code of body coder ``name`` in the core's coder table (read here,
-    not from cepam.payload, which imports what imports this module)."""
-    return next(row["code"] for row in _core.CODERS if row["name"] == name)
+def _coder_row(code: int) -> dict:
+    """The row of body coder ``code`` in the core's coder table
+    (``_core.CODERS``: its name, the file of its CPU code, the ``_cuda``
+    functions that code and decode a whole body on a GPU, whether that
+    encoder takes the source model's statistics); read here, not from
+    cepam.payload, which imports what imports this module."""
+    return next(row for row in _core.CODERS if row["code"] == code)
 
 
 SEGMENT_COORDINATES: int = _core.SEGMENT_COORDINATES
@@ -668,8 +653,7 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
 
     stream = torch.cuda.current_stream(index).cuda_stream
     if decodes_body_on_device():
-        whole = (cuda_module().decode_ans_body_resident if coder == _coder_code("ans")
-                 else cuda_module().decode_golomb_body_resident)
+        whole = getattr(cuda_module(), _coder_row(coder)["device_decode"])
         capsule, _ = whole(body, m=m, key=key, params=params, dtype=dtype, device=index,
                            stream=stream)
         return torch.from_dlpack(capsule)

@@ -37,6 +37,7 @@ duplicate names, and the decoder learns the ties from its template
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 import sys
@@ -48,7 +49,8 @@ import numpy as np
 
 from .errors import FormatError, InvalidArgumentError, InvalidTypeError
 
-__all__ = ["Entry", "Structure", "flatten", "describe", "unflatten", "output_dtype", "decoded_dtype",
+__all__ = ["Entry", "Structure", "flatten", "describe", "unflatten", "output_dtype", "entry_kind",
+           "decoded_dtype",
            "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "BUFFER_CHOICES", "RUNNING_STATISTICS",
            "is_buffer", "bare", "digest", "structure_of", "match_template", "find_ties",
            "check_ties", "resolve_ties", "with_ties", "apply_ties"]
@@ -99,7 +101,7 @@ class Structure:
     #: entry ``target`` (tied), not coded; never in a payload (see the module doc).
     ties: tuple[tuple[str, str], ...] = ()
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return sum(e.size for e in self.entries)
 
@@ -259,6 +261,8 @@ def resolve_ties(update: Any, ties: TiePairs = ()) -> dict[str, str]:
     its group (the names of one tensor, joined through any chain of ties);
     untied names are absent.  Which name of a group is coded is decided by
     the update's order (:func:`_leaves`: the first present)."""
+    if not ties and not isinstance(update, Mapping):
+        return {}
     pairs = list(ties)
     if isinstance(update, Mapping):
         pairs += find_ties(update).items()
@@ -336,6 +340,9 @@ def _untied_in(structure: Structure, groups: Mapping[str, str]) -> dict[str, str
     return {n: g for n, g in groups.items() if count.get(g, 0) <= 1}
 
 
+_FLOAT_NAMES = {np.dtype(name): name for name in ("float32", "float64", "float16")}
+
+
 def _leaf_entry(x: Any, where: str) -> Entry | None:
     """The entry (kind, dtype, shape; no name) of a numpy or torch leaf,
     checked, without reading its values; None for another kind of leaf (a
@@ -360,7 +367,7 @@ def _leaf_entry(x: Any, where: str) -> Entry | None:
         return Entry("", KIND_TORCH, name, tuple(int(d) for d in x.shape))
     if isinstance(x, np.ndarray) or np.isscalar(x) and isinstance(x, np.floating):
         arr = np.asarray(x)
-        name = arr.dtype.name
+        name = _FLOAT_NAMES.get(arr.dtype) or arr.dtype.name  # (a dict: dtype.name is slow)
         if name not in ("float32", "float64", "float16"):
             raise InvalidTypeError(
                 f"{where}: dtype {arr.dtype} is not supported (float32, float64, float16); "
@@ -496,6 +503,15 @@ def flatten(update: Any, *, non_float: str = "error", buffers: str = "joint",
             floating-point entry left), overlong names, a bad ``non_float``,
             tied entries of different shapes or dtypes.
     """
+    if type(update) is np.ndarray and update.ndim <= MAX_NDIM and update.flags.c_contiguous:
+        # One contiguous float32 or float64 array (the common small update):
+        # what the general path gives, without its per-leaf steps.
+        name = _FLOAT_NAMES.get(update.dtype)
+        if name is not None and name != "float16":
+            check_non_float(non_float)
+            check_buffers(buffers)
+            return (update.reshape(-1),
+                    Structure(SINGLE, (Entry("", KIND_NUMPY, name, update.shape),)))
     container, leaves, tied = _leaves(update, non_float, buffers, ties)
     arrays, entries = [], []
     for name, value, where in leaves:
@@ -551,6 +567,12 @@ def check_dtype_choice(dtype: object) -> str:
 
 def _kind(entry: Entry, output: str) -> int:
     return entry.kind if output == "auto" else (KIND_TORCH if output == "torch" else KIND_NUMPY)
+
+
+def entry_kind(entry: Entry, output: str) -> int:
+    """What one entry is returned as under ``output`` ("auto", "numpy",
+    "torch"): KIND_NUMPY or KIND_TORCH."""
+    return _kind(entry, output)
 
 
 def output_dtype(entry: Entry, *, dtype: str, output: str) -> str:
@@ -683,6 +705,19 @@ def structure_of(like: Any, *, buffers: str = "joint",
     return Structure(container, tuple(entries), tied)
 
 
+def template_size(like: Any, *, buffers: str = "joint") -> int:
+    """The most coordinates a payload that fits the template ``like`` (as
+    :func:`match_template` reads it: a ``torch.nn.Module``'s ``state_dict()``,
+    integer and bool entries left out, running statistics too with
+    ``buffers="local"``) can hold: every entry coded, none tied.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: ``like`` is not a template.
+    """
+    state = _as_state_dict(like)
+    return structure_of(like if state is None else state, buffers=buffers).size
+
+
 def match_template(structure: Structure, like: Any, *, sealed_digest: bytes = b"",
                    buffers: str = "joint", ties: TiePairs = ()) -> Structure:
     """The structure a payload's coordinates are decoded into, given the
@@ -709,16 +744,62 @@ def match_template(structure: Structure, like: Any, *, sealed_digest: bytes = b"
     template = structure_of(like, buffers=buffers, ties=_untied_in(structure, groups))
     if structure.container == BARE:
         if template.size != structure.size or digest(template) != sealed_digest:
-            raise FormatError(
-                "the template is not the structure this bare payload was encoded from "
-                f"({structure.size} coordinates; the template has {template.size}): its "
-                "entries' names, order, dtypes or shapes differ, or running statistics are "
-                "in one and not the other (pass the encoder's buffers= choice), or an entry is "
-                "tied in one and not the other (ties=)")
+            raise FormatError(_bare_mismatch(structure.size, template, like, sealed_digest,
+                                              buffers, _untied_in(structure, groups)))
         return template
+    if structure.container != template.container:
+        raise FormatError(f"the payload's structure does not match the template: the payload "
+                          f"is a {_CONTAINER_NAMES[structure.container]}, the template a "
+                          f"{_CONTAINER_NAMES[template.container]}")
     ours = [(e.name, e.dtype, e.shape) for e in structure.entries]
     theirs = [(e.name, e.dtype, e.shape) for e in template.entries]
-    if structure.container != template.container or ours != theirs:
-        raise FormatError("the payload's structure (container, names, dtypes, shapes) does "
-                          "not match the template")
+    if ours != theirs:
+        raise FormatError(_first_difference(ours, theirs))
     return Structure(structure.container, structure.entries, template.ties)
+
+
+_CONTAINER_NAMES = {SINGLE: "single array", LIST: "list", TUPLE: "tuple", DICT: "mapping"}
+
+
+def _first_difference(ours: list[tuple[str, str, tuple[int, ...]]],
+                      theirs: list[tuple[str, str, tuple[int, ...]]]) -> str:
+    """The message naming the first entry (name, dtype, shape) where a
+    payload's structure and a template's differ."""
+    at = next(i for i in range(max(len(ours), len(theirs)))
+              if i >= len(ours) or i >= len(theirs) or ours[i] != theirs[i])
+
+    def entry(entries: list[tuple[str, str, tuple[int, ...]]]) -> str:
+        if at >= len(entries):
+            return f"no entry there (it has {len(entries)})"
+        name, dtype, shape = entries[at]
+        return f"{name!r} {dtype} of shape {shape}"
+
+    return (f"the payload's structure does not match the template at entry {at}: the payload "
+            f"has {entry(ours)}, the template {entry(theirs)}")
+
+
+def _bare_mismatch(size: int, template: Structure, like: Any, sealed_digest: bytes,
+                   buffers: str, ties: Mapping[str, str]) -> str:
+    """The message for a template that is not a bare payload's structure (of
+    ``size`` coordinates): the sizes where they differ; the encoder's
+    ``buffers=`` choice where the template has the payload's structure under
+    another; else what may differ (a bare payload carries only its
+    structure's digest, so no entry can be named)."""
+    head = "the template is not the structure this bare payload was encoded from"
+    for other in BUFFER_CHOICES:
+        try:
+            fits = other != buffers and digest(structure_of(like, buffers=other,
+                                                            ties=ties)) == sealed_digest
+        except (InvalidArgumentError, InvalidTypeError):
+            fits = False
+        if fits:
+            return (f"{head}: the template has the payload's structure with buffers={other!r}, "
+                    f"not {buffers!r} (pass the encoder's buffers= choice)")
+    if size != template.size:
+        sizes = f"the payload has {size} coordinates, the template {template.size}"
+    else:
+        sizes = (f"both have {size} coordinates, but the payload carries only its structure's "
+                 "digest, so the differing entry cannot be named")
+    return (f"{head} ({sizes}): its entries' names, order, dtypes or shapes differ, or running "
+            "statistics are in one and not the other (pass the encoder's buffers= choice), or "
+            "an entry is tied in one and not the other (ties=)")

@@ -9,7 +9,6 @@ eps, sigma, accuracy of shipped runs), recomputed where that takes seconds."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
@@ -19,7 +18,7 @@ from cepam import bitrate
 from cepam.bitrate.benchmark import _payload_row
 from cepam.fl.config import FLConfig
 
-from helpers.paths import ROOT
+from helpers.paths import ROOT, load_script
 
 CSV = ROOT / "docs" / "bitrate" / "bitrate.csv"
 
@@ -88,10 +87,7 @@ def test_shipped_payload_bits_are_what_the_encoder_gives_now(source, ratio, key)
 
 def bench_module(name: str):
     """bench/NAME.py, imported."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / f"{name}.py")
 
 
 def test_the_padding_table_synthetic_rows_are_the_benchmarks():

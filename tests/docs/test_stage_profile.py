@@ -4,20 +4,15 @@ them) fall into the stage the docs say."""
 
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
-from helpers.paths import ROOT
+from helpers.paths import ROOT, load_script
 
 
 @pytest.fixture(scope="module")
 def stage_profile():
-    spec = importlib.util.spec_from_file_location("stage_profile",
-                                                  ROOT / "bench" / "stage_profile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "stage_profile.py")
 
 
 @pytest.mark.parametrize("symbol, stage", [

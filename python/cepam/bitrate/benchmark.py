@@ -10,7 +10,9 @@ coordinate; the noise is Gaussian with standard deviation ``sigma``.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -131,24 +133,28 @@ def _payload_row(scheme: Scheme, x: np.ndarray, sigma: float, context: tuple[int
     from ..baselines import encode_noisy_sdq, noisy_sdq_error_std
 
     round_, client = context
+    # A fixed payload nonce (from the seed and context): the sizes and errors
+    # are a function of the seed, as in format versions before 8.
+    nonce = hashlib.sha256(b"cepam.bitrate/nonce" + struct.pack("<qqq", seed, round_, client)
+                           ).digest()[:16]
     t0 = time.perf_counter()
     if scheme.kind == "cepam":
         kwargs: dict[str, Any] = {"lattice": scheme.lattice, "coder": scheme.coder}
         if scheme.dim is not None:
             kwargs["dim"] = scheme.dim
         payload = cepam.encode(x, cepam.Gaussian(sigma=sigma), secret=_SECRET, round=round_,
-                               client=client, **kwargs)
+                               client=client, nonce=nonce, **kwargs)
         expected = sigma
     elif scheme.kind == "sdq":
         mech = cepam.SDQ.matching(sigma)
         payload = cepam.encode(x, mech, secret=_SECRET, round=round_, client=client,
-                               coder=scheme.coder)
+                               coder=scheme.coder, nonce=nonce)
         expected = mech.std
     elif scheme.kind == "gaussian+sdq":
         step = math.sqrt(12.0) * sigma
         payload = encode_noisy_sdq(x, cepam.Gaussian(sigma=sigma), step=step,
                                    rng=np.random.default_rng(seed), secret=_SECRET,
-                                   round=round_, client=client, coder=scheme.coder)
+                                   round=round_, client=client, coder=scheme.coder, nonce=nonce)
         expected = noisy_sdq_error_std(cepam.Gaussian(sigma=sigma), step)
     else:  # pragma: no cover
         raise InvalidArgumentError(f"not a payload scheme: {scheme.kind}")

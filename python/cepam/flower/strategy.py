@@ -19,10 +19,11 @@ round the wrapper
 3. screens every reply before parsing anything: one reply per node sampled
    this round (a copy is dropped), one payload Array of the cepam stype, at
    most ``max_reply_bytes``, a bare payload, few records and metric values;
-4. opens what passes: reads the payload's public header
-   (:func:`cepam.inspect`) and checks that its mechanism, scale, clip,
-   round, client (the sender's node id), message number and size are those
-   configured for that node (a client that sends less noise is refused),
+4. opens what passes: reads the payload's public header and checks
+   (:class:`cepam.expected.Expected`, as :func:`cepam.decode` does) that its
+   mechanism, scale, clip, round, client (the sender's node id), message
+   number and size are those configured for that node (a client that sends
+   less noise is refused),
    then authenticates and decodes it against the arrays sent (``like=``)
    into the node's noisy model, global + clipped update + noise; integer
    and bool arrays (counters such as ``num_batches_tracked``) are the
@@ -124,9 +125,12 @@ import cepam
 from cepam._checks import check_clip
 from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.setting import RECORD_LEVEL_LOOP
-from cepam.errors import InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
+from cepam.errors import (FormatError, InvalidArgumentError, InvalidTypeError,
+                          PrivacyBudgetError, UnexpectedPayloadError)
+from cepam.expected import Expected
 from cepam.padding import check_pad, uses_bound
-from cepam.structure import BARE, check_buffers, is_buffer
+from cepam.payload import is_bare, parse_header
+from cepam.structure import check_buffers, is_buffer
 
 from cepam.accounting.cohort import RELATIONS, SAMPLINGS
 from cepam.accounting.setting import THREAT_MODELS
@@ -156,7 +160,6 @@ _FLOWER_DP = (
     "DifferentialPrivacyClientSideAdaptiveClipping",
 )
 _U64 = 1 << 64
-_CONTAINER_OFFSET = 7  # the payload's container byte (docs/format.md)
 _MAX_METRIC_VALUES = 4096  # values in a reply's MetricRecord (lists count their items)
 _REPLY_SLACK = 1 << 16  # bytes above the float32 model in the default reply limit
 #: The error code of a dropped reply as the inner strategy sees it.
@@ -677,23 +680,18 @@ class CepamStrategy(Strategy):
             raise _Dropped(str(exc)) from None
         return secret, public
 
-    def _enforce(self, info: cepam.PayloadInfo, sent: RoundConfig, node: int,
-                 coordinates: int) -> None:
-        """The payload's public header against what was configured for the node."""
-        expected = {
-            "mechanism": (type(sent.mechanism).__name__, sent.mechanism.scale),
-            "clip": sent.clip, "round": sent.round, "client": node % _U64,
-            "message": sent.message, "coordinates": coordinates,
-        }
-        found = {
-            "mechanism": (type(info.mechanism).__name__, info.mechanism.scale),
-            "clip": info.clip, "round": info.round, "client": info.client,
-            "message": info.message, "coordinates": info.coordinates,
-        }
-        wrong = [k for k in expected if expected[k] != found[k]]
-        if wrong:
-            raise _Dropped("payload header differs from the configuration in " + ", ".join(
-                f"{k} ({found[k]!r}, expected {expected[k]!r})" for k in wrong))
+    @staticmethod
+    def _enforce(payload: bytes, sent: RoundConfig, node: int, coordinates: int) -> None:
+        """The payload's public header against what was configured for the
+        node, as :func:`cepam.decode` enforces its expectations
+        (:class:`cepam.expected.Expected`).  Raises _Dropped."""
+        expected = Expected.checked(mechanism=sent.mechanism, clip=sent.clip,
+                                    client=node % _U64, round=sent.round,
+                                    message=sent.message, coordinates=coordinates)
+        try:
+            expected.enforce(parse_header(payload)[0])
+        except (FormatError, UnexpectedPayloadError) as exc:
+            raise _Dropped(f"payload header: {exc}") from None
 
     def _screen(self, reply: Message) -> tuple[_Sent, bytes, str]:
         """Cheap checks before anything is parsed: the sender was sent this
@@ -723,7 +721,7 @@ class CepamStrategy(Strategy):
             raise _Dropped(f"payload of {len(array.data)} bytes, above the limit of {limit} "
                            "(max_reply_bytes)")
         payload = bytes(array.data)
-        if len(payload) <= _CONTAINER_OFFSET or payload[_CONTAINER_OFFSET] != BARE:
+        if not is_bare(payload):
             raise _Dropped("not a bare cepam payload")
         configs = list(content.config_records)
         if configs not in ([], [CONFIG_RECORD]) or (
@@ -755,8 +753,7 @@ class CepamStrategy(Strategy):
         sent, payload, metrics = self._screen(reply)
         bit = self._bit_of(reply, metrics)
         node = int(reply.metadata.src_node_id)
-        info = cepam.inspect(payload)
-        self._enforce(info, sent.config, node, sent.coordinates)
+        self._enforce(payload, sent.config, node, sent.coordinates)
         secret, public = self._secret_of(node, reply.content, int(reply.metadata.run_id))
         update = cepam.decode(payload, secret=secret, like=sent.template, output="numpy",
                               max_coordinates=sent.coordinates, buffers=sent.config.buffers)
