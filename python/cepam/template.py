@@ -5,7 +5,9 @@ coordinates only), when the receiver already knows the names, shapes and
 dtypes (a server decoding updates of its own global model): the decoder then
 takes them from a template (:func:`structure_of`, :func:`match_template`),
 which must match the encoded structure's :func:`digest` (sealed in the
-payload).  A payload with a structure is checked against a template too.
+payload).  A payload with a structure must agree with its template in
+container, names, dtypes and shapes; :func:`template_size` bounds the
+coordinates a payload decoded into a template may hold.
 """
 
 from __future__ import annotations
