@@ -20,8 +20,8 @@ import numpy as np
 import cepam
 from cepam import _core
 from cepam._finite import check_decoded_finite
+from cepam.flatten import flatten
 from cepam.keys import Context, seal_key
-from cepam.structure import flatten
 
 
 def best(f, repeats: int) -> float:

@@ -139,7 +139,7 @@ def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
     from cepam import _core
     from cepam._finite import check_encodable_range
     from cepam.codec import _shape
-    from cepam.structure import flatten
+    from cepam.flatten import flatten
 
     spans = parallel_parts(x.size, "E8" if name == "auto" else name, x=x, repeat=repeat,
                            span_threads=8)

@@ -37,7 +37,7 @@ from .guard import ContextGuard
 from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
 from .runtime import simd_level
-from .structure import find_ties
+from .ties import find_ties
 from ._version import package_version
 
 #: The installed version of cepam (a PEP 440 string, e.g. ``"0.1.0"``).

@@ -42,8 +42,9 @@ import numpy as np
 from ._checks import check_clip, check_positive
 from .codec import encode
 from .errors import InvalidArgumentError, InvalidTypeError
+from .flatten import flatten, unflatten
 from .mechanisms import SDQ, Gaussian, Laplace
-from .structure import flatten, resolve_ties, unflatten
+from .ties import resolve_ties
 
 __all__ = [
     "encode_sdq",

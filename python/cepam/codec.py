@@ -67,6 +67,7 @@ from .cuda import (LatticeStage, check_device_output, decode_on_device, decodes_
                    parse_device, to_device)
 from .precision import check_output
 from .sealing import open_payload, seal
+from .flatten import describe, flatten, unflatten
 from .structure import (
     BARE,
     DICT,
@@ -74,26 +75,16 @@ from .structure import (
     KIND_TORCH,
     SINGLE,
     Structure,
-    TiePairs,
-    apply_ties,
-    bare,
     check_buffers,
     check_dtype_choice,
     check_non_float,
-    check_ties,
     decoded_dtype,
-    describe,
-    digest,
     entry_kind as _entry_kind,
-    flatten,
     is_buffer,
-    match_template,
     output_dtype,
-    resolve_ties,
-    template_size,
-    unflatten,
-    with_ties,
 )
+from .template import bare, digest, match_template, template_size
+from .ties import TiePairs, apply_ties, check_ties, resolve_ties, with_ties
 from .threads import resolve_threads
 
 __all__ = ["encode", "decode", "inspect", "update_norm", "Codec", "PayloadInfo", "LATTICE_NAMES"]

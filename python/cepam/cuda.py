@@ -241,9 +241,9 @@ class LatticeStage:
 
     @classmethod
     def of(cls, leaves: list[Any], structure: Any, dtype: str) -> "LatticeStage | None":
-        """The stage of an update described by :func:`cepam.structure.describe`
+        """The stage of an update described by :func:`cepam.flatten.describe`
         (its coded leaves, structure and coded dtype), flattened on the GPU as
-        :func:`cepam.structure.flatten` flattens it on the host; None unless
+        :func:`cepam.flatten.flatten` flattens it on the host; None unless
         the stage takes these leaves (:meth:`_takes`) and torch is installed."""
         if not cls._takes(leaves):
             return None

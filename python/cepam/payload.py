@@ -40,7 +40,7 @@ lattice    uint8: 1 Z^n, 2 A2 (n = 2), 3 D4 (n = 4), 4 E8 (n = 8); A2, D4 and
 n          uint8: sub-vector dimension
 padding    uint32: bytes of zero padding at the end of the section
 digest     8 bytes, bare payloads (container 4) only: the first 8 bytes of the
-           SHA-256 of the update's structure (:func:`cepam.structure.digest`),
+           SHA-256 of the update's structure (:func:`cepam.template.digest`),
            which the decoder's template must match
 body       in the coder's own layout (docs/format.md), up to the padding
 zeros      the padding (length hiding)
@@ -63,7 +63,8 @@ from .errors import FormatError, InvalidArgumentError
 from .keys import NONCE_BYTES, TAG_BYTES, Context, check_nonce
 from .lattices import LATTICES, check_combination
 from .mechanisms import MECHANISM_CODES
-from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure, bare
+from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
+from .template import bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
            "parse_sealed", "sealed_head", "parse_sealed_head", "SealedHead", "check_padding",

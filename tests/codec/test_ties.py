@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cepam
-from cepam.structure import resolve_ties
+from cepam.ties import resolve_ties
 
 from conftest import SECRET_A
 

@@ -30,8 +30,8 @@ from cepam.keys import Context, seal_key
 from cepam.lattices import LATTICE_CODES
 from cepam.mechanisms import core_params
 from cepam.payload import pack_sealed, sealed_head
-from cepam.structure import bare
 from cepam.sealing import open_payload, seal
+from cepam.template import bare
 
 from helpers.forge import NONCE, chacha20
 
@@ -545,14 +545,14 @@ def test_a_sealed_payload_decoding_to_infinity_is_refused(coder):
     body = _core.encode(x, key=cepam.keys.stream_key(SECRET, context, NONCE),
                         params=_core.Params(mechanism=1, scale=1e308, lattice=1, n=1), factor=1.0,
                         coder=coder)
-    flat, structure = cepam.structure.flatten(x)
+    flat, structure = cepam.flatten.flatten(x)
     header = payload_format.Header(1, 1e308, coder, math.inf, context, structure, nonce=NONCE)
     hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
     with pytest.raises(cepam.FormatError, match="overflow"):
         cepam.decode(hostile, secret=SECRET)
     # float16 entries: finite in float32 (the default output), infinite once
     # cast back (sigma = 1e5).
-    flat, structure = cepam.structure.flatten(np.ones(16, np.float16))
+    flat, structure = cepam.flatten.flatten(np.ones(16, np.float16))
     body = _core.encode(flat, key=cepam.keys.stream_key(SECRET, context, NONCE),
                         params=_core.Params(mechanism=1, scale=1e5, lattice=1, n=1), factor=1.0,
                         coder=coder)
