@@ -889,14 +889,20 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     threads = resolve_threads(threads)
     header, sealed = open_payload(payload, secret, threads=threads)  # the tag, then parsing
     expected.enforce(header)  # after the tag: the settings are the sender's own
+    structure = header.structure
+    # A template checks a structured payload first (its header's entries,
+    # parsed already: the error names the first that differs, and nothing
+    # is decoded); a bare payload, which carries only a digest, by its size.
+    if like is not None and structure.container != BARE:
+        structure = match_template(structure, like, sealed_digest=sealed.digest,
+                                   buffers=buffers, ties=ties)
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
                           f"{what} {limit}: refused before decoding")
-    structure = header.structure
-    if like is not None:
+    if like is not None and structure.container == BARE:
         structure = match_template(structure, like, sealed_digest=sealed.digest,
                                    buffers=buffers, ties=ties)
-    elif structure.container == BARE:
+    elif like is None and structure.container == BARE:
         raise InvalidArgumentError("the payload carries no structure (encoded with "
                                    "structure=False): pass like=, a template of the update")
     else:
