@@ -107,6 +107,9 @@ def status() -> tuple[bool, str]:
     per process.
 
     Never raises: a missing module, driver or device is reported, not thrown.
+
+    Returns:
+        ``(True, '')``, or ``(False, why)`` with the reason in words.
     """
     module = cuda_module()
     if module is None:
@@ -121,7 +124,11 @@ def status() -> tuple[bool, str]:
 
 
 def is_available() -> bool:
-    """Whether encode and decode can run their LRSUQ stage on a CUDA device."""
+    """Whether encode and decode can run their LRSUQ stage on a CUDA device.
+
+    Returns:
+        True where the CUDA module is built and a device answers (:func:`status`).
+    """
     return status()[0]
 
 
@@ -137,7 +144,16 @@ def dlpack_device(x: Any) -> tuple[int, int] | None:
 
 def is_cuda(x: Any) -> bool:
     """Whether x is an array or tensor in CUDA device memory (by DLPack, so
-    torch, CuPy and JAX arrays all count)."""
+    torch, CuPy and JAX arrays all count).
+
+    Args:
+        x: any object.
+
+    Returns:
+        True for an array or tensor in CUDA device memory.
+
+    It raises nothing: an object without DLPack is not on CUDA.
+    """
     device = dlpack_device(x)
     return device is not None and device[0] in _DLPACK_CUDA
 
@@ -161,6 +177,12 @@ def note_host_copy() -> None:
 def parse_device(device: object) -> int | None:
     """The CUDA device index of ``device`` ('cuda', 'cuda:N', a torch.device
     or None for the host).
+
+    Args:
+        device: ``'cuda'``, ``'cuda:N'``, a torch.device, or None.
+
+    Returns:
+        The device index (0 for ``'cuda'``), or None for the host.
 
     Raises:
         InvalidArgumentError: for anything else.
@@ -226,6 +248,14 @@ class LatticeStage:
     :meth:`take` copy all or some of the update to the host, for what the
     encoder does rarely (a non-finite value, running statistics clipped
     apart, a closer bound on the decoded values) or on a sample.
+
+    Args:
+        flat: the update flattened on its GPU: a contiguous 1-D tensor of the
+            coded dtype (:meth:`of` builds it).
+        structure: the update's structure (:class:`cepam.structure.Structure`).
+
+    Building one raises nothing (:meth:`of` checks the update); the stage's
+    calls raise :class:`cepam.errors.DeviceError` on a CUDA failure.
     """
 
     def __init__(self, flat: Any, structure: Any = None) -> None:
@@ -485,6 +515,14 @@ def spot_indices(key: bytes, N: int, *, count: int = SPOT_CHECKS) -> np.ndarray:
     drawn from a SHAKE-256 hash of the key, so each call checks others;
     sorted and distinct (uint64), all N of them when N <= count.
 
+    Args:
+        key: the LRSUQ stream key (32 bytes).
+        N: the number of sub-vectors.
+        count: how many to check (>= 2).
+
+    Returns:
+        The sub-vectors' indices, uint64, sorted and distinct.
+
     Raises:
         InvalidArgumentError: for a count below 2.
     """
@@ -506,6 +544,16 @@ def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: n
     values, float32 or float64 as encoded, zeros past coordinate m).  With
     ``aligned``, ``stage`` holds only those sub-vectors, in the order of
     ``indices`` (what the GPU copies back when it keeps the stage).
+
+    Args:
+        stage: the device's ``(H, M, beta, V)``, host arrays.
+        pieces: the checked sub-vectors' coordinates.
+        indices: the checked sub-vectors (:func:`spot_indices`).
+        m: the update's coordinates.
+        key: the LRSUQ stream key.
+        params: the core's ``_core.Params``.
+        factor: the clip's scale factor.
+        aligned: whether ``stage`` holds only the checked sub-vectors.
 
     Raises:
         DeviceError: a value differs, or the host cannot encode a sub-vector
@@ -554,7 +602,19 @@ def segment_to_check(key: bytes, *, m: int, n: int) -> int:
     """The segment of a body (either coder) of m coordinates in dimension n
     that the host codes again after a GPU coded the body (:func:`check_segment`):
     drawn from a SHAKE-256 hash of the LRSUQ stream ``key``, so each call
-    checks another; 0 for an empty update."""
+    checks another; 0 for an empty update.
+
+    Args:
+        key: the LRSUQ stream key.
+        m: the update's coordinates.
+        n: the lattice's dimension.
+
+    Returns:
+        The segment's index (0 for an empty update).
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError: m or n out of range.
+    """
     N = -(-m // n)
     per = SEGMENT_COORDINATES // n
     segments = -(-N // per)
@@ -565,7 +625,20 @@ def segment_to_check(key: bytes, *, m: int, n: int) -> int:
 
 
 def segment_coordinates(segment: int, *, m: int, n: int) -> tuple[int, int]:
-    """[first, last): the coordinates of ``segment``'s sub-vectors."""
+    """[first, last): the coordinates of ``segment``'s sub-vectors.
+
+    Args:
+        segment: the segment's index.
+        m: the update's coordinates.
+        n: the lattice's dimension.
+
+    Returns:
+        ``(first, last)``, coordinates.
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError: m, n or the segment out of
+            range.
+    """
     per = SEGMENT_COORDINATES // n
     return segment * per * n, min(m, (segment + 1) * per * n)
 
@@ -580,6 +653,16 @@ def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key:
     segment header (its order and section lengths) and sections; so the
     same decoded values.  Nothing to
     check for an empty update.
+
+    Args:
+        body: the body the device coded.
+        values: the segment's coordinates (:func:`segment_coordinates`).
+        segment: the segment's index (:func:`segment_to_check`).
+        m: the update's coordinates.
+        key: the LRSUQ stream key.
+        params: the core's ``_core.Params``.
+        factor: the clip's scale factor.
+        coder: the coder's code.
 
     Raises:
         DeviceError: the streams differ, or the host cannot encode the
@@ -604,7 +687,11 @@ def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key:
 
 def decodes_on_device() -> bool:
     """Whether ``decode(device="cuda")`` runs the GPU kernel: the CUDA path
-    is available and torch (which holds the result) sees a CUDA device."""
+    is available and torch (which holds the result) sees a CUDA device.
+
+    Returns:
+        True where ``decode(device="cuda")`` decodes on the GPU.
+    """
     if not is_available():
         return False
     try:
@@ -645,6 +732,19 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
     bit).  With :func:`decodes_body_on_device`, the body is decoded whole
     on the GPU instead (either coder, ``coder`` its code).
 
+    Args:
+        body: the payload's body (opened).
+        m: the update's coordinates.
+        key: the LRSUQ stream key.
+        params: the core's ``_core.Params``.
+        coder: the coder's code.
+        dtype: ``"float32"`` or ``"float64"``.
+        threads: host threads.
+        index: the CUDA device.
+
+    Returns:
+        A 1-D torch tensor of m values on the device.
+
     Raises:
         FormatError: the body is malformed (the CPU decoder's error).
         DeviceError: a CUDA failure.
@@ -666,6 +766,12 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
 def check_device_output(values: Any, dtype: str, *, noise_std: float, where: str) -> None:
     """:func:`cepam.precision.check_output` for decoded values held in a
     torch tensor on a GPU (their statistics computed there).
+
+    Args:
+        values: the decoded values, a torch tensor on a GPU.
+        dtype: the output dtype's name.
+        noise_std: the noise's standard deviation, in the update's units.
+        where: what the values are, for the messages.
 
     Raises:
         DecodingError: a value is infinite or beyond the dtype's range.
