@@ -42,7 +42,8 @@ STAGES: tuple[tuple[str, str], ...] = (
                                                r"with_latent|ChunkSideInfo|closest"),
     ("source model statistics", r"count_cells|SourceModel::statistic|fixed_avx2|any_avx2|"
                                 r"model_stats"),
-    ("conditional coder (per-symbol CDF)", r"encode4|decode_in_groups|decode_groups|CellCoder|BoxGroups|"
+    ("conditional coder (per-symbol CDF)", r"cell_lanes|cell_kernels|encode_run|decode_in_groups|"
+                                           r"decode_groups|CellCoder|BoxGroups|"
                                            r"cell_symbol|ball_probabilities|point_walk|"
                                            r"PointCoder|GeometricCoder"),
     ("rANS streams", r"AnsEncoder|AnsSegment|AnsDecoder|rans"),
