@@ -177,7 +177,7 @@ def test_signed_keys_are_authenticated_against_the_registry(tmp_path, caplog):
     _, metrics = st.aggregate_train(1, replies)
     assert metrics["cepam-updates"] == 4 and metrics["cepam-dropped"] == 0
     for n, (key, _) in keys.items():
-        assert f"node {n}'s X25519 key is signed by its registered authentication key " \
+        assert f"round 1: node {n}'s X25519 key is signed by its registered authentication key " \
                f"{auth_fingerprint(key.public_key())}: authenticated" in caplog.text
     assert "UNAUTHENTICATED" not in caplog.text
 

@@ -512,6 +512,7 @@ class CepamStrategy(Strategy):
         self._started = False
         self._server_pair: KeyPair | None = None
         self._pinned: dict[str, bytes] = {}  # this run's, by node identity
+        self._accepted: dict[str, int] = {}  # identity -> its last accepted round
         #: Node id -> the authentication public key the SuperLink registered
         #: for it (PEM), as of the round's train messages.
         self._registered: dict[int, bytes] = {}
@@ -592,7 +593,7 @@ class CepamStrategy(Strategy):
     def _begin_run(self, grid: Grid) -> None:
         self._started = True
         self._server_pair = KeyPair() if self._lookup is None else None
-        self._pinned = {}
+        self._pinned, self._accepted = {}, {}
         self.stopped_by_budget = False
         self._cast_logged = False
         if self._lookup is None and not (self.authenticated_transport or self.signed_keys
@@ -672,12 +673,19 @@ class CepamStrategy(Strategy):
         return None if self._pins is None else self._pins.get(identity)
 
     def _pin(self, node: int, identity: str, public: bytes) -> None:
+        """Pins ``public`` for ``identity`` (an accepted reply's): for the run,
+        and in the pins file if any; logs a signed key's identity the first
+        time in the run and whenever the node had no accepted reply in the
+        round before (a node back from a restart)."""
+        last = self._accepted.get(identity)
+        self._accepted[identity] = self._round
+        if identity.startswith("SHA256:") and (last is None or last < self._round - 1):
+            log.info("cepam: round %d: node %d's X25519 key is signed by its registered "
+                     "authentication key %s: authenticated%s", self._round, node, identity,
+                     "" if last is None else f" (its last accepted reply: round {last})")
         if identity in self._pinned:
             return
         self._pinned[identity] = public
-        if identity.startswith("SHA256:"):
-            log.info("cepam: node %d's X25519 key is signed by its registered authentication "
-                     "key %s: authenticated", node, identity)
         if self._pins is not None and self._pins.get(identity) is None:
             if not identity.startswith("SHA256:") and not self.authenticated_transport:
                 log.warning("cepam: node %d's X25519 key pinned on first use, not "
