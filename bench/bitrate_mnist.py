@@ -3,7 +3,8 @@ samples, 15 single-sample local SGD steps (momentum 0.9, lr 0.01) from the
 initial model and from the model after 10 rounds of plain FedAvg; each
 client's update clipped to l2 norm 1 as a whole and coded at the paper's
 sigma = 0.001.  Bits per coordinate are whole payloads averaged over the 30
-clients.  Writes docs/bitrate/mnist.md.
+clients (client k's payload nonce fixed: cepam.fl.seeds.payload_nonce of
+round 0, client k).  Writes docs/bitrate/mnist.md.
 
     python bench/bitrate_mnist.py [--data-dir ../shared/data/mnist]
 """
@@ -20,6 +21,7 @@ import torch
 import cepam
 from cepam.fl.data import load_mnist, normalize
 from cepam.fl.models import build_model
+from cepam.fl.seeds import payload_nonce
 from cepam.fl.training import ClientData, LocalTrainer
 
 SIGMA, CLIP, K, PER_CLIENT, TAU, LR = 1e-3, 1.0, 30, 1666, 15, 0.01
@@ -60,16 +62,19 @@ def measure(updates: list[dict]) -> dict[str, float]:
     out = {}
     for name, kwargs in SCHEMES.items():
         bits = [8 * len(cepam.encode(u, cepam.Gaussian(sigma=SIGMA), secret=secret, round=0,
-                                     client=k, clip=CLIP, **kwargs))
+                                     client=k, clip=CLIP, nonce=payload_nonce(secret, 0, k),
+                                     **kwargs))
                 for k, u in enumerate(updates)]
         out[name] = float(np.mean(bits)) / m
     sdq = cepam.SDQ.matching(SIGMA)
     bits = [8 * len(cepam.encode_sdq(u, step=sdq.step, secret=secret, round=0, client=k,
-                                     clip=CLIP)) for k, u in enumerate(updates)]
+                                     clip=CLIP, nonce=payload_nonce(secret, 0, k)))
+            for k, u in enumerate(updates)]
     out["scalar SDQ, same variance (no privacy)"] = float(np.mean(bits)) / m
     bits = [8 * len(cepam.encode_noisy_sdq(u, cepam.Gaussian(sigma=SIGMA), step=sdq.step,
                                            rng=np.random.default_rng(k), secret=secret,
-                                           round=0, client=k, clip=CLIP))
+                                           round=0, client=k, clip=CLIP,
+                                           nonce=payload_nonce(secret, 0, k)))
             for k, u in enumerate(updates)]
     out["Gaussian+SDQ (error variance 2 sigma^2)"] = float(np.mean(bits)) / m
     return out

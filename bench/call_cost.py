@@ -1,6 +1,8 @@
 """The fixed cost of one cepam.encode and one cepam.decode call.
 
-    python bench/call_cost.py [--m 10] [--calls 2000] [--rounds 5] [--lattice Z] [--profile]
+    python bench/call_cost.py [--m 10] [--calls 2000] [--rounds 5] [--lattice Z] [--clip C]
+                              [--profile]
+    python bench/call_cost.py --m 1e7 1e8 --calls 1 --rounds 3 --out   # big updates
 
 Encodes, then decodes, m float32 coordinates (Gaussian sigma = 1e-3,
 rms/sigma = 1, threads=1) `calls` times in a row, `rounds` times; prints
@@ -11,8 +13,17 @@ so this is the per-call cost: argument checks, key derivation (HKDF),
 header and structure, sealing (ChaCha20 and HMAC), the native call and the
 result's construction.  Also printed: the CPU model (/proc/cpuinfo).
 
+--clip C encodes with clip=C, as a user who wants a privacy guarantee does
+(without it, the default, each encode also issues a PrivacyWarning).
+
 --profile runs each call under cProfile instead and prints the functions
 that take most of the time (for finding what the fixed cost is made of).
+
+--out also times decode(payload, out=buffer) into one buffer kept across
+the calls (no fresh output pages: the decode of round after round), and
+prints every call's CPU time per coordinate, in nanoseconds, for each m
+given (--m takes several values, e.g. 1e7 1e8: the per-coordinate cost of
+big updates, which a fresh output's page zeroing raised at 10^8).
 """
 from __future__ import annotations
 
@@ -47,23 +58,37 @@ def per_call(fn, calls: int, rounds: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--m", type=int, default=10)
+    ap.add_argument("--m", type=float, nargs="+", default=[10])
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--lattice", default="Z", help='"Z", "E8", "auto", ...')
+    ap.add_argument("--clip", type=float, default=None,
+                    help="the encoder's clip (default: none, a PrivacyWarning a call)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--out", action="store_true",
+                    help="also decode into a buffer kept across calls; CPU ns per coordinate")
     a = ap.parse_args(argv)
+    for m in a.m:
+        run(a, int(m))
+
+
+def run(a: argparse.Namespace, m: int) -> None:
+    """The table (or the profile) of one m."""
     sigma, secret = 1e-3, bytes(range(32))
     mech = cepam.Gaussian(sigma=sigma)
-    x = np.random.default_rng(0).normal(0, sigma, a.m).astype(np.float32)
-    kw = dict(secret=secret, round=0, client=0, lattice=a.lattice, threads=1)
+    x = np.random.default_rng(0).normal(0, sigma, m).astype(np.float32)
+    kw = dict(secret=secret, round=0, client=0, lattice=a.lattice, threads=1, clip=a.clip)
     payload = cepam.encode(x, mech, **kw)
     calls = {
         "encode": lambda: cepam.encode(x, mech, **kw),
         "decode": lambda: cepam.decode(payload, secret=secret, threads=1),
     }
-    print(f"CPU: {cpu_model()}; cepam {cepam.__version__}; m = {a.m} float32, "
-          f"lattice {a.lattice}, payload {len(payload)} bytes, threads=1")
+    if a.out:
+        buffer = np.empty_like(x)
+        calls["decode out="] = lambda: cepam.decode(payload, secret=secret, threads=1,
+                                                   out=buffer)
+    print(f"CPU: {cpu_model()}; cepam {cepam.__version__}; m = {m} float32, "
+          f"lattice {a.lattice}, clip {a.clip}, payload {len(payload)} bytes, threads=1")
     if a.profile:
         for name, fn in calls.items():
             prof = cProfile.Profile()
@@ -76,11 +101,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     print(f"microseconds per call, mean over {a.calls} calls: best and median of "
           f"{a.rounds} rounds")
-    print(f"{'call':>8} {'CPU best':>9} {'CPU median':>11} {'wall best':>10} {'wall median':>12}")
+    print(f"{'call':>12} {'CPU best':>9} {'CPU median':>11} {'wall best':>10} {'wall median':>12}"
+          + (f" {'CPU ns/coord (best)':>20}" if a.out else ""))
     for name, fn in calls.items():
         r = per_call(fn, a.calls, a.rounds)
-        print(f"{name:>8} {r['cpu best']:9.1f} {r['cpu median']:11.1f} {r['wall best']:10.1f} "
-              f"{r['wall median']:12.1f}")
+        print(f"{name:>12} {r['cpu best']:9.1f} {r['cpu median']:11.1f} {r['wall best']:10.1f} "
+              f"{r['wall median']:12.1f}"
+              + (f" {r['cpu best'] * 1e3 / m:20.2f}" if a.out else ""))
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ def _apps(method: str, args: argparse.Namespace):
         z = args.sigma * math.sqrt(k) / args.clip
         if method == "cepam":  # no setting: no record-level eps (not the paper's loop)
             strategy = CepamStrategy(inner, mechanism=cepam.Gaussian(sigma=args.sigma),
-                                     clip=args.clip, authenticated_transport=True)
+                                     clip=args.clip, authenticated_transport=True, pad="max")
         elif method == "flower-server-dp":
             strategy = DifferentialPrivacyServerSideFixedClipping(inner, z, args.clip, k)
         elif method == "flower-client-dp":

@@ -214,7 +214,7 @@ def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
     """A row for lattice ``lat`` with its ANS body coded and decoded on the
     GPU (neither is the default: LatticeStage.codes_body_on_device,
     cuda.decodes_body_on_device):
-    cepam.encode of the CUDA tensor (LatticeStage.ans_body) and
+    cepam.encode of the CUDA tensor (LatticeStage.device_body) and
     decode(device="cuda") of the CPU's payload (_cuda.decode_ans_body_resident),
     their speeds, and their payload and values against the CPU's."""
     import torch
@@ -261,7 +261,7 @@ def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
 def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     """Rows for Z with the Golomb coder: cepam.encode of the CUDA tensor with
     the body coded on the host from the GPU's stage (the default), and on
-    the GPU (LatticeStage.golomb_body, not the default:
+    the GPU (LatticeStage.device_body, not the default:
     LatticeStage.codes_body_on_device), their speeds and payloads against
     the CPU's; the CPU's own encode; and decode(device="cuda") of the CPU's
     payload with the body read on the host (the default) and decoded whole

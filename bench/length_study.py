@@ -9,7 +9,8 @@ IID clients of 1,666 samples, 15 local SGD steps, after 0, 5 and 10 rounds
 of FedAvg: 90 updates a model, as bench/bitrate_mnist.py makes them), and
 synthetic ones (m = 25,818 Gaussian or Student-t (3 dof) coordinates with
 norms log-uniform in [0.05, 1]; 120 of each).  Each is coded with
-sigma = 0.001, lattice "auto", coder "ans", clip 1.  Per setting:
+sigma = 0.001, lattice "auto", coder "ans", clip 1 (update k's payload nonce
+fixed: cepam.fl.seeds.payload_nonce of round 0, client k).  Per setting:
 
 * R^2: leave-one-out R^2 of a least-squares line predicting log(norm) from
   log(length) (1: the length gives the norm away; 0: nothing);
@@ -34,11 +35,12 @@ import sys
 import numpy as np
 
 import cepam
+from cepam.fl.seeds import payload_nonce
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIGMA, CLIP = 1e-3, 1.0
 SECRET = bytes(range(32))
-PADS = (None, "bucket", "max")
+PADS = (None, "bucket", "levels", "max")
 
 
 def _bins(values: np.ndarray, count: int) -> np.ndarray:
@@ -83,7 +85,8 @@ def coded(updates: list, norms: np.ndarray, label: str) -> list[dict]:
     rows = []
     for pad in PADS:
         lengths = np.array([len(cepam.encode(u, cepam.Gaussian(sigma=SIGMA), secret=SECRET,
-                                             round=0, client=k, clip=CLIP, pad=pad))
+                                             round=0, client=k, clip=CLIP, pad=pad,
+                                             nonce=payload_nonce(SECRET, 0, k)))
                             for k, u in enumerate(updates)])
         m = sum(int(np.prod(v.shape)) for v in (updates[0].values() if isinstance(
             updates[0], dict) else [updates[0]]))

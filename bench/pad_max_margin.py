@@ -63,7 +63,7 @@ def main() -> None:
                         info = cepam.inspect(payload)
                         fixed = info.header_bits // 8 + SEALED_HEADER_BYTES + 16
                         code = CODER_CODES[coder]
-                        options = (_auto_options(mech, code) if lattice == "auto" else
+                        options = (_auto_options(mech, code, "balanced") if lattice == "auto" else
                                    [(LATTICE_CODES[lattice], dim or LATTICE_DIMS[lattice])])
                         bound = padding.max_payload_bytes(
                             mech, clip=clip, m=m, coder=code,

@@ -3,12 +3,12 @@ bitrate tables, and the cost of length hiding.
 
     python bench/padding_cost.py [--data-dir ../shared/data/mnist] [--quick]
 
-Synthetic sources: the bitrate benchmark's own draws and contexts
-(docs/bitrate/bitrate.csv, m = 200,000, sigma = 1), so that "unpadded" is
+Synthetic sources: the bitrate benchmark's own draws, contexts and payload
+nonces (docs/bitrate/bitrate.csv, m = 200,000, sigma = 1), so that "unpadded" is
 the same encoding as the shipped table (their difference, 0, checks it); MNIST: the
-updates of bench/bitrate_mnist.py (docs/bitrate/mnist.md; other contexts, so
-within 0.001 of it).  pad="max" needs a
-clip: synthetic rows use the source's expected norm ``s sqrt(m)`` (Gaussian)
+updates, contexts and nonces of bench/bitrate_mnist.py (docs/bitrate/mnist.md:
+the same encodings, so their difference is the table's rounding to 3 decimals).  pad="max" and pad="levels" need
+a clip: synthetic rows use the source's expected norm ``s sqrt(m)`` (Gaussian)
 or ``s sqrt(m / 3)`` (uniform), MNIST the benchmark's clip 1.  Writes
 docs/bitrate/padding.md.
 """
@@ -24,8 +24,8 @@ import sys
 import numpy as np
 
 import cepam
-from cepam import bitrate
-from cepam.bitrate.benchmark import _SECRET
+from cepam import bitrate, padding
+from cepam.bitrate.benchmark import _SECRET, _nonce, _row_context
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCHEMES = {  # bench key -> encode kwargs
@@ -36,7 +36,7 @@ SCHEMES = {  # bench key -> encode kwargs
 }
 MNIST_LABELS = {"cepam-Z1-ans": "CEPAM Z (n=1), ans", "cepam-Z1-golomb": "CEPAM Z (n=1), golomb",
                 "cepam-E8-ans": "CEPAM E8, ans", "cepam-auto-ans": "CEPAM auto, ans"}
-PADS = (None, "bucket", "max")
+PADS = (None, "bucket", "levels", "max")
 
 
 def committed_synthetic() -> dict[tuple[str, float, str], float]:
@@ -49,7 +49,6 @@ def committed_synthetic() -> dict[tuple[str, float, str], float]:
 def synthetic_rows(m: int, grid) -> list[dict]:
     committed = committed_synthetic()
     schemes = bitrate.default_schemes()
-    keys = [s.key for s in schemes]
     rows = []
     for si, source in enumerate(bitrate.SOURCES):
         for gi, ratio in enumerate(bitrate.S_OVER_SIGMA):
@@ -58,14 +57,15 @@ def synthetic_rows(m: int, grid) -> list[dict]:
             x = bitrate.sample_source(source, ratio, m, 1000 * si + gi)
             norm = ratio * math.sqrt(m if source == "gaussian" else m / 3.0)
             for key, kwargs in SCHEMES.items():
-                # The benchmark's context: (grid index, 100 * source index + row count).
-                client = 100 * si + (si * len(bitrate.S_OVER_SIGMA) + gi) * len(schemes) \
-                    + keys.index(key)
+                # The benchmark's context and payload nonce.
+                round_, client, seed = _row_context(schemes, key, si, gi)
                 bits = {}
                 for pad in PADS:
                     payload = cepam.encode(x, cepam.Gaussian(sigma=1.0), secret=_SECRET,
-                                           round=gi, client=client, pad=pad,
-                                           clip=norm if pad == "max" else None, **kwargs)
+                                           round=round_, client=client, pad=pad,
+                                           nonce=_nonce(seed, round_, client),
+                                           clip=norm if padding.uses_bound(pad) else None,
+                                           **kwargs)
                     bits[pad] = 8 * len(payload) / m
                 rows.append(dict(source=source, ratio=ratio, scheme=key,
                                  v2=committed[(source, ratio, key)], **{str(p): b for p, b in
@@ -91,6 +91,7 @@ def mnist_rows(data_dir: str | None) -> list[dict]:
     sys.path.insert(0, str(ROOT / "bench"))
     import bitrate_mnist as bm  # noqa: E402
     from cepam.fl.data import load_mnist
+    from cepam.fl.seeds import payload_nonce
 
     torch.set_num_threads(1)
     data = load_mnist(data_dir)
@@ -110,7 +111,8 @@ def mnist_rows(data_dir: str | None) -> list[dict]:
                 for pad in PADS:
                     lengths = [len(cepam.encode(u, cepam.Gaussian(sigma=bm.SIGMA), secret=secret,
                                                 round=0, client=k, clip=bm.CLIP, pad=pad,
-                                                **kwargs)) for k, u in enumerate(updates)]
+                                                nonce=payload_nonce(secret, 0, k), **kwargs))
+                               for k, u in enumerate(updates)]
                     bits[str(pad)] = 8 * float(np.mean(lengths)) / m
                 v2 = committed[MNIST_LABELS[key]][columns.index(label)]
                 rows.append(dict(source=label, scheme=key, v2=v2, **bits))
@@ -120,12 +122,13 @@ def mnist_rows(data_dir: str | None) -> list[dict]:
 
 def table(rows: list[dict], first: str) -> list[str]:
     out = [f"| {first} | scheme | shipped table | unpadded | unpadded - table | pad='bucket' | "
-           "pad='max' |", "|---|---|---|---|---|---|---|"]
+           "pad='levels' | pad='max' |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         where = r["source"] if "ratio" not in r else f"{r['source']}, s/sigma = {r['ratio']:g}"
         out.append(f"| {where} | {r['scheme']} | {r['v2']:.3f} | {r['None']:.3f} | "
                    f"{r['None'] - r['v2']:+.4f} | "
                    f"{r['bucket']:.3f} (+{r['bucket'] - r['None']:.3f}) | "
+                   f"{r['levels']:.3f} (+{r['levels'] - r['None']:.3f}) | "
                    f"{r['max']:.3f} (+{r['max'] - r['None']:.3f}) |")
     return out
 

@@ -20,8 +20,8 @@ import numpy as np
 import cepam
 from cepam import _core
 from cepam._finite import check_decoded_finite
+from cepam.flatten import flatten
 from cepam.keys import Context, seal_key
-from cepam.structure import flatten
 
 
 def best(f, repeats: int) -> float:
@@ -45,7 +45,7 @@ def main() -> None:
         kwargs = dict(secret=secret, round=0, client=0, lattice=lattice, clip=1e9)
         payload = cepam.encode(x, mech, **kwargs)
         sealed = bytearray(cepam.inspect(payload).sealed_bits // 8)
-        key = seal_key(secret, Context(0, 0, 0))
+        key = seal_key(secret, Context(0, 0, 0), cepam.inspect(payload).nonce)
         t_seal = best(lambda: _core.seal_xor(sealed, key=key), args.repeats)
         t_enc = best(lambda: cepam.encode(x, mech, **kwargs), args.repeats)
         t_dec = best(lambda: cepam.decode(payload, secret=secret), args.repeats)

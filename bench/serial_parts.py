@@ -150,7 +150,7 @@ def serial_parts(m: int, lattice: str, *, ratio: float = 10.0, threads: int | No
     header, offset = payload_format.parse_header(payload)
     data = memoryview(payload)[:-TAG_BYTES]
     sealed_bytes = bytearray(data[offset:])
-    key, mac = seal_key(SECRET, header.context), mac_key(SECRET)
+    key, mac = seal_key(SECRET, header.context, header.nonce), mac_key(SECRET)
     y = cepam.decode(payload, secret=SECRET, threads=1)
     xor = _threaded(_core.seal_xor, 1)
     xor_n = _threaded(_core.seal_xor, threads)

@@ -132,16 +132,14 @@ def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
     bound, so f and the speedups predicted from it are conservative).  Then
     the range check (|x| bound, a pass only where the clipped norm is too
     coarse), the per-call cost (an encode and a decode of 8 coordinates)
-    and, for auto, its choice on a 2^16-coordinate sample (two encodes of the
-    sample side by side given two threads: half of their sum; only where auto
-    tries both).  Left out, as too small to time apart: the native core's
+    and, for auto, the statistics it decides on (a 4,096-coordinate sample;
+    it encodes once).  Left out, as too small to time apart: the native core's
     own serial steps (the source model's shape, chosen on a 1024-cell
     histogram; starting the threads; joining the segments)."""
     from cepam import _core
     from cepam._finite import check_encodable_range
-    from cepam.codec import _AUTO_SAMPLE, _auto_candidates
-    from cepam.payload import CODER_CODES
-    from cepam.structure import flatten
+    from cepam.codec import _shape
+    from cepam.flatten import flatten
 
     spans = parallel_parts(x.size, "E8" if name == "auto" else name, x=x, repeat=repeat,
                            span_threads=8)
@@ -157,11 +155,10 @@ def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
             flat, structure, norm=norm, factor=1.0, mechanism=mechanism)),
         "per call": caller_time(repeat, lambda: encode(tiny, name, coder, 1)),
     }
-    candidates = _auto_candidates(mechanism, CODER_CODES[coder], norm / math.sqrt(x.size))
-    if name == "auto" and len(candidates) > 1 and x.size > 2 * _AUTO_SAMPLE:
-        sample = x[:_AUTO_SAMPLE]
-        enc["auto's sample"] = sum(caller_time(repeat, lambda: encode(sample, lat, coder, 1))
-                                   for lat in ("Z", "E8")) / 2  # (side by side)
+    if name == "auto":
+        rms = norm / math.sqrt(x.size) / SIGMA
+        enc["auto's statistics"] = caller_time(
+            repeat, lambda: _shape(None, lambda: flat, x.size, rms, 1.0, SIGMA))
     dec = {
         "opening (MAC, keystream, copies)": spans["open_caller"],
         "output check": spans["precision_caller"],

@@ -34,7 +34,7 @@ def frame(target: int, payload: bytes) -> bytes:
     """A native target's input: the decoder's settings, the stream key and
     the body as the decoder sees it (decrypted, past the tag check)."""
     header, sealed = open_payload(payload, SECRET)
-    key = stream_key(SECRET, header.context)
+    key = stream_key(SECRET, header.context, header.nonce)
     prefix = struct.pack("<BBBBBdI", target, header.mechanism, sealed.lattice, sealed.n,
                          header.coder, header.scale, header.m)
     return prefix + key + sealed.body

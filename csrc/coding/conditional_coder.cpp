@@ -5,8 +5,27 @@
 #include <cstring>
 #include <type_traits>
 
+#include "coding/cell_kernels.hpp"
 #include "common/cpu.hpp"
 #include "common/simd_avx2.hpp"
+
+#if CEPAM_X86_DISPATCH
+// The lane code (coding/cell_lanes.hpp over common/lanes_avx2.hpp), compiled
+// for AVX2; the AVX-512 forms are in conditional_coder_avx512.cpp.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#endif
+#include "common/lanes_avx2.hpp"
+#include "coding/cell_lanes.hpp"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
 
 namespace cepam {
 namespace {
@@ -116,80 +135,15 @@ struct BoxRun {
 
 #if CEPAM_X86_DISPATCH
 
-// CellCoder's tables for four coordinates, one per lane, computed with the
-// scalar code's IEEE operations per lane (common/simd_avx2.hpp).  Only "plain"
-// tables are computed exactly: finite, within 2^50 cells of 0 (where the
-// scalar clamps do nothing), not coarse (shift 0) and of at least 3
-// symbols.  Their cells and counts are small integers, exact as doubles,
-// and cum(Q) = R + Q = 2^24 - 1.  The other lanes are flagged; the scalar
-// code handles them.
-struct Tables4 {
-  __m256d g, o;
-  __m256d lo;       // the first cell
-  __m256d lo_half;  // lo - 1/2
-  __m256d range;    // R
-  __m128i count;    // Q, int32
-  __m256d guess_a, guess_b;
-  int plain;        // bit t set where lane t is plain
-};
+// CellCoder's tables for four coordinates, one a lane (coding/cell_lanes.hpp
+// over AVX2's four lanes).
+using Avx2 = simd::Avx2Lanes;
+using Tables4 = cell_lanes::Tables<Avx2>;
+using cell_lanes::Latency;
 
 // The low 32-bit halves of four 64-bit lanes.
 CEPAM_TARGET_AVX2 inline __m128i low_halves(__m256i v) {
   return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
-}
-
-CEPAM_TARGET_AVX2 inline __m256d floor_pd(__m256d v) {
-  return _mm256_round_pd(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-}
-
-// CellCoder::layout.
-CEPAM_TARGET_AVX2 inline Tables4 layout4(const SourceModel& model, __m256d g, __m256d o) {
-  const double a = model.range();
-  Tables4 t;
-  t.g = g;
-  t.o = o;
-  const __m256d z_lo = _mm256_div_pd(_mm256_sub_pd(avx2::splat(-a), o), g);
-  const __m256d z_hi = _mm256_div_pd(_mm256_sub_pd(avx2::splat(a), o), g);
-  const __m256d v_lo = _mm256_add_pd(z_lo, avx2::splat(0.5));
-  const __m256d v_hi = _mm256_add_pd(z_hi, avx2::splat(0.5));
-  const __m256d lim = avx2::splat(0x1.0p50);
-  const __m256d finite = _mm256_and_pd(
-      _mm256_and_pd(_mm256_cmp_pd(v_lo, -lim, _CMP_GT_OQ), _mm256_cmp_pd(v_lo, lim, _CMP_LT_OQ)),
-      _mm256_and_pd(_mm256_cmp_pd(v_hi, -lim, _CMP_GT_OQ), _mm256_cmp_pd(v_hi, lim, _CMP_LT_OQ)));
-  const __m256d margin = avx2::splat(static_cast<double>(CellCoder::kMargin));
-  t.lo = _mm256_sub_pd(floor_pd(v_lo), margin);
-  const __m256d hi = _mm256_max_pd(_mm256_add_pd(floor_pd(v_hi), margin), t.lo);  // hi >= lo
-  const __m256d span = _mm256_sub_pd(hi, t.lo);
-  const __m256d small = _mm256_and_pd(
-      _mm256_cmp_pd(span, avx2::splat(2.0), _CMP_GE_OQ),
-      _mm256_cmp_pd(span, avx2::splat(static_cast<double>(CellCoder::kMaxSymbols)), _CMP_LT_OQ));
-  t.plain = _mm256_movemask_pd(_mm256_and_pd(finite, small));
-  const __m256d count = _mm256_add_pd(span, avx2::splat(1.0));
-  t.count = _mm256_cvttpd_epi32(count);
-  t.range = _mm256_sub_pd(avx2::splat(static_cast<double>(kProbScale - CellCoder::kEscapeFreq)), count);
-  t.lo_half = _mm256_sub_pd(t.lo, avx2::splat(0.5));
-  t.guess_a = _mm256_sub_pd(v_lo, t.lo);
-  t.guess_b = _mm256_mul_pd(_mm256_sub_pd(z_hi, z_lo), avx2::splat(1.0 / SourceModel::kCells));
-  return t;
-}
-
-// table[i_l] for the four lanes: a gather (for the encoder's throughput),
-// or with Latency::Low four loads, which take more instructions but give
-// the result sooner (for the decoder's serial chain; a gather takes twice
-// as long on recent Intel processors).
-enum class Latency { Any, Low };
-
-template <Latency L, class T>
-CEPAM_TARGET_AVX2 inline __m256d lookup4(const T* table, __m128i i) {
-  if constexpr (L == Latency::Low) {
-    alignas(16) std::int32_t k[4];
-    _mm_store_si128(reinterpret_cast<__m128i*>(k), i);
-    return _mm256_setr_pd(table[k[0]], table[k[1]], table[k[2]], table[k[3]]);
-  } else {
-    static_assert(std::is_same_v<T, double>, "gathers doubles");
-    return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), table, i,
-                                    _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), 8);
-  }
 }
 
 // table[i_l] for four 64-bit indices, with four loads.
@@ -208,53 +162,6 @@ CEPAM_TARGET_AVX2 inline __m128i lookup4i(const T* table, __m128i i) {
                         static_cast<std::int32_t>(table[k[2]]), static_cast<std::int32_t>(table[k[3]]));
 }
 
-// SourceModel::cdf; the tables are read at an index clamped to the table
-// (the scalar code's index wherever its value is used).
-template <Latency L>
-CEPAM_TARGET_AVX2 inline __m256d cdf4(const SourceModel& model, __m256d x) {
-  const __m256d a = avx2::splat(model.range());
-  const __m256d below = _mm256_cmp_pd(x, avx2::splat(-model.range()), _CMP_NGT_UQ);
-  const __m256d above = _mm256_cmp_pd(x, a, _CMP_NLT_UQ);
-  const __m256d u = _mm256_mul_pd(_mm256_add_pd(x, a), avx2::splat(model.inv_width()));
-  const __m256d wild = _mm256_cmp_pd(u, avx2::splat(2.0 * SourceModel::kCells), _CMP_NLT_UQ);
-  const __m128i i = _mm_min_epi32(_mm_max_epi32(_mm256_cvttpd_epi32(u), _mm_setzero_si128()),
-                                  _mm_set1_epi32(SourceModel::kCells - 1));
-  const __m256d knot = lookup4<L>(model.knot_table(), i);
-  const __m256d slope = lookup4<L>(model.slope_table(), i);
-  const __m256d f = _mm256_mul_pd(
-      _mm256_add_pd(knot, _mm256_mul_pd(_mm256_sub_pd(u, _mm256_cvtepi32_pd(i)), slope)),
-      avx2::splat(1.0 / SourceModel::kTableScale));
-  return _mm256_blendv_pd(_mm256_blendv_pd(f, avx2::splat(1.0), _mm256_or_pd(above, wild)),
-                          _mm256_setzero_pd(), below);
-}
-
-// CellCoder::cum(q) for plain tables and 0 < q < Q (int32), given the
-// cell's lower edge in cells, lo + q - 1/2 (double(cell) - 0.5 in the
-// scalar code; exact both ways, as the table is plain).
-template <Latency L>
-CEPAM_TARGET_AVX2 inline __m128i cum4(const SourceModel& model, const Tables4& t, __m128i q,
-                                      __m256d cell_edge) {
-  const __m256d edge = _mm256_add_pd(_mm256_mul_pd(t.g, cell_edge), t.o);
-  const __m256d f = _mm256_mul_pd(cdf4<L>(model, edge), t.range);
-  return _mm_add_epi32(_mm256_cvttpd_epi32(f), q);  // f in [0, 2^24]: truncation is floor
-}
-
-// The intervals [start, end) = [cum(q), cum(q + 1)) of four symbols, q
-// with the lower edge edge (cum4's range: 0 < q < Q - 1).
-template <Latency L>
-CEPAM_TARGET_AVX2 inline void interval4(const SourceModel& model, const Tables4& t, __m128i q,
-                                        __m256d edge, __m128i& start, __m128i& end) {
-  start = cum4<L>(model, t, q, edge);
-  end = cum4<L>(model, t, _mm_add_epi32(q, _mm_set1_epi32(1)), _mm256_add_pd(edge, avx2::splat(1.0)));
-}
-
-// Whether q (as doubles) is in 1 .. Q - 2, where cum4 gives both ends.
-CEPAM_TARGET_AVX2 inline __m256d inside4(const Tables4& t, __m256d q_d) {
-  return _mm256_and_pd(
-      _mm256_cmp_pd(q_d, avx2::splat(1.0), _CMP_GE_OQ),
-      _mm256_cmp_pd(q_d, _mm256_sub_pd(_mm256_cvtepi32_pd(t.count), avx2::splat(2.0)), _CMP_LE_OQ));
-}
-
 // Whether any of four slots is the escape's.
 CEPAM_TARGET_AVX2 inline bool any_escape(__m128i slot) {
   const __m128i escape = _mm_cmpeq_epi32(
@@ -262,24 +169,12 @@ CEPAM_TARGET_AVX2 inline bool any_escape(__m128i slot) {
   return _mm_movemask_epi8(escape) != 0;
 }
 
-// CellCoder::encode for coordinates j[0..4) in tables (g, o): the symbol
-// (start, freq) of each; returns the lanes (bits) for which these are the
-// whole code: plain tables, 0 < q < Q - 1 (the cells at the ends of a
-// table and those outside it go to the scalar code).
-CEPAM_TARGET_AVX2 int encode4_avx2(const SourceModel& model, const std::int64_t* j,
-                                   const double* g, const double* o, AnsSymbol* symbols) {
-  const Tables4 t = layout4(model, _mm256_loadu_pd(g), _mm256_loadu_pd(o));
-  // j exactly as double (|j| <= 2^53, lrsuq/quantizer.hpp); q = j - lo, exact where it matters.
-  const __m256d q_d = _mm256_sub_pd(
-      avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(j))), t.lo);
-  const __m256d inside = inside4(t, q_d);
-  const __m128i q = _mm256_cvttpd_epi32(q_d);
-  __m128i lo, hi;
-  interval4<Latency::Any>(model, t, q, _mm256_add_pd(t.lo_half, q_d), lo, hi);
-  const __m128i freq = _mm_sub_epi32(hi, lo);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(symbols), _mm_unpacklo_epi32(lo, freq));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(symbols + 2), _mm_unpackhi_epi32(lo, freq));
-  return t.plain & _mm256_movemask_pd(inside);
+// CellCoder::encode_batch's runs of four (cell_lanes::encode_run).
+CEPAM_TARGET_AVX2 std::size_t encode_run_avx2(const CellCoder& cells, const SourceModel& model,
+                                              const std::int64_t* j, const double* g,
+                                              const double* o, std::size_t count,
+                                              AnsEncoder& enc, std::size_t* starts) {
+  return cell_lanes::encode_run<Avx2>(cells, model, j, g, o, count, enc, starts);
 }
 
 // kWordIndex[k]: for renormalisation in decode_groups_avx2, where bit t of k
@@ -383,10 +278,10 @@ struct CellGroups {
                                     __m128i& end) const {
     const std::size_t i = 4 * k;
     const __m128i slot = low_halves(slot64);
-    const Tables4 t = layout4(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
+    const Tables4 t = cell_lanes::layout<Avx2>(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
     if (t.plain != 0xf || any_escape(slot)) return false;
     // The guess q (CellCoder::guess; at is within 2^31 in a plain table),
-    // then the exact table: a hit if 0 < q < Q - 1 (cum4's range for q
+    // then the exact table: a hit if 0 < q < Q - 1 (cell_lanes::cum's range for q
     // and q + 1) and cum(q) <= slot < cum(q + 1), else the scalar search.
     const __m256d u = lookup4(model.quantile_table(),
                               _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
@@ -394,7 +289,7 @@ struct CellGroups {
     __m128i q = _mm256_cvttpd_epi32(at);
     const __m256d edge =
         _mm256_add_pd(t.lo_half, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    interval4<L>(model, t, q, edge, start, end);
+    cell_lanes::interval<Avx2, L>(model, t, q, edge, start, end);
     const __m128i inside = _mm_and_si128(_mm_cmpgt_epi32(q, _mm_setzero_si128()),
                                          _mm_cmpgt_epi32(_mm_sub_epi32(t.count, _mm_set1_epi32(1)), q));
     const __m128i hit = _mm_and_si128(
@@ -420,9 +315,9 @@ struct CellGroups {
 
 // CellCoder::decode_box's groups of four coordinates from coordinate i0 of
 // a BoxRun: each coordinate guessed (BoxRun::guess, from the guesses of
-// those before it), then the four tables (layout4), exact given the
+// those before it), then the four tables (cell_lanes::layout), exact given the
 // guesses, and the check that each guess is a cell of its table (0 < q <
-// Q - 1, cum4's range) whose interval holds its slot.  Where one is not,
+// Q - 1, cell_lanes::cum's range) whose interval holds its slot.  Where one is not,
 // the four coordinates are decoded again one by one (CellCoder::symbol,
 // as in BoxRun::lookup), or the run stops (escape slot, coarse table).
 struct BoxGroups {
@@ -463,15 +358,15 @@ struct BoxGroups {
     lane(std::integral_constant<int, 1>{});
     lane(std::integral_constant<int, 2>{});
     lane(std::integral_constant<int, 3>{});
-    const Tables4 t = layout4(model, _mm256_loadu_pd(run.g + i), _mm256_setr_pd(o[0], o[1], o[2], o[3]));
+    const Tables4 t = cell_lanes::layout<Avx2>(model, _mm256_loadu_pd(run.g + i), _mm256_setr_pd(o[0], o[1], o[2], o[3]));
     const __m256d m = _mm256_setr_pd(near[3], near[2], near[1], near[0]);
     // Inside: an integer m (see BoxRun::lookup) in cells lo + 1 .. lo + Q - 2.
     const __m256d q_d = _mm256_sub_pd(m, t.lo);
     const __m256d inside = _mm256_and_pd(
-        inside4(t, q_d),
+        cell_lanes::inside<Avx2>(t, q_d),
         _mm256_cmp_pd(_mm256_round_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), m, _CMP_EQ_OQ));
     const __m128i q = _mm256_cvttpd_epi32(q_d);
-    interval4<Latency::Low>(model, t, q, _mm256_sub_pd(m, avx2::splat(0.5)), start, end);
+    cell_lanes::interval<Avx2, Latency::Low>(model, t, q, _mm256_sub_pd(m, avx2::splat(0.5)), start, end);
     const __m128i hit = _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot));
     if (t.plain == 0xf && _mm256_movemask_pd(inside) == 0xf && _mm_movemask_epi8(hit) == 0xffff)
       return true;
@@ -713,24 +608,8 @@ void CellCoder::encode_batch(const std::int64_t* j, const double* g, const doubl
                              std::size_t count, AnsEncoder& enc, std::size_t* starts) const {
   std::size_t i = 0;
 #if CEPAM_X86_DISPATCH
-  if (use_avx2()) {
-    static_assert(sizeof(AnsSymbol) == 8, "AnsSymbol is (start, freq), 32 bits each");
-    alignas(16) AnsSymbol symbols[4];
-    for (; i + 4 <= count; i += 4) {
-      const int plain = encode4_avx2(model_, j + i, g + i, o + i, symbols);
-      if (plain == 0xf) {
-        if (starts != nullptr)
-          for (std::size_t l = 0; l < 4; ++l) starts[i + l] = enc.symbols() + l;
-        std::memcpy(enc.append(4), symbols, sizeof symbols);
-        continue;
-      }
-      for (int l = 0; l < 4; ++l) {
-        if (starts != nullptr) starts[i + static_cast<std::size_t>(l)] = enc.symbols();
-        if ((plain >> l) & 1) enc.put(symbols[l].start, symbols[l].freq);
-        else encode(j[i + l], layout(g[i + l], o[i + l]), enc);
-      }
-    }
-  }
+  if (simd_avx512dq()) i = cell_kernels::avx512::encode_run(*this, model_, j, g, o, count, enc, starts);
+  else if (use_avx2()) i = encode_run_avx2(*this, model_, j, g, o, count, enc, starts);
 #endif
   for (; i < count; ++i) {
     if (starts != nullptr) starts[i] = enc.symbols();

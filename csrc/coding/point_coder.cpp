@@ -149,7 +149,8 @@ PointCoder::PointCoder(const SourceModel& model, const TriangularBasis& basis) {
   const double* b = basis.b.data();
   double det = 1.0;
   for (int k = 0; k < n; ++k) det *= b[k * n + k];
-  const double mu = model.mean(), var = model.variance();
+  double mu, var;
+  model.moments(&mu, &var);
   const double r_cap = radius_for(n, det, 0.5 * static_cast<double>(kMaxCandidates));
   bounds_ = PointBounds{std::isfinite(mu) && std::isfinite(var) ? 1 : 0, n, basis.rho, mu, var,
                         r_cap, std::sqrt(static_cast<double>(n))};

@@ -63,6 +63,10 @@ template <class T>
 void count_cells(const T* x, std::size_t m, double factor, double a, double inv_width,
                  std::uint64_t* counts) {
   constexpr std::size_t kCells = SourceModel::kCells;
+  if (m <= 64) {  // a small update: straight into counts (the same integers)
+    for (std::size_t i = 0; i < m; ++i) ++counts[model_stats::cell(x[i], factor, a, inv_width)];
+    return;
+  }
   std::vector<std::uint64_t> part(4 * kCells, 0);
   std::uint64_t* const part0 = part.data();
   std::uint64_t* const part1 = part0 + kCells;
@@ -95,6 +99,14 @@ SourceModel::Statistics SourceModel::statistics(const T* x, std::size_t m, doubl
   // A maximum per chunk, then theirs (the comparisons skip NaN).
   const std::size_t chunks = m / kFitChunk + (m % kFitChunk != 0 ? 1 : 0);
   const auto chunk_size = [&](std::size_t c) { return m - c * kFitChunk < kFitChunk ? m - c * kFitChunk : kFitChunk; };
+  if (chunks <= 1) {  // one chunk (a small update): no tasks, no partial counts
+    const T top = m != 0 ? model_stats::max_abs(x, m) : T(0);
+    const T xmax = top > T(0) ? top : T(0);
+    stats.range = model_stats::range(static_cast<double>(xmax), factor);
+    count_cells(x, m, factor, stats.range, model_stats::inv_width(stats.range),
+                stats.counts.data());
+    return stats;
+  }
   std::vector<T> maxima(chunks, T(0));
   parallel_for(threads, chunks, [&](std::size_t c) {
     maxima[c] = model_stats::max_abs(x + c * kFitChunk, chunk_size(c));
@@ -117,11 +129,12 @@ SourceModel::Statistics SourceModel::statistics(const T* x, std::size_t m, doubl
 
 template <class T>
 SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
-                             double cell_hi, int threads) {
-  return fit_from(statistics(x, m, factor, threads), cell_lo, cell_hi);
+                             double cell_hi, int threads, bool quantiles) {
+  return fit_from(statistics(x, m, factor, threads), cell_lo, cell_hi, quantiles);
 }
 
-SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, double cell_hi) {
+SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, double cell_hi,
+                                  bool quantiles) {
   SourceModel model;
   model.set_range(stats.range);
   const std::array<std::uint64_t, kCells>& counts = stats.counts;
@@ -131,7 +144,7 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
     model.set_shape(kMaxBins, 0);
     for (int b = 0; b <= kMaxBins; ++b)
       model.knots_[static_cast<std::size_t>(b)] = static_cast<std::uint32_t>(b) * (kKnotScale / kMaxBins);
-    model.derive();
+    model.derive(quantiles);
     return model;
   }
   // The cumulative counts at the cell edges; the occupied groups of 2^s
@@ -159,12 +172,16 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   const double lo = w_lo > 1.0 ? w_lo : 1.0, hi = w_hi > 1.0 ? w_hi : 1.0;
   Shape best = kShapes[0];
   double best_bits = 0.0;
+  // The estimates read the grid at 8 points an occupied group: with few
+  // groups (small updates) each point is computed from the knots rather
+  // than the whole grid tabulated for each shape (the same values).
+  const bool tabulated = n_occupied > kCells / 16;
   for (const Shape& s : kShapes) {
     model.set_shape(s.bins, s.growth);
     model.set_knots(cum.data());
-    model.tabulate();
+    if (tabulated) model.tabulate();
     const double bits = model.estimate_bits(occupied.data(), occupancy.data(), n_occupied,
-                                            static_cast<double>(group), lo, hi) +
+                                            static_cast<double>(group), lo, hi, tabulated) +
                         static_cast<double>(model.serialized_bits());
     if (&s == kShapes || bits < best_bits) {
       best = s;
@@ -173,7 +190,7 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   }
   model.set_shape(best.bins, best.growth);
   model.set_knots(cum.data());
-  model.derive();
+  model.derive(quantiles);
   return model;
 }
 
@@ -237,19 +254,58 @@ void SourceModel::tabulate() {
   for (int i = 0; i < kCells; ++i) slope_[i] = knot_[i + 1] - knot_[i];
 }
 
-void SourceModel::derive() {
+void SourceModel::table_values(int i, double* at, double* next) const {
+  // tabulate's C_i: in bin b (e_b <= i < e_{b+1}), c_b 2^10 + floor((i - e_b) d / width),
+  // and C_{i+1} by the same bin's formula (at i + 1 = e_{b+1} it gives c_{b+1} 2^10).
+  // (i - e_b) d < 2^32 and width <= 2^10: the double quotient's floor is the
+  // integer one (a quotient that is no integer is 2^-10 or more from one,
+  // beyond the rounding error, below 2^-21).
+  constexpr int kShift = kTableBits - kKnotBits;
+  int lo = 0, hi = bins_;  // e_lo <= i < e_hi
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (edges_[static_cast<std::size_t>(mid)] <= i) lo = mid;
+    else hi = mid;
+  }
+  const std::uint32_t e0 = edges_[static_cast<std::size_t>(lo)];
+  const double width = edges_[static_cast<std::size_t>(lo) + 1] - e0;
+  const std::uint32_t c = knots_[static_cast<std::size_t>(lo)];
+  const std::uint64_t d = static_cast<std::uint64_t>(knots_[static_cast<std::size_t>(lo) + 1] - c) << kShift;
+  const std::uint64_t off = static_cast<std::uint32_t>(i) - e0;
+  const double base = static_cast<double>(c << kShift);
+  *at = base + static_cast<double>(static_cast<std::uint64_t>(static_cast<double>(off * d) / width));
+  *next = base + static_cast<double>(static_cast<std::uint64_t>(static_cast<double>((off + 1) * d) / width));
+}
+
+void SourceModel::derive(bool quantiles) {
   tabulate();
+  if (!quantiles) return;
   // Level l + 1/2 (in units of 2^-12) lies in cell i when C_i <= t < C_{i+1},
   // t = (l + 1/2) 2^10: every level is in one cell (C_0 = 0 and
-  // C_kCells = 2^22 > t), of positive slope.
-  int i = 0;
-  for (std::uint32_t l = 0; l < kKnotScale; ++l) {
-    const double t = (l + 0.5) * (kTableScale / kKnotScale);
-    while (knot_[i + 1] <= t) ++i;
-    quantile_[l] = i + (t - knot_[i]) / slope_[i];
+  // C_kCells = 2^22 > t), of positive slope.  By cells: the levels of cell i
+  // are those from ceil((C_i - 2^9) / 2^10) to before ceil((C_{i+1} - 2^9) / 2^10)
+  // (C_i integers), each computed on its own (a loop without a chain from
+  // level to level).
+  constexpr std::uint32_t kStep = kTableScale / kKnotScale;
+  const auto first_level = [](double c) {
+    const std::uint32_t v = static_cast<std::uint32_t>(c);
+    return v <= kStep / 2 ? 0u : (v - kStep / 2 + kStep - 1) / kStep;
+  };
+  std::uint32_t l0 = 0;
+  for (int i = 0; i < kCells; ++i) {
+    const std::uint32_t l1 = first_level(knot_[i + 1]);
+    const double c = knot_[i], slope = slope_[i], cell = i;
+    for (std::uint32_t l = l0; l < l1; ++l) {
+      const double t = (l + 0.5) * kStep;
+      quantile_[l] = cell + (t - c) / slope;
+    }
+    if (l1 > l0) l0 = l1;
   }
-  // Mean and variance: grid cell i, of width w = 2A / kCells and weight
-  // slope_i 2^-22, has mean -A + (i + 1/2) w and variance w^2 / 12.
+}
+
+void SourceModel::moments(double* mean, double* variance) const {
+  // Grid cell i, of width w = 2A / kCells and weight slope_i 2^-22, has
+  // mean -A + (i + 1/2) w and variance w^2 / 12.
   const double w = 2.0 * a_ / kCells;
   double m1 = 0.0, m2 = 0.0;
   for (int c = 0; c < kCells; ++c) {
@@ -258,20 +314,23 @@ void SourceModel::derive() {
     m1 += p * centre;
     m2 += p * (centre * centre);
   }
-  mean_ = m1;
+  *mean = m1;
   const double var = m2 - m1 * m1 + w * w * (1.0 / 12.0);
-  variance_ = var > 0.0 ? var : 0.0;
+  *variance = var > 0.0 ? var : 0.0;
 }
 
 double SourceModel::estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts,
                                   std::size_t count, double group, double w_lo,
-                                  double w_hi) const {
+                                  double w_hi, bool tabulated) const {
   // F on the grid (u in cells), in units of 2^-22.
-  const auto grid = [this](double u) {
+  const auto grid = [this, tabulated](double u) {
     if (!(u > 0.0)) return 0.0;
     if (!(u < kCells)) return static_cast<double>(kTableScale);
     const int i = static_cast<int>(u);
-    return knot_[i] + (u - i) * slope_[i];
+    if (tabulated) return knot_[i] + (u - i) * slope_[i];
+    double c, next;
+    table_values(i, &c, &next);
+    return c + (u - i) * (next - c);
   };
   // -log2 of the model's probability of [t - a, t + b], at least 2^-24.
   const auto cost = [&grid](double t, double a, double b) {
@@ -295,17 +354,31 @@ int SourceModel::knot_order(std::uint64_t* bits) const {
   // an exp-Golomb code whose order is chosen to minimise the length.
   int best_k = 0;
   std::uint64_t best = ~std::uint64_t{0};
+  // A zero increment's code is k + 1 bits long at order k: the zeros are
+  // counted once, the others summed at each order (the same lengths).
+  std::array<std::uint32_t, kMaxBins> nonzero;
+  std::size_t n_nonzero = 0;
+  std::uint64_t zeros = 0;
+  // Once 2^k exceeds every increment, each code is k + 1 bits long, so the
+  // length grows with k: no larger order can be shorter.
+  std::uint32_t largest = 0;
+  for (int b = 0; b + 1 < bins_; ++b) {
+    const std::uint32_t v = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
+    largest = v > largest ? v : largest;
+    if (v == 0) ++zeros;
+    else nonzero[n_nonzero++] = v;
+  }
   for (int k = 0; k <= kKnotBits; ++k) {
-    std::uint64_t len = 0;
-    for (int b = 0; b + 1 < bins_; ++b) {
-      const std::uint64_t v = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
-      const std::uint64_t w = v + (std::uint64_t{1} << k);
+    std::uint64_t len = zeros * static_cast<std::uint64_t>(k + 1);
+    for (std::size_t j = 0; j < n_nonzero; ++j) {
+      const std::uint64_t w = std::uint64_t{nonzero[j]} + (std::uint64_t{1} << k);
       len += static_cast<std::uint64_t>(2 * (64 - count_leading_zeros(w)) - k - 1);
     }
     if (len < best) {
       best = len;
       best_k = k;
     }
+    if ((std::uint64_t{1} << k) > largest) break;
   }
   *bits = best;
   return best_k;
@@ -381,12 +454,12 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
 }
 
 template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double, double,
-                                             int);
+                                             int, bool);
 template SourceModel::Statistics SourceModel::statistics<float>(const float*, std::size_t, double,
                                                                 int);
 template SourceModel::Statistics SourceModel::statistics<double>(const double*, std::size_t,
                                                                  double, int);
 template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double, double,
-                                              int);
+                                              int, bool);
 
 }  // namespace cepam

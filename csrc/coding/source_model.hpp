@@ -55,9 +55,12 @@ class SourceModel {
   // data).
   // threads: how many threads may share the passes over x (the same model
   // for every count: the passes reduce to a maximum and integer counts).
+  // quantiles: whether to compute the quantile table (quantile_cells),
+  // which only a decoder reads (its guesses); an encoder's model may do
+  // without it (the same model, the same bytes, 4096 divisions fewer).
   template <class T>
   static SourceModel fit(const T* x, std::size_t m, double factor, double cell_lo,
-                         double cell_hi, int threads = 1);
+                         double cell_hi, int threads = 1, bool quantiles = true);
 
   // What fit reduces x[0..m) * factor to (coding/model_stats.hpp): the
   // range A (model_stats::range of the largest |x| and the factor) and
@@ -71,7 +74,8 @@ class SourceModel {
   static Statistics statistics(const T* x, std::size_t m, double factor, int threads = 1);
   // The model fit gives for data of these statistics (computed anywhere:
   // a GPU's kernels give the same, cuda/model_gpu.cu), without the data.
-  static SourceModel fit_from(const Statistics& stats, double cell_lo, double cell_hi);
+  static SourceModel fit_from(const Statistics& stats, double cell_lo, double cell_hi,
+                              bool quantiles = true);
 
   // Serialises / parses the model (parse throws FormatError on bad input
   // and advances *pos).  tables = false checks the model without computing
@@ -93,7 +97,8 @@ class SourceModel {
 
   // An approximate inverse of cdf, for search guesses only (never for a
   // coded value): the position u (in cells, as in cdf) where the CDF
-  // reaches (level + 1/2) 2^-12, for level < 2^12.
+  // reaches (level + 1/2) 2^-12, for level < 2^12.  Not computed for a
+  // model fitted with quantiles = false (an encoder's: never read).
   double quantile_cells(std::uint32_t level) const { return quantile_[level]; }
 
   double range() const { return a_; }
@@ -101,9 +106,9 @@ class SourceModel {
   int growth() const { return growth_; }
   // Mean and variance of the model's law (uniform within each grid cell),
   // from the grid table with +, -, *, / in a fixed order: the same bits
-  // everywhere.
-  double mean() const { return mean_; }
-  double variance() const { return variance_; }
+  // everywhere.  Computed at each call (a pass over the grid: only the
+  // point model reads them, once per coder).
+  void moments(double* mean, double* variance) const;
   // The tables behind cdf and quantile_cells (for SIMD forms of them).
   double inv_width() const { return inv_width_; }
   const double* knot_table() const { return knot_.data(); }
@@ -120,17 +125,22 @@ class SourceModel {
   // Knots from the cumulative cell counts cum[0..kCells] (cum[kCells] = m).
   void set_knots(const std::uint64_t* cum);
   // Fills the grid tables from the knots (tabulate), and the quantile
-  // table (derive = tabulate + quantiles).
+  // table (derive = tabulate + quantiles, unless quantiles is false).
   void tabulate();
-  void derive();
+  void derive(bool quantiles = true);
   // The shortest exp-Golomb order of the increments, and its length in bits.
   int knot_order(std::uint64_t* bits) const;
   std::uint64_t serialized_bits() const;
+  // C_i and C_{i+1} (knot_[i] and knot_[i + 1] once tabulated) from the
+  // knots alone, 0 <= i < kCells.
+  void table_values(int i, double* at, double* next) const;
   // Estimated bits of counts[k] coordinates at the centre of the group of
   // grid cells [cells[k], cells[k] + group), k < count, coded in cells of
   // widths w_lo and w_hi (in grid cells).
+  // tabulated: from the grid tables (else from table_value: the same bits,
+  // cheaper where few groups are occupied).
   double estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts, std::size_t count,
-                       double group, double w_lo, double w_hi) const;
+                       double group, double w_lo, double w_hi, bool tabulated) const;
 
   double a_ = 1.0;
   double inv_width_ = kCells / 2.0;
@@ -139,11 +149,13 @@ class SourceModel {
   std::array<std::uint16_t, kMaxBins + 1> edges_{};  // in cells
   std::array<std::uint32_t, kMaxBins + 1> knots_{};  // c_0 = 0 .. c_K = 2^12
   // Derived: knot_[i] = C_i and slope_[i] = C_{i+1} - C_i as doubles; the
-  // quantile table.
-  std::array<double, kCells + 1> knot_{};
-  std::array<double, kCells> slope_{};
-  std::array<double, kKnotScale> quantile_{};
-  double mean_ = 0.0, variance_ = 0.0;
+  // quantile table.  Left uninitialised until derived (tabulate writes
+  // every knot and slope, derive every quantile): a model is built on
+  // every call, and zeroing the 48 KiB cost more than a small update's
+  // coding.
+  std::array<double, kCells + 1> knot_;
+  std::array<double, kCells> slope_;
+  std::array<double, kKnotScale> quantile_;
 };
 
 }  // namespace cepam

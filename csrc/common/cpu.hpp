@@ -10,7 +10,8 @@
 // __attribute__((target("avx2"))) (which does not enable FMA, so nothing can
 // be contracted) and chosen when the CPU and OS support AVX2.  There is also
 // an AVX-512F ChaCha20 kernel (integer-only), and AVX-512DQ forms of
-// portable loops (simd_avx512dq).  Setting the environment
+// portable loops and of the lane kernels (common/lanes_avx512.hpp) of the
+// lattices and the conditional coder's encoder (simd_avx512dq).  Setting the environment
 // variable CEPAM_SIMD to "portable" or "avx2" before the first call caps the
 // level (used by the tests to compare the paths).  Other compilers and
 // architectures, and builds with CEPAM_NO_SIMD defined, always use the

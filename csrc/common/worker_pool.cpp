@@ -55,10 +55,15 @@ void WorkerPool::post(Loop& loop, std::size_t helpers) {
   for (std::size_t i = 0; i < woken; ++i) posted_.notify_one();
   // Threads for the helpers no idle thread can be (they take the oldest
   // loop first; a thread that cannot be started leaves the work to fewer).
+  // A new thread counts as idle from here, not from when it first runs: a
+  // caller that finishes the loop before its helpers start, and posts the
+  // next one, finds them idle rather than making more.
   for (std::size_t t = woken; t < helpers; ++t) {
+    ++idle_;
     try {
       threads_.emplace_back([this] { serve(); });
     } catch (...) {
+      --idle_;
       break;
     }
   }
@@ -75,8 +80,7 @@ void WorkerPool::finish(Loop& loop) {
 
 void WorkerPool::serve() {
   std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    ++idle_;
+  for (;;) {  // (idle_ counts this thread here: post() and the loop's end count it)
     posted_.wait(lock, [this] { return !loops_.empty(); });
     --idle_;
     Loop* loop = loops_.front();
@@ -88,6 +92,7 @@ void WorkerPool::serve() {
     // (Notified under the lock: the loop's caller, and the loop with it,
     // outlive this thread's last touch of it.)
     if (--loop->running == 0) finished_.notify_all();
+    ++idle_;
   }
 }
 

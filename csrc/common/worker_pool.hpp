@@ -75,7 +75,7 @@ class WorkerPool {
   std::condition_variable finished_;  // a helper has returned
   std::deque<Loop*> loops_;           // loops with wanted > 0, oldest first
   std::vector<std::thread> threads_;
-  std::size_t idle_ = 0;              // threads waiting for a loop
+  std::size_t idle_ = 0;              // threads waiting for a loop, or started to
 };
 
 }  // namespace cepam

@@ -16,6 +16,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #endif
+#include "common/lanes_avx2.hpp"
 #include "lattice/voronoi_lanes.hpp"
 #endif
 
@@ -36,39 +37,9 @@ inline void transpose4(__m256d& r0, __m256d& r1, __m256d& r2, __m256d& r3) {
   r3 = _mm256_permute2f128_pd(t1, t3, 0x31);
 }
 
-// The operations of voronoi_lanes.hpp on four lanes; masks are vectors of
-// all-ones or zero lanes.
-struct Avx2Ops {
-  static constexpr int L = 4;
-  using D = __m256d;
-  using M = __m256d;
-  static D splat(double v) { return _mm256_set1_pd(v); }
-  static D add(D a, D b) { return _mm256_add_pd(a, b); }
-  static D sub(D a, D b) { return _mm256_sub_pd(a, b); }
-  static D mul(D a, D b) { return _mm256_mul_pd(a, b); }
-  static D div(D a, D b) { return _mm256_div_pd(a, b); }
-  static D add_where(M m, D a, D b) { return _mm256_blendv_pd(a, _mm256_add_pd(a, b), m); }
-  static D floor(D a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
-  static M ge(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GE_OQ); }
-  static M gt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
-  static M lt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
-  static M le(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
-  static M eq(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
-  static D blend(M m, D a, D b) { return _mm256_blendv_pd(a, b, m); }
-  static M both(M a, M b) { return _mm256_and_pd(a, b); }
-  static unsigned bits(M m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
-  static D abs(D a) { return _mm256_andnot_pd(splat(-0.0), a); }
-  static M odd(D s) {
-    const __m256i one = _mm256_set1_epi64x(1);
-    return _mm256_castsi256_pd(
-        _mm256_cmpeq_epi64(_mm256_and_si256(avx2::to_int64(s), one), one));
-  }
-  static D int64_bits(D f) { return _mm256_castsi256_pd(avx2::to_int64(f)); }
-  static D uniform_co(D w) { return avx2::uniform_co(_mm256_castpd_si256(w)); }
-  static D gather(const double* base, const std::size_t* c) {
-    static_assert(sizeof(std::size_t) == 8, "64-bit indices");
-    return _mm256_i64gather_pd(base, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)), 8);
-  }
+// The operations of voronoi_lanes.hpp on four lanes (common/lanes_avx2.hpp)
+// and the lattices' rows.
+struct Avx2Ops : simd::Avx2Lanes {
   template <int N>
   static void load_cols(const double* const* rows, D* cols) {
     if constexpr (N == 2) {

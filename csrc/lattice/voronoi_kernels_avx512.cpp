@@ -26,6 +26,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl")
 #endif
+#include "common/lanes_avx512.hpp"
 #include "lattice/voronoi_lanes.hpp"
 
 namespace cepam::kernels::avx512 {
@@ -56,45 +57,8 @@ inline void transpose8(__m512d* r) {
   }
 }
 
-struct Avx512Ops {
-  static constexpr int L = 8;
-  using D = __m512d;
-  using M = __mmask8;
-  static D splat(double v) { return _mm512_set1_pd(v); }
-  static D add(D a, D b) { return _mm512_add_pd(a, b); }
-  static D sub(D a, D b) { return _mm512_sub_pd(a, b); }
-  static D mul(D a, D b) { return _mm512_mul_pd(a, b); }
-  static D div(D a, D b) { return _mm512_div_pd(a, b); }
-  static D add_where(M m, D a, D b) { return _mm512_mask_add_pd(a, m, a, b); }
-  static D floor(D a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
-  static M ge(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_GE_OQ); }
-  static M gt(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
-  static M lt(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ); }
-  static M le(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
-  static M eq(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
-  static D blend(M m, D a, D b) { return _mm512_mask_blend_pd(m, a, b); }
-  static M both(M a, M b) { return static_cast<M>(a & b); }
-  static unsigned bits(M m) { return m; }
-  static D abs(D a) { return _mm512_abs_pd(a); }
-  // Integral |s| < 2^51: truncation is exact.
-  static M odd(D s) {
-    return _mm512_test_epi64_mask(_mm512_cvttpd_epi64(s), _mm512_set1_epi64(1));
-  }
-  static D int64_bits(D f) { return _mm512_castsi512_pd(_mm512_cvttpd_epi64(f)); }
-  // double(w >> 11) 2^-53: the conversion of an integer below 2^53 is exact.
-  static D uniform_co(D w) {
-    const __m512i top = _mm512_srli_epi64(_mm512_castpd_si512(w), 11);
-    return _mm512_mul_pd(_mm512_cvtepi64_pd(top), _mm512_set1_pd(0x1.0p-53));
-  }
-  using I = __m512i;
-  static I int64_of_bits(D a) { return _mm512_castpd_si512(a); }
-  static I iadd(I a, I b) { return _mm512_add_epi64(a, b); }
-  static I isub(I a, I b) { return _mm512_sub_epi64(a, b); }
-  static D to_double(I a) { return _mm512_cvtepi64_pd(a); }  // rounds to nearest
-  static D gather(const double* base, const std::size_t* c) {
-    static_assert(sizeof(std::size_t) == 8, "64-bit indices");
-    return _mm512_i64gather_pd(_mm512_loadu_si512(c), base, 8);
-  }
+// The lane operations (common/lanes_avx512.hpp) and the lattices' rows.
+struct Avx512Ops : simd::Avx512Lanes {
   template <int N>
   static void load_cols(const double* const* rows, D* cols) {
     static_assert(N == 2 || N == 4 || N == 8, "A2, D4 or E8");

@@ -25,7 +25,8 @@
 
 namespace cepam {
 
-enum class MechanismId : int { Gaussian = 1, Laplace = 2, Uniform = 3 };
+// SDQ: subtractive dithered quantization (no latent; cepam.SDQ in Python).
+enum class MechanismId : int { Gaussian = 1, Laplace = 2, SDQ = 3 };
 
 // The mechanism table: payload code, name, the norm of its acceptance test,
 // the largest sub-vector dimension it takes (with why), and a small and a
@@ -47,8 +48,22 @@ inline constexpr MechanismInfo kMechanisms[] = {
      4.54},
     {MechanismId::Laplace, "Laplace", Norm::L1, 4,
      "with l1 balls on Z^n a trial is accepted with probability 1/n!", 1.17, 6.8},
-    {MechanismId::Uniform, "SDQ", Norm::L1, 1, "SDQ is scalar", 1.0, 1.0},
+    {MechanismId::SDQ, "SDQ", Norm::L1, 1, "SDQ is scalar", 1.0, 1.0},
 };
+
+// The largest sub-vector dimension any mechanism takes.
+constexpr int largest_mechanism_dim() {
+  int most = 0;
+  for (const MechanismInfo& m : kMechanisms) most = m.max_dim > most ? m.max_dim : most;
+  return most;
+}
+
+// The row of id, at compile time: nullptr for an id without a row.
+constexpr const MechanismInfo* find_mechanism_row(MechanismId id) {
+  for (const MechanismInfo& m : kMechanisms)
+    if (m.id == id) return &m;
+  return nullptr;
+}
 
 // The radius r(U) of one sub-vector from its latent words, the scalar
 // formulas that the batches (kernels::gaussian_radii, laplace_radii) and the
@@ -77,7 +92,9 @@ CEPAM_HD inline double laplace_radius(int n, double b, const std::uint64_t* w) {
 }
 
 // The latent types: of(n, scale) builds one; norm(), words(), radii() (a
-// batch, SIMD where available) on the host; radius_from(n, scale, w), the
+// batch, SIMD where available) on the host; words_for(n), the words a
+// sub-vector of dimension n takes, at compile time (checked against the
+// device code's array, lrsuq/subvector.hpp); radius_from(n, scale, w), the
 // radius of one sub-vector from its words, also in device code (CEPAM_HD).
 struct GaussianLatent {
   int n;
@@ -88,7 +105,8 @@ struct GaussianLatent {
 
   Norm norm() const { return Norm::L2; }
   // Words per sub-vector: k/2 for even k = n + 2, (k - 1)/2 + 2 for odd k.
-  int words() const { return kernels::gaussian_words(n); }
+  static constexpr int words_for(int n) { return kernels::gaussian_words(n); }
+  int words() const { return words_for(n); }
 
   // out[c] = r(U_c) for c < count, sub-vector c's words at w + c words().
   // Per sub-vector:  half = log(u_1 ... u_{k/2})               (= -chi2(2[k/2]) / 2)
@@ -111,7 +129,8 @@ struct LaplaceLatent {
   static LaplaceLatent of(int n, double scale) { return {n, scale}; }
 
   Norm norm() const { return Norm::L1; }  // for n = 1 the l1 ball is the interval
-  int words() const { return n + 1; }
+  static constexpr int words_for(int n) { return n + 1; }
+  int words() const { return words_for(n); }
 
   // out[c] = r(U_c) = b (-log(u_1 ... u_{n+1})) for c < count
   // (kernels::laplace_radii, SIMD where available).
@@ -123,18 +142,19 @@ struct LaplaceLatent {
   }
 };
 
-// A fixed radius: no latent variable.  With scale beta = radius / rho this
-// is plain subtractive dithered quantization (SDQ), uniform error on the
+// SDQ: a fixed radius, no latent variable.  With scale beta = radius / rho
+// this is plain subtractive dithered quantization, uniform error on the
 // scaled cell; on Z^1 with radius step / 2, the scalar SDQ baseline.
-struct FixedLatent {
+struct SdqLatent {
   int n;
   double radius;
 
-  static constexpr MechanismId id = MechanismId::Uniform;  // SDQ: radius = step / 2
-  static FixedLatent of(int n, double scale) { return {n, 0.5 * scale}; }
+  static constexpr MechanismId id = MechanismId::SDQ;  // radius = step / 2
+  static SdqLatent of(int n, double scale) { return {n, 0.5 * scale}; }
 
   Norm norm() const { return Norm::L1; }
-  int words() const { return 0; }
+  static constexpr int words_for(int) { return 0; }
+  int words() const { return words_for(n); }
   void radii(const std::uint64_t*, std::size_t count, double* out) const {
     for (std::size_t c = 0; c < count; ++c) out[c] = radius;
   }
@@ -144,7 +164,43 @@ struct FixedLatent {
 // The latents by type, one per row of kMechanisms.
 template <class... Ls>
 struct LatentList {};
-using Latents = LatentList<GaussianLatent, LaplaceLatent, FixedLatent>;
+using Latents = LatentList<GaussianLatent, LaplaceLatent, SdqLatent>;
+
+// The row of a latent type (compile-time: a type without a row does not
+// compile).
+template <class Latent>
+constexpr const MechanismInfo& mechanism_row() {
+  static_assert(find_mechanism_row(Latent::id) != nullptr,
+                "a latent type without a row in kMechanisms");
+  return *find_mechanism_row(Latent::id);
+}
+
+// Every row of kMechanisms has one latent type in Latents, and the reverse.
+template <class... Ls>
+constexpr bool rows_match_types(LatentList<Ls...>) {
+  for (const MechanismInfo& m : kMechanisms)
+    if (((m.id == Ls::id ? 1 : 0) + ... + 0) != 1) return false;
+  return ((find_mechanism_row(Ls::id) != nullptr) && ...);
+}
+static_assert(rows_match_types(Latents{}), "kMechanisms and Latents must list the same mechanisms");
+
+// The most latent words a sub-vector of the latent takes, over the
+// dimensions its row allows (1 .. max_dim).
+template <class Latent>
+constexpr int latent_words_at_most() {
+  int most = 0;
+  for (int n = 1; n <= mechanism_row<Latent>().max_dim; ++n)
+    most = Latent::words_for(n) > most ? Latent::words_for(n) : most;
+  return most;
+}
+
+// The same over every latent of the table.
+template <class... Ls>
+constexpr int most_latent_words(LatentList<Ls...>) {
+  int most = 0;
+  ((most = latent_words_at_most<Ls>() > most ? latent_words_at_most<Ls>() : most), ...);
+  return most;
+}
 
 template <class Fn, class... Ls>
 CEPAM_HD bool with_latent_type(MechanismId id, Fn&& fn, LatentList<Ls...>) {

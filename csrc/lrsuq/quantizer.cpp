@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "common/errors.hpp"
 #include "common/scratch.hpp"
@@ -13,16 +14,34 @@ namespace {
 constexpr std::size_t kChunk = subvector::kChunk;  // sub-vectors per keystream batch
 constexpr std::size_t kVoronoiChunk = 1024;  // the same for the encoder's A2, D4, E8
 
+// Whether the tables allow the latent on the lattice type: the lattice
+// tests the mechanism's norm, and a fixed dimension is within the
+// mechanism's largest (check_combination's rule on the rows, at compile
+// time).  Only these pairs are instantiated.
+template <class Lattice, class Latent>
+constexpr bool combination_allowed() {
+  const LatticeInfo& l = lattice_row<Lattice>();
+  const MechanismInfo& m = mechanism_row<Latent>();
+  return lattice_takes(l, m) && l.dim <= m.max_dim;
+}
+
 // Calls fn(lattice, latent) with the concrete types for p (Z^1 and Z^2
-// with their dimension fixed at compile time; A2, D4 and E8 with the
-// Gaussian latent only, the one mechanism LrsuqParams allows on them).
+// with their dimension fixed at compile time; a root lattice with the
+// latents the tables allow on it: on A2, D4 and E8 the Gaussian's).
 template <class Fn>
 void dispatch(const LrsuqParams& p, Fn&& fn) {
-  if (with_root_lattice(p.lattice, [&](const auto& l) { fn(l, GaussianLatent{p.n, p.scale}); }))
-    return;
   const auto on = [&](const auto& lattice) {
-    with_latent(p.mechanism, p.n, p.scale, [&](const auto& latent) { fn(lattice, latent); });
+    with_latent(p.mechanism, p.n, p.scale, [&](const auto& latent) {
+      using Lattice = std::decay_t<decltype(lattice)>;
+      using Latent = std::decay_t<decltype(latent)>;
+      if constexpr (combination_allowed<Lattice, Latent>()) {
+        fn(lattice, latent);
+      } else {  // (LrsuqParams checks the combination when it is built)
+        check_combination(p.mechanism, p.lattice, p.n);
+      }
+    });
   };
+  if (with_root_lattice(p.lattice, on)) return;
   switch (p.n) {
     case 1: on(BasicLatticeZn<1>{1}); break;
     case 2: on(BasicLatticeZn<2>{2}); break;
@@ -38,14 +57,12 @@ void dispatch_lattice(LatticeId id, int n, Fn&& fn) {
   with_lattice(id, n, fn);
 }
 
-// Largest |x / beta| the encoder accepts: m + V keeps headroom in float64
-// and every integer coordinate stays below kMaxAbsM.  On E8 the basis
-// coordinates m_1 .. m_6 sum up to six doubled point coordinates, hence the
-// lower bound there.
+// Largest |x / beta| the encoder accepts: the lattice's row
+// (lattice/registry.hpp).
 template <class Lattice>
-constexpr double scaled_input_limit(const Lattice&) { return kMaxScaledInput; }
-constexpr double scaled_input_limit(const LatticeE8&) { return 0x1.0p48; }
-
+constexpr double scaled_input_limit(const Lattice&) {
+  return lattice_row<Lattice>().max_scaled_input;
+}
 
 // The acceptance test of one sub-vector from its per-element terms (see
 // Lattice::trial_batch): the squared l2 norm, or the l1 norm, of y - x,
@@ -199,163 +216,206 @@ LrsuqEncodeScratch& LrsuqEncodeScratch::operator=(LrsuqEncodeScratch&&) noexcept
 
 namespace {
 
+// encode_impl's arguments: sub-vectors [first, last) of x[0..m) * factor
+// (zero padding after x[m - 1]), their outputs relative to first (beta and
+// V, the side information as side_info_impl computes it, unless null).
+template <class T>
+struct EncodeArgs {
+  const KeyStream& ks;
+  const T* x;
+  std::size_t m;
+  double factor;
+  std::size_t first, last;
+  std::uint32_t* H;
+  std::int64_t* M;
+  double* beta;
+  double* V;
+};
+
+// One chunk of sub-vectors [j0, j0 + count) for its trials: the first `ok`
+// of them are in range (count if all), and its outputs (V unless null).
+// The chunk's scaled inputs, radii, scales and trial-1 dither words are in
+// the scratch buffers.
+struct EncodeChunk {
+  std::size_t j0, count, ok;
+  std::uint32_t* H;
+  std::int64_t* M;
+  double* V;
+  const double* beta_elem;  // beta per element (for n = 1, per sub-vector)
+};
+
+// The chunk's keystream (latent words, trial 1's dither words), radii and
+// scales, and its scaled inputs t = x factor / beta; returns the number of
+// sub-vectors before the first whose input is out of range (|t| >= limit or
+// not finite), count if none.
+template <class T, class Latent>
+std::size_t prepare_chunk(const Latent& latent, const EncodeArgs<T>& a, std::size_t un,
+                          double rho, double limit, bool zn, std::size_t j0, std::size_t count,
+                          LrsuqEncodeScratch::Buffers& buf, const double** beta_elem) {
+  const std::size_t W = static_cast<std::size_t>(latent.words());
+  const std::size_t e0 = j0 * un;      // first element of the chunk
+  const std::size_t ne = count * un;   // elements, padding included
+  a.ks.words(0, j0 * W, count * W, buf.latent_buf.data());
+  a.ks.words(1, e0, ne, buf.dither_buf.data());
+  latent.radii(buf.latent_buf.data(), count, buf.radius.data());
+  scale_radii(buf.radius.data(), rho, count, buf.beta.data());
+  for (std::size_t c = 0; c < count; ++c) buf.inv_beta[c] = 1.0 / buf.beta[c];
+  // Per element (for n = 1, the per-sub-vector arrays themselves).
+  *beta_elem = buf.beta.data();
+  const double* inv_beta_elem = buf.inv_beta.data();
+  if (un > 1) {
+    for (std::size_t c = 0; c < count; ++c) {
+      for (std::size_t k = 0; k < un; ++k) {
+        if (zn) buf.beta_e[c * un + k] = buf.beta[c];
+        buf.inv_beta_e[c * un + k] = buf.inv_beta[c];
+      }
+    }
+    *beta_elem = buf.beta_e.data();
+    inv_beta_elem = buf.inv_beta_e.data();
+  }
+  // Scaled inputs (zero padding after x[m - 1]).
+  const std::size_t real = (a.m - e0 < ne) ? a.m - e0 : ne;
+  std::size_t bad = kernels::scale_inputs(a.x + e0, a.factor, inv_beta_elem, limit, real,
+                                          buf.xs.data(), buf.t.data());
+  if (bad == real) {
+    bad = ne;  // none so far
+    for (std::size_t e = real; e < ne; ++e) {
+      buf.xs[e] = 0.0;
+      buf.t[e] = buf.xs[e] * inv_beta_elem[e];
+      if (!(std::fabs(buf.t[e]) < limit)) {
+        bad = e;
+        break;
+      }
+    }
+  }
+  return bad / un;
+}
+
+// The trials of a chunk on a Voronoi lattice (A2, D4, E8): trial 1 of all
+// its sub-vectors in range, then trials 2, 3, ... of the rejected ones
+// (their dither blocks gathered), indexed in place.
+template <class Lattice>
+void voronoi_trials_chunk(const Lattice& lattice, const KeyStream& ks, const EncodeChunk& c,
+                          double limit, LrsuqEncodeScratch::Buffers& buf) {
+  constexpr std::size_t un = static_cast<std::size_t>(Lattice::kDim);
+  std::size_t nrej = voronoi_round(lattice, 1, buf.dither_buf.data(), nullptr, c.ok, buf.t.data(),
+                                   buf.xs.data(), buf.beta.data(), buf.radius.data(), c.H, c.M,
+                                   c.V, buf.rejected.data());
+  for (std::uint32_t trial = 1; nrej > 0;) {
+    if (trial == kTrialCap) throw_subvector_error(c.j0 + buf.rejected[0], subvector::kTrialCap, limit);
+    ++trial;
+    buf.retry.fetch(ks, [trial](std::size_t) { return trial; }, un, c.j0, buf.rejected.data(),
+                    nrej);
+    nrej = voronoi_round(lattice, trial, buf.retry.packed(un, nrej, buf.rwords.data()),
+                         buf.rejected.data(), nrej, buf.t.data(), buf.xs.data(), buf.beta.data(),
+                         buf.radius.data(), c.H, c.M, c.V, buf.rejected.data());
+  }
+}
+
+// The trials of a chunk on Z^n: trial 1 of all its sub-vectors in range in
+// one batch over their elements, then trials 2, 3, ... of the rejected
+// ones, in order, in batches over compacted copies of their elements
+// (index i: sub-vector rejected[i]).
+template <class Lattice>
+void zn_trials_chunk(const Lattice& lattice, const KeyStream& ks, const EncodeChunk& c,
+                     Norm norm, double limit, LrsuqEncodeScratch::Buffers& buf) {
+  const std::size_t un = static_cast<std::size_t>(lattice.dim());
+  const bool every_trial_accepted = lattice.cell_is_ball();
+  lattice.trial_batch(buf.t.data(), buf.xs.data(), c.beta_elem, buf.dither_buf.data(), c.ok * un,
+                      norm, c.M, every_trial_accepted ? nullptr : buf.dev.data(), c.V);
+  std::fill_n(c.H, c.ok, 1u);
+  if (every_trial_accepted) return;
+  std::size_t nrej = 0;
+  for (std::size_t s = 0; s < c.ok; ++s) {
+    buf.rejected[nrej] = s;
+    nrej += accepted(norm, &buf.dev[s * un], un, buf.radius[s]) ? 0 : 1;
+  }
+  for (std::size_t i = 0; i < nrej; ++i) {
+    const std::size_t s = buf.rejected[i];
+    std::copy_n(&buf.t[s * un], un, &buf.rt[i * un]);
+    std::copy_n(&buf.xs[s * un], un, &buf.rxs[i * un]);
+    std::copy_n(&c.beta_elem[s * un], un, &buf.rbeta[i * un]);
+    buf.rradius[i] = buf.radius[s];
+  }
+  for (std::uint32_t trial = 1; nrej > 0;) {
+    if (trial == kTrialCap) throw_subvector_error(c.j0 + buf.rejected[0], subvector::kTrialCap, limit);
+    ++trial;
+    buf.retry.fetch(ks, [trial](std::size_t) { return trial; }, un, c.j0, buf.rejected.data(),
+                    nrej);
+    for (std::size_t i = 0; i < nrej; ++i) std::copy_n(buf.retry.words(i), un, &buf.rwords[i * un]);
+    lattice.trial_batch(buf.rt.data(), buf.rxs.data(), buf.rbeta.data(), buf.rwords.data(),
+                        nrej * un, norm, buf.rq.data(), buf.dev.data(),
+                        c.V != nullptr ? buf.rdither.data() : nullptr);
+    std::size_t still = 0;
+    for (std::size_t i = 0; i < nrej; ++i) {
+      const std::size_t s = buf.rejected[i];
+      if (accepted(norm, &buf.dev[i * un], un, buf.rradius[i])) {
+        c.H[s] = trial;
+        std::copy_n(&buf.rq[i * un], un, &c.M[s * un]);
+        if (c.V != nullptr) std::copy_n(&buf.rdither[i * un], un, &c.V[s * un]);
+        continue;
+      }
+      if (still != i) {
+        buf.rejected[still] = s;
+        std::copy_n(&buf.rt[i * un], un, &buf.rt[still * un]);
+        std::copy_n(&buf.rxs[i * un], un, &buf.rxs[still * un]);
+        std::copy_n(&buf.rbeta[i * un], un, &buf.rbeta[still * un]);
+        buf.rradius[still] = buf.rradius[i];
+      }
+      ++still;
+    }
+    nrej = still;
+  }
+}
+
 // Encodes sub-vectors [first, last) chunk by chunk: the keystream of trial
 // 1 and of the latent variables of a whole chunk is generated in one go, the
 // radii of the chunk are computed in one batch, every sub-vector does trial
 // 1 in one batch over the chunk's elements, and the rejected ones go on to
-// trials 2, 3, ... together (their dither blocks gathered).  The outputs,
-// and which error is thrown first, are those of the plain loop "for each
-// sub-vector, for each trial" (so they do not depend on first and last).
-// Outputs are relative to first; beta and V (the side information, as
-// side_info_impl computes it) are written unless null.
+// trials 2, 3, ... together (voronoi_trials_chunk, zn_trials_chunk).  The
+// outputs, and which error is thrown first, are those of the plain loop
+// "for each sub-vector, for each trial" (so they do not depend on first and
+// last): a sub-vector out of range ends the encoding, after the sub-vectors
+// before it (which may themselves fail first).
 template <class T, class Lattice, class Latent>
-void encode_impl(const Lattice& lattice, const Latent& latent, const KeyStream& ks, const T* x,
-                 std::size_t m, double factor, std::size_t first, std::size_t last,
-                 std::uint32_t* H, std::int64_t* M, double* beta_out, double* V,
+void encode_impl(const Lattice& lattice, const Latent& latent, const EncodeArgs<T>& a,
                  LrsuqEncodeScratch* scratch) {
-  const int n = lattice.dim();
-  const std::size_t un = static_cast<std::size_t>(n);
-  const std::size_t W = static_cast<std::size_t>(latent.words());
+  const std::size_t un = static_cast<std::size_t>(lattice.dim());
   const Norm norm = latent.norm();
   const double rho = lattice.packing_radius(norm);
-  const bool every_trial_accepted = lattice.cell_is_ball();
   const double limit = scaled_input_limit(lattice);
   // Sub-vectors per chunk: more for the Voronoi lattices, whose later trials
   // run in groups of 8 sub-vectors and of 16 keystream blocks (fewer of them
   // part empty); their trials need none of the Z^n loop's arrays (size zn).
   constexpr bool voronoi = Lattice::id != LatticeId::Z;
+  static_assert(!voronoi || mechanism_row<Latent>().norm == Norm::L2,
+                "the Voronoi trials (voronoi_round) test l2 balls only");
   constexpr std::size_t chunk = voronoi ? kVoronoiChunk : kChunk;
   // The buffers hold the largest chunk of this range (rounded up to 64
   // sub-vectors), not a whole chunk: a small update allocates (and faults
   // in) little.
-  const std::size_t cap = std::min(chunk, (last - first + 63) / 64 * 64);
+  const std::size_t cap = std::min(chunk, (a.last - a.first + 63) / 64 * 64);
   const std::size_t zn = voronoi ? 0 : cap * un;
   std::unique_ptr<LrsuqEncodeScratch> own;  // when the caller gives none
   if (scratch == nullptr) scratch = (own = std::make_unique<LrsuqEncodeScratch>()).get();
   LrsuqEncodeScratch::Buffers& buf = scratch->buffers();
-  buf.reserve(cap, un, W, zn, V != nullptr);
-  auto& [latent_buf, dither_buf, radius, beta, inv_beta, beta_e, inv_beta_e, xs, t, dev,
-         rejected, rt, rxs, rbeta, rradius, rwords, rdither, rq, retry] = buf;
+  buf.reserve(cap, un, static_cast<std::size_t>(latent.words()), zn, a.V != nullptr);
 
-  for (std::size_t j0 = first; j0 < last; j0 += chunk) {
-    const std::size_t count = (last - j0 < chunk) ? last - j0 : chunk;
-    const std::size_t e0 = j0 * un;      // first element of the chunk
-    const std::size_t ne = count * un;   // elements, padding included
-    std::uint32_t* Hc = H + (j0 - first);  // the chunk's outputs
-    std::int64_t* Mc = M + (j0 - first) * un;
-    ks.words(0, j0 * W, count * W, latent_buf.data());
-    ks.words(1, e0, ne, dither_buf.data());
-    latent.radii(latent_buf.data(), count, radius.data());
-    scale_radii(radius.data(), rho, count, beta.data());
-    for (std::size_t c = 0; c < count; ++c) inv_beta[c] = 1.0 / beta[c];
-    // Per element (for n = 1, the per-sub-vector arrays themselves).
-    const double* beta_elem = beta.data();
-    const double* inv_beta_elem = inv_beta.data();
-    if (un > 1) {
-      for (std::size_t c = 0; c < count; ++c) {
-        for (std::size_t k = 0; k < un; ++k) {
-          if constexpr (!voronoi) beta_e[c * un + k] = beta[c];
-          inv_beta_e[c * un + k] = inv_beta[c];
-        }
-      }
-      beta_elem = beta_e.data();
-      inv_beta_elem = inv_beta_e.data();
-    }
-
-    // Scaled inputs (zero padding after x[m - 1]).  A sub-vector out of
-    // range ends the encoding, after the sub-vectors before it (which may
-    // themselves fail first).
-    const std::size_t real = (m - e0 < ne) ? m - e0 : ne;
-    std::size_t bad = kernels::scale_inputs(x + e0, factor, inv_beta_elem, limit, real,
-                                            xs.data(), t.data());
-    if (bad == real) {
-      bad = ne;  // none so far
-      for (std::size_t e = real; e < ne; ++e) {
-        xs[e] = 0.0;
-        t[e] = xs[e] * inv_beta_elem[e];
-        if (!(std::fabs(t[e]) < limit)) {
-          bad = e;
-          break;
-        }
-      }
-    }
-    const std::size_t ok = bad / un;  // sub-vectors before the first bad one (count if none)
-
+  for (std::size_t j0 = a.first; j0 < a.last; j0 += chunk) {
+    EncodeChunk c{};
+    c.j0 = j0;
+    c.count = (a.last - j0 < chunk) ? a.last - j0 : chunk;
+    c.ok = prepare_chunk(latent, a, un, rho, limit, !voronoi, j0, c.count, buf, &c.beta_elem);
+    c.H = a.H + (j0 - a.first);
+    c.M = a.M + (j0 - a.first) * un;
+    c.V = a.V != nullptr ? a.V + (j0 - a.first) * un : nullptr;
+    if (a.beta != nullptr) std::copy_n(buf.beta.data(), c.ok, a.beta + (j0 - a.first));
     if constexpr (voronoi) {
-      // Trial 1 of all sub-vectors, then trials 2, 3, ... of the rejected
-      // ones (their dither blocks gathered), indexed in place.
-      double* Vc = V != nullptr ? V + (j0 - first) * un : nullptr;
-      if (beta_out != nullptr) std::copy_n(beta.data(), ok, beta_out + (j0 - first));
-      std::size_t nrej = voronoi_round(lattice, 1, dither_buf.data(), nullptr, ok, t.data(),
-                                       xs.data(), beta.data(), radius.data(), Hc, Mc, Vc,
-                                       rejected.data());
-      for (std::uint32_t trial = 1; nrej > 0;) {
-        if (trial == kTrialCap) {
-          throw_subvector_error(j0 + rejected[0], subvector::kTrialCap, limit);
-        }
-        ++trial;
-        retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
-        nrej = voronoi_round(lattice, trial, retry.packed(un, nrej, rwords.data()),
-                             rejected.data(), nrej, t.data(), xs.data(), beta.data(),
-                             radius.data(), Hc, Mc, Vc, rejected.data());
-      }
-      if (ok < count) throw_subvector_error(j0 + ok, subvector::kInputTooLarge, limit);
+      voronoi_trials_chunk(lattice, a.ks, c, limit, buf);
     } else {
-      // Trial 1, all sub-vectors at once.
-      lattice.trial_batch(t.data(), xs.data(), beta_elem, dither_buf.data(), ok * un, norm, Mc,
-                          every_trial_accepted ? nullptr : dev.data(),
-                          V != nullptr ? V + (j0 - first) * un : nullptr);
-      std::fill_n(Hc, ok, 1u);
-      if (beta_out != nullptr) std::copy_n(beta.data(), ok, beta_out + (j0 - first));
-      std::size_t nrej = 0;
-      if (!every_trial_accepted) {
-        for (std::size_t c = 0; c < ok; ++c) {
-          rejected[nrej] = c;
-          nrej += accepted(norm, &dev[c * un], un, radius[c]) ? 0 : 1;
-        }
-      }
-      // Trials 2, 3, ... for the rejected sub-vectors, in order, in batches
-      // over compacted copies of their elements (index i: sub-vector rejected[i]).
-      for (std::size_t i = 0; i < nrej; ++i) {
-        const std::size_t c = rejected[i];
-        std::copy_n(&t[c * un], un, &rt[i * un]);
-        std::copy_n(&xs[c * un], un, &rxs[i * un]);
-        std::copy_n(&beta_elem[c * un], un, &rbeta[i * un]);
-        rradius[i] = radius[c];
-      }
-      for (std::uint32_t trial = 1; nrej > 0;) {
-        if (trial == kTrialCap) {
-          throw_subvector_error(j0 + rejected[0], subvector::kTrialCap, limit);
-        }
-        ++trial;
-        retry.fetch(ks, [trial](std::size_t) { return trial; }, un, j0, rejected.data(), nrej);
-        for (std::size_t i = 0; i < nrej; ++i) std::copy_n(retry.words(i), un, &rwords[i * un]);
-        lattice.trial_batch(rt.data(), rxs.data(), rbeta.data(), rwords.data(), nrej * un, norm,
-                            rq.data(), dev.data(), V != nullptr ? rdither.data() : nullptr);
-        std::size_t still = 0;
-        for (std::size_t i = 0; i < nrej; ++i) {
-          const std::size_t c = rejected[i];
-          if (accepted(norm, &dev[i * un], un, rradius[i])) {
-            Hc[c] = trial;
-            std::copy_n(&rq[i * un], un, &Mc[c * un]);
-            if (V != nullptr) std::copy_n(&rdither[i * un], un, &V[(j0 - first + c) * un]);
-            continue;
-          }
-          if (still != i) {
-            rejected[still] = c;
-            std::copy_n(&rt[i * un], un, &rt[still * un]);
-            std::copy_n(&rxs[i * un], un, &rxs[still * un]);
-            std::copy_n(&rbeta[i * un], un, &rbeta[still * un]);
-            rradius[still] = rradius[i];
-          }
-          ++still;
-        }
-        nrej = still;
-      }
-      if (ok < count) {
-        throw_subvector_error(j0 + ok, subvector::kInputTooLarge, limit);
-      }
+      zn_trials_chunk(lattice, a.ks, c, norm, limit, buf);
     }
+    if (c.ok < c.count) throw_subvector_error(j0 + c.ok, subvector::kInputTooLarge, limit);
   }
 }
 
@@ -541,7 +601,7 @@ void throw_subvector_error(std::size_t j, int status, double limit, std::uint32_
     case subvector::kInputTooLarge:
       throw EncodingError(where +
                           ": the input is too large relative to the noise scale drawn for it "
-                          "(|x| / beta >= " + std::string(limit == 0x1.0p48 ? "2^48" : "2^50") +
+                          "(|x| / beta >= 2^" + std::to_string(std::ilogb(limit)) +
                           "); clip the update or use a larger noise scale");
     case subvector::kBadTrial:
       throw FormatError(where + ": trial index " + std::to_string(h) + " out of range");
@@ -647,10 +707,6 @@ CellWidths typical_cell_widths(const LrsuqParams& p) {
   return {mech.cell_width_lo * p.scale, mech.cell_width_hi * p.scale};
 }
 
-bool lattice_takes(const LatticeInfo& l, const MechanismInfo& m) {
-  return m.norm == Norm::L2 || l.l1_trials;
-}
-
 void check_combination(MechanismId mechanism, LatticeId lattice, int n) {
   check_lattice(lattice, n);
   const LatticeInfo& l = lattice_info(lattice);
@@ -721,7 +777,8 @@ void lrsuq_encode_range(const LrsuqParams& p, const KeyStream& ks, const T* x, s
                         std::int64_t* M, double* beta, double* V, LrsuqEncodeScratch* scratch) {
   check_factor(factor);
   dispatch(p, [&](const auto& lattice, const auto& latent) {
-    encode_impl(lattice, latent, ks, x, m, factor, first, last, H, M, beta, V, scratch);
+    encode_impl(lattice, latent, EncodeArgs<T>{ks, x, m, factor, first, last, H, M, beta, V},
+                scratch);
   });
 }
 

@@ -35,7 +35,7 @@ namespace cepam {
 // one.  LrsuqParams{mechanism, scale, lattice, n} constructs (and checks).
 struct LrsuqParams {
   const MechanismId mechanism;
-  const double scale;  // sigma (Gaussian), b (Laplace) or the SDQ step (Uniform), > 0
+  const double scale;  // sigma (Gaussian), b (Laplace) or the SDQ step, > 0
   const LatticeId lattice;
   const int n;  // sub-vector dimension
 
@@ -50,7 +50,9 @@ void check_lattice(LatticeId id, int n);
 const MechanismInfo& mechanism_info(MechanismId id);
 
 // Whether the lattice's trials test the mechanism's ball (its norm).
-bool lattice_takes(const LatticeInfo& lattice, const MechanismInfo& mechanism);
+constexpr bool lattice_takes(const LatticeInfo& lattice, const MechanismInfo& mechanism) {
+  return mechanism.norm == Norm::L2 || lattice.l1_trials;
+}
 
 // The one rule on combinations, from the lattice and mechanism tables: n is
 // a dimension of the lattice, the lattice tests the mechanism's norm (A2, D4

@@ -38,7 +38,14 @@ struct LrsuqParams;
 namespace cepam::subvector {
 
 inline constexpr int kMaxDim = 8;
-inline constexpr int kMaxLatentWords = 6;  // Gaussian, n = 7: (9 - 1) / 2 + 2
+// The latent words of one sub-vector (radius_of's array): Gaussian, n = 7,
+// (9 - 1) / 2 + 2.  Every mechanism of the table, at every dimension its
+// row allows, must fit: checked at compile time.
+inline constexpr int kMaxLatentWords = 6;
+static_assert(most_latent_words(Latents{}) <= kMaxLatentWords,
+              "a latent needs more words than subvector::kMaxLatentWords holds");
+static_assert(largest_mechanism_dim() <= kMaxDim,
+              "a mechanism's largest dimension exceeds subvector::kMaxDim");
 
 // Sub-vectors the CPU's LRSUQ takes together (lrsuq/quantizer.cpp: a
 // keystream batch).  Its decoder checks a chunk's trial indices, then

@@ -5,6 +5,10 @@
 #include "coding/bitstream.hpp"
 #include "coding/conditional_coder.hpp"
 #include "common/errors.hpp"
+#include "common/parallel.hpp"
+#include "common/scratch.hpp"
+#include "payload/ans_streams.hpp"
+#include "payload/body_loops.hpp"
 
 namespace cepam {
 namespace {
@@ -270,10 +274,8 @@ void AnsSegmentEncoder::finish_with(const AnsSegmentEncoder& other, std::vector<
 
 AnsBody::AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
                  std::size_t segments, bool model_tables)
-    : data_(data) {
-  std::size_t pos = 0;
-  model_ = SourceModel::parse(data, len, &pos, model_tables);
-  model_size_ = pos;
+    : data_(data), model_(SourceModel::parse(data, len, &model_size_, model_tables)) {
+  std::size_t pos = model_size_;
   const std::size_t least = min_segment_bytes(point_model);
   // Checked before anything is allocated: the body can hold that many segments.
   if (segments != kAnySegments && segments > (len - pos) / least)
@@ -412,5 +414,293 @@ void AnsSegmentDecoder::decode_m_with(AnsSegmentDecoder& other, const Triangular
     k = k1;
   }
 }
+
+// --- The coder of payload/body.cpp's table: its threaded loops ---------------
+
+namespace {
+
+// The ANS encoder pairs segments only where every thread has at least this
+// many (SegmentTasks).
+constexpr std::size_t kPairSegments = 16;
+
+// The decoder's buffers of one segment: the trial indices of a block, and
+// the side information (beta, dither) and lattice points of a piece.
+struct DecodeBuffers {
+  Scratch<std::uint32_t> H;
+  Scratch<std::int64_t> M;
+  Scratch<double> beta, V;
+  DecodeBuffers(std::size_t N, std::size_t n)
+      : H(std::min(N, kAnsBlock)), M(std::min(N, piece(n)) * n), beta(std::min(N, piece(n))),
+        V(std::min(N, piece(n)) * n) {}
+  static std::size_t piece(std::size_t n) { return piece_subvectors(static_cast<int>(n)); }
+};
+
+// What the decoder hands on: `count` sub-vectors' trial indices, side
+// information and lattice points.
+struct DecodedPiece {
+  const std::uint32_t* H;
+  const double* beta;
+  const double* V;
+  const std::int64_t* M;
+};
+
+// The buffers of one ANS block: trial indices, lattice points and side
+// information (beta, dither) of up to kAnsBlock sub-vectors.
+struct AnsBlock {
+  Scratch<std::uint32_t> H;
+  Scratch<std::int64_t> M;
+  Scratch<double> beta, V;
+  AnsBlock(std::size_t N, std::size_t n)
+      : H(block(N)), M(block(N) * n), beta(block(N)), V(block(N) * n) {}
+  static std::size_t block(std::size_t N) { return N < kAnsBlock ? N : kAnsBlock; }
+};
+
+// How the segments of an ANS body go to the threads.  Where there are
+// segments enough to keep every thread busy (at least `per_thread` a
+// thread: at least 2), a task takes two segments and
+// codes or decodes them together (their serial chains interleaved); the
+// pairs come first, in a number that is a multiple of the threads, so that
+// they come out even, and the rest (fewer than twice the threads, the
+// short last segment among them) go one a task.  Only the speed depends on
+// it: every segment is coded alone.
+struct SegmentTasks {
+  std::size_t pairs, count;  // the tasks: `pairs` pairs, then single segments
+  SegmentTasks(std::size_t segments, int threads, std::size_t per_thread = 2) {
+    const std::size_t w = threads < 1 ? 1 : static_cast<std::size_t>(threads);
+    pairs = segments < std::max<std::size_t>(2, per_thread) * w ? 0 : segments / 2 / w * w;
+    count = segments - pairs;
+  }
+  bool paired(std::size_t t) const { return t < pairs; }
+  std::size_t first(std::size_t t) const { return t < pairs ? 2 * t : pairs + t; }
+};
+
+// Decodes an ANS body, its segments in parallel, block by block (a
+// block's H, then its M piece by piece), and calls sink(j0, count, piece)
+// with each piece's symbols and side information (from several threads at
+// once, for disjoint pieces); checks each segment's end.  Holds
+// DecodeBuffers for one segment, or two, a thread.
+template <class Sink>
+void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                       std::size_t len, std::size_t m, int threads, Sink&& sink) {
+  const std::size_t N = subvectors(p, m);
+  const AnsBody ans(body, len, uses_point_model(p.lattice), body_segments(m, p.n));
+  const double accept = acceptance_probability(p);
+  const TriangularBasis basis = lattice_basis(p);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t S = ans.segments().size();
+  const auto finish = [&](AnsSegmentDecoder& dec, std::size_t s) {
+    const std::size_t padding = dec.finish();
+    if (padding != 0 && !segment_may_pad(s, S, len, m))
+      throw FormatError(read_message(kReadPaddingBeyond));
+  };
+  const std::size_t P = DecodeBuffers::piece(n);
+  // The side information of the piece of `count` sub-vectors at k0 in the
+  // block at j0 (whose H are decoded).
+  const auto side_info = [&](std::size_t j0, std::size_t k0, std::size_t count, DecodeBuffers& b) {
+    lrsuq_side_info(p, ks, b.H.data() + k0, j0 + k0, j0 + k0 + count, b.beta.data(), b.V.data());
+  };
+  const auto hand_on = [&](std::size_t j0, std::size_t k0, std::size_t count, DecodeBuffers& b) {
+    sink(j0 + k0, count, DecodedPiece{b.H.data() + k0, b.beta.data(), b.V.data(), b.M.data()});
+  };
+  const auto segment = [&](std::size_t s) {
+    const SegmentRange range = segment_range(p, N, s);
+    AnsSegmentDecoder dec(ans, s);
+    DecodeBuffers b(range.last - range.first, n);
+    for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
+      dec.decode_h(accept, count, b.H.data());
+      for (std::size_t k0 = 0; k0 < count; k0 += P) {
+        const std::size_t c = std::min(P, count - k0);
+        side_info(j0, k0, c, b);
+        dec.decode_m(basis, c, b.beta.data(), b.V.data(), b.M.data());
+        hand_on(j0, k0, c, b);
+      }
+    }, kAnsBlock);
+    finish(dec, s);
+  };
+  // A pair of segments is decoded block by block in step, their serial
+  // decoding chains interleaved where the coder allows (AnsSegmentDecoder::
+  // decode_m_with).  A pair that fails is decoded again one segment at a
+  // time, so that the error is the first in segment order, as unpaired (at
+  // most twice the work, on the error path only).
+  const SegmentTasks tasks(S, threads);
+  const auto pair = [&](std::size_t s) {
+    const SegmentRange r0 = segment_range(p, N, s), r1 = segment_range(p, N, s + 1);
+    AnsSegmentDecoder d0(ans, s), d1(ans, s + 1);
+    DecodeBuffers b0(r0.last - r0.first, n), b1(r1.last - r1.first, n);
+    // The second segment may be the last, with fewer blocks.
+    for (std::size_t j0 = r0.first, j1 = r1.first; j0 < r0.last; j0 += kAnsBlock, j1 += kAnsBlock) {
+      const std::size_t c0 = std::min(kAnsBlock, r0.last - j0);
+      const std::size_t c1 = j1 < r1.last ? std::min(kAnsBlock, r1.last - j1) : 0;
+      d0.decode_h(accept, c0, b0.H.data());
+      if (c1 != 0) d1.decode_h(accept, c1, b1.H.data());
+      for (std::size_t k0 = 0; k0 < c0; k0 += P) {
+        const std::size_t e0 = std::min(P, c0 - k0), e1 = k0 < c1 ? std::min(P, c1 - k0) : 0;
+        side_info(j0, k0, e0, b0);
+        if (e1 != 0) side_info(j1, k0, e1, b1);
+        d0.decode_m_with(d1, basis, {e0, b0.beta.data(), b0.V.data(), b0.M.data()},
+                         {e1, b1.beta.data(), b1.V.data(), b1.M.data()});
+        hand_on(j0, k0, e0, b0);
+        if (e1 != 0) hand_on(j1, k0, e1, b1);
+      }
+    }
+    finish(d0, s);
+    finish(d1, s + 1);
+  };
+  parallel_for(threads, tasks.count, [&](std::size_t t) {
+    const std::size_t s = tasks.first(t);
+    if (!tasks.paired(t)) return segment(s);
+    try {
+      pair(s);
+    } catch (...) {
+      segment(s);
+      segment(s + 1);
+      throw;
+    }
+  });
+}
+
+}  // namespace
+
+void AnsBodyCoder::check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                         std::size_t m) {
+  // (AnsBody checks the model, the segments' lengths and model bytes; the
+  // decoder builds the model's tables, this check needs none.)
+  AnsBody(body, len, uses_point_model(p.lattice), body_segments(m, p.n), false);
+}
+// The model is fitted first; then the segments, each block by block
+// (LRSUQ, then the coder), in parallel (a non-finite input makes LRSUQ
+// throw in its segment, the first such segment's error is thrown).
+template <class T>
+void AnsBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                          double factor, int threads, const LatticeStage* stage,
+                          CodedBody& body) {
+  const std::size_t N = subvectors(p, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const double accept = acceptance_probability(p);
+  const CellWidths widths = typical_cell_widths(p);
+  const SourceModel model =
+      stage != nullptr && stage->statistics != nullptr
+          ? SourceModel::fit_from(*stage->statistics, widths.lo, widths.hi, false)
+          : SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads, false);
+  const TriangularBasis basis = lattice_basis(p);
+  // The body's parts: the source model, then each segment.
+  const std::size_t S = body_segments(m, p.n);
+  body.parts.assign(S + 1, {});
+  std::vector<std::uint8_t>* segments = body.parts.data() + 1;
+  std::unique_ptr<AnsSegmentEncoder> last;  // kept, in case the body needs padding
+  // What a thread keeps from segment to segment: its block buffers and
+  // encoders (restarted for each segment), so that a segment takes no fresh
+  // memory (no page faults) but where it needs more than the one before.
+  struct Worker {
+    AnsBlock b;
+    std::unique_ptr<AnsSegmentEncoder> enc[2];
+    LrsuqEncodeScratch lrsuq;
+  };
+  // A pair of segments is finished together (their rANS streams' chains of
+  // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
+  // A pair holds a second segment's symbols (1 to 2.5 MB): pairs only
+  // where every thread has kPairSegments segments or more, so that the
+  // pairs' extra memory stays under 1 byte a coordinate.  There too an
+  // encoder keeps its streams' word buffers (about 60 KB) from segment to
+  // segment; with fewer segments a thread they are freed
+  // (docs/guide/performance.md, "Sizes chosen by measurement").
+  const SegmentTasks tasks(S, threads, kPairSegments);
+  const bool keep_words = tasks.pairs > 0;
+  // Segment s, coded (not finished) by the worker's encoder number `slot`.
+  const auto code = [&](Worker& w, std::size_t slot, std::size_t s) -> AnsSegmentEncoder& {
+    const SegmentRange range = segment_range(p, N, s);
+    auto& enc = w.enc[slot];
+    if (enc == nullptr) {
+      enc = std::make_unique<AnsSegmentEncoder>(model, accept, basis, range.last - range.first,
+                                                uses_point_model(p.lattice));
+      enc->keep_words(keep_words);
+    } else {
+      enc->restart(range.last - range.first);
+    }
+    for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
+      lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, w.b.H.data(), w.b.M.data(),
+                    w.b.beta.data(), w.b.V.data(), &w.lrsuq);
+      enc->encode_block(count, w.b.H.data(), w.b.M.data(), w.b.beta.data(), w.b.V.data());
+    }, kAnsBlock);
+    return *enc;
+  };
+  const auto keep_last = [&](std::size_t s, std::unique_ptr<AnsSegmentEncoder>& enc) {
+    if (s + 1 == S) last = std::move(enc);
+  };
+  parallel_for_with(
+      threads, tasks.count,
+      [&] { return Worker{AnsBlock(std::min(N, segment_subvectors(p.n)), n), {}, {}}; },
+      [&](Worker& w, std::size_t t) {
+        const std::size_t s = tasks.first(t);
+        AnsSegmentEncoder& enc = code(w, 0, s);
+        if (!tasks.paired(t)) {
+          enc.finish(segments[s]);
+          keep_last(s, w.enc[0]);
+          return;
+        }
+        AnsSegmentEncoder& next = code(w, 1, s + 1);
+        enc.finish_with(next, segments[s], segments[s + 1]);
+        keep_last(s + 1, w.enc[1]);
+      });
+  // The bomb rule (body.hpp): a body shorter than min_body_bytes(m) is padded
+  // at the end of its last segment's stream (re-finished with the length it
+  // lacks; only extremely compressible updates need it).
+  model.serialize(body.parts[0]);
+  const std::size_t size = body.size();
+  if (size < min_body_bytes(m) && last != nullptr) {
+    std::vector<std::uint8_t>& final_segment = body.parts.back();
+    const std::size_t before = size - final_segment.size();
+    const std::size_t prefix = segment_prefix(uses_point_model(p.lattice));
+    final_segment.clear();
+    last->finish(final_segment, min_body_bytes(m) - before - prefix);
+  }
+}
+template <class T>
+void AnsBodyCoder::decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                          std::size_t len, std::size_t m, int threads, T* y) {
+  decode_ans_blocks(p, ks, body, len, m, threads,
+                    [&](std::size_t j0, std::size_t count, const DecodedPiece& b) {
+    lrsuq_reconstruct(p, b.beta, b.V, b.M, j0, j0 + count, m, y);
+  });
+}
+// (Every sub-vector is in one piece of one segment: each entry of H and
+// M is written once, by the thread that decodes its segment.)
+void AnsBodyCoder::symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                           std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M,
+                           int threads) {
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  decode_ans_blocks(p, ks, body, len, m, threads,
+                    [&](std::size_t j0, std::size_t count, const DecodedPiece& b) {
+    std::copy_n(b.H, count, H + j0);
+    std::copy_n(b.M, count * n, M + j0 * n);
+  });
+}
+bool AnsBodyCoder::matches(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                           std::size_t m, std::size_t s, const std::uint32_t* H, const std::int64_t* M,
+                           const double* beta, const double* V) {
+  return ans_segment_matches(p, body, len, m, s, H, M, beta, V);
+}
+void AnsBodyCoder::parts(const std::uint8_t* body, std::size_t len, LatticeId lattice,
+                         std::size_t segments,
+                         std::vector<std::pair<std::string, std::uint64_t>>& parts) {
+  const bool point_model = uses_point_model(lattice);
+  const AnsBody ans(body, len, point_model, segments);
+  const std::uint64_t framing = ans.segments().size() * segment_prefix(point_model);
+  parts.emplace_back("model", 8 * static_cast<std::uint64_t>(ans.model_size()));
+  parts.emplace_back("segments", 8 * framing);
+  parts.emplace_back("stream", 8 * (len - ans.model_size() - framing));
+}
+
+template void AnsBodyCoder::encode<float>(const LrsuqParams&, const KeyStream&, const float*,
+                                          std::size_t, double, int, const LatticeStage*,
+                                          CodedBody&);
+template void AnsBodyCoder::encode<double>(const LrsuqParams&, const KeyStream&, const double*,
+                                           std::size_t, double, int, const LatticeStage*,
+                                           CodedBody&);
+template void AnsBodyCoder::decode<float>(const LrsuqParams&, const KeyStream&, const std::uint8_t*,
+                                          std::size_t, std::size_t, int, float*);
+template void AnsBodyCoder::decode<double>(const LrsuqParams&, const KeyStream&,
+                                           const std::uint8_t*, std::size_t, std::size_t, int,
+                                           double*);
 
 }  // namespace cepam

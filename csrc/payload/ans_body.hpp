@@ -21,12 +21,15 @@
 // body ends with the last segment.
 #pragma once
 
+#include <utility>
+#include <string>
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "payload/body.hpp"
 #include "coding/conditional_coder.hpp"
 #include "lattice/lattice.hpp"
 #include "coding/point_coder.hpp"
@@ -148,8 +151,8 @@ class AnsBody {
 
  private:
   const std::uint8_t* data_;
+  std::size_t model_size_ = 0;  // (before model_: parse sets it as model_ is built in place)
   SourceModel model_;
-  std::size_t model_size_ = 0;
   std::vector<Segment> segments_;
 };
 
@@ -186,6 +189,42 @@ class AnsSegmentDecoder {
   std::unique_ptr<PointCoder> point_coder_;  // (made by the first decode_m)
   std::unique_ptr<BoxBasis> box_;            // (likewise, for a non-diagonal basis)
   AnsDecoder ans_;
+};
+
+
+// The ans coder's row of the body-coder table (payload/body.cpp's
+// BodyCoders): its code and name; where its CPU code lives (this header's
+// .cpp: the coder's threaded loops beside its format); the `_cuda`
+// functions that code and decode a whole body on a GPU (csrc/python/
+// cuda_bindings.cpp, which cepam/cuda.py calls through the table), and
+// whether the device encoder takes the source model's statistics.  Its
+// functions: check (without allocating what m sizes), encode, decode,
+// symbols (H and M only), matches (a segment against the CPU's coding of
+// its stage) and parts (the sections' sizes in bits).
+struct AnsBodyCoder {
+  static constexpr Coder id = Coder::Ans;
+  static constexpr const char* name = "ans";
+  static constexpr const char* cpu = "csrc/payload/ans_body.cpp";
+  static constexpr const char* device_encode = "encode_ans_body_resident";
+  static constexpr const char* device_decode = "decode_ans_body_resident";
+  static constexpr bool device_encode_takes_model = true;
+
+  static void check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                    std::size_t m);
+  template <class T>
+  static void encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                     double factor, int threads, const LatticeStage* stage, CodedBody& body);
+  template <class T>
+  static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                     std::size_t len, std::size_t m, int threads, T* y);
+  static void symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                      std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M,
+                      int threads);
+  static bool matches(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                      std::size_t m, std::size_t s, const std::uint32_t* H, const std::int64_t* M,
+                      const double* beta, const double* V);
+  static void parts(const std::uint8_t* body, std::size_t len, LatticeId lattice,
+                    std::size_t segments, std::vector<std::pair<std::string, std::uint64_t>>& parts);
 };
 
 }  // namespace cepam

@@ -1,6 +1,7 @@
 // The body of a payload: everything between header and tag, for one of the
-// two coders.  This is the core's whole encode/decode path: LRSUQ, the side
-// information, and the entropy coder.
+// body coders (payload/body.cpp's table, BodyCoders).  This is the core's
+// whole encode/decode path: LRSUQ, the side information, and the entropy
+// coder.
 //
 // Coder 1 ("golomb"), the paper's choice:
 //   u32 Golomb parameter, u8 exp-Golomb order, u64 H bits, u64 M bits
@@ -65,10 +66,18 @@ inline bool segment_may_pad(std::size_t s, std::size_t segments, std::size_t len
 }
 
 // The body coders of the core (body.cpp's BodyCoders), in code order: the
-// one table the binding exports (cepam's _core.CODERS).
+// one table the binding exports (cepam's _core.CODERS).  A row: the code,
+// the name, the file of the coder's CPU code, the `_cuda` functions that
+// code and decode a whole body on a GPU, and whether that encoder takes the
+// source model's statistics (payload/golomb_body.hpp's GolombBodyCoder,
+// payload/ans_body.hpp's AnsBodyCoder).
 struct BodyCoderInfo {
   Coder id;
   const char* name;
+  const char* cpu;
+  const char* device_encode;
+  const char* device_decode;
+  bool device_encode_takes_model;
 };
 std::vector<BodyCoderInfo> body_coders();
 

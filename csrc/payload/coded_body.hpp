@@ -4,9 +4,8 @@
 // final buffer of size() bytes (a bytes object, or its place in the sealed
 // payload) and write() copies the parts into place in parallel, each part
 // by one thread (encrypting it on the way where the caller says so),
-// releasing it once copied: no thread copies the whole body (at m = 10^8 a
-// body of 48 MB took 20 ms a copy into fresh memory on one thread, about 1%
-// of a single-thread encode each).
+// releasing it once copied: no thread copies the whole body
+// (docs/guide/performance.md, "Sizes chosen by measurement").
 #pragma once
 
 #include <cstddef>

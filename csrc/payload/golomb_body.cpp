@@ -9,6 +9,9 @@
 #include "common/errors.hpp"
 #include "lrsuq/quantizer.hpp"
 #include "payload/segments.hpp"
+#include "payload/body_loops.hpp"
+#include "common/parallel.hpp"
+#include "common/scratch.hpp"
 
 namespace cepam {
 namespace {
@@ -399,5 +402,232 @@ void decode_body(const std::uint8_t* data, std::size_t size, const BodyLayout& l
   reader.read_m(count, M);
   reader.finish_m();
 }
+
+// --- The coder of payload/body.cpp's table: its threaded loops ---------------
+
+namespace {
+
+// Codes into bytes (padded to a byte), returns the bits.
+template <class Put>
+std::uint64_t coded_bits(std::vector<std::uint8_t>& bytes, Put&& put) {
+  BitWriter w(bytes);
+  put(w);
+  const std::uint64_t bits = w.bits();
+  w.finish();
+  return bits;
+}
+
+// A segment's lattice coordinates kept until their code's order is known
+// (in the narrowest of int16, int32 and int64 that holds them all: int16 or
+// int32 in practice); a thread's, reused from segment to segment.
+class KeptCoordinates {
+ public:
+  // Appends M[0..count) (of `total` in the segment), first widening those
+  // kept where a value needs it.
+  void keep(const std::int64_t* M, std::size_t count, std::size_t total) {
+    if (count == 0) return;
+    const auto [lo, hi] = std::minmax_element(M, M + count);
+    const int need = *lo >= INT16_MIN && *hi <= INT16_MAX   ? 16
+                     : *lo >= INT32_MIN && *hi <= INT32_MAX ? 32
+                                                            : 64;
+    if (need > width_) {
+      if (need == 32) {
+        m32_.assign(m16_.begin(), m16_.end());
+      } else if (width_ == 16) {
+        m64_.assign(m16_.begin(), m16_.end());
+      } else {
+        m64_.assign(m32_.begin(), m32_.end());
+      }
+      width_ = need;
+    }
+    if (width_ == 16) append(m16_, M, count, total);
+    else if (width_ == 32) append(m32_, M, count, total);
+    else append(m64_, M, count, total);
+  }
+  // Puts the kept coordinates' codes of order k.
+  void put_codes(int k, BitWriter& w) const {
+    if (width_ == 64) put_m_codes(m64_.data(), m64_.size(), k, w);
+    else if (width_ == 32) put_m_codes(m32_.data(), m32_.size(), k, w);
+    else put_m_codes(m16_.data(), m16_.size(), k, w);
+  }
+  // Forgets the kept coordinates (their buffers kept for the next segment).
+  void clear() {
+    m16_.clear();
+    m32_.clear();
+    m64_.clear();
+    width_ = 16;
+  }
+
+ private:
+  template <class I>
+  static void append(std::vector<I>& kept, const std::int64_t* M, std::size_t count,
+                     std::size_t total) {
+    if (kept.capacity() < total) kept.reserve(total);
+    for (std::size_t i = 0; i < count; ++i) kept.push_back(static_cast<I>(M[i]));
+  }
+  int width_ = 16;
+  std::vector<std::int16_t> m16_;
+  std::vector<std::int32_t> m32_;
+  std::vector<std::int64_t> m64_;
+};
+
+// The Golomb body of x: its parameter, then its segments in parallel, each
+// (a part of the body) its header, piece by piece LRSUQ and the codes of H,
+// then (the order of M's code known from the segment's coordinates) the
+// codes of M.  Holds the codes, and a segment's M and a piece's symbols a
+// thread.
+template <class T>
+void encode_golomb(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                   double factor, int threads, const LatticeStage* stage, CodedBody& body) {
+  const std::size_t N = subvectors(p, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::uint32_t golomb = golomb_parameter(acceptance_probability(p));
+  const std::size_t S = body_segments(m, p.n);
+  body.parts.assign(S + 1, {});
+  body.parts[0].resize(kGolombParams);
+  put_golomb_params(golomb, body.parts[0].data());
+  // A thread's buffers for a piece's LRSUQ and a segment's M, kept from
+  // segment to segment.
+  struct Worker {
+    Scratch<std::uint32_t> H;
+    Scratch<std::int64_t> M;
+    LrsuqEncodeScratch lrsuq;
+    KeptCoordinates kept;
+  };
+  const std::size_t B = std::min(N, golomb_piece(n));
+  parallel_for_with(
+      threads, S,
+      [&] { return Worker{Scratch<std::uint32_t>(B), Scratch<std::int64_t>(B * n), {}, {}}; },
+      [&](Worker& w, std::size_t s) {
+        const SegmentRange range = segment_range(p, N, s);
+        std::vector<std::uint8_t>& part = body.parts[s + 1];
+        part.resize(kGolombSegmentHeader);  // then its sections
+        w.kept.clear();
+        BodyLayout layout;
+        layout.golomb = golomb;
+        std::uint64_t lengths[kBitLengths] = {};
+        layout.h_bits = coded_bits(part, [&](BitWriter& bw) {
+          for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t count) {
+            lattice_range(p, ks, x, m, factor, stage, j0, j0 + count, w.H.data(), w.M.data(),
+                          nullptr, nullptr, &w.lrsuq);
+            put_h_codes(w.H.data(), count, golomb, bw);
+            add_bit_lengths(w.M.data(), count * n, lengths);
+            w.kept.keep(w.M.data(), count * n, (range.last - range.first) * n);
+          }, B);
+        });
+        layout.expg_k = best_expg_order(lengths);
+        layout.m_bits =
+            coded_bits(part, [&](BitWriter& bw) { w.kept.put_codes(layout.expg_k, bw); });
+        put_segment_header(layout, part.data());
+      });
+}
+
+// Decodes a Golomb body, its segments in parallel, piece by piece (a
+// piece's H, then its M: the two sections are read in step), into H[N] and
+// M[N n] where they are given, else into a piece's buffers a thread, and
+// calls sink(j0, count, H, M) with each piece's symbols (from several
+// threads at once, for disjoint pieces); checks each segment's end.
+template <class Sink>
+void decode_golomb_pieces(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                          std::size_t m, int threads, std::uint32_t* H, std::int64_t* M,
+                          Sink&& sink) {
+  const GolombBody golomb = golomb_body_of(p, body, len, m);
+  const std::size_t N = subvectors(p, m);
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  const std::size_t P = std::min(N, golomb_piece(n));
+  const std::size_t buffer = H == nullptr ? P : 0;
+  struct Piece {
+    Scratch<std::uint32_t> H;
+    Scratch<std::int64_t> M;
+  };
+  parallel_for_with(
+      threads, golomb.segments().size(),
+      [&] { return Piece{Scratch<std::uint32_t>(buffer), Scratch<std::int64_t>(buffer * n)}; },
+      [&](Piece& b, std::size_t s) {
+        const SegmentRange range = segment_range(p, N, s);
+        const std::size_t count = range.last - range.first;
+        GolombBodyReader reader = golomb.reader(s, count, count * n);
+        for_each_block(range.first, range.last, [&](std::size_t j0, std::size_t c) {
+          std::uint32_t* h = H != nullptr ? H + j0 : b.H.data();
+          std::int64_t* mm = M != nullptr ? M + j0 * n : b.M.data();
+          reader.read_h(c, h);
+          reader.read_m(c * n, mm);
+          sink(j0, c, h, mm);
+        }, P);
+        reader.finish_h();
+        reader.finish_m();
+      });
+}
+
+}  // namespace
+
+void GolombBodyCoder::check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                            std::size_t m) {
+  const GolombBody golomb = golomb_body_of(p, body, len, m);
+  const std::size_t N = subvectors(p, m);
+  for (std::size_t s = 0; s < golomb.segments().size(); ++s) {
+    const SegmentRange range = segment_range(p, N, s);
+    const std::size_t count = range.last - range.first;
+    golomb.check(s, count, count * static_cast<std::size_t>(p.n));
+  }
+}
+template <class T>
+void GolombBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                             double factor, int threads, const LatticeStage* stage,
+                             CodedBody& body) {
+  encode_golomb(p, ks, x, m, factor, threads, stage, body);
+}
+template <class T>
+void GolombBodyCoder::decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                             std::size_t len, std::size_t m, int threads, T* y) {
+  decode_golomb_pieces(p, body, len, m, threads, nullptr, nullptr,
+                       [&](std::size_t j0, std::size_t count, const std::uint32_t* H,
+                           const std::int64_t* M) {
+    lrsuq_decode_range(p, ks, H, M, j0, j0 + count, m, y);
+  });
+}
+// (Every sub-vector is in one piece of one segment: each entry of H and
+// M is written once, by the thread that decodes its segment.)
+void GolombBodyCoder::symbols(const LrsuqParams& p, const KeyStream&, const std::uint8_t* body,
+                              std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M,
+                              int threads) {
+  const auto nothing = [](std::size_t, std::size_t, const std::uint32_t*,
+                          const std::int64_t*) {};
+  decode_golomb_pieces(p, body, len, m, threads, H, M, nothing);
+}
+bool GolombBodyCoder::matches(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                              std::size_t m, std::size_t s, const std::uint32_t* H, const std::int64_t* M,
+                              const double*, const double*) {
+  return golomb_segment_matches(body, len, subvectors(p, m), p.n, s, H, M);
+}
+void GolombBodyCoder::parts(const std::uint8_t* body, std::size_t len, LatticeId, std::size_t segments,
+                            std::vector<std::pair<std::string, std::uint64_t>>& parts) {
+  const GolombBody golomb(body, len, segments);
+  std::uint64_t h = 0, mm = 0, padding = 0;
+  for (const GolombBody::Segment& seg : golomb.segments()) {
+    h += seg.layout.h_bits;
+    mm += seg.layout.m_bits;
+    padding += 8 * static_cast<std::uint64_t>(seg.bytes()) - seg.layout.h_bits -
+               seg.layout.m_bits;
+  }
+  parts.emplace_back("params", 8 * kGolombParams);
+  parts.emplace_back("segments", 8 * kGolombSegmentHeader * golomb.segments().size());
+  parts.emplace_back("H", h);
+  parts.emplace_back("M", mm);
+  parts.emplace_back("padding", padding);
+}
+
+template void GolombBodyCoder::encode<float>(const LrsuqParams&, const KeyStream&, const float*,
+                                             std::size_t, double, int, const LatticeStage*,
+                                             CodedBody&);
+template void GolombBodyCoder::encode<double>(const LrsuqParams&, const KeyStream&, const double*,
+                                              std::size_t, double, int, const LatticeStage*,
+                                              CodedBody&);
+template void GolombBodyCoder::decode<float>(const LrsuqParams&, const KeyStream&,
+                                             const std::uint8_t*, std::size_t, std::size_t, int,
+                                             float*);
+template void GolombBodyCoder::decode<double>(const LrsuqParams&, const KeyStream&,
+                                              const std::uint8_t*, std::size_t, std::size_t, int,
+                                              double*);
 
 }  // namespace cepam

@@ -14,10 +14,13 @@
 // for the whole body, after g; version 5 one pair of sections.)
 #pragma once
 
+#include <utility>
+#include <string>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "payload/body.hpp"
 #include "coding/bitstream.hpp"
 #include "coding/golomb_core.hpp"
 #include "coding/golomb_read.hpp"
@@ -219,5 +222,41 @@ bool golomb_segment_matches(const std::uint8_t* body, std::size_t len, std::size
 // count above what the sections can hold is rejected before allocating.
 std::uint64_t min_bits_h(const BodyLayout& layout, std::uint64_t N);
 std::uint64_t min_bits_m(const BodyLayout& layout, std::uint64_t count);
+
+
+// The golomb coder's row of the body-coder table (payload/body.cpp's
+// BodyCoders): its code and name; where its CPU code lives (this header's
+// .cpp: the coder's threaded loops beside its format); the `_cuda`
+// functions that code and decode a whole body on a GPU (csrc/python/
+// cuda_bindings.cpp, which cepam/cuda.py calls through the table), and
+// whether the device encoder takes the source model's statistics.  Its
+// functions: check (without allocating what m sizes), encode, decode,
+// symbols (H and M only), matches (a segment against the CPU's coding of
+// its stage) and parts (the sections' sizes in bits).
+struct GolombBodyCoder {
+  static constexpr Coder id = Coder::Golomb;
+  static constexpr const char* name = "golomb";
+  static constexpr const char* cpu = "csrc/payload/golomb_body.cpp";
+  static constexpr const char* device_encode = "encode_golomb_body_resident";
+  static constexpr const char* device_decode = "decode_golomb_body_resident";
+  static constexpr bool device_encode_takes_model = false;
+
+  static void check(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                    std::size_t m);
+  template <class T>
+  static void encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
+                     double factor, int threads, const LatticeStage* stage, CodedBody& body);
+  template <class T>
+  static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                     std::size_t len, std::size_t m, int threads, T* y);
+  static void symbols(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
+                      std::size_t len, std::size_t m, std::uint32_t* H, std::int64_t* M,
+                      int threads);
+  static bool matches(const LrsuqParams& p, const std::uint8_t* body, std::size_t len,
+                      std::size_t m, std::size_t s, const std::uint32_t* H, const std::int64_t* M,
+                      const double* beta, const double* V);
+  static void parts(const std::uint8_t* body, std::size_t len, LatticeId lattice,
+                    std::size_t segments, std::vector<std::pair<std::string, std::uint64_t>>& parts);
+};
 
 }  // namespace cepam

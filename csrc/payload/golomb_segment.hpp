@@ -30,11 +30,9 @@ namespace cepam {
 // Sub-vectors a piece of a Golomb segment, the unit in which the encoder
 // runs LRSUQ and codes H, and the decoder reads H and M and decodes their
 // values (not part of the format, but the order of a decoder's errors):
-// 2^14 coordinates for n <= 3, at most 192 KiB of symbols a thread (pieces
-// of 4096 sub-vectors made Z^1 2-3% slower); 2^12 for n >= 4, whose side
-// information takes more a coordinate (on E8, the same speed, and 16
-// threads' decode within 1 byte a coordinate beyond input and output at
-// m = 10^7: 0.98, against 1.14 with 2^14).
+// 2^14 coordinates for n <= 3, at most 192 KiB of symbols a thread; 2^12
+// for n >= 4, whose side information takes more a coordinate
+// (docs/guide/performance.md, "Sizes chosen by measurement").
 CEPAM_HD inline std::size_t golomb_piece(std::size_t n) {
   return (std::size_t{1} << (n >= 4 ? 12 : 14)) / n;
 }

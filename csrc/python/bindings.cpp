@@ -10,6 +10,7 @@
 
 #include "payload/golomb_body.hpp"
 #include "random/chacha20.hpp"
+#include "random/sha256.hpp"
 #include "random/detmath.hpp"
 #include "common/cpu.hpp"
 #include "common/errors.hpp"
@@ -402,17 +403,80 @@ py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqPa
   return out;
 }
 
+// The caller's output buffer `out` (decode's out=), checked: a writable,
+// C-contiguous 1-D array of m values of dtype ("float32" or "float64").
+void check_output_buffer(const py::array& out, const std::string& dtype, std::size_t m) {
+  const bool wide = dtype == "float64";
+  if (!wide && dtype != "float32") throw InvalidArgument("dtype must be 'float32' or 'float64'");
+  if (!(wide ? holds<double>(out) : holds<float>(out)))
+    throw InvalidArgument("out must be a " + dtype + " array");
+  require_contiguous_1d(out, "out");
+  if (!out.writeable()) throw InvalidArgument("out must be writable");
+  if (static_cast<std::size_t>(out.size()) != m)
+    throw InvalidArgument("out must hold m = " + std::to_string(m) + " values, it holds " +
+                          std::to_string(out.size()));
+}
+
+// The m decoded values, in a new array of dtype, or written into `out`
+// (not None: check_output_buffer), which is returned.
 py::array decode_body_py(const py::bytes& body, std::size_t m, const py::bytes& key,
-                         const LrsuqParams& p, int coder, const std::string& dtype, int threads) {
+                         const LrsuqParams& p, int coder, const std::string& dtype, int threads,
+                         const py::object& out) {
   threads = threads_from(threads);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
   const Coder c = coder_from(coder);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
+  if (!out.is_none()) {
+    if (!py::isinstance<py::array>(out)) throw py::type_error("out must be a numpy array");
+    py::array buffer = py::reinterpret_borrow<py::array>(out);
+    check_output_buffer(buffer, dtype, m);
+    check_payload_body(p, data, len, m, c);  // before writing any value
+    void* y = buffer.mutable_data();
+    {
+      py::gil_scoped_release nogil;
+      if (dtype == "float64") decode_payload_body(p, ks, data, len, m, c, static_cast<double*>(y), threads);
+      else decode_payload_body(p, ks, data, len, m, c, static_cast<float*>(y), threads);
+    }
+    return buffer;
+  }
   check_payload_body(p, data, len, m, c);  // before allocating m values
   return with_output(dtype, m, [&](auto* y) {
     decode_payload_body(p, ks, data, len, m, c, y, threads);
   });
+}
+
+// HMAC-SHA256(key, data) (random/sha256.hpp), data any C-contiguous
+// bytes-like object; the GIL released over long data.
+py::bytes hmac_sha256_py(const py::buffer& key, const py::buffer& data) {
+  const py::buffer_info k = key.request(), d = data.request();
+  if (!PyBuffer_IsContiguous(k.view(), 'C') || !PyBuffer_IsContiguous(d.view(), 'C'))
+    throw InvalidArgument("key and data must be contiguous");
+  const auto* kp = static_cast<const std::uint8_t*>(k.ptr);
+  const auto* dp = static_cast<const std::uint8_t*>(d.ptr);
+  const std::size_t kl = static_cast<std::size_t>(k.size * k.itemsize);
+  const std::size_t dl = static_cast<std::size_t>(d.size * d.itemsize);
+  std::uint8_t out[kSha256Bytes];
+  if (dl >= (std::size_t{1} << 16)) {
+    py::gil_scoped_release nogil;
+    hmac_sha256(kp, kl, dp, dl, out);
+  } else {
+    hmac_sha256(kp, kl, dp, dl, out);
+  }
+  return py::bytes(reinterpret_cast<const char*>(out), kSha256Bytes);
+}
+
+py::bytes hkdf_sha256_py(const py::bytes& ikm, const py::bytes& salt, const py::bytes& info,
+                         std::size_t length) {
+  std::size_t il = 0, sl = 0, nl = 0;
+  const std::uint8_t* i = bytes_view(ikm, &il);
+  const std::uint8_t* s = bytes_view(salt, &sl);
+  const std::uint8_t* n = bytes_view(info, &nl);
+  if (length < 1 || length > 255 * kSha256Bytes)
+    throw InvalidArgument("HKDF output length must be in [1, 8160] bytes");
+  std::string out(length, '\0');
+  hkdf_sha256(i, il, s, sl, n, nl, length, reinterpret_cast<std::uint8_t*>(out.data()));
+  return py::bytes(out);
 }
 
 // A body decoded as the GPU's decoder does it, by its host twin
@@ -811,11 +875,16 @@ py::tuple mechanism_table() {
   return py::tuple(rows);
 }
 
-// The body-coder table (payload/body.hpp) as a tuple of dicts: code, name.
+// The body-coder table (payload/body.hpp) as a tuple of dicts: code, name,
+// cpu (the file of its CPU code), device_encode and device_decode (its
+// whole-body functions in cepam._cuda), device_encode_takes_model.
 py::tuple coder_table() {
   py::list rows;
   for (const BodyCoderInfo& c : body_coders())
-    rows.append(py::dict(py::arg("code") = static_cast<int>(c.id), py::arg("name") = c.name));
+    rows.append(py::dict(py::arg("code") = static_cast<int>(c.id), py::arg("name") = c.name,
+                         py::arg("cpu") = c.cpu, py::arg("device_encode") = c.device_encode,
+                         py::arg("device_decode") = c.device_decode,
+                         py::arg("device_encode_takes_model") = c.device_encode_takes_model));
   return py::tuple(rows);
 }
 
@@ -913,9 +982,17 @@ PYBIND11_MODULE(_core, m) {
         "straight into the payload (no bytes object of the body).");
   m.def("decode", &decode_body_py, py::arg("body"), py::kw_only(), py::arg("m"), py::arg("key"),
         py::arg("params"),
-        py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1,
+        py::arg("coder"), py::arg("dtype"), py::arg("threads") = 1, py::arg("out") = py::none(),
         "Decode a payload body into m values of dtype on up to `threads` native threads; "
-        "raises FormatError.");
+        "with out (a writable, C-contiguous 1-D array of m values of dtype) into out, "
+        "which is returned (nothing allocated for the values); raises FormatError, and "
+        "InvalidArgumentError for a bad out (checked before any value is written).");
+  m.def("hmac_sha256", &hmac_sha256_py, py::arg("key"), py::arg("data"),
+        "HMAC-SHA256(key, data), 32 bytes (key and data: contiguous bytes-like objects).");
+  m.def("hkdf_sha256", &hkdf_sha256_py, py::arg("ikm"), py::kw_only(), py::arg("salt"),
+        py::arg("info"), py::arg("length"),
+        "HKDF-SHA256 (RFC 5869): Expand(Extract(salt, ikm), info, length); an empty salt is "
+        "32 zero bytes; length in [1, 8160].");
   m.def("decode_symbols", &decode_symbols_py, py::arg("body"), py::kw_only(), py::arg("m"),
         py::arg("key"), py::arg("params"), py::arg("coder"), py::arg("threads") = 1,
         "Entropy-decode a payload body -> (H uint32[N], M int64[N*n]) (the GPU decodes "
@@ -1056,6 +1133,8 @@ PYBIND11_MODULE(_core, m) {
         "Dithers (uniform in the Voronoi cell) from 64-bit words, n per dither.");
   t.def("lattice_basis", &lattice_basis_py, py::kw_only(), py::arg("lattice"), py::arg("n"),
         "The lower-triangular basis, rows = basis vectors (n x n).");
+  t.def("sha256_uses_sha_ni", &sha256_uses_sha_ni,
+        "Whether hmac_sha256 and hkdf_sha256 run on the CPU's SHA extensions.");
   t.def("det_log", &elementwise<detmath::log_batch>, py::arg("x"));
   t.def("det_cos2pi_squared", &elementwise<detmath::cos2pi_squared_batch>, py::arg("t"));
 }

@@ -482,12 +482,12 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default); threads: host threads that pack each "
         "chunk.");
-  m.def("decode_ans_body_resident", &decode_body_resident<Coder::Ans>, py::arg("body"),
+  m.def(AnsBodyCoder::device_decode, &decode_body_resident<Coder::Ans>, py::arg("body"),
         py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         py::arg("device") = 0, py::arg("stream") = 0,
         "Decode an ANS body on the GPU, every segment at once, into a new CUDA tensor -> "
         "(DLPack capsule, timing): decode's values and errors.");
-  m.def("decode_golomb_body_resident", &decode_body_resident<Coder::Golomb>, py::arg("body"),
+  m.def(GolombBodyCoder::device_decode, &decode_body_resident<Coder::Golomb>, py::arg("body"),
         py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         py::arg("device") = 0, py::arg("stream") = 0,
         "Decode a Golomb body on the GPU, every segment at once, into a new CUDA tensor -> "
@@ -496,13 +496,13 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
-  m.def("encode_golomb_body_resident", &encode_golomb_body_resident, py::arg("x"),
+  m.def(GolombBodyCoder::device_encode, &encode_golomb_body_resident, py::arg("x"),
         py::kw_only(), py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("spot"),
         py::arg("stream") = 0,
         "The Golomb body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "
         "stage to the body's bytes: (body, (H, M, beta, V) of the sub-vectors `spot`, "
         "timing).");
-  m.def("encode_ans_body_resident", &encode_ans_body_resident, py::arg("x"), py::kw_only(),
+  m.def(AnsBodyCoder::device_encode, &encode_ans_body_resident, py::arg("x"), py::kw_only(),
         py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("statistics"),
         py::arg("spot"), py::arg("stream") = 0,
         "The ANS body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "

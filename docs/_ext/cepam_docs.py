@@ -53,8 +53,8 @@ from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-__all__ = ["API_MODULES", "CliHelp", "link_notes", "mark_sections", "public_names",
-           "write_api_pages", "setup"]
+__all__ = ["API_GROUPS", "API_MODULES", "CliHelp", "group_names", "link_notes",
+           "mark_sections", "public_names", "write_api_pages", "setup"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,62 @@ API_MODULES = {
                         "calibration of sigma, the privacy ledger (needs scipy).",
     "cepam.flower": "cepam on Flower: the client mod and the server strategy "
                     "(needs the flower extra).",
+    "cepam.cuda": "Updates held on a GPU: whether the CUDA path runs, and the checks "
+                  "that hold its output to the CPU's bytes (needs torch with CUDA to run).",
+}
+
+# Each module's public names by group, in the order of its page (as Opacus
+# and Flower group theirs).  Every name of a module's ``__all__`` is in
+# exactly one group (tests/docs/test_api_groups.py), so a new name must be
+# placed here to appear.
+API_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
+    "cepam": {
+        "Codec": ("encode", "decode", "inspect", "update_norm", "find_ties", "Codec",
+                  "PayloadInfo", "simd_level", "__version__"),
+        "Mechanisms": ("Gaussian", "Laplace", "SDQ", "encode_sdq", "encode_noisy_sdq",
+                       "encode_gaussian_sdq", "encode_laplace_sdq"),
+        "Keys, contexts and the guard": ("new_secret", "Context", "ContextGuard"),
+        "Errors": ("CepamError", "InvalidArgumentError", "InvalidTypeError", "FormatError",
+                   "AuthenticationError", "ContextReuseError", "EncodingError",
+                   "DecodingError", "UnexpectedPayloadError", "PrivacyBudgetError"),
+        "Warnings": ("PrecisionWarning", "NoiseWarning", "PrivacyWarning", "FileSafetyWarning",
+                     "RateWarning"),
+    },
+    "cepam.accounting": {
+        "Calibrate and report": ("calibrate_client_sigma", "client_epsilon",
+                                 "client_noise_multiplier", "calibrate_sigma",
+                                 "epsilon_after_rounds", "delta_after_rounds", "FLSetting",
+                                 "sampling_probability", "average_noise",
+                                 "noise_drowns_update", "RELATIONS", "SAMPLINGS"),
+        "Ledger": ("Ledger", "LedgerEntry"),
+        "Analyses": ("Analysis", "RecordLevel", "PaperBound", "TightBound", "ClientLevel",
+                     "ANALYSES", "create_analysis"),
+        "Rounds and composition": ("ClientLevelRound", "CepamGaussianRound",
+                                   "CepamLaplaceRound", "GaussianEvent", "ProfileEvent",
+                                   "PrivacyEvent", "PLDAccountant", "PrivacyLossDistribution",
+                                   "RoundGuarantee", "DEFAULT_DISCRETIZATION"),
+        "Client sampling": ("population", "cohort_cap", "cohort_tail", "topup_noise_std",
+                            "subsampled_gaussian_delta"),
+        "Low-level bounds": ("gaussian_delta", "gaussian_epsilon", "gaussian_mu",
+                             "gaussian_noise_multiplier", "paper_gaussian_delta",
+                             "paper_gaussian_epsilon", "paper_gaussian_round",
+                             "paper_laplace_round", "tight_gaussian_delta",
+                             "tight_gaussian_epsilon", "tight_gaussian_round",
+                             "tight_laplace_round", "epsilon_for_delta"),
+    },
+    "cepam.flower": {
+        "Client": ("cepam_mod",),
+        "Server": ("CepamStrategy",),
+    },
+    "cepam.cuda": {
+        "Availability": ("is_available", "status", "is_cuda", "parse_device",
+                         "decodes_on_device", "decodes_body_on_device", "HostCopyWarning"),
+        "The device's stage": ("LatticeStage", "decode_on_device"),
+        "Checks against the CPU's bytes": ("SPOT_CHECKS", "spot_indices", "check_stage",
+                                           "SEGMENT_COORDINATES", "segment_to_check",
+                                           "segment_coordinates", "check_segment",
+                                           "check_device_output"),
+    },
 }
 
 GENERATED = DOCS / "api" / "generated"
@@ -144,6 +200,21 @@ def public_names(module_name: str) -> list[str]:
     return list(importlib.import_module(module_name).__all__)
 
 
+def group_names(module_name: str) -> dict[str, list[str]]:
+    """``module_name``'s public names by :data:`API_GROUPS` group, each in
+    the order of the module's ``__all__``; a name in no group goes under
+    "Other" (which tests/docs/test_api_groups.py refuses)."""
+    names = public_names(module_name)
+    table = API_GROUPS.get(module_name, {})
+    groups = {title: [name for name in names if name in members]
+              for title, members in table.items()}
+    placed = {name for members in table.values() for name in members}
+    rest = [name for name in names if name not in placed]
+    if rest:
+        groups["Other"] = rest
+    return {title: members for title, members in groups.items() if members}
+
+
 def _kind(module_name: str, name: str) -> str:
     obj = getattr(importlib.import_module(module_name), name)
     if inspect.isclass(obj):
@@ -185,13 +256,14 @@ def write_api_pages(folder: Path = GENERATED) -> dict[str, list[str]]:
         names = public_names(module_name)
         modules[module_name] = names
         rule = "=" * len(module_name)
-        rows = "\n".join(f"   {name}" for name in names)
+        groups = "".join(
+            f".. rubric:: {title}\n\n.. autosummary::\n   :nosignatures:\n\n"
+            + "".join(f"   {name}\n" for name in members) + "\n"
+            for title, members in group_names(module_name).items())
         toc = "\n".join(f"   {module_name}.{name}" for name in names)
         page = (f"{module_name}\n{rule}\n\n{line}\n\n"
                 f".. automodule:: {module_name}\n   :no-members:\n\n"
-                f".. rubric:: Public names\n\n"
-                f".. currentmodule:: {module_name}\n\n"
-                f".. autosummary::\n   :nosignatures:\n\n{rows}\n\n"
+                f".. currentmodule:: {module_name}\n\n{groups}"
                 f".. toctree::\n   :hidden:\n\n{toc}\n")
         _write(folder / f"{module_name}.rst", page)
         wanted.add(f"{module_name}.rst")

@@ -22,6 +22,7 @@ from .errors import (
     ContextReuseError,
     DecodingError,
     EncodingError,
+    FileSafetyWarning,
     PrivacyBudgetError,
     FormatError,
     InvalidArgumentError,
@@ -29,13 +30,14 @@ from .errors import (
     PrecisionWarning,
     NoiseWarning,
     PrivacyWarning,
+    RateWarning,
     UnexpectedPayloadError,
 )
 from .guard import ContextGuard
 from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
 from .runtime import simd_level
-from .structure import find_ties
+from .ties import find_ties
 from ._version import package_version
 
 #: The installed version of cepam (a PEP 440 string, e.g. ``"0.1.0"``).
@@ -72,6 +74,8 @@ __all__ = [
     "PrecisionWarning",
     "NoiseWarning",
     "PrivacyWarning",
+    "FileSafetyWarning",
+    "RateWarning",
     "PrivacyBudgetError",
     "__version__",
 ]

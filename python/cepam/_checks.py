@@ -15,7 +15,9 @@ __all__ = ["check_positive", "check_clip"]
 def check_positive(name: str, value: object) -> float:
     """``value`` as a float; raises InvalidTypeError unless it is a real number
     (bools excluded) and InvalidArgumentError unless it is positive and finite."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    # (a float skips the slower ABC check)
+    if type(value) is not float and (isinstance(value, (bool, np.bool_))
+                                     or not isinstance(value, numbers.Real)):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
     if not (math.isfinite(value) and value > 0.0):
@@ -28,7 +30,8 @@ def check_clip(clip: object) -> float:
     (returned as inf)."""
     if clip is None:
         return math.inf
-    if isinstance(clip, (bool, np.bool_)) or not isinstance(clip, numbers.Real):
+    if type(clip) is not float and (isinstance(clip, (bool, np.bool_))
+                                    or not isinstance(clip, numbers.Real)):
         raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")
     clip = float(clip)
     if not (math.isfinite(clip) and clip > 0.0):

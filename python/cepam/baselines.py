@@ -42,8 +42,9 @@ import numpy as np
 from ._checks import check_clip, check_positive
 from .codec import encode
 from .errors import InvalidArgumentError, InvalidTypeError
+from .flatten import flatten, unflatten
 from .mechanisms import SDQ, Gaussian, Laplace
-from .structure import flatten, resolve_ties, unflatten
+from .ties import resolve_ties
 
 __all__ = [
     "encode_sdq",
@@ -144,28 +145,33 @@ def add_private_noise(x: Any, noise: Gaussian | Laplace, *, rng: Any,
 
 def encode_sdq(x: Any, *, step: float, secret: bytes, round: int, client: int,
                message: int = 0, clip: float | None = None, coder: str = "ans",
-               threads: int | None = None) -> bytes:
+               threads: int | None = None, nonce: bytes | None = None) -> bytes:
     """Scalar SDQ of ``x`` with step ``step`` (no noise): ``cepam.encode(x, SDQ(step))``.
 
     Args:
         step: the SDQ step Delta, in the units of the update; the error is
             Uniform[-Delta/2, Delta/2), standard deviation ``Delta / sqrt(12)``
             (``cepam.SDQ.matching(std).step`` gives the step for a target std).
-        secret, round, client, message, clip, coder, threads: as for
-            :func:`cepam.encode` (``threads``: native threads, the same bytes
-            for every count).
+        secret, round, client, message, clip, coder, threads, nonce: as
+            for :func:`cepam.encode` (``threads``: native threads, the same
+            bytes for every count; ``nonce``: None, a fresh one).
 
     Returns:
         The payload (decode with :func:`cepam.decode`).
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: bad arguments (as
+            :func:`cepam.encode`, plus ``step``).
     """
     return encode(x, SDQ(check_positive("step", step)), secret=secret, round=round, client=client,
-                  message=message, dim=1, lattice="Z", clip=clip, coder=coder, threads=threads)
+                  message=message, dim=1, lattice="Z", clip=clip, coder=coder, threads=threads,
+                  nonce=nonce)
 
 
 def encode_noisy_sdq(x: Any, noise: Gaussian | Laplace, *, step: float, rng: Any,
                      secret: bytes, round: int, client: int, message: int = 0,
                      clip: float | None = None, coder: str = "ans",
-                     threads: int | None = None) -> bytes:
+                     threads: int | None = None, nonce: bytes | None = None) -> bytes:
     """Noise from the client's private generator, then scalar SDQ (Gaussian+SDQ, Laplace+SDQ).
 
     The update is clipped to l2 norm ``clip`` (as a whole), the noise is added
@@ -183,12 +189,14 @@ def encode_noisy_sdq(x: Any, noise: Gaussian | Laplace, *, step: float, rng: Any
             not fix it; the bitrate benchmark uses ``sqrt(12) * sigma`` (an
             SDQ error with the same variance as the noise).
         rng: the client's private ``numpy.random.Generator`` or
-            ``torch.Generator``.  The same generator state gives the same
-            payload; it must not be derived from the shared secret.
-        secret, round, client, message, coder, threads: as for
+            ``torch.Generator``.  The same generator state (and ``nonce``)
+            gives the same payload; it must not be derived from the shared
+            secret.
+        secret, round, client, message, coder, threads, nonce: as for
             :func:`cepam.encode` (``threads``: native threads for the SDQ
             coding, the same bytes for every count; the noise is drawn from
-            ``rng`` in one stream whatever the count).
+            ``rng`` in one stream whatever the count; ``nonce``: None, a
+            fresh one).
         clip: l2 norm bound of the update before the noise, or None.
 
     Returns:
@@ -203,27 +211,64 @@ def encode_noisy_sdq(x: Any, noise: Gaussian | Laplace, *, step: float, rng: Any
     _check_rng(rng)
     noisy = add_private_noise(x, noise, rng=rng, clip=clip)
     return encode(noisy, SDQ(step), secret=secret, round=round, client=client,
-                  message=message, dim=1, lattice="Z", clip=None, coder=coder, threads=threads)
+                  message=message, dim=1, lattice="Z", clip=None, coder=coder, threads=threads,
+                  nonce=nonce)
 
 
 def encode_gaussian_sdq(x: Any, sigma: float, *, step: float, rng: Any, secret: bytes,
                         round: int, client: int, message: int = 0,
                         clip: float | None = None, coder: str = "ans",
-                        threads: int | None = None) -> bytes:
-    """Gaussian+SDQ: ``encode_noisy_sdq(x, cepam.Gaussian(sigma), ...)``."""
+                        threads: int | None = None, nonce: bytes | None = None) -> bytes:
+    """Gaussian+SDQ: ``encode_noisy_sdq(x, cepam.Gaussian(sigma), ...)``.
+
+    Args:
+        x: the update: numpy array, torch tensor, or a dict/list/tuple of them.
+        sigma: the Gaussian noise's standard deviation per coordinate (> 0), in
+            the units of the update.
+        step: the SDQ step Delta, in the units of the update.
+        rng: the client's private ``numpy.random.Generator`` or
+            ``torch.Generator`` (never derived from the shared secret).
+        secret, round, client, message, clip, coder, threads, nonce: as for
+            :func:`encode_noisy_sdq`.
+
+    Returns:
+        The payload bytes.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: bad arguments (as
+            :func:`encode_noisy_sdq`).
+    """
     return encode_noisy_sdq(x, Gaussian(sigma), step=step, rng=rng, secret=secret,
                             round=round, client=client, message=message, clip=clip,
-                            coder=coder, threads=threads)
+                            coder=coder, threads=threads, nonce=nonce)
 
 
 def encode_laplace_sdq(x: Any, b: float, *, step: float, rng: Any, secret: bytes,
                        round: int, client: int, message: int = 0,
                        clip: float | None = None, coder: str = "ans",
-                       threads: int | None = None) -> bytes:
-    """Laplace+SDQ: ``encode_noisy_sdq(x, cepam.Laplace(b), ...)``."""
+                       threads: int | None = None, nonce: bytes | None = None) -> bytes:
+    """Laplace+SDQ: ``encode_noisy_sdq(x, cepam.Laplace(b), ...)``.
+
+    Args:
+        x: the update: numpy array, torch tensor, or a dict/list/tuple of them.
+        b: the Laplace noise's scale per coordinate (> 0), in the units of
+            the update.
+        step: the SDQ step Delta, in the units of the update.
+        rng: the client's private ``numpy.random.Generator`` or
+            ``torch.Generator`` (never derived from the shared secret).
+        secret, round, client, message, clip, coder, threads, nonce: as for
+            :func:`encode_noisy_sdq`.
+
+    Returns:
+        The payload bytes.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: bad arguments (as
+            :func:`encode_noisy_sdq`).
+    """
     return encode_noisy_sdq(x, Laplace(b), step=step, rng=rng, secret=secret, round=round,
                             client=client, message=message, clip=clip, coder=coder,
-                            threads=threads)
+                            threads=threads, nonce=nonce)
 
 
 def noisy_sdq_error_std(noise: Gaussian | Laplace | None, step: float) -> float:

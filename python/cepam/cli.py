@@ -10,10 +10,10 @@ A command declares the optional modules it cannot run without with
 :func:`requires`; :func:`main` checks them before the handler runs and, when
 one is missing, prints one line naming what to install.
 
-Exit codes: 0 success; 1 an error (a file that cannot be read, a missing or
-corrupt data set, a malformed payload, a missing optional dependency, a
-failure while running); 2 a usage
-error (a bad option or value, from argparse or from cepam's argument checks);
+Exit codes: 0 success; 1 an error (a missing path or a file that cannot be
+read, in every command; a missing or corrupt data set, a malformed payload,
+a missing optional dependency, a failure while running); 2 a usage error (a
+bad option or value, from argparse or from cepam's argument checks);
 130 interrupted (Ctrl-C).  Errors are one line on stderr; ``cepam --debug``
 shows the traceback instead.
 """
@@ -116,18 +116,22 @@ def read_secret_file(path: str) -> bytes:
 
     Raises:
         InvalidArgumentError: the file does not hold exactly 32 bytes (the
-            message says how to convert a file of 64 hex digits).
+            message says how to convert a file of 64 hex digits), or it is
+            a symbolic link, owned by another user, or readable or writable
+            by group or others (``chmod 600``; docs/guide/security.md).
         OSError: the file cannot be read.
     """
-    with open(path, "rb") as f:
-        data = f.read()
+    from ._files import read_key_file
+
+    data = read_key_file(path, what="secret file")
     if len(data) == SECRET_BYTES:
         return data
     text = data.strip()
     hint = ""
     if len(text) == 2 * SECRET_BYTES and all(c in b"0123456789abcdefABCDEF" for c in text):
         hint = (" (this one holds 64 hex digits; convert it with: python3 -c \"import sys; "
-                "sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read()))\" < HEXFILE > KEYFILE)")
+                "sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read()))\" < HEXFILE > KEYFILE; "
+                "chmod 600 KEYFILE)")
     raise InvalidArgumentError(
         f"{path} holds {len(data)} bytes; a secret file must hold the {SECRET_BYTES} raw bytes "
         f"of the secret, as cepam.new_secret() returns them{hint}")
@@ -250,9 +254,14 @@ def _parse(words: list[str]) -> argparse.Namespace:
 
 
 def _is_data_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is a missing or corrupt data set (``cepam.fl``'s
-    DatasetError): an error (exit 1), like a file that cannot be read, not
-    a usage error, though it is an InvalidArgumentError to callers."""
+    """Whether ``exc`` is a missing path (:class:`cepam.errors.
+    MissingPathError`: ``cepam fl table DIR``, ``cepam privacy ledger
+    PATH``) or a missing or corrupt data set (``cepam.fl``'s DatasetError):
+    an error (exit 1), like a file that cannot be read (``cepam inspect
+    PATH``), not a usage error, though it is an InvalidArgumentError to
+    callers."""
+    if isinstance(exc, FileNotFoundError):
+        return True
     data = sys.modules.get("cepam.fl.data")  # loaded by whatever raised it
     return data is not None and isinstance(exc, data.DatasetError)
 

@@ -33,7 +33,7 @@ box model's, ``csrc/coding/symbol_core.hpp``, and on A2, D4 and E8 the
 point model's, ``csrc/coding/point_table.hpp``: the CPU coder's own
 functions) and coded by the rANS kernel, and only the segments' streams
 come back
-(:meth:`LatticeStage.ans_body`); encode does not use it yet, as it was
+(:meth:`LatticeStage.device_body`); encode does not use it yet, as it was
 slower when last timed on Z (:meth:`LatticeStage.codes_body_on_device`).  The update comes to
 the host only where the CPU codec's rare paths need it: squares that
 overflow or underflow, a NaN or infinite value (the error names it),
@@ -107,6 +107,9 @@ def status() -> tuple[bool, str]:
     per process.
 
     Never raises: a missing module, driver or device is reported, not thrown.
+
+    Returns:
+        ``(True, '')``, or ``(False, why)`` with the reason in words.
     """
     module = cuda_module()
     if module is None:
@@ -121,7 +124,11 @@ def status() -> tuple[bool, str]:
 
 
 def is_available() -> bool:
-    """Whether encode and decode can run their LRSUQ stage on a CUDA device."""
+    """Whether encode and decode can run their LRSUQ stage on a CUDA device.
+
+    Returns:
+        True where the CUDA module is built and a device answers (:func:`status`).
+    """
     return status()[0]
 
 
@@ -137,7 +144,16 @@ def dlpack_device(x: Any) -> tuple[int, int] | None:
 
 def is_cuda(x: Any) -> bool:
     """Whether x is an array or tensor in CUDA device memory (by DLPack, so
-    torch, CuPy and JAX arrays all count)."""
+    torch, CuPy and JAX arrays all count).
+
+    Args:
+        x: any object.
+
+    Returns:
+        True for an array or tensor in CUDA device memory.
+
+    It raises nothing: an object without DLPack is not on CUDA.
+    """
     device = dlpack_device(x)
     return device is not None and device[0] in _DLPACK_CUDA
 
@@ -161,6 +177,12 @@ def note_host_copy() -> None:
 def parse_device(device: object) -> int | None:
     """The CUDA device index of ``device`` ('cuda', 'cuda:N', a torch.device
     or None for the host).
+
+    Args:
+        device: ``'cuda'``, ``'cuda:N'``, a torch.device, or None.
+
+    Returns:
+        The device index (0 for ``'cuda'``), or None for the host.
 
     Raises:
         InvalidArgumentError: for anything else.
@@ -211,8 +233,9 @@ def to_device(result: Any, index: int) -> Any:
 
 class LatticeStage:
     """An update held in CUDA memory, flattened on its GPU, and the GPU's
-    parts of encoding it: the clip's sum of squares (:meth:`sum_of_squares`),
-    the entropy coder's source-model statistics (:meth:`model_statistics`)
+    parts of encoding it: the clip's sum of squares
+    (:meth:`~cepam.cuda.LatticeStage.sum_of_squares`), the entropy coder's
+    source-model statistics (:meth:`~cepam.cuda.LatticeStage.model_statistics`)
     and the LRSUQ stage (calling it).
 
     ``stage(params, key=..., factor=..., threads=...)`` (``params``: the
@@ -225,6 +248,14 @@ class LatticeStage:
     :meth:`take` copy all or some of the update to the host, for what the
     encoder does rarely (a non-finite value, running statistics clipped
     apart, a closer bound on the decoded values) or on a sample.
+
+    Args:
+        flat: the update flattened on its GPU: a contiguous 1-D tensor of the
+            coded dtype (:meth:`of` builds it).
+        structure: the update's structure (:class:`cepam.structure.Structure`).
+
+    Building one raises nothing (:meth:`of` checks the update); the stage's
+    calls raise :class:`cepam.errors.DeviceError` on a CUDA failure.
     """
 
     def __init__(self, flat: Any, structure: Any = None) -> None:
@@ -240,9 +271,9 @@ class LatticeStage:
 
     @classmethod
     def of(cls, leaves: list[Any], structure: Any, dtype: str) -> "LatticeStage | None":
-        """The stage of an update described by :func:`cepam.structure.describe`
+        """The stage of an update described by :func:`cepam.flatten.describe`
         (its coded leaves, structure and coded dtype), flattened on the GPU as
-        :func:`cepam.structure.flatten` flattens it on the host; None unless
+        :func:`cepam.flatten.flatten` flattens it on the host; None unless
         the stage takes these leaves (:meth:`_takes`) and torch is installed."""
         if not cls._takes(leaves):
             return None
@@ -365,7 +396,7 @@ class LatticeStage:
 
     def codes_body_on_device(self, params: Any) -> bool:
         """Whether :func:`cepam.encode` codes this update's body on the
-        GPU (:meth:`ans_body`, :meth:`golomb_body`) rather than on the host
+        GPU (:meth:`device_body`) rather than on the host
         from the GPU's stage (``params``: the core's ``_core.Params``).
         (The Golomb body's kernels are newer still: checked through their
         host twin and as kernels run on the host, ``cepam._cuda_on_host``;
@@ -383,45 +414,34 @@ class LatticeStage:
         on a GPU.)"""
         return False
 
-    def ans_body(self, params: Any, *, key: bytes, factor: float,
-                     statistics: tuple[float, np.ndarray]) -> bytes:
-        """The ANS body of the update, coded on the GPU from the LRSUQ stage
-        to the segments' rANS streams (``_cuda.encode_ans_body_resident``: the box
-        model's symbols and, on A2, D4 and E8, the point model's, each
-        segment taking the shorter stream as on the CPU; only the streams
-        come back), the source model fitted on the host from ``statistics``
-        (:meth:`model_statistics`): the CPU's body bytes.  Checked on the
-        host: the stage of the spot-checked sub-vectors (copied back alone,
-        :func:`check_stage`) and one whole segment chosen from the key, coded
-        again by the CPU's segment encoder from its coordinates and compared
-        with the GPU's (:func:`check_segment`).
+    def device_body(self, params: Any, *, coder: int, key: bytes, factor: float,
+                    statistics: tuple[float, np.ndarray]) -> bytes:
+        """The body of the update by body coder ``coder`` (its code), coded
+        on the GPU from the LRSUQ stage by the ``_cuda`` function its row of
+        the core's coder table names (``_core.CODERS``' ``device_encode``:
+        ``encode_ans_body_resident``, the box model's symbols and, on A2, D4
+        and E8, the point model's, each segment taking the shorter stream as
+        on the CPU, only the streams coming back, the source model fitted on
+        the host from ``statistics`` (:meth:`model_statistics`);
+        ``encode_golomb_body_resident``, every segment's codes counted and
+        written at their bit offsets by the code the CPU's coder runs,
+        ``csrc/coding/golomb_core.hpp``, only the body coming back): the
+        CPU's body bytes.  Checked on the host: the stage of the
+        spot-checked sub-vectors (copied back alone, :func:`check_stage`)
+        and one whole segment chosen from the key, coded again by the CPU's
+        segment encoder from its coordinates and compared with the GPU's
+        (:func:`check_segment`).
 
         Raises:
             DeviceError: the GPU's results differ from the host's, or a CUDA
                 failure.
             EncodingError: a sub-vector cannot be encoded (the CPU's error).
         """
+        row = _coder_row(coder)
         return self._checked_body(
-            lambda spot: self._ans_body(params, key=key, factor=factor, statistics=statistics,
-                                        spot=spot), params, key=key, factor=factor,
-            coder=_coder_code("ans"))
-
-    def golomb_body(self, params: Any, *, key: bytes, factor: float) -> bytes:
-        """The Golomb body of the update, coded on the GPU from the LRSUQ
-        stage (``_cuda.encode_golomb_body_resident``: every segment's codes
-        counted and written at their bit offsets by the code the CPU's
-        coder runs, ``csrc/coding/golomb_core.hpp``; only the body comes
-        back): the CPU's body bytes.  Checked on the host as
-        :meth:`ans_body` is.
-
-        Raises:
-            DeviceError: the GPU's results differ from the host's, or a CUDA
-                failure.
-            EncodingError: a sub-vector cannot be encoded (the CPU's error).
-        """
-        return self._checked_body(
-            lambda spot: self._golomb_body(params, key=key, factor=factor, spot=spot), params,
-            key=key, factor=factor, coder=_coder_code("golomb"))
+            lambda spot: self._device_body(row, params, key=key, factor=factor,
+                                           statistics=statistics, spot=spot),
+            params, key=key, factor=factor, coder=coder)
 
     def _checked_body(self, code: Any, params: Any, *, key: bytes, factor: float,
                       coder: int) -> bytes:
@@ -442,28 +462,20 @@ class LatticeStage:
                       params=params, factor=factor, coder=coder)
         return body
 
-    def _ans_body(self, params: Any, *, key: bytes, factor: float,
-                  statistics: tuple[float, np.ndarray],
-                  spot: np.ndarray) -> tuple[bytes, tuple[Any, Any, Any, Any]]:
-        """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
-        kernels (``_cuda.encode_ans_body_resident``; its host twin is
-        ``_core.testing.ans_body_by_streams(..., shared_symbols=True)``)."""
-        capsule, stream = self._capsule()
-        body, stage, timing = cuda_module().encode_ans_body_resident(
-            capsule, key=key, params=params, factor=factor, statistics=statistics,
-            spot=np.asarray(spot, np.uint64), stream=stream)
-        self.timings.append(timing)
-        return body, stage
-
-    def _golomb_body(self, params: Any, *, key: bytes, factor: float,
+    def _device_body(self, row: dict, params: Any, *, key: bytes, factor: float,
+                     statistics: tuple[float, np.ndarray],
                      spot: np.ndarray) -> tuple[bytes, tuple[Any, Any, Any, Any]]:
         """(body, (H, M, beta, V) of sub-vectors ``spot``) from the GPU's
-        kernels (``_cuda.encode_golomb_body_resident``; its host twin is
-        ``_core.testing.golomb_body_by_units``)."""
+        kernels: the ``_cuda`` function ``row["device_encode"]`` (the coder's
+        row of ``_core.CODERS``; its host twins are
+        ``_core.testing.ans_body_by_streams(..., shared_symbols=True)`` and
+        ``_core.testing.golomb_body_by_units``), given ``statistics`` where
+        the row says it takes the source model's."""
         capsule, stream = self._capsule()
-        body, stage, timing = cuda_module().encode_golomb_body_resident(
+        model = {"statistics": statistics} if row["device_encode_takes_model"] else {}
+        body, stage, timing = getattr(cuda_module(), row["device_encode"])(
             capsule, key=key, params=params, factor=factor, spot=np.asarray(spot, np.uint64),
-            stream=stream)
+            stream=stream, **model)
         self.timings.append(timing)
         return body, stage
 
@@ -503,6 +515,14 @@ def spot_indices(key: bytes, N: int, *, count: int = SPOT_CHECKS) -> np.ndarray:
     drawn from a SHAKE-256 hash of the key, so each call checks others;
     sorted and distinct (uint64), all N of them when N <= count.
 
+    Args:
+        key: the LRSUQ stream key (32 bytes).
+        N: the number of sub-vectors.
+        count: how many to check (>= 2).
+
+    Returns:
+        The sub-vectors' indices, uint64, sorted and distinct.
+
     Raises:
         InvalidArgumentError: for a count below 2.
     """
@@ -524,6 +544,16 @@ def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: n
     values, float32 or float64 as encoded, zeros past coordinate m).  With
     ``aligned``, ``stage`` holds only those sub-vectors, in the order of
     ``indices`` (what the GPU copies back when it keeps the stage).
+
+    Args:
+        stage: the device's ``(H, M, beta, V)``, host arrays.
+        pieces: the checked sub-vectors' coordinates.
+        indices: the checked sub-vectors (:func:`spot_indices`).
+        m: the update's coordinates.
+        key: the LRSUQ stream key.
+        params: the core's ``_core.Params``.
+        factor: the clip's scale factor.
+        aligned: whether ``stage`` holds only the checked sub-vectors.
 
     Raises:
         DeviceError: a value differs, or the host cannot encode a sub-vector
@@ -554,10 +584,13 @@ def check_stage(stage: tuple[Any, Any, Any, Any], pieces: np.ndarray, indices: n
                 "(python bench/gpu_check.py compares the two paths)")
 
 
-def _coder_code(name: str) -> int:
-    """The code of body coder ``name`` in the core's coder table (read here,
-    not from cepam.payload, which imports what imports this module)."""
-    return next(row["code"] for row in _core.CODERS if row["name"] == name)
+def _coder_row(code: int) -> dict:
+    """The row of body coder ``code`` in the core's coder table
+    (``_core.CODERS``: its name, the file of its CPU code, the ``_cuda``
+    functions that code and decode a whole body on a GPU, whether that
+    encoder takes the source model's statistics); read here, not from
+    cepam.payload, which imports what imports this module."""
+    return next(row for row in _core.CODERS if row["code"] == code)
 
 
 SEGMENT_COORDINATES: int = _core.SEGMENT_COORDINATES
@@ -569,7 +602,19 @@ def segment_to_check(key: bytes, *, m: int, n: int) -> int:
     """The segment of a body (either coder) of m coordinates in dimension n
     that the host codes again after a GPU coded the body (:func:`check_segment`):
     drawn from a SHAKE-256 hash of the LRSUQ stream ``key``, so each call
-    checks another; 0 for an empty update."""
+    checks another; 0 for an empty update.
+
+    Args:
+        key: the LRSUQ stream key.
+        m: the update's coordinates.
+        n: the lattice's dimension.
+
+    Returns:
+        The segment's index (0 for an empty update).
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError: m or n out of range.
+    """
     N = -(-m // n)
     per = SEGMENT_COORDINATES // n
     segments = -(-N // per)
@@ -580,7 +625,20 @@ def segment_to_check(key: bytes, *, m: int, n: int) -> int:
 
 
 def segment_coordinates(segment: int, *, m: int, n: int) -> tuple[int, int]:
-    """[first, last): the coordinates of ``segment``'s sub-vectors."""
+    """[first, last): the coordinates of ``segment``'s sub-vectors.
+
+    Args:
+        segment: the segment's index.
+        m: the update's coordinates.
+        n: the lattice's dimension.
+
+    Returns:
+        ``(first, last)``, coordinates.
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError: m, n or the segment out of
+            range.
+    """
     per = SEGMENT_COORDINATES // n
     return segment * per * n, min(m, (segment + 1) * per * n)
 
@@ -595,6 +653,16 @@ def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key:
     segment header (its order and section lengths) and sections; so the
     same decoded values.  Nothing to
     check for an empty update.
+
+    Args:
+        body: the body the device coded.
+        values: the segment's coordinates (:func:`segment_coordinates`).
+        segment: the segment's index (:func:`segment_to_check`).
+        m: the update's coordinates.
+        key: the LRSUQ stream key.
+        params: the core's ``_core.Params``.
+        factor: the clip's scale factor.
+        coder: the coder's code.
 
     Raises:
         DeviceError: the streams differ, or the host cannot encode the
@@ -619,7 +687,11 @@ def check_segment(body: bytes, values: np.ndarray, segment: int, *, m: int, key:
 
 def decodes_on_device() -> bool:
     """Whether ``decode(device="cuda")`` runs the GPU kernel: the CUDA path
-    is available and torch (which holds the result) sees a CUDA device."""
+    is available and torch (which holds the result) sees a CUDA device.
+
+    Returns:
+        True where ``decode(device="cuda")`` decodes on the GPU.
+    """
     if not is_available():
         return False
     try:
@@ -660,6 +732,19 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
     bit).  With :func:`decodes_body_on_device`, the body is decoded whole
     on the GPU instead (either coder, ``coder`` its code).
 
+    Args:
+        body: the payload's body (opened).
+        m: the update's coordinates.
+        key: the LRSUQ stream key.
+        params: the core's ``_core.Params``.
+        coder: the coder's code.
+        dtype: ``"float32"`` or ``"float64"``.
+        threads: host threads.
+        index: the CUDA device.
+
+    Returns:
+        A 1-D torch tensor of m values on the device.
+
     Raises:
         FormatError: the body is malformed (the CPU decoder's error).
         DeviceError: a CUDA failure.
@@ -668,8 +753,7 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
 
     stream = torch.cuda.current_stream(index).cuda_stream
     if decodes_body_on_device():
-        whole = (cuda_module().decode_ans_body_resident if coder == _coder_code("ans")
-                 else cuda_module().decode_golomb_body_resident)
+        whole = getattr(cuda_module(), _coder_row(coder)["device_decode"])
         capsule, _ = whole(body, m=m, key=key, params=params, dtype=dtype, device=index,
                            stream=stream)
         return torch.from_dlpack(capsule)
@@ -682,6 +766,12 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
 def check_device_output(values: Any, dtype: str, *, noise_std: float, where: str) -> None:
     """:func:`cepam.precision.check_output` for decoded values held in a
     torch tensor on a GPU (their statistics computed there).
+
+    Args:
+        values: the decoded values, a torch tensor on a GPU.
+        dtype: the output dtype's name.
+        noise_std: the noise's standard deviation, in the update's units.
+        where: what the values are, for the messages.
 
     Raises:
         DecodingError: a value is infinite or beyond the dtype's range.

@@ -13,6 +13,7 @@ __all__ = [
     "DeviceError",
     "InvalidArgumentError",
     "InvalidTypeError",
+    "MissingPathError",
     "FormatError",
     "AuthenticationError",
     "ContextReuseError",
@@ -22,6 +23,8 @@ __all__ = [
     "PrecisionWarning",
     "NoiseWarning",
     "PrivacyWarning",
+    "FileSafetyWarning",
+    "RateWarning",
     "PrivacyBudgetError",
 ]
 
@@ -36,6 +39,12 @@ class InvalidArgumentError(CepamError, ValueError):
 
 class InvalidTypeError(CepamError, TypeError):
     """An argument has a type (or dtype) cepam does not support."""
+
+
+class MissingPathError(InvalidArgumentError, FileNotFoundError):
+    """A file or directory that a call reads does not exist.  An
+    :class:`InvalidArgumentError` (a ValueError) and a FileNotFoundError: the
+    command line exits 1 for it, as for any file it cannot read."""
 
 
 class FormatError(CepamError, ValueError):
@@ -101,6 +110,22 @@ class PrivacyWarning(UserWarning):
     """An update was encoded without a clip: its decoded values carry the
     mechanism's noise, but no differential-privacy guarantee follows, since
     nothing bounds what one client's data can change."""
+
+
+class FileSafetyWarning(UserWarning):
+    """A file cepam keeps its records in (a privacy ledger, a context guard)
+    may be rewritten by users other than its owner: its group, or the user
+    who owns it when that is not the current one (docs/guide/security.md)."""
+
+
+class RateWarning(UserWarning):
+    """A lattice was named (``lattice="E8"``, ``"D4"`` or ``"A2"``) where
+    its payload is predicted to be longer than Z's (and its encode is
+    slower): the update's rms over the noise scale is too low, its
+    coordinates are mostly near zero or two-valued, or the coder is
+    Golomb.  ``lattice="auto"`` (or ``"Z"``) would send fewer bits."""
+
+
 class DeviceError(CepamError, RuntimeError):
     """A CUDA device or its runtime failed (no usable driver or device, out of
     device memory, a failed kernel launch), or a GPU's results failed the

@@ -1,8 +1,10 @@
 """A persistent guard against encoding two messages under one context.
 
 Two payloads encoded under the same ``(round, client, message)`` and secret
-share their dithers and latent scales, so their noises are dependent and
-their difference reveals the difference of the updates.  :class:`cepam.Codec`
+are two releases of one client in one round, which the accountant counts as
+one.  (Their dithers, latent scales and keystreams differ: each payload has
+its own nonce, format version 8; before it, they shared them, so their
+noises were dependent.)  :class:`cepam.Codec`
 remembers the contexts it encoded, in memory: a second ``Codec`` for the same
 client, module-level :func:`cepam.encode`, a restarted process or a second
 worker do not see them.  A :class:`ContextGuard` records them in an SQLite
@@ -23,10 +25,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
-from collections.abc import Callable
 from contextlib import closing
 
+from ._files import check_database_file, retry_while_locked
 from .errors import ContextReuseError, InvalidArgumentError, InvalidTypeError
 from .keys import Context, guard_fingerprint
 
@@ -34,21 +35,6 @@ __all__ = ["ContextGuard"]
 
 _SCHEMA_VERSION = 1
 _BUSY_TIMEOUT_S = 60.0
-
-
-def _retry_while_locked(statement: Callable[[], object]) -> None:
-    """Runs ``statement``, again while SQLite says the file is locked or busy
-    (for at most the busy timeout; then the error propagates)."""
-    deadline = time.monotonic() + _BUSY_TIMEOUT_S
-    while True:
-        try:
-            statement()
-            return
-        except sqlite3.OperationalError as exc:
-            text = str(exc).lower()
-            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
 
 
 class ContextGuard:
@@ -63,7 +49,12 @@ class ContextGuard:
     Raises:
         InvalidTypeError: path is not a str or os.PathLike.
         InvalidArgumentError: an in-memory or empty path, or a file that
-            cannot be opened or is not a cepam context database.
+            cannot be opened or is not a cepam context database; a symbolic
+            link at the path (or its ``-wal``, ``-shm``, ``-journal``), or
+            a file others may write (docs/guide/security.md).
+
+    Warns:
+        FileSafetyWarning: a file its group may write, or another user owns.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -84,7 +75,8 @@ class ContextGuard:
                 # exclusive lock, and SQLite answers "locked" at once (its busy
                 # handler is not run) while another process sets the file up,
                 # so wait for that here, up to the busy timeout.
-                _retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"))
+                retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"),
+                                   timeout=_BUSY_TIMEOUT_S)
                 # Then the schema under the write lock (BEGIN IMMEDIATE waits
                 # for it), so two processes never both see an empty file.
                 db.execute("BEGIN IMMEDIATE")
@@ -114,6 +106,9 @@ class ContextGuard:
         return f"ContextGuard({self.path!r})"
 
     def _connect(self) -> closing[sqlite3.Connection]:
+        # At every connection: SQLite opens by path, and would follow a link
+        # planted since (cepam._files: links refused, a new file 0600).
+        check_database_file(self.path, what="state file")
         try:
             db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
@@ -137,7 +132,8 @@ class ContextGuard:
                 raise ContextReuseError(
                     f"round {context.round}, client {context.client}, message "
                     f"{context.message} was already encoded under this secret (recorded in "
-                    f"{self.path}): reusing a context makes the noises dependent") from None
+                    f"{self.path}): a second payload of a round is a release the accountant "
+                    f"does not count") from None
             except sqlite3.Error as exc:  # read-only file, lock held past the timeout, ...
                 raise InvalidArgumentError(
                     f"cannot record the context in state file {self.path!r}: {exc}") from None

@@ -5,11 +5,12 @@ randomness (docs/design.md, sections 5 and 6), so the randomness comes from a 32
 shared by one client and the server:
 
 * ``stream key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||
-  "/stream" || round || client || message)`` (RFC 5869; the three context
-  numbers as little-endian uint64) keys the ChaCha20 stream of one message;
+  "/stream" || round || client || message || nonce)`` (RFC 5869; the three
+  context numbers as little-endian uint64, then the payload's 16-byte nonce)
+  keys the ChaCha20 stream of one message;
 * ``seal key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG ||
-  "/seal" || round || client || message)`` keys the ChaCha20 keystream that
-  encrypts the payload's sealed section (format version 4 on);
+  "/seal" || round || client || message || nonce)`` keys the ChaCha20
+  keystream that encrypts the payload's sealed section (format version 4 on);
 * ``MAC key = HKDF-SHA256(secret, salt=FORMAT_TAG, info=FORMAT_TAG || "/mac")``
   keys the payload tag over the public header and the sealed section's
   ciphertext (format version 5: per-segment HMAC-SHA256 tags combined by an
@@ -18,14 +19,22 @@ shared by one client and the server:
   "/context-guard")``, 16 bytes, names a secret in the persistent context
   guard (:mod:`cepam.guard`) without revealing it.
 
-Never encode two messages under the same context: reused dithers make their
-noises dependent, and the two sealed sections share a keystream.
-:class:`cepam.Codec` refuses to.
+The nonce (format version 8 on) is drawn afresh for every payload from the
+operating system's secure random source (:func:`new_nonce`) and written in
+the payload's public header, which the tag covers: two payloads share their
+dithers, latent scales and sealing keystream only if they share the secret,
+the context *and* the nonce, which happens by accident with probability
+about ``q^2 / 2^129`` over ``q`` payloads.  Both keys come from
+:func:`message_key` alone.  An encoder that passes its own nonce
+(``encode(..., nonce=...)``: golden files, reproducible experiments) takes
+back the duty of never reusing one with the same secret and context.
+Encoding two messages under one context stays a privacy event for the
+accountant even with fresh nonces (two releases of one client in one
+round); :class:`cepam.Codec` and :mod:`cepam.guard` refuse it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import operator
 import secrets as _secrets
@@ -34,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._native import core as _core
 from ._thread_pool import map_on_threads
 from .errors import InvalidArgumentError, InvalidTypeError
 
@@ -42,10 +52,14 @@ __all__ = [
     "SECRET_BYTES",
     "TAG_BYTES",
     "Context",
+    "NONCE_BYTES",
     "new_secret",
+    "new_nonce",
+    "check_nonce",
     "hkdf",
     "hkdf_extract",
     "hkdf_expand",
+    "message_key",
     "stream_key",
     "seal_key",
     "mac_key",
@@ -57,15 +71,48 @@ __all__ = [
 FORMAT_TAG = b"cepam/lrsuq/v1"
 SECRET_BYTES = 32
 TAG_BYTES = 16
+NONCE_BYTES = 16  # the per-payload nonce in the public header (format version 8)
 MAC_SEGMENT_BYTES = 1 << 20  # the payload tag's segments (format version 5)
 _SEGMENT_LABEL = b"cepam/seg"
 _TAG_LABEL = b"cepam/tag"
 _U64 = 1 << 64
+_SEGMENT_HEAD = struct.Struct("<QQ")
+# Segments up to this many bytes are tagged by the native core in one call
+# (random/sha256.hpp), longer ones by hashlib (OpenSSL), which hashes long
+# data faster where the CPU lacks SHA extensions; the tag is the same.
+_NATIVE_MAC_BYTES = 1 << 14
 
 
 def new_secret() -> bytes:
-    """Returns 32 bytes from the operating system's secure random source."""
+    """32 bytes from the operating system's secure random source.
+
+    Returns:
+        32 random bytes: a secret for one client and the server.
+    """
     return _secrets.token_bytes(SECRET_BYTES)
+
+
+def new_nonce() -> bytes:
+    """Returns a fresh 16-byte payload nonce from the operating system's
+    secure random source."""
+    return _secrets.token_bytes(NONCE_BYTES)
+
+
+def check_nonce(nonce: object) -> bytes:
+    """``nonce`` as bytes, checked: bytes-like of ``NONCE_BYTES`` bytes.
+
+    Raises:
+        InvalidTypeError: not bytes-like.
+        InvalidArgumentError: not 16 bytes long.
+    """
+    if not isinstance(nonce, (bytes, bytearray, memoryview)):
+        raise InvalidTypeError(f"nonce must be bytes, got {type(nonce).__name__}")
+    nonce = bytes(nonce)
+    if len(nonce) != NONCE_BYTES:
+        raise InvalidArgumentError(
+            f"nonce must be {NONCE_BYTES} bytes (or None: a fresh one), got {len(nonce)}"
+        )
+    return nonce
 
 
 def check_secret(secret: object) -> bytes:
@@ -100,7 +147,14 @@ def _check_u64(name: str, value: object) -> int:
 class Context:
     """What makes a message unique under one secret: round, client, message id.
 
-    All three are integers in [0, 2^64).
+    Args:
+        round: the training round, an integer in [0, 2^64).
+        client: the client's id, an integer in [0, 2^64).
+        message: the message's id within the round (default 0), in [0, 2^64).
+
+    Raises:
+        InvalidTypeError: a value that is not an integer (a bool included).
+        InvalidArgumentError: a value outside [0, 2^64).
     """
 
     round: int
@@ -108,6 +162,10 @@ class Context:
     message: int = 0
 
     def __post_init__(self) -> None:
+        r, c, m = self.round, self.client, self.message
+        if type(r) is int and type(c) is int and type(m) is int and \
+                0 <= r < _U64 and 0 <= c < _U64 and 0 <= m < _U64:
+            return  # (the common case, already checked: plain ints in range)
         for name in ("round", "client", "message"):
             object.__setattr__(self, name, _check_u64(name, getattr(self, name)))
 
@@ -117,7 +175,7 @@ class Context:
 
 def hkdf_extract(salt: bytes, ikm: bytes) -> bytes:
     """HKDF-Extract (RFC 5869 section 2.2) with SHA-256."""
-    return hmac.new(salt if salt else bytes(32), ikm, hashlib.sha256).digest()
+    return _core.hmac_sha256(salt if salt else bytes(32), ikm)
 
 
 def hkdf_expand(prk: bytes, info: bytes, length: int) -> bytes:
@@ -126,24 +184,46 @@ def hkdf_expand(prk: bytes, info: bytes, length: int) -> bytes:
         raise InvalidArgumentError("HKDF output length must be in [1, 8160] bytes")
     out, block = b"", b""
     for counter in range(1, -(-length // 32) + 1):
-        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
+        block = _core.hmac_sha256(prk, block + info + bytes([counter]))
         out += block
     return out[:length]
 
 
 def hkdf(ikm: bytes, *, salt: bytes, info: bytes, length: int) -> bytes:
-    """HKDF-SHA256 (RFC 5869): Expand(Extract(salt, ikm), info, length)."""
-    return hkdf_expand(hkdf_extract(salt, ikm), info, length)
+    """HKDF-SHA256 (RFC 5869): Expand(Extract(salt, ikm), info, length),
+    computed by the native core in one call (the same bytes as
+    :func:`hkdf_expand` of :func:`hkdf_extract`; a few microseconds fewer
+    than Python's ``hmac``, on every encode and decode).
+
+    Raises:
+        InvalidArgumentError: length outside [1, 8160].
+    """
+    return _core.hkdf_sha256(bytes(ikm), salt=bytes(salt), info=bytes(info), length=length)
 
 
-def stream_key(secret: bytes, context: Context) -> bytes:
-    """The 32-byte ChaCha20 key of one message."""
-    return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/stream" + context.pack(), length=32)
+def message_key(secret: bytes, label: bytes, context: Context, nonce: bytes) -> bytes:
+    """The 32-byte key ``label`` (``b"/stream"`` or ``b"/seal"``) of one
+    payload: HKDF-SHA256 of the secret with ``info = FORMAT_TAG || label ||
+    round || client || message || nonce`` (fixed widths: one parse).  Every
+    per-payload key is derived here, so each depends on the nonce.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: a nonce that is not 16 bytes.
+    """
+    info = FORMAT_TAG + label + context.pack() + check_nonce(nonce)
+    return hkdf(secret, salt=FORMAT_TAG, info=info, length=32)
 
 
-def seal_key(secret: bytes, context: Context) -> bytes:
-    """The 32-byte ChaCha20 key that encrypts one message's sealed section."""
-    return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/seal" + context.pack(), length=32)
+def stream_key(secret: bytes, context: Context, nonce: bytes) -> bytes:
+    """The 32-byte ChaCha20 key of one message's random streams (dithers and
+    latent scales), under its payload's ``nonce``."""
+    return message_key(secret, b"/stream", context, nonce)
+
+
+def seal_key(secret: bytes, context: Context, nonce: bytes) -> bytes:
+    """The 32-byte ChaCha20 key that encrypts one message's sealed section,
+    under its payload's ``nonce``."""
+    return message_key(secret, b"/seal", context, nonce)
 
 
 def mac_key(secret: bytes) -> bytes:
@@ -170,17 +250,23 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
     docs/format.md gives the security argument."""
     view = memoryview(data).cast("B")
     total = len(view)
+    if total <= _NATIVE_MAC_BYTES:  # one short segment (a small payload): two native calls
+        inner = _core.hmac_sha256(key, _SEGMENT_LABEL + _SEGMENT_HEAD.pack(0, total) + view)
+        return _core.hmac_sha256(key, _TAG_LABEL + _SEGMENT_HEAD.pack(total, 1) + inner)[:TAG_BYTES]
     count = max(1, -(-total // MAC_SEGMENT_BYTES))
 
     def segment(i: int) -> bytes:
         part = view[i * MAC_SEGMENT_BYTES : (i + 1) * MAC_SEGMENT_BYTES]
-        mac = hmac.new(key, _SEGMENT_LABEL + struct.pack("<QQ", i, len(part)), "sha256")
+        label = _SEGMENT_LABEL + _SEGMENT_HEAD.pack(i, len(part))
+        if len(part) <= _NATIVE_MAC_BYTES:  # (short: one native call)
+            return _core.hmac_sha256(key, label + part)
+        mac = hmac.new(key, label, "sha256")  # (OpenSSL: its SHA extensions where it has them)
         mac.update(part)
         return mac.digest()
 
-    tags = map_on_threads(segment, range(count), threads)
-    outer = _TAG_LABEL + struct.pack("<QQ", total, count) + b"".join(tags)
-    return hmac.new(key, outer, "sha256").digest()[:TAG_BYTES]
+    tags = [segment(0)] if count == 1 else map_on_threads(segment, range(count), threads)
+    outer = _TAG_LABEL + _SEGMENT_HEAD.pack(total, count) + b"".join(tags)
+    return _core.hmac_sha256(key, outer)[:TAG_BYTES]
 
 
 def guard_fingerprint(secret: bytes) -> bytes:

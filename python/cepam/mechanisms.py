@@ -131,6 +131,10 @@ class SDQ:
     on [-step/2, step/2), independent of x; it gives no differential privacy
     by itself.  Only ``dim=1``.
 
+    Args:
+        step: the quantizer's step Delta (> 0 and finite), in the units of the
+            update.
+
     Raises:
         InvalidArgumentError: if step is not positive and finite.
     """

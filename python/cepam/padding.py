@@ -14,9 +14,15 @@ bytes (encrypted like the rest) so that the payload's total length is
   parameters alone (mechanism and scale, clip, coder, lattice, number of
   coordinates, structure), so that every update of that configuration gives
   payloads of one length;
+* ``pad="levels"``: the smallest of :data:`LEVELS` lengths (:func:`level_lengths`)
+  at least the unpadded length: :func:`max_payload_bytes` and the lengths
+  a third of an octave (a factor ``2^(1/3)``, 1.26) apart below it, so that
+  the length takes one of 8 values fixed by public parameters (it tells at
+  most 3 bits about the update) and a payload at least the lowest level
+  (``max_payload_bytes / 2^(7/3)``, a fifth of it) is at most 26 % longer;
 * ``pad=<int>``: exactly that many bytes (a size the deployment fixes).
 
-With ``"max"`` or an int, a payload that does not fit raises
+With ``"max"``, ``"levels"`` or an int, a payload that does not fit raises
 :class:`~cepam.errors.EncodingError` (nothing is sent; a caller that then
 sends something else reveals that it happened).
 """
@@ -34,9 +40,15 @@ from .lattices import LATTICE_CODES
 from .mechanisms import Mechanism, core_params
 from .payload import CODERS, MAX_PADDING
 
-__all__ = ["PAD_MODES", "check_pad", "bucket_length", "max_payload_bytes", "padding_bytes"]
+__all__ = ["PAD_MODES", "LEVELS", "LEVELS_PER_OCTAVE", "check_pad", "bucket_length",
+           "level_lengths", "max_payload_bytes", "padding_bytes", "uses_bound"]
 
-PAD_MODES = ("bucket", "max")
+PAD_MODES = ("bucket", "max", "levels")
+# pad="levels": this many lengths, consecutive ones a factor 2^(1/LEVELS_PER_OCTAVE)
+# apart, the largest max_payload_bytes (chosen from the table of
+# bench/pad_rules.py in docs/privacy.md, section 9).
+LEVELS = 8
+LEVELS_PER_OCTAVE = 3
 
 # Slack of max_payload_bytes above the information bound, in bits: per
 # coordinate for the lattice coordinates M (by coder name; more by the noise
@@ -78,14 +90,19 @@ _Z = LATTICE_CODES["Z"]
 
 
 def check_pad(pad: object) -> str | int | None:
-    """pad as given, checked: None, "bucket", "max" or a positive int."""
+    """pad as given, checked: None, "bucket", "max", "levels" or a positive int.
+
+    Raises:
+        InvalidArgumentError: an unknown mode, or a size that is not positive.
+        InvalidTypeError: neither None, a str nor an int (a bool included).
+    """
     if pad is None:
         return None
     if isinstance(pad, str):
         if pad not in PAD_MODES:
+            modes = ", ".join(repr(mode) for mode in PAD_MODES)
             raise InvalidArgumentError(
-                f"pad must be None, {PAD_MODES[0]!r}, {PAD_MODES[1]!r} or a size in bytes, "
-                f"got {pad!r}")
+                f"pad must be None, {modes} or a size in bytes, got {pad!r}")
         return pad
     if isinstance(pad, bool):
         raise InvalidTypeError("pad must be None, a str or an int, got bool")
@@ -114,6 +131,52 @@ def bucket_length(length: int) -> int:
         j += 1
 
 
+def uses_bound(pad: str | int | None) -> bool:
+    """Whether ``pad`` needs :func:`max_payload_bytes` ("max" and "levels")."""
+    return pad in ("max", "levels")
+
+
+def level_lengths(max_bytes: int, *, count: int = LEVELS,
+                  per_octave: int = LEVELS_PER_OCTAVE) -> tuple[int, ...]:
+    """The ``count`` lengths ``pad="levels"`` pads to, largest first:
+    ``ceil(max_bytes / 2^(j / per_octave))`` for ``j = 0 .. count - 1``
+    (by default :data:`LEVELS` and :data:`LEVELS_PER_OCTAVE`), computed
+    exactly in integers (the smallest ``L`` with ``L^q 2^j >= max_bytes^q``,
+    ``q = per_octave``), so that they depend on ``max_bytes`` alone.  A
+    payload of ``n`` bytes between the lowest and ``max_bytes`` is padded
+    by at most a factor ``2^(1 / per_octave)`` (plus a byte of rounding);
+    the length takes at most ``count`` values: ``log2(count)`` bits.
+
+    Raises:
+        InvalidArgumentError: ``max_bytes``, ``count`` or ``per_octave`` is
+            not positive.
+        InvalidTypeError: one of them is not an int.
+    """
+    values = []
+    for name, value in (("max_bytes", max_bytes), ("count", count), ("per_octave", per_octave)):
+        if isinstance(value, bool):
+            raise InvalidTypeError(f"{name} must be an int, got bool")
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise InvalidTypeError(
+                f"{name} must be an int, got {type(value).__name__}") from None
+        if value <= 0:
+            raise InvalidArgumentError(f"{name} must be positive, got {value}")
+        values.append(value)
+    top, count, q = values
+    lengths = []
+    for j in range(count):
+        target = top ** q  # the smallest size with size^q 2^j >= top^q
+        size = max(1, int(top * 2.0 ** (-j / q)))
+        while size ** q << j < target:
+            size += 1
+        while size > 1 and (size - 1) ** q << j >= target:
+            size -= 1
+        lengths.append(size)
+    return tuple(lengths)
+
+
 def _geometric_entropy_bits(p: float) -> float:
     """Entropy in bits of Geometric(p) on {1, 2, ...}."""
     if p >= 1.0:
@@ -139,7 +202,8 @@ def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
     EncodingError when padded.
     """
     if math.isinf(clip):
-        raise InvalidArgumentError("pad='max' needs a clip: the bound is derived from it")
+        raise InvalidArgumentError(
+            "pad='max' and pad='levels' need a clip: the bound is derived from it")
     s2 = (clip / mechanism.std) ** 2 / m if m else 0.0
     slack = _CODER_SLACK[CODERS[coder]]
     per_coordinate = (0.5 * math.log2(1.0 + s2) + mechanism.entropy_excess + slack.m
@@ -159,15 +223,20 @@ def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
 
 def padding_bytes(pad: str | int | None, unpadded: int, *, max_bytes: int | None) -> int:
     """How many zero bytes take a payload of ``unpadded`` bytes to its padded
-    length; ``max_bytes`` is :func:`max_payload_bytes` (needed for "max").
+    length; ``max_bytes`` is :func:`max_payload_bytes` (needed for "max" and
+    "levels").
 
     Raises:
-        EncodingError: the payload is longer than the fixed size.
+        EncodingError: the payload is longer than the fixed size (for
+            "levels": than ``max_bytes``).
     """
     if pad is None:
         return 0
     if pad == "bucket":
         target = bucket_length(unpadded)
+    elif pad == "levels":
+        levels = level_lengths(int(max_bytes))  # type: ignore[arg-type]
+        target = min((size for size in levels if size >= unpadded), default=levels[0])
     else:
         target = int(max_bytes if pad == "max" else pad)  # type: ignore[arg-type]
     if unpadded > target:

@@ -1,4 +1,4 @@
-"""The payload format (version 7).
+"""The payload format (version 8).
 
 A payload is ``public header || sealed section || tag``; all integers
 little-endian.  The public header holds what the receiver needs before it
@@ -15,7 +15,7 @@ Public header:
 field      contents
 =========  =====================================================================
 magic      4 bytes ``b"CEPM"``
-version    uint8, 7
+version    uint8, 8
 mechanism  uint8: 1 Gaussian, 2 Laplace, 3 SDQ (uniform)
 coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
 container  uint8: 0 single array, 1 list, 2 tuple, 3 dict, 4 none (a bare
@@ -24,6 +24,8 @@ reserved   uint16, 0
 scale      float64: sigma, b, or the SDQ step
 clip       float64: l2 clip norm of the whole update (+inf: none)
 context    3 x uint64: round, client, message
+nonce      16 bytes: drawn afresh for each payload (version 8), mixed into
+           the stream and seal keys (:func:`cepam.keys.message_key`)
 m          uint64: number of coordinates
 entries    uint32 count (0 for container 4), then per entry: uint16 name length, UTF-8 name,
            uint8 kind (0 numpy, 1 torch), uint8 dtype (1 float32, 2 float64,
@@ -38,7 +40,7 @@ lattice    uint8: 1 Z^n, 2 A2 (n = 2), 3 D4 (n = 4), 4 E8 (n = 8); A2, D4 and
 n          uint8: sub-vector dimension
 padding    uint32: bytes of zero padding at the end of the section
 digest     8 bytes, bare payloads (container 4) only: the first 8 bytes of the
-           SHA-256 of the update's structure (:func:`cepam.structure.digest`),
+           SHA-256 of the update's structure (:func:`cepam.template.digest`),
            which the decoder's template must match
 body       in the coder's own layout (docs/format.md), up to the padding
 zeros      the padding (length hiding)
@@ -54,30 +56,34 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._native import core as _core
 from .errors import FormatError, InvalidArgumentError
-from .keys import TAG_BYTES, Context
+from .keys import NONCE_BYTES, TAG_BYTES, Context, check_nonce
 from .lattices import LATTICES, check_combination
 from .mechanisms import MECHANISM_CODES
-from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure, bare
+from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
+from .template import bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
            "parse_sealed", "sealed_head", "parse_sealed_head", "SealedHead", "check_padding",
-           "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING"]
+           "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING", "is_bare"]
 
 MAGIC = b"CEPM"
-VERSION = 7
+VERSION = 8
 #: Body coder code -> name, from the core's coder table (csrc/payload/body.cpp).
 CODERS: dict[int, str] = {row["code"]: row["name"] for row in _core.CODERS}
 CODER_CODES = {v: k for k, v in CODERS.items()}
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBHdd")
+_CONTAINER_AT = 7  # the container byte: after the magic, version, mechanism and coder
 _SEALED = struct.Struct("<BBI")
 SEALED_HEADER_BYTES = _SEALED.size
 DIGEST_BYTES = 8  # the structure digest of a bare payload, sealed
-_CONTEXT = struct.Struct("<QQQQ")
+_CONTEXT = struct.Struct(f"<QQQ{NONCE_BYTES}sQ")  # round, client, message, nonce, m
+_U32, _U16, _ENTRY = struct.Struct("<I"), struct.Struct("<H"), struct.Struct("<BBB")
+_SHAPES = [struct.Struct(f"<{ndim}Q") for ndim in range(MAX_NDIM + 1)]  # by rank
 MAX_COORDINATES = 1 << 56
 MAX_EXTENT = 1 << 56  # product of an entry's non-zero dimensions
 MAX_PADDING = (1 << 32) - 1
@@ -86,7 +92,8 @@ MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + _SEALED.size + TAG_BYTES
 
 @dataclass(frozen=True)
 class Header:
-    """The public header: readable without the secret."""
+    """The public header: readable without the secret.  ``nonce``: the
+    payload's 16 bytes (version 8), a keyword argument."""
 
     mechanism: int
     scale: float
@@ -94,6 +101,7 @@ class Header:
     clip: float
     context: Context
     structure: Structure
+    nonce: bytes = field(kw_only=True)
 
     @property
     def m(self) -> int:
@@ -111,19 +119,27 @@ class Sealed:
     digest: bytes = b""  # a bare payload's structure digest (DIGEST_BYTES); else empty
 
 
+def is_bare(payload: bytes | memoryview) -> bool:
+    """Whether a payload's header declares no structure (container 4: a
+    bare payload), read from its fixed prefix without parsing the rest;
+    False for bytes too short to hold the prefix."""
+    return len(payload) >= _PREFIX.size and payload[_CONTAINER_AT] == BARE
+
+
 def pack_header(h: Header) -> bytes:
     parts = [
         _PREFIX.pack(MAGIC, VERSION, h.mechanism, h.coder, h.structure.container, 0,
                      h.scale, h.clip),
-        _CONTEXT.pack(h.context.round, h.context.client, h.context.message, h.m),
+        _CONTEXT.pack(h.context.round, h.context.client, h.context.message,
+                      check_nonce(h.nonce), h.m),
     ]
     entries = () if h.structure.container == BARE else h.structure.entries
-    parts.append(struct.pack("<I", len(entries)))
+    parts.append(_U32.pack(len(entries)))
     for e in entries:
         name = e.name.encode("utf-8")
-        parts.append(struct.pack("<H", len(name)) + name)
-        parts.append(struct.pack("<BBB", e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
-        parts.append(struct.pack(f"<{len(e.shape)}Q", *e.shape))
+        parts.append(_U16.pack(len(name)) + name)
+        parts.append(_ENTRY.pack(e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
+        parts.append(_SHAPES[len(e.shape)].pack(*e.shape))
     return b"".join(parts)
 
 
@@ -132,12 +148,12 @@ class _Reader:
         self.data, self.pos, self.end = data, 0, end
 
     def take(self, fmt: struct.Struct | str) -> tuple:
-        s = fmt if isinstance(fmt, struct.Struct) else struct.Struct(fmt)
-        if self.pos + s.size > self.end:
+        s = fmt if type(fmt) is struct.Struct else struct.Struct(fmt)
+        pos, size = self.pos, s.size
+        if pos + size > self.end:
             raise FormatError("payload truncated in the header")
-        out = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return out
+        self.pos = pos + size
+        return s.unpack_from(self.data, pos)
 
     def raw(self, count: int) -> bytes | memoryview:
         if self.pos + count > self.end:
@@ -148,13 +164,17 @@ class _Reader:
 
 
 def check_prefix(payload: bytes | memoryview) -> None:
-    """Magic, version and minimum length: checked before the tag."""
-    if len(payload) < MIN_PAYLOAD:
+    """Magic, version and minimum length: checked before the tag (the
+    version before the length, so that a short payload of another version,
+    whose minimum differs, is named by its version)."""
+    if len(payload) <= 4:
         raise FormatError(f"payload too short ({len(payload)} bytes) to be a cepam payload")
     if payload[:4] != MAGIC:
         raise FormatError("not a cepam payload (bad magic)")
     if payload[4] != VERSION:
         raise FormatError(f"unsupported payload format version {payload[4]} (this is {VERSION})")
+    if len(payload) < MIN_PAYLOAD:
+        raise FormatError(f"payload too short ({len(payload)} bytes) to be a cepam payload")
 
 
 def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
@@ -176,31 +196,32 @@ def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
         raise FormatError("noise scale must be positive and finite")
     if not (clip > 0.0) or math.isnan(clip):
         raise FormatError("clip norm must be positive (or +inf)")
-    rnd, client, message, m = r.take(_CONTEXT)
+    rnd, client, message, nonce, m = r.take(_CONTEXT)
     if m > MAX_COORDINATES:
         raise FormatError("declared number of coordinates too large")
-    (count,) = r.take("<I")
+    (count,) = r.take(_U32)
     if container == BARE:  # no entries: m alone (the decoder's template shapes it)
         if count != 0:
             raise FormatError("a payload without structure has entries")
-        header = Header(mech, scale, coder, clip, Context(rnd, client, message), bare(m))
+        header = Header(mech, scale, coder, clip, Context(rnd, client, message), bare(m),
+                        nonce=nonce)
         return header, r.pos
     # Each entry takes at least 5 bytes: bound the count before looping.
     if count < 1 or count > (r.end - r.pos) // 5 or (container == 0 and count != 1):
         raise FormatError("bad number of entries")
     entries, names, total = [], set(), 0
     for _ in range(count):
-        (name_len,) = r.take("<H")
+        (name_len,) = r.take(_U16)
         if name_len > MAX_NAME_BYTES:
             raise FormatError("entry name too long")
         try:
             name = bytes(r.raw(name_len)).decode("utf-8")
         except UnicodeDecodeError:
             raise FormatError("entry name is not valid UTF-8") from None
-        kind, dtype, ndim = r.take("<BBB")
+        kind, dtype, ndim = r.take(_ENTRY)
         if kind not in (0, 1) or dtype not in DTYPES or ndim > MAX_NDIM:
             raise FormatError("bad entry kind, dtype or rank")
-        shape = r.take(f"<{ndim}Q")
+        shape = r.take(_SHAPES[ndim])
         size, extent = 1, 1
         for d in shape:
             size *= d
@@ -222,7 +243,7 @@ def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
     if r.end - r.pos < _SEALED.size:
         raise FormatError("payload truncated before its sealed section")
     header = Header(mech, scale, coder, clip, Context(rnd, client, message),
-                    Structure(container, tuple(entries)))
+                    Structure(container, tuple(entries)), nonce=nonce)
     return header, r.pos
 
 

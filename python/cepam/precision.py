@@ -88,7 +88,8 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
         sumsq = _core.sum_of_squares(values, fixed_order=False, threads=threads)
     except InvalidArgumentError:
         raise overflow_error(values.dtype.name, noise_std=noise_std, where=where) from None
-    judge_output(sumsq, values.size, values.dtype.name, dtype, noise_std=noise_std, where=where,
+    decoded = "float32" if values.dtype == np.float32 else values.dtype.name  # (.name is slow)
+    judge_output(sumsq, values.size, decoded, dtype, noise_std=noise_std, where=where,
                  peak=lambda: max(float(values.max()), -float(values.min())),
                  scaled_mean_square=lambda peak: float(
                      np.mean(np.square(values / peak, dtype=np.float64))))

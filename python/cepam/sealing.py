@@ -1,11 +1,11 @@
 """Sealing: a payload's data-dependent part, encrypted then authenticated.
 
-A payload (format version 7) is ``header || ciphertext || tag``:
+A payload (format version 8) is ``header || ciphertext || tag``:
 
 * ``header``: the public header (:mod:`cepam.payload`), in clear;
 * ``ciphertext = plaintext XOR ChaCha20(seal key)``, the RFC 8439 keystream
   under the message's seal key (:func:`cepam.keys.seal_key`, derived from the
-  secret and the context), nonce ``(0, 0, "SEAL")``, block counter from 0,
+  secret, the context and the header's payload nonce), ChaCha20 nonce ``(0, 0, "SEAL")``, block counter from 0,
   computed by the native core (in parallel, by parts of 1 MiB); ``plaintext``
   is the sealed section (lattice, n, body size, body, zero padding);
 * ``tag``: the MAC key's tag of ``header || ciphertext``, per-segment
@@ -61,7 +61,7 @@ def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes,
     depend on ``threads``."""
     mac = mac_key(secret)
     return _core.seal_payload(pack_header(header) if head is None else head, bytes(plaintext), body, padding=padding,
-                              key=seal_key(secret, header.context), threads=threads,
+                              key=seal_key(secret, header.context, header.nonce), threads=threads,
                               tag_bytes=TAG_BYTES,
                               tag_of=lambda data: payload_tag(mac, data, threads=threads))
 
@@ -104,7 +104,7 @@ def open_payload(payload: object, secret: bytes, *,
     view = verified(payload, secret, threads=threads)
     header, offset = parse_header(view)
     end = len(view) - TAG_BYTES
-    key = seal_key(secret, header.context)
+    key = seal_key(secret, header.context, header.nonce)
     bare = header.structure.container == BARE
     head = bytearray(view[offset : min(end, offset + SEALED_HEADER_BYTES + DIGEST_BYTES)])
     _core.seal_xor(head, key=key)

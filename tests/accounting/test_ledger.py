@@ -157,7 +157,7 @@ def test_cli_prints_the_table_and_json(path, capsys):
     assert main(["privacy", "ledger", str(path)]) == 0
     table = capsys.readouterr().out
     assert "cepam_gaussian_round" in table and f"epsilon = {eps:.6g}" in table
-    assert main(["privacy", "ledger", str(path) + ".missing"]) == 2
+    assert main(["privacy", "ledger", str(path) + ".missing"]) == 1  # a missing path: exit 1
     assert "no ledger" in capsys.readouterr().err
 
 
@@ -273,3 +273,80 @@ def test_a_ledger_written_before_the_local_steps_rename_reads_and_retries(path):
         assert ledger.record(ROUND, run_id="run-1", round=1) != first
         assert ledger.epsilon() > eps
         assert "local_steps" not in json.dumps(ledger.report(delta=1e-5)["events"])
+
+
+CONCURRENT_WRITER = """
+    import os
+    import sys
+    from cepam.accounting import CepamGaussianRound, FLSetting, Ledger
+    path, log, stop, writer = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    with open(log) as f:
+        done = [int(line) for line in f if line.strip()]
+    setting = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
+    event = CepamGaussianRound(sigma=0.5, setting=setting)
+    r = (done[-1] + 1) if done else 0
+    print("ready", flush=True)
+    while not os.path.exists(stop):
+        # Open, record a round or two, close: the kills land in every phase,
+        # opening included, while three other writers do the same.
+        with Ledger(path, name="kill-test") as ledger:
+            for _ in range(1 + r % 2):
+                ledger.record(event, run_id=writer, round=r)
+                with open(log, "a") as f:
+                    f.write(f"{r}\\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                r += 1
+"""
+
+
+@pytest.mark.slow
+def test_four_writers_and_forty_sigkills_never_fail_to_open(path, tmp_path):
+    """A ledger that four processes open, write and close in turn, one of
+    them SIGKILLed 40 times at random moments (opening, writing, closing),
+    always opens: no writer ever exits with an error (a locked file is
+    waited for), and every round a writer saw returned is there once."""
+    Ledger(path, name="kill-test").close()
+    script = textwrap.dedent(CONCURRENT_WRITER)
+    stop = tmp_path / "stop"
+    writers = [f"w{i}" for i in range(4)]
+    logs = {w: tmp_path / f"{w}.log" for w in writers}
+    for log in logs.values():
+        log.write_text("")
+
+    def start(writer):
+        return subprocess.Popen([sys.executable, "-c", script, str(path), str(logs[writer]),
+                                 str(stop), writer], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def failed(writer, child):
+        return f"{writer} exited with {child.returncode}: {child.communicate()[1]}"
+
+    rng = random.Random(40)
+    children = {w: start(w) for w in writers}
+    for _ in range(40):
+        victim = rng.choice(writers)
+        # Once it runs (past its imports), at a random moment of its loop.
+        assert children[victim].stdout.readline() == "ready\n", failed(victim,
+                                                                        children[victim])
+        time.sleep(rng.uniform(0.0, 0.3))
+        for w, child in children.items():  # none has stopped on its own
+            assert child.poll() is None, failed(w, child)
+        os.kill(children[victim].pid, signal.SIGKILL)
+        children[victim].communicate()
+        assert children[victim].returncode == -signal.SIGKILL
+        children[victim] = start(victim)
+        with Ledger(path, name="kill-test") as ledger:  # a fifth opener, after each kill
+            assert ledger.name == "kill-test"
+    for w, child in children.items():
+        assert child.stdout.readline() == "ready\n", failed(w, child)
+    stop.write_text("")
+    for w, child in children.items():
+        child.communicate(timeout=120)
+        assert child.returncode == 0, failed(w, child)
+    with Ledger(path, name="kill-test") as ledger:
+        for w in writers:
+            recorded = [e.round for e in ledger.events(run_id=w)]
+            assert len(recorded) == len(set(recorded))
+            assert {int(x) for x in logs[w].read_text().split()} <= set(recorded)
+        assert len(ledger.events()) > 40

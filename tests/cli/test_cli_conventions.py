@@ -321,3 +321,25 @@ def test_fl_run_prints_eps_after_each_private_run(tmp_path, capsys):
                         r"paper's loop: .* \(this run's loop: 2 steps x batch 1 = 2 samples a "
                         r"round\)", err[1])
     assert err[2].startswith("warning: ") and "not meaningfully" in err[2]
+
+
+@pytest.mark.parametrize("argv", [("inspect", "{missing}"), ("fl", "table", "{missing}"),
+                                  ("privacy", "ledger", "{missing}")])
+def test_a_missing_path_exits_1_in_every_command(tmp_path, capsys, argv):
+    """A path that does not exist is an error (exit 1), as a file that
+    cannot be read, not a usage error (2), whichever command is given it."""
+    if argv[0] == "privacy":
+        pytest.importorskip("scipy")  # without it, the command names the extra first
+    missing = str(tmp_path / "missing")
+    assert main([a.format(missing=missing) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"cepam {' '.join(argv[:-1])}: error: ") and missing in err
+    assert err.count("\n") == 1
+
+
+def test_privacy_ledger_is_in_the_privacy_usage_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["privacy", "--help"])
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    assert usage.startswith("usage: cepam privacy ")
+    assert "\n       cepam privacy ledger " in usage and usage.rstrip().endswith("path")

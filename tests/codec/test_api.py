@@ -94,13 +94,13 @@ def test_torch_roundtrip():
 def test_torch_and_numpy_give_the_same_bytes():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(3).normal(size=100).astype(np.float32)
-    kwargs = dict(secret=SECRET_A, round=0, client=0, dim=2)
+    kwargs = dict(secret=SECRET_A, round=0, client=0, dim=2, nonce=bytes(16))
     a = cepam.encode(x, MECH, **kwargs)
     b = cepam.encode(torch.from_numpy(x), MECH, **kwargs)
     info_a, info_b = cepam.inspect(a, secret=SECRET_A), cepam.inspect(b, secret=SECRET_A)
     assert info_a.body_bits == info_b.body_bits
     # the headers differ in the entry kind (and so do the tags); the sealed
-    # sections (keyed by the context, not the header) do not
+    # sections (keyed by the context and nonce, not the header) do not
     assert a[info_a.header_bits // 8:-16] == b[info_b.header_bits // 8:-16]
     np.testing.assert_array_equal(cepam.decode(a, secret=SECRET_A),
                                   cepam.decode(b, secret=SECRET_A).numpy())

@@ -22,7 +22,7 @@ UPDATE = {
 
 def _encode(x, structure, **kwargs):
     return cepam.encode(x, MECH, secret=SECRET_A, round=3, client=1, clip=1.0,
-                        structure=structure, **kwargs)
+                        structure=structure, nonce=bytes(16), **kwargs)  # one noise for both
 
 
 def test_bare_payload_decodes_to_the_template_bit_for_bit():
@@ -79,6 +79,38 @@ def test_structured_payload_must_match_its_template():
     assert all(np.array_equal(same[k], v) for k, v in cepam.decode(full, secret=SECRET_A).items())
 
 
+def test_a_structured_mismatch_names_the_first_differing_entry():
+    full = _encode(UPDATE, True)
+    wide = dict(UPDATE, **{"conv.bias": UPDATE["conv.bias"].astype(np.float64)})
+    with pytest.raises(cepam.FormatError, match=r"at entry 1: the payload has 'conv.bias' "
+                       r"float32 of shape \(6,\), the template 'conv.bias' float64 of shape"):
+        cepam.decode(full, secret=SECRET_A, like=wide)
+    fewer = {k: v for k, v in UPDATE.items() if k != "fc.weight"}
+    with pytest.raises(cepam.FormatError, match=r"at entry 2: the payload has 'fc.weight' "
+                       r"float32 of shape \(10, 96\), the template no entry there \(it has 2\)"):
+        cepam.decode(full, secret=SECRET_A, like=fewer)
+    with pytest.raises(cepam.FormatError, match="the payload is a mapping, the template a list"):
+        cepam.decode(full, secret=SECRET_A, like=list(UPDATE.values()))
+
+
+def test_a_bare_mismatch_says_what_it_can():
+    """A bare payload carries only its structure's digest: a template of
+    the same size is refused without a misleading count, and one that fits
+    under another buffers= choice is told so."""
+    bare = _encode(SMALL, False)
+    swapped = {"w": np.zeros((3, 2), np.float32), "b": np.zeros(4, np.float32)}
+    with pytest.raises(cepam.FormatError) as same_size:
+        cepam.decode(bare, secret=SECRET_A, like=swapped)
+    assert "both have 10 coordinates" in str(same_size.value)
+    assert "the template has" not in str(same_size.value)
+    model = {"conv.weight": np.full((4, 3), 0.01, np.float32),
+             "bn.running_mean": np.full(3, 0.02, np.float32)}
+    local = cepam.encode(model, MECH, secret=SECRET_A, round=3, client=1, clip=1.0,
+                         structure=False, buffers="local")
+    with pytest.raises(cepam.FormatError, match="with buffers='local', not 'separate'"):
+        cepam.decode(local, secret=SECRET_A, like=model)
+
+
 def test_container_flag_and_m_are_authenticated():
     bare = bytearray(_encode(UPDATE, False))
     flipped = bytearray(bare)
@@ -87,7 +119,7 @@ def test_container_flag_and_m_are_authenticated():
     flipped[container_offset] = 3  # container: bare -> dict
     with pytest.raises((cepam.AuthenticationError, cepam.FormatError)):
         cepam.decode(bytes(flipped), secret=SECRET_A, like=UPDATE)
-    m_offset = 4 + 1 + 3 + 2 + 16 + 24  # ... container, reserved, scale, clip, context
+    m_offset = 4 + 1 + 3 + 2 + 16 + 24 + 16  # ... reserved, scale, clip, context, nonce (v8)
     (m,) = struct.unpack_from("<Q", bare, m_offset)
     assert m == sum(v.size for v in UPDATE.values())
     struct.pack_into("<Q", bare, m_offset, m - 1)

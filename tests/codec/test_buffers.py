@@ -69,9 +69,10 @@ def test_small_statistics_are_clipped_jointly_as_before():
     """Where the joint clip leaves the weights at least WEIGHT_FLOOR of the
     clip, "separate" is the one clip, to the byte."""
     for update in (_update(2.0, 0.6), _update(0.3, 0.2), _update(5.0, 0.0)):
-        a = cepam.encode(update, TINY, secret=SECRET_A, round=0, client=1, clip=1.0)
+        a = cepam.encode(update, TINY, secret=SECRET_A, round=0, client=1, clip=1.0,
+                         nonce=bytes(16))
         b = cepam.encode(update, TINY, secret=SECRET_A, round=0, client=1, clip=1.0,
-                         buffers="joint")
+                         buffers="joint", nonce=bytes(16))
         assert a == b
 
 

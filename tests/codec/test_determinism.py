@@ -1,6 +1,6 @@
-"""Same input, secret and context give the same bytes, everywhere.
+"""Same input, secret, context and nonce give the same bytes, everywhere.
 
-The golden payloads in tests/golden/v7.json pin the format, the ChaCha20 stream
+The golden payloads in tests/golden/v8.json pin the format, the ChaCha20 stream
 layout, the latent samplers and the coders: a change of platform, compiler or
 code that alters one bit fails here.  Regenerate them only on purpose (with a
 format version bump): see tests/golden/generate.py.
@@ -16,7 +16,7 @@ import cepam
 
 from helpers.paths import TESTS as HERE
 
-GOLDEN = json.loads((HERE / "golden" / "v7.json").read_text())
+GOLDEN = json.loads((HERE / "golden" / "v8.json").read_text())
 _spec = importlib.util.spec_from_file_location("golden_generate", HERE / "golden" / "generate.py")
 generate = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generate)
@@ -56,29 +56,35 @@ def test_golden_input_is_the_committed_one():
 
 
 @pytest.mark.parametrize("dim", [1, 2, 3])
-def test_same_context_same_bytes(dim):
+def test_same_context_and_nonce_same_bytes(dim):
     rng = np.random.default_rng(1)
     x = rng.normal(scale=0.01, size=10_007).astype(np.float32)
     secret = bytes(range(32))
     kwargs = dict(secret=secret, round=2, client=9, dim=dim, clip=1.0)
-    a = cepam.encode(x, cepam.Gaussian(sigma=1e-3), **kwargs)
-    b = cepam.encode(x.copy(), cepam.Gaussian(sigma=1e-3), **kwargs)
+    a = cepam.encode(x, cepam.Gaussian(sigma=1e-3), nonce=bytes(range(16)), **kwargs)
+    b = cepam.encode(x.copy(), cepam.Gaussian(sigma=1e-3), nonce=bytes(range(16)), **kwargs)
     assert a == b
     np.testing.assert_array_equal(cepam.decode(a, secret=secret), cepam.decode(b, secret=secret))
+    # Without a nonce each payload draws its own: other bytes, other noise.
+    c = cepam.encode(x, cepam.Gaussian(sigma=1e-3), **kwargs)
+    d = cepam.encode(x, cepam.Gaussian(sigma=1e-3), **kwargs)
+    assert len({a, c, d}) == 3
+    assert len({cepam.decode(p, secret=secret).tobytes() for p in (a, c, d)}) == 3
 
 
 def test_every_context_field_changes_the_randomness():
     x = np.zeros(1000)
     secret = bytes(range(32))
     mech = cepam.Gaussian(sigma=1.0)
-    base = dict(secret=secret, round=1, client=1, message=1)
+    base = dict(secret=secret, round=1, client=1, message=1, nonce=bytes(16))
     outputs = {cepam.decode(cepam.encode(x, mech, **base), secret=secret).tobytes()}
-    for field in ("round", "client", "message"):
-        kwargs = dict(base, **{field: 2})
+    changes = (("round", 2), ("client", 2), ("message", 2), ("nonce", bytes(15) + b"\1"))
+    for field, value in changes:
+        kwargs = dict(base, **{field: value})
         outputs.add(cepam.decode(cepam.encode(x, mech, **kwargs), secret=secret).tobytes())
     other = dict(base, secret=bytes(range(1, 33)))
     outputs.add(cepam.decode(cepam.encode(x, mech, **other), secret=other["secret"]).tobytes())
-    assert len(outputs) == 5
+    assert len(outputs) == 6
 
 
 def test_results_do_not_depend_on_threads():
@@ -91,7 +97,7 @@ def test_results_do_not_depend_on_threads():
 
     def job(i):
         return cepam.encode(xs[i], cepam.Gaussian(sigma=1e-3), secret=secret, round=i, client=0,
-                            dim=2)
+                            dim=2, nonce=bytes(16))
 
     serial = [job(i) for i in range(6)]
     with ThreadPoolExecutor(max_workers=3) as pool:

@@ -122,3 +122,42 @@ def test_clip_compared_exactly():
     payload = enc(clip=1.0)
     with pytest.raises(cepam.UnexpectedPayloadError):
         cepam.decode(payload, secret=SECRET_A, expect_clip=math.nextafter(1.0, 2.0))
+
+
+# ------------------------------------------- one definition (cepam.expected.Expected)
+
+def test_one_expectation_checks_every_header_field_the_strategy_enforces():
+    from cepam.expected import Expected
+    from cepam.payload import parse_header
+
+    payload = cepam.encode(X, G, secret=SECRET_A, round=3, client=4, message=9, clip=1.0)
+    header, _ = parse_header(payload)
+    Expected.checked(mechanism=G, clip=1.0, client=4, round=3, message=9,
+                     coordinates=X.size, clipped=True).enforce(header)  # all as encoded
+    for field, value in [("mechanism", cepam.Gaussian(sigma=2e-3)), ("clip", 2.0),
+                         ("client", 5), ("round", 4), ("message", 8),
+                         ("coordinates", X.size + 1)]:
+        with pytest.raises(cepam.UnexpectedPayloadError) as caught:
+            Expected.checked(**{field: value}).enforce(header)
+        assert caught.value.field == field and caught.value.expected == value
+
+
+def test_an_expectation_is_checked_like_the_encoders_arguments():
+    from cepam.expected import Expected
+
+    with pytest.raises(cepam.InvalidArgumentError):
+        Expected.checked(message=-1)
+    with pytest.raises(cepam.InvalidTypeError):
+        Expected.checked(coordinates=1.5)
+    with pytest.raises(cepam.InvalidArgumentError):
+        Expected.checked(clip=0.0)
+
+
+def test_bare_payloads_are_told_from_their_prefix_alone():
+    from cepam.payload import is_bare
+
+    structured = enc()
+    bare = cepam.encode(X, G, secret=SECRET_A, round=0, client=4, clip=1.0, structure=False)
+    assert is_bare(bare) and not is_bare(structured)
+    assert not is_bare(bare[:7]) and not is_bare(b"")
+    assert is_bare(memoryview(bare))

@@ -110,7 +110,7 @@ def test_skipping_counters_does_not_change_the_payload():
     """Leaving integer entries out is the same as never having had them."""
     _, delta = delta_of_training()
     floats = {k: v for k, v in delta.items() if v.dtype.is_floating_point}
-    kw = dict(secret=SECRET_A, round=5, client=1, clip=1.0)
+    kw = dict(secret=SECRET_A, round=5, client=1, clip=1.0, nonce=bytes(16))
     mech = cepam.Gaussian(sigma=SIGMA)
     assert cepam.encode(delta, mech, **kw) == cepam.encode(floats, mech, **kw)
     with_bools = {**floats, "mask": torch.ones(3, dtype=torch.bool),

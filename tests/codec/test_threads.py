@@ -24,6 +24,7 @@ from cepam.threads import MAX_THREADS, THREADS_ENV, available_cores, resolve_thr
 from helpers.forking import in_forked_child, run_script
 
 SECRET = bytes(range(32))
+NONCE = bytes(range(16))  # payloads compared byte for byte share a nonce
 THREAD_COUNTS = (1, 2, 3, 8)
 SEGMENT = 1 << 17
 MODEL_BYTE = {"Z": False, "A2": True, "D4": True, "E8": True}
@@ -46,7 +47,8 @@ def update(m: int, *, seed: int = 0, ratio: float = 1.0) -> np.ndarray:
 
 
 def encode_all(x, mechanism, **kwargs) -> list[bytes]:
-    return [cepam.encode(x, mechanism, secret=SECRET, round=1, client=2, threads=t, **kwargs)
+    return [cepam.encode(x, mechanism, secret=SECRET, round=1, client=2, threads=t, nonce=NONCE,
+                         **kwargs)
             for t in THREAD_COUNTS]
 
 
@@ -101,7 +103,7 @@ clip = float(np.linalg.norm(x.astype(np.float64))) / 2
 
 def encode(threads):
     return cepam.encode(x, mech, secret=bytes(32), round=0, client=0, clip=clip,
-                        threads=threads)
+                        threads=threads, nonce=bytes(16))
 
 one = encode(1)
 assert hooks.pool_threads() == 0, hooks.pool_threads()
@@ -140,7 +142,8 @@ def test_segments_coded_in_pairs_with_kept_buffers_give_the_same_bytes(lattice):
     x = update(m, seed=4, ratio=3.0)
     for pad in (None, 3 * m):
         payloads = [cepam.encode(x, cepam.Gaussian(sigma=1e-3), secret=SECRET, round=1, client=2,
-                                 lattice=lattice, threads=t, pad=pad) for t in (1, 2, 3)]
+                                 lattice=lattice, threads=t, pad=pad, nonce=NONCE)
+                    for t in (1, 2, 3)]
         assert payloads[1] == payloads[0] and payloads[2] == payloads[0], pad
 
 
@@ -163,7 +166,7 @@ def test_auto_and_codec_take_threads():
     codecs = [cepam.Codec(cepam.Gaussian(sigma=1e-3), secret=SECRET, client=2, threads=t,
                           allow_unclipped=True)
               for t in THREAD_COUNTS]
-    coded = [c.encode(x, round=1) for c in codecs]
+    coded = [c.encode(x, round=1, nonce=NONCE) for c in codecs]
     assert all(p == payloads[0] for p in coded)
     for c in codecs:
         np.testing.assert_array_equal(c.decode(coded[0]), cepam.decode(coded[0], secret=SECRET))
@@ -177,13 +180,15 @@ def test_the_sdq_baselines_take_threads():
     x = update(SEGMENT + 99, ratio=1.0)
     for coder in ("ans", "golomb"):
         plain = [baselines.encode_sdq(x, step=1e-3, secret=SECRET, round=0, client=0,
-                                      coder=coder, threads=t) for t in THREAD_COUNTS]
+                                      coder=coder, threads=t, nonce=NONCE)
+                 for t in THREAD_COUNTS]
         noisy = [baselines.encode_gaussian_sdq(x, 1e-3, step=3e-3, rng=np.random.default_rng(5),
                                                secret=SECRET, round=0, client=1, coder=coder,
-                                               threads=t) for t in THREAD_COUNTS]
+                                               threads=t, nonce=NONCE) for t in THREAD_COUNTS]
         laplace = [baselines.encode_laplace_sdq(x, 1e-3, step=3e-3,
                                                 rng=np.random.default_rng(6), secret=SECRET,
-                                                round=0, client=2, coder=coder, threads=t)
+                                                round=0, client=2, coder=coder, threads=t,
+                                                nonce=NONCE)
                    for t in THREAD_COUNTS]
         for payloads in (plain, noisy, laplace):
             assert all(p == payloads[0] for p in payloads), coder

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cepam
-from cepam.structure import resolve_ties
+from cepam.ties import resolve_ties
 
 from conftest import SECRET_A
 
@@ -109,13 +109,13 @@ def test_a_tied_update_is_the_update_without_its_duplicate(kind, coder):
     removed, byte for byte: the tied matrix is coded once."""
     model, difference, tied = _trained(kind)
     name, _ = TIED[kind]
-    kw = dict(secret=SECRET_A, round=4, client=2, clip=1.0, coder=coder)
+    kw = dict(secret=SECRET_A, round=4, client=2, clip=1.0, coder=coder, nonce=bytes(16))
     reference = cepam.encode(_without(difference, name), NOISE, **kw)
     assert cepam.encode(tied, NOISE, **kw) == reference
     assert cepam.encode(difference, NOISE, ties=model, **kw) == reference
     assert cepam.encode(difference, NOISE, ties=model.state_dict(), **kw) == reference
     assert cepam.encode(difference, NOISE, ties={name: TIED[kind][1]}, **kw) == reference
-    # Not knowing the tie, the encoder codes the matrix twice: 17 to 20% more
+    # Not knowing the tie, the encoder codes the matrix twice: about 17% more
     # here (docs/guide/pytorch.md, measured with torch 2.13).
     assert len(cepam.encode(difference, NOISE, **kw)) > 1.1 * len(reference)
 
@@ -190,9 +190,10 @@ def test_ties_are_found_by_storage_never_by_value():
 def test_numpy_ties_decode_to_one_array():
     x = np.linspace(-0.1, 0.1, 50).astype(np.float32)
     update = {"emb": x, "bias": np.zeros(3, np.float32), "out": x}
-    payload = cepam.encode(update, TINY, secret=SECRET_A, round=0, client=1, clip=10.0)
+    payload = cepam.encode(update, TINY, secret=SECRET_A, round=0, client=1, clip=10.0,
+                           nonce=bytes(16))
     assert payload == cepam.encode(_without(update, "out"), TINY, secret=SECRET_A, round=0,
-                                   client=1, clip=10.0)
+                                   client=1, clip=10.0, nonce=bytes(16))
     decoded = cepam.decode(payload, secret=SECRET_A, like=update)
     assert list(decoded) == ["emb", "bias", "out"] and decoded["out"] is decoded["emb"]
     np.testing.assert_allclose(decoded["out"], x, atol=1e-4)
@@ -334,7 +335,7 @@ def _cuda_ready() -> bool:
 def test_a_tied_update_on_the_gpu_is_coded_once_and_decoded_tied():
     model, _, tied = _trained("transformer")
     name, target = TIED["transformer"]
-    kw = dict(secret=SECRET_A, round=0, client=1, clip=1.0)
+    kw = dict(secret=SECRET_A, round=0, client=1, clip=1.0, nonce=bytes(16))
     on_gpu = {k: v.cuda() for k, v in tied.items()}
     on_gpu[name] = on_gpu[target]  # (.cuda() copies each name apart)
     assert cepam.encode(on_gpu, NOISE, **kw) == cepam.encode(tied, NOISE, **kw)

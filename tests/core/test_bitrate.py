@@ -103,7 +103,8 @@ def test_high_resolution_gaps_match_spec():
 
 
 def test_ideal_rate_sampled_agrees_with_exact_n1():
-    from cepam.bitrate.theory import _geometry, _ideal_rate_sampled
+    from cepam.bitrate.ideal import _ideal_rate_sampled
+    from cepam.bitrate.theory import _geometry
 
     exact = bitrate.ideal_rate("gaussian", 1.0, draws=20000)
     sampled, err = _ideal_rate_sampled(_geometry("Z", 1), 1.0, 8000, 1)
@@ -252,7 +253,7 @@ def test_noisy_sdq_noise_comes_from_the_private_generator():
 
     def enc(seed, secret=SECRET):
         return baselines.encode_noisy_sdq(x, noise, step=step, rng=np.random.default_rng(seed),
-                                          secret=secret, round=4, client=9)
+                                          secret=secret, round=4, client=9, nonce=bytes(16))
 
     assert enc(1) == enc(1)
     assert enc(1) != enc(2)
@@ -280,7 +281,7 @@ def test_noisy_sdq_torch_and_structures():
     step = 0.5
     gen = torch.Generator().manual_seed(0)
     payload = baselines.encode_laplace_sdq(update, 0.25, step=step, rng=gen, secret=SECRET,
-                                           round=0, client=0)
+                                           round=0, client=0, nonce=bytes(16))
     out = cepam.decode(payload, secret=SECRET)
     assert set(out) == {"w", "b"} and out["w"].shape == (3, 400)
     assert out["b"].dtype == torch.float64
@@ -289,7 +290,7 @@ def test_noisy_sdq_torch_and_structures():
         z, cepam.Laplace(b=0.25), step)).pvalue > 1e-6
     again = baselines.encode_laplace_sdq(update, 0.25, step=step,
                                          rng=torch.Generator().manual_seed(0), secret=SECRET,
-                                         round=0, client=0)
+                                         round=0, client=0, nonce=bytes(16))
     assert again == payload
     gauss = baselines.encode_gaussian_sdq(torch.zeros(1000), 0.1, step=step,
                                           rng=torch.Generator().manual_seed(1), secret=SECRET,

@@ -112,7 +112,7 @@ class _DLPackOnly:
 
 def test_dlpack_host_arrays_are_encoded_like_numpy():
     x = np.random.default_rng(3).normal(size=1000).astype(np.float32)
-    kw = dict(secret=SECRET, round=1, client=2, clip=5.0, lattice="Z")
+    kw = dict(secret=SECRET, round=1, client=2, clip=5.0, lattice="Z", nonce=bytes(16))
     expected = cepam.encode(x, cepam.Gaussian(sigma=0.1), **kw)
     assert cepam.encode(_DLPackOnly(x), cepam.Gaussian(sigma=0.1), **kw) == expected
 
@@ -319,7 +319,8 @@ def test_encode_takes_the_device_path_to_the_cpu_bytes(lattice, body_on_device, 
 
     update = {"w": torch.randn(300, 7, generator=torch.Generator().manual_seed(0)),
               "b": torch.randn(13, generator=torch.Generator().manual_seed(1))}
-    kw = dict(secret=SECRET, round=4, client=1, clip=clip, lattice=lattice, coder=coder)
+    kw = dict(secret=SECRET, round=4, client=1, clip=clip, lattice=lattice, coder=coder,
+              nonce=bytes(16))
     expected = cepam.encode(update, cepam.Gaussian(sigma=0.05), **kw)
     monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device",
                         lambda self, params: body_on_device)
@@ -367,10 +368,8 @@ def _spy(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
     monkeypatch.setattr(cepam.codec, "flatten", counted("flatten", cepam.codec.flatten))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
-    monkeypatch.setattr(cuda.LatticeStage, "ans_body",
-                        counted("body", cuda.LatticeStage.ans_body))
-    monkeypatch.setattr(cuda.LatticeStage, "golomb_body",
-                        counted("body", cuda.LatticeStage.golomb_body))
+    monkeypatch.setattr(cuda.LatticeStage, "device_body",
+                        counted("body", cuda.LatticeStage.device_body))
     monkeypatch.setattr(cuda, "check_segment", counted("segment", cuda.check_segment))
     monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
@@ -384,7 +383,7 @@ def test_dlpack_cuda_arrays_reach_the_gpu_stage(monkeypatch):
     import torch
 
     x = torch.randn(5000, generator=torch.Generator().manual_seed(3))
-    kw = dict(secret=SECRET, round=2, client=3, clip=10.0, lattice="D4")
+    kw = dict(secret=SECRET, round=2, client=3, clip=10.0, lattice="D4", nonce=bytes(16))
     expected = cepam.encode(x, cepam.Gaussian(sigma=0.05), **kw)
     calls = _spy(monkeypatch)
     assert cepam.encode(_DLPackOnly(x.cuda()), cepam.Gaussian(sigma=0.05), **kw) == expected
@@ -564,7 +563,7 @@ def test_golden_vectors_encode_to_the_same_bytes_from_the_gpu(path):
         cpu = {k: torch.from_numpy(np.array(v)) for k, v in leaves.items()}
         gpu = {k: path.put(v) for k, v in cpu.items()}
         kw = dict(secret=generate.SECRET, round=3, client=5, message=1, dim=case["dim"],
-                  clip=case["clip"], coder=case["coder"])
+                  clip=case["clip"], coder=case["coder"], nonce=generate.nonce_of(name))
         assert cepam.encode(gpu, case["mechanism"], **kw) == cepam.encode(cpu, case["mechanism"], **kw), name
 
 

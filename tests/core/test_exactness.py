@@ -56,7 +56,7 @@ def marginal_cdf(mechanism):
 def trial_indices(payload: bytes, secret: bytes) -> np.ndarray:
     header, sealed = open_payload(payload, secret)
     H, _ = _core.decode_symbols(sealed.body, m=header.m,
-                                key=stream_key(secret, header.context),
+                                key=stream_key(secret, header.context, header.nonce),
                                 params=_core.Params(mechanism=header.mechanism,
                                                     scale=header.scale, lattice=sealed.lattice,
                                                     n=sealed.n),

@@ -62,26 +62,28 @@ class _TwinStage(cuda.LatticeStage):
         type(self).threads.append(threads)
         return hooks.encode_subvectors(self._flat.numpy(), key=key, params=params, factor=factor)
 
-    def _ans_body(self, params, *, key, factor, statistics, spot):
-        """The body by the symbol and rANS kernels' host twins (the model
-        fitted from x: the statistics' model, test_model_stats.py), and the
-        spot-checked sub-vectors' stage."""
+    def _device_body(self, row, params, *, key, factor, statistics, spot):
+        """The body by the host twin of the kernels that the coder's row
+        names (the symbol and rANS kernels' twin, the model fitted from x:
+        the statistics' model, test_model_stats.py; the Golomb kernels'
+        twin), and the spot-checked sub-vectors' stage."""
         type(self).calls["body"] += 1
         x = self._flat.numpy()
-        body = hooks.ans_body_by_streams(x, key=key, params=params, factor=factor,
-                                         shared_symbols=True)
+        twin = {"encode_ans_body_resident": self._ans_twin,
+                "encode_golomb_body_resident": self._golomb_twin}[row["device_encode"]]
         H, M, beta, V = hooks.encode_subvectors(x, key=key, params=params, factor=factor)
-        return body, _spot_stage(H, M, beta, V, params, spot)
+        return twin(x, H, M, params, key=key, factor=factor), _spot_stage(H, M, beta, V, params,
+                                                                         spot)
 
-    def _golomb_body(self, params, *, key, factor, spot):
-        """The body by the Golomb kernels' host twin, and the spot-checked
-        sub-vectors' stage."""
-        type(self).calls["body"] += 1
-        H, M, beta, V = hooks.encode_subvectors(self._flat.numpy(), key=key, params=params,
-                                                factor=factor)
+    @staticmethod
+    def _ans_twin(x, H, M, params, *, key, factor):
+        return hooks.ans_body_by_streams(x, key=key, params=params, factor=factor,
+                                         shared_symbols=True)
+
+    @staticmethod
+    def _golomb_twin(x, H, M, params, *, key, factor):
         golomb = hooks.golomb_parameter(_core.acceptance_probability(params))
-        body = hooks.golomb_body_by_units(H, M, golomb=golomb, n=int(params.n))
-        return body, _spot_stage(H, M, beta, V, params, spot)
+        return hooks.golomb_body_by_units(H, M, golomb=golomb, n=int(params.n))
 
 
 def _spot_stage(H, M, beta, V, params, spot):
@@ -100,7 +102,7 @@ def _twin(monkeypatch):
 
 
 def _encode(update, **kw):
-    kw = dict(secret=SECRET, round=3, client=1) | kw
+    kw = dict(secret=SECRET, round=3, client=1, nonce=bytes(16)) | kw  # comparable bytes
     return cepam.encode(update, cepam.Gaussian(sigma=kw.pop("sigma", 0.05)), **kw)
 
 
@@ -235,13 +237,13 @@ def test_golomb_bodies_coded_on_the_gpu_give_the_cpu_payload(lattice, dim, m, dt
     assert twin["body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
 
 
-def _corrupt(monkeypatch, what, coder="ans"):
-    """The twin's body or its spot-checked stage with one value wrong."""
-    name = f"_{coder}_body"
-    real = getattr(_TwinStage, name)
+def _corrupt(monkeypatch, what):
+    """The twin's body (of either coder) or its spot-checked stage with one
+    value wrong."""
+    real = _TwinStage._device_body
 
-    def wrong(self, params, **kw):
-        body, (H, M, beta, V) = real(self, params, **kw)
+    def wrong(self, row, params, **kw):
+        body, (H, M, beta, V) = real(self, row, params, **kw)
         if what == "stream":
             body = body[:-3] + bytes([body[-3] ^ 0x10]) + body[-2:]
         elif what == "M":
@@ -251,7 +253,7 @@ def _corrupt(monkeypatch, what, coder="ans"):
             beta = np.nextafter(beta, np.inf)
         return body, (H, M, beta, V)
 
-    monkeypatch.setattr(_TwinStage, name, wrong)
+    monkeypatch.setattr(_TwinStage, "_device_body", wrong)
 
 
 @pytest.mark.parametrize("what", ["stream", "M", "beta"])
@@ -261,7 +263,7 @@ def test_a_wrong_golomb_body_or_stage_from_the_gpu_raises(what, lattice, monkeyp
     update = _normal(5_000, np.float32)
     _twin(monkeypatch)
     _body_on_gpu(monkeypatch)
-    _corrupt(monkeypatch, what, coder="golomb")
+    _corrupt(monkeypatch, what)
     with pytest.raises(cepam.errors.DeviceError, match="stage differs" if what != "stream"
                        else "segment 0"):
         _encode(update, clip=1e4, lattice=lattice, coder="golomb")

@@ -3,20 +3,15 @@ bench/batchnorm_rounds.py renders from its committed result file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from helpers.paths import ROOT
+from helpers.paths import ROOT, load_script
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("batchnorm_rounds",
-                                                  ROOT / "bench" / "batchnorm_rounds.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "batchnorm_rounds.py")
 
 
 def test_the_experiments_table_is_the_rendered_result_file():

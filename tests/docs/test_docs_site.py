@@ -19,7 +19,7 @@ import pytest
 from helpers.paths import ROOT
 
 DOCS = ROOT / "docs"
-API_MODULES = ("cepam", "cepam.accounting", "cepam.flower")
+API_MODULES = ("cepam", "cepam.accounting", "cepam.flower", "cepam.cuda")
 GUIDES = sorted((DOCS / "guide").glob("*.md"))
 
 

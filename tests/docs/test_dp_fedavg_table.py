@@ -4,19 +4,15 @@ configuration on synthetic data)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from helpers.paths import ROOT
+from helpers.paths import ROOT, load_script
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("dp_fedavg", ROOT / "bench" / "dp_fedavg.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "dp_fedavg.py")
 
 
 def test_the_experiments_table_is_the_rendered_result_file():

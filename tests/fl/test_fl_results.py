@@ -103,9 +103,13 @@ def test_table_and_plot_agree_on_an_empty_or_missing_directory(tmp_path, capsys,
         pytest.importorskip("matplotlib")  # without it, plot names the extra first
     assert main(["fl", command, str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"cepam fl {command}: error: no complete runs under {tmp_path}\n"
-    assert main(["fl", command, str(tmp_path / "missing")]) == 2
+    assert main(["fl", command, str(tmp_path / "missing")]) == 1  # a missing path: exit 1
     assert capsys.readouterr().err == \
-        f"cepam fl {command}: error: {tmp_path / 'missing'} is not a directory\n"
+        f"cepam fl {command}: error: {tmp_path / 'missing'} does not exist\n"
+    (tmp_path / "file").write_text("")
+    assert main(["fl", command, str(tmp_path / "file")]) == 2
+    assert capsys.readouterr().err == \
+        f"cepam fl {command}: error: {tmp_path / 'file'} is not a directory\n"
 
 
 def _final(eps: float, rounds: int = 80) -> dict:

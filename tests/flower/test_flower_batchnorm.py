@@ -3,7 +3,7 @@
 Three SuperNodes train a small torch MLP with BatchNorm (float running
 statistics and an integer ``num_batches_tracked`` that counts up in
 training) through ``cepam_mod`` and ``CepamStrategy(FedAvg())`` with the
-defaults (X25519 key agreement, ``pad="max"``).  The server's Grid sends
+defaults (X25519 key agreement, ``pad="levels"``).  The server's Grid sends
 every round one node's reply twice.  Checked:
 
 * the model trains: the server's accuracy (eval mode, so on the running
@@ -186,7 +186,7 @@ def test_the_log_holds_flowers_own_lines(runs):
     assert "Final results:" in log
     metrics = first["result"].train_metrics_clientapp[ROUNDS]
     assert metrics["cepam-epsilon"] > 0 and metrics["cepam-client-epsilon"] > 0
-    assert metrics["cepam-payload-bytes"] > 0  # pad="max": one public size
+    assert "cepam-payload-bytes" not in metrics  # pad="levels": sizes differ, none released
 
 
 def test_a_second_run_that_cannot_afford_a_round_sends_no_train_message(runs):

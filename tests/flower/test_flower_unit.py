@@ -554,7 +554,7 @@ def test_oversized_and_foreign_replies_are_dropped_before_parsing(kind, caplog, 
 
 
 def test_padding_max_gives_one_length_and_no_per_client_size_is_released():
-    st = strategy()  # pad="max", the default
+    st = strategy(pad="max")
     messages, replies = run_round(st, contexts())
     assert {m.content["cepam"]["pad"] for m in messages} == {"max"}
     sizes = {len(r.content["cepam-payload"]["cepam"].data) for r in replies}
@@ -569,6 +569,32 @@ def test_padding_max_gives_one_length_and_no_per_client_size_is_released():
     assert not [k for k in metrics.keys() if "bytes" in k or "bits" in k]
     with pytest.raises(cepam.InvalidArgumentError):
         strategy(pad="huge")
+
+
+def test_the_default_padding_is_levels_below_max_and_releases_no_size():
+    from cepam.padding import level_lengths
+
+    _, replies = run_round(strategy(pad="max"), contexts())
+    (top,) = {len(r.content["cepam-payload"]["cepam"].data) for r in replies}
+    st = strategy()  # pad="levels", the default
+    messages, replies = run_round(st, contexts())
+    assert st.pad == "levels"
+    assert {m.content["cepam"]["pad"] for m in messages} == {"levels"}
+    sizes = {len(r.content["cepam-payload"]["cepam"].data) for r in replies}
+    assert sizes <= set(level_lengths(top)) and max(sizes) < top
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == len(replies)
+    assert not [k for k in metrics.keys() if "bytes" in k or "bits" in k]
+
+
+def test_the_padding_travels_as_text():
+    from cepam.flower.protocol import pad_from_text, pad_to_text
+
+    for pad in (None, "bucket", "max", "levels", 4096):
+        assert pad_from_text(pad_to_text(pad)) == pad
+    for text in ("buckets", "Levels", "-5", "1.5"):
+        with pytest.raises(cepam.FormatError, match="unknown padding"):
+            pad_from_text(text)
 
 
 def test_secret_files_must_be_private(tmp_path):
@@ -606,6 +632,43 @@ def test_used_contexts_persist_across_a_node_restart(tmp_path):
                         run_config={})  # a new process: its memory is empty
     again = cepam_mod(msg, restarted, train)
     assert again.has_error() and "already used" in again.error.reason
+
+
+def _payload_of(reply: Message) -> bytes:
+    return bytes(reply.content["cepam-payload"]["cepam"].data)
+
+
+def test_a_restarted_node_without_a_state_file_sends_fresh_noise():
+    """A node with a pre-shared secret and no ``cepam-state`` forgets the
+    contexts it used when it restarts, and encodes the same train message
+    again: a second release of its round (the state file is what refuses
+    it), but never the same randomness (format version 8's payload nonce):
+    other bytes, and noises independent of the first payload's."""
+    table = {n: bytes([n % 256]) * 32 for n in NODES}
+    config = {"cepam-secret": table[101].hex()}
+    st = strategy(secrets=table)
+    rng = np.random.default_rng(4)
+    arrays = ArrayRecord({"w": Array(rng.normal(size=(100, 200)).astype(np.float32)),
+                          "b": Array(np.zeros(4, np.float32))})
+    (msg, *_) = [m for m in st.configure_train(1, arrays, ConfigRecord(), FakeGrid())
+                 if m.metadata.dst_node_id == 101]
+
+    def node():  # a fresh process: the mod's memory (the Context state) empty
+        return Context(run_id=RUN, node_id=101, node_config=config, state=RecordDict(),
+                       run_config={})
+
+    first, again = cepam_mod(msg, node(), train), cepam_mod(msg, node(), train)
+    assert not first.has_error() and not again.has_error()
+    p1, p2 = _payload_of(first), _payload_of(again)
+    assert p1 != p2 and cepam.inspect(p1).nonce != cepam.inspect(p2).nonce
+    like = {"arrays/w": arrays["w"].numpy(), "arrays/b": arrays["b"].numpy()}  # (bare payloads)
+    y1, y2 = (cepam.decode(p, secret=table[101], like=like)["arrays/w"].astype(np.float64)
+              for p in (p1, p2))
+    # The update: 0.01 on each of the 20,004 coordinates (train), clipped to 1.
+    x = 0.01 * min(1.0, 1.0 / (0.01 * np.sqrt(20_004)))
+    z1, z2 = (y1 - x).ravel(), (y2 - x).ravel()
+    assert np.std(z1) == pytest.approx(MECH.sigma, rel=0.05)
+    assert abs(np.corrcoef(z1, z2)[0, 1]) < 0.05  # 20,000 coordinates: std 0.007
 
 
 def test_keys_pinned_in_a_file_across_runs(tmp_path, caplog):
@@ -722,7 +785,11 @@ def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, str
                                                                 named, caplog):
     reply, trained, metrics = _floor_round(node_config, **strategy_args)
     assert reply.has_error() and reply.error.code == cepam.flower.mod.ERROR_CODE
-    assert named in reply.error.reason and not trained  # refused before training
+    assert not trained  # refused before training
+    # The server is told a fixed text, not the node's floor or its own values.
+    assert reply.error.reason == ("cepam_mod: FloorRefusal: the server asks for less privacy "
+                                  "than this node's floor (cepam-min-sigma, "
+                                  "cepam-min-laplace-b, cepam-max-clip): not encoded")
     assert not reply.has_content()  # no payload leaves
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and named in errors[0].getMessage()  # in the node's log
@@ -749,7 +816,8 @@ def test_a_bad_floor_value_is_a_clear_error_at_first_use(key, value, caplog):
                                                          "positive finite number"):
         cepam.flower.mod.node_floor({key: value})
     reply, trained, _ = _floor_round({key: value})
-    assert reply.has_error() and f"node config {key} must be" in reply.error.reason
+    assert reply.has_error() and reply.error.reason.startswith("cepam_mod: BadFloor: ")
     assert "nothing is encoded until it is fixed" in reply.error.reason and not trained
+    assert repr(value) not in reply.error.reason
     assert any(r.levelno == logging.ERROR and key in r.getMessage() for r in caplog.records)
     assert cepam.flower.mod.node_floor({"partition-id": 3, key: 2}) == {key: 2.0}

@@ -1,7 +1,11 @@
 """Writes the golden payloads of tests/codec/test_determinism.py.
 
 Run it only on purpose, when the payload format changes (bump the format
-version then):  python tests/golden/generate.py > tests/golden/v7.json
+version then):  python tests/golden/generate.py > tests/golden/v8.json
+
+Every payload is encoded under a fixed nonce (``nonce_of``: format version 8
+draws a fresh one for each payload unless the caller passes its own), so the
+bytes are a function of the case alone.
 """
 
 import hashlib
@@ -57,6 +61,12 @@ LARGE = {
 }
 
 
+def nonce_of(name):
+    """Case ``name``'s fixed 16-byte payload nonce: the first bytes of
+    SHA-256("cepam/golden/" || name), one of its own for each case."""
+    return hashlib.sha256(b"cepam/golden/" + name.encode()).digest()[:16]
+
+
 def large_update(name):
     """The float32 update of large case ``name`` (a fixed-seed Gaussian)."""
     case = LARGE[name]
@@ -70,7 +80,7 @@ def encode_large(name, *, threads=None):
     mechanism = case.pop("mechanism")
     del case["size"], case["rms"]
     return cepam.encode(large_update(name), mechanism, secret=SECRET, round=3, client=5,
-                        message=2, threads=threads, **case)
+                        message=2, threads=threads, nonce=nonce_of(name), **case)
 
 
 def update_for(name):
@@ -84,7 +94,7 @@ def encode_case(name):
     case = dict(CASES[name])
     mechanism = case.pop("mechanism")
     return cepam.encode(update_for(name), mechanism, secret=SECRET, round=3, client=5,
-                        message=1, **case)
+                        message=1, nonce=nonce_of(name), **case)
 
 
 def decode_case(name, payload):

@@ -37,7 +37,7 @@ __all__ = [
     "GOLOMB", "GOLOMB_PARAMS", "GOLOMB_PREFIX", "GOLOMB_SEGMENT", "HEADER_PREFIX", "KNOT_BITS",
     "KNOT_SCALE", "MAC", "MAX_ABS_M", "MAX_GROWTH", "MIN_PAYLOAD", "MODEL_HEADER", "OTHER_SECRET",
     "PROB_BITS", "PROB_SCALE", "RANS_LOW", "SEALED_HEADER", "SECRET", "SEGMENT_COORDINATES",
-    "STREAMS", "U64", "UNIFORM", "UNIFORM_MODEL", "VERSION", "ZERO_WORD_CASES", "AnsBody",
+    "FORGED_NONCE", "NONCE", "STREAMS", "U64", "UNIFORM", "UNIFORM_MODEL", "VERSION", "ZERO_WORD_CASES", "AnsBody",
     "AnsModel", "GolombBody", "GolombSegment", "RansEncoder", "RawEntry", "RawPayload",
     "acceptance", "best_knot_order", "bits_to_bytes", "bits_to_bytes_len", "bytes_to_bits",
     "chacha20", "chacha20_seal", "edited_entries", "escape_stream", "expg", "expg_unsigned",
@@ -50,11 +50,16 @@ SECRET = bytes(range(7, 39))
 OTHER_SECRET = bytes(range(200, 232))
 MAC = mac_key(SECRET)
 
-VERSION = 7
+VERSION = 8
 GOLOMB, ANS = 1, 2
 CODERS = ("golomb", "ans")
 HEADER_PREFIX = struct.Struct("<4sBBBBHdd")  # magic, version, mechanism, coder, container .. clip
-CONTEXT = struct.Struct("<QQQQ")  # round, client, message, m
+CONTEXT = struct.Struct("<QQQ16sQ")  # round, client, message, nonce, m
+# Payload nonces (format version 8): NONCE for the real payloads the tests
+# encode and edit (tests/helpers/hostile.py's bases), FORGED_NONCE for the
+# payloads forged from scratch here (an escape the tests forge must stay one).
+NONCE = bytes(range(16))
+FORGED_NONCE = bytes(16)
 SEALED_HEADER = struct.Struct("<BBI")  # lattice, n, padding length (the sealed section's start)
 GOLOMB_PARAMS = struct.Struct("<I")  # golomb (the body's start)
 # A segment's header: its exp-Golomb order, h_bits, m_bits (before its sections).
@@ -101,14 +106,15 @@ def chacha20(key: bytes, nonce: bytes, data: bytes) -> bytes:
     return Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor().update(bytes(data))
 
 
-def chacha20_seal(data: bytes, *, round: int, client: int, message: int,
+def chacha20_seal(data: bytes, *, round: int, client: int, message: int, nonce: bytes,
                   secret: bytes = SECRET) -> bytes:
-    """data XOR the seal keystream of a context (encrypts and decrypts):
-    RFC 8439 ChaCha20, counter 0, nonce (0, 0, "SEAL"), key from HKDF."""
+    """data XOR the seal keystream of a context and payload nonce (encrypts
+    and decrypts): RFC 8439 ChaCha20, counter 0, nonce (0, 0, "SEAL"), key
+    from HKDF over the context and the payload nonce."""
     key = hkdf(secret, salt=FORMAT_TAG, length=32,
-               info=FORMAT_TAG + b"/seal" + struct.pack("<QQQ", round, client, message))
-    nonce = bytes(4) + bytes(8) + b"SEAL"  # 32-bit counter 0, then the 96-bit nonce
-    return chacha20(key, nonce, data)
+               info=FORMAT_TAG + b"/seal" + struct.pack("<QQQ", round, client, message) + nonce)
+    iv = bytes(4) + bytes(8) + b"SEAL"  # 32-bit counter 0, then the 96-bit ChaCha20 nonce
+    return chacha20(key, iv, data)
 
 
 @dataclass
@@ -141,6 +147,7 @@ class RawPayload:
     body: bytes = b""  # the sealed section's body, in the coder's layout
     padding_length: int | None = None  # the sealed header's padding length; None: len(padding)
     padding: bytes = b""  # after the body, in the sealed section
+    nonce: bytes = FORGED_NONCE  # the header's payload nonce (16 bytes)
 
     @classmethod
     def parse(cls, payload: bytes) -> "RawPayload":
@@ -156,7 +163,7 @@ class RawPayload:
             return out
 
         magic, version, mech, coder, cont, res, scale, clip = take(HEADER_PREFIX)
-        rnd, client, message, m = take(CONTEXT)
+        rnd, client, message, nonce, m = take(CONTEXT)
         (count,) = take("<I")
         entries = []
         for _ in range(count):
@@ -166,17 +173,18 @@ class RawPayload:
             kind, dtype, ndim = take("<BBB")
             dims = take(f"<{ndim}Q")
             entries.append(RawEntry(name, kind, dtype, tuple(dims)))
-        plain = chacha20_seal(payload[pos:-TAG_BYTES], round=rnd, client=client, message=message)
+        plain = chacha20_seal(payload[pos:-TAG_BYTES], round=rnd, client=client, message=message,
+                              nonce=nonce)
         lat, n, pad = SEALED_HEADER.unpack_from(plain, 0)
         body = plain[SEALED_HEADER.size : len(plain) - pad]
         return cls(magic, version, mech, lat, n, coder, cont, res, scale, clip, rnd, client,
-                   message, m, entries, None, body, None, plain[len(plain) - pad :])
+                   message, m, entries, None, body, None, plain[len(plain) - pad :], nonce)
 
     def header(self) -> bytes:
         out = [
             HEADER_PREFIX.pack(self.magic, self.version, self.mechanism, self.coder,
                                self.container, self.reserved, self.scale, self.clip),
-            CONTEXT.pack(self.round, self.client, self.message, self.m),
+            CONTEXT.pack(self.round, self.client, self.message, self.nonce, self.m),
             struct.pack("<I", len(self.entries) if self.count is None else self.count),
         ]
         for e in self.entries:
@@ -193,7 +201,8 @@ class RawPayload:
     def data(self) -> bytes:
         """Header || sealed section (encrypted), without the tag."""
         return self.header() + chacha20_seal(self.sealed_plaintext(), round=self.round,
-                                             client=self.client, message=self.message)
+                                             client=self.client, message=self.message,
+                                             nonce=self.nonce)
 
     def header_len(self) -> int:
         return len(self.header())
@@ -552,7 +561,7 @@ def symbols_of(raw: RawPayload, *, secret: bytes = SECRET):
     """(H, M) of a forged payload's body, via the native decoder."""
     return _core.decode_symbols(raw.body, m=raw.m,
                                 key=stream_key(secret, Context(raw.round, raw.client,
-                                                               raw.message)),
+                                                               raw.message), raw.nonce),
                                 params=_core.Params(mechanism=raw.mechanism, scale=raw.scale,
                                                     lattice=raw.lattice, n=raw.n),
                                 coder=raw.coder)

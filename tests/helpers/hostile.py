@@ -29,7 +29,7 @@ import pytest
 
 import cepam
 
-from helpers.forge import ANS_BLOCK, CODERS, SECRET, RawPayload
+from helpers.forge import ANS_BLOCK, CODERS, NONCE, SECRET, RawPayload
 
 __all__ = [
     "BASES", "BASE_NAMES", "LARGE_ANS", "MB", "assert_declared_structure", "collect_failures",
@@ -177,7 +177,7 @@ def _make_bases() -> dict[str, bytes]:
 
         def enc(value, mech, **kw):
             return cepam.encode(value, mech, secret=SECRET, round=3, client=11, coder=coder,
-                                **kw)
+                                nonce=NONCE, **kw)  # (fixed bytes to edit)
 
         out.update({
             f"{coder}-gauss-n1": enc(x, g, dim=1),
@@ -214,9 +214,10 @@ def _make_large_ans() -> dict[str, bytes]:
     x = rng.normal(size=2 * ANS_BLOCK + 5)
     return {
         "gauss-n1-3-blocks": cepam.encode(x, cepam.Gaussian(sigma=0.2), secret=SECRET,
-                                          round=1, client=2, dim=1),
+                                          round=1, client=2, dim=1, nonce=NONCE),
         "laplace-n2-2-blocks": cepam.encode(x.astype(np.float32), cepam.Laplace(b=0.2),
-                                            secret=SECRET, round=1, client=3, dim=2),
+                                            secret=SECRET, round=1, client=3, dim=2,
+                                            nonce=NONCE),
     }
 
 

@@ -97,7 +97,7 @@ std::vector<Setting> all_settings() {
   static const char* const zn[] = {"", "Z1", "Z2", "Z3", "Z4", "Z5", "Z6", "Z7", "Z8"};
   for (int n = 1; n <= 8; ++n) s.push_back({MechanismId::Gaussian, LatticeId::Z, n, zn[n]});
   for (int n = 1; n <= 4; ++n) s.push_back({MechanismId::Laplace, LatticeId::Z, n, zn[n]});
-  s.push_back({MechanismId::Uniform, LatticeId::Z, 1, "Z1"});
+  s.push_back({MechanismId::SDQ, LatticeId::Z, 1, "Z1"});
   s.push_back({MechanismId::Gaussian, LatticeId::A2, 2, "A2"});
   s.push_back({MechanismId::Gaussian, LatticeId::D4, 4, "D4"});
   s.push_back({MechanismId::Gaussian, LatticeId::E8, 8, "E8"});
@@ -108,7 +108,7 @@ const char* mechanism_name(MechanismId m) {
   switch (m) {
     case MechanismId::Gaussian: return "gaussian";
     case MechanismId::Laplace: return "laplace";
-    case MechanismId::Uniform: return "sdq";
+    case MechanismId::SDQ: return "sdq";
   }
   return "?";
 }

@@ -191,7 +191,7 @@ def test_wrong_magic_is_a_format_error(magic, retagged, coder):
         cepam.inspect(payload)
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 8, 0x82, 255])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 7, 9, 0x82, 255])
 @pytest.mark.parametrize("retagged", [False, True], ids=["tag-stale", "tag-valid"])
 @pytest.mark.parametrize("coder", CODERS)
 def test_wrong_version_is_a_format_error(version, retagged, coder):
@@ -476,7 +476,7 @@ def test_native_body_functions_raise_format_errors_on_hostile_bodies(name):
     """_core.decode, _core._core.decode_symbols and _core.body_parts (the tools' entry points) on truncated
     and bit-flipped bodies: a result or FormatError, nothing else."""
     raw = RawPayload.parse(BASES[name])
-    key = stream_key(SECRET, Context(raw.round, raw.client, raw.message))
+    key = stream_key(SECRET, Context(raw.round, raw.client, raw.message), raw.nonce)
     kw = dict(m=raw.m, key=key, coder=raw.coder,
               params=_core.Params(mechanism=raw.mechanism, scale=raw.scale,
                                   lattice=raw.lattice, n=raw.n))

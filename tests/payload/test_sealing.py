@@ -30,10 +30,10 @@ from cepam.keys import Context, seal_key
 from cepam.lattices import LATTICE_CODES
 from cepam.mechanisms import core_params
 from cepam.payload import pack_sealed, sealed_head
-from cepam.structure import bare
 from cepam.sealing import open_payload, seal
+from cepam.template import bare
 
-from helpers.forge import chacha20
+from helpers.forge import NONCE, chacha20
 
 SECRET = bytes(range(100, 132))
 OTHER = bytes(range(1, 33))
@@ -56,9 +56,11 @@ def _update(seed: int, scale: float = 0.04) -> np.ndarray:
 
 
 def _encode(x, setting, *, clip=None, pad=None, round=0):
+    """x's payload under a fixed nonce: the public headers of two calls
+    differ only where their settings do."""
     coder, mech, lattice, dim = setting
     return cepam.encode(x, MECHANISMS[mech], secret=SECRET, round=round, client=7, dim=dim,
-                        lattice=lattice, clip=clip, coder=coder, pad=pad)
+                        lattice=lattice, clip=clip, coder=coder, pad=pad, nonce=NONCE)
 
 
 def _statistics(x: np.ndarray, clip: float | None) -> list[float]:
@@ -111,7 +113,7 @@ def test_no_window_of_a_payload_holds_a_statistic_of_the_update(setting, clip):
 
 
 def test_the_lattice_auto_chose_is_not_in_the_public_header():
-    small, large = _update(1, scale=0.001), _update(1, scale=1.0)
+    small, large = _update(1, scale=0.001), _update(1, scale=0.05)
     payloads = [_encode(x, ("ans", "gaussian", "auto", None)) for x in (small, large)]
     opened = [open_payload(p, SECRET)[1] for p in payloads]
     assert [(s.lattice, s.n) for s in opened] == [(1, 1), (4, 8)]
@@ -248,7 +250,7 @@ def test_a_coded_body_is_sealed_as_its_bytes(m, coder, threads):
     coded = _core.encode_coded_body(x, **kwargs)
     assert len(coded) == len(body)
     header = payload_format.Header(mechanism.code, mechanism.scale, code, 0.5, Context(1, 2, 3),
-                                   bare(m))
+                                   bare(m), nonce=NONCE)
     sealed = sealed_head(z, 1, 77)
     assert (seal(header, sealed, secret=SECRET, body=coded, padding=77, threads=threads)
             == seal(header, sealed, secret=SECRET, body=body, padding=77, threads=threads))
@@ -288,7 +290,7 @@ def test_a_large_payload_and_its_opened_body_are_advised_huge_pages():
     m = 10^8, about 12,000 faults fewer a call)."""
     header = payload_format.Header(cepam.Gaussian(sigma=1.0).code, 1.0,
                                    payload_format.CODER_CODES["ans"], 0.5, Context(1, 2, 3),
-                                   bare(10))
+                                   bare(10), nonce=NONCE)
     body = np.random.default_rng(5).bytes(6 << 20)
     head = sealed_head(LATTICE_CODES["Z"], 1, 0, digest=bytes(payload_format.DIGEST_BYTES))
     for threads in (1, 3):
@@ -315,11 +317,13 @@ def test_seal_xor_checks_its_arguments():
 
 
 def test_the_seal_key_is_per_message_and_apart_from_the_stream_key():
-    keys = {seal_key(SECRET, Context(r, c, m)) for r, c, m in
+    keys = {seal_key(SECRET, Context(r, c, m), NONCE) for r, c, m in
             [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1)]}
-    keys.add(seal_key(OTHER, Context(0, 0, 0)))
-    keys.add(cepam.keys.stream_key(SECRET, Context(0, 0, 0)))
-    assert len(keys) == 6
+    keys.add(seal_key(OTHER, Context(0, 0, 0), NONCE))
+    keys.add(seal_key(SECRET, Context(0, 0, 0), bytes(16)))  # another nonce
+    keys.add(cepam.keys.stream_key(SECRET, Context(0, 0, 0), NONCE))
+    keys.add(cepam.keys.stream_key(SECRET, Context(0, 0, 0), bytes(16)))
+    assert len(keys) == 8
 
 
 def test_the_sealed_section_is_the_body_encrypted_under_the_context():
@@ -329,7 +333,7 @@ def test_the_sealed_section_is_the_body_encrypted_under_the_context():
     header_a, sealed_a = open_payload(a, SECRET)
     offset = cepam.inspect(a).header_bits // 8
     plain = pack_sealed(sealed_a.lattice, sealed_a.n, sealed_a.body, 0)
-    key = seal_key(SECRET, header_a.context)
+    key = seal_key(SECRET, header_a.context, header_a.nonce)
     nonce = bytes(12) + b"SEAL"
     cipher = reference_chacha20(key, nonce, plain)
     assert a[offset:-16] == cipher
@@ -418,6 +422,69 @@ def test_pad_max_gives_one_length_for_every_update_of_a_configuration(setting):
     assert len(lengths) == 1
 
 
+def test_level_lengths_are_eight_third_octaves_below_the_bound():
+    assert (padding.LEVELS, padding.LEVELS_PER_OCTAVE) == (8, 3)
+    assert padding.level_lengths(9391) == (9391, 7454, 5916, 4696, 3727, 2958, 2348, 1864)
+    assert padding.level_lengths(1000, count=3, per_octave=1) == (1000, 500, 250)
+    for top in (1, 7, 100, 4097, 12_681, 10**6 + 1, 10**12):
+        levels = padding.level_lengths(top)
+        assert len(levels) == 8 and levels[0] == top and list(levels) == sorted(levels)[::-1]
+        for j, size in enumerate(levels):  # ceil(top / 2^(j/3)), exactly
+            assert size ** 3 * 2 ** j >= top ** 3
+            assert size == 1 or (size - 1) ** 3 * 2 ** j < top ** 3
+        for high, low in zip(levels, levels[1:]):  # consecutive: at most 2^(1/3) (+1 byte)
+            assert high <= low * 2 ** (1 / 3) + 1
+    for bad in (0, -3):
+        with pytest.raises(cepam.InvalidArgumentError):
+            padding.level_lengths(bad)
+        with pytest.raises(cepam.InvalidArgumentError):
+            padding.level_lengths(100, count=bad)
+        with pytest.raises(cepam.InvalidArgumentError):
+            padding.level_lengths(100, per_octave=bad)
+    for bad in (1.5, True, "100"):
+        with pytest.raises(cepam.InvalidTypeError):
+            padding.level_lengths(bad)
+
+
+@pytest.mark.parametrize("setting", [("ans", "gaussian", "auto", None),
+                                     ("golomb", "gaussian", "Z", 1), ("ans", "sdq", "Z", 1)],
+                         ids=lambda s: "-".join(map(str, s)))
+def test_pad_levels_gives_only_the_declared_lengths_and_bounds_the_overhead(setting):
+    """Updates from all-zero to above the clip norm: every padded length is one
+    of the 8 levels below pad="max"'s size (3 bits at most), the smallest one
+    that fits, so at most 2^(1/3) times the unpadded length above the lowest
+    level; the padding is sealed and decoding returns the unpadded values."""
+    rng = np.random.default_rng(12)
+    m, clip = 4000, 1.0
+    updates = [np.zeros(m)] + [rng.normal(size=m) * norm / math.sqrt(m)
+                               for norm in (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)]
+    top = len(_encode(updates[0], setting, clip=clip, pad="max"))
+    levels = padding.level_lengths(top)
+    seen = set()
+    for u in updates:
+        plain = _encode(u, setting, clip=clip)
+        padded = _encode(u, setting, clip=clip, pad="levels")
+        assert len(padded) == min(size for size in levels if size >= len(plain))
+        if len(plain) >= levels[-1]:
+            assert len(padded) <= 2 ** (1 / 3) * len(plain) + 1
+        assert cepam.inspect(padded, secret=SECRET).padding_bits == 8 * (
+            len(padded) - len(plain))
+        np.testing.assert_array_equal(cepam.decode(padded, secret=SECRET),
+                                      cepam.decode(plain, secret=SECRET))
+        seen.add(len(padded))
+    assert seen <= set(levels) and 1 < len(seen) <= 8
+    assert math.log2(len(set(levels))) <= 3.0
+
+
+def test_pad_levels_refuses_a_payload_above_the_bound():
+    with pytest.raises(cepam.EncodingError, match="more than the padded size 100"):
+        padding.padding_bytes("levels", 101, max_bytes=100)
+    assert padding.padding_bytes("levels", 100, max_bytes=100) == 0
+    assert padding.padding_bytes("levels", 1, max_bytes=100) == padding.level_lengths(100)[-1] - 1
+    assert padding.uses_bound("levels") and padding.uses_bound("max")
+    assert not any(padding.uses_bound(p) for p in (None, "bucket", 100))
+
+
 def test_pad_arguments_are_checked():
     x = _update(9)
     for bad in ("buckets", "", 0, -5):
@@ -426,8 +493,12 @@ def test_pad_arguments_are_checked():
     for bad in (1.5, b"max", True, [1]):
         with pytest.raises(cepam.InvalidTypeError):
             _encode(x, ("ans", "gaussian", "Z", 1), pad=bad)
-    with pytest.raises(cepam.InvalidArgumentError, match="clip"):
-        _encode(x, ("ans", "gaussian", "Z", 1), pad="max")
+    for bad in ("Levels", "level"):
+        with pytest.raises(cepam.InvalidArgumentError, match="'levels'"):
+            _encode(x, ("ans", "gaussian", "Z", 1), pad=bad)
+    for needs_clip in ("max", "levels"):
+        with pytest.raises(cepam.InvalidArgumentError, match="clip"):
+            _encode(x, ("ans", "gaussian", "Z", 1), pad=needs_clip)
     codec = cepam.Codec(cepam.Gaussian(sigma=0.01), secret=SECRET, clip=1.0, pad="bucket")
     assert len(codec.encode(x, round=0)) == padding.bucket_length(
         len(cepam.encode(x, cepam.Gaussian(sigma=0.01), secret=SECRET, round=0, client=0,
@@ -471,21 +542,21 @@ def test_a_sealed_payload_decoding_to_infinity_is_refused(coder):
     sigma = 1e308: its tag verifies, its values are +-inf; decode refuses it."""
     x = np.zeros(16)
     context = Context(0, 1, 0)
-    body = _core.encode(x, key=cepam.keys.stream_key(SECRET, context),
+    body = _core.encode(x, key=cepam.keys.stream_key(SECRET, context, NONCE),
                         params=_core.Params(mechanism=1, scale=1e308, lattice=1, n=1), factor=1.0,
                         coder=coder)
-    flat, structure = cepam.structure.flatten(x)
-    header = payload_format.Header(1, 1e308, coder, math.inf, context, structure)
+    flat, structure = cepam.flatten.flatten(x)
+    header = payload_format.Header(1, 1e308, coder, math.inf, context, structure, nonce=NONCE)
     hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
     with pytest.raises(cepam.FormatError, match="overflow"):
         cepam.decode(hostile, secret=SECRET)
     # float16 entries: finite in float32 (the default output), infinite once
     # cast back (sigma = 1e5).
-    flat, structure = cepam.structure.flatten(np.ones(16, np.float16))
-    body = _core.encode(flat, key=cepam.keys.stream_key(SECRET, context),
+    flat, structure = cepam.flatten.flatten(np.ones(16, np.float16))
+    body = _core.encode(flat, key=cepam.keys.stream_key(SECRET, context, NONCE),
                         params=_core.Params(mechanism=1, scale=1e5, lattice=1, n=1), factor=1.0,
                         coder=coder)
-    header = payload_format.Header(1, 1e5, coder, math.inf, context, structure)
+    header = payload_format.Header(1, 1e5, coder, math.inf, context, structure, nonce=NONCE)
     hostile = seal(header, pack_sealed(1, 1, body, 0), secret=SECRET)
     assert np.all(np.isfinite(cepam.decode(hostile, secret=SECRET)))
     with pytest.raises(cepam.FormatError, match="overflow float16"):
@@ -530,6 +601,8 @@ def test_cli_inspect_shows_public_fields_and_opens_with_a_secret_file(tmp_path, 
     (tmp_path / "p.bin").write_bytes(payload)
     (tmp_path / "key").write_bytes(SECRET)
     (tmp_path / "other").write_bytes(OTHER)
+    for name in ("key", "other"):
+        (tmp_path / name).chmod(0o600)  # a secret file only its owner may read
     assert main(["inspect", str(tmp_path / "p.bin"), "--json"]) == 0
     public = json.loads(capsys.readouterr().out)
     assert "lattice" not in public and "encrypted" in public["sealed"]
@@ -551,6 +624,7 @@ def test_a_secret_file_not_of_32_raw_bytes_says_what_it_must_hold(tmp_path, caps
 
     (tmp_path / "p.bin").write_bytes(_encode(_update(12), ("ans", "gaussian", "Z", 1)))
     (tmp_path / "key").write_bytes(content)
+    (tmp_path / "key").chmod(0o600)
     assert main(["inspect", str(tmp_path / "p.bin"), "--secret-file",
                  str(tmp_path / "key")]) == 2
     err = capsys.readouterr().err
@@ -633,7 +707,7 @@ def test_the_tag_is_the_documented_construction(long_payload):
 def test_the_tag_and_payload_do_not_depend_on_threads(long_payload, threads):
     x = _update(9)
     payload = cepam.encode(x, MECHANISMS["gaussian"], secret=SECRET, round=0, client=7, dim=1,
-                           coder="ans", pad=3 * SEGMENT + 54321, threads=threads)
+                           coder="ans", pad=3 * SEGMENT + 54321, threads=threads, nonce=NONCE)
     assert payload == long_payload
     mac = cepam.keys.mac_key(SECRET)
     assert cepam.keys.payload_tag(mac, payload[:-16], threads=threads) == payload[-16:]

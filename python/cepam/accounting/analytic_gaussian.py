@@ -104,6 +104,9 @@ def gaussian_epsilon(delta: float, *, mu: float) -> float:
         delta: target delta in (0, 1).
         mu: sensitivity over noise standard deviation, > 0 (finite).
 
+    Returns:
+        eps >= 0 (natural-log units).
+
     Raises:
         InvalidArgumentError: delta outside (0, 1), mu <= 0 or infinite.
     """
@@ -130,6 +133,9 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
         epsilon: target eps >= 0 (finite).
         delta: target delta in (0, 1).
 
+    Returns:
+        ``mu`` > 0.
+
     Raises:
         InvalidArgumentError: arguments out of range.
     """
@@ -155,7 +161,15 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
 def gaussian_noise_multiplier(epsilon: float, delta: float) -> float:
     """Smallest noise multiplier ``s/Delta = 1/mu`` giving ``(eps, delta)``-DP.
 
-    Same arguments and errors as :func:`gaussian_mu`.
+    Args:
+        epsilon: target eps >= 0 (finite).
+        delta: target delta in (0, 1).
+
+    Returns:
+        The noise multiplier ``1 / mu`` (> 0).
+
+    Raises:
+        InvalidArgumentError: arguments out of range.
 
     >>> round(gaussian_noise_multiplier(1.0, 1e-5), 4)
     3.7306

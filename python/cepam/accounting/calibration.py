@@ -80,7 +80,21 @@ def delta_after_rounds(*, sigma: float, epsilon: float, rounds: int, setting: FL
                        bound: Bound = "tight", discretization: float | None = None) -> float:
     """Total delta after ``rounds`` rounds at total ``epsilon`` (>= 0).
 
-    Same arguments and errors as :func:`epsilon_after_rounds`.
+    Args:
+        sigma: per-coordinate noise std of each client's decoded update (> 0).
+        epsilon: total eps >= 0.
+        rounds: number of rounds R >= 1.
+        setting: the FL setting (threat model included).
+        bound: per-round bound, ``"tight"`` or ``"paper"``.
+        discretization: PLD grid step, honoured exactly (default None: the
+            accountant chooses; see :class:`~.accountant.PLDAccountant`).
+
+    Returns:
+        The total delta in [0, 1] (an upper bound).
+
+    Raises:
+        InvalidArgumentError: an argument out of range.
+        InvalidTypeError: an argument of the wrong type.
     """
     eps = _v.nonnegative("epsilon", epsilon)
     rounds = _v.integer("rounds", rounds)

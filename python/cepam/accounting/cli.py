@@ -103,6 +103,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handler)
     requires(p, "scipy", extra="privacy")
+    # The nested command (cepam.cli dispatches it before this parser) in the
+    # usage line, under the parser's own.
+    from . import ledger_cli
+
+    nested = ledger_cli.build_parser().format_usage().removeprefix("usage: ").strip()
+    p.usage = p.format_usage().removeprefix("usage: ").rstrip() + "\n       " + nested
     return p
 
 

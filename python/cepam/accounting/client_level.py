@@ -95,6 +95,9 @@ def client_noise_multiplier(*, sigma: float, clip: float, clients: int,
         clients: K, the clients whose decoded updates are averaged per round.
         threat_model: ``"client"`` (default), ``"aggregate"`` or ``"server"``.
 
+    Returns:
+        ``z`` (> 0), the noise's std over the sensitivity of the round's release.
+
     Raises:
         InvalidArgumentError: a value out of range, an unknown threat model,
             or ``"client"`` with one client.
@@ -393,6 +396,9 @@ def average_noise(*, sigma: float, clients: float, sample_rate: float = 1.0,
         clients: clients a round (the expected cohort with sampling).
         sample_rate, relation: as :class:`ClientLevelRound`.
 
+    Returns:
+        The std per coordinate (> 0), in the update's units.
+
     Raises:
         InvalidArgumentError, InvalidTypeError: values out of range or of the
             wrong type.
@@ -418,6 +424,10 @@ def noise_drowns_update(*, sigma: float, clip: float, clients: float,
     Args:
         sigma, clip, clients, sample_rate, relation: as :class:`ClientLevelRound`.
         coordinates: the model's size (coordinates of an update), or None.
+
+    Returns:
+        A sentence saying by how much the noise exceeds the update's scale
+        (for a :class:`~cepam.NoiseWarning`), or None when it does not.
 
     Raises:
         InvalidArgumentError, InvalidTypeError: values out of range or of the

@@ -96,6 +96,13 @@ def check_sampling(*, clients: object, sample_rate: object, relation: object,
 def population(*, clients: float, sample_rate: float = 1.0) -> int:
     """``N = round(clients / sample_rate)``, the federation's size.
 
+    Args:
+        clients: the expected clients a round, ``n = q N`` (> 0).
+        sample_rate: ``q`` in (0, 1], each client's chance of taking part in a round.
+
+    Returns:
+        ``N``, the number of clients in the federation (>= 1).
+
     Raises:
         InvalidArgumentError: N < 1 or ``clients`` not within 1e-6 of ``q N``
             (``clients`` is the expected cohort of a population of whole clients).
@@ -120,6 +127,9 @@ def cohort_cap(*, clients: float, sample_rate: float = 1.0) -> int:
         clients: expected clients a round (``n = q N``), > 0.
         sample_rate: ``q`` in (0, 1].
 
+    Returns:
+        ``T`` (an integer >= ``clients``); ``N + 1`` when ``q = 1``.
+
     Raises:
         InvalidArgumentError, InvalidTypeError: as :func:`population`.
     """
@@ -141,6 +151,14 @@ def cohort_tail(*, clients: float, sample_rate: float, cap: int) -> float:
     clients' worth); see ``docs/privacy.md``.  An empty cohort costs nothing
     extra: the server then releases the top-up noise alone.
 
+    Args:
+        clients: expected clients a round (``n = q N``), > 0.
+        sample_rate: ``q`` in (0, 1].
+        cap: ``T`` >= 1, as :func:`cohort_cap` gives it.
+
+    Returns:
+        ``beta`` in [0, 1], a probability per round.
+
     Raises:
         InvalidArgumentError, InvalidTypeError: as :func:`population`, or cap < 1.
     """
@@ -155,6 +173,14 @@ def topup_noise_std(*, sigma: float, cohort: int, cap: int) -> float:
     """Std of the noise the server adds to the sum of ``cohort`` decoded updates
     (per coordinate, in the update's units) so that it carries ``cap`` clients'
     worth: ``sigma sqrt(max(cap - cohort, 0))``.
+
+    Args:
+        sigma: per-coordinate noise std of each client's decoded update (> 0).
+        cohort: the clients whose updates were decoded this round (>= 0).
+        cap: ``T`` >= 1, the clients' worth the noise must carry (:func:`cohort_cap`).
+
+    Returns:
+        The std (>= 0; 0 when ``cohort >= cap``), in the update's units.
 
     Raises:
         InvalidArgumentError, InvalidTypeError: sigma <= 0, cohort < 0 or cap < 1.

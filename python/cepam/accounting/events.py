@@ -216,6 +216,9 @@ class GaussianEvent:
     """A Gaussian mechanism with noise multiplier ``z`` (noise std over l2
     sensitivity), as ``dp_accounting.GaussianDpEvent``.
 
+    Args:
+        noise_multiplier: ``z`` > 0, the noise's std over the l2 sensitivity.
+
     Raises:
         InvalidArgumentError: z <= 0.
     """
@@ -241,6 +244,9 @@ class ProfileEvent:
     Attributes:
         profile: vectorised ``eps -> delta`` (see the module docstring).
         name: label used in :meth:`describe`.
+
+    Raises:
+        InvalidTypeError: ``profile`` is not callable.
     """
 
     profile: Callable[[np.ndarray], np.ndarray]

@@ -66,7 +66,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import FormatError, InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
+from .._files import check_database_file, is_locked, retry_while_locked
+from ..errors import (FormatError, InvalidArgumentError, InvalidTypeError, MissingPathError,
+                      PrivacyBudgetError)
 from . import _validation as _v
 from .accountant import PLDAccountant
 from .events import CepamGaussianRound, CepamLaplaceRound, GaussianEvent, PrivacyEvent
@@ -195,9 +197,17 @@ class Ledger:
         timeout: seconds to wait for another writer's lock.
 
     Raises:
-        InvalidArgumentError: a name or delta other than the ledger's; a
-            missing file with ``create=False``; bad arguments.
+        MissingPathError: a missing file with ``create=False`` (an
+            InvalidArgumentError).
+        InvalidArgumentError: a name or delta other than the ledger's; bad
+            arguments; a file another process keeps locked for longer than
+            ``timeout``; a symbolic link at the path (or its ``-wal``,
+            ``-shm``, ``-journal``), or a file others may write
+            (docs/guide/security.md).
         FormatError: the file is not a cepam ledger.
+
+    Warns:
+        FileSafetyWarning: a file its group may write, or another user owns.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, name: str | None = None,
@@ -212,13 +222,15 @@ class Ledger:
         if delta is not None:
             delta = _v.probability_open("delta", delta)
         timeout = _v.positive("timeout", timeout)
-        if not create and not self._path.is_file():
-            raise InvalidArgumentError(f"no ledger at {str(self._path)!r}")
-        # A ledger file is created here, never adopted: an existing empty
-        # file (which SQLite would take as a new database) is not a ledger.
-        self._new = not self._path.exists()
-        if not self._new and self._path.is_file() and self._path.stat().st_size == 0:
+        if not create and not os.path.lexists(self._path):
+            raise MissingPathError(f"no ledger at {str(self._path)!r}")
+        # A ledger file is created here (mode 0600, never through a link),
+        # never adopted: an existing empty file (which SQLite would take as a
+        # new database) is not a ledger.
+        self._new = check_database_file(str(self._path), what="ledger")
+        if not self._new and self._path.stat().st_size == 0:
             raise FormatError(f"{str(self._path)!r} is an empty file, not a cepam ledger")
+        self._timeout = timeout
         try:
             # One connection, usable from any thread (a server's callbacks may
             # run on several), its use serialised by self._lock.
@@ -228,6 +240,13 @@ class Ledger:
             raise InvalidArgumentError(f"cannot open ledger {str(self._path)!r}: {exc}") from None
         try:
             self._open(name, delta)
+        except sqlite3.OperationalError as exc:  # locked past the timeout, read-only, ...
+            self._db.close()
+            if is_locked(exc):
+                raise InvalidArgumentError(
+                    f"ledger {str(self._path)!r} stayed locked by another process for more "
+                    f"than timeout={timeout:g} s ({exc})") from None
+            raise FormatError(f"{str(self._path)!r} is not a cepam ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise FormatError(f"{str(self._path)!r} is not a cepam ledger ({exc})") from None
@@ -237,9 +256,12 @@ class Ledger:
 
     def _open(self, name: str | None, delta: float | None) -> None:
         db = self._db
-        db.execute("PRAGMA journal_mode=WAL")
+        # SQLite answers "locked" at once, without waiting, to a change of
+        # journal mode while another process holds the file (or recovers the
+        # log of a killed one): wait for it here, as cepam.ContextGuard does.
+        retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"), timeout=self._timeout)
         db.execute("PRAGMA synchronous=FULL")  # a returned commit survives power loss too
-        db.execute("BEGIN IMMEDIATE")
+        retry_while_locked(lambda: db.execute("BEGIN IMMEDIATE"), timeout=self._timeout)
         try:
             app = db.execute("PRAGMA application_id").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]

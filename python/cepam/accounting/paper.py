@@ -151,6 +151,14 @@ def paper_gaussian_epsilon(delta: float, *, sigma: float, setting: FLSetting) ->
     """Smallest per-round eps whose paper delta is <= ``delta`` (``inf`` if
     none below :data:`~cepam.accounting.profile.EPSILON_CAP`).
 
+    Args:
+        delta: the round's delta in (0, 1).
+        sigma: per-coordinate noise std of each client's decoded update (> 0).
+        setting: the FL setting.
+
+    Returns:
+        The round's eps >= 0 by the paper's bound, or ``math.inf``.
+
     Raises:
         InvalidArgumentError: delta outside (0, 1), sigma <= 0.
     """

@@ -192,6 +192,11 @@ class PrivacyLossDistribution:
         lower_index: the first bin's loss is ``lower_index * h``.
         probs: masses of consecutive bins (read-only array).
         infinity_mass: mass of loss ``+inf``.
+
+    Raises:
+        InvalidArgumentError: ``discretization`` not positive and finite, or
+            ``probs`` not a non-empty 1-d array of finite masses >= 0.
+        InvalidTypeError: ``discretization`` not a number.
     """
 
     __slots__ = ("discretization", "lower_index", "probs", "infinity_mass")

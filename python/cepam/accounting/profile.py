@@ -39,6 +39,14 @@ def epsilon_for_delta(profile: PrivacyProfile, delta: float, *, rtol: float = 1e
     than the grid could be missed, which only makes the answer conservative.
     Returns ``math.inf`` when no grid point up to the cap qualifies.
 
+    Args:
+        profile: a privacy profile, eps (an array) to delta (an array).
+        delta: target delta in (0, 1).
+        rtol: relative precision of the answer (> 0).
+
+    Returns:
+        eps >= 0, or ``math.inf``.
+
     Raises:
         InvalidArgumentError: delta outside (0, 1).
     """

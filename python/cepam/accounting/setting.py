@@ -93,6 +93,9 @@ def sampling_probability(*, dataset_size: int, samples_per_round: int | None = N
         samples_per_round: ``tau``, the samples drawn with replacement in a
             round (>= 1); not the number of optimizer steps.
 
+    Returns:
+        ``p`` in (0, 1].
+
     Raises:
         InvalidArgumentError: a value below 1.
         InvalidTypeError: a value that is not an integer, a missing

@@ -132,7 +132,17 @@ def subsampled_gaussian_delta(epsilon: float | np.ndarray, *, mu: float,
     """The privacy profile ``max(remove, add)`` at eps >= 0: the smallest delta
     for which one subsampled round is ``(eps, delta)``-DP under add/remove.
 
-    Args and Raises as :func:`subsampled_gaussian_remove_delta` (eps >= 0).
+    Args:
+        epsilon: eps >= 0, a number or an array of them.
+        mu: sensitivity over the noise's std for the whole round (> 0).
+        sample_rate: Poisson sampling rate ``q`` in (0, 1].
+
+    Returns:
+        delta, a float for a number, an array of ``epsilon``'s shape for an array.
+
+    Raises:
+        InvalidArgumentError: eps < 0 or not finite, mu <= 0, q outside (0, 1].
+        InvalidTypeError: an argument that is not a number.
     """
     eps, scalar = _v.epsilons("epsilon", epsilon)
     _, _, mu_, q = _checked(eps, mu, sample_rate)

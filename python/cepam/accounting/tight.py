@@ -110,6 +110,14 @@ def tight_gaussian_round(eps_tilde: float, *, sigma: float, setting: FLSetting) 
     Theorem, for comparison): ``eps = log(1 + p (e^eps_t - 1))``,
     ``delta = p delta_G(eps_t; mu)``.
 
+    Args:
+        eps_tilde: the base mechanism's ``eps_t`` > 0.
+        sigma: per-coordinate noise std of each client's decoded update (> 0).
+        setting: the FL setting.
+
+    Returns:
+        The round's :class:`RoundGuarantee` (``eps_tilde`` set).
+
     Raises:
         InvalidArgumentError: eps_t <= 0, sigma <= 0.
     """
@@ -124,6 +132,14 @@ def tight_gaussian_round(eps_tilde: float, *, sigma: float, setting: FLSetting) 
 def tight_gaussian_epsilon(delta: float, *, sigma: float, setting: FLSetting) -> float:
     """Smallest per-round eps with tight delta <= ``delta`` (``0`` if
     ``delta >= p delta_G(0)``; ``inf`` if none below the cap).
+
+    Args:
+        delta: the round's delta in (0, 1).
+        sigma: per-coordinate noise std of each client's decoded update (> 0).
+        setting: the FL setting.
+
+    Returns:
+        The round's eps >= 0, or ``math.inf``.
 
     Raises:
         InvalidArgumentError: delta outside (0, 1), sigma <= 0.
@@ -148,6 +164,9 @@ def tight_laplace_round(*, scale: float, setting: FLSetting, dimension: int) -> 
         scale: Laplace scale ``b`` > 0.
         setting: the FL setting (uses clip, tau, ``|D|``).
         dimension: number ``m`` of coordinates of the update (>= 1).
+
+    Returns:
+        The round's :class:`RoundGuarantee` with ``delta = 0``.
 
     Raises:
         InvalidArgumentError: scale <= 0, dimension < 1.

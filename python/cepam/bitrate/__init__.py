@@ -2,12 +2,13 @@
 
 Everything is in **bits per coordinate**, with Gaussian noise of standard
 deviation ``sigma``; two sources, ``"gaussian"`` (``x ~ N(0, s^2)``) and
-``"uniform"`` (``x ~ U[-s, s]``).  Three modules, one concern each:
+``"uniform"`` (``x ~ U[-s, s]``).  Four modules, one concern each:
 
-* :mod:`cepam.bitrate.theory`: the bound :func:`mutual_information`, the
-  ideal rates (:func:`ideal_rate`, :func:`ideal_sdq_rate`,
-  :func:`spec_ideal_rate`) and the high-resolution gap from the packing
-  density (:func:`packing_density`, :func:`high_resolution_gap`);
+* :mod:`cepam.bitrate.theory`: the bound :func:`mutual_information` and the
+  high-resolution gap from the packing density (:func:`packing_density`,
+  :func:`high_resolution_gap`);
+* :mod:`cepam.bitrate.ideal`: the ideal rates (:func:`ideal_rate`,
+  :func:`ideal_sdq_rate`, :func:`spec_ideal_rate`);
 * :mod:`cepam.bitrate.benchmark`: :func:`run_benchmark`, actual payload
   lengths (header, body and tag) of ``cepam.encode`` for CEPAM on every
   available lattice and both coders, scalar SDQ at the same noise variance and
@@ -21,8 +22,9 @@ line.  numpy and scipy; matplotlib for the plot only.
 
 from __future__ import annotations
 
-from . import benchmark, report, theory
+from . import benchmark, ideal, report, theory
 from .benchmark import Scheme, available_lattices, default_schemes, run_benchmark, sample_source
+from .ideal import ideal_rate, ideal_sdq_rate, spec_ideal_rate
 from .report import plot_rows, rows_from_csv, rows_to_csv, rows_to_markdown, write_results
 from .theory import (
     DESIGN_HIGH_RESOLUTION_GAP,
@@ -34,11 +36,8 @@ from .theory import (
     SOURCES,
     geometric_entropy,
     high_resolution_gap,
-    ideal_rate,
-    ideal_sdq_rate,
     mutual_information,
     packing_density,
-    spec_ideal_rate,
 )
 
 # The names cepam.bitrate exported as one module, in its order.  The design

@@ -3,14 +3,16 @@
 :func:`run_benchmark` encodes the same source draws with ``cepam.encode`` for
 CEPAM on every available lattice and both coders, scalar SDQ at the same noise
 variance and Gaussian+SDQ, decodes each payload to check its error, and adds
-the computed lines of :mod:`cepam.bitrate.theory` (the bound and the ideal
+the computed lines of :mod:`cepam.bitrate.theory` and :mod:`cepam.bitrate.ideal` (the bound and the ideal
 rates); :mod:`cepam.bitrate.report` writes the rows out.  Bits per
 coordinate; the noise is Gaussian with standard deviation ``sigma``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -20,6 +22,7 @@ import numpy as np
 from .._checks import check_positive
 from ..errors import CepamError, InvalidArgumentError
 from ..lattices import LATTICE_DIMS
+from .ideal import ideal_rate, ideal_sdq_rate, spec_ideal_rate
 from .theory import (
     DESIGN_MUTUAL_INFORMATION_UNIFORM,
     DESIGN_SCALAR_SDQ_UNIFORM,
@@ -28,10 +31,7 @@ from .theory import (
     _check_count,
     _check_source,
     _default_dim,
-    ideal_rate,
-    ideal_sdq_rate,
     mutual_information,
-    spec_ideal_rate,
 )
 
 __all__ = ["sample_source", "Scheme", "default_schemes", "available_lattices", "run_benchmark"]
@@ -127,30 +127,58 @@ def default_schemes(available: dict[str, bool] | None = None) -> list[Scheme]:
 _SECRET = bytes(range(7, 39))  # a fixed benchmark secret (not a real key)
 
 
+def _nonce(seed: int, round_: int, client: int) -> bytes:
+    """The benchmark's fixed 16-byte payload nonce for ``seed`` and the
+    context (``round_``, ``client``): the sizes and errors are a function of
+    the seed, as in format versions before 8 (bench/padding_cost.py encodes
+    the same payloads with it)."""
+    return hashlib.sha256(b"cepam.bitrate/nonce" + struct.pack("<qqq", seed, round_, client)
+                          ).digest()[:16]
+
+
+_PAYLOAD_KINDS = ("cepam", "sdq", "gaussian+sdq")
+
+
+def _row_context(schemes: Sequence[Scheme], key: str, source_index: int, grid_index: int, *,
+                 grid_size: int = len(S_OVER_SIGMA), seed: int = 0) -> tuple[int, int, int]:
+    """The ``(round, client, seed)`` that :func:`run_benchmark` (sources and
+    grid of ``grid_size`` points in its order, every scheme of ``schemes``
+    run) passes to :func:`_payload_row` for the payload scheme ``key`` at
+    that source and grid point, so that one cell can be encoded again
+    exactly (bench/padding_cost.py, the docs' tests)."""
+    keys = [s.key for s in schemes]
+    payloads = [s.key for s in schemes if s.kind in _PAYLOAD_KINDS and s.note != "not available"]
+    point = source_index * grid_size + grid_index
+    rows_before = point * len(schemes) + keys.index(key)
+    payloads_before = point * len(payloads) + payloads.index(key)
+    return grid_index, 100 * source_index + rows_before, seed + 7 + payloads_before
+
+
 def _payload_row(scheme: Scheme, x: np.ndarray, sigma: float, context: tuple[int, int],
                  seed: int) -> dict[str, Any]:
     import cepam
     from ..baselines import encode_noisy_sdq, noisy_sdq_error_std
 
     round_, client = context
+    nonce = _nonce(seed, round_, client)
     t0 = time.perf_counter()
     if scheme.kind == "cepam":
         kwargs: dict[str, Any] = {"lattice": scheme.lattice, "coder": scheme.coder}
         if scheme.dim is not None:
             kwargs["dim"] = scheme.dim
         payload = cepam.encode(x, cepam.Gaussian(sigma=sigma), secret=_SECRET, round=round_,
-                               client=client, **kwargs)
+                               client=client, nonce=nonce, **kwargs)
         expected = sigma
     elif scheme.kind == "sdq":
         mech = cepam.SDQ.matching(sigma)
         payload = cepam.encode(x, mech, secret=_SECRET, round=round_, client=client,
-                               coder=scheme.coder)
+                               coder=scheme.coder, nonce=nonce)
         expected = mech.std
     elif scheme.kind == "gaussian+sdq":
         step = math.sqrt(12.0) * sigma
         payload = encode_noisy_sdq(x, cepam.Gaussian(sigma=sigma), step=step,
                                    rng=np.random.default_rng(seed), secret=_SECRET,
-                                   round=round_, client=client, coder=scheme.coder)
+                                   round=round_, client=client, coder=scheme.coder, nonce=nonce)
         expected = noisy_sdq_error_std(cepam.Gaussian(sigma=sigma), step)
     else:  # pragma: no cover
         raise InvalidArgumentError(f"not a payload scheme: {scheme.kind}")

@@ -48,6 +48,7 @@ import cepam
 
 from ..errors import InvalidArgumentError
 from .config import METHODS, method_label
+from .seeds import payload_nonce
 
 __all__ = ["METHODS", "Message", "Method", "make_method", "method_label", "clip_update"]
 
@@ -168,7 +169,7 @@ class SDQ(Method):
     def send(self, update, *, round, client, secret, noise):
         x = self._noisy(clip_update(update, self.clip), noise)
         payload = cepam.encode(x, self.mechanism, secret=secret, round=round, client=client,
-                               message=0, dim=1)
+                               message=0, dim=1, nonce=payload_nonce(secret, round, client))
         return Message(payload, None, 8 * len(payload), measured=True)
 
     def receive(self, message, *, client, secret):
@@ -203,7 +204,7 @@ class LRSUQ(Method):
     def send(self, update, *, round, client, secret, noise):
         payload = cepam.encode(update, self.mechanism, secret=secret, round=round,
                                client=client, message=0, dim=self.dim, lattice=self.lattice,
-                               clip=self.clip)
+                               clip=self.clip, nonce=payload_nonce(secret, round, client))
         return Message(payload, None, 8 * len(payload), measured=True)
 
     def receive(self, message, *, client, secret):

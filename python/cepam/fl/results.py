@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, MissingPathError
 from .config import METHODS, MODEL_NAMES, FLConfig
 from .privacy import ACCOUNTING_VIEW, epsilon_at
 
@@ -156,11 +156,15 @@ def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> lis
     skipped.
 
     Raises:
-        InvalidArgumentError: ``directory`` does not exist, or a CSV file
+        MissingPathError: ``directory`` does not exist (an
+            InvalidArgumentError).
+        InvalidArgumentError: ``directory`` is not a directory, or a CSV file
             named like a run cannot be read as one (a hashed run name, whose
             settings only its ``config.json`` holds).
     """
     root = Path(directory)
+    if not root.exists():
+        raise MissingPathError(f"{root} does not exist")
     if not root.is_dir():
         raise InvalidArgumentError(f"{root} is not a directory")
     runs = []

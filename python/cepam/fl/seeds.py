@@ -15,7 +15,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["derive_seed", "numpy_rng", "torch_generator", "client_secret"]
+__all__ = ["derive_seed", "numpy_rng", "torch_generator", "client_secret", "payload_nonce"]
 
 _TAG = b"cepam.fl/v1"
 
@@ -50,3 +50,19 @@ def client_secret(seed: int, client: int) -> bytes:
     h = hashlib.sha256(_TAG + b"/secret")
     h.update(struct.pack("<qq", int(seed), int(client)))
     return h.digest()
+
+
+def payload_nonce(secret: bytes, round: int, client: int) -> bytes:
+    """The 16-byte payload nonce of client ``client``'s payload in round
+    ``round`` under its experiment secret (:func:`client_secret`).
+
+    An experiment passes it to ``cepam.encode(..., nonce=...)`` so that a run
+    stays a function of its seed (a fresh random nonce would draw other
+    noise in every run).  Each (round, client) is encoded once in a run, so
+    no nonce is used twice under one context.  A deployment passes no nonce
+    (``cepam.encode`` draws a fresh one for each payload).
+    """
+    h = hashlib.sha256(_TAG + b"/nonce")
+    h.update(bytes(secret))
+    h.update(struct.pack("<qq", int(round), int(client)))
+    return h.digest()[:16]

@@ -61,11 +61,11 @@ import base64
 import hashlib
 import json
 import os
-import stat
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Union
 
+from cepam._files import create_key_file, read_key_file, write_key_file
 from cepam.errors import FormatError, InvalidArgumentError, InvalidTypeError
 from cepam.keys import SECRET_BYTES, check_secret, hkdf
 
@@ -145,23 +145,22 @@ def agreed_secret(own: KeyPair, peer_public: bytes, *, run_id: int, server_publi
 
 def read_private_file(path: str | os.PathLike[str]) -> str:
     """The text of a file holding secret material, refused unless only its
-    owner may read it (mode 0600 or stricter, POSIX).
+    owner may read it: not a symbolic link, owned by the current user, mode
+    0600 or stricter (POSIX), checked on the open file (docs/guide/security.md).
 
     Raises:
-        InvalidArgumentError: a missing file, or one group or others may
-            read or write.
+        InvalidArgumentError: a missing file, a symbolic link, one another
+            user owns, or one group or others may read or write.
     """
     path = os.fspath(path)
     try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read secret file {path!r}: {exc.strerror}") from None
-    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise InvalidArgumentError(
-            f"secret file {path!r} has mode {stat.S_IMODE(mode):04o}: group or others may "
-            f"access it; chmod 600 {path}")
-    with open(path, encoding="ascii") as f:
-        return f.read()
+        data = read_key_file(path, what="secret file")
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"cannot read secret file {path!r}: no such file") from None
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        raise InvalidArgumentError(f"secret file {path!r} is not ASCII text") from None
 
 
 def _hex_secret(text: str, what: str) -> bytes:
@@ -215,20 +214,24 @@ def secrets_from_file(path: str | os.PathLike[str]) -> dict[int, bytes]:
 
 def node_key_pair(path: str | os.PathLike[str]) -> KeyPair:
     """The node's persistent X25519 key pair: read from ``path`` (64 hex
-    digits, mode 0600), or drawn and written there (mode 0600) if missing.
+    digits, mode 0600, owned by this user, not a symbolic link), or drawn
+    and written there (mode 0600) if nothing is there.
 
     Raises:
         InvalidArgumentError: an unsafe or malformed file.
     """
     path = os.fspath(path)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return KeyPair(_hex_secret(read_private_file(path), f"the key in {path!r}"))
-    pair = KeyPair()
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(pair.private.hex() + "\n")
-    return pair
+        text = read_key_file(path, what="node key file").decode("ascii", "replace")
+    except FileNotFoundError:
+        pair = KeyPair()
+        # Created whole or not at all, never over a file or link that is
+        # there; a node that finds one (a racing process's) reads it.
+        if create_key_file(path, (pair.private.hex() + "\n").encode("ascii"),
+                           what="node key file"):
+            return pair
+        text = read_private_file(path)
+    return KeyPair(_hex_secret(text, f"the key in {path!r}"))
 
 
 def _ec() -> Any:
@@ -444,18 +447,22 @@ class KeyPins:
 
     Raises:
         FormatError: the file exists but is not such a mapping.
+        InvalidArgumentError: a symbolic link, a file another user owns or
+            group or others may write (docs/guide/security.md).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._keys: dict[str, bytes] = {}
-        if os.path.exists(self.path):
-            try:
-                with open(self.path, encoding="utf-8") as f:
-                    raw = json.load(f)
-                self._keys = {node_identity(k): bytes.fromhex(v) for k, v in raw.items()}
-            except (OSError, ValueError, AttributeError, TypeError) as exc:
-                raise FormatError(f"{self.path!r} is not a cepam key-pin file ({exc})") from None
+        try:
+            text = read_key_file(self.path, what="key-pin file", private=False)
+        except FileNotFoundError:
+            return
+        try:
+            raw = json.loads(text.decode("utf-8"))
+            self._keys = {node_identity(k): bytes.fromhex(v) for k, v in raw.items()}
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise FormatError(f"{self.path!r} is not a cepam key-pin file ({exc})") from None
 
     def __len__(self) -> int:
         """The number of pinned keys."""
@@ -471,18 +478,16 @@ class KeyPins:
 
     def pin(self, node: int | str, public: bytes) -> None:
         """Pins ``public`` for ``node`` (a :func:`node_identity`; first use) and
-        writes the file atomically.
+        writes the file atomically (a new file, mode 0600, renamed over it).
 
         Raises:
-            InvalidTypeError, InvalidArgumentError: as :func:`node_identity`.
+            InvalidTypeError: as :func:`node_identity`.
+            InvalidArgumentError: as :func:`node_identity`, a symbolic link at
+                the path (left as it is), or the file cannot be written.
         """
         self._keys[node_identity(node)] = bytes(public)
-        tmp = f"{self.path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({str(k): v.hex() for k, v in sorted(self._keys.items())}, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        text = json.dumps({str(k): v.hex() for k, v in sorted(self._keys.items())}, indent=1)
+        write_key_file(self.path, text.encode("utf-8"), what="key-pin file")
 
 
 def preshared_lookup(secrets: SecretSource) -> Callable[[int], bytes]:

@@ -15,9 +15,10 @@ keeps its own.
 The node's key material comes from its node config (:mod:`.keys`):
 ``cepam-secret-file`` (pre-shared), ``cepam-key-file`` (a persistent X25519
 key), ``cepam-auth-key-file`` (the SuperNode's Flower authentication private
-key, which signs its X25519 key for the server), and ``cepam-state``: a file recording every context the node encoded
-(:class:`cepam.ContextGuard`), so that a train message replayed after a
-restart is refused rather than encoded twice.  Without it the used contexts
+key, which signs its X25519 key for the server), and ``cepam-state``: a file
+recording every context the node encoded (:class:`cepam.ContextGuard`), so
+that a train message replayed after a restart is refused rather than encoded
+twice.  Without it the used contexts
 are remembered in the node's Context state only.
 
 The mod refuses (an error reply, nothing sent) when the server sent no cepam
@@ -28,6 +29,14 @@ clipping: cepam already does both), when a message's context was already
 used by this node (a resent message), and when its key material is missing.
 Evaluate and query messages pass through untouched, except under
 ``buffers="local"`` (below).
+
+An error reply tells the server only a type name and a fixed text (for
+example ``"cepam_mod: FloorRefusal: the server asks for less privacy than
+this node's floor ..."``), never an exception's message, which may name a
+file, a value of the update or key material: every exception that would
+leave the mod, cepam's or not (the node's own train or evaluate function's
+included, whose message Flower would otherwise send in clear), becomes such
+a reply, and its message goes to the node's log (``_error_reply``).
 
 The server chooses what happens to the running statistics of the model's
 normalisation layers (float arrays whose last name component is
@@ -88,8 +97,8 @@ from .keys import (
     sign_key_binding,
 )
 from .protocol import (
-    CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY, PAYLOAD_RECORD, PAYLOAD_STYPE,
-    UNCLIPPED_METRIC, RoundConfig, flat_name,
+    CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY,
+    PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
 )
 
 __all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
@@ -117,12 +126,56 @@ _NOISE_FLOORS = {cepam.Gaussian.name: (MIN_SIGMA_KEY, "sigma"),
 
 
 class _Refusal(Exception):
-    """A reason to send an error reply instead of the update."""
+    """A reason to send an error reply instead of the update.  Its message
+    stays in the node's log; the server is told only the class's fixed
+    ``public`` text (``_error_reply``)."""
+
+    public = "the node refused to send this update"
+
+
+class _NoConfiguration(_Refusal):
+    public = ("the server sent no cepam configuration (is it a CepamStrategy?); the update "
+              "is not sent unprotected")
+
+
+class _FlowerClipping(_Refusal):
+    public = ("Flower's central-DP clipping is configured on this run; cepam clips and adds "
+              "noise itself: use one or the other")
+
+
+class _Resent(_Refusal):
+    public = ("this context was already used by this node (a resent message is not encoded "
+              "twice)")
+
+
+class _ReplyMismatch(_Refusal):
+    public = ("the train reply does not fit the message (its ArrayRecords, array names, "
+              "shapes, dtypes or MetricRecords)")
 
 
 class _FloorRefusal(_Refusal):
     """The server asked for less privacy than the node's floor (or the floor
     is misconfigured): logged as an error on the node."""
+
+    public = (f"the server asks for less privacy than this node's floor ({', '.join(FLOOR_KEYS)}"
+              "): not encoded")
+
+
+class _BadFloor(_FloorRefusal):
+    public = ("this node's floor in its node config is not a positive finite number: nothing "
+              "is encoded until it is fixed")
+
+
+# What the server is told when an exception of another kind leaves the mod,
+# by where it happened (the exception's message stays in the node's log).
+_STAGES = {
+    "configuration": "the server's cepam configuration could not be used",
+    "keys": (f"this node's key material ({SECRET_FILE_KEY}, {NODE_CONFIG_KEY}, {KEY_FILE_KEY} "
+             "or the server's key) is missing, unsafe or malformed"),
+    "state": f"this node's {STATE_KEY} file could not be used",
+    "training": "the node's own function failed",
+    "encoding": "the update could not be encoded",
+}
 
 
 def node_floor(node_config: Any) -> dict[str, float]:
@@ -152,7 +205,7 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
     try:
         floor = node_floor(ctx.node_config)
     except InvalidArgumentError as exc:
-        raise _FloorRefusal(f"{exc}; nothing is encoded until it is fixed") from None
+        raise _BadFloor(f"{exc}; nothing is encoded until it is fixed") from None
     if not floor:
         return
     mechanism = config.mechanism
@@ -180,12 +233,12 @@ def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]
     order of ``received`` (names: :func:`.protocol.flat_name`); integer and
     bool arrays (counters) are left out."""
     if list(returned) != list(received):
-        raise _Refusal(f"the train reply's ArrayRecords {list(returned)} are not those "
+        raise _ReplyMismatch(f"the train reply's ArrayRecords {list(returned)} are not those "
                        f"received {list(received)}")
     update = {}
     for key, record in received.items():
         if list(returned[key].keys()) != list(record.keys()):
-            raise _Refusal(f"the arrays of ArrayRecord {key!r} are not those received (names "
+            raise _ReplyMismatch(f"the arrays of ArrayRecord {key!r} are not those received (names "
                            "or order differ)")
         for name in record.keys():
             before = record[name].numpy()
@@ -193,13 +246,13 @@ def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]
                 continue  # a counter: never coded; the server keeps its own
             after = returned[key][name].numpy()
             if before.shape != after.shape or before.dtype != after.dtype:
-                raise _Refusal(f"array {name!r} changed shape or dtype in training")
+                raise _ReplyMismatch(f"array {name!r} changed shape or dtype in training")
             flat = flat_name(key, name)
             if flat in update:
-                raise _Refusal(f"two arrays are both named {flat!r} (record/array)")
+                raise _ReplyMismatch(f"two arrays are both named {flat!r} (record/array)")
             update[flat] = after - before
     if not update:
-        raise _Refusal("the model has no float arrays")
+        raise _ReplyMismatch("the model has no float arrays")
     return update
 
 
@@ -253,7 +306,7 @@ def _claim_context(state: ConfigRecord, config: RoundConfig, ctx: Context, secre
     path = ctx.node_config.get(STATE_KEY)
     if config.message in used or (path is not None and ContextGuard(str(path)).is_used(
             secret, KeyContext(config.round, node % (1 << 64), config.message))):
-        raise _Refusal(f"context (round {config.round}, message {config.message}) was already "
+        raise _Resent(f"context (round {config.round}, message {config.message}) was already "
                        "used by this node: a resent message is not encoded twice")
     state["used"] = (used + [config.message])[-_USED_LIMIT:]
 
@@ -261,7 +314,7 @@ def _claim_context(state: ConfigRecord, config: RoundConfig, ctx: Context, secre
 def _check_no_flower_dp(msg: Message) -> None:
     for record in msg.content.config_records.values():
         if _FLOWER_CLIPPING_KEY in record:
-            raise _Refusal("Flower's central-DP clipping is configured on this run; cepam "
+            raise _FlowerClipping("Flower's central-DP clipping is configured on this run; cepam "
                            "clips and adds noise itself: use one or the other")
 
 
@@ -279,7 +332,7 @@ def _report_unclipped(reply: Message, update: dict[str, np.ndarray], config: Rou
                        rng=np.random.default_rng())
     metrics = list(reply.content.metric_records)
     if len(metrics) > 1:
-        raise _Refusal(f"the train reply has {len(metrics)} MetricRecords; the clipped-or-not "
+        raise _ReplyMismatch(f"the train reply has {len(metrics)} MetricRecords; the clipped-or-not "
                        "bit goes into its one MetricRecord")
     if not metrics:
         metrics = ["metrics" if "metrics" not in reply.content else "cepam-metrics"]
@@ -357,46 +410,68 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     configuration the node keeps its own running statistics (see the
     module).
 
+    Args:
+        msg: the message from the server (Flower passes it).
+        ctx: the node's Flower context: its node config (key material, floor)
+            and its state.
+        call_next: the next mod, or the ClientApp's own function.
+
     Returns:
         The reply with one payload Array in place of its ArrayRecords, or an error
-        reply (code :data:`ERROR_CODE`) saying why nothing was sent.
+        reply (code :data:`ERROR_CODE`) saying, in a type name and a fixed
+        text, why nothing was sent (the details are in the node's log).  It
+        raises nothing: an exception of the functions it calls (the node's
+        own included) is such an error reply.
     """
-    if msg.metadata.message_type != MessageType.TRAIN:
-        if msg.metadata.message_type == MessageType.EVALUATE:
-            _use_local_buffers(msg, ctx)
-        return call_next(msg, ctx)
+    stage = "training"
     try:
+        if msg.metadata.message_type != MessageType.TRAIN:
+            if msg.metadata.message_type == MessageType.EVALUATE:
+                _use_local_buffers(msg, ctx)
+            return call_next(msg, ctx)
+        stage = "configuration"
         _check_no_flower_dp(msg)
         if CONFIG_RECORD not in msg.content.config_records:
-            raise _Refusal("the server sent no cepam configuration (is it a CepamStrategy?); "
-                           "the update is not sent unprotected")
+            raise _NoConfiguration("the server sent no cepam configuration (is it a "
+                                   "CepamStrategy?); the update is not sent unprotected")
         config = RoundConfig.from_record(msg.content[CONFIG_RECORD])
         _check_floor(config, ctx)
+        stage = "keys"
         state = _state(ctx)
         secret, public = _secret(msg, ctx, config, state)
+        stage = "state"
         _claim_context(state, config, ctx, secret, int(msg.metadata.dst_node_id))
+        stage = "training"
         if config.buffers == "local":
             _use_local_buffers(msg, ctx)
-    except (_Refusal, CepamError) as exc:
-        (log.error if isinstance(exc, _FloorRefusal) else log.warning)("cepam_mod: %s", exc)
-        return Message(Error(ERROR_CODE, f"cepam_mod: {exc}"), reply_to=msg)
-    reply = call_next(msg, ctx)
-    if reply.has_error():
-        return reply
-    try:
+        reply = call_next(msg, ctx)
+        if reply.has_error():
+            return reply
+        stage = "encoding"
         return _encode_reply(msg, ctx, reply, config, secret, public)
-    except _Refusal as exc:
+    except Exception as exc:  # noqa: BLE001 - every exception leaves through the filter
+        return _error_reply(msg, exc, stage)
+
+
+def _error_reply(msg: Message, exc: Exception, stage: str) -> Message:
+    """The one way an exception leaves :func:`cepam_mod`: the error reply
+    the server gets, ``"cepam_mod: <type name>: <fixed text>"``, holds no
+    message of the exception (which may name a path, a value of the update
+    or key material): its text is fixed by the refusal's kind, or by
+    ``stage`` (where it happened, :data:`_STAGES`) for any other exception,
+    cepam's or not.  The exception itself goes to the node's log: a refusal
+    or cepam error as its message (an error for a floor, else a warning),
+    anything else with its traceback."""
+    if isinstance(exc, _Refusal):
+        name, text = type(exc).__name__.lstrip("_"), exc.public
+    elif isinstance(exc, ContextReuseError):  # recorded in the node's state file
+        name, text = type(exc).__name__, _Resent.public
+    else:
+        name, text = type(exc).__name__, f"{_STAGES[stage]} (the node's log says why)"
+    if isinstance(exc, _FloorRefusal):
+        log.error("cepam_mod: %s", exc)
+    elif isinstance(exc, (_Refusal, CepamError)):
         log.warning("cepam_mod: %s", exc)
-        return Message(Error(ERROR_CODE, f"cepam_mod: {exc}"), reply_to=msg)
-    except ContextReuseError as exc:  # recorded in the node's state file
-        log.warning("cepam_mod: %s", exc)
-        return Message(Error(ERROR_CODE, "cepam_mod: this context was already used by this "
-                             "node (a resent message is not encoded twice)"), reply_to=msg)
-    except CepamError as exc:
-        # The message may describe the private update (where a value is not
-        # finite, which sub-vector is too large): it stays in the client's
-        # log; the server, in clear, learns only that encoding failed.
-        log.warning("cepam_mod: %s", exc)
-        return Message(Error(ERROR_CODE, f"cepam_mod: the update could not be encoded "
-                             f"({type(exc).__name__}; the client's log says why)"),
-                       reply_to=msg)
+    else:
+        log.error("cepam_mod: %s while %s", name, stage, exc_info=exc)
+    return Message(Error(ERROR_CODE, f"cepam_mod: {name}: {text}"), reply_to=msg)

@@ -30,6 +30,7 @@ from typing import Any
 
 import cepam
 from cepam.errors import FormatError, InvalidArgumentError
+from cepam.padding import PAD_MODES
 from cepam.payload import VERSION
 from cepam.structure import BUFFER_CHOICES
 
@@ -61,14 +62,16 @@ def flat_name(record: str, array: str) -> str:
 
 
 def pad_to_text(pad: str | int | None) -> str:
-    """``pad`` as the configuration carries it: "", "bucket", "max" or digits."""
+    """``pad`` as the configuration carries it: "", "bucket", "max", "levels" or digits."""
     return "" if pad is None else str(pad)
 
 
 def pad_from_text(text: str) -> str | int | None:
     """The inverse of :func:`pad_to_text` (raises FormatError)."""
-    if text in ("", "bucket", "max"):
-        return text or None
+    if text == "":
+        return None
+    if text in PAD_MODES:
+        return text
     if text.isdigit():
         return int(text)
     raise FormatError(f"unknown padding {text!r} in the cepam configuration")

@@ -1,0 +1,51 @@
+// The AVX-512 forms of the conditional coder's lane code
+// (coding/cell_kernels.hpp): coding/cell_lanes.hpp over the eight-lane
+// operations of common/lanes_avx512.hpp.  conditional_coder.cpp calls them
+// where simd_avx512dq().
+#include "coding/cell_kernels.hpp"
+
+#include <cstring>
+
+#include "coding/conditional_coder.hpp"
+#include "common/cpu.hpp"
+
+#if CEPAM_X86_DISPATCH
+// GCC 12's AVX-512 intrinsics trip its own -Wuninitialized and
+// -Wmaybe-uninitialized (GCC bug 105593), where they are inlined: off for
+// the whole file.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+// Everything from here on (cell_lanes.hpp included) is compiled for AVX-512.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl")
+#endif
+#include "common/lanes_avx512.hpp"
+#include "coding/cell_lanes.hpp"
+
+namespace cepam::cell_kernels::avx512 {
+
+std::size_t encode_run(const CellCoder& cells, const SourceModel& model, const std::int64_t* j,
+                       const double* g, const double* o, std::size_t count, AnsEncoder& enc,
+                       std::size_t* starts) {
+  return cell_lanes::encode_run<simd::Avx512Lanes>(cells, model, j, g, o, count, enc, starts);
+}
+
+}  // namespace cepam::cell_kernels::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#pragma GCC diagnostic pop
+
+#endif  // CEPAM_X86_DISPATCH

@@ -1,0 +1,96 @@
+// The four-lane operations (AVX2) of the kernels written once for SIMD lanes
+// (lattice/voronoi_lanes.hpp, coding/cell_lanes.hpp), which name them S;
+// common/lanes_avx512.hpp has the eight-lane ones.  Internal header: include
+// it, and the lane code, after a target("avx2") pragma (as
+// lattice/voronoi_kernels.cpp and coding/conditional_coder.cpp do), so that
+// these functions are compiled for AVX2 and inline into the lane code.
+//
+// Each operation computes, per lane, what the scalar code it stands for
+// computes (common/simd_avx2.hpp explains the rules).  Masks M are vectors of
+// all-ones or zero lanes; I32 holds one 32-bit integer a lane.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/simd_avx2.hpp"
+
+#if CEPAM_X86_DISPATCH
+#include <immintrin.h>
+
+namespace cepam::simd {
+
+struct Avx2Lanes {
+  static constexpr int L = 4;
+  using D = __m256d;
+  using M = __m256d;
+  using I32 = __m128i;
+  static D splat(double v) { return _mm256_set1_pd(v); }
+  static D load(const double* p) { return _mm256_loadu_pd(p); }
+  // The four integers at p (|q| <= 2^53), as static_cast<double> (exact).
+  static D load_int64_as_double(const std::int64_t* p) {
+    return avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static D add(D a, D b) { return _mm256_add_pd(a, b); }
+  static D sub(D a, D b) { return _mm256_sub_pd(a, b); }
+  static D mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D div(D a, D b) { return _mm256_div_pd(a, b); }
+  static D add_where(M m, D a, D b) { return _mm256_blendv_pd(a, _mm256_add_pd(a, b), m); }
+  static D floor(D a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+  static D max(D a, D b) { return _mm256_max_pd(a, b); }  // a > b ? a : b
+  static M ge(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GE_OQ); }
+  static M gt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
+  static M lt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
+  static M le(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
+  static M eq(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
+  // !(a > b) and !(a < b): true where either is NaN.
+  static M not_gt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_NGT_UQ); }
+  static M not_lt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_NLT_UQ); }
+  static D blend(M m, D a, D b) { return _mm256_blendv_pd(a, b, m); }
+  static M both(M a, M b) { return _mm256_and_pd(a, b); }
+  static M either(M a, M b) { return _mm256_or_pd(a, b); }
+  static unsigned bits(M m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
+  static D abs(D a) { return _mm256_andnot_pd(splat(-0.0), a); }
+  static M odd(D s) {
+    const __m256i one = _mm256_set1_epi64x(1);
+    return _mm256_castsi256_pd(
+        _mm256_cmpeq_epi64(_mm256_and_si256(avx2::to_int64(s), one), one));
+  }
+  static D int64_bits(D f) { return _mm256_castsi256_pd(avx2::to_int64(f)); }
+  static D uniform_co(D w) { return avx2::uniform_co(_mm256_castpd_si256(w)); }
+  static D gather(const double* base, const std::size_t* c) {
+    static_assert(sizeof(std::size_t) == 8, "64-bit indices");
+    return _mm256_i64gather_pd(base, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)), 8);
+  }
+
+  // 32-bit integers.
+  static I32 splat_i32(std::int32_t v) { return _mm_set1_epi32(v); }
+  // static_cast<std::int32_t> where it is defined (INT32_MIN elsewhere).
+  static I32 trunc_i32(D a) { return _mm256_cvttpd_epi32(a); }
+  static D from_i32(I32 a) { return _mm256_cvtepi32_pd(a); }
+  static I32 add_i32(I32 a, I32 b) { return _mm_add_epi32(a, b); }
+  static I32 sub_i32(I32 a, I32 b) { return _mm_sub_epi32(a, b); }
+  static I32 min_i32(I32 a, I32 b) { return _mm_min_epi32(a, b); }
+  static I32 max_i32(I32 a, I32 b) { return _mm_max_epi32(a, b); }
+  // base[i_l]: a gather (for throughput), or with gather_loads four loads,
+  // which take more instructions but give the result sooner (for a serial
+  // chain; a gather takes twice as long on recent Intel processors).
+  static D gather(const double* base, I32 i) {
+    return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), base, i,
+                                    _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), 8);
+  }
+  static D gather_loads(const double* base, I32 i) {
+    alignas(16) std::int32_t k[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(k), i);
+    return _mm256_setr_pd(base[k[0]], base[k[1]], base[k[2]], base[k[3]]);
+  }
+  // out[2 l] = a_l and out[2 l + 1] = b_l, for l = 0 .. 3.
+  static void store_pairs(void* out, I32 a, I32 b) {
+    _mm_storeu_si128(static_cast<__m128i*>(out), _mm_unpacklo_epi32(a, b));
+    _mm_storeu_si128(static_cast<__m128i*>(out) + 1, _mm_unpackhi_epi32(a, b));
+  }
+};
+
+}  // namespace cepam::simd
+
+#endif  // CEPAM_X86_DISPATCH

@@ -1,0 +1,317 @@
+"""The files cepam writes and reads as its own, treated as OpenSSH treats
+its keys (see docs/guide/security.md, "Files").
+
+Two kinds:
+
+* **Key files** (secrets, X25519 node keys, key pins; small text files read
+  whole): opened with ``O_NOFOLLOW`` (a symbolic link at the path is
+  refused; a linked directory above it is followed), then checked on the
+  open descriptor (``os.fstat``, never a second lookup by path): a regular
+  file, owned by the current user, not writable by group or others, and,
+  for private ones (secrets, keys), not readable by them either (OpenSSH's
+  "UNPROTECTED PRIVATE KEY FILE").  Written to a fresh file in the target's
+  directory (``mkstemp``: ``O_EXCL``, mode 0600 set explicitly, whatever
+  the umask), flushed to disk and renamed over the target (or linked to it,
+  never replacing, for a file created once such as a node key), so a
+  reader sees the old or the new file, never a part of one.
+* **Database files** (the privacy ledger and the context guard: SQLite,
+  which opens them by path itself): a symbolic link at the database path or
+  at its ``-wal``, ``-shm`` or ``-journal`` companion is refused (SQLite
+  would follow it and write where it points); a new database is created
+  here (``O_EXCL | O_NOFOLLOW``, mode 0600); an existing one that others
+  (outside the owner's group) may write is refused, and one its group may
+  write, or that another user owns, is opened with a
+  :class:`~cepam.errors.FileSafetyWarning` (a group of servers sharing a
+  ledger is a deployment; anyone on the machine rewriting the spent budget
+  is not).
+
+Where the platform has no ``os.getuid`` (Windows) ownership is not checked,
+and where it has no POSIX modes the mode checks find nothing to refuse.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+
+from .errors import FileSafetyWarning, InvalidArgumentError
+
+__all__ = ["read_key_file", "write_key_file", "create_key_file", "check_database_file",
+           "retry_while_locked"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOCTTY", 0)
+_GROUP_OTHERS = stat.S_IRWXG | stat.S_IRWXO
+_WRITABLE = stat.S_IWGRP | stat.S_IWOTH
+DATABASE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+def _uid() -> int | None:
+    """The current user's id, or None where there is none (Windows)."""
+    getuid = getattr(os, "getuid", None)
+    return None if getuid is None else getuid()
+
+
+def _link_refusal(what: str, path: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{what} {path!r} is a symbolic link: cepam does not follow links for its files "
+        "(name the file itself)")
+
+
+def _refuse_link(path: str, what: str) -> None:
+    """Refuses a symbolic link at ``path`` (an absent path is fine)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read {what} {path!r}: {exc.strerror}") from None
+    if stat.S_ISLNK(mode):
+        raise _link_refusal(what, path)
+
+
+def _open_no_follow(path: str, flags: int, what: str, mode: int = 0o600) -> int:
+    """``os.open`` that refuses a symbolic link at ``path`` (``O_NOFOLLOW``,
+    or a check first where the platform has no such flag).  FileNotFoundError
+    and FileExistsError propagate; other failures are InvalidArgumentError."""
+    if not _NOFOLLOW:
+        _refuse_link(path, what)
+    try:
+        return os.open(path, flags | _NOFOLLOW | _FLAGS, mode)
+    except (FileNotFoundError, FileExistsError):
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.EMLINK and _NOFOLLOW):
+            raise _link_refusal(what, path) from None
+        raise InvalidArgumentError(f"cannot open {what} {path!r}: {exc.strerror}") from None
+
+
+def _check_key_stat(st: os.stat_result, path: str, what: str, *, private: bool) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidArgumentError(f"{what} {path!r} is not a regular file")
+    uid = _uid()
+    if uid is not None and st.st_uid != uid:
+        raise InvalidArgumentError(
+            f"{what} {path!r} is owned by user {st.st_uid}, not by this user ({uid}): "
+            "anyone who owns it can change it; refused")
+    if os.name != "posix":
+        return
+    mode = stat.S_IMODE(st.st_mode)
+    if private and mode & _GROUP_OTHERS:
+        raise InvalidArgumentError(
+            f"{what} {path!r} has mode {mode:04o}: group or others may access it "
+            f"(an unprotected private key file); chmod 600 {path}")
+    if mode & _WRITABLE:
+        raise InvalidArgumentError(
+            f"{what} {path!r} has mode {mode:04o}: group or others may write it; "
+            f"chmod go-w {path}")
+
+
+def read_key_file(path: str | os.PathLike[str], *, what: str, private: bool = True) -> bytes:
+    """The bytes of a key file, checked on its open descriptor.
+
+    Args:
+        path: the file.
+        what: what it is, for messages ("secret file", "key-pin file", ...).
+        private: True for secret material (refused if group or others may
+            read it); False for public but trusted material such as key pins
+            (refused only if they may write it).
+
+    Raises:
+        FileNotFoundError: no file at ``path`` (the caller decides).
+        InvalidArgumentError: a symbolic link, not a regular file, owned by
+            another user, or a mode that lets group or others in.
+    """
+    path = os.fspath(path)
+    # (O_NONBLOCK: a FIFO planted at the path is refused, not waited on)
+    fd = _open_no_follow(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0), what)
+    try:
+        _check_key_stat(os.fstat(fd), path, what, private=private)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _sync_directory(directory: str) -> None:
+    """Flushes a rename or link in ``directory`` to disk (POSIX; elsewhere
+    nothing to do)."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY | _FLAGS)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_temporary(path: str, data: bytes, mode: int) -> str:
+    """A new file (``mkstemp``: ``O_EXCL``) in ``path``'s directory holding
+    ``data``, mode ``mode`` set explicitly, flushed to disk; its path."""
+    directory, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def write_key_file(path: str | os.PathLike[str], data: bytes, *, what: str,
+                   mode: int = 0o600) -> None:
+    """Replaces ``path`` with a file holding ``data`` atomically (a fresh
+    file in its directory, flushed, renamed over it; mode ``mode``).
+
+    Raises:
+        InvalidArgumentError: a symbolic link at ``path`` (left untouched),
+            or the file cannot be written.
+    """
+    path = os.fspath(path)
+    _refuse_link(path, what)  # (a rename replaces a link, never writes through it)
+    try:
+        tmp = _write_temporary(path, data, mode)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        _sync_directory(os.path.dirname(os.path.abspath(path)))
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot write {what} {path!r}: {exc.strerror}") from None
+
+
+def create_key_file(path: str | os.PathLike[str], data: bytes, *, what: str,
+                    mode: int = 0o600) -> bool:
+    """Creates ``path`` holding ``data`` unless something (a file, a
+    symbolic link) is there already: a fresh file in its directory, flushed,
+    then linked to ``path`` (which never replaces), so a reader never sees
+    a part of it.  True if this call created it, False if it was there.
+
+    Raises:
+        InvalidArgumentError: the file cannot be written.
+    """
+    path = os.fspath(path)
+    try:
+        tmp = _write_temporary(path, data, mode)
+        try:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError as exc:  # a file system without hard links
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
+                                     errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+                    raise
+                return _create_exclusive(path, data, what, mode)
+        finally:
+            os.unlink(tmp)
+        _sync_directory(os.path.dirname(os.path.abspath(path)))
+        return True
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot write {what} {path!r}: {exc.strerror}") from None
+
+
+def _create_exclusive(path: str, data: bytes, what: str, mode: int) -> bool:
+    """:func:`create_key_file` without hard links: ``O_CREAT | O_EXCL``
+    (which never follows a link) at the path itself."""
+    try:
+        fd = _open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, what, mode)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as f:
+        if hasattr(os, "fchmod"):
+            os.fchmod(f.fileno(), mode)
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return True
+
+
+def check_database_file(path: str, *, what: str) -> bool:
+    """Checks an SQLite database path before SQLite opens it, and creates
+    the file (empty, mode 0600) if absent.  True if this call created it.
+
+    Raises:
+        InvalidArgumentError: a symbolic link at the path or at one of its
+            companions (``-wal``, ``-shm``, ``-journal``), not a regular
+            file, or a file others may write.
+
+    Warns:
+        FileSafetyWarning: a file its group may write, or owned by another
+            user.
+    """
+    for suffix in DATABASE_COMPANIONS:
+        _refuse_link(path + suffix, what if not suffix else f"{what}'s {suffix[1:]} file")
+    try:
+        fd = _open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, what)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"cannot open {what} {path!r}: its directory does not "
+                                   "exist") from None
+    else:
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+        return True
+    try:
+        fd = _open_no_follow(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0), what)
+    except FileNotFoundError:  # removed since: SQLite creates it
+        return False
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidArgumentError(f"{what} {path!r} is not a regular file")
+    mode = stat.S_IMODE(st.st_mode)
+    if os.name == "posix" and mode & stat.S_IWOTH:
+        raise InvalidArgumentError(
+            f"{what} {path!r} has mode {mode:04o}: anyone on this machine may rewrite it; "
+            f"chmod o-w {path}")
+    uid = _uid()
+    if os.name == "posix" and mode & stat.S_IWGRP:
+        warnings.warn(f"{what} {path!r} has mode {mode:04o}: its group may rewrite it",
+                      FileSafetyWarning, stacklevel=3)
+    if uid is not None and st.st_uid != uid:
+        warnings.warn(f"{what} {path!r} is owned by user {st.st_uid}, not by this user "
+                      f"({uid}), who may rewrite it", FileSafetyWarning, stacklevel=3)
+    return False
+
+
+def retry_while_locked(statement: Callable[[], object], *, timeout: float) -> None:
+    """Runs ``statement``, again while SQLite says the file is locked or busy
+    (for at most ``timeout`` seconds; then the error propagates).  For the
+    statements SQLite answers "locked" at once, without its busy handler
+    (changing the journal mode, recovering a log a killed process left)."""
+    import sqlite3
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether an SQLite error says the database is locked or busy."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text

@@ -1,0 +1,88 @@
+"""What a server expects of a payload: one definition, used by
+:func:`cepam.decode` (its ``expect_*`` arguments), :class:`cepam.Codec` and
+the Flower strategy (:class:`cepam.flower.CepamStrategy`).
+
+An :class:`Expected` names the public header's fields a decoder enforces
+(None: not checked) and checks a parsed header against them, raising
+:class:`~cepam.errors.UnexpectedPayloadError` at the first field that
+differs.  The header's layout stays :mod:`cepam.payload`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._checks import check_clip
+from .errors import UnexpectedPayloadError
+from .keys import Context, check_integer
+from .mechanisms import Mechanism, check_mechanism, mechanism_from_code
+from .payload import Header
+
+__all__ = ["Expected"]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The header fields a decoder enforces; None: not checked.
+
+    Attributes:
+        mechanism: the mechanism and its scale.
+        clip: the clip the payload must declare (a number; None: any).
+        client: the context's client.
+        round: the context's round.
+        message: the context's message id.
+        coordinates: the number of coordinates.
+        clipped: refuse a payload without a clip, whatever ``clip`` says.
+    """
+
+    mechanism: Mechanism | None = None
+    clip: float | None = None
+    client: int | None = None
+    round: int | None = None
+    message: int | None = None
+    coordinates: int | None = None
+    clipped: bool = False
+
+    @classmethod
+    def checked(cls, *, mechanism: object = None, clip: object = None, client: object = None,
+                round: object = None, message: object = None, coordinates: object = None,
+                clipped: bool = False) -> "Expected":
+        """The expectation with each given field checked as an encoder checks it.
+
+        Raises:
+            InvalidTypeError, InvalidArgumentError: a field of the wrong type or
+                out of range.
+        """
+        return cls(
+            None if mechanism is None else check_mechanism(mechanism),
+            None if clip is None else check_clip(clip),
+            None if client is None else Context(0, client).client,  # type: ignore[arg-type]
+            None if round is None else Context(round, 0).round,  # type: ignore[arg-type]
+            None if message is None else Context(0, 0, message).message,  # type: ignore[arg-type]
+            None if coordinates is None else check_integer("coordinates", coordinates),
+            clipped,
+        )
+
+    def enforce(self, header: Header) -> None:
+        """Checks a parsed header (:func:`cepam.payload.parse_header`).
+
+        Raises:
+            UnexpectedPayloadError: at the first field that differs.
+        """
+        if self.mechanism is not None:
+            actual = mechanism_from_code(header.mechanism, header.scale)
+            if actual != self.mechanism:
+                raise UnexpectedPayloadError("mechanism", self.mechanism, actual)
+        if self.clip is not None and header.clip != self.clip:
+            raise UnexpectedPayloadError("clip", self.clip,
+                                         None if math.isinf(header.clip) else header.clip)
+        if self.clipped and math.isinf(header.clip):
+            raise UnexpectedPayloadError("clip", "a clip (this codec refuses unclipped "
+                                         "payloads unless allow_unclipped=True)", None)
+        context = header.context
+        for field, value in (("client", context.client), ("round", context.round),
+                             ("message", context.message), ("coordinates", header.m)):
+            wanted = getattr(self, field)
+            if wanted is not None and value != wanted:
+                raise UnexpectedPayloadError(field, wanted, value)

@@ -1,0 +1,64 @@
+"""The native HMAC-SHA256 and HKDF-SHA256 (random/sha256.hpp) against
+Python's hashlib, on both compression functions (SHA-NI and portable)."""
+
+import hashlib
+import hmac
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cepam._native import core
+from cepam.keys import hkdf, hkdf_expand, hkdf_extract
+
+
+def _reference_hkdf(ikm, salt, info, length):
+    prk = hmac.new(salt or bytes(32), ikm, hashlib.sha256).digest()
+    out, block = b"", b""
+    for i in range(1, -(-length // 32) + 1):
+        block = hmac.new(prk, block + info + bytes([i]), hashlib.sha256).digest()
+        out += block
+    return out[:length]
+
+
+def test_hmac_and_hkdf_match_hashlib():
+    rng = np.random.default_rng(0)
+    for n in [0, 1, 55, 56, 63, 64, 65, 119, 120, 128, 1000, 70_000]:
+        for key_len in [0, 16, 32, 64, 65, 100]:
+            key, data = rng.bytes(key_len), rng.bytes(n)
+            assert core.hmac_sha256(key, data) == hmac.new(key, data, hashlib.sha256).digest()
+    assert core.hmac_sha256(b"k", memoryview(b"abcdef")[1:4]) == \
+        hmac.new(b"k", b"bcd", hashlib.sha256).digest()
+    for length in [1, 16, 32, 33, 64, 100, 8160]:
+        ikm, salt, info = rng.bytes(32), rng.bytes(14), rng.bytes(45)
+        want = _reference_hkdf(ikm, salt, info, length)
+        assert hkdf(ikm, salt=salt, info=info, length=length) == want
+        assert hkdf_expand(hkdf_extract(salt, ikm), info, length) == want
+        assert hkdf(ikm, salt=b"", info=info, length=length) == _reference_hkdf(ikm, b"", info,
+                                                                                 length)
+
+
+def test_rfc5869_case_1():
+    okm = hkdf(bytes([0x0b] * 22), salt=bytes(range(13)), info=bytes(range(0xf0, 0xfa)),
+               length=42)
+    assert okm.hex() == ("3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf"
+                         "34007208d5b887185865")
+
+
+def test_hkdf_length_checked():
+    from cepam.errors import InvalidArgumentError
+
+    for length in (0, 8161):
+        with pytest.raises(InvalidArgumentError):
+            hkdf(bytes(32), salt=b"s", info=b"i", length=length)
+
+
+def test_portable_compression_gives_the_same_bytes():
+    code = ("import hashlib, hmac; from cepam._native import core; "
+            "assert not core.testing.sha256_uses_sha_ni(); "
+            "d = bytes(range(256)) * 5; "
+            "assert core.hmac_sha256(b'key', d) == hmac.new(b'key', d, hashlib.sha256).digest()")
+    env = dict(os.environ, CEPAM_SIMD="portable")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
