@@ -91,10 +91,12 @@ def strategy(**kwargs) -> CepamStrategy:
     return CepamStrategy(FedAvg(), **args)
 
 
-def run_round(st, ctxs, rnd=1, mods=(cepam_mod,), arrays=None):
-    """One round on the nodes of ``ctxs``: the train messages and the replies."""
+def run_round(st, ctxs, rnd=1, mods=(cepam_mod,), arrays=None, grid=None):
+    """One round on the nodes of ``ctxs`` (``grid``: a FakeGrid of them by
+    default): the train messages and the replies."""
     arrays = global_arrays() if arrays is None else arrays
-    messages = list(st.configure_train(rnd, arrays, ConfigRecord(), FakeGrid(list(ctxs))))
+    grid = FakeGrid(list(ctxs)) if grid is None else grid
+    messages = list(st.configure_train(rnd, arrays, ConfigRecord(), grid))
     replies = []
     for msg in messages:
         call = train

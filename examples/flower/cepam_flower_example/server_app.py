@@ -33,6 +33,7 @@ def main(grid: Grid, context: Context) -> None:
         max_epsilon=float(cfg["max-epsilon"]) or None, pad=str(cfg["pad"]) or None,
         secrets=str(cfg["secrets-file"]) or None, pinned_keys=str(cfg["pinned-keys"]) or None,
         authenticated_transport=bool(cfg["authenticated-transport"]),
+        signed_keys=bool(cfg["signed-keys"]),
         ledger=str(cfg["ledger"]) or None)
     folder = task.data_dir(str(cfg["data-dir"]))
     _, _, x_test, y_test = task.mnist(folder)

@@ -14,9 +14,11 @@ keeps its own.
 
 The node's key material comes from its node config (:mod:`.keys`):
 ``cepam-secret-file`` (pre-shared), ``cepam-key-file`` (a persistent X25519
-key), and ``cepam-state``: a file recording every context the node encoded
-(:class:`cepam.ContextGuard`), so that a train message replayed after a
-restart is refused rather than encoded twice.  Without it the used contexts
+key), ``cepam-auth-key-file`` (the SuperNode's Flower authentication private
+key, which signs its X25519 key for the server), and ``cepam-state``: a file
+recording every context the node encoded (:class:`cepam.ContextGuard`), so
+that a train message replayed after a restart is refused rather than encoded
+twice.  Without it the used contexts
 are remembered in the node's Context state only.
 
 The mod refuses (an error reply, nothing sent) when the server sent no cepam
@@ -90,12 +92,13 @@ from cepam.errors import CepamError, ContextReuseError, InvalidArgumentError
 from cepam.structure import is_buffer
 
 from .keys import (
-    KEY_FILE_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, STATE_KEY, KeyPair, agreed_secret,
-    node_key_pair, secret_from_node_config,
+    AUTH_KEY_FILE_KEY, KEY_FILE_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, STATE_KEY, KeyPair,
+    agreed_secret, load_auth_private_key, node_key_pair, secret_from_node_config,
+    sign_key_binding,
 )
 from .protocol import (
-    CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY, PAYLOAD_RECORD, PAYLOAD_STYPE,
-    UNCLIPPED_METRIC, RoundConfig, flat_name,
+    CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY,
+    PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
 )
 
 __all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
@@ -263,8 +266,9 @@ _warned_command_line = False
 
 
 def _secret(msg: Message, ctx: Context, config: RoundConfig, state: ConfigRecord
-            ) -> tuple[bytes, bytes | None]:
-    """(secret, the client's public key to send or None)."""
+            ) -> tuple[bytes, dict[str, bytes] | None]:
+    """(secret, what the reply's ConfigRecord carries: the client's public
+    key, and its signature with ``cepam-auth-key-file``; or None)."""
     global _warned_command_line
     if config.keys != KEYS_AGREED:
         if SECRET_FILE_KEY not in ctx.node_config and NODE_CONFIG_KEY in ctx.node_config \
@@ -286,7 +290,12 @@ def _secret(msg: Message, ctx: Context, config: RoundConfig, state: ConfigRecord
         pair = KeyPair(state["private"])
     secret = agreed_secret(pair, config.server_key, run_id=run_id,
                            server_public=config.server_key, client_public=pair.public)
-    return secret, pair.public
+    sent = {CLIENT_KEY: pair.public}
+    if AUTH_KEY_FILE_KEY in ctx.node_config:  # bound to the node's Flower identity
+        auth = load_auth_private_key(str(ctx.node_config[AUTH_KEY_FILE_KEY]))
+        sent[CLIENT_KEY_SIGNATURE] = sign_key_binding(
+            auth, run_id=run_id, server_public=config.server_key, client_public=pair.public)
+    return secret, sent
 
 
 def _claim_context(state: ConfigRecord, config: RoundConfig, ctx: Context, secret: bytes,
@@ -361,7 +370,7 @@ def _keep_local_buffers(returned: dict[str, ArrayRecord], ctx: Context) -> None:
 
 
 def _encode_reply(msg: Message, ctx: Context, reply: Message, config: RoundConfig,
-                  secret: bytes, public: bytes | None) -> Message:
+                  secret: bytes, key_record: dict[str, bytes] | None) -> Message:
     received = {k: msg.content[k] for k in msg.content.array_records}
     returned = {k: reply.content[k] for k in reply.content.array_records}
     update = _update(received, returned)
@@ -379,8 +388,8 @@ def _encode_reply(msg: Message, ctx: Context, reply: Message, config: RoundConfi
         del reply.content[key]
     reply.content[PAYLOAD_RECORD] = ArrayRecord({PAYLOAD_ARRAY: Array(
         dtype="uint8", shape=(len(payload),), stype=PAYLOAD_STYPE, data=payload)})
-    if public is not None:
-        reply.content[CONFIG_RECORD] = ConfigRecord({CLIENT_KEY: public})
+    if key_record is not None:
+        reply.content[CONFIG_RECORD] = ConfigRecord(key_record)
     return reply
 
 
@@ -390,7 +399,9 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     Use ``ClientApp(mods=[cepam_mod])`` (other mods may come before it in the
     list).  Configuration comes from the server (:class:`CepamStrategy`);
     the node needs only its key material: nothing with key agreement (the
-    default; ``cepam-key-file`` to keep its key across runs), or
+    default; ``cepam-key-file`` to keep its key across runs;
+    ``cepam-auth-key-file``, the SuperNode's Flower authentication private
+    key, to sign it, :mod:`.keys`), or
     ``cepam-secret-file`` in its node config for pre-shared secrets; and,
     for replay protection across restarts, ``cepam-state`` (a file).
     Optionally its own floor, ``cepam-min-sigma``, ``cepam-min-laplace-b``

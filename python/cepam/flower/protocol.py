@@ -16,7 +16,10 @@ own metrics unchanged (nothing about the payload's size: the server knows
 it, and only what padding makes public is released) plus, when the
 configuration asks for it (``count-sigma``), the client's noised
 clipped-or-not bit as :data:`UNCLIPPED_METRIC`, and, with key
-agreement, its public key in a ConfigRecord named :data:`CONFIG_RECORD`.
+agreement, its public key (:data:`CLIENT_KEY`) in a ConfigRecord named
+:data:`CONFIG_RECORD`, with, from a node that binds it to its Flower
+identity, the signature on it (:data:`CLIENT_KEY_SIGNATURE`,
+:func:`.keys.sign_key_binding`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ PAYLOAD_ARRAY = "cepam"
 PAYLOAD_STYPE = f"cepam/v{VERSION}"
 KEYS_AGREED, KEYS_PRESHARED = "x25519", "pre-shared"
 CLIENT_KEY = "client-key"
+#: The reply's signature binding the client's X25519 key to its identity.
+CLIENT_KEY_SIGNATURE = "client-key-signature"
 #: The reply metric holding the client's noised clipped-or-not bit.
 UNCLIPPED_METRIC = "cepam-unclipped"
 

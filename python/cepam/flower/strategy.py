@@ -137,10 +137,13 @@ from cepam.accounting.setting import THREAT_MODELS
 from cepam.clipping import AdaptiveClip, noised_unclipped_fraction
 
 from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget, ClientBudget
-from .keys import KeyPair, KeyPins, SecretSource, agreed_secret, preshared_lookup
+from .keys import (
+    KeyPair, KeyPins, SecretSource, agreed_secret, auth_fingerprint, node_identity,
+    preshared_lookup, verify_key_binding,
+)
 from .protocol import (
-    ACCOUNTED, CLIENT_KEY, CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED, PAYLOAD_ARRAY,
-    PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
+    ACCOUNTED, CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED,
+    PAYLOAD_ARRAY, PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
 )
 
 __all__ = ["CepamStrategy", "METRIC_UPDATES", "METRIC_DROPPED", "METRIC_PAYLOAD_BYTES",
@@ -338,13 +341,18 @@ class CepamStrategy(Strategy):
             KiB (a cepam payload is a fraction of it), or ``pad`` if larger.
         pinned_keys: with key agreement, a file in which the nodes' public
             keys are pinned on first use, across runs (:class:`.keys.KeyPins`;
-            nodes keep their key with ``cepam-key-file``); a reply under
-            another key is dropped.  None: pinned for the run only.
+            nodes keep their key with ``cepam-key-file``), under the node's
+            identity: its authentication key's fingerprint when its key is
+            signed (which a restart keeps), else its Flower node id (which
+            a SuperNode restarted without node authentication does not
+            keep); a reply under another key is dropped.  None: pinned for
+            the run only.
         authenticated_transport: with key agreement, True states that the
-            SuperLink and SuperNodes talk over TLS with node authentication
-            (or that keys are pinned): otherwise :meth:`start` logs a loud
-            warning, since an active man in the middle could run the
-            agreement with both sides and read every update.
+            SuperLink and SuperNodes talk over TLS with node authentication:
+            otherwise, unless ``signed_keys`` or a pins file holding keys,
+            :meth:`start` logs a loud warning, since an active man in the
+            middle could run the agreement with both sides and read every
+            update.
         sample_rate: q in (0, 1]: each node the inner strategy addresses
             (it must address every connected node: ``fraction_train=1.0``)
             gets its train message with probability q (Poisson sampling,
@@ -391,6 +399,15 @@ class CepamStrategy(Strategy):
             ``1e-3``): noise can make a variance negative,
             and BatchNorm then evaluates to NaN.  Post-processing of the
             released aggregate: no privacy cost.
+        signed_keys: with key agreement, True drops every reply whose X25519
+            key is not signed by the authentication key the SuperLink
+            registered for its node (Flower's node authentication:
+            ``flower-superlink --enable-supernode-auth``, ``flwr supernode
+            register``; the node names the same private key file as
+            ``cepam-auth-key-file``): the keys are then authenticated
+            without trust on first use.  False (the default): a signed key
+            is still checked (a wrong signature is dropped), an unsigned one
+            accepted.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings, or a Flower DP
@@ -411,7 +428,8 @@ class CepamStrategy(Strategy):
                  threat_model: str | None = None, clip_quantile: float | None = None,
                  clip_learning_rate: float = 0.2,
                  clip_count_sigma: float | None = None, buffers: str = "separate",
-                 running_var_floor: float = RUNNING_VAR_FLOOR) -> None:
+                 running_var_floor: float = RUNNING_VAR_FLOOR, signed_keys: bool = False
+                 ) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidTypeError(f"strategy must be a Flower Strategy, got "
                                    f"{type(strategy).__name__}")
@@ -470,6 +488,11 @@ class CepamStrategy(Strategy):
             raise InvalidArgumentError("pinned_keys pins X25519 keys: it needs secrets=None")
         if not isinstance(authenticated_transport, bool):
             raise InvalidTypeError("authenticated_transport must be a bool")
+        if not isinstance(signed_keys, bool):
+            raise InvalidTypeError(f"signed_keys must be a bool, got {type(signed_keys).__name__}")
+        if signed_keys and secrets is not None:
+            raise InvalidArgumentError("signed_keys binds X25519 keys to the nodes' Flower "
+                                       "identity: it needs secrets=None (key agreement)")
         self.buffers = check_buffers(buffers)
         self.running_var_floor = _check_real("running_var_floor", running_var_floor, low=0.0)
         self._ledger_source, self._ledger_name = ledger, ledger_name
@@ -479,6 +502,7 @@ class CepamStrategy(Strategy):
         self.lattice, self.dim, self.coder = lattice, dim, coder
         self.max_reply_bytes = max_reply_bytes
         self.authenticated_transport = authenticated_transport
+        self.signed_keys = signed_keys
         self._lookup = None if secrets is None else preshared_lookup(secrets)
         self._pins = None if pinned_keys is None else KeyPins(pinned_keys)
         self.budget: Budget | ClientBudget | None = None
@@ -494,7 +518,11 @@ class CepamStrategy(Strategy):
         self.last_payload_bytes: list[int] = []
         self._started = False
         self._server_pair: KeyPair | None = None
-        self._pinned: dict[int, bytes] = {}
+        self._pinned: dict[str, bytes] = {}  # this run's, by node identity
+        self._accepted: dict[str, int] = {}  # identity -> its last accepted round
+        #: Node id -> the authentication public key the SuperLink registered
+        #: for it (PEM), as of the round's train messages.
+        self._registered: dict[int, bytes] = {}
         self._sent: dict[int, _Sent] = {}
         self._round = 0
         self._cast_logged = False
@@ -572,17 +600,22 @@ class CepamStrategy(Strategy):
     def _begin_run(self, grid: Grid) -> None:
         self._started = True
         self._server_pair = KeyPair() if self._lookup is None else None
-        self._pinned = {}
+        self._pinned, self._accepted = {}, {}
         self.stopped_by_budget = False
         self._cast_logged = False
-        if self._lookup is None and not self.authenticated_transport and self._pins is None:
+        if self._lookup is None and not (self.authenticated_transport or self.signed_keys
+                                         or (self._pins is not None and len(self._pins))):
             log.warning(
                 "cepam: X25519 KEY AGREEMENT OVER AN UNAUTHENTICATED LINK: the public keys "
-                "are not authenticated, so an active man in the middle between the SuperLink "
+                "are not authenticated%s, so an active man in the middle between the SuperLink "
                 "and a SuperNode could agree a secret with each side and read every update. "
-                "Run Flower with TLS and node authentication and pass "
+                "Run Flower with TLS and node authentication and bind the nodes' keys to it "
+                "(signed_keys=True, nodes with cepam-auth-key-file), or pass "
                 "authenticated_transport=True, or pin the nodes' keys (pinned_keys=, nodes "
-                "with cepam-key-file), or use pre-shared secrets.")
+                "with cepam-key-file), or use pre-shared secrets.",
+                "" if self._pins is None else
+                f" (the pins file {self._pins.path!r} holds no key yet: every first key is "
+                "trusted on first use)")
         if self._ledger_source is not None and self.ledger is None:
             self.ledger = (self._ledger_source if isinstance(self._ledger_source, Ledger) else
                            Ledger(self._ledger_source, name=self._ledger_name, delta=self.delta))
@@ -641,23 +674,80 @@ class CepamStrategy(Strategy):
         limit = sent.float32_bytes + _REPLY_SLACK
         return max(limit, self.pad) if isinstance(self.pad, int) else limit
 
-    def _pinned_key(self, node: int) -> bytes | None:
-        if node in self._pinned:
-            return self._pinned[node]
-        return None if self._pins is None else self._pins.get(node)
+    def _pinned_key(self, identity: str) -> bytes | None:
+        if identity in self._pinned:
+            return self._pinned[identity]
+        return None if self._pins is None else self._pins.get(identity)
 
-    def _pin(self, node: int, public: bytes) -> None:
-        if node in self._pinned:
+    def _pin(self, node: int, identity: str, public: bytes) -> None:
+        """Pins ``public`` for ``identity`` (an accepted reply's): for the run,
+        and in the pins file if any; logs a signed key's identity the first
+        time in the run and whenever the node had no accepted reply in the
+        round before (a node back from a restart)."""
+        last = self._accepted.get(identity)
+        self._accepted[identity] = self._round
+        if identity.startswith("SHA256:") and (last is None or last < self._round - 1):
+            log.info("cepam: round %d: node %d's X25519 key is signed by its registered "
+                     "authentication key %s: authenticated%s", self._round, node, identity,
+                     "" if last is None else f" (its last accepted reply: round {last})")
+        if identity in self._pinned:
             return
-        self._pinned[node] = public
-        if self._pins is not None and self._pins.get(node) is None:
-            self._pins.pin(node, public)
+        self._pinned[identity] = public
+        if self._pins is not None and self._pins.get(identity) is None:
+            if not identity.startswith("SHA256:") and not self.authenticated_transport:
+                log.warning("cepam: node %d's X25519 key pinned on first use, not "
+                            "authenticated (its key is not signed: cepam-auth-key-file)", node)
+            self._pins.pin(identity, public)
+
+    def _registered_keys(self, grid: Grid) -> dict[int, bytes]:
+        """Node id -> the authentication public key the SuperLink registered
+        for it (``grid.get_nodes()``), for the nodes that have one."""
+        try:
+            return {int(info.node_id): bytes(info.public_key) for info in grid.get_nodes()
+                    if info.public_key}
+        except Exception as exc:  # a grid without Flower's registry
+            if self.signed_keys:
+                log.warning("cepam: the grid gives no node registry (%s: %s): no key can be "
+                            "checked against a registered authentication key",
+                            type(exc).__name__, exc)
+            return {}
+
+    def _identity_of(self, node: int, record: Any, public: bytes, run_id: int) -> str:
+        """The identity the client's key ``public`` is pinned under: the
+        fingerprint of the node's registered authentication key when the key
+        is signed by it, else the node id.  Raises _Dropped."""
+        signature = record.get(CLIENT_KEY_SIGNATURE)
+        if signature is None:
+            if self.signed_keys:
+                raise _Dropped("the node's X25519 key is not signed by its authentication key "
+                               "(signed_keys=True; the node needs cepam-auth-key-file, the "
+                               "file of flower-supernode --auth-supernode-private-key)")
+            return node_identity(node)
+        registered = self._registered.get(node)
+        if registered is None:
+            raise _Dropped("the node signs its X25519 key, but the SuperLink has no "
+                           "authentication key registered for it (flower-superlink "
+                           "--enable-supernode-auth, flwr supernode register)")
+        assert self._server_pair is not None
+        try:
+            valid = isinstance(signature, bytes) and verify_key_binding(
+                registered, signature, run_id=run_id, server_public=self._server_pair.public,
+                client_public=public)
+            identity = auth_fingerprint(registered)
+        except (InvalidArgumentError, InvalidTypeError) as exc:
+            raise _Dropped(f"the node's registered authentication key is unusable: {exc}"
+                           ) from None
+        if not valid:
+            raise _Dropped(f"the signature on the node's X25519 key does not verify against "
+                           f"the authentication key registered for it ({identity})")
+        return identity
 
     def _secret_of(self, node: int, content: RecordDict, run_id: int
-                   ) -> tuple[bytes, bytes | None]:
-        """(secret, the client public key to pin on success); ``run_id``: the
-        run id of the message the client answered (its secret is bound to it;
-        the server's key pair is fresh for every run in any case)."""
+                   ) -> tuple[bytes, tuple[str, bytes] | None]:
+        """(secret, the identity and client public key to pin on success);
+        ``run_id``: the run id of the message the client answered (its secret
+        and the key's signature are bound to it; the server's key pair is
+        fresh for every run in any case)."""
         if self._lookup is not None:
             try:
                 return self._lookup(node), None
@@ -668,17 +758,18 @@ class CepamStrategy(Strategy):
         public = content[CONFIG_RECORD].get(CLIENT_KEY)
         if not isinstance(public, bytes) or len(public) != 32:
             raise _Dropped("malformed client public key")
-        pinned = self._pinned_key(node)
+        identity = self._identity_of(node, content[CONFIG_RECORD], public, run_id)
+        pinned = self._pinned_key(identity)
         if pinned is not None and pinned != public:
-            raise _Dropped("the node's public key changed (it differs from the key pinned "
-                           "for it)")
+            raise _Dropped(f"the node's public key changed (it differs from the key pinned "
+                           f"for it, {identity})")
         assert self._server_pair is not None
         try:
             secret = agreed_secret(self._server_pair, public, run_id=run_id,
                                    server_public=self._server_pair.public, client_public=public)
         except InvalidArgumentError as exc:
             raise _Dropped(str(exc)) from None
-        return secret, public
+        return secret, (identity, public)
 
     @staticmethod
     def _enforce(payload: bytes, sent: RoundConfig, node: int, coordinates: int) -> None:
@@ -724,8 +815,8 @@ class CepamStrategy(Strategy):
         if not is_bare(payload):
             raise _Dropped("not a bare cepam payload")
         configs = list(content.config_records)
-        if configs not in ([], [CONFIG_RECORD]) or (
-                configs and len(content[CONFIG_RECORD]) > 1):
+        if configs not in ([], [CONFIG_RECORD]) or (configs and not set(
+                content[CONFIG_RECORD]) <= {CLIENT_KEY, CLIENT_KEY_SIGNATURE}):
             raise _Dropped("unexpected configuration records in the reply")
         metrics = list(content.metric_records)
         if len(metrics) != 1:
@@ -754,11 +845,11 @@ class CepamStrategy(Strategy):
         bit = self._bit_of(reply, metrics)
         node = int(reply.metadata.src_node_id)
         self._enforce(payload, sent.config, node, sent.coordinates)
-        secret, public = self._secret_of(node, reply.content, int(reply.metadata.run_id))
+        secret, pin = self._secret_of(node, reply.content, int(reply.metadata.run_id))
         update = cepam.decode(payload, secret=secret, like=sent.template, output="numpy",
                               max_coordinates=sent.coordinates, buffers=sent.config.buffers)
-        if public is not None:
-            self._pin(node, public)
+        if pin is not None:
+            self._pin(node, *pin)
         return _Opened(reply, sent, update, metrics, len(payload), bit)
 
     @staticmethod
@@ -900,6 +991,8 @@ class CepamStrategy(Strategy):
                         "sent", server_round)
             return []
         messages = list(self.strategy.configure_train(server_round, arrays, config, grid))
+        if self._lookup is None and messages:  # key agreement: the nodes' registered keys
+            self._registered = self._registered_keys(grid)
         plan = None
         if self._client_level and messages:
             messages, plan = self._sample(server_round, messages, grid)
