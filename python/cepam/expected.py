@@ -64,25 +64,34 @@ class Expected:
             clipped,
         )
 
+    def differences(self, header: Header) -> list[tuple[str, object, object]]:
+        """Every field of a parsed header (:func:`cepam.payload.parse_header`)
+        that differs from the expectation, in the order checked, as
+        ``(field, expected, actual)``; empty when it is as expected."""
+        found: list[tuple[str, object, object]] = []
+        if self.mechanism is not None:
+            actual = mechanism_from_code(header.mechanism, header.scale)
+            if actual != self.mechanism:
+                found.append(("mechanism", self.mechanism, actual))
+        if self.clip is not None and header.clip != self.clip:
+            found.append(("clip", self.clip, None if math.isinf(header.clip) else header.clip))
+        elif self.clipped and math.isinf(header.clip):
+            found.append(("clip", "a clip (this codec refuses unclipped payloads unless "
+                                  "allow_unclipped=True)", None))
+        context = header.context
+        for field, value in (("client", context.client), ("round", context.round),
+                             ("message", context.message), ("coordinates", header.m)):
+            wanted = getattr(self, field)
+            if wanted is not None and value != wanted:
+                found.append((field, wanted, value))
+        return found
+
     def enforce(self, header: Header) -> None:
         """Checks a parsed header (:func:`cepam.payload.parse_header`).
 
         Raises:
             UnexpectedPayloadError: at the first field that differs.
         """
-        if self.mechanism is not None:
-            actual = mechanism_from_code(header.mechanism, header.scale)
-            if actual != self.mechanism:
-                raise UnexpectedPayloadError("mechanism", self.mechanism, actual)
-        if self.clip is not None and header.clip != self.clip:
-            raise UnexpectedPayloadError("clip", self.clip,
-                                         None if math.isinf(header.clip) else header.clip)
-        if self.clipped and math.isinf(header.clip):
-            raise UnexpectedPayloadError("clip", "a clip (this codec refuses unclipped "
-                                         "payloads unless allow_unclipped=True)", None)
-        context = header.context
-        for field, value in (("client", context.client), ("round", context.round),
-                             ("message", context.message), ("coordinates", header.m)):
-            wanted = getattr(self, field)
-            if wanted is not None and value != wanted:
-                raise UnexpectedPayloadError(field, wanted, value)
+        found = self.differences(header)
+        if found:
+            raise UnexpectedPayloadError(*found[0])

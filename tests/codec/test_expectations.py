@@ -161,3 +161,16 @@ def test_bare_payloads_are_told_from_their_prefix_alone():
     assert is_bare(bare) and not is_bare(structured)
     assert not is_bare(bare[:7]) and not is_bare(b"")
     assert is_bare(memoryview(bare))
+
+
+def test_every_difference_is_listed_in_order():
+    from cepam.expected import Expected
+    from cepam.payload import parse_header
+
+    payload = cepam.encode(X, G, secret=SECRET_A, round=3, client=4, clip=1.0)
+    header, _ = parse_header(payload)
+    wrong = Expected.checked(mechanism=cepam.Gaussian(sigma=2e-3), clip=2.0, client=4,
+                             round=5).differences(header)
+    assert wrong == [("mechanism", cepam.Gaussian(sigma=2e-3), G), ("clip", 2.0, 1.0),
+                     ("round", 5, 3)]
+    assert Expected.checked(client=4, round=3).differences(header) == []

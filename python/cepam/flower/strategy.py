@@ -125,8 +125,7 @@ import cepam
 from cepam._checks import check_clip
 from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.setting import RECORD_LEVEL_LOOP
-from cepam.errors import (FormatError, InvalidArgumentError, InvalidTypeError,
-                          PrivacyBudgetError, UnexpectedPayloadError)
+from cepam.errors import FormatError, InvalidArgumentError, InvalidTypeError, PrivacyBudgetError
 from cepam.expected import Expected
 from cepam.padding import check_pad, uses_bound
 from cepam.payload import is_bare, parse_header
@@ -780,9 +779,13 @@ class CepamStrategy(Strategy):
                                     client=node % _U64, round=sent.round,
                                     message=sent.message, coordinates=coordinates)
         try:
-            expected.enforce(parse_header(payload)[0])
-        except (FormatError, UnexpectedPayloadError) as exc:
+            header, _ = parse_header(payload)
+        except FormatError as exc:
             raise _Dropped(f"payload header: {exc}") from None
+        wrong = expected.differences(header)
+        if wrong:
+            raise _Dropped("payload header differs from the configuration in " + ", ".join(
+                f"{field} ({actual!r}, expected {wanted!r})" for field, wanted, actual in wrong))
 
     def _screen(self, reply: Message) -> tuple[_Sent, bytes, str]:
         """Cheap checks before anything is parsed: the sender was sent this
