@@ -22,7 +22,7 @@ Rows (``VARIANTS``):
   as FedBN means it: the server's weights with each client's own running
   statistics (the mean over the clients);
 * ``default before (floor 0.5)``: the default as it was before
-  ``cepam.codec.WEIGHT_FLOOR`` went from 0.5 to 0.95 (the weights kept only
+  ``cepam.statistics_clip.WEIGHT_FLOOR`` went from 0.5 to 0.95 (the weights kept only
   half the clip while the statistics were large), at ``sigma = 1e-3`` only;
 * ``GroupNorm``: the same CNN with ``GroupNorm`` (no running statistics)
   in place of BatchNorm, its whole ``state_dict`` difference sent.
@@ -158,19 +158,19 @@ def run(variant: str, data: tuple, *, sigma: float, seed: int = 0, clients: int,
     import torch
 
     import cepam
-    import cepam.codec
+    import cepam.statistics_clip
     from cepam.structure import is_buffer
 
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}")
     if variant.startswith("default before"):
-        floor, cepam.codec.WEIGHT_FLOOR = cepam.codec.WEIGHT_FLOOR, 0.5
+        floor, cepam.statistics_clip.WEIGHT_FLOOR = cepam.statistics_clip.WEIGHT_FLOOR, 0.5
         try:
             return dict(run("default", data, sigma=sigma, seed=seed, clients=clients,
                             samples=samples, batch=batch, lr=lr, momentum=momentum, clip=clip,
                             rounds=rounds), variant=variant)
         finally:
-            cepam.codec.WEIGHT_FLOOR = floor
+            cepam.statistics_clip.WEIGHT_FLOOR = floor
     x, y, xt, yt = data
     torch.manual_seed(seed)
     model = cnn("group" if variant == "GroupNorm" else "batch")

@@ -22,7 +22,7 @@ import numpy as np
 
 import cepam
 from cepam import padding
-from cepam.codec import _auto_options
+from cepam.auto import _auto_options
 from cepam.lattices import LATTICE_CODES, LATTICE_DIMS
 from cepam.payload import CODER_CODES, SEALED_HEADER_BYTES
 

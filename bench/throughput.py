@@ -138,7 +138,7 @@ def serial_parts(x: np.ndarray, payload: bytes, name: str, coder: str,
     histogram; starting the threads; joining the segments)."""
     from cepam import _core
     from cepam._finite import check_encodable_range
-    from cepam.codec import _shape
+    from cepam.auto import _shape
     from cepam.flatten import flatten
 
     spans = parallel_parts(x.size, "E8" if name == "auto" else name, x=x, repeat=repeat,

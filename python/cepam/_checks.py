@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["check_positive", "check_clip"]
+__all__ = ["check_positive", "check_clip", "check_flag"]
 
 
 def check_positive(name: str, value: object) -> float:
@@ -37,3 +37,10 @@ def check_clip(clip: object) -> float:
     if not (math.isfinite(clip) and clip > 0.0):
         raise InvalidArgumentError(f"clip must be a positive finite number or None, got {clip}")
     return clip
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value``, which must be True or False (InvalidTypeError otherwise)."""
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return value

@@ -140,7 +140,7 @@ def read_secret_file(path: str) -> bytes:
 def _inspect(args: argparse.Namespace) -> int:
     import json
 
-    from .codec import inspect
+    from .inspection import inspect
 
     secret = None
     if args.secret_file is not None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from ._native import core as _core
 
-__all__ = ["LatticeRow", "LATTICE_TABLE", "LATTICES", "LATTICE_CODES", "LATTICE_DIMS",
-           "check_combination"]
+__all__ = ["LatticeRow", "LATTICE_TABLE", "LATTICES", "LATTICE_CODES", "LATTICE_NAMES",
+           "LATTICE_DIMS", "check_combination"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ LATTICE_TABLE: dict[str, LatticeRow] = {
 LATTICES: dict[int, str] = {row.code: name for name, row in LATTICE_TABLE.items()}
 #: Name -> payload code.
 LATTICE_CODES: dict[str, int] = {name: row.code for name, row in LATTICE_TABLE.items()}
+#: The names a ``lattice=`` argument takes (besides "auto"), in code order.
+LATTICE_NAMES: tuple[str, ...] = tuple(LATTICE_CODES)
 #: The fixed dimension of each lattice that has one (all but Z^n).
 LATTICE_DIMS: dict[str, int] = {
     name: row.dims[0] for name, row in LATTICE_TABLE.items() if len(row.dims) == 1

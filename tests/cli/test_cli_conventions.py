@@ -124,7 +124,7 @@ def test_every_failure_is_one_line(tmp_path, monkeypatch, capsys, error, code, m
     def fail(payload, **kwargs):
         raise error
 
-    monkeypatch.setattr("cepam.codec.inspect", fail)
+    monkeypatch.setattr("cepam.inspection.inspect", fail)
     path = tmp_path / "p.bin"
     path.write_bytes(b"x")
     assert main(["inspect", str(path)]) == code
@@ -137,7 +137,7 @@ def test_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, capsys):
     def interrupted(payload, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("cepam.codec.inspect", interrupted)
+    monkeypatch.setattr("cepam.inspection.inspect", interrupted)
     path = tmp_path / "p.bin"
     path.write_bytes(b"x")
     assert main(["inspect", str(path)]) == 130

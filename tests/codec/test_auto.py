@@ -61,7 +61,7 @@ def test_auto_uses_z_for_laplace_and_sdq(coder):
 
 
 # The lattices auto chooses among (Z^n with n > 1 is left to an explicit
-# dim: see _AUTO_RULES in cepam/codec.py).
+# dim: see _AUTO_RULES in cepam/auto.py).
 AUTO_LATTICES = [("Z", 1), ("A2", None), ("D4", None), ("E8", None)]
 
 
@@ -172,15 +172,15 @@ def test_the_clip_is_applied_before_the_statistics():
 
 class _Counting:
     def __init__(self, monkeypatch):
-        from cepam import codec
+        from cepam._native import core
         self.calls = []
         for name in ("encode", "encode_coded_body"):
-            real = getattr(codec._core, name)
+            real = getattr(core, name)
 
             def counted(*args, _real=real, _name=name, **kwargs):
                 self.calls.append((_name, kwargs["params"]))
                 return _real(*args, **kwargs)
-            monkeypatch.setattr(codec._core, name, counted)
+            monkeypatch.setattr(core, name, counted)
 
 
 @pytest.mark.parametrize("m", [20_000, 300_000])
@@ -243,7 +243,7 @@ def test_prefer_other_than_balanced_needs_auto(kwargs):
 
 
 def test_pad_max_bounds_every_lattice_auto_may_choose():
-    from cepam.codec import _auto_options, _E8, _Z1
+    from cepam.auto import _auto_options, _E8, _Z1
     ans = cepam.payload.CODER_CODES["ans"]
     gauss = cepam.Gaussian(sigma=1.0)
     assert _auto_options(gauss, ans, "balanced") == _auto_options(gauss, ans, "bits") == [_Z1, _E8]

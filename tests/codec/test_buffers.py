@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cepam
-from cepam.codec import WEIGHT_FLOOR
+from cepam.statistics_clip import WEIGHT_FLOOR
 from cepam.structure import is_buffer
 
 from conftest import SECRET_A

@@ -8,6 +8,7 @@ import pytest
 
 import cepam
 from cepam import codec as codec_module
+from cepam import decoding
 
 from conftest import SECRET_A
 
@@ -32,7 +33,7 @@ def no_native_decode(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the native decoder was called")
 
-    monkeypatch.setattr(codec_module._core, "decode", refuse)
+    monkeypatch.setattr(decoding._core, "decode", refuse)
 
 
 def test_a_bomb_is_refused_before_decoding_with_a_small_template(bombs, no_native_decode):

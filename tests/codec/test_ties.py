@@ -262,16 +262,16 @@ def _bn_update() -> dict[str, np.ndarray]:
 
 def _spy_norms(monkeypatch) -> list[float]:
     """The sums of squares encode computes to clip, as it computes them."""
-    import cepam.codec as codec
+    import cepam.encoding as encoding
 
     seen: list[float] = []
-    measure = codec._sum_of_squares
+    measure = encoding._sum_of_squares
 
     def spy(*args):
         seen.append(measure(*args))
         return seen[-1]
 
-    monkeypatch.setattr(codec, "_sum_of_squares", spy)
+    monkeypatch.setattr(encoding, "_sum_of_squares", spy)
     return seen
 
 

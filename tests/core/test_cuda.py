@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import cepam
-import cepam.codec
+import cepam.decoding
+import cepam.encoding
 from cepam import _core, cuda
 from cepam._core import testing as hooks
 from cepam.errors import DeviceError, InvalidArgumentError
@@ -301,7 +302,7 @@ def path(request, monkeypatch) -> _Path:
 
     monkeypatch.setattr(cuda, "status", lambda: (True, ""))
     monkeypatch.setattr(cuda, "cuda_module", lambda: ON_HOST.module)
-    monkeypatch.setattr(cepam.codec, "LatticeStage", StageOnHost)
+    monkeypatch.setattr(cepam.encoding, "LatticeStage", StageOnHost)
     return _Path(put=lambda t: t, module=ON_HOST.module)
 
 
@@ -349,7 +350,8 @@ def _spy(monkeypatch) -> dict[str, int]:
     spot-check, the device decode, the norm's first pass and the source
     model's statistics on the GPU, and the update's copies to the host
     (LatticeStage.host, or flattening on the host)."""
-    import cepam.codec
+    import cepam.decoding
+    import cepam.encoding
 
     calls = {"stage": 0, "check": 0, "decode": 0, "squares": 0, "model": 0, "host": 0,
              "flatten": 0, "body": 0, "segment": 0}
@@ -366,12 +368,12 @@ def _spy(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(cuda.LatticeStage, "model_statistics",
                         counted("model", cuda.LatticeStage.model_statistics))
     monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
-    monkeypatch.setattr(cepam.codec, "flatten", counted("flatten", cepam.codec.flatten))
+    monkeypatch.setattr(cepam.encoding, "flatten", counted("flatten", cepam.encoding.flatten))
     monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
     monkeypatch.setattr(cuda.LatticeStage, "device_body",
                         counted("body", cuda.LatticeStage.device_body))
     monkeypatch.setattr(cuda, "check_segment", counted("segment", cuda.check_segment))
-    monkeypatch.setattr(cepam.codec, "decode_on_device", counted("decode", cuda.decode_on_device))
+    monkeypatch.setattr(cepam.decoding, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
 
 

@@ -1,4 +1,4 @@
-"""The GPU encode's Python logic (cepam.codec with cepam.cuda.LatticeStage),
+"""The GPU encode's Python logic (cepam.encoding with cepam.cuda.LatticeStage),
 run on the CPU with the kernels' host twins in their place: the norm's
 first pass (``_core.testing.sum_of_squares_blocks``, the code the GPU's
 sum-of-squares kernel runs) and the LRSUQ stage
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import cepam
-import cepam.codec
+import cepam.decoding
+import cepam.encoding
 from cepam import _core, cuda
 from cepam._core import testing as hooks
 from cepam.errors import InvalidArgumentError
@@ -97,7 +98,7 @@ def _twin(monkeypatch):
     with host twins; the counts of the twins' calls."""
     _TwinStage.calls = {"squares": 0, "stage": 0, "model": 0, "host": 0, "body": 0}
     _TwinStage.threads = []
-    monkeypatch.setattr(cepam.codec, "LatticeStage", _TwinStage)
+    monkeypatch.setattr(cepam.encoding, "LatticeStage", _TwinStage)
     return _TwinStage.calls
 
 
@@ -155,7 +156,7 @@ def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
     update = make()
     expected = _encode(update, **kw)  # the CPU path
     twin = _twin(monkeypatch)
-    monkeypatch.setattr(cepam.codec, "flatten", None)  # the GPU path never flattens on the host
+    monkeypatch.setattr(cepam.encoding, "flatten", None)  # the GPU path never flattens on the host
     assert _encode(update, **kw) == expected
     assert twin["squares"] == 1 and twin["stage"] + twin["body"] >= 1  # the GPU path ran
     assert twin["model"] == 1  # the model's statistics from the "GPU"
@@ -405,7 +406,7 @@ def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, code
     update = _normal(5_000, np.float32, scale)
     payload = _encode(update, clip=1e3, lattice=lattice, coder=coder)
     fake = decoders()
-    monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda: True)
     monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",
@@ -423,7 +424,7 @@ def test_decode_on_the_gpu_reads_the_body_on_the_host_by_default(coder, decoders
     decoders are not the default: cepam.cuda.decodes_body_on_device)."""
     payload = _encode(_normal(5_000, np.float32, 1.0), clip=1e3, lattice="Z", coder=coder)
     fake = decoders()
-    monkeypatch.setattr(cepam.codec, "decodes_on_device", lambda: True)
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",
                         lambda index: type("Stream", (), {"cuda_stream": 0}))

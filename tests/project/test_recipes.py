@@ -174,11 +174,11 @@ def test_the_coder_table_has_a_row_per_coder_python_sees_with_its_paths():
 
 
 def test_the_gpu_routes_bodies_through_the_coder_table():
-    """cepam/cuda.py and codec.py's _gpu_body pick a coder's kernels from
+    """cepam/cuda.py and encoding.py's _gpu_body pick a coder's kernels from
     its row, never by the coder's name."""
     cuda = (ROOT / "python/cepam/cuda.py").read_text()
-    codec = (ROOT / "python/cepam/codec.py").read_text()
-    gpu_body = codec[codec.index("def _gpu_body("):]
+    encoding = (ROOT / "python/cepam/encoding.py").read_text()
+    gpu_body = encoding[encoding.index("def _gpu_body("):]
     gpu_body = gpu_body[:gpu_body.index("\ndef ")]
     for code in (cuda, gpu_body):
         assert not re.search(r"cuda_module\(\)\.(en|de)code_\w+_body_resident", code)

@@ -1,0 +1,188 @@
+"""The decode pipeline: the payload opened and checked against what the
+decoder expects, its body decoded (into the caller's ``out=`` memory, or on
+a GPU with ``device=``), the values checked against their output dtype and
+the update's structure rebuilt (:func:`cepam.decode` and
+:meth:`cepam.Codec.decode` check their own arguments and call
+:func:`_decode`)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+import numpy as np
+
+from ._native import core as _core
+from .cuda import check_device_output, decode_on_device, decodes_on_device, parse_device, to_device
+from .errors import FormatError, InvalidArgumentError, InvalidTypeError
+from .expected import Expected
+from .keys import check_integer, stream_key
+from .mechanisms import core_params, mechanism_from_code
+from .precision import check_output
+from .sealing import open_payload
+from .flatten import unflatten
+from .structure import (
+    BARE,
+    KIND_NUMPY,
+    KIND_TORCH,
+    SINGLE,
+    Structure,
+    check_buffers,
+    check_dtype_choice,
+    decoded_dtype,
+    entry_kind as _entry_kind,
+    output_dtype,
+)
+from .template import match_template, template_size
+from .ties import TiePairs, apply_ties, resolve_ties, with_ties
+from .threads import resolve_threads
+
+__all__ = ["DEFAULT_MAX_COORDINATES", "_decode"]
+
+#: The largest update a decoder without a template (``like=``) accepts.
+DEFAULT_MAX_COORDINATES = 1 << 28
+
+
+def _entry_name(structure: Structure, index: int) -> str:
+    entry = structure.entries[index]
+    if entry.name:
+        return f"entry {entry.name!r}"
+    return f"entry {index}" if len(structure.entries) > 1 else "the update"
+
+
+def _is_torch(value: Any) -> bool:
+    """Whether value is a torch tensor (torch imported only if it already is)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
+                   decoded: str) -> np.ndarray:
+    """The 1-D numpy view of ``out`` (decode's ``out=``) the core decodes
+    into, checked: a numpy array or CPU torch tensor, C-contiguous and
+    writable, of the dtype every entry is returned in (``decoded``: the
+    decoded vector's), shaped like a single-array payload's entry or, for a
+    list, tuple or dict, 1-D of all the payload's coordinates.
+
+    Raises:
+        InvalidTypeError: out is not a numpy array or torch tensor.
+        InvalidArgumentError: its dtype, shape, layout, device or kind does
+            not fit, it is read-only (or a tensor that requires grad), or
+            the entries decode to several dtypes.
+    """
+    single = structure.container in (SINGLE, BARE)
+    if _is_torch(out):
+        kind, name = "a torch tensor", str(out.dtype).removeprefix("torch.")
+        shape, contiguous, writable = tuple(out.shape), out.is_contiguous(), not out.requires_grad
+        if out.device.type != "cpu":
+            raise InvalidArgumentError(f"out must be in host memory, got a tensor on "
+                                       f"{out.device} (device= decoding takes no out=)")
+    elif isinstance(out, np.ndarray):
+        kind, name = "a numpy array", out.dtype.name
+        shape, contiguous, writable = out.shape, out.flags.c_contiguous, out.flags.writeable
+    else:
+        raise InvalidTypeError(f"out must be a numpy array or a torch tensor, got "
+                               f"{type(out).__name__}")
+    dtypes = {output_dtype(e, dtype=dtype, output=output) for e in structure.entries}
+    if dtypes != {decoded}:
+        raise InvalidArgumentError(
+            f"out= needs every entry decoded in one dtype; with dtype={dtype!r} they decode "
+            f"to {sorted(dtypes)} (pass dtype='float32' or 'float64')")
+    if name != decoded:
+        raise InvalidArgumentError(f"out has dtype {name}; the payload decodes to {decoded} "
+                                   f"(dtype={dtype!r})")
+    expected = structure.entries[0].shape if single else (structure.size,)
+    if shape != expected:
+        what = "its entry's shape" if single else "1-D, all its coordinates"
+        raise InvalidArgumentError(f"out has shape {shape}; the payload needs {expected} "
+                                   f"({what})")
+    if not contiguous:
+        raise InvalidArgumentError("out must be C-contiguous")
+    if not writable:
+        raise InvalidArgumentError("out must be writable" + (
+            " (a tensor that requires grad is not: pass a detached one)" if _is_torch(out)
+            else ""))
+    if single:
+        returned = _entry_kind(structure.entries[0], output)
+        if returned != (KIND_TORCH if _is_torch(out) else KIND_NUMPY):
+            raise InvalidArgumentError(
+                f"out is {kind} but the payload decodes to a "
+                f"{'torch tensor' if returned == KIND_TORCH else 'numpy array'}: pass "
+                f"output= to match, or the other kind of out")
+    return (out.numpy() if _is_torch(out) else out).reshape(-1)
+
+
+def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
+            expected: Expected, like: Any, threads: object, device: object,
+            buffers: object, ties: TiePairs, out: Any = None) -> Any:
+    if output not in ("auto", "numpy", "torch"):
+        raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
+    cuda_index = parse_device(device)
+    if cuda_index is not None:
+        if out is not None:
+            raise InvalidArgumentError("out= decodes into host memory: it cannot be combined "
+                                       "with device=")
+        if output == "numpy":
+            raise InvalidArgumentError("device='cuda' returns torch tensors: output='numpy' "
+                                       "cannot be")
+        output = "torch"
+    dtype = check_dtype_choice(dtype)
+    buffers = check_buffers(buffers)
+    if max_coordinates is None:  # the template's size, else the bare default
+        limit = DEFAULT_MAX_COORDINATES if like is None else template_size(like, buffers=buffers)
+        what = "max_coordinates" if like is None else "the template's size (like=)"
+    else:
+        limit = check_integer("max_coordinates", max_coordinates)
+        what = "max_coordinates"
+        if limit < 0:
+            raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
+    threads = resolve_threads(threads)
+    header, sealed = open_payload(payload, secret, threads=threads)  # the tag, then parsing
+    expected.enforce(header)  # after the tag: the settings are the sender's own
+    structure = header.structure
+    # A template checks a structured payload first (its header's entries,
+    # parsed already: the error names the first that differs, and nothing
+    # is decoded); a bare payload, which carries only a digest, by its size.
+    if like is not None and structure.container != BARE:
+        structure = match_template(structure, like, sealed_digest=sealed.digest,
+                                   buffers=buffers, ties=ties)
+    if header.m > limit:
+        raise FormatError(f"payload declares {header.m} coordinates, more than "
+                          f"{what} {limit}: refused before decoding")
+    if like is not None and structure.container == BARE:
+        structure = match_template(structure, like, sealed_digest=sealed.digest,
+                                   buffers=buffers, ties=ties)
+    elif like is None and structure.container == BARE:
+        raise InvalidArgumentError("the payload carries no structure (encoded with "
+                                   "structure=False): pass like=, a template of the update")
+    else:
+        structure = with_ties(structure, resolve_ties(None, ties))
+    mechanism = mechanism_from_code(header.mechanism, header.scale)
+    kw = dict(m=header.m, key=stream_key(secret, header.context, header.nonce),
+              params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
+              coder=header.coder, dtype=decoded_dtype(structure, dtype=dtype, output=output),
+              threads=threads)
+    # device="cuda" with the CUDA path: the GPU kernel decodes into device
+    # memory, where the result stays (cepam.cuda); else the host decodes.
+    on_gpu = cuda_index is not None and decodes_on_device()
+    if out is not None:  # the core writes the values straight into the caller's memory
+        kw["out"] = _output_buffer(out, structure, dtype=dtype, output=output,
+                                   decoded=kw["dtype"])
+    flat = decode_on_device(sealed.body, index=cuda_index, **kw) if on_gpu \
+        else _core.decode(sealed.body, **kw)
+    # (the host's sums run on the call's threads)
+    check = check_device_output if on_gpu else functools.partial(check_output, threads=threads)
+    start = 0
+    for i, entry in enumerate(structure.entries):
+        check(flat[start : start + entry.size], output_dtype(entry, dtype=dtype, output=output),
+              noise_std=mechanism.std, where=_entry_name(structure, i))
+        start += entry.size
+    # (tied last, so that a move to the GPU keeps them one object)
+    result = unflatten(flat, Structure(structure.container, structure.entries), output=output,
+                       dtype=dtype)
+    if cuda_index is not None and not on_gpu:
+        result = to_device(result, cuda_index)
+    if out is not None and structure.container in (SINGLE, BARE):
+        return out  # (its values written in place; a structure's entries are views of it)
+    return apply_ties(result, structure, like)

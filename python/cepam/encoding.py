@@ -1,0 +1,244 @@
+"""The encode pipeline: the update flattened (on its GPU where it lives
+there), its norm measured and clipped (the running statistics apart with
+``buffers="separate"``: :mod:`cepam.statistics_clip`), the lattice chosen
+(:mod:`cepam.auto`), the body coded and the payload sealed and padded
+(:func:`_encode`).  :func:`cepam.encode` and :class:`cepam.Codec` check
+their arguments into one :class:`_Settings` and call
+:func:`_guarded_encode`."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_clip, check_flag
+from ._finite import check_encodable_range
+from ._native import core as _core
+from .auto import (_AUTO, _AUTO_SAMPLE, _E8_MIN_M, _auto_candidates, _auto_options,
+                   _auto_sample_choice, _auto_sample_indices, _check_prefer, _costs_more_than_z,
+                   _shape)
+from .cuda import LatticeStage
+from .errors import InvalidArgumentError, InvalidTypeError, RateWarning
+from .guard import ContextGuard
+from .keys import TAG_BYTES, Context, check_nonce, new_nonce, stream_key
+from .lattices import LATTICE_CODES, LATTICES
+from .mechanisms import Mechanism, core_params
+from .padding import check_pad, max_payload_bytes, padding_bytes, uses_bound
+from .payload import CODER_CODES, SEALED_HEADER_BYTES, Header, pack_header, sealed_head
+from .sealing import seal
+from .statistics_clip import _clip_buffers_apart
+from .flatten import describe, flatten
+from .structure import Structure, check_buffers, check_non_float
+from .template import bare, digest
+from .ties import TiePairs, resolve_ties
+from .threads import resolve_threads
+
+__all__ = ["_Settings", "_UNCLIPPED", "_sum_of_squares", "_resolve_nonce", "_guarded_encode",
+           "_check_state"]
+
+
+def _check_coder(coder: object) -> int:
+    if not isinstance(coder, str):
+        raise InvalidTypeError(f"coder must be a str, one of {tuple(CODER_CODES)}, got {coder!r}")
+    if coder not in CODER_CODES:
+        raise InvalidArgumentError(f"coder must be one of {tuple(CODER_CODES)}, got {coder!r}")
+    return CODER_CODES[coder]
+
+
+def _sum_of_squares(flat: np.ndarray, structure: Structure, threads: int) -> float:
+    """The sum of squares the clip is applied to (the core's: the same for
+    every thread count).
+
+    Raises:
+        InvalidArgumentError: a NaN or Inf, located in ``structure``.
+    """
+    try:
+        return _core.sum_of_squares(flat, threads=threads)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
+
+
+def _locate_non_finite(flat: np.ndarray, structure: Structure) -> str:
+    index = int(np.flatnonzero(~np.isfinite(flat))[0])
+    for entry in structure.entries:
+        if index < entry.size:
+            where = np.unravel_index(index, entry.shape) if entry.shape else ()
+            name = f"entry {entry.name!r}" if entry.name else "the update"
+            return f"{name} contains a non-finite value (NaN or Inf) at index {tuple(map(int, where))}"
+        index -= entry.size
+    return "the update contains a non-finite value (NaN or Inf)"  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """An encoder's checked settings: everything but the update, the
+    mechanism, the secret and the context (see :func:`encode`)."""
+
+    lattice: tuple[int, int] | None  # None: "auto"
+    prefer: str  # lattice="auto"'s PREFERENCES
+    clip: float
+    coder: int
+    non_float: str
+    pad: str | int | None
+    structure: bool
+    threads: int | None  # None: the default, read at each call (at_call)
+    buffers: str
+    ties: TiePairs  # besides those found by storage in the update
+
+    @classmethod
+    def checked(cls, lattice: tuple[int, int] | None, *, prefer: object, clip: object,
+                coder: object, non_float: object, pad: object, structure: object,
+                threads: object, buffers: object, ties: TiePairs) -> "_Settings":
+        """The settings, each checked (``lattice``: :func:`cepam.auto._check_lattice`'s
+        choice, ``ties``: :func:`cepam.structure.check_ties`'s); ``threads``
+        None stays None, for :meth:`at_call` to resolve."""
+        return cls(lattice, _check_prefer(prefer, lattice), check_clip(clip),
+                   _check_coder(coder), check_non_float(non_float),
+                   check_pad(pad), check_flag("structure", structure),
+                   None if threads is None else resolve_threads(threads),
+                   check_buffers(buffers), ties)
+
+    def at_call(self) -> "_Settings":
+        """These settings for one encode: ``threads`` None resolved now
+        (``CEPAM_THREADS``, else the cores: :func:`cepam.threads.resolve_threads`)."""
+        return self if self.threads is not None else replace(self, threads=resolve_threads(None))
+
+
+_UNCLIPPED = ("no clip: the decoded update carries the noise, but no differential-privacy "
+              "guarantee follows, since nothing bounds one client's update; pass clip= "
+              "(README, 'Choosing sigma and clip')")
+
+
+def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, threads: int,
+              statistics: tuple[float, np.ndarray], m: int,
+              dtype: str) -> bytes | _core.CodedBody:
+    """The body of an update held on a GPU (``gpu``: its
+    :class:`cepam.cuda.LatticeStage`), which the host never reads: where
+    :meth:`~cepam.cuda.LatticeStage.codes_body_on_device` says so, coded
+    whole on the GPU by the coder's device path (only the ANS streams or
+    the Golomb body come back);
+    else by the host from the GPU's LRSUQ stage and model statistics (a
+    ``_core.CodedBody``, written by the sealing).  The CPU's bytes either
+    way."""
+    if gpu.codes_body_on_device(params):  # (the coder's row in the table names its kernels)
+        return gpu.device_body(params, coder=coder, key=key, factor=factor, statistics=statistics)
+    return _core.encode_coded_body(
+        np.empty(0, dtype), key=key, params=params, factor=factor, coder=coder, threads=threads,
+        lattice_stage=gpu(params, key=key, factor=factor, threads=threads),
+        model_statistics=statistics, m=m)
+
+
+def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
+            settings: _Settings, nonce: bytes) -> bytes:
+    lattice, clip, coder, pad = settings.lattice, settings.clip, settings.coder, settings.pad
+    threads = settings.threads
+    # An update in CUDA memory is flattened on its GPU and stays there: its
+    # norm, the source model's statistics and LRSUQ run on the GPU, to the
+    # CPU's bytes (cepam.cuda); `host` copies it to the host where it must.
+    gpu = None
+    ties = resolve_ties(x, settings.ties)  # a tied tensor is coded once
+    if LatticeStage.usable():
+        gpu = LatticeStage.of(*describe(x, non_float=settings.non_float, buffers=settings.buffers,
+                                        ties=ties))
+    if gpu is None:
+        flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers,
+                                  ties=ties)
+        m, dtype, host = flat.size, flat.dtype, lambda: flat
+        sumsq = _sum_of_squares(flat, structure, threads)
+    else:
+        structure, m, dtype, host = gpu.structure, gpu.size, np.dtype(gpu.dtype), gpu.host
+        try:  # also rejects NaN and Inf
+            sumsq = gpu.sum_of_squares(threads=threads)
+        except InvalidArgumentError:
+            raise InvalidArgumentError(_locate_non_finite(host(), structure)) from None
+    if settings.buffers == "separate" and math.isfinite(clip):
+        clipped = _clip_buffers_apart(host, structure, clip, sumsq)
+        if clipped is not None:
+            sumsq = _core.sum_of_squares(clipped, threads=threads)
+            if gpu is None:
+                flat = clipped
+            else:
+                gpu = gpu.upload(clipped)  # the values coded
+            host = lambda: clipped  # noqa: E731
+    norm = math.sqrt(sumsq)
+    factor = clip / norm if norm > clip else 1.0
+    check_encodable_range(host, structure, norm=norm, factor=factor, mechanism=mechanism)
+    rms = min(norm, clip) / math.sqrt(m) / mechanism.scale if m else 0.0
+    shape = functools.cache(lambda: _shape(
+        None if gpu is None else gpu.take, host, m, rms, factor, mechanism.scale))
+    if lattice is _AUTO:
+        candidates = _auto_candidates(mechanism, coder, settings.prefer, shape, rms)
+    else:
+        candidates = [lattice]
+        if lattice[0] != LATTICE_CODES["Z"] and m >= _E8_MIN_M:
+            why = _costs_more_than_z(lattice, coder, shape())
+            if why is not None:
+                # encode (or Codec.encode) -> _guarded_encode -> _encode
+                warnings.warn(
+                    f"lattice={LATTICES[lattice[0]]!r} is predicted to send more bits than "
+                    f"lattice='Z' for this update (rms/scale {rms:.3g}): {why}, and it encodes "
+                    "more slowly than Z; pass lattice='Z' or 'auto'", RateWarning, stacklevel=4)
+    key = stream_key(secret, context, nonce)  # the GPU path codes with it too
+    if len(candidates) > 1 and m > 2 * _AUTO_SAMPLE:
+        indices = _auto_sample_indices(m)
+        sample = flat[indices] if gpu is None else gpu.take(indices)
+        candidates = [_auto_sample_choice(sample, mechanism, key, candidates, factor, coder,
+                                          threads)]
+    statistics = None if gpu is None else gpu.model_statistics(factor=factor)
+    bodies = []
+    for code, dim in candidates:
+        params = core_params(mechanism, lattice=code, n=dim)
+        if gpu is None:  # (its parts written by the sealing, straight into the payload)
+            body = _core.encode_coded_body(flat, key=key, params=params, factor=factor,
+                                           coder=coder, threads=threads)
+        else:
+            body = _gpu_body(gpu, params, key=key, factor=factor, coder=coder, threads=threads,
+                             statistics=statistics, m=m, dtype=dtype)
+        bodies.append((body, code, dim))
+    # One payload is sent; the discarded candidate is never seen by anyone.
+    body, code, dim = min(bodies, key=lambda b: len(b[0]))
+    sealed_digest = b""
+    if not settings.structure:  # the header says m only; the sealed digest binds the rest
+        sealed_digest, structure = digest(structure), bare(structure.size)
+    header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure,
+                    nonce=nonce)
+    head = pack_header(header)
+    fixed = len(head) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
+    max_bytes = None
+    if uses_bound(pad):  # over every lattice the setting may choose, not the data's choice
+        options = (_auto_options(mechanism, coder, settings.prefer) if lattice is _AUTO
+                   else [lattice])
+        max_bytes = max_payload_bytes(mechanism, clip=clip, m=m, coder=coder,
+                                      lattices=options, fixed_bytes=fixed)
+    padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
+    del bodies  # (memory: the discarded candidate's body)
+    return seal(header, sealed_head(code, dim, padding, digest=sealed_digest), body=body,
+                padding=padding, secret=secret, threads=threads, head=head)
+
+
+def _resolve_nonce(nonce: object) -> bytes:
+    """A fresh nonce (:func:`cepam.keys.new_nonce`) for None, else ``nonce`` checked."""
+    return new_nonce() if nonce is None else check_nonce(nonce)
+
+
+def _guarded_encode(guard: ContextGuard | None, x: Any, mechanism: Mechanism, secret: bytes,
+                    context: Context, settings: _Settings, nonce: bytes) -> bytes:
+    """:func:`_encode` with ``context`` claimed in ``guard`` first (and the
+    claim withdrawn if encoding fails: no payload was produced)."""
+    if guard is not None:
+        guard.claim(secret, context)
+    try:
+        return _encode(x, mechanism, secret, context, settings, nonce)
+    except BaseException:
+        if guard is not None:
+            guard.release(secret, context)
+        raise
+
+
+def _check_state(state: object) -> ContextGuard | None:
+    return None if state is None else ContextGuard(state)  # type: ignore[arg-type]
