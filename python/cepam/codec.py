@@ -148,15 +148,20 @@ def encode(
         buffers: what to do with a dict's float buffers, the running
             statistics of normalisation layers (entries named
             ``*.running_mean`` and ``*.running_var``, as BatchNorm's are):
-            "separate" (the default) codes them, clipped apart from the
-            weights: where one joint clip would leave the weights less than
-            0.95 of the clip (``WEIGHT_FLOOR``), the weights are clipped to
-            ``min(|w|, 0.95 clip)`` and the statistics to what the clip
-            leaves (0.31 of the clip, more where the weights' update is
-            smaller), so the whole update stays within
-            ``clip`` (the guarantee is unchanged) and the statistics, whose
-            changes can be 10 to 100 times the weights', cannot shrink the
-            weights' update; "local" leaves them out of the payload (each
+            "separate" (the default) codes them, the clip shared apart
+            between them and the weights (:mod:`cepam.statistics_clip`):
+            an update over the clip whose weights the one joint clip
+            (everything scaled by clip / |x|) leaves at a norm of at least
+            0.95 of the clip (``WEIGHT_FLOOR``) is clipped jointly;
+            otherwise the weights are scaled to the norm
+            ``w' = min(|w|, 0.95 clip)`` and the statistics to
+            ``sqrt(clip^2 - w'^2)``, what the clip leaves: 0.31
+            of the clip where the weights are at the floor, more where
+            their norm is below it (0.87 of the clip for weights of norm
+            clip / 2).  The whole update stays within ``clip`` (the
+            guarantee is unchanged), and statistics whose changes can be
+            10 to 100 times the weights' never push the weights' norm below
+            ``min(|w|, 0.95 clip)``; "local" leaves them out of the payload (each
             side keeps its own, as FedBN does; :func:`decode` returns the dict
             without them); "joint" codes them as weights, under the one clip.
             Without a clip the choices "separate" and "joint" are the same.
@@ -227,8 +232,8 @@ def update_norm(update: Any, *, buffers: str = "separate", ties: Any = None,
     ``buffers="local"``, and a tied tensor counts once.  With "separate"
     (and "joint") the statistics are in the norm: the clip bounds the whole
     update, and "separate" only decides, when the update is over the clip,
-    how the clip is shared (the weights keep at least 0.95 of it; see
-    :func:`encode`).  The norm is in the update's own units and is the same
+    how the clip is shared (the weights keep a norm of at least
+    ``min(|w|, 0.95 clip)``; see :func:`encode`).  The norm is in the update's own units and is the same
     for every thread count.
 
     Args:

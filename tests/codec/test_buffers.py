@@ -76,11 +76,15 @@ def test_small_statistics_are_clipped_jointly_as_before():
         assert a == b
 
 
-def test_small_weights_keep_their_size_and_the_statistics_take_the_rest():
-    update = _update(weight_norm=0.2, buffer_norm=50.0)
+@pytest.mark.parametrize("weights", [0.2, 0.5])
+def test_small_weights_keep_their_size_and_the_statistics_take_the_rest(weights):
+    """Weights below the floor keep their norm; the statistics take what the
+    clip leaves, sqrt(1 - |w|^2) of it (0.87 for weights at half the clip,
+    as encode's docstring says)."""
+    update = _update(weight_norm=weights, buffer_norm=50.0)
     w, b = _norms(_roundtrip(update))
-    assert w == pytest.approx(0.2, rel=1e-4)
-    assert b == pytest.approx(np.sqrt(1 - 0.04), rel=1e-4)
+    assert w == pytest.approx(weights, rel=1e-4)
+    assert b == pytest.approx(np.sqrt(1 - weights ** 2), rel=1e-4)
 
 
 def test_the_input_is_not_modified():
