@@ -306,7 +306,7 @@ def _missing_reference(app: Sphinx, env: Any, node: nodes.Element,
     aliases = app.env.cepam_aliases  # type: ignore[attr-defined]
     public = aliases.get(target)
     if public is None:
-        # A member of a documented class, e.g. cepam.codec.Codec.encode.
+        # A member of a documented class, e.g. cepam.codec_object.Codec.encode.
         owner, _, member = target.rpartition(".")
         if owner in aliases:
             public = f"{aliases[owner]}.{member}"

@@ -151,7 +151,7 @@ def encode(
             "separate" (the default) codes them, the clip shared apart
             between them and the weights (:mod:`cepam.statistics_clip`):
             an update over the clip whose weights the one joint clip
-            (everything scaled by clip / |x|) leaves at a norm of at least
+            (everything scaled by ``clip / |x|``) leaves at a norm of at least
             0.95 of the clip (``WEIGHT_FLOOR``) is clipped jointly;
             otherwise the weights are scaled to the norm
             ``w' = min(|w|, 0.95 clip)`` and the statistics to
@@ -233,8 +233,8 @@ def update_norm(update: Any, *, buffers: str = "separate", ties: Any = None,
     (and "joint") the statistics are in the norm: the clip bounds the whole
     update, and "separate" only decides, when the update is over the clip,
     how the clip is shared (the weights keep a norm of at least
-    ``min(|w|, 0.95 clip)``; see :func:`encode`).  The norm is in the update's own units and is the same
-    for every thread count.
+    ``min(|w|, 0.95 clip)``; see :func:`encode`).  The norm is in the
+    update's own units and is the same for every thread count.
 
     Args:
         update: as ``x`` of :func:`encode`: an array or tensor, or a dict

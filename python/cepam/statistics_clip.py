@@ -21,10 +21,11 @@ __all__ = ["WEIGHT_FLOOR", "_clip_buffers_apart"]
 #: running statistics' size, up to their own norm (see _clip_buffers_apart).
 #: In l2 a small cut frees much: weights kept at 0.95 of the clip leave the
 #: statistics sqrt(1 - 0.95^2) = 0.31 of it (more where the weights' norm is
-#: below the floor: sqrt(1 - 0.5^2) = 0.87 of it for weights at half the clip).  (The earlier 0.5 halved the weights' step
-#: whenever the statistics were large, as they are in a BatchNorm model's
-#: first rounds, and the server's model learnt slower than with the
-#: parameters alone: docs/EXPERIMENTS.md, "BatchNorm: what to send".)
+#: below the floor: sqrt(1 - 0.5^2) = 0.87 of it for weights at half the
+#: clip).  (The earlier 0.5 halved the weights' step whenever the statistics
+#: were large, as they are in a BatchNorm model's first rounds, and the
+#: server's model learnt slower than with the parameters alone:
+#: docs/EXPERIMENTS.md, "BatchNorm: what to send".)
 WEIGHT_FLOOR = 0.95
 
 
