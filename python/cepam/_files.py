@@ -41,8 +41,8 @@ from collections.abc import Callable
 
 from .errors import FileSafetyWarning, InvalidArgumentError
 
-__all__ = ["read_key_file", "write_key_file", "create_key_file", "check_database_file",
-           "retry_while_locked"]
+__all__ = ["read_key_file", "read_private_file", "write_key_file", "create_key_file",
+           "check_database_file", "retry_while_locked"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOCTTY", 0)
@@ -315,3 +315,23 @@ def is_locked(exc: BaseException) -> bool:
     """Whether an SQLite error says the database is locked or busy."""
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def read_private_file(path: str | os.PathLike[str]) -> str:
+    """The text of a file holding secret material, refused unless only its
+    owner may read it: not a symbolic link, owned by the current user, mode
+    0600 or stricter (POSIX), checked on the open file (docs/guide/security.md).
+
+    Raises:
+        InvalidArgumentError: a missing file, a symbolic link, one another
+            user owns, or one group or others may read or write.
+    """
+    path = os.fspath(path)
+    try:
+        data = read_key_file(path, what="secret file")
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"cannot read secret file {path!r}: no such file") from None
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        raise InvalidArgumentError(f"secret file {path!r} is not ASCII text") from None

@@ -27,10 +27,11 @@ from flwr.supercore.primitives.asymmetric import public_key_to_bytes  # noqa: E4
 
 from cepam.errors import FormatError, InvalidArgumentError, InvalidTypeError  # noqa: E402
 from cepam.flower import cepam_mod  # noqa: E402
-from cepam.flower.keys import (  # noqa: E402
-    KeyPins, auth_fingerprint, binding_message, load_auth_private_key, load_auth_public_key,
+from cepam.flower.identity import (  # noqa: E402
+    auth_fingerprint, binding_message, load_auth_private_key, load_auth_public_key,
     node_identity, sign_key_binding, verify_key_binding,
 )
+from cepam.flower.keys import KeyPins  # noqa: E402
 from test_flower_unit import (  # noqa: E402,F401 (task_identity: an autouse fixture)
     NODES, RUN, FakeGrid, run_round, strategy, task_identity,
 )

@@ -91,10 +91,10 @@ from cepam.keys import Context as KeyContext
 from cepam.errors import CepamError, ContextReuseError, InvalidArgumentError
 from cepam.structure import is_buffer
 
+from .identity import AUTH_KEY_FILE_KEY, load_auth_private_key, sign_key_binding
 from .keys import (
-    AUTH_KEY_FILE_KEY, KEY_FILE_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, STATE_KEY, KeyPair,
-    agreed_secret, load_auth_private_key, node_key_pair, secret_from_node_config,
-    sign_key_binding,
+    KEY_FILE_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, STATE_KEY, KeyPair, agreed_secret,
+    node_key_pair, secret_from_node_config,
 )
 from .protocol import (
     CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY,

@@ -136,10 +136,8 @@ from cepam.accounting.setting import THREAT_MODELS
 from cepam.clipping import AdaptiveClip, noised_unclipped_fraction
 
 from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget, ClientBudget
-from .keys import (
-    KeyPair, KeyPins, SecretSource, agreed_secret, auth_fingerprint, node_identity,
-    preshared_lookup, verify_key_binding,
-)
+from .identity import auth_fingerprint, node_identity, verify_key_binding
+from .keys import KeyPair, KeyPins, SecretSource, agreed_secret, preshared_lookup
 from .protocol import (
     ACCOUNTED, CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED,
     PAYLOAD_ARRAY, PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
