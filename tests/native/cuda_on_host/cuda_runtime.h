@@ -6,12 +6,12 @@
 //     as `cepam_on_host::launch(grid, block, 0, stream, k, args)`) runs its
 //     blocks one after another, each block's threads as fibers on the
 //     calling thread: __syncthreads() switches to the block's next thread,
-//     and a barrier is passed when every thread that has not returned waits
-//     at it (threads at different barriers, or some returned while others
-//     wait, are an error);
+//     and a barrier is passed when every thread of the block waits at it
+//     (threads at different barriers, or a barrier reached after a thread
+//     of the block returned, are an error);
 //   - __shared__ variables are static (one block runs at a time: launches
-//     from several host threads take turns); atomics are plain
-//     read-modify-writes (one thread runs at a time);
+//     from several host threads take turns, one lock for every kernel);
+//     atomics are plain read-modify-writes (one thread runs at a time);
 //   - device memory is host memory, filled with 0xA5 when allocated (as
 //     uninitialised device memory, so that a kernel reading what nobody
 //     wrote gives other values than the CPU); copies, streams and events are
@@ -83,7 +83,8 @@ class Block {
 
   // Runs body() once for each of `threads` threads (threadIdx.x set),
   // switching at every barrier; throws if the threads cannot all pass a
-  // barrier (some wait at one while others wait at another, or returned).
+  // barrier (some wait at one while others wait at another, or returned,
+  // in this round or an earlier one).
   template <class Body>
   void run(unsigned int threads, Body& body) {
     grow(threads);
@@ -121,16 +122,18 @@ class Block {
           --live;
         }
       }
-      if ((waiting != 0 && waiting != live) || !one_site) {
+      // Every thread of the block, none returned, at one barrier.
+      if ((waiting != 0 && waiting != threads) || !one_site) {
         current_ = nullptr;  // (the block's fibers are abandoned, their stacks reused)
-        fail("a barrier (__syncthreads) that not every live thread of the block reached");
+        fail("a barrier (__syncthreads) that not every thread of the block reached "
+             "(some wait at another, or returned)");
       }
     }
     current_ = nullptr;
   }
 
   // __syncthreads() at source line `line`: back to the scheduler until
-  // every live thread of the block waits at that barrier.
+  // every thread of the block waits at that barrier.
   static void barrier(int line) {
     Block& b = instance();
     if (b.current_ == nullptr) fail("__syncthreads outside a kernel");
@@ -184,6 +187,14 @@ class Block {
   std::vector<void*> stacks_;
 };
 
+// The lock launches take turns by: one for every kernel and every
+// instantiation of launch() (a kernel launched with other argument types
+// is another instantiation, and runs on the same __shared__ variables).
+inline std::mutex& launch_lock() {
+  static std::mutex lock;
+  return lock;
+}
+
 // kernel(args...) on a grid of blocks (x only, as the module launches).
 template <class... Params, class... Args>
 void launch(dim3 grid, dim3 block, std::size_t shared, void* /*stream*/,
@@ -196,8 +207,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared, void* /*stream*/,
   // gets its own copy of them (by-value parameters).
   std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
   auto body = [&] { std::apply(kernel, params); };
-  static std::mutex one_at_a_time;  // (the __shared__ variables are static)
-  const std::lock_guard<std::mutex> turn(one_at_a_time);
+  const std::lock_guard<std::mutex> turn(launch_lock());  // (__shared__ is static)
   gridDim = grid;
   blockDim = block;
   for (unsigned int g = 0; g < grid.x; ++g) {
