@@ -31,3 +31,19 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked cuda_experimental (the whole-body CUDA coders) skip
+    unless the module they run on was built with them: the one of their
+    ``device`` or ``path`` parameter ("gpu" or "host"), else either."""
+    if item.get_closest_marker("cuda_experimental") is None:
+        return
+    from helpers import cuda_devices
+
+    params = getattr(item, "callspec", None)
+    params = params.params if params is not None else {}
+    where = params.get("device", params.get("path"))
+    if not cuda_devices.experimental(where if where in ("gpu", "host") else None):
+        pytest.skip("needs the whole-body CUDA coders "
+                    "(pip install -C cmake.define.CEPAM_CUDA_EXPERIMENTAL=ON .)")

@@ -1,17 +1,22 @@
 // pybind11 binding of the CUDA LRSUQ stage (module cepam._cuda): converts
 // DLPack capsules and arrays, maps exceptions, releases the GIL.  No logic
-// lives here (csrc/cuda/lrsuq_gpu.hpp has it).
+// lives here (csrc/cuda/lrsuq_gpu.hpp has it).  With
+// CEPAM_CUDA_EXPERIMENTAL (CMakeLists.txt) it binds the whole-body ANS and
+// Golomb coders too (csrc/cuda/ans_gpu.hpp, golomb_gpu.hpp), which no
+// public call uses yet.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
 #include <string>
 
+#if defined(CEPAM_CUDA_EXPERIMENTAL)
 #include "cuda/ans_gpu.hpp"
 #include "cuda/golomb_gpu.hpp"
 #include "payload/ans_body.hpp"
 #include "payload/ans_streams.hpp"
 #include "payload/golomb_body.hpp"
+#endif
 #include "cuda/dlpack.hpp"
 #include "cuda/lrsuq_gpu.hpp"
 #include "cuda/model_gpu.hpp"
@@ -229,6 +234,7 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   });
 }
 
+#if defined(CEPAM_CUDA_EXPERIMENTAL)  // the whole-body coders
 // A body of coder `coder` decoded on the GPU into device memory of
 // `device` (cuda/ans_gpu.hpp's decode_ans_body_resident,
 // cuda/golomb_gpu.hpp's decode_golomb_body_resident), as a DLPack capsule,
@@ -445,6 +451,7 @@ py::tuple body_symbols_resident(const py::capsule& x, const py::bytes& key, cons
   });
   return body_symbol_arrays(symbols);
 }
+#endif  // CEPAM_CUDA_EXPERIMENTAL
 
 }  // namespace
 
@@ -465,10 +472,6 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
     const int count = gpu::device_count(&why);
     return py::make_tuple(count, why);
   }, "-> (number of CUDA devices, why none: '' when there are some); never raises.");
-  m.def("body_symbols", &body_symbols_resident, py::arg("x"), py::kw_only(), py::arg("key"),
-        py::arg("params"), py::arg("factor"), py::arg("statistics"), py::arg("stream") = 0,
-        "Every stream's symbols of a CUDA tensor by the symbol kernel -> (first uint64, "
-        "start uint32, freq uint32, tabled uint8), host arrays.");
   m.def("encode_lattice", &encode_lattice, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("stream") = 0, py::arg("chunk") = 0,
         py::arg("threads") = 1,
@@ -482,6 +485,21 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default); threads: host threads that pack each "
         "chunk.");
+  m.def("sum_of_squares", &sum_of_squares, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
+        "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
+        "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "
+        "finite or is below 2^-900 needs the host's second pass.");
+  m.def("model_statistics", &model_statistics, py::arg("x"), py::kw_only(), py::arg("factor"),
+        py::arg("stream") = 0,
+        "The entropy coder's source-model statistics of a CUDA tensor (DLPack capsule) times "
+        "factor -> (range, counts[1024] uint64, timing): the CPU's, for "
+        "SourceModel::fit_from.");
+#if defined(CEPAM_CUDA_EXPERIMENTAL)
+  m.attr("EXPERIMENTAL") = true;
+  m.def("body_symbols", &body_symbols_resident, py::arg("x"), py::kw_only(), py::arg("key"),
+        py::arg("params"), py::arg("factor"), py::arg("statistics"), py::arg("stream") = 0,
+        "Every stream's symbols of a CUDA tensor by the symbol kernel -> (first uint64, "
+        "start uint32, freq uint32, tabled uint8), host arrays.");
   m.def(AnsBodyCoder::device_decode, &decode_body_resident<Coder::Ans>, py::arg("body"),
         py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         py::arg("device") = 0, py::arg("stream") = 0,
@@ -508,17 +526,11 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
         "The ANS body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "
         "stage to the rANS streams, the source model fitted from statistics = (range, "
         "counts) -> (body, (H, M, beta, V) of sub-vectors spot, timing).");
-  m.def("sum_of_squares", &sum_of_squares, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
-        "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
-        "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "
-        "finite or is below 2^-900 needs the host's second pass.");
-  m.def("model_statistics", &model_statistics, py::arg("x"), py::kw_only(), py::arg("factor"),
-        py::arg("stream") = 0,
-        "The entropy coder's source-model statistics of a CUDA tensor (DLPack capsule) times "
-        "factor -> (range, counts[1024] uint64, timing): the CPU's, for "
-        "SourceModel::fit_from.");
   m.def("rans_encode_segments", &rans_encode_segments_py, py::arg("start"), py::arg("freq"),
         py::arg("first"), py::kw_only(), py::arg("device") = 0, py::arg("stream") = 0,
         "rANS-code the streams [first[s], first[s+1]) on the GPU, one a thread "
         "-> ([bytes], timing): the CPU's bytes.");
+#else
+  m.attr("EXPERIMENTAL") = false;
+#endif
 }

@@ -398,20 +398,11 @@ class LatticeStage:
         """Whether :func:`cepam.encode` codes this update's body on the
         GPU (:meth:`device_body`) rather than on the host
         from the GPU's stage (``params``: the core's ``_core.Params``).
-        (The Golomb body's kernels are newer still: checked through their
-        host twin and as kernels run on the host, ``cepam._cuda_on_host``;
-        never run on a GPU.)
 
-        Not yet, whatever the update: on an NVIDIA H100 the symbol kernel,
-        one segment of 2^17 coordinates a thread, made encode of a CUDA
-        tensor on Z slower at m = 10^6 (1 M coordinates/s, against 16 for
-        D4 on the host path) and no faster at 10^8 (114, as D4 and E8 on
-        the host path), and the path holds at least 44 bytes of device
-        memory a coordinate on Z^1 (the stage, the symbols, the rANS words
-        and room: 4.4 GB at 10^8).  Both paths give the CPU's bytes.  (The
-        symbol kernel now runs a piece of 256 sub-vectors a thread, on
-        every lattice, and only the streams' bytes come back: not yet timed
-        on a GPU.)"""
+        Always False: the whole-body coders are experimental, built only
+        with the CMake option ``CEPAM_CUDA_EXPERIMENTAL`` (their timings
+        and memory are in docs/guide/gpu.md); both paths give the CPU's
+        bytes."""
         return False
 
     def device_body(self, params: Any, *, coder: int, key: bytes, factor: float,
@@ -710,14 +701,10 @@ def decodes_body_on_device() -> bool:
     ``csrc/payload/golomb_segment.hpp``) rather than entropy-decoding it on
     the host and running the decode kernel.
 
-    Not yet: those decoders have run as their host twins
-    (``_core.testing.decode_by_segments``, which give the CPU decoder's
-    values and errors on valid and corrupted bodies:
-    ``tests/core/test_segment_decode.py``,
-    ``tests/core/test_golomb_segment.py``) and as their kernels run on the
-    host (``cepam._cuda_on_host``, under AddressSanitizer too), never on a
-    GPU; the ``cuda`` tests and ``bench/gpu_check.py`` check and time them
-    there."""
+    Always False: the whole-body decoders are experimental, built only
+    with the CMake option ``CEPAM_CUDA_EXPERIMENTAL`` (docs/guide/gpu.md
+    says where they have run); they give the CPU decoder's values and
+    errors."""
     return False
 
 

@@ -45,6 +45,11 @@ needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA device, cepam._
                                "with CUDA (" + (cuda.status()[1] or "torch has no CUDA") + ")")
 ON_HOST = cuda_devices.on_host()
 
+# The whole-body coders' tests (CMakeLists.txt's CEPAM_CUDA_EXPERIMENTAL):
+# they skip unless the module of their device was built with them
+# (tests/conftest.py).
+experimental = pytest.mark.cuda_experimental
+
 # Where the device tests run: a GPU, or the host (cepam._cuda_on_host).
 WHERE = [pytest.param("gpu", marks=[needs_gpu, pytest.mark.cuda]),
          pytest.param("host", marks=cuda_devices.needs_on_host)]
@@ -307,7 +312,7 @@ def path(request, monkeypatch) -> _Path:
 
 
 @pytest.mark.parametrize("lattice", ["Z", "E8", "auto"])
-@pytest.mark.parametrize("body_on_device", [False, True])
+@pytest.mark.parametrize("body_on_device", [False, pytest.param(True, marks=experimental)])
 @pytest.mark.parametrize("coder", ["ans", "golomb"])
 @pytest.mark.parametrize("clip", [None, 10.0])
 def test_encode_takes_the_device_path_to_the_cpu_bytes(lattice, body_on_device, coder, clip,
@@ -411,6 +416,7 @@ def test_a_wrong_gpu_result_raises_device_error(path, monkeypatch):
                      lattice="D4")
 
 
+@experimental
 @pytest.mark.parametrize("what", ["stage", "stream"])
 @pytest.mark.parametrize("lattice", ["Z", "E8"])
 def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, path, monkeypatch):
@@ -437,6 +443,7 @@ def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, path, monk
                      clip=1e4, lattice=lattice)
 
 
+@experimental
 @pytest.mark.parametrize("mech,lattice,n,m,spread", [
     *[(mech, 1, n, m, spread) for mech, n in [(1, 1), (2, 1), (1, 2), (2, 3), (1, 8), (3, 1)]
       for m, spread in [(4_099, 3.0), (3 * (1 << 17) + 5, 0.2), (8_193, 0.0)]],
@@ -468,6 +475,7 @@ def _assert_spot_stage(stage, x, kw, spot, n):
     assert stage[3].tobytes() == V.reshape(-1, n)[at].tobytes()
 
 
+@experimental
 @pytest.mark.parametrize("mech,lattice,n,m,spread", [
     (1, 1, 1, 4_099, 5.0), (1, 1, 2, 3 * (1 << 17) + 5, 5.0), (2, 1, 2, 8_193, 0.0),
     (3, 1, 1, 4_099, 50.0), (1, 1, 8, 2 * (1 << 17) + 3, 1e4), (1, 4, 8, 3 * (1 << 17) + 5, 5.0),
@@ -491,6 +499,7 @@ def test_golomb_bodies_coded_on_the_gpu_are_the_cpu_bodies(mech, lattice, n, dty
     _assert_spot_stage(stage, x, kw, spot, n)
 
 
+@experimental
 @pytest.mark.parametrize("mech,lattice,n,m,spread", [
     (1, 1, 1, 4_099, 5.0), (1, 1, 2, 4_099, 5.0), (2, 1, 1, 3 * (1 << 17) + 5, 5.0),
     (1, 1, 8, 8_193, 5.0), (1, 3, 4, 4_099, 5.0), (1, 4, 8, 2 * (1 << 17) + 3, 5.0),
@@ -530,6 +539,7 @@ def test_gpu_results_do_not_depend_on_the_launch_chunk(chunk, threads, device):
     assert y.tobytes() == hooks.decode_lattice(H, M, m=x.size, dtype="float32", **kw).tobytes()
 
 
+@experimental
 def test_gpu_rans_streams_are_the_cpu_streams(device):
     rng = np.random.default_rng(2)
     counts = [0, 1, 3, 4, 5, 4099, 1 << 17, 77]
@@ -540,6 +550,7 @@ def test_gpu_rans_streams_are_the_cpu_streams(device):
     assert streams == hooks.rans_encode_segments(start, freq, first)
 
 
+@experimental
 @pytest.mark.parametrize("mech,lattice,n", [(1, 1, 1), (2, 1, 1), (1, 2, 2), (1, 3, 4),
                                             (1, 4, 8)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -614,6 +625,7 @@ def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor, device):
 
 # --- ANS bodies decoded on the GPU (not decode's default yet) -----------------
 
+@experimental
 @pytest.mark.parametrize("lattice,n,m,dtype,scale", [
     (1, 1, 5, "float32", 0.01), (1, 1, 2 * (1 << 17) + 77, "float32", 0.01),
     (1, 2, 300_001, "float64", 0.01), (1, 3, 9_001, "float32", 0.01),
@@ -636,6 +648,7 @@ def test_the_gpu_decodes_bodies_to_the_cpu_values(lattice, n, m, dtype, scale, d
     assert y.tobytes() == ref.tobytes()
 
 
+@experimental
 @pytest.mark.parametrize("lattice,n,scale", [(1, 2, 0.01), (4, 8, 0.01), (4, 8, 3e-4)])
 def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale, device):
     from test_segment_decode import KEY as ZKEY, _corruptions, _outcome, _params, _update
@@ -655,6 +668,7 @@ def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale, dev
         assert _outcome(lambda: on_gpu(bad)) == cpu
 
 
+@experimental
 @pytest.mark.parametrize("lattice,n,mechanism,m,dtype", [
     (1, 1, 1, 5, "float32"), (1, 1, 1, 2 * (1 << 17) + 77, "float32"),
     (1, 2, 1, 300_001, "float64"), (1, 3, 1, 9_001, "float32"), (1, 1, 2, 70_000, "float64"),
@@ -675,6 +689,7 @@ def test_the_gpu_decodes_golomb_bodies_to_the_cpu_values(lattice, n, mechanism, 
     assert y.tobytes() == ref.tobytes()
 
 
+@experimental
 @pytest.mark.parametrize("lattice,n,mechanism", [(1, 2, 1), (1, 1, 2), (4, 8, 1)])
 def test_the_gpu_refuses_corrupted_golomb_bodies_as_the_cpu_does(lattice, n, mechanism, device):
     from test_golomb_segment import (
@@ -707,6 +722,7 @@ def test_the_gpu_refuses_corrupted_golomb_bodies_as_the_cpu_does(lattice, n, mec
             _outcome(lambda: on_cpu(forged, 4_000, z1))
 
 
+@experimental
 @needs_gpu
 @pytest.mark.cuda
 @pytest.mark.parametrize("lattice,clip,coder", [("Z", 1e4, "ans"), ("E8", 1e4, "ans"),

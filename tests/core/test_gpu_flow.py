@@ -184,6 +184,7 @@ def test_bodies_are_coded_on_the_host_from_the_gpus_stage_by_default(lattice, mo
     assert _TwinStage.threads == [3]
 
 
+@pytest.mark.cuda_experimental
 @pytest.mark.parametrize("lattice,dim,m,dtype,sigma", [
     ("Z", 1, 4_099, np.float32, 0.05), ("Z", 2, 3 * (1 << 17) + 5, np.float64, 0.05),
     ("Z", 3, 300_001, np.float32, 1e-6), ("Z", 8, 200_003, np.float64, 0.05),
@@ -205,6 +206,7 @@ def test_ans_bodies_coded_on_the_gpu_give_the_cpu_payload(lattice, dim, m, dtype
     assert twin["body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
 
 
+@pytest.mark.cuda_experimental
 @pytest.mark.parametrize("lattice", ["A2", "D4", "E8"])
 def test_point_tables_are_coded_on_the_gpu_too(lattice, monkeypatch):
     """An update far below the noise (rms/sigma = 0.01): sub-vectors have
@@ -219,6 +221,7 @@ def test_point_tables_are_coded_on_the_gpu_too(lattice, monkeypatch):
     assert twin["body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
 
 
+@pytest.mark.cuda_experimental
 @pytest.mark.parametrize("lattice,dim,m,dtype,sigma", [
     ("Z", 1, 4_099, np.float32, 0.05), ("Z", 2, 3 * (1 << 17) + 5, np.float64, 0.05),
     ("Z", 3, 300_001, np.float32, 1e-6), ("Z", 8, 200_003, np.float64, 0.05),
@@ -257,6 +260,7 @@ def _corrupt(monkeypatch, what):
     monkeypatch.setattr(_TwinStage, "_device_body", wrong)
 
 
+@pytest.mark.cuda_experimental
 @pytest.mark.parametrize("what", ["stream", "M", "beta"])
 @pytest.mark.parametrize("lattice", ["Z", "E8"])
 def test_a_wrong_golomb_body_or_stage_from_the_gpu_raises(what, lattice, monkeypatch):
@@ -270,6 +274,7 @@ def test_a_wrong_golomb_body_or_stage_from_the_gpu_raises(what, lattice, monkeyp
         _encode(update, clip=1e4, lattice=lattice, coder="golomb")
 
 
+@pytest.mark.cuda_experimental
 @pytest.mark.parametrize("what", ["stream", "M", "beta"])
 @pytest.mark.parametrize("lattice", ["Z", "E8"])
 def test_a_wrong_body_or_stage_from_the_gpu_raises(what, lattice, monkeypatch):
@@ -390,9 +395,16 @@ class _OnHostCuda(_TwinCuda):
 # the GPU's kernels run on the host (where cepam was built with them).
 DECODERS = [pytest.param(_TwinCuda, id="twin"),
             pytest.param(_OnHostCuda, id="kernels", marks=cuda_devices.needs_on_host)]
+# ... and for the whole-body decoders, the kernels where cepam._cuda_on_host
+# holds them (CMakeLists.txt's CEPAM_CUDA_EXPERIMENTAL).
+WHOLE_BODY_DECODERS = [DECODERS[0], pytest.param(_OnHostCuda, id="kernels", marks=[
+    cuda_devices.needs_on_host,
+    pytest.mark.skipif(not cuda_devices.experimental("host"),
+                       reason="cepam._cuda_on_host was built without the whole-body coders")])]
 
 
-@pytest.mark.parametrize("decoders", DECODERS)
+@pytest.mark.cuda_experimental
+@pytest.mark.parametrize("decoders", WHOLE_BODY_DECODERS)
 @pytest.mark.parametrize("lattice,coder,scale,calls", [
     ("Z", "ans", 1.0, ["body"]), ("Z", "golomb", 1.0, ["golomb body"]),
     ("E8", "golomb", 1.0, ["golomb body"]), ("E8", "ans", 1.0, ["body"]),

@@ -13,6 +13,7 @@ output) as a numpy array.
 from __future__ import annotations
 
 import ctypes
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -82,6 +83,22 @@ def on_host() -> Device | None:
 needs_on_host = pytest.mark.skipif(
     on_host() is None, reason="cepam was built without cepam._cuda_on_host "
     "(pip install -C cmake.define.CEPAM_CUDA_ON_HOST=ON .)")
+
+
+def experimental(where: str | None = None) -> bool:
+    """Whether the CUDA module of ``where`` ("gpu": cepam._cuda, "host":
+    cepam._cuda_on_host, None: either) holds the whole-body coders
+    (CMakeLists.txt's CEPAM_CUDA_EXPERIMENTAL)."""
+    modules = {"gpu": "_cuda", "host": "_cuda_on_host"}
+    names = [modules[where]] if where else list(modules.values())
+    for name in names:
+        try:
+            module = importlib.import_module(f"cepam.{name}")
+        except ImportError:
+            continue
+        if getattr(module, "EXPERIMENTAL", False):
+            return True
+    return False
 
 
 def on_gpu() -> Device:
