@@ -186,6 +186,7 @@ WRITER = """
 """
 
 
+@pytest.mark.slow  # (1,500 rounds, the writer process killed 15 times)
 def test_sigkill_at_any_moment_loses_no_record_and_counts_none_twice(path, tmp_path):
     rounds, kills = 1500, 15
     log = tmp_path / "log"

@@ -20,6 +20,7 @@ SCRIPT = ROOT / "tools" / "cross_check.sh"
 TOOLS = ("cmake", "g++", "clang++", "aarch64-linux-gnu-g++", "qemu-aarch64")
 
 
+@pytest.mark.slow  # (five builds of the core, one run under qemu)
 def test_every_build_gives_the_same_bytes(tmp_path):
     if not (SCRIPT.exists() and (ROOT / "tests" / "native" / "golden_digest.cpp").exists()):
         pytest.skip("tools/cross_check.sh needs the source tree")

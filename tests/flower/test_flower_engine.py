@@ -35,6 +35,7 @@ pytestmark = pytest.mark.skipif(MNIST_DIR is None,
                                 reason="MNIST not found in ../shared/data/mnist")
 
 
+@pytest.mark.slow  # (a Flower simulation on Ray)
 def test_flower_engine_writes_the_builtin_files(tmp_path):
     config = FLConfig(model="cnn", method="cepam-gaussian", clients=4, rounds=2,
                       samples_per_client=100, sgd_steps=5, train_size=2000, val_size=500,

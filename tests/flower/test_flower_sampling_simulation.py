@@ -31,6 +31,10 @@ pytest.importorskip("flwr")
 pytest.importorskip("ray")
 pytest.importorskip("cryptography")
 
+# One Flower simulation on Ray (its start-up alone takes tens of seconds):
+# the slow step of CI (python -m pytest -m slow).
+pytestmark = pytest.mark.slow
+
 from flwr.app import Array, ArrayRecord, Context  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
