@@ -704,7 +704,11 @@ def decodes_body_on_device() -> bool:
     Always False: the whole-body decoders are experimental, built only
     with the CMake option ``CEPAM_CUDA_EXPERIMENTAL`` (docs/guide/gpu.md
     says where they have run); they give the CPU decoder's values and
-    errors."""
+    errors.
+
+    Returns:
+        False (see above).
+    """
     return False
 
 
