@@ -81,6 +81,8 @@ from .cuda_checks import (SEGMENT_COORDINATES, SPOT_CHECKS, check_device_output,
 from .cuda_device import (HostCopyWarning, is_available, is_cuda, note_host_copy,
                           parse_device, status, to_device)
 from .cuda_stage import LatticeStage, coder_row
+# the error this module's and LatticeStage's docstrings name (the API pages look it up here)
+from .errors import DeviceError
 
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
