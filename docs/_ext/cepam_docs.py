@@ -401,7 +401,11 @@ class CliHelp(Directive):
 
 def _attribute_doc(module_name: str, name: str) -> list[str]:
     """The ``#:`` comment of ``module_name.name`` where the package defines it:
-    the module itself or, for a lazily exported name, one of its submodules."""
+    the module itself or, for a lazily exported name, one of its submodules,
+    or, for a name a module re-exports, the loaded sibling it comes from
+    (``cepam.cuda``'s ``SPOT_CHECKS``, defined in ``cepam.cuda_checks``)."""
+    import sys
+
     from sphinx.pycode import ModuleAnalyzer
 
     module = importlib.import_module(module_name)
@@ -412,6 +416,11 @@ def _attribute_doc(module_name: str, name: str) -> list[str]:
 
         candidates += [info.name for info in pkgutil.iter_modules(module.__path__,
                                                                    f"{module_name}.")]
+    else:
+        package = module_name.rpartition(".")[0]
+        candidates += sorted(other for other, loaded in list(sys.modules.items())
+                             if other.startswith(f"{package}.") and other != module_name
+                             and getattr(loaded, name, None) is value)
     for candidate in candidates:
         try:
             docs = ModuleAnalyzer.for_module(candidate).find_attr_docs()

@@ -19,7 +19,7 @@ import pytest
 import cepam
 import cepam.decoding
 import cepam.encoding
-from cepam import _core, cuda
+from cepam import _core, cuda, cuda_device, cuda_stage
 from cepam._core import testing as hooks
 from cepam.errors import DeviceError, InvalidArgumentError
 
@@ -127,8 +127,8 @@ def _cuda_path(monkeypatch, available: bool) -> None:
     """Pretends the CUDA path is (not) available, whatever this machine has,
     with the once-flag reset (other tests of the worker may have set it)."""
     why = "" if available else "no usable CUDA device: pretended by the test"
-    monkeypatch.setattr(cuda, "status", lambda: (available, why))
-    monkeypatch.setattr(cuda, "_warned_host_copy", False)
+    monkeypatch.setattr(cuda_device, "status", lambda: (available, why))
+    monkeypatch.setattr(cuda_device, "_warned_host_copy", False)
 
 
 def test_host_copy_warning_is_shown_once(monkeypatch):
@@ -305,8 +305,8 @@ def path(request, monkeypatch) -> _Path:
         def _capsule(self):
             return cuda_devices.as_cuda(self._flat.numpy()), 0
 
-    monkeypatch.setattr(cuda, "status", lambda: (True, ""))
-    monkeypatch.setattr(cuda, "cuda_module", lambda: ON_HOST.module)
+    monkeypatch.setattr(cuda_device, "status", lambda: (True, ""))
+    monkeypatch.setattr(cuda_stage, "cuda_module", lambda: ON_HOST.module)
     monkeypatch.setattr(cepam.encoding, "LatticeStage", StageOnHost)
     return _Path(put=lambda t: t, module=ON_HOST.module)
 
@@ -374,10 +374,10 @@ def _spy(monkeypatch) -> dict[str, int]:
                         counted("model", cuda.LatticeStage.model_statistics))
     monkeypatch.setattr(cuda.LatticeStage, "host", counted("host", cuda.LatticeStage.host))
     monkeypatch.setattr(cepam.encoding, "flatten", counted("flatten", cepam.encoding.flatten))
-    monkeypatch.setattr(cuda, "check_stage", counted("check", cuda.check_stage))
+    monkeypatch.setattr(cuda_stage, "check_stage", counted("check", cuda.check_stage))
     monkeypatch.setattr(cuda.LatticeStage, "device_body",
                         counted("body", cuda.LatticeStage.device_body))
-    monkeypatch.setattr(cuda, "check_segment", counted("segment", cuda.check_segment))
+    monkeypatch.setattr(cuda_stage, "check_segment", counted("segment", cuda.check_segment))
     monkeypatch.setattr(cepam.decoding, "decode_on_device", counted("decode", cuda.decode_on_device))
     return calls
 

@@ -174,9 +174,9 @@ def test_the_coder_table_has_a_row_per_coder_python_sees_with_its_paths():
 
 
 def test_the_gpu_routes_bodies_through_the_coder_table():
-    """cepam/cuda.py and encoding.py's _gpu_body pick a coder's kernels from
+    """cepam/cuda*.py and encoding.py's _gpu_body pick a coder's kernels from
     its row, never by the coder's name."""
-    cuda = (ROOT / "python/cepam/cuda.py").read_text()
+    cuda = "".join(p.read_text() for p in sorted((ROOT / "python/cepam").glob("cuda*.py")))
     encoding = (ROOT / "python/cepam/encoding.py").read_text()
     gpu_body = encoding[encoding.index("def _gpu_body("):]
     gpu_body = gpu_body[:gpu_body.index("\ndef ")]
