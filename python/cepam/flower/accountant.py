@@ -18,10 +18,12 @@ from cepam.errors import PrivacyBudgetError
 from .budget import Budget, ClientBudget
 from .cohort import Plan
 
+__all__ = ["Accounting"]
+
 log = logging.getLogger("flwr.cepam")
 
 
-class _Accounting:
+class Accounting:
     """The privacy budget of the run (see the module)."""
 
     def _begin_budget(self, grid: Grid) -> None:

@@ -35,6 +35,9 @@ from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget
 from .protocol import UNCLIPPED_METRIC, flat_name
 from .replies import Opened, is_float
 
+__all__ = ["METRIC_CLIP", "METRIC_CLIPPED_FRACTION", "METRIC_DROPPED", "METRIC_PAYLOAD_BYTES",
+           "METRIC_UPDATES", "RUNNING_VAR_FLOOR", "Aggregation"]
+
 log = logging.getLogger("flwr.cepam")
 
 METRIC_UPDATES = "cepam-updates"
@@ -48,7 +51,7 @@ RUNNING_VAR_FLOOR = 1e-3
 _RUNNING_VAR = "running_var"
 
 
-class _Aggregation:
+class Aggregation:
     """The inner strategy's aggregate of the noisy models (see the module)."""
 
     @staticmethod

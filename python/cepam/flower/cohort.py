@@ -2,9 +2,8 @@
 :class:`.strategy.CepamStrategy`).
 
 With ``sample_rate=q < 1`` the wrapper samples the cohort itself: the inner
-strategy addresses
-every connected node (``fraction_train=1.0``), the N nodes it addressed are
-the population, and each keeps its train message with probability q
+strategy addresses every connected node (``fraction_train=1.0``), the N
+nodes it addressed are the population, and each keeps its train message with probability q
 (Poisson sampling, a numpy Generator of the server's, its seed logged), or,
 with ``sampling="fixed"``, ``clients`` of them are drawn uniformly without
 replacement; the cohort's size is logged each round.  Under
@@ -49,6 +48,8 @@ from .aggregation import (
 from .budget import CLIENT_LEVEL, ClientBudget
 from .replies import Opened, is_float
 
+__all__ = ["Cohort", "Plan"]
+
 log = logging.getLogger("flwr.cepam")
 
 
@@ -62,7 +63,7 @@ class Plan:
         self.sample_rate, self.event = sample_rate, event
 
 
-class _Cohort:
+class Cohort:
     """The cohort drawn and the client-level round released (see the module)."""
 
     def _sample(self, server_round: int, messages: list[Message], grid: Grid

@@ -20,6 +20,8 @@ from .budget import Budget
 from .protocol import CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED, RoundConfig
 from .replies import Sent
 
+__all__ = ["SAMPLED", "HeldLines", "TrainMessages"]
+
 log = logging.getLogger("flwr.cepam")
 
 SAMPLED = "configure_train: Sampled"  # the start of Flower's sampling log line
@@ -55,7 +57,7 @@ class HeldLines(logging.Filter):
         self.held = []
 
 
-class _Configure:
+class TrainMessages:
     """The round's train messages (see the module)."""
 
     def _records_of(self, content: RecordDict, cache: dict[int, dict[str, np.ndarray]]

@@ -22,10 +22,12 @@ from .keys import (
 from .protocol import CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD
 from .replies import Dropped
 
+__all__ = ["NodeKeys"]
+
 log = logging.getLogger("flwr.cepam")
 
 
-class _NodeKeys:
+class NodeKeys:
     """The keys of the nodes and of the server (see the module)."""
 
     def _init_keys(self, secrets: SecretSource | None,

@@ -25,6 +25,8 @@ from .protocol import (
     PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
 )
 
+__all__ = ["DROPPED_CODE", "Dropped", "Opened", "Replies", "Sent", "as_failure", "is_float"]
+
 log = logging.getLogger("flwr.cepam")
 
 _U64 = 1 << 64
@@ -39,6 +41,7 @@ class Dropped(Exception):
 
 
 def is_float(array: np.ndarray) -> bool:
+    """Is ``array`` of a floating dtype (an array the clients code)?"""
     return bool(np.issubdtype(array.dtype, np.floating))
 
 
@@ -77,7 +80,7 @@ class Opened:
         self.metrics, self.size, self.bit = metrics, size, bit
 
 
-class _Replies:
+class Replies:
     """Screens, checks and opens the round's replies (see the module)."""
 
     def _reply_limit(self, sent: Sent) -> int:

@@ -25,6 +25,8 @@ from cepam.structure import check_buffers
 from .keys import SecretSource
 from .protocol import ACCOUNTED
 
+__all__ = ["FLOWER_DP", "Settings", "check_real", "is_flower_dp"]
+
 FLOWER_DP = (
     "DifferentialPrivacyServerSideFixedClipping",
     "DifferentialPrivacyClientSideFixedClipping",
@@ -54,7 +56,7 @@ def check_real(name: str, value: object, *, low: float, high: float | None = Non
     return value
 
 
-class _Settings:
+class Settings:
     """The checked settings of :class:`.strategy.CepamStrategy` (a mixin of
     it): its public attributes ``clip``, ``mechanism``, ``pad``, ``buffers``,
     ``sample_rate``, ``relation`` and the others its constructor names."""

@@ -85,18 +85,18 @@ from cepam.accounting import FLSetting
 from cepam.clipping import AdaptiveClip
 from cepam.errors import InvalidArgumentError, InvalidTypeError
 
-from .accountant import _Accounting
+from .accountant import Accounting
 from .aggregation import (  # noqa: F401 (RUNNING_VAR_FLOOR: re-exported)
     METRIC_CLIP, METRIC_CLIPPED_FRACTION, METRIC_DROPPED, METRIC_PAYLOAD_BYTES, METRIC_UPDATES,
-    RUNNING_VAR_FLOOR, _Aggregation,
+    RUNNING_VAR_FLOOR, Aggregation,
 )
 from .budget import Budget, ClientBudget
-from .cohort import Plan, _Cohort
-from .configure import SAMPLED, HeldLines, _Configure
-from .identity import _NodeKeys
+from .cohort import Plan, Cohort
+from .configure import SAMPLED, HeldLines, TrainMessages
+from .identity import NodeKeys
 from .keys import SecretSource
-from .replies import DROPPED_CODE, Sent, _Replies  # noqa: F401 (DROPPED_CODE: re-exported)
-from .settings import _Settings, is_flower_dp
+from .replies import DROPPED_CODE, Sent, Replies  # noqa: F401 (DROPPED_CODE: re-exported)
+from .settings import Settings, is_flower_dp
 
 __all__ = ["CepamStrategy", "METRIC_UPDATES", "METRIC_DROPPED", "METRIC_PAYLOAD_BYTES",
            "METRIC_CLIPPED_FRACTION", "METRIC_CLIP"]
@@ -122,8 +122,8 @@ def _refuse_flower_dp_caller(strategy: "CepamStrategy") -> None:
             "the DP), not inside a Flower DP wrapper")
 
 
-class CepamStrategy(_Settings, _NodeKeys, _Replies, _Configure, _Cohort, _Aggregation,
-                    _Accounting, Strategy):
+class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregation,
+                    Accounting, Strategy):
     """Wraps a Flower strategy so that clients send cepam payloads.
 
     Args:
