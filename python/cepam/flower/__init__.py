@@ -13,8 +13,11 @@ lets any Flower strategy (FedAvg and its family) aggregate the noisy models::
 
 * :func:`cepam_mod` (:mod:`.mod`): encodes the train reply's update.
 * :class:`CepamStrategy` (:mod:`.strategy`): per-node configuration, keys,
-  decoding and the privacy budget.
-* :mod:`.keys`: pre-shared secrets and X25519 key agreement.
+  decoding and the privacy budget, each concern in its module
+  (:mod:`.settings`, :mod:`.configure`, :mod:`.node_keys`, :mod:`.replies`,
+  :mod:`.aggregation`, :mod:`.cohort`, :mod:`.accountant`).
+* :mod:`.keys`: pre-shared secrets and X25519 key agreement; :mod:`.identity`:
+  the nodes' X25519 keys bound to their Flower authentication keys.
 * :mod:`.protocol`: what travels between the two (configuration keys, the
   payload Array).
 * :mod:`.budget`: the privacy spent per round.
