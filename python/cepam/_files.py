@@ -151,18 +151,24 @@ def _sync_directory(directory: str) -> None:
         os.close(fd)
 
 
+def _write_new(fd: int, data: bytes, mode: int) -> None:
+    """Writes ``data`` to the new file open at ``fd`` (closed after), its
+    mode set to ``mode`` explicitly, and flushes it to disk."""
+    with os.fdopen(fd, "wb") as f:
+        if hasattr(os, "fchmod"):
+            os.fchmod(f.fileno(), mode)
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def _write_temporary(path: str, data: bytes, mode: int) -> str:
     """A new file (``mkstemp``: ``O_EXCL``) in ``path``'s directory holding
     ``data``, mode ``mode`` set explicitly, flushed to disk; its path."""
     directory, name = os.path.split(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "wb") as f:
-            if hasattr(os, "fchmod"):
-                os.fchmod(f.fileno(), mode)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_new(fd, data, mode)
     except BaseException:
         os.unlink(tmp)
         raise
@@ -230,12 +236,7 @@ def _create_exclusive(path: str, data: bytes, what: str, mode: int) -> bool:
         fd = _open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, what, mode)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "wb") as f:
-        if hasattr(os, "fchmod"):
-            os.fchmod(f.fileno(), mode)
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    _write_new(fd, data, mode)
     return True
 
 

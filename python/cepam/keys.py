@@ -105,25 +105,22 @@ def check_nonce(nonce: object) -> bytes:
         InvalidTypeError: not bytes-like.
         InvalidArgumentError: not 16 bytes long.
     """
-    if not isinstance(nonce, (bytes, bytearray, memoryview)):
-        raise InvalidTypeError(f"nonce must be bytes, got {type(nonce).__name__}")
-    nonce = bytes(nonce)
-    if len(nonce) != NONCE_BYTES:
-        raise InvalidArgumentError(
-            f"nonce must be {NONCE_BYTES} bytes (or None: a fresh one), got {len(nonce)}"
-        )
-    return nonce
+    return _fixed_bytes("nonce", nonce, NONCE_BYTES, "or None: a fresh one")
 
 
 def check_secret(secret: object) -> bytes:
-    if not isinstance(secret, (bytes, bytearray, memoryview)):
-        raise InvalidTypeError(f"secret must be bytes, got {type(secret).__name__}")
-    secret = bytes(secret)
-    if len(secret) != SECRET_BYTES:
-        raise InvalidArgumentError(
-            f"secret must be {SECRET_BYTES} bytes (use cepam.new_secret()), got {len(secret)}"
-        )
-    return secret
+    return _fixed_bytes("secret", secret, SECRET_BYTES, "use cepam.new_secret()")
+
+
+def _fixed_bytes(name: str, value: object, size: int, hint: str) -> bytes:
+    """``value`` as bytes, checked: bytes-like of ``size`` bytes (the
+    message's ``hint`` in parentheses)."""
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidTypeError(f"{name} must be bytes, got {type(value).__name__}")
+    value = bytes(value)
+    if len(value) != size:
+        raise InvalidArgumentError(f"{name} must be {size} bytes ({hint}), got {len(value)}")
+    return value
 
 
 def check_integer(name: str, value: object) -> int:
