@@ -15,6 +15,9 @@ from ._native import core as _core
 from .errors import CepamError, DeviceError, InvalidArgumentError
 from .precision import judge_output, overflow_error
 
+__all__ = ["SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
+           "segment_to_check", "segment_coordinates", "check_segment", "check_device_output"]
+
 
 # --- the host's spot-check of a GPU's LRSUQ stage ------------------------------
 

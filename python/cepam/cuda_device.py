@@ -12,6 +12,9 @@ from typing import Any
 from ._native import cuda_module
 from .errors import DeviceError, InvalidArgumentError
 
+__all__ = ["HostCopyWarning", "status", "is_available", "dlpack_device", "is_cuda",
+           "note_host_copy", "parse_device", "to_device"]
+
 # DLPack device types (dlpack.h): kDLCUDA, kDLCUDAManaged.
 _DLPACK_CUDA = (2, 13)
 

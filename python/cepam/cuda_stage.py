@@ -18,6 +18,8 @@ from .cuda_checks import (check_segment, check_stage, segment_coordinates, segme
                           spot_indices)
 from .cuda_device import is_available, is_cuda
 
+__all__ = ["LatticeStage", "SQUARES_FLOOR", "coder_row"]
+
 
 class LatticeStage:
     """An update held in CUDA memory, flattened on its GPU, and the GPU's
