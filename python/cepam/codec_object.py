@@ -33,7 +33,6 @@ class _CodecSettings:
     client: int
     encoder: _Settings  # its threads None: resolved at each call
     expected: Expected  # what decode enforces (with the round of each call)
-    allow_unclipped: bool
 
 
 class Codec:
@@ -109,8 +108,7 @@ class Codec:
         expected = Expected(mechanism=mechanism,
                             clip=None if math.isinf(encoder.clip) else encoder.clip,
                             client=client, clipped=not allow_unclipped)
-        fields = dict(_settings=_CodecSettings(mechanism, secret, client, encoder, expected,
-                                               allow_unclipped),
+        fields = dict(_settings=_CodecSettings(mechanism, secret, client, encoder, expected),
                       _guard=_check_state(state), _used=set(), _warned=False)
         for name, value in fields.items():
             object.__setattr__(self, name, value)
@@ -194,7 +192,7 @@ class Codec:
     @property
     def allow_unclipped(self) -> bool:
         """Whether :meth:`decode` accepts payloads encoded without a clip."""
-        return self._settings.allow_unclipped
+        return not self._settings.expected.clipped
 
     def __repr__(self) -> str:
         return (f"Codec({self.mechanism!r}, client={self.client}, dim={self.dim}, "
@@ -252,7 +250,7 @@ class Codec:
         settings = self._settings
         expected = settings.expected
         if round is not None:
-            expected = replace(expected, round=Expected.checked(round=round).round)
+            expected = replace(expected, round=Context(round, 0).round)
         return _decode(payload, settings.secret, output, dtype, max_coordinates, expected, like,
                        settings.encoder.threads, device, settings.encoder.buffers,
                        settings.encoder.ties, out)

@@ -35,7 +35,7 @@ from .structure import (
     output_dtype,
 )
 from .template import match_template, template_size
-from .ties import TiePairs, apply_ties, resolve_ties, with_ties
+from .ties import TiePairs, _as_state_dict, apply_ties, resolve_ties, with_ties
 from .threads import resolve_threads
 
 __all__ = ["DEFAULT_MAX_COORDINATES", "_decode"]
@@ -129,6 +129,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         output = "torch"
     dtype = check_dtype_choice(dtype)
     buffers = check_buffers(buffers)
+    like = _as_state_dict(like) or like  # a module's state_dict(), built once a call
     if max_coordinates is None:  # the template's size, else the bare default
         limit = DEFAULT_MAX_COORDINATES if like is None else template_size(like, buffers=buffers)
         what = "max_coordinates" if like is None else "the template's size (like=)"

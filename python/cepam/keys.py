@@ -247,9 +247,6 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
     docs/format.md gives the security argument."""
     view = memoryview(data).cast("B")
     total = len(view)
-    if total <= _NATIVE_MAC_BYTES:  # one short segment (a small payload): two native calls
-        inner = _core.hmac_sha256(key, _SEGMENT_LABEL + _SEGMENT_HEAD.pack(0, total) + view)
-        return _core.hmac_sha256(key, _TAG_LABEL + _SEGMENT_HEAD.pack(total, 1) + inner)[:TAG_BYTES]
     count = max(1, -(-total // MAC_SEGMENT_BYTES))
 
     def segment(i: int) -> bytes:

@@ -77,7 +77,6 @@ CODERS: dict[int, str] = {row["code"]: row["name"] for row in _core.CODERS}
 CODER_CODES = {v: k for k, v in CODERS.items()}
 _DTYPE_CODES = {v: k for k, v in DTYPES.items()}
 _PREFIX = struct.Struct("<4sBBBBHdd")
-_CONTAINER_AT = 7  # the container byte: after the magic, version, mechanism and coder
 _SEALED = struct.Struct("<BBI")
 SEALED_HEADER_BYTES = _SEALED.size
 DIGEST_BYTES = 8  # the structure digest of a bare payload, sealed
@@ -123,7 +122,7 @@ def is_bare(payload: bytes | memoryview) -> bool:
     """Whether a payload's header declares no structure (container 4: a
     bare payload), read from its fixed prefix without parsing the rest;
     False for bytes too short to hold the prefix."""
-    return len(payload) >= _PREFIX.size and payload[_CONTAINER_AT] == BARE
+    return len(payload) >= _PREFIX.size and _PREFIX.unpack_from(payload)[4] == BARE
 
 
 def pack_header(h: Header) -> bytes:
