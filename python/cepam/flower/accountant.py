@@ -53,9 +53,10 @@ class Accounting:
         k = max(k, self.budget.minimum_clients())
         eps = self.budget.epsilon(self.budget.rounds + [k])
         if eps > self.max_epsilon:
-            log.warning("cepam: round %d: a round of %d updates would bring eps to %.4g > "
+            log.warning("cepam: round %d: a round of %d updates would bring eps (%s) to %.4g > "
                         "max_epsilon %.4g (%s): no train message is sent, and the run's "
-                        "remaining rounds are empty", server_round, k, eps, self.max_epsilon,
+                        "remaining rounds are empty", server_round, k,
+                        self.budget.analysis.describe(), eps, self.max_epsilon,
                         "everything the ledger holds" if self.ledger is not None else
                         f"{len(self.budget.rounds)} rounds so far")
             return False

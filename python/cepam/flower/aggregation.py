@@ -32,8 +32,8 @@ from cepam.accounting.setting import RECORD_LEVEL_LOOP
 from cepam.structure import is_buffer
 
 from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget
-from .protocol import UNCLIPPED_METRIC, flat_name
-from .replies import Opened, is_float
+from .protocol import UNCLIPPED_METRIC, flat_name, is_float
+from .replies import Opened
 
 __all__ = ["METRIC_CLIP", "METRIC_CLIPPED_FRACTION", "METRIC_DROPPED", "METRIC_PAYLOAD_BYTES",
            "METRIC_UPDATES", "RUNNING_VAR_FLOOR", "Aggregation"]
@@ -133,9 +133,10 @@ class Aggregation:
             assert isinstance(self.budget, Budget)
             eps = self.budget.epsilon(self.budget.rounds + [k])
             if eps > self.max_epsilon:
-                log.warning("cepam: round %d: with %d updates it would bring eps to %.4g > "
+                log.warning("cepam: round %d: with %d updates it would bring eps (%s) to %.4g > "
                             "max_epsilon %.4g: not released; the run's remaining rounds are "
-                            "empty", server_round, k, eps, self.max_epsilon)
+                            "empty", server_round, k, self.budget.analysis.describe(), eps,
+                            self.max_epsilon)
                 self.stopped_by_budget = True
                 return None, None
         arrays, metrics, failed = self._inner_aggregate(server_round, accepted, failures)

@@ -46,7 +46,8 @@ from .aggregation import (
     METRIC_CLIP, METRIC_CLIPPED_FRACTION, METRIC_DROPPED, METRIC_PAYLOAD_BYTES, METRIC_UPDATES,
 )
 from .budget import CLIENT_LEVEL, ClientBudget
-from .replies import Opened, is_float
+from .protocol import is_float
+from .replies import Opened
 
 __all__ = ["Cohort", "Plan"]
 

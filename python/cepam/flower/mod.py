@@ -98,7 +98,7 @@ from .keys import (
 )
 from .protocol import (
     CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY,
-    PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
+    PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name, is_float,
 )
 
 __all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
@@ -223,10 +223,6 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
                             f"{MAX_CLIP_KEY} = {floor[MAX_CLIP_KEY]:g}: not encoded")
 
 
-def _is_float(array: np.ndarray) -> bool:
-    return bool(np.issubdtype(array.dtype, np.floating))
-
-
 def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]
             ) -> dict[str, np.ndarray]:
     """Every float array of ``returned`` minus the same of ``received``, in the
@@ -242,7 +238,7 @@ def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]
                            "or order differ)")
         for name in record.keys():
             before = record[name].numpy()
-            if not _is_float(before):
+            if not is_float(before):
                 continue  # a counter: never coded; the server keeps its own
             after = returned[key][name].numpy()
             if before.shape != after.shape or before.dtype != after.dtype:
@@ -364,7 +360,7 @@ def _keep_local_buffers(returned: dict[str, ArrayRecord], ctx: Context) -> None:
     Context state (``buffers="local"``)."""
     kept = {flat_name(key, name): array for key, record in returned.items()
             for name, array in record.items()
-            if is_buffer(flat_name(key, name)) and _is_float(array.numpy())}
+            if is_buffer(flat_name(key, name)) and is_float(array.numpy())}
     if kept:
         ctx.state[LOCAL_BUFFERS] = ArrayRecord(kept)
 

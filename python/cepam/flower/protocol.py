@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 import cepam
 from cepam.errors import FormatError, InvalidArgumentError
 from cepam.padding import PAD_MODES
@@ -37,7 +39,7 @@ from cepam.structure import BUFFER_CHOICES
 __all__ = [
     "CONFIG_RECORD", "PAYLOAD_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "KEYS_AGREED",
     "KEYS_PRESHARED", "ACCOUNTED", "UNCLIPPED_METRIC", "RoundConfig", "mechanism_of", "flat_name",
-    "pad_to_text", "pad_from_text",
+    "pad_to_text", "pad_from_text", "is_float",
 ]
 
 CONFIG_RECORD = "cepam"
@@ -171,3 +173,8 @@ class RoundConfig:
         if config.round < 0 or config.message < 0:
             raise InvalidArgumentError("round and message must be non-negative")
         return config
+
+
+def is_float(array: np.ndarray) -> bool:
+    """Is ``array`` of a floating dtype (an array the clients code)?"""
+    return bool(np.issubdtype(array.dtype, np.floating))

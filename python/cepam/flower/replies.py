@@ -22,10 +22,10 @@ from cepam.structure import is_buffer
 
 from .protocol import (
     CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, PAYLOAD_ARRAY, PAYLOAD_RECORD,
-    PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
+    PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name, is_float,
 )
 
-__all__ = ["DROPPED_CODE", "Dropped", "Opened", "Replies", "Sent", "as_failure", "is_float"]
+__all__ = ["DROPPED_CODE", "Dropped", "Opened", "Replies", "Sent", "as_failure"]
 
 log = logging.getLogger("flwr.cepam")
 
@@ -38,11 +38,6 @@ DROPPED_CODE = 0xCE9B
 
 class Dropped(Exception):
     """Why a reply is left out of the round."""
-
-
-def is_float(array: np.ndarray) -> bool:
-    """Is ``array`` of a floating dtype (an array the clients code)?"""
-    return bool(np.issubdtype(array.dtype, np.floating))
 
 
 def as_failure(reply: Message, reason: str) -> Message:
