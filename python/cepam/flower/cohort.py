@@ -94,8 +94,11 @@ class Cohort:
             clients = population if rate == 1.0 else rate * population
         cohort = [messages[int(i)] for i in chosen]
         nodes = [int(m.metadata.dst_node_id) for m in cohort]
-        log.info("cepam: round %d: a cohort of %d of %d nodes (%s)", server_round, len(cohort),
-                 population, self._sampling_text())
+        # Under add/remove the cohort's size is not released (see the
+        # metrics): it goes to the debug log only, as the cohort does.
+        cohort_log = log.debug if self.relation == "add-remove" else log.info
+        cohort_log("cepam: round %d: a cohort of %d of %d nodes (%s)", server_round, len(cohort),
+                   population, self._sampling_text())
         log.debug("cepam: round %d: cohort %s", server_round, nodes)
         event = self.budget.event(clients=clients, sample_rate=rate)
         return cohort, Plan(population, nodes, clients, rate, event)
@@ -122,9 +125,16 @@ class Cohort:
         if eps is None:
             return None, None
         metrics = MetricRecord({CLIENT_LEVEL: eps})
-        log.info("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d; "
-                 "client-level eps %.4g at delta %g (%s; %s)", server_round, k, dropped,
-                 len(plan.cohort), eps, self.delta, self.budget.label(), self._sampling_text())
+        if add_remove:  # (the cohort's size is not released: its counts to the debug log)
+            log.debug("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d",
+                      server_round, k, dropped, len(plan.cohort))
+            log.info("cepam: round %d: client-level eps %.4g at delta %g (%s; %s)", server_round,
+                     eps, self.delta, self.budget.label(), self._sampling_text())
+        else:
+            log.info("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d; "
+                     "client-level eps %.4g at delta %g (%s; %s)", server_round, k, dropped,
+                     len(plan.cohort), eps, self.delta, self.budget.label(),
+                     self._sampling_text())
         if k == 0 and not add_remove:
             log.warning("cepam: round %d: no update accepted: nothing is released (the round "
                         "is accounted)", server_round)
@@ -157,8 +167,8 @@ class Cohort:
                          "%.6g to %.6g", server_round, 1.0 - bbar, clip, new)
         std = self._topup_std(mechanism.sigma, k=k, cap=cap)
         if k == 0:  # add-remove: the top-up noise alone, so an empty cohort does not show
-            log.warning("cepam: round %d: no update accepted: the model moves by the top-up "
-                        "noise alone (T = %d clients' worth over n = %g)", server_round, cap, n)
+            log.debug("cepam: round %d: no update accepted: the model moves by the top-up "
+                      "noise alone (T = %d clients' worth over n = %g)", server_round, cap, n)
             return self._noise_only(server_round, std / denominator), metrics
         top = None if std == 0.0 else {name: t / denominator for name, t in self._topup(
             std, opened[0].update).items()}
