@@ -59,8 +59,11 @@ def payload_nonce(secret: bytes, round: int, client: int) -> bytes:
     An experiment passes it to ``cepam.encode(..., nonce=...)`` so that a run
     stays a function of its seed (a fresh random nonce would draw other
     noise in every run).  Each (round, client) is encoded once in a run, so
-    no nonce is used twice under one context.  A deployment passes no nonce
-    (``cepam.encode`` draws a fresh one for each payload).
+    no nonce is used twice under one context within a run; two runs of one
+    seed share their nonces, so their payloads share noise (as a rerun
+    should): an experiment secret is for simulation, never for updates that
+    leave the machine.  A deployment passes no nonce (``cepam.encode`` draws
+    a fresh one for each payload).
     """
     h = hashlib.sha256(_TAG + b"/nonce")
     h.update(bytes(secret))
