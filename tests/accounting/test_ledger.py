@@ -55,6 +55,27 @@ def test_epsilon_is_the_accountant_s_over_every_record_and_survives_reopening(pa
         assert ledger.epsilon(delta=1e-3) < ledger.epsilon()
 
 
+def test_a_record_and_the_epsilon_parse_each_distinct_event_once(path, monkeypatch):
+    # A long run's ledger: what a record, its budget check and epsilon cost
+    # grows with the distinct events recorded, not with the rounds.
+    from cepam.accounting import ledger as ledger_module
+    laplace = CepamLaplaceRound(scale=50.0, setting=SETTING, dimension=4)
+    with Ledger(path, name="long") as ledger:
+        for r in range(300):
+            ledger.record(ROUND if r % 3 else laplace, run_id="run", round=r)
+        parsed = []
+        real = ledger_module._event_from
+        monkeypatch.setattr(ledger_module, "_event_from",
+                            lambda d: parsed.append(d["event"]) or real(d))
+        ledger.record(ROUND, run_id="run", round=300, max_epsilon=1e9)
+        eps = ledger.epsilon()
+        # each of the two events once for the record, once for epsilon (it
+        # was once for each of the 300 records, twice over)
+        assert sorted(parsed) == ["cepam_gaussian_round"] * 2 + ["cepam_laplace_round"] * 2
+        expected = PLDAccountant().compose(ROUND, 201).compose(laplace, 100).get_epsilon(1e-5)
+        assert eps == pytest.approx(expected, rel=1e-9)
+
+
 def test_rounds_compose_as_separate_records(path):
     with Ledger(path) as ledger:
         ledger.record(ROUND, run_id="a", rounds=10)
