@@ -171,13 +171,16 @@ def test_ctrl_c_during_fl_run(tmp_path):
             "--out", str(out), "--data-dir", str(MNIST_DIR), "--threads", "1", "--no-progress"]
     proc = subprocess.Popen([sys.executable, "-c", hiding((), _HELD_AFTER_ROUND_1 + _MAIN),
                              str(held), *argv],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal, even where pytest itself runs with
+                            # SIGINT ignored (a background job of a shell)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         while not held.exists():  # round 1 checkpointed; the run waits there, mid-run
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate()
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
