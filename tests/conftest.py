@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -31,6 +34,15 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With CEPAM_CI_PYTEST_STARTED set (by .ci/run), touches that file: the
+    README's test command has reached its tests, so pip has finished
+    changing the venv and CI's other lanes may run tests in it."""
+    started = os.environ.get("CEPAM_CI_PYTEST_STARTED")
+    if started:
+        Path(started).touch()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
