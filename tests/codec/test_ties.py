@@ -169,7 +169,9 @@ def test_the_clip_counts_a_tied_matrix_once(kind, monkeypatch):
     assert cepam.update_norm(difference) == pytest.approx(twice, rel=1e-6)
     norm = cepam.update_norm(tied)
     seen = _spy_norms(monkeypatch)
-    payload = cepam.encode(tied, TINY, secret=SECRET_A, round=0, client=1, clip=0.5 * once)
+    payload = cepam.encode(tied, TINY, secret=SECRET_A, round=0, client=1, clip=0.5 * once,
+                           nonce=bytes(16))  # one fixed noise draw: over fresh nonces the
+    # decoded norm's relative spread is 5.7e-5 for the LSTM (40 draws), so 1e-4 failed now and then
     assert len(seen) == 1 and np.sqrt(seen[0]) == norm
     decoded = cepam.decode(payload, secret=SECRET_A)
     assert _norm(decoded) == pytest.approx(0.5 * once, rel=1e-4)
