@@ -25,28 +25,29 @@ SCRIPT = ROOT / "tools" / "cross_check.sh"
 TOOLS = ("cmake", "g++", "clang++", "aarch64-linux-gnu-g++", "qemu-aarch64")
 
 
-def _cross_check(work: Path) -> tuple[int, str]:
-    """The script's exit status and output: the run CI made, or a fresh one."""
+def _cross_check(tmp_path: Path) -> tuple[Path, int, str]:
+    """The script's work folder, exit status and output: of the run CI made
+    (CEPAM_CROSS_CHECK_DIR), else of a fresh run in ``tmp_path``."""
     done = os.environ.get("CEPAM_CROSS_CHECK_DIR")
     if done:
-        done = Path(done)
-        status, output = int((done / "status").read_text()), (done / "cross_check.log").read_text()
+        work = Path(done)
+        status = int((work / "status").read_text())
+        output = (work / "cross_check.log").read_text()
         if status == 2:  # (the script's status when a tool is missing)
             pytest.skip(f"cross toolchain not installed: {output.strip()}")
-        return status, output
+        return work, status, output
     if not (SCRIPT.exists() and (ROOT / "tests" / "native" / "golden_digest.cpp").exists()):
         pytest.skip("tools/cross_check.sh needs the source tree")
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
         pytest.skip(f"cross toolchain not installed: {', '.join(missing)}")
-    result = subprocess.run(["bash", str(SCRIPT), str(work)], capture_output=True, text=True)
-    return result.returncode, result.stdout + result.stderr
+    result = subprocess.run(["bash", str(SCRIPT), str(tmp_path)], capture_output=True, text=True)
+    return tmp_path, result.returncode, result.stdout + result.stderr
 
 
 @pytest.mark.slow  # (four builds of the core, six runs, one under qemu)
 def test_every_build_gives_the_same_bytes(tmp_path):
-    work = Path(os.environ.get("CEPAM_CROSS_CHECK_DIR") or tmp_path)
-    status, output = _cross_check(work)
+    work, status, output = _cross_check(tmp_path)
     assert status == 0, output
     assert "0 GCC/x86-only constructs left under MSVC's macros" in output
     for run in ("gcc-portable", "gcc-avx2", "clang", "nosimd", "aarch64"):
