@@ -12,19 +12,10 @@
 #if CEPAM_X86_DISPATCH
 // The lane code (coding/cell_lanes.hpp over common/lanes_avx2.hpp), compiled
 // for AVX2; the AVX-512 forms are in conditional_coder_avx512.cpp.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#endif
+CEPAM_TARGET_BEGIN("avx2")
 #include "common/lanes_avx2.hpp"
 #include "coding/cell_lanes.hpp"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+CEPAM_TARGET_END
 #endif
 
 namespace cepam {

@@ -10,24 +10,12 @@
 #include "common/cpu.hpp"
 
 #if CEPAM_X86_DISPATCH
-// GCC 12's AVX-512 intrinsics trip its own -Wuninitialized and
-// -Wmaybe-uninitialized (GCC bug 105593), where they are inlined: off for
-// the whole file.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// (GCC 12's false warnings off for the whole file: common/cpu.hpp.)
+CEPAM_AVX512_WARNINGS_OFF
 #include <immintrin.h>
 
 // Everything from here on (cell_lanes.hpp included) is compiled for AVX-512.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512vl")
-#endif
+CEPAM_TARGET_BEGIN("avx512f,avx512dq,avx512vl")
 #include "common/lanes_avx512.hpp"
 #include "coding/cell_lanes.hpp"
 
@@ -41,11 +29,7 @@ std::size_t encode_run(const CellCoder& cells, const SourceModel& model, const s
 
 }  // namespace cepam::cell_kernels::avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#pragma GCC diagnostic pop
+CEPAM_TARGET_END
+CEPAM_AVX512_WARNINGS_ON
 
 #endif  // CEPAM_X86_DISPATCH

@@ -35,10 +35,36 @@
 // vectorised or kept in registers.  (nvcc, which knows no GCC pragma, gets
 // none: these loops are host code.)
 #if defined(__GNUC__) && !defined(__CUDACC__)
-#define CEPAM_PRAGMA(x) _Pragma(#x)
+#define CEPAM_PRAGMA(...) _Pragma(#__VA_ARGS__)
 #define CEPAM_UNROLL(n) CEPAM_PRAGMA(GCC unroll n)
 #else
 #define CEPAM_UNROLL(n)
+#endif
+
+#if CEPAM_X86_DISPATCH && !defined(__CUDACC__)
+// A region of a file whose every function is compiled for an instruction set
+// (the lane code included there): CEPAM_TARGET_BEGIN("avx2") ...
+// CEPAM_TARGET_END.
+#if defined(__clang__)
+#define CEPAM_TARGET_BEGIN(isa) \
+  CEPAM_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define CEPAM_TARGET_END CEPAM_PRAGMA(clang attribute pop)
+#else
+#define CEPAM_TARGET_BEGIN(isa) CEPAM_PRAGMA(GCC push_options) CEPAM_PRAGMA(GCC target(isa))
+#define CEPAM_TARGET_END CEPAM_PRAGMA(GCC pop_options)
+#endif
+// GCC 12's AVX-512 intrinsics trip its own -Wuninitialized and
+// -Wmaybe-uninitialized (GCC bug 105593) where they are inlined: off between
+// CEPAM_AVX512_WARNINGS_OFF and CEPAM_AVX512_WARNINGS_ON.
+#if defined(__clang__)
+#define CEPAM_AVX512_WARNINGS_OFF \
+  CEPAM_PRAGMA(GCC diagnostic push) CEPAM_PRAGMA(GCC diagnostic ignored "-Wuninitialized")
+#else
+#define CEPAM_AVX512_WARNINGS_OFF                                                   \
+  CEPAM_PRAGMA(GCC diagnostic push) CEPAM_PRAGMA(GCC diagnostic ignored "-Wuninitialized") \
+  CEPAM_PRAGMA(GCC diagnostic ignored "-Wmaybe-uninitialized")
+#endif
+#define CEPAM_AVX512_WARNINGS_ON CEPAM_PRAGMA(GCC diagnostic pop)
 #endif
 
 namespace cepam {

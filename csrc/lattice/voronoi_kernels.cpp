@@ -10,12 +10,7 @@
 
 #if CEPAM_X86_DISPATCH
 // Everything from here on (voronoi_lanes.hpp included) is compiled for AVX2.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#endif
+CEPAM_TARGET_BEGIN("avx2")
 #include "common/lanes_avx2.hpp"
 #include "lattice/voronoi_lanes.hpp"
 #endif
@@ -106,11 +101,7 @@ std::size_t dither_avx2(LatticeId id, const std::uint64_t* w, std::size_t count,
 }  // namespace cepam::kernels
 
 #if CEPAM_X86_DISPATCH
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+CEPAM_TARGET_END
 #endif
 
 // The dispatch, compiled for the baseline target.

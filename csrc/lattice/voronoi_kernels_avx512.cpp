@@ -8,24 +8,12 @@
 #include "lattice/registry.hpp"
 
 #if CEPAM_X86_DISPATCH
-// GCC 12's AVX-512 intrinsics trip its own -Wuninitialized and
-// -Wmaybe-uninitialized (GCC bug 105593), where they are inlined: off for
-// the whole file.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// (GCC 12's false warnings off for the whole file: common/cpu.hpp.)
+CEPAM_AVX512_WARNINGS_OFF
 #include <immintrin.h>
 
 // Everything from here on (voronoi_lanes.hpp included) is compiled for AVX-512.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512vl")
-#endif
+CEPAM_TARGET_BEGIN("avx512f,avx512dq,avx512vl")
 #include "common/lanes_avx512.hpp"
 #include "lattice/voronoi_lanes.hpp"
 
@@ -170,11 +158,7 @@ std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t cou
 
 }  // namespace cepam::kernels::avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#pragma GCC diagnostic pop
+CEPAM_TARGET_END
+CEPAM_AVX512_WARNINGS_ON
 
 #endif  // CEPAM_X86_DISPATCH

@@ -8,15 +8,9 @@
 #include "random/chacha20_block.hpp"
 
 #if CEPAM_X86_DISPATCH
-// GCC 12's AVX-512 intrinsics trip its own -Wuninitialized and
-// -Wmaybe-uninitialized (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+CEPAM_AVX512_WARNINGS_OFF  // (GCC 12's false warnings: common/cpu.hpp)
 #include <immintrin.h>
-#pragma GCC diagnostic pop
+CEPAM_AVX512_WARNINGS_ON
 #endif
 
 namespace cepam {
