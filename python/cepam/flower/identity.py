@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import os
 import struct
 from typing import Any
@@ -42,13 +43,22 @@ AUTH_KEY_FILE_KEY = "cepam-auth-key-file"
 BINDING_SALT = b"cepam/flower/x25519-binding/v1"
 
 
-def _ec() -> Any:
+def _asymmetric(name: str, needs: str) -> Any:
+    """``cryptography``'s ``hazmat.primitives.asymmetric.<name>`` module,
+    imported when first needed (cryptography is an extra).
+
+    Raises:
+        ImportError: cryptography is not installed: ``needs`` (what needs
+            it), then how to install it.
+    """
     try:
-        from cryptography.hazmat.primitives.asymmetric import ec
+        return importlib.import_module(f"cryptography.hazmat.primitives.asymmetric.{name}")
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("node keys need cryptography: pip install \"cepam[flower]\""
-                          ) from None
-    return ec
+        raise ImportError(f"{needs}: pip install \"cepam[flower]\"") from None
+
+
+def _ec() -> Any:
+    return _asymmetric("ec", "node keys need cryptography")
 
 
 def load_auth_private_key(path: str | os.PathLike[str]) -> Any:

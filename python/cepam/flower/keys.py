@@ -52,7 +52,7 @@ from cepam._files import create_key_file, read_key_file, read_private_file, writ
 from cepam.errors import FormatError, InvalidArgumentError, InvalidTypeError
 from cepam.keys import SECRET_BYTES, check_secret, hkdf
 
-from .identity import node_identity
+from .identity import _asymmetric, node_identity
 
 __all__ = ["NODE_CONFIG_KEY", "SECRET_FILE_KEY", "KEY_FILE_KEY", "STATE_KEY", "SALT",
            "SecretSource", "KeyPair", "agreed_secret", "secret_from_node_config",
@@ -69,12 +69,7 @@ SecretSource = Union[Mapping[int, bytes], Callable[[int], bytes], str, os.PathLi
 
 
 def _x25519() -> Any:
-    try:
-        from cryptography.hazmat.primitives.asymmetric import x25519
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("key agreement needs cryptography: pip install \"cepam[flower]\""
-                          ) from None
-    return x25519
+    return _asymmetric("x25519", "key agreement needs cryptography")
 
 
 class KeyPair:
