@@ -16,6 +16,10 @@ CEPAM_TARGET_BEGIN("avx2")
 #include "common/lanes_avx2.hpp"
 #include "coding/cell_lanes.hpp"
 CEPAM_TARGET_END
+#elif CEPAM_ARM_NEON
+// The same lane code over NEON's two lanes (the encoder's runs).
+#include "common/lanes_neon.hpp"
+#include "coding/cell_lanes.hpp"
 #endif
 
 namespace cepam {
@@ -601,6 +605,9 @@ void CellCoder::encode_batch(const std::int64_t* j, const double* g, const doubl
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) i = cell_kernels::avx512::encode_run(*this, model_, j, g, o, count, enc, starts);
   else if (use_avx2()) i = encode_run_avx2(*this, model_, j, g, o, count, enc, starts);
+#elif CEPAM_ARM_NEON
+  if (simd_level() >= SimdLevel::Neon)
+    i = cell_lanes::encode_run<simd::NeonLanes>(*this, model_, j, g, o, count, enc, starts);
 #endif
   for (; i < count; ++i) {
     if (starts != nullptr) starts[i] = enc.symbols();

@@ -22,6 +22,8 @@ SimdLevel detect() {
   if (__builtin_cpu_supports("avx2")) level = SimdLevel::Avx2;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f"))
     level = SimdLevel::Avx512;
+#elif CEPAM_ARM_NEON
+  level = SimdLevel::Neon;
 #endif
   return level < cap ? level : cap;
 }

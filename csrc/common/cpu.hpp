@@ -13,9 +13,13 @@
 // portable loops and of the lane kernels (common/lanes_avx512.hpp) of the
 // lattices and the conditional coder's encoder (simd_avx512dq).  Setting the environment
 // variable CEPAM_SIMD to "portable" or "avx2" before the first call caps the
-// level (used by the tests to compare the paths).  Other compilers and
-// architectures, and builds with CEPAM_NO_SIMD defined, always use the
-// portable code.
+// level (used by the tests to compare the paths).  On aarch64 with GCC or
+// Clang, the NEON level (common/lanes_neon.hpp: the conditional coder's
+// encoder and the Voronoi lattices' trials and dithers) is always there;
+// CEPAM_SIMD=portable caps it too.  The portable kernels themselves are
+// written over 128-bit vectors where GCC or Clang compile them
+// (CEPAM_VECTOR128).  Other compilers and architectures, and builds with
+// CEPAM_NO_SIMD defined, always use the portable scalar code.
 #pragma once
 
 // (clang-cl, which defines _MSC_VER, is left out: its runtime may lack the
@@ -67,10 +71,34 @@
 #define CEPAM_AVX512_WARNINGS_ON CEPAM_PRAGMA(GCC diagnostic pop)
 #endif
 
+// The portable kernels' 128-bit vectors: GCC and Clang's vector extensions
+// (__attribute__((vector_size(16)))), which compile to SSE2 on x86-64 and
+// to NEON on aarch64 (and to scalar code elsewhere), element by element the
+// operations written, so the same bits as the scalar forms.  Not with MSVC,
+// nvcc (host code is compiled by its host compiler, but the kernels that use
+// these are not device code) or CEPAM_NO_SIMD, whose portable kernels are
+// plain scalar C++ (the cross-check's reference build).
+#if !defined(CEPAM_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(_MSC_VER) && !defined(__CUDACC__)
+#define CEPAM_VECTOR128 1
+#else
+#define CEPAM_VECTOR128 0
+#endif
+
+// The NEON lane kernels (common/lanes_neon.hpp) of aarch64 builds with GCC
+// or Clang: NEON is part of the architecture, so they need no target pragma
+// and no CPU test; CEPAM_SIMD=portable turns them off.
+#if CEPAM_VECTOR128 && defined(__aarch64__) && defined(__ARM_NEON)
+#define CEPAM_ARM_NEON 1
+#else
+#define CEPAM_ARM_NEON 0
+#endif
+
 namespace cepam {
 
-// Ordered: each level includes the ones below it.
-enum class SimdLevel : int { Portable = 0, Avx2 = 1, Avx512 = 2 };
+// Ordered: each level includes the ones below it on its architecture (Neon
+// exists on aarch64 only, Avx2 and Avx512 on x86-64 only).
+enum class SimdLevel : int { Portable = 0, Neon = 1, Avx2 = 2, Avx512 = 3 };
 
 // The SIMD level in use, decided once per process.
 SimdLevel simd_level();

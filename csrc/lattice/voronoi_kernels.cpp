@@ -13,6 +13,9 @@
 CEPAM_TARGET_BEGIN("avx2")
 #include "common/lanes_avx2.hpp"
 #include "lattice/voronoi_lanes.hpp"
+#elif CEPAM_ARM_NEON
+#include "common/lanes_neon.hpp"
+#include "lattice/voronoi_lanes.hpp"
 #endif
 
 namespace cepam::kernels {
@@ -97,6 +100,46 @@ std::size_t dither_avx2(LatticeId id, const std::uint64_t* w, std::size_t count,
 
 #endif  // CEPAM_X86_DISPATCH
 
+#if CEPAM_ARM_NEON
+// The operations of voronoi_lanes.hpp on NEON's two lanes
+// (common/lanes_neon.hpp) and the lattices' rows: cols[k] = (rows[0][k],
+// rows[1][k]), two rows' coordinates k and k + 1 transposed at a time.
+struct NeonOps : simd::NeonLanes {
+  template <int N>
+  static void load_cols(const double* const* rows, D* cols) {
+    for (int k = 0; k < N; k += 2) {
+      const D r0 = vld1q_f64(rows[0] + k), r1 = vld1q_f64(rows[1] + k);
+      cols[k] = vzip1q_f64(r0, r1);
+      cols[k + 1] = vzip2q_f64(r0, r1);
+    }
+  }
+  template <int N>
+  static void store_rows(const D* cols, double* const* rows, unsigned mask) {
+    for (int k = 0; k < N; k += 2) {
+      const D r0 = vzip1q_f64(cols[k], cols[k + 1]), r1 = vzip2q_f64(cols[k], cols[k + 1]);
+      if (mask & 1u) vst1q_f64(rows[0] + k, r0);
+      if (mask & 2u) vst1q_f64(rows[1] + k, r1);
+    }
+  }
+};
+
+std::size_t trials_neon(LatticeId id, std::uint32_t trial, const std::uint64_t* w,
+                        const std::size_t* idx, std::size_t count, const double* t,
+                        const double* xs, const double* beta, const double* radius,
+                        std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
+                        std::size_t* nrej) {
+  return lanes::by_lattice<NeonOps>(id, [&](auto lat) {
+    return lanes::trials<NeonOps, decltype(lat)>(trial, w, idx, count, t, xs, beta, radius, H, q,
+                                                 V, rej, nrej);
+  });
+}
+
+std::size_t dither_neon(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
+  return lanes::by_lattice<NeonOps>(
+      id, [&](auto lat) { return lanes::dithers<NeonOps, decltype(lat)>(w, count, v); });
+}
+#endif  // CEPAM_ARM_NEON
+
 }  // namespace
 }  // namespace cepam::kernels
 
@@ -124,6 +167,9 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
                                   nrej);
   if (use_avx2())
     return trials_avx2(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej, nrej);
+#elif CEPAM_ARM_NEON
+  if (simd_level() >= SimdLevel::Neon)
+    return trials_neon(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej, nrej);
 #else
   (void)id, (void)trial, (void)w, (void)idx, (void)count, (void)t, (void)xs, (void)beta,
       (void)radius, (void)H, (void)q, (void)V, (void)rej;
@@ -135,6 +181,8 @@ std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t cou
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) return avx512::voronoi_dither(id, w, count, v);
   if (use_avx2()) return dither_avx2(id, w, count, v);
+#elif CEPAM_ARM_NEON
+  if (simd_level() >= SimdLevel::Neon) return dither_neon(id, w, count, v);
 #else
   (void)id, (void)w, (void)count, (void)v;
 #endif

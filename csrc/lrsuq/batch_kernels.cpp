@@ -104,6 +104,31 @@ inline void laplace_radii_loop(int n, double b, const std::uint64_t* w, std::siz
   for (; c < count; ++c) out[c] = laplace_radius<N>(n, b, w + c * W);
 }
 
+// The portable kernels from sub-vector c: the loops with the dimension
+// fixed at compile time for n <= 4 (Gaussian) and n <= 3 (Laplace), which
+// the compiler unrolls and, where it has 64-bit integer to double vector
+// conversions (NEON on aarch64), vectorises; the loop with n read at run
+// time for the others.  The same bits either way.
+void gaussian_radii_portable(int n, double sigma, const std::uint64_t* w, std::size_t c,
+                             std::size_t count, double* out) {
+  switch (n) {
+    case 1: gaussian_radii_loop<1>(n, sigma, w, c, count, out); return;
+    case 2: gaussian_radii_loop<2>(n, sigma, w, c, count, out); return;
+    case 3: gaussian_radii_loop<3>(n, sigma, w, c, count, out); return;
+    case 4: gaussian_radii_loop<4>(n, sigma, w, c, count, out); return;
+    default: gaussian_radii_loop<0>(n, sigma, w, c, count, out); return;
+  }
+}
+void laplace_radii_portable(int n, double b, const std::uint64_t* w, std::size_t c,
+                            std::size_t count, double* out) {
+  switch (n) {
+    case 1: laplace_radii_loop<1>(n, b, w, c, count, out); return;
+    case 2: laplace_radii_loop<2>(n, b, w, c, count, out); return;
+    case 3: laplace_radii_loop<3>(n, b, w, c, count, out); return;
+    default: laplace_radii_loop<0>(n, b, w, c, count, out); return;
+  }
+}
+
 #if CEPAM_X86_DISPATCH
 // The AVX-512 kernels, for the dimensions whose loops the compiler
 // vectorises (GCC 12: 2 to 4 words per sub-vector, n <= 4 for Gaussian, 3
@@ -137,7 +162,7 @@ void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t cou
   if (simd_avx512dq() && gaussian_radii_avx512(n, sigma, w, count, out)) return;
   if (use_avx2()) c = gaussian_radii_avx2(n, sigma, w, count, out);
 #endif
-  gaussian_radii_loop<0>(n, sigma, w, c, count, out);
+  gaussian_radii_portable(n, sigma, w, c, count, out);
 }
 
 void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, double* out) {
@@ -146,7 +171,7 @@ void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, d
   if (simd_avx512dq() && laplace_radii_avx512(n, b, w, count, out)) return;
   if (use_avx2()) c = laplace_radii_avx2(n, b, w, count, out);
 #endif
-  laplace_radii_loop<0>(n, b, w, c, count, out);
+  laplace_radii_portable(n, b, w, c, count, out);
 }
 
 template <class T>

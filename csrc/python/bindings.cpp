@@ -945,6 +945,8 @@ PYBIND11_MODULE(_core, m) {
   register_params(m);
 #if CEPAM_X86_DISPATCH
   m.attr("SIMD_KERNELS") = py::make_tuple("avx512", "avx2", "portable");
+#elif CEPAM_ARM_NEON
+  m.attr("SIMD_KERNELS") = py::make_tuple("neon", "portable");
 #else
   m.attr("SIMD_KERNELS") = py::make_tuple("portable");
 #endif
@@ -952,11 +954,12 @@ PYBIND11_MODULE(_core, m) {
     switch (simd_level()) {
       case SimdLevel::Avx512: return "avx512";
       case SimdLevel::Avx2: return "avx2";
+      case SimdLevel::Neon: return "neon";
       case SimdLevel::Portable: break;
     }
     return "portable";
-  }, "The SIMD level the native kernels run at in this process: 'avx512', 'avx2' or "
-     "'portable' (decided once, at the first call that needs it: the CPU's, capped by the "
+  }, "The SIMD level the native kernels run at in this process: 'avx512', 'avx2', 'neon' "
+     "(aarch64) or 'portable' (decided once, at the first call that needs it: the CPU's, capped by the "
      "CEPAM_SIMD environment variable; 'portable' in a build without SIMD kernels).");
   m.def("check_combination", [](int mechanism, int lattice, int n) {
     check_combination(static_cast<MechanismId>(mechanism), static_cast<LatticeId>(lattice), n);

@@ -26,31 +26,76 @@ using chacha::rotl;
 // same kernels.
 constexpr int kLanes = kChaChaBatch;
 
-// Portable kernel: groups of four blocks side by side, over arrays of four
-// lanes, so that a compiler can keep each state word of the four blocks in
-// one 128-bit register (SSE2, NEON) and vectorise the quarter rounds.
+// Portable kernel: groups of four blocks side by side, word i of the four
+// blocks in one Word4, so that a quarter round is four quarter rounds, one
+// a lane: 128-bit vector adds, xors and shifts where the compiler has them
+// (CEPAM_VECTOR128: SSE2 on x86-64, NEON on aarch64), four scalar lanes
+// otherwise (the same bits: integer operations).
 constexpr int kGroup = 4;
 
-inline void quarter(std::uint32_t* a, std::uint32_t* b, std::uint32_t* c, std::uint32_t* d) {
-  for (int l = 0; l < kGroup; ++l) { a[l] += b[l]; d[l] = rotl(d[l] ^ a[l], 16); }
-  for (int l = 0; l < kGroup; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 12); }
-  for (int l = 0; l < kGroup; ++l) { a[l] += b[l]; d[l] = rotl(d[l] ^ a[l], 8); }
-  for (int l = 0; l < kGroup; ++l) { c[l] += d[l]; b[l] = rotl(b[l] ^ c[l], 7); }
+#if CEPAM_VECTOR128
+typedef std::uint32_t Word4 __attribute__((vector_size(16)));
+inline Word4 splat4(std::uint32_t v) { return Word4{v, v, v, v}; }
+inline std::uint32_t lane(const Word4& w, int l) { return w[l]; }
+#else
+struct Word4 {
+  std::uint32_t v[kGroup];
+  Word4& operator+=(const Word4& o) {
+    for (int l = 0; l < kGroup; ++l) v[l] += o.v[l];
+    return *this;
+  }
+  Word4 operator^(const Word4& o) const {
+    Word4 r;
+    for (int l = 0; l < kGroup; ++l) r.v[l] = v[l] ^ o.v[l];
+    return r;
+  }
+  Word4 operator<<(int c) const {
+    Word4 r;
+    for (int l = 0; l < kGroup; ++l) r.v[l] = v[l] << c;
+    return r;
+  }
+  Word4 operator>>(int c) const {
+    Word4 r;
+    for (int l = 0; l < kGroup; ++l) r.v[l] = v[l] >> c;
+    return r;
+  }
+  Word4 operator|(const Word4& o) const {
+    Word4 r;
+    for (int l = 0; l < kGroup; ++l) r.v[l] = v[l] | o.v[l];
+    return r;
+  }
+};
+inline Word4 splat4(std::uint32_t v) { return Word4{{v, v, v, v}}; }
+inline std::uint32_t lane(const Word4& w, int l) { return w.v[l]; }
+#endif
+
+template <int C>
+inline Word4 rotl4(const Word4& v) { return (v << C) | (v >> (32 - C)); }
+
+inline void quarter(Word4& a, Word4& b, Word4& c, Word4& d) {
+  a += b; d = rotl4<16>(d ^ a);
+  c += d; b = rotl4<12>(b ^ c);
+  a += b; d = rotl4<8>(d ^ a);
+  c += d; b = rotl4<7>(b ^ c);
 }
 
 void group_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t* stream,
                     const std::uint64_t* index, std::uint64_t* out) {
-  alignas(16) std::uint32_t init[16][kGroup];
-  alignas(16) std::uint32_t x[16][kGroup];
+  Word4 init[16];
+  for (int i = 0; i < 4; ++i) init[i] = splat4(kSigma[i]);
+  for (int i = 0; i < 8; ++i) init[4 + i] = splat4(key[static_cast<std::size_t>(i)]);
+  // Words 12 to 14, the lanes' own (block counter and nonce words), lane by lane.
+  std::uint32_t lo[kGroup], hi[kGroup];
   for (int l = 0; l < kGroup; ++l) {
-    for (int i = 0; i < 4; ++i) init[i][l] = kSigma[i];
-    for (int i = 0; i < 8; ++i) init[4 + i][l] = key[static_cast<std::size_t>(i)];
-    init[12][l] = static_cast<std::uint32_t>(index[l]);
-    init[13][l] = static_cast<std::uint32_t>(index[l] >> 32);
-    init[14][l] = stream[l];
-    init[15][l] = purpose;
+    lo[l] = static_cast<std::uint32_t>(index[l]);
+    hi[l] = static_cast<std::uint32_t>(index[l] >> 32);
   }
-  std::memcpy(x, init, sizeof x);
+  std::memcpy(&init[12], lo, sizeof lo);
+  std::memcpy(&init[13], hi, sizeof hi);
+  std::memcpy(&init[14], stream, sizeof lo);
+  init[15] = splat4(purpose);
+  Word4 x[16];
+  for (int i = 0; i < 16; ++i) x[i] = init[i];
   for (int round = 0; round < 10; ++round) {
     quarter(x[0], x[4], x[8], x[12]);
     quarter(x[1], x[5], x[9], x[13]);
@@ -61,12 +106,11 @@ void group_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint
     quarter(x[2], x[7], x[8], x[13]);
     quarter(x[3], x[4], x[9], x[14]);
   }
-  for (int i = 0; i < 16; ++i)
-    for (int l = 0; l < kGroup; ++l) x[i][l] += init[i][l];
+  for (int i = 0; i < 16; ++i) x[i] += init[i];
   for (int l = 0; l < kGroup; ++l)
     for (int w = 0; w < 8; ++w)
-      out[8 * l + w] = static_cast<std::uint64_t>(x[2 * w][l]) |
-                       (static_cast<std::uint64_t>(x[2 * w + 1][l]) << 32);
+      out[8 * l + w] = static_cast<std::uint64_t>(lane(x[2 * w], l)) |
+                       (static_cast<std::uint64_t>(lane(x[2 * w + 1], l)) << 32);
 }
 
 void batch_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t* stream,

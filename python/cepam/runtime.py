@@ -2,7 +2,8 @@
 
 The native kernels come in a portable form and, on x86-64 builds with GCC
 or Clang, AVX2 and AVX-512 forms, chosen once per process at run time from
-what the CPU and operating system support.  Every level gives the same
+what the CPU and operating system support; on aarch64 builds with GCC or
+Clang, NEON forms (always there: NEON is part of the architecture).  Every level gives the same
 bytes; only the speed differs.  The environment variable ``CEPAM_SIMD``
 (``"portable"`` or ``"avx2"``), set before cepam's first encode or decode,
 caps the level; it never raises it above what the CPU has.
@@ -26,11 +27,12 @@ from .threads import resolve_threads
 __all__ = ["SIMD_LEVELS", "SIMD_KERNELS", "SIMD_ENV", "simd_level", "describe"]
 
 #: The SIMD levels of the native kernels, fastest first.
-SIMD_LEVELS: tuple[str, ...] = ("avx512", "avx2", "portable")
+SIMD_LEVELS: tuple[str, ...] = ("avx512", "avx2", "neon", "portable")
 
-#: The levels this build holds kernels for, fastest first: all of
-#: :data:`SIMD_LEVELS` on x86-64 with GCC or Clang, else ``("portable",)``
-#: (aarch64, MSVC, builds with ``CEPAM_NO_SIMD``).
+#: The levels this build holds kernels for, fastest first:
+#: ``("avx512", "avx2", "portable")`` on x86-64 with GCC or Clang,
+#: ``("neon", "portable")`` on aarch64 with GCC or Clang (Linux, Apple
+#: silicon), else ``("portable",)`` (MSVC, builds with ``CEPAM_NO_SIMD``).
 SIMD_KERNELS: tuple[str, ...] = tuple(str(level) for level in _core.SIMD_KERNELS)
 
 #: The environment variable that caps the SIMD level (read once per process).
@@ -42,12 +44,13 @@ def simd_level() -> str:
 
     Returns:
         One of :data:`SIMD_LEVELS`: ``"avx512"`` (AVX-512F kernels, x86-64),
-        ``"avx2"`` or ``"portable"`` (plain C++: aarch64, Apple silicon,
-        MSVC builds, builds with ``CEPAM_NO_SIMD``, or x86-64 CPUs without
-        AVX2).  It is decided once per process, at the first call that needs
-        it: the highest level the CPU supports, capped by ``CEPAM_SIMD``
-        (``"portable"`` or ``"avx2"``) when that was set before.  It raises
-        nothing.
+        ``"avx2"``, ``"neon"`` (aarch64: Linux, Apple silicon) or
+        ``"portable"`` (C++ over 128-bit vectors with GCC and Clang, scalar
+        otherwise: MSVC builds, builds with ``CEPAM_NO_SIMD``, x86-64 CPUs
+        without AVX2).  It is decided once per process, at the first call
+        that needs it: the highest level the CPU supports, capped by
+        ``CEPAM_SIMD`` (``"portable"`` or ``"avx2"``) when that was set
+        before.  It raises nothing.
     """
     return str(_core.simd_level())
 
