@@ -1,5 +1,6 @@
 #include "coding/source_model.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -176,18 +177,39 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   // groups (small updates) each point is computed from the knots rather
   // than the whole grid tabulated for each shape (the same values).
   const bool tabulated = n_occupied > kCells / 16;
-  for (const Shape& s : kShapes) {
+  // The model's own bits first, for every shape; then the data's estimate,
+  // shapes in order of their model bits, skipping those whose model alone
+  // costs more than the best total so far (the estimate is never negative,
+  // so they cannot win, nor tie): the choice of the loop over every shape
+  // in kShapes order (fewest bits, the first of a tie), with fewer
+  // estimates where the model dominates (small updates).
+  constexpr std::size_t kCount = sizeof kShapes / sizeof kShapes[0];
+  std::array<double, kCount> model_bits;
+  std::array<std::size_t, kCount> order;
+  for (std::size_t k = 0; k < kCount; ++k) {
+    model.set_shape(kShapes[k].bins, kShapes[k].growth);
+    model.set_knots(cum.data());
+    model_bits[k] = static_cast<double>(model.serialized_bits());
+    order[k] = k;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return model_bits[a] < model_bits[b]; });
+  std::size_t best_k = kCount;
+  for (const std::size_t k : order) {
+    if (best_k != kCount && model_bits[k] > best_bits) break;  // (sorted: so are the rest)
+    const Shape& s = kShapes[k];
     model.set_shape(s.bins, s.growth);
     model.set_knots(cum.data());
     if (tabulated) model.tabulate();
     const double bits = model.estimate_bits(occupied.data(), occupancy.data(), n_occupied,
                                             static_cast<double>(group), lo, hi, tabulated) +
-                        static_cast<double>(model.serialized_bits());
-    if (&s == kShapes || bits < best_bits) {
-      best = s;
+                        model_bits[k];
+    if (best_k == kCount || bits < best_bits || (bits == best_bits && k < best_k)) {
+      best_k = k;
       best_bits = bits;
     }
   }
+  best = kShapes[best_k];
   model.set_shape(best.bins, best.growth);
   model.set_knots(cum.data());
   model.derive(quantiles);
