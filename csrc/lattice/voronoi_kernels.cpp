@@ -87,15 +87,12 @@ std::size_t trials_avx2(LatticeId id, std::uint32_t trial, const std::uint64_t* 
                         const double* xs, const double* beta, const double* radius,
                         std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
                         std::size_t* nrej) {
-  return lanes::by_lattice<Avx2Ops>(id, [&](auto lat) {
-    return lanes::trials<Avx2Ops, decltype(lat)>(trial, w, idx, count, t, xs, beta, radius, H, q,
-                                                 V, rej, nrej);
-  });
+  return lanes::trials_of<Avx2Ops>(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                   nrej);
 }
 
 std::size_t dither_avx2(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
-  return lanes::by_lattice<Avx2Ops>(
-      id, [&](auto lat) { return lanes::dithers<Avx2Ops, decltype(lat)>(w, count, v); });
+  return lanes::dithers_of<Avx2Ops>(id, w, count, v);
 }
 
 #endif  // CEPAM_X86_DISPATCH
@@ -128,15 +125,12 @@ std::size_t trials_neon(LatticeId id, std::uint32_t trial, const std::uint64_t* 
                         const double* xs, const double* beta, const double* radius,
                         std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
                         std::size_t* nrej) {
-  return lanes::by_lattice<NeonOps>(id, [&](auto lat) {
-    return lanes::trials<NeonOps, decltype(lat)>(trial, w, idx, count, t, xs, beta, radius, H, q,
-                                                 V, rej, nrej);
-  });
+  return lanes::trials_of<NeonOps>(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                   nrej);
 }
 
 std::size_t dither_neon(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
-  return lanes::by_lattice<NeonOps>(
-      id, [&](auto lat) { return lanes::dithers<NeonOps, decltype(lat)>(w, count, v); });
+  return lanes::dithers_of<NeonOps>(id, w, count, v);
 }
 #endif  // CEPAM_ARM_NEON
 

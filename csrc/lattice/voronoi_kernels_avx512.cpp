@@ -129,12 +129,9 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
                            const double* xs, const double* beta, const double* radius,
                            std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
                            std::size_t* nrej) {
-  using S = Avx512Ops;
   *nrej = 0;
-  return lanes::by_lattice<S>(id, [&](auto lat) {
-    return lanes::trials<S, decltype(lat)>(trial, w, idx, count, t, xs, beta, radius, H, q, V,
-                                           rej, nrej);
-  });
+  return lanes::trials_of<Avx512Ops>(id, trial, w, idx, count, t, xs, beta, radius, H, q, V,
+                                     rej, nrej);
 }
 
 template <class T>
@@ -151,9 +148,7 @@ template std::size_t voronoi_reconstruct<double>(LatticeId, const std::int64_t*,
                                                  const double*, std::size_t, double*);
 
 std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
-  using S = Avx512Ops;
-  return lanes::by_lattice<S>(id,
-                              [&](auto lat) { return lanes::dithers<S, decltype(lat)>(w, count, v); });
+  return lanes::dithers_of<Avx512Ops>(id, w, count, v);
 }
 
 }  // namespace cepam::kernels::avx512

@@ -430,4 +430,24 @@ inline std::size_t by_lattice(LatticeId id, F&& f) {
   return done;
 }
 
+// voronoi_trials and voronoi_dither (lattice/voronoi_kernels.hpp) over the
+// operations S (the lattice named by id: 0 for Z^n), as each SIMD level's
+// entry points call them.
+template <class S>
+inline std::size_t trials_of(LatticeId id, std::uint32_t trial, const std::uint64_t* w,
+                             const std::size_t* idx, std::size_t count, const double* t,
+                             const double* xs, const double* beta, const double* radius,
+                             std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
+                             std::size_t* nrej) {
+  return by_lattice<S>(id, [&](auto lat) {
+    return trials<S, decltype(lat)>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                    nrej);
+  });
+}
+template <class S>
+inline std::size_t dithers_of(LatticeId id, const std::uint64_t* w, std::size_t count,
+                              double* v) {
+  return by_lattice<S>(id, [&](auto lat) { return dithers<S, decltype(lat)>(w, count, v); });
+}
+
 }  // namespace cepam::kernels::lanes
