@@ -171,7 +171,6 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   // The coding cells' widths in grid cells, at least one (below that, the
   // estimates of the shapes differ by about a constant; also for NaN).
   const double lo = w_lo > 1.0 ? w_lo : 1.0, hi = w_hi > 1.0 ? w_hi : 1.0;
-  Shape best = kShapes[0];
   double best_bits = 0.0;
   // The estimates read the grid at 8 points an occupied group: with few
   // groups (small updates) each point is computed from the knots rather
@@ -183,12 +182,31 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   // so they cannot win, nor tie): the choice of the loop over every shape
   // in kShapes order (fewest bits, the first of a tie), with fewer
   // estimates where the model dominates (small updates).
+  // (Each shape's edges are computed once per process, its knots once per
+  // fit, and put back when the shape is estimated and when it is chosen.)
   constexpr std::size_t kCount = sizeof kShapes / sizeof kShapes[0];
+  using Edges = std::array<std::uint16_t, kMaxBins + 1>;
+  static const std::array<Edges, kCount> kEdges = [] {
+    std::array<Edges, kCount> edges;
+    SourceModel shaped;
+    for (std::size_t k = 0; k < kCount; ++k) {
+      shaped.set_shape(kShapes[k].bins, kShapes[k].growth);
+      edges[k] = shaped.edges_;
+    }
+    return edges;
+  }();
+  std::array<std::array<std::uint32_t, kMaxBins + 1>, kCount> knots;
+  const auto use_shape = [&](std::size_t k) {
+    model.bins_ = kShapes[k].bins;
+    model.growth_ = kShapes[k].growth;
+    model.edges_ = kEdges[k];
+  };
   std::array<double, kCount> model_bits;
   std::array<std::size_t, kCount> order;
   for (std::size_t k = 0; k < kCount; ++k) {
-    model.set_shape(kShapes[k].bins, kShapes[k].growth);
+    use_shape(k);
     model.set_knots(cum.data());
+    knots[k] = model.knots_;
     model_bits[k] = static_cast<double>(model.serialized_bits());
     order[k] = k;
   }
@@ -197,9 +215,8 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   std::size_t best_k = kCount;
   for (const std::size_t k : order) {
     if (best_k != kCount && model_bits[k] > best_bits) break;  // (sorted: so are the rest)
-    const Shape& s = kShapes[k];
-    model.set_shape(s.bins, s.growth);
-    model.set_knots(cum.data());
+    use_shape(k);
+    model.knots_ = knots[k];
     if (tabulated) model.tabulate();
     const double bits = model.estimate_bits(occupied.data(), occupancy.data(), n_occupied,
                                             static_cast<double>(group), lo, hi, tabulated) +
@@ -209,9 +226,8 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
       best_bits = bits;
     }
   }
-  best = kShapes[best_k];
-  model.set_shape(best.bins, best.growth);
-  model.set_knots(cum.data());
+  use_shape(best_k);
+  model.knots_ = knots[best_k];
   model.derive(quantiles);
   return model;
 }

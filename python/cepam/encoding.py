@@ -8,7 +8,6 @@ their arguments into one :class:`_Settings` and call
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from dataclasses import dataclass, replace
@@ -19,7 +18,7 @@ import numpy as np
 from ._checks import check_clip, check_flag
 from ._finite import check_encodable_range
 from ._native import core as _core
-from .auto import (_AUTO, _AUTO_SAMPLE, _E8_MIN_M, _auto_candidates, _auto_options,
+from .auto import (_AUTO, _AUTO_SAMPLE, _E8_MIN_M, _Shape, _auto_candidates, _auto_options,
                    _auto_sample_choice, _auto_sample_indices, _check_prefer, _costs_more_than_z,
                    _shape)
 from .cuda import LatticeStage
@@ -169,8 +168,10 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     factor = clip / norm if norm > clip else 1.0
     check_encodable_range(host, structure, norm=norm, factor=factor, mechanism=mechanism)
     rms = min(norm, clip) / math.sqrt(m) / mechanism.scale if m else 0.0
-    shape = functools.cache(lambda: _shape(
-        None if gpu is None else gpu.take, host, m, rms, factor, mechanism.scale))
+
+    def shape() -> _Shape:  # the update's statistics, computed where the choice reads them (once)
+        return _shape(None if gpu is None else gpu.take, host, m, rms, factor, mechanism.scale)
+
     if lattice is _AUTO:
         candidates = _auto_candidates(mechanism, coder, settings.prefer, shape, rms)
     else:
