@@ -3,8 +3,9 @@
     python bench/simd_speed.py                       # m = 10^7, 3 rounds (about 2 minutes here)
     python bench/simd_speed.py --m 1e6 --rounds 5 --levels avx2 portable
 
-For each level (avx512, avx2, portable: CEPAM_SIMD caps the level cepam
-picks at run time; "avx512" leaves it uncapped) a fresh process encodes and
+For each level (avx512, avx2, neon, portable: CEPAM_SIMD caps the level
+cepam picks at run time; "avx512" and "neon", the top levels of x86-64 and
+aarch64, leave it uncapped) a fresh process encodes and
 decodes the same float32 Gaussian update (rms/sigma = 10, sigma = 1e-3,
 Z^1, ANS coder, one thread: README's Speed setting) and reports M
 coordinates per second of CPU time (the process's, so that other work on
@@ -28,7 +29,7 @@ import warnings
 from chacha20_speed import cpu_model  # bench/ is on sys.path
 from throughput import LATTICES, SECRET, SIGMA, update
 
-LEVELS = ("avx512", "avx2", "portable")
+LEVELS = ("avx512", "avx2", "neon", "portable")
 
 
 def measure(m: int, ratio: float) -> dict:
@@ -51,7 +52,7 @@ def measure(m: int, ratio: float) -> dict:
 
 def _in_child(level: str, m: int, ratio: float) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("CEPAM_SIMD", "CEPAM_THREADS")}
-    if level != "avx512":
+    if level in ("avx2", "portable"):  # (the values CEPAM_SIMD takes)
         env["CEPAM_SIMD"] = level
     run = subprocess.run([sys.executable, __file__, "--worker", "--m", str(m), "--ratio",
                           str(ratio)], env=env, capture_output=True, text=True, check=True)
