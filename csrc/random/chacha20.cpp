@@ -18,8 +18,6 @@ namespace {
 
 constexpr std::uint32_t kSigma[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
 
-using chacha::rotl;
-
 // The batch kernels compute kChaChaBatch = 16 blocks at once: lane l is
 // block index[l] of stream stream[l], written to out[8 l .. 8 l + 8).
 // Contiguous ranges and the scattered blocks of rejected trials use the

@@ -3,8 +3,8 @@
 The native kernels come in a portable form and, on x86-64 builds with GCC
 or Clang, AVX2 and AVX-512 forms, chosen once per process at run time from
 what the CPU and operating system support; on aarch64 builds with GCC or
-Clang, NEON forms (always there: NEON is part of the architecture).  Every level gives the same
-bytes; only the speed differs.  The environment variable ``CEPAM_SIMD``
+Clang, NEON forms (always there: NEON is part of the architecture).  Every
+level gives the same bytes; only the speed differs.  The environment variable ``CEPAM_SIMD``
 (``"portable"`` or ``"avx2"``), set before cepam's first encode or decode,
 caps the level; it never raises it above what the CPU has.
 """
