@@ -130,6 +130,24 @@ def test_the_budget_is_checked_before_recording(path):
         assert ledger.epsilon() == pytest.approx(two, rel=1e-12)
 
 
+def test_every_epsilon_a_ledger_prints_names_what_it_is_for(path, capsys):
+    # the relation, the level and the threat model, in the budget error, the
+    # report and the CLI's total; none for an empty ledger
+    terms = "replace-one neighbours, sample level, client threat model"
+    with Ledger(path, name="mnist") as ledger:
+        assert ledger.report()["terms"] == ""
+        ledger.record(ROUND, run_id="a", round=0)
+        with pytest.raises(cepam.PrivacyBudgetError, match=f"\\({terms}\\)"):
+            ledger.record(ROUND, run_id="a", round=1, max_epsilon=ledger.epsilon())
+        assert ledger.report()["terms"] == terms
+        ledger.record(GaussianEvent(noise_multiplier=2.0), run_id="b")
+        mixed = ("replace-one neighbours, sample level and the caller's level, "
+                 "client threat model")
+        assert ledger.report()["terms"] == mixed
+    assert main(["privacy", "ledger", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"({mixed})")
+
+
 def test_a_ledger_is_for_one_federation_and_one_delta(path):
     Ledger(path, name="mnist", delta=1e-6).close()
     with pytest.raises(cepam.InvalidArgumentError, match="accounts for 'mnist'"):

@@ -182,6 +182,30 @@ def _one_relation(events: Iterable[PrivacyEvent]) -> None:
             f"{' and '.join(sorted(relations))} events: use one ledger per relation")
 
 
+# The level of each event kind a ledger records: who the neighbouring
+# datasets differ in (cepam.accounting.setting: one sample of one client's
+# data; client_level: one client's whole data).  A GaussianEvent is at the
+# level its noise multiplier was computed for, which it does not record.
+_LEVELS = {"cepam_gaussian_round": "sample level", "cepam_laplace_round": "sample level",
+           "client_level_round": "client level", "gaussian": "the caller's level"}
+
+
+def _terms(events: Iterable[PrivacyEvent]) -> str:
+    """What an epsilon over ``events`` is stated for, in words: their
+    neighbouring relation, level and threat model (e.g. "replace-one
+    neighbours, sample level, client threat model"); "" for no events."""
+    described = [e.describe() for e in events]
+    if not described:
+        return ""
+    relations = sorted({d.get("relation", "replace-one") for d in described})
+    levels = sorted({_LEVELS[d["event"]] for d in described})
+    threats = sorted({d["threat_model"] for d in described if "threat_model" in d})
+    terms = [f"{' and '.join(relations)} neighbours", " and ".join(levels)]
+    if threats:
+        terms.append(f"{' and '.join(threats)} threat model{'s' if len(threats) > 1 else ''}")
+    return ", ".join(terms)
+
+
 class Ledger:
     """The privacy spent on one dataset or federation, in an SQLite file.
 
@@ -383,7 +407,9 @@ class Ledger:
                 if spent > max_epsilon:
                     raise PrivacyBudgetError(
                         f"ledger {self._name!r}: recording this would bring epsilon to "
-                        f"{spent:.6g} at delta {self._delta:g}, above max_epsilon={max_epsilon:g}")
+                        f"{spent:.6g} at delta {self._delta:g} "
+                        f"({_terms([*(e for e, _ in totals), event])}), "
+                        f"above max_epsilon={max_epsilon:g}")
             cursor = db.execute(
                 "INSERT INTO events (run_id, round, rounds, mechanism, bound, scale, clip, event, time)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -482,12 +508,16 @@ class Ledger:
 
     def report(self, *, delta: float | None = None) -> dict[str, Any]:
         """The ledger as a JSON-friendly dict: name, delta, total
-        ``epsilon`` at it (None if not finite), runs, rounds and events."""
+        ``epsilon`` at it (None if not finite), what it is stated for
+        (``terms``: the events' neighbouring relation, level and threat
+        model, in words; "" for an empty ledger), runs, rounds and events."""
         delta = self._delta if delta is None else _v.probability_open("delta", delta)
         entries = self._load()
-        eps = self._epsilon_of(self._totals(), delta)
+        totals = self._totals()
+        eps = self._epsilon_of(totals, delta)
         return {"name": self._name, "path": str(self._path), "delta": delta,
                 "epsilon": eps if math.isfinite(eps) else None,
+                "terms": _terms(e for e, _ in totals),
                 "rounds": sum(e.rounds for e in entries),
                 "runs": list(dict.fromkeys(e.run_id for e in entries)),
                 "events": [e.as_dict() for e in entries]}

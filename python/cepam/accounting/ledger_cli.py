@@ -1,9 +1,11 @@
 """``cepam privacy ledger PATH``: what a privacy ledger holds.
 
 Prints the ledger's events as a table and the total epsilon at the ledger's
-delta (or ``--delta``), or, with ``--json``, the report of
+delta (or ``--delta``), with what it is stated for (the events' neighbouring
+relation, level and threat model), or, with ``--json``, the report of
 :meth:`cepam.accounting.Ledger.report` (total epsilon under the key
-``epsilon``; ``null`` if no finite epsilon is certified).
+``epsilon``, ``null`` if no finite epsilon is certified; those words under
+``terms``).
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def handler(args: argparse.Namespace) -> int:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
     eps = report["epsilon"]
     out.write(f"total: {report['rounds']} rounds in {len(report['runs'])} runs, "
-              f"epsilon = {'inf' if eps is None else f'{eps:.6g}'} at delta = {report['delta']:g}\n")
+              f"epsilon = {'inf' if eps is None else f'{eps:.6g}'} at delta = {report['delta']:g}"
+              + (f" ({report['terms']})" if report["terms"] else "") + "\n")
     return 0
 
 
