@@ -171,7 +171,6 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   // The coding cells' widths in grid cells, at least one (below that, the
   // estimates of the shapes differ by about a constant; also for NaN).
   const double lo = w_lo > 1.0 ? w_lo : 1.0, hi = w_hi > 1.0 ? w_hi : 1.0;
-  double best_bits = 0.0;
   // The estimates read the grid at 8 points an occupied group: with few
   // groups (small updates) each point is computed from the knots rather
   // than the whole grid tabulated for each shape (the same values).
@@ -201,6 +200,10 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
     model.growth_ = kShapes[k].growth;
     model.edges_ = kEdges[k];
   };
+  const auto use_fitted = [&](std::size_t k) {  // (after the first pass)
+    use_shape(k);
+    model.knots_ = knots[k];
+  };
   std::array<double, kCount> model_bits;
   std::array<std::size_t, kCount> order;
   for (std::size_t k = 0; k < kCount; ++k) {
@@ -213,10 +216,10 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return model_bits[a] < model_bits[b]; });
   std::size_t best_k = kCount;
+  double best_bits = 0.0;
   for (const std::size_t k : order) {
     if (best_k != kCount && model_bits[k] > best_bits) break;  // (sorted: so are the rest)
-    use_shape(k);
-    model.knots_ = knots[k];
+    use_fitted(k);
     if (tabulated) model.tabulate();
     const double bits = model.estimate_bits(occupied.data(), occupancy.data(), n_occupied,
                                             static_cast<double>(group), lo, hi, tabulated) +
@@ -226,8 +229,7 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
       best_bits = bits;
     }
   }
-  use_shape(best_k);
-  model.knots_ = knots[best_k];
+  use_fitted(best_k);
   model.derive(quantiles);
   return model;
 }

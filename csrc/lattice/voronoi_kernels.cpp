@@ -119,19 +119,6 @@ struct NeonOps : simd::NeonLanes {
     }
   }
 };
-
-std::size_t trials_neon(LatticeId id, std::uint32_t trial, const std::uint64_t* w,
-                        const std::size_t* idx, std::size_t count, const double* t,
-                        const double* xs, const double* beta, const double* radius,
-                        std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
-                        std::size_t* nrej) {
-  return lanes::trials_of<NeonOps>(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
-                                   nrej);
-}
-
-std::size_t dither_neon(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
-  return lanes::dithers_of<NeonOps>(id, w, count, v);
-}
 #endif  // CEPAM_ARM_NEON
 
 }  // namespace
@@ -163,7 +150,8 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
     return trials_avx2(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej, nrej);
 #elif CEPAM_ARM_NEON
   if (simd_level() >= SimdLevel::Neon)
-    return trials_neon(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej, nrej);
+    return lanes::trials_of<NeonOps>(id, trial, w, idx, count, t, xs, beta, radius, H, q, V,
+                                     rej, nrej);  // (no target region: NEON is the baseline)
 #else
   (void)id, (void)trial, (void)w, (void)idx, (void)count, (void)t, (void)xs, (void)beta,
       (void)radius, (void)H, (void)q, (void)V, (void)rej;
@@ -176,7 +164,7 @@ std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t cou
   if (simd_avx512dq()) return avx512::voronoi_dither(id, w, count, v);
   if (use_avx2()) return dither_avx2(id, w, count, v);
 #elif CEPAM_ARM_NEON
-  if (simd_level() >= SimdLevel::Neon) return dither_neon(id, w, count, v);
+  if (simd_level() >= SimdLevel::Neon) return lanes::dithers_of<NeonOps>(id, w, count, v);
 #else
   (void)id, (void)w, (void)count, (void)v;
 #endif

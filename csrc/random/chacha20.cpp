@@ -34,7 +34,6 @@ constexpr int kGroup = 4;
 #if CEPAM_VECTOR128
 typedef std::uint32_t Word4 __attribute__((vector_size(16)));
 inline Word4 splat4(std::uint32_t v) { return Word4{v, v, v, v}; }
-inline std::uint32_t lane(const Word4& w, int l) { return w[l]; }
 #else
 struct Word4 {
   std::uint32_t v[kGroup];
@@ -64,7 +63,6 @@ struct Word4 {
   }
 };
 inline Word4 splat4(std::uint32_t v) { return Word4{{v, v, v, v}}; }
-inline std::uint32_t lane(const Word4& w, int l) { return w.v[l]; }
 #endif
 
 template <int C>
@@ -105,10 +103,12 @@ void group_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint
     quarter(x[3], x[4], x[9], x[14]);
   }
   for (int i = 0; i < 16; ++i) x[i] += init[i];
+  std::uint32_t words[16][kGroup];  // word i of block l at [i][l]
+  std::memcpy(words, x, sizeof words);
   for (int l = 0; l < kGroup; ++l)
     for (int w = 0; w < 8; ++w)
-      out[8 * l + w] = static_cast<std::uint64_t>(lane(x[2 * w], l)) |
-                       (static_cast<std::uint64_t>(lane(x[2 * w + 1], l)) << 32);
+      out[8 * l + w] = static_cast<std::uint64_t>(words[2 * w][l]) |
+                       (static_cast<std::uint64_t>(words[2 * w + 1][l]) << 32);
 }
 
 void batch_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint32_t* stream,
