@@ -189,19 +189,21 @@ def _auto_rule(mechanism: Mechanism, coder: int) -> _AutoRule:
 
 
 def _auto_candidates(mechanism: Mechanism, coder: int, prefer: str,
-                     shape: Callable[[], _Shape], rms: float) -> list[tuple[int, int]]:
+                     shape: Callable[[], _Shape], rms: float, m: int) -> list[tuple[int, int]]:
     """The lattices ``lattice="auto"`` encodes with, as (lattice code, n)
     pairs: one, or with ``prefer="bits"`` both of its rule's, whose shorter
     payload is kept (for more than ``2 * _AUTO_SAMPLE`` coordinates, both
     encode a sample, and the update is encoded once, with the lattice whose
     sample came out shorter).  ``rms``: the clipped update's over the scale;
-    ``shape()``: its statistics, read only where the choice needs them."""
+    ``m``: its coordinates; ``shape()``: its statistics, read only where the
+    choice needs them (not below ``_E8_MIN_M`` coordinates, where the
+    balanced rule keeps Z whatever they are)."""
     rule = _auto_rule(mechanism, coder)
     if rule.low == rule.high or prefer == "speed":
         return [rule.low]
     if prefer == "bits":
         return [rule.low] if rms < rule.trial_below else [rule.low, rule.high]
-    return [rule.high] if _high_saves(shape()) else [rule.low]
+    return [rule.high] if m >= _E8_MIN_M and _high_saves(shape()) else [rule.low]
 
 
 def _auto_options(mechanism: Mechanism, coder: int, prefer: str) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ from ._native import core as _core
 from .cuda import check_device_output, decode_on_device, decodes_on_device, parse_device, to_device
 from .errors import FormatError, InvalidArgumentError, InvalidTypeError
 from .expected import Expected
-from .keys import check_integer, stream_key
+from .keys import SecretKeys, check_integer
 from .mechanisms import core_params, mechanism_from_code
 from .precision import check_output
 from .sealing import open_payload
@@ -139,7 +139,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         if limit < 0:
             raise InvalidArgumentError(f"max_coordinates must be non-negative, got {limit}")
     threads = resolve_threads(threads)
-    header, sealed = open_payload(payload, secret, threads=threads)  # the tag, then parsing
+    keys = SecretKeys(secret)
+    header, sealed = open_payload(payload, keys, threads=threads)  # the tag, then parsing
     expected.enforce(header)  # after the tag: the settings are the sender's own
     structure = header.structure
     # A template checks a structured payload first (its header's entries,
@@ -160,7 +161,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     else:
         structure = with_ties(structure, resolve_ties(None, ties))
     mechanism = mechanism_from_code(header.mechanism, header.scale)
-    kw = dict(m=header.m, key=stream_key(secret, header.context, header.nonce),
+    kw = dict(m=header.m, key=keys.stream(header.context, header.nonce),
               params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
               coder=header.coder, dtype=decoded_dtype(structure, dtype=dtype, output=output),
               threads=threads)

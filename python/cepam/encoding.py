@@ -24,7 +24,7 @@ from .auto import (_AUTO, _AUTO_SAMPLE, _E8_MIN_M, _Shape, _auto_candidates, _au
 from .cuda import LatticeStage
 from .errors import InvalidArgumentError, InvalidTypeError, RateWarning
 from .guard import ContextGuard
-from .keys import TAG_BYTES, Context, check_nonce, new_nonce, stream_key
+from .keys import TAG_BYTES, Context, SecretKeys, check_nonce, new_nonce
 from .lattices import LATTICE_CODES, LATTICES
 from .mechanisms import Mechanism, core_params
 from .padding import check_pad, max_payload_bytes, padding_bytes, uses_bound
@@ -173,7 +173,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         return _shape(None if gpu is None else gpu.take, host, m, rms, factor, mechanism.scale)
 
     if lattice is _AUTO:
-        candidates = _auto_candidates(mechanism, coder, settings.prefer, shape, rms)
+        candidates = _auto_candidates(mechanism, coder, settings.prefer, shape, rms, m)
     else:
         candidates = [lattice]
         if lattice[0] != LATTICE_CODES["Z"] and m >= _E8_MIN_M:
@@ -184,7 +184,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
                     f"lattice={LATTICES[lattice[0]]!r} is predicted to send more bits than "
                     f"lattice='Z' for this update (rms/scale {rms:.3g}): {why}, and it encodes "
                     "more slowly than Z; pass lattice='Z' or 'auto'", RateWarning, stacklevel=4)
-    key = stream_key(secret, context, nonce)  # the GPU path codes with it too
+    keys = SecretKeys(secret)
+    key = keys.stream(context, nonce)  # the GPU path codes with it too
     if len(candidates) > 1 and m > 2 * _AUTO_SAMPLE:
         indices = _auto_sample_indices(m)
         sample = flat[indices] if gpu is None else gpu.take(indices)
@@ -219,7 +220,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
     del bodies  # (memory: the discarded candidate's body)
     return seal(header, sealed_head(code, dim, padding, digest=sealed_digest), body=body,
-                padding=padding, secret=secret, threads=threads, head=head)
+                padding=padding, secret=keys, threads=threads, head=head)
 
 
 def _resolve_nonce(nonce: object) -> bytes:

@@ -59,6 +59,7 @@ __all__ = [
     "hkdf",
     "hkdf_extract",
     "hkdf_expand",
+    "SecretKeys",
     "message_key",
     "stream_key",
     "seal_key",
@@ -198,34 +199,75 @@ def hkdf(ikm: bytes, *, salt: bytes, info: bytes, length: int) -> bytes:
     return _core.hkdf_sha256(bytes(ikm), salt=bytes(salt), info=bytes(info), length=length)
 
 
-def message_key(secret: bytes, label: bytes, context: Context, nonce: bytes) -> bytes:
-    """The 32-byte key ``label`` (``b"/stream"`` or ``b"/seal"``) of one
-    payload: HKDF-SHA256 of the secret with ``info = FORMAT_TAG || label ||
-    round || client || message || nonce`` (fixed widths: one parse).  Every
-    per-payload key is derived here, so each depends on the nonce.
+class SecretKeys:
+    """The keys of one checked 32-byte secret, for one encode or decode.
 
-    Raises:
-        InvalidTypeError, InvalidArgumentError: a nonce that is not 16 bytes.
+    Every key of a payload (:func:`mac_key`, :func:`stream_key`,
+    :func:`seal_key`) is HKDF-SHA256 of the secret with salt ``FORMAT_TAG``
+    and 32 bytes long: one HKDF-Extract, done here once, and one HMAC
+    (HKDF-Expand's single block) a key.  The same bytes as :func:`hkdf`;
+    the keys of a call take four native HMACs instead of six.
     """
-    info = FORMAT_TAG + label + context.pack() + check_nonce(nonce)
-    return hkdf(secret, salt=FORMAT_TAG, info=info, length=32)
+
+    __slots__ = ("_prk",)
+
+    def __init__(self, secret: bytes) -> None:
+        self._prk = _core.hmac_sha256(FORMAT_TAG, secret)  # HKDF-Extract(FORMAT_TAG, secret)
+
+    @classmethod
+    def of(cls, secret: "bytes | SecretKeys") -> "SecretKeys":
+        """``secret``'s keys (a checked secret), or ``secret`` if it is keys already."""
+        return secret if isinstance(secret, SecretKeys) else cls(secret)
+
+    def _key(self, info: bytes) -> bytes:
+        return _core.hmac_sha256(self._prk, info + b"\x01")  # T(1) = HMAC(PRK, info || 1)
+
+    def mac(self) -> bytes:
+        """The 32-byte HMAC key of all payloads under the secret."""
+        return self._key(FORMAT_TAG + b"/mac")
+
+    def message(self, label: bytes, context: Context, nonce: bytes) -> bytes:
+        """The 32-byte key ``label`` (``b"/stream"`` or ``b"/seal"``) of one
+        payload: ``info = FORMAT_TAG || label || round || client || message
+        || nonce`` (fixed widths: one parse).  Every per-payload key is
+        derived here, so each depends on the nonce.
+
+        Raises:
+            InvalidTypeError, InvalidArgumentError: a nonce that is not 16 bytes.
+        """
+        return self._key(FORMAT_TAG + label + context.pack() + check_nonce(nonce))
+
+    def stream(self, context: Context, nonce: bytes) -> bytes:
+        """The ChaCha20 key of one message's random streams (dithers and
+        latent scales), under its payload's ``nonce``."""
+        return self.message(b"/stream", context, nonce)
+
+    def seal(self, context: Context, nonce: bytes) -> bytes:
+        """The ChaCha20 key that encrypts one message's sealed section,
+        under its payload's ``nonce``."""
+        return self.message(b"/seal", context, nonce)
+
+
+def message_key(secret: bytes, label: bytes, context: Context, nonce: bytes) -> bytes:
+    """The 32-byte key ``label`` of one payload (:meth:`SecretKeys.message`)."""
+    return SecretKeys(secret).message(label, context, nonce)
 
 
 def stream_key(secret: bytes, context: Context, nonce: bytes) -> bytes:
     """The 32-byte ChaCha20 key of one message's random streams (dithers and
     latent scales), under its payload's ``nonce``."""
-    return message_key(secret, b"/stream", context, nonce)
+    return SecretKeys(secret).stream(context, nonce)
 
 
 def seal_key(secret: bytes, context: Context, nonce: bytes) -> bytes:
     """The 32-byte ChaCha20 key that encrypts one message's sealed section,
     under its payload's ``nonce``."""
-    return message_key(secret, b"/seal", context, nonce)
+    return SecretKeys(secret).seal(context, nonce)
 
 
 def mac_key(secret: bytes) -> bytes:
     """The 32-byte HMAC key of all payloads under one secret."""
-    return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/mac", length=32)
+    return SecretKeys(secret).mac()
 
 
 def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: int = 1) -> bytes:

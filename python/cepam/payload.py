@@ -83,6 +83,7 @@ DIGEST_BYTES = 8  # the structure digest of a bare payload, sealed
 _CONTEXT = struct.Struct(f"<QQQ{NONCE_BYTES}sQ")  # round, client, message, nonce, m
 _U32, _U16, _ENTRY = struct.Struct("<I"), struct.Struct("<H"), struct.Struct("<BBB")
 _SHAPES = [struct.Struct(f"<{ndim}Q") for ndim in range(MAX_NDIM + 1)]  # by rank
+_FIXED = struct.Struct(_PREFIX.format + _CONTEXT.format[1:] + _U32.format[1:])  # up to the entries
 MAX_COORDINATES = 1 << 56
 MAX_EXTENT = 1 << 56  # product of an entry's non-zero dimensions
 MAX_PADDING = (1 << 32) - 1
@@ -142,26 +143,6 @@ def pack_header(h: Header) -> bytes:
     return b"".join(parts)
 
 
-class _Reader:
-    def __init__(self, data: bytes | memoryview, end: int) -> None:
-        self.data, self.pos, self.end = data, 0, end
-
-    def take(self, fmt: struct.Struct | str) -> tuple:
-        s = fmt if type(fmt) is struct.Struct else struct.Struct(fmt)
-        pos, size = self.pos, s.size
-        if pos + size > self.end:
-            raise FormatError("payload truncated in the header")
-        self.pos = pos + size
-        return s.unpack_from(self.data, pos)
-
-    def raw(self, count: int) -> bytes | memoryview:
-        if self.pos + count > self.end:
-            raise FormatError("payload truncated in the header")
-        out = self.data[self.pos : self.pos + count]
-        self.pos += count
-        return out
-
-
 def check_prefix(payload: bytes | memoryview) -> None:
     """Magic, version and minimum length: checked before the tag (the
     version before the length, so that a short payload of another version,
@@ -176,6 +157,11 @@ def check_prefix(payload: bytes | memoryview) -> None:
         raise FormatError(f"payload too short ({len(payload)} bytes) to be a cepam payload")
 
 
+def _truncated(at: int, size: int, end: int) -> None:
+    if at + size > end:
+        raise FormatError("payload truncated in the header")
+
+
 def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
     """Parses and validates the public header; returns it and the sealed
     section's offset.
@@ -183,8 +169,11 @@ def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
     The tag is not checked here (see :mod:`cepam.sealing`).
     """
     check_prefix(payload)
-    r = _Reader(payload, len(payload) - TAG_BYTES)
-    _, _, mech, coder, container, reserved, scale, clip = r.take(_PREFIX)
+    end = len(payload) - TAG_BYTES
+    _truncated(0, _FIXED.size, end)
+    (_, _, mech, coder, container, reserved, scale, clip,
+     rnd, client, message, nonce, m, count) = _FIXED.unpack_from(payload)
+    pos = _FIXED.size
     if mech not in MECHANISM_CODES:
         raise FormatError(f"unknown mechanism code {mech}")
     if coder not in CODERS:
@@ -195,32 +184,39 @@ def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
         raise FormatError("noise scale must be positive and finite")
     if not (clip > 0.0) or math.isnan(clip):
         raise FormatError("clip norm must be positive (or +inf)")
-    rnd, client, message, nonce, m = r.take(_CONTEXT)
     if m > MAX_COORDINATES:
         raise FormatError("declared number of coordinates too large")
-    (count,) = r.take(_U32)
     if container == BARE:  # no entries: m alone (the decoder's template shapes it)
         if count != 0:
             raise FormatError("a payload without structure has entries")
         header = Header(mech, scale, coder, clip, Context(rnd, client, message), bare(m),
                         nonce=nonce)
-        return header, r.pos
+        return header, pos
     # Each entry takes at least 5 bytes: bound the count before looping.
-    if count < 1 or count > (r.end - r.pos) // 5 or (container == 0 and count != 1):
+    if count < 1 or count > (end - pos) // 5 or (container == 0 and count != 1):
         raise FormatError("bad number of entries")
     entries, names, total = [], set(), 0
     for _ in range(count):
-        (name_len,) = r.take(_U16)
+        _truncated(pos, 2, end)
+        (name_len,) = _U16.unpack_from(payload, pos)
         if name_len > MAX_NAME_BYTES:
             raise FormatError("entry name too long")
+        pos += 2
+        _truncated(pos, name_len, end)
         try:
-            name = bytes(r.raw(name_len)).decode("utf-8")
+            name = bytes(payload[pos : pos + name_len]).decode("utf-8")
         except UnicodeDecodeError:
             raise FormatError("entry name is not valid UTF-8") from None
-        kind, dtype, ndim = r.take(_ENTRY)
+        pos += name_len
+        _truncated(pos, _ENTRY.size, end)
+        kind, dtype, ndim = _ENTRY.unpack_from(payload, pos)
+        pos += _ENTRY.size
         if kind not in (0, 1) or dtype not in DTYPES or ndim > MAX_NDIM:
             raise FormatError("bad entry kind, dtype or rank")
-        shape = r.take(_SHAPES[ndim])
+        dims = _SHAPES[ndim]
+        _truncated(pos, dims.size, end)
+        shape = dims.unpack_from(payload, pos)
+        pos += dims.size
         size, extent = 1, 1
         for d in shape:
             size *= d
@@ -236,14 +232,14 @@ def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
             names.add(name)
         elif name:
             raise FormatError("unnamed container with a named entry")
-        entries.append(Entry(name, kind, DTYPES[dtype], tuple(shape)))
+        entries.append(Entry(name, kind, DTYPES[dtype], shape))
     if total != m:
         raise FormatError("entry shapes do not add up to the declared number of coordinates")
-    if r.end - r.pos < _SEALED.size:
+    if end - pos < _SEALED.size:
         raise FormatError("payload truncated before its sealed section")
     header = Header(mech, scale, coder, clip, Context(rnd, client, message),
                     Structure(container, tuple(entries)), nonce=nonce)
-    return header, r.pos
+    return header, pos
 
 
 def sealed_head(lattice: int, n: int, padding: int, *, digest: bytes = b"") -> bytes:

@@ -31,7 +31,7 @@ import hmac
 
 from ._native import core as _core
 from .errors import AuthenticationError, InvalidTypeError
-from .keys import TAG_BYTES, mac_key, payload_tag, seal_key
+from .keys import TAG_BYTES, SecretKeys, payload_tag
 from .payload import (
     DIGEST_BYTES,
     SEALED_HEADER_BYTES,
@@ -41,6 +41,7 @@ from .payload import (
     check_prefix,
     pack_header,
     parse_header,
+    parse_sealed,
     parse_sealed_head,
 )
 from .structure import BARE
@@ -48,27 +49,30 @@ from .structure import BARE
 __all__ = ["seal", "verified", "open_payload"]
 
 
-def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes,
+def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes | SecretKeys,
          body: bytes | _core.CodedBody = b"", padding: int = 0, threads: int = 1,
          head: bytes | None = None) -> bytes:
     """The payload whose sealed section is ``plaintext || body || padding``
     zero bytes, under ``header`` (``head``: ``pack_header(header)`` where the
-    caller has it already); ``secret`` is a checked 32-byte secret.
+    caller has it already); ``secret`` is a checked 32-byte secret (or its
+    :class:`~cepam.keys.SecretKeys`).
     The body (bytes, or the encoder's ``_core.CodedBody``, whose parts are
     written here and released: it can be sealed once) is copied once, into
     the payload, and encrypted on up to ``threads`` native threads, and the
     tag computed on up to ``threads`` Python threads: the bytes do not
     depend on ``threads``."""
-    mac = mac_key(secret)
+    keys = SecretKeys.of(secret)
+    mac = keys.mac()
     return _core.seal_payload(pack_header(header) if head is None else head, bytes(plaintext), body, padding=padding,
-                              key=seal_key(secret, header.context, header.nonce), threads=threads,
+                              key=keys.seal(header.context, header.nonce), threads=threads,
                               tag_bytes=TAG_BYTES,
                               tag_of=lambda data: payload_tag(mac, data, threads=threads))
 
 
-def verified(payload: object, secret: bytes, *, threads: int = 1) -> memoryview:
+def verified(payload: object, secret: bytes | SecretKeys, *, threads: int = 1) -> memoryview:
     """A read-only view of the payload once its tag verifies under
-    ``secret`` (over a copy if the payload is in a writable buffer).
+    ``secret`` (or its keys; over a copy if the payload is in a writable
+    buffer).
 
     Raises:
         InvalidTypeError: payload is not bytes-like.
@@ -83,7 +87,7 @@ def verified(payload: object, secret: bytes, *, threads: int = 1) -> memoryview:
         view = memoryview(view.tobytes())
     view = view.cast("B")
     check_prefix(view)
-    tag = payload_tag(mac_key(secret), view[:-TAG_BYTES], threads=threads)
+    tag = payload_tag(SecretKeys.of(secret).mac(), view[:-TAG_BYTES], threads=threads)
     if not hmac.compare_digest(tag, view[-TAG_BYTES:]):
         raise AuthenticationError(
             "payload tag does not verify: wrong secret, or the payload was altered"
@@ -91,21 +95,32 @@ def verified(payload: object, secret: bytes, *, threads: int = 1) -> memoryview:
     return view
 
 
-def open_payload(payload: object, secret: bytes, *,
+#: A sealed section up to this many bytes is decrypted whole, in one call,
+#: and parsed from its plaintext; a longer one head first, then the body
+#: alone (so that a large body is decrypted once, into its own bytes).
+_WHOLE_BYTES = 1 << 16
+
+
+def open_payload(payload: object, secret: bytes | SecretKeys, *,
                  threads: int = 1) -> tuple[Header, Sealed]:
     """Verifies, then parses and decrypts a payload: its public header and
-    its sealed section (the body decrypted on up to ``threads`` threads).
+    its sealed section (the body decrypted on up to ``threads`` threads);
+    ``secret``: a checked secret, or its :class:`~cepam.keys.SecretKeys`.
 
     Raises:
         InvalidTypeError, FormatError, AuthenticationError: as
             :func:`verified`; FormatError also for a malformed header or
             sealed section (possible only from a holder of the secret).
     """
-    view = verified(payload, secret, threads=threads)
+    keys = SecretKeys.of(secret)
+    view = verified(payload, keys, threads=threads)
     header, offset = parse_header(view)
     end = len(view) - TAG_BYTES
-    key = seal_key(secret, header.context, header.nonce)
+    key = keys.seal(header.context, header.nonce)
     bare = header.structure.container == BARE
+    if end - offset <= _WHOLE_BYTES:
+        plain = _core.unseal(view, start=offset, stop=end, first=0, key=key, threads=1)
+        return header, parse_sealed(plain, header.mechanism, bare=bare)
     head = bytearray(view[offset : min(end, offset + SEALED_HEADER_BYTES + DIGEST_BYTES)])
     _core.seal_xor(head, key=key)
     sealed = parse_sealed_head(head, header.mechanism, size=end - offset, bare=bare)

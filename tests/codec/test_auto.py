@@ -162,6 +162,22 @@ def test_auto_picks_on_heavy_tails_and_below_1024_coordinates_z():
     assert lattice_of(bits(gaussian(5.0, m=1000))[1]) == "Z"
 
 
+def test_auto_reads_no_statistics_below_1024_coordinates(monkeypatch):
+    # Below 1024 coordinates balanced auto keeps Z whatever the update looks
+    # like, so it must not pay for the statistics (40 us of a 90 us call at
+    # m = 10); from 1024 on it reads them.
+    import cepam.encoding
+
+    read = []
+    real = cepam.encoding._shape
+    monkeypatch.setattr(cepam.encoding, "_shape", lambda *a: read.append(a) or real(*a))
+    for m in (10, 1023):
+        assert lattice_of(bits(gaussian(5.0, m=m))[1]) == "Z"
+    assert read == []
+    assert lattice_of(bits(gaussian(5.0, m=1024))[1]) == "E8"
+    assert len(read) == 1
+
+
 def test_the_clip_is_applied_before_the_statistics():
     # rms/sigma 5 unclipped, 0.5 after the clip: Z.
     x = gaussian(5.0)

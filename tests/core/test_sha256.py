@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from cepam._native import core
-from cepam.keys import hkdf, hkdf_expand, hkdf_extract
+from cepam.keys import (FORMAT_TAG, Context, SecretKeys, hkdf, hkdf_expand, hkdf_extract, mac_key,
+                        seal_key, stream_key)
 
 
 def _reference_hkdf(ikm, salt, info, length):
@@ -62,3 +63,19 @@ def test_portable_compression_gives_the_same_bytes():
             "assert core.hmac_sha256(b'key', d) == hmac.new(b'key', d, hashlib.sha256).digest()")
     env = dict(os.environ, CEPAM_SIMD="portable")
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+def test_a_secrets_keys_are_hkdf_of_their_labels():
+    # SecretKeys extracts once and expands each key in one HMAC: the bytes
+    # of RFC 5869's HKDF-SHA256 with salt FORMAT_TAG, for every label.
+    secret, nonce = bytes(range(32)), bytes(range(100, 116))
+    context = Context(2**64 - 1, 7, 3)
+    keys = SecretKeys(secret)
+    tail = context.pack() + nonce
+    for got, info in [(keys.mac(), b"/mac"), (keys.stream(context, nonce), b"/stream" + tail),
+                      (keys.seal(context, nonce), b"/seal" + tail)]:
+        assert got == _reference_hkdf(secret, FORMAT_TAG, FORMAT_TAG + info, 32)
+    assert mac_key(secret) == keys.mac()
+    assert stream_key(secret, context, nonce) == keys.stream(context, nonce)
+    assert seal_key(secret, context, nonce) == keys.seal(context, nonce)
+    assert SecretKeys.of(keys) is keys
