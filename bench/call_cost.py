@@ -16,6 +16,10 @@ result's construction.  Also printed: the CPU model (/proc/cpuinfo).
 --clip C encodes with clip=C, as a user who wants a privacy guarantee does
 (without it, the default, each encode also issues a PrivacyWarning).
 
+Two more rows, "encode dflt" and "decode dflt", call them as a user does:
+the default lattice ("auto") and threads (None: CEPAM_THREADS, else the
+cores).
+
 --profile runs each call under cProfile instead and prints the functions
 that take most of the time (for finding what the fixed cost is made of).
 
@@ -82,6 +86,10 @@ def run(a: argparse.Namespace, m: int) -> None:
     calls = {
         "encode": lambda: cepam.encode(x, mech, **kw),
         "decode": lambda: cepam.decode(payload, secret=secret, threads=1),
+        # as a user calls them: lattice="auto" and threads=None, the defaults
+        "encode dflt": lambda: cepam.encode(x, mech, secret=secret, round=0, client=0,
+                                            clip=a.clip),
+        "decode dflt": lambda: cepam.decode(payload, secret=secret),
     }
     if a.out:
         buffer = np.empty_like(x)

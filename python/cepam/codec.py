@@ -212,8 +212,8 @@ def encode(
     secret, context = check_secret(secret), Context(round, client, message)
     settings = _Settings.checked(choice, prefer=prefer, clip=clip, coder=coder,
                                  non_float=non_float, pad=pad, structure=structure,
-                                 threads=threads, buffers=buffers,
-                                 ties=check_ties(ties)).at_call()
+                                 threads=resolve_threads(threads), buffers=buffers,
+                                 ties=check_ties(ties))
     nonce = _resolve_nonce(nonce)
     if clip is None:
         warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)

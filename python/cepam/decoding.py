@@ -129,7 +129,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         output = "torch"
     dtype = check_dtype_choice(dtype)
     buffers = check_buffers(buffers)
-    like = _as_state_dict(like) or like  # a module's state_dict(), built once a call
+    if like is not None:
+        like = _as_state_dict(like) or like  # a module's state_dict(), built once a call
     if max_coordinates is None:  # the template's size, else the bare default
         limit = DEFAULT_MAX_COORDINATES if like is None else template_size(like, buffers=buffers)
         what = "max_coordinates" if like is None else "the template's size (like=)"
