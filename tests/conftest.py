@@ -1,3 +1,5 @@
+import hashlib
+import itertools
 import os
 from pathlib import Path
 
@@ -6,7 +8,8 @@ import pytest
 
 import cepam
 
-# Fixed secrets: every statistical test is deterministic.
+# Fixed secrets (and, where an assertion depends on the noise, a fixed nonce=
+# or the counted_nonces fixture below): every statistical test is deterministic.
 SECRET_A = bytes(range(32))
 SECRET_B = bytes(range(100, 132))
 
@@ -17,12 +20,40 @@ def secret() -> bytes:
 
 
 def roundtrip_error(x, mechanism, *, secret=SECRET_A, dim=1, round=0, client=0, message=0,
-                    clip=None):
-    """decode(encode(x)) - x in float64, for a 1-D float64 numpy input."""
+                    clip=None, nonce=bytes(16)):
+    """decode(encode(x)) - x in float64, for a 1-D float64 numpy input (under a
+    fixed payload nonce by default: the same noise at every run)."""
     payload = cepam.encode(x, mechanism, secret=secret, round=round, client=client,
-                           message=message, dim=dim, clip=clip)
+                           message=message, dim=dim, clip=clip, nonce=nonce)
     y = cepam.decode(payload, secret=secret)
     return y.astype(np.float64) - x, payload
+
+
+def _counted(label: bytes, size: int):
+    """A function returning ``size`` bytes from sha256(label, counter): fixed
+    values, a new one at each call."""
+    counter = itertools.count()
+    return lambda: hashlib.sha256(label + b"/%d" % next(counter)).digest()[:size]
+
+
+@pytest.fixture
+def counted_nonces(monkeypatch):
+    """Payload nonces from a counter, not the operating system, for tests of
+    code that encodes without ``nonce=`` (examples, bench scripts, the demo,
+    docstrings) and asserts what its noise only makes likely: the noise, and
+    so the result, is then the same at every run.  (It replaces the name
+    cepam.encoding resolves ``nonce=None`` with; were that name gone, the
+    test would error, not go back to fresh nonces.)"""
+    import cepam.encoding
+
+    monkeypatch.setattr(cepam.encoding, "new_nonce", _counted(b"cepam-tests/nonce", 16))
+
+
+@pytest.fixture
+def counted_secrets(monkeypatch):
+    """``cepam.new_secret()`` from a counter, not the operating system (as
+    counted_nonces, for code that draws its own secret)."""
+    monkeypatch.setattr(cepam, "new_secret", _counted(b"cepam-tests/secret", 32))
 
 
 @pytest.fixture

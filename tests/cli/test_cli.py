@@ -9,6 +9,7 @@ import cepam
 from cepam.cli import main
 
 
+@pytest.mark.usefixtures("counted_secrets", "counted_nonces")  # one noise: its KS p > 1e-6
 def test_demo_json(capsys):
     assert main(["demo", "--json", "--dim", "2"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -104,7 +104,7 @@ def test_client_sampling_is_per_client_and_seeded():
 def test_evaluate_counts_correct_predictions():
     model = build_model("mlp", 0)
     params = {n: p.detach() for n, p in model.named_parameters()}
-    x = torch.randn(50, 1, 28, 28)
+    x = torch.randn(50, 1, 28, 28, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         pred = model(x).argmax(1)
     y = pred.clone()
