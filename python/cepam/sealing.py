@@ -20,9 +20,10 @@ minimum length, then the tag (in constant time) over a view of everything
 before it, and only then parses the header, decrypts and parses the sealed
 section: a payload altered anywhere, or sealed under another secret, is an
 :class:`~cepam.errors.AuthenticationError` before any of its contents is
-read.  Opening copies nothing but the body, which it decrypts into new bytes
-(a payload in a writable buffer is first copied once, so that it cannot
-change between its check and its use).
+read.  Opening decrypts the body into new bytes and copies nothing else of
+a large payload (a sealed section of up to 64 KiB is decrypted whole, in one
+call, and its body copied out of it; a payload in a writable buffer is first
+copied once, so that it cannot change between its check and its use).
 """
 
 from __future__ import annotations
