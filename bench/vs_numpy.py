@@ -33,10 +33,19 @@ import os
 import time
 import warnings
 
-import numpy as np
+# Run as a script, numpy's BLAS and torch's OpenMP get one thread too: their
+# pools otherwise spin for a while after a call (np.linalg.norm, a torch op),
+# and process_time bills the spinning to whichever contender runs next (at
+# m = 10^5, 13 instead of 30 M coordinates a second, at random).  Set before
+# numpy and torch are imported; an explicit setting is kept.
+if __name__ == "__main__":
+    for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_pool, "1")
 
-import cepam
-from chacha20_speed import cpu_model  # bench/ is on sys.path
+import numpy as np  # noqa: E402
+
+import cepam  # noqa: E402
+from chacha20_speed import cpu_model  # noqa: E402  (bench/ is on sys.path)
 
 SECRET = bytes(range(32))
 SIGMA = 1e-3
