@@ -96,8 +96,9 @@ class SourceModel {
   CdfView cdf_view() const { return CdfView{a_, inv_width_, knot_.data(), slope_.data()}; }
 
   // An approximate inverse of cdf, for search guesses only (never for a
-  // coded value): the position u (in cells, as in cdf) where the CDF
-  // reaches (level + 1/2) 2^-12, for level < 2^12.  Not computed for a
+  // coded value): the position u (in cells, as in cdf) where the model's
+  // bins' lines (the CDF before the grid floors it) reach (level + 1/2)
+  // 2^-12, for level < 2^12.  Not computed for a
   // model fitted with quantiles = false (an encoder's: never read).
   double quantile_cells(std::uint32_t level) const { return quantile_[level]; }
 
