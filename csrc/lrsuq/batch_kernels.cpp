@@ -6,6 +6,7 @@
 #include "lrsuq/batch_kernels.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 #include "random/chacha20.hpp"
 #include "common/cpu.hpp"
@@ -104,29 +105,32 @@ inline void laplace_radii_loop(int n, double b, const std::uint64_t* w, std::siz
   for (; c < count; ++c) out[c] = laplace_radius<N>(n, b, w + c * W);
 }
 
+// f(std::integral_constant<int, N>{}) with N = n where 1 <= n <= Max, else
+// N = 0 (the dimension read at run time).
+template <int Max, class F>
+inline void with_fixed_dim(int n, F&& f) {
+  if constexpr (Max == 0) {
+    f(std::integral_constant<int, 0>{});
+  } else if (n == Max) {
+    f(std::integral_constant<int, Max>{});
+  } else {
+    with_fixed_dim<Max - 1>(n, f);
+  }
+}
+
 // The portable kernels from sub-vector c: the loops with the dimension
 // fixed at compile time for n <= 4 (Gaussian) and n <= 3 (Laplace), which
 // the compiler unrolls and, where it has 64-bit integer to double vector
 // conversions (NEON on aarch64), vectorises; the loop with n read at run
-// time for the others.  The same bits either way.
+// time for the others.  The same bits either way.  (The AVX-512 kernels
+// below keep their switches: a lambda would not inherit their target.)
 void gaussian_radii_portable(int n, double sigma, const std::uint64_t* w, std::size_t c,
                              std::size_t count, double* out) {
-  switch (n) {
-    case 1: gaussian_radii_loop<1>(n, sigma, w, c, count, out); return;
-    case 2: gaussian_radii_loop<2>(n, sigma, w, c, count, out); return;
-    case 3: gaussian_radii_loop<3>(n, sigma, w, c, count, out); return;
-    case 4: gaussian_radii_loop<4>(n, sigma, w, c, count, out); return;
-    default: gaussian_radii_loop<0>(n, sigma, w, c, count, out); return;
-  }
+  with_fixed_dim<4>(n, [&](auto N) { gaussian_radii_loop<N()>(n, sigma, w, c, count, out); });
 }
 void laplace_radii_portable(int n, double b, const std::uint64_t* w, std::size_t c,
                             std::size_t count, double* out) {
-  switch (n) {
-    case 1: laplace_radii_loop<1>(n, b, w, c, count, out); return;
-    case 2: laplace_radii_loop<2>(n, b, w, c, count, out); return;
-    case 3: laplace_radii_loop<3>(n, b, w, c, count, out); return;
-    default: laplace_radii_loop<0>(n, b, w, c, count, out); return;
-  }
+  with_fixed_dim<3>(n, [&](auto N) { laplace_radii_loop<N()>(n, b, w, c, count, out); });
 }
 
 #if CEPAM_X86_DISPATCH

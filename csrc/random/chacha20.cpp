@@ -37,29 +37,26 @@ inline Word4 splat4(std::uint32_t v) { return Word4{v, v, v, v}; }
 #else
 struct Word4 {
   std::uint32_t v[kGroup];
+  template <class F>
+  Word4 each(const Word4& o, F f) const {  // f lane by lane
+    Word4 r;
+    for (int l = 0; l < kGroup; ++l) r.v[l] = f(v[l], o.v[l]);
+    return r;
+  }
   Word4& operator+=(const Word4& o) {
-    for (int l = 0; l < kGroup; ++l) v[l] += o.v[l];
-    return *this;
+    return *this = each(o, [](std::uint32_t a, std::uint32_t b) { return a + b; });
   }
   Word4 operator^(const Word4& o) const {
-    Word4 r;
-    for (int l = 0; l < kGroup; ++l) r.v[l] = v[l] ^ o.v[l];
-    return r;
-  }
-  Word4 operator<<(int c) const {
-    Word4 r;
-    for (int l = 0; l < kGroup; ++l) r.v[l] = v[l] << c;
-    return r;
-  }
-  Word4 operator>>(int c) const {
-    Word4 r;
-    for (int l = 0; l < kGroup; ++l) r.v[l] = v[l] >> c;
-    return r;
+    return each(o, [](std::uint32_t a, std::uint32_t b) { return a ^ b; });
   }
   Word4 operator|(const Word4& o) const {
-    Word4 r;
-    for (int l = 0; l < kGroup; ++l) r.v[l] = v[l] | o.v[l];
-    return r;
+    return each(o, [](std::uint32_t a, std::uint32_t b) { return a | b; });
+  }
+  Word4 operator<<(int c) const {
+    return each(*this, [c](std::uint32_t a, std::uint32_t) { return a << c; });
+  }
+  Word4 operator>>(int c) const {
+    return each(*this, [c](std::uint32_t a, std::uint32_t) { return a >> c; });
   }
 };
 inline Word4 splat4(std::uint32_t v) { return Word4{{v, v, v, v}}; }
