@@ -22,6 +22,7 @@
 #include "lrsuq/quantizer.hpp"
 #include "payload/ans_body.hpp"
 #include "payload/segments.hpp"
+#include "payload/tag.hpp"
 #include "payload/ans_streams.hpp"
 #include "payload/body.hpp"
 #include "coding/model_stats.hpp"
@@ -466,6 +467,37 @@ py::bytes hmac_sha256_py(const py::buffer& key, const py::buffer& data) {
   return py::bytes(reinterpret_cast<const char*>(out), kSha256Bytes);
 }
 
+// The keys HMAC-SHA256(prk, info || 0x01) of several infos: HKDF-Expand's
+// first (and, for 32-byte keys, only) block under one PRK.
+py::tuple hkdf_expand_keys_py(const py::bytes& prk, const py::tuple& infos) {
+  std::size_t pl = 0;
+  const std::uint8_t* pp = bytes_view(prk, &pl);
+  static constexpr std::uint8_t kCounter = 1;
+  py::tuple keys(infos.size());
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    std::size_t il = 0;
+    const std::uint8_t* ip = bytes_view(infos[i].cast<py::bytes>(), &il);
+    const ByteSpan parts[] = {{ip, il}, {&kCounter, 1}};
+    std::uint8_t out[kSha256Bytes];
+    hmac_sha256_parts(pp, pl, parts, 2, out);
+    keys[i] = py::bytes(reinterpret_cast<const char*>(out), kSha256Bytes);
+  }
+  return keys;
+}
+
+// The tag of a payload of at most one MAC segment (payload/tag.hpp).
+py::bytes payload_tag_py(const py::bytes& key, const py::buffer& data) {
+  std::size_t kl = 0;
+  const std::uint8_t* kp = bytes_view(key, &kl);
+  if (kl != kSha256Bytes) throw InvalidArgument("a MAC key is 32 bytes");
+  const py::buffer_info d = data.request();
+  if (!PyBuffer_IsContiguous(d.view(), 'C')) throw InvalidArgument("data must be contiguous");
+  std::uint8_t out[kPayloadTagBytes];
+  one_segment_tag(kp, static_cast<const std::uint8_t*>(d.ptr),
+                  static_cast<std::size_t>(d.size * d.itemsize), out);
+  return py::bytes(reinterpret_cast<const char*>(out), kPayloadTagBytes);
+}
+
 py::bytes hkdf_sha256_py(const py::bytes& ikm, const py::bytes& salt, const py::bytes& info,
                          std::size_t length) {
   std::size_t il = 0, sl = 0, nl = 0;
@@ -650,12 +682,14 @@ void seal_xor(const py::buffer& data, const py::bytes& key, int threads) {
 
 // A whole payload, assembled in one new bytes object: head || (sealed_head
 // || body || `padding` zero bytes) XOR the sealing keystream || tag, where
-// tag = tag_of(memoryview of everything before it), tag_bytes long.  The
+// tag = tag_of(memoryview of everything before it), tag_bytes long, or, with
+// tag_of None, the one-segment tag under mac_key (payload/tag.hpp).  The
 // body (bytes, or an UnwrittenBody whose parts are written here and
 // released) is copied and encrypted in one pass, on up to `threads` threads.
 py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, const py::object& body,
                        std::size_t padding, const py::bytes& key, int threads,
-                       std::size_t tag_bytes, const py::function& tag_of) {
+                       std::size_t tag_bytes, const py::object& tag_of,
+                       const py::bytes& mac_key) {
   threads = threads_from(threads);
   const ChaChaKey k = key_from(key);
   std::size_t h = 0, s = 0, b = 0;
@@ -691,6 +725,14 @@ py::bytes seal_payload(const py::bytes& head, const py::bytes& sealed_head, cons
       xor_keystream(k, kPurposeSeal, p + h + s, b, threads, s, pb);
     }
     write_keystream(k, kPurposeSeal, p + h + s + b, padding, threads, s + b);
+  }
+  if (tag_of.is_none()) {
+    if (tag_bytes != kPayloadTagBytes) throw InvalidArgument("a payload tag is 16 bytes");
+    std::size_t ml = 0;
+    const std::uint8_t* mk = bytes_view(mac_key, &ml);
+    if (ml != kSha256Bytes) throw InvalidArgument("a MAC key is 32 bytes");
+    one_segment_tag(mk, p, data_len, p + data_len);
+    return out;
   }
   const py::memoryview whole(out);
   const py::object tag = tag_of(whole[py::slice(0, static_cast<py::ssize_t>(data_len), 1)]);
@@ -938,6 +980,10 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_GOLOMB") = kMaxGolomb;
   m.attr("MAX_EXPG_ORDER") = kMaxExpGolombOrder;
   m.attr("MAX_THREADS") = kMaxThreads;
+  m.attr("MAC_SEGMENT_BYTES") = kMacSegmentBytes;  // the payload tag's (payload/tag.hpp)
+  m.attr("TAG_BYTES") = kPayloadTagBytes;
+  m.attr("SEGMENT_LABEL") = py::bytes(kSegmentLabel);
+  m.attr("TAG_LABEL") = py::bytes(kTagLabel);
   m.attr("SEGMENT_COORDINATES") = kSegmentCoordinates;
   m.attr("LATTICES") = lattice_table();
   m.attr("MECHANISMS") = mechanism_table();
@@ -992,6 +1038,12 @@ PYBIND11_MODULE(_core, m) {
         "InvalidArgumentError for a bad out (checked before any value is written).");
   m.def("hmac_sha256", &hmac_sha256_py, py::arg("key"), py::arg("data"),
         "HMAC-SHA256(key, data), 32 bytes (key and data: contiguous bytes-like objects).");
+  m.def("hkdf_expand_keys", &hkdf_expand_keys_py, py::arg("prk"), py::arg("infos"),
+        "HMAC-SHA256(prk, info || 0x01) of each info of a tuple (HKDF-Expand's first block "
+        "under one PRK: 32-byte keys), as a tuple of bytes.");
+  m.def("payload_tag", &payload_tag_py, py::arg("key"), py::arg("data"),
+        "The 16-byte tag of a payload's header and ciphertext (data, at most one MAC "
+        "segment of 2^20 bytes) under the 32-byte MAC key.");
   m.def("hkdf_sha256", &hkdf_sha256_py, py::arg("ikm"), py::kw_only(), py::arg("salt"),
         py::arg("info"), py::arg("length"),
         "HKDF-SHA256 (RFC 5869): Expand(Extract(salt, ikm), info, length); an empty salt is "
@@ -1024,10 +1076,11 @@ PYBIND11_MODULE(_core, m) {
       .def("__len__", &UnwrittenBody::size);
   m.def("seal_payload", &seal_payload, py::arg("head"), py::arg("sealed_head"), py::arg("body"),
         py::kw_only(), py::arg("padding"), py::arg("key"), py::arg("threads"),
-        py::arg("tag_bytes"), py::arg("tag_of"),
+        py::arg("tag_bytes"), py::arg("tag_of"), py::arg("mac_key") = py::bytes(),
         "A payload in one new bytes object: head, then sealed_head || body || padding zeros "
         "XOR the sealing keystream, then tag_of(memoryview of all before the tag) "
-        "(tag_bytes long).");
+        "(tag_bytes long), or with tag_of None the one-segment tag under mac_key "
+        "(payload_tag).");
   m.def("unseal", &unseal, py::arg("data"), py::kw_only(), py::arg("start"), py::arg("stop"),
         py::arg("first"), py::arg("key"), py::arg("threads") = 1,
         "data[start:stop] XOR the sealing keystream from its byte `first`, as new bytes.");

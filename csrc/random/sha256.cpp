@@ -206,6 +206,13 @@ void hmac_sha256(const std::uint8_t* key, std::size_t key_len, const std::uint8_
   mac.finish(out);
 }
 
+void hmac_sha256_parts(const std::uint8_t* key, std::size_t key_len, const ByteSpan* parts,
+                       std::size_t count, std::uint8_t out[kSha256Bytes]) {
+  Hmac mac(key, key_len);
+  for (std::size_t i = 0; i < count; ++i) mac.inner.update(parts[i].data, parts[i].len);
+  mac.finish(out);
+}
+
 void hkdf_sha256(const std::uint8_t* ikm, std::size_t ikm_len, const std::uint8_t* salt,
                  std::size_t salt_len, const std::uint8_t* info, std::size_t info_len,
                  std::size_t length, std::uint8_t* out) {

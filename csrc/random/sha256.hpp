@@ -20,6 +20,17 @@ void sha256(const std::uint8_t* data, std::size_t len, std::uint8_t out[kSha256B
 void hmac_sha256(const std::uint8_t* key, std::size_t key_len, const std::uint8_t* data,
                  std::size_t len, std::uint8_t out[kSha256Bytes]);
 
+// A read-only run of bytes, one part of a message hashed in parts.
+struct ByteSpan {
+  const std::uint8_t* data;
+  std::size_t len;
+};
+
+// HMAC-SHA256(key, parts[0] || ... || parts[count - 1]) into out[32] (the
+// parts hashed where they lie, never joined).
+void hmac_sha256_parts(const std::uint8_t* key, std::size_t key_len, const ByteSpan* parts,
+                       std::size_t count, std::uint8_t out[kSha256Bytes]);
+
 // HKDF-SHA256(ikm, salt, info) (RFC 5869: Expand(Extract(salt, ikm), info,
 // length); an empty salt is 32 zero bytes) into out[length], length in
 // [1, 255 * 32] (InvalidArgument otherwise).

@@ -182,8 +182,8 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
               noise_std=mechanism.std, where=_entry_name(structure, i))
         start += entry.size
     # (tied last, so that a move to the GPU keeps them one object)
-    result = unflatten(flat, Structure(structure.container, structure.entries), output=output,
-                       dtype=dtype)
+    untied = Structure(structure.container, structure.entries) if structure.ties else structure
+    result = unflatten(flat, untied, output=output, dtype=dtype)
     if cuda_index is not None and not on_gpu:
         result = to_device(result, cuda_index)
     if out is not None and structure.container in (SINGLE, BARE):

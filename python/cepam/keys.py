@@ -71,16 +71,19 @@ __all__ = [
 
 FORMAT_TAG = b"cepam/lrsuq/v1"
 SECRET_BYTES = 32
-TAG_BYTES = 16
 NONCE_BYTES = 16  # the per-payload nonce in the public header (format version 8)
-MAC_SEGMENT_BYTES = 1 << 20  # the payload tag's segments (format version 5)
-_SEGMENT_LABEL = b"cepam/seg"
-_TAG_LABEL = b"cepam/tag"
+# The payload tag's length, segments (format version 5) and labels: the
+# core's (payload/tag.hpp), which tags a payload of one segment itself.
+TAG_BYTES: int = _core.TAG_BYTES
+MAC_SEGMENT_BYTES: int = _core.MAC_SEGMENT_BYTES
+_SEGMENT_LABEL: bytes = _core.SEGMENT_LABEL
+_TAG_LABEL: bytes = _core.TAG_LABEL
 _U64 = 1 << 64
 _SEGMENT_HEAD = struct.Struct("<QQ")
-# Segments up to this many bytes are tagged by the native core in one call
-# (random/sha256.hpp), longer ones by hashlib (OpenSSL), which hashes long
-# data faster where the CPU lacks SHA extensions; the tag is the same.
+# Data up to this many bytes is tagged by the native core in one call
+# (payload/tag.hpp; segments that long by random/sha256.hpp), longer data by
+# hashlib (OpenSSL), which hashes long data faster where the CPU lacks SHA
+# extensions; the tag is the same.
 _NATIVE_MAC_BYTES = 1 << 14
 
 
@@ -205,47 +208,66 @@ class SecretKeys:
     Every key of a payload (:func:`mac_key`, :func:`stream_key`,
     :func:`seal_key`) is HKDF-SHA256 of the secret with salt ``FORMAT_TAG``
     and 32 bytes long: one HKDF-Extract, done here once, and one HMAC
-    (HKDF-Expand's single block) a key.  The same bytes as :func:`hkdf`;
-    the keys of a call take four native HMACs instead of six.
+    (HKDF-Expand's single block) a key, those of one message in one native
+    call (:meth:`messages`).  The same bytes as :func:`hkdf`; the keys of a
+    call take three native calls instead of six.
     """
 
-    __slots__ = ("_prk",)
+    __slots__ = ("_prk", "_last")
 
     def __init__(self, secret: bytes) -> None:
         self._prk = _core.hmac_sha256(FORMAT_TAG, secret)  # HKDF-Extract(FORMAT_TAG, secret)
+        self._last: tuple[Context, bytes, tuple[bytes, bytes]] | None = None
 
     @classmethod
     def of(cls, secret: "bytes | SecretKeys") -> "SecretKeys":
         """``secret``'s keys (a checked secret), or ``secret`` if it is keys already."""
         return secret if isinstance(secret, SecretKeys) else cls(secret)
 
-    def _key(self, info: bytes) -> bytes:
-        return _core.hmac_sha256(self._prk, info + b"\x01")  # T(1) = HMAC(PRK, info || 1)
-
     def mac(self) -> bytes:
         """The 32-byte HMAC key of all payloads under the secret."""
-        return self._key(FORMAT_TAG + b"/mac")
+        return _core.hkdf_expand_keys(self._prk, (FORMAT_TAG + b"/mac",))[0]
 
-    def message(self, label: bytes, context: Context, nonce: bytes) -> bytes:
-        """The 32-byte key ``label`` (``b"/stream"`` or ``b"/seal"``) of one
-        payload: ``info = FORMAT_TAG || label || round || client || message
-        || nonce`` (fixed widths: one parse).  Every per-payload key is
-        derived here, so each depends on the nonce.
+    def messages(self, labels: tuple[bytes, ...], context: Context,
+                 nonce: bytes) -> tuple[bytes, ...]:
+        """The 32-byte keys ``labels`` (``b"/stream"``, ``b"/seal"``) of one
+        payload, each ``T(1) = HMAC(PRK, info || 1)`` with ``info =
+        FORMAT_TAG || label || round || client || message || nonce`` (fixed
+        widths: one parse).  Every per-payload key is derived here, so each
+        depends on the nonce.
 
         Raises:
             InvalidTypeError, InvalidArgumentError: a nonce that is not 16 bytes.
         """
-        return self._key(FORMAT_TAG + label + context.pack() + check_nonce(nonce))
+        tail = context.pack() + check_nonce(nonce)
+        return _core.hkdf_expand_keys(self._prk, tuple(FORMAT_TAG + label + tail
+                                                       for label in labels))
+
+    def message(self, label: bytes, context: Context, nonce: bytes) -> bytes:
+        """The 32-byte key ``label`` of one payload (:meth:`messages`)."""
+        return self.messages((label,), context, nonce)[0]
+
+    def payload(self, context: Context, nonce: bytes) -> tuple[bytes, bytes]:
+        """:meth:`stream` and :meth:`seal` of one payload, derived in one
+        call and kept for the next call with the same ``context`` and
+        ``nonce`` objects (an encode or decode asks for both, at two places)."""
+        last = self._last
+        if last is not None and last[0] is context and last[1] is nonce:
+            return last[2]
+        keys: tuple[bytes, bytes] = self.messages((b"/stream", b"/seal"), context,
+                                                  nonce)  # type: ignore[assignment]
+        self._last = (context, nonce, keys)
+        return keys
 
     def stream(self, context: Context, nonce: bytes) -> bytes:
         """The ChaCha20 key of one message's random streams (dithers and
         latent scales), under its payload's ``nonce``."""
-        return self.message(b"/stream", context, nonce)
+        return self.payload(context, nonce)[0]
 
     def seal(self, context: Context, nonce: bytes) -> bytes:
         """The ChaCha20 key that encrypts one message's sealed section,
         under its payload's ``nonce``."""
-        return self.message(b"/seal", context, nonce)
+        return self.payload(context, nonce)[1]
 
 
 def message_key(secret: bytes, label: bytes, context: Context, nonce: bytes) -> bytes:
@@ -289,7 +311,9 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
     docs/format.md gives the security argument."""
     view = memoryview(data).cast("B")
     total = len(view)
-    count = max(1, -(-total // MAC_SEGMENT_BYTES))
+    if total <= _NATIVE_MAC_BYTES:  # (one short segment: the core's, in one call)
+        return _core.payload_tag(key, view)
+    count = -(-total // MAC_SEGMENT_BYTES)
 
     def segment(i: int) -> bytes:
         part = view[i * MAC_SEGMENT_BYTES : (i + 1) * MAC_SEGMENT_BYTES]

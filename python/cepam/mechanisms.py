@@ -23,6 +23,8 @@ a row for each, and the import checks that it has no other.
 
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Union
@@ -204,11 +206,19 @@ def core_params(mechanism: Mechanism, *, lattice: int, n: int) -> Any:
             lattice's dimension, A2/D4/E8 Gaussian only, Laplace n <= 4, SDQ
             n = 1) or the scale is not positive and finite.
     """
-    return _core.Params(mechanism=mechanism.code, scale=mechanism.scale, lattice=lattice, n=n)
+    return _params(mechanism.code, mechanism.scale, lattice, n)
 
 
+@functools.lru_cache(maxsize=64)
+def _params(mechanism: int, scale: float, lattice: int, n: int) -> Any:
+    # (read-only values: one per combination, kept across calls)
+    return _core.Params(mechanism=mechanism, scale=scale, lattice=lattice, n=n)
+
+
+@functools.lru_cache(maxsize=64)
 def mechanism_from_code(code: int, scale: float) -> Mechanism:
-    """Rebuilds a mechanism from its payload code and scale (KeyError if unknown)."""
+    """Rebuilds a mechanism from its payload code and scale (KeyError if
+    unknown); the same (frozen) object for the same values, kept across calls."""
     return _BY_CODE[code](scale)
 
 

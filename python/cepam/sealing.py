@@ -32,7 +32,7 @@ import hmac
 
 from ._native import core as _core
 from .errors import AuthenticationError, InvalidTypeError
-from .keys import TAG_BYTES, SecretKeys, payload_tag
+from .keys import _NATIVE_MAC_BYTES, TAG_BYTES, SecretKeys, payload_tag
 from .payload import (
     DIGEST_BYTES,
     SEALED_HEADER_BYTES,
@@ -55,19 +55,23 @@ def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes | Secret
          head: bytes | None = None) -> bytes:
     """The payload whose sealed section is ``plaintext || body || padding``
     zero bytes, under ``header`` (``head``: ``pack_header(header)`` where the
-    caller has it already); ``secret`` is a checked 32-byte secret (or its
+    caller has it already);
+    ``secret`` is a checked 32-byte secret (or its
     :class:`~cepam.keys.SecretKeys`).
     The body (bytes, or the encoder's ``_core.CodedBody``, whose parts are
     written here and released: it can be sealed once) is copied once, into
     the payload, and encrypted on up to ``threads`` native threads, and the
-    tag computed on up to ``threads`` Python threads: the bytes do not
-    depend on ``threads``."""
+    tag computed by the core (a short payload) or on up to ``threads``
+    Python threads: the bytes do not depend on ``threads``."""
     keys = SecretKeys.of(secret)
     mac = keys.mac()
-    return _core.seal_payload(pack_header(header) if head is None else head, bytes(plaintext), body, padding=padding,
-                              key=keys.seal(header.context, header.nonce), threads=threads,
-                              tag_bytes=TAG_BYTES,
-                              tag_of=lambda data: payload_tag(mac, data, threads=threads))
+    head = pack_header(header) if head is None else head
+    short = len(head) + len(plaintext) + len(body) + padding <= _NATIVE_MAC_BYTES
+    return _core.seal_payload(
+        head, bytes(plaintext), body, padding=padding,
+        key=keys.seal(header.context, header.nonce), threads=threads,
+        tag_bytes=TAG_BYTES, mac_key=mac,  # (a short payload's tag: the core's, tag_of None)
+        tag_of=None if short else lambda data: payload_tag(mac, data, threads=threads))
 
 
 def verified(payload: object, secret: bytes | SecretKeys, *, threads: int = 1) -> memoryview:

@@ -27,9 +27,8 @@ it from a template (:mod:`cepam.template`).
 
 from __future__ import annotations
 
-import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -86,10 +85,11 @@ class Structure:
     #: (name, target) pairs of a mapping: ``name`` is the same tensor as the
     #: entry ``target`` (tied), not coded; never in a payload (see :mod:`cepam.ties`).
     ties: tuple[tuple[str, str], ...] = ()
+    #: The number of coordinates, summed once when built (read on every call).
+    size: int = field(init=False, repr=False, compare=False)
 
-    @functools.cached_property
-    def size(self) -> int:
-        return sum(e.size for e in self.entries)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", sum(e.size for e in self.entries))
 
 
 def _is_torch_tensor(x: Any) -> bool:

@@ -79,3 +79,19 @@ def test_a_secrets_keys_are_hkdf_of_their_labels():
     assert stream_key(secret, context, nonce) == keys.stream(context, nonce)
     assert seal_key(secret, context, nonce) == keys.seal(context, nonce)
     assert SecretKeys.of(keys) is keys
+    # One message's keys in one native call, kept for the same objects only.
+    assert keys.payload(context, nonce) == (keys.stream(context, nonce), keys.seal(context, nonce))
+    other = Context(2**64 - 1, 7, 4)
+    assert keys.stream(other, nonce) == _reference_hkdf(
+        secret, FORMAT_TAG, FORMAT_TAG + b"/stream" + other.pack() + nonce, 32)
+    assert keys.seal(context, bytes(16)) == _reference_hkdf(
+        secret, FORMAT_TAG, FORMAT_TAG + b"/seal" + context.pack() + bytes(16), 32)
+    assert keys.stream(context, bytes(nonce)) == keys.stream(Context(2**64 - 1, 7, 3), nonce)
+
+
+def test_hkdf_expand_keys_is_hkdf_expands_first_block():
+    rng = np.random.default_rng(3)
+    prk = rng.bytes(32)
+    infos = (b"", rng.bytes(1), rng.bytes(54), rng.bytes(55), rng.bytes(119), rng.bytes(300))
+    assert core.hkdf_expand_keys(prk, infos) == tuple(hkdf_expand(prk, i, 32) for i in infos)
+    assert core.hkdf_expand_keys(prk, ()) == ()

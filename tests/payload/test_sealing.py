@@ -703,9 +703,29 @@ def test_the_tag_is_the_documented_construction(long_payload):
     assert len(long_payload) == 3 * SEGMENT + 54321
     mac = cepam.keys.mac_key(SECRET)
     data = np.random.default_rng(12).bytes(2 * SEGMENT + 1)
-    for length in (0, 1, SEGMENT - 1, SEGMENT, SEGMENT + 1, 2 * SEGMENT, 2 * SEGMENT + 1):
+    native = cepam.keys._NATIVE_MAC_BYTES  # (up to it, the core's one-segment tag)
+    for length in (0, 1, 22, 23, 86, 87, 150, native - 1, native, native + 1, SEGMENT - 1,
+                   SEGMENT, SEGMENT + 1, 2 * SEGMENT, 2 * SEGMENT + 1):
         assert cepam.keys.payload_tag(mac, data[:length], threads=2) == \
             reference_tag(SECRET, data[:length]), length
+    for length in (0, 23, native + 1, SEGMENT):  # the core's tag of any one segment
+        assert _core.payload_tag(mac, data[:length]) == reference_tag(SECRET, data[:length])
+    with pytest.raises(cepam.errors.InvalidArgumentError, match="more than one MAC segment"):
+        _core.payload_tag(mac, data[: SEGMENT + 1])
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_payloads_about_the_native_tags_length_are_tagged_alike(extra):
+    # Up to _NATIVE_MAC_BYTES before the tag, the core tags the payload as
+    # it seals it; beyond, Python's segments: the same construction.
+    x = _update(10)
+    bare = _encode(x, ("ans", "gaussian", "Z", 1))
+    size = cepam.keys._NATIVE_MAC_BYTES + 16 + extra
+    payload = _encode(x, ("ans", "gaussian", "Z", 1), pad=size)
+    assert len(payload) == size and len(bare) < size
+    assert payload[-16:] == reference_tag(SECRET, payload[:-16])
+    np.testing.assert_array_equal(cepam.decode(payload, secret=SECRET),
+                                  cepam.decode(bare, secret=SECRET))
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 7])
