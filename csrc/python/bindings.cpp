@@ -486,14 +486,14 @@ py::tuple hkdf_expand_keys_py(const py::bytes& prk, const py::tuple& infos) {
 }
 
 // The tag of a payload of at most one MAC segment (payload/tag.hpp).
-py::bytes payload_tag_py(const py::bytes& key, const py::buffer& data) {
-  std::size_t kl = 0;
-  const std::uint8_t* kp = bytes_view(key, &kl);
-  if (kl != kSha256Bytes) throw InvalidArgument("a MAC key is 32 bytes");
-  const py::buffer_info d = data.request();
-  if (!PyBuffer_IsContiguous(d.view(), 'C')) throw InvalidArgument("data must be contiguous");
+py::bytes payload_tag_py(const py::buffer& key, const py::buffer& data) {
+  const py::buffer_info k = key.request(), d = data.request();
+  if (!PyBuffer_IsContiguous(k.view(), 'C') || !PyBuffer_IsContiguous(d.view(), 'C'))
+    throw InvalidArgument("key and data must be contiguous");
+  if (static_cast<std::size_t>(k.size * k.itemsize) != kSha256Bytes)
+    throw InvalidArgument("a MAC key is 32 bytes");
   std::uint8_t out[kPayloadTagBytes];
-  one_segment_tag(kp, static_cast<const std::uint8_t*>(d.ptr),
+  one_segment_tag(static_cast<const std::uint8_t*>(k.ptr), static_cast<const std::uint8_t*>(d.ptr),
                   static_cast<std::size_t>(d.size * d.itemsize), out);
   return py::bytes(reinterpret_cast<const char*>(out), kPayloadTagBytes);
 }

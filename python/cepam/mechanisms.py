@@ -24,7 +24,6 @@ a row for each, and the import checks that it has no other.
 from __future__ import annotations
 
 import functools
-
 import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Union

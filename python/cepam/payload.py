@@ -205,9 +205,12 @@ def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
 
 #: The structures parse_header has built, by container, m and entry count:
 #: the bytes of their entries and the structure (a server decodes the same
-#: model's structure payload after payload).  At most _PARSED_KEYS of them.
+#: model's structure payload after payload).  At most _PARSED_KEYS of them,
+#: of _PARSED_BYTES of entries in all (a structure's objects take about ten
+#: times its bytes); a larger structure is not kept.
 _PARSED: dict[tuple[int, int, int], tuple[bytes, Structure]] = {}
 _PARSED_KEYS = 64
+_PARSED_BYTES = 1 << 20
 
 
 def _entries(payload: bytes | memoryview, pos: int, end: int, container: int, m: int,
@@ -229,9 +232,11 @@ def _entries(payload: bytes | memoryview, pos: int, end: int, container: int, m:
         if pos + len(raw) <= end and bytes(payload[pos : pos + len(raw)]) == raw:
             return structure, pos + len(raw)
     structure, after = _parse_entries(payload, pos, end, container, m, count)
-    if len(_PARSED) >= _PARSED_KEYS:
-        _PARSED.clear()
-    _PARSED[key] = (bytes(payload[pos:after]), structure)
+    if after - pos <= _PARSED_BYTES:
+        if len(_PARSED) >= _PARSED_KEYS or \
+                after - pos + sum(len(raw) for raw, _ in _PARSED.values()) > _PARSED_BYTES:
+            _PARSED.clear()
+        _PARSED[key] = (bytes(payload[pos:after]), structure)
     return structure, after
 
 

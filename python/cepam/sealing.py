@@ -55,8 +55,7 @@ def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes | Secret
          head: bytes | None = None) -> bytes:
     """The payload whose sealed section is ``plaintext || body || padding``
     zero bytes, under ``header`` (``head``: ``pack_header(header)`` where the
-    caller has it already);
-    ``secret`` is a checked 32-byte secret (or its
+    caller has it already); ``secret`` is a checked 32-byte secret (or its
     :class:`~cepam.keys.SecretKeys`).
     The body (bytes, or the encoder's ``_core.CodedBody``, whose parts are
     written here and released: it can be sealed once) is copied once, into

@@ -71,9 +71,26 @@ def test_a_servers_payloads_share_their_structure_object():
     assert cepam.decode(third, secret=SECRET)["a.weight"].shape == (4, 3)
 
 
-def test_the_cache_is_bounded():
+def _kept_bytes() -> int:
+    return sum(len(raw) for raw, _ in payload_format._PARSED.values())
+
+
+def test_the_cache_is_bounded_in_structures_and_bytes(monkeypatch):
     mech = cepam.Gaussian(sigma=0.1)
     for m in range(1, 3 * payload_format._PARSED_KEYS):
         payload_format.parse_header(cepam.encode(np.ones(m, np.float32), mech, secret=SECRET,
                                                  round=m, client=1, clip=10.0))
         assert len(payload_format._PARSED) <= payload_format._PARSED_KEYS
+    monkeypatch.setattr(payload_format, "_PARSED_BYTES", 2000)
+    payload_format._PARSED.clear()
+    sizes = []
+    for count in range(1, 120, 3):  # dicts of count entries, 26 to 28 bytes an entry
+        x = {f"layer{i}.weight": np.ones(2, np.float32) for i in range(count)}
+        payload = cepam.encode(x, mech, secret=SECRET, round=count, client=1, clip=10.0)
+        header, offset = payload_format.parse_header(payload)
+        size = offset - payload_format._FIXED.size  # the entries' bytes
+        sizes.append(size)
+        assert _kept_bytes() <= 2000
+        kept = [s for _, s in payload_format._PARSED.values()]
+        assert any(s is header.structure for s in kept) == (size <= 2000), size
+    assert min(sizes) < 2000 < max(sizes)
