@@ -3,6 +3,7 @@
     python bench/call_cost.py [--m 10] [--calls 2000] [--rounds 5] [--lattice Z] [--clip C]
                               [--profile]
     python bench/call_cost.py --m 1e7 1e8 --calls 1 --rounds 3 --out   # big updates
+    python bench/call_cost.py --m 3600 --entries 300 --calls 200       # a model's entries
 
 Encodes, then decodes, m float32 coordinates (Gaussian sigma = 1e-3,
 rms/sigma = 1, threads=1) `calls` times in a row, `rounds` times; prints
@@ -22,6 +23,11 @@ cores).
 
 --profile runs each call under cProfile instead and prints the functions
 that take most of the time (for finding what the fixed cost is made of).
+
+--entries N codes a dict of N float32 entries (a state_dict of N tensors,
+m coordinates in all, split as evenly as can be): the cost that grows with
+a model's entries (flattening, the header, the checks and the result's
+construction of each), which a server's decoder pays payload after payload.
 
 --out also times decode(payload, out=buffer) into one buffer kept across
 the calls (no fresh output pages: the decode of round after round), and
@@ -69,18 +75,32 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--clip", type=float, default=None,
                     help="the encoder's clip (default: none, a PrivacyWarning a call)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--entries", type=int, default=1,
+                    help="code a dict of this many entries (default 1: one array)")
     ap.add_argument("--out", action="store_true",
                     help="also decode into a buffer kept across calls; CPU ns per coordinate")
     a = ap.parse_args(argv)
     for m in a.m:
+        if not 1 <= a.entries <= m:
+            ap.error(f"--entries must be between 1 and m = {int(m)}")
         run(a, int(m))
+
+
+def update(m: int, entries: int, sigma: float) -> np.ndarray | dict[str, np.ndarray]:
+    """m float32 coordinates of standard deviation sigma: one array, or a
+    dict of ``entries`` arrays splitting them as evenly as can be."""
+    flat = np.random.default_rng(0).normal(0, sigma, m).astype(np.float32)
+    if entries == 1:
+        return flat
+    cuts = [m * i // entries for i in range(entries + 1)]
+    return {f"layer{i}.weight": flat[cuts[i]:cuts[i + 1]].copy() for i in range(entries)}
 
 
 def run(a: argparse.Namespace, m: int) -> None:
     """The table (or the profile) of one m."""
     sigma, secret = 1e-3, bytes(range(32))
     mech = cepam.Gaussian(sigma=sigma)
-    x = np.random.default_rng(0).normal(0, sigma, m).astype(np.float32)
+    x = update(m, a.entries, sigma)
     kw = dict(secret=secret, round=0, client=0, lattice=a.lattice, threads=1, clip=a.clip)
     payload = cepam.encode(x, mech, **kw)
     calls = {
@@ -92,10 +112,13 @@ def run(a: argparse.Namespace, m: int) -> None:
         "decode dflt": lambda: cepam.decode(payload, secret=secret),
     }
     if a.out:
-        buffer = np.empty_like(x)
+        buffer = np.empty(m, np.float32)  # (a dict's: all its coordinates, its entries views)
+        if a.entries == 1:
+            buffer = buffer.reshape(np.shape(x))
         calls["decode out="] = lambda: cepam.decode(payload, secret=secret, threads=1,
                                                    out=buffer)
-    print(f"CPU: {cpu_model()}; cepam {cepam.__version__}; m = {m} float32, "
+    print(f"CPU: {cpu_model()}; cepam {cepam.__version__}; m = {m} float32"
+          + (f" in {a.entries} entries" if a.entries > 1 else "") + ", "
           f"lattice {a.lattice}, clip {a.clip}, payload {len(payload)} bytes, threads=1")
     if a.profile:
         for name, fn in calls.items():

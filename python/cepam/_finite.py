@@ -53,7 +53,8 @@ def check_encodable_range(flat: Callable[[], np.ndarray], structure: Structure, 
     """
     bound = mechanism.noise_bound
     noise = bound * mechanism.scale
-    smallest = min(largest(_decoded(e)) for e in structure.entries)
+    # (one entry of each dtype: what decides their decoded dtypes)
+    smallest = min(largest(_decoded(e)) for e in {e.dtype: e for e in structure.entries}.values())
     # The lattice scale beta = radius / rho (rho >= 1/2) must be finite too.
     scale_ok = math.isfinite(2.0 * noise)
     if scale_ok and norm * factor + noise < smallest:

@@ -78,7 +78,7 @@ def _leaf_entry(x: Any, where: str) -> Entry | None:
                 f"{where}: dtype {arr.dtype} is not supported (float32, float64, float16); "
                 "convert with .astype(np.float32)"
             )
-        return Entry("", KIND_NUMPY, name, tuple(int(d) for d in arr.shape))
+        return Entry("", KIND_NUMPY, name, arr.shape)  # (a numpy shape: a tuple of ints)
     return None
 
 

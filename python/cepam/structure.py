@@ -99,6 +99,8 @@ def _is_torch_tensor(x: Any) -> bool:
 
 def _is_integer_leaf(x: Any) -> bool:
     """An integer or bool array, tensor or numpy scalar (not a model update)."""
+    if type(x) is np.ndarray:  # (the common leaf, first)
+        return x.dtype.kind in "biu"
     if _is_torch_tensor(x):
         return not (x.dtype.is_floating_point or x.dtype.is_complex)
     if isinstance(x, (np.ndarray, np.integer, np.bool_)):
