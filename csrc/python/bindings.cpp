@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "payload/golomb_body.hpp"
@@ -332,13 +333,14 @@ CodedBody code_body(const py::array& x, const py::bytes& key, const LrsuqParams&
     throw InvalidArgument("m must be x's size (or x empty, with lattice_stage and "
                           "model_statistics given)");
   const std::size_t m = static_cast<std::size_t>(size >= 0 ? size : x.size());
-  StageArrays arrays;
+  // (Built only when given: a default py::array is a new empty numpy array.)
+  std::optional<StageArrays> arrays;
   LatticeStage view{};
   const LatticeStage* stage = nullptr;
   SourceModel::Statistics statistics;
   if (!lattice_stage.is_none()) {
     arrays = StageArrays::from_tuple(lattice_stage.cast<py::tuple>(), m, p.n);
-    view = arrays.view();
+    view = arrays->view();
     stage = &view;
     if (!model_statistics.is_none()) {
       const py::tuple t = model_statistics.cast<py::tuple>();
