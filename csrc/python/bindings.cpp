@@ -477,8 +477,9 @@ py::tuple hkdf_expand_keys_py(const py::bytes& prk, const py::tuple& infos) {
   static constexpr std::uint8_t kCounter = 1;
   py::tuple keys(infos.size());
   for (std::size_t i = 0; i < infos.size(); ++i) {
+    const py::bytes info = infos[i].cast<py::bytes>();  // (held while its bytes are read)
     std::size_t il = 0;
-    const std::uint8_t* ip = bytes_view(infos[i].cast<py::bytes>(), &il);
+    const std::uint8_t* ip = bytes_view(info, &il);
     const ByteSpan parts[] = {{ip, il}, {&kCounter, 1}};
     std::uint8_t out[kSha256Bytes];
     hmac_sha256_parts(pp, pl, parts, 2, out);

@@ -66,6 +66,7 @@ __all__ = [
     "mac_key",
     "MAC_SEGMENT_BYTES",
     "payload_tag",
+    "core_tags",
     "guard_fingerprint",
 ]
 
@@ -85,6 +86,13 @@ _SEGMENT_HEAD = struct.Struct("<QQ")
 # hashlib (OpenSSL), which hashes long data faster where the CPU lacks SHA
 # extensions; the tag is the same.
 _NATIVE_MAC_BYTES = 1 << 14
+
+
+def core_tags(length: int) -> bool:
+    """Whether a payload of ``length`` bytes before its tag is tagged by the
+    core in one call (payload/tag.hpp), by :func:`payload_tag` and, as it
+    seals it, by :func:`cepam.sealing.seal`; the one rule of both."""
+    return length <= _NATIVE_MAC_BYTES
 
 
 def new_secret() -> bytes:
@@ -311,7 +319,7 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
     docs/format.md gives the security argument."""
     view = memoryview(data).cast("B")
     total = len(view)
-    if total <= _NATIVE_MAC_BYTES:  # (one short segment: the core's, in one call)
+    if core_tags(total):  # (one short segment: the core's, in one call)
         return _core.payload_tag(key, view)
     count = -(-total // MAC_SEGMENT_BYTES)
 

@@ -32,7 +32,7 @@ import hmac
 
 from ._native import core as _core
 from .errors import AuthenticationError, InvalidTypeError
-from .keys import _NATIVE_MAC_BYTES, TAG_BYTES, SecretKeys, payload_tag
+from .keys import TAG_BYTES, SecretKeys, core_tags, payload_tag
 from .payload import (
     DIGEST_BYTES,
     SEALED_HEADER_BYTES,
@@ -65,7 +65,7 @@ def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes | Secret
     keys = SecretKeys.of(secret)
     mac = keys.mac()
     head = pack_header(header) if head is None else head
-    short = len(head) + len(plaintext) + len(body) + padding <= _NATIVE_MAC_BYTES
+    short = core_tags(len(head) + len(plaintext) + len(body) + padding)
     return _core.seal_payload(
         head, bytes(plaintext), body, padding=padding,
         key=keys.seal(header.context, header.nonce), threads=threads,
