@@ -184,21 +184,38 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   // (Each shape's edges are computed once per process, its knots once per
   // fit, and put back when the shape is estimated and when it is chosen.)
   constexpr std::size_t kCount = sizeof kShapes / sizeof kShapes[0];
+  // Each shape's edges and the bin of each grid cell (e_b <= c < e_{b+1}),
+  // computed once per process.
   using Edges = std::array<std::uint16_t, kMaxBins + 1>;
-  static const std::array<Edges, kCount> kEdges = [] {
+  using Bins = std::array<std::uint8_t, kCells>;
+  struct Shaped {
     std::array<Edges, kCount> edges;
-    SourceModel shaped;
+    std::array<Bins, kCount> bin_of;
+  };
+  static const Shaped kShaped = [] {
+    Shaped shaped;
+    SourceModel shaper;
     for (std::size_t k = 0; k < kCount; ++k) {
-      shaped.set_shape(kShapes[k].bins, kShapes[k].growth);
-      edges[k] = shaped.edges_;
+      shaper.set_shape(kShapes[k].bins, kShapes[k].growth);
+      shaped.edges[k] = shaper.edges_;
+      for (int b = 0; b < kShapes[k].bins; ++b)
+        for (int c = shaper.edges_[static_cast<std::size_t>(b)];
+             c < shaper.edges_[static_cast<std::size_t>(b) + 1]; ++c)
+          shaped.bin_of[k][static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(b);
     }
-    return edges;
+    return shaped;
   }();
+  // A small update's knots take one of m + 1 values (a cumulative count
+  // over m): each computed once, by knot_of, for every shape.
+  std::array<std::uint32_t, kCells + 1> knot_by_count;
+  const bool few = m <= kCells;
+  if (few)
+    for (std::uint64_t c = 0; c <= m; ++c) knot_by_count[c] = knot_of(c, static_cast<double>(m));
   std::array<std::array<std::uint32_t, kMaxBins + 1>, kCount> knots;
   const auto use_shape = [&](std::size_t k) {
     model.bins_ = kShapes[k].bins;
     model.growth_ = kShapes[k].growth;
-    model.edges_ = kEdges[k];
+    model.edges_ = kShaped.edges[k];
   };
   const auto use_fitted = [&](std::size_t k) {  // (after the first pass)
     use_shape(k);
@@ -208,7 +225,7 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
   std::array<std::size_t, kCount> order;
   for (std::size_t k = 0; k < kCount; ++k) {
     use_shape(k);
-    model.set_knots(cum.data());
+    model.set_knots(cum.data(), few ? knot_by_count.data() : nullptr);
     knots[k] = model.knots_;
     model_bits[k] = static_cast<double>(model.serialized_bits());
     order[k] = k;
@@ -222,7 +239,8 @@ SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, doubl
     use_fitted(k);
     if (tabulated) model.tabulate();
     const double bits = model.estimate_bits(occupied.data(), occupancy.data(), n_occupied,
-                                            static_cast<double>(group), lo, hi, tabulated) +
+                                            static_cast<double>(group), lo, hi,
+                                            tabulated ? nullptr : kShaped.bin_of[k].data()) +
                         model_bits[k];
     if (best_k == kCount || bits < best_bits || (bits == best_bits && k < best_k)) {
       best_k = k;
@@ -260,12 +278,14 @@ void SourceModel::set_shape(int bins, int growth) {
   }
 }
 
-void SourceModel::set_knots(const std::uint64_t* cum) {
+void SourceModel::set_knots(const std::uint64_t* cum, const std::uint32_t* knot_by_count) {
   const double total = static_cast<double>(cum[kCells]);
   knots_[0] = 0;
-  for (int b = 1; b < bins_; ++b)
-    knots_[static_cast<std::size_t>(b)] = static_cast<std::uint32_t>(
-        std::floor(static_cast<double>(cum[edges_[static_cast<std::size_t>(b)]]) * kKnotScale / total + 0.5));
+  for (int b = 1; b < bins_; ++b) {
+    const std::uint64_t count = cum[edges_[static_cast<std::size_t>(b)]];
+    knots_[static_cast<std::size_t>(b)] =
+        knot_by_count != nullptr ? knot_by_count[count] : knot_of(count, total);
+  }
   knots_[static_cast<std::size_t>(bins_)] = kKnotScale;
 }
 
@@ -294,19 +314,13 @@ void SourceModel::tabulate() {
   for (int i = 0; i < kCells; ++i) slope_[i] = knot_[i + 1] - knot_[i];
 }
 
-void SourceModel::table_values(int i, double* at, double* next) const {
+void SourceModel::table_values(int i, int lo, double* at, double* next) const {
   // tabulate's C_i: in bin b (e_b <= i < e_{b+1}), c_b 2^10 + floor((i - e_b) d / width),
   // and C_{i+1} by the same bin's formula (at i + 1 = e_{b+1} it gives c_{b+1} 2^10).
   // (i - e_b) d < 2^32 and width <= 2^10: the double quotient's floor is the
   // integer one (a quotient that is no integer is 2^-10 or more from one,
   // beyond the rounding error, below 2^-21).
   constexpr int kShift = kTableBits - kKnotBits;
-  int lo = 0, hi = bins_;  // e_lo <= i < e_hi
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (edges_[static_cast<std::size_t>(mid)] <= i) lo = mid;
-    else hi = mid;
-  }
   const std::uint32_t e0 = edges_[static_cast<std::size_t>(lo)];
   const double width = edges_[static_cast<std::size_t>(lo) + 1] - e0;
   const std::uint32_t c = knots_[static_cast<std::size_t>(lo)];
@@ -362,15 +376,15 @@ void SourceModel::moments(double* mean, double* variance) const {
 
 double SourceModel::estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts,
                                   std::size_t count, double group, double w_lo,
-                                  double w_hi, bool tabulated) const {
+                                  double w_hi, const std::uint8_t* bin_of) const {
   // F on the grid (u in cells), in units of 2^-22.
-  const auto grid = [this, tabulated](double u) {
+  const auto grid = [this, bin_of](double u) {
     if (!(u > 0.0)) return 0.0;
     if (!(u < kCells)) return static_cast<double>(kTableScale);
     const int i = static_cast<int>(u);
-    if (tabulated) return knot_[i] + (u - i) * slope_[i];
+    if (bin_of == nullptr) return knot_[i] + (u - i) * slope_[i];
     double c, next;
-    table_values(i, &c, &next);
+    table_values(i, bin_of[i], &c, &next);
     return c + (u - i) * (next - c);
   };
   // -log2 of the model's probability of [t - a, t + b], at least 2^-24.

@@ -123,8 +123,16 @@ class SourceModel {
   }
   // Sets K and g and the bin edges e_0 = 0 < ... < e_K = kCells (in cells).
   void set_shape(int bins, int growth);
-  // Knots from the cumulative cell counts cum[0..kCells] (cum[kCells] = m).
-  void set_knots(const std::uint64_t* cum);
+  // Knot c_b from the cumulative count at its edge and the total m: the
+  // count's share of 2^12, rounded to nearest.
+  static std::uint32_t knot_of(std::uint64_t count, double total) {
+    return static_cast<std::uint32_t>(
+        std::floor(static_cast<double>(count) * kKnotScale / total + 0.5));
+  }
+  // Knots from the cumulative cell counts cum[0..kCells] (cum[kCells] = m);
+  // knot_by_count (or nullptr): knot_of(c, m) for every c <= m, computed
+  // once for the shapes of one fit.
+  void set_knots(const std::uint64_t* cum, const std::uint32_t* knot_by_count = nullptr);
   // Fills the grid tables from the knots (tabulate), and the quantile
   // table (derive = tabulate + quantiles, unless quantiles is false).
   void tabulate();
@@ -133,15 +141,17 @@ class SourceModel {
   int knot_order(std::uint64_t* bits) const;
   std::uint64_t serialized_bits() const;
   // C_i and C_{i+1} (knot_[i] and knot_[i + 1] once tabulated) from the
-  // knots alone, 0 <= i < kCells.
-  void table_values(int i, double* at, double* next) const;
+  // knots alone, 0 <= i < kCells, in bin b (e_b <= i < e_{b+1}).
+  void table_values(int i, int b, double* at, double* next) const;
   // Estimated bits of counts[k] coordinates at the centre of the group of
   // grid cells [cells[k], cells[k] + group), k < count, coded in cells of
   // widths w_lo and w_hi (in grid cells).
-  // tabulated: from the grid tables (else from table_value: the same bits,
-  // cheaper where few groups are occupied).
+  // bin_of nullptr: from the grid tables (tabulated); else from
+  // table_values, bin_of[i] the bin of grid cell i (the same bits, cheaper
+  // where few groups are occupied).
   double estimate_bits(const std::uint16_t* cells, const std::uint64_t* counts, std::size_t count,
-                       double group, double w_lo, double w_hi, bool tabulated) const;
+                       double group, double w_lo, double w_hi,
+                       const std::uint8_t* bin_of) const;
 
   double a_ = 1.0;
   double inv_width_ = kCells / 2.0;
