@@ -469,20 +469,27 @@ py::bytes hmac_sha256_py(const py::buffer& key, const py::buffer& data) {
   return py::bytes(reinterpret_cast<const char*>(out), kSha256Bytes);
 }
 
-// The keys HMAC-SHA256(prk, info || 0x01) of several infos: HKDF-Expand's
-// first (and, for 32-byte keys, only) block under one PRK.
-py::tuple hkdf_expand_keys_py(const py::bytes& prk, const py::tuple& infos) {
-  std::size_t pl = 0;
-  const std::uint8_t* pp = bytes_view(prk, &pl);
+// The 32-byte keys HKDF-SHA256(ikm, salt, info) of several infos, from one
+// HKDF-Extract: PRK = HMAC-SHA256(salt, ikm) (an empty salt: 32 zero
+// bytes), then each key HMAC-SHA256(PRK, info || 0x01), HKDF-Expand's first
+// (and, for 32 bytes, only) block.
+py::tuple hkdf_keys_py(const py::bytes& ikm, const py::bytes& salt, const py::tuple& infos) {
+  std::size_t il = 0, sl = 0;
+  const std::uint8_t* ip = bytes_view(ikm, &il);
+  const std::uint8_t* sp = bytes_view(salt, &sl);
+  static constexpr std::uint8_t kZeroSalt[kSha256Bytes] = {};
+  std::uint8_t prk[kSha256Bytes];
+  if (sl == 0) hmac_sha256(kZeroSalt, kSha256Bytes, ip, il, prk);
+  else hmac_sha256(sp, sl, ip, il, prk);
   static constexpr std::uint8_t kCounter = 1;
   py::tuple keys(infos.size());
   for (std::size_t i = 0; i < infos.size(); ++i) {
     const py::bytes info = infos[i].cast<py::bytes>();  // (held while its bytes are read)
-    std::size_t il = 0;
-    const std::uint8_t* ip = bytes_view(info, &il);
-    const ByteSpan parts[] = {{ip, il}, {&kCounter, 1}};
+    std::size_t nl = 0;
+    const std::uint8_t* np = bytes_view(info, &nl);
+    const ByteSpan parts[] = {{np, nl}, {&kCounter, 1}};
     std::uint8_t out[kSha256Bytes];
-    hmac_sha256_parts(pp, pl, parts, 2, out);
+    hmac_sha256_parts(prk, kSha256Bytes, parts, 2, out);
     keys[i] = py::bytes(reinterpret_cast<const char*>(out), kSha256Bytes);
   }
   return keys;
@@ -1041,9 +1048,10 @@ PYBIND11_MODULE(_core, m) {
         "InvalidArgumentError for a bad out (checked before any value is written).");
   m.def("hmac_sha256", &hmac_sha256_py, py::arg("key"), py::arg("data"),
         "HMAC-SHA256(key, data), 32 bytes (key and data: contiguous bytes-like objects).");
-  m.def("hkdf_expand_keys", &hkdf_expand_keys_py, py::arg("prk"), py::arg("infos"),
-        "HMAC-SHA256(prk, info || 0x01) of each info of a tuple (HKDF-Expand's first block "
-        "under one PRK: 32-byte keys), as a tuple of bytes.");
+  m.def("hkdf_keys", &hkdf_keys_py, py::arg("ikm"), py::kw_only(), py::arg("salt"),
+        py::arg("infos"),
+        "The 32-byte keys HKDF-SHA256(ikm, salt, info) of each info of a tuple, from one "
+        "HKDF-Extract (an empty salt is 32 zero bytes), as a tuple of bytes.");
   m.def("payload_tag", &payload_tag_py, py::arg("key"), py::arg("data"),
         "The 16-byte tag of a payload's header and ciphertext (data, at most one MAC "
         "segment of 2^20 bytes) under the 32-byte MAC key.");

@@ -95,17 +95,45 @@ class _Settings:
                 threads: object, buffers: object, ties: TiePairs) -> "_Settings":
         """The settings, each checked (``lattice``: :func:`cepam.auto._check_lattice`'s
         choice, ``ties``: :func:`cepam.structure.check_ties`'s); ``threads``
-        None stays None, for :meth:`at_call` to resolve."""
-        return cls(lattice, _check_prefer(prefer, lattice), check_clip(clip),
-                   _check_coder(coder), check_non_float(non_float),
-                   check_pad(pad), check_flag("structure", structure),
-                   None if threads is None else resolve_threads(threads),
-                   check_buffers(buffers), ties)
+        None stays None, for :meth:`at_call` to resolve.  Arguments of plain
+        immutable types (str, int, float, bool, None, tuples of them) take
+        the settings checked before from :data:`_CHECKED`."""
+        args = (lattice, prefer, clip, coder, non_float, pad, structure, threads, buffers, ties)
+        types = tuple(map(type, args))  # (in the key: 1, 1.0 and True are equal)
+        plain = _PLAIN_TYPES.get(types)
+        if plain is None:
+            plain = _PLAIN_TYPES[types] = all(t in _PLAIN for t in types)
+        if plain:
+            key = (args, types)
+            known = _CHECKED.get(key)
+            if known is not None:
+                return known
+        settings = cls(lattice, _check_prefer(prefer, lattice), check_clip(clip),
+                       _check_coder(coder), check_non_float(non_float),
+                       check_pad(pad), check_flag("structure", structure),
+                       None if threads is None else resolve_threads(threads),
+                       check_buffers(buffers), ties)
+        if plain:
+            if len(_CHECKED) >= _CHECKED_MAX:
+                _CHECKED.clear()
+            _CHECKED[key] = settings
+        return settings
 
     def at_call(self) -> "_Settings":
         """These settings for one encode: ``threads`` None resolved now
         (``CEPAM_THREADS``, else the cores: :func:`cepam.threads.resolve_threads`)."""
         return self if self.threads is not None else replace(self, threads=resolve_threads(None))
+
+
+#: Settings checked before (by _Settings.checked): at most _CHECKED_MAX, by
+#: their arguments; a program encodes with one or a few.
+_CHECKED: dict[tuple[object, ...], _Settings] = {}
+_CHECKED_MAX = 32
+#: The types an argument of a cached check may have (exactly: no subclass,
+#: nothing mutable; the tuples are the checked lattice and ties, of ints and
+#: strs), and which tuples of argument types are of them alone.
+_PLAIN = frozenset({str, int, float, bool, type(None), tuple})
+_PLAIN_TYPES: dict[tuple[type, ...], bool] = {}
 
 
 _UNCLIPPED = ("no clip: the decoded update carries the noise, but no differential-privacy "

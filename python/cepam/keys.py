@@ -60,6 +60,7 @@ __all__ = [
     "hkdf_extract",
     "hkdf_expand",
     "SecretKeys",
+    "TAIL_BYTES",
     "message_key",
     "stream_key",
     "seal_key",
@@ -210,61 +211,85 @@ def hkdf(ikm: bytes, *, salt: bytes, info: bytes, length: int) -> bytes:
     return _core.hkdf_sha256(bytes(ikm), salt=bytes(salt), info=bytes(info), length=length)
 
 
+#: The infos of the MAC key and of a payload's keys (before the context and nonce).
+_MAC_INFO = FORMAT_TAG + b"/mac"
+_STREAM_INFO, _SEAL_INFO = FORMAT_TAG + b"/stream", FORMAT_TAG + b"/seal"
+#: Bytes of a payload's key tail: round, client, message (u64 each), nonce.
+TAIL_BYTES = 24 + NONCE_BYTES
+
+
 class SecretKeys:
     """The keys of one checked 32-byte secret, for one encode or decode.
 
     Every key of a payload (:func:`mac_key`, :func:`stream_key`,
     :func:`seal_key`) is HKDF-SHA256 of the secret with salt ``FORMAT_TAG``
-    and 32 bytes long: one HKDF-Extract, done here once, and one HMAC
-    (HKDF-Expand's single block) a key, those of one message in one native
-    call (:meth:`messages`).  The same bytes as :func:`hkdf`; the keys of a
-    call take three native calls instead of six.
+    and 32 bytes long: one HKDF-Extract and one HMAC (HKDF-Expand's single
+    block) a key.  A payload's three keys take one native call
+    (:meth:`payload`), kept for the rest of the encode or decode.
     """
 
-    __slots__ = ("_prk", "_last")
+    __slots__ = ("_secret", "_last")
 
     def __init__(self, secret: bytes) -> None:
-        self._prk = _core.hmac_sha256(FORMAT_TAG, secret)  # HKDF-Extract(FORMAT_TAG, secret)
-        self._last: tuple[Context, bytes, tuple[bytes, bytes]] | None = None
+        self._secret = secret
+        # The last payload's context and nonce (the objects), key tail and keys.
+        self._last: tuple[object, object, bytes, tuple[bytes, bytes, bytes]] | None = None
 
     @classmethod
     def of(cls, secret: "bytes | SecretKeys") -> "SecretKeys":
         """``secret``'s keys (a checked secret), or ``secret`` if it is keys already."""
         return secret if isinstance(secret, SecretKeys) else cls(secret)
 
+    def _keys(self, infos: tuple[bytes, ...]) -> tuple[bytes, ...]:
+        return _core.hkdf_keys(self._secret, salt=FORMAT_TAG, infos=infos)
+
     def mac(self) -> bytes:
         """The 32-byte HMAC key of all payloads under the secret."""
-        return _core.hkdf_expand_keys(self._prk, (FORMAT_TAG + b"/mac",))[0]
+        last = self._last
+        return last[3][2] if last is not None else self._keys((_MAC_INFO,))[0]
 
     def messages(self, labels: tuple[bytes, ...], context: Context,
                  nonce: bytes) -> tuple[bytes, ...]:
         """The 32-byte keys ``labels`` (``b"/stream"``, ``b"/seal"``) of one
-        payload, each ``T(1) = HMAC(PRK, info || 1)`` with ``info =
-        FORMAT_TAG || label || round || client || message || nonce`` (fixed
-        widths: one parse).  Every per-payload key is derived here, so each
-        depends on the nonce.
+        payload, each HKDF-SHA256 with ``info = FORMAT_TAG || label ||
+        round || client || message || nonce`` (fixed widths: one parse).
+        Every per-payload key is derived here, so each depends on the nonce.
 
         Raises:
             InvalidTypeError, InvalidArgumentError: a nonce that is not 16 bytes.
         """
         tail = context.pack() + check_nonce(nonce)
-        return _core.hkdf_expand_keys(self._prk, tuple(FORMAT_TAG + label + tail
-                                                       for label in labels))
+        return self._keys(tuple(FORMAT_TAG + label + tail for label in labels))
 
     def message(self, label: bytes, context: Context, nonce: bytes) -> bytes:
         """The 32-byte key ``label`` of one payload (:meth:`messages`)."""
         return self.messages((label,), context, nonce)[0]
 
-    def payload(self, context: Context, nonce: bytes) -> tuple[bytes, bytes]:
-        """:meth:`stream` and :meth:`seal` of one payload, derived in one
-        call and kept for the next call with the same ``context`` and
-        ``nonce`` objects (an encode or decode asks for both, at two places)."""
+    def payload_at(self, tail: bytes) -> tuple[bytes, bytes, bytes]:
+        """:meth:`stream`, :meth:`seal` and :meth:`mac` of the payload whose
+        context and nonce pack to ``tail`` (``TAIL_BYTES``: as a header
+        holds them), derived in one native call, or kept from the last call
+        with the same tail."""
+        last = self._last
+        if last is not None and last[2] == tail:
+            return last[3]
+        keys: tuple[bytes, bytes, bytes] = self._keys(  # type: ignore[assignment]
+            (_STREAM_INFO + tail, _SEAL_INFO + tail, _MAC_INFO))
+        self._last = (None, None, tail, keys)
+        return keys
+
+    def payload(self, context: Context, nonce: bytes) -> tuple[bytes, bytes, bytes]:
+        """:meth:`payload_at` of ``context`` and ``nonce`` (the same objects
+        as the last call's: no packing).
+
+        Raises:
+            InvalidTypeError, InvalidArgumentError: a nonce that is not 16 bytes.
+        """
         last = self._last
         if last is not None and last[0] is context and last[1] is nonce:
-            return last[2]
-        keys: tuple[bytes, bytes] = self.messages((b"/stream", b"/seal"), context,
-                                                  nonce)  # type: ignore[assignment]
-        self._last = (context, nonce, keys)
+            return last[3]
+        keys = self.payload_at(context.pack() + check_nonce(nonce))
+        self._last = (context, nonce, self._last[2], keys)  # type: ignore[index]
         return keys
 
     def stream(self, context: Context, nonce: bytes) -> bytes:

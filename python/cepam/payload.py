@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 from ._native import core as _core
 from .errors import FormatError, InvalidArgumentError
-from .keys import NONCE_BYTES, TAG_BYTES, Context, check_nonce
+from .keys import NONCE_BYTES, TAG_BYTES, TAIL_BYTES, Context, check_nonce
 from .lattices import LATTICES, check_combination
 from .mechanisms import MECHANISM_CODES
 from .structure import BARE, DTYPES, MAX_NAME_BYTES, MAX_NDIM, Entry, Structure
@@ -68,7 +68,7 @@ from .template import bare
 
 __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header", "pack_sealed",
            "parse_sealed", "sealed_head", "parse_sealed_head", "SealedHead", "check_padding",
-           "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING", "is_bare"]
+           "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING", "is_bare", "key_tail"]
 
 MAGIC = b"CEPM"
 VERSION = 8
@@ -81,6 +81,7 @@ _SEALED = struct.Struct("<BBI")
 SEALED_HEADER_BYTES = _SEALED.size
 DIGEST_BYTES = 8  # the structure digest of a bare payload, sealed
 _CONTEXT = struct.Struct(f"<QQQ{NONCE_BYTES}sQ")  # round, client, message, nonce, m
+assert _CONTEXT.size == TAIL_BYTES + 8  # (the keys' tail, then m)
 _U32, _U16, _ENTRY = struct.Struct("<I"), struct.Struct("<H"), struct.Struct("<BBB")
 _SHAPES = [struct.Struct(f"<{ndim}Q") for ndim in range(MAX_NDIM + 1)]  # by rank
 _FIXED = struct.Struct(_PREFIX.format + _CONTEXT.format[1:] + _U32.format[1:])  # up to the entries
@@ -141,6 +142,14 @@ def pack_header(h: Header) -> bytes:
         parts.append(_ENTRY.pack(e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))
         parts.append(_SHAPES[len(e.shape)].pack(*e.shape))
     return b"".join(parts)
+
+
+def key_tail(payload: bytes | memoryview) -> bytes:
+    """The round, client, message and nonce of a payload's header as they
+    are packed there and in its keys' infos (:meth:`cepam.keys.SecretKeys.
+    payload_at`): bytes read at a fixed place, before anything is checked
+    (a payload of :data:`MIN_PAYLOAD` bytes or more)."""
+    return bytes(payload[_PREFIX.size : _PREFIX.size + TAIL_BYTES])
 
 
 def check_prefix(payload: bytes | memoryview) -> None:

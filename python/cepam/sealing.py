@@ -40,6 +40,7 @@ from .payload import (
     Sealed,
     check_padding,
     check_prefix,
+    key_tail,
     pack_header,
     parse_header,
     parse_sealed,
@@ -84,6 +85,14 @@ def verified(payload: object, secret: bytes | SecretKeys, *, threads: int = 1) -
             length; nothing else is read).
         AuthenticationError: the tag does not verify.
     """
+    view = _payload_view(payload)
+    _check_tag(view, SecretKeys.of(secret).mac(), threads=threads)
+    return view
+
+
+def _payload_view(payload: object) -> memoryview:
+    """A read-only byte view of ``payload`` (of a copy if it is in a writable
+    buffer), its magic, version and length checked (:func:`verified`)."""
     if not isinstance(payload, (bytes, bytearray, memoryview)):
         raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
     view = memoryview(payload)
@@ -91,12 +100,16 @@ def verified(payload: object, secret: bytes | SecretKeys, *, threads: int = 1) -
         view = memoryview(view.tobytes())
     view = view.cast("B")
     check_prefix(view)
-    tag = payload_tag(SecretKeys.of(secret).mac(), view[:-TAG_BYTES], threads=threads)
+    return view
+
+
+def _check_tag(view: memoryview, mac: bytes, *, threads: int) -> None:
+    """Raises AuthenticationError unless ``view`` ends with its tag under ``mac``."""
+    tag = payload_tag(mac, view[:-TAG_BYTES], threads=threads)
     if not hmac.compare_digest(tag, view[-TAG_BYTES:]):
         raise AuthenticationError(
             "payload tag does not verify: wrong secret, or the payload was altered"
         )
-    return view
 
 
 #: A sealed section up to this many bytes is decrypted whole, in one call,
@@ -117,10 +130,14 @@ def open_payload(payload: object, secret: bytes | SecretKeys, *,
             sealed section (possible only from a holder of the secret).
     """
     keys = SecretKeys.of(secret)
-    view = verified(payload, keys, threads=threads)
+    view = _payload_view(payload)
+    # The payload's three keys in one call, from its header's context and
+    # nonce read before the tag is checked (they only key the derivation;
+    # the MAC key does not depend on them).
+    _, key, mac = keys.payload_at(key_tail(view))
+    _check_tag(view, mac, threads=threads)
     header, offset = parse_header(view)
     end = len(view) - TAG_BYTES
-    key = keys.seal(header.context, header.nonce)
     bare = header.structure.container == BARE
     if end - offset <= _WHOLE_BYTES:
         plain = _core.unseal(view, start=offset, stop=end, first=0, key=key, threads=1)

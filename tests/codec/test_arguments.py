@@ -476,3 +476,26 @@ def test_module_level_encode_does_not_track_reuse():
     under two nonces (deterministic only under a nonce the caller passes)."""
     assert enc(round=5) != enc(round=5)
     assert enc(round=5, nonce=bytes(16)) == enc(round=5, nonce=bytes(16))
+
+
+def test_settings_checked_before_are_reused_only_for_the_same_plain_arguments():
+    # encode checks its settings once per distinct plain arguments: a value
+    # equal to a cached one but of another type (True == 1 == 1.0) is
+    # checked afresh, and so is one of a type the cache does not take.
+    from cepam.encoding import _Settings
+
+    def settings(**kw):
+        args = dict(prefer="balanced", clip=1.0, coder="ans", non_float="error", pad=None,
+                    structure=True, threads=1, buffers="separate", ties=())
+        args.update(kw)
+        return _Settings.checked(None, **args)
+
+    assert settings() is settings()
+    assert settings(clip=1) == settings() and settings(clip=1).clip == 1.0
+    check(lambda: settings(clip=True), IT, TYPE, "clip")
+    check(lambda: settings(structure=1), IT, TYPE, "structure")
+    assert settings(clip=np.float64(2.0)).clip == 2.0
+    assert settings(clip=np.float64(2.0)) is not settings(clip=np.float64(2.0))
+    enc(clip=1.0)
+    check(lambda: enc(clip=True), IT, TYPE, "clip")
+    check(lambda: enc(threads=True), IT, TYPE, "threads")

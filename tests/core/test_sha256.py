@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from cepam._native import core
-from cepam.keys import (FORMAT_TAG, Context, SecretKeys, hkdf, hkdf_expand, hkdf_extract, mac_key,
-                        seal_key, stream_key)
+from cepam.keys import (FORMAT_TAG, TAIL_BYTES, Context, SecretKeys, hkdf, hkdf_expand,
+                        hkdf_extract, mac_key, seal_key, stream_key)
 
 
 def _reference_hkdf(ikm, salt, info, length):
@@ -79,8 +79,14 @@ def test_a_secrets_keys_are_hkdf_of_their_labels():
     assert stream_key(secret, context, nonce) == keys.stream(context, nonce)
     assert seal_key(secret, context, nonce) == keys.seal(context, nonce)
     assert SecretKeys.of(keys) is keys
-    # One message's keys in one native call, kept for the same objects only.
-    assert keys.payload(context, nonce) == (keys.stream(context, nonce), keys.seal(context, nonce))
+    # One payload's keys in one native call, kept for the same context and
+    # nonce (objects, or their packed tail as a header holds it).
+    assert keys.payload(context, nonce) == (keys.stream(context, nonce), keys.seal(context, nonce),
+                                            keys.mac())
+    assert keys.payload_at(tail) == keys.payload(context, nonce)
+    assert SecretKeys(secret).payload_at(tail) == keys.payload(context, nonce)
+    assert len(tail) == TAIL_BYTES
+    assert SecretKeys(secret).mac() == keys.mac()
     other = Context(2**64 - 1, 7, 4)
     assert keys.stream(other, nonce) == _reference_hkdf(
         secret, FORMAT_TAG, FORMAT_TAG + b"/stream" + other.pack() + nonce, 32)
@@ -89,9 +95,13 @@ def test_a_secrets_keys_are_hkdf_of_their_labels():
     assert keys.stream(context, bytes(nonce)) == keys.stream(Context(2**64 - 1, 7, 3), nonce)
 
 
-def test_hkdf_expand_keys_is_hkdf_expands_first_block():
+def test_hkdf_keys_are_hkdf_of_each_info():
+    # One Extract, then each info's first Expand block: RFC 5869's bytes,
+    # for salts empty (32 zero bytes), short and longer than a SHA block.
     rng = np.random.default_rng(3)
-    prk = rng.bytes(32)
     infos = (b"", rng.bytes(1), rng.bytes(54), rng.bytes(55), rng.bytes(119), rng.bytes(300))
-    assert core.hkdf_expand_keys(prk, infos) == tuple(hkdf_expand(prk, i, 32) for i in infos)
-    assert core.hkdf_expand_keys(prk, ()) == ()
+    for ikm, salt in [(rng.bytes(32), b""), (rng.bytes(32), FORMAT_TAG), (rng.bytes(7), rng.bytes(65)),
+                      (b"", rng.bytes(64))]:
+        assert core.hkdf_keys(ikm, salt=salt, infos=infos) == tuple(
+            _reference_hkdf(ikm, salt, info, 32) for info in infos)
+        assert core.hkdf_keys(ikm, salt=salt, infos=()) == ()
