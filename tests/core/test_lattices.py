@@ -385,7 +385,7 @@ def test_header_with_a_wrong_dimension_or_mechanism_is_malformed(name):
     header, sealed = open_payload(payload, SECRET_A)
     assert (sealed.lattice, sealed.n) == (code(name), DIM[name])
     for mechanism, n in [(1, DIM[name] // 2), (2, DIM[name])]:
-        bad = seal(dataclasses.replace(header, mechanism=mechanism),
+        bad = seal(header._replace(mechanism=mechanism),
                    pack_sealed(sealed.lattice, n, sealed.body, 0), secret=SECRET_A)
         for read in (lambda p: cepam.decode(p, secret=SECRET_A),
                      lambda p: cepam.inspect(p, secret=SECRET_A)):

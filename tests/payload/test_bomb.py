@@ -46,7 +46,7 @@ def redeclared(payload: bytes, m: int, secret: bytes = SECRET) -> bytes:
     the body unchanged, and a valid tag: what a malicious client can send."""
     header, offset = parse_header(payload)
     entry = dataclasses.replace(header.structure.entries[0], shape=(m,))
-    forged = dataclasses.replace(header, structure=Structure(header.structure.container, (entry,)))
+    forged = header._replace(structure=Structure(header.structure.container, (entry,)))
     data = pack_header(forged) + payload[offset:-TAG_BYTES]
     return retag(data, secret)
 
