@@ -37,6 +37,12 @@ def _segments(flat: np.ndarray, structure: Structure):
         offset += entry.size
 
 
+def _smallest_largest(structure: Structure) -> float:
+    """The largest finite value of the narrowest dtype the entries decode to
+    (one entry of each dtype: what decides their decoded dtypes)."""
+    return min(largest(_decoded(e)) for e in {e.dtype: e for e in structure.entries}.values())
+
+
 def check_encodable_range(flat: Callable[[], np.ndarray], structure: Structure, *,
                           norm: float, factor: float, mechanism: Mechanism) -> None:
     """Refuses an update whose decoded values could overflow their dtype.
@@ -53,8 +59,7 @@ def check_encodable_range(flat: Callable[[], np.ndarray], structure: Structure, 
     """
     bound = mechanism.noise_bound
     noise = bound * mechanism.scale
-    # (one entry of each dtype: what decides their decoded dtypes)
-    smallest = min(largest(_decoded(e)) for e in {e.dtype: e for e in structure.entries}.values())
+    smallest = structure.derived("smallest largest", _smallest_largest)
     # The lattice scale beta = radius / rho (rho >= 1/2) must be finite too.
     scale_ok = math.isfinite(2.0 * noise)
     if scale_ok and norm * factor + noise < smallest:

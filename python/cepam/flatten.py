@@ -183,6 +183,24 @@ def _leaves(update: Any, non_float: str, buffers: str = "joint",
     return container, [(name, value, w) for (name, value), w in zip(items, where)], tied
 
 
+#: The structures of single numpy arrays flatten has built, by dtype and
+#: shape (at most _SINGLES_MAX): the same object for every update of one
+#: shape, with what is derived from it (its header bytes).
+_SINGLES: dict[tuple[str, tuple[int, ...]], Structure] = {}
+_SINGLES_MAX = 64
+
+
+def _single(name: str, shape: tuple[int, ...]) -> Structure:
+    """The structure of one numpy array of dtype ``name`` and ``shape``."""
+    key = (name, shape)
+    structure = _SINGLES.get(key)
+    if structure is None:
+        if len(_SINGLES) >= _SINGLES_MAX:
+            _SINGLES.clear()
+        structure = _SINGLES[key] = Structure(SINGLE, (Entry("", KIND_NUMPY, name, shape),))
+    return structure
+
+
 def flatten(update: Any, *, non_float: str = "error", buffers: str = "joint",
             ties: Mapping[str, str] | None = None) -> tuple[np.ndarray, Structure]:
     """One contiguous 1-D vector (float32 if every entry codes as float32,
@@ -216,8 +234,7 @@ def flatten(update: Any, *, non_float: str = "error", buffers: str = "joint",
         if name is not None and name != "float16":
             check_non_float(non_float)
             check_buffers(buffers)
-            return (update.reshape(-1),
-                    Structure(SINGLE, (Entry("", KIND_NUMPY, name, update.shape),)))
+            return update.reshape(-1), _single(name, update.shape)
     container, leaves, tied = _leaves(update, non_float, buffers, ties)
     arrays, entries = [], []
     for name, value, where in leaves:

@@ -128,15 +128,23 @@ def is_bare(payload: bytes | memoryview) -> bool:
 
 
 def pack_header(h: Header) -> bytes:
-    parts = [
-        _PREFIX.pack(MAGIC, VERSION, h.mechanism, h.coder, h.structure.container, 0,
-                     h.scale, h.clip),
-        _CONTEXT.pack(h.context.round, h.context.client, h.context.message,
-                      check_nonce(h.nonce), h.m),
-    ]
-    entries = () if h.structure.container == BARE else h.structure.entries
-    parts.append(_U32.pack(len(entries)))
-    for e in entries:
+    """The header's bytes: the fixed part, then the structure's entries
+    (packed once per structure: :meth:`~cepam.structure.Structure.derived`)."""
+    nonce, context, structure = h.nonce, h.context, h.structure
+    if type(nonce) is not bytes or len(nonce) != NONCE_BYTES:
+        nonce = check_nonce(nonce)
+    return _FIXED.pack(MAGIC, VERSION, h.mechanism, h.coder, structure.container, 0, h.scale,
+                       h.clip, context.round, context.client, context.message, nonce,
+                       structure.size, 0 if structure.container == BARE else
+                       len(structure.entries)) + structure.derived("header", _pack_entries)
+
+
+def _pack_entries(structure: Structure) -> bytes:
+    """The header's entries of ``structure`` (none for a bare one)."""
+    if structure.container == BARE:
+        return b""
+    parts = []
+    for e in structure.entries:
         name = e.name.encode("utf-8")
         parts.append(_U16.pack(len(name)) + name)
         parts.append(_ENTRY.pack(e.kind, _DTYPE_CODES[e.dtype], len(e.shape)))

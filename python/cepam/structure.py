@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -90,6 +91,19 @@ class Structure:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "size", sum(e.size for e in self.entries))
+
+    def derived(self, name: str, compute: "Callable[[Structure], Any]") -> Any:
+        """``compute(self)``, a value that depends on this structure alone
+        (its header bytes, a bound from its dtypes), computed on the first
+        call with ``name`` and kept with the structure: an encoder builds
+        one model's structure once and codes it round after round.  Kept
+        outside the fields (like ``functools.cached_property``, without its
+        lock): equality, hashing and ``repr`` do not see it."""
+        memo = self.__dict__
+        value = memo.get(name)
+        if value is None:
+            value = memo[name] = compute(self)
+        return value
 
 
 def _is_torch_tensor(x: Any) -> bool:
