@@ -8,6 +8,7 @@
 #include "coding/bitstream.hpp"
 #include "coding/model_stats.hpp"
 #include "random/detmath.hpp"
+#include "common/cpu.hpp"
 #include "common/errors.hpp"
 #include "common/parallel.hpp"
 
@@ -289,29 +290,86 @@ void SourceModel::set_knots(const std::uint64_t* cum, const std::uint32_t* knot_
   knots_[static_cast<std::size_t>(bins_)] = kKnotScale;
 }
 
-void SourceModel::tabulate() {
-  // C_i = c_b 2^10 + floor((i - e_b) (c_{b+1} - c_b) 2^10 / (e_{b+1} - e_b))
-  // in bin b: exact integers, non-decreasing, C_{e_b} = c_b 2^10.  The
-  // floor by steps: quotient and remainder of the increment per cell.
-  constexpr int kShift = kTableBits - kKnotBits;
-  for (int b = 0; b < bins_; ++b) {
-    const std::uint32_t e0 = edges_[static_cast<std::size_t>(b)];
-    const std::uint32_t width = edges_[static_cast<std::size_t>(b) + 1] - e0;
-    const std::uint32_t d = (knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)]) << kShift;
-    const std::uint32_t step = d / width, rest = d % width;
-    std::uint32_t c = knots_[static_cast<std::size_t>(b)] << kShift, frac = 0;
+namespace {
+
+// The grid table and the quantile lines of a model (tabulate, derive):
+// loops the compiler vectorises, compiled also for AVX-512 (DQ: 64-bit
+// integer conversions) where the CPU has it.  The grid values are exact
+// integers either way; the quantiles only guide the decoder's search.
+struct Lines {
+  int bins;
+  const std::uint16_t* edges;  // e_0 .. e_K, in cells
+  const std::uint32_t* knots;  // c_0 .. c_K, in units of 2^-12
+};
+
+inline void grid_loop(const Lines& l, double* knot, double* slope) {
+  // C_i = c_b 2^10 + floor((i - e_b) d / w) in bin b, d = (c_{b+1} - c_b)
+  // 2^10, w = e_{b+1} - e_b: exact integers, non-decreasing, C_{e_b} =
+  // c_b 2^10.  x = (i - e_b) d < 2^32 is exact as a double, and so is every
+  // step below.  x (1 / w) is within 2^-20 of x / w, whose fraction is 0 or
+  // at least 1 / w >= 2^-10: its truncation q is the floor, or one below
+  // it where x / w is an integer, which the exact remainder r = x - q w = w
+  // tells.
+  constexpr int kShift = SourceModel::kTableBits - SourceModel::kKnotBits;
+  for (int b = 0; b < l.bins; ++b) {
+    const std::uint32_t e0 = l.edges[b];
+    const std::uint32_t width = l.edges[b + 1] - e0;
+    const double d = static_cast<double>((l.knots[b + 1] - l.knots[b]) << kShift);
+    const double w = static_cast<double>(width), inv = 1.0 / w;
+    const double base = static_cast<double>(l.knots[b] << kShift);
+    double* const out = knot + e0;
     for (std::uint32_t i = 0; i < width; ++i) {
-      knot_[e0 + i] = static_cast<double>(c);
-      c += step;
-      frac += rest;
-      if (frac >= width) {
-        frac -= width;
-        ++c;
-      }
+      const double x = static_cast<double>(static_cast<std::int32_t>(i)) * d;
+      double q = static_cast<double>(static_cast<std::int64_t>(x * inv));
+      const double r = x - q * w;
+      q = r >= w ? q + 1.0 : q;
+      out[i] = base + q;
     }
   }
-  knot_[kCells] = kTableScale;
-  for (int i = 0; i < kCells; ++i) slope_[i] = knot_[i + 1] - knot_[i];
+  knot[SourceModel::kCells] = SourceModel::kTableScale;
+  for (int i = 0; i < SourceModel::kCells; ++i) slope[i] = knot[i + 1] - knot[i];
+}
+
+inline void quantile_loop(const Lines& l, double* quantile) {
+  // Level l + 1/2 (in units of 2^-12) lies in bin b when c_b <= l < c_{b+1}
+  // (integer knots; every level in one bin, c_0 = 0 and c_K = 2^12), where
+  // the model's CDF runs linearly from c_b at edge e_b to c_{b+1} at
+  // e_{b+1}: its quantile is e_b + (l - c_b + 1/2) (e_{b+1} - e_b) /
+  // (c_{b+1} - c_b) cells.  The grid table holds that line floored to
+  // 2^-22, so this is within a thousandth of a cell of the grid's own
+  // inverse, and only a guess (cell_guess: any value is a valid one; the
+  // decoded symbols never depend on it).  A division a bin: most of a small
+  // update's decode was the division a level of the grid's inverse (4,096
+  // of them, about 4 us).
+  for (int b = 0; b < l.bins; ++b) {
+    const std::uint32_t lo = l.knots[b], hi = l.knots[b + 1];
+    if (hi == lo) continue;
+    const double edge = l.edges[b];
+    const double scale = static_cast<double>(l.edges[b + 1] - l.edges[b]) /
+                         static_cast<double>(hi - lo);
+    const auto count = static_cast<int>(hi - lo);
+    double* out = quantile + lo;
+    for (int k = 0; k < count; ++k) out[k] = edge + (k + 0.5) * scale;
+  }
+}
+
+#if CEPAM_X86_DISPATCH
+CEPAM_TARGET_AVX512DQ void grid_avx512(const Lines& l, double* knot, double* slope) {
+  grid_loop(l, knot, slope);
+}
+CEPAM_TARGET_AVX512DQ void quantile_avx512(const Lines& l, double* quantile) {
+  quantile_loop(l, quantile);
+}
+#endif
+
+}  // namespace
+
+void SourceModel::tabulate() {
+  const Lines lines{bins_, edges_.data(), knots_.data()};
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) return grid_avx512(lines, knot_.data(), slope_.data());
+#endif
+  grid_loop(lines, knot_.data(), slope_.data());
 }
 
 void SourceModel::table_values(int i, int lo, double* at, double* next) const {
@@ -334,28 +392,11 @@ void SourceModel::table_values(int i, int lo, double* at, double* next) const {
 void SourceModel::derive(bool quantiles) {
   tabulate();
   if (!quantiles) return;
-  // Level l + 1/2 (in units of 2^-12) lies in bin b when c_b <= l < c_{b+1}
-  // (integer knots; every level in one bin, c_0 = 0 and c_K = 2^12), where
-  // the model's CDF runs linearly from c_b at edge e_b to c_{b+1} at
-  // e_{b+1}: its quantile is e_b + (l - c_b + 1/2) (e_{b+1} - e_b) /
-  // (c_{b+1} - c_b) cells.  The grid table holds that line floored to
-  // 2^-22, so this is within a thousandth of a cell of the grid's own
-  // inverse, and only a guess (cell_guess: any value is a valid one; the
-  // decoded symbols never depend on it).  A division a bin and a loop the
-  // compiler vectorises: most of a small update's decode was the division
-  // a level of the grid's inverse (4,096 of them, about 4 us).
-  for (int b = 0; b < bins_; ++b) {
-    const std::uint32_t lo = knots_[static_cast<std::size_t>(b)];
-    const std::uint32_t hi = knots_[static_cast<std::size_t>(b) + 1];
-    if (hi == lo) continue;
-    const double edge = edges_[static_cast<std::size_t>(b)];
-    const double scale = static_cast<double>(edges_[static_cast<std::size_t>(b) + 1] -
-                                             edges_[static_cast<std::size_t>(b)]) /
-                         static_cast<double>(hi - lo);
-    const auto count = static_cast<int>(hi - lo);
-    double* out = quantile_.data() + lo;
-    for (int l = 0; l < count; ++l) out[l] = edge + (l + 0.5) * scale;
-  }
+  const Lines lines{bins_, edges_.data(), knots_.data()};
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) return quantile_avx512(lines, quantile_.data());
+#endif
+  quantile_loop(lines, quantile_.data());
 }
 
 void SourceModel::moments(double* mean, double* variance) const {

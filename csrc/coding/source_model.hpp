@@ -110,6 +110,10 @@ class SourceModel {
   // everywhere.  Computed at each call (a pass over the grid: only the
   // point model reads them, once per coder).
   void moments(double* mean, double* variance) const;
+  // The bin edges e_0 .. e_K (in cells) and knots c_0 .. c_K (in units of
+  // 2^-12), K = bins().
+  const std::uint16_t* bin_edges() const { return edges_.data(); }
+  const std::uint32_t* bin_knots() const { return knots_.data(); }
   // The tables behind cdf and quantile_cells (for SIMD forms of them).
   double inv_width() const { return inv_width_; }
   const double* knot_table() const { return knot_.data(); }

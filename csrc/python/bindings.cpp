@@ -242,6 +242,21 @@ py::bytes source_model_from_statistics(double range, const CArray<std::uint64_t>
   return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
 
+// A serialised source model's bins and tables, as parsed (with its tables)
+// -> (edges uint16[K + 1], knots uint32[K + 1], grid float64[kCells + 1],
+// quantiles float64[2^12]).
+py::tuple source_model_tables(const py::bytes& model) {
+  std::size_t len = 0, pos = 0;
+  const std::uint8_t* data = bytes_view(model, &len);
+  const SourceModel m = SourceModel::parse(data, len, &pos);
+  const auto bins = static_cast<std::size_t>(m.bins()) + 1;
+  return py::make_tuple(
+      py::array_t<std::uint16_t>(static_cast<py::ssize_t>(bins), m.bin_edges()),
+      py::array_t<std::uint32_t>(static_cast<py::ssize_t>(bins), m.bin_knots()),
+      py::array_t<double>(SourceModel::kCells + 1, m.knot_table()),
+      py::array_t<double>(SourceModel::kKnotScale, m.quantile_table()));
+}
+
 // (width of H, width of M, packed H, packed M, H, M): H and M through the
 // GPU's compact transfer (lrsuq/compact.hpp), the host's side on `threads`
 // threads: packed at their range's widths and widened.
@@ -1176,6 +1191,9 @@ PYBIND11_MODULE(_core, m) {
   t.def("source_model_from_statistics", &source_model_from_statistics, py::arg("range"),
         py::arg("counts"), py::kw_only(), py::arg("params"),
         "The serialised source model fitted from statistics (range, counts).");
+  t.def("source_model_tables", &source_model_tables, py::arg("model"),
+        "A serialised source model's bins and tables -> (edges uint16[K + 1], knots "
+        "uint32[K + 1], grid float64[1025], quantiles float64[4096]).");
   t.def("compact_round_trip", &compact_round_trip, py::arg("H"), py::arg("M"), py::kw_only(),
         py::arg("threads") = 1,
         "H and M through the GPU's compact transfer (packed at the narrowest widths of "

@@ -1,0 +1,104 @@
+"""The source model's grid table and quantile lines (coding/source_model.cpp:
+tabulate and derive, loops compiled for the SIMD level in use): the grid
+value at cell edge i of bin b is the exact integer
+
+    C_i = c_b 2^10 + floor((i - e_b) (c_{b+1} - c_b) 2^10 / (e_{b+1} - e_b)),
+
+the coded CDF, so it must be that integer on every level; the quantile of
+level l in bin b is e_b + (l - c_b + 1/2) (e_{b+1} - e_b) / (c_{b+1} - c_b),
+which only guides the decoder's search."""
+
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cepam import _core
+from cepam._core import testing as hooks
+
+Z1 = _core.Params(mechanism=1, scale=0.05, lattice=1, n=1)
+
+
+def serialized(bins: int, growth: int, knots: list[int]) -> bytes:
+    """A model as the format writes it (SourceModel::serialize): A, K, g,
+    the code order (12 here), then the K - 1 free knot increments in an
+    exp-Golomb code of that order, most significant bit first."""
+    order, bits = 12, []
+    for b in range(bins - 1):
+        u = knots[b + 1] - knots[b] + (1 << order)
+        bits += [0] * (u.bit_length() - order - 1) + [int(c) for c in bin(u)[2:]]
+    bits += [0] * (-len(bits) % 8)
+    body = bytes(int("".join(map(str, bits[i : i + 8])), 2) for i in range(0, len(bits), 8))
+    return struct.pack("<d", 1.0) + bytes([bins, growth, order]) + body
+
+
+def _models():
+    """Serialised models: those the encoder fits to updates of 1 to 10^5
+    coordinates (light and heavy tails, a few values), and models of every
+    bin count, of growths from 0 to the largest and of random knots (zero
+    increments among them), which give bins of every width."""
+    rng = np.random.default_rng(11)
+    xs = [rng.normal(size=100_000), rng.standard_cauchy(size=20_000), rng.laplace(size=3_000),
+          rng.normal(size=10), np.array([0.5]), np.full(64, -0.2),
+          rng.standard_t(1.2, size=50_000), np.concatenate([np.zeros(999), [1.0]])]
+    for x in xs:
+        for factor in (1.0, 1e-3):
+            yield hooks.source_model_fit(x, factor=factor, params=Z1)
+    for bins in range(2, 65, 2):
+        for growth in (0, 1, 3, 7, 13, 19, 26, 41, 64):
+            inner = np.sort(rng.integers(0, 4097, size=bins - 1))
+            if growth % 2:
+                inner[: bins // 3] = inner[0]  # (repeated knots: empty bins)
+            yield serialized(bins, growth, [0, *map(int, np.sort(inner)), 4096])
+
+
+def reference_grid(edges: np.ndarray, knots: np.ndarray) -> np.ndarray:
+    grid = np.empty(1025)
+    for b in range(len(edges) - 1):
+        e0, width = int(edges[b]), int(edges[b + 1] - edges[b])
+        c, d = int(knots[b]) << 10, int(knots[b + 1] - knots[b]) << 10
+        grid[e0 : e0 + width] = [c + (i * d) // width for i in range(width)]
+    grid[1024] = 1 << 22
+    return grid
+
+
+def reference_quantiles(edges: np.ndarray, knots: np.ndarray) -> np.ndarray:
+    quantile = np.full(4096, np.nan)
+    for b in range(len(edges) - 1):
+        lo, hi = int(knots[b]), int(knots[b + 1])
+        if hi > lo:
+            scale = float(edges[b + 1] - edges[b]) / float(hi - lo)
+            quantile[lo:hi] = float(edges[b]) + (np.arange(hi - lo) + 0.5) * scale
+    return quantile
+
+
+def tables() -> list[tuple[np.ndarray, ...]]:
+    return [hooks.source_model_tables(model) for model in _models()]
+
+
+def test_the_grid_is_the_exact_integer_cdf_and_the_quantiles_their_lines():
+    shapes = set()
+    for edges, knots, grid, quantile in tables():
+        shapes.add((len(edges) - 1, int(edges[1] - edges[0])))
+        assert edges[0] == 0 and edges[-1] == 1024 and knots[0] == 0 and knots[-1] == 4096
+        np.testing.assert_array_equal(grid, reference_grid(edges, knots))
+        np.testing.assert_array_equal(quantile, reference_quantiles(edges, knots))
+    assert len(shapes) > 100  # (bin counts and growths)
+
+
+@pytest.mark.skipif(_core.simd_level() == "portable", reason="the portable level runs already")
+def test_the_portable_level_gives_the_same_tables():
+    code = ("import numpy as np, pickle, sys; sys.path.insert(0, %r); "
+            "import test_source_model_tables as t; "
+            "sys.stdout.buffer.write(pickle.dumps(t.tables()))") % os.path.dirname(__file__)
+    env = dict(os.environ, CEPAM_SIMD="portable")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True).stdout
+    import pickle
+
+    for theirs, ours in zip(pickle.loads(out), tables(), strict=True):
+        for a, b in zip(theirs, ours, strict=True):
+            np.testing.assert_array_equal(a, b)
