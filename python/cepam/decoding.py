@@ -7,7 +7,6 @@ the update's structure rebuilt (:func:`cepam.decode` and
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any
 
@@ -30,9 +29,8 @@ from .structure import (
     Structure,
     check_buffers,
     check_dtype_choice,
-    decoded_dtype,
     entry_kind as _entry_kind,
-    output_dtype,
+    output_dtypes,
 )
 from .template import match_template, template_size
 from .ties import TiePairs, _as_state_dict, apply_ties, resolve_ties, with_ties
@@ -84,7 +82,7 @@ def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
     else:
         raise InvalidTypeError(f"out must be a numpy array or a torch tensor, got "
                                f"{type(out).__name__}")
-    dtypes = {output_dtype(e, dtype=dtype, output=output) for e in structure.entries}
+    dtypes = set(output_dtypes(structure, dtype=dtype, output=output))
     if dtypes != {decoded}:
         raise InvalidArgumentError(
             f"out= needs every entry decoded in one dtype; with dtype={dtype!r} they decode "
@@ -162,9 +160,10 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     else:
         structure = with_ties(structure, resolve_ties(None, ties))
     mechanism = mechanism_from_code(header.mechanism, header.scale)
+    outputs = output_dtypes(structure, dtype=dtype, output=output)  # (decoded_dtype's)
     kw = dict(m=header.m, key=keys.stream(header.context, header.nonce),
               params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
-              coder=header.coder, dtype=decoded_dtype(structure, dtype=dtype, output=output),
+              coder=header.coder, dtype="float64" if "float64" in outputs else "float32",
               threads=threads)
     # device="cuda" with the CUDA path: the GPU kernel decodes into device
     # memory, where the result stays (cepam.cuda); else the host decodes.
@@ -174,12 +173,14 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
                                    decoded=kw["dtype"])
     flat = decode_on_device(sealed.body, index=cuda_index, **kw) if on_gpu \
         else _core.decode(sealed.body, **kw)
-    # (the host's sums run on the call's threads)
-    check = check_device_output if on_gpu else functools.partial(check_output, threads=threads)
     start = 0
     for i, entry in enumerate(structure.entries):
-        check(flat[start : start + entry.size], output_dtype(entry, dtype=dtype, output=output),
-              noise_std=mechanism.std, where=_entry_name(structure, i))
+        values, where = flat[start : start + entry.size], _entry_name(structure, i)
+        if on_gpu:
+            check_device_output(values, outputs[i], noise_std=mechanism.std, where=where)
+        else:  # (the host's sums run on the call's threads)
+            check_output(values, outputs[i], noise_std=mechanism.std, where=where,
+                         threads=threads)
         start += entry.size
     # (tied last, so that a move to the GPU keeps them one object)
     untied = Structure(structure.container, structure.entries) if structure.ties else structure

@@ -38,7 +38,7 @@ from .structure import (
     check_dtype_choice,
     check_non_float,
     is_buffer,
-    output_dtype,
+    output_dtypes,
 )
 from .ties import _tie_leaves, apply_ties
 
@@ -282,8 +282,9 @@ def _named(entry: Entry, name: str, where: str) -> Entry:
     return Entry(name, entry.kind, entry.dtype, entry.shape)
 
 
-def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str, dtype: str) -> Any:
-    name = output_dtype(entry, dtype=dtype, output=output)
+def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str, name: str) -> Any:
+    """One entry's decoded values ``arr`` as returned: its shape, in the
+    output dtype ``name`` (:func:`~cepam.structure.output_dtype`)."""
     if _kind(entry, output) == KIND_TORCH:
         try:
             import torch
@@ -313,9 +314,9 @@ def unflatten(flat: np.ndarray, structure: Structure, *, output: str = "auto",
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
     dtype = check_dtype_choice(dtype)
     leaves, offset = [], 0
-    for entry in structure.entries:
-        leaves.append(_leaf_from_numpy(flat[offset : offset + entry.size], entry, output,
-                                       dtype))
+    for entry, name in zip(structure.entries,
+                           output_dtypes(structure, dtype=dtype, output=output)):
+        leaves.append(_leaf_from_numpy(flat[offset : offset + entry.size], entry, output, name))
         offset += entry.size
     if structure.container == SINGLE:
         return leaves[0]

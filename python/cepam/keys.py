@@ -278,6 +278,15 @@ class SecretKeys:
         self._last = (None, None, tail, keys)
         return keys
 
+    def bind(self, context: Context, nonce: bytes) -> None:
+        """Records ``context`` and ``nonce`` as the objects that pack to the
+        last :meth:`payload_at` tail (a header parsed from the bytes that
+        tail was read from), so that :meth:`payload` with them takes the
+        keys kept without packing them."""
+        last = self._last
+        if last is not None:
+            self._last = (context, nonce, last[2], last[3])
+
     def payload(self, context: Context, nonce: bytes) -> tuple[bytes, bytes, bytes]:
         """:meth:`payload_at` of ``context`` and ``nonce`` (the same objects
         as the last call's: no packing).
@@ -288,7 +297,9 @@ class SecretKeys:
         last = self._last
         if last is not None and last[0] is context and last[1] is nonce:
             return last[3]
-        keys = self.payload_at(context.pack() + check_nonce(nonce))
+        if type(nonce) is not bytes or len(nonce) != NONCE_BYTES:
+            nonce = check_nonce(nonce)
+        keys = self.payload_at(context.pack() + nonce)
         self._last = (context, nonce, self._last[2], keys)  # type: ignore[index]
         return keys
 

@@ -55,5 +55,15 @@ LATTICE_DIMS: dict[str, int] = {
 def check_combination(*, mechanism: int, lattice: int, n: int) -> None:
     """Raises :class:`cepam.errors.InvalidArgumentError` unless the core takes
     the mechanism code on the lattice code in dimension ``n`` (A2, D4 and E8:
-    their own dimension and Gaussian only; Laplace ``n <= 4``; SDQ ``n = 1``)."""
+    their own dimension and Gaussian only; Laplace ``n <= 4``; SDQ ``n = 1``).
+    The combinations of plain ints the core took are kept (a few: a decoder
+    checks one on every payload)."""
+    key = (mechanism, lattice, n)
+    if key in _TAKEN and type(mechanism) is type(lattice) is type(n) is int:
+        return
     _core.check_combination(mechanism=mechanism, lattice=lattice, n=n)
+    if type(mechanism) is type(lattice) is type(n) is int:
+        _TAKEN.add(key)
+
+
+_TAKEN: set[tuple[int, int, int]] = set()

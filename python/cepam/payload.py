@@ -354,7 +354,8 @@ def parse_sealed_head(head: bytes | bytearray, mechanism: int, *, size: int,
         raise FormatError(f"sealed header: {e}") from None
     if padding > size - start:
         raise FormatError("declared padding exceeds the sealed section")
-    return SealedHead(lattice, n, padding, bytes(head[_SEALED.size:start]), start)
+    return SealedHead(lattice, n, padding, bytes(head[_SEALED.size:start]) if bare else b"",
+                      start)
 
 
 def check_padding(zeros: bytes) -> None:
@@ -368,5 +369,6 @@ def parse_sealed(plain: bytes | bytearray, mechanism: int, *, bare: bool = False
     ``bare``: the header's container is 4 (the section holds a digest)."""
     head = parse_sealed_head(plain, mechanism, size=len(plain), bare=bare)
     end = len(plain) - head.padding
-    check_padding(bytes(plain[end:]))
+    if head.padding:
+        check_padding(bytes(plain[end:]))
     return Sealed(head.lattice, head.n, bytes(plain[head.size:end]), head.padding, head.digest)

@@ -137,6 +137,7 @@ def open_payload(payload: object, secret: bytes | SecretKeys, *,
     _, key, mac = keys.payload_at(key_tail(view))
     _check_tag(view, mac, threads=threads)
     header, offset = parse_header(view)
+    keys.bind(header.context, header.nonce)  # (parsed from the tail's bytes)
     end = len(view) - TAG_BYTES
     bare = header.structure.container == BARE
     if end - offset <= _WHOLE_BYTES:

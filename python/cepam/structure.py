@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["Entry", "Structure", "output_dtype", "entry_kind", "decoded_dtype",
+__all__ = ["Entry", "Structure", "output_dtype", "output_dtypes", "entry_kind", "decoded_dtype",
            "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "BUFFER_CHOICES", "RUNNING_STATISTICS",
            "is_buffer"]
 
@@ -92,14 +92,17 @@ class Structure:
     def __post_init__(self) -> None:
         object.__setattr__(self, "size", sum(e.size for e in self.entries))
 
-    def derived(self, name: str, compute: "Callable[[Structure], Any]") -> Any:
+    def derived(self, name: Hashable, compute: "Callable[[Structure], Any]") -> Any:
         """``compute(self)``, a value that depends on this structure alone
         (its header bytes, a bound from its dtypes), computed on the first
-        call with ``name`` and kept with the structure: an encoder builds
+        call with ``name`` (a str, or a tuple of a str and the choices it
+        depends on) and kept with the structure: an encoder builds
         one model's structure once and codes it round after round.  Kept
         outside the fields (like ``functools.cached_property``, without its
         lock): equality, hashing and ``repr`` do not see it."""
-        memo = self.__dict__
+        memo = self.__dict__.get("_derived")
+        if memo is None:
+            memo = self.__dict__["_derived"] = {}
         value = memo.get(name)
         if value is None:
             value = memo[name] = compute(self)
@@ -172,9 +175,15 @@ def output_dtype(entry: Entry, *, dtype: str, output: str) -> str:
     return name
 
 
+def output_dtypes(structure: Structure, *, dtype: str, output: str) -> tuple[str, ...]:
+    """:func:`output_dtype` of each entry, in order (kept with the structure:
+    a decoder decodes one model's structure payload after payload)."""
+    return structure.derived(("output dtypes", dtype, output), lambda s: tuple(
+        output_dtype(e, dtype=dtype, output=output) for e in s.entries))
+
+
 def decoded_dtype(structure: Structure, *, dtype: str = "auto", output: str = "auto") -> str:
     """The dtype the flat vector is decoded into: float64 if an entry is
     returned in float64, else float32."""
-    wide = any(output_dtype(e, dtype=dtype, output=output) == "float64"
-               for e in structure.entries)
-    return "float64" if wide else "float32"
+    return "float64" if "float64" in output_dtypes(structure, dtype=dtype, output=output) \
+        else "float32"

@@ -65,6 +65,21 @@ def test_check_combination_is_the_rule(mechanism, name, n):
             check_combination(mechanism=mechanism, lattice=LATTICE_CODES[name], n=n)
 
 
+def test_check_combination_keeps_the_rule_once_combinations_are_taken():
+    # Every grid point checked twice (the second time from what was kept),
+    # and with numpy ints, which are not kept: the same answers.
+    for _ in range(2):
+        for mechanism, name, n in GRID:
+            for m_code, l_code, dim in [(mechanism, LATTICE_CODES[name], n),
+                                        (np.int64(mechanism), LATTICE_CODES[name], np.int32(n))]:
+                ok = (mechanism, name, n) in EXPECTED
+                if ok:
+                    check_combination(mechanism=m_code, lattice=l_code, n=dim)
+                else:
+                    with pytest.raises(cepam.InvalidArgumentError):
+                        check_combination(mechanism=m_code, lattice=l_code, n=dim)
+
+
 @pytest.mark.parametrize("mechanism,name,n", [g for g in GRID if 1 <= g[2] <= 8])
 def test_parse_sealed_applies_the_rule(mechanism, name, n):
     plain = pack_sealed(LATTICE_CODES[name], n, b"body", 0)

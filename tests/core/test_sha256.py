@@ -87,6 +87,10 @@ def test_a_secrets_keys_are_hkdf_of_their_labels():
     assert SecretKeys(secret).payload_at(tail) == keys.payload(context, nonce)
     assert len(tail) == TAIL_BYTES
     assert SecretKeys(secret).mac() == keys.mac()
+    bound = SecretKeys(secret)
+    at = bound.payload_at(tail)
+    bound.bind(context, nonce)  # (the objects that pack to tail: payload takes the kept keys)
+    assert bound.payload(context, nonce) is at
     other = Context(2**64 - 1, 7, 4)
     assert keys.stream(other, nonce) == _reference_hkdf(
         secret, FORMAT_TAG, FORMAT_TAG + b"/stream" + other.pack() + nonce, 32)
