@@ -157,7 +157,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     elif like is None and structure.container == BARE:
         raise InvalidArgumentError("the payload carries no structure (encoded with "
                                    "structure=False): pass like=, a template of the update")
-    else:
+    elif ties:
         structure = with_ties(structure, resolve_ties(None, ties))
     mechanism = mechanism_from_code(header.mechanism, header.scale)
     outputs = output_dtypes(structure, dtype=dtype, output=output)  # (decoded_dtype's)

@@ -46,6 +46,9 @@ __all__ = ["flatten", "describe", "unflatten"]
 
 
 _FLOAT_NAMES = {np.dtype(name): name for name in ("float32", "float64", "float16")}
+#: The numpy dtypes of the output dtypes numpy has (a dtype, not its name:
+#: astype would parse the name on every call).
+_NUMPY_DTYPES = {name: dtype for dtype, name in _FLOAT_NAMES.items()}
 
 
 def _leaf_entry(x: Any, where: str) -> Entry | None:
@@ -296,7 +299,8 @@ def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str, name: str) -> A
         # arr: numpy, or a torch tensor on a GPU (decode(device="cuda"): cepam.cuda)
         t = arr if isinstance(arr, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(arr))
         return t.reshape(entry.shape).to(getattr(torch, name))
-    return arr.astype(name, copy=False).reshape(entry.shape)
+    target = _NUMPY_DTYPES[name]
+    return (arr if arr.dtype == target else arr.astype(target)).reshape(entry.shape)
 
 
 def unflatten(flat: np.ndarray, structure: Structure, *, output: str = "auto",

@@ -45,6 +45,8 @@ def resolve_threads(threads: object) -> int:
         InvalidArgumentError: threads, or ``CEPAM_THREADS``, is out of range
             (or the variable is not a decimal integer).
     """
+    if type(threads) is int and 1 <= threads <= MAX_THREADS:
+        return threads  # (the common case, checked)
     if threads is None:
         env = os.environ.get(THREADS_ENV)
         if env is None or env.strip() == "":
