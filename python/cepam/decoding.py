@@ -161,18 +161,24 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         structure = with_ties(structure, resolve_ties(None, ties))
     mechanism = mechanism_from_code(header.mechanism, header.scale)
     outputs = output_dtypes(structure, dtype=dtype, output=output)  # (decoded_dtype's)
-    kw = dict(m=header.m, key=keys.stream(header.context, header.nonce),
-              params=core_params(mechanism, lattice=sealed.lattice, n=sealed.n),
-              coder=header.coder, dtype="float64" if "float64" in outputs else "float32",
-              threads=threads)
+    key = keys.stream(header.context, header.nonce)
+    params = core_params(mechanism, lattice=sealed.lattice, n=sealed.n)
+    decoded = "float64" if "float64" in outputs else "float32"
     # device="cuda" with the CUDA path: the GPU kernel decodes into device
-    # memory, where the result stays (cepam.cuda); else the host decodes.
-    on_gpu = cuda_index is not None and decodes_on_device()
-    if out is not None:  # the core writes the values straight into the caller's memory
-        kw["out"] = _output_buffer(out, structure, dtype=dtype, output=output,
-                                   decoded=kw["dtype"])
-    flat = decode_on_device(sealed.body, index=cuda_index, **kw) if on_gpu \
-        else _core.decode(sealed.body, **kw)
+    # memory, where the result stays (cepam.cuda); else the host decodes,
+    # with out= straight into the caller's memory.
+    if cuda_index is not None and decodes_on_device():
+        on_gpu = True
+        flat = decode_on_device(sealed.body, m=header.m, key=key, params=params,
+                                coder=header.coder, dtype=decoded, threads=threads,
+                                index=cuda_index)
+    else:
+        on_gpu = False
+        buffer = None if out is None else _output_buffer(out, structure, dtype=dtype,
+                                                         output=output, decoded=decoded)
+        # (by position: body, m, key, params, coder, dtype, threads, out)
+        flat = _core.decode(sealed.body, header.m, key, params, header.coder, decoded, threads,
+                            buffer)
     start = 0
     for i, entry in enumerate(structure.entries):
         values, where = flat[start : start + entry.size], _entry_name(structure, i)

@@ -57,7 +57,7 @@ def _sum_of_squares(flat: np.ndarray, structure: Structure, threads: int) -> flo
         InvalidArgumentError: a NaN or Inf, located in ``structure``.
     """
     try:
-        return _core.sum_of_squares(flat, threads=threads)
+        return _core.sum_of_squares(flat, True, threads)  # (x, fixed_order, threads)
     except InvalidArgumentError:
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
 
@@ -224,8 +224,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     for code, dim in candidates:
         params = core_params(mechanism, lattice=code, n=dim)
         if gpu is None:  # (its parts written by the sealing, straight into the payload)
-            body = _core.encode_coded_body(flat, key=key, params=params, factor=factor,
-                                           coder=coder, threads=threads)
+            body = _core.encode_coded_body(  # (by position: x, key, params, factor, ...)
+                flat, key, params, factor, coder, threads)
         else:
             body = _gpu_body(gpu, params, key=key, factor=factor, coder=coder, threads=threads,
                              statistics=statistics, m=m, dtype=dtype)

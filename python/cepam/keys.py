@@ -241,7 +241,7 @@ class SecretKeys:
         return secret if isinstance(secret, SecretKeys) else cls(secret)
 
     def _keys(self, infos: tuple[bytes, ...]) -> tuple[bytes, ...]:
-        return _core.hkdf_keys(self._secret, salt=FORMAT_TAG, infos=infos)
+        return _core.hkdf_keys(self._secret, FORMAT_TAG, infos)  # (ikm, salt, infos)
 
     def mac(self) -> bytes:
         """The 32-byte HMAC key of all payloads under the secret."""

@@ -85,7 +85,7 @@ def check_output(values: np.ndarray, dtype: str, *, noise_std: float, where: str
         return
     try:
         # float64, raises on NaN and Inf
-        sumsq = _core.sum_of_squares(values, fixed_order=False, threads=threads)
+        sumsq = _core.sum_of_squares(values, False, threads)  # (x, fixed_order, threads)
     except InvalidArgumentError:
         raise overflow_error(values.dtype.name, noise_std=noise_std, where=where) from None
     decoded = "float32" if values.dtype == np.float32 else values.dtype.name  # (.name is slow)

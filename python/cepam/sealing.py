@@ -67,11 +67,11 @@ def seal(header: Header, plaintext: bytes | bytearray, *, secret: bytes | Secret
     mac = keys.mac()
     head = pack_header(header) if head is None else head
     short = core_tags(len(head) + len(plaintext) + len(body) + padding)
+    # (by position: head, sealed_head, body, padding, key, threads, tag_bytes,
+    # tag_of, mac_key; a short payload's tag is the core's, tag_of None)
     return _core.seal_payload(
-        head, bytes(plaintext), body, padding=padding,
-        key=keys.seal(header.context, header.nonce), threads=threads,
-        tag_bytes=TAG_BYTES, mac_key=mac,  # (a short payload's tag: the core's, tag_of None)
-        tag_of=None if short else lambda data: payload_tag(mac, data, threads=threads))
+        head, bytes(plaintext), body, padding, keys.seal(header.context, header.nonce), threads,
+        TAG_BYTES, None if short else lambda data: payload_tag(mac, data, threads=threads), mac)
 
 
 def verified(payload: object, secret: bytes | SecretKeys, *, threads: int = 1) -> memoryview:
@@ -141,7 +141,7 @@ def open_payload(payload: object, secret: bytes | SecretKeys, *,
     end = len(view) - TAG_BYTES
     bare = header.structure.container == BARE
     if end - offset <= _WHOLE_BYTES:
-        plain = _core.unseal(view, start=offset, stop=end, first=0, key=key, threads=1)
+        plain = _core.unseal(view, offset, end, 0, key)  # (data, start, stop, first, key)
         return header, parse_sealed(plain, header.mechanism, bare=bare)
     head = bytearray(view[offset : min(end, offset + SEALED_HEADER_BYTES + DIGEST_BYTES)])
     _core.seal_xor(head, key=key)

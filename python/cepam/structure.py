@@ -70,13 +70,15 @@ class Entry:
     kind: int  # KIND_NUMPY or KIND_TORCH
     dtype: str  # a key of DTYPES' values
     shape: tuple[int, ...]
+    #: The number of coordinates, the product of the shape, computed once
+    #: when built (read on every call).
+    size: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def size(self) -> int:
+    def __post_init__(self) -> None:
         size = 1
         for d in self.shape:
             size *= d
-        return size
+        object.__setattr__(self, "size", size)
 
 
 @dataclass(frozen=True)

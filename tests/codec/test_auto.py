@@ -194,7 +194,8 @@ class _Counting:
             real = getattr(core, name)
 
             def counted(*args, _real=real, _name=name, **kwargs):
-                self.calls.append((_name, kwargs["params"]))
+                # (x, key, params, ...: by position or by name)
+                self.calls.append((_name, args[2] if len(args) > 2 else kwargs["params"]))
                 return _real(*args, **kwargs)
             monkeypatch.setattr(core, name, counted)
 
