@@ -94,8 +94,8 @@ MIN_PAYLOAD = _PREFIX.size + _CONTEXT.size + 4 + _SEALED.size + TAG_BYTES
 class Header(NamedTuple):
     """The public header: readable without the secret.  ``nonce``: the
     payload's 16 bytes (version 8), passed by keyword.  (Named tuples, this
-    and the sealed section's: one is built on every encode and decode, at a
-    third of a frozen dataclass's cost.)"""
+    and the sealed section's: one is built on every encode and decode, at
+    less than half a frozen dataclass's cost.)"""
 
     mechanism: int
     scale: float
