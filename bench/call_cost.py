@@ -19,7 +19,9 @@ result's construction.  Also printed: the CPU model (/proc/cpuinfo).
 
 Two more rows, "encode dflt" and "decode dflt", call them as a user does:
 the default lattice ("auto") and threads (None: CEPAM_THREADS, else the
-cores).
+cores); and two, "Codec enc" and "Codec dec", call a client's
+cepam.Codec (a new round each call) and a server's (expecting the
+payload's round), both with those defaults.
 
 --profile runs each call under cProfile instead and prints the functions
 that take most of the time (for finding what the fixed cost is made of).
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
 import pstats
 import statistics
 import time
@@ -103,6 +106,14 @@ def run(a: argparse.Namespace, m: int) -> None:
     x = update(m, a.entries, sigma)
     kw = dict(secret=secret, round=0, client=0, lattice=a.lattice, threads=1, clip=a.clip)
     payload = cepam.encode(x, mech, **kw)
+    # A client's and a server's Codec, with the defaults (lattice="auto",
+    # threads=None): the client encodes round after round (a context once),
+    # the server decodes the client's payload of round 0, expecting it.
+    client = cepam.Codec(mech, secret=secret, client=0, clip=a.clip)
+    server = cepam.Codec(mech, secret=secret, client=0, clip=a.clip,
+                         allow_unclipped=a.clip is None)
+    rounds = itertools.count()
+    codec_payload = client.encode(x, round=next(rounds))
     calls = {
         "encode": lambda: cepam.encode(x, mech, **kw),
         "decode": lambda: cepam.decode(payload, secret=secret, threads=1),
@@ -110,6 +121,8 @@ def run(a: argparse.Namespace, m: int) -> None:
         "encode dflt": lambda: cepam.encode(x, mech, secret=secret, round=0, client=0,
                                             clip=a.clip),
         "decode dflt": lambda: cepam.decode(payload, secret=secret),
+        "Codec enc": lambda: client.encode(x, round=next(rounds)),
+        "Codec dec": lambda: server.decode(codec_payload, round=0),
     }
     if a.out:
         buffer = np.empty(m, np.float32)  # (a dict's: all its coordinates, its entries views)

@@ -86,7 +86,7 @@ class Codec:
         InvalidTypeError, InvalidArgumentError: bad settings.
     """
 
-    __slots__ = ("_settings", "_guard", "_used", "_warned")
+    __slots__ = ("_settings", "_guard", "_used", "_warned", "_round_expected")
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
@@ -109,7 +109,8 @@ class Codec:
                             clip=None if math.isinf(encoder.clip) else encoder.clip,
                             client=client, clipped=not allow_unclipped)
         fields = dict(_settings=_CodecSettings(mechanism, secret, client, encoder, expected),
-                      _guard=_check_state(state), _used=set(), _warned=False)
+                      _guard=_check_state(state), _used=set(), _warned=False,
+                      _round_expected=None)
         for name, value in fields.items():
             object.__setattr__(self, name, value)
 
@@ -249,8 +250,12 @@ class Codec:
         """
         settings = self._settings
         expected = settings.expected
-        if round is not None:
-            expected = replace(expected, round=Context(round, 0).round)
+        if round is not None:  # (a server decodes a round's payloads in a row)
+            last = self._round_expected
+            if last is None or last[0] != round or type(last[0]) is not type(round):
+                last = (round, replace(expected, round=Context(round, 0).round))
+                object.__setattr__(self, "_round_expected", last)
+            expected = last[1]
         return _decode(payload, settings.secret, output, dtype, max_coordinates, expected, like,
                        settings.encoder.threads, device, settings.encoder.buffers,
                        settings.encoder.ties, out)

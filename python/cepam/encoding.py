@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -88,6 +88,9 @@ class _Settings:
     threads: int | None  # None: the default, read at each call (at_call)
     buffers: str
     ties: TiePairs  # besides those found by storage in the update
+    #: at_call's settings of a thread count (threads None only; not compared).
+    _resolved: dict[int, "_Settings"] = field(default_factory=dict, init=False, repr=False,
+                                              compare=False)
 
     @classmethod
     def checked(cls, lattice: tuple[int, int] | None, *, prefer: object, clip: object,
@@ -121,8 +124,15 @@ class _Settings:
 
     def at_call(self) -> "_Settings":
         """These settings for one encode: ``threads`` None resolved now
-        (``CEPAM_THREADS``, else the cores: :func:`cepam.threads.resolve_threads`)."""
-        return self if self.threads is not None else replace(self, threads=resolve_threads(None))
+        (``CEPAM_THREADS``, else the cores: :func:`cepam.threads.resolve_threads`);
+        the settings of each count are built once (:attr:`_resolved`)."""
+        if self.threads is not None:
+            return self
+        threads = resolve_threads(None)
+        resolved = self._resolved.get(threads)
+        if resolved is None:
+            resolved = self._resolved[threads] = replace(self, threads=threads)
+        return resolved
 
 
 #: Settings checked before (by _Settings.checked): at most _CHECKED_MAX, by

@@ -72,10 +72,13 @@ class Expected:
         that differs from the expectation, in the order checked, as
         ``(field, expected, actual)``; empty when it is as expected."""
         found: list[tuple[str, object, object]] = []
-        if self.mechanism is not None:
+        expected = self.mechanism
+        # (a mechanism is its class, which its code names, and its scale)
+        if expected is not None and (header.mechanism != expected.code
+                                     or header.scale != expected.scale):
             actual = mechanism_from_code(header.mechanism, header.scale)
-            if actual != self.mechanism:
-                found.append(("mechanism", self.mechanism, actual))
+            if actual != expected:
+                found.append(("mechanism", expected, actual))
         if self.clip is not None and header.clip != self.clip:
             found.append(("clip", self.clip, None if math.isinf(header.clip) else header.clip))
         elif self.clipped and math.isinf(header.clip):

@@ -25,7 +25,8 @@ def test_call_cost_smoke(call_cost, capsys):
     out = capsys.readouterr().out
     assert out.count("m = 10 float32, ") == 1 and out.count("m = 300 float32, ") == 1
     assert out.count("m = 300 float32 in 30 entries, ") == 1
-    for row in ("encode", "decode", "encode dflt", "decode dflt", "decode out="):
+    for row in ("encode", "decode", "encode dflt", "decode dflt", "Codec enc", "Codec dec",
+                "decode out="):
         assert out.count(f"\n{row:>12} ") == 3, row
 
 
