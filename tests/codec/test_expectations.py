@@ -85,6 +85,21 @@ def test_server_codec_enforces_its_settings():
     with pytest.raises(cepam.UnexpectedPayloadError, match="round") as info:
         server.decode(ok, round=4)
     assert (info.value.expected, info.value.actual) == (4, 3)
+    # The round's expectation is kept for the next payload of that round
+    # only: each round asked for is enforced, whatever came before.
+    later = enc(cepam.Laplace(b=1.0), round=4)
+    for payload, asked, fine in [(later, 4, True), (ok, 4, False), (ok, np.uint64(3), True),
+                                 (later, 3, False), (later, np.int64(4), True), (ok, 3, True)]:
+        if fine:
+            assert server.decode(payload, round=asked).shape == X.shape
+        else:
+            with pytest.raises(cepam.UnexpectedPayloadError, match="round"):
+                server.decode(payload, round=asked)
+    with pytest.raises(cepam.InvalidTypeError):
+        server.decode(ok, round=True)
+    # The mechanism compared by code and scale: another scale is refused.
+    with pytest.raises(cepam.UnexpectedPayloadError, match="mechanism"):
+        server.decode(enc(cepam.Laplace(b=1.0 + 2**-52), round=3), round=3)
 
 
 def test_server_codec_without_clip_accepts_any_clip_but_none():
