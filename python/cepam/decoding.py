@@ -32,7 +32,7 @@ from .structure import (
     entry_kind as _entry_kind,
     output_dtypes,
 )
-from .template import match_template, template_size
+from .template import match_template, structure_of
 from .ties import TiePairs, _as_state_dict, apply_ties, resolve_ties, with_ties
 from .threads import resolve_threads
 
@@ -127,10 +127,13 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         output = "torch"
     dtype = check_dtype_choice(dtype)
     buffers = check_buffers(buffers)
+    untied = None  # the template's structure, every entry coded: its size bounds m
     if like is not None:
         like = _as_state_dict(like) or like  # a module's state_dict(), built once a call
     if max_coordinates is None:  # the template's size, else the bare default
-        limit = DEFAULT_MAX_COORDINATES if like is None else template_size(like, buffers=buffers)
+        if like is not None:
+            untied = structure_of(like, buffers=buffers)
+        limit = DEFAULT_MAX_COORDINATES if untied is None else untied.size
         what = "max_coordinates" if like is None else "the template's size (like=)"
     else:
         limit = check_integer("max_coordinates", max_coordinates)
@@ -147,13 +150,13 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     # is decoded); a bare payload, which carries only a digest, by its size.
     if like is not None and structure.container != BARE:
         structure = match_template(structure, like, sealed_digest=sealed.digest,
-                                   buffers=buffers, ties=ties)
+                                   buffers=buffers, ties=ties, untied=untied)
     if header.m > limit:
         raise FormatError(f"payload declares {header.m} coordinates, more than "
                           f"{what} {limit}: refused before decoding")
     if like is not None and structure.container == BARE:
         structure = match_template(structure, like, sealed_digest=sealed.digest,
-                                   buffers=buffers, ties=ties)
+                                   buffers=buffers, ties=ties, untied=untied)
     elif like is None and structure.container == BARE:
         raise InvalidArgumentError("the payload carries no structure (encoded with "
                                    "structure=False): pass like=, a template of the update")

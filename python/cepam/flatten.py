@@ -51,8 +51,8 @@ _FLOAT_NAMES = {np.dtype(name): name for name in ("float32", "float64", "float16
 _NUMPY_DTYPES = {name: dtype for dtype, name in _FLOAT_NAMES.items()}
 
 
-def _leaf_entry(x: Any, where: str) -> Entry | None:
-    """The entry (kind, dtype, shape; no name) of a numpy or torch leaf,
+def _leaf_entry(x: Any, where: str, name: str = "") -> Entry | None:
+    """The entry (``name``, kind, dtype, shape) of a numpy or torch leaf,
     checked, without reading its values; None for another kind of leaf (a
     DLPack array: its values are read to know it).
 
@@ -64,24 +64,24 @@ def _leaf_entry(x: Any, where: str) -> Entry | None:
 
         if x.is_sparse or x.layout != torch.strided:
             raise InvalidTypeError(f"{where}: sparse tensors are not supported; call .to_dense()")
-        name = str(x.dtype).replace("torch.", "")
-        if name not in _DTYPE_CODES:
+        dtype = str(x.dtype).replace("torch.", "")
+        if dtype not in _DTYPE_CODES:
             hint = (" (integer and bool entries of a state_dict are left out with "
                     "non_float='skip')" if _is_integer_leaf(x) else "")
             raise InvalidTypeError(
                 f"{where}: dtype {x.dtype} is not supported (float32, float64, float16, "
                 f"bfloat16){hint}"
             )
-        return Entry("", KIND_TORCH, name, tuple(int(d) for d in x.shape))
+        return Entry(name, KIND_TORCH, dtype, tuple(int(d) for d in x.shape))
     if isinstance(x, np.ndarray) or np.isscalar(x) and isinstance(x, np.floating):
         arr = np.asarray(x)
-        name = _FLOAT_NAMES.get(arr.dtype) or arr.dtype.name  # (a dict: dtype.name is slow)
-        if name not in ("float32", "float64", "float16"):
+        dtype = _FLOAT_NAMES.get(arr.dtype) or arr.dtype.name  # (a dict: dtype.name is slow)
+        if dtype not in ("float32", "float64", "float16"):
             raise InvalidTypeError(
                 f"{where}: dtype {arr.dtype} is not supported (float32, float64, float16); "
                 "convert with .astype(np.float32)"
             )
-        return Entry("", KIND_NUMPY, name, arr.shape)  # (a numpy shape: a tuple of ints)
+        return Entry(name, KIND_NUMPY, dtype, arr.shape)  # (a numpy shape: a tuple of ints)
     return None
 
 
@@ -90,12 +90,13 @@ def _unsupported_leaf(x: Any, where: str) -> InvalidTypeError:
                             f"array, got {type(x).__name__}")
 
 
-def _leaf_to_numpy(x: Any, where: str) -> tuple[np.ndarray, Entry]:
-    """A flat, contiguous float32/float64 view or copy of one leaf."""
-    entry = _leaf_entry(x, where)
+def _leaf_to_numpy(x: Any, where: str, name: str = "") -> tuple[np.ndarray, Entry]:
+    """A flat, contiguous float32/float64 view or copy of one leaf, and its
+    entry (named ``name``)."""
+    entry = _leaf_entry(x, where, name)
     if entry is None:
         if hasattr(x, "__dlpack__"):  # CuPy, JAX, ...: by the DLPack protocol
-            return _leaf_to_numpy(_dlpack_to_host(x, where), where)
+            return _leaf_to_numpy(_dlpack_to_host(x, where), where, name)
         raise _unsupported_leaf(x, where)
     if entry.kind == KIND_TORCH:
         import torch
@@ -241,7 +242,7 @@ def flatten(update: Any, *, non_float: str = "error", buffers: str = "joint",
     container, leaves, tied = _leaves(update, non_float, buffers, ties)
     arrays, entries = [], []
     for name, value, where in leaves:
-        arr, entry = _leaf_to_numpy(value, where)
+        arr, entry = _leaf_to_numpy(value, where, name)
         arrays.append(arr)
         entries.append(_named(entry, name, where))
 
@@ -267,10 +268,10 @@ def describe(update: Any, *, non_float: str = "error", buffers: str = "joint",
     container, leaves, tied = _leaves(update, non_float, buffers, ties)
     values, entries = [], []
     for name, value, where in leaves:
-        entry = _leaf_entry(value, where)
+        entry = _leaf_entry(value, where, name)
         if entry is None and hasattr(value, "__dlpack__"):
             value = _dlpack_to_host(value, where)  # no copy: numpy or torch views
-            entry = _leaf_entry(value, where)
+            entry = _leaf_entry(value, where, name)
         if entry is None:
             raise _unsupported_leaf(value, where)
         values.append(value)
@@ -280,9 +281,10 @@ def describe(update: Any, *, non_float: str = "error", buffers: str = "joint",
 
 
 def _named(entry: Entry, name: str, where: str) -> Entry:
+    """``entry`` named ``name`` (itself if it is already), its rank checked."""
     if len(entry.shape) > MAX_NDIM:
         raise InvalidArgumentError(f"{where}: more than {MAX_NDIM} dimensions")
-    return Entry(name, entry.kind, entry.dtype, entry.shape)
+    return entry if entry.name == name else Entry(name, entry.kind, entry.dtype, entry.shape)
 
 
 def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str, name: str) -> Any:
@@ -298,7 +300,8 @@ def _leaf_from_numpy(arr: np.ndarray, entry: Entry, output: str, name: str) -> A
             ) from None
         # arr: numpy, or a torch tensor on a GPU (decode(device="cuda"): cepam.cuda)
         t = arr if isinstance(arr, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(arr))
-        return t.reshape(entry.shape).to(getattr(torch, name))
+        t, target = t.reshape(entry.shape), getattr(torch, name)
+        return t if t.dtype == target else t.to(target)
     target = _NUMPY_DTYPES[name]
     return (arr if arr.dtype == target else arr.astype(target)).reshape(entry.shape)
 

@@ -6,8 +6,9 @@ dtypes (a server decoding updates of its own global model): the decoder then
 takes them from a template (:func:`structure_of`, :func:`match_template`),
 which must match the encoded structure's :func:`digest` (sealed in the
 payload).  A payload with a structure must agree with its template in
-container, names, dtypes and shapes; :func:`template_size` bounds the
-coordinates a payload decoded into a template may hold.
+container, names, dtypes and shapes; the size of the template's
+:func:`structure_of` (every entry coded, none tied) bounds the coordinates
+a payload decoded into it may hold.
 """
 
 from __future__ import annotations
@@ -77,28 +78,16 @@ def structure_of(like: Any, *, buffers: str = "joint",
     container, leaves, tied = _leaves(like, "skip", buffers, ties)
     entries = []
     for name, value, where in leaves:
-        entry = _leaf_entry(value, where)
+        entry = _leaf_entry(value, where, name)
         if entry is None:
-            entry = _leaf_to_numpy(value, where)[1]
+            entry = _leaf_to_numpy(value, where, name)[1]
         entries.append(_named(entry, name, where))
     return Structure(container, tuple(entries), tied)
 
 
-def template_size(like: Any, *, buffers: str = "joint") -> int:
-    """The most coordinates a payload that fits the template ``like`` (as
-    :func:`match_template` reads it: a ``torch.nn.Module``'s ``state_dict()``,
-    integer and bool entries left out, running statistics too with
-    ``buffers="local"``) can hold: every entry coded, none tied.
-
-    Raises:
-        InvalidTypeError, InvalidArgumentError: ``like`` is not a template.
-    """
-    state = _as_state_dict(like)
-    return structure_of(like if state is None else state, buffers=buffers).size
-
-
 def match_template(structure: Structure, like: Any, *, sealed_digest: bytes = b"",
-                   buffers: str = "joint", ties: TiePairs = ()) -> Structure:
+                   buffers: str = "joint", ties: TiePairs = (),
+                   untied: Structure | None = None) -> Structure:
     """The structure a payload's coordinates are decoded into, given the
     caller's template ``like`` (or a ``torch.nn.Module``: its ``state_dict()``).
 
@@ -111,7 +100,9 @@ def match_template(structure: Structure, like: Any, *, sealed_digest: bytes = b"
     Ties (found by storage in ``like``, and the checked ``ties``) are the
     template's: the result gives each tied name back as its coded entry,
     except where the payload codes a group more than once (its encoder did
-    not tie it).
+    not tie it).  ``untied``: ``structure_of(like, buffers=buffers)``
+    where the caller has it already (the template read with every entry
+    coded), taken as the template when no tie applies.
 
     Raises:
         FormatError: the payload does not fit the template.
@@ -119,12 +110,13 @@ def match_template(structure: Structure, like: Any, *, sealed_digest: bytes = b"
     """
     state = _as_state_dict(like)  # a module's state_dict; a mapping as it is
     like = like if state is None else state
-    groups = resolve_ties(like, ties)
-    template = structure_of(like, buffers=buffers, ties=_untied_in(structure, groups))
+    groups = _untied_in(structure, resolve_ties(like, ties))
+    template = untied if untied is not None and not groups else \
+        structure_of(like, buffers=buffers, ties=groups)
     if structure.container == BARE:
         if template.size != structure.size or digest(template) != sealed_digest:
             raise FormatError(_bare_mismatch(structure.size, template, like, sealed_digest,
-                                              buffers, _untied_in(structure, groups)))
+                                              buffers, groups))
         return template
     if structure.container != template.container:
         raise FormatError(f"the payload's structure does not match the template: the payload "
