@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "payload/golomb_body.hpp"
 #include "random/chacha20.hpp"
@@ -484,29 +485,28 @@ py::bytes hmac_sha256_py(const py::buffer& key, const py::buffer& data) {
   return py::bytes(reinterpret_cast<const char*>(out), kSha256Bytes);
 }
 
-// The 32-byte keys HKDF-SHA256(ikm, salt, info) of several infos, from one
-// HKDF-Extract: PRK = HMAC-SHA256(salt, ikm) (an empty salt: 32 zero
-// bytes), then each key HMAC-SHA256(PRK, info || 0x01), HKDF-Expand's first
-// (and, for 32 bytes, only) block.
+// The 32-byte keys HKDF-SHA256(ikm, salt, info) of each info of a tuple
+// (random/sha256.hpp's hkdf_sha256_keys).
 py::tuple hkdf_keys_py(const py::bytes& ikm, const py::bytes& salt, const py::tuple& infos) {
   std::size_t il = 0, sl = 0;
   const std::uint8_t* ip = bytes_view(ikm, &il);
   const std::uint8_t* sp = bytes_view(salt, &sl);
-  static constexpr std::uint8_t kZeroSalt[kSha256Bytes] = {};
-  std::uint8_t prk[kSha256Bytes];
-  if (sl == 0) hmac_sha256(kZeroSalt, kSha256Bytes, ip, il, prk);
-  else hmac_sha256(sp, sl, ip, il, prk);
-  static constexpr std::uint8_t kCounter = 1;
-  py::tuple keys(infos.size());
-  for (std::size_t i = 0; i < infos.size(); ++i) {
-    const py::bytes info = infos[i].cast<py::bytes>();  // (held while its bytes are read)
+  std::vector<py::bytes> held;  // (each info held while its bytes are read)
+  std::vector<ByteSpan> spans;
+  held.reserve(infos.size());
+  spans.reserve(infos.size());
+  for (const py::handle info : infos) {
+    held.push_back(info.cast<py::bytes>());
     std::size_t nl = 0;
-    const std::uint8_t* np = bytes_view(info, &nl);
-    const ByteSpan parts[] = {{np, nl}, {&kCounter, 1}};
-    std::uint8_t out[kSha256Bytes];
-    hmac_sha256_parts(prk, kSha256Bytes, parts, 2, out);
-    keys[i] = py::bytes(reinterpret_cast<const char*>(out), kSha256Bytes);
+    const std::uint8_t* np = bytes_view(held.back(), &nl);
+    spans.push_back({np, nl});
   }
+  std::vector<std::uint8_t> out(spans.size() * kSha256Bytes);
+  hkdf_sha256_keys(ip, il, sp, sl, spans.data(), spans.size(), out.data());
+  py::tuple keys(spans.size());
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    keys[i] = py::bytes(reinterpret_cast<const char*>(out.data() + i * kSha256Bytes),
+                        kSha256Bytes);
   return keys;
 }
 

@@ -213,17 +213,28 @@ void hmac_sha256_parts(const std::uint8_t* key, std::size_t key_len, const ByteS
   mac.finish(out);
 }
 
+namespace {
+
+// HKDF-Extract: PRK = HMAC-SHA256(salt, ikm), an empty salt being 32 zero
+// bytes; returned as the HMAC keyed by the PRK (its pads absorbed once).
+Hmac extract(const std::uint8_t* ikm, std::size_t ikm_len, const std::uint8_t* salt,
+             std::size_t salt_len) {
+  static const std::uint8_t zeros[kSha256Bytes] = {};
+  std::uint8_t prk[kSha256Bytes];
+  if (salt_len == 0) hmac_sha256(zeros, kSha256Bytes, ikm, ikm_len, prk);
+  else hmac_sha256(salt, salt_len, ikm, ikm_len, prk);
+  return Hmac(prk, kSha256Bytes);
+}
+
+}  // namespace
+
 void hkdf_sha256(const std::uint8_t* ikm, std::size_t ikm_len, const std::uint8_t* salt,
                  std::size_t salt_len, const std::uint8_t* info, std::size_t info_len,
                  std::size_t length, std::uint8_t* out) {
   if (length < 1 || length > 255 * kSha256Bytes)
     throw InvalidArgument("HKDF output length must be in [1, 8160] bytes");
-  static const std::uint8_t zeros[kSha256Bytes] = {};
-  std::uint8_t prk[kSha256Bytes];
-  if (salt_len == 0) hmac_sha256(zeros, kSha256Bytes, ikm, ikm_len, prk);
-  else hmac_sha256(salt, salt_len, ikm, ikm_len, prk);
-  // T(i) = HMAC(PRK, T(i - 1) || info || i), the key's pads absorbed once.
-  const Hmac keyed(prk, kSha256Bytes);
+  // T(i) = HMAC(PRK, T(i - 1) || info || i).
+  const Hmac keyed = extract(ikm, ikm_len, salt, salt_len);
   std::uint8_t block[kSha256Bytes];
   for (std::size_t done = 0, i = 1; done < length; ++i) {
     Hmac mac = keyed;
@@ -235,6 +246,20 @@ void hkdf_sha256(const std::uint8_t* ikm, std::size_t ikm_len, const std::uint8_
     const std::size_t take = length - done < kSha256Bytes ? length - done : kSha256Bytes;
     std::memcpy(out + done, block, take);
     done += take;
+  }
+}
+
+void hkdf_sha256_keys(const std::uint8_t* ikm, std::size_t ikm_len, const std::uint8_t* salt,
+                      std::size_t salt_len, const ByteSpan* infos, std::size_t count,
+                      std::uint8_t* out) {
+  // Each key is T(1) = HMAC(PRK, info || 1).
+  const Hmac keyed = extract(ikm, ikm_len, salt, salt_len);
+  static constexpr std::uint8_t kCounter = 1;
+  for (std::size_t i = 0; i < count; ++i) {
+    Hmac mac = keyed;
+    mac.inner.update(infos[i].data, infos[i].len);
+    mac.inner.update(&kCounter, 1);
+    mac.finish(out + i * kSha256Bytes);
   }
 }
 

@@ -38,6 +38,12 @@ void hkdf_sha256(const std::uint8_t* ikm, std::size_t ikm_len, const std::uint8_
                  std::size_t salt_len, const std::uint8_t* info, std::size_t info_len,
                  std::size_t length, std::uint8_t* out);
 
+// The 32-byte keys HKDF-SHA256(ikm, salt, infos[i]), i < count, into
+// out[32 count]: one Extract, then each key's single Expand block.
+void hkdf_sha256_keys(const std::uint8_t* ikm, std::size_t ikm_len, const std::uint8_t* salt,
+                      std::size_t salt_len, const ByteSpan* infos, std::size_t count,
+                      std::uint8_t* out);
+
 // Whether the SHA-NI compression is in use (for the tests).
 bool sha256_uses_sha_ni();
 

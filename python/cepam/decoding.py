@@ -29,6 +29,7 @@ from .structure import (
     Structure,
     check_buffers,
     check_dtype_choice,
+    decoded_dtype,
     entry_kind as _entry_kind,
     output_dtypes,
 )
@@ -163,10 +164,10 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     elif ties:
         structure = with_ties(structure, resolve_ties(None, ties))
     mechanism = mechanism_from_code(header.mechanism, header.scale)
-    outputs = output_dtypes(structure, dtype=dtype, output=output)  # (decoded_dtype's)
+    outputs = output_dtypes(structure, dtype=dtype, output=output)
     key = keys.stream(header.context, header.nonce)
     params = core_params(mechanism, lattice=sealed.lattice, n=sealed.n)
-    decoded = "float64" if "float64" in outputs else "float32"
+    decoded = decoded_dtype(structure, dtype=dtype, output=output)
     # device="cuda" with the CUDA path: the GPU kernel decodes into device
     # memory, where the result stays (cepam.cuda); else the host decodes,
     # with out= straight into the caller's memory.

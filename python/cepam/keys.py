@@ -248,22 +248,16 @@ class SecretKeys:
         last = self._last
         return last[3][2] if last is not None else self._keys((_MAC_INFO,))[0]
 
-    def messages(self, labels: tuple[bytes, ...], context: Context,
-                 nonce: bytes) -> tuple[bytes, ...]:
-        """The 32-byte keys ``labels`` (``b"/stream"``, ``b"/seal"``) of one
-        payload, each HKDF-SHA256 with ``info = FORMAT_TAG || label ||
-        round || client || message || nonce`` (fixed widths: one parse).
-        Every per-payload key is derived here, so each depends on the nonce.
+    def message(self, label: bytes, context: Context, nonce: bytes) -> bytes:
+        """The 32-byte key ``label`` (``b"/stream"``, ``b"/seal"``) of one
+        payload: HKDF-SHA256 with ``info = FORMAT_TAG || label || round ||
+        client || message || nonce`` (fixed widths: one parse).  Every
+        per-payload key is derived so, each depending on the nonce.
 
         Raises:
             InvalidTypeError, InvalidArgumentError: a nonce that is not 16 bytes.
         """
-        tail = context.pack() + check_nonce(nonce)
-        return self._keys(tuple(FORMAT_TAG + label + tail for label in labels))
-
-    def message(self, label: bytes, context: Context, nonce: bytes) -> bytes:
-        """The 32-byte key ``label`` of one payload (:meth:`messages`)."""
-        return self.messages((label,), context, nonce)[0]
+        return self._keys((FORMAT_TAG + label + context.pack() + check_nonce(nonce),))[0]
 
     def payload_at(self, tail: bytes) -> tuple[bytes, bytes, bytes]:
         """:meth:`stream`, :meth:`seal` and :meth:`mac` of the payload whose
@@ -299,8 +293,9 @@ class SecretKeys:
             return last[3]
         if type(nonce) is not bytes or len(nonce) != NONCE_BYTES:
             nonce = check_nonce(nonce)
-        keys = self.payload_at(context.pack() + nonce)
-        self._last = (context, nonce, self._last[2], keys)  # type: ignore[index]
+        tail = context.pack() + nonce
+        keys = self.payload_at(tail)
+        self._last = (context, nonce, tail, keys)
         return keys
 
     def stream(self, context: Context, nonce: bytes) -> bytes:

@@ -58,12 +58,12 @@ def check_combination(*, mechanism: int, lattice: int, n: int) -> None:
     their own dimension and Gaussian only; Laplace ``n <= 4``; SDQ ``n = 1``).
     The combinations of plain ints the core took are kept (a few: a decoder
     checks one on every payload)."""
-    key = (mechanism, lattice, n)
-    if key in _TAKEN and type(mechanism) is type(lattice) is type(n) is int:
+    plain = type(mechanism) is type(lattice) is type(n) is int  # (only these are hashed)
+    if plain and (mechanism, lattice, n) in _TAKEN:
         return
     _core.check_combination(mechanism=mechanism, lattice=lattice, n=n)
-    if type(mechanism) is type(lattice) is type(n) is int:
-        _TAKEN.add(key)
+    if plain:
+        _TAKEN.add((mechanism, lattice, n))
 
 
 _TAKEN: set[tuple[int, int, int]] = set()

@@ -28,8 +28,8 @@ it from a template (:mod:`cepam.template`).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
