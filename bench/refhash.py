@@ -7,7 +7,10 @@
 (CEPAM_SIMD=portable or avx2 in the environment checks the other code paths.)
 bench/ref_digests.json holds per-group digests of the hashes recorded with
 the original scalar core (commit 5f17d47); the sumsq group re-recorded at
-payload format version 5 (the sum of squares by blocks and a fixed tree).
+payload format version 5 (the sum of squares by blocks and a fixed tree),
+and the groups drawn from the LRSUQ streams (ks, mech, radius, badx) at
+version 9 (ChaCha8 streams: recorded at the avx512 level, then checked
+equal at the portable and avx2 levels).
 
 Hashes (SHA-256) the outputs of every native entry point over many
 configurations: LRSUQ encode/decode (Gaussian n = 1, 2, 3, 8; Laplace

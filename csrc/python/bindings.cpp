@@ -674,7 +674,10 @@ void body_check(std::size_t len, std::uint64_t N, std::uint64_t count, std::uint
   check_body(layout_from(golomb, k, h_bits, m_bits), len, N, count);
 }
 
-py::bytes chacha_block(const py::bytes& key, std::uint32_t counter, const py::bytes& nonce) {
+py::bytes chacha_block(const py::bytes& key, std::uint32_t counter, const py::bytes& nonce,
+                       int double_rounds) {
+  if (double_rounds < 1 || double_rounds > 10)
+    throw InvalidArgument("double_rounds must be between 1 and 10");
   const std::string ns = nonce;
   if (ns.size() != 12) throw InvalidArgument("a ChaCha20 nonce is 12 bytes");
   std::uint32_t n3[3];
@@ -685,7 +688,7 @@ py::bytes chacha_block(const py::bytes& key, std::uint32_t counter, const py::by
             (static_cast<std::uint32_t>(b[2]) << 16) | (static_cast<std::uint32_t>(b[3]) << 24);
   }
   std::uint32_t out[16];
-  chacha20_block(key_from(key), counter, n3, out);
+  chacha20_block(key_from(key), counter, n3, out, double_rounds);
   unsigned char bytes[64];
   for (int i = 0; i < 16; ++i)
     for (int b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(out[i] >> (8 * b));
@@ -1207,7 +1210,8 @@ PYBIND11_MODULE(_core, m) {
   t.def("ans_decode_table", &ans_decode_table, py::arg("data"), py::arg("cum"),
         py::arg("count"), "Decode count symbols of a cumulative table.");
   t.def("chacha20_block", &chacha_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
-        "RFC 8439 block function -> 64 bytes.");
+        py::kw_only(), py::arg("double_rounds") = kSealDoubleRounds,
+        "RFC 8439 block function (10 double rounds: ChaCha20; 4: ChaCha8) -> 64 bytes.");
   t.def("keystream_words", &keystream_words, py::arg("key"), py::arg("stream"),
         py::arg("first_word"), py::arg("count"));
   t.def("lattice_closest_points", &closest_points_py, py::arg("t"), py::kw_only(),

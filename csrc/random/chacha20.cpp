@@ -89,7 +89,8 @@ void group_portable(const ChaChaKey& key, std::uint32_t purpose, const std::uint
   init[15] = splat4(purpose);
   Word4 x[16];
   for (int i = 0; i < 16; ++i) x[i] = init[i];
-  for (int round = 0; round < 10; ++round) {
+  const int double_rounds = double_rounds_of(purpose);
+  for (int round = 0; round < double_rounds; ++round) {
     quarter(x[0], x[4], x[8], x[12]);
     quarter(x[1], x[5], x[9], x[13]);
     quarter(x[2], x[6], x[10], x[14]);
@@ -193,7 +194,7 @@ class InitialState {
 
 // AVX2 kernel: eight blocks a register.  Sixteen registers cannot hold the
 // state and a temporary, and compilers then keep rows in memory in ways that
-// cost about a tenth of the speed, so the ten double rounds are written in
+// cost about a tenth of the speed, so the double rounds are written in
 // assembly (GCC and Clang syntax), with this allocation: row i in ymm i, but
 // for rows 13 and 14, which take turns in ymm14 (the other one in memory),
 // and ymm13 as the temporary.  The four quarter rounds of a column or
@@ -228,12 +229,11 @@ alignas(32) constexpr unsigned char kRot8Avx2[32] = {
 #define CC_LOAD(i) "vmovdqu " #i "*32(%[x]), %%ymm" #i "\n\t"
 #define CC_STORE(i) "vmovdqu %%ymm" #i ", " #i "*32(%[x])\n\t"
 
-// Ten double rounds on x[0..16) in place.
-CEPAM_TARGET_AVX2 inline void rounds_avx2(__m256i* x) {
-  unsigned n;
+// `double_rounds` (at least 1) double rounds on x[0..16) in place.
+CEPAM_TARGET_AVX2 inline void rounds_avx2(__m256i* x, int double_rounds) {
+  unsigned n = static_cast<unsigned>(double_rounds);
   asm(CC_LOAD(0) CC_LOAD(1) CC_LOAD(2) CC_LOAD(3) CC_LOAD(4) CC_LOAD(5) CC_LOAD(6) CC_LOAD(7)
       CC_LOAD(8) CC_LOAD(9) CC_LOAD(10) CC_LOAD(11) CC_LOAD(12) CC_LOAD(14) CC_LOAD(15)
-      "movl $10, %[n]\n"
       "1:\n\t"
       CC_PAIR(0, 4, 8, 12, 2, 6, 10, 14)
       "vmovdqu %%ymm14, 14*32(%[x])\n\tvmovdqu 13*32(%[x]), %%ymm14\n\t"
@@ -246,7 +246,7 @@ CEPAM_TARGET_AVX2 inline void rounds_avx2(__m256i* x) {
       CC_STORE(0) CC_STORE(1) CC_STORE(2) CC_STORE(3) CC_STORE(4) CC_STORE(5) CC_STORE(6)
       CC_STORE(7) CC_STORE(8) CC_STORE(9) CC_STORE(10) CC_STORE(11) CC_STORE(12) CC_STORE(14)
       CC_STORE(15)
-      : [n] "=&r"(n), "+m"(*reinterpret_cast<__m256i(*)[16]>(x))
+      : [n] "+&r"(n), "+m"(*reinterpret_cast<__m256i(*)[16]>(x))
       : [x] "r"(x), [r16] "m"(*reinterpret_cast<const __m256i*>(kRot16Avx2)),
         [r8] "m"(*reinterpret_cast<const __m256i*>(kRot8Avx2))
       : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
@@ -309,7 +309,7 @@ CEPAM_TARGET_AVX2 inline void blocks8_avx2(const ChaChaKey& key, std::uint32_t p
   x[12] = lo;
   x[13] = hi;
   x[14] = stream;
-  rounds_avx2(x);
+  rounds_avx2(x, double_rounds_of(purpose));
   // Adding the input back: the rows of constants again (not kept in
   // registers through the rounds), and the three rows given.
   for (int i = 0; i < 16; ++i) {
@@ -434,7 +434,8 @@ CEPAM_TARGET_AVX512 inline void blocks16_avx512(const ChaChaKey& key, std::uint3
   init[14] = stream;
   __m512i x[16];
   for (int i = 0; i < 16; ++i) x[i] = init[i];
-  for (int round = 0; round < 10; ++round) {
+  const int double_rounds = double_rounds_of(purpose);
+  for (int round = 0; round < double_rounds; ++round) {
     half_round_avx512<kColumn, 16, 12>(x);
     half_round_avx512<kColumn, 8, 7>(x);
     half_round_avx512<kDiagonal, 16, 12>(x);
@@ -540,8 +541,8 @@ const ChaChaKernels* chacha_kernels() {
 }  // namespace
 
 void chacha20_block(const ChaChaKey& key, std::uint32_t counter, const std::uint32_t nonce[3],
-                    std::uint32_t out[16]) {
-  chacha::block(key.data(), counter, nonce, out);
+                    std::uint32_t out[16], int double_rounds) {
+  chacha::block(key.data(), counter, nonce, out, double_rounds);
 }
 
 ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]) {
@@ -598,7 +599,8 @@ void KeyStream::gather(std::size_t count, const std::uint32_t* stream, const std
 void KeyStream::single_block(std::uint32_t stream, std::uint64_t block, std::uint64_t* out) const {
   const std::uint32_t nonce[3] = {static_cast<std::uint32_t>(block >> 32), stream, purpose_};
   std::uint32_t words32[16];
-  chacha20_block(key_, static_cast<std::uint32_t>(block), nonce, words32);
+  chacha20_block(key_, static_cast<std::uint32_t>(block), nonce, words32,
+                 double_rounds_of(purpose_));
   for (int i = 0; i < 8; ++i)
     out[i] = static_cast<std::uint64_t>(words32[2 * i]) |
              (static_cast<std::uint64_t>(words32[2 * i + 1]) << 32);

@@ -1,8 +1,11 @@
-// ChaCha20 (RFC 8439) as a keyed, random-access pseudo-random function.
+// ChaCha (RFC 8439's block function, with the double rounds of its
+// purpose) as a keyed, random-access pseudo-random function.
 //
-// The block function is exactly RFC 8439 section 2.3: 256-bit key, 32-bit
-// block counter, 96-bit nonce.  cepam uses it as a counter-mode PRF over a
-// 64-bit block index and a 32-bit stream id:
+// The block function is RFC 8439 section 2.3: 256-bit key, 32-bit block
+// counter, 96-bit nonce, and the number of double rounds as an argument:
+// 10 (ChaCha20, RFC 8439) for the sealing keystream, 4 (ChaCha8) for the
+// LRSUQ streams (format version 9; 10 before).  cepam uses it as a
+// counter-mode PRF over a 64-bit block index and a 32-bit stream id:
 //
 //   counter  = low 32 bits of the block index
 //   nonce[0] = high 32 bits of the block index
@@ -25,16 +28,31 @@ namespace cepam {
 
 using ChaChaKey = std::array<std::uint32_t, 8>;
 
-// RFC 8439 block function: 16 output words (the 64-byte block, as
-// little-endian 32-bit words).
+// RFC 8439 block function with `double_rounds` double rounds (10: ChaCha20
+// itself): 16 output words (the 64-byte block, as little-endian 32-bit
+// words).
 void chacha20_block(const ChaChaKey& key, std::uint32_t counter,
-                    const std::uint32_t nonce[3], std::uint32_t out[16]);
+                    const std::uint32_t nonce[3], std::uint32_t out[16],
+                    int double_rounds);
 
 // Loads a key from 32 bytes (little-endian words, as in RFC 8439).
 ChaChaKey chacha_key_from_bytes(const unsigned char bytes[32]);
 
 inline constexpr std::uint32_t kPurposeLrsuq = 0x4c525351u;  // "QSRL"
 inline constexpr std::uint32_t kPurposeSeal = 0x4c414553u;   // "SEAL"
+
+// The double rounds of each purpose's keystream.  The sealing keystream
+// encrypts the payload: ChaCha20, as RFC 8439 has it.  The LRSUQ streams
+// are never seen by anyone without the key, and must only be a
+// pseudo-random function of it (uniform words to whoever lacks the key:
+// docs/format.md, version 9), for which ChaCha8 is the choice of Go's
+// runtime source (C2SP chacha8rand) and of Aumasson's "Too Much Crypto"
+// (2019): the best published attacks reach 7 rounds.
+inline constexpr int kSealDoubleRounds = 10;   // ChaCha20
+inline constexpr int kLrsuqDoubleRounds = 4;   // ChaCha8 (format version 9)
+CEPAM_HD constexpr int double_rounds_of(std::uint32_t purpose) {
+  return purpose == kPurposeLrsuq ? kLrsuqDoubleRounds : kSealDoubleRounds;
+}
 
 // Blocks per call of a batch kernel.
 inline constexpr int kChaChaBatch = 16;

@@ -1,4 +1,4 @@
-"""The payload format (version 8).
+"""The payload format (version 9).
 
 A payload is ``public header || sealed section || tag``; all integers
 little-endian.  The public header holds what the receiver needs before it
@@ -15,7 +15,7 @@ Public header:
 field      contents
 =========  =====================================================================
 magic      4 bytes ``b"CEPM"``
-version    uint8, 8
+version    uint8, 9
 mechanism  uint8: 1 Gaussian, 2 Laplace, 3 SDQ (uniform)
 coder      uint8: body coder (1: Golomb H + exp-Golomb M, 2: rANS, conditional)
 container  uint8: 0 single array, 1 list, 2 tuple, 3 dict, 4 none (a bare
@@ -71,7 +71,7 @@ __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header"
            "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING", "is_bare", "key_tail"]
 
 MAGIC = b"CEPM"
-VERSION = 8
+VERSION = 9
 #: Body coder code -> name, from the core's coder table (csrc/payload/body.cpp).
 CODERS: dict[int, str] = {row["code"]: row["name"] for row in _core.CODERS}
 CODER_CODES = {v: k for k, v in CODERS.items()}

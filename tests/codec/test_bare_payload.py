@@ -119,7 +119,7 @@ def test_container_flag_and_m_are_authenticated():
     flipped[container_offset] = 3  # container: bare -> dict
     with pytest.raises((cepam.AuthenticationError, cepam.FormatError)):
         cepam.decode(bytes(flipped), secret=SECRET_A, like=UPDATE)
-    m_offset = 4 + 1 + 3 + 2 + 16 + 24 + 16  # ... reserved, scale, clip, context, nonce (v8)
+    m_offset = 4 + 1 + 3 + 2 + 16 + 24 + 16  # ... reserved, scale, clip, context, nonce (v8 on)
     (m,) = struct.unpack_from("<Q", bare, m_offset)
     assert m == sum(v.size for v in UPDATE.values())
     struct.pack_into("<Q", bare, m_offset, m - 1)

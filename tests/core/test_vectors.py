@@ -1,4 +1,4 @@
-"""Known-answer tests: ChaCha20 block function (RFC 8439) and HKDF (RFC 5869)."""
+"""Known-answer tests: ChaCha20 (RFC 8439) and ChaCha8 block functions, HKDF (RFC 5869)."""
 
 import pytest
 
@@ -40,14 +40,46 @@ CHACHA_VECTORS = [
 ]
 
 
+# ChaCha8 (4 double rounds, the LRSUQ streams since format version 9):
+# draft-strombergson-chacha-test-vectors-01, TC1 (all-zero 256-bit key and
+# 64-bit IV), its first two blocks.  With a zero IV, the original ChaCha's
+# state (64-bit counter, 64-bit IV) is RFC 8439's (32-bit counter, 96-bit
+# nonce) with block counter 0 and 1 and a zero nonce.
+CHACHA8_VECTORS = [
+    (
+        0,
+        "3e00ef2f895f40d67f5bb8e81f09a5a12c840ec3ce9a7f3b181be188ef711a1e"
+        "984ce172b9216f419f445367456d5619314a42a3da86b001387bfdb80e0cfe42",
+    ),
+    (
+        1,
+        "d2aefa0deaa5c151bf0adb6c01f2a5adc0fd581259f9a2aadcf20f8fd566a26b"
+        "5032ec38bbc5da98ee0c6f568b872a65a08abf251deb21bb4b56e5d8821e68aa",
+    ),
+]
+
+
 @pytest.mark.parametrize("key,counter,nonce,expected", CHACHA_VECTORS)
 def test_chacha20_block_rfc8439(key, counter, nonce, expected):
     assert hooks.chacha20_block(key, counter, nonce).hex() == expected
+    assert hooks.chacha20_block(key, counter, nonce, double_rounds=10).hex() == expected
+
+
+@pytest.mark.parametrize("counter,expected", CHACHA8_VECTORS)
+def test_chacha8_block(counter, expected):
+    assert hooks.chacha20_block(bytes(32), counter, bytes(12), double_rounds=4).hex() == expected
+
+
+@pytest.mark.parametrize("double_rounds", [0, 11, -1])
+def test_chacha_block_refuses_other_round_counts(double_rounds):
+    with pytest.raises(ValueError, match="double_rounds"):
+        hooks.chacha20_block(bytes(32), 0, bytes(12), double_rounds=double_rounds)
 
 
 def _words_of_blocks(key, stream, first, count):
-    """Words [first, first + count) of a stream, from the block function:
-    word w of stream s is bytes 8(w%8).. of block w//8 with nonce (hi, s, purpose)."""
+    """Words [first, first + count) of an LRSUQ stream, from the block
+    function: word w of stream s is bytes 8(w%8).. of block w//8 with nonce
+    (hi, s, purpose), ChaCha8 (format version 9)."""
     import struct
 
     purpose = 0x4C525351
@@ -55,7 +87,7 @@ def _words_of_blocks(key, stream, first, count):
     for w in range(first, first + count):
         block = w // 8
         nonce = struct.pack("<III", block >> 32, stream, purpose)
-        data = hooks.chacha20_block(key, block & 0xFFFFFFFF, nonce)
+        data = hooks.chacha20_block(key, block & 0xFFFFFFFF, nonce, double_rounds=4)
         out.append(struct.unpack_from("<Q", data, 8 * (w % 8))[0])
     return out
 
