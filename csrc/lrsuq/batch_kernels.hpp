@@ -28,6 +28,11 @@ inline constexpr int gaussian_words(int n) { return (n % 2 == 0) ? (n + 2) / 2 :
 // Laplace(b): out[c] = b (-log(u_oc(w_0) ... u_oc(w_n))).
 // Products are accumulated from 1.0 in word order.
 void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t count, double* out);
+// Gaussian, n = 1, in the pair layout (lrsuq/latent.hpp): for `groups`
+// groups of 16 sub-vectors whose 40 words each start at w + 40 g,
+// out[16 g + q] and out[16 g + 8 + q] = gaussian_pair_radius(sigma,
+// w + 40 g + q, 8).a and .b, for q < 8.
+void gaussian_pair_radii(double sigma, const std::uint64_t* w, std::size_t groups, double* out);
 void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, double* out);
 
 // xs[e] = double(x[e]) * factor;  t[e] = xs[e] * inv_beta[e].

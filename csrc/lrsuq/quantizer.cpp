@@ -192,10 +192,11 @@ struct LrsuqEncodeScratch::Buffers {
   Scratch<std::int64_t> rq{0};
   TrialWords retry;
 
-  // zn: chunk n for Z^n (whose trial loop uses the arrays of that size),
-  // 0 for the Voronoi lattices; side: the side information is wanted.
-  void reserve(std::size_t chunk, std::size_t n, std::size_t W, std::size_t zn, bool side) {
-    latent_buf.reserve(chunk * W);
+  // latent: the latent's buffer_words(chunk); zn: chunk n for Z^n (whose
+  // trial loop uses the arrays of that size), 0 for the Voronoi lattices;
+  // side: the side information is wanted.
+  void reserve(std::size_t chunk, std::size_t n, std::size_t latent, std::size_t zn, bool side) {
+    latent_buf.reserve(latent);
     dither_buf.reserve(chunk * n);
     for (Scratch<double>* a : {&radius, &beta, &inv_beta}) a->reserve(chunk);
     for (Scratch<double>* a : {&inv_beta_e, &xs, &t}) a->reserve(chunk * n);
@@ -252,12 +253,10 @@ template <class T, class Latent>
 std::size_t prepare_chunk(const Latent& latent, const EncodeArgs<T>& a, std::size_t un,
                           double rho, double limit, bool zn, std::size_t j0, std::size_t count,
                           LrsuqEncodeScratch::Buffers& buf, const double** beta_elem) {
-  const std::size_t W = static_cast<std::size_t>(latent.words());
   const std::size_t e0 = j0 * un;      // first element of the chunk
   const std::size_t ne = count * un;   // elements, padding included
-  a.ks.words(0, j0 * W, count * W, buf.latent_buf.data());
+  latent.radii_at(a.ks, j0, count, buf.latent_buf.data(), buf.radius.data());
   a.ks.words(1, e0, ne, buf.dither_buf.data());
-  latent.radii(buf.latent_buf.data(), count, buf.radius.data());
   scale_radii(buf.radius.data(), rho, count, buf.beta.data());
   for (std::size_t c = 0; c < count; ++c) buf.inv_beta[c] = 1.0 / buf.beta[c];
   // Per element (for n = 1, the per-sub-vector arrays themselves).
@@ -399,7 +398,7 @@ void encode_impl(const Lattice& lattice, const Latent& latent, const EncodeArgs<
   std::unique_ptr<LrsuqEncodeScratch> own;  // when the caller gives none
   if (scratch == nullptr) scratch = (own = std::make_unique<LrsuqEncodeScratch>()).get();
   LrsuqEncodeScratch::Buffers& buf = scratch->buffers();
-  buf.reserve(cap, un, static_cast<std::size_t>(latent.words()), zn, a.V != nullptr);
+  buf.reserve(cap, un, latent.buffer_words(cap), zn, a.V != nullptr);
 
   for (std::size_t j0 = a.first; j0 < a.last; j0 += chunk) {
     EncodeChunk c{};
@@ -430,9 +429,9 @@ class ChunkSideInfo {
   ChunkSideInfo(const Lattice& lattice, const Latent& latent, const KeyStream& ks)
       : lattice_(lattice), latent_(latent), ks_(ks),
         un_(static_cast<std::size_t>(lattice.dim())),
-        W_(static_cast<std::size_t>(latent.words())),
         rho_(lattice.packing_radius(latent.norm())),
-        latent_buf_(kChunk * W_), dither_(kChunk * un_), beta_(kChunk), later_(kChunk),
+        latent_buf_(latent.buffer_words(kChunk)), dither_(kChunk * un_), beta_(kChunk),
+        later_(kChunk),
         retry_(kChunk) {}
 
   // H[c] is the trial index of sub-vector j0 + c, c < count <= kChunk.
@@ -458,9 +457,8 @@ class ChunkSideInfo {
         nlater += H[c] != 1 ? 1 : 0;
       }
     }
-    ks_.words(0, j0 * W_, count * W_, latent_buf_.data());
+    latent_.radii_at(ks_, j0, count, latent_buf_.data(), beta_.data());
     ks_.words(1, j0 * un_, count * un_, dither_.data());
-    latent_.radii(latent_buf_.data(), count, beta_.data());
     scale_radii(beta_.data(), rho_, count, beta_.data());
     retry_.fetch(ks_, [&](std::size_t i) { return H[later_[i]]; }, un_, j0, later_.data(), nlater);
     for (std::size_t i = 0; i < nlater; ++i) {
@@ -475,7 +473,7 @@ class ChunkSideInfo {
   const Lattice& lattice_;
   const Latent& latent_;
   const KeyStream& ks_;
-  std::size_t un_, W_;
+  std::size_t un_;
   double rho_;
   Scratch<std::uint64_t> latent_buf_, dither_;
   Scratch<double> beta_;
@@ -858,10 +856,8 @@ TriangularBasis lattice_basis(LatticeId id, int n) {
 void latent_radii(const LrsuqParams& p, const KeyStream& ks, std::uint64_t first,
                   std::size_t count, double* out) {
   dispatch(p, [&](const auto&, const auto& latent) {
-    const std::size_t W = static_cast<std::size_t>(latent.words());
-    Scratch<std::uint64_t> words(count * W);
-    ks.words(0, first * W, count * W, words.data());
-    latent.radii(words.data(), count, out);
+    Scratch<std::uint64_t> words(latent.buffer_words(count));
+    latent.radii_at(ks, first, count, words.data(), out);
   });
 }
 

@@ -9,7 +9,8 @@
 // arithmetic the GPU runs (tests/core/test_subvector.py).
 //
 // Sub-vector j, dimension n, with radius r = r(U_j) and beta = r / rho:
-//   latent words  stream 0, words [j W, (j + 1) W) (W = Config::words);
+//   latent words  stream 0, words [j W, (j + 1) W) (W = Config::words), or
+//                 the pair layout of Gaussian Z^1 (lrsuq/latent.hpp);
 //   trial i       stream i, words [j n, (j + 1) n): the dither V, then
 //                 m = Q_L(x_j / beta - V), y = beta (G m + V), accepted when
 //                 ||y - x_j|| <= r (l2: the squared terms against r^2, l1:
@@ -88,11 +89,13 @@ using kernels::zn_trial;
 CEPAM_HD inline double radius_of(const Config& c, const std::uint32_t* key, std::uint64_t j) {
   std::uint64_t w[kMaxLatentWords];
   chacha::StreamReader s0(key, kPurposeLrsuq, 0);
-  const std::uint64_t first = j * static_cast<std::uint64_t>(c.words);
-  for (int i = 0; i < c.words; ++i) w[i] = s0.word(first + static_cast<std::uint64_t>(i));
   double r = 0.0;  // (every Config holds a mechanism of the table)
-  with_latent_type(static_cast<MechanismId>(c.mechanism),
-                   [&](auto latent) { r = decltype(latent)::radius_from(c.n, c.scale, w); });
+  with_latent_type(static_cast<MechanismId>(c.mechanism), [&](auto latent) {
+    using Latent = decltype(latent);
+    const bool paired = Latent::paired(c.n);
+    for (int i = 0; i < c.words; ++i) w[i] = s0.word(latent_word(paired, c.words, j, i));
+    r = Latent::radius_from(c.n, c.scale, w, j);
+  });
   return r;
 }
 
