@@ -18,6 +18,8 @@ def stage_profile():
 @pytest.mark.parametrize("symbol, stage", [
     ("cepam::(anonymous namespace)::blocks16_avx512", "ChaCha keystream"),
     ("cepam::kernels::(anonymous namespace)::gaussian_radii_avx512", "latent radii"),
+    ("cepam::kernels::(anonymous namespace)::gaussian_pair_radii_avx512", "latent radii"),
+    ("cepam::kernels::gaussian_pair_radii", "latent radii"),
     ("cepam::kernels::lanes::trials<cepam::kernels::avx512::Avx512Ops, E8>", "LRSUQ trials"),
     ("cepam::(anonymous namespace)::reconstruct_impl<float, cepam::BasicLatticeZn<1> >",
      "dithers and reconstruction"),
