@@ -47,7 +47,7 @@ CEPAM_TARGET_AVX2 std::size_t gaussian_radii_avx2(int n, double sigma, const std
   return c;
 }
 
-// Word i of pairs q .. q + 3 of a group (pair words at wq = w + 40 g + q).
+// Word i of pairs q .. q + 3 of a group (their words at wq = w + 40 g + q).
 CEPAM_TARGET_AVX2 inline __m256i pair_words(const std::uint64_t* wq, int i) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 8 * i));
 }
@@ -61,7 +61,7 @@ CEPAM_TARGET_AVX2 void gaussian_pair_radii_avx2(double sigma, const std::uint64_
   const __m256d s = _mm256_set1_pd(sigma);
   for (std::size_t g = 0; g < groups; ++g) {
     for (std::size_t q = 0; q < 8; q += 4) {
-      const std::uint64_t* wq = w + 40 * g + q;
+      const std::uint64_t* wq = w + kPairGroupWords * g + q;
       const __m256d product = _mm256_mul_pd(
           _mm256_mul_pd(avx2::uniform_oc(pair_words(wq, 0)), avx2::uniform_oc(pair_words(wq, 1))),
           avx2::uniform_oc(pair_words(wq, 2)));
@@ -71,9 +71,9 @@ CEPAM_TARGET_AVX2 void gaussian_pair_radii_avx2(double sigma, const std::uint64_
       // |u5 - 1/2| < 1/4: the sign bit cleared, then compared.
       const __m256d d = _mm256_andnot_pd(sign, _mm256_sub_pd(u5, half));
       x = _mm256_xor_pd(x, _mm256_and_pd(_mm256_cmp_pd(d, quarter, _CMP_LT_OQ), sign));
-      _mm256_storeu_pd(out + 16 * g + q,
+      _mm256_storeu_pd(out + kPairGroup * g + q,
                        _mm256_mul_pd(s, _mm256_sqrt_pd(_mm256_mul_pd(h, _mm256_add_pd(one, x)))));
-      _mm256_storeu_pd(out + 16 * g + 8 + q,
+      _mm256_storeu_pd(out + kPairGroup * g + 8 + q,
                        _mm256_mul_pd(s, _mm256_sqrt_pd(_mm256_mul_pd(h, _mm256_sub_pd(one, x)))));
     }
   }
@@ -139,9 +139,9 @@ inline void gaussian_pair_radii_loop(double sigma, const std::uint64_t* w, std::
                                      double* out) {
   for (std::size_t g = 0; g < groups; ++g) {
     for (std::size_t q = 0; q < 8; ++q) {
-      const PairRadii r = gaussian_pair_radius(sigma, w + 40 * g + q, 8);
-      out[16 * g + q] = r.a;
-      out[16 * g + 8 + q] = r.b;
+      const PairRadii r = gaussian_pair_radius(sigma, w + kPairGroupWords * g + q, 8);
+      out[kPairGroup * g + q] = r.a;
+      out[kPairGroup * g + 8 + q] = r.b;
     }
   }
 }

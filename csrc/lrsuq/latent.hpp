@@ -98,14 +98,16 @@ CEPAM_HD inline double gaussian_radius(int n, double sigma, const std::uint64_t*
 // and 16 g + 8 + q (q < 8) are pair q of group g, and word i < 5 of the pair
 // is word 40 g + 8 i + q, so that word i of a group's eight pairs is one
 // block (the batch loads them side by side).
-inline constexpr int kPairGroup = 16;
-inline constexpr int kPairWords = 5;
+inline constexpr int kPairGroup = 16;                  // sub-vectors a group
+inline constexpr int kPairWords = 5;                   // words a pair
+inline constexpr int kPairGroupWords = 8 * kPairWords;  // words a group
 
 // The stream-0 word holding word i of sub-vector j's latent: W words a
 // sub-vector in index order, or the pair layout (W = kPairWords).
 CEPAM_HD inline std::uint64_t latent_word(bool paired, int W, std::uint64_t j, int i) {
   const auto k = static_cast<std::uint64_t>(i);
-  return paired ? 40 * (j / 16) + 8 * k + j % 8 : j * static_cast<std::uint64_t>(W) + k;
+  constexpr std::uint64_t G = kPairGroup, GW = kPairGroupWords;
+  return paired ? GW * (j / G) + 8 * k + j % 8 : j * static_cast<std::uint64_t>(W) + k;
 }
 
 // The radii of a pair from its five words w[0], w[stride], ..., w[4 stride]:
@@ -151,12 +153,12 @@ void contiguous_radii(const Latent& latent, const KeyStream& ks, std::uint64_t j
 // (pair_buffer_words(count) words), their radii straight into out where a
 // group lies inside the range, through a group's worth of room where not.
 inline std::size_t pair_buffer_words(std::size_t count) {
-  return (count / kPairGroup + 2) * 8 * kPairWords;
+  return (count / kPairGroup + 2) * kPairGroupWords;
 }
 inline void pair_radii(double sigma, const KeyStream& ks, std::uint64_t j0, std::size_t count,
                        std::uint64_t* buf, double* out) {
   if (count == 0) return;
-  constexpr std::uint64_t G = kPairGroup, GW = 8 * kPairWords;
+  constexpr std::uint64_t G = kPairGroup, GW = kPairGroupWords;
   const std::uint64_t g0 = j0 / G, g1 = (j0 + count + G - 1) / G;
   ks.blocks(0, g0 * kPairWords, static_cast<std::size_t>((g1 - g0) * kPairWords), buf);
   // Groups [ga, gb) lie inside the range.
