@@ -187,8 +187,7 @@ void laplace_radii_portable(int n, double b, const std::uint64_t* w, std::size_t
 // for Laplace); false for the others, which keep the AVX2 kernels.
 CEPAM_TARGET_AVX512DQ bool gaussian_radii_avx512(int n, double sigma, const std::uint64_t* w,
                                                  std::size_t count, double* out) {
-  switch (n) {
-    case 1: gaussian_radii_loop<1>(n, sigma, w, 0, count, out); return true;
+  switch (n) {  // (n = 1: the pair layout, gaussian_pair_radii)
     case 2: gaussian_radii_loop<2>(n, sigma, w, 0, count, out); return true;
     case 3: gaussian_radii_loop<3>(n, sigma, w, 0, count, out); return true;
     case 4: gaussian_radii_loop<4>(n, sigma, w, 0, count, out); return true;

@@ -20,7 +20,8 @@ namespace cepam::kernels {
 inline constexpr int gaussian_words(int n) { return (n % 2 == 0) ? (n + 2) / 2 : (n + 1) / 2 + 2; }
 
 // The latent samplers' radii (lrsuq/latent.hpp), for sub-vectors c < count whose
-// words start at w + c W (W the sampler's words per sub-vector):
+// words start at w + c W (W the sampler's words per sub-vector; the codec
+// draws Gaussian n = 1 in the pair layout, gaussian_pair_radii, instead):
 // Gaussian(sigma), k = n + 2, p = k / 2:
 //   half = log(u_oc(w_0) ... u_oc(w_{p-1}));
 //   if k is odd: half += log(u_oc(w_p)) cos2pi_squared(u_co(w_{p+1}));

@@ -214,7 +214,8 @@ struct GaussianLatent {
     }
   }
 
-  // out[c] = r(U_c) for c < count, sub-vector c's words at w + c words().
+  // out[c] = r(U_c) for c < count, sub-vector c's words at w + c words()
+  // (n > 1: radii_at takes n = 1's pairs).
   // Per sub-vector:  half = log(u_1 ... u_{k/2})               (= -chi2(2[k/2]) / 2)
   //                  half += log(u_a) cos^2(2 pi u_b)            (odd k only)
   //                  r = sigma sqrt(-2 half)

@@ -99,15 +99,16 @@ class _Settings:
         """The settings, each checked (``lattice``: :func:`cepam.auto._check_lattice`'s
         choice, ``ties``: :func:`cepam.structure.check_ties`'s); ``threads``
         None stays None, for :meth:`at_call` to resolve.  Arguments of plain
-        immutable types (str, int, float, bool, None, tuples of them) take
-        the settings checked before from :data:`_CHECKED`."""
-        args = (lattice, prefer, clip, coder, non_float, pad, structure, threads, buffers, ties)
+        immutable types (str, int, float, bool, None) take the settings
+        checked before from :data:`_CHECKED` (``lattice`` and ``ties``, checked
+        already, are tuples of ints and strs)."""
+        args = (prefer, clip, coder, non_float, pad, structure, threads, buffers)
         types = tuple(map(type, args))  # (in the key: 1, 1.0 and True are equal)
         plain = _PLAIN_TYPES.get(types)
         if plain is None:
             plain = _PLAIN_TYPES[types] = all(t in _PLAIN for t in types)
         if plain:
-            key = (args, types)
+            key = (lattice, ties, args, types)
             known = _CHECKED.get(key)
             if known is not None:
                 return known
@@ -140,9 +141,9 @@ class _Settings:
 _CHECKED: dict[tuple[object, ...], _Settings] = {}
 _CHECKED_MAX = 32
 #: The types an argument of a cached check may have (exactly: no subclass,
-#: nothing mutable; the tuples are the checked lattice and ties, of ints and
-#: strs), and which tuples of argument types are of them alone.
-_PLAIN = frozenset({str, int, float, bool, type(None), tuple})
+#: nothing mutable or holding something else, as a tuple may), and which
+#: tuples of argument types are of them alone.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 _PLAIN_TYPES: dict[tuple[type, ...], bool] = {}
 
 

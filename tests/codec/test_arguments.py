@@ -499,3 +499,7 @@ def test_settings_checked_before_are_reused_only_for_the_same_plain_arguments():
     enc(clip=1.0)
     check(lambda: enc(clip=True), IT, TYPE, "clip")
     check(lambda: enc(threads=True), IT, TYPE, "threads")
+    # A tuple may hold what is not hashable: it is checked, never a cache key.
+    check(lambda: settings(clip=(1, [2])), IT, TYPE, "clip")
+    check(lambda: enc(pad=([1],)), IT, TYPE, "pad")
+    check(lambda: enc(coder=("ans", {})), IT, TYPE, "coder")
