@@ -145,6 +145,14 @@ def measure(m: int, ratio: float, name: str, coder: str, threads: int) -> dict[s
 SEGMENT, BLOCK, PIECE, SYMBOL = 1 << 17, 4096, 4096, 8
 DIMS = {"Z": 1, "E8": 8, "D4": 4}
 PAIR_ENCODE, PAIR_DECODE = 16, 2  # segments a thread from which two go to a task
+# Segments a decoding task takes together, at most: four for Z^n with
+# AVX-512 (the conditional coder's two streams a register, two registers),
+# else two; fewer where the thread count leaves too few a thread.
+def decode_width(lattice: str) -> int:
+    return 4 if lattice == "Z" and cepam.simd_level() == "avx512" else 2
+
+
+
 
 
 def model_bytes(m: int, threads: int, lattice: str) -> dict[str, int]:
@@ -155,7 +163,8 @@ def model_bytes(m: int, threads: int, lattice: str) -> dict[str, int]:
     point model's stream, where it starts, not counted) and a block's H, M,
     beta and V (4 + 8 + 8 n + 8 n bytes a sub-vector); decode, per thread, a
     block's H and a piece's beta, V and M.  Both doubled where a task takes
-    two segments (body.cpp's SegmentTasks).  Whole-payload copies (the body,
+    two segments (body.cpp's SegmentTasks), the decode's four times where a
+    task decodes four (decode_width).  Whole-payload copies (the body,
     the sealed section) are not per thread and not counted."""
     n = DIMS[lattice]
     segments = -(-m // SEGMENT)
@@ -165,7 +174,10 @@ def model_bytes(m: int, threads: int, lattice: str) -> dict[str, int]:
     piece = max(1, PIECE // n)
     decode = subvectors * 4 + min(piece, subvectors) * (8 + 16 * n)
     encode *= 2 if segments >= PAIR_ENCODE * threads else 1
-    decode *= 2 if segments >= PAIR_DECODE * threads else 1
+    width = decode_width(lattice)
+    while width > 2 and segments < max(width, PAIR_DECODE) * threads:
+        width //= 2
+    decode *= width if segments >= max(width, PAIR_DECODE) * threads else 1
     return {"encode": int(encode * threads), "decode": int(decode * threads)}
 
 

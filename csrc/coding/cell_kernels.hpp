@@ -16,4 +16,13 @@ std::size_t encode_run(const CellCoder& cells, const SourceModel& model, const s
                        const double* g, const double* o, std::size_t count, AnsEncoder& enc,
                        std::size_t* starts);
 
+// CellCoder::decode_batches of k = 2 or 4 streams b[0..k) from their
+// symbols i[0..k): a group of four symbols of each stream at a time, two
+// streams' states a register (the same values as the scalar decoder),
+// while every stream has a group left whose tables are plain and whose
+// slots are not the escape; advances i and the decoders, and returns which
+// streams stopped it (bit s for b[s]; never 0).
+unsigned decode_streams(const CellCoder& cells, const SourceModel& model,
+                        const CellCoder::Batch* b, std::size_t k, std::size_t* i);
+
 }  // namespace cepam::cell_kernels::avx512

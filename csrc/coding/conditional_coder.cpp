@@ -642,24 +642,62 @@ void CellCoder::decode_batch(const double* g, const double* o, std::size_t count
   }
 }
 
-void CellCoder::decode_batches(const Batch& b0, const Batch& b1) const {
+std::size_t CellCoder::streams_together() {
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) return 4;
+#endif
+  return 2;
+}
+
+void CellCoder::decode_batches(const Batch* b, std::size_t k) const {
+  if (k > kTogether) throw InvalidArgument("too many streams for decode_batches");
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
-    const auto groups = [this](const Batch& b) {
-      return [this, &b](std::size_t i) {
-        return CellGroups<Latency::Any>{*this, model_, b.g + i, b.o + i, b.j + i};
+    const auto one = [this](const Batch& batch, std::size_t i) {
+      batch.j[i] = decode(layout(batch.g[i], batch.o[i]), *batch.dec);
+    };
+    std::size_t i[kTogether] = {};
+    const auto ready = [&](std::size_t s) { return i[s] + 4 <= b[s].count; };
+    // Two streams a register while every stream of the run has groups of
+    // four left (all k, then pairs); where one stops, it takes a symbol
+    // the scalar way.
+    const auto run = [&](std::size_t s0, std::size_t streams) {
+      for (;;) {
+        for (std::size_t s = s0; s < s0 + streams; ++s)
+          if (!ready(s)) return;
+        const unsigned stop =
+            cell_kernels::avx512::decode_streams(*this, model_, b + s0, streams, i + s0);
+        for (std::size_t s = s0; s < s0 + streams; ++s)
+          if (((stop >> (s - s0)) & 1u) != 0 && i[s] < b[s].count) one(b[s], i[s]++);
+      }
+    };
+    if (simd_avx512dq()) {
+      if (k == 4) run(0, 4);
+      for (std::size_t s = 0; s + 1 < k; s += 2) run(s, 2);
+    }
+    // The rest in pairs of four-lane chains (and the odd one alone).
+    const auto groups = [this](const Batch& batch) {
+      return [this, &batch](std::size_t at) {
+        return CellGroups<Latency::Any>{*this, model_, batch.g + at, batch.o + at, batch.j + at};
       };
     };
-    const auto one = [this](const Batch& b) {
-      return [this, &b](std::size_t i) { b.j[i] = decode(layout(b.g[i], b.o[i]), *b.dec); };
+    const auto rest = [&](std::size_t t) {
+      return Batch{b[t].g + i[t], b[t].o + i[t], b[t].count - i[t], b[t].dec, b[t].j + i[t]};
     };
-    decode_in_groups_pair(*b0.dec, b0.count, groups(b0), one(b0), *b1.dec, b1.count, groups(b1),
-                          one(b1));
+    for (std::size_t s = 0; s < k; s += 2) {
+      const Batch r0 = rest(s);
+      if (s + 1 == k) {
+        decode_batch(r0.g, r0.o, r0.count, *r0.dec, r0.j);
+        break;
+      }
+      const Batch r1 = rest(s + 1);
+      decode_in_groups_pair(*r0.dec, r0.count, groups(r0), [&](std::size_t t) { one(r0, t); },
+                            *r1.dec, r1.count, groups(r1), [&](std::size_t t) { one(r1, t); });
+    }
     return;
   }
 #endif
-  decode_batch(b0.g, b0.o, b0.count, *b0.dec, b0.j);
-  decode_batch(b1.g, b1.o, b1.count, *b1.dec, b1.j);
+  for (std::size_t s = 0; s < k; ++s) decode_batch(b[s].g, b[s].o, b[s].count, *b[s].dec, b[s].j);
 }
 
 }  // namespace cepam

@@ -188,8 +188,8 @@ class CellCoder {
                     AnsEncoder& enc, std::size_t* starts = nullptr) const;
   void decode_batch(const double* g, const double* o, std::size_t count, AnsDecoder& dec,
                     std::int64_t* j) const;
-  // decode_batch of two streams at once (two segments of a body), their
-  // decoding chains interleaved: the same values as two calls.
+  // decode_batch of k <= kTogether streams b[0..k) at once (segments of a
+  // body), their decoding chains interleaved: the same values as k calls.
   struct Batch {
     const double* g;
     const double* o;
@@ -197,7 +197,11 @@ class CellCoder {
     AnsDecoder* dec;
     std::int64_t* j;
   };
-  void decode_batches(const Batch& b0, const Batch& b1) const;
+  static constexpr std::size_t kTogether = 4;
+  void decode_batches(const Batch* b, std::size_t k) const;
+  // The streams decode_batches interleaves to advantage on this processor
+  // (4 with AVX-512, two streams a register; else 2).
+  static std::size_t streams_together();
 
   // The coordinates of sub-vectors [0, count) of a non-diagonal basis
   // (their beta[count] and V[count n]) into M[count n], with decode's

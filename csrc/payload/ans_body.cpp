@@ -21,8 +21,12 @@ constexpr std::size_t kLayoutBatch = 256;  // coordinates per CellCoder batch
 // basis: CellCoder's batches.
 class DiagonalBatch {
  public:
-  explicit DiagonalBatch(const TriangularBasis& basis)
-      : n_(static_cast<std::size_t>(basis.n)), terms_(box_terms(basis.n, basis.b.data())) {}
+  DiagonalBatch() = default;  // (then use() before anything else)
+  explicit DiagonalBatch(const TriangularBasis& basis) { use(basis); }
+  void use(const TriangularBasis& basis) {
+    n_ = static_cast<std::size_t>(basis.n);
+    terms_ = box_terms(basis.n, basis.b.data());
+  }
   std::size_t subvectors() const { return kLayoutBatch / n_; }
   std::size_t size(std::size_t j0, std::size_t j1) const { return (j1 - j0) * n_; }
 
@@ -71,7 +75,7 @@ class DiagonalBatch {
     else fn(std::integral_constant<std::size_t, 0>{});
   }
 
-  std::size_t n_;
+  std::size_t n_ = 1;
   BoxTerms terms_;
   std::int64_t coded_[kLayoutBatch];
 };
@@ -380,38 +384,59 @@ void AnsSegmentDecoder::decode_m(const TriangularBasis& basis, std::size_t N, co
   }
 }
 
-void AnsSegmentDecoder::decode_m_with(AnsSegmentDecoder& other, const TriangularBasis& basis,
-                                      const MBlock& mine, const MBlock& theirs) {
-  if (&model_ != &other.model_) throw InvalidArgument("segments of different bodies");
+void AnsSegmentDecoder::decode_boxes_with(AnsSegmentDecoder& other, const TriangularBasis& basis,
+                                          const MBlock& mine, const MBlock& theirs) {
+  // The two segments' runs of the box model side by side (each then takes
+  // its point, if its run ended at one).
+  BoxRuns a(*this, basis, mine), b(other, basis, theirs);
+  const CellCoder cells(model_);
+  while (!a.done() || !b.done()) {
+    a.next();
+    b.next();
+    cells.decode_boxes(*box_, {a.length(), a.beta(), a.V(), &ans_, a.M()},
+                       {b.length(), b.beta(), b.V(), &other.ans_, b.M()});
+    a.point();
+    b.point();
+  }
+}
+
+void AnsSegmentDecoder::decode_m_together(AnsSegmentDecoder* const* decs, const MBlock* blocks,
+                                          std::size_t k, const TriangularBasis& basis) {
+  if (k < 1 || k > CellCoder::kTogether) throw InvalidArgument("decode_m_together: too many segments");
+  const SourceModel& model = decs[0]->model_;
+  for (std::size_t t = 1; t < k; ++t)
+    if (&decs[t]->model_ != &model) throw InvalidArgument("segments of different bodies");
   if (basis.n > kMaxN) throw InvalidArgument("basis dimension too large");
   if (!is_diagonal(basis)) {
-    // The two segments' runs of the box model side by side (each then
-    // takes its point, if its run ended at one).
-    BoxRuns a(*this, basis, mine), b(other, basis, theirs);
-    const CellCoder cells(model_);
-    while (!a.done() || !b.done()) {
-      a.next();
-      b.next();
-      cells.decode_boxes(*box_, {a.length(), a.beta(), a.V(), &ans_, a.M()},
-                         {b.length(), b.beta(), b.V(), &other.ans_, b.M()});
-      a.point();
-      b.point();
+    for (std::size_t t = 0; t < k; t += 2) {
+      const MBlock& b = blocks[t];
+      if (t + 1 < k) decs[t]->decode_boxes_with(*decs[t + 1], basis, b, blocks[t + 1]);
+      else decs[t]->decode_m(basis, b.count, b.beta, b.V, b.M);
     }
     return;
   }
-  const CellCoder cells(model_);
-  DiagonalBatch a(basis), b(basis);
-  for (std::size_t i = 0, k = 0; i < mine.count || k < theirs.count;) {
-    const std::size_t i1 = mine.count - i < a.subvectors() ? mine.count : i + a.subvectors();
-    const std::size_t k1 = theirs.count - k < b.subvectors() ? theirs.count : k + b.subvectors();
-    a.tables(i, i1, mine.beta, mine.V);
-    b.tables(k, k1, theirs.beta, theirs.V);
-    cells.decode_batches({a.g, a.o, a.size(i, i1), &ans_, a.coordinates(i, mine.M)},
-                         {b.g, b.o, b.size(k, k1), &other.ans_, b.coordinates(k, theirs.M)});
-    a.scatter(i, i1, mine.M);
-    b.scatter(k, k1, theirs.M);
-    i = i1;
-    k = k1;
+  const CellCoder cells(model);
+  DiagonalBatch batches[CellCoder::kTogether];
+  for (std::size_t t = 0; t < k; ++t) batches[t].use(basis);
+  std::size_t at[CellCoder::kTogether] = {}, end[CellCoder::kTogether];
+  CellCoder::Batch runs[CellCoder::kTogether];
+  for (bool more = true; more;) {
+    more = false;
+    for (std::size_t t = 0; t < k; ++t) {
+      DiagonalBatch& batch = batches[t];
+      const MBlock& b = blocks[t];
+      end[t] = b.count - at[t] < batch.subvectors() ? b.count : at[t] + batch.subvectors();
+      batch.tables(at[t], end[t], b.beta, b.V);
+      runs[t] = {batch.g, batch.o, batch.size(at[t], end[t]), &decs[t]->ans_,
+                 batch.coordinates(at[t], b.M)};
+      more = more || at[t] < b.count;
+    }
+    if (!more) break;
+    cells.decode_batches(runs, k);
+    for (std::size_t t = 0; t < k; ++t) {
+      batches[t].scatter(at[t], end[t], blocks[t].M);
+      at[t] = end[t];
+    }
   }
 }
 
@@ -456,22 +481,24 @@ struct AnsBlock {
 };
 
 // How the segments of an ANS body go to the threads.  Where there are
-// segments enough to keep every thread busy (at least `per_thread` a
-// thread: at least 2), a task takes two segments and
-// codes or decodes them together (their serial chains interleaved); the
-// pairs come first, in a number that is a multiple of the threads, so that
-// they come out even, and the rest (fewer than twice the threads, the
-// short last segment among them) go one a task.  Only the speed depends on
-// it: every segment is coded alone.
+// segments enough to keep every thread busy (at least `per_thread` and at
+// least `width` a thread), a task takes `width` segments and codes or
+// decodes them together (their serial chains interleaved); with too few
+// for `widest` (a power of 2), half as many, down to 2.  These groups come
+// first, in a number that is a multiple of the threads, so that they come
+// out even, and the rest (the short last segment among them) go one a
+// task.  Only the speed depends on it: every segment is coded alone.
 struct SegmentTasks {
-  std::size_t pairs, count;  // the tasks: `pairs` pairs, then single segments
-  SegmentTasks(std::size_t segments, int threads, std::size_t per_thread = 2) {
+  std::size_t width, groups, count;  // the tasks: `groups` groups, then single segments
+  SegmentTasks(std::size_t segments, int threads, std::size_t widest = 2, std::size_t per_thread = 2) {
     const std::size_t w = threads < 1 ? 1 : static_cast<std::size_t>(threads);
-    pairs = segments < std::max<std::size_t>(2, per_thread) * w ? 0 : segments / 2 / w * w;
-    count = segments - pairs;
+    const auto enough = [&](std::size_t k) { return segments >= std::max(k, per_thread) * w; };
+    for (width = widest; width > 2 && !enough(width);) width /= 2;
+    groups = enough(width) ? segments / width / w * w : 0;
+    count = groups + (segments - width * groups);
   }
-  bool paired(std::size_t t) const { return t < pairs; }
-  std::size_t first(std::size_t t) const { return t < pairs ? 2 * t : pairs + t; }
+  bool grouped(std::size_t t) const { return t < groups; }
+  std::size_t first(std::size_t t) const { return t < groups ? width * t : width * groups + (t - groups); }
 };
 
 // Decodes an ANS body, its segments in parallel, block by block (a
@@ -517,43 +544,58 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
     }, kAnsBlock);
     finish(dec, s);
   };
-  // A pair of segments is decoded block by block in step, their serial
+  // A group of segments is decoded block by block in step, their serial
   // decoding chains interleaved where the coder allows (AnsSegmentDecoder::
-  // decode_m_with).  A pair that fails is decoded again one segment at a
-  // time, so that the error is the first in segment order, as unpaired (at
-  // most twice the work, on the error path only).
-  const SegmentTasks tasks(S, threads);
-  const auto pair = [&](std::size_t s) {
-    const SegmentRange r0 = segment_range(p, N, s), r1 = segment_range(p, N, s + 1);
-    AnsSegmentDecoder d0(ans, s), d1(ans, s + 1);
-    DecodeBuffers b0(r0.last - r0.first, n), b1(r1.last - r1.first, n);
-    // The second segment may be the last, with fewer blocks.
-    for (std::size_t j0 = r0.first, j1 = r1.first; j0 < r0.last; j0 += kAnsBlock, j1 += kAnsBlock) {
-      const std::size_t c0 = std::min(kAnsBlock, r0.last - j0);
-      const std::size_t c1 = j1 < r1.last ? std::min(kAnsBlock, r1.last - j1) : 0;
-      d0.decode_h(accept, c0, b0.H.data());
-      if (c1 != 0) d1.decode_h(accept, c1, b1.H.data());
-      for (std::size_t k0 = 0; k0 < c0; k0 += P) {
-        const std::size_t e0 = std::min(P, c0 - k0), e1 = k0 < c1 ? std::min(P, c1 - k0) : 0;
-        side_info(j0, k0, e0, b0);
-        if (e1 != 0) side_info(j1, k0, e1, b1);
-        d0.decode_m_with(d1, basis, {e0, b0.beta.data(), b0.V.data(), b0.M.data()},
-                         {e1, b1.beta.data(), b1.V.data(), b1.M.data()});
-        hand_on(j0, k0, e0, b0);
-        if (e1 != 0) hand_on(j1, k0, e1, b1);
+  // decode_m_together): four segments where the conditional coder
+  // interleaves four streams (a diagonal basis, AVX-512), else two.  A
+  // group that fails is decoded again one segment at a time, so that the
+  // error is the first in segment order, as ungrouped (at most twice the
+  // work, on the error path only).
+  const SegmentTasks tasks(S, threads, is_diagonal(basis) ? CellCoder::streams_together() : 2);
+  const auto together = [&](std::size_t s) {
+    const std::size_t k = tasks.width;
+    std::vector<SegmentRange> r;
+    std::vector<AnsSegmentDecoder> d;
+    std::vector<DecodeBuffers> b;
+    r.reserve(k);
+    d.reserve(k);
+    b.reserve(k);
+    for (std::size_t t = 0; t < k; ++t) {
+      r.push_back(segment_range(p, N, s + t));
+      d.emplace_back(ans, s + t);
+      b.emplace_back(r[t].last - r[t].first, n);
+    }
+    AnsSegmentDecoder* decs[CellCoder::kTogether];
+    for (std::size_t t = 0; t < k; ++t) decs[t] = &d[t];
+    // The last segment of the group may be the body's last, with fewer blocks.
+    for (std::size_t o = 0; r[0].first + o < r[0].last; o += kAnsBlock) {
+      std::size_t c[CellCoder::kTogether];
+      for (std::size_t t = 0; t < k; ++t) {
+        const std::size_t j0 = r[t].first + o;
+        c[t] = j0 < r[t].last ? std::min(kAnsBlock, r[t].last - j0) : 0;
+        if (c[t] != 0) d[t].decode_h(accept, c[t], b[t].H.data());
+      }
+      for (std::size_t k0 = 0; k0 < c[0]; k0 += P) {
+        AnsSegmentDecoder::MBlock blocks[CellCoder::kTogether];
+        for (std::size_t t = 0; t < k; ++t) {
+          const std::size_t e = k0 < c[t] ? std::min(P, c[t] - k0) : 0;
+          if (e != 0) side_info(r[t].first + o, k0, e, b[t]);
+          blocks[t] = {e, b[t].beta.data(), b[t].V.data(), b[t].M.data()};
+        }
+        AnsSegmentDecoder::decode_m_together(decs, blocks, k, basis);
+        for (std::size_t t = 0; t < k; ++t)
+          if (blocks[t].count != 0) hand_on(r[t].first + o, k0, blocks[t].count, b[t]);
       }
     }
-    finish(d0, s);
-    finish(d1, s + 1);
+    for (std::size_t t = 0; t < k; ++t) finish(d[t], s + t);
   };
   parallel_for(threads, tasks.count, [&](std::size_t t) {
     const std::size_t s = tasks.first(t);
-    if (!tasks.paired(t)) return segment(s);
+    if (!tasks.grouped(t)) return segment(s);
     try {
-      pair(s);
+      together(s);
     } catch (...) {
-      segment(s);
-      segment(s + 1);
+      for (std::size_t u = 0; u < tasks.width; ++u) segment(s + u);
       throw;
     }
   });
@@ -604,8 +646,8 @@ void AnsBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x,
   // encoder keeps its streams' word buffers (about 60 KB) from segment to
   // segment; with fewer segments a thread they are freed
   // (docs/guide/performance.md, "Sizes chosen by measurement").
-  const SegmentTasks tasks(S, threads, kPairSegments);
-  const bool keep_words = tasks.pairs > 0;
+  const SegmentTasks tasks(S, threads, 2, kPairSegments);
+  const bool keep_words = tasks.groups > 0;
   // Segment s, coded (not finished) by the worker's encoder number `slot`.
   const auto code = [&](Worker& w, std::size_t slot, std::size_t s) -> AnsSegmentEncoder& {
     const SegmentRange range = segment_range(p, N, s);
@@ -633,7 +675,7 @@ void AnsBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x,
       [&](Worker& w, std::size_t t) {
         const std::size_t s = tasks.first(t);
         AnsSegmentEncoder& enc = code(w, 0, s);
-        if (!tasks.paired(t)) {
+        if (!tasks.grouped(t)) {
           enc.finish(segments[s]);
           keep_last(s, w.enc[0]);
           return;

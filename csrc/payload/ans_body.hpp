@@ -165,25 +165,29 @@ class AnsSegmentDecoder {
   void decode_h(double p, std::size_t count, std::uint32_t* H);
   void decode_m(const TriangularBasis& basis, std::size_t count, const double* beta,
                 const double* V, std::int64_t* M);
-  // decode_m of a block of this segment and one of another segment of the
-  // same body at once, their decoding chains interleaved: for a diagonal
-  // basis (Z^n) by CellCoder::decode_batches, for the others their runs of
-  // the box model by CellCoder::decode_boxes.  The same values as decode_m
-  // on each in turn; count may be 0 on either side.
+  // decode_m of a block of each of k <= CellCoder::kTogether segments of
+  // the same body at once (decs[t] with blocks[t]), their decoding chains
+  // interleaved: for a diagonal basis (Z^n) by CellCoder::decode_batches,
+  // for the others their runs of the box model by CellCoder::decode_boxes,
+  // two segments at a time.  The same values as decode_m on each in turn;
+  // a count may be 0.
   struct MBlock {
     std::size_t count;
     const double* beta;
     const double* V;
     std::int64_t* M;
   };
-  void decode_m_with(AnsSegmentDecoder& other, const TriangularBasis& basis, const MBlock& mine,
-                     const MBlock& theirs);
+  static void decode_m_together(AnsSegmentDecoder* const* decs, const MBlock* blocks,
+                                std::size_t k, const TriangularBasis& basis);
   // Checks the stream's end; returns its number of padding symbols.
   std::size_t finish() { return ans_.finish(); }
 
  private:
   const SourceModel& model_;
   class BoxRuns;  // (ans_body.cpp)
+  // decode_m_together's pair of segments with a non-diagonal basis.
+  void decode_boxes_with(AnsSegmentDecoder& other, const TriangularBasis& basis,
+                         const MBlock& mine, const MBlock& theirs);
 
   bool points_;  // the point model codes M
   std::unique_ptr<PointCoder> point_coder_;  // (made by the first decode_m)
