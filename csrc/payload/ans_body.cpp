@@ -23,15 +23,25 @@ class DiagonalBatch {
  public:
   DiagonalBatch() = default;  // (then use() before anything else)
   explicit DiagonalBatch(const TriangularBasis& basis) { use(basis); }
+  DiagonalBatch(const DiagonalBatch&) = delete;  // (scales() may point into it)
+  DiagonalBatch& operator=(const DiagonalBatch&) = delete;
   void use(const TriangularBasis& basis) {
     n_ = static_cast<std::size_t>(basis.n);
     terms_ = box_terms(basis.n, basis.b.data());
+    unit_ = n_ == 1 && terms_.diag[0] == 1.0;
   }
   std::size_t subvectors() const { return kLayoutBatch / n_; }
   std::size_t size(std::size_t j0, std::size_t j1) const { return (j1 - j0) * n_; }
 
   // Coordinate c of sub-vector j in coding order is k = n-1-c: element j n + n-1-c.
+  // Then scales() gives the scales g and o holds the offsets, in coding order.
   void tables(std::size_t j0, std::size_t j1, const double* beta, const double* V) {
+    if (unit_) {  // Z^1: g = beta 1 = beta, read where it is
+      g_ = beta + j0;
+      for (std::size_t j = j0, i = 0; j < j1; ++j, ++i) o[i] = beta[j] * V[j];
+      return;
+    }
+    g_ = g;
     with_dim([&](auto dim) {
       const std::size_t n = dim.value > 0 ? dim.value : n_;
       for (std::size_t j = j0, i = 0; j < j1; ++j, i += n) {
@@ -63,9 +73,14 @@ class DiagonalBatch {
     });
   }
 
-  double g[kLayoutBatch], o[kLayoutBatch];
+  const double* scales() const { return g_; }
+
+  double o[kLayoutBatch];
 
  private:
+  double g[kLayoutBatch];
+  const double* g_ = g;
+  bool unit_ = false;
   // fn(std::integral_constant<std::size_t, N>): N = n for n = 1 and 2, so
   // that the loops over a sub-vector's coordinates unroll, else 0 (then n_).
   template <class Fn>
@@ -113,9 +128,14 @@ class BoxBatch {
   std::size_t start(std::size_t j) const { return starts_[(j - first_) * n_]; }
 
   std::int64_t coded[kLayoutBatch];
-  double g[kLayoutBatch], o[kLayoutBatch];
+  const double* scales() const { return g_; }
+
+  double o[kLayoutBatch];
 
  private:
+  double g[kLayoutBatch];
+  const double* g_ = g;
+  bool unit_ = false;
   const BoxBasis& basis_;
   std::size_t n_;
   std::size_t first_ = 0, starts_[kLayoutBatch + 1];
@@ -199,7 +219,7 @@ void AnsSegmentEncoder::encode_block(std::size_t count, const std::uint32_t* H,
   for (std::size_t j0 = 0; j0 < count; j0 += batch.subvectors()) {
     const std::size_t j1 = count - j0 < batch.subvectors() ? count : j0 + batch.subvectors();
     batch.tables(j0, j1, beta, V);
-    cells_.encode_batch(batch.gather(j0, j1, M), batch.g, batch.o, batch.size(j0, j1), ans_);
+    cells_.encode_batch(batch.gather(j0, j1, M), batch.scales(), batch.o, batch.size(j0, j1), ans_);
   }
 }
 
@@ -379,7 +399,7 @@ void AnsSegmentDecoder::decode_m(const TriangularBasis& basis, std::size_t N, co
   for (std::size_t j0 = 0; j0 < N; j0 += batch.subvectors()) {
     const std::size_t j1 = N - j0 < batch.subvectors() ? N : j0 + batch.subvectors();
     batch.tables(j0, j1, beta, V);
-    cells.decode_batch(batch.g, batch.o, batch.size(j0, j1), ans_, batch.coordinates(j0, M));
+    cells.decode_batch(batch.scales(), batch.o, batch.size(j0, j1), ans_, batch.coordinates(j0, M));
     batch.scatter(j0, j1, M);
   }
 }
@@ -427,7 +447,7 @@ void AnsSegmentDecoder::decode_m_together(AnsSegmentDecoder* const* decs, const 
       const MBlock& b = blocks[t];
       end[t] = b.count - at[t] < batch.subvectors() ? b.count : at[t] + batch.subvectors();
       batch.tables(at[t], end[t], b.beta, b.V);
-      runs[t] = {batch.g, batch.o, batch.size(at[t], end[t]), &decs[t]->ans_,
+      runs[t] = {batch.scales(), batch.o, batch.size(at[t], end[t]), &decs[t]->ans_,
                  batch.coordinates(at[t], b.M)};
       more = more || at[t] < b.count;
     }
