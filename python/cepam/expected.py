@@ -85,11 +85,16 @@ class Expected:
             found.append(("clip", "a clip (this codec refuses unclipped payloads unless "
                                   "allow_unclipped=True)", None))
         context = header.context
-        for field, value in (("client", context.client), ("round", context.round),
-                             ("message", context.message), ("coordinates", header.m)):
-            wanted = getattr(self, field)
-            if wanted is not None and value != wanted:
-                found.append((field, wanted, value))
+        # (field by field, not in a loop over their names: a server checks
+        # every payload, and a loop of getattr cost a microsecond of its 30)
+        if self.client is not None and context.client != self.client:
+            found.append(("client", self.client, context.client))
+        if self.round is not None and context.round != self.round:
+            found.append(("round", self.round, context.round))
+        if self.message is not None and context.message != self.message:
+            found.append(("message", self.message, context.message))
+        if self.coordinates is not None and header.m != self.coordinates:
+            found.append(("coordinates", self.coordinates, header.m))
         return found
 
     def enforce(self, header: Header) -> None:

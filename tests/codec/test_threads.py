@@ -9,6 +9,7 @@ and the native worker pool (threads kept, several callers, a forked child).
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import subprocess
@@ -394,3 +395,24 @@ def test_hostile_segment_framing(lattice):
         if name not in ("segments-swapped", "second-stream-byte", "both-streams-byte"):
             with pytest.raises(cepam.FormatError):
                 cepam.inspect(forged, secret=SECRET)
+
+
+def test_the_cores_are_read_again_once_the_affinity_is_a_second_old(monkeypatch):
+    """available_cores keeps the affinity it read for AFFINITY_SECONDS (a
+    system call a decode of a few coordinates would feel), then reads it
+    again: a process whose affinity changes sees it within a second."""
+    import cepam.threads as threads
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no affinity on this platform")
+    now = [1000.0]
+    cores = [{0, 1, 2}]
+    monkeypatch.setattr(threads, "_clock", lambda: now[0])
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: cores[0])
+    monkeypatch.setattr(threads, "_affinity", [-math.inf, 1])
+    assert available_cores() == min(3, MAX_THREADS)
+    cores[0] = {0}
+    now[0] += threads.AFFINITY_SECONDS / 2
+    assert available_cores() == min(3, MAX_THREADS)  # kept
+    now[0] += threads.AFFINITY_SECONDS
+    assert available_cores() == 1  # read again
