@@ -136,9 +136,11 @@ def test_multi_segment_decode_is_the_same_at_every_simd_level_and_thread_count()
     """The decoder interleaves the rANS streams of several segments (four at
     a time with AVX-512, two with AVX2, one with the portable code), and
     leaves a stream to the scalar code where a table is not plain, a slot is
-    the escape or a guess misses.  Heavy-tailed updates of 5 2^17 + 12345
-    coordinates (six segments, the last short) at rms/sigma 0.3, 3 and 300
-    take all those paths; every level and thread count decodes them alike."""
+    the escape or a guess misses; with AVX-512 its guess interpolates where
+    the tables have many cells.  Heavy-tailed updates of 5 2^17 + 12345
+    coordinates (six segments, the last short) at rms/sigma 0.3, 3 and 300,
+    and Gaussian ones at 0.5 (few cells) and 100 (many) take all those
+    paths; every level and thread count decodes them alike."""
     import hashlib
     import os
     import subprocess
@@ -150,8 +152,9 @@ def test_multi_segment_decode_is_the_same_at_every_simd_level_and_thread_count()
     payloads = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cepam.errors.PrivacyWarning)
-        for ratio in (0.3, 3.0, 300.0):
-            x = (rng.standard_t(2, size=m) * (ratio * 1e-3)).astype(np.float32)
+        for ratio, tails in ((0.3, True), (3.0, True), (300.0, True), (0.5, False), (100.0, False)):
+            draw = rng.standard_t(2, size=m) if tails else rng.normal(size=m)
+            x = (draw * (ratio * 1e-3)).astype(np.float32)
             payloads.append(cepam.encode(x, cepam.Gaussian(sigma=1e-3), secret=bytes(32), round=0,
                                          client=0, lattice="Z", coder="ans", threads=1))
 
