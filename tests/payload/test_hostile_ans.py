@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 import subprocess
 import sys
 
@@ -22,8 +23,8 @@ import pytest
 import cepam
 
 from helpers.forge import (
-    ANS_BLOCK, CODERS, DBL_MAX, ESCAPE, MAX_ABS_M, RANS_LOW, SECRET, STREAMS, U64, UNIFORM_MODEL,
-    ZERO_WORD_CASES, AnsBody, AnsModel, GolombBody, RansEncoder, RawPayload, acceptance,
+    ANS_BLOCK, CODERS, DBL_MAX, ESCAPE, MAX_ABS_M, NONCE, RANS_LOW, SECRET, STREAMS, U64,
+    UNIFORM_MODEL, ZERO_WORD_CASES, AnsBody, AnsModel, GolombBody, RansEncoder, RawPayload, acceptance,
     edited_entries, escape_stream, forged_ans, geometric_cum, on_ans, pack_stream, put_escaped_m,
     put_h, retag, segment, symbols_of, unpack_stream, untagged, zero_word_payload, zigzag,
 )
@@ -133,6 +134,43 @@ def test_multi_block_ans_truncations_and_bit_flips_behind_a_valid_tag(name):
         results[outcome(payload)] += 1
     # A flipped stream bit is almost always caught (the states must end at 2^31).
     assert results["format"] >= 55, results
+
+
+def test_multi_segment_z_bit_flips_behind_a_valid_tag_decode_or_fail_cleanly():
+    """Five segments: the decoder takes four streams at a time with AVX-512
+    (two segments' states a register) and two otherwise, and a stream that
+    stops (its table not plain, its slot the escape, its words near their
+    end) takes a symbol alone while the others wait.  Flipped bits in every
+    segment's stream (its states, first and last words, and a sample) must
+    decode or raise FormatError, in a child process that a crash would
+    kill."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=4 * 2**17 + 777).astype(np.float32)
+    payload = cepam.encode(x, cepam.Gaussian(sigma=0.2), secret=SECRET, round=1, client=2,
+                           lattice="Z", nonce=NONCE, threads=1)
+    data = untagged(payload)
+    raw = RawPayload.parse(payload)
+    body_at = raw.header_len()
+    _, pos = AnsModel.parse(raw.body)
+    spans = []  # each segment's rANS stream, as offsets into data
+    while pos < len(raw.body):
+        (length,) = struct.unpack_from("<I", raw.body, pos)
+        spans.append((body_at + pos + 4, body_at + pos + 4 + length))
+        pos += 4 + length
+    assert len(spans) == 5 and pos == len(raw.body)
+    pick = random.Random(11)
+    cases = []
+    for k, (start, end) in enumerate(spans):
+        bits = [8 * start + 7, 8 * (start + 8 * STREAMS) + 1, 8 * end - 5]
+        bits += pick.sample(range(8 * start, 8 * end), 12)
+        for bit in bits:
+            flipped = bytearray(data)
+            flipped[bit // 8] ^= 0x80 >> (bit % 8)
+            cases.append((f"segment {k} bit {bit}", retag(bytes(flipped))))
+    results = decode_in_child(cases)
+    assert {label: r for label, r in results.items() if r not in ("ok", "format")} == {}
+    # A flipped stream bit is almost always caught (the states must end at 2^31).
+    assert sum(r == "format" for r in results.values()) >= len(cases) - 5, results
 
 
 # --- ANS: hand-built streams (escape abuse). ----------------------------------
