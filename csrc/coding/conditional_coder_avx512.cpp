@@ -188,7 +188,7 @@ unsigned decode_streams(const CellCoder& cells, const SourceModel& model,
   // The finer guess where the first stream's next table has kFineCells
   // cells or more (2 A / g, the range over the cell width: a few hundred
   // at rms/sigma 100, a few at 0.5, where the plain guess is the faster).
-  const bool fine = b[0].g[i[0]] * kFineCells <= 2.0 * model.range();
+  const bool fine = i[0] < b[0].count && b[0].g[i[0]] * kFineCells <= 2.0 * model.range();
   if (k == 4)
     return fine ? decode_registers<2, true>(cells, model, b, i) : decode_registers<2, false>(cells, model, b, i);
   if (k == 2)

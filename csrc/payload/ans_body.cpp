@@ -128,14 +128,9 @@ class BoxBatch {
   std::size_t start(std::size_t j) const { return starts_[(j - first_) * n_]; }
 
   std::int64_t coded[kLayoutBatch];
-  const double* scales() const { return g_; }
-
-  double o[kLayoutBatch];
+  double g[kLayoutBatch], o[kLayoutBatch];
 
  private:
-  double g[kLayoutBatch];
-  const double* g_ = g;
-  bool unit_ = false;
   const BoxBasis& basis_;
   std::size_t n_;
   std::size_t first_ = 0, starts_[kLayoutBatch + 1];
