@@ -127,6 +127,26 @@ inline typename S::M inside(const Tables<S>& t, typename S::D q_d) {
                  S::le(q_d, S::sub(S::from_i32(t.count), S::splat(2.0))));
 }
 
+// CellCoder::decode's common case for S::L symbols whose tables t are plain
+// and whose slots (in I32, none the escape's) are `slot`, given u, the
+// model's quantile at each slot (SourceModel::quantile_cells of its 2^-12
+// level, or finer: only speed depends on it): the guess q (CellCoder's),
+// then the exact interval [start, end) of cell lo + q (read with L).
+// Returns the lanes (bits) where q is the symbol: 0 < q < Q - 1 (cum's
+// range for q and q + 1) and start <= slot < end; the others need the
+// scalar search.
+template <class S, Latency L>
+inline unsigned guess(const SourceModel& model, const Tables<S>& t, typename S::I32 slot,
+                      typename S::D u, typename S::I32& q, typename S::I32& start,
+                      typename S::I32& end) {
+  const typename S::D at = S::add(t.guess_a, S::mul(u, t.guess_b));  // within 2^31 (plain)
+  q = S::trunc_i32(at);
+  interval<S, L>(model, t, q, S::add(t.lo_half, S::trunc(at)), start, end);
+  const unsigned inside = S::gt_i32(q, S::splat_i32(0)) &
+                          S::gt_i32(S::sub_i32(t.count, S::splat_i32(1)), q);
+  return inside & ~S::gt_i32(start, slot) & S::gt_i32(end, slot);
+}
+
 // CellCoder::encode for coordinates j[0 .. S::L) in tables (g, o): the
 // symbol (start, freq) of each; returns the lanes (bits) for which these
 // are the whole code: plain tables, 0 < q < Q - 1 (the cells at the ends

@@ -275,21 +275,12 @@ struct CellGroups {
     const __m128i slot = low_halves(slot64);
     const Tables4 t = cell_lanes::layout<Avx2>(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
     if (t.plain != 0xf || any_escape(slot)) return false;
-    // The guess q (CellCoder::guess; at is within 2^31 in a plain table),
-    // then the exact table: a hit if 0 < q < Q - 1 (cell_lanes::cum's range for q
-    // and q + 1) and cum(q) <= slot < cum(q + 1), else the scalar search.
+    // The guess from the model's quantile table (four loads), then the
+    // exact table (cell_lanes::guess), else the scalar search.
     const __m256d u = lookup4(model.quantile_table(),
                               _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
-    const __m256d at = _mm256_add_pd(t.guess_a, _mm256_mul_pd(u, t.guess_b));
-    __m128i q = _mm256_cvttpd_epi32(at);
-    const __m256d edge =
-        _mm256_add_pd(t.lo_half, _mm256_round_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    cell_lanes::interval<Avx2, L>(model, t, q, edge, start, end);
-    const __m128i inside = _mm_and_si128(_mm_cmpgt_epi32(q, _mm_setzero_si128()),
-                                         _mm_cmpgt_epi32(_mm_sub_epi32(t.count, _mm_set1_epi32(1)), q));
-    const __m128i hit = _mm_and_si128(
-        inside, _mm_andnot_si128(_mm_cmpgt_epi32(start, slot), _mm_cmpgt_epi32(end, slot)));
-    if (_mm_movemask_epi8(hit) != 0xffff) {
+    __m128i q;
+    if (cell_lanes::guess<Avx2, L>(model, t, slot, u, q, start, end) != 0xf) {
       alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];
       _mm_store_si128(reinterpret_cast<__m128i*>(qs), q);
       _mm_store_si128(reinterpret_cast<__m128i*>(ss), slot);

@@ -83,13 +83,12 @@ template <bool Fine>
   const __m256i escape = _mm256_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq));
   const unsigned bad = (~t.plain | _mm256_cmpge_epu32_mask(slot, escape)) & 0xffu;
   if (bad != 0) return ((bad & 0x0fu) != 0 ? 1u : 0u) | ((bad & 0xf0u) != 0 ? 2u : 0u);
-  // The guess q, then the exact table: a hit if 0 < q < Q - 1 and
-  // cum(q) <= slot < cum(q + 1), else the scalar search (as the four-lane
-  // decoder in conditional_coder.cpp).
   // The model's quantile at the slot's 2^-12 level; with Fine, interpolated
   // between it and the next level's (the model is linear within a bin),
   // which misses a cell far less often where the cells are narrow against
-  // a level, and costs a step's chain a few cycles more.
+  // a level, and costs a step's chain a few cycles more.  Then the guess
+  // and the exact table (cell_lanes::guess), else the scalar search for
+  // the lanes it missed.
   constexpr int kFine = kProbBits - SourceModel::kKnotBits;
   const __m256i level = _mm256_srli_epi32(slot, kFine);
   __m512d u = _mm512_i32gather_pd(level, model.quantile_table(), 8);
@@ -102,15 +101,9 @@ template <bool Fine>
     const __m512d u1 = _mm512_i32gather_pd(next, model.quantile_table(), 8);
     u = _mm512_add_pd(u, _mm512_mul_pd(_mm512_sub_pd(u1, u), at_level));
   }
-  const __m512d at = _mm512_add_pd(t.guess_a, _mm512_mul_pd(u, t.guess_b));
-  __m256i q = _mm512_cvttpd_epi32(at);
-  const __m512d edge =
-      _mm512_add_pd(t.lo_half, _mm512_roundscale_pd(at, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-  __m256i start, end;
-  cell_lanes::interval<S, cell_lanes::Latency::Any>(model, t, q, edge, start, end);
-  const __mmask8 inside = _mm256_cmpgt_epi32_mask(q, _mm256_setzero_si256()) &
-                          _mm256_cmpgt_epi32_mask(_mm256_sub_epi32(t.count, _mm256_set1_epi32(1)), q);
-  const __mmask8 hit = inside & _mm256_cmple_epu32_mask(start, slot) & _mm256_cmpgt_epu32_mask(end, slot);
+  __m256i q, start, end;
+  const unsigned hit =
+      cell_lanes::guess<S, cell_lanes::Latency::Any>(model, t, slot, u, q, start, end);
   if (hit != 0xff) {
     alignas(32) std::uint32_t qs[8], ss[8], st[8], en[8];
     _mm256_store_si256(reinterpret_cast<__m256i*>(qs), q);

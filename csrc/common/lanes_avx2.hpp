@@ -72,6 +72,10 @@ struct Avx2Lanes {
   static I32 sub_i32(I32 a, I32 b) { return _mm_sub_epi32(a, b); }
   static I32 min_i32(I32 a, I32 b) { return _mm_min_epi32(a, b); }
   static I32 max_i32(I32 a, I32 b) { return _mm_max_epi32(a, b); }
+  static unsigned gt_i32(I32 a, I32 b) {  // bit l: a_l > b_l (signed)
+    return static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(a, b))));
+  }
+  static D trunc(D a) { return _mm256_round_pd(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
   // base[i_l]: a gather (for throughput), or with gather_loads four loads,
   // which take more instructions but give the result sooner (for a serial
   // chain; a gather takes twice as long on recent Intel processors).

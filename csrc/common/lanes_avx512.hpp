@@ -75,6 +75,8 @@ struct Avx512Lanes {
   static I32 sub_i32(I32 a, I32 b) { return _mm256_sub_epi32(a, b); }
   static I32 min_i32(I32 a, I32 b) { return _mm256_min_epi32(a, b); }
   static I32 max_i32(I32 a, I32 b) { return _mm256_max_epi32(a, b); }
+  static unsigned gt_i32(I32 a, I32 b) { return _mm256_cmpgt_epi32_mask(a, b); }
+  static D trunc(D a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
   static D gather(const double* base, I32 i) { return _mm512_i32gather_pd(i, base, 8); }
   // out[2 l] = a_l and out[2 l + 1] = b_l, for l = 0 .. 7.
   static void store_pairs(void* out, I32 a, I32 b) {

@@ -417,7 +417,7 @@ void AnsSegmentDecoder::decode_boxes_with(AnsSegmentDecoder& other, const Triang
 
 void AnsSegmentDecoder::decode_m_together(AnsSegmentDecoder* const* decs, const MBlock* blocks,
                                           std::size_t k, const TriangularBasis& basis) {
-  if (k < 1 || k > CellCoder::kTogether) throw InvalidArgument("decode_m_together: too many segments");
+  if (k < 1 || k > CellCoder::kTogether) throw InvalidArgument("decode_m_together takes 1 to 4 segments");
   const SourceModel& model = decs[0]->model_;
   for (std::size_t t = 1; t < k; ++t)
     if (&decs[t]->model_ != &model) throw InvalidArgument("segments of different bodies");
