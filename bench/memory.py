@@ -144,15 +144,34 @@ def measure(m: int, ratio: float, name: str, coder: str, threads: int) -> dict[s
 # whole segment (rANS codes last to first).
 SEGMENT, BLOCK, PIECE, SYMBOL = 1 << 17, 4096, 4096, 8
 DIMS = {"Z": 1, "E8": 8, "D4": 4}
-PAIR_ENCODE, PAIR_DECODE = 16, 2  # segments a thread from which two go to a task
-# Segments a decoding task takes together, at most: four for Z^n with
-# AVX-512 (the conditional coder's two streams a register, two registers),
-# else two; fewer where the thread count leaves too few a thread.
+# Segments a thread needs for each segment a task's group holds beyond the
+# first (body.cpp's SegmentTasks): the encoder's bound on its groups' memory,
+# and none beyond the width for the decoder.
+ENCODE_PER_EXTRA, DECODE_PER_EXTRA = 16, 1
+
+
+# Segments a task takes together, at most: the encoder's rANS streams four
+# with AVX-512 (two a register, two registers), else two; the decoder four
+# for Z^n with AVX-512 (the conditional coder's two streams a register, two
+# registers), else two.
+def encode_width() -> int:
+    return 4 if cepam.simd_level() == "avx512" else 2
+
+
 def decode_width(lattice: str) -> int:
     return 4 if lattice == "Z" and cepam.simd_level() == "avx512" else 2
 
 
+def group_width(widest: int, per_extra: int, segments: int, threads: int) -> int:
+    """The segments a task takes together (1: one at a time): `widest`,
+    halved down to 2 while the threads have too few segments for it."""
+    def enough(k: int) -> bool:
+        return segments >= max(k, per_extra * (k - 1)) * threads
 
+    width = widest
+    while width > 2 and not enough(width):
+        width //= 2
+    return width if enough(width) else 1
 
 
 def model_bytes(m: int, threads: int, lattice: str) -> dict[str, int]:
@@ -162,9 +181,8 @@ def model_bytes(m: int, threads: int, lattice: str) -> dict[str, int]:
     lattices whose trial index is coded, a sub-vector: one symbol each; the
     point model's stream, where it starts, not counted) and a block's H, M,
     beta and V (4 + 8 + 8 n + 8 n bytes a sub-vector); decode, per thread, a
-    block's H and a piece's beta, V and M.  Both doubled where a task takes
-    two segments (body.cpp's SegmentTasks), the decode's four times where a
-    task decodes four (decode_width).  Whole-payload copies (the body,
+    block's H and a piece's beta, V and M.  Each times the segments a task
+    takes together (body.cpp's SegmentTasks: group_width).  Whole-payload copies (the body,
     the sealed section) are not per thread and not counted."""
     n = DIMS[lattice]
     segments = -(-m // SEGMENT)
@@ -173,11 +191,8 @@ def model_bytes(m: int, threads: int, lattice: str) -> dict[str, int]:
     encode = (min(m, SEGMENT) * (1 + h / n) * SYMBOL) + subvectors * (12 + 16 * n)
     piece = max(1, PIECE // n)
     decode = subvectors * 4 + min(piece, subvectors) * (8 + 16 * n)
-    encode *= 2 if segments >= PAIR_ENCODE * threads else 1
-    width = decode_width(lattice)
-    while width > 2 and segments < max(width, PAIR_DECODE) * threads:
-        width //= 2
-    decode *= width if segments >= max(width, PAIR_DECODE) * threads else 1
+    encode *= group_width(encode_width(), ENCODE_PER_EXTRA, segments, threads)
+    decode *= group_width(decode_width(lattice), DECODE_PER_EXTRA, segments, threads)
     return {"encode": int(encode * threads), "decode": int(decode * threads)}
 
 

@@ -41,7 +41,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("LRSUQ trials (scale, quantize, accept)", r"trial|lrsuq_encode_range|scale_inputs|"
                                                r"with_latent|ChunkSideInfo|closest"),
     ("source model statistics", r"count_cells|SourceModel::statistic|fixed_avx2|any_avx2|"
-                                r"model_stats"),
+                                r"model_stats|max_abs|cells_avx512|cell_loop"),
     ("conditional coder (per-symbol CDF)", r"cell_lanes|cell_kernels|encode_run|decode_in_groups|"
                                            r"decode_groups|CellCoder|BoxGroups|"
                                            r"cell_symbol|ball_probabilities|point_walk|"

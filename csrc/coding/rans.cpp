@@ -1,6 +1,10 @@
 #include "coding/rans.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+
+#include "coding/rans_kernels.hpp"
 
 namespace cepam {
 
@@ -26,23 +30,12 @@ AnsEncoder& AnsEncoder::operator=(const AnsEncoder& other) {
 
 namespace {
 
-// A stream of the symbols list coded by the shared arithmetic
-// (coding/rans_core.hpp) into a word buffer, appended to a vector.
-class Run {
- public:
-  Run(const AnsSymbol* symbols, std::size_t count, std::size_t padding, std::uint32_t* words)
-      : run_(symbols, count, padding, words) {}
-  bool more() const { return run_.more(); }
-  void group() { run_.group(); }
-  void write(std::vector<std::uint8_t>& out) const {
-    const std::size_t base = out.size();
-    out.resize(base + run_.bytes());
-    run_.write(out.data() + base);
-  }
-
- private:
-  RansRun run_;
-};
+// A stream's bytes (coding/rans_core.hpp's RansRun, coded), appended to out.
+void append_rans_run(const RansRun& run, std::vector<std::uint8_t>& out) {
+  const std::size_t base = out.size();
+  out.resize(base + run.bytes());
+  run.write(out.data() + base);
+}
 
 }  // namespace
 
@@ -59,19 +52,53 @@ void AnsEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_bytes) c
   }
 }
 
-void AnsEncoder::finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out_a,
-                             const AnsEncoder& b, std::vector<std::uint8_t>& out_b) {
-  Run ra(a.symbols_.get(), a.count_, 0, a.words(0)), rb(b.symbols_.get(), b.count_, 0, b.words(0));
-  while (ra.more() && rb.more()) {
-    ra.group();
-    rb.group();
+std::size_t AnsEncoder::streams_together() {
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) return kTogether;
+#endif
+  return 2;
+}
+
+void AnsEncoder::finish_together(const AnsEncoder* const* encoders,
+                                 std::vector<std::uint8_t>* const* outs, std::size_t k) {
+  if (k < 1 || k > kTogether) throw InvalidArgument("finish_together takes 1 to 4 encoders");
+  std::optional<RansRun> runs[kTogether];
+  for (std::size_t t = 0; t < k; ++t) {
+    const AnsEncoder& e = *encoders[t];
+    runs[t].emplace(e.symbols_.get(), e.count_, 0, e.words(0));
   }
-  while (ra.more()) ra.group();
-  while (rb.more()) rb.group();
-  ra.write(out_a);
-  rb.write(out_b);
-  a.done_with_words();
-  b.done_with_words();
+#if CEPAM_X86_DISPATCH
+  // The groups every run has, two runs a register (an even k).
+  if (k % 2 == 0 && simd_avx512dq()) {
+    std::size_t common = runs[0]->groups_left();
+    for (std::size_t t = 1; t < k; ++t) common = std::min(common, runs[t]->groups_left());
+    RansRun::Lanes lanes[kTogether];
+    for (std::size_t t = 0; t < k; ++t) lanes[t] = runs[t]->lanes();
+    rans_kernels::avx512::encode_groups(lanes, k, common);
+    for (std::size_t t = 0; t < k; ++t) runs[t]->set_lanes(lanes[t]);
+  }
+#endif
+  // The rest (everything without AVX-512): the runs in pairs, a group of
+  // each in turn (copies, which the compiler keeps in registers).
+  for (std::size_t t = 0; t < k; t += 2) {
+    if (t + 1 == k) {
+      while (runs[t]->more()) runs[t]->group();
+      break;
+    }
+    RansRun a = *runs[t], b = *runs[t + 1];
+    while (a.more() && b.more()) {
+      a.group();
+      b.group();
+    }
+    while (a.more()) a.group();
+    while (b.more()) b.group();
+    runs[t] = a;
+    runs[t + 1] = b;
+  }
+  for (std::size_t t = 0; t < k; ++t) {
+    append_rans_run(*runs[t], *outs[t]);
+    encoders[t]->done_with_words();
+  }
 }
 
 std::uint32_t* AnsEncoder::words(std::size_t padding) const {
@@ -89,9 +116,9 @@ void AnsEncoder::done_with_words() const {
 }
 
 void AnsEncoder::encode(std::size_t padding, std::vector<std::uint8_t>& out) const {
-  Run run(symbols_.get(), count_, padding, words(padding));
+  RansRun run(symbols_.get(), count_, padding, words(padding));
   while (run.more()) run.group();
-  run.write(out);
+  append_rans_run(run, out);
   done_with_words();
 }
 

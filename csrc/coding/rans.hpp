@@ -99,10 +99,16 @@ class AnsEncoder {
   // padding symbols after them if the stream would be shorter than
   // min_bytes (then it is at least min_bytes long, at most 8 more).
   void finish(std::vector<std::uint8_t>& out, std::size_t min_bytes = 0) const;
-  // finish() of two encoders at once (no padding): the same bytes as two
-  // calls, with the two streams' chains of divisions interleaved.
-  static void finish_pair(const AnsEncoder& a, std::vector<std::uint8_t>& out_a,
-                          const AnsEncoder& b, std::vector<std::uint8_t>& out_b);
+  // finish() (no padding) of k = 1 to kTogether encoders at once, the
+  // stream of encoders[t] appended to *outs[t]: the same bytes as k calls,
+  // with the streams' serial chains interleaved (with AVX-512, two streams'
+  // states a register, for an even k: coding/rans_kernels.hpp).
+  static constexpr std::size_t kTogether = 4;
+  static void finish_together(const AnsEncoder* const* encoders,
+                              std::vector<std::uint8_t>* const* outs, std::size_t k);
+  // How many streams finish_together takes at a time at its best: 4 with
+  // AVX-512 (two registers), else 2.
+  static std::size_t streams_together();
 
  private:
   // The stream of the symbols followed by `padding` padding symbols.

@@ -107,6 +107,25 @@ class RansRun {
     x0_ = rans_encode_step(x0_, g_[0], w_);
   }
   CEPAM_HD std::size_t emitted() const { return static_cast<std::size_t>(w_ - words_); }
+  // The whole groups still to code.
+  CEPAM_HD std::size_t groups_left() const {
+    return static_cast<std::size_t>(g_ - symbols_) / kStreams;
+  }
+  // The states, the last group coded (the next is the kStreams symbols
+  // below it) and the word cursor: for a SIMD coder that codes several
+  // runs' groups at once (coding/rans_kernels.hpp) and hands them back with
+  // set_lanes.
+  struct Lanes {
+    std::uint64_t x[kStreams];
+    const AnsSymbol* g;
+    std::uint32_t* w;
+  };
+  CEPAM_HD Lanes lanes() const { return {{x0_, x1_, x2_, x3_}, g_, w_}; }
+  CEPAM_HD void set_lanes(const Lanes& l) {
+    x0_ = l.x[0], x1_ = l.x[1], x2_ = l.x[2], x3_ = l.x[3];
+    g_ = l.g;
+    w_ = l.w;
+  }
   CEPAM_HD std::size_t bytes() const { return rans_stream_bytes(emitted()); }
   // Writes the stream's bytes() bytes at out: the final states, then the
   // words in decoding order.

@@ -267,7 +267,9 @@ void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_s
   bool use_points = false;
   {
     std::vector<std::uint8_t> box;
-    AnsEncoder::finish_pair(ans_, box, ans_points_, stream);
+    const AnsEncoder* both[] = {&ans_, &ans_points_};
+    std::vector<std::uint8_t>* outs[] = {&box, &stream};
+    AnsEncoder::finish_together(both, outs, 2);
     use_points = stream.size() < box.size();
     if (!use_points) stream.swap(box);
     if (stream.size() < min_stream) {  // padded
@@ -278,17 +280,27 @@ void AnsSegmentEncoder::finish(std::vector<std::uint8_t>& out, std::size_t min_s
   put_segment(out, points_ != nullptr, use_points, stream);
 }
 
-void AnsSegmentEncoder::finish_with(const AnsSegmentEncoder& other, std::vector<std::uint8_t>& out,
-                                    std::vector<std::uint8_t>& other_out) const {
-  if (points_started_ || other.points_started_) {  // (each pairs its own two streams)
-    finish(out);
-    other.finish(other_out);
-    return;
+void AnsSegmentEncoder::finish_together(const AnsSegmentEncoder* const* segments,
+                                        std::vector<std::uint8_t>* const* outs, std::size_t k) {
+  const AnsEncoder* streams[AnsEncoder::kTogether];
+  std::vector<std::uint8_t> coded[AnsEncoder::kTogether];
+  std::vector<std::uint8_t>* coded_at[AnsEncoder::kTogether];
+  std::size_t together = 0;  // the segments of one stream, coded together below
+  std::size_t which[AnsEncoder::kTogether];
+  for (std::size_t t = 0; t < k; ++t) {
+    if (segments[t]->points_started_) {  // (pairs its own two streams)
+      segments[t]->finish(*outs[t]);
+      continue;
+    }
+    streams[together] = &segments[t]->ans_;
+    coded_at[together] = &coded[together];
+    which[together++] = t;
   }
-  std::vector<std::uint8_t> mine, theirs;
-  AnsEncoder::finish_pair(ans_, mine, other.ans_, theirs);
-  put_segment(out, points_ != nullptr, false, mine);
-  put_segment(other_out, other.points_ != nullptr, false, theirs);
+  if (together > 0) AnsEncoder::finish_together(streams, coded_at, together);
+  for (std::size_t u = 0; u < together; ++u) {
+    const AnsSegmentEncoder& segment = *segments[which[u]];
+    put_segment(*outs[which[u]], segment.points_ != nullptr, false, coded[u]);
+  }
 }
 
 AnsBody::AnsBody(const std::uint8_t* data, std::size_t len, bool point_model,
@@ -459,9 +471,9 @@ void AnsSegmentDecoder::decode_m_together(AnsSegmentDecoder* const* decs, const 
 
 namespace {
 
-// The ANS encoder pairs segments only where every thread has at least this
-// many (SegmentTasks).
-constexpr std::size_t kPairSegments = 16;
+// The ANS encoder groups segments only where every thread has at least this
+// many for each segment a group holds beyond the first (SegmentTasks).
+constexpr std::size_t kEncodeSegmentsPerExtra = 16;
 
 // The decoder's buffers of one segment: the trial indices of a block, and
 // the side information (beta, dither) and lattice points of a piece.
@@ -496,18 +508,22 @@ struct AnsBlock {
 };
 
 // How the segments of an ANS body go to the threads.  Where there are
-// segments enough to keep every thread busy (at least `per_thread` and at
-// least `width` a thread), a task takes `width` segments and codes or
-// decodes them together (their serial chains interleaved); with too few
-// for `widest` (a power of 2), half as many, down to 2.  These groups come
-// first, in a number that is a multiple of the threads, so that they come
-// out even, and the rest (the short last segment among them) go one a
-// task.  Only the speed depends on it: every segment is coded alone.
+// segments enough to keep every thread busy (at least `width` a thread,
+// and `per_extra` a thread for each segment of a group beyond the first:
+// the encoder's bound on the memory its groups hold), a task takes `width`
+// segments and codes or decodes them together (their serial chains
+// interleaved); with too few for `widest` (a power of 2), half as many,
+// down to 2.  These groups come first, in a number that is a multiple of
+// the threads, so that they come out even, and the rest (the short last
+// segment among them) go one a task.  Only the speed depends on it: every
+// segment is coded alone.
 struct SegmentTasks {
   std::size_t width, groups, count;  // the tasks: `groups` groups, then single segments
-  SegmentTasks(std::size_t segments, int threads, std::size_t widest = 2, std::size_t per_thread = 2) {
+  SegmentTasks(std::size_t segments, int threads, std::size_t widest = 2, std::size_t per_extra = 1) {
     const std::size_t w = threads < 1 ? 1 : static_cast<std::size_t>(threads);
-    const auto enough = [&](std::size_t k) { return segments >= std::max(k, per_thread) * w; };
+    const auto enough = [&](std::size_t k) {
+      return segments >= std::max(k, per_extra * (k - 1)) * w;
+    };
     for (width = widest; width > 2 && !enough(width);) width /= 2;
     groups = enough(width) ? segments / width / w * w : 0;
     count = groups + (segments - width * groups);
@@ -650,18 +666,20 @@ void AnsBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x,
   // memory (no page faults) but where it needs more than the one before.
   struct Worker {
     AnsBlock b;
-    std::unique_ptr<AnsSegmentEncoder> enc[2];
+    std::unique_ptr<AnsSegmentEncoder> enc[AnsEncoder::kTogether];
     LrsuqEncodeScratch lrsuq;
   };
-  // A pair of segments is finished together (their rANS streams' chains of
-  // divisions interleaved: AnsSegmentEncoder::finish_with); the same bytes.
-  // A pair holds a second segment's symbols (1 to 2.5 MB): pairs only
-  // where every thread has kPairSegments segments or more, so that the
-  // pairs' extra memory stays under 1 byte a coordinate.  There too an
-  // encoder keeps its streams' word buffers (about 60 KB) from segment to
-  // segment; with fewer segments a thread they are freed
-  // (docs/guide/performance.md, "Sizes chosen by measurement").
-  const SegmentTasks tasks(S, threads, 2, kPairSegments);
+  // A group of segments is finished together (their rANS streams' serial
+  // chains interleaved: AnsSegmentEncoder::finish_together); the same
+  // bytes.  Four with AVX-512 (two streams a register), else two.  Each
+  // segment beyond the first holds its symbols (1 to 2.5 MB): groups only
+  // where every thread has kEncodeSegmentsPerExtra segments or more for
+  // each, so that the groups' extra memory stays under 1 byte a
+  // coordinate.  There too an encoder keeps its streams' word buffers
+  // (about 60 KB) from segment to segment; with fewer segments a thread
+  // they are freed (docs/guide/performance.md, "Sizes chosen by
+  // measurement").
+  const SegmentTasks tasks(S, threads, AnsEncoder::streams_together(), kEncodeSegmentsPerExtra);
   const bool keep_words = tasks.groups > 0;
   // Segment s, coded (not finished) by the worker's encoder number `slot`.
   const auto code = [&](Worker& w, std::size_t slot, std::size_t s) -> AnsSegmentEncoder& {
@@ -695,9 +713,14 @@ void AnsBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x,
           keep_last(s, w.enc[0]);
           return;
         }
-        AnsSegmentEncoder& next = code(w, 1, s + 1);
-        enc.finish_with(next, segments[s], segments[s + 1]);
-        keep_last(s + 1, w.enc[1]);
+        const AnsSegmentEncoder* group[AnsEncoder::kTogether] = {&enc};
+        std::vector<std::uint8_t>* outs[AnsEncoder::kTogether] = {&segments[s]};
+        for (std::size_t u = 1; u < tasks.width; ++u) {
+          group[u] = &code(w, u, s + u);
+          outs[u] = &segments[s + u];
+        }
+        AnsSegmentEncoder::finish_together(group, outs, tasks.width);
+        for (std::size_t u = 0; u < tasks.width; ++u) keep_last(s + u, w.enc[u]);
       });
   // The bomb rule (body.hpp): a body shorter than min_body_bytes(m) is padded
   // at the end of its last segment's stream (re-finished with the length it

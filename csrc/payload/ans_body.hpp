@@ -93,10 +93,12 @@ class AnsSegmentEncoder {
   // padded (coding/rans.hpp) if the stream would be shorter than min_stream
   // bytes (the last segment of a body the bomb rule asks to be longer).
   void finish(std::vector<std::uint8_t>& out, std::size_t min_stream = 0) const;
-  // finish() of this segment and another (neither padded): the same bytes,
-  // the rANS streams coded two at a time, their chains interleaved.
-  void finish_with(const AnsSegmentEncoder& other, std::vector<std::uint8_t>& out,
-                   std::vector<std::uint8_t>& other_out) const;
+  // finish() of k = 1 to AnsEncoder::kTogether segments (none padded),
+  // segments[t]'s appended to *outs[t]: the same bytes, the rANS streams
+  // coded together (AnsEncoder::finish_together) where each segment has
+  // one stream (a segment whose point model started finishes alone).
+  static void finish_together(const AnsSegmentEncoder* const* segments,
+                              std::vector<std::uint8_t>* const* outs, std::size_t k);
   // The symbols of the segment's rANS streams, for coding them elsewhere
   // (payload/ans_streams.hpp): the box model's, and the point model's when
   // it started (else nullptr: finish() codes the box model's alone, and

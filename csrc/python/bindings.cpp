@@ -29,6 +29,7 @@
 #include "payload/body.hpp"
 #include "coding/model_stats.hpp"
 #include "coding/rans.hpp"
+#include "coding/rans_kernels.hpp"
 #include "coding/source_model.hpp"
 #include "python/convert.hpp"
 
@@ -880,6 +881,70 @@ py::bytes ans_encode_intervals(const CArray<std::uint32_t>& start,
   return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
 
+// The rANS streams of symbols [first[s], first[s + 1]) (as for
+// rans_encode_segments_py), 1 to 4 of them, coded together by
+// AnsEncoder::finish_together.
+py::list ans_encode_together(const CArray<std::uint32_t>& start,
+                             const CArray<std::uint32_t>& freq,
+                             const CArray<std::uint64_t>& first) {
+  const std::vector<AnsSymbol> symbols = ans_symbols(start, freq);
+  const std::size_t k = segment_count(first, symbols.size());
+  if (k < 1 || k > AnsEncoder::kTogether)
+    throw InvalidArgument("ans_encode_together takes 1 to 4 streams");
+  std::vector<AnsEncoder> enc(k);
+  std::vector<std::vector<std::uint8_t>> out(k);
+  const AnsEncoder* encoders[AnsEncoder::kTogether];
+  std::vector<std::uint8_t>* outs[AnsEncoder::kTogether];
+  for (std::size_t t = 0; t < k; ++t) {
+    for (std::uint64_t i = first.data()[t]; i < first.data()[t + 1]; ++i)
+      *enc[t].append(1) = symbols[i];
+    encoders[t] = &enc[t];
+    outs[t] = &out[t];
+  }
+  AnsEncoder::finish_together(encoders, outs, k);
+  py::list streams;
+  for (const auto& o : out)
+    streams.append(py::bytes(reinterpret_cast<const char*>(o.data()), o.size()));
+  return streams;
+}
+
+// One group of two runs coded by the AVX-512 rANS kernel from given states
+// (x: run a's four, then run b's, in state order; start, freq: a's group
+// of four symbols, then b's) -> (the new states, a's words, b's words, in
+// the order emitted).
+py::tuple ans_encode_group_avx512(const CArray<std::uint64_t>& x,
+                                  const CArray<std::uint32_t>& start,
+                                  const CArray<std::uint32_t>& freq) {
+  const std::vector<AnsSymbol> symbols = ans_symbols(start, freq);
+  if (x.size() != 2 * kStreams || symbols.size() != 2 * kStreams)
+    throw InvalidArgument("two runs' four states and four symbols each");
+  for (py::ssize_t i = 0; i < x.size(); ++i)
+    if (x.data()[i] < kAnsLow || x.data()[i] >= (kAnsLow << 32))
+      throw InvalidArgument("a state out of range");
+#if CEPAM_X86_DISPATCH
+  if (!simd_avx512dq()) throw InvalidArgument("the AVX-512 rANS kernel is not in use here");
+  std::uint32_t words[2][kStreams];
+  RansRun::Lanes lanes[2];
+  for (int r = 0; r < 2; ++r) {
+    for (int s = 0; s < kStreams; ++s) lanes[r].x[s] = x.data()[r * kStreams + s];
+    lanes[r].g = symbols.data() + (r + 1) * kStreams;  // the group below is r's
+    lanes[r].w = words[r];
+  }
+  rans_kernels::avx512::encode_groups(lanes, 2, 1);
+  CArray<std::uint64_t> states(2 * kStreams);
+  py::list emitted;
+  for (int r = 0; r < 2; ++r) {
+    for (int s = 0; s < kStreams; ++s) states.mutable_data()[r * kStreams + s] = lanes[r].x[s];
+    CArray<std::uint32_t> w(lanes[r].w - words[r]);
+    std::copy(words[r], lanes[r].w, w.mutable_data());
+    emitted.append(w);
+  }
+  return py::make_tuple(states, emitted[0], emitted[1]);
+#else
+  throw InvalidArgument("the AVX-512 rANS kernel is not in use here");
+#endif
+}
+
 CArray<std::uint32_t> ans_decode_table(const py::bytes& data, const CArray<std::uint32_t>& cum,
                                        std::size_t count) {
   // cum: cumulative frequencies, cum[0] = 0, cum[K] = 2^kProbBits, increasing.
@@ -1169,6 +1234,14 @@ PYBIND11_MODULE(_core, m) {
         py::arg("m_bits"), "Raises FormatError unless a body of len bytes can hold the counts.");
   t.def("ans_encode_intervals", &ans_encode_intervals, py::arg("start"), py::arg("freq"),
         "rANS-code symbols given as (start, freq) intervals at 24-bit precision.");
+  t.def("ans_encode_together", &ans_encode_together, py::arg("start"), py::arg("freq"),
+        py::arg("first"),
+        "The rANS streams of symbols [first[s], first[s + 1]), 1 to 4 of them, coded together "
+        "(AnsEncoder::finish_together) -> list of bytes.");
+  t.def("ans_encode_group_avx512", &ans_encode_group_avx512, py::arg("x"), py::arg("start"),
+        py::arg("freq"),
+        "One group of two runs by the AVX-512 rANS kernel from states x -> (states, words of "
+        "the first run, words of the second); raises InvalidArgumentError without AVX-512.");
   t.def("ans_body_by_streams", &ans_body_by_streams, py::arg("x"), py::kw_only(),
         py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("shared_symbols") = false,
         "The ANS body of x as the GPU path codes it (LRSUQ per sub-vector, every segment's "

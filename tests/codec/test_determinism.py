@@ -175,3 +175,41 @@ def test_multi_segment_decode_is_the_same_at_every_simd_level_and_thread_count()
                              env={**os.environ, "CEPAM_SIMD": level}, capture_output=True, text=True,
                              check=True)
         assert run.stdout.split() == native, level
+
+
+def test_encode_of_four_segments_at_once_is_the_same_at_every_simd_level_and_thread_count():
+    """The rANS encoder finishes four segments at a time with AVX-512 where
+    every thread has 48 segments or more (two where 16, else one): updates of
+    48 2^17 + 4321 coordinates (49 segments, the last short) code to the
+    same bytes on 1 thread (groups of four with AVX-512), 2 (pairs) and 3,
+    and with the AVX2 and portable code (pairs of scalar chains)."""
+    import os
+    import subprocess
+    import sys
+
+    m = 48 * 2**17 + 4321
+    script = (
+        "import hashlib, sys, warnings, numpy as np, cepam\n"
+        "warnings.simplefilter('ignore')\n"
+        f"m = {m}\n"
+        "rng = np.random.default_rng(11)\n"
+        "inputs = [(rng.standard_t(3, size=m) * 3e-3).astype(np.float32),\n"
+        "          (rng.normal(size=m) * 0.1).astype(np.float32)]\n"
+        "threads = [int(t) for t in sys.argv[1:]]\n"
+        "print(' '.join(hashlib.sha256(cepam.encode(x, cepam.Gaussian(sigma=1e-3), "
+        "secret=bytes(32), round=0, client=0, lattice='Z', coder='ans', nonce=bytes(16), "
+        "threads=t)).hexdigest() for x in inputs for t in threads))\n"
+    )
+
+    def digests(threads, level=None):
+        env = dict(os.environ)
+        if level is not None:
+            env["CEPAM_SIMD"] = level
+        run = subprocess.run([sys.executable, "-c", script, *map(str, threads)], env=env,
+                             capture_output=True, text=True, check=True)
+        return run.stdout.split()
+
+    native = digests([1, 2, 3])
+    assert native[0] == native[1] == native[2] and native[3] == native[4] == native[5]
+    for level in ("avx2", "portable"):
+        assert digests([1], level) == [native[0], native[3]], level

@@ -116,3 +116,84 @@ def test_the_most_compressible_ans_bodies_coded_by_segment_streams_are_the_cpu_b
               factor=1.0)
     expected = _core.encode(x, coder=ANS, **kw)
     assert hooks.ans_body_by_streams(x, **kw) == expected
+
+
+@pytest.mark.parametrize("kind", ["uniform-raw", "geometric", "skewed", "random", "extremes"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_streams_coded_together_are_each_streams_bytes(kind, k):
+    """AnsEncoder::finish_together (the ANS body's groups of segments; with
+    AVX-512 two streams' states a register, the quotient from a reciprocal
+    estimate put right by the remainder) codes each stream as it is coded
+    alone: streams of unequal lengths (the common groups in step, the rest
+    one run at a time), every length modulo the four states, and the
+    division's extremes (freq 1 after states near 2^63, freq 2^24 - 1)."""
+    rng = np.random.default_rng(k)
+    counts = [40_003, 39_998, 41_001, 5][:k]
+    first = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
+    if kind == "extremes":
+        freq = rng.choice(np.array([1, 2, 3, SCALE - 1, SCALE // 2 + 1], np.uint32), int(first[-1]))
+        start = (rng.random(freq.size) * (SCALE - freq)).astype(np.uint32)
+    else:
+        start, freq = _symbols(rng, int(first[-1]), kind)
+    streams = hooks.ans_encode_together(start, freq, first)
+    assert len(streams) == k
+    for s, stream in enumerate(streams):
+        a, b = int(first[s]), int(first[s + 1])
+        assert stream == hooks.ans_encode_intervals(start[a:b], freq[a:b]), (kind, s)
+
+
+@pytest.mark.parametrize("first", [[0], [0, 1, 2, 3, 4, 5]])
+def test_streams_coded_together_are_one_to_four(first):
+    with pytest.raises(InvalidArgumentError):
+        hooks.ans_encode_together(np.zeros(5, np.uint32), np.full(5, SCALE, np.uint32),
+                                  np.array(first, np.uint64))
+
+
+def _reference_step(x, start, freq, words):
+    """rans_encode_step in Python integers (rans_core.hpp)."""
+    if x >= ((1 << 31) >> 24 << 32) * freq:
+        words.append(x & 0xFFFFFFFF)
+        x >>= 32
+    return (x // freq << 24) + x % freq + start
+
+
+def test_avx512_group_step_puts_every_quotient_estimate_right():
+    """The AVX-512 kernel estimates x / freq from a reciprocal; the remainder
+    puts the estimate right whichever way it is off.  Found by search: states
+    whose estimate is one too large (a negative remainder: about 1 in 10^5
+    random states of the range that is not shifted) or one too small (a
+    remainder of freq: multiples of freq above 2^53, where the state rounds
+    as a double), then random ones, shifted or not, against the exact step
+    in Python integers."""
+    import cepam
+
+    if cepam.simd_level() != "avx512":
+        pytest.skip("the AVX-512 rANS kernel runs only with AVX-512")
+    too_large = [(1045834494942676645, 2308876), (2016339174419909762, 5129393),
+                 (2682414490315028239, 6706649), (5409988047532354308, 13011933),
+                 (718633259085492720, 1890268)]
+    too_small = [(4705746495574477080, 8684440), (6848202693572762912, 13824928),
+                 (2068128176551994997, 4107213)]
+    rng = np.random.default_rng(5)
+    cases = too_large + too_small
+    while len(cases) < 64:  # random states, with and without the shift, and freq 1
+        f = int(rng.choice([1, 3, int(rng.integers(1, SCALE))]))
+        x = int(rng.integers(1 << 31, min(f << 39, 1 << 63))) if rng.random() < 0.7 else \
+            int(rng.integers(min(f << 39, (1 << 63) - 1), 1 << 63))
+        cases.append((x, f))
+    for i in range(0, len(cases), 8):
+        group = cases[i:i + 8]
+        x = np.array([c[0] for c in group], np.uint64)
+        freq = np.array([c[1] for c in group], np.uint32)
+        start = (rng.random(8) * (SCALE - freq)).astype(np.uint32)
+        states, words_a, words_b = hooks.ans_encode_group_avx512(x, start, freq)
+        expected, words = [0] * 8, ([], [])
+        for r in range(2):  # RansRun::group: state 3 first
+            for s in (3, 2, 1, 0):
+                k = 4 * r + s
+                expected[k] = _reference_step(int(x[k]), int(start[k]), int(freq[k]), words[r])
+        assert [int(v) for v in states] == expected
+        assert [int(w) for w in words_a] == words[0] and [int(w) for w in words_b] == words[1]
+    with pytest.raises(InvalidArgumentError):
+        hooks.ans_encode_group_avx512(np.full(8, 1, np.uint64), np.zeros(8, np.uint32),
+                                      np.ones(8, np.uint32))
