@@ -139,27 +139,33 @@ void count_cells(const T* x, std::size_t m, double factor, double a, double inv_
 
 template <class T>
 SourceModel::Statistics SourceModel::statistics(const T* x, std::size_t m, double factor,
-                                                int threads) {
+                                                int threads, double peak) {
   static_assert(kCells == model_stats::kCells);
   Statistics stats;
-  // A maximum per chunk, then theirs (the comparisons skip NaN).
   const std::size_t chunks = m / kFitChunk + (m % kFitChunk != 0 ? 1 : 0);
   const auto chunk_size = [&](std::size_t c) { return m - c * kFitChunk < kFitChunk ? m - c * kFitChunk : kFitChunk; };
+  // The largest magnitude: the caller's, else a maximum per chunk, then
+  // theirs (the comparisons skip NaN).
+  const auto largest = [&]() -> double {
+    if (peak >= 0.0) return peak;
+    if (chunks <= 1) {
+      const T top = m != 0 ? largest_magnitude(x, m) : T(0);
+      return static_cast<double>(top > T(0) ? top : T(0));
+    }
+    std::vector<T> maxima(chunks, T(0));
+    parallel_for(threads, chunks, [&](std::size_t c) {
+      maxima[c] = largest_magnitude(x + c * kFitChunk, chunk_size(c));
+    });
+    T xmax = 0;
+    for (const T v : maxima) xmax = v > xmax ? v : xmax;
+    return static_cast<double>(xmax);
+  };
+  stats.range = model_stats::range(largest(), factor);
   if (chunks <= 1) {  // one chunk (a small update): no tasks, no partial counts
-    const T top = m != 0 ? largest_magnitude(x, m) : T(0);
-    const T xmax = top > T(0) ? top : T(0);
-    stats.range = model_stats::range(static_cast<double>(xmax), factor);
     count_cells(x, m, factor, stats.range, model_stats::inv_width(stats.range),
                 stats.counts.data());
     return stats;
   }
-  std::vector<T> maxima(chunks, T(0));
-  parallel_for(threads, chunks, [&](std::size_t c) {
-    maxima[c] = largest_magnitude(x + c * kFitChunk, chunk_size(c));
-  });
-  T xmax = 0;
-  for (const T v : maxima) xmax = v > xmax ? v : xmax;
-  stats.range = model_stats::range(static_cast<double>(xmax), factor);
   const double inv_width = model_stats::inv_width(stats.range);
   // The histogram of the grid cells: chunks counted in parallel, their
   // counts summed (in any order: integers).
@@ -175,8 +181,8 @@ SourceModel::Statistics SourceModel::statistics(const T* x, std::size_t m, doubl
 
 template <class T>
 SourceModel SourceModel::fit(const T* x, std::size_t m, double factor, double cell_lo,
-                             double cell_hi, int threads, bool quantiles) {
-  return fit_from(statistics(x, m, factor, threads), cell_lo, cell_hi, quantiles);
+                             double cell_hi, int threads, bool quantiles, double peak) {
+  return fit_from(statistics(x, m, factor, threads, peak), cell_lo, cell_hi, quantiles);
 }
 
 SourceModel SourceModel::fit_from(const Statistics& stats, double cell_lo, double cell_hi,
@@ -594,12 +600,12 @@ SourceModel SourceModel::parse(const std::uint8_t* data, std::size_t len, std::s
 }
 
 template SourceModel SourceModel::fit<float>(const float*, std::size_t, double, double, double,
-                                             int, bool);
+                                             int, bool, double);
 template SourceModel::Statistics SourceModel::statistics<float>(const float*, std::size_t, double,
-                                                                int);
+                                                                int, double);
 template SourceModel::Statistics SourceModel::statistics<double>(const double*, std::size_t,
-                                                                 double, int);
+                                                                 double, int, double);
 template SourceModel SourceModel::fit<double>(const double*, std::size_t, double, double, double,
-                                              int, bool);
+                                              int, bool, double);
 
 }  // namespace cepam

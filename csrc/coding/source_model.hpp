@@ -58,9 +58,13 @@ class SourceModel {
   // quantiles: whether to compute the quantile table (quantile_cells),
   // which only a decoder reads (its guesses); an encoder's model may do
   // without it (the same model, the same bytes, 4096 divisions fewer).
+  // peak: max |x[i]| where the caller has it from a pass of its own (the
+  // clip's norm_pass, lrsuq/norm.hpp: exact for finite x), else negative
+  // (statistics then takes it in a pass over x).
   template <class T>
   static SourceModel fit(const T* x, std::size_t m, double factor, double cell_lo,
-                         double cell_hi, int threads = 1, bool quantiles = true);
+                         double cell_hi, int threads = 1, bool quantiles = true,
+                         double peak = -1.0);
 
   // What fit reduces x[0..m) * factor to (coding/model_stats.hpp): the
   // range A (model_stats::range of the largest |x| and the factor) and
@@ -71,7 +75,8 @@ class SourceModel {
     std::array<std::uint64_t, kCells> counts{};
   };
   template <class T>
-  static Statistics statistics(const T* x, std::size_t m, double factor, int threads = 1);
+  static Statistics statistics(const T* x, std::size_t m, double factor, int threads = 1,
+                               double peak = -1.0);
   // The model fit gives for data of these statistics (computed anywhere:
   // a GPU's kernels give the same, cuda/model_gpu.cu), without the data.
   static SourceModel fit_from(const Statistics& stats, double cell_lo, double cell_hi,

@@ -144,7 +144,7 @@ double rescaled(const T* x, std::size_t m, double maxabs, int threads) {
 }  // namespace
 
 template <class T>
-double sum_of_squares(const T* x, std::size_t m, SumOrder order, int threads) {
+NormPass norm_pass(const T* x, std::size_t m, SumOrder order, int threads) {
   const std::size_t blocks = block_count(m);
   std::vector<double> sums(blocks);
   std::vector<double> maxima(blocks);
@@ -155,17 +155,24 @@ double sum_of_squares(const T* x, std::size_t m, SumOrder order, int threads) {
     maxima[b] = s.maxabs;
   });
   // The largest magnitude (a NaN block's maximum may be anything: the
-  // second pass then finds the NaN).
+  // second pass then finds the NaN and throws).
   double maxabs = 0.0;
   for (const double v : maxima) maxabs = v > maxabs ? v : maxabs;
   const double total = tree_sum(sums.data(), sums.size());
-  if (std::isfinite(total) && total > 0x1.0p-900) return total;
+  if (std::isfinite(total) && total > 0x1.0p-900) return {total, maxabs};
   // Overflow, underflow or a non-finite entry: accumulate (x / maxabs)^2
   // and scale back.
-  return rescaled(x, m, maxabs, threads);
+  return {rescaled(x, m, maxabs, threads), maxabs};
+}
+
+template <class T>
+double sum_of_squares(const T* x, std::size_t m, SumOrder order, int threads) {
+  return norm_pass(x, m, order, threads).sum_squares;
 }
 
 template double sum_of_squares<float>(const float*, std::size_t, SumOrder, int);
 template double sum_of_squares<double>(const double*, std::size_t, SumOrder, int);
+template NormPass norm_pass<float>(const float*, std::size_t, SumOrder, int);
+template NormPass norm_pass<double>(const double*, std::size_t, SumOrder, int);
 
 }  // namespace cepam

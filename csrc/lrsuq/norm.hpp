@@ -39,4 +39,14 @@ template <class T>
 double sum_of_squares(const T* x, std::size_t m, SumOrder order = SumOrder::Fixed,
                       int threads = 1);
 
+// sum_of_squares and, from the same pass over x, its largest magnitude
+// max |x[i]| (exact: an element's value; 0 for m = 0), which the ANS
+// coder's source model takes instead of a pass of its own.
+struct NormPass {
+  double sum_squares;
+  double peak;
+};
+template <class T>
+NormPass norm_pass(const T* x, std::size_t m, SumOrder order = SumOrder::Fixed, int threads = 1);
+
 }  // namespace cepam

@@ -645,7 +645,7 @@ void AnsBodyCoder::check(const LrsuqParams& p, const std::uint8_t* body, std::si
 // throw in its segment, the first such segment's error is thrown).
 template <class T>
 void AnsBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
-                          double factor, int threads, const LatticeStage* stage,
+                          double factor, int threads, const LatticeStage* stage, double peak,
                           CodedBody& body) {
   const std::size_t N = subvectors(p, m);
   const std::size_t n = static_cast<std::size_t>(p.n);
@@ -654,7 +654,7 @@ void AnsBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x,
   const SourceModel model =
       stage != nullptr && stage->statistics != nullptr
           ? SourceModel::fit_from(*stage->statistics, widths.lo, widths.hi, false)
-          : SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads, false);
+          : SourceModel::fit(x, m, factor, widths.lo, widths.hi, threads, false, peak);
   const TriangularBasis basis = lattice_basis(p);
   // The body's parts: the source model, then each segment.
   const std::size_t S = body_segments(m, p.n);
@@ -772,10 +772,10 @@ void AnsBodyCoder::parts(const std::uint8_t* body, std::size_t len, LatticeId la
 }
 
 template void AnsBodyCoder::encode<float>(const LrsuqParams&, const KeyStream&, const float*,
-                                          std::size_t, double, int, const LatticeStage*,
+                                          std::size_t, double, int, const LatticeStage*, double,
                                           CodedBody&);
 template void AnsBodyCoder::encode<double>(const LrsuqParams&, const KeyStream&, const double*,
-                                           std::size_t, double, int, const LatticeStage*,
+                                           std::size_t, double, int, const LatticeStage*, double,
                                            CodedBody&);
 template void AnsBodyCoder::decode<float>(const LrsuqParams&, const KeyStream&, const std::uint8_t*,
                                           std::size_t, std::size_t, int, float*);

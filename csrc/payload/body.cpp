@@ -1,6 +1,7 @@
 #include "payload/body.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -66,12 +67,13 @@ void check_payload_body(const LrsuqParams& p, const std::uint8_t* body, std::siz
 template <class T>
 CodedBody encode_payload_body(const LrsuqParams& p, const KeyStream& ks, const T* x,
                               std::size_t m, double factor, Coder coder, int threads,
-                              const LatticeStage* stage) {
+                              const LatticeStage* stage, double peak) {
   check_coder(coder);
   check_factor(factor);
+  if (std::isnan(peak) || std::isinf(peak)) throw InvalidArgument("peak must be finite");
   CodedBody body;
   with_body_coder(coder,
-                  [&](auto c) { c.encode(p, ks, x, m, factor, threads, stage, body); });
+                  [&](auto c) { c.encode(p, ks, x, m, factor, threads, stage, peak, body); });
   return body;
 }
 
@@ -130,10 +132,10 @@ std::vector<std::pair<std::string, std::uint64_t>> payload_body_parts(const std:
 
 template CodedBody encode_payload_body<float>(const LrsuqParams&, const KeyStream&,
                                              const float*, std::size_t, double, Coder, int,
-                                             const LatticeStage*);
+                                             const LatticeStage*, double);
 template CodedBody encode_payload_body<double>(const LrsuqParams&, const KeyStream&,
                                               const double*, std::size_t, double, Coder, int,
-                                              const LatticeStage*);
+                                              const LatticeStage*, double);
 template bool segment_matches<float>(const LrsuqParams&, const ChaChaKey&, Coder,
                                      const std::uint8_t*, std::size_t, std::size_t, double,
                                      std::size_t, const float*, std::size_t);

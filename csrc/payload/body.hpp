@@ -84,11 +84,13 @@ std::vector<BodyCoderInfo> body_coders();
 // Encodes x[0..m) * factor; returns the body in parts, to be written into
 // the caller's buffer (payload/coded_body.hpp).  threads: how many threads
 // may work on it (>= 1; see common/parallel.hpp); the bytes are the same
-// for every count.
+// for every count.  peak: max |x[i]| where the caller has it (the clip's
+// norm_pass, lrsuq/norm.hpp), else negative: the ANS coder's source model
+// then takes it in a pass over x (the same bytes either way).
 template <class T>
 CodedBody encode_payload_body(const LrsuqParams& p, const KeyStream& ks, const T* x,
                               std::size_t m, double factor, Coder coder, int threads = 1,
-                              const LatticeStage* stage = nullptr);
+                              const LatticeStage* stage = nullptr, double peak = -1.0);
 
 // Checks what can be checked of a body before anything sized by m is
 // allocated: the bomb rule, the coder's parameters, and for the Golomb coder

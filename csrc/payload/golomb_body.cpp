@@ -574,7 +574,7 @@ void GolombBodyCoder::check(const LrsuqParams& p, const std::uint8_t* body, std:
 template <class T>
 void GolombBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
                              double factor, int threads, const LatticeStage* stage,
-                             CodedBody& body) {
+                             double /*peak: no source model*/, CodedBody& body) {
   encode_golomb(p, ks, x, m, factor, threads, stage, body);
 }
 template <class T>
@@ -618,10 +618,10 @@ void GolombBodyCoder::parts(const std::uint8_t* body, std::size_t len, LatticeId
 }
 
 template void GolombBodyCoder::encode<float>(const LrsuqParams&, const KeyStream&, const float*,
-                                             std::size_t, double, int, const LatticeStage*,
+                                             std::size_t, double, int, const LatticeStage*, double,
                                              CodedBody&);
 template void GolombBodyCoder::encode<double>(const LrsuqParams&, const KeyStream&, const double*,
-                                              std::size_t, double, int, const LatticeStage*,
+                                              std::size_t, double, int, const LatticeStage*, double,
                                               CodedBody&);
 template void GolombBodyCoder::decode<float>(const LrsuqParams&, const KeyStream&,
                                              const std::uint8_t*, std::size_t, std::size_t, int,

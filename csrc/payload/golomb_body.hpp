@@ -245,7 +245,8 @@ struct GolombBodyCoder {
                     std::size_t m);
   template <class T>
   static void encode(const LrsuqParams& p, const KeyStream& ks, const T* x, std::size_t m,
-                     double factor, int threads, const LatticeStage* stage, CodedBody& body);
+                     double factor, int threads, const LatticeStage* stage, double peak,
+                     CodedBody& body);
   template <class T>
   static void decode(const LrsuqParams& p, const KeyStream& ks, const std::uint8_t* body,
                      std::size_t len, std::size_t m, int threads, T* y);

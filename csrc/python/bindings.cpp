@@ -338,7 +338,7 @@ bool segment_matches_py(const py::bytes& body, const py::array& values, std::siz
 
 CodedBody code_body(const py::array& x, const py::bytes& key, const LrsuqParams& p,
                     double factor, int coder, int threads, const py::object& lattice_stage,
-                    const py::object& model_statistics, std::int64_t size) {
+                    const py::object& model_statistics, std::int64_t size, double peak) {
   require_contiguous_1d(x, "x");
   threads = threads_from(threads);
   const KeyStream ks(key_from(key), kPurposeLrsuq);
@@ -370,11 +370,11 @@ CodedBody code_body(const py::array& x, const py::bytes& key, const LrsuqParams&
   if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
-    body = encode_payload_body(p, ks, px, m, factor, c, threads, stage);
+    body = encode_payload_body(p, ks, px, m, factor, c, threads, stage, peak);
   } else if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
-    body = encode_payload_body(p, ks, px, m, factor, c, threads, stage);
+    body = encode_payload_body(p, ks, px, m, factor, c, threads, stage, peak);
   } else {
     throw py::type_error("x must be float32 or float64");
   }
@@ -402,15 +402,17 @@ struct UnwrittenBody {
 UnwrittenBody encode_coded_body_py(const py::array& x, const py::bytes& key,
                                    const LrsuqParams& p, double factor, int coder, int threads,
                                    const py::object& lattice_stage,
-                                   const py::object& model_statistics, std::int64_t size) {
-  return {code_body(x, key, p, factor, coder, threads, lattice_stage, model_statistics, size)};
+                                   const py::object& model_statistics, std::int64_t size,
+                                   double peak) {
+  return {code_body(x, key, p, factor, coder, threads, lattice_stage, model_statistics, size,
+                    peak)};
 }
 
 py::bytes encode_body_py(const py::array& x, const py::bytes& key, const LrsuqParams& p,
                          double factor, int coder, int threads, const py::object& lattice_stage,
-                         const py::object& model_statistics, std::int64_t size) {
+                         const py::object& model_statistics, std::int64_t size, double peak) {
   CodedBody body =
-      code_body(x, key, p, factor, coder, threads, lattice_stage, model_statistics, size);
+      code_body(x, key, p, factor, coder, threads, lattice_stage, model_statistics, size, peak);
   // The bytes object of the body's size, filled in place by the threads.
   auto out = py::reinterpret_steal<py::bytes>(
       PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(body.size())));
@@ -586,22 +588,32 @@ py::dict body_parts_py(const py::bytes& body, int coder, int lattice, std::int64
   return out;
 }
 
-double sum_squares(const py::array& x, bool fixed_order, int threads) {
+// norm_pass of a contiguous 1-D float32 or float64 array, the GIL released.
+NormPass norm_of(const py::array& x, SumOrder order, int threads) {
   require_contiguous_1d(x, "x");
   threads = threads_from(threads);
   const std::size_t m = static_cast<std::size_t>(x.size());
-  const SumOrder order = fixed_order ? SumOrder::Fixed : SumOrder::Any;
   if (holds<float>(x)) {
     const float* px = static_cast<const float*>(x.data());
     py::gil_scoped_release nogil;
-    return sum_of_squares(px, m, order, threads);
+    return norm_pass(px, m, order, threads);
   }
   if (holds<double>(x)) {
     const double* px = static_cast<const double*>(x.data());
     py::gil_scoped_release nogil;
-    return sum_of_squares(px, m, order, threads);
+    return norm_pass(px, m, order, threads);
   }
   throw py::type_error("x must be float32 or float64");
+}
+
+double sum_squares(const py::array& x, bool fixed_order, int threads) {
+  return norm_of(x, fixed_order ? SumOrder::Fixed : SumOrder::Any, threads).sum_squares;
+}
+
+// The fixed-order sum of squares and max |x| from the same pass.
+py::tuple sum_squares_and_peak(const py::array& x, int threads) {
+  const NormPass r = norm_of(x, SumOrder::Fixed, threads);
+  return py::make_tuple(r.sum_squares, r.peak);
 }
 
 BodyLayout layout_from(std::uint32_t golomb, int k, std::uint64_t h_bits, std::uint64_t m_bits) {
@@ -1112,7 +1124,7 @@ PYBIND11_MODULE(_core, m) {
     m.def(name, encoder, py::arg("x"), py::arg("key"), py::arg("params"),
           py::arg("factor"), py::arg("coder"), py::arg("threads") = 1,
           py::arg("lattice_stage") = py::none(), py::arg("model_statistics") = py::none(),
-          py::arg("m") = -1, doc);
+          py::arg("m") = -1, py::arg("peak") = -1.0, doc);
   };
   def_encoder("encode", &encode_body_py,
         "Encode a contiguous 1-D float32/float64 array into a payload body (bytes), "
@@ -1120,7 +1132,9 @@ PYBIND11_MODULE(_core, m) {
         "lattice_stage=(H, M, beta, V) codes an LRSUQ stage computed elsewhere (the GPU), "
         "and with it model_statistics=(range, counts) fits the ANS coder's source model "
         "from statistics computed elsewhere: x is then never read and may be empty "
-        "(of the coded dtype), m giving the update's size.");
+        "(of the coded dtype), m giving the update's size; peak: max |x| where the caller "
+        "has it (sum_of_squares_and_peak's), else negative (the ANS coder's source model "
+        "then takes it in a pass of its own; the same bytes either way).");
   def_encoder("encode_coded_body", &encode_coded_body_py,
         "encode's body as a CodedBody, its parts not yet written: seal_payload writes them "
         "straight into the payload (no bytes object of the body).");
@@ -1185,6 +1199,9 @@ PYBIND11_MODULE(_core, m) {
         "Sum of squares in float64 on up to `threads` threads (in a fixed order, the same "
         "bits everywhere and for every thread count, unless fixed_order=False: faster, for "
         "estimates); raises on NaN/Inf.");
+  m.def("sum_of_squares_and_peak", &sum_squares_and_peak, py::arg("x"), py::arg("threads") = 1,
+        "(sum_of_squares(x) in the fixed order, max |x|) from one pass over x; raises on "
+        "NaN/Inf.");
   m.def("acceptance_probability", [](const LrsuqParams& p) { return acceptance_probability(p); },
         py::arg("params"),
         "The probability that one trial is accepted (1 where the cell is the ball).");

@@ -37,7 +37,7 @@ from .template import bare, digest
 from .ties import TiePairs, resolve_ties
 from .threads import resolve_threads
 
-__all__ = ["_Settings", "_UNCLIPPED", "_sum_of_squares", "_resolve_nonce", "_guarded_encode",
+__all__ = ["_Settings", "_UNCLIPPED", "_sum_of_squares", "_norm_pass", "_resolve_nonce", "_guarded_encode",
            "_check_state"]
 
 
@@ -56,8 +56,19 @@ def _sum_of_squares(flat: np.ndarray, structure: Structure, threads: int) -> flo
     Raises:
         InvalidArgumentError: a NaN or Inf, located in ``structure``.
     """
+    return _norm_pass(flat, structure, threads)[0]
+
+
+def _norm_pass(flat: np.ndarray, structure: Structure, threads: int) -> tuple[float, float]:
+    """``_sum_of_squares`` and, from the same pass over ``flat``, its
+    largest magnitude (exact), which the encoder's source model takes
+    instead of a pass of its own.
+
+    Raises:
+        InvalidArgumentError: a NaN or Inf, located in ``structure``.
+    """
     try:
-        return _core.sum_of_squares(flat, True, threads)  # (x, fixed_order, threads)
+        return _core.sum_of_squares_and_peak(flat, threads)
     except InvalidArgumentError:
         raise InvalidArgumentError(_locate_non_finite(flat, structure)) from None
 
@@ -187,9 +198,10 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         flat, structure = flatten(x, non_float=settings.non_float, buffers=settings.buffers,
                                   ties=ties)
         m, dtype, host = flat.size, flat.dtype, lambda: flat
-        sumsq = _sum_of_squares(flat, structure, threads)
+        sumsq, peak = _norm_pass(flat, structure, threads)
     else:
         structure, m, dtype, host = gpu.structure, gpu.size, np.dtype(gpu.dtype), gpu.host
+        peak = -1.0  # (the GPU's model statistics have their own)
         try:  # also rejects NaN and Inf
             sumsq = gpu.sum_of_squares(threads=threads)
         except InvalidArgumentError:
@@ -197,7 +209,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     if settings.buffers == "separate" and math.isfinite(clip):
         clipped = _clip_buffers_apart(host, structure, clip, sumsq)
         if clipped is not None:
-            sumsq = _core.sum_of_squares(clipped, threads=threads)
+            sumsq, peak = _core.sum_of_squares_and_peak(clipped, threads)
             if gpu is None:
                 flat = clipped
             else:
@@ -236,7 +248,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
         params = core_params(mechanism, lattice=code, n=dim)
         if gpu is None:  # (its parts written by the sealing, straight into the payload)
             body = _core.encode_coded_body(  # (by position: x, key, params, factor, ...)
-                flat, key, params, factor, coder, threads)
+                flat, key, params, factor, coder, threads, None, None, -1, peak)
         else:
             body = _gpu_body(gpu, params, key=key, factor=factor, coder=coder, threads=threads,
                              statistics=statistics, m=m, dtype=dtype)

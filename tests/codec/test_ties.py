@@ -270,13 +270,14 @@ def _spy_norms(monkeypatch) -> list[float]:
     import cepam.encoding as encoding
 
     seen: list[float] = []
-    measure = encoding._sum_of_squares
+    measure = encoding._norm_pass
 
     def spy(*args):
-        seen.append(measure(*args))
-        return seen[-1]
+        result = measure(*args)
+        seen.append(result[0])
+        return result
 
-    monkeypatch.setattr(encoding, "_sum_of_squares", spy)
+    monkeypatch.setattr(encoding, "_norm_pass", spy)
     return seen
 
 

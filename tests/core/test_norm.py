@@ -190,3 +190,42 @@ def test_non_finite_inputs_ask_for_the_second_pass():
     assert np.isnan(hooks.sum_of_squares_blocks(x)[0])
     x[BLOCK + 5] = np.inf
     assert hooks.sum_of_squares_blocks(x)[0] == np.inf
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [0, 1, 5, 20011, 3 * BLOCK + 7])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_pass_gives_the_largest_magnitude_with_the_sum(dtype, m, threads):
+    """sum_of_squares_and_peak: the fixed-order sum and max |x| (exact, the
+    value the encoder's source model would find), one pass, at every SIMD
+    level the process runs (tests/codec/test_determinism.py compares the
+    levels' payloads)."""
+    x = (np.random.default_rng(m).standard_t(2, m) * 3).astype(dtype)
+    if m > 3:
+        x[m // 3] = -1e5  # the largest magnitude, negative, inside a block
+    total, peak = _core.sum_of_squares_and_peak(x, threads)
+    assert total == _core.sum_of_squares(x)
+    assert peak == (float(np.max(np.abs(x))) if m else 0.0)
+    with pytest.raises(InvalidArgumentError, match="flat index 0"):
+        _core.sum_of_squares_and_peak(np.array([np.nan, 1.0]), threads)
+
+
+@pytest.mark.parametrize("coder", [1, 2])  # Golomb (no source model), ANS
+def test_the_encoders_body_is_the_same_with_the_peak_given(coder):
+    """encode takes the peak from the clip's pass (no pass of the source
+    model's own): the same body as without it, for float32 and float64,
+    on one segment and on several; a non-finite peak is refused."""
+    params = _core.Params(mechanism=1, scale=1e-3, lattice=1, n=1)
+    key = bytes(range(1, 33))
+    for m, dtype in ((1000, np.float32), (3 * 2**17 + 5, np.float64)):
+        x = np.random.default_rng(m).normal(0, 1e-2, m).astype(dtype)
+        _, peak = _core.sum_of_squares_and_peak(x)
+        plain = _core.encode(x, key=key, params=params, factor=1.0, coder=coder, threads=2)
+        given = _core.encode(x, key=key, params=params, factor=1.0, coder=coder, threads=2,
+                             peak=peak)
+        assert given == plain
+        other = _core.encode(x, key=key, params=params, factor=1.0, coder=coder, threads=2,
+                             peak=4 * peak)
+        assert (other != plain) == (coder == 2)  # the model's range is the peak's
+    with pytest.raises(InvalidArgumentError, match="peak"):
+        _core.encode(x, key=key, params=params, factor=1.0, coder=coder, peak=math.nan)
