@@ -42,6 +42,10 @@ Squares fixed_portable(const T* x, std::size_t m) {
   return s;
 }
 
+// Blocks a task takes together where the threads have that many each (the
+// fixed order's AVX2 form interleaves their chains: fixed_avx2_blocks).
+constexpr std::size_t kBlocksTogether = 4;
+
 #if CEPAM_X86_DISPATCH
 // Four elements as doubles.
 CEPAM_TARGET_AVX2 inline __m256d load4(const float* x) { return _mm256_cvtps_pd(_mm_loadu_ps(x)); }
@@ -75,6 +79,25 @@ CEPAM_TARGET_AVX2 Squares fixed_avx2(const T* x, std::size_t m) {
   return {(a0 + lane(acc, 1)) + (lane(acc, 2) + lane(acc, 3)), maxabs};
 }
 
+// SumOrder::Fixed for kBlocksTogether whole blocks at x, x + kSquaresBlock,
+// ...: each block's four accumulators are the lanes of one register, as in
+// fixed_avx2, and the blocks' registers run side by side, so that their
+// chains of sums overlap (one block's chain is bound by the latency of its
+// additions): the same sums and maxima as fixed_avx2 of each block.
+template <class T>
+CEPAM_TARGET_AVX2 void fixed_avx2_blocks(const T* x, Squares* out) {
+  static_assert(kSquaresBlock % 4 == 0, "whole groups of four: no tail");
+  __m256d acc[kBlocksTogether], mx[kBlocksTogether];
+  for (std::size_t b = 0; b < kBlocksTogether; ++b) acc[b] = mx[b] = _mm256_setzero_pd();
+  for (std::size_t i = 0; i < kSquaresBlock; i += 4)
+    for (std::size_t b = 0; b < kBlocksTogether; ++b)
+      accumulate(load4(x + b * kSquaresBlock + i), acc[b], mx[b]);
+  for (std::size_t b = 0; b < kBlocksTogether; ++b)
+    out[b] = {(lane(acc[b], 0) + lane(acc[b], 1)) + (lane(acc[b], 2) + lane(acc[b], 3)),
+              std::fmax(std::fmax(lane(mx[b], 0), lane(mx[b], 1)),
+                        std::fmax(lane(mx[b], 2), lane(mx[b], 3)))};
+}
+
 // SumOrder::Any: sixteen accumulators, off the latency of one chain of sums.
 template <class T>
 CEPAM_TARGET_AVX2 Squares any_avx2(const T* x, std::size_t m) {
@@ -99,6 +122,25 @@ Squares block_squares(const T* x, std::size_t m, SumOrder order) {
 #endif
   (void)order;
   return fixed_portable(x, m);
+}
+
+// Blocks [b0, b1) of x[0..m) into out[0 .. b1 - b0): block_squares of each,
+// kBlocksTogether whole blocks at a time where the fixed order runs on AVX2
+// (the same sums).
+template <class T>
+void blocks_squares(const T* x, std::size_t m, std::size_t b0, std::size_t b1, SumOrder order,
+                    Squares* out) {
+  std::size_t b = b0;
+#if CEPAM_X86_DISPATCH
+  if (order == SumOrder::Fixed && simd_level() >= SimdLevel::Avx2)
+    for (; b + kBlocksTogether <= b1 && (b + kBlocksTogether) * kSquaresBlock <= m;
+         b += kBlocksTogether)
+      fixed_avx2_blocks(x + b * kSquaresBlock, out + (b - b0));
+#endif
+  for (; b < b1; ++b) {
+    const std::size_t lo = b * kSquaresBlock;
+    out[b - b0] = block_squares(x + lo, std::min(m - lo, kSquaresBlock), order);
+  }
 }
 
 // The number of blocks and the fixed pairwise tree over their sums: those
@@ -146,18 +188,25 @@ double rescaled(const T* x, std::size_t m, double maxabs, int threads) {
 template <class T>
 NormPass norm_pass(const T* x, std::size_t m, SumOrder order, int threads) {
   const std::size_t blocks = block_count(m);
-  std::vector<double> sums(blocks);
-  std::vector<double> maxima(blocks);
-  parallel_for(threads, blocks, [&](std::size_t b) {
-    const std::size_t lo = b * kSquaresBlock;
-    const Squares s = block_squares(x + lo, std::min(m - lo, kSquaresBlock), order);
-    sums[b] = s.total;
-    maxima[b] = s.maxabs;
+  std::vector<Squares> squares(blocks);
+  // Tasks of kBlocksTogether blocks where every thread has that many (else
+  // one block a task, for the threads).
+  const std::size_t k =
+      blocks >= kBlocksTogether * static_cast<std::size_t>(threads < 1 ? 1 : threads)
+          ? kBlocksTogether
+          : 1;
+  parallel_for(threads, (blocks + k - 1) / k, [&](std::size_t t) {
+    const std::size_t b0 = t * k;
+    blocks_squares(x, m, b0, std::min(blocks, b0 + k), order, squares.data() + b0);
   });
+  std::vector<double> sums(blocks);
   // The largest magnitude (a NaN block's maximum may be anything: the
   // second pass then finds the NaN and throws).
   double maxabs = 0.0;
-  for (const double v : maxima) maxabs = v > maxabs ? v : maxabs;
+  for (std::size_t b = 0; b < blocks; ++b) {
+    sums[b] = squares[b].total;
+    maxabs = squares[b].maxabs > maxabs ? squares[b].maxabs : maxabs;
+  }
   const double total = tree_sum(sums.data(), sums.size());
   if (std::isfinite(total) && total > 0x1.0p-900) return {total, maxabs};
   // Overflow, underflow or a non-finite entry: accumulate (x / maxabs)^2

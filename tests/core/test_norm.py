@@ -78,10 +78,32 @@ def test_overflowing_squares_are_rescaled(fixed):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m", [BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 3, 5 * BLOCK + 17])
 def test_blocks_and_tree_are_the_documented_order_for_every_thread_count(dtype, m):
-    x = np.random.default_rng(m).normal(0, 3, m).astype(dtype)
+    """Each accumulator at its own scale, so that another order of a
+    block's four sums ((a0 + a2) + (a1 + a3), say) gives other bits: one
+    thread takes four whole blocks together (their chains interleaved),
+    more threads one block each."""
+    scales = np.resize(np.array([1e4, 3.0, 1e-3, 7.0]), m)
+    x = (np.random.default_rng(m).normal(0, 1, m) * scales).astype(dtype)
     expected = fixed_order_reference(x)
     for threads in THREADS:
         assert _core.sum_of_squares(x, threads=threads) == expected, threads
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("block", range(4))
+def test_each_of_four_blocks_taken_together_sums_in_the_documented_order(dtype, block):
+    """One block of four whole ones non-zero, so that the total is that
+    block's sum alone (the tree adds zeros): its accumulators, each at its
+    own scale, combined as (a0 + a1) + (a2 + a3) where the four blocks are
+    taken together (one thread), for several draws (another order of the
+    four sums differs from it in about half of them)."""
+    for seed in range(4):
+        m = 4 * BLOCK + 3
+        x = (np.random.default_rng(seed).normal(0, 1, m)
+             * np.resize(np.array([1e4, 3.0, 1e-3, 7.0]), m)).astype(dtype)
+        x[: block * BLOCK] = 0
+        x[(block + 1) * BLOCK:] = 0
+        assert _core.sum_of_squares(x, threads=1) == fixed_order_reference(x), seed
 
 
 def test_the_tree_is_not_a_running_sum():
@@ -107,7 +129,7 @@ def test_every_simd_level_gives_the_same_bits(level):
     script = (
         "import numpy as np\n"
         "from cepam import _core\n"
-        "for m in (17, 3 * (1 << 16) + 5):\n"
+        "for m in (17, 5 * (1 << 16) + 5):\n"
         "    for dtype in (np.float32, np.float64):\n"
         "        x = np.random.default_rng(m).normal(0, 3, m).astype(dtype)\n"
         "        print(*(_core.sum_of_squares(x, threads=t).hex() for t in (1, 3)))\n"
@@ -116,7 +138,7 @@ def test_every_simd_level_gives_the_same_bits(level):
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                          text=True, check=True)
     expected = []
-    for m in (17, 3 * BLOCK + 5):
+    for m in (17, 5 * BLOCK + 5):  # (four whole blocks taken together on one thread)
         for dtype in (np.float32, np.float64):
             x = np.random.default_rng(m).normal(0, 3, m).astype(dtype)
             expected.append(f"{fixed_order_reference(x).hex()} {fixed_order_reference(x).hex()}")
