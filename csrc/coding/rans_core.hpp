@@ -81,8 +81,9 @@ CEPAM_HD inline std::uint64_t rans_encode_step(std::uint64_t x, AnsSymbol sym,
 // and the symbols above the last whole group go one at a time first.
 // Words come out in reverse decoding order (at most one a symbol) into
 // `words`, which has room for count + padding.  The caller runs group()
-// while more(), then write() (AnsEncoder::finish_pair interleaves the
-// groups of two runs).
+// while more(), then write() (AnsEncoder::finish_together interleaves the
+// groups of several runs, or hands them to the AVX-512 kernel through
+// lanes() and set_lanes()).
 class RansRun {
  public:
   CEPAM_HD RansRun(const AnsSymbol* symbols, std::size_t count, std::size_t padding,
