@@ -145,8 +145,8 @@ def measure(m: int, ratio: float, name: str, coder: str, threads: int) -> dict[s
 SEGMENT, BLOCK, PIECE, SYMBOL = 1 << 17, 4096, 4096, 8
 DIMS = {"Z": 1, "E8": 8, "D4": 4}
 # Segments a thread needs for each segment a task's group holds beyond the
-# first (body.cpp's SegmentTasks): the encoder's bound on its groups' memory,
-# and none beyond the width for the decoder.
+# first (ans_body.cpp's SegmentTasks): the encoder's bound on its groups'
+# memory, and none beyond the width for the decoder.
 ENCODE_PER_EXTRA, DECODE_PER_EXTRA = 16, 1
 
 
@@ -182,8 +182,9 @@ def model_bytes(m: int, threads: int, lattice: str) -> dict[str, int]:
     point model's stream, where it starts, not counted) and a block's H, M,
     beta and V (4 + 8 + 8 n + 8 n bytes a sub-vector); decode, per thread, a
     block's H and a piece's beta, V and M.  Each times the segments a task
-    takes together (body.cpp's SegmentTasks: group_width).  Whole-payload copies (the body,
-    the sealed section) are not per thread and not counted."""
+    takes together (ans_body.cpp's SegmentTasks: group_width).  Whole-payload
+    copies (the body, the sealed section) are not per thread and not
+    counted."""
     n = DIMS[lattice]
     segments = -(-m // SEGMENT)
     subvectors = min(BLOCK, -(-m // n))

@@ -37,8 +37,8 @@ from .template import bare, digest
 from .ties import TiePairs, resolve_ties
 from .threads import resolve_threads
 
-__all__ = ["_Settings", "_UNCLIPPED", "_sum_of_squares", "_norm_pass", "_resolve_nonce", "_guarded_encode",
-           "_check_state"]
+__all__ = ["_Settings", "_UNCLIPPED", "_sum_of_squares", "_norm_pass", "_resolve_nonce",
+           "_guarded_encode", "_check_state"]
 
 
 def _check_coder(coder: object) -> int:
