@@ -144,10 +144,15 @@ def measure(m: int, ratio: float, name: str, coder: str, threads: int) -> dict[s
 # whole segment (rANS codes last to first).
 SEGMENT, BLOCK, PIECE, SYMBOL = 1 << 17, 4096, 4096, 8
 DIMS = {"Z": 1, "E8": 8, "D4": 4}
-# Segments a thread needs for each segment a task's group holds beyond the
-# first (ans_body.cpp's SegmentTasks): the encoder's bound on its groups'
-# memory, and none beyond the width for the decoder.
-ENCODE_PER_EXTRA, DECODE_PER_EXTRA = 16, 1
+# Segments every thread needs for a task to take `width` together
+# (ans_body.cpp's encode_group_segments and decode_group_segments): the
+# encoder's bound on its groups' memory, the width itself for the decoder.
+def encode_group_segments(width: int) -> int:
+    return 8 if width == 2 else 16 * (width - 1)
+
+
+def decode_group_segments(width: int) -> int:
+    return width
 
 
 # Segments a task takes together, at most: the encoder's rANS streams four
@@ -162,11 +167,11 @@ def decode_width(lattice: str) -> int:
     return 4 if lattice == "Z" and cepam.simd_level() == "avx512" else 2
 
 
-def group_width(widest: int, per_extra: int, segments: int, threads: int) -> int:
+def group_width(widest: int, needs, segments: int, threads: int) -> int:
     """The segments a task takes together (1: one at a time): `widest`,
-    halved down to 2 while the threads have too few segments for it."""
+    halved down to 2 while the threads have fewer than needs(width) each."""
     def enough(k: int) -> bool:
-        return segments >= max(k, per_extra * (k - 1)) * threads
+        return segments >= max(k, needs(k)) * threads
 
     width = widest
     while width > 2 and not enough(width):
@@ -192,8 +197,8 @@ def model_bytes(m: int, threads: int, lattice: str) -> dict[str, int]:
     encode = (min(m, SEGMENT) * (1 + h / n) * SYMBOL) + subvectors * (12 + 16 * n)
     piece = max(1, PIECE // n)
     decode = subvectors * 4 + min(piece, subvectors) * (8 + 16 * n)
-    encode *= group_width(encode_width(), ENCODE_PER_EXTRA, segments, threads)
-    decode *= group_width(decode_width(lattice), DECODE_PER_EXTRA, segments, threads)
+    encode *= group_width(encode_width(), encode_group_segments, segments, threads)
+    decode *= group_width(decode_width(lattice), decode_group_segments, segments, threads)
     return {"encode": int(encode * threads), "decode": int(decode * threads)}
 
 

@@ -471,9 +471,18 @@ void AnsSegmentDecoder::decode_m_together(AnsSegmentDecoder* const* decs, const 
 
 namespace {
 
-// The ANS encoder groups segments only where every thread has at least this
-// many for each segment a group holds beyond the first (SegmentTasks).
-constexpr std::size_t kEncodeSegmentsPerExtra = 16;
+// The segments every thread must have for the ANS encoder to group them
+// `width` at a time (SegmentTasks).  Each segment of a group beyond the
+// first holds its symbols (8 bytes a symbol: 1 MB for Z, 1.2 MB for E8):
+// pairs from 8 segments a thread (at most 1 byte a coordinate for Z), four
+// from 48 (0.5 byte; docs/guide/performance.md, "Sizes chosen by
+// measurement").
+std::size_t encode_group_segments(std::size_t width) { return width == 2 ? 8 : 16 * (width - 1); }
+// The decoder's: the width itself.
+std::size_t decode_group_segments(std::size_t width) { return width; }
+// The ANS encoder keeps its word buffers from segment to segment where every
+// thread has at least this many segments.
+constexpr std::size_t kKeepWordsSegments = 16;
 
 // The decoder's buffers of one segment: the trial indices of a block, and
 // the side information (beta, dither) and lattice points of a piece.
@@ -507,10 +516,9 @@ struct AnsBlock {
   static std::size_t block(std::size_t N) { return N < kAnsBlock ? N : kAnsBlock; }
 };
 
-// How the segments of an ANS body go to the threads.  Where there are
-// segments enough to keep every thread busy (at least `width` a thread,
-// and `per_extra` a thread for each segment of a group beyond the first:
-// the encoder's bound on the memory its groups hold), a task takes `width`
+// How the segments of an ANS body go to the threads.  Where every thread
+// has needs(width) segments or more (at least `width`: the encoder asks
+// more, its bound on the memory its groups hold), a task takes `width`
 // segments and codes or decodes them together (their serial chains
 // interleaved); with too few for `widest` (a power of 2), half as many,
 // down to 2.  These groups come first, in a number that is a multiple of
@@ -519,11 +527,10 @@ struct AnsBlock {
 // segment is coded alone.
 struct SegmentTasks {
   std::size_t width, groups, count;  // the tasks: `groups` groups, then single segments
-  SegmentTasks(std::size_t segments, int threads, std::size_t widest = 2, std::size_t per_extra = 1) {
+  SegmentTasks(std::size_t segments, int threads, std::size_t widest,
+               std::size_t (*needs)(std::size_t width)) {
     const std::size_t w = threads < 1 ? 1 : static_cast<std::size_t>(threads);
-    const auto enough = [&](std::size_t k) {
-      return segments >= std::max(k, per_extra * (k - 1)) * w;
-    };
+    const auto enough = [&](std::size_t k) { return segments >= std::max(k, needs(k)) * w; };
     for (width = widest; width > 2 && !enough(width);) width /= 2;
     groups = enough(width) ? segments / width / w * w : 0;
     count = groups + (segments - width * groups);
@@ -582,7 +589,8 @@ void decode_ans_blocks(const LrsuqParams& p, const KeyStream& ks, const std::uin
   // group that fails is decoded again one segment at a time, so that the
   // error is the first in segment order, as ungrouped (at most twice the
   // work, on the error path only).
-  const SegmentTasks tasks(S, threads, is_diagonal(basis) ? CellCoder::streams_together() : 2);
+  const SegmentTasks tasks(S, threads, is_diagonal(basis) ? CellCoder::streams_together() : 2,
+                           decode_group_segments);
   const auto together = [&](std::size_t s) {
     const std::size_t k = tasks.width;
     std::vector<SegmentRange> r;
@@ -671,16 +679,15 @@ void AnsBodyCoder::encode(const LrsuqParams& p, const KeyStream& ks, const T* x,
   };
   // A group of segments is finished together (their rANS streams' serial
   // chains interleaved: AnsSegmentEncoder::finish_together); the same
-  // bytes.  Four with AVX-512 (two streams a register), else two.  Each
-  // segment beyond the first holds its symbols (1 to 2.5 MB): groups only
-  // where every thread has kEncodeSegmentsPerExtra segments or more for
-  // each, so that the groups' extra memory stays under 1 byte a
-  // coordinate.  There too an encoder keeps its streams' word buffers
-  // (about 60 KB) from segment to segment; with fewer segments a thread
-  // they are freed (docs/guide/performance.md, "Sizes chosen by
-  // measurement").
-  const SegmentTasks tasks(S, threads, AnsEncoder::streams_together(), kEncodeSegmentsPerExtra);
-  const bool keep_words = tasks.groups > 0;
+  // bytes.  Four with AVX-512 (two streams a register), else two, where
+  // the threads have segments enough (encode_group_segments: the memory
+  // the groups hold).  Where every thread has kKeepWordsSegments segments
+  // or more an encoder keeps its streams' word buffers (about 60 KB) from
+  // segment to segment; with fewer they are freed (docs/guide/
+  // performance.md, "Sizes chosen by measurement").
+  const SegmentTasks tasks(S, threads, AnsEncoder::streams_together(), encode_group_segments);
+  const bool keep_words =
+      S >= kKeepWordsSegments * static_cast<std::size_t>(threads < 1 ? 1 : threads);
   // Segment s, coded (not finished) by the worker's encoder number `slot`.
   const auto code = [&](Worker& w, std::size_t slot, std::size_t s) -> AnsSegmentEncoder& {
     const SegmentRange range = segment_range(p, N, s);

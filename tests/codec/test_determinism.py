@@ -179,7 +179,7 @@ def test_multi_segment_decode_is_the_same_at_every_simd_level_and_thread_count()
 
 def test_encode_of_four_segments_at_once_is_the_same_at_every_simd_level_and_thread_count():
     """The rANS encoder finishes four segments at a time with AVX-512 where
-    every thread has 48 segments or more (two where 16, else one): updates of
+    every thread has 48 segments or more (two where 8, else one): updates of
     48 2^17 + 4321 coordinates (49 segments, the last short) code to the
     same bytes on 1 thread (groups of four with AVX-512), 2 (pairs) and 3,
     and with the AVX2 and portable code (pairs of scalar chains)."""
