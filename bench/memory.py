@@ -148,7 +148,7 @@ DIMS = {"Z": 1, "E8": 8, "D4": 4}
 # (ans_body.cpp's encode_group_segments and decode_group_segments): the
 # encoder's bound on its groups' memory, the width itself for the decoder.
 def encode_group_segments(width: int) -> int:
-    return 8 if width == 2 else 16 * (width - 1)
+    return 8 if width <= 2 else 48
 
 
 def decode_group_segments(width: int) -> int:

@@ -128,8 +128,8 @@ Squares block_squares(const T* x, std::size_t m, SumOrder order) {
 // kBlocksTogether whole blocks at a time where the fixed order runs on AVX2
 // (the same sums).
 template <class T>
-void blocks_squares(const T* x, std::size_t m, std::size_t b0, std::size_t b1, SumOrder order,
-                    Squares* out) {
+void block_range_squares(const T* x, std::size_t m, std::size_t b0, std::size_t b1,
+                         SumOrder order, Squares* out) {
   std::size_t b = b0;
 #if CEPAM_X86_DISPATCH
   if (order == SumOrder::Fixed && simd_level() >= SimdLevel::Avx2)
@@ -197,7 +197,7 @@ NormPass norm_pass(const T* x, std::size_t m, SumOrder order, int threads) {
           : 1;
   parallel_for(threads, (blocks + k - 1) / k, [&](std::size_t t) {
     const std::size_t b0 = t * k;
-    blocks_squares(x, m, b0, std::min(blocks, b0 + k), order, squares.data() + b0);
+    block_range_squares(x, m, b0, std::min(blocks, b0 + k), order, squares.data() + b0);
   });
   std::vector<double> sums(blocks);
   // The largest magnitude (a NaN block's maximum may be anything: the

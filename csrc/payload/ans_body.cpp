@@ -447,8 +447,12 @@ void AnsSegmentDecoder::decode_m_together(AnsSegmentDecoder* const* decs, const 
   for (std::size_t t = 0; t < k; ++t) batches[t].use(basis);
   std::size_t at[CellCoder::kTogether] = {}, end[CellCoder::kTogether];
   CellCoder::Batch runs[CellCoder::kTogether];
-  for (bool more = true; more;) {
-    more = false;
+  const auto more = [&] {
+    for (std::size_t t = 0; t < k; ++t)
+      if (at[t] < blocks[t].count) return true;
+    return false;
+  };
+  while (more()) {
     for (std::size_t t = 0; t < k; ++t) {
       DiagonalBatch& batch = batches[t];
       const MBlock& b = blocks[t];
@@ -456,9 +460,7 @@ void AnsSegmentDecoder::decode_m_together(AnsSegmentDecoder* const* decs, const 
       batch.tables(at[t], end[t], b.beta, b.V);
       runs[t] = {batch.scales(), batch.o, batch.size(at[t], end[t]), &decs[t]->ans_,
                  batch.coordinates(at[t], b.M)};
-      more = more || at[t] < b.count;
     }
-    if (!more) break;
     cells.decode_batches(runs, k);
     for (std::size_t t = 0; t < k; ++t) {
       batches[t].scatter(at[t], end[t], blocks[t].M);
@@ -472,12 +474,12 @@ void AnsSegmentDecoder::decode_m_together(AnsSegmentDecoder* const* decs, const 
 namespace {
 
 // The segments every thread must have for the ANS encoder to group them
-// `width` at a time (SegmentTasks).  Each segment of a group beyond the
-// first holds its symbols (8 bytes a symbol: 1 MB for Z, 1.2 MB for E8):
-// pairs from 8 segments a thread (at most 1 byte a coordinate for Z), four
-// from 48 (0.5 byte; docs/guide/performance.md, "Sizes chosen by
+// `width` (2 or 4) at a time (SegmentTasks).  Each segment of a group
+// beyond the first holds its symbols (8 bytes a symbol: 1 MB for Z, 1.2 MB
+// for E8): pairs from 8 segments a thread (at most 1 byte a coordinate for
+// Z), four from 48 (0.5 byte; docs/guide/performance.md, "Sizes chosen by
 // measurement").
-std::size_t encode_group_segments(std::size_t width) { return width == 2 ? 8 : 16 * (width - 1); }
+std::size_t encode_group_segments(std::size_t width) { return width <= 2 ? 8 : 48; }
 // The decoder's: the width itself.
 std::size_t decode_group_segments(std::size_t width) { return width; }
 // The ANS encoder keeps its word buffers from segment to segment where every

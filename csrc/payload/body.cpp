@@ -70,7 +70,7 @@ CodedBody encode_payload_body(const LrsuqParams& p, const KeyStream& ks, const T
                               const LatticeStage* stage, double peak) {
   check_coder(coder);
   check_factor(factor);
-  if (std::isnan(peak) || std::isinf(peak)) throw InvalidArgument("peak must be finite");
+  if (!std::isfinite(peak)) throw InvalidArgument("peak must be finite");
   CodedBody body;
   with_body_coder(coder,
                   [&](auto c) { c.encode(p, ks, x, m, factor, threads, stage, peak, body); });

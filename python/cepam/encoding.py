@@ -247,7 +247,9 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     for code, dim in candidates:
         params = core_params(mechanism, lattice=code, n=dim)
         if gpu is None:  # (its parts written by the sealing, straight into the payload)
-            body = _core.encode_coded_body(  # (by position: x, key, params, factor, ...)
+            # (by position: x, key, params, factor, coder, threads, lattice_stage,
+            # model_statistics, m, peak: the source model's largest magnitude)
+            body = _core.encode_coded_body(
                 flat, key, params, factor, coder, threads, None, None, -1, peak)
         else:
             body = _gpu_body(gpu, params, key=key, factor=factor, coder=coder, threads=threads,
