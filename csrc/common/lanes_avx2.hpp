@@ -1,5 +1,5 @@
 // The four-lane operations (AVX2) of the kernels written once for SIMD lanes
-// (lattice/voronoi_lanes.hpp, coding/cell_lanes.hpp), which name them S;
+// (lattice/zn_lanes.hpp, voronoi_lanes.hpp, coding/cell_lanes.hpp), which name them S;
 // common/lanes_avx512.hpp has the eight-lane ones.  Internal header: include
 // it, and the lane code, after a target("avx2") pragma (as
 // lattice/voronoi_kernels.cpp and coding/conditional_coder.cpp do), so that
@@ -27,6 +27,10 @@ struct Avx2Lanes {
   using I32 = __m128i;
   static D splat(double v) { return _mm256_set1_pd(v); }
   static D load(const double* p) { return _mm256_loadu_pd(p); }
+  static void store(double* p, D a) { _mm256_storeu_pd(p, a); }
+  // T(a) at p, T double or float (rounded as static_cast<float>).
+  static void store_as(double* p, D a) { store(p, a); }
+  static void store_as(float* p, D a) { _mm_storeu_ps(p, _mm256_cvtpd_ps(a)); }
   // The four integers at p (|q| <= 2^53), as static_cast<double> (exact).
   static D load_int64_as_double(const std::int64_t* p) {
     return avx2::to_double(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

@@ -1,5 +1,5 @@
 // The eight-lane operations (AVX-512 F, DQ and VL) of the kernels written
-// once for SIMD lanes (lattice/voronoi_lanes.hpp, coding/cell_lanes.hpp),
+// once for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp, coding/cell_lanes.hpp),
 // which name them S; common/lanes_avx2.hpp has the four-lane ones and says
 // what each does.  Internal header: include it, and the lane code, after a
 // target("avx512f,avx512dq,avx512vl") pragma (as
@@ -25,6 +25,9 @@ struct Avx512Lanes {
   using I32 = __m256i;
   static D splat(double v) { return _mm512_set1_pd(v); }
   static D load(const double* p) { return _mm512_loadu_pd(p); }
+  static void store(double* p, D a) { _mm512_storeu_pd(p, a); }
+  static void store_as(double* p, D a) { store(p, a); }
+  static void store_as(float* p, D a) { _mm256_storeu_ps(p, _mm512_cvtpd_ps(a)); }
   static D load_int64_as_double(const std::int64_t* p) {
     return _mm512_cvtepi64_pd(_mm512_loadu_si512(p));  // exact for |q| <= 2^53
   }

@@ -1,5 +1,5 @@
 // The two-lane operations (aarch64 NEON, 128-bit) of the kernels written once
-// for SIMD lanes (lattice/voronoi_lanes.hpp, coding/cell_lanes.hpp), which
+// for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp, coding/cell_lanes.hpp), which
 // name them S; common/lanes_avx2.hpp says what each does (per lane, what the
 // scalar code it stands for computes: the same IEEE operations, branches
 // turned into selections).  Internal header, for CEPAM_ARM_NEON builds
@@ -27,6 +27,9 @@ struct NeonLanes {
   using I32 = int32x2_t;
   static D splat(double v) { return vdupq_n_f64(v); }
   static D load(const double* p) { return vld1q_f64(p); }
+  static void store(double* p, D a) { vst1q_f64(p, a); }
+  static void store_as(double* p, D a) { store(p, a); }
+  static void store_as(float* p, D a) { vst1_f32(p, vcvt_f32_f64(a)); }
   // |q| <= 2^53: exact.
   static D load_int64_as_double(const std::int64_t* p) { return vcvtq_f64_s64(vld1q_s64(p)); }
   static D add(D a, D b) { return vaddq_f64(a, b); }

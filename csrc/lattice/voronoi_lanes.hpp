@@ -45,15 +45,10 @@
 // voronoi_kernels*.cpp.)
 #include "lattice/lattice.hpp"
 #include "lattice/registry.hpp"
+// Lane code like this file (under the includer's target pragma): round_half_up.
+#include "lattice/zn_lanes.hpp"
 
 namespace cepam::kernels::lanes {
-
-// round_half_up_i64 as a double: floor, plus one where t - floor(t) >= 1/2.
-template <class S>
-inline typename S::D round_half_up(typename S::D t) {
-  const typename S::D f = S::floor(t);
-  return S::add_where(S::ge(S::sub(t, f), S::splat(0.5)), f, S::splat(1.0));
-}
 
 // lattice_detail::closest_dn for S::L lanes, in two steps.  Rounding:
 // g[k] = round_half_up(t[k]), e[k] = t[k] - g[k]; returns the squared

@@ -3,10 +3,11 @@
 // Per coordinate (CEPAM_HD: host and CUDA devices) and as element-wise
 // batches over the flat arrays of a chunk of sub-vectors (element e =
 // coordinate k of sub-vector c, e = c n + k, the sub-vector's scale beta
-// repeated for each of its coordinates).  The batch forms' AVX2 paths
-// (lattice/zn_kernels.cpp, chosen at run time, see common/cpu.hpp) apply
-// the per-coordinate formulas four elements at a time with the same IEEE
-// operations in the same order, so the results are the same bits.
+// repeated for each of its coordinates).  The batch forms' SIMD paths
+// (lattice/zn_lanes.hpp: AVX-512, AVX2 or NEON, chosen at run time, see
+// common/cpu.hpp) apply the per-coordinate formulas 8, 4 or 2 elements at
+// a time with the same IEEE operations in the same order, so the results
+// are the same bits.
 #pragma once
 
 #include <cmath>
@@ -60,5 +61,18 @@ void zn_dither(const std::uint64_t* w, std::size_t count, double* v);
 template <class T>
 void zn_reconstruct(const std::int64_t* q, const double* v, const double* beta, std::size_t count,
                     T* y);
+
+namespace avx512 {
+// The AVX-512 forms (lattice/zn_kernels_avx512.cpp), for CPUs with AVX-512
+// F, DQ and VL (simd_avx512dq()): each does the whole groups of eight
+// elements of its batch form and returns how many it did.
+std::size_t zn_trial(const double* t, const double* xs, const double* beta,
+                     const std::uint64_t* w, std::size_t count, bool l2_norm, std::int64_t* q,
+                     double* dev);
+std::size_t zn_dither(const std::uint64_t* w, std::size_t count, double* v);
+template <class T>
+std::size_t zn_reconstruct(const std::int64_t* q, const double* v, const double* beta,
+                           std::size_t count, T* y);
+}  // namespace avx512
 
 }  // namespace cepam::kernels
