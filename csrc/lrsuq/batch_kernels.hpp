@@ -36,6 +36,11 @@ void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t cou
 void gaussian_pair_radii(double sigma, const std::uint64_t* w, std::size_t groups, double* out);
 void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, double* out);
 
+// out[c] = 1.0 / b[c], correctly rounded (the division's bits), for
+// c < count.  With AVX-512 without the divider, whose throughput bounds a
+// loop of divisions (lrsuq/batch_kernels.cpp says how, and why exactly).
+void reciprocals(const double* b, std::size_t count, double* out);
+
 // xs[e] = double(x[e]) * factor;  t[e] = xs[e] * inv_beta[e].
 // Returns the first e with !(|t[e]| < limit) (NaN included), or count.
 template <class T>

@@ -260,7 +260,7 @@ std::size_t prepare_chunk(const Latent& latent, const EncodeArgs<T>& a, std::siz
   latent.radii_at(a.ks, j0, count, buf.latent_buf.data(), buf.radius.data());
   a.ks.words(1, e0, ne, buf.dither_buf.data());
   scale_radii(buf.radius.data(), rho, count, buf.beta.data());
-  for (std::size_t c = 0; c < count; ++c) buf.inv_beta[c] = 1.0 / buf.beta[c];
+  kernels::reciprocals(buf.beta.data(), count, buf.inv_beta.data());
   // Per element (for n = 1, the per-sub-vector arrays themselves).
   *beta_elem = buf.beta.data();
   const double* inv_beta_elem = buf.inv_beta.data();

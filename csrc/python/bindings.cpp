@@ -18,6 +18,7 @@
 #include "common/errors.hpp"
 #include "common/pages.hpp"
 #include "common/parallel.hpp"
+#include "lrsuq/batch_kernels.hpp"
 #include "lrsuq/compact.hpp"
 #include "lrsuq/norm.hpp"
 #include "lrsuq/norm_block.hpp"
@@ -875,6 +876,11 @@ CArray<double> lattice_basis_py(int lattice, int n) {
   return out;
 }
 
+// kernels::reciprocals in elementwise's argument order.
+void reciprocals_of(const double* b, double* out, std::size_t count) {
+  kernels::reciprocals(b, count, out);
+}
+
 template <void (*F)(const double*, double*, std::size_t)>
 CArray<double> elementwise(const CArray<double>& x) {
   CArray<double> out(x.size());
@@ -1318,4 +1324,6 @@ PYBIND11_MODULE(_core, m) {
         "Whether hmac_sha256 and hkdf_sha256 run on the CPU's SHA extensions.");
   t.def("det_log", &elementwise<detmath::log_batch>, py::arg("x"));
   t.def("det_cos2pi_squared", &elementwise<detmath::cos2pi_squared_batch>, py::arg("t"));
+  t.def("reciprocals", &elementwise<reciprocals_of>, py::arg("b"),
+        "1.0 / b by the encoder's reciprocal kernel (lrsuq/batch_kernels.hpp), float64.");
 }
