@@ -38,7 +38,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("ChaCha keystream (dithers, latents)", r"blocks\d+_|chacha20|ChaCha"),
     ("latent radii (log, cos)", r"gaussian_radii|gaussian_pair_radii|laplace_radii|detmath"),
     ("dithers and reconstruction", r"reconstruct|dither"),
-    ("LRSUQ trials (scale, quantize, accept)", r"trial|lrsuq_encode_range|scale_inputs|"
+    ("LRSUQ trials (scale, quantize, accept)", r"trial|lrsuq_encode_range|scale_inputs|reciprocals|"
                                                r"with_latent|ChunkSideInfo|closest"),
     ("source model statistics", r"count_cells|SourceModel::statistic|fixed_avx2|any_avx2|"
                                 r"model_stats|max_abs|cells_avx512|cell_loop"),
