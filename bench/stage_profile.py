@@ -97,18 +97,21 @@ def _profile(mode: str, lattice: str, m: int, ratio: float, sigma: float, calls:
     subprocess.run(["perf", "record", "-q", "-o", data, "--", sys.executable, __file__,
                     "--child", mode, path, lattice, repr(sigma), str(calls)], check=True,
                    env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
-    report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+    # (sample counts, -n: perf's percentages, rounded to 0.01 each, lose
+    # about a percent over the many symbols of a few samples)
+    report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-n",
                              "--sort", "sym", "--percent-limit", "0"],
                             capture_output=True, text=True, check=True).stdout
-    shares: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
     for line in report.splitlines():
-        match = re.match(r"\s+([0-9.]+)%\s+\[[.k]\]\s+(.*)", line)
+        match = re.match(r"\s+[0-9.]+%\s+([0-9]+)\s+\[[.k]\]\s+(.*)", line)
         if match:
-            shares[stage_of(match.group(2))] += float(match.group(1))
-    if not any(stage != "other" for stage in shares):
+            counts[stage_of(match.group(2))] += int(match.group(1))
+    if not any(stage != "other" for stage in counts):
         sys.exit("no cepam symbol in the profile: build the extension unstripped "
                  "(this script's docstring says how)")
-    return shares
+    total = sum(counts.values())
+    return {stage: 100.0 * count / total for stage, count in counts.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
