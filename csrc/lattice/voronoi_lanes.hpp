@@ -360,7 +360,7 @@ inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std
     S::template load_cols<N>(wrow, wc);
     dither<S, Lat>(wc, v);
     for (int k = 0; k < N; ++k) s[k] = S::sub(tt[k], v[k]);
-    Lat::closest(s, p, m);  // (m is needed only where some lane is accepted)
+    Lat::closest(s, p, m);
     // Accepted where 0 + sum_k (beta (p_k + v_k) - xs_k)^2 <= r r.
     S::template load_cols<N>(xrow, xx);
     const D b = S::gather(beta, c);
@@ -370,19 +370,21 @@ inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std
       const D d = S::sub(S::mul(b, S::add(p[k], v[k])), xx[k]);
       sum = S::add(sum, S::mul(d, d));
     }
-    const unsigned acc = S::bits(S::le(sum, S::mul(rr, rr))) & ((1u << valid) - 1);
-    if (acc != 0) {
-      for (int k = 0; k < N; ++k) m[k] = S::int64_bits(m[k]);
-      double* out[L];
-      for (int l = 0; l < L; ++l) out[l] = reinterpret_cast<double*>(q + c[l] * n);
-      S::template store_rows<N>(m, out, acc);
-      if (V != nullptr) {
-        for (int l = 0; l < L; ++l) out[l] = V + c[l] * n;
-        S::template store_rows<N>(v, out, acc);
-      }
-      for (int l = 0; l < L; ++l)
-        if ((acc >> l) & 1u) H[c[l]] = trial;
+    const unsigned lanes = (1u << valid) - 1;
+    const unsigned acc = S::bits(S::le(sum, S::mul(rr, rr))) & lanes;
+    // Every lane's H, q and V are written, the rejected ones' too: the
+    // trial that accepts a sub-vector writes them again, last.  (Writing
+    // only the accepted lanes branched on random bits, a misprediction or
+    // two a group.)
+    for (int k = 0; k < N; ++k) m[k] = S::int64_bits(m[k]);
+    double* out[L];
+    for (int l = 0; l < L; ++l) out[l] = reinterpret_cast<double*>(q + c[l] * n);
+    S::template store_rows<N>(m, out, lanes);
+    if (V != nullptr) {
+      for (int l = 0; l < L; ++l) out[l] = V + c[l] * n;
+      S::template store_rows<N>(v, out, lanes);
     }
+    for (std::size_t l = 0; l < valid; ++l) H[c[l]] = trial;
     // (rej may be idx: this group's entries are read, later ones untouched.)
     for (std::size_t l = 0; l < valid; ++l) {
       rej[r] = c[l];
