@@ -56,10 +56,11 @@ CEPAM_TARGET_END
 namespace cepam::kernels {
 namespace {
 #if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
-// Whether this build's lane code (above) runs; on x86, after AVX-512.
+// Whether this build's lane code (above) runs: on x86 where AVX2 does and
+// AVX-512 (zn_kernels_avx512.cpp) does not.
 bool use_lanes() {
 #if CEPAM_X86_DISPATCH
-  return simd_level() >= SimdLevel::Avx2;
+  return simd_level() >= SimdLevel::Avx2 && !simd_avx512dq();
 #else
   return simd_level() >= SimdLevel::Neon;
 #endif
@@ -72,7 +73,6 @@ void zn_trial(const double* t, const double* xs, const double* beta, const std::
   std::size_t e = 0;
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) e = avx512::zn_trial(t, xs, beta, w, count, l2_norm, q, dev);
-  else
 #endif
 #if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
   if (use_lanes()) e = trial_lanes(t, xs, beta, w, count, l2_norm, q, dev);
@@ -88,7 +88,6 @@ void zn_dither(const std::uint64_t* w, std::size_t count, double* v) {
   std::size_t e = 0;
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) e = avx512::zn_dither(w, count, v);
-  else
 #endif
 #if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
   if (use_lanes()) e = dither_lanes(w, count, v);
@@ -102,7 +101,6 @@ void zn_reconstruct(const std::int64_t* q, const double* v, const double* beta, 
   std::size_t e = 0;
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) e = avx512::zn_reconstruct(q, v, beta, count, y);
-  else
 #endif
 #if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
   if (use_lanes()) e = reconstruct_lanes(q, v, beta, count, y);
