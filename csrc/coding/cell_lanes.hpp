@@ -93,8 +93,10 @@ inline typename S::D cdf(const SourceModel& model, typename S::D x) {
   const M wild = S::not_lt(u, S::splat(2.0 * SourceModel::kCells));
   const I32 i = S::min_i32(S::max_i32(S::trunc_i32(u), S::splat_i32(0)),
                            S::splat_i32(SourceModel::kCells - 1));
-  const D knot = lookup<S, L>(model.knot_table(), i);
-  const D slope = lookup<S, L>(model.slope_table(), i);
+  // knot and slope from one word (their bit patterns read as doubles).
+  D knot, slope;
+  S::uint32_halves(lookup<S, L>(reinterpret_cast<const double*>(model.knot_slope_table()), i),
+                   knot, slope);
   const D f = S::mul(S::add(knot, S::mul(S::sub(u, S::from_i32(i)), slope)),
                      S::splat(1.0 / SourceModel::kTableScale));
   return S::blend(below, S::blend(S::either(above, wild), f, S::splat(1.0)), S::splat(0.0));

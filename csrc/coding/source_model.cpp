@@ -412,14 +412,22 @@ CEPAM_TARGET_AVX512DQ void quantile_avx512(const Lines& l, double* quantile) {
 }
 #endif
 
+// The grid tables, in their AVX-512 form where it runs.
+void grid(const Lines& l, double* knot, double* slope) {
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) return grid_avx512(l, knot, slope);
+#endif
+  grid_loop(l, knot, slope);
+}
+
 }  // namespace
 
 void SourceModel::tabulate() {
-  const Lines lines{bins_, edges_.data(), knots_.data()};
-#if CEPAM_X86_DISPATCH
-  if (simd_avx512dq()) return grid_avx512(lines, knot_.data(), slope_.data());
-#endif
-  grid_loop(lines, knot_.data(), slope_.data());
+  grid(Lines{bins_, edges_.data(), knots_.data()}, knot_.data(), slope_.data());
+  // (Integers in [0, 2^22]: exact as uint32.)
+  for (std::size_t i = 0; i < kCells; ++i)
+    knot_slope_[i] = static_cast<std::uint64_t>(knot_[i]) |
+                     static_cast<std::uint64_t>(slope_[i]) << 32;
 }
 
 void SourceModel::table_values(int i, int lo, double* at, double* next) const {

@@ -124,6 +124,10 @@ class SourceModel {
   const double* knot_table() const { return knot_.data(); }
   const double* slope_table() const { return slope_.data(); }
   const double* quantile_table() const { return quantile_.data(); }
+  // knot_table()[i] and slope_table()[i], integers below 2^23, in the low
+  // and high 32 bits of one word (i < kCells): one table read a lookup for
+  // the SIMD forms (a gather is among their costliest instructions).
+  const std::uint64_t* knot_slope_table() const { return knot_slope_.data(); }
 
  private:
   void set_range(double a) {
@@ -168,13 +172,14 @@ class SourceModel {
   int growth_ = 0;
   std::array<std::uint16_t, kMaxBins + 1> edges_{};  // in cells
   std::array<std::uint32_t, kMaxBins + 1> knots_{};  // c_0 = 0 .. c_K = 2^12
-  // Derived: knot_[i] = C_i and slope_[i] = C_{i+1} - C_i as doubles; the
-  // quantile table.  Left uninitialised until derived (tabulate writes
+  // Derived: knot_[i] = C_i and slope_[i] = C_{i+1} - C_i as doubles, and
+  // the two packed (knot_slope_table); the quantile table.  Left uninitialised until derived (tabulate writes
   // every knot and slope, derive every quantile): a model is built on
   // every call, and zeroing the 48 KiB cost more than a small update's
   // coding.
   std::array<double, kCells + 1> knot_;
   std::array<double, kCells> slope_;
+  std::array<std::uint64_t, kCells> knot_slope_;
   std::array<double, kKnotScale> quantile_;
 };
 

@@ -87,6 +87,17 @@ struct Avx2Lanes {
     return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), base, i,
                                     _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), 8);
   }
+  // lo_l and hi_l = the low and high 32 bits of the word whose bit pattern
+  // is w_l, as unsigned integers: each half below the bits of 2^52 (the
+  // double 2^52 + half), less 2^52; exact.
+  static void uint32_halves(D w, D& lo, D& hi) {
+    const __m256i bits = _mm256_castpd_si256(w);
+    const __m256i two52 = _mm256_set1_epi64x(0x4330000000000000);
+    const __m256d offset = _mm256_castsi256_pd(two52);
+    lo = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_blend_epi32(bits, two52, 0xaa)), offset);
+    hi = _mm256_sub_pd(
+        _mm256_castsi256_pd(_mm256_blend_epi32(_mm256_srli_epi64(bits, 32), two52, 0xaa)), offset);
+  }
   static D gather_loads(const double* base, I32 i) {
     alignas(16) std::int32_t k[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(k), i);

@@ -81,6 +81,13 @@ struct Avx512Lanes {
   static unsigned gt_i32(I32 a, I32 b) { return _mm256_cmpgt_epi32_mask(a, b); }
   static D trunc(D a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
   static D gather(const double* base, I32 i) { return _mm512_i32gather_pd(i, base, 8); }
+  // lo_l and hi_l = the low and high 32 bits of the word whose bit pattern
+  // is w_l, as unsigned integers (exact doubles).
+  static void uint32_halves(D w, D& lo, D& hi) {
+    const __m512i bits = _mm512_castpd_si512(w);
+    lo = _mm512_cvtepu64_pd(_mm512_and_si512(bits, _mm512_set1_epi64(0xffffffff)));
+    hi = _mm512_cvtepu64_pd(_mm512_srli_epi64(bits, 32));
+  }
   // out[2 l] = a_l and out[2 l + 1] = b_l, for l = 0 .. 7.
   static void store_pairs(void* out, I32 a, I32 b) {
     const __m512i pairs = _mm512_or_si512(_mm512_cvtepu32_epi64(a),

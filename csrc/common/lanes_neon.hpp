@@ -80,6 +80,13 @@ struct NeonLanes {
     return vcombine_f64(vld1_f64(base + vget_lane_s32(i, 0)), vld1_f64(base + vget_lane_s32(i, 1)));
   }
   static D gather_loads(const double* base, I32 i) { return gather(base, i); }
+  // lo_l and hi_l = the low and high 32 bits of the word whose bit pattern
+  // is w_l, as unsigned integers (exact doubles).
+  static void uint32_halves(D w, D& lo, D& hi) {
+    const uint64x2_t bits = vreinterpretq_u64_f64(w);
+    lo = vcvtq_f64_u64(vandq_u64(bits, vdupq_n_u64(0xffffffff)));
+    hi = vcvtq_f64_u64(vshrq_n_u64(bits, 32));
+  }
   // out[2 l] = a_l and out[2 l + 1] = b_l, for l = 0, 1.
   static void store_pairs(void* out, I32 a, I32 b) {
     std::int32_t pairs[4];

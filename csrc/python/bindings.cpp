@@ -247,7 +247,7 @@ py::bytes source_model_from_statistics(double range, const CArray<std::uint64_t>
 
 // A serialised source model's bins and tables, as parsed (with its tables)
 // -> (edges uint16[K + 1], knots uint32[K + 1], grid float64[kCells + 1],
-// quantiles float64[2^12]).
+// quantiles float64[2^12], the packed grid and slopes uint64[kCells]).
 py::tuple source_model_tables(const py::bytes& model) {
   std::size_t len = 0, pos = 0;
   const std::uint8_t* data = bytes_view(model, &len);
@@ -257,7 +257,8 @@ py::tuple source_model_tables(const py::bytes& model) {
       py::array_t<std::uint16_t>(static_cast<py::ssize_t>(bins), m.bin_edges()),
       py::array_t<std::uint32_t>(static_cast<py::ssize_t>(bins), m.bin_knots()),
       py::array_t<double>(SourceModel::kCells + 1, m.knot_table()),
-      py::array_t<double>(SourceModel::kKnotScale, m.quantile_table()));
+      py::array_t<double>(SourceModel::kKnotScale, m.quantile_table()),
+      py::array_t<std::uint64_t>(SourceModel::kCells, m.knot_slope_table()));
 }
 
 // (width of H, width of M, packed H, packed M, H, M): H and M through the
@@ -1294,7 +1295,8 @@ PYBIND11_MODULE(_core, m) {
         "The serialised source model fitted from statistics (range, counts).");
   t.def("source_model_tables", &source_model_tables, py::arg("model"),
         "A serialised source model's bins and tables -> (edges uint16[K + 1], knots "
-        "uint32[K + 1], grid float64[1025], quantiles float64[4096]).");
+        "uint32[K + 1], grid float64[1025], quantiles float64[4096], grid and slopes packed "
+        "uint64[1024]: grid[i] in the low 32 bits, grid[i + 1] - grid[i] in the high).");
   t.def("compact_round_trip", &compact_round_trip, py::arg("H"), py::arg("M"), py::kw_only(),
         py::arg("threads") = 1,
         "H and M through the GPU's compact transfer (packed at the narrowest widths of "

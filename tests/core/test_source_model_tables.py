@@ -81,11 +81,14 @@ def tables() -> list[tuple[np.ndarray, ...]]:
 
 def test_the_grid_is_the_exact_integer_cdf_and_the_quantiles_their_lines():
     shapes = set()
-    for edges, knots, grid, quantile in tables():
+    for edges, knots, grid, quantile, packed in tables():
         shapes.add((len(edges) - 1, int(edges[1] - edges[0])))
         assert edges[0] == 0 and edges[-1] == 1024 and knots[0] == 0 and knots[-1] == 4096
         np.testing.assert_array_equal(grid, reference_grid(edges, knots))
         np.testing.assert_array_equal(quantile, reference_quantiles(edges, knots))
+        # The SIMD coders' copy (SourceModel::knot_slope_table): C_i and C_{i+1} - C_i.
+        np.testing.assert_array_equal(packed & 0xFFFFFFFF, grid[:-1])
+        np.testing.assert_array_equal(packed >> 32, np.diff(grid))
     assert len(shapes) > 100  # (bin counts and growths)
 
 
