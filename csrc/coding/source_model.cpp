@@ -352,7 +352,7 @@ struct Lines {
   const std::uint32_t* knots;  // c_0 .. c_K, in units of 2^-12
 };
 
-inline void grid_loop(const Lines& l, double* knot, double* slope) {
+inline void grid_loop(const Lines& l, double* knot, double* slope, std::uint64_t* packed) {
   // C_i = c_b 2^10 + floor((i - e_b) d / w) in bin b, d = (c_{b+1} - c_b)
   // 2^10, w = e_{b+1} - e_b: exact integers, non-decreasing, C_{e_b} =
   // c_b 2^10.  x = (i - e_b) d < 2^32 is exact as a double, and so is every
@@ -377,7 +377,12 @@ inline void grid_loop(const Lines& l, double* knot, double* slope) {
     }
   }
   knot[SourceModel::kCells] = SourceModel::kTableScale;
-  for (int i = 0; i < SourceModel::kCells; ++i) slope[i] = knot[i + 1] - knot[i];
+  // (Both integers in [0, 2^22]: exact as int64, and packed as uint32 halves.)
+  for (int i = 0; i < SourceModel::kCells; ++i) {
+    slope[i] = knot[i + 1] - knot[i];
+    packed[i] = static_cast<std::uint64_t>(static_cast<std::int64_t>(knot[i])) |
+                static_cast<std::uint64_t>(static_cast<std::int64_t>(slope[i])) << 32;
+  }
 }
 
 inline void quantile_loop(const Lines& l, double* quantile) {
@@ -404,8 +409,9 @@ inline void quantile_loop(const Lines& l, double* quantile) {
 }
 
 #if CEPAM_X86_DISPATCH
-CEPAM_TARGET_AVX512DQ void grid_avx512(const Lines& l, double* knot, double* slope) {
-  grid_loop(l, knot, slope);
+CEPAM_TARGET_AVX512DQ void grid_avx512(const Lines& l, double* knot, double* slope,
+                                       std::uint64_t* packed) {
+  grid_loop(l, knot, slope, packed);
 }
 CEPAM_TARGET_AVX512DQ void quantile_avx512(const Lines& l, double* quantile) {
   quantile_loop(l, quantile);
@@ -413,21 +419,18 @@ CEPAM_TARGET_AVX512DQ void quantile_avx512(const Lines& l, double* quantile) {
 #endif
 
 // The grid tables, in their AVX-512 form where it runs.
-void grid(const Lines& l, double* knot, double* slope) {
+void grid(const Lines& l, double* knot, double* slope, std::uint64_t* packed) {
 #if CEPAM_X86_DISPATCH
-  if (simd_avx512dq()) return grid_avx512(l, knot, slope);
+  if (simd_avx512dq()) return grid_avx512(l, knot, slope, packed);
 #endif
-  grid_loop(l, knot, slope);
+  grid_loop(l, knot, slope, packed);
 }
 
 }  // namespace
 
 void SourceModel::tabulate() {
-  grid(Lines{bins_, edges_.data(), knots_.data()}, knot_.data(), slope_.data());
-  // (Integers in [0, 2^22]: exact as uint32.)
-  for (std::size_t i = 0; i < kCells; ++i)
-    knot_slope_[i] = static_cast<std::uint64_t>(knot_[i]) |
-                     static_cast<std::uint64_t>(slope_[i]) << 32;
+  grid(Lines{bins_, edges_.data(), knots_.data()}, knot_.data(), slope_.data(),
+       knot_slope_.data());
 }
 
 void SourceModel::table_values(int i, int lo, double* at, double* next) const {
