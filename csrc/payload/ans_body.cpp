@@ -159,9 +159,14 @@ void AnsSegmentEncoder::restart(std::size_t subvectors) {
   ans_points_.clear();
   points_started_ = false;
   // One symbol per coded H and per coordinate, more only for escapes and
-  // coarse tables.
+  // coarse tables: room for an eighth more.  (A few escapes past an exact
+  // reserve doubled the buffer, copied it and faulted in twice its pages:
+  // Z at rms/sigma 100 encoded 1.19x faster at m = 10^5 with the room,
+  // 1.10x at 10^6.  Room never written takes no memory: pages are mapped
+  // as they are written.)
   const std::size_t h = hcoder_.coded() ? 1 : 0;
-  ans_.reserve(subvectors * (static_cast<std::size_t>(basis_.n) + h));
+  const std::size_t symbols = subvectors * (static_cast<std::size_t>(basis_.n) + h);
+  ans_.reserve(symbols + symbols / 8 + 64);
 }
 
 void AnsSegmentEncoder::encode_h(std::size_t count, const std::uint32_t* H,
