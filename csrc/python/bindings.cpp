@@ -931,6 +931,29 @@ py::list ans_encode_together(const CArray<std::uint32_t>& start,
 // (x: run a's four, then run b's, in state order; start, freq: a's group
 // of four symbols, then b's) -> (the new states, a's words, b's words, in
 // the order emitted).
+// rans_encode_step (coding/rans_core.hpp) of state x[i] for symbol i, each
+// alone -> (states uint64[k], words uint32[k], 0 where none was emitted,
+// emitted bool[k]).
+py::tuple ans_encode_step(const CArray<std::uint64_t>& x, const CArray<std::uint32_t>& start,
+                          const CArray<std::uint32_t>& freq) {
+  const std::vector<AnsSymbol> symbols = ans_symbols(start, freq);
+  const auto k = static_cast<std::size_t>(x.size());
+  if (symbols.size() != k) throw InvalidArgument("one symbol a state");
+  CArray<std::uint64_t> states(x.size());
+  CArray<std::uint32_t> words(x.size());
+  CArray<bool> emitted(x.size());
+  for (std::size_t i = 0; i < k; ++i) {
+    if (x.data()[i] < kAnsLow || x.data()[i] >= (kAnsLow << 32))
+      throw InvalidArgument("a state out of range");
+    std::uint32_t word = 0;
+    std::uint32_t* w = &word;
+    states.mutable_data()[i] = rans_encode_step(x.data()[i], symbols[i], w);
+    words.mutable_data()[i] = word;
+    emitted.mutable_data()[i] = w != &word;
+  }
+  return py::make_tuple(states, words, emitted);
+}
+
 py::tuple ans_encode_group_avx512(const CArray<std::uint64_t>& x,
                                   const CArray<std::uint32_t>& start,
                                   const CArray<std::uint32_t>& freq) {
@@ -1262,6 +1285,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("first"),
         "The rANS streams of symbols [first[s], first[s + 1]), 1 to 4 of them, coded together "
         "(AnsEncoder::finish_together) -> list of bytes.");
+  t.def("ans_encode_step", &ans_encode_step, py::arg("x"), py::arg("start"), py::arg("freq"),
+        "rans_encode_step of each state x[i] alone for symbol i (the scalar encoder's step) -> "
+        "(states, words (0 where none), whether a word was emitted).");
   t.def("ans_encode_group_avx512", &ans_encode_group_avx512, py::arg("x"), py::arg("start"),
         py::arg("freq"),
         "One group of two runs by the AVX-512 rANS kernel from states x -> (states, words of "

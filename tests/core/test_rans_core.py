@@ -157,6 +157,37 @@ def _reference_step(x, start, freq, words):
     return (x // freq << 24) + x % freq + start
 
 
+def test_scalar_step_puts_every_quotient_estimate_right():
+    """The scalar step (rans_core.hpp's rans_encode_step, every stream's
+    outside the AVX-512 kernel) estimates x / freq as x times 1 / freq; the
+    remainder puts the estimate right whichever way it is off.  Found by
+    search: states whose estimate is one too large (a negative remainder)
+    or one too small (a remainder of freq: multiples of freq above 2^53),
+    then random ones, shifted or not, and freq 1 and 3, against the exact
+    step in Python integers."""
+    too_large = [(2019981812827934976, 7898677), (8281019643292527616, 15474317),
+                 (779385759208267136, 2286583), (559812721140452096, 1097860),
+                 (1131724062118039040, 3369900)]
+    too_small = [(3922689457583388360, 13372794), (2134365609315362657, 8579701),
+                 (2326944589493061174, 7444619), (1281086482865287245, 2524935),
+                 (84521369229544104, 492456)]
+    rng = np.random.default_rng(5)
+    cases = too_large + too_small
+    while len(cases) < 4096:
+        f = int(rng.choice([1, 3, SCALE - 1, int(rng.integers(1, SCALE))]))
+        x = int(rng.integers(1 << 31, min(f << 39, 1 << 63))) if rng.random() < 0.7 else \
+            int(rng.integers(min(f << 39, (1 << 63) - 1), 1 << 63))
+        cases.append((x, f))
+    x = np.array([c[0] for c in cases], np.uint64)
+    freq = np.array([c[1] for c in cases], np.uint32)
+    start = (rng.random(len(cases)) * (SCALE - freq)).astype(np.uint32)
+    states, words, emitted = hooks.ans_encode_step(x, start, freq)
+    for k in range(len(cases)):
+        out = []
+        assert int(states[k]) == _reference_step(int(x[k]), int(start[k]), int(freq[k]), out)
+        assert bool(emitted[k]) == bool(out) and (not out or int(words[k]) == out[0])
+
+
 def test_avx512_group_step_puts_every_quotient_estimate_right():
     """The AVX-512 kernel estimates x / freq from a reciprocal; the remainder
     puts the estimate right whichever way it is off.  Found by search: states
