@@ -1285,6 +1285,11 @@ PYBIND11_MODULE(_core, m) {
         py::arg("first"),
         "The rANS streams of symbols [first[s], first[s + 1]), 1 to 4 of them, coded together "
         "(AnsEncoder::finish_together) -> list of bytes.");
+  t.def("kept_mapping_bytes", &pages::kept_bytes,
+        "Bytes of freed working buffers the process keeps mapped for the next call "
+        "(common/pages.hpp; at most kept_mapping_limit()).");
+  t.def("kept_mapping_limit", [] { return kKeptMappingBytes; },
+        "The most bytes of freed working buffers the process keeps (common/pages.hpp).");
   t.def("ans_encode_step", &ans_encode_step, py::arg("x"), py::arg("start"), py::arg("freq"),
         "rans_encode_step of each state x[i] alone for symbol i (the scalar encoder's step) -> "
         "(states, words (0 where none), whether a word was emitted).");
