@@ -91,8 +91,7 @@ struct BasicLatticeZn {
   void trial_batch(const double* t, const double* xs, const double* beta,
                    const std::uint64_t* w, std::size_t count, Norm norm, std::int64_t* q,
                    double* dev, double* v_out = nullptr) const {
-    kernels::zn_trial(t, xs, beta, w, count, norm == Norm::L2, q, dev);
-    if (v_out != nullptr) kernels::zn_dither(w, count, v_out);
+    kernels::zn_trial(t, xs, beta, w, count, norm == Norm::L2, q, dev, v_out);
   }
   // y[e] = beta[e] (q[e] + v[e]) for elements e < count (v from dither).
   template <class T>

@@ -33,8 +33,8 @@ using Lanes = simd::NeonLanes;
 #endif
 std::size_t trial_lanes(const double* t, const double* xs, const double* beta,
                         const std::uint64_t* w, std::size_t count, bool l2_norm, std::int64_t* q,
-                        double* dev) {
-  return lanes::zn_trials<Lanes>(t, xs, beta, w, count, l2_norm, q, dev);
+                        double* dev, double* v) {
+  return lanes::zn_trials<Lanes>(t, xs, beta, w, count, l2_norm, q, dev, v);
 }
 std::size_t dither_lanes(const std::uint64_t* w, std::size_t count, double* v) {
   return lanes::zn_dithers<Lanes>(w, count, v);
@@ -69,18 +69,19 @@ bool use_lanes() {
 }  // namespace
 
 void zn_trial(const double* t, const double* xs, const double* beta, const std::uint64_t* w,
-              std::size_t count, bool l2_norm, std::int64_t* q, double* dev) {
+              std::size_t count, bool l2_norm, std::int64_t* q, double* dev, double* v) {
   std::size_t e = 0;
 #if CEPAM_X86_DISPATCH
-  if (simd_avx512dq()) e = avx512::zn_trial(t, xs, beta, w, count, l2_norm, q, dev);
+  if (simd_avx512dq()) e = avx512::zn_trial(t, xs, beta, w, count, l2_norm, q, dev, v);
 #endif
 #if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
-  if (use_lanes()) e = trial_lanes(t, xs, beta, w, count, l2_norm, q, dev);
+  if (use_lanes()) e = trial_lanes(t, xs, beta, w, count, l2_norm, q, dev, v);
 #endif
   for (; e < count; ++e) {
     // |f| < 2^51: f == double(q[e]) exactly
     q[e] = static_cast<std::int64_t>(
         zn_trial(t[e], xs[e], beta[e], w[e], l2_norm, dev != nullptr ? &dev[e] : nullptr));
+    if (v != nullptr) v[e] = zn_dither(w[e]);
   }
 }
 

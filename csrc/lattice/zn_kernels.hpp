@@ -50,9 +50,11 @@ CEPAM_HD inline double zn_trial(double t, double xs, double beta, std::uint64_t 
 // One trial for elements e < count:
 //   v = uniform_co(w[e]) - 0.5;  f = round_half_up(t[e] - v);  q[e] = f;
 // and, unless dev is null (a cell that is the ball accepts every trial),
-//   d = beta[e] * (f + v) - xs[e];  dev[e] = d * d (l2_norm) or |d| (l1).
+//   d = beta[e] * (f + v) - xs[e];  dev[e] = d * d (l2_norm) or |d| (l1);
+// and, unless v_out is null, v_out[e] = v (zn_dither's, in the same pass).
 void zn_trial(const double* t, const double* xs, const double* beta, const std::uint64_t* w,
-              std::size_t count, bool l2_norm, std::int64_t* q, double* dev);
+              std::size_t count, bool l2_norm, std::int64_t* q, double* dev,
+              double* v_out = nullptr);
 
 // The dither per element: v[e] = uniform_co(w[e]) - 0.5.
 void zn_dither(const std::uint64_t* w, std::size_t count, double* v);
@@ -68,7 +70,7 @@ namespace avx512 {
 // elements of its batch form and returns how many it did.
 std::size_t zn_trial(const double* t, const double* xs, const double* beta,
                      const std::uint64_t* w, std::size_t count, bool l2_norm, std::int64_t* q,
-                     double* dev);
+                     double* dev, double* v_out);
 std::size_t zn_dither(const std::uint64_t* w, std::size_t count, double* v);
 template <class T>
 std::size_t zn_reconstruct(const std::int64_t* q, const double* v, const double* beta,

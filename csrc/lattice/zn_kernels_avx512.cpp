@@ -22,8 +22,8 @@ using S = simd::Avx512Lanes;
 
 std::size_t zn_trial(const double* t, const double* xs, const double* beta,
                      const std::uint64_t* w, std::size_t count, bool l2_norm, std::int64_t* q,
-                     double* dev) {
-  return lanes::zn_trials<S>(t, xs, beta, w, count, l2_norm, q, dev);
+                     double* dev, double* v) {
+  return lanes::zn_trials<S>(t, xs, beta, w, count, l2_norm, q, dev, v);
 }
 
 std::size_t zn_dither(const std::uint64_t* w, std::size_t count, double* v) {

@@ -38,16 +38,17 @@ inline typename S::D zn_dither(const std::uint64_t* w) {
 
 // kernels::zn_trial (the batch form) for the whole groups of S::L elements
 // of [0, count); returns how many it did.  q[e] = f (|f| < 2^51, so
-// int64_bits is static_cast's value) and, unless dev is null, dev[e].
+// int64_bits is static_cast's value) and, unless null, dev[e] and v[e].
 template <class S>
 inline std::size_t zn_trials(const double* t, const double* xs, const double* beta,
                              const std::uint64_t* w, std::size_t count, bool l2_norm,
-                             std::int64_t* q, double* dev) {
+                             std::int64_t* q, double* dev, double* v_out) {
   using D = typename S::D;
   constexpr std::size_t L = S::L;
   std::size_t e = 0;
   for (; e + L <= count; e += L) {
     const D v = zn_dither<S>(w + e);
+    if (v_out != nullptr) S::store(v_out + e, v);
     const D f = round_half_up<S>(S::sub(S::load(t + e), v));
     S::store(reinterpret_cast<double*>(q + e), S::int64_bits(f));
     if (dev != nullptr) {
