@@ -268,6 +268,11 @@ struct CellGroups {
   const double* g;
   const double* o;
   std::int64_t* j;
+  // The finer guess (CellCoder::fine_guess, by the run's first table): at
+  // rms/sigma 100 the plain one missed 6.5 % of a lone stream's groups of
+  // four, each miss a scalar search (m = 10^5, one segment: decode 1.12x
+  // faster with it).
+  bool fine = false;
 
   CEPAM_TARGET_AVX2 bool operator()(std::size_t k, __m256i slot64, __m128i& start,
                                     __m128i& end) const {
@@ -275,10 +280,23 @@ struct CellGroups {
     const __m128i slot = low_halves(slot64);
     const Tables4 t = cell_lanes::layout<Avx2>(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
     if (t.plain != 0xf || any_escape(slot)) return false;
-    // The guess from the model's quantile table (four loads), then the
-    // exact table (cell_lanes::guess), else the scalar search.
-    const __m256d u = lookup4(model.quantile_table(),
-                              _mm256_srli_epi64(slot64, kProbBits - SourceModel::kKnotBits));
+    // The guess from the model's quantile table (four loads; with fine,
+    // interpolated between the slot's level and the next, the model being
+    // linear within a bin, as the AVX-512 decoder does), then the exact
+    // table (cell_lanes::guess), else the scalar search.
+    constexpr int kFine = kProbBits - SourceModel::kKnotBits;
+    const __m256i level = _mm256_srli_epi64(slot64, kFine);
+    __m256d u = lookup4(model.quantile_table(), level);
+    if (fine) {
+      const __m256i last = _mm256_set1_epi64x(SourceModel::kKnotScale - 1);
+      // level + 1 below the last level (the comparison's -1 subtracted)
+      const __m256i next = _mm256_sub_epi64(level, _mm256_cmpgt_epi64(last, level));
+      const __m256i low = _mm256_and_si256(slot64, _mm256_set1_epi64x((1 << kFine) - 1));
+      const __m256d at_level = _mm256_sub_pd(
+          _mm256_mul_pd(avx2::to_double(low), _mm256_set1_pd(1.0 / (1 << kFine))), _mm256_set1_pd(0.5));
+      const __m256d u1 = lookup4(model.quantile_table(), next);
+      u = _mm256_add_pd(u, _mm256_mul_pd(_mm256_sub_pd(u1, u), at_level));
+    }
     __m128i q;
     if (cell_lanes::guess<Avx2, L>(model, t, slot, u, q, start, end) != 0xf) {
       alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];
@@ -611,7 +629,10 @@ void CellCoder::decode_batch(const double* g, const double* o, std::size_t count
 #if CEPAM_X86_DISPATCH
   if (use_avx2()) {
     decode_in_groups(
-        dec, count, [&](std::size_t i) { return CellGroups<Latency::Low>{*this, model_, g + i, o + i, j + i}; },
+        dec, count, [&](std::size_t i) {
+          return CellGroups<Latency::Low>{*this, model_, g + i, o + i, j + i,
+                                          fine_guess(model_, g[i])};
+        },
         [&](std::size_t i) { j[i] = decode(layout(g[i], o[i]), dec); });
     return;
   }
@@ -669,7 +690,8 @@ void CellCoder::decode_batches(const Batch* b, std::size_t k) const {
     // The rest in pairs of four-lane chains (and the odd one alone).
     const auto groups = [this](const Batch& batch) {
       return [this, &batch](std::size_t at) {
-        return CellGroups<Latency::Any>{*this, model_, batch.g + at, batch.o + at, batch.j + at};
+        return CellGroups<Latency::Any>{*this, model_, batch.g + at, batch.o + at, batch.j + at,
+                                        fine_guess(model_, batch.g[at])};
       };
     };
     const auto rest = [&](std::size_t t) {

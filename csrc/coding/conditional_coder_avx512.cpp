@@ -145,9 +145,6 @@ template <bool Fine>
   return 0;
 }
 
-// The cells of a table from which decode_streams interpolates its guess.
-constexpr double kFineCells = 128.0;
-
 // decode_streams for 2 R streams, R registers.
 template <int R, bool Fine>
 unsigned decode_registers(const CellCoder& cells, const SourceModel& model,
@@ -178,10 +175,8 @@ unsigned decode_registers(const CellCoder& cells, const SourceModel& model,
 
 unsigned decode_streams(const CellCoder& cells, const SourceModel& model,
                         const CellCoder::Batch* b, std::size_t k, std::size_t* i) {
-  // The finer guess where the first stream's next table has kFineCells
-  // cells or more (2 A / g, the range over the cell width: a few hundred
-  // at rms/sigma 100, a few at 0.5, where the plain guess is the faster).
-  const bool fine = i[0] < b[0].count && b[0].g[i[0]] * kFineCells <= 2.0 * model.range();
+  // The finer guess by the first stream's next table (CellCoder::fine_guess).
+  const bool fine = i[0] < b[0].count && CellCoder::fine_guess(model, b[0].g[i[0]]);
   if (k == 4)
     return fine ? decode_registers<2, true>(cells, model, b, i) : decode_registers<2, false>(cells, model, b, i);
   if (k == 2)
