@@ -122,11 +122,11 @@ class SourceModel {
   // The tables behind cdf and quantile_cells (for SIMD forms of them).
   double inv_width() const { return inv_width_; }
   const double* knot_table() const { return knot_.data(); }
-  const double* slope_table() const { return slope_.data(); }
   const double* quantile_table() const { return quantile_.data(); }
-  // knot_table()[i] and slope_table()[i], integers below 2^23, in the low
-  // and high 32 bits of one word (i < kCells): one table read a lookup for
-  // the SIMD forms (a gather is among their costliest instructions).
+  // The grid value C_i = knot_table()[i] and its slope C_{i+1} - C_i,
+  // integers below 2^23, in the low and high 32 bits of one word
+  // (i < kCells): one table read a lookup for the SIMD forms (a gather is
+  // among their costliest instructions).
   const std::uint64_t* knot_slope_table() const { return knot_slope_.data(); }
 
  private:

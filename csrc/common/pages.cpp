@@ -30,8 +30,6 @@ Kept& kept() {
   return *k;
 }
 
-}  // namespace
-
 // Mappings are made a granule larger than asked, rounded up to granules,
 // so that a kept one serves any request up to a granule larger than the
 // one it was made for (the rANS words of a segment come as 2^17 and
@@ -39,6 +37,8 @@ Kept& kept() {
 // the next request, and kept ones piled up beside fresh ones).  Pages past
 // what a user writes are never touched: they take no memory.
 constexpr std::size_t kGranule = std::size_t{1} << 16;
+
+}  // namespace
 
 void* map(std::size_t bytes, std::size_t* mapped) noexcept {
   Kept& k = kept();
