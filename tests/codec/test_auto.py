@@ -178,6 +178,30 @@ def test_auto_reads_no_statistics_below_1024_coordinates(monkeypatch):
     assert len(read) == 1
 
 
+@pytest.mark.parametrize("m", [1, 2, 999, 4096, 4097, 100_001])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_the_statistics_are_their_definitions(m, dtype):
+    # _shape computes in place on one copy (for speed): the same numbers as
+    # the definitions, written plainly, on the same sample.
+    from cepam.auto import _SHAPE_RUN, _SHAPE_RUNS, _sample_indices, _shape
+
+    x = (np.random.default_rng(m).standard_t(4, m) * 3.0).astype(dtype)
+    factor, scale = 0.75, 0.5
+    got = _shape(None, lambda: x, m, 1.5, factor, scale)
+    sample = x if m <= _SHAPE_RUNS * _SHAPE_RUN else x[_sample_indices(m, _SHAPE_RUNS, _SHAPE_RUN)]
+    a = np.abs(sample.astype(np.float64)) * (factor / scale)
+    relative = a * a / np.mean(a * a)
+    assert (got.m, got.rms) == (m, 1.5)
+    assert got.median == float(np.median(a))
+    assert got.small == np.count_nonzero(a < 0.125) / a.size
+    assert got.kurtosis == float(np.mean(relative * relative))
+    # By take(indices) (the GPU path's), the same statistics; an update of
+    # zeros has no tails.
+    assert _shape(lambda i: x[i], lambda: None, m, 1.5, factor, scale) == got
+    zero = _shape(None, lambda: np.zeros(m, dtype), m, 0.0, 1.0, 1.0)
+    assert (zero.median, zero.small, zero.kurtosis) == (0.0, 1.0, 0.0)
+
+
 def test_the_clip_is_applied_before_the_statistics():
     # rms/sigma 5 unclipped, 0.5 after the clip: Z.
     x = gaussian(5.0)
