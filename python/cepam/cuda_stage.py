@@ -99,7 +99,8 @@ class LatticeStage:
         """The coordinates at ``indices`` (int64 array), copied to the host."""
         import torch
 
-        where = torch.as_tensor(np.asarray(indices, np.int64), device=self._flat.device)
+        # (A copy: the indices may be a read-only array, which torch cannot share.)
+        where = torch.tensor(np.asarray(indices, np.int64), device=self._flat.device)
         return self._flat[where].cpu().numpy()
 
     def model_statistics(self, *, factor: float) -> tuple[float, np.ndarray]:
