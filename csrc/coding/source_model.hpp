@@ -173,10 +173,10 @@ class SourceModel {
   std::array<std::uint16_t, kMaxBins + 1> edges_{};  // in cells
   std::array<std::uint32_t, kMaxBins + 1> knots_{};  // c_0 = 0 .. c_K = 2^12
   // Derived: knot_[i] = C_i and slope_[i] = C_{i+1} - C_i as doubles, and
-  // the two packed (knot_slope_table); the quantile table.  Left uninitialised until derived (tabulate writes
-  // every knot and slope, derive every quantile): a model is built on
-  // every call, and zeroing the 48 KiB cost more than a small update's
-  // coding.
+  // the two packed (knot_slope_table); the quantile table.  Left
+  // uninitialised until derived (tabulate writes every knot, slope and
+  // packed word, derive every quantile): a model is built on every call,
+  // and zeroing the 56 KiB cost more than a small update's coding.
   std::array<double, kCells + 1> knot_;
   std::array<double, kCells> slope_;
   std::array<std::uint64_t, kCells> knot_slope_;

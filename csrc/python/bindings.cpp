@@ -927,10 +927,6 @@ py::list ans_encode_together(const CArray<std::uint32_t>& start,
   return streams;
 }
 
-// One group of two runs coded by the AVX-512 rANS kernel from given states
-// (x: run a's four, then run b's, in state order; start, freq: a's group
-// of four symbols, then b's) -> (the new states, a's words, b's words, in
-// the order emitted).
 // rans_encode_step (coding/rans_core.hpp) of state x[i] for symbol i, each
 // alone -> (states uint64[k], words uint32[k], 0 where none was emitted,
 // emitted bool[k]).
@@ -954,6 +950,10 @@ py::tuple ans_encode_step(const CArray<std::uint64_t>& x, const CArray<std::uint
   return py::make_tuple(states, words, emitted);
 }
 
+// One group of two runs coded by the AVX-512 rANS kernel from given states
+// (x: run a's four, then run b's, in state order; start, freq: a's group
+// of four symbols, then b's) -> (the new states, a's words, b's words, in
+// the order emitted).
 py::tuple ans_encode_group_avx512(const CArray<std::uint64_t>& x,
                                   const CArray<std::uint32_t>& start,
                                   const CArray<std::uint32_t>& freq) {
