@@ -233,7 +233,7 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
                 # encode (or Codec.encode) -> _guarded_encode -> _encode
                 warnings.warn(
                     f"lattice={LATTICES[lattice[0]]!r} is predicted to send more bits than "
-                    f"lattice='Z' for this update (rms/scale {rms:.3g}): {why}, and it encodes "
+                    f"lattice='Z' for this update: {why}, and it encodes "
                     "more slowly than Z; pass lattice='Z' or 'auto'", RateWarning, stacklevel=4)
     keys = SecretKeys(secret)
     key = keys.stream(context, nonce)  # the GPU path codes with it too

@@ -123,7 +123,10 @@ class RateWarning(UserWarning):
     its payload is predicted to be longer than Z's (and its encode is
     slower): the update's rms over the noise scale is too low, its
     coordinates are mostly near zero or two-valued, or the coder is
-    Golomb.  ``lattice="auto"`` (or ``"Z"``) would send fewer bits."""
+    Golomb.  ``lattice="auto"`` (or ``"Z"``) would send fewer bits.  The
+    message names the rule that fired (a threshold), not the update's
+    statistics: those are not covered by the privacy guarantee, and
+    warnings end up in logs."""
 
 
 class DeviceError(CepamError, RuntimeError):
