@@ -1,5 +1,6 @@
 // The four-lane operations (AVX2) of the kernels written once for SIMD lanes
-// (lattice/zn_lanes.hpp, voronoi_lanes.hpp, coding/cell_lanes.hpp), which name them S;
+// (lattice/zn_lanes.hpp, voronoi_lanes.hpp, coding/cell_lanes.hpp,
+// lrsuq/maxwell_lanes.hpp), which name them S;
 // common/lanes_avx512.hpp has the eight-lane ones.  Internal header: include
 // it, and the lane code, after a target("avx2") pragma (as
 // lattice/voronoi_kernels.cpp and coding/conditional_coder.cpp do), so that
@@ -62,6 +63,11 @@ struct Avx2Lanes {
   }
   static D int64_bits(D f) { return _mm256_castsi256_pd(avx2::to_int64(f)); }
   static D uniform_co(D w) { return avx2::uniform_co(_mm256_castpd_si256(w)); }
+  // double(w mod 2^53) 2^-53 (uniform_co of w << 11), of the words whose bit
+  // patterns are w (the Maxwell ziggurat's abscissa).
+  static D uniform_low(D w) {
+    return avx2::uniform_co(_mm256_slli_epi64(_mm256_castpd_si256(w), 11));
+  }
   static D gather(const double* base, const std::size_t* c) {
     static_assert(sizeof(std::size_t) == 8, "64-bit indices");
     return _mm256_i64gather_pd(base, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)), 8);
@@ -107,6 +113,63 @@ struct Avx2Lanes {
   static void store_pairs(void* out, I32 a, I32 b) {
     _mm_storeu_si128(static_cast<__m128i*>(out), _mm_unpacklo_epi32(a, b));
     _mm_storeu_si128(static_cast<__m128i*>(out) + 1, _mm_unpackhi_epi32(a, b));
+  }
+  // Rows to columns and back, for the lane code's loads and stores of
+  // sub-vectors and table rows: cols[k] lane l = rows[l][k] for k < N
+  // (load_cols), and the inverse for the lanes in mask (store_rows).
+  template <int N>
+  static void load_cols(const double* const* rows, D* cols) {
+    if constexpr (N == 2) {
+      // [r0 | r2] and [r1 | r3], interleaved.
+      const __m256d a = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(rows[0])),
+                                             _mm_loadu_pd(rows[2]), 1);
+      const __m256d b = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(rows[1])),
+                                             _mm_loadu_pd(rows[3]), 1);
+      cols[0] = _mm256_unpacklo_pd(a, b);
+      cols[1] = _mm256_unpackhi_pd(a, b);
+    } else {
+      for (int k = 0; k < N; k += 4) {
+        __m256d r0 = _mm256_loadu_pd(rows[0] + k), r1 = _mm256_loadu_pd(rows[1] + k),
+                r2 = _mm256_loadu_pd(rows[2] + k), r3 = _mm256_loadu_pd(rows[3] + k);
+        transpose4(r0, r1, r2, r3);
+        cols[k] = r0;
+        cols[k + 1] = r1;
+        cols[k + 2] = r2;
+        cols[k + 3] = r3;
+      }
+    }
+  }
+  template <int N>
+  static void store_rows(const D* cols, double* const* rows, unsigned mask) {
+    if constexpr (N == 2) {
+      const __m256d r[2] = {_mm256_unpacklo_pd(cols[0], cols[1]),   // [r0 | r2]
+                            _mm256_unpackhi_pd(cols[0], cols[1])};  // [r1 | r3]
+      for (int l = 0; l < 4; ++l) {
+        if (!((mask >> l) & 1u)) continue;
+        const __m256d x = r[l & 1];
+        _mm_storeu_pd(rows[l], l < 2 ? _mm256_castpd256_pd128(x) : _mm256_extractf128_pd(x, 1));
+      }
+    } else {
+      for (int k = 0; k < N; k += 4) {
+        __m256d r[4] = {cols[k], cols[k + 1], cols[k + 2], cols[k + 3]};
+        transpose4(r[0], r[1], r[2], r[3]);
+        for (int l = 0; l < 4; ++l)
+          if ((mask >> l) & 1u) _mm256_storeu_pd(rows[l] + k, r[l]);
+      }
+    }
+  }
+
+ private:
+  // Rows r0..r3 (four doubles each) become the columns.
+  static void transpose4(__m256d& r0, __m256d& r1, __m256d& r2, __m256d& r3) {
+    const __m256d t0 = _mm256_unpacklo_pd(r0, r1);
+    const __m256d t1 = _mm256_unpackhi_pd(r0, r1);
+    const __m256d t2 = _mm256_unpacklo_pd(r2, r3);
+    const __m256d t3 = _mm256_unpackhi_pd(r2, r3);
+    r0 = _mm256_permute2f128_pd(t0, t2, 0x20);
+    r1 = _mm256_permute2f128_pd(t1, t3, 0x20);
+    r2 = _mm256_permute2f128_pd(t0, t2, 0x31);
+    r3 = _mm256_permute2f128_pd(t1, t3, 0x31);
   }
 };
 

@@ -1,6 +1,6 @@
 // The eight-lane operations (AVX-512 F, DQ and VL) of the kernels written
-// once for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp, coding/cell_lanes.hpp),
-// which name them S; common/lanes_avx2.hpp has the four-lane ones and says
+// once for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp,
+// coding/cell_lanes.hpp, lrsuq/maxwell_lanes.hpp), which name them S; common/lanes_avx2.hpp has the four-lane ones and says
 // what each does.  Internal header: include it, and the lane code, after a
 // target("avx512f,avx512dq,avx512vl") pragma (as
 // lattice/voronoi_kernels_avx512.cpp and coding/conditional_coder_avx512.cpp
@@ -60,6 +60,10 @@ struct Avx512Lanes {
     const __m512i top = _mm512_srli_epi64(_mm512_castpd_si512(w), 11);
     return _mm512_mul_pd(_mm512_cvtepi64_pd(top), _mm512_set1_pd(0x1.0p-53));
   }
+  static D uniform_low(D w) {  // (common/lanes_avx2.hpp says what it is)
+    const __m512i low = _mm512_and_si512(_mm512_castpd_si512(w), _mm512_set1_epi64((std::int64_t{1} << 53) - 1));
+    return _mm512_mul_pd(_mm512_cvtepi64_pd(low), _mm512_set1_pd(0x1.0p-53));
+  }
   using I = __m512i;
   static I int64_of_bits(D a) { return _mm512_castpd_si512(a); }
   static I iadd(I a, I b) { return _mm512_add_epi64(a, b); }
@@ -93,6 +97,108 @@ struct Avx512Lanes {
     const __m512i pairs = _mm512_or_si512(_mm512_cvtepu32_epi64(a),
                                           _mm512_slli_epi64(_mm512_cvtepu32_epi64(b), 32));
     _mm512_storeu_si512(out, pairs);
+  }
+  // Rows to columns and back, for the lane code's loads and stores of
+  // sub-vectors and table rows: cols[k] lane l = rows[l][k] for k < N
+  // (load_cols), and the inverse for the lanes in mask (store_rows).
+  template <int N>
+  static void load_cols(const double* const* rows, D* cols) {
+    static_assert(N == 2 || N == 4 || N == 8, "2, 4 or 8 columns");
+    if constexpr (N == 8) {
+      for (int l = 0; l < 8; ++l) cols[l] = _mm512_loadu_pd(rows[l]);
+      transpose8(cols);
+    } else if constexpr (N == 2) {
+      // [r0 r2 r4 r6] and [r1 r3 r5 r7], interleaved.
+      __m512d z[2];
+      for (int a = 0; a < 2; ++a) {
+        z[a] = _mm512_castpd128_pd512(_mm_loadu_pd(rows[a]));
+        z[a] = _mm512_insertf64x2(z[a], _mm_loadu_pd(rows[a + 2]), 1);
+        z[a] = _mm512_insertf64x2(z[a], _mm_loadu_pd(rows[a + 4]), 2);
+        z[a] = _mm512_insertf64x2(z[a], _mm_loadu_pd(rows[a + 6]), 3);
+      }
+      cols[0] = _mm512_unpacklo_pd(z[0], z[1]);
+      cols[1] = _mm512_unpackhi_pd(z[0], z[1]);
+    } else {
+      // z_a = rows a and a + 4; then a 4 x 4 transpose in each half.
+      __m512d z[4], t[4];
+      for (int a = 0; a < 4; ++a)
+        z[a] = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(rows[a])),
+                                  _mm256_loadu_pd(rows[a + 4]), 1);
+      t[0] = _mm512_unpacklo_pd(z[0], z[1]);
+      t[1] = _mm512_unpackhi_pd(z[0], z[1]);
+      t[2] = _mm512_unpacklo_pd(z[2], z[3]);
+      t[3] = _mm512_unpackhi_pd(z[2], z[3]);
+      cols[0] = _mm512_permutex2var_pd(t[0], low_pairs(), t[2]);
+      cols[1] = _mm512_permutex2var_pd(t[1], low_pairs(), t[3]);
+      cols[2] = _mm512_permutex2var_pd(t[0], high_pairs(), t[2]);
+      cols[3] = _mm512_permutex2var_pd(t[1], high_pairs(), t[3]);
+    }
+  }
+  template <int N>
+  static void store_rows(const D* cols, double* const* rows, unsigned mask) {
+    static_assert(N == 2 || N == 4 || N == 8, "2, 4 or 8 columns");
+    if constexpr (N == 2) {
+      const __m512d z[2] = {_mm512_unpacklo_pd(cols[0], cols[1]),   // [r0 r2 r4 r6]
+                            _mm512_unpackhi_pd(cols[0], cols[1])};  // [r1 r3 r5 r7]
+      for (int l = 0; l < 8; ++l) {
+        if (!((mask >> l) & 1u)) continue;
+        const __m512d x = z[l & 1];
+        __m128d r;
+        switch (l >> 1) {  // (the lane index of extractf64x2 is an immediate)
+          case 0: r = _mm512_castpd512_pd128(x); break;
+          case 1: r = _mm512_extractf64x2_pd(x, 1); break;
+          case 2: r = _mm512_extractf64x2_pd(x, 2); break;
+          default: r = _mm512_extractf64x2_pd(x, 3); break;
+        }
+        _mm_storeu_pd(rows[l], r);
+      }
+    } else if constexpr (N == 8) {
+      __m512d r[8];
+      for (int k = 0; k < 8; ++k) r[k] = cols[k];
+      transpose8(r);
+      for (int l = 0; l < 8; ++l)
+        if ((mask >> l) & 1u) _mm512_storeu_pd(rows[l], r[l]);
+    } else {
+      // The inverse of load_cols<4>: z_a = rows a and a + 4.
+      const __m512d t0 = _mm512_unpacklo_pd(cols[0], cols[1]);  // r0[0] r0[1] r2[0] r2[1] ...
+      const __m512d t1 = _mm512_unpackhi_pd(cols[0], cols[1]);  // r1[0] r1[1] r3[0] r3[1] ...
+      const __m512d t2 = _mm512_unpacklo_pd(cols[2], cols[3]);  // r0[2] r0[3] r2[2] r2[3] ...
+      const __m512d t3 = _mm512_unpackhi_pd(cols[2], cols[3]);
+      const __m512d z[4] = {_mm512_permutex2var_pd(t0, low_pairs(), t2),
+                            _mm512_permutex2var_pd(t1, low_pairs(), t3),
+                            _mm512_permutex2var_pd(t0, high_pairs(), t2),
+                            _mm512_permutex2var_pd(t1, high_pairs(), t3)};
+      for (int a = 0; a < 4; ++a) {
+        if ((mask >> a) & 1u) _mm256_storeu_pd(rows[a], _mm512_castpd512_pd256(z[a]));
+        if ((mask >> (a + 4)) & 1u) _mm256_storeu_pd(rows[a + 4], _mm512_extractf64x4_pd(z[a], 1));
+      }
+    }
+  }
+
+ private:
+  // Interleaving indices: lanes 0, 1 of a, 0, 1 of b, 4, 5 of a, 4, 5 of b
+  // (kLow), and the same with 2, 3 and 6, 7 (kHigh), for _mm512_permutex2var_pd.
+  static __m512i low_pairs() { return _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13); }
+  static __m512i high_pairs() { return _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15); }
+
+  // The 8 x 8 transpose of r[0..8) (its own inverse).
+  static void transpose8(__m512d* r) {
+    __m512d t[8], u[8];
+    for (int a = 0; a < 4; ++a) {
+      t[2 * a] = _mm512_unpacklo_pd(r[2 * a], r[2 * a + 1]);      // r[2a][0] r[2a+1][0] r[2a][2] ...
+      t[2 * a + 1] = _mm512_unpackhi_pd(r[2 * a], r[2 * a + 1]);  // the odd coordinates
+    }
+    for (int h = 0; h < 2; ++h) {  // rows 4 h .. 4 h + 3
+      __m512d* th = t + 4 * h;
+      u[4 * h + 0] = _mm512_permutex2var_pd(th[0], low_pairs(), th[2]);   // coordinates 0, 4
+      u[4 * h + 1] = _mm512_permutex2var_pd(th[1], low_pairs(), th[3]);   // 1, 5
+      u[4 * h + 2] = _mm512_permutex2var_pd(th[0], high_pairs(), th[2]);  // 2, 6
+      u[4 * h + 3] = _mm512_permutex2var_pd(th[1], high_pairs(), th[3]);  // 3, 7
+    }
+    for (int k = 0; k < 4; ++k) {
+      r[k] = _mm512_shuffle_f64x2(u[k], u[4 + k], 0x44);      // low halves: coordinate k
+      r[k + 4] = _mm512_shuffle_f64x2(u[k], u[4 + k], 0xee);  // high halves: coordinate k + 4
+    }
   }
 };
 

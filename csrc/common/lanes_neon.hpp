@@ -1,6 +1,6 @@
 // The two-lane operations (aarch64 NEON, 128-bit) of the kernels written once
-// for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp, coding/cell_lanes.hpp), which
-// name them S; common/lanes_avx2.hpp says what each does (per lane, what the
+// for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp,
+// coding/cell_lanes.hpp, lrsuq/maxwell_lanes.hpp), which name them S; common/lanes_avx2.hpp says what each does (per lane, what the
 // scalar code it stands for computes: the same IEEE operations, branches
 // turned into selections).  Internal header, for CEPAM_ARM_NEON builds
 // (common/cpu.hpp), where NEON is part of the architecture: no target
@@ -62,6 +62,9 @@ struct NeonLanes {
     const uint64x2_t top = vshrq_n_u64(vreinterpretq_u64_f64(w), 11);
     return vmulq_f64(vcvtq_f64_u64(top), vdupq_n_f64(0x1.0p-53));
   }
+  static D uniform_low(D w) {  // (common/lanes_avx2.hpp says what it is)
+    return uniform_co(vreinterpretq_f64_u64(vshlq_n_u64(vreinterpretq_u64_f64(w), 11)));
+  }
   static D gather(const double* base, const std::size_t* c) {
     return vcombine_f64(vld1_f64(base + c[0]), vld1_f64(base + c[1]));
   }
@@ -92,6 +95,26 @@ struct NeonLanes {
     std::int32_t pairs[4];
     vst1q_s32(pairs, vcombine_s32(vzip1_s32(a, b), vzip2_s32(a, b)));
     std::memcpy(out, pairs, sizeof pairs);
+  }
+
+  // Rows to columns and back, for the lane code's loads and stores of
+  // sub-vectors and table rows: cols[k] lane l = rows[l][k] for k < N
+  // (load_cols), and the inverse for the lanes in mask (store_rows).
+  template <int N>
+  static void load_cols(const double* const* rows, D* cols) {
+    for (int k = 0; k < N; k += 2) {
+      const D r0 = vld1q_f64(rows[0] + k), r1 = vld1q_f64(rows[1] + k);
+      cols[k] = vzip1q_f64(r0, r1);
+      cols[k + 1] = vzip2q_f64(r0, r1);
+    }
+  }
+  template <int N>
+  static void store_rows(const D* cols, double* const* rows, unsigned mask) {
+    for (int k = 0; k < N; k += 2) {
+      const D r0 = vzip1q_f64(cols[k], cols[k + 1]), r1 = vzip2q_f64(cols[k], cols[k + 1]);
+      if (mask & 1u) vst1q_f64(rows[0] + k, r0);
+      if (mask & 2u) vst1q_f64(rows[1] + k, r1);
+    }
   }
 
  private:

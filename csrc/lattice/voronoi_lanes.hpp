@@ -14,8 +14,7 @@
 // only at the end.
 //
 // The operations come from S, a set of static functions over S::L doubles
-// (common/lanes_avx2.hpp and lanes_avx512.hpp, with the rows' loads and
-// stores of voronoi_kernels*.cpp):
+// (common/lanes_avx2.hpp, lanes_avx512.hpp and lanes_neon.hpp):
 //   D splat(v); add, sub, mul, div; add_where(m, a, b) = m ? a + b : a;
 //   floor; comparisons ge, gt, lt, le, eq (ordered, quiet) giving a mask M;
 //   blend(m, a, b) = m ? b : a; both(m1, m2);

@@ -47,38 +47,6 @@ CEPAM_TARGET_AVX2 std::size_t gaussian_radii_avx2(int n, double sigma, const std
   return c;
 }
 
-// Word i of pairs q .. q + 3 of a group (their words at wq = w + 40 g + q).
-CEPAM_TARGET_AVX2 inline __m256i pair_words(const std::uint64_t* wq, int i) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 8 * i));
-}
-
-// The pair layout's radii (Gaussian, n = 1), four pairs at a time: word i
-// of pairs q .. q + 3 of a group are four consecutive words.
-CEPAM_TARGET_AVX2 void gaussian_pair_radii_avx2(double sigma, const std::uint64_t* w,
-                                                std::size_t groups, double* out) {
-  const __m256d one = _mm256_set1_pd(1.0), sign = _mm256_set1_pd(-0.0);
-  const __m256d half = _mm256_set1_pd(0.5), quarter = _mm256_set1_pd(0.25);
-  const __m256d s = _mm256_set1_pd(sigma);
-  for (std::size_t g = 0; g < groups; ++g) {
-    for (std::size_t q = 0; q < 8; q += 4) {
-      const std::uint64_t* wq = w + kPairGroupWords * g + q;
-      const __m256d product = _mm256_mul_pd(
-          _mm256_mul_pd(avx2::uniform_oc(pair_words(wq, 0)), avx2::uniform_oc(pair_words(wq, 1))),
-          avx2::uniform_oc(pair_words(wq, 2)));
-      const __m256d h = _mm256_xor_pd(avx2::log(product), sign);
-      const __m256d u4 = avx2::uniform_co(pair_words(wq, 3)), u5 = avx2::uniform_co(pair_words(wq, 4));
-      __m256d x = _mm256_sqrt_pd(_mm256_mul_pd(u4, avx2::cos2pi_squared(u5)));
-      // |u5 - 1/2| < 1/4: the sign bit cleared, then compared.
-      const __m256d d = _mm256_andnot_pd(sign, _mm256_sub_pd(u5, half));
-      x = _mm256_xor_pd(x, _mm256_and_pd(_mm256_cmp_pd(d, quarter, _CMP_LT_OQ), sign));
-      _mm256_storeu_pd(out + kPairGroup * g + q,
-                       _mm256_mul_pd(s, _mm256_sqrt_pd(_mm256_mul_pd(h, _mm256_add_pd(one, x)))));
-      _mm256_storeu_pd(out + kPairGroup * g + 8 + q,
-                       _mm256_mul_pd(s, _mm256_sqrt_pd(_mm256_mul_pd(h, _mm256_sub_pd(one, x)))));
-    }
-  }
-}
-
 CEPAM_TARGET_AVX2 std::size_t laplace_radii_avx2(int n, double b, const std::uint64_t* w,
                                                  std::size_t count, double* out) {
   const std::size_t W = static_cast<std::size_t>(n + 1);
@@ -131,21 +99,6 @@ inline void gaussian_radii_loop(int n, double sigma, const std::uint64_t* w, std
   for (; c < count; ++c) out[c] = gaussian_radius<N>(n, sigma, w + c * W);
 }
 
-// The pair groups' radii (the scalar formula, lrsuq/latent.hpp), also the
-// AVX-512 kernel below (the compiler vectorises it there: 3 ns a
-// coordinate against 15 scalar, whose logarithms and cosines branch on
-// random data).
-inline void gaussian_pair_radii_loop(double sigma, const std::uint64_t* w, std::size_t groups,
-                                     double* out) {
-  for (std::size_t g = 0; g < groups; ++g) {
-    for (std::size_t q = 0; q < 8; ++q) {
-      const PairRadii r = gaussian_pair_radius(sigma, w + kPairGroupWords * g + q, 8);
-      out[kPairGroup * g + q] = r.a;
-      out[kPairGroup * g + 8 + q] = r.b;
-    }
-  }
-}
-
 template <int N>
 inline void laplace_radii_loop(int n, double b, const std::uint64_t* w, std::size_t c,
                                std::size_t count, double* out) {
@@ -182,21 +135,19 @@ void laplace_radii_portable(int n, double b, const std::uint64_t* w, std::size_t
 }
 
 #if CEPAM_X86_DISPATCH
+// (GCC 12's false warnings off for the AVX-512 kernels: common/cpu.hpp.)
+CEPAM_AVX512_WARNINGS_OFF
 // The AVX-512 kernels, for the dimensions whose loops the compiler
 // vectorises (GCC 12: 2 to 4 words per sub-vector, n <= 4 for Gaussian, 3
 // for Laplace); false for the others, which keep the AVX2 kernels.
 CEPAM_TARGET_AVX512DQ bool gaussian_radii_avx512(int n, double sigma, const std::uint64_t* w,
                                                  std::size_t count, double* out) {
-  switch (n) {  // (n = 1: the pair layout, gaussian_pair_radii)
+  switch (n) {  // (n = 1: the Maxwell ziggurat, lrsuq/maxwell_kernels.hpp)
     case 2: gaussian_radii_loop<2>(n, sigma, w, 0, count, out); return true;
     case 3: gaussian_radii_loop<3>(n, sigma, w, 0, count, out); return true;
     case 4: gaussian_radii_loop<4>(n, sigma, w, 0, count, out); return true;
     default: return false;
   }
-}
-CEPAM_TARGET_AVX512DQ void gaussian_pair_radii_avx512(double sigma, const std::uint64_t* w,
-                                                      std::size_t groups, double* out) {
-  gaussian_pair_radii_loop(sigma, w, groups, out);
 }
 // reciprocals for the whole groups of eight: the processor's estimate
 // (relative error below 2^-14) and two Newton steps y + y (1 - b y) (fused
@@ -240,6 +191,7 @@ CEPAM_TARGET_AVX512DQ bool laplace_radii_avx512(int n, double b, const std::uint
     default: return false;
   }
 }
+CEPAM_AVX512_WARNINGS_ON
 #endif
 
 }  // namespace
@@ -251,14 +203,6 @@ void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t cou
   if (use_avx2()) c = gaussian_radii_avx2(n, sigma, w, count, out);
 #endif
   gaussian_radii_portable(n, sigma, w, c, count, out);
-}
-
-void gaussian_pair_radii(double sigma, const std::uint64_t* w, std::size_t groups, double* out) {
-#if CEPAM_X86_DISPATCH
-  if (simd_avx512dq()) return gaussian_pair_radii_avx512(sigma, w, groups, out);
-  if (use_avx2()) return gaussian_pair_radii_avx2(sigma, w, groups, out);
-#endif
-  gaussian_pair_radii_loop(sigma, w, groups, out);
 }
 
 void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, double* out) {

@@ -21,7 +21,7 @@ inline constexpr int gaussian_words(int n) { return (n % 2 == 0) ? (n + 2) / 2 :
 
 // The latent samplers' radii (lrsuq/latent.hpp), for sub-vectors c < count whose
 // words start at w + c W (W the sampler's words per sub-vector; the codec
-// draws Gaussian n = 1 in the pair layout, gaussian_pair_radii, instead):
+// draws Gaussian n = 1 by the Maxwell ziggurat instead, lrsuq/maxwell_kernels.hpp):
 // Gaussian(sigma), k = n + 2, p = k / 2:
 //   half = log(u_oc(w_0) ... u_oc(w_{p-1}));
 //   if k is odd: half += log(u_oc(w_p)) cos2pi_squared(u_co(w_{p+1}));
@@ -29,11 +29,6 @@ inline constexpr int gaussian_words(int n) { return (n % 2 == 0) ? (n + 2) / 2 :
 // Laplace(b): out[c] = b (-log(u_oc(w_0) ... u_oc(w_n))).
 // Products are accumulated from 1.0 in word order.
 void gaussian_radii(int n, double sigma, const std::uint64_t* w, std::size_t count, double* out);
-// Gaussian, n = 1, in the pair layout (lrsuq/latent.hpp): for `groups`
-// groups of 16 sub-vectors whose 40 words each start at w + 40 g,
-// out[16 g + q] and out[16 g + 8 + q] = gaussian_pair_radius(sigma,
-// w + 40 g + q, 8).a and .b, for q < 8.
-void gaussian_pair_radii(double sigma, const std::uint64_t* w, std::size_t groups, double* out);
 void laplace_radii(int n, double b, const std::uint64_t* w, std::size_t count, double* out);
 
 // out[c] = 1.0 / b[c], correctly rounded (the division's bits), for

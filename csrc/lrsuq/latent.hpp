@@ -13,14 +13,10 @@
 // (Box-Muller); Gamma(k, 1) = -log(u_1 ... u_k).  Products of at most 9
 // uniforms in (0, 1] stay above 2^-477: no underflow.
 //
-// Gaussian, n = 1 (format version 9 on): two sub-vectors' latents from five
-// words, one logarithm and one cosine.  T = -2 log(u_1 u_2 u_3) is chi2(6),
-// the law of U_a + U_b for independent chi2(3) U_a and U_b; X = sqrt(u_4)
-// cos(2 pi u_5), the first coordinate of a uniform point of the unit disk,
-// has density (2 / pi) sqrt(1 - x^2), so (1 + X) / 2 is Beta(3/2, 3/2), the
-// law of U_a / (U_a + U_b), which is independent of U_a + U_b (two gamma
-// variables of one scale); so U_a = T (1 + X) / 2 and U_b = T (1 - X) / 2 are
-// independent chi2(3), exactly.
+// Gaussian, n = 1 (format version 10 on): r = sigma R with R the Maxwell
+// radius (sqrt(U), U ~ chi2(3)) of random/maxwell.hpp's ziggurat, from one
+// word of stream 0 (99.59 % of sub-vectors) and, for the others, words of
+// the sub-vector's reserve.
 #pragma once
 
 #include <cmath>
@@ -29,9 +25,11 @@
 
 #include "common/host_device.hpp"
 #include "lrsuq/batch_kernels.hpp"
+#include "lrsuq/maxwell_kernels.hpp"
 #include "lattice/lattice.hpp"
 #include "random/chacha20.hpp"
 #include "random/detmath.hpp"
+#include "random/maxwell.hpp"
 
 namespace cepam {
 
@@ -93,41 +91,10 @@ CEPAM_HD inline double gaussian_radius(int n, double sigma, const std::uint64_t*
   return sigma * std::sqrt(-2.0 * half);
 }
 
-// The pair layout of the Gaussian latent for n = 1: stream 0 in groups of
-// kPairGroup = 16 sub-vectors, 40 words (five blocks); sub-vectors 16 g + q
-// and 16 g + 8 + q (q < 8) are pair q of group g, and word i < 5 of the pair
-// is word 40 g + 8 i + q, so that word i of a group's eight pairs is one
-// block (the batch loads them side by side).
-inline constexpr int kPairGroup = 16;                  // sub-vectors a group
-inline constexpr int kPairWords = 5;                   // words a pair
-inline constexpr int kPairGroupWords = 8 * kPairWords;  // words a group
-
-// The stream-0 word holding word i of sub-vector j's latent: W words a
-// sub-vector in index order, or the pair layout (W = kPairWords).
-CEPAM_HD inline std::uint64_t latent_word(bool paired, int W, std::uint64_t j, int i) {
-  const auto k = static_cast<std::uint64_t>(i);
-  constexpr std::uint64_t G = kPairGroup, GW = kPairGroupWords;
-  return paired ? GW * (j / G) + 8 * k + j % 8 : j * static_cast<std::uint64_t>(W) + k;
-}
-
-// The radii of a pair from its five words w[0], w[stride], ..., w[4 stride]:
-//   h = -log(u_oc(w_0) u_oc(w_1) u_oc(w_2))                      (= T / 2)
-//   x = sqrt(u_co(w_3) cos2pi_squared(u_co(w_4))), negated where
-//       |u_co(w_4) - 1/2| < 1/4 (where cos(2 pi u) < 0; the difference is exact)
-//   a = sigma sqrt(h (1 + x)),  b = sigma sqrt(h (1 - x)).
-struct PairRadii {
-  double a, b;
-};
-CEPAM_HD inline PairRadii gaussian_pair_radius(double sigma, const std::uint64_t* w,
-                                              std::size_t stride) {
-  double product = 1.0;
-  for (std::size_t i = 0; i < 3; ++i) product *= uniform_oc(w[i * stride]);
-  const double h = -detmath::log(product);
-  const double u4 = uniform_co(w[3 * stride]);
-  const double u5 = uniform_co(w[4 * stride]);
-  double x = std::sqrt(u4 * detmath::cos2pi_squared(u5));
-  x = std::fabs(u5 - 0.5) < 0.25 ? -x : x;
-  return {sigma * std::sqrt(h * (1.0 + x)), sigma * std::sqrt(h * (1.0 - x))};
+// The stream-0 word holding word i of sub-vector j's latent (W words a
+// sub-vector, in index order).
+CEPAM_HD inline std::uint64_t latent_word(int W, std::uint64_t j, int i) {
+  return j * static_cast<std::uint64_t>(W) + static_cast<std::uint64_t>(i);
 }
 
 template <int N = 0>
@@ -148,32 +115,22 @@ void contiguous_radii(const Latent& latent, const KeyStream& ks, std::uint64_t j
   latent.radii(buf, count, out);
 }
 
-// The same in the pair layout (Gaussian, n = 1): the groups that hold
-// sub-vectors [j0, j0 + count), whole blocks of stream 0 into buf
-// (pair_buffer_words(count) words), their radii straight into out where a
-// group lies inside the range, through a group's worth of room where not.
-inline std::size_t pair_buffer_words(std::size_t count) {
-  return (count / kPairGroup + 2) * kPairGroupWords;
-}
-inline void pair_radii(double sigma, const KeyStream& ks, std::uint64_t j0, std::size_t count,
-                       std::uint64_t* buf, double* out) {
-  if (count == 0) return;
-  constexpr std::uint64_t G = kPairGroup, GW = kPairGroupWords;
-  const std::uint64_t g0 = j0 / G, g1 = (j0 + count + G - 1) / G;
-  ks.blocks(0, g0 * kPairWords, static_cast<std::size_t>((g1 - g0) * kPairWords), buf);
-  // Groups [ga, gb) lie inside the range.
-  const std::uint64_t ga = (j0 + G - 1) / G, gb = (j0 + count) / G;
-  if (ga < gb) {
-    kernels::gaussian_pair_radii(sigma, buf + (ga - g0) * GW, static_cast<std::size_t>(gb - ga),
-                                 out + (ga * G - j0));
-  }
-  for (std::uint64_t g = g0; g < g1; ++g) {
-    if (g >= ga && g < gb) continue;
-    double radii[kPairGroup];
-    kernels::gaussian_pair_radii(sigma, buf + (g - g0) * GW, 1, radii);
-    const std::uint64_t lo = g * G > j0 ? g * G : j0;
-    const std::uint64_t hi = (g + 1) * G < j0 + count ? (g + 1) * G : j0 + count;
-    for (std::uint64_t j = lo; j < hi; ++j) out[j - j0] = radii[j - g * G];
+// The Maxwell radii (Gaussian, n = 1) of sub-vectors [j0, j0 + count): their
+// words (stream 0, one a sub-vector) into buf, the fast test on all
+// (kernels::maxwell_radii; the rejected ones' indices after the words in
+// buf, maxwell_buffer_words(count) words in all), then maxwell::sample for
+// the rejected ones (0.4 %), their reserves read as the device code reads
+// them.
+inline std::size_t maxwell_buffer_words(std::size_t count) { return 2 * count; }
+inline void maxwell_radii_at(double sigma, const KeyStream& ks, std::uint64_t j0,
+                             std::size_t count, std::uint64_t* buf, double* out) {
+  std::uint64_t* slow = buf + count;
+  ks.words(0, j0, count, buf);
+  const std::size_t nslow = kernels::maxwell_radii(sigma, buf, count, out, slow);
+  for (std::size_t i = 0; i < nslow; ++i) {
+    const std::uint64_t c = slow[i];
+    auto reserve = maxwell::reserve_of(ks.key().data(), ks.purpose(), j0 + c);
+    out[c] = sigma * maxwell::sample(buf[c], reserve);
   }
 }
 
@@ -181,10 +138,10 @@ inline void pair_radii(double sigma, const KeyStream& ks, std::uint64_t j0, std:
 // batch of contiguous words, SIMD where available), buffer_words(count)
 // and radii_at(ks, j0, count, buf, out) (the radii of a range of
 // sub-vectors, from the keystream) on the host; words_for(n), the words a
-// sub-vector (a pair, where paired(n)) of dimension n takes, at compile
-// time (checked against the device code's array, lrsuq/subvector.hpp);
-// paired(n), whether the latent has the pair layout; radius_from(n, scale,
-// w, j), the radius of sub-vector j from the words latent_word(...) names,
+// sub-vector of dimension n takes from stream 0, at compile time (checked
+// against the device code's array, lrsuq/subvector.hpp); radius_from(n,
+// scale, w, j, key), the radius of sub-vector j from the words
+// latent_word(...) names (and from the key, for a latent that draws more),
 // also in device code (CEPAM_HD).
 struct GaussianLatent {
   int n;
@@ -194,28 +151,24 @@ struct GaussianLatent {
   static GaussianLatent of(int n, double scale) { return {n, scale}; }
 
   Norm norm() const { return Norm::L2; }
-  // Z^1's latents come in pairs (format version 9 on).
-  CEPAM_HD static constexpr bool paired(int n) { return n == 1; }
   // Words per sub-vector: k/2 for even k = n + 2, (k - 1)/2 + 2 for odd k;
-  // for n = 1, kPairWords a pair.
-  static constexpr int words_for(int n) {
-    return paired(n) ? kPairWords : kernels::gaussian_words(n);
-  }
+  // for n = 1, the Maxwell ziggurat's one (and its reserve, another stream).
+  static constexpr int words_for(int n) { return n == 1 ? 1 : kernels::gaussian_words(n); }
   int words() const { return words_for(n); }
   std::size_t buffer_words(std::size_t count) const {
-    return paired(n) ? pair_buffer_words(count) : count * static_cast<std::size_t>(words());
+    return n == 1 ? maxwell_buffer_words(count) : count * static_cast<std::size_t>(words());
   }
   void radii_at(const KeyStream& ks, std::uint64_t j0, std::size_t count, std::uint64_t* buf,
                 double* out) const {
-    if (paired(n)) {
-      pair_radii(sigma, ks, j0, count, buf, out);
+    if (n == 1) {
+      maxwell_radii_at(sigma, ks, j0, count, buf, out);
     } else {
       contiguous_radii(*this, ks, j0, count, buf, out);
     }
   }
 
   // out[c] = r(U_c) for c < count, sub-vector c's words at w + c words()
-  // (n > 1: radii_at takes n = 1's pairs).
+  // (n > 1: radii_at takes n = 1's from the ziggurat).
   // Per sub-vector:  half = log(u_1 ... u_{k/2})               (= -chi2(2[k/2]) / 2)
   //                  half += log(u_a) cos^2(2 pi u_b)            (odd k only)
   //                  r = sigma sqrt(-2 half)
@@ -223,12 +176,11 @@ struct GaussianLatent {
   void radii(const std::uint64_t* w, std::size_t count, double* out) const {
     kernels::gaussian_radii(n, sigma, w, count, out);
   }
+  // The radius of sub-vector j from its words w (and, for n = 1, its
+  // reserve under key).
   CEPAM_HD static double radius_from(int n, double sigma, const std::uint64_t* w,
-                                     std::uint64_t j) {
-    if (paired(n)) {
-      const PairRadii r = gaussian_pair_radius(sigma, w, 1);
-      return (j / 8) % 2 == 0 ? r.a : r.b;
-    }
+                                     std::uint64_t j, const std::uint32_t* key) {
+    if (n == 1) return sigma * maxwell::sample(w[0], maxwell::reserve_of(key, kPurposeLrsuq, j));
     return gaussian_radius(n, sigma, w);
   }
 };
@@ -241,7 +193,6 @@ struct LaplaceLatent {
   static LaplaceLatent of(int n, double scale) { return {n, scale}; }
 
   Norm norm() const { return Norm::L1; }  // for n = 1 the l1 ball is the interval
-  CEPAM_HD static constexpr bool paired(int) { return false; }
   static constexpr int words_for(int n) { return n + 1; }
   int words() const { return words_for(n); }
   std::size_t buffer_words(std::size_t count) const {
@@ -257,7 +208,8 @@ struct LaplaceLatent {
   void radii(const std::uint64_t* w, std::size_t count, double* out) const {
     kernels::laplace_radii(n, b, w, count, out);
   }
-  CEPAM_HD static double radius_from(int n, double b, const std::uint64_t* w, std::uint64_t) {
+  CEPAM_HD static double radius_from(int n, double b, const std::uint64_t* w, std::uint64_t,
+                                     const std::uint32_t*) {
     return laplace_radius(n, b, w);
   }
 };
@@ -273,7 +225,6 @@ struct SdqLatent {
   static SdqLatent of(int n, double scale) { return {n, 0.5 * scale}; }
 
   Norm norm() const { return Norm::L1; }
-  CEPAM_HD static constexpr bool paired(int) { return false; }
   static constexpr int words_for(int) { return 0; }
   int words() const { return words_for(n); }
   std::size_t buffer_words(std::size_t) const { return 0; }
@@ -284,7 +235,8 @@ struct SdqLatent {
                 double* out) const {
     radii(nullptr, count, out);
   }
-  CEPAM_HD static double radius_from(int, double step, const std::uint64_t*, std::uint64_t) {
+  CEPAM_HD static double radius_from(int, double step, const std::uint64_t*, std::uint64_t,
+                                     const std::uint32_t*) {
     return 0.5 * step;
   }
 };

@@ -9,8 +9,8 @@
 // arithmetic the GPU runs (tests/core/test_subvector.py).
 //
 // Sub-vector j, dimension n, with radius r = r(U_j) and beta = r / rho:
-//   latent words  stream 0, words [j W, (j + 1) W) (W = Config::words), or
-//                 the pair layout of Gaussian Z^1 (lrsuq/latent.hpp);
+//   latent words  stream 0, words [j W, (j + 1) W) (W = Config::words);
+//                 Gaussian Z^1 also its reserve (random/maxwell.hpp);
 //   trial i       stream i, words [j n, (j + 1) n): the dither V, then
 //                 m = Q_L(x_j / beta - V), y = beta (G m + V), accepted when
 //                 ||y - x_j|| <= r (l2: the squared terms against r^2, l1:
@@ -92,9 +92,8 @@ CEPAM_HD inline double radius_of(const Config& c, const std::uint32_t* key, std:
   double r = 0.0;  // (every Config holds a mechanism of the table)
   with_latent_type(static_cast<MechanismId>(c.mechanism), [&](auto latent) {
     using Latent = decltype(latent);
-    const bool paired = Latent::paired(c.n);
-    for (int i = 0; i < c.words; ++i) w[i] = s0.word(latent_word(paired, c.words, j, i));
-    r = Latent::radius_from(c.n, c.scale, w, j);
+    for (int i = 0; i < c.words; ++i) w[i] = s0.word(latent_word(c.words, j, i));
+    r = Latent::radius_from(c.n, c.scale, w, j, key);
   });
   return r;
 }

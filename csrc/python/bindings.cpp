@@ -14,6 +14,7 @@
 #include "random/chacha20.hpp"
 #include "random/sha256.hpp"
 #include "random/detmath.hpp"
+#include "random/maxwell.hpp"
 #include "common/cpu.hpp"
 #include "common/errors.hpp"
 #include "common/pages.hpp"
@@ -831,6 +832,44 @@ CArray<double> latent_radius(const py::bytes& key, const LrsuqParams& p, std::ui
   return out;
 }
 
+// maxwell::sample of `word`, its reserve read from `reserve` (which must hold
+// every word it asks for) -> (x, the reserve words it read).
+py::tuple maxwell_draw(std::uint64_t word, const CArray<std::uint64_t>& reserve) {
+  const std::uint64_t size = static_cast<std::uint64_t>(reserve.size());
+  const std::uint64_t* r = reserve.data();
+  std::uint64_t used = 0;
+  const double x = maxwell::sample(word, [&](std::uint64_t k) {
+    used = k + 1;
+    return k < size ? r[k] : std::uint64_t{0};
+  });
+  if (used > size) throw InvalidArgument("the reserve holds fewer words than the draw read");
+  return py::make_tuple(x, used);
+}
+
+py::dict maxwell_layers() {
+  py::dict d;
+  auto column = [](auto pick) {
+    CArray<double> c(maxwell::kLayers);
+    double* out = c.mutable_data();
+    for (int i = 0; i < maxwell::kLayers; ++i) out[i] = pick(i);
+    return c;
+  };
+  d["start"] = column([](int i) { return maxwell::kFastRows[i].start; });
+  d["width"] = column([](int i) { return maxwell::kFastRows[i].width; });
+  d["lo"] = column([](int i) { return maxwell::kFastRows[i].lo; });
+  d["hi"] = column([](int i) { return maxwell::kFastRows[i].hi; });
+  d["y"] = column([](int i) { return maxwell::kY[i]; });
+  d["dy"] = column([](int i) { return maxwell::kDy[i]; });
+  d["base_height"] = maxwell::kBaseHeight;
+  d["left_edge"] = maxwell::kLeftEdge;
+  d["left_share"] = maxwell::kLeftShare;
+  d["tail_start"] = maxwell::kTailStart;
+  d["tail_rate"] = maxwell::kTailRate;
+  d["tail_scale"] = maxwell::kTailScale;
+  d["reserve_words"] = maxwell::kReserveWords;
+  return d;
+}
+
 // Lattice-only entry points (tests): arrays of count * n values.
 std::size_t groups_of(py::ssize_t size, int n, const char* what) {
   if (n < 1 || size % n != 0)
@@ -1263,6 +1302,10 @@ PYBIND11_MODULE(_core, m) {
   t.def("latent_radius", &latent_radius, py::kw_only(), py::arg("key"), py::arg("params"),
         py::arg("first"), py::arg("count"),
         "Radii r(U_j) of sub-vectors first .. first+count-1.");
+  t.def("maxwell_draw", &maxwell_draw, py::arg("word"), py::arg("reserve"),
+        "maxwell::sample of one word with the given reserve words -> (x, reserve words used).");
+  t.def("maxwell_layers", &maxwell_layers,
+        "The Maxwell ziggurat's table: its columns and the base's constants.");
   t.def("golomb_parameter", &golomb_parameter, py::arg("p"));
   t.def("pool_threads", [] { return WorkerPool::instance().threads(); },
         "The threads the native worker pool holds (common/worker_pool.hpp).");

@@ -9,7 +9,8 @@
 //
 //   counter  = low 32 bits of the block index
 //   nonce[0] = high 32 bits of the block index
-//   nonce[1] = stream id   (0: latent variables, i >= 1: dithers of trial i)
+//   nonce[1] = stream id   (0: latent variables, i >= 1: dithers of trial i,
+//                           2^32 - 1: the Maxwell ziggurat's reserve)
 //   nonce[2] = purpose     (kPurposeLrsuq for the LRSUQ codec)
 //
 // Every stream is a sequence of 64-bit words; word w of a stream is bytes
@@ -84,6 +85,10 @@ class KeyStream {
   // out[8 i .. 8 i + 8), for i < count (the blocks of rejected trials).
   void gather(std::size_t count, const std::uint32_t* stream, const std::uint64_t* block,
               std::uint64_t* out) const;
+
+  // The key and purpose (for a chacha::StreamReader of the same streams).
+  const ChaChaKey& key() const { return key_; }
+  std::uint32_t purpose() const { return purpose_; }
 
  private:
   void single_block(std::uint32_t stream, std::uint64_t block, std::uint64_t* out) const;

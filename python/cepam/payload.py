@@ -1,4 +1,4 @@
-"""The payload format (version 9).
+"""The payload format (version 10).
 
 A payload is ``public header || sealed section || tag``; all integers
 little-endian.  The public header holds what the receiver needs before it
@@ -71,7 +71,7 @@ __all__ = ["MAGIC", "VERSION", "Header", "Sealed", "pack_header", "parse_header"
            "SEALED_HEADER_BYTES", "DIGEST_BYTES", "MAX_PADDING", "is_bare", "key_tail"]
 
 MAGIC = b"CEPM"
-VERSION = 9
+VERSION = 10
 #: Body coder code -> name, from the core's coder table (csrc/payload/body.cpp).
 CODERS: dict[int, str] = {row["code"]: row["name"] for row in _core.CODERS}
 CODER_CODES = {v: k for k, v in CODERS.items()}

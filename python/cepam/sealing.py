@@ -1,6 +1,6 @@
 """Sealing: a payload's data-dependent part, encrypted then authenticated.
 
-A payload (format version 9) is ``header || ciphertext || tag``:
+A payload (format version 10) is ``header || ciphertext || tag``:
 
 * ``header``: the public header (:mod:`cepam.payload`), in clear;
 * ``ciphertext = plaintext XOR ChaCha20(seal key)``, the RFC 8439 keystream

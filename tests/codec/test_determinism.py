@@ -1,6 +1,6 @@
 """Same input, secret, context and nonce give the same bytes, everywhere.
 
-The golden payloads in tests/golden/v9.json pin the format, the ChaCha8 stream
+The golden payloads in tests/golden/v10.json pin the format, the ChaCha8 stream
 layout, the latent samplers and the coders: a change of platform, compiler or
 code that alters one bit fails here.  Regenerate them only on purpose (with a
 format version bump): see tests/golden/generate.py.
@@ -16,7 +16,7 @@ import cepam
 
 from helpers.paths import TESTS as HERE
 
-GOLDEN = json.loads((HERE / "golden" / "v9.json").read_text())
+GOLDEN = json.loads((HERE / "golden" / "v10.json").read_text())
 _spec = importlib.util.spec_from_file_location("golden_generate", HERE / "golden" / "generate.py")
 generate = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generate)

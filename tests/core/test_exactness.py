@@ -158,14 +158,6 @@ def test_gaussian_latent_is_chi2_n_plus_2(n):
     assert stats.kstest(r**2, stats.chi2(n + 2).cdf).pvalue > P_MIN
 
 
-def _pair_halves(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sub-vectors 16 g + q and 16 g + 8 + q (q < 8) of Gaussian Z^1 share
-    five latent words (the pair layout, format version 9): their values of
-    v side by side."""
-    groups = v[: len(v) // 16 * 16].reshape(-1, 2, 8)
-    return groups[:, 0, :].ravel(), groups[:, 1, :].ravel()
-
-
 def _independence_p(a: np.ndarray, b: np.ndarray) -> float:
     """p-value of the chi-square test of independence on the 10 x 10 table
     of a's and b's deciles."""
@@ -177,14 +169,13 @@ def _independence_p(a: np.ndarray, b: np.ndarray) -> float:
     return stats.chi2_contingency(table).pvalue
 
 
-def test_gaussian_z1_latents_of_a_pair_are_independent_chi2_3():
-    """A pair's latents are U_a = T (1 + X) / 2 and U_b = T (1 - X) / 2 from
-    one chi2(6) T and one semicircle X: each chi2(3), their sum chi2(6), and
-    independent (a wrong split, e.g. X uniform, fails the marginals; a
-    shared T without the beta-gamma algebra fails independence)."""
+def test_gaussian_z1_latents_of_neighbours_are_independent():
+    """Sub-vectors j and j + 1 of Gaussian Z^1 draw their latents from
+    neighbouring words of one block (format version 10: the Maxwell
+    ziggurat, tests/core/test_maxwell.py): independent chi2(3) latents."""
     r = hooks.latent_radius(key=SECRET_A, params=_core.Params(mechanism=1, scale=1.0, lattice=1, n=1),
-                            first=0, count=16 * 25_000)
-    a, b = _pair_halves(r**2)
+                            first=0, count=400_000)
+    a, b = r[0::2] ** 2, r[1::2] ** 2
     assert stats.kstest(a, stats.chi2(3).cdf).pvalue > P_MIN
     assert stats.kstest(b, stats.chi2(3).cdf).pvalue > P_MIN
     assert stats.kstest(a + b, stats.chi2(6).cdf).pvalue > P_MIN
@@ -192,22 +183,25 @@ def test_gaussian_z1_latents_of_a_pair_are_independent_chi2_3():
     assert _independence_p(a, b) > P_MIN
 
 
-def test_gaussian_z1_noises_of_a_pair_are_independent():
-    """The decoded noise of the two coordinates of a pair: independent
-    Gaussians (their magnitudes uncorrelated, the deciles' table flat)."""
-    z, _ = errors_for(np.zeros(16 * 12_500), cepam.Gaussian(sigma=SIGMA), 1, round=3)
-    a, b = _pair_halves(z.ravel())
+def test_gaussian_z1_noises_of_neighbours_are_independent():
+    """The decoded noise of neighbouring coordinates: independent Gaussians
+    (their magnitudes uncorrelated, the deciles' table flat)."""
+    z, _ = errors_for(np.zeros(200_000), cepam.Gaussian(sigma=SIGMA), 1, round=3)
+    a, b = z.ravel()[0::2], z.ravel()[1::2]
     assert stats.spearmanr(np.abs(a), np.abs(b)).pvalue > P_MIN
     assert _independence_p(a, b) > P_MIN
 
 
 def test_gaussian_z1_radii_of_any_range_are_those_of_the_whole():
-    """The pair layout's groups of 16 sub-vectors, cut by a range at either
-    end or inside one group: every range gives the radii of the whole."""
+    """Ranges cut anywhere (inside a block of words, around the sub-vectors
+    whose ziggurat draws read their reserve, which are gathered sixteen at a
+    time): every range gives the radii of the whole."""
     params = _core.Params(mechanism=1, scale=0.5, lattice=1, n=1)
-    whole = hooks.latent_radius(key=SECRET_B, params=params, first=0, count=1000)
+    whole = hooks.latent_radius(key=SECRET_B, params=params, first=0, count=20_000)
+    assert all(hooks.latent_radius(key=SECRET_B, params=params, first=j, count=1)[0] == whole[j]
+               for j in range(0, 20_000, 7))
     for first, count in [(0, 1), (3, 5), (7, 9), (8, 8), (15, 1), (16, 16), (5, 300), (17, 700),
-                         (0, 1000), (999, 1)]:
+                         (0, 1000), (999, 1), (0, 20_000), (4_097, 9_000)]:
         part = hooks.latent_radius(key=SECRET_B, params=params, first=first, count=count)
         assert np.array_equal(part, whole[first:first + count]), (first, count)
 

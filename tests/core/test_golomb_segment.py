@@ -137,8 +137,8 @@ def _forged_trials(x, bad: int) -> bytes:
 
 def test_a_bad_trial_index_and_an_overflow_are_ordered_as_on_the_cpu():
     """The CPU checks a chunk of 256 sub-vectors' trial indices, then its
-    values: with a scale of 1.2e37 float32 overflows from sub-vector 181
-    (chunk 0) on (format version 9's streams), so a bad trial index at 300
+    values: with a scale of 1.2e37 float32 overflows from sub-vector 253
+    (chunk 0) on (format version 10's streams), so a bad trial index at 300
     (chunk 1) comes after the overflow, and one at 255 (chunk 0) before it.
     The twin names the same error each time."""
     m = 4_000
@@ -151,5 +151,5 @@ def test_a_bad_trial_index_and_an_overflow_are_ordered_as_on_the_cpu():
             assert twin == cpu
             outcomes[bad, scale] = cpu[1]
     assert "sub-vector 300" in outcomes[300, 1e-3] and "trial" in outcomes[300, 1e-3]
-    assert "sub-vector 181:" in outcomes[300, 1.2e37] and "overflow" in outcomes[300, 1.2e37]
+    assert "sub-vector 253:" in outcomes[300, 1.2e37] and "overflow" in outcomes[300, 1.2e37]
     assert "sub-vector 255" in outcomes[255, 1.2e37] and "trial" in outcomes[255, 1.2e37]

@@ -18,8 +18,10 @@ def stage_profile():
 @pytest.mark.parametrize("symbol, stage", [
     ("cepam::(anonymous namespace)::blocks16_avx512", "ChaCha keystream"),
     ("cepam::kernels::(anonymous namespace)::gaussian_radii_avx512", "latent radii"),
-    ("cepam::kernels::(anonymous namespace)::gaussian_pair_radii_avx512", "latent radii"),
-    ("cepam::kernels::gaussian_pair_radii", "latent radii"),
+    ("cepam::kernels::avx512::maxwell_radii", "latent radii"),
+    ("cepam::kernels::gaussian_pair_radii", "latent radii"),  # (format version 9)
+    ("cepam::maxwell_radii_at(double, cepam::KeyStream const&, unsigned long, unsigned long, "
+     "unsigned long*, double*)", "latent radii"),
     ("cepam::kernels::lanes::trials<cepam::kernels::avx512::Avx512Ops, E8>", "LRSUQ trials"),
     ("cepam::kernels::avx512::zn_trial", "LRSUQ trials"),
     ("cepam::kernels::(anonymous namespace)::reciprocals_avx512", "LRSUQ trials"),

@@ -1,7 +1,7 @@
 """Writes the golden payloads of tests/codec/test_determinism.py.
 
 Run it only on purpose, when the payload format changes (bump the format
-version then):  python tests/golden/generate.py > tests/golden/v9.json
+version then):  python tests/golden/generate.py > tests/golden/v10.json
 
 Every payload is encoded under a fixed nonce (``nonce_of``: format version 8
 draws a fresh one for each payload unless the caller passes its own), so the

@@ -191,7 +191,7 @@ def test_wrong_magic_is_a_format_error(magic, retagged, coder):
         cepam.inspect(payload)
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 0x82, 255])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 0x82, 255])
 @pytest.mark.parametrize("retagged", [False, True], ids=["tag-stale", "tag-valid"])
 @pytest.mark.parametrize("coder", CODERS)
 def test_wrong_version_is_a_format_error(version, retagged, coder):

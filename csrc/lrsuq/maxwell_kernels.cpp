@@ -1,0 +1,67 @@
+// kernels::maxwell_radii (lrsuq/maxwell_kernels.hpp): the lane code of
+// lrsuq/maxwell_lanes.hpp where the processor has it (AVX-512:
+// maxwell_kernels_avx512.cpp; AVX2 and NEON: below) over groups of 8, 4 or
+// 2 words, finished by the portable loop, which is also the whole
+// computation without them and the reference they give the bits of.
+#include "lrsuq/maxwell_kernels.hpp"
+
+#include "common/cpu.hpp"
+#include "random/maxwell.hpp"
+
+#if CEPAM_X86_DISPATCH
+// Everything from here to CEPAM_TARGET_END (maxwell_lanes.hpp included) is
+// compiled for AVX2.
+CEPAM_TARGET_BEGIN("avx2")
+#include "common/lanes_avx2.hpp"
+#include "lrsuq/maxwell_lanes.hpp"
+#elif CEPAM_ARM_NEON
+#include "common/lanes_neon.hpp"
+#include "lrsuq/maxwell_lanes.hpp"
+#endif
+
+namespace cepam::kernels {
+namespace {
+
+#if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
+#if CEPAM_X86_DISPATCH
+using Lanes = simd::Avx2Lanes;
+#else
+using Lanes = simd::NeonLanes;
+#endif
+std::size_t radii_lanes(double sigma, const std::uint64_t* w, std::size_t count, double* out,
+                        std::uint64_t* slow, std::size_t* nslow) {
+  return lanes::maxwell_radii<Lanes>(sigma, w, count, out, slow, nslow);
+}
+#endif
+
+}  // namespace
+}  // namespace cepam::kernels
+
+#if CEPAM_X86_DISPATCH
+CEPAM_TARGET_END
+#endif
+
+namespace cepam::kernels {
+
+std::size_t maxwell_radii(double sigma, const std::uint64_t* w, std::size_t count, double* out,
+                          std::uint64_t* slow) {
+  std::size_t c = 0, r = 0;
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) {
+    c = avx512::maxwell_radii(sigma, w, count, out, slow, &r);
+  } else if (simd_level() >= SimdLevel::Avx2) {
+    c = radii_lanes(sigma, w, count, out, slow, &r);
+  }
+#elif CEPAM_ARM_NEON
+  if (simd_level() >= SimdLevel::Neon) c = radii_lanes(sigma, w, count, out, slow, &r);
+#endif
+  for (; c < count; ++c) {
+    const double x = maxwell::fast(w[c]);
+    out[c] = sigma * x;
+    slow[r] = c;
+    r += x < 0.0 ? 1 : 0;
+  }
+  return r;
+}
+
+}  // namespace cepam::kernels
