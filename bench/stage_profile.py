@@ -36,8 +36,8 @@ __all__ = ["STAGES", "stage_of", "main"]
 # (stage, pattern of the symbols it is made of); the first match wins.
 STAGES: tuple[tuple[str, str], ...] = (
     ("ChaCha keystream (dithers, latents)", r"blocks\d+_|chacha20|ChaCha"),
-    ("latent radii (ziggurat, log, cos)", r"maxwell|gaussian_radii|gaussian_pair_radii|laplace_radii|"
-                                          r"detmath"),
+    ("latent radii (ziggurat, log, cos)", r"maxwell|gaussian_radii|gaussian_pair_radii|"
+                                          r"laplace_radii|detmath"),
     ("dithers and reconstruction", r"reconstruct|dither"),
     ("LRSUQ trials (scale, quantize, accept)", r"trial|lrsuq_encode_range|scale_inputs|reciprocals|"
                                                r"with_latent|ChunkSideInfo|closest"),

@@ -1,7 +1,7 @@
 // The eight-lane operations (AVX-512 F, DQ and VL) of the kernels written
 // once for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp,
-// coding/cell_lanes.hpp, lrsuq/maxwell_lanes.hpp), which name them S; common/lanes_avx2.hpp has the four-lane ones and says
-// what each does.  Internal header: include it, and the lane code, after a
+// coding/cell_lanes.hpp, lrsuq/maxwell_lanes.hpp), which name them S;
+// common/lanes_avx2.hpp has the four-lane ones and says what each does.  Internal header: include it, and the lane code, after a
 // target("avx512f,avx512dq,avx512vl") pragma (as
 // lattice/voronoi_kernels_avx512.cpp and coding/conditional_coder_avx512.cpp
 // do), and call what it compiles only where simd_avx512dq().  Masks M are
@@ -61,7 +61,8 @@ struct Avx512Lanes {
     return _mm512_mul_pd(_mm512_cvtepi64_pd(top), _mm512_set1_pd(0x1.0p-53));
   }
   static D uniform_low(D w) {  // (common/lanes_avx2.hpp says what it is)
-    const __m512i low = _mm512_and_si512(_mm512_castpd_si512(w), _mm512_set1_epi64((std::int64_t{1} << 53) - 1));
+    const __m512i low = _mm512_and_si512(_mm512_castpd_si512(w),
+                                         _mm512_set1_epi64((std::int64_t{1} << 53) - 1));
     return _mm512_mul_pd(_mm512_cvtepi64_pd(low), _mm512_set1_pd(0x1.0p-53));
   }
   using I = __m512i;
@@ -185,8 +186,9 @@ struct Avx512Lanes {
   static void transpose8(__m512d* r) {
     __m512d t[8], u[8];
     for (int a = 0; a < 4; ++a) {
-      t[2 * a] = _mm512_unpacklo_pd(r[2 * a], r[2 * a + 1]);      // r[2a][0] r[2a+1][0] r[2a][2] ...
-      t[2 * a + 1] = _mm512_unpackhi_pd(r[2 * a], r[2 * a + 1]);  // the odd coordinates
+      // r[2a][0] r[2a+1][0] r[2a][2] ..., then the odd coordinates
+      t[2 * a] = _mm512_unpacklo_pd(r[2 * a], r[2 * a + 1]);
+      t[2 * a + 1] = _mm512_unpackhi_pd(r[2 * a], r[2 * a + 1]);
     }
     for (int h = 0; h < 2; ++h) {  // rows 4 h .. 4 h + 3
       __m512d* th = t + 4 * h;

@@ -1,7 +1,8 @@
 // The two-lane operations (aarch64 NEON, 128-bit) of the kernels written once
 // for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp,
-// coding/cell_lanes.hpp, lrsuq/maxwell_lanes.hpp), which name them S; common/lanes_avx2.hpp says what each does (per lane, what the
-// scalar code it stands for computes: the same IEEE operations, branches
+// coding/cell_lanes.hpp, lrsuq/maxwell_lanes.hpp), which name them S;
+// common/lanes_avx2.hpp says what each does (per lane, what the scalar code
+// it stands for computes: the same IEEE operations, branches
 // turned into selections).  Internal header, for CEPAM_ARM_NEON builds
 // (common/cpu.hpp), where NEON is part of the architecture: no target
 // pragma, and the kernels are chosen where simd_level() is Neon (not capped

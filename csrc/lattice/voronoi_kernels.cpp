@@ -31,8 +31,8 @@ std::size_t trials_avx2(LatticeId id, std::uint32_t trial, const std::uint64_t* 
                         const double* xs, const double* beta, const double* radius,
                         std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
                         std::size_t* nrej) {
-  return lanes::trials_of<simd::Avx2Lanes>(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
-                                   nrej);
+  return lanes::trials_of<simd::Avx2Lanes>(id, trial, w, idx, count, t, xs, beta, radius, H, q,
+                                           V, rej, nrej);
 }
 
 std::size_t dither_avx2(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {

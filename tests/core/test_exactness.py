@@ -173,8 +173,8 @@ def test_gaussian_z1_latents_of_neighbours_are_independent():
     """Sub-vectors j and j + 1 of Gaussian Z^1 draw their latents from
     neighbouring words of one block (format version 10: the Maxwell
     ziggurat, tests/core/test_maxwell.py): independent chi2(3) latents."""
-    r = hooks.latent_radius(key=SECRET_A, params=_core.Params(mechanism=1, scale=1.0, lattice=1, n=1),
-                            first=0, count=400_000)
+    params = _core.Params(mechanism=1, scale=1.0, lattice=1, n=1)
+    r = hooks.latent_radius(key=SECRET_A, params=params, first=0, count=400_000)
     a, b = r[0::2] ** 2, r[1::2] ** 2
     assert stats.kstest(a, stats.chi2(3).cdf).pvalue > P_MIN
     assert stats.kstest(b, stats.chi2(3).cdf).pvalue > P_MIN

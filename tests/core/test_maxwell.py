@@ -100,7 +100,8 @@ def test_a_wedge_keeps_its_abscissa_with_the_densitys_probability(layer, where):
     """An abscissa x of layer i outside its fast interval (at `where` of a
     side's wedge) is kept after one reserve word with probability
     (f(x) - y_i) / dy_i, and else the draw starts over."""
-    start, width, lo, hi, y, dy = (LAYERS[k][layer] for k in ("start", "width", "lo", "hi", "y", "dy"))
+    start, width, lo, hi, y, dy = (LAYERS[k][layer]
+                                   for k in ("start", "width", "lo", "hi", "y", "dy"))
     side = (lo - start) if where < 0.5 else (start + width - hi)  # a wedge's width
     target = start + where * side if where < 0.5 else hi + where * side
     low = int((target - start) / width * 2.0**53)
