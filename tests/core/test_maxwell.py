@@ -17,7 +17,6 @@ from cepam import _core
 
 from helpers.paths import ROOT
 
-stats = pytest.importorskip("scipy.stats")
 hooks = _core.testing
 P_MIN = 1e-6
 KEY = bytes(range(32))
@@ -47,6 +46,7 @@ def test_the_table_is_the_generators_output():
 
 
 def test_the_layers_have_one_area_and_cover_the_density():
+    stats = pytest.importorskip("scipy.stats")
     start, width, lo, hi, y, dy = (LAYERS[k] for k in ("start", "width", "lo", "hi", "y", "dy"))
     assert N == 1024
     v = width[1:] * dy[1:]  # the rectangles' areas
@@ -100,6 +100,7 @@ def test_a_wedge_keeps_its_abscissa_with_the_densitys_probability(layer, where):
     """An abscissa x of layer i outside its fast interval (at `where` of a
     side's wedge) is kept after one reserve word with probability
     (f(x) - y_i) / dy_i, and else the draw starts over."""
+    stats = pytest.importorskip("scipy.stats")
     start, width, lo, hi, y, dy = (LAYERS[k][layer]
                                    for k in ("start", "width", "lo", "hi", "y", "dy"))
     side = (lo - start) if where < 0.5 else (start + width - hi)  # a wedge's width
@@ -123,6 +124,7 @@ def test_the_base_pieces_draw_their_part_of_the_law(piece):
     """A layer-0 word beyond the base's rectangle goes to the left piece
     (first reserve word below left_share) or to the tail: what it returns is
     the Maxwell law restricted to [0, L_1] or beyond R_1."""
+    stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(2 if piece == "left" else 3)
     beyond = word(0, (1 << 53) - 1)  # u just below 1: x = L_1 + u v / y_1 > R_1
     L1, R1 = LAYERS["lo"][0], LAYERS["hi"][0]
@@ -163,6 +165,7 @@ def test_the_codecs_radii_are_maxwell_and_independent():
     """sigma R over 2^22 sub-vectors (about 17,000 of them through the slow
     path): R follows the Maxwell law, R^2 chi2(3), and neighbours are
     independent."""
+    stats = pytest.importorskip("scipy.stats")
     params = _core.Params(mechanism=1, scale=2.0, lattice=1, n=1)
     r = hooks.latent_radius(key=KEY, params=params, first=5, count=1 << 22) / 2.0
     assert stats.kstest(r, stats.maxwell.cdf).pvalue > P_MIN
