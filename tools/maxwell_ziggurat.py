@@ -49,20 +49,17 @@ def tables() -> dict:
 
     mp.mp.dps = 40
     fmax = 2 / mp.e
-    total = mp.sqrt(mp.pi / 2)
-
-    def f(x):
-        return x * x * mp.exp(-x * x / 2)
+    total = mp.sqrt(mp.pi / 2)  # the area under f(x) = x^2 exp(-x^2 / 2)
 
     def level(y):
         return (mp.sqrt(-2 * mp.re(mp.lambertw(-y / 2, 0))),
                 mp.sqrt(-2 * mp.re(mp.lambertw(-y / 2, -1))))
 
     def left_area(a):
-        return mp.sqrt(mp.pi / 2) * mp.erf(a / mp.sqrt(2)) - a * mp.exp(-a * a / 2)
+        return total * mp.erf(a / mp.sqrt(2)) - a * mp.exp(-a * a / 2)
 
     def tail_area(b):
-        return b * mp.exp(-b * b / 2) + mp.sqrt(mp.pi / 2) * mp.erfc(b / mp.sqrt(2))
+        return b * mp.exp(-b * b / 2) + total * mp.erfc(b / mp.sqrt(2))
 
     def run(y1):
         """The levels from y_1, and the overshoot of y_LAYERS over 2 / e (None
@@ -122,8 +119,7 @@ def tables() -> dict:
     left, tail = left_area(L1), tail_area(R1)
     fast = sum((r["hi"] - r["lo"]) * r["dy"] for r in rows[1:]) + y1 * (R1 - L1)
     return dict(rows=rows, y1=y1, L1=L1, left=left / (left + tail), w0=w0, c=c,
-                inv_lambda=1 / (1 - c), v=v, total=total, fast=fast / (LAYERS * v),
-                tail_mass=tail / total, f=f)
+                inv_lambda=1 / (1 - c), v=v, fast=fast / (LAYERS * v), tail_mass=tail / total)
 
 
 def rounded(x, direction: int = 0) -> float:

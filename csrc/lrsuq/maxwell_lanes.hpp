@@ -29,7 +29,7 @@ inline std::size_t maxwell_radii(double sigma, const std::uint64_t* w, std::size
     const D words = S::load(wd + c);
     const double* rows[L];
     for (int l = 0; l < L; ++l)
-      rows[l] = &maxwell::kFastRows[w[c + l] >> maxwell::kLayerShift].start;
+      rows[l] = &maxwell::fast_row(w[c + l] >> maxwell::kLayerShift).start;
     D row[4];  // start, width, lo, hi
     S::template load_cols<4>(rows, row);
     const D x = S::add(row[0], S::mul(S::uniform_low(words), row[1]));

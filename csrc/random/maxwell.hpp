@@ -82,34 +82,35 @@ __device__ const double kDyDevice[kLayers] = {CEPAM_MAXWELL_ROWS(CEPAM_MAXWELL_D
 #undef CEPAM_MAXWELL_Y
 #undef CEPAM_MAXWELL_DY
 
-struct Layer {
-  double start, width, lo, hi, y, dy;
-};
-
-// The layer of word w, w >> 54.
-CEPAM_HD inline Layer layer(std::uint64_t w) {
-  const std::uint64_t i = w >> kLayerShift;
+// Layer i's fast row, and the height y_i + u dy_i in its wedge.
+CEPAM_HD inline const FastRow& fast_row(std::uint64_t i) {
 #if defined(__CUDA_ARCH__)
-  const FastRow& r = kFastRowsDevice[i];
-  return {r.start, r.width, r.lo, r.hi, kYDevice[i], kDyDevice[i]};
+  return kFastRowsDevice[i];
 #else
-  const FastRow& r = kFastRows[i];
-  return {r.start, r.width, r.lo, r.hi, kY[i], kDy[i]};
+  return kFastRows[i];
+#endif
+}
+CEPAM_HD inline double wedge_y(std::uint64_t i, double u) {  // y_i + u dy_i
+#if defined(__CUDA_ARCH__)
+  return kYDevice[i] + u * kDyDevice[i];
+#else
+  return kY[i] + u * kDy[i];
 #endif
 }
 
-// The abscissa of word w in its layer: start + u width, u = uniform_co(w << 11)
-// (the low 53 bits).
-CEPAM_HD inline double abscissa(const Layer& l, std::uint64_t w) {
-  return l.start + uniform_co(w << 11) * l.width;
+// The abscissa of word w in its layer's row: start + u width,
+// u = uniform_co(w << 11) (the low 53 bits); whether the fast test keeps it.
+CEPAM_HD inline double abscissa(const FastRow& r, std::uint64_t w) {
+  return r.start + uniform_co(w << 11) * r.width;
 }
+CEPAM_HD inline bool kept_fast(const FastRow& r, double x) { return x >= r.lo && x <= r.hi; }
 
 // The fast test: w's abscissa where it is kept without a further word, else
 // -1.0 (kernels::maxwell_radii computes the same in SIMD lanes).
 CEPAM_HD inline double fast(std::uint64_t w) {
-  const Layer l = layer(w);
-  const double x = abscissa(l, w);
-  return x >= l.lo && x <= l.hi ? x : -1.0;
+  const FastRow& r = fast_row(w >> kLayerShift);
+  const double x = abscissa(r, w);
+  return kept_fast(r, x) ? x : -1.0;
 }
 
 CEPAM_HD inline double density(double x) {  // f, unnormalised
@@ -123,12 +124,13 @@ template <class Reserve>
 CEPAM_HD inline double sample(std::uint64_t w, Reserve&& reserve) {
   std::uint64_t k = 0;
   for (;;) {
-    const Layer l = layer(w);
-    double x = abscissa(l, w);
-    if (x >= l.lo && x <= l.hi) return x;
+    const std::uint64_t i = w >> kLayerShift;
+    const FastRow& r = fast_row(i);
+    double x = abscissa(r, w);
+    if (kept_fast(r, x)) return x;
     if (k == kReserveWords) return x;
-    if (w >> kLayerShift != 0) {  // a wedge
-      if (l.y + uniform_co(reserve(k++)) * l.dy < density(x)) return x;
+    if (i != 0) {  // a wedge
+      if (wedge_y(i, uniform_co(reserve(k++))) < density(x)) return x;
     } else if (uniform_co(reserve(k++)) < kLeftShare) {  // the left piece
       while (k + 2 <= kReserveWords) {
         x = kLeftEdge * uniform_co(reserve(k++));
