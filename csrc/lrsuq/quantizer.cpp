@@ -438,7 +438,10 @@ class ChunkSideInfo {
         retry_(kChunk) {}
 
   // H[c] is the trial index of sub-vector j0 + c, c < count <= kChunk.
-  void fetch(std::size_t j0, std::size_t count, const std::uint32_t* H) {
+  // The betas go to beta_out[0 .. count) where given (no copy), else to
+  // beta().
+  void fetch(std::size_t j0, std::size_t count, const std::uint32_t* H,
+             double* beta_out = nullptr) {
     // (Bitwise, so that the compiler vectorises it: H - 1 must be below
     // 2^16 = kTrialCap, and H must be 1 if the cell is the ball.)
     static_assert(kTrialCap == 1u << 16, "scan bound");
@@ -460,9 +463,10 @@ class ChunkSideInfo {
         nlater += H[c] != 1 ? 1 : 0;
       }
     }
-    latent_.radii_at(ks_, j0, count, latent_buf_.data(), beta_.data());
+    double* beta = beta_out != nullptr ? beta_out : beta_.data();
+    latent_.radii_at(ks_, j0, count, latent_buf_.data(), beta);
     ks_.words(1, j0 * un_, count * un_, dither_.data());
-    scale_radii(beta_.data(), rho_, count, beta_.data());
+    scale_radii(beta, rho_, count, beta);
     retry_.fetch(ks_, [&](std::size_t i) { return H[later_[i]]; }, un_, j0, later_.data(), nlater);
     for (std::size_t i = 0; i < nlater; ++i) {
       const std::uint64_t* w = retry_.words(i);
@@ -599,8 +603,7 @@ void side_info_impl(const Lattice& lattice, const Latent& latent, const KeyStrea
   for (std::size_t j0 = first; j0 < last; j0 += kChunk) {
     const std::size_t count = (last - j0 < kChunk) ? last - j0 : kChunk;
     const std::size_t c0 = j0 - first;
-    side.fetch(j0, count, H + c0);
-    std::copy_n(side.beta(), count, beta + c0);
+    side.fetch(j0, count, H + c0, beta + c0);
     lattice.dither_batch(side.dither_words(), count, V + c0 * un);
   }
 }
