@@ -25,7 +25,9 @@
    LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
    (payload bytes in host memory; also with the body coded, and decoded, on
    the GPU, which neither does by default), ``cepam.encode`` on all CPU cores, and
-   ``cepam.decode(device="cuda")`` end to end against the CPU decode and
+   ``cepam.decode(device="cuda")`` end to end (also with ``out=`` a CUDA
+   tensor kept from call to call: no device memory allocated and freed a
+   call) against the CPU decode and
    against the CPU decode whose result is then copied to the GPU (the
    alternative to the decode kernel's path: which is faster decides how
    ``decode(device="cuda")`` should run); then
@@ -160,8 +162,9 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
           f"(float32, Gaussian sigma = {SIGMA:g}, rms/sigma = 10; best of {repeat})")
     print("| m | lattice | LRSUQ kernel | transfers | cepam.encode of a CUDA tensor "
           f"| cepam.encode on {threads} CPU threads | decode(device='cuda') "
-          f"| decode on {threads} CPU threads | the same, then copied to the GPU | same bytes |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"| the same, out= a kept tensor | decode on {threads} CPU threads "
+          f"| the same, then copied to the GPU | same bytes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for m in sizes:
         x = (np.random.default_rng(0).normal(size=m) * 10 * SIGMA).astype(np.float32)
         xd = torch.from_numpy(x).cuda()
@@ -197,6 +200,14 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
                 return y
 
             t_dgpu, y_gpu = best(gpu_decode, repeat)
+            kept = torch.empty(m, device="cuda")  # (decode's out=: no device memory a call)
+
+            def gpu_decode_into():
+                y = cepam.decode(p_cpu, secret=secret, device="cuda", threads=threads, out=kept)
+                torch.cuda.synchronize()
+                return y
+
+            t_dinto, _ = best(gpu_decode_into, repeat)
             t_dcpu, y_cpu = best(lambda: cepam.decode(p_cpu, secret=secret, threads=threads),
                                  repeat)
 
@@ -210,11 +221,16 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
             if y_back.tobytes() != y_cpu.numpy().tobytes():
                 ok = False
                 print(f"  MISMATCH: m = {m}, {lat}: decode(device='cuda') differs from the CPU's")
-            del y_gpu, y_back, y_cpu, p_gpu
+            if kept.cpu().numpy().tobytes() != y_cpu.numpy().tobytes():
+                ok = False
+                print(f"  MISMATCH: m = {m}, {lat}: decode(device='cuda', out=) differs from "
+                      "the CPU's")
+            del y_gpu, y_back, y_cpu, p_gpu, kept
             same &= ok
             print(f"| {m:.0e} | {lat} | {rate(m, kernel_s):,.0f} | {rate(m, transfer_s):,.0f} | "
                   f"{rate(m, t_gpu):,.0f} | {rate(m, t_cpu):,.0f} | {rate(m, t_dgpu):,.0f} | "
-                  f"{rate(m, t_dcpu):,.0f} | {rate(m, t_dcopy):,.0f} | {'yes' if ok else 'NO'} |",
+                  f"{rate(m, t_dinto):,.0f} | {rate(m, t_dcpu):,.0f} | {rate(m, t_dcopy):,.0f} | "
+                  f"{'yes' if ok else 'NO'} |",
                   flush=True)
             if whole_body:
                 same &= gpu_body_row(m, lat, xd, enc, p_cpu, repeat)

@@ -177,14 +177,52 @@ void capsule_destructor(PyObject* capsule) {
   }
 }
 
+// fill(T* y, Timing*) with the GIL released, y the caller's tensor `out`
+// (an unconsumed DLPack capsule): m compact values of dtype in device
+// memory of `device`, else InvalidArgument before anything is written.
+// -> (None, timing).
+template <class Fill>
+py::tuple fill_caller_output(const py::capsule& out, std::size_t m, int bits, int device,
+                             Fill&& fill) {
+  Borrowed borrowed(out);
+  const dlpack::Tensor& t = borrowed.tensor();
+  if (t.device.device_type != dlpack::kCUDA || t.device.device_id != device)
+    throw InvalidArgument("out must be in device memory of CUDA device " +
+                          std::to_string(device));
+  if (t.dtype.code != dlpack::kFloat || t.dtype.lanes != 1 || t.dtype.bits != bits)
+    throw InvalidArgument("out must be float" + std::to_string(bits) + ", as dtype says");
+  if (compact_size(t) != m)
+    throw InvalidArgument("out must hold the m = " + std::to_string(m) + " decoded values");
+  char* base = static_cast<char*>(t.data) + t.byte_offset;
+  gpu::Timing timing;
+  {
+    py::gil_scoped_release nogil;
+    if (bits == 32) {
+      fill(reinterpret_cast<float*>(base), &timing);
+    } else {
+      fill(reinterpret_cast<double*>(base), &timing);
+    }
+  }
+  return py::make_tuple(py::none(), timing_dict(timing));
+}
+
 // (capsule, timing): a new DLPack tensor of m values of dtype ("float32"
 // or "float64") in device memory of `device`, filled by fill(T* y, Timing*)
-// with the GIL released (freed if fill throws).
+// with the GIL released (freed if fill throws); with `out` (a DLPack
+// capsule, not None), the values go into the caller's tensor instead
+// (fill_caller_output: no device memory is allocated for them) and the
+// capsule returned is None.
 template <class Fill>
-py::tuple device_output(std::size_t m, const std::string& dtype, int device, Fill&& fill) {
+py::tuple device_output(std::size_t m, const std::string& dtype, int device,
+                        const py::object& out, Fill&& fill) {
   if (dtype != "float32" && dtype != "float64")
     throw InvalidArgument("dtype must be 'float32' or 'float64'");
   const int bits = dtype == "float32" ? 32 : 64;
+  if (!out.is_none()) {
+    if (!py::isinstance<py::capsule>(out))
+      throw py::type_error("out must be a DLPack capsule or None");
+    return fill_caller_output(py::reinterpret_borrow<py::capsule>(out), m, bits, device, fill);
+  }
   auto* owned = new Owned();
   owned->device = device;
   owned->shape[0] = static_cast<std::int64_t>(m);
@@ -219,7 +257,7 @@ py::tuple device_output(std::size_t m, const std::string& dtype, int device, Fil
 py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64_t>& M,
                          std::size_t m, const py::bytes& key, const LrsuqParams& p,
                          const std::string& dtype, int device, std::uintptr_t stream,
-                         std::size_t chunk, int threads) {
+                         std::size_t chunk, int threads, const py::object& out) {
   threads = threads_from(threads);
   const int n = p.n;
   const ChaChaKey k = key_from(key);
@@ -229,7 +267,7 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
     throw InvalidArgument("H and M sizes do not match m and n");
   const std::uint32_t* h = H.data();
   const std::int64_t* mm = M.data();
-  return device_output(m, dtype, device, [&](auto* y, gpu::Timing* timing) {
+  return device_output(m, dtype, device, out, [&](auto* y, gpu::Timing* timing) {
     gpu::decode_lattice(p, k, h, mm, m, device, stream, y, timing, chunk, threads);
   });
 }
@@ -242,12 +280,12 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
 template <Coder coder>
 py::tuple decode_body_resident(const py::bytes& body, std::size_t m, const py::bytes& key,
                                const LrsuqParams& p, const std::string& dtype, int device,
-                               std::uintptr_t stream) {
+                               std::uintptr_t stream, const py::object& out) {
   const ChaChaKey k = key_from(key);
   std::size_t len = 0;
   const std::uint8_t* data = bytes_view(body, &len);
   check_payload_body(p, data, len, m, coder);  // before allocating m values
-  return device_output(m, dtype, device, [&](auto* y, gpu::Timing* timing) {
+  return device_output(m, dtype, device, out, [&](auto* y, gpu::Timing* timing) {
     if constexpr (coder == Coder::Ans)
       gpu::decode_ans_body_resident(p, k, data, len, m, device, stream, y, timing);
     else
@@ -481,10 +519,11 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
   m.def("decode_lattice", &decode_lattice, py::arg("H"), py::arg("M"), py::kw_only(),
         py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
         py::arg("device") = 0, py::arg("stream") = 0, py::arg("chunk") = 0,
-        py::arg("threads") = 1,
+        py::arg("threads") = 1, py::arg("out") = py::none(),
         "LRSUQ-decode (H, M) into a new CUDA tensor -> (DLPack capsule, timing); chunk: "
         "sub-vectors per launch (0: the default); threads: host threads that pack each "
-        "chunk.");
+        "chunk; out: a DLPack capsule of the caller's tensor (m values of dtype on device) "
+        "to decode into instead -> (None, timing).");
   m.def("sum_of_squares", &sum_of_squares, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
         "The first pass of the clip's sum of squares of a CUDA tensor (DLPack capsule), by "
         "blocks of 2^16 and a fixed tree -> (total, maxabs, timing); a total that is not "
@@ -502,14 +541,14 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
         "start uint32, freq uint32, tabled uint8), host arrays.");
   m.def(AnsBodyCoder::device_decode, &decode_body_resident<Coder::Ans>, py::arg("body"),
         py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
-        py::arg("device") = 0, py::arg("stream") = 0,
+        py::arg("device") = 0, py::arg("stream") = 0, py::arg("out") = py::none(),
         "Decode an ANS body on the GPU, every segment at once, into a new CUDA tensor -> "
-        "(DLPack capsule, timing): decode's values and errors.");
+        "(DLPack capsule, timing): decode's values and errors; out: as decode_lattice's.");
   m.def(GolombBodyCoder::device_decode, &decode_body_resident<Coder::Golomb>, py::arg("body"),
         py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
-        py::arg("device") = 0, py::arg("stream") = 0,
+        py::arg("device") = 0, py::arg("stream") = 0, py::arg("out") = py::none(),
         "Decode a Golomb body on the GPU, every segment at once, into a new CUDA tensor -> "
-        "(DLPack capsule, timing): decode's values and errors.");
+        "(DLPack capsule, timing): decode's values and errors; out: as decode_lattice's.");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "

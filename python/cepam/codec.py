@@ -315,6 +315,11 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             body is decoded.  None (the default) checks nothing.
         threads: native threads to use, as for :func:`encode` (the same
             values for every count).
+        device: None (host memory), or ``"cuda"``, ``"cuda:N"`` or a
+            ``torch.device``: the result as torch tensors in that GPU's
+            memory, decoded there by the CUDA path where cepam has it
+            (:func:`cepam.cuda.decodes_on_device`), else decoded on the host
+            and copied (the same values either way).
         buffers: the encoder's choice (see :func:`encode`); it matters only
             for ``like``: with "local" the template's running statistics are
             left out, as the encoder left them out.
@@ -327,18 +332,20 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             know it) is not imposed.
         out: memory to decode into, kept by the caller from round to round
             (no fresh output is allocated: the native decoder writes the
-            values straight into it).  For a single array or tensor, one
-            like the result: a numpy array (or a CPU torch tensor, where
-            the result is a tensor) of the entry's shape, which is
-            returned.  For a list, tuple or dict, a 1-D array or tensor of
-            all the payload's coordinates (``inspect(payload).coordinates``),
-            in the payload's order; the result's entries are then views of
-            it (reshaped slices), so they change when ``out`` is decoded into
+            values straight into it; with ``device=``, a torch tensor in
+            that GPU's memory, which the GPU's decoder writes into).  For a
+            single array or tensor, one like the result: a numpy array (or
+            a CPU torch tensor, where the result is a tensor; a CUDA tensor
+            with ``device=``) of the entry's shape, which is returned.  For
+            a list, tuple or dict, a 1-D array or tensor of all the
+            payload's coordinates (``inspect(payload).coordinates``), in the
+            payload's order; the result's entries are then views of it
+            (reshaped slices), so they change when ``out`` is decoded into
             again.  ``out`` must be C-contiguous, writable (a tensor must
             not require grad) and of the dtype the entries decode to (with
             ``dtype="auto"``, float32 unless an entry is float64), every
-            entry in that one dtype.  Host memory only (not with
-            ``device=``).  Checked before anything is written; a payload
+            entry in that one dtype, and in host memory unless ``device=``
+            names its GPU.  Checked before anything is written; a payload
             found malformed while its body is decoded may leave ``out``
             partly written.
 
@@ -362,8 +369,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         DecodingError: (a FormatError) decoded values overflow the output
             dtype (for example float32 with a noise scale near 1e38).
         InvalidArgumentError: a payload without structure and no ``like``;
-            an ``out`` of another dtype or shape, not C-contiguous,
-            read-only, with ``device=``, or for entries of several dtypes.
+            an ``out`` of another dtype, shape or device, not
+            C-contiguous, read-only, or for entries of several dtypes.
         InvalidTypeError: ``out`` is not a numpy array or torch tensor.
 
     Warns:

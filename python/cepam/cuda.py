@@ -130,7 +130,7 @@ def decodes_body_on_device() -> bool:
 
 
 def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int, dtype: str,
-                     threads: int, index: int) -> Any:
+                     threads: int, index: int, out: Any = None) -> Any:
     """The m decoded coordinates of a payload body as a 1-D torch tensor of
     ``dtype`` ("float32" or "float64") on CUDA device ``index``: the body
     entropy-decoded on the host (``threads`` threads, straight into the
@@ -149,9 +149,14 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
         dtype: ``"float32"`` or ``"float64"``.
         threads: host threads.
         index: the CUDA device.
+        out: None, or the caller's 1-D contiguous torch tensor of m values
+            of ``dtype`` on device ``index`` (checked by the caller; the
+            native decoder checks its device, dtype and size again), which
+            the values are decoded into: no device memory is allocated for
+            them.
 
     Returns:
-        A 1-D torch tensor of m values on the device.
+        A 1-D torch tensor of m values on the device: ``out`` where given.
 
     Raises:
         FormatError: the body is malformed (the CPU decoder's error).
@@ -160,12 +165,15 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
     import torch
 
     stream = torch.cuda.current_stream(index).cuda_stream
+    into = None if out is None else torch.utils.dlpack.to_dlpack(out)
     if decodes_body_on_device():
         whole = getattr(cuda_module(), coder_row(coder)["device_decode"])
         capsule, _ = whole(body, m=m, key=key, params=params, dtype=dtype, device=index,
-                           stream=stream)
-        return torch.from_dlpack(capsule)
-    H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder, threads=threads)
-    capsule, _ = cuda_module().decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype,
-                                              device=index, stream=stream, threads=threads)
-    return torch.from_dlpack(capsule)
+                           stream=stream, out=into)
+    else:
+        H, M = _core.decode_symbols(body, m=m, key=key, params=params, coder=coder,
+                                    threads=threads)
+        capsule, _ = cuda_module().decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype,
+                                                  device=index, stream=stream, threads=threads,
+                                                  out=into)
+    return out if out is not None else torch.from_dlpack(capsule)

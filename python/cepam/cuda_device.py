@@ -12,8 +12,8 @@ from typing import Any
 from ._native import cuda_module
 from .errors import DeviceError, InvalidArgumentError
 
-__all__ = ["HostCopyWarning", "status", "is_available", "dlpack_device", "is_cuda",
-           "note_host_copy", "parse_device", "to_device"]
+__all__ = ["HostCopyWarning", "status", "is_available", "dlpack_device", "cuda_index_of",
+           "is_cuda", "note_host_copy", "parse_device", "to_device"]
 
 # DLPack device types (dlpack.h): kDLCUDA, kDLCUDAManaged.
 _DLPACK_CUDA = (2, 13)
@@ -67,9 +67,26 @@ def dlpack_device(x: Any) -> tuple[int, int] | None:
     return int(kind), int(index)
 
 
+def cuda_index_of(x: Any) -> int | None:
+    """The CUDA device holding x, an array or tensor (by DLPack, so torch,
+    CuPy and JAX arrays all count), or None where x is not in CUDA device
+    memory.
+
+    Args:
+        x: any object.
+
+    Returns:
+        The device index, or None.
+
+    It raises nothing: an object without DLPack is not on CUDA.
+    """
+    device = dlpack_device(x)
+    return device[1] if device is not None and device[0] in _DLPACK_CUDA else None
+
+
 def is_cuda(x: Any) -> bool:
-    """Whether x is an array or tensor in CUDA device memory (by DLPack, so
-    torch, CuPy and JAX arrays all count).
+    """Whether x is an array or tensor in CUDA device memory
+    (by DLPack, so torch, CuPy and JAX arrays all count).
 
     Args:
         x: any object.
@@ -79,8 +96,7 @@ def is_cuda(x: Any) -> bool:
 
     It raises nothing: an object without DLPack is not on CUDA.
     """
-    device = dlpack_device(x)
-    return device is not None and device[0] in _DLPACK_CUDA
+    return cuda_index_of(x) is not None
 
 
 def note_host_copy() -> None:

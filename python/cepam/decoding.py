@@ -14,6 +14,7 @@ import numpy as np
 
 from ._native import core as _core
 from .cuda import check_device_output, decode_on_device, decodes_on_device, parse_device, to_device
+from .cuda_device import cuda_index_of
 from .errors import FormatError, InvalidArgumentError, InvalidTypeError
 from .expected import Expected
 from .keys import SecretKeys, check_integer
@@ -57,12 +58,14 @@ def _is_torch(value: Any) -> bool:
 
 
 def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
-                   decoded: str) -> np.ndarray:
-    """The 1-D numpy view of ``out`` (decode's ``out=``) the core decodes
-    into, checked: a numpy array or CPU torch tensor, C-contiguous and
-    writable, of the dtype every entry is returned in (``decoded``: the
-    decoded vector's), shaped like a single-array payload's entry or, for a
-    list, tuple or dict, 1-D of all the payload's coordinates.
+                   decoded: str, cuda_index: int | None = None) -> Any:
+    """The 1-D view of ``out`` (decode's ``out=``) the decoder writes into,
+    checked: a numpy array or CPU torch tensor (the view a numpy array) or,
+    with ``cuda_index`` (decode's ``device=``), a torch tensor in that CUDA
+    device's memory (the view a tensor); C-contiguous and writable, of the
+    dtype every entry is returned in (``decoded``: the decoded vector's),
+    shaped like a single-array payload's entry or, for a list, tuple or
+    dict, 1-D of all the payload's coordinates.
 
     Raises:
         InvalidTypeError: out is not a numpy array or torch tensor.
@@ -74,10 +77,16 @@ def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
     if _is_torch(out):
         kind, name = "a torch tensor", str(out.dtype).removeprefix("torch.")
         shape, contiguous, writable = tuple(out.shape), out.is_contiguous(), not out.requires_grad
-        if out.device.type != "cpu":
+        if cuda_index is None and out.device.type != "cpu":
             raise InvalidArgumentError(f"out must be in host memory, got a tensor on "
-                                       f"{out.device} (device= decoding takes no out=)")
+                                       f"{out.device} (or decode with device= on its GPU)")
+        if cuda_index is not None and cuda_index_of(out) != cuda_index:
+            raise InvalidArgumentError(f"out must be a tensor on cuda:{cuda_index}, as device= "
+                                       f"says, got one on {out.device}")
     elif isinstance(out, np.ndarray):
+        if cuda_index is not None:
+            raise InvalidArgumentError(f"out must be a torch tensor on cuda:{cuda_index}, as "
+                                       f"device= says, got a numpy array")
         kind, name = "a numpy array", out.dtype.name
         shape, contiguous, writable = out.shape, out.flags.c_contiguous, out.flags.writeable
     else:
@@ -109,6 +118,8 @@ def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
                 f"out is {kind} but the payload decodes to a "
                 f"{'torch tensor' if returned == KIND_TORCH else 'numpy array'}: pass "
                 f"output= to match, or the other kind of out")
+    if cuda_index is not None:
+        return out.view(-1)
     return (out.numpy() if _is_torch(out) else out).reshape(-1)
 
 
@@ -119,9 +130,6 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
     cuda_index = parse_device(device)
     if cuda_index is not None:
-        if out is not None:
-            raise InvalidArgumentError("out= decodes into host memory: it cannot be combined "
-                                       "with device=")
         if output == "numpy":
             raise InvalidArgumentError("device='cuda' returns torch tensors: output='numpy' "
                                        "cannot be")
@@ -169,20 +177,20 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     params = core_params(mechanism, lattice=sealed.lattice, n=sealed.n)
     decoded = decoded_dtype(structure, dtype=dtype, output=output)
     # device="cuda" with the CUDA path: the GPU kernel decodes into device
-    # memory, where the result stays (cepam.cuda); else the host decodes,
-    # with out= straight into the caller's memory.
-    if cuda_index is not None and decodes_on_device():
-        on_gpu = True
+    # memory (out='s where given), where the result stays (cepam.cuda); else
+    # the host decodes, with out= straight into the caller's memory (with
+    # device= and no CUDA path: into host memory, copied into out= below).
+    buffer = None if out is None else _output_buffer(out, structure, dtype=dtype, output=output,
+                                                     decoded=decoded, cuda_index=cuda_index)
+    on_gpu = cuda_index is not None and decodes_on_device()
+    if on_gpu:
         flat = decode_on_device(sealed.body, m=header.m, key=key, params=params,
                                 coder=header.coder, dtype=decoded, threads=threads,
-                                index=cuda_index)
+                                index=cuda_index, out=buffer)
     else:
-        on_gpu = False
-        buffer = None if out is None else _output_buffer(out, structure, dtype=dtype,
-                                                         output=output, decoded=decoded)
         # (by position: body, m, key, params, coder, dtype, threads, out)
         flat = _core.decode(sealed.body, header.m, key, params, header.coder, decoded, threads,
-                            buffer)
+                            buffer if cuda_index is None else None)
     start = 0
     for i, entry in enumerate(structure.entries):
         values, where = flat[start : start + entry.size], _entry_name(structure, i)
@@ -194,8 +202,11 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         start += entry.size
     # (tied last, so that a move to the GPU keeps them one object)
     untied = Structure(structure.container, structure.entries) if structure.ties else structure
+    moved = cuda_index is not None and not on_gpu  # decoded on the host for a GPU
+    if moved and buffer is not None:  # (out= is a CUDA tensor: torch is imported)
+        flat = buffer.copy_(sys.modules["torch"].from_numpy(flat))
     result = unflatten(flat, untied, output=output, dtype=dtype)
-    if cuda_index is not None and not on_gpu:
+    if moved and buffer is None:
         result = to_device(result, cuda_index)
     if out is not None and structure.container in (SINGLE, BARE):
         return out  # (its values written in place; a structure's entries are views of it)

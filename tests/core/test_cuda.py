@@ -397,6 +397,33 @@ def test_dlpack_cuda_arrays_reach_the_gpu_stage(monkeypatch):
     assert calls["stage"] == 1 and calls["check"] == 1
 
 
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+def test_decode_on_the_gpu_writes_into_a_tensor_the_caller_keeps(coder):
+    """decode(device="cuda", out=) on a GPU: the caller's CUDA tensor gets
+    the CPU decode's values and is returned, round after round; a
+    state_dict's entries are views of a 1-D out."""
+    import torch
+
+    x = torch.randn(5000, generator=torch.Generator().manual_seed(4))
+    out = torch.full((5000,), float("nan"), device="cuda")
+    for round_ in (0, 1):
+        payload = cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=round_,
+                               client=1, clip=10.0, coder=coder)
+        assert cepam.decode(payload, secret=SECRET, device="cuda", out=out) is out
+        assert torch.equal(out.cpu(), cepam.decode(payload, secret=SECRET))
+    update = {"w": x.reshape(50, 100), "b": x[:7].clone()}
+    payload = cepam.encode(update, cepam.Gaussian(sigma=0.05), secret=SECRET, round=2, client=1,
+                           clip=10.0, coder=coder)
+    flat = torch.full((5007,), float("nan"), device="cuda")
+    got, want = (cepam.decode(payload, secret=SECRET, device="cuda", out=flat),
+                 cepam.decode(payload, secret=SECRET))
+    for name in want:
+        assert torch.equal(got[name].cpu(), want[name])
+        assert got[name].untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
+
+
 def test_a_wrong_gpu_result_raises_device_error(path, monkeypatch):
     """The spot-check after every GPU encode: a lattice point the GPU got
     wrong at a checked sub-vector (the first is always checked) is loud."""

@@ -349,25 +349,34 @@ def test_the_core_reads_no_update_given_the_stage_and_the_statistics():
 
 class _TwinCuda:
     """cepam._cuda's two decoders, by their host twins (the whole-body
-    decoder's, and the decode kernel's code), noting which ran."""
+    decoder's, and the decode kernel's code), noting which ran; with out
+    (the capsule of the caller's tensor), the values go there."""
 
     def __init__(self):
         self.calls = []
 
-    def decode_ans_body_resident(self, body, *, m, key, params, dtype, device, stream):
+    @staticmethod
+    def _give(y, out):
+        if out is None:
+            return torch.from_numpy(y).__dlpack__(), {}
+        torch.from_dlpack(out).copy_(torch.from_numpy(y))
+        return None, {}
+
+    def decode_ans_body_resident(self, body, *, m, key, params, dtype, device, stream, out=None):
         self.calls.append("body")
         y = hooks.decode_by_segments(body, m=m, key=key, params=params, dtype=dtype, coder=2)
-        return torch.from_numpy(y).__dlpack__(), {}
+        return self._give(y, out)
 
-    def decode_golomb_body_resident(self, body, *, m, key, params, dtype, device, stream):
+    def decode_golomb_body_resident(self, body, *, m, key, params, dtype, device, stream,
+                                    out=None):
         self.calls.append("golomb body")
         y = hooks.decode_by_segments(body, m=m, key=key, params=params, dtype=dtype, coder=1)
-        return torch.from_numpy(y).__dlpack__(), {}
+        return self._give(y, out)
 
-    def decode_lattice(self, H, M, *, m, key, params, dtype, device, stream, threads):
+    def decode_lattice(self, H, M, *, m, key, params, dtype, device, stream, threads, out=None):
         self.calls.append("lattice")
         y = hooks.decode_lattice(H, M, m=m, key=key, params=params, dtype=dtype)
-        return torch.from_numpy(y).__dlpack__(), {}
+        return self._give(y, out)
 
 
 class _OnHostCuda(_TwinCuda):
@@ -379,10 +388,11 @@ class _OnHostCuda(_TwinCuda):
         super().__init__()
         self._module = ON_HOST.module
 
-    def _run(self, name, note, *args, **kwargs):
+    def _run(self, name, note, *args, out=None, **kwargs):
         self.calls.append(note)
-        capsule, timing = getattr(self._module, name)(*args, **kwargs)
-        return cuda_devices.as_host(capsule), timing
+        into = None if out is None else cuda_devices.labelled_cuda(out)
+        capsule, timing = getattr(self._module, name)(*args, out=into, **kwargs)
+        return (None if capsule is None else cuda_devices.as_host(capsule)), timing
 
     def decode_ans_body_resident(self, body, **kw):
         return self._run("decode_ans_body_resident", "body", body, **kw)
@@ -447,3 +457,122 @@ def test_decode_on_the_gpu_reads_the_body_on_the_host_by_default(coder, decoders
     out = cepam.decode(payload, secret=SECRET, device="cuda")
     assert fake.calls == ["lattice"]
     assert torch.equal(out, cepam.decode(payload, secret=SECRET))
+
+
+# --- decode(device="cuda", out=): into the caller's GPU tensor ----------------
+
+
+def _gpu_path(monkeypatch, fake, *, whole_body=False):
+    """decode(device="cuda") on the decoders `fake`, its torch tensors on the
+    host standing in for cuda:0 tensors."""
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda: True)
+    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: whole_body)
+    monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda index: type("Stream", (), {"cuda_stream": 0}))
+    monkeypatch.setattr(cepam.decoding, "cuda_index_of",
+                        lambda t: 0 if isinstance(t, torch.Tensor) else None)
+
+
+@pytest.mark.parametrize("decoders", DECODERS)
+@pytest.mark.parametrize("coder", ["ans", "golomb"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_decode_on_the_gpu_writes_into_out(coder, dtype, decoders, monkeypatch):
+    """With out= (a tensor on the device), the GPU's decoder writes the
+    values into it, and it is what decode returns: the CPU's values, again
+    and again into the same tensor."""
+    fake = decoders()
+    _gpu_path(monkeypatch, fake)
+    out = torch.full((5_000,), float("nan"), dtype=torch.from_numpy(np.zeros(1, dtype)).dtype)
+    for seed in (0, 1):
+        payload = _encode(_normal(5_000, dtype, 1.0, seed=seed), clip=1e3, coder=coder)
+        got = cepam.decode(payload, secret=SECRET, device="cuda", out=out)
+        assert got is out
+        assert torch.equal(out, cepam.decode(payload, secret=SECRET))
+    assert fake.calls == ["lattice", "lattice"]
+
+
+@pytest.mark.cuda_experimental
+@pytest.mark.parametrize("decoders", WHOLE_BODY_DECODERS)
+@pytest.mark.parametrize("coder,calls", [("ans", ["body"]), ("golomb", ["golomb body"])])
+def test_the_whole_body_decoders_write_into_out(coder, calls, decoders, monkeypatch):
+    """The whole-body decoders take out= too."""
+    fake = decoders()
+    _gpu_path(monkeypatch, fake, whole_body=True)
+    payload = _encode(_normal(5_000, np.float32), clip=1e3, lattice="D4", coder=coder)
+    out = torch.full((5_000,), float("nan"))
+    assert cepam.decode(payload, secret=SECRET, device="cuda", out=out) is out
+    assert fake.calls == calls
+    assert torch.equal(out, cepam.decode(payload, secret=SECRET))
+
+
+@pytest.mark.parametrize("decoders", DECODERS)
+def test_a_structure_decoded_on_the_gpu_is_views_of_out(decoders, monkeypatch):
+    """For a state_dict, out= is 1-D, all the payload's coordinates, and the
+    result's entries are views of it."""
+    _gpu_path(monkeypatch, decoders())
+    update = {"w": _normal(4_000, np.float32, seed=1).reshape(40, 100),
+              "b": _normal(7, np.float32, seed=2)}
+    payload = _encode(update, clip=3.0)
+    out = torch.full((4_007,), float("nan"))
+    got = cepam.decode(payload, secret=SECRET, device="cuda", out=out)
+    want = cepam.decode(payload, secret=SECRET)
+    for name in want:
+        assert torch.equal(got[name], want[name])
+        assert got[name].untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+    assert torch.equal(out, torch.cat([want["w"].reshape(-1), want["b"]]))
+
+
+def test_out_is_copied_into_where_the_gpu_does_not_decode(monkeypatch):
+    """device= with out= where decode has no CUDA path: decoded on the host,
+    then copied into out."""
+    _gpu_path(monkeypatch, _TwinCuda())
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda: False)
+    payload = _encode(_normal(3_000, np.float32), clip=1e3)
+    out = torch.full((3_000,), float("nan"))
+    assert cepam.decode(payload, secret=SECRET, device="cuda", out=out) is out
+    assert torch.equal(out, cepam.decode(payload, secret=SECRET))
+
+
+def test_out_must_be_a_tensor_on_the_decoding_gpu(monkeypatch):
+    """device= takes an out= on that GPU only: a numpy array, a host tensor
+    or one on another GPU is refused before anything is decoded."""
+    fake = _TwinCuda()
+    _gpu_path(monkeypatch, fake)
+    payload = _encode(_normal(3_000, np.float32), clip=1e3)
+    with pytest.raises(InvalidArgumentError, match="torch tensor on cuda:0.*numpy array"):
+        cepam.decode(payload, secret=SECRET, device="cuda", out=np.zeros(3_000, np.float32))
+    with pytest.raises(InvalidArgumentError, match="tensor on cuda:1, as device= says"):
+        cepam.decode(payload, secret=SECRET, device="cuda:1", out=torch.zeros(3_000))
+    monkeypatch.setattr(cepam.decoding, "cuda_index_of", lambda t: None)  # a host tensor
+    with pytest.raises(InvalidArgumentError, match="tensor on cuda:0, as device= says, got one "
+                                                   "on cpu"):
+        cepam.decode(payload, secret=SECRET, device="cuda", out=torch.zeros(3_000))
+    monkeypatch.setattr(cepam.decoding, "cuda_index_of", lambda t: 0)
+    with pytest.raises(InvalidArgumentError, match="out has dtype float64"):
+        cepam.decode(payload, secret=SECRET, device="cuda",
+                     out=torch.zeros(3_000, dtype=torch.float64))
+    assert fake.calls == []
+
+
+@cuda_devices.needs_on_host
+def test_the_gpu_decoder_checks_out_before_writing():
+    """cepam._cuda's decode_lattice takes out= only on its device, of its
+    dtype and of m values; anything else is refused with nothing written."""
+    x = _normal(2_000, np.float32).numpy()
+    kw = dict(key=bytes(range(32)), params=_core.Params(mechanism=1, scale=0.5, lattice=1, n=1))
+    H, M, _, _ = hooks.encode_subvectors(x, factor=1.0, **kw)
+    kw |= dict(m=x.size, dtype="float32")
+    good = np.full(x.size, np.nan, np.float32)  # (as_cuda's capsule holds good itself)
+    capsule, _ = ON_HOST.module.decode_lattice(H, M, **kw, out=cuda_devices.as_cuda(good))
+    assert capsule is None
+    assert good.tobytes() == hooks.decode_lattice(H, M, **kw).tobytes()
+    bad = {"float64": (np.full(x.size, np.nan), "float32", None),
+           "short": (np.full(x.size - 1, np.nan, np.float32), "m = 2000", None),
+           "host memory": (np.full(x.size, np.nan, np.float32), "device memory", None),
+           "another device": (np.full(x.size, np.nan, np.float32), "CUDA device 1", 1)}
+    for name, (array, message, device) in bad.items():
+        into = array.__dlpack__() if name == "host memory" else cuda_devices.as_cuda(array)
+        with pytest.raises(InvalidArgumentError, match=message):
+            ON_HOST.module.decode_lattice(H, M, **kw, device=device or 0, out=into)
+        assert np.isnan(array).all(), name

@@ -60,7 +60,13 @@ class Device:
 def as_cuda(x: np.ndarray) -> Any:
     """The DLPack capsule of x's values (a numpy array, kept alive by the
     capsule), labelled as CUDA memory."""
-    return _relabel(np.ascontiguousarray(x).__dlpack__(), _CUDA)
+    return labelled_cuda(np.ascontiguousarray(x).__dlpack__())
+
+
+def labelled_cuda(capsule: Any) -> Any:
+    """A host tensor's unconsumed DLPack capsule labelled as CUDA memory
+    (the caller's ``out=`` for cepam._cuda_on_host's decoders)."""
+    return _relabel(capsule, _CUDA)
 
 
 def as_host(capsule: Any) -> Any:
