@@ -45,4 +45,12 @@ bool simd_avx512dq() {
 #endif
 }
 
+bool simd_base_lanes() {
+#if CEPAM_X86_DISPATCH
+  return simd_level() >= SimdLevel::Avx2 && !simd_avx512dq();
+#else
+  return simd_level() >= SimdLevel::Neon;  // (false without CEPAM_ARM_NEON)
+#endif
+}
+
 }  // namespace cepam

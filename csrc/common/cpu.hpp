@@ -94,6 +94,11 @@
 #define CEPAM_ARM_NEON 0
 #endif
 
+// Builds with a kernel's second lane level (simd::BaseLanes,
+// common/lanes_base.hpp: AVX2 on x86-64, NEON on aarch64), below the
+// AVX-512 forms; simd_base_lanes() says whether it runs.
+#define CEPAM_BASE_LANES (CEPAM_X86_DISPATCH || CEPAM_ARM_NEON)
+
 namespace cepam {
 
 // Ordered: each level includes the ones below it on its architecture (Neon
@@ -109,5 +114,9 @@ SimdLevel simd_level();
 // every element's operations, as nothing else is allowed without
 // -ffast-math; 64-bit integer conversions need DQ).
 bool simd_avx512dq();
+
+// Whether a kernel's second lane level (CEPAM_BASE_LANES) runs: AVX2 where
+// the AVX-512 forms (simd_avx512dq) do not, or NEON.
+bool simd_base_lanes();
 
 }  // namespace cepam

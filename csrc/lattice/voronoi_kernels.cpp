@@ -11,39 +11,35 @@
 #include "lattice/registry.hpp"
 
 #if CEPAM_X86_DISPATCH
-// Everything from here on (voronoi_lanes.hpp included) is compiled for AVX2.
+// Everything from here to CEPAM_TARGET_END (voronoi_lanes.hpp included) is
+// compiled for AVX2.
 CEPAM_TARGET_BEGIN("avx2")
-#include "common/lanes_avx2.hpp"
-#include "lattice/voronoi_lanes.hpp"
-#elif CEPAM_ARM_NEON
-#include "common/lanes_neon.hpp"
-#include "lattice/voronoi_lanes.hpp"
 #endif
+#if CEPAM_BASE_LANES
+#include "common/lanes_base.hpp"
+#include "lattice/voronoi_lanes.hpp"
 
 namespace cepam::kernels {
 namespace {
 
-#if CEPAM_X86_DISPATCH
-
-// The AVX2 entry points (compiled for AVX2, like the lane code they choose).
-std::size_t trials_avx2(LatticeId id, std::uint32_t trial, const std::uint64_t* w,
+// The entry points of this build's second level (compiled, on x86-64, for
+// AVX2, like the lane code they choose).
+std::size_t trials_base(LatticeId id, std::uint32_t trial, const std::uint64_t* w,
                         const std::size_t* idx, std::size_t count, const double* t,
                         const double* xs, const double* beta, const double* radius,
                         std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
                         std::size_t* nrej) {
-  return lanes::trials_of<simd::Avx2Lanes>(id, trial, w, idx, count, t, xs, beta, radius, H, q,
+  return lanes::trials_of<simd::BaseLanes>(id, trial, w, idx, count, t, xs, beta, radius, H, q,
                                            V, rej, nrej);
 }
 
-std::size_t dither_avx2(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
-  return lanes::dithers_of<simd::Avx2Lanes>(id, w, count, v);
+std::size_t dither_base(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
+  return lanes::dithers_of<simd::BaseLanes>(id, w, count, v);
 }
-
-#endif  // CEPAM_X86_DISPATCH
-
 
 }  // namespace
 }  // namespace cepam::kernels
+#endif  // CEPAM_BASE_LANES
 
 #if CEPAM_X86_DISPATCH
 CEPAM_TARGET_END
@@ -51,11 +47,6 @@ CEPAM_TARGET_END
 
 // The dispatch, compiled for the baseline target.
 namespace cepam::kernels {
-namespace {
-#if CEPAM_X86_DISPATCH
-bool use_avx2() { return simd_level() >= SimdLevel::Avx2; }
-#endif
-}  // namespace
 
 std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_t* w,
                            const std::size_t* idx, std::size_t count, const double* t,
@@ -67,12 +58,10 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
   if (simd_avx512dq())
     return avx512::voronoi_trials(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
                                   nrej);
-  if (use_avx2())
-    return trials_avx2(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej, nrej);
-#elif CEPAM_ARM_NEON
-  if (simd_level() >= SimdLevel::Neon)
-    return lanes::trials_of<simd::NeonLanes>(id, trial, w, idx, count, t, xs, beta, radius, H, q, V,
-                                     rej, nrej);  // (no target region: NEON is the baseline)
+#endif
+#if CEPAM_BASE_LANES
+  if (simd_base_lanes())
+    return trials_base(id, trial, w, idx, count, t, xs, beta, radius, H, q, V, rej, nrej);
 #else
   (void)id, (void)trial, (void)w, (void)idx, (void)count, (void)t, (void)xs, (void)beta,
       (void)radius, (void)H, (void)q, (void)V, (void)rej;
@@ -83,15 +72,14 @@ std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_
 std::size_t voronoi_dither(LatticeId id, const std::uint64_t* w, std::size_t count, double* v) {
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) return avx512::voronoi_dither(id, w, count, v);
-  if (use_avx2()) return dither_avx2(id, w, count, v);
-#elif CEPAM_ARM_NEON
-  if (simd_level() >= SimdLevel::Neon) return lanes::dithers_of<simd::NeonLanes>(id, w, count, v);
+#endif
+#if CEPAM_BASE_LANES
+  if (simd_base_lanes()) return dither_base(id, w, count, v);
 #else
   (void)id, (void)w, (void)count, (void)v;
 #endif
   return 0;
 }
-
 
 template <class T>
 std::size_t voronoi_reconstruct(LatticeId id, const std::int64_t* q, const double* v,

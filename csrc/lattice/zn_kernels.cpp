@@ -13,36 +13,29 @@
 // Everything from here to CEPAM_TARGET_END (zn_lanes.hpp included) is
 // compiled for AVX2.
 CEPAM_TARGET_BEGIN("avx2")
-#include "common/lanes_avx2.hpp"
-#include "lattice/zn_lanes.hpp"
-#elif CEPAM_ARM_NEON
-#include "common/lanes_neon.hpp"
+#endif
+#if CEPAM_BASE_LANES
+#include "common/lanes_base.hpp"
 #include "lattice/zn_lanes.hpp"
 #endif
 
 namespace cepam::kernels {
 namespace {
 
-#if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
-// The lane code over this build's lanes (AVX2, or NEON: no target region,
-// NEON is the baseline).
-#if CEPAM_X86_DISPATCH
-using Lanes = simd::Avx2Lanes;
-#else
-using Lanes = simd::NeonLanes;
-#endif
+#if CEPAM_BASE_LANES
+// The lane code over this build's second level.
 std::size_t trial_lanes(const double* t, const double* xs, const double* beta,
                         const std::uint64_t* w, std::size_t count, bool l2_norm, std::int64_t* q,
                         double* dev, double* v) {
-  return lanes::zn_trials<Lanes>(t, xs, beta, w, count, l2_norm, q, dev, v);
+  return lanes::zn_trials<simd::BaseLanes>(t, xs, beta, w, count, l2_norm, q, dev, v);
 }
 std::size_t dither_lanes(const std::uint64_t* w, std::size_t count, double* v) {
-  return lanes::zn_dithers<Lanes>(w, count, v);
+  return lanes::zn_dithers<simd::BaseLanes>(w, count, v);
 }
 template <class T>
 std::size_t reconstruct_lanes(const std::int64_t* q, const double* v, const double* beta,
                               std::size_t count, T* y) {
-  return lanes::zn_reconstructs<Lanes>(q, v, beta, count, y);
+  return lanes::zn_reconstructs<simd::BaseLanes>(q, v, beta, count, y);
 }
 #endif
 
@@ -54,19 +47,6 @@ CEPAM_TARGET_END
 #endif
 
 namespace cepam::kernels {
-namespace {
-#if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
-// Whether this build's lane code (above) runs: on x86 where AVX2 does and
-// AVX-512 (zn_kernels_avx512.cpp) does not.
-bool use_lanes() {
-#if CEPAM_X86_DISPATCH
-  return simd_level() >= SimdLevel::Avx2 && !simd_avx512dq();
-#else
-  return simd_level() >= SimdLevel::Neon;
-#endif
-}
-#endif
-}  // namespace
 
 void zn_trial(const double* t, const double* xs, const double* beta, const std::uint64_t* w,
               std::size_t count, bool l2_norm, std::int64_t* q, double* dev, double* v) {
@@ -74,8 +54,8 @@ void zn_trial(const double* t, const double* xs, const double* beta, const std::
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) e = avx512::zn_trial(t, xs, beta, w, count, l2_norm, q, dev, v);
 #endif
-#if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
-  if (use_lanes()) e = trial_lanes(t, xs, beta, w, count, l2_norm, q, dev, v);
+#if CEPAM_BASE_LANES
+  if (simd_base_lanes()) e = trial_lanes(t, xs, beta, w, count, l2_norm, q, dev, v);
 #endif
   for (; e < count; ++e) {
     // |f| < 2^51: f == double(q[e]) exactly
@@ -90,8 +70,8 @@ void zn_dither(const std::uint64_t* w, std::size_t count, double* v) {
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) e = avx512::zn_dither(w, count, v);
 #endif
-#if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
-  if (use_lanes()) e = dither_lanes(w, count, v);
+#if CEPAM_BASE_LANES
+  if (simd_base_lanes()) e = dither_lanes(w, count, v);
 #endif
   for (; e < count; ++e) v[e] = zn_dither(w[e]);
 }
@@ -103,8 +83,8 @@ void zn_reconstruct(const std::int64_t* q, const double* v, const double* beta, 
 #if CEPAM_X86_DISPATCH
   if (simd_avx512dq()) e = avx512::zn_reconstruct(q, v, beta, count, y);
 #endif
-#if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
-  if (use_lanes()) e = reconstruct_lanes(q, v, beta, count, y);
+#if CEPAM_BASE_LANES
+  if (simd_base_lanes()) e = reconstruct_lanes(q, v, beta, count, y);
 #endif
   for (; e < count; ++e) y[e] = static_cast<T>(beta[e] * (static_cast<double>(q[e]) + v[e]));
 }

@@ -12,30 +12,20 @@
 // Everything from here to CEPAM_TARGET_END (maxwell_lanes.hpp included) is
 // compiled for AVX2.
 CEPAM_TARGET_BEGIN("avx2")
-#include "common/lanes_avx2.hpp"
-#include "lrsuq/maxwell_lanes.hpp"
-#elif CEPAM_ARM_NEON
-#include "common/lanes_neon.hpp"
-#include "lrsuq/maxwell_lanes.hpp"
 #endif
+#if CEPAM_BASE_LANES
+#include "common/lanes_base.hpp"
+#include "lrsuq/maxwell_lanes.hpp"
 
 namespace cepam::kernels {
 namespace {
-
-#if CEPAM_X86_DISPATCH || CEPAM_ARM_NEON
-#if CEPAM_X86_DISPATCH
-using Lanes = simd::Avx2Lanes;
-#else
-using Lanes = simd::NeonLanes;
-#endif
 std::size_t radii_lanes(double sigma, const std::uint64_t* w, std::size_t count, double* out,
                         std::uint64_t* slow, std::size_t* nslow) {
-  return lanes::maxwell_radii<Lanes>(sigma, w, count, out, slow, nslow);
+  return lanes::maxwell_radii<simd::BaseLanes>(sigma, w, count, out, slow, nslow);
 }
-#endif
-
 }  // namespace
 }  // namespace cepam::kernels
+#endif
 
 #if CEPAM_X86_DISPATCH
 CEPAM_TARGET_END
@@ -47,13 +37,10 @@ std::size_t maxwell_radii(double sigma, const std::uint64_t* w, std::size_t coun
                           std::uint64_t* slow) {
   std::size_t c = 0, r = 0;
 #if CEPAM_X86_DISPATCH
-  if (simd_avx512dq()) {
-    c = avx512::maxwell_radii(sigma, w, count, out, slow, &r);
-  } else if (simd_level() >= SimdLevel::Avx2) {
-    c = radii_lanes(sigma, w, count, out, slow, &r);
-  }
-#elif CEPAM_ARM_NEON
-  if (simd_level() >= SimdLevel::Neon) c = radii_lanes(sigma, w, count, out, slow, &r);
+  if (simd_avx512dq()) c = avx512::maxwell_radii(sigma, w, count, out, slow, &r);
+#endif
+#if CEPAM_BASE_LANES
+  if (simd_base_lanes()) c = radii_lanes(sigma, w, count, out, slow, &r);
 #endif
   for (; c < count; ++c) {
     const double x = maxwell::fast(w[c]);
