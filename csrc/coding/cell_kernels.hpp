@@ -25,4 +25,11 @@ std::size_t encode_run(const CellCoder& cells, const SourceModel& model, const s
 unsigned decode_streams(const CellCoder& cells, const SourceModel& model,
                         const CellCoder::Batch* b, std::size_t k, std::size_t* i);
 
+// BoxBasis::tables for sub-vectors [0, count - count mod 8) of n = terms.n
+// coordinates, eight at a time (coding/cell_lanes.hpp's box_tables; none
+// for n other than 4 and 8); returns how many it did.
+std::size_t box_tables(const BoxTerms& terms, const std::int64_t* M, const double* V,
+                       const double* beta, std::size_t count, std::int64_t* coded, double* g,
+                       double* o);
+
 }  // namespace cepam::cell_kernels::avx512

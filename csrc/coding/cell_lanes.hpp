@@ -198,4 +198,54 @@ inline std::size_t encode_run(const CellCoder& cells, const SourceModel& model,
   return i;
 }
 
+// BoxBasis's tables of whole sub-vectors of N coordinates (N = 2, 4 or 8),
+// S::L at a time, for sub-vectors [0, count - count mod S::L): sub-vector j
+// with coordinates m = M[j N ..], dither V[j N ..] and scale beta[j] gets, at
+// coding position c (coordinate k = N - 1 - c), coded[j N + c] = m_k,
+// g[j N + c] = beta G_kk and o[j N + c] = BoxBasis::offset (box_offset: the
+// same operations in the same order).  Lane l is a sub-vector; S needs the
+// 64-bit integer conversion (AVX-512).  Returns how many it did.
+template <class S, int N>
+inline std::size_t box_tables(const BoxTerms& terms, const std::int64_t* M, const double* V,
+                              const double* beta, std::size_t count, std::int64_t* coded,
+                              double* g, double* o) {
+  using D = typename S::D;
+  constexpr std::size_t L = S::L, n = N;
+  std::size_t j = 0;
+  for (; j + L <= count; j += L) {
+    const double* mrow[L];
+    const double* vrow[L];
+    double* crow[L];
+    double* grow[L];
+    double* orow[L];
+    for (std::size_t l = 0; l < L; ++l) {
+      const std::size_t e = (j + l) * n;
+      mrow[l] = reinterpret_cast<const double*>(M + e);  // the integers' bit patterns
+      vrow[l] = V + e;
+      crow[l] = reinterpret_cast<double*>(coded + e);
+      grow[l] = g + e;
+      orow[l] = o + e;
+    }
+    D mc[N], md[N], vc[N], cc[N], gc[N], oc[N];
+    S::template load_cols<N>(mrow, mc);
+    S::template load_cols<N>(vrow, vc);
+    for (int k = 0; k < N; ++k) md[k] = S::to_double(S::int64_of_bits(mc[k]));  // exact
+    const D b = S::load(beta + j);
+    for (int c = 0; c < N; ++c) {
+      const int k = N - 1 - c;
+      D shift = vc[k];
+      for (int t = terms.first[c]; t < terms.first[c + 1]; ++t)
+        shift = S::add(shift, S::mul(md[k + terms.dist[t]], S::splat(terms.coef[t])));
+      cc[c] = mc[k];
+      gc[c] = S::mul(b, S::splat(terms.diag[c]));
+      oc[c] = S::mul(b, shift);
+    }
+    constexpr unsigned kAll = (1u << L) - 1;
+    S::template store_rows<N>(cc, crow, kAll);
+    S::template store_rows<N>(gc, grow, kAll);
+    S::template store_rows<N>(oc, orow, kAll);
+  }
+  return j;
+}
+
 }  // namespace cepam::cell_lanes

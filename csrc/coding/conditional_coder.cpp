@@ -608,6 +608,25 @@ void CellCoder::decode_boxes(const BoxBasis& basis, const BoxBlock& b0, const Bo
   decode_box(basis, b1.count, b1.beta, b1.V, *b1.dec, b1.M);
 }
 
+void BoxBasis::tables(const std::int64_t* M, const double* V, const double* beta,
+                      std::size_t count, std::int64_t* coded, double* g, double* o) const {
+  const std::size_t n = static_cast<std::size_t>(n_);
+  std::size_t j = 0;
+#if CEPAM_X86_DISPATCH
+  if (simd_avx512dq()) j = cell_kernels::avx512::box_tables(terms_, M, V, beta, count, coded, g, o);
+#endif
+  for (std::size_t i = j * n; j < count; ++j) {
+    const std::int64_t* m = M + j * n;
+    for (std::size_t c = 0; c < n; ++c, ++i) {
+      const std::size_t k = n - 1 - c;
+      coded[i] = m[k];
+      g[i] = beta[j] * terms_.diag[c];
+      o[i] = offset(static_cast<int>(c), beta[j], V[j * n + k],
+                    [&](int d) { return static_cast<double>(m[k + static_cast<std::size_t>(d)]); });
+    }
+  }
+}
+
 void CellCoder::encode_batch(const std::int64_t* j, const double* g, const double* o,
                              std::size_t count, AnsEncoder& enc, std::size_t* starts) const {
   std::size_t i = 0;

@@ -100,6 +100,13 @@ class BoxBasis {
     return box_offset(terms_, c, beta, v, m);
   }
   const BoxTerms& terms() const { return terms_; }
+  // The tables of whole sub-vectors [0, count) in coding order, as an
+  // encoder that knows every coordinate computes them: sub-vector j of M[j
+  // n ..], V[j n ..] and beta[j] gets, at position i = j n + c,
+  // coded[i] = m_k, g[i] = beta G_kk and o[i] = offset(c, ...), k =
+  // n - 1 - c.
+  void tables(const std::int64_t* M, const double* V, const double* beta, std::size_t count,
+              std::int64_t* coded, double* g, double* o) const;
   // offset for a decoder that holds the Near <= kNear coordinates before
   // this one apart (in registers): near[d - 1] is the coordinate d
   // positions before, m(d) those further back; the same terms in the same

@@ -27,6 +27,18 @@ std::size_t encode_run(const CellCoder& cells, const SourceModel& model, const s
   return cell_lanes::encode_run<simd::Avx512Lanes>(cells, model, j, g, o, count, enc, starts);
 }
 
+std::size_t box_tables(const BoxTerms& terms, const std::int64_t* M, const double* V,
+                       const double* beta, std::size_t count, std::int64_t* coded, double* g,
+                       double* o) {
+  using S = simd::Avx512Lanes;
+  // (Not for n = 2, A2: there the scalar loop is the faster, 1.06x.)
+  switch (terms.n) {
+    case 4: return cell_lanes::box_tables<S, 4>(terms, M, V, beta, count, coded, g, o);
+    case 8: return cell_lanes::box_tables<S, 8>(terms, M, V, beta, count, coded, g, o);
+    default: return 0;
+  }
+}
+
 namespace {
 
 using S = simd::Avx512Lanes;

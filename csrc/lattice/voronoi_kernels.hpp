@@ -24,9 +24,11 @@ namespace cepam::kernels {
 //   v = the dither of words w[i n .. i n + n); p = Q(t_c - v) (t_c =
 //   t[c n .. c n + n), likewise xs_c); accepted when
 //   0 + sum_k (beta[c] (p_k + v_k) - xs_c[k])^2 <= radius[c] radius[c].
-// Every sub-vector done gets H[c] = trial, q[c n + k] = p's basis
-// coordinates and, unless V is null, V[c n + k] = v_k, the rejected ones
-// too (a later trial's call writes them again); the rejected ones' c are
+// Every accepted sub-vector gets H[c] = trial, q[c n + k] = p's basis
+// coordinates and, unless V is null, V[c n + k] = v_k; rejected ones may
+// get them too (a later trial's call writes them again; E8's kernels run
+// the exact trial only where a screen has not shown that it must fail:
+// lattice/voronoi_lanes.hpp, screened_trials); the rejected ones' c are
 // written to rej in order (rej may be idx) and counted in *nrej.
 // Stops before a group of sub-vectors with an input |t| >= 2^46.
 std::size_t voronoi_trials(LatticeId id, std::uint32_t trial, const std::uint64_t* w,

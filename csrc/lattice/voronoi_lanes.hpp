@@ -8,7 +8,10 @@
 // ::parallelepiped, ::dither, subvector::voronoi_trial and the acceptance
 // test s = 0 + dev_0 + ... + dev_{n-1} <= r r), so each lane gets the
 // scalar bits (common/simd_avx2.hpp explains the rules: the same IEEE
-// operations in the same order, branches turned into selections).
+// operations in the same order, branches turned into selections).  E8's
+// screen (E8::distance2, screened_trials) is the exception: it only picks
+// the trials that run the exact code, by a margin that the roundings
+// cannot cross.
 // Integers are held in doubles: every value involved is an integer (or a
 // half-integer) below 2^51 in magnitude, so exact, and converted to int64
 // only at the end.
@@ -35,6 +38,7 @@
 // set (a function without the target could not inline the intrinsics).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -96,6 +100,7 @@ template <class S>
 struct A2 {
   using D = typename S::D;
   static constexpr int N = 2;
+  static constexpr bool kScreened = false;  // (0.91 of its trials accepted)
   static D h() { return S::splat(std::sqrt(3.0) * 0.5); }  // LatticeA2::h()
 
   // p = G^T (a, b) = (a + b / 2, b h).
@@ -150,6 +155,7 @@ template <class S>
 struct D4 {
   using D = typename S::D;
   static constexpr int N = 4;
+  static constexpr bool kScreened = false;  // (0.62 of its trials accepted)
 
   // p = G^T u: (((2 u0 + u1) + u2) + u3, u1, u2, u3).
   static void parallelepiped(const D* u, D* p) {
@@ -186,6 +192,36 @@ template <class S>
 struct E8 {
   using D = typename S::D;
   static constexpr int N = 8;
+  // Its trials go through screened_trials (0.25 of them accepted).
+  static constexpr bool kScreened = true;
+  static double rho() { return LatticeE8::rho(); }
+
+  // The squared distance from t to the lattice, rounded (for the screen of
+  // screened_trials, not bit for bit as closest): the smaller of D8's and
+  // D8 + 1/2's, from one floor a coordinate.  With f = floor(t_k) and
+  // a = the distance from t_k to Z, b = 1/2 - a that to Z + 1/2: D8's point
+  // rounds each t_k (f + 1 where t_k - f >= 1/2) and, where their sum is odd,
+  // moves the coordinate with the largest a (squared distance + 1 - 2 a);
+  // D8 + 1/2's takes f + 1/2, likewise with b and the sum of the f.
+  static D distance2(const D* t) {
+    const D zero = S::splat(0.0), half = S::splat(0.5), one = S::splat(1.0);
+    D sum = zero, ups = zero, sa = zero, sb = zero, amax = zero, bmax = zero;
+    for (int k = 0; k < 8; ++k) {
+      const D f = S::floor(t[k]);
+      const D c = S::sub(S::sub(t[k], f), half);  // in [-1/2, 1/2)
+      const D b = S::abs(c), a = S::sub(half, b);
+      sum = S::add(sum, f);
+      ups = S::add_where(S::ge(c, zero), ups, one);
+      sa = S::add(sa, S::mul(a, a));
+      sb = S::add(sb, S::mul(b, b));
+      amax = S::max(amax, a);
+      bmax = S::max(bmax, b);
+    }
+    const D two = S::splat(2.0);
+    const D d0 = S::add_where(S::odd(S::add(sum, ups)), sa, S::sub(one, S::mul(two, amax)));
+    const D d1 = S::add_where(S::odd(sum), sb, S::sub(one, S::mul(two, bmax)));
+    return S::blend(S::lt(d1, d0), d0, d1);
+  }
 
   // p7 = u7 / 2; p6 = u6 + u7 / 2; p_k = (u_k - u_{k+1}) + u7 / 2; p0 = (2 u0 - u1) + u7 / 2.
   static void parallelepiped(const D* u, D* p) {
@@ -320,70 +356,105 @@ inline std::size_t reconstructs(const std::int64_t* q, const double* v, const do
   return c;
 }
 
-// voronoi_trials (lattice/voronoi_kernels.hpp): S::L sub-vectors at a time,
-// a last partial group padded with copies of its last sub-vector (whose
-// results are dropped); stops at the first group with an input |t| >= 2^46
-// (beyond, the integer conversions would leave the exact range).
+// One trial, number `trial`, of the S::L sub-vectors c[l] (lane l; the
+// first `valid` are real, the others copies), as subvector::voronoi_trial
+// and its acceptance test: tt = their inputs t (columns), wrow[l] = lane l's
+// dither words.  The valid lanes get H, q and (unless V is null) V, the
+// rejected ones too: the trial that accepts a sub-vector writes them again,
+// last.  (Writing only the accepted lanes branched on random bits, a
+// misprediction or two a group.)  Returns the accepted lanes' bits.
 template <class S, class Lat>
-inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std::size_t* idx,
-                          std::size_t count, const double* t, const double* xs,
-                          const double* beta, const double* radius, std::uint32_t* H,
-                          std::int64_t* q, double* V, std::size_t* rej, std::size_t* nrej) {
+inline unsigned exact_trial(std::uint32_t trial, const typename S::D* tt,
+                            const double* const* wrow, const std::size_t* c, std::size_t valid,
+                            const double* xs, const double* beta, const double* radius,
+                            std::uint32_t* H, std::int64_t* q, double* V) {
   using D = typename S::D;
-  using M = typename S::M;
+  constexpr int N = Lat::N, L = S::L;
+  constexpr std::size_t n = static_cast<std::size_t>(N);
+  // subvector::voronoi_trial: the dither v, the closest point p of t - v.
+  D wc[N], v[N], s[N], p[N], m[N], xx[N];
+  S::template load_cols<N>(wrow, wc);
+  dither<S, Lat>(wc, v);
+  for (int k = 0; k < N; ++k) s[k] = S::sub(tt[k], v[k]);
+  Lat::closest(s, p, m);
+  // Accepted where 0 + sum_k (beta (p_k + v_k) - xs_k)^2 <= r r.
+  const double* xrow[L];
+  for (int l = 0; l < L; ++l) xrow[l] = xs + c[l] * n;
+  S::template load_cols<N>(xrow, xx);
+  const D b = S::gather(beta, c);
+  const D rr = S::gather(radius, c);
+  D sum = S::splat(0.0);
+  for (int k = 0; k < N; ++k) {
+    const D d = S::sub(S::mul(b, S::add(p[k], v[k])), xx[k]);
+    sum = S::add(sum, S::mul(d, d));
+  }
+  const unsigned lanes = (1u << valid) - 1;
+  const unsigned acc = S::bits(S::le(sum, S::mul(rr, rr))) & lanes;
+  for (int k = 0; k < N; ++k) m[k] = S::int64_bits(m[k]);
+  double* out[L];
+  for (int l = 0; l < L; ++l) out[l] = reinterpret_cast<double*>(q + c[l] * n);
+  S::template store_rows<N>(m, out, lanes);
+  if (V != nullptr) {
+    for (int l = 0; l < L; ++l) out[l] = V + c[l] * n;
+    S::template store_rows<N>(v, out, lanes);
+  }
+  for (std::size_t l = 0; l < valid; ++l) H[c[l]] = trial;
+  return acc;
+}
+
+// The inputs t of the S::L sub-vectors c[l] (columns), and whether each
+// |t_k| < 2^46 (beyond, the integer conversions would leave the exact
+// range): all lanes' bits where so.
+template <class S, int N>
+inline unsigned load_inputs(const double* t, const std::size_t* c, typename S::D* tt) {
+  constexpr int L = S::L;
+  const double* trow[L];
+  for (int l = 0; l < L; ++l) trow[l] = t + c[l] * static_cast<std::size_t>(N);
+  S::template load_cols<N>(trow, tt);
+  const typename S::D limit = S::splat(0x1.0p46);
+  typename S::M small = S::lt(S::abs(tt[0]), limit);
+  for (int k = 1; k < N; ++k) small = S::both(small, S::lt(S::abs(tt[k]), limit));
+  return S::bits(small);
+}
+
+// The lanes' sub-vectors of the group at i0 of a trial's list (c = idx[i],
+// or i where idx is null; a last partial group padded with copies of its
+// last sub-vector) and the number of real ones.
+template <class S>
+inline std::size_t group_at(std::size_t i0, std::size_t count, const std::size_t* pos,
+                            const std::size_t* idx, std::size_t* at, std::size_t* c) {
+  constexpr int L = S::L;
+  const std::size_t valid = count - i0 < static_cast<std::size_t>(L) ? count - i0 : L;
+  const std::size_t last = valid - 1;
+  for (int l = 0; l < L; ++l) {
+    const std::size_t j = i0 + std::min(static_cast<std::size_t>(l), last);
+    at[l] = pos != nullptr ? pos[j] : j;
+    c[l] = idx != nullptr ? idx[at[l]] : at[l];
+  }
+  return valid;
+}
+
+// voronoi_trials (lattice/voronoi_kernels.hpp), trial by trial in groups of
+// S::L sub-vectors; stops at the first group with an input |t| >= 2^46.
+template <class S, class Lat>
+inline std::size_t exact_trials(std::uint32_t trial, const std::uint64_t* w,
+                                const std::size_t* idx, std::size_t count, const double* t,
+                                const double* xs, const double* beta, const double* radius,
+                                std::uint32_t* H, std::int64_t* q, double* V, std::size_t* rej,
+                                std::size_t* nrej) {
   constexpr int N = Lat::N, L = S::L;
   constexpr std::size_t n = static_cast<std::size_t>(N);
   const double* wd = reinterpret_cast<const double*>(w);  // the words' bit patterns
-  const D limit = S::splat(0x1.0p46);
   std::size_t i0 = 0, r = 0;
   for (; i0 < count; i0 += L) {
-    const std::size_t valid = count - i0 < static_cast<std::size_t>(L) ? count - i0 : L;
-    std::size_t c[L];
-    const double* trow[L];
-    const double* xrow[L];
+    std::size_t at[L], c[L];
+    const std::size_t valid = group_at<S>(i0, count, nullptr, idx, at, c);
+    typename S::D tt[N];
+    if (load_inputs<S, N>(t, c, tt) != (1u << L) - 1) break;
     const double* wrow[L];
-    for (int l = 0; l < L; ++l) {
-      const std::size_t i = i0 + (static_cast<std::size_t>(l) < valid ? l : valid - 1);
-      c[l] = idx != nullptr ? idx[i] : i;
-      trow[l] = t + c[l] * n;
-      xrow[l] = xs + c[l] * n;
-      wrow[l] = wd + i * n;
-    }
-    D tt[N];
-    S::template load_cols<N>(trow, tt);
-    M small = S::lt(S::abs(tt[0]), limit);
-    for (int k = 1; k < N; ++k) small = S::both(small, S::lt(S::abs(tt[k]), limit));
-    if (S::bits(small) != (1u << L) - 1) break;
-    // subvector::voronoi_trial: the dither v, the closest point p of t - v.
-    D wc[N], v[N], s[N], p[N], m[N], xx[N];
-    S::template load_cols<N>(wrow, wc);
-    dither<S, Lat>(wc, v);
-    for (int k = 0; k < N; ++k) s[k] = S::sub(tt[k], v[k]);
-    Lat::closest(s, p, m);
-    // Accepted where 0 + sum_k (beta (p_k + v_k) - xs_k)^2 <= r r.
-    S::template load_cols<N>(xrow, xx);
-    const D b = S::gather(beta, c);
-    const D rr = S::gather(radius, c);
-    D sum = S::splat(0.0);
-    for (int k = 0; k < N; ++k) {
-      const D d = S::sub(S::mul(b, S::add(p[k], v[k])), xx[k]);
-      sum = S::add(sum, S::mul(d, d));
-    }
-    const unsigned lanes = (1u << valid) - 1;
-    const unsigned acc = S::bits(S::le(sum, S::mul(rr, rr))) & lanes;
-    // Every lane's H, q and V are written, the rejected ones' too: the
-    // trial that accepts a sub-vector writes them again, last.  (Writing
-    // only the accepted lanes branched on random bits, a misprediction or
-    // two a group.)
-    for (int k = 0; k < N; ++k) m[k] = S::int64_bits(m[k]);
-    double* out[L];
-    for (int l = 0; l < L; ++l) out[l] = reinterpret_cast<double*>(q + c[l] * n);
-    S::template store_rows<N>(m, out, lanes);
-    if (V != nullptr) {
-      for (int l = 0; l < L; ++l) out[l] = V + c[l] * n;
-      S::template store_rows<N>(v, out, lanes);
-    }
-    for (std::size_t l = 0; l < valid; ++l) H[c[l]] = trial;
+    for (int l = 0; l < L; ++l) wrow[l] = wd + at[l] * n;
+    const unsigned acc =
+        exact_trial<S, Lat>(trial, tt, wrow, c, valid, xs, beta, radius, H, q, V);
     // (rej may be idx: this group's entries are read, later ones untouched.)
     for (std::size_t l = 0; l < valid; ++l) {
       rej[r] = c[l];
@@ -392,6 +463,105 @@ inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std
   }
   *nrej = r;
   return i0 < count ? i0 : count;
+}
+
+// voronoi_trials for a lattice whose trials mostly fail (E8: 3.94 trials a
+// sub-vector), with the same results as exact_trials: a screen first finds
+// the trials that cannot be accepted, and only the others run the exact
+// trial, in groups of S::L gathered from a block of the list.
+//
+// The screen.  With p = G^T u the trial's point of the parallelepiped and
+// v = p - c its dither (c = Q(p), a lattice point), the exact trial finds a
+// lattice point P (the closest to the rounded t - v) and accepts when the
+// rounded |beta (P + v) - xs| <= r = beta rho.  In real numbers
+// |P + v - t| >= dist(t - v, L) = dist(t - p, L) (c is a lattice point), so
+// an accepted trial has dist(t - p, L) <= rho + delta, where delta bounds
+// what the roundings move: t against xs / beta (t = xs (1 / beta)), v
+// against p - c, P + v, the product by beta, the screen's own t - p, and
+// rho against r / beta.  Each is a unit or two in the last place (2^-53
+// relative) of a number below |t|_max + 4 (P + v is within 2 of t; p, v
+// below 4), so together under 2^-49 (|t|_max + 4) in norm over the eight
+// coordinates; delta = 2^-44 (4 + sum_k |t_k|) is 32 times that or more.
+// The screen computes dist(t - p, L)^2 (distance2; its rounding, and
+// rho's, under 2^-45) and lets a trial through where it is at most
+// rho^2 + 2^-40 + 3 delta + delta^2 > (rho + delta)^2 (2 rho < 3).  A trial
+// it stops is rejected by the exact trial too; the rest (the accepted ones,
+// and a fraction of about delta of the others) run it.
+template <class S, class Lat>
+inline std::size_t screened_trials(std::uint32_t trial, const std::uint64_t* w,
+                                   const std::size_t* idx, std::size_t count, const double* t,
+                                   const double* xs, const double* beta, const double* radius,
+                                   std::uint32_t* H, std::int64_t* q, double* V,
+                                   std::size_t* rej, std::size_t* nrej) {
+  using D = typename S::D;
+  constexpr int N = Lat::N, L = S::L;
+  constexpr std::size_t n = static_cast<std::size_t>(N);
+  constexpr std::size_t kBlock = 512;  // list entries screened before their exact trials
+  const double* wd = reinterpret_cast<const double*>(w);  // the words' bit patterns
+  const D rho2 = S::splat(Lat::rho() * Lat::rho() + 0x1.0p-40);
+  std::size_t done = 0, r = 0;
+  for (std::size_t b0 = 0; b0 < count && done == b0; b0 += kBlock) {
+    const std::size_t b1 = count - b0 < kBlock ? count : b0 + kBlock;
+    std::size_t cand[kBlock + L];  // list entries that pass the screen, in order
+    unsigned char kept[kBlock];    // 1 where the entry's trial is accepted
+    std::fill_n(kept, kBlock, static_cast<unsigned char>(0));
+    std::size_t ncand = 0;
+    for (std::size_t i0 = b0; i0 < b1; i0 += L) {
+      std::size_t at[L], c[L];
+      const std::size_t valid = group_at<S>(i0, b1, nullptr, idx, at, c);
+      D tt[N];
+      if (load_inputs<S, N>(t, c, tt) != (1u << L) - 1) break;
+      done = i0 + valid;
+      const double* wrow[L];
+      for (int l = 0; l < L; ++l) wrow[l] = wd + at[l] * n;
+      D wc[N], u[N], p[N], tsum = S::splat(4.0);
+      S::template load_cols<N>(wrow, wc);
+      for (int k = 0; k < N; ++k) u[k] = S::uniform_co(wc[k]);
+      Lat::parallelepiped(u, p);
+      for (int k = 0; k < N; ++k) {
+        tsum = S::add(tsum, S::abs(tt[k]));
+        p[k] = S::sub(tt[k], p[k]);
+      }
+      const D delta = S::mul(tsum, S::splat(0x1.0p-44));
+      const D bound = S::add(rho2, S::mul(delta, S::add(S::splat(3.0), delta)));
+      const unsigned pass =
+          S::bits(S::le(Lat::distance2(p), bound)) & ((1u << valid) - 1);
+      for (int l = 0; l < L; ++l) {  // (past the valid lanes: written, not counted)
+        cand[ncand] = i0 + static_cast<std::size_t>(l);
+        ncand += (pass >> l) & 1u;
+      }
+    }
+    for (std::size_t k0 = 0; k0 < ncand; k0 += L) {
+      std::size_t at[L], c[L];
+      const std::size_t valid = group_at<S>(k0, ncand, cand, idx, at, c);
+      D tt[N];
+      load_inputs<S, N>(t, c, tt);  // (all below 2^46: screened)
+      const double* wrow[L];
+      for (int l = 0; l < L; ++l) wrow[l] = wd + at[l] * n;
+      const unsigned acc =
+          exact_trial<S, Lat>(trial, tt, wrow, c, valid, xs, beta, radius, H, q, V);
+      for (std::size_t l = 0; l < valid; ++l) kept[at[l] - b0] = (acc >> l) & 1u;
+    }
+    // (rej may be idx: every entry of the block has been read.)
+    for (std::size_t i = b0; i < done; ++i) {
+      rej[r] = idx != nullptr ? idx[i] : i;
+      r += kept[i - b0] ^ 1u;
+    }
+  }
+  *nrej = r;
+  return done;
+}
+
+template <class S, class Lat>
+inline std::size_t trials(std::uint32_t trial, const std::uint64_t* w, const std::size_t* idx,
+                          std::size_t count, const double* t, const double* xs,
+                          const double* beta, const double* radius, std::uint32_t* H,
+                          std::int64_t* q, double* V, std::size_t* rej, std::size_t* nrej) {
+  if constexpr (Lat::kScreened)
+    return screened_trials<S, Lat>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej,
+                                   nrej);
+  else
+    return exact_trials<S, Lat>(trial, w, idx, count, t, xs, beta, radius, H, q, V, rej, nrej);
 }
 
 // The lane code of each root lattice (lattice/registry.hpp's RootLattices),

@@ -146,7 +146,7 @@ class TrialWords {
 // sub-vector idx[i] at w + i n): as kernels::voronoi_trials, whose SIMD
 // kernels take the sub-vectors they can and subvector::voronoi_trial the
 // rest.  Accepted ones get H[c] = trial, q[c n ..] and (unless V is null)
-// V[c n ..] (the kernels write the rejected ones' too, which the trial that
+// V[c n ..] (the kernels may write the rejected ones' too, which the trial that
 // accepts them writes again); the rejected ones' c go to rej in order (rej
 // may be idx), and their number is returned.
 template <class Lattice>

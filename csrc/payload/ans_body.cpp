@@ -105,16 +105,7 @@ class BoxBatch {
 
   void tables(std::size_t j0, std::size_t j1, const double* beta, const double* V,
               const std::int64_t* M) {
-    for (std::size_t j = j0, i = 0; j < j1; ++j) {
-      const std::int64_t* m = M + j * n_;
-      for (std::size_t c = 0; c < n_; ++c, ++i) {
-        const std::size_t k = n_ - 1 - c;
-        coded[i] = m[k];
-        g[i] = beta[j] * basis_.diagonal(static_cast<int>(c));
-        o[i] = basis_.offset(static_cast<int>(c), beta[j], V[j * n_ + k],
-                             [&](int d) { return static_cast<double>(m[k + static_cast<std::size_t>(d)]); });
-      }
-    }
+    basis_.tables(M + j0 * n_, V + j0 * n_, beta + j0, j1 - j0, coded, g, o);
   }
   // The batch, sub-vectors [first, last), into enc, noting where each
   // sub-vector's symbols start: sub-vector j's at start(j) (start(last):

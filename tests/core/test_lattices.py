@@ -522,6 +522,44 @@ def test_every_simd_level_gives_the_same_bytes():
     assert len(_digests_by_simd_level(script)) == 1
 
 
+def test_e8_screen_passes_every_trial_the_exact_test_accepts():
+    """E8's trial kernels screen out, before the exact trial, the trials that
+    cannot be accepted (lattice/voronoi_lanes.hpp, screened_trials); the
+    portable code runs every exact trial.  Inputs placed so that trial 1's
+    error has norm rho (1 - eps), |eps| from 1e-15 to 1e-6 either side of the
+    ball's edge, at lattice points from 0 to about 2^40 (so |t| and the
+    screen's margin vary), give the same H and M under every CEPAM_SIMD
+    level; and where eps is beyond 1e-11 at points below 2^10 (the input's
+    rounding far smaller), trial 1 is accepted inside the ball and rejected
+    outside it, so the trials at the edge were tested."""
+    script = (
+        "import hashlib, numpy as np\n"
+        "from cepam import _core\n"
+        "from cepam._core import testing as hooks\n"
+        "key, N = bytes(range(32)), 8192\n"
+        "params = _core.Params(mechanism=1, scale=1e-3, lattice=4, n=8)\n"
+        "beta, V = hooks.lattice_side_info(np.ones(N, np.uint32), key=key, params=params)\n"
+        "rng = np.random.default_rng(5)\n"
+        "e = rng.standard_normal((N, 8))\n"
+        "e /= np.linalg.norm(e, axis=1, keepdims=True)\n"
+        "eps = 10.0 ** rng.uniform(-15, -6, N) * rng.choice([-1.0, 1.0], N)\n"
+        "k = rng.integers(0, 40, N)\n"
+        "c = 2.0 * np.floor(rng.uniform(-1, 1, (N, 8)) * 2.0 ** k[:, None])  # in 2 Z^8\n"
+        "x = beta[:, None] * (c + V.reshape(N, 8) + np.sqrt(0.5) * (1 - eps)[:, None] * e)\n"
+        "H, M = hooks.encode_lattice(x.ravel(), key=key, params=params, factor=1.0)\n"
+        "clear = (k < 10) & (np.abs(eps) > 1e-11)\n"
+        "inside, outside = clear & (eps > 0), clear & (eps < 0)\n"
+        "print('RESULT', hashlib.sha256(H.tobytes() + M.tobytes()).hexdigest(),\n"
+        "      int(inside.sum()), int((H[inside] == 1).sum()),\n"
+        "      int(outside.sum()), int((H[outside] > 1).sum()))\n"
+    )
+    results = _digests_by_simd_level(script)
+    assert len(results) == 1
+    _, inside, accepted, outside, rejected = results.pop().split()
+    assert int(inside) > 400 and accepted == inside
+    assert int(outside) > 400 and rejected == outside
+
+
 def test_zn_kernels_give_the_same_bytes_at_every_simd_level():
     """The Z^n trial, dither and reconstruction kernels (8, 4 or 2 elements
     at a time: lattice/zn_lanes.hpp) give the portable code's bytes: payloads
