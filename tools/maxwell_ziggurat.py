@@ -145,7 +145,8 @@ def header() -> str:
         f" (whose area is sqrt(pi / 2)),",
         f"// {100 * float(t['fast']):.3f} % of draws accepted by the fast test; the tail"
         f" beyond R_1 holds {float(t['tail_mass']):.3g}",
-        "// of the mass.  Each row: start, width, lo, hi, y, dy (the generator says what they are).",
+        "// of the mass.  Each row: start, width, lo, hi, y, dy"
+        " (the generator says what they are).",
         "#pragma once",
         "",
         f"#define CEPAM_MAXWELL_LAYERS {LAYERS}",

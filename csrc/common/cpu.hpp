@@ -98,6 +98,16 @@
 // common/lanes_base.hpp: AVX2 on x86-64, NEON on aarch64), below the
 // AVX-512 forms; simd_base_lanes() says whether it runs.
 #define CEPAM_BASE_LANES (CEPAM_X86_DISPATCH || CEPAM_ARM_NEON)
+// The region of a kernel file that holds its second level (the lane code
+// included there): CEPAM_TARGET_BEGIN("avx2") ... CEPAM_TARGET_END on
+// x86-64, nothing on aarch64 (NEON is the baseline).
+#if CEPAM_X86_DISPATCH
+#define CEPAM_BASE_LANES_BEGIN CEPAM_TARGET_BEGIN("avx2")
+#define CEPAM_BASE_LANES_END CEPAM_TARGET_END
+#else
+#define CEPAM_BASE_LANES_BEGIN
+#define CEPAM_BASE_LANES_END
+#endif
 
 namespace cepam {
 

@@ -1,7 +1,8 @@
 // The eight-lane operations (AVX-512 F, DQ and VL) of the kernels written
 // once for SIMD lanes (lattice/zn_lanes.hpp, voronoi_lanes.hpp,
 // coding/cell_lanes.hpp, lrsuq/maxwell_lanes.hpp), which name them S;
-// common/lanes_avx2.hpp has the four-lane ones and says what each does.  Internal header: include it, and the lane code, after a
+// common/lanes_avx2.hpp has the four-lane ones and says what each does.
+// Internal header: include it, and the lane code, after a
 // target("avx512f,avx512dq,avx512vl") pragma (as
 // lattice/voronoi_kernels_avx512.cpp and coding/conditional_coder_avx512.cpp
 // do), and call what it compiles only where simd_avx512dq().  Masks M are
@@ -177,8 +178,9 @@ struct Avx512Lanes {
   }
 
  private:
-  // Interleaving indices: lanes 0, 1 of a, 0, 1 of b, 4, 5 of a, 4, 5 of b
-  // (kLow), and the same with 2, 3 and 6, 7 (kHigh), for _mm512_permutex2var_pd.
+  // Interleaving indices for _mm512_permutex2var_pd: lanes 0, 1 of a, 0, 1
+  // of b, 4, 5 of a, 4, 5 of b (low_pairs), and the same with 2, 3 and 6, 7
+  // (high_pairs).
   static __m512i low_pairs() { return _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13); }
   static __m512i high_pairs() { return _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15); }
 

@@ -1,8 +1,8 @@
 // simd::BaseLanes: a kernel's second lane level (CEPAM_BASE_LANES,
 // common/cpu.hpp), below its AVX-512 forms: the four-lane AVX2 operations on
-// x86-64 (include this, and the lane code over it, within the file's
-// CEPAM_TARGET_BEGIN("avx2") ... CEPAM_TARGET_END region), the two-lane NEON
-// ones on aarch64 (the baseline: no region).  simd_base_lanes() says where
+// x86-64, the two-lane NEON ones on aarch64: include this, and the lane code
+// over it, between CEPAM_BASE_LANES_BEGIN and CEPAM_BASE_LANES_END (an AVX2
+// target region on x86-64, none on aarch64).  simd_base_lanes() says where
 // they run.
 #pragma once
 

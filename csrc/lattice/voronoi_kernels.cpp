@@ -10,11 +10,9 @@
 #include "common/simd_avx2.hpp"
 #include "lattice/registry.hpp"
 
-#if CEPAM_X86_DISPATCH
-// Everything from here to CEPAM_TARGET_END (voronoi_lanes.hpp included) is
-// compiled for AVX2.
-CEPAM_TARGET_BEGIN("avx2")
-#endif
+// Everything from here to CEPAM_BASE_LANES_END (voronoi_lanes.hpp included) is
+// compiled for the second level (AVX2 on x86-64).
+CEPAM_BASE_LANES_BEGIN
 #if CEPAM_BASE_LANES
 #include "common/lanes_base.hpp"
 #include "lattice/voronoi_lanes.hpp"
@@ -41,9 +39,7 @@ std::size_t dither_base(LatticeId id, const std::uint64_t* w, std::size_t count,
 }  // namespace cepam::kernels
 #endif  // CEPAM_BASE_LANES
 
-#if CEPAM_X86_DISPATCH
-CEPAM_TARGET_END
-#endif
+CEPAM_BASE_LANES_END
 
 // The dispatch, compiled for the baseline target.
 namespace cepam::kernels {

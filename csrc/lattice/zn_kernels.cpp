@@ -9,11 +9,9 @@
 
 #include "common/cpu.hpp"
 
-#if CEPAM_X86_DISPATCH
-// Everything from here to CEPAM_TARGET_END (zn_lanes.hpp included) is
-// compiled for AVX2.
-CEPAM_TARGET_BEGIN("avx2")
-#endif
+// Everything from here to CEPAM_BASE_LANES_END (zn_lanes.hpp included) is
+// compiled for the second level (AVX2 on x86-64).
+CEPAM_BASE_LANES_BEGIN
 #if CEPAM_BASE_LANES
 #include "common/lanes_base.hpp"
 #include "lattice/zn_lanes.hpp"
@@ -42,9 +40,7 @@ std::size_t reconstruct_lanes(const std::int64_t* q, const double* v, const doub
 }  // namespace
 }  // namespace cepam::kernels
 
-#if CEPAM_X86_DISPATCH
-CEPAM_TARGET_END
-#endif
+CEPAM_BASE_LANES_END
 
 namespace cepam::kernels {
 

@@ -8,11 +8,9 @@
 #include "common/cpu.hpp"
 #include "random/maxwell.hpp"
 
-#if CEPAM_X86_DISPATCH
-// Everything from here to CEPAM_TARGET_END (maxwell_lanes.hpp included) is
-// compiled for AVX2.
-CEPAM_TARGET_BEGIN("avx2")
-#endif
+// Everything from here to CEPAM_BASE_LANES_END (maxwell_lanes.hpp included) is
+// compiled for the second level (AVX2 on x86-64).
+CEPAM_BASE_LANES_BEGIN
 #if CEPAM_BASE_LANES
 #include "common/lanes_base.hpp"
 #include "lrsuq/maxwell_lanes.hpp"
@@ -27,9 +25,7 @@ std::size_t radii_lanes(double sigma, const std::uint64_t* w, std::size_t count,
 }  // namespace cepam::kernels
 #endif
 
-#if CEPAM_X86_DISPATCH
-CEPAM_TARGET_END
-#endif
+CEPAM_BASE_LANES_END
 
 namespace cepam::kernels {
 

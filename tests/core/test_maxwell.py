@@ -7,6 +7,7 @@ draws its piece's law, and its draws through the codec are the Maxwell law
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 
@@ -180,13 +181,15 @@ def test_the_codecs_radii_are_maxwell_and_independent():
 def test_the_simd_levels_give_the_portable_radii():
     """kernels::maxwell_radii's lanes (AVX-512, AVX2, NEON) against the
     portable loop, through a child process per level (CEPAM_SIMD caps it)."""
-    code = ("import hashlib, cepam._core as c; p = c.Params(mechanism=1, scale=0.7, lattice=1, n=1);"
+    code = ("import hashlib, cepam._core as c; "
+            "p = c.Params(mechanism=1, scale=0.7, lattice=1, n=1);"
             "r = c.testing.latent_radius(key=bytes(range(32)), params=p, first=3, count=100_003);"
             "print(c.simd_level(), hashlib.sha256(r.tobytes()).hexdigest())")
     seen = {}
     for level in ("portable", "avx2", "avx512"):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**__import__("os").environ, "CEPAM_SIMD": level}).stdout.split()
+        env = {**os.environ, "CEPAM_SIMD": level}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env=env).stdout.split()
         seen[out[0]] = out[1]
     assert len(set(seen.values())) == 1, seen
 
