@@ -129,6 +129,24 @@ inline typename S::M inside(const Tables<S>& t, typename S::D q_d) {
                  S::le(q_d, S::sub(S::from_i32(t.count), S::splat(2.0))));
 }
 
+// The model's quantile at each slot (< 2^24), in cells, for `guess`: on
+// the line of the slot's 2^-12 level (SourceModel::quantile_line_table,
+// level = slot >> 12), slot mod 2^12 slots past the level's start.  Finer
+// than the level's own quantile, for tables of many cells a level.
+template <class S, Latency L>
+inline typename S::D quantile_line(const SourceModel& model, typename S::I32 slot) {
+  using D = typename S::D;
+  constexpr int kFine = kProbBits - SourceModel::kKnotBits;
+  D start, slope;
+  S::uint32_halves(lookup<S, L>(reinterpret_cast<const double*>(model.quantile_line_table()),
+                                S::shr_i32(slot, kFine)),
+                   start, slope);
+  constexpr double kUnit = 1.0 / (1 << SourceModel::kLineBits);
+  const D within = S::from_i32(S::and_i32(slot, S::splat_i32((1 << kFine) - 1)));
+  return S::add(S::mul(start, S::splat(kUnit)),
+                S::mul(slope, S::mul(within, S::splat(kUnit / (1 << kFine)))));
+}
+
 // CellCoder::decode's common case for S::L symbols whose tables t are plain
 // and whose slots (in I32, none the escape's) are `slot`, given u, the
 // model's quantile at each slot (SourceModel::quantile_cells of its 2^-12

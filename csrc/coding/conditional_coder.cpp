@@ -280,23 +280,13 @@ struct CellGroups {
     const __m128i slot = low_halves(slot64);
     const Tables4 t = cell_lanes::layout<Avx2>(model, _mm256_loadu_pd(g + i), _mm256_loadu_pd(o + i));
     if (t.plain != 0xf || any_escape(slot)) return false;
-    // The guess from the model's quantile table (four loads; with fine,
-    // interpolated between the slot's level and the next, the model being
-    // linear within a bin, as the AVX-512 decoder does), then the exact
-    // table (cell_lanes::guess), else the scalar search.
+    // The guess from the model's quantile table (four loads; with fine, at
+    // the slot itself, as the AVX-512 decoder does:
+    // cell_lanes::quantile_line), then the exact table
+    // (cell_lanes::guess), else the scalar search.
     constexpr int kFine = kProbBits - SourceModel::kKnotBits;
-    const __m256i level = _mm256_srli_epi64(slot64, kFine);
-    __m256d u = lookup4(model.quantile_table(), level);
-    if (fine) {
-      const __m256i last = _mm256_set1_epi64x(SourceModel::kKnotScale - 1);
-      // level + 1 below the last level (the comparison's -1 subtracted)
-      const __m256i next = _mm256_sub_epi64(level, _mm256_cmpgt_epi64(last, level));
-      const __m256i low = _mm256_and_si256(slot64, _mm256_set1_epi64x((1 << kFine) - 1));
-      const __m256d at_level = _mm256_sub_pd(
-          _mm256_mul_pd(avx2::to_double(low), _mm256_set1_pd(1.0 / (1 << kFine))), _mm256_set1_pd(0.5));
-      const __m256d u1 = lookup4(model.quantile_table(), next);
-      u = _mm256_add_pd(u, _mm256_mul_pd(_mm256_sub_pd(u1, u), at_level));
-    }
+    const __m256d u = fine ? cell_lanes::quantile_line<Avx2, L>(model, slot)
+                           : lookup4(model.quantile_table(), _mm256_srli_epi64(slot64, kFine));
     __m128i q;
     if (cell_lanes::guess<Avx2, L>(model, t, slot, u, q, start, end) != 0xf) {
       alignas(16) std::uint32_t qs[4], ss[4], st[4], en[4];

@@ -166,8 +166,8 @@ class CellCoder {
   static constexpr std::int64_t kMargin = kCellMargin;
   static constexpr std::uint32_t kEscapeFreq = kCellEscapeFreq;  // the escape: the last slot
   // Whether a SIMD decoder guesses a run of symbols whose first table has
-  // cell width g by the finer guess (the model's quantile interpolated
-  // between two levels): where the table has kFineCells cells or more
+  // cell width g by the finer guess (the model's quantile at the slot, on
+  // the line of its level): where the table has kFineCells cells or more
   // (2 A / g: a few hundred at rms/sigma 100, a few at 0.5, where the plain
   // guess is the faster).  Speed only: every guess is checked exactly.
   static constexpr double kFineCells = 128.0;

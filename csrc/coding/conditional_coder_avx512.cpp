@@ -79,7 +79,7 @@ struct Stream {
 // The next group of four symbols of streams s0 (lanes 0-3 of x) and s1
 // (lanes 4-7), or none: returns 0 where both went on, else which of the
 // two stops them (bit 0 for s0, bit 1 for s1).
-// With Fine, the guess interpolates the model's quantile table (below).
+// With Fine, the guess reads the model's quantile lines (below).
 // (Inlined, so that the registers stay registers.)
 template <bool Fine>
 [[gnu::always_inline]] inline unsigned step(const CellCoder& cells, const SourceModel& model,
@@ -95,24 +95,15 @@ template <bool Fine>
   const __m256i escape = _mm256_set1_epi32(static_cast<int>(kProbScale - CellCoder::kEscapeFreq));
   const unsigned bad = (~t.plain | _mm256_cmpge_epu32_mask(slot, escape)) & 0xffu;
   if (bad != 0) return ((bad & 0x0fu) != 0 ? 1u : 0u) | ((bad & 0xf0u) != 0 ? 2u : 0u);
-  // The model's quantile at the slot's 2^-12 level; with Fine, interpolated
-  // between it and the next level's (the model is linear within a bin),
-  // which misses a cell far less often where the cells are narrow against
-  // a level, and costs a step's chain a few cycles more.  Then the guess
-  // and the exact table (cell_lanes::guess), else the scalar search for
-  // the lanes it missed.
+  // The model's quantile at the slot's 2^-12 level; with Fine, at the slot
+  // itself (cell_lanes::quantile_line), which misses a cell far less often
+  // where the cells are narrow against a level, and costs a step's chain a
+  // few cycles more.  Then the guess and the exact table
+  // (cell_lanes::guess), else the scalar search for the lanes it missed.
   constexpr int kFine = kProbBits - SourceModel::kKnotBits;
-  const __m256i level = _mm256_srli_epi32(slot, kFine);
-  __m512d u = _mm512_i32gather_pd(level, model.quantile_table(), 8);
-  if constexpr (Fine) {
-    const __m256i next = _mm256_min_epu32(_mm256_add_epi32(level, _mm256_set1_epi32(1)),
-                                          _mm256_set1_epi32(SourceModel::kKnotScale - 1));
-    const __m256i low = _mm256_and_si256(slot, _mm256_set1_epi32((1 << kFine) - 1));
-    const __m512d at_level = _mm512_sub_pd(
-        _mm512_mul_pd(_mm512_cvtepi32_pd(low), _mm512_set1_pd(1.0 / (1 << kFine))), _mm512_set1_pd(0.5));
-    const __m512d u1 = _mm512_i32gather_pd(next, model.quantile_table(), 8);
-    u = _mm512_add_pd(u, _mm512_mul_pd(_mm512_sub_pd(u1, u), at_level));
-  }
+  const __m512d u =
+      Fine ? cell_lanes::quantile_line<S, cell_lanes::Latency::Any>(model, slot)
+           : _mm512_i32gather_pd(_mm256_srli_epi32(slot, kFine), model.quantile_table(), 8);
   __m256i q, start, end;
   const unsigned hit =
       cell_lanes::guess<S, cell_lanes::Latency::Any>(model, t, slot, u, q, start, end);

@@ -385,7 +385,7 @@ inline void grid_loop(const Lines& l, double* knot, double* slope, std::uint64_t
   }
 }
 
-inline void quantile_loop(const Lines& l, double* quantile) {
+inline void quantile_loop(const Lines& l, double* quantile, std::uint64_t* line) {
   // Level l + 1/2 (in units of 2^-12) lies in bin b when c_b <= l < c_{b+1}
   // (integer knots; every level in one bin, c_0 = 0 and c_K = 2^12), where
   // the model's CDF runs linearly from c_b at edge e_b to c_{b+1} at
@@ -395,7 +395,8 @@ inline void quantile_loop(const Lines& l, double* quantile) {
   // inverse, and only a guess (cell_guess: any value is a valid one; the
   // decoded symbols never depend on it).  A division a bin: most of a small
   // update's decode was the division a level of the grid's inverse (4,096
-  // of them, about 4 us).
+  // of them, about 4 us).  line: the lines again, from each level's start
+  // (SourceModel::quantile_line_table).
   for (int b = 0; b < l.bins; ++b) {
     const std::uint32_t lo = l.knots[b], hi = l.knots[b + 1];
     if (hi == lo) continue;
@@ -405,6 +406,13 @@ inline void quantile_loop(const Lines& l, double* quantile) {
     const auto count = static_cast<int>(hi - lo);
     double* out = quantile + lo;
     for (int k = 0; k < count; ++k) out[k] = edge + (k + 0.5) * scale;
+    // The slope rounded to nearest (scale 2^20 + 1/2 >= 0: truncation is
+    // floor); the starts in integers from the edge (below 2^30 + 2^11).
+    const auto slope = static_cast<std::uint64_t>(scale * (1 << SourceModel::kLineBits) + 0.5);
+    const std::uint64_t start = static_cast<std::uint64_t>(l.edges[b]) << SourceModel::kLineBits;
+    std::uint64_t* at = line + lo;
+    for (std::uint64_t k = 0; k < static_cast<std::uint64_t>(count); ++k)
+      at[k] = (start + k * slope) | slope << 32;
   }
 }
 
@@ -413,8 +421,9 @@ CEPAM_TARGET_AVX512DQ void grid_avx512(const Lines& l, double* knot, double* slo
                                        std::uint64_t* packed) {
   grid_loop(l, knot, slope, packed);
 }
-CEPAM_TARGET_AVX512DQ void quantile_avx512(const Lines& l, double* quantile) {
-  quantile_loop(l, quantile);
+CEPAM_TARGET_AVX512DQ void quantile_avx512(const Lines& l, double* quantile,
+                                           std::uint64_t* line) {
+  quantile_loop(l, quantile, line);
 }
 #endif
 
@@ -455,9 +464,9 @@ void SourceModel::derive(bool quantiles) {
   if (!quantiles) return;
   const Lines lines{bins_, edges_.data(), knots_.data()};
 #if CEPAM_X86_DISPATCH
-  if (simd_avx512dq()) return quantile_avx512(lines, quantile_.data());
+  if (simd_avx512dq()) return quantile_avx512(lines, quantile_.data(), quantile_line_.data());
 #endif
-  quantile_loop(lines, quantile_.data());
+  quantile_loop(lines, quantile_.data(), quantile_line_.data());
 }
 
 void SourceModel::moments(double* mean, double* variance) const {

@@ -106,6 +106,13 @@ class SourceModel {
   // 2^-12, for level < 2^12.  Not computed for a
   // model fitted with quantiles = false (an encoder's: never read).
   double quantile_cells(std::uint32_t level) const { return quantile_[level]; }
+  // The same lines for a finer guess, one word a level (quantile_line_table):
+  // in the high 32 bits the slope s of level's bin b (its cells a level,
+  // (e_{b+1} - e_b) / (c_{b+1} - c_b), rounded to nearest), in the low its
+  // start e_b + (level - c_b) s (within 2^-9 cells of the line's), both in
+  // units of 2^-kLineBits cells (below 2^31).  The position of a slot low
+  // 2^-12 of a level past its start is start + s low 2^-12.
+  static constexpr int kLineBits = 20;
 
   double range() const { return a_; }
   int bins() const { return bins_; }
@@ -123,6 +130,7 @@ class SourceModel {
   double inv_width() const { return inv_width_; }
   const double* knot_table() const { return knot_.data(); }
   const double* quantile_table() const { return quantile_.data(); }
+  const std::uint64_t* quantile_line_table() const { return quantile_line_.data(); }
   // The grid value C_i = knot_table()[i] and its slope C_{i+1} - C_i,
   // integers below 2^23, in the low and high 32 bits of one word
   // (i < kCells): one table read a lookup for the SIMD forms (a gather is
@@ -173,14 +181,16 @@ class SourceModel {
   std::array<std::uint16_t, kMaxBins + 1> edges_{};  // in cells
   std::array<std::uint32_t, kMaxBins + 1> knots_{};  // c_0 = 0 .. c_K = 2^12
   // Derived: knot_[i] = C_i and slope_[i] = C_{i+1} - C_i as doubles, and
-  // the two packed (knot_slope_table); the quantile table.  Left
+  // the two packed (knot_slope_table); the quantile and line tables.  Left
   // uninitialised until derived (tabulate writes every knot, slope and
-  // packed word, derive every quantile): a model is built on every call,
-  // and zeroing the 56 KiB cost more than a small update's coding.
+  // packed word, derive every quantile and line): a model is built on
+  // every call, and zeroing the 88 KiB cost more than a small update's
+  // coding.
   std::array<double, kCells + 1> knot_;
   std::array<double, kCells> slope_;
   std::array<std::uint64_t, kCells> knot_slope_;
   std::array<double, kKnotScale> quantile_;
+  std::array<std::uint64_t, kKnotScale> quantile_line_;
 };
 
 }  // namespace cepam

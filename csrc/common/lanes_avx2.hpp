@@ -82,6 +82,8 @@ struct Avx2Lanes {
   static I32 sub_i32(I32 a, I32 b) { return _mm_sub_epi32(a, b); }
   static I32 min_i32(I32 a, I32 b) { return _mm_min_epi32(a, b); }
   static I32 max_i32(I32 a, I32 b) { return _mm_max_epi32(a, b); }
+  static I32 shr_i32(I32 a, int k) { return _mm_srli_epi32(a, k); }  // logical
+  static I32 and_i32(I32 a, I32 b) { return _mm_and_si128(a, b); }
   static unsigned gt_i32(I32 a, I32 b) {  // bit l: a_l > b_l (signed)
     return static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(a, b))));
   }

@@ -84,6 +84,8 @@ struct Avx512Lanes {
   static I32 sub_i32(I32 a, I32 b) { return _mm256_sub_epi32(a, b); }
   static I32 min_i32(I32 a, I32 b) { return _mm256_min_epi32(a, b); }
   static I32 max_i32(I32 a, I32 b) { return _mm256_max_epi32(a, b); }
+  static I32 shr_i32(I32 a, int k) { return _mm256_srli_epi32(a, k); }  // logical
+  static I32 and_i32(I32 a, I32 b) { return _mm256_and_si256(a, b); }
   static unsigned gt_i32(I32 a, I32 b) { return _mm256_cmpgt_epi32_mask(a, b); }
   static D trunc(D a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
   static D gather(const double* base, I32 i) { return _mm512_i32gather_pd(i, base, 8); }

@@ -80,6 +80,10 @@ struct NeonLanes {
   static I32 sub_i32(I32 a, I32 b) { return vsub_s32(a, b); }
   static I32 min_i32(I32 a, I32 b) { return vmin_s32(a, b); }
   static I32 max_i32(I32 a, I32 b) { return vmax_s32(a, b); }
+  static I32 shr_i32(I32 a, int k) {  // logical
+    return vreinterpret_s32_u32(vshl_u32(vreinterpret_u32_s32(a), vdup_n_s32(-k)));
+  }
+  static I32 and_i32(I32 a, I32 b) { return vand_s32(a, b); }
   static D gather(const double* base, I32 i) {
     return vcombine_f64(vld1_f64(base + vget_lane_s32(i, 0)), vld1_f64(base + vget_lane_s32(i, 1)));
   }

@@ -248,7 +248,8 @@ py::bytes source_model_from_statistics(double range, const CArray<std::uint64_t>
 
 // A serialised source model's bins and tables, as parsed (with its tables)
 // -> (edges uint16[K + 1], knots uint32[K + 1], grid float64[kCells + 1],
-// quantiles float64[2^12], the packed grid and slopes uint64[kCells]).
+// quantiles float64[2^12], the packed grid and slopes uint64[kCells], the
+// quantile lines uint64[2^12]).
 py::tuple source_model_tables(const py::bytes& model) {
   std::size_t len = 0, pos = 0;
   const std::uint8_t* data = bytes_view(model, &len);
@@ -259,7 +260,8 @@ py::tuple source_model_tables(const py::bytes& model) {
       py::array_t<std::uint32_t>(static_cast<py::ssize_t>(bins), m.bin_knots()),
       py::array_t<double>(SourceModel::kCells + 1, m.knot_table()),
       py::array_t<double>(SourceModel::kKnotScale, m.quantile_table()),
-      py::array_t<std::uint64_t>(SourceModel::kCells, m.knot_slope_table()));
+      py::array_t<std::uint64_t>(SourceModel::kCells, m.knot_slope_table()),
+      py::array_t<std::uint64_t>(SourceModel::kKnotScale, m.quantile_line_table()));
 }
 
 // (width of H, width of M, packed H, packed M, H, M): H and M through the

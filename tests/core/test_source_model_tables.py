@@ -6,7 +6,9 @@ value at cell edge i of bin b is the exact integer
 
 the coded CDF, so it must be that integer on every level; the quantile of
 level l in bin b is e_b + (l - c_b + 1/2) (e_{b+1} - e_b) / (c_{b+1} - c_b),
-which only guides the decoder's search."""
+which only guides the decoder's search, as does the line of each level
+(the SIMD decoders' finer guess): the bin's slope rounded to 2^-20 cells,
+and the level's start from e_b by that slope."""
 
 import os
 import struct
@@ -65,14 +67,20 @@ def reference_grid(edges: np.ndarray, knots: np.ndarray) -> np.ndarray:
     return grid
 
 
-def reference_quantiles(edges: np.ndarray, knots: np.ndarray) -> np.ndarray:
-    quantile = np.full(4096, np.nan)
+def reference_quantiles(edges: np.ndarray, knots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The quantile of each level, and its line (start and slope in units
+    of 2^-20 cells, packed as two 32-bit halves)."""
+    quantile, line = np.full(4096, np.nan), np.zeros(4096, dtype=np.uint64)
     for b in range(len(edges) - 1):
         lo, hi = int(knots[b]), int(knots[b + 1])
         if hi > lo:
             scale = float(edges[b + 1] - edges[b]) / float(hi - lo)
-            quantile[lo:hi] = float(edges[b]) + (np.arange(hi - lo) + 0.5) * scale
-    return quantile
+            k = np.arange(hi - lo)
+            quantile[lo:hi] = float(edges[b]) + (k + 0.5) * scale
+            slope = np.uint64(np.floor(scale * 2.0**20 + 0.5))
+            start = (np.uint64(int(edges[b])) << np.uint64(20)) + k.astype(np.uint64) * slope
+            line[lo:hi] = start | slope << np.uint64(32)
+    return quantile, line
 
 
 def tables() -> list[tuple[np.ndarray, ...]]:
@@ -81,11 +89,16 @@ def tables() -> list[tuple[np.ndarray, ...]]:
 
 def test_the_grid_is_the_exact_integer_cdf_and_the_quantiles_their_lines():
     shapes = set()
-    for edges, knots, grid, quantile, packed in tables():
+    for edges, knots, grid, quantile, packed, line in tables():
         shapes.add((len(edges) - 1, int(edges[1] - edges[0])))
         assert edges[0] == 0 and edges[-1] == 1024 and knots[0] == 0 and knots[-1] == 4096
         np.testing.assert_array_equal(grid, reference_grid(edges, knots))
-        np.testing.assert_array_equal(quantile, reference_quantiles(edges, knots))
+        want_quantile, want_line = reference_quantiles(edges, knots)
+        np.testing.assert_array_equal(quantile, want_quantile)
+        np.testing.assert_array_equal(line, want_line)
+        # Half a level past its start, the line is (near) the level's quantile.
+        half = (line & 0xFFFFFFFF) + 0.5 * (line >> 32)
+        np.testing.assert_allclose(half * 2.0**-20, quantile, rtol=0, atol=2.0**-9)
         # The SIMD coders' copy (SourceModel::knot_slope_table): C_i and C_{i+1} - C_i.
         np.testing.assert_array_equal(packed & 0xFFFFFFFF, grid[:-1])
         np.testing.assert_array_equal(packed >> 32, np.diff(grid))
