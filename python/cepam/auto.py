@@ -99,7 +99,7 @@ _Z1, _E8 = (LATTICE_CODES["Z"], 1), (LATTICE_CODES["E8"], 8)
 _ALWAYS_Z1 = _AutoRule(_Z1, _Z1, math.inf)
 # Z with n = 1 against the Voronoi lattices A2, D4, E8 (whole payloads,
 # one thread; docs/guide/performance.md, "What auto picks and what it costs"):
-# - Gaussian, ANS: E8 saves up to 7 % of Z's bits, at 0.3 to 0.5 times Z's
+# - Gaussian, ANS: E8 saves up to 7 % of Z's bits, at 0.3 to 0.55 times Z's
 #   encode speed, where the update is smooth at the noise scale (below);
 #   A2 and D4 are never the cheapest.  Below rms / scale = 0.45, Z is shorter
 #   on every source measured (E8 12 to 82 % longer).
