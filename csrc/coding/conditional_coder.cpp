@@ -69,6 +69,9 @@ struct BoxRun {
     const int n = basis.n();
     const double a = model.range();
     out = out_;
+#if CEPAM_X86_DISPATCH
+    if ((n == 4 || n == 8) && simd_level() >= SimdLevel::Avx2) return tables_avx2(beta_, V, count);
+#endif
     for (std::size_t j = 0, i = 0; j < count; ++j) {
       const double b = beta_[j], inv_beta = 1.0 / b;
       for (int p = 0; p < n; ++p, ++i) {
@@ -82,6 +85,41 @@ struct BoxRun {
       }
     }
   }
+#if CEPAM_X86_DISPATCH
+  // tables for D4 and E8 (n = 4, 8): the same operations, a row's four
+  // coordinates a register (the dither's, reversed, by a permutation).
+  CEPAM_TARGET_AVX2 void tables_avx2(const double* beta_, const double* V, std::size_t count) {
+    const std::size_t n = static_cast<std::size_t>(basis.n());
+    const double a = model.range();
+    const __m256d minus_a = _mm256_set1_pd(-a);
+    const __m256d width = _mm256_set1_pd(2.0 * a / SourceModel::kCells);
+    __m256d diag[2], inv[2];
+    __m128i pos[2];  // the coding positions
+    for (std::size_t h = 0; h < n / 4; ++h) {
+      const int k = 4 * static_cast<int>(h);
+      diag[h] = _mm256_setr_pd(basis.diagonal(k), basis.diagonal(k + 1), basis.diagonal(k + 2),
+                               basis.diagonal(k + 3));
+      inv[h] = _mm256_setr_pd(basis.inv_diagonal(k), basis.inv_diagonal(k + 1),
+                              basis.inv_diagonal(k + 2), basis.inv_diagonal(k + 3));
+      pos[h] = _mm_setr_epi32(k, k + 1, k + 2, k + 3);
+    }
+    for (std::size_t j = 0, i = 0; j < count; ++j) {
+      const double b = beta_[j];
+      const __m256d bb = _mm256_set1_pd(b), inv_beta = _mm256_set1_pd(1.0 / b);
+      for (std::size_t h = 0; h < n / 4; ++h, i += 4) {
+        // v = the dither's coordinates n - 1 - p, p = 4 h .. 4 h + 3.
+        const __m256d vv = _mm256_permute4x64_pd(_mm256_loadu_pd(V + i + n - 4 - 8 * h), 0x1b);
+        const __m256d r = _mm256_mul_pd(inv_beta, inv[h]);
+        _mm256_store_pd(g + i, _mm256_mul_pd(bb, diag[h]));
+        _mm256_store_pd(beta + i, bb);
+        _mm256_store_pd(v + i, vv);
+        _mm256_store_pd(p0 + i, _mm256_sub_pd(_mm256_mul_pd(minus_a, r), _mm256_mul_pd(vv, inv[h])));
+        _mm256_store_pd(p1 + i, _mm256_mul_pd(width, r));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(c + i), pos[h]);
+      }
+    }
+  }
+#endif
   double above(std::size_t i, int d) const { return md[i - static_cast<std::size_t>(d)]; }
   double offset(std::size_t i) const {
     return basis.offset(c[i], beta[i], v[i], [&](int d) { return above(i, d); });
