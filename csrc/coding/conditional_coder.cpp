@@ -108,7 +108,7 @@ struct BoxRun {
       const __m256d bb = _mm256_set1_pd(b), inv_beta = _mm256_set1_pd(1.0 / b);
       for (std::size_t h = 0; h < n / 4; ++h, i += 4) {
         // v = the dither's coordinates n - 1 - p, p = 4 h .. 4 h + 3.
-        const __m256d vv = _mm256_permute4x64_pd(_mm256_loadu_pd(V + i + n - 4 - 8 * h), 0x1b);
+        const __m256d vv = _mm256_permute4x64_pd(_mm256_loadu_pd(V + (i + n - 4 - 8 * h)), 0x1b);
         const __m256d r = _mm256_mul_pd(inv_beta, inv[h]);
         _mm256_store_pd(g + i, _mm256_mul_pd(bb, diag[h]));
         _mm256_store_pd(beta + i, bb);
