@@ -67,11 +67,11 @@ struct BoxRun {
   // The tables of sub-vectors [0, count) of beta_ and V.
   void tables(const double* beta_, const double* V, std::size_t count, std::int64_t* out_) {
     const int n = basis.n();
-    const double a = model.range();
     out = out_;
 #if CEPAM_X86_DISPATCH
     if ((n == 4 || n == 8) && simd_level() >= SimdLevel::Avx2) return tables_avx2(beta_, V, count);
 #endif
+    const double a = model.range();
     for (std::size_t j = 0, i = 0; j < count; ++j) {
       const double b = beta_[j], inv_beta = 1.0 / b;
       for (int p = 0; p < n; ++p, ++i) {

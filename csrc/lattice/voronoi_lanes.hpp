@@ -402,19 +402,23 @@ inline unsigned exact_trial(std::uint32_t trial, const typename S::D* tt,
   return acc;
 }
 
-// The inputs t of the S::L sub-vectors c[l] (columns), and whether each
-// |t_k| < 2^46 (beyond, the integer conversions would leave the exact
-// range): all lanes' bits where so.
+// The inputs t of the S::L sub-vectors c[l] (columns).
 template <class S, int N>
-inline unsigned load_inputs(const double* t, const std::size_t* c, typename S::D* tt) {
+inline void load_inputs(const double* t, const std::size_t* c, typename S::D* tt) {
   constexpr int L = S::L;
   const double* trow[L];
   for (int l = 0; l < L; ++l) trow[l] = t + c[l] * static_cast<std::size_t>(N);
   S::template load_cols<N>(trow, tt);
+}
+
+// Whether every input of every lane is small: |t_k| < 2^46 (beyond, the
+// integer conversions would leave the exact range).
+template <class S, int N>
+inline bool small_inputs(const typename S::D* tt) {
   const typename S::D limit = S::splat(0x1.0p46);
   typename S::M small = S::lt(S::abs(tt[0]), limit);
   for (int k = 1; k < N; ++k) small = S::both(small, S::lt(S::abs(tt[k]), limit));
-  return S::bits(small);
+  return S::bits(small) == (1u << S::L) - 1;
 }
 
 // The lanes' sub-vectors of the group at i0 of a trial's list (c = idx[i],
@@ -450,7 +454,8 @@ inline std::size_t exact_trials(std::uint32_t trial, const std::uint64_t* w,
     std::size_t at[L], c[L];
     const std::size_t valid = group_at<S>(i0, count, nullptr, idx, at, c);
     typename S::D tt[N];
-    if (load_inputs<S, N>(t, c, tt) != (1u << L) - 1) break;
+    load_inputs<S, N>(t, c, tt);
+    if (!small_inputs<S, N>(tt)) break;
     const double* wrow[L];
     for (int l = 0; l < L; ++l) wrow[l] = wd + at[l] * n;
     const unsigned acc =
@@ -510,7 +515,8 @@ inline std::size_t screened_trials(std::uint32_t trial, const std::uint64_t* w,
       std::size_t at[L], c[L];
       const std::size_t valid = group_at<S>(i0, b1, nullptr, idx, at, c);
       D tt[N];
-      if (load_inputs<S, N>(t, c, tt) != (1u << L) - 1) break;
+      load_inputs<S, N>(t, c, tt);
+      if (!small_inputs<S, N>(tt)) break;
       done = i0 + valid;
       const double* wrow[L];
       for (int l = 0; l < L; ++l) wrow[l] = wd + at[l] * n;
@@ -535,7 +541,7 @@ inline std::size_t screened_trials(std::uint32_t trial, const std::uint64_t* w,
       std::size_t at[L], c[L];
       const std::size_t valid = group_at<S>(k0, ncand, cand, idx, at, c);
       D tt[N];
-      load_inputs<S, N>(t, c, tt);  // (all below 2^46: screened)
+      load_inputs<S, N>(t, c, tt);  // (all below 2^46: checked by the screen)
       const double* wrow[L];
       for (int l = 0; l < L; ++l) wrow[l] = wd + at[l] * n;
       const unsigned acc =

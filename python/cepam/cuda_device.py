@@ -85,8 +85,8 @@ def cuda_index_of(x: Any) -> int | None:
 
 
 def is_cuda(x: Any) -> bool:
-    """Whether x is an array or tensor in CUDA device memory
-    (by DLPack, so torch, CuPy and JAX arrays all count).
+    """Whether x is an array or tensor in CUDA device memory (by DLPack, so
+    torch, CuPy and JAX arrays all count).
 
     Args:
         x: any object.
