@@ -175,7 +175,10 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
                      for _ in range(repeat)]
             kernel_s = min(t["kernel_ms"] for t in stage) / 1e3
             transfer_s = min(t["transfer_ms"] for t in stage) / 1e3
-            enc = dict(secret=secret, round=0, client=0, lattice=lat, clip=1e9, threads=threads)
+            # (a fixed nonce: encode draws a fresh one a call, and the payloads compared
+            # must differ only where the paths do)
+            enc = dict(secret=secret, round=0, client=0, lattice=lat, clip=1e9, threads=threads,
+                       nonce=bytes(16))
             torch.cuda.synchronize()
             try:
                 t_gpu, p_gpu = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc),

@@ -64,8 +64,10 @@ def update(m: int, ratio: float, seed: int = 0) -> np.ndarray:
 
 
 def encode(x, name, coder, threads, round_=0):
+    """The payload of ``x`` (a fixed nonce: encode draws a fresh one a call,
+    and speed_row compares payloads across thread counts)."""
     return cepam.encode(x, cepam.Gaussian(sigma=SIGMA), secret=SECRET, round=round_, client=0,
-                        coder=coder, threads=threads, **LATTICES[name])
+                        coder=coder, threads=threads, nonce=bytes(16), **LATTICES[name])
 
 
 def timed(fn) -> float:

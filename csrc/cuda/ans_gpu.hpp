@@ -76,8 +76,8 @@ void body_symbols_resident(const SymbolModel& z, const std::uint32_t* H, const s
 // coordinates (112 KiB on Z^1: 0.9 bytes a coordinate) and, where the
 // point model codes some segment, a point table (7 KiB).  Throws the CPU
 // decoder's error for the first segment that fails, DeviceError for CUDA
-// failures.  Not yet run on a GPU: its host twin
-// (decode_ans_body_by_segments) gives the CPU's values and errors.
+// failures.  The CPU's values and errors on an H200 (docs/guide/gpu.md)
+// and through its host twin (decode_ans_body_by_segments).
 template <class T>
 void decode_ans_body_resident(const LrsuqParams& p, const ChaChaKey& key,
                               const std::uint8_t* body, std::size_t len, std::size_t m,

@@ -21,8 +21,9 @@ namespace cepam::gpu {
 // The Golomb body (parameter golomb) of the stage H[N], M[N n] in device
 // memory of `device`: golomb_body_by_units's bytes, into body.  Device
 // memory besides the stage: 24 bytes a unit, 524 a segment and the body.  Throws
-// DeviceError for CUDA failures.  (Not yet run on a GPU: its host twin
-// gives the CPU's bodies, tests/core/test_golomb_core.py.)
+// DeviceError for CUDA failures.  (The CPU's bodies on an H200,
+// docs/guide/gpu.md, and through its host twin,
+// tests/core/test_golomb_core.py.)
 void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const std::int64_t* M,
                           std::size_t N, int n, int device, std::uintptr_t stream,
                           std::vector<std::uint8_t>& body, Timing* timing);
@@ -36,9 +37,9 @@ void golomb_body_resident(std::uint32_t golomb, const std::uint32_t* H, const st
 // the device.  Device memory besides y: the body, and for each segment a
 // piece's trial indices and coordinates (192 KiB a segment on Z^1, 1.5
 // bytes a coordinate; 34 KiB on E8, 0.26).  Throws the CPU decoder's error for the first segment that
-// fails, DeviceError for CUDA failures.  Not yet run on a GPU: its host
-// twin (decode_golomb_body_by_segments) gives the CPU's values and errors
-// (tests/core/test_golomb_segment.py).
+// fails, DeviceError for CUDA failures.  The CPU's values on an H200
+// (docs/guide/gpu.md); its host twin (decode_golomb_body_by_segments)
+// gives the CPU's values and errors (tests/core/test_golomb_segment.py).
 template <class T>
 void decode_golomb_body_resident(const LrsuqParams& p, const ChaChaKey& key,
                                  const std::uint8_t* body, std::size_t len, std::size_t m,
