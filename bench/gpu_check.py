@@ -25,12 +25,13 @@
    LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
    (payload bytes in host memory; also with the body coded, and decoded, on
    the GPU, which neither does by default), ``cepam.encode`` on all CPU cores, and
-   ``cepam.decode(device="cuda")`` end to end (also with ``out=`` a CUDA
-   tensor kept from call to call: no device memory allocated and freed a
-   call) against the CPU decode and
+   ``cepam.decode(device="cuda")`` end to end by the GPU's path at every
+   size (also with ``out=`` a CUDA tensor kept from call to call: no device
+   memory allocated and freed a call) against the CPU decode and
    against the CPU decode whose result is then copied to the GPU (the
-   alternative to the decode kernel's path: which is faster decides how
-   ``decode(device="cuda")`` should run); then
+   alternative to the decode kernel's path, which ``decode(device="cuda")``
+   takes below ``cepam.cuda.DEVICE_DECODE_MIN_COORDINATES``: faster at 10^6
+   and 10^7 on an H200); then
    the clip's sum-of-squares kernel and the source model's statistics
    kernels (both used by encode) and the rANS segment kernel against their
    host twins, with the source model fitted from the GPU's statistics against
@@ -590,6 +591,10 @@ def main() -> int:
         return 1
     tests_ok, summary = (True, "cuda tests: not run (--no-tests)") if args.no_tests else \
         run_tests()
+    # decode(device="cuda") takes the GPU's path at every size from here on:
+    # the table times that path; the host's decode and copy, which decode
+    # takes below cepam.cuda.DEVICE_DECODE_MIN_COORDINATES, has its own column.
+    cepam.cuda.DEVICE_DECODE_MIN_COORDINATES = 0
     same = kernel_symbols(args.dump) if experimental() else True
     same &= table([int(s) for s in args.sizes], args.chunks, int(args.compare_max),
                   max(1, args.repeat), {k: LATTICES[k] for k in args.lattices})

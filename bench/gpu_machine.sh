@@ -17,15 +17,25 @@
 # 4. bench/throughput.py at m = 10^7 (best of 3) and 10^8 (one run) on 1, 2
 #    and all threads (the CPU's scaling; needs no GPU, but needs the cores);
 # 5. bench/gpu_check.py at m = 10^8, best of 2 (the GPU table), and where
-#    one encode and decode spend their time (--profile).
+#    one encode and decode spend their time (--profile);
+# 6. (memcheck, only when named) the cuda tests under compute-sanitizer's
+#    memcheck, all of them, whether or not the tests passed: the six of
+#    corrupted bodies first, then the others.
 # STEPS (default "tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8")
-# picks steps after the build.  All of them take longer than one call of
-# the `device` tool (600 s); within a 15-minute lease (the machine's start
-# included) run two calls on the warm machine, the GPU's first:
-#     STEPS="tests gpu_1e8" bash bench/gpu_machine.sh $OUT      (about 400 s)
-#     STEPS="throughput_1e8" bash bench/gpu_machine.sh $OUT     (about 300 s)
-# (the build is repeated, about 25 s; gpu_1e6, with its dumps, only where
-# gpu_1e8 or the tests find a difference).
+# picks steps after the build.  Measured on an H200 with 16 cores
+# (2026-11-30): the machine's start about 30 s, the build 38 to 47 s, tests
+# 29 s, gpu_1e8 95 to 103 s, throughput_1e7 24 s, gpu_check.py at 10^6 and
+# 10^7 together about 55 s; memcheck over 270 s (27 tests of decoding in
+# 70 s, 186 of the other 191 in 200 s); throughput_1e8 not yet timed.
+# Within a 15-minute lease (the machine's start, every call and the idle
+# time between calls counted) the first call should be the GPU's:
+#     STEPS="tests gpu_1e8" bash bench/gpu_machine.sh $OUT      (about 175 s)
+# then, if the tests passed, the rest on a second call (about 380 s;
+# throughput_1e8, up to 300 s more, where the lease has room):
+#     STEPS="memcheck throughput_1e7" bash bench/gpu_machine.sh $OUT
+# (gpu_1e6, with its dumps, only where gpu_1e8 or the tests find a
+# difference).  The machine is given back 30 s after a call: a second call
+# prepared in advance keeps it warm.
 # Each step has its own time limit so that a hang costs one step, not the
 # machine; logs go to LOG_DIR (default: a new temporary folder), the
 # summary to standard output.  Exits non-zero if any step failed.
@@ -84,6 +94,12 @@ for s in ${STEPS:-tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8}; do
     --m 1e7 --repeat 3 --threads 1 2 "$(nproc)" ;;
   throughput_1e8) TAIL=20 step throughput_1e8 300 throughput_1e8.log "$py" bench/throughput.py \
     --m 1e8 --repeat 1 --threads 1 2 "$(nproc)" ;;
+  memcheck)  # the corrupted bodies first: the hostile input a time limit must not cut
+    for part in "corrupted" "not corrupted"; do
+      TAIL=20 step "memcheck (${part})" 300 "memcheck_${part// /_}.log" compute-sanitizer \
+        --tool memcheck --print-limit 20 "$py" -m pytest -q -m cuda -p no:cacheprovider \
+        -k "$part" tests/core/test_cuda.py
+    done ;;
   *) echo "unknown step $s"; status=1 ;;
   esac
 done

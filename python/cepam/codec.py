@@ -317,9 +317,12 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             values for every count).
         device: None (host memory), or ``"cuda"``, ``"cuda:N"`` or a
             ``torch.device``: the result as torch tensors in that GPU's
-            memory, decoded there by the CUDA path where cepam has it
+            memory, decoded there by the CUDA path where cepam has it and
+            the update has at least
+            :data:`cepam.cuda.DEVICE_DECODE_MIN_COORDINATES` coordinates
             (:func:`cepam.cuda.decodes_on_device`), else decoded on the host
-            and copied (the same values either way).
+            and copied, which is faster for smaller updates (the same
+            values either way).
         buffers: the encoder's choice (see :func:`encode`); it matters only
             for ``like``: with "local" the template's running statistics are
             left out, as the encoder left them out.

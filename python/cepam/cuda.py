@@ -45,22 +45,22 @@ coded on the GPU only those sub-vectors' stage is copied back for it) and,
 then, codes one segment chosen from the context again and compares it
 (:func:`check_segment`); it raises :class:`~cepam.errors.DeviceError` if
 the GPU disagrees.  For
-``decode(..., device="cuda")``: the body is entropy-decoded on the host,
-only the trial indices H and lattice points M travel, and the GPU kernel
-writes the update into device memory, where it stays.  A body of either
+``decode(..., device="cuda")`` of an update of at least
+:data:`DEVICE_DECODE_MIN_COORDINATES` coordinates: the body is
+entropy-decoded on the host, only the trial indices H and lattice points M
+travel, and the GPU kernel writes the update into device memory, where it
+stays; a smaller update is decoded on the host and copied, which was faster
+on an H200.  A body of either
 coder can also be decoded on the GPU, every segment at once
 (``_cuda.decode_ans_body_resident``, ``csrc/payload/segment_decode.hpp``;
 ``_cuda.decode_golomb_body_resident``, ``csrc/payload/golomb_segment.hpp``);
 decode does not use them yet (:func:`decodes_body_on_device`).
 
-All of this ran on an NVIDIA H100 (CUDA 13.0, torch 2.11): the ``cuda``
-tests passed and ``bench/gpu_check.py`` found the CPU's bytes (payloads,
-stages, symbols, streams, norms, model statistics, decoded values), except
-what came after that run: the host's side of the transfers on several
-threads, the symbol kernel a unit of work a thread (on every lattice, the
-point model's tables included), the streams gathered on the device, and
-the GPU's decoder of whole bodies, checked so far through their host
-twins; see
+All of this ran on an NVIDIA H200 (2026-11-30; CUDA 13.0, torch 2.11):
+the ``cuda`` tests passed and ``bench/gpu_check.py`` found the CPU's bytes
+(payloads, stages, symbols, streams, norms, model statistics, decoded
+values, the whole-body coders and decoders too); the stage's range kernel
+was changed after that run (checked through its host twin); see
 ``docs/guide/gpu.md`` for what ran where and how fast.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
@@ -82,31 +82,63 @@ from .cuda_device import (HostCopyWarning, is_available, is_cuda, note_host_copy
                           parse_device, status, to_device)
 from .cuda_stage import LatticeStage, coder_row
 # the error this module's and LatticeStage's docstrings name (the API pages look it up here)
-from .errors import DeviceError
+from .errors import DeviceError, InvalidArgumentError
+from .keys import check_integer
 
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
            "segment_to_check", "segment_coordinates", "check_segment", "decodes_on_device",
-           "decodes_body_on_device", "decode_on_device",
+           "DEVICE_DECODE_MIN_COORDINATES", "decodes_body_on_device", "decode_on_device",
            "check_device_output"]
 
 
 # --- decode(device="cuda") -----------------------------------------------------
 
-def decodes_on_device() -> bool:
-    """Whether ``decode(device="cuda")`` runs the GPU kernel: the CUDA path
-    is available and torch (which holds the result) sees a CUDA device.
+#: Updates of fewer coordinates than this are decoded on the host and
+#: copied to the GPU by ``decode(device="cuda")``, even where the GPU's
+#: decode path is available (:func:`decodes_on_device`).  That path
+#: entropy-decodes the body on the host anyway (the symbols and their side
+#: information: about as much host work as a whole CPU decode) and adds
+#: 9 to 24 ms a call at 10^6 and 10^7 coordinates: on an H200 with 16 host
+#: threads the host's decode and a copy was 2.4 to 4 times faster at 10^6,
+#: 1.3 to 2 times at 10^7, and 0.97 to 1.12 times at 10^8
+#: (docs/guide/gpu.md).  Above, the GPU's path stays: with ``out=`` it
+#: writes the caller's tensor without host memory for the values.
+DEVICE_DECODE_MIN_COORDINATES = 1 << 24
+
+
+def decodes_on_device(*, m: int | None = None) -> bool:
+    """Whether ``decode(device="cuda")`` decodes on the GPU: the CUDA path
+    is available, torch (which holds the result) sees a CUDA device, and
+    the update has at least :data:`DEVICE_DECODE_MIN_COORDINATES`
+    coordinates or its body is decoded whole on the GPU
+    (:func:`decodes_body_on_device`).  Elsewhere it decodes on the host and
+    copies the values to the GPU (into ``out=`` where given).
+
+    Args:
+        m: the update's coordinates; None asks only whether the GPU path
+            is available.
 
     Returns:
         True where ``decode(device="cuda")`` decodes on the GPU.
+
+    Raises:
+        InvalidTypeError: m is not an integer (or None).
+        InvalidArgumentError: m is negative.
     """
+    if m is not None:
+        m = check_integer("m", m)
+        if m < 0:
+            raise InvalidArgumentError(f"m must be non-negative, got {m}")
     if not is_available():
         return False
     try:
         import torch
     except ImportError:
         return False
-    return bool(torch.cuda.is_available())
+    if not torch.cuda.is_available():
+        return False
+    return m is None or m >= DEVICE_DECODE_MIN_COORDINATES or decodes_body_on_device()
 
 
 def decodes_body_on_device() -> bool:

@@ -176,13 +176,14 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     key = keys.stream(header.context, header.nonce)
     params = core_params(mechanism, lattice=sealed.lattice, n=sealed.n)
     decoded = decoded_dtype(structure, dtype=dtype, output=output)
-    # device="cuda" with the CUDA path: the GPU kernel decodes into device
-    # memory (out='s where given), where the result stays (cepam.cuda); else
-    # the host decodes, with out= straight into the caller's memory (with
-    # device= and no CUDA path: into host memory, copied into out= below).
+    # device="cuda" with the CUDA path, for an update of at least
+    # cepam.cuda.DEVICE_DECODE_MIN_COORDINATES: the GPU kernel decodes into
+    # device memory (out='s where given), where the result stays; else the
+    # host decodes, with out= straight into the caller's memory (with
+    # device=: into host memory, copied to the GPU or into out= below).
     buffer = None if out is None else _output_buffer(out, structure, dtype=dtype, output=output,
                                                      decoded=decoded, cuda_index=cuda_index)
-    on_gpu = cuda_index is not None and decodes_on_device()
+    on_gpu = cuda_index is not None and decodes_on_device(m=header.m)
     if on_gpu:
         flat = decode_on_device(sealed.body, m=header.m, key=key, params=params,
                                 coder=header.coder, dtype=decoded, threads=threads,

@@ -341,6 +341,7 @@ def test_encode_takes_the_device_path_to_the_cpu_bytes(lattice, body_on_device, 
     assert calls["host"] == 0 and calls["flatten"] == 0  # the update never read on the host
     if path.module is not _cuda:
         return  # (torch holds decode's output: a GPU)
+    monkeypatch.setattr(cuda, "DEVICE_DECODE_MIN_COORDINATES", 0)  # (the GPU's path at any size)
     out = cepam.decode(expected, secret=SECRET, device="cuda")
     assert calls["decode"] == 1  # the GPU kernel decoded
     ref = cepam.decode(expected, secret=SECRET)
@@ -400,11 +401,17 @@ def test_dlpack_cuda_arrays_reach_the_gpu_stage(monkeypatch):
 @needs_gpu
 @pytest.mark.cuda
 @pytest.mark.parametrize("coder", ["ans", "golomb"])
-def test_decode_on_the_gpu_writes_into_a_tensor_the_caller_keeps(coder):
-    """decode(device="cuda", out=) on a GPU: the caller's CUDA tensor gets
-    the CPU decode's values and is returned, round after round; a
-    state_dict's entries are views of a 1-D out."""
+@pytest.mark.parametrize("gpu_path", [True, False])
+def test_decode_on_the_gpu_writes_into_a_tensor_the_caller_keeps(coder, gpu_path, monkeypatch):
+    """decode(device="cuda", out=) on a GPU, by the GPU's path and by the
+    host's (a copy: below cepam.cuda.DEVICE_DECODE_MIN_COORDINATES): the
+    caller's CUDA tensor gets the CPU decode's values and is returned,
+    round after round; a state_dict's entries are views of a 1-D out."""
     import torch
+
+    if gpu_path:
+        monkeypatch.setattr(cuda, "DEVICE_DECODE_MIN_COORDINATES", 0)
+    assert cuda.decodes_on_device(m=5000) == gpu_path
 
     x = torch.randn(5000, generator=torch.Generator().manual_seed(4))
     out = torch.full((5000,), float("nan"), device="cuda")

@@ -431,7 +431,7 @@ def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, code
     update = _normal(5_000, np.float32, scale)
     payload = _encode(update, clip=1e3, lattice=lattice, coder=coder)
     fake = decoders()
-    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda: True)
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda **_: True)
     monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",
@@ -444,12 +444,12 @@ def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, code
 @pytest.mark.parametrize("decoders", DECODERS)
 @pytest.mark.parametrize("coder", ["ans", "golomb"])
 def test_decode_on_the_gpu_reads_the_body_on_the_host_by_default(coder, decoders, monkeypatch):
-    """Until a GPU run times them, decode(device="cuda") reads either
-    coder's body on the host and runs the decode kernel (the whole-body
-    decoders are not the default: cepam.cuda.decodes_body_on_device)."""
+    """decode(device="cuda") reads either coder's body on the host and runs
+    the decode kernel (the whole-body decoders are not the default:
+    cepam.cuda.decodes_body_on_device; on an H200 the ANS one was slower)."""
     payload = _encode(_normal(5_000, np.float32, 1.0), clip=1e3, lattice="Z", coder=coder)
     fake = decoders()
-    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda: True)
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda **_: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",
                         lambda index: type("Stream", (), {"cuda_stream": 0}))
@@ -465,7 +465,7 @@ def test_decode_on_the_gpu_reads_the_body_on_the_host_by_default(coder, decoders
 def _gpu_path(monkeypatch, fake, *, whole_body=False):
     """decode(device="cuda") on the decoders `fake`, its torch tensors on the
     host standing in for cuda:0 tensors."""
-    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda: True)
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda **_: True)
     monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: whole_body)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",
@@ -527,11 +527,41 @@ def test_out_is_copied_into_where_the_gpu_does_not_decode(monkeypatch):
     """device= with out= where decode has no CUDA path: decoded on the host,
     then copied into out."""
     _gpu_path(monkeypatch, _TwinCuda())
-    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda: False)
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda **_: False)
     payload = _encode(_normal(3_000, np.float32), clip=1e3)
     out = torch.full((3_000,), float("nan"))
     assert cepam.decode(payload, secret=SECRET, device="cuda", out=out) is out
     assert torch.equal(out, cepam.decode(payload, secret=SECRET))
+
+
+def test_small_updates_are_decoded_on_the_host_for_the_gpu(monkeypatch):
+    """Below cepam.cuda.DEVICE_DECODE_MIN_COORDINATES, decode(device="cuda")
+    decodes on the host and copies the values into out= (faster on an
+    H200 at 10^6 and 10^7 coordinates); from there on, the GPU's path; a
+    body decoded whole on the GPU goes there at any size."""
+    fake = _TwinCuda()
+    _gpu_path(monkeypatch, fake)
+    monkeypatch.setattr(cepam.decoding, "decodes_on_device", cuda.decodes_on_device)
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    payload = _encode(_normal(3_000, np.float32), clip=1e3)
+    want = cepam.decode(payload, secret=SECRET)
+    for threshold, calls in ((3_001, []), (3_000, ["lattice"])):
+        monkeypatch.setattr(cuda, "DEVICE_DECODE_MIN_COORDINATES", threshold)
+        fake.calls.clear()
+        out = torch.full((3_000,), float("nan"))
+        assert cepam.decode(payload, secret=SECRET, device="cuda", out=out) is out
+        assert fake.calls == calls
+        assert torch.equal(out, want)
+    monkeypatch.setattr(cuda, "DEVICE_DECODE_MIN_COORDINATES", 3_001)
+    assert cuda.decodes_on_device() and not cuda.decodes_on_device(m=3_000)
+    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
+    assert cuda.decodes_on_device(m=3_000)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert not cuda.decodes_on_device() and not cuda.decodes_on_device(m=1 << 30)
+    for bad, error in ((-1, InvalidArgumentError), (1.5, cepam.errors.InvalidTypeError)):
+        with pytest.raises(error):
+            cuda.decodes_on_device(m=bad)
 
 
 def test_out_must_be_a_tensor_on_the_decoding_gpu(monkeypatch):
