@@ -19,10 +19,20 @@ def check_positive(name: str, value: object) -> float:
     if type(value) is not float and (isinstance(value, (bool, np.bool_))
                                      or not isinstance(value, numbers.Real)):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
+    value = _as_float(name, value)
     if not (math.isfinite(value) and value > 0.0):
         raise InvalidArgumentError(f"{name} must be a positive finite number, got {value!r}")
     return value
+
+
+def _as_float(name: str, value: numbers.Real) -> float:
+    """``float(value)``; raises InvalidArgumentError where it is beyond
+    float64 (an int above 1.8e308)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise InvalidArgumentError(f"{name} must be a finite number, got an int beyond "
+                                   "float64's range") from None
 
 
 def check_clip(clip: object) -> float:
@@ -33,7 +43,7 @@ def check_clip(clip: object) -> float:
     if type(clip) is not float and (isinstance(clip, (bool, np.bool_))
                                     or not isinstance(clip, numbers.Real)):
         raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")
-    clip = float(clip)
+    clip = _as_float("clip", clip)
     if not (math.isfinite(clip) and clip > 0.0):
         raise InvalidArgumentError(f"clip must be a positive finite number or None, got {clip}")
     return clip

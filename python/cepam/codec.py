@@ -23,7 +23,6 @@ an authentic payload encoded with other settings raises
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from typing import Any
@@ -32,7 +31,7 @@ from .auto import _check_lattice
 from .codec_object import Codec
 from .decoding import DEFAULT_MAX_COORDINATES, _decode
 from .encoding import (_UNCLIPPED, _Settings, _check_state, _guarded_encode, _resolve_nonce,
-                       _sum_of_squares)
+                       _update_norm)
 from .errors import PrivacyWarning
 from .expected import Expected
 from .inspection import PayloadInfo, inspect
@@ -256,7 +255,7 @@ def update_norm(update: Any, *, buffers: str = "separate", ties: Any = None,
     groups = resolve_ties(update, check_ties(ties))
     flat, structure = flatten(update, non_float="skip", buffers=check_buffers(buffers),
                               ties=groups)
-    return math.sqrt(_sum_of_squares(flat, structure, resolve_threads(threads)))
+    return _update_norm(flat, structure, resolve_threads(threads))
 
 
 def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = "auto",
@@ -347,7 +346,9 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             again.  ``out`` must be C-contiguous, writable (a tensor must
             not require grad) and of the dtype the entries decode to (with
             ``dtype="auto"``, float32 unless an entry is float64), every
-            entry in that one dtype, and in host memory unless ``device=``
+            entry in that one dtype, float32 or float64 (not the float16 or
+            bfloat16 of ``dtype="input"``, a cast after decoding), and in
+            host memory unless ``device=``
             names its GPU.  Checked before anything is written; a payload
             found malformed while its body is decoded may leave ``out``
             partly written.

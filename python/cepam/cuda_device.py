@@ -59,12 +59,15 @@ def is_available() -> bool:
 
 def dlpack_device(x: Any) -> tuple[int, int] | None:
     """``x.__dlpack_device__()`` as (device type, device id), or None when x
-    does not speak DLPack."""
+    does not speak DLPack (or its answer is not such a pair)."""
     probe = getattr(x, "__dlpack_device__", None)
     if probe is None:
         return None
-    kind, index = probe()
-    return int(kind), int(index)
+    try:
+        kind, index = probe()
+        return int(kind), int(index)
+    except Exception:  # a broken protocol: not on CUDA (reading the array then fails cleanly)
+        return None
 
 
 def cuda_index_of(x: Any) -> int | None:
@@ -116,11 +119,11 @@ def note_host_copy() -> None:
 
 
 def parse_device(device: object) -> int | None:
-    """The CUDA device index of ``device`` ('cuda', 'cuda:N', a torch.device
-    or None for the host).
+    """The CUDA device index of ``device`` ('cuda', 'cuda:N', a torch.device,
+    or None or 'cpu' for the host).
 
     Args:
-        device: ``'cuda'``, ``'cuda:N'``, a torch.device, or None.
+        device: ``'cuda'``, ``'cuda:N'``, a torch.device, ``'cpu'`` or None.
 
     Returns:
         The device index (0 for ``'cuda'``), or None for the host.
@@ -128,9 +131,11 @@ def parse_device(device: object) -> int | None:
     Raises:
         InvalidArgumentError: for anything else.
     """
-    if device is None or device == "cpu":
+    if device is None:
         return None
-    text = str(device)
+    text = str(device)  # (a torch.device reads as its str)
+    if text == "cpu":
+        return None
     if text == "cuda":
         return 0
     if text.startswith("cuda:") and text[5:].isdigit():

@@ -93,10 +93,15 @@ def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
         raise InvalidTypeError(f"out must be a numpy array or a torch tensor, got "
                                f"{type(out).__name__}")
     dtypes = set(output_dtypes(structure, dtype=dtype, output=output))
-    if dtypes != {decoded}:
+    if len(dtypes) > 1:
         raise InvalidArgumentError(
             f"out= needs every entry decoded in one dtype; with dtype={dtype!r} they decode "
             f"to {sorted(dtypes)} (pass dtype='float32' or 'float64')")
+    if dtypes != {decoded}:
+        raise InvalidArgumentError(
+            f"out= takes the decoder's own dtype, float32 or float64; with dtype={dtype!r} "
+            f"the entries are cast to {dtypes.pop()} after decoding (pass dtype={decoded!r}, "
+            "or decode without out=)")
     if name != decoded:
         raise InvalidArgumentError(f"out has dtype {name}; the payload decodes to {decoded} "
                                    f"(dtype={dtype!r})")

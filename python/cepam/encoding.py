@@ -22,7 +22,7 @@ from .auto import (_AUTO, _AUTO_SAMPLE, _E8_MIN_M, _Shape, _auto_candidates, _au
                    _auto_sample_choice, _auto_sample_indices, _check_prefer, _costs_more_than_z,
                    _shape)
 from .cuda import LatticeStage
-from .errors import InvalidArgumentError, InvalidTypeError, RateWarning
+from .errors import EncodingError, InvalidArgumentError, InvalidTypeError, RateWarning
 from .guard import ContextGuard
 from .keys import TAG_BYTES, Context, SecretKeys, check_nonce, new_nonce
 from .lattices import LATTICE_CODES, LATTICES
@@ -37,8 +37,16 @@ from .template import bare, digest
 from .ties import TiePairs, resolve_ties
 from .threads import resolve_threads
 
-__all__ = ["_Settings", "_UNCLIPPED", "_sum_of_squares", "_norm_pass", "_resolve_nonce",
+__all__ = ["_Settings", "_UNCLIPPED", "_update_norm", "_norm_pass", "_resolve_nonce",
            "_guarded_encode", "_check_state"]
+
+#: Finite float64 values whose squares overflow (an l2 norm above about
+#: 1.3e154) are measured and clipped in units of 2^k, the power of two that
+#: brings their largest magnitude into [2^480, 2^481): there the sum of
+#: squares of up to 2^62 coordinates is finite and the norm is above any clip
+#: below 2^480.  Dividing by 2^k is exact (coordinates below 2^(k - 1022),
+#: under 2^-541 of the largest, lose bits or become 0).
+_OVERFLOW_PEAK_EXPONENT = 481
 
 
 def _check_coder(coder: object) -> int:
@@ -49,14 +57,54 @@ def _check_coder(coder: object) -> int:
     return CODER_CODES[coder]
 
 
-def _sum_of_squares(flat: np.ndarray, structure: Structure, threads: int) -> float:
-    """The sum of squares the clip is applied to (the core's: the same for
-    every thread count).
+def _update_norm(flat: np.ndarray, structure: Structure, threads: int) -> float:
+    """The l2 norm the clip is applied to, from the core's sum of squares
+    (the same for every thread count); where the squares overflow float64,
+    in units of :func:`_norm_unit` (inf only for a norm beyond float64).
 
     Raises:
         InvalidArgumentError: a NaN or Inf, located in ``structure``.
     """
-    return _norm_pass(flat, structure, threads)[0]
+    sumsq, peak = _norm_pass(flat, structure, threads)
+    if math.isfinite(sumsq):
+        return math.sqrt(sumsq)
+    unit = _norm_unit(peak)
+    return math.sqrt(_core.sum_of_squares_and_peak(flat / unit, threads)[0]) * unit
+
+
+def _norm_unit(peak: float) -> float:
+    """The power of two the values are measured in where their squares
+    overflow float64 (see _OVERFLOW_PEAK_EXPONENT); ``peak`` is their
+    largest magnitude."""
+    return math.ldexp(1.0, max(0, math.frexp(peak)[1] - _OVERFLOW_PEAK_EXPONENT))
+
+
+def _clip_overflowing(flat: np.ndarray, structure: Structure, *, clip: float, buffers: str,
+                      threads: int) -> np.ndarray:
+    """``flat`` (finite values whose sum of squares overflows float64)
+    clipped to ``clip`` as :func:`_encode` clips, running statistics apart
+    with ``buffers="separate"``, in units of :func:`_norm_unit`: a new
+    array of norm ``clip`` (up to rounding, which the one clip then
+    absorbs).
+
+    Raises:
+        EncodingError: ``clip`` is at least 2^480, so the update's norm
+            (above 1.3e154) may be within it and its values too large to code.
+    """
+    unit = _norm_unit(float(np.max(np.abs(flat))))
+    scaled = flat / unit  # (exact: a power of two)
+    sumsq = _core.sum_of_squares_and_peak(scaled, threads)[0]
+    if clip / unit >= math.sqrt(sumsq):
+        raise EncodingError(f"the update's l2 norm is beyond float64's squares (above 1.3e154) "
+                            f"and clip={clip:g} does not bring it below: pass a smaller clip")
+    if buffers == "separate":
+        apart = _clip_buffers_apart(lambda: scaled, structure, clip / unit, sumsq)
+        if apart is not None:
+            scaled = apart
+            sumsq = _core.sum_of_squares_and_peak(scaled, threads)[0]
+    scaled *= scaled.dtype.type(clip / unit / math.sqrt(sumsq))
+    scaled *= scaled.dtype.type(unit)
+    return scaled
 
 
 def _norm_pass(flat: np.ndarray, structure: Structure, threads: int) -> tuple[float, float]:
@@ -206,15 +254,19 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
             sumsq = gpu.sum_of_squares(threads=threads)
         except InvalidArgumentError:
             raise InvalidArgumentError(_locate_non_finite(host(), structure)) from None
-    if settings.buffers == "separate" and math.isfinite(clip):
+    clipped = None
+    if math.isinf(sumsq) and math.isfinite(clip):  # finite values, squares beyond float64
+        clipped = _clip_overflowing(host(), structure, clip=clip, buffers=settings.buffers,
+                                    threads=threads)
+    elif settings.buffers == "separate" and math.isfinite(clip):
         clipped = _clip_buffers_apart(host, structure, clip, sumsq)
-        if clipped is not None:
-            sumsq, peak = _core.sum_of_squares_and_peak(clipped, threads)
-            if gpu is None:
-                flat = clipped
-            else:
-                gpu = gpu.upload(clipped)  # the values coded
-            host = lambda: clipped  # noqa: E731
+    if clipped is not None:
+        sumsq, peak = _core.sum_of_squares_and_peak(clipped, threads)
+        if gpu is None:
+            flat = clipped
+        else:
+            gpu = gpu.upload(clipped)  # the values coded
+        host = lambda: clipped  # noqa: E731
     norm = math.sqrt(sumsq)
     factor = clip / norm if norm > clip else 1.0
     check_encodable_range(host, structure, norm=norm, factor=factor, mechanism=mechanism)

@@ -113,7 +113,8 @@ def _leaf_to_numpy(x: Any, where: str, name: str = "") -> tuple[np.ndarray, Entr
             t = t.cpu()
         if entry.dtype in ("float16", "bfloat16"):
             t = t.to(torch.float32)
-        return t.contiguous().reshape(-1).numpy(), entry
+        # (resolve_neg: a view with torch's negative bit, such as x.conj().imag)
+        return t.contiguous().reshape(-1).resolve_neg().numpy(), entry
     flat = np.ascontiguousarray(np.asarray(x)).reshape(-1)
     if entry.dtype == "float16":
         flat = flat.astype(np.float32)
@@ -130,7 +131,7 @@ def _dlpack_to_host(x: Any, where: str) -> Any:
     if not is_cuda(x):
         try:
             return np.from_dlpack(x)
-        except (TypeError, RuntimeError, BufferError) as e:
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:
             raise InvalidTypeError(f"{where}: numpy cannot read this DLPack array: {e}") from None
     try:
         import torch
@@ -139,7 +140,26 @@ def _dlpack_to_host(x: Any, where: str) -> Any:
             f"{where}: a CUDA array other than a torch tensor needs torch to reach the host "
             "(or copy it to a numpy array first)"
         ) from None
-    return torch.from_dlpack(x)
+    try:
+        return torch.from_dlpack(x)
+    except (AssertionError, TypeError, ValueError, RuntimeError, BufferError) as e:
+        # (AssertionError: a torch built without CUDA)
+        raise InvalidTypeError(
+            f"{where}: torch cannot read this CUDA array ({e}); copy it to a numpy array "
+            "first") from None
+
+
+def _utf8(name: str) -> bytes:
+    """An entry name as the payload holds it (UTF-8).
+
+    Raises:
+        InvalidArgumentError: the name has no UTF-8 form (a lone surrogate).
+    """
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"entry name {name!r} has no UTF-8 form (a lone surrogate)"
+                                   ) from None
 
 
 def _leaves(update: Any, non_float: str, buffers: str = "joint",
@@ -158,7 +178,7 @@ def _leaves(update: Any, non_float: str, buffers: str = "joint",
         for key, value in update.items():
             if not isinstance(key, str):
                 raise InvalidTypeError(f"mapping keys must be str, got {type(key).__name__}")
-            if len(key.encode("utf-8")) > MAX_NAME_BYTES:
+            if len(_utf8(key)) > MAX_NAME_BYTES:
                 raise InvalidArgumentError(f"entry name longer than {MAX_NAME_BYTES} bytes")
             if skip and _is_integer_leaf(value) or local and is_buffer(key):
                 continue

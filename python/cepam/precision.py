@@ -124,8 +124,7 @@ def judge_output(sumsq: float, size: int, values_dtype: str, dtype: str, *, nois
         rms = math.sqrt(sumsq / size)
     else:  # squares beyond float64 (values above 1e154): scale first
         rms = top * math.sqrt(scaled_mean_square(top))
-    if rms == 0.0:  # zeros are exact in every dtype
-        return
+    # (rms 0: the noise itself rounded to zeros, below the dtype's subnormals)
     error = rounding_rms(rms, dtype)
     if error > PRECISION_TOLERANCE * noise_std:
         wider = "dtype='float64'" if dtype == "float32" else "dtype='auto' (float32)"

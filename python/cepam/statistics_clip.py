@@ -29,6 +29,13 @@ __all__ = ["WEIGHT_FLOOR", "_clip_buffers_apart"]
 WEIGHT_FLOOR = 0.95
 
 
+#: The weights' sum of squares is the whole's less the statistics'; where
+#: that difference is below this fraction of the whole (statistics 1,000
+#: times the weights' norm or more), rounding dominates it and the weights
+#: are summed themselves.
+_CANCELLED = 2.0**-20
+
+
 def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, clip: float,
                         sumsq: float) -> np.ndarray | None:
     """``buffers="separate"``: one clip for the whole update, as always,
@@ -37,11 +44,11 @@ def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, cl
 
     ``host()`` gives the flattened update in host memory (called only when
     the statistics are clipped apart); ``sumsq`` is the whole update's sum
-    of squares; only the statistics
-    (a few values a channel) are summed again here, the weights' share is
-    the rest.  Where the update is within the clip, or the joint clip leaves
-    the weights at least the floor, None: nothing to do (the one clip then
-    applies as always).  Otherwise the weights are clipped to
+    of squares; only the statistics (a few values a channel) are summed
+    again here, the weights' share is the rest (unless the statistics
+    dwarf the weights: _CANCELLED).  Where the update is within the clip,
+    or the joint clip leaves the weights at least the floor, None: nothing
+    to do (the one clip then applies as always).  Otherwise the weights are clipped to
     ``min(|w|, WEIGHT_FLOOR * clip)`` and the statistics to what the clip
     leaves, ``sqrt(clip^2 - |w'|^2)``, so the whole stays within ``clip``
     (up to rounding, which the one clip then absorbs) and every guarantee
@@ -57,7 +64,10 @@ def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, cl
         return None
     flat = host()
     buffers_sq = sum(_core.sum_of_squares(flat[part]) for part in groups[1])
-    weights, buffers = math.sqrt(max(0.0, sumsq - buffers_sq)), math.sqrt(buffers_sq)
+    weights_sq = sumsq - buffers_sq
+    if weights_sq < sumsq * _CANCELLED:  # the difference is mostly rounding: sum them too
+        weights_sq = sum(_core.sum_of_squares(flat[part]) for part in groups[0])
+    weights, buffers = math.sqrt(weights_sq), math.sqrt(buffers_sq)
     floor = WEIGHT_FLOOR * clip
     if weights == 0.0 or clip / math.sqrt(sumsq) * weights >= floor:
         return None

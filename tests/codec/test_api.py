@@ -68,6 +68,20 @@ def test_one_clip_norm_over_all_entries():
     assert float(np.mean(y["a"])) == pytest.approx(float(np.mean(y["b"])), abs=1e-4)
 
 
+@pytest.mark.parametrize("value", [1e160, 1.7e308])
+def test_an_update_beyond_float64s_squares_is_clipped_not_zeroed(value):
+    """Finite float64 values whose squares overflow: measured in a power of
+    two and clipped to the clip, not multiplied by clip / inf = 0."""
+    x = np.full(100, value)
+    x[::2] *= -0.5
+    unit = (x / value) / np.linalg.norm(x / value)
+    true_norm = value * math.sqrt(50 * 1.25)  # inf beyond float64, and update_norm says so
+    assert cepam.update_norm(x) == pytest.approx(true_norm, rel=1e-12)
+    y = roundtrip(x, clip=1.0)
+    assert float(np.linalg.norm(y)) == pytest.approx(1.0, abs=0.01)
+    np.testing.assert_allclose(y, unit, atol=5e-4)
+
+
 def test_torch_roundtrip():
     torch = pytest.importorskip("torch")
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):

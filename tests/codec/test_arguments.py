@@ -185,6 +185,10 @@ CASES = [
        r"keys must be str") for k in (1, b"w", None, ("a",))],
     ("dict-name-too-long", lambda: enc({"w" * 1025: np.ones(2)}), IA, VALUE, r"name"),
     ("dict-name-too-long-utf8", lambda: enc({"é" * 513: np.ones(2)}), IA, VALUE, r"name"),
+    ("dict-name-lone-surrogate", lambda: enc({"\ud800": np.ones(2)}), IA, VALUE,
+     r"name.*UTF-8"),
+    ("clip-int-beyond-float64", lambda: enc(clip=10**400), IA, VALUE, r"clip"),
+    ("sigma-int-beyond-float64", lambda: cepam.Gaussian(sigma=10**400), IA, VALUE, r"sigma"),
     # clip.
     *[(f"clip={v!r}", (lambda v: lambda: enc(clip=v))(v), IA, VALUE, r"clip")
       for v in (0, 0.0, -1.0, math.nan, math.inf, -math.inf)],
@@ -408,6 +412,45 @@ def test_torch_nan_is_an_invalid_argument_error():
     t = torch.ones(5, dtype=torch.bfloat16)
     t[3] = float("nan")
     check(lambda: enc({"w": t}), IA, VALUE, r"non-finite|NaN")
+
+
+def test_torch_view_with_the_negative_bit_is_read_with_its_sign():
+    torch = pytest.importorskip("torch")
+    expected = enc(torch.from_numpy(-X), nonce=bytes(16))
+    strided = torch.complex(torch.zeros(12), torch.from_numpy(X)).conj().imag  # -X
+    contiguous = torch._neg_view(torch.from_numpy(X))  # -X; numpy() refuses it
+    for v in (strided, contiguous):
+        assert v.is_neg()
+        assert enc(v, nonce=bytes(16)) == expected
+
+
+class _DLPack:
+    """An array that speaks DLPack only, claiming the device `device`."""
+
+    def __init__(self, array, device, capsule=None):
+        self.array, self.device, self.capsule = array, device, capsule
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.capsule if self.capsule is not None else self.array.__dlpack__(*args,
+                                                                                    **kwargs)
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def test_a_broken_dlpack_array_is_an_invalid_type_error():
+    check(lambda: enc(_DLPack(X, (1, 0), capsule=3)), IT, TYPE, r"DLPack")
+    # A device that is not a (type, id) pair: read as host memory.
+    np.testing.assert_array_equal(
+        cepam.decode(enc(_DLPack(X, "cpu"), nonce=bytes(16)), secret=SECRET),
+        cepam.decode(enc(X, nonce=bytes(16)), secret=SECRET))
+
+
+def test_a_cuda_dlpack_array_without_torch_cuda_is_an_invalid_type_error():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("torch reaches CUDA here")
+    check(lambda: enc(_DLPack(X, (2, 0))), IT, TYPE, r"torch cannot read this CUDA array")
 
 
 # --- Codec context reuse. ---

@@ -87,6 +87,20 @@ def test_small_weights_keep_their_size_and_the_statistics_take_the_rest(weights)
     assert b == pytest.approx(np.sqrt(1 - weights ** 2), rel=1e-4)
 
 
+@pytest.mark.parametrize("buffer_norm", [1e6, 1e20, 1e160])
+def test_statistics_that_dwarf_the_weights_still_leave_them_the_floor(buffer_norm):
+    """Statistics 10^6 to 10^160 times the weights (float64, the last beyond
+    float64's squares): the weights' share is no longer the whole's sum of
+    squares less the statistics' (all rounding there), and they keep 0.95 of
+    the clip as at 100 times."""
+    update = {k: v.astype(np.float64) for k, v in _update(2.0, 1.0).items()}
+    for name in ("bn.running_mean", "bn.running_var"):
+        update[name] = update[name] * buffer_norm
+    w, b = _norms(_roundtrip(update))
+    assert w == pytest.approx(0.95, rel=1e-4)
+    assert b == pytest.approx(np.sqrt(1 - 0.95 ** 2), rel=1e-4)
+
+
 def test_the_input_is_not_modified():
     update = _update(weight_norm=2.0, buffer_norm=200.0)
     before = {k: v.copy() for k, v in update.items()}

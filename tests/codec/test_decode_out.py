@@ -146,6 +146,14 @@ def test_out_refused_for_entries_of_several_dtypes_and_with_device():
                      out=np.empty((30, 7), np.float32))
 
 
+def test_out_refused_for_a_cast_after_decoding():
+    payload = enc(x32().astype(np.float16))
+    with pytest.raises(InvalidArgumentError, match="cast to float16 after decoding"):
+        cepam.decode(payload, secret=SECRET_A, dtype="input", out=np.empty((30, 7), np.float16))
+    got = cepam.decode(payload, secret=SECRET_A, out=np.empty((30, 7), np.float32))
+    assert got.dtype == np.float32
+
+
 def test_bare_payload_with_like_and_out():
     x = x32((5, 4))
     payload = enc(x, structure=False)

@@ -100,6 +100,17 @@ def test_float32_warns_when_it_cannot_hold_the_noise():
     assert float(np.std(y - 1.0)) == pytest.approx(1e-9, rel=0.03)
 
 
+def test_float32_warns_when_the_noise_rounds_to_zeros():
+    """A noise below float32's subnormals decodes a zero update to exact
+    zeros: the rounding is the whole error, and the decoder says so."""
+    payload = enc(np.zeros(1000, np.float32), 1e-100)
+    with pytest.warns(cepam.PrecisionWarning, match="rms 0"):
+        assert not cepam.decode(payload, secret=SECRET_A).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cepam.decode(payload, secret=SECRET_A, dtype="float64").all()
+
+
 def test_explicit_output_dtypes_apply_to_every_entry():
     update = {"a": normal(np.float16)[:100], "b": normal(np.float64)[:10],
               "c": normal(np.float32)[:5]}

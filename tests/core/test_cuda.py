@@ -86,6 +86,12 @@ def test_parse_device(device, index):
     assert cuda.parse_device(device) == index
 
 
+def test_parse_device_reads_a_torch_device():
+    torch = pytest.importorskip("torch")
+    assert cuda.parse_device(torch.device("cpu")) is None
+    assert cuda.parse_device(torch.device("cuda", 2)) == 2
+
+
 @pytest.mark.parametrize("device", ["gpu", "cuda:", "cuda:x", 0, "mps"])
 def test_parse_device_refuses_others(device):
     with pytest.raises(InvalidArgumentError):
