@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["check_positive", "check_clip", "check_flag"]
+__all__ = ["as_float", "check_positive", "check_clip", "check_flag", "check_choice"]
 
 
 def check_positive(name: str, value: object) -> float:
@@ -19,13 +19,13 @@ def check_positive(name: str, value: object) -> float:
     if type(value) is not float and (isinstance(value, (bool, np.bool_))
                                      or not isinstance(value, numbers.Real)):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = _as_float(name, value)
+    value = as_float(name, value)
     if not (math.isfinite(value) and value > 0.0):
         raise InvalidArgumentError(f"{name} must be a positive finite number, got {value!r}")
     return value
 
 
-def _as_float(name: str, value: numbers.Real) -> float:
+def as_float(name: str, value: numbers.Real) -> float:
     """``float(value)``; raises InvalidArgumentError where it is beyond
     float64 (an int above 1.8e308)."""
     try:
@@ -43,7 +43,7 @@ def check_clip(clip: object) -> float:
     if type(clip) is not float and (isinstance(clip, (bool, np.bool_))
                                     or not isinstance(clip, numbers.Real)):
         raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")
-    clip = _as_float("clip", clip)
+    clip = as_float("clip", clip)
     if not (math.isfinite(clip) and clip > 0.0):
         raise InvalidArgumentError(f"clip must be a positive finite number or None, got {clip}")
     return clip
@@ -53,4 +53,19 @@ def check_flag(name: str, value: object) -> bool:
     """``value``, which must be True or False (InvalidTypeError otherwise)."""
     if not isinstance(value, bool):
         raise InvalidTypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    """``value``, which must be one of the strings ``choices``.
+
+    Raises:
+        InvalidTypeError: it is not a str.
+        InvalidArgumentError: it is not one of ``choices``.
+    """
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"{name} must be a str, one of {choices}, got "
+                               f"{type(value).__name__}")
+    if value not in choices:
+        raise InvalidArgumentError(f"{name} must be one of {choices}, got {value!r}")
     return value

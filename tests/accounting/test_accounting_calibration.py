@@ -35,6 +35,20 @@ def test_calibration_inverts_evaluation(target_eps, rounds):
                               setting=s) <= 1e-5 * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("target_eps,target_delta", [(0.003, 1e-3), (1e-4, 1e-5)])
+def test_calibration_to_an_epsilon_the_grid_reaches_as_zero(target_eps, target_delta):
+    """Where a sigma's eps on the grid is exactly 0 (it meets any target),
+    the search took it for one that misses every target and scipy's root
+    finder raised a raw ValueError."""
+    s = FLSetting(**PAPER)
+    sigma = calibrate_sigma(target_epsilon=target_eps, target_delta=target_delta, rounds=10,
+                            setting=s)
+    fine = dict(rounds=10, setting=s, discretization=target_eps / 100)  # (calibration's)
+    assert delta_after_rounds(sigma=sigma, epsilon=target_eps, **fine) <= target_delta * (
+        1 + 1e-9)
+    assert delta_after_rounds(sigma=sigma / 1.1, epsilon=target_eps, **fine) > target_delta
+
+
 def test_paper_bound_needs_much_more_noise():
     s = FLSetting(**PAPER)
     kw = dict(target_epsilon=2.0, target_delta=1e-5, rounds=10, setting=s, rtol=3e-2)
@@ -77,6 +91,8 @@ def test_no_finite_eps_for_negligible_noise():
     (dict(rounds=2.0), InvalidTypeError),
     (dict(bound="loose"), InvalidArgumentError),
     (dict(rtol=0.0), InvalidArgumentError),
+    (dict(rtol=5e-324), InvalidArgumentError),  # (scipy's root finder raised ValueError)
+    (dict(rtol=10**400), InvalidArgumentError),  # (float() raised OverflowError)
     (dict(setting=None), InvalidTypeError),
 ])
 def test_bad_calibration_input(kw, err):

@@ -85,6 +85,35 @@ def test_errors(capsys):
         _parser().parse_args(["privacy", *PAPER_ARGS, "--delta", "1e-5"])
 
 
+def test_each_level_refuses_the_others_options(capsys):
+    """They were silently ignored (even --discretization -1 exited 0)."""
+    client = ["--sigma", "1", "--clip", "1", "--clients", "10", "--delta", "1e-5"]
+    for extra in (["--bound", "paper"], ["--eps-tilde", "nan"], ["--discretization", "-1"]):
+        with pytest.raises(InvalidArgumentError, match="record-level"):
+            run([*client, *extra], capsys)
+    with pytest.raises(InvalidArgumentError, match="client-level"):
+        run(["--sigma", "1", *PAPER_ARGS, "--delta", "1e-5", "--coordinates", "-1"], capsys)
+
+
+def test_both_levels_name_their_relation(capsys):
+    code, out = run(["--sigma", "0.5", *PAPER_ARGS, "--rounds", "8", "--delta", "1e-5"],
+                    capsys)
+    assert code == 0 and "relation: replace-one" in out
+    code, out = run(["--sigma", "0.5", *PAPER_ARGS, "--rounds", "8", "--delta", "1e-5",
+                     "--json"], capsys)
+    rep = json.loads(out)
+    assert rep["inputs"]["relation"] == "replace-one" and "example" in rep["method"]["relation"]
+
+
+def test_a_client_level_eps_without_a_finite_bound_comes_with_a_note(capsys):
+    code, out = run(["--sigma", "0.1", "--clip", "1", "--clients", "10", "--rounds", "50",
+                     "--delta", "1e-12", "--sample-rate", "0.1", "--relation", "add-remove",
+                     "--json"], capsys)
+    rep = json.loads(out)
+    assert code == 0 and rep["total"]["epsilon"] is None
+    assert any("no finite total eps" in note and "cap T" in note for note in rep["notes"])
+
+
 def test_cli_module_imports_without_scipy():
     """The installed package (not the source tree, which has no compiled core)."""
     code = ("import sys, cepam.accounting.cli, cepam.accounting; "

@@ -7,6 +7,7 @@ import functools
 import json
 import math
 
+import numpy as np
 import pytest
 
 pytest.importorskip("scipy", reason="cepam.accounting needs scipy (cepam[privacy])")
@@ -20,6 +21,7 @@ from cepam.accounting import (
     client_epsilon,
     client_noise_multiplier,
     epsilon_after_rounds,
+    noise_drowns_update,
     sampling_probability,
 )
 from cepam.errors import InvalidArgumentError, InvalidTypeError
@@ -131,11 +133,38 @@ def test_ledger_records_client_level_rounds(tmp_path):
     (dict(threat_model="eve"), InvalidArgumentError),
     (dict(rounds=0), InvalidArgumentError),
     (dict(delta=1.0), InvalidArgumentError),
+    # Extremes that raised raw Python or numpy errors.
+    (dict(sample_rate=1e-300), InvalidArgumentError),  # population beyond MAX_POPULATION
+    (dict(sample_rate=5e-324), InvalidArgumentError),
+    (dict(clients=1e308, sample_rate=0.1), InvalidArgumentError),
+    (dict(sigma=1e-200, sample_rate=0.1), InvalidArgumentError),  # (clip / sigma)^2 overflows
+    (dict(sigma=10**400), InvalidArgumentError),
+    (dict(relation=np.array(["add-remove"])), InvalidTypeError),
+    (dict(relation=None), InvalidTypeError),
 ])
 def test_bad_arguments_raise(kw, err):
     args = dict(sigma=1.0, clip=1.0, rounds=3, clients=5, delta=1e-5) | kw
     with pytest.raises(err):
         client_epsilon(**args)
+
+
+def test_calibration_and_the_noise_note_take_a_subnormal_clip():
+    """sigma scales with the clip, down to the smallest float (the search's
+    probe at sigma 1 divided by zero there, and so did the note's ratio)."""
+    sigma = calibrate_client_sigma(target_epsilon=1.0, target_delta=1e-5, rounds=10, clients=10,
+                                   clip=1.0)
+    tiny = calibrate_client_sigma(target_epsilon=1.0, target_delta=1e-5, rounds=10, clients=10,
+                                  clip=2.0**-1060)
+    assert tiny == pytest.approx(sigma * 2.0**-1060, rel=0.05)
+    note = noise_drowns_update(sigma=1.0, clip=5e-324, clients=10, coordinates=100)
+    assert "is inf times" in note
+
+
+def test_add_remove_refusal_names_the_cohort_tail_not_the_count_noise():
+    with pytest.raises(InvalidArgumentError, match="cohort exceeds the cap") as info:
+        calibrate_client_sigma(target_epsilon=1.0, target_delta=1e-12, rounds=100, clients=10,
+                               clip=1.0, sample_rate=0.1, relation="add-remove")
+    assert "count_sigma" not in str(info.value)
 
 
 def test_calibration_refuses_bad_targets():

@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from .._checks import as_float
 from ..errors import InvalidArgumentError, InvalidTypeError
 
 __all__: list[str] = []
@@ -22,7 +23,7 @@ def real(name: str, value: object) -> float:
     """Return ``value`` as a float; reject bools, non-numbers and NaN."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidTypeError(f"{name} must be a real number, got {value!r}")
-    out = float(value)
+    out = as_float(name, value)
     if math.isnan(out):
         raise InvalidArgumentError(f"{name} must not be NaN")
     return out

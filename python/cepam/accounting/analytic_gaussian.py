@@ -105,7 +105,8 @@ def gaussian_epsilon(delta: float, *, mu: float) -> float:
         mu: sensitivity over noise standard deviation, > 0 (finite).
 
     Returns:
-        eps >= 0 (natural-log units).
+        eps >= 0 (natural-log units); ``math.inf`` where it is beyond float64
+        (mu above about 1e154).
 
     Raises:
         InvalidArgumentError: delta outside (0, 1), mu <= 0 or infinite.
@@ -120,9 +121,15 @@ def gaussian_epsilon(delta: float, *, mu: float) -> float:
     if f(0.0) <= 0:
         return 0.0
     hi = max(1.0, mu * mu)
-    while f(hi) > 0:  # delta(eps) -> 0 as eps -> inf, so this terminates
+    while math.isfinite(hi) and f(hi) > 0:  # delta(eps) -> 0 as eps -> inf
         hi *= 2.0
-    return float(optimize.brentq(f, 0.0, hi, xtol=1e-14 * max(1.0, hi), rtol=1e-13))
+    if math.isinf(hi):  # (mu above about 1e154: eps beyond float64)
+        return math.inf
+    xtol, rtol = 1e-14 * max(1.0, hi), 1e-13
+    eps = float(optimize.brentq(f, 0.0, hi, xtol=xtol, rtol=rtol))
+    if f(eps) > 0:  # Brent's answer is within its tolerance of the root, on either side
+        eps = min(hi, eps + 2.0 * (xtol + rtol * eps))
+    return eps
 
 
 def gaussian_mu(epsilon: float, delta: float) -> float:

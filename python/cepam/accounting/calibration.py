@@ -114,7 +114,7 @@ def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
         rounds: R >= 1.
         setting: the FL setting.
         bound: ``"tight"`` (default) or ``"paper"``.
-        rtol: relative precision of sigma (> 0); the result errs high.
+        rtol: relative precision of sigma, in [1e-12, 0.5]; the result errs high.
         discretization: PLD grid step, honoured exactly (see
             :class:`~.accountant.PLDAccountant`: a step too fine for some
             sigma the search visits raises). Default: the accountant's, or
@@ -133,6 +133,8 @@ def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
     delta_t = _v.probability_open("target_delta", target_delta)
     rounds = _v.integer("rounds", rounds)
     rtol = _v.positive("rtol", rtol)
+    if not 1e-12 <= rtol <= 0.5:
+        raise InvalidArgumentError(f"rtol must be in [1e-12, 0.5], got {rtol!r}")
     if not isinstance(setting, FLSetting):
         from ..errors import InvalidTypeError
 
@@ -189,7 +191,9 @@ def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
 
     def g(log_sigma: float) -> float:
         e = eps_of(ends.get(log_sigma, math.exp(log_sigma)))
-        return 50.0 if not math.isfinite(e) or e <= 0 else math.log(e / eps_t)
+        if not math.isfinite(e):
+            return 50.0
+        return -50.0 if e <= 0 else math.log(e / eps_t)  # (eps 0 meets any target)
 
     root = optimize.brentq(g, math.log(lo), math.log(hi), xtol=rtol / 4, rtol=1e-15)
     sigma = min(math.exp(root) * (1.0 + rtol / 2), hi)

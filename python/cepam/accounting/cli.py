@@ -89,17 +89,19 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "paper's loop (default with them)")
     p.add_argument("--rounds", type=int, default=1, help="rounds R (default 1)")
     p.add_argument("--delta", type=float, required=True, help="target delta (total and per round)")
-    p.add_argument("--bound", choices=("tight", "paper"), default="tight",
-                   help="per-round bound: tight (default) or the paper's Theorem")
+    p.add_argument("--bound", choices=("tight", "paper"), default=None,
+                   help="record level: per-round bound, tight (default) or the paper's "
+                        "Theorem")
     p.add_argument("--threat-model", choices=("client", "aggregate", "server"), default="client",
                    help="adversary: an honest-but-curious client that knows its own noise "
                         "(default), a third party seeing only the average (the paper's "
                         "formula), or an untrusted server seeing one client's update")
     p.add_argument("--eps-tilde", type=float, default=None,
-                   help="also report the paper-style per-round (eps, delta) at this eps_t")
+                   help="record level: also report the paper-style per-round (eps, delta) "
+                        "at this eps_t")
     p.add_argument("--discretization", type=float, default=None,
-                   help="PLD grid step in nats, honoured exactly (refused if too fine "
-                        "for sigma); default: chosen automatically")
+                   help="record level: PLD grid step in nats, honoured exactly (refused if "
+                        "too fine for sigma); default: chosen automatically")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handler)
     requires(p, "scipy", extra="privacy")
@@ -141,11 +143,21 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     level = args.level or ("client" if args.samples_per_round is None
                            and args.dataset_size is None else "record")
     if level == "client":
+        given = [name for name, value in (("--bound", args.bound), ("--eps-tilde", args.eps_tilde),
+                                          ("--discretization", args.discretization))
+                 if value is not None]
+        if given:
+            raise InvalidArgumentError(
+                f"{', '.join(given)}: record-level option(s) (--level record, with "
+                "--samples-per-round and --dataset-size); the client level's eps is exact "
+                "or composed on its own grid")
         return _client_report(args)
-    if args.sample_rate != 1.0 or args.relation != "replace-one" or args.sampling != "poisson":
-        raise InvalidArgumentError("--sample-rate, --relation and --sampling are client-level "
-                                   "options (--level client); the record-level bound is for the "
-                                   "paper's loop, every client every round")
+    if (args.sample_rate != 1.0 or args.relation != "replace-one" or args.sampling != "poisson"
+            or args.coordinates is not None):
+        raise InvalidArgumentError("--sample-rate, --relation, --sampling and --coordinates are "
+                                   "client-level options (--level client); the record-level "
+                                   "bound is for the paper's loop, every client every round")
+    args.bound = args.bound or "tight"
     if args.samples_per_round is None or args.dataset_size is None:
         raise InvalidArgumentError("--level record needs --samples-per-round and --dataset-size "
                                    "(the paper's loop); without them use --level client")
@@ -185,9 +197,11 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
             "clients": setting.clients, "samples_per_round": setting.samples_per_round,
             "dataset_size": setting.dataset_size, "rounds": rounds, "delta": delta,
             "bound": args.bound, "threat_model": setting.threat_model,
-            "eps_tilde": args.eps_tilde,
+            "eps_tilde": args.eps_tilde, "level": "record", "relation": "replace-one",
         },
         "method": {
+            "level": "record",
+            "relation": "replace one training example of one client (the paper's loop)",
             "per_round_bound": args.bound,
             "per_round_description": analysis.summary,
             "threat_model": setting.threat_model,
@@ -281,8 +295,19 @@ def _client_report(args: argparse.Namespace) -> dict[str, Any]:
         "calibrated": args.target_eps is not None,
         "per_round": {"epsilon": _num(per_round), "delta": delta},
         "total": {"epsilon": _num(total), "delta": delta, "rounds": rounds},
-        "notes": [] if drowns is None else [drowns],
+        "notes": ([] if math.isfinite(total) else [_no_finite_eps(event, delta, rounds)]) + (
+            [] if drowns is None else [drowns]),
     }
+
+
+def _no_finite_eps(event: Any, delta: float, rounds: int) -> str:
+    """The client level's note where no finite total eps is certified."""
+    why = ("under add/remove, part of delta is the chance that a round's cohort exceeds the "
+           f"cap T = {event.cap}, which the noise cannot cover"
+           if event.relation == "add-remove" else
+           "the noise is too small for this delta")
+    return (f"no finite total eps is certified at delta={delta:g} after {rounds} round(s): "
+            f"{why}; a larger sigma or delta gives one")
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -306,8 +331,9 @@ def handler(args: argparse.Namespace) -> int:
         out.write(f"sigma = {report['sigma']:.6g}{calibrated}"
                   f"   noise multiplier z = {report['noise_multiplier']:.6g}\n")
     else:
-        out.write(f"level: record (one training example, the paper's loop)   bound: "
-                  f"{inp['bound']}   threat model: {inp['threat_model']}   "
+        out.write(f"level: record (one training example, the paper's loop)   relation: "
+                  f"{inp['relation']}   bound: {inp['bound']}   threat model: "
+                  f"{inp['threat_model']}   "
                   f"composition: PLD (h={report['method']['discretization']:.3g})\n")
         out.write(f"sigma = {report['sigma']:.6g}{calibrated}"
                   f"   p = {report['sampling_probability']:.6g}"

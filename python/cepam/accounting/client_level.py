@@ -83,6 +83,9 @@ from .subsampled_gaussian import _add, _remove
 __all__ = ["ClientLevelRound", "client_noise_multiplier", "client_epsilon",
            "calibrate_client_sigma", "average_noise", "noise_drowns_update"]
 
+#: A ClientLevelRound's clip / sigma above this has no privacy to account
+#: (its mu^2 would overflow the float arithmetic).
+_MAX_CLIP_OVER_SIGMA = 1e150
 
 def client_noise_multiplier(*, sigma: float, clip: float, clients: int,
                             threat_model: ThreatModel = "client") -> float:
@@ -144,6 +147,10 @@ class ClientLevelRound:
     def __post_init__(self) -> None:
         object.__setattr__(self, "sigma", _v.positive("sigma", self.sigma))
         object.__setattr__(self, "clip", _v.positive("clip", self.clip))
+        if not self.clip / self.sigma <= _MAX_CLIP_OVER_SIGMA:
+            raise _v.InvalidArgumentError(
+                f"sigma = {self.sigma:g} is below 1/{_MAX_CLIP_OVER_SIGMA:g} of the clip "
+                f"({self.clip:g}): no privacy to account")
         n, q = check_sampling(clients=self.clients, sample_rate=self.sample_rate,
                               relation=self.relation, sampling=self.sampling,
                               threat_model=self.threat_model)
@@ -347,13 +354,18 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
     return sigma
 
 
+def _ratio(a: float, b: float) -> float:
+    """a / b, inf where b is 0."""
+    return a / b if b > 0 else math.inf
+
+
 def _calibrate(eps: float, delta: float, rounds: int, **round_: Any) -> float:
     """calibrate_client_sigma's search (arguments checked)."""
 
     def event(sigma: float) -> ClientLevelRound:
         return ClientLevelRound(sigma=sigma, **round_)
 
-    probe = event(1.0)
+    probe = event(round_["clip"])  # (sigma = clip: mu of order 1 whatever the clip)
     if probe.is_gaussian:  # mu = mu_one(sigma) / sqrt(hidden), solved for sigma
         hidden = (probe._mu_one() / probe.mu) ** 2
         sens_sq = hidden * gaussian_mu(eps, delta) ** 2 / rounds - probe._count_part
@@ -370,8 +382,12 @@ def _calibrate(eps: float, delta: float, rounds: int, **round_: Any) -> float:
         lo, hi = hi, hi * 4.0
         if hi > 1e12 * probe.clip:
             raise _v.InvalidArgumentError(
-                f"no sigma reaches eps {eps:g} at delta {delta:g} in {rounds} round(s): the "
-                "adaptive clip's count noise already costs more (raise count_sigma)")
+                f"no sigma reaches eps {eps:g} at delta {delta:g} in {rounds} round(s): "
+                + ("the adaptive clip's count noise already costs more (raise count_sigma)"
+                   if probe.count_sigma is not None else
+                   f"under add/remove a round's cohort exceeds the cap T = {probe.cap} with a "
+                   "chance that no noise covers and that alone costs more (raise delta)"
+                   if probe.relation == "add-remove" else "raise eps or delta"))
     if lo == hi:
         while _epsilon(event(lo), rounds, delta) <= eps:
             hi, lo = lo, lo / 4.0
@@ -446,6 +462,7 @@ def noise_drowns_update(*, sigma: float, clip: float, clients: float,
     if noise <= scale:
         return None
     return (f"the noise on the released average, {noise:.4g} per coordinate (sigma "
-            f"{sigma:.4g}, {clients:g} clients a round), is {noise / scale:.3g} times {what}: "
+            f"{sigma:.4g}, {clients:g} clients a round), is {_ratio(noise, scale):.3g} times "
+            f"{what}: "
             "the model will hardly move; more clients a round (or sampling from a larger "
             "population), fewer rounds or a larger eps lower it")

@@ -38,11 +38,12 @@ from typing import Literal
 
 import numpy as np
 
+from .._checks import check_choice
 from ..errors import InvalidArgumentError
 from . import _validation as _v
 from .setting import THREAT_MODELS, hidden_clients
 
-__all__ = ["Relation", "RELATIONS", "Sampling", "SAMPLINGS", "COHORT_TAIL", "population",
+__all__ = ["Relation", "RELATIONS", "MAX_POPULATION", "Sampling", "SAMPLINGS", "COHORT_TAIL", "population",
            "cohort_cap", "cohort_tail", "topup_noise_std", "hidden_cohort_law",
            "check_sampling"]
 
@@ -50,6 +51,8 @@ Relation = Literal["replace-one", "add-remove"]
 #: The neighbouring relations between federations: one client's whole data
 #: replaced by other data, or one client added or removed.
 RELATIONS: tuple[str, ...] = ("replace-one", "add-remove")
+#: The largest federation :func:`population` takes (clients / sample_rate).
+MAX_POPULATION = 1e12
 Sampling = Literal["poisson", "fixed"]
 SAMPLINGS: tuple[str, ...] = ("poisson", "fixed")
 #: The chance per round, at most, that a Poisson cohort exceeds the cap.
@@ -69,13 +72,9 @@ def check_sampling(*, clients: object, sample_rate: object, relation: object,
     q = _v.positive("sample_rate", sample_rate)
     if q > 1.0:
         raise InvalidArgumentError(f"sample_rate must be in (0, 1], got {q!r}")
-    if relation not in RELATIONS:
-        raise InvalidArgumentError(f"relation must be one of {RELATIONS}, got {relation!r}")
-    if sampling not in SAMPLINGS:
-        raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
-    if threat_model not in THREAT_MODELS:
-        raise InvalidArgumentError(f"threat_model must be one of {THREAT_MODELS}, got "
-                                   f"{threat_model!r}")
+    relation = check_choice("relation", relation, RELATIONS)
+    sampling = check_choice("sampling", sampling, SAMPLINGS)
+    threat_model = check_choice("threat_model", threat_model, THREAT_MODELS)
     if q == 1.0 or sampling == "fixed":
         n = float(_v.integer("clients", clients))
     else:
@@ -104,11 +103,16 @@ def population(*, clients: float, sample_rate: float = 1.0) -> int:
         ``N``, the number of clients in the federation (>= 1).
 
     Raises:
-        InvalidArgumentError: N < 1 or ``clients`` not within 1e-6 of ``q N``
-            (``clients`` is the expected cohort of a population of whole clients).
+        InvalidArgumentError: N < 1 or above :data:`MAX_POPULATION`, or
+            ``clients`` not within 1e-6 of ``q N`` (``clients`` is the
+            expected cohort of a population of whole clients).
     """
     n = _v.positive("clients", clients)
     q = _v.positive("sample_rate", sample_rate)
+    if not n / q <= MAX_POPULATION:
+        raise InvalidArgumentError(
+            f"clients / sample_rate = {n / q:g} clients: a population of at most "
+            f"{MAX_POPULATION:g} is supported")
     size = round(n / q)
     if size < 1 or abs(size * q - n) > 1e-6 * max(n, 1.0):
         raise InvalidArgumentError(
@@ -201,8 +205,8 @@ def hidden_cohort_law(*, clients: float, sample_rate: float, sampling: str,
     ``n - 1`` (fixed); ``m = j + 1`` (``"aggregate"``), ``max(j, 1)``
     (``"client"``: the curious client knows its own noise when it is in the
     cohort) or 1 (``"server"``).  With ``q = 1``, ``m`` is
-    :func:`~.setting.hidden_clients`'s.  ``m`` is rounded down to a
-    geometric grid of ratio 1.005, masses below 1e-20 and the far lower
+    :func:`~.setting.hidden_clients`'s.  ``m`` is rounded down to the grid
+    ``floor(1.005^k)`` (every integer up to about 200), masses below 1e-20 and the far lower
     tail go to ``j = 0`` and the far upper tail to the largest ``j`` kept: fewer
     clients than the truth, the safe side.
     """
@@ -229,8 +233,12 @@ def hidden_cohort_law(*, clients: float, sample_rate: float, sampling: str,
     j, p = j[keep], p[keep]
     p[0] += max(0.0, 1.0 - p.sum())
     m = j + 1 if threat_model == "aggregate" else np.maximum(j, 1)
-    # m rounded down to a geometric grid of ratio 1.005 (fewer clients: safe), so
-    # that large cohorts mix a few dozen Gaussians rather than thousands
-    grid = np.floor(np.exp(np.floor(np.log(m) / math.log(1.005)) * math.log(1.005)) + 1e-9)
+    # m rounded down to the grid floor(1.005^k) (fewer clients: safe), so that
+    # large cohorts mix a few dozen Gaussians rather than thousands; below
+    # about 200 the grid holds every integer, and m stays as it is (the floor
+    # of the grid point under m, as before, took every such m to m - 1)
+    k = np.floor(np.log(m) / math.log(1.005))
+    up, down = (np.floor(np.exp(e * math.log(1.005)) + 1e-9) for e in (k + 1, k))
+    grid = np.where(up <= m, up, down)
     m, index = np.unique(np.maximum(grid.astype(np.int64), 1), return_inverse=True)
     return m, np.bincount(index, weights=p)

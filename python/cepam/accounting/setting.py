@@ -50,6 +50,7 @@ from typing import Literal
 
 import numpy as np
 
+from .._checks import check_choice
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 
@@ -136,10 +137,7 @@ def hidden_clients(clients: object, threat_model: object) -> int:
         InvalidTypeError: K is not an integer.
     """
     k = _v.integer("clients", clients)
-    if threat_model not in THREAT_MODELS:
-        raise InvalidArgumentError(
-            f"threat_model must be one of {THREAT_MODELS}, got {threat_model!r}"
-        )
+    check_choice("threat_model", threat_model, THREAT_MODELS)
     if threat_model == "client" and k < 2:
         raise InvalidArgumentError(
             "threat_model='client' needs clients >= 2 (with one client there is "

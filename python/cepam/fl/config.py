@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .._checks import check_choice
 from ..errors import InvalidArgumentError
 from ..lattices import LATTICE_DIMS
 from .engines import ENGINES as _ENGINE_TABLE
@@ -215,12 +216,8 @@ class FLConfig:
             raise InvalidArgumentError(f"population must be at least clients ({n}), got {big_n}")
         if not 0.0 < q <= 1.0:
             raise InvalidArgumentError(f"sample_rate must be in (0, 1], got {self.sample_rate}")
-        if self.sampling not in SAMPLINGS:
-            raise InvalidArgumentError(
-                f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
-        if self.relation not in RELATIONS:
-            raise InvalidArgumentError(
-                f"relation must be one of {RELATIONS}, got {self.relation!r}")
+        check_choice("sampling", self.sampling, SAMPLINGS)
+        check_choice("relation", self.relation, RELATIONS)
         if self.sampling == "poisson" and abs(q * big_n - n) > 0.5:
             raise InvalidArgumentError(
                 f"clients must be the expected cohort sample_rate * population = {q * big_n:g} "

@@ -13,7 +13,7 @@ from typing import Any
 from flwr.serverapp.strategy import Strategy
 
 import cepam
-from cepam._checks import check_clip
+from cepam._checks import check_choice, check_clip
 from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.cohort import RELATIONS, SAMPLINGS
 from cepam.accounting.setting import THREAT_MODELS
@@ -152,10 +152,8 @@ class Settings:
         """Checks and keeps the client-sampling, relation and clipping settings."""
         self.sample_rate = check_real("sample_rate", sample_rate, low=0.0, high=1.0,
                                       open_high=False)
-        if relation not in RELATIONS:
-            raise InvalidArgumentError(f"relation must be one of {RELATIONS}, got {relation!r}")
-        if sampling not in SAMPLINGS:
-            raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+        check_choice("relation", relation, RELATIONS)
+        check_choice("sampling", sampling, SAMPLINGS)
         if sampling == "fixed":
             if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
                 raise InvalidArgumentError(f"sampling='fixed' needs clients, a positive int, "
@@ -173,9 +171,8 @@ class Settings:
                 sampling_seed, int) or sampling_seed < 0):
             raise InvalidArgumentError(f"sampling_seed must be a non-negative int, got "
                                        f"{sampling_seed!r}")
-        if threat_model is not None and threat_model not in THREAT_MODELS:
-            raise InvalidArgumentError(f"threat_model must be one of {THREAT_MODELS}, got "
-                                       f"{threat_model!r}")
+        if threat_model is not None:
+            check_choice("threat_model", threat_model, THREAT_MODELS)
         if threat_model is not None and setting is not None and \
                 setting.threat_model != threat_model:
             raise InvalidArgumentError(f"threat_model {threat_model!r} differs from the "
