@@ -9,7 +9,8 @@ import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["as_float", "check_positive", "check_clip", "check_flag", "check_choice"]
+__all__ = ["as_float", "check_positive", "check_clip", "check_flag", "check_choice",
+           "check_int"]
 
 
 def check_positive(name: str, value: object) -> float:
@@ -69,3 +70,18 @@ def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise InvalidArgumentError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+def check_int(name: str, value: object, *, minimum: int) -> int:
+    """``value`` as an int (numpy integers count, bools do not), at least
+    ``minimum``.
+
+    Raises:
+        InvalidTypeError: it is not an integer.
+        InvalidArgumentError: it is below ``minimum``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise InvalidTypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise InvalidArgumentError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)

@@ -260,12 +260,16 @@ def _shape(take: Callable[[np.ndarray], np.ndarray] | None, whole: Callable[[], 
         return _Shape(m, rms, 0.0, 1.0, 0.0)
     a *= factor / scale
     small = float(np.count_nonzero(a < 0.125)) / a.size
-    squares = a * a
-    mean_square = float(squares.mean())
-    if mean_square > 0.0:  # (relative to it: no underflow)
-        squares /= mean_square
-    squares *= squares  # (numpy's pairwise sums, not BLAS's: the same bits everywhere)
-    kurtosis = float(squares.mean())
+    # (Over the noise scale beyond 1e154 the squares overflow: such an update
+    # is refused by the encoder, which says why, so numpy's warnings would
+    # only add noise before that message.)
+    with np.errstate(over="ignore", invalid="ignore"):
+        squares = a * a
+        mean_square = float(squares.mean())
+        if mean_square > 0.0:  # (relative to it: no underflow)
+            squares /= mean_square
+        squares *= squares  # (numpy's pairwise sums, not BLAS's: the same bits everywhere)
+        kurtosis = float(squares.mean())
     half = a.size // 2
     if a.size % 2:
         a.partition(half)

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ._argtypes import nonnegative_int
+
 __all__ = ["synthetic_update", "run_demo", "register"]
 
 # (name, shape) of a small convolutional network: about 1.2 million weights.
@@ -166,6 +168,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lattice", default=None,
                    help="auto (default without --dim), Z (default with --dim), A2, D4 or E8")
     p.add_argument("--dim", type=int, default=None, help="sub-vector dimension n (Z^n)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic update (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the synthetic update (default 0)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=_handler)

@@ -139,6 +139,7 @@ def test_ledger_records_client_level_rounds(tmp_path):
     (dict(clients=1e308, sample_rate=0.1), InvalidArgumentError),
     (dict(sigma=1e-200, sample_rate=0.1), InvalidArgumentError),  # (clip / sigma)^2 overflows
     (dict(sigma=10**400), InvalidArgumentError),
+    (dict(sigma=1e300), InvalidArgumentError),  # mu underflows ("mu must be > 0" before)
     (dict(relation=np.array(["add-remove"])), InvalidTypeError),
     (dict(relation=None), InvalidTypeError),
 ])

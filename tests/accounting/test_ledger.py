@@ -158,6 +158,60 @@ def test_a_ledger_is_for_one_federation_and_one_delta(path):
         assert (ledger.name, ledger.delta) == ("mnist", 1e-6)
 
 
+def test_a_ledger_is_for_one_level(path):
+    """Sample-level (record) rounds and client-level rounds do not compose
+    into either's eps; a bare GaussianEvent (the caller's level) goes with
+    both."""
+    from cepam.accounting import ClientLevelRound
+
+    client_round = ClientLevelRound(sigma=0.5, clip=1.0, clients=30, sample_rate=0.5)
+    with Ledger(path) as ledger:
+        ledger.record(ROUND, run_id="record-level")
+        ledger.record(GaussianEvent(3.0), run_id="caller")
+        before = ledger.epsilon()
+        with pytest.raises(cepam.InvalidArgumentError, match="one level"):
+            ledger.record(client_round, run_id="client-level")
+        with pytest.raises(cepam.InvalidArgumentError, match="one level"):
+            ledger.epsilon_with([client_round])
+        assert ledger.epsilon() == before and len(ledger.events()) == 2
+        assert ledger.totals() == [(ROUND, 1), (GaussianEvent(3.0), 1)]
+
+
+def test_a_closed_or_damaged_ledger_and_odd_arguments_are_cepam_errors(path, tmp_path):
+    """Each was a raw sqlite3, Overflow, Type, Attribute, Key or ValueError."""
+    ledger = Ledger(path)
+    ledger.record(ROUND, run_id="r", round=0)
+    ledger.close()
+    with pytest.raises(cepam.InvalidArgumentError, match="closed"):
+        ledger.epsilon()
+    with Ledger(path) as ledger:
+        for kw in (dict(round=2**70), dict(round=5, rounds=2**70)):
+            with pytest.raises(cepam.InvalidArgumentError, match="at most"):
+                ledger.record(ROUND, run_id="r", **kw)
+        with pytest.raises(cepam.InvalidTypeError, match="iterable"):
+            ledger.epsilon_with(None)
+        with pytest.raises(cepam.InvalidArgumentError, match="2 items"):
+            ledger.epsilon_with([(ROUND, 1, 2)])
+    with pytest.raises(cepam.InvalidTypeError, match="create"):
+        Ledger(tmp_path / "new.db", create="no")
+    damage = {"event-list": "UPDATE events SET event = '[1, 2]'",
+              "event-null": "UPDATE events SET event = 'null'",
+              "no-events": "DROP TABLE events",
+              "delta-abc": "UPDATE meta SET value = 'abc' WHERE key = 'delta'",
+              "no-name": "DELETE FROM meta WHERE key = 'name'"}
+    for name, statement in damage.items():
+        copy = tmp_path / f"{name}.db"
+        with Ledger(copy) as ledger:
+            ledger.record(ROUND, run_id="r", round=0)
+        db = sqlite3.connect(copy)
+        db.execute(statement)
+        db.commit()
+        db.close()
+        with pytest.raises(cepam.FormatError):
+            with Ledger(copy) as ledger:
+                ledger.epsilon()
+
+
 def test_bad_arguments_and_files_are_cepam_errors(path, tmp_path):
     with pytest.raises(cepam.InvalidArgumentError, match="no ledger"):
         Ledger(tmp_path / "missing.db", create=False)

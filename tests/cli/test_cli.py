@@ -64,3 +64,21 @@ def test_info_prints_the_simd_level(capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["simd"] == cepam.simd_level() and info["version"] == cepam.__version__
     assert isinstance(info["cuda"], bool) and info["cuda"] == (info["cuda_status"] == "")
+
+
+def test_a_negative_seed_is_a_usage_error(capsys):
+    """It was numpy's ValueError, exit 1, for demo and bench bitrate."""
+    for argv in (["demo", "--seed", "-1"], ["bench", "bitrate", "--seed", "-1"]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+        assert "--seed: must be a non-negative integer" in capsys.readouterr().err
+
+
+def test_demo_with_a_noise_far_below_the_update_warns_nothing_before_its_error(capsys):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warnings came first
+        assert main(["demo", "--sigma", "1e-300"]) == 1
+    assert "too large relative to the noise" in capsys.readouterr().err

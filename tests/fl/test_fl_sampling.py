@@ -180,6 +180,28 @@ def test_config_refuses_inconsistent_sampling_settings(changes):
         FLConfig(**changes)
 
 
+@pytest.mark.parametrize("changes, error", [
+    *[(dict(sigma=v), InvalidArgumentError) for v in (-1.0, math.nan, math.inf)],
+    (dict(sigma="x"), InvalidTypeError), (dict(clip=math.inf), InvalidArgumentError),
+    (dict(b=-1.0), InvalidArgumentError), (dict(alpha=-1.0), InvalidArgumentError),
+    (dict(method="cepam-gaussian", lattice="Q"), InvalidArgumentError),
+    (dict(method="cepam-gaussian", dim=0), InvalidArgumentError),
+    (dict(samples_per_client=0), InvalidArgumentError),
+    *[(dict(clients=v), InvalidTypeError) for v in (2.5, True, "a", None)],
+    (dict(rounds=1.5), InvalidTypeError), (dict(seed=1.5), InvalidTypeError),
+    (dict(lr=math.inf), InvalidArgumentError), (dict(lr="x"), InvalidTypeError),
+    (dict(sample_rate=True), InvalidTypeError), (dict(clip_all="x"), InvalidTypeError),
+    (dict(delta="1e-5"), InvalidTypeError), (dict(test_size="x"), InvalidTypeError),
+    (dict(population="x"), InvalidTypeError), (dict(momentum="x"), InvalidTypeError),
+    (dict(method="cepam-gaussian", clip_count_sigma="x"), InvalidTypeError),
+])
+def test_config_checks_each_value_s_type_and_sign(changes, error):
+    """Each was accepted (a run then failed, or ran nonsense) or raised a raw
+    TypeError or ValueError; `cepam fl run` checked them itself."""
+    with pytest.raises(error):
+        FLConfig(**changes)
+
+
 def test_defaults_are_the_paper_setting_and_keep_their_run_names():
     config = FLConfig(method="cepam-gaussian")
     assert config.paper_setting and not config.samples_clients

@@ -129,10 +129,26 @@ def test_sampling_needs_an_inner_strategy_that_addresses_every_node():
     (dict(clip_quantile=0.5, clip_count_sigma=1.0, clip_learning_rate=-1.0),
      cepam.InvalidArgumentError),
     (dict(sampling_seed=-1), cepam.InvalidArgumentError),
+    # Checked at construction too (they were accepted, and some failed later
+    # with raw errors: lattice=None inside Flower at the first round).
+    (dict(clip_learning_rate=-1.0), cepam.InvalidArgumentError),  # even without clip_quantile
+    (dict(clip_learning_rate="x"), cepam.InvalidTypeError),
+    (dict(lattice=None), cepam.InvalidTypeError),
+    (dict(max_epsilon=True, sample_rate=0.5), cepam.InvalidTypeError),
+    (dict(delta="1e-5"), cepam.InvalidTypeError),
+    (dict(pinned_keys=5), cepam.InvalidTypeError),
+    (dict(ledger_name=""), cepam.InvalidArgumentError),
+    (dict(ledger_name=5), cepam.InvalidArgumentError),
 ])
 def test_sampling_and_clipping_arguments(kwargs, error):
     with pytest.raises(error):
         sampled(**kwargs)
+
+
+def test_numpy_scalars_are_numbers():
+    st = sampled(max_epsilon=np.float32(2.0), delta=np.float64(1e-6),
+                 sample_rate=np.float32(0.5))
+    assert (st.max_epsilon, st.delta, st.sample_rate) == (2.0, 1e-6, 0.5)
 
 
 def test_a_ledger_records_the_client_level_rounds(tmp_path):

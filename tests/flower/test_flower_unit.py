@@ -386,6 +386,23 @@ def test_a_ledger_records_each_round_and_a_second_run_stops_at_the_budget(tmp_pa
         assert len(ledger.events()) == 2 and len(ledger.runs()) == 1
 
 
+def test_the_client_level_eps_counts_every_run_the_ledger_holds(tmp_path):
+    """Like the record-level eps: a restarted server's client-level eps went
+    back to one run's (11.95 at every restart while the record-level eps
+    grew, and from the tenth below it)."""
+    from cepam.accounting import client_epsilon
+
+    path = tmp_path / "privacy.db"
+    for run in range(3):
+        st = strategy(mechanism=cepam.Gaussian(sigma=1.0), ledger=path)
+        _, replies = run_round(st, contexts())
+        _, metrics = st.aggregate_train(1, replies)
+        assert metrics["cepam-client-epsilon"] == pytest.approx(client_epsilon(
+            sigma=1.0, clip=1.0, rounds=run + 1, clients=4, delta=1e-5,
+            threat_model=SETTING.threat_model), rel=1e-9)
+        st.ledger.close()
+
+
 def test_a_ledger_needs_a_setting_and_the_strategy_s_delta(tmp_path):
     from cepam.accounting import Ledger
 

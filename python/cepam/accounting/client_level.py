@@ -84,7 +84,8 @@ __all__ = ["ClientLevelRound", "client_noise_multiplier", "client_epsilon",
            "calibrate_client_sigma", "average_noise", "noise_drowns_update"]
 
 #: A ClientLevelRound's clip / sigma above this has no privacy to account
-#: (its mu^2 would overflow the float arithmetic).
+#: (its mu^2 would overflow the float arithmetic), and below its inverse an
+#: eps of 0 (mu^2 would underflow).
 _MAX_CLIP_OVER_SIGMA = 1e150
 
 def client_noise_multiplier(*, sigma: float, clip: float, clients: int,
@@ -147,10 +148,12 @@ class ClientLevelRound:
     def __post_init__(self) -> None:
         object.__setattr__(self, "sigma", _v.positive("sigma", self.sigma))
         object.__setattr__(self, "clip", _v.positive("clip", self.clip))
-        if not self.clip / self.sigma <= _MAX_CLIP_OVER_SIGMA:
+        ratio = self.clip / self.sigma
+        if not 1.0 / _MAX_CLIP_OVER_SIGMA <= ratio <= _MAX_CLIP_OVER_SIGMA:
             raise _v.InvalidArgumentError(
-                f"sigma = {self.sigma:g} is below 1/{_MAX_CLIP_OVER_SIGMA:g} of the clip "
-                f"({self.clip:g}): no privacy to account")
+                f"sigma = {self.sigma:g} and clip = {self.clip:g}: sigma / clip must be within "
+                f"[1/{_MAX_CLIP_OVER_SIGMA:g}, {_MAX_CLIP_OVER_SIGMA:g}] (below, no privacy to "
+                "account; above, eps is 0 to float64's precision)")
         n, q = check_sampling(clients=self.clients, sample_rate=self.sample_rate,
                               relation=self.relation, sampling=self.sampling,
                               threat_model=self.threat_model)

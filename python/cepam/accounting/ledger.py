@@ -80,6 +80,7 @@ __all__ = ["Ledger", "LedgerEntry", "DEFAULT_DELTA"]
 DEFAULT_DELTA = 1e-5
 _SCHEMA = 1
 _APPLICATION_ID = 0x4345504C  # "CEPL": marks the file as a cepam ledger
+_MAX_INDEX = 2**62  # the largest round index or round count a record takes
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -174,12 +175,20 @@ def _check_event(event: object) -> dict[str, Any]:
 
 
 def _one_relation(events: Iterable[PrivacyEvent]) -> None:
-    """Events of one ledger compose under one neighbouring relation."""
-    relations = {e.describe().get("relation", "replace-one") for e in events}
+    """Events of one ledger compose under one neighbouring relation and at
+    one level (sample or client: a GaussianEvent, at the caller's level,
+    goes with either)."""
+    described = [e.describe() for e in events]
+    relations = {d.get("relation", "replace-one") for d in described}
     if len(relations) > 1:
         raise InvalidArgumentError(
             "a ledger accounts one neighbouring relation, and this would mix "
             f"{' and '.join(sorted(relations))} events: use one ledger per relation")
+    levels = {_LEVELS[d["event"]] for d in described} - {_LEVELS["gaussian"]}
+    if len(levels) > 1:
+        raise InvalidArgumentError(
+            "a ledger accounts one level, and this would mix sample-level and client-level "
+            "events (a sum of their eps is neither's): use one ledger per level")
 
 
 # The level of each event kind a ledger records: who the neighbouring
@@ -243,6 +252,8 @@ class Ledger:
         self._lock = threading.RLock()
         if name is not None and (not isinstance(name, str) or not name):
             raise InvalidArgumentError("name must be a non-empty string")
+        if not isinstance(create, bool):
+            raise InvalidTypeError(f"create must be True or False, got {type(create).__name__}")
         if delta is not None:
             delta = _v.probability_open("delta", delta)
         timeout = _v.positive("timeout", timeout)
@@ -255,27 +266,28 @@ class Ledger:
         if not self._new and self._path.stat().st_size == 0:
             raise FormatError(f"{str(self._path)!r} is an empty file, not a cepam ledger")
         self._timeout = timeout
+        self._closed = False
         try:
             # One connection, usable from any thread (a server's callbacks may
             # run on several), its use serialised by self._lock.
-            self._db = sqlite3.connect(str(self._path), timeout=timeout, isolation_level=None,
+            self._conn = sqlite3.connect(str(self._path), timeout=timeout, isolation_level=None,
                                        check_same_thread=False)
         except sqlite3.Error as exc:
             raise InvalidArgumentError(f"cannot open ledger {str(self._path)!r}: {exc}") from None
         try:
             self._open(name, delta)
         except sqlite3.OperationalError as exc:  # locked past the timeout, read-only, ...
-            self._db.close()
+            self._conn.close()
             if is_locked(exc):
                 raise InvalidArgumentError(
                     f"ledger {str(self._path)!r} stayed locked by another process for more "
                     f"than timeout={timeout:g} s ({exc})") from None
             raise FormatError(f"{str(self._path)!r} is not a cepam ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
-            self._db.close()
+            self._conn.close()
             raise FormatError(f"{str(self._path)!r} is not a cepam ledger ({exc})") from None
         except BaseException:
-            self._db.close()
+            self._conn.close()
             raise
 
     def _open(self, name: str | None, delta: float | None) -> None:
@@ -308,7 +320,12 @@ class Ledger:
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("schema") != str(_SCHEMA):
             raise FormatError(f"ledger schema {meta.get('schema')!r} is not {_SCHEMA}")
-        self._name, self._delta = meta["name"], float(meta["delta"])
+        try:
+            self._name, self._delta = meta["name"], float(meta["delta"])
+            _v.probability_open("delta", self._delta)
+            db.execute("SELECT id, run_id, round, rounds, event, time FROM events LIMIT 1")
+        except (KeyError, ValueError, sqlite3.DatabaseError) as exc:
+            raise FormatError(f"{str(self._path)!r} is a damaged cepam ledger ({exc})") from None
         if name is not None and name != self._name:
             raise InvalidArgumentError(
                 f"ledger {str(self._path)!r} accounts for {self._name!r}, not {name!r}")
@@ -330,10 +347,28 @@ class Ledger:
         """The ledger's delta (fixed at creation)."""
         return self._delta
 
-    def close(self) -> None:
-        """Closes the database (records already returned are on disk)."""
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The connection; InvalidArgumentError once the ledger is closed."""
+        if self._closed:
+            raise InvalidArgumentError(f"ledger {str(self._path)!r} is closed")
+        return self._conn
+
+    def _rows(self, query: str) -> list[tuple[Any, ...]]:
+        """The rows of a read query; FormatError where the file's tables are
+        not a ledger's (altered since it was opened)."""
         with self._lock:
-            self._db.close()
+            try:
+                return self._db.execute(query).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise FormatError(f"ledger {str(self._path)!r} is unreadable ({exc})") from None
+
+    def close(self) -> None:
+        """Closes the database (records already returned are on disk); any
+        later use raises InvalidArgumentError."""
+        with self._lock:
+            self._conn.close()
+            self._closed = True
 
     def __enter__(self) -> "Ledger":
         return self
@@ -378,6 +413,9 @@ class Ledger:
         if round is not None:
             round = _v.integer("round", round, minimum=0)
         rounds = _v.integer("rounds", rounds)
+        if (round or 0) > _MAX_INDEX or rounds > _MAX_INDEX:  # (SQLite's integers are 64-bit)
+            raise InvalidArgumentError(f"round and rounds must be at most {_MAX_INDEX}, got "
+                                       f"{round} and {rounds}")
         if max_epsilon is not None:
             max_epsilon = _v.nonnegative("max_epsilon", max_epsilon)
         text = json.dumps(description, sort_keys=True)
@@ -429,13 +467,11 @@ class Ledger:
     def _parse(id_: int, text: str) -> PrivacyEvent:
         try:
             return _event_from(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise FormatError(f"ledger record {id_} is unreadable ({exc})") from None
 
     def _load(self) -> list[LedgerEntry]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, run_id, round, rounds, event, time FROM events ORDER BY id").fetchall()
+        rows = self._rows("SELECT id, run_id, round, rounds, event, time FROM events ORDER BY id")
         return [LedgerEntry(id_, run_id, rnd, rounds, self._parse(id_, text), when)
                 for id_, run_id, rnd, rounds, text, when in rows]
 
@@ -444,10 +480,14 @@ class Ledger:
         # composition and the relation check need, parsed once per distinct
         # event, not once per record (a record costs the same at round 10^5
         # as at round 10).
-        with self._lock:
-            rows = self._db.execute("SELECT min(id), event, sum(rounds) FROM events"
-                                    " GROUP BY event ORDER BY min(id)").fetchall()
+        rows = self._rows("SELECT min(id), event, sum(rounds) FROM events"
+                          " GROUP BY event ORDER BY min(id)")
         return [(self._parse(id_, text), int(total)) for id_, text, total in rows]
+
+    def totals(self) -> list[tuple[PrivacyEvent, int]]:
+        """Each distinct recorded event with its rounds summed, in order of
+        its first record (all that composing them needs)."""
+        return self._totals()
 
     def events(self, *, run_id: str | None = None) -> list[LedgerEntry]:
         """The recorded events in recording order (of one run, if given)."""
@@ -458,9 +498,7 @@ class Ledger:
 
     def runs(self) -> list[str]:
         """The runs that recorded events, in order of their first record."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT run_id FROM events GROUP BY run_id ORDER BY min(id)").fetchall()
+        rows = self._rows("SELECT run_id FROM events GROUP BY run_id ORDER BY min(id)")
         return [r[0] for r in rows]
 
     @staticmethod
@@ -499,8 +537,13 @@ class Ledger:
             InvalidTypeError, InvalidArgumentError: bad events or delta.
         """
         delta = self._delta if delta is None else _v.probability_open("delta", delta)
+        if not isinstance(events, Iterable) or isinstance(events, (str, bytes)):
+            raise InvalidTypeError(f"events must be an iterable of events or (event, rounds) "
+                                   f"pairs, got {type(events).__name__}")
         extra = []
         for item in events:
+            if isinstance(item, tuple) and len(item) != 2:
+                raise InvalidArgumentError(f"an (event, rounds) pair has 2 items, got {item!r}")
             event, rounds = item if isinstance(item, tuple) else (item, 1)
             _check_event(event)
             extra.append((event, _v.integer("rounds", rounds)))

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from .._argtypes import positive_int
+from .._argtypes import nonnegative_int, positive_int
 from ..cli import requires
 
 __all__ = ["register", "handler", "bench_subparsers", "new_directory"]
@@ -72,7 +72,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="coordinates per payload (default 200000; --quick: 20000)")
     p.add_argument("--draws", type=positive_int, default=None,
                    help="Monte Carlo draws for the ideal rates (default 20000; --quick: 4000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of sources and Monte Carlo")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of sources and Monte Carlo")
     p.add_argument("--quick", action="store_true",
                    help=f"s/sigma in {_QUICK_GRID}, m = 20000, 4000 draws (a smoke run)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")

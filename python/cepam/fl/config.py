@@ -13,12 +13,13 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from .._checks import check_choice
-from ..errors import InvalidArgumentError
+from .._checks import check_choice, check_flag, check_int, check_positive
+from ..errors import InvalidArgumentError, InvalidTypeError
 from ..lattices import LATTICE_DIMS
 from .engines import ENGINES as _ENGINE_TABLE
 
@@ -73,6 +74,19 @@ RELATIONS = ("replace-one", "add-remove")
 CENTRAL_DP = ("dp-fedavg", "flower")
 # The methods whose clients add Gaussian noise of std sigma to the clipped update.
 _GAUSSIAN_CLIENT_NOISE = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
+
+
+#: FLConfig's integer fields and their least values; its positive finite
+#: numbers; its flags; and those of them that may be None.
+_INTEGERS = {"dim": 1, "clients": 1, "samples_per_client": 1, "sgd_steps": 1, "batch_size": 1,
+             "lr_patience": 1, "rounds": 0, "train_size": 1, "val_size": 0, "test_size": 0,
+             "seed": 0, "population": 1}
+_POSITIVE = ("sigma", "b", "sdq_step", "clip", "alpha", "lr", "lr_factor", "delta",
+             "sample_rate", "clip_quantile", "clip_learning_rate", "clip_count_sigma",
+             "server_lr", "noise_multiplier")
+_FLAGS = ("clip_all", "clipped_fraction_release")
+_OPTIONAL = ("samples_per_client", "test_size", "population", "sdq_step", "alpha",
+             "clip_quantile", "clip_count_sigma", "noise_multiplier")
 
 
 @dataclass(frozen=True)
@@ -183,17 +197,12 @@ class FLConfig:
     noise_multiplier: float | None = None
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.model not in MODEL_NAMES:
             raise InvalidArgumentError(f"model must be one of {sorted(MODEL_NAMES)}, got {self.model!r}")
         if self.method not in METHODS:
             raise InvalidArgumentError(
                 f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        for name in ("clients", "sgd_steps", "batch_size", "lr_patience", "train_size"):
-            if int(getattr(self, name)) < 1:
-                raise InvalidArgumentError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("rounds", "val_size", "seed"):
-            if int(getattr(self, name)) < 0:
-                raise InvalidArgumentError(f"{name} must be non-negative, got {getattr(self, name)}")
         if self.train_size + self.val_size > 60000:
             raise InvalidArgumentError("train_size + val_size must be at most 60000")
         if self.test_size is not None and not 0 <= self.test_size <= 10000:
@@ -207,6 +216,34 @@ class FLConfig:
         if not self.method.startswith("cepam") and (self.dim != 1 or self.lattice != "Z"):
             raise InvalidArgumentError("dim and lattice apply to the CEPAM methods only")
         self._check_sampling()
+
+    def _check_types(self) -> None:
+        """Every number, flag and name of the config of the right type and
+        sign (:data:`_INTEGERS`, :data:`_POSITIVE`, :data:`_FLAGS`), a
+        lattice the codec has and a dimension of at most 8 (Z^n's; the root
+        lattices take their own)."""
+        for name, minimum in _INTEGERS.items():
+            value = getattr(self, name)
+            if value is not None or name not in _OPTIONAL:
+                check_int(name, value, minimum=minimum)
+        for name in _POSITIVE:
+            value = getattr(self, name)
+            if value is not None or name not in _OPTIONAL:
+                check_positive(name, value)
+        if isinstance(self.momentum, bool) or not isinstance(self.momentum, numbers.Real):
+            raise InvalidTypeError(f"momentum must be a real number, got "
+                                   f"{type(self.momentum).__name__}")
+        for name in _FLAGS:
+            check_flag(name, getattr(self, name))
+        for name in ("model", "method", "lattice", "engine", "sampling", "relation"):
+            if not isinstance(getattr(self, name), str):
+                raise InvalidTypeError(f"{name} must be a str, got "
+                                       f"{type(getattr(self, name)).__name__}")
+        if self.lattice not in ("Z", "auto", *LATTICE_DIMS):
+            raise InvalidArgumentError(f"lattice must be one of {('Z', 'auto', *LATTICE_DIMS)}, "
+                                       f"got {self.lattice!r}")
+        if self.dim > 8:
+            raise InvalidArgumentError(f"dim must be at most 8, got {self.dim}")
 
     def _check_sampling(self) -> None:
         """The checks of the client-sampling, relation, adaptive-clipping and

@@ -21,10 +21,11 @@ per coordinate): a Gaussian mechanism of noise multiplier
 "aggregate", "client", "server"), no sampling amplification, composed over
 the rounds.  It comes from :func:`cepam.accounting.client_epsilon` (exact,
 numpy and scipy only), with K the smallest of the run's rounds (eps grows
-as K shrinks, so this bounds every round); without scipy a warning says it
-is missing (never silently).  A different
-and weaker-looking promise: it covers everything a client contributes, not
-one of its samples.
+as K shrinks, so this bounds every round); with a ledger, over everything
+it holds, as the record-level eps (each recorded round's client-level
+counterpart); without scipy a warning says it is missing (never
+silently).  A different and weaker-looking promise: it covers everything a
+client contributes, not one of its samples.
 
 :class:`ClientBudget` is the accounting of a run with client sampling
 (``sample_rate < 1`` or a fixed cohort), ``relation="add-remove"``, or the
@@ -138,6 +139,8 @@ class Budget:
         if not self.rounds or not ClientLevel.covers(self.mechanism):
             return None
         try:
+            if self.ledger is not None:
+                return self._ledger_client_level_epsilon()
             return float(_client_epsilon()(
                 sigma=self.mechanism.sigma, clip=self.setting.clip, rounds=len(self.rounds),
                 clients=min(self.rounds), delta=self.delta,
@@ -149,6 +152,34 @@ class Budget:
                             "(pip install \"cepam[flower]\"); only the record-level eps is "
                             "reported")
             return None
+
+    def _ledger_client_level_epsilon(self) -> float | None:
+        """Client-level eps of everything the ledger holds, as the
+        record-level eps counts it: each record-level Gaussian round's
+        client-level counterpart (the same sigma, clip, K and threat model:
+        a Gaussian mechanism), composed exactly; None, logged once, where the
+        ledger holds an event without one (a Laplace round, a bare
+        GaussianEvent).
+
+        Raises:
+            ImportError: without scipy.
+        """
+        from cepam.accounting import CepamGaussianRound, ClientLevelRound, gaussian_epsilon
+
+        mu2 = 0.0
+        for event, rounds in self.ledger.totals():
+            if not isinstance(event, CepamGaussianRound):
+                if not self._warned:
+                    self._warned = True
+                    log.warning("cepam: no client-level eps: the ledger holds %s events, which "
+                                "have no client-level counterpart", event.describe()["event"])
+                return None
+            s = event.setting
+            if s.clients < (2 if s.threat_model == "client" else 1):
+                return math.inf
+            mu2 += rounds * ClientLevelRound(sigma=event.sigma, clip=s.clip, clients=s.clients,
+                                             threat_model=s.threat_model).mu ** 2
+        return float(gaussian_epsilon(self.delta, mu=math.sqrt(mu2)))
 
 
 def _client_epsilon() -> Any:

@@ -7,6 +7,7 @@ and each round's clip and mechanism (fixed, or following the adaptive clip).
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from typing import Any
 
@@ -44,7 +45,8 @@ def check_real(name: str, value: object, *, low: float, high: float | None = Non
                open_high: bool = True) -> float:
     """``value`` as a float in (low, high) (or (low, high] with
     ``open_high=False``); raises InvalidTypeError / InvalidArgumentError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    # (numpy scalars count; bools, numpy's too, do not)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
     above = math.isfinite(value) and value > low
@@ -86,11 +88,13 @@ class Settings:
         self.clip = check_clip(clip)
         if math.isinf(self.clip):
             raise InvalidArgumentError("clip is required: the privacy guarantee needs it")
+        if not isinstance(lattice, str):  # (Codec's None, the default, would not travel)
+            raise InvalidTypeError(f"lattice must be a str (a lattice's name or 'auto'), got "
+                                   f"{type(lattice).__name__}")
         # Validates lattice, dim and coder against the mechanism.
         cepam.Codec(mechanism, secret=bytes(32), dim=dim, lattice=lattice, clip=self.clip,
                     coder=coder)
-        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 1.0:
-            raise InvalidArgumentError(f"delta must be in (0, 1), got {delta!r}")
+        delta = check_real("delta", delta, low=0.0, high=1.0)
         if setting is not None:
             if not isinstance(setting, FLSetting):
                 raise InvalidTypeError(f"setting must be a cepam.accounting.FLSetting, got "
@@ -106,10 +110,7 @@ class Settings:
         if max_epsilon is not None:
             if setting is None and not self._client_level:
                 raise InvalidArgumentError("max_epsilon needs a setting to account eps in")
-            if not (isinstance(max_epsilon, (int, float)) and max_epsilon > 0
-                    and math.isfinite(max_epsilon)):
-                raise InvalidArgumentError(f"max_epsilon must be positive and finite, got "
-                                           f"{max_epsilon!r}")
+            max_epsilon = check_real("max_epsilon", max_epsilon, low=0.0)
         if bound not in ("tight", "paper"):
             raise InvalidArgumentError(f"bound must be 'tight' or 'paper', got {bound!r}")
         if ledger is not None and setting is None and not self._client_level:
@@ -124,6 +125,11 @@ class Settings:
                 max_reply_bytes, int) or max_reply_bytes <= 0):
             raise InvalidArgumentError(f"max_reply_bytes must be a positive int, got "
                                        f"{max_reply_bytes!r}")
+        if pinned_keys is not None and not isinstance(pinned_keys, (str, os.PathLike)):
+            raise InvalidTypeError(f"pinned_keys must be a path, got {type(pinned_keys).__name__}")
+        if ledger_name is not None and not (isinstance(ledger_name, str) and ledger_name):
+            raise InvalidArgumentError(f"ledger_name must be a non-empty str or None, got "
+                                       f"{ledger_name!r}")
         if pinned_keys is not None and secrets is not None:
             raise InvalidArgumentError("pinned_keys pins X25519 keys: it needs secrets=None")
         if not isinstance(authenticated_transport, bool):
@@ -185,7 +191,8 @@ class Settings:
                 "own decoded update reveals its presence")
         self.clip_count_sigma = None if clip_count_sigma is None else check_real(
             "clip_count_sigma", clip_count_sigma, low=0.0)
-        self.clip_quantile, self.clip_learning_rate = clip_quantile, clip_learning_rate
+        self.clip_quantile = clip_quantile
+        self.clip_learning_rate = check_real("clip_learning_rate", clip_learning_rate, low=0.0)
         if clip_quantile is not None:
             AdaptiveClip(initial_clip=self.clip, target_quantile=clip_quantile,
                          learning_rate=clip_learning_rate)  # checks them
