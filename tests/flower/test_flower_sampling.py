@@ -377,3 +377,21 @@ def test_max_epsilon_stops_before_a_round_that_would_not_fit():
     rounds = {int(m.content["cepam"]["round"]) for m in grid.sent
               if "cepam" in m.content.config_records}
     assert rounds <= {1, 2}
+
+
+def test_a_run_a_ledger_cannot_hold_fails_before_any_message(tmp_path):
+    """A client-level run on a ledger of record-level rounds (another level),
+    and an add/remove run on a replace-one ledger, stop at the start: they
+    used to fail at the first round's release, after the clients trained."""
+    from cepam.accounting import CepamGaussianRound, FLSetting, Ledger
+
+    path = tmp_path / "privacy.db"
+    setting = FLSetting(clip=CLIP, clients=4, samples_per_round=5, dataset_size=100)
+    with Ledger(path, delta=DELTA) as ledger:
+        ledger.record(CepamGaussianRound(sigma=SIGMA, setting=setting), run_id="before")
+    for kwargs in (dict(sample_rate=0.5), dict(relation="add-remove", sample_rate=0.5)):
+        st = sampled(ledger=path, **kwargs)
+        grid = FakeGrid()
+        with pytest.raises(cepam.InvalidArgumentError, match="one level|one neighbouring"):
+            st.start(grid=grid, initial_arrays=global_arrays(), num_rounds=2)
+        assert grid.sent == []

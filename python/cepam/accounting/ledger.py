@@ -484,6 +484,18 @@ class Ledger:
                           " GROUP BY event ORDER BY min(id)")
         return [(self._parse(id_, text), int(total)) for id_, text, total in rows]
 
+    def check(self, event: PrivacyEvent) -> None:
+        """Checks that ``event`` can join what the ledger holds (one
+        neighbouring relation, one level), recording nothing: a run's check
+        before its first round.
+
+        Raises:
+            InvalidArgumentError: it would mix relations or levels.
+            InvalidTypeError: an event the ledger cannot store.
+        """
+        _check_event(event)
+        _one_relation([*(e for e, _ in self._totals()), event])
+
     def totals(self) -> list[tuple[PrivacyEvent, int]]:
         """Each distinct recorded event with its rounds summed, in order of
         its first record (all that composing them needs)."""

@@ -42,6 +42,17 @@ class Accounting:
             self.budget = None if self.setting is None else Budget(
                 self.mechanism, self.setting, delta=self.delta, bound=self.bound,
                 ledger=self.ledger, run_id=run_id)
+        if self.ledger is not None and self.budget is not None:
+            # Before any message leaves: a run whose rounds the ledger cannot
+            # hold (another relation or level) fails here, not at its first
+            # round's release, after the clients trained.
+            try:
+                probe = (self.budget.event(clients=2, sample_rate=1.0) if self._client_level
+                         else self.budget.event(max(self.budget.minimum_clients(),
+                                                    self.setting.clients)))
+            except ImportError:  # (the accounting needs scipy: said at the first round)
+                return
+            self.ledger.check(probe)
 
     def _check_budget(self, server_round: int, k: int) -> bool:
         """Does a round of k updates (the nodes sampled, at most the last
