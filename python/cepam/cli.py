@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Any, Sequence
 
 from . import __version__
-from .errors import CepamError, InvalidArgumentError, InvalidTypeError
+from .errors import CepamError, FormatError, InvalidArgumentError, InvalidTypeError
 from .keys import SECRET_BYTES
 
 __all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint", "read_secret_file"]
@@ -47,6 +48,8 @@ TORCH_INSTALL = "pip install torch==2.13.0"
 
 # The optional modules commands use, by import name -> the name to show.
 _MODULE_NAMES = {"dp_accounting": "dp-accounting"}
+_INSPECT_MAX_BYTES = 2**33  # (8 GiB) what `cepam inspect` reads of a file at most,
+_INSPECT_MAX_STREAM_BYTES = 2**28  # and of a stream (256 MiB)
 _EXTRA_MODULES = ("scipy", "matplotlib", "tqdm", "dp_accounting")
 
 
@@ -146,7 +149,16 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.secret_file is not None:
         secret = read_secret_file(args.secret_file)
     with open(args.payload, "rb") as f:
-        info = inspect(f.read(), secret=secret).as_dict()
+        # (a bound first: /dev/zero, or a large file that is no payload, must
+        # not be read into memory whole; a file's size is known, a stream's not)
+        regular = os.path.isfile(args.payload)
+        limit = _INSPECT_MAX_BYTES if regular else _INSPECT_MAX_STREAM_BYTES
+        size = os.fstat(f.fileno()).st_size if regular else 0
+        data = b"" if size > limit else f.read(limit + 1)
+        if size > limit or len(data) > limit:
+            raise FormatError(f"{args.payload} holds more than {limit} bytes, the most "
+                              f"`cepam inspect` reads from {'a file' if regular else 'a stream'}")
+        info = inspect(data, secret=secret).as_dict()
     print(json.dumps(info, indent=2) if args.json else _describe(info))
     return 0
 

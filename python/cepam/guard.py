@@ -66,6 +66,8 @@ class ContextGuard:
             raise InvalidArgumentError(
                 f"state must name a file, got {path!r}: an in-memory record guards nothing "
                 "that Codec does not already")
+        if "\0" in path:
+            raise InvalidArgumentError(f"state must name a file, got {path!r} (a NUL byte)")
         self.path = os.path.abspath(path)
         with self._connect() as db:
             try:

@@ -200,13 +200,22 @@ def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
     It is not a worst case over every update: an update whose coded size
     exceeds it (none of the sources measured in docs/privacy.md did) raises
     EncodingError when padded.
+
+    Raises:
+        InvalidArgumentError: no clip.
+        EncodingError: a bound beyond the 4 GiB padding can reach (for
+            example a clip beyond float64 in units of the noise std).
     """
     if math.isinf(clip):
         raise InvalidArgumentError(
             "pad='max' and pad='levels' need a clip: the bound is derived from it")
-    s2 = (clip / mechanism.std) ** 2 / m if m else 0.0
+    ratio = clip / mechanism.std
+    # (0.5 log2(1 + s^2) with s^2 = ratio^2 / m, written so that a clip 1e154
+    # times the noise and more does not overflow)
+    log2_1_s2 = (2.0 * math.log2(ratio) - math.log2(m) if ratio * ratio / max(m, 1) > 2.0**60
+                 else math.log2(1.0 + ratio * ratio / m) if m else 0.0)
     slack = _CODER_SLACK[CODERS[coder]]
-    per_coordinate = (0.5 * math.log2(1.0 + s2) + mechanism.entropy_excess + slack.m
+    per_coordinate = (0.5 * log2_1_s2 + mechanism.entropy_excess + slack.m
                       + mechanism.pad_slack)
     worst = 0.0
     for code, n in lattices:
@@ -218,6 +227,11 @@ def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
             h_bits += (1.0 - p) ** slack.h_table * slack.h_escape
         bits = m * (per_coordinate + extra) + subvectors * h_bits
         worst = max(worst, bits)
+    if not worst / 8.0 <= MAX_PADDING:
+        raise EncodingError(f"pad='max' and pad='levels' bound this payload at "
+                            f"{worst / 8.0:.3g} bytes (clip {clip:g} is {ratio:.3g} times the "
+                            f"noise std), beyond the {MAX_PADDING} bytes padding can reach: "
+                            "pass a smaller clip or pad=None")
     return fixed_bytes + _SLACK_BYTES + math.ceil(worst / 8.0)
 
 

@@ -1,6 +1,7 @@
 """The command line."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -82,3 +83,20 @@ def test_demo_with_a_noise_far_below_the_update_warns_nothing_before_its_error(c
         warnings.simplefilter("error")  # numpy's overflow warnings came first
         assert main(["demo", "--sigma", "1e-300"]) == 1
     assert "too large relative to the noise" in capsys.readouterr().err
+
+
+def test_inspect_reads_a_bounded_amount(tmp_path, monkeypatch, capsys):
+    """A file above the bound is refused from its size, a stream (here
+    /dev/zero, which read() would take until memory ran out) after the
+    bound; both as errors (exit 1)."""
+    import cepam.cli as cli
+
+    monkeypatch.setattr(cli, "_INSPECT_MAX_BYTES", 1000)
+    monkeypatch.setattr(cli, "_INSPECT_MAX_STREAM_BYTES", 100)
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * 1001)
+    assert main(["inspect", str(big)]) == 1
+    assert "more than 1000 bytes" in capsys.readouterr().err
+    if os.path.exists("/dev/zero"):  # (not on Windows, where the wheels' tests run too)
+        assert main(["inspect", "/dev/zero"]) == 1
+        assert "more than 100 bytes" in capsys.readouterr().err

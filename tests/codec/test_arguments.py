@@ -189,6 +189,10 @@ CASES = [
      r"name.*UTF-8"),
     ("clip-int-beyond-float64", lambda: enc(clip=10**400), IA, VALUE, r"clip"),
     ("sigma-int-beyond-float64", lambda: cepam.Gaussian(sigma=10**400), IA, VALUE, r"sigma"),
+    ("state-nul-byte", lambda: enc(state="/tmp/x\0y"), IA, VALUE, r"state"),
+    # The padding bound of a clip beyond float64 in noise stds: OverflowError.
+    ("pad-levels-clip-1e308", lambda: enc(clip=1e308, pad="levels"), cepam.EncodingError,
+     VALUE, r"pad"),
     # clip.
     *[(f"clip={v!r}", (lambda v: lambda: enc(clip=v))(v), IA, VALUE, r"clip")
       for v in (0, 0.0, -1.0, math.nan, math.inf, -math.inf)],

@@ -769,6 +769,18 @@ def test_record_and_array_names_that_would_collide_are_refused():
 # ------------------------------------------------------------- the node's own floor
 
 
+def test_a_node_with_a_pre_shared_secret_refuses_key_agreement(caplog):
+    """A relay that switches the round to key agreement with a key of its own
+    would decode the update: the node refuses, before training."""
+    reply, trained, metrics = _floor_round({"cepam-secret": "ab" * 32})  # (agreement: default)
+    assert reply.has_error() and not trained and not reply.has_content()
+    assert reply.error.reason.startswith("cepam_mod: KeysMismatch: the server asks for key "
+                                         "agreement")
+    assert any("holds a pre-shared secret" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.ERROR)
+    assert metrics["cepam-dropped"] == 1
+
+
 def _floor_round(node_config, **strategy_args):
     """One round with ``node_config`` on node 101 only: its reply, whether it
     trained, and the strategy's metrics."""
@@ -797,6 +809,12 @@ def _floor_round(node_config, **strategy_args):
     # A floor on Gaussian noise alone does not let the server switch to Laplace.
     ({"cepam-min-sigma": 0.01}, {"mechanism": cepam.Laplace(b=2.0)},
      "laplace mechanism, for which this node sets no floor (cepam-min-laplace-b)"),
+    # Nor ask for the clipped-or-not bit (which a relay could ask for at a
+    # count-sigma of 1e-12: the bit in clear), nor ask for it below its floor.
+    ({"cepam-min-sigma": 0.01}, {"clip_count_sigma": 1.0},
+     "clipped-or-not bit (count-sigma = 1), for which this node sets no floor"),
+    ({"cepam-min-sigma": 0.01, "cepam-min-count-sigma": 2.0}, {"clip_count_sigma": 1.0},
+     "count-sigma = 1, below this node's floor cepam-min-count-sigma = 2"),
 ])
 def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, strategy_args,
                                                                 named, caplog):
@@ -806,7 +824,8 @@ def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, str
     # The server is told a fixed text, not the node's floor or its own values.
     assert reply.error.reason == ("cepam_mod: FloorRefusal: the server asks for less privacy "
                                   "than this node's floor (cepam-min-sigma, "
-                                  "cepam-min-laplace-b, cepam-max-clip): not encoded")
+                                  "cepam-min-laplace-b, cepam-max-clip, "
+                                  "cepam-min-count-sigma): not encoded")
     assert not reply.has_content()  # no payload leaves
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and named in errors[0].getMessage()  # in the node's log

@@ -54,10 +54,12 @@ stays the one it started with.
 A node may set a floor on the privacy it gives, whatever the server asks
 (:data:`FLOOR_KEYS`, in its node config): ``cepam-min-sigma`` (the smallest
 Gaussian sigma it encodes with), ``cepam-min-laplace-b`` (the smallest
-Laplace scale b) and ``cepam-max-clip`` (the largest clip).  Each noise
-floor is for its own mechanism, and a node that sets a noise floor encodes
-only with the mechanisms it set one for: with ``cepam-min-sigma`` alone, a
-server that switches to Laplace is refused too (no floor would bind it).  A
+Laplace scale b), ``cepam-max-clip`` (the largest clip) and
+``cepam-min-count-sigma`` (the smallest noise on its clipped-or-not bit).
+Each noise floor is for its own mechanism, and a node that sets a floor
+releases only what it set one for: with ``cepam-min-sigma`` alone, a
+server that switches to Laplace, or asks for the clipped-or-not bit, is
+refused too (no floor would bind it).  A
 round configuration below a floor is refused before training: an error in
 the node's log, an error reply to the server, no payload.  A floor value
 that is not a positive finite number is refused the same way at the first
@@ -102,7 +104,7 @@ from .protocol import (
 )
 
 __all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
-           "FLOOR_KEYS", "node_floor"]
+           "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "node_floor"]
 
 log = logging.getLogger("cepam.flower")
 
@@ -119,7 +121,8 @@ _USED_LIMIT = 4096  # contexts remembered per run
 MIN_SIGMA_KEY = "cepam-min-sigma"
 MIN_LAPLACE_B_KEY = "cepam-min-laplace-b"
 MAX_CLIP_KEY = "cepam-max-clip"
-FLOOR_KEYS = (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY, MAX_CLIP_KEY)
+MIN_COUNT_SIGMA_KEY = "cepam-min-count-sigma"
+FLOOR_KEYS = (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY, MAX_CLIP_KEY, MIN_COUNT_SIGMA_KEY)
 # The noise floor key of each mechanism (by its configuration name).
 _NOISE_FLOORS = {cepam.Gaussian.name: (MIN_SIGMA_KEY, "sigma"),
                  cepam.Laplace.name: (MIN_LAPLACE_B_KEY, "b")}
@@ -151,6 +154,11 @@ class _Resent(_Refusal):
 class _ReplyMismatch(_Refusal):
     public = ("the train reply does not fit the message (its ArrayRecords, array names, "
               "shapes, dtypes or MetricRecords)")
+
+
+class _KeysMismatch(_Refusal):
+    public = ("the server asks for key agreement, but this node holds a pre-shared secret: "
+              "not encoded")
 
 
 class _FloorRefusal(_Refusal):
@@ -221,6 +229,15 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
     if MAX_CLIP_KEY in floor and not config.clip <= floor[MAX_CLIP_KEY]:
         raise _FloorRefusal(f"the server asks for clip = {config.clip:g}, above this node's "
                             f"{MAX_CLIP_KEY} = {floor[MAX_CLIP_KEY]:g}: not encoded")
+    if config.count_sigma is not None:  # the clipped-or-not bit leaves the node too
+        if MIN_COUNT_SIGMA_KEY not in floor:
+            raise _FloorRefusal(f"the server asks for the clipped-or-not bit (count-sigma = "
+                                f"{config.count_sigma:g}), for which this node sets no floor "
+                                f"({MIN_COUNT_SIGMA_KEY}) while it sets others: not encoded")
+        if config.count_sigma < floor[MIN_COUNT_SIGMA_KEY]:
+            raise _FloorRefusal(f"the server asks for count-sigma = {config.count_sigma:g}, "
+                                f"below this node's floor {MIN_COUNT_SIGMA_KEY} = "
+                                f"{floor[MIN_COUNT_SIGMA_KEY]:g}: not encoded")
 
 
 def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]
@@ -274,6 +291,11 @@ def _secret(msg: Message, ctx: Context, config: RoundConfig, state: ConfigRecord
                         "(%r), which is readable in the process list; put it in a file of "
                         "mode 0600 and give %r instead", NODE_CONFIG_KEY, SECRET_FILE_KEY)
         return secret_from_node_config(ctx.node_config), None
+    if SECRET_FILE_KEY in ctx.node_config or NODE_CONFIG_KEY in ctx.node_config:
+        # A relay could otherwise switch a node that holds a pre-shared
+        # secret to key agreement with a key of its own, and decode it.
+        raise _KeysMismatch(f"the server asks for key agreement ({KEYS_AGREED}), but this node "
+                            "holds a pre-shared secret: not encoded")
     run_id = int(msg.metadata.run_id)
     if KEY_FILE_KEY in ctx.node_config:  # one key pair for good, in a 0600 file
         pair = node_key_pair(str(ctx.node_config[KEY_FILE_KEY]))
@@ -456,7 +478,8 @@ def _error_reply(msg: Message, exc: Exception, stage: str) -> Message:
     or key material): its text is fixed by the refusal's kind, or by
     ``stage`` (where it happened, :data:`_STAGES`) for any other exception,
     cepam's or not.  The exception itself goes to the node's log: a refusal
-    or cepam error as its message (an error for a floor, else a warning),
+    or cepam error as its message (an error for a floor or a key downgrade,
+    else a warning),
     anything else with its traceback."""
     if isinstance(exc, _Refusal):
         name, text = type(exc).__name__.lstrip("_"), exc.public
@@ -464,7 +487,7 @@ def _error_reply(msg: Message, exc: Exception, stage: str) -> Message:
         name, text = type(exc).__name__, _Resent.public
     else:
         name, text = type(exc).__name__, f"{_STAGES[stage]} (the node's log says why)"
-    if isinstance(exc, _FloorRefusal):
+    if isinstance(exc, (_FloorRefusal, _KeysMismatch)):  # (the server, or a relay, asked)
         log.error("cepam_mod: %s", exc)
     elif isinstance(exc, (_Refusal, CepamError)):
         log.warning("cepam_mod: %s", exc)
