@@ -210,10 +210,12 @@ def max_payload_bytes(mechanism: Mechanism, *, clip: float, m: int, coder: int,
         raise InvalidArgumentError(
             "pad='max' and pad='levels' need a clip: the bound is derived from it")
     ratio = clip / mechanism.std
-    # (0.5 log2(1 + s^2) with s^2 = ratio^2 / m, written so that a clip 1e154
-    # times the noise and more does not overflow)
-    log2_1_s2 = (2.0 * math.log2(ratio) - math.log2(m) if ratio * ratio / max(m, 1) > 2.0**60
-                 else math.log2(1.0 + ratio * ratio / m) if m else 0.0)
+    if not m:
+        log2_1_s2 = 0.0  # log2(1 + s^2), s^2 = ratio^2 / m
+    elif ratio > 2.0**30 * math.sqrt(m):  # (s^2 > 2^60: no overflow of ratio^2 from 1e154 up)
+        log2_1_s2 = 2.0 * math.log2(ratio) - math.log2(m)
+    else:
+        log2_1_s2 = math.log2(1.0 + ratio ** 2 / m)
     slack = _CODER_SLACK[CODERS[coder]]
     per_coordinate = (0.5 * log2_1_s2 + mechanism.entropy_excess + slack.m
                       + mechanism.pad_slack)
