@@ -48,9 +48,10 @@ TORCH_INSTALL = "pip install torch==2.13.0"
 
 # The optional modules commands use, by import name -> the name to show.
 _MODULE_NAMES = {"dp_accounting": "dp-accounting"}
-_INSPECT_MAX_BYTES = 2**33  # (8 GiB) what `cepam inspect` reads of a file at most,
-_INSPECT_MAX_STREAM_BYTES = 2**28  # and of a stream (256 MiB)
 _EXTRA_MODULES = ("scipy", "matplotlib", "tqdm", "dp_accounting")
+# What `cepam inspect` reads at most: of a file (8 GiB), of a stream (256 MiB).
+_INSPECT_MAX_BYTES = 2**33
+_INSPECT_MAX_STREAM_BYTES = 2**28
 
 
 def install_hint(module: str, extra: str) -> str:

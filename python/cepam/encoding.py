@@ -60,7 +60,8 @@ def _check_coder(coder: object) -> int:
 def _update_norm(flat: np.ndarray, structure: Structure, threads: int) -> float:
     """The l2 norm the clip is applied to, from the core's sum of squares
     (the same for every thread count); where the squares overflow float64,
-    in units of :func:`_norm_unit` (inf only for a norm beyond float64).
+    in the units of :func:`_in_norm_units` (inf only for a norm beyond
+    float64).
 
     Raises:
         InvalidArgumentError: a NaN or Inf, located in ``structure``.
@@ -68,32 +69,35 @@ def _update_norm(flat: np.ndarray, structure: Structure, threads: int) -> float:
     sumsq, peak = _norm_pass(flat, structure, threads)
     if math.isfinite(sumsq):
         return math.sqrt(sumsq)
-    unit = _norm_unit(peak)
-    return math.sqrt(_core.sum_of_squares_and_peak(flat / unit, threads)[0]) * unit
+    _, unit, sumsq = _in_norm_units(flat, peak, threads)
+    return math.sqrt(sumsq) * unit
 
 
-def _norm_unit(peak: float) -> float:
-    """The power of two the values are measured in where their squares
-    overflow float64 (see _OVERFLOW_PEAK_EXPONENT); ``peak`` is their
-    largest magnitude."""
-    return math.ldexp(1.0, max(0, math.frexp(peak)[1] - _OVERFLOW_PEAK_EXPONENT))
+def _in_norm_units(flat: np.ndarray, peak: float, threads: int
+                   ) -> tuple[np.ndarray, float, float]:
+    """``(flat / 2^k, 2^k, its sum of squares)``: the values measured in the
+    power of two of _OVERFLOW_PEAK_EXPONENT, where their squares overflow
+    float64; ``peak`` is their largest magnitude (negative: not known)."""
+    if peak < 0.0:
+        peak = float(np.max(np.abs(flat)))
+    unit = math.ldexp(1.0, max(0, math.frexp(peak)[1] - _OVERFLOW_PEAK_EXPONENT))
+    scaled = flat / unit  # (exact: a power of two)
+    return scaled, unit, _core.sum_of_squares_and_peak(scaled, threads)[0]
 
 
-def _clip_overflowing(flat: np.ndarray, structure: Structure, *, clip: float, buffers: str,
-                      threads: int) -> np.ndarray:
+def _clip_overflowing(flat: np.ndarray, structure: Structure, *, peak: float, clip: float,
+                      buffers: str, threads: int) -> np.ndarray:
     """``flat`` (finite values whose sum of squares overflows float64)
     clipped to ``clip`` as :func:`_encode` clips, running statistics apart
-    with ``buffers="separate"``, in units of :func:`_norm_unit`: a new
-    array of norm ``clip`` (up to rounding, which the one clip then
-    absorbs).
+    with ``buffers="separate"``, in the units of :func:`_in_norm_units`
+    (``peak`` as there): a new array of norm ``clip`` (up to rounding,
+    which the one clip then absorbs).
 
     Raises:
         EncodingError: ``clip`` is at least 2^480, so the update's norm
             (above 1.3e154) may be within it and its values too large to code.
     """
-    unit = _norm_unit(float(np.max(np.abs(flat))))
-    scaled = flat / unit  # (exact: a power of two)
-    sumsq = _core.sum_of_squares_and_peak(scaled, threads)[0]
+    scaled, unit, sumsq = _in_norm_units(flat, peak, threads)
     if clip / unit >= math.sqrt(sumsq):
         raise EncodingError(f"the update's l2 norm is beyond float64's squares (above 1.3e154) "
                             f"and clip={clip:g} does not bring it below: pass a smaller clip")
@@ -256,8 +260,8 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
             raise InvalidArgumentError(_locate_non_finite(host(), structure)) from None
     clipped = None
     if math.isinf(sumsq) and math.isfinite(clip):  # finite values, squares beyond float64
-        clipped = _clip_overflowing(host(), structure, clip=clip, buffers=settings.buffers,
-                                    threads=threads)
+        clipped = _clip_overflowing(host(), structure, peak=peak, clip=clip,
+                                    buffers=settings.buffers, threads=threads)
     elif settings.buffers == "separate" and math.isfinite(clip):
         clipped = _clip_buffers_apart(host, structure, clip, sumsq)
     if clipped is not None:

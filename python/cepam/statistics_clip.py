@@ -48,8 +48,8 @@ def _clip_buffers_apart(host: Callable[[], np.ndarray], structure: Structure, cl
     again here, the weights' share is the rest (unless the statistics
     dwarf the weights: _CANCELLED).  Where the update is within the clip,
     or the joint clip leaves the weights at least the floor, None: nothing
-    to do (the one clip then applies as always).  Otherwise the weights are clipped to
-    ``min(|w|, WEIGHT_FLOOR * clip)`` and the statistics to what the clip
+    to do (the one clip then applies as always).  Otherwise the weights are
+    clipped to ``min(|w|, WEIGHT_FLOOR * clip)`` and the statistics to what the clip
     leaves, ``sqrt(clip^2 - |w'|^2)``, so the whole stays within ``clip``
     (up to rounding, which the one clip then absorbs) and every guarantee
     stated for ``clip`` holds."""

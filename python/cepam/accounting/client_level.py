@@ -88,6 +88,7 @@ __all__ = ["ClientLevelRound", "client_noise_multiplier", "client_epsilon",
 #: eps of 0 (mu^2 would underflow).
 _MAX_CLIP_OVER_SIGMA = 1e150
 
+
 def client_noise_multiplier(*, sigma: float, clip: float, clients: int,
                             threat_model: ThreatModel = "client") -> float:
     """Noise multiplier ``z = sigma sqrt(m) / (2 clip)`` of one round against
@@ -357,11 +358,6 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
     return sigma
 
 
-def _ratio(a: float, b: float) -> float:
-    """a / b, inf where b is 0."""
-    return a / b if b > 0 else math.inf
-
-
 def _calibrate(eps: float, delta: float, rounds: int, **round_: Any) -> float:
     """calibrate_client_sigma's search (arguments checked)."""
 
@@ -384,13 +380,15 @@ def _calibrate(eps: float, delta: float, rounds: int, **round_: Any) -> float:
     while _epsilon(event(hi), rounds, delta) > eps:
         lo, hi = hi, hi * 4.0
         if hi > 1e12 * probe.clip:
+            if probe.count_sigma is not None:
+                why = "the adaptive clip's count noise already costs more (raise count_sigma)"
+            elif probe.relation == "add-remove":
+                why = (f"under add/remove a round's cohort exceeds the cap T = {probe.cap} with "
+                       "a chance that no noise covers and that alone costs more (raise delta)")
+            else:
+                why = "raise eps or delta"
             raise _v.InvalidArgumentError(
-                f"no sigma reaches eps {eps:g} at delta {delta:g} in {rounds} round(s): "
-                + ("the adaptive clip's count noise already costs more (raise count_sigma)"
-                   if probe.count_sigma is not None else
-                   f"under add/remove a round's cohort exceeds the cap T = {probe.cap} with a "
-                   "chance that no noise covers and that alone costs more (raise delta)"
-                   if probe.relation == "add-remove" else "raise eps or delta"))
+                f"no sigma reaches eps {eps:g} at delta {delta:g} in {rounds} round(s): {why}")
     if lo == hi:
         while _epsilon(event(lo), rounds, delta) <= eps:
             hi, lo = lo, lo / 4.0
@@ -464,8 +462,8 @@ def noise_drowns_update(*, sigma: float, clip: float, clients: float,
                 "coordinates))")
     if noise <= scale:
         return None
+    times = noise / scale if scale > 0 else math.inf  # (a subnormal clip: scale 0)
     return (f"the noise on the released average, {noise:.4g} per coordinate (sigma "
-            f"{sigma:.4g}, {clients:g} clients a round), is {_ratio(noise, scale):.3g} times "
-            f"{what}: "
-            "the model will hardly move; more clients a round (or sampling from a larger "
+            f"{sigma:.4g}, {clients:g} clients a round), is {times:.3g} times {what}: the "
+            "model will hardly move; more clients a round (or sampling from a larger "
             "population), fewer rounds or a larger eps lower it")

@@ -43,8 +43,8 @@ from ..errors import InvalidArgumentError
 from . import _validation as _v
 from .setting import THREAT_MODELS, hidden_clients
 
-__all__ = ["Relation", "RELATIONS", "MAX_POPULATION", "Sampling", "SAMPLINGS", "COHORT_TAIL", "population",
-           "cohort_cap", "cohort_tail", "topup_noise_std", "hidden_cohort_law",
+__all__ = ["Relation", "RELATIONS", "MAX_POPULATION", "Sampling", "SAMPLINGS", "COHORT_TAIL",
+           "population", "cohort_cap", "cohort_tail", "topup_noise_std", "hidden_cohort_law",
            "check_sampling"]
 
 Relation = Literal["replace-one", "add-remove"]
@@ -206,9 +206,9 @@ def hidden_cohort_law(*, clients: float, sample_rate: float, sampling: str,
     (``"client"``: the curious client knows its own noise when it is in the
     cohort) or 1 (``"server"``).  With ``q = 1``, ``m`` is
     :func:`~.setting.hidden_clients`'s.  ``m`` is rounded down to the grid
-    ``floor(1.005^k)`` (every integer up to about 200), masses below 1e-20 and the far lower
-    tail go to ``j = 0`` and the far upper tail to the largest ``j`` kept: fewer
-    clients than the truth, the safe side.
+    ``floor(1.005^k)`` (every integer up to about 200), masses below 1e-20
+    and the far lower tail go to ``j = 0`` and the far upper tail to the
+    largest ``j`` kept: fewer clients than the truth, the safe side.
     """
     from scipy import stats
 

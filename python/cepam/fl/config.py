@@ -198,11 +198,6 @@ class FLConfig:
 
     def __post_init__(self) -> None:
         self._check_types()
-        if self.model not in MODEL_NAMES:
-            raise InvalidArgumentError(f"model must be one of {sorted(MODEL_NAMES)}, got {self.model!r}")
-        if self.method not in METHODS:
-            raise InvalidArgumentError(
-                f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.train_size + self.val_size > 60000:
             raise InvalidArgumentError("train_size + val_size must be at most 60000")
         if self.test_size is not None and not 0 <= self.test_size <= 10000:
@@ -211,16 +206,14 @@ class FLConfig:
             raise InvalidArgumentError("need lr > 0, 0 <= momentum < 1, 0 < lr_factor <= 1")
         if not 0 < self.delta < 1:
             raise InvalidArgumentError(f"delta must be in (0, 1), got {self.delta}")
-        if self.engine not in ENGINES:
-            raise InvalidArgumentError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if not self.method.startswith("cepam") and (self.dim != 1 or self.lattice != "Z"):
             raise InvalidArgumentError("dim and lattice apply to the CEPAM methods only")
         self._check_sampling()
 
     def _check_types(self) -> None:
-        """Every number, flag and name of the config of the right type and
-        sign (:data:`_INTEGERS`, :data:`_POSITIVE`, :data:`_FLAGS`), a
-        lattice the codec has and a dimension of at most 8 (Z^n's; the root
+        """Every number and flag of the config of the right type and sign
+        (:data:`_INTEGERS`, :data:`_POSITIVE`, :data:`_FLAGS`), every name one
+        of its choices, and a dimension of at most 8 (Z^n's; the root
         lattices take their own)."""
         for name, minimum in _INTEGERS.items():
             value = getattr(self, name)
@@ -235,13 +228,9 @@ class FLConfig:
                                    f"{type(self.momentum).__name__}")
         for name in _FLAGS:
             check_flag(name, getattr(self, name))
-        for name in ("model", "method", "lattice", "engine", "sampling", "relation"):
-            if not isinstance(getattr(self, name), str):
-                raise InvalidTypeError(f"{name} must be a str, got "
-                                       f"{type(getattr(self, name)).__name__}")
-        if self.lattice not in ("Z", "auto", *LATTICE_DIMS):
-            raise InvalidArgumentError(f"lattice must be one of {('Z', 'auto', *LATTICE_DIMS)}, "
-                                       f"got {self.lattice!r}")
+        for name, choices in (("model", MODEL_NAMES), ("method", METHODS), ("engine", ENGINES),
+                              ("lattice", ("Z", "auto", *LATTICE_DIMS))):
+            check_choice(name, getattr(self, name), choices)
         if self.dim > 8:
             raise InvalidArgumentError(f"dim must be at most 8, got {self.dim}")
 

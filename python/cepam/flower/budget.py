@@ -156,8 +156,9 @@ class Budget:
     def _ledger_client_level_epsilon(self) -> float | None:
         """Client-level eps of everything the ledger holds, as the
         record-level eps counts it: each record-level Gaussian round's
-        client-level counterpart (the same sigma, clip, K and threat model:
-        a Gaussian mechanism), composed exactly; None, logged once, where the
+        client-level counterpart (its sigma, clip and K, against this run's
+        threat model, which the eps is stated for: a Gaussian mechanism),
+        composed exactly; None, logged once, where the
         ledger holds an event without one (a Laplace round, a bare
         GaussianEvent).
 
@@ -175,10 +176,10 @@ class Budget:
                                 "have no client-level counterpart", event.describe()["event"])
                 return None
             s = event.setting
-            if s.clients < (2 if s.threat_model == "client" else 1):
+            if s.clients < self.minimum_clients():
                 return math.inf
             mu2 += rounds * ClientLevelRound(sigma=event.sigma, clip=s.clip, clients=s.clients,
-                                             threat_model=s.threat_model).mu ** 2
+                                             threat_model=self.setting.threat_model).mu ** 2
         return float(gaussian_epsilon(self.delta, mu=math.sqrt(mu2)))
 
 
