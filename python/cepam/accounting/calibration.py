@@ -69,6 +69,7 @@ def epsilon_after_rounds(*, sigma: float, delta: float, rounds: int, setting: FL
 
     Raises:
         InvalidArgumentError: an argument out of range.
+        InvalidTypeError: an argument of the wrong type.
     """
     _v.probability_open("delta", delta)
     rounds = _v.integer("rounds", rounds)

@@ -387,8 +387,10 @@ class Ledger:
 
         Args:
             event: a :class:`~.events.CepamGaussianRound`,
-                :class:`~.events.CepamLaplaceRound` or
-                :class:`~.events.GaussianEvent`.
+                :class:`~.events.CepamLaplaceRound`,
+                :class:`~.events.GaussianEvent` or (client-level)
+                :class:`~.client_level.ClientLevelRound`; a ledger holds
+                sample-level or client-level rounds, not both.
             run_id: the training run spending it (non-empty string).
             round: the run's round index (>= 0), or None for the run's one
                 round-less record (a whole run recorded at once, with

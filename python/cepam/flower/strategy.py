@@ -151,7 +151,7 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             update, at most 26 % more bytes down to a fifth of the
             bound; unpadded, the length predicts an update's norm to
             6-7 %, and Flower's SuperLink, which relays every payload,
-            sees it), ``"max"`` (one length: reveals nothing; 1.6 to 2.7
+            sees it), ``"max"`` (one length: reveals nothing; 1.6 to 2.8
             times the unpadded size on the quickstart CNNs,
             docs/privacy.md section 9), ``"bucket"``, a number of bytes,
             or None (no padding).
