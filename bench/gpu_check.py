@@ -23,8 +23,10 @@
    (``cepam.cuda.LatticeStage.host`` never called).
 3. Prints the table of issue 24, in millions of coordinates per second: the
    LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
-   (payload bytes in host memory; also with the body coded, and decoded, on
-   the GPU, which neither does by default), ``cepam.encode`` on all CPU cores, and
+   (payload bytes in host memory; also with the body coded, and decoded,
+   whole on the GPU: encode's default for Golomb bodies from
+   ``cepam.cuda.DEVICE_BODY_MIN_COORDINATES``, decode's never yet),
+   ``cepam.encode`` on all CPU cores, and
    ``cepam.decode(device="cuda")`` end to end by the GPU's path at every
    size (also with ``out=`` a CUDA tensor kept from call to call: no device
    memory allocated and freed a call) against the CPU decode and
@@ -40,10 +42,10 @@
 4. With --profile: where one encode of a CUDA tensor and one
    decode(device="cuda") spend their time, by function (cProfile).
 
-The whole-body coders' checks and rows (the symbol kernel, the rANS
-kernel, the bodies coded and decoded on the GPU) run where cepam._cuda was
-built with them (-C cmake.define.CEPAM_CUDA_EXPERIMENTAL=ON); elsewhere
-they are left out, and say so.
+The whole-body ANS coder's checks and rows (the symbol kernel, the rANS
+kernel, ANS bodies coded and decoded on the GPU) run where cepam._cuda was
+built with it (-C cmake.define.CEPAM_CUDA_EXPERIMENTAL=ON); elsewhere
+they are left out, and say so.  The Golomb rows run in every build.
 
 Exits non-zero when there is no CUDA path, a test fails or all skip, or any
 comparison differs.
@@ -68,14 +70,14 @@ SIGMA = 1e-3
 
 
 def experimental() -> bool:
-    """Whether cepam._cuda holds the whole-body coders (CMakeLists.txt's
+    """Whether cepam._cuda holds the whole-body ANS coder (CMakeLists.txt's
     CEPAM_CUDA_EXPERIMENTAL); prints a note where it does not."""
     from cepam import _cuda
 
     if getattr(_cuda, "EXPERIMENTAL", False):
         return True
-    print("(whole-body coders not built: -C cmake.define.CEPAM_CUDA_EXPERIMENTAL=ON "
-          "adds their checks and rows)")
+    print("(whole-body ANS coder not built: -C cmake.define.CEPAM_CUDA_EXPERIMENTAL=ON "
+          "adds its checks and rows)")
     return False
 
 
@@ -238,8 +240,8 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
                   flush=True)
             if whole_body:
                 same &= gpu_body_row(m, lat, xd, enc, p_cpu, repeat)
-                if lat == "Z":
-                    same &= gpu_golomb_rows(m, x, xd, enc, repeat)
+            if lat == "Z":
+                same &= gpu_golomb_rows(m, x, xd, enc, repeat)
         xd = None  # (the device memory freed before the next size)
         torch.cuda.empty_cache()
     same &= kernels(sizes[-1], repeat)
@@ -263,8 +265,8 @@ def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
 
     secret = enc["secret"]
     policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device
-    cuda.LatticeStage.codes_body_on_device = lambda self, params: True
-    cuda.decodes_body_on_device = lambda: True
+    cuda.LatticeStage.codes_body_on_device = lambda self, **_: True
+    cuda.decodes_body_on_device = lambda **_: True
     t_enc = t_dec = float("inf")
     ok = True
     try:
@@ -299,14 +301,14 @@ def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
 
 def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     """Rows for Z with the Golomb coder: cepam.encode of the CUDA tensor with
-    the body coded on the host from the GPU's stage (the default), and on
-    the GPU (LatticeStage.device_body, not the default:
-    LatticeStage.codes_body_on_device), their speeds and payloads against
-    the CPU's; the CPU's own encode; and decode(device="cuda") of the CPU's
-    payload with the body read on the host (the default) and decoded whole
-    on the GPU (_cuda.decode_golomb_body_resident, not the default:
-    cuda.decodes_body_on_device), their speeds and values against the
-    CPU's."""
+    the body coded on the host from the GPU's stage, and whole on the GPU
+    (LatticeStage.device_body), their speeds and payloads against the
+    CPU's; the CPU's own encode; and decode(device="cuda") of the CPU's
+    payload with the body read on the host and the decode kernel run, and
+    decoded whole on the GPU (_cuda.decode_golomb_body_resident), their
+    speeds and values against the CPU's.  Each path is forced, whatever
+    the defaults (cuda.DEVICE_BODY_MIN_COORDINATES) would take at this
+    size."""
     import torch
 
     import cepam
@@ -316,7 +318,6 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     mech = cepam.Gaussian(sigma=SIGMA)
     xh = torch.from_numpy(x)
     t_cpu, expected = best(lambda: cepam.encode(xh, mech, **enc), repeat)
-    t_host, p_host = best(lambda: cepam.encode(xd, mech, **enc), repeat)
     reference = cepam.decode(expected, secret=enc["secret"], threads=enc["threads"])
 
     def gpu_decode():
@@ -324,10 +325,16 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
         torch.cuda.synchronize()
         return y
 
-    t_dec_host, y_host = best(gpu_decode, repeat)
     policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device
-    cuda.LatticeStage.codes_body_on_device = lambda self, params: True
-    cuda.decodes_body_on_device = lambda: True
+    cuda.LatticeStage.codes_body_on_device = lambda self, **_: False
+    cuda.decodes_body_on_device = lambda **_: False
+    try:
+        t_host, p_host = best(lambda: cepam.encode(xd, mech, **enc), repeat)
+        t_dec_host, y_host = best(gpu_decode, repeat)
+    finally:
+        cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device = policies
+    cuda.LatticeStage.codes_body_on_device = lambda self, **_: True
+    cuda.decodes_body_on_device = lambda **_: True
     t_gpu = t_dec_gpu = float("inf")
     p_gpu = y_gpu = None
     try:

@@ -34,7 +34,9 @@
 # throughput_1e8, up to 300 s more, where the lease has room):
 #     STEPS="memcheck throughput_1e7" bash bench/gpu_machine.sh $OUT
 # (gpu_1e6, with its dumps, only where gpu_1e8 or the tests find a
-# difference).  The machine is given back 30 s after a call: a second call
+# difference).  gpu_small times 10^6 and 10^7 (best of 3, no dumps), and
+# memcheck_corrupted runs memcheck's first part alone, so that one call can
+# hold STEPS="tests gpu_1e8 gpu_small memcheck_corrupted throughput_1e7".  The machine is given back 30 s after a call: a second call
 # prepared in advance keeps it warm.
 # Each step has its own time limit so that a hang costs one step, not the
 # machine; logs go to LOG_DIR (default: a new temporary folder), the
@@ -94,10 +96,14 @@ for s in ${STEPS:-tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8}; do
     --m 1e7 --repeat 3 --threads 1 2 "$(nproc)" ;;
   throughput_1e8) TAIL=20 step throughput_1e8 300 throughput_1e8.log "$py" bench/throughput.py \
     --m 1e8 --repeat 1 --threads 1 2 "$(nproc)" ;;
-  memcheck)  # the corrupted bodies first: the hostile input a time limit must not cut
-    for part in "corrupted" "not corrupted"; do
+  gpu_small) TAIL=40 step gpu_check_small 150 gpu_check_small.log "$py" bench/gpu_check.py \
+    --no-tests --sizes 1e6 1e7 --repeat 3 ;;
+  memcheck|memcheck_corrupted)  # the corrupted bodies first: the hostile input a time limit must not cut
+    parts=("corrupted" "not corrupted")
+    [ "$s" = memcheck ] || parts=("corrupted")
+    for part in "${parts[@]}"; do
       TAIL=20 step "memcheck (${part})" 300 "memcheck_${part// /_}.log" compute-sanitizer \
-        --tool memcheck --print-limit 20 "$py" -m pytest -q -m cuda -p no:cacheprovider \
+        --tool memcheck --print-limit 20 "$py" -m pytest -v -m cuda -p no:cacheprovider \
         -k "$part" tests/core/test_cuda.py
     done ;;
   *) echo "unknown step $s"; status=1 ;;

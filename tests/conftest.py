@@ -77,7 +77,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Tests marked cuda_experimental (the whole-body CUDA coders) skip
+    """Tests marked cuda_experimental (the whole-body CUDA ANS coder) skip
     unless the module they run on was built with them: the one of their
     ``device`` or ``path`` parameter ("gpu" or "host"), else either."""
     if item.get_closest_marker("cuda_experimental") is None:
@@ -88,5 +88,5 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     params = params.params if params is not None else {}
     where = params.get("device", params.get("path"))
     if not cuda_devices.experimental(where if where in ("gpu", "host") else None):
-        pytest.skip("needs the whole-body CUDA coders "
+        pytest.skip("needs the whole-body CUDA ANS coder "
                     "(pip install -C cmake.define.CEPAM_CUDA_EXPERIMENTAL=ON .)")

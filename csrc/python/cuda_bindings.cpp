@@ -1,27 +1,26 @@
 // pybind11 binding of the CUDA LRSUQ stage (module cepam._cuda): converts
 // DLPack capsules and arrays, maps exceptions, releases the GIL.  No logic
-// lives here (csrc/cuda/lrsuq_gpu.hpp has it).  With
-// CEPAM_CUDA_EXPERIMENTAL (CMakeLists.txt) it binds the whole-body ANS and
-// Golomb coders too (csrc/cuda/ans_gpu.hpp, golomb_gpu.hpp), which no
-// public call uses yet.
+// lives here (csrc/cuda/lrsuq_gpu.hpp has it).  It binds the whole-body
+// Golomb coder (csrc/cuda/golomb_gpu.hpp: encode's for large Golomb
+// bodies, its decoder not used yet) and, with CEPAM_CUDA_EXPERIMENTAL
+// (CMakeLists.txt), the whole-body ANS coder (csrc/cuda/ans_gpu.hpp), which
+// no public call uses.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
 #include <string>
 
-#if defined(CEPAM_CUDA_EXPERIMENTAL)
-#include "cuda/ans_gpu.hpp"
-#include "cuda/golomb_gpu.hpp"
-#include "payload/ans_body.hpp"
-#include "payload/ans_streams.hpp"
-#include "payload/golomb_body.hpp"
-#endif
+#include "cuda/ans_gpu.hpp"  // (declarations: bound with CEPAM_CUDA_EXPERIMENTAL only)
 #include "cuda/dlpack.hpp"
+#include "cuda/golomb_gpu.hpp"
 #include "cuda/lrsuq_gpu.hpp"
 #include "cuda/model_gpu.hpp"
 #include "cuda/norm_gpu.hpp"
 #include "lrsuq/quantizer.hpp"
+#include "payload/ans_body.hpp"
+#include "payload/ans_streams.hpp"
+#include "payload/golomb_body.hpp"
 #include "python/convert.hpp"
 
 namespace py = pybind11;
@@ -272,7 +271,8 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
   });
 }
 
-#if defined(CEPAM_CUDA_EXPERIMENTAL)  // the whole-body coders
+// The whole-body coders: Golomb always, ANS with CEPAM_CUDA_EXPERIMENTAL
+// (CMakeLists.txt).
 // A body of coder `coder` decoded on the GPU into device memory of
 // `device` (cuda/ans_gpu.hpp's decode_ans_body_resident,
 // cuda/golomb_gpu.hpp's decode_golomb_body_resident), as a DLPack capsule,
@@ -293,6 +293,81 @@ py::tuple decode_body_resident(const py::bytes& body, std::size_t m, const py::b
   });
 }
 
+// Device memory of `bytes`, freed on scope exit.
+struct DeviceBuffer {
+  DeviceBuffer(int dev, std::size_t bytes) : device(dev), ptr(gpu::device_alloc(dev, bytes)) {}
+  ~DeviceBuffer() { gpu::device_free(device, ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <class U>
+  U* as() const { return static_cast<U*>(ptr); }
+  int device;
+  void* ptr;
+};
+
+// The LRSUQ stage of a CUDA tensor left in device memory: calls f(m, N,
+// device, H, M, beta, V) with the stage's device arrays.
+template <class F>
+void with_lattice(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, double factor,
+                  std::uintptr_t stream, gpu::Timing* timing, F&& f) {
+  const std::size_t n = static_cast<std::size_t>(p.n);
+  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
+    const std::size_t N = (m + n - 1) / n;
+    DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
+    gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
+                                 M.as<std::int64_t>(), beta.as<double>(), V.as<double>(), timing);
+    f(m, N, device, H, M, beta, V);
+  });
+}
+
+// The spot-checked sub-vectors' stage, copied from the device into checked.
+void copy_spots(const CArray<std::uint64_t>& spot, std::size_t N, int n, int device,
+                const DeviceBuffer& H, const DeviceBuffer& M, const DeviceBuffer& beta,
+                const DeviceBuffer& V, StageArrays& checked) {
+  const std::size_t count = static_cast<std::size_t>(spot.size());
+  const std::size_t dim = static_cast<std::size_t>(n);
+  const std::uint64_t* spots = spot.data();
+  for (std::size_t i = 0; i < count; ++i)
+    if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
+  std::uint32_t* ch = checked.H.mutable_data();
+  std::int64_t* cm = checked.M.mutable_data();
+  double* cb = checked.beta.mutable_data();
+  double* cv = checked.V.mutable_data();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t j = static_cast<std::size_t>(spots[i]);
+    gpu::copy_to_host(device, ch + i, H.as<std::uint32_t>() + j, 4);
+    gpu::copy_to_host(device, cm + i * dim, M.as<std::int64_t>() + j * dim, dim * 8);
+    gpu::copy_to_host(device, cb + i, beta.as<double>() + j, 8);
+    gpu::copy_to_host(device, cv + i * dim, V.as<double>() + j * dim, dim * 8);
+  }
+}
+
+// (body, (H, M, beta, V) at `spot`, timing): the Golomb body of a CUDA
+// tensor with the LRSUQ stage and the codes on the device
+// (cuda/golomb_gpu.hpp's golomb_body_resident).  Only the body's bytes
+// and the spot-checked sub-vectors' stage come back to the host.
+py::tuple encode_golomb_body_resident(const py::capsule& x, const py::bytes& key,
+                                      const LrsuqParams& p, double factor,
+                                      const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
+  StageArrays checked = StageArrays::allocate(static_cast<std::size_t>(spot.size()), p.n);
+  std::vector<std::uint8_t> body;
+  gpu::Timing lattice_timing, coder_timing;
+  const std::uint32_t golomb = golomb_parameter(acceptance_probability(p));
+  with_lattice(x, key_from(key), p, factor, stream, &lattice_timing,
+               [&](std::size_t, std::size_t N, int device, const DeviceBuffer& H,
+                   const DeviceBuffer& M, const DeviceBuffer& beta, const DeviceBuffer& V) {
+    copy_spots(spot, N, p.n, device, H, M, beta, V, checked);
+    gpu::golomb_body_resident(golomb, H.as<std::uint32_t>(), M.as<std::int64_t>(), N, p.n, device,
+                              stream, body, &coder_timing);
+  });
+  py::dict timing = timing_dict(lattice_timing);
+  timing["coder_kernel_ms"] = coder_timing.kernel_ms;
+  timing["coder_transfer_ms"] = coder_timing.transfer_ms;
+  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(body.data()), body.size()),
+                        checked.tuple(), timing);
+}
+
+#if defined(CEPAM_CUDA_EXPERIMENTAL)  // the whole-body ANS coder
 // The rANS streams [first[s], first[s + 1]) of the symbols (intervals
 // start, freq), coded on `device` -> ([bytes], timing).
 py::tuple rans_encode_segments_py(const CArray<std::uint32_t>& start,
@@ -346,33 +421,6 @@ py::bytes encode_ans_body(const py::array& x, const py::bytes& key, const LrsuqP
   return py::bytes(reinterpret_cast<const char*>(body.data()), body.size());
 }
 
-// Device memory of `bytes`, freed on scope exit.
-struct DeviceBuffer {
-  DeviceBuffer(int dev, std::size_t bytes) : device(dev), ptr(gpu::device_alloc(dev, bytes)) {}
-  ~DeviceBuffer() { gpu::device_free(device, ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class U>
-  U* as() const { return static_cast<U*>(ptr); }
-  int device;
-  void* ptr;
-};
-
-// The LRSUQ stage of a CUDA tensor left in device memory: calls f(m, N,
-// device, H, M, beta, V) with the stage's device arrays.
-template <class F>
-void with_lattice(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, double factor,
-                  std::uintptr_t stream, gpu::Timing* timing, F&& f) {
-  const std::size_t n = static_cast<std::size_t>(p.n);
-  with_cuda_floats(x, [&](const auto* px, std::size_t m, int device) {
-    const std::size_t N = (m + n - 1) / n;
-    DeviceBuffer H(device, N * 4), M(device, N * n * 8), beta(device, N * 8), V(device, N * n * 8);
-    gpu::encode_lattice_resident(p, k, px, m, factor, device, stream, H.as<std::uint32_t>(),
-                                 M.as<std::int64_t>(), beta.as<double>(), V.as<double>(), timing);
-    f(m, N, device, H, M, beta, V);
-  });
-}
-
 // with_lattice, and the symbol model of the source model fitted on the
 // host from statistics = (range, counts) (the device's,
 // cuda/model_gpu.hpp): calls f(model, z, m, N, device, H, M, beta, V).
@@ -392,28 +440,6 @@ void with_stage(const py::capsule& x, const ChaChaKey& k, const LrsuqParams& p, 
                    const DeviceBuffer& M, const DeviceBuffer& beta, const DeviceBuffer& V) {
     f(model, z, m, N, device, H, M, beta, V);
   });
-}
-
-// The spot-checked sub-vectors' stage, copied from the device into checked.
-void copy_spots(const CArray<std::uint64_t>& spot, std::size_t N, int n, int device,
-                const DeviceBuffer& H, const DeviceBuffer& M, const DeviceBuffer& beta,
-                const DeviceBuffer& V, StageArrays& checked) {
-  const std::size_t count = static_cast<std::size_t>(spot.size());
-  const std::size_t dim = static_cast<std::size_t>(n);
-  const std::uint64_t* spots = spot.data();
-  for (std::size_t i = 0; i < count; ++i)
-    if (spots[i] >= N) throw InvalidArgument("a spot-check index names no sub-vector");
-  std::uint32_t* ch = checked.H.mutable_data();
-  std::int64_t* cm = checked.M.mutable_data();
-  double* cb = checked.beta.mutable_data();
-  double* cv = checked.V.mutable_data();
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::size_t j = static_cast<std::size_t>(spots[i]);
-    gpu::copy_to_host(device, ch + i, H.as<std::uint32_t>() + j, 4);
-    gpu::copy_to_host(device, cm + i * dim, M.as<std::int64_t>() + j * dim, dim * 8);
-    gpu::copy_to_host(device, cb + i, beta.as<double>() + j, 8);
-    gpu::copy_to_host(device, cv + i * dim, V.as<double>() + j * dim, dim * 8);
-  }
 }
 
 // (body, (H, M, beta, V) at `spot`, timing): the ANS body of a CUDA tensor
@@ -441,31 +467,6 @@ py::tuple encode_ans_body_resident(const py::capsule& x, const py::bytes& key, c
     body = assemble_ans_body(model, m, uses_point_model(p.lattice), streams.bytes.data(),
                              streams.sizes, streams.tabled,
                              [&](std::size_t k) { return streams.last[k / segments]; });
-  });
-  py::dict timing = timing_dict(lattice_timing);
-  timing["coder_kernel_ms"] = coder_timing.kernel_ms;
-  timing["coder_transfer_ms"] = coder_timing.transfer_ms;
-  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(body.data()), body.size()),
-                        checked.tuple(), timing);
-}
-
-// (body, (H, M, beta, V) at `spot`, timing): the Golomb body of a CUDA
-// tensor with the LRSUQ stage and the codes on the device
-// (cuda/golomb_gpu.hpp's golomb_body_resident).  Only the body's bytes
-// and the spot-checked sub-vectors' stage come back to the host.
-py::tuple encode_golomb_body_resident(const py::capsule& x, const py::bytes& key,
-                                      const LrsuqParams& p, double factor,
-                                      const CArray<std::uint64_t>& spot, std::uintptr_t stream) {
-  StageArrays checked = StageArrays::allocate(static_cast<std::size_t>(spot.size()), p.n);
-  std::vector<std::uint8_t> body;
-  gpu::Timing lattice_timing, coder_timing;
-  const std::uint32_t golomb = golomb_parameter(acceptance_probability(p));
-  with_lattice(x, key_from(key), p, factor, stream, &lattice_timing,
-               [&](std::size_t, std::size_t N, int device, const DeviceBuffer& H,
-                   const DeviceBuffer& M, const DeviceBuffer& beta, const DeviceBuffer& V) {
-    copy_spots(spot, N, p.n, device, H, M, beta, V, checked);
-    gpu::golomb_body_resident(golomb, H.as<std::uint32_t>(), M.as<std::int64_t>(), N, p.n, device,
-                              stream, body, &coder_timing);
   });
   py::dict timing = timing_dict(lattice_timing);
   timing["coder_kernel_ms"] = coder_timing.kernel_ms;
@@ -533,6 +534,17 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
         "The entropy coder's source-model statistics of a CUDA tensor (DLPack capsule) times "
         "factor -> (range, counts[1024] uint64, timing): the CPU's, for "
         "SourceModel::fit_from.");
+  m.def(GolombBodyCoder::device_encode, &encode_golomb_body_resident, py::arg("x"),
+        py::kw_only(), py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("spot"),
+        py::arg("stream") = 0,
+        "The Golomb body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "
+        "stage to the body's bytes: (body, (H, M, beta, V) of the sub-vectors `spot`, "
+        "timing).");
+  m.def(GolombBodyCoder::device_decode, &decode_body_resident<Coder::Golomb>, py::arg("body"),
+        py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
+        py::arg("device") = 0, py::arg("stream") = 0, py::arg("out") = py::none(),
+        "Decode a Golomb body on the GPU, every segment at once, into a new CUDA tensor -> "
+        "(DLPack capsule, timing): decode's values and errors; out: as decode_lattice's.");
 #if defined(CEPAM_CUDA_EXPERIMENTAL)
   m.attr("EXPERIMENTAL") = true;
   m.def("body_symbols", &body_symbols_resident, py::arg("x"), py::kw_only(), py::arg("key"),
@@ -544,21 +556,10 @@ PYBIND11_MODULE(CEPAM_CUDA_MODULE, m) {
         py::arg("device") = 0, py::arg("stream") = 0, py::arg("out") = py::none(),
         "Decode an ANS body on the GPU, every segment at once, into a new CUDA tensor -> "
         "(DLPack capsule, timing): decode's values and errors; out: as decode_lattice's.");
-  m.def(GolombBodyCoder::device_decode, &decode_body_resident<Coder::Golomb>, py::arg("body"),
-        py::kw_only(), py::arg("m"), py::arg("key"), py::arg("params"), py::arg("dtype"),
-        py::arg("device") = 0, py::arg("stream") = 0, py::arg("out") = py::none(),
-        "Decode a Golomb body on the GPU, every segment at once, into a new CUDA tensor -> "
-        "(DLPack capsule, timing): decode's values and errors; out: as decode_lattice's.");
   m.def("encode_ans_body", &encode_ans_body, py::arg("x"), py::kw_only(), py::arg("key"),
         py::arg("params"), py::arg("factor"), py::arg("device") = 0, py::arg("stream") = 0,
         "The ANS body of a host array with every segment's rANS streams coded on the GPU "
         "-> bytes (the CPU's body).");
-  m.def(GolombBodyCoder::device_encode, &encode_golomb_body_resident, py::arg("x"),
-        py::kw_only(), py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("spot"),
-        py::arg("stream") = 0,
-        "The Golomb body of a CUDA tensor (DLPack capsule), coded on the GPU from the LRSUQ "
-        "stage to the body's bytes: (body, (H, M, beta, V) of the sub-vectors `spot`, "
-        "timing).");
   m.def(AnsBodyCoder::device_encode, &encode_ans_body_resident, py::arg("x"), py::kw_only(),
         py::arg("key"), py::arg("params"), py::arg("factor"), py::arg("statistics"),
         py::arg("spot"), py::arg("stream") = 0,

@@ -119,7 +119,7 @@ API_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
         "Availability": ("is_available", "status", "is_cuda", "parse_device",
                          "decodes_on_device", "DEVICE_DECODE_MIN_COORDINATES",
                          "decodes_body_on_device", "HostCopyWarning"),
-        "The device's stage": ("LatticeStage", "decode_on_device"),
+        "The device's stage": ("LatticeStage", "DEVICE_BODY_MIN_COORDINATES", "decode_on_device"),
         "Checks against the CPU's bytes": ("SPOT_CHECKS", "spot_indices", "check_stage",
                                            "SEGMENT_COORDINATES", "segment_to_check",
                                            "segment_coordinates", "check_segment",

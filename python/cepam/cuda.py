@@ -5,9 +5,9 @@ cepam's CUDA module runs the LRSUQ stage (latent radius, dither, trials,
 closest lattice point; the reconstruction on decode) on the GPU with the
 same per-sub-vector functions as the CPU codec (``csrc/lrsuq/subvector.hpp``),
 compiled without fused multiply-add, so it gives the same bytes, and the
-clip's norm and the entropy coder's source-model statistics; with the ANS
-coder the entropy coding too, though not by default yet (elsewhere it stays
-on the CPU).
+clip's norm and the entropy coder's source-model statistics; with the
+Golomb coder, from 10^6 coordinates, the entropy coding too (elsewhere it
+stays on the CPU).
 The module is built where a CUDA compiler and a GPU are found, for that
 GPU's architecture, or on request for every architecture (CMake option
 ``CEPAM_CUDA``, see README), and imports on machines without a driver, where
@@ -26,15 +26,19 @@ source-model statistics (the largest magnitude and the per-cell integer
 counts, ``csrc/coding/model_stats.hpp``; the host fits the model from them,
 the CPU's model bit for bit), the sample ``lattice="auto"`` codes (copied
 alone) and the LRSUQ stage.  The stage's results (H, M and the side
-information beta, V) come back to the host for the entropy coder.  With
-the ANS coder the whole body can also be coded on the GPU, on every
-lattice: the stage stays there, each segment's symbols are computed (the
-box model's, ``csrc/coding/symbol_core.hpp``, and on A2, D4 and E8 the
-point model's, ``csrc/coding/point_table.hpp``: the CPU coder's own
-functions) and coded by the rANS kernel, and only the segments' streams
-come back
-(:meth:`LatticeStage.device_body`); encode does not use it yet, as it was
-slower when last timed on Z (:meth:`LatticeStage.codes_body_on_device`).  The update comes to
+information beta, V) come back to the host for the entropy coder.  The
+whole body can also be coded on the GPU, on every lattice
+(:meth:`LatticeStage.device_body`): with the Golomb coder each unit's
+codes are counted and written at their bit offsets by the CPU coder's code
+(``csrc/coding/golomb_core.hpp``), which encode does from
+:data:`DEVICE_BODY_MIN_COORDINATES` (10^6) coordinates, where it was 1.2
+to 2.9 times faster on an H200 (:meth:`LatticeStage.codes_body_on_device`);
+with the ANS coder, built only with the CMake option
+``CEPAM_CUDA_EXPERIMENTAL`` and not used by encode, the stage stays there,
+each segment's symbols are computed (the box model's,
+``csrc/coding/symbol_core.hpp``, and on A2, D4 and E8 the point model's,
+``csrc/coding/point_table.hpp``: the CPU coder's own functions) and coded
+by the rANS kernel, and only the segments' streams come back.  The update comes to
 the host only where the CPU codec's rare paths need it: squares that
 overflow or underflow, a NaN or infinite value (the error names it),
 running statistics clipped apart (``buffers="separate"``, over the clip;
@@ -54,13 +58,13 @@ on an H200.  A body of either
 coder can also be decoded on the GPU, every segment at once
 (``_cuda.decode_ans_body_resident``, ``csrc/payload/segment_decode.hpp``;
 ``_cuda.decode_golomb_body_resident``, ``csrc/payload/golomb_segment.hpp``);
-decode does not use them yet (:func:`decodes_body_on_device`).
+decode uses the Golomb one for bodies of 2^24 coordinates or more, the ANS
+one never (:func:`decodes_body_on_device`).
 
-All of this ran on an NVIDIA H200 (2026-11-30; CUDA 13.0, torch 2.11):
-the ``cuda`` tests passed and ``bench/gpu_check.py`` found the CPU's bytes
-(payloads, stages, symbols, streams, norms, model statistics, decoded
-values, the whole-body coders and decoders too); the stage's range kernel
-was changed after that run (checked through its host twin); see
+All of this ran on an NVIDIA H200 (2026-11-30, two runs; CUDA 13.0, torch
+2.11): the ``cuda`` tests passed and ``bench/gpu_check.py`` found the CPU's
+bytes (payloads, stages, symbols, streams, norms, model statistics,
+decoded values, the whole-body coders and decoders too); see
 ``docs/guide/gpu.md`` for what ran where and how fast.
 
 Without the module or a device, CUDA tensors passed to :func:`cepam.encode`
@@ -80,7 +84,7 @@ from .cuda_checks import (SEGMENT_COORDINATES, SPOT_CHECKS, check_device_output,
 # note_host_copy and to_device: for cepam.flatten and cepam.codec, not public
 from .cuda_device import (HostCopyWarning, is_available, is_cuda, note_host_copy,
                           parse_device, status, to_device)
-from .cuda_stage import LatticeStage, coder_row
+from .cuda_stage import DEVICE_BODY_MIN_COORDINATES, LatticeStage, body_on_device, coder_row
 # the error this module's and LatticeStage's docstrings name (the API pages look it up here)
 from .errors import DeviceError, InvalidArgumentError
 from .keys import check_integer
@@ -88,7 +92,8 @@ from .keys import check_integer
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
            "segment_to_check", "segment_coordinates", "check_segment", "decodes_on_device",
-           "DEVICE_DECODE_MIN_COORDINATES", "decodes_body_on_device", "decode_on_device",
+           "DEVICE_DECODE_MIN_COORDINATES", "DEVICE_BODY_MIN_COORDINATES",
+           "decodes_body_on_device", "decode_on_device",
            "check_device_output"]
 
 
@@ -101,35 +106,37 @@ __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device
 #: information: about as much host work as a whole CPU decode) and adds
 #: 9 to 24 ms a call at 10^6 and 10^7 coordinates: on an H200 with 16 host
 #: threads the host's decode and a copy was 2.4 to 4 times faster at 10^6,
-#: 1.3 to 2 times at 10^7, and 0.97 to 1.12 times at 10^8
-#: (docs/guide/gpu.md).  Above, the GPU's path stays: with ``out=`` it
+#: 1.2 to 2 times at 10^7, and 0.97 to 1.18 times at 10^8 (two runs,
+#: docs/guide/gpu.md).  Above, the GPU's path stays: with ``out=`` it
 #: writes the caller's tensor without host memory for the values.
 DEVICE_DECODE_MIN_COORDINATES = 1 << 24
 
 
-def decodes_on_device(*, m: int | None = None) -> bool:
+def decodes_on_device(*, m: int | None = None, coder: int | None = None) -> bool:
     """Whether ``decode(device="cuda")`` decodes on the GPU: the CUDA path
     is available, torch (which holds the result) sees a CUDA device, and
     the update has at least :data:`DEVICE_DECODE_MIN_COORDINATES`
     coordinates or its body is decoded whole on the GPU
-    (:func:`decodes_body_on_device`).  Elsewhere it decodes on the host and
-    copies the values to the GPU (into ``out=`` where given).
+    (:func:`decodes_body_on_device`, given ``coder``).  Elsewhere it
+    decodes on the host and copies the values to the GPU (into ``out=``
+    where given).
 
     Args:
         m: the update's coordinates; None asks only whether the GPU path
             is available.
+        coder: the payload's body coder (its code: 1 Golomb, 2 ANS), or
+            None (no whole-body decoder considered).
 
     Returns:
         True where ``decode(device="cuda")`` decodes on the GPU.
 
     Raises:
-        InvalidTypeError: m is not an integer (or None).
-        InvalidArgumentError: m is negative.
+        InvalidTypeError: m or coder is not an integer (or None).
+        InvalidArgumentError: m is negative, or coder is no coder's code.
     """
     if m is not None:
-        m = check_integer("m", m)
-        if m < 0:
-            raise InvalidArgumentError(f"m must be non-negative, got {m}")
+        m = _checked_m(m)
+    whole = coder is not None and m is not None and decodes_body_on_device(coder=coder, m=m)
     if not is_available():
         return False
     try:
@@ -138,27 +145,50 @@ def decodes_on_device(*, m: int | None = None) -> bool:
         return False
     if not torch.cuda.is_available():
         return False
-    return m is None or m >= DEVICE_DECODE_MIN_COORDINATES or decodes_body_on_device()
+    return m is None or m >= DEVICE_DECODE_MIN_COORDINATES or whole
 
 
-def decodes_body_on_device() -> bool:
-    """Whether ``decode(device="cuda")`` decodes a body entirely on the GPU
-    (every segment at once, a block of threads a segment: an ANS body by
-    ``_cuda.decode_ans_body_resident`` with the code of
-    ``csrc/payload/segment_decode.hpp``, the point model's tables included;
-    a Golomb body by ``_cuda.decode_golomb_body_resident`` with the code of
-    ``csrc/payload/golomb_segment.hpp``) rather than entropy-decoding it on
-    the host and running the decode kernel.
+def decodes_body_on_device(*, coder: int, m: int) -> bool:
+    """Whether ``decode(device="cuda")``, where it decodes on the GPU,
+    decodes a body of coder ``coder`` and ``m`` coordinates entirely there
+    (every segment at once, a block of threads a segment) rather than
+    entropy-decoding it on the host and running the decode kernel: a
+    Golomb body (``_cuda.decode_golomb_body_resident``, the code of
+    ``csrc/payload/golomb_segment.hpp``) from
+    :data:`DEVICE_BODY_MIN_COORDINATES`'s ``"decode"`` (2^24 coordinates,
+    where the GPU decodes anyway), an ANS body never.
 
-    Always False: the whole-body decoders are experimental, built only
-    with the CMake option ``CEPAM_CUDA_EXPERIMENTAL`` (docs/guide/gpu.md
-    says where they have run); they give the CPU decoder's values and
-    errors.
+    On an H200 the Golomb decoder was 2.5 to 2.8 times faster than the
+    decode kernel's path at 10^8 coordinates, and compute-sanitizer's
+    memcheck found no error in its tests, the corrupted bodies included.
+    The ANS decoder (``_cuda.decode_ans_body_resident``, built only with the
+    CMake option ``CEPAM_CUDA_EXPERIMENTAL``) was slower at every size.
+    Both give the CPU decoder's values and errors (docs/guide/gpu.md).
+
+    Args:
+        coder: the body coder's code (1 Golomb, 2 ANS).
+        m: the update's coordinates.
 
     Returns:
-        False (see above).
+        True where the body is decoded whole on the GPU.
+
+    Raises:
+        InvalidTypeError: coder or m is not an integer.
+        InvalidArgumentError: coder is no coder's code, or m is negative.
     """
-    return False
+    coder = check_integer("coder", coder)
+    if coder not in {row["code"] for row in _core.CODERS}:
+        raise InvalidArgumentError(f"coder must be a body coder's code, "
+                                   f"{sorted(row['code'] for row in _core.CODERS)}; got {coder}")
+    return body_on_device(coder, _checked_m(m), direction="decode")
+
+
+def _checked_m(m: object) -> int:
+    """m, a number of coordinates, checked: a non-negative integer."""
+    m = check_integer("m", m)
+    if m < 0:
+        raise InvalidArgumentError(f"m must be non-negative, got {m}")
+    return m
 
 
 def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int, dtype: str,
@@ -198,7 +228,7 @@ def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int
 
     stream = torch.cuda.current_stream(index).cuda_stream
     into = None if out is None else torch.utils.dlpack.to_dlpack(out)
-    if decodes_body_on_device():
+    if decodes_body_on_device(coder=coder, m=m):
         whole = getattr(cuda_module(), coder_row(coder)["device_decode"])
         capsule, _ = whole(body, m=m, key=key, params=params, dtype=dtype, device=index,
                            stream=stream, out=into)

@@ -18,7 +18,35 @@ from .cuda_checks import (check_segment, check_stage, segment_coordinates, segme
                           spot_indices)
 from .cuda_device import is_available, is_cuda
 
-__all__ = ["LatticeStage", "SQUARES_FLOOR", "coder_row"]
+__all__ = ["LatticeStage", "SQUARES_FLOOR", "DEVICE_BODY_MIN_COORDINATES", "body_on_device",
+           "coder_row"]
+
+#: From how many coordinates the body of an update is coded whole on a GPU
+#: by :func:`cepam.encode` of an update held there
+#: (:meth:`LatticeStage.device_body`; ``"encode"``) and decoded whole there
+#: by ``decode(device="cuda")`` (``"decode"``), by body coder (its name in
+#: the core's coder table, ``_core.CODERS``); a coder or direction not
+#: named here never is.  On an H200 with 16 host threads (docs/guide/gpu.md,
+#: three runs) the whole-body Golomb coder encoded a CUDA tensor 1.22 to 1.26
+#: times as fast as the default path (the stage on the GPU, the body coded
+#: on the host) at 10^6 coordinates, 1.5 to 1.9 times at 10^7 and 2.5 to
+#: 2.9 times at 10^8, and its decoder decoded 2.5 to 2.8 times as fast as
+#: the decode kernel's path at 10^8 (that path's range, from
+#: ``cepam.cuda.DEVICE_DECODE_MIN_COORDINATES``; below, where the host
+#: decodes and copies, it was not compared).  The whole-body ANS coder
+#: (built only with CEPAM_CUDA_EXPERIMENTAL) encoded faster only at 10^8 on
+#: Z and D4 (1.1 to 1.6 times), 0.4 to 0.8 times below, and decoded slower
+#: at every size.
+DEVICE_BODY_MIN_COORDINATES: dict[str, dict[str, int]] = {
+    "golomb": {"encode": 1_000_000, "decode": 1 << 24}}
+
+
+def body_on_device(coder: int, m: int, *, direction: str) -> bool:
+    """Whether a body of coder ``coder`` (its code) of ``m`` coordinates is
+    coded (``direction`` "encode") or decoded ("decode") whole on the GPU:
+    :data:`DEVICE_BODY_MIN_COORDINATES`.  The caller checks its arguments."""
+    minimum = DEVICE_BODY_MIN_COORDINATES.get(coder_row(coder)["name"], {}).get(direction)
+    return minimum is not None and m >= minimum
 
 
 class LatticeStage:
@@ -185,16 +213,14 @@ class LatticeStage:
                     params=params, factor=factor)
         return H, M, beta, V
 
-    def codes_body_on_device(self, params: Any) -> bool:
-        """Whether :func:`cepam.encode` codes this update's body on the
-        GPU (:meth:`device_body`) rather than on the host
-        from the GPU's stage (``params``: the core's ``_core.Params``).
-
-        Always False: the whole-body coders are experimental, built only
-        with the CMake option ``CEPAM_CUDA_EXPERIMENTAL`` (their timings
-        and memory are in docs/guide/gpu.md); both paths give the CPU's
-        bytes."""
-        return False
+    def codes_body_on_device(self, *, coder: int) -> bool:
+        """Whether :func:`cepam.encode` codes this update's body whole on
+        the GPU (:meth:`device_body`) rather than on the host from the GPU's
+        stage, for body coder ``coder`` (its code): where the update has at
+        least :data:`DEVICE_BODY_MIN_COORDINATES`'s coordinates for that
+        coder's encode (Golomb from 10^6; never ANS, whose whole-body coder is
+        experimental).  Both paths give the CPU's bytes."""
+        return body_on_device(coder, self.size, direction="encode")
 
     def device_body(self, params: Any, *, coder: int, key: bytes, factor: float,
                     statistics: tuple[float, np.ndarray]) -> bytes:

@@ -182,13 +182,14 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     params = core_params(mechanism, lattice=sealed.lattice, n=sealed.n)
     decoded = decoded_dtype(structure, dtype=dtype, output=output)
     # device="cuda" with the CUDA path, for an update of at least
-    # cepam.cuda.DEVICE_DECODE_MIN_COORDINATES: the GPU kernel decodes into
-    # device memory (out='s where given), where the result stays; else the
+    # cepam.cuda.DEVICE_DECODE_MIN_COORDINATES: the GPU decodes into device
+    # memory (out='s where given), where the result stays (the decode
+    # kernel, or the whole body: cepam.cuda.decodes_body_on_device); else the
     # host decodes, with out= straight into the caller's memory (with
     # device=: into host memory, copied to the GPU or into out= below).
     buffer = None if out is None else _output_buffer(out, structure, dtype=dtype, output=output,
                                                      decoded=decoded, cuda_index=cuda_index)
-    on_gpu = cuda_index is not None and decodes_on_device(m=header.m)
+    on_gpu = cuda_index is not None and decodes_on_device(m=header.m, coder=header.coder)
     if on_gpu:
         flat = decode_on_device(sealed.body, m=header.m, key=key, params=params,
                                 coder=header.coder, dtype=decoded, threads=threads,

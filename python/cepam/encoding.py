@@ -226,7 +226,7 @@ def _gpu_body(gpu: Any, params: Any, *, key: bytes, factor: float, coder: int, t
     else by the host from the GPU's LRSUQ stage and model statistics (a
     ``_core.CodedBody``, written by the sealing).  The CPU's bytes either
     way."""
-    if gpu.codes_body_on_device(params):  # (the coder's row in the table names its kernels)
+    if gpu.codes_body_on_device(coder=coder):  # (the coder's row in the table names its kernels)
         return gpu.device_body(params, coder=coder, key=key, factor=factor, statistics=statistics)
     return _core.encode_coded_body(
         np.empty(0, dtype), key=key, params=params, factor=factor, coder=coder, threads=threads,

@@ -45,9 +45,9 @@ needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA device, cepam._
                                "with CUDA (" + (cuda.status()[1] or "torch has no CUDA") + ")")
 ON_HOST = cuda_devices.on_host()
 
-# The whole-body coders' tests (CMakeLists.txt's CEPAM_CUDA_EXPERIMENTAL):
-# they skip unless the module of their device was built with them
-# (tests/conftest.py).
+# The whole-body ANS coder's tests (CMakeLists.txt's CEPAM_CUDA_EXPERIMENTAL):
+# they skip unless the module of their device was built with it
+# (tests/conftest.py).  The whole-body Golomb coder is in every build.
 experimental = pytest.mark.cuda_experimental
 
 # Where the device tests run: a GPU, or the host (cepam._cuda_on_host).
@@ -318,14 +318,16 @@ def path(request, monkeypatch) -> _Path:
 
 
 @pytest.mark.parametrize("lattice", ["Z", "E8", "auto"])
-@pytest.mark.parametrize("body_on_device", [False, pytest.param(True, marks=experimental)])
-@pytest.mark.parametrize("coder", ["ans", "golomb"])
+@pytest.mark.parametrize("coder,body_on_device", [
+    ("ans", False), pytest.param("ans", True, marks=experimental), ("golomb", False),
+    ("golomb", True)])
 @pytest.mark.parametrize("clip", [None, 10.0])
 def test_encode_takes_the_device_path_to_the_cpu_bytes(lattice, body_on_device, coder, clip,
                                                        path, monkeypatch):
     """cepam.encode through LatticeStage, its checks and every kernel of the
     path: the CPU's payload, the path taken (body_on_device: bodies coded on
-    the device, not by default: LatticeStage.codes_body_on_device); on a
+    the device, by default Golomb bodies of 10^6 coordinates or more only:
+    LatticeStage.codes_body_on_device); on a
     GPU, decode(device="cuda") too."""
     import torch
 
@@ -335,7 +337,7 @@ def test_encode_takes_the_device_path_to_the_cpu_bytes(lattice, body_on_device, 
               nonce=bytes(16))
     expected = cepam.encode(update, cepam.Gaussian(sigma=0.05), **kw)
     monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device",
-                        lambda self, params: body_on_device)
+                        lambda self, **_: body_on_device)
     calls = _spy(monkeypatch)
     on_device = {k: path.put(v) for k, v in update.items()}
     assert cepam.encode(on_device, cepam.Gaussian(sigma=0.05), **kw) == expected
@@ -476,7 +478,7 @@ def test_a_wrong_body_from_the_gpu_raises_device_error(what, lattice, path, monk
         return body, (H, M, beta, V), timing
 
     monkeypatch.setattr(path.module, "encode_ans_body_resident", wrong)
-    monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device", lambda self, params: True)
+    monkeypatch.setattr(cuda.LatticeStage, "codes_body_on_device", lambda self, **_: True)
     x = path.put(torch.randn(5000))  # (rms/sigma = 20: the box model on E8)
     with pytest.raises(DeviceError, match="sub-vector 0 of" if what == "stage" else "segment 0"):
         cepam.encode(x, cepam.Gaussian(sigma=0.05), secret=SECRET, round=0, client=0,
@@ -515,7 +517,6 @@ def _assert_spot_stage(stage, x, kw, spot, n):
     assert stage[3].tobytes() == V.reshape(-1, n)[at].tobytes()
 
 
-@experimental
 @pytest.mark.parametrize("mech,lattice,n,m,spread", [
     (1, 1, 1, 4_099, 5.0), (1, 1, 2, 3 * (1 << 17) + 5, 5.0), (2, 1, 2, 8_193, 0.0),
     (3, 1, 1, 4_099, 50.0), (1, 1, 8, 2 * (1 << 17) + 3, 1e4), (1, 4, 8, 3 * (1 << 17) + 5, 5.0),
@@ -664,7 +665,7 @@ def test_gpu_model_statistics_are_the_host_twins(m, dtype, factor, device):
     np.testing.assert_array_equal(counts, twin_counts)
 
 
-# --- ANS bodies decoded on the GPU (not decode's default yet) -----------------
+# --- bodies decoded whole on the GPU (not decode's default yet) ---------------
 
 @experimental
 @pytest.mark.parametrize("lattice,n,m,dtype,scale", [
@@ -709,7 +710,6 @@ def test_the_gpu_refuses_corrupted_bodies_as_the_cpu_does(lattice, n, scale, dev
         assert _outcome(lambda: on_gpu(bad)) == cpu
 
 
-@experimental
 @pytest.mark.parametrize("lattice,n,mechanism,m,dtype", [
     (1, 1, 1, 5, "float32"), (1, 1, 1, 2 * (1 << 17) + 77, "float32"),
     (1, 2, 1, 300_001, "float64"), (1, 3, 1, 9_001, "float32"), (1, 1, 2, 70_000, "float64"),
@@ -730,7 +730,6 @@ def test_the_gpu_decodes_golomb_bodies_to_the_cpu_values(lattice, n, mechanism, 
     assert y.tobytes() == ref.tobytes()
 
 
-@experimental
 @pytest.mark.parametrize("lattice,n,mechanism", [(1, 2, 1), (1, 1, 2), (4, 8, 1)])
 def test_the_gpu_refuses_corrupted_golomb_bodies_as_the_cpu_does(lattice, n, mechanism, device):
     from test_golomb_segment import (
@@ -763,19 +762,20 @@ def test_the_gpu_refuses_corrupted_golomb_bodies_as_the_cpu_does(lattice, n, mec
             _outcome(lambda: on_cpu(forged, 4_000, z1))
 
 
-@experimental
 @needs_gpu
 @pytest.mark.cuda
-@pytest.mark.parametrize("lattice,clip,coder", [("Z", 1e4, "ans"), ("E8", 1e4, "ans"),
-                                                ("E8", 0.5, "ans"), ("Z", 1e4, "golomb"),
-                                                ("E8", 1e4, "golomb")])
+@pytest.mark.parametrize("lattice,clip,coder", [
+    pytest.param("Z", 1e4, "ans", marks=experimental),
+    pytest.param("E8", 1e4, "ans", marks=experimental),
+    pytest.param("E8", 0.5, "ans", marks=experimental), ("Z", 1e4, "golomb"),
+    ("E8", 1e4, "golomb")])
 def test_decode_takes_the_gpu_body_decoder_when_asked(lattice, clip, coder, monkeypatch):
     """The ANS box model's body (rms/sigma = 20) and point model's (clipped
     to rms/sigma = 0.2), and Golomb bodies, each by its coder's decoder."""
     update = {"w": np.random.default_rng(0).normal(size=(300, 7)).astype(np.float32)}
     payload = cepam.encode(update, cepam.Gaussian(sigma=0.05), secret=SECRET, round=1, client=1,
                            clip=clip, lattice=lattice, coder=coder)
-    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
+    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda **_: True)
     calls = []
     name = f"decode_{coder}_body_resident"
     original = getattr(_cuda, name)

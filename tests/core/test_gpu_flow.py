@@ -170,9 +170,16 @@ def test_the_gpu_flow_gives_the_cpu_payload(case, monkeypatch):
 
 
 def _body_on_gpu(monkeypatch):
-    """Encode codes ANS bodies on the GPU from now on (it does not by
-    default: LatticeStage.codes_body_on_device)."""
-    monkeypatch.setattr(_TwinStage, "codes_body_on_device", lambda self, params: True)
+    """Encode codes bodies of either coder on the GPU from now on, at any
+    size (by default Golomb bodies from 10^6 coordinates, ANS bodies never:
+    LatticeStage.codes_body_on_device)."""
+    monkeypatch.setattr(_TwinStage, "codes_body_on_device", lambda self, **_: True)
+
+
+def _ans(*values):
+    """A parameter set of the ANS coder's whole-body path (experimental:
+    tests/conftest.py skips it unless cepam was built with it)."""
+    return pytest.param(*values, marks=pytest.mark.cuda_experimental)
 
 
 @pytest.mark.parametrize("lattice", ["Z", "E8"])
@@ -185,6 +192,23 @@ def test_bodies_are_coded_on_the_host_from_the_gpus_stage_by_default(lattice, mo
     assert _encode(update, clip=10.0, lattice=lattice, threads=3) == expected
     assert twin["stage"] == 1 and twin["body"] == 0 and twin["host"] == 0
     assert _TwinStage.threads == [3]
+
+
+@pytest.mark.parametrize("coder", ["golomb", "ans"])
+def test_golomb_bodies_are_coded_on_the_gpu_from_their_threshold(coder, monkeypatch):
+    """By default a Golomb body is coded whole on the GPU from
+    cuda.DEVICE_BODY_MIN_COORDINATES["golomb"]["encode"] coordinates (10^6; lowered
+    here), on the host from the GPU's stage below; an ANS body on the host
+    at every size.  The CPU's bytes either way."""
+    assert cuda.DEVICE_BODY_MIN_COORDINATES["golomb"]["encode"] == 1_000_000
+    monkeypatch.setitem(cuda.DEVICE_BODY_MIN_COORDINATES["golomb"], "encode", 5_000)
+    for m, on_device in ((4_999, False), (5_000, coder == "golomb")):
+        update = _normal(m, np.float32, seed=m)
+        expected = _encode(update, clip=10.0, coder=coder)
+        twin = _twin(monkeypatch)
+        assert _encode(update, clip=10.0, coder=coder) == expected
+        assert (twin["body"], twin["stage"]) == ((1, 0) if on_device else (0, 1))
+        assert twin["host"] == 0
 
 
 @pytest.mark.cuda_experimental
@@ -224,7 +248,6 @@ def test_point_tables_are_coded_on_the_gpu_too(lattice, monkeypatch):
     assert twin["body"] == 1 and twin["stage"] == 0 and twin["host"] == 0
 
 
-@pytest.mark.cuda_experimental
 @pytest.mark.parametrize("lattice,dim,m,dtype,sigma", [
     ("Z", 1, 4_099, np.float32, 0.05), ("Z", 2, 3 * (1 << 17) + 5, np.float64, 0.05),
     ("Z", 3, 300_001, np.float32, 1e-6), ("Z", 8, 200_003, np.float64, 0.05),
@@ -263,7 +286,6 @@ def _corrupt(monkeypatch, what):
     monkeypatch.setattr(_TwinStage, "_device_body", wrong)
 
 
-@pytest.mark.cuda_experimental
 @pytest.mark.parametrize("what", ["stream", "M", "beta"])
 @pytest.mark.parametrize("lattice", ["Z", "E8"])
 def test_a_wrong_golomb_body_or_stage_from_the_gpu_raises(what, lattice, monkeypatch):
@@ -389,6 +411,8 @@ class _OnHostCuda(_TwinCuda):
         self._module = ON_HOST.module
 
     def _run(self, name, note, *args, out=None, **kwargs):
+        if not hasattr(self._module, name):  # (the ANS decoder: CEPAM_CUDA_EXPERIMENTAL)
+            pytest.skip(f"cepam._cuda_on_host was built without {name}")
         self.calls.append(note)
         into = None if out is None else cuda_devices.labelled_cuda(out)
         capsule, timing = getattr(self._module, name)(*args, out=into, **kwargs)
@@ -405,23 +429,19 @@ class _OnHostCuda(_TwinCuda):
 
 
 # The decoders a test hands to decode(device="cuda"): the host twins, and
-# the GPU's kernels run on the host (where cepam was built with them).
+# the GPU's kernels run on the host (where cepam was built with them; the
+# whole-body ANS decoder only with CEPAM_CUDA_EXPERIMENTAL, else the test
+# skips).
 DECODERS = [pytest.param(_TwinCuda, id="twin"),
             pytest.param(_OnHostCuda, id="kernels", marks=cuda_devices.needs_on_host)]
-# ... and for the whole-body decoders, the kernels where cepam._cuda_on_host
-# holds them (CMakeLists.txt's CEPAM_CUDA_EXPERIMENTAL).
-WHOLE_BODY_DECODERS = [DECODERS[0], pytest.param(_OnHostCuda, id="kernels", marks=[
-    cuda_devices.needs_on_host,
-    pytest.mark.skipif(not cuda_devices.experimental("host"),
-                       reason="cepam._cuda_on_host was built without the whole-body coders")])]
 
 
-@pytest.mark.cuda_experimental
-@pytest.mark.parametrize("decoders", WHOLE_BODY_DECODERS)
+@pytest.mark.parametrize("decoders", DECODERS)
 @pytest.mark.parametrize("lattice,coder,scale,calls", [
-    ("Z", "ans", 1.0, ["body"]), ("Z", "golomb", 1.0, ["golomb body"]),
-    ("E8", "golomb", 1.0, ["golomb body"]), ("E8", "ans", 1.0, ["body"]),
-    ("D4", "ans", 1.0, ["body"]), ("A2", "ans", 1.0, ["body"]), ("E8", "ans", 1e-4, ["body"])])
+    _ans("Z", "ans", 1.0, ["body"]), ("Z", "golomb", 1.0, ["golomb body"]),
+    ("E8", "golomb", 1.0, ["golomb body"]), _ans("E8", "ans", 1.0, ["body"]),
+    _ans("D4", "ans", 1.0, ["body"]), _ans("A2", "ans", 1.0, ["body"]),
+    _ans("E8", "ans", 1e-4, ["body"])])
 def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, coder, scale, calls,
                                                                    decoders, monkeypatch):
     """With cepam.cuda.decodes_body_on_device, decode(device="cuda") hands
@@ -432,7 +452,7 @@ def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, code
     payload = _encode(update, clip=1e3, lattice=lattice, coder=coder)
     fake = decoders()
     monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda **_: True)
-    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
+    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda **_: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",
                         lambda index: type("Stream", (), {"cuda_stream": 0}))
@@ -443,20 +463,30 @@ def test_decode_on_the_gpu_takes_the_whole_body_decoder_when_asked(lattice, code
 
 @pytest.mark.parametrize("decoders", DECODERS)
 @pytest.mark.parametrize("coder", ["ans", "golomb"])
-def test_decode_on_the_gpu_reads_the_body_on_the_host_by_default(coder, decoders, monkeypatch):
-    """decode(device="cuda") reads either coder's body on the host and runs
-    the decode kernel (the whole-body decoders are not the default:
-    cepam.cuda.decodes_body_on_device; on an H200 the ANS one was slower)."""
-    payload = _encode(_normal(5_000, np.float32, 1.0), clip=1e3, lattice="Z", coder=coder)
+def test_decode_on_the_gpu_takes_the_whole_golomb_decoder_from_its_threshold(coder, decoders,
+                                                                             monkeypatch):
+    """decode(device="cuda") reads an ANS body on the host and runs the
+    decode kernel at every size (on an H200 the whole-body ANS decoder was
+    slower), a Golomb body too below
+    cuda.DEVICE_BODY_MIN_COORDINATES["golomb"]["decode"] (2^24; lowered
+    here) and decodes it whole on the GPU from there: the CPU's values."""
+    assert cuda.DEVICE_BODY_MIN_COORDINATES == {
+        "golomb": {"encode": 1_000_000, "decode": 1 << 24}}
+    monkeypatch.setitem(cuda.DEVICE_BODY_MIN_COORDINATES["golomb"], "decode", 5_000)
     fake = decoders()
     monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda **_: True)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",
                         lambda index: type("Stream", (), {"cuda_stream": 0}))
-    assert not cuda.decodes_body_on_device()
-    out = cepam.decode(payload, secret=SECRET, device="cuda")
-    assert fake.calls == ["lattice"]
-    assert torch.equal(out, cepam.decode(payload, secret=SECRET))
+    whole = ["golomb body"] if coder == "golomb" else ["lattice"]
+    for m, calls in ((4_999, ["lattice"]), (5_000, whole)):
+        payload = _encode(_normal(m, np.float32, 1.0), clip=1e3, lattice="Z", coder=coder)
+        code = 1 if coder == "golomb" else 2
+        assert cuda.decodes_body_on_device(coder=code, m=m) == (calls != ["lattice"])
+        fake.calls.clear()
+        out = cepam.decode(payload, secret=SECRET, device="cuda")
+        assert fake.calls == calls
+        assert torch.equal(out, cepam.decode(payload, secret=SECRET))
 
 
 # --- decode(device="cuda", out=): into the caller's GPU tensor ----------------
@@ -466,7 +496,7 @@ def _gpu_path(monkeypatch, fake, *, whole_body=False):
     """decode(device="cuda") on the decoders `fake`, its torch tensors on the
     host standing in for cuda:0 tensors."""
     monkeypatch.setattr(cepam.decoding, "decodes_on_device", lambda **_: True)
-    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: whole_body)
+    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda **_: whole_body)
     monkeypatch.setattr(cuda, "cuda_module", lambda: fake)
     monkeypatch.setattr(torch.cuda, "current_stream",
                         lambda index: type("Stream", (), {"cuda_stream": 0}))
@@ -492,9 +522,8 @@ def test_decode_on_the_gpu_writes_into_out(coder, dtype, decoders, monkeypatch):
     assert fake.calls == ["lattice", "lattice"]
 
 
-@pytest.mark.cuda_experimental
-@pytest.mark.parametrize("decoders", WHOLE_BODY_DECODERS)
-@pytest.mark.parametrize("coder,calls", [("ans", ["body"]), ("golomb", ["golomb body"])])
+@pytest.mark.parametrize("decoders", DECODERS)
+@pytest.mark.parametrize("coder,calls", [_ans("ans", ["body"]), ("golomb", ["golomb body"])])
 def test_the_whole_body_decoders_write_into_out(coder, calls, decoders, monkeypatch):
     """The whole-body decoders take out= too."""
     fake = decoders()
@@ -539,6 +568,7 @@ def test_small_updates_are_decoded_on_the_host_for_the_gpu(monkeypatch):
     decodes on the host and copies the values into out= (faster on an
     H200 at 10^6 and 10^7 coordinates); from there on, the GPU's path; a
     body decoded whole on the GPU goes there at any size."""
+    whole_body = cuda.decodes_body_on_device
     fake = _TwinCuda()
     _gpu_path(monkeypatch, fake)
     monkeypatch.setattr(cepam.decoding, "decodes_on_device", cuda.decodes_on_device)
@@ -555,13 +585,25 @@ def test_small_updates_are_decoded_on_the_host_for_the_gpu(monkeypatch):
         assert torch.equal(out, want)
     monkeypatch.setattr(cuda, "DEVICE_DECODE_MIN_COORDINATES", 3_001)
     assert cuda.decodes_on_device() and not cuda.decodes_on_device(m=3_000)
-    monkeypatch.setattr(cuda, "decodes_body_on_device", lambda: True)
-    assert cuda.decodes_on_device(m=3_000)
+    monkeypatch.setattr(cuda, "decodes_body_on_device", whole_body)  # (the real rule again)
+    monkeypatch.setitem(cuda.DEVICE_BODY_MIN_COORDINATES["golomb"], "decode", 3_000)
+    assert cuda.decodes_on_device(m=3_000, coder=1) and not cuda.decodes_on_device(m=3_000,
+                                                                                    coder=2)
+    assert not cuda.decodes_on_device(m=2_999, coder=1)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert not cuda.decodes_on_device() and not cuda.decodes_on_device(m=1 << 30)
+    assert not cuda.decodes_on_device(m=3_000, coder=1)
     for bad, error in ((-1, InvalidArgumentError), (1.5, cepam.errors.InvalidTypeError)):
         with pytest.raises(error):
             cuda.decodes_on_device(m=bad)
+        with pytest.raises(error):
+            cuda.decodes_body_on_device(coder=1, m=bad)
+    for bad, error in ((3, InvalidArgumentError), (0, InvalidArgumentError),
+                       ("golomb", cepam.errors.InvalidTypeError)):
+        with pytest.raises(error, match="coder"):
+            cuda.decodes_on_device(m=10, coder=bad)
+        with pytest.raises(error, match="coder"):
+            cuda.decodes_body_on_device(coder=bad, m=10)
 
 
 def test_out_must_be_a_tensor_on_the_decoding_gpu(monkeypatch):

@@ -93,7 +93,7 @@ needs_on_host = pytest.mark.skipif(
 
 def experimental(where: str | None = None) -> bool:
     """Whether the CUDA module of ``where`` ("gpu": cepam._cuda, "host":
-    cepam._cuda_on_host, None: either) holds the whole-body coders
+    cepam._cuda_on_host, None: either) holds the whole-body ANS coder
     (CMakeLists.txt's CEPAM_CUDA_EXPERIMENTAL)."""
     modules = {"gpu": "_cuda", "host": "_cuda_on_host"}
     names = [modules[where]] if where else list(modules.values())

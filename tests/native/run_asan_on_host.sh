@@ -1,22 +1,27 @@
 #!/bin/sh
 # The GPU's whole-body decoders fed hostile bodies under AddressSanitizer,
 # without a GPU: builds cepam with its CUDA kernels on the host
-# (CEPAM_CUDA_ON_HOST, tests/native/cuda_on_host), the whole-body coders
-# included (CEPAM_CUDA_EXPERIMENTAL, which the default build leaves out),
-# and -fsanitize=address into OUT, then runs the tests that decode valid
-# and corrupted ANS and Golomb bodies with them (tests/core/test_cuda.py,
-# "host"), the valid ones checked against the CPU's values, the corrupted
-# ones against the CPU decoder's errors.  Exits non-zero on a failed test or an
-# AddressSanitizer report (an out-of-bounds read or write of a kernel or
-# of its host side).  Needs gcc with libasan.  Usage, from the repository
-# root:  sh tests/native/run_asan_on_host.sh [out-dir]
+# (CEPAM_CUDA_ON_HOST, tests/native/cuda_on_host), the whole-body ANS
+# coder included (CEPAM_CUDA_EXPERIMENTAL, which the default build leaves
+# out) unless EXPERIMENTAL=OFF, and -fsanitize=address into OUT, then runs
+# the tests that decode valid and corrupted ANS and Golomb bodies with them
+# (tests/core/test_cuda.py, "host"; the ANS ones skip with
+# EXPERIMENTAL=OFF), the valid ones checked against the CPU's values, the
+# corrupted ones against the CPU decoder's errors.  Exits non-zero on a
+# failed test or an AddressSanitizer report (an out-of-bounds read or write
+# of a kernel or of its host side).  Needs gcc with libasan.  Usage, from
+# the repository root:
+#     [EXPERIMENTAL=OFF] sh tests/native/run_asan_on_host.sh [out-dir]
+# (.ci/run runs it with EXPERIMENTAL=OFF: the Golomb decoder, which
+# decode(device="cuda") uses for large bodies.)
 set -eu
 OUT=${1:-build/asan-on-host}
+EXPERIMENTAL=${EXPERIMENTAL:-ON}
 mkdir -p "$OUT"
 rm -rf "$OUT/site"  # (pip install --target keeps what it finds there)
 python -m pip install --quiet --no-deps --target "$OUT/site" . \
   -C build-dir="$OUT/build" -C cmake.define.CEPAM_CUDA=OFF \
-  -C cmake.define.CEPAM_CUDA_ON_HOST=ON -C cmake.define.CEPAM_CUDA_EXPERIMENTAL=ON \
+  -C cmake.define.CEPAM_CUDA_ON_HOST=ON -C "cmake.define.CEPAM_CUDA_EXPERIMENTAL=$EXPERIMENTAL" \
   -C cmake.build-type=RelWithDebInfo \
   -C "cmake.define.CMAKE_CXX_FLAGS=-fsanitize=address -fno-omit-frame-pointer" \
   -C cmake.define.CMAKE_MODULE_LINKER_FLAGS=-fsanitize=address
