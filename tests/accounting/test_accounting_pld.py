@@ -261,3 +261,40 @@ def test_cli_refuses_a_discretization_too_fine_for_sigma(capsys):
                  "--delta", "1e-5", "--discretization", "1e-4"])
     assert code == 2
     assert "too fine" in capsys.readouterr().err
+
+
+def test_a_law_of_almost_no_finite_mass_composes_to_infinite_epsilon():
+    """All but e^-90 of 10^4 runs' mass is at +inf (one run: 0.991 at loss 0,
+    the rest at +inf, as `cepam privacy --sigma 1e-6 ... --rounds 10000`
+    makes): both Chernoff bounds fell outside the support and the window
+    was empty, an internal error; now the composition keeps its finite
+    part and certifies no finite eps."""
+    one = PrivacyLossDistribution(discretization=1e-4, lower_index=0, probs=np.array([0.991]),
+                                  infinity_mass=0.009)
+    many = one.self_compose(10_000)
+    assert many.probs.size >= 1 and np.all(np.isfinite(many.probs))
+    assert many.infinity_mass == pytest.approx(1.0)
+    assert many.get_epsilon_for_delta(1e-5) == math.inf
+    assert one.self_compose(3).get_epsilon_for_delta(0.1) == 0.0  # (0.991^3 finite, at loss 0)
+
+
+def test_a_composition_too_large_is_refused_or_coarsened(monkeypatch):
+    """A caller's own grid keeps its step and refuses a composition of more
+    bins than allowed (CompositionTooLarge, an InvalidArgumentError); where
+    the accountant chooses the step it composes again on a coarser grid,
+    which stays above the exact eps of 2,000 Gaussians and near it."""
+    event = GaussianEvent(1.0)
+    pld = PrivacyLossDistribution.from_privacy_profile(
+        event.privacy_profile, discretization=1e-4, epsilon_max=40.0)
+    with pytest.raises(pld_mod.CompositionTooLarge, match="needs .* bins, more than 1000") as e:
+        pld.self_compose(2_000, max_bins=1_000)
+    assert isinstance(e.value, InvalidArgumentError) and e.value.bins > 1_000
+    import cepam.accounting.accountant as accountant
+
+    monkeypatch.setattr(accountant, "_MAX_CHOSEN_BINS", 1 << 14)
+    auto = PLDAccountant().compose(event, 2_000)
+    exact = gaussian_epsilon(1e-5, mu=math.sqrt(2_000))
+    assert auto.discretization() > 1e-4 and exact <= auto.get_epsilon(1e-5) <= exact * 1.05
+    monkeypatch.setattr(accountant, "_COARSENINGS", 0)
+    with pytest.raises(pld_mod.CompositionTooLarge):
+        PLDAccountant().compose(event, 2_000).get_epsilon(1e-5)

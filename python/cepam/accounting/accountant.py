@@ -38,7 +38,8 @@ import numpy as np
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 from .events import CepamGaussianRound, PrivacyEvent  # noqa: F401 (doctest)
-from .pld import PrivacyLossDistribution, directed_grid_deltas, profile_grid_deltas
+from .pld import (MAX_COMPOSED_BINS, CompositionTooLarge, PrivacyLossDistribution,
+                  directed_grid_deltas, profile_grid_deltas)
 from .profile import EPSILON_CAP
 from .setting import FLSetting  # noqa: F401 (doctest)
 
@@ -48,6 +49,16 @@ __all__ = ["PLDAccountant", "DEFAULT_DISCRETIZATION", "require_dp_accounting"]
 DEFAULT_DISCRETIZATION = 1e-4
 _MAX_GRID = 2**16  # grid points per side when the accountant chooses the step
 _MAX_EXPLICIT_GRID = 2**22  # ... when the caller does (about 1.5 s for 80 rounds)
+#: The most bins a self-composition may have when the accountant chooses the
+#: step: a composition that needs more is redone on a coarser grid.  10^5
+#: rounds of a sample-level round at noise multiplier 0.0027 (`cepam privacy
+#: --sigma 1e-3 ... --rounds 100000`) took 6.9 GB and 72 s with up to 2**27
+#: bins, and take 1.05 GB and 6.6 s with this limit (its eps 9.88e7 against
+#: 9.92e7: each grid's connect-the-dots bound is valid).  Below eps of about
+#: 800 at the default step no composition comes near it.  A caller's own
+#: step keeps pld.MAX_COMPOSED_BINS.
+_MAX_CHOSEN_BINS = 2**23
+_COARSENINGS = 8  # coarser grids tried before the composition's error is raised
 _TAIL = 1e-18
 _SCAN = np.concatenate(([0.0], np.logspace(-6, math.log10(EPSILON_CAP), 601)))
 
@@ -95,8 +106,10 @@ class PLDAccountant:
             :meth:`compose` refuses an event whose losses would need more
             than ``2**22`` grid points per side at this step. ``None`` (the
             default): :data:`DEFAULT_DISCRETIZATION`, coarsened where an
-            event's losses reach beyond ``2**16`` steps (tiny noise); the
-            result stays a valid, if looser, bound.
+            event's losses reach beyond ``2**16`` steps (tiny noise), and
+            where a composition would need more than ``2**23`` bins (many
+            rounds of tiny noise: about a gigabyte of memory at that size);
+            the result stays a valid bound.
         coarsen: with an explicit ``discretization``, treat it as the finest
             step wanted and coarsen it as the default does, instead of
             refusing (``calibrate_sigma`` does this). Implied when
@@ -172,8 +185,9 @@ class PLDAccountant:
         """The grid step the composed PLD uses (nats): the one passed, or,
         when the accountant chooses (``discretization=None`` or
         ``coarsen=True``), the default coarsened if an event's losses reach
-        beyond ``2**16`` steps."""
-        return self._plan()[0]
+        beyond ``2**16`` steps, and again where a composition would need
+        more than ``2**23`` bins (composes the ledger if not yet done)."""
+        return self._composed()[0]
 
     def _single(self, profile: Any, directed: bool, h: float, emax: float, count: int) -> Any:
         """One event's PLD (one direction), self-composed ``count`` times."""
@@ -181,7 +195,8 @@ class PLDAccountant:
             build = (PrivacyLossDistribution.from_directed_profile if directed else
                      PrivacyLossDistribution.from_privacy_profile)
             return build(profile, discretization=h, epsilon_max=emax).self_compose(
-                count, tail_mass_truncation=self._tol)
+                count, tail_mass_truncation=self._tol,
+                max_bins=_MAX_CHOSEN_BINS if self._coarsen else MAX_COMPOSED_BINS)
         pld_pmf, pld_mod = require_dp_accounting()
         grid = directed_grid_deltas if directed else profile_grid_deltas
         m, deltas = grid(profile, discretization=h, epsilon_max=emax)
@@ -189,13 +204,29 @@ class PLDAccountant:
         return pld_mod.PrivacyLossDistribution(pmf).self_compose(
             count, tail_mass_truncation=self._tol)
 
-    def _composed(self) -> list[Any]:
-        """The composed PLD of each direction: one for symmetric events; two
-        (remove, add) once an event's directions differ (add/remove), each
-        composed on its own (a symmetric event counts in both)."""
-        if self._cache is not None:
-            return self._cache
-        h, emaxes = self._plan()
+    def _composed(self) -> tuple[float, list[Any]]:
+        """(grid step, the composed PLD of each direction: one for symmetric
+        events; two (remove, add) once an event's directions differ
+        (add/remove), each composed on its own, a symmetric event counting
+        in both).  Where the accountant chooses the step and a composition
+        would need more than ``_MAX_CHOSEN_BINS`` bins, the whole ledger is
+        composed again on a grid coarser in proportion (a coarser grid's
+        bound is valid, if looser)."""
+        if self._cache is None:
+            h, emaxes = self._plan()
+            for attempt in range(_COARSENINGS + 1):
+                try:
+                    self._cache = h, self._compose_all(h, emaxes)
+                    break
+                except CompositionTooLarge as e:
+                    if not self._coarsen or attempt == _COARSENINGS:
+                        raise
+                    h *= max(2.0, 1.05 * e.bins / e.limit)
+        return self._cache
+
+    def _compose_all(self, h: float, emaxes: list[float]) -> list[Any]:
+        """The ledger's composed PLD of each direction (see _composed) on
+        grid step h."""
         if self._backend == "numpy":
             identity = PrivacyLossDistribution.identity(discretization=h)
         else:
@@ -215,7 +246,6 @@ class PLDAccountant:
                     len(totals)
             totals = [t.compose(s, tail_mass_truncation=self._tol)
                       for t, s in zip(totals, singles)]
-        self._cache = totals
         return totals
 
     def get_epsilon(self, delta: float) -> float:
@@ -229,7 +259,7 @@ class PLDAccountant:
         delta = _v.probability_open("delta", delta)
         if not self._ledger:
             return 0.0
-        return max(float(t.get_epsilon_for_delta(delta)) for t in self._composed())
+        return max(float(t.get_epsilon_for_delta(delta)) for t in self._composed()[1])
 
     def get_delta(self, epsilon: float) -> float:
         """Total delta at ``epsilon`` (>= 0; ``inf`` gives the mass of
@@ -243,10 +273,10 @@ class PLDAccountant:
             raise InvalidArgumentError(f"epsilon must be >= 0, got {eps!r}")
         if not self._ledger:
             return 0.0
-        return max(float(t.get_delta_for_epsilon(eps)) for t in self._composed())
+        return max(float(t.get_delta_for_epsilon(eps)) for t in self._composed()[1])
 
     def privacy_loss_distribution(self) -> Any:
         """The composed PLD (cepam's :class:`~.pld.PrivacyLossDistribution`,
         or dp_accounting's with that backend); with directed events (add/remove),
         the direction with the larger mass of unbounded loss."""
-        return max(self._composed(), key=lambda t: getattr(t, "infinity_mass", 0.0))
+        return max(self._composed()[1], key=lambda t: getattr(t, "infinity_mass", 0.0))

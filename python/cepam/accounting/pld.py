@@ -47,7 +47,12 @@ from ..errors import InvalidArgumentError
 from . import _validation as _v
 from .profile import PrivacyProfile
 
-__all__ = ["PrivacyLossDistribution", "profile_grid_deltas", "directed_grid_deltas"]
+__all__ = ["PrivacyLossDistribution", "CompositionTooLarge", "profile_grid_deltas",
+           "directed_grid_deltas"]
+
+#: The most grid bins :meth:`PrivacyLossDistribution.self_compose` gives by
+#: default (8 bytes each, and a few arrays of that size at once).
+MAX_COMPOSED_BINS = 2**27
 
 _HULL_TOL = 1e-13
 #: self_compose's tilted FFT (_with_tilted_tail) spans the window and the
@@ -56,6 +61,18 @@ _HULL_TOL = 1e-13
 #: is skipped where that span exceeds _TILT_WINDOW times the window.
 _ALIAS_LOG_MASS = -70.0
 _TILT_WINDOW = 4.0
+
+
+class CompositionTooLarge(InvalidArgumentError):
+    """A self-composition would need more grid bins than allowed
+    (``bins``, against ``limit``): a coarser discretization needs fewer, in
+    proportion."""
+
+    def __init__(self, *, bins: int, limit: int) -> None:
+        super().__init__(f"composition needs {bins} bins, more than {limit}; increase the "
+                         "discretization")
+        self.bins = bins
+        self.limit = limit
 
 
 def _ctd_masses_symmetric(d: np.ndarray, h: float) -> np.ndarray | None:
@@ -358,17 +375,26 @@ class PrivacyLossDistribution:
                                        lower_index=self.lower_index + other.lower_index + left,
                                        probs=kept, infinity_mass=inf_mass)
 
-    def self_compose(self, count: int, *,
-                     tail_mass_truncation: float = 1e-15) -> "PrivacyLossDistribution":
+    def self_compose(self, count: int, *, tail_mass_truncation: float = 1e-15,
+                     max_bins: int = MAX_COMPOSED_BINS) -> "PrivacyLossDistribution":
         """PLD of ``count`` independent runs (one FFT; the output window is
         chosen by Chernoff bounds so that at most ``tail_mass_truncation`` is
         left outside; that much is added to the mass at +inf).
 
+        Args:
+            count: the number of runs (>= 1).
+            tail_mass_truncation: the mass the window may leave out (> 0).
+            max_bins: the most grid bins the result may have (>= 1), which
+                bounds the memory: about five arrays of that many float64
+                values at once.
+
         Raises:
-            InvalidArgumentError: count < 1, bad tol.
+            CompositionTooLarge: the window needs more than ``max_bins`` bins.
+            InvalidArgumentError: count < 1, bad tol or max_bins.
         """
         count = _v.integer("count", count)
         tol = _v.positive("tail_mass_truncation", tail_mass_truncation)
+        max_bins = _v.integer("max_bins", max_bins)
         if count == 1:
             return self
         probs = self.probs
@@ -403,10 +429,15 @@ class PrivacyLossDistribution:
                             / (j / size_in) for j in range(1, 21))
                 if math.isfinite(top_t) and top_t - lo < _TILT_WINDOW * (hi - lo + 1):
                     tilt = (best / size_in, log_mgf[best], math.ceil(top_t))
+        # A law of little finite mass (most of it at +inf) can put both bounds
+        # outside the support, or cross them: the window then holds the whole
+        # support's part between them, at least one bin (a wider window only
+        # leaves out less).
+        hi = min(max(hi, 0), (size_in - 1) * count)
+        lo = max(0, min(lo, hi))
         n_out = hi - lo + 1
-        if n_out > 2**27:
-            raise InvalidArgumentError(
-                f"composition needs {n_out} bins; increase the discretization")
+        if n_out > max_bins:
+            raise CompositionTooLarge(bins=n_out, limit=max_bins)
 
         def power(p: np.ndarray, top: int) -> np.ndarray:  # p^{*count}, bins lo .. lo + n_out
             size = fft.next_fast_len(max(top - lo + 1, size_in), real=True)
