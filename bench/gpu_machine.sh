@@ -36,7 +36,9 @@
 # (gpu_1e6, with its dumps, only where gpu_1e8 or the tests find a
 # difference).  gpu_small times 10^6 and 10^7 (best of 3, no dumps), and
 # memcheck_corrupted runs memcheck's first part alone, so that one call can
-# hold STEPS="tests gpu_1e8 gpu_small memcheck_corrupted throughput_1e7".  The machine is given back 30 s after a call: a second call
+# hold STEPS="tests gpu_1e8 gpu_small memcheck_corrupted throughput_1e7"
+# (569 s on the H200, 2026-11-30, the corrupted ANS bodies' memcheck cut at
+# its 300 s).  The machine is given back 30 s after a call: a second call
 # prepared in advance keeps it warm.
 # Each step has its own time limit so that a hang costs one step, not the
 # machine; logs go to LOG_DIR (default: a new temporary folder), the

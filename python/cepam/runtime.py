@@ -63,7 +63,8 @@ def describe() -> dict[str, Any]:
         (the processor architecture, e.g. ``"x86_64"``), ``simd`` (see
         :func:`simd_level`), ``simd_kernels`` (:data:`SIMD_KERNELS`, space
         separated), ``simd_cap`` (the value of ``CEPAM_SIMD``, or None when
-        unset), ``threads`` (the native threads an encode or
+        unset or not one of :data:`SIMD_LEVELS`, which then caps nothing and
+        ``simd_cap_error`` says so), ``threads`` (the native threads an encode or
         decode uses by default: ``CEPAM_THREADS``, else the cores this
         process may run on; None, with ``threads_error`` saying why, when
         ``CEPAM_THREADS`` is invalid), ``cuda`` (whether the CUDA path can
@@ -77,6 +78,12 @@ def describe() -> dict[str, Any]:
     except CepamError as exc:
         threads, threads_error = None, str(exc)
     cuda_ok, cuda_why = cuda_status()
+    cap = os.environ.get(SIMD_ENV)
+    cap_error = ""
+    if cap is not None and cap not in SIMD_LEVELS:  # (the core reads "portable" and "avx2")
+        cap_error = (f"{SIMD_ENV}={cap!r} is not one of {', '.join(SIMD_LEVELS)}: ignored, "
+                     "nothing is capped")
+        cap = None
     found: dict[str, Any] = {
         "version": package_version(),
         "python": platform.python_version(),
@@ -84,11 +91,13 @@ def describe() -> dict[str, Any]:
         "machine": platform.machine() or sys.platform,
         "simd": simd_level(),
         "simd_kernels": " ".join(SIMD_KERNELS),
-        "simd_cap": os.environ.get(SIMD_ENV),
+        "simd_cap": cap,
         "threads": threads,
         "cuda": cuda_ok,
         "cuda_status": cuda_why,
     }
+    if cap_error:
+        found["simd_cap_error"] = cap_error
     if threads_error:
         found["threads_error"] = threads_error
     return found

@@ -54,3 +54,18 @@ def test_the_uncapped_level_is_what_the_cpu_supports():
         else "portable"
     # A build without SIMD kernels (CEPAM_NO_SIMD) runs the portable ones.
     assert _level_in_a_process(None) == _slower(cpu, SIMD_KERNELS[0])
+
+
+@pytest.mark.parametrize("cap,shown", [("AVX2", None), ("foo", None), ("avx2", "avx2"),
+                                       ("avx512", "avx512")])
+def test_cepam_info_says_a_cap_it_does_not_know_is_ignored(cap, shown, monkeypatch):
+    """A typo (CEPAM_SIMD=AVX2) caps nothing; cepam info showed it as the cap."""
+    from cepam.runtime import describe
+
+    monkeypatch.setenv("CEPAM_SIMD", cap)
+    info = describe()
+    assert info["simd_cap"] == shown
+    assert ("simd_cap_error" in info) == (shown is None)
+    if shown is None:
+        assert f"CEPAM_SIMD={cap!r}" in info["simd_cap_error"]
+        assert "ignored" in info["simd_cap_error"]
