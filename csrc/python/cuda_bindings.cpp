@@ -273,6 +273,7 @@ py::tuple decode_lattice(const CArray<std::uint32_t>& H, const CArray<std::int64
 
 // The whole-body coders: Golomb always, ANS with CEPAM_CUDA_EXPERIMENTAL
 // (CMakeLists.txt).
+
 // A body of coder `coder` decoded on the GPU into device memory of
 // `device` (cuda/ans_gpu.hpp's decode_ans_body_resident,
 // cuda/golomb_gpu.hpp's decode_golomb_body_resident), as a DLPack capsule,
