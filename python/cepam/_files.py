@@ -39,7 +39,7 @@ import time
 import warnings
 from collections.abc import Callable
 
-from .errors import FileSafetyWarning, InvalidArgumentError
+from .errors import FileSafetyWarning, InvalidArgumentError, NotAFileError
 
 __all__ = ["read_key_file", "read_private_file", "write_key_file", "create_key_file",
            "check_database_file", "retry_while_locked"]
@@ -93,7 +93,7 @@ def _open_no_follow(path: str, flags: int, what: str, mode: int = 0o600) -> int:
 
 def _check_key_stat(st: os.stat_result, path: str, what: str, *, private: bool) -> None:
     if not stat.S_ISREG(st.st_mode):
-        raise InvalidArgumentError(f"{what} {path!r} is not a regular file")
+        raise NotAFileError(f"{what} {path!r} is not a regular file")
     uid = _uid()
     if uid is not None and st.st_uid != uid:
         raise InvalidArgumentError(
@@ -124,8 +124,10 @@ def read_key_file(path: str | os.PathLike[str], *, what: str, private: bool = Tr
 
     Raises:
         FileNotFoundError: no file at ``path`` (the caller decides).
-        InvalidArgumentError: a symbolic link, not a regular file, owned by
-            another user, or a mode that lets group or others in.
+        NotAFileError: a directory (or a FIFO, a device) at ``path``: an
+            InvalidArgumentError.
+        InvalidArgumentError: a symbolic link, owned by another user, or a
+            mode that lets group or others in.
     """
     path = os.fspath(path)
     # (O_NONBLOCK: a FIFO planted at the path is refused, not waited on)
@@ -245,9 +247,11 @@ def check_database_file(path: str, *, what: str) -> bool:
     the file (empty, mode 0600) if absent.  True if this call created it.
 
     Raises:
+        NotAFileError: not a regular file (a directory, ...): an
+            InvalidArgumentError.
         InvalidArgumentError: a symbolic link at the path or at one of its
-            companions (``-wal``, ``-shm``, ``-journal``), not a regular
-            file, or a file others may write.
+            companions (``-wal``, ``-shm``, ``-journal``), or a file others
+            may write.
 
     Warns:
         FileSafetyWarning: a file its group may write, or owned by another
@@ -278,7 +282,7 @@ def check_database_file(path: str, *, what: str) -> bool:
     finally:
         os.close(fd)
     if not stat.S_ISREG(st.st_mode):
-        raise InvalidArgumentError(f"{what} {path!r} is not a regular file")
+        raise NotAFileError(f"{what} {path!r} is not a regular file")
     mode = stat.S_IMODE(st.st_mode)
     if os.name == "posix" and mode & stat.S_IWOTH:
         raise InvalidArgumentError(

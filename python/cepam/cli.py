@@ -22,15 +22,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import math
 import os
 import sys
 from typing import Any, Sequence
 
 from . import __version__
-from .errors import CepamError, FormatError, InvalidArgumentError, InvalidTypeError
+from .errors import (CepamError, FormatError, InvalidArgumentError, InvalidTypeError,
+                     MissingPathError, NotAFileError)
 from .keys import SECRET_BYTES
 
-__all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint", "read_secret_file"]
+__all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint", "read_secret_file",
+           "json_text", "printable"]
 
 # Modules that provide a ``register(subparsers)`` function, in help order.
 _COMMAND_MODULES = (
@@ -96,23 +100,65 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def _finite_or_null(value: Any) -> Any:
+    """``value`` with every float that is not finite (inf, NaN), in nested
+    dicts, lists and tuples too, replaced by None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(v) for v in value]
+    return value
+
+
+def json_text(value: Any) -> str:
+    """``value`` as indented, strict JSON: a float that is not finite (a
+    payload of no coordinates has infinite bits per coordinate) is ``null``,
+    where ``json.dumps`` would write ``Infinity`` or ``NaN``, which JSON has
+    not.  (``cepam privacy`` writes its unbounded eps as ``null`` too.)"""
+    return json.dumps(_finite_or_null(value), indent=2, allow_nan=False)
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal, for names read from a payload
+    (which anyone may have written): every character that is not printable
+    (``str.isprintable``: control characters such as a newline or the ESC
+    of a terminal sequence, format characters such as the bidirectional
+    override U+202E, separators other than the space) is shown as its
+    Python escape (``\\n``, ``\\x1b``, ``\\u202e``), and a backslash as two,
+    so no name can forge a line or recolour the terminal, and an escape
+    shown is never a name's own text.  Ordinary names (letters of any
+    script, digits, dots, underscores) come out unchanged."""
+    return "".join(c if c.isprintable() and c != "\\" else
+                   c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _describe(info: dict[str, Any]) -> str:
-    """``cepam inspect``'s text: one ``name: value`` line per field."""
+    """``cepam inspect``'s text: one ``name: value`` line per field (every
+    string escaped by :func:`printable`)."""
     lines = []
     for key, value in info.items():
         if key == "entries":
             lines.append(f"entries ({len(value)}):")
             for e in value:
                 shape = "x".join(str(d) for d in e["shape"]) or "scalar"
-                lines.append(f"  {e['name'] or '-'}  {e['kind']} {e['dtype']} {shape}")
+                name = printable(e["name"]) or "-"
+                lines.append(f"  {name}  {printable(e['kind'])} {printable(e['dtype'])} {shape}")
         elif isinstance(value, dict):
             lines.append(f"{key}:")
-            lines += [f"  {k}: {v}" for k, v in value.items()]
-        elif isinstance(value, float):
-            lines.append(f"{key}: {value:.6g}")
+            lines += [f"  {k}: {_text(v)}" for k, v in value.items()]
         else:
-            lines.append(f"{key}: {'-' if value is None else value}")
+            lines.append(f"{key}: {_text(value)}")
     return "\n".join(lines)
+
+
+def _text(value: Any) -> str:
+    """One value of :func:`_describe`: a float to 6 digits, None as ``-``, a
+    string escaped by :func:`printable`."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "-" if value is None else printable(str(value))
 
 
 def read_secret_file(path: str) -> bytes:
@@ -123,11 +169,18 @@ def read_secret_file(path: str) -> bytes:
             message says how to convert a file of 64 hex digits), or it is
             a symbolic link, owned by another user, or readable or writable
             by group or others (``chmod 600``; docs/guide/security.md).
+        NotAFileError: ``path`` is a directory or another thing that is not
+            a regular file (an InvalidArgumentError and an OSError).
+        MissingPathError: no file at ``path`` (an InvalidArgumentError and
+            a FileNotFoundError).
         OSError: the file cannot be read.
     """
     from ._files import read_key_file
 
-    data = read_key_file(path, what="secret file")
+    try:
+        data = read_key_file(path, what="secret file")
+    except FileNotFoundError:  # (which file, in a command that reads two)
+        raise MissingPathError(f"no secret file at {path!r}") from None
     if len(data) == SECRET_BYTES:
         return data
     text = data.strip()
@@ -142,8 +195,6 @@ def read_secret_file(path: str) -> bytes:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    import json
-
     from .inspection import inspect
 
     secret = None
@@ -160,17 +211,15 @@ def _inspect(args: argparse.Namespace) -> int:
             raise FormatError(f"{args.payload} holds more than {limit} bytes, the most "
                               f"`cepam inspect` reads from {'a file' if regular else 'a stream'}")
         info = inspect(data, secret=secret).as_dict()
-    print(json.dumps(info, indent=2) if args.json else _describe(info))
+    print(json_text(info) if args.json else _describe(info))
     return 0
 
 
 def _info(args: argparse.Namespace) -> int:
-    import json
-
     from .runtime import describe
 
     info = describe()
-    print(json.dumps(info, indent=2) if args.json else _describe(info))
+    print(json_text(info) if args.json else _describe(info))
     return 0
 
 
@@ -269,11 +318,12 @@ def _parse(words: list[str]) -> argparse.Namespace:
 def _is_data_error(exc: BaseException) -> bool:
     """Whether ``exc`` is a missing path (:class:`cepam.errors.
     MissingPathError`: ``cepam fl table DIR``, ``cepam privacy ledger
-    PATH``) or a missing or corrupt data set (``cepam.fl``'s DatasetError):
-    an error (exit 1), like a file that cannot be read (``cepam inspect
-    PATH``), not a usage error, though it is an InvalidArgumentError to
-    callers."""
-    if isinstance(exc, FileNotFoundError):
+    PATH``), a path that is not a file (:class:`cepam.errors.NotAFileError`:
+    a directory given as ``--secret-file`` or ledger) or a missing or
+    corrupt data set (``cepam.fl``'s DatasetError): an error (exit 1), like
+    a file that cannot be read (``cepam inspect PATH``), not a usage error,
+    though it is an InvalidArgumentError to callers."""
+    if isinstance(exc, (FileNotFoundError, NotAFileError)):
         return True
     data = sys.modules.get("cepam.fl.data")  # loaded by whatever raised it
     return data is not None and isinstance(exc, data.DatasetError)
@@ -320,7 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         text = str(exc)
         if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-            text = f"{exc.filename}: {exc.strerror}"
+            # (an empty path, as given: '', not nothing before the colon)
+            text = f"{exc.filename if exc.filename != '' else repr('')}: {exc.strerror}"
         print(f"{where}: error: {text}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen failure: one line

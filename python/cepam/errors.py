@@ -14,6 +14,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidTypeError",
     "MissingPathError",
+    "NotAFileError",
     "FormatError",
     "AuthenticationError",
     "ContextReuseError",
@@ -45,6 +46,13 @@ class MissingPathError(InvalidArgumentError, FileNotFoundError):
     """A file or directory that a call reads does not exist.  An
     :class:`InvalidArgumentError` (a ValueError) and a FileNotFoundError: the
     command line exits 1 for it, as for any file it cannot read."""
+
+
+class NotAFileError(InvalidArgumentError, OSError):
+    """A path that a call reads as a file names something else: a
+    directory (an empty path names the current one), a FIFO, a device.  An
+    :class:`InvalidArgumentError` (a ValueError) and an OSError: the command
+    line exits 1 for it, as for any file it cannot read."""
 
 
 class FormatError(CepamError, ValueError):

@@ -444,3 +444,38 @@ def test_four_writers_and_forty_sigkills_never_fail_to_open(path, tmp_path):
             assert len(recorded) == len(set(recorded))
             assert {int(x) for x in logs[w].read_text().split()} <= set(recorded)
         assert len(ledger.events()) > 40
+
+
+def test_cli_table_names_each_event_s_noise_parameter(path, capsys):
+    """A GaussianEvent's noise multiplier was shown under ``sigma/scale``,
+    as if it were a noise std; the ``noise`` column names each one."""
+    laplace = CepamLaplaceRound(scale=50.0, setting=SETTING, dimension=4)
+    with Ledger(path, name="mnist") as ledger:
+        ledger.record(ROUND, run_id="a", round=0)
+        ledger.record(GaussianEvent(noise_multiplier=0.01), run_id="b")
+    with Ledger(path.with_name("laplace.db"), name="l") as ledger:
+        ledger.record(laplace, run_id="c", round=0)
+    assert main(["privacy", "ledger", str(path)]) == 0
+    header, first, second = capsys.readouterr().out.splitlines()[1:4]
+    assert "sigma/scale" not in header and " noise " in header
+    assert " sigma=0.5 " in first and " z=0.01 " in second and "sigma=0.01" not in second
+    assert main(["privacy", "ledger", str(path.with_name("laplace.db"))]) == 0
+    assert " b=50 " in capsys.readouterr().out
+
+
+def test_cli_table_escapes_names_from_the_ledger(path, capsys):
+    with Ledger(path, name="mnist") as ledger:
+        ledger.record(ROUND, run_id="run\n\x1b[31mforged", round=0)
+    assert main(["privacy", "ledger", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "run\\n\\x1b[31mforged" in out
+
+
+def test_an_empty_ledger_path_is_refused_not_taken_for_the_current_directory(tmp_path):
+    with pytest.raises(cepam.errors.MissingPathError, match="no ledger at ''"):
+        Ledger("", create=False)
+    with pytest.raises(cepam.InvalidArgumentError, match="must not be empty"):
+        Ledger("")
+    with pytest.raises(cepam.errors.NotAFileError, match=f"ledger {str(tmp_path)!r} is not a "
+                       "regular file"):
+        Ledger(tmp_path, create=False)

@@ -1,6 +1,7 @@
 """The command line."""
 
 import json
+import math
 import os
 
 import numpy as np
@@ -100,3 +101,55 @@ def test_inspect_reads_a_bounded_amount(tmp_path, monkeypatch, capsys):
     if os.path.exists("/dev/zero"):  # (not on Windows, where the wheels' tests run too)
         assert main(["inspect", "/dev/zero"]) == 1
         assert "more than 100 bytes" in capsys.readouterr().err
+
+
+def test_inspect_json_of_a_payload_of_no_coordinates_is_strict_json(tmp_path, capsys):
+    """Its bits per coordinate are infinite: ``null`` in the JSON (json.dumps
+    wrote ``Infinity``, which no strict JSON reader takes), ``inf`` in the
+    text."""
+    payload = cepam.encode(np.zeros(0, np.float32), cepam.Gaussian(sigma=1e-3),
+                           secret=bytes(32), round=0, client=0, clip=1.0)
+    path = tmp_path / "zero.bin"
+    path.write_bytes(payload)
+    assert main(["inspect", str(path), "--json"]) == 0
+    text = capsys.readouterr().out
+    assert "Infinity" not in text and "NaN" not in text
+    info = json.loads(text, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+    assert info["coordinates"] == 0 and info["bits_per_coordinate"] is None
+    assert main(["inspect", str(path)]) == 0
+    assert "bits_per_coordinate: inf" in capsys.readouterr().out
+
+
+def test_json_text_writes_every_non_finite_float_as_null():
+    from cepam.cli import json_text
+
+    value = {"a": math.inf, "b": [1.5, -math.inf, {"c": math.nan}], "d": (math.nan, 2)}
+    assert json.loads(json_text(value)) == {"a": None, "b": [1.5, None, {"c": None}],
+                                           "d": [None, 2]}
+
+
+HOSTILE_NAME = "a\nclip: 999\n\x1b[31mRED\x1b[0m"
+
+
+def test_inspect_escapes_hostile_entry_names(tmp_path, capsys):
+    """A payload is anyone's: an entry name with a newline forged a
+    ``clip: 999`` line, one with ESC sent a terminal sequence, a bidi
+    override reordered the line.  Each is shown escaped; ordinary names
+    (dots, underscores, letters of any script) as they are."""
+    update = {HOSTILE_NAME: np.zeros(3, np.float32), "\u202eevil": np.zeros(1, np.float32),
+              "conv1.weight_ä": np.zeros(2, np.float32), "back\\nslash": np.zeros(1, np.float32)}
+    path = tmp_path / "hostile.bin"
+    path.write_bytes(cepam.encode(update, cepam.Gaussian(sigma=1e-3), secret=bytes(32), round=0,
+                                  client=0, clip=1.0))
+    assert main(["inspect", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "\u202e" not in text
+    assert [line for line in text.splitlines() if line.startswith("clip:")] == ["clip: 1"]
+    assert "  a\\nclip: 999\\n\\x1b[31mRED\\x1b[0m  numpy float32 3\n" in text
+    assert "  \\u202eevil  numpy float32 1\n" in text
+    assert "  conv1.weight_ä  numpy float32 2\n" in text
+    assert "  back\\\\nslash  numpy float32 1\n" in text  # not the escape of a newline
+    assert main(["inspect", str(path), "--json"]) == 0
+    names = [e["name"] for e in json.loads(capsys.readouterr().out)["entries"]]
+    assert HOSTILE_NAME in names  # JSON escapes by itself: the name as it is
+

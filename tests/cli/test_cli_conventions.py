@@ -346,3 +346,26 @@ def test_privacy_ledger_is_in_the_privacy_usage_line(capsys):
     usage = capsys.readouterr().out.split("\n\n")[0]
     assert usage.startswith("usage: cepam privacy ")
     assert "\n       cepam privacy ledger " in usage and usage.rstrip().endswith("path")
+
+
+@pytest.mark.parametrize("argv", [("inspect", "{dir}"), ("inspect", ""),
+                                  ("inspect", "{payload}", "--secret-file", "{dir}"),
+                                  ("inspect", "{payload}", "--secret-file", ""),
+                                  ("privacy", "ledger", "{dir}"), ("privacy", "ledger", "")])
+def test_a_directory_or_an_empty_path_for_a_file_exits_1_naming_it(tmp_path, capsys, argv):
+    """A directory where a file is read, or an empty path (which names
+    none), is a file that cannot be read: exit 1 in every command (it was 2
+    for --secret-file and the ledger, whose "" was shown as '.')."""
+    if argv[0] == "privacy":
+        pytest.importorskip("scipy")
+    payload = tmp_path / "p.bin"
+    payload.write_bytes(cepam.encode(np.zeros(4), cepam.Gaussian(sigma=1.0), secret=bytes(32),
+                                     round=0, client=0))
+    words = [a.format(dir=tmp_path, payload=payload) for a in argv]
+    assert main(words) == 1
+    err = capsys.readouterr().err
+    command = " ".join(argv[:2] if argv[0] == "privacy" else argv[:1])
+    assert err.count("\n") == 1 and err.startswith(f"cepam {command}: error: ")
+    shown = str(tmp_path) if "{dir}" in argv else "''"
+    assert shown in err and "'.'" not in err
+

@@ -230,8 +230,10 @@ class Ledger:
         timeout: seconds to wait for another writer's lock.
 
     Raises:
-        MissingPathError: a missing file with ``create=False`` (an
-            InvalidArgumentError).
+        MissingPathError: a missing file (or an empty path) with
+            ``create=False`` (an InvalidArgumentError).
+        cepam.errors.NotAFileError: a directory or another thing that is
+            not a regular file at the path (an InvalidArgumentError).
         InvalidArgumentError: a name or delta other than the ledger's; bad
             arguments; a file another process keeps locked for longer than
             ``timeout``; a symbolic link at the path (or its ``-wal``,
@@ -257,6 +259,10 @@ class Ledger:
         if delta is not None:
             delta = _v.probability_open("delta", delta)
         timeout = _v.positive("timeout", timeout)
+        if not os.fspath(path):  # (Path("") is ".", the current directory)
+            if not create:
+                raise MissingPathError("no ledger at '' (an empty path)")
+            raise InvalidArgumentError("a ledger's path must not be empty")
         if not create and not os.path.lexists(self._path):
             raise MissingPathError(f"no ledger at {str(self._path)!r}")
         # A ledger file is created here (mode 0600, never through a link),

@@ -1,8 +1,11 @@
 """``cepam privacy ledger PATH``: what a privacy ledger holds.
 
-Prints the ledger's events as a table and the total epsilon at the ledger's
-delta (or ``--delta``), with what it is stated for (the events' neighbouring
-relation, level and threat model), or, with ``--json``, the report of
+Prints the ledger's events as a table (the ``noise`` column names its
+parameter: ``sigma=`` a CEPAM-Gaussian round's per-coordinate std, ``b=`` a
+Laplace round's scale, ``z=`` a Gaussian mechanism's noise multiplier) and
+the total epsilon at the ledger's delta (or ``--delta``), with what it is
+stated for (the events' neighbouring relation, level and threat model), or,
+with ``--json``, the report of
 :meth:`cepam.accounting.Ledger.report` (total epsilon under the key
 ``epsilon``, ``null`` if no finite epsilon is certified; those words under
 ``terms``).
@@ -33,12 +36,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The noise parameter of each kind of event, by its description's key, and
+#: how the table's ``noise`` column shows it: a CEPAM round's per-coordinate
+#: std (sigma) or Laplace scale (b), or a bare Gaussian mechanism's noise
+#: multiplier (z = std over the l2 sensitivity: no unit of the update).
+_NOISE_KEYS = (("sigma", "sigma"), ("scale", "b"), ("noise_multiplier", "z"))
+
+
 def _cell(value: Any) -> str:
+    """A table cell: None as ``-``, a float to 6 digits, text escaped (a
+    ledger is a file that may come from elsewhere: no name in it may write
+    a line or a terminal sequence of its own)."""
+    from ..cli import printable
+
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.6g}"
-    return str(value)
+    return printable(str(value))
+
+
+def _noise(event: dict[str, Any]) -> str | None:
+    """The event's noise parameter, named (``sigma=0.5``, ``b=0.2``,
+    ``z=1.1``), or None for an event without one."""
+    for key, shown in _NOISE_KEYS:
+        if event.get(key) is not None:
+            return f"{shown}={_cell(event[key])}"
+    return None
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -53,14 +77,13 @@ def handler(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
         return 0
-    columns = ("id", "time", "run_id", "round", "rounds", "event", "bound", "sigma/scale", "clip",
+    columns = ("id", "time", "run_id", "round", "rounds", "event", "bound", "noise", "clip",
                "clients", "samples_per_round", "dataset_size", "threat_model")
     rows = []
     for e in report["events"]:
         rows.append([
             e["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e["time"])), e["run_id"],
-            e["round"], e["rounds"], e["event"], e.get("bound"),
-            e.get("sigma", e.get("scale", e.get("noise_multiplier"))), e.get("clip"),
+            e["round"], e["rounds"], e["event"], e.get("bound"), _noise(e), e.get("clip"),
             e.get("clients"), e.get("samples_per_round"), e.get("dataset_size"), e.get("threat_model")])
     cells = [list(columns)] + [[_cell(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
