@@ -20,6 +20,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="bench/bitrate.py")
     sub = parser.add_subparsers(dest="command")
     register(sub)
-    argv = ["bench", "bitrate", "--out", os.path.join(root, "docs", "bitrate"), *sys.argv[1:]]
+    # (--overwrite: this script regenerates the shipped results in place)
+    argv = ["bench", "bitrate", "--out", os.path.join(root, "docs", "bitrate"), "--overwrite",
+            *sys.argv[1:]]
     args = parser.parse_args(argv)
     sys.exit(handler(args))

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from typing import Callable, TypeVar
 
-__all__ = ["checked", "positive_int", "nonnegative_int", "positive_float", "open_unit_interval"]
+__all__ = ["checked", "integer", "positive_int", "nonnegative_int", "positive_float",
+           "open_unit_interval"]
+
+_T = TypeVar("_T", int, float)
 
 
-def checked(kind: Callable[[str], float], test: Callable[[float], bool],
-            what: str) -> Callable[[str], float]:
+def checked(kind: Callable[[str], _T], test: Callable[[_T], bool],
+            what: str) -> Callable[[str], _T]:
     """An argparse type: ``kind(text)`` for which ``test`` holds, else an
     ArgumentTypeError saying it ``must be {what}``."""
-    def parse(text: str) -> float:
+    def parse(text: str) -> _T:
         try:
             value = kind(text)
         except ValueError:
@@ -29,7 +32,19 @@ def checked(kind: Callable[[str], float], test: Callable[[float], bool],
     return parse
 
 
-positive_int = checked(int, lambda v: v >= 1, "a positive integer")
-nonnegative_int = checked(int, lambda v: v >= 0, "a non-negative integer")
+def integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``minimum`` to ``maximum`` (both
+    included; no upper bound for None), else an ArgumentTypeError naming the
+    range, e.g. ``must be a non-negative integer at most 4611686018427387903,
+    got -1``."""
+    what = {0: "a non-negative integer", 1: "a positive integer"}.get(
+        minimum, f"an integer of at least {minimum}")
+    if maximum is not None:
+        what += f" at most {maximum}"
+    return checked(int, lambda v: v >= minimum and (maximum is None or v <= maximum), what)
+
+
+positive_int = integer(1)
+nonnegative_int = integer(0)
 positive_float = checked(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
 open_unit_interval = checked(float, lambda v: 0 < v < 1, "in the open interval (0, 1)")

@@ -369,3 +369,84 @@ def test_a_directory_or_an_empty_path_for_a_file_exits_1_naming_it(tmp_path, cap
     shown = str(tmp_path) if "{dir}" in argv else "''"
     assert shown in err and "'.'" not in err
 
+
+def test_bench_bitrate_seeds_are_bounded_so_nothing_derived_overflows(tmp_path, capsys):
+    """2^63 and seeds just below it (whose ``seed + 7 + k`` overflowed a
+    signed 64-bit nonce field) crashed after the run had started, exit 1."""
+    for seed in (2**63, 2**63 - 8, 2**62):
+        with pytest.raises(SystemExit) as info:
+            main(["bench", "bitrate", "--quick", "--m", "500", "--draws", "50", "--no-plot",
+                  "--out", str(tmp_path / "o"), "--seed", str(seed)])
+        assert info.value.code == 2
+        assert (f"--seed: must be a non-negative integer at most {2**62 - 1}, got {seed}"
+                in capsys.readouterr().err)
+        assert not (tmp_path / "o").exists()
+    with pytest.raises(SystemExit):
+        main(["bench", "bitrate", "--help"])
+    assert "(2^62 - 1)" in capsys.readouterr().out
+
+
+def test_bench_bitrate_runs_at_the_largest_seed(tmp_path, capsys):
+    pytest.importorskip("scipy")
+    from cepam.bitrate.benchmark import MAX_SEED
+
+    assert main(["bench", "bitrate", "--quick", "--m", "500", "--draws", "50", "--no-plot",
+                 "--seed", str(MAX_SEED), "--out", str(tmp_path / "o")]) == 0
+    import csv
+
+    with open(tmp_path / "o" / "bitrate.csv", newline="") as f:
+        statuses = {row["status"] for row in csv.DictReader(f)}
+    assert statuses <= {"ok", "spec", "not computed", "not available"}, statuses
+
+
+def test_bench_bitrate_needs_two_draws(tmp_path, capsys):
+    """With one, the ideal rates were silently "not computed" or replaced
+    by the tabulated values, and the run exited 0."""
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "bitrate", "--draws", "1", "--out", str(tmp_path / "o")])
+    assert info.value.code == 2
+    assert "--draws: must be an integer of at least 2, got 1" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "empty", "uncreatable"])
+def test_bench_bitrate_checks_out_before_the_run(tmp_path, monkeypatch, capsys, kind):
+    """--out was checked only once the whole run was done."""
+    pytest.importorskip("scipy")
+    import cepam.bitrate.benchmark as benchmark
+
+    monkeypatch.setattr(benchmark, "run_benchmark",
+                        lambda **kwargs: pytest.fail("the run started"))
+    out = {"file": tmp_path / "f", "empty": "", "uncreatable": tmp_path / "f" / "sub"}[kind]
+    (tmp_path / "f").write_text("x")
+    argv = ["bench", "bitrate", "--quick", "--no-plot", "--out", str(out)]
+    if kind == "empty":
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2  # a bad value
+        assert "--out: must be a directory path, got an empty string" in capsys.readouterr().err
+        return
+    assert main(argv) == 1  # a path that cannot be written
+    err = capsys.readouterr().err
+    assert err.startswith(f"cepam bench bitrate: error: {out}: ") and err.count("\n") == 1
+
+
+def test_bench_bitrate_never_overwrites_results(tmp_path, capsys):
+    """A second run into the same --out replaced bitrate.csv and .md; now
+    it is refused before it starts, unless --overwrite."""
+    pytest.importorskip("scipy")
+    out = tmp_path / "o"
+    argv = ["bench", "bitrate", "--quick", "--m", "500", "--draws", "50", "--no-plot",
+            "--out", str(out)]
+    assert main(argv) == 0
+    before = (out / "bitrate.md").read_text()
+    (out / "bitrate.md").write_text("earlier results")
+    capsys.readouterr()
+    assert main(argv + ["--seed", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"cepam bench bitrate: error: {out / 'bitrate.csv'}: results of an "
+                          "earlier run are there") and "--overwrite" in err
+    assert "s/sigma" not in err  # refused before the run
+    assert (out / "bitrate.md").read_text() == "earlier results"
+    assert main(argv + ["--overwrite"]) == 0
+    assert (out / "bitrate.md").read_text().split("\n")[0] == before.split("\n")[0]

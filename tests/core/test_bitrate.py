@@ -352,6 +352,39 @@ def test_bitrate_argument_errors():
         bitrate.run_benchmark(m=0)
 
 
+def test_run_benchmark_checks_draws_and_seed_before_it_runs():
+    """One draw made every ideal rate's InvalidArgumentError, which
+    run_benchmark took for "not computed" (or the tabulated value); a seed
+    near 2^63 overflowed the nonce's 64-bit field (struct.error) mid-run."""
+    from cepam.bitrate.benchmark import MAX_SEED, MIN_DRAWS
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    schemes = [s for s in bitrate.default_schemes() if s.key in ("ideal-Z1", "cepam-Z1-ans")]
+    for kwargs, message in (({"draws": MIN_DRAWS - 1}, "draws must be at least 2"),
+                            ({"seed": MAX_SEED + 1}, "seed must be at most"),
+                            ({"seed": 2**63}, "seed must be at most"),
+                            ({"seed": -1}, "seed must be at least 0")):
+        with pytest.raises(InvalidArgumentError, match=message):
+            bitrate.run_benchmark(m=10, grid=(1.0,), schemes=schemes, log=fail, **kwargs)
+    rows = bitrate.run_benchmark(m=10, grid=(1.0,), sources=("gaussian",), draws=MIN_DRAWS,
+                                 seed=MAX_SEED, schemes=schemes)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+
+
+def test_write_results_refuses_to_overwrite_when_told(tmp_path):
+    rows = bitrate.run_benchmark(m=10, grid=(1.0,), sources=("gaussian",), draws=10,
+                                 schemes=[s for s in bitrate.default_schemes() if s.key == "mi"])
+    bitrate.write_results(rows, str(tmp_path), plot=False, overwrite=False)
+    (tmp_path / "bitrate.md").write_text("kept")
+    with pytest.raises(FileExistsError):
+        bitrate.write_results(rows, str(tmp_path), plot=False, overwrite=False)
+    assert (tmp_path / "bitrate.md").read_text() == "kept"
+    bitrate.write_results(rows, str(tmp_path), plot=False)  # the default replaces
+    assert (tmp_path / "bitrate.md").read_text() != "kept"
+
+
 # ---------------------------------------------------------------------------
 # Benchmark plumbing
 

@@ -23,9 +23,11 @@ line.  numpy and scipy; matplotlib for the plot only.
 from __future__ import annotations
 
 from . import benchmark, ideal, report, theory
-from .benchmark import Scheme, available_lattices, default_schemes, run_benchmark, sample_source
+from .benchmark import (MAX_SEED, MIN_DRAWS, Scheme, available_lattices, default_schemes,
+                        run_benchmark, sample_source)
 from .ideal import ideal_rate, ideal_sdq_rate, spec_ideal_rate
-from .report import plot_rows, rows_from_csv, rows_to_csv, rows_to_markdown, write_results
+from .report import (RESULT_FILES, plot_rows, prepare_output_directory, rows_from_csv,
+                     rows_to_csv, rows_to_markdown, write_results)
 from .theory import (
     DESIGN_HIGH_RESOLUTION_GAP,
     DESIGN_IDEAL_GAUSSIAN_Z1,

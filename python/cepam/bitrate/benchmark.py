@@ -34,7 +34,16 @@ from .theory import (
     mutual_information,
 )
 
-__all__ = ["sample_source", "Scheme", "default_schemes", "available_lattices", "run_benchmark"]
+__all__ = ["sample_source", "Scheme", "default_schemes", "available_lattices", "run_benchmark",
+           "MAX_SEED", "MIN_DRAWS"]
+
+#: The largest seed :func:`run_benchmark` takes (2^62 - 1): the values it
+#: derives from the seed (``seed + 7 + k`` for the k-th payload, packed as a
+#: signed 64-bit integer into the payload nonce, :func:`_nonce`; the
+#: sources' ``seed + 1000 * source + grid point``) then never overflow.
+MAX_SEED = 2**62 - 1
+#: The fewest Monte Carlo draws of the ideal rates (a standard error needs two).
+MIN_DRAWS = 2
 
 
 def sample_source(source: str, s: float, m: int, seed: int) -> np.ndarray:
@@ -217,8 +226,18 @@ def run_benchmark(*, m: int = 200_000, grid: Sequence[float] = S_OVER_SIGMA,
 
     Returns:
         Rows with the keys of the CSV (see :func:`cepam.bitrate.report.rows_to_csv`).
+
+    Raises:
+        InvalidArgumentError: ``m`` < 1, ``draws`` < :data:`MIN_DRAWS`, a
+            ``seed`` outside 0 to :data:`MAX_SEED`, a non-positive ``sigma``
+            or grid point, or an unknown source (checked before anything runs).
+        InvalidTypeError: a non-integer ``m``, ``draws`` or ``seed``.
     """
     m = _check_count("m", m)
+    draws = _check_count("draws", draws, MIN_DRAWS)
+    seed = _check_count("seed", seed, 0)
+    if seed > MAX_SEED:
+        raise InvalidArgumentError(f"seed must be at most {MAX_SEED} (2^62 - 1), got {seed}")
     sigma = check_positive("sigma", sigma)
     for s in grid:
         check_positive("s_over_sigma", s)
@@ -257,6 +276,9 @@ def run_benchmark(*, m: int = 200_000, grid: Sequence[float] = S_OVER_SIGMA,
                                                return_error=True)
                         row["bits_per_coordinate"], row["stderr"] = rate, err
                     except InvalidArgumentError:
+                        # a case ideal_rate does not compute (uniform source
+                        # for n > 1, E8 at low s/sigma): draws and seed were
+                        # checked above, so no bad argument ends up here
                         if spec is not None:
                             row["bits_per_coordinate"] = spec
                             row["kind"] = "spec"

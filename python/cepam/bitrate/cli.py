@@ -7,9 +7,12 @@ Examples::
 
 Writes ``bitrate.csv``, ``bitrate.md`` and ``bitrate.png`` (matplotlib; skipped
 with a note if it is missing) into ``--out`` -- by default a new folder
-``cepam-bitrate-YYYYmmdd-HHMMSS`` in the current directory, so that a run
-never overwrites earlier results (the shipped ``docs/bitrate`` is
-regenerated with ``python bench/bitrate.py``) -- and prints, on stderr, its
+``cepam-bitrate-YYYYmmdd-HHMMSS`` in the current directory -- and never
+overwrites earlier results: ``--out`` is checked before the run (created if
+missing; a path that is not a writable directory, or one that already holds
+result files, is an error, exit 1, unless ``--overwrite``; the shipped
+``docs/bitrate`` is regenerated with ``python bench/bitrate.py``, which
+passes it) -- and prints, on stderr, its
 progress and where it wrote (the report is in the folder only: nothing on
 stdout, so that it is not written twice).  scipy and matplotlib are
 imported only when the command runs.
@@ -27,8 +30,9 @@ import sys
 import time
 from typing import Any
 
-from .._argtypes import nonnegative_int, positive_int
+from .._argtypes import integer, positive_int
 from ..cli import requires
+from .benchmark import MAX_SEED, MIN_DRAWS
 
 __all__ = ["register", "handler", "bench_subparsers", "new_directory"]
 
@@ -62,18 +66,28 @@ def new_directory(prefix: str) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _directory_path(text: str) -> str:
+    """argparse type of ``--out``: a non-empty path."""
+    if not text:
+        raise argparse.ArgumentTypeError("must be a directory path, got an empty string")
+    return text
+
+
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Adds ``bench bitrate`` to the ``cepam`` parser's ``subparsers``."""
     p = bench_subparsers(subparsers).add_parser("bitrate", help=_HELP, description=_HELP + ".")
-    p.add_argument("--out", default=None,
-                   help="output directory (default: a new folder "
-                        "./cepam-bitrate-YYYYmmdd-HHMMSS)")
+    p.add_argument("--out", type=_directory_path, default=None,
+                   help="output directory, created if missing; it must not hold results "
+                        "already (default: a new folder ./cepam-bitrate-YYYYmmdd-HHMMSS)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace bitrate.csv, bitrate.md and bitrate.png already in --out")
     p.add_argument("--m", type=positive_int, default=None,
                    help="coordinates per payload (default 200000; --quick: 20000)")
-    p.add_argument("--draws", type=positive_int, default=None,
-                   help="Monte Carlo draws for the ideal rates (default 20000; --quick: 4000)")
-    p.add_argument("--seed", type=nonnegative_int, default=0,
-                   help="seed of sources and Monte Carlo")
+    p.add_argument("--draws", type=integer(MIN_DRAWS), default=None,
+                   help=f"Monte Carlo draws for the ideal rates, at least {MIN_DRAWS} "
+                        "(default 20000; --quick: 4000)")
+    p.add_argument("--seed", type=integer(0, MAX_SEED), default=0,
+                   help=f"seed of sources and Monte Carlo, 0 to {MAX_SEED} (2^62 - 1)")
     p.add_argument("--quick", action="store_true",
                    help=f"s/sigma in {_QUICK_GRID}, m = 20000, 4000 draws (a smoke run)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -84,7 +98,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def handler(args: argparse.Namespace) -> int:
     from .benchmark import run_benchmark
-    from .report import write_results
+    from .report import prepare_output_directory, write_results
     from .theory import S_OVER_SIGMA
 
     m = args.m or (20_000 if args.quick else 200_000)
@@ -98,12 +112,17 @@ def handler(args: argparse.Namespace) -> int:
             print('cepam bench bitrate: matplotlib is not installed, so no plot '
                   '(pip install "cepam[bench]")', file=sys.stderr)
             plot = False
-    out = args.out if args.out is not None else new_directory("cepam-bitrate")
+    if args.out is None:
+        out = new_directory("cepam-bitrate")
+    else:  # checked now, not after a run of minutes
+        out = args.out
+        prepare_output_directory(out, overwrite=args.overwrite)
     t0 = time.perf_counter()
     rows = run_benchmark(m=m, grid=grid, draws=draws, seed=args.seed,
                          log=lambda msg: print(msg, file=sys.stderr, flush=True))
     seconds = time.perf_counter() - t0
-    paths = write_results(rows, out, m=m, seconds=seconds, draws=draws, plot=plot)
+    paths = write_results(rows, out, m=m, seconds=seconds, draws=draws, plot=plot,
+                          overwrite=args.overwrite)
     names = ", ".join(os.path.basename(p) for p in paths.values())
     print(f"cepam bench bitrate: wrote {names} to {os.path.abspath(out)}", file=sys.stderr)
     return 0

@@ -8,14 +8,20 @@ only by :func:`plot_rows`.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import math
+import os
 from typing import Any, Iterable, Sequence
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from .theory import SOURCES, DESIGN_HIGH_RESOLUTION_GAP, high_resolution_gap, packing_density
 
-__all__ = ["rows_to_csv", "rows_to_markdown", "plot_rows", "rows_from_csv", "write_results"]
+__all__ = ["rows_to_csv", "rows_to_markdown", "plot_rows", "rows_from_csv", "write_results",
+           "RESULT_FILES", "prepare_output_directory"]
+
+#: The files :func:`write_results` writes, by key (``png`` only with a plot).
+RESULT_FILES = {"csv": "bitrate.csv", "md": "bitrate.md", "png": "bitrate.png"}
 
 _CSV_FIELDS = ("source", "s_over_sigma", "scheme", "label", "kind", "lattice", "dim", "coder",
                "bits_per_coordinate", "stderr", "spec", "header_bits", "body_bits", "tag_bits",
@@ -259,20 +265,75 @@ def plot_rows(rows: Sequence[dict[str, Any]], path: str) -> None:
         plt.close(fig)
 
 
+def _result_paths(out_dir: str, plot: bool = True) -> dict[str, str]:
+    """The paths :func:`write_results` writes in ``out_dir``, by key."""
+    return {key: os.path.join(out_dir, name) for key, name in RESULT_FILES.items()
+            if plot or key != "png"}
+
+
+def _refuse_existing(out_dir: str) -> None:
+    """Raises FileExistsError, naming it, for the first result file
+    (:data:`RESULT_FILES`, the PNG too: a run without one must not leave an
+    older run's figure beside its tables) already in ``out_dir``."""
+    for path in _result_paths(out_dir).values():
+        if os.path.lexists(path):
+            raise FileExistsError(
+                errno.EEXIST, "results of an earlier run are there (cepam bench bitrate never "
+                "overwrites results: give a new --out, or --overwrite to replace them)", path)
+
+
+def prepare_output_directory(out_dir: str, *, overwrite: bool = False) -> None:
+    """Makes sure, before a run, that :func:`write_results` can write into
+    ``out_dir``: creates it (and its parents) if missing, and checks that it
+    is a directory this user may write and, unless ``overwrite``, that it
+    holds none of the result files (:data:`RESULT_FILES`).
+
+    Raises:
+        InvalidArgumentError: ``out_dir`` is empty.
+        OSError: it cannot be created (FileNotFoundError,
+            PermissionError, ...); it is not a directory
+            (NotADirectoryError); it cannot be written (PermissionError);
+            it holds results and not ``overwrite`` (FileExistsError).  Each
+            names the path.
+    """
+    if not isinstance(out_dir, str) or not out_dir:
+        raise InvalidArgumentError(f"the output directory must be a non-empty path, got "
+                                   f"{out_dir!r}")
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory (the output directory)",
+                                 out_dir)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:  # (named as given, not the parent that failed)
+        raise OSError(exc.errno, f"cannot create the output directory: {exc.strerror}",
+                      out_dir) from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "this user may not write in it", out_dir)
+    if not overwrite:
+        _refuse_existing(out_dir)
+
+
 def write_results(rows: Sequence[dict[str, Any]], out_dir: str, *, m: int | None = None,
                   seconds: float | None = None, draws: int | None = None,
-                  plot: bool = True) -> dict[str, str]:
-    """Writes ``bitrate.csv``, ``bitrate.md`` and (``plot``) ``bitrate.png`` into ``out_dir``."""
-    import os
+                  plot: bool = True, overwrite: bool = True) -> dict[str, str]:
+    """Writes ``bitrate.csv``, ``bitrate.md`` and (``plot``) ``bitrate.png`` into
+    ``out_dir`` (created if missing); returns their paths by key (``csv``,
+    ``md``, ``png``).
 
+    Raises:
+        FileExistsError: one of those files is there already and not
+            ``overwrite`` (nothing is written then).
+        OSError: a file cannot be written.
+    """
     os.makedirs(out_dir, exist_ok=True)
-    paths = {"csv": os.path.join(out_dir, "bitrate.csv"),
-             "md": os.path.join(out_dir, "bitrate.md")}
-    with open(paths["csv"], "w", encoding="utf-8") as f:
+    if not overwrite:
+        _refuse_existing(out_dir)
+    paths = _result_paths(out_dir, plot)
+    mode = "w" if overwrite else "x"
+    with open(paths["csv"], mode, encoding="utf-8") as f:
         f.write(rows_to_csv(rows))
-    with open(paths["md"], "w", encoding="utf-8") as f:
+    with open(paths["md"], mode, encoding="utf-8") as f:
         f.write(rows_to_markdown(rows, m=m, seconds=seconds, draws=draws))
     if plot:
-        paths["png"] = os.path.join(out_dir, "bitrate.png")
         plot_rows(rows, paths["png"])
     return paths
