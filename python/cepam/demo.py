@@ -6,12 +6,18 @@ l2 norm, encodes it with CEPAM-Gaussian, decodes it, and reports the bitrate,
 the compression ratio against float32, the measured noise against sigma (with
 a Kolmogorov-Smirnov test) and the encode/decode throughput.  No data files,
 numpy only.
+
+Everything the demo draws comes from its seed: the update, and the secret
+and payload nonces (:func:`demo_secret`, :func:`demo_nonce`), so the same
+seed gives the same payload and figures at every run (the throughput
+aside).  The demo's secret is therefore no secret: it shows the codec, and
+a real client draws its secret with ``cepam.new_secret()``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import hashlib
 import math
 import time
 from typing import Any
@@ -19,8 +25,15 @@ from typing import Any
 import numpy as np
 
 from ._argtypes import nonnegative_int
+from .cli import json_text
 
-__all__ = ["synthetic_update", "run_demo", "register"]
+__all__ = ["synthetic_update", "demo_secret", "demo_nonce", "run_demo", "register"]
+
+#: The neighbouring relation, level, threat model and delta of the eps the
+#: demo reports (:func:`_privacy`).
+_RELATION = "replace-one"
+_THREAT_MODEL = "server"
+_DELTA = 1e-5
 
 # (name, shape) of a small convolutional network: about 1.2 million weights.
 _LAYERS = (
@@ -48,15 +61,55 @@ def synthetic_update(*, seed: int = 0, scale: float = 1.0) -> dict[str, np.ndarr
     return update
 
 
+def _seed_bytes(seed: int) -> bytes:
+    """``seed`` (a non-negative int of any size) as bytes, for hashing."""
+    return seed.to_bytes(max(1, (seed.bit_length() + 7) // 8), "little")
+
+
+def demo_secret(seed: int) -> bytes:
+    """The demo's 32-byte secret for ``seed``: SHA-256 of a label and the
+    seed, so the same seed gives the same payload.  Not a secret: anyone
+    who knows the seed has it; for the demo only."""
+    return hashlib.sha256(b"cepam.demo/secret\0" + _seed_bytes(seed)).digest()
+
+
+def demo_nonce(seed: int, round_: int) -> bytes:
+    """The demo's 16-byte payload nonce for ``seed`` and round ``round_``
+    (SHA-256 of a label, the seed and the round; one per payload)."""
+    return hashlib.sha256(b"cepam.demo/nonce\0" + _seed_bytes(seed) + b"\0"
+                          + _seed_bytes(round_)).digest()[:16]
+
+
 def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int | None = None,
              lattice: str | None = None, seed: int = 0, repeats: int = 3) -> dict[str, Any]:
-    """Encodes and decodes the synthetic update; returns the measured figures."""
+    """Encodes and decodes the synthetic update ``repeats`` times (rounds 0,
+    1, ...); returns the measured figures (as :func:`_print_report` shows
+    them; the privacy figure's terms under ``privacy``).
+
+    The update, the secret and the nonces all derive from ``seed``
+    (:func:`demo_secret`, :func:`demo_nonce`): the same arguments give the
+    same figures, the throughput aside.
+
+    Args:
+        sigma: the Gaussian noise's standard deviation per coordinate (> 0).
+        clip: the whole-update l2 clip (> 0).
+        dim, lattice: as :func:`cepam.encode`.
+        seed: seed of everything the demo draws (a non-negative integer).
+        repeats: encodes and decodes timed (>= 1; the fastest is reported).
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError: a bad argument (from
+            :func:`cepam.encode`, or a seed or ``repeats`` out of range).
+    """
     import cepam
+    from ._checks import check_int
     from ._stats import kolmogorov_smirnov, normal_cdf
     from .threads import resolve_threads
 
+    seed = check_int("seed", seed, minimum=0)
+    repeats = check_int("repeats", repeats, minimum=1)
     update = synthetic_update(seed=seed)
-    secret = cepam.new_secret()
+    secret = demo_secret(seed)
     mech = cepam.Gaussian(sigma=sigma)
     m = sum(v.size for v in update.values())
     threads = resolve_threads(None)  # the default: CEPAM_THREADS, else every core
@@ -65,7 +118,8 @@ def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int | None = None,
     for r in range(repeats):
         t0 = time.perf_counter()
         payload = cepam.encode(update, mech, secret=secret, round=r, client=0, dim=dim,
-                               lattice=lattice, clip=clip, threads=threads)
+                               lattice=lattice, clip=clip, threads=threads,
+                               nonce=demo_nonce(seed, r))
         t1 = time.perf_counter()
         decoded = cepam.decode(payload, secret=secret, threads=threads)
         t2 = time.perf_counter()
@@ -106,24 +160,29 @@ def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int | None = None,
 
 
 def _privacy(sigma: float, clip: float) -> dict[str, Any]:
-    """What one release of this update guarantees at client level (one
-    decoded update, seen without its secret: the "server" view), at
-    delta = 1e-5; eps is None without scipy (``cepam[privacy]``)."""
+    """What one release of this update guarantees: client level (one
+    client's whole update), replace-one neighbours (its data replaced by
+    any other: the clipped update moves by at most 2 clip), against the
+    "server" threat model (one decoded update seen without its secret), at
+    delta = 1e-5.  eps is None without scipy (``cepam[privacy]``)."""
     try:
         from .accounting import client_epsilon
 
         eps: float | None = client_epsilon(sigma=sigma, clip=clip, rounds=1, clients=1,
-                                           delta=1e-5, threat_model="server")
+                                           delta=_DELTA, threat_model=_THREAT_MODEL,
+                                           relation=_RELATION)
     except ImportError:
         eps = None
-    return {"level": "client", "threat_model": "server", "rounds": 1, "delta": 1e-5,
-            "epsilon": eps}
+    return {"level": "client", "relation": _RELATION, "threat_model": _THREAT_MODEL,
+            "rounds": 1, "delta": _DELTA, "epsilon": eps}
 
 
 def _print_report(r: dict[str, Any]) -> None:
     print("cepam demo: CEPAM-Gaussian on a synthetic model update")
+    norm, clip = r["update_norm_before_clip"], r["clip"]
+    clipping = f"clipped to {clip:g}" if norm > clip else f"within the clip {clip:g}"
     print(f"  update             {r['coordinates']:,} coordinates in {r['layers']} tensors, "
-          f"l2 norm {r['update_norm_before_clip']:.3g} clipped to {r['clip']:g}")
+          f"l2 norm {norm:.3g} {clipping}")
     lattice = f"Z^{r['dim']}" if r["lattice"] == "Z" else r["lattice"]
     print(f"  mechanism          Gaussian sigma = {r['sigma']:g}, lattice {lattice}")
     print(f"  payload            {r['payload_bytes']:,} bytes = "
@@ -136,21 +195,24 @@ def _print_report(r: dict[str, Any]) -> None:
     print(f"  throughput         encode {r['encode_coords_per_s'] / 1e6:.1f} M coords/s, "
           f"decode {r['decode_coords_per_s'] / 1e6:.1f} M coords/s "
           f"({r['threads']} thread{'s' if r['threads'] > 1 else ''})")
-    eps = r["privacy"]["epsilon"]
+    privacy = r["privacy"]
+    eps = privacy["epsilon"]
     if eps is None:
         print("  privacy            eps not computed (pip install \"cepam[privacy]\")")
     else:
         verdict = ("NO meaningful privacy: this demo shows the codec; pick sigma for a "
                    "target with 'cepam privacy --target-eps'" if eps > 10 else "")
-        print(f"  privacy            eps = {eps:.3g} at delta = 1e-5 for this one update "
-              f"(client level){'; ' + verdict if verdict else ''}")
+        print(f"  privacy            eps = {eps:.3g} at delta = {privacy['delta']:g} for this one "
+              f"update (client level, {privacy['relation']} neighbours, "
+              f"{privacy['threat_model']} threat model: the decoded update seen without its "
+              f"secret){'; ' + verdict if verdict else ''}")
 
 
 def _handler(args: argparse.Namespace) -> int:
     result = run_demo(sigma=args.sigma, clip=args.clip, dim=args.dim, lattice=args.lattice,
                       seed=args.seed)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json_text(result))
     else:
         _print_report(result)
     return 0
@@ -162,13 +224,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "million float32 weights, clipped) with CEPAM-Gaussian, "
                                    "decodes it, and reports the bits per coordinate, the "
                                    "compression against float32, the measured noise against "
-                                   "sigma (KS test) and the throughput. numpy only.")
+                                   "sigma (KS test) and the throughput. numpy only. "
+                                   "Everything it draws derives from --seed: the update, "
+                                   "and the secret and nonces, so the same seed gives the "
+                                   "same output (timings aside) and the demo's secret is "
+                                   "no secret.")
     p.add_argument("--sigma", type=float, default=1e-3, help="Gaussian noise std (default 1e-3)")
     p.add_argument("--clip", type=float, default=1.0, help="whole-update l2 clip (default 1)")
     p.add_argument("--lattice", default=None,
                    help="auto (default without --dim), Z (default with --dim), A2, D4 or E8")
     p.add_argument("--dim", type=int, default=None, help="sub-vector dimension n (Z^n)")
     p.add_argument("--seed", type=nonnegative_int, default=0,
-                   help="seed of the synthetic update (default 0)")
+                   help="seed of the synthetic update, the secret and the nonces (the "
+                        "secret derives from it: not a secret; default 0)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=_handler)

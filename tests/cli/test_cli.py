@@ -153,3 +153,57 @@ def test_inspect_escapes_hostile_entry_names(tmp_path, capsys):
     names = [e["name"] for e in json.loads(capsys.readouterr().out)["entries"]]
     assert HOSTILE_NAME in names  # JSON escapes by itself: the name as it is
 
+
+def _demo(*argv: str, capsys) -> dict:
+    assert main(["demo", "--json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_demo_gives_the_same_output_for_the_same_seed(capsys):
+    """Its secret was cepam.new_secret(), a new one at every run, so the
+    payload, its size and the noise figures changed from run to run; now
+    the secret and nonces derive from the seed (the timings alone vary)."""
+    timings = ("encode_coords_per_s", "decode_coords_per_s")
+    first, second = (_demo("--seed", "5", capsys=capsys) for _ in range(2))
+    for out in (first, second):
+        for key in timings:
+            del out[key]
+    assert first == second
+    other = _demo("--seed", "6", capsys=capsys)
+    assert other["noise_std"] != first["noise_std"]
+
+
+def test_demo_secret_derives_from_the_seed_and_says_so(capsys):
+    from cepam.demo import demo_nonce, demo_secret
+
+    assert demo_secret(0) == demo_secret(0) != demo_secret(1)
+    assert len(demo_secret(2**70)) == 32 and len(demo_nonce(2**70, 2)) == 16
+    assert demo_nonce(0, 0) != demo_nonce(0, 1)
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "not a secret" in capsys.readouterr().out.replace("\n", " ")
+
+
+def test_demo_says_within_the_clip_when_nothing_was_clipped(capsys):
+    assert main(["demo", "--clip", "100"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "l2 norm" in ln)
+    assert line.endswith("within the clip 100") and "clipped" not in line
+    assert main(["demo", "--clip", "1"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "l2 norm" in ln)
+    assert line.endswith("clipped to 1")
+
+
+def test_demo_states_the_neighbouring_relation_of_its_eps(capsys):
+    """The eps is client_epsilon's for replace-one neighbours against the
+    server threat model (one decoded update seen without its secret)."""
+    pytest.importorskip("scipy")
+    from cepam.accounting import client_epsilon
+
+    privacy = _demo("--sigma", "5", capsys=capsys)["privacy"]
+    assert {k: privacy[k] for k in ("level", "relation", "threat_model", "delta")} == \
+        {"level": "client", "relation": "replace-one", "threat_model": "server", "delta": 1e-5}
+    assert privacy["epsilon"] == client_epsilon(sigma=5, clip=1, rounds=1, clients=1, delta=1e-5,
+                                                threat_model="server", relation="replace-one")
+    assert main(["demo", "--sigma", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "(client level, replace-one neighbours, server threat model" in text
