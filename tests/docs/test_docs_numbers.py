@@ -157,19 +157,29 @@ def test_the_bitrate_guide_mnist_table_is_the_shipped_benchmark():
 
 
 @pytest.mark.parametrize("name, header", [
-    ("sweep/table.json", "| Method | sigma | eps (delta=0.01)"),
-    ("noniid.json", "| Method | CNN test acc (%, mean ± sd) | CNN bits/coord | eps |"),
+    ("sweep/table.json", "| Method | sigma | eps (record-level, replace-one, delta = 0.01) | "
+                         "eps (record-level, replace-one, delta = 0.015) |"),
+    ("noniid.json", "| Method | CNN test acc (%, mean ± sd) | CNN bits/coord | "
+                    "eps (record-level, replace-one, delta = 1e-05) |"),
 ])
 def test_experiments_tables_are_their_summaries(name, header):
     # The sweep's and the non-IID runs' per-round files are not shipped: their
     # tables in EXPERIMENTS.md are checked against the summaries that are
     # (cepam fl table --json), cell by cell; the standard deviation is the
-    # CI half-width's (sd = ci95 * sqrt(seeds) / t).
+    # CI half-width's (sd = ci95 * sqrt(seeds) / t).  The eps headers name
+    # the summaries' level, relation and delta.
+    from cepam.fl.privacy import EpsilonScope
     from cepam.fl.results import t_quantile
 
     stats = json.loads((ROOT / "docs" / "experiments" / name).read_text())
     rows = table_rows((ROOT / "docs" / "EXPERIMENTS.md").read_text(), header)
     assert len(rows) == len(stats)
+    scopes = {EpsilonScope.from_dict(st) for st in stats}
+    assert len(scopes) == 1
+    (scope,) = scopes
+    for delta in ("0.01", "0.015") if "sweep" in name else (str(scope.delta),):
+        at = EpsilonScope(scope.level, scope.relation, float(delta))
+        assert f"eps ({at.describe()})" in header
     for row, st in zip(rows, stats):
         n = st["seeds"]
         assert math.isclose(st["test_acc_sd"], st["test_acc_ci95"] * math.sqrt(n)

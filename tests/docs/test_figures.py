@@ -56,6 +56,9 @@ def test_privacy_accuracy_figure_redrawn_from_the_shipped_summary():
     assert labels == [f"{m}, CNN, delta = {d}" for m in ("CEPAM-Gaussian (n=1)", "FL+Gaussian+SDQ")
                       for d in ("0.01", "0.015")]
     assert ax.get_xscale() == "log"
+    # What the lines share (level, relation) on the axis; the delta in the legend.
+    assert ax.get_xlabel() == ("privacy budget eps (record-level, replace-one; tight bound, "
+                               "curious-client view)")
     # Accuracies (fractions in the summary) are drawn in percent.
     ys = [y for line in ax.get_lines() for y in line.get_ydata()]
     assert 90 < max(ys) < 100 and min(ys) > 1  # percent, error bars included

@@ -307,6 +307,13 @@ def test_cli_run(cli_results, capsys):
     out, common, lines = cli_results
     assert len(lines) == 2 * 3 * 2  # models x (fl, cepam n=1, cepam n=2) x seeds
     assert {x["seed"] for x in lines} == {0, 1} and all(x["complete"] for x in lines)
+    # Each eps names its level, relation and delta (the paper's setting: the
+    # epsilon column is record-level).
+    for x in lines:
+        assert (x["epsilon_level"], x["epsilon_relation"], x["epsilon_delta"]) == \
+            ("record", "replace-one", 1e-5)
+        assert (x["client_epsilon_level"], x["client_epsilon_relation"],
+                x["client_epsilon_delta"]) == ("client", "replace-one", 1e-5)
     assert len(load_runs(out)) == 12
     groups = summarize(load_runs(out))
     assert len(groups) == 6 and all(len(g.runs) == 2 for g in groups)
@@ -388,7 +395,8 @@ def test_cli_table_recomputes_eps_at_each_delta(sweep, capsys):
 
     assert cli(["fl", "table", str(sweep), "--delta", "0.01", "0.015", "--markdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == ("| Method | sigma | eps (delta=0.01) | eps (delta=0.015) "
+    assert lines[0] == ("| Method | sigma | eps (record-level, replace-one, delta = 0.01) "
+                        "| eps (record-level, replace-one, delta = 0.015) "
                         "| CNN test acc (%, mean ± sd) | CNN bits/coord | seeds |")
     rows = [line.split(" | ") for line in lines[2:4]]
     for sigma, row in zip((0.05, 0.5), rows):

@@ -183,3 +183,167 @@ def test_convergence_figure_has_round_ticks_and_seed_counts(tmp_path):
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
         assert ticks and all(float(t).is_integer() for t in ticks), ticks
 
+
+
+# One-round runs of the fl run repro (MLP, 2 clients, 2 SGD steps, sigma 0.5)
+# and the eps their columns hold: record-level replace-one at delta 1e-5 and
+# 5e-5, client-level add-remove (outside the paper's setting).
+_TINY = FLConfig(model="mlp", method="cepam-gaussian", sigma=0.5, rounds=1, clients=2,
+                 train_size=200, val_size=100, test_size=100, sgd_steps=2)
+_REPLACE_ONE, _ADD_REMOVE, _DELTA_5E5 = (_TINY, _TINY.replace(relation="add-remove"),
+                                         _TINY.replace(delta=5e-5))
+
+
+def _write_run(root, config: FLConfig, eps: float, *, test_acc: float = 0.11,
+               modified: float | None = None) -> None:
+    """A finished one-round run of ``config`` under ``root`` (rounds.json),
+    its eps column at ``eps``, its file last written at ``modified``."""
+    import os
+
+    from cepam.fl.rundir import write_outputs
+
+    rows = [{"round": r, "val_acc": test_acc, "test_acc": test_acc, "bits_per_client": 2540.0,
+             "bits_per_coordinate": 0.1, "bits_measured": True, "epsilon": eps * r}
+            for r in (0, 1)]
+    directory = root / config.run_name() / f"seed{config.seed}"
+    directory.mkdir(parents=True)
+    write_outputs(directory, config, rows, complete=True)
+    if modified is not None:
+        os.utime(directory / "rounds.json", (modified, modified))
+
+
+def _markdown(text: str) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of a Markdown table."""
+    lines = [[c.strip() for c in line.strip().strip("|").split("|")]
+             for line in text.splitlines() if line.startswith("|")]
+    return lines[0], lines[2:]
+
+
+def test_the_table_states_each_eps_level_relation_and_delta_in_its_own_column(tmp_path, capsys):
+    runs = {_REPLACE_ONE: 16.51, _ADD_REMOVE: 6.57, _DELTA_5E5: 14.55}
+    for config, eps in runs.items():
+        _write_run(tmp_path, config, eps)
+    assert main(["fl", "table", str(tmp_path), "--markdown"]) == 0
+    header, rows = _markdown(capsys.readouterr().out)
+    columns = {"eps (record-level, replace-one, delta = 1e-05)": "16.51",
+               "eps (client-level, add-remove, delta = 1e-05)": "6.57",
+               "eps (record-level, replace-one, delta = 5e-05)": "14.55"}
+    assert [h for h in header if h.startswith("eps")] == sorted(columns, key=header.index)
+    assert len(rows) == 3
+    for row in rows:  # each run's eps in its own column only
+        eps = {h: c for h, c in zip(header, row) if h.startswith("eps") and c}
+        assert len(eps) == 1 and eps.popitem() in columns.items()
+    # --json states them too, for every group.
+    assert main(["fl", "table", str(tmp_path), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    got = {(s["epsilon_level"], s["epsilon_relation"], s["epsilon_delta"], s["epsilon"])
+           for s in stats}
+    assert got == {("record", "replace-one", 1e-5, 16.51), ("client", "add-remove", 1e-5, 6.57),
+                   ("record", "replace-one", 5e-5, 14.55)}
+
+
+def test_laplace_eps_is_stated_as_pure_and_a_rows_eps_is_its_largest():
+    from cepam.fl.privacy import EpsilonScope, epsilon_scope
+
+    laplace = FLConfig(method="cepam-laplace")
+    assert epsilon_scope(laplace) == EpsilonScope("record", "replace-one", 0.0)
+    assert epsilon_scope(laplace).describe() == "record-level, replace-one, pure DP, delta = 0"
+    assert epsilon_scope(_ADD_REMOVE, column="client_epsilon", delta=0.01) == \
+        EpsilonScope("client", "add-remove", 0.01)
+    assert epsilon_scope(_TINY, column="client_epsilon").level == "client"
+    with pytest.raises(InvalidArgumentError, match="column"):
+        epsilon_scope(_TINY, column="eps")
+    # The grid's Laplace rows: the MLP's eps (the larger) for both models.
+    text = format_table([g for g in summarize(load_runs(RUNS)) if g.config.method == "fl-laplace"],
+                        markdown=True)
+    header, (row,) = _markdown(text)
+    assert header[-2] == "eps (record-level, replace-one, pure DP, delta = 0)"
+    assert row[-2] == "25708391.79" and "the largest" in text
+
+
+def test_the_privacy_accuracy_figure_never_joins_eps_of_different_scopes(tmp_path):
+    pytest.importorskip("matplotlib")
+    from cepam.fl.plots import privacy_accuracy_figure
+
+    # Two noise levels under each relation: one line each, each naming its
+    # level and relation; the shared delta on the axis.
+    for config, eps in ((_REPLACE_ONE, 16.51), (_ADD_REMOVE, 6.57)):
+        _write_run(tmp_path / "mix", config, eps)
+        _write_run(tmp_path / "mix", config.replace(sigma=1.0), eps / 3)
+    stats = [g.stats() for g in summarize(load_runs(tmp_path / "mix"))]
+    (ax,) = privacy_accuracy_figure(stats).axes
+    legend = sorted(t.get_text() for t in ax.get_legend().get_texts())
+    assert legend == ["CEPAM-Gaussian (n=1), MLP, client-level, add-remove",
+                      "CEPAM-Gaussian (n=1), MLP, record-level, replace-one"]
+    assert "delta = 1e-05" in ax.get_xlabel()
+    xs = sorted(sorted(c.lines[0].get_xdata()) for c in ax.containers)  # the data lines
+    assert xs == [pytest.approx([6.57 / 3, 6.57]), pytest.approx([16.51 / 3, 16.51])]
+    # Runs at two deltas, or of one noise level: no line has two noise levels.
+    _write_run(tmp_path / "deltas", _REPLACE_ONE, 16.51)
+    _write_run(tmp_path / "deltas", _DELTA_5E5.replace(sigma=1.0), 4.0)
+    _write_run(tmp_path / "one", _REPLACE_ONE, 16.51)
+    _write_run(tmp_path / "one", _REPLACE_ONE.replace(clip=2.0), 30.0)
+    for name in ("deltas", "one"):
+        assert privacy_accuracy_figure([g.stats() for g in summarize(load_runs(tmp_path / name))]
+                                       ) is None, name
+    # Summaries that do not say what their eps is for are refused.
+    old = [{k: v for k, v in s.items() if not k.startswith("epsilon_")} for s in stats]
+    with pytest.raises(InvalidArgumentError, match="epsilon_level"):
+        privacy_accuracy_figure(old)
+
+
+def test_fl_plot_writes_no_privacy_figure_for_one_noise_level(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    _write_run(tmp_path, _REPLACE_ONE, 16.51)
+    _write_run(tmp_path, _DELTA_5E5, 14.55)
+    assert main(["fl", "plot", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == [str(tmp_path / "convergence.png")]
+    assert not (tmp_path / "privacy_accuracy.png").exists()
+    assert "no privacy_accuracy.png: no Gaussian method was run at two or more noise" in err
+
+
+def test_runs_of_one_seed_count_once_the_newest_kept(tmp_path, capsys):
+    _write_run(tmp_path / "a", _REPLACE_ONE, 16.51, test_acc=0.2, modified=1_000_000_000)
+    _write_run(tmp_path / "b", _REPLACE_ONE, 16.51, test_acc=0.4, modified=1_000_000_100)
+    _write_run(tmp_path / "c", _REPLACE_ONE.replace(seed=1), 16.51, test_acc=0.6)
+    (group,) = summarize(load_runs(tmp_path))
+    assert group.seeds == [0, 1] and len(group.runs) == 2
+    assert [r.path.parent.parent.name for r in group.dropped] == ["a"]
+    stats = group.stats()
+    assert stats["seeds"] == 2 and stats["test_acc"] == pytest.approx(0.5)  # b's 0.4 and c's 0.6
+    assert main(["fl", "table", str(tmp_path), "--markdown"]) == 0
+    out, err = capsys.readouterr()
+    assert _markdown(out)[1][0][-1] == "2"
+    assert "1 older run of a seed left out" in out
+    old = tmp_path / "a" / _REPLACE_ONE.run_name() / "seed0"
+    new = tmp_path / "b" / _REPLACE_ONE.run_name() / "seed0"
+    assert err == (f"cepam fl table: note: {old} and {new} are runs of {_REPLACE_ONE.run_name()} "
+                   f"seed 0: the newer, {new}, is used\n")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "1000000000"], "argument --seeds: must be a positive integer up to 10000, "
+                                "got 1000000000"),
+    (["--seed", str(2**63)], f"argument --seed: must be a non-negative integer below 2^63, "
+                             f"got {2**63}"),
+])
+def test_fl_run_refuses_seeds_out_of_range(tmp_path, capsys, argv, message):
+    from cepam.cli import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["fl", "run", "--out", str(tmp_path / "o"), *argv])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_last_seed_is_bounded_too(tmp_path, capsys):
+    pytest.importorskip("torch")
+    with pytest.raises(InvalidArgumentError, match=r"seed must be at most 2\^63 - 1"):
+        FLConfig(seed=2**63)
+    # Refused before any data is read (the data folder does not exist).
+    assert main(["fl", "run", "--out", str(tmp_path / "o"), "--seed", str(2**63 - 1),
+                 "--seeds", "2", "--data-dir", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err == (
+        f"cepam fl run: error: --seed {2**63 - 1} --seeds 2 would run seeds up to {2**63}; "
+        f"seeds run from 0 to 2^63 - 1 = {2**63 - 1}\n")
+    assert not (tmp_path / "o").exists()

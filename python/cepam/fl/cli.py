@@ -11,16 +11,25 @@
   client's whole data; valid for any training loop) and its record-level
   eps (one training example; for the paper's loop only, which this one
   is), with a warning when either exceeds 10.  ``--json`` prints one object per run whose
-  accuracies are fractions in [0, 1], as in the runs' files.
+  accuracies are fractions in [0, 1], as in the runs' files, and which
+  names what each eps is for (``epsilon_level``, ``epsilon_relation``,
+  ``epsilon_delta``; ``client_epsilon_...`` likewise).  ``--seeds`` takes
+  1 to :data:`MAX_SEEDS`, ``--seed`` 0 to 2^63 - 1 (the last seed too).
 * ``cepam fl table DIR`` prints the paper-style table (accuracy: mean and
-  standard deviation over seeds; ``--json`` also has the 95% CI).  ``--delta D [D ...]`` adds a sigma column and one eps column per
-  delta: eps recomputed by the accountant (tight bound, curious-client view)
-  for each setting after the rounds run, in place of the runs' own eps
-  column (computed at their ``--delta``).  Text tables show accuracy in
-  percent; ``--json`` gives fractions in [0, 1].
+  standard deviation over distinct seeds, the newest run of a seed used;
+  ``--json`` also has the 95% CI).  eps has a column per level (record or
+  client), relation and delta, named in its header, so that no column
+  mixes them (``--json``: ``epsilon_level``, ``epsilon_relation``,
+  ``epsilon_delta``).  ``--delta D [D ...]`` adds a sigma column and eps
+  columns per delta: eps recomputed by the accountant (tight bound,
+  curious-client view) for each setting after the rounds run, in place of
+  the runs' own eps column (computed at their ``--delta``).  Text tables
+  show accuracy in percent; ``--json`` gives fractions in [0, 1].
 * ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures
-  (``--format png pdf svg``);
-  with ``--delta D [D ...]`` the latter has one line per method and delta
+  (``--format png pdf svg``); the latter has one line per method, model and
+  eps level, relation and delta, each with two or more noise levels (none:
+  no figure, a note on stderr), and names them on its axis or legend;
+  with ``--delta D [D ...]`` one line per delta too
   (eps on a log axis where it spans more than two decades).
 
 The paper's grid and privacy-accuracy sweep (section VI-C: accuracy
@@ -50,13 +59,17 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .config import RELATIONS, SAMPLINGS, json_value
 from .engines import ENGINES, engine
-from .._argtypes import nonnegative_int, open_unit_interval, positive_float, positive_int
+from .._argtypes import checked, nonnegative_int, open_unit_interval, positive_float, positive_int
 from ..cli import requires
 from .privacy import ACCOUNTING_VIEW
+from .seeds import MAX_SEED
+
+if TYPE_CHECKING:
+    from .config import FLConfig
 
 __all__ = ["register"]
 
@@ -98,9 +111,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clip-all", action="store_true", help="clip fl and fl-sdq too")
     p.add_argument("--rounds", type=nonnegative_int, default=80,
                    help="communication rounds (default 80)")
-    p.add_argument("--seeds", type=positive_int, default=1,
-                   help="number of seeds: runs seed, seed + 1, ..., seed + seeds - 1")
-    p.add_argument("--seed", type=nonnegative_int, default=0, help="first seed")
+    p.add_argument("--seeds", type=_seed_count, default=1,
+                   help=f"number of seeds, 1 to {MAX_SEEDS}: runs seed, seed + 1, ..., "
+                        "seed + seeds - 1")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="first seed, 0 to 2^63 - 1 (so is the last, seed + seeds - 1)")
     p.add_argument("--clients", type=positive_int, default=30,
                    help="K, the clients that train and send an update every round")
     p.add_argument("--sgd-steps", type=positive_int, default=15,
@@ -169,7 +184,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads (default torch's; 1 is fastest on a shared machine)")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object per run (final round) to stdout")
+                   help="print one JSON object per run (final round) to stdout, with the "
+                        "level, relation and delta of each eps (epsilon_level, ...)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar: one line per run on stdout instead")
     p.set_defaults(func=_run, on_interrupt="; run the same command again to resume")
@@ -192,13 +208,34 @@ def _open_rate(text: str) -> float:
     return value
 
 
-def _configs(args: argparse.Namespace):
+#: The most seeds one ``fl run`` takes (``--seeds``): runs are made one after
+#: another, each taking seconds to hours.
+MAX_SEEDS = 10_000
+_seed = checked(int, lambda v: 0 <= v <= MAX_SEED, "a non-negative integer below 2^63")
+_seed_count = checked(int, lambda v: 1 <= v <= MAX_SEEDS,
+                      f"a positive integer up to {MAX_SEEDS}")
+
+
+def _settings(args: argparse.Namespace) -> list["FLConfig"]:
+    """One FLConfig for each combination of the options (model, method,
+    dim, sigma, b), at the first seed.
+
+    Raises:
+        InvalidTypeError: the renamed --local-steps.
+        InvalidArgumentError: the last seed, seed + seeds - 1, above 2^63 - 1,
+            or a bad combination of settings (FLConfig's checks).
+    """
     from ..accounting.setting import LOCAL_STEPS_RENAMED
-    from ..errors import InvalidTypeError
+    from ..errors import InvalidArgumentError, InvalidTypeError
     from .config import FLConfig
 
     if args.renamed_local_steps is not None:
         raise InvalidTypeError(LOCAL_STEPS_RENAMED)
+    if args.seed + args.seeds - 1 > MAX_SEED:
+        raise InvalidArgumentError(
+            f"--seed {args.seed} --seeds {args.seeds} would run seeds up to "
+            f"{args.seed + args.seeds - 1}; seeds run from 0 to 2^63 - 1 = {MAX_SEED}")
+    settings = []
     methods = list(_METHODS) if "all" in args.method else list(dict.fromkeys(args.method))
     for model, method in itertools.product(args.model, methods):
         dims = sorted(set(args.dim)) if method.startswith("cepam") else [1]
@@ -206,30 +243,49 @@ def _configs(args: argparse.Namespace):
         sigmas = args.sigma if "gaussian" in method else [args.sigma[0]]
         bs = args.laplace_b if "laplace" in method else [args.laplace_b[0]]
         for dim, sigma, b in itertools.product(dims, sigmas, bs):
-            for seed in range(args.seed, args.seed + args.seeds):
-                yield FLConfig(
-                    model=model, method=method, dim=dim, lattice=lattice, sigma=sigma, b=b,
-                    sdq_step=args.sdq_step, clip=args.clip, clip_all=args.clip_all,
-                    clients=args.clients, samples_per_client=args.samples_per_client,
-                    alpha=args.alpha, sgd_steps=args.sgd_steps, batch_size=args.batch_size,
-                    lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
-                    lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
-                    val_size=args.val_size, test_size=args.test_size, delta=args.delta,
-                    seed=seed, engine=args.engine, population=args.population,
-                    sample_rate=args.sample_rate, sampling=args.sampling,
-                    relation=args.relation, clip_quantile=args.clip_quantile,
-                    clip_learning_rate=args.clip_learning_rate,
-                    clip_count_sigma=args.clip_count_sigma,
-                    clipped_fraction_release=args.clipped_fraction,
-                    server_lr=args.server_lr)
+            settings.append(FLConfig(
+                model=model, method=method, dim=dim, lattice=lattice, sigma=sigma, b=b,
+                sdq_step=args.sdq_step, clip=args.clip, clip_all=args.clip_all,
+                clients=args.clients, samples_per_client=args.samples_per_client,
+                alpha=args.alpha, sgd_steps=args.sgd_steps, batch_size=args.batch_size,
+                lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
+                lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
+                val_size=args.val_size, test_size=args.test_size, delta=args.delta,
+                seed=args.seed, engine=args.engine, population=args.population,
+                sample_rate=args.sample_rate, sampling=args.sampling,
+                relation=args.relation, clip_quantile=args.clip_quantile,
+                clip_learning_rate=args.clip_learning_rate,
+                clip_count_sigma=args.clip_count_sigma,
+                clipped_fraction_release=args.clipped_fraction,
+                server_lr=args.server_lr))
+    return settings
+
+
+def _configs(settings: list["FLConfig"], seeds: int) -> Iterator["FLConfig"]:
+    """The runs of ``settings`` (:func:`_settings`), each for ``seeds``
+    seeds from its own on, made one at a time (``--seeds`` runs are never
+    all held at once)."""
+    for setting in settings:
+        for seed in range(setting.seed, setting.seed + seeds):
+            yield setting.replace(seed=seed)
 
 
 def _summary(result) -> dict[str, Any]:
+    """``fl run --json``'s object for a run: its final row, with what each eps
+    column is for (``epsilon_level``, ``epsilon_relation``,
+    ``epsilon_delta``; ``client_epsilon_level`` ...:
+    :func:`.privacy.epsilon_scope`)."""
+    from .privacy import epsilon_scope
+
     final = result.final
+    scopes = {}
+    for column in ("epsilon", "client_epsilon"):
+        if column in final:
+            scopes.update(epsilon_scope(result.config, column=column).as_dict(column))
     return {"run": result.config.run_name(), "label": result.config.label,
             "seed": result.config.seed, "directory": str(result.directory),
             "rounds": final["round"], "complete": result.complete,
-            **{k: json_value(v) for k, v in final.items() if k != "round"}}
+            **{k: json_value(v) for k, v in final.items() if k != "round"}, **scopes}
 
 
 #: eps above which ``fl run`` warns that a run gives no meaningful privacy.
@@ -325,8 +381,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    configs = list(_configs(args))
-    for c in configs:  # refuse bad settings before any run starts
+    settings = _settings(args)
+    for c in settings:  # refuse bad settings before any run starts (the seed changes none)
         make_method(c.method, sigma=c.sigma, b=c.b, dim=c.dim, lattice=c.lattice, clip=c.clip,
                     clip_all=c.clip_all, sdq_step=c.sdq_step)
         engine(c.engine).check(c)
@@ -336,9 +392,10 @@ def _run(args: argparse.Namespace) -> int:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover - tqdm is in the fl extra
         tqdm = None
-    for i, config in enumerate(configs):
+    total = len(settings) * args.seeds
+    for i, config in enumerate(_configs(settings, args.seeds)):
         directory = out / config.run_name() / f"seed{config.seed}"
-        desc = f"[{i + 1}/{len(configs)}] {config.run_name()} seed {config.seed}"
+        desc = f"[{i + 1}/{total}] {config.run_name()} seed {config.seed}"
         bar = None
         if tqdm is not None and not args.no_progress:
             bar = tqdm(total=config.rounds, desc=desc, unit="round", file=sys.stderr,
@@ -382,6 +439,12 @@ def _groups(args: argparse.Namespace) -> list | None:
         print(f"cepam fl {args.fl_command}: error: no {what} under {args.directory}",
               file=sys.stderr)
         return None
+    for g in groups:
+        for old in g.dropped:
+            kept = next(r for r in g.runs if r.config.seed == old.config.seed)
+            print(f"cepam fl {args.fl_command}: note: {old.path} and {kept.path} are runs of "
+                  f"{g.config.run_name()} seed {old.config.seed}: the newer, {kept.path}, is "
+                  "used", file=sys.stderr)
     return groups
 
 
@@ -392,10 +455,7 @@ def _table(args: argparse.Namespace) -> int:
     if groups is None:
         return 1
     if args.json:
-        stats = [g.stats(args.at) for g in groups]
-        for g, s in zip(groups, stats):
-            if args.delta:
-                s["epsilon_at_delta"] = {f"{d:g}": g.epsilon_at(d) for d in args.delta}
+        stats = [g.stats(args.at, deltas=args.delta) for g in groups]
         print(json.dumps([{k: json_value(v) for k, v in s.items()} for s in stats], indent=1))
     else:
         print(format_table(groups, at=args.at, markdown=args.markdown, deltas=args.delta),
@@ -417,6 +477,10 @@ def _plot(args: argparse.Namespace) -> int:
         pa = plot_privacy_accuracy(groups, out / f"privacy_accuracy.{fmt}", deltas=args.delta)
         if pa is not None:
             written.append(pa)
+        elif fmt == args.format[0]:
+            print(f"cepam fl plot: note: no privacy_accuracy.{fmt}: no Gaussian method was run "
+                  "at two or more noise levels with eps of one level, relation and delta",
+                  file=sys.stderr)
     for path in written:
         print(path)
     return 0
@@ -436,8 +500,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = fl_sub.add_parser(
         "table", help="paper-style table: mean and standard deviation over seeds",
         description="Tabulates the runs under DIRECTORY: test accuracy (mean and sample "
-                    "standard deviation over seeds; --json also gives the 95% CI of the "
-                    "mean), bits per coordinate and eps for each method and model. Accuracy "
+                    "standard deviation over distinct seeds, the newest run of a seed used; "
+                    "--json also gives the 95% CI of the mean), bits per coordinate and eps "
+                    "for each method and model. eps has one column per level (record: one "
+                    "training example; client: one client's whole data), neighbouring "
+                    "relation and delta, named in its header (--json: epsilon_level, "
+                    "epsilon_relation, epsilon_delta). Accuracy "
                     "is in percent in the text and Markdown tables and a fraction in [0, 1] "
                     "in --json, as in the runs' files. Exits 1 when there is no run.")
     t.add_argument("directory", help="folder of results from cepam fl run, searched recursively "
@@ -455,9 +523,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = fl_sub.add_parser("plot", help="convergence and privacy-accuracy figures",
                           description="Writes convergence.FORMAT and, where a Gaussian method "
-                                      "was run at two or more noise levels, "
-                                      "privacy_accuracy.FORMAT; prints the paths written. "
-                                      "Exits 1 when there is no run.")
+                                      "was run at two or more noise levels with eps of one "
+                                      "level, relation and delta, privacy_accuracy.FORMAT "
+                                      "(a line per method, model and eps level, relation and "
+                                      "delta, named on the axis or in the legend); prints "
+                                      "the paths written. Exits 1 when there is no run.")
     p.add_argument("directory", help="folder of results from cepam fl run, searched recursively "
                                      "(per-round CSV files named <run>-seed<k>.csv too)")
     p.add_argument("--out", default=None, help="folder for the figures (default DIRECTORY)")

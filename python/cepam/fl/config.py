@@ -22,6 +22,7 @@ from .._checks import check_choice, check_flag, check_int, check_positive
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..lattices import LATTICE_DIMS
 from .engines import ENGINES as _ENGINE_TABLE
+from .seeds import MAX_SEED
 
 __all__ = ["FLConfig", "SAMPLINGS", "RELATIONS", "CENTRAL_DP", "METHODS", "MODEL_NAMES",
            "MODEL_PARAMETERS", "method_label", "json_value"]
@@ -118,7 +119,8 @@ class FLConfig:
         train_size, val_size: split of the 60,000 official training images.
         test_size: number of official test images used (None: all 10,000).
         delta: delta of the "eps so far" column.
-        seed: the run's seed; every random draw derives from it.
+        seed: the run's seed, 0 to 2^63 - 1 (:data:`.seeds.MAX_SEED`); every random
+            draw derives from it.
         engine: "builtin" (all clients trained together in one process) or
             "flower" (Flower's simulation engine, one ClientApp call per
             client: :mod:`.flower_engine`).
@@ -233,6 +235,9 @@ class FLConfig:
             check_choice(name, getattr(self, name), choices)
         if self.dim > 8:
             raise InvalidArgumentError(f"dim must be at most 8, got {self.dim}")
+        if self.seed > MAX_SEED:
+            raise InvalidArgumentError(f"seed must be at most 2^63 - 1 = {MAX_SEED} (it is "
+                                       f"hashed as a signed 64-bit integer), got {self.seed}")
 
     def _check_sampling(self) -> None:
         """The checks of the client-sampling, relation, adaptive-clipping and

@@ -12,8 +12,10 @@ and readable fonts.
   budget eps (from the runs' eps column, or recomputed at each of several
   deltas) for the Gaussian methods run at several noise levels (the paper's
   Section VI-C: CEPAM-Gaussian against Gaussian+SDQ; FL+Gaussian too where
-  it was run).  Where the runs have no eps (no accountant installed) the x
-  axis is the noise sigma instead.
+  it was run), one line per method, model and eps scope (level, relation,
+  delta: points of different scopes are never joined), each scope stated
+  on the axis or in the legend.  Where the runs have no eps (no accountant
+  installed) the x axis is the noise sigma instead.
 
 matplotlib is imported inside the functions, with the Agg backend.
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import InvalidArgumentError
-from .privacy import ACCOUNTING_VIEW
+from .privacy import ACCOUNTING_VIEW, LEVELS, EpsilonScope
 from .results import Group, mean_sd, t_quantile
 
 __all__ = ["plot_convergence", "convergence_figure", "plot_privacy_accuracy",
@@ -220,27 +222,43 @@ def _test_acc_sd(stats: dict[str, Any]) -> float:
     return _number(stats["test_acc_ci95"]) * math.sqrt(n) / t_quantile(n - 1)
 
 
+def _scope_of(stats: dict[str, Any], delta: float | None) -> EpsilonScope:
+    """What a group's eps on the figure is for: its ``epsilon`` column's
+    scope, or, at a recomputed ``delta``, the same level and relation at
+    that delta (pure DP stays pure)."""
+    scope = EpsilonScope.from_dict(stats)
+    if delta is None or scope.pure:
+        return scope
+    return EpsilonScope(scope.level, scope.relation, delta)
+
+
 def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
                             methods: Sequence[str] = _PRIVATE_GAUSSIAN,
                             deltas: Sequence[float] = ()):
     """The privacy-accuracy figure (a matplotlib Figure, or None when no
-    method was run at two or more noise levels) from group statistics: the
+    line has two or more distinct noise levels) from group statistics: the
     dicts of :meth:`Group.stats`, or the objects ``cepam fl table --json``
     prints (``docs/experiments/sweep/table.json``).
 
-    Without ``deltas``: eps is each group's ``epsilon`` (at its ``delta``),
-    one line per (model, method).  With ``deltas``: eps from each group's
-    ``epsilon_at_delta`` at each delta, one line per (model, method, delta).
-    The eps axis is logarithmic when eps spans more than two decades; without
-    any eps the x axis is sigma.
+    Without ``deltas``: eps is each group's ``epsilon``; with ``deltas``:
+    eps from each group's ``epsilon_at_delta`` at each delta.  One line per
+    (model, method, scope), the scope being the eps's level, relation and
+    delta (``epsilon_level``, ``epsilon_relation``, ``epsilon_delta``, the
+    delta replaced by each of ``deltas``): points of different scopes are
+    never joined.  What all lines share is stated in the x axis's label,
+    what differs in each line's legend entry.  The eps axis is logarithmic
+    when eps spans more than two decades; without any eps the x axis is
+    sigma.
 
     Raises:
-        InvalidArgumentError: ``deltas`` given but a group has no eps for one.
+        InvalidArgumentError: ``deltas`` given but a group has no eps for one,
+            or a group without its eps's scope (statistics written before
+            eps was stated with it).
     """
     plt = _pyplot()
     chosen = [s for s in stats if s["method"] in methods]
-    # (model, label, delta or None) -> [(eps, sigma, accuracy, sd)]
-    lines: dict[tuple, list[tuple[float, float, float, float]]] = {}
+    # (model, label, scope) -> [(eps, sigma, accuracy, sd)]
+    lines: dict[tuple[str, str, EpsilonScope], list[tuple[float, float, float, float]]] = {}
     for s in chosen:
         sd = _test_acc_sd(s)
         sd = 0.0 if math.isnan(sd) else sd
@@ -252,39 +270,52 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
                 if f"{delta:g}" not in at_delta:
                     raise InvalidArgumentError(f"no eps at delta = {delta:g} for {s['label']}")
                 eps = _number(at_delta[f"{delta:g}"])
-            lines.setdefault((s["model"], s["label"], delta), []).append(
+            scope = _scope_of(s, delta)
+            if scope.pure and delta not in (None, deltas[0]):
+                continue  # pure DP: the same point at every delta
+            lines.setdefault((s["model"], s["label"], scope), []).append(
                 (eps, float(s["sigma"]), _number(s["test_acc"]), sd))
-    lines = {k: v for k, v in lines.items() if len(v) >= 2}
+    # A line needs two noise levels (not two points: a point per delta or
+    # per setting of one sigma is no trade-off).
+    lines = {k: v for k, v in lines.items() if len({p[1] for p in v}) >= 2}
     if not lines:
         return None
     eps_all = [p[0] for pts in lines.values() for p in pts]
     use_eps = all(math.isfinite(e) and e > 0 for e in eps_all)
+    scopes = sorted({k[2] for k in lines},
+                    key=lambda c: (LEVELS.index(c.level), c.relation, c.delta))
+    # Each part of the scope (level, relation, delta) shared by every line
+    # goes in the axis label; the others in the legend.
+    shared = [len({c.parts()[i] for c in scopes}) == 1 for i in range(3)]
     with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(7.0, 5.4), layout="constrained")
-        order = sorted(lines, key=lambda k: (k[0], k[1], k[2] or 0.0))
-        colours: dict[tuple[str, str], str] = {}  # one colour per (model, method), a style per delta
+        order = sorted(lines, key=lambda k: (k[0], k[1], scopes.index(k[2])))
+        # One colour per (model, method), a line style per scope.
+        colours: dict[tuple[str, str], str] = {}
         for key in order:
             colours.setdefault(key[:2], OKABE_ITO[(5, 6, 3, 1, 7, 2, 0)[len(colours) % 7]])
-        styles = {d: ("-", "--", ":", "-.")[i % 4] for i, d in enumerate(deltas or [None])}
-        for model, label, delta in order:
-            pts = lines[(model, label, delta)]
+        for model, label, scope in order:
+            pts = lines[(model, label, scope)]
             pts.sort(key=lambda p: p[0] if use_eps else -p[1])
             xs = [p[0] if use_eps else p[1] for p in pts]
-            name = f"{label}, {model.upper()}" + ("" if delta is None else f", delta = {delta:g}")
+            own = [part for part, common in zip(scope.parts(), shared) if not common]
+            name = ", ".join([label, model.upper(), *own])
             marker = _MARKERS[list(colours).index((model, label)) % len(_MARKERS)]
-            hollow = (deltas or [None]).index(delta) % 2 == 1
+            style = scopes.index(scope)
             acc = [100 * p[2] for p in pts]
             yerr = [[a - max(0.0, a - 100 * p[3]) for a, p in zip(acc, pts)],
                     [min(100.0, a + 100 * p[3]) - a for a, p in zip(acc, pts)]]
             ax.errorbar(xs, acc, yerr=yerr,
                         marker=marker, markersize=5, capsize=3, elinewidth=1.0,
-                        color=colours[(model, label)], linestyle=styles[delta], label=name,
-                        markerfacecolor="white" if hollow else colours[(model, label)])
+                        color=colours[(model, label)], linestyle=("-", "--", ":", "-.")[style % 4],
+                        label=name,
+                        markerfacecolor="white" if style % 2 else colours[(model, label)])
         if use_eps:
             if max(eps_all) > 100 * min(eps_all):
                 ax.set_xscale("log")
-            at_delta = "" if deltas else f", delta = {float(chosen[0]['delta']):g}"
-            ax.set_xlabel(f"privacy budget eps ({ACCOUNTING_VIEW}{at_delta})")
+            common = ", ".join(part for part, same in zip(scopes[0].parts(), shared) if same)
+            view = f"{common}; {ACCOUNTING_VIEW}" if common else ACCOUNTING_VIEW
+            ax.set_xlabel(f"privacy budget eps ({view})")
         else:
             ax.set_xscale("log")
             ax.invert_xaxis()
@@ -293,7 +324,10 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
         _clamp_percent(ax)
         ax.set_title("Privacy-accuracy trade-off on MNIST")
         ax.grid(True, alpha=0.3, linewidth=0.6)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+        # Two columns of legend entries where they fit beside each other.
+        wide = max(len(name) for name in ax.get_legend_handles_labels()[1]) > 45
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1 if wide else 2,
+                  frameon=False)
     return fig
 
 
@@ -303,21 +337,14 @@ def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
     """Writes :func:`privacy_accuracy_figure` for ``groups`` (test accuracy
     at ``at``; with ``deltas``, eps recomputed at each delta by
     :meth:`Group.epsilon_at`, after the rounds run) to ``path`` (PNG, PDF or
-    SVG by its suffix).  Returns the path, or None when fewer than two noise
-    levels were run.
+    SVG by its suffix).  Returns the path, or None when no line (model,
+    method, and eps level, relation and delta) has two or more noise levels.
 
     Raises:
         InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
             non-IID runs.
     """
-    stats = []
-    for g in groups:
-        if g.config.method not in methods:
-            continue
-        s = g.stats(at)
-        if deltas:
-            s["epsilon_at_delta"] = {f"{d:g}": g.epsilon_at(d) for d in deltas}
-        stats.append(s)
+    stats = [g.stats(at, deltas=deltas) for g in groups if g.config.method in methods]
     fig = privacy_accuracy_figure(stats, methods=methods, deltas=deltas)
     if fig is None:
         return None

@@ -36,6 +36,11 @@ are cached per process: a grid pays once per (setting, noise, rounds).
 :func:`epsilon_at` recomputes the column for a finished run's configuration
 at another delta (the sweep of the paper's section VI-C reports eps at two
 deltas; accuracy depends on sigma only, so one set of runs serves both).
+
+:func:`epsilon_scope` says what a value of either column is for (its
+:class:`EpsilonScope`: level, neighbouring relation and delta): every eps
+that ``cepam fl`` prints, tabulates or plots is stated with it, and values
+of different scopes are never compared as one.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InvalidArgumentError
@@ -54,7 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_dataset_size",
            "client_level_epsilon", "GAUSSIAN_METHODS", "LAPLACE_METHODS", "ACCOUNTING_VIEW",
            "CLIENT_THREAT_MODEL", "count_sigma", "cohort_cap", "client_epsilon_function",
-           "client_privacy_statement", "central_epsilon", "calibrate_central_noise_multiplier"]
+           "client_privacy_statement", "central_epsilon", "calibrate_central_noise_multiplier",
+           "EpsilonScope", "epsilon_scope", "LEVELS"]
 
 GAUSSIAN_METHODS = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
 LAPLACE_METHODS = ("cepam-laplace", "fl-laplace", "fl-laplace-sdq")
@@ -64,6 +71,92 @@ _NOT_PRIVATE = ("fl", "fl-sdq")
 #: accountant's tight per-round bound against its default threat model (an
 #: honest-but-curious client, ``FLSetting(threat_model="client")``).
 ACCOUNTING_VIEW = "tight bound, curious-client view"
+
+#: The levels of an eps: "record" (one training example of one client
+#: replaced; for the paper's local loop only) and "client" (one client's whole
+#: data; any local loop).
+LEVELS = ("record", "client")
+
+
+@dataclass(frozen=True)
+class EpsilonScope:
+    """What an eps is for: the ``level`` of :data:`LEVELS`, the neighbouring
+    ``relation`` (:data:`cepam.fl.config.RELATIONS`) and the ``delta`` of the
+    (eps, delta)-DP guarantee (0.0: pure eps-DP, the Laplace methods').
+
+    Values of different scopes are not comparable: a table gives each scope
+    its own column and a figure its own line.
+    """
+
+    level: str
+    relation: str
+    delta: float
+
+    @property
+    def pure(self) -> bool:
+        """Whether the eps is pure DP (delta 0)."""
+        return self.delta == 0.0
+
+    def parts(self) -> tuple[str, str, str]:
+        """The level, relation and delta as text: ``record-level``,
+        ``replace-one``, ``delta = 1e-05`` (``pure DP, delta = 0``)."""
+        return (f"{self.level}-level", self.relation,
+                "pure DP, delta = 0" if self.pure else f"delta = {self.delta:g}")
+
+    def describe(self) -> str:
+        """``record-level, replace-one, delta = 1e-05``."""
+        return ", ".join(self.parts())
+
+    def as_dict(self, prefix: str = "epsilon") -> dict[str, Any]:
+        """``{prefix}_level``, ``{prefix}_relation`` and ``{prefix}_delta``
+        (as the JSON outputs of ``cepam fl`` hold them)."""
+        return {f"{prefix}_level": self.level, f"{prefix}_relation": self.relation,
+                f"{prefix}_delta": self.delta}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], prefix: str = "epsilon") -> "EpsilonScope":
+        """The scope :meth:`as_dict` wrote into ``d``.
+
+        Raises:
+            InvalidArgumentError: ``d`` lacks one of the keys (statistics
+                written before eps was stated with its scope), or holds a
+                level that is not one of :data:`LEVELS`.
+        """
+        keys = [f"{prefix}_{k}" for k in ("level", "relation", "delta")]
+        missing = [k for k in keys if k not in d]
+        if missing:
+            raise InvalidArgumentError(
+                f"{', '.join(missing)} missing: without them the eps cannot be stated with its "
+                "level, relation and delta (statistics written by an older cepam fl table "
+                "--json; write them again)")
+        if d[keys[0]] not in LEVELS:
+            raise InvalidArgumentError(f"{keys[0]} must be one of {LEVELS}, got {d[keys[0]]!r}")
+        return cls(level=str(d[keys[0]]), relation=str(d[keys[1]]), delta=float(d[keys[2]]))
+
+
+def epsilon_scope(config: "FLConfig", *, column: str = "epsilon",
+                  delta: float | None = None) -> EpsilonScope:
+    """What a run of ``config``'s eps ``column`` is for.
+
+    * ``"epsilon"`` (and :func:`epsilon_at`): record-level, replace-one in the
+      paper's setting (:attr:`FLConfig.paper_setting`); outside it
+      client-level under ``config.relation`` (the column then holds the
+      client-level eps).
+    * ``"client_epsilon"``: client-level under ``config.relation``.
+
+    ``delta`` is ``config.delta``, or ``delta`` when given (:func:`epsilon_at`);
+    0.0 for the Laplace methods (pure DP at every delta).
+
+    Raises:
+        InvalidArgumentError: ``column`` is neither of the two.
+    """
+    if column not in ("epsilon", "client_epsilon"):
+        raise InvalidArgumentError(f"column must be 'epsilon' or 'client_epsilon', got {column!r}")
+    record = column == "epsilon" and config.paper_setting
+    pure = config.method in LAPLACE_METHODS
+    return EpsilonScope(level="record" if record else "client", relation=config.relation,
+                        delta=0.0 if pure else float(config.delta if delta is None else delta))
+
 
 # eps depends on the setting, the noise and the round count only (not on the
 # seed or which Gaussian method): computed once per process.

@@ -5,15 +5,18 @@ that ``cepam fl run`` writes, and each per-round CSV file named
 ``<run name>-seed<k>.csv`` (as shipped in ``docs/experiments/runs``), read
 as a complete run of the rounds it holds with the configuration its name
 spells out (:meth:`FLConfig.from_run_name`);
-:func:`summarize` groups runs that differ only in their seed and gives the
-mean, the sample standard deviation over seeds and the 95% confidence
-interval of the mean (Student t, n - 1 degrees of freedom) of the test
-accuracy (at the last round, or at the round of best validation accuracy),
-with the mean bits per client per round, the bits per coordinate and the
-final eps; :func:`format_table` prints the paper-style table (methods by
-rows, models by columns; accuracy as mean ± standard deviation, which, unlike
-the t interval, stays readable with 2 or 3 seeds: with 2 seeds the interval's
-half-width is 9 standard deviations).
+:func:`summarize` groups runs that differ only in their seed (of two or
+more runs of one seed it keeps the newest, :attr:`Group.dropped` the others)
+and gives the mean, the sample standard deviation over seeds and the 95%
+confidence interval of the mean (Student t, n - 1 degrees of freedom) of the
+test accuracy (at the last round, or at the round of best validation
+accuracy), with the mean bits per client per round, the bits per coordinate
+and the final eps with what it is for (level, relation and delta:
+:func:`cepam.fl.privacy.epsilon_scope`); :func:`format_table` prints the
+paper-style table (methods by rows, models by columns; accuracy as mean ±
+standard deviation, which, unlike the t interval, stays readable with 2 or 3
+seeds: with 2 seeds the interval's half-width is 9 standard deviations; one
+eps column per level, relation and delta).
 
 Accuracies are fractions in [0, 1] wherever they are data (the rows, the
 statistics of :meth:`Group.stats`, every JSON output); the text tables and
@@ -26,13 +29,13 @@ import csv
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import InvalidArgumentError, MissingPathError
 from .config import METHODS, MODEL_NAMES, FLConfig
-from .privacy import ACCOUNTING_VIEW, epsilon_at
+from .privacy import ACCOUNTING_VIEW, EpsilonScope, epsilon_at, epsilon_scope
 
 __all__ = ["Run", "Group", "load_runs", "read_rounds_csv", "summarize", "format_table", "mean_ci",
            "mean_sd", "t_quantile"]
@@ -96,12 +99,16 @@ def _from_json(v: Any) -> Any:
 
 @dataclass
 class Run:
-    """One run read back from its ``rounds.json``."""
+    """One run read back from its ``rounds.json`` or per-round CSV file
+    (``path``: the run's directory, or the CSV file); ``modified``: when that
+    file was last written (seconds since the epoch), which picks the newest
+    of two runs of one seed."""
 
     config: FLConfig
     rows: list[dict[str, Any]]
     complete: bool
     path: Path
+    modified: float = 0.0
 
     def value_at(self, column: str, at: str = "final") -> float:
         """``column`` at the last round, or at the round of best validation
@@ -171,7 +178,8 @@ def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> lis
     for path in sorted(root.rglob("rounds.json")):
         doc = json.loads(path.read_text())
         rows = [{k: _from_json(v) for k, v in r.items()} for r in doc["rows"]]
-        run = Run(FLConfig.from_dict(doc["config"]), rows, bool(doc["complete"]), path.parent)
+        run = Run(FLConfig.from_dict(doc["config"]), rows, bool(doc["complete"]), path.parent,
+                  path.stat().st_mtime)
         if run.complete or include_incomplete:
             runs.append(run)
     for path in sorted(root.rglob("*.csv")):
@@ -183,20 +191,37 @@ def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> lis
         rows = read_rounds_csv(path)
         config = FLConfig.from_run_name(found["name"], seed=int(found["seed"]),
                                         rounds=int(rows[-1]["round"]))
-        runs.append(Run(config, rows, True, path))
+        runs.append(Run(config, rows, True, path, path.stat().st_mtime))
     return runs
+
+
+def _max_eps(values: Iterable[float]) -> float:
+    """The largest of the eps that are not NaN (NaN for none): the bound that
+    holds for each of them."""
+    vals = [float(v) for v in values if not math.isnan(float(v))]
+    return max(vals) if vals else math.nan
 
 
 @dataclass
 class Group:
-    """Runs that differ only in their seed."""
+    """Runs that differ only in their seed, one run per seed (``dropped``:
+    older runs of a seed that another run of the group has, left out)."""
 
     config: FLConfig  # the first run's (its seed is meaningless here)
     runs: list[Run]
+    dropped: list[Run] = field(default_factory=list)
 
     @property
     def seeds(self) -> list[int]:
-        return sorted(r.config.seed for r in self.runs)
+        """The seeds of the runs, distinct, in increasing order."""
+        return sorted({r.config.seed for r in self.runs})
+
+    @property
+    def epsilon_scope(self) -> EpsilonScope:
+        """What the group's ``epsilon`` is for (its level, relation and delta;
+        :func:`cepam.fl.privacy.epsilon_scope`); :meth:`epsilon_at` is for
+        the same level and relation at its delta."""
+        return epsilon_scope(self.config)
 
     @property
     def rounds(self) -> int:
@@ -212,18 +237,27 @@ class Group:
         """
         return epsilon_at(self.config, delta=delta, rounds=self.rounds)
 
-    def stats(self, at: str = "final") -> dict[str, Any]:
+    def stats(self, at: str = "final", *, deltas: Sequence[float] = ()) -> dict[str, Any]:
         """The group's summary: accuracies as fractions in [0, 1] (mean, the
         sample standard deviation over seeds and the half-width of the 95% CI
-        of the mean), bits, eps and settings."""
+        of the mean), bits, settings, the number of distinct seeds, and eps
+        after the rounds run (``epsilon``: the largest over the seeds' runs)
+        with what it is for (``epsilon_level``, ``epsilon_relation``,
+        ``epsilon_delta``: :attr:`epsilon_scope`); with ``deltas``,
+        ``epsilon_at_delta`` too: :meth:`epsilon_at` at each delta (keys
+        ``f"{delta:g}"``; the same level and relation).
+
+        Raises:
+            InvalidArgumentError: ``at`` not "final" or "best-val", a delta not
+                in (0, 1), or ``deltas`` with non-IID runs.
+        """
         tests = [r.value_at("test_acc", at) for r in self.runs]
         vals = [r.value_at("val_acc", at) for r in self.runs]
         (acc, acc_ci), (_, acc_sd) = mean_ci(tests), mean_sd(tests)
         (val, val_ci), (_, val_sd) = mean_ci(vals), mean_sd(vals)
         bits, _ = mean_ci([r.mean_over_rounds("bits_per_client") for r in self.runs])
         bpc, _ = mean_ci([r.mean_over_rounds("bits_per_coordinate") for r in self.runs])
-        eps = [r.value_at("epsilon", "final") for r in self.runs]
-        return {
+        stats = {
             "label": self.config.label,
             "method": self.config.method,
             "model": self.config.model,
@@ -232,15 +266,19 @@ class Group:
             "sigma": self.config.sigma,
             "b": self.config.b,
             "rounds": self.rounds,
-            "seeds": len(self.runs),
+            "seeds": len(self.seeds),
             "test_acc": acc, "test_acc_ci95": acc_ci, "test_acc_sd": acc_sd,
             "val_acc": val, "val_acc_ci95": val_ci, "val_acc_sd": val_sd,
             "bits_per_client": bits, "bits_per_coordinate": bpc,
             "bits_measured": bool(self.runs[0].rows[-1]["bits_measured"]),
-            "epsilon": eps[0] if eps else math.nan,
+            "epsilon": _max_eps(r.value_at("epsilon", "final") for r in self.runs),
+            **self.epsilon_scope.as_dict(),
             "delta": self.config.delta,
             "at": at,
         }
+        if deltas:
+            stats["epsilon_at_delta"] = {f"{d:g}": self.epsilon_at(d) for d in deltas}
+        return stats
 
 
 def _order(config: FLConfig) -> tuple:
@@ -249,15 +287,25 @@ def _order(config: FLConfig) -> tuple:
 
 
 def summarize(runs: Iterable[Run]) -> list[Group]:
-    """Groups runs by configuration without seed, in the paper's method order."""
-    groups: dict[str, Group] = {}
+    """Groups runs by configuration without seed, in the paper's method order.
+
+    Two or more runs of one configuration and seed (a run copied, or kept
+    both as ``rounds.json`` and as a CSV file) count once: the newest
+    (:attr:`Run.modified`; of equal times the last path) is kept, the others
+    go to :attr:`Group.dropped`.
+    """
+    by_seed: dict[str, dict[int, list[Run]]] = {}
     for run in runs:
-        key = run.config.group_key()
-        if key in groups:
-            groups[key].runs.append(run)
-        else:
-            groups[key] = Group(run.config, [run])
-    return sorted(groups.values(), key=lambda g: (_order(g.config), g.config.model))
+        by_seed.setdefault(run.config.group_key(), {}).setdefault(run.config.seed, []).append(run)
+    groups = []
+    for seeds in by_seed.values():
+        kept, dropped = [], []
+        for same in seeds.values():
+            same = sorted(same, key=lambda r: (r.modified, str(r.path)))
+            kept.append(same[-1])
+            dropped += same[:-1]
+        groups.append(Group(kept[0].config, kept, dropped))
+    return sorted(groups, key=lambda g: (_order(g.config), g.config.model))
 
 
 def _row_label(config: FLConfig, varying: set[str]) -> str:
@@ -296,19 +344,33 @@ def _sigma_of(config: FLConfig) -> float | None:
     return config.sigma if "gaussian" in config.method else None
 
 
+def _eps_column(scope: EpsilonScope, delta: float | None) -> EpsilonScope:
+    """The eps column a row of ``scope`` goes in: the scope itself, or with
+    ``delta`` (a recomputed column) its level and relation at that delta."""
+    return scope if delta is None else EpsilonScope(scope.level, scope.relation, delta)
+
+
 def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool = False,
                  deltas: Sequence[float] = ()) -> str:
     """The paper-style table: one row per method (and setting), for each
     model the test accuracy in % (mean ± sample standard deviation over
-    seeds) and the bits per coordinate, then eps and the number of seeds.
+    seeds) and the bits per coordinate, then eps and the number of distinct
+    seeds.
+
+    eps has one column per scope (level, relation and delta, named in its
+    header: :attr:`Group.epsilon_scope`); a row fills its own scope's column,
+    so that values of different scopes are never in one column.  A row's
+    eps is the largest of its models' (the Laplace methods' grows with the
+    model's size; the note says where they differ).
 
     Bits marked ``*`` are not measured: methods without a payload are charged
     32 bits per float32 coordinate.
 
     With ``deltas`` (a privacy-accuracy sweep) the columns are the method,
     sigma (its own column, not in the method's name), eps recomputed at each
-    delta (:meth:`Group.epsilon_at`, after the rounds run), then accuracy and
-    bits per model and the seeds; the run's own eps column is left out.
+    delta (:meth:`Group.epsilon_at`, after the rounds run; a column per
+    level, relation and delta), then accuracy and bits per model and the
+    seeds; the run's own eps column is left out.
 
     Raises:
         InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
@@ -325,45 +387,63 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
                 varying.add(k)
     if deltas:
         varying.discard("sigma")  # sigma has its own column
-    rows: dict[tuple[str, float | None], dict[str, Group]] = {}
+    # A row: a label (and, with deltas, sigma) and the scope of its eps.
+    rows: dict[tuple[str, float | None, EpsilonScope], dict[str, Group]] = {}
     for g in groups:
-        key = (_row_label(g.config, varying), _sigma_of(g.config) if deltas else None)
+        key = (_row_label(g.config, varying), _sigma_of(g.config) if deltas else None,
+               g.epsilon_scope)
         rows.setdefault(key, {})[g.config.model] = g
+    at_deltas: list[float | None] = list(deltas) or [None]
+    columns = list(dict.fromkeys(_eps_column(scope, d) for (_, _, scope) in rows
+                                 for d in at_deltas))
     per_model_header = []
     for m in models:
         per_model_header += [f"{m.upper()} test acc (%, mean ± sd)", f"{m.upper()} bits/coord"]
+    eps_header = [f"eps ({c.describe()})" for c in columns]
     if deltas:
-        header = ["Method", "sigma", *(f"eps (delta={d:g})" for d in deltas),
-                  *per_model_header, "seeds"]
+        header = ["Method", "sigma", *eps_header, *per_model_header, "seeds"]
     else:
-        header = ["Method", *per_model_header, "eps", "seeds"]
-    body = []
-    for (label, sigma), per_model in rows.items():
-        cells = []
-        eps, seeds = math.nan, []
+        header = ["Method", *per_model_header, *eps_header, "seeds"]
+    body, models_differ = [], False
+    for (label, sigma, scope), per_model in rows.items():
+        cells, seeds = [], []
+        stats = {m: g.stats(at) for m, g in per_model.items()}
         for m in models:
-            g = per_model.get(m)
-            if g is None:
+            s = stats.get(m)
+            if s is None:
                 cells += ["", ""]
                 continue
-            s = g.stats(at)
             cells.append(_fmt_percent(s["test_acc"], s["test_acc_sd"]))
             cells.append(_fmt_num(s["bits_per_coordinate"]) + ("" if s["bits_measured"] else "*"))
-            eps = s["epsilon"] if math.isnan(eps) else eps
             seeds.append(str(s["seeds"]))
+        eps_cells = [""] * len(columns)
+        for d in at_deltas:
+            values = [stats[m]["epsilon"] if d is None else g.epsilon_at(d)
+                      for m, g in per_model.items()]
+            known = {v for v in values if not math.isnan(v)}
+            models_differ = models_differ or len(known) > 1
+            eps_cells[columns.index(_eps_column(scope, d))] = _fmt_num(_max_eps(values))
         if deltas:
-            g = per_model[min(per_model, key=models.index)]
-            body.append([label, "-" if sigma is None else f"{sigma:g}",
-                         *(_fmt_num(g.epsilon_at(d)) for d in deltas), *cells, "/".join(seeds)])
+            body.append([label, "-" if sigma is None else f"{sigma:g}", *eps_cells, *cells,
+                         "/".join(seeds)])
         else:
-            body.append([label, *cells, _fmt_num(eps), "/".join(seeds)])
+            body.append([label, *cells, *eps_cells, "/".join(seeds)])
     note = (f"test accuracy at the {'last round' if at == 'final' else 'round of best validation accuracy'}; "
             "mean ± sample standard deviation over seeds (the 95% CI of the mean, in --json's "
             "test_acc_ci95, is t times sd / sqrt(seeds): 9.0 sd with 2 seeds, 2.5 with 3); "
-            "* = not measured, 32 bits per float32 coordinate (no payload)")
-    if deltas:
-        note += (f"; eps after the rounds run, recomputed at each delta ({ACCOUNTING_VIEW}; "
-                 "Laplace methods: pure DP, the same at every delta)")
+            "* = not measured, 32 bits per float32 coordinate (no payload); "
+            "eps after the rounds run, "
+            + ("recomputed at each delta, " if deltas else "")
+            + "for the level, relation and delta its column names (record-level: one training "
+              "example replaced, for the paper's local loop only; client-level: one client's "
+              f"whole data, any local loop; {ACCOUNTING_VIEW}"
+            + ("; Laplace methods: pure DP, the same at every delta)" if deltas else ")"))
+    if models_differ:
+        note += "; where a row's models' eps differ, the largest"
+    dropped = sum(len(g.dropped) for g in groups)
+    if dropped:
+        note += (f"; {dropped} older {'run' if dropped == 1 else 'runs'} of a seed left out (a "
+                 "newer run of the same setting and seed is used)")
     if markdown:
         out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         out += ["| " + " | ".join(line) + " |" for line in body]

@@ -109,8 +109,11 @@ def write_outputs(directory: Path, config: FLConfig, rows: list[dict[str, Any]],
                                "are charged 32 bits per float32 coordinate",
             "epsilon": "eps after this many rounds from cepam.accounting (see "
                        "cepam.fl.privacy): Gaussian methods at delta = config.delta against "
-                       "an honest-but-curious client, Laplace methods pure DP; 'inf' "
-                       "without noise, null where not available",
+                       "an honest-but-curious client, Laplace methods pure DP; record-level "
+                       "(one training example replaced) in the paper's setting, else "
+                       "client-level under config.relation, as client_epsilon "
+                       "(cepam.fl.privacy.epsilon_scope); 'inf' without noise, null where "
+                       "not available",
             "client_epsilon": "client-level eps after this many rounds at delta = "
                               "config.delta for any local loop (cepam.fl.privacy."
                               "client_epsilon_function): the run's relation, sample rate and "

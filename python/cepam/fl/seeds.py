@@ -15,9 +15,14 @@ import struct
 
 import numpy as np
 
-__all__ = ["derive_seed", "numpy_rng", "torch_generator", "client_secret", "payload_nonce"]
+__all__ = ["derive_seed", "numpy_rng", "torch_generator", "client_secret", "payload_nonce",
+           "MAX_SEED"]
 
 _TAG = b"cepam.fl/v1"
+
+#: The largest experiment seed: :func:`derive_seed` and :func:`client_secret`
+#: hash it as a signed 64-bit integer (``FLConfig`` refuses a larger one).
+MAX_SEED = 2**63 - 1
 
 
 def derive_seed(seed: int, purpose: str, *parts: int) -> int:
