@@ -105,7 +105,7 @@ __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device
 #: entropy-decodes the body on the host anyway (the symbols and their side
 #: information: about as much host work as a whole CPU decode) and adds
 #: 9 to 24 ms a call at 10^6 and 10^7 coordinates: on an H200 with 16 host
-#: threads the host's decode and a copy was 2.4 to 4 times faster at 10^6,
+#: threads the host's decode and a copy was 2.2 to 4 times faster at 10^6,
 #: 1.2 to 2 times at 10^7, and 0.97 to 1.18 times at 10^8 (two runs,
 #: docs/guide/gpu.md).  Above, the GPU's path stays: with ``out=`` it
 #: writes the caller's tensor without host memory for the values.
