@@ -40,8 +40,8 @@ from .lattices import LATTICE_CODES
 from .mechanisms import Mechanism, core_params
 from .payload import CODERS, MAX_PADDING
 
-__all__ = ["PAD_MODES", "LEVELS", "LEVELS_PER_OCTAVE", "check_pad", "bucket_length",
-           "level_lengths", "max_payload_bytes", "padding_bytes", "uses_bound"]
+__all__ = ["PAD_MODES", "LEVELS", "LEVELS_PER_OCTAVE", "check_pad", "hides_at_least",
+           "bucket_length", "level_lengths", "max_payload_bytes", "padding_bytes", "uses_bound"]
 
 PAD_MODES = ("bucket", "max", "levels")
 # pad="levels": this many lengths, consecutive ones a factor 2^(1/LEVELS_PER_OCTAVE)
@@ -114,6 +114,29 @@ def check_pad(pad: object) -> str | int | None:
     if size <= 0:
         raise InvalidArgumentError(f"pad must be a positive number of bytes, got {size}")
     return int(size)
+
+
+#: The padding rules by how little a payload's length can tell, least
+#: hiding first: None (the coded size itself), "bucket" (its quarter-octave
+#: bucket), "levels" (one of LEVELS lengths: at most log2(LEVELS) bits),
+#: "max" (one length: nothing); a size in bytes hides as "max" does.
+_HIDING = (None, "bucket", "levels", "max")
+
+
+def hides_at_least(pad: str | int | None, floor: str | int | None) -> bool:
+    """Whether padding rule ``pad`` hides at least as much of an update as
+    rule ``floor`` (both as :func:`check_pad` takes them): by the order
+    None, "bucket", "levels", "max", a size in bytes ranking with "max"
+    (one length for every update).
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError: as :func:`check_pad`.
+    """
+    def rank(rule: str | int | None) -> int:
+        rule = check_pad(rule)
+        return _HIDING.index("max" if isinstance(rule, int) else rule)
+
+    return rank(pad) >= rank(floor)
 
 
 def bucket_length(length: int) -> int:

@@ -815,6 +815,13 @@ def _floor_round(node_config, **strategy_args):
      "clipped-or-not bit (count-sigma = 1), for which this node sets no floor"),
     ({"cepam-min-sigma": 0.01, "cepam-min-count-sigma": 2.0}, {"clip_count_sigma": 1.0},
      "count-sigma = 1, below this node's floor cepam-min-count-sigma = 2"),
+    # A padding that hides less of the length than the node's floor (the
+    # configuration is unauthenticated: a relay could strip the padding).
+    ({"cepam-min-pad": "levels"}, {"pad": None},
+     "pad = None, which hides less of the payload's length than this node's floor "
+     "cepam-min-pad = 'levels'"),
+    ({"cepam-min-pad": "max"}, {"pad": "levels"}, "pad = 'levels', which hides less"),
+    ({"cepam-min-pad": "bucket", "cepam-min-sigma": 0.01}, {"pad": None}, "pad = None"),
 ])
 def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, strategy_args,
                                                                 named, caplog):
@@ -825,7 +832,7 @@ def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, str
     assert reply.error.reason == ("cepam_mod: FloorRefusal: the server asks for less privacy "
                                   "than this node's floor (cepam-min-sigma, "
                                   "cepam-min-laplace-b, cepam-max-clip, "
-                                  "cepam-min-count-sigma): not encoded")
+                                  "cepam-min-count-sigma, cepam-min-pad): not encoded")
     assert not reply.has_content()  # no payload leaves
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and named in errors[0].getMessage()  # in the node's log
@@ -838,11 +845,37 @@ def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, str
     ({"cepam-min-laplace-b": 2.0, "cepam-min-sigma": 1.0},
      {"mechanism": cepam.Laplace(b=2.0)}),
     ({"cepam-max-clip": 2.5}, {"mechanism": cepam.Laplace(b=2.0)}),  # no noise floor set
+    ({"cepam-min-pad": "levels"}, {}),  # the strategy's default, "levels"
+    ({"cepam-min-pad": "levels"}, {"pad": "max"}),
+    ({"cepam-min-pad": "max"}, {"pad": 1 << 20}),  # a size: one length, as "max"
+    ({"cepam-min-pad": "bucket", "cepam-min-sigma": 0.05}, {"pad": "bucket"}),
 ])
 def test_a_node_encodes_what_its_floor_allows(node_config, strategy_args):
     reply, trained, metrics = _floor_round(node_config, **strategy_args)
     assert not reply.has_error() and trained
     assert metrics["cepam-updates"] == 4 and metrics["cepam-dropped"] == 0
+
+
+@pytest.mark.parametrize("value", ["none", "None", "", 3, True, None])
+def test_a_bad_pad_floor_is_a_clear_error_at_first_use(value, caplog):
+    key = cepam.flower.mod.MIN_PAD_KEY
+    with pytest.raises(cepam.InvalidArgumentError, match=f"node config {key} must be one of "
+                                                         "'bucket', 'max', 'levels'"):
+        cepam.flower.mod.node_pad_floor({key: value})
+    reply, trained, _ = _floor_round({key: value})
+    assert reply.has_error() and reply.error.reason.startswith("cepam_mod: BadFloor: ")
+    assert not trained and repr(value) not in reply.error.reason
+    assert any(r.levelno == logging.ERROR and key in r.getMessage() for r in caplog.records)
+    assert cepam.flower.mod.node_pad_floor({"partition-id": 3}) is None
+    assert cepam.flower.mod.node_pad_floor({key: "max"}) == "max"
+
+
+@pytest.mark.parametrize("pad,floor,hides", [
+    (None, "bucket", False), ("bucket", "bucket", True), ("bucket", "levels", False),
+    ("levels", "bucket", True), ("max", "levels", True), (100, "max", True),
+    ("levels", "max", False), (None, None, True), (7, 5, True)])
+def test_padding_rules_are_ordered_by_what_they_hide(pad, floor, hides):
+    assert cepam.padding.hides_at_least(pad, floor) is hides
 
 
 @pytest.mark.parametrize("key", cepam.flower.mod.FLOOR_KEYS)

@@ -59,7 +59,14 @@ Laplace scale b), ``cepam-max-clip`` (the largest clip) and
 Each noise floor is for its own mechanism, and a node that sets a floor
 releases only what it set one for: with ``cepam-min-sigma`` alone, a
 server that switches to Laplace, or asks for the clipped-or-not bit, is
-refused too (no floor would bind it).  A
+refused too (no floor would bind it).  ``cepam-min-pad``
+(:data:`MIN_PAD_KEY`: ``"bucket"``, ``"levels"`` or ``"max"``) is a floor
+on the padding that hides its payload's length, whatever the round
+configuration says: the configuration is not authenticated, so on a link
+without TLS a relay could set ``pad`` to None and read each payload's
+length; a node with this floor refuses a padding that hides less
+(:func:`cepam.padding.hides_at_least`: None, "bucket", "levels", "max" or
+a size in bytes).  A
 round configuration below a floor is refused before training: an error in
 the node's log, an error reply to the server, no payload.  A floor value
 that is not a positive finite number is refused the same way at the first
@@ -90,6 +97,7 @@ import cepam
 from cepam.clipping import noisy_bit
 from cepam.guard import ContextGuard
 from cepam.keys import Context as KeyContext
+from cepam.padding import PAD_MODES, hides_at_least
 from cepam.errors import CepamError, ContextReuseError, InvalidArgumentError
 from cepam.structure import is_buffer
 
@@ -103,8 +111,9 @@ from .protocol import (
     PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name, is_float,
 )
 
-__all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
-           "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "node_floor"]
+__all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY",
+           "MAX_CLIP_KEY", "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "node_floor",
+           "node_pad_floor"]
 
 log = logging.getLogger("cepam.flower")
 
@@ -123,6 +132,8 @@ MIN_LAPLACE_B_KEY = "cepam-min-laplace-b"
 MAX_CLIP_KEY = "cepam-max-clip"
 MIN_COUNT_SIGMA_KEY = "cepam-min-count-sigma"
 FLOOR_KEYS = (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY, MAX_CLIP_KEY, MIN_COUNT_SIGMA_KEY)
+#: Node-config key of the node's floor on the padding (a padding mode).
+MIN_PAD_KEY = "cepam-min-pad"
 # The noise floor key of each mechanism (by its configuration name).
 _NOISE_FLOORS = {cepam.Gaussian.name: (MIN_SIGMA_KEY, "sigma"),
                  cepam.Laplace.name: (MIN_LAPLACE_B_KEY, "b")}
@@ -165,13 +176,13 @@ class _FloorRefusal(_Refusal):
     """The server asked for less privacy than the node's floor (or the floor
     is misconfigured): logged as an error on the node."""
 
-    public = (f"the server asks for less privacy than this node's floor ({', '.join(FLOOR_KEYS)}"
-              "): not encoded")
+    public = ("the server asks for less privacy than this node's floor "
+              f"({', '.join((*FLOOR_KEYS, MIN_PAD_KEY))}): not encoded")
 
 
 class _BadFloor(_FloorRefusal):
-    public = ("this node's floor in its node config is not a positive finite number: nothing "
-              "is encoded until it is fixed")
+    public = ("this node's floor in its node config is not a positive finite number (or, for "
+              f"{MIN_PAD_KEY}, a padding mode): nothing is encoded until it is fixed")
 
 
 # What the server is told when an exception of another kind leaves the mod,
@@ -207,13 +218,37 @@ def node_floor(node_config: Any) -> dict[str, float]:
     return floor
 
 
+def node_pad_floor(node_config: Any) -> str | None:
+    """The node's floor on the padding (:data:`MIN_PAD_KEY` in
+    ``node_config``): ``"bucket"``, ``"levels"``, ``"max"``, or None where
+    it is not set.
+
+    Raises:
+        InvalidArgumentError: a value that is not one of those modes,
+            naming the key.
+    """
+    if MIN_PAD_KEY not in node_config:
+        return None
+    value = node_config[MIN_PAD_KEY]
+    if not isinstance(value, str) or value not in PAD_MODES:
+        raise InvalidArgumentError(
+            f"node config {MIN_PAD_KEY} must be one of {', '.join(map(repr, PAD_MODES))} (for "
+            f"example --node-config \"{MIN_PAD_KEY}='levels'\"), got {value!r}")
+    return value
+
+
 def _check_floor(config: RoundConfig, ctx: Context) -> None:
     """Refuses (:class:`_FloorRefusal`) a round configuration below the
     node's floor, or any configuration while the floor is misconfigured."""
     try:
         floor = node_floor(ctx.node_config)
+        pad_floor = node_pad_floor(ctx.node_config)
     except InvalidArgumentError as exc:
         raise _BadFloor(f"{exc}; nothing is encoded until it is fixed") from None
+    if pad_floor is not None and not hides_at_least(config.pad, pad_floor):
+        raise _FloorRefusal(f"the server asks for pad = {config.pad!r}, which hides less of "
+                            f"the payload's length than this node's floor {MIN_PAD_KEY} = "
+                            f"{pad_floor!r}: not encoded")
     if not floor:
         return
     mechanism = config.mechanism
