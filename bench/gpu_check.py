@@ -54,6 +54,7 @@ comparison differs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -251,6 +252,22 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
     return same
 
 
+@contextlib.contextmanager
+def whole_body(on: bool):
+    """Within: encode and decode(device="cuda") code and decode every body
+    whole on the GPU (``on``) or never, whatever their defaults
+    (cepam.cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device)."""
+    from cepam import cuda
+
+    policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device
+    cuda.LatticeStage.codes_body_on_device = lambda self, **_: on
+    cuda.decodes_body_on_device = lambda **_: on
+    try:
+        yield
+    finally:
+        cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device = policies
+
+
 def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) -> bool:
     """A row for lattice ``lat`` with its ANS body coded and decoded on the
     GPU (neither is the default: LatticeStage.codes_body_on_device,
@@ -261,39 +278,34 @@ def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
     import torch
 
     import cepam
-    from cepam import cuda
 
     secret = enc["secret"]
-    policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device
-    cuda.LatticeStage.codes_body_on_device = lambda self, **_: True
-    cuda.decodes_body_on_device = lambda **_: True
     t_enc = t_dec = float("inf")
     ok = True
     try:
-        t_enc, payload = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc),
-                              repeat)
-        ok = payload == expected
-        if not ok:
-            print(f"  MISMATCH: m = {m}, {lat}: the payload with the body coded on the GPU "
-                  "differs")
+        with whole_body(True):
+            t_enc, payload = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc),
+                                  repeat)
+            ok = payload == expected
+            if not ok:
+                print(f"  MISMATCH: m = {m}, {lat}: the payload with the body coded on the GPU "
+                      "differs")
 
-        def gpu_decode():
-            y = cepam.decode(expected, secret=secret, device="cuda", threads=enc["threads"])
-            torch.cuda.synchronize()
-            return y
+            def gpu_decode():
+                y = cepam.decode(expected, secret=secret, device="cuda", threads=enc["threads"])
+                torch.cuda.synchronize()
+                return y
 
-        t_dec, y = best(gpu_decode, repeat)
-        same = y.cpu().numpy().tobytes() == \
-            cepam.decode(expected, secret=secret, threads=enc["threads"]).numpy().tobytes()
-        if not same:
-            print(f"  MISMATCH: m = {m}, {lat}: the values decoded on the GPU differ from the "
-                  "CPU's")
-        ok &= same
+            t_dec, y = best(gpu_decode, repeat)
+            same = y.cpu().numpy().tobytes() == \
+                cepam.decode(expected, secret=secret, threads=enc["threads"]).numpy().tobytes()
+            if not same:
+                print(f"  MISMATCH: m = {m}, {lat}: the values decoded on the GPU differ from the "
+                      "CPU's")
+            ok &= same
     except cepam.errors.CepamError as e:  # DeviceError, or a FormatError the CPU did not raise
         print(f"  {type(e).__name__}: m = {m}, {lat} with the body on the GPU: {e}")
         ok = False
-    finally:
-        cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device = policies
     print(f"| {m:.0e} | {lat}, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
           f"{m / t_dec / 1e6:,.0f} | | | {'yes' if ok else 'NO'} |", flush=True)
     return ok
@@ -312,7 +324,6 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     import torch
 
     import cepam
-    from cepam import cuda
 
     enc = dict(enc, coder="golomb")
     mech = cepam.Gaussian(sigma=SIGMA)
@@ -325,25 +336,17 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
         torch.cuda.synchronize()
         return y
 
-    policies = cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device
-    cuda.LatticeStage.codes_body_on_device = lambda self, **_: False
-    cuda.decodes_body_on_device = lambda **_: False
-    try:
+    with whole_body(False):
         t_host, p_host = best(lambda: cepam.encode(xd, mech, **enc), repeat)
         t_dec_host, y_host = best(gpu_decode, repeat)
-    finally:
-        cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device = policies
-    cuda.LatticeStage.codes_body_on_device = lambda self, **_: True
-    cuda.decodes_body_on_device = lambda **_: True
     t_gpu = t_dec_gpu = float("inf")
     p_gpu = y_gpu = None
     try:
-        t_gpu, p_gpu = best(lambda: cepam.encode(xd, mech, **enc), repeat)
-        t_dec_gpu, y_gpu = best(gpu_decode, repeat)
+        with whole_body(True):
+            t_gpu, p_gpu = best(lambda: cepam.encode(xd, mech, **enc), repeat)
+            t_dec_gpu, y_gpu = best(gpu_decode, repeat)
     except cepam.errors.CepamError as e:  # DeviceError: loud, and the run goes on
         print(f"  {type(e).__name__}: m = {m}, Z, golomb with the body on the GPU: {e}")
-    finally:
-        cuda.LatticeStage.codes_body_on_device, cuda.decodes_body_on_device = policies
 
     def same_values(y):
         return y is not None and y.cpu().numpy().tobytes() == reference.numpy().tobytes()

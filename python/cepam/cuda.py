@@ -77,6 +77,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._checks import check_int
 from ._native import core as _core
 from ._native import cuda_module
 from .cuda_checks import (SEGMENT_COORDINATES, SPOT_CHECKS, check_device_output, check_segment,
@@ -87,7 +88,6 @@ from .cuda_device import (HostCopyWarning, is_available, is_cuda, note_host_copy
 from .cuda_stage import DEVICE_BODY_MIN_COORDINATES, LatticeStage, body_on_device, coder_row
 # the error this module's and LatticeStage's docstrings name (the API pages look it up here)
 from .errors import DeviceError, InvalidArgumentError
-from .keys import check_integer
 
 __all__ = ["HostCopyWarning", "is_available", "status", "is_cuda", "parse_device",
            "LatticeStage", "SPOT_CHECKS", "spot_indices", "check_stage", "SEGMENT_COORDINATES",
@@ -135,7 +135,7 @@ def decodes_on_device(*, m: int | None = None, coder: int | None = None) -> bool
         InvalidArgumentError: m is negative, or coder is no coder's code.
     """
     if m is not None:
-        m = _checked_m(m)
+        m = check_int("m", m, minimum=0)
     whole = coder is not None and m is not None and decodes_body_on_device(coder=coder, m=m)
     if not is_available():
         return False
@@ -176,19 +176,11 @@ def decodes_body_on_device(*, coder: int, m: int) -> bool:
         InvalidTypeError: coder or m is not an integer.
         InvalidArgumentError: coder is no coder's code, or m is negative.
     """
-    coder = check_integer("coder", coder)
-    if coder not in {row["code"] for row in _core.CODERS}:
-        raise InvalidArgumentError(f"coder must be a body coder's code, "
-                                   f"{sorted(row['code'] for row in _core.CODERS)}; got {coder}")
-    return body_on_device(coder, _checked_m(m), direction="decode")
-
-
-def _checked_m(m: object) -> int:
-    """m, a number of coordinates, checked: a non-negative integer."""
-    m = check_integer("m", m)
-    if m < 0:
-        raise InvalidArgumentError(f"m must be non-negative, got {m}")
-    return m
+    coder = check_int("coder", coder, minimum=0)
+    codes = sorted(row["code"] for row in _core.CODERS)
+    if coder not in codes:
+        raise InvalidArgumentError(f"coder must be a body coder's code, {codes}; got {coder}")
+    return body_on_device(coder, check_int("m", m, minimum=0), direction="decode")
 
 
 def decode_on_device(body: bytes, *, m: int, key: bytes, params: Any, coder: int, dtype: str,

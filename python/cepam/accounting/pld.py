@@ -47,8 +47,8 @@ from ..errors import InvalidArgumentError
 from . import _validation as _v
 from .profile import PrivacyProfile
 
-__all__ = ["PrivacyLossDistribution", "CompositionTooLarge", "profile_grid_deltas",
-           "directed_grid_deltas"]
+__all__ = ["PrivacyLossDistribution", "CompositionTooLarge", "MAX_COMPOSED_BINS",
+           "profile_grid_deltas", "directed_grid_deltas"]
 
 #: The most grid bins :meth:`PrivacyLossDistribution.self_compose` gives by
 #: default (8 bytes each, and a few arrays of that size at once).

@@ -97,8 +97,8 @@ import cepam
 from cepam.clipping import noisy_bit
 from cepam.guard import ContextGuard
 from cepam.keys import Context as KeyContext
-from cepam.padding import PAD_MODES, hides_at_least
 from cepam.errors import CepamError, ContextReuseError, InvalidArgumentError
+from cepam.padding import PAD_MODES, hides_at_least
 from cepam.structure import is_buffer
 
 from .identity import AUTH_KEY_FILE_KEY, load_auth_private_key, sign_key_binding
