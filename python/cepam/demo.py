@@ -74,10 +74,12 @@ def demo_secret(seed: int) -> bytes:
 
 
 def demo_nonce(seed: int, round_: int) -> bytes:
-    """The demo's 16-byte payload nonce for ``seed`` and round ``round_``
-    (SHA-256 of a label, the seed and the round; one per payload)."""
-    return hashlib.sha256(b"cepam.demo/nonce\0" + _seed_bytes(seed) + b"\0"
-                          + _seed_bytes(round_)).digest()[:16]
+    """The demo's 16-byte payload nonce for ``seed`` and round ``round_``:
+    the reproducible experiments' nonce (:func:`cepam.fl.seeds.payload_nonce`)
+    under the demo's secret, client 0; one per payload."""
+    from .fl.seeds import payload_nonce
+
+    return payload_nonce(demo_secret(seed), round_, 0)
 
 
 def run_demo(*, sigma: float = 1e-3, clip: float = 1.0, dim: int | None = None,

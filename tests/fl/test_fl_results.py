@@ -261,6 +261,46 @@ def test_laplace_eps_is_stated_as_pure_and_a_rows_eps_is_its_largest():
     assert row[-2] == "25708391.79" and "the largest" in text
 
 
+def test_central_dp_fedavg_eps_names_its_threat_model_in_its_own_column(tmp_path, capsys):
+    """Central DP-FedAvg's eps is against the released model only: it was
+    put in one column with CEPAM's add-remove eps, under the note's
+    curious-client view."""
+    from cepam.fl.privacy import EpsilonScope, epsilon_scope
+
+    central = _TINY.replace(method="fl", central_dp="dp-fedavg",
+                            relation="add-remove", noise_multiplier=2.0)
+    scope = epsilon_scope(central)
+    assert scope == EpsilonScope("client", "add-remove", 1e-5, "released model")
+    assert scope.as_dict()["epsilon_threat_model"] == "released model"
+    assert EpsilonScope.from_dict(scope.as_dict()) == scope
+    assert "epsilon_threat_model" not in epsilon_scope(_ADD_REMOVE).as_dict()
+    _write_run(tmp_path, _ADD_REMOVE, 3.0)
+    _write_run(tmp_path, central, 0.5)
+    assert main(["fl", "table", str(tmp_path), "--markdown"]) == 0
+    text = capsys.readouterr().out
+    header, rows = _markdown(text)
+    assert {h for h in header if h.startswith("eps")} == {
+        "eps (client-level, add-remove, delta = 1e-05)",
+        "eps (client-level, add-remove, delta = 1e-05, threat model: released model)"}
+    assert "released model only" in text
+    for row in rows:
+        assert len([c for h, c in zip(header, row) if h.startswith("eps") and c]) == 1
+
+
+def test_a_delta_sweep_keeps_laplace_eps_in_its_pure_column():
+    from cepam.fl.privacy import EpsilonScope
+
+    groups = [g for g in summarize(load_runs(RUNS))
+              if g.config.method in ("fl-gaussian", "fl-laplace")]
+    header, rows = _markdown(format_table(groups, markdown=True, deltas=[1e-5]))
+    pure = header.index("eps (record-level, replace-one, pure DP, delta = 0)")
+    laplace = next(row for row in rows if "Laplace" in row[0])
+    assert laplace[pure] and not any(
+        c for i, (h, c) in enumerate(zip(header, laplace)) if h.startswith("eps") and i != pure)
+    assert EpsilonScope("record", "replace-one", 0.0).at(1e-5).pure
+    assert EpsilonScope("client", "add-remove", 1e-5).at(1e-6).delta == 1e-6
+
+
 def test_the_privacy_accuracy_figure_never_joins_eps_of_different_scopes(tmp_path):
     pytest.importorskip("matplotlib")
     from cepam.fl.plots import privacy_accuracy_figure

@@ -58,10 +58,12 @@ def _cell(value: Any) -> str:
 
 def _noise(event: dict[str, Any]) -> str | None:
     """The event's noise parameter, named (``sigma=0.5``, ``b=0.2``,
-    ``z=1.1``), or None for an event without one."""
+    ``z=1.1``; escaped with the rest of its row), or None for an event
+    without one."""
     for key, shown in _NOISE_KEYS:
-        if event.get(key) is not None:
-            return f"{shown}={_cell(event[key])}"
+        value = event.get(key)
+        if value is not None:
+            return f"{shown}={value:.6g}" if isinstance(value, float) else f"{shown}={value}"
     return None
 
 

@@ -222,16 +222,6 @@ def _test_acc_sd(stats: dict[str, Any]) -> float:
     return _number(stats["test_acc_ci95"]) * math.sqrt(n) / t_quantile(n - 1)
 
 
-def _scope_of(stats: dict[str, Any], delta: float | None) -> EpsilonScope:
-    """What a group's eps on the figure is for: its ``epsilon`` column's
-    scope, or, at a recomputed ``delta``, the same level and relation at
-    that delta (pure DP stays pure)."""
-    scope = EpsilonScope.from_dict(stats)
-    if delta is None or scope.pure:
-        return scope
-    return EpsilonScope(scope.level, scope.relation, delta)
-
-
 def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
                             methods: Sequence[str] = _PRIVATE_GAUSSIAN,
                             deltas: Sequence[float] = ()):
@@ -270,7 +260,7 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
                 if f"{delta:g}" not in at_delta:
                     raise InvalidArgumentError(f"no eps at delta = {delta:g} for {s['label']}")
                 eps = _number(at_delta[f"{delta:g}"])
-            scope = _scope_of(s, delta)
+            scope = EpsilonScope.from_dict(s).at(delta)  # (pure DP stays pure)
             if scope.pure and delta not in (None, deltas[0]):
                 continue  # pure DP: the same point at every delta
             lines.setdefault((s["model"], s["label"], scope), []).append(
@@ -284,9 +274,9 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
     use_eps = all(math.isfinite(e) and e > 0 for e in eps_all)
     scopes = sorted({k[2] for k in lines},
                     key=lambda c: (LEVELS.index(c.level), c.relation, c.delta))
-    # Each part of the scope (level, relation, delta) shared by every line
-    # goes in the axis label; the others in the legend.
-    shared = [len({c.parts()[i] for c in scopes}) == 1 for i in range(3)]
+    # Each part of the scope (level, relation, delta, threat model) shared by
+    # every line goes in the axis label; the others in the legend.
+    shared = [len({c.parts()[i] for c in scopes}) == 1 for i in range(4)]
     with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(7.0, 5.4), layout="constrained")
         order = sorted(lines, key=lambda k: (k[0], k[1], scopes.index(k[2])))
@@ -298,7 +288,7 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
             pts = lines[(model, label, scope)]
             pts.sort(key=lambda p: p[0] if use_eps else -p[1])
             xs = [p[0] if use_eps else p[1] for p in pts]
-            own = [part for part, common in zip(scope.parts(), shared) if not common]
+            own = [part for part, common in zip(scope.parts(), shared) if part and not common]
             name = ", ".join([label, model.upper(), *own])
             marker = _MARKERS[list(colours).index((model, label)) % len(_MARKERS)]
             style = scopes.index(scope)
@@ -313,7 +303,8 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
         if use_eps:
             if max(eps_all) > 100 * min(eps_all):
                 ax.set_xscale("log")
-            common = ", ".join(part for part, same in zip(scopes[0].parts(), shared) if same)
+            common = ", ".join(part for part, same in zip(scopes[0].parts(), shared)
+                               if part and same)
             view = f"{common}; {ACCOUNTING_VIEW}" if common else ACCOUNTING_VIEW
             ax.set_xlabel(f"privacy budget eps ({view})")
         else:

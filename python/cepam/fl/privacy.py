@@ -61,7 +61,7 @@ __all__ = ["epsilon_function", "config_epsilon_function", "epsilon_at", "client_
            "client_level_epsilon", "GAUSSIAN_METHODS", "LAPLACE_METHODS", "ACCOUNTING_VIEW",
            "CLIENT_THREAT_MODEL", "count_sigma", "cohort_cap", "client_epsilon_function",
            "client_privacy_statement", "central_epsilon", "calibrate_central_noise_multiplier",
-           "EpsilonScope", "epsilon_scope", "LEVELS"]
+           "EpsilonScope", "epsilon_scope", "LEVELS", "RELEASED_MODEL_THREAT_MODEL"]
 
 GAUSSIAN_METHODS = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
 LAPLACE_METHODS = ("cepam-laplace", "fl-laplace", "fl-laplace-sdq")
@@ -78,11 +78,24 @@ ACCOUNTING_VIEW = "tight bound, curious-client view"
 LEVELS = ("record", "client")
 
 
+#: The threat model of the client-level column: an honest-but-curious
+#: client (the accountant's default).
+CLIENT_THREAT_MODEL = "client"
+
+
+#: The threat model of central DP-FedAvg's eps (``central_dp="dp-fedavg"``):
+#: an adversary who sees the released model only.
+RELEASED_MODEL_THREAT_MODEL = "released model"
+
+
 @dataclass(frozen=True)
 class EpsilonScope:
     """What an eps is for: the ``level`` of :data:`LEVELS`, the neighbouring
-    ``relation`` (:data:`cepam.fl.config.RELATIONS`) and the ``delta`` of the
-    (eps, delta)-DP guarantee (0.0: pure eps-DP, the Laplace methods').
+    ``relation`` (:data:`cepam.fl.config.RELATIONS`), the ``delta`` of the
+    (eps, delta)-DP guarantee (0.0: pure eps-DP, the Laplace methods') and
+    the ``threat_model``: :data:`CLIENT_THREAT_MODEL` (an honest-but-curious
+    client, :data:`ACCOUNTING_VIEW`) or :data:`RELEASED_MODEL_THREAT_MODEL`
+    (central DP-FedAvg).
 
     Values of different scopes are not comparable: a table gives each scope
     its own column and a figure its own line.
@@ -91,27 +104,45 @@ class EpsilonScope:
     level: str
     relation: str
     delta: float
+    threat_model: str = CLIENT_THREAT_MODEL
 
     @property
     def pure(self) -> bool:
         """Whether the eps is pure DP (delta 0)."""
         return self.delta == 0.0
 
-    def parts(self) -> tuple[str, str, str]:
-        """The level, relation and delta as text: ``record-level``,
-        ``replace-one``, ``delta = 1e-05`` (``pure DP, delta = 0``)."""
+    def at(self, delta: float | None) -> "EpsilonScope":
+        """The scope of this eps recomputed at ``delta`` (None: as it is); a
+        pure-DP eps is the same at every delta and keeps its scope."""
+        if delta is None or self.pure:
+            return self
+        return EpsilonScope(self.level, self.relation, float(delta), self.threat_model)
+
+    def parts(self) -> tuple[str, str, str, str]:
+        """The level, relation, delta and threat model as text:
+        ``record-level``, ``replace-one``, ``delta = 1e-05`` (``pure DP,
+        delta = 0``), and ``threat model: released model``, or ``""`` for
+        the curious client's (which :data:`ACCOUNTING_VIEW` names where the
+        eps is shown)."""
         return (f"{self.level}-level", self.relation,
-                "pure DP, delta = 0" if self.pure else f"delta = {self.delta:g}")
+                "pure DP, delta = 0" if self.pure else f"delta = {self.delta:g}",
+                "" if self.threat_model == CLIENT_THREAT_MODEL
+                else f"threat model: {self.threat_model}")
 
     def describe(self) -> str:
-        """``record-level, replace-one, delta = 1e-05``."""
-        return ", ".join(self.parts())
+        """``record-level, replace-one, delta = 1e-05`` (and the threat
+        model where it is not the curious client's)."""
+        return ", ".join(part for part in self.parts() if part)
 
     def as_dict(self, prefix: str = "epsilon") -> dict[str, Any]:
         """``{prefix}_level``, ``{prefix}_relation`` and ``{prefix}_delta``
-        (as the JSON outputs of ``cepam fl`` hold them)."""
-        return {f"{prefix}_level": self.level, f"{prefix}_relation": self.relation,
-                f"{prefix}_delta": self.delta}
+        (as the JSON outputs of ``cepam fl`` hold them), and
+        ``{prefix}_threat_model`` where it is not the curious client's."""
+        out = {f"{prefix}_level": self.level, f"{prefix}_relation": self.relation,
+               f"{prefix}_delta": self.delta}
+        if self.threat_model != CLIENT_THREAT_MODEL:
+            out[f"{prefix}_threat_model"] = self.threat_model
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], prefix: str = "epsilon") -> "EpsilonScope":
@@ -131,7 +162,8 @@ class EpsilonScope:
                 "--json; write them again)")
         if d[keys[0]] not in LEVELS:
             raise InvalidArgumentError(f"{keys[0]} must be one of {LEVELS}, got {d[keys[0]]!r}")
-        return cls(level=str(d[keys[0]]), relation=str(d[keys[1]]), delta=float(d[keys[2]]))
+        return cls(level=str(d[keys[0]]), relation=str(d[keys[1]]), delta=float(d[keys[2]]),
+                   threat_model=str(d.get(f"{prefix}_threat_model", CLIENT_THREAT_MODEL)))
 
 
 def epsilon_scope(config: "FLConfig", *, column: str = "epsilon",
@@ -145,7 +177,8 @@ def epsilon_scope(config: "FLConfig", *, column: str = "epsilon",
     * ``"client_epsilon"``: client-level under ``config.relation``.
 
     ``delta`` is ``config.delta``, or ``delta`` when given (:func:`epsilon_at`);
-    0.0 for the Laplace methods (pure DP at every delta).
+    0.0 for the Laplace methods (pure DP at every delta).  The threat model
+    is the curious client's, or the released model's for central DP-FedAvg.
 
     Raises:
         InvalidArgumentError: ``column`` is neither of the two.
@@ -154,8 +187,11 @@ def epsilon_scope(config: "FLConfig", *, column: str = "epsilon",
         raise InvalidArgumentError(f"column must be 'epsilon' or 'client_epsilon', got {column!r}")
     record = column == "epsilon" and config.paper_setting
     pure = config.method in LAPLACE_METHODS
+    threat_model = (RELEASED_MODEL_THREAT_MODEL if config.central_dp == "dp-fedavg"
+                    else CLIENT_THREAT_MODEL)
     return EpsilonScope(level="record" if record else "client", relation=config.relation,
-                        delta=0.0 if pure else float(config.delta if delta is None else delta))
+                        delta=0.0 if pure else float(config.delta),
+                        threat_model=threat_model).at(delta)
 
 
 # eps depends on the setting, the noise and the round count only (not on the
@@ -315,11 +351,6 @@ def epsilon_at(config: "FLConfig", *, delta: float, rounds: int) -> float:
     coordinates = MODEL_PARAMETERS[config.model] if config.method in LAPLACE_METHODS else 1
     return config_epsilon_function(config, delta=delta, dataset_size=client_dataset_size(config),
                                    coordinates=coordinates)(rounds)
-
-
-#: The threat model of the client-level column: an honest-but-curious
-#: client (the accountant's default).
-CLIENT_THREAT_MODEL = "client"
 
 
 def cohort_cap(config: "FLConfig") -> int:

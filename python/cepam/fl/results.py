@@ -35,7 +35,8 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import InvalidArgumentError, MissingPathError
 from .config import METHODS, MODEL_NAMES, FLConfig
-from .privacy import ACCOUNTING_VIEW, EpsilonScope, epsilon_at, epsilon_scope
+from .privacy import (ACCOUNTING_VIEW, CLIENT_THREAT_MODEL, EpsilonScope, epsilon_at,
+                      epsilon_scope)
 
 __all__ = ["Run", "Group", "load_runs", "read_rounds_csv", "summarize", "format_table", "mean_ci",
            "mean_sd", "t_quantile"]
@@ -344,12 +345,6 @@ def _sigma_of(config: FLConfig) -> float | None:
     return config.sigma if "gaussian" in config.method else None
 
 
-def _eps_column(scope: EpsilonScope, delta: float | None) -> EpsilonScope:
-    """The eps column a row of ``scope`` goes in: the scope itself, or with
-    ``delta`` (a recomputed column) its level and relation at that delta."""
-    return scope if delta is None else EpsilonScope(scope.level, scope.relation, delta)
-
-
 def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool = False,
                  deltas: Sequence[float] = ()) -> str:
     """The paper-style table: one row per method (and setting), for each
@@ -394,8 +389,7 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
                g.epsilon_scope)
         rows.setdefault(key, {})[g.config.model] = g
     at_deltas: list[float | None] = list(deltas) or [None]
-    columns = list(dict.fromkeys(_eps_column(scope, d) for (_, _, scope) in rows
-                                 for d in at_deltas))
+    columns = list(dict.fromkeys(scope.at(d) for (_, _, scope) in rows for d in at_deltas))
     per_model_header = []
     for m in models:
         per_model_header += [f"{m.upper()} test acc (%, mean ± sd)", f"{m.upper()} bits/coord"]
@@ -422,7 +416,7 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
                       for m, g in per_model.items()]
             known = {v for v in values if not math.isnan(v)}
             models_differ = models_differ or len(known) > 1
-            eps_cells[columns.index(_eps_column(scope, d))] = _fmt_num(_max_eps(values))
+            eps_cells[columns.index(scope.at(d))] = _fmt_num(_max_eps(values))
         if deltas:
             body.append([label, "-" if sigma is None else f"{sigma:g}", *eps_cells, *cells,
                          "/".join(seeds)])
@@ -438,6 +432,10 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
               "example replaced, for the paper's local loop only; client-level: one client's "
               f"whole data, any local loop; {ACCOUNTING_VIEW}"
             + ("; Laplace methods: pure DP, the same at every delta)" if deltas else ")"))
+    if any(c.threat_model != CLIENT_THREAT_MODEL for c in columns):
+        note += ("; a column naming its threat model (released model: central DP-FedAvg, "
+                 "dp-accounting's PLD) is against an adversary who sees the released model "
+                 "only, the others against a curious client")
     if models_differ:
         note += "; where a row's models' eps differ, the largest"
     dropped = sum(len(g.dropped) for g in groups)
