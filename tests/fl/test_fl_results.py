@@ -288,6 +288,7 @@ def test_central_dp_fedavg_eps_names_its_threat_model_in_its_own_column(tmp_path
 
 
 def test_a_delta_sweep_keeps_laplace_eps_in_its_pure_column():
+    pytest.importorskip("scipy")  # (eps at another delta: cepam.accounting)
     from cepam.fl.privacy import EpsilonScope
 
     groups = [g for g in summarize(load_runs(RUNS))
