@@ -318,7 +318,8 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     CPU's; the CPU's own encode; and decode(device="cuda") of the CPU's
     payload with the body read on the host and the decode kernel run, and
     decoded whole on the GPU (_cuda.decode_golomb_body_resident), their
-    speeds and values against the CPU's.  Each path is forced, whatever
+    speeds and values against the CPU's, and the CPU's decode, alone and
+    then copied to the GPU (the alternative to both).  Each path is forced, whatever
     the defaults (cuda.DEVICE_BODY_MIN_COORDINATES) would take at this
     size."""
     import torch
@@ -348,6 +349,16 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     except cepam.errors.CepamError as e:  # DeviceError: loud, and the run goes on
         print(f"  {type(e).__name__}: m = {m}, Z, golomb with the body on the GPU: {e}")
 
+    t_dcpu, _ = best(lambda: cepam.decode(expected, secret=enc["secret"], threads=enc["threads"]),
+                     repeat)
+
+    def host_decode_then_copy():  # the alternative to both GPU paths, for comparison
+        y = cepam.decode(expected, secret=enc["secret"], threads=enc["threads"]).cuda()
+        torch.cuda.synchronize()
+        return y
+
+    t_dcopy, _ = best(host_decode_then_copy, repeat)
+
     def same_values(y):
         return y is not None and y.cpu().numpy().tobytes() == reference.numpy().tobytes()
 
@@ -358,7 +369,8 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
     host_ok = p_host == expected and same_values(y_host)
     gpu_ok = p_gpu == expected and same_values(y_gpu)
     print(f"| {m:.0e} | Z, golomb | | | {m / t_host / 1e6:,.0f} | {m / t_cpu / 1e6:,.0f} | "
-          f"{m / t_dec_host / 1e6:,.0f} | | | {'yes' if host_ok else 'NO'} |", flush=True)
+          f"{m / t_dec_host / 1e6:,.0f} | | {m / t_dcpu / 1e6:,.0f} | {m / t_dcopy / 1e6:,.0f} | "
+          f"{'yes' if host_ok else 'NO'} |", flush=True)
     print(f"| {m:.0e} | Z, golomb, body coded and decoded on the GPU | | | {m / t_gpu / 1e6:,.0f} "
           f"| | {m / t_dec_gpu / 1e6:,.0f} | | | {'yes' if gpu_ok else 'NO'} |", flush=True)
     return ok

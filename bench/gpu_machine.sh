@@ -38,7 +38,9 @@
 # memcheck_corrupted runs memcheck's first part alone, so that one call can
 # hold STEPS="tests gpu_1e8 gpu_small memcheck_corrupted throughput_1e7"
 # (569 s on the H200, 2026-11-30, the corrupted ANS bodies' memcheck cut at
-# its 300 s).  The machine is given back 30 s after a call: a second call
+# its 300 s; memcheck_point_model runs that last test alone, golomb_sizes
+# times Z between 10^6 and 2^24, where the Golomb decode's default path
+# changes).  The machine is given back 30 s after a call: a second call
 # prepared in advance keeps it warm.
 # Each step has its own time limit so that a hang costs one step, not the
 # machine; logs go to LOG_DIR (default: a new temporary folder), the
@@ -108,6 +110,13 @@ for s in ${STEPS:-tests gpu_1e6 throughput_1e7 gpu_1e8 throughput_1e8}; do
         --tool memcheck --print-limit 20 "$py" -m pytest -v -m cuda -p no:cacheprovider \
         -k "$part" tests/core/test_cuda.py
     done ;;
+  memcheck_point_model)  # E8's corrupted ANS bodies of the point model alone: memcheck_corrupted's
+    # 300 s ran out on them (2026-11-30), after the two of the box model
+    TAIL=20 step "memcheck (corrupted, point model)" 480 memcheck_point_model.log \
+      compute-sanitizer --tool memcheck --print-limit 20 "$py" -m pytest -v -m cuda \
+      -p no:cacheprovider -k "corrupted_bodies and 0.0003" tests/core/test_cuda.py ;;
+  golomb_sizes) TAIL=40 step golomb_sizes 200 golomb_sizes.log "$py" bench/gpu_check.py \
+    --no-tests --sizes 2e6 4e6 1.6e7 --lattices Z --repeat 3 ;;  # where Golomb's decode turns
   *) echo "unknown step $s"; status=1 ;;
   esac
 done
