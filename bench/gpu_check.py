@@ -24,8 +24,8 @@
 3. Prints the table of issue 24, in millions of coordinates per second: the
    LRSUQ kernel, the transfers, ``cepam.encode`` of a CUDA tensor end to end
    (payload bytes in host memory; also with the body coded, and decoded,
-   whole on the GPU: encode's default for Golomb bodies from
-   ``cepam.cuda.DEVICE_BODY_MIN_COORDINATES``, decode's never yet),
+   whole on the GPU: the default for Golomb bodies from
+   ``cepam.cuda.DEVICE_BODY_MIN_COORDINATES``, for ANS bodies never),
    ``cepam.encode`` on all CPU cores, and
    ``cepam.decode(device="cuda")`` end to end by the GPU's path at every
    size (also with ``out=`` a CUDA tensor kept from call to call: no device
@@ -33,7 +33,7 @@
    against the CPU decode whose result is then copied to the GPU (the
    alternative to the decode kernel's path, which ``decode(device="cuda")``
    takes below ``cepam.cuda.DEVICE_DECODE_MIN_COORDINATES``: faster at 10^6
-   and 10^7 on an H200); then
+   and 10^7 on an H200; the Golomb rows time it for Golomb bodies); then
    the clip's sum-of-squares kernel and the source model's statistics
    kernels (both used by encode) and the rANS segment kernel against their
    host twins, with the source model fitted from the GPU's statistics against
@@ -188,7 +188,7 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
                 t_gpu, p_gpu = best(lambda: cepam.encode(xd, cepam.Gaussian(sigma=SIGMA), **enc),
                                     repeat)
             except cepam.errors.DeviceError as e:  # loud, and the other lattices still run
-                print(f"| {m:.0e} | {lat} | {rate(m, kernel_s):,.0f} | {rate(m, transfer_s):,.0f} "
+                print(f"| {m:.2g} | {lat} | {rate(m, kernel_s):,.0f} | {rate(m, transfer_s):,.0f} "
                       f"| DeviceError: {e} |", flush=True)
                 same = False
                 continue
@@ -234,7 +234,7 @@ def table(sizes: list[int], chunks: list[int], compare_max: int, repeat: int,
                       "the CPU's")
             del y_gpu, y_back, y_cpu, p_gpu, kept
             same &= ok
-            print(f"| {m:.0e} | {lat} | {rate(m, kernel_s):,.0f} | {rate(m, transfer_s):,.0f} | "
+            print(f"| {m:.2g} | {lat} | {rate(m, kernel_s):,.0f} | {rate(m, transfer_s):,.0f} | "
                   f"{rate(m, t_gpu):,.0f} | {rate(m, t_cpu):,.0f} | {rate(m, t_dgpu):,.0f} | "
                   f"{rate(m, t_dinto):,.0f} | {rate(m, t_dcpu):,.0f} | {rate(m, t_dcopy):,.0f} | "
                   f"{'yes' if ok else 'NO'} |",
@@ -306,7 +306,7 @@ def gpu_body_row(m: int, lat: str, xd, enc: dict, expected: bytes, repeat: int) 
     except cepam.errors.CepamError as e:  # DeviceError, or a FormatError the CPU did not raise
         print(f"  {type(e).__name__}: m = {m}, {lat} with the body on the GPU: {e}")
         ok = False
-    print(f"| {m:.0e} | {lat}, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
+    print(f"| {m:.2g} | {lat}, body coded and decoded on the GPU | | | {m / t_enc / 1e6:,.0f} | | "
           f"{m / t_dec / 1e6:,.0f} | | | {'yes' if ok else 'NO'} |", flush=True)
     return ok
 
@@ -368,10 +368,10 @@ def gpu_golomb_rows(m: int, x, xd, enc: dict, repeat: int) -> bool:
               "on the GPU differ from the CPU's")
     host_ok = p_host == expected and same_values(y_host)
     gpu_ok = p_gpu == expected and same_values(y_gpu)
-    print(f"| {m:.0e} | Z, golomb | | | {m / t_host / 1e6:,.0f} | {m / t_cpu / 1e6:,.0f} | "
+    print(f"| {m:.2g} | Z, golomb | | | {m / t_host / 1e6:,.0f} | {m / t_cpu / 1e6:,.0f} | "
           f"{m / t_dec_host / 1e6:,.0f} | | {m / t_dcpu / 1e6:,.0f} | {m / t_dcopy / 1e6:,.0f} | "
           f"{'yes' if host_ok else 'NO'} |", flush=True)
-    print(f"| {m:.0e} | Z, golomb, body coded and decoded on the GPU | | | {m / t_gpu / 1e6:,.0f} "
+    print(f"| {m:.2g} | Z, golomb, body coded and decoded on the GPU | | | {m / t_gpu / 1e6:,.0f} "
           f"| | {m / t_dec_gpu / 1e6:,.0f} | | | {'yes' if gpu_ok else 'NO'} |", flush=True)
     return ok
 
@@ -406,7 +406,7 @@ def model_statistics(x, xd, repeat: int) -> bool:
         hooks.source_model_from_statistics(rng, counts, params=params)
         == hooks.source_model_fit(x, factor=0.5, params=params, threads=os.cpu_count() or 1))
     ms = min(r[2]["kernel_ms"] for r in runs)
-    print(f"source model statistics kernels (m = {x.size:.0e}): {x.size / ms / 1e3:,.0f} M "
+    print(f"source model statistics kernels (m = {x.size:.2g}): {x.size / ms / 1e3:,.0f} M "
           f"coordinates/s, same statistics and model as the host: {'yes' if same else 'NO'}")
     return same
 
@@ -426,7 +426,7 @@ def kernels(m: int, repeat: int) -> bool:
     runs = [_cuda.sum_of_squares(xd.__dlpack__(stream=1)) for _ in range(repeat)]
     norm_same = runs[-1][:2] == hooks.sum_of_squares_blocks(x)
     norm_ms = min(r[2]["kernel_ms"] for r in runs)
-    print(f"\nsum of squares kernel (m = {m:.0e}): {m / norm_ms / 1e3:,.0f} M coordinates/s, "
+    print(f"\nsum of squares kernel (m = {m:.2g}): {m / norm_ms / 1e3:,.0f} M coordinates/s, "
           f"same bits as the host: {'yes' if norm_same else 'NO'}")
     model_same = model_statistics(x, xd, repeat)
     del xd
@@ -544,7 +544,7 @@ def profile(m: int, lattices: list[str], top: int = 14) -> None:
             pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
             lines = [line for line in out.getvalue().splitlines()
                      if line.strip() and not line.lstrip().startswith(("Ordered", "List"))]
-            print(f"\nprofile: {what}, {lat}, m = {m:.0e}: {wall:.3f} s wall")
+            print(f"\nprofile: {what}, {lat}, m = {m:.2g}: {wall:.3f} s wall")
             print("\n".join(lines[-top - 1:]))
 
 
@@ -578,7 +578,7 @@ def gpu_bodies(x, repeat: int) -> bool:
             ms = min(t["kernel_ms"] + t["coder_kernel_ms"] for _, _, t in runs)
             coder_ms = min(t["coder_kernel_ms"] for _, _, t in runs)
             print(f"Body on the GPU (mechanism {mech}, lattice {lattice}, n = {n}, {dtype}, "
-                  f"rms/sigma = {5 * spread:g}, m = {xs.size:.0e}): "
+                  f"rms/sigma = {5 * spread:g}, m = {xs.size:.2g}): "
                   f"stage + symbols + streams {xs.size / ms / 1e3:,.0f} M coordinates/s "
                   f"(symbols + streams {xs.size / coder_ms / 1e3:,.0f}), same body as the "
                   f"CPU: {'yes' if ok else 'NO'}")

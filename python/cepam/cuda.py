@@ -161,7 +161,9 @@ def decodes_body_on_device(*, coder: int, m: int) -> bool:
     On an H200 the Golomb decoder was 2.5 to 2.8 times faster than the
     decode kernel's path at 10^8 coordinates, and compute-sanitizer's
     memcheck found no error in its tests, the corrupted bodies included.
-    The ANS decoder (``_cuda.decode_ans_body_resident``, built only with the
+    Below 2^24 the host's decode and a copy was faster (up to 10^7
+    coordinates: 1.2 to 5.6 times); at 1.6 x 10^7 the Golomb decoder was
+    1.34 times faster.  The ANS decoder (``_cuda.decode_ans_body_resident``, built only with the
     CMake option ``CEPAM_CUDA_EXPERIMENTAL``) was slower at every size.
     Both give the CPU decoder's values and errors (docs/guide/gpu.md).
 

@@ -32,8 +32,9 @@ __all__ = ["LatticeStage", "SQUARES_FLOOR", "DEVICE_BODY_MIN_COORDINATES", "body
 #: on the host) at 10^6 coordinates, 1.5 to 1.9 times at 10^7 and 2.5 to
 #: 2.9 times at 10^8, and its decoder decoded 2.5 to 2.8 times as fast as
 #: the decode kernel's path at 10^8 (that path's range, from
-#: ``cepam.cuda.DEVICE_DECODE_MIN_COORDINATES``; below, where the host
-#: decodes and copies, it was not compared).  The whole-body ANS coder
+#: ``cepam.cuda.DEVICE_DECODE_MIN_COORDINATES``; below, the host's decode
+#: and a copy was faster up to 10^7 coordinates, 1.2 to 5.6 times, and the
+#: Golomb decoder 1.34 times faster at 1.6 x 10^7, in a later run).  The whole-body ANS coder
 #: (built only with CEPAM_CUDA_EXPERIMENTAL) encoded faster only at 10^8 on
 #: Z and D4 (1.1 to 1.6 times), 0.4 to 0.8 times below, and decoded slower
 #: at every size.
