@@ -17,8 +17,10 @@ Two kinds:
 * **Database files** (the privacy ledger and the context guard: SQLite,
   which opens them by path itself): a symbolic link at the database path or
   at its ``-wal``, ``-shm`` or ``-journal`` companion is refused (SQLite
-  would follow it and write where it points); a new database is created
-  here (``O_EXCL | O_NOFOLLOW``, mode 0600); an existing one that others
+  would follow it and write where it points); a new database is built in
+  a fresh file (mode 0600) and linked to its path whole, so an existing
+  empty file is never one cepam made (a truncated one, whose lost records
+  are refused rather than started afresh); an existing one that others
   (outside the owner's group) may write is refused, and one its group may
   write, or that another user owns, is opened with a
   :class:`~cepam.errors.FileSafetyWarning` (a group of servers sharing a
@@ -31,6 +33,7 @@ and where it has no POSIX modes the mode checks find nothing to refuse.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -38,11 +41,12 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 from .errors import FileSafetyWarning, InvalidArgumentError, NotAFileError
 
 __all__ = ["read_key_file", "read_private_file", "write_key_file", "create_key_file",
-           "check_database_file", "retry_while_locked"]
+           "check_database_file", "create_database", "retry_while_locked"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOCTTY", 0)
@@ -214,21 +218,85 @@ def create_key_file(path: str | os.PathLike[str], data: bytes, *, what: str,
     try:
         tmp = _write_temporary(path, data, mode)
         try:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-            except OSError as exc:  # a file system without hard links
-                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
-                                     errno.EXDEV, errno.EMLINK, errno.ENOSYS):
-                    raise
-                return _create_exclusive(path, data, what, mode)
+            return _link_new(tmp, path, what=what, mode=mode, data=lambda: data)
         finally:
             os.unlink(tmp)
-        _sync_directory(os.path.dirname(os.path.abspath(path)))
-        return True
     except OSError as exc:
         raise InvalidArgumentError(f"cannot write {what} {path!r}: {exc.strerror}") from None
+
+
+def _link_new(tmp: str, path: str, *, what: str, mode: int, data: Callable[[], bytes]) -> bool:
+    """Links the finished file ``tmp`` to ``path`` unless something is
+    there (a link never replaces), and flushes the directory; where the
+    file system has no hard links, creates ``path`` holding ``data()``
+    instead (:func:`_create_exclusive`).  True if ``path`` was created.
+    ``tmp`` is left for the caller to remove."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError as exc:  # a file system without hard links
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
+                             errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            raise
+        return _create_exclusive(path, data(), what, mode)
+    _sync_directory(os.path.dirname(os.path.abspath(path)))
+    return True
+
+
+def create_database(path: str, *, what: str, initialise: Callable[[Any], None]) -> bool:
+    """Creates the SQLite database ``path`` whole unless something (a file,
+    a symbolic link) is there: ``initialise`` (given an ``sqlite3``
+    connection in autocommit mode) builds it in a fresh file, mode 0600, in
+    ``path``'s directory, which is flushed and then linked to ``path`` (a
+    link never replaces).  So no process ever opens a cepam database empty
+    or half built, and an existing empty file is never one cepam made (a
+    truncated one, or another program's).  True if this call created it.
+
+    Raises:
+        InvalidArgumentError: a symbolic link at a companion path (``-wal``,
+            ``-shm``, ``-journal``), a missing directory, or a file that
+            cannot be written.
+    """
+    import sqlite3
+    from contextlib import closing
+
+    for suffix in DATABASE_COMPANIONS[1:]:
+        _refuse_link(path + suffix, f"{what}'s {suffix[1:]} file")
+    if os.path.lexists(path):
+        return False
+    directory, name = os.path.split(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"cannot create {what} {path!r}: its directory does not "
+                                   "exist") from None
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot create {what} {path!r}: {exc.strerror}") from None
+    os.close(fd)
+    try:
+        try:
+            with closing(sqlite3.connect(tmp, isolation_level=None)) as db:
+                initialise(db)
+            fd = os.open(tmp, os.O_RDONLY | _FLAGS)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+            def contents() -> bytes:
+                with open(tmp, "rb") as f:
+                    return f.read()
+
+            return _link_new(tmp, path, what=what, mode=0o600, data=contents)
+        finally:
+            for suffix in DATABASE_COMPANIONS:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp + suffix)
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot create {what} {path!r}: {exc.strerror}") from None
+    except sqlite3.Error as exc:
+        raise InvalidArgumentError(f"cannot create {what} {path!r}: {exc}") from None
 
 
 def _create_exclusive(path: str, data: bytes, what: str, mode: int) -> bool:

@@ -27,14 +27,26 @@ import os
 import sqlite3
 from contextlib import closing
 
-from ._files import check_database_file, retry_while_locked
+from ._files import check_database_file, create_database, retry_while_locked
 from .errors import ContextReuseError, InvalidArgumentError, InvalidTypeError
 from .keys import Context, guard_fingerprint
 
 __all__ = ["ContextGuard"]
 
 _SCHEMA_VERSION = 1
+_APPLICATION_ID = 0x43455047  # "CEPG": a cepam context database (files before it: 0)
 _BUSY_TIMEOUT_S = 60.0
+
+
+def _initialise(db: sqlite3.Connection) -> None:
+    """Builds a new, empty context database on the connection ``db`` (a
+    fresh file of :func:`cepam._files.create_database`): write-ahead log,
+    the table, the schema version and cepam's application id."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE used_contexts (fingerprint BLOB NOT NULL, context BLOB NOT NULL, "
+               "PRIMARY KEY (fingerprint, context)) WITHOUT ROWID")
+    db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+    db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
 
 
 class ContextGuard:
@@ -42,14 +54,16 @@ class ContextGuard:
     SQLite file.
 
     Args:
-        path: the database file (created if absent; its directory must
-            exist).  Every codec that encodes for one client under one
+        path: the database file (created, whole, if absent; its
+            directory must exist).  Every codec that encodes for one client under one
             secret, in any process, must name the same file.
 
     Raises:
         InvalidTypeError: path is not a str or os.PathLike.
         InvalidArgumentError: an in-memory or empty path, or a file that
-            cannot be opened or is not a cepam context database; a symbolic
+            cannot be opened or is not a cepam context database (an
+            existing empty file included: cepam creates its state files
+            whole, so an empty one is a truncated record); a symbolic
             link at the path (or its ``-wal``, ``-shm``, ``-journal``), or
             a file others may write (docs/guide/security.md).
 
@@ -69,40 +83,39 @@ class ContextGuard:
         if "\0" in path:
             raise InvalidArgumentError(f"state must name a file, got {path!r} (a NUL byte)")
         self.path = os.path.abspath(path)
+        created = create_database(self.path, what="state file", initialise=_initialise)
         with self._connect() as db:
-            try:
-                if db.execute("PRAGMA user_version").fetchone()[0] == _SCHEMA_VERSION:
-                    return  # set up already (a read: it never waits for writers)
-                # WAL first: changing the journal mode takes the file's
-                # exclusive lock, and SQLite answers "locked" at once (its busy
-                # handler is not run) while another process sets the file up,
-                # so wait for that here, up to the busy timeout.
-                retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"),
-                                   timeout=_BUSY_TIMEOUT_S)
-                # Then the schema under the write lock (BEGIN IMMEDIATE waits
-                # for it), so two processes never both see an empty file.
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    version = db.execute("PRAGMA user_version").fetchone()[0]
-                    if version == 0:  # a new file
-                        db.execute("CREATE TABLE IF NOT EXISTS used_contexts ("
-                                   "fingerprint BLOB NOT NULL, context BLOB NOT NULL, "
-                                   "PRIMARY KEY (fingerprint, context)) WITHOUT ROWID")
-                        db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                if version not in (0, _SCHEMA_VERSION):
-                    raise InvalidArgumentError(
-                        f"state file {self.path!r} has schema version {version}, "
-                        f"this cepam writes {_SCHEMA_VERSION}")
-            except sqlite3.OperationalError as exc:  # locked past the timeout, read-only, ...
+            if not created and os.path.getsize(self.path) == 0:
                 raise InvalidArgumentError(
-                    f"cannot set up state file {self.path!r}: {exc}") from None
+                    f"state file {self.path!r} is empty (0 bytes), so not a cepam context "
+                    "database: cepam creates its state files whole, so an empty one is a "
+                    "truncated record (its contexts could be encoded twice) or another "
+                    "program's file; remove it to start a new record, or name a path that "
+                    "does not exist")
+            found: dict[str, int] = {}
+
+            def read() -> None:  # (a log a killed process left: "locked" until recovered)
+                for name in ("user_version", "application_id"):
+                    found[name] = db.execute(f"PRAGMA {name}").fetchone()[0]
+                found["tables"] = db.execute(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                    "AND name = 'used_contexts'").fetchone()[0]
+
+            try:
+                retry_while_locked(read, timeout=_BUSY_TIMEOUT_S)
+            except sqlite3.OperationalError as exc:  # locked past the timeout, unreadable, ...
+                raise InvalidArgumentError(
+                    f"cannot open state file {self.path!r}: {exc}") from None
             except sqlite3.DatabaseError as exc:
                 raise InvalidArgumentError(
                     f"state file {self.path!r} is not a cepam context database: {exc}") from None
+            if found["application_id"] not in (0, _APPLICATION_ID) or not found["tables"]:
+                raise InvalidArgumentError(f"state file {self.path!r} is an SQLite file but "
+                                           "not a cepam context database")
+            if found["user_version"] != _SCHEMA_VERSION:
+                raise InvalidArgumentError(
+                    f"state file {self.path!r} has schema version {found['user_version']}, "
+                    f"this cepam reads {_SCHEMA_VERSION}")
 
     def __repr__(self) -> str:
         return f"ContextGuard({self.path!r})"

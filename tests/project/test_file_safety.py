@@ -283,19 +283,24 @@ def test_a_database_its_group_may_write_or_another_user_owns_warns(tmp_path, mon
 
 
 def test_the_ledger_waits_for_a_locked_file_and_says_so_when_it_cannot(tmp_path):
+    from cepam.accounting import GaussianEvent
+
     Ledger = _ledger()
     path = tmp_path / "privacy.db"
     Ledger(path, name="x").close()
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")  # another process mid-write
-    with pytest.raises(cepam.InvalidArgumentError, match=r"stayed locked by another process "
-                                                         r"for more than timeout=0.2 s"):
-        Ledger(path, name="x", timeout=0.2)
+    event = GaussianEvent(noise_multiplier=1.0)
+    with Ledger(path, name="x", timeout=0.2) as ledger:  # opening reads: no lock needed
+        with pytest.raises(cepam.InvalidArgumentError, match=r"stayed locked by another "
+                                                             r"process for more than "
+                                                             r"timeout=0.2 s"):
+            ledger.record(event, run_id="r", round=0)
     release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
     release.start()
     try:
-        with Ledger(path, name="x", timeout=30) as ledger:  # waits, then opens
-            assert ledger.name == "x"
+        with Ledger(path, name="x", timeout=30) as ledger:  # waits, then records
+            assert ledger.record(event, run_id="r", round=0) == 1
     finally:
         release.join()
         holder.close()
@@ -315,3 +320,70 @@ def test_the_guard_waits_for_a_locked_file(tmp_path):
     finally:
         release.join()
         holder.close()
+
+
+_RACER = """
+import sys, time
+import cepam
+from cepam.accounting import Ledger
+which, folder, go, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+open_ = (lambda p: cepam.ContextGuard(p)) if which == "guard" else \\
+    (lambda p: Ledger(p, name="x").close())
+print("ready", flush=True)
+import os
+while not os.path.exists(go):
+    time.sleep(0.0005)
+for i in range(count):
+    open_(os.path.join(folder, f"{i}.db"))
+"""
+
+
+@pytest.mark.parametrize("which", ["guard", "ledger"])
+def test_processes_creating_one_database_at_once_all_open_it(tmp_path, which):
+    """A new database is built in a fresh file and linked to its path whole
+    (cepam._files.create_database): a process that opens it while another
+    creates it never finds it empty (which it would refuse as truncated) or
+    half built, and none fails.  Three processes race to create each of 25
+    files."""
+    import subprocess
+    import sys
+
+    go, count = tmp_path / "go", 25
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, which, str(tmp_path), str(go),
+                               str(count)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
+    for p in procs:
+        assert p.stdout.readline() == "ready\n"
+    go.touch()
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    for i in range(count):  # each is whole, and no builder's scratch file is left
+        _databases_by_name()[which](tmp_path / f"{i}.db")
+    assert sorted(f.name for f in tmp_path.iterdir() if f.name.endswith(".tmp")) == []
+
+
+def _databases_by_name():
+    return dict(_databases())
+
+
+@pytest.mark.parametrize("which", ["guard", "ledger"])
+def test_an_empty_database_file_is_refused_never_started_afresh(tmp_path, which):
+    """An emptied (truncated) guard or ledger would count nothing: refused,
+    and left as it is; so is an SQLite file of another program."""
+    open_ = _databases_by_name()[which]
+    path = tmp_path / "f.db"
+    open_(path)
+    path.write_bytes(b"")
+    with pytest.raises((cepam.InvalidArgumentError, cepam.FormatError), match="empty"):
+        open_(path)
+    assert path.stat().st_size == 0
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    db.close()
+    before = foreign.read_bytes()
+    with pytest.raises((cepam.InvalidArgumentError, cepam.FormatError), match="not a cepam"):
+        open_(foreign)
+    assert foreign.read_bytes() == before

@@ -18,8 +18,11 @@ Guarantees:
   returns the first record's id instead of adding one; a record without a
   round (``round=None``) is the run's one round-less record, retried the
   same way;
-* only a cepam ledger opens: an existing file that is empty (0 bytes) or
-  any other file is refused, never initialised;
+* only a cepam ledger opens: a new ledger is built in a scratch file and
+  linked into place whole, so an existing file that is empty (0 bytes: a
+  truncated ledger) or any other file is refused, never initialised or
+  changed, and a process opening a ledger that another is creating never
+  finds it empty;
 * ``max_epsilon``: :meth:`Ledger.record` checks the budget and records
   inside one write transaction, so two servers sharing a ledger cannot both
   spend the last of it;
@@ -66,7 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .._files import check_database_file, is_locked, retry_while_locked
+from .._files import check_database_file, create_database, is_locked, retry_while_locked
 from ..errors import (FormatError, InvalidArgumentError, InvalidTypeError, MissingPathError,
                       PrivacyBudgetError)
 from . import _validation as _v
@@ -98,6 +101,24 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (run_id, round)
 );
 """
+
+
+def _initialise(db: sqlite3.Connection, *, name: str, delta: float | None) -> None:
+    """Builds a new, empty ledger for ``name`` at ``delta`` (None:
+    :data:`DEFAULT_DELTA`) on the connection ``db`` (a fresh file of
+    :func:`cepam._files.create_database`): write-ahead log, cepam's
+    application id, the tables and the ledger's metadata."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
+    db.execute("BEGIN")
+    for statement in _CREATE.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    meta = {"schema": str(_SCHEMA), "name": name,
+            "delta": repr(DEFAULT_DELTA if delta is None else delta),
+            "created": repr(time.time())}
+    db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+    db.execute("COMMIT")
 
 
 @dataclass(frozen=True)
@@ -265,11 +286,15 @@ class Ledger:
             raise InvalidArgumentError("a ledger's path must not be empty")
         if not create and not os.path.lexists(self._path):
             raise MissingPathError(f"no ledger at {str(self._path)!r}")
-        # A ledger file is created here (mode 0600, never through a link),
-        # never adopted: an existing empty file (which SQLite would take as a
-        # new database) is not a ledger.
-        self._new = check_database_file(str(self._path), what="ledger")
-        if not self._new and self._path.stat().st_size == 0:
+        # A ledger file is created here whole (built in a fresh file, mode
+        # 0600, then linked to the path), never adopted: an existing empty
+        # file (which SQLite would take as a new database) is not a ledger,
+        # and no process ever sees one this call is building.
+        created = create_database(
+            str(self._path), what="ledger",
+            initialise=lambda db: _initialise(db, name=name or self._path.stem, delta=delta))
+        check_database_file(str(self._path), what="ledger")
+        if not created and self._path.stat().st_size == 0:
             raise FormatError(f"{str(self._path)!r} is an empty file, not a cepam ledger")
         self._timeout = timeout
         self._closed = False
@@ -285,9 +310,7 @@ class Ledger:
         except sqlite3.OperationalError as exc:  # locked past the timeout, read-only, ...
             self._conn.close()
             if is_locked(exc):
-                raise InvalidArgumentError(
-                    f"ledger {str(self._path)!r} stayed locked by another process for more "
-                    f"than timeout={timeout:g} s ({exc})") from None
+                raise self._stayed_locked(exc) from None
             raise FormatError(f"{str(self._path)!r} is not a cepam ledger ({exc})") from None
         except sqlite3.DatabaseError as exc:
             self._conn.close()
@@ -296,33 +319,25 @@ class Ledger:
             self._conn.close()
             raise
 
+    def _stayed_locked(self, exc: sqlite3.OperationalError) -> InvalidArgumentError:
+        """The error for a lock another process held past the timeout."""
+        return InvalidArgumentError(
+            f"ledger {str(self._path)!r} stayed locked by another process for more than "
+            f"timeout={self._timeout:g} s ({exc})")
+
     def _open(self, name: str | None, delta: float | None) -> None:
         db = self._db
-        # SQLite answers "locked" at once, without waiting, to a change of
-        # journal mode while another process holds the file (or recovers the
-        # log of a killed one): wait for it here, as cepam.ContextGuard does.
+        # SQLite answers "locked" at once, without waiting, while another
+        # process recovers the log of a killed one (and to a change of
+        # journal mode while another holds the file): wait for it here, as
+        # cepam.ContextGuard does.  Another program's file is left as it was.
+        found: list[int] = []
+        retry_while_locked(lambda: found.append(db.execute("PRAGMA application_id").fetchone()[0]),
+                           timeout=self._timeout)
+        if found[-1] != _APPLICATION_ID:
+            raise FormatError(f"{str(self._path)!r} is an SQLite file but not a cepam ledger")
         retry_while_locked(lambda: db.execute("PRAGMA journal_mode=WAL"), timeout=self._timeout)
         db.execute("PRAGMA synchronous=FULL")  # a returned commit survives power loss too
-        retry_while_locked(lambda: db.execute("BEGIN IMMEDIATE"), timeout=self._timeout)
-        try:
-            app = db.execute("PRAGMA application_id").fetchone()[0]
-            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if app == 0 and tables == 0 and self._new:  # a file this call created
-                db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
-                for statement in _CREATE.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                meta = {"schema": str(_SCHEMA), "name": name or self._path.stem,
-                        "delta": repr(DEFAULT_DELTA if delta is None else delta),
-                        "created": repr(time.time())}
-                db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-            elif app != _APPLICATION_ID:
-                raise FormatError(f"{str(self._path)!r} is an SQLite file but not a cepam ledger")
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:  # (SQLite may have rolled back already)
-                db.execute("ROLLBACK")
-            raise
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("schema") != str(_SCHEMA):
             raise FormatError(f"ledger schema {meta.get('schema')!r} is not {_SCHEMA}")
@@ -412,7 +427,9 @@ class Ledger:
         Raises:
             PrivacyBudgetError: the budget would be exceeded.
             InvalidArgumentError: the ``(run_id, round)`` was recorded with a
-                different event; bad arguments.
+                different event; bad arguments; another process kept the
+                file locked for longer than the ledger's ``timeout``, or it
+                cannot be written (read-only).
             InvalidTypeError: an event the ledger cannot store.
         """
         description = _check_event(event)
@@ -433,7 +450,12 @@ class Ledger:
     def _insert(self, event: PrivacyEvent, description: dict[str, Any], text: str, run_id: str,
                 round: int | None, rounds: int, max_epsilon: float | None) -> int:
         db = self._db
-        db.execute("BEGIN IMMEDIATE")  # the write lock: check and insert as one
+        try:
+            db.execute("BEGIN IMMEDIATE")  # the write lock: check and insert as one
+        except sqlite3.OperationalError as exc:
+            if is_locked(exc):  # (SQLite waited for it up to the timeout)
+                raise self._stayed_locked(exc) from None
+            raise InvalidArgumentError(f"cannot write ledger {str(self._path)!r}: {exc}") from None
         try:
             row = db.execute("SELECT id, event, rounds FROM events WHERE run_id = ? AND round IS ?",
                              (run_id, round)).fetchone()
