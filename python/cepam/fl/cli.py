@@ -15,6 +15,13 @@
   names what each eps is for (``epsilon_level``, ``epsilon_relation``,
   ``epsilon_delta``; ``client_epsilon_...`` likewise).  ``--seeds`` takes
   1 to :data:`MAX_SEEDS`, ``--seed`` 0 to 2^63 - 1 (the last seed too).
+  Each option reaches the runs it applies to (``--clip-all`` fl and fl-sdq,
+  ``--sdq-step`` the SDQ methods, ``--laplace-b`` the Laplace methods);
+  one that no run uses (``--laplace-b`` with Gaussian methods only,
+  ``--clip-learning-rate`` without ``--clip-quantile``) and settings that
+  contradict each other (``--samples-per-client`` beyond the training
+  set, or with ``--alpha``) are refused before any data is read
+  (:func:`.config.grid_configs`, :class:`.config.FLConfig`).
 * ``cepam fl table DIR`` prints the paper-style table (accuracy: mean and
   standard deviation over distinct seeds, the newest run of a seed used;
   ``--json`` also has the 95% CI).  eps has a column per level (record or
@@ -90,7 +97,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run", help="run federated-learning experiments on MNIST",
         description="Runs every combination of --model, --method, --dim (CEPAM methods) and "
-                    "--sigma / --laplace-b for --seeds seeds. Defaults are the paper's setup.")
+                    "--sigma / --laplace-b for --seeds seeds. Defaults are the paper's setup. "
+                    "Each option reaches the methods it applies to (--clip-all: fl and fl-sdq; "
+                    "--sdq-step: the SDQ methods); an option that no run uses, or settings "
+                    "that contradict each other, are an error before any data is read.")
     p.add_argument("--model", nargs="+", default=["cnn"], choices=("mlp", "cnn"),
                    metavar="MODEL", help="mlp and/or cnn (default cnn)")
     p.add_argument("--method", nargs="+", default=["cepam-gaussian"], choices=_METHODS + ("all",),
@@ -218,16 +228,20 @@ _seed_count = checked(int, lambda v: 1 <= v <= MAX_SEEDS,
 
 def _settings(args: argparse.Namespace) -> list["FLConfig"]:
     """One FLConfig for each combination of the options (model, method,
-    dim, sigma, b), at the first seed.
+    dim, sigma, b), at the first seed; each shared option given to the runs
+    that use it (:func:`.config.grid_configs`: ``--clip-all`` to fl and
+    fl-sdq, ``--sdq-step`` to the SDQ methods, ...).
 
     Raises:
         InvalidTypeError: the renamed --local-steps.
         InvalidArgumentError: the last seed, seed + seeds - 1, above 2^63 - 1,
+            an option that no run uses (``--laplace-b`` without a Laplace
+            method, ``--clip-learning-rate`` without ``--clip-quantile``),
             or a bad combination of settings (FLConfig's checks).
     """
     from ..accounting.setting import LOCAL_STEPS_RENAMED
     from ..errors import InvalidArgumentError, InvalidTypeError
-    from .config import FLConfig
+    from .config import grid_configs
 
     if args.renamed_local_steps is not None:
         raise InvalidTypeError(LOCAL_STEPS_RENAMED)
@@ -235,30 +249,28 @@ def _settings(args: argparse.Namespace) -> list["FLConfig"]:
         raise InvalidArgumentError(
             f"--seed {args.seed} --seeds {args.seeds} would run seeds up to "
             f"{args.seed + args.seeds - 1}; seeds run from 0 to 2^63 - 1 = {MAX_SEED}")
-    settings = []
+    shared = dict(
+        lattice=args.lattice, sdq_step=args.sdq_step, clip=args.clip, clip_all=args.clip_all,
+        clients=args.clients, samples_per_client=args.samples_per_client, alpha=args.alpha,
+        sgd_steps=args.sgd_steps, batch_size=args.batch_size, lr=args.lr,
+        momentum=args.momentum, lr_patience=args.lr_patience, lr_factor=args.lr_factor,
+        rounds=args.rounds, train_size=args.train_size, val_size=args.val_size,
+        test_size=args.test_size, delta=args.delta, seed=args.seed, engine=args.engine,
+        population=args.population, sample_rate=args.sample_rate, sampling=args.sampling,
+        relation=args.relation, clip_quantile=args.clip_quantile,
+        clip_learning_rate=args.clip_learning_rate, clip_count_sigma=args.clip_count_sigma,
+        clipped_fraction_release=args.clipped_fraction, server_lr=args.server_lr)
+    runs = []
     methods = list(_METHODS) if "all" in args.method else list(dict.fromkeys(args.method))
     for model, method in itertools.product(args.model, methods):
-        dims = sorted(set(args.dim)) if method.startswith("cepam") else [1]
-        lattice = args.lattice if method.startswith("cepam") else "Z"
+        # A swept option runs each of its values for the methods it names, its
+        # first value for the others (which grid_configs drops where unused).
+        dims = sorted(set(args.dim)) if method.startswith("cepam") else [args.dim[0]]
         sigmas = args.sigma if "gaussian" in method else [args.sigma[0]]
         bs = args.laplace_b if "laplace" in method else [args.laplace_b[0]]
         for dim, sigma, b in itertools.product(dims, sigmas, bs):
-            settings.append(FLConfig(
-                model=model, method=method, dim=dim, lattice=lattice, sigma=sigma, b=b,
-                sdq_step=args.sdq_step, clip=args.clip, clip_all=args.clip_all,
-                clients=args.clients, samples_per_client=args.samples_per_client,
-                alpha=args.alpha, sgd_steps=args.sgd_steps, batch_size=args.batch_size,
-                lr=args.lr, momentum=args.momentum, lr_patience=args.lr_patience,
-                lr_factor=args.lr_factor, rounds=args.rounds, train_size=args.train_size,
-                val_size=args.val_size, test_size=args.test_size, delta=args.delta,
-                seed=args.seed, engine=args.engine, population=args.population,
-                sample_rate=args.sample_rate, sampling=args.sampling,
-                relation=args.relation, clip_quantile=args.clip_quantile,
-                clip_learning_rate=args.clip_learning_rate,
-                clip_count_sigma=args.clip_count_sigma,
-                clipped_fraction_release=args.clipped_fraction,
-                server_lr=args.server_lr))
-    return settings
+            runs.append(dict(model=model, method=method, dim=dim, sigma=sigma, b=b, **shared))
+    return grid_configs(runs)
 
 
 def _configs(settings: list["FLConfig"], seeds: int) -> Iterator["FLConfig"]:

@@ -1,10 +1,13 @@
 """The configuration of one federated-learning run, and the names it accepts.
 
 :class:`FLConfig` fixes a run (its defaults are the paper's setup, see
-``docs/design.md``, "The paper's experiment"); :data:`METHODS` and
-:data:`MODEL_NAMES` are the transports and networks a configuration may name,
-and :func:`method_label` gives a method's name in the paper.  This module
-needs no torch, so finished runs can be read and tabulated without it.
+``docs/design.md``, "The paper's experiment") and refuses settings that
+contradict each other or that the run would not use;
+:func:`grid_configs` makes the runs of a grid that shares its options
+(``cepam fl run``); :data:`METHODS` and :data:`MODEL_NAMES` are the
+transports and networks a configuration may name, and :func:`method_label`
+gives a method's name in the paper.  This module needs no torch, so
+finished runs can be read and tabulated without it.
 """
 
 from __future__ import annotations
@@ -15,17 +18,21 @@ import json
 import math
 import numbers
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._checks import check_choice, check_flag, check_int, check_positive
+from ..auto import _check_lattice
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..lattices import LATTICE_DIMS
+from ..mechanisms import Gaussian, Laplace
 from .engines import ENGINES as _ENGINE_TABLE
 from .seeds import MAX_SEED
+from .split import check_split
 
 __all__ = ["FLConfig", "SAMPLINGS", "RELATIONS", "CENTRAL_DP", "METHODS", "MODEL_NAMES",
-           "MODEL_PARAMETERS", "method_label", "json_value"]
+           "MODEL_PARAMETERS", "method_label", "json_value", "codec_dim", "grid_configs"]
 
 #: The networks of :mod:`.models`, by name.
 MODEL_NAMES = ("mlp", "cnn")
@@ -73,8 +80,50 @@ SAMPLINGS = ("poisson", "fixed")
 RELATIONS = ("replace-one", "add-remove")
 #: Central DP on float32 updates (:attr:`FLConfig.central_dp`).
 CENTRAL_DP = ("dp-fedavg", "flower")
-# The methods whose clients add Gaussian noise of std sigma to the clipped update.
+# The methods whose clients add Gaussian noise of std sigma to the clipped update;
+# those whose clients add Laplace noise of scale b; those that quantize with SDQ;
+# the no-privacy baselines (no noise, clipped with clip_all or central_dp only).
 _GAUSSIAN_CLIENT_NOISE = ("cepam-gaussian", "fl-gaussian", "fl-gaussian-sdq")
+_LAPLACE_CLIENT_NOISE = ("cepam-laplace", "fl-laplace", "fl-laplace-sdq")
+_SDQ_METHODS = ("fl-sdq", "fl-gaussian-sdq", "fl-laplace-sdq")
+_BASELINES = ("fl", "fl-sdq")
+
+#: The settings that only some runs use: for each, what it applies to (the
+#: words of the error) and whether a run of these settings (FLConfig's fields
+#: by name) uses it.  Every run uses every other setting.
+_APPLIES_TO: dict[str, tuple[str, Callable[[Mapping[str, Any]], bool]]] = {
+    "dim": ("the CEPAM methods", lambda s: str(s["method"]).startswith("cepam")),
+    "lattice": ("the CEPAM methods", lambda s: str(s["method"]).startswith("cepam")),
+    "sigma": (f"the Gaussian methods ({', '.join(_GAUSSIAN_CLIENT_NOISE)}) and fl-sdq's "
+              "default SDQ step (no sdq_step)",
+              lambda s: s["method"] in _GAUSSIAN_CLIENT_NOISE
+              or (s["method"] == "fl-sdq" and s["sdq_step"] is None)),
+    "b": (f"the Laplace methods ({', '.join(_LAPLACE_CLIENT_NOISE)})",
+          lambda s: s["method"] in _LAPLACE_CLIENT_NOISE),
+    "sdq_step": (f"the SDQ methods ({', '.join(_SDQ_METHODS)})",
+                 lambda s: s["method"] in _SDQ_METHODS),
+    "clip": ("the private methods, and fl and fl-sdq with clip_all or central_dp",
+             lambda s: s["method"] not in _BASELINES or s["clip_all"] is True
+             or s["central_dp"] is not None),
+    "clip_all": ("fl and fl-sdq (the private methods always clip)",
+                 lambda s: s["method"] in _BASELINES),
+    "clip_learning_rate": ("adaptive clipping (clip_quantile)",
+                           lambda s: s["clip_quantile"] is not None),
+    "clip_count_sigma": ("a released clipped fraction (clip_quantile, or "
+                         "clipped_fraction_release with a Gaussian method)",
+                         lambda s: s["clip_quantile"] is not None
+                         or (s["clipped_fraction_release"] is True
+                             and s["method"] in _GAUSSIAN_CLIENT_NOISE)),
+    "clipped_fraction_release": (f"the Gaussian methods ({', '.join(_GAUSSIAN_CLIENT_NOISE)}), "
+                                 "whose clients' clipped-or-not bits are counted",
+                                 lambda s: s["method"] in _GAUSSIAN_CLIENT_NOISE),
+    "noise_multiplier": ("central_dp", lambda s: s["central_dp"] is not None),
+}
+#: Of those, the settings that the no-privacy baselines fl and fl-sdq take
+#: unused: a grid gives its noise scales and clip to every row, the baselines
+#: included (``cepam fl run --method all --sigma ...``, bench/dp_fedavg.py's
+#: no-DP row).  Every other unused setting is refused.
+_BASELINES_TAKE = ("sigma", "b", "clip")
 
 
 #: FLConfig's integer fields and their least values; its positive finite
@@ -159,6 +208,24 @@ class FLConfig:
             flwr's DifferentialPrivacyServerSideFixedClipping does: the mean
             of the k updates plus N(0, (z clip / clients)^2)).
         noise_multiplier: z of ``central_dp``.
+
+    Raises:
+        InvalidTypeError: a value of the wrong type.
+        InvalidArgumentError: a value out of range; settings that contradict
+            each other (sampling, relation, central DP and adaptive clipping
+            with the method; a CEPAM lattice in a dimension or with a noise
+            the codec does not take; a client split that does not fit in
+            ``train_size``, or ``samples_per_client`` with ``alpha``); or a
+            setting changed from its default that the run would not use
+            (:meth:`uses`: ``b`` of a Gaussian method, ``sigma`` of a Laplace
+            one, ``sdq_step`` without SDQ, ``clip_all`` of a private method,
+            ``dim`` and ``lattice`` without CEPAM, ``clip_learning_rate``
+            without ``clip_quantile``, ``clip_count_sigma`` and
+            ``clipped_fraction_release`` without a released clipped fraction,
+            ``noise_multiplier`` without ``central_dp``).  The no-privacy
+            baselines ``fl`` and ``fl-sdq`` take ``sigma``, ``b`` and
+            ``clip`` unused (:meth:`ignored_settings`): a grid passes them
+            to every row.
     """
 
     model: str = "cnn"
@@ -208,9 +275,11 @@ class FLConfig:
             raise InvalidArgumentError("need lr > 0, 0 <= momentum < 1, 0 < lr_factor <= 1")
         if not 0 < self.delta < 1:
             raise InvalidArgumentError(f"delta must be in (0, 1), got {self.delta}")
-        if not self.method.startswith("cepam") and (self.dim != 1 or self.lattice != "Z"):
-            raise InvalidArgumentError("dim and lattice apply to the CEPAM methods only")
         self._check_sampling()
+        self._check_unused()
+        self._check_codec()
+        check_split(self.train_size, self.population_size, alpha=self.alpha,
+                    per_client=self.samples_per_client)
 
     def _check_types(self) -> None:
         """Every number and flag of the config of the right type and sign
@@ -238,6 +307,25 @@ class FLConfig:
         if self.seed > MAX_SEED:
             raise InvalidArgumentError(f"seed must be at most 2^63 - 1 = {MAX_SEED} (it is "
                                        f"hashed as a signed 64-bit integer), got {self.seed}")
+
+    def _check_unused(self) -> None:
+        """Refuses a setting changed from its default that the run would not
+        use (:data:`_APPLIES_TO`; the baselines take a noise scale and a clip,
+        :data:`_BASELINES_TAKE`)."""
+        refused = _refused(self.to_dict())
+        if refused:
+            raise InvalidArgumentError(_unused_message(self.to_dict(), refused,
+                                                       f"this run (method {self.method!r})"))
+
+    def _check_codec(self) -> None:
+        """A CEPAM method's lattice, dimension and noise are a combination the
+        codec encodes (:func:`cepam.auto._check_lattice`: A2, D4 and E8 their
+        own dimension, Gaussian only; Laplace n <= 4; "auto" no n), checked
+        here so that a run is refused before it starts."""
+        if self.method.startswith("cepam"):
+            mechanism = (Gaussian(sigma=self.sigma) if self.method == "cepam-gaussian"
+                         else Laplace(b=self.b))
+            _check_lattice(self.lattice, codec_dim(self.dim, self.lattice), mechanism)
 
     def _check_sampling(self) -> None:
         """The checks of the client-sampling, relation, adaptive-clipping and
@@ -276,8 +364,6 @@ class FLConfig:
             if self.relation != wanted:
                 raise InvalidArgumentError(f"central_dp {self.central_dp!r} goes with relation "
                                            f"{wanted!r}")
-        elif self.noise_multiplier is not None:
-            raise InvalidArgumentError("noise_multiplier applies to central_dp only")
         if self.relation == "add-remove" and self.central_dp is None and not gaussian:
             raise InvalidArgumentError(
                 "relation 'add-remove' needs a Gaussian method "
@@ -332,15 +418,58 @@ class FLConfig:
         return self.sgd_steps * self.batch_size
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings by name (every field, the seed included)."""
         return dataclasses.asdict(self)
+
+    def uses(self, name: str) -> bool:
+        """Whether this run uses the setting ``name`` (a field): every run
+        uses every setting but those that apply to some runs only (a noise
+        scale, the SDQ step, the clipping options, the lattice...), which
+        :class:`FLConfig` refuses changed where unused, except a noise scale
+        or the clip of the baselines fl and fl-sdq (a grid's shared
+        settings).
+
+        Raises:
+            InvalidArgumentError: ``name`` is not a setting.
+        """
+        if name not in _DEFAULTS:
+            raise InvalidArgumentError(f"{name!r} is not a setting of FLConfig")
+        return name not in _APPLIES_TO or _APPLIES_TO[name][1](self.to_dict())
+
+    def ignored_settings(self) -> tuple[str, ...]:
+        """The settings changed from their defaults that this run does not
+        use (:meth:`uses`): only a noise scale or the clip of the baselines
+        fl and fl-sdq, since every other one is refused."""
+        return tuple(_unused(self.to_dict()))
+
+    def group_settings(self) -> dict[str, Any]:
+        """The settings that make this run's configuration: :meth:`to_dict`
+        without the seed, each setting the run does not use
+        (:meth:`ignored_settings`) at its default, and the ``dim`` of a
+        lattice of fixed dimension (A2, D4, E8) at 1, which means its own
+        (:func:`codec_dim`).  Runs with the same group settings differ in
+        their seed only (or in settings none of them uses, or in how they
+        name one dimension): ``cepam fl table`` and ``fl plot`` average them
+        as seeds of one configuration (:meth:`group_key`)."""
+        d = self.to_dict()
+        d.pop("seed")
+        d.update({name: _DEFAULTS[name] for name in self.ignored_settings()})
+        if LATTICE_DIMS.get(self.lattice) == self.dim:
+            d["dim"] = 1
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FLConfig":
         """The configuration ``d`` (:meth:`to_dict`) holds; a run saved
-        before ``local_steps`` was renamed ``sgd_steps`` reads the same.
+        before ``local_steps`` was renamed ``sgd_steps`` reads the same, and
+        a setting that the run did not use and that :class:`FLConfig` now
+        refuses (older versions took it: ``cepam fl run --method all
+        --sdq-step 0.1`` gave every method the step) reads as its default.
 
         Raises:
-            InvalidArgumentError: unknown keys, or both names.
+            InvalidArgumentError: unknown keys, both names, or the checks of
+                :class:`FLConfig`.
+            InvalidTypeError: a value of the wrong type.
         """
         d = dict(d)
         if "local_steps" in d:  # config.json, rounds.json and state.pt of older runs
@@ -352,6 +481,7 @@ class FLConfig:
         unknown = set(d) - names
         if unknown:
             raise InvalidArgumentError(f"unknown configuration keys: {sorted(unknown)}")
+        d.update({name: _DEFAULTS[name] for name in _refused({**_DEFAULTS, **d})})
         return cls(**d)
 
     def replace(self, **changes: Any) -> "FLConfig":
@@ -365,11 +495,10 @@ class FLConfig:
         return label if self.engine == "builtin" else f"{label}, Flower"
 
     def group_key(self) -> str:
-        """Identifies the configuration without its seed (runs of one group
-        differ in seed only)."""
-        d = self.to_dict()
-        d.pop("seed")
-        return json.dumps(d, sort_keys=True)
+        """Identifies the configuration without its seed: its
+        :meth:`group_settings` as text (runs of one group differ in seed
+        only, or in settings none of them uses)."""
+        return json.dumps(self.group_settings(), sort_keys=True)
 
     @classmethod
     def from_run_name(cls, name: str, *, seed: int = 0, rounds: int = 80) -> "FLConfig":
@@ -447,6 +576,64 @@ class FLConfig:
 # Settings hashed into run names under the name they had when the hash was
 # introduced, so that a renamed setting keeps its runs' directories.
 _HASHED_AS = {"sgd_steps": "local_steps"}
+
+#: Every setting's default.
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(FLConfig)}
+
+
+def codec_dim(dim: int, lattice: str) -> int | None:
+    """The ``dim`` a CEPAM run's payloads are encoded with: ``dim``, or None
+    (the lattice's own dimension; "auto": its choice) for a lattice other
+    than Z at the default n = 1."""
+    return None if lattice != "Z" and dim == 1 else dim
+
+
+def _unused(settings: Mapping[str, Any]) -> list[str]:
+    """The settings of a run (all of FLConfig's fields, by name) changed from
+    their defaults that it does not use (:data:`_APPLIES_TO`)."""
+    return [name for name, (_, uses) in _APPLIES_TO.items()
+            if settings[name] != _DEFAULTS[name] and not uses(settings)]
+
+
+def _refused(settings: Mapping[str, Any]) -> list[str]:
+    """Those of :func:`_unused` that FLConfig refuses: all but a noise scale
+    or the clip of a baseline (:data:`_BASELINES_TAKE`)."""
+    baseline = settings["method"] in _BASELINES
+    return [name for name in _unused(settings)
+            if not (baseline and name in _BASELINES_TAKE)]
+
+
+def _unused_message(settings: Mapping[str, Any], names: Sequence[str], where: str) -> str:
+    """The error for the settings ``names``, unused in ``where``."""
+    return "; ".join(f"{name} = {settings[name]!r} is unused in {where}: it applies only to "
+                     f"{_APPLIES_TO[name][0]}; leave it at its default ({_DEFAULTS[name]!r})"
+                     for name in names)
+
+
+def grid_configs(runs: Sequence[Mapping[str, Any]]) -> list[FLConfig]:
+    """The configurations of a grid whose runs share their options (``cepam
+    fl run``: one ``--sdq-step`` or ``--clip-all`` for several methods):
+    each run's settings (FLConfig's keywords), those it does not use and
+    :class:`FLConfig` would refuse left at their defaults, so that a shared
+    setting reaches the runs it applies to (``clip_all`` fl and fl-sdq,
+    ``sdq_step`` the SDQ methods).
+
+    Raises:
+        InvalidArgumentError: a setting changed from its default that no run
+            of the grid uses (:class:`FLConfig`'s error, naming the grid's
+            methods), or another check of :class:`FLConfig`.
+        InvalidTypeError: a value of the wrong type.
+    """
+    full = [{**_DEFAULTS, **run} for run in runs]
+    refused = [_refused(settings) for settings in full]
+    everywhere = [name for name in refused[0] if all(name in r for r in refused)] if full else []
+    if everywhere:
+        methods = list(dict.fromkeys(repr(s["method"]) for s in full))
+        where = (f"every run (methods {', '.join(methods)})" if len(methods) > 1
+                 else f"every run (method {methods[0]})")
+        raise InvalidArgumentError(_unused_message(full[0], everywhere, where))
+    return [FLConfig(**{**settings, **{name: _DEFAULTS[name] for name in names}})
+            for settings, names in zip(full, refused)]
 
 
 def json_value(v: Any) -> Any:

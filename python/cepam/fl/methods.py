@@ -47,7 +47,7 @@ import torch
 import cepam
 
 from ..errors import InvalidArgumentError
-from .config import METHODS, method_label
+from .config import METHODS, codec_dim, method_label
 from .seeds import payload_nonce
 
 __all__ = ["METHODS", "Message", "Method", "make_method", "method_label", "clip_update"]
@@ -191,8 +191,7 @@ class LRSUQ(Method):
         # The A2 / D4 / E8 lattices have a fixed dimension, and "auto" picks
         # the lattice and its dimension for every update: the default n = 1
         # means "the lattice's own" there.
-        if lattice != "Z" and dim == 1:
-            dim = None
+        dim = codec_dim(dim, lattice)
         # Fail now, not in round 1, on settings the codec refuses.
         probe = cepam.encode(torch.zeros(1), mechanism, secret=bytes(32), round=0, client=0,
                              dim=dim, lattice=lattice, clip=clip)

@@ -10,9 +10,11 @@
   class's samples are divided among the clients in proportions drawn from
   Dirichlet(alpha, ..., alpha).  Small alpha gives clients few classes each
   (heterogeneous data, the regime of the paper's convergence analysis);
-  large alpha approaches the IID split.
+  large alpha approaches the IID split;
+* :func:`check_split` -- whether a split's sizes fit, before any data is
+  read (:class:`~cepam.fl.config.FLConfig` checks its settings with it).
 
-All functions take a numpy ``Generator`` and return index arrays into the
+The split functions take a numpy ``Generator`` and return index arrays into the
 array they were given, so a split depends only on the seed.
 """
 
@@ -22,7 +24,12 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["train_validation_split", "iid_split", "dirichlet_split", "split_clients"]
+__all__ = ["train_validation_split", "iid_split", "dirichlet_split", "split_clients",
+           "check_split", "MIN_CLIENT_SAMPLES"]
+
+#: The fewest samples :func:`dirichlet_split` leaves a client (its default
+#: ``min_size``).
+MIN_CLIENT_SAMPLES = 10
 
 
 def train_validation_split(n: int, n_train: int, n_validation: int,
@@ -48,20 +55,16 @@ def iid_split(n: int, clients: int, rng: np.random.Generator,
     Raises:
         InvalidArgumentError: too few samples.
     """
-    if clients < 1:
-        raise InvalidArgumentError(f"clients must be at least 1, got {clients}")
+    _check_shares(n, clients, per_client)
     if per_client is None:
         per_client = n // clients
-    if per_client < 1 or per_client * clients > n:
-        raise InvalidArgumentError(
-            f"cannot give {clients} clients {per_client} samples each from {n} samples"
-        )
     perm = rng.permutation(n)
     return [np.sort(perm[k * per_client:(k + 1) * per_client]) for k in range(clients)]
 
 
 def dirichlet_split(labels: np.ndarray, clients: int, alpha: float, rng: np.random.Generator,
-                    *, min_size: int = 10, max_tries: int = 100) -> list[np.ndarray]:
+                    *, min_size: int = MIN_CLIENT_SAMPLES,
+                    max_tries: int = 100) -> list[np.ndarray]:
     """Non-IID split: each class is divided among the clients with
     Dirichlet(alpha) proportions; redrawn until every client has at least
     ``min_size`` samples.
@@ -72,13 +75,8 @@ def dirichlet_split(labels: np.ndarray, clients: int, alpha: float, rng: np.rand
     """
     if not (alpha > 0 and np.isfinite(alpha)):
         raise InvalidArgumentError(f"alpha must be a positive finite number, got {alpha}")
-    if clients < 1:
-        raise InvalidArgumentError(f"clients must be at least 1, got {clients}")
     labels = np.asarray(labels)
-    if min_size * clients > labels.size:
-        raise InvalidArgumentError(
-            f"cannot give {clients} clients {min_size} samples each from {labels.size}"
-        )
+    _check_shares(labels.size, clients, min_size, least=0)
     classes = np.unique(labels)
     for _ in range(max_tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
@@ -103,9 +101,47 @@ def split_clients(labels: np.ndarray, clients: int, rng: np.random.Generator, *,
 
     ``per_client`` (IID only) caps each client's share; the Dirichlet split
     uses all samples.
+
+    Raises:
+        InvalidArgumentError: the settings :func:`check_split` refuses, or a
+            Dirichlet draw that left a client too few samples.
     """
+    check_split(len(labels), clients, alpha=alpha, per_client=per_client)
     if alpha is None:
         return iid_split(len(labels), clients, rng, per_client)
-    if per_client is not None:
-        raise InvalidArgumentError("samples per client applies to the IID split only")
     return dirichlet_split(labels, clients, alpha, rng)
+
+
+def _check_shares(n: int, clients: int, share: int | None, *, least: int = 1) -> None:
+    """Raises InvalidArgumentError unless ``clients`` (at least 1) shares of
+    ``share`` samples (None: ``n // clients``), at least ``least``, fit in
+    ``n`` samples."""
+    if clients < 1:
+        raise InvalidArgumentError(f"clients must be at least 1, got {clients}")
+    if share is None:
+        share = n // clients
+    if share < least or share * clients > n:
+        raise InvalidArgumentError(
+            f"cannot give {clients} clients {share} samples each from {n} samples")
+
+
+def check_split(n: int, clients: int, *, alpha: float | None = None,
+                per_client: int | None = None) -> None:
+    """Checks, before any data is read, that :func:`split_clients` can split
+    ``n`` training samples over ``clients`` clients: IID (``alpha`` None),
+    ``per_client`` samples each (default ``n // clients``, at least one),
+    or Dirichlet (``alpha``), which takes all samples and leaves each client
+    at least :data:`MIN_CLIENT_SAMPLES`, and no ``per_client``.
+
+    Raises:
+        InvalidArgumentError: the shares do not fit in ``n`` samples, or
+            ``per_client`` given with ``alpha``.
+    """
+    if alpha is None:
+        _check_shares(n, clients, per_client)
+        return
+    if per_client is not None:
+        raise InvalidArgumentError(
+            "samples_per_client applies to the IID split only: a non-IID (alpha) split gives "
+            "each client its Dirichlet share of all training samples")
+    _check_shares(n, clients, MIN_CLIENT_SAMPLES)
