@@ -363,6 +363,68 @@ def test_runs_of_one_seed_count_once_the_newest_kept(tmp_path, capsys):
                    f"seed 0: the newer, {new}, is used\n")
 
 
+def test_runs_of_one_method_and_scope_that_differ_in_a_setting_are_lines_of_their_own(tmp_path,
+                                                                                     capsys):
+    """Runs of one method and eps scope at two clips were one line of each
+    figure: the privacy-accuracy figure joined their points into one line,
+    the convergence figure drew both in one style under one legend entry.
+    Each configuration is now a line of its own, its seeds averaged, named
+    as the table names its row: by the settings in which the lines differ."""
+    pytest.importorskip("matplotlib")
+    from cepam.fl.plots import convergence_figure, privacy_accuracy_figure
+
+    for clip, acc in ((1.0, 0.2), (2.0, 0.6)):
+        for sigma, eps, drop in ((0.5, 16.51, 0.0), (1.0, 5.5, 0.1)):
+            for seed in (0, 1):
+                config = _TINY.replace(clip=clip, sigma=sigma, seed=seed)
+                _write_run(tmp_path, config, eps, test_acc=acc + 0.2 * seed - drop)
+    groups = summarize(load_runs(tmp_path))
+    assert len(groups) == 4 and all(g.seeds == [0, 1] for g in groups)
+    header, rows = _markdown(format_table(groups, markdown=True))
+    labels = [f"CEPAM-Gaussian (n=1), sigma={sigma}, clip={clip}"
+              for sigma in ("0.5", "1") for clip in ("1", "2")]
+    assert sorted(row[0] for row in rows) == sorted(labels)
+    assert all(row[-1] == "2" for row in rows)  # seeds
+
+    (ax,) = convergence_figure(groups).axes
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == \
+        sorted(f"{label} (2 seeds)" for label in labels)
+    assert len({(line.get_color(), str(line.get_linestyle())) for line in ax.get_lines()
+                if len(line.get_xdata()) == 2}) == 4  # the four curves (rounds 0 and 1) apart
+
+    assert main(["fl", "table", str(tmp_path), "--json"]) == 0
+    summaries = json.loads(capsys.readouterr().out)  # the figure from fl table --json too
+    for stats in ([g.stats() for g in groups], summaries):
+        (ax,) = privacy_accuracy_figure(stats).axes
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend == ["CEPAM-Gaussian (n=1), clip=1, MLP", "CEPAM-Gaussian (n=1), clip=2, MLP"]
+        curves = [(list(c.lines[0].get_xdata()), list(c.lines[0].get_ydata()))
+                  for c in ax.containers]
+        # each line: its two noise levels, each the mean of its two seeds (in %)
+        assert curves == [(pytest.approx([5.5, 16.51]), pytest.approx([20.0, 30.0])),
+                          (pytest.approx([5.5, 16.51]), pytest.approx([60.0, 70.0]))]
+
+
+def test_runs_that_differ_only_in_a_setting_none_uses_are_seeds_of_one_configuration(tmp_path):
+    """fl ignores sigma: its runs at two sigmas (``fl run --method fl
+    cepam-gaussian --sigma ...`` gives fl the first) were two groups, and
+    the table kept one of them under the one label "FL"; fl-sdq's default
+    SDQ step follows sigma, which the table's label left out: one of its
+    rows overwrote the other."""
+    fl = _TINY.replace(method="fl")
+    _write_run(tmp_path / "a", fl.replace(seed=0), math.inf, test_acc=0.2)
+    _write_run(tmp_path / "b", fl.replace(sigma=1e-3, seed=1), math.inf, test_acc=0.4)
+    (group,) = summarize(load_runs(tmp_path))
+    assert group.seeds == [0, 1] and group.stats()["test_acc"] == pytest.approx(0.3)
+    for sigma, acc in ((0.01, 0.5), (0.1, 0.7)):
+        _write_run(tmp_path / f"sdq{sigma}", _TINY.replace(method="fl-sdq", sigma=sigma),
+                   math.inf, test_acc=acc)
+    _, rows = _markdown(format_table(summarize(load_runs(tmp_path)), markdown=True))
+    assert [(row[0], row[1], row[-1]) for row in rows] == [
+        ("FL", "30.00 ± 14.14", "2"), ("FL+SDQ, sigma=0.01", "50.00", "1"),
+        ("FL+SDQ, sigma=0.1", "70.00", "1")]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--seeds", "1000000000"], "argument --seeds: must be a positive integer up to 10000, "
                                 "got 1000000000"),

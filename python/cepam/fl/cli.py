@@ -22,20 +22,26 @@
   contradict each other (``--samples-per-client`` beyond the training
   set, or with ``--alpha``) are refused before any data is read
   (:func:`.config.grid_configs`, :class:`.config.FLConfig`).
-* ``cepam fl table DIR`` prints the paper-style table (accuracy: mean and
-  standard deviation over distinct seeds, the newest run of a seed used;
-  ``--json`` also has the 95% CI).  eps has a column per level (record or
-  client), relation and delta, named in its header, so that no column
-  mixes them (``--json``: ``epsilon_level``, ``epsilon_relation``,
-  ``epsilon_delta``).  ``--delta D [D ...]`` adds a sigma column and eps
+* ``cepam fl table DIR`` prints the paper-style table, a row per
+  configuration (runs that differ in any setting but the seed are rows of
+  their own, named by the settings in which the rows differ; accuracy: mean
+  and standard deviation over distinct seeds, the newest run of a seed used;
+  ``--json`` also has the 95% CI and each group's settings, ``config``).
+  eps has a column per level (record or client), relation and delta, named
+  in its header, so that no column mixes them (``--json``:
+  ``epsilon_level``, ``epsilon_relation``, ``epsilon_delta``).
+  ``--delta D [D ...]`` adds a sigma column and eps
   columns per delta: eps recomputed by the accountant (tight bound,
   curious-client view) for each setting after the rounds run, in place of
   the runs' own eps column (computed at their ``--delta``).  Text tables
   show accuracy in percent; ``--json`` gives fractions in [0, 1].
 * ``cepam fl plot DIR`` writes the convergence and privacy-accuracy figures
-  (``--format png pdf svg``); the latter has one line per method, model and
-  eps level, relation and delta, each with two or more noise levels (none:
-  no figure, a note on stderr), and names them on its axis or legend;
+  (``--format png pdf svg``), a series per configuration as ``fl table``
+  has a row per configuration (its seeds averaged, named as the table names
+  the row); the privacy-accuracy figure has one line per configuration but
+  its sigma, model and eps level, relation and delta, each with two or more
+  noise levels (none: no figure, a note on stderr), and names them on its
+  axis or legend;
   with ``--delta D [D ...]`` one line per delta too
   (eps on a log axis where it spans more than two decades).
 
@@ -514,8 +520,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Tabulates the runs under DIRECTORY: test accuracy (mean and sample "
                     "standard deviation over distinct seeds, the newest run of a seed used; "
                     "--json also gives the 95% CI of the mean), bits per coordinate and eps "
-                    "for each method and model. eps has one column per level (record: one "
-                    "training example; client: one client's whole data), neighbouring "
+                    "for each configuration (a row per configuration, seeds aside, named by "
+                    "the settings in which the rows differ) and model. eps has one column "
+                    "per level (record: one training example; client: one client's whole "
+                    "data), neighbouring "
                     "relation and delta, named in its header (--json: epsilon_level, "
                     "epsilon_relation, epsilon_delta). Accuracy "
                     "is in percent in the text and Markdown tables and a fraction in [0, 1] "
@@ -536,10 +544,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = fl_sub.add_parser("plot", help="convergence and privacy-accuracy figures",
                           description="Writes convergence.FORMAT and, where a Gaussian method "
                                       "was run at two or more noise levels with eps of one "
-                                      "level, relation and delta, privacy_accuracy.FORMAT "
-                                      "(a line per method, model and eps level, relation and "
-                                      "delta, named on the axis or in the legend); prints "
-                                      "the paths written. Exits 1 when there is no run.")
+                                      "level, relation and delta, privacy_accuracy.FORMAT; "
+                                      "prints the paths written. A curve or line is one "
+                                      "configuration, its seeds averaged, as fl table's "
+                                      "rows: runs that differ in any other setting (clip, "
+                                      "lattice, sample rate...) are lines of their own, "
+                                      "named by the settings in which the lines differ "
+                                      "(privacy_accuracy: a line per configuration but its "
+                                      "sigma, model and eps level, relation and delta, "
+                                      "named on the axis or in the legend). Exits 1 when "
+                                      "there is no run.")
     p.add_argument("directory", help="folder of results from cepam fl run, searched recursively "
                                      "(per-round CSV files named <run>-seed<k>.csv too)")
     p.add_argument("--out", default=None, help="folder for the figures (default DIRECTORY)")
@@ -547,6 +561,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar="FORMAT", help="one or more of png, pdf, svg")
     p.add_argument("--include-incomplete", action="store_true",
                    help="also use runs that have not reached their last round")
-    _add_deltas(p, "the privacy-accuracy figure has one line per method and delta")
+    _add_deltas(p, "the privacy-accuracy figure has one line per configuration and delta")
     p.set_defaults(func=_plot)
     requires(p, "matplotlib", extra="fl")

@@ -7,15 +7,25 @@ and readable fonts.
 * :func:`plot_convergence` -- validation accuracy over the rounds, mean over
   seeds with error bars of one standard deviation over seeds; small multiples: one row per model, one
   panel per kind of noise (none, Gaussian, Laplace), a few series each (the
-  paper's Figures for CEPAM-Gaussian and CEPAM-Laplace).
+  paper's Figures for CEPAM-Gaussian and CEPAM-Laplace), one per
+  configuration.
 * :func:`plot_privacy_accuracy` -- final test accuracy against the privacy
   budget eps (from the runs' eps column, or recomputed at each of several
   deltas) for the Gaussian methods run at several noise levels (the paper's
   Section VI-C: CEPAM-Gaussian against Gaussian+SDQ; FL+Gaussian too where
-  it was run), one line per method, model and eps scope (level, relation,
-  delta: points of different scopes are never joined), each scope stated
-  on the axis or in the legend.  Where the runs have no eps (no accountant
-  installed) the x axis is the noise sigma instead.
+  it was run), one line per configuration but its sigma, model and eps
+  scope (level, relation, delta: points of different scopes are never
+  joined), each scope stated on the axis or in the legend.  Where the runs
+  have no eps (no accountant installed) the x axis is the noise sigma
+  instead.
+
+A series is one configuration: runs that differ in a setting other than
+the seed (the clip, the sample rate, the lattice...) are never averaged into
+one line, as ``cepam fl table`` gives them rows of their own (the groups of
+:func:`cepam.fl.results.summarize`); seeds of one configuration are averaged.
+Each line is named as the table names its row
+(:func:`cepam.fl.results.run_label`: the method, then only the settings in
+which the lines differ).
 
 matplotlib is imported inside the functions, with the Agg backend.
 """
@@ -27,8 +37,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import InvalidArgumentError
+from .config import FLConfig
 from .privacy import ACCOUNTING_VIEW, LEVELS, EpsilonScope
-from .results import Group, mean_sd, t_quantile
+from .results import Group, mean_sd, run_label, t_quantile, varying_settings
 
 __all__ = ["plot_convergence", "convergence_figure", "plot_privacy_accuracy",
            "privacy_accuracy_figure", "seeds_text", "OKABE_ITO"]
@@ -93,13 +104,6 @@ def _clamp_percent(ax) -> None:
     ax.set_ylim(max(lo, 0.0), min(hi, 100.0))
 
 
-def _label(group: Group, sigmas: set[float]) -> str:
-    label = group.config.label
-    if len(sigmas) > 1 and "gaussian" in group.config.method:
-        label += f", sigma={group.config.sigma:g}"
-    return label
-
-
 def _curve(group: Group, column: str) -> tuple[list[int], list[float], list[float], list[float]]:
     """Rounds, mean and mean -/+ one standard deviation over the group's
     seeds (in %, within [0, 100]) of ``column``."""
@@ -121,10 +125,12 @@ def convergence_figure(groups: Sequence[Group], *, column: str = "val_acc"):
     seeds every eighth of the rounds (dodged sideways per series so that they
     stay apart); one row of panels per model, one column per kind of noise
     (none, Gaussian, Laplace), so that no panel holds more than a few series;
-    each column's legend below it, outside the data.  The y axis starts
-    below the lowest error bar and the lowest point of any series after the
-    first eighth of the rounds (earlier rounds of slow series run off the
-    bottom; every error bar is inside the axes).
+    each column's legend below it, outside the data.  A series is a group
+    (one configuration, its seeds averaged), named by
+    :func:`cepam.fl.results.run_label` among all the groups drawn.  The y
+    axis starts below the lowest error bar and the lowest point of any
+    series after the first eighth of the rounds (earlier rounds of slow
+    series run off the bottom; every error bar is inside the axes).
 
     Raises:
         InvalidArgumentError: no group to plot.
@@ -137,8 +143,9 @@ def convergence_figure(groups: Sequence[Group], *, column: str = "val_acc"):
         raise InvalidArgumentError("no runs to plot")
     families = [(title, methods) for title, methods in _FAMILIES
                 if any(g.config.method in methods for g in groups)]
-    sigmas = {g.config.sigma for g in groups}
-    styles = _styles(list(dict.fromkeys(_label(g, sigmas) for g in groups)))
+    varying = varying_settings(g.config for g in groups)
+    labels = {id(g): run_label(g.config, varying) for g in groups}
+    styles = _styles(list(dict.fromkeys(labels.values())))
     with plt.rc_context(_RC):
         fig, axes = plt.subplots(len(models), len(families), squeeze=False, sharex=True,
                                  sharey="row", layout="constrained",
@@ -151,7 +158,7 @@ def convergence_figure(groups: Sequence[Group], *, column: str = "val_acc"):
                 panel = [g for g in groups
                          if g.config.model == model and g.config.method in methods]
                 for i, g in enumerate(panel):
-                    label = _label(g, sigmas)
+                    label = labels[id(g)]
                     colour, style = styles[label]
                     marker = _MARKERS[i % len(_MARKERS)]
                     rounds, mean, lo, hi = _curve(g, column)
@@ -232,11 +239,16 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
 
     Without ``deltas``: eps is each group's ``epsilon``; with ``deltas``:
     eps from each group's ``epsilon_at_delta`` at each delta.  One line per
-    (model, method, scope), the scope being the eps's level, relation and
-    delta (``epsilon_level``, ``epsilon_relation``, ``epsilon_delta``, the
-    delta replaced by each of ``deltas``): points of different scopes are
-    never joined.  What all lines share is stated in the x axis's label,
-    what differs in each line's legend entry.  The eps axis is logarithmic
+    (model, configuration but its sigma, scope), the configuration being
+    every setting of the group's ``config`` (:meth:`FLConfig.group_settings`;
+    summaries written without it: its method, ``label``), the scope the
+    eps's level, relation and delta (``epsilon_level``, ``epsilon_relation``,
+    ``epsilon_delta``, the delta replaced by each of ``deltas``): groups
+    that differ in another setting (the clip, the sample rate...) are never
+    joined, nor are points of different scopes.  What all lines share is
+    stated in the x axis's label, what differs in each line's legend entry
+    (the settings in which the configurations differ:
+    :func:`cepam.fl.results.run_label`).  The eps axis is logarithmic
     when eps spans more than two decades; without any eps the x axis is
     sigma.
 
@@ -247,9 +259,14 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
     """
     plt = _pyplot()
     chosen = [s for s in stats if s["method"] in methods]
+    configs = [FLConfig.from_dict(s["config"]) if "config" in s else None for s in chosen]
+    # A line's points differ in sigma; the scope names the relation and delta.
+    varying = varying_settings(c for c in configs if c is not None) - {"sigma", "relation",
+                                                                         "delta"}
     # (model, label, scope) -> [(eps, sigma, accuracy, sd)]
     lines: dict[tuple[str, str, EpsilonScope], list[tuple[float, float, float, float]]] = {}
-    for s in chosen:
+    for s, config in zip(chosen, configs):
+        label = s["label"] if config is None else run_label(config, varying)
         sd = _test_acc_sd(s)
         sd = 0.0 if math.isnan(sd) else sd
         for delta in deltas or [None]:
@@ -263,7 +280,7 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
             scope = EpsilonScope.from_dict(s).at(delta)  # (pure DP stays pure)
             if scope.pure and delta not in (None, deltas[0]):
                 continue  # pure DP: the same point at every delta
-            lines.setdefault((s["model"], s["label"], scope), []).append(
+            lines.setdefault((s["model"], label, scope), []).append(
                 (eps, float(s["sigma"]), _number(s["test_acc"]), sd))
     # A line needs two noise levels (not two points: a point per delta or
     # per setting of one sigma is no trade-off).
@@ -329,7 +346,8 @@ def plot_privacy_accuracy(groups: Sequence[Group], path: str | Path, *,
     at ``at``; with ``deltas``, eps recomputed at each delta by
     :meth:`Group.epsilon_at`, after the rounds run) to ``path`` (PNG, PDF or
     SVG by its suffix).  Returns the path, or None when no line (model,
-    method, and eps level, relation and delta) has two or more noise levels.
+    configuration but its sigma, and eps level, relation and delta) has two
+    or more noise levels.
 
     Raises:
         InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with

@@ -5,8 +5,10 @@ that ``cepam fl run`` writes, and each per-round CSV file named
 ``<run name>-seed<k>.csv`` (as shipped in ``docs/experiments/runs``), read
 as a complete run of the rounds it holds with the configuration its name
 spells out (:meth:`FLConfig.from_run_name`);
-:func:`summarize` groups runs that differ only in their seed (of two or
-more runs of one seed it keeps the newest, :attr:`Group.dropped` the others)
+:func:`summarize` groups runs that differ only in their seed (every other
+setting a run uses tells configurations apart: :meth:`FLConfig.group_settings`;
+of two or more runs of one seed it keeps the newest, :attr:`Group.dropped`
+the others)
 and gives the mean, the sample standard deviation over seeds and the 95%
 confidence interval of the mean (Student t, n - 1 degrees of freedom) of the
 test accuracy (at the last round, or at the round of best validation
@@ -16,7 +18,9 @@ and the final eps with what it is for (level, relation and delta:
 paper-style table (methods by rows, models by columns; accuracy as mean ±
 standard deviation, which, unlike the t interval, stays readable with 2 or 3
 seeds: with 2 seeds the interval's half-width is 9 standard deviations; one
-eps column per level, relation and delta).
+eps column per level, relation and delta).  :func:`run_label` names a
+configuration among others (its method, then the settings in which the
+configurations differ), in the table's rows and the figures' legends alike.
 
 Accuracies are fractions in [0, 1] wherever they are data (the rows, the
 statistics of :meth:`Group.stats`, every JSON output); the text tables and
@@ -31,7 +35,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from ..errors import InvalidArgumentError, MissingPathError
 from .config import METHODS, MODEL_NAMES, FLConfig
@@ -39,7 +43,7 @@ from .privacy import (ACCOUNTING_VIEW, CLIENT_THREAT_MODEL, EpsilonScope, epsilo
                       epsilon_scope)
 
 __all__ = ["Run", "Group", "load_runs", "read_rounds_csv", "summarize", "format_table", "mean_ci",
-           "mean_sd", "t_quantile"]
+           "mean_sd", "t_quantile", "varying_settings", "run_label"]
 
 # Two-sided 95% Student t quantiles t_{0.975, df}, df = 1..30.
 _T975 = (
@@ -241,7 +245,9 @@ class Group:
     def stats(self, at: str = "final", *, deltas: Sequence[float] = ()) -> dict[str, Any]:
         """The group's summary: accuracies as fractions in [0, 1] (mean, the
         sample standard deviation over seeds and the half-width of the 95% CI
-        of the mean), bits, settings, the number of distinct seeds, and eps
+        of the mean), bits, settings (a few by name, all of them in
+        ``config``: :meth:`FLConfig.group_settings`, which tell groups
+        apart), the number of distinct seeds, and eps
         after the rounds run (``epsilon``: the largest over the seeds' runs)
         with what it is for (``epsilon_level``, ``epsilon_relation``,
         ``epsilon_delta``: :attr:`epsilon_scope`); with ``deltas``,
@@ -266,6 +272,7 @@ class Group:
             "lattice": self.config.lattice,
             "sigma": self.config.sigma,
             "b": self.config.b,
+            "config": self.config.group_settings(),
             "rounds": self.rounds,
             "seeds": len(self.seeds),
             "test_acc": acc, "test_acc_ci95": acc_ci, "test_acc_sd": acc_sd,
@@ -288,7 +295,8 @@ def _order(config: FLConfig) -> tuple:
 
 
 def summarize(runs: Iterable[Run]) -> list[Group]:
-    """Groups runs by configuration without seed, in the paper's method order.
+    """Groups runs by configuration without seed (:meth:`FLConfig.group_key`:
+    every setting the runs use but the seed), in the paper's method order.
 
     Two or more runs of one configuration and seed (a run copied, or kept
     both as ``rounds.json`` and as a CSV file) count once: the newest
@@ -309,19 +317,31 @@ def summarize(runs: Iterable[Run]) -> list[Group]:
     return sorted(groups, key=lambda g: (_order(g.config), g.config.model))
 
 
-def _row_label(config: FLConfig, varying: set[str]) -> str:
-    label = config.label
+def varying_settings(configs: Iterable[FLConfig]) -> set[str]:
+    """The settings in which the configurations differ (their
+    :meth:`FLConfig.group_settings`: the seed and the settings a run does not
+    use aside)."""
+    settings = [c.group_settings() for c in configs]
+    return {k for s in settings[1:] for k, v in s.items() if v != settings[0][k]}
+
+
+def run_label(config: FLConfig, varying: Collection[str]) -> str:
+    """``config``'s name among configurations that differ in ``varying``
+    (:func:`varying_settings`): its :attr:`FLConfig.label` (the method, its
+    lattice or dimension, the engine), then ``name=value`` for each other
+    setting of ``varying`` that the run uses, noise scales first, such as
+    ``CEPAM-Gaussian (n=1), sigma=0.05, clip=0.5``.  The model is left to
+    the caller (a column, a panel, a legend's part)."""
+    # The label names the method, the lattice (Z's dimension, or the lattice
+    # that fixes it) and the engine.
+    named = {"model", "method", "engine", "seed", "lattice", "dim"}
+    names = sorted(set(varying) - named, key=lambda n: (n not in ("sigma", "b"), n))
     extras = []
-    if "sigma" in varying and "gaussian" in config.method:
-        extras.append(f"sigma={config.sigma:g}")
-    if "b" in varying and "laplace" in config.method:
-        extras.append(f"b={config.b:g}")
-    # The label names the method, its lattice and (", Flower") the engine.
-    other = sorted(varying - {"sigma", "b", "model", "method", "dim", "lattice", "seed",
-                              "engine"})
-    for name in other:
-        extras.append(f"{name}={getattr(config, name)}")
-    return label + (", " + ", ".join(extras) if extras else "")
+    for name in names:
+        if config.uses(name):
+            value = getattr(config, name)
+            extras.append(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}")
+    return ", ".join([config.label, *extras])
 
 
 def _fmt_percent(mean: float, spread: float, digits: int = 2) -> str:
@@ -342,15 +362,15 @@ def _fmt_num(v: float, digits: int = 2) -> str:
 
 
 def _sigma_of(config: FLConfig) -> float | None:
-    return config.sigma if "gaussian" in config.method else None
+    return config.sigma if config.uses("sigma") else None
 
 
 def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool = False,
                  deltas: Sequence[float] = ()) -> str:
-    """The paper-style table: one row per method (and setting), for each
-    model the test accuracy in % (mean ± sample standard deviation over
-    seeds) and the bits per coordinate, then eps and the number of distinct
-    seeds.
+    """The paper-style table: one row per configuration (named by
+    :func:`run_label`), for each model the test accuracy in % (mean ± sample
+    standard deviation over seeds) and the bits per coordinate, then eps and
+    the number of distinct seeds.
 
     eps has one column per scope (level, relation and delta, named in its
     header: :attr:`Group.epsilon_scope`); a row fills its own scope's column,
@@ -374,18 +394,13 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
     if not groups:
         return "no complete runs found\n"
     models = [m for m in ("mlp", "cnn") if any(g.config.model == m for g in groups)]
-    varying = set()
-    first = groups[0].config.to_dict()
-    for g in groups[1:]:
-        for k, v in g.config.to_dict().items():
-            if v != first[k]:
-                varying.add(k)
+    varying = varying_settings(g.config for g in groups)
     if deltas:
         varying.discard("sigma")  # sigma has its own column
     # A row: a label (and, with deltas, sigma) and the scope of its eps.
     rows: dict[tuple[str, float | None, EpsilonScope], dict[str, Group]] = {}
     for g in groups:
-        key = (_row_label(g.config, varying), _sigma_of(g.config) if deltas else None,
+        key = (run_label(g.config, varying), _sigma_of(g.config) if deltas else None,
                g.epsilon_scope)
         rows.setdefault(key, {})[g.config.model] = g
     at_deltas: list[float | None] = list(deltas) or [None]
