@@ -31,7 +31,7 @@ from .payload import CODER_CODES
 
 __all__ = ["PREFERENCES", "_AUTO", "_AUTO_SAMPLE", "_E8_MIN_M", "_Z1", "_E8", "_AutoRule",
            "_Shape", "_check_lattice", "_check_prefer", "_high_saves", "_costs_more_than_z",
-           "_auto_candidates", "_auto_options", "_auto_sample_indices", "_shape",
+           "_auto_candidates", "_auto_options", "_bound_options", "_auto_sample_indices", "_shape",
            "_auto_sample_choice"]
 
 
@@ -214,6 +214,15 @@ def _auto_options(mechanism: Mechanism, coder: int, prefer: str) -> list[tuple[i
     and preference."""
     rule = _auto_rule(mechanism, coder)
     return [rule.low] if prefer == "speed" else sorted({rule.low, rule.high})
+
+
+def _bound_options(choice: tuple[int, int] | None, mechanism: Mechanism, coder: int,
+                   prefer: str) -> list[tuple[int, int]]:
+    """The lattices whose payloads ``pad="max"`` and ``"levels"`` bound for
+    the lattice ``choice`` (:func:`_check_lattice`'s: None for "auto"):
+    every one "auto" may choose (:func:`_auto_options`), else ``choice``
+    (cepam.padding.max_payload_bytes's ``lattices``)."""
+    return _auto_options(mechanism, coder, prefer) if choice is _AUTO else [choice]
 
 
 def _check_prefer(prefer: object, lattice: tuple[int, int] | None) -> str:

@@ -18,17 +18,17 @@ import numpy as np
 from ._checks import check_clip, check_flag
 from ._finite import check_encodable_range
 from ._native import core as _core
-from .auto import (_AUTO, _AUTO_SAMPLE, _E8_MIN_M, _Shape, _auto_candidates, _auto_options,
+from .auto import (_AUTO, _AUTO_SAMPLE, _E8_MIN_M, _Shape, _auto_candidates, _bound_options,
                    _auto_sample_choice, _auto_sample_indices, _check_prefer, _costs_more_than_z,
                    _shape)
 from .cuda import LatticeStage
 from .errors import EncodingError, InvalidArgumentError, InvalidTypeError, RateWarning
 from .guard import ContextGuard
-from .keys import TAG_BYTES, Context, SecretKeys, check_nonce, new_nonce
+from .keys import Context, SecretKeys, check_nonce, new_nonce
 from .lattices import LATTICE_CODES, LATTICES
 from .mechanisms import Mechanism, core_params
-from .padding import check_pad, max_payload_bytes, padding_bytes, uses_bound
-from .payload import CODER_CODES, SEALED_HEADER_BYTES, Header, pack_header, sealed_head
+from .padding import check_pad, fixed_bytes, max_payload_bytes, padding_bytes, uses_bound
+from .payload import CODER_CODES, Header, pack_header, sealed_head
 from .sealing import seal
 from .statistics_clip import _clip_buffers_apart
 from .flatten import describe, flatten
@@ -319,13 +319,12 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
     header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure,
                     nonce=nonce)
     head = pack_header(header)
-    fixed = len(head) + SEALED_HEADER_BYTES + len(sealed_digest) + TAG_BYTES
+    fixed = fixed_bytes(len(head), bare=bool(sealed_digest))
     max_bytes = None
     if uses_bound(pad):  # over every lattice the setting may choose, not the data's choice
-        options = (_auto_options(mechanism, coder, settings.prefer) if lattice is _AUTO
-                   else [lattice])
-        max_bytes = max_payload_bytes(mechanism, clip=clip, m=m, coder=coder,
-                                      lattices=options, fixed_bytes=fixed)
+        max_bytes = max_payload_bytes(
+            mechanism, clip=clip, m=m, coder=coder, fixed_bytes=fixed,
+            lattices=_bound_options(lattice, mechanism, coder, settings.prefer))
     padding = padding_bytes(pad, fixed + len(body), max_bytes=max_bytes)
     del bodies  # (memory: the discarded candidate's body)
     return seal(header, sealed_head(code, dim, padding, digest=sealed_digest), body=body,

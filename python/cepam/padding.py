@@ -35,13 +35,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._native import core as _core
+from .auto import _bound_options, _check_lattice, _check_prefer
 from .errors import EncodingError, InvalidArgumentError, InvalidTypeError
+from .keys import TAG_BYTES
 from .lattices import LATTICE_CODES
-from .mechanisms import Mechanism, core_params
-from .payload import CODERS, MAX_PADDING
+from .mechanisms import Mechanism, core_params, mechanism_from_code
+from .payload import (CODERS, DIGEST_BYTES, MAX_PADDING, SEALED_HEADER_BYTES, is_bare,
+                      parse_header)
 
 __all__ = ["PAD_MODES", "LEVELS", "LEVELS_PER_OCTAVE", "check_pad", "hides_at_least",
-           "bucket_length", "level_lengths", "max_payload_bytes", "padding_bytes", "uses_bound"]
+           "bucket_length", "level_lengths", "max_payload_bytes", "padding_bytes", "uses_bound",
+           "fixed_bytes", "length_fits", "is_padded_as"]
 
 PAD_MODES = ("bucket", "max", "levels")
 # pad="levels": this many lengths, consecutive ones a factor 2^(1/LEVELS_PER_OCTAVE)
@@ -285,3 +289,74 @@ def padding_bytes(pad: str | int | None, unpadded: int, *, max_bytes: int | None
     if target - unpadded > MAX_PADDING:
         raise EncodingError(f"padding of more than {MAX_PADDING} bytes is not supported")
     return target - unpadded
+
+
+def fixed_bytes(head_bytes: int, *, bare: bool) -> int:
+    """A payload's bytes outside its body and padding: its public header
+    (``head_bytes``), the sealed header, a bare payload's structure digest
+    (``bare``: encoded with ``structure=False``) and the tag; the
+    ``fixed_bytes`` of :func:`max_payload_bytes`."""
+    return head_bytes + SEALED_HEADER_BYTES + (DIGEST_BYTES if bare else 0) + TAG_BYTES
+
+
+def length_fits(pad: str | int | None, length: int, *, max_bytes: int | None) -> bool:
+    """Whether ``length`` bytes is a whole payload's length that padding rule
+    ``pad`` gives: any length (None), a quarter-octave bucket
+    (:func:`bucket_length`), ``max_bytes`` ("max"), one of
+    :func:`level_lengths` of ``max_bytes`` ("levels"), or the size (an int).
+    ``max_bytes`` (:func:`max_payload_bytes`) is needed for "max" and
+    "levels" only."""
+    if pad is None:
+        return True
+    if pad == "bucket":
+        return bucket_length(length) == length
+    if pad == "levels":
+        return length in level_lengths(int(max_bytes))  # type: ignore[arg-type]
+    return length == (max_bytes if pad == "max" else pad)
+
+
+def is_padded_as(payload: bytes | bytearray | memoryview, pad: object, *,
+                 lattice: object = "auto", dim: object = None,
+                 prefer: object = "balanced") -> bool:
+    """Whether ``payload``'s length is one that ``cepam.encode(..., pad=pad,
+    lattice=lattice, dim=dim, prefer=prefer)`` gives a payload of its
+    public header (mechanism and scale, clip, coder, number of coordinates,
+    structure): a check of what an eavesdropper saw, from public fields
+    alone, before the payload is opened.  A client that padded less than it
+    was told to (or whose unauthenticated round configuration was altered on
+    its way) sent a length outside the rule; the length has then told what
+    the rule was to hide, and this only detects it (a node's floor,
+    ``cepam.flower.mod.MIN_PAD_KEY``, prevents it).  A length inside the
+    rule proves nothing more: a payload padded to another rule's length can
+    fall on one of this rule's lengths.
+
+    Args:
+        payload: the payload.
+        pad: the padding rule (as ``cepam.encode`` takes it).
+        lattice, dim, prefer: the encoder's (they fix the bound of "max" and
+            "levels": :func:`max_payload_bytes` over every lattice the
+            setting may choose).
+
+    Raises:
+        FormatError: the public header is malformed.
+        InvalidArgumentError, InvalidTypeError: a bad ``pad``, ``lattice``,
+            ``dim`` or ``prefer``, or a "max" or "levels" bound that the
+            header's clip does not allow (no clip).
+    """
+    pad = check_pad(pad)
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
+    header, offset = parse_header(payload)
+    max_bytes = None
+    if uses_bound(pad):
+        mechanism = mechanism_from_code(header.mechanism, header.scale)
+        choice = _check_lattice(lattice, dim, mechanism)
+        prefer = _check_prefer(prefer, choice)
+        try:
+            max_bytes = max_payload_bytes(
+                mechanism, clip=header.clip, m=header.m, coder=header.coder,
+                lattices=_bound_options(choice, mechanism, header.coder, prefer),
+                fixed_bytes=fixed_bytes(offset, bare=is_bare(payload)))
+        except EncodingError:  # a bound beyond what padding reaches: no payload pads to it
+            return False
+    return length_fits(pad, len(payload), max_bytes=max_bytes)

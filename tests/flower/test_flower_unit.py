@@ -604,6 +604,33 @@ def test_the_default_padding_is_levels_below_max_and_releases_no_size():
     assert not [k for k in metrics.keys() if "bytes" in k or "bits" in k]
 
 
+@pytest.mark.parametrize("pad", ["levels", "max", "bucket", 4096])
+def test_a_reply_whose_length_the_round_padding_does_not_give_is_dropped(pad, caplog):
+    """The round configuration is not authenticated: a relay that changes
+    the padding on its way to two nodes (here to 4,099 bytes, none of the
+    rules' lengths: 4,096 and 4,871 are buckets, "max" and "levels" lie
+    far below) is found by the server (cepam.padding.is_padded_as); their
+    replies are dropped with the reason, the others kept.  (A relay that
+    strips the padding makes the lengths the coded sizes, which fall on a
+    rule's length by chance only: a test of it would be a test of luck.)"""
+    def relay(msg, ctx, call_next):
+        if ctx.node_id in (102, 104):
+            msg.content["cepam"]["pad"] = "4099"
+        return call_next(msg, ctx)
+
+    st = strategy(pad=pad)
+    _, replies = run_round(st, contexts(), mods=(relay, cepam_mod))
+    sizes = {int(r.metadata.src_node_id): len(r.content["cepam-payload"]["cepam"].data)
+             for r in replies}
+    assert sizes[102] == sizes[104] == 4099 and max(sizes[101], sizes[103]) <= 4096
+    with caplog.at_level(logging.WARNING, logger="flwr.cepam"):
+        _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == 2 and metrics["cepam-dropped"] == 2
+    assert caplog.text.count(f"not a length that pad={pad!r} gives") == 2
+    for node in (102, 104):
+        assert f"reply of node {node}: payload of 4099 bytes" in caplog.text
+
+
 def test_the_padding_travels_as_text():
     from cepam.flower.protocol import pad_from_text, pad_to_text
 

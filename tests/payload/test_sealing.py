@@ -485,6 +485,61 @@ def test_pad_levels_refuses_a_payload_above_the_bound():
     assert not any(padding.uses_bound(p) for p in (None, "bucket", 100))
 
 
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: "-".join(map(str, s)))
+def test_a_server_tells_from_the_public_header_whether_a_length_is_padded_as_told(setting):
+    """padding.is_padded_as, from the public header and the encoder's
+    lattice settings alone: every payload padded by a rule (whole and bare
+    structures, updates from zero to the clip norm) has a length the rule
+    gives; any other payload (the unpadded ones; one padded under another
+    lattice setting) is judged by its length against the lengths the
+    encoder itself pads to (pad="max"'s, the levels below it, the buckets)."""
+    coder, mech, lattice, dim = setting
+    rng = np.random.default_rng(13)
+    m, clip = 3001, 1.0
+    updates = [np.zeros(m)] + [rng.normal(size=m) * norm / math.sqrt(m)
+                               for norm in (0.03, 0.3, 1.0)]
+    coincidences = 0  # unpadded lengths that one of the three rules gives too
+    for structure in (True, False):
+        def encoded(u, pad, lattice=lattice, dim=dim):
+            return cepam.encode(u, MECHANISMS[mech], secret=SECRET, round=0, client=7,
+                                dim=dim, lattice=lattice, clip=clip, coder=coder, pad=pad,
+                                nonce=NONCE, structure=structure)
+
+        top = len(encoded(updates[0], "max"))
+        for u in updates:
+            plain = encoded(u, None)
+            size = len(plain) + 100
+            gives = {None: True, "bucket": padding.bucket_length(len(plain)) == len(plain),
+                     "levels": len(plain) in padding.level_lengths(top),
+                     "max": len(plain) == top, size: False}
+            for pad, plain_fits in gives.items():
+                assert padding.is_padded_as(encoded(u, pad), pad, lattice=lattice, dim=dim)
+                assert padding.is_padded_as(plain, pad, lattice=lattice, dim=dim) == plain_fits
+                coincidences += plain_fits and pad in ("bucket", "levels", "max")
+        if mech == "gaussian":  # the bound of another lattice setting
+            z_top = len(encoded(updates[0], "max", lattice="Z", dim=1))
+            assert padding.is_padded_as(encoded(updates[0], "max"), "max", lattice="Z",
+                                        dim=1) == (top == z_top)
+    assert coincidences <= 2  # of 24: the unpadded lengths miss the rules' lengths
+
+
+def test_is_padded_as_checks_its_arguments():
+    good = _encode(_update(3), ("ans", "gaussian", "Z", 1), clip=1.0, pad="max")
+    assert padding.is_padded_as(good, "max", lattice="Z")
+    with pytest.raises(cepam.InvalidArgumentError):
+        padding.is_padded_as(good, "huge")
+    with pytest.raises(cepam.InvalidTypeError):
+        padding.is_padded_as(good.decode("latin-1"), "max")
+    with pytest.raises(cepam.InvalidArgumentError, match="prefer"):
+        padding.is_padded_as(good, "max", lattice="Z", prefer="bits")
+    with pytest.raises(cepam.FormatError):
+        padding.is_padded_as(good[:20], "bucket")
+    unclipped = _encode(_update(3), ("ans", "gaussian", "Z", 1))
+    with pytest.raises(cepam.InvalidArgumentError, match="clip"):
+        padding.is_padded_as(unclipped, "max")
+    assert padding.is_padded_as(unclipped, None)
+
+
 def test_pad_arguments_are_checked():
     x = _update(9)
     for bad in ("buckets", "", 0, -5):

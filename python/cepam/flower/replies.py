@@ -17,9 +17,11 @@ from flwr.app import Error, Message
 import cepam
 from cepam.errors import FormatError, InvalidArgumentError
 from cepam.expected import Expected
+from cepam.padding import is_padded_as
 from cepam.payload import is_bare, parse_header
 from cepam.structure import is_buffer
 
+from .mod import MIN_PAD_KEY
 from .protocol import (
     CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, PAYLOAD_ARRAY, PAYLOAD_RECORD,
     PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name, is_float,
@@ -88,7 +90,9 @@ class Replies:
     def _enforce(payload: bytes, sent: RoundConfig, node: int, coordinates: int) -> None:
         """The payload's public header against what was configured for the
         node, as :func:`cepam.decode` enforces its expectations
-        (:class:`cepam.expected.Expected`).  Raises Dropped."""
+        (:class:`cepam.expected.Expected`), and its length against the
+        round's padding (:func:`cepam.padding.is_padded_as`).  Raises
+        Dropped."""
         expected = Expected.checked(mechanism=sent.mechanism, clip=sent.clip,
                                     client=node % _U64, round=sent.round,
                                     message=sent.message, coordinates=coordinates)
@@ -100,6 +104,12 @@ class Replies:
         if wrong:
             raise Dropped("payload header differs from the configuration in " + ", ".join(
                 f"{field} ({actual!r}, expected {wanted!r})" for field, wanted, actual in wrong))
+        if not is_padded_as(payload, sent.pad, lattice=sent.lattice, dim=sent.dim):
+            raise Dropped(
+                f"payload of {len(payload)} bytes, not a length that pad={sent.pad!r} gives: "
+                "its length was not hidden as configured (the round configuration altered "
+                "on its way, or a client that pads otherwise; a node's "
+                f"{MIN_PAD_KEY!r} refuses such a round)")
 
     def _screen(self, reply: Message) -> tuple[Sent, bytes, str]:
         """Cheap checks before anything is parsed: the sender was sent this
