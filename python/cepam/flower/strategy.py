@@ -23,7 +23,9 @@ round the wrapper
    (:class:`cepam.expected.Expected`, as :func:`cepam.decode` does) that its
    mechanism, scale, clip, round, client (the sender's node id), message
    number and size are those configured for that node (a client that sends
-   less noise is refused),
+   less noise is refused) and that its length is one that the round's
+   padding gives (:func:`cepam.padding.is_padded_as`: a length not hidden
+   as configured is refused),
    then authenticates and decodes it against the arrays sent (``like=``)
    into the node's noisy model, global + clipped update + noise; integer
    and bool arrays (counters such as ``num_batches_tracked``) are the
