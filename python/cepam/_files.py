@@ -53,6 +53,7 @@ _FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | getattr(os, 
 _GROUP_OTHERS = stat.S_IRWXG | stat.S_IRWXO
 _WRITABLE = stat.S_IWGRP | stat.S_IWOTH
 DATABASE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+_SCRATCH_PREFIX = ".cepam-"  # a new file's name before it takes its own (short: NAME_MAX)
 
 
 def _uid() -> int | None:
@@ -171,8 +172,8 @@ def _write_new(fd: int, data: bytes, mode: int) -> None:
 def _write_temporary(path: str, data: bytes, mode: int) -> str:
     """A new file (``mkstemp``: ``O_EXCL``) in ``path``'s directory holding
     ``data``, mode ``mode`` set explicitly, flushed to disk; its path."""
-    directory, name = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=_SCRATCH_PREFIX, suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
     try:
         _write_new(fd, data, mode)
     except BaseException:
@@ -220,7 +221,8 @@ def create_key_file(path: str | os.PathLike[str], data: bytes, *, what: str,
         try:
             return _link_new(tmp, path, what=what, mode=mode, data=lambda: data)
         finally:
-            os.unlink(tmp)
+            with contextlib.suppress(FileNotFoundError):  # (renamed to path)
+                os.unlink(tmp)
     except OSError as exc:
         raise InvalidArgumentError(f"cannot write {what} {path!r}: {exc.strerror}") from None
 
@@ -228,18 +230,25 @@ def create_key_file(path: str | os.PathLike[str], data: bytes, *, what: str,
 def _link_new(tmp: str, path: str, *, what: str, mode: int, data: Callable[[], bytes]) -> bool:
     """Links the finished file ``tmp`` to ``path`` unless something is
     there (a link never replaces), and flushes the directory; where the
-    file system has no hard links, creates ``path`` holding ``data()``
-    instead (:func:`_create_exclusive`).  True if ``path`` was created.
-    ``tmp`` is left for the caller to remove."""
+    file system has no hard links, renames ``tmp`` to ``path`` on Windows
+    (where a rename never replaces either) and elsewhere creates ``path``
+    holding ``data()`` (:func:`_create_exclusive`: a reader may then see it
+    empty or in part while it is written).  True if ``path`` was created.
+    ``tmp`` is left for the caller to remove (it may be gone)."""
     try:
         os.link(tmp, path)
     except FileExistsError:
         return False
     except OSError as exc:  # a file system without hard links
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
-                             errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                             errno.EMLINK, errno.ENOSYS, errno.EINVAL):
             raise
-        return _create_exclusive(path, data(), what, mode)
+        if os.name != "nt":
+            return _create_exclusive(path, data(), what, mode)
+        try:  # (Windows' rename never replaces: the file appears whole there too)
+            os.rename(tmp, path)
+        except FileExistsError:
+            return False
     _sync_directory(os.path.dirname(os.path.abspath(path)))
     return True
 
@@ -248,15 +257,20 @@ def create_database(path: str, *, what: str, initialise: Callable[[Any], None]) 
     """Creates the SQLite database ``path`` whole unless something (a file,
     a symbolic link) is there: ``initialise`` (given an ``sqlite3``
     connection in autocommit mode) builds it in a fresh file, mode 0600, in
-    ``path``'s directory, which is flushed and then linked to ``path`` (a
-    link never replaces).  So no process ever opens a cepam database empty
-    or half built, and an existing empty file is never one cepam made (a
-    truncated one, or another program's).  True if this call created it.
+    ``path``'s directory (``.cepam-*.tmp``: a process killed meanwhile
+    leaves it there), which is flushed and then linked to ``path`` (a link
+    never replaces).  So no process ever opens a cepam database empty or
+    half built (but on a file system without hard links other than
+    Windows', :func:`_link_new`), and an existing empty file is never one
+    cepam made (a truncated one, or another program's).  True if this call
+    created it.
 
     Raises:
         InvalidArgumentError: a symbolic link at a companion path (``-wal``,
-            ``-shm``, ``-journal``), a missing directory, or a file that
-            cannot be written.
+            ``-shm``, ``-journal``); a log (``-wal``, ``-journal``) left at
+            the path of a database that is gone, which SQLite would replay
+            into the new one; a missing directory, or a file that cannot be
+            written.
     """
     import sqlite3
     from contextlib import closing
@@ -265,9 +279,15 @@ def create_database(path: str, *, what: str, initialise: Callable[[Any], None]) 
         _refuse_link(path + suffix, f"{what}'s {suffix[1:]} file")
     if os.path.lexists(path):
         return False
-    directory, name = os.path.split(os.path.abspath(path))
+    for suffix in ("-wal", "-journal"):
+        if os.path.lexists(path + suffix):
+            raise InvalidArgumentError(
+                f"cannot create {what} {path!r}: {path + suffix!r} is there, the log of a "
+                "database at this path that is gone, and a new one would take in its "
+                "records; restore the database it belongs to, or remove it")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=_SCRATCH_PREFIX, suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(path)))
     except FileNotFoundError:
         raise InvalidArgumentError(f"cannot create {what} {path!r}: its directory does not "
                                    "exist") from None
@@ -278,6 +298,11 @@ def create_database(path: str, *, what: str, initialise: Callable[[Any], None]) 
         try:
             with closing(sqlite3.connect(tmp, isolation_level=None)) as db:
                 initialise(db)
+            # (closing the last connection checkpoints the log into the file and
+            # removes it; a log left means the file is not whole: a full disk)
+            if os.path.lexists(tmp + "-wal") or os.path.getsize(tmp) == 0:
+                raise InvalidArgumentError(f"cannot create {what} {path!r}: its new database "
+                                           "could not be written whole (is the disk full?)")
             fd = os.open(tmp, os.O_RDONLY | _FLAGS)
             try:
                 os.fsync(fd)

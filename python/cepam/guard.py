@@ -154,14 +154,32 @@ class ContextGuard:
                     f"cannot record the context in state file {self.path!r}: {exc}") from None
 
     def release(self, secret: bytes, context: Context) -> None:
-        """Withdraws a claim whose encoding failed (no payload was produced)."""
+        """Withdraws a claim whose encoding failed (no payload was produced).
+
+        Raises:
+            InvalidArgumentError: the file cannot be written (read-only, or
+                locked for longer than a minute).
+        """
         with self._connect() as db:
-            db.execute("DELETE FROM used_contexts WHERE fingerprint = ? AND context = ?",
-                       (guard_fingerprint(secret), context.pack()))
+            try:
+                db.execute("DELETE FROM used_contexts WHERE fingerprint = ? AND context = ?",
+                           (guard_fingerprint(secret), context.pack()))
+            except sqlite3.Error as exc:
+                raise InvalidArgumentError(
+                    f"cannot withdraw the claim in state file {self.path!r}: {exc}") from None
 
     def is_used(self, secret: bytes, context: Context) -> bool:
-        """Whether ``context`` is recorded as used under ``secret``."""
+        """Whether ``context`` is recorded as used under ``secret``.
+
+        Raises:
+            InvalidArgumentError: the file cannot be read (locked for longer
+                than a minute, damaged).
+        """
         with self._connect() as db:
-            return db.execute(
-                "SELECT 1 FROM used_contexts WHERE fingerprint = ? AND context = ?",
-                (guard_fingerprint(secret), context.pack())).fetchone() is not None
+            try:
+                return db.execute(
+                    "SELECT 1 FROM used_contexts WHERE fingerprint = ? AND context = ?",
+                    (guard_fingerprint(secret), context.pack())).fetchone() is not None
+            except sqlite3.Error as exc:
+                raise InvalidArgumentError(
+                    f"cannot read state file {self.path!r}: {exc}") from None

@@ -135,6 +135,24 @@ def test_fl_run_gives_a_shared_option_to_the_runs_it_applies_to():
         assert c.dim == (2 if method.startswith("cepam") else 1), method
 
 
+def test_fl_run_sweeps_sigma_over_every_method_that_uses_it():
+    """fl-sdq's default SDQ step follows sigma (sqrt(12) sigma): each sigma
+    is a run of its own, as for the Gaussian methods; with --sdq-step its
+    one run takes none.  The baselines and the Laplace methods run once."""
+    configs = _settings(["--method", "all", "--sigma", "0.01", "0.02"])
+    sigmas = {}
+    for c in configs:
+        sigmas.setdefault(c.method, []).append(c.sigma)
+    assert {m: sorted(v) for m, v in sigmas.items() if len(v) > 1} == {
+        m: [0.01, 0.02] for m in ("fl-sdq", "fl-gaussian", "fl-gaussian-sdq", "cepam-gaussian")}
+    assert len(configs) == 4 * 2 + 4
+    stepped = _settings(["--method", "fl-sdq", "fl-gaussian", "--sigma", "0.01", "0.02",
+                         "--sdq-step", "0.1"])
+    assert [(c.method, c.sigma, c.sdq_step) for c in stepped] == [
+        ("fl-sdq", 0.01, 0.1), ("fl-gaussian", 0.01, None), ("fl-gaussian", 0.02, None)]
+    assert not stepped[0].uses("sigma")  # (given as the grid's first value, unused)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--method", "cepam-gaussian", "--laplace-b", "0.01"],
      "b = 0.01 is unused in every run (method 'cepam-gaussian'): it applies only to the Laplace "
@@ -149,6 +167,12 @@ def test_fl_run_gives_a_shared_option_to_the_runs_it_applies_to():
     (["--method", "fl", "--lattice", "E8"],
      "lattice = 'E8' is unused in every run (method 'fl'): it applies only to the CEPAM methods; "
      "leave it at its default ('Z')"),
+    (["--method", "fl", "--clip", "0.5"],
+     "clip = 0.5 is unused in every run (method 'fl'): it applies only to the private methods, "
+     "and fl and fl-sdq with clip_all or central_dp; leave it at its default (1.0)"),
+    (["--method", "fl", "fl-sdq", "--laplace-b", "0.5"],
+     "b = 0.5 is unused in every run (methods 'fl', 'fl-sdq'): it applies only to the Laplace "
+     "methods (cepam-laplace, fl-laplace, fl-laplace-sdq); leave it at its default (0.001)"),
     (["--method", "cepam-gaussian", "--samples-per-client", "2000"],
      "cannot give 30 clients 2000 samples each from 50000 samples"),
 ])

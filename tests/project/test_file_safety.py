@@ -390,3 +390,90 @@ def test_an_empty_database_file_is_refused_never_started_afresh(tmp_path, which)
     with pytest.raises((cepam.InvalidArgumentError, cepam.FormatError), match="not a cepam"):
         open_(foreign)
     assert foreign.read_bytes() == before
+
+
+@pytest.mark.parametrize("which", ["guard", "ledger"])
+def test_a_log_left_by_a_database_that_is_gone_is_refused_not_replayed(tmp_path, which):
+    """A -wal or -journal left at the path of a removed database (its
+    process killed, then the file deleted to start afresh) would be replayed
+    into a new database by SQLite: its records (spent budget, used contexts)
+    would come back.  Creating there is refused, naming the leftover; once
+    it is removed the database is created."""
+    open_ = _databases_by_name()[which]
+    path = tmp_path / "f.db"
+    for suffix in ("-wal", "-journal"):
+        (tmp_path / f"f.db{suffix}").write_bytes(b"\0" * 4096)
+        with pytest.raises(cepam.InvalidArgumentError, match=f"f.db{suffix}.*log"):
+            open_(path)
+        assert not path.exists()
+        (tmp_path / f"f.db{suffix}").unlink()
+    open_(path)
+    assert path.stat().st_size > 0
+
+
+def test_a_killed_ledgers_log_does_not_come_back_in_a_new_ledger(tmp_path):
+    """The scenario: a server killed with its ledger's log not checkpointed,
+    then the ledger file removed to start a new federation."""
+    import subprocess
+    import sys
+
+    _ledger()
+    path = tmp_path / "privacy.db"
+    script = ("import os, sys\n"
+              "from cepam.accounting import GaussianEvent, Ledger\n"
+              "ledger = Ledger(sys.argv[1], name='old')\n"
+              "for r in range(20):\n"
+              "    ledger.record(GaussianEvent(noise_multiplier=1.0), run_id='a', round=r)\n"
+              "os._exit(0)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, env=env)
+    assert (tmp_path / "privacy.db-wal").exists()
+    path.unlink()
+    with pytest.raises(cepam.InvalidArgumentError, match="privacy.db-wal"):
+        _ledger()(path, name="new")
+
+
+class _ReadOnlyFile:
+    """A ledger's connection to a file it may not write (which root, who
+    runs these tests, could): SQLite takes the write lock, then refuses the
+    INSERT, as it does for a 0400 file and another user."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def execute(self, sql: str, *args):
+        if sql.lstrip().startswith("INSERT"):
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str):
+        return getattr(self.db, name)
+
+
+def test_a_ledger_that_cannot_be_written_says_so(tmp_path):
+    Ledger = _ledger()
+    from cepam.accounting import GaussianEvent
+
+    with Ledger(tmp_path / "privacy.db", name="x") as ledger:
+        writable, ledger._conn = ledger._conn, _ReadOnlyFile(ledger._conn)
+        with pytest.raises(cepam.InvalidArgumentError, match="cannot write ledger.*readonly"):
+            ledger.record(GaussianEvent(noise_multiplier=1.0), run_id="r", round=0)
+        ledger._conn = writable  # (nothing was left half done: the transaction rolled back)
+        assert ledger.record(GaussianEvent(noise_multiplier=1.0), run_id="r", round=0) == 1
+
+
+@pytest.mark.parametrize("which", ["guard", "ledger"])
+def test_a_database_name_near_the_file_systems_limit_is_created(tmp_path, which):
+    """The scratch file a new database is built in has a short name of its
+    own (.cepam-*.tmp), not one longer than the database's."""
+    path = tmp_path / ("x" * 240 + ".db")
+    _databases_by_name()[which](path)
+    assert path.stat().st_size > 0
+    assert [f.name for f in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_ledger_path_that_is_no_file_name_is_refused(tmp_path):
+    Ledger = _ledger()
+    for bad in (str(tmp_path / "a\0b.db"), str(tmp_path / "a\udc80.db")):
+        with pytest.raises(cepam.InvalidArgumentError):
+            Ledger(bad)

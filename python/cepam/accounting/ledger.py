@@ -20,9 +20,10 @@ Guarantees:
   same way;
 * only a cepam ledger opens: a new ledger is built in a scratch file and
   linked into place whole, so an existing file that is empty (0 bytes: a
-  truncated ledger) or any other file is refused, never initialised or
-  changed, and a process opening a ledger that another is creating never
-  finds it empty;
+  truncated ledger) or any other file is refused, never initialised, and a
+  process opening a ledger that another is creating never finds it empty
+  (on file systems with hard links, and Windows'); a log left by a ledger
+  that is gone is refused, not replayed into a new one;
 * ``max_epsilon``: :meth:`Ledger.record` checks the budget and records
   inside one write transaction, so two servers sharing a ledger cannot both
   spend the last of it;
@@ -284,15 +285,24 @@ class Ledger:
             if not create:
                 raise MissingPathError("no ledger at '' (an empty path)")
             raise InvalidArgumentError("a ledger's path must not be empty")
+        stored_name = name or self._path.stem
+        try:
+            os.fsencode(self._path), stored_name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError(f"the ledger's path and name must be encodable text, got "
+                                       f"{str(self._path)!r} and {stored_name!r}") from None
+        if "\0" in str(self._path):
+            raise InvalidArgumentError(f"a ledger's path must not hold a NUL byte, got "
+                                       f"{str(self._path)!r}")
         if not create and not os.path.lexists(self._path):
             raise MissingPathError(f"no ledger at {str(self._path)!r}")
         # A ledger file is created here whole (built in a fresh file, mode
         # 0600, then linked to the path), never adopted: an existing empty
         # file (which SQLite would take as a new database) is not a ledger,
         # and no process ever sees one this call is building.
-        created = create_database(
+        created = create and create_database(
             str(self._path), what="ledger",
-            initialise=lambda db: _initialise(db, name=name or self._path.stem, delta=delta))
+            initialise=lambda db: _initialise(db, name=stored_name, delta=delta))
         check_database_file(str(self._path), what="ledger")
         if not created and self._path.stat().st_size == 0:
             raise FormatError(f"{str(self._path)!r} is an empty file, not a cepam ledger")
@@ -449,13 +459,19 @@ class Ledger:
 
     def _insert(self, event: PrivacyEvent, description: dict[str, Any], text: str, run_id: str,
                 round: int | None, rounds: int, max_epsilon: float | None) -> int:
-        db = self._db
         try:
-            db.execute("BEGIN IMMEDIATE")  # the write lock: check and insert as one
-        except sqlite3.OperationalError as exc:
+            return self._insert_in_transaction(event, description, text, run_id, round,
+                                               rounds, max_epsilon)
+        except sqlite3.OperationalError as exc:  # (the transaction is rolled back)
             if is_locked(exc):  # (SQLite waited for it up to the timeout)
                 raise self._stayed_locked(exc) from None
             raise InvalidArgumentError(f"cannot write ledger {str(self._path)!r}: {exc}") from None
+
+    def _insert_in_transaction(self, event: PrivacyEvent, description: dict[str, Any], text: str,
+                               run_id: str, round: int | None, rounds: int,
+                               max_epsilon: float | None) -> int:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")  # the write lock: check and insert as one
         try:
             row = db.execute("SELECT id, event, rounds FROM events WHERE run_id = ? AND round IS ?",
                              (run_id, round)).fetchone()

@@ -18,7 +18,8 @@
   Each option reaches the runs it applies to (``--clip-all`` fl and fl-sdq,
   ``--sdq-step`` the SDQ methods, ``--laplace-b`` the Laplace methods);
   one that no run uses (``--laplace-b`` with Gaussian methods only,
-  ``--clip-learning-rate`` without ``--clip-quantile``) and settings that
+  ``--clip-learning-rate`` without ``--clip-quantile``, ``--clip`` with
+  fl alone and no ``--clip-all``) and settings that
   contradict each other (``--samples-per-client`` beyond the training
   set, or with ``--alpha``) are refused before any data is read
   (:func:`.config.grid_configs`, :class:`.config.FLConfig`).
@@ -247,7 +248,7 @@ def _settings(args: argparse.Namespace) -> list["FLConfig"]:
     """
     from ..accounting.setting import LOCAL_STEPS_RENAMED
     from ..errors import InvalidArgumentError, InvalidTypeError
-    from .config import grid_configs
+    from .config import grid_configs, uses
 
     if args.renamed_local_steps is not None:
         raise InvalidTypeError(LOCAL_STEPS_RENAMED)
@@ -272,8 +273,9 @@ def _settings(args: argparse.Namespace) -> list["FLConfig"]:
         # A swept option runs each of its values for the methods it names, its
         # first value for the others (which grid_configs drops where unused).
         dims = sorted(set(args.dim)) if method.startswith("cepam") else [args.dim[0]]
-        sigmas = args.sigma if "gaussian" in method else [args.sigma[0]]
-        bs = args.laplace_b if "laplace" in method else [args.laplace_b[0]]
+        sigmas = args.sigma if uses("sigma", method=method, sdq_step=args.sdq_step) \
+            else [args.sigma[0]]
+        bs = args.laplace_b if uses("b", method=method) else [args.laplace_b[0]]
         for dim, sigma, b in itertools.product(dims, sigmas, bs):
             runs.append(dict(model=model, method=method, dim=dim, sigma=sigma, b=b, **shared))
     return grid_configs(runs)

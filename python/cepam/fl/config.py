@@ -32,7 +32,7 @@ from .seeds import MAX_SEED
 from .split import check_split
 
 __all__ = ["FLConfig", "SAMPLINGS", "RELATIONS", "CENTRAL_DP", "METHODS", "MODEL_NAMES",
-           "MODEL_PARAMETERS", "method_label", "json_value", "codec_dim", "grid_configs"]
+           "MODEL_PARAMETERS", "method_label", "json_value", "codec_dim", "grid_configs", "uses"]
 
 #: The networks of :mod:`.models`, by name.
 MODEL_NAMES = ("mlp", "cnn")
@@ -432,9 +432,7 @@ class FLConfig:
         Raises:
             InvalidArgumentError: ``name`` is not a setting.
         """
-        if name not in _DEFAULTS:
-            raise InvalidArgumentError(f"{name!r} is not a setting of FLConfig")
-        return name not in _APPLIES_TO or _APPLIES_TO[name][1](self.to_dict())
+        return uses(name, **self.to_dict())
 
     def ignored_settings(self) -> tuple[str, ...]:
         """The settings changed from their defaults that this run does not
@@ -581,6 +579,20 @@ _HASHED_AS = {"sgd_steps": "local_steps"}
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(FLConfig)}
 
 
+def uses(name: str, **settings: Any) -> bool:
+    """Whether a run of ``settings`` (:class:`FLConfig`'s fields by name,
+    the others at their defaults, unchecked) uses the setting ``name``
+    (:meth:`FLConfig.uses`): ``cepam fl run`` sweeps an option's values
+    over the methods that use it.
+
+    Raises:
+        InvalidArgumentError: ``name`` is not a setting.
+    """
+    if name not in _DEFAULTS:
+        raise InvalidArgumentError(f"{name!r} is not a setting of FLConfig")
+    return name not in _APPLIES_TO or _APPLIES_TO[name][1]({**_DEFAULTS, **settings})
+
+
 def codec_dim(dim: int, lattice: str) -> int | None:
     """The ``dim`` a CEPAM run's payloads are encoded with: ``dim``, or None
     (the lattice's own dimension; "auto": its choice) for a lattice other
@@ -621,12 +633,15 @@ def grid_configs(runs: Sequence[Mapping[str, Any]]) -> list[FLConfig]:
     Raises:
         InvalidArgumentError: a setting changed from its default that no run
             of the grid uses (:class:`FLConfig`'s error, naming the grid's
-            methods), or another check of :class:`FLConfig`.
+            methods; a noise scale or a clip given to the baselines alone
+            too: ``--method fl --clip 0.5`` clips nothing without
+            ``--clip-all``), or another check of :class:`FLConfig`.
         InvalidTypeError: a value of the wrong type.
     """
     full = [{**_DEFAULTS, **run} for run in runs]
     refused = [_refused(settings) for settings in full]
-    everywhere = [name for name in refused[0] if all(name in r for r in refused)] if full else []
+    unused = [_unused(settings) for settings in full]  # (the baselines' included)
+    everywhere = [name for name in unused[0] if all(name in u for u in unused)] if full else []
     if everywhere:
         methods = list(dict.fromkeys(repr(s["method"]) for s in full))
         where = (f"every run (methods {', '.join(methods)})" if len(methods) > 1
