@@ -347,11 +347,11 @@ def is_padded_as(payload: bytes | bytearray | memoryview, pad: object, *,
     if not isinstance(payload, (bytes, bytearray, memoryview)):
         raise InvalidTypeError(f"payload must be bytes, got {type(payload).__name__}")
     header, offset = parse_header(payload)
+    mechanism = mechanism_from_code(header.mechanism, header.scale)
+    choice = _check_lattice(lattice, dim, mechanism)
+    prefer = _check_prefer(prefer, choice)
     max_bytes = None
     if uses_bound(pad):
-        mechanism = mechanism_from_code(header.mechanism, header.scale)
-        choice = _check_lattice(lattice, dim, mechanism)
-        prefer = _check_prefer(prefer, choice)
         try:
             max_bytes = max_payload_bytes(
                 mechanism, clip=header.clip, m=header.m, coder=header.coder,

@@ -530,8 +530,11 @@ def test_is_padded_as_checks_its_arguments():
         padding.is_padded_as(good, "huge")
     with pytest.raises(cepam.InvalidTypeError):
         padding.is_padded_as(good.decode("latin-1"), "max")
-    with pytest.raises(cepam.InvalidArgumentError, match="prefer"):
-        padding.is_padded_as(good, "max", lattice="Z", prefer="bits")
+    for pad in ("max", "bucket", None):  # (checked whatever the rule needs)
+        with pytest.raises(cepam.InvalidArgumentError, match="prefer"):
+            padding.is_padded_as(good, pad, lattice="Z", prefer="bits")
+        with pytest.raises(cepam.InvalidArgumentError):
+            padding.is_padded_as(good, pad, lattice="E7")
     with pytest.raises(cepam.FormatError):
         padding.is_padded_as(good[:20], "bucket")
     unclipped = _encode(_update(3), ("ans", "gaussian", "Z", 1))

@@ -340,7 +340,7 @@ class Ledger:
         # SQLite answers "locked" at once, without waiting, while another
         # process recovers the log of a killed one (and to a change of
         # journal mode while another holds the file): wait for it here, as
-        # cepam.ContextGuard does.  Another program's file is left as it was.
+        # cepam.ContextGuard does.  Another program's file is not switched to WAL.
         found: list[int] = []
         retry_while_locked(lambda: found.append(db.execute("PRAGMA application_id").fetchone()[0]),
                            timeout=self._timeout)
