@@ -333,6 +333,35 @@ def test_the_privacy_accuracy_figure_never_joins_eps_of_different_scopes(tmp_pat
         privacy_accuracy_figure(old)
 
 
+def test_the_privacy_accuracy_axis_names_the_curious_client_only_for_its_lines():
+    """Central DP-FedAvg's eps holds against the released model only: a
+    figure of such lines alone names that threat model, never the curious
+    client's view; a figure mixing the two names the curious client for the
+    lines that name no other."""
+    pytest.importorskip("matplotlib")
+    from cepam.fl.plots import privacy_accuracy_figure
+
+    def stat(sigma, eps, threat_model):
+        d = dict(method="fl-gaussian", model="cnn", label="FL+Gaussian", sigma=sigma,
+                 test_acc=0.9, test_acc_sd=0.01, epsilon=eps, delta=1e-5,
+                 epsilon_level="client", epsilon_relation="add-remove", epsilon_delta=1e-5)
+        if threat_model is not None:
+            d["epsilon_threat_model"] = threat_model
+        return d
+
+    released = [stat(0.1, 5.0, "released model"), stat(0.2, 2.0, "released model")]
+    (ax,) = privacy_accuracy_figure(released).axes
+    assert ax.get_xlabel() == ("privacy budget eps (client-level, add-remove, delta = 1e-05, "
+                               "threat model: released model; tight bound)")
+    client = [dict(s, label="CEPAM", method="cepam-gaussian") for s in released]
+    for s in client:
+        del s["epsilon_threat_model"]
+    (ax,) = privacy_accuracy_figure(released + client).axes
+    assert "curious-client view where a line names no threat model" in ax.get_xlabel()
+    assert any("threat model: released model" in t.get_text()
+               for t in ax.get_legend().get_texts())
+
+
 def test_fl_plot_writes_no_privacy_figure_for_one_noise_level(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     _write_run(tmp_path, _REPLACE_ONE, 16.51)

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 from ..errors import InvalidArgumentError
 from .config import FLConfig
-from .privacy import ACCOUNTING_VIEW, LEVELS, EpsilonScope
+from .privacy import ACCOUNTING_VIEW, CLIENT_THREAT_MODEL, LEVELS, EpsilonScope
 from .results import Group, mean_sd, run_label, t_quantile, varying_settings
 
 __all__ = ["plot_convergence", "convergence_figure", "plot_privacy_accuracy",
@@ -322,7 +322,12 @@ def privacy_accuracy_figure(stats: Sequence[dict[str, Any]], *,
                 ax.set_xscale("log")
             common = ", ".join(part for part, same in zip(scopes[0].parts(), shared)
                                if part and same)
-            view = f"{common}; {ACCOUNTING_VIEW}" if common else ACCOUNTING_VIEW
+            # (the curious client's view is named only for the lines it is for:
+            # a line of another threat model names its own)
+            clients = [c.threat_model == CLIENT_THREAT_MODEL for c in scopes]
+            accounting = (ACCOUNTING_VIEW if all(clients) else "tight bound" if not any(clients)
+                          else f"{ACCOUNTING_VIEW} where a line names no threat model")
+            view = f"{common}; {accounting}" if common else accounting
             ax.set_xlabel(f"privacy budget eps ({view})")
         else:
             ax.set_xscale("log")
