@@ -108,10 +108,9 @@ def run(variant: str, *, seed: int = 0, rounds: int = 10, data_dir: str | None =
             decoded = codec.decode(payload, round=r)
             bits.append(len(payload) * 8 / sum(v.numel() for v in decoded.values()))
             updates.append(decoded)
-        state = {k: v.clone() for k, v in model.state_dict().items()}
-        for k in updates[0]:
-            state[k] += sum(u[k] for u in updates) / CLIENTS
-        model.load_state_dict(state)
+        # (in place, running variances clamped to at least 1e-3: the noise can
+        # make one negative at a privacy-level sigma)
+        cepam.apply_update(model, {k: sum(u[k] for u in updates) / CLIENTS for k in updates[0]})
         model.eval()
         with torch.no_grad():
             accuracy.append(float((model(xt).argmax(1) == yt).float().mean()))

@@ -78,7 +78,7 @@ API_MODULES = {
 # placed here to appear.
 API_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
     "cepam": {
-        "Codec": ("encode", "decode", "inspect", "update_norm", "find_ties", "Codec",
+        "Codec": ("encode", "decode", "inspect", "update_norm", "find_ties", "apply_update", "Codec",
                   "PayloadInfo", "simd_level", "__version__"),
         "Mechanisms": ("Gaussian", "Laplace", "SDQ", "encode_sdq", "encode_noisy_sdq",
                        "encode_gaussian_sdq", "encode_laplace_sdq"),

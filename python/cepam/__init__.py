@@ -38,6 +38,7 @@ from .keys import Context, new_secret
 from .mechanisms import SDQ, Gaussian, Laplace
 from .runtime import simd_level
 from .ties import find_ties
+from .update import apply_update
 from ._version import package_version
 
 #: The installed version of cepam (a PEP 440 string, e.g. ``"0.1.0"``).
@@ -49,6 +50,7 @@ __all__ = [
     "inspect",
     "update_norm",
     "find_ties",
+    "apply_update",
     "simd_level",
     "Codec",
     "ContextGuard",

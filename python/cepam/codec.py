@@ -270,7 +270,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
         payload: bytes from :func:`encode`.
         secret: the secret the payload was encoded with.
         output: "auto" (the same types as encoded: numpy arrays or torch CPU
-            tensors), "numpy" or "torch".
+            tensors; for a payload without structure, which does not say,
+            the types of ``like``), "numpy" or "torch".
         dtype: the output dtypes.  "auto" (the default): float32 and
             float64 entries as encoded, float16 and bfloat16 entries as
             float32, because rounding ``x + z`` back to 11 or 8 significant
@@ -376,6 +377,8 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             an ``out`` of another dtype, shape or device, not
             C-contiguous, read-only, or for entries of several dtypes.
         InvalidTypeError: ``out`` is not a numpy array or torch tensor.
+        DeviceError: (a RuntimeError) with ``device=``: no usable CUDA
+            driver or device, out of device memory, or a failed kernel.
 
     Warns:
         PrecisionWarning: an output dtype rounds the values by more than a

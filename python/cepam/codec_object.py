@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -86,7 +87,7 @@ class Codec:
         InvalidTypeError, InvalidArgumentError: bad settings.
     """
 
-    __slots__ = ("_settings", "_guard", "_used", "_warned", "_round_expected")
+    __slots__ = ("_settings", "_guard", "_used", "_claiming", "_warned", "_round_expected")
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
@@ -109,7 +110,8 @@ class Codec:
                             clip=None if math.isinf(encoder.clip) else encoder.clip,
                             client=client, clipped=not allow_unclipped)
         fields = dict(_settings=_CodecSettings(mechanism, secret, client, encoder, expected),
-                      _guard=_check_state(state), _used=set(), _warned=False,
+                      _guard=_check_state(state), _used=set(), _claiming=threading.Lock(),
+                      _warned=False,
                       _round_expected=None)
         for name, value in fields.items():
             object.__setattr__(self, name, value)
@@ -219,21 +221,29 @@ class Codec:
         settings = self._settings
         context = Context(round, settings.client, message)
         key = (context.round, context.message)
-        if key in self._used:
-            raise ContextReuseError(
-                f"round {context.round}, message {context.message} was already encoded by "
-                f"client {settings.client}: a second payload of a round is a release the "
-                f"accountant does not count"
-            )
         encoder = settings.encoder.at_call()
         nonce = _resolve_nonce(nonce)
-        if math.isinf(encoder.clip) and not self._warned:
-            object.__setattr__(self, "_warned", True)
-            warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
-        payload = _guarded_encode(self._guard, x, settings.mechanism, settings.secret, context,
-                                  encoder, nonce)
-        self._used.add(key)
-        return payload
+        # The context is claimed before encoding and under a lock, so that
+        # threads sharing this codec cannot both encode it; the claim is
+        # withdrawn if encoding fails (no payload was produced).
+        with self._claiming:
+            if key in self._used:
+                raise ContextReuseError(
+                    f"round {context.round}, message {context.message} was already encoded "
+                    f"by client {settings.client}: a second payload of a round is a release "
+                    f"the accountant does not count"
+                )
+            self._used.add(key)
+        try:
+            if math.isinf(encoder.clip) and not self._warned:
+                object.__setattr__(self, "_warned", True)
+                warnings.warn(_UNCLIPPED, PrivacyWarning, stacklevel=2)
+            return _guarded_encode(self._guard, x, settings.mechanism, settings.secret, context,
+                                   encoder, nonce)
+        except BaseException:
+            with self._claiming:
+                self._used.discard(key)
+            raise
 
     def decode(self, payload: bytes, *, round: int | None = None, output: str = "auto",
                dtype: str = "auto", max_coordinates: int | None = None,
@@ -252,7 +262,7 @@ class Codec:
         expected = settings.expected
         if round is not None:  # (a server decodes a round's payloads in a row)
             last = self._round_expected
-            if last is None or last[0] != round or type(last[0]) is not type(round):
+            if last is None or type(last[0]) is not type(round) or last[0] != round:
                 last = (round, replace(expected, round=Context(round, 0).round))
                 object.__setattr__(self, "_round_expected", last)
             expected = last[1]

@@ -35,7 +35,7 @@ from .structure import (
     output_dtypes,
 )
 from .template import match_template, structure_of
-from .ties import TiePairs, _as_state_dict, apply_ties, resolve_ties, with_ties
+from .ties import TiePairs, _as_state_dict, apply_ties, find_ties, resolve_ties, with_ties
 from .threads import resolve_threads
 
 __all__ = ["DEFAULT_MAX_COORDINATES", "_decode"]
@@ -143,7 +143,10 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     buffers = check_buffers(buffers)
     untied = None  # the template's structure, every entry coded: its size bounds m
     if like is not None:
-        like = _as_state_dict(like) or like  # a module's state_dict(), built once a call
+        state = _as_state_dict(like)  # a module's state_dict(), built once a call
+        if state is not None and state is not like:  # a module: its ties by object too ('meta')
+            ties = (*ties, *find_ties(like).items())
+        like = state or like
     if max_coordinates is None:  # the template's size, else the bare default
         if like is not None:
             untied = structure_of(like, buffers=buffers)

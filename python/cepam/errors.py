@@ -2,7 +2,10 @@
 
 Every error cepam raises on purpose derives from :class:`CepamError` and also
 from :class:`ValueError` or :class:`TypeError`, so callers can catch either the
-library's own base class or the built-in category.  :class:`PrecisionWarning`
+library's own base class or the built-in category; bad arguments and bad
+payloads always raise one of these.  The one exception is
+:class:`DeviceError`, a :class:`RuntimeError`: a CUDA device or runtime that
+failed, whatever the arguments.  :class:`PrecisionWarning`
 is a :class:`UserWarning`.
 """
 

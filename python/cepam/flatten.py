@@ -57,17 +57,26 @@ def _leaf_entry(x: Any, where: str, name: str = "") -> Entry | None:
     DLPack array: its values are read to know it).
 
     Raises:
-        InvalidTypeError: a sparse tensor or an unsupported dtype.
+        InvalidTypeError: a sparse or nested tensor or an unsupported dtype.
+        InvalidArgumentError: an uninitialized (lazy) parameter.
     """
     if _is_torch_tensor(x):
         import torch
 
+        if torch.nn.parameter.is_lazy(x):
+            raise InvalidArgumentError(f"{where}: an uninitialized (lazy) parameter holds no "
+                                       "values; run a forward pass through the model first")
+        if x.is_nested:
+            raise InvalidTypeError(f"{where}: nested tensors are not supported; pass each "
+                                   "component as an entry of its own")
         if x.is_sparse or x.layout != torch.strided:
             raise InvalidTypeError(f"{where}: sparse tensors are not supported; call .to_dense()")
         dtype = str(x.dtype).replace("torch.", "")
         if dtype not in _DTYPE_CODES:
-            hint = (" (integer and bool entries of a state_dict are left out with "
-                    "non_float='skip')" if _is_integer_leaf(x) else "")
+            hint = (" (a mapping's integer and bool entries, as a state_dict's counters, are "
+                    "left out with non_float='skip', encode's default; a sequence's or a "
+                    "single tensor's are refused)"
+                    if _is_integer_leaf(x) else "")
             raise InvalidTypeError(
                 f"{where}: dtype {x.dtype} is not supported (float32, float64, float16, "
                 f"bfloat16){hint}"

@@ -137,9 +137,14 @@ def _fixed_bytes(name: str, value: object, size: int, hint: str) -> bytes:
 
 
 def check_integer(name: str, value: object) -> int:
-    """value as a Python int; bools and non-integers raise InvalidTypeError."""
-    if isinstance(value, (bool, np.bool_)):
+    """value as a Python int; bools, arrays and non-integers raise InvalidTypeError."""
+    if type(value) is int:  # (the common case, first)
+        return value
+    if isinstance(value, (bool, np.bool_)) or "bool" in str(getattr(value, "dtype", "")):
         raise InvalidTypeError(f"{name} must be an integer, got bool")
+    if getattr(value, "ndim", 0) != 0:  # (torch takes a one-element tensor as an index)
+        raise InvalidTypeError(f"{name} must be an integer, got a {type(value).__name__} of "
+                               f"shape {tuple(value.shape)}")  # type: ignore[attr-defined]
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:

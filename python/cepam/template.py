@@ -31,6 +31,7 @@ from .structure import (
     TUPLE,
     Entry,
     Structure,
+    is_buffer,
 )
 from .ties import TiePairs, _as_state_dict, _untied_in, resolve_ties
 
@@ -145,8 +146,12 @@ def _first_difference(ours: list[tuple[str, str, tuple[int, ...]]],
         name, dtype, shape = entries[at]
         return f"{name!r} {dtype} of shape {shape}"
 
+    # A running statistic in one and not the other: the encoder's buffers= choice.
+    names = {e[0] for e in ours} ^ {e[0] for e in theirs}
+    hint = (" (the running statistics are in one and not the other: pass the encoder's "
+            "buffers= choice)" if any(is_buffer(name) for name in names) else "")
     return (f"the payload's structure does not match the template at entry {at}: the payload "
-            f"has {entry(ours)}, the template {entry(theirs)}")
+            f"has {entry(ours)}, the template {entry(theirs)}{hint}")
 
 
 def _bare_mismatch(size: int, template: Structure, like: Any, sealed_digest: bytes,

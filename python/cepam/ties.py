@@ -42,6 +42,8 @@ def _storage_key(x: Any) -> tuple[Any, ...] | None:
     or one that holds no memory of its own (a 'meta' tensor), which ties
     nothing."""
     if _is_torch_tensor(x):
+        if sys.modules["torch"].nn.parameter.is_lazy(x) or x.is_nested:
+            return None  # (no shape or storage to tell: refused where it is coded)
         if x.numel() == 0 or x.is_sparse or x.device.type == "meta":
             return None
         try:
@@ -55,6 +57,19 @@ def _storage_key(x: Any) -> tuple[Any, ...] | None:
     if isinstance(x, np.ndarray) and x.size:
         return ("numpy", x.__array_interface__["data"][0], x.shape, x.strides, x.dtype.str)
     return None
+
+
+def _module_objects(source: Any) -> dict[str, Any]:
+    """A torch module's parameters and buffers by name, every name of a
+    shared one included (its tensors by object: a model built on device
+    'meta', as a template, holds no storage to tell its ties by); empty for
+    anything else."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(source, torch.nn.Module):
+        return {}
+    objects = dict(source.named_parameters(remove_duplicate=False))
+    objects.update(source.named_buffers(remove_duplicate=False))
+    return objects
 
 
 def find_ties(source: Any) -> dict[str, str]:
@@ -89,10 +104,13 @@ def find_ties(source: Any) -> dict[str, str]:
                                f"tensors, got {type(source).__name__}")
     first: dict[tuple[Any, ...], str] = {}
     ties: dict[str, str] = {}
+    objects = _module_objects(source)
     for name, value in state.items():
         if not isinstance(name, str):
             raise InvalidTypeError(f"mapping keys must be str, got {type(name).__name__}")
         key = _storage_key(value)
+        if key is None and name in objects:  # a module's 'meta' tensor: its Parameter object
+            key = ("object", id(objects[name]))
         if key is None:
             continue
         if key in first:
@@ -130,7 +148,7 @@ def check_ties(ties: object) -> TiePairs:
         if any(names):
             raise InvalidTypeError("ties: a mapping of names to names ({'decoder.weight': "
                                    "'embedding.weight'}) or of names to tensors, not both")
-        return tuple(find_ties(state).items())
+        return tuple(find_ties(ties).items())  # (a module's own: its 'meta' ties too)
     pairs = []
     for name, target in state.items():
         if not isinstance(name, str):

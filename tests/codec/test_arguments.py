@@ -7,6 +7,8 @@ or ``TypeError`` (bad type), and its message names the offending argument.
 from __future__ import annotations
 
 import math
+import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -409,6 +411,17 @@ def test_torch_unsupported_dtypes_are_invalid_type_errors():
         check(lambda: enc(t), IT, TYPE, r"dtype")
     sparse = torch.eye(3).to_sparse()
     check(lambda: enc(sparse), IT, TYPE, r"sparse")
+    with warnings.catch_warnings():  # ("in prototype stage")
+        warnings.simplefilter("ignore", UserWarning)
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    check(lambda: enc(nested), IT, TYPE, r"nested")
+    check(lambda: enc({"w": nested}), IT, TYPE, r"entry 'w': nested")
+
+
+def test_a_lazy_modules_uninitialized_parameter_is_an_invalid_argument_error():
+    torch = pytest.importorskip("torch")
+    check(lambda: enc(torch.nn.LazyLinear(3).state_dict()), IA, VALUE,
+          r"entry 'weight': an uninitialized \(lazy\) parameter .* forward pass")
 
 
 def test_torch_nan_is_an_invalid_argument_error():
@@ -472,6 +485,45 @@ def test_codec_refuses_to_encode_the_same_round_and_message_twice():
     codec.encode(X, round=1, message=5)
     check(lambda: codec.encode(X, round=np.uint64(1), message=np.int8(5)),
           cepam.ContextReuseError, VALUE, r"round 1, message 5")
+
+
+def test_codec_threads_sharing_it_encode_a_context_once():
+    """The context is claimed before encoding, under a lock: threads sharing
+    a Codec (no state file) get one payload and ContextReuseErrors."""
+    codec = cepam.Codec(G, secret=SECRET, client=4, clip=1.0, threads=1)
+    x = np.random.default_rng(0).normal(size=200_000).astype(np.float32)
+    start = threading.Barrier(4)
+    results: list[object] = []
+
+    def worker() -> None:
+        start.wait()
+        try:
+            results.append(codec.encode(x, round=0))
+        except cepam.ContextReuseError as err:
+            results.append(err)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(isinstance(r, bytes) for r in results) == 1
+    assert sum(isinstance(r, cepam.ContextReuseError) for r in results) == 3
+
+
+@pytest.mark.parametrize("round_", [np.array([0, 1]), np.array([0]), "torch"])
+def test_codec_decode_round_must_be_an_integer_after_a_round_too(round_):
+    """The round's cached expectations compare types first: an array after
+    an int round is an InvalidTypeError, as on the first call."""
+    if isinstance(round_, str):
+        torch = pytest.importorskip("torch")
+        round_ = torch.tensor([0])
+    codec = cepam.Codec(G, secret=SECRET, client=4, clip=1.0)
+    payload = codec.encode(X, round=0)
+    check(lambda: codec.decode(payload, round=round_), IT, TYPE, "integer")
+    codec.decode(payload, round=0)
+    check(lambda: codec.decode(payload, round=round_), IT, TYPE, "integer")
+    check(lambda: codec.encode(X, round=round_), IT, TYPE, "integer")
 
 
 def test_codec_same_round_with_a_different_message_is_fine():

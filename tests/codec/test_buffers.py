@@ -122,6 +122,11 @@ def test_local_statistics_are_not_sent():
         cepam.decode(codec.encode(update, round=2), secret=SECRET_A, like=update)
     assert sorted(cepam.decode(codec.encode(update, round=3), secret=SECRET_A, like=update,
                                buffers="local")) == ["conv.weight", "fc.bias"]
+    # A payload with its structure names the first entry that differs, and the choice too.
+    named = cepam.encode(update, TINY, secret=SECRET_A, round=4, client=1, clip=1.0,
+                         buffers="local")
+    with pytest.raises(cepam.FormatError, match=r"at entry 1: .*pass the encoder's buffers="):
+        cepam.decode(named, secret=SECRET_A, like=update)
 
 
 def test_only_statistics_with_local_is_refused():

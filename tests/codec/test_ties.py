@@ -350,3 +350,24 @@ def test_a_tied_update_on_the_gpu_is_coded_once_and_decoded_tied():
     decoded = cepam.decode(cepam.encode(tied, NOISE, **kw), secret=SECRET_A, like=model,
                            device="cuda")
     assert decoded[name] is decoded[target] and decoded[name].is_cuda
+
+
+def test_a_meta_template_ties_by_parameter(kind):
+    """A model built on device 'meta' (a cheap template: its tensors hold no
+    memory) ties its names by parameter object: encode with ties= and decode
+    with like= such a model as with the real one."""
+    model, difference, _ = _trained(kind)
+    name, target = TIED[kind]
+    with torch.device("meta"):
+        template = MODELS[kind]()
+    assert cepam.find_ties(template) == {name: target}
+    codec = cepam.Codec(TINY, secret=SECRET_A, client=1, clip=10.0, structure=False,
+                        ties=template)
+    payload = codec.encode(difference, round=0, nonce=bytes(16))
+    real = cepam.encode(difference, TINY, secret=SECRET_A, round=0, client=1, clip=10.0,
+                        structure=False, ties=model, nonce=bytes(16))
+    assert payload == real
+    decoded = cepam.decode(payload, secret=SECRET_A, like=template)
+    assert decoded[name] is decoded[target]
+    # A meta state_dict (a mapping, no objects to compare) ties nothing.
+    assert cepam.find_ties(template.state_dict()) == {}

@@ -1,0 +1,215 @@
+"""Applying a decoded update to a model, in place.
+
+A server that decodes a ``state_dict`` difference adds it into its model.
+Written by hand (clone the state, add, ``load_state_dict``) that step has
+two traps, which :func:`apply_update` closes:
+
+- *Tied entries* (an embedding shared with the output layer: one tensor under
+  two names, :mod:`cepam.ties`). A decoded update names a tie once unless the
+  decoder was told of it; a cloned state holds the tied tensor twice, and
+  ``load_state_dict`` then writes the stale copy over the updated one. When
+  the decoded update names both, an in-place loop adds it twice.
+  :func:`apply_update` adds into the model's own tensors, once per tensor
+  whatever names the update gives it.
+- *Running variances.* BatchNorm's ``running_var`` is coded and noised like
+  the weights (``buffers="separate"``, the default). With a privacy-level
+  sigma, noise makes some of them negative, and the model then evaluates to
+  NaN. :func:`apply_update` clamps every running variance it touched to at
+  least :data:`RUNNING_VAR_FLOOR` (post-processing of the decoded values: no
+  privacy cost), as :class:`cepam.flower.CepamStrategy` does.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._checks import as_float
+from .errors import InvalidArgumentError, InvalidTypeError
+from .structure import _is_torch_tensor
+from .ties import _as_state_dict, _storage_key
+
+__all__ = ["apply_update", "is_running_variance", "RUNNING_VAR_FLOOR"]
+
+#: The default floor of a running variance after an update: a hundred times
+#: BatchNorm's eps (1e-5), so that no noised variance divides by ~0.
+RUNNING_VAR_FLOOR = 1e-3
+_RUNNING_VAR = "running_var"
+
+
+def is_running_variance(name: str) -> bool:
+    """True for an entry named like a normalisation layer's running variance
+    (``"bn1.running_var"``)."""
+    return name.rpartition(".")[2] == _RUNNING_VAR
+
+
+def _is_float(x: Any) -> bool:
+    if _is_torch_tensor(x):
+        return bool(x.dtype.is_floating_point)
+    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def _same_values(a: Any, b: Any) -> bool:
+    return a is b or bool(np.array_equal(_as_numpy(a), _as_numpy(b)))
+
+
+def _as_numpy(x: Any) -> np.ndarray:
+    if _is_torch_tensor(x):
+        x = x.detach().cpu()
+        return (x.float() if x.dtype == sys.modules["torch"].bfloat16 else x).numpy()
+    return np.asarray(x)
+
+
+def _check_scale(scale: object) -> float:
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
+        raise InvalidTypeError(f"scale must be a real number, got {type(scale).__name__}")
+    value = as_float("scale", scale)
+    if not math.isfinite(value):
+        raise InvalidArgumentError(f"scale must be finite, got {value!r}")
+    return value
+
+
+def _check_floor(floor: object) -> float | None:
+    if floor is None:
+        return None
+    if isinstance(floor, (bool, np.bool_)) or not isinstance(floor, numbers.Real):
+        raise InvalidTypeError("running_var_floor must be a real number or None, got "
+                               f"{type(floor).__name__}")
+    value = as_float("running_var_floor", floor)
+    if not (math.isfinite(value) and value >= 0.0):
+        raise InvalidArgumentError("running_var_floor must be a finite number >= 0 or None, "
+                                   f"got {value!r}")
+    return value
+
+
+def _add_into(dest: Any, value: Any, scale: float) -> None:
+    """``dest += scale * value`` in place, computed in the wider of the two
+    dtypes and rounded once to ``dest``'s."""
+    if _is_torch_tensor(dest):
+        torch = sys.modules["torch"]
+        src = value if _is_torch_tensor(value) else torch.from_numpy(np.asarray(value))
+        src = src.to(device=dest.device)
+        wide = torch.promote_types(dest.dtype, src.dtype)
+        with torch.no_grad():
+            if wide == dest.dtype:
+                dest.add_(src.to(wide), alpha=scale)
+            else:
+                dest.copy_(dest.to(wide).add_(src.to(wide), alpha=scale))
+        return
+    src = value.detach().cpu().numpy() if _is_torch_tensor(value) else np.asarray(value)
+    wide = np.promote_types(dest.dtype, src.dtype)
+    dest[...] = (dest.astype(wide) + wide.type(scale) * src.astype(wide)).astype(dest.dtype)
+
+
+def _clamp(dest: Any, floor: float) -> None:
+    if _is_torch_tensor(dest):
+        torch = sys.modules["torch"]
+        with torch.no_grad():
+            dest.clamp_(min=floor)
+    else:
+        np.maximum(dest, dest.dtype.type(floor), out=dest)
+
+
+def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
+                 running_var_floor: float | None = RUNNING_VAR_FLOOR) -> None:
+    """Adds ``scale * update`` into ``target``'s entries, in place.
+
+    Each entry of ``update`` is added into the entry of ``target`` of the same
+    name, in that entry's dtype and on its device. Tied entries (one tensor
+    under two names) are updated once, whichever of their names ``update``
+    gives. Then every running variance that was updated (an entry named
+    ``*.running_var``, as BatchNorm's) is clamped to at least
+    ``running_var_floor``: noise can make a variance negative, and BatchNorm
+    then evaluates to NaN. Entries ``update`` does not name (the integer
+    counters that ``decode`` leaves out) keep their values.
+
+    Typical server step, after decoding each client's update::
+
+        mean = {k: sum(u[k] for u in updates) / len(updates) for k in updates[0]}
+        cepam.apply_update(global_model, mean)
+
+    Args:
+        target: a ``torch.nn.Module`` (its parameters and buffers are
+            updated) or a mapping from names to torch tensors or numpy
+            arrays (updated in place, so its tensors must be the ones to
+            change: a ``state_dict()``, not clones of it).
+        update: a mapping from names to tensors or arrays, as ``decode``
+            gives a ``state_dict`` difference; every name must be one of
+            ``target``'s float entries, of the same shape.
+        scale: the factor applied to the update (a real number; 1 by
+            default).
+        running_var_floor: the least value a running variance keeps (>= 0),
+            or None for no clamp. The clamp is post-processing of decoded
+            values: it costs no privacy.
+
+    Raises:
+        InvalidTypeError: ``target`` is not a module or a mapping, ``update``
+            is not a mapping, an entry is not a tensor or array, or ``scale``
+            or ``running_var_floor`` is not a number.
+        InvalidArgumentError: a name of ``update`` is not in ``target``, an
+            entry's shape differs or ``target``'s entry is not a float, an
+            update's value is not finite, two names of one tied tensor get
+            different values, ``scale`` is not finite or ``running_var_floor``
+            is negative or not finite.
+    """
+    state = _as_state_dict(target)
+    if state is None:
+        raise InvalidTypeError("apply_update takes a torch.nn.Module or a mapping from names to "
+                               f"tensors or arrays, got {type(target).__name__}")
+    if not isinstance(update, Mapping):
+        raise InvalidTypeError("update must be a mapping from names to tensors or arrays (a "
+                               f"decoded state_dict difference), got {type(update).__name__}")
+    scale = _check_scale(scale)
+    floor = _check_floor(running_var_floor)
+    # Checked whole before anything is written, so that a refused update
+    # leaves the target as it was.
+    plan: list[tuple[Any, Any, str]] = []
+    first: dict[tuple[Any, ...], tuple[str, Any]] = {}
+    for name, value in update.items():
+        if not isinstance(name, str):
+            raise InvalidTypeError(f"update's keys must be str, got {type(name).__name__}")
+        if name not in state:
+            raise InvalidArgumentError(f"update entry {name!r} is not an entry of the target")
+        dest = state[name]
+        if not (_is_torch_tensor(value) or isinstance(value, np.ndarray)) or (
+                _is_torch_tensor(value) and (value.is_sparse or value.device.type == "meta")):
+            raise InvalidTypeError(f"update entry {name!r} must be a dense tensor or an array, "
+                                   f"got {type(value).__name__}")
+        if not (_is_torch_tensor(dest) or isinstance(dest, np.ndarray)):
+            raise InvalidTypeError(f"target entry {name!r} must be a tensor or an array, got "
+                                   f"{type(dest).__name__}")
+        if isinstance(dest, np.ndarray) and not dest.flags.writeable:
+            raise InvalidArgumentError(f"target entry {name!r} is a read-only array")
+        if not _is_float(dest) or not _is_float(value):
+            raise InvalidArgumentError(
+                f"entry {name!r}: only float entries take an update (the target's is "
+                f"{dest.dtype}, the update's {value.dtype})")
+        if _shape(dest) != _shape(value):
+            raise InvalidArgumentError(f"entry {name!r}: the update's shape {_shape(value)} is "
+                                       f"not the target's {_shape(dest)}")
+        if not np.isfinite(_as_numpy(value)).all():
+            raise InvalidArgumentError(f"update entry {name!r} holds NaN or Inf")
+        key = _storage_key(dest)
+        if key is not None and key in first:
+            tied, tied_value = first[key]
+            if not _same_values(value, tied_value):
+                raise InvalidArgumentError(
+                    f"entries {tied!r} and {name!r} are one tied tensor of the target, but the "
+                    "update gives them different values")
+            continue  # (one tensor: updated once)
+        if key is not None:
+            first[key] = (name, value)
+        plan.append((dest, value, name))
+    for dest, value, name in plan:
+        _add_into(dest, value, scale)
+        if floor is not None and is_running_variance(name):
+            _clamp(dest, floor)

@@ -1,0 +1,178 @@
+"""cepam.apply_update: a decoded update added into a model in place, a tied
+tensor once, running variances clamped; and what users wrote by hand before
+it, which these tests show going wrong."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cepam
+from cepam.update import RUNNING_VAR_FLOOR
+
+torch = pytest.importorskip("torch")
+
+SECRET = bytes(range(32))
+
+
+class TiedLM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(20, 4)
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.decoder = torch.nn.Linear(4, 20, bias=False)
+        self.decoder.weight = self.embedding.weight
+
+
+def _bn_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 256), torch.nn.BatchNorm1d(256),
+                               torch.nn.ReLU(), torch.nn.Linear(256, 3))
+
+
+def _noisy_round(model, sigma, clients=10):
+    """Each client's decoded update after a step of local training, at noise scale sigma."""
+    updates = []
+    for c in range(clients):
+        local = _bn_model()
+        local.load_state_dict(model.state_dict())
+        before = {k: v.clone() for k, v in local.state_dict().items()}
+        opt = torch.optim.Adam(local.parameters(), lr=1e-2)
+        x = torch.rand(32, 8, generator=torch.Generator().manual_seed(c))  # inputs in [0, 1]
+        opt.zero_grad()
+        local(x).square().mean().backward()
+        opt.step()
+        delta = {k: v - before[k] for k, v in local.state_dict().items()}
+        codec = cepam.Codec(cepam.Gaussian(sigma=sigma), secret=SECRET, client=c, clip=1.0)
+        payload = codec.encode(delta, round=0, nonce=bytes(16))  # (fixed: the same noise)
+        updates.append(codec.decode(payload, round=0))
+    return updates
+
+
+def test_a_privacy_level_sigma_keeps_batchnorm_finite():
+    # sigma 1.79: README's sigma for 10 clients, 20 rounds, eps 8.  Added by
+    # hand, the mean update leaves running variances negative and the model
+    # evaluates to NaN; apply_update clamps them.
+    model = _bn_model()
+    updates = _noisy_round(model, 1.79)
+    mean = {k: sum(u[k] for u in updates) / len(updates) for k in updates[0]}
+    by_hand = _bn_model()
+    state = {k: v.clone() for k, v in by_hand.state_dict().items()}
+    for k, v in mean.items():
+        state[k] += v
+    by_hand.load_state_dict(state)
+    x = torch.rand(16, 8, generator=torch.Generator().manual_seed(99))
+    assert (by_hand[1].running_var < 0).any()
+    assert torch.isnan(by_hand.eval()(x)).any()
+
+    counter = model[1].num_batches_tracked.clone()
+    cepam.apply_update(model, mean)
+    var = model[1].running_var
+    assert (var >= RUNNING_VAR_FLOOR).all()
+    unclamped = state["1.running_var"] >= RUNNING_VAR_FLOOR
+    assert torch.equal(var[unclamped], state["1.running_var"][unclamped])
+    assert torch.equal(model[0].weight, state["0.weight"])
+    assert torch.equal(model[1].num_batches_tracked, counter)  # not in the update
+    assert torch.isfinite(model.eval()(x)).all()
+
+
+def test_the_clamp_can_be_turned_off_or_moved():
+    model = _bn_model()
+    update = {"1.running_var": torch.full((256,), -2.0)}
+    cepam.apply_update(model, update, running_var_floor=None)
+    assert torch.equal(model[1].running_var, torch.full((256,), -1.0))
+    cepam.apply_update(model, update, running_var_floor=0.5)
+    assert torch.equal(model[1].running_var, torch.full((256,), 0.5))
+
+
+def _tied_payload(model):
+    delta = {k: torch.full_like(v, 1e-2) if v.is_floating_point() else v
+             for k, v in model.state_dict().items()}
+    return cepam.encode(delta, cepam.Gaussian(sigma=1e-3), secret=SECRET, round=0, client=1,
+                        clip=10.0, ties=model)
+
+
+def test_a_tie_named_once_by_the_update_moves_once():
+    model = TiedLM()
+    noisy = cepam.decode(_tied_payload(model), secret=SECRET)  # no like=: one name
+    assert "decoder.weight" not in noisy
+    before = model.embedding.weight.detach().clone()
+    # By hand (clone, add, load): the stale clone of decoder.weight, loaded
+    # after embedding.weight, writes the old matrix back.
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    for k, v in noisy.items():
+        state[k] += v
+    model.load_state_dict(state)
+    assert torch.equal(model.embedding.weight, before)
+
+    cepam.apply_update(model, noisy)
+    assert torch.equal(model.embedding.weight, before + noisy["embedding.weight"])
+    assert model.decoder.weight is model.embedding.weight
+
+
+def test_a_tie_named_twice_by_the_update_moves_once():
+    model = TiedLM()
+    noisy = cepam.decode(_tied_payload(model), secret=SECRET, like=model)
+    assert noisy["decoder.weight"] is noisy["embedding.weight"]
+    before = model.embedding.weight.detach().clone()
+    cepam.apply_update(model, noisy)
+    assert torch.equal(model.embedding.weight, before + noisy["embedding.weight"])
+    # A mean of such updates holds two equal tensors: still once.
+    mean = {k: v / 2 for k, v in noisy.items()}
+    cepam.apply_update(model, mean, scale=2.0)
+    assert torch.allclose(model.embedding.weight, before + 2 * noisy["embedding.weight"])
+
+
+def test_two_values_for_one_tied_tensor_are_refused_before_anything_changes():
+    model = TiedLM()
+    snapshot = {k: v.clone() for k, v in model.state_dict().items()}
+    update = {"norm.weight": torch.ones(4), "embedding.weight": torch.ones(20, 4),
+              "decoder.weight": torch.zeros(20, 4)}
+    with pytest.raises(cepam.InvalidArgumentError, match="one tied tensor"):
+        cepam.apply_update(model, update)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, snapshot[k]), k
+
+
+def test_numpy_and_mixed_entries_keep_the_target_dtype():
+    state = {"w": np.zeros(3, np.float16), "b.running_var": np.ones(2, np.float64),
+             "t": torch.zeros(2, dtype=torch.bfloat16)}
+    update = {"w": np.full(3, 1e-3, np.float32), "b.running_var": torch.full((2,), -2.0),
+              "t": np.full(2, 0.25, np.float32)}
+    cepam.apply_update(state, update, scale=2.0)
+    assert state["w"].dtype == np.float16
+    assert np.array_equal(state["w"], np.full(3, np.float16(2e-3)))
+    assert np.array_equal(state["b.running_var"], np.full(2, RUNNING_VAR_FLOOR))
+    assert state["t"].dtype == torch.bfloat16 and torch.equal(state["t"], torch.full((2,), 0.5,
+                                                                      dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("target, update, kwargs, error, match", [
+    (3, {}, {}, cepam.InvalidTypeError, "torch.nn.Module or a mapping"),
+    ("model", [1], {}, cepam.InvalidTypeError, "update must be a mapping"),
+    ("model", {"nope": torch.ones(1)}, {}, cepam.InvalidArgumentError, "not an entry"),
+    ("model", {1: torch.ones(1)}, {}, cepam.InvalidTypeError, "keys must be str"),
+    ("model", {"0.weight": [1.0]}, {}, cepam.InvalidTypeError, "tensor or an array"),
+    ("model", {"1.num_batches_tracked": torch.ones(())}, {}, cepam.InvalidArgumentError,
+     "only float entries"),
+    ("model", {"0.weight": torch.ones(3)}, {}, cepam.InvalidArgumentError, "shape"),
+    ("model", {"0.bias": torch.full((256,), float("nan"))}, {}, cepam.InvalidArgumentError,
+     "NaN or Inf"),
+    ("model", {}, {"scale": float("inf")}, cepam.InvalidArgumentError, "finite"),
+    ("model", {}, {"scale": True}, cepam.InvalidTypeError, "real number"),
+    ("model", {}, {"running_var_floor": -1.0}, cepam.InvalidArgumentError, ">= 0"),
+    ("model", {}, {"running_var_floor": "1"}, cepam.InvalidTypeError, "real number"),
+    ({"w": np.zeros(2, np.float32)}, {"w": np.zeros(2, np.complex64)}, {},
+     cepam.InvalidArgumentError, "only float entries"),
+])
+def test_bad_arguments_are_refused(target, update, kwargs, error, match):
+    target = _bn_model() if target == "model" else target
+    with pytest.raises(error, match=match):
+        cepam.apply_update(target, update, **kwargs)
+
+
+def test_a_read_only_array_is_refused():
+    w = np.zeros(2, np.float32)
+    w.flags.writeable = False
+    with pytest.raises(cepam.InvalidArgumentError, match="read-only"):
+        cepam.apply_update({"w": w}, {"w": np.ones(2, np.float32)})
