@@ -14,7 +14,7 @@ pytest.importorskip("cryptography")
 scipy_stats = pytest.importorskip("scipy.stats")
 
 from flwr.app import Array, ArrayRecord, Context, RecordDict  # noqa: E402
-from flwr.serverapp.strategy import FedAvg  # noqa: E402
+from flwr.serverapp.strategy import FedAvg, FedAvgM  # noqa: E402
 
 import cepam  # noqa: E402
 from cepam.accounting import ClientLevelRound, PLDAccountant  # noqa: E402
@@ -268,6 +268,55 @@ def test_an_empty_add_remove_cohort_releases_the_top_up_noise_alone():
         assert two_sided(scipy_stats.chi2.cdf(chi2, moved.size)) > P_MIN
         assert 0 < metrics["cepam-client-epsilon"] < np.inf
     assert empty > 0
+
+
+def test_an_empty_add_remove_round_goes_through_the_inner_strategy():
+    """A strategy with state (FedAvgM's momentum) gets the empty round's
+    noisy model as any round's, so its state moves as in any round and the
+    empty cohort does not show in later models either."""
+    inner = FedAvgM(server_momentum=0.9, min_available_nodes=1, min_train_nodes=1)
+    seen = []
+    aggregate = inner.aggregate_train
+
+    def spy(server_round, replies):
+        replies = list(replies)
+        seen.append(server_round)
+        return aggregate(server_round, replies)
+
+    inner.aggregate_train = spy  # (an instance attribute: FedAvgM's own method still averages)
+    st = CepamStrategy(inner, mechanism=cepam.Gaussian(sigma=SIGMA), clip=CLIP, delta=DELTA,
+                       sample_rate=0.1, relation="add-remove", sampling_seed=3)
+    ctxs = node_contexts(list(range(101, 111)))
+    arrays, empty = big_arrays(), 0
+    for rnd in range(1, 12):
+        momentum = None if inner.momentum_vector is None else \
+            [m.copy() for m in inner.momentum_vector]
+        messages, replies = run_round(st, ctxs, rnd=rnd, arrays=arrays)
+        agg, _ = st.aggregate_train(rnd, replies)
+        assert agg is not None and seen[-1] == rnd
+        if not messages:
+            empty += 1
+            assert inner.momentum_vector is not None  # (set by the first round: this one)
+            assert momentum is None or not all(
+                np.array_equal(a, b) for a, b in zip(momentum, inner.momentum_vector))
+        arrays = agg
+    assert empty > 0
+
+
+def test_a_round_the_accountant_cannot_bound_sends_nothing(caplog):
+    """Against a curious client a round needs two clients: with one node
+    addressed the round sends nothing (logged) and the run goes on."""
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    st = sampled(clip_count_sigma=1.0)
+    messages, _ = run_round(st, node_contexts([101]), rnd=1)
+    assert messages == []
+    assert any("no train message is sent this round" in r.getMessage() for r in caplog.records)
+    messages, replies = run_round(st, node_contexts([101, 102, 103]), rnd=2)
+    assert len(messages) == 3
+    agg, metrics = st.aggregate_train(2, replies)
+    assert agg is not None and metrics["cepam-client-epsilon"] > 0
 
 
 # ---------------------------------------------------------------- clipping

@@ -22,7 +22,8 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, Message
 from flwr.serverapp.strategy import (  # noqa: E402
     DifferentialPrivacyClientSideAdaptiveClipping, DifferentialPrivacyClientSideFixedClipping,
     DifferentialPrivacyServerSideAdaptiveClipping, DifferentialPrivacyServerSideFixedClipping,
-    FedAdam, FedAvg,
+    Bulyan, FedAdagrad, FedAdam, FedAvg, FedAvgM, FedMedian, FedProx, FedTrimmedAvg, FedYogi,
+    Krum, MultiKrum, QFedAvg,
 )
 
 import cepam  # noqa: E402
@@ -346,3 +347,94 @@ def test_running_var_floor_is_checked(value):
         cepam.InvalidArgumentError
     with pytest.raises(error, match="running_var_floor"):
         CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, running_var_floor=value)
+
+
+# ---------------------------------------------------------------- strategies that do not average
+
+
+class KeepsTheMean(FedAvg):
+    """A FedAvg subclass of the user's own that keeps FedAvg's aggregate."""
+
+    def configure_train(self, server_round, arrays, config, grid):
+        return super().configure_train(server_round, arrays, config, grid)
+
+
+class OwnAggregate(FedAvg):
+    """A FedAvg subclass whose aggregate is its own: not known to average."""
+
+    def aggregate_train(self, server_round, replies):
+        return super().aggregate_train(server_round, replies)
+
+
+@pytest.mark.parametrize("inner, averages", [
+    (FedAvg(), True), (FedAvgM(), True), (FedProx(), True), (FedAdam(), True),
+    (FedYogi(), True), (FedAdagrad(), True), (KeepsTheMean(), True),
+    (FedMedian(), False), (FedTrimmedAvg(), False), (Krum(), False), (MultiKrum(), False),
+    (Bulyan(), False), (OwnAggregate(), False),
+])
+def test_which_inner_strategies_average(inner, averages):
+    from cepam.flower.inner import averages as averages_
+
+    assert averages_(inner) is averages
+
+
+def test_a_strategy_that_does_not_average_is_accounted_as_one_clients_update(caplog):
+    """Krum releases one client's noisy model (noise sigma, not sigma /
+    sqrt(K)): its rounds are accounted as the server's view, m = 1, in both
+    epsilons; FedAvg's as the mean of K against a curious client."""
+    from cepam.accounting import client_epsilon
+
+    from test_flower_unit import SETTING
+
+    caplog.set_level(logging.INFO)
+    eps = {}
+    for inner in (FedAvg(), Krum()):
+        st = CepamStrategy(inner, mechanism=MECH, clip=1.0, setting=SETTING, **AUTH)
+        (arrays, metrics), = _rounds(st, 1)
+        assert arrays is not None
+        eps[type(inner).__name__] = (metrics["cepam-epsilon"], metrics["cepam-client-epsilon"])
+    assert st.threat_model == "server" and st.setting.threat_model == "server"
+    assert any("Krum does not average" in r.getMessage() for r in caplog.records)
+    krum, fedavg = eps["Krum"], eps["FedAvg"]
+    assert krum[0] > fedavg[0] and krum[1] > fedavg[1]
+    one = client_epsilon(sigma=MECH.sigma, clip=1.0, clients=len(NODES), rounds=1, delta=1e-5,
+                         threat_model="server")
+    assert krum[1] == pytest.approx(one, rel=1e-9)
+
+
+def test_a_strategy_without_a_bound_is_refused():
+    with pytest.raises(cepam.InvalidArgumentError, match="QFedAvg weighs each update"):
+        CepamStrategy(QFedAvg(client_learning_rate=0.1), mechanism=MECH, clip=1.0)
+    for inner in (Krum(), FedMedian(), OwnAggregate()):
+        with pytest.raises(cepam.InvalidArgumentError, match="does not average"):
+            CepamStrategy(inner, mechanism=MECH, clip=1.0, relation="add-remove")
+    CepamStrategy(FedAvgM(), mechanism=MECH, clip=1.0, relation="add-remove")
+
+
+# ---------------------------------------------------------------- shapes
+
+
+@pytest.mark.parametrize("inner", [FedAvg(), FedAdam()])
+def test_zero_dimensional_arrays_keep_their_shape(inner, monkeypatch):
+    """A 0-d parameter (a learned temperature) and a 0-d counter come back
+    0-d (a (1,)-shaped temperature sent back made every later reply a
+    changed shape, refused: FedAdam, whose aggregate is cast back)."""
+    import test_flower_unit
+
+    def train_0d(msg, ctx):  # (test_flower_unit.train, its arrays kept arrays when 0-d)
+        step = 0.01 * (ctx.node_id - 100)
+        new = {k: np.asarray(a.numpy() + step if a.numpy().dtype.kind == "f" else a.numpy())
+               for k, a in msg.content["arrays"].items()}
+        return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in new.items()}),
+                                   "metrics": MetricRecord({"num-examples": 10})}),
+                       reply_to=msg)
+
+    monkeypatch.setattr(test_flower_unit, "train", train_0d)
+    st = CepamStrategy(inner, mechanism=MECH, clip=1.0, **AUTH)
+    arrays = global_arrays()
+    arrays["temperature"] = Array(np.array(1.5, np.float32))
+    arrays["tracked"] = Array(np.array(3, np.int64))
+    for arrays, metrics in _rounds(st, 3, arrays=arrays):
+        assert metrics["cepam-updates"] == len(NODES)
+        assert arrays["temperature"].numpy().shape == ()
+        assert arrays["tracked"].numpy().shape == () and int(arrays["tracked"].numpy()) == 3

@@ -30,6 +30,7 @@ from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 
 from cepam.accounting.setting import RECORD_LEVEL_LOOP
 from cepam.structure import is_buffer
+from cepam.update import RUNNING_VAR_FLOOR, is_running_variance
 
 from .budget import CLIENT_LEVEL, RECORD_LEVEL, Budget
 from .protocol import UNCLIPPED_METRIC, flat_name, is_float
@@ -45,10 +46,6 @@ METRIC_DROPPED = "cepam-dropped"
 METRIC_PAYLOAD_BYTES = "cepam-payload-bytes"
 METRIC_CLIPPED_FRACTION = "cepam-clipped-fraction"
 METRIC_CLIP = "cepam-clip"
-#: The default floor of an aggregated running variance: a hundred times
-#: BatchNorm's eps (1e-5), so that no noised variance divides by ~0.
-RUNNING_VAR_FLOOR = 1e-3
-_RUNNING_VAR = "running_var"
 
 
 class Aggregation:
@@ -92,12 +89,13 @@ class Aggregation:
                 r[key] = 1
 
     def _inner_aggregate(self, server_round: int, accepted: list[Message],
-                         dropped: list[Message]) -> tuple[ArrayRecord | None,
-                                                          MetricRecord | None, bool]:
+                         dropped: list[Message], sent: dict[str, np.ndarray] | None = None
+                         ) -> tuple[ArrayRecord | None, MetricRecord | None, bool]:
         """The inner strategy's aggregate of the noisy models, each with
         weight 1 (the dropped replies handed over as failures), finished by
-        :meth:`_finish`; the bool says whether it failed (nothing is released
-        then)."""
+        :meth:`_finish` against ``sent`` (the round's arrays by name; by
+        default those sent to the first accepted node); the bool says
+        whether it failed (nothing is released then)."""
         self._equal_weights([r.content for r in accepted])
         try:
             arrays, metrics = self.strategy.aggregate_train(server_round, accepted + dropped)
@@ -106,8 +104,10 @@ class Aggregation:
                         "nothing is released", server_round, type(exc).__name__, exc)
             return None, None, True
         if arrays is not None:
-            sent = self._sent[int(accepted[0].metadata.src_node_id)].records
-            self._finish(server_round, arrays, {n: a for r in sent.values() for n, a in r.items()})
+            if sent is None:
+                records = self._sent[int(accepted[0].metadata.src_node_id)].records
+                sent = {n: a for r in records.values() for n, a in r.items()}
+            self._finish(server_round, arrays, sent)
         return arrays, metrics, False
 
     def _aggregate_record_level(self, server_round: int, opened: list[Opened],
@@ -192,13 +192,13 @@ class Aggregation:
                 elif value.dtype != before.dtype:
                     cast.add(f"{value.dtype} -> {before.dtype}")
                     new = value.astype(before.dtype)
-            if name.endswith(_RUNNING_VAR) and is_float(new):
+            if is_running_variance(name) and is_float(new):
                 low = new < self.running_var_floor
                 if np.any(low):
                     clamped += int(np.count_nonzero(low))
                     new = np.where(low, new.dtype.type(self.running_var_floor), new)
-            if new is not value:
-                arrays[name] = Array(np.ascontiguousarray(new))
+            if new is not value:  # (a 0-d array is contiguous: ascontiguousarray makes it 1-d)
+                arrays[name] = Array(new if new.flags.c_contiguous else np.ascontiguousarray(new))
         if cast and not self._cast_logged:
             self._cast_logged = True
             log.info("cepam: round %d: %s aggregated in other dtypes than the round sent "

@@ -37,7 +37,7 @@ import logging
 from typing import Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Message, MetricRecord
+from flwr.app import Array, ArrayRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 
 from cepam.clipping import noised_unclipped_fraction
@@ -169,7 +169,7 @@ class Cohort:
         if k == 0:  # add-remove: the top-up noise alone, so an empty cohort does not show
             log.debug("cepam: round %d: no update accepted: the model moves by the top-up "
                       "noise alone (T = %d clients' worth over n = %g)", server_round, cap, n)
-            return self._noise_only(server_round, std / denominator), metrics
+            return self._noise_only(server_round, std / denominator, failures), metrics
         top = None if std == 0.0 else {name: t / denominator for name, t in self._topup(
             std, opened[0].update).items()}
         scale = k / denominator
@@ -190,21 +190,31 @@ class Cohort:
             metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(self.last_payload_bytes))
         return arrays, metrics
 
-    def _noise_only(self, server_round: int, std: float) -> ArrayRecord:
-        """The round's model with N(0, std^2) added to every float array (an
-        empty add/remove round; not the running statistics under
-        ``buffers="local"``), finished by :meth:`_finish`; integer and bool
-        arrays unchanged."""
+    def _noise_only(self, server_round: int, std: float, failures: list[Message]
+                    ) -> ArrayRecord | None:
+        """An empty add/remove round: the round's model with N(0, std^2) added
+        to every float array, handed to the inner strategy as one noisy model
+        of weight 1 (with the round's failures), as a round with replies
+        hands it the k noisy models: a strategy with state (FedAvgM's
+        momentum, FedAdam's moments) moves as in any round, so the empty
+        cohort does not show in the models it releases later either.  The
+        aggregate is finished by :meth:`_finish` (integer and bool arrays,
+        and the running statistics under ``buffers="local"``, the
+        server's); None if the inner strategy fails."""
         assert self._arrays is not None
         model = {name: array.numpy() for name, array in self._arrays.items()}
-        out = ArrayRecord()
+        noisy = ArrayRecord()
         for name, value in model.items():
             if is_float(value):
                 value = np.asarray(value + self._noise_rng.normal(0.0, std, size=value.shape),
                                    dtype=value.dtype)
-            out[name] = Array(value)
-        self._finish(server_round, out, model)
-        return out
+            noisy[name] = Array(value)
+        key = getattr(self.strategy, "weighted_by_key", None)
+        reply = Message(RecordDict({"arrays": noisy,
+                                    "metrics": MetricRecord({} if key is None else {key: 1})}),
+                        dst_node_id=0, message_type=MessageType.TRAIN)
+        arrays, _, failed = self._inner_aggregate(server_round, [reply], failures, sent=model)
+        return None if failed else arrays
 
     @staticmethod
     def _topup_std(sigma: float, *, k: int, cap: int) -> float:

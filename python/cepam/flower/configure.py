@@ -85,7 +85,12 @@ class TrainMessages:
             self._registered = self._registered_keys(grid)
         plan = None
         if self._client_level and messages:
-            messages, plan = self._sample(server_round, messages, grid)
+            try:
+                messages, plan = self._sample(server_round, messages, grid)
+            except InvalidArgumentError as exc:  # (a round its accountant cannot bound)
+                log.warning("cepam: round %d: %s: no train message is sent this round",
+                            server_round, exc)
+                return []
         clip, mechanism = self._round_settings()
         cache: dict[int, dict[str, np.ndarray]] = {}
         sent: dict[int, Sent] = {}

@@ -6,6 +6,8 @@ and each round's clip and mechanism (fixed, or following the adaptive clip).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import numbers
 import os
@@ -23,10 +25,13 @@ from cepam.errors import InvalidArgumentError, InvalidTypeError
 from cepam.padding import check_pad, uses_bound
 from cepam.structure import check_buffers
 
+from .inner import check_inner
 from .keys import SecretSource
 from .protocol import ACCOUNTED
 
 __all__ = ["FLOWER_DP", "Settings", "check_real", "is_flower_dp"]
+
+log = logging.getLogger("flwr.cepam")
 
 FLOWER_DP = (
     "DifferentialPrivacyServerSideFixedClipping",
@@ -107,6 +112,18 @@ class Settings:
                             sampling_seed=sampling_seed, threat_model=threat_model,
                             clip_quantile=clip_quantile, clip_learning_rate=clip_learning_rate,
                             clip_count_sigma=clip_count_sigma)
+        #: Whether the inner strategy averages the noisy models (.inner):
+        #: a round of one that does not is accounted as one client's update.
+        self.averages = check_inner(strategy, relation=relation)
+        if not self.averages:
+            if self.threat_model != "server":
+                log.warning("cepam: %s does not average the noisy models: each round is "
+                            "accounted as one client's decoded update (threat model 'server', "
+                            "m = 1), not as the mean of K against threat model %r, whose eps "
+                            "would be too small", type(strategy).__name__, self.threat_model)
+            self.threat_model = "server"
+            if setting is not None:
+                setting = dataclasses.replace(setting, threat_model="server")
         if max_epsilon is not None:
             if setting is None and not self._client_level:
                 raise InvalidArgumentError("max_epsilon needs a setting to account eps in")

@@ -1,0 +1,77 @@
+"""What the inner strategy makes of the noisy models, and so what a round's
+epsilon can claim.
+
+cepam's accounting of a round (record-level and client-level alike) is that
+of the *mean* of the ``K`` noisy models: the noise on the released model is
+``sigma / sqrt(K)`` per coordinate.  FedAvg and the strategies that step from
+that mean (FedAvgM's momentum, FedOpt's FedAdam, FedYogi and FedAdagrad:
+post-processing of the mean) release exactly that, each noisy model with
+weight 1 (:meth:`.aggregation.Aggregation._equal_weights`).
+
+A strategy that does not average releases something else: Krum one client's
+noisy model (its noise ``sigma``, not ``sigma / sqrt(K)``), FedMedian,
+FedTrimmedAvg, MultiKrum and Bulyan medians or means of a few of them.  Each
+is still a function of the individual noisy models alone, so it reveals no
+more than all of them do: the round is accounted as one client's decoded
+update (the threat model ``"server"``, ``m = 1``), a bound that holds
+whatever the strategy does with them, and whose eps is larger.  Under
+add/remove there is none (a client's own noisy model tells that it took
+part), so such a strategy is refused there.  A strategy whose aggregate
+reads what the clients report without noise (QFedAvg weighs each update by
+its client's training loss) has no bound at all and is refused.
+
+A strategy is known to average when its ``aggregate_train`` is that of one
+of :data:`AVERAGING` (a subclass that keeps it, e.g. one with its own
+``configure_train``, averages too); any other is taken as one that does not.
+"""
+
+from __future__ import annotations
+
+from flwr.serverapp.strategy import (
+    FedAdagrad, FedAdam, FedAvg, FedAvgM, FedProx, FedYogi, QFedAvg, Strategy,
+)
+
+from cepam.errors import InvalidArgumentError
+
+__all__ = ["AVERAGING", "UNNOISED_INPUTS", "averages", "check_inner"]
+
+#: Strategies whose aggregate is the mean of the noisy models (weights made
+#: equal by cepam), or a server optimizer's step from it.
+AVERAGING: tuple[type[Strategy], ...] = (FedAvg, FedAvgM, FedProx, FedAdam, FedYogi, FedAdagrad)
+#: Strategies whose aggregate reads client-reported values that no noise
+#: covers (QFedAvg: each update weighed by its client's training loss).
+UNNOISED_INPUTS: tuple[type[Strategy], ...] = (QFedAvg,)
+
+
+def averages(strategy: Strategy) -> bool:
+    """Whether ``strategy``'s aggregate is the mean of the noisy models (its
+    ``aggregate_train`` is that of one of :data:`AVERAGING`)."""
+    method = type(strategy).aggregate_train
+    return any(method is cls.aggregate_train for cls in AVERAGING)
+
+
+def check_inner(strategy: Strategy, *, relation: str) -> bool:
+    """Whether ``strategy`` averages (see :func:`averages`); a strategy that
+    does not is accounted as one client's update, and refused where that
+    has no bound.
+
+    Raises:
+        InvalidArgumentError: a strategy of :data:`UNNOISED_INPUTS` (its
+            aggregate reads values no noise covers), or one that does not
+            average under ``relation="add-remove"``.
+    """
+    name = type(strategy).__name__
+    if isinstance(strategy, UNNOISED_INPUTS) and not averages(strategy):
+        raise InvalidArgumentError(
+            f"{name} weighs each update by a value its client reports without noise (its "
+            "training loss): no privacy bound covers the model it releases; use FedAvg or "
+            "another strategy of cepam.flower.inner.AVERAGING")
+    if averages(strategy):
+        return True
+    if relation == "add-remove":
+        raise InvalidArgumentError(
+            f"{name} does not average the noisy models (its aggregate is a function of the "
+            "individual ones): under relation 'add-remove' that has no bound, since a "
+            "client's own noisy model tells that it took part; use relation 'replace-one' "
+            "or an averaging strategy (cepam.flower.inner.AVERAGING)")
+    return False
