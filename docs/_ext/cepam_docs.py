@@ -78,14 +78,15 @@ API_MODULES = {
 # placed here to appear.
 API_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
     "cepam": {
-        "Codec": ("encode", "decode", "inspect", "update_norm", "find_ties", "apply_update", "Codec",
-                  "PayloadInfo", "simd_level", "__version__"),
+        "Codec": ("encode", "decode", "inspect", "update_norm", "find_ties", "apply_update",
+                  "Codec", "PayloadInfo", "simd_level", "__version__"),
         "Mechanisms": ("Gaussian", "Laplace", "SDQ", "encode_sdq", "encode_noisy_sdq",
                        "encode_gaussian_sdq", "encode_laplace_sdq"),
         "Keys, contexts and the guard": ("new_secret", "Context", "ContextGuard"),
         "Errors": ("CepamError", "InvalidArgumentError", "InvalidTypeError", "FormatError",
                    "AuthenticationError", "ContextReuseError", "EncodingError",
-                   "DecodingError", "UnexpectedPayloadError", "PrivacyBudgetError"),
+                   "DecodingError", "UnexpectedPayloadError", "PrivacyBudgetError",
+                   "DeviceError"),
         "Warnings": ("PrecisionWarning", "NoiseWarning", "PrivacyWarning", "FileSafetyWarning",
                      "RateWarning"),
     },
