@@ -52,6 +52,9 @@ def _check_lattice(lattice: object, dim: object, mechanism: Mechanism
     """(lattice code, dim), or None for "auto"."""
     if lattice is None:
         lattice = "auto" if dim is None else "Z"
+    if not isinstance(lattice, str):
+        raise InvalidTypeError(f"lattice must be a str, 'auto' or one of {LATTICE_NAMES}, got "
+                               f"{type(lattice).__name__}")
     if lattice == "auto":
         if dim is not None:
             raise InvalidArgumentError(
@@ -59,8 +62,6 @@ def _check_lattice(lattice: object, dim: object, mechanism: Mechanism
                 "lattice ('Z' for Z^dim)"
             )
         return _AUTO
-    if not isinstance(lattice, str):
-        raise InvalidTypeError(f"lattice must be a str, one of {LATTICE_NAMES}, got {lattice!r}")
     if lattice not in LATTICE_CODES:
         raise InvalidArgumentError(
             f"lattice must be 'auto' or one of {LATTICE_NAMES}, got {lattice!r}")

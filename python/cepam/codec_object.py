@@ -16,7 +16,7 @@ from .decoding import _decode
 from .encoding import _UNCLIPPED, _Settings, _check_state, _guarded_encode, _resolve_nonce
 from .errors import ContextReuseError, InvalidTypeError, PrivacyWarning
 from .expected import Expected
-from .keys import Context, check_secret
+from .keys import Context, check_integer, check_secret
 from .lattices import LATTICES
 from .mechanisms import Mechanism, check_mechanism
 from .payload import CODERS
@@ -261,8 +261,10 @@ class Codec:
         settings = self._settings
         expected = settings.expected
         if round is not None:  # (a server decodes a round's payloads in a row)
+            if type(round) is not int:  # (an array's != compares element by element)
+                round = check_integer("round", round)
             last = self._round_expected
-            if last is None or type(last[0]) is not type(round) or last[0] != round:
+            if last is None or last[0] != round:
                 last = (round, replace(expected, round=Context(round, 0).round))
                 object.__setattr__(self, "_round_expected", last)
             expected = last[1]

@@ -15,6 +15,7 @@ import numpy as np
 from ._native import core as _core
 from .cuda import check_device_output, decode_on_device, decodes_on_device, parse_device, to_device
 from .cuda_device import cuda_index_of
+from ._checks import check_choice
 from .errors import FormatError, InvalidArgumentError, InvalidTypeError
 from .expected import Expected
 from .keys import SecretKeys, check_integer
@@ -23,6 +24,7 @@ from .precision import check_output
 from .sealing import open_payload
 from .flatten import unflatten
 from .structure import (
+    OUTPUT_CHOICES,
     BARE,
     KIND_NUMPY,
     KIND_TORCH,
@@ -131,8 +133,7 @@ def _output_buffer(out: Any, structure: Structure, *, dtype: str, output: str,
 def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordinates: object,
             expected: Expected, like: Any, threads: object, device: object,
             buffers: object, ties: TiePairs, out: Any = None) -> Any:
-    if output not in ("auto", "numpy", "torch"):
-        raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
+    check_choice("output", output, OUTPUT_CHOICES)
     cuda_index = parse_device(device)
     if cuda_index is not None:
         if output == "numpy":

@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from ._checks import check_choice
 from .errors import InvalidArgumentError, InvalidTypeError
 from .structure import (
+    OUTPUT_CHOICES,
     _DTYPE_CODES,
     DICT,
     KIND_NUMPY,
@@ -57,7 +59,8 @@ def _leaf_entry(x: Any, where: str, name: str = "") -> Entry | None:
     DLPack array: its values are read to know it).
 
     Raises:
-        InvalidTypeError: a sparse or nested tensor or an unsupported dtype.
+        InvalidTypeError: a sparse or nested tensor, a masked array or an
+            unsupported dtype.
         InvalidArgumentError: an uninitialized (lazy) parameter.
     """
     if _is_torch_tensor(x):
@@ -83,6 +86,9 @@ def _leaf_entry(x: Any, where: str, name: str = "") -> Entry | None:
             )
         return Entry(name, KIND_TORCH, dtype, tuple(int(d) for d in x.shape))
     if isinstance(x, np.ndarray) or np.isscalar(x) and isinstance(x, np.floating):
+        if type(x) is not np.ndarray and isinstance(x, np.ma.MaskedArray):
+            raise InvalidTypeError(f"{where}: a masked array, whose mask would be ignored; pass "
+                                   "x.filled(value) or the values to send")
         arr = np.asarray(x)
         dtype = _FLOAT_NAMES.get(arr.dtype) or arr.dtype.name  # (a dict: dtype.name is slow)
         if dtype not in ("float32", "float64", "float16"):
@@ -346,8 +352,7 @@ def unflatten(flat: np.ndarray, structure: Structure, *, output: str = "auto",
     dtype: one of :data:`~cepam.structure.DTYPE_CHOICES` (see
     :func:`~cepam.structure.output_dtype`).
     """
-    if output not in ("auto", "numpy", "torch"):
-        raise InvalidArgumentError("output must be 'auto', 'numpy' or 'torch'")
+    check_choice("output", output, OUTPUT_CHOICES)
     dtype = check_dtype_choice(dtype)
     leaves, offset = [], 0
     for entry, name in zip(structure.entries,

@@ -29,7 +29,7 @@ from contextlib import closing
 
 from ._files import check_database_file, create_database, retry_while_locked
 from .errors import ContextReuseError, InvalidArgumentError, InvalidTypeError
-from .keys import Context, guard_fingerprint
+from .keys import Context, check_secret, guard_fingerprint
 
 __all__ = ["ContextGuard"]
 
@@ -47,6 +47,14 @@ def _initialise(db: sqlite3.Connection) -> None:
                "PRIMARY KEY (fingerprint, context)) WITHOUT ROWID")
     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
     db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+
+
+def _row(secret: object, context: object) -> tuple[bytes, bytes]:
+    """The record of ``context`` under ``secret``: the secret's one-way
+    fingerprint and the packed context, both checked."""
+    if not isinstance(context, Context):
+        raise InvalidTypeError(f"context must be a cepam.Context, got {type(context).__name__}")
+    return guard_fingerprint(check_secret(secret)), context.pack()
 
 
 class ContextGuard:
@@ -75,7 +83,11 @@ class ContextGuard:
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidTypeError(f"state must be a path (str or os.PathLike), "
                                    f"got {type(path).__name__}")
-        path = os.fspath(path)
+        try:
+            path = os.fspath(path)
+        except TypeError:  # (an __fspath__ that returns neither str nor bytes)
+            raise InvalidTypeError(f"state's __fspath__ must return a str, got "
+                                   f"{type(path.__fspath__()).__name__}") from None
         if not isinstance(path, str) or path in ("", ":memory:") or path.startswith("file:"):
             raise InvalidArgumentError(
                 f"state must name a file, got {path!r}: an in-memory record guards nothing "
@@ -136,10 +148,12 @@ class ContextGuard:
         Raises:
             ContextReuseError: it was already recorded (by anyone using
                 this file).
+            InvalidTypeError: ``context`` is not a :class:`~cepam.Context`,
+                or ``secret`` not bytes (InvalidArgumentError: not 32 bytes).
             InvalidArgumentError: the file cannot be written (read-only,
                 or locked for longer than a minute).
         """
-        row = (guard_fingerprint(secret), context.pack())
+        row = _row(secret, context)
         with self._connect() as db:
             try:
                 db.execute("INSERT INTO used_contexts VALUES (?, ?)", row)
@@ -158,12 +172,15 @@ class ContextGuard:
 
         Raises:
             InvalidArgumentError: the file cannot be written (read-only, or
-                locked for longer than a minute).
+                locked for longer than a minute), or ``secret`` is not 32
+                bytes.
+            InvalidTypeError: ``context`` is not a :class:`~cepam.Context`,
+                or ``secret`` not bytes.
         """
         with self._connect() as db:
             try:
                 db.execute("DELETE FROM used_contexts WHERE fingerprint = ? AND context = ?",
-                           (guard_fingerprint(secret), context.pack()))
+                           _row(secret, context))
             except sqlite3.Error as exc:
                 raise InvalidArgumentError(
                     f"cannot withdraw the claim in state file {self.path!r}: {exc}") from None
@@ -173,13 +190,15 @@ class ContextGuard:
 
         Raises:
             InvalidArgumentError: the file cannot be read (locked for longer
-                than a minute, damaged).
+                than a minute, damaged), or ``secret`` is not 32 bytes.
+            InvalidTypeError: ``context`` is not a :class:`~cepam.Context`,
+                or ``secret`` not bytes.
         """
         with self._connect() as db:
             try:
                 return db.execute(
                     "SELECT 1 FROM used_contexts WHERE fingerprint = ? AND context = ?",
-                    (guard_fingerprint(secret), context.pack())).fetchone() is not None
+                    _row(secret, context)).fetchone() is not None
             except sqlite3.Error as exc:
                 raise InvalidArgumentError(
                     f"cannot read state file {self.path!r}: {exc}") from None

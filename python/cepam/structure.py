@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Entry", "Structure", "output_dtype", "output_dtypes", "entry_kind", "decoded_dtype",
            "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "BUFFER_CHOICES", "RUNNING_STATISTICS",
@@ -53,6 +53,8 @@ MAX_NAME_BYTES = 1024
 #: float32, float32 and float64 as encoded), "input" (as encoded), or one
 #: dtype for every entry.
 DTYPE_CHOICES = ("auto", "input", "float32", "float64")
+#: What ``decode`` returns: "auto" (as encoded), numpy arrays or torch tensors.
+OUTPUT_CHOICES = ("auto", "numpy", "torch")
 #: What ``encode`` does with integer and bool entries of a mapping.
 NON_FLOAT_CHOICES = ("skip", "error")
 #: What ``encode`` does with the float buffers of a mapping (:func:`is_buffer`):
@@ -147,6 +149,9 @@ def check_non_float(non_float: object) -> str:
 
 
 def check_dtype_choice(dtype: object) -> str:
+    if not isinstance(dtype, str):  # (an array's `in` would compare element by element)
+        raise InvalidTypeError(f"dtype must be a str, one of {DTYPE_CHOICES}, got "
+                               f"{type(dtype).__name__}")
     if dtype not in DTYPE_CHOICES:
         raise InvalidArgumentError(f"dtype must be one of {DTYPE_CHOICES}, got {dtype!r}")
     return dtype  # type: ignore[return-value]

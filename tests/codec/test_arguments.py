@@ -264,7 +264,9 @@ CASES = [
     ("mechanism-sdq-class", lambda: enc(mechanism=cepam.SDQ), IT, TYPE, r"mechanism"),
     # decode's output.
     *[(f"output={v!r}", (lambda v: lambda: cepam.decode(enc(), secret=SECRET, output=v))(v), IA,
-       VALUE, r"output") for v in ("cuda", "NUMPY", "", None, "cpu")],
+       VALUE, r"output") for v in ("cuda", "NUMPY", "", "cpu")],
+    ("output=None", lambda: cepam.decode(enc(), secret=SECRET, output=None), IT, TYPE,
+     r"output must be a str"),
     ("codec-decode-output-cuda",
      lambda: cepam.Codec(G, secret=SECRET).decode(enc(), output="cuda"), IA, VALUE, r"output"),
 ]
@@ -602,3 +604,54 @@ def test_settings_checked_before_are_reused_only_for_the_same_plain_arguments():
     check(lambda: settings(clip=(1, [2])), IT, TYPE, "clip")
     check(lambda: enc(pad=([1],)), IT, TYPE, "pad")
     check(lambda: enc(coder=("ans", {})), IT, TYPE, "coder")
+
+
+# --- arrays where a choice, a round or a context is expected. ---
+
+_ARRAY = np.array([1.0, 2.0])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: enc(lattice=_ARRAY, clip=1.0), r"lattice must be a str"),
+    (lambda: cepam.decode(enc(clip=1.0), secret=SECRET, output=_ARRAY), r"output must be a str"),
+    (lambda: cepam.decode(enc(clip=1.0), secret=SECRET, dtype=_ARRAY), r"dtype must be a str"),
+    (lambda: cepam.Codec(G, secret=SECRET, lattice=_ARRAY), r"lattice must be a str"),
+])
+def test_an_array_for_a_choice_is_an_invalid_type_error(call, match):
+    check(call, IT, TYPE, match)
+
+
+def test_codec_decode_checks_the_round_before_its_cache():
+    """An array round equal to the cached one was compared, not checked:
+    np.array([5.0]) after np.array(5) was taken as round 5."""
+    codec = cepam.Codec(G, secret=SECRET, client=4, clip=1.0)
+    payload = codec.encode(X, round=5)
+    codec.decode(payload, round=np.array(5))  # a 0-d integer array is an integer
+    check(lambda: codec.decode(payload, round=np.array([5.0])), IT, TYPE, "integer")
+    check(lambda: codec.decode(payload, round=bytearray(32)), IT, TYPE, "integer")
+
+
+def test_context_guard_checks_its_secret_and_context(tmp_path):
+    guard = cepam.ContextGuard(tmp_path / "state.db")
+    ctx = cepam.Context(0, 0)
+    for method in (guard.claim, guard.release, guard.is_used):
+        check(lambda: method(12, ctx), IT, TYPE, "secret must be bytes")
+        check(lambda: method(None, ctx), IT, TYPE, "secret must be bytes")
+        check(lambda: method(b"ab", ctx), IA, VALUE, "secret must be 32 bytes")
+        check(lambda: method(SECRET, (0, 0, 0)), IT, TYPE, "context must be a cepam.Context")
+    assert not guard.is_used(SECRET, ctx)
+
+
+def test_a_path_whose_fspath_is_no_str_is_an_invalid_type_error():
+    class Odd:
+        def __fspath__(self):
+            return 3
+
+    check(lambda: cepam.ContextGuard(Odd()), IT, TYPE, "__fspath__")
+    check(lambda: enc(state=Odd(), clip=1.0), IT, TYPE, "__fspath__")
+
+
+def test_a_masked_array_is_refused_not_sent_unmasked():
+    masked = np.ma.masked_array(np.ones(8, np.float32), mask=[0, 1] * 4)
+    check(lambda: enc(masked, clip=1.0), IT, TYPE, "masked array")
+    check(lambda: enc({"w": masked}, clip=1.0), IT, TYPE, "entry 'w': a masked array")
