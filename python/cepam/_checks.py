@@ -72,16 +72,18 @@ def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     return value
 
 
-def check_int(name: str, value: object, *, minimum: int) -> int:
+def check_int(name: str, value: object, *, minimum: int, maximum: int | None = None) -> int:
     """``value`` as an int (numpy integers count, bools do not), at least
-    ``minimum``.
+    ``minimum`` and, unless ``maximum`` is None, at most ``maximum``.
 
     Raises:
         InvalidTypeError: it is not an integer.
-        InvalidArgumentError: it is below ``minimum``.
+        InvalidArgumentError: it is below ``minimum`` or above ``maximum``.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise InvalidTypeError(f"{name} must be an integer, got {type(value).__name__}")
     if value < minimum:
         raise InvalidArgumentError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidArgumentError(f"{name} must be at most {maximum}, got {value}")
     return int(value)

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from . import __version__
 from .errors import (CepamError, FormatError, InvalidArgumentError, InvalidTypeError,
-                     MissingPathError, NotAFileError)
+                     MissingPathError, NotADirectoryPathError, NotAFileError)
 from .keys import SECRET_BYTES
 
 __all__ = ["main", "build_parser", "requires", "HelpFormatter", "install_hint", "read_secret_file",
@@ -319,11 +319,13 @@ def _is_data_error(exc: BaseException) -> bool:
     """Whether ``exc`` is a missing path (:class:`cepam.errors.
     MissingPathError`: ``cepam fl table DIR``, ``cepam privacy ledger
     PATH``), a path that is not a file (:class:`cepam.errors.NotAFileError`:
-    a directory given as ``--secret-file`` or ledger) or a missing or
-    corrupt data set (``cepam.fl``'s DatasetError): an error (exit 1), like
-    a file that cannot be read (``cepam inspect PATH``), not a usage error,
-    though it is an InvalidArgumentError to callers."""
-    if isinstance(exc, (FileNotFoundError, NotAFileError)):
+    a directory given as ``--secret-file`` or ledger), a path that is not a
+    directory (:class:`cepam.errors.NotADirectoryPathError`: a file given
+    to ``cepam fl table``) or a missing or corrupt data set (``cepam.fl``'s
+    DatasetError): an error (exit 1), like a file that cannot be read
+    (``cepam inspect PATH``), not a usage error, though it is an
+    InvalidArgumentError to callers."""
+    if isinstance(exc, (FileNotFoundError, NotAFileError, NotADirectoryPathError)):
         return True
     data = sys.modules.get("cepam.fl.data")  # loaded by whatever raised it
     return data is not None and isinstance(exc, data.DatasetError)

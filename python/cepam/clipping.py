@@ -41,7 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._checks import check_positive
+from ._checks import as_float, check_positive
 from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["AdaptiveClip", "noisy_bit", "noised_unclipped_fraction", "default_count_sigma",
@@ -60,7 +60,7 @@ def _check_relation(relation: object) -> str:
 def _check_fraction(name: str, value: object, *, open_ends: bool) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
+    value = as_float(name, value)
     ok = 0.0 < value < 1.0 if open_ends else 0.0 <= value <= 1.0
     if not ok:
         raise InvalidArgumentError(
@@ -113,13 +113,14 @@ class AdaptiveClip:
 
         Raises:
             InvalidTypeError: ``bbar`` is not a real number.
-            InvalidArgumentError: ``bbar`` is infinite.
+            InvalidArgumentError: ``bbar`` is infinite (or an int beyond
+                float64's range).
         """
         if isinstance(noised_unclipped_fraction, (bool, np.bool_)) or not isinstance(
                 noised_unclipped_fraction, numbers.Real):
             raise InvalidTypeError("noised_unclipped_fraction must be a real number, got "
                                    f"{type(noised_unclipped_fraction).__name__}")
-        bbar = float(noised_unclipped_fraction)
+        bbar = as_float("noised_unclipped_fraction", noised_unclipped_fraction)
         if math.isnan(bbar):
             return self.clip
         if math.isinf(bbar):

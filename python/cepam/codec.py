@@ -375,8 +375,10 @@ def decode(payload: bytes, *, secret: bytes, output: str = "auto", dtype: str = 
             dtype (for example float32 with a noise scale near 1e38).
         InvalidArgumentError: a payload without structure and no ``like``;
             an ``out`` of another dtype, shape or device, not
-            C-contiguous, read-only, or for entries of several dtypes.
-        InvalidTypeError: ``out`` is not a numpy array or torch tensor.
+            C-contiguous, read-only, or for entries of several dtypes; a
+            ``dtype`` or ``buffers`` that is not one of its choices.
+        InvalidTypeError: ``out`` is not a numpy array or torch tensor, or
+            a ``dtype`` or ``buffers`` that is not a str.
         DeviceError: (a RuntimeError) with ``device=``: no usable CUDA
             driver or device, out of device memory, or a failed kernel.
 

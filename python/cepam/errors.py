@@ -18,6 +18,7 @@ __all__ = [
     "InvalidTypeError",
     "MissingPathError",
     "NotAFileError",
+    "NotADirectoryPathError",
     "FormatError",
     "AuthenticationError",
     "ContextReuseError",
@@ -56,6 +57,13 @@ class NotAFileError(InvalidArgumentError, OSError):
     directory (an empty path names the current one), a FIFO, a device.  An
     :class:`InvalidArgumentError` (a ValueError) and an OSError: the command
     line exits 1 for it, as for any file it cannot read."""
+
+
+class NotADirectoryPathError(InvalidArgumentError, NotADirectoryError):
+    """A path that a call reads as a directory names something else (a
+    file).  An :class:`InvalidArgumentError` (a ValueError) and a
+    NotADirectoryError (an OSError): the command line exits 1 for it, as for
+    any path it cannot read."""
 
 
 class FormatError(CepamError, ValueError):

@@ -261,10 +261,12 @@ def flatten(update: Any, *, non_float: str = "error", buffers: str = "joint",
             values are not read).  None: every entry is coded.
 
     Raises:
-        InvalidTypeError: for unsupported containers, leaves or dtypes.
+        InvalidTypeError: for unsupported containers, leaves or dtypes, or
+            a ``non_float`` or ``buffers`` that is not a str.
         InvalidArgumentError: for empty containers (or a mapping with no
-            floating-point entry left), overlong names, a bad ``non_float``,
-            tied entries of different shapes or dtypes.
+            floating-point entry left), overlong names, an unknown
+            ``non_float`` or ``buffers``, tied entries of different shapes
+            or dtypes.
     """
     if type(update) is np.ndarray and update.ndim <= MAX_NDIM and update.flags.c_contiguous:
         # One contiguous float32 or float64 array (the common small update):

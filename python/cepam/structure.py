@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ._checks import check_choice
 from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Entry", "Structure", "output_dtype", "output_dtypes", "entry_kind", "decoded_dtype",
@@ -135,26 +136,24 @@ def is_buffer(name: str) -> bool:
     return name.rpartition(".")[2] in RUNNING_STATISTICS
 
 
+# The choices of encode's and decode's str options (each raises
+# InvalidTypeError for a value that is not a str, an array included, and
+# InvalidArgumentError for another str: :func:`cepam._checks.check_choice`).
+
+
 def check_buffers(buffers: object) -> str:
-    if buffers not in BUFFER_CHOICES:
-        raise InvalidArgumentError(f"buffers must be one of {BUFFER_CHOICES}, got {buffers!r}")
-    return buffers  # type: ignore[return-value]
+    """``buffers``, one of :data:`BUFFER_CHOICES`."""
+    return check_choice("buffers", buffers, BUFFER_CHOICES)
 
 
 def check_non_float(non_float: object) -> str:
-    if non_float not in NON_FLOAT_CHOICES:
-        raise InvalidArgumentError(
-            f"non_float must be one of {NON_FLOAT_CHOICES}, got {non_float!r}")
-    return non_float  # type: ignore[return-value]
+    """``non_float``, one of :data:`NON_FLOAT_CHOICES`."""
+    return check_choice("non_float", non_float, NON_FLOAT_CHOICES)
 
 
 def check_dtype_choice(dtype: object) -> str:
-    if not isinstance(dtype, str):  # (an array's `in` would compare element by element)
-        raise InvalidTypeError(f"dtype must be a str, one of {DTYPE_CHOICES}, got "
-                               f"{type(dtype).__name__}")
-    if dtype not in DTYPE_CHOICES:
-        raise InvalidArgumentError(f"dtype must be one of {DTYPE_CHOICES}, got {dtype!r}")
-    return dtype  # type: ignore[return-value]
+    """``dtype``, one of :data:`DTYPE_CHOICES`."""
+    return check_choice("dtype", dtype, DTYPE_CHOICES)
 
 
 def _kind(entry: Entry, output: str) -> int:

@@ -135,12 +135,26 @@ def test_only_statistics_with_local_is_refused():
                      round=0, client=1, clip=1.0, buffers="local")
 
 
-@pytest.mark.parametrize("bad", ["Local", None, 1, "params"])
+@pytest.mark.parametrize("bad", ["Local", "params"])
 def test_bad_buffers_choice_is_refused(bad):
     with pytest.raises(cepam.InvalidArgumentError, match="buffers must be one of"):
         cepam.encode(_update(1.0, 1.0), TINY, secret=SECRET_A, round=0, client=1, buffers=bad)
     with pytest.raises(cepam.InvalidArgumentError, match="buffers must be one of"):
         cepam.Codec(TINY, secret=SECRET_A, buffers=bad)
+
+
+@pytest.mark.parametrize("bad", [None, 1, np.array(["local", "joint"])])
+def test_buffers_that_are_not_a_str_are_a_type_error(bad):
+    """An array raised numpy's "truth value of an array is ambiguous"
+    ValueError (``buffers in BUFFER_CHOICES``); None and 1 were
+    InvalidArgumentError."""
+    payload = cepam.encode(_update(1.0, 1.0), TINY, secret=SECRET_A, round=0, client=1)
+    for call in (lambda: cepam.encode(_update(1.0, 1.0), TINY, secret=SECRET_A, round=0,
+                                      client=1, buffers=bad),
+                 lambda: cepam.Codec(TINY, secret=SECRET_A, buffers=bad),
+                 lambda: cepam.decode(payload, secret=SECRET_A, buffers=bad)):
+        with pytest.raises(cepam.InvalidTypeError, match="buffers must be a str, one of"):
+            call()
 
 
 # ------------------------------------------------ a BatchNorm CNN trained as README shows

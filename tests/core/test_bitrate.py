@@ -352,6 +352,66 @@ def test_bitrate_argument_errors():
         bitrate.run_benchmark(m=0)
 
 
+def test_sample_source_checks_its_arguments():
+    """A negative s raised numpy's ValueError, a NaN one gave NaN draws, a
+    str one float()'s ValueError; m and seed numpy's errors."""
+    for s in (-1.0, 0.0, math.nan, math.inf, 2**1100):
+        with pytest.raises(InvalidArgumentError, match="s must be"):
+            bitrate.sample_source("gaussian", s, 10, 0)
+    for s in ("x", None, np.array([1.0, 2.0]), True):
+        with pytest.raises(InvalidTypeError, match="s must be"):
+            bitrate.sample_source("uniform", s, 10, 0)
+    with pytest.raises(InvalidArgumentError, match="m must be"):
+        bitrate.sample_source("gaussian", 1.0, -1, 0)
+    with pytest.raises(InvalidTypeError, match="m must be"):
+        bitrate.sample_source("gaussian", 1.0, 1.5, 0)
+    with pytest.raises(InvalidArgumentError, match="seed must be"):
+        bitrate.sample_source("gaussian", 1.0, 10, -1)
+    with pytest.raises(InvalidTypeError, match="seed must be"):
+        bitrate.sample_source("gaussian", 1.0, 10, np.array([1, 2]))
+    assert bitrate.sample_source("gaussian", 2, np.int64(3), np.uint8(1)).shape == (3,)
+
+
+@pytest.mark.parametrize("lattice", [[], {}, np.array([1.0, 2.0]), None, 1])
+def test_a_lattice_that_is_not_a_str_is_a_type_error(lattice):
+    """A list, dict or array raised TypeError: unhashable type (the lattice
+    table's lookup), None and 1 an "unknown lattice" InvalidArgumentError."""
+    for call in (lambda: bitrate.packing_density(lattice),
+                 lambda: bitrate.high_resolution_gap(lattice),
+                 lambda: bitrate.spec_ideal_rate("uniform", 1.0, lattice),
+                 lambda: bitrate.ideal_rate("gaussian", 1.0, lattice=lattice)):
+        with pytest.raises(InvalidTypeError, match="lattice must be a str"):
+            call()
+
+
+def test_spec_ideal_rate_checks_its_arguments():
+    with pytest.raises(InvalidTypeError, match="s_over_sigma"):
+        bitrate.spec_ideal_rate("gaussian", "x")
+    with pytest.raises(InvalidArgumentError, match="s_over_sigma"):
+        bitrate.spec_ideal_rate("gaussian", -1.0)
+    with pytest.raises(InvalidTypeError, match="dim"):
+        bitrate.spec_ideal_rate("uniform", 1.0, "Z", "2")
+    assert bitrate.spec_ideal_rate("uniform", 1, "Z", np.int64(2)) == 0.83
+
+
+@pytest.mark.parametrize("rows", [None, 0, 1.0, [1], [None], "abc", {"source": "gaussian"}])
+def test_reports_refuse_what_is_not_rows(rows, tmp_path):
+    """None or 0 raised a bare TypeError (not iterable), a list of non-dicts
+    an AttributeError; write_results wrote nothing then."""
+    for call in (bitrate.rows_to_csv, bitrate.rows_to_markdown):
+        with pytest.raises(InvalidTypeError, match=r"rows(\[0\])? must be"):
+            call(rows)
+    with pytest.raises(InvalidTypeError):
+        bitrate.write_results(rows, str(tmp_path / "out"), plot=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_markdown_report_names_a_missing_key():
+    with pytest.raises(InvalidArgumentError, match=r"rows\[0\] lacks 'source'"):
+        bitrate.rows_to_markdown([{"s_over_sigma": 1.0}])
+    assert bitrate.rows_to_csv(iter([])) == bitrate.rows_to_csv([])
+
+
 def test_run_benchmark_checks_draws_and_seed_before_it_runs():
     """One draw made every ideal rate's InvalidArgumentError, which
     run_benchmark took for "not computed" (or the tabulated value); a seed

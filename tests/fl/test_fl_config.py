@@ -7,9 +7,10 @@ it before it reads its options)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from cepam.errors import InvalidArgumentError
+from cepam.errors import InvalidArgumentError, InvalidTypeError
 from cepam.fl.config import FLConfig
 
 
@@ -55,6 +56,24 @@ from cepam.fl.config import FLConfig
 ])
 def test_config_refuses_unused_and_contradictory_settings(changes, message):
     with pytest.raises(InvalidArgumentError, match=message):
+        FLConfig(**changes)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    # an int beyond float64 raised OverflowError (the sampling checks' float products)
+    (dict(clients=2**1100), InvalidArgumentError, r"^clients must be at most 1000000000000, "),
+    (dict(population=2**1100), InvalidArgumentError, r"^population must be at most "),
+    (dict(clients=10**12 + 1, population=10**12 + 1), InvalidArgumentError,
+     r"^clients must be at most"),
+    # an array where a name is expected raised numpy's "truth value of an
+    # array is ambiguous" ValueError (`in CENTRAL_DP`)
+    (dict(central_dp=np.array([1.0, 2.0])), InvalidTypeError, r"^central_dp must be a str"),
+    (dict(central_dp=1), InvalidTypeError, r"^central_dp must be a str"),
+    (dict(central_dp="dp-sgd"), InvalidArgumentError, r"^central_dp must be one of"),
+    (dict(sampling=np.array(["fixed"])), InvalidTypeError, r"^sampling must be a str"),
+])
+def test_config_checks_types_and_ranges_first(changes, error, message):
+    with pytest.raises(error, match=message):
         FLConfig(**changes)
 
 

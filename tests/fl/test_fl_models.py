@@ -37,6 +37,24 @@ def test_build_model_depends_on_the_seed_only():
         build_model("resnet", 0)
 
 
+def test_build_model_checks_its_arguments():
+    """A str or NaN seed raised int()'s ValueError, an infinite one
+    OverflowError, one above 2^64 - 1 torch's ValueError; a list or an
+    array as the name TypeError: unhashable type."""
+    for seed in ("x", math.nan, math.inf, 1.5, None, np.array([1, 2])):
+        with pytest.raises(cepam.InvalidTypeError, match="seed must be an integer"):
+            build_model("cnn", seed)
+    for seed in (-1, 2**64):
+        with pytest.raises(cepam.InvalidArgumentError, match="seed must be"):
+            build_model("cnn", seed)
+    for name in ([], np.array(["cnn"]), None):
+        with pytest.raises(cepam.InvalidTypeError, match="model must be a str"):
+            build_model(name, 0)
+    a, b = build_model("mlp", np.uint64(2**63)), build_model("mlp", 2**63)
+    assert torch.equal(a.fc1.weight, b.fc1.weight)
+    build_model("mlp", 2**64 - 1)
+
+
 def test_cnn_equals_the_textbook_layers():
     m = build_model("cnn", 0)
     x = torch.randn(7, 1, 28, 28, generator=torch.Generator().manual_seed(0))
@@ -143,6 +161,33 @@ def test_method_names_and_labels():
         make_method("fl-gauss")
     with pytest.raises(cepam.InvalidArgumentError):
         make_method("fl", dim=2)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    # clip: float()'s TypeError for a str, OverflowError beyond float64
+    (dict(clip="x"), cepam.InvalidTypeError, r"^clip must be a number or None"),
+    (dict(clip=2**1100), cepam.InvalidArgumentError, r"^clip must be a finite number"),
+    (dict(clip=np.array([1.0, 2.0])), cepam.InvalidTypeError, r"^clip must be a number"),
+    (dict(clip=math.nan), cepam.InvalidArgumentError, r"^clip must be a positive finite"),
+    # arrays where a flag or a name is expected: numpy's ambiguous truth value
+    (dict(clip_all=np.array([1.0, 2.0])), cepam.InvalidTypeError, r"^clip_all must be True"),
+    (dict(lattice=np.array([1.0, 2.0])), cepam.InvalidTypeError, r"^lattice must be a str"),
+    (dict(dim=np.array([1.0, 2.0])), cepam.InvalidTypeError, r"^dim must be an integer"),
+    (dict(sigma="x"), cepam.InvalidTypeError, r"^sigma must be a real number"),
+    (dict(b=2**1100), cepam.InvalidArgumentError, r"^b must be a finite number"),
+    (dict(sdq_step="0.1"), cepam.InvalidTypeError, r"^sdq_step must be a real number"),
+])
+def test_make_method_checks_its_arguments(kwargs, error, message):
+    for method in ("cepam-gaussian", "fl", "fl-sdq"):
+        with pytest.raises(error, match=message):
+            make_method(method, **kwargs)
+
+
+def test_make_method_refuses_a_method_that_is_not_a_str():
+    with pytest.raises(cepam.InvalidTypeError, match="method must be a str"):
+        make_method(np.array(["fl", "fl-sdq"]))
+    with pytest.raises(cepam.InvalidArgumentError, match="sdq_step must be a positive"):
+        make_method("fl-sdq", sigma=1e308)  # the default step, sqrt(12) sigma, is infinite
 
 
 def test_fl_is_lossless_and_charged_32_bits():

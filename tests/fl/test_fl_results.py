@@ -9,10 +9,11 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
 
 from cepam.cli import main
-from cepam.errors import InvalidArgumentError
+from cepam.errors import InvalidArgumentError, InvalidTypeError, NotADirectoryPathError
 from cepam.fl.cli import EPS_WARNING, privacy_report
 from cepam.fl.config import METHODS, MODEL_PARAMETERS, FLConfig
 from cepam.fl.results import format_table, load_runs, summarize
@@ -107,9 +108,33 @@ def test_table_and_plot_agree_on_an_empty_or_missing_directory(tmp_path, capsys,
     assert capsys.readouterr().err == \
         f"cepam fl {command}: error: {tmp_path / 'missing'} does not exist\n"
     (tmp_path / "file").write_text("")
-    assert main(["fl", command, str(tmp_path / "file")]) == 2
+    # a file: a path that cannot be read as a directory, exit 1 as a missing
+    # one (it was 2, a usage error)
+    assert main(["fl", command, str(tmp_path / "file")]) == 1
     assert capsys.readouterr().err == \
         f"cepam fl {command}: error: {tmp_path / 'file'} is not a directory\n"
+
+
+def test_load_runs_summarize_and_format_table_check_their_arguments(tmp_path):
+    """None raised os.fspath's or iteration's TypeError, a list of other
+    things an AttributeError."""
+    for directory in (None, 1, np.array([1.0, 2.0])):
+        with pytest.raises(InvalidTypeError, match="directory must be a path"):
+            load_runs(directory)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryPathError, match="is not a directory"):
+        load_runs(tmp_path / "file")
+    assert isinstance(NotADirectoryPathError("x"), (InvalidArgumentError, NotADirectoryError))
+    for runs, message in ((None, r"^runs must be an iterable of Runs"),
+                          ([1], r"^runs\[0\] must be a Run, got int")):
+        with pytest.raises(InvalidTypeError, match=message):
+            summarize(runs)
+    for groups, message in ((1.0, r"^groups must be an iterable of Groups"),
+                            (None, r"^groups must be an iterable"),
+                            (load_runs(RUNS)[:1], r"^groups\[0\] must be a Group, got Run")):
+        with pytest.raises(InvalidTypeError, match=message):
+            format_table(groups)
+    assert summarize(iter([])) == [] and format_table(()) == "no complete runs found\n"
 
 
 def _final(eps: float, rounds: int = 80) -> dict:

@@ -82,6 +82,11 @@ def test_adaptive_clip_rule_state_and_checks():
             AdaptiveClip(**bad)
     with pytest.raises(InvalidTypeError):
         AdaptiveClip(initial_clip="1")
+    # an int beyond float64 raised OverflowError
+    with pytest.raises(InvalidArgumentError, match="target_quantile must be a finite number"):
+        AdaptiveClip(initial_clip=1.0, target_quantile=2**1100)
+    with pytest.raises(InvalidArgumentError, match="noised_unclipped_fraction"):
+        clip.update(2**1100)
     with pytest.raises(InvalidArgumentError):
         clip.update(math.inf)
     with pytest.raises(InvalidArgumentError):

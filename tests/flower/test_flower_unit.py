@@ -322,6 +322,37 @@ def test_arguments():
         CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, bound="loose")
 
 
+@pytest.mark.parametrize("name", ["delta", "sample_rate", "clip_quantile", "clip_learning_rate",
+                                  "clip_count_sigma", "running_var_floor"])
+def test_a_setting_beyond_float64_is_refused_by_name(name):
+    """An int beyond float64 raised OverflowError (check_real's float())."""
+    extra = {"clip_count_sigma": 1.0} if name == "clip_quantile" else {}
+    with pytest.raises(cepam.InvalidArgumentError,
+                       match=f"^{name} must be a finite number, got an int beyond"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, **{name: 2**1100, **extra})
+
+
+@pytest.mark.parametrize("name", ["bound", "buffers"])
+def test_an_array_for_a_named_choice_is_a_type_error(name):
+    """An array raised numpy's "truth value of an array is ambiguous"
+    ValueError (``bound not in (...)``, ``buffers in BUFFER_CHOICES``)."""
+    with pytest.raises(cepam.InvalidTypeError, match=f"^{name} must be a str, one of"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, **{name: np.array([1.0, 2.0])})
+
+
+def test_a_legacy_flower_strategy_is_named_as_such():
+    """flwr.server.strategy's FedAvg was "not a Flower Strategy", which it is."""
+    legacy = pytest.importorskip("flwr.server.strategy")
+    with pytest.raises(cepam.InvalidTypeError) as info:
+        CepamStrategy(legacy.FedAvg(), mechanism=MECH, clip=1.0)
+    assert str(info.value) == (
+        "strategy must be a flwr.serverapp.strategy.Strategy (Flower's Message API), got "
+        "flwr.server.strategy.fedavg.FedAvg: Flower's legacy strategies (flwr.server.strategy) "
+        "are not supported; use flwr.serverapp.strategy.FedAvg")
+    with pytest.raises(cepam.InvalidTypeError, match=r"got object$"):
+        CepamStrategy(object(), mechanism=MECH, clip=1.0)
+
+
 def test_import_cepam_does_not_import_flower():
     code = "import sys, cepam; cepam.encode; print('flwr' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -47,8 +47,18 @@ MIN_DRAWS = 2
 
 
 def sample_source(source: str, s: float, m: int, seed: int) -> np.ndarray:
-    """``m`` i.i.d. float64 draws: N(0, s^2) or U[-s, s] (numpy generator ``seed``)."""
+    """``m`` i.i.d. float64 draws: N(0, s^2) or U[-s, s] (numpy generator ``seed``).
+
+    Raises:
+        InvalidTypeError: a ``source`` that is not a str, an ``s`` that is
+            not a real number, or an ``m`` or ``seed`` that is not an int.
+        InvalidArgumentError: an unknown source, an ``s`` that is not
+            positive and finite, ``m`` < 1 or ``seed`` < 0.
+    """
     source = _check_source(source)
+    s = check_positive("s", s)
+    m = _check_count("m", m)
+    seed = _check_count("seed", seed, 0)
     rng = np.random.default_rng(seed)
     if source == "gaussian":
         return rng.normal(0.0, s, size=m)

@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_positive
-from ..errors import InvalidArgumentError, InvalidTypeError
+from ..errors import InvalidArgumentError
 from .theory import (
     _LOG2E,
     DESIGN_IDEAL_GAUSSIAN_Z1,
     DESIGN_IDEAL_UNIFORM,
     _ball_volume,
     _check_count,
+    _check_lattice,
     _check_source,
     _default_dim,
     _geometry,
@@ -321,12 +322,15 @@ def ideal_rate(source: str, s_over_sigma: float, *, lattice: str = "Z", dim: int
         The rate in bits per coordinate, or ``(rate, standard_error)``.
 
     Raises:
-        InvalidArgumentError: a case that is not computed (see above).
+        InvalidArgumentError: a case that is not computed (see above), an
+            unknown source or lattice, a non-positive ``s_over_sigma``, too
+            few ``draws`` or a negative ``seed``.
+        InvalidTypeError: a ``source`` or ``lattice`` that is not a str, or
+            a ``dim``, ``draws`` or ``seed`` that is not an int.
     """
     source = _check_source(source)
     ratio = check_positive("s_over_sigma", s_over_sigma)
-    if not isinstance(lattice, str):
-        raise InvalidTypeError(f"lattice must be a str, got {lattice!r}")
+    lattice = _check_lattice(lattice)
     dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
     geometry = _geometry(lattice, dim)
     draws = _check_count("draws", draws, 2)
@@ -366,11 +370,20 @@ def ideal_sdq_rate(source: str, s_over_sigma: float, *, points: int = 20000) -> 
 
 def spec_ideal_rate(source: str, s_over_sigma: float, lattice: str = "Z",
                     dim: int | None = None) -> float | None:
-    """The ideal rate tabulated in docs/design.md, section 4 (Monte Carlo, +-0.03), or None if it gives none."""
+    """The ideal rate tabulated in docs/design.md, section 4 (Monte Carlo, +-0.03), or None if it gives none.
+
+    Raises:
+        InvalidTypeError: a ``source`` or ``lattice`` that is not a str, an
+            ``s_over_sigma`` that is not a number or a ``dim`` that is not an int.
+        InvalidArgumentError: an unknown source, or a non-positive
+            ``s_over_sigma`` or ``dim``.
+    """
     source = _check_source(source)
-    dim = _default_dim(lattice) if dim is None else dim
+    ratio = check_positive("s_over_sigma", s_over_sigma)
+    lattice = _check_lattice(lattice)
+    dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
     if source == "gaussian":
         if (lattice, dim) != ("Z", 1):
             return None
-        return DESIGN_IDEAL_GAUSSIAN_Z1.get(float(s_over_sigma))
-    return DESIGN_IDEAL_UNIFORM.get((lattice, dim), {}).get(float(s_over_sigma))
+        return DESIGN_IDEAL_GAUSSIAN_Z1.get(ratio)
+    return DESIGN_IDEAL_UNIFORM.get((lattice, dim), {}).get(ratio)

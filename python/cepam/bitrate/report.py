@@ -12,6 +12,7 @@ import errno
 import io
 import math
 import os
+from collections.abc import Mapping
 from typing import Any, Iterable, Sequence
 
 from ..errors import InvalidArgumentError, InvalidTypeError
@@ -36,8 +37,42 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+# The keys a row needs for the Markdown report and the figure (each row of
+# run_benchmark and of rows_from_csv has them all).
+_REPORT_KEYS = ("source", "s_over_sigma", "scheme", "label", "status", "bits_per_coordinate")
+
+
+def _check_rows(rows: object, keys: Sequence[str] = ()) -> list[Mapping[str, Any]]:
+    """``rows`` as a list, each a mapping holding ``keys``.
+
+    Raises:
+        InvalidTypeError: ``rows`` is not an iterable, or one of its
+            items is not a mapping (a dict).
+        InvalidArgumentError: a row lacks one of ``keys``.
+    """
+    try:
+        items = list(rows)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidTypeError(f"rows must be an iterable of dicts (the rows of "
+                               f"run_benchmark), got {type(rows).__name__}") from None
+    for i, row in enumerate(items):
+        if not isinstance(row, Mapping):
+            raise InvalidTypeError(f"rows[{i}] must be a dict (a row of run_benchmark), got "
+                                   f"{type(row).__name__}")
+        missing = [key for key in keys if key not in row]
+        if missing:
+            raise InvalidArgumentError(f"rows[{i}] lacks {', '.join(map(repr, missing))} "
+                                       "(a row of run_benchmark has every key of the CSV)")
+    return items
+
+
 def rows_to_csv(rows: Iterable[dict[str, Any]]) -> str:
-    """The rows as CSV text (columns ``_CSV_FIELDS``; floats to 6 decimals)."""
+    """The rows as CSV text (columns ``_CSV_FIELDS``; floats to 6 decimals).
+
+    Raises:
+        InvalidTypeError: ``rows`` is not an iterable of dicts.
+    """
+    rows = _check_rows(rows)
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=_CSV_FIELDS, extrasaction="ignore",
                             lineterminator="\n")
@@ -61,7 +96,15 @@ def _cell(row: dict[str, Any] | None) -> str:
 
 def rows_to_markdown(rows: Sequence[dict[str, Any]], *, m: int | None = None,
                      seconds: float | None = None, draws: int | None = None) -> str:
-    """Markdown report: one table per source (rows: schemes; columns: s/sigma)."""
+    """Markdown report: one table per source (rows: schemes; columns: s/sigma).
+
+    Raises:
+        InvalidTypeError: ``rows`` is not an iterable of dicts.
+        InvalidArgumentError: a row lacks a key the report reads (``source``,
+            ``s_over_sigma``, ``scheme``, ``label``, ``status``,
+            ``bits_per_coordinate``).
+    """
+    rows = _check_rows(rows, _REPORT_KEYS)
     lines = ["# Bitrate: CEPAM against scalar SDQ and the information limit", ""]
     lines += [
         "Bits per coordinate against s/sigma, Gaussian noise sigma = 1. Measured lines are "
@@ -222,7 +265,14 @@ def plot_rows(rows: Sequence[dict[str, Any]], path: str) -> None:
     (``_PANELS``: the payloads against I(X; X+Z) and Gaussian+SDQ in bits per
     coordinate, then Z^n, the Voronoi lattices, and the coders and scalar
     baselines as bits per coordinate above I(X; X+Z)), at most five series a
-    panel, each row's legend beside it; x is s/sigma (log)."""
+    panel, each row's legend beside it; x is s/sigma (log).
+
+    Raises:
+        InvalidTypeError: ``rows`` is not an iterable of dicts.
+        InvalidArgumentError: a row lacks a key the figure reads (those of
+            :func:`rows_to_markdown`).
+    """
+    rows = _check_rows(rows, _REPORT_KEYS)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -321,10 +371,14 @@ def write_results(rows: Sequence[dict[str, Any]], out_dir: str, *, m: int | None
     ``md``, ``png``).
 
     Raises:
+        InvalidTypeError, InvalidArgumentError: ``rows`` is not an iterable
+            of rows (those of :func:`rows_to_markdown`; checked before
+            anything is written).
         FileExistsError: one of those files is there already and not
             ``overwrite`` (nothing is written then).
         OSError: a file cannot be written.
     """
+    rows = _check_rows(rows, _REPORT_KEYS)
     os.makedirs(out_dir, exist_ok=True)
     if not overwrite:
         _refuse_existing(out_dir)

@@ -81,6 +81,15 @@ def _check_source(source: object) -> str:
     return source
 
 
+def _check_lattice(lattice: object) -> str:
+    """``lattice`` if it is a str (whether the lattice exists, in that
+    dimension, :func:`_geometry` says); InvalidTypeError otherwise."""
+    if not isinstance(lattice, str):
+        raise InvalidTypeError(f"lattice must be a str (a lattice's name), got "
+                               f"{type(lattice).__name__}")
+    return lattice
+
+
 def _check_count(name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -197,7 +206,12 @@ def packing_density(lattice: str, dim: int | None = None) -> float:
     """Packing density of the lattice: LRSUQ's acceptance probability per trial.
 
     Z^n: ``V_n / 2^n``; A2 ``pi / (2 sqrt 3)``; D4 ``pi^2 / 16``; E8 ``pi^4 / 384``.
+
+    Raises:
+        InvalidTypeError: ``lattice`` is not a str, or ``dim`` not an int.
+        InvalidArgumentError: an unknown lattice, or one not in dimension ``dim``.
     """
+    lattice = _check_lattice(lattice)
     dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
     return _geometry(lattice, dim).density
 
@@ -221,9 +235,14 @@ def high_resolution_gap(lattice: str, dim: int | None = None) -> float:
     ``r(U) = sigma sqrt(U)``, ``U ~ chi2(n + 2)``: it depends on the lattice
     through its packing density ``p`` only.  (docs/design.md, section 4: Z 0.521, Z^2 0.720,
     A2 0.592, Z^3 0.675, D4 0.521, E8 0.363.)
+
+    Raises:
+        InvalidTypeError: ``lattice`` is not a str, or ``dim`` not an int.
+        InvalidArgumentError: an unknown lattice, or one not in dimension ``dim``.
     """
     from scipy.special import digamma
 
+    lattice = _check_lattice(lattice)
     dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
     n = dim
     p = packing_density(lattice, n)

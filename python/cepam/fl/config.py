@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._checks import check_choice, check_flag, check_int, check_positive
+from ..accounting.cohort import MAX_POPULATION
 from ..auto import _check_lattice
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..lattices import LATTICE_DIMS
@@ -70,6 +71,10 @@ def method_label(method: str, dim: int = 1, lattice: str = "Z") -> str:
         label += f" (n={dim})" if lattice == "Z" else f" ({lattice})"
     return label
 
+
+#: The lattices a CEPAM method may name: Z (in any dimension ``dim``), "auto"
+#: and those of a fixed dimension.
+LATTICES = ("Z", "auto", *LATTICE_DIMS)
 
 # The names of the engines (:mod:`.engines` holds what each one is).
 ENGINES = tuple(_ENGINE_TABLE)
@@ -137,6 +142,10 @@ _POSITIVE = ("sigma", "b", "sdq_step", "clip", "alpha", "lr", "lr_factor", "delt
 _FLAGS = ("clip_all", "clipped_fraction_release")
 _OPTIONAL = ("samples_per_client", "test_size", "population", "sdq_step", "alpha",
              "clip_quantile", "clip_count_sigma", "noise_multiplier")
+#: The largest values of those integer fields that have one: the clients of a
+#: round and the federation at most the accountant's population (the checks
+#: that relate them compute in floats).
+_MAXIMA = {"clients": int(MAX_POPULATION), "population": int(MAX_POPULATION)}
 
 
 @dataclass(frozen=True)
@@ -153,7 +162,8 @@ class FLConfig:
         sdq_step: SDQ step (None: sqrt(12) times the noise std).
         clip: whole-update l2 clip gamma of the private methods.
         clip_all: also clip ``fl`` and ``fl-sdq``.
-        clients: K.
+        clients: K (at most 10^12, the accountant's largest population,
+            :data:`cepam.accounting.cohort.MAX_POPULATION`; as ``population``).
         samples_per_client: IID share size (None: train_size // K).
         alpha: Dirichlet concentration of a non-IID split (None: IID).
         sgd_steps: local optimizer (momentum-SGD) steps per client and
@@ -289,7 +299,7 @@ class FLConfig:
         for name, minimum in _INTEGERS.items():
             value = getattr(self, name)
             if value is not None or name not in _OPTIONAL:
-                check_int(name, value, minimum=minimum)
+                check_int(name, value, minimum=minimum, maximum=_MAXIMA.get(name))
         for name in _POSITIVE:
             value = getattr(self, name)
             if value is not None or name not in _OPTIONAL:
@@ -300,8 +310,10 @@ class FLConfig:
         for name in _FLAGS:
             check_flag(name, getattr(self, name))
         for name, choices in (("model", MODEL_NAMES), ("method", METHODS), ("engine", ENGINES),
-                              ("lattice", ("Z", "auto", *LATTICE_DIMS))):
+                              ("lattice", LATTICES)):
             check_choice(name, getattr(self, name), choices)
+        if self.central_dp is not None:
+            check_choice("central_dp", self.central_dp, CENTRAL_DP)
         if self.dim > 8:
             raise InvalidArgumentError(f"dim must be at most 8, got {self.dim}")
         if self.seed > MAX_SEED:
@@ -351,9 +363,6 @@ class FLConfig:
                                            "'replace-one' only")
         gaussian = self.method in _GAUSSIAN_CLIENT_NOISE
         if self.central_dp is not None:
-            if self.central_dp not in CENTRAL_DP:
-                raise InvalidArgumentError(
-                    f"central_dp must be one of {CENTRAL_DP} or None, got {self.central_dp!r}")
             if self.method != "fl":
                 raise InvalidArgumentError("central_dp takes method 'fl' (float32 updates, "
                                            f"clipped, noised by the server), not {self.method!r}")

@@ -46,8 +46,9 @@ import torch
 
 import cepam
 
+from .._checks import check_choice, check_clip, check_flag, check_int, check_positive
 from ..errors import InvalidArgumentError
-from .config import METHODS, codec_dim, method_label
+from .config import LATTICES, METHODS, codec_dim, method_label
 from .seeds import payload_nonce
 
 __all__ = ["METHODS", "Message", "Method", "make_method", "method_label", "clip_update"]
@@ -233,20 +234,28 @@ def make_method(method: str, *, sigma: float = 1e-3, b: float = 1e-3, dim: int =
         sdq_step: SDQ step Delta (default :func:`default_sdq_step`).
 
     Raises:
-        InvalidArgumentError: unknown method or bad settings (for example an
-            SDQ method on a cepam without ``cepam.SDQ``).
+        InvalidTypeError: a ``method`` or ``lattice`` that is not a str, a
+            ``sigma``, ``b``, ``clip`` or ``sdq_step`` that is not a real
+            number, a ``dim`` that is not an int, or a ``clip_all`` that is
+            not a bool.
+        InvalidArgumentError: unknown method or lattice, a noise scale,
+            clip or step that is not positive and finite, ``dim`` < 1, or
+            bad settings (for example an SDQ method on a cepam without
+            ``cepam.SDQ``).
     """
-    if method not in METHODS:
-        raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    if clip is not None and not (math.isfinite(clip) and clip > 0):
-        raise InvalidArgumentError(f"clip must be positive and finite, got {clip}")
+    method = check_choice("method", method, METHODS)
+    sigma, b = check_positive("sigma", sigma), check_positive("b", b)
+    dim = check_int("dim", dim, minimum=1)
+    lattice = check_choice("lattice", lattice, LATTICES)
+    clip = None if clip is None else check_clip(clip)
+    clip_all = check_flag("clip_all", clip_all)
+    sdq_step = None if sdq_step is None else check_positive("sdq_step", sdq_step)
     if not method.startswith("cepam") and dim != 1:
         raise InvalidArgumentError(f"dim applies to the CEPAM methods only, not {method!r}")
     baseline_clip = clip if clip_all else None
     if method in ("fl-sdq", "fl-gaussian-sdq", "fl-laplace-sdq"):
-        step = default_sdq_step(method, sigma, b) if sdq_step is None else float(sdq_step)
-        if not (math.isfinite(step) and step > 0):
-            raise InvalidArgumentError(f"sdq_step must be positive and finite, got {step}")
+        step = sdq_step if sdq_step is not None else \
+            check_positive("sdq_step", default_sdq_step(method, sigma, b))
     if method == "fl":
         return Plain(method, clip=baseline_clip)
     if method == "fl-gaussian":

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import InvalidArgumentError
+from .._checks import check_choice, check_int
 
 __all__ = ["MLP", "CNN", "MODELS", "build_model", "parameter_count"]
 
@@ -103,16 +103,24 @@ class CNN(nn.Module):
 
 
 MODELS = {"mlp": MLP, "cnn": CNN}
+#: The largest seed :func:`build_model` takes (torch's seeds are 64-bit).
+MAX_MODEL_SEED = 2**64 - 1
 
 
 def build_model(name: str, seed: int) -> nn.Module:
     """A freshly initialised model; the same (name, seed) gives the same weights.
 
+    Args:
+        name: "mlp" or "cnn".
+        seed: torch's seed, 0 to 2^64 - 1 (:data:`MAX_MODEL_SEED`).
+
     Raises:
-        InvalidArgumentError: unknown model name.
+        InvalidTypeError: a ``name`` that is not a str, or a ``seed`` that
+            is not an int.
+        InvalidArgumentError: unknown model name, or a seed out of range.
     """
-    if name not in MODELS:
-        raise InvalidArgumentError(f"model must be one of {sorted(MODELS)}, got {name!r}")
+    name = check_choice("model", name, tuple(MODELS))
+    seed = check_int("seed", seed, minimum=0, maximum=MAX_MODEL_SEED)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return MODELS[name]()

@@ -32,12 +32,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterable, Sequence
 
-from ..errors import InvalidArgumentError, MissingPathError
+from ..errors import (InvalidArgumentError, InvalidTypeError, MissingPathError,
+                      NotADirectoryPathError)
 from .config import METHODS, MODEL_NAMES, FLConfig
 from .privacy import (ACCOUNTING_VIEW, CLIENT_THREAT_MODEL, EpsilonScope, epsilon_at,
                       epsilon_scope)
@@ -168,17 +170,24 @@ def load_runs(directory: str | Path, *, include_incomplete: bool = False) -> lis
     skipped.
 
     Raises:
+        InvalidTypeError: ``directory`` is not a path (a str or an
+            os.PathLike).
         MissingPathError: ``directory`` does not exist (an
             InvalidArgumentError).
-        InvalidArgumentError: ``directory`` is not a directory, or a CSV file
-            named like a run cannot be read as one (a hashed run name, whose
-            settings only its ``config.json`` holds).
+        NotADirectoryPathError: ``directory`` is not a directory (an
+            InvalidArgumentError).
+        InvalidArgumentError: a CSV file named like a run cannot be read as
+            one (a hashed run name, whose settings only its ``config.json``
+            holds).
     """
+    if not isinstance(directory, (str, os.PathLike)):
+        raise InvalidTypeError(f"directory must be a path (str or os.PathLike), got "
+                               f"{type(directory).__name__}")
     root = Path(directory)
     if not root.exists():
         raise MissingPathError(f"{root} does not exist")
     if not root.is_dir():
-        raise InvalidArgumentError(f"{root} is not a directory")
+        raise NotADirectoryPathError(f"{root} is not a directory")
     runs = []
     for path in sorted(root.rglob("rounds.json")):
         doc = json.loads(path.read_text())
@@ -289,6 +298,25 @@ class Group:
         return stats
 
 
+def _check_items(name: str, items: object, kind: type) -> list:
+    """``items`` as a list, each a ``kind``.
+
+    Raises:
+        InvalidTypeError: ``items`` is not an iterable, or one of its
+            items is not a ``kind``.
+    """
+    try:
+        out = list(items)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidTypeError(f"{name} must be an iterable of {kind.__name__}s, got "
+                               f"{type(items).__name__}") from None
+    for i, item in enumerate(out):
+        if not isinstance(item, kind):
+            raise InvalidTypeError(f"{name}[{i}] must be a {kind.__name__}, got "
+                                   f"{type(item).__name__}")
+    return out
+
+
 def _order(config: FLConfig) -> tuple:
     return (METHODS.index(config.method), config.lattice, config.dim, config.sigma, config.b,
             config.group_key())
@@ -302,7 +330,11 @@ def summarize(runs: Iterable[Run]) -> list[Group]:
     both as ``rounds.json`` and as a CSV file) count once: the newest
     (:attr:`Run.modified`; of equal times the last path) is kept, the others
     go to :attr:`Group.dropped`.
+
+    Raises:
+        InvalidTypeError: ``runs`` is not an iterable of :class:`Run`.
     """
+    runs = _check_items("runs", runs, Run)
     by_seed: dict[str, dict[int, list[Run]]] = {}
     for run in runs:
         by_seed.setdefault(run.config.group_key(), {}).setdefault(run.config.seed, []).append(run)
@@ -388,9 +420,12 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
     seeds; the run's own eps column is left out.
 
     Raises:
+        InvalidTypeError: ``groups`` is not a sequence of :class:`Group`
+            (:func:`summarize`'s).
         InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
             non-IID runs (:func:`cepam.fl.privacy.client_dataset_size`).
     """
+    groups = _check_items("groups", groups, Group)
     if not groups:
         return "no complete runs found\n"
     models = [m for m in ("mlp", "cnn") if any(g.config.model == m for g in groups)]

@@ -13,10 +13,11 @@ import numbers
 import os
 from typing import Any
 
+import numpy as np
 from flwr.serverapp.strategy import Strategy
 
 import cepam
-from cepam._checks import check_choice, check_clip
+from cepam._checks import as_float, check_choice, check_clip
 from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.cohort import RELATIONS, SAMPLINGS
 from cepam.accounting.setting import THREAT_MODELS
@@ -41,6 +42,10 @@ FLOWER_DP = (
 )
 
 
+#: The per-round bounds a CepamStrategy takes (``bound=``).
+BOUNDS = ("tight", "paper")
+
+
 def is_flower_dp(strategy: object) -> bool:
     """Is ``strategy`` (a subclass of) one of Flower's DP wrappers?"""
     return any(c.__name__ in FLOWER_DP for c in type(strategy).__mro__)
@@ -49,11 +54,17 @@ def is_flower_dp(strategy: object) -> bool:
 def check_real(name: str, value: object, *, low: float, high: float | None = None,
                open_high: bool = True) -> float:
     """``value`` as a float in (low, high) (or (low, high] with
-    ``open_high=False``); raises InvalidTypeError / InvalidArgumentError."""
-    # (numpy scalars count; bools, numpy's too, do not)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    ``open_high=False``).
+
+    Raises:
+        InvalidTypeError: it is not a real number (numpy scalars count;
+            bools, numpy's too, do not).
+        InvalidArgumentError: it is outside the interval, NaN, or an int
+            beyond float64's range.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
+    value = as_float(name, value)
     above = math.isfinite(value) and value > low
     below = high is None or (value < high if open_high else value <= high)
     if not (above and below):
@@ -128,8 +139,7 @@ class Settings:
             if setting is None and not self._client_level:
                 raise InvalidArgumentError("max_epsilon needs a setting to account eps in")
             max_epsilon = check_real("max_epsilon", max_epsilon, low=0.0)
-        if bound not in ("tight", "paper"):
-            raise InvalidArgumentError(f"bound must be 'tight' or 'paper', got {bound!r}")
+        check_choice("bound", bound, BOUNDS)
         if ledger is not None and setting is None and not self._client_level:
             raise InvalidArgumentError("a ledger needs a setting to account eps in")
         if ledger is not None and not isinstance(ledger, (str, os.PathLike, Ledger)):
@@ -208,7 +218,8 @@ class Settings:
                 "own decoded update reveals its presence")
         self.clip_count_sigma = None if clip_count_sigma is None else check_real(
             "clip_count_sigma", clip_count_sigma, low=0.0)
-        self.clip_quantile = clip_quantile
+        self.clip_quantile = None if clip_quantile is None else check_real(
+            "clip_quantile", clip_quantile, low=0.0, high=1.0)
         self.clip_learning_rate = check_real("clip_learning_rate", clip_learning_rate, low=0.0)
         if clip_quantile is not None:
             AdaptiveClip(initial_clip=self.clip, target_quantile=clip_quantile,

@@ -124,13 +124,32 @@ def _refuse_flower_dp_caller(strategy: "CepamStrategy") -> None:
             "the DP), not inside a Flower DP wrapper")
 
 
+def _not_a_strategy(strategy: object) -> str:
+    """The error for a ``strategy`` that is not a
+    :class:`flwr.serverapp.strategy.Strategy`, saying so when it is one of
+    Flower's legacy strategies (``flwr.server.strategy``: FedAvg there is
+    another class than the Message API's)."""
+    import flwr.serverapp.strategy as message_api
+
+    kind = type(strategy)
+    text = "strategy must be a flwr.serverapp.strategy.Strategy (Flower's Message API), got "
+    if not any(c.__module__.startswith("flwr.server.strategy") for c in kind.__mro__):
+        return text + kind.__name__
+    same = (f"flwr.serverapp.strategy.{kind.__name__}" if hasattr(message_api, kind.__name__)
+            else "one of flwr.serverapp.strategy's")
+    return (text + f"{kind.__module__}.{kind.__qualname__}: Flower's legacy strategies "
+            f"(flwr.server.strategy) are not supported; use {same}")
+
+
 class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregation,
                     Accounting, Strategy):
     """Wraps a Flower strategy so that clients send cepam payloads.
 
     Args:
         strategy: the strategy that samples nodes and aggregates (FedAvg and
-            its family); not one of Flower's DP wrappers.
+            its family): a :class:`flwr.serverapp.strategy.Strategy` (Flower's
+            Message API; the legacy ``flwr.server.strategy`` ones are not
+            supported); not one of Flower's DP wrappers.
         mechanism: ``cepam.Gaussian(sigma=...)`` or ``cepam.Laplace(b=...)``,
             the noise on each decoded update, in the units of the weights.
         clip: l2 bound of each client's whole update (every float array of
@@ -241,7 +260,9 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings, or a Flower DP
             wrapper as ``strategy``, or an inner strategy that samples
-            nodes itself while the wrapper samples.
+            nodes itself while the wrapper samples.  InvalidTypeError for a
+            ``strategy`` that is not a ``flwr.serverapp.strategy.Strategy``
+            (a legacy ``flwr.server.strategy`` one is named as such).
     """
 
     def __init__(self, strategy: Strategy, *, mechanism: cepam.Gaussian | cepam.Laplace,
@@ -260,8 +281,7 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
                  running_var_floor: float = RUNNING_VAR_FLOOR, signed_keys: bool = False
                  ) -> None:
         if not isinstance(strategy, Strategy):
-            raise InvalidTypeError(f"strategy must be a Flower Strategy, got "
-                                   f"{type(strategy).__name__}")
+            raise InvalidTypeError(_not_a_strategy(strategy))
         if isinstance(strategy, CepamStrategy):
             raise InvalidArgumentError("the strategy is already a CepamStrategy")
         self._init_settings(
