@@ -19,8 +19,13 @@ from cepam.errors import InvalidArgumentError, InvalidTypeError
 PAPER = dict(clip=1.0, clients=30, samples_per_round=15, dataset_size=1666)
 
 
-@pytest.mark.parametrize("target_eps,rounds", [(1.0, 80), (8.0, 80), (0.5, 5)])
+@pytest.mark.parametrize("target_eps,rounds", [(1.0, 80), (8.0, 80), (0.5, 5), (0.005, 80),
+                                                (0.002, 80)])
 def test_calibration_inverts_evaluation(target_eps, rounds):
+    """Also below eps 0.01, where calibration reads eps on a grid of eps /
+    100, finer than the default: epsilon_after_rounds reads a small eps
+    again on that grid, and the calibrated sigma gives back the target
+    (0.005057 for 0.005 before)."""
     s = FLSetting(**PAPER)
     rtol = 1e-3
     sigma = calibrate_sigma(target_epsilon=target_eps, target_delta=1e-5, rounds=rounds,

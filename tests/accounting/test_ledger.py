@@ -177,6 +177,36 @@ def test_a_ledger_is_for_one_level(path):
         assert ledger.totals() == [(ROUND, 1), (GaussianEvent(3.0), 1)]
 
 
+def test_a_ledger_is_against_one_threat_model(path):
+    """Rounds against the aggregate and against a curious client composed
+    into one eps held against the aggregate only, yet read as against both
+    (137.5 where 171.5 holds against the curious client, in a reviewer's
+    run): a ledger takes one threat model; a bare GaussianEvent goes with
+    any."""
+    from cepam.accounting import ClientLevelRound, FLSetting
+
+    def sample_round(threat_model):
+        return CepamGaussianRound(sigma=0.3, setting=FLSetting(
+            clip=1.0, clients=2, samples_per_round=15, dataset_size=1666,
+            threat_model=threat_model))
+
+    with Ledger(path) as ledger:
+        ledger.record(sample_round("aggregate"), run_id="a", rounds=80)
+        ledger.record(GaussianEvent(3.0), run_id="caller")
+        before = ledger.epsilon()
+        with pytest.raises(cepam.InvalidArgumentError, match="one threat model"):
+            ledger.record(sample_round("client"), run_id="b", rounds=80)
+        with pytest.raises(cepam.InvalidArgumentError, match="aggregate and client"):
+            ledger.epsilon_with([sample_round("client")])
+        assert ledger.epsilon() == before
+    with Ledger(path.with_name("client.db")) as ledger:
+        ledger.record(ClientLevelRound(sigma=1.0, clip=1.0, clients=2,
+                                       threat_model="aggregate"), run_id="a")
+        with pytest.raises(cepam.InvalidArgumentError, match="one threat model"):
+            ledger.record(ClientLevelRound(sigma=1.0, clip=1.0, clients=2,
+                                           threat_model="client"), run_id="b")
+
+
 def test_a_closed_or_damaged_ledger_and_odd_arguments_are_cepam_errors(path, tmp_path):
     """Each was a raw sqlite3, Overflow, Type, Attribute, Key or ValueError."""
     ledger = Ledger(path)

@@ -60,7 +60,9 @@ def epsilon_after_rounds(*, sigma: float, delta: float, rounds: int, setting: FL
         setting: the FL setting (threat model included).
         bound: per-round bound, ``"tight"`` or ``"paper"``.
         discretization: PLD grid step, honoured exactly (default None:
-            the accountant chooses; see :class:`~.accountant.PLDAccountant`).
+            the accountant chooses, see :class:`~.accountant.PLDAccountant`;
+            an eps below 100 steps is read again on a grid of eps / 100,
+            as :func:`calibrate_sigma` reads it, and the smaller kept).
 
     Returns:
         eps >= 0, or ``math.inf`` if no finite eps is certified (delta below
@@ -74,7 +76,14 @@ def epsilon_after_rounds(*, sigma: float, delta: float, rounds: int, setting: FL
     _v.probability_open("delta", delta)
     rounds = _v.integer("rounds", rounds)
     analysis = _record_analysis(bound, setting)
-    return _accountant(sigma, rounds, analysis, discretization).get_epsilon(delta)
+    eps = _accountant(sigma, rounds, analysis, discretization).get_epsilon(delta)
+    if discretization is None and 0.0 < eps < 100.0 * DEFAULT_DISCRETIZATION:
+        # A small eps read again on a grid of eps / 100, as calibrate_sigma
+        # searches it (so that its sigma gives back its target): both are
+        # upper bounds, so the smaller holds.
+        eps = min(eps, _accountant(sigma, rounds, analysis, eps / 100.0,
+                                   coarsen=True).get_epsilon(delta))
+    return eps
 
 
 def delta_after_rounds(*, sigma: float, epsilon: float, rounds: int, setting: FLSetting,
@@ -88,7 +97,9 @@ def delta_after_rounds(*, sigma: float, epsilon: float, rounds: int, setting: FL
         setting: the FL setting (threat model included).
         bound: per-round bound, ``"tight"`` or ``"paper"``.
         discretization: PLD grid step, honoured exactly (default None: the
-            accountant chooses; see :class:`~.accountant.PLDAccountant`).
+            accountant chooses, see :class:`~.accountant.PLDAccountant`; at
+            an epsilon below 100 steps, also a grid of epsilon / 100, and
+            the smaller delta kept).
 
     Returns:
         The total delta in [0, 1] (an upper bound).
@@ -100,7 +111,12 @@ def delta_after_rounds(*, sigma: float, epsilon: float, rounds: int, setting: FL
     eps = _v.nonnegative("epsilon", epsilon)
     rounds = _v.integer("rounds", rounds)
     analysis = _record_analysis(bound, setting)
-    return _accountant(sigma, rounds, analysis, discretization).get_delta(eps)
+    delta = _accountant(sigma, rounds, analysis, discretization).get_delta(eps)
+    if discretization is None and 0.0 < eps < 100.0 * DEFAULT_DISCRETIZATION:
+        # (as epsilon_after_rounds: a small eps on a grid of eps / 100 too)
+        delta = min(delta, _accountant(sigma, rounds, analysis, eps / 100.0,
+                                       coarsen=True).get_delta(eps))
+    return delta
 
 
 def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
@@ -198,6 +214,15 @@ def calibrate_sigma(*, target_epsilon: float, target_delta: float, rounds: int,
 
     root = optimize.brentq(g, math.log(lo), math.log(hi), xtol=rtol / 4, rtol=1e-15)
     sigma = min(math.exp(root) * (1.0 + rtol / 2), hi)
-    while eps_of(sigma) > eps_t:  # pragma: no cover - only if Brent stopped short
-        sigma = min(sigma * (1.0 + rtol / 2), hi)
-    return sigma
+
+    def meets(sigma: float) -> bool:  # (with the default grid, as epsilon_after_rounds reads it too)
+        return eps_of(sigma) <= eps_t and not (auto and epsilon_after_rounds(
+            sigma=sigma, delta=delta_t, rounds=rounds, setting=setting, bound=bound) > eps_t)
+
+    for _ in range(400):  # (each step rtol / 2: at most a few, Brent's end lies within rtol)
+        if meets(sigma):
+            return sigma
+        sigma *= 1.0 + rtol / 2
+    raise InvalidArgumentError(  # pragma: no cover - the readers' grids never differ this much
+        f"no sigma near {sigma:g} reads (eps={eps_t:g}, delta={delta_t:g}) after {rounds} "
+        "round(s) on both grids; pass discretization=")

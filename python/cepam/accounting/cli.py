@@ -347,7 +347,8 @@ def handler(args: argparse.Namespace) -> int:
     out.write(f"after {inp['rounds']} rounds: eps = {fmt(report['total']['epsilon'])} at delta = "
               f"{inp['delta']:g}\n")
     if "client_level" in report:
-        out.write(f"client level (any training loop): eps = "
+        out.write(f"client level (any training loop; relation replace-one, threat model "
+                  f"{inp['threat_model']}): eps = "
                   f"{fmt(report['client_level']['epsilon'])} at delta = {inp['delta']:g}\n")
     for n in report["notes"]:
         out.write(f"note: {n}\n")

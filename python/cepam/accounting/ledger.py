@@ -197,9 +197,10 @@ def _check_event(event: object) -> dict[str, Any]:
 
 
 def _one_relation(events: Iterable[PrivacyEvent]) -> None:
-    """Events of one ledger compose under one neighbouring relation and at
-    one level (sample or client: a GaussianEvent, at the caller's level,
-    goes with either)."""
+    """Events of one ledger compose under one neighbouring relation, at one
+    level (sample or client: a GaussianEvent, at the caller's level, goes
+    with either) and against one threat model (a GaussianEvent records
+    none)."""
     described = [e.describe() for e in events]
     relations = {d.get("relation", "replace-one") for d in described}
     if len(relations) > 1:
@@ -211,6 +212,12 @@ def _one_relation(events: Iterable[PrivacyEvent]) -> None:
         raise InvalidArgumentError(
             "a ledger accounts one level, and this would mix sample-level and client-level "
             "events (a sum of their eps is neither's): use one ledger per level")
+    threats = {d["threat_model"] for d in described if "threat_model" in d}
+    if len(threats) > 1:
+        raise InvalidArgumentError(
+            "a ledger accounts against one threat model, and this would mix "
+            f"{' and '.join(sorted(threats))} events (their eps would hold against the weaker "
+            "view only, yet read as against each): use one ledger per threat model")
 
 
 # The level of each event kind a ledger records: who the neighbouring
