@@ -9,20 +9,39 @@ import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["as_float", "check_positive", "check_clip", "check_flag", "check_choice",
-           "check_int"]
+__all__ = ["as_float", "check_real", "check_positive", "check_nonnegative", "check_clip",
+           "check_flag", "check_choice", "check_int"]
+
+
+def check_real(name: str, value: object) -> float:
+    """``value`` as a float (NaN and infinities pass).
+
+    Raises:
+        InvalidTypeError: it is not a real number (bools excluded).
+        InvalidArgumentError: an int beyond float64's range.
+    """
+    # (a float skips the slower ABC check)
+    if type(value) is not float and (isinstance(value, (bool, np.bool_))
+                                     or not isinstance(value, numbers.Real)):
+        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return as_float(name, value)
 
 
 def check_positive(name: str, value: object) -> float:
     """``value`` as a float; raises InvalidTypeError unless it is a real number
     (bools excluded) and InvalidArgumentError unless it is positive and finite."""
-    # (a float skips the slower ABC check)
-    if type(value) is not float and (isinstance(value, (bool, np.bool_))
-                                     or not isinstance(value, numbers.Real)):
-        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = as_float(name, value)
+    value = check_real(name, value)
     if not (math.isfinite(value) and value > 0.0):
         raise InvalidArgumentError(f"{name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def check_nonnegative(name: str, value: object) -> float:
+    """``value`` as a float; raises InvalidTypeError unless it is a real number
+    (bools excluded) and InvalidArgumentError unless it is finite and >= 0."""
+    value = check_real(name, value)
+    if not (math.isfinite(value) and value >= 0.0):
+        raise InvalidArgumentError(f"{name} must be a finite number >= 0, got {value!r}")
     return value
 
 

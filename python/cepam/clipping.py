@@ -37,18 +37,26 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import Sequence
 
 import numpy as np
 
-from ._checks import as_float, check_positive
+from ._checks import check_nonnegative, check_positive, check_real
 from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["AdaptiveClip", "noisy_bit", "noised_unclipped_fraction", "default_count_sigma",
-           "RELATIONS"]
+           "RELATIONS", "CLIP_RANGE"]
 
 #: The neighbouring relations (as in :mod:`cepam.accounting`).
 RELATIONS = ("replace-one", "add-remove")
+
+#: :class:`AdaptiveClip` keeps its clip within this factor of the initial clip
+#: either way (and within float64's normal range): the geometric rule,
+#: driven by a noised fraction far from [0, 1] or by a large learning rate,
+#: would otherwise reach 0 or overflow.  A clip 1e100 times its start is
+#: already no clip; one 1e-100 times it, all noise.
+CLIP_RANGE = 1e100
 
 
 def _check_relation(relation: object) -> str:
@@ -58,9 +66,7 @@ def _check_relation(relation: object) -> str:
 
 
 def _check_fraction(name: str, value: object, *, open_ends: bool) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = as_float(name, value)
+    value = check_real(name, value)
     ok = 0.0 < value < 1.0 if open_ends else 0.0 <= value <= 1.0
     if not ok:
         raise InvalidArgumentError(
@@ -83,7 +89,8 @@ class AdaptiveClip:
             wrong type.
 
     Attributes:
-        clip: the current clip ``C_t``.
+        clip: the current clip ``C_t``, always within :data:`CLIP_RANGE` of
+            ``initial_clip`` either way (and positive and finite).
         initial_clip, target_quantile, learning_rate: as given.
     """
 
@@ -102,30 +109,42 @@ class AdaptiveClip:
         Raises:
             InvalidArgumentError, InvalidTypeError: ``sigma`` not positive.
         """
-        return check_positive("sigma", sigma) / self.initial_clip * self.clip
+        std = check_positive("sigma", sigma) / self.initial_clip * self.clip
+        if not 0.0 < std < math.inf:
+            raise InvalidArgumentError(f"sigma {sigma!r} at the clip {self.clip!r} (from "
+                                       f"{self.initial_clip!r}) gives a noise std of {std!r}")
+        return std
+
+    def clip_bounds(self) -> tuple[float, float]:
+        """``(lowest, highest)`` clip the update rule may reach: within
+        :data:`CLIP_RANGE` of ``initial_clip`` either way, and within
+        float64's normal range."""
+        return (max(self.initial_clip / CLIP_RANGE, sys.float_info.min),
+                min(self.initial_clip * CLIP_RANGE, sys.float_info.max))
 
     def update(self, noised_unclipped_fraction: float) -> float:
         """Applies ``C <- C exp(-eta (bbar - gamma))`` with ``bbar`` the
         round's noised unclipped fraction (:func:`noised_unclipped_fraction`;
         it may fall outside [0, 1] through its noise) and returns the new
-        clip.  A NaN ``bbar`` (a round in which no client reported) leaves the
-        clip unchanged.
+        clip, held within :meth:`clip_bounds` (a clip that would leave them
+        stops at the bound: ``bbar`` far outside [0, 1] or a large ``eta``
+        would otherwise take it to 0 or beyond float64).  A NaN ``bbar`` (a
+        round in which no client reported) leaves the clip unchanged.
 
         Raises:
             InvalidTypeError: ``bbar`` is not a real number.
             InvalidArgumentError: ``bbar`` is infinite (or an int beyond
                 float64's range).
         """
-        if isinstance(noised_unclipped_fraction, (bool, np.bool_)) or not isinstance(
-                noised_unclipped_fraction, numbers.Real):
-            raise InvalidTypeError("noised_unclipped_fraction must be a real number, got "
-                                   f"{type(noised_unclipped_fraction).__name__}")
-        bbar = as_float("noised_unclipped_fraction", noised_unclipped_fraction)
+        bbar = check_real("noised_unclipped_fraction", noised_unclipped_fraction)
         if math.isnan(bbar):
             return self.clip
         if math.isinf(bbar):
             raise InvalidArgumentError("noised_unclipped_fraction must be finite")
-        self.clip = self.clip * math.exp(-self.learning_rate * (bbar - self.target_quantile))
+        lowest, highest = self.clip_bounds()
+        exponent = -self.learning_rate * (bbar - self.target_quantile)  # (may be +-inf)
+        exponent = min(max(exponent, math.log(lowest / self.clip)), math.log(highest / self.clip))
+        self.clip = min(max(self.clip * math.exp(exponent), lowest), highest)
         return self.clip
 
     def state_dict(self) -> dict[str, float]:
@@ -137,13 +156,30 @@ class AdaptiveClip:
         """Restores :meth:`state_dict`'s clip.
 
         Raises:
-            InvalidArgumentError: the state is of another configuration.
+            InvalidTypeError: ``state`` is not a dict, or a value in it is not
+                a real number (the message names its key).
+            InvalidArgumentError: a key is missing, a value is out of range
+                (the clip outside :meth:`clip_bounds`), or the state is of
+                another configuration.
         """
+        if not isinstance(state, dict):
+            raise InvalidTypeError(f"state must be a dict (from state_dict()), got "
+                                   f"{type(state).__name__}")
+        missing = [key for key in self.state_dict() if key not in state]
+        if missing:
+            raise InvalidArgumentError(f"state lacks the key(s) {', '.join(map(repr, missing))} "
+                                       "(state_dict() writes them)")
         for key in ("initial_clip", "target_quantile", "learning_rate"):
-            if float(state[key]) != getattr(self, key):
+            value = check_real(f"state[{key!r}]", state[key])
+            if value != getattr(self, key):
                 raise InvalidArgumentError(f"checkpointed {key} {state[key]} differs from "
                                            f"{getattr(self, key)}")
-        self.clip = check_positive("clip", state["clip"])
+        clip = check_positive("state['clip']", state["clip"])
+        lowest, highest = self.clip_bounds()
+        if not lowest <= clip <= highest:
+            raise InvalidArgumentError(f"state['clip'] {clip!r} is outside the clip's bounds "
+                                       f"[{lowest!r}, {highest!r}] (CLIP_RANGE)")
+        self.clip = clip
 
 
 def default_count_sigma(*, clients: float, cap: int) -> float:
@@ -172,7 +208,8 @@ def noisy_bit(norm: float, *, clip: float, count_sigma: float,
     ``N(0, count_sigma^2)`` drawn from the client's own ``rng``.
 
     Args:
-        norm: the l2 norm of the client's update before clipping (>= 0).
+        norm: the l2 norm of the client's update before clipping (a finite
+            real number >= 0).
         clip: the round's clip ``C_t`` (> 0).
         count_sigma: the per-client noise std (> 0).
         rng: the client's own numpy Generator (never the server's).
@@ -180,9 +217,7 @@ def noisy_bit(norm: float, *, clip: float, count_sigma: float,
     Raises:
         InvalidArgumentError, InvalidTypeError: a value out of range.
     """
-    norm = float(norm)
-    if not norm >= 0.0:
-        raise InvalidArgumentError(f"norm must be non-negative, got {norm!r}")
+    norm = check_nonnegative("norm", norm)
     clip = check_positive("clip", clip)
     count_sigma = check_positive("count_sigma", count_sigma)
     if not isinstance(rng, np.random.Generator):
@@ -220,11 +255,19 @@ def noised_unclipped_fraction(noisy_bits: Sequence[float], *, relation: str = "r
             ``rng``.
     """
     relation = _check_relation(relation)
-    bits = np.asarray(noisy_bits, dtype=np.float64).reshape(-1)
+    bits = np.asarray(noisy_bits)
+    if bits.dtype.kind not in "iuf":
+        raise InvalidTypeError(f"noisy_bits must be real numbers, got {type(noisy_bits).__name__}"
+                               f" of dtype {bits.dtype}")
+    bits = bits.astype(np.float64).reshape(-1)
     if not np.all(np.isfinite(bits)):
         raise InvalidArgumentError("noisy_bits must be finite")
     k = int(bits.size)
-    total = math.fsum(bits.tolist())
+    try:
+        total = math.fsum(bits.tolist())
+    except OverflowError:  # (their sum is beyond float64)
+        raise InvalidArgumentError("noisy_bits sum beyond float64's range: these are no "
+                                   "noisy bits (a bit of 0 or 1 plus the count noise)") from None
     if relation == "replace-one":
         return total / k if k else math.nan
     if clients is None or cap is None or count_sigma is None or rng is None:

@@ -122,15 +122,30 @@ def check_nonce(nonce: object) -> bytes:
 
 
 def check_secret(secret: object) -> bytes:
+    """``secret`` as bytes, checked: bytes-like of ``SECRET_BYTES`` (32) bytes.
+
+    Raises:
+        InvalidTypeError: not bytes-like.
+        InvalidArgumentError: not 32 bytes long.
+    """
+    if type(secret) is bytes and len(secret) == SECRET_BYTES:  # (the common case, first)
+        return secret
     return _fixed_bytes("secret", secret, SECRET_BYTES, "use cepam.new_secret()")
+
+
+def _check_bytes(name: str, value: object) -> bytes | bytearray | memoryview:
+    """``value``, which must be bytes-like (bytes, bytearray or memoryview;
+    InvalidTypeError otherwise: not an int, which ``bytes()`` would take for
+    a count of zero bytes)."""
+    if type(value) is not bytes and not isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidTypeError(f"{name} must be bytes, got {type(value).__name__}")
+    return value
 
 
 def _fixed_bytes(name: str, value: object, size: int, hint: str) -> bytes:
     """``value`` as bytes, checked: bytes-like of ``size`` bytes (the
     message's ``hint`` in parentheses)."""
-    if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise InvalidTypeError(f"{name} must be bytes, got {type(value).__name__}")
-    value = bytes(value)
+    value = bytes(_check_bytes(name, value))
     if len(value) != size:
         raise InvalidArgumentError(f"{name} must be {size} bytes ({hint}), got {len(value)}")
     return value
@@ -188,15 +203,46 @@ class Context:
         return struct.pack("<QQQ", self.round, self.client, self.message)
 
 
+#: HKDF-SHA256's longest output (RFC 5869: 255 blocks of 32 bytes).
+_HKDF_MAX_BYTES = 255 * 32
+#: The length of every key derived from a secret (mac_key, stream_key, seal_key).
+_KEY_BYTES = 32
+
+
+def _check_hkdf_length(length: object) -> int:
+    """``length``, an HKDF output length: an int in [1, 8160].
+
+    Raises:
+        InvalidTypeError: not an integer.
+        InvalidArgumentError: outside [1, 8160].
+    """
+    length = check_integer("length", length)
+    if not 0 < length <= _HKDF_MAX_BYTES:
+        raise InvalidArgumentError(f"HKDF output length must be in [1, {_HKDF_MAX_BYTES}] "
+                                   f"bytes, got {length}")
+    return length
+
+
 def hkdf_extract(salt: bytes, ikm: bytes) -> bytes:
-    """HKDF-Extract (RFC 5869 section 2.2) with SHA-256."""
+    """HKDF-Extract (RFC 5869 section 2.2) with SHA-256.
+
+    Raises:
+        InvalidTypeError: ``salt`` or ``ikm`` is not bytes-like.
+    """
+    salt, ikm = _check_bytes("salt", salt), _check_bytes("ikm", ikm)
     return _core.hmac_sha256(salt if salt else bytes(32), ikm)
 
 
 def hkdf_expand(prk: bytes, info: bytes, length: int) -> bytes:
-    """HKDF-Expand (RFC 5869 section 2.3) with SHA-256; length <= 8160 bytes."""
-    if not 0 < length <= 255 * 32:
-        raise InvalidArgumentError("HKDF output length must be in [1, 8160] bytes")
+    """HKDF-Expand (RFC 5869 section 2.3) with SHA-256; length <= 8160 bytes.
+
+    Raises:
+        InvalidTypeError: ``prk`` or ``info`` is not bytes-like, or
+            ``length`` not an integer.
+        InvalidArgumentError: ``length`` outside [1, 8160].
+    """
+    prk, info = bytes(_check_bytes("prk", prk)), bytes(_check_bytes("info", info))
+    length = _check_hkdf_length(length)
     out, block = b"", b""
     for counter in range(1, -(-length // 32) + 1):
         block = _core.hmac_sha256(prk, block + info + bytes([counter]))
@@ -210,10 +256,22 @@ def hkdf(ikm: bytes, *, salt: bytes, info: bytes, length: int) -> bytes:
     :func:`hkdf_expand` of :func:`hkdf_extract`; a few microseconds fewer
     than Python's ``hmac``, on every encode and decode).
 
+    Args:
+        ikm: the input keying material (bytes-like, any length).
+        salt, info: bytes-like.
+        length: the output's length in bytes, in [1, 8160].
+
     Raises:
+        InvalidTypeError: ``ikm``, ``salt`` or ``info`` is not bytes-like
+            (an int among them included), or ``length`` not an integer.
         InvalidArgumentError: length outside [1, 8160].
     """
-    return _core.hkdf_sha256(bytes(ikm), salt=bytes(salt), info=bytes(info), length=length)
+    if type(length) is not int or not 0 < length <= _HKDF_MAX_BYTES:
+        length = _check_hkdf_length(length)
+    if type(ikm) is not bytes or type(salt) is not bytes or type(info) is not bytes:
+        ikm, salt, info = (bytes(_check_bytes(name, value)) for name, value in
+                           (("ikm", ikm), ("salt", salt), ("info", info)))
+    return _core.hkdf_sha256(ikm, salt=salt, info=info, length=length)
 
 
 #: The infos of the MAC key and of a payload's keys (before the context and nonce).
@@ -231,12 +289,16 @@ class SecretKeys:
     and 32 bytes long: one HKDF-Extract and one HMAC (HKDF-Expand's single
     block) a key.  A payload's three keys take one native call
     (:meth:`payload`), kept for the rest of the encode or decode.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: ``secret`` is not 32 bytes
+            (:func:`check_secret`).
     """
 
     __slots__ = ("_secret", "_last")
 
     def __init__(self, secret: bytes) -> None:
-        self._secret = secret
+        self._secret = check_secret(secret)
         # The last payload's context and nonce (the objects), key tail and keys.
         self._last: tuple[object, object, bytes, tuple[bytes, bytes, bytes]] | None = None
 
@@ -260,9 +322,13 @@ class SecretKeys:
         per-payload key is derived so, each depending on the nonce.
 
         Raises:
-            InvalidTypeError, InvalidArgumentError: a nonce that is not 16 bytes.
+            InvalidTypeError, InvalidArgumentError: a nonce that is not 16
+                bytes, a label that is not bytes, a context that is not a
+                :class:`Context`.
         """
-        return self._keys((FORMAT_TAG + label + context.pack() + check_nonce(nonce),))[0]
+        label = bytes(_check_bytes("label", label))
+        return self._keys((FORMAT_TAG + label + _check_context(context).pack()
+                           + check_nonce(nonce),))[0]
 
     def payload_at(self, tail: bytes) -> tuple[bytes, bytes, bytes]:
         """:meth:`stream`, :meth:`seal` and :meth:`mac` of the payload whose
@@ -298,7 +364,7 @@ class SecretKeys:
             return last[3]
         if type(nonce) is not bytes or len(nonce) != NONCE_BYTES:
             nonce = check_nonce(nonce)
-        tail = context.pack() + nonce
+        tail = _check_context(context).pack() + nonce
         keys = self.payload_at(tail)
         self._last = (context, nonce, tail, keys)
         return keys
@@ -312,6 +378,13 @@ class SecretKeys:
         """The ChaCha20 key that encrypts one message's sealed section,
         under its payload's ``nonce``."""
         return self.payload(context, nonce)[1]
+
+
+def _check_context(context: object) -> Context:
+    """``context``, which must be a :class:`Context` (InvalidTypeError otherwise)."""
+    if type(context) is not Context and not isinstance(context, Context):
+        raise InvalidTypeError(f"context must be a cepam.Context, got {type(context).__name__}")
+    return context
 
 
 def message_key(secret: bytes, label: bytes, context: Context, nonce: bytes) -> bytes:
@@ -352,8 +425,28 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
     tagged on up to ``threads`` Python threads (hashlib releases the GIL over
     large buffers; ``cepam._thread_pool``) when there are several; the tag
     does not depend on it.
-    docs/format.md gives the security argument."""
-    view = memoryview(data).cast("B")
+    docs/format.md gives the security argument.
+
+    Raises:
+        InvalidTypeError: ``key`` is not bytes-like, ``data`` no buffer,
+            or ``threads`` not an integer.
+        InvalidArgumentError: ``key`` is not 32 bytes (a MAC key,
+            :func:`mac_key`), ``data`` not contiguous, ``threads`` below 1.
+    """
+    if type(key) is not bytes or len(key) != _KEY_BYTES:
+        key = _fixed_bytes("key", key, _KEY_BYTES, "a MAC key: mac_key(secret)")
+    if type(threads) is not int or threads < 1:
+        threads = check_integer("threads", threads)
+        if threads < 1:
+            raise InvalidArgumentError(f"threads must be at least 1, got {threads}")
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise InvalidTypeError(f"data must be bytes, got {type(data).__name__}") from None
+    try:
+        view = view.cast("B")
+    except (TypeError, ValueError) as exc:  # (a view that is not C-contiguous)
+        raise InvalidArgumentError(f"data must be contiguous bytes: {exc}") from None
     total = len(view)
     if core_tags(total):  # (one short segment: the core's, in one call)
         return _core.payload_tag(key, view)
@@ -375,5 +468,11 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
 
 def guard_fingerprint(secret: bytes) -> bytes:
     """16 bytes that name ``secret`` in a context guard's records; one-way
-    (HKDF), so the record reveals nothing about the secret or its keys."""
-    return hkdf(secret, salt=FORMAT_TAG, info=FORMAT_TAG + b"/context-guard", length=16)
+    (HKDF), so the record reveals nothing about the secret or its keys.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: ``secret`` is not 32 bytes
+            (:func:`check_secret`).
+    """
+    return hkdf(check_secret(secret), salt=FORMAT_TAG, info=FORMAT_TAG + b"/context-guard",
+                length=16)

@@ -34,6 +34,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._checks import check_int
 from ._native import core as _core
 from .auto import _bound_options, _check_lattice, _check_prefer
 from .errors import EncodingError, InvalidArgumentError, InvalidTypeError
@@ -43,7 +44,8 @@ from .mechanisms import Mechanism, core_params, mechanism_from_code
 from .payload import (CODERS, DIGEST_BYTES, MAX_PADDING, SEALED_HEADER_BYTES, is_bare,
                       parse_header)
 
-__all__ = ["PAD_MODES", "LEVELS", "LEVELS_PER_OCTAVE", "check_pad", "hides_at_least",
+__all__ = ["PAD_MODES", "LEVELS", "LEVELS_PER_OCTAVE", "MAX_LENGTH", "MAX_LEVEL_COUNT",
+           "MAX_LEVELS_PER_OCTAVE", "check_pad", "hides_at_least",
            "bucket_length", "level_lengths", "max_payload_bytes", "padding_bytes", "uses_bound",
            "fixed_bytes", "length_fits", "is_padded_as"]
 
@@ -53,6 +55,18 @@ PAD_MODES = ("bucket", "max", "levels")
 # bench/pad_rules.py in docs/privacy.md, section 9).
 LEVELS = 8
 LEVELS_PER_OCTAVE = 3
+
+#: The longest payload length the padding functions take: the tag
+#: authenticates a payload's length as a u64 (docs/format.md, Keys), and a
+#: padded payload is far shorter (max_payload_bytes: a header, 256 bytes and
+#: at most payload.MAX_PADDING, 4 GiB, of body).
+MAX_LENGTH = 1 << 64
+#: level_lengths' largest ``count`` and ``per_octave``: far more levels, and
+#: finer, than any rule needs (pad="levels" uses LEVELS and
+#: LEVELS_PER_OCTAVE: 8 levels a third of an octave apart; pad="bucket" is a
+#: quarter octave).
+MAX_LEVEL_COUNT = 1024
+MAX_LEVELS_PER_OCTAVE = 64
 
 # Slack of max_payload_bytes above the information bound, in bits: per
 # coordinate for the lattice coordinates M (by coder name; more by the noise
@@ -145,7 +159,17 @@ def hides_at_least(pad: str | int | None, floor: str | int | None) -> bool:
 
 def bucket_length(length: int) -> int:
     """The smallest ``ceil(2^(j/4))`` (``j`` a non-negative integer) that is
-    at least ``length``, computed exactly in integers."""
+    at least ``length``, computed exactly in integers.
+
+    Args:
+        length: a payload's length in bytes, an int (numpy integers count)
+            from 0 to :data:`MAX_LENGTH`.
+
+    Raises:
+        InvalidTypeError: ``length`` is not an integer.
+        InvalidArgumentError: it is negative or above :data:`MAX_LENGTH`.
+    """
+    length = check_int("length", length, minimum=0, maximum=MAX_LENGTH)
     if length <= 1:
         return 1
     j = 4 * (length.bit_length() - 1)  # 2^(j/4) <= length
@@ -176,32 +200,31 @@ def level_lengths(max_bytes: int, *, count: int = LEVELS,
 
     Raises:
         InvalidArgumentError: ``max_bytes``, ``count`` or ``per_octave`` is
-            not positive.
+            not positive, or above :data:`MAX_LENGTH`,
+            :data:`MAX_LEVEL_COUNT` or :data:`MAX_LEVELS_PER_OCTAVE`.
         InvalidTypeError: one of them is not an int.
     """
-    values = []
-    for name, value in (("max_bytes", max_bytes), ("count", count), ("per_octave", per_octave)):
-        if isinstance(value, bool):
-            raise InvalidTypeError(f"{name} must be an int, got bool")
-        try:
-            value = operator.index(value)
-        except TypeError:
-            raise InvalidTypeError(
-                f"{name} must be an int, got {type(value).__name__}") from None
-        if value <= 0:
-            raise InvalidArgumentError(f"{name} must be positive, got {value}")
-        values.append(value)
-    top, count, q = values
-    lengths = []
-    for j in range(count):
-        target = top ** q  # the smallest size with size^q 2^j >= top^q
-        size = max(1, int(top * 2.0 ** (-j / q)))
-        while size ** q << j < target:
-            size += 1
-        while size > 1 and (size - 1) ** q << j >= target:
-            size -= 1
-        lengths.append(size)
-    return tuple(lengths)
+    top = check_int("max_bytes", max_bytes, minimum=1, maximum=MAX_LENGTH)
+    count = check_int("count", count, minimum=1, maximum=MAX_LEVEL_COUNT)
+    q = check_int("per_octave", per_octave, minimum=1, maximum=MAX_LEVELS_PER_OCTAVE)
+    target = top ** q
+    # the smallest size with size^q 2^j >= top^q: the q-th root, rounded up,
+    # of ceil(top^q / 2^j)
+    return tuple(_ceil_root(-(-target >> j), q) for j in range(count))
+
+
+def _ceil_root(n: int, q: int) -> int:
+    """The smallest integer ``r >= 1`` with ``r^q >= n`` (``n >= 1``): integer
+    Newton steps from just above the root's float estimate (two or three)."""
+    x = int(2.0 ** (math.log2(n) / q) * (1.0 + 1e-9)) + 1  # (float's error: ~1e-14)
+    if x ** q < n:  # not above the root after all: start from a power of two that is
+        x = 1 << -(-n.bit_length() // q)
+    while True:  # Newton from above decreases to floor(n^(1/q))
+        y = ((q - 1) * x + n // x ** (q - 1)) // q
+        if y >= x:
+            break
+        x = y
+    return x if x ** q >= n else x + 1
 
 
 def _geometric_entropy_bits(p: float) -> float:

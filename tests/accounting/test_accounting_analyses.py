@@ -241,6 +241,13 @@ def test_laplace_and_gaussian_rounds_together_compose_by_pld():
     assert analysis.epsilon([(gaussian, 2), (laplace, 3)], delta=DELTA) == expected
 
 
+@pytest.mark.parametrize("bound", sorted(LAPLACE_ROUND))
+def test_a_laplace_round_refuses_a_dimension_beyond_float64(bound):
+    """It raised OverflowError: int too large to convert to float."""
+    with pytest.raises(InvalidArgumentError, match="float64"):
+        LAPLACE_ROUND[bound](scale=1.0, setting=SETTING, dimension=2**1100)
+
+
 def test_epsilon_checks_its_arguments():
     analysis = record("tight")
     event = analysis.round_event(cepam.Gaussian(sigma=0.5), clients=30)

@@ -116,6 +116,19 @@ def test_bad_evaluation_input():
         delta_after_rounds(sigma=1.0, epsilon=-1.0, rounds=10, setting=s)
 
 
+@pytest.mark.parametrize("call", [
+    lambda s, big: epsilon_after_rounds(sigma=1.0, delta=1e-5, rounds=big, setting=s),
+    lambda s, big: delta_after_rounds(sigma=1.0, epsilon=1.0, rounds=big, setting=s),
+    lambda s, big: calibrate_sigma(target_epsilon=1.0, target_delta=1e-5, rounds=big, setting=s),
+    lambda s, big: FLSetting(clip=1.0, clients=big, samples_per_round=15, dataset_size=1666),
+], ids=["epsilon_after_rounds", "delta_after_rounds", "calibrate_sigma", "FLSetting"])
+def test_an_int_beyond_float64_is_refused_not_overflowed(call):
+    """An int above float64's range raised OverflowError where the accounting
+    took it as a float."""
+    with pytest.raises(InvalidArgumentError, match="float64"):
+        call(FLSetting(**PAPER), 2**1100)
+
+
 def test_paper_listed_sigma_for_delta_001_is_not_needed_by_its_formula():
     """The paper lists sigma = 0.1375 for (eps, delta) = (1, 0.01) per round, but
     its own formula meets that target without noise (docs/privacy.md, sec. 3)."""

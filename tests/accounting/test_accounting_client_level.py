@@ -177,6 +177,34 @@ def test_calibration_refuses_bad_targets():
                                clip=1.0)
 
 
+@pytest.mark.parametrize("target", [1e200, 1e308])
+@pytest.mark.parametrize("kw", [dict(), dict(count_sigma=1.0)], ids=["plain", "count"])
+def test_calibration_refuses_a_target_no_privacy_is_left_in(target, kw):
+    """eps 1e308 raised OverflowError (mu^2), and 1e200 gave sigma 8e-101:
+    a target only a sigma below SIGMA_RANGE's 1e-9 clips meets is refused."""
+    with pytest.raises(InvalidArgumentError, match="no privacy is left"):
+        calibrate_client_sigma(target_epsilon=target, target_delta=1e-5, rounds=3, clients=10,
+                               clip=1.0, **kw)
+
+
+@pytest.mark.parametrize("call", [
+    lambda big: client_noise_multiplier(sigma=1.0, clip=1.0, clients=big),
+    lambda big: client_epsilon(sigma=1.0, clip=1.0, rounds=big, clients=10, delta=1e-5),
+    lambda big: client_epsilon(sigma=1.0, clip=1.0, rounds=3, clients=big, delta=1e-5),
+    lambda big: calibrate_client_sigma(target_epsilon=1.0, target_delta=1e-5, rounds=big,
+                                       clients=10, clip=1.0),
+    lambda big: calibrate_client_sigma(target_epsilon=1.0, target_delta=1e-5, rounds=3,
+                                       clients=big, clip=1.0),
+    lambda big: ClientLevelRound(1.0, 1.0, big),
+    lambda big: sampling_probability(dataset_size=big, samples_per_round=1),
+    lambda big: sampling_probability(dataset_size=10, samples_per_round=big),
+])
+def test_an_int_beyond_float64_is_refused_not_overflowed(call):
+    """Each raised OverflowError: int too large to convert to float."""
+    with pytest.raises(InvalidArgumentError, match="float64"):
+        call(2**1100)
+
+
 def test_the_readme_table_is_what_the_calibration_gives():
     """README "Choosing sigma and clip": each row's sigma and noise on the average."""
     import re

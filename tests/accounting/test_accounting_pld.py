@@ -218,6 +218,29 @@ def test_accountant_bad_input():
         p1.compose(PrivacyLossDistribution.identity(discretization=0.2))
 
 
+@pytest.mark.parametrize("profile,err,match", [
+    (lambda e: None, InvalidTypeError, "array of deltas"),  # (numpy: "cannot accumulate")
+    (lambda e: np.full(3, 0.1), InvalidArgumentError, "one delta per eps"),
+    (lambda e: np.linspace(0, 1, len(e)), InvalidArgumentError, "never rise"),  # (gave eps 0)
+], ids=["none", "shape", "rising"])
+def test_a_profile_event_s_deltas_are_checked(profile, err, match):
+    with pytest.raises(err, match=match):
+        PLDAccountant().compose(ProfileEvent(profile)).get_epsilon(1e-5)
+
+
+def test_a_profile_rising_by_rounding_only_is_taken():
+    ripple = ProfileEvent(lambda e: gaussian_delta(e, mu=0.5) + 1e-14 * (np.arange(e.size) % 2))
+    eps = PLDAccountant().compose(ripple, 4).get_epsilon(1e-5)
+    assert eps == pytest.approx(PLDAccountant().compose(GaussianEvent(2.0), 4).get_epsilon(1e-5),
+                                rel=1e-6)
+
+
+def test_an_array_backend_is_a_type_error():
+    """numpy's ambiguous truth value (a ValueError) before."""
+    with pytest.raises(InvalidTypeError, match="backend"):
+        PLDAccountant(backend=np.array([1.0, 2.0]))
+
+
 def test_explicit_discretization_is_honoured_or_refused():
     """A step the caller passes is used as given (the review found 1e-5
     silently coarsened to 9e-5); one too fine for the event is refused with

@@ -18,6 +18,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
 pytest.importorskip("scipy", reason="cepam.accounting needs scipy (cepam[privacy])")
@@ -265,6 +266,26 @@ def test_bad_arguments_and_files_are_cepam_errors(path, tmp_path):
         assert ledger.epsilon() == 0.0
     with pytest.raises(cepam.InvalidArgumentError):
         Ledger(path, name="")
+
+
+def test_run_ids_and_huge_rounds_are_cepam_errors(path):
+    """A lone surrogate raised UnicodeEncodeError, an array run_id numpy's
+    ambiguous truth value (on a ledger with records; [] on an empty one),
+    2**1100 rounds OverflowError."""
+    with Ledger(path) as ledger:
+        with pytest.raises(cepam.InvalidTypeError, match="run_id"):
+            ledger.events(run_id=np.array([1.0, 2.0]))
+        with pytest.raises(cepam.InvalidArgumentError, match="encodable"):
+            ledger.record(GaussianEvent(1.0), run_id="\ud800")
+        with pytest.raises(cepam.InvalidTypeError, match="run_id"):
+            ledger.record(GaussianEvent(1.0), run_id=7)
+        ledger.record(GaussianEvent(1.0), run_id="a")
+        with pytest.raises(cepam.InvalidTypeError, match="run_id"):
+            ledger.events(run_id=np.array([1.0, 2.0]))
+        with pytest.raises(cepam.InvalidArgumentError, match="float64"):
+            ledger.epsilon_with([(GaussianEvent(1.0), 2**1100)])
+        assert [e.run_id for e in ledger.events(run_id="a")] == ["a"]
+        assert ledger.runs() == ["a"]
 
 
 def test_cli_prints_the_table_and_json(path, capsys):

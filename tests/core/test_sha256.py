@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from cepam._native import core
-from cepam.keys import (FORMAT_TAG, TAIL_BYTES, Context, SecretKeys, hkdf, hkdf_expand,
-                        hkdf_extract, mac_key, seal_key, stream_key)
+from cepam.errors import InvalidArgumentError, InvalidTypeError
+from cepam.keys import (FORMAT_TAG, TAIL_BYTES, Context, SecretKeys, guard_fingerprint, hkdf,
+                        hkdf_expand, hkdf_extract, mac_key, payload_tag, seal_key, stream_key)
 
 
 def _reference_hkdf(ikm, salt, info, length):
@@ -54,6 +55,39 @@ def test_hkdf_length_checked():
     for length in (0, 8161):
         with pytest.raises(InvalidArgumentError):
             hkdf(bytes(32), salt=b"s", info=b"i", length=length)
+
+
+def test_the_key_helpers_check_their_arguments():
+    """None raised pybind11's "incompatible function arguments" TypeError,
+    hkdf(-1) bytes()'s ValueError (and hkdf(5) took five zero bytes),
+    hkdf(2**63) OverflowError, and guard_fingerprint took b""."""
+    secret, nonce = bytes(range(32)), bytes(16)
+    for call in (lambda: mac_key(None), lambda: stream_key(None, Context(0, 0), nonce),
+                 lambda: seal_key(None, Context(0, 0), nonce), lambda: SecretKeys(None),
+                 lambda: guard_fingerprint(None), lambda: payload_tag(None, b""),
+                 lambda: payload_tag(mac_key(secret), None),
+                 lambda: stream_key(secret, (0, 0), nonce)):
+        with pytest.raises(InvalidTypeError):
+            call()
+    for ikm in (-1, 2**63, 5, None, "secret"):
+        with pytest.raises(InvalidTypeError, match="ikm"):
+            hkdf(ikm, salt=b"", info=b"", length=32)
+    for length, err in ((None, InvalidTypeError), (2.0, InvalidTypeError),
+                        (2**63, InvalidArgumentError), (-1, InvalidArgumentError)):
+        with pytest.raises(err, match="length"):
+            hkdf(secret, salt=b"", info=b"", length=length)
+        with pytest.raises(err, match="length"):
+            hkdf_expand(secret, b"", length)
+    with pytest.raises(InvalidTypeError, match="salt"):
+        hkdf_extract(None, secret)
+    for short in (b"", bytes(31)):
+        with pytest.raises(InvalidArgumentError, match="32 bytes"):
+            guard_fingerprint(short)
+        with pytest.raises(InvalidArgumentError, match="32 bytes"):
+            mac_key(short)
+    assert guard_fingerprint(bytearray(secret)) == guard_fingerprint(secret)
+    assert hkdf(secret, salt=b"", info=b"", length=np.int64(32)) == \
+        hkdf(secret, salt=b"", info=b"", length=32)
 
 
 def test_portable_compression_gives_the_same_bytes():

@@ -99,6 +99,57 @@ def test_adaptive_clip_rule_state_and_checks():
         noised_unclipped_fraction([1.0], relation="add-or-remove")
 
 
+@pytest.mark.parametrize("bbar,learning_rate", [(1e4, 0.2), (-1e4, 0.2), (0.0, 1e300)])
+def test_the_adaptive_clip_stays_positive_and_finite(bbar, learning_rate):
+    """1e4 took the clip (and the noise std) to 0.0, which its own state then
+    failed to load; -1e4 and eta 1e300 raised OverflowError: the clip stops
+    at the bounds, CLIP_RANGE either way of the initial clip."""
+    from cepam.clipping import CLIP_RANGE
+
+    clip = AdaptiveClip(initial_clip=1.0, learning_rate=learning_rate)
+    for _ in range(3):
+        new = clip.update(bbar)
+        assert 0.0 < new < math.inf and new == clip.clip
+        assert new == (1.0 / CLIP_RANGE if bbar > 0.5 else CLIP_RANGE)
+        assert 0.0 < clip.noise_std(1.0) < math.inf
+    again = AdaptiveClip(initial_clip=1.0, learning_rate=learning_rate)
+    again.load_state_dict(clip.state_dict())
+    assert again.clip == clip.clip
+    assert clip.update(0.5) == clip.clip  # (at the target: unchanged, also at a bound)
+
+
+def test_adaptive_clip_state_is_checked_key_by_key():
+    """{} raised KeyError, None TypeError, a None entry TypeError."""
+    clip = AdaptiveClip(initial_clip=2.0)
+    with pytest.raises(InvalidTypeError, match="state must be a dict"):
+        clip.load_state_dict(None)
+    with pytest.raises(InvalidArgumentError, match="'clip'"):
+        clip.load_state_dict({})
+    for key, bad, err in [("target_quantile", None, InvalidTypeError),
+                          ("clip", "2", InvalidTypeError), ("clip", 0.0, InvalidArgumentError),
+                          ("clip", 1e300, InvalidArgumentError)]:
+        with pytest.raises(err, match=key):
+            clip.load_state_dict({**clip.state_dict(), key: bad})
+    assert clip.clip == 2.0
+
+
+def test_the_reports_are_checked():
+    """noisy_bit("x") raised float()'s ValueError, an array norm TypeError;
+    bits of 1e308 raised fsum's OverflowError."""
+    rng = np.random.default_rng(0)
+    for norm, err in [("x", InvalidTypeError), (np.array([1.0, 2.0]), InvalidTypeError),
+                      (None, InvalidTypeError), (True, InvalidTypeError),
+                      (math.inf, InvalidArgumentError), (math.nan, InvalidArgumentError),
+                      (10**400, InvalidArgumentError)]:
+        with pytest.raises(err, match="norm"):
+            noisy_bit(norm, clip=1.0, count_sigma=0.1, rng=rng)
+    assert noisy_bit(np.float32(0.0), clip=1.0, count_sigma=1e-9, rng=rng) == pytest.approx(1.0)
+    with pytest.raises(InvalidArgumentError, match="float64"):
+        noised_unclipped_fraction([1e308] * 3)
+    with pytest.raises(InvalidTypeError, match="noisy_bits"):
+        noised_unclipped_fraction(["x"])
+
+
 def test_the_noised_fraction_of_each_relation():
     assert noised_unclipped_fraction([1.0, 0.0, 0.5], relation="replace-one") == 0.5
     assert math.isnan(noised_unclipped_fraction([], relation="replace-one"))

@@ -446,6 +446,35 @@ def test_level_lengths_are_eight_third_octaves_below_the_bound():
             padding.level_lengths(bad)
 
 
+
+def test_level_lengths_are_exact_and_bounded_up_to_the_longest_payload():
+    """2**80 never returned (a loop of single steps from a float estimate),
+    per_octave=10**6 and count=10**8 hung: the arguments are bounded by what
+    a payload can be, and every accepted value is computed exactly at once."""
+    top = padding.MAX_LENGTH
+    q, count = padding.MAX_LEVELS_PER_OCTAVE, padding.MAX_LEVEL_COUNT
+    levels = padding.level_lengths(top, count=count, per_octave=q)
+    assert levels[0] == top and len(levels) == count
+    for j in (1, 17, count - 1):
+        size = levels[j]  # the smallest size with size^q 2^j >= top^q
+        assert size ** q << j >= top ** q and (size - 1) ** q << j < top ** q
+    for kw in (dict(max_bytes=2**80), dict(max_bytes=top + 1), dict(count=10**8),
+               dict(per_octave=10**6), dict(count=count + 1), dict(per_octave=q + 1)):
+        with pytest.raises(cepam.InvalidArgumentError, match="at most"):
+            padding.level_lengths(**{"max_bytes": 1000, **kw})
+
+
+def test_bucket_length_takes_numpy_ints_and_refuses_the_rest():
+    """np.int64 and 1.5 raised AttributeError (no bit_length), None TypeError."""
+    assert padding.bucket_length(np.int64(100)) == padding.bucket_length(100) == 108
+    for bad in (None, 1.5, True, "100", np.float64(100.0)):
+        with pytest.raises(cepam.InvalidTypeError, match="length"):
+            padding.bucket_length(bad)
+    for bad in (-1, padding.MAX_LENGTH + 1):
+        with pytest.raises(cepam.InvalidArgumentError, match="length"):
+            padding.bucket_length(bad)
+
+
 @pytest.mark.parametrize("setting", [("ans", "gaussian", "auto", None),
                                      ("golomb", "gaussian", "Z", 1), ("ans", "sdq", "Z", 1)],
                          ids=lambda s: "-".join(map(str, s)))

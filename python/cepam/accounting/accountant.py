@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._checks import check_choice
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 from .events import CepamGaussianRound, PrivacyEvent  # noqa: F401 (doctest)
@@ -86,7 +87,8 @@ def require_dp_accounting() -> Any:
 def _epsilon_max(event: PrivacyEvent) -> float:
     """Where the event's profile has (essentially) reached its floor: below
     1e-18, or within 1e-6 (relative) of its value at the cap."""
-    d = np.minimum.accumulate(np.clip(np.asarray(event.privacy_profile(_SCAN), float), 0, 1))
+    d = _v.profile_deltas(event.privacy_profile(_SCAN), _SCAN)
+    d = np.minimum.accumulate(np.clip(d, 0, 1))
     floor = max(_TAIL, float(d[-1]) * (1 + 1e-6))
     k = int(np.argmax(d <= floor))
     return float(max(_SCAN[k], 1e-6))
@@ -130,8 +132,7 @@ class PLDAccountant:
             raise InvalidTypeError(f"coarsen must be a bool, got {type(coarsen).__name__}")
         self._coarsen = coarsen or self._h is None
         self._tol = _v.positive("tail_mass_truncation", tail_mass_truncation)
-        if backend not in ("numpy", "dp_accounting"):
-            raise InvalidArgumentError(f"backend must be 'numpy' or 'dp_accounting', got {backend!r}")
+        check_choice("backend", backend, ("numpy", "dp_accounting"))
         if backend == "dp_accounting":
             require_dp_accounting()
         self._backend = backend

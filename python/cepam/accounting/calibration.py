@@ -29,7 +29,7 @@ from . import _validation as _v
 from .accountant import DEFAULT_DISCRETIZATION, PLDAccountant
 from .analyses import RecordLevel, _record_analysis
 from .events import Bound
-from .setting import FLSetting
+from .setting import SIGMA_RANGE, FLSetting
 
 __all__ = [
     "epsilon_after_rounds",
@@ -37,10 +37,6 @@ __all__ = [
     "calibrate_sigma",
     "SIGMA_RANGE",
 ]
-
-#: Range of sigma (in units of the clip gamma) that calibration searches.
-SIGMA_RANGE = (1e-9, 1e9)
-
 
 def _accountant(sigma: float, rounds: int, analysis: RecordLevel,
                 discretization: float | None, *, coarsen: bool = False) -> PLDAccountant:

@@ -77,7 +77,7 @@ from .analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_de
 from .cohort import (
     Relation, Sampling, check_sampling, cohort_cap, cohort_tail, hidden_cohort_law,
 )
-from .setting import ThreatModel, hidden_clients
+from .setting import SIGMA_RANGE, ThreatModel, hidden_clients
 from .subsampled_gaussian import _add, _remove
 
 __all__ = ["ClientLevelRound", "client_noise_multiplier", "client_epsilon",
@@ -341,7 +341,10 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
     Raises:
         InvalidArgumentError, InvalidTypeError: values out of range or of the
             wrong type; no sigma reaches the target (the count's noise alone
-            costs more).
+            costs more), or only a sigma below
+            :data:`~.setting.SIGMA_RANGE`'s ``1e-9`` times the clip would be
+            needed (a target_epsilon so large, e.g. 1e200, that no privacy
+            is left to calibrate).
     """
     eps = _v.positive("target_epsilon", target_epsilon)
     delta = _v.probability_open("target_delta", target_delta)
@@ -365,14 +368,27 @@ def _calibrate(eps: float, delta: float, rounds: int, **round_: Any) -> float:
         return ClientLevelRound(sigma=sigma, **round_)
 
     probe = event(round_["clip"])  # (sigma = clip: mu of order 1 whatever the clip)
+
+    def refuse_below_range(sigma: float) -> None:
+        """InvalidArgumentError if ``sigma`` is below the search's range."""
+        if sigma / probe.clip < SIGMA_RANGE[0]:
+            raise _v.InvalidArgumentError(
+                f"target_epsilon {eps:g} at delta {delta:g} in {rounds} round(s) needs no "
+                f"noise to speak of (sigma below {SIGMA_RANGE[0]:g} times the clip): no "
+                "privacy is left to calibrate; ask for a smaller target_epsilon")
+
     if probe.is_gaussian:  # mu = mu_one(sigma) / sqrt(hidden), solved for sigma
         hidden = (probe._mu_one() / probe.mu) ** 2
-        sens_sq = hidden * gaussian_mu(eps, delta) ** 2 / rounds - probe._count_part
+        try:
+            sens_sq = hidden * gaussian_mu(eps, delta) ** 2 / rounds - probe._count_part
+        except OverflowError:  # mu^2 beyond float64 (eps near 1e308): sigma 0
+            sens_sq = math.inf
         if sens_sq <= 0:
             raise _v.InvalidArgumentError(
                 f"no sigma reaches eps {eps:g} at delta {delta:g} in {rounds} round(s): the "
                 "adaptive clip's count noise alone costs more (raise count_sigma)")
         sigma = probe._sensitivity * probe.clip / math.sqrt(sens_sq)
+        refuse_below_range(sigma)
         while _epsilon(event(sigma), rounds, delta) > eps:
             sigma *= 1.0 + 1e-9
         return sigma
@@ -392,6 +408,7 @@ def _calibrate(eps: float, delta: float, rounds: int, **round_: Any) -> float:
     if lo == hi:
         while _epsilon(event(lo), rounds, delta) <= eps:
             hi, lo = lo, lo / 4.0
+            refuse_below_range(lo)
     while hi / lo > 1.0 + 1e-3:
         mid = math.sqrt(lo * hi)
         if _epsilon(event(mid), rounds, delta) > eps:

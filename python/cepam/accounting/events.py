@@ -257,7 +257,17 @@ class ProfileEvent:
             raise InvalidTypeError("profile must be callable")
 
     def privacy_profile(self, epsilon: np.ndarray) -> np.ndarray:
-        return np.asarray(self.profile(np.asarray(epsilon, dtype=float)), dtype=float)
+        """``profile(epsilon)``, checked.
+
+        Raises:
+            InvalidTypeError: the profile returned something other than real
+                numbers (None, say).
+            InvalidArgumentError: it returned another shape than
+                ``epsilon``'s, a delta outside [0, 1] or NaN, or deltas that
+                rise with eps (:func:`~._validation.profile_deltas`).
+        """
+        eps = np.asarray(epsilon, dtype=float)
+        return _v.profile_deltas(self.profile(eps), eps, non_increasing=True)
 
     def describe(self) -> dict[str, Any]:
         return {"event": "profile", "name": self.name}

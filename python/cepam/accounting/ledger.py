@@ -186,6 +186,25 @@ def _same_description(stored: str, text: str) -> bool:
     return json.dumps(event.describe(), sort_keys=True) == text
 
 
+def _check_run_id(run_id: object) -> str:
+    """``run_id``, a run's name: a non-empty str that UTF-8 can encode (SQLite
+    stores text as UTF-8; a lone surrogate such as ``"\\ud800"`` is none).
+
+    Raises:
+        InvalidTypeError: it is not a str.
+        InvalidArgumentError: it is empty or not encodable.
+    """
+    if not isinstance(run_id, str):
+        raise InvalidTypeError(f"run_id must be a non-empty string, got {type(run_id).__name__}")
+    if not run_id:
+        raise InvalidArgumentError("run_id must be a non-empty string")
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"run_id must be encodable text, got {run_id!r}") from None
+    return run_id
+
+
 def _check_event(event: object) -> dict[str, Any]:
     if not isinstance(event, (CepamGaussianRound, CepamLaplaceRound, GaussianEvent,
                               ClientLevelRound)):
@@ -447,11 +466,11 @@ class Ledger:
                 different event; bad arguments; another process kept the
                 file locked for longer than the ledger's ``timeout``, or it
                 cannot be written (read-only).
-            InvalidTypeError: an event the ledger cannot store.
+            InvalidTypeError: an event the ledger cannot store, or a
+                ``run_id`` that is not a str.
         """
         description = _check_event(event)
-        if not isinstance(run_id, str) or not run_id:
-            raise InvalidArgumentError("run_id must be a non-empty string")
+        run_id = _check_run_id(run_id)
         if round is not None:
             round = _v.integer("round", round, minimum=0)
         rounds = _v.integer("rounds", rounds)
@@ -555,7 +574,14 @@ class Ledger:
         return self._totals()
 
     def events(self, *, run_id: str | None = None) -> list[LedgerEntry]:
-        """The recorded events in recording order (of one run, if given)."""
+        """The recorded events in recording order (of one run, if given).
+
+        Raises:
+            InvalidTypeError: a ``run_id`` that is neither None nor a str.
+            InvalidArgumentError: an empty or unencodable ``run_id``.
+        """
+        if run_id is not None:
+            run_id = _check_run_id(run_id)
         entries = self._load()
         if run_id is not None:
             entries = [e for e in entries if e.run_id == run_id]

@@ -150,9 +150,8 @@ def _profile_on_grid(profile: PrivacyProfile, h: float, emax: float) -> tuple[in
     if m > 50_000_000:
         raise InvalidArgumentError(
             f"epsilon_max / discretization = {emax / h:.3g} grid points is too many")
-    d = np.asarray(profile(h * np.arange(m + 1)), dtype=float)
-    if d.shape != (m + 1,) or np.any(np.isnan(d)) or np.any(d < -1e-12) or np.any(d > 1 + 1e-12):
-        raise InvalidArgumentError("the privacy profile must return deltas in [0, 1]")
+    eps = h * np.arange(m + 1)
+    d = _v.profile_deltas(profile(eps), eps)
     return m, np.minimum.accumulate(np.clip(d, 0.0, 1.0))
 
 
@@ -181,9 +180,7 @@ def directed_grid_deltas(profile: PrivacyProfile, *, discretization: float,
         raise InvalidArgumentError(
             f"epsilon_max / discretization = {epsilon_max / h:.3g} grid points is too many")
     x = h * np.arange(-m, m + 1)
-    d = np.asarray(profile(x), dtype=float)
-    if d.shape != x.shape or np.any(np.isnan(d)) or np.any(d < -1e-12) or np.any(d > 1 + 1e-12):
-        raise InvalidArgumentError("the privacy profile must return deltas in [0, 1]")
+    d = _v.profile_deltas(profile(x), x)
     d = np.minimum.accumulate(np.clip(d, 0.0, 1.0))
     raw = _ctd_masses(d, h, clip=False)
     if raw.min() < -_HULL_TOL * max(float(np.abs(raw).max()), 1e-300):

@@ -55,10 +55,17 @@ from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
 
 __all__ = ["FLSetting", "ThreatModel", "THREAT_MODELS", "sampling_probability", "check_setting",
-           "hidden_clients", "LOCAL_STEPS_RENAMED", "RECORD_LEVEL_LOOP"]
+           "hidden_clients", "LOCAL_STEPS_RENAMED", "RECORD_LEVEL_LOOP", "SIGMA_RANGE"]
 
 ThreatModel = Literal["aggregate", "client", "server"]
 THREAT_MODELS: tuple[str, ...] = ("aggregate", "client", "server")
+
+#: Range of sigma, in units of the clip, that the calibrations search
+#: (record-level :func:`~.calibration.calibrate_sigma`, client-level
+#: :func:`~.client_level.calibrate_client_sigma`): a target that only a
+#: sigma below ``1e-9`` clips meets (an eps of order 1e18 and more) has no
+#: privacy left to calibrate, and is refused.
+SIGMA_RANGE = (1e-9, 1e9)
 
 #: Why ``local_steps`` is refused everywhere it used to be accepted: the one
 #: name meant two things that differ by the batch size, and passing optimizer
