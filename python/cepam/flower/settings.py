@@ -9,15 +9,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import numbers
 import os
 from typing import Any
 
-import numpy as np
 from flwr.serverapp.strategy import Strategy
 
 import cepam
-from cepam._checks import as_float, check_choice, check_clip
+from cepam._checks import check_choice, check_clip
+from cepam._checks import check_real as _check_real  # (this module's check_real adds a range)
 from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.cohort import RELATIONS, SAMPLINGS
 from cepam.accounting.setting import THREAT_MODELS
@@ -62,9 +61,7 @@ def check_real(name: str, value: object, *, low: float, high: float | None = Non
         InvalidArgumentError: it is outside the interval, NaN, or an int
             beyond float64's range.
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = as_float(name, value)
+    value = _check_real(name, value)
     above = math.isfinite(value) and value > low
     below = high is None or (value < high if open_high else value <= high)
     if not (above and below):
