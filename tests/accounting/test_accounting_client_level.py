@@ -142,6 +142,9 @@ def test_ledger_records_client_level_rounds(tmp_path):
     (dict(sigma=1e300), InvalidArgumentError),  # mu underflows ("mu must be > 0" before)
     (dict(relation=np.array(["add-remove"])), InvalidTypeError),
     (dict(relation=None), InvalidTypeError),
+    (dict(count_sigma=1e-170), InvalidArgumentError),  # 1 / count_sigma^2: ZeroDivisionError
+    (dict(count_sigma=1e160), InvalidArgumentError),  # OverflowError
+    (dict(count_sigma=1e-320), InvalidArgumentError),
 ])
 def test_bad_arguments_raise(kw, err):
     args = dict(sigma=1.0, clip=1.0, rounds=3, clients=5, delta=1e-5) | kw

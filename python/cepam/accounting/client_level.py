@@ -161,7 +161,13 @@ class ClientLevelRound:
         object.__setattr__(self, "clients", int(n) if n == int(n) else n)
         object.__setattr__(self, "sample_rate", q)
         if self.count_sigma is not None:
-            object.__setattr__(self, "count_sigma", _v.positive("count_sigma", self.count_sigma))
+            count_sigma = _v.positive("count_sigma", self.count_sigma)
+            if not 1.0 / _MAX_CLIP_OVER_SIGMA <= count_sigma <= _MAX_CLIP_OVER_SIGMA:
+                raise _v.InvalidArgumentError(  # (its mu^2, 1 / count_sigma^2, as sigma's)
+                    f"count_sigma = {count_sigma:g} must be within [1/{_MAX_CLIP_OVER_SIGMA:g}, "
+                    f"{_MAX_CLIP_OVER_SIGMA:g}] (the bit moves by 1: below, no privacy to "
+                    "account; above, its eps is 0 to float64's precision)")
+            object.__setattr__(self, "count_sigma", count_sigma)
         if q == 1.0 and self.relation == "replace-one":
             hidden_clients(int(n), self.threat_model)  # "client" needs two clients
 
