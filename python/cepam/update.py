@@ -22,14 +22,13 @@ two traps, which :func:`apply_update` closes:
 from __future__ import annotations
 
 import math
-import numbers
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ._checks import as_float
+from ._checks import check_nonnegative, check_real
 from .errors import InvalidArgumentError, InvalidTypeError
 from .structure import _is_torch_tensor
 from .ties import _as_state_dict, _storage_key
@@ -70,25 +69,14 @@ def _as_numpy(x: Any) -> np.ndarray:
 
 
 def _check_scale(scale: object) -> float:
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
-        raise InvalidTypeError(f"scale must be a real number, got {type(scale).__name__}")
-    value = as_float("scale", scale)
+    value = check_real("scale", scale)
     if not math.isfinite(value):
         raise InvalidArgumentError(f"scale must be finite, got {value!r}")
     return value
 
 
 def _check_floor(floor: object) -> float | None:
-    if floor is None:
-        return None
-    if isinstance(floor, (bool, np.bool_)) or not isinstance(floor, numbers.Real):
-        raise InvalidTypeError("running_var_floor must be a real number or None, got "
-                               f"{type(floor).__name__}")
-    value = as_float("running_var_floor", floor)
-    if not (math.isfinite(value) and value >= 0.0):
-        raise InvalidArgumentError("running_var_floor must be a finite number >= 0 or None, "
-                                   f"got {value!r}")
-    return value
+    return None if floor is None else check_nonnegative("running_var_floor", floor)
 
 
 def _add_into(dest: Any, value: Any, scale: float) -> None:
