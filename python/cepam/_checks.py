@@ -10,7 +10,7 @@ import numpy as np
 from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["as_float", "check_real", "check_positive", "check_nonnegative", "check_clip",
-           "check_flag", "check_choice", "check_int"]
+           "check_flag", "check_choice", "check_int", "check_items"]
 
 
 def check_real(name: str, value: object) -> float:
@@ -106,3 +106,24 @@ def check_int(name: str, value: object, *, minimum: int, maximum: int | None = N
     if maximum is not None and value > maximum:
         raise InvalidArgumentError(f"{name} must be at most {maximum}, got {value}")
     return int(value)
+
+
+def check_items(name: str, items: object, kind: type | tuple[type, ...], *,
+                what: str | None = None) -> list:
+    """``items`` as a list, each an instance of ``kind``; ``what`` names an
+    item in the messages (default: ``kind``'s name).
+
+    Raises:
+        InvalidTypeError: ``items`` is not an iterable, or one of its items
+            is not a ``kind``.
+    """
+    what = what or kind.__name__  # type: ignore[union-attr]
+    try:
+        out = list(items)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidTypeError(f"{name} must be an iterable of {what}s, got "
+                               f"{type(items).__name__}") from None
+    for i, item in enumerate(out):
+        if not isinstance(item, kind):
+            raise InvalidTypeError(f"{name}[{i}] must be a {what}, got {type(item).__name__}")
+    return out

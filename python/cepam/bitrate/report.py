@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Iterable, Sequence
 
+from .._checks import check_items
 from ..errors import InvalidArgumentError, InvalidTypeError
 from .theory import SOURCES, DESIGN_HIGH_RESOLUTION_GAP, high_resolution_gap, packing_density
 
@@ -50,15 +51,8 @@ def _check_rows(rows: object, keys: Sequence[str] = ()) -> list[Mapping[str, Any
             items is not a mapping (a dict).
         InvalidArgumentError: a row lacks one of ``keys``.
     """
-    try:
-        items = list(rows)  # type: ignore[call-overload]
-    except TypeError:
-        raise InvalidTypeError(f"rows must be an iterable of dicts (the rows of "
-                               f"run_benchmark), got {type(rows).__name__}") from None
+    items = check_items("rows", rows, Mapping, what="dict (a row of run_benchmark)")
     for i, row in enumerate(items):
-        if not isinstance(row, Mapping):
-            raise InvalidTypeError(f"rows[{i}] must be a dict (a row of run_benchmark), got "
-                                   f"{type(row).__name__}")
         missing = [key for key in keys if key not in row]
         if missing:
             raise InvalidArgumentError(f"rows[{i}] lacks {', '.join(map(repr, missing))} "

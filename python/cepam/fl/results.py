@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterable, Sequence
 
+from .._checks import check_items
 from ..errors import (InvalidArgumentError, InvalidTypeError, MissingPathError,
                       NotADirectoryPathError)
 from .config import METHODS, MODEL_NAMES, FLConfig
@@ -298,25 +299,6 @@ class Group:
         return stats
 
 
-def _check_items(name: str, items: object, kind: type) -> list:
-    """``items`` as a list, each a ``kind``.
-
-    Raises:
-        InvalidTypeError: ``items`` is not an iterable, or one of its
-            items is not a ``kind``.
-    """
-    try:
-        out = list(items)  # type: ignore[call-overload]
-    except TypeError:
-        raise InvalidTypeError(f"{name} must be an iterable of {kind.__name__}s, got "
-                               f"{type(items).__name__}") from None
-    for i, item in enumerate(out):
-        if not isinstance(item, kind):
-            raise InvalidTypeError(f"{name}[{i}] must be a {kind.__name__}, got "
-                                   f"{type(item).__name__}")
-    return out
-
-
 def _order(config: FLConfig) -> tuple:
     return (METHODS.index(config.method), config.lattice, config.dim, config.sigma, config.b,
             config.group_key())
@@ -334,7 +316,7 @@ def summarize(runs: Iterable[Run]) -> list[Group]:
     Raises:
         InvalidTypeError: ``runs`` is not an iterable of :class:`Run`.
     """
-    runs = _check_items("runs", runs, Run)
+    runs = check_items("runs", runs, Run)
     by_seed: dict[str, dict[int, list[Run]]] = {}
     for run in runs:
         by_seed.setdefault(run.config.group_key(), {}).setdefault(run.config.seed, []).append(run)
@@ -425,7 +407,7 @@ def format_table(groups: Sequence[Group], *, at: str = "final", markdown: bool =
         InvalidArgumentError: a delta not in (0, 1), or ``deltas`` with
             non-IID runs (:func:`cepam.fl.privacy.client_dataset_size`).
     """
-    groups = _check_items("groups", groups, Group)
+    groups = check_items("groups", groups, Group)
     if not groups:
         return "no complete runs found\n"
     models = [m for m in ("mlp", "cnn") if any(g.config.model == m for g in groups)]
