@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -87,7 +86,7 @@ class Codec:
         InvalidTypeError, InvalidArgumentError: bad settings.
     """
 
-    __slots__ = ("_settings", "_guard", "_used", "_claiming", "_warned", "_round_expected")
+    __slots__ = ("_settings", "_guard", "_used", "_warned", "_round_expected")
 
     def __init__(self, mechanism: Mechanism, *, secret: bytes, client: int = 0,
                  dim: int | None = None, lattice: str | None = None,
@@ -110,8 +109,7 @@ class Codec:
                             clip=None if math.isinf(encoder.clip) else encoder.clip,
                             client=client, clipped=not allow_unclipped)
         fields = dict(_settings=_CodecSettings(mechanism, secret, client, encoder, expected),
-                      _guard=_check_state(state), _used=set(), _claiming=threading.Lock(),
-                      _warned=False,
+                      _guard=_check_state(state), _used={}, _warned=False,
                       _round_expected=None)
         for name, value in fields.items():
             object.__setattr__(self, name, value)
@@ -223,17 +221,16 @@ class Codec:
         key = (context.round, context.message)
         encoder = settings.encoder.at_call()
         nonce = _resolve_nonce(nonce)
-        # The context is claimed before encoding and under a lock, so that
-        # threads sharing this codec cannot both encode it; the claim is
-        # withdrawn if encoding fails (no payload was produced).
-        with self._claiming:
-            if key in self._used:
-                raise ContextReuseError(
-                    f"round {context.round}, message {context.message} was already encoded "
-                    f"by client {settings.client}: a second payload of a round is a release "
-                    f"the accountant does not count"
-                )
-            self._used.add(key)
+        # The context is claimed before encoding, in one step (dict.setdefault
+        # is atomic), so that threads sharing this codec cannot both encode
+        # it; the claim is withdrawn if encoding fails (no payload was made).
+        claim = object()
+        if self._used.setdefault(key, claim) is not claim:
+            raise ContextReuseError(
+                f"round {context.round}, message {context.message} was already encoded "
+                f"by client {settings.client}: a second payload of a round is a release "
+                f"the accountant does not count"
+            )
         try:
             if math.isinf(encoder.clip) and not self._warned:
                 object.__setattr__(self, "_warned", True)
@@ -241,8 +238,7 @@ class Codec:
             return _guarded_encode(self._guard, x, settings.mechanism, settings.secret, context,
                                    encoder, nonce)
         except BaseException:
-            with self._claiming:
-                self._used.discard(key)
+            del self._used[key]  # (ours: no other claim replaces it)
             raise
 
     def decode(self, payload: bytes, *, round: int | None = None, output: str = "auto",
