@@ -558,11 +558,12 @@ class Ledger:
 
     def check(self, event: PrivacyEvent) -> None:
         """Checks that ``event`` can join what the ledger holds (one
-        neighbouring relation, one level), recording nothing: a run's check
-        before its first round.
+        neighbouring relation, one level, one threat model), recording
+        nothing: a run's check before its first round.
 
         Raises:
-            InvalidArgumentError: it would mix relations or levels.
+            InvalidArgumentError: it would mix relations, levels or threat
+                models.
             InvalidTypeError: an event the ledger cannot store.
         """
         _check_event(event)

@@ -44,7 +44,7 @@ class Accounting:
                 ledger=self.ledger, run_id=run_id)
         if self.ledger is not None and self.budget is not None:
             # Before any message leaves: a run whose rounds the ledger cannot
-            # hold (another relation or level) fails here, not at its first
+            # hold (another relation, level or threat model) fails here, not at its first
             # round's release, after the clients trained.
             try:
                 probe = (self.budget.event(clients=2, sample_rate=1.0) if self._client_level
