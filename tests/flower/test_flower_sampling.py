@@ -303,6 +303,45 @@ def test_an_empty_add_remove_round_goes_through_the_inner_strategy():
     assert empty > 0
 
 
+def test_under_add_remove_an_empty_round_looks_like_any_other(monkeypatch):
+    """Clients that report a train_loss, and an inner strategy whose metrics
+    aggregation reads it (it fails on the empty round's one noisy model):
+    every round still releases a model, and the released metrics have the
+    same keys in every round (the clients' own metrics are not released
+    under add-remove)."""
+    import test_flower_unit
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    plain = test_flower_unit.train
+
+    def train_with_loss(msg, ctx):
+        reply = plain(msg, ctx)
+        content = RecordDict({"arrays": reply.content["arrays"],
+                              "metrics": MetricRecord({"num-examples": 10,
+                                                       "train_loss": 0.5})})
+        return Message(content, reply_to=msg)
+
+    def losses(contents, key):
+        return MetricRecord({"train_loss": float(np.mean(
+            [c["metrics"]["train_loss"] for c in contents]))})
+
+    monkeypatch.setattr(test_flower_unit, "train", train_with_loss)
+    inner = FedAvg(min_available_nodes=1, min_train_nodes=1, train_metrics_aggr_fn=losses)
+    st = CepamStrategy(inner, mechanism=cepam.Gaussian(sigma=SIGMA), clip=CLIP, delta=DELTA,
+                       sample_rate=0.1, relation="add-remove", sampling_seed=3)
+    ctxs = node_contexts(list(range(101, 111)))
+    keys, empty, full = set(), 0, 0
+    for rnd in range(1, 12):
+        messages, replies = run_round(st, ctxs, rnd=rnd, arrays=big_arrays())
+        agg, metrics = st.aggregate_train(rnd, replies)
+        assert agg is not None, rnd
+        keys.add(tuple(sorted(metrics.keys())))
+        empty += not messages
+        full += bool(messages)
+    assert empty > 0 and full > 0
+    assert keys == {("cepam-client-epsilon",)}
+
+
 def test_a_round_the_accountant_cannot_bound_sends_nothing(caplog):
     """Against a curious client a round needs two clients: with one node
     addressed the round sends nothing (logged) and the run goes on."""

@@ -77,7 +77,7 @@ from . import _validation as _v
 from .accountant import PLDAccountant
 from .events import CepamGaussianRound, CepamLaplaceRound, GaussianEvent, PrivacyEvent
 from .client_level import ClientLevelRound
-from .setting import FLSetting
+from .setting import THREAT_MODELS, FLSetting
 
 __all__ = ["Ledger", "LedgerEntry", "DEFAULT_DELTA"]
 
@@ -216,10 +216,10 @@ def _check_event(event: object) -> dict[str, Any]:
 
 
 def _one_relation(events: Iterable[PrivacyEvent]) -> None:
-    """Events of one ledger compose under one neighbouring relation, at one
-    level (sample or client: a GaussianEvent, at the caller's level, goes
-    with either) and against one threat model (a GaussianEvent records
-    none)."""
+    """Events of one ledger compose under one neighbouring relation and at
+    one level (sample or client: a GaussianEvent, at the caller's level,
+    goes with either).  Threat models may mix: their eps is stated against
+    the weakest recorded (:func:`_terms`)."""
     described = [e.describe() for e in events]
     relations = {d.get("relation", "replace-one") for d in described}
     if len(relations) > 1:
@@ -231,12 +231,6 @@ def _one_relation(events: Iterable[PrivacyEvent]) -> None:
         raise InvalidArgumentError(
             "a ledger accounts one level, and this would mix sample-level and client-level "
             "events (a sum of their eps is neither's): use one ledger per level")
-    threats = {d["threat_model"] for d in described if "threat_model" in d}
-    if len(threats) > 1:
-        raise InvalidArgumentError(
-            "a ledger accounts against one threat model, and this would mix "
-            f"{' and '.join(sorted(threats))} events (their eps would hold against the weaker "
-            "view only, yet read as against each): use one ledger per threat model")
 
 
 # The level of each event kind a ledger records: who the neighbouring
@@ -256,10 +250,16 @@ def _terms(events: Iterable[PrivacyEvent]) -> str:
         return ""
     relations = sorted({d.get("relation", "replace-one") for d in described})
     levels = sorted({_LEVELS[d["event"]] for d in described})
-    threats = sorted({d["threat_model"] for d in described if "threat_model" in d})
+    threats = {d["threat_model"] for d in described if "threat_model" in d}
     terms = [f"{' and '.join(relations)} neighbours", " and ".join(levels)]
     if threats:
-        terms.append(f"{' and '.join(threats)} threat model{'s' if len(threats) > 1 else ''}")
+        # Each round's bound holds against its own view and every weaker one
+        # (a view is a function of the stronger's), so their composition
+        # holds against the weakest recorded only.
+        weakest = min(threats, key=THREAT_MODELS.index)
+        terms.append(f"{weakest} threat model" + ("" if len(threats) == 1 else
+                     f" (the weakest of the {' and '.join(sorted(threats))} recorded: the eps "
+                     "holds against it only)"))
     return ", ".join(terms)
 
 
@@ -558,12 +558,11 @@ class Ledger:
 
     def check(self, event: PrivacyEvent) -> None:
         """Checks that ``event`` can join what the ledger holds (one
-        neighbouring relation, one level, one threat model), recording
-        nothing: a run's check before its first round.
+        neighbouring relation, one level), recording nothing: a run's check
+        before its first round.
 
         Raises:
-            InvalidArgumentError: it would mix relations, levels or threat
-                models.
+            InvalidArgumentError: it would mix relations or levels.
             InvalidTypeError: an event the ledger cannot store.
         """
         _check_event(event)

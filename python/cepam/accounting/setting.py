@@ -58,6 +58,8 @@ __all__ = ["FLSetting", "ThreatModel", "THREAT_MODELS", "sampling_probability", 
            "hidden_clients", "LOCAL_STEPS_RENAMED", "RECORD_LEVEL_LOOP", "SIGMA_RANGE"]
 
 ThreatModel = Literal["aggregate", "client", "server"]
+#: The threat models, weakest adversary first: the released aggregate; it and
+#: the adversary's own update; one client's decoded update.
 THREAT_MODELS: tuple[str, ...] = ("aggregate", "client", "server")
 
 #: Range of sigma, in units of the clip, that the calibrations search

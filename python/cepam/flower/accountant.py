@@ -13,6 +13,7 @@ from typing import Any
 from flwr.serverapp import Grid
 
 from cepam.accounting import Ledger
+from cepam.accounting.setting import THREAT_MODELS
 from cepam.errors import PrivacyBudgetError
 
 from .budget import Budget, ClientBudget
@@ -25,6 +26,17 @@ log = logging.getLogger("flwr.cepam")
 
 class Accounting:
     """The privacy budget of the run (see the module)."""
+
+    def _threat_label(self, threat_model: str) -> str:
+        """``threat_model``, the run's, as its eps is stated against it: with
+        a ledger that holds rounds against a weaker view, that view (the eps
+        counts everything the ledger holds and holds against it only)."""
+        if self.ledger is None:
+            return threat_model
+        views = {event.describe().get("threat_model") for event, _ in self.ledger.totals()}
+        weaker = [v for v in THREAT_MODELS[:THREAT_MODELS.index(threat_model)] if v in views]
+        return threat_model if not weaker else \
+            f"{weaker[0]} (the weakest the ledger holds: the eps holds against it only)"
 
     def _begin_budget(self, grid: Grid) -> None:
         """Opens the ledger (once) and starts the run's budget."""
@@ -44,7 +56,7 @@ class Accounting:
                 ledger=self.ledger, run_id=run_id)
         if self.ledger is not None and self.budget is not None:
             # Before any message leaves: a run whose rounds the ledger cannot
-            # hold (another relation, level or threat model) fails here, not at its first
+            # hold (another relation or level) fails here, not at its first
             # round's release, after the clients trained.
             try:
                 probe = (self.budget.event(clients=2, sample_rate=1.0) if self._client_level

@@ -89,19 +89,22 @@ class Aggregation:
                 r[key] = 1
 
     def _inner_aggregate(self, server_round: int, accepted: list[Message],
-                         dropped: list[Message], sent: dict[str, np.ndarray] | None = None
+                         dropped: list[Message], sent: dict[str, np.ndarray] | None = None, *,
+                         quiet: bool = False
                          ) -> tuple[ArrayRecord | None, MetricRecord | None, bool]:
         """The inner strategy's aggregate of the noisy models, each with
         weight 1 (the dropped replies handed over as failures), finished by
         :meth:`_finish` against ``sent`` (the round's arrays by name; by
         default those sent to the first accepted node); the bool says
-        whether it failed (nothing is released then)."""
+        whether it failed (logged unless ``quiet``: the caller says what
+        follows)."""
         self._equal_weights([r.content for r in accepted])
         try:
             arrays, metrics = self.strategy.aggregate_train(server_round, accepted + dropped)
         except Exception as exc:
-            log.warning("cepam: round %d: the inner strategy failed to aggregate (%s: %s); "
-                        "nothing is released", server_round, type(exc).__name__, exc)
+            if not quiet:
+                log.warning("cepam: round %d: the inner strategy failed to aggregate (%s: %s); "
+                            "nothing is released", server_round, type(exc).__name__, exc)
             return None, None, True
         if arrays is not None:
             if sent is None:
@@ -162,10 +165,11 @@ class Aggregation:
                      "(replace-one client, threat model %s, any local training loop): %s; "
                      "record level (replace-one record, threat model %s, %s bound): eps %.4g "
                      "at delta %g, if the clients train as the paper does (%s)",
-                     server_round, k, dropped, self.setting.threat_model,
+                     server_round, k, dropped, self._threat_label(self.setting.threat_model),
                      "not computed" if client_level is None else
                      f"eps {client_level:.4g} at delta {self.delta:g}",
-                     self.setting.threat_model, self.bound, metrics[RECORD_LEVEL], self.delta,
+                     self._threat_label(self.setting.threat_model), self.bound,
+                     metrics[RECORD_LEVEL], self.delta,
                      RECORD_LEVEL_LOOP)
         return arrays, metrics
 

@@ -129,11 +129,11 @@ class Cohort:
             log.debug("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d",
                       server_round, k, dropped, len(plan.cohort))
             log.info("cepam: round %d: client-level eps %.4g at delta %g (%s; %s)", server_round,
-                     eps, self.delta, self.budget.label(), self._sampling_text())
+                     eps, self.delta, self._budget_label(), self._sampling_text())
         else:
             log.info("cepam: round %d: %d updates accepted (%d dropped) of a cohort of %d; "
                      "client-level eps %.4g at delta %g (%s; %s)", server_round, k, dropped,
-                     len(plan.cohort), eps, self.delta, self.budget.label(),
+                     len(plan.cohort), eps, self.delta, self._budget_label(),
                      self._sampling_text())
         if k == 0 and not add_remove:
             log.warning("cepam: round %d: no update accepted: nothing is released (the round "
@@ -180,18 +180,28 @@ class Cohort:
         arrays, inner, failed = self._inner_aggregate(server_round, accepted, failures)
         if failed or arrays is None:
             return None, metrics
-        if inner is not None:
+        if inner is not None and not add_remove:  # (add-remove: below)
             for key, value in inner.items():
                 metrics[key] = value
-        if not add_remove:  # under add-remove the cohort's size is not released
+        # Under add-remove the cohort's size is not released, nor the inner
+        # strategy's metrics (the clients' own, which no eps covers: their
+        # presence and values would tell the cohort, an empty one included).
+        if not add_remove:
             metrics[METRIC_UPDATES] = k
             metrics[METRIC_DROPPED] = dropped
         if self.pad == "max" or isinstance(self.pad, int):  # one public size
             metrics[METRIC_PAYLOAD_BYTES] = float(np.mean(self.last_payload_bytes))
         return arrays, metrics
 
+    def _budget_label(self) -> str:
+        """The client-level eps's terms, with the view the ledger states it
+        against where that is weaker than the run's."""
+        label = self._threat_label(self.threat_model)
+        return self.budget.label() + ("" if label == self.threat_model else
+                                      f"; with the ledger, threat model {label}")
+
     def _noise_only(self, server_round: int, std: float, failures: list[Message]
-                    ) -> ArrayRecord | None:
+                    ) -> ArrayRecord:
         """An empty add/remove round: the round's model with N(0, std^2) added
         to every float array, handed to the inner strategy as one noisy model
         of weight 1 (with the round's failures), as a round with replies
@@ -200,7 +210,10 @@ class Cohort:
         cohort does not show in the models it releases later either.  The
         aggregate is finished by :meth:`_finish` (integer and bool arrays,
         and the running statistics under ``buffers="local"``, the
-        server's); None if the inner strategy fails."""
+        server's).  Where the inner strategy fails on it (one whose metrics
+        aggregation reads the clients' own keys), the noisy model itself is
+        released, so that the round still releases a model, as every round
+        does."""
         assert self._arrays is not None
         model = {name: array.numpy() for name, array in self._arrays.items()}
         noisy = ArrayRecord()
@@ -213,8 +226,14 @@ class Cohort:
         reply = Message(RecordDict({"arrays": noisy,
                                     "metrics": MetricRecord({} if key is None else {key: 1})}),
                         dst_node_id=0, message_type=MessageType.TRAIN)
-        arrays, _, failed = self._inner_aggregate(server_round, [reply], failures, sent=model)
-        return None if failed else arrays
+        arrays, _, failed = self._inner_aggregate(server_round, [reply], failures, sent=model,
+                                                  quiet=True)
+        if failed or arrays is None:  # (a strategy that reads the clients' own metrics, say)
+            log.debug("cepam: round %d: the inner strategy took no empty round: its noisy "
+                      "model is released as it is", server_round)
+            arrays = noisy  # (what an average of this one model gives)
+            self._finish(server_round, arrays, model)
+        return arrays
 
     @staticmethod
     def _topup_std(sigma: float, *, k: int, cap: int) -> float:
