@@ -283,9 +283,10 @@ def test_an_empty_add_remove_round_goes_through_the_inner_strategy():
         seen.append(server_round)
         return aggregate(server_round, replies)
 
-    inner.aggregate_train = spy  # (an instance attribute: FedAvgM's own method still averages)
+    inner.aggregate_train = spy  # (an instance attribute: not known to average, so declared)
     st = CepamStrategy(inner, mechanism=cepam.Gaussian(sigma=SIGMA), clip=CLIP, delta=DELTA,
-                       sample_rate=0.1, relation="add-remove", sampling_seed=3)
+                       sample_rate=0.1, relation="add-remove", sampling_seed=3,
+                       averages=True)  # (the spy, set on the instance, calls FedAvgM's)
     ctxs = node_contexts(list(range(101, 111)))
     arrays, empty = big_arrays(), 0
     for rnd in range(1, 12):

@@ -394,7 +394,7 @@ def test_a_strategy_that_does_not_average_is_accounted_as_one_clients_update(cap
         assert arrays is not None
         eps[type(inner).__name__] = (metrics["cepam-epsilon"], metrics["cepam-client-epsilon"])
     assert st.threat_model == "server" and st.setting.threat_model == "server"
-    assert any("Krum does not average" in r.getMessage() for r in caplog.records)
+    assert any("Krum is not known to average" in r.getMessage() for r in caplog.records)
     krum, fedavg = eps["Krum"], eps["FedAvg"]
     assert krum[0] > fedavg[0] and krum[1] > fedavg[1]
     one = client_epsilon(sigma=MECH.sigma, clip=1.0, clients=len(NODES), rounds=1, delta=1e-5,
@@ -402,11 +402,31 @@ def test_a_strategy_that_does_not_average_is_accounted_as_one_clients_update(cap
     assert krum[1] == pytest.approx(one, rel=1e-9)
 
 
+def test_an_aggregate_set_on_the_instance_is_not_known_to_average_unless_declared():
+    """An aggregate_train set on the instance (a median, say) was taken for
+    FedAvg's own: only a method of the class is known; the operator may
+    declare a strategy of their own that averages."""
+    from cepam.flower.inner import averages
+
+    inner = FedAvg()
+    inner.aggregate_train = lambda server_round, replies: (None, None)
+    assert not averages(inner)
+    with pytest.raises(cepam.InvalidArgumentError, match="averages=True"):
+        CepamStrategy(inner, mechanism=MECH, clip=1.0, relation="add-remove")
+    st = CepamStrategy(OwnAggregate(), mechanism=MECH, clip=1.0, relation="add-remove",
+                       averages=True)
+    assert st.averages and st.threat_model == "client"
+    st = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, averages=False)
+    assert not st.averages and st.threat_model == "server"
+    with pytest.raises(cepam.InvalidTypeError, match="averages must be"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, averages=1)
+
+
 def test_a_strategy_without_a_bound_is_refused():
     with pytest.raises(cepam.InvalidArgumentError, match="QFedAvg weighs each update"):
         CepamStrategy(QFedAvg(client_learning_rate=0.1), mechanism=MECH, clip=1.0)
     for inner in (Krum(), FedMedian(), OwnAggregate()):
-        with pytest.raises(cepam.InvalidArgumentError, match="does not average"):
+        with pytest.raises(cepam.InvalidArgumentError, match="not known to average"):
             CepamStrategy(inner, mechanism=MECH, clip=1.0, relation="add-remove")
     CepamStrategy(FedAvgM(), mechanism=MECH, clip=1.0, relation="add-remove")
 

@@ -22,7 +22,9 @@ its client's training loss) has no bound at all and is refused.
 
 A strategy is known to average when its ``aggregate_train`` is that of one
 of :data:`AVERAGING` (a subclass that keeps it, e.g. one with its own
-``configure_train``, averages too); any other is taken as one that does not.
+``configure_train``, averages too); any other is taken as one that does not,
+unless the server's operator declares it does (``CepamStrategy(averages=
+True)``: an override that logs, then calls FedAvg's, say).
 """
 
 from __future__ import annotations
@@ -44,34 +46,44 @@ UNNOISED_INPUTS: tuple[type[Strategy], ...] = (QFedAvg,)
 
 
 def averages(strategy: Strategy) -> bool:
-    """Whether ``strategy``'s aggregate is the mean of the noisy models (its
-    ``aggregate_train`` is that of one of :data:`AVERAGING`)."""
-    method = type(strategy).aggregate_train
-    return any(method is cls.aggregate_train for cls in AVERAGING)
+    """Whether ``strategy``'s aggregate is the mean of the noisy models: its
+    ``aggregate_train`` is that of one of :data:`AVERAGING`, as a method of
+    its class (one set on the instance is not known to average)."""
+    method = strategy.aggregate_train
+    func = getattr(method, "__func__", None)
+    if func is None or getattr(method, "__self__", None) is not strategy:
+        return False
+    return any(func is cls.aggregate_train for cls in AVERAGING)
 
 
-def check_inner(strategy: Strategy, *, relation: str) -> bool:
-    """Whether ``strategy`` averages (see :func:`averages`); a strategy that
-    does not is accounted as one client's update, and refused where that
-    has no bound.
+def check_inner(strategy: Strategy, *, relation: str, declared: bool | None = None) -> bool:
+    """Whether ``strategy`` averages: :func:`averages`, or what the server's
+    operator ``declared`` (``CepamStrategy(averages=)``: True for a
+    strategy of its own whose aggregate is the mean of the noisy models, or
+    a server optimizer's step from it, e.g. FedAvg's ``aggregate_train``
+    called from an override that logs); a strategy that does not average is
+    accounted as one client's update, and refused where that has no bound.
 
     Raises:
         InvalidArgumentError: a strategy of :data:`UNNOISED_INPUTS` (its
-            aggregate reads values no noise covers), or one that does not
-            average under ``relation="add-remove"``.
+            aggregate reads values no noise covers) unless declared to
+            average, or one that does not average under
+            ``relation="add-remove"``.
     """
     name = type(strategy).__name__
-    if isinstance(strategy, UNNOISED_INPUTS) and not averages(strategy):
+    does = averages(strategy) if declared is None else declared
+    if isinstance(strategy, UNNOISED_INPUTS) and not does:
         raise InvalidArgumentError(
             f"{name} weighs each update by a value its client reports without noise (its "
             "training loss): no privacy bound covers the model it releases; use FedAvg or "
             "another strategy of cepam.flower.inner.AVERAGING")
-    if averages(strategy):
+    if does:
         return True
     if relation == "add-remove":
         raise InvalidArgumentError(
-            f"{name} does not average the noisy models (its aggregate is a function of the "
-            "individual ones): under relation 'add-remove' that has no bound, since a "
-            "client's own noisy model tells that it took part; use relation 'replace-one' "
-            "or an averaging strategy (cepam.flower.inner.AVERAGING)")
+            f"{name} is not known to average the noisy models (its aggregate may be any "
+            "function of the individual ones): under relation 'add-remove' that has no "
+            "bound, since a client's own noisy model tells that it took part; use relation "
+            "'replace-one', an averaging strategy (cepam.flower.inner.AVERAGING), or, for a "
+            "strategy of your own that averages them, CepamStrategy(averages=True)")
     return False

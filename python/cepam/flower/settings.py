@@ -86,7 +86,8 @@ class Settings:
                        sampling: str, clients: int | None, sampling_seed: int | None,
                        threat_model: str | None, clip_quantile: float | None,
                        clip_learning_rate: float, clip_count_sigma: float | None, buffers: str,
-                       running_var_floor: float, signed_keys: bool) -> None:
+                       running_var_floor: float, signed_keys: bool,
+                       averages: bool | None = None) -> None:
         """Checks and keeps the constructor's settings (those of
         :class:`.strategy.CepamStrategy`, its Args); raises InvalidTypeError /
         InvalidArgumentError as it documents."""
@@ -122,10 +123,13 @@ class Settings:
                             clip_count_sigma=clip_count_sigma)
         #: Whether the inner strategy averages the noisy models (.inner):
         #: a round of one that does not is accounted as one client's update.
-        self.averages = check_inner(strategy, relation=relation)
+        if averages is not None and not isinstance(averages, bool):
+            raise InvalidTypeError(f"averages must be True, False or None, got "
+                                   f"{type(averages).__name__}")
+        self.averages = check_inner(strategy, relation=relation, declared=averages)
         if not self.averages:
             if self.threat_model != "server":
-                log.warning("cepam: %s does not average the noisy models: each round is "
+                log.warning("cepam: %s is not known to average the noisy models: each round is "
                             "accounted as one client's decoded update (threat model 'server', "
                             "m = 1), not as the mean of K against threat model %r, whose eps "
                             "would be too small", type(strategy).__name__, self.threat_model)

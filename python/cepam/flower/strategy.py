@@ -256,6 +256,16 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             without trust on first use.  False (the default): a signed key
             is still checked (a wrong signature is dropped), an unsigned one
             accepted.
+        averages: None (the default): whether the inner strategy averages
+            the noisy models is known from its ``aggregate_train``
+            (:mod:`cepam.flower.inner`: FedAvg's, FedAvgM's, FedProx's and
+            FedOpt's family's do); one that does not is accounted as one
+            client's decoded update (threat model ``"server"``) and refused
+            under add/remove.  True: you declare that your strategy's
+            aggregate is the mean of the noisy models it gets, each of
+            weight 1, or a server optimizer's step from that mean (an
+            override that logs, then calls FedAvg's, say): it is accounted
+            as a mean of K.  False: accounted as not averaging.
 
     Raises:
         InvalidTypeError, InvalidArgumentError: bad settings, or a Flower DP
@@ -278,8 +288,8 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
                  threat_model: str | None = None, clip_quantile: float | None = None,
                  clip_learning_rate: float = 0.2,
                  clip_count_sigma: float | None = None, buffers: str = "separate",
-                 running_var_floor: float = RUNNING_VAR_FLOOR, signed_keys: bool = False
-                 ) -> None:
+                 running_var_floor: float = RUNNING_VAR_FLOOR, signed_keys: bool = False,
+                 averages: bool | None = None) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidTypeError(_not_a_strategy(strategy))
         if isinstance(strategy, CepamStrategy):
@@ -293,7 +303,8 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             relation=relation, sampling=sampling, clients=clients, sampling_seed=sampling_seed,
             threat_model=threat_model, clip_quantile=clip_quantile,
             clip_learning_rate=clip_learning_rate, clip_count_sigma=clip_count_sigma,
-            buffers=buffers, running_var_floor=running_var_floor, signed_keys=signed_keys)
+            buffers=buffers, running_var_floor=running_var_floor, signed_keys=signed_keys,
+            averages=averages)
         self._init_keys(secrets, pinned_keys)
         self.budget: Budget | ClientBudget | None = None
         self.stopped_by_budget = False
