@@ -37,7 +37,8 @@ from .structure import (
     output_dtypes,
 )
 from .template import match_template, structure_of
-from .ties import TiePairs, _as_state_dict, apply_ties, find_ties, resolve_ties, with_ties
+from .ties import (TiePairs, _as_state_dict, apply_ties, find_ties, has_meta, resolve_ties,
+                   with_ties)
 from .threads import resolve_threads
 
 __all__ = ["DEFAULT_MAX_COORDINATES", "_decode"]
@@ -145,7 +146,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     untied = None  # the template's structure, every entry coded: its size bounds m
     if like is not None:
         state = _as_state_dict(like)  # a module's state_dict(), built once a call
-        if state is not None and state is not like:  # a module: its ties by object too ('meta')
+        if state is not None and state is not like and has_meta(state):  # (by object)
             ties = (*ties, *find_ties(like).items())
         like = state or like
     if max_coordinates is None:  # the template's size, else the bare default

@@ -42,21 +42,35 @@ def _storage_key(x: Any) -> tuple[Any, ...] | None:
     or one that holds no memory of its own (a 'meta' tensor), which ties
     nothing."""
     if _is_torch_tensor(x):
-        if sys.modules["torch"].nn.parameter.is_lazy(x) or x.is_nested:
-            return None  # (no shape or storage to tell: refused where it is coded)
-        if x.numel() == 0 or x.is_sparse or x.device.type == "meta":
-            return None
-        try:
+        try:  # (a lazy parameter raises ValueError; a nested tensor has no shape)
+            if x.numel() == 0 or x.is_sparse or x.is_meta:
+                return None
             address = x.untyped_storage().data_ptr()
-        except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
+            if address == 0:
+                return None
+            return ("torch", str(x.device), address, x.storage_offset(), tuple(x.shape),
+                    tuple(x.stride()), str(x.dtype))
+        except (ValueError, RuntimeError, NotImplementedError):  # (or no storage: a subclass)
             return None
-        if address == 0:
-            return None
-        return ("torch", str(x.device), address, x.storage_offset(), tuple(x.shape),
-                tuple(x.stride()), str(x.dtype))
     if isinstance(x, np.ndarray) and x.size:
         return ("numpy", x.__array_interface__["data"][0], x.shape, x.strides, x.dtype.str)
     return None
+
+
+def _is_meta(x: Any) -> bool:
+    """A torch tensor on device 'meta' (no memory: a template's)."""
+    if not _is_torch_tensor(x):
+        return False
+    try:
+        return bool(x.is_meta)
+    except ValueError:  # (a lazy parameter)
+        return False
+
+
+def has_meta(state: Mapping[Any, Any]) -> bool:
+    """Whether a state_dict holds a tensor on device 'meta' (whose ties
+    only its module's objects tell: :func:`find_ties` of the module)."""
+    return any(_is_meta(v) for v in state.values())
 
 
 def _module_objects(source: Any) -> dict[str, Any]:
@@ -104,13 +118,14 @@ def find_ties(source: Any) -> dict[str, str]:
                                f"tensors, got {type(source).__name__}")
     first: dict[tuple[Any, ...], str] = {}
     ties: dict[str, str] = {}
-    objects = _module_objects(source)
+    objects: dict[str, Any] | None = None  # (a module's, read at its first 'meta' tensor)
     for name, value in state.items():
         if not isinstance(name, str):
             raise InvalidTypeError(f"mapping keys must be str, got {type(name).__name__}")
         key = _storage_key(value)
-        if key is None and name in objects:  # a module's 'meta' tensor: its Parameter object
-            key = ("object", id(objects[name]))
+        if key is None and _is_meta(value):  # a module's 'meta' tensor: by its object
+            objects = _module_objects(source) if objects is None else objects
+            key = ("object", id(objects[name])) if name in objects else None
         if key is None:
             continue
         if key in first:
