@@ -14,9 +14,12 @@ two traps, which :func:`apply_update` closes:
 - *Running variances.* BatchNorm's ``running_var`` is coded and noised like
   the weights (``buffers="separate"``, the default). With a privacy-level
   sigma, noise makes some of them negative, and the model then evaluates to
-  NaN. :func:`apply_update` clamps every running variance it touched to at
-  least :data:`RUNNING_VAR_FLOOR` (post-processing of the decoded values: no
-  privacy cost), as :class:`cepam.flower.CepamStrategy` does.
+  NaN. :func:`apply_update` keeps every running variance it updates at
+  least :data:`RUNNING_VAR_FLOOR`, or at its value before where that was
+  smaller (so a small variance a model legitimately has stays; a zero
+  update changes nothing): post-processing of the decoded values, no
+  privacy cost. (:class:`cepam.flower.CepamStrategy` clamps its aggregate's
+  at the floor, and logs it.)
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = ["apply_update", "is_running_variance", "RUNNING_VAR_FLOOR"]
 #: BatchNorm's eps (1e-5), so that no noised variance divides by ~0.
 RUNNING_VAR_FLOOR = 1e-3
 _RUNNING_VAR = "running_var"
+_NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 def is_running_variance(name: str) -> bool:
@@ -79,32 +83,77 @@ def _check_floor(floor: object) -> float | None:
     return None if floor is None else check_nonnegative("running_var_floor", floor)
 
 
-def _add_into(dest: Any, value: Any, scale: float) -> None:
-    """``dest += scale * value`` in place, computed in the wider of the two
-    dtypes and rounded once to ``dest``'s."""
-    if _is_torch_tensor(dest):
+def _usable(x: Any, what: str, name: str) -> None:
+    """Refuses a tensor that holds no values to read or write (on device
+    'meta', a lazy module's uninitialized parameter, nested, sparse, an
+    inference tensor as the target), or a read-only array as the target."""
+    if _is_torch_tensor(x):
         torch = sys.modules["torch"]
-        src = value if _is_torch_tensor(value) else torch.from_numpy(np.asarray(value))
-        src = src.to(device=dest.device)
-        wide = torch.promote_types(dest.dtype, src.dtype)
-        with torch.no_grad():
-            if wide == dest.dtype:
-                dest.add_(src.to(wide), alpha=scale)
-            else:
-                dest.copy_(dest.to(wide).add_(src.to(wide), alpha=scale))
-        return
-    src = value.detach().cpu().numpy() if _is_torch_tensor(value) else np.asarray(value)
-    wide = np.promote_types(dest.dtype, src.dtype)
-    dest[...] = (dest.astype(wide) + wide.type(scale) * src.astype(wide)).astype(dest.dtype)
+        if torch.nn.parameter.is_lazy(x):
+            raise InvalidArgumentError(f"{what} entry {name!r} is an uninitialized (lazy) "
+                                       "parameter: run a forward pass first")
+        if x.is_nested or x.is_sparse or x.is_meta:
+            raise InvalidTypeError(f"{what} entry {name!r} must be a dense tensor with values "
+                                   "(not nested, sparse or on device 'meta')")
+        if what == "target" and x.is_inference():
+            raise InvalidArgumentError(f"target entry {name!r} is an inference tensor, which "
+                                       "cannot be written outside inference mode")
+    elif not isinstance(x, np.ndarray):
+        raise InvalidTypeError(f"{what} entry {name!r} must be a tensor or an array, got "
+                               f"{type(x).__name__}")
+    elif what == "target" and not x.flags.writeable:
+        raise InvalidArgumentError(f"target entry {name!r} is a read-only array")
 
 
-def _clamp(dest: Any, floor: float) -> None:
+def _updated(dest: Any, value: Any, scale: float, name: str, floor: float | None) -> Any:
+    """``dest + scale * value``, computed in the wider of the two dtypes and
+    rounded once to ``dest``'s, on its device (a running variance kept at
+    least the smaller of ``floor`` and its value before), without writing.
+
+    Raises:
+        InvalidArgumentError: the update does not convert to the target's
+            kind, or the result overflows its dtype.
+    """
+    try:
+        if _is_torch_tensor(dest):
+            torch = sys.modules["torch"]
+            if _is_torch_tensor(value):
+                src = value
+            else:  # (another byte order, or long double: as float64)
+                arr = value if value.dtype in _NATIVE_FLOATS else value.astype(np.float64)
+                src = torch.from_numpy(np.ascontiguousarray(arr))
+            with torch.no_grad():
+                src = src.detach().to(device=dest.device)
+                wide = torch.promote_types(dest.dtype, src.dtype)
+                new = dest.detach().to(wide) + src.to(wide) * scale
+                if floor is not None and is_running_variance(name):
+                    new = torch.maximum(new, torch.clamp(dest.detach().to(wide), max=floor))
+                new = new.to(dest.dtype)
+                finite = bool(torch.isfinite(new).all())
+        else:
+            src = _as_numpy(value)
+            wide = np.promote_types(dest.dtype, src.dtype)
+            with np.errstate(over="ignore", invalid="ignore"):
+                new = dest.astype(wide) + wide.type(scale) * src.astype(wide)
+                if floor is not None and is_running_variance(name):
+                    new = np.maximum(new, np.minimum(dest.astype(wide), wide.type(floor)))
+                new = new.astype(dest.dtype)
+            finite = bool(np.isfinite(new).all())
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise InvalidArgumentError(f"entry {name!r}: the update cannot be added into the "
+                                   f"target's {dest.dtype} ({exc})") from None
+    if not finite:
+        raise InvalidArgumentError(f"entry {name!r}: the update times scale overflows the "
+                                   f"target's {dest.dtype}")
+    return new
+
+
+def _write(dest: Any, new: Any) -> None:
     if _is_torch_tensor(dest):
-        torch = sys.modules["torch"]
-        with torch.no_grad():
-            dest.clamp_(min=floor)
+        with sys.modules["torch"].no_grad():
+            dest.copy_(new)
     else:
-        np.maximum(dest, dest.dtype.type(floor), out=dest)
+        dest[...] = new
 
 
 def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
@@ -114,11 +163,13 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
     Each entry of ``update`` is added into the entry of ``target`` of the same
     name, in that entry's dtype and on its device. Tied entries (one tensor
     under two names) are updated once, whichever of their names ``update``
-    gives. Then every running variance that was updated (an entry named
-    ``*.running_var``, as BatchNorm's) is clamped to at least
-    ``running_var_floor``: noise can make a variance negative, and BatchNorm
-    then evaluates to NaN. Entries ``update`` does not name (the integer
-    counters that ``decode`` leaves out) keep their values.
+    gives. A running variance (an entry named ``*.running_var``, as
+    BatchNorm's) is kept at least ``running_var_floor``, or at its value
+    before where that was smaller: noise can make a variance negative, and
+    BatchNorm then evaluates to NaN. Entries ``update`` does not name (the
+    integer counters that ``decode`` leaves out) keep their values. Every
+    new value is computed and checked before any is written: a refused
+    update leaves the target as it was.
 
     Typical server step, after decoding each client's update::
 
@@ -135,19 +186,23 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
             ``target``'s float entries, of the same shape.
         scale: the factor applied to the update (a real number; 1 by
             default).
-        running_var_floor: the least value a running variance keeps (>= 0),
-            or None for no clamp. The clamp is post-processing of decoded
-            values: it costs no privacy.
+        running_var_floor: the least value an update leaves a running
+            variance (>= 0; a smaller value before the update is kept),
+            or None for no floor. Post-processing of decoded values: it
+            costs no privacy.
 
     Raises:
         InvalidTypeError: ``target`` is not a module or a mapping, ``update``
-            is not a mapping, an entry is not a tensor or array, or ``scale``
-            or ``running_var_floor`` is not a number.
+            is not a mapping, an entry is not a dense tensor or an array (a
+            nested, sparse or 'meta' tensor), or ``scale`` or
+            ``running_var_floor`` is not a number.
         InvalidArgumentError: a name of ``update`` is not in ``target``, an
             entry's shape differs or ``target``'s entry is not a float, an
-            update's value is not finite, two names of one tied tensor get
-            different values, ``scale`` is not finite or ``running_var_floor``
-            is negative or not finite.
+            update's value is not finite or the result overflows the
+            target's dtype, two names of one tied tensor get different
+            values, a target entry cannot be written (read-only, an
+            inference tensor, a lazy parameter), ``scale`` is not finite or
+            ``running_var_floor`` is negative or not finite.
     """
     state = _as_state_dict(target)
     if state is None:
@@ -158,9 +213,9 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
                                f"decoded state_dict difference), got {type(update).__name__}")
     scale = _check_scale(scale)
     floor = _check_floor(running_var_floor)
-    # Checked whole before anything is written, so that a refused update
-    # leaves the target as it was.
-    plan: list[tuple[Any, Any, str]] = []
+    # Every new value is computed (and checked) before anything is written,
+    # so that a refused update leaves the target as it was.
+    plan: list[tuple[Any, Any]] = []
     first: dict[tuple[Any, ...], tuple[str, Any]] = {}
     for name, value in update.items():
         if not isinstance(name, str):
@@ -168,15 +223,8 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
         if name not in state:
             raise InvalidArgumentError(f"update entry {name!r} is not an entry of the target")
         dest = state[name]
-        if not (_is_torch_tensor(value) or isinstance(value, np.ndarray)) or (
-                _is_torch_tensor(value) and (value.is_sparse or value.device.type == "meta")):
-            raise InvalidTypeError(f"update entry {name!r} must be a dense tensor or an array, "
-                                   f"got {type(value).__name__}")
-        if not (_is_torch_tensor(dest) or isinstance(dest, np.ndarray)):
-            raise InvalidTypeError(f"target entry {name!r} must be a tensor or an array, got "
-                                   f"{type(dest).__name__}")
-        if isinstance(dest, np.ndarray) and not dest.flags.writeable:
-            raise InvalidArgumentError(f"target entry {name!r} is a read-only array")
+        _usable(value, "update", name)
+        _usable(dest, "target", name)
         if not _is_float(dest) or not _is_float(value):
             raise InvalidArgumentError(
                 f"entry {name!r}: only float entries take an update (the target's is "
@@ -196,8 +244,6 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
             continue  # (one tensor: updated once)
         if key is not None:
             first[key] = (name, value)
-        plan.append((dest, value, name))
-    for dest, value, name in plan:
-        _add_into(dest, value, scale)
-        if floor is not None and is_running_variance(name):
-            _clamp(dest, floor)
+        plan.append((dest, _updated(dest, value, scale, name, floor)))
+    for dest, new in plan:
+        _write(dest, new)

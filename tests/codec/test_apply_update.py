@@ -76,13 +76,49 @@ def test_a_privacy_level_sigma_keeps_batchnorm_finite():
     assert torch.isfinite(model.eval()(x)).all()
 
 
-def test_the_clamp_can_be_turned_off_or_moved():
-    model = _bn_model()
+def test_the_floor_can_be_turned_off_or_moved():
     update = {"1.running_var": torch.full((256,), -2.0)}
+    model = _bn_model()  # (running variances of 1)
     cepam.apply_update(model, update, running_var_floor=None)
     assert torch.equal(model[1].running_var, torch.full((256,), -1.0))
+    model = _bn_model()
     cepam.apply_update(model, update, running_var_floor=0.5)
     assert torch.equal(model[1].running_var, torch.full((256,), 0.5))
+
+
+def test_a_small_variance_the_model_has_is_kept():
+    """A BatchNorm on inputs of scale 1e-3 has running variances near 1e-6,
+    below the floor: a zero update leaves them, and one that would lower
+    them keeps them where they were (the floor set them to 1e-3 before,
+    and the model's output moved)."""
+    model = _bn_model()
+    with torch.no_grad():
+        model[1].running_var.fill_(1e-6)
+    cepam.apply_update(model, {"1.running_var": torch.zeros(256)})
+    assert torch.equal(model[1].running_var, torch.full((256,), 1e-6))
+    cepam.apply_update(model, {"1.running_var": torch.full((256,), -1.0)})
+    assert torch.equal(model[1].running_var, torch.full((256,), 1e-6))
+    cepam.apply_update(model, {"1.running_var": torch.full((256,), 0.5)})
+    assert torch.allclose(model[1].running_var, torch.full((256,), 0.5 + 1e-6))
+
+
+def test_a_refused_update_writes_nothing():
+    """Every new value is computed before any is written: an entry that
+    cannot be added (a big-endian array into a float16 tensor that
+    overflows, a scale that overflows) refuses the whole update."""
+    target = {"a": torch.zeros(3), "b": torch.full((2,), 60000.0, dtype=torch.float16)}
+    update = {"a": np.ones(3, ">f4"), "b": np.full(2, 60000.0, np.float32)}
+    with pytest.raises(cepam.InvalidArgumentError, match="overflows"):
+        cepam.apply_update(target, update)
+    assert torch.equal(target["a"], torch.zeros(3))
+    with pytest.raises(cepam.InvalidArgumentError, match="overflows"):
+        cepam.apply_update(target, {"a": np.ones(3)}, scale=1e300)
+    assert torch.equal(target["a"], torch.zeros(3))
+    cepam.apply_update(target, {"a": np.ones(3, ">f4")[::-1]})  # (strides, byte order)
+    assert torch.equal(target["a"], torch.ones(3))
+    bf16 = {"w": np.zeros(2, np.float32)}
+    cepam.apply_update(bf16, {"w": torch.full((2,), 0.5, dtype=torch.bfloat16)})
+    assert np.array_equal(bf16["w"], np.full(2, 0.5, np.float32))
 
 
 def _tied_payload(model):
@@ -169,6 +205,24 @@ def test_bad_arguments_are_refused(target, update, kwargs, error, match):
     target = _bn_model() if target == "model" else target
     with pytest.raises(error, match=match):
         cepam.apply_update(target, update, **kwargs)
+
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: {"w": torch.empty(2, device="meta")}, cepam.InvalidTypeError, "device 'meta'"),
+    (lambda: torch.nn.LazyLinear(2).state_dict(), cepam.InvalidArgumentError, "lazy"),
+])
+def test_a_target_without_values_is_refused(make, error, match):
+    target = make()
+    name = next(iter(target))
+    with pytest.raises(error, match=match):
+        cepam.apply_update(target, {name: torch.zeros(2)})
+
+
+def test_an_inference_tensor_is_refused():
+    with torch.inference_mode():
+        w = torch.zeros(2)
+    with pytest.raises(cepam.InvalidArgumentError, match="inference tensor"):
+        cepam.apply_update({"w": w}, {"w": torch.ones(2)})
 
 
 def test_a_read_only_array_is_refused():
