@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_choice
-from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Entry", "Structure", "output_dtype", "output_dtypes", "entry_kind", "decoded_dtype",
            "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "BUFFER_CHOICES", "RUNNING_STATISTICS",
