@@ -422,6 +422,15 @@ def test_an_aggregate_set_on_the_instance_is_not_known_to_average_unless_declare
         CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, averages=1)
 
 
+@pytest.mark.parametrize("inner", [Krum(), FedMedian(), FedTrimmedAvg(), MultiKrum(),
+                                   QFedAvg(client_learning_rate=0.1)])
+def test_a_declaration_that_a_median_averages_is_refused(inner):
+    """averages=True on Flower's own non-averaging strategy would report a
+    mean's eps for one client's model or a median."""
+    with pytest.raises(cepam.InvalidArgumentError, match="does not average"):
+        CepamStrategy(inner, mechanism=MECH, clip=1.0, averages=True)
+
+
 def test_a_strategy_without_a_bound_is_refused():
     with pytest.raises(cepam.InvalidArgumentError, match="QFedAvg weighs each update"):
         CepamStrategy(QFedAvg(client_learning_rate=0.1), mechanism=MECH, clip=1.0)

@@ -30,12 +30,13 @@ True)``: an override that logs, then calls FedAvg's, say).
 from __future__ import annotations
 
 from flwr.serverapp.strategy import (
-    FedAdagrad, FedAdam, FedAvg, FedAvgM, FedProx, FedYogi, QFedAvg, Strategy,
+    Bulyan, FedAdagrad, FedAdam, FedAvg, FedAvgM, FedMedian, FedProx, FedTrimmedAvg, FedYogi,
+    Krum, MultiKrum, QFedAvg, Strategy,
 )
 
 from cepam.errors import InvalidArgumentError
 
-__all__ = ["AVERAGING", "UNNOISED_INPUTS", "averages", "check_inner"]
+__all__ = ["AVERAGING", "NOT_AVERAGING", "UNNOISED_INPUTS", "averages", "check_inner"]
 
 #: Strategies whose aggregate is the mean of the noisy models (weights made
 #: equal by cepam), or a server optimizer's step from it.
@@ -43,6 +44,10 @@ AVERAGING: tuple[type[Strategy], ...] = (FedAvg, FedAvgM, FedProx, FedAdam, FedY
 #: Strategies whose aggregate reads client-reported values that no noise
 #: covers (QFedAvg: each update weighed by its client's training loss).
 UNNOISED_INPUTS: tuple[type[Strategy], ...] = (QFedAvg,)
+#: Flower's strategies known not to average (a declaration that one of them
+#: averages is refused: it would report the eps of a mean for a median).
+NOT_AVERAGING: tuple[type[Strategy], ...] = (FedMedian, FedTrimmedAvg, Krum, MultiKrum, Bulyan,
+                                             *UNNOISED_INPUTS)
 
 
 def averages(strategy: Strategy) -> bool:
@@ -67,10 +72,16 @@ def check_inner(strategy: Strategy, *, relation: str, declared: bool | None = No
     Raises:
         InvalidArgumentError: a strategy of :data:`UNNOISED_INPUTS` (its
             aggregate reads values no noise covers) unless declared to
-            average, or one that does not average under
-            ``relation="add-remove"``.
+            average, one that does not average under
+            ``relation="add-remove"``, or a declaration that one of
+            :data:`NOT_AVERAGING` (its own ``aggregate_train``) averages.
     """
     name = type(strategy).__name__
+    method = type(strategy).aggregate_train
+    if declared and any(method is cls.aggregate_train for cls in NOT_AVERAGING):
+        raise InvalidArgumentError(
+            f"averages=True, but {name}'s aggregate_train is Flower's own, which does not "
+            "average the noisy models: its rounds would be reported with too small an eps")
     does = averages(strategy) if declared is None else declared
     if isinstance(strategy, UNNOISED_INPUTS) and not does:
         raise InvalidArgumentError(
