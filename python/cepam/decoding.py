@@ -47,11 +47,14 @@ __all__ = ["DEFAULT_MAX_COORDINATES", "_decode"]
 DEFAULT_MAX_COORDINATES = 1 << 28
 
 
-def _entry_name(structure: Structure, index: int) -> str:
-    entry = structure.entries[index]
-    if entry.name:
-        return f"entry {entry.name!r}"
-    return f"entry {index}" if len(structure.entries) > 1 else "the update"
+def _entry_names(structure: Structure) -> tuple[str, ...]:
+    """Each entry as the decoder's messages name it (kept with the
+    structure: a server decodes one model's structure payload after
+    payload)."""
+    entries = structure.entries
+    return tuple(f"entry {e.name!r}" if e.name else
+                 f"entry {i}" if len(entries) > 1 else "the update"
+                 for i, e in enumerate(entries))
 
 
 def _is_torch(value: Any) -> bool:
@@ -204,12 +207,13 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
         flat = _core.decode(sealed.body, header.m, key, params, header.coder, decoded, threads,
                             buffer if cuda_index is None else None)
     start = 0
-    for i, entry in enumerate(structure.entries):
-        values, where = flat[start : start + entry.size], _entry_name(structure, i)
+    for entry, where, name in zip(structure.entries,
+                                  structure.derived("entry names", _entry_names), outputs):
+        values = flat[start : start + entry.size]
         if on_gpu:
-            check_device_output(values, outputs[i], noise_std=mechanism.std, where=where)
+            check_device_output(values, name, noise_std=mechanism.std, where=where)
         else:  # (the host's sums run on the call's threads)
-            check_output(values, outputs[i], noise_std=mechanism.std, where=where,
+            check_output(values, name, noise_std=mechanism.std, where=where,
                          threads=threads)
         start += entry.size
     # (tied last, so that a move to the GPU keeps them one object)

@@ -28,7 +28,7 @@ from .keys import Context, SecretKeys, check_nonce, new_nonce
 from .lattices import LATTICE_CODES, LATTICES
 from .mechanisms import Mechanism, core_params
 from .padding import check_pad, fixed_bytes, max_payload_bytes, padding_bytes, uses_bound
-from .payload import CODER_CODES, Header, pack_header, sealed_head
+from .payload import CODER_CODES, Header, from_fields, pack_header, sealed_head
 from .sealing import seal
 from .statistics_clip import _clip_buffers_apart
 from .flatten import describe, flatten
@@ -312,12 +312,12 @@ def _encode(x: Any, mechanism: Mechanism, secret: bytes, context: Context,
                              statistics=statistics, m=m, dtype=dtype)
         bodies.append((body, code, dim))
     # One payload is sent; the discarded candidate is never seen by anyone.
-    body, code, dim = min(bodies, key=lambda b: len(b[0]))
+    body, code, dim = bodies[0] if len(bodies) == 1 else min(bodies, key=lambda b: len(b[0]))
     sealed_digest = b""
     if not settings.structure:  # the header says m only; the sealed digest binds the rest
         sealed_digest, structure = digest(structure), bare(structure.size)
-    header = Header(mechanism.code, mechanism.scale, coder, clip, context, structure,
-                    nonce=nonce)
+    header = from_fields(Header, (mechanism.code, mechanism.scale, coder, clip, context,
+                                  structure, nonce))
     head = pack_header(header)
     fixed = fixed_bytes(len(head), bare=bool(sealed_digest))
     max_bytes = None

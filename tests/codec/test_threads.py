@@ -332,6 +332,21 @@ def test_the_default_is_the_environment_or_the_cores(monkeypatch):
                          client=0)
 
 
+def test_the_environment_is_read_as_os_environ_holds_it(monkeypatch):
+    # (read from the mapping behind os.environ: it must follow every change,
+    # and an os.environ replaced by a plain mapping)
+    monkeypatch.setenv(THREADS_ENV, "4")
+    assert resolve_threads(None) == 4
+    os.environ[THREADS_ENV] = " 6 "  # (as a program sets it, after import)
+    assert resolve_threads(None) == 6
+    del os.environ[THREADS_ENV]
+    assert resolve_threads(None) == available_cores()
+    monkeypatch.setattr(os, "environ", {THREADS_ENV: "2"})
+    assert resolve_threads(None) == 2
+    monkeypatch.setattr(os, "environ", {})
+    assert resolve_threads(None) == available_cores()
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
 def test_the_default_follows_the_affinity_mask(monkeypatch):
     monkeypatch.delenv(THREADS_ENV, raising=False)
