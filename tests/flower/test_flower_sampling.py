@@ -412,6 +412,30 @@ def test_the_clip_moves_toward_the_target_quantile(monkeypatch):
     assert metrics["cepam-client-epsilon"] == pytest.approx(composed([event] * 15), rel=1e-9)
 
 
+@pytest.mark.parametrize("floor, refused_from", [
+    ({"cepam-min-noise-multiplier": SIGMA / CLIP}, None),  # the multiplier stays: never
+    ({"cepam-min-sigma": SIGMA}, 2),  # the first round whose clip came down
+])
+def test_a_noise_multiplier_floor_holds_under_adaptive_clipping(monkeypatch, floor,
+                                                                refused_from):
+    """Adaptive clipping lowers the clip, and sigma with it at the same noise
+    multiplier: a node whose floor is on sigma / clip encodes every round,
+    one whose floor is on sigma itself refuses once the clip has come down."""
+    seeded_bits(monkeypatch, 0)
+    count_sigma = 0.01
+    st = sampled(clip_quantile=0.5, clip_learning_rate=0.5, clip_count_sigma=count_sigma)
+    ctxs = node_contexts(range(101, 105))
+    ctxs[101].node_config.update(floor, **{"cepam-min-count-sigma": count_sigma})
+    updates = []
+    for rnd in range(1, 7):
+        _, replies = run_round(st, ctxs, rnd=rnd)
+        _, metrics = st.aggregate_train(rnd, replies)
+        updates.append(metrics["cepam-updates"])
+    assert st._round_settings()[0] < CLIP / 2  # the clip came down
+    expected = [4 if refused_from is None or rnd < refused_from else 3 for rnd in range(1, 7)]
+    assert updates == expected
+
+
 def test_a_fixed_clip_publishes_the_noised_clipped_fraction():
     st = sampled(clip=0.3, clip_count_sigma=0.01, mechanism=cepam.Gaussian(sigma=0.015))
     messages, replies = run_round(st, node_contexts(range(101, 105)))

@@ -861,6 +861,18 @@ def _floor_round(node_config, **strategy_args):
     ({"cepam-min-sigma": 0.1}, {}, "gaussian sigma = 0.05, below this node's floor "
                                    "cepam-min-sigma = 0.1"),
     ({"cepam-max-clip": 0.5}, {}, "clip = 1, above this node's cepam-max-clip = 0.5"),
+    # The noise multiplier sigma / clip (the floor that fits adaptive clipping).
+    ({"cepam-min-noise-multiplier": 0.1},
+     {"clip": 0.8, "mechanism": cepam.Gaussian(sigma=0.06), "setting": None},
+     "gaussian sigma / clip = 0.075 (0.06 / 0.8), below this node's floor "
+     "cepam-min-noise-multiplier = 0.1"),
+    ({"cepam-min-noise-multiplier": 0.01, "cepam-min-sigma": 0.1}, {},
+     "gaussian sigma = 0.05, below this node's floor cepam-min-sigma = 0.1"),
+    ({"cepam-min-noise-multiplier": 0.01}, {"mechanism": cepam.Laplace(b=2.0)},
+     "laplace mechanism, for which this node sets no floor (cepam-min-laplace-b)"),
+    ({"cepam-min-laplace-b": 1.0}, {},
+     "gaussian mechanism, for which this node sets no floor (cepam-min-sigma or "
+     "cepam-min-noise-multiplier)"),
     ({"cepam-min-sigma": 0.01, "cepam-max-clip": 0.5}, {}, "cepam-max-clip = 0.5"),
     ({"cepam-min-laplace-b": 3}, {"mechanism": cepam.Laplace(b=2.0)},
      "laplace b = 2, below this node's floor cepam-min-laplace-b = 3"),
@@ -889,7 +901,8 @@ def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, str
     # The server is told a fixed text, not the node's floor or its own values.
     assert reply.error.reason == ("cepam_mod: FloorRefusal: the server asks for less privacy "
                                   "than this node's floor (cepam-min-sigma, "
-                                  "cepam-min-laplace-b, cepam-max-clip, "
+                                  "cepam-min-noise-multiplier, cepam-min-laplace-b, "
+                                  "cepam-max-clip, "
                                   "cepam-min-count-sigma, cepam-min-pad): not encoded")
     assert not reply.has_content()  # no payload leaves
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
@@ -899,6 +912,8 @@ def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, str
 
 @pytest.mark.parametrize("node_config, strategy_args", [
     ({"cepam-min-sigma": 0.05, "cepam-max-clip": 1}, {}),  # at the floor
+    ({"cepam-min-noise-multiplier": 0.05}, {}),  # at the floor: 0.05 / 1
+    ({"cepam-min-noise-multiplier": 0.1}, {"clip": 0.25, "setting": None}),  # 0.2
     ({"cepam-min-sigma": 0.01, "cepam-min-laplace-b": 1e-3}, {}),
     ({"cepam-min-laplace-b": 2.0, "cepam-min-sigma": 1.0},
      {"mechanism": cepam.Laplace(b=2.0)}),

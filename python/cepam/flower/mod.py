@@ -53,8 +53,10 @@ stays the one it started with.
 
 A node may set a floor on the privacy it gives, whatever the server asks
 (:data:`FLOOR_KEYS`, in its node config): ``cepam-min-sigma`` (the smallest
-Gaussian sigma it encodes with), ``cepam-min-laplace-b`` (the smallest
-Laplace scale b), ``cepam-max-clip`` (the largest clip) and
+Gaussian sigma it encodes with), ``cepam-min-noise-multiplier`` (the
+smallest Gaussian sigma / clip: the floor that fits adaptive clipping, whose
+sigma falls with the clip at the same privacy), ``cepam-min-laplace-b``
+(the smallest Laplace scale b), ``cepam-max-clip`` (the largest clip) and
 ``cepam-min-count-sigma`` (the smallest noise on its clipped-or-not bit).
 Each noise floor is for its own mechanism, and a node that sets a floor
 releases only what it set one for: with ``cepam-min-sigma`` alone, a
@@ -111,8 +113,8 @@ from .protocol import (
     PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name, is_float,
 )
 
-__all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY", "MIN_LAPLACE_B_KEY",
-           "MAX_CLIP_KEY", "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "node_floor",
+__all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY",
+           "MIN_NOISE_MULTIPLIER_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY", "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "node_floor",
            "node_pad_floor"]
 
 log = logging.getLogger("cepam.flower")
@@ -128,15 +130,25 @@ _USED_LIMIT = 4096  # contexts remembered per run
 
 #: Node-config keys of the node's own floor on the privacy it gives.
 MIN_SIGMA_KEY = "cepam-min-sigma"
+MIN_NOISE_MULTIPLIER_KEY = "cepam-min-noise-multiplier"
 MIN_LAPLACE_B_KEY = "cepam-min-laplace-b"
 MAX_CLIP_KEY = "cepam-max-clip"
 MIN_COUNT_SIGMA_KEY = "cepam-min-count-sigma"
-FLOOR_KEYS = (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY, MAX_CLIP_KEY, MIN_COUNT_SIGMA_KEY)
+FLOOR_KEYS = (MIN_SIGMA_KEY, MIN_NOISE_MULTIPLIER_KEY, MIN_LAPLACE_B_KEY, MAX_CLIP_KEY,
+              MIN_COUNT_SIGMA_KEY)
 #: Node-config key of the node's floor on the padding (a padding mode).
 MIN_PAD_KEY = "cepam-min-pad"
-# The noise floor key of each mechanism (by its configuration name).
-_NOISE_FLOORS = {cepam.Gaussian.name: (MIN_SIGMA_KEY, "sigma"),
-                 cepam.Laplace.name: (MIN_LAPLACE_B_KEY, "b")}
+# The noise floors of each mechanism (by its configuration name): the key,
+# what it bounds, and whether that is the scale over the clip (else the
+# scale itself).  The noise multiplier sigma / clip is what a Gaussian
+# round's privacy depends on: adaptive clipping moves sigma with the clip
+# and keeps it.
+_NOISE_FLOORS: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    cepam.Gaussian.name: ((MIN_SIGMA_KEY, "sigma", False),
+                          (MIN_NOISE_MULTIPLIER_KEY, "sigma / clip", True)),
+    cepam.Laplace.name: ((MIN_LAPLACE_B_KEY, "b", False),)}
+_RATIO_RTOL = 1e-12  # (the rounding a ratio floor forgives: see _check_floor)
+_NOISE_FLOOR_KEYS = frozenset(key for floors in _NOISE_FLOORS.values() for key, _, _ in floors)
 
 
 class _Refusal(Exception):
@@ -252,15 +264,24 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
     if not floor:
         return
     mechanism = config.mechanism
-    key, what = _NOISE_FLOORS[mechanism.name]
-    scale = float(mechanism.scale)
-    if key in floor and scale < floor[key]:
-        raise _FloorRefusal(f"the server asks for {mechanism.name} {what} = {scale:g}, below "
-                            f"this node's floor {key} = {floor[key]:g}: not encoded")
-    if key not in floor and any(k in floor for k, _ in _NOISE_FLOORS.values()):
+    floors = _NOISE_FLOORS[mechanism.name]
+    scale, clip = float(mechanism.scale), float(config.clip)
+    for key, what, over_clip in floors:
+        value = scale / clip if over_clip else scale  # (an unclipped round's ratio: 0)
+        # (a ratio within _RATIO_RTOL of its floor meets it: a server's sigma
+        # is its multiplier times the round's clip, rounded, and the ratio of
+        # the two may come back an ulp below the multiplier)
+        if key in floor and not (scale >= floor[key] * clip * (1.0 - _RATIO_RTOL) if over_clip
+                                 else value >= floor[key]):
+            raise _FloorRefusal(
+                f"the server asks for {mechanism.name} {what} = {value:g}"
+                + (f" ({scale:g} / {clip:g})" if over_clip else "")
+                + f", below this node's floor {key} = {floor[key]:g}: not encoded")
+    keys = [key for key, _, _ in floors]
+    if not any(key in floor for key in keys) and any(k in floor for k in _NOISE_FLOOR_KEYS):
         raise _FloorRefusal(f"the server asks for the {mechanism.name} mechanism, for which "
-                            f"this node sets no floor ({key}) while it sets one for another "
-                            "mechanism: not encoded")
+                            f"this node sets no floor ({' or '.join(keys)}) while it sets one "
+                            "for another mechanism: not encoded")
     if MAX_CLIP_KEY in floor and not config.clip <= floor[MAX_CLIP_KEY]:
         raise _FloorRefusal(f"the server asks for clip = {config.clip:g}, above this node's "
                             f"{MAX_CLIP_KEY} = {floor[MAX_CLIP_KEY]:g}: not encoded")
