@@ -166,7 +166,15 @@ def check_integer(name: str, value: object) -> int:
         raise InvalidTypeError(f"{name} must be an integer, got {type(value).__name__}") from None
 
 
-def _check_u64(name: str, value: object) -> int:
+def check_u64(name: str, value: object) -> int:
+    """``value``, an integer in [0, 2^64) (a context's field).
+
+    Raises:
+        InvalidTypeError: not an integer (a bool included).
+        InvalidArgumentError: outside [0, 2^64).
+    """
+    if type(value) is int and 0 <= value < _U64:
+        return value  # (the common case)
     value = check_integer(name, value)
     if not 0 <= value < _U64:
         raise InvalidArgumentError(f"{name} must be in [0, 2^64), got {value}")
@@ -198,8 +206,8 @@ class Context:
         # that; the class stays a frozen dataclass: eq, hash, repr, replace.)
         if not (type(round) is int and type(client) is int and type(message) is int and
                 0 <= round < _U64 and 0 <= client < _U64 and 0 <= message < _U64):
-            round, client, message = (_check_u64("round", round), _check_u64("client", client),
-                                      _check_u64("message", message))
+            round, client, message = (check_u64("round", round), check_u64("client", client),
+                                      check_u64("message", message))
         fields = self.__dict__
         fields["round"], fields["client"], fields["message"] = round, client, message
 
