@@ -517,34 +517,50 @@ double SourceModel::estimate_bits(const std::uint16_t* cells, const std::uint64_
 
 int SourceModel::knot_order(std::uint64_t* bits) const {
   // Increments d_b = c_{b+1} - c_b for b < K - 1 (the last is implied), with
-  // an exp-Golomb code whose order is chosen to minimise the length.
+  // an exp-Golomb code whose order k (0 .. kKnotBits) is chosen to minimise
+  // the length: the first order of the fewest bits.  At order k, d takes
+  // 2 bitlen(d + 2^k) - k - 1 bits.  With L = bitlen(d) (0 for d = 0, at
+  // most kKnotBits + 1), bitlen(d + 2^k) is k + 1 for k >= L; for k < L it
+  // is L, or L + 1 once 2^k >= 2^L - d, that is for k >= t = bitlen(2^L -
+  // d - 1) (t < L).  So the length at order k is
+  //   (k + 1) #{L <= k} + sum_{L > k} (2 L - 1 - k) + 2 #{t <= k < L},
+  // every order's from the counts of L and t: one pass over the increments
+  // (a small update's fit computes this for each of its shapes, and the
+  // code of each increment at each order took a tenth of its encode).
+  constexpr int kOrders = kKnotBits + 1;
+  std::array<std::uint32_t, kOrders + 1> by_length{};  // #{L = l}, l <= kKnotBits + 1
+  std::array<std::uint32_t, kOrders> by_start{};       // #{t = l} (d > 0)
+  std::uint64_t longer = 0;  // sum over the increments of 2 L - 1 (d > 0)
+  for (int b = 0; b + 1 < bins_; ++b) {
+    const std::uint64_t d = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
+    const int length = d == 0 ? 0 : 64 - count_leading_zeros(d);
+    ++by_length[static_cast<std::size_t>(length)];
+    if (d == 0) continue;
+    const std::uint64_t gap = (std::uint64_t{1} << length) - d - 1;
+    ++by_start[static_cast<std::size_t>(gap == 0 ? 0 : 64 - count_leading_zeros(gap))];
+    longer += static_cast<std::uint64_t>(2 * length - 1);
+  }
+  const std::uint64_t count = static_cast<std::uint64_t>(bins_ - 1);
+  std::uint64_t at_most = by_length[0];  // #{L <= k}
+  std::uint64_t started = 0;             // #{t <= k}
+  std::uint64_t at_most_nonzero = 0;     // #{0 < L <= k}
   int best_k = 0;
   std::uint64_t best = ~std::uint64_t{0};
-  // A zero increment's code is k + 1 bits long at order k: the zeros are
-  // counted once, the others summed at each order (the same lengths).
-  std::array<std::uint32_t, kMaxBins> nonzero;
-  std::size_t n_nonzero = 0;
-  std::uint64_t zeros = 0;
-  // Once 2^k exceeds every increment, each code is k + 1 bits long, so the
-  // length grows with k: no larger order can be shorter.
-  std::uint32_t largest = 0;
-  for (int b = 0; b + 1 < bins_; ++b) {
-    const std::uint32_t v = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
-    largest = v > largest ? v : largest;
-    if (v == 0) ++zeros;
-    else nonzero[n_nonzero++] = v;
-  }
-  for (int k = 0; k <= kKnotBits; ++k) {
-    std::uint64_t len = zeros * static_cast<std::uint64_t>(k + 1);
-    for (std::size_t j = 0; j < n_nonzero; ++j) {
-      const std::uint64_t w = std::uint64_t{nonzero[j]} + (std::uint64_t{1} << k);
-      len += static_cast<std::uint64_t>(2 * (64 - count_leading_zeros(w)) - k - 1);
+  for (int k = 0; k < kOrders; ++k) {
+    const auto kk = static_cast<std::uint64_t>(k);
+    if (k > 0) {
+      at_most += by_length[static_cast<std::size_t>(k)];
+      at_most_nonzero += by_length[static_cast<std::size_t>(k)];
+      longer -= static_cast<std::uint64_t>(by_length[static_cast<std::size_t>(k)]) *
+                static_cast<std::uint64_t>(2 * k - 1);
     }
+    started += by_start[static_cast<std::size_t>(k)];
+    const std::uint64_t len = (kk + 1) * at_most + longer - kk * (count - at_most) +
+                              2 * (started - at_most_nonzero);
     if (len < best) {
       best = len;
       best_k = k;
     }
-    if ((std::uint64_t{1} << k) > largest) break;
   }
   *bits = best;
   return best_k;

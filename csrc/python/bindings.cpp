@@ -246,6 +246,16 @@ py::bytes source_model_from_statistics(double range, const CArray<std::uint64_t>
   return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
 
+// A serialised source model parsed and serialised again: its knots in the
+// code of the order SourceModel::serialize chooses for them.
+py::bytes source_model_reserialized(const py::bytes& model) {
+  std::size_t len = 0, pos = 0;
+  const std::uint8_t* data = bytes_view(model, &len);
+  std::vector<std::uint8_t> out;
+  SourceModel::parse(data, len, &pos, false).serialize(out);
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+}
+
 // A serialised source model's bins and tables, as parsed (with its tables)
 // -> (edges uint16[K + 1], knots uint32[K + 1], grid float64[kCells + 1],
 // quantiles float64[2^12], the packed grid and slopes uint64[kCells], the
@@ -1369,6 +1379,9 @@ PYBIND11_MODULE(_core, m) {
   t.def("source_model_from_statistics", &source_model_from_statistics, py::arg("range"),
         py::arg("counts"), py::kw_only(), py::arg("params"),
         "The serialised source model fitted from statistics (range, counts).");
+  t.def("source_model_reserialized", &source_model_reserialized, py::arg("model"),
+        "A serialised source model parsed and serialised again (its knots coded at the "
+        "order the encoder chooses for them).");
   t.def("source_model_tables", &source_model_tables, py::arg("model"),
         "A serialised source model's bins and tables -> (edges uint16[K + 1], knots "
         "uint32[K + 1], grid float64[1025], quantiles float64[4096], grid and slopes packed "
