@@ -359,7 +359,11 @@ inline void grid_loop(const Lines& l, double* knot, double* slope, std::uint64_t
   // step below.  x (1 / w) is within 2^-20 of x / w, whose fraction is 0 or
   // at least 1 / w >= 2^-10: its truncation q is the floor, or one below
   // it where x / w is an integer, which the exact remainder r = x - q w = w
-  // tells.
+  // tells.  The slope C_{i+1} - C_i from the same bin's formula at i + 1
+  // (at i + 1 = e_{b+1} it gives d, C_{e_{b+1}} = c_{b+1} 2^10): read back
+  // from the table instead, the values just stored a few at a time per
+  // bin, each vector load straddled two stores and waited for both (half
+  // of a small update's table time).
   constexpr int kShift = SourceModel::kTableBits - SourceModel::kKnotBits;
   for (int b = 0; b < l.bins; ++b) {
     const std::uint32_t e0 = l.edges[b];
@@ -367,22 +371,24 @@ inline void grid_loop(const Lines& l, double* knot, double* slope, std::uint64_t
     const double d = static_cast<double>((l.knots[b + 1] - l.knots[b]) << kShift);
     const double w = static_cast<double>(width), inv = 1.0 / w;
     const double base = static_cast<double>(l.knots[b] << kShift);
-    double* const out = knot + e0;
-    for (std::uint32_t i = 0; i < width; ++i) {
+    const auto floor_at = [d, w, inv](std::uint32_t i) {
       const double x = static_cast<double>(static_cast<std::int32_t>(i)) * d;
-      double q = static_cast<double>(static_cast<std::int64_t>(x * inv));
-      const double r = x - q * w;
-      q = r >= w ? q + 1.0 : q;
-      out[i] = base + q;
+      const double q = static_cast<double>(static_cast<std::int64_t>(x * inv));
+      return x - q * w >= w ? q + 1.0 : q;
+    };
+    double* const at = knot + e0;
+    double* const rise = slope + e0;
+    std::uint64_t* const word = packed + e0;
+    for (std::uint32_t i = 0; i < width; ++i) {
+      const double q = floor_at(i), next = floor_at(i + 1);
+      at[i] = base + q;
+      rise[i] = next - q;
+      // (both integers in [0, 2^22]: exact as int64, packed as uint32 halves)
+      word[i] = static_cast<std::uint64_t>(static_cast<std::int64_t>(base + q)) |
+                static_cast<std::uint64_t>(static_cast<std::int64_t>(next - q)) << 32;
     }
   }
   knot[SourceModel::kCells] = SourceModel::kTableScale;
-  // (Both integers in [0, 2^22]: exact as int64, and packed as uint32 halves.)
-  for (int i = 0; i < SourceModel::kCells; ++i) {
-    slope[i] = knot[i + 1] - knot[i];
-    packed[i] = static_cast<std::uint64_t>(static_cast<std::int64_t>(knot[i])) |
-                static_cast<std::uint64_t>(static_cast<std::int64_t>(slope[i])) << 32;
-  }
 }
 
 inline void quantile_loop(const Lines& l, double* quantile, std::uint64_t* line) {
