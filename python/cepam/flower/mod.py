@@ -114,8 +114,8 @@ from .protocol import (
 )
 
 __all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY",
-           "MIN_NOISE_MULTIPLIER_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY", "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "node_floor",
-           "node_pad_floor"]
+           "MIN_NOISE_MULTIPLIER_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
+           "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "node_floor", "node_pad_floor"]
 
 log = logging.getLogger("cepam.flower")
 
