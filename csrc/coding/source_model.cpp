@@ -359,11 +359,11 @@ inline void grid_loop(const Lines& l, double* knot, double* slope, std::uint64_t
   // step below.  x (1 / w) is within 2^-20 of x / w, whose fraction is 0 or
   // at least 1 / w >= 2^-10: its truncation q is the floor, or one below
   // it where x / w is an integer, which the exact remainder r = x - q w = w
-  // tells.  The slope C_{i+1} - C_i from the same bin's formula at i + 1
-  // (at i + 1 = e_{b+1} it gives d, C_{e_{b+1}} = c_{b+1} 2^10): read back
-  // from the table instead, the values just stored a few at a time per
-  // bin, each vector load straddled two stores and waited for both (half
-  // of a small update's table time).
+  // tells.  The slope C_{i+1} - C_i comes from the same bin's formula at
+  // i + 1 (at i + 1 = e_{b+1} it gives d, C_{e_{b+1}} = c_{b+1} 2^10), not
+  // from the table: read back there, from values just stored a few at a
+  // time per bin, each vector load straddled two stores and waited for
+  // both (half of a small update's table time).
   constexpr int kShift = SourceModel::kTableBits - SourceModel::kKnotBits;
   for (int b = 0; b < l.bins; ++b) {
     const std::uint32_t e0 = l.edges[b];
@@ -538,7 +538,12 @@ int SourceModel::knot_order(std::uint64_t* bits) const {
   std::array<std::uint32_t, kOrders> by_start{};       // #{t = l} (d > 0)
   std::uint64_t longer = 0;  // sum over the increments of 2 L - 1 (d > 0)
   for (int b = 0; b + 1 < bins_; ++b) {
-    const std::uint64_t d = knots_[static_cast<std::size_t>(b) + 1] - knots_[static_cast<std::size_t>(b)];
+    const std::uint32_t lo = knots_[static_cast<std::size_t>(b)];
+    const std::uint32_t hi = knots_[static_cast<std::size_t>(b) + 1];
+    // (knots rise within [0, 2^12]: fit's and parse's own; the counts'
+    // indices below rely on it)
+    if (hi < lo || hi > kKnotScale) throw InvalidArgument("source model knots out of order");
+    const std::uint64_t d = hi - lo;
     const int length = d == 0 ? 0 : 64 - count_leading_zeros(d);
     ++by_length[static_cast<std::size_t>(length)];
     if (d == 0) continue;

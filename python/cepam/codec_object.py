@@ -15,7 +15,7 @@ from .decoding import _decode
 from .encoding import _UNCLIPPED, _Settings, _check_state, _guarded_encode, _resolve_nonce
 from .errors import ContextReuseError, InvalidTypeError, PrivacyWarning
 from .expected import Expected
-from .keys import Context, check_integer, check_secret
+from .keys import Context, check_integer, check_secret, check_u64
 from .lattices import LATTICES
 from .mechanisms import Mechanism, check_mechanism
 from .payload import CODERS
@@ -104,7 +104,7 @@ class Codec:
                                     ties=check_ties(ties))
         allow_unclipped = check_flag("allow_unclipped", allow_unclipped)
         secret = check_secret(secret)
-        client = Context(0, client).client
+        client = check_u64("client", client)
         expected = Expected(mechanism=mechanism,
                             clip=None if math.isinf(encoder.clip) else encoder.clip,
                             client=client, clipped=not allow_unclipped)
@@ -261,7 +261,7 @@ class Codec:
                 round = check_integer("round", round)
             last = self._round_expected
             if last is None or last[0] != round:
-                last = (round, replace(expected, round=Context(round, 0).round))
+                last = (round, replace(expected, round=check_u64("round", round)))
                 object.__setattr__(self, "_round_expected", last)
             expected = last[1]
         return _decode(payload, settings.secret, output, dtype, max_coordinates, expected, like,

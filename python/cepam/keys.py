@@ -211,6 +211,12 @@ class Context:
         fields = self.__dict__
         fields["round"], fields["client"], fields["message"] = round, client, message
 
+    def __post_init__(self) -> None:
+        # (not called by __init__ above: by the __init__ that @dataclass
+        # writes for a subclass, which sets the fields unchecked)
+        for name in ("round", "client", "message"):
+            object.__setattr__(self, name, check_u64(name, getattr(self, name)))
+
     def pack(self) -> bytes:
         return struct.pack("<QQQ", self.round, self.client, self.message)
 

@@ -186,16 +186,20 @@ def _truncated(at: int, size: int, end: int) -> None:
         raise FormatError("payload truncated in the header")
 
 
-def parse_header(payload: bytes | memoryview, *,
-                 prefix_checked: bool = False) -> tuple[Header, int]:
+def parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
     """Parses and validates the public header; returns it and the sealed
-    section's offset.  ``prefix_checked``: the caller has checked the
-    magic, version and length already (:func:`check_prefix`).
+    section's offset.
 
     The tag is not checked here (see :mod:`cepam.sealing`).
     """
-    if not prefix_checked:
-        check_prefix(payload)
+    check_prefix(payload)
+    return _parse_header(payload)
+
+
+def _parse_header(payload: bytes | memoryview) -> tuple[Header, int]:
+    """:func:`parse_header` of a payload whose magic, version and length
+    the caller has checked (:func:`check_prefix`: the sealing's opening
+    checks them before the tag)."""
     end = len(payload) - TAG_BYTES
     _truncated(0, _FIXED.size, end)
     (_, _, mech, coder, container, reserved, scale, clip,

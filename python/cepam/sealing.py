@@ -34,6 +34,7 @@ from ._native import core as _core
 from .errors import AuthenticationError, InvalidTypeError
 from .keys import TAG_BYTES, SecretKeys, core_tags, payload_tag
 from .payload import (
+    _parse_header,
     DIGEST_BYTES,
     SEALED_HEADER_BYTES,
     Header,
@@ -43,7 +44,6 @@ from .payload import (
     from_fields,
     key_tail,
     pack_header,
-    parse_header,
     parse_sealed,
     parse_sealed_head,
 )
@@ -141,7 +141,7 @@ def open_payload(payload: object, secret: bytes | SecretKeys, *,
     # the MAC key does not depend on them).
     _, key, mac = keys.payload_at(key_tail(view))
     _check_tag(view, mac, threads=threads)
-    header, offset = parse_header(view, prefix_checked=True)  # (by _payload_view)
+    header, offset = _parse_header(view)  # (its prefix checked by _payload_view)
     keys.bind(header.context, header.nonce)  # (parsed from the tail's bytes)
     end = len(view) - TAG_BYTES
     bare = header.structure.container == BARE

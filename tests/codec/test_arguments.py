@@ -383,9 +383,26 @@ def test_supported_dtypes_and_containers_round_trip():
     assert y.shape == (2, 3) and y.dtype == np.float64
 
 
+def test_a_context_subclass_checks_its_fields_too():
+    """Context's own __init__ checks its fields; a dataclass subclass's
+    generated __init__ does not call it, and its __post_init__ checks them."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Tagged(cepam.Context):
+        tag: str = ""
+
+    assert Tagged(1, 2, 3, "x") == Tagged(1, 2, 3, "x") and Tagged(1, 2).message == 0
+    with pytest.raises(cepam.InvalidArgumentError, match="round must be in"):
+        Tagged(-1, 0)
+    with pytest.raises(cepam.InvalidTypeError, match="client must be an integer"):
+        Tagged(0, "x")
+    assert Tagged(np.int64(5), 0).round == 5 and type(Tagged(np.int64(5), 0).round) is int
+
+
 @pytest.mark.parametrize("name", ["round", "client", "message"])
 def test_context_numbers_reject_bool(name):
-    """_check_u64 special-cases bool, meaning to reject it (as the noise scales do), but
+    """check_u64 special-cases bool, meaning to reject it (as the noise scales do), but
     True is accepted as 1: round=True is almost certainly a caller's bug."""
     check(lambda: enc(**{name: True}), IT, TYPE, name)
 

@@ -943,6 +943,26 @@ def test_a_bad_pad_floor_is_a_clear_error_at_first_use(value, caplog):
     assert cepam.flower.mod.node_pad_floor({key: "max"}) == "max"
 
 
+@pytest.mark.parametrize("clip", [0.0, -1.0, float("nan")])
+@pytest.mark.parametrize("floor", [{"cepam-max-clip": 1.0}, {"cepam-min-noise-multiplier": 0.1},
+                                   {"cepam-min-sigma": 0.01}])
+def test_a_floor_refuses_a_round_whose_clip_is_not_positive(clip, floor):
+    """A configuration's clip is not checked when it is read (the codec
+    refuses it later): no floor can be held to one that is not positive,
+    so a node with any floor refuses the round before training (a clip of
+    0 divided by zero)."""
+    from cepam.flower.mod import _check_floor, _FloorRefusal
+    from cepam.flower.protocol import KEYS_AGREED, RoundConfig
+
+    record = RoundConfig(MECH, 1.0, "Z", None, "ans", 1, 0, KEYS_AGREED,
+                         server_key=bytes(32)).to_record()
+    config = RoundConfig.from_record({**record, "clip": clip})
+    ctx = Context(run_id=RUN, node_id=101, node_config=dict(floor), state=RecordDict(),
+                  run_config={})
+    with pytest.raises(_FloorRefusal, match="which no floor can be held to"):
+        _check_floor(config, ctx)
+
+
 @pytest.mark.parametrize("pad,floor,hides", [
     (None, "bucket", False), ("bucket", "bucket", True), ("bucket", "levels", False),
     ("levels", "bucket", True), ("max", "levels", True), (100, "max", True),

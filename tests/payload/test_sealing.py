@@ -139,8 +139,9 @@ def _forbid(name):
 @pytest.fixture
 def parsers_forbidden(monkeypatch):
     """Every parser, the decryption and the native decoders fail if called."""
-    for module, name in [(sealing, "parse_header"), (sealing, "parse_sealed_head"),
-                         (payload_format, "parse_header"), (payload_format, "parse_sealed"),
+    for module, name in [(sealing, "_parse_header"), (sealing, "parse_sealed_head"),
+                         (payload_format, "parse_header"), (payload_format, "_parse_header"),
+                         (payload_format, "parse_sealed"),
                          (payload_format, "parse_sealed_head"), (_core, "seal_xor"),
                          (_core, "unseal"), (_core, "decode"), (_core, "decode_symbols"),
                          (_core, "body_parts"), (hooks, "body_decode")]:
@@ -156,6 +157,21 @@ def flip_payloads():
     x = _update(3, scale=0.02)[:400]
     return {f"{s[0]}-{s[2]}{s[3] or ''}-{pad}": _encode(x, s, clip=1.0, pad=pad)
             for s in FLIP_SETTINGS for pad in (None, "bucket")}
+
+
+def test_the_opened_header_and_sections_hold_every_field(flip_payloads):
+    # (built by payload.from_fields, tuple.__new__, which takes any length)
+    for payload in flip_payloads.values():
+        header, sealed = open_payload(payload, SECRET)
+        assert len(header) == len(payload_format.Header._fields)
+        assert len(sealed) == len(payload_format.Sealed._fields)
+        assert header == payload_format.parse_header(payload)[0]
+        assert header == payload_format.Header(*header[:-1], nonce=header.nonce)
+        assert sealed == payload_format.Sealed(*sealed)
+    plain = pack_sealed(1, 1, b"body", 3)
+    head = payload_format.parse_sealed_head(plain, 1, size=len(plain))
+    assert len(head) == len(payload_format.SealedHead._fields) and head.size == len(plain) - 7
+    assert payload_format.parse_sealed(plain, 1) == payload_format.Sealed(1, 1, b"body", 3)
 
 
 def test_the_forbidden_parsers_are_the_ones_decode_uses(flip_payloads, parsers_forbidden):

@@ -266,16 +266,21 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
     mechanism = config.mechanism
     floors = _NOISE_FLOORS[mechanism.name]
     scale, clip = float(mechanism.scale), float(config.clip)
+    if not (clip > 0.0 and scale > 0.0):  # (no floor can be compared: fail closed)
+        raise _FloorRefusal(f"the server asks for {mechanism.name} scale = {scale:g} at clip = "
+                            f"{clip:g}, which no floor can be held to: not encoded")
     for key, what, over_clip in floors:
-        value = scale / clip if over_clip else scale  # (an unclipped round's ratio: 0)
+        if key not in floor:
+            continue
         # (a ratio within _RATIO_RTOL of its floor meets it: a server's sigma
         # is its multiplier times the round's clip, rounded, and the ratio of
-        # the two may come back an ulp below the multiplier)
-        if key in floor and not (scale >= floor[key] * clip * (1.0 - _RATIO_RTOL) if over_clip
-                                 else value >= floor[key]):
+        # the two may come back an ulp below the multiplier; an unclipped
+        # round's is 0)
+        if not (scale >= floor[key] * clip * (1.0 - _RATIO_RTOL) if over_clip
+                else scale >= floor[key]):
             raise _FloorRefusal(
-                f"the server asks for {mechanism.name} {what} = {value:g}"
-                + (f" ({scale:g} / {clip:g})" if over_clip else "")
+                f"the server asks for {mechanism.name} {what} = "
+                + (f"{scale / clip:g} ({scale:g} / {clip:g})" if over_clip else f"{scale:g}")
                 + f", below this node's floor {key} = {floor[key]:g}: not encoded")
     keys = [key for key, _, _ in floors]
     if not any(key in floor for key in keys) and any(k in floor for k in _NOISE_FLOOR_KEYS):
@@ -478,9 +483,8 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     key, to sign it, :mod:`.keys`), or
     ``cepam-secret-file`` in its node config for pre-shared secrets; and,
     for replay protection across restarts, ``cepam-state`` (a file).
-    Optionally its own floor, ``cepam-min-sigma``, ``cepam-min-laplace-b``
-    and ``cepam-max-clip`` (see the module): a server asking for less is
-    refused before training.  Under ``buffers="local"`` in the server's
+    Optionally its own floor (:data:`FLOOR_KEYS`, :data:`MIN_PAD_KEY`: see
+    the module): a server asking for less is refused before training.  Under ``buffers="local"`` in the server's
     configuration the node keeps its own running statistics (see the
     module).
 
