@@ -148,6 +148,42 @@ def _updated(dest: Any, value: Any, scale: float, name: str, floor: float | None
     return new
 
 
+def _extent(x: Any) -> tuple[str, int, int] | None:
+    """The bytes a target entry spans: its device, first and past-the-last
+    address (from its shape and strides), or None where it holds no memory
+    of its own (:func:`cepam.ties._storage_key`'s None)."""
+    if _storage_key(x) is None:
+        return None
+    if _is_torch_tensor(x):
+        size = x.element_size()
+        start = x.untyped_storage().data_ptr() + x.storage_offset() * size
+        device, steps = str(x.device), [s * size for s in x.stride()]
+    else:
+        size, start, device = x.itemsize, x.__array_interface__["data"][0], "cpu"
+        steps = list(x.strides)
+    low = sum((n - 1) * s for n, s in zip(x.shape, steps) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(x.shape, steps) if s > 0)
+    return device, start + low, start + high + size
+
+
+def _check_disjoint(entries: list[tuple[str, Any]]) -> None:
+    """Refuses target entries (name, tensor) that share memory without
+    being one tensor (a tie): two views of one buffer in different shapes,
+    which an update would change twice over the bytes they share.
+
+    Raises:
+        InvalidArgumentError: naming the two entries.
+    """
+    spans = sorted((extent, name) for name, dest in entries
+                   if (extent := _extent(dest)) is not None)
+    for (a, name_a), (b, name_b) in zip(spans, spans[1:]):
+        if a[0] == b[0] and b[1] < a[2]:
+            raise InvalidArgumentError(
+                f"target entries {name_a!r} and {name_b!r} share memory as views of different "
+                "shapes (not one tied tensor): an update would add into the bytes they share "
+                "twice; update one of them")
+
+
 def _write(dest: Any, new: Any) -> None:
     if _is_torch_tensor(dest):
         with sys.modules["torch"].no_grad():
@@ -200,8 +236,10 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
             entry's shape differs or ``target``'s entry is not a float, an
             update's value is not finite or the result overflows the
             target's dtype, two names of one tied tensor get different
-            values, a target entry cannot be written (read-only, an
-            inference tensor, a lazy parameter), ``scale`` is not finite or
+            values, two entries the update names share memory without
+            being one tensor (views of one buffer in different shapes), a
+            target entry cannot be written (read-only, an inference tensor,
+            a lazy parameter), ``scale`` is not finite or
             ``running_var_floor`` is negative or not finite.
     """
     state = _as_state_dict(target)
@@ -245,5 +283,6 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
         if key is not None:
             first[key] = (name, value)
         plan.append((dest, _updated(dest, value, scale, name, floor)))
+    _check_disjoint([(name, state[name]) for name, _ in first.values()])
     for dest, new in plan:
         _write(dest, new)

@@ -170,6 +170,38 @@ def test_two_values_for_one_tied_tensor_are_refused_before_anything_changes():
         assert torch.equal(v, snapshot[k]), k
 
 
+@pytest.mark.parametrize("make", [
+    lambda b: {"flat": b, "square": b.view(2, 2)},  # two shapes of one buffer
+    lambda b: {"head": b[:3], "tail": b[1:]},  # overlapping slices
+    lambda b: {"all": b, "t": b.view(2, 2).t()},  # a transposed view
+    lambda b: {"torch": b, "numpy": b.numpy().reshape(2, 2)},  # torch and numpy, one memory
+    lambda b: {"a": b.numpy(), "r": b.numpy()[::-1]},  # a reversed numpy view
+])
+def test_entries_that_share_memory_in_different_shapes_are_refused(make):
+    """Two names over overlapping bytes that are not one tied tensor: an
+    update would add into the shared bytes twice (it did). Refused, before
+    anything is written."""
+    buffer = torch.zeros(4)
+    target = make(buffer)
+    update = {name: np.ones(np.shape(value), np.float32) for name, value in target.items()}
+    with pytest.raises(cepam.InvalidArgumentError, match="share memory as views of different "
+                                                         "shapes"):
+        cepam.apply_update(target, update)
+    assert torch.equal(buffer, torch.zeros(4))
+    name = next(iter(target))  # one of them alone is an update, added once
+    cepam.apply_update(target, {name: update[name]})
+    assert np.array_equal(np.asarray(target[name]), update[name])
+    assert float(buffer.sum()) == update[name].size
+
+
+def test_disjoint_views_of_one_buffer_each_move_once():
+    """A flat buffer cut into parameters (as flat-parameter wrappers do)."""
+    flat = torch.zeros(10)
+    target = {"w": flat[:6].view(2, 3), "b": flat[6:]}
+    cepam.apply_update(target, {"w": torch.ones(2, 3), "b": torch.full((4,), 2.0)})
+    assert torch.equal(flat, torch.tensor([1.0] * 6 + [2.0] * 4))
+
+
 def test_numpy_and_mixed_entries_keep_the_target_dtype():
     state = {"w": np.zeros(3, np.float16), "b.running_var": np.ones(2, np.float64),
              "t": torch.zeros(2, dtype=torch.bfloat16)}
