@@ -4,6 +4,7 @@
                               [--profile]
     python bench/call_cost.py --m 1e7 1e8 --calls 1 --rounds 3 --out   # big updates
     python bench/call_cost.py --m 3600 --entries 300 --calls 200       # a model's entries
+    python bench/call_cost.py --clip 1 --calls 1000 --rounds 7 --against ../old/python
 
 Encodes, then decodes, m float32 coordinates (Gaussian sigma = 1e-3,
 rms/sigma = 1, threads=1) `calls` times in a row, `rounds` times; prints
@@ -31,6 +32,13 @@ m coordinates in all, split as evenly as can be): the cost that grows with
 a model's entries (flattening, the header, the checks and the result's
 construction of each), which a server's decoder pays payload after payload.
 
+--against DIR compares this cepam with the one importable from DIR (a
+folder holding a ``cepam`` package, such as another checkout's
+``python/`` with its built extension), on a machine whose speed moves from
+minute to minute: --pairs pairs of processes, one of each build in turn,
+each printing its rows' best CPU time; the table gives each build's best
+over the pairs and the ratio (this build over DIR's).
+
 --out also times decode(payload, out=buffer) into one buffer kept across
 the calls (no fresh output pages: the decode of round after round), and
 prints every call's CPU time per coordinate, in nanoseconds, for each m
@@ -42,8 +50,12 @@ from __future__ import annotations
 import argparse
 import cProfile
 import itertools
+import json
+import os
 import pstats
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -82,11 +94,45 @@ def main(argv: list[str] | None = None) -> None:
                     help="code a dict of this many entries (default 1: one array)")
     ap.add_argument("--out", action="store_true",
                     help="also decode into a buffer kept across calls; CPU ns per coordinate")
+    ap.add_argument("--against", metavar="DIR",
+                    help="compare with the cepam importable from DIR, in alternating processes")
+    ap.add_argument("--pairs", type=int, default=10, help="process pairs for --against")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # (--against's child)
     a = ap.parse_args(argv)
+    if a.against is not None and a.profile:
+        ap.error("--against times the calls; --profile profiles them: one or the other")
     for m in a.m:
         if not 1 <= a.entries <= m:
             ap.error(f"--entries must be between 1 and m = {int(m)}")
-        run(a, int(m))
+        if a.against is not None:
+            compare(a, int(m))
+        else:
+            run(a, int(m))
+
+
+def compare(a: argparse.Namespace, m: int) -> None:
+    """--against: each row's best CPU time over --pairs alternating pairs of
+    processes, this build's and DIR's, and their ratio."""
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(cepam.__file__)))
+    bench = os.path.dirname(os.path.abspath(__file__))
+    child = ["--m", str(m), "--calls", str(a.calls), "--rounds", str(a.rounds), "--lattice",
+             a.lattice, "--entries", str(a.entries), "--json"]
+    child += ([] if a.clip is None else ["--clip", repr(a.clip)]) + (["--out"] if a.out else [])
+    best: dict[str, dict[str, float]] = {ours: {}, a.against: {}}
+    for _ in range(a.pairs):
+        for root in best:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, bench]))
+            out = subprocess.run([sys.executable, __file__, *child], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+            for name, us in json.loads(out.splitlines()[-1]).items():
+                best[root][name] = min(best[root].get(name, float("inf")), us)
+    print(f"CPU: {cpu_model()}; m = {m}; best CPU us per call over {a.pairs} alternating "
+          f"pairs of processes (each: best of {a.rounds} rounds of {a.calls} calls)")
+    print(f"{'call':>12} {'this':>9} {'against':>9} {'ratio':>7}   (this: {ours}; against: "
+          f"{a.against})")
+    for name, us in best[ours].items():
+        theirs = best[a.against].get(name, float("nan"))
+        print(f"{name:>12} {us:9.1f} {theirs:9.1f} {us / theirs:7.3f}")
 
 
 def update(m: int, entries: int, sigma: float) -> np.ndarray | dict[str, np.ndarray]:
@@ -130,6 +176,10 @@ def run(a: argparse.Namespace, m: int) -> None:
             buffer = buffer.reshape(np.shape(x))
         calls["decode out="] = lambda: cepam.decode(payload, secret=secret, threads=1,
                                                    out=buffer)
+    if a.json:  # (--against's child: each row's best CPU time, one line)
+        print(json.dumps({name: per_call(fn, a.calls, a.rounds)["cpu best"]
+                          for name, fn in calls.items()}))
+        return
     print(f"CPU: {cpu_model()}; cepam {cepam.__version__}; m = {m} float32"
           + (f" in {a.entries} entries" if a.entries > 1 else "") + ", "
           f"lattice {a.lattice}, clip {a.clip}, payload {len(payload)} bytes, threads=1")

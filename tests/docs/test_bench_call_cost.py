@@ -36,3 +36,23 @@ def test_call_cost_entries_split_the_coordinates(call_cost):
     assert call_cost.update(10, 1, 1e-3).shape == (10,)
     with pytest.raises(SystemExit):
         call_cost.main(["--m", "10", "--entries", "11"])
+
+
+def test_call_cost_against_another_build(call_cost, capsys):
+    """--against: alternating child processes of each build (here the same
+    package twice), each row's best and the ratio."""
+    import cepam
+
+    package_root = str(Path(cepam.__file__).resolve().parents[1])
+    call_cost.main(["--m", "10", "--calls", "3", "--rounds", "1", "--clip", "1", "--pairs", "1",
+                    "--against", package_root])
+    out = capsys.readouterr().out
+    assert "best CPU us per call over 1 alternating pairs of processes" in out
+    rows = [line.split() for line in out.splitlines()[2:]]
+    assert [" ".join(r[:-3]) for r in rows] == ["encode", "decode", "encode dflt",
+                                                "decode dflt", "Codec enc", "Codec dec"]
+    for r in rows:
+        this, against, ratio = map(float, r[-3:])
+        assert this > 0 and against > 0 and abs(ratio - this / against) < 1e-3 * ratio + 1e-3
+    with pytest.raises(SystemExit):
+        call_cost.main(["--profile", "--against", package_root])
