@@ -37,7 +37,7 @@ from .structure import (
     output_dtypes,
 )
 from .template import match_template, structure_of
-from .ties import (TiePairs, _as_state_dict, apply_ties, find_ties, has_meta, resolve_ties,
+from .ties import (TiePairs, _as_state_dict, apply_ties, has_meta, resolve_ties, ties_in,
                    with_ties)
 from .threads import resolve_threads
 
@@ -150,7 +150,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     if like is not None:
         state = _as_state_dict(like)  # a module's state_dict(), built once a call
         if state is not None and state is not like and has_meta(state):  # (by object)
-            ties = (*ties, *find_ties(like).items())
+            ties = (*ties, *ties_in(state, like).items())
         like = state or like
     if max_coordinates is None:  # the template's size, else the bare default
         if like is not None:

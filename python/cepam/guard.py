@@ -29,7 +29,7 @@ from contextlib import closing
 
 from ._files import check_database_file, create_database, retry_while_locked
 from .errors import ContextReuseError, InvalidArgumentError, InvalidTypeError
-from .keys import Context, check_secret, guard_fingerprint
+from .keys import Context, check_context, guard_fingerprint
 
 __all__ = ["ContextGuard"]
 
@@ -52,9 +52,8 @@ def _initialise(db: sqlite3.Connection) -> None:
 def _row(secret: object, context: object) -> tuple[bytes, bytes]:
     """The record of ``context`` under ``secret``: the secret's one-way
     fingerprint and the packed context, both checked."""
-    if not isinstance(context, Context):
-        raise InvalidTypeError(f"context must be a cepam.Context, got {type(context).__name__}")
-    return guard_fingerprint(check_secret(secret)), context.pack()
+    packed = check_context(context).pack()
+    return guard_fingerprint(secret), packed  # type: ignore[arg-type]
 
 
 class ContextGuard:

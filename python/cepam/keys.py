@@ -345,7 +345,7 @@ class SecretKeys:
                 :class:`Context`.
         """
         label = bytes(_check_bytes("label", label))
-        return self._keys((FORMAT_TAG + label + _check_context(context).pack()
+        return self._keys((FORMAT_TAG + label + check_context(context).pack()
                            + check_nonce(nonce),))[0]
 
     def payload_at(self, tail: bytes) -> tuple[bytes, bytes, bytes]:
@@ -382,7 +382,7 @@ class SecretKeys:
             return last[3]
         if type(nonce) is not bytes or len(nonce) != NONCE_BYTES:
             nonce = check_nonce(nonce)
-        tail = _check_context(context).pack() + nonce
+        tail = check_context(context).pack() + nonce
         keys = self.payload_at(tail)
         self._last = (context, nonce, tail, keys)
         return keys
@@ -398,7 +398,7 @@ class SecretKeys:
         return self.payload(context, nonce)[1]
 
 
-def _check_context(context: object) -> Context:
+def check_context(context: object) -> Context:
     """``context``, which must be a :class:`Context` (InvalidTypeError otherwise)."""
     if type(context) is not Context and not isinstance(context, Context):
         raise InvalidTypeError(f"context must be a cepam.Context, got {type(context).__name__}")
@@ -453,10 +453,7 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
     """
     if type(key) is not bytes or len(key) != _KEY_BYTES:
         key = _fixed_bytes("key", key, _KEY_BYTES, "a MAC key: mac_key(secret)")
-    if type(threads) is not int or threads < 1:
-        threads = check_integer("threads", threads)
-        if threads < 1:
-            raise InvalidArgumentError(f"threads must be at least 1, got {threads}")
+    threads = check_tag_threads(threads)
     try:
         view = memoryview(data)
     except TypeError:
@@ -465,6 +462,27 @@ def payload_tag(key: bytes, data: bytes | bytearray | memoryview, *, threads: in
         view = view.cast("B")
     except (TypeError, ValueError) as exc:  # (a view that is not C-contiguous)
         raise InvalidArgumentError(f"data must be contiguous bytes: {exc}") from None
+    return checked_payload_tag(key, view, threads=threads)
+
+
+def check_tag_threads(threads: object) -> int:
+    """``threads`` for :func:`payload_tag`: an integer, at least 1.
+
+    Raises:
+        InvalidTypeError: not an integer.
+        InvalidArgumentError: below 1.
+    """
+    if type(threads) is not int or threads < 1:
+        threads = check_integer("threads", threads)
+        if threads < 1:
+            raise InvalidArgumentError(f"threads must be at least 1, got {threads}")
+    return threads
+
+
+def checked_payload_tag(key: bytes, view: memoryview, *, threads: int) -> bytes:
+    """:func:`payload_tag` of arguments already checked: a 32-byte ``key``,
+    a C-contiguous byte view and ``threads >= 1`` (a decoder's own, on every
+    payload it opens)."""
     total = len(view)
     if core_tags(total):  # (one short segment: the core's, in one call)
         return _core.payload_tag(key, view)

@@ -32,7 +32,8 @@ import hmac
 
 from ._native import core as _core
 from .errors import AuthenticationError, InvalidTypeError
-from .keys import TAG_BYTES, SecretKeys, core_tags, payload_tag
+from .keys import (TAG_BYTES, SecretKeys, check_tag_threads, checked_payload_tag, core_tags,
+                   payload_tag)
 from .payload import (
     _parse_header,
     DIGEST_BYTES,
@@ -86,6 +87,7 @@ def verified(payload: object, secret: bytes | SecretKeys, *, threads: int = 1) -
             length; nothing else is read).
         AuthenticationError: the tag does not verify.
     """
+    threads = check_tag_threads(threads)
     view = _payload_view(payload)
     _check_tag(view, SecretKeys.of(secret).mac(), threads=threads)
     return view
@@ -106,11 +108,8 @@ def _payload_view(payload: object) -> memoryview:
 
 def _check_tag(view: memoryview, mac: bytes, *, threads: int) -> None:
     """Raises AuthenticationError unless ``view`` ends with its tag under ``mac``."""
-    data = view[:-TAG_BYTES]
-    # (a short payload's tag straight from the core, payload_tag's own rule:
-    # its checks hold here, mac and view being the caller's own)
-    tag = _core.payload_tag(mac, data) if core_tags(len(data)) else \
-        payload_tag(mac, data, threads=threads)
+    # (payload_tag's checks hold here: mac and view are the caller's own)
+    tag = checked_payload_tag(mac, view[:-TAG_BYTES], threads=threads)
     if not hmac.compare_digest(tag, view[-TAG_BYTES:]):
         raise AuthenticationError(
             "payload tag does not verify: wrong secret, or the payload was altered"

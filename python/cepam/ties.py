@@ -116,6 +116,12 @@ def find_ties(source: Any) -> dict[str, str]:
     if state is None:
         raise InvalidTypeError("find_ties takes a torch.nn.Module or a mapping from names to "
                                f"tensors, got {type(source).__name__}")
+    return ties_in(state, source)
+
+
+def ties_in(state: Mapping[Any, Any], source: Any) -> dict[str, str]:
+    """:func:`find_ties` of ``source`` whose state (its ``state_dict()``, or
+    itself for a mapping) the caller has built already."""
     first: dict[tuple[Any, ...], str] = {}
     ties: dict[str, str] = {}
     objects: dict[str, Any] | None = None  # (a module's, read at its first 'meta' tensor)
@@ -163,7 +169,7 @@ def check_ties(ties: object) -> TiePairs:
         if any(names):
             raise InvalidTypeError("ties: a mapping of names to names ({'decoder.weight': "
                                    "'embedding.weight'}) or of names to tensors, not both")
-        return tuple(find_ties(ties).items())  # (a module's own: its 'meta' ties too)
+        return tuple(ties_in(state, ties).items())  # (a module's own: its 'meta' ties too)
     pairs = []
     for name, target in state.items():
         if not isinstance(name, str):

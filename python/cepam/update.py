@@ -62,7 +62,17 @@ def _shape(x: Any) -> tuple[int, ...]:
 
 
 def _same_values(a: Any, b: Any) -> bool:
-    return a is b or bool(np.array_equal(_as_numpy(a), _as_numpy(b)))
+    if a is b:
+        return True
+    if _is_torch_tensor(a) and _is_torch_tensor(b) and a.device == b.device:
+        return bool(sys.modules["torch"].equal(a, b))  # (on its device: no copy to the host)
+    return bool(np.array_equal(_as_numpy(a), _as_numpy(b)))
+
+
+def _all_finite(x: Any) -> bool:
+    if _is_torch_tensor(x):  # (on its device: no copy to the host)
+        return bool(sys.modules["torch"].isfinite(x).all())
+    return bool(np.isfinite(np.asarray(x)).all())
 
 
 def _as_numpy(x: Any) -> np.ndarray:
@@ -166,6 +176,27 @@ def _extent(x: Any) -> tuple[str, int, int] | None:
     return device, start + low, start + high + size
 
 
+def _host_view(x: Any) -> np.ndarray | None:
+    """A numpy view of a target entry in host memory (None elsewhere)."""
+    if not _is_torch_tensor(x):
+        return x
+    if x.device.type != "cpu":
+        return None
+    torch = sys.modules["torch"]
+    return x.detach().view(torch.uint8 if x.element_size() == 1 else {
+        2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]).numpy()
+
+
+def _share_memory(a: Any, b: Any) -> bool:
+    """Whether two entries whose spans overlap share a byte: numpy's exact
+    test in host memory (interleaved views, a[0::2] and a[1::2], do not);
+    elsewhere, overlapping spans count as shared."""
+    host_a, host_b = _host_view(a), _host_view(b)
+    if host_a is None or host_b is None:
+        return True
+    return bool(np.shares_memory(host_a, host_b))
+
+
 def _check_disjoint(entries: list[tuple[str, Any]]) -> None:
     """Refuses target entries (name, tensor) that share memory without
     being one tensor (a tie): two views of one buffer in different shapes,
@@ -176,12 +207,16 @@ def _check_disjoint(entries: list[tuple[str, Any]]) -> None:
     """
     spans = sorted((extent, name) for name, dest in entries
                    if (extent := _extent(dest)) is not None)
-    for (a, name_a), (b, name_b) in zip(spans, spans[1:]):
-        if a[0] == b[0] and b[1] < a[2]:
-            raise InvalidArgumentError(
-                f"target entries {name_a!r} and {name_b!r} share memory as views of different "
-                "shapes (not one tied tensor): an update would add into the bytes they share "
-                "twice; update one of them")
+    values = dict(entries)
+    for i, (a, name_a) in enumerate(spans):
+        for b, name_b in spans[i + 1:]:
+            if b[0] != a[0] or b[1] >= a[2]:
+                break  # (sorted by start: no later span reaches into a)
+            if _share_memory(values[name_a], values[name_b]):
+                raise InvalidArgumentError(
+                    f"target entries {name_a!r} and {name_b!r} share memory as views of "
+                    "different shapes (not one tied tensor): an update would add into the "
+                    "bytes they share twice; update one of them")
 
 
 def _write(dest: Any, new: Any) -> None:
@@ -270,7 +305,7 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
         if _shape(dest) != _shape(value):
             raise InvalidArgumentError(f"entry {name!r}: the update's shape {_shape(value)} is "
                                        f"not the target's {_shape(dest)}")
-        if not np.isfinite(_as_numpy(value)).all():
+        if not _all_finite(value):
             raise InvalidArgumentError(f"update entry {name!r} holds NaN or Inf")
         key = _storage_key(dest)
         if key is not None and key in first:
@@ -278,7 +313,9 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
             if not _same_values(value, tied_value):
                 raise InvalidArgumentError(
                     f"entries {tied!r} and {name!r} are one tied tensor of the target, but the "
-                    "update gives them different values")
+                    "update gives them different values (an update encoded without its ties "
+                    "codes the tensor twice, with two noises: encode with ties=model, or "
+                    "ties={name: tied-to name})")
             continue  # (one tensor: updated once)
         if key is not None:
             first[key] = (name, value)

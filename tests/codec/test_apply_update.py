@@ -202,6 +202,18 @@ def test_disjoint_views_of_one_buffer_each_move_once():
     assert torch.equal(flat, torch.tensor([1.0] * 6 + [2.0] * 4))
 
 
+def test_interleaved_views_share_no_byte_and_each_move_once():
+    """Their spans overlap, their bytes do not (torch and numpy)."""
+    flat = torch.zeros(8)
+    cepam.apply_update({"even": flat[0::2], "odd": flat[1::2]},
+                       {"even": torch.ones(4), "odd": torch.full((4,), 2.0)})
+    assert torch.equal(flat, torch.tensor([1.0, 2.0] * 4))
+    arr = np.zeros((4, 2))
+    cepam.apply_update({"left": arr[:, 0], "right": arr[:, 1]},
+                       {"left": np.ones(4), "right": np.full(4, 3.0)})
+    assert np.array_equal(arr, np.tile([1.0, 3.0], (4, 1)))
+
+
 def test_numpy_and_mixed_entries_keep_the_target_dtype():
     state = {"w": np.zeros(3, np.float16), "b.running_var": np.ones(2, np.float64),
              "t": torch.zeros(2, dtype=torch.bfloat16)}
