@@ -431,6 +431,19 @@ def test_a_declaration_that_a_median_averages_is_refused(inner):
         CepamStrategy(inner, mechanism=MECH, clip=1.0, averages=True)
 
 
+def test_a_declaration_that_a_median_s_subclass_averages_is_refused():
+    """An override that logs and calls Krum's own aggregate is Krum's: the
+    declaration would report a mean's eps for one client's model."""
+
+    class LoggedKrum(Krum):
+        def aggregate_train(self, server_round, replies):
+            return super().aggregate_train(server_round, replies)
+
+    with pytest.raises(cepam.InvalidArgumentError, match="does not average"):
+        CepamStrategy(LoggedKrum(), mechanism=MECH, clip=1.0, averages=True,
+                      relation="add-remove")
+
+
 def test_a_strategy_without_a_bound_is_refused():
     with pytest.raises(cepam.InvalidArgumentError, match="QFedAvg weighs each update"):
         CepamStrategy(QFedAvg(client_learning_rate=0.1), mechanism=MECH, clip=1.0)

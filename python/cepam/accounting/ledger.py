@@ -241,6 +241,15 @@ _LEVELS = {"cepam_gaussian_round": "sample level", "cepam_laplace_round": "sampl
            "client_level_round": "client level", "gaussian": "the caller's level"}
 
 
+def _weakest(described: Iterable[dict[str, Any]]) -> str | None:
+    """The weakest threat model the described events name (None if none
+    does): each round's bound holds against its own view and every weaker
+    one (a view is a function of the stronger's), so their composition holds
+    against the weakest recorded only."""
+    threats = {d["threat_model"] for d in described if "threat_model" in d}
+    return min(threats, key=THREAT_MODELS.index) if threats else None
+
+
 def _terms(events: Iterable[PrivacyEvent]) -> str:
     """What an epsilon over ``events`` is stated for, in words: their
     neighbouring relation, level and threat model (e.g. "replace-one
@@ -252,11 +261,8 @@ def _terms(events: Iterable[PrivacyEvent]) -> str:
     levels = sorted({_LEVELS[d["event"]] for d in described})
     threats = {d["threat_model"] for d in described if "threat_model" in d}
     terms = [f"{' and '.join(relations)} neighbours", " and ".join(levels)]
-    if threats:
-        # Each round's bound holds against its own view and every weaker one
-        # (a view is a function of the stronger's), so their composition
-        # holds against the weakest recorded only.
-        weakest = min(threats, key=THREAT_MODELS.index)
+    weakest = _weakest(described)
+    if weakest is not None:
         terms.append(f"{weakest} threat model" + ("" if len(threats) == 1 else
                      f" (the weakest of the {' and '.join(sorted(threats))} recorded: the eps "
                      "holds against it only)"))
@@ -572,6 +578,11 @@ class Ledger:
         """Each distinct recorded event with its rounds summed, in order of
         its first record (all that composing them needs)."""
         return self._totals()
+
+    def weakest_threat_model(self) -> str | None:
+        """The weakest threat model among the recorded events (the one their
+        composed eps holds against), or None when none names one."""
+        return _weakest(event.describe() for event, _ in self._totals())
 
     def events(self, *, run_id: str | None = None) -> list[LedgerEntry]:
         """The recorded events in recording order (of one run, if given).

@@ -31,12 +31,10 @@ class Accounting:
         """``threat_model``, the run's, as its eps is stated against it: with
         a ledger that holds rounds against a weaker view, that view (the eps
         counts everything the ledger holds and holds against it only)."""
-        if self.ledger is None:
+        weakest = None if self.ledger is None else self.ledger.weakest_threat_model()
+        if weakest is None or THREAT_MODELS.index(weakest) >= THREAT_MODELS.index(threat_model):
             return threat_model
-        views = {event.describe().get("threat_model") for event, _ in self.ledger.totals()}
-        weaker = [v for v in THREAT_MODELS[:THREAT_MODELS.index(threat_model)] if v in views]
-        return threat_model if not weaker else \
-            f"{weaker[0]} (the weakest the ledger holds: the eps holds against it only)"
+        return f"{weakest} (the weakest the ledger holds: the eps holds against it only)"
 
     def _begin_budget(self, grid: Grid) -> None:
         """Opens the ledger (once) and starts the run's budget."""

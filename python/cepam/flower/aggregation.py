@@ -161,14 +161,15 @@ class Aggregation:
             client_level = self.budget.client_level_epsilon()
             if client_level is not None:
                 metrics[CLIENT_LEVEL] = client_level
+            threat = self._threat_label(self.setting.threat_model)  # (one ledger read)
             log.info("cepam: round %d: %d updates averaged (%d dropped); client level "
                      "(replace-one client, threat model %s, any local training loop): %s; "
                      "record level (replace-one record, threat model %s, %s bound): eps %.4g "
                      "at delta %g, if the clients train as the paper does (%s)",
-                     server_round, k, dropped, self._threat_label(self.setting.threat_model),
+                     server_round, k, dropped, threat,
                      "not computed" if client_level is None else
                      f"eps {client_level:.4g} at delta {self.delta:g}",
-                     self._threat_label(self.setting.threat_model), self.bound,
+                     threat, self.bound,
                      metrics[RECORD_LEVEL], self.delta,
                      RECORD_LEVEL_LOOP)
         return arrays, metrics

@@ -74,13 +74,12 @@ def check_inner(strategy: Strategy, *, relation: str, declared: bool | None = No
             aggregate reads values no noise covers) unless declared to
             average, one that does not average under
             ``relation="add-remove"``, or a declaration that one of
-            :data:`NOT_AVERAGING` (its own ``aggregate_train``) averages.
+            :data:`NOT_AVERAGING`, or a subclass of one, averages.
     """
     name = type(strategy).__name__
-    method = type(strategy).aggregate_train
-    if declared and any(method is cls.aggregate_train for cls in NOT_AVERAGING):
+    if declared and isinstance(strategy, NOT_AVERAGING):  # (a subclass's override included)
         raise InvalidArgumentError(
-            f"averages=True, but {name}'s aggregate_train is Flower's own, which does not "
+            f"averages=True, but {name} is (or derives from) a Flower strategy that does not "
             "average the noisy models: its rounds would be reported with too small an eps")
     does = averages(strategy) if declared is None else declared
     if isinstance(strategy, UNNOISED_INPUTS) and not does:

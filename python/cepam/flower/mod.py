@@ -266,7 +266,7 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
     mechanism = config.mechanism
     floors = _NOISE_FLOORS[mechanism.name]
     scale, clip = float(mechanism.scale), float(config.clip)
-    if not (clip > 0.0 and scale > 0.0):  # (no floor can be compared: fail closed)
+    if not clip > 0.0:  # (read unchecked from the configuration: fail closed)
         raise _FloorRefusal(f"the server asks for {mechanism.name} scale = {scale:g} at clip = "
                             f"{clip:g}, which no floor can be held to: not encoded")
     for key, what, over_clip in floors:
@@ -274,8 +274,7 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
             continue
         # (a ratio within _RATIO_RTOL of its floor meets it: a server's sigma
         # is its multiplier times the round's clip, rounded, and the ratio of
-        # the two may come back an ulp below the multiplier; an unclipped
-        # round's is 0)
+        # the two may come back an ulp below the multiplier)
         if not (scale >= floor[key] * clip * (1.0 - _RATIO_RTOL) if over_clip
                 else scale >= floor[key]):
             raise _FloorRefusal(

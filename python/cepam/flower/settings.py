@@ -19,6 +19,7 @@ from cepam._checks import check_choice, check_clip
 from cepam._checks import check_real as _check_real  # (this module's check_real adds a range)
 from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.cohort import RELATIONS, SAMPLINGS
+from cepam.accounting.events import BOUNDS  # (the per-round bounds: bound=)
 from cepam.accounting.setting import THREAT_MODELS
 from cepam.clipping import AdaptiveClip
 from cepam.errors import InvalidArgumentError, InvalidTypeError
@@ -40,9 +41,6 @@ FLOWER_DP = (
     "DifferentialPrivacyClientSideAdaptiveClipping",
 )
 
-
-#: The per-round bounds a CepamStrategy takes (``bound=``).
-BOUNDS = ("tight", "paper")
 
 
 def is_flower_dp(strategy: object) -> bool:
