@@ -128,3 +128,14 @@ def profile_deltas(values: object, epsilon: np.ndarray, *,
                 f"the privacy profile must return deltas that never rise with eps (delta(eps) "
                 f"is non-increasing), got a rise of {worst:.3g}")
     return d
+
+
+def bounding_deltas(values: object, epsilon: np.ndarray) -> np.ndarray:
+    """:func:`profile_deltas` of a profile at the rising grid ``epsilon``,
+    clipped to [0, 1] and made non-increasing (its running minimum, still a
+    bound): the deltas the accountant composes.
+
+    Raises:
+        InvalidTypeError, InvalidArgumentError: as :func:`profile_deltas`.
+    """
+    return np.minimum.accumulate(np.clip(profile_deltas(values, epsilon), 0.0, 1.0))

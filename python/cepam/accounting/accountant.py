@@ -87,8 +87,7 @@ def require_dp_accounting() -> Any:
 def _epsilon_max(event: PrivacyEvent) -> float:
     """Where the event's profile has (essentially) reached its floor: below
     1e-18, or within 1e-6 (relative) of its value at the cap."""
-    d = _v.profile_deltas(event.privacy_profile(_SCAN), _SCAN)
-    d = np.minimum.accumulate(np.clip(d, 0, 1))
+    d = _v.bounding_deltas(event.privacy_profile(_SCAN), _SCAN)
     floor = max(_TAIL, float(d[-1]) * (1 + 1e-6))
     k = int(np.argmax(d <= floor))
     return float(max(_SCAN[k], 1e-6))

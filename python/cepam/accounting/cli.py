@@ -220,7 +220,8 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
         "total": {"epsilon": _num(total_eps), "delta": delta, "rounds": rounds},
         "client_level": {"epsilon": client_epsilon(
             sigma=sigma, clip=setting.clip, rounds=rounds, clients=setting.clients, delta=delta,
-            threat_model=setting.threat_model), "delta": delta, "rounds": rounds},
+            threat_model=setting.threat_model), "delta": delta, "rounds": rounds,
+            "level": "client", "relation": "replace-one", "threat_model": setting.threat_model},
         "notes": notes,
     }
     if args.eps_tilde is not None:
@@ -325,9 +326,12 @@ def handler(args: argparse.Namespace) -> int:
     out = sys.stdout
     calibrated = " (calibrated)" if report["calibrated"] else ""
     if inp.get("level") == "client":
+        cohort = "" if inp["sample_rate"] >= 1 else (
+            f"   expected cohort: {inp['clients']:g} of "
+            f"{round(inp['clients'] / inp['sample_rate'])} clients")
         out.write(f"level: client (one client's whole data, any training loop)   relation: "
                   f"{inp['relation']}   threat model: {inp['threat_model']}   sample rate: "
-                  f"{inp['sample_rate']:g}\n")
+                  f"{inp['sample_rate']:g}{cohort}\n")
         out.write(f"sigma = {report['sigma']:.6g}{calibrated}"
                   f"   noise multiplier z = {report['noise_multiplier']:.6g}\n")
     else:

@@ -151,8 +151,7 @@ def _profile_on_grid(profile: PrivacyProfile, h: float, emax: float) -> tuple[in
         raise InvalidArgumentError(
             f"epsilon_max / discretization = {emax / h:.3g} grid points is too many")
     eps = h * np.arange(m + 1)
-    d = _v.profile_deltas(profile(eps), eps)
-    return m, np.minimum.accumulate(np.clip(d, 0.0, 1.0))
+    return m, _v.bounding_deltas(profile(eps), eps)
 
 
 def _full_grid_deltas(d: np.ndarray, h: float) -> np.ndarray:
@@ -180,8 +179,7 @@ def directed_grid_deltas(profile: PrivacyProfile, *, discretization: float,
         raise InvalidArgumentError(
             f"epsilon_max / discretization = {epsilon_max / h:.3g} grid points is too many")
     x = h * np.arange(-m, m + 1)
-    d = _v.profile_deltas(profile(x), x)
-    d = np.minimum.accumulate(np.clip(d, 0.0, 1.0))
+    d = _v.bounding_deltas(profile(x), x)
     raw = _ctd_masses(d, h, clip=False)
     if raw.min() < -_HULL_TOL * max(float(np.abs(raw).max()), 1e-300):
         d = _lower_hull(x, d)

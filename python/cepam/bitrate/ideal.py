@@ -28,7 +28,7 @@ from .theory import (
     DESIGN_IDEAL_UNIFORM,
     _ball_volume,
     _check_count,
-    _check_lattice,
+    _check_lattice_name,
     _check_source,
     _default_dim,
     _geometry,
@@ -330,7 +330,7 @@ def ideal_rate(source: str, s_over_sigma: float, *, lattice: str = "Z", dim: int
     """
     source = _check_source(source)
     ratio = check_positive("s_over_sigma", s_over_sigma)
-    lattice = _check_lattice(lattice)
+    lattice = _check_lattice_name(lattice)
     dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
     geometry = _geometry(lattice, dim)
     draws = _check_count("draws", draws, 2)
@@ -380,7 +380,7 @@ def spec_ideal_rate(source: str, s_over_sigma: float, lattice: str = "Z",
     """
     source = _check_source(source)
     ratio = check_positive("s_over_sigma", s_over_sigma)
-    lattice = _check_lattice(lattice)
+    lattice = _check_lattice_name(lattice)
     dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
     if source == "gaussian":
         if (lattice, dim) != ("Z", 1):

@@ -51,7 +51,7 @@ def _check_rows(rows: object, keys: Sequence[str] = ()) -> list[Mapping[str, Any
             items is not a mapping (a dict).
         InvalidArgumentError: a row lacks one of ``keys``.
     """
-    items = check_items("rows", rows, Mapping, what="dict (a row of run_benchmark)")
+    items = check_items("rows", rows, Mapping, what="run_benchmark row")
     for i, row in enumerate(items):
         missing = [key for key in keys if key not in row]
         if missing:

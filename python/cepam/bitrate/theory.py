@@ -81,7 +81,7 @@ def _check_source(source: object) -> str:
     return source
 
 
-def _check_lattice(lattice: object) -> str:
+def _check_lattice_name(lattice: object) -> str:
     """``lattice`` if it is a str (whether the lattice exists, in that
     dimension, :func:`_geometry` says); InvalidTypeError otherwise."""
     if not isinstance(lattice, str):
@@ -211,7 +211,7 @@ def packing_density(lattice: str, dim: int | None = None) -> float:
         InvalidTypeError: ``lattice`` is not a str, or ``dim`` not an int.
         InvalidArgumentError: an unknown lattice, or one not in dimension ``dim``.
     """
-    lattice = _check_lattice(lattice)
+    lattice = _check_lattice_name(lattice)
     dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
     return _geometry(lattice, dim).density
 
@@ -242,7 +242,7 @@ def high_resolution_gap(lattice: str, dim: int | None = None) -> float:
     """
     from scipy.special import digamma
 
-    lattice = _check_lattice(lattice)
+    lattice = _check_lattice_name(lattice)
     dim = _default_dim(lattice) if dim is None else _check_count("dim", dim)
     n = dim
     p = packing_density(lattice, n)
