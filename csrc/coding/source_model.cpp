@@ -361,31 +361,37 @@ inline void grid_loop(const Lines& l, double* knot, double* slope, std::uint64_t
   // it where x / w is an integer, which the exact remainder r = x - q w = w
   // tells.  The slope C_{i+1} - C_i comes from the same bin's formula at
   // i + 1 (at i + 1 = e_{b+1} it gives d, C_{e_{b+1}} = c_{b+1} 2^10), not
-  // from the table: read back there, from values just stored a few at a
+  // from the table (read back there, from values just stored a few at a
   // time per bin, each vector load straddled two stores and waited for
-  // both (half of a small update's table time).
+  // both), and not from a second quotient: with k = floor(d / w) and
+  // s = d - k w, floor((x + d) / w) = q + k + [r + s >= w], r = x - q w
+  // (both remainders in [0, w), so their sum is below 2w).
   constexpr int kShift = SourceModel::kTableBits - SourceModel::kKnotBits;
   for (int b = 0; b < l.bins; ++b) {
     const std::uint32_t e0 = l.edges[b];
     const std::uint32_t width = l.edges[b + 1] - e0;
-    const double d = static_cast<double>((l.knots[b + 1] - l.knots[b]) << kShift);
+    const std::uint32_t di = (l.knots[b + 1] - l.knots[b]) << kShift;
+    const double d = static_cast<double>(di);
     const double w = static_cast<double>(width), inv = 1.0 / w;
+    const double k = static_cast<double>(di / width), s = static_cast<double>(di % width);
     const double base = static_cast<double>(l.knots[b] << kShift);
-    const auto floor_at = [d, w, inv](std::uint32_t i) {
-      const double x = static_cast<double>(static_cast<std::int32_t>(i)) * d;
-      const double q = static_cast<double>(static_cast<std::int64_t>(x * inv));
-      return x - q * w >= w ? q + 1.0 : q;
-    };
     double* const at = knot + e0;
     double* const rise = slope + e0;
     std::uint64_t* const word = packed + e0;
     for (std::uint32_t i = 0; i < width; ++i) {
-      const double q = floor_at(i), next = floor_at(i + 1);
+      const double x = static_cast<double>(static_cast<std::int32_t>(i)) * d;
+      double q = static_cast<double>(static_cast<std::int64_t>(x * inv));
+      double r = x - q * w;
+      if (r >= w) {
+        q += 1.0;
+        r -= w;
+      }
+      const double step = r + s >= w ? k + 1.0 : k;
       at[i] = base + q;
-      rise[i] = next - q;
+      rise[i] = step;
       // (both integers in [0, 2^22]: exact as int64, packed as uint32 halves)
       word[i] = static_cast<std::uint64_t>(static_cast<std::int64_t>(base + q)) |
-                static_cast<std::uint64_t>(static_cast<std::int64_t>(next - q)) << 32;
+                static_cast<std::uint64_t>(static_cast<std::int64_t>(step)) << 32;
     }
   }
   knot[SourceModel::kCells] = SourceModel::kTableScale;

@@ -22,7 +22,7 @@ from .keys import SecretKeys, check_integer
 from .mechanisms import core_params, mechanism_from_code
 from .precision import check_output
 from .sealing import open_payload
-from .flatten import unflatten
+from .flatten import rebuild
 from .structure import (
     OUTPUT_CHOICES,
     BARE,
@@ -32,7 +32,7 @@ from .structure import (
     Structure,
     check_buffers,
     check_dtype_choice,
-    decoded_dtype,
+    decoded_of,
     entry_kind as _entry_kind,
     output_dtypes,
 )
@@ -188,7 +188,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     outputs = output_dtypes(structure, dtype=dtype, output=output)
     key = keys.stream(header.context, header.nonce)
     params = core_params(mechanism, lattice=sealed.lattice, n=sealed.n)
-    decoded = decoded_dtype(structure, dtype=dtype, output=output)
+    decoded = decoded_of(outputs)
     # device="cuda" with the CUDA path, for an update of at least
     # cepam.cuda.DEVICE_DECODE_MIN_COORDINATES: the GPU decodes into device
     # memory (out='s where given), where the result stays (the decode
@@ -221,7 +221,7 @@ def _decode(payload: object, secret: bytes, output: str, dtype: str, max_coordin
     moved = cuda_index is not None and not on_gpu  # decoded on the host for a GPU
     if moved and buffer is not None:  # (out= is a CUDA tensor: torch is imported)
         flat = buffer.copy_(sys.modules["torch"].from_numpy(flat))
-    result = unflatten(flat, untied, output=output, dtype=dtype)
+    result = rebuild(flat, untied, output=output, names=outputs)
     if moved and buffer is None:
         result = to_device(result, cuda_index)
     if out is not None and structure.container in (SINGLE, BARE):

@@ -356,13 +356,22 @@ def unflatten(flat: np.ndarray, structure: Structure, *, output: str = "auto",
     """
     check_choice("output", output, OUTPUT_CHOICES)
     dtype = check_dtype_choice(dtype)
+    return rebuild(flat, structure, output=output,
+                   names=output_dtypes(structure, dtype=dtype, output=output))
+
+
+def rebuild(flat: np.ndarray, structure: Structure, *, output: str,
+            names: tuple[str, ...]) -> Any:
+    """:func:`unflatten` with checked choices: ``output`` and each entry's
+    output dtype ``names`` (:func:`~cepam.structure.output_dtypes`, which the
+    decoder has computed already)."""
+    if structure.container == SINGLE:  # (one entry: no list)
+        entry = structure.entries[0]
+        return _leaf_from_numpy(flat[: entry.size], entry, output, names[0])
     leaves, offset = [], 0
-    for entry, name in zip(structure.entries,
-                           output_dtypes(structure, dtype=dtype, output=output)):
+    for entry, name in zip(structure.entries, names):
         leaves.append(_leaf_from_numpy(flat[offset : offset + entry.size], entry, output, name))
         offset += entry.size
-    if structure.container == SINGLE:
-        return leaves[0]
     if structure.container == DICT:
         return apply_ties({e.name: leaf for e, leaf in zip(structure.entries, leaves)},
                           structure)

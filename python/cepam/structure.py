@@ -36,7 +36,7 @@ import numpy as np
 
 from ._checks import check_choice
 
-__all__ = ["Entry", "Structure", "output_dtype", "output_dtypes", "entry_kind", "decoded_dtype",
+__all__ = ["Entry", "Structure", "output_dtype", "output_dtypes", "entry_kind", "decoded_of",
            "DTYPE_CHOICES", "NON_FLOAT_CHOICES", "BUFFER_CHOICES", "RUNNING_STATISTICS",
            "is_buffer"]
 
@@ -187,8 +187,8 @@ def output_dtypes(structure: Structure, *, dtype: str, output: str) -> tuple[str
         output_dtype(e, dtype=dtype, output=output) for e in s.entries))
 
 
-def decoded_dtype(structure: Structure, *, dtype: str = "auto", output: str = "auto") -> str:
-    """The dtype the flat vector is decoded into: float64 if an entry is
+def decoded_of(outputs: tuple[str, ...]) -> str:
+    """The dtype the flat vector is decoded into, from the entries' output
+    dtypes ``outputs`` (:func:`output_dtypes`): float64 if an entry is
     returned in float64, else float32."""
-    return "float64" if "float64" in output_dtypes(structure, dtype=dtype, output=output) \
-        else "float32"
+    return "float64" if "float64" in outputs else "float32"
