@@ -244,6 +244,48 @@ def test_a_configuration_without_buffers_means_the_codec_s_default():
         CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, buffers="everywhere")
 
 
+@pytest.mark.parametrize("prefer", ["balanced", "bits", "speed"])
+def test_prefer_travels_in_the_round_config_and_its_padding_is_checked_with_it(prefer,
+                                                                                monkeypatch):
+    """lattice="auto"'s preference reaches every client's encode, and the
+    server checks each payload's padded length under the same preference:
+    "max" pads to the largest payload of the lattices the preference can
+    choose, one lattice (Z) for "speed", so a server that checked under the
+    default would drop every "speed" reply."""
+    seen = []
+    encode = cepam.encode
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("prefer"))
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(cepam, "encode", spy)
+    st = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, prefer=prefer, pad="max", **AUTH)
+    messages, replies = run_round(st, contexts(), arrays=bn_arrays(), mods=(cepam_mod,))
+    assert all(m.content["cepam"]["prefer"] == prefer for m in messages)
+    assert seen == [prefer] * len(NODES)
+    assert not any(r.has_error() for r in replies)
+    _, metrics = st.aggregate_train(1, replies)
+    assert metrics["cepam-updates"] == len(NODES) and metrics["cepam-dropped"] == 0
+
+
+def test_a_configuration_without_prefer_means_the_codec_s_default():
+    config = RoundConfig(mechanism=MECH, clip=1.0, lattice="auto", dim=None, coder="ans",
+                         round=1, message=2, keys="pre-shared", prefer="bits")
+    record = config.to_record()
+    assert RoundConfig.from_record(record) == config
+    del record["prefer"]
+    assert RoundConfig.from_record(record).prefer == "balanced"
+    with pytest.raises(cepam.FormatError, match="prefer must be one of"):
+        RoundConfig.from_record({**record, "prefer": "everything"})
+    with pytest.raises(cepam.FormatError, match="needs lattice 'auto'"):
+        RoundConfig.from_record({**record, "prefer": "speed", "lattice": "E8"})
+    with pytest.raises(cepam.InvalidArgumentError, match="prefer must be one of"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, prefer="everything")
+    with pytest.raises(cepam.InvalidArgumentError, match="needs lattice='auto'"):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, lattice="E8", prefer="bits")
+
+
 def _train_round(st, ctxs, rnd, arrays):
     messages = list(st.configure_train(rnd, arrays, ConfigRecord(), FakeGrid(list(ctxs))))
     replies = [cepam_mod(m, ctxs[m.metadata.dst_node_id], bn_train) for m in messages]

@@ -110,7 +110,8 @@ class TrainMessages:
                 coder=self.coder, round=self._round, message=_secrets.randbits(63),
                 keys=KEYS_PRESHARED if self._lookup is not None else KEYS_AGREED,
                 server_key=b"" if self._server_pair is None else self._server_pair.public,
-                pad=self.pad, count_sigma=self.clip_count_sigma, buffers=self.buffers)
+                pad=self.pad, count_sigma=self.clip_count_sigma, buffers=self.buffers,
+                prefer=self.prefer)
             sent[node] = Sent(config_, records)
             if sent[node].coordinates == 0:
                 raise InvalidArgumentError("the model has no float arrays to train")

@@ -457,6 +457,7 @@ def _encode_reply(msg: Message, ctx: Context, reply: Message, config: RoundConfi
     payload = cepam.encode(update, config.mechanism, secret=secret, round=config.round,
                            client=int(msg.metadata.dst_node_id) % (1 << 64),
                            message=config.message, lattice=config.lattice, dim=config.dim,
+                           prefer=config.prefer,
                            clip=config.clip, coder=config.coder, structure=False,
                            pad=config.pad, state=None if state is None else str(state),
                            buffers=config.buffers)

@@ -3,7 +3,7 @@
 The server adds one :class:`flwr.app.ConfigRecord` named :data:`CONFIG_RECORD`
 to each train message (its own RecordDict per node), holding
 :class:`RoundConfig`: the mechanism, scale and clip every payload must use,
-the codec's lattice and coder, the round, a random per-message number (so
+the codec's lattice (and ``lattice="auto"``'s preference) and coder, the round, a random per-message number (so
 that no context repeats: Flower restarts rounds at 1 in every run and may
 resend a message), the padding, and how keys are obtained.
 
@@ -32,6 +32,7 @@ import numpy as np
 
 import cepam
 from cepam.errors import FormatError, InvalidArgumentError
+from cepam.auto import PREFERENCES
 from cepam.padding import PAD_MODES
 from cepam.payload import VERSION
 from cepam.structure import BUFFER_CHOICES
@@ -111,6 +112,10 @@ class RoundConfig:
             normalisation layers (``cepam.encode``'s ``buffers``:
             ``"separate"``, ``"joint"`` or ``"local"``); a configuration
             without the key means ``"separate"``, the codec's default.
+        prefer: ``lattice="auto"``'s preference (``cepam.encode``'s
+            ``prefer``: ``"balanced"``, ``"bits"`` or ``"speed"``); a
+            configuration without the key means ``"balanced"``, the
+            codec's default.
     """
 
     mechanism: cepam.Gaussian | cepam.Laplace
@@ -125,6 +130,7 @@ class RoundConfig:
     pad: str | int | None = None
     count_sigma: float | None = None
     buffers: str = "separate"
+    prefer: str = "balanced"
 
     def to_record(self) -> dict[str, Any]:
         """The values of the ConfigRecord (str, int, float, bytes only)."""
@@ -135,7 +141,7 @@ class RoundConfig:
             "round": int(self.round), "message": int(self.message), "keys": self.keys,
             "server-key": bytes(self.server_key), "pad": pad_to_text(self.pad),
             "count-sigma": 0.0 if self.count_sigma is None else float(self.count_sigma),
-            "buffers": self.buffers,
+            "buffers": self.buffers, "prefer": self.prefer,
         }
 
     @classmethod
@@ -156,7 +162,8 @@ class RoundConfig:
                          keys=str(values["keys"]), server_key=bytes(values["server-key"]),
                          pad=pad_from_text(str(values["pad"])),
                          count_sigma=float(record.get("count-sigma", 0.0)) or None,
-                         buffers=str(record.get("buffers", "separate")))
+                         buffers=str(record.get("buffers", "separate")),
+                         prefer=str(record.get("prefer", "balanced")))
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"malformed cepam configuration: {exc}") from None
         if config.keys not in (KEYS_AGREED, KEYS_PRESHARED):
@@ -170,6 +177,11 @@ class RoundConfig:
         if config.buffers not in BUFFER_CHOICES:
             raise FormatError(f"buffers must be one of {BUFFER_CHOICES}, got "
                               f"{config.buffers!r}")
+        if config.prefer not in PREFERENCES:
+            raise FormatError(f"prefer must be one of {PREFERENCES}, got {config.prefer!r}")
+        if config.prefer != "balanced" and config.lattice != "auto":
+            raise FormatError(f"prefer={config.prefer!r} needs lattice 'auto', not "
+                              f"{config.lattice!r}")
         if config.round < 0 or config.message < 0:
             raise InvalidArgumentError("round and message must be non-negative")
         return config

@@ -104,7 +104,8 @@ class Replies:
         if wrong:
             raise Dropped("payload header differs from the configuration in " + ", ".join(
                 f"{field} ({actual!r}, expected {wanted!r})" for field, wanted, actual in wrong))
-        if not is_padded_as(payload, sent.pad, lattice=sent.lattice, dim=sent.dim):
+        if not is_padded_as(payload, sent.pad, lattice=sent.lattice, dim=sent.dim,
+                            prefer=sent.prefer):
             raise Dropped(
                 f"payload of {len(payload)} bytes, not a length that pad={sent.pad!r} gives: "
                 "its length was not hidden as configured (the round configuration altered "

@@ -77,6 +77,7 @@ class Settings:
     def _init_settings(self, strategy: Strategy, *, mechanism: Any, clip: float,
                        setting: FLSetting | None, delta: float, max_epsilon: float | None,
                        secrets: SecretSource | None, lattice: str, dim: int | None, coder: str,
+                       prefer: str,
                        pad: str | int | None, bound: str, ledger: Any, ledger_name: str | None,
                        max_reply_bytes: int | None,
                        pinned_keys: str | os.PathLike[str] | None,
@@ -103,9 +104,9 @@ class Settings:
         if not isinstance(lattice, str):  # (Codec's None, the default, would not travel)
             raise InvalidTypeError(f"lattice must be a str (a lattice's name or 'auto'), got "
                                    f"{type(lattice).__name__}")
-        # Validates lattice, dim and coder against the mechanism.
-        cepam.Codec(mechanism, secret=bytes(32), dim=dim, lattice=lattice, clip=self.clip,
-                    coder=coder)
+        # Validates lattice, dim, prefer and coder against the mechanism.
+        cepam.Codec(mechanism, secret=bytes(32), dim=dim, lattice=lattice, prefer=prefer,
+                    clip=self.clip, coder=coder)
         delta = check_real("delta", delta, low=0.0, high=1.0)
         if setting is not None:
             if not isinstance(setting, FLSetting):
@@ -171,7 +172,7 @@ class Settings:
         self.ledger: Ledger | None = None
         self.strategy, self.mechanism, self.setting = strategy, mechanism, setting
         self.delta, self.max_epsilon, self.bound = float(delta), max_epsilon, bound
-        self.lattice, self.dim, self.coder = lattice, dim, coder
+        self.lattice, self.dim, self.coder, self.prefer = lattice, dim, coder, prefer
         self.max_reply_bytes = max_reply_bytes
         self.authenticated_transport = authenticated_transport
         self.signed_keys = signed_keys

@@ -166,6 +166,12 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             mode 0600).
         lattice, dim, coder: codec settings sent to the clients (see
             :func:`cepam.encode`).
+        prefer: ``lattice="auto"``'s preference, sent to the clients (see
+            :func:`cepam.encode`): ``"balanced"`` (E8 only where it saves at
+            least 3 % of the bits), ``"bits"`` (the shorter payload: where
+            E8 may be shorter, the update, or a sample of a large one, is
+            encoded with both Z and E8) or ``"speed"`` (always Z, the
+            fastest).
         pad: the clients' padding (``cepam.encode``'s ``pad``): ``"levels"``
             (the default: every payload has one of 8 lengths fixed by
             public settings, so its length tells at most 3 bits about the
@@ -279,7 +285,7 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
                  clip: float, setting: FLSetting | None = None, delta: float = 1e-5,
                  max_epsilon: float | None = None, secrets: SecretSource | None = None,
                  lattice: str = "auto", dim: int | None = None, coder: str = "ans",
-                 pad: str | int | None = "levels", bound: str = "tight", ledger: Any = None,
+                 prefer: str = "balanced", pad: str | int | None = "levels", bound: str = "tight", ledger: Any = None,
                  ledger_name: str | None = None, max_reply_bytes: int | None = None,
                  pinned_keys: str | os.PathLike[str] | None = None,
                  authenticated_transport: bool = False, sample_rate: float = 1.0,
@@ -297,7 +303,7 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
         self._init_settings(
             strategy, mechanism=mechanism, clip=clip, setting=setting, delta=delta,
             max_epsilon=max_epsilon, secrets=secrets, lattice=lattice, dim=dim, coder=coder,
-            pad=pad, bound=bound, ledger=ledger, ledger_name=ledger_name,
+            prefer=prefer, pad=pad, bound=bound, ledger=ledger, ledger_name=ledger_name,
             max_reply_bytes=max_reply_bytes, pinned_keys=pinned_keys,
             authenticated_transport=authenticated_transport, sample_rate=sample_rate,
             relation=relation, sampling=sampling, clients=clients, sampling_seed=sampling_seed,
@@ -400,8 +406,9 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
                  "" if key is None else f" (not weighted by {key!r})")
         log.info("\t└── cepam: running statistics (buffers) %s; aggregated running "
                  "variances kept at least %g", self.buffers, self.running_var_floor)
-        log.info("\t└── cepam: %r, clip %g, lattice %s, coder %s, pad %s, keys %s, delta %g, "
-                 "max_epsilon %s", self.mechanism, self.clip, self.lattice, self.coder,
+        log.info("\t└── cepam: %r, clip %g, lattice %s%s, coder %s, pad %s, keys %s, delta %g, "
+                 "max_epsilon %s", self.mechanism, self.clip, self.lattice,
+                 f" (prefer {self.prefer})" if self.lattice == "auto" else "", self.coder,
                  self.pad, "pre-shared" if self._lookup is not None else "X25519 agreement",
                  self.delta, self.max_epsilon)
         if self._client_level:
