@@ -256,6 +256,30 @@ def test_preshared_secrets_from_node_config():
         secret_from_node_config({"cepam-secret": "abcd"})
 
 
+@pytest.mark.parametrize("message_type", ["train.default", "train.finetune"])
+def test_a_train_action_goes_through_the_mod_as_train_does(message_type):
+    """Flower routes "train.<action>" to a train function (``@app.train()``
+    gets "train.default"): its reply holds the trained model, so the mod
+    encodes it, or refuses, exactly as for "train"."""
+    ctx = contexts()[101]
+    plain = Message(RecordDict({"arrays": global_arrays(), "config": ConfigRecord()}),
+                    dst_node_id=101, message_type=message_type)
+    reply = cepam_mod(plain, ctx, train)
+    assert reply.has_error() and "no cepam configuration" in reply.error.reason
+
+    def retype(msg, ctx, call_next):  # (the server's inner strategy named the action)
+        return call_next(Message(msg.content, dst_node_id=msg.metadata.dst_node_id,
+                                 message_type=message_type), ctx)
+
+    _, replies = run_round(strategy(), contexts(**{"cepam-min-sigma": 1.0}),
+                           mods=(retype, cepam_mod))
+    assert all(r.has_error() and "FloorRefusal" in r.error.reason for r in replies)
+    st = strategy()
+    _, replies = run_round(st, contexts(), mods=(retype, cepam_mod))
+    assert all(list(r.content.array_records) == ["cepam-payload"] for r in replies)
+    assert st.aggregate_train(1, replies)[1]["cepam-updates"] == len(NODES)
+
+
 def test_mod_refusals():
     ctx = contexts()[101]
     arrays = global_arrays()

@@ -503,8 +503,11 @@ def cepam_mod(msg: Message, ctx: Context, call_next: Any) -> Message:
     """
     stage = "training"
     try:
-        if msg.metadata.message_type != MessageType.TRAIN:
-            if msg.metadata.message_type == MessageType.EVALUATE:
+        # By category: Flower routes "train.<action>" (and "train.default")
+        # to a train function, whose reply holds the trained model too.
+        category = msg.metadata.message_type.partition(".")[0]
+        if category != MessageType.TRAIN:
+            if category == MessageType.EVALUATE:
                 _use_local_buffers(msg, ctx)
             return call_next(msg, ctx)
         stage = "configuration"
