@@ -108,7 +108,8 @@ def test_an_encoding_failure_names_no_value(caplog):
 
 
 @pytest.mark.parametrize("refusal", [mod._NoConfiguration, mod._FlowerClipping, mod._Resent,
-                                     mod._ReplyMismatch, mod._FloorRefusal, mod._BadFloor])
+                                     mod._ReplyMismatch, mod._FloorRefusal, mod._BadFloor,
+                                     mod._UnknownKey])
 def test_refusals_send_their_class_s_fixed_text(refusal):
     reply = mod._error_reply(_one_message(strategy()), refusal(f"detail {PRIVATE}"), "keys")
     assert _reason(reply) == f"cepam_mod: {refusal.__name__.lstrip('_')}: {refusal.public}"

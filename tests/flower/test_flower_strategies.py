@@ -23,7 +23,7 @@ from flwr.serverapp.strategy import (  # noqa: E402
     DifferentialPrivacyClientSideAdaptiveClipping, DifferentialPrivacyClientSideFixedClipping,
     DifferentialPrivacyServerSideAdaptiveClipping, DifferentialPrivacyServerSideFixedClipping,
     Bulyan, FedAdagrad, FedAdam, FedAvg, FedAvgM, FedMedian, FedProx, FedTrimmedAvg, FedYogi,
-    Krum, MultiKrum, QFedAvg,
+    Krum, MultiKrum, QFedAvg, FedXgbBagging, FedXgbCyclic,
 )
 
 import cepam  # noqa: E402
@@ -493,6 +493,15 @@ def test_a_strategy_without_a_bound_is_refused():
         with pytest.raises(cepam.InvalidArgumentError, match="not known to average"):
             CepamStrategy(inner, mechanism=MECH, clip=1.0, relation="add-remove")
     CepamStrategy(FedAvgM(), mechanism=MECH, clip=1.0, relation="add-remove")
+
+
+@pytest.mark.parametrize("inner", [FedXgbBagging, FedXgbCyclic])
+@pytest.mark.parametrize("averages", [None, True])
+def test_xgboost_strategies_are_refused_at_construction(inner, averages):
+    """Their model is serialised trees (bytes), which cepam cannot code: they
+    are refused when the strategy is built, not at round 1."""
+    with pytest.raises(cepam.InvalidArgumentError, match="serialised bytes"):
+        CepamStrategy(inner(), mechanism=MECH, clip=1.0, averages=averages)
 
 
 # ---------------------------------------------------------------- shapes

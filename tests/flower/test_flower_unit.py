@@ -205,8 +205,10 @@ def _hostile(reply: Message, kind: str) -> Message:
             {"cepam": Array(dtype="uint8", shape=(len(data),), stype="other", data=data)})
     elif kind == "two-records":
         reply.content["more"] = ArrayRecord({"x": Array(np.zeros(1, np.float32))})
-    elif kind == "no-metrics":
+    elif kind == "no-metrics":  # accepted: a client may keep its metrics to itself
         del reply.content["metrics"]
+    elif kind == "two-metrics":
+        reply.content["more-metrics"] = MetricRecord({"x": 1.0})
     elif kind == "extra-metric":  # accepted, the key left out of the aggregate
         reply.content["metrics"]["surprise"] = 1.0
     else:
@@ -216,13 +218,14 @@ def _hostile(reply: Message, kind: str) -> Message:
 
 
 @pytest.mark.parametrize("kind", ["error", "garbage", "truncated", "flipped", "float32",
-                                  "stype", "two-records", "no-metrics", "extra-metric"])
+                                  "stype", "two-records", "two-metrics", "no-metrics",
+                                  "extra-metric"])
 def test_hostile_replies_are_dropped_never_raised(kind, caplog):
     st = strategy()
     _, replies = run_round(st, contexts())
     replies[2] = _hostile(replies[2], kind)
     agg, metrics = st.aggregate_train(1, replies)
-    if kind == "extra-metric":
+    if kind in ("extra-metric", "no-metrics"):  # (the other replies' metrics left out)
         assert metrics["cepam-updates"] == 4 and "surprise" not in metrics
         return
     assert agg is not None and metrics["cepam-updates"] == 3 and "dropped" in caplog.text
@@ -278,6 +281,26 @@ def test_a_train_action_goes_through_the_mod_as_train_does(message_type):
     _, replies = run_round(st, contexts(), mods=(retype, cepam_mod))
     assert all(list(r.content.array_records) == ["cepam-payload"] for r in replies)
     assert st.aggregate_train(1, replies)[1]["cepam-updates"] == len(NODES)
+
+
+def test_a_client_that_sends_no_metrics_is_accepted():
+    """docs/privacy.md: a client that must not reveal its metrics sends
+    none. Its reply is accepted; the inner strategy, which needs a
+    MetricRecord a reply (for the weight), gets an empty one."""
+    def silent(msg, ctx):
+        reply = train(msg, ctx)
+        del reply.content["metrics"]
+        return reply
+
+    st = strategy()
+    messages = list(st.configure_train(1, global_arrays(), ConfigRecord(),
+                                       FakeGrid(list(contexts()))))
+    ctxs = contexts()
+    replies = [cepam_mod(m, ctxs[m.metadata.dst_node_id], silent) for m in messages]
+    assert not any(r.has_error() or r.content.metric_records for r in replies)
+    arrays, metrics = st.aggregate_train(1, replies)
+    assert arrays is not None and metrics["cepam-updates"] == len(NODES)
+    assert metrics["cepam-dropped"] == 0
 
 
 def test_mod_refusals():
@@ -929,7 +952,8 @@ def test_a_node_refuses_a_server_asking_for_less_than_its_floor(node_config, str
                                   "cepam-max-clip, "
                                   "cepam-min-count-sigma, cepam-min-pad): not encoded")
     assert not reply.has_content()  # no payload leaves
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR
+              and "floor on sigma / clip" not in r.getMessage()]  # (a lone floor's, once)
     assert len(errors) == 1 and named in errors[0].getMessage()  # in the node's log
     assert metrics["cepam-updates"] == 3 and metrics["cepam-dropped"] == 1
 
@@ -985,6 +1009,39 @@ def test_a_floor_refuses_a_round_whose_clip_is_not_positive(clip, floor):
                   run_config={})
     with pytest.raises(_FloorRefusal, match="which no floor can be held to"):
         _check_floor(config, ctx)
+
+
+@pytest.mark.parametrize("key", ["cepam-min-noise-multipler", "cepam-min-sigma ",
+                                 "Cepam-Max-Clip", "cepam-secret-fiel"])
+def test_a_misspelt_cepam_key_is_refused_not_ignored(key, caplog):
+    """A floor under a misspelt key would bind nothing: the node refuses
+    every round until its config is fixed, naming the key."""
+    reply, trained, _ = _floor_round({key: 5.0})
+    assert reply.has_error() and reply.error.reason.startswith("cepam_mod: UnknownKey: ")
+    assert "does not read" in reply.error.reason and not trained
+    assert any(r.levelno == logging.ERROR and repr(key) in r.getMessage()
+               for r in caplog.records)
+    assert cepam.flower.mod.unknown_node_keys({key: 1, "partition-id": 0,
+                                               "cepam-min-sigma": 1}) == [key]
+
+
+@pytest.mark.parametrize("floor, lone", [
+    ({"cepam-min-sigma": 0.01}, "cepam-min-sigma"),
+    ({"cepam-max-clip": 2.0}, "cepam-max-clip"),
+    ({"cepam-min-sigma": 0.01, "cepam-max-clip": 2.0}, None),
+    ({"cepam-min-noise-multiplier": 0.01}, None)])
+def test_a_floor_that_binds_no_privacy_alone_is_logged_once(floor, lone, caplog, monkeypatch):
+    """The privacy is sigma / clip: a floor on sigma without one on the clip
+    (or the reverse) does not bound it, which the node's log says once; the
+    round itself is encoded (the floor it sets is met)."""
+    monkeypatch.setattr(cepam.flower.mod, "_LONE_FLOORS_LOGGED", set())
+    for _ in range(2):
+        reply, trained, _ = _floor_round(floor)
+        assert not reply.has_error() and trained
+    logged = [r.getMessage() for r in caplog.records
+              if r.levelno == logging.ERROR and "sigma / clip" in r.getMessage()]
+    assert logged == ([] if lone is None else [logged[0]])
+    assert lone is None or f"this node's {lone} " in logged[0]
 
 
 @pytest.mark.parametrize("pad,floor,hides", [

@@ -46,6 +46,10 @@ METRIC_DROPPED = "cepam-dropped"
 METRIC_PAYLOAD_BYTES = "cepam-payload-bytes"
 METRIC_CLIPPED_FRACTION = "cepam-clipped-fraction"
 METRIC_CLIP = "cepam-clip"
+#: The name of the empty MetricRecord a reply without one is given for the
+#: inner strategy (Flower's strategies need one a reply, for its weight):
+#: Flower's own name for a train reply's metrics.
+NO_METRICS = "metrics"
 
 
 class Aggregation:
@@ -71,6 +75,9 @@ class Aggregation:
                     value = np.asarray(value + moved, dtype=value.dtype)
                 records[name] = Array(value)
             content[key] = ArrayRecord(records)
+        if opened.metrics is None:  # (a client that reveals no metrics: the inner
+            content[NO_METRICS] = MetricRecord()  # strategy needs a record, for the weight)
+            return content
         metrics = opened.reply.content[opened.metrics]
         if UNCLIPPED_METRIC in metrics:
             del metrics[UNCLIPPED_METRIC]

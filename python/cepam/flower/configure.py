@@ -98,8 +98,10 @@ class TrainMessages:
             for record in msg.content.config_records.values():
                 if "clipping_norm" in record:
                     raise InvalidArgumentError(
-                        "the inner strategy sends Flower's DP clipping configuration; cepam "
-                        "clips and adds noise itself: use one or the other")
+                        "the inner strategy sends Flower's DP clipping configuration (train "
+                        "config key 'clipping_norm', which its DP wrappers send; a key of your "
+                        "own by that name must be renamed); cepam clips and adds noise itself: "
+                        "use one or the other")
             node = int(msg.metadata.dst_node_id)
             if node in sent:
                 raise InvalidArgumentError(f"the inner strategy sent node {node} two train "

@@ -30,13 +30,14 @@ True)``: an override that logs, then calls FedAvg's, say).
 from __future__ import annotations
 
 from flwr.serverapp.strategy import (
-    Bulyan, FedAdagrad, FedAdam, FedAvg, FedAvgM, FedMedian, FedProx, FedTrimmedAvg, FedYogi,
-    Krum, MultiKrum, QFedAvg, Strategy,
+    Bulyan, FedAdagrad, FedAdam, FedAvg, FedAvgM, FedMedian, FedProx, FedTrimmedAvg,
+    FedXgbBagging, FedXgbCyclic, FedYogi, Krum, MultiKrum, QFedAvg, Strategy,
 )
 
 from cepam.errors import InvalidArgumentError
 
-__all__ = ["AVERAGING", "NOT_AVERAGING", "UNNOISED_INPUTS", "averages", "check_inner"]
+__all__ = ["AVERAGING", "NOT_AVERAGING", "UNNOISED_INPUTS", "NOT_CODED", "averages",
+           "check_inner"]
 
 #: Strategies whose aggregate is the mean of the noisy models (weights made
 #: equal by cepam), or a server optimizer's step from it.
@@ -48,6 +49,9 @@ UNNOISED_INPUTS: tuple[type[Strategy], ...] = (QFedAvg,)
 #: averages is refused: it would report the eps of a mean for a median).
 NOT_AVERAGING: tuple[type[Strategy], ...] = (FedMedian, FedTrimmedAvg, Krum, MultiKrum, Bulyan,
                                              *UNNOISED_INPUTS)
+#: Flower's strategies whose model is no float arrays (XGBoost's trees travel
+#: as serialised bytes), which cepam cannot code.
+NOT_CODED: tuple[type[Strategy], ...] = (FedXgbBagging, FedXgbCyclic)
 
 
 def averages(strategy: Strategy) -> bool:
@@ -70,13 +74,18 @@ def check_inner(strategy: Strategy, *, relation: str, declared: bool | None = No
     accounted as one client's update, and refused where that has no bound.
 
     Raises:
-        InvalidArgumentError: a strategy of :data:`UNNOISED_INPUTS` (its
+        InvalidArgumentError: a strategy of :data:`NOT_CODED`, a strategy of
+            :data:`UNNOISED_INPUTS` (its
             aggregate reads values no noise covers) unless declared to
             average, one that does not average under
             ``relation="add-remove"``, or a declaration that one of
             :data:`NOT_AVERAGING`, or a subclass of one, averages.
     """
     name = type(strategy).__name__
+    if isinstance(strategy, NOT_CODED):
+        raise InvalidArgumentError(
+            f"{name} exchanges XGBoost models as serialised bytes, not float arrays: cepam "
+            "codes (and noises) float arrays only, so it cannot carry them")
     if declared and isinstance(strategy, NOT_AVERAGING):  # (a subclass's override included)
         raise InvalidArgumentError(
             f"averages=True, but {name} is (or derives from) a Flower strategy that does not "

@@ -115,7 +115,8 @@ from .protocol import (
 
 __all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY",
            "MIN_NOISE_MULTIPLIER_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
-           "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "node_floor", "node_pad_floor"]
+           "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "NODE_KEYS", "node_floor", "node_pad_floor",
+           "unknown_node_keys"]
 
 log = logging.getLogger("cepam.flower")
 
@@ -138,6 +139,10 @@ FLOOR_KEYS = (MIN_SIGMA_KEY, MIN_NOISE_MULTIPLIER_KEY, MIN_LAPLACE_B_KEY, MAX_CL
               MIN_COUNT_SIGMA_KEY)
 #: Node-config key of the node's floor on the padding (a padding mode).
 MIN_PAD_KEY = "cepam-min-pad"
+#: Every node config key cepam_mod reads; a node config with another key
+#: that starts with "cepam" (a misspelt floor, say) is refused.
+NODE_KEYS = (*FLOOR_KEYS, MIN_PAD_KEY, NODE_CONFIG_KEY, SECRET_FILE_KEY, KEY_FILE_KEY,
+             AUTH_KEY_FILE_KEY, STATE_KEY)
 # The noise floors of each mechanism (by its configuration name): the key,
 # what it bounds, and whether that is the scale over the clip (else the
 # scale itself).  The noise multiplier sigma / clip is what a Gaussian
@@ -192,6 +197,11 @@ class _FloorRefusal(_Refusal):
               f"({', '.join((*FLOOR_KEYS, MIN_PAD_KEY))}): not encoded")
 
 
+class _UnknownKey(_FloorRefusal):
+    public = ("this node's config has a cepam key that this cepam does not read (a misspelt "
+              "floor?): nothing is encoded until it is fixed")
+
+
 class _BadFloor(_FloorRefusal):
     public = ("this node's floor in its node config is not a positive finite number (or, for "
               f"{MIN_PAD_KEY}, a padding mode): nothing is encoded until it is fixed")
@@ -207,6 +217,15 @@ _STAGES = {
     "training": "the node's own function failed",
     "encoding": "the update could not be encoded",
 }
+
+
+def unknown_node_keys(node_config: Any) -> list[str]:
+    """The keys of ``node_config`` that look like cepam's (they start with
+    "cepam", whatever the case and surrounding spaces) but are none of
+    :data:`NODE_KEYS`, in order: a floor whose key is misspelt would
+    otherwise bind nothing, silently."""
+    return [key for key in node_config if isinstance(key, str) and key not in NODE_KEYS
+            and key.strip().lower().startswith("cepam")]
 
 
 def node_floor(node_config: Any) -> dict[str, float]:
@@ -251,7 +270,14 @@ def node_pad_floor(node_config: Any) -> str | None:
 
 def _check_floor(config: RoundConfig, ctx: Context) -> None:
     """Refuses (:class:`_FloorRefusal`) a round configuration below the
-    node's floor, or any configuration while the floor is misconfigured."""
+    node's floor, or any configuration while the floor is misconfigured or
+    the node config has a cepam key it does not read; logs an error (once a
+    process) for a floor that bounds the noise alone or the clip alone."""
+    unknown = unknown_node_keys(ctx.node_config)
+    if unknown:
+        raise _UnknownKey(f"node config key(s) {', '.join(map(repr, unknown))} are not among "
+                          f"those cepam_mod reads ({', '.join(NODE_KEYS)}): a misspelt floor "
+                          "would bind nothing; nothing is encoded until it is fixed")
     try:
         floor = node_floor(ctx.node_config)
         pad_floor = node_pad_floor(ctx.node_config)
@@ -263,6 +289,7 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
                             f"{pad_floor!r}: not encoded")
     if not floor:
         return
+    _warn_lone_floor(floor)
     mechanism = config.mechanism
     floors = _NOISE_FLOORS[mechanism.name]
     scale, clip = float(mechanism.scale), float(config.clip)
@@ -298,6 +325,30 @@ def _check_floor(config: RoundConfig, ctx: Context) -> None:
             raise _FloorRefusal(f"the server asks for count-sigma = {config.count_sigma:g}, "
                                 f"below this node's floor {MIN_COUNT_SIGMA_KEY} = "
                                 f"{floor[MIN_COUNT_SIGMA_KEY]:g}: not encoded")
+
+
+_LONE_FLOORS_LOGGED: set[str] = set()
+
+
+def _warn_lone_floor(floor: dict[str, float]) -> None:
+    """Logs an error, once a process, for a floor that binds the privacy of
+    no round: a noise scale without a largest clip (the privacy is the
+    scale over the clip, and the server may raise the clip), or a largest
+    clip without a noise floor."""
+    scales = [key for key in (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY) if key in floor]
+    if MAX_CLIP_KEY in floor:
+        lone = [] if set(floor) & _NOISE_FLOOR_KEYS else [MAX_CLIP_KEY]
+        why = "bounds the clip, not the noise: a server may ask for any small noise"
+    else:
+        lone, why = scales, ("bounds the noise, not the privacy, which is the noise over the "
+                             "clip: a server may raise the clip")
+    for key in lone:
+        if key not in _LONE_FLOORS_LOGGED:
+            _LONE_FLOORS_LOGGED.add(key)
+            log.error("cepam_mod: this node's %s %s; set %s with it (or %s, the floor on "
+                      "sigma / clip)", key, why,
+                      MAX_CLIP_KEY if key != MAX_CLIP_KEY else "a noise floor",
+                      MIN_NOISE_MULTIPLIER_KEY)
 
 
 def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]
@@ -392,8 +443,11 @@ def _claim_context(state: ConfigRecord, config: RoundConfig, ctx: Context, secre
 def _check_no_flower_dp(msg: Message) -> None:
     for record in msg.content.config_records.values():
         if _FLOWER_CLIPPING_KEY in record:
-            raise _FlowerClipping("Flower's central-DP clipping is configured on this run; cepam "
-                           "clips and adds noise itself: use one or the other")
+            raise _FlowerClipping(
+                f"Flower's central-DP clipping is configured on this run (config key "
+                f"{_FLOWER_CLIPPING_KEY!r}, which its DP wrappers send; a key of your own "
+                "by that name must be renamed); cepam clips and adds noise itself: use one "
+                "or the other")
 
 
 def _report_unclipped(reply: Message, update: dict[str, np.ndarray], config: RoundConfig

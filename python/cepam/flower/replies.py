@@ -68,11 +68,12 @@ class Sent:
 
 
 class Opened:
-    """An accepted reply: its decoded update, what was sent, the payload's
-    size and the noised clipped-or-not bit (None if not asked for)."""
+    """An accepted reply: its decoded update, what was sent, the name of its
+    MetricRecord (None: it sent none), the payload's size and the noised
+    clipped-or-not bit (None if not asked for)."""
 
     def __init__(self, reply: Message, sent: Sent, update: dict[str, np.ndarray],
-                 metrics: str, size: int, bit: float | None) -> None:
+                 metrics: str | None, size: int, bit: float | None) -> None:
         self.reply, self.sent, self.update = reply, sent, update
         self.metrics, self.size, self.bit = metrics, size, bit
 
@@ -147,19 +148,19 @@ class Replies:
                 content[CONFIG_RECORD]) <= {CLIENT_KEY, CLIENT_KEY_SIGNATURE}):
             raise Dropped("unexpected configuration records in the reply")
         metrics = list(content.metric_records)
-        if len(metrics) != 1:
-            raise Dropped(f"expected one MetricRecord, got {len(metrics)}")
-        if sum(len(v) if isinstance(v, list) else 1
+        if len(metrics) > 1:
+            raise Dropped(f"expected at most one MetricRecord, got {len(metrics)}")
+        if metrics and sum(len(v) if isinstance(v, list) else 1
                            for v in content[metrics[0]].values()) > _MAX_METRIC_VALUES:
             raise Dropped(f"more than {_MAX_METRIC_VALUES} metric values")
-        return sent, payload, metrics[0]
+        return sent, payload, metrics[0] if metrics else None
 
-    def _bit_of(self, reply: Message, metrics: str) -> float | None:
+    def _bit_of(self, reply: Message, metrics: str | None) -> float | None:
         """The reply's noised clipped-or-not bit, if the round asked for it.
         Raises Dropped."""
         if self.clip_count_sigma is None:
             return None
-        bit = reply.content[metrics].get(UNCLIPPED_METRIC)
+        bit = None if metrics is None else reply.content[metrics].get(UNCLIPPED_METRIC)
         if isinstance(bit, bool) or not isinstance(bit, (int, float)) or \
                 not math.isfinite(bit):
             raise Dropped(f"no noised clipped-or-not bit ({UNCLIPPED_METRIC!r}, a finite "
