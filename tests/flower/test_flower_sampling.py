@@ -36,7 +36,11 @@ def node_contexts(nodes, table=None):
 
 
 def sampled(**kwargs) -> CepamStrategy:
+    """CepamStrategy(FedAvg) with ``kwargs``; under add-remove the
+    population declared is the tests' 10 nodes unless ``kwargs`` says."""
     args = dict(mechanism=cepam.Gaussian(sigma=SIGMA), clip=CLIP, delta=DELTA)
+    if kwargs.get("relation") == "add-remove":
+        args["population"] = 10
     args.update(kwargs)
     return CepamStrategy(FedAvg(min_available_nodes=1, min_train_nodes=1), **args)
 
@@ -171,6 +175,40 @@ def test_a_ledger_records_the_client_level_rounds(tmp_path):
 # ---------------------------------------------------------------- add-remove
 
 
+def test_add_remove_takes_n_and_t_from_the_declared_population_not_the_nodes_connected(
+        caplog):
+    """Under add/remove one client's presence must not move the fixed
+    denominator n = q N or the cap T (the released noise's scale would show
+    it): they come from the population declared, whether 9, 10 or 11 (the
+    accounting's larger neighbour) nodes are connected; 12 is more than
+    that, and no round is run."""
+    with pytest.raises(cepam.InvalidArgumentError, match="needs population=N"):
+        CepamStrategy(FedAvg(), mechanism=cepam.Gaussian(sigma=SIGMA), clip=CLIP,
+                      sample_rate=0.5, relation="add-remove")
+    for bad in (0, True, 2.5, 10 ** 13):
+        with pytest.raises(cepam.InvalidArgumentError, match="population must be an int"):
+            sampled(sample_rate=0.5, relation="add-remove", population=bad)
+    with pytest.raises(cepam.InvalidArgumentError, match="fixed cohort"):
+        sampled(sampling="fixed", clients=3, population=10)
+    plans = []
+    for connected in (9, 10, 11):
+        st = sampled(sample_rate=0.5, relation="add-remove", population=10, sampling_seed=1)
+        run_round(st, node_contexts(range(101, 101 + connected)))
+        plans.append((st._plan.clients, st._plan.event))
+        assert "of a population of 10" in st._sampling_text()
+    assert plans[0] == plans[1] == plans[2] and plans[0][0] == 5.0
+    st = sampled(sample_rate=0.5, relation="add-remove", population=10, sampling_seed=1)
+    messages, _ = run_round(st, node_contexts(range(101, 113)))
+    assert messages == [] and st._plan is None
+    assert "more than the population of 10 declared (population=) and the one" in caplog.text
+    # Under replace-one the population is optional; declared, it sets n too.
+    st = sampled(sample_rate=0.5, population=20, sampling_seed=1)
+    run_round(st, node_contexts(range(101, 111)))
+    assert st._plan.clients == 10.0
+
+
+
+
 def big_arrays() -> ArrayRecord:
     rng = np.random.default_rng(5)
     return ArrayRecord({"w": Array(rng.normal(size=(50, 40)).astype(np.float32)),
@@ -195,7 +233,8 @@ def test_the_sum_is_topped_up_and_divided_by_the_relation_s_denominator(relation
     nodes = list(range(101, 111)) if sample_rate < 1 else list(range(101, 105))
     table = {n: bytes([n % 256]) * 32 for n in nodes}
     st = sampled(sample_rate=sample_rate, relation=relation, sampling_seed=11,
-                 secrets=table, pad=None)
+                 secrets=table, pad=None,
+                 **({"population": len(nodes)} if relation == "add-remove" else {}))
     ctxs = node_contexts(nodes, table)
     n = sample_rate * len(nodes)
     z, chi2, dof, p_by_k = 0.0, 0.0, 0, []
@@ -285,8 +324,8 @@ def test_an_empty_add_remove_round_goes_through_the_inner_strategy():
 
     inner.aggregate_train = spy  # (an instance attribute: not known to average, so declared)
     st = CepamStrategy(inner, mechanism=cepam.Gaussian(sigma=SIGMA), clip=CLIP, delta=DELTA,
-                       sample_rate=0.1, relation="add-remove", sampling_seed=3,
-                       averages=True)  # (the spy, set on the instance, calls FedAvgM's)
+                       sample_rate=0.1, relation="add-remove", population=10,
+                       sampling_seed=3, averages=True)  # (the spy, set on the instance, calls FedAvgM's)
     ctxs = node_contexts(list(range(101, 111)))
     arrays, empty = big_arrays(), 0
     for rnd in range(1, 12):
@@ -329,7 +368,8 @@ def test_under_add_remove_an_empty_round_looks_like_any_other(monkeypatch):
     monkeypatch.setattr(test_flower_unit, "train", train_with_loss)
     inner = FedAvg(min_available_nodes=1, min_train_nodes=1, train_metrics_aggr_fn=losses)
     st = CepamStrategy(inner, mechanism=cepam.Gaussian(sigma=SIGMA), clip=CLIP, delta=DELTA,
-                       sample_rate=0.1, relation="add-remove", sampling_seed=3)
+                       sample_rate=0.1, relation="add-remove", population=10,
+                       sampling_seed=3)
     ctxs = node_contexts(list(range(101, 111)))
     keys, empty, full = set(), 0, 0
     for rnd in range(1, 12):

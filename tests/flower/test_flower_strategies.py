@@ -454,9 +454,9 @@ def test_an_aggregate_set_on_the_instance_is_not_known_to_average_unless_declare
     inner.aggregate_train = lambda server_round, replies: (None, None)
     assert not averages(inner)
     with pytest.raises(cepam.InvalidArgumentError, match="averages=True"):
-        CepamStrategy(inner, mechanism=MECH, clip=1.0, relation="add-remove")
+        CepamStrategy(inner, mechanism=MECH, clip=1.0, relation="add-remove", population=4)
     st = CepamStrategy(OwnAggregate(), mechanism=MECH, clip=1.0, relation="add-remove",
-                       averages=True)
+                       population=4, averages=True)
     assert st.averages and st.threat_model == "client"
     st = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, averages=False)
     assert not st.averages and st.threat_model == "server"
@@ -483,7 +483,7 @@ def test_a_declaration_that_a_median_s_subclass_averages_is_refused():
 
     with pytest.raises(cepam.InvalidArgumentError, match="does not average"):
         CepamStrategy(LoggedKrum(), mechanism=MECH, clip=1.0, averages=True,
-                      relation="add-remove")
+                      relation="add-remove", population=4)
 
 
 def test_a_strategy_without_a_bound_is_refused():
@@ -491,8 +491,8 @@ def test_a_strategy_without_a_bound_is_refused():
         CepamStrategy(QFedAvg(client_learning_rate=0.1), mechanism=MECH, clip=1.0)
     for inner in (Krum(), FedMedian(), OwnAggregate()):
         with pytest.raises(cepam.InvalidArgumentError, match="not known to average"):
-            CepamStrategy(inner, mechanism=MECH, clip=1.0, relation="add-remove")
-    CepamStrategy(FedAvgM(), mechanism=MECH, clip=1.0, relation="add-remove")
+            CepamStrategy(inner, mechanism=MECH, clip=1.0, relation="add-remove", population=4)
+    CepamStrategy(FedAvgM(), mechanism=MECH, clip=1.0, relation="add-remove", population=4)
 
 
 @pytest.mark.parametrize("inner", [FedXgbBagging, FedXgbCyclic])

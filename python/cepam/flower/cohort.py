@@ -2,8 +2,10 @@
 :class:`.strategy.CepamStrategy`).
 
 With ``sample_rate=q < 1`` the wrapper samples the cohort itself: the inner
-strategy addresses every connected node (``fraction_train=1.0``), the N
-nodes it addressed are the population, and each keeps its train message with probability q
+strategy addresses every connected node (``fraction_train=1.0``), the
+population N is the declared one (``population=``, required under
+add/remove) or else the nodes it addressed, and each node addressed keeps its
+train message with probability q
 (Poisson sampling, a numpy Generator of the server's, its seed logged), or,
 with ``sampling="fixed"``, ``clients`` of them are drawn uniformly without
 replacement; the cohort's size is logged each round.  Under
@@ -41,6 +43,7 @@ from flwr.app import Array, ArrayRecord, Message, MessageType, MetricRecord, Rec
 from flwr.serverapp import Grid
 
 from cepam.clipping import noised_unclipped_fraction
+from cepam.errors import InvalidArgumentError
 
 from .aggregation import (
     METRIC_CLIP, METRIC_CLIPPED_FRACTION, METRIC_DROPPED, METRIC_PAYLOAD_BYTES, METRIC_UPDATES,
@@ -69,12 +72,22 @@ class Cohort:
 
     def _sample(self, server_round: int, messages: list[Message], grid: Grid
                 ) -> tuple[list[Message], Plan]:
-        """The cohort (client-level mode): the N nodes addressed are the
-        population; Poisson sampling at rate q, or a fixed cohort drawn
-        uniformly, with the server's generator; the round's event."""
+        """The cohort (client-level mode): the N nodes addressed are sampled
+        from; Poisson sampling at rate q, or a fixed cohort drawn uniformly,
+        with the server's generator; the round's event, whose expected
+        cohort n is q times the declared population where there is one (as
+        under add-remove), else q N.  Raises InvalidArgumentError (no
+        round) for more nodes addressed than the declared population N
+        plus one: the accounting's neighbours are N clients and N + 1 (its
+        cap T covers a cohort drawn from N + 1), which must both run."""
         assert isinstance(self.budget, ClientBudget)
         messages = sorted(messages, key=lambda m: int(m.metadata.dst_node_id))
         population = len(messages)
+        if self.population is not None and population > self.population + 1:
+            raise InvalidArgumentError(
+                f"{population} nodes addressed, more than the population of {self.population} "
+                "declared (population=) and the one client a neighbour adds: the bound on the "
+                "cohort's size would not hold")
         if self._samples:
             connected = len(list(grid.get_node_ids()))
             if population < connected:
@@ -90,8 +103,8 @@ class Cohort:
             clients, rate = size, size / population
         else:
             chosen = np.flatnonzero(self._cohort_rng.random(population) < self.sample_rate)
-            rate = self.sample_rate
-            clients = population if rate == 1.0 else rate * population
+            rate, declared = self.sample_rate, self.population or population
+            clients = declared if rate == 1.0 else rate * declared
         cohort = [messages[int(i)] for i in chosen]
         nodes = [int(m.metadata.dst_node_id) for m in cohort]
         # Under add/remove the cohort's size is not released (see the

@@ -18,7 +18,7 @@ import cepam
 from cepam._checks import check_choice, check_clip
 from cepam._checks import check_real as _check_real  # (this module's check_real adds a range)
 from cepam.accounting import FLSetting, Ledger
-from cepam.accounting.cohort import RELATIONS, SAMPLINGS
+from cepam.accounting.cohort import MAX_POPULATION, RELATIONS, SAMPLINGS
 from cepam.accounting.events import BOUNDS  # (the per-round bounds: bound=)
 from cepam.accounting.setting import THREAT_MODELS
 from cepam.clipping import AdaptiveClip
@@ -82,7 +82,8 @@ class Settings:
                        max_reply_bytes: int | None,
                        pinned_keys: str | os.PathLike[str] | None,
                        authenticated_transport: bool, sample_rate: float, relation: str,
-                       sampling: str, clients: int | None, sampling_seed: int | None,
+                       sampling: str, clients: int | None, population: int | None,
+                       sampling_seed: int | None,
                        threat_model: str | None, clip_quantile: float | None,
                        clip_learning_rate: float, clip_count_sigma: float | None, buffers: str,
                        running_var_floor: float, signed_keys: bool,
@@ -117,7 +118,8 @@ class Settings:
                                            f"({self.clip})")
         self._init_sampling(strategy, mechanism, setting, sample_rate=sample_rate,
                             relation=relation, sampling=sampling, clients=clients,
-                            sampling_seed=sampling_seed, threat_model=threat_model,
+                            population=population, sampling_seed=sampling_seed,
+                            threat_model=threat_model,
                             clip_quantile=clip_quantile, clip_learning_rate=clip_learning_rate,
                             clip_count_sigma=clip_count_sigma)
         #: Whether the inner strategy averages the noisy models (.inner):
@@ -179,7 +181,8 @@ class Settings:
 
     def _init_sampling(self, strategy: Strategy, mechanism: Any, setting: FLSetting | None, *,
                        sample_rate: float, relation: str, sampling: str, clients: int | None,
-                       sampling_seed: int | None, threat_model: str | None,
+                       population: int | None, sampling_seed: int | None,
+                       threat_model: str | None,
                        clip_quantile: float | None, clip_learning_rate: float,
                        clip_count_sigma: float | None) -> None:
         """Checks and keeps the client-sampling, relation and clipping settings."""
@@ -200,6 +203,21 @@ class Settings:
         elif clients is not None:
             raise InvalidArgumentError("clients is the size of a fixed cohort: it needs "
                                        "sampling='fixed'")
+        if population is not None:
+            if isinstance(population, bool) or not isinstance(population, int) or \
+                    not 1 <= population <= MAX_POPULATION:
+                raise InvalidArgumentError(f"population must be an int in [1, "
+                                           f"{MAX_POPULATION:g}], got {population!r}")
+            if sampling == "fixed":
+                raise InvalidArgumentError("population declares N for Poisson sampling; a "
+                                           "fixed cohort's rate is clients / N of the nodes "
+                                           "connected")
+        elif relation == "add-remove":
+            raise InvalidArgumentError(
+                "relation 'add-remove' needs population=N, the number of clients sampled "
+                "from, declared: the fixed denominator n = q N and the noise's cap T must not "
+                "depend on which clients are connected, whose number one client's presence "
+                "changes (and the released noise's scale would show it)")
         if sampling_seed is not None and (isinstance(sampling_seed, bool) or not isinstance(
                 sampling_seed, int) or sampling_seed < 0):
             raise InvalidArgumentError(f"sampling_seed must be a non-negative int, got "
@@ -229,6 +247,7 @@ class Settings:
                                            "clip_count_sigma: the noise on each client's "
                                            "clipped-or-not bit")
         self.relation, self.sampling, self.cohort_size = relation, sampling, clients
+        self.population = population
         self.sampling_seed = sampling_seed
         self._samples = self.sample_rate < 1.0 or sampling == "fixed"
         self._client_level = self._samples or relation != "replace-one" or \
@@ -251,7 +270,8 @@ class Settings:
             how = f"Poisson sampling of the nodes at rate {self.sample_rate:g}"
         else:
             how = "every node each round"
-        return f"{how}, relation {self.relation}"
+        declared = "" if self.population is None else f" of a population of {self.population}"
+        return f"{how}{declared}, relation {self.relation}"
 
     def _round_settings(self) -> tuple[float, cepam.Gaussian | cepam.Laplace]:
         """The clip and the mechanism of the next round: the adaptive clip and

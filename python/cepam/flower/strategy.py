@@ -222,6 +222,16 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             nodes drawn uniformly without replacement each round (accounted
             with rate ``clients / N``; replace-one only).
         clients: the fixed cohort's size (``sampling="fixed"`` only).
+        population: N, the number of clients the cohort is sampled from,
+            declared (public; Poisson sampling). Required under
+            ``relation="add-remove"``: the expected cohort n = q N, the
+            fixed denominator, and the noise's cap T come from it, not from
+            the nodes connected, whose number one client's presence changes
+            (the released noise's scale would show it). A round with more
+            nodes connected than N + 1 (the accounting's larger neighbour)
+            is not run (the bound on the cohort's size would not hold);
+            fewer is fine (an absent client is sampled with probability 0). Optional under replace-one (None: N is the
+            nodes addressed each round).
         sampling_seed: seeds the server's cohort draws and its top-up noise
             (for reproducible experiments: anyone who knows it knows the
             cohorts and the top-up noise); None (the default): a fresh
@@ -290,7 +300,8 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
                  pinned_keys: str | os.PathLike[str] | None = None,
                  authenticated_transport: bool = False, sample_rate: float = 1.0,
                  relation: str = "replace-one", sampling: str = "poisson",
-                 clients: int | None = None, sampling_seed: int | None = None,
+                 clients: int | None = None, population: int | None = None,
+                 sampling_seed: int | None = None,
                  threat_model: str | None = None, clip_quantile: float | None = None,
                  clip_learning_rate: float = 0.2,
                  clip_count_sigma: float | None = None, buffers: str = "separate",
@@ -306,7 +317,8 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             prefer=prefer, pad=pad, bound=bound, ledger=ledger, ledger_name=ledger_name,
             max_reply_bytes=max_reply_bytes, pinned_keys=pinned_keys,
             authenticated_transport=authenticated_transport, sample_rate=sample_rate,
-            relation=relation, sampling=sampling, clients=clients, sampling_seed=sampling_seed,
+            relation=relation, sampling=sampling, clients=clients, population=population,
+            sampling_seed=sampling_seed,
             threat_model=threat_model, clip_quantile=clip_quantile,
             clip_learning_rate=clip_learning_rate, clip_count_sigma=clip_count_sigma,
             buffers=buffers, running_var_floor=running_var_floor, signed_keys=signed_keys,
