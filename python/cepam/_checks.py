@@ -13,14 +13,27 @@ __all__ = ["as_float", "check_real", "check_positive", "check_nonnegative", "che
            "check_flag", "check_choice", "check_int", "check_items"]
 
 
+def _scalar(value: object) -> object:
+    """A 0-d numpy array or torch tensor of real numbers as its Python
+    number (``clip=torch.median(norms)``), anything else as it is."""
+    if getattr(value, "ndim", None) == 0 and not isinstance(value, (numbers.Number, np.generic)):
+        dtype = str(getattr(value, "dtype", ""))
+        if ("float" in dtype or "int" in dtype) and "complex" not in dtype:
+            return value.item()  # type: ignore[attr-defined]
+    return value
+
+
 def check_real(name: str, value: object) -> float:
-    """``value`` as a float (NaN and infinities pass).
+    """``value`` as a float (NaN and infinities pass); a 0-d array or
+    tensor of real numbers counts as its number.
 
     Raises:
         InvalidTypeError: it is not a real number (bools excluded).
         InvalidArgumentError: an int beyond float64's range.
     """
     # (a float skips the slower ABC check)
+    if type(value) is not float:
+        value = _scalar(value)
     if type(value) is not float and (isinstance(value, (bool, np.bool_))
                                      or not isinstance(value, numbers.Real)):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
@@ -56,10 +69,12 @@ def as_float(name: str, value: numbers.Real) -> float:
 
 
 def check_clip(clip: object) -> float:
-    """An l2 clipping bound: a positive finite number, or None for no clipping
-    (returned as inf)."""
+    """An l2 clipping bound: a positive finite number (a 0-d array or
+    tensor of one included), or None for no clipping (returned as inf)."""
     if clip is None:
         return math.inf
+    if type(clip) is not float:
+        clip = _scalar(clip)
     if type(clip) is not float and (isinstance(clip, (bool, np.bool_))
                                     or not isinstance(clip, numbers.Real)):
         raise InvalidTypeError(f"clip must be a number or None, got {type(clip).__name__}")

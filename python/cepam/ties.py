@@ -145,6 +145,13 @@ def ties_in(state: Mapping[Any, Any], source: Any) -> dict[str, str]:
 TiePairs = tuple[tuple[str, str], ...]
 
 
+class NamedTies(tuple):  # type: ignore[type-arg]
+    """The pairs of an explicit ``ties={name: target}`` (:func:`check_ties`):
+    each name is the user's own, so one that is no entry of the update is
+    a mistake (:func:`resolve_ties`), not a tie of a model's that the
+    update leaves out."""
+
+
 def check_ties(ties: object) -> TiePairs:
     """The ``ties=`` argument of encode, decode and :class:`~cepam.Codec`,
     checked: None (no ties but those found by storage in the update or the
@@ -155,7 +162,8 @@ def check_ties(ties: object) -> TiePairs:
 
     Raises:
         InvalidTypeError: another kind of argument, or a mapping whose
-            values are some str and some not.
+            values are some str and some not, or neither str nor arrays
+            (numpy arrays, tensors).
         InvalidArgumentError: a name tied to itself.
     """
     if ties is None:
@@ -169,6 +177,11 @@ def check_ties(ties: object) -> TiePairs:
         if any(names):
             raise InvalidTypeError("ties: a mapping of names to names ({'decoder.weight': "
                                    "'embedding.weight'}) or of names to tensors, not both")
+        odd = next((v for v in state.values()
+                    if not (isinstance(v, np.ndarray) or _is_torch_tensor(v))), None)
+        if odd is not None:
+            raise InvalidTypeError(f"ties: a mapping of names to names or of names to tensors "
+                                   f"(a state_dict), got a value of type {type(odd).__name__}")
         return tuple(ties_in(state, ties).items())  # (a module's own: its 'meta' ties too)
     pairs = []
     for name, target in state.items():
@@ -177,7 +190,7 @@ def check_ties(ties: object) -> TiePairs:
         if name == target:
             raise InvalidArgumentError(f"ties: {name!r} is tied to itself")
         pairs.append((name, target))
-    return tuple(pairs)
+    return NamedTies(pairs)
 
 
 def resolve_ties(update: Any, ties: TiePairs = ()) -> dict[str, str]:
@@ -185,9 +198,21 @@ def resolve_ties(update: Any, ties: TiePairs = ()) -> dict[str, str]:
     and of the checked ``ties`` (:func:`check_ties`), mapped to one name of
     its group (the names of one tensor, joined through any chain of ties);
     untied names are absent.  Which name of a group is coded is decided by
-    the update's order (:func:`cepam.flatten._leaves`: the first present)."""
+    the update's order (:func:`cepam.flatten._leaves`: the first present).
+
+    Raises:
+        InvalidArgumentError: an explicit tie (:class:`NamedTies`) naming no
+            entry of ``update`` (a mapping): a misspelt name would tie
+            nothing, and the tensor would be coded twice.
+    """
     if not ties and not isinstance(update, Mapping):
         return {}
+    if isinstance(ties, NamedTies) and isinstance(update, Mapping):
+        missing = [n for pair in ties for n in pair if n not in update]
+        if missing:
+            raise InvalidArgumentError(
+                f"ties: {missing[0]!r} is not an entry of the update (entries: "
+                f"{', '.join(map(repr, list(update)[:5]))}{', ...' if len(update) > 5 else ''})")
     pairs = list(ties)
     if isinstance(update, Mapping):
         pairs += find_ties(update).items()

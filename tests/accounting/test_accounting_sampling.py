@@ -150,6 +150,40 @@ def test_ledger_keeps_one_relation(tmp_path):
     assert eps == pytest.approx(PLDAccountant().compose(add, 50).get_epsilon(DELTA), rel=1e-9)
 
 
+def test_an_accountant_and_an_analysis_keep_one_relation_and_one_level():
+    """A composition that mixes relations or levels has no one eps: a
+    client-level round composed with 80 sample-level ones read 3.1 where the
+    client-level eps of the 81 rounds is 50, and a replace-one round (no
+    top-up: its noise tells the cohort) composed into an add/remove eps
+    added 0.08.  The accountant refuses the mix as the ledger does, and an
+    analysis refuses events not at its own level and relation."""
+    from cepam.accounting import (CepamGaussianRound, FLSetting, GaussianEvent,
+                                  create_analysis)
+
+    setting = FLSetting(clip=1, clients=30, samples_per_round=15, dataset_size=1666)
+    sample = CepamGaussianRound(sigma=0.5, setting=setting)
+    client = ClientLevelRound(sigma=0.5, clip=1.0, clients=30)
+    add = ClientLevelRound(sigma=0.05, clip=1.0, clients=100, sample_rate=0.01,
+                           relation="add-remove")
+    with pytest.raises(InvalidArgumentError, match="one level"):
+        PLDAccountant().compose(sample, 80).compose(client)
+    with pytest.raises(InvalidArgumentError, match="one neighbouring relation"):
+        PLDAccountant().compose(add, 100).compose(client)
+    # A GaussianEvent is at the caller's level: it goes with either.
+    both = PLDAccountant().compose(add, 2).compose(GaussianEvent(noise_multiplier=2.0))
+    assert both.get_epsilon(DELTA) > PLDAccountant().compose(add, 2).get_epsilon(DELTA)
+    analysis = create_analysis("client", clip=1.0, relation="add-remove")
+    with pytest.raises(InvalidArgumentError, match="cannot account a client level event "
+                                                   "under relation 'replace-one'"):
+        analysis.epsilon([(client, 1)], delta=DELTA)
+    with pytest.raises(InvalidArgumentError, match="cannot account a sample level event"):
+        analysis.epsilon([(sample, 1)], delta=DELTA)
+    with pytest.raises(InvalidArgumentError, match="cannot account a client level event"):
+        create_analysis("tight", setting=setting).epsilon([(add, 1)], delta=DELTA)
+    assert analysis.epsilon([(add, 3)], delta=DELTA) == pytest.approx(
+        PLDAccountant().compose(add, 3).get_epsilon(DELTA), rel=1e-12)
+
+
 # ---------------------------------------------------------------- brute force
 def _hockey_stick(p, q, alpha, *, dim, clip):
     """H_alpha(P || Q) of two output laws of a round, computed from the laws

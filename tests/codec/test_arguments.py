@@ -416,6 +416,20 @@ def test_numpy_scalar_noise_scales_are_accepted(value):
     assert cepam.Laplace(b=value).b == float(value)
 
 
+def test_a_zero_dimensional_tensor_or_array_is_its_number():
+    """clip=torch.median(norms) (a 0-d tensor) and a 0-d array are their
+    numbers; a 0-d bool, complex or 1-element 1-d one is refused."""
+    torch = pytest.importorskip("torch")
+    payload = cepam.encode(X, cepam.Gaussian(sigma=torch.tensor(0.25, dtype=torch.float64)),
+                           secret=SECRET, round=0, client=1, clip=torch.tensor(1.5))
+    header = cepam.inspect(payload)
+    assert header.clip == 1.5 and header.mechanism == cepam.Gaussian(sigma=0.25)
+    assert cepam.Laplace(b=np.array(0.5)).b == 0.5
+    for bad in (torch.tensor(True), torch.tensor(1 + 1j), torch.tensor([1.0]), np.array(True)):
+        check(lambda: enc(clip=bad), IT, TYPE, "clip must be a number")
+        check(lambda: cepam.Gaussian(sigma=bad), IT, TYPE, "sigma must be a real number")
+
+
 def test_nan_message_locates_the_bad_value():
     err = check(lambda: enc(_nan_at(7)), IA, VALUE, r"non-finite")
     assert "7" in str(err)

@@ -230,6 +230,9 @@ def test_ties_chain_to_one_group():
     ({"a": "a"}, cepam.InvalidArgumentError, "tied to itself"),
     ({"a": "b", "c": np.ones(2)}, cepam.InvalidTypeError, "not both"),
     ({"b": "w"}, cepam.InvalidArgumentError, "differs from it in shape"),
+    ({"b": 3}, cepam.InvalidTypeError, "got a value of type int"),
+    # A misspelt name ties nothing: the tensor would be coded twice.
+    ({"v": "w"}, cepam.InvalidArgumentError, "'v' is not an entry of the update"),
 ])
 def test_bad_ties_are_refused(bad, error, match):
     update = {"w": np.ones(4, np.float32), "b": np.ones(3, np.float32)}
@@ -237,7 +240,7 @@ def test_bad_ties_are_refused(bad, error, match):
         cepam.encode(update, TINY, secret=SECRET_A, round=0, client=1, clip=1.0, ties=bad)
     with pytest.raises(error, match=match):
         cepam.update_norm(update, ties=bad)
-    if bad != {"b": "w"}:  # (that one is refused where the update is read)
+    if bad not in ({"b": "w"}, {"v": "w"}):  # (refused where the update is read)
         with pytest.raises(error, match=match):
             cepam.Codec(TINY, secret=SECRET_A, ties=bad)
 

@@ -38,7 +38,8 @@ import numpy as np
 from .._checks import check_choice
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import _validation as _v
-from .events import CepamGaussianRound, PrivacyEvent  # noqa: F401 (doctest)
+from .events import (CepamGaussianRound, PrivacyEvent,  # noqa: F401 (doctest)
+                     check_one_relation, relation_and_level)
 from .pld import (MAX_COMPOSED_BINS, CompositionTooLarge, PrivacyLossDistribution,
                   directed_grid_deltas, profile_grid_deltas)
 from .profile import EPSILON_CAP
@@ -136,6 +137,8 @@ class PLDAccountant:
             require_dp_accounting()
         self._backend = backend
         self._ledger: list[tuple[PrivacyEvent, int]] = []
+        # The first event composed of each (relation, level): check_one_relation's.
+        self._kinds: dict[tuple[str, str], PrivacyEvent] = {}
         self._cache: Any = None
 
     @property
@@ -152,7 +155,9 @@ class PLDAccountant:
 
         Raises:
             InvalidTypeError: ``event`` lacks ``privacy_profile``.
-            InvalidArgumentError: count < 1; or, with an explicit
+            InvalidArgumentError: count < 1; an event of another
+                neighbouring relation or level than those composed
+                (:func:`~.events.check_one_relation`); or, with an explicit
                 ``discretization`` (and ``coarsen=False``), an event whose
                 losses reach beyond ``2**22`` steps of it (the message names
                 the finest step that works).
@@ -161,6 +166,8 @@ class PLDAccountant:
             raise InvalidTypeError(
                 f"event must provide privacy_profile() and describe(), got {type(event).__name__}")
         count = _v.integer("count", count)
+        # (one event of each relation and level composed stands for them all)
+        check_one_relation([*self._kinds.values(), event])
         if not self._coarsen:
             emax = _epsilon_max(event)
             if emax / self._h > _MAX_EXPLICIT_GRID:
@@ -169,6 +176,7 @@ class PLDAccountant:
                     f"losses reach {emax:.4g} nats, {emax / self._h:.3g} grid steps per side "
                     f"(at most {_MAX_EXPLICIT_GRID}); pass discretization >= "
                     f"{emax / _MAX_EXPLICIT_GRID:.3g}, or None to let the accountant choose")
+        self._kinds.setdefault(relation_and_level(event), event)
         self._ledger.append((event, count))
         self._cache = None
         return self

@@ -53,7 +53,8 @@ from .accountant import PLDAccountant
 from .client_level import ClientLevelRound
 from .cohort import Relation, Sampling, check_sampling
 from .events import (
-    BoundFunctions, CepamGaussianRound, CepamLaplaceRound, PrivacyEvent, bound_functions,
+    LEVELS, BoundFunctions, CepamGaussianRound, CepamLaplaceRound, PrivacyEvent, bound_functions,
+    relation_and_level,
 )
 from .guarantee import RoundGuarantee
 from .setting import FLSetting, ThreatModel, check_setting
@@ -145,11 +146,23 @@ class Analysis(abc.ABC):
             eps is certified).
 
         Raises:
-            InvalidArgumentError: delta or a count out of range.
+            InvalidArgumentError: delta or a count out of range; an event
+                at another level, or under another neighbouring relation,
+                than the analysis's (its eps would be presented as this
+                analysis's; an event at the caller's level, a
+                GaussianEvent's, passes unless it names another relation).
             InvalidTypeError: an item that is not an ``(event, count)`` pair.
         """
         delta = _v.probability_open("delta", delta)
         pairs = _pairs(events)
+        own, caller = _EVENT_LEVELS[self.level], LEVELS["gaussian"]
+        for event, _ in pairs:
+            relation, level = relation_and_level(event)
+            if level != caller and (level != own or relation != self.relation) or \
+                    relation not in (None, self.relation):
+                raise InvalidArgumentError(
+                    f"the {self.describe()} analysis cannot account a {level} event under "
+                    f"relation {relation!r}: its eps would be presented as this analysis's")
         if not pairs:
             return 0.0
         if all(isinstance(event, CepamLaplaceRound) for event, _ in pairs):
@@ -382,6 +395,10 @@ class ClientLevel(Analysis):
                 + ("" if self.count_sigma is None else
                    f", clipped-or-not bits noised with sd {self.count_sigma:g}"))
 
+
+#: The level of each analysis (its ``level``) as the events' LEVELS name it.
+_EVENT_LEVELS = {"record": LEVELS["cepam_gaussian_round"],
+                 "client": LEVELS["client_level_round"]}
 
 #: The analyses by name: the one table :func:`create_analysis` reads.
 ANALYSES: dict[str, type[Analysis]] = {

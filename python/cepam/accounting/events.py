@@ -26,7 +26,7 @@ and every ordered pair of neighbours under a symmetric neighbouring relation
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -53,6 +53,9 @@ __all__ = [
     "CepamLaplaceRound",
     "GaussianEvent",
     "ProfileEvent",
+    "LEVELS",
+    "relation_and_level",
+    "check_one_relation",
 ]
 
 Bound = Literal["tight", "paper"]
@@ -271,3 +274,46 @@ class ProfileEvent:
 
     def describe(self) -> dict[str, Any]:
         return {"event": "profile", "name": self.name}
+
+
+#: The level of each event kind (its ``describe()["event"]``): who the
+#: neighbouring datasets differ in (cepam.accounting.setting: one sample of
+#: one client's data; client_level: one client's whole data).  A
+#: GaussianEvent, or a profile of the caller's, is at the level its noise
+#: multiplier or profile was computed for, which it does not record.
+LEVELS = {"cepam_gaussian_round": "sample level", "cepam_laplace_round": "sample level",
+          "client_level_round": "client level", "gaussian": "the caller's level",
+          "profile": "the caller's level"}
+
+
+def relation_and_level(event: PrivacyEvent) -> tuple[str | None, str]:
+    """The neighbouring relation and the level (:data:`LEVELS`) of
+    ``event``; the relation None for an event at the caller's level that
+    names none (a GaussianEvent: the caller's noise multiplier, for the
+    caller's relation), "replace-one" for another that names none."""
+    described = event.describe()
+    level = LEVELS.get(described.get("event"), LEVELS["gaussian"])
+    return (described.get("relation", None if level == LEVELS["gaussian"] else "replace-one"),
+            level)
+
+
+def check_one_relation(events: Iterable[PrivacyEvent], *, what: str = "an accountant") -> None:
+    """Raises InvalidArgumentError unless ``events`` compose under one
+    neighbouring relation and at one level (sample or client; an event at
+    the caller's level goes with either, and with any relation where it
+    names none): the eps of a composition that
+    mixes them is neither relation's nor level's (a client-level round
+    composed with sample-level ones read 3.1 where the client-level eps was
+    50).  Threat models may mix: a composition holds against the weakest
+    view its events name.  ``what``: the composition, for the message."""
+    kinds = [relation_and_level(e) for e in events]
+    relations = {relation for relation, _ in kinds} - {None}
+    if len(relations) > 1:
+        raise InvalidArgumentError(
+            f"{what} accounts one neighbouring relation, and this would mix "
+            f"{' and '.join(sorted(relations))} events: compose each relation apart")
+    levels = {level for _, level in kinds} - {LEVELS["gaussian"]}
+    if len(levels) > 1:
+        raise InvalidArgumentError(
+            f"{what} accounts one level, and this would mix sample-level and client-level "
+            "events (a sum of their eps is neither's): compose each level apart")

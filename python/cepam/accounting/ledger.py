@@ -75,7 +75,8 @@ from ..errors import (FormatError, InvalidArgumentError, InvalidTypeError, Missi
                       PrivacyBudgetError)
 from . import _validation as _v
 from .accountant import PLDAccountant
-from .events import CepamGaussianRound, CepamLaplaceRound, GaussianEvent, PrivacyEvent
+from .events import (LEVELS, CepamGaussianRound, CepamLaplaceRound, GaussianEvent,
+                     PrivacyEvent, check_one_relation)
 from .client_level import ClientLevelRound
 from .setting import THREAT_MODELS, FLSetting
 
@@ -215,32 +216,6 @@ def _check_event(event: object) -> dict[str, Any]:
     return event.describe()
 
 
-def _one_relation(events: Iterable[PrivacyEvent]) -> None:
-    """Events of one ledger compose under one neighbouring relation and at
-    one level (sample or client: a GaussianEvent, at the caller's level,
-    goes with either).  Threat models may mix: their eps is stated against
-    the weakest recorded (:func:`_terms`)."""
-    described = [e.describe() for e in events]
-    relations = {d.get("relation", "replace-one") for d in described}
-    if len(relations) > 1:
-        raise InvalidArgumentError(
-            "a ledger accounts one neighbouring relation, and this would mix "
-            f"{' and '.join(sorted(relations))} events: use one ledger per relation")
-    levels = {_LEVELS[d["event"]] for d in described} - {_LEVELS["gaussian"]}
-    if len(levels) > 1:
-        raise InvalidArgumentError(
-            "a ledger accounts one level, and this would mix sample-level and client-level "
-            "events (a sum of their eps is neither's): use one ledger per level")
-
-
-# The level of each event kind a ledger records: who the neighbouring
-# datasets differ in (cepam.accounting.setting: one sample of one client's
-# data; client_level: one client's whole data).  A GaussianEvent is at the
-# level its noise multiplier was computed for, which it does not record.
-_LEVELS = {"cepam_gaussian_round": "sample level", "cepam_laplace_round": "sample level",
-           "client_level_round": "client level", "gaussian": "the caller's level"}
-
-
 def _weakest(described: Iterable[dict[str, Any]]) -> str | None:
     """The weakest threat model the described events name (None if none
     does): each round's bound holds against its own view and every weaker
@@ -258,7 +233,7 @@ def _terms(events: Iterable[PrivacyEvent]) -> str:
     if not described:
         return ""
     relations = sorted({d.get("relation", "replace-one") for d in described})
-    levels = sorted({_LEVELS[d["event"]] for d in described})
+    levels = sorted({LEVELS[d["event"]] for d in described})
     threats = {d["threat_model"] for d in described if "threat_model" in d}
     terms = [f"{' and '.join(relations)} neighbours", " and ".join(levels)]
     weakest = _weakest(described)
@@ -517,7 +492,7 @@ class Ledger:
                 db.execute("ROLLBACK")
                 return int(row[0])
             totals = self._totals()
-            _one_relation([*(e for e, _ in totals), event])
+            check_one_relation([*(e for e, _ in totals), event], what="a ledger")
             if max_epsilon is not None:
                 spent = self._epsilon_of([*totals, (event, rounds)], self._delta)
                 if spent > max_epsilon:
@@ -572,7 +547,7 @@ class Ledger:
             InvalidTypeError: an event the ledger cannot store.
         """
         _check_event(event)
-        _one_relation([*(e for e, _ in self._totals()), event])
+        check_one_relation([*(e for e, _ in self._totals()), event], what="a ledger")
 
     def totals(self) -> list[tuple[PrivacyEvent, int]]:
         """Each distinct recorded event with its rounds summed, in order of
@@ -607,7 +582,7 @@ class Ledger:
     def _epsilon_of(totals: Iterable[tuple[PrivacyEvent, int]], delta: float) -> float:
         # Identical events compose as one self-composition (fast and exact).
         totals = list(totals)
-        _one_relation([e for e, _ in totals])
+        check_one_relation([e for e, _ in totals], what="a ledger")
         counts: dict[str, tuple[PrivacyEvent, int]] = {}
         for event, rounds in totals:
             key = json.dumps(event.describe(), sort_keys=True)
