@@ -138,6 +138,44 @@ def test_cohort_helpers():
     assert topup_noise_std(sigma=0.5, cohort=cap + 3, cap=cap) == 0.0
 
 
+def test_a_smaller_cohort_tail_gives_a_finite_eps_where_the_default_gives_none(tmp_path):
+    """Each add/remove round pays tail (1 + e^eps) in delta: at eps about
+    9.6 and delta 1e-8 the default 1e-12 alone exceeds delta (no finite
+    eps), where dp-accounting certifies 9.61 for the Poisson-subsampled
+    Gaussian of noise multiplier 0.5 (review). A tail of 1e-30 raises T
+    from 36 to 56 at the same central noise (sigma sqrt(T) = 0.5) and gives
+    9.73. The cap is the smallest T with P(Binomial(N + 1, q) > T) <= tail,
+    also below 1e-17, where scipy's isf returns the whole population."""
+    n, q = 10, 0.1
+    assert (cohort_cap(clients=n, sample_rate=q), cohort_cap(clients=n, sample_rate=q,
+                                                             tail=1e-30)) == (36, 56)
+    for tail in (1e-12, 1e-20, 1e-30, 1e-100):
+        cap = cohort_cap(clients=n, sample_rate=q, tail=tail)
+        assert stats.binom.sf(cap, 101, q) <= tail < stats.binom.sf(cap - 1, 101, q)
+    eps = {}
+    for tail in (1e-12, 1e-30):
+        cap = cohort_cap(clients=n, sample_rate=q, tail=tail)
+        eps[tail] = client_epsilon(sigma=0.5 / math.sqrt(cap), clip=1.0, rounds=1, clients=n,
+                                   delta=1e-8, sample_rate=q, relation="add-remove",
+                                   cohort_tail=tail)
+    assert eps[1e-12] == math.inf and 9.61 < eps[1e-30] < 9.61 * 1.02
+    # Calibration meets the target; the round records and rebuilds its tail.
+    sigma = calibrate_client_sigma(target_epsilon=8.0, target_delta=1e-8, rounds=100,
+                                   clients=100, clip=1.0, sample_rate=0.01,
+                                   relation="add-remove", cohort_tail=1e-30)
+    event = ClientLevelRound(sigma=sigma, clip=1.0, clients=100, sample_rate=0.01,
+                             relation="add-remove", cohort_tail=1e-30)
+    assert event.cap == 234 and event.describe()["cohort_tail"] == 1e-30
+    assert 7.9 < PLDAccountant().compose(event, 100).get_epsilon(1e-8) <= 8.0
+    with Ledger(tmp_path / "l.db", delta=1e-8) as ledger:
+        ledger.record(event, run_id="a", round=1)
+        assert ledger.events()[0].event == event
+    assert "cohort_tail" not in ClientLevelRound(sigma=1.0, clip=1.0, clients=4).describe()
+    for bad in (0.0, 1e-3, float("nan")):
+        with pytest.raises(InvalidArgumentError, match="cohort_tail must"):
+            cohort_cap(clients=n, sample_rate=q, tail=bad)
+
+
 def test_ledger_keeps_one_relation(tmp_path):
     ledger = Ledger(tmp_path / "l.db", name="fed", delta=DELTA)
     add = ClientLevelRound(sigma=0.1, clip=1.0, clients=100, sample_rate=0.1,

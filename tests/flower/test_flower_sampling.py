@@ -175,6 +175,29 @@ def test_a_ledger_records_the_client_level_rounds(tmp_path):
 # ---------------------------------------------------------------- add-remove
 
 
+def test_the_cohort_tail_sets_the_accounted_round_and_the_top_up_cap():
+    """CepamStrategy(cohort_tail=) reaches the round's event and the server
+    tops the noise up to that event's T (n = 10 of a population of 100 at q
+    = 0.1: T = 56 at 1e-30 against 36 at the default); add/remove only."""
+    from cepam.accounting import cohort_cap
+
+    caps = []
+    for tail in (None, 1e-30):
+        st = sampled(sample_rate=0.1, relation="add-remove", population=100, sampling_seed=1,
+                     cohort_tail=tail)
+        _, replies = run_round(st, node_contexts(range(101, 111)))
+        st.aggregate_train(1, replies)
+        event = st.budget.events[0]
+        assert event.cohort_tail == (1e-12 if tail is None else tail)
+        caps.append(event.cap)
+    assert caps == [36, 56] == [cohort_cap(clients=10, sample_rate=0.1),
+                                cohort_cap(clients=10, sample_rate=0.1, tail=1e-30)]
+    with pytest.raises(cepam.InvalidArgumentError, match="'add-remove' only"):
+        sampled(sample_rate=0.5, cohort_tail=1e-30)
+    with pytest.raises(cepam.InvalidArgumentError, match="cohort_tail must"):
+        sampled(sample_rate=0.5, relation="add-remove", cohort_tail=0.5)
+
+
 def test_add_remove_takes_n_and_t_from_the_declared_population_not_the_nodes_connected(
         caplog):
     """Under add/remove one client's presence must not move the fixed

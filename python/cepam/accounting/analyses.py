@@ -51,7 +51,7 @@ from ..mechanisms import MECHANISM_CLASSES, Gaussian, Laplace
 from . import _validation as _v
 from .accountant import PLDAccountant
 from .client_level import ClientLevelRound
-from .cohort import Relation, Sampling, check_sampling
+from .cohort import COHORT_TAIL, Relation, Sampling, check_cohort_tail, check_sampling
 from .events import (
     LEVELS, BoundFunctions, CepamGaussianRound, CepamLaplaceRound, PrivacyEvent, bound_functions,
     relation_and_level,
@@ -338,6 +338,8 @@ class ClientLevel(Analysis):
         sampling: ``"poisson"`` (default) or ``"fixed"``.
         count_sigma: per-client noise std on the clipped-or-not bit of
             adaptive clipping (> 0), or None (no count released).
+        cohort_tail: add/remove: the chance per round allowed of a cohort
+            above the cap T (:class:`~cepam.accounting.ClientLevelRound`).
 
     Raises:
         InvalidArgumentError: values out of range, unknown names, or a
@@ -352,8 +354,10 @@ class ClientLevel(Analysis):
 
     def __init__(self, *, clip: float, threat_model: ThreatModel = "client",
                  sample_rate: float = 1.0, relation: Relation = "replace-one",
-                 sampling: Sampling = "poisson", count_sigma: float | None = None) -> None:
+                 sampling: Sampling = "poisson", count_sigma: float | None = None,
+                 cohort_tail: float = COHORT_TAIL) -> None:
         self.clip = _v.positive("clip", clip)
+        self.cohort_tail = check_cohort_tail(cohort_tail)
         # The names and their combinations, as every round will check them.
         check_sampling(clients=1, sample_rate=1.0, relation=relation, sampling=sampling,
                        threat_model=threat_model)
@@ -387,13 +391,17 @@ class ClientLevel(Analysis):
             sigma=mechanism.sigma, clip=self.clip, clients=clients,
             threat_model=self.threat_model,
             sample_rate=self.sample_rate if sample_rate is None else sample_rate,
-            relation=self.relation, sampling=self.sampling, count_sigma=self.count_sigma)
+            relation=self.relation, sampling=self.sampling, count_sigma=self.count_sigma,
+            cohort_tail=self.cohort_tail)
 
     def describe(self) -> str:
-        """See :meth:`Analysis.describe`; the count's noise too, if any."""
+        """See :meth:`Analysis.describe`; the count's noise and the cohort's
+        tail too, where they are not the defaults."""
         return (f"client-level, {self.relation}, threat model {self.threat_model!r}"
                 + ("" if self.count_sigma is None else
-                   f", clipped-or-not bits noised with sd {self.count_sigma:g}"))
+                   f", clipped-or-not bits noised with sd {self.count_sigma:g}")
+                + ("" if self.cohort_tail == COHORT_TAIL or self.relation != "add-remove" else
+                   f", cohort tail {self.cohort_tail:g}"))
 
 
 #: The level of each analysis (its ``level``) as the events' LEVELS name it.

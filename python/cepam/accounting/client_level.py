@@ -75,7 +75,8 @@ from ..errors import NoiseWarning
 from . import _validation as _v
 from .analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gaussian_mu
 from .cohort import (
-    Relation, Sampling, check_sampling, cohort_cap, cohort_tail, hidden_cohort_law,
+    COHORT_TAIL, Relation, Sampling, check_cohort_tail, check_sampling, cohort_cap, cohort_tail,
+    hidden_cohort_law,
 )
 from .setting import SIGMA_RANGE, ThreatModel, hidden_clients
 from .subsampled_gaussian import _add, _remove
@@ -131,6 +132,13 @@ class ClientLevelRound:
             ``clients``; replace-one only).
         count_sigma: per-client noise std on the clipped-or-not bit that
             adaptive clipping releases in the round (> 0), or None.
+        cohort_tail: add/remove: the chance per round allowed of a cohort
+            above the cap T (:func:`~.cohort.cohort_cap`), paid in delta as
+            ``tail (1 + e^eps)`` a round (default
+            :data:`~.cohort.COHORT_TAIL`, 1e-12; a smaller one for large
+            eps, many rounds or a small delta: its larger T leaves the
+            noise on the released sum as it is, each client's sigma
+            smaller).
 
     Raises:
         InvalidArgumentError, InvalidTypeError: bad values or types, or a
@@ -145,8 +153,10 @@ class ClientLevelRound:
     relation: Relation = "replace-one"
     sampling: Sampling = "poisson"
     count_sigma: float | None = None
+    cohort_tail: float = COHORT_TAIL
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "cohort_tail", check_cohort_tail(self.cohort_tail))
         object.__setattr__(self, "sigma", _v.positive("sigma", self.sigma))
         object.__setattr__(self, "clip", _v.positive("clip", self.clip))
         ratio = self.clip / self.sigma
@@ -192,7 +202,8 @@ class ClientLevelRound:
         """``T`` (add/remove), the clients' worth of noise on the released sum."""
         if self.relation != "add-remove":
             return None
-        return cohort_cap(clients=self.clients, sample_rate=self.sample_rate)
+        return cohort_cap(clients=self.clients, sample_rate=self.sample_rate,
+                          tail=self.cohort_tail)
 
     @property
     def tail(self) -> float:
@@ -273,24 +284,29 @@ class ClientLevelRound:
         return {"event": "client_level_round", "sigma": self.sigma, "clip": self.clip,
                 "clients": self.clients, "threat_model": self.threat_model,
                 "sample_rate": self.sample_rate, "relation": self.relation,
-                "sampling": self.sampling, "count_sigma": self.count_sigma}
+                "sampling": self.sampling, "count_sigma": self.count_sigma,
+                **({} if self.cohort_tail == COHORT_TAIL else {"cohort_tail": self.cohort_tail})}
 
 
 def client_epsilon(*, sigma: float, clip: float, rounds: int, clients: float, delta: float,
                    threat_model: ThreatModel = "client", sample_rate: float = 1.0,
                    relation: Relation = "replace-one", sampling: Sampling = "poisson",
-                   count_sigma: float | None = None) -> float:
+                   count_sigma: float | None = None,
+                   cohort_tail: float = COHORT_TAIL) -> float:
     """Client-level eps after ``rounds`` rounds at ``delta``.
 
     Exact (Balle and Wang's curve) when every client takes part in every
     round; with sampling, the privacy-loss-distribution bound of
     :class:`ClientLevelRound` (pessimistic discretisation, so never below the
     truth; for add/remove within 0.003 % of dp_accounting's PLD for the
-    Poisson-subsampled Gaussian).
+    Poisson-subsampled Gaussian where the cohort's tail is negligible: each
+    round also pays ``cohort_tail (1 + e^eps)`` in delta, which at large
+    eps, many rounds or a small delta dominates, or leaves no finite eps;
+    pass a smaller ``cohort_tail`` there).
 
     Args:
         sigma, clip, clients, threat_model: as :class:`ClientLevelRound`.
-        sample_rate, relation, sampling, count_sigma: likewise.
+        sample_rate, relation, sampling, count_sigma, cohort_tail: likewise.
         rounds: R >= 1, rounds run (with sampling, every round counts, whether
             the client was sampled or not).
         delta: total delta in (0, 1).
@@ -305,7 +321,7 @@ def client_epsilon(*, sigma: float, clip: float, rounds: int, clients: float, de
     """
     event = ClientLevelRound(sigma=sigma, clip=clip, clients=clients, threat_model=threat_model,
                              sample_rate=sample_rate, relation=relation, sampling=sampling,
-                             count_sigma=count_sigma)
+                             count_sigma=count_sigma, cohort_tail=cohort_tail)
     rounds = _v.integer("rounds", rounds)
     delta = _v.probability_open("delta", delta)
     return _epsilon(event, rounds, delta)
@@ -323,7 +339,8 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
                            clients: float, clip: float, threat_model: ThreatModel = "client",
                            sample_rate: float = 1.0, relation: Relation = "replace-one",
                            sampling: Sampling = "poisson", count_sigma: float | None = None,
-                           coordinates: int | None = None) -> float:
+                           coordinates: int | None = None,
+                           cohort_tail: float = COHORT_TAIL) -> float:
     """The smallest sigma whose client-level guarantee after ``rounds`` rounds
     is ``(target_epsilon, target_delta)``: pass it as ``cepam.Gaussian(sigma=...)``.
 
@@ -335,7 +352,7 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
         target_delta: total delta in (0, 1).
         rounds: R >= 1.
         clients, clip, threat_model: as :class:`ClientLevelRound`.
-        sample_rate, relation, sampling, count_sigma: likewise.
+        sample_rate, relation, sampling, count_sigma, cohort_tail: likewise.
         coordinates: the model's size, or None: with it, a
             :class:`~cepam.NoiseWarning` says when the noise on the released
             average exceeds ``clip / sqrt(coordinates)`` per coordinate
@@ -357,7 +374,7 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
     rounds = _v.integer("rounds", rounds)
     sigma = _calibrate(eps, delta, rounds, clients=clients, clip=clip,
                        threat_model=threat_model, sample_rate=sample_rate, relation=relation,
-                       sampling=sampling, count_sigma=count_sigma)
+                       sampling=sampling, count_sigma=count_sigma, cohort_tail=cohort_tail)
     drowns = noise_drowns_update(sigma=sigma, clip=clip, clients=clients,
                                  coordinates=coordinates, sample_rate=sample_rate,
                                  relation=relation)

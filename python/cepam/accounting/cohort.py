@@ -44,6 +44,7 @@ from . import _validation as _v
 from .setting import THREAT_MODELS, hidden_clients
 
 __all__ = ["Relation", "RELATIONS", "MAX_POPULATION", "Sampling", "SAMPLINGS", "COHORT_TAIL",
+           "COHORT_TAIL_RANGE", "check_cohort_tail",
            "population", "cohort_cap", "cohort_tail", "topup_noise_std", "hidden_cohort_law",
            "check_sampling"]
 
@@ -55,8 +56,29 @@ RELATIONS: tuple[str, ...] = ("replace-one", "add-remove")
 MAX_POPULATION = 1e12
 Sampling = Literal["poisson", "fixed"]
 SAMPLINGS: tuple[str, ...] = ("poisson", "fixed")
-#: The chance per round, at most, that a Poisson cohort exceeds the cap.
+#: The chance per round, at most, that a Poisson cohort exceeds the cap: the
+#: default of ``cohort_tail=`` (:func:`cohort_cap`).  Each round pays it in
+#: delta, times ``1 + e^eps``: at large eps, many rounds or a small delta a
+#: smaller one is worth its larger cap (the noise on the released sum is the
+#: same; each client's sigma is smaller by sqrt(T / T')).
 COHORT_TAIL = 1e-12
+#: The range of ``cohort_tail=``.
+COHORT_TAIL_RANGE = (1e-300, 1e-6)
+
+
+def check_cohort_tail(tail: object) -> float:
+    """``tail`` (a cap's chance per round of a cohort above it) as a float in
+    :data:`COHORT_TAIL_RANGE`.
+
+    Raises:
+        InvalidTypeError: not a real number.
+        InvalidArgumentError: outside the range.
+    """
+    tail = _v.real("cohort_tail", tail)
+    low, high = COHORT_TAIL_RANGE
+    if not low <= tail <= high:
+        raise InvalidArgumentError(f"cohort_tail must be in [{low:g}, {high:g}], got {tail!r}")
+    return tail
 
 
 def check_sampling(*, clients: object, sample_rate: object, relation: object,
@@ -122,31 +144,42 @@ def population(*, clients: float, sample_rate: float = 1.0) -> int:
     return size
 
 
-def cohort_cap(*, clients: float, sample_rate: float = 1.0) -> int:
+def cohort_cap(*, clients: float, sample_rate: float = 1.0,
+               tail: float = COHORT_TAIL) -> int:
     """``T``: the clients' worth of noise the server tops the sum's noise up to
     under add/remove, the smallest ``T >= clients`` with ``P(Binomial(N + 1,
-    q) > T) <= 1e-12`` (``N + 1`` with ``q = 1``).
+    q) > T) <= tail`` (``N + 1`` with ``q = 1``).
 
     Args:
         clients: expected clients a round (``n = q N``), > 0.
         sample_rate: ``q`` in (0, 1].
+        tail: the chance per round allowed of a cohort above ``T``
+            (:data:`COHORT_TAIL`; :func:`check_cohort_tail`).
 
     Returns:
         ``T`` (an integer >= ``clients``); ``N + 1`` when ``q = 1``.
 
     Raises:
-        InvalidArgumentError, InvalidTypeError: as :func:`population`.
+        InvalidArgumentError, InvalidTypeError: as :func:`population` and
+            :func:`check_cohort_tail`.
     """
     from scipy import stats
 
     size = population(clients=clients, sample_rate=sample_rate)
+    tail = check_cohort_tail(tail)
     q = float(sample_rate)
     if q >= 1.0:
         return size + 1
-    cap = int(stats.binom.isf(COHORT_TAIL, size + 1, q))
-    while stats.binom.sf(cap, size + 1, q) > COHORT_TAIL:
-        cap += 1
-    return max(cap, math.ceil(clients))
+    # The smallest cap with sf(cap) <= tail, by bisection on sf (scipy's
+    # isf gives up below about 1e-17 and returns the whole population).
+    low, high = -1, size + 1  # sf(low) > tail >= sf(high) = 0
+    while high - low > 1:
+        mid = (low + high) // 2
+        if stats.binom.sf(mid, size + 1, q) > tail:
+            low = mid
+        else:
+            high = mid
+    return max(high, math.ceil(clients))
 
 
 def cohort_tail(*, clients: float, sample_rate: float, cap: int) -> float:

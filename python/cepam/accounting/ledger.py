@@ -78,6 +78,7 @@ from .accountant import PLDAccountant
 from .events import (LEVELS, CepamGaussianRound, CepamLaplaceRound, GaussianEvent,
                      PrivacyEvent, check_one_relation)
 from .client_level import ClientLevelRound
+from .cohort import COHORT_TAIL
 from .setting import THREAT_MODELS, FLSetting
 
 __all__ = ["Ledger", "LedgerEntry", "DEFAULT_DELTA"]
@@ -173,7 +174,8 @@ def _event_from(description: dict[str, Any]) -> PrivacyEvent:
                                 sample_rate=description.get("sample_rate", 1.0),
                                 relation=description.get("relation", "replace-one"),
                                 sampling=description.get("sampling", "poisson"),
-                                count_sigma=description.get("count_sigma"))
+                                count_sigma=description.get("count_sigma"),
+                                cohort_tail=description.get("cohort_tail", COHORT_TAIL))
     raise FormatError(f"ledger holds an event of unknown kind {kind!r}")
 
 

@@ -47,7 +47,8 @@ class Accounting:
             self.budget = ClientBudget(
                 sigma=self.mechanism.sigma, clip=self.clip, delta=self.delta,
                 threat_model=self.threat_model, relation=self.relation, sampling=self.sampling,
-                count_sigma=self.clip_count_sigma, ledger=self.ledger, run_id=run_id)
+                count_sigma=self.clip_count_sigma, cohort_tail=self.cohort_tail,
+                ledger=self.ledger, run_id=run_id)
         else:
             self.budget = None if self.setting is None else Budget(
                 self.mechanism, self.setting, delta=self.delta, bound=self.bound,

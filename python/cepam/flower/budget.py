@@ -206,14 +206,18 @@ class ClientBudget:
         sampling: ``"poisson"`` or ``"fixed"``.
         count_sigma: the per-client noise std on the clipped-or-not bit, or
             None (no count released).
+        cohort_tail: add/remove: the chance per round allowed of a cohort
+            above the cap T (:class:`cepam.accounting.ClientLevelRound`).
         ledger: a :class:`cepam.accounting.Ledger` or None.
         run_id: the run's id in the ledger.
     """
 
     def __init__(self, *, sigma: float, clip: float, delta: float, threat_model: str,
                  relation: str, sampling: str, count_sigma: float | None = None,
-                 ledger: Any = None, run_id: str = "") -> None:
+                 cohort_tail: float | None = None, ledger: Any = None,
+                 run_id: str = "") -> None:
         self.sigma, self.clip, self.delta = sigma, clip, delta
+        self.cohort_tail = cohort_tail  # (None: the accountant's default)
         self.threat_model, self.relation, self.sampling = threat_model, relation, sampling
         self.count_sigma, self.ledger, self.run_id = count_sigma, ledger, run_id
         self.events: list[Any] = []  # one per accounted round
@@ -226,9 +230,11 @@ class ClientBudget:
         if self._analysis is None:
             from cepam.accounting import create_analysis
 
+            tail = {} if self.cohort_tail is None else {"cohort_tail": self.cohort_tail}
             self._analysis = create_analysis(
                 "client", clip=self.clip, threat_model=self.threat_model,
-                relation=self.relation, sampling=self.sampling, count_sigma=self.count_sigma)
+                relation=self.relation, sampling=self.sampling, count_sigma=self.count_sigma,
+                **tail)
         return self._analysis
 
     def event(self, *, clients: float, sample_rate: float) -> Any:

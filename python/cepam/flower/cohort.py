@@ -157,9 +157,7 @@ class Cohort:
         # made up for, so the round is the one accounted); divided by n (add-
         # remove: reply d_i -> (k/n) d_i + t/n) or k (replace-one: d_i + t/k).
         if add_remove:
-            from cepam.accounting import cohort_cap
-
-            cap, denominator = int(cohort_cap(clients=n, sample_rate=plan.sample_rate)), n
+            cap, denominator = int(plan.event.cap), n  # (T of the round accounted)
             if k > cap:
                 log.warning("cepam: round %d: %d updates, more than the cap T = %d the noise "
                             "is topped up to: no top-up noise (a rare event the accounting "

@@ -18,7 +18,7 @@ import cepam
 from cepam._checks import check_choice, check_clip
 from cepam._checks import check_real as _check_real  # (this module's check_real adds a range)
 from cepam.accounting import FLSetting, Ledger
-from cepam.accounting.cohort import MAX_POPULATION, RELATIONS, SAMPLINGS
+from cepam.accounting.cohort import MAX_POPULATION, RELATIONS, SAMPLINGS, check_cohort_tail
 from cepam.accounting.events import BOUNDS  # (the per-round bounds: bound=)
 from cepam.accounting.setting import THREAT_MODELS
 from cepam.clipping import AdaptiveClip
@@ -83,7 +83,7 @@ class Settings:
                        pinned_keys: str | os.PathLike[str] | None,
                        authenticated_transport: bool, sample_rate: float, relation: str,
                        sampling: str, clients: int | None, population: int | None,
-                       sampling_seed: int | None,
+                       cohort_tail: float | None, sampling_seed: int | None,
                        threat_model: str | None, clip_quantile: float | None,
                        clip_learning_rate: float, clip_count_sigma: float | None, buffers: str,
                        running_var_floor: float, signed_keys: bool,
@@ -118,7 +118,8 @@ class Settings:
                                            f"({self.clip})")
         self._init_sampling(strategy, mechanism, setting, sample_rate=sample_rate,
                             relation=relation, sampling=sampling, clients=clients,
-                            population=population, sampling_seed=sampling_seed,
+                            population=population, cohort_tail=cohort_tail,
+                            sampling_seed=sampling_seed,
                             threat_model=threat_model,
                             clip_quantile=clip_quantile, clip_learning_rate=clip_learning_rate,
                             clip_count_sigma=clip_count_sigma)
@@ -181,8 +182,8 @@ class Settings:
 
     def _init_sampling(self, strategy: Strategy, mechanism: Any, setting: FLSetting | None, *,
                        sample_rate: float, relation: str, sampling: str, clients: int | None,
-                       population: int | None, sampling_seed: int | None,
-                       threat_model: str | None,
+                       population: int | None, cohort_tail: float | None,
+                       sampling_seed: int | None, threat_model: str | None,
                        clip_quantile: float | None, clip_learning_rate: float,
                        clip_count_sigma: float | None) -> None:
         """Checks and keeps the client-sampling, relation and clipping settings."""
@@ -248,6 +249,12 @@ class Settings:
                                            "clipped-or-not bit")
         self.relation, self.sampling, self.cohort_size = relation, sampling, clients
         self.population = population
+        if cohort_tail is not None:
+            if relation != "add-remove":
+                raise InvalidArgumentError("cohort_tail bounds the cohort under relation "
+                                           "'add-remove' only")
+            cohort_tail = check_cohort_tail(cohort_tail)
+        self.cohort_tail = cohort_tail
         self.sampling_seed = sampling_seed
         self._samples = self.sample_rate < 1.0 or sampling == "fixed"
         self._client_level = self._samples or relation != "replace-one" or \

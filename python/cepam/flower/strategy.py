@@ -232,6 +232,12 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             is not run (the bound on the cohort's size would not hold);
             fewer is fine (an absent client is sampled with probability 0). Optional under replace-one (None: N is the
             nodes addressed each round).
+        cohort_tail: add/remove: the chance per round allowed of a cohort
+            above the noise's cap T, paid in delta as ``tail (1 + e^eps)``
+            a round; None: the accountant's 1e-12
+            (:data:`cepam.accounting.cohort.COHORT_TAIL`). A smaller one
+            (1e-30, say) for large eps, many rounds or a small delta: a
+            larger T, the same noise on the released sum.
         sampling_seed: seeds the server's cohort draws and its top-up noise
             (for reproducible experiments: anyone who knows it knows the
             cohorts and the top-up noise); None (the default): a fresh
@@ -301,7 +307,7 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
                  authenticated_transport: bool = False, sample_rate: float = 1.0,
                  relation: str = "replace-one", sampling: str = "poisson",
                  clients: int | None = None, population: int | None = None,
-                 sampling_seed: int | None = None,
+                 cohort_tail: float | None = None, sampling_seed: int | None = None,
                  threat_model: str | None = None, clip_quantile: float | None = None,
                  clip_learning_rate: float = 0.2,
                  clip_count_sigma: float | None = None, buffers: str = "separate",
@@ -318,7 +324,7 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             max_reply_bytes=max_reply_bytes, pinned_keys=pinned_keys,
             authenticated_transport=authenticated_transport, sample_rate=sample_rate,
             relation=relation, sampling=sampling, clients=clients, population=population,
-            sampling_seed=sampling_seed,
+            cohort_tail=cohort_tail, sampling_seed=sampling_seed,
             threat_model=threat_model, clip_quantile=clip_quantile,
             clip_learning_rate=clip_learning_rate, clip_count_sigma=clip_count_sigma,
             buffers=buffers, running_var_floor=running_var_floor, signed_keys=signed_keys,
