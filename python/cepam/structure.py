@@ -28,7 +28,7 @@ it from a template (:mod:`cepam.template`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +111,25 @@ class Structure:
         if value is None:
             value = memo[name] = compute(self)
         return value
+
+
+def prefix_hint(ours: Iterable[str], theirs: Iterable[str]) -> str:
+    """A hint, for a message, where two sets of entry names differ by one
+    leading component on one side (``"module."`` of DataParallel,
+    ``"_orig_mod."`` of torch.compile): every name of one side has it, and
+    without it they are among the other's names, or hold them all; else
+    ""."""
+    a, b = set(ours), set(theirs)
+    for prefixed, other in ((a, b), (b, a)):
+        if not prefixed or not other:
+            continue
+        head = next(iter(prefixed)).partition(".")[0] + "."
+        stripped = {n[len(head):] for n in prefixed}
+        if head != "." and all(n.startswith(head) for n in prefixed) and \
+                (stripped <= other or other <= stripped):
+            return (f" (the names differ by the prefix {head!r}, which a wrapper such as "
+                    "DataParallel or torch.compile adds: strip it on one side)")
+    return ""
 
 
 def _is_torch_tensor(x: Any) -> bool:

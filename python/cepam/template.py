@@ -32,6 +32,7 @@ from .structure import (
     Entry,
     Structure,
     is_buffer,
+    prefix_hint,
 )
 from .ties import TiePairs, _as_state_dict, _untied_in, resolve_ties
 
@@ -146,10 +147,12 @@ def _first_difference(ours: list[tuple[str, str, tuple[int, ...]]],
         name, dtype, shape = entries[at]
         return f"{name!r} {dtype} of shape {shape}"
 
-    # A running statistic in one and not the other: the encoder's buffers= choice.
+    # Names under a wrapper's prefix in one only; else running statistics in
+    # one and not the other: the encoder's buffers= choice.
     names = {e[0] for e in ours} ^ {e[0] for e in theirs}
-    hint = (" (the running statistics are in one and not the other: pass the encoder's "
-            "buffers= choice)" if any(is_buffer(name) for name in names) else "")
+    hint = prefix_hint((e[0] for e in ours), (e[0] for e in theirs)) or (
+        " (the running statistics are in one and not the other: pass the encoder's "
+        "buffers= choice)" if names and all(is_buffer(name) for name in names) else "")
     return (f"the payload's structure does not match the template at entry {at}: the payload "
             f"has {entry(ours)}, the template {entry(theirs)}{hint}")
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from ._checks import check_nonnegative, check_real
 from .errors import InvalidArgumentError, InvalidTypeError
-from .structure import _is_torch_tensor
+from .structure import _is_torch_tensor, prefix_hint
 from .ties import _as_state_dict, _storage_key
 
 __all__ = ["apply_update", "is_running_variance", "RUNNING_VAR_FLOOR"]
@@ -294,7 +294,8 @@ def apply_update(target: Any, update: Mapping[str, Any], *, scale: float = 1.0,
         if not isinstance(name, str):
             raise InvalidTypeError(f"update's keys must be str, got {type(name).__name__}")
         if name not in state:
-            raise InvalidArgumentError(f"update entry {name!r} is not an entry of the target")
+            raise InvalidArgumentError(f"update entry {name!r} is not an entry of the target"
+                                       + prefix_hint(update, state))
         dest = state[name]
         _usable(value, "update", name)
         _usable(dest, "target", name)

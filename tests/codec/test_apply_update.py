@@ -251,6 +251,28 @@ def test_bad_arguments_are_refused(target, update, kwargs, error, match):
         cepam.apply_update(target, update, **kwargs)
 
 
+@pytest.mark.parametrize("prefix, on", [("module.", "update"), ("_orig_mod.", "target")])
+def test_names_under_a_wrapper_s_prefix_are_named_as_such(prefix, on):
+    """DataParallel's 'module.' on the update's names, or torch.compile's
+    '_orig_mod.' on the target's: apply_update and a decode against the
+    template say so, not that the names are unknown or that running
+    statistics differ."""
+    model = _bn_model()
+    plain = {k: torch.zeros_like(v) for k, v in model.state_dict().items()
+             if v.dtype.is_floating_point}
+    update = {prefix + k: v for k, v in plain.items()} if on == "update" else plain
+    target = model if on == "update" else {prefix + k: v for k, v in
+                                           model.state_dict().items()}
+    with pytest.raises(cepam.InvalidArgumentError, match=f"differ by the prefix '{prefix}'"):
+        cepam.apply_update(target, update)
+    secret = cepam.new_secret()
+    payload = cepam.encode(update, cepam.Gaussian(sigma=1e-3), secret=secret, round=0,
+                           client=1, clip=1.0)
+    with pytest.raises(cepam.FormatError, match=f"differ by the prefix '{prefix}'") as err:
+        cepam.decode(payload, secret=secret, like=target)
+    assert "running statistics" not in str(err.value)
+
+
 @pytest.mark.parametrize("make, error, match", [
     (lambda: {"w": torch.empty(2, device="meta")}, cepam.InvalidTypeError, "device 'meta'"),
     (lambda: torch.nn.LazyLinear(2).state_dict(), cepam.InvalidArgumentError, "lazy"),
