@@ -209,16 +209,22 @@ def bn_train(msg: Message, ctx: Context) -> Message:
                                "metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
 
 
-@pytest.mark.parametrize("buffers", ["separate", "joint", "local"])
-def test_buffers_travel_in_the_round_config_and_reach_encode(buffers, monkeypatch):
+def spy_on_encode(monkeypatch, argument: str) -> list:
+    """The values of ``argument`` that each later cepam.encode call gets, in order."""
     seen = []
     encode = cepam.encode
 
     def spy(*args, **kwargs):
-        seen.append(kwargs.get("buffers"))
+        seen.append(kwargs.get(argument))
         return encode(*args, **kwargs)
 
     monkeypatch.setattr(cepam, "encode", spy)
+    return seen
+
+
+@pytest.mark.parametrize("buffers", ["separate", "joint", "local"])
+def test_buffers_travel_in_the_round_config_and_reach_encode(buffers, monkeypatch):
+    seen = spy_on_encode(monkeypatch, "buffers")
     st = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, buffers=buffers, **AUTH)
     messages, replies = run_round(st, contexts(), arrays=bn_arrays(), mods=(cepam_mod,))
     assert all(m.content["cepam"]["buffers"] == buffers for m in messages)
@@ -230,20 +236,6 @@ def test_buffers_travel_in_the_round_config_and_reach_encode(buffers, monkeypatc
                              ).coordinates == coded
 
 
-def test_a_configuration_without_buffers_means_the_codec_s_default():
-    config = RoundConfig(mechanism=MECH, clip=1.0, lattice="auto", dim=None, coder="ans",
-                         round=1, message=2, keys="pre-shared", buffers="local")
-    record = config.to_record()
-    assert RoundConfig.from_record(record) == config
-    del record["buffers"]
-    assert RoundConfig.from_record(record).buffers == "separate"
-    record["buffers"] = "everywhere"
-    with pytest.raises(cepam.FormatError, match="buffers"):
-        RoundConfig.from_record(record)
-    with pytest.raises(cepam.InvalidArgumentError, match="buffers"):
-        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, buffers="everywhere")
-
-
 @pytest.mark.parametrize("prefer", ["balanced", "bits", "speed"])
 def test_prefer_travels_in_the_round_config_and_its_padding_is_checked_with_it(prefer,
                                                                                 monkeypatch):
@@ -252,14 +244,7 @@ def test_prefer_travels_in_the_round_config_and_its_padding_is_checked_with_it(p
     "max" pads to the largest payload of the lattices the preference can
     choose, one lattice (Z) for "speed", so a server that checked under the
     default would drop every "speed" reply."""
-    seen = []
-    encode = cepam.encode
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("prefer"))
-        return encode(*args, **kwargs)
-
-    monkeypatch.setattr(cepam, "encode", spy)
+    seen = spy_on_encode(monkeypatch, "prefer")
     st = CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, prefer=prefer, pad="max", **AUTH)
     messages, replies = run_round(st, contexts(), arrays=bn_arrays(), mods=(cepam_mod,))
     assert all(m.content["cepam"]["prefer"] == prefer for m in messages)
@@ -269,19 +254,27 @@ def test_prefer_travels_in_the_round_config_and_its_padding_is_checked_with_it(p
     assert metrics["cepam-updates"] == len(NODES) and metrics["cepam-dropped"] == 0
 
 
-def test_a_configuration_without_prefer_means_the_codec_s_default():
+@pytest.mark.parametrize("key, value, default", [("buffers", "local", "separate"),
+                                                ("prefer", "bits", "balanced")])
+def test_a_configuration_without_a_key_means_the_codec_s_default(key, value, default):
+    """An older server's configuration lacks the key: the codec's default."""
     config = RoundConfig(mechanism=MECH, clip=1.0, lattice="auto", dim=None, coder="ans",
-                         round=1, message=2, keys="pre-shared", prefer="bits")
+                         round=1, message=2, keys="pre-shared", **{key: value})
     record = config.to_record()
     assert RoundConfig.from_record(record) == config
-    del record["prefer"]
-    assert RoundConfig.from_record(record).prefer == "balanced"
-    with pytest.raises(cepam.FormatError, match="prefer must be one of"):
-        RoundConfig.from_record({**record, "prefer": "everything"})
+    del record[key]
+    assert getattr(RoundConfig.from_record(record), key) == default
+    with pytest.raises(cepam.FormatError, match=key):
+        RoundConfig.from_record({**record, key: "everywhere"})
+    with pytest.raises(cepam.InvalidArgumentError, match=key):
+        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, **{key: "everywhere"})
+
+
+def test_a_preference_needs_lattice_auto():
+    record = RoundConfig(mechanism=MECH, clip=1.0, lattice="auto", dim=None, coder="ans",
+                         round=1, message=2, keys="pre-shared", prefer="speed").to_record()
     with pytest.raises(cepam.FormatError, match="needs lattice 'auto'"):
-        RoundConfig.from_record({**record, "prefer": "speed", "lattice": "E8"})
-    with pytest.raises(cepam.InvalidArgumentError, match="prefer must be one of"):
-        CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, prefer="everything")
+        RoundConfig.from_record({**record, "lattice": "E8"})
     with pytest.raises(cepam.InvalidArgumentError, match="needs lattice='auto'"):
         CepamStrategy(FedAvg(), mechanism=MECH, clip=1.0, lattice="E8", prefer="bits")
 
