@@ -345,7 +345,11 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
     is ``(target_epsilon, target_delta)``: pass it as ``cepam.Gaussian(sigma=...)``.
 
     The result never gives more than ``target_epsilon``: it errs high by about
-    one part in 10^9 without sampling, and by at most 0.1% with it.
+    one part in 10^9 without sampling, and by at most 0.1% with it. Under
+    add/remove at large eps, many rounds or a small delta the cohort's
+    tail (``cohort_tail (1 + e^eps)`` of delta a round) can leave no finite
+    eps below some sigma, so that the sigma found reads back well under the
+    target: pass a smaller ``cohort_tail`` there.
 
     Args:
         target_epsilon: total eps > 0.
