@@ -119,7 +119,8 @@ def prefix_hint(ours: Iterable[str], theirs: Iterable[str]) -> str:
     ``"_orig_mod."`` of torch.compile): every name of one side has it, and
     without it they are among the other's names, or hold them all; else
     ""."""
-    a, b = set(ours), set(theirs)
+    a = {n for n in ours if isinstance(n, str)}
+    b = {n for n in theirs if isinstance(n, str)}
     for prefixed, other in ((a, b), (b, a)):
         if not prefixed or not other:
             continue

@@ -177,8 +177,10 @@ def check_ties(ties: object) -> TiePairs:
         if any(names):
             raise InvalidTypeError("ties: a mapping of names to names ({'decoder.weight': "
                                    "'embedding.weight'}) or of names to tensors, not both")
-        odd = next((v for v in state.values()
-                    if not (isinstance(v, np.ndarray) or _is_torch_tensor(v))), None)
+        # (a module's own state_dict may hold a layer's _extra_state)
+        odd = None if state is not ties else next(
+            (v for v in state.values() if not (isinstance(v, np.ndarray) or _is_torch_tensor(v))),
+            None)
         if odd is not None:
             raise InvalidTypeError(f"ties: a mapping of names to names or of names to tensors "
                                    f"(a state_dict), got a value of type {type(odd).__name__}")

@@ -245,6 +245,25 @@ def test_bad_ties_are_refused(bad, error, match):
             cepam.Codec(TINY, secret=SECRET_A, ties=bad)
 
 
+def test_a_module_with_extra_state_is_taken_as_ties():
+    """A module's state_dict may hold a layer's extra state (not a tensor):
+    ties=module takes it, where a mapping given by hand must hold tensors."""
+    torch = pytest.importorskip("torch")
+
+    class WithExtra(torch.nn.Linear):
+        def get_extra_state(self):
+            return {"version": 2}
+
+        def set_extra_state(self, state):
+            pass
+
+    model = WithExtra(2, 2)
+    assert any(not isinstance(v, torch.Tensor) for v in model.state_dict().values())
+    update = {k: torch.zeros_like(v) for k, v in model.state_dict().items()
+              if isinstance(v, torch.Tensor)}
+    assert cepam.update_norm(update, ties=model) == 0.0
+
+
 def test_find_ties_refuses_what_is_no_model():
     with pytest.raises(cepam.InvalidTypeError, match="find_ties takes"):
         cepam.find_ties([torch.ones(2)])

@@ -157,6 +157,9 @@ class ClientLevelRound:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cohort_tail", check_cohort_tail(self.cohort_tail))
+        if self.cohort_tail != COHORT_TAIL and self.relation != "add-remove":
+            raise _v.InvalidArgumentError("cohort_tail bounds the cohort under relation "
+                                          "'add-remove' only")
         object.__setattr__(self, "sigma", _v.positive("sigma", self.sigma))
         object.__setattr__(self, "clip", _v.positive("clip", self.clip))
         ratio = self.clip / self.sigma
@@ -381,7 +384,7 @@ def calibrate_client_sigma(*, target_epsilon: float, target_delta: float, rounds
                        sampling=sampling, count_sigma=count_sigma, cohort_tail=cohort_tail)
     drowns = noise_drowns_update(sigma=sigma, clip=clip, clients=clients,
                                  coordinates=coordinates, sample_rate=sample_rate,
-                                 relation=relation)
+                                 relation=relation, cohort_tail=cohort_tail)
     if drowns is not None:
         warnings.warn(NoiseWarning(f"calibrate_client_sigma: sigma = {sigma:.4g}; {drowns}"),
                       stacklevel=2)
@@ -446,7 +449,8 @@ def _calibrate(eps: float, delta: float, rounds: int, **round_: Any) -> float:
 
 
 def average_noise(*, sigma: float, clients: float, sample_rate: float = 1.0,
-                  relation: Relation = "replace-one") -> float:
+                  relation: Relation = "replace-one",
+                  cohort_tail: float = COHORT_TAIL) -> float:
     """Std per coordinate of the noise on the released average update, in the
     update's units: ``sigma / sqrt(n)`` (the mean of ``n`` decoded updates),
     or ``sigma sqrt(T) / n`` under add/remove (``T`` clients' worth over the
@@ -455,7 +459,7 @@ def average_noise(*, sigma: float, clients: float, sample_rate: float = 1.0,
     Args:
         sigma: per-coordinate noise std of each client's decoded update (> 0).
         clients: clients a round (the expected cohort with sampling).
-        sample_rate, relation: as :class:`ClientLevelRound`.
+        sample_rate, relation, cohort_tail: as :class:`ClientLevelRound`.
 
     Returns:
         The std per coordinate (> 0), in the update's units.
@@ -468,13 +472,14 @@ def average_noise(*, sigma: float, clients: float, sample_rate: float = 1.0,
     n, q = check_sampling(clients=clients, sample_rate=sample_rate, relation=relation,
                           sampling="poisson", threat_model="aggregate")
     if relation == "add-remove":
-        return sigma * math.sqrt(cohort_cap(clients=n, sample_rate=q)) / n
+        return sigma * math.sqrt(cohort_cap(clients=n, sample_rate=q, tail=cohort_tail)) / n
     return sigma / math.sqrt(n)
 
 
 def noise_drowns_update(*, sigma: float, clip: float, clients: float,
                         coordinates: int | None = None, sample_rate: float = 1.0,
-                        relation: Relation = "replace-one") -> str | None:
+                        relation: Relation = "replace-one",
+                        cohort_tail: float = COHORT_TAIL) -> str | None:
     """Why the noise drowns the update, or None: the noise on the released
     average (:func:`average_noise`) against the scale of an update's
     coordinates, ``clip / sqrt(coordinates)`` (an update of norm ``clip``
@@ -483,7 +488,8 @@ def noise_drowns_update(*, sigma: float, clip: float, clients: float,
     whatever the model).
 
     Args:
-        sigma, clip, clients, sample_rate, relation: as :class:`ClientLevelRound`.
+        sigma, clip, clients, sample_rate, relation, cohort_tail: as
+            :class:`ClientLevelRound`.
         coordinates: the model's size (coordinates of an update), or None.
 
     Returns:
@@ -496,7 +502,7 @@ def noise_drowns_update(*, sigma: float, clip: float, clients: float,
     """
     clip = _v.positive("clip", clip)
     noise = average_noise(sigma=sigma, clients=clients, sample_rate=sample_rate,
-                          relation=relation)
+                          relation=relation, cohort_tail=cohort_tail)
     if coordinates is None:
         scale, what = clip, f"the clip ({clip:.4g}: a whole update's norm)"
     else:

@@ -75,8 +75,8 @@ from ..errors import (FormatError, InvalidArgumentError, InvalidTypeError, Missi
                       PrivacyBudgetError)
 from . import _validation as _v
 from .accountant import PLDAccountant
-from .events import (LEVELS, CepamGaussianRound, CepamLaplaceRound, GaussianEvent,
-                     PrivacyEvent, check_one_relation)
+from .events import (CepamGaussianRound, CepamLaplaceRound, GaussianEvent,
+                     PrivacyEvent, check_one_relation, relation_and_level)
 from .client_level import ClientLevelRound
 from .cohort import COHORT_TAIL
 from .setting import THREAT_MODELS, FLSetting
@@ -231,11 +231,13 @@ def _terms(events: Iterable[PrivacyEvent]) -> str:
     """What an epsilon over ``events`` is stated for, in words: their
     neighbouring relation, level and threat model (e.g. "replace-one
     neighbours, sample level, client threat model"); "" for no events."""
+    events = list(events)
     described = [e.describe() for e in events]
     if not described:
         return ""
-    relations = sorted({d.get("relation", "replace-one") for d in described})
-    levels = sorted({LEVELS[d["event"]] for d in described})
+    kinds = [relation_and_level(e) for e in events]
+    relations = sorted({relation for relation, _ in kinds} - {None}) or ["any"]
+    levels = sorted({level for _, level in kinds})
     threats = {d["threat_model"] for d in described if "threat_model" in d}
     terms = [f"{' and '.join(relations)} neighbours", " and ".join(levels)]
     weakest = _weakest(described)

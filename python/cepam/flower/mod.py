@@ -115,8 +115,8 @@ from .protocol import (
 
 __all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY",
            "MIN_NOISE_MULTIPLIER_KEY", "MIN_LAPLACE_B_KEY", "MAX_CLIP_KEY",
-           "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "NODE_KEYS", "node_floor", "node_pad_floor",
-           "unknown_node_keys"]
+           "MIN_COUNT_SIGMA_KEY", "FLOOR_KEYS", "MIN_PAD_KEY", "NODE_KEYS", "node_floor",
+           "node_pad_floor", "unknown_node_keys"]
 
 log = logging.getLogger("cepam.flower")
 
@@ -335,20 +335,22 @@ def _warn_lone_floor(floor: dict[str, float]) -> None:
     no round: a noise scale without a largest clip (the privacy is the
     scale over the clip, and the server may raise the clip), or a largest
     clip without a noise floor."""
-    scales = [key for key in (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY) if key in floor]
     if MAX_CLIP_KEY in floor:
         lone = [] if set(floor) & _NOISE_FLOOR_KEYS else [MAX_CLIP_KEY]
         why = "bounds the clip, not the noise: a server may ask for any small noise"
-    else:
-        lone, why = scales, ("bounds the noise, not the privacy, which is the noise over the "
-                             "clip: a server may raise the clip")
+        fix = f"a noise floor with it (for Gaussian noise {MIN_NOISE_MULTIPLIER_KEY})"
+    else:  # (a Gaussian sigma floored over the clip as well binds the Gaussian rounds)
+        lone = [key for key in (MIN_SIGMA_KEY, MIN_LAPLACE_B_KEY) if key in floor
+                and not (key == MIN_SIGMA_KEY and MIN_NOISE_MULTIPLIER_KEY in floor)]
+        why = ("bounds the noise, not the privacy, which is the noise over the clip: a "
+               "server may raise the clip")
+        fix = f"{MAX_CLIP_KEY} with it"
     for key in lone:
         if key not in _LONE_FLOORS_LOGGED:
             _LONE_FLOORS_LOGGED.add(key)
-            log.error("cepam_mod: this node's %s %s; set %s with it (or %s, the floor on "
-                      "sigma / clip)", key, why,
-                      MAX_CLIP_KEY if key != MAX_CLIP_KEY else "a noise floor",
-                      MIN_NOISE_MULTIPLIER_KEY)
+            log.error("cepam_mod: this node's %s alone binds no privacy: it %s; set %s", key, why,
+                      fix if key != MIN_SIGMA_KEY else
+                      f"{fix} (or {MIN_NOISE_MULTIPLIER_KEY}, the floor on sigma / clip)")
 
 
 def _update(received: dict[str, ArrayRecord], returned: dict[str, ArrayRecord]

@@ -3,8 +3,9 @@
 The server adds one :class:`flwr.app.ConfigRecord` named :data:`CONFIG_RECORD`
 to each train message (its own RecordDict per node), holding
 :class:`RoundConfig`: the mechanism, scale and clip every payload must use,
-the codec's lattice (and ``lattice="auto"``'s preference) and coder, the round, a random per-message number (so
-that no context repeats: Flower restarts rounds at 1 in every run and may
+the codec's lattice (and ``lattice="auto"``'s preference) and coder, the
+round, a random per-message number (so that no context repeats: Flower
+restarts rounds at 1 in every run and may
 resend a message), the padding, and how keys are obtained.
 
 The client replies with its train reply's ArrayRecords (one or several)

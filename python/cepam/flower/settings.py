@@ -15,7 +15,7 @@ from typing import Any
 from flwr.serverapp.strategy import Strategy
 
 import cepam
-from cepam._checks import check_choice, check_clip
+from cepam._checks import check_choice, check_clip, check_int
 from cepam._checks import check_real as _check_real  # (this module's check_real adds a range)
 from cepam.accounting import FLSetting, Ledger
 from cepam.accounting.cohort import MAX_POPULATION, RELATIONS, SAMPLINGS, check_cohort_tail
@@ -205,14 +205,13 @@ class Settings:
             raise InvalidArgumentError("clients is the size of a fixed cohort: it needs "
                                        "sampling='fixed'")
         if population is not None:
-            if isinstance(population, bool) or not isinstance(population, int) or \
-                    not 1 <= population <= MAX_POPULATION:
-                raise InvalidArgumentError(f"population must be an int in [1, "
-                                           f"{MAX_POPULATION:g}], got {population!r}")
-            if sampling == "fixed":
-                raise InvalidArgumentError("population declares N for Poisson sampling; a "
-                                           "fixed cohort's rate is clients / N of the nodes "
-                                           "connected")
+            population = check_int("population", population, minimum=1,
+                                   maximum=int(MAX_POPULATION))
+            if relation != "add-remove":
+                raise InvalidArgumentError(
+                    "population declares N for relation 'add-remove', whose top-up makes the "
+                    "noise T clients' worth whatever the nodes addressed; under replace-one "
+                    "the noise is the cohort's drawn from the nodes addressed, which N is")
         elif relation == "add-remove":
             raise InvalidArgumentError(
                 "relation 'add-remove' needs population=N, the number of clients sampled "

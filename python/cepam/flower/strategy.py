@@ -223,21 +223,24 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
             with rate ``clients / N``; replace-one only).
         clients: the fixed cohort's size (``sampling="fixed"`` only).
         population: N, the number of clients the cohort is sampled from,
-            declared (public; Poisson sampling). Required under
+            declared (public; Poisson sampling), for and required by
             ``relation="add-remove"``: the expected cohort n = q N, the
             fixed denominator, and the noise's cap T come from it, not from
-            the nodes connected, whose number one client's presence changes
-            (the released noise's scale would show it). A round with more
-            nodes connected than N + 1 (the accounting's larger neighbour)
-            is not run (the bound on the cohort's size would not hold);
-            fewer is fine (an absent client is sampled with probability 0). Optional under replace-one (None: N is the
-            nodes addressed each round).
+            the nodes addressed, whose number one client's presence changes
+            (the released noise's scale would show it). A round that
+            addresses more than N + 1 nodes (the accounting's larger
+            neighbour) is not run: the guarantee is for federations of at
+            most N + 1 clients. Fewer is fine (an absent client is sampled
+            with probability 0). Refused under replace-one, whose noise is
+            that of the cohort drawn from the nodes addressed, which are its
+            N.
         cohort_tail: add/remove: the chance per round allowed of a cohort
             above the noise's cap T, paid in delta as ``tail (1 + e^eps)``
             a round; None: the accountant's 1e-12
             (:data:`cepam.accounting.cohort.COHORT_TAIL`). A smaller one
             (1e-30, say) for large eps, many rounds or a small delta: a
-            larger T, the same noise on the released sum.
+            larger T, the same noise on the released sum (each client's
+            sigma smaller, its payload a little longer).
         sampling_seed: seeds the server's cohort draws and its top-up noise
             (for reproducible experiments: anyone who knows it knows the
             cohorts and the top-up noise); None (the default): a fresh
@@ -301,7 +304,8 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
                  clip: float, setting: FLSetting | None = None, delta: float = 1e-5,
                  max_epsilon: float | None = None, secrets: SecretSource | None = None,
                  lattice: str = "auto", dim: int | None = None, coder: str = "ans",
-                 prefer: str = "balanced", pad: str | int | None = "levels", bound: str = "tight", ledger: Any = None,
+                 prefer: str = "balanced", pad: str | int | None = "levels",
+                 bound: str = "tight", ledger: Any = None,
                  ledger_name: str | None = None, max_reply_bytes: int | None = None,
                  pinned_keys: str | os.PathLike[str] | None = None,
                  authenticated_transport: bool = False, sample_rate: float = 1.0,
@@ -424,8 +428,8 @@ class CepamStrategy(Settings, NodeKeys, Replies, TrainMessages, Cohort, Aggregat
                  "" if key is None else f" (not weighted by {key!r})")
         log.info("\t└── cepam: running statistics (buffers) %s; aggregated running "
                  "variances kept at least %g", self.buffers, self.running_var_floor)
-        log.info("\t└── cepam: %r, clip %g, lattice %s%s, coder %s, pad %s, keys %s, delta %g, "
-                 "max_epsilon %s", self.mechanism, self.clip, self.lattice,
+        log.info("\t└── cepam: %r, clip %g, lattice %s%s, coder %s, pad %s, keys %s, "
+                 "delta %g, max_epsilon %s", self.mechanism, self.clip, self.lattice,
                  f" (prefer {self.prefer})" if self.lattice == "auto" else "", self.coder,
                  self.pad, "pre-shared" if self._lookup is not None else "X25519 agreement",
                  self.delta, self.max_epsilon)
