@@ -186,6 +186,11 @@ def test_ledger_keeps_one_relation(tmp_path):
         ledger.record(ClientLevelRound(sigma=0.1, clip=1.0, clients=100), run_id="b", round=0)
     eps = ledger.epsilon_with([(add, 49)])
     assert eps == pytest.approx(PLDAccountant().compose(add, 50).get_epsilon(DELTA), rel=1e-9)
+    # A GaussianEvent names no relation: it joins, and the terms stay add/remove's.
+    from cepam.accounting import GaussianEvent
+
+    ledger.record(GaussianEvent(noise_multiplier=3.0), run_id="c", round=0)
+    assert ledger.report()["terms"].startswith("add-remove neighbours, client level")
 
 
 def test_an_accountant_and_an_analysis_keep_one_relation_and_one_level():
