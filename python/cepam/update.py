@@ -177,14 +177,16 @@ def _extent(x: Any) -> tuple[str, int, int] | None:
 
 
 def _host_view(x: Any) -> np.ndarray | None:
-    """A numpy view of a target entry in host memory (None elsewhere)."""
+    """A numpy view of a target entry in host memory (None elsewhere, or for
+    an element size numpy's integers lack: its spans then decide)."""
     if not _is_torch_tensor(x):
         return x
     if x.device.type != "cpu":
         return None
     torch = sys.modules["torch"]
-    return x.detach().view(torch.uint8 if x.element_size() == 1 else {
-        2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]).numpy()
+    same_size = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(
+        x.element_size())  # (an integer view of the same strides: numpy has no bfloat16)
+    return None if same_size is None else x.detach().view(same_size).numpy()
 
 
 def _share_memory(a: Any, b: Any) -> bool:

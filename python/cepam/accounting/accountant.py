@@ -138,7 +138,7 @@ class PLDAccountant:
         self._backend = backend
         self._ledger: list[tuple[PrivacyEvent, int]] = []
         # The first event composed of each (relation, level): check_one_relation's.
-        self._kinds: dict[tuple[str, str], PrivacyEvent] = {}
+        self._kinds: dict[tuple[str | None, str], PrivacyEvent] = {}
         self._cache: Any = None
 
     @property

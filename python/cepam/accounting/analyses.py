@@ -158,8 +158,7 @@ class Analysis(abc.ABC):
         own, caller = _EVENT_LEVELS[self.level], LEVELS["gaussian"]
         for event, _ in pairs:
             relation, level = relation_and_level(event)
-            if level != caller and (level != own or relation != self.relation) or \
-                    relation not in (None, self.relation):
+            if level not in (own, caller) or relation not in (None, self.relation):
                 raise InvalidArgumentError(
                     f"the {self.describe()} analysis cannot account a {level} event under "
                     f"relation {relation!r}: its eps would be presented as this analysis's")

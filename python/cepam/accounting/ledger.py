@@ -236,7 +236,7 @@ def _terms(events: Iterable[PrivacyEvent]) -> str:
     if not described:
         return ""
     kinds = [relation_and_level(e) for e in events]
-    relations = sorted({relation for relation, _ in kinds} - {None}) or ["any"]
+    relations = sorted({relation for relation, _ in kinds} - {None}) or ["the caller's"]
     levels = sorted({level for _, level in kinds})
     threats = {d["threat_model"] for d in described if "threat_model" in d}
     terms = [f"{' and '.join(relations)} neighbours", " and ".join(levels)]

@@ -17,7 +17,8 @@ from flwr.serverapp import Grid
 from cepam.errors import InvalidArgumentError
 
 from .budget import Budget
-from .protocol import CONFIG_RECORD, KEYS_AGREED, KEYS_PRESHARED, RoundConfig
+from .protocol import (CONFIG_RECORD, FLOWER_CLIPPING_KEY, KEYS_AGREED, KEYS_PRESHARED,
+                       RoundConfig, flower_clipping_text)
 from .replies import Sent
 
 __all__ = ["SAMPLED", "HeldLines", "TrainMessages"]
@@ -96,12 +97,8 @@ class TrainMessages:
         sent: dict[int, Sent] = {}
         for msg in messages:
             for record in msg.content.config_records.values():
-                if "clipping_norm" in record:
-                    raise InvalidArgumentError(
-                        "the inner strategy sends Flower's DP clipping configuration (train "
-                        "config key 'clipping_norm', which its DP wrappers send; a key of your "
-                        "own by that name must be renamed); cepam clips and adds noise itself: "
-                        "use one or the other")
+                if FLOWER_CLIPPING_KEY in record:
+                    raise InvalidArgumentError(flower_clipping_text("the inner strategy sends"))
             node = int(msg.metadata.dst_node_id)
             if node in sent:
                 raise InvalidArgumentError(f"the inner strategy sent node {node} two train "

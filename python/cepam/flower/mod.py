@@ -109,8 +109,9 @@ from .keys import (
     node_key_pair, secret_from_node_config,
 )
 from .protocol import (
-    CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, KEYS_AGREED, PAYLOAD_ARRAY,
-    PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name, is_float,
+    CLIENT_KEY, CLIENT_KEY_SIGNATURE, CONFIG_RECORD, FLOWER_CLIPPING_KEY, KEYS_AGREED,
+    PAYLOAD_ARRAY, PAYLOAD_RECORD, PAYLOAD_STYPE, UNCLIPPED_METRIC, RoundConfig, flat_name,
+    flower_clipping_text, is_float,
 )
 
 __all__ = ["cepam_mod", "ERROR_CODE", "LOCAL_BUFFERS", "MIN_SIGMA_KEY",
@@ -126,7 +127,6 @@ _STATE = "cepam"  # the node's Context state record: key pair and used contexts
 #: The node's Context state record holding its own running statistics
 #: (``buffers="local"``), by :func:`.protocol.flat_name`.
 LOCAL_BUFFERS = "cepam-local-buffers"
-_FLOWER_CLIPPING_KEY = "clipping_norm"  # what Flower's central-DP wrappers send
 _USED_LIMIT = 4096  # contexts remembered per run
 
 #: Node-config keys of the node's own floor on the privacy it gives.
@@ -444,12 +444,8 @@ def _claim_context(state: ConfigRecord, config: RoundConfig, ctx: Context, secre
 
 def _check_no_flower_dp(msg: Message) -> None:
     for record in msg.content.config_records.values():
-        if _FLOWER_CLIPPING_KEY in record:
-            raise _FlowerClipping(
-                f"Flower's central-DP clipping is configured on this run (config key "
-                f"{_FLOWER_CLIPPING_KEY!r}, which its DP wrappers send; a key of your own "
-                "by that name must be renamed); cepam clips and adds noise itself: use one "
-                "or the other")
+        if FLOWER_CLIPPING_KEY in record:
+            raise _FlowerClipping(flower_clipping_text("this run configures"))
 
 
 def _report_unclipped(reply: Message, update: dict[str, np.ndarray], config: RoundConfig

@@ -41,10 +41,21 @@ from cepam.structure import BUFFER_CHOICES
 __all__ = [
     "CONFIG_RECORD", "PAYLOAD_RECORD", "PAYLOAD_ARRAY", "PAYLOAD_STYPE", "KEYS_AGREED",
     "KEYS_PRESHARED", "ACCOUNTED", "UNCLIPPED_METRIC", "RoundConfig", "mechanism_of", "flat_name",
-    "pad_to_text", "pad_from_text", "is_float",
+    "pad_to_text", "pad_from_text", "is_float", "FLOWER_CLIPPING_KEY", "flower_clipping_text",
 ]
 
 CONFIG_RECORD = "cepam"
+#: The config key Flower's central-DP wrappers send their clip in: refused by
+#: the server in the inner strategy's train messages and by the mod in the
+#: messages it gets (cepam clips and adds noise itself).
+FLOWER_CLIPPING_KEY = "clipping_norm"
+
+
+def flower_clipping_text(what: str) -> str:
+    """The refusal of :data:`FLOWER_CLIPPING_KEY` in ``what`` (who sends it)."""
+    return (f"{what} Flower's DP clipping configuration (config key {FLOWER_CLIPPING_KEY!r}, "
+            "which its DP wrappers send; a key of your own by that name must be renamed); "
+            "cepam clips and adds noise itself: use one or the other")
 PAYLOAD_RECORD = "cepam-payload"
 PAYLOAD_ARRAY = "cepam"
 PAYLOAD_STYPE = f"cepam/v{VERSION}"
